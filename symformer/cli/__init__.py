@@ -1,0 +1,67 @@
+"""The ``symformer`` command line.
+
+Each sub-command lives in its own module of this package and registers itself
+with ``register(subparsers)``; the modules are discovered, so adding a command
+means adding a module.  Every :class:`~symformer.errors.InputError` becomes a
+one-line message on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from symformer.errors import InputError, NotSupportedError, UndecidedError
+
+DESCRIPTION = """\
+Derive a small Transformer example exactly, stage by stage, and turn the derivation
+into LaTeX, Markdown and checks. Every command works on the built-in example (the
+blog post's "I think I understand") when no example file is given.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with a usage line, as argparse does
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every discovered sub-command."""
+    parser = _Parser(prog="symformer", description=DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from symformer import __version__
+
+    parser.add_argument("--version", action="version", version=f"symformer {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    modules = []
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            modules.append(importlib.import_module(f"{__name__}.{info.name}"))
+    for module in sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__)):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"symformer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (NotSupportedError, UndecidedError) as exc:
+        print(f"symformer {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,88 @@
+"""Ball arithmetic helpers on python-flint's ``arb``.
+
+A stage's certified value is a list of rows of ``arb`` balls (each a midpoint and
+a rigorous error radius); the masked score ``-inf`` is represented by ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from flint import arb, fmpq
+
+from symformer.errors import NotSupportedError
+
+NEG_INF = None  # a masked score: exp(-inf) = 0 exactly
+ArbRow = list["arb | None"]
+ArbMatrix = list[ArbRow]
+
+
+def rational_ball(value: sympy.Rational) -> arb:
+    """An exact rational as a ball at the current precision (exact when dyadic)."""
+    return arb(fmpq(int(value.p), int(value.q)))
+
+
+def relu_ball(x: arb) -> arb:
+    """max(0, x) on a ball: exact branches when the sign is certain, else the hull."""
+    if x > 0:
+        return x
+    if x < 0 or x == 0:
+        return arb(0)
+    return arb(0).union(x.upper())
+
+
+_FUNCTIONS = {
+    sympy.sin: arb.sin,
+    sympy.cos: arb.cos,
+    sympy.exp: arb.exp,
+    sympy.erf: arb.erf,
+    sympy.log: arb.log,
+}
+
+
+def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -> arb:
+    """Evaluate a SymPy expression in ball arithmetic at the current precision.
+
+    ``env`` gives balls for free symbols.  Supported: rationals, ``pi``, ``E``,
+    ``+``, ``*``, powers, sin, cos, exp, erf, log, Max.  Anything else raises
+    :class:`NotSupportedError` rather than guessing through a float.
+    """
+    if expr.is_Rational:
+        return rational_ball(expr)
+    if expr.is_Symbol:
+        if env is None or expr not in env:
+            raise NotSupportedError(f"no value for the symbol {expr}")
+        return env[expr]
+    if expr is sympy.pi:
+        return arb.pi()
+    if expr is sympy.E:
+        return arb(1).exp()
+    args = [sympy_to_arb(a, env) for a in expr.args]
+    if expr.is_Add:
+        return _fold(args, lambda a, b: a + b)
+    if expr.is_Mul:
+        return _fold(args, lambda a, b: a * b)
+    if expr.is_Pow:
+        base, exponent = args
+        if expr.exp.is_Integer:
+            return base ** int(expr.exp)
+        if expr.exp == sympy.S.Half:
+            return base.sqrt()
+        return base ** exponent
+    if isinstance(expr, sympy.Max):
+        result = args[0]
+        for a in args[1:]:
+            result = result.max(a)
+        return result
+    function = _FUNCTIONS.get(expr.func)
+    if function is not None:
+        return function(args[0])
+    raise NotSupportedError(f"cannot evaluate {expr.func.__name__} in ball arithmetic")
+
+
+def _fold(items: Sequence[arb], combine) -> arb:
+    result = items[0]
+    for item in items[1:]:
+        result = combine(result, item)
+    return result

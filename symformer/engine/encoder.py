@@ -1,0 +1,193 @@
+"""The encoder, stage by stage: the order of the block reads in :func:`encoder_block`.
+
+Stage names are stable (users and tests address stages by them); ``layer`` and
+``head`` numbers are 1-based.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sympy
+
+from symformer.engine import ops
+from symformer.engine.graph import Derivation
+from symformer.errors import InputError
+from symformer.example.schema import Example, Layer
+
+#: Refuse derivations whose float operation count exceeds this (about a second of
+#: ball arithmetic per million operations); SYMFORMER_MAX_WORK raises it.
+DEFAULT_MAX_WORK = 5_000_000
+
+
+def derive(example: Example, causal: bool | None = None,
+           max_work: int | None = None) -> Derivation:
+    """Push ``example`` through its encoder blocks; every stage exact.
+
+    ``causal`` forces the causal mask on (True) or off (False); ``None`` uses the
+    example's own setting.  ``max_work`` bounds the estimated operation count.
+    """
+    causal = example.causal if causal is None else causal
+    check_size(example, max_work)
+    g = Derivation(example, causal)
+    tokens = example.tokens
+    d = example.d_model
+    dims = tuple(f"d{j + 1}" for j in range(d))
+    lookup = sympy.Matrix([list(example.embeddings.row(t)) for t in example.token_ids])
+    g.add("embeddings", "embeddings", ops.Constant(lookup), (), tokens, dims)
+    g.add("positional_encoding", "positional_encoding",
+          ops.Constant(positional_encoding(len(tokens), d, example.positional_encoding)),
+          (), tokens, dims)
+    x = g.add("input", "input", ops.Add(), ("embeddings", "positional_encoding"), tokens, dims)
+    for number, layer in enumerate(example.layers, start=1):
+        x = encoder_block(g, number, x, layer)
+    g.add("output", "output", ops.Identity(), (x,), tokens, dims)
+    return g
+
+
+def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal") -> sympy.Matrix:
+    """Exact sinusoidal positional encoding (base 10000).
+
+    PE[pos, 2i] = sin(pos / 10000^(2i/d)) and PE[pos, 2i+1] = cos(pos / 10000^(2i/d)),
+    so dimensions 0, 2, ... (d1, d3 counting from 1) are sines.
+    """
+    if kind == "none":
+        return sympy.zeros(seq_len, d_model)
+
+    def entry(pos: int, j: int) -> sympy.Expr:
+        angle = sympy.Integer(pos) * sympy.Integer(10000) ** sympy.Rational(-(j - j % 2), d_model)
+        return sympy.sin(angle) if j % 2 == 0 else sympy.cos(angle)
+
+    return sympy.Matrix(seq_len, d_model, entry)
+
+
+def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
+    """One block: attention and FFN sub-layers, each wrapped in residual + LayerNorm."""
+    p = f"layer{number}"
+    if layer.norm == "post":  # LN(x + Sublayer(x)), the original paper and the post
+        a = multi_head_attention(g, p, x, layer, number)
+        y = add_norm(g, f"{p}.add_norm1", x, a, layer, 1, number)
+        f = feed_forward(g, p, y, layer, number)
+        return add_norm(g, f"{p}.add_norm2", y, f, layer, 2, number)
+    # pre-norm: x + Sublayer(LN(x))
+    n1 = layer_norm(g, f"{p}.norm1", x, layer, 1, number)
+    y = residual(g, f"{p}.add_norm1", x, multi_head_attention(g, p, n1, layer, number), number)
+    n2 = layer_norm(g, f"{p}.norm2", y, layer, 2, number)
+    return residual(g, f"{p}.add_norm2", y, feed_forward(g, p, n2, layer, number), number)
+
+
+def multi_head_attention(g: Derivation, p: str, x: str, layer: Layer, number: int, *,
+                         heads: tuple | None = None, W_O: sympy.Matrix | None = None,
+                         kv: str | None = None, causal: bool | None = None,
+                         head_prefix: str = "", group: str = "attention") -> str:
+    """Every head on ``x``, concatenated, then W_O (plain concatenation when W_O is None).
+
+    The decoder reuses this: ``kv`` takes keys and values from another stage
+    (cross-attention), ``head_prefix``/``group`` name the stages
+    (``decoder.layer1.self.head1.Q``, ``decoder.layer1.self.output``).
+    """
+    causal = g.causal if causal is None else causal
+    heads = layer.heads if heads is None else heads
+    W_O = layer.W_O if W_O is None and group == "attention" else W_O
+    outputs = [attention_head(g, f"{p}.{head_prefix}head{k}", x, kv or x, head, causal,
+                              number, k)
+               for k, head in enumerate(heads, start=1)]
+    return _combine(g, p, x, outputs, W_O, number, group)
+
+
+def _combine(g: Derivation, p: str, x: str, heads: list[str], W_O: sympy.Matrix | None,
+             number: int, mha: str) -> str:
+    rows = g[x].rows
+    width = sum(g[h].shape[1] for h in heads)
+    concat_cols = tuple(f"c{j + 1}" for j in range(width))
+    concat = g.add(f"{p}.{mha}.concat", "concat", ops.Concat(), heads, rows, concat_cols,
+                   layer=number)
+    d = g[x].shape[1]
+    op = ops.Identity() if W_O is None else ops.Affine(W_O)
+    return g.add(f"{p}.{mha}.output", "attention_output", op, (concat,), rows,
+                 tuple(f"d{j + 1}" for j in range(d)), layer=number)
+
+
+def attention_head(g: Derivation, p: str, x: str, kv: str, head, causal: bool, number: int,
+                   k: int) -> str:
+    """Scaled dot-product attention of one head: Q, K, V, scores, weights, output."""
+    queries, keys = g[x].rows, g[kv].rows
+    where = {"layer": number, "head": k}
+
+    def project(name: str, source: str, W: sympy.Matrix, letter: str) -> str:
+        cols = tuple(f"{letter}{j + 1}" for j in range(W.cols))
+        return g.add(f"{p}.{name}", name, ops.Affine(W), (source,), g[source].rows, cols, **where)
+
+    Q = project("Q", x, head.W_Q, "q")
+    K = project("K", kv, head.W_K, "k")
+    V = project("V", kv, head.W_V, "v")
+    raw = g.add(f"{p}.raw_scores", "raw_scores", ops.MatMul(transpose_b=True), (Q, K),
+                queries, keys, **where)
+    masked = frozenset((i, j) for i in range(len(queries)) for j in range(len(keys))
+                       if causal and j > i)
+    scores = g.add(f"{p}.scores", "scores",
+                   ops.ScaleMask(head.d_k, masked, g.example.mask_value), (raw,),
+                   queries, keys, **where)
+    weights = g.add(f"{p}.weights", "weights", ops.Softmax(), (scores,), queries, keys, **where)
+    cols = tuple(f"o{j + 1}" for j in range(head.d_v))
+    return g.add(f"{p}.output", "head_output", ops.MatMul(), (weights, V), queries, cols,
+                 **where)
+
+
+def feed_forward(g: Derivation, p: str, x: str, layer: Layer, number: int) -> str:
+    """Position-wise FFN: hidden = x W_1 + b_1, activation, output = a W_2 + b_2."""
+    rows = g[x].rows
+    ff = tuple(f"ff{j + 1}" for j in range(layer.d_ff))
+    hidden = g.add(f"{p}.ffn.hidden", "ffn_hidden", ops.Affine(layer.W_1, layer.b_1), (x,),
+                   rows, ff, layer=number)
+    act = g.add(f"{p}.ffn.activation", "ffn_activation", ops.Activation(layer.activation),
+                (hidden,), rows, ff, layer=number)
+    return g.add(f"{p}.ffn.output", "ffn_output", ops.Affine(layer.W_2, layer.b_2), (act,),
+                 rows, g[x].cols, layer=number)
+
+
+def residual(g: Derivation, name: str, x: str, sub: str, number: int) -> str:
+    """The residual connection x + Sublayer(x)."""
+    return g.add(name, "residual", ops.Add(), (x, sub), g[x].rows, g[x].cols, layer=number)
+
+
+def layer_norm(g: Derivation, name: str, x: str, layer: Layer, which: int, number: int) -> str:
+    """LayerNorm of each row of ``x``, with its mean and variance as stages of their own."""
+    rows = g[x].rows
+    unbiased = layer.layer_norm == "unbiased"
+    mean = g.add(f"{name}.mean", "mean", ops.RowMean(), (x,), rows, ("mean",), layer=number)
+    var = g.add(f"{name}.variance", "variance", ops.RowVariance(unbiased), (x, mean), rows,
+                ("variance",), layer=number)
+    gamma, beta = (layer.gamma_1, layer.beta_1) if which == 1 else (layer.gamma_2, layer.beta_2)
+    return g.add(name, "layer_norm", ops.Normalize(layer.eps, gamma, beta, unbiased),
+                 (x, mean, var), rows, g[x].cols, layer=number)
+
+
+def add_norm(g: Derivation, name: str, x: str, sub: str, layer: Layer, which: int,
+             number: int) -> str:
+    """Post-norm Add & Norm: LayerNorm(x + Sublayer(x)); the sum is ``NAME.sum``."""
+    total = residual(g, f"{name}.sum", x, sub, number)
+    return layer_norm(g, name, total, layer, which, number)
+
+
+def estimated_work(example: Example) -> int:
+    """Multiply-adds of one forward pass: what a derivation's cost grows with."""
+    n, d = len(example.tokens), example.d_model
+    work = n * d
+    for layer in example.layers:
+        for h in layer.heads:
+            work += n * d * (2 * h.d_k + h.d_v) + n * n * (h.d_k + h.d_v + 2)
+        work += n * sum(h.d_v for h in layer.heads) * d + 2 * n * d * layer.d_ff + 8 * n * d
+    return work
+
+
+def check_size(example: Example, max_work: int | None) -> None:
+    """Refuse examples whose derivation would not finish in reasonable time."""
+    limit = max_work or int(os.environ.get("SYMFORMER_MAX_WORK", DEFAULT_MAX_WORK))
+    work = estimated_work(example)
+    if work > limit:
+        raise InputError(
+            f"{example.source}: this example needs about {work:,} operations per "
+            f"evaluation, more than the limit of {limit:,}; raise it with --max-work N "
+            f"(or SYMFORMER_MAX_WORK=N) if you are prepared to wait"
+        )

@@ -1,0 +1,311 @@
+"""The derivation: a graph of named stages, exact by construction, evaluated with balls.
+
+A stage's entries are named by SymPy symbols (``layer1.head1.Q[0,1]``); its local
+formula is an expression over the symbols of the stages it reads.  The derivation
+is therefore a shared graph whose size grows like the float computation's
+operation count, not like the fully expanded expressions (which swell
+exponentially with depth).  Closed forms are produced on request, with a size
+limit; certified digits come from evaluating the graph once per precision in
+ball arithmetic.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import flint
+import sympy
+
+from symformer.engine.arbmath import NEG_INF, ArbMatrix
+from symformer.engine.ops import Activation, Op
+from symformer.engine.rounding import Rounded, round_ball, round_fraction
+from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
+
+#: Closed forms larger than this many operations are refused unless asked for.
+DEFAULT_MAX_OPS = 400
+#: Doublings of the working precision before falling back to an exact check.
+_MAX_DOUBLINGS = 6
+
+
+@dataclass(eq=False)
+class Stage:
+    """One named matrix of the derivation, with its labels and how it is computed.
+
+    ``kind`` says what the stage is (``"Q"``, ``"weights"``, ``"layer_norm"``, ...) so
+    printers can dispatch on it; ``layer`` and ``head`` are 1-based (0 when not
+    applicable).
+    """
+
+    name: str
+    kind: str
+    op: Op = field(repr=False)
+    inputs: tuple[str, ...]
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    layer: int = 0
+    head: int = 0
+    side: str = "encoder"
+    derivation: Derivation | None = field(default=None, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, columns)."""
+        return len(self.rows), len(self.cols)
+
+    @property
+    def symbols(self) -> sympy.Matrix:
+        """The symbols that name this stage's entries in later stages' formulas."""
+        return self.derivation.symbols(self.name)
+
+    @property
+    def local(self) -> sympy.Matrix:
+        """The exact formula of every entry over the input stages' symbols."""
+        return self.derivation.local(self.name)
+
+    def closed_form(self, i: int, j: int, max_ops: int = DEFAULT_MAX_OPS) -> sympy.Expr:
+        """The exact value of entry (i, j) over the example's numbers alone."""
+        return self.derivation.closed_form(self.name, i, j, max_ops)
+
+    def exact(self, max_ops: int = DEFAULT_MAX_OPS) -> sympy.Matrix:
+        """The matrix of closed forms (raises :class:`ClosedFormTooLarge` past ``max_ops``)."""
+        return sympy.Matrix(*self.shape, lambda i, j: self.closed_form(i, j, max_ops))
+
+    def rounded(self, *, decimals: int | None = None,
+                significant: int | None = None) -> list[list[Rounded | None]]:
+        """Certified correct roundings; ``None`` marks a masked (-inf) score."""
+        return self.derivation.rounded(self.name, decimals=decimals, significant=significant)
+
+    def values(self, *, decimals: int | None = None, significant: int | None = None
+               ) -> list[list[str]]:
+        """Certified decimal strings ("-inf" for masked scores)."""
+        as_text = Rounded.fixed if decimals is not None else Rounded.significant
+        return [["-inf" if r is None else as_text(r) for r in row]
+                for row in self.rounded(decimals=decimals, significant=significant)]
+
+    def balls(self, prec: int = 128) -> ArbMatrix:
+        """The stage in ball arithmetic at ``prec`` bits."""
+        return self.derivation.evaluate(prec)[self.name]
+
+    def __repr__(self) -> str:
+        r, c = self.shape
+        return f"<Stage {self.name} ({r}x{c}, {self.kind})>"
+
+
+class Derivation:
+    """An example pushed through its blocks: stages in order, addressable by name."""
+
+    def __init__(self, example, causal: bool) -> None:
+        self.example = example
+        self.causal = causal
+        self.stages: dict[str, Stage] = {}
+        self._symbols: dict[str, sympy.Matrix] = {}
+        self._owner: dict[sympy.Symbol, tuple[str, int, int]] = {}
+        self._local: dict[str, sympy.Matrix] = {}
+        self._closed: dict[tuple[str, int, int], sympy.Expr] = {}
+        self._balls: dict[int, dict[str, ArbMatrix]] = {}
+        self._signs: dict[tuple[str, int, int], int] = {}
+
+    # -- building ---------------------------------------------------------------
+    def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
+            rows: tuple[str, ...], cols: tuple[str, ...], **where: object) -> str:
+        """Append a stage computed by ``op`` from the named ``inputs``; returns its name."""
+        if name in self.stages:
+            raise ValueError(f"duplicate stage name {name}")
+        missing = [i for i in inputs if i not in self.stages]
+        if missing:
+            raise ValueError(f"stage {name} reads unknown stages {missing}")
+        self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
+                                  derivation=self, **where)
+        return name
+
+    # -- lookup -----------------------------------------------------------------
+    def __getitem__(self, name: str) -> Stage:
+        try:
+            return self.stages[name]
+        except KeyError:
+            raise InputError(unknown_stage_message(name, list(self.stages))) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.stages
+
+    def __iter__(self) -> Iterator[Stage]:
+        return iter(self.stages.values())
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def select(self, patterns: list[str] | None) -> list[Stage]:
+        """Stages matching any of the glob ``patterns`` (all stages for None), in order."""
+        if not patterns:
+            return list(self)
+        chosen = []
+        for pattern in patterns:
+            hits = [s for s in self if fnmatch.fnmatchcase(s.name, pattern)]
+            if not hits:
+                raise InputError(unknown_stage_message(pattern, list(self.stages)))
+            chosen.extend(hits)
+        seen: set[str] = set()
+        return [s for s in chosen if not (s.name in seen or seen.add(s.name))]
+
+    # -- exact ------------------------------------------------------------------
+    def symbols(self, name: str) -> sympy.Matrix:
+        """The matrix of symbols naming the entries of stage ``name``."""
+        if name not in self._symbols:
+            stage = self[name]
+            matrix = sympy.Matrix(*stage.shape, lambda i, j: sympy.Symbol(f"{name}[{i},{j}]"))
+            self._symbols[name] = matrix
+            for i in range(matrix.rows):
+                for j in range(matrix.cols):
+                    self._owner[matrix[i, j]] = (name, i, j)
+        return self._symbols[name]
+
+    def owner(self, symbol: sympy.Symbol) -> tuple[str, int, int]:
+        """(stage, row, column) that a symbol names."""
+        return self._owner[symbol]
+
+    def local(self, name: str) -> sympy.Matrix:
+        """The local formulas of stage ``name`` over its inputs' symbols (cached)."""
+        if name not in self._local:
+            stage = self[name]
+            self._local[name] = stage.op.sympy([self.symbols(i) for i in stage.inputs])
+        return self._local[name]
+
+    def closed_form(self, name: str, i: int, j: int, max_ops: int = DEFAULT_MAX_OPS
+                    ) -> sympy.Expr:
+        """The exact value of one entry as an expression over the example's numbers.
+
+        Substitutes closed forms for the local formula's symbols, stage by stage.
+        ReLU's max(0, h) is resolved by the certified sign of h.  Raises
+        :class:`ClosedFormTooLarge` when the result exceeds ``max_ops`` operations.
+        """
+        key = (name, i, j)
+        if key in self._closed:
+            expr = self._closed[key]
+        else:
+            stage = self[name]
+            local = self.local(name)[i, j]
+            if isinstance(stage.op, Activation) and stage.op.kind == "relu":
+                (h,) = local.args[1:] if local.args[0] == 0 else local.args[:1]
+                local = h if self.sign(stage.inputs[0], i, j) > 0 else sympy.S.Zero
+            mapping = {s: self.closed_form(*self.owner(s), max_ops) for s in local.free_symbols}
+            expr = local.xreplace(mapping) if mapping else local
+            expr = _tidy(expr, max_ops)
+            self._closed[key] = expr
+        size = sympy.count_ops(expr)
+        if size > max_ops:
+            raise ClosedFormTooLarge(
+                f"the closed form of {name}[{i},{j}] has {size} operations, more than "
+                f"max_ops={max_ops}; pass a larger max_ops, or use the stage's local "
+                f"formula (stage.local), which stays short"
+            )
+        return expr
+
+    # -- certified --------------------------------------------------------------
+    def evaluate(self, prec: int) -> dict[str, ArbMatrix]:
+        """Every stage in ball arithmetic at ``prec`` bits (cached per precision)."""
+        if prec not in self._balls:
+            saved = flint.ctx.prec
+            flint.ctx.prec = prec
+            try:
+                values: dict[str, ArbMatrix] = {}
+                for stage in self:
+                    values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
+            finally:
+                flint.ctx.prec = saved
+            self._balls[prec] = values
+        return self._balls[prec]
+
+    def rounded(self, name: str, *, decimals: int | None = None,
+                significant: int | None = None) -> list[list[Rounded | None]]:
+        """Certified correct roundings of a stage (``None`` for a masked score)."""
+        if (decimals is None) == (significant is None):
+            raise ValueError("give exactly one of decimals and significant")
+        rows, cols = self[name].shape
+        wanted = significant if significant is not None else max(decimals, 0) + 6
+        result: list[list[Rounded | None]] = [[None] * cols for _ in range(rows)]
+        pending = {(i, j) for i in range(rows) for j in range(cols)}
+        prec = int(wanted * 3.33) + 64
+        for _ in range(_MAX_DOUBLINGS):
+            balls = self.evaluate(prec)[name]
+            for i, j in list(pending):
+                ball = balls[i][j]
+                if ball is NEG_INF:
+                    pending.discard((i, j))
+                    continue
+                r = round_ball(ball, decimals=decimals, significant=significant)
+                if r is not None:
+                    result[i][j] = r
+                    pending.discard((i, j))
+            if not pending:
+                return result
+            prec *= 2
+        for i, j in pending:  # exact zeros and exact ties: decide with exact arithmetic
+            result[i][j] = self._round_exact(name, i, j, decimals, significant)
+        return result
+
+    def _round_exact(self, name: str, i: int, j: int, decimals: int | None,
+                     significant: int | None) -> Rounded:
+        expr = self.closed_form(name, i, j, max_ops=20000)
+        if expr.is_Rational:
+            return round_fraction(Fraction(int(expr.p), int(expr.q)),
+                                  decimals=decimals, significant=significant)
+        if _is_zero(expr):
+            return round_fraction(Fraction(0), decimals=decimals, significant=significant)
+        raise UndecidedError(
+            f"cannot decide the rounding of {name}[{i},{j}] = {expr}: its value is "
+            f"within 2^-{self._last_prec()} of a rounding boundary"
+        )
+
+    def _last_prec(self) -> int:
+        return max(self._balls) if self._balls else 0
+
+    def sign(self, name: str, i: int, j: int) -> int:
+        """The certified sign (-1, 0 or 1) of one entry; 0 only when proved exactly zero."""
+        key = (name, i, j)
+        if key not in self._signs:
+            self._signs[key] = self._decide_sign(name, i, j)
+        return self._signs[key]
+
+    def _decide_sign(self, name: str, i: int, j: int) -> int:
+        prec = 128
+        for _ in range(_MAX_DOUBLINGS):
+            ball = self.evaluate(prec)[name][i][j]
+            if ball is NEG_INF or ball < 0:
+                return -1
+            if ball > 0:
+                return 1
+            if ball == 0:
+                return 0
+            prec *= 2
+        expr = self.closed_form(name, i, j, max_ops=20000)
+        if _is_zero(expr):
+            return 0
+        raise UndecidedError(f"cannot decide the sign of {name}[{i},{j}] = {expr}")
+
+
+def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
+    """Expand products and sums (not exponentials) when that keeps the form short."""
+    if sympy.count_ops(expr) > max_ops:
+        return expr
+    expanded = sympy.expand(expr, power_exp=False, power_base=False, log=False)
+    return expanded if sympy.count_ops(expanded) <= max_ops else expr
+
+
+def _is_zero(expr: sympy.Expr) -> bool:
+    """Exact zero test (never numeric): structural, then SymPy's simplification."""
+    if expr == 0:
+        return True
+    return sympy.simplify(expr) == 0
+
+
+def unknown_stage_message(name: str, known: list[str]) -> str:
+    """An error message for an unknown stage name that lists the close ones."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return (f"unknown stage {name!r}{hint} (`symformer derive --list` lists all "
+            f"{len(known)} stages)")
