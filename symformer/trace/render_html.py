@@ -1,0 +1,232 @@
+"""The trace as one self-contained HTML page that steps through the block.
+
+Nothing is fetched when the page is viewed: the style and the script are inline
+and the math is MathML, which browsers render natively.  Each step is a
+``<section class="step">``; without JavaScript every step is shown one after the
+other (that is also the notebook view, :func:`cards_html`), with it one step at
+a time, with Previous/Next buttons, the arrow keys and ``#step-N`` in the address.
+"""
+
+from __future__ import annotations
+
+import html
+from functools import singledispatch
+
+from sympy.printing.mathml import mathml
+
+from symformer.trace.formula import as_mathml, mathml_number
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
+header{padding:12px 20px;background:#24364b;color:#fff}
+header h1{font-size:1.25em;margin:0 0 4px}
+.sentence span{display:inline-block;padding:1px 6px;margin-right:4px;border-radius:4px;
+ background:#ffffff22}
+.sentence span.traced{background:#f0b429;color:#000;font-weight:bold}
+.layout{display:flex;gap:20px;padding:16px 20px}
+nav.block{flex:0 0 220px}
+nav.block ol{list-style:none;padding:0;margin:0}
+nav.block li{padding:5px 8px;margin:3px 0;border:1px solid #c8ced6;border-radius:5px;
+ background:#fff;font-size:.9em}
+nav.block li.current{background:#f0b429;border-color:#b7860b;font-weight:bold}
+main{flex:1;min-width:0}
+.controls{display:flex;align-items:center;gap:12px;margin-bottom:10px}
+.controls button{font-size:1em;padding:6px 16px}
+section.step{background:#fff;border:1px solid #d5d9de;border-radius:8px;padding:12px 18px;
+ margin-bottom:14px}
+section.step h2{font-size:1.1em;margin:0 0 2px}
+.where{color:#5a6470;font-size:.85em;margin-bottom:8px}
+.general{margin:8px 0;font-size:1.15em}
+table.row{border-collapse:collapse;margin:10px 0}
+table.row th,table.row td{border:1px solid #d5d9de;padding:4px 10px;text-align:right;
+ font-variant-numeric:tabular-nums}
+table.row th{background:#f0f2f5;font-weight:normal;color:#3b4450}
+td.clipped{background:#e4e4e4;color:#666}
+td.masked{color:#999}
+.stat{margin:6px 0}
+ul.worked{list-style:none;padding-left:0;margin:8px 0}
+ul.worked li{margin:8px 0;overflow-x:auto;overflow-y:hidden;padding:2px 0}
+.heatmap{margin:10px 0}.heatmap caption{text-align:left;color:#5a6470;font-size:.85em}
+.heatmap td{width:3.2em;height:1.6em;text-align:center;font-size:.8em;border:1px solid #fff}
+.heatmap th{font-weight:normal;font-size:.8em;padding:0 6px;color:#3b4450}
+.heatmap tr.traced th{font-weight:bold;color:#000}
+.heatmap tr.traced td{outline:2px solid #24364b}
+.note{color:#5a6470;font-style:italic}
+"""
+
+_SCRIPT = """
+(function(){
+  var steps = Array.prototype.slice.call(document.querySelectorAll('section.step'));
+  var parts = Array.prototype.slice.call(document.querySelectorAll('nav.block li'));
+  var prev = document.getElementById('prev'), next = document.getElementById('next');
+  var counter = document.getElementById('counter');
+  var current = 0;
+  function show(i) {
+    current = Math.max(0, Math.min(steps.length - 1, i));
+    steps.forEach(function(s, k){ s.hidden = k !== current; });
+    var part = steps[current].getAttribute('data-part');
+    parts.forEach(function(p){
+      p.classList.toggle('current', p.getAttribute('data-part') === part); });
+    counter.textContent = 'Step ' + (current + 1) + ' of ' + steps.length;
+    prev.disabled = current === 0;
+    next.disabled = current === steps.length - 1;
+    try { history.replaceState(null, '', '#step-' + (current + 1)); } catch (e) {}
+  }
+  function fromHash() {
+    var m = /^#step-(\\d+)$/.exec(location.hash);
+    return m ? parseInt(m[1], 10) - 1 : 0;
+  }
+  prev.addEventListener('click', function(){ show(current - 1); });
+  next.addEventListener('click', function(){ show(current + 1); });
+  document.addEventListener('keydown', function(e){
+    if (e.key === 'ArrowRight') { show(current + 1); e.preventDefault(); }
+    if (e.key === 'ArrowLeft') { show(current - 1); e.preventDefault(); }
+  });
+  window.addEventListener('hashchange', function(){ show(fromHash()); });
+  document.querySelector('.controls').hidden = false;
+  show(fromHash());
+})();
+"""
+
+_e = html.escape
+
+
+def render_html(trace: Trace) -> str:
+    """The complete step-through page."""
+    parts: list[tuple[str, ...]] = []
+    for step in trace.steps:
+        if step.part not in parts:
+            parts.append(step.part)
+    nav = "".join(f'<li data-part="{_e(_part(p))}">{_e(" › ".join(p))}</li>' for p in parts)
+    mask = " · causal mask" if trace.causal else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(trace.title)}: “{_e(trace.token)}” through the block</title>
+<style>{_STYLE}</style></head>
+<body>
+<header><h1>{_e(trace.title)}: one token through the block{mask}</h1>
+{sentence_html(trace)}</header>
+<div class="layout">
+<nav class="block" aria-label="where in the block"><ol>{nav}</ol></nav>
+<main>
+<div class="controls" hidden><button id="prev" type="button">◀ Previous</button>
+<span id="counter"></span><button id="next" type="button">Next ▶</button>
+<span class="hint">(or the ← → keys)</span></div>
+{cards_html(trace)}
+</main></div>
+<script>{_SCRIPT}</script>
+</body></html>
+"""
+
+
+def sentence_html(trace: Trace) -> str:
+    """The sentence with positions, the traced token highlighted."""
+    spans = "".join(
+        f'<span{" class=traced" if i == trace.position else ""}>{i}: {_e(t)}</span>'
+        for i, t in enumerate(trace.tokens))
+    return (f'<div class="sentence">{spans} — token {trace.position} of '
+            f'{len(trace.tokens)}, {trace.decimals} decimals (certified)</div>')
+
+
+def cards_html(trace: Trace) -> str:
+    """Every step as a card (the page's content; in notebooks, the whole view)."""
+    total = len(trace.steps)
+    return "\n".join(step_card(s, n, total) for n, s in enumerate(trace.steps, start=1))
+
+
+def _part(part: tuple[str, ...]) -> str:
+    return " / ".join(part)
+
+
+def step_card(step: Step, n: int, total: int) -> str:
+    """One step: where it is, its general formula, the numbers, the worked lines."""
+    general = "".join(f'<div class="general">{_block_math(g.expr)}</div>'
+                      for g in step.general)
+    note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
+    return (f'<section class="step" id="step-{n}" data-index="{n}" '
+            f'data-stage="{_e(step.stage)}" data-part="{_e(_part(step.part))}">'
+            f'<h2>{_e(step.title)}</h2><div class="where">Step {n} of {total} · '
+            f'{_e(" › ".join(step.part))} · stage <code>{_e(step.stage)}</code></div>'
+            f"{general}{body(step)}{note}</section>")
+
+
+def _block_math(expr) -> str:
+    return f'<math display="block">{mathml(expr, printer="presentation")}</math>'
+
+
+def _row_table(labels: list[str], cells: list[str]) -> str:
+    head = "".join(f"<th>{_e(label)}</th>" for label in labels)
+    return f'<table class="row"><tr>{head}</tr><tr>{"".join(cells)}</tr></table>'
+
+
+def _cell(e: Entry, cls: str = "", style: str = "") -> str:
+    classes = f"value {cls}".strip()
+    extra = f' style="{style}"' if style else ""
+    return f'<td class="{classes}" data-label="{_e(e.label)}"{extra}>{_e(e.value)}</td>'
+
+
+def _worked(entries: list[Entry] | tuple[Entry, ...]) -> str:
+    items = "".join(f"<li>{as_mathml(e.worked)}</li>" for e in entries if e.worked)
+    return f'<ul class="worked">{items}</ul>' if items else ""
+
+
+def _heat_style(value: str) -> str:
+    """Background for one weight (colour only: the shown number is the certified one)."""
+    alpha = min(max(float(value), 0.0), 1.0) if value != "-inf" else 0.0
+    ink = "#fff" if alpha > 0.55 else "#000"
+    return f"background:rgba(214,72,0,{alpha:.3f});color:{ink}"
+
+
+def _heatmap(step: AttentionStep) -> str:
+    keys = "".join(f"<th>{_e(k)}</th>" for k in step.labels)
+    rows = []
+    for i, (label, row) in enumerate(zip(step.labels, step.matrix)):
+        traced = ' class="traced"' if i == step.query else ""
+        cells = "".join(f'<td style="{_heat_style(v)}">{_e(v)}</td>' for v in row)
+        rows.append(f"<tr{traced}><th>{_e(label)}</th>{cells}</tr>")
+    return (f'<table class="heatmap"><caption>All queries (rows) against all keys '
+            f'(columns); the traced token\'s row is outlined.</caption>'
+            f"<tr><th></th>{keys}</tr>{''.join(rows)}</table>")
+
+
+@singledispatch
+def body(step: Step) -> str:
+    """The token's row and its worked formulas (vector steps)."""
+    return _row_table(step.labels, [_cell(e) for e in step.entries]) + _worked(step.entries)
+
+
+@body.register
+def _(step: AttentionStep) -> str:
+    cells = []
+    for e in step.entries:
+        if e.value == "-inf":
+            cells.append(_cell(e, "masked"))
+        elif step.heat:
+            cells.append(_cell(e, "heat", _heat_style(e.value)))
+        else:
+            cells.append(_cell(e))
+    heatmap = _heatmap(step) if step.matrix else ""
+    return _row_table(step.labels, cells) + heatmap + _worked(step.entries)
+
+
+@body.register
+def _(step: NormStep) -> str:
+    stats = "".join(
+        f'<div class="stat" data-stat="{name}">{as_mathml(e.worked) if e.worked else ""}'
+        f'<span hidden class="stat-value">{_e(e.value)}</span></div>'
+        for name, e in (("mean", step.mean), ("variance", step.variance)))
+    return stats + body.dispatch(Step)(step)
+
+
+@body.register
+def _(step: ActivationStep) -> str:
+    clipped = step.clipped or (False,) * len(step.entries)
+    cells = [_cell(e, "clipped" if c else "") for e, c in zip(step.entries, clipped)]
+    legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 '
+              "(the certified sign of h<sub>j</sub> is ≤ 0).</p>") if any(clipped) else ""
+    return _row_table(step.labels, cells) + legend + _worked(step.entries)
+
+
+__all__ = ["cards_html", "mathml_number", "render_html", "step_card"]

@@ -1,0 +1,54 @@
+"""The trace as JSON: every step with its formulas (text and LaTeX) and numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from symformer.trace.formula import Formula, as_latex, as_text
+from symformer.trace.steps import Entry, General, Step, Trace
+
+
+def _formula(f: Formula | None) -> dict | None:
+    return None if f is None else {"text": as_text(f), "latex": as_latex(f)}
+
+
+def _entry(e: Entry | None) -> dict | None:
+    if e is None:
+        return None
+    return {"label": e.label, "value": e.value, "worked": _formula(e.worked)}
+
+
+def _general(g: General) -> dict:
+    import sympy
+
+    return {"text": g.text, "latex": sympy.latex(g.expr)}
+
+
+def step_dict(step: Step) -> dict:
+    """One step as plain data; fields of the step's own kind are kept by name."""
+    data: dict = {"type": type(step).__name__}
+    for f in dataclasses.fields(step):
+        value = getattr(step, f.name)
+        if f.name == "entries":
+            value = [_entry(e) for e in value]
+        elif f.name == "general":
+            value = [_general(g) for g in value]
+        elif isinstance(value, Entry):
+            value = _entry(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        data[f.name] = value
+    return data
+
+
+def trace_dict(trace: Trace) -> dict:
+    """The whole trace as plain data."""
+    return {"title": trace.title, "tokens": list(trace.tokens), "position": trace.position,
+            "token": trace.token, "causal": trace.causal, "side": trace.side,
+            "decimals": trace.decimals, "steps": [step_dict(s) for s in trace.steps]}
+
+
+def render_json(trace: Trace) -> str:
+    """The trace as an indented JSON document."""
+    return json.dumps(trace_dict(trace), indent=1, ensure_ascii=False) + "\n"

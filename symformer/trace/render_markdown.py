@@ -1,0 +1,68 @@
+"""The trace as Markdown with ``$...$`` math (GitHub, Jupyter, KaTeX-based sites)."""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+import sympy
+
+from symformer.latex.escape import markdown_text
+from symformer.trace.formula import as_latex
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+
+
+def render_markdown(trace: Trace) -> str:
+    """Every step as a heading, its formula, a table of the token's row, worked lines."""
+    sentence = ", ".join(f"{i}: {markdown_text(t)}" for i, t in enumerate(trace.tokens))
+    mask = " With the causal mask." if trace.causal else ""
+    out = [f"# {markdown_text(trace.title)}: token “{markdown_text(trace.token)}”",
+           "", f"Sentence: {sentence}. Token position {trace.position}; numbers rounded "
+           f"to {trace.decimals} decimals (certified).{mask}"]
+    current: tuple[str, ...] = ()
+    for n, step in enumerate(trace.steps, start=1):
+        if step.part != current:
+            current = step.part
+            out += ["", f"## {markdown_text(' / '.join(step.part))}"]
+        out += ["", f"### {n}. {markdown_text(step.title)} (`{step.stage}`)", ""]
+        out += [f"$${sympy.latex(g.expr)}$$" for g in step.general]
+        out += [""] + body(step)
+        if step.note:
+            out += ["", markdown_text(step.note)]
+    return "\n".join(out) + "\n"
+
+
+def _table(labels: list[str], values: list[str]) -> list[str]:
+    return ["| " + " | ".join(markdown_text(lab) for lab in labels) + " |",
+            "|" + "---:|" * len(labels),
+            "| " + " | ".join(values) + " |"]
+
+
+def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
+    lines = [f"- ${as_latex(e.worked)}$" for e in entries if e.worked is not None]
+    return [""] + lines if lines else []
+
+
+@singledispatch
+def body(step: Step) -> list[str]:
+    """The token's row as a one-row table, then each entry's worked formula."""
+    return _table(step.labels, step.values) + _worked(step.entries)
+
+
+@body.register
+def _(step: AttentionStep) -> list[str]:
+    return (["| key | value |", "|---|---:|"]
+            + [f"| {markdown_text(e.label)} | {e.value} |" for e in step.entries]
+            + _worked(step.entries))
+
+
+@body.register
+def _(step: NormStep) -> list[str]:
+    return _worked([step.mean, step.variance])[1:] + [""] + body.dispatch(Step)(step)
+
+
+@body.register
+def _(step: ActivationStep) -> list[str]:
+    values = [f"**{v}** (clipped)" if clip else v
+              for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
+    return _table(step.labels, values) + _worked(step.entries)
+

@@ -1,0 +1,103 @@
+"""The trace as plain text for a terminal: aligned, readable at 80 columns."""
+
+from __future__ import annotations
+
+import textwrap
+from functools import singledispatch
+
+from symformer.trace.formula import as_text
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+
+WIDTH = 80
+_INDENT = "    "
+
+
+def render_text(trace: Trace) -> str:
+    """Every step: where it is, its formula, the token's numbers and how each was computed."""
+    lines = [header(trace), ""]
+    total = len(trace.steps)
+    for n, step in enumerate(trace.steps, start=1):
+        lines.extend(step_lines(step, n, total))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def header(trace: Trace) -> str:
+    """Title line and the sentence with its positions."""
+    sentence = "  ".join(f"{i}:{t}" for i, t in enumerate(trace.tokens))
+    mask = ", causal mask" if trace.causal else ""
+    return (f"{trace.title}: token {trace.token!r} (position {trace.position} of "
+            f"{len(trace.tokens)}{mask}; {trace.decimals} decimals)\n"
+            + _wrap(f"sentence: {sentence}", ""))
+
+
+def step_lines(step: Step, n: int, total: int) -> list[str]:
+    """One step: a title line, its general formula(s), then its kind's body."""
+    where = " > ".join(step.part)
+    lines = [f"[{n}/{total}] {where} > {step.title}", f"  stage {step.stage}"]
+    lines.extend(_wrap(g.text, "  ") for g in step.general)
+    lines.extend(body(step))
+    if step.note:
+        lines.append(_wrap(step.note, "  "))
+    return lines
+
+
+def _wrap(text: str, indent: str) -> str:
+    return "\n".join(textwrap.wrap(text, WIDTH, initial_indent=indent,
+                                   subsequent_indent=indent + _INDENT,
+                                   break_long_words=False, break_on_hyphens=False))
+
+
+def _worked(entries: tuple[Entry, ...] | list[Entry]) -> list[str]:
+    return [_wrap(as_text(e.worked), "  ") for e in entries if e.worked is not None]
+
+
+def _table(labels: list[str], values: list[str]) -> list[str]:
+    """A horizontal table of labels over values, wrapped to the terminal width."""
+    widths = [max(len(a), len(b)) for a, b in zip(labels, values)]
+    lines, start = [], 0
+    while start < len(labels):
+        end, used = start, 2
+        while end < len(labels) and (end == start or used + widths[end] + 2 <= WIDTH):
+            used += widths[end] + 2
+            end += 1
+        cells = range(start, end)
+        lines.append("  " + "  ".join(labels[j].rjust(widths[j]) for j in cells))
+        lines.append("  " + "  ".join(values[j].rjust(widths[j]) for j in cells))
+        start = end
+    return lines
+
+
+@singledispatch
+def body(step: Step) -> list[str]:
+    """The token's numbers and their worked formulas (vector steps)."""
+    return _table(step.labels, step.values) + _worked(step.entries)
+
+
+@body.register
+def _(step: AttentionStep) -> list[str]:
+    width = max(len(e.label) for e in step.entries)
+    lines = []
+    for e in step.entries:
+        bar = ""
+        if step.heat and e.value != "-inf":
+            bar = "  " + "#" * round(40 * abs(float(e.value)))  # display only
+        lines.append(f"  key {e.label.ljust(width)}  {e.value.rjust(8)}{bar}")
+    return lines + _worked(step.entries)
+
+
+@body.register
+def _(step: NormStep) -> list[str]:
+    lines = _worked([step.mean, step.variance])
+    return lines + _table(step.labels, step.values) + _worked(step.entries)
+
+
+@body.register
+def _(step: ActivationStep) -> list[str]:
+    values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
+    if step.clipped:
+        values = [v if v.endswith("*") else v + " " for v in values]
+    lines = _table(step.labels, values or step.values)
+    if any(step.clipped):
+        lines.append("  (* clipped: h_j <= 0, so ReLU gives 0)")
+    return lines + _worked(step.entries)
