@@ -93,6 +93,19 @@ class Stage:
         r, c = self.shape
         return f"<Stage {self.name} ({r}x{c}, {self.kind})>"
 
+    # Notebook display (implemented in symformer.display).
+    def _repr_html_(self) -> str:
+        from symformer.display import stage_html
+        return stage_html(self)
+
+    def _repr_markdown_(self) -> str:
+        from symformer.display import stage_markdown
+        return stage_markdown(self)
+
+    def _repr_latex_(self) -> str:
+        from symformer.display import stage_latex
+        return stage_latex(self)
+
 
 class Derivation:
     """An example pushed through its blocks: stages in order, addressable by name."""
@@ -136,6 +149,19 @@ class Derivation:
 
     def __len__(self) -> int:
         return len(self.stages)
+
+    # Notebook display (implemented in symformer.display).
+    def _repr_html_(self) -> str:
+        from symformer.display import derivation_html
+        return derivation_html(self)
+
+    def _repr_markdown_(self) -> str:
+        from symformer.display import derivation_markdown
+        return derivation_markdown(self)
+
+    def _repr_latex_(self) -> str:
+        from symformer.display import derivation_latex
+        return derivation_latex(self)
 
     def select(self, patterns: list[str] | None) -> list[Stage]:
         """Stages matching any of the glob ``patterns`` (all stages for None), in order."""
