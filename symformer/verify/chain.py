@@ -1,0 +1,216 @@
+"""Recompute stages from replaced or rounded upstream values, exactly where possible.
+
+A *chain* re-evaluates the stages between some upstream stages and a target:
+
+* **replaced** stages take given values: an author's printed numbers as exact
+  rationals (the step "as printed"), or balls of radius ½·10^-d around them (every
+  input inside the author's rounding interval, for interval consistency);
+* **rounded** stages are rounded to d decimals after they are computed, as a reader
+  with a pencil copies a printed table ("reader rounding").
+
+Entries are exact SymPy rationals while every input is rational and the op keeps
+them rational (sums, products, means, ReLU), so exact ties such as 1.595 are
+decided exactly; otherwise they are ``arb`` balls at the chain's precision.  Stages
+untouched by replacement or rounding come from the engine's certified balls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from fractions import Fraction
+
+import flint
+import sympy
+from flint import arb, fmpq
+
+from symformer.engine import Derivation
+from symformer.engine import ops as engine_ops
+from symformer.engine.rounding import Rounded, round_ball, round_fraction
+from symformer.errors import InputError, UndecidedError
+from symformer.verify import conventions
+
+#: An entry: exact rational, ball, or None for a masked (-inf) score.
+Entry = sympy.Rational | arb | None
+Values = list[list[Entry]]
+
+#: Ops that map rationals to rationals (a ScaleMask does when sqrt(d_k) is rational).
+_RATIONAL_OPS = (engine_ops.Affine, engine_ops.Add, engine_ops.MatMul, engine_ops.Concat,
+                 engine_ops.Identity, engine_ops.RowMean, engine_ops.RowVariance,
+                 engine_ops.Constant, engine_ops.ScaleMask, conventions.WholeMean,
+                 conventions.WholeVariance)
+#: Precisions (bits) tried in turn before giving up on a decision.
+PRECISIONS = (128, 256, 512, 1024, 2048, 4096)
+
+
+@contextmanager
+def precision(bits: int) -> Iterator[None]:
+    """Run ``arb`` arithmetic at ``bits`` of working precision."""
+    saved = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        yield
+    finally:
+        flint.ctx.prec = saved
+
+
+def ancestors(g: Derivation, name: str) -> set[str]:
+    """Every stage that ``name`` reads, directly or through other stages."""
+    seen: set[str] = set()
+    todo = list(g[name].inputs)
+    while todo:
+        s = todo.pop()
+        if s not in seen:
+            seen.add(s)
+            todo.extend(g[s].inputs)
+    return seen
+
+
+def ball(value: Fraction, radius: Fraction = Fraction(0)) -> arb:
+    """A ball holding the rational ``value`` (± ``radius``) at the current precision."""
+    centre = arb(fmpq(value.numerator, value.denominator))
+    if not radius:
+        return centre
+    r = arb(fmpq(radius.numerator, radius.denominator))
+    return (centre - r).union(centre + r)
+
+
+def _is_rational(e: Entry) -> bool:
+    return isinstance(e, sympy.Basic) and e.is_Rational
+
+
+def _as_ball(e: Entry) -> arb | None:
+    if e is None or isinstance(e, arb):
+        return e
+    return ball(Fraction(int(e.p), int(e.q)))
+
+
+class Chain:
+    """Re-evaluate ``target`` from ``replaced`` and ``rounded`` upstream stages of ``g``."""
+
+    def __init__(self, g: Derivation, target: str, replaced: dict[str, object] | None = None,
+                 rounded: dict[str, int] | None = None) -> None:
+        self.g = g
+        self.target = target
+        self.replaced = dict(replaced or {})
+        self.rounded = dict(rounded or {})
+        upstream = ancestors(g, target) | {target}
+        for name in self.replaced:
+            if name not in upstream:
+                raise InputError(f"{name} does not feed {target}: only stages that "
+                                 f"{target} is computed from can be replaced")
+        sources = set(self.replaced) | (set(self.rounded) & upstream)
+        self.affected = {s.name for s in g if s.name in upstream
+                         and (s.name in sources or ancestors(g, s.name) & sources)}
+
+    def evaluate(self, bits: int) -> dict[str, Values] | None:
+        """Every affected stage at ``bits``; None when a rounding is undecided there.
+
+        ``replaced`` values may be callables of no argument, called at this precision
+        (balls must be built at the precision they are used at).
+        """
+        engine = self.g.evaluate(bits)
+        values: dict[str, Values] = {}
+        with precision(bits):
+            for stage in self.g:
+                if stage.name not in self.affected:
+                    continue
+                if stage.name in self.replaced:
+                    v = self.replaced[stage.name]
+                    v = v() if callable(v) else v
+                else:
+                    v = apply(stage.op, [values.get(i, engine[i]) for i in stage.inputs])
+                if stage.name in self.rounded:
+                    v = round_values(v, self.rounded[stage.name])
+                    if v is None:
+                        return None
+                values[stage.name] = v
+                if stage.name == self.target:
+                    break
+        if self.target not in values:
+            values[self.target] = engine[self.target]
+        return values
+
+    def values(self) -> tuple[Values, int]:
+        """The target's entries and the precision they were computed at."""
+        for bits in PRECISIONS:
+            result = self.evaluate(bits)
+            if result is not None:
+                return result[self.target], bits
+        raise UndecidedError(f"cannot decide the roundings upstream of {self.target} "
+                             f"within {PRECISIONS[-1]} bits")
+
+
+def apply(op: engine_ops.Op, args: list[Values]) -> Values:
+    """``op`` on the given entries: exactly when it keeps rationals rational, else on balls."""
+    if isinstance(op, _RATIONAL_OPS) and all(_is_rational(e) for a in args for r in a for e in r):
+        if not isinstance(op, engine_ops.Constant):
+            result = op.sympy([sympy.Matrix(a) for a in args])
+            if all(e.is_Rational for e in result):
+                return result.tolist()
+    return op.arb([[[_as_ball(e) for e in row] for row in a] for a in args])
+
+
+def round_values(values: Values, decimals: int) -> Values | None:
+    """Round every entry to ``decimals`` (exact rationals out); None if a ball cannot tell."""
+    tiny = arb(10) ** -(decimals + 2)
+    out: Values = []
+    for row in values:
+        out_row: list[Entry] = []
+        for e in row:
+            if e is None:
+                out_row.append(None)
+                continue
+            if _is_rational(e):
+                r = round_fraction(Fraction(int(e.p), int(e.q)), decimals=decimals)
+            elif abs(e) < tiny:  # e.g. exp(-1e9): certainly rounds to 0
+                r = Rounded(0, -decimals)
+            else:
+                r = round_ball(e, decimals=decimals)
+                if r is None:
+                    return None
+            out_row.append(sympy.Rational(r.digits) * sympy.Rational(10) ** r.exponent)
+        out.append(out_row)
+    return out
+
+
+def within(e: Entry, claimed: Fraction, half: Fraction) -> bool | None:
+    """Is |e - claimed| <= half?  None when the ball is too wide to tell."""
+    if e is None:
+        return False
+    if _is_rational(e):
+        return abs(Fraction(int(e.p), int(e.q)) - claimed) <= half
+    distance = abs(e - ball(claimed))
+    h = ball(half)
+    if distance <= h:
+        return True
+    if distance > h:
+        return False
+    return None
+
+
+def reader_rounding(g: Derivation, decimals: int, stages: list[str] | None = None
+                    ) -> dict[str, list[list[str]]]:
+    """What a reader gets who recomputes every stage from the previous ones as printed.
+
+    Each stage is computed from its inputs rounded to ``decimals`` places (as a
+    printed table shows them) and is itself rounded to ``decimals``.  Returns the
+    certified strings of the requested stages (all by default), in stage order;
+    ``"-inf"`` marks a masked score.
+    """
+    names = [s.name for s in g]
+    last = names[-1]
+    chain = Chain(g, last, rounded=dict.fromkeys(names, decimals))
+    for bits in PRECISIONS:
+        result = chain.evaluate(bits)
+        if result is not None:
+            break
+    else:
+        raise UndecidedError(f"cannot decide a reader rounding within {PRECISIONS[-1]} bits")
+    wanted = stages if stages is not None else names
+    return {name: [["-inf" if e is None else _fixed(e, decimals) for e in row]
+                   for row in result[name]] for name in wanted}
+
+
+def _fixed(e: Entry, decimals: int) -> str:
+    return round_fraction(Fraction(int(e.p), int(e.q)), decimals=decimals).fixed()

@@ -1,0 +1,298 @@
+"""Decide which of an author's claimed numbers are right, and explain the wrong ones.
+
+A claimed number c with d decimals is right when |exact - c| <= ½·10^-d, decided
+on certified balls (raising the precision until it is decided; an exact tie is
+decided on the closed form).  A claim with ``inputs`` is checked locally: the step
+is recomputed from the named claims' printed numbers taken exactly ("as printed"),
+and it is *consistent* when the recomputation over every input inside its rounding
+interval (ball arithmetic, an enclosure) meets the claimed interval.  Because the
+enclosure can only be too wide, "inconsistent" is proved; "consistent" means not
+refuted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import sympy
+
+from symformer.engine import Derivation, derive
+from symformer.engine.rounding import round_fraction
+from symformer.errors import UndecidedError
+from symformer.example import Example
+from symformer.verify import conventions
+from symformer.verify.chain import (
+    PRECISIONS,
+    Chain,
+    Values,
+    ancestors,
+    ball,
+    precision,
+    round_values,
+    within,
+)
+from symformer.verify.claims import Claim
+
+#: Extra decimals shown for "the exact value to more digits".
+MORE_DIGITS = 6
+
+
+@dataclass
+class EntryCheck:
+    """The verdict on one claimed number (row and col are 0-based stage indices)."""
+
+    row: int
+    col: int
+    row_label: str
+    col_label: str
+    claimed: str
+    correct: str        # the correct rounding (local claims: of the step as printed)
+    exact: str          # the same value to MORE_DIGITS more decimals
+    ok: bool            # right (global) or consistent (local)
+
+
+@dataclass
+class ClaimCheck:
+    """The verdict on one claim."""
+
+    claim: Claim
+    entries: list[EntryCheck] = field(default_factory=list)
+    explanations: list[str] = field(default_factory=list)
+
+    @property
+    def local(self) -> bool:
+        """Checked as a step from its claimed inputs."""
+        return bool(self.claim.inputs)
+
+    @property
+    def wrong(self) -> list[EntryCheck]:
+        """The entries that are wrong (local: inconsistent)."""
+        return [e for e in self.entries if not e.ok]
+
+
+class Checker:
+    """Checks claims against one example; caches its derivations and variants."""
+
+    def __init__(self, example: Example, max_work: int | None = None) -> None:
+        self.example = example
+        self.max_work = max_work
+        self._derived: dict[tuple, Derivation] = {}
+
+    def derivation(self, causal: bool, convention: conventions.Convention | None = None
+                   ) -> Derivation:
+        """The (cached) derivation, optionally under another convention."""
+        key = (causal, convention)
+        if key not in self._derived:
+            if convention is None:
+                g = derive(self.example, causal=causal, max_work=self.max_work)
+            else:
+                g = conventions.derive_variant(self.example, convention, causal,
+                                               self.max_work)
+            self._derived[key] = g
+        return self._derived[key]
+
+    def check_all(self, claims: list[Claim]) -> list[ClaimCheck]:
+        """Check every claim (claims with ``check = false`` are only inputs)."""
+        by_name = {c.name: c for c in claims}
+        results = []
+        for index, claim in enumerate(claims):
+            if not claim.check:
+                continue
+            if claim.inputs:
+                results.append(self.check_local(claim, by_name))
+            else:
+                result = self.check_global(claim)
+                if result.wrong:
+                    result.explanations = self.explain(claim, claims[:index])
+                results.append(result)
+        return results
+
+    # -- global -------------------------------------------------------------------
+    def check_global(self, claim: Claim) -> ClaimCheck:
+        """Every claimed number against the certified exact value of its stage."""
+        g = self.derivation(claim.causal)
+        verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[claim.stage], g)
+        return self._result(claim, g, verdicts,
+                            lambda d: certified_rounding(g, claim.stage, d))
+
+    def _decide(self, claim: Claim, values: Callable[[int], Values],
+                g: Derivation | None = None) -> dict[tuple[int, int], bool]:
+        """(i, j) of values -> right?, raising the precision until every entry is decided."""
+        pending = {(i, j) for i in range(len(claim.values)) for j in range(len(claim.values[0]))}
+        verdicts: dict[tuple[int, int], bool] = {}
+        for bits in PRECISIONS:
+            v = values(bits)
+            for i, j in list(pending):
+                claimed = claim.number(i, j)
+                entry = v[claim.row_indices[i]][j]
+                if claimed is None or entry is None:
+                    verdict: bool | None = claimed is None and entry is None
+                else:
+                    with precision(bits):
+                        verdict = within(entry, claimed, claim.half)
+                if verdict is not None:
+                    verdicts[i, j] = verdict
+                    pending.discard((i, j))
+            if not pending:
+                return verdicts
+        for i, j in pending:  # an exact tie: only the closed form can tell
+            if g is None:
+                raise UndecidedError(f"{claim.where}: cannot decide values[{i}][{j}]")
+            expr = g[claim.stage].closed_form(claim.row_indices[i], j, max_ops=20000)
+            if not expr.is_Rational:
+                raise UndecidedError(f"{claim.where}: cannot decide values[{i}][{j}]: "
+                                     f"{expr} is within 2^-{PRECISIONS[-1]} of the boundary")
+            exact = Fraction(int(expr.p), int(expr.q))
+            verdicts[i, j] = abs(exact - claim.number(i, j)) <= claim.half
+        return verdicts
+
+    def _result(self, claim: Claim, g: Derivation, verdicts: dict[tuple[int, int], bool],
+                rounding: Callable[[int], list[list[str]]]) -> ClaimCheck:
+        stage = g[claim.stage]
+        correct, more = rounding(claim.decimals), rounding(claim.decimals + MORE_DIGITS)
+        result = ClaimCheck(claim)
+        for i, r in enumerate(claim.row_indices):
+            for j in range(stage.shape[1]):
+                result.entries.append(EntryCheck(r, j, stage.rows[r], stage.cols[j],
+                                                 claim.values[i][j], correct[r][j],
+                                                 more[r][j], verdicts[i, j]))
+        return result
+
+    # -- local --------------------------------------------------------------------
+    def check_local(self, claim: Claim, by_name: dict[str, Claim]) -> ClaimCheck:
+        """The step from the claimed inputs: as printed, and interval consistency."""
+        g = self.derivation(claim.causal)
+        printed = {s: exact_matrix(by_name[n]) for s, n in claim.inputs.items()}
+        as_printed = Chain(g, claim.stage, replaced=printed)
+        _, bits = as_printed.values()
+        verdicts_printed = self._decide(claim, lambda b: as_printed.evaluate(b)[claim.stage])
+
+        def intervals(source: Claim) -> Callable[[], Values]:
+            return lambda: [[ball(source.number(i, j), source.half)
+                             for j in range(len(row))] for i, row in enumerate(source.values)]
+
+        boxes = Chain(g, claim.stage,
+                      replaced={s: intervals(by_name[n]) for s, n in claim.inputs.items()})
+        enclosure = boxes.evaluate(PRECISIONS[0])[claim.stage]
+        consistent = {}
+        for i, r in enumerate(claim.row_indices):
+            for j in range(len(claim.values[i])):
+                consistent[i, j] = verdicts_printed[i, j] or meets(
+                    enclosure[r][j], claim.number(i, j), claim.half)
+
+        def rounding(decimals: int) -> list[list[str]]:
+            for b in PRECISIONS:
+                v = as_printed.evaluate(b)[claim.stage]
+                rounded = round_values(v, decimals)
+                if rounded is not None:
+                    return as_text(rounded, decimals)
+            raise UndecidedError(f"{claim.where}: cannot round the step as printed")
+
+        result = self._result(claim, g, consistent, rounding)
+        inconsistent = [e for e in result.entries if not e.ok]
+        mismatched = sum(not v for v in verdicts_printed.values())
+        if mismatched:
+            result.explanations.append(
+                f"{mismatched} of {len(verdicts_printed)} numbers differ from the step "
+                f"recomputed from the inputs as printed"
+                + ("; all are within what the inputs' rounding allows" if not inconsistent
+                   else ""))
+        return result
+
+    # -- explanations ---------------------------------------------------------------
+    def explain(self, claim: Claim, before: list[Claim]) -> list[str]:
+        """Conventions or reader rounding that reproduce every claimed number."""
+        found = []
+        for convention in conventions.ALTERNATIVES:
+            if convention.mask is not None and not claim.causal:
+                continue
+            g = self.derivation(claim.causal, convention)
+            if claim.stage not in g:
+                continue
+            verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g)
+            if all(verdicts.values()):
+                found.append(f"every number is right under another convention: "
+                             f"{convention.describe()}")
+        reader = self.explain_reader_rounding(claim, before)
+        if reader:
+            found.append(reader)
+        return found
+
+    def explain_reader_rounding(self, claim: Claim, before: list[Claim]) -> str | None:
+        """Do the numbers follow from tables printed before them, read as printed?
+
+        Tries the printed tables upstream of the claim (in the order printed; the
+        longest prefix first: a later table may have been printed but not used), each
+        replacing its stage exactly as printed.  Without any, every upstream stage is
+        rounded to the claim's decimals.
+        """
+        g = self.derivation(claim.causal)
+        upstream = ancestors(g, claim.stage)
+        printed: list[tuple[str, Claim]] = []
+        for c in before:
+            if c.inputs or c.rows is not None or c.stage not in upstream:
+                continue
+            if c.causal == claim.causal or not any(
+                    g[s].kind == "scores" for s in ancestors(g, c.stage) | {c.stage}):
+                printed.append((c.stage, c))
+        wrong = [(i, j) for (i, j), ok in self._decide(
+            claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]
+        candidates = [(Chain(g, claim.stage, replaced={s: exact_matrix(c)
+                                                       for s, c in printed[:k]}),
+                       "the tables printed before it, as printed ("
+                       + ", ".join(c.name for _, c in printed[:k]) + ")")
+                      for k in range(len(printed), 0, -1)]
+        if not candidates:
+            candidates = [(Chain(g, claim.stage, rounded=dict.fromkeys(upstream, claim.decimals)),
+                           f"every stage before it rounded to {claim.decimals} decimals")]
+        best: tuple[int, str] = (0, "")
+        for chain, source in candidates:
+            verdicts = self._decide(claim, lambda bits, c=chain: c.evaluate(bits)[claim.stage])
+            if all(verdicts.values()):
+                return f"reader rounding: every number is what a reader gets recomputing " \
+                       f"from {source}"
+            explained = sum(verdicts[i, j] for i, j in wrong)
+            if explained > best[0]:
+                best = (explained, source)
+        if best[0]:
+            return (f"reader rounding explains {best[0]} of the {len(wrong)} wrong numbers: "
+                    f"recomputed from {best[1]}; the rest do not follow from them")
+        return None
+
+
+def meets(enclosure, claimed: Fraction | None, half: Fraction) -> bool:
+    """Can a value in ``enclosure`` round to ``claimed``?  (False only when certain.)"""
+    if enclosure is None or claimed is None:
+        return enclosure is None and claimed is None
+    return not (enclosure < ball(claimed - half) or enclosure > ball(claimed + half))
+
+
+def exact_matrix(claim: Claim) -> Values:
+    """A claim's printed numbers as exact rationals."""
+    return [[None if (n := claim.number(i, j)) is None else sympy.Rational(n.numerator,
+                                                                           n.denominator)
+             for j in range(len(row))] for i, row in enumerate(claim.values)]
+
+
+def as_text(values: Values, decimals: int) -> list[list[str]]:
+    """Rounded rational entries as fixed-point text ("-inf" for masked scores)."""
+    return [["-inf" if e is None else
+             round_fraction(Fraction(int(e.p), int(e.q)), decimals=decimals).fixed()
+             for e in row] for row in values]
+
+
+def certified_rounding(g: Derivation, name: str, decimals: int) -> list[list[str]]:
+    """A stage's correct roundings (values like exp(-1e9) round to 0 without big numbers)."""
+    for bits in PRECISIONS:
+        rounded = round_values(g.evaluate(bits)[name], decimals)
+        if rounded is not None:
+            return as_text(rounded, decimals)
+    return g[name].values(decimals=decimals)  # exact ties: the engine's exact path
+
+
+def summary(results: list[ClaimCheck]) -> tuple[int, int]:
+    """(numbers right, numbers checked) over all claims."""
+    total = sum(len(r.entries) for r in results)
+    return total - sum(len(r.wrong) for r in results), total
