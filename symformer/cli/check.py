@@ -1,0 +1,113 @@
+"""``symformer check``: which of an author's claimed numbers are right, and why not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from symformer.cli._common import load
+from symformer.engine import derive
+from symformer.verify.check import Checker, ClaimCheck, summary
+from symformer.verify.claims import load_claims
+
+ORDER = 40
+
+EPILOG = """\
+examples:
+  symformer check symformer/examples/post_claims.toml       # the blog post's arrays
+  symformer check claims.toml --example my_example.toml --json
+  symformer check post.md --name pe=positional_encoding --name Q=layer1.head1.Q \\
+      --name output=layer1.head1.output --name output=- \\
+      --name masked_weights=causal:layer1.head1.weights
+
+A claimed number with d decimals is right when |exact - claimed| <= 0.5e-d, decided
+with certified digits. A claim with `inputs` is checked as a step: recomputed from the
+named claims' printed numbers, and consistent when some inputs within their rounding
+intervals produce it. Claims file format: docs/verify.md. Exit status: 0 every number
+right, 1 some wrong, 2 bad input.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``check`` sub-command."""
+    p = sub.add_parser("check", help="check an author's claimed numbers against the exact values",
+                       description="Decide which claimed numbers are correct roundings of the "
+                                   "exact values, and explain the wrong ones.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("claims", metavar="CLAIMS",
+                   help="claims .toml file, or a Markdown/Python document with "
+                        "print(np.round(NAME, k)) lines followed by '# [[...]]' lines")
+    p.add_argument("--example", metavar="EXAMPLE.toml", default=None,
+                   help="the example the claims are about (default: the built-in one)")
+    p.add_argument("--max-work", type=int, metavar="N", default=None,
+                   help="refuse examples needing more than N operations per evaluation")
+    p.add_argument("--name", action="append", default=[], metavar="NAME=STAGE",
+                   help="map a document's printed NAME to a stage (repeat for a name printed "
+                        "again; NAME=- skips it; NAME=causal:STAGE for the masked derivation)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``symformer check``."""
+    example = load(argparse.Namespace(example=args.example))
+    g = derive(example, max_work=args.max_work)
+    claims = load_claims(args.claims, g, args.name)
+    results = Checker(example, args.max_work).check_all(claims)
+    right, total = summary(results)
+    if args.json:
+        print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))
+    else:
+        print(report(results, right, total))
+    return 0 if right == total else 1
+
+
+def report(results: list[ClaimCheck], right: int, total: int) -> str:
+    """The plain-text report: every wrong number with its place, then the summary."""
+    lines = []
+    for r in results:
+        c = r.claim
+        kind = "step from " + ", ".join(f"{s} = {n}" for s, n in c.inputs.items()) \
+            if r.local else ("causal derivation" if c.causal else "")
+        head = f"{c.name} -> {c.stage}" + (f" ({kind})" if kind else "") + \
+            f", {c.decimals} decimals: "
+        n = len(r.entries)
+        if r.local:
+            verdict = "consistent" if not r.wrong else f"{len(r.wrong)} of {n} inconsistent"
+        else:
+            verdict = "all right" if not r.wrong else f"{len(r.wrong)} of {n} wrong"
+        lines.append(head + f"{n - len(r.wrong)} of {n} right, {verdict}")
+        for e in r.wrong:
+            what = "as printed" if r.local else "correct"
+            lines.append(f"  row {e.row} {e.row_label!r}, col {e.col} {e.col_label}: claimed "
+                         f"{e.claimed}, {what} {e.correct} (exact {e.exact}...)")
+        for text in r.explanations:
+            lines.append(f"  why: {text}")
+    lines.append("")
+    lines.append(f"{right} of {total} numbers correct")
+    return "\n".join(lines)
+
+
+def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
+    """The ``--json`` document; rows and columns are 0-based."""
+    return {
+        "claims": [{
+            "name": r.claim.name,
+            "stage": r.claim.stage,
+            "causal": r.claim.causal,
+            "decimals": r.claim.decimals,
+            "local": r.local,
+            "inputs": r.claim.inputs,
+            "numbers": len(r.entries),
+            "right": len(r.entries) - len(r.wrong),
+            "wrong": [[e.row, e.col] for e in r.wrong],
+            "details": [{"row": e.row, "col": e.col, "token": e.row_label,
+                         "column": e.col_label, "claimed": e.claimed,
+                         "as_printed" if r.local else "correct": e.correct,
+                         "exact": e.exact} for e in r.wrong],
+            "explanations": r.explanations,
+        } for r in results],
+        "right": right,
+        "numbers": total,
+        "ok": right == total,
+    }
