@@ -1,0 +1,72 @@
+"""``symformer export``: the derivation as LaTeX fragments and a document, or Markdown."""
+
+from __future__ import annotations
+
+import argparse
+
+from symformer.cli._common import add_example_argument, derivation, nonnegative_int
+from symformer.files import write_files
+
+ORDER = 30
+
+EPILOG = """\
+examples:
+  symformer export --out notes                     # main.tex + fragments/*.tex
+  symformer export --out notes --pdf               # ... and compile notes/main.pdf
+  symformer export --out notes --token think --decimals 3
+  symformer export --out notes --stage 'layer1.head1.*' --exact
+  symformer export my_example.toml --out blog --format markdown   # blog/main.md
+
+Every stage gets an equation, a table (booktabs) and a worked example for one
+token, each in its own fragment (fragments/layer1-head1-Q-table.tex, ...), which
+you can \\input on its own (preamble: amsmath, amssymb, booktabs, xcolor with the
+table option, graphicx). The output directory is created if needed and never
+cleared; files are written all-or-nothing.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``export`` sub-command."""
+    p = sub.add_parser("export", help="write LaTeX (or Markdown) for the derivation",
+                       description="Write every stage of the derivation as LaTeX fragments "
+                                   "and a standalone document (or one Markdown file).",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_example_argument(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--decimals", type=nonnegative_int, default=2, metavar="N",
+                   help="decimals of every printed value (default 2)")
+    p.add_argument("--token", default="1", metavar="TOKEN",
+                   help="worked examples for this token: a position (default 1) or the "
+                        "word itself (its first occurrence)")
+    p.add_argument("--stage", action="append", metavar="GLOB",
+                   help="only stages matching this name or glob (repeatable)")
+    p.add_argument("--exact", action="store_true",
+                   help="print short closed forms (4 + \\sin 1) instead of decimals")
+    p.add_argument("--causal", action="store_true",
+                   help="derive with the causal mask in every layer")
+    p.add_argument("--format", choices=("latex", "markdown"), default="latex",
+                   help="latex: main.tex and fragments/ (default); markdown: main.md")
+    p.add_argument("--pdf", action="store_true",
+                   help="also compile main.pdf with pdflatex (LaTeX format only)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``symformer export``."""
+    from symformer.errors import InputError
+    from symformer.latex import Options, export_files, resolve_token
+    from symformer.latex.compile import compile_pdf, pdflatex
+
+    if args.pdf and args.format != "latex":
+        raise InputError("--pdf needs --format latex")
+    if args.pdf:
+        pdflatex()  # fail before any work when it is missing
+    g = derivation(args, causal=True if args.causal else None)
+    options = Options(decimals=args.decimals, token=resolve_token(g, args.token),
+                      exact=args.exact, stages=tuple(args.stage) if args.stage else None)
+    files: dict[str, str | bytes] = dict(export_files(g, options, args.format))
+    if args.pdf:
+        files["main.pdf"] = compile_pdf(files)
+    written = write_files(args.out, files)
+    print(f"wrote {len(written)} files to {args.out}")
+    return 0

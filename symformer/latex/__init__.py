@@ -1,0 +1,24 @@
+"""LaTeX and Markdown export: tables, equations, worked examples and whole documents.
+
+>>> from symformer import derive, load_example
+>>> from symformer.latex import Options, export_files
+>>> files = export_files(derive(load_example()), Options(decimals=2, token=1))
+>>> sorted(files)[:2]
+['fragments/embeddings-equation.tex', 'fragments/embeddings-matrix.tex']
+"""
+
+from __future__ import annotations
+
+from symformer.latex.document import Options, build, latex_files, resolve_token
+from symformer.latex.markdown import markdown_document
+
+__all__ = ["Options", "build", "export_files", "latex_files", "markdown_document",
+           "resolve_token"]
+
+
+def export_files(g, options: Options, fmt: str = "latex") -> dict[str, str]:
+    """Every file of an export, by relative path: LaTeX (main.tex + fragments) or Markdown."""
+    outline = build(g, options)
+    if fmt == "markdown":
+        return {"main.md": markdown_document(g, outline)}
+    return latex_files(g, outline)

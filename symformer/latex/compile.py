@@ -1,0 +1,47 @@
+"""Running pdflatex on an exported ``main.tex``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from symformer.errors import InputError
+
+
+def pdflatex() -> str:
+    """The pdflatex executable, or an error saying how to get one."""
+    exe = shutil.which("pdflatex")
+    if exe is None:
+        raise InputError("pdflatex was not found on PATH; install TeX Live "
+                         "(Debian: apt-get install texlive-latex-base "
+                         "texlive-latex-recommended lmodern) or drop --pdf")
+    return exe
+
+
+def compile_pdf(files: dict[str, str], main: str = "main.tex") -> bytes:
+    """Compile ``files`` (relative path -> text) in a scratch directory; the PDF's bytes."""
+    return compile_log(files, main)[0]
+
+
+def compile_log(files: dict[str, str], main: str = "main.tex") -> tuple[bytes, str]:
+    """Compile with pdflatex (twice, so references resolve): the PDF's bytes and the log.
+
+    Raises :class:`InputError` quoting the log's first error when pdflatex fails.
+    """
+    exe = pdflatex()
+    with tempfile.TemporaryDirectory(prefix="symformer-tex-") as tmp:
+        root = Path(tmp)
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
+        for _ in range(2):
+            run = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", main],
+                                 cwd=root, capture_output=True, text=True,
+                                 encoding="utf-8", errors="replace", timeout=300)
+            if run.returncode != 0:
+                lines = [ln for ln in run.stdout.splitlines() if ln.startswith("!")]
+                raise InputError(f"pdflatex failed: {lines[0] if lines else run.stdout[-500:]}")
+        log = (root / main).with_suffix(".log").read_text(encoding="utf-8", errors="replace")
+        return (root / main).with_suffix(".pdf").read_bytes(), log

@@ -1,0 +1,229 @@
+"""The whole derivation as a document: every stage with equation, table, worked example.
+
+Stages are grouped by what they are, not by name: a stage's *kind* picks its
+group (:data:`GROUPS`) and its heading (:data:`TITLES`), so stages of a new part
+(a decoder's ``decoder.*`` stages, whose kinds match the encoder's) slot in
+without changes here; ``side`` prefixes their headings.  Every stage becomes
+up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
+``main.tex`` inputs them in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symformer.engine import Derivation, Stage, derive
+from symformer.errors import InputError
+from symformer.latex.blocks import Fragment, Heading, Math, Prose
+from symformer.latex.equations import stage_equation
+from symformer.latex.escape import latex_text
+from symformer.latex.render import PACKAGES, to_latex
+from symformer.latex.tables import stage_matrix, stage_table
+from symformer.latex.worked import LETTERS, Style, worked_example
+
+#: The group (second-level heading) of each stage kind.
+GROUPS = {
+    "embeddings": "Embeddings and positional encoding",
+    "positional_encoding": "Embeddings and positional encoding",
+    "input": "Embeddings and positional encoding",
+    "Q": "head", "K": "head", "V": "head", "raw_scores": "head", "scores": "head",
+    "weights": "head", "head_output": "head",
+    "concat": "Multi-head attention", "attention_output": "Multi-head attention",
+    "residual": "Add & Norm", "mean": "Add & Norm", "variance": "Add & Norm",
+    "layer_norm": "Add & Norm",
+    "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
+    "ffn_output": "Feed-forward network",
+    "output": "Output",
+}
+#: The heading of each stage kind.
+TITLES = {
+    "embeddings": "Token embeddings", "positional_encoding": "Sinusoidal positional encoding",
+    "input": "Position-aware input", "Q": "Queries Q", "K": "Keys K", "V": "Values V",
+    "raw_scores": "Dot products", "scores": "Scaled scores", "weights": "Attention weights",
+    "head_output": "Head output", "concat": "Concatenated heads",
+    "attention_output": "Output projection", "residual": "Residual sum", "mean": "Mean",
+    "variance": "Variance", "layer_norm": "LayerNorm", "ffn_hidden": "Hidden layer",
+    "ffn_activation": "Activation", "ffn_output": "Output layer", "output": "Encoder output",
+}
+#: Kinds shown again under the causal mask.
+CAUSAL_KINDS = ("scores", "weights")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to export: decimals, the worked example's token, exact forms, stage filter."""
+
+    decimals: int = 2
+    token: int = 1
+    exact: bool = False
+    stages: tuple[str, ...] | None = None
+
+
+def resolve_token(g: Derivation, text: str | int) -> int:
+    """A token given as a position or as the word itself (its first occurrence)."""
+    tokens = g.example.tokens
+    listing = ", ".join(f"{k} {t!r}" for k, t in enumerate(tokens))
+    if isinstance(text, int) or str(text).strip().lstrip("-").isdigit():
+        k = int(text)
+        if 0 <= k < len(tokens):
+            return k
+        raise InputError(f"token position {k} is out of range; the tokens are: {listing}")
+    if text in tokens:
+        return tokens.index(text)
+    raise InputError(f"unknown token {text!r}; the tokens are: {listing}")
+
+
+def select(g: Derivation, patterns: tuple[str, ...] | None) -> list[Stage]:
+    """The stages matching the glob patterns, in order; unknown patterns list every stage."""
+    try:
+        return g.select(list(patterns) if patterns else None)
+    except InputError:
+        import fnmatch
+
+        bad = [p for p in patterns if not any(fnmatch.fnmatchcase(s.name, p) for s in g)]
+        raise InputError(f"no stage matches {', '.join(map(repr, bad))}; the stages are: "
+                         f"{', '.join(s.name for s in g)}") from None
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a stage name (``layer1.head1.Q`` -> ``layer1-head1-Q``)."""
+    return name.replace(".", "-")
+
+
+def _group(stage: Stage) -> str:
+    group = GROUPS.get(stage.kind, "Other stages")
+    if group == "head":
+        group = f"Attention head {stage.head}"
+    return group
+
+
+def _part(stage: Stage) -> str:
+    side = "" if stage.side == "encoder" else f"{stage.side.capitalize()} "
+    if stage.layer:
+        return f"{side}Layer {stage.layer}"
+    return f"{side}Output" if stage.kind == "output" else f"{side}Input"
+
+
+def stage_fragments(stage: Stage, token: int, options: Options,
+                    prefix: str = "") -> list[Fragment]:
+    """The equation, table, worked example and matrix fragments of one stage."""
+    name = prefix + slug(stage.name)
+    label = ("causal:" if prefix else "") + stage.name
+    style = Style(options.decimals, options.exact)
+    fragments = []
+    equation = stage_equation(stage)
+    if equation is not None:
+        fragments.append(Fragment(f"{name}-equation", [
+            type(equation)(equation.lines, f"eq:{label}")]))
+    caption = f"{TITLES.get(stage.kind, stage.kind)}: {stage.name}"
+    if prefix:
+        caption += " (causal mask)"
+    fragments.append(Fragment(f"{name}-table", [stage_table(
+        stage, decimals=options.decimals, exact=options.exact, highlight=token,
+        caption=caption + ".", label=f"tab:{label}")]))
+    worked = worked_example(stage, token, style)
+    if worked is not None:
+        word = stage.rows[token]
+        fragments.append(Fragment(f"{name}-worked", [Prose((
+            f"Worked example for \u201c{word}\u201d (position {token}):",)), worked]))
+    letter = LETTERS.get(stage.kind, "M")
+    fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
+        stage, letter.upper() if len(letter) == 1 else letter, decimals=options.decimals,
+        exact=options.exact)]))
+    return fragments
+
+
+@dataclass
+class Section:
+    """A heading and the fragments under it (``inline`` ones are not written alone)."""
+
+    heading: Heading
+    fragments: list[Fragment]
+
+
+def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
+    """The document's outline: headings, prose, and each stage's fragments."""
+    stages = select(g, options.stages)
+    token = options.token
+    out: list = [Prose((
+        "Every number below is derived exactly and rounded with certified ball arithmetic "
+        f"to {options.decimals} decimals. The worked examples follow the token "
+        f"\u201c{g.example.tokens[token]}\u201d at position {token}. "
+        f"The sentence: {' '.join(g.example.tokens)}.",))]
+    part = group = None
+    causal_done = g.causal
+    chosen = {s.name for s in stages}
+    for stage in stages:
+        if _part(stage) != part:
+            part, group = _part(stage), None
+            out.append(Heading(part, 1))
+            if stage.layer > 1 and stage.kind in ("Q", "mean"):
+                out.append(Prose((f"Layer {stage.layer} is stacked on layer {stage.layer - 1}: "
+                                  "its input is the previous layer's output.",)))
+        if not causal_done and stage.layer == 1 and group and group.startswith(
+                "Attention head") and not _group(stage).startswith("Attention head"):
+            out.extend(causal_section(g, chosen, token, options))
+            causal_done = True
+        if _group(stage) != group:
+            group = _group(stage)
+            out.append(Heading(group, 2))
+        out.append(Section(Heading(TITLES.get(stage.kind, stage.kind), 3),
+                           stage_fragments(stage, token, options)))
+    return out
+
+
+def causal_section(g: Derivation, chosen: set[str], token: int, options: Options) -> list:
+    """Layer 1's scores and weights again under the causal mask."""
+    causal = derive(g.example, causal=True)
+    stages = [s for s in causal if s.layer == 1 and s.kind in CAUSAL_KINDS
+              and s.side == "encoder" and s.name in chosen]
+    if not stages:
+        return []
+    out: list = [Heading("Causal self-attention", 2), Prose((
+        "A decoder may not look ahead: the causal mask sets every score of a later key to ",
+        Math(r"-\infty"), ", so its weight is exactly 0.",))]
+    for stage in stages:
+        out.append(Section(Heading(f"{TITLES[stage.kind]}, head {stage.head}, causal", 3),
+                           stage_fragments(stage, token, options, prefix="causal-")))
+    return out
+
+
+def fragments(outline: list) -> list[Fragment]:
+    """Every fragment of an outline, in order."""
+    return [f for item in outline if isinstance(item, Section) for f in item.fragments]
+
+
+PREAMBLE = r"""\documentclass[11pt]{article}
+\usepackage[T1]{fontenc}
+\usepackage[utf8]{inputenc}
+\usepackage{lmodern}
+\usepackage[a4paper,margin=2.2cm]{geometry}
+%(packages)s
+\usepackage{float}
+\floatplacement{table}{H}
+\setlength{\emergencystretch}{2em}
+\allowdisplaybreaks
+"""
+
+
+def latex_files(g: Derivation, outline: list, directory: str = "fragments") -> dict[str, str]:
+    """``main.tex`` and one ``.tex`` file per fragment (paths relative to the output)."""
+    files: dict[str, str] = {}
+    body = []
+    for item in outline:
+        if isinstance(item, Section):
+            body.append(to_latex(item.heading))
+            for fragment in item.fragments:
+                path = f"{directory}/{fragment.name}.tex"
+                files[path] = to_latex(fragment)
+                if not fragment.name.endswith("-matrix"):
+                    body.append(f"\\input{{{path}}}")
+        else:
+            body.append(to_latex(item))
+    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
+    main = (PREAMBLE % {"packages": "\n".join(PACKAGES)}
+            + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
+            + "\\begin{document}\n\\maketitle\n\n" + "\n\n".join(body)
+            + "\n\n\\end{document}\n")
+    files["main.tex"] = main
+    return files

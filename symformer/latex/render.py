@@ -1,0 +1,133 @@
+"""LaTeX rendering of the blocks in :mod:`symformer.latex.blocks`.
+
+One ``singledispatch`` registration per kind of block.  Tables need ``booktabs``,
+``xcolor`` with the ``table`` option (colortbl) and ``graphicx``; equations need
+``amsmath``.  Every one of them ships with TeX Live's latex-base/recommended.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+from symformer.latex.blocks import (
+    Equation,
+    Fragment,
+    Heading,
+    Math,
+    MatrixBlock,
+    Prose,
+    Step,
+    Table,
+    Worked,
+)
+from symformer.latex.escape import latex_text
+
+#: Packages a fragment needs in the including document's preamble.
+PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
+            r"\usepackage[table]{xcolor}", r"\usepackage{graphicx}")
+#: Colours: named xcolor mixes, so a fragment needs no \definecolor.
+HEAT = "orange"
+CLIPPED = "black!12"
+HIGHLIGHT = "yellow!35"
+_SECTIONS = {1: "section", 2: "subsection", 3: "subsubsection"}
+
+
+@singledispatch
+def to_latex(block: object) -> str:
+    """A block as LaTeX source."""
+    raise TypeError(f"no LaTeX rendering for {type(block).__name__}")
+
+
+@to_latex.register
+def _(block: Fragment) -> str:
+    return "\n\n".join(to_latex(b) for b in block.blocks) + "\n"
+
+
+@to_latex.register
+def _(block: Heading) -> str:
+    label = f"\\label{{{block.label}}}" if block.label else ""
+    return f"\\{_SECTIONS[block.level]}{{{latex_text(block.text)}}}{label}"
+
+
+@to_latex.register
+def _(block: Prose) -> str:
+    return "".join(f"${p.latex}$" if isinstance(p, Math) else latex_text(p)
+                   for p in block.parts)
+
+
+@to_latex.register
+def _(block: Equation) -> str:
+    label = f"\\label{{{block.label}}}" if block.label else ""
+    if len(block.lines) == 1:
+        lhs, rhs = block.lines[0]
+        return f"\\begin{{equation}}{label}\n  {lhs} = {rhs}\n\\end{{equation}}"
+    rows = [f"  {lhs} &= {rhs}" for lhs, rhs in block.lines]
+    rows[0] += label
+    return "\\begin{align}\n" + " \\\\\n".join(rows) + "\n\\end{align}"
+
+
+@to_latex.register
+def _(block: Worked) -> str:
+    rows = []
+    for step in block.steps:
+        first, rest = step_lines(step)
+        rows.append(f"  {step.lhs} &{first}")
+        if rest:
+            rows.append(f"  &{rest}")
+    return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+
+
+def step_lines(step: Step) -> tuple[str, str]:
+    """A step's chain as two lines: the formula, then substitution and result.
+
+    A relation whose right-hand side repeats the previous one is dropped.
+    """
+    chain, previous = [], None
+    for relation, rhs in step.chain:
+        if rhs != previous:
+            chain.append(f"{relation} {rhs}")
+        previous = rhs
+    return chain[0], " ".join(chain[1:])
+
+
+@to_latex.register
+def _(block: MatrixBlock) -> str:
+    return f"\\[\n  {block.lhs} = {bmatrix(block.rows)}\n\\]"
+
+
+def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
+    """Math rows as a ``bmatrix`` (amsmath)."""
+    body = " \\\\ ".join(" & ".join(row) for row in rows)
+    return f"\\begin{{bmatrix}} {body} \\end{{bmatrix}}"
+
+
+def _cell(cell) -> str:
+    text = f"${cell.latex}$"
+    if "masked" in cell.marks:
+        text = f"\\textcolor{{gray}}{{{text}}}"
+    if "clipped" in cell.marks:
+        return f"\\cellcolor{{{CLIPPED}}}{text}"
+    if cell.heat is not None:
+        return f"\\cellcolor{{{HEAT}!{cell.heat}}}{text}"
+    return text
+
+
+@to_latex.register
+def _(block: Table) -> str:
+    spec = "rl" + "r" * len(block.col_labels)
+    header = " & ".join(["pos", "token", *(f"${c}$" for c in block.col_labels)])
+    lines = [f"\\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule", header + r" \\",
+             r"\midrule"]
+    for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
+        prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
+        row = [f"{prefix}{pos}", latex_text(token), *(_cell(c) for c in cells)]
+        lines.append(" & ".join(row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    tabular = "\n".join(lines)
+    legend = " ".join(block.legend)
+    caption = latex_text(block.caption) + (f" {latex_text(legend)}" if legend else "")
+    # Shrink (never enlarge) a table wider than the text block.
+    fitted = ("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
+              f"{tabular}}}")
+    return (f"\\begin{{table}}\n\\centering\n\\caption{{{caption}}}\\label{{{block.label}}}\n"
+            f"{fitted}\n\\end{{table}}")

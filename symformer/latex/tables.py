@@ -1,0 +1,129 @@
+"""A stage as a table (booktabs) or a ``bmatrix``, with certified entries.
+
+Rows are the tokens with their positions; columns are labelled from the stage
+(``d_1``, ``q_1``, ``\\mathrm{ff}_1``; the key tokens for scores and weights).
+Entries are the engine's certified roundings, or short closed forms on request.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from symformer.engine import Stage
+from symformer.engine.ops import ScaleMask
+from symformer.latex import numbers
+from symformer.latex.blocks import Cell, MatrixBlock, Table
+from symformer.latex.escape import token_label
+
+#: Kinds whose columns are the key tokens.
+KEYED_KINDS = frozenset({"raw_scores", "scores", "weights"})
+#: Column names that are not "letters + number".
+_NAMED_COLUMNS = {"mean": r"\mu", "variance": r"\sigma^2"}
+_COLUMN = re.compile(r"([A-Za-z]+)(\d+)$")
+#: Strongest heat-map shade, in percent of the heat colour (keeps digits legible).
+MAX_HEAT = 60
+
+
+def column_label(stage: Stage, j: int) -> str:
+    """The math label of column ``j``."""
+    if stage.kind in KEYED_KINDS:
+        return token_label(stage.cols[j], j)
+    name = stage.cols[j]
+    if name in _NAMED_COLUMNS:
+        return _NAMED_COLUMNS[name]
+    match = _COLUMN.match(name)
+    if not match:
+        return rf"\text{{{name}}}"
+    letters, number = match.groups()
+    letters = letters if len(letters) == 1 else rf"\mathrm{{{letters}}}"
+    return f"{letters}_{{{number}}}"
+
+
+def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:
+    """Entries blocked by the causal mask: masked scores and their weights."""
+    g = stage.derivation
+    for name in (stage.name, *stage.inputs):
+        op = g[name].op
+        if isinstance(op, ScaleMask) and stage.kind in ("scores", "weights"):
+            return op.masked
+    return frozenset()
+
+
+def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
+    """ReLU entries whose input is not positive (certified sign): clipped to 0."""
+    op = stage.op
+    if stage.kind != "ffn_activation" or getattr(op, "kind", None) != "relu":
+        return frozenset()
+    g, hidden = stage.derivation, stage.inputs[0]
+    rows, cols = stage.shape
+    return frozenset((i, j) for i in range(rows) for j in range(cols)
+                     if g.sign(hidden, i, j) <= 0)
+
+
+def _heat(text: str) -> int | None:
+    """Shade for an attention weight in [0, 1], from its certified decimal string."""
+    if text == "-inf":
+        return None
+    value = max(Fraction(0), min(Fraction(1), Fraction(text)))
+    return round(value * MAX_HEAT)
+
+
+def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
+                max_ops: int = numbers.TABLE_MAX_OPS, highlight: int | None = None,
+                heat: bool | None = None, caption: str | None = None,
+                label: str | None = None) -> Table:
+    """The table of one stage.
+
+    ``exact`` prints closed forms with at most ``max_ops`` operations (decimals
+    otherwise); ``highlight`` shades one token's row; ``heat`` colours attention
+    weights by size (default: on for ``weights`` stages).
+    """
+    values = stage.values(decimals=decimals)
+    masked, clipped = masked_entries(stage), clipped_entries(stage)
+    heat = stage.kind == "weights" if heat is None else heat
+    rows = []
+    any_exact = False
+    for i, row in enumerate(values):
+        cells = []
+        for j, text in enumerate(row):
+            latex, is_exact = numbers.entry(stage, i, j, decimals,
+                                            max_ops if exact else None, values)
+            marks = set()
+            if (i, j) in masked:
+                marks.add("masked")
+            if (i, j) in clipped:
+                marks.add("clipped")
+            if is_exact and text != "-inf":
+                marks.add("exact")
+                any_exact = True
+            shade = _heat(text) if heat and not marks & {"masked"} else None
+            cells.append(Cell(latex, frozenset(marks), shade))
+        rows.append(tuple(cells))
+    legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
+              if any_exact else f"Values correctly rounded to {decimals} decimals."]
+    if clipped:
+        legend.append("Shaded: clipped to 0 by ReLU.")
+    if masked:
+        legend.append("Grey: masked by the causal mask.")
+    if heat:
+        legend.append("Darker: larger weight.")
+    return Table(
+        caption=caption or f"{stage.name} ({stage.shape[0]}\u00d7{stage.shape[1]}).",
+        label=label or f"tab:{stage.name}",
+        row_labels=tuple(enumerate(stage.rows)),
+        col_labels=tuple(column_label(stage, j) for j in range(stage.shape[1])),
+        cells=tuple(rows),
+        highlight_row=highlight,
+        legend=tuple(legend),
+    )
+
+
+def stage_matrix(stage: Stage, lhs: str, *, decimals: int = 2, exact: bool = False,
+                 max_ops: int = numbers.TABLE_MAX_OPS) -> MatrixBlock:
+    """The stage as ``lhs = [bmatrix]`` (certified decimals or short closed forms)."""
+    values = stage.values(decimals=decimals)
+    rows, cols = stage.shape
+    return MatrixBlock(lhs, tuple(
+        tuple(numbers.entry(stage, i, j, decimals, max_ops if exact else None, values)[0]
+              for j in range(cols)) for i in range(rows)))
