@@ -143,12 +143,15 @@ def _vector(ctx: _Context, stage: Stage) -> Step:
 
 def _attention(ctx: _Context, stage: Stage) -> Step:
     keys = [f"{j} {t}" for j, t in enumerate(stage.cols)]
-    note = ""
-    if ctx.g.causal and stage.kind != "raw_scores":
+    note, masked = "", ()
+    scaled = stage if stage.kind == "scores" else ctx.g[stage.inputs[0]]
+    blocked = getattr(scaled.op, "masked", frozenset())
+    if stage.kind != "raw_scores" and blocked:
         note = "causal mask: keys after the token are blocked"
+        masked = tuple((ctx.row, j) in blocked for j in range(stage.shape[1]))
     return AttentionStep(**_common(ctx, stage), entries=_entries(
         ctx, stage, keys, [str(j) for j in range(len(keys))]), note=note,
-        heat=stage.kind == "weights", query=ctx.row,
+        heat=stage.kind == "weights", query=ctx.row, masked=masked,
         matrix=tuple(map(tuple, ctx.values(stage.name))) if stage.kind == "weights" else ())
 
 

@@ -76,6 +76,13 @@ class _MathML(MathMLPresentationPrinter):
         self.numbers = numbers
 
     def _print_Symbol(self, sym: sympy.Symbol, style: str = "plain"):
+        if sym in self.numbers and self.numbers[sym] == "-inf":
+            row = self.dom.createElement("mrow")
+            for tag, content in (("mo", "\u2212"), ("mi", "\u221e")):
+                node = self.dom.createElement(tag)
+                node.appendChild(self.dom.createTextNode(content))
+                row.appendChild(node)
+            return row
         if sym in self.numbers:
             text = self.numbers[sym]
             mn = self.dom.createElement("mn")
@@ -134,3 +141,15 @@ def mathml_number(text: str) -> str:
     if text.startswith("-"):
         return f"<mrow><mo>\u2212</mo><mn>{text[1:]}</mn></mrow>"
     return f"<mn>{text}</mn>"
+
+
+def general_latex(expr: sympy.Basic) -> str:
+    """A general formula (a SymPy ``Eq``) as LaTeX, terms in the order written."""
+    return sympy.latex(expr, order=_ORDER)
+
+
+def general_mathml(expr: sympy.Basic) -> str:
+    """A general formula as a display ``<math>`` element, terms in the order written."""
+    from sympy.printing.mathml import mathml
+
+    return f'<math display="block">{mathml(expr, printer="presentation", order=_ORDER)}</math>'

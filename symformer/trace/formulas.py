@@ -30,6 +30,15 @@ def _eq(lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Eq:
     return sympy.Eq(lhs, rhs, evaluate=False)
 
 
+def _add(*terms: sympy.Expr) -> sympy.Expr:
+    """A sum kept in the order written (printed with ``order="none"``)."""
+    return sympy.Add(*terms, evaluate=False)
+
+
+def _minus(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+    return _add(a, sympy.Mul(-1, b, evaluate=False))
+
+
 def vec(name: str) -> Symbol:
     """A vector or matrix symbol (non-commutative, so ``x W`` keeps its order)."""
     return Symbol(name, commutative=False)
@@ -66,7 +75,7 @@ def _positional(g: Derivation, s: Stage) -> tuple[General, ...]:
 def _sum_of_inputs(g: Derivation, s: Stage) -> tuple[General, ...]:
     a, b = (_input_letter(g, s, k) for k in range(2))
     out = letter(s)
-    return (General(f"{out} = {a} + {b}", _eq(vec(out), vec(a) + vec(b))),)
+    return (General(f"{out} = {a} + {b}", _eq(vec(out), _add(vec(a), vec(b)))),)
 
 
 def _projection(g: Derivation, s: Stage) -> tuple[General, ...]:
@@ -122,15 +131,17 @@ def _layer_norm(g: Derivation, s: Stage) -> tuple[General, ...]:
     mean = General("mu = (1/d) sum_j r_j",
                    _eq(mu, sympy.Sum(Symbol("r_j"), (j, 1, d)) / d))
     variance = General(f"sigma^2 = (1/({divisor})) sum_j (r_j - mu)^2",
-                       _eq(var, sympy.Sum((Symbol("r_j") - mu) ** 2, (j, 1, d))
+                       _eq(var, sympy.Sum(_minus(Symbol("r_j"), mu) ** 2, (j, 1, d))
                           / (d - 1 if var_op.unbiased else d)))
     gamma, beta = vec("gamma"), vec("beta")
     if op.unbiased:
         norm = General("y = gamma * (r - mu) / (sqrt(sigma^2) + eps) + beta",
-                       _eq(vec("y"), gamma * (r - mu) / (sympy.sqrt(var) + eps) + beta))
+                       _eq(vec("y"), _add(gamma * _minus(r, mu) / _add(sympy.sqrt(var), eps),
+                                          beta)))
     else:
         norm = General("y = gamma * (r - mu) / sqrt(sigma^2 + eps) + beta",
-                       _eq(vec("y"), gamma * (r - mu) / sympy.sqrt(var + eps) + beta))
+                       _eq(vec("y"), _add(gamma * _minus(r, mu) / sympy.sqrt(_add(var, eps)),
+                                          beta)))
     return (mean, variance, norm)
 
 
@@ -138,7 +149,7 @@ def _affine(weight: str, bias: str) -> Callable[[Derivation, Stage], tuple[Gener
     def formula(g: Derivation, s: Stage) -> tuple[General, ...]:
         out, src = letter(s), _input_letter(g, s, 0)
         return (General(f"{out} = {src} {weight} + {bias}",
-                        _eq(vec(out), vec(src) * vec(weight) + vec(bias))),)
+                        _eq(vec(out), _add(vec(src) * vec(weight), vec(bias)))),)
     return formula
 
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import html
 from functools import singledispatch
 
-from sympy.printing.mathml import mathml
-
-from symformer.trace.formula import as_mathml, mathml_number
+from symformer.trace.formula import as_mathml, general_mathml, mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
 
 _STYLE = """
@@ -142,7 +140,7 @@ def _part(part: tuple[str, ...]) -> str:
 
 def step_card(step: Step, n: int, total: int) -> str:
     """One step: where it is, its general formula, the numbers, the worked lines."""
-    general = "".join(f'<div class="general">{_block_math(g.expr)}</div>'
+    general = "".join(f'<div class="general">{general_mathml(g.expr)}</div>'
                       for g in step.general)
     note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
     return (f'<section class="step" id="step-{n}" data-index="{n}" '
@@ -150,10 +148,6 @@ def step_card(step: Step, n: int, total: int) -> str:
             f'<h2>{_e(step.title)}</h2><div class="where">Step {n} of {total} · '
             f'{_e(" › ".join(step.part))} · stage <code>{_e(step.stage)}</code></div>'
             f"{general}{body(step)}{note}</section>")
-
-
-def _block_math(expr) -> str:
-    return f'<math display="block">{mathml(expr, printer="presentation")}</math>'
 
 
 def _row_table(labels: list[str], cells: list[str]) -> str:
@@ -200,8 +194,9 @@ def body(step: Step) -> str:
 @body.register
 def _(step: AttentionStep) -> str:
     cells = []
-    for e in step.entries:
-        if e.value == "-inf":
+    masked = step.masked or (False,) * len(step.entries)
+    for e, blocked in zip(step.entries, masked):
+        if blocked or e.value == "-inf":
             cells.append(_cell(e, "masked"))
         elif step.heat:
             cells.append(_cell(e, "heat", _heat_style(e.value)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from symformer.trace.formula import Formula, as_latex, as_text
+from symformer.trace.formula import Formula, as_latex, as_text, general_latex
 from symformer.trace.steps import Entry, General, Step, Trace
 
 
@@ -20,9 +20,7 @@ def _entry(e: Entry | None) -> dict | None:
 
 
 def _general(g: General) -> dict:
-    import sympy
-
-    return {"text": g.text, "latex": sympy.latex(g.expr)}
+    return {"text": g.text, "latex": general_latex(g.expr)}
 
 
 def step_dict(step: Step) -> dict:

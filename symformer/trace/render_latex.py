@@ -14,7 +14,7 @@ from symformer.latex.blocks import Cell, Equation, Heading, MatrixBlock, Prose, 
 from symformer.latex.blocks import Step as Line
 from symformer.latex.escape import latex_text
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.trace.formula import as_latex, latex_number
+from symformer.trace.formula import as_latex, general_latex, latex_number
 from symformer.trace.formulas import kind_letter
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
 
@@ -49,7 +49,7 @@ def trace_blocks(trace: Trace) -> list:
 
 
 def _equations(step: Step) -> list:
-    lines = tuple((sympy.latex(g.expr.lhs), sympy.latex(g.expr.rhs)) for g in step.general)
+    lines = tuple((general_latex(g.expr.lhs), general_latex(g.expr.rhs)) for g in step.general)
     return [Equation(lines)] if lines else []
 
 

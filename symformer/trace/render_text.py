@@ -94,10 +94,10 @@ def _(step: NormStep) -> list[str]:
 
 @body.register
 def _(step: ActivationStep) -> list[str]:
+    if not step.clipped:
+        return body.dispatch(Step)(step)
     values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
-    if step.clipped:
-        values = [v if v.endswith("*") else v + " " for v in values]
-    lines = _table(step.labels, values or step.values)
+    lines = _table([label + " " for label in step.labels], values)
     if any(step.clipped):
         lines.append("  (* clipped: h_j <= 0, so ReLU gives 0)")
     return lines + _worked(step.entries)

@@ -75,6 +75,7 @@ class AttentionStep(Step):
     heat: bool = False
     matrix: tuple[tuple[str, ...], ...] = ()
     query: int = 0  # the traced token's row of ``matrix``
+    masked: tuple[bool, ...] = ()  # keys blocked by the causal mask
 
 
 @dataclass(frozen=True)

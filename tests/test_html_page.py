@@ -1,0 +1,211 @@
+"""The step-through page in a real headless Chromium, driven over the DevTools protocol.
+
+Chromium is started with ``--remote-debugging-pipe``: DevTools commands are JSON
+messages on file descriptor 3 and replies come back on 4, each ended by a NUL
+byte, so no websocket client is needed.  The test presses the Next button (a real
+mouse click) and the arrow keys through every step and compares the numbers the
+page shows with the derivation's stages (rows picked here by position) and with
+an independent float64 forward pass.  Screenshots land in
+``$SYMFORMER_SCREENSHOTS`` when that is set, for a human to look at.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from float_reference import float_forward
+
+from symformer import derive, load_example
+from symformer.trace import render, trace_token
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--remote-debugging-pipe", "--window-size=1100,900"]
+
+
+class Browser:
+    """A minimal DevTools-protocol client over Chromium's debugging pipe."""
+
+    def __init__(self, profile: Path) -> None:
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def fds() -> None:  # the protocol's fixed descriptors: 3 in, 4 out
+            os.dup2(to_child_r, 3)
+            os.dup2(from_child_w, 4)
+
+        self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
+                                      "about:blank"], preexec_fn=fds, pass_fds=(3, 4),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buffer = b""
+        self._id = 0
+        self.session: str | None = None
+
+    def send(self, method: str, params: dict | None = None, session: bool = True) -> dict:
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params or {}}
+        if session and self.session:
+            message["sessionId"] = self.session
+        os.write(self._to_child, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            reply = self._read()
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+        raise TimeoutError(method)
+
+    def _read(self) -> dict:
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._from_child, 1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium closed the debugging pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def open(self, url: str) -> None:
+        targets = self.send("Target.getTargets", session=False)["targetInfos"]
+        page = next(t for t in targets if t["type"] == "page")
+        self.session = self.send("Target.attachToTarget",
+                                 {"targetId": page["targetId"], "flatten": True},
+                                 session=False)["sessionId"]
+        self.send("Page.enable")
+        self.send("Page.navigate", {"url": url})
+        for _ in range(100):
+            if self.eval("document.readyState") == "complete" and self.eval(
+                    "!!document.querySelector('section.step')"):
+                return
+            time.sleep(0.05)
+        raise TimeoutError("page did not load")
+
+    def eval(self, expression: str):
+        result = self.send("Runtime.evaluate", {"expression": expression,
+                                                "returnByValue": True})
+        if "exceptionDetails" in result:
+            raise RuntimeError(result["exceptionDetails"])
+        return result["result"].get("value")
+
+    def click(self, selector: str) -> None:
+        box = self.eval(f"(function(){{var r=document.querySelector({selector!r})"
+                        ".getBoundingClientRect();return [r.x+r.width/2,r.y+r.height/2];})()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1],
+                                                   "button": "left", "clickCount": 1})
+
+    def key(self, key: str, code: int) -> None:
+        for kind in ("keyDown", "keyUp"):
+            self.send("Input.dispatchKeyEvent", {"type": kind, "key": key, "code": key,
+                                                 "windowsVirtualKeyCode": code})
+
+    def screenshot(self, path: Path) -> None:
+        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", session=False)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        os.close(self._to_child)
+        os.close(self._from_child)
+
+
+SHOWN = """(function(){
+  var s = Array.prototype.filter.call(document.querySelectorAll('section.step'),
+                                      function(x){ return !x.hidden; });
+  if (s.length !== 1) return {visible: s.length};
+  var cur = document.querySelector('nav.block li.current');
+  return {visible: 1, index: +s[0].dataset.index, stage: s[0].dataset.stage,
+          part: s[0].dataset.part, current: cur ? cur.dataset.part : null,
+          counter: document.getElementById('counter').textContent,
+          values: Array.prototype.map.call(s[0].querySelectorAll('table.row td.value'),
+                                           function(td){ return td.textContent; }),
+          heat: s[0].querySelectorAll('td.heat').length,
+          maths: s[0].querySelectorAll('math').length,
+          mathWidth: s[0].querySelector('math') ?
+              s[0].querySelector('math').getBoundingClientRect().width : 0,
+          hash: location.hash};
+})()"""
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """The causal trace of "think" as a page, opened in Chromium."""
+    g = derive(load_example(), causal=True)
+    trace = trace_token(g, "think", decimals=3)
+    directory = tmp_path_factory.mktemp("page")
+    path = directory / "think.html"
+    path.write_text(render(trace, "html"), encoding="utf-8")
+    browser = Browser(directory / "profile")
+    try:
+        browser.open(path.as_uri())
+        yield browser, g, trace
+    finally:
+        browser.close()
+
+
+def test_next_button_and_arrow_keys_walk_every_step(page):
+    browser, g, trace = page
+    reference = float_forward(g.example, causal=True)
+    shots = os.environ.get("SYMFORMER_SCREENSHOTS")
+    seen_stages = []
+    total = len(trace.steps)
+    for n in range(1, total + 1):
+        shown = browser.eval(SHOWN)
+        assert shown["visible"] == 1 and shown["index"] == n
+        assert shown["counter"] == f"Step {n} of {total}"
+        assert shown["hash"] == f"#step-{n}"
+        assert shown["current"] == shown["part"]  # the block diagram follows the step
+        assert shown["maths"] >= 1 and shown["mathWidth"] > 10  # MathML laid out
+        stage = g[shown["stage"]]
+        # The page shows the token's row of the stage: position 1 ("think").
+        assert shown["values"] == stage.values(decimals=3)[1]
+        expected = reference[shown["stage"]][1]
+        for text, value in zip(shown["values"], expected):
+            if text == "-inf":
+                assert value == float("-inf")
+            else:
+                assert abs(float(text) - value) <= 0.0005 + 1e-9
+        if stage.kind == "weights":
+            assert shown["heat"] == 2  # causal: "think" sees keys 0 and 1 only
+        seen_stages.append(shown["stage"])
+        if shots and stage.kind in ("weights", "layer_norm", "ffn_activation"):
+            browser.screenshot(Path(shots) / f"step-{n:02d}.png")
+        if n < total:  # alternate a real click on Next and the right arrow key
+            if n % 2:
+                browser.click("#next")
+            else:
+                browser.key("ArrowRight", 39)
+    assert seen_stages == [s.stage for s in trace.steps]
+    assert browser.eval("document.getElementById('next').disabled") is True
+    browser.key("ArrowLeft", 37)
+    assert browser.eval(SHOWN)["index"] == total - 1
+    browser.click("#prev")
+    assert browser.eval(SHOWN)["index"] == total - 2
+
+
+def test_page_fetches_nothing(page):
+    browser, _, _ = page
+    resources = browser.eval(
+        "performance.getEntriesByType('resource').map(function(r){return r.name;})")
+    assert resources == []
+    markup = browser.eval("document.documentElement.outerHTML")
+    assert "http://" not in markup and "https://" not in markup
