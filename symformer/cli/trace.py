@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symformer.cli._common import add_example_argument, derivation, nonnegative_int
+from symformer.cli._common import add_example_argument, derivation, load, nonnegative_int
 from symformer.files import write_file
 from symformer.trace import RENDERERS, render, trace_token
+from symformer.verify.conventions import LAYER_NORMS, Convention, derive_variant
 
 ORDER = 30
 
@@ -17,6 +18,8 @@ examples:
   symformer trace --token understand --decimals 4
   symformer trace --token 1 --causal              # with the causal mask
   symformer trace symformer/examples/course_module.toml --token export
+  symformer trace symformer/examples/course_module.toml --token export \
+      --layer-norm whole_matrix                   # the course code's LayerNorm
   symformer trace --token 1 --format html --out think.html   # step-through page
   symformer trace --token 1 --format latex --out think.tex   # pdflatex document
   symformer trace --token 1 --format json | jq '.steps[3]'
@@ -45,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE",
                    help="write to FILE (atomically) instead of standard output")
     p.add_argument("--causal", action="store_true", help="force the causal mask on")
+    p.add_argument("--layer-norm", choices=LAYER_NORMS, metavar="KIND",
+                   help="trace under another LayerNorm convention: biased, unbiased or "
+                        "whole_matrix (mean and variance over the whole matrix, as the "
+                        "course module's code computes them)")
     p.add_argument("--side", default="encoder", metavar="SIDE",
                    help="which stack to trace when the example has several (default encoder)")
     p.set_defaults(func=run)
@@ -52,7 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer trace``."""
-    g = derivation(args, causal=True if args.causal else None)
+    causal = True if args.causal else None
+    if args.layer_norm:
+        g = derive_variant(load(args), Convention(layer_norm=args.layer_norm), causal,
+                           args.max_work)
+    else:
+        g = derivation(args, causal=causal)
     text = render(trace_token(g, args.token, args.decimals, side=args.side), args.format)
     if args.out:
         path = write_file(args.out, text)

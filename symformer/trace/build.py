@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from symformer.engine.graph import Derivation, Stage
-from symformer.engine.ops import Activation
+from symformer.engine.ops import Activation, RowMean
 from symformer.errors import InputError
 from symformer.trace.formula import Formula, substitute
 from symformer.trace.formulas import general, letter
@@ -164,8 +164,10 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
     mu, sigma2 = (Entry(e.label, e.value, e.worked and Formula(
         e.worked.expr, e.worked.numbers, sympy.Symbol(fix[str(e.worked.lhs)]), e.worked.value))
         for e in (mu, sigma2))
+    note = "" if isinstance(mean.op, RowMean) else (
+        "mean and variance over the whole matrix (every token), not over this token's row")
     return NormStep(**_common(ctx, stage), entries=_entries(ctx, stage), mean=mu,
-                    variance=sigma2)
+                    variance=sigma2, note=note)
 
 
 def _activation(ctx: _Context, stage: Stage) -> Step:

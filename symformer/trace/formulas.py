@@ -13,7 +13,7 @@ import sympy
 from sympy import Symbol
 
 from symformer.engine.graph import Derivation, Stage
-from symformer.engine.ops import Activation, Identity, Normalize, RowVariance
+from symformer.engine.ops import Activation, Identity, Normalize, RowMean, RowVariance
 from symformer.trace.steps import General
 
 #: The name of the token's vector at each kind of stage.
@@ -124,15 +124,17 @@ def _attention_output(g: Derivation, s: Stage) -> tuple[General, ...]:
 
 def _layer_norm(g: Derivation, s: Stage) -> tuple[General, ...]:
     op: Normalize = s.op
-    var_op: RowVariance = g[s.inputs[2]].op
+    var_op = g[s.inputs[2]].op
+    if not isinstance(g[s.inputs[1]].op, RowMean):
+        return _whole_matrix_norm(s)
     r, mu, var = vec("r"), Symbol("mu"), Symbol("sigma^2")
     d, j, eps = Symbol("d"), Symbol("j"), Symbol("epsilon")
-    divisor = "d - 1" if var_op.unbiased else "d"
+    divisor = "d - 1" if isinstance(var_op, RowVariance) and var_op.unbiased else "d"
     mean = General("mu = (1/d) sum_j r_j",
                    _eq(mu, sympy.Sum(Symbol("r_j"), (j, 1, d)) / d))
     variance = General(f"sigma^2 = (1/({divisor})) sum_j (r_j - mu)^2",
                        _eq(var, sympy.Sum(_minus(Symbol("r_j"), mu) ** 2, (j, 1, d))
-                          / (d - 1 if var_op.unbiased else d)))
+                          / (d - 1 if divisor != "d" else d)))
     gamma, beta = vec("gamma"), vec("beta")
     if op.unbiased:
         norm = General("y = gamma * (r - mu) / (sqrt(sigma^2) + eps) + beta",
@@ -143,6 +145,20 @@ def _layer_norm(g: Derivation, s: Stage) -> tuple[General, ...]:
                        _eq(vec("y"), _add(gamma * _minus(r, mu) / sympy.sqrt(_add(var, eps)),
                                           beta)))
     return (mean, variance, norm)
+
+
+def _whole_matrix_norm(s: Stage) -> tuple[General, ...]:
+    """Mean and variance over every entry of the matrix (all tokens at once)."""
+    n, d, i, j = sympy.symbols("n d i j")
+    mu, var, r = Symbol("mu"), Symbol("sigma^2"), Symbol("r_ij")
+    whole = sympy.Sum(sympy.Sum(r, (j, 1, d)), (i, 1, n))
+    return (General("mu = (1/(n d)) sum_i sum_j r_ij  (the WHOLE matrix, every token)",
+                    _eq(mu, whole / (n * d))),
+            General("sigma^2 = (1/(n d)) sum_i sum_j (r_ij - mu)^2  (the whole matrix)",
+                    _eq(var, sympy.Sum(sympy.Sum(_minus(r, mu) ** 2, (j, 1, d)), (i, 1, n))
+                        / (n * d))),
+            General("y = (r - mu) / sqrt(sigma^2 + eps)",
+                    _eq(vec("y"), _minus(vec("r"), mu) / sympy.sqrt(_add(var, Symbol("epsilon"))))))
 
 
 def _affine(weight: str, bias: str) -> Callable[[Derivation, Stage], tuple[General, ...]]:
