@@ -129,10 +129,10 @@ def _layer_norm(g: Derivation, s: Stage) -> tuple[General, ...]:
         return _whole_matrix_norm(s)
     r, mu, var = vec("r"), Symbol("mu"), Symbol("sigma^2")
     d, j, eps = Symbol("d"), Symbol("j"), Symbol("epsilon")
-    divisor = "d - 1" if isinstance(var_op, RowVariance) and var_op.unbiased else "d"
+    divisor = "(d - 1)" if isinstance(var_op, RowVariance) and var_op.unbiased else "d"
     mean = General("mu = (1/d) sum_j r_j",
                    _eq(mu, sympy.Sum(Symbol("r_j"), (j, 1, d)) / d))
-    variance = General(f"sigma^2 = (1/({divisor})) sum_j (r_j - mu)^2",
+    variance = General(f"sigma^2 = (1/{divisor}) sum_j (r_j - mu)^2",
                        _eq(var, sympy.Sum(_minus(Symbol("r_j"), mu) ** 2, (j, 1, d))
                           / (d - 1 if divisor != "d" else d)))
     gamma, beta = vec("gamma"), vec("beta")

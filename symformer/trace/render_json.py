@@ -25,7 +25,7 @@ def _general(g: General) -> dict:
 
 def step_dict(step: Step) -> dict:
     """One step as plain data; fields of the step's own kind are kept by name."""
-    data: dict = {"type": type(step).__name__}
+    data: dict = {"type": type(step).__name__, "labels": step.labels, "values": step.values}
     for f in dataclasses.fields(step):
         value = getattr(step, f.name)
         if f.name == "entries":

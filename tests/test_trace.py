@@ -1,0 +1,153 @@
+"""``symformer trace``: the token's numbers at every step, checked independently.
+
+The numbers are compared with the derivation's stages, whose row the test picks
+itself by position, and with an independent float64 forward pass
+(tests/float_reference.py); the worked formulas are re-evaluated in floats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import sympy
+from float_reference import float_forward
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symformer.cli import main
+from symformer.errors import InputError
+from symformer.trace import ActivationStep, AttentionStep, NormStep, resolve_token, trace_token
+
+FOLDED = {"mean", "variance"}  # shown inside the LayerNorm step
+
+
+@pytest.fixture(scope="module")
+def reference(builtin):
+    return {False: float_forward(builtin, causal=False), True: float_forward(builtin, causal=True)}
+
+
+@pytest.mark.parametrize("position", [0, 1, 2, 3])
+def test_every_stage_once_in_order_with_the_engine_row(block, position):
+    trace = trace_token(block, position, decimals=4)
+    expected = [s.name for s in block if s.kind not in FOLDED]
+    assert [s.stage for s in trace.steps] == expected
+    for step in trace.steps:
+        rows = block[step.stage].values(decimals=4)
+        assert step.values == rows[position]
+        if isinstance(step, NormStep):
+            assert step.mean.value == block[step.stage + ".mean"].values(decimals=4)[position][0]
+            assert step.variance.value == \
+                block[step.stage + ".variance"].values(decimals=4)[position][0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(position=st.integers(0, 3), decimals=st.integers(1, 7), causal=st.booleans())
+def test_numbers_match_an_independent_float64_pass(block, causal_block, reference, position,
+                                                    decimals, causal):
+    g = causal_block if causal else block
+    trace = trace_token(g, position, decimals=decimals)
+    half_ulp = 0.5 * 10.0 ** -decimals + 1e-12
+    for step in trace.steps:
+        floats = reference[causal][step.stage][position]
+        for text, value in zip(step.values, floats):
+            if text == "-inf":
+                assert value == -math.inf
+            else:
+                assert abs(float(text) - value) <= half_ulp, (step.stage, text, value)
+
+
+def test_worked_formulas_recompute_their_values(block):
+    """Each substituted formula, evaluated in floats, lands near the certified value."""
+    trace = trace_token(block, "think", decimals=8)
+    checked = 0
+    for step in trace.steps:
+        extra = [step.mean, step.variance] if isinstance(step, NormStep) else []
+        for entry in [*step.entries, *extra]:
+            if entry.worked is None:
+                continue
+            numbers = {s: sympy.Float(t) if t != "-inf" else -sympy.oo
+                       for s, t in entry.worked.numbers.items()}
+            value = float(entry.worked.expr.xreplace(numbers).evalf(30))
+            assert abs(value - float(entry.value)) <= 1e-5, (step.stage, entry.label)
+            checked += 1
+    assert checked > 60
+
+
+def test_relu_clips_exactly_the_negative_hidden_entries(block, reference):
+    trace = trace_token(block, 1)
+    step = next(s for s in trace.steps if isinstance(s, ActivationStep))
+    hidden = reference[False]["layer1.ffn.hidden"][1]
+    assert step.clipped == tuple(h <= 0 for h in hidden)
+    assert all(v == "0.000" for v, c in zip(step.values, step.clipped) if c)
+
+
+def test_causal_mask_marks_later_keys(causal_block):
+    trace = trace_token(causal_block, 1)
+    weights = [s for s in trace.steps if isinstance(s, AttentionStep) and s.heat]
+    assert len(weights) == 2
+    for step in weights:
+        assert step.masked == (False, False, True, True)
+        assert step.values[2:] == ["0.000", "0.000"]
+        assert step.matrix[1] == tuple(step.values)
+
+
+@pytest.mark.parametrize("token, position", [("I", 0), ("think", 1), ("understand", 3),
+                                             (2, 2), ("2", 2)])
+def test_resolve_token(token, position):
+    assert resolve_token(("I", "think", "I", "understand"), token) == position
+
+
+@pytest.mark.parametrize("token, words", [(4, "out of range"), (-1, "out of range"),
+                                          ("love", "not in the sentence")])
+def test_bad_token_lists_the_sentence(token, words):
+    with pytest.raises(InputError) as info:
+        resolve_token(("I", "think", "I", "understand"), token)
+    message = str(info.value)
+    assert words in message
+    assert "0 'I', 1 'think', 2 'I', 3 'understand'" in message
+
+
+def test_cli_bad_token_exit_2(capsys):
+    assert main(["trace", "--token", "export"]) == 2
+    err = capsys.readouterr().err
+    assert "not in the sentence" in err and "3 'understand'" in err
+    assert "Traceback" not in err
+
+
+def test_cli_unwritable_out_exit_2_nothing_written(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["trace", "--token", "1", "--out", str(blocker / "page.html")]) == 2
+    assert "cannot" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_cli_text_fits_80_columns(capsys):
+    assert main(["trace", "--token", "think", "--decimals", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "[4/27] Layer 1 > Head 1 > Query q" in out
+    assert "q_1 = 4.841/4 + 1.540/4 = 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_cli_json_and_out_file(tmp_path, block):
+    out = tmp_path / "t.json"
+    assert main(["trace", "--token", "1", "--format", "json", "--out", str(out),
+                 "--decimals", "2"]) == 0
+    data = json.loads(out.read_text())
+    assert data["token"] == "think" and data["position"] == 1
+    by_stage = {s["stage"]: s for s in data["steps"]}
+    assert by_stage["layer1.head1.Q"]["values"] == ["1.60", "0.75"]
+    assert [e["value"] for e in by_stage["layer1.head2.weights"]["entries"]] == \
+        block["layer1.head2.weights"].values(decimals=2)[1]
+    norm = by_stage["layer1.add_norm1"]
+    assert norm["type"] == "NormStep" and norm["mean"]["worked"]["latex"].startswith(r"\mu")
+
+
+def test_markdown_has_every_step(block, capsys):
+    assert main(["trace", "--token", "1", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n### ") == len([s for s in block if s.kind not in FOLDED])
+    assert "$$\\alpha_{j} = " in out and "| 0.243 |" in out
