@@ -151,3 +151,21 @@ def test_markdown_has_every_step(block, capsys):
     out = capsys.readouterr().out
     assert out.count("\n### ") == len([s for s in block if s.kind not in FOLDED])
     assert "$$\\alpha_{j} = " in out and "| 0.243 |" in out
+
+
+def test_latex_document_compiles(tmp_path, causal_block):
+    import shutil
+    import subprocess
+
+    from symformer.trace import render
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed")
+    tex = tmp_path / "trace.tex"
+    tex.write_text(render(trace_token(causal_block, "think"), "latex"), encoding="utf-8")
+    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert (tmp_path / "trace.pdf").stat().st_size > 1000
+    source = tex.read_text()
+    assert r"q_{1} &= \frac{4.841}{4} + \frac{1.540}{4} = 1.595" in source
