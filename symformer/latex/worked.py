@@ -9,6 +9,7 @@ arithmetic too.  One builder per stage kind, registered in :data:`_BUILDERS`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,8 +30,9 @@ LETTERS = {
     "mean": r"\mu", "variance": r"\sigma^2", "layer_norm": "z", "ffn_hidden": "h",
     "ffn_activation": "r", "ffn_output": "f", "output": "z",
 }
-#: Terms per line before a long sum wraps.
-TERMS_PER_LINE = 4
+#: Rough width (in characters of visible math) after which a long sum wraps.
+LINE_WIDTH = 56
+_COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,20 @@ def factor(value: str) -> str:
     return value if plain else rf"\left({value}\right)"
 
 
+def width(latex: str) -> int:
+    """A rough visible width of math: command names and braces count as nothing or one."""
+    return len(_COMMAND.sub(lambda m: "" if m.group(1) or len(m.group()) == 1 else "x",
+                            latex).replace(" ", ""))
+
+
 def join_terms(terms: list[str]) -> str:
-    """A sum of terms, ``a - b`` for negative terms, wrapped every few terms."""
-    out = ""
+    """A sum of terms, ``a - b`` for negative terms, wrapped when a line grows too wide."""
+    out, line = "", 0
     for k, term in enumerate(terms):
-        if k and k % TERMS_PER_LINE == 0:
+        line += width(term) + 1
+        if k and line > LINE_WIDTH:
             out += r" \\ &\qquad"
+            line = width(term)
         if k == 0:
             out += term
         elif term.startswith("-"):
