@@ -42,6 +42,10 @@ def derive(example: Example, causal: bool | None = None,
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     g.add("output", "output", ops.Identity(), (x,), tokens, dims)
+    if example.decoder is not None:
+        from symformer.engine.decoder import decoder_stages  # it builds on this module
+
+        decoder_stages(g, memory="output")
     return g
 
 
@@ -158,7 +162,7 @@ def layer_norm(g: Derivation, name: str, x: str, layer: Layer, which: int, numbe
     mean = g.add(f"{name}.mean", "mean", ops.RowMean(), (x,), rows, ("mean",), layer=number)
     var = g.add(f"{name}.variance", "variance", ops.RowVariance(unbiased), (x, mean), rows,
                 ("variance",), layer=number)
-    gamma, beta = (layer.gamma_1, layer.beta_1) if which == 1 else (layer.gamma_2, layer.beta_2)
+    gamma, beta = getattr(layer, f"gamma_{which}"), getattr(layer, f"beta_{which}")
     return g.add(name, "layer_norm", ops.Normalize(layer.eps, gamma, beta, unbiased),
                  (x, mean, var), rows, g[x].cols, layer=number)
 
@@ -178,6 +182,8 @@ def estimated_work(example: Example) -> int:
         for h in layer.heads:
             work += n * d * (2 * h.d_k + h.d_v) + n * n * (h.d_k + h.d_v + 2)
         work += n * sum(h.d_v for h in layer.heads) * d + 2 * n * d * layer.d_ff + 8 * n * d
+    if example.decoder is not None:
+        work += example.decoder.estimated_work(n)
     return work
 
 

@@ -108,6 +108,11 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         _layer(layer, here.sub(f"layer {n}"), d_model, defaults)
         for n, layer in enumerate(layers_data, start=1)
     )
+    decoder = None
+    if "decoder" in data:
+        from symformer.example.decoder import parse_decoder  # it imports this module
+
+        decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
@@ -121,6 +126,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         causal=causal,
         mask_value=_mask(data, here),
         source=source,
+        decoder=decoder,
     )
 
 

@@ -7,8 +7,12 @@ Shapes are validated by the loader, so the engine can trust them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sympy
+
+if TYPE_CHECKING:
+    from symformer.example.decoder import Decoder
 
 #: LayerNorm conventions.  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
 #: variance, eps inside the root (PyTorch, the blog post).  ``"unbiased"``:
@@ -81,6 +85,8 @@ class Example:
     #: to the masked scores instead, as some implementations do.
     mask_value: sympy.Rational | None = None
     source: str = "<built-in>"
+    #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
+    decoder: Decoder | None = None
 
     @property
     def d_model(self) -> int:

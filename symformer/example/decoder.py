@@ -1,0 +1,211 @@
+"""The optional ``[decoder]`` table: target tokens, their embeddings and the decoder blocks.
+
+The keys follow the encoder's (see :mod:`symformer.example.loader`): a decoder block
+has masked self-attention heads (``[[decoder.layer.self_head]]``, always causal),
+cross-attention heads (``[[decoder.layer.cross_head]]``: queries from the decoder,
+keys and values from the encoder's ``output``) and a feed-forward network, each
+sub-layer wrapped in a residual connection and a LayerNorm.  Conventions (``eps``,
+``activation``, ``norm``, ``layer_norm``, ``positional_encoding``) default to the
+encoder's and may be overridden for the whole decoder or for one layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from symformer.errors import InputError
+from symformer.example.loader import (
+    _choice,
+    _head,
+    _no_unknown_keys,
+    _string_list,
+    _Where,
+    matrix,
+    vector,
+)
+from symformer.example.numbers import exact_number
+from symformer.example.schema import (
+    ACTIVATIONS,
+    LAYER_NORMS,
+    NORM_PLACEMENTS,
+    POSITIONAL_ENCODINGS,
+    Head,
+)
+
+#: The end-of-sequence token: generation stops when it is the next token.
+END_TOKEN = "</s>"
+
+_DECODER_KEYS = {
+    "tokens", "vocab", "embeddings", "W_vocab", "layer", "positional_encoding", "eps",
+    "activation", "norm", "layer_norm",
+}
+_LAYER_KEYS = {
+    "self_head", "cross_head", "W_O_self", "W_O_cross", "W_1", "b_1", "W_2", "b_2",
+    "activation", "norm", "eps", "layer_norm",
+    "gamma_1", "beta_1", "gamma_2", "beta_2", "gamma_3", "beta_3",
+}
+
+
+@dataclass(frozen=True)
+class DecoderLayer:
+    """One decoder block: masked self-attention, cross-attention, feed-forward.
+
+    Attribute names match :class:`~symformer.example.schema.Layer` where the meaning
+    is the same, so the encoder's stage builders (LayerNorm, FFN) apply unchanged;
+    ``gamma_k``/``beta_k`` belong to the k-th Add & Norm (k = 1, 2, 3).
+    """
+
+    self_heads: tuple[Head, ...]
+    cross_heads: tuple[Head, ...]
+    W_O_self: sympy.Matrix | None  # None: plain concatenation
+    W_O_cross: sympy.Matrix | None
+    W_1: sympy.Matrix  # d_model x d_ff
+    b_1: sympy.Matrix
+    W_2: sympy.Matrix  # d_ff x d_model
+    b_2: sympy.Matrix
+    gamma_1: sympy.Matrix
+    beta_1: sympy.Matrix
+    gamma_2: sympy.Matrix
+    beta_2: sympy.Matrix
+    gamma_3: sympy.Matrix
+    beta_3: sympy.Matrix
+    activation: str = "relu"
+    norm: str = "post"
+    eps: sympy.Rational = sympy.Rational(1, 10**6)
+    layer_norm: str = "biased"
+
+    @property
+    def d_ff(self) -> int:
+        """Hidden width of the feed-forward network."""
+        return self.W_1.cols
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """The target side: tokens so far, vocabulary, embeddings, blocks, output projection."""
+
+    tokens: tuple[str, ...]
+    vocab: tuple[str, ...]
+    embeddings: sympy.Matrix  # len(vocab) x d_model
+    layers: tuple[DecoderLayer, ...]
+    W_vocab: sympy.Matrix | None = None  # d_model x len(vocab)
+    positional_encoding: str = "sinusoidal"
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        """Vocabulary index of each target token."""
+        return tuple(self.vocab.index(t) for t in self.tokens)
+
+    def estimated_work(self, n_source: int) -> int:
+        """Multiply-adds of the decoder's forward pass over ``n_source`` encoder rows."""
+        n, d = len(self.tokens), self.embeddings.cols
+        work = n * d
+        for layer in self.layers:
+            for heads, keys in ((layer.self_heads, n), (layer.cross_heads, n_source)):
+                for h in heads:
+                    work += (n + 2 * keys) * d * h.d_k + n * keys * (h.d_k + h.d_v + 2)
+                work += n * sum(h.d_v for h in heads) * d
+            work += 2 * n * d * layer.d_ff + 12 * n * d
+        if self.W_vocab is not None:
+            work += n * d * len(self.vocab) + 2 * n * len(self.vocab)
+        return work
+
+
+def parse_decoder(data: Any, here: _Where, d_model: int, defaults: dict[str, Any],
+                  positional_encoding: str) -> Decoder:
+    """Validate the ``[decoder]`` table; ``defaults`` are the encoder's conventions."""
+    if not isinstance(data, dict):
+        raise InputError(f"{here}: must be a table")
+    _no_unknown_keys(data, _DECODER_KEYS, here)
+    vocab = _string_list(data, "vocab", here)
+    if len(set(vocab)) != len(vocab):
+        dup = next(v for v in vocab if vocab.count(v) > 1)
+        raise InputError(f"{here}: vocab lists {dup!r} more than once")
+    tokens = _string_list(data, "tokens", here)
+    for position, token in enumerate(tokens):
+        if token not in vocab:
+            raise InputError(
+                f"{here}: token {token!r} (position {position}) is not in decoder.vocab "
+                f"{list(vocab)}"
+            )
+    embeddings = matrix(data, "embeddings", here, rows=len(vocab), cols=d_model)
+    defaults = dict(defaults)
+    if "eps" in data:
+        defaults["eps"] = _eps(data, here)
+    for key, options in (("activation", ACTIVATIONS), ("norm", NORM_PLACEMENTS),
+                         ("layer_norm", LAYER_NORMS)):
+        defaults[key] = _choice(data, key, options, here, defaults[key])
+    layers_data = data.get("layer")
+    if not isinstance(layers_data, list) or not layers_data:
+        raise InputError(f"{here}: expected at least one [[decoder.layer]] table")
+    layers = tuple(_decoder_layer(layer, here.sub(f"layer {n}"), d_model, defaults)
+                   for n, layer in enumerate(layers_data, start=1))
+    return Decoder(
+        tokens=tuple(tokens),
+        vocab=tuple(vocab),
+        embeddings=embeddings,
+        layers=layers,
+        W_vocab=matrix(data, "W_vocab", here, rows=d_model, cols=len(vocab), required=False),
+        positional_encoding=_choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here,
+                                    positional_encoding),
+    )
+
+
+def _eps(data: dict[str, Any], here: _Where) -> sympy.Rational:
+    eps = exact_number(data["eps"], f"{here}: eps")
+    if eps < 0:
+        raise InputError(f"{here}: eps must not be negative, found {eps}")
+    return eps
+
+
+def _heads(data: dict[str, Any], key: str, here: _Where, d_model: int) -> tuple[Head, ...]:
+    heads_data = data.get(key)
+    if not isinstance(heads_data, list) or not heads_data:
+        raise InputError(f"{here}: expected at least one [[decoder.layer.{key}]] table")
+    return tuple(_head(h, here.sub(f"{key} {k}"), d_model)
+                 for k, h in enumerate(heads_data, start=1))
+
+
+def _output_projection(data: dict[str, Any], key: str, here: _Where, heads: tuple[Head, ...],
+                       d_model: int) -> sympy.Matrix | None:
+    width = sum(h.d_v for h in heads)
+    W_O = matrix(data, key, here, rows=width, cols=d_model, required=False)
+    if W_O is None and width != d_model:
+        raise InputError(
+            f"{here}: {key} is missing and the heads' value widths add up to {width}, not "
+            f"d_model = {d_model}; give {key} ({width}x{d_model})"
+        )
+    return W_O
+
+
+def _decoder_layer(data: Any, here: _Where, d_model: int,
+                   defaults: dict[str, Any]) -> DecoderLayer:
+    if not isinstance(data, dict):
+        raise InputError(f"{here}: must be a table")
+    _no_unknown_keys(data, _LAYER_KEYS, here)
+    self_heads = _heads(data, "self_head", here, d_model)
+    cross_heads = _heads(data, "cross_head", here, d_model)
+    W_1 = matrix(data, "W_1", here, rows=d_model)
+    d_ff = W_1.cols
+    norms = {}
+    for k in (1, 2, 3):
+        norms[f"gamma_{k}"] = vector(data, f"gamma_{k}", here, d_model, default=1)
+        norms[f"beta_{k}"] = vector(data, f"beta_{k}", here, d_model, default=0)
+    return DecoderLayer(
+        self_heads=self_heads,
+        cross_heads=cross_heads,
+        W_O_self=_output_projection(data, "W_O_self", here, self_heads, d_model),
+        W_O_cross=_output_projection(data, "W_O_cross", here, cross_heads, d_model),
+        W_1=W_1,
+        b_1=vector(data, "b_1", here, d_ff),
+        W_2=matrix(data, "W_2", here, rows=d_ff, cols=d_model),
+        b_2=vector(data, "b_2", here, d_model),
+        activation=_choice(data, "activation", ACTIVATIONS, here, defaults["activation"]),
+        norm=_choice(data, "norm", NORM_PLACEMENTS, here, defaults["norm"]),
+        eps=_eps(data, here) if "eps" in data else defaults["eps"],
+        layer_norm=_choice(data, "layer_norm", LAYER_NORMS, here, defaults["layer_norm"]),
+        **norms,
+    )
