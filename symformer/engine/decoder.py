@@ -42,7 +42,9 @@ from symformer.example.schema import Example
 #: Doublings of the precision (from 128 bits) before an argmax is declared undecidable.
 _MAX_DOUBLINGS = 6
 #: Size limit of the closed forms compared when proving two logits equal.
-_TIE_MAX_OPS = 3000
+_TIE_MAX_OPS = 800
+#: Stages unfolded (local formulas substituted) when proving two logits equal.
+_TIE_UNFOLD = 12
 
 
 def decoder_stages(g: Derivation, memory: str = "output") -> str:
@@ -104,36 +106,66 @@ def decoder_block(g: Derivation, number: int, x: str, layer: DecoderLayer, memor
 # -- the next token ----------------------------------------------------------------
 
 class _TieProver:
-    """Proves logits of one row exactly equal (results cached per pair)."""
+    """Proves logits of one row exactly equal (results cached per pair).
+
+    The cheap proof works on formulas alone and never evaluates anything, so the
+    ``next_token`` stage can use it while the graph is being evaluated; the closed
+    forms (which may decide ReLU branches by evaluating) are tried only by
+    :func:`argmax`, after every precision failed to separate the logits.
+    """
 
     def __init__(self, g: Derivation, logits: str) -> None:
         self.g, self.logits = g, logits
-        self._proved: dict[tuple[int, int, int], bool] = {}
+        self._by_formula: dict[tuple[int, int, int], bool] = {}
+        self._by_closed_form: dict[tuple[int, int, int], bool] = {}
 
-    def equal(self, row: int, a: int, b: int) -> bool:
+    def equal(self, row: int, a: int, b: int, closed_forms: bool = False) -> bool:
         """True only when logits[row, a] = logits[row, b] is proved exactly."""
         key = (row, min(a, b), max(a, b))
-        if key not in self._proved:
-            self._proved[key] = self._prove(row, a, b)
-        return self._proved[key]
+        if key not in self._by_formula:
+            self._by_formula[key] = self._prove_by_formula(row, a, b)
+        if self._by_formula[key] or not closed_forms:
+            return self._by_formula[key]
+        if key not in self._by_closed_form:
+            self._by_closed_form[key] = self._prove_by_closed_form(row, a, b)
+        return self._by_closed_form[key]
 
-    def _prove(self, row: int, a: int, b: int) -> bool:
-        local = self.g.local(self.logits)
-        # The same polynomial in the decoder output's entries: equal whatever they are.
-        if sympy.expand(local[row, a] - local[row, b]) == 0:
-            return True
+    def _prove_by_formula(self, row: int, a: int, b: int) -> bool:
+        g = self.g
+        order = {name: k for k, name in enumerate(g.stages)}
+        local = g.local(self.logits)
+        difference = local[row, a] - local[row, b]
+        # Zero as a formula over the symbols of earlier stages: equal whatever their
+        # values.  Unfolding the latest stage first (reverse stage order keeps every
+        # path at the same depth) sees, e.g., that a LayerNorm's row sums to the sum
+        # of its beta whatever its input.
+        for _ in range(_TIE_UNFOLD):
+            difference = sympy.expand(difference)
+            if difference == 0:
+                return True
+            if not difference.free_symbols or sympy.count_ops(difference) > _TIE_MAX_OPS:
+                return False
+            latest = max({g.owner(s)[0] for s in difference.free_symbols}, key=order.get)
+            formula = g.local(latest)
+            difference = difference.xreplace(
+                {s: formula[g.owner(s)[1:]] for s in difference.free_symbols
+                 if g.owner(s)[0] == latest})
+        return False
+
+    def _prove_by_closed_form(self, row: int, a: int, b: int) -> bool:
         try:
             return _is_zero(self.g.closed_form(self.logits, row, a, _TIE_MAX_OPS)
                             - self.g.closed_form(self.logits, row, b, _TIE_MAX_OPS))
         except ClosedFormTooLarge:
             return False
 
-    def argmax(self, balls: Sequence[arb], row: int) -> frozenset[int] | None:
+    def argmax(self, balls: Sequence[arb], row: int,
+               closed_forms: bool = False) -> frozenset[int] | None:
         """The argmax set decided from one row of balls, or None if undecided here."""
         bounds = [ball_bounds(x) for x in balls]
         best_low = max(low for low, _ in bounds)
         candidates = sorted(j for j, (_, high) in enumerate(bounds) if high >= best_low)
-        if all(self.equal(row, candidates[0], j) for j in candidates[1:]):
+        if all(self.equal(row, candidates[0], j, closed_forms) for j in candidates[1:]):
             return frozenset(candidates)
         return None
 
@@ -170,14 +202,15 @@ def argmax(g: Derivation, logits: str, row: int) -> frozenset[int]:
     op = g["next_token"].op if "next_token" in g else None
     prover = op.prover if isinstance(op, ArgmaxIndicator) else _TieProver(g, logits)
     prec = 128
-    for _ in range(_MAX_DOUBLINGS):
-        winners = prover.argmax(g.evaluate(prec)[logits][row], row)
+    for doubling in range(_MAX_DOUBLINGS):
+        last = doubling == _MAX_DOUBLINGS - 1
+        winners = prover.argmax(g.evaluate(prec)[logits][row], row, closed_forms=last)
         if winners is not None:
             return winners
         prec *= 2
     raise UndecidedError(
         f"cannot decide the largest entry of {logits}[{row}]: some logits agree to "
-        f"2^-{prec // 2} but could not be proved equal"
+        f"{prec // 2} bits but could not be proved equal"
     )
 
 

@@ -150,6 +150,12 @@ class Derivation:
     def __len__(self) -> int:
         return len(self.stages)
 
+    def next_token(self):
+        """The exact next token of a decoder example (a tie is reported, never broken)."""
+        from symformer.engine.decoder import next_token  # the decoder builds on this module
+
+        return next_token(self)
+
     # Notebook display (implemented in symformer.display).
     def _repr_html_(self) -> str:
         from symformer.display import derivation_html
