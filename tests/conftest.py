@@ -1,0 +1,30 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from symformer import derive, load_example  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def builtin():
+    """The built-in example (the blog post's)."""
+    return load_example()
+
+
+@pytest.fixture(scope="session")
+def block(builtin):
+    """The built-in example's derivation, unmasked."""
+    return derive(builtin)
+
+
+@pytest.fixture(scope="session")
+def causal_block(builtin):
+    """The built-in example's derivation with the causal mask."""
+    return derive(builtin, causal=True)

@@ -1,0 +1,51 @@
+"""``symformer derive``: tables, selection, JSON."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+from float_reference import float_forward
+
+from symformer.cli import main
+
+
+def test_json_document(capsys, builtin):
+    assert main(["derive", "--json", "--digits", "25", "--stage", "layer1.head1.*"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["title"] == "I think I understand"
+    assert doc["tokens"] == ["I", "think", "I", "understand"]
+    assert set(doc["stages"]) == {f"layer1.head1.{s}" for s in
+                                  ("Q", "K", "V", "raw_scores", "scores", "weights", "output")}
+    weights = doc["stages"]["layer1.head1.weights"]
+    assert weights["shape"] == [4, 4] and weights["cols"] == ["I", "think", "I", "understand"]
+    reference = float_forward(builtin)["layer1.head1.weights"]
+    got = np.array([[float(Fraction(v)) for v in row] for row in weights["values"]])
+    assert np.allclose(got, reference, rtol=1e-14, atol=0)
+    assert all(len(v.replace("0.", "", 1).lstrip("0")) == 25 for v in weights["values"][0])
+
+
+def test_causal_json_marks_masked_scores(capsys):
+    assert main(["derive", "--causal", "--json", "--stage", "layer1.head1.scores"]) == 0
+    values = json.loads(capsys.readouterr().out)["stages"]["layer1.head1.scores"]["values"]
+    assert values[0][1:] == ["-inf", "-inf", "-inf"] and values[3][3] != "-inf"
+
+
+def test_list_names_every_stage_with_shape(capsys):
+    assert main(["derive", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "layer1.ffn.hidden" in out and "4x6" in out
+    assert "layer1.add_norm2.variance" in out and "4x1" in out
+
+
+def test_table_text(capsys):
+    assert main(["derive", "--stage", "layer1.head1.Q", "--decimals", "2"]) == 0
+    out = capsys.readouterr().out
+    think = next(line for line in out.splitlines() if line.startswith("1 think"))
+    assert think.split()[-2:] == ["1.60", "0.75"]
+
+
+def test_unknown_stage_suggests_close_names(capsys):
+    assert main(["derive", "--stage", "layer1.head1.weight"]) == 2
+    assert "did you mean layer1.head1.weights" in capsys.readouterr().err
