@@ -8,10 +8,10 @@ independent float pass in ``float_reference.py``.
 
 from __future__ import annotations
 
-from math import erf, sqrt
+from math import sqrt
 
 import numpy as np
-from float_reference import as_float, float_forward
+from float_reference import _ffn, as_float, float_forward
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,17 +64,6 @@ def _attention(z, memory, heads, W_O, name, causal, out):
     out[f"{name}.concat"] = concat
     out[f"{name}.output"] = concat if W_O is None else concat @ as_float(W_O)
     return out[f"{name}.output"]
-
-
-def _ffn(z, layer, p, out):
-    hidden = z @ as_float(layer.W_1) + as_float(layer.b_1)
-    if layer.activation == "relu":
-        act = np.maximum(hidden, 0.0)
-    else:
-        act = np.vectorize(lambda t: 0.5 * t * (1 + erf(t / sqrt(2))))(hidden)
-    out[f"{p}.ffn.hidden"], out[f"{p}.ffn.activation"] = hidden, act
-    out[f"{p}.ffn.output"] = act @ as_float(layer.W_2) + as_float(layer.b_2)
-    return out[f"{p}.ffn.output"]
 
 
 def float_decoder(example) -> dict[str, np.ndarray]:

@@ -28,9 +28,9 @@ from symformer.engine.encoder import (
     add_norm,
     derive,
     feed_forward,
+    input_stages,
     layer_norm,
     multi_head_attention,
-    positional_encoding,
     residual,
 )
 from symformer.engine.graph import Derivation, _is_zero
@@ -55,18 +55,12 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
     """
     dec = g.example.decoder
     before = set(g.stages)
-    tokens, d = dec.tokens, g.example.d_model
-    dims = tuple(f"d{j + 1}" for j in range(d))
-    lookup = sympy.Matrix([list(dec.embeddings.row(t)) for t in dec.token_ids])
-    g.add("decoder.embeddings", "embeddings", ops.Constant(lookup), (), tokens, dims)
-    g.add("decoder.positional_encoding", "positional_encoding",
-          ops.Constant(positional_encoding(len(tokens), d, dec.positional_encoding)),
-          (), tokens, dims)
-    x = g.add("decoder.input", "input", ops.Add(),
-              ("decoder.embeddings", "decoder.positional_encoding"), tokens, dims)
+    tokens = dec.tokens
+    x = input_stages(g, "decoder.", tokens, dec.embeddings, dec.token_ids,
+                     dec.positional_encoding)
     for number, layer in enumerate(dec.layers, start=1):
         x = decoder_block(g, number, x, layer, memory)
-    last = g.add("decoder.output", "output", ops.Identity(), (x,), tokens, dims)
+    last = g.add("decoder.output", "output", ops.Identity(), (x,), tokens, g[x].cols)
     if dec.W_vocab is not None:
         logits = g.add("logits", "logits", ops.Affine(dec.W_vocab), (last,), tokens, dec.vocab)
         g.add("probabilities", "probabilities", ops.Softmax(), (logits,), tokens, dec.vocab)

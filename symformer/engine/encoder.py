@@ -31,14 +31,9 @@ def derive(example: Example, causal: bool | None = None,
     check_size(example, max_work)
     g = Derivation(example, causal)
     tokens = example.tokens
-    d = example.d_model
-    dims = tuple(f"d{j + 1}" for j in range(d))
-    lookup = sympy.Matrix([list(example.embeddings.row(t)) for t in example.token_ids])
-    g.add("embeddings", "embeddings", ops.Constant(lookup), (), tokens, dims)
-    g.add("positional_encoding", "positional_encoding",
-          ops.Constant(positional_encoding(len(tokens), d, example.positional_encoding)),
-          (), tokens, dims)
-    x = g.add("input", "input", ops.Add(), ("embeddings", "positional_encoding"), tokens, dims)
+    dims = tuple(f"d{j + 1}" for j in range(example.d_model))
+    x = input_stages(g, "", tokens, example.embeddings, example.token_ids,
+                     example.positional_encoding)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     g.add("output", "output", ops.Identity(), (x,), tokens, dims)
@@ -47,6 +42,17 @@ def derive(example: Example, causal: bool | None = None,
 
         decoder_stages(g, memory="output")
     return g
+
+
+def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sympy.Matrix,
+                 token_ids: tuple[int, ...], pe: str) -> str:
+    """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum."""
+    dims = tuple(f"d{j + 1}" for j in range(table.cols))
+    lookup = sympy.Matrix([list(table.row(t)) for t in token_ids])
+    e = g.add(f"{prefix}embeddings", "embeddings", ops.Constant(lookup), (), tokens, dims)
+    p = g.add(f"{prefix}positional_encoding", "positional_encoding",
+              ops.Constant(positional_encoding(len(tokens), table.cols, pe)), (), tokens, dims)
+    return g.add(f"{prefix}input", "input", ops.Add(), (e, p), tokens, dims)
 
 
 def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal") -> sympy.Matrix:

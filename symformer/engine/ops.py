@@ -276,7 +276,8 @@ class RowVariance(Op):
         out = []
         for row, (m,) in zip(X, mu):
             n = len(row) - 1 if self.unbiased else len(row)
-            out.append([sum(((x - m) ** 2 for x in row), arb(0)) / n])
+            # x * x, not x ** 2 (NaN on a ball containing 0); clipped at 0 like a square.
+            out.append([sum((relu_ball((x - m) * (x - m)) for x in row), arb(0)) / n])
         return out
 
 
@@ -313,6 +314,9 @@ class Normalize(Op):
         beta = [rational_ball(b) for b in self.beta]
         out = []
         for row, (m,), (v,) in zip(X, mu, var):
-            denominator = v.sqrt() + eps if self.unbiased else (v + eps).sqrt()
+            # A variance ball reaching below 0 (an exact 0 variance) has its root in
+            # [0, sqrt(upper)]; arb's sqrt would give NaN there.
+            root = v.sqrt() if v > 0 else arb(0).union(v.upper().max(arb(0)).sqrt())
+            denominator = root + eps if self.unbiased else (v + eps).sqrt()
             out.append([g * (x - m) / denominator + b for x, g, b in zip(row, gamma, beta)])
         return out

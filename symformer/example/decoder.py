@@ -21,10 +21,10 @@ from symformer.example.loader import (
     _choice,
     _head,
     _no_unknown_keys,
-    _string_list,
     _Where,
     matrix,
     vector,
+    vocab_and_tokens,
 )
 from symformer.example.numbers import exact_number
 from symformer.example.schema import (
@@ -120,17 +120,7 @@ def parse_decoder(data: Any, here: _Where, d_model: int, defaults: dict[str, Any
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     _no_unknown_keys(data, _DECODER_KEYS, here)
-    vocab = _string_list(data, "vocab", here)
-    if len(set(vocab)) != len(vocab):
-        dup = next(v for v in vocab if vocab.count(v) > 1)
-        raise InputError(f"{here}: vocab lists {dup!r} more than once")
-    tokens = _string_list(data, "tokens", here)
-    for position, token in enumerate(tokens):
-        if token not in vocab:
-            raise InputError(
-                f"{here}: token {token!r} (position {position}) is not in decoder.vocab "
-                f"{list(vocab)}"
-            )
+    vocab, tokens = vocab_and_tokens(data, here, "decoder.vocab")
     embeddings = matrix(data, "embeddings", here, rows=len(vocab), cols=d_model)
     defaults = dict(defaults)
     if "eps" in data:

@@ -76,17 +76,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     """Validate a parsed TOML table and build the :class:`Example`."""
     here = _Where(source)
     _no_unknown_keys(data, _TOP_KEYS, here)
-    vocab = _string_list(data, "vocab", here)
-    if len(set(vocab)) != len(vocab):
-        dup = next(v for v in vocab if vocab.count(v) > 1)
-        raise InputError(f"{here}: vocab lists {dup!r} more than once")
-    tokens = _string_list(data, "tokens", here)
-    for position, token in enumerate(tokens):
-        if token not in vocab:
-            raise InputError(
-                f"{here}: token {token!r} (position {position}) is not in vocab "
-                f"{list(vocab)}"
-            )
+    vocab, tokens = vocab_and_tokens(data, here)
     embeddings = matrix(data, "embeddings", here, rows=len(vocab))
     d_model = embeddings.cols
     pe = _choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
@@ -128,6 +118,23 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         source=source,
         decoder=decoder,
     )
+
+
+def vocab_and_tokens(data: dict[str, Any], here: _Where, vocab_name: str = "vocab"
+                     ) -> tuple[list[str], list[str]]:
+    """Read ``vocab`` (no duplicates) and ``tokens`` (each in the vocabulary)."""
+    vocab = _string_list(data, "vocab", here)
+    if len(set(vocab)) != len(vocab):
+        dup = next(v for v in vocab if vocab.count(v) > 1)
+        raise InputError(f"{here}: vocab lists {dup!r} more than once")
+    tokens = _string_list(data, "tokens", here)
+    for position, token in enumerate(tokens):
+        if token not in vocab:
+            raise InputError(
+                f"{here}: token {token!r} (position {position}) is not in {vocab_name} "
+                f"{list(vocab)}"
+            )
+    return vocab, tokens
 
 
 class _Where:
