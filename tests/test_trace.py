@@ -169,3 +169,13 @@ def test_latex_document_compiles(tmp_path, causal_block):
     assert (tmp_path / "trace.pdf").stat().st_size > 1000
     source = tex.read_text()
     assert r"q_{1} &= \frac{4.841}{4} + \frac{1.540}{4} = 1.595" in source
+
+
+def test_exact_tie_in_the_causal_first_row(causal_block, reference):
+    """Token 0 under the causal mask only sees itself, so its first LayerNorm variance is
+    the rational 265/256 = 1.03515625 exactly; at 7 decimals that is a tie, rounded half
+    to even: 1.0351562 (hypothesis found this case)."""
+    assert reference[True]["layer1.add_norm1.variance"][0][0] == 265 / 256
+    step = next(s for s in trace_token(causal_block, 0, decimals=7).steps
+                if s.stage == "layer1.add_norm1")
+    assert step.variance.value == "1.0351562"
