@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{s.name:<{width}}  {s.shape[0]}x{s.shape[1]}  {s.kind}")
         return 0
     if args.json:
-        print(json.dumps(as_json(g, stages, args.digits), indent=1, ensure_ascii=False))
+        print(json.dumps(as_json(g, stages, args.digits), ensure_ascii=False))
         return 0
     print(f"{g.example.title}{' (causal mask)' if g.causal else ''}")
     for s in stages:

@@ -21,7 +21,7 @@ import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
 from symformer.engine.ops import Activation, Op
-from symformer.engine.rounding import Rounded, round_ball, round_fraction
+from symformer.engine.rounding import Rounded, ball_bounds, round_ball, round_fraction
 from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
 
 #: Closed forms larger than this many operations are refused unless asked for.
@@ -217,11 +217,7 @@ class Derivation:
         if key in self._closed:
             expr = self._closed[key]
         else:
-            stage = self[name]
-            local = self.local(name)[i, j]
-            if isinstance(stage.op, Activation) and stage.op.kind == "relu":
-                (h,) = local.args[1:] if local.args[0] == 0 else local.args[:1]
-                local = h if self.sign(stage.inputs[0], i, j) > 0 else sympy.S.Zero
+            local = self._resolved_local(name, i, j)
             mapping = {s: self.closed_form(*self.owner(s), max_ops) for s in local.free_symbols}
             expr = local.xreplace(mapping) if mapping else local
             expr = _tidy(expr, max_ops)
@@ -280,15 +276,19 @@ class Derivation:
 
     def _round_exact(self, name: str, i: int, j: int, decimals: int | None,
                      significant: int | None) -> Rounded:
-        expr = self.closed_form(name, i, j, max_ops=20000)
-        if expr.is_Rational:
-            return round_fraction(Fraction(int(expr.p), int(expr.q)),
-                                  decimals=decimals, significant=significant)
-        if _is_zero(expr):
-            return round_fraction(Fraction(0), decimals=decimals, significant=significant)
+        """Round an entry whose ball straddles a rounding boundary at every precision.
+
+        That happens only when the value *is* the boundary (an exact zero, or an exact
+        tie such as 0.15 at one decimal), so prove that exactly and round it.
+        """
+        ball = self.evaluate(self._last_prec())[name][i][j]
+        for boundary in _boundaries(ball, decimals, significant):
+            if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
+                return round_fraction(boundary, decimals=decimals, significant=significant)
         raise UndecidedError(
-            f"cannot decide the rounding of {name}[{i},{j}] = {expr}: its value is "
-            f"within 2^-{self._last_prec()} of a rounding boundary"
+            f"cannot decide the rounding of {name}[{i},{j}]: at {self._last_prec()} bits its "
+            f"value is still within the ball {ball.str(10)}, and it could not be proved "
+            f"equal to the rounding boundary inside it"
         )
 
     def _last_prec(self) -> int:
@@ -312,10 +312,51 @@ class Derivation:
             if ball == 0:
                 return 0
             prec *= 2
-        expr = self.closed_form(name, i, j, max_ops=20000)
-        if _is_zero(expr):
+        if self.prove_zero(self._resolved_local(name, i, j)):
             return 0
-        raise UndecidedError(f"cannot decide the sign of {name}[{i},{j}] = {expr}")
+        raise UndecidedError(
+            f"cannot decide the sign of {name}[{i},{j}]: it is within 2^-{prec // 2} of 0 "
+            f"and could not be proved exactly 0")
+
+    def prove_zero(self, expr: sympy.Expr, max_ops: int = 3000, max_unfold: int = 200) -> bool:
+        """Prove ``expr`` (over stage symbols and numbers) exactly 0; False if no proof.
+
+        Unfolds local formulas latest stage first, cancelling after each step: a
+        difference of entries that agree for structural reasons (a LayerNorm row
+        summing to its betas, a W_O whose columns cancel) vanishes after a few
+        steps, long before the full closed form is built.  Only the numerator is kept:
+        every denominator in a stage formula is non-zero, as the stage's finite
+        certified values show.  Never numeric.
+        """
+        order = {name: k for k, name in enumerate(self.stages)}
+        for _ in range(max_unfold):
+            expr = sympy.numer(sympy.together(expr))
+            expr = sympy.expand(expr, power_exp=False, power_base=False, log=False)
+            if expr == 0:
+                return True
+            expr = sympy.factor_terms(expr)
+            if expr.is_Mul or expr.is_Pow:  # a product is 0 iff one of its factors is
+                factors = _possibly_zero_factors(expr)
+                if len(factors) != 1:
+                    return any(self.prove_zero(f, max_ops, max_unfold) for f in factors)
+                expr = factors[0]
+            if not expr.free_symbols:
+                return sympy.count_ops(expr) <= max_ops and _is_zero(expr)
+            if sympy.count_ops(expr) > max_ops:
+                return False
+            latest = max({self.owner(s)[0] for s in expr.free_symbols}, key=order.get)
+            expr = expr.xreplace({s: self._resolved_local(*self.owner(s))
+                                  for s in expr.free_symbols if self.owner(s)[0] == latest})
+        return False
+
+    def _resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
+        """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""
+        stage = self[name]
+        local = self.local(name)[i, j]
+        if isinstance(stage.op, Activation) and stage.op.kind == "relu":
+            (h,) = local.args[1:] if local.args[0] == 0 else local.args[:1]
+            return h if self.sign(stage.inputs[0], i, j) > 0 else sympy.S.Zero
+        return local
 
 
 def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
@@ -324,6 +365,36 @@ def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
         return expr
     expanded = sympy.expand(expr, power_exp=False, power_base=False, log=False)
     return expanded if sympy.count_ops(expanded) <= max_ops else expr
+
+
+def _boundaries(ball, decimals: int | None, significant: int | None) -> list[Fraction]:
+    """The rounding boundaries (0 and ties) that a ball may straddle."""
+    lo, hi = ball_bounds(ball)
+    found = [Fraction(0)] if lo <= 0 <= hi else []
+    low = round_fraction(lo, decimals=decimals, significant=significant)
+    high = round_fraction(hi, decimals=decimals, significant=significant)
+    if low != high:
+        found.append((low.value() + high.value()) / 2)
+    return found
+
+
+def _possibly_zero_factors(expr: sympy.Expr) -> list[sympy.Expr]:
+    """The factors of a product that may be 0 (exp(...) and non-zero numbers never are;
+    a negative power is a denominator; b**k is 0 iff b is)."""
+    found = []
+    for f in sympy.Mul.make_args(expr):
+        if (f.is_number and f.is_zero is False) or isinstance(f, sympy.exp):
+            continue
+        if f.is_Pow:
+            if f.exp.is_negative:
+                continue
+            f = f.base
+        found.append(f)
+    return found
+
+
+def _rational(x: Fraction) -> sympy.Rational:
+    return sympy.Rational(x.numerator, x.denominator)
 
 
 def _is_zero(expr: sympy.Expr) -> bool:

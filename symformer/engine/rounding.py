@@ -44,6 +44,10 @@ class Rounded:
         mantissa = text[0] + ("." + text[1:] if n > 1 else "")
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
+    def value(self) -> Fraction:
+        """The rounded value as an exact fraction."""
+        return Fraction(self.digits) * Fraction(10) ** self.exponent
+
     def __float__(self) -> float:  # for display helpers only, never for decisions
         return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
 
@@ -57,21 +61,45 @@ def _round_int(numerator: int, denominator: int) -> int:
     return q
 
 
+def _target(lead: int, decimals: int | None, significant: int | None) -> int:
+    """The decimal exponent of the last kept digit."""
+    return -decimals if decimals is not None else lead - significant + 1
+
+
+def round_scaled(n: int, e: int, *, decimals: int | None = None,
+                 significant: int | None = None) -> Rounded:
+    """Round ``n * 10**e`` (exact integers) to ``decimals`` places or ``significant`` digits.
+
+    Works on decimal exponents directly, so values such as exp(-10**9) never turn
+    into integers with a billion digits.
+    """
+    if n == 0:
+        return Rounded(0, -decimals if decimals is not None else 0)
+    lead = e + len(str(abs(n))) - 1  # exponent of the leading digit
+    target = _target(lead, decimals, significant)
+    if e >= target:
+        return Rounded(n * 10 ** (e - target), target)
+    if target - e > len(str(abs(n))) + 1:  # far below half a unit of the last place
+        return Rounded(0, target)
+    digits = _round_int(n, 10 ** (target - e))
+    if significant is not None and len(str(abs(digits))) > significant:
+        # 9.99 -> 10.0: the carry added a digit; keep the same number of digits.
+        return Rounded(digits // 10, target + 1)
+    return Rounded(digits, target)
+
+
 def round_fraction(value: Fraction, *, decimals: int | None = None,
                    significant: int | None = None) -> Rounded:
     """Round an exact rational to ``decimals`` places or ``significant`` digits."""
     if value == 0:
         return Rounded(0, -decimals if decimals is not None else 0)
-    if decimals is not None:
-        exponent = -decimals
-    else:
-        exponent = _leading_exponent(abs(value)) - significant + 1
-    scaled = value / Fraction(10) ** exponent
+    lead = _leading_exponent(abs(value))
+    target = _target(lead, decimals, significant)
+    scaled = value / Fraction(10) ** target
     digits = _round_int(scaled.numerator, scaled.denominator)
     if significant is not None and len(str(abs(digits))) > significant:
-        # 9.99 -> 10.0: the carry added a digit; re-round one place higher.
-        return round_fraction(value, decimals=-(exponent + 1))
-    return Rounded(digits, exponent)
+        return Rounded(digits // 10, target + 1)
+    return Rounded(digits, target)
 
 
 def _leading_exponent(x: Fraction) -> int:
@@ -85,7 +113,7 @@ def _leading_exponent(x: Fraction) -> int:
 
 
 def ball_bounds(x: arb) -> tuple[Fraction, Fraction]:
-    """Exact rational lower and upper bounds of a ball."""
+    """Exact rational lower and upper bounds of a ball (for balls of moderate exponent)."""
     m, e = x.mid().man_exp()
     r, f = x.rad().man_exp()
     mid = Fraction(int(m)) * (Fraction(2) ** int(e))
@@ -95,19 +123,42 @@ def ball_bounds(x: arb) -> tuple[Fraction, Fraction]:
 
 def round_ball(x: arb, *, decimals: int | None = None,
                significant: int | None = None) -> Rounded | None:
-    """The correct rounding of the value enclosed by ``x``, or None if undecided."""
+    """The correct rounding of the value enclosed by ``x``, or None if undecided.
+
+    The ball is read as decimal integers ``[m - r, m + r] * 10**e`` (a rigorous
+    enclosure from Arb), so the decision is pure integer arithmetic.
+    """
     if not x.is_finite():
         return None
-    lo, hi = ball_bounds(x)
-    if lo == hi:
-        return round_fraction(lo, decimals=decimals, significant=significant)
+    if x == 0:
+        return round_scaled(0, 0, decimals=decimals, significant=significant)
+    wanted = significant if significant is not None else decimals + _magnitude(x) + 1
+    m, r, e = (int(v) for v in x.mid_rad_10exp(max(wanted, 1) + 10))
+    lo, hi = m - r, m + r
+    if r == 0:
+        return round_scaled(m, e, decimals=decimals, significant=significant)
     if decimals is None and lo <= 0 <= hi:
         return None  # significant digits of a value that may be zero: undecided
-    low = round_fraction(lo, decimals=decimals, significant=significant)
-    high = round_fraction(hi, decimals=decimals, significant=significant)
-    if low == high or (low.digits == high.digits == 0):
+    low = round_scaled(lo, e, decimals=decimals, significant=significant)
+    high = round_scaled(hi, e, decimals=decimals, significant=significant)
+    if low.digits == high.digits == 0:
         return low
-    if low.digits * 10**max(low.exponent - high.exponent, 0) == \
-            high.digits * 10**max(high.exponent - low.exponent, 0):
+    if _value_key(low) == _value_key(high):
         return low if low.exponent <= high.exponent else high
     return None
+
+
+def _magnitude(x: arb) -> int:
+    """A decimal exponent at least that of the ball's largest point (0 for small values)."""
+    m, e = x.abs_upper().man_exp()
+    bits = int(e) + int(m).bit_length()
+    return max(0, bits * 3 // 10 + 1)
+
+
+def _value_key(r: Rounded) -> tuple[int, int]:
+    """A normal form of a rounded value, so 1.0e1 and 10 compare equal."""
+    digits, exponent = r.digits, r.exponent
+    while digits and digits % 10 == 0:
+        digits //= 10
+        exponent += 1
+    return digits, exponent if digits else 0
