@@ -125,26 +125,10 @@ class _TieProver:
         return self._by_closed_form[key]
 
     def _prove_by_formula(self, row: int, a: int, b: int) -> bool:
-        g = self.g
-        order = {name: k for k, name in enumerate(g.stages)}
-        local = g.local(self.logits)
-        difference = local[row, a] - local[row, b]
-        # Zero as a formula over the symbols of earlier stages: equal whatever their
-        # values.  Unfolding the latest stage first (reverse stage order keeps every
-        # path at the same depth) sees, e.g., that a LayerNorm's row sums to the sum
-        # of its beta whatever its input.
-        for _ in range(_TIE_UNFOLD):
-            difference = sympy.expand(difference)
-            if difference == 0:
-                return True
-            if not difference.free_symbols or sympy.count_ops(difference) > _TIE_MAX_OPS:
-                return False
-            latest = max({g.owner(s)[0] for s in difference.free_symbols}, key=order.get)
-            formula = g.local(latest)
-            difference = difference.xreplace(
-                {s: formula[g.owner(s)[1:]] for s in difference.free_symbols
-                 if g.owner(s)[0] == latest})
-        return False
+        # Zero as a formula over earlier stages' symbols: equal whatever their values.
+        local = self.g.local(self.logits)
+        return self.g.prove_zero(local[row, a] - local[row, b], max_ops=_TIE_MAX_OPS,
+                                 max_unfold=_TIE_UNFOLD, decide_relu=False)
 
     def _prove_by_closed_form(self, row: int, a: int, b: int) -> bool:
         try:

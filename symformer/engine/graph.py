@@ -318,7 +318,8 @@ class Derivation:
             f"cannot decide the sign of {name}[{i},{j}]: it is within 2^-{prec // 2} of 0 "
             f"and could not be proved exactly 0")
 
-    def prove_zero(self, expr: sympy.Expr, max_ops: int = 3000, max_unfold: int = 200) -> bool:
+    def prove_zero(self, expr: sympy.Expr, max_ops: int = 3000, max_unfold: int = 200,
+                   decide_relu: bool = True) -> bool:
         """Prove ``expr`` (over stage symbols and numbers) exactly 0; False if no proof.
 
         Unfolds local formulas latest stage first, cancelling after each step: a
@@ -326,7 +327,9 @@ class Derivation:
         summing to its betas, a W_O whose columns cancel) vanishes after a few
         steps, long before the full closed form is built.  Only the numerator is kept:
         every denominator in a stage formula is non-zero, as the stage's finite
-        certified values show.  Never numeric.
+        certified values show.  Never numeric.  With ``decide_relu=False`` ReLU stays
+        max(0, h) instead of being resolved by a certified sign, so nothing is evaluated
+        (for proofs made while the graph itself is being evaluated).
         """
         order = {name: k for k, name in enumerate(self.stages)}
         for _ in range(max_unfold):
@@ -338,16 +341,21 @@ class Derivation:
             if expr.is_Mul or expr.is_Pow:  # a product is 0 iff one of its factors is
                 factors = _possibly_zero_factors(expr)
                 if len(factors) != 1:
-                    return any(self.prove_zero(f, max_ops, max_unfold) for f in factors)
+                    return any(self.prove_zero(f, max_ops, max_unfold, decide_relu)
+                               for f in factors)
                 expr = factors[0]
             if not expr.free_symbols:
                 return sympy.count_ops(expr) <= max_ops and _is_zero(expr)
             if sympy.count_ops(expr) > max_ops:
                 return False
             latest = max({self.owner(s)[0] for s in expr.free_symbols}, key=order.get)
-            expr = expr.xreplace({s: self._resolved_local(*self.owner(s))
+            unfold = self._resolved_local if decide_relu else self._local_entry
+            expr = expr.xreplace({s: unfold(*self.owner(s))
                                   for s in expr.free_symbols if self.owner(s)[0] == latest})
         return False
+
+    def _local_entry(self, name: str, i: int, j: int) -> sympy.Expr:
+        return self.local(name)[i, j]
 
     def _resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
         """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""

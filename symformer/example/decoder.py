@@ -32,6 +32,7 @@ from symformer.example.schema import (
     LAYER_NORMS,
     NORM_PLACEMENTS,
     POSITIONAL_ENCODINGS,
+    Block,
     Head,
 )
 
@@ -49,8 +50,8 @@ _LAYER_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class DecoderLayer:
+@dataclass(frozen=True, kw_only=True)
+class DecoderLayer(Block):
     """One decoder block: masked self-attention, cross-attention, feed-forward.
 
     Attribute names match :class:`~symformer.example.schema.Layer` where the meaning
@@ -62,25 +63,8 @@ class DecoderLayer:
     cross_heads: tuple[Head, ...]
     W_O_self: sympy.Matrix | None  # None: plain concatenation
     W_O_cross: sympy.Matrix | None
-    W_1: sympy.Matrix  # d_model x d_ff
-    b_1: sympy.Matrix
-    W_2: sympy.Matrix  # d_ff x d_model
-    b_2: sympy.Matrix
-    gamma_1: sympy.Matrix
-    beta_1: sympy.Matrix
-    gamma_2: sympy.Matrix
-    beta_2: sympy.Matrix
     gamma_3: sympy.Matrix
     beta_3: sympy.Matrix
-    activation: str = "relu"
-    norm: str = "post"
-    eps: sympy.Rational = sympy.Rational(1, 10**6)
-    layer_norm: str = "biased"
-
-    @property
-    def d_ff(self) -> int:
-        """Hidden width of the feed-forward network."""
-        return self.W_1.cols
 
 
 @dataclass(frozen=True)

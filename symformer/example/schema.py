@@ -45,12 +45,13 @@ class Head:
         return self.W_V.cols
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One encoder block with its own weights and conventions."""
+@dataclass(frozen=True, kw_only=True)
+class Block:
+    """What every block has besides its attention: the FFN, the LayerNorms, conventions.
 
-    heads: tuple[Head, ...]
-    W_O: sympy.Matrix | None  # None: plain concatenation (the heads' widths add to d_model)
+    ``gamma_k``/``beta_k`` belong to the k-th Add & Norm of the block.
+    """
+
     W_1: sympy.Matrix  # d_model x d_ff
     b_1: sympy.Matrix  # 1 x d_ff
     W_2: sympy.Matrix  # d_ff x d_model
@@ -68,6 +69,14 @@ class Layer:
     def d_ff(self) -> int:
         """Hidden width of the feed-forward network."""
         return self.W_1.cols
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layer(Block):
+    """One encoder block with its own weights and conventions."""
+
+    heads: tuple[Head, ...]
+    W_O: sympy.Matrix | None  # None: plain concatenation (the heads' widths add to d_model)
 
 
 @dataclass(frozen=True)
