@@ -49,3 +49,22 @@ def test_table_text(capsys):
 def test_unknown_stage_suggests_close_names(capsys):
     assert main(["derive", "--stage", "layer1.head1.weight"]) == 2
     assert "did you mean layer1.head1.weights" in capsys.readouterr().err
+
+
+def test_reader_rounding_recomputes_from_printed_tables(capsys, builtin):
+    """Q from the input table as printed at 2 decimals, in exact decimal arithmetic."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    printed = [[Decimal(repr(float(v))).quantize(Decimal("0.01"), ROUND_HALF_EVEN) for v in row]
+               for row in float_forward(builtin)["input"]]
+    W_Q = builtin.layers[0].heads[0].W_Q
+    w = [[Decimal(int(v.p)) / Decimal(int(v.q)) for v in W_Q.row(k)] for k in range(W_Q.rows)]
+    expected = [[str(sum((x * w[k][j] for k, x in enumerate(row)), Decimal(0))
+                     .quantize(Decimal("0.01"), ROUND_HALF_EVEN)) for j in range(2)]
+                for row in printed]
+    assert expected[1] == ["1.60", "0.75"]  # (4.84 + 1.54) / 4 = 1.595 exactly: a tie
+    assert main(["derive", "--reader-rounding", "--decimals", "2", "--json",
+                 "--stage", "layer1.head1.Q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reader_rounding"] is True
+    assert doc["stages"]["layer1.head1.Q"]["values"] == expected

@@ -17,6 +17,7 @@ examples:
   symformer derive --stage 'layer1.head1.*' --decimals 5
   symformer derive --causal --stage layer1.head1.weights
   symformer derive my_example.toml --json --digits 30
+  symformer derive --reader-rounding --decimals 2  # what a reader with a pencil gets
 
 Every printed digit is certified: values are computed in ball arithmetic and the
 precision is raised until the rounding is decided.
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--causal", action="store_true", help="force the causal mask on")
     p.add_argument("--decimals", type=nonnegative_int, default=3, metavar="N",
                    help="decimals in the tables (default 3)")
+    p.add_argument("--reader-rounding", action="store_true",
+                   help="recompute every stage from the previous stages rounded to "
+                        "--decimals, as a reader working from printed tables does")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object with every selected stage")
     p.add_argument("--digits", type=positive_int, default=15, metavar="N",
@@ -52,33 +56,50 @@ def run(args: argparse.Namespace) -> int:
         for s in stages:
             print(f"{s.name:<{width}}  {s.shape[0]}x{s.shape[1]}  {s.kind}")
         return 0
+    tables = None
+    if args.reader_rounding:
+        from symformer.verify.chain import reader_rounding
+
+        tables = reader_rounding(g, args.decimals, [s.name for s in stages])
     if args.json:
-        print(json.dumps(as_json(g, stages, args.digits), ensure_ascii=False))
+        doc = as_json(g, stages, args.digits, tables)
+        print(json.dumps(doc, ensure_ascii=False))
         return 0
-    print(f"{g.example.title}{' (causal mask)' if g.causal else ''}")
+    note = " (causal mask)" if g.causal else ""
+    if tables is not None:
+        note += f" (reader rounding: each stage from the previous ones at {args.decimals} decimals)"
+    print(f"{g.example.title}{note}")
     for s in stages:
         print()
-        print(format_table(s, args.decimals))
+        print(format_table(s, args.decimals, tables[s.name] if tables else None))
     return 0
 
 
-def as_json(g: Derivation, stages: list[Stage], digits: int) -> dict:
-    """The JSON document of ``derive --json``."""
-    return {
+def as_json(g: Derivation, stages: list[Stage], digits: int,
+            tables: dict[str, list[list[str]]] | None = None) -> dict:
+    """The JSON document of ``derive --json`` (``tables`` replaces the values, e.g. with
+    reader-rounded ones, which are then marked by ``"reader_rounding": true``)."""
+    doc = {
         "title": g.example.title,
         "tokens": list(g.example.tokens),
         "causal": g.causal,
         "stages": {
             s.name: {"shape": list(s.shape), "rows": list(s.rows), "cols": list(s.cols),
-                     "values": s.values(significant=digits)}
+                     "values": tables[s.name] if tables else s.values(significant=digits)}
             for s in stages
         },
     }
+    if tables:
+        doc["reader_rounding"] = True
+    return doc
 
 
-def format_table(stage: Stage, decimals: int) -> str:
-    """A stage as an aligned plain-text table with token and column labels."""
-    values = stage.values(decimals=decimals)
+def format_table(stage: Stage, decimals: int, values: list[list[str]] | None = None) -> str:
+    """A stage as an aligned plain-text table with token and column labels.
+
+    ``values`` replaces the stage's certified values (e.g. reader-rounded ones).
+    """
+    values = values if values is not None else stage.values(decimals=decimals)
     rows = [f"{pos} {tok}" for pos, tok in enumerate(stage.rows)]
     head_width = max(len(r) for r in rows)
     widths = [max(len(c), *(len(v[j]) for v in values)) for j, c in enumerate(stage.cols)]
