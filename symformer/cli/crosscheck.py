@@ -21,11 +21,15 @@ examples:
   symformer crosscheck --dtype float32 --tol 1e-6   # how far float32 drifts
   symformer crosscheck --causal --mask=-1e9         # the -1e9 mask (write it with =)
   symformer crosscheck --layer-norm unbiased --norm pre --json
+  symformer crosscheck symformer/examples/encoder_decoder.toml   # decoder stages too
 
 The relative error of a stage is its largest absolute error divided by the largest
 exact magnitude in the stage (entries that are exactly 0 do not blow it up). The
-conventions apply to the NumPy reference and to the exact engine alike. Exit
-status 1 when a stage exceeds --tol.
+conventions apply to the NumPy reference and to the exact engine alike, decoder
+blocks included (the decoder's self-attention is always masked; --causal masks
+the encoder). next_token is compared as a choice: the float argmax must be the
+exact one (or one of an exact tie). A stage the reference cannot compute is
+reported FAILED with the reason. Exit status 1 when a stage exceeds --tol or fails.
 """
 
 
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.dtype} reference vs exact ({convention.describe()}), tol {args.tol:g}")
         print(f"{'stage':<{width}}  {'max abs err':>11}  {'max rel err':>11}")
         for r in rows:
-            flag = "" if r.ok else "  > tol"
-            print(f"{r.stage:<{width}}  {r.abs_error:11.3e}  {r.rel_error:11.3e}{flag}")
+            flag = "" if r.ok else ("  FAILED" if r.note else "  > tol")
+            note = f"  ({r.note})" if r.note else ""
+            print(f"{r.stage:<{width}}  {r.abs_error:11.3e}  {r.rel_error:11.3e}{flag}{note}")
         print(f"\n{len(rows) - len(failed)} of {len(rows)} stages within tol")
     return 1 if failed else 0

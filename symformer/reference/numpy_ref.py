@@ -1,4 +1,4 @@
-"""The encoder block in plain NumPy floats, one small function per formula.
+"""The encoder and decoder in plain NumPy floats, one small function per formula.
 
 Written independently of the exact engine (no SymPy, no balls), in the style of a
 textbook: this module is the float reference ``symformer crosscheck`` compares
@@ -17,6 +17,11 @@ Conventions (each selectable in :func:`forward`):
   the biased form with mean and variance over the whole matrix instead of per
   token (what ``x.mean()``/``x.var()`` without an axis compute, as a course's code does);
 * placement: ``"post"`` = LN(x + Sublayer(x)); ``"pre"`` = x + Sublayer(LN(x)).
+
+The decoder (an example's ``[decoder]`` table) applies the same conventions: its
+self-attention is always causally masked (with the chosen mask), cross-attention
+takes keys and values from the encoder's ``output``, and ``next_token`` is the
+indicator of the last position's largest logit (1 for the argmax, 0 elsewhere).
 
 The example's exact rationals become floats here and only here.
 """
@@ -83,6 +88,21 @@ def softmax(z):
 def attention(Q, K, V, d_k):
     """softmax(Q K^T / sqrt(d_k)) V: (n, d_v)."""
     return softmax(Q @ K.T / np.sqrt(d_k)) @ V
+
+
+def cross_attention(X, memory, W_Q, W_K, W_V, d_k):
+    """Queries from the decoder X (m, d), keys and values from the encoder memory (n, d)."""
+    return attention(X @ W_Q, memory @ W_K, memory @ W_V, d_k)
+
+
+def logits(x, W_vocab):
+    """One score per vocabulary entry: (m, d) @ (d, |vocab|) -> (m, |vocab|)."""
+    return x @ W_vocab
+
+
+def argmax_indicator(z):
+    """1 where the last row of z is largest (several 1s for a float tie), else 0: (1, |vocab|)."""
+    return (z[-1:] == np.max(z[-1:], axis=-1, keepdims=True)).astype(z.dtype)
 
 
 def concat(heads):
@@ -184,42 +204,98 @@ def forward(example: Any, causal: bool | None = None, dtype: type = np.float64,
     ``causal``, ``mask``, ``layer_norm`` and ``norm`` default to the example's own
     settings (``None``); give them to compute another convention.  ``mask`` is
     ``"-inf"`` or a negative number (text or float, e.g. ``"-1e9"``); ``layer_norm``
-    one of :data:`LAYER_NORMS`; ``norm`` ``"post"`` or ``"pre"``.
+    one of :data:`LAYER_NORMS`; ``norm`` ``"post"`` or ``"pre"``.  The decoder, if
+    the example has one, follows the same conventions (its self-attention is
+    always causal; ``causal`` concerns the encoder).
+    """
+    out: dict[str, np.ndarray] = {}
+    forward_into(out, example, causal, dtype, mask, layer_norm, norm)
+    return out
+
+
+def forward_into(out: dict[str, np.ndarray], example: Any, causal: bool | None = None,
+                 dtype: type = np.float64, mask: str | None = None,
+                 layer_norm: str | None = None, norm: str | None = None) -> None:
+    """:func:`forward`, recording each stage in ``out`` as soon as it is computed.
+
+    If something fails half-way, ``out`` keeps every stage computed before it (so
+    a caller such as ``crosscheck`` can report the rest as not computed).
     """
     if mask is None:
         mask = "-inf" if example.mask_value is None else float(example.mask_value)
     m = -np.inf if str(mask).strip() == "-inf" else dtype(float(mask))
     causal = example.causal if causal is None else causal
-    n, d = len(example.tokens), example.d_model
-    out: dict[str, np.ndarray] = {}
-    out["embeddings"] = to_array(example.embeddings, dtype)[list(example.token_ids)]
-    if example.positional_encoding == "none":
-        out["positional_encoding"] = np.zeros((n, d), dtype=dtype)
-    else:
-        out["positional_encoding"] = positional_encoding(n, d).astype(dtype)
-    x = out["input"] = out["embeddings"] + out["positional_encoding"]
+    n = len(example.tokens)
+    x = _input(out, "", example.embeddings, example.token_ids, example.d_model,
+               example.positional_encoding, dtype)
     M = causal_mask(n) if causal else np.zeros((n, n), dtype=bool)
     for number, layer in enumerate(example.layers, start=1):
-        x = _block(out, f"layer{number}", x, layer, M, m, dtype,
-                   layer_norm or layer.layer_norm, norm or layer.norm)
+        p = f"layer{number}"
+        sublayers = (
+            lambda h, p=p, layer=layer: _attention(out, p, "head", "attention", h, h,
+                                                   layer.heads, layer.W_O, M, m, dtype),
+            lambda h, p=p, layer=layer: _ffn(out, p, h, layer, dtype),
+        )
+        x = _block(out, p, x, sublayers, layer, dtype, layer_norm or layer.layer_norm,
+                   norm or layer.norm)
     out["output"] = x
-    return out
+    if example.decoder is not None:
+        _decoder(out, example.decoder, x, m, dtype, layer_norm, norm)
 
 
-def _block(out: dict, p: str, x: np.ndarray, layer: Any, M: np.ndarray, m: Any, dtype: type,
+def _input(out: dict, prefix: str, table: Any, token_ids: Any, d: int, pe: str,
+           dtype: type) -> np.ndarray:
+    """PREFIXembeddings, PREFIXpositional_encoding and their sum PREFIXinput."""
+    n = len(token_ids)
+    out[f"{prefix}embeddings"] = to_array(table, dtype)[list(token_ids)]
+    if pe == "none":
+        out[f"{prefix}positional_encoding"] = np.zeros((n, d), dtype=dtype)
+    else:
+        out[f"{prefix}positional_encoding"] = positional_encoding(n, d).astype(dtype)
+    out[f"{prefix}input"] = out[f"{prefix}embeddings"] + out[f"{prefix}positional_encoding"]
+    return out[f"{prefix}input"]
+
+
+def _decoder(out: dict, dec: Any, memory: np.ndarray, m: Any, dtype: type,
+             layer_norm: str | None, norm: str | None) -> None:
+    """The decoder's stages: masked self-attention, cross-attention over ``memory``, FFN."""
+    d = memory.shape[1]
+    x = _input(out, "decoder.", dec.embeddings, dec.token_ids, d, dec.positional_encoding,
+               dtype)
+    n_target, n_source = len(dec.tokens), memory.shape[0]
+    M_self = causal_mask(n_target)                             # always causal
+    M_cross = np.zeros((n_target, n_source), dtype=bool)       # every source token
+    for number, layer in enumerate(dec.layers, start=1):
+        p = f"decoder.layer{number}"
+        sublayers = (
+            lambda h, p=p, layer=layer: _attention(out, p, "self.head", "self", h, h,
+                                                   layer.self_heads, layer.W_O_self,
+                                                   M_self, m, dtype),
+            lambda h, p=p, layer=layer: _attention(out, p, "cross.head", "cross", h, memory,
+                                                   layer.cross_heads, layer.W_O_cross,
+                                                   M_cross, m, dtype),
+            lambda h, p=p, layer=layer: _ffn(out, p, h, layer, dtype),
+        )
+        x = _block(out, p, x, sublayers, layer, dtype, layer_norm or layer.layer_norm,
+                   norm or layer.norm)
+    out["decoder.output"] = x
+    if dec.W_vocab is not None:
+        z = out["logits"] = logits(x, to_array(dec.W_vocab, dtype))
+        out["probabilities"] = softmax(z)
+        out["next_token"] = argmax_indicator(z)
+
+
+def _block(out: dict, p: str, x: np.ndarray, sublayers: Any, layer: Any, dtype: type,
            ln: str, placement: str) -> np.ndarray:
-    """One encoder block; records every stage in ``out`` and returns the block's output."""
-    if placement == "post":
-        a = _attention(out, p, x, layer, M, m, dtype)
-        y = _norm(out, f"{p}.add_norm1", _sum(out, f"{p}.add_norm1.sum", x, a), layer, 1,
-                  dtype, ln)
-        f = _ffn(out, p, y, layer, dtype)
-        return _norm(out, f"{p}.add_norm2", _sum(out, f"{p}.add_norm2.sum", y, f), layer, 2,
-                     dtype, ln)
-    a = _attention(out, p, _norm(out, f"{p}.norm1", x, layer, 1, dtype, ln), layer, M, m, dtype)
-    y = _sum(out, f"{p}.add_norm1", x, a)
-    f = _ffn(out, p, _norm(out, f"{p}.norm2", y, layer, 2, dtype, ln), layer, dtype)
-    return _sum(out, f"{p}.add_norm2", y, f)
+    """One block: each sub-layer k wrapped as LN(x + F(x)) (post) or x + F(LN(x)) (pre)."""
+    for k, sublayer in enumerate(sublayers, start=1):
+        if placement == "post":
+            total = _sum(out, f"{p}.add_norm{k}.sum", x, sublayer(x))
+            x = _norm(out, f"{p}.add_norm{k}", total, layer, k, dtype, ln)
+        else:
+            normed = _norm(out, f"{p}.norm{k}", x, layer, k, dtype, ln)
+            x = _sum(out, f"{p}.add_norm{k}", x, sublayer(normed))
+    return x
 
 
 def _sum(out: dict, name: str, x: np.ndarray, sub: np.ndarray) -> np.ndarray:
@@ -227,27 +303,29 @@ def _sum(out: dict, name: str, x: np.ndarray, sub: np.ndarray) -> np.ndarray:
     return out[name]
 
 
-def _attention(out: dict, p: str, x: np.ndarray, layer: Any, M: np.ndarray, m: Any,
+def _attention(out: dict, p: str, head_name: str, group: str, x: np.ndarray,
+               memory: np.ndarray, heads: Any, W_O: Any, M: np.ndarray, m: Any,
                dtype: type) -> np.ndarray:
-    heads = []
-    for k, head in enumerate(layer.heads, start=1):
-        h = f"{p}.head{k}"
+    """Every head (queries from x, keys and values from memory), concatenated, W_O."""
+    outputs = []
+    for k, head in enumerate(heads, start=1):
+        h = f"{p}.{head_name}{k}"
         Q = out[f"{h}.Q"] = project(x, to_array(head.W_Q, dtype))
-        K = out[f"{h}.K"] = project(x, to_array(head.W_K, dtype))
-        V = out[f"{h}.V"] = project(x, to_array(head.W_V, dtype))
+        K = out[f"{h}.K"] = project(memory, to_array(head.W_K, dtype))
+        V = out[f"{h}.V"] = project(memory, to_array(head.W_V, dtype))
         out[f"{h}.raw_scores"] = raw_scores(Q, K)
         S = scores(Q, K, dtype(head.d_k))
         S = masked_scores(S, M, m) if np.isinf(m) else offset_scores(S, M, m)
         out[f"{h}.scores"] = S
         out[f"{h}.weights"] = softmax(S)
         out[f"{h}.output"] = out[f"{h}.weights"] @ V
-        heads.append(out[f"{h}.output"])
-    out[f"{p}.attention.concat"] = concat(heads)
-    if layer.W_O is None:
-        out[f"{p}.attention.output"] = out[f"{p}.attention.concat"]
+        outputs.append(out[f"{h}.output"])
+    out[f"{p}.{group}.concat"] = concat(outputs)
+    if W_O is None:
+        out[f"{p}.{group}.output"] = out[f"{p}.{group}.concat"]
     else:
-        out[f"{p}.attention.output"] = concat_project(heads, to_array(layer.W_O, dtype))
-    return out[f"{p}.attention.output"]
+        out[f"{p}.{group}.output"] = concat_project(outputs, to_array(W_O, dtype))
+    return out[f"{p}.{group}.output"]
 
 
 def _ffn(out: dict, p: str, x: np.ndarray, layer: Any, dtype: type) -> np.ndarray:
@@ -261,9 +339,12 @@ def _ffn(out: dict, p: str, x: np.ndarray, layer: Any, dtype: type) -> np.ndarra
 
 def _norm(out: dict, name: str, x: np.ndarray, layer: Any, which: int, dtype: type,
           ln: str) -> np.ndarray:
-    """LayerNorm of ``x`` under convention ``ln``, recording NAME.mean and NAME.variance."""
-    gamma = to_array(layer.gamma_1 if which == 1 else layer.gamma_2, dtype)
-    beta = to_array(layer.beta_1 if which == 1 else layer.beta_2, dtype)
+    """LayerNorm of ``x`` under convention ``ln``, recording NAME.mean and NAME.variance.
+
+    ``which`` picks the block's gamma_k/beta_k (k = 1, 2, and 3 in a decoder block).
+    """
+    gamma = to_array(getattr(layer, f"gamma_{which}"), dtype)
+    beta = to_array(getattr(layer, f"beta_{which}"), dtype)
     eps = dtype(float(layer.eps))
     if ln == "whole_matrix":
         mu, sigma2 = whole_mean(x), whole_variance(x)

@@ -5,7 +5,9 @@ fields of the example; :func:`with_conventions` rewrites them with
 ``dataclasses.replace``.  The "whole-matrix" LayerNorm (mean and variance over
 every entry, what ``x.mean()``/``x.var()`` without an axis compute) is not an
 engine option: :func:`derive_variant` swaps the ops of the ``.mean``/``.variance``
-stages of a biased derivation for the whole-matrix ones defined here.
+stages of a biased derivation for the whole-matrix ones defined here.  Every
+convention applies to an example's decoder blocks too (its self-attention is
+always causal, so the mask convention always matters there).
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def with_conventions(example: Example, convention: Convention) -> Example:
         layer_changes["norm"] = convention.norm
     if layer_changes:
         changes["layers"] = tuple(replace(layer, **layer_changes) for layer in example.layers)
+        if example.decoder is not None:  # the decoder's blocks follow the same conventions
+            changes["decoder"] = replace(example.decoder, layers=tuple(
+                replace(layer, **layer_changes) for layer in example.decoder.layers))
     return replace(example, **changes) if changes else example
 
 

@@ -6,6 +6,11 @@ bounded from above.  The *relative* error of a stage is its largest absolute err
 divided by the largest exact magnitude in the stage (so an entry whose exact
 value is 0 or tiny does not make it infinite); a stage that is exactly 0 everywhere
 uses the absolute error.  Masked scores must be -inf on both sides.
+
+``next_token`` (an encoder–decoder example with ``W_vocab``) is a 0/1 indicator, not
+a number to round: the float argmax is compared with the exact one, and a
+different choice is a failure (see :func:`next_token_error`).  A stage the
+reference cannot compute is reported as such, never as a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from flint import arb
 
+from symformer.engine import Derivation
+from symformer.engine.decoder import next_token
 from symformer.example import Example
 from symformer.reference import numpy_ref
 from symformer.verify.chain import precision
@@ -26,38 +33,92 @@ BITS = 200
 
 @dataclass
 class StageError:
-    """Largest errors of one stage (upper bounds, as floats for display)."""
+    """Largest errors of one stage (upper bounds, as floats for display).
+
+    ``note`` explains a stage that is not compared number by number: one the
+    reference could not compute (``ok`` False, errors NaN) or ``next_token``.
+    """
 
     stage: str
     abs_error: float
     rel_error: float
     scale: float          # the largest exact magnitude in the stage
     ok: bool
+    note: str = ""
 
 
 def crosscheck(example: Example, convention: Convention, causal: bool | None = None,
                dtype: type = np.float64, tol: float = 1e-12,
                max_work: int | None = None) -> list[StageError]:
-    """Per-stage errors of :func:`numpy_ref.forward` against the exact derivation."""
+    """Per-stage errors of :func:`numpy_ref.forward` against the exact derivation.
+
+    A stage the reference does not compute (or computes with another shape) is
+    reported with a note and ``ok`` False, never raised.  ``next_token`` is compared
+    as a choice: see :func:`next_token_error`.
+    """
     g = derive_variant(example, convention, causal, max_work)
-    floats = numpy_ref.forward(example, causal=g.causal, dtype=dtype, mask=convention.mask,
-                               layer_norm=convention.layer_norm, norm=convention.norm)
+    floats: dict[str, np.ndarray] = {}
+    failure = ""
+    try:
+        numpy_ref.forward_into(floats, example, causal=g.causal, dtype=dtype,
+                               mask=convention.mask, layer_norm=convention.layer_norm,
+                               norm=convention.norm)
+    except Exception as exc:  # noqa: BLE001 -- reported per stage, never a traceback
+        failure = f"the NumPy reference failed: {type(exc).__name__}: {exc}"
     exact = g.evaluate(BITS)
     out = []
     with precision(BITS):
         for stage in g:
-            worst, scale = arb(0), arb(0)
-            mismatch = False
-            for row_f, row_x in zip(floats[stage.name], exact[stage.name]):
-                for f, x in zip(row_f, row_x):
-                    if x is None or math.isinf(f):
-                        mismatch |= not (x is None and f == -math.inf)
-                        continue
-                    worst = worst.max(abs(arb(float(f)) - x))
-                    scale = scale.max(abs(x))
-            rel = worst / scale if scale > 0 else worst
-            ok = not mismatch and rel <= arb(tol)  # certain: the whole ball is below tol
-            abs_error = math.inf if mismatch else float(worst.upper())
-            rel_error = math.inf if mismatch else float(rel.upper())
-            out.append(StageError(stage.name, abs_error, rel_error, float(scale.upper()), ok))
+            got = floats.get(stage.name)
+            if got is None or np.shape(got) != stage.shape:
+                note = (failure or "the NumPy reference does not compute this stage"
+                        if got is None else
+                        f"the NumPy reference gives shape {np.shape(got)}, not {stage.shape}")
+                out.append(StageError(stage.name, math.nan, math.nan, math.nan, False, note))
+            elif stage.kind == "next_token":
+                out.append(next_token_error(g, stage.name, got))
+            else:
+                out.append(_stage_error(stage.name, got, exact[stage.name], tol))
     return out
+
+
+def _stage_error(name: str, floats: np.ndarray, exact: list, tol: float) -> StageError:
+    worst, scale = arb(0), arb(0)
+    mismatch = False
+    for row_f, row_x in zip(floats, exact):
+        for f, x in zip(row_f, row_x):
+            if x is None or math.isinf(f):
+                mismatch |= not (x is None and f == -math.inf)
+                continue
+            worst = worst.max(abs(arb(float(f)) - x))
+            scale = scale.max(abs(x))
+    rel = worst / scale if scale > 0 else worst
+    ok = not mismatch and rel <= arb(tol)  # certain: the whole ball is below tol
+    abs_error = math.inf if mismatch else float(worst.upper())
+    rel_error = math.inf if mismatch else float(rel.upper())
+    return StageError(name, abs_error, rel_error, float(scale.upper()), ok)
+
+
+def next_token_error(g: Derivation, name: str, floats: np.ndarray) -> StageError:
+    """The float argmax against the exact one (decided by the engine, ties included).
+
+    Both are 0/1 indicators over the vocabulary.  The stage is right when they are
+    equal, or when the exact answer is a tie and the float picks tokens among the
+    tied ones (float rounding may separate exactly equal logits; it cannot be
+    blamed for choosing one).  A float choosing another token is a failure, whatever
+    the tolerance: the error is 1.
+    """
+    vocab = g[name].cols
+    exact = set(next_token(g).indices)
+    chosen = {j for j, v in enumerate(floats[-1]) if v == 1}
+    names = ", ".join(vocab[j] for j in sorted(chosen)) or "nothing"
+    tied = ", ".join(vocab[j] for j in sorted(exact))
+    if chosen == exact:
+        note = f"float argmax {names}; exact {'tie ' if len(exact) > 1 else ''}{tied}"
+        return StageError(name, 0.0, 0.0, 1.0, True, note)
+    if len(exact) > 1 and chosen and chosen < exact:
+        return StageError(name, 1.0, 1.0, 1.0, True,
+                          f"exact tie between {tied}; float argmax picks {names}")
+    return StageError(name, 1.0, 1.0, 1.0, False,
+                      f"float argmax {names} but the exact next token is "
+                      f"{'a tie between ' if len(exact) > 1 else ''}{tied}")
