@@ -4,6 +4,11 @@ Each fact gets a status: ``proved`` (symbolically, on the local formulas: short
 expressions over the names of the stage before, so this stays fast), ``certified``
 (by ball arithmetic, with the enclosure), ``false`` (with a counterexample) or
 ``vacuous`` (nothing to prove, e.g. no token occurs twice).
+
+With a decoder, three more: cross-attention and ``probabilities`` rows sum to 1
+(named as such by the softmax facts), the decoder's masked self-attention weights
+above the diagonal are exactly 0, and, stronger, the decoder never looks ahead
+(:func:`no_look_ahead`: changing a future target token changes nothing before it).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import sympy
 from flint import arb
 
 from symformer.engine import Derivation, derive
-from symformer.engine.ops import Normalize, Softmax
+from symformer.engine.ops import Normalize, ScaleMask, Softmax
 from symformer.example import Example
 
 PROVED, CERTIFIED, FALSE, VACUOUS = "proved", "certified", "false", "vacuous"
@@ -41,9 +46,22 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
     masked = derive(example, causal=True, max_work=max_work)
     facts = softmax_rows(plain) + softmax_rows(masked) + [masked_zero(masked),
                                                           last_token_unchanged(plain, masked)]
+    if any(s.side == "decoder" for s in plain):
+        facts += [masked_zero(plain, side="decoder"), no_look_ahead(plain)]
     facts += layer_norm_facts(plain)
     facts += [pe_bounded(plain), repeated_tokens_differ(plain)]
     return facts
+
+
+def _softmax_role(g: Derivation, name: str) -> str:
+    """What a softmax stage's rows are, for the report."""
+    if name == "probabilities" or g[name].kind == "probabilities":
+        return " (each target position's next-token distribution over the vocabulary)"
+    if ".cross." in name:
+        return " (cross-attention: each target token's weights over the source tokens)"
+    if ".self." in name:
+        return " (masked self-attention over the target tokens so far)"
+    return ""
 
 
 def softmax_rows(g: Derivation) -> list[Fact]:
@@ -51,42 +69,111 @@ def softmax_rows(g: Derivation) -> list[Fact]:
     facts = []
     label = " (causal)" if g.causal else ""
     for stage in g:
-        if not isinstance(stage.op, Softmax):
+        # The causal mask concerns the encoder: a decoder's local formulas are the same
+        # in both derivations, so its softmax rows are proved once, unmasked.
+        if not isinstance(stage.op, Softmax) or g.causal and stage.side == "decoder":
             continue
         local = stage.local
+        role = _softmax_role(g, stage.name)
         bad = [i for i in range(local.rows) if sympy.together(sum(local.row(i))) != 1]
         if bad:
-            facts.append(Fact(f"{stage.name}.row_sums{label}", f"every row of {stage.name} "
-                              f"sums to 1{label}", FALSE, f"row {bad[0]} does not simplify to 1"))
+            facts.append(Fact(f"{stage.name}.row_sums{label}", f"every row of {stage.name}"
+                              f"{role} sums to 1{label}", FALSE,
+                              f"row {bad[0]} does not simplify to 1"))
         else:
             facts.append(Fact(f"{stage.name}.row_sums{label}",
-                              f"every row of {stage.name}{label} sums to exactly 1", PROVED,
-                              "each local row sum exp(s_j)/sum_k exp(s_k) simplifies to 1"))
+                              f"every row of {stage.name}{label}{role} sums to exactly 1",
+                              PROVED, "each local row sum exp(s_j)/sum_k exp(s_k) "
+                                      "simplifies to 1"))
     return facts
 
 
-def masked_zero(g: Derivation) -> Fact:
-    """With the causal mask, every weight on a later token is exactly 0.
+def masked_zero(g: Derivation, side: str = "encoder") -> Fact:
+    """Every causally masked weight (key after query) of ``side``'s attention is exactly 0.
 
-    The masked scores' local formulas are -inf; put into the softmax's local formula,
-    exp(-inf) = 0 makes the weight the constant 0.
+    The masked entries are those of the scores' mask (cross-attention has none).
+    Their local formulas are -inf; put into the softmax's local formula,
+    exp(-inf) = 0 makes the weight the constant 0.  With a finite mask such as
+    -1e9 the weight stays exp(...) > 0 and the fact is false.
     """
-    stages = [s for s in g if isinstance(s.op, Softmax)]
+    name = "masked_weights_zero" if side == "encoder" else "decoder.masked_weights_zero"
+    statement = ("masked weights (key after query) are exactly 0" if side == "encoder" else
+                 "the decoder's masked self-attention weights above the diagonal (a later "
+                 "target token) are exactly 0 in every head")
+    stages = [s for s in g if isinstance(s.op, Softmax) and s.side == side
+              and isinstance(g[s.inputs[0]].op, ScaleMask) and g[s.inputs[0]].op.masked]
     count = 0
     for s in stages:
         scores = s.inputs[0]
-        masked = {sym: -sympy.oo for sym, e in zip(g.symbols(scores), g.local(scores))
-                  if e == -sympy.oo}
-        for i in range(s.shape[0]):
-            for j in range(i + 1, s.shape[1]):
-                value = s.local[i, j].xreplace(masked)
-                if value != 0:
-                    return Fact("masked_weights_zero", "masked weights are exactly 0", FALSE,
-                                f"{s.name}[{i},{j}] = {value}")
+        infinite = {sym: -sympy.oo for sym, e in zip(g.symbols(scores), g.local(scores))
+                    if e == -sympy.oo}
+        for i, j in sorted(g[scores].op.masked):
+            value = s.local[i, j].xreplace(infinite)
+            if value != 0:
+                return Fact(name, statement, FALSE, f"{s.name}[{i},{j}] = {value}")
+            count += 1
+    return Fact(name, statement, PROVED if stages else VACUOUS,
+                f"{count} masked weights in {len(stages)} stage(s): their score is -inf and "
+                f"exp(-inf) = 0 makes the local formula the constant 0" if stages else
+                "no masked attention")
+
+
+def no_look_ahead(g: Derivation) -> Fact:
+    """Changing a future target token changes nothing before it.
+
+    Proved by induction over the decoder's stages, entry by entry: the target
+    tokens an entry depends on are the union of those of the entries its local
+    formula reads, after every entry proved constant 0 or -inf is substituted (a
+    masked score is -inf, so its weight is the constant 0 and the rows of V after
+    the query drop out of the head output).  ``decoder.embeddings`` row i is target
+    token i; encoder stages depend on no target token (cross-attention keys and
+    values read only the encoder output).  The claim: entry [i, j] of every decoder
+    stage depends only on target tokens 0..i -- except self-attention raw and scaled
+    scores, pairs whose entry [i, j] may read token j as well (the mask discards
+    those above the diagonal).
+    """
+    statement = ("the decoder never looks ahead: row i of every decoder stage (up to "
+                 "logits and probabilities) depends only on target tokens 0..i")
+    known: dict[sympy.Symbol, sympy.Expr] = {}
+    depends: dict[str, list[list[frozenset[int]]]] = {}
+    count = 0
+    for stage in g:
+        if stage.side != "decoder" or stage.kind == "next_token":
+            continue  # next_token is the last position: it may read every token
+        n, m = stage.shape
+        local, symbols = stage.local, g.symbols(stage.name)
+        pairs = stage.kind in ("raw_scores", "scores") and ".self." in stage.name
+        table = []
+        for i in range(n):
+            row = []
+            for j in range(m):
+                e = local[i, j].xreplace(known) if known else local[i, j]
+                if e == 0 or e == -sympy.oo:
+                    known[symbols[i, j]] = e
+                reads: set[int] = {i} if stage.kind == "embeddings" else set()
+                worst = None
+                for sym in e.free_symbols:
+                    owner, r, c = g.owner(sym)
+                    tokens = depends[owner][r][c] if owner in depends else frozenset()
+                    reads |= tokens
+                    if tokens and (worst is None or max(tokens) > worst[0]):
+                        worst = (max(tokens), f"{owner}[{r},{c}]")
+                allowed = max(i, j) if pairs else i
+                if reads and max(reads) > allowed:
+                    why = (" (a finite mask such as -1e9 leaves that weight exp(...) > 0)"
+                           if stage.kind == "weights" else "")
+                    return Fact("decoder.no_look_ahead", statement, FALSE,
+                                f"{stage.name}[{i},{j}] depends on target token "
+                                f"{max(reads)} > {allowed}: it reads {worst[1]}{why}")
+                row.append(frozenset(reads))
                 count += 1
-    return Fact("masked_weights_zero", "masked weights (key after query) are exactly 0",
-                PROVED, f"{count} masked weights in {len(stages)} stage(s): their score is "
-                        f"-inf and exp(-inf) = 0 makes the local formula the constant 0")
+            table.append(row)
+        depends[stage.name] = table
+    return Fact("decoder.no_look_ahead", statement, PROVED,
+                f"by induction over {len(depends)} decoder stages ({count} entries): masked "
+                f"scores are -inf, so masked weights are the constant 0 and the head output's "
+                f"row i reads only rows 0..i of V; cross-attention keys and values read only "
+                f"the encoder output")
 
 
 def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
