@@ -16,6 +16,15 @@ examples:
   symformer export --out notes --token think --decimals 3
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
+  symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
+  symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>' \
+      --steps 3                                    # + greedy generation, 3 steps
+
+With a [decoder] table the document has two parts, Encoder and Decoder: masked
+self-attention, cross-attention (target tokens down, source tokens across), the
+three Add & Norm sub-layers, the FFN, then logits, probabilities and the exact next
+token (a tie is reported as a tie). --steps N adds the table of next-token
+probabilities per greedy step (as `symformer generate` prints it).
 
 Every stage gets an equation, a table (booktabs) and a worked example for one
 token, each in its own fragment (fragments/layer1-head1-Q-table.tex, ...), which
@@ -38,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default="1", metavar="TOKEN",
                    help="worked examples for this token: a position (default 1) or the "
                         "word itself (its first occurrence)")
+    p.add_argument("--target-token", metavar="TOKEN",
+                   help="the decoder's worked examples follow this target token: a position "
+                        "or the word (default: the last target position)")
+    p.add_argument("--steps", type=nonnegative_int, default=0, metavar="N",
+                   help="add a greedy-generation section of N steps (needs a decoder with "
+                        "W_vocab; default 0: none)")
     p.add_argument("--stage", action="append", metavar="GLOB",
                    help="only stages matching this name or glob (repeatable)")
     p.add_argument("--exact", action="store_true",
@@ -62,8 +77,14 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     g = derivation(args, causal=True if args.causal else None)
+    if args.steps and "next_token" not in g:
+        raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
+                         "(see symformer/examples/encoder_decoder.toml)")
+    target = None if args.target_token is None else resolve_token(g, args.target_token,
+                                                                  side="decoder")
     options = Options(decimals=args.decimals, token=resolve_token(g, args.token),
-                      exact=args.exact, stages=tuple(args.stage) if args.stage else None)
+                      exact=args.exact, stages=tuple(args.stage) if args.stage else None,
+                      target_token=target, steps=args.steps, max_work=args.max_work)
     files: dict[str, str | bytes] = dict(export_files(g, options, args.format))
     if args.pdf:
         files["main.pdf"] = compile_pdf(files)

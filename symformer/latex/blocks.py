@@ -21,7 +21,7 @@ class Math:
 
 @dataclass(frozen=True)
 class Heading:
-    """A section heading; ``level`` 1 = section, 2 = subsection, 3 = subsubsection."""
+    """A heading; ``level`` 0 = part, 1 = section, 2 = subsection, 3 = subsubsection."""
 
     text: str
     level: int = 1
@@ -78,6 +78,7 @@ class Table:
     cells: tuple[tuple[Cell, ...], ...]
     highlight_row: int | None = None
     legend: tuple[str, ...] = ()
+    row_header: tuple[str, str] = ("pos", "token")  # headers of the two label columns
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from symformer.engine import Derivation, Stage, derive
 from symformer.errors import InputError
+from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import latex_text
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.latex.tables import stage_matrix, stage_table
+from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import LETTERS, Style, worked_example
 
 #: The group (second-level heading) of each stage kind.
@@ -51,26 +52,40 @@ CAUSAL_KINDS = ("scores", "weights")
 
 @dataclass(frozen=True)
 class Options:
-    """What to export: decimals, the worked example's token, exact forms, stage filter."""
+    """What to export: decimals, the worked examples' tokens, exact forms, stage filter.
+
+    ``target_token`` is the decoder's worked token (None: the last target position);
+    ``steps`` > 0 adds a greedy-generation section of that many steps.
+    """
 
     decimals: int = 2
     token: int = 1
     exact: bool = False
     stages: tuple[str, ...] | None = None
+    target_token: int | None = None
+    steps: int = 0
+    max_work: int | None = None
 
 
-def resolve_token(g: Derivation, text: str | int) -> int:
-    """A token given as a position or as the word itself (its first occurrence)."""
-    tokens = g.example.tokens
+def resolve_token(g: Derivation, text: str | int, side: str = "encoder") -> int:
+    """A token given as a position or as the word itself (its first occurrence).
+
+    ``side="decoder"`` looks among the target tokens of the example's decoder.
+    """
+    if side == "decoder" and g.example.decoder is None:
+        raise InputError(f"{g.example.source}: a target token needs an example with a "
+                         "[decoder] table (see symformer/examples/encoder_decoder.toml)")
+    tokens = g.example.decoder.tokens if side == "decoder" else g.example.tokens
+    what = "target token" if side == "decoder" else "token"
     listing = ", ".join(f"{k} {t!r}" for k, t in enumerate(tokens))
     if isinstance(text, int) or str(text).strip().lstrip("-").isdigit():
         k = int(text)
         if 0 <= k < len(tokens):
             return k
-        raise InputError(f"token position {k} is out of range; the tokens are: {listing}")
+        raise InputError(f"{what} position {k} is out of range; the {what}s are: {listing}")
     if text in tokens:
         return tokens.index(text)
-    raise InputError(f"unknown token {text!r}; the tokens are: {listing}")
+    raise InputError(f"unknown {what} {text!r}; the {what}s are: {listing}")
 
 
 def select(g: Derivation, patterns: tuple[str, ...] | None) -> list[Stage]:
@@ -91,6 +106,8 @@ def slug(name: str) -> str:
 
 
 def _group(stage: Stage) -> str:
+    if stage.side == "decoder":
+        return decoder.group(stage)
     group = GROUPS.get(stage.kind, "Other stages")
     if group == "head":
         group = f"Attention head {stage.head}"
@@ -98,10 +115,17 @@ def _group(stage: Stage) -> str:
 
 
 def _part(stage: Stage) -> str:
-    side = "" if stage.side == "encoder" else f"{stage.side.capitalize()} "
+    if stage.side == "decoder":
+        return decoder.part(stage)
     if stage.layer:
-        return f"{side}Layer {stage.layer}"
-    return f"{side}Output" if stage.kind == "output" else f"{side}Input"
+        return f"Layer {stage.layer}"
+    return "Output" if stage.kind == "output" else "Input"
+
+
+def _title(stage: Stage) -> str:
+    if stage.side == "decoder":
+        return decoder.title(stage, TITLES)
+    return TITLES.get(stage.kind, stage.kind)
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
@@ -115,17 +139,20 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
-    caption = f"{TITLES.get(stage.kind, stage.kind)}: {stage.name}"
+    caption = f"{_title(stage)}: {stage.name}" + decoder.caption_note(stage)
     if prefix:
         caption += " (causal mask)"
     fragments.append(Fragment(f"{name}-table", [stage_table(
         stage, decimals=options.decimals, exact=options.exact, highlight=token,
         caption=caption + ".", label=f"tab:{label}")]))
     worked = worked_example(stage, token, style)
+    if stage.kind == "next_token":
+        fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
+            stage.derivation)]))
     if worked is not None:
-        word = stage.rows[token]
+        word, position = stage.rows[token], token + first_position(stage)
         fragments.append(Fragment(f"{name}-worked", [Prose((
-            f"Worked example for \u201c{word}\u201d (position {token}):",)), worked]))
+            f"Worked example for \u201c{word}\u201d (position {position}):",)), worked]))
     letter = LETTERS.get(stage.kind, "M")
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
         stage, letter.upper() if len(letter) == 1 else letter, decimals=options.decimals,
@@ -141,19 +168,45 @@ class Section:
     fragments: list[Fragment]
 
 
-def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
-    """The document's outline: headings, prose, and each stage's fragments."""
-    stages = select(g, options.stages)
+def target_token(g: Derivation, options: Options) -> int | None:
+    """The decoder's worked token: the chosen one, or the last target position."""
+    if g.example.decoder is None:
+        return None
+    last = len(g.example.decoder.tokens) - 1
+    return last if options.target_token is None else options.target_token
+
+
+def _introduction(g: Derivation, options: Options) -> Prose:
     token = options.token
-    out: list = [Prose((
-        "Every number below is derived exactly and rounded with certified ball arithmetic "
-        f"to {options.decimals} decimals. The worked examples follow the token "
-        f"\u201c{g.example.tokens[token]}\u201d at position {token}. "
-        f"The sentence: {' '.join(g.example.tokens)}.",))]
-    part = group = None
+    text = ("Every number below is derived exactly and rounded with certified ball arithmetic "
+            f"to {options.decimals} decimals. The worked examples follow the token "
+            f"\u201c{g.example.tokens[token]}\u201d at position {token}. "
+            f"The sentence: {' '.join(g.example.tokens)}.")
+    target = target_token(g, options)
+    if target is not None:
+        tokens = g.example.decoder.tokens
+        text += (f" The decoder's worked examples follow the target token "
+                 f"\u201c{tokens[target]}\u201d at position {target}. "
+                 f"The target so far: {' '.join(tokens)}.")
+    return Prose((text,))
+
+
+def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
+    """The document's outline: headings, prose, and each stage's fragments.
+
+    With a decoder, the encoder and the decoder are two parts, and ``options.steps``
+    adds a greedy-generation section at the end.
+    """
+    stages = select(g, options.stages)
+    token, target = options.token, target_token(g, options)
+    out: list = [_introduction(g, options)]
+    part = group = side = None
     causal_done = g.causal
     chosen = {s.name for s in stages}
     for stage in stages:
+        if target is not None and stage.side != side:
+            side = stage.side
+            out.append(Heading(side.capitalize(), 0))
         if _part(stage) != part:
             part, group = _part(stage), None
             out.append(Heading(part, 1))
@@ -167,8 +220,11 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
         if _group(stage) != group:
             group = _group(stage)
             out.append(Heading(group, 2))
-        out.append(Section(Heading(TITLES.get(stage.kind, stage.kind), 3),
-                           stage_fragments(stage, token, options)))
+        row = decoder.worked_row(stage, token, target) if target is not None else token
+        out.append(Section(Heading(_title(stage), 3), stage_fragments(stage, row, options)))
+    if options.steps:
+        out.extend(decoder.generation_section(g, options.steps, options.decimals,
+                                              options.max_work))
     return out
 
 

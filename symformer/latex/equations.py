@@ -85,9 +85,21 @@ def stage_equation(stage: Stage) -> Equation | None:
     return Equation(tuple(fn(stage)), label=f"eq:{stage.name}") if fn else None
 
 
+def sublayer(stage: Stage) -> str | None:
+    """``"self"`` or ``"cross"`` for a decoder attention stage, else None."""
+    part = stage.name.split(".")[2:3]
+    return part[0] if stage.side == "decoder" and part in (["self"], ["cross"]) else None
+
+
+#: The decoder's attention sub-layers as functions of the decoder stream X (and Z).
+SUBLAYERS = {"self": r"\operatorname{MaskedMultiHead}(X)",
+             "cross": r"\operatorname{CrossAttention}(X, Z)"}
+
+
 @rule("embeddings")
 def _embeddings(stage: Stage) -> Lines:
-    return [(r"X_{\text{emb}}[\mathit{pos}]", r"E[\operatorname{id}(t_{\mathit{pos}})]")]
+    table = r"E_{\text{dec}}" if stage.side == "decoder" else "E"
+    return [(r"X_{\text{emb}}[\mathit{pos}]", table + r"[\operatorname{id}(t_{\mathit{pos}})]")]
 
 
 @rule("positional_encoding")
@@ -103,6 +115,9 @@ def _input(stage: Stage) -> Lines:
 
 @rule("Q", "K", "V")
 def _projection(stage: Stage) -> Lines:
+    if sublayer(stage) == "cross" and stage.kind != "Q":  # keys and values from the encoder
+        return [(stage.kind, code("project", W=f"W_{stage.kind}", X="Z")),
+                ("Z", r"\text{the encoder output } X^{(L)}")]
     return [(stage.kind, code("project", W=f"W_{stage.kind}"))]
 
 
@@ -138,17 +153,23 @@ def _concat(stage: Stage) -> Lines:
 
 @rule("attention_output")
 def _multi_head(stage: Stage) -> Lines:
+    lhs = SUBLAYERS.get(sublayer(stage), r"\operatorname{MultiHead}(X)")
     if stage.op.__class__.__name__ == "Identity":
-        return [(r"\operatorname{MultiHead}(X)",
-                 r"\operatorname{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)")]
-    return [(r"\operatorname{MultiHead}(X)", code("concat_project"))]
+        return [(lhs, r"\operatorname{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)")]
+    if sublayer(stage):
+        return [(lhs, code("concat_project").replace(
+            "W_O", rf"W_O^{{\text{{{sublayer(stage)}}}}}"))]
+    return [(lhs, code("concat_project"))]
 
 
 @rule("residual")
 def _residual(stage: Stage) -> Lines:
-    sub = stage.derivation[stage.inputs[1]].kind
-    name = r"\operatorname{MultiHead}" if sub == "attention_output" else r"\operatorname{FFN}"
-    return [("Y", rf"X + {name}(X)")]
+    sub = stage.derivation[stage.inputs[1]]
+    if sub.kind == "attention_output":
+        term = SUBLAYERS.get(sublayer(sub), r"\operatorname{MultiHead}(X)")
+    else:
+        term = r"\operatorname{FFN}(X)"
+    return [("Y", f"X + {term}")]
 
 
 @rule("mean")
@@ -197,4 +218,25 @@ def _ffn(stage: Stage) -> Lines:
 
 @rule("output")
 def _output(stage: Stage) -> Lines:
+    if stage.side == "decoder":
+        return [("D", r"X^{(L)}_{\text{dec}}")]
     return [("Z", r"X^{(L)}")]
+
+
+# The decoder's head: the NumPy reference has no function of its own for these yet, and
+# they are the encoder's formulas applied to new matrices, so they reuse ``project``
+# and ``softmax`` (rendered by latexify) and write the argmax by hand.
+@rule("logits")
+def _logits(stage: Stage) -> Lines:
+    return [("L", code("project", X="D", W="W_vocab"))]
+
+
+@rule("probabilities")
+def _probabilities(stage: Stage) -> Lines:
+    return [("P", r"\operatorname{softmax}(L)"),
+            (r"\operatorname{softmax}(z)", code("softmax"))]
+
+
+@rule("next_token")
+def _next_token(stage: Stage) -> Lines:
+    return [(r"\hat{t}", r"\arg\max_{w} L_{n,w} \quad (n\text{: the last position})")]

@@ -70,9 +70,14 @@ def markdown_text(text: str) -> str:
     return "".join(f"\\{c}" if c in _MARKDOWN_SPECIALS else c for c in text)
 
 
+def word_label(word: str) -> str:
+    """A vocabulary word as math: ``\\text{pense}``."""
+    return rf"\text{{{latex_text(word)}}}"
+
+
 def token_label(token: str, position: int) -> str:
     """A token with its position as math: ``\\text{think}_{1}``."""
-    return rf"\text{{{latex_text(token)}}}_{{{position}}}"
+    return rf"{word_label(token)}_{{{position}}}"
 
 
 _ENSUREMATH = re.compile(r"\\ensuremath\{\\([A-Za-z]+)\}")

@@ -88,7 +88,8 @@ def _cell(cell, bold: bool) -> str:
 
 @to_markdown.register
 def _(block: Table) -> str:
-    header = ["pos", "token", *(f"${_math(c)}$" for c in block.col_labels)]
+    header = [*map(markdown_text, block.row_header),
+              *(f"${_math(c)}$" for c in block.col_labels)]
     lines = ["| " + " | ".join(header) + " |",
              "|" + "---:|:---|" + "---:|" * len(block.col_labels)]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
@@ -97,8 +98,8 @@ def _(block: Table) -> str:
         row = [str(pos), f"**{label}**" if bold else label,
                *(_cell(c, bold) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")
-    legend = " ".join(block.legend).replace("Shaded:", "\u2020:").replace(
-        "Darker: larger weight.", "")
+    legend = " ".join(item.replace("Shaded:", "\u2020:") for item in block.legend
+                      if not item.startswith("Darker:"))  # no heat map in Markdown
     caption = markdown_text(f"{block.caption} {legend}".strip())
     return f"*{caption}*\n\n" + "\n".join(lines)
 

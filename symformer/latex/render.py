@@ -29,7 +29,7 @@ PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
 HEAT = "orange"
 CLIPPED = "black!12"
 HIGHLIGHT = "yellow!35"
-_SECTIONS = {1: "section", 2: "subsection", 3: "subsubsection"}
+_SECTIONS = {0: "part", 1: "section", 2: "subsection", 3: "subsubsection"}
 
 
 @singledispatch
@@ -115,7 +115,8 @@ def _cell(cell) -> str:
 @to_latex.register
 def _(block: Table) -> str:
     spec = "rl" + "r" * len(block.col_labels)
-    header = " & ".join(["pos", "token", *(f"${c}$" for c in block.col_labels)])
+    header = " & ".join([*map(latex_text, block.row_header),
+                         *(f"${c}$" for c in block.col_labels)])
     lines = [f"\\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule", header + r" \\",
              r"\midrule"]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):

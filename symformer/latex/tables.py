@@ -14,10 +14,14 @@ from symformer.engine import Stage
 from symformer.engine.ops import ScaleMask
 from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
-from symformer.latex.escape import token_label
+from symformer.latex.escape import token_label, word_label
 
 #: Kinds whose columns are the key tokens.
 KEYED_KINDS = frozenset({"raw_scores", "scores", "weights"})
+#: Kinds whose columns are the decoder's vocabulary.
+VOCAB_KINDS = frozenset({"logits", "probabilities", "next_token"})
+#: Kinds coloured as a heat map by default (entries in [0, 1]).
+HEAT_KINDS = frozenset({"weights", "probabilities"})
 #: Column names that are not "letters + number".
 _NAMED_COLUMNS = {"mean": r"\mu", "variance": r"\sigma^2"}
 _COLUMN = re.compile(r"([A-Za-z]+)(\d+)$")
@@ -29,6 +33,8 @@ def column_label(stage: Stage, j: int) -> str:
     """The math label of column ``j``."""
     if stage.kind in KEYED_KINDS:
         return token_label(stage.cols[j], j)
+    if stage.kind in VOCAB_KINDS:
+        return word_label(stage.cols[j])
     name = stage.cols[j]
     if name in _NAMED_COLUMNS:
         return _NAMED_COLUMNS[name]
@@ -38,6 +44,14 @@ def column_label(stage: Stage, j: int) -> str:
     letters, number = match.groups()
     letters = letters if len(letters) == 1 else rf"\mathrm{{{letters}}}"
     return f"{letters}_{{{number}}}"
+
+
+def first_position(stage: Stage) -> int:
+    """The position of the stage's first row: 0, except for ``next_token``, whose one row
+    is the last position of its logits."""
+    if stage.kind != "next_token":
+        return 0
+    return stage.derivation[stage.inputs[0]].shape[0] - stage.shape[0]
 
 
 def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:
@@ -61,7 +75,7 @@ def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
                      if g.sign(hidden, i, j) <= 0)
 
 
-def _heat(text: str) -> int | None:
+def heat_of(text: str) -> int | None:
     """Shade for an attention weight in [0, 1], from its certified decimal string."""
     if text == "-inf":
         return None
@@ -77,11 +91,13 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
 
     ``exact`` prints closed forms with at most ``max_ops`` operations (decimals
     otherwise); ``highlight`` shades one token's row; ``heat`` colours attention
-    weights by size (default: on for ``weights`` stages).
+    weights and probabilities by size (default: on for those stages).
     """
     values = stage.values(decimals=decimals)
+    indicator = stage.kind == "next_token"  # exact 0s and 1s
+    exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
-    heat = stage.kind == "weights" if heat is None else heat
+    heat = stage.kind in HEAT_KINDS if heat is None else heat
     rows = []
     any_exact = False
     for i, row in enumerate(values):
@@ -97,21 +113,25 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
             if is_exact and text != "-inf":
                 marks.add("exact")
                 any_exact = True
-            shade = _heat(text) if heat and not marks & {"masked"} else None
+            shade = heat_of(text) if heat and not marks & {"masked"} else None
             cells.append(Cell(latex, frozenset(marks), shade))
         rows.append(tuple(cells))
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
               if any_exact else f"Values correctly rounded to {decimals} decimals."]
+    if indicator:
+        legend = ["1 marks the exact argmax of the last position's logits (several 1s: "
+                  "an exact tie)."]
     if clipped:
         legend.append("Shaded: clipped to 0 by ReLU.")
     if masked:
         legend.append("Grey: masked by the causal mask.")
     if heat:
-        legend.append("Darker: larger weight.")
+        legend.append("Darker: larger weight." if stage.kind == "weights"
+                      else "Darker: larger probability.")
     return Table(
         caption=caption or f"{stage.name} ({stage.shape[0]}\u00d7{stage.shape[1]}).",
         label=label or f"tab:{stage.name}",
-        row_labels=tuple(enumerate(stage.rows)),
+        row_labels=tuple(enumerate(stage.rows, start=first_position(stage))),
         col_labels=tuple(column_label(stage, j) for j in range(stage.shape[1])),
         cells=tuple(rows),
         highlight_row=highlight,

@@ -20,7 +20,9 @@ from symformer.engine.rounding import Rounded, round_ball
 from symformer.errors import ClosedFormTooLarge, UndecidedError
 from symformer.latex import numbers
 from symformer.latex.blocks import Step, Worked
+from symformer.latex.escape import word_label
 from symformer.latex.render import bmatrix
+from symformer.latex.tables import VOCAB_KINDS
 
 #: The letter of a stage kind's entries in worked examples.
 LETTERS = {
@@ -28,7 +30,8 @@ LETTERS = {
     "K": "k", "V": "v", "raw_scores": r"s^{\text{raw}}", "scores": "s", "weights": "a",
     "head_output": "o", "concat": "c", "attention_output": "m", "residual": "y",
     "mean": r"\mu", "variance": r"\sigma^2", "layer_norm": "z", "ffn_hidden": "h",
-    "ffn_activation": "r", "ffn_output": "f", "output": "z",
+    "ffn_activation": "r", "ffn_output": "f", "output": "z", "logits": r"\ell",
+    "probabilities": "p",
 }
 #: Rough width (in characters of visible math) after which a long sum wraps.
 LINE_WIDTH = 56
@@ -113,6 +116,15 @@ def join_terms(terms: list[str]) -> str:
     return out or "0"
 
 
+def bracket(terms: list[str]) -> str:
+    """A wrapped sum in parentheses: ``\\left(``/``\\right)`` cannot span the line break
+    :func:`join_terms` may insert, so a wrapped sum gets ``\\Bigl(``/``\\Bigr)``."""
+    body = join_terms(terms)
+    if r"\\" in body:
+        return rf"\Bigl({body}\Bigr)"
+    return rf"\left({body}\right)"
+
+
 def certified(fn: Callable[[int], flint.arb], decimals: int) -> str:
     """A derived quantity's certified decimal: ``fn(prec)`` is its ball at ``prec`` bits."""
     prec = 128
@@ -155,10 +167,12 @@ def _row(numbers_: Numbers, i: int) -> str:
 @builder("embeddings")
 def _embeddings(stage: Stage, i: int, style: Style) -> list[Step]:
     example = stage.derivation.example
-    ident = example.token_ids[i]
+    side = example.decoder if stage.side == "decoder" else example
+    ident = side.token_ids[i]
+    table = r"E_{\text{dec}}" if stage.side == "decoder" else "E"
     out = Numbers(stage, Style(style.decimals, exact=True, max_ops=style.max_ops))
-    return [Step("e", (("=", rf"E[\operatorname{{id}}(t_{{{i}}})]"), ("=", f"E[{ident}]"),
-                       ("=", _row(out, i))))]
+    return [Step("e", (("=", rf"{table}[\operatorname{{id}}(t_{{{i}}})]"),
+                       ("=", f"{table}[{ident}]"), ("=", _row(out, i))))]
 
 
 @builder("positional_encoding")
@@ -190,14 +204,15 @@ def _output(stage: Stage, i: int, style: Style) -> list[Step]:
     return [Step("z", (("=", rf"{_letter(x.stage)}^{{(L)}}"), ("=", _row(x, i))))]
 
 
-@builder("Q", "K", "V", "attention_output", "ffn_hidden", "ffn_output")
+@builder("Q", "K", "V", "attention_output", "ffn_hidden", "ffn_output", "logits")
 def _affine(stage: Stage, i: int, style: Style) -> list[Step]:
     (x,) = _inputs(stage, style)[:1]
     out = Numbers(stage, style)
     lx, lo = _letter(x.stage), _letter(stage)
     W, b = getattr(stage.op, "W", None), getattr(stage.op, "b", None)
     name = {"Q": "W_Q", "K": "W_K", "V": "W_V", "attention_output": "W_O",
-            "ffn_hidden": "W_1", "ffn_output": "W_2"}.get(stage.kind, "W")
+            "ffn_hidden": "W_1", "ffn_output": "W_2",
+            "logits": r"W_{\text{vocab}}"}.get(stage.kind, "W")
     bias = {"ffn_hidden": "b_1", "ffn_output": "b_2"}.get(stage.kind, "b")
     steps = []
     for j in range(stage.shape[1]):
@@ -250,12 +265,23 @@ def _scores(stage: Stage, i: int, style: Style) -> list[Step]:
     return steps
 
 
-@builder("weights")
+def column_index(stage: Stage, j: int) -> str:
+    """Column ``j``'s subscript: the key position, or the vocabulary word."""
+    if stage.kind in VOCAB_KINDS:
+        return word_label(stage.cols[j])
+    return str(j)
+
+
+@builder("weights", "probabilities")
 def _softmax(stage: Stage, i: int, style: Style) -> list[Step]:
     scores = stage.derivation[stage.inputs[0]]
     s = Numbers(scores, style)
     out = Numbers(stage, style)
     live = [j for j in range(stage.shape[1]) if s.text(i, j) != "-inf"]
+    ls, lo = _letter(scores), _letter(stage)
+
+    def at(j: int) -> str:
+        return column_index(stage, j)
 
     def ball(j: int) -> Callable[[int], flint.arb]:
         return lambda prec: scores.balls(prec)[i][j].exp()
@@ -266,16 +292,16 @@ def _softmax(stage: Stage, i: int, style: Style) -> list[Step]:
     exps = {j: certified(ball(j), style.decimals) for j in live}
     sigma = certified(total, style.decimals)
     steps = [Step(r"\Sigma", (
-        ("=", join_terms([rf"e^{{s_{{{j}}}}}" for j in live])),
+        ("=", join_terms([rf"e^{{{_sub(ls, at(j))}}}" for j in live])),
         ("=", join_terms([rf"e^{{{s(i, j)}}}" for j in live])),
         (r"\approx", join_terms([exps[j] for j in live])),
         (r"\approx", sigma)))]
     for j in range(stage.shape[1]):
         if j not in live:
-            steps.append(Step(_sub("a", str(j)), (("=", r"0 \quad (\text{masked})"),)))
+            steps.append(Step(_sub(lo, at(j)), (("=", r"0 \quad (\text{masked})"),)))
             continue
-        steps.append(Step(_sub("a", str(j)), (
-            ("=", rf"\frac{{e^{{s_{{{j}}}}}}}{{\Sigma}}"),
+        steps.append(Step(_sub(lo, at(j)), (
+            ("=", rf"\frac{{e^{{{_sub(ls, at(j))}}}}}{{\Sigma}}"),
             (r"\approx", rf"\frac{{{exps[j]}}}{{{sigma}}}"), *out.result(i, j))))
     return steps
 
@@ -304,9 +330,8 @@ def _mean(stage: Stage, i: int, style: Style) -> list[Step]:
     out, d = Numbers(stage, style), x.stage.shape[1]
     lx = _letter(x.stage)
     return [Step(r"\mu", (
-        ("=", rf"\frac{{1}}{{{d}}}\left({join_terms([_sub(lx, str(j + 1)) for j in range(d)])}"
-              r"\right)"),
-        ("=", rf"\frac{{1}}{{{d}}}\left({join_terms([x(i, j) for j in range(d)])}\right)"),
+        ("=", rf"\frac{{1}}{{{d}}}{bracket([_sub(lx, str(j + 1)) for j in range(d)])}"),
+        ("=", rf"\frac{{1}}{{{d}}}{bracket([x(i, j) for j in range(d)])}"),
         *out.result(i, 0)))]
 
 
@@ -320,8 +345,8 @@ def _variance(stage: Stage, i: int, style: Style) -> list[Step]:
     symbolic = [rf"({_sub(lx, str(j + 1))} - \mu)^2" for j in range(d)]
     numeric = [rf"\left({x(i, j)} - {factor(mu(i, 0))}\right)^2" for j in range(d)]
     return [Step(lhs, (
-        ("=", rf"\frac{{1}}{{{n}}}\left({join_terms(symbolic)}\right)"),
-        ("=", rf"\frac{{1}}{{{n}}}\left({join_terms(numeric)}\right)"),
+        ("=", rf"\frac{{1}}{{{n}}}{bracket(symbolic)}"),
+        ("=", rf"\frac{{1}}{{{n}}}{bracket(numeric)}"),
         *out.result(i, 0)))]
 
 
@@ -368,3 +393,22 @@ def _activation(stage: Stage, i: int, style: Style) -> list[Step]:
             result = (("=", "0"),)  # certified: the input is not positive
         steps.append(Step(_sub("r", str(j + 1)), (("=", formula), ("=", numeric), *result)))
     return steps
+
+
+@builder("next_token")
+def _argmax(stage: Stage, i: int, style: Style) -> list[Step]:
+    g = stage.derivation
+    logits = Numbers(g[stage.inputs[0]], style)
+    n = logits.stage.shape[0] - 1  # the last position
+    letter = _letter(logits.stage)
+    choice = g.next_token()
+    words = [word_label(w) for w in choice.tokens]
+    chosen = words[0] if len(words) == 1 else (
+        r"\{" + ", ".join(words) + r"\} \quad (\text{exact tie})")
+    best = choice.indices[0]
+    return [Step(_sub(letter, str(n)), (("=", _row(logits, n)),)),
+            Step(r"\hat{t}", (("=", r"\arg\max_{w} " + _sub(letter, f"{n},w")),
+                              ("=", chosen))),
+            Step(_sub(letter, f"{n},{column_index(stage, best)}"),
+                 (("=", r"\max_{w} " + _sub(letter, f"{n},w")),
+                  *logits.result(n, best)))]

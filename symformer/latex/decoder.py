@@ -1,0 +1,142 @@
+"""The decoder's part of the document: its headings, the next token, greedy generation.
+
+The decoder's stages reuse the encoder's kinds, so their equations, tables and
+worked examples come from the same builders; what differs is how they are
+grouped (masked self-attention, cross-attention, three Add & Norm sub-layers),
+which row a worked example follows (the target token, or a source token for the
+cross-attention keys and values), and two things only a decoder has: the exact
+next token and the table of next-token probabilities per generation step.
+"""
+
+from __future__ import annotations
+
+from symformer.engine import Derivation, Stage
+from symformer.engine.decoder import Step as GenerationStep
+from symformer.engine.decoder import generate
+from symformer.latex.blocks import Cell, Fragment, Heading, Math, Prose, Table
+from symformer.latex.equations import sublayer
+from symformer.latex.escape import word_label
+from symformer.latex.tables import KEYED_KINDS, heat_of
+
+#: Headings of the decoder's own stage kinds and of kinds it names differently.
+TITLES = {"output": "Decoder output", "logits": "Logits",
+          "probabilities": "Next-token probabilities", "next_token": "Next token"}
+#: Groups (second-level headings) of the decoder's stage kinds, where not by sub-layer.
+GROUPS = {"embeddings": "Embeddings and positional encoding",
+          "positional_encoding": "Embeddings and positional encoding",
+          "input": "Embeddings and positional encoding",
+          "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
+          "ffn_output": "Feed-forward network", "output": "Decoder output",
+          "logits": "Logits and probabilities", "probabilities": "Logits and probabilities",
+          "next_token": "Next token"}
+_ATTENTION = {"self": "Masked self-attention", "cross": "Cross-attention"}
+_MULTI_HEAD = {"self": "Masked multi-head self-attention",
+               "cross": "Multi-head cross-attention"}
+_HEAD_KINDS = frozenset({"Q", "K", "V", "raw_scores", "scores", "weights", "head_output"})
+
+
+def part(stage: Stage) -> str:
+    """The decoder section a stage belongs to."""
+    if stage.layer:
+        return f"Decoder layer {stage.layer}"
+    return "Decoder input" if stage.kind in ("embeddings", "positional_encoding", "input") \
+        else "Decoder output and next token"
+
+
+def group(stage: Stage) -> str:
+    """The decoder subsection a stage belongs to."""
+    which = sublayer(stage)
+    if which and stage.kind in _HEAD_KINDS:
+        return f"{_ATTENTION[which]} head {stage.head}"
+    if which:
+        return _MULTI_HEAD[which]
+    if stage.kind in GROUPS:
+        return GROUPS[stage.kind]
+    number = stage.name.split(".")[2].removeprefix("add_").removeprefix("norm")
+    return f"Add & Norm {number}"  # residual, mean, variance, layer_norm of sub-layer k
+
+
+def title(stage: Stage, titles: dict[str, str]) -> str:
+    """The heading of a decoder stage (``titles``: the encoder's headings by kind)."""
+    text = TITLES.get(stage.kind) or titles.get(stage.kind, stage.kind)
+    if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
+        text += " (from the encoder output)"
+    return text
+
+
+def caption_note(stage: Stage) -> str:
+    """What a cross-attention table's rows and columns are (empty for other stages)."""
+    if sublayer(stage) == "cross" and stage.kind in KEYED_KINDS:
+        return " Rows: target tokens (queries); columns: source tokens (keys)"
+    return ""
+
+
+def worked_row(stage: Stage, source: int, target: int) -> int:
+    """The row a worked example follows: the target token, or the source token for
+    the cross-attention keys and values (whose rows are the source tokens)."""
+    if stage.kind == "next_token":
+        return 0
+    if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
+        return source
+    return target if stage.side == "decoder" else source
+
+
+def next_token_prose(g: Derivation) -> Prose:
+    """The engine's exact decision, in words."""
+    choice = g.next_token()
+    last = len(g["logits"].rows) - 1
+    if choice.is_tie:
+        tied = ", ".join(f"\u201c{w}\u201d" for w in choice.tokens)
+        return Prose((f"No single next token: the logits of {tied} at the last position "
+                      f"({last}) are proved exactly equal, an exact tie, and a tie is "
+                      "never broken.",))
+    word = choice.token
+    return Prose((f"The next token is \u201c{word}\u201d: its logit at the last position "
+                  f"({last}) is the largest, decided exactly (certified balls separate it "
+                  "from every other logit), so ", Math(rf"\hat{{t}} = {word_label(word)}"),
+                  ".",))
+
+
+def _choice_label(step: GenerationStep) -> str:
+    if step.choice.is_tie:
+        return r"\text{tie: }" + ", ".join(word_label(w) for w in step.choice.tokens)
+    return word_label(step.choice.token)
+
+
+def generation_table(steps: list[GenerationStep], decimals: int) -> Table:
+    """One row per step: the target so far, the certified probabilities, the choice."""
+    vocab = steps[0].derivation["probabilities"].cols
+    rows = []
+    for step in steps:
+        values = step.probabilities(decimals)
+        rows.append((*(Cell(v, heat=heat_of(v)) for v in values), Cell(_choice_label(step))))
+    return Table(
+        caption=f"Greedy generation: P(next token | source, target so far) at the last "
+                f"position, one row per step. Values correctly rounded to {decimals} "
+                "decimals; the next token is the exact argmax.",
+        label="tab:generation",
+        row_labels=tuple((n, " ".join(s.tokens)) for n, s in enumerate(steps, start=1)),
+        col_labels=(*map(word_label, vocab), r"\text{next token}"),
+        cells=tuple(rows),
+        legend=("Darker: larger probability.",),
+        row_header=("step", "target so far"),
+    )
+
+
+def generation_section(g: Derivation, steps: int, decimals: int,
+                       max_work: int | None = None) -> list:
+    """Greedy generation for ``steps`` steps: a heading, prose and the table fragment."""
+    from symformer.latex.document import Section
+
+    done = generate(g.example, steps, max_work=max_work)
+    generated = [s.choice.token for s in done if not s.choice.is_tie]
+    text = ("Greedy decoding appends the exact argmax token and derives everything again, "
+            f"{steps} step{'s' if steps != 1 else ''} at most (stopping after \u201c</s>\u201d "
+            "or at an exact tie). Generated: "
+            + " ".join(done[0].tokens + tuple(generated)) + ".")
+    if done[-1].choice.is_tie:
+        text += (f" Stopped at step {len(done)}: exact tie between "
+                 + ", ".join(f"\u201c{w}\u201d" for w in done[-1].choice.tokens) + ".")
+    return [Heading("Greedy generation", 1), Prose((text,)),
+            Section(Heading("Next-token probabilities per step", 2),
+                    [Fragment("generation-table", [generation_table(done, decimals)])])]
