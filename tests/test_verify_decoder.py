@@ -240,3 +240,14 @@ def test_a_local_decoder_step(example, tmp_path, capsys) -> None:
     status, data = _check(tmp_path, base + step + table("decoder.layer1.ffn.output", 3, 0.01),
                           capsys)
     assert status == 1 and data["claims"][0]["wrong"]
+
+
+def test_a_decoder_claim_under_another_convention_is_explained(tmp_path, capsys) -> None:
+    # add_norm1 printed by someone whose decoder uses the unbiased LayerNorm
+    unbiased = parse_example(TEXT.replace("[decoder]\n", '[decoder]\nlayer_norm = "unbiased"\n'))
+    values = np.round(float_decoder(unbiased)["decoder.layer1.add_norm1"], 3)
+    rows = ", ".join("[" + ", ".join(f"{x:.3f}" for x in row) + "]" for row in values)
+    status, data = _check(tmp_path, '[[claim]]\nstage = "decoder.layer1.add_norm1"\n'
+                                    f'decimals = 3\nvalues = [{rows}]\n', capsys)
+    assert status == 1 and data["claims"][0]["wrong"]
+    assert any("unbiased LayerNorm" in e for e in data["claims"][0]["explanations"])
