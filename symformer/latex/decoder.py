@@ -28,7 +28,7 @@ GROUPS = {"embeddings": "Embeddings and positional encoding",
           "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
           "ffn_output": "Feed-forward network", "output": "Decoder output",
           "logits": "Logits and probabilities", "probabilities": "Logits and probabilities",
-          "next_token": "Next token"}
+          "next_token": "The exact argmax"}
 _ATTENTION = {"self": "Masked self-attention", "cross": "Cross-attention"}
 _MULTI_HEAD = {"self": "Masked multi-head self-attention",
                "cross": "Multi-head cross-attention"}
@@ -67,7 +67,7 @@ def title(stage: Stage, titles: dict[str, str]) -> str:
 def caption_note(stage: Stage) -> str:
     """What a cross-attention table's rows and columns are (empty for other stages)."""
     if sublayer(stage) == "cross" and stage.kind in KEYED_KINDS:
-        return " Rows: target tokens (queries); columns: source tokens (keys)"
+        return ". Rows: target tokens (queries); columns: source tokens (keys)"
     return ""
 
 

@@ -21,7 +21,7 @@ KEYED_KINDS = frozenset({"raw_scores", "scores", "weights"})
 #: Kinds whose columns are the decoder's vocabulary.
 VOCAB_KINDS = frozenset({"logits", "probabilities", "next_token"})
 #: Kinds coloured as a heat map by default (entries in [0, 1]).
-HEAT_KINDS = frozenset({"weights", "probabilities"})
+HEAT_KINDS = frozenset({"weights", "probabilities", "next_token"})
 #: Column names that are not "letters + number".
 _NAMED_COLUMNS = {"mean": r"\mu", "variance": r"\sigma^2"}
 _COLUMN = re.compile(r"([A-Za-z]+)(\d+)$")
@@ -125,7 +125,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         legend.append("Shaded: clipped to 0 by ReLU.")
     if masked:
         legend.append("Grey: masked by the causal mask.")
-    if heat:
+    if heat and not indicator:
         legend.append("Darker: larger weight." if stage.kind == "weights"
                       else "Darker: larger probability.")
     return Table(
@@ -134,7 +134,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         row_labels=tuple(enumerate(stage.rows, start=first_position(stage))),
         col_labels=tuple(column_label(stage, j) for j in range(stage.shape[1])),
         cells=tuple(rows),
-        highlight_row=highlight,
+        highlight_row=None if indicator else highlight,  # one row: nothing to pick out
         legend=tuple(legend),
     )
 
