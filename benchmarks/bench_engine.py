@@ -85,18 +85,21 @@ def stacked(example: Example, layers: int) -> Example:
     return dataclasses.replace(example, layers=example.layers[:1] * layers)
 
 
-def random_example(n: int, d: int, heads: int, layers: int, seed: int = 1) -> Example:
+def random_example(n: int, d: int, heads: int, layers: int, d_ff: int | None = None,
+                   seed: int = 1) -> Example:
+    """Random rational weights (multiples of 1/16 in [-1/2, 1/2]) of the given shapes."""
     rng = random.Random(seed)
 
     def mat(r: int, c: int) -> sympy.Matrix:
         return sympy.Matrix(r, c, lambda i, j: sympy.Rational(rng.randint(-8, 8), 16))
 
     dk = d // heads
+    d_ff = d_ff or 4 * d
     vocab = tuple(f"w{i}" for i in range(n))
     ones, zeros = sympy.ones(1, d), sympy.zeros(1, d)
     blocks = tuple(Layer(
         heads=tuple(Head(mat(d, dk), mat(d, dk), mat(d, dk)) for _ in range(heads)),
-        W_O=mat(d, d), W_1=mat(d, 4 * d), b_1=mat(1, 4 * d), W_2=mat(4 * d, d),
+        W_O=mat(d, d), W_1=mat(d, d_ff), b_1=mat(1, d_ff), W_2=mat(d_ff, d),
         b_2=mat(1, d), gamma_1=ones, beta_1=zeros, gamma_2=ones, beta_2=zeros)
         for _ in range(layers))
     return Example(title="random", tokens=vocab, vocab=vocab, embeddings=mat(n, d),
@@ -136,13 +139,20 @@ def main() -> None:
           f"{'' if finished else ' (stopped at the limit: a lower bound)'};"
           f" symformer is {bound}{naive / exact:,.0f}x faster")
 
-    print("2. depth: derive + evaluate to 50 digits, built-in shapes")
+    print("2. depth: derive + evaluate to 50 digits, built-in shapes (4 x 4 x 2 heads,"
+          " d_ff 6),\n   every layer with its own random rational weights")
     base = None
     for layers in (1, 2, 4, 8):
-        deep = stacked(example, layers)
+        deep = random_example(4, 4, 2, layers, d_ff=6, seed=layers)
         t = median_time(lambda deep=deep: exact_run(deep, 50), max(5, args.repeat // 2))
         base = base or t
         print(f"   {layers} layer(s): {t * 1e3:7.1f} ms   time / time(1 layer) = {t / base:.2f}")
+    print("   the post's block stacked with the *same* weights (symmetric rows make exact"
+          " zeros,\n   each proved exactly before it prints as 0):")
+    for layers in (1, 8):
+        deep = stacked(example, layers)
+        t = median_time(lambda deep=deep: exact_run(deep, 50), 3)
+        print(f"   {layers} layer(s): {t * 1e3:7.1f} ms")
 
     print("3. larger shapes, random rational weights")
     small_entries = exact_run(example, 30)

@@ -120,6 +120,8 @@ class Derivation:
         self._closed: dict[tuple[str, int, int], sympy.Expr] = {}
         self._balls: dict[int, dict[str, ArbMatrix]] = {}
         self._signs: dict[tuple[str, int, int], int] = {}
+        self._exact_roundings: dict[tuple, Rounded | None] = {}
+        self._zeros: set[sympy.Expr] = set()  # expressions proved to be 0
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -256,7 +258,7 @@ class Derivation:
         result: list[list[Rounded | None]] = [[None] * cols for _ in range(rows)]
         pending = {(i, j) for i in range(rows) for j in range(cols)}
         prec = int(wanted * 3.33) + 64
-        for _ in range(_MAX_DOUBLINGS):
+        for attempt in range(_MAX_DOUBLINGS):
             balls = self.evaluate(prec)[name]
             for i, j in list(pending):
                 ball = balls[i][j]
@@ -264,35 +266,40 @@ class Derivation:
                     pending.discard((i, j))
                     continue
                 r = round_ball(ball, decimals=decimals, significant=significant)
+                if r is None and attempt >= 1:
+                    # Still on a boundary after doubling the precision: the value is
+                    # probably the boundary itself (an exact zero or tie); try to prove
+                    # it before paying for ever higher precision.
+                    r = self._round_exact(name, i, j, ball, decimals, significant)
                 if r is not None:
                     result[i][j] = r
                     pending.discard((i, j))
             if not pending:
                 return result
             prec *= 2
-        for i, j in pending:  # exact zeros and exact ties: decide with exact arithmetic
-            result[i][j] = self._round_exact(name, i, j, decimals, significant)
-        return result
-
-    def _round_exact(self, name: str, i: int, j: int, decimals: int | None,
-                     significant: int | None) -> Rounded:
-        """Round an entry whose ball straddles a rounding boundary at every precision.
-
-        That happens only when the value *is* the boundary (an exact zero, or an exact
-        tie such as 0.15 at one decimal), so prove that exactly and round it.
-        """
-        ball = self.evaluate(self._last_prec())[name][i][j]
-        for boundary in _boundaries(ball, decimals, significant):
-            if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
-                return round_fraction(boundary, decimals=decimals, significant=significant)
+        (i, j), *_ = sorted(pending)
         raise UndecidedError(
-            f"cannot decide the rounding of {name}[{i},{j}]: at {self._last_prec()} bits its "
-            f"value is still within the ball {ball.str(10)}, and it could not be proved "
-            f"equal to the rounding boundary inside it"
+            f"cannot decide the rounding of {name}[{i},{j}]: at {prec // 2} bits its value "
+            f"is still within the ball {self.evaluate(prec // 2)[name][i][j].str(10)}, and it "
+            f"could not be proved equal to the rounding boundary inside it"
         )
 
-    def _last_prec(self) -> int:
-        return max(self._balls) if self._balls else 0
+    def _round_exact(self, name: str, i: int, j: int, ball, decimals: int | None,
+                     significant: int | None) -> Rounded | None:
+        """The rounding of an entry proved equal to a boundary its ball straddles, or None.
+
+        A ball straddles a rounding boundary at every precision only when the value *is*
+        the boundary (an exact zero, or an exact tie such as 0.15 at one decimal).
+        """
+        key = (name, i, j, decimals, significant)
+        if key not in self._exact_roundings:
+            self._exact_roundings[key] = None
+            for boundary in _boundaries(ball, decimals, significant):
+                if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
+                    self._exact_roundings[key] = round_fraction(
+                        boundary, decimals=decimals, significant=significant)
+                    break
+        return self._exact_roundings[key]
 
     def sign(self, name: str, i: int, j: int) -> int:
         """The certified sign (-1, 0 or 1) of one entry; 0 only when proved exactly zero."""
@@ -303,19 +310,17 @@ class Derivation:
 
     def _decide_sign(self, name: str, i: int, j: int) -> int:
         prec = 128
-        for _ in range(_MAX_DOUBLINGS):
+        for attempt in range(_MAX_DOUBLINGS):
             ball = self.evaluate(prec)[name][i][j]
             if ball is NEG_INF or ball < 0:
                 return -1
             if ball > 0:
                 return 1
-            if ball == 0:
+            if ball == 0 or (attempt == 1 and self.prove_zero(self._resolved_local(name, i, j))):
                 return 0
             prec *= 2
-        if self.prove_zero(self._resolved_local(name, i, j)):
-            return 0
         raise UndecidedError(
-            f"cannot decide the sign of {name}[{i},{j}]: it is within 2^-{prec // 2} of 0 "
+            f"cannot decide the sign of {name}[{i},{j}]: it is within 2^-{prec // 4} of 0 "
             f"and could not be proved exactly 0")
 
     def prove_zero(self, expr: sympy.Expr, max_ops: int = 3000, max_unfold: int = 200,
@@ -332,27 +337,46 @@ class Derivation:
         (for proofs made while the graph itself is being evaluated).
         """
         order = {name: k for k, name in enumerate(self.stages)}
+        steps: list[sympy.Expr] = []  # each is 0 iff expr is: all proved by one proof
+        proved = False
         for _ in range(max_unfold):
-            expr = sympy.numer(sympy.together(expr))
+            if _has_symbolic_denominator(expr):
+                expr = sympy.numer(sympy.together(expr))
+            squares = _sum_of_squares(expr)
+            if squares:  # stage values are real: a sum of squares is 0 iff each base is
+                proved = all(self.prove_zero(b, max_ops, max_unfold, decide_relu)
+                             for b in squares)
+                break
             expr = sympy.expand(expr, power_exp=False, power_base=False, log=False)
-            if expr == 0:
-                return True
-            expr = sympy.factor_terms(expr)
+            if expr == 0 or _normal(expr) in self._zeros:
+                proved = True
+                break
+            steps.append(expr)
+            if expr.has(sympy.exp, sympy.Pow):
+                expr = sympy.factor_terms(expr)
             if expr.is_Mul or expr.is_Pow:  # a product is 0 iff one of its factors is
                 factors = _possibly_zero_factors(expr)
                 if len(factors) != 1:
-                    return any(self.prove_zero(f, max_ops, max_unfold, decide_relu)
-                               for f in factors)
+                    proved = any(self.prove_zero(f, max_ops, max_unfold, decide_relu)
+                                 for f in factors)
+                    break
                 expr = factors[0]
             if not expr.free_symbols:
-                return sympy.count_ops(expr) <= max_ops and _is_zero(expr)
+                proved = sympy.count_ops(expr) <= max_ops and _is_zero(expr)
+                break
             if sympy.count_ops(expr) > max_ops:
-                return False
+                break
             latest = max({self.owner(s)[0] for s in expr.free_symbols}, key=order.get)
             unfold = self._resolved_local if decide_relu else self._local_entry
             expr = expr.xreplace({s: unfold(*self.owner(s))
                                   for s in expr.free_symbols if self.owner(s)[0] == latest})
-        return False
+        if proved:
+            # Remember the intermediate relations: a deeper entry's proof (the same
+            # symmetry one block later) stops as soon as it reaches one of them.
+            for e in steps:
+                if e.free_symbols:
+                    self._zeros.add(_normal(e))
+        return proved
 
     def _local_entry(self, name: str, i: int, j: int) -> sympy.Expr:
         return self.local(name)[i, j]
@@ -384,6 +408,30 @@ def _boundaries(ball, decimals: int | None, significant: int | None) -> list[Fra
     if low != high:
         found.append((low.value() + high.value()) / 2)
     return found
+
+
+def _normal(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` up to a non-zero rational factor and sign (for the proved-zero cache)."""
+    primitive = expr.primitive()[1] if expr.is_Add else expr.as_coeff_Mul()[1]
+    return min(primitive, -primitive, key=sympy.default_sort_key)
+
+
+def _sum_of_squares(expr: sympy.Expr) -> list[sympy.Expr]:
+    """The bases b_k if ``expr`` is sum(c_k * b_k**(2 n_k)) with every c_k > 0, else []."""
+    if not expr.is_Add:
+        return []
+    bases = []
+    for term in expr.args:
+        c, rest = term.as_coeff_Mul()
+        if not (c.is_positive and rest.is_Pow and rest.exp.is_Integer and rest.exp.is_even
+                and rest.exp > 0):
+            return []
+        bases.append(rest.base)
+    return bases
+
+
+def _has_symbolic_denominator(expr: sympy.Expr) -> bool:
+    return any(p.exp.is_negative and p.base.free_symbols for p in expr.atoms(sympy.Pow))
 
 
 def _possibly_zero_factors(expr: sympy.Expr) -> list[sympy.Expr]:
