@@ -17,8 +17,8 @@ examples:
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
-  symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>' \
-      --steps 3                                    # + greedy generation, 3 steps
+  symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
+  symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
 
 With a [decoder] table the document has two parts, Encoder and Decoder: masked
 self-attention, cross-attention (target tokens down, source tokens across), the
