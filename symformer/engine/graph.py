@@ -351,6 +351,9 @@ class Derivation:
             if expr == 0 or _normal(expr) in self._zeros:
                 proved = True
                 break
+            if decide_relu and self._every_term_has_a_zero_factor(expr, max_ops, max_unfold):
+                proved = True  # e.g. sum_j w_j V[j, 0] with the whole column V[:, 0] zero
+                break
             steps.append(expr)
             if expr.has(sympy.exp, sympy.Pow):
                 expr = sympy.factor_terms(expr)
@@ -377,6 +380,25 @@ class Derivation:
                 if e.free_symbols:
                     self._zeros.add(_normal(e))
         return proved
+
+    def _every_term_has_a_zero_factor(self, expr: sympy.Expr, max_ops: int,
+                                      max_unfold: int) -> bool:
+        """Prove a sum zero term by term, when every term has a factor that looks zero.
+
+        "Looks zero": an entry whose ball (at the highest precision evaluated so far)
+        contains 0.  Only a hint of which factors to try; the proof is exact.
+        """
+        if not expr.is_Add or not self._balls:
+            return False
+        balls = self._balls[max(self._balls)]
+        candidates = []
+        for term in expr.args:
+            looks_zero = [f for f in sympy.Mul.make_args(term)
+                          if f in self._owner and _contains_zero(balls, self.owner(f))]
+            if not looks_zero:
+                return False
+            candidates.append(looks_zero[0])
+        return all(self.prove_zero(f, max_ops, max_unfold) for f in dict.fromkeys(candidates))
 
     def _local_entry(self, name: str, i: int, j: int) -> sympy.Expr:
         return self.local(name)[i, j]
@@ -428,6 +450,12 @@ def _sum_of_squares(expr: sympy.Expr) -> list[sympy.Expr]:
             return []
         bases.append(rest.base)
     return bases
+
+
+def _contains_zero(balls: dict[str, ArbMatrix], where: tuple[str, int, int]) -> bool:
+    name, i, j = where
+    ball = balls[name][i][j]
+    return ball is not NEG_INF and ball.contains(0)
 
 
 def _has_symbolic_denominator(expr: sympy.Expr) -> bool:
