@@ -68,3 +68,14 @@ def test_reader_rounding_recomputes_from_printed_tables(capsys, builtin):
     doc = json.loads(capsys.readouterr().out)
     assert doc["reader_rounding"] is True
     assert doc["stages"]["layer1.head1.Q"]["values"] == expected
+
+
+def test_exact_shows_short_closed_forms(capsys):
+    assert main(["derive", "--exact", "--stage", "input", "--stage", "layer1.head1.weights",
+                 "--json"]) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    # hand-derived: embedding row of "think" (4, 1, 0, 2) plus PE at position 1
+    assert stages["input"]["exact"][1] == ["sin(1) + 4", "cos(1) + 1", "sin(1/100)",
+                                           "cos(1/100) + 2"]
+    assert stages["input"]["exact"][0] == ["1", "1", "3", "3"]
+    assert all(e is None for row in stages["layer1.head1.weights"]["exact"] for e in row)

@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+import sympy
+
 from symformer.cli._common import add_example_argument, derivation, nonnegative_int, positive_int
 from symformer.engine import Derivation, Stage
+from symformer.errors import ClosedFormTooLarge
 
 ORDER = 10
+#: Closed forms up to this many operations are short enough to print (`--exact`).
+EXACT_MAX_OPS = 12
 
 EPILOG = """\
 examples:
@@ -18,6 +23,7 @@ examples:
   symformer derive --causal --stage layer1.head1.weights
   symformer derive my_example.toml --json --digits 30
   symformer derive --reader-rounding --decimals 2  # what a reader with a pencil gets
+  symformer derive --exact --stage input --stage 'layer1.head1.Q'   # 4 + sin(1), ...
 
 Every printed digit is certified: values are computed in ball arithmetic and the
 precision is raised until the rounding is decided.
@@ -37,6 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--causal", action="store_true", help="force the causal mask on")
     p.add_argument("--decimals", type=nonnegative_int, default=3, metavar="N",
                    help="decimals in the tables (default 3)")
+    p.add_argument("--exact", nargs="?", type=positive_int, const=EXACT_MAX_OPS, default=None,
+                   metavar="OPS",
+                   help="show an entry's exact closed form instead of its decimal when it "
+                        f"has at most OPS operations (default {EXACT_MAX_OPS}); in JSON, "
+                        "adds an \"exact\" matrix (null where the form is longer)")
     p.add_argument("--reader-rounding", action="store_true",
                    help="recompute every stage from the previous stages rounded to "
                         "--decimals, as a reader working from printed tables does")
@@ -63,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
         tables = reader_rounding(g, args.decimals, [s.name for s in stages])
     if args.json:
         doc = as_json(g, stages, args.digits, tables)
+        if args.exact:
+            for s in stages:
+                doc["stages"][s.name]["exact"] = [
+                    [None if e is None else str(e) for e in row]
+                    for row in short_closed_forms(s, args.exact)]
         print(json.dumps(doc, ensure_ascii=False))
         return 0
     note = " (causal mask)" if g.causal else ""
@@ -71,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{g.example.title}{note}")
     for s in stages:
         print()
-        print(format_table(s, args.decimals, tables[s.name] if tables else None))
+        values = tables[s.name] if tables else s.values(decimals=args.decimals)
+        if args.exact:
+            values = [[v if e is None else str(e) for v, e in zip(row, forms)]
+                      for row, forms in zip(values, short_closed_forms(s, args.exact))]
+        print(format_table(s, args.decimals, values))
     return 0
 
 
@@ -92,6 +112,21 @@ def as_json(g: Derivation, stages: list[Stage], digits: int,
     if tables:
         doc["reader_rounding"] = True
     return doc
+
+
+def short_closed_forms(stage: Stage, max_ops: int) -> list[list[sympy.Expr | None]]:
+    """Each entry's closed form if it has at most ``max_ops`` operations, else None."""
+    forms: list[list[sympy.Expr | None]] = []
+    for i in range(stage.shape[0]):
+        row = []
+        for j in range(stage.shape[1]):
+            try:
+                form = stage.closed_form(i, j, max_ops=max_ops)
+            except ClosedFormTooLarge:
+                form = None
+            row.append(form if form is None or form.is_finite is not False else None)
+        forms.append(row)
+    return forms
 
 
 def format_table(stage: Stage, decimals: int, values: list[list[str]] | None = None) -> str:

@@ -1,0 +1,16 @@
+"""The examples in docstrings run as written."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+import symformer
+import symformer.example.numbers
+
+
+@pytest.mark.parametrize("module", [symformer, symformer.example.numbers])
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
