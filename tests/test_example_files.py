@@ -78,3 +78,11 @@ def test_no_traceback_from_a_real_process(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "invalid TOML" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_packaged_examples_load_by_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    assert main(["derive", "course_module", "--list"]) == 0
+    assert "layer1.head1.Q" in capsys.readouterr().out
+    assert main(["derive", "course"]) == 2
+    assert "packaged examples: course_module, encoder_decoder" in capsys.readouterr().err

@@ -43,15 +43,30 @@ def builtin_text() -> str:
     return resources.files("symformer.example").joinpath(BUILTIN_NAME).read_text("utf-8")
 
 
+def packaged_examples() -> dict[str, Path]:
+    """The example files shipped in ``symformer/examples/``, by name (no ``.toml``)."""
+    folder = resources.files("symformer").joinpath("examples")
+    return {Path(f.name).stem: Path(str(f)) for f in folder.iterdir()
+            if f.name.endswith(".toml") and f.name != "post_claims.toml"}
+
+
 def load_example(path: str | Path | None = None) -> Example:
-    """Load an example file; ``None`` gives the built-in example."""
+    """Load an example file; ``None`` gives the built-in example.
+
+    A bare name of a packaged example (``encoder_decoder``, ``course_module``) that is
+    not a file here loads the packaged file, so the examples work from any folder.
+    """
     if path is None:
         return parse_example(builtin_text(), source="<built-in>")
     path = Path(path)
+    packaged = packaged_examples()
+    if not path.exists() and str(path) in packaged:
+        path = packaged[str(path)]
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        names = ", ".join(sorted(packaged))
+        raise InputError(f"{path}: no such file (packaged examples: {names})") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected an example .toml file") from None
     except (OSError, UnicodeDecodeError) as exc:
