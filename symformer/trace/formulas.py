@@ -100,13 +100,13 @@ def _weights(g: Derivation, s: Stage) -> tuple[General, ...]:
     j, n = Symbol("l"), Symbol("n")
     return (General("alpha_j = exp(s_j) / sum_l exp(s_l)",
                     _eq(Symbol("alpha_j"), sympy.exp(Symbol("s_j"))
-                       / sympy.Sum(sympy.exp(Symbol("s_l")), (j, 1, n)))),)
+                       / sympy.Sum(sympy.exp(Symbol("s_l")), (j, 0, n - 1)))),)
 
 
 def _head_output(g: Derivation, s: Stage) -> tuple[General, ...]:
     j, n = Symbol("j"), Symbol("n")
     return (General("o = sum_j alpha_j v_j",
-                    _eq(vec("o"), sympy.Sum(Symbol("alpha_j") * vec("v_j"), (j, 1, n)))),)
+                    _eq(vec("o"), sympy.Sum(Symbol("alpha_j") * vec("v_j"), (j, 0, n - 1)))),)
 
 
 def _concat(g: Derivation, s: Stage) -> tuple[General, ...]:
