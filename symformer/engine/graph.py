@@ -292,6 +292,8 @@ class Derivation:
         the boundary (an exact zero, or an exact tie such as 0.15 at one decimal).
         """
         key = (name, i, j, decimals, significant)
+        if not ball.is_finite():
+            return None  # overflow in ball arithmetic: nothing to prove against
         if key not in self._exact_roundings:
             self._exact_roundings[key] = None
             for boundary in _boundaries(ball, decimals, significant):

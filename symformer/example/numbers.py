@@ -13,6 +13,10 @@ import sympy
 
 from symformer.errors import InputError
 
+#: Entries must lie within these magnitudes (or be 0): far beyond any worked example,
+#: and well inside what ball arithmetic evaluates without losing every digit.
+MAX_MAGNITUDE = sympy.Integer(10) ** 100
+
 _DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _FRACTION = re.compile(r"^[+-]?\d+\s*/\s*[+-]?\d+$")
 
@@ -42,14 +46,15 @@ def exact_number(value: object, where: str) -> sympy.Rational:
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, found the boolean {str(value).lower()}")
     if isinstance(value, int):
-        return sympy.Integer(value)
+        return _in_range(sympy.Integer(value), value, where)
     if isinstance(value, str):
         text = value.strip().replace("_", "")
         if _DECIMAL.match(text) or _FRACTION.match(text):
             numerator, _, denominator = text.partition("/")
             if denominator and int(denominator) == 0:
                 raise InputError(f"{where}: division by zero in {value!r}")
-            return sympy.Rational(numerator.strip()) / sympy.Rational(denominator.strip() or 1)
+            number = sympy.Rational(numerator.strip()) / sympy.Rational(denominator.strip() or 1)
+            return _in_range(number, value, where)
         if text.lower().lstrip("+-") in {"inf", "nan", "infinity"}:
             raise InputError(f"{where}: entries must be finite, found {value!r}")
         raise InputError(
@@ -57,3 +62,10 @@ def exact_number(value: object, where: str) -> sympy.Rational:
             f"-1.3 or 1e-6, or a fraction such as \"1/4\")"
         )
     raise InputError(f"{where}: expected a number, found {type(value).__name__} {value!r}")
+
+
+def _in_range(number: sympy.Rational, text: object, where: str) -> sympy.Rational:
+    if number != 0 and not 1 / MAX_MAGNITUDE <= abs(number) <= MAX_MAGNITUDE:
+        raise InputError(f"{where}: {text} is out of range: non-zero entries must lie "
+                         f"between 1e-100 and 1e100 in magnitude")
+    return number
