@@ -6,8 +6,10 @@ a rigorous error radius); the masked score ``-inf`` is represented by ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+import flint
 import sympy
 from flint import arb, fmpq
 
@@ -16,6 +18,17 @@ from symformer.errors import NotSupportedError
 NEG_INF = None  # a masked score: exp(-inf) = 0 exactly
 ArbRow = list["arb | None"]
 ArbMatrix = list[ArbRow]
+
+
+@contextmanager
+def precision(bits: int) -> Iterator[None]:
+    """Run ``arb`` arithmetic at ``bits`` of working precision, then restore it."""
+    saved = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        yield
+    finally:
+        flint.ctx.prec = saved
 
 
 def rational_ball(value: sympy.Rational) -> arb:

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import flint
 import sympy
 
-from symformer.engine.arbmath import NEG_INF, ArbMatrix
+from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.ops import Activation, Op
 from symformer.engine.rounding import Rounded, ball_bounds, round_ball, round_fraction
 from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
@@ -237,14 +236,10 @@ class Derivation:
     def evaluate(self, prec: int) -> dict[str, ArbMatrix]:
         """Every stage in ball arithmetic at ``prec`` bits (cached per precision)."""
         if prec not in self._balls:
-            saved = flint.ctx.prec
-            flint.ctx.prec = prec
-            try:
-                values: dict[str, ArbMatrix] = {}
+            values: dict[str, ArbMatrix] = {}
+            with precision(prec):
                 for stage in self:
                     values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
-            finally:
-                flint.ctx.prec = saved
             self._balls[prec] = values
         return self._balls[prec]
 

@@ -16,17 +16,15 @@ untouched by replacement or rounding come from the engine's certified balls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from fractions import Fraction
 
-import flint
 import sympy
 from flint import arb, fmpq
 
 from symformer.engine import Derivation
 from symformer.engine import ops as engine_ops
-from symformer.engine.rounding import Rounded, round_ball, round_fraction
+from symformer.engine.arbmath import precision
+from symformer.engine.rounding import round_ball, round_fraction
 from symformer.errors import InputError, UndecidedError
 from symformer.verify import conventions
 
@@ -41,17 +39,6 @@ _RATIONAL_OPS = (engine_ops.Affine, engine_ops.Add, engine_ops.MatMul, engine_op
                  conventions.WholeVariance)
 #: Precisions (bits) tried in turn before giving up on a decision.
 PRECISIONS = (128, 256, 512, 1024, 2048, 4096)
-
-
-@contextmanager
-def precision(bits: int) -> Iterator[None]:
-    """Run ``arb`` arithmetic at ``bits`` of working precision."""
-    saved = flint.ctx.prec
-    flint.ctx.prec = bits
-    try:
-        yield
-    finally:
-        flint.ctx.prec = saved
 
 
 def ancestors(g: Derivation, name: str) -> set[str]:
@@ -153,7 +140,6 @@ def apply(op: engine_ops.Op, args: list[Values]) -> Values:
 
 def round_values(values: Values, decimals: int) -> Values | None:
     """Round every entry to ``decimals`` (exact rationals out); None if a ball cannot tell."""
-    tiny = arb(10) ** -(decimals + 2)
     out: Values = []
     for row in values:
         out_row: list[Entry] = []
@@ -163,8 +149,6 @@ def round_values(values: Values, decimals: int) -> Values | None:
                 continue
             if _is_rational(e):
                 r = round_fraction(Fraction(int(e.p), int(e.q)), decimals=decimals)
-            elif abs(e) < tiny:  # e.g. exp(-1e9): certainly rounds to 0
-                r = Rounded(0, -decimals)
             else:
                 r = round_ball(e, decimals=decimals)
                 if r is None:

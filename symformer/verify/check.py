@@ -19,6 +19,7 @@ from fractions import Fraction
 import sympy
 
 from symformer.engine import Derivation, derive
+from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_fraction
 from symformer.errors import UndecidedError
 from symformer.example import Example
@@ -29,7 +30,6 @@ from symformer.verify.chain import (
     Values,
     ancestors,
     ball,
-    precision,
     round_values,
     within,
 )

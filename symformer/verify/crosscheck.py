@@ -22,10 +22,10 @@ import numpy as np
 from flint import arb
 
 from symformer.engine import Derivation
+from symformer.engine.arbmath import precision
 from symformer.engine.decoder import next_token
 from symformer.example import Example
 from symformer.reference import numpy_ref
-from symformer.verify.chain import precision
 from symformer.verify.conventions import Convention, derive_variant
 
 BITS = 200
