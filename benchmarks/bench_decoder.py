@@ -19,7 +19,7 @@ from pathlib import Path
 import sympy
 
 from symformer import derive, load_example
-from symformer.engine.decoder import generate
+from symformer.blocks import generate
 from symformer.errors import UndecidedError
 
 EXAMPLE = Path(__file__).parent.parent / "symformer" / "examples" / "encoder_decoder.toml"

@@ -12,8 +12,8 @@ import time
 
 import sympy as sp
 
-from symformer.engine import positional_encoding
 from symformer.example import load_example
+from symformer.ops import positional_encoding
 
 
 def layer_norm(M: sp.Matrix, eps: sp.Rational) -> sp.Matrix:

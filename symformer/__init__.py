@@ -8,7 +8,8 @@ sin(1) + 4
 ['1.60', '0.75']
 """
 
-from symformer.engine import Derivation, Rounded, Stage, derive, positional_encoding
+from symformer.blocks import derive
+from symformer.engine import Derivation, Rounded, Stage
 from symformer.errors import (
     ClosedFormTooLarge,
     InputError,
@@ -17,6 +18,7 @@ from symformer.errors import (
     UndecidedError,
 )
 from symformer.example import Example, load_example, parse_example
+from symformer.ops import positional_encoding
 
 __version__ = "0.1.0"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from symformer.engine import Derivation, derive
+from symformer.blocks import derive
+from symformer.engine import Derivation
 from symformer.example import Example, load_example
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from symformer.blocks import derive
 from symformer.cli._common import load
-from symformer.engine import derive
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import load_claims
 

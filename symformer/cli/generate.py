@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from symformer.blocks import Step, generate
 from symformer.cli._common import add_example_argument, nonnegative_int, positive_int
-from symformer.engine.decoder import Step, generate
 from symformer.example import load_example
 
 ORDER = 60

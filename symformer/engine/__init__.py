@@ -1,7 +1,10 @@
-"""The exact engine: stages as a shared graph of local formulas, certified by balls."""
+"""The exact engine: stages as a shared graph of local formulas, certified by balls.
 
-from symformer.engine.encoder import derive, positional_encoding
+It knows nothing of Transformers: operations (:mod:`symformer.ops`) say what a
+stage computes, blocks (:mod:`symformer.blocks`) compose them.
+"""
+
 from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import Rounded
 
-__all__ = ["Derivation", "Rounded", "Stage", "derive", "positional_encoding"]
+__all__ = ["Derivation", "Rounded", "Stage"]

@@ -31,6 +31,14 @@ def precision(bits: int) -> Iterator[None]:
         flint.ctx.prec = saved
 
 
+def dot(a: Sequence[arb], b: Sequence[arb]) -> arb:
+    """The dot product of two rows of balls."""
+    total = arb(0)
+    for x, y in zip(a, b):
+        total += x * y
+    return total
+
+
 def rational_ball(value: sympy.Rational) -> arb:
     """An exact rational as a ball at the current precision (exact when dyadic)."""
     return arb(fmpq(int(value.p), int(value.q)))

@@ -15,13 +15,16 @@ import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
-from symformer.engine.ops import Activation, Op
 from symformer.engine.rounding import Rounded, ball_bounds, round_ball, round_fraction
 from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
+
+if TYPE_CHECKING:
+    from symformer.ops.base import Operation as Op
 
 #: Closed forms larger than this many operations are refused unless asked for.
 DEFAULT_MAX_OPS = 400
@@ -153,7 +156,7 @@ class Derivation:
 
     def next_token(self):
         """The exact next token of a decoder example (a tie is reported, never broken)."""
-        from symformer.engine.decoder import next_token  # the decoder builds on this module
+        from symformer.engine.argmax import next_token  # the argmax reads this graph
 
         return next_token(self)
 
@@ -362,7 +365,7 @@ class Derivation:
                     break
                 expr = factors[0]
             if not expr.free_symbols:
-                proved = sympy.count_ops(expr) <= max_ops and _is_zero(expr)
+                proved = sympy.count_ops(expr) <= max_ops and is_zero(expr)
                 break
             if sympy.count_ops(expr) > max_ops:
                 break
@@ -403,11 +406,8 @@ class Derivation:
     def _resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
         """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""
         stage = self[name]
-        local = self.local(name)[i, j]
-        if isinstance(stage.op, Activation) and stage.op.kind == "relu":
-            (h,) = local.args[1:] if local.args[0] == 0 else local.args[:1]
-            return h if self.sign(stage.inputs[0], i, j) > 0 else sympy.S.Zero
-        return local
+        return stage.op.resolve(self.local(name)[i, j],
+                                lambda: self.sign(stage.inputs[0], i, j))
 
 
 def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
@@ -478,7 +478,7 @@ def _rational(x: Fraction) -> sympy.Rational:
     return sympy.Rational(x.numerator, x.denominator)
 
 
-def _is_zero(expr: sympy.Expr) -> bool:
+def is_zero(expr: sympy.Expr) -> bool:
     """Exact zero test (never numeric): structural, then SymPy's simplification."""
     if expr == 0:
         return True

@@ -10,9 +10,9 @@ next token and the table of next-token probabilities per generation step.
 
 from __future__ import annotations
 
+from symformer.blocks import Step as GenerationStep
+from symformer.blocks import generate
 from symformer.engine import Derivation, Stage
-from symformer.engine.decoder import Step as GenerationStep
-from symformer.engine.decoder import generate
 from symformer.latex.blocks import Cell, Fragment, Heading, Math, Prose, Table
 from symformer.latex.equations import sublayer
 from symformer.latex.escape import word_label

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from symformer.engine import Derivation, Stage, derive
+from symformer.blocks import derive
+from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
 from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose

@@ -21,6 +21,7 @@ import latexify
 from symformer.engine import Stage
 from symformer.latex.blocks import Equation
 from symformer.latex.tables import masked_entries
+from symformer.ops import GELU
 from symformer.reference import numpy_ref
 
 #: latexify settings shared by every rendered function.
@@ -202,15 +203,15 @@ def _hidden(stage: Stage) -> Lines:
 
 @rule("ffn_activation")
 def _activation(stage: Stage) -> Lines:
-    if getattr(stage.op, "kind", "relu") == "gelu":
+    if isinstance(stage.op, GELU):
         return [(r"\operatorname{GELU}(x)", code("gelu"))]
     return [(r"\operatorname{ReLU}(x)", code("relu"))]
 
 
 @rule("ffn_output")
 def _ffn(stage: Stage) -> Lines:
-    function = "ffn" if getattr(stage.derivation[stage.inputs[0]].op, "kind", "relu") == "relu" \
-        else "ffn_gelu"
+    function = "ffn_gelu" if isinstance(stage.derivation[stage.inputs[0]].op, GELU) \
+        else "ffn"
     return [("F", r"\operatorname{ReLU}(H) W_2 + b_2" if function == "ffn"
              else r"\operatorname{GELU}(H) W_2 + b_2"),
             (r"\operatorname{FFN}(x)", code(function))]

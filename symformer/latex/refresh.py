@@ -11,7 +11,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from symformer.engine import derive
+from symformer.blocks import derive
 from symformer.example import load_example
 from symformer.files import write_files
 from symformer.latex import Options, export_files

@@ -11,10 +11,10 @@ import re
 from fractions import Fraction
 
 from symformer.engine import Stage
-from symformer.engine.ops import ScaleMask
 from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
+from symformer.ops import ReLU, ScaleMask
 
 #: Kinds whose columns are the key tokens.
 KEYED_KINDS = frozenset({"raw_scores", "scores", "weights"})
@@ -66,8 +66,7 @@ def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:
 
 def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
     """ReLU entries whose input is not positive (certified sign): clipped to 0."""
-    op = stage.op
-    if stage.kind != "ffn_activation" or getattr(op, "kind", None) != "relu":
+    if not isinstance(stage.op, ReLU):
         return frozenset()
     g, hidden = stage.derivation, stage.inputs[0]
     rows, cols = stage.shape

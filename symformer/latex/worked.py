@@ -23,6 +23,7 @@ from symformer.latex.blocks import Step, Worked
 from symformer.latex.escape import word_label
 from symformer.latex.render import bmatrix
 from symformer.latex.tables import VOCAB_KINDS
+from symformer.ops import GELU
 
 #: The letter of a stage kind's entries in worked examples.
 LETTERS = {
@@ -378,7 +379,7 @@ def _layer_norm(stage: Stage, i: int, style: Style) -> list[Step]:
 def _activation(stage: Stage, i: int, style: Style) -> list[Step]:
     (h,) = _inputs(stage, style)
     out = Numbers(stage, style)
-    gelu = getattr(stage.op, "kind", "relu") == "gelu"
+    gelu = isinstance(stage.op, GELU)
     steps = []
     for j in range(stage.shape[1]):
         hj = _sub("h", str(j + 1))

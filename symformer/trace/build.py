@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import sympy
 
 from symformer.engine.graph import Derivation, Stage
-from symformer.engine.ops import Activation, RowMean
 from symformer.errors import InputError
+from symformer.ops import ReLU, RowMean
 from symformer.trace.formula import Formula, substitute
 from symformer.trace.formulas import general, letter
 from symformer.trace.steps import (
@@ -173,7 +173,7 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
 def _activation(ctx: _Context, stage: Stage) -> Step:
     clipped: tuple[bool, ...] = ()
     note = ""
-    if isinstance(stage.op, Activation) and stage.op.kind == "relu":
+    if isinstance(stage.op, ReLU):
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
         count = sum(clipped)

@@ -13,7 +13,7 @@ import sympy
 from sympy import Symbol
 
 from symformer.engine.graph import Derivation, Stage
-from symformer.engine.ops import Activation, Identity, Normalize, RowMean, RowVariance
+from symformer.ops import GELU, Identity, Normalize, RowMean, RowVariance
 from symformer.trace.steps import General
 
 #: The name of the token's vector at each kind of stage.
@@ -171,7 +171,7 @@ def _affine(weight: str, bias: str) -> Callable[[Derivation, Stage], tuple[Gener
 
 def _activation(g: Derivation, s: Stage) -> tuple[General, ...]:
     h = Symbol("h_j")
-    if isinstance(s.op, Activation) and s.op.kind == "gelu":
+    if isinstance(s.op, GELU):
         return (General("a_j = h_j (1 + erf(h_j / sqrt 2)) / 2  (GELU)",
                         _eq(Symbol("a_j"), h * (1 + sympy.erf(h / sympy.sqrt(2))) / 2)),)
     return (General("a_j = max(0, h_j)  (ReLU: negative entries are clipped to 0)",

@@ -22,21 +22,15 @@ import sympy
 from flint import arb, fmpq
 
 from symformer.engine import Derivation
-from symformer.engine import ops as engine_ops
 from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_ball, round_fraction
 from symformer.errors import InputError, UndecidedError
-from symformer.verify import conventions
+from symformer.ops import Operation
 
 #: An entry: exact rational, ball, or None for a masked (-inf) score.
 Entry = sympy.Rational | arb | None
 Values = list[list[Entry]]
 
-#: Ops that map rationals to rationals (a ScaleMask does when sqrt(d_k) is rational).
-_RATIONAL_OPS = (engine_ops.Affine, engine_ops.Add, engine_ops.MatMul, engine_ops.Concat,
-                 engine_ops.Identity, engine_ops.RowMean, engine_ops.RowVariance,
-                 engine_ops.Constant, engine_ops.ScaleMask, conventions.WholeMean,
-                 conventions.WholeVariance)
 #: Precisions (bits) tried in turn before giving up on a decision.
 PRECISIONS = (128, 256, 512, 1024, 2048, 4096)
 
@@ -128,10 +122,10 @@ class Chain:
                              f"within {PRECISIONS[-1]} bits")
 
 
-def apply(op: engine_ops.Op, args: list[Values]) -> Values:
+def apply(op: Operation, args: list[Values]) -> Values:
     """``op`` on the given entries: exactly when it keeps rationals rational, else on balls."""
-    if isinstance(op, _RATIONAL_OPS) and all(_is_rational(e) for a in args for r in a for e in r):
-        if not isinstance(op, engine_ops.Constant):
+    if op.rational and all(_is_rational(e) for a in args for r in a for e in r):
+        if args:  # a stage with no inputs is a constant: its balls are its value
             result = op.sympy([sympy.Matrix(a) for a in args])
             if all(e.is_Rational for e in result):
                 return result.tolist()

@@ -18,7 +18,8 @@ from fractions import Fraction
 
 import sympy
 
-from symformer.engine import Derivation, derive
+from symformer.blocks import derive
+from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_fraction
 from symformer.errors import UndecidedError

@@ -12,18 +12,16 @@ always causal, so the mask convention always matters there).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import sympy
-from flint import arb
 
-from symformer.engine import Derivation, derive
-from symformer.engine.arbmath import ArbMatrix
-from symformer.engine.ops import Op, RowMean, RowVariance
+from symformer.blocks import derive
+from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.example import Example
 from symformer.example.numbers import exact_number
+from symformer.ops import RowMean, RowVariance, WholeMean, WholeVariance
 
 #: LayerNorm conventions the verification knows (the engine's two plus whole-matrix).
 LAYER_NORMS = ("biased", "unbiased", "whole_matrix")
@@ -105,34 +103,3 @@ def derive_variant(example: Example, convention: Convention, causal: bool | None
             elif isinstance(stage.op, RowVariance):
                 stage.op = WholeVariance()
     return g
-
-
-@dataclass(frozen=True)
-class WholeMean(Op):
-    """The mean of every entry of the matrix, repeated in each row (n x 1)."""
-
-    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        X = args[0]
-        mu = sympy.Add(*X) / (X.rows * X.cols)
-        return sympy.Matrix(X.rows, 1, lambda i, _: mu)
-
-    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        X = args[0]
-        mu = sum((x for row in X for x in row), arb(0)) / (len(X) * len(X[0]))
-        return [[mu] for _ in X]
-
-
-@dataclass(frozen=True)
-class WholeVariance(Op):
-    """The biased variance of every entry around the whole-matrix mean (n x 1)."""
-
-    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        X, mu = args
-        var = sympy.Add(*[(x - mu[0, 0]) ** 2 for x in X]) / (X.rows * X.cols)
-        return sympy.Matrix(X.rows, 1, lambda i, _: var)
-
-    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        X, mu = args
-        m = mu[0][0]
-        var = sum(((x - m) ** 2 for row in X for x in row), arb(0)) / (len(X) * len(X[0]))
-        return [[var] for _ in X]

@@ -23,7 +23,7 @@ from flint import arb
 
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
-from symformer.engine.decoder import next_token
+from symformer.engine.argmax import next_token
 from symformer.example import Example
 from symformer.reference import numpy_ref
 from symformer.verify.conventions import Convention, derive_variant

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import sympy
 from flint import arb
 
-from symformer.engine import Derivation, derive
-from symformer.engine.ops import Normalize, ScaleMask, Softmax
+from symformer.blocks import derive
+from symformer.engine import Derivation
 from symformer.example import Example
+from symformer.ops import Normalize, ScaleMask, Softmax
 
 PROVED, CERTIFIED, FALSE, VACUOUS = "proved", "certified", "false", "vacuous"
 

@@ -1,0 +1,74 @@
+"""The decoder: masked self-attention, cross-attention, feed-forward; then the next token.
+
+A decoder block reads in :func:`decoder_block`: masked self-attention (always
+causal), cross-attention (queries from the decoder, keys and values from the
+encoder's ``output``), feed-forward; each sub-layer wrapped as in the encoder
+(:func:`~symformer.blocks.sublayers.wrap`).  With ``W_vocab`` the decoder ends in
+``logits``, ``probabilities`` (softmax over the vocabulary) and ``next_token``
+(the exact argmax of the last position, :mod:`symformer.engine.argmax`).
+"""
+
+from __future__ import annotations
+
+from symformer.blocks.sublayers import (
+    feed_forward,
+    input_stages,
+    multi_head_attention,
+    wrap,
+)
+from symformer.engine.argmax import TieProver
+from symformer.engine.graph import Derivation
+from symformer.example.decoder import DecoderLayer
+from symformer.ops import ArgmaxIndicator, Identity, Notation, Projection, Softmax
+
+OUTPUT = Notation("z", "z", "Decoder output")
+LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
+PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
+
+
+def decoder_stages(g: Derivation, memory: str = "output") -> str:
+    """Append the decoder's stages to ``g``; cross-attention reads ``memory``.
+
+    Returns the name of the last stage added.  Every stage added is marked
+    ``side="decoder"``.
+    """
+    dec = g.example.decoder
+    before = set(g.stages)
+    tokens = dec.tokens
+    x = input_stages(g, "decoder.", tokens, dec.embeddings, dec.token_ids,
+                     dec.positional_encoding)
+    for number, layer in enumerate(dec.layers, start=1):
+        x = decoder_block(g, number, x, layer, memory)
+    last = g.add("decoder.output", "output", Identity(OUTPUT), (x,), tokens, g[x].cols)
+    if dec.W_vocab is not None:
+        logits = g.add("logits", "logits",
+                       Projection(dec.W_vocab, notation=LOGITS, weight="W_vocab"), (last,),
+                       tokens, dec.vocab)
+        g.add("probabilities", "probabilities", Softmax(PROBABILITIES), (logits,), tokens,
+              dec.vocab)
+        last = g.add("next_token", "next_token", ArgmaxIndicator(TieProver(g, logits)),
+                     (logits,), tokens[-1:], dec.vocab)
+    for name in set(g.stages) - before:
+        g.stages[name].side = "decoder"
+    return last
+
+
+def decoder_block(g: Derivation, number: int, x: str, layer: DecoderLayer, memory: str) -> str:
+    """One block: masked self-attention, cross-attention over ``memory``, feed-forward."""
+    p = f"decoder.layer{number}"
+
+    def self_attention(h: str) -> str:
+        return multi_head_attention(g, p, h, layer.self_heads, layer.W_O_self, number,
+                                    causal=True, head_prefix="self.", group="self")
+
+    def cross_attention(h: str) -> str:
+        return multi_head_attention(g, p, h, layer.cross_heads, layer.W_O_cross, number,
+                                    causal=False, kv=memory, head_prefix="cross.",
+                                    group="cross")
+
+    def ffn(h: str) -> str:
+        return feed_forward(g, p, h, layer, number)
+
+    x = wrap(g, p, 1, x, self_attention, layer, number)
+    x = wrap(g, p, 2, x, cross_attention, layer, number)
+    return wrap(g, p, 3, x, ffn, layer, number)

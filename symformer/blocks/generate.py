@@ -1,0 +1,54 @@
+"""Greedy generation: append the exact next token, re-deriving each time."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from symformer.blocks.encoder import derive
+from symformer.engine.argmax import NextToken, next_token
+from symformer.engine.graph import Derivation
+from symformer.errors import InputError
+from symformer.example.decoder import END_TOKEN
+from symformer.example.schema import Example
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of greedy generation: the target tokens read and the exact choice."""
+
+    tokens: tuple[str, ...]
+    derivation: Derivation
+    choice: NextToken
+
+    def probabilities(self, decimals: int) -> list[str]:
+        """Certified probabilities of every vocabulary entry at the last position."""
+        return self.derivation["probabilities"].values(decimals=decimals)[-1]
+
+
+def generate(example: Example, steps: int, max_work: int | None = None,
+             on_step: Callable[[Step], None] | None = None) -> list[Step]:
+    """Greedy generation: append the exact argmax ``steps`` times, re-deriving each time.
+
+    Stops early after the end token ``</s>`` (when the vocabulary has it) and at a
+    tie, which is reported, never broken.  ``on_step`` sees each step as it is done.
+    """
+    if example.decoder is None or example.decoder.W_vocab is None:
+        raise InputError(
+            f"{example.source}: generation needs a [decoder] table with W_vocab "
+            f"(see symformer/examples/encoder_decoder.toml)"
+        )
+    done: list[Step] = []
+    for _ in range(steps):
+        g = derive(example, max_work=max_work)
+        step = Step(example.decoder.tokens, g, next_token(g))
+        done.append(step)
+        if on_step is not None:
+            on_step(step)
+        if step.choice.is_tie or step.choice.token == END_TOKEN:
+            break
+        tokens = example.decoder.tokens + (step.choice.token,)
+        example = dataclasses.replace(
+            example, decoder=dataclasses.replace(example.decoder, tokens=tokens))
+    return done

@@ -1,0 +1,31 @@
+"""The operations a Transformer is composed of: one module each, owning everything about it.
+
+See :mod:`symformer.ops.base` for what an operation provides, and
+``docs/architecture.md`` for how to add one.
+"""
+
+from symformer.ops.add import Add
+from symformer.ops.argmax import ArgmaxIndicator
+from symformer.ops.base import OPERATIONS, Notation, Operation
+from symformer.ops.concat import Concat
+from symformer.ops.dot_scores import DotScores
+from symformer.ops.embedding import Embedding
+from symformer.ops.gelu import GELU
+from symformer.ops.identity import Identity
+from symformer.ops.mean import RowMean
+from symformer.ops.normalize import Normalize
+from symformer.ops.positional import PositionalEncoding, positional_encoding
+from symformer.ops.projection import Projection
+from symformer.ops.relu import ReLU
+from symformer.ops.scale_mask import ScaleMask
+from symformer.ops.softmax import Softmax
+from symformer.ops.variance import RowVariance
+from symformer.ops.weighted_sum import WeightedSum
+from symformer.ops.whole_matrix import WholeMean, WholeVariance
+
+__all__ = [
+    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores", "Embedding",
+    "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
+    "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
+    "WholeVariance", "positional_encoding",
+]

@@ -1,0 +1,39 @@
+"""Element-wise sum of two stages: embeddings + positional encoding, residual connections."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.base import Notation, Operation
+
+
+def add(x, y):
+    """x + y, element-wise: (n, d)."""
+    return x + y
+
+
+@dataclass(frozen=True)
+class Add(Operation):
+    """``x + y`` (the input row, a residual sum)."""
+
+    notation: Notation | None = None
+
+    name = "add"
+    reference_function = add
+    default_notation = Notation("r", "r", "Residual sum")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return args[0] + args[1]
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        a, b = args
+        return [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return add(*args)

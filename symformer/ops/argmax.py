@@ -1,0 +1,69 @@
+"""The next token: 1 for every vocabulary entry whose last-position logit is maximal.
+
+One 1 names the next token; several 1s are an exact tie (proved, never broken by a
+float).  The decision belongs to a *prover* (:class:`symformer.engine.argmax.TieProver`)
+that proves logits equal exactly; this operation only asks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.engine.rounding import ball_bounds
+from symformer.ops.base import Notation, Operation
+
+
+class ArgmaxProver(Protocol):
+    """Decides the argmax of a row of logits exactly."""
+
+    def argmax(self, balls: Sequence[arb], row: int) -> frozenset[int] | None:
+        """The argmax set decided from one row of balls, or None if undecided here."""
+
+    def winners(self, row: int) -> frozenset[int]:
+        """The exact argmax set of a row (raising the precision as needed)."""
+
+
+def argmax_indicator(z):
+    """1 where the last row of z is largest (several 1s for a tie), else 0: (1, |vocab|)."""
+    return (z[-1:] == np.max(z[-1:], axis=-1, keepdims=True)).astype(z.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class ArgmaxIndicator(Operation):
+    """The indicator of the last row's largest entries (a 1 x |vocab| stage).
+
+    A row whose argmax the balls cannot decide yet gets the ball [0, 1] on its
+    candidates, so the engine raises the precision.
+    """
+
+    prover: ArgmaxProver = field(repr=False)
+    notation: Notation | None = None
+
+    name = "argmax"
+    reference_function = argmax_indicator
+    default_notation = Notation(r"\hat{t}", "t̂", "Next token (exact argmax)")
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        logits = args[0]
+        winners = self.prover.winners(logits.rows - 1)
+        return sympy.Matrix([[int(j in winners) for j in range(logits.cols)]])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        row = len(args[0]) - 1
+        balls = args[0][row]
+        winners = self.prover.argmax(balls, row)
+        if winners is not None:
+            return [[arb(int(j in winners)) for j in range(len(balls))]]
+        best_low = max(ball_bounds(x)[0] for x in balls)
+        undecided = arb(0).union(arb(1))
+        return [[undecided if ball_bounds(x)[1] >= best_low else arb(0) for x in balls]]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return argmax_indicator(args[0])

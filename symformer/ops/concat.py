@@ -1,0 +1,38 @@
+"""The heads' outputs side by side (columns)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.base import Notation, Operation
+
+
+def concat(heads):
+    """Concat(head_1, ..., head_h): h x (n, d_v) -> (n, h d_v)."""
+    return np.concatenate(heads, axis=-1)
+
+
+@dataclass(frozen=True)
+class Concat(Operation):
+    """Concatenate the input stages along the columns."""
+
+    notation: Notation | None = None
+
+    name = "concat"
+    reference_function = concat
+    default_notation = Notation("c", "c", "Concatenation of the heads")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return sympy.Matrix.hstack(*args)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [sum((list(m[i]) for m in args), []) for i in range(len(args[0]))]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return concat(list(args))

@@ -1,0 +1,41 @@
+"""Raw attention scores: every query dotted with every key, ``Q K^T`` (no scaling yet)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix, dot
+from symformer.ops.base import Notation, Operation
+
+
+def raw_scores(Q, K):
+    """Every query against every key: (n, d_k) @ (d_k, m) -> (n, m)."""
+    return Q @ K.T
+
+
+@dataclass(frozen=True)
+class DotScores(Operation):
+    """``Q K^T``: entry (i, j) is query i's dot product with key j."""
+
+    notation: Notation | None = None
+
+    name = "dot_scores"
+    reference_function = raw_scores
+    default_notation = Notation("u", "u", "Dot products with every key")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        A, B = args
+        return sympy.Matrix(A.rows, B.rows, lambda i, j: sympy.Add(
+            *[A[i, k] * B[j, k] for k in range(A.cols) if A[i, k] != 0 and B[j, k] != 0]))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        A, B = args
+        return [[dot(ra, rb) for rb in B] for ra in A]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return raw_scores(*args)

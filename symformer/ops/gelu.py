@@ -1,0 +1,42 @@
+"""Exact GELU: h/2 (1 + erf(h / sqrt 2)) (not the tanh approximation)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.base import Notation, Operation
+
+erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu(h):
+    """h/2 (1 + erf(h / sqrt(2))), element-wise."""
+    return h / 2 * (1 + erf(h / np.sqrt(2)))
+
+
+@dataclass(frozen=True)
+class GELU(Operation):
+    """The Gaussian error linear unit, element-wise."""
+
+    notation: Notation | None = None
+
+    name = "gelu"
+    reference_function = gelu
+    default_notation = Notation("a", "a", "FFN activation (GELU)")
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return args[0].applyfunc(lambda h: h * (1 + sympy.erf(h / sympy.sqrt(2))) / 2)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        root2 = arb(2).sqrt()
+        return [[h * (1 + (h / root2).erf()) / 2 for h in row] for row in args[0]]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return gelu(args[0]).astype(args[0].dtype)

@@ -1,0 +1,38 @@
+"""The input unchanged: a block's output, or heads concatenated with no W_O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.base import Notation, Operation
+
+
+def identity(x):
+    """x, unchanged."""
+    return x
+
+
+@dataclass(frozen=True)
+class Identity(Operation):
+    """Names its input anew (``output`` is the last block's result)."""
+
+    notation: Notation | None = None
+
+    name = "identity"
+    reference_function = identity
+    default_notation = Notation("z", "z", "Output")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return args[0]
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return args[0]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return identity(args[0])

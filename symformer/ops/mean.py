@@ -1,0 +1,40 @@
+"""LayerNorm's mean: each token's mean over its d dimensions (a column)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.base import Notation, Operation
+
+
+def mean(x):
+    """mu = (1/d) sum_j x_j for each token: (n, d) -> (n, 1)."""
+    return np.mean(x, axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class RowMean(Operation):
+    """Each row's mean."""
+
+    notation: Notation | None = None
+
+    name = "mean"
+    reference_function = mean
+    default_notation = Notation(r"\mu", "μ", "Mean")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        return sympy.Matrix(X.rows, 1, lambda i, _: sympy.Add(*X.row(i)) / X.cols)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sum(row, arb(0)) / len(row)] for row in args[0]]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return mean(args[0])

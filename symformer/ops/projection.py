@@ -1,0 +1,75 @@
+"""A projection ``x W + b`` with exact constant weights: Q, K, V, W_O, the FFN's layers, logits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.ops.base import Notation, Operation, matrix
+
+
+def project(X, W, b):
+    """X W + b: (n, d_in) @ (d_in, d_out) + (1, d_out) -> (n, d_out)."""
+    return X @ W + b
+
+
+@dataclass(frozen=True)
+class Projection(Operation):
+    """``X @ W (+ b)``; ``weight``/``bias`` name the matrices in formulas (``W_Q``, ``b_1``)."""
+
+    W: sympy.Matrix
+    b: sympy.Matrix | None = None
+    notation: Notation | None = None
+    weight: str = "W"
+    bias: str = "b"
+    _columns: list = field(default=None, compare=False, repr=False)
+
+    name = "projection"
+    reference_function = project
+    default_notation = Notation("y", "y", "Projection")
+    rational = True
+
+    def __post_init__(self) -> None:
+        # Only the non-zero weights of each output column enter its formula.
+        columns = [
+            [(k, self.W[k, j]) for k in range(self.W.rows) if self.W[k, j] != 0]
+            for j in range(self.W.cols)
+        ]
+        object.__setattr__(self, "_columns", columns)
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        rows = []
+        for i in range(X.rows):
+            row = []
+            for j, column in enumerate(self._columns):
+                terms = [w * X[i, k] for k, w in column]
+                if self.b is not None and self.b[j] != 0:
+                    terms.append(self.b[j])
+                row.append(sympy.Add(*terms))
+            rows.append(row)
+        return sympy.Matrix(rows)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        X = args[0]
+        columns = [[(k, rational_ball(w)) for k, w in column] for column in self._columns]
+        bias = [rational_ball(v) for v in self.b] if self.b is not None else None
+        out = []
+        for row in X:
+            out_row = []
+            for j, column in enumerate(columns):
+                total = bias[j] if bias is not None else arb(0)
+                for k, w in column:
+                    total += w * row[k]
+                out_row.append(total)
+            out.append(out_row)
+        return out
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        b = matrix(self.b, dtype) if self.b is not None else np.zeros((1, self.W.cols), dtype)
+        return project(args[0], matrix(self.W, dtype), b)

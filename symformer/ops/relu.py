@@ -1,0 +1,43 @@
+"""ReLU, max(0, h): its branch is decided by the certified sign of h, never by a float."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix, relu_ball
+from symformer.ops.base import Notation, Operation
+
+
+def relu(h):
+    """max(0, h), element-wise."""
+    return np.maximum(0, h)
+
+
+@dataclass(frozen=True)
+class ReLU(Operation):
+    """``max(0, h)`` element-wise; at exactly 0 both branches agree (the value is 0)."""
+
+    notation: Notation | None = None
+
+    name = "relu"
+    reference_function = relu
+    default_notation = Notation("a", "a", "FFN activation (ReLU)")
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return args[0].applyfunc(lambda h: sympy.Max(0, h))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[relu_ball(h) for h in row] for row in args[0]]
+
+    def resolve(self, entry: sympy.Expr, sign: Callable[[], int]) -> sympy.Expr:
+        if not isinstance(entry, sympy.Max):
+            return entry  # a number: nothing to decide
+        (h,) = entry.args[1:] if entry.args[0] == 0 else entry.args[:1]
+        return h if sign() > 0 else sympy.S.Zero
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return relu(args[0])

@@ -1,0 +1,50 @@
+"""LayerNorm's variance around the row's mean: biased (divide by d) or unbiased (d - 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix, relu_ball
+from symformer.ops.base import Notation, Operation
+
+
+def variance(x, mu, n):
+    """sigma^2 = (1/n) sum_j (x_j - mu)^2 per token, n = d (biased) or d - 1: (n, 1)."""
+    return np.sum((x - mu) ** 2, axis=-1, keepdims=True) / n
+
+
+@dataclass(frozen=True)
+class RowVariance(Operation):
+    """Each row's variance around the given mean (``unbiased``: divided by d - 1)."""
+
+    unbiased: bool = False
+    notation: Notation | None = None
+
+    name = "variance"
+    reference_function = variance
+    default_notation = Notation(r"\sigma^2", "σ²", "Variance")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X, mu = args
+        n = X.cols - 1 if self.unbiased else X.cols
+        return sympy.Matrix(X.rows, 1, lambda i, _: sympy.Add(
+            *[(x - mu[i, 0]) ** 2 for x in X.row(i)]) / n)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        X, mu = args
+        out = []
+        for row, (m,) in zip(X, mu):
+            n = len(row) - 1 if self.unbiased else len(row)
+            # x * x, not x ** 2 (NaN on a ball containing 0); clipped at 0 like a square.
+            out.append([sum((relu_ball((x - m) * (x - m)) for x in row), arb(0)) / n])
+        return out
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        x, mu = args
+        return variance(x, mu, x.shape[-1] - 1 if self.unbiased else x.shape[-1])

@@ -1,0 +1,42 @@
+"""A head's output: the values weighted by the attention weights, ``A V``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix, dot
+from symformer.ops.base import Notation, Operation
+
+
+def weighted_sum(A, V):
+    """Row i is sum_j A[i, j] V[j]: (n, m) @ (m, d_v) -> (n, d_v)."""
+    return A @ V
+
+
+@dataclass(frozen=True)
+class WeightedSum(Operation):
+    """``A V``: each token's weighted average of the value rows."""
+
+    notation: Notation | None = None
+
+    name = "weighted_sum"
+    reference_function = weighted_sum
+    default_notation = Notation("o", "o", "Head output (weighted sum of values)")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        A, V = args
+        return sympy.Matrix(A.rows, V.cols, lambda i, j: sympy.Add(
+            *[A[i, k] * V[k, j] for k in range(A.cols) if A[i, k] != 0 and V[k, j] != 0]))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        A, V = args
+        columns = [list(col) for col in zip(*V)]
+        return [[dot(ra, col) for col in columns] for ra in A]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return weighted_sum(*args)
