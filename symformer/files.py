@@ -99,7 +99,7 @@ def output_directory(path: str | Path) -> Path:
     of them and a dangling link, naming ``path``.  It need not exist yet.
     """
     real = _resolved(path)
-    mode = _mode(real)
+    mode = _mode(real, path)
     if mode is not None and not stat.S_ISDIR(mode):
         what = "a regular file" if stat.S_ISREG(mode) else _kind(mode)
         raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
@@ -114,7 +114,7 @@ def output_file(path: str | Path) -> Path:
     them and a dangling link, naming ``path``.  It need not exist yet.
     """
     real = _resolved(path)
-    mode = _mode(real)
+    mode = _mode(real, path)
     if mode is not None and not stat.S_ISREG(mode):
         what = "a directory" if stat.S_ISDIR(mode) else _kind(mode)
         raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
@@ -130,13 +130,13 @@ def _resolved(path: str | Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _mode(path: Path) -> int | None:
+def _mode(real: Path, given: str | Path) -> int | None:
     try:
-        return os.stat(path).st_mode
+        return os.stat(real).st_mode
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise InputError(f"{path}: cannot use as output ({exc.strerror})") from None
+        raise InputError(f"{given}: cannot write there ({exc.strerror})") from None
 
 
 def _kind(mode: int) -> str:

@@ -27,14 +27,16 @@ _LATEX_SPECIALS = {
     "\u2018": "`", "\u2019": "'", "\u201c": "``", "\u201d": "''", "\u2013": "--",
     "\u2014": "---", "\u2026": r"\ldots{}",
 }
-_MARKDOWN_SPECIALS = set("\\`*_[]<>#|$~&")
+_MARKDOWN_SPECIALS = set("\\`*_[]<>#|$~")
 #: ASCII quotes, printed straight rather than as TeX's curly quotes.
 _STRAIGHT = {"'": r"\textquotesingle{}", "`": r"\textasciigrave{}"}
 #: Pairs of characters that T1 fonts join into one glyph (a dash, quotes, ¡, ¿, „, «).
 _LIGATURES = frozenset({"--", ",,", "?`", "!`", "``", "''", "<<", ">>"})
 #: Longest name printed whole in table labels and formulas.
 LABEL_CHARS = 24
-#: In running text, a break is allowed every this many characters of a long word.
+#: In running text, a word longer than this (about half a line in the title's size)
+#: may break every :data:`_BREAK_EVERY` characters.
+_BREAK_WORD = 40
 _BREAK_EVERY = 8
 _SPACES = re.compile(r"(\s+)")
 
@@ -68,7 +70,7 @@ def latex_text(text: str, breaks: bool = False) -> str:
     """``text`` escaped for LaTeX text mode (also inside ``\\text{}`` in math).
 
     ``breaks`` allows a line break every few characters of a word longer than
-    :data:`LABEL_CHARS` (running text only: ``\\allowbreak`` is unknown to KaTeX).
+    :data:`_BREAK_WORD` (running text only: ``\\allowbreak`` is unknown to KaTeX).
     """
     if breaks:
         return "".join(_breakable(word) for word in _SPACES.split(text))
@@ -94,7 +96,7 @@ def latex_text(text: str, breaks: bool = False) -> str:
 
 def _breakable(word: str) -> str:
     """A word escaped, with a break allowed every few characters when it is long."""
-    if len(word) <= LABEL_CHARS:
+    if len(word) <= _BREAK_WORD:
         return latex_text(word)
     return r"\allowbreak{}".join(latex_text(word[k:k + _BREAK_EVERY])
                                  for k in range(0, len(word), _BREAK_EVERY))
@@ -115,11 +117,16 @@ def label_text(name: str) -> str:
 
 def markdown_text(text: str) -> str:
     """``text`` escaped for Markdown prose and table cells: no emphasis, links, HTML,
-    entities, table cell breaks or ``$`` math triggered; control characters (refused by
-    the loader) become spaces."""
-    return "".join(f"\\{c}" if c in _MARKDOWN_SPECIALS
-                   else " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
-                   for c in text)
+    entities (``&amp;``), table cell breaks or ``$`` math triggered; control characters
+    (refused by the loader) become spaces."""
+    out = []
+    for k, c in enumerate(text):
+        after = text[k + 1:k + 2]
+        if c in _MARKDOWN_SPECIALS or c == "&" and (after.isalnum() or after == "#"):
+            out.append(f"\\{c}")
+        else:
+            out.append(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c)
+    return "".join(out)
 
 
 def word_label(word: str) -> str:
