@@ -332,7 +332,7 @@ def _exchange(a: Path, b: Path) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no libc, or a libc without it
         return False
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                           ctypes.c_uint]

@@ -30,7 +30,7 @@ Every stage gets an equation, a table (booktabs) and a worked example for one
 token, each in its own fragment (fragments/layer1-head1-Q-table.tex, ...), which
 you can \\input on its own (preamble: amsmath, amssymb, booktabs, xcolor with the
 table option, graphicx). The output directory is created if needed and never
-cleared; files are written all-or-nothing.
+cleared; the new files appear all at once (see docs/export.md).
 """
 
 
