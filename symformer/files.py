@@ -1,49 +1,345 @@
-"""Atomic file output: a failed command leaves no half-written file behind."""
+"""Output files: ordinary modes, never a special file, visible all at once.
+
+* Every file is created with mode ``0o666`` filtered by the umask (0644 under the
+  usual umask 022), as any other program's output.
+* An output path must be a directory (for :func:`write_files`) or a regular file
+  (for :func:`write_file`), or not exist yet; a device node, FIFO, socket or a
+  symbolic link to one is refused with a message naming the path given.  A symbolic
+  link to a directory or a regular file is followed (the link stays).
+* :func:`write_file` writes a temporary file beside the target and renames it into
+  place.  :func:`write_files` writes a complete new folder beside the target
+  (``.NAME.symformer-tmp-PID``), carries over (hard-links, or copies) the files
+  already in the target folder that it does not write, and swaps the two folders in
+  one atomic step (``renameat2(RENAME_EXCHANGE)`` on Linux; two renames elsewhere).
+  A process killed at any moment, even by SIGKILL, leaves the target wholly old or
+  wholly new; what it left beside it is recognised by its name and process id and
+  removed (or, between the two renames of the fallback, put back) by the next write
+  to the same target.
+* When the target folder cannot be swapped (it is the current folder or holds it, it
+  is a mount point, or its parent is not writable), the files are staged in
+  ``DIR/.symformer-tmp-PID/`` and renamed into place one by one: each file is
+  replaced atomically, the set is not.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
-import tempfile
+import shutil
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from symformer.errors import InputError
 
+#: Marks a temporary file or folder; followed by the writing process's id.
+TMP_TAG = ".symformer-tmp-"
+#: Marks the old folder between the two renames of the fallback swap.
+OLD_TAG = ".symformer-old-"
+#: Longest part of a target's name kept in its temporary name (NAME_MAX is 255).
+_NAME_KEEP = 200
+
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
+
 
 def write_files(directory: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
-    """Write several files into ``directory`` all-or-nothing.
+    """Write several files into ``directory``, all of them visible at once.
 
-    Every file is first written to a temporary file beside its target; only when
-    all succeeded are they renamed into place.  The directory is created if needed
-    and never cleared: files already there and not named in ``files`` stay.
+    ``files`` maps relative paths (``fragments/x.tex``) to their contents.  The
+    directory (and its parents) is created if needed and never cleared: files already
+    there and not named in ``files`` stay.  Returns the written paths, under the
+    path given.
     """
-    directory = Path(directory)
+    given = str(directory)
+    target = output_directory(directory)
+    _check_names(files, given)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"{directory}: cannot create the output directory ({exc.strerror})"
+        raise InputError(f"{given}: cannot create the output directory ({exc.strerror})"
                          ) from None
-    staged: list[tuple[str, Path]] = []
-    try:
-        for name, content in files.items():
-            target = directory / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                       dir=target.parent)
-            staged.append((tmp, target))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content.encode("utf-8") if isinstance(content, str) else content)
-        for tmp, target in staged:
-            os.replace(tmp, target)
-    except OSError as exc:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        raise InputError(f"{directory}: cannot write the output ({exc.strerror})") from None
-    return [target for _, target in staged]
+    _clean_leftovers(target.parent, target.name, restore=target)
+    if os.path.isdir(target):
+        _clean_leftovers(target, "")
+    if os.path.isdir(target) and not _swappable(target):
+        _write_in_place(target, files, given)
+    else:
+        _write_swapped(target, files, given)
+    return [Path(directory) / name for name in files]
 
 
 def write_file(path: str | Path, content: str | bytes) -> Path:
-    """Write one file atomically (see :func:`write_files`)."""
-    path = Path(path)
-    return write_files(path.parent if str(path.parent) else ".", {path.name: content})[0]
+    """Write one file atomically: a temporary file beside it, renamed into place.
+
+    Errors name the path given.  Returns that path.
+    """
+    given = str(path)
+    target = output_file(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _clean_leftovers(target.parent, target.name)
+        tmp = target.parent / _tmp_name(target.name)
+        try:
+            _create(tmp, content)
+            os.replace(tmp, target)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:
+        raise InputError(f"{given}: cannot write the file ({exc.strerror})") from None
+    return Path(path)
+
+
+def output_directory(path: str | Path) -> Path:
+    """The folder that ``path`` names (symbolic links followed), checked for writing.
+
+    Refuses a regular file, a device node, a FIFO, a socket, a symbolic link to one
+    of them and a dangling link, naming ``path``.  It need not exist yet.
+    """
+    real = _resolved(path)
+    mode = _mode(real, path)
+    if mode is not None and not stat.S_ISDIR(mode):
+        what = "a regular file" if stat.S_ISREG(mode) else _kind(mode)
+        raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
+                         "directory (or a path to create)")
+    return real
+
+
+def output_file(path: str | Path) -> Path:
+    """The regular file that ``path`` names (symbolic links followed), checked for writing.
+
+    Refuses a directory, a device node, a FIFO, a socket, a symbolic link to one of
+    them and a dangling link, naming ``path``.  It need not exist yet.
+    """
+    real = _resolved(path)
+    mode = _mode(real, path)
+    if mode is not None and not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else _kind(mode)
+        raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
+                         "regular file (or a path to create)")
+    return real
+
+
+def _resolved(path: str | Path) -> Path:
+    """``path`` with every symbolic link resolved; a dangling link is refused."""
+    if os.path.islink(path) and not os.path.exists(path):
+        raise InputError(f"{path}: is a symbolic link to nothing "
+                         f"({os.readlink(path)}); give a directory or a new path")
+    return Path(os.path.realpath(path))
+
+
+def _mode(real: Path, given: str | Path) -> int | None:
+    try:
+        return os.stat(real).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"{given}: cannot write there ({exc.strerror})") from None
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _via_link(path: str | Path, real: Path) -> str:
+    return f" (a symbolic link to {real})" if os.path.islink(path) else ""
+
+
+def _check_names(files: Mapping[str, str | bytes], given: str) -> None:
+    """Relative paths only, none leaving the folder (a programming error otherwise)."""
+    for name in files:
+        parts = Path(name).parts
+        if not parts or Path(name).is_absolute() or ".." in parts:
+            raise ValueError(f"{given}: output name {name!r} is not a relative path inside it")
+
+
+def _tmp_name(name: str) -> str:
+    return f".{name[:_NAME_KEEP]}{TMP_TAG}{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether another process with this id runs (ours is not writing a leftover)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _clean_leftovers(folder: Path, name: str, restore: Path | None = None) -> None:
+    """Remove what killed writers left in ``folder`` for the target ``name``.
+
+    ``.NAME.symformer-tmp-PID`` (a half-written file or folder, or the old folder
+    after the swap) is removed once its process is gone.  ``.NAME.symformer-old-PID``
+    is the complete old folder of an interrupted fallback swap: it goes back to
+    ``restore`` when that is missing, and is removed otherwise.
+    """
+    prefix = f".{name[:_NAME_KEEP]}" if name else ""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        for tag in (TMP_TAG, OLD_TAG):
+            head, sep, pid = entry.rpartition(tag)
+            if sep and head == prefix and pid.isdigit() and not _pid_alive(int(pid)):
+                leftover = folder / entry
+                if tag == OLD_TAG and restore is not None and not os.path.lexists(restore):
+                    os.rename(leftover, restore)
+                else:
+                    _remove(leftover)
+
+
+def _remove(path: Path) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _create(path: Path, content: str | bytes) -> None:
+    """A new file (never an existing one) with mode ``0o666`` less the umask."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                 0o666)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _swappable(target: Path) -> bool:
+    """Whether the folder can be replaced by another: not the current folder (or one
+    holding it), not a mount point, its parent writable."""
+    try:
+        cwd = Path(os.getcwd()).resolve()
+    except OSError:
+        cwd = None
+    if cwd is not None and (cwd == target or target in cwd.parents):
+        return False
+    return not os.path.ismount(target) and os.access(target.parent, os.W_OK | os.X_OK)
+
+
+def _write_swapped(target: Path, files: Mapping[str, str | bytes], given: str) -> None:
+    """Build the new folder beside ``target``, then swap it in."""
+    tmp = target.parent / _tmp_name(target.name)
+    try:
+        os.mkdir(tmp)
+        existed = os.path.isdir(target)
+        if existed:
+            shutil.copymode(target, tmp)
+        _populate(tmp, files)
+        if existed:
+            _carry_over(target, tmp, set(files), given)
+            _swap(tmp, target)
+        else:
+            os.rename(tmp, target)
+    except OSError as exc:
+        raise InputError(f"{given}: cannot write the output ({exc.strerror})") from None
+    finally:
+        _remove(tmp)  # the old folder after a swap, a half-built one after an error
+
+
+def _write_in_place(target: Path, files: Mapping[str, str | bytes], given: str) -> None:
+    """Stage the files in ``target/.symformer-tmp-PID/``, then rename each into place."""
+    stage = target / f"{TMP_TAG}{os.getpid()}"
+    try:
+        os.mkdir(stage)
+        _populate(stage, files)
+        for name in files:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / name, target / name)
+    except OSError as exc:
+        raise InputError(f"{given}: cannot write the output ({exc.strerror})") from None
+    finally:
+        _remove(stage)
+
+
+def _populate(folder: Path, files: Mapping[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _create(path, content)
+
+
+def _carry_over(old: Path, new: Path, written: set[str], given: str) -> None:
+    """Hard-link (or copy) into ``new`` every entry of ``old`` that was not written."""
+    for root, dirs, names in os.walk(old):
+        rel_root = Path(root).relative_to(old)
+        for d in dirs:
+            rel = rel_root / d
+            dest = new / rel
+            if os.path.islink(Path(root) / d):
+                names.append(d)  # a link to a folder is carried as a link
+                continue
+            if not os.path.lexists(dest):
+                os.mkdir(dest)
+            elif not os.path.isdir(dest) or os.path.islink(dest):
+                raise InputError(f"{given}: {rel} is a folder there, but the export "
+                                 "writes a file of that name; move it away")
+            shutil.copymode(Path(root) / d, dest)
+        dirs[:] = [d for d in dirs if not os.path.islink(Path(root) / d)]
+        for n in names:
+            rel = rel_root / n
+            if rel.as_posix() in written:
+                continue
+            dest = new / rel
+            if os.path.lexists(dest) or not os.path.isdir(dest.parent):
+                raise InputError(f"{given}: {rel} is a file there, but the export writes "
+                                 "a folder of that name; move it away")
+            _link_or_copy(Path(root) / n, dest, given)
+
+
+def _link_or_copy(src: Path, dest: Path, given: str) -> None:
+    try:
+        os.link(src, dest, follow_symlinks=False)
+        return
+    except OSError:
+        pass
+    mode = os.lstat(src).st_mode
+    if stat.S_ISLNK(mode):
+        os.symlink(os.readlink(src), dest)
+    elif stat.S_ISREG(mode):
+        shutil.copy2(src, dest)
+    else:
+        raise InputError(f"{given}: cannot keep {src.name}, {_kind(mode)}, in the new "
+                         "output folder; move it away")
+
+
+def _swap(new: Path, target: Path) -> None:
+    """Put ``new`` at ``target``; the old folder ends up at ``new`` (to be removed)."""
+    if _exchange(new, target):
+        return
+    old = target.parent / f".{target.name[:_NAME_KEEP]}{OLD_TAG}{os.getpid()}"
+    os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except OSError:
+        os.rename(old, target)
+        raise
+    os.rename(old, new)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2``); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError, TypeError):  # no libc, or a libc without it
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from symformer.cli._common import add_example_argument, derivation, nonnegative_int
-from symformer.files import write_files
+from symformer.files import output_directory, write_files
 
 ORDER = 30
 
@@ -30,7 +30,7 @@ Every stage gets an equation, a table (booktabs) and a worked example for one
 token, each in its own fragment (fragments/layer1-head1-Q-table.tex, ...), which
 you can \\input on its own (preamble: amsmath, amssymb, booktabs, xcolor with the
 table option, graphicx). The output directory is created if needed and never
-cleared; files are written all-or-nothing.
+cleared; the new files appear all at once (see docs/export.md).
 """
 
 
@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pdf needs --format latex")
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
+    output_directory(args.out)  # a file or device node is refused before any work
     g = derivation(args, causal=True if args.causal else None)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "

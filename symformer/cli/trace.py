@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from symformer.cli._common import add_example_argument, derivation, load, nonnegative_int
-from symformer.files import write_file
+from symformer.files import output_file, write_file
 from symformer.trace import RENDERERS, render, trace_token
 from symformer.verify.conventions import LAYER_NORMS, Convention, derive_variant
 
@@ -60,6 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer trace``."""
     causal = True if args.causal else None
+    if args.out:
+        output_file(args.out)  # a directory or device node is refused before any work
     if args.layer_norm:
         g = derive_variant(load(args), Convention(layer_norm=args.layer_norm), causal,
                            args.max_work)

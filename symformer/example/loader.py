@@ -6,6 +6,7 @@ names the file, the key, the layer and head, and the expected and found shapes.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -36,6 +37,8 @@ _LAYER_KEYS = {
     "gamma_1", "beta_1", "gamma_2", "beta_2",
 }
 _HEAD_KEYS = {"W_Q", "W_K", "W_V"}
+#: C0 and C1 controls with DEL, the line and paragraph separators, the bidi overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def builtin_text() -> str:
@@ -91,6 +94,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     """Validate a parsed TOML table and build the :class:`Example`."""
     here = _Where(source)
     _no_unknown_keys(data, _TOP_KEYS, here)
+    _printable_names(data, here)
     vocab, tokens = vocab_and_tokens(data, here)
     embeddings = matrix(data, "embeddings", here, rows=len(vocab))
     d_model = embeddings.cols
@@ -163,6 +167,30 @@ class _Where:
 
     def __str__(self) -> str:
         return ", ".join(self.parts)
+
+
+def _printable_names(data: dict[str, Any], here: _Where) -> None:
+    """Refuse control characters in the title and in every vocab and token name.
+
+    C0 and C1 controls (newline, tab, ESC, DEL, ...), the line and paragraph separators
+    and the bidirectional overrides would reach terminals and documents as commands,
+    not as text.  Wrongly typed entries are left to the checks that follow.
+    """
+    tables = [(data, here, ("title", "vocab", "tokens"))]
+    if isinstance(data.get("decoder"), dict):
+        tables.append((data["decoder"], here.sub("decoder"), ("vocab", "tokens")))
+    for table, where, keys in tables:
+        for key in keys:
+            value = table.get(key)
+            entries = enumerate(value) if isinstance(value, list) else [(None, value)]
+            for i, name in entries:
+                bad = _CONTROL.search(name) if isinstance(name, str) else None
+                if bad is not None:
+                    entry = key if i is None else f"{key} entry {i}"
+                    shown = repr(name if len(name) <= 40 else name[:40] + "...")
+                    raise InputError(f"{where}: {entry} {shown} contains the control "
+                                     f"character U+{ord(bad[0]):04X}; names must be "
+                                     "printable text")
 
 
 def _no_unknown_keys(table: dict[str, Any], known: set[str], here: _Where) -> None:

@@ -18,7 +18,7 @@ from symformer.errors import InputError
 from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
-from symformer.latex.escape import latex_text
+from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import LETTERS, Style, worked_example
@@ -186,10 +186,24 @@ def _introduction(g: Derivation, options: Options) -> Prose:
     target = target_token(g, options)
     if target is not None:
         tokens = g.example.decoder.tokens
-        text += (f" The decoder's worked examples follow the target token "
+        text += (f" The decoder\u2019s worked examples follow the target token "
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
-    return Prose((text,))
+    return Prose((text + _long_names(g),))
+
+
+def _long_names(g: Derivation) -> str:
+    """Says that tables and formulas shorten long names (:func:`short_name`), and gives
+    in full those not in the sentences above."""
+    decoder = g.example.decoder
+    names = [*g.example.vocab, *(decoder.vocab if decoder is not None else ())]
+    if all(short_name(n) == n for n in names):
+        return ""
+    shown = {*g.example.tokens, *(decoder.tokens if decoder is not None else ())}
+    rest = [n for n in dict.fromkeys(names) if short_name(n) != n and n not in shown]
+    full = ("; in full: " + "; ".join(f"\u201c{n}\u201d" for n in rest)) if rest else ""
+    return f" Names longer than {LABEL_CHARS} characters are shortened in the tables and " \
+           f"formulas{full}."
 
 
 def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
@@ -213,7 +227,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
             out.append(Heading(part, 1))
             if stage.layer > 1 and stage.kind in ("Q", "mean"):
                 out.append(Prose((f"Layer {stage.layer} is stacked on layer {stage.layer - 1}: "
-                                  "its input is the previous layer's output.",)))
+                                  "its input is the previous layer\u2019s output.",)))
         if not causal_done and stage.layer == 1 and group and group.startswith(
                 "Attention head") and not _group(stage).startswith("Attention head"):
             out.extend(causal_section(g, chosen, token, options))
@@ -277,7 +291,7 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments") -> d
                     body.append(f"\\input{{{path}}}")
         else:
             body.append(to_latex(item))
-    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
+    title = latex_text(g.example.title, breaks=True) + (" (causal mask)" if g.causal else "")
     main = (PREAMBLE % {"packages": "\n".join(PACKAGES)}
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
             + "\\begin{document}\n\\maketitle\n\n" + "\n\n".join(body)

@@ -5,6 +5,13 @@ output targets pdflatex with ``fontenc`` T1 and ``inputenc`` utf8, which typeset
 Latin letters with diacritics directly; Greek letters are set as math symbols;
 any other character the T1 encoding cannot show is printed as its code point
 (``U+4E2D``) rather than breaking the compile.
+
+Names print as typed: TeX's ligatures are broken (``a--b`` stays two hyphens, not a
+dash; ``,,`` stays two commas), and the ASCII quotes ``'`` and
+````` print straight (``\textquotesingle``, ``\textasciigrave``), so prose written
+here uses the typographic apostrophe ``’``.  Names longer than :data:`LABEL_CHARS`
+are shortened with an ellipsis in table labels and formulas (:func:`label_text`);
+running text may break them anywhere (``latex_text(..., breaks=True)``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,17 @@ _LATEX_SPECIALS = {
     "\u2014": "---", "\u2026": r"\ldots{}",
 }
 _MARKDOWN_SPECIALS = set("\\`*_[]<>#|$~")
+#: ASCII quotes, printed straight rather than as TeX's curly quotes.
+_STRAIGHT = {"'": r"\textquotesingle{}", "`": r"\textasciigrave{}"}
+#: Pairs of characters that T1 fonts join into one glyph (a dash, quotes, ¡, ¿, „, «).
+_LIGATURES = frozenset({"--", ",,", "?`", "!`", "``", "''", "<<", ">>"})
+#: Longest name printed whole in table labels and formulas.
+LABEL_CHARS = 24
+#: In running text, a word longer than this (about half a line in the title's size)
+#: may break every :data:`_BREAK_EVERY` characters.
+_BREAK_WORD = 40
+_BREAK_EVERY = 8
+_SPACES = re.compile(r"(\s+)")
 
 
 def _greek(char: str) -> str | None:
@@ -48,31 +66,72 @@ def _t1_letter(char: str) -> bool:
     return 0xA0 <= ord(char) <= 0x17F and char not in "\u00ad"
 
 
-def latex_text(text: str) -> str:
-    """``text`` escaped for LaTeX text mode (also inside ``\\text{}`` in math)."""
-    out = []
+def latex_text(text: str, breaks: bool = False) -> str:
+    """``text`` escaped for LaTeX text mode (also inside ``\\text{}`` in math).
+
+    ``breaks`` allows a line break every few characters of a word longer than
+    :data:`_BREAK_WORD` (running text only: ``\\allowbreak`` is unknown to KaTeX).
+    """
+    if breaks:
+        return "".join(_breakable(word) for word in _SPACES.split(text))
+    out: list[str] = []
     for char in text:
-        if char in _LATEX_SPECIALS:
-            out.append(_LATEX_SPECIALS[char])
+        if char in _STRAIGHT:
+            piece = _STRAIGHT[char]
+        elif char in _LATEX_SPECIALS:
+            piece = _LATEX_SPECIALS[char]
         elif char.isascii():
-            out.append(char if char.isprintable() else " ")
+            piece = char if char.isprintable() else " "
         elif _t1_letter(char):
-            out.append(char)
+            piece = char
         elif (greek := _greek(char)) is not None:
-            out.append(f"\\ensuremath{{{greek}}}")
+            piece = f"\\ensuremath{{{greek}}}"
         else:
-            out.append(f"\\texttt{{U+{ord(char):04X}}}")
+            piece = f"\\texttt{{U+{ord(char):04X}}}"
+        if out and out[-1][-1] + piece[0] in _LIGATURES:
+            out.append("{}")  # an empty group keeps the two characters apart
+        out.append(piece)
     return "".join(out)
 
 
+def _breakable(word: str) -> str:
+    """A word escaped, with a break allowed every few characters when it is long."""
+    if len(word) <= _BREAK_WORD:
+        return latex_text(word)
+    return r"\allowbreak{}".join(latex_text(word[k:k + _BREAK_EVERY])
+                                 for k in range(0, len(word), _BREAK_EVERY))
+
+
+def short_name(name: str) -> str:
+    """``name``, or its start and end around an ellipsis when longer than
+    :data:`LABEL_CHARS` (the full name is printed once in running text)."""
+    if len(name) <= LABEL_CHARS:
+        return name
+    return f"{name[:LABEL_CHARS // 2]}\u2026{name[-(LABEL_CHARS // 3):]}"
+
+
+def label_text(name: str) -> str:
+    """A name for a table label or a formula: escaped and shortened (:func:`short_name`)."""
+    return latex_text(short_name(name))
+
+
 def markdown_text(text: str) -> str:
-    """``text`` escaped for Markdown prose: no emphasis, links or ``$`` math triggered."""
-    return "".join(f"\\{c}" if c in _MARKDOWN_SPECIALS else c for c in text)
+    """``text`` escaped for Markdown prose and table cells: no emphasis, links, HTML,
+    entities (``&amp;``), table cell breaks or ``$`` math triggered; control characters
+    (refused by the loader) become spaces."""
+    out = []
+    for k, c in enumerate(text):
+        after = text[k + 1:k + 2]
+        if c in _MARKDOWN_SPECIALS or c == "&" and (after.isalnum() or after == "#"):
+            out.append(f"\\{c}")
+        else:
+            out.append(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c)
+    return "".join(out)
 
 
 def word_label(word: str) -> str:
-    """A vocabulary word as math: ``\\text{pense}``."""
-    return rf"\text{{{latex_text(word)}}}"
+    """A vocabulary word as math: ``\\text{pense}`` (shortened when long)."""
+    return rf"\text{{{label_text(word)}}}"
 
 
 def token_label(token: str, position: int) -> str:
@@ -89,11 +148,13 @@ def unicode_math(latex: str) -> str:
     """Math from :func:`latex_text` with its Greek and code points back as Unicode.
 
     KaTeX and MathJax show Unicode inside ``\\text{}`` as typed (pdflatex cannot),
-    and ``\\ensuremath`` is unknown to KaTeX.
+    and ``\\ensuremath`` is unknown to KaTeX; straight quotes become ``\\verb!'!``.
     """
     if not _GREEK_CHARS:
         for code in range(0x391, 0x3CA):
             if (command := _greek(chr(code))) is not None:
                 _GREEK_CHARS.setdefault(command.lstrip("\\"), chr(code))
     latex = _ENSUREMATH.sub(lambda m: _GREEK_CHARS.get(m[1], m[0]), latex)
+    for char, command in _STRAIGHT.items():  # KaTeX curls quotes everywhere but \verb
+        latex = latex.replace(command, f"\\verb!{char}!")
     return _CODEPOINT.sub(lambda m: chr(int(m[1], 16)), latex)

@@ -94,7 +94,7 @@ def _(block: Table) -> str:
              "|" + "---:|:---|" + "---:|" * len(block.col_labels)]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         bold = k == block.highlight_row
-        label = markdown_text(token).replace("|", r"\|")
+        label = markdown_text(token)  # escapes "|" too
         row = [str(pos), f"**{label}**" if bold else label,
                *(_cell(c, bold) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")

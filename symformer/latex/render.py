@@ -20,7 +20,7 @@ from symformer.latex.blocks import (
     Table,
     Worked,
 )
-from symformer.latex.escape import latex_text
+from symformer.latex.escape import label_text, latex_text
 
 #: Packages a fragment needs in the including document's preamble.
 PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
@@ -46,12 +46,12 @@ def _(block: Fragment) -> str:
 @to_latex.register
 def _(block: Heading) -> str:
     label = f"\\label{{{block.label}}}" if block.label else ""
-    return f"\\{_SECTIONS[block.level]}{{{latex_text(block.text)}}}{label}"
+    return f"\\{_SECTIONS[block.level]}{{{latex_text(block.text, breaks=True)}}}{label}"
 
 
 @to_latex.register
 def _(block: Prose) -> str:
-    return "".join(f"${p.latex}$" if isinstance(p, Math) else latex_text(p)
+    return "".join(f"${p.latex}$" if isinstance(p, Math) else latex_text(p, breaks=True)
                    for p in block.parts)
 
 
@@ -121,12 +121,12 @@ def _(block: Table) -> str:
              r"\midrule"]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
-        row = [f"{prefix}{pos}", latex_text(token), *(_cell(c) for c in cells)]
+        row = [f"{prefix}{pos}", label_text(token), *(_cell(c) for c in cells)]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     tabular = "\n".join(lines)
     legend = " ".join(block.legend)
-    caption = latex_text(block.caption) + (f" {latex_text(legend)}" if legend else "")
+    caption = latex_text(f"{block.caption} {legend}".rstrip(), breaks=True)
     # Shrink (never enlarge) a table wider than the text block.
     fitted = ("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
               f"{tabular}}}")

@@ -118,7 +118,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
               if any_exact else f"Values correctly rounded to {decimals} decimals."]
     if indicator:
-        legend = ["1 marks the exact argmax of the last position's logits (several 1s: "
+        legend = ["1 marks the exact argmax of the last position\u2019s logits (several 1s: "
                   "an exact tie)."]
     if clipped:
         legend.append("Shaded: clipped to 0 by ReLU.")

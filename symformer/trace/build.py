@@ -165,7 +165,7 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
         e.worked.expr, e.worked.numbers, sympy.Symbol(fix[str(e.worked.lhs)]), e.worked.value))
         for e in (mu, sigma2))
     note = "" if isinstance(mean.op, RowMean) else (
-        "mean and variance over the whole matrix (every token), not over this token's row")
+        "mean and variance over the whole matrix (every token), not over the row of this token")
     return NormStep(**_common(ctx, stage), entries=_entries(ctx, stage), mean=mu,
                     variance=sigma2, note=note)
 

@@ -12,7 +12,7 @@ import sympy
 
 from symformer.latex.blocks import Cell, Equation, Heading, MatrixBlock, Prose, Table, Worked
 from symformer.latex.blocks import Step as Line
-from symformer.latex.escape import latex_text
+from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.trace.formula import as_latex, general_latex, latex_number
 from symformer.trace.formulas import kind_letter
@@ -25,9 +25,10 @@ def render_latex(trace: Trace) -> str:
                           "\\usepackage[utf8]{inputenc}", "\\usepackage{lmodern}",
                           "\\usepackage[margin=2cm]{geometry}", *PACKAGES,
                           "\\allowdisplaybreaks"])
-    title = f"{trace.title}: the token ``{trace.token}'' through the block"
+    title = f"{trace.title}: the token \u201c{trace.token}\u201d through the block"
     body = [to_latex(b) for b in trace_blocks(trace)]
-    return (f"{preamble}\n\\title{{{latex_text(title)}}}\n\\date{{}}\n\\begin{{document}}\n"
+    title = latex_text(title, breaks=True)
+    return (f"{preamble}\n\\title{{{title}}}\n\\date{{}}\n\\begin{{document}}\n"
             f"\\maketitle\n\n" + "\n\n".join(body) + "\n\\end{document}\n")
 
 
@@ -83,7 +84,7 @@ def _(step: AttentionStep, trace: Trace) -> list:
                   for v, h in zip(step.values, heat))
     table = Table(f"{step.title}: the row of token {trace.position} ({trace.token}).",
                   f"tab:{step.stage}", ((trace.position, trace.token),),
-                  tuple(f"\\text{{{latex_text(lab)}}}" for lab in step.labels), (cells,), 0)
+                  tuple(word_label(lab) for lab in step.labels), (cells,), 0)
     return _equations(step) + [table] + _worked(step.entries) + _note(step)
 
 
