@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -28,3 +30,10 @@ def block(builtin):
 def causal_block(builtin):
     """The built-in example's derivation with the causal mask."""
     return derive(builtin, causal=True)
+
+
+# Hypothesis draws the same examples on every run (and in CI) unless asked to explore:
+# HYPOTHESIS_PROFILE=explore python -m pytest
+settings.register_profile("default", derandomize=True, deadline=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
