@@ -1,0 +1,162 @@
+"""Speed against the certified limit: a hand-written ``arb_mat`` pass, and the CLI's wall time.
+
+    python benchmarks/bench_speed.py
+    python benchmarks/bench_speed.py --big 64,64,8,4      # tokens,d_model,heads,layers
+
+Prints, measured in one run (the machine is shared: read the ratios):
+1. the built-in block: ``derive`` + every stage to 50 certified digits, against a
+   hand-written python-flint ``arb_mat`` forward pass of the same block (output only,
+   200 bits; no rounding, no stage names, no proofs: the certified limit);
+2. ``symformer derive`` on the built-in example as a whole process, against
+   ``python -c "import numpy, flint"`` (medians of several runs of each);
+3. a large random example (default 64 tokens x d_model 64 x 8 heads x 4 layers),
+   derive + 30 digits: time per stage entry against the built-in example's, and its
+   peak memory (measured in a child process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flint import arb, arb_mat, ctx, fmpq
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_engine import exact_run, median_time  # noqa: E402
+
+from symformer import load_example  # noqa: E402
+from symformer.example.schema import Example  # noqa: E402
+
+
+def _mat(m) -> arb_mat:
+    return arb_mat([[arb(fmpq(int(v.p), int(v.q))) for v in m.row(i)] for i in range(m.rows)])
+
+
+def arb_mat_block(example: Example):
+    """A hand-written ``arb_mat`` forward pass of the built-in block (output only).
+
+    Weights are converted once, outside the timing; the positional encoding is
+    computed with arb's sin/cos, as the engine does.
+    """
+    n, d = len(example.tokens), example.d_model
+    ids = example.token_ids
+    layer = example.layers[0]
+    heads = [(_mat(h.W_Q), _mat(h.W_K), _mat(h.W_V), h.d_k) for h in layer.heads]
+    W_O = _mat(layer.W_O)
+    W_1, b_1, W_2, b_2 = (_mat(m) for m in (layer.W_1, layer.b_1, layer.W_2, layer.b_2))
+    eps = arb(fmpq(int(layer.eps.p), int(layer.eps.q)))
+    E = example.embeddings
+
+    def layer_norm(x: arb_mat) -> arb_mat:
+        rows = []
+        for i in range(x.nrows()):
+            row = [x[i, j] for j in range(x.ncols())]
+            mu = sum(row, arb(0)) / len(row)
+            var = sum(((v - mu) * (v - mu) for v in row), arb(0)) / len(row)
+            root = (var + eps).sqrt()
+            rows.append([(v - mu) / root for v in row])
+        return arb_mat(rows)
+
+    def run() -> arb_mat:
+        ctx.prec = 200
+        rows = []
+        for pos, t in enumerate(ids):
+            rows.append([arb(fmpq(int(E[t, j].p), int(E[t, j].q)))
+                         + ((arb(pos) / arb(10000) ** (arb(j - j % 2) / d)).sin() if j % 2 == 0
+                            else (arb(pos) / arb(10000) ** (arb(j - j % 2) / d)).cos())
+                         for j in range(d)])
+        x = arb_mat(rows)
+        outs = []
+        for W_Q, W_K, W_V, d_k in heads:
+            q, k, v = x * W_Q, x * W_K, x * W_V
+            s = q * k.transpose()
+            scale = 1 / arb(d_k).sqrt()
+            weights = []
+            for i in range(n):
+                e = [(s[i, j] * scale).exp() for j in range(n)]
+                total = sum(e, arb(0))
+                weights.append([w / total for w in e])
+            outs.append(arb_mat(weights) * v)
+        concat = arb_mat([[o[i, j] for o in outs for j in range(o.ncols())] for i in range(n)])
+        y = layer_norm(x + concat * W_O)
+        hidden = y * W_1
+        pre = [[hidden[i, j] + b_1[0, j] for j in range(hidden.ncols())] for i in range(n)]
+        act = arb_mat([[v if v > 0 else arb(0) for v in row] for row in pre])
+        f = act * W_2
+        f = arb_mat([[f[i, j] + b_2[0, j] for j in range(d)] for i in range(n)])
+        return layer_norm(y + f)
+
+    return run
+
+
+def process_time(argv: list[str], runs: int) -> float:
+    """Median wall time of a whole process."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+_BIG = """
+import json, resource, sys, time
+sys.path.insert(0, {here!r})
+from bench_engine import exact_run, random_example
+example = random_example(*{shape!r}, seed=3)
+t0 = time.perf_counter()
+entries = exact_run(example, 30)
+seconds = time.perf_counter() - t0
+print(json.dumps({{"entries": entries, "seconds": seconds,
+                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=21)
+    parser.add_argument("--runs", type=int, default=7, help="process runs per command")
+    parser.add_argument("--big", default="64,64,8,4",
+                        help="tokens,d_model,heads,layers of the large example")
+    args = parser.parse_args()
+    example = load_example()
+    exact_run(example, 50)
+
+    limit = arb_mat_block(example)
+    limit()
+    certified = median_time(limit, args.repeat * 5)
+    exact = median_time(lambda: exact_run(example, 50), args.repeat)
+    print("1. built-in block, 50 certified digits of every stage vs an arb_mat pass (200 bits)")
+    print(f"   symformer: {exact * 1e3:.2f} ms; arb_mat: {certified * 1e3:.2f} ms;"
+          f" ratio {exact / certified:.1f}x  (target <= 10x)")
+
+    base = process_time([sys.executable, "-c", "import numpy, flint"], args.runs)
+    cli = process_time([sys.executable, "-m", "symformer", "derive"], args.runs)
+    print("2. whole processes, medians of", args.runs, "runs")
+    print(f"   symformer derive: {cli:.2f} s; python -c 'import numpy, flint': {base:.2f} s;"
+          f" ratio {cli / base:.1f}x  (target <= 3x)")
+
+    shape = tuple(int(v) for v in args.big.split(","))
+    small_entries = exact_run(example, 30)
+    small = median_time(lambda: exact_run(example, 30), args.repeat)
+    code = _BIG.format(here=str(Path(__file__).parent), shape=(*shape,))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True)
+    big = json.loads(out.stdout)
+    per_small, per_big = small / small_entries, big["seconds"] / big["entries"]
+    print(f"3. {' x '.join(map(str, shape))} (tokens x d_model x heads x layers), 30 digits")
+    print(f"   {big['entries']:,} entries in {big['seconds']:.1f} s,"
+          f" {per_big * 1e6:.1f} us/entry vs built-in {per_small * 1e6:.1f} us/entry:"
+          f" ratio {per_big / per_small:.2f}  (target <= 2); peak memory"
+          f" {big['peak_mb']:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
