@@ -11,6 +11,7 @@ ball arithmetic.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,18 +21,23 @@ import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
 from symformer.engine.exact import Canonical, undefined_row
-from symformer.engine.ops import Activation, Normalize, Op, RowVariance
+from symformer.engine.ops import Activation, Normalize, Op, RowVariance, ScaleMask
+from symformer.engine.perturb import differences, finitely_masked
 from symformer.engine.rounding import (
     MAX_PRECISION,
     Rounded,
     ball_bounds,
     certified_rounding,
+    moderate,
     round_fraction,
 )
 from symformer.errors import ClosedFormTooLarge, InputError, NotSupportedError, UndecidedError
 
 #: Closed forms larger than this many operations are refused unless asked for.
 DEFAULT_MAX_OPS = 400
+#: A ball this precise (bits) that still straddles a rounding boundary is worth a
+#: symbolic proof that the value is the boundary.
+PROOF_PRECISION = 4096
 
 
 @dataclass(eq=False)
@@ -127,6 +133,7 @@ class Derivation:
         self._exact_roundings: dict[tuple, Rounded | None] = {}
         self._zeros: set[sympy.Expr] = set()  # expressions proved to be 0
         self._canonical: Canonical | None = None
+        self._exact_twin: Derivation | None = None
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -280,7 +287,8 @@ class Derivation:
             return certified_rounding(
                 lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
                 decimals=decimals, significant=significant,
-                exact=lambda ball: self._round_exact(name, i, j, ball, decimals, significant))
+                exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
+                                                           significant, prec))
 
         return [[entry(i, j) for j in range(cols)] for i in range(rows)]
 
@@ -296,28 +304,87 @@ class Derivation:
         return self.canonical.rational(name, i, j)
 
     def _round_exact(self, name: str, i: int, j: int, ball, decimals: int | None,
-                     significant: int | None) -> Rounded | None:
+                     significant: int | None, prec: int = PROOF_PRECISION
+                     ) -> Rounded | None:
         """The rounding of an entry proved equal to a boundary its ball straddles, or None.
 
         A narrow ball straddles a rounding boundary only when the value probably *is*
         the boundary (an exact zero, or an exact tie such as 0.15 at one decimal).  A
         rational entry is rounded exactly; otherwise the entry minus each boundary is
-        proved zero.
+        proved zero, but only from ``prec >= PROOF_PRECISION`` bits on (a symbolic proof
+        costs more than raising the precision, which decides every near-tie).
         """
         key = (name, i, j, decimals, significant)
-        if key not in self._exact_roundings:
-            self._exact_roundings[key] = None
+        cheap = key + ("cheap",)
+        if cheap not in self._exact_roundings:
+            self._exact_roundings[cheap] = None
             value = self.exact_rational(name, i, j)
             if value is not None:
-                self._exact_roundings[key] = round_fraction(
+                self._exact_roundings[cheap] = round_fraction(
                     value, decimals=decimals, significant=significant)
-                return self._exact_roundings[key]
+        if self._exact_roundings[cheap] is not None or prec < PROOF_PRECISION:
+            return self._exact_roundings[cheap]
+        if key not in self._exact_roundings:
+            self._exact_roundings[key] = self._round_perturbed(
+                name, i, j, ball, decimals, significant) \
+                if finitely_masked(self.stages.values()) else None
             for boundary in _boundaries(ball, decimals, significant):
+                if self._exact_roundings[key] is not None:
+                    break
                 if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
                     self._exact_roundings[key] = round_fraction(
                         boundary, decimals=decimals, significant=significant)
                     break
         return self._exact_roundings[key]
+
+    def _round_perturbed(self, name: str, i: int, j: int, ball, decimals: int | None,
+                         significant: int | None) -> Rounded | None:
+        """The rounding of an entry of a finitely masked derivation near a tie, or None.
+
+        The entry is x0 + d: x0 its value under the exact (-inf) mask, proved equal to
+        the boundary, and d what the finite mask adds (exp(-1e9)-small), enclosed
+        without cancellation (:mod:`symformer.engine.perturb`); d's certified sign
+        picks the side of the boundary.
+        """
+        if not moderate(ball):
+            return None  # an exp(-1e9)-small value: nothing to decide near a tie
+        twin = self._twin()
+        lo, hi = ball_bounds(ball)
+        sides = [round_fraction(x, decimals=decimals, significant=significant)
+                 for x in (lo, hi)]
+        for boundary in _boundaries(ball, decimals, significant):
+            if boundary == 0 and significant is not None:
+                continue  # the digits of an exp(-1e9)-small value: not a tie
+            if twin.exact_rational(name, i, j) != boundary and not twin.prove_zero(
+                    twin._resolved_local(name, i, j) - _rational(boundary)):
+                continue
+            prec = 256
+            while prec <= MAX_PRECISION:
+                base = twin.evaluate(prec)
+                with precision(prec):
+                    stages = list(self)[:list(self.stages).index(name) + 1]
+                    delta = differences(stages, base)
+                if delta is None:
+                    return None
+                d = delta[name][i][j]
+                if d == 0:
+                    return round_fraction(boundary, decimals=decimals, significant=significant)
+                if d > 0 or d < 0:
+                    return sides[1] if d > 0 else sides[0]
+                prec *= 4
+        return None
+
+    def _twin(self) -> Derivation:
+        """This derivation with every finitely masked score masked exactly (-inf)."""
+        if self._exact_twin is None:
+            twin = Derivation(self.example, self.causal)
+            for s in self:
+                op = dataclasses.replace(s.op, mask_value=None) \
+                    if isinstance(s.op, ScaleMask) else s.op
+                twin.add(s.name, s.kind, op, s.inputs, s.rows, s.cols, layer=s.layer,
+                         head=s.head, side=s.side)
+            self._exact_twin = twin
+        return self._exact_twin
 
     def sign(self, name: str, i: int, j: int) -> int:
         """The certified sign (-1, 0 or 1) of one entry; 0 only when proved exactly zero."""
@@ -510,6 +577,8 @@ def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
 
 def _boundaries(ball, decimals: int | None, significant: int | None) -> list[Fraction]:
     """The rounding boundaries (0 and ties) that a ball may straddle."""
+    if not moderate(ball):
+        return [Fraction(0)] if ball.contains(0) else []
     lo, hi = ball_bounds(ball)
     found = [Fraction(0)] if lo <= 0 <= hi else []
     low = round_fraction(lo, decimals=decimals, significant=significant)
@@ -572,6 +641,7 @@ def _rational(x: Fraction) -> sympy.Rational:
 #: (it has no time limit; factoring huge coefficients can run for minutes).
 _SIMPLIFY_MAX_OPS = 80
 _SIMPLIFY_MAX_BITS = 256
+_SIMPLIFY_MAX_ARGUMENT = 2 ** 16
 
 
 def _is_zero(expr: sympy.Expr) -> bool:
@@ -584,6 +654,11 @@ def _is_zero(expr: sympy.Expr) -> bool:
     if sympy.count_ops(expr) > _SIMPLIFY_MAX_OPS or any(
             max(abs(int(n.p)).bit_length(), int(n.q).bit_length()) > _SIMPLIFY_MAX_BITS
             for n in expr.atoms(sympy.Rational)):
+        return False
+    # exp(-10**50 a) becomes a polynomial of degree 10**50 in exp(a) inside simplify
+    if any(max(abs(int(n.p)), int(n.q)) > _SIMPLIFY_MAX_ARGUMENT
+           for f in expr.atoms(sympy.exp, sympy.sin, sympy.cos, sympy.erf)
+           for n in f.args[0].atoms(sympy.Rational)):
         return False
     return sympy.simplify(expr) == 0
 

@@ -8,7 +8,6 @@ arithmetic; no float is involved.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -182,7 +181,7 @@ def round_ball(x: arb, *, decimals: int | None = None,
     if x == 0:
         return round_scaled(0, 0, decimals=decimals, significant=significant)
     wanted = significant if significant is not None else decimals + _magnitude(x) + 1
-    m, r, e = (int(v) for v in x.mid_rad_10exp(max(wanted, 1) + 10))
+    m, r, e = (int(v) for v in x.mid_rad_10exp(_digits(x, wanted)))
     lo, hi = m - r, m + r
     if r == 0:
         return round_scaled(m, e, decimals=decimals, significant=significant)
@@ -195,6 +194,19 @@ def round_ball(x: arb, *, decimals: int | None = None,
     if _value_key(low) == _value_key(high):
         return low if low.exponent <= high.exponent else high
     return None
+
+
+def _digits(x: arb, wanted: int) -> int:
+    """Decimal digits of the midpoint to read: those wanted, or as many as the ball is
+    accurate to (a value 1e-198 from a tie needs 200 digits to be seen off it)."""
+    digits = max(wanted, 1) + 10
+    m, e = x.rad().man_exp()
+    if int(m):
+        top, f = x.abs_upper().man_exp()
+        top_bits = int(f) + int(top).bit_length()
+        rad_bits = int(e) + int(m).bit_length()
+        digits = max(digits, (top_bits - rad_bits) * 3011 // 10000 + 5)
+    return min(digits, MAX_PRECISION // 3 + 20)
 
 
 def _magnitude(x: arb) -> int:
@@ -215,16 +227,36 @@ def _value_key(r: Rounded) -> tuple[int, int]:
 
 def enclose_ball(x: arb, *, decimals: int | None = None,
                  significant: int | None = None) -> Undecided:
-    """The undecided form of a finite ball: its bounds rounded outward."""
-    lo, hi = ball_bounds(x)
+    """The undecided form of a finite ball: its bounds rounded outward.
+
+    Integer arithmetic on Arb's decimal enclosure [m - r, m + r] * 10**e, so balls
+    of any exponent (exp(-1e50)) are fine.
+    """
+    m, r, e = (int(v) for v in x.mid_rad_10exp(max(significant or 0, 1) + 10))
+    lo, hi = m - r, m + r
     if decimals is not None:
         exponent = -decimals
     else:
         top = max(abs(lo), abs(hi))
-        exponent = (_leading_exponent(top) if top else 0) - significant + 1
-    unit = Fraction(10) ** exponent
-    high = Rounded(math.ceil(hi / unit), exponent)
-    return Undecided(math.floor(lo / unit), exponent, high)
+        exponent = e + len(str(top)) - significant if top else 0
+    return Undecided(_floor_scaled(lo, e - exponent), exponent,
+                     Rounded(-_floor_scaled(-hi, e - exponent), exponent))
+
+
+def _floor_scaled(n: int, shift: int) -> int:
+    """floor(n * 10**shift) for integers n and shift (shift may be hugely negative)."""
+    if shift >= 0:
+        return n * 10 ** shift
+    if -shift > len(str(abs(n))) + 1:
+        return -1 if n < 0 else 0
+    return n // 10 ** -shift
+
+
+def moderate(x: arb) -> bool:
+    """Whether a finite ball's exponents are small enough for :func:`ball_bounds`."""
+    if not x.is_finite():
+        return False
+    return all(abs(int(e)) < 2 ** 20 for _, e in (x.mid().man_exp(), x.rad().man_exp()))
 
 
 def missing_bits(x: arb, *, decimals: int | None = None,
@@ -260,18 +292,18 @@ def start_precision(decimals: int | None, significant: int | None) -> int:
 
 def certified_rounding(ball_at: Callable[[int], arb], where: str, *,
                        decimals: int | None = None, significant: int | None = None,
-                       exact: Callable[[arb], Rounded | None] | None = None) -> Rounded:
+                       exact: Callable[[arb, int], Rounded | None] | None = None) -> Rounded:
     """The correct rounding of one value, raising the precision up to :data:`MAX_PRECISION`.
 
     ``ball_at(prec)`` is the value's ball at ``prec`` bits (evaluated inside
     :func:`~symformer.engine.arbmath.precision`).  The precision doubles, or jumps
-    by what a wide ball lacks (huge magnitudes need more bits).  ``exact(ball)`` is
-    tried once the ball is narrow but still straddles a boundary (an exact tie or
-    zero): it returns the proved rounding or None.  At the ceiling a narrow ball gives
+    by what a wide ball lacks (huge magnitudes need more bits).  ``exact(ball, prec)``
+    is tried whenever the ball is narrow but still straddles a boundary (an exact tie
+    or zero): it returns the proved rounding or None.  At the ceiling a narrow ball gives
     :class:`Undecided` and an :class:`~symformer.errors.UndecidedWarning` naming
     ``where``; a ball that is not even narrow raises :class:`UndecidedError`.
     """
-    prec, tried = start_precision(decimals, significant), False
+    prec = start_precision(decimals, significant)
     while True:
         with precision(prec):
             ball = ball_at(prec)
@@ -281,9 +313,8 @@ def certified_rounding(ball_at: Callable[[int], arb], where: str, *,
         if rounded is not None:
             return rounded
         missing = missing_bits(ball, decimals=decimals, significant=significant)
-        if exact is not None and not tried and missing is not None and missing <= 0:
-            tried = True
-            rounded = exact(ball)
+        if exact is not None and missing is not None and missing <= 0:
+            rounded = exact(ball, prec)
             if rounded is not None:
                 return rounded
         if prec >= MAX_PRECISION:
