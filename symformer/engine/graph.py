@@ -91,7 +91,9 @@ class Stage:
     def values(self, *, decimals: int | None = None, significant: int | None = None
                ) -> list[list[str]]:
         """Certified decimal strings ("-inf" for masked scores)."""
-        as_text = Rounded.fixed if decimals is not None else Rounded.significant
+        def as_text(r: Rounded) -> str:
+            return r.fixed() if decimals is not None else r.significant()
+
         return [["-inf" if r is None else as_text(r) for r in row]
                 for row in self.rounded(decimals=decimals, significant=significant)]
 
