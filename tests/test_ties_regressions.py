@@ -19,6 +19,7 @@ import pytest
 from symformer import derive, load_example, parse_example
 from symformer.cli import main
 from symformer.engine import rounding
+from symformer.errors import UndecidedWarning
 
 DATA = Path(__file__).parent / "data" / "ties"
 
@@ -172,7 +173,16 @@ def test_undecided_entries_are_printed_with_their_enclosure(monkeypatch, capsys,
                      "--stage", "embeddings", "--out", str(out)]) == 0
         assert any("0.1..0.2?" in f.read_text() for f in out.rglob("*") if f.is_file()), fmt
     g = derive(load_example(path))
-    r = g["embeddings"].rounded(decimals=1)[0][1]
+    with pytest.warns(UndecidedWarning, match=r"embeddings\[0,1\]"):
+        r = g["embeddings"].rounded(decimals=1)[0][1]
     assert isinstance(r, rounding.Undecided)
     assert r.low.value() <= Fraction(3, 20) <= r.high.value()
     assert (r.low.fixed(), r.high.fixed()) == ("0.1", "0.2")
+
+
+def test_heat_maps_read_the_undecided_form() -> None:
+    from symformer.latex.tables import heat_of
+
+    assert rounding.display_value("0.1..0.2?") == Fraction(1, 10)
+    assert rounding.display_value("-0.25") == Fraction(-1, 4)
+    assert heat_of("0.4..0.5?") == heat_of("0.4")
