@@ -29,3 +29,7 @@ class ClosedFormTooLarge(NotSupportedError):
 
 class UndecidedError(SymformerError):
     """Certified arithmetic could not decide a sign or a rounding within limits."""
+
+
+class UndecidedWarning(UserWarning):
+    """An entry's rounding was not decided: it is printed in the undecided form."""

@@ -12,9 +12,10 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import warnings
 from collections.abc import Sequence
 
-from symformer.errors import InputError, NotSupportedError, UndecidedError
+from symformer.errors import InputError, NotSupportedError, UndecidedError, UndecidedWarning
 
 DESCRIPTION = """\
 Derive a small Transformer example exactly, stage by stage, and turn the derivation
@@ -46,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_printer(command: str):
+    """``warnings.showwarning`` as one line on stderr: ``symformer CMD: warning: ...``."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"symformer {command}: warning: {message}", file=sys.stderr)
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
@@ -54,7 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", UndecidedWarning)
+            warnings.showwarning = _warning_printer(args.command)
+            return int(args.func(args) or 0)
     except InputError as exc:
         print(f"symformer {args.command}: error: {exc}", file=sys.stderr)
         return 2

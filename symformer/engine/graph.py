@@ -19,17 +19,27 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
-from symformer.engine.rounding import Rounded, ball_bounds, round_ball, round_fraction
-from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
+from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
+from symformer.engine.exact import Canonical, undefined_row
+from symformer.engine.perturb import differences, finitely_masked
+from symformer.engine.rounding import (
+    MAX_PRECISION,
+    Rounded,
+    ball_bounds,
+    certified_rounding,
+    moderate,
+    round_fraction,
+)
+from symformer.errors import ClosedFormTooLarge, InputError, NotSupportedError, UndecidedError
 
 if TYPE_CHECKING:
     from symformer.ops.base import Operation as Op
 
 #: Closed forms larger than this many operations are refused unless asked for.
 DEFAULT_MAX_OPS = 400
-#: Doublings of the working precision before falling back to an exact check.
-_MAX_DOUBLINGS = 6
+#: A ball this precise (bits) that still straddles a rounding boundary is worth a
+#: symbolic proof that the value is the boundary.
+PROOF_PRECISION = 4096
 
 
 @dataclass(eq=False)
@@ -83,7 +93,9 @@ class Stage:
     def values(self, *, decimals: int | None = None, significant: int | None = None
                ) -> list[list[str]]:
         """Certified decimal strings ("-inf" for masked scores)."""
-        as_text = Rounded.fixed if decimals is not None else Rounded.significant
+        def as_text(r: Rounded) -> str:
+            return r.fixed() if decimals is not None else r.significant()
+
         return [["-inf" if r is None else as_text(r) for r in row]
                 for row in self.rounded(decimals=decimals, significant=significant)]
 
@@ -124,6 +136,8 @@ class Derivation:
         self._signs: dict[tuple[str, int, int], int] = {}
         self._exact_roundings: dict[tuple, Rounded | None] = {}
         self._zeros: set[sympy.Expr] = set()  # expressions proved to be 0
+        self._canonical: Canonical | None = None
+        self._exact_twin: Derivation | None = None
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -243,63 +257,138 @@ class Derivation:
             with precision(prec):
                 for stage in self:
                     values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
+                    self._check_denominators(stage, values)
             self._balls[prec] = values
         return self._balls[prec]
 
+    def _check_denominators(self, stage: Stage, values: dict[str, ArbMatrix]) -> None:
+        """A row that divides by an entry exactly 0 (LayerNorm, eps = 0, a constant row)
+        is undefined: the operation's error.
+
+        Only denominators whose ball contains 0 are examined, exactly (by the exact
+        forward pass, then by a proof that the denominator is 0).
+        """
+        for row in range(stage.shape[0]):
+            for k, i, j in stage.op.denominators(row):
+                name = stage.inputs[k]
+                if values[name][i][j] > 0 or values[name][i][j] < 0:
+                    continue
+                self.canonical.upto(stage.name)  # raises for a denominator exactly 0
+                if self.prove_zero(self.symbols(name)[i, j], decide_relu=False):
+                    raise undefined_row(stage, row)
+
     def rounded(self, name: str, *, decimals: int | None = None,
                 significant: int | None = None) -> list[list[Rounded | None]]:
-        """Certified correct roundings of a stage (``None`` for a masked score)."""
+        """Certified correct roundings of a stage (``None`` for a masked score).
+
+        An entry that no precision up to :data:`MAX_PRECISION` and no exact proof
+        decides is an :class:`~symformer.engine.rounding.Undecided` (printed
+        ``low..high?``), with an :class:`~symformer.errors.UndecidedWarning` naming it.
+        """
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
         rows, cols = self[name].shape
-        wanted = significant if significant is not None else max(decimals, 0) + 6
-        result: list[list[Rounded | None]] = [[None] * cols for _ in range(rows)]
-        pending = {(i, j) for i in range(rows) for j in range(cols)}
-        prec = int(wanted * 3.33) + 64
-        for attempt in range(_MAX_DOUBLINGS):
-            balls = self.evaluate(prec)[name]
-            for i, j in list(pending):
-                ball = balls[i][j]
-                if ball is NEG_INF:
-                    pending.discard((i, j))
-                    continue
-                r = round_ball(ball, decimals=decimals, significant=significant)
-                if r is None and attempt >= 1:
-                    # Still on a boundary after doubling the precision: the value is
-                    # probably the boundary itself (an exact zero or tie); try to prove
-                    # it before paying for ever higher precision.
-                    r = self._round_exact(name, i, j, ball, decimals, significant)
-                if r is not None:
-                    result[i][j] = r
-                    pending.discard((i, j))
-            if not pending:
-                return result
-            prec *= 2
-        (i, j), *_ = sorted(pending)
-        raise UndecidedError(
-            f"cannot decide the rounding of {name}[{i},{j}]: at {prec // 2} bits its value "
-            f"is still within the ball {self.evaluate(prec // 2)[name][i][j].str(10)}, and it "
-            f"could not be proved equal to the rounding boundary inside it"
-        )
+
+        def entry(i: int, j: int) -> Rounded | None:
+            return certified_rounding(
+                lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
+                decimals=decimals, significant=significant,
+                exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
+                                                           significant, prec))
+
+        return [[entry(i, j) for j in range(cols)] for i in range(rows)]
+
+    @property
+    def canonical(self) -> Canonical:
+        """Exact canonical forms of the entries (rational values, shared symbols)."""
+        if self._canonical is None:
+            self._canonical = Canonical(self)
+        return self._canonical
+
+    def exact_rational(self, name: str, i: int, j: int) -> Fraction | None:
+        """The exact value of an entry when the exact forward pass finds it rational."""
+        return self.canonical.rational(name, i, j)
 
     def _round_exact(self, name: str, i: int, j: int, ball, decimals: int | None,
-                     significant: int | None) -> Rounded | None:
+                     significant: int | None, prec: int = PROOF_PRECISION
+                     ) -> Rounded | None:
         """The rounding of an entry proved equal to a boundary its ball straddles, or None.
 
-        A ball straddles a rounding boundary at every precision only when the value *is*
-        the boundary (an exact zero, or an exact tie such as 0.15 at one decimal).
+        A narrow ball straddles a rounding boundary only when the value probably *is*
+        the boundary (an exact zero, or an exact tie such as 0.15 at one decimal).  A
+        rational entry is rounded exactly; otherwise the entry minus each boundary is
+        proved zero, but only from ``prec >= PROOF_PRECISION`` bits on (a symbolic proof
+        costs more than raising the precision, which decides every near-tie).
         """
         key = (name, i, j, decimals, significant)
-        if not ball.is_finite():
-            return None  # overflow in ball arithmetic: nothing to prove against
+        cheap = key + ("cheap",)
+        if cheap not in self._exact_roundings:
+            self._exact_roundings[cheap] = None
+            value = self.exact_rational(name, i, j)
+            if value is not None:
+                self._exact_roundings[cheap] = round_fraction(
+                    value, decimals=decimals, significant=significant)
+        if self._exact_roundings[cheap] is not None or prec < PROOF_PRECISION:
+            return self._exact_roundings[cheap]
         if key not in self._exact_roundings:
-            self._exact_roundings[key] = None
+            self._exact_roundings[key] = self._round_perturbed(
+                name, i, j, ball, decimals, significant) \
+                if finitely_masked(self.stages.values()) else None
             for boundary in _boundaries(ball, decimals, significant):
+                if self._exact_roundings[key] is not None:
+                    break
                 if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
                     self._exact_roundings[key] = round_fraction(
                         boundary, decimals=decimals, significant=significant)
                     break
         return self._exact_roundings[key]
+
+    def _round_perturbed(self, name: str, i: int, j: int, ball, decimals: int | None,
+                         significant: int | None) -> Rounded | None:
+        """The rounding of an entry of a finitely masked derivation near a tie, or None.
+
+        The entry is x0 + d: x0 its value under the exact (-inf) mask, proved equal to
+        the boundary, and d what the finite mask adds (exp(-1e9)-small), enclosed
+        without cancellation (:mod:`symformer.engine.perturb`); d's certified sign
+        picks the side of the boundary.
+        """
+        if not moderate(ball):
+            return None  # an exp(-1e9)-small value: nothing to decide near a tie
+        twin = self._twin()
+        lo, hi = ball_bounds(ball)
+        sides = [round_fraction(x, decimals=decimals, significant=significant)
+                 for x in (lo, hi)]
+        for boundary in _boundaries(ball, decimals, significant):
+            if boundary == 0 and significant is not None:
+                continue  # the digits of an exp(-1e9)-small value: not a tie
+            if twin.exact_rational(name, i, j) != boundary and not twin.prove_zero(
+                    twin._resolved_local(name, i, j) - _rational(boundary)):
+                continue
+            prec = 256
+            while prec <= MAX_PRECISION:
+                base = twin.evaluate(prec)
+                with precision(prec):
+                    stages = list(self)[:list(self.stages).index(name) + 1]
+                    delta = differences(stages, base)
+                if delta is None:
+                    return None
+                d = delta[name][i][j]
+                if d == 0:
+                    return round_fraction(boundary, decimals=decimals, significant=significant)
+                if d > 0 or d < 0:
+                    return sides[1] if d > 0 else sides[0]
+                prec *= 4
+        return None
+
+    def _twin(self) -> Derivation:
+        """This derivation with every finitely masked score masked exactly (-inf)."""
+        if self._exact_twin is None:
+            twin = Derivation(self.example, self.causal)
+            for s in self:
+                twin.add(s.name, s.kind, s.op.exactly_masked(), s.inputs, s.rows, s.cols,
+                         layer=s.layer, head=s.head, side=s.side)
+            self._exact_twin = twin
+        return self._exact_twin
 
     def sign(self, name: str, i: int, j: int) -> int:
         """The certified sign (-1, 0 or 1) of one entry; 0 only when proved exactly zero."""
@@ -309,19 +398,28 @@ class Derivation:
         return self._signs[key]
 
     def _decide_sign(self, name: str, i: int, j: int) -> int:
-        prec = 128
-        for attempt in range(_MAX_DOUBLINGS):
+        prec, tried = 128, False
+        while True:
             ball = self.evaluate(prec)[name][i][j]
             if ball is NEG_INF or ball < 0:
                 return -1
             if ball > 0:
                 return 1
-            if ball == 0 or (attempt == 1 and self.prove_zero(self._resolved_local(name, i, j))):
+            if ball == 0:
                 return 0
+            if not tried and prec >= 256:
+                tried = True
+                value = self.exact_rational(name, i, j)
+                if value is not None:
+                    return (value > 0) - (value < 0)
+                if self.prove_zero(self._resolved_local(name, i, j)):
+                    return 0
+            if prec >= MAX_PRECISION:
+                raise UndecidedError(
+                    f"cannot decide the sign of {name}[{i},{j}]: at the precision ceiling of "
+                    f"{MAX_PRECISION} bits its ball {ball.str(5, radius=True)} contains 0, "
+                    f"and it could not be proved exactly 0")
             prec *= 2
-        raise UndecidedError(
-            f"cannot decide the sign of {name}[{i},{j}]: it is within 2^-{prec // 4} of 0 "
-            f"and could not be proved exactly 0")
 
     def prove_zero(self, expr: sympy.Expr, max_ops: int = 3000, max_unfold: int = 200,
                    decide_relu: bool = True) -> bool:
@@ -330,18 +428,26 @@ class Derivation:
         Unfolds local formulas latest stage first, cancelling after each step: a
         difference of entries that agree for structural reasons (a LayerNorm row
         summing to its betas, a W_O whose columns cancel) vanishes after a few
-        steps, long before the full closed form is built.  Only the numerator is kept:
-        every denominator in a stage formula is non-zero, as the stage's finite
-        certified values show.  Never numeric.  With ``decide_relu=False`` ReLU stays
-        max(0, h) instead of being resolved by a certified sign, so nothing is evaluated
-        (for proofs made while the graph itself is being evaluated).
+        steps, long before the full closed form is built.  Entries are first replaced by
+        their exact canonical forms (:mod:`symformer.engine.exact`: rational values,
+        one symbol for provably equal entries).  Only the numerator is kept, once every
+        factor of the denominator is shown non-zero: structurally (a sum of
+        exponentials, a variance plus eps > 0) or by a certified ball that excludes 0
+        (a LayerNorm root with eps = 0).  Never numeric otherwise.  With
+        ``decide_relu=False`` ReLU stays max(0, h) instead of being resolved by a
+        certified sign, so nothing is evaluated (for proofs made while the graph itself
+        is being evaluated).
         """
         order = {name: k for k, name in enumerate(self.stages)}
         steps: list[sympy.Expr] = []  # each is 0 iff expr is: all proved by one proof
         proved = False
         for _ in range(max_unfold):
+            expr = self.canonical.substitute(expr)  # rational values, shared symbols
             if _has_symbolic_denominator(expr):
-                expr = sympy.numer(sympy.together(expr))
+                numerator, denominator = sympy.together(expr).as_numer_denom()
+                if not self._nonzero(denominator):
+                    break  # a denominator not shown non-zero: no proof
+                expr = numerator
             squares = _sum_of_squares(expr)
             if squares:  # stage values are real: a sum of squares is 0 iff each base is
                 proved = all(self.prove_zero(b, max_ops, max_unfold, decide_relu)
@@ -380,6 +486,58 @@ class Derivation:
                 if e.free_symbols:
                     self._zeros.add(_normal(e))
         return proved
+
+    def _nonzero(self, denominator: sympy.Expr) -> bool:
+        """Whether every factor of ``denominator`` is shown non-zero (False: no proof)."""
+        for factor in sympy.Mul.make_args(denominator):
+            base = factor.base if factor.is_Pow and factor.exp.is_positive else factor
+            if base.is_Rational:
+                if base == 0:
+                    return False
+                continue
+            if self._sign_hint(base) == 1:
+                continue
+            if not self._ball_excludes_zero(base):
+                return False
+        return True
+
+    def _sign_hint(self, expr: sympy.Expr) -> int | None:
+        """1 if ``expr`` is structurally positive, 0 if non-negative, None if unknown."""
+        if expr.is_Rational:
+            return 1 if expr > 0 else 0 if expr == 0 else None
+        if isinstance(expr, sympy.exp) or expr in (sympy.E, sympy.pi):
+            return 1
+        if expr.is_Symbol:
+            op = self[self.owner(expr)[0]].op if expr in self._owner else None
+            return 0 if op is not None and op.nonnegative else None
+        if expr.is_Pow and expr.exp.is_Integer and expr.exp.is_even:
+            return 0 if self._sign_hint(expr.base) != 1 else 1
+        if expr.is_Add or expr.is_Mul or expr.is_Pow:
+            hints = [self._sign_hint(a) for a in (expr.args if not expr.is_Pow
+                                                  else (expr.base,))]
+            if None in hints or expr.is_Pow and not expr.exp.is_positive:
+                return None
+            return (1 if any(h == 1 for h in hints) else 0) if expr.is_Add else min(hints)
+        return None
+
+    def _ball_excludes_zero(self, expr: sympy.Expr) -> bool:
+        """Whether ``expr`` certainly is not 0, by its ball at the highest precision so far."""
+        if not self._balls:
+            return False
+        prec = max(self._balls)
+        env = {}
+        for s in expr.free_symbols:
+            name, i, j = self.owner(s)
+            ball = self._balls[prec][name][i][j]
+            if ball is NEG_INF:
+                return False
+            env[s] = ball
+        try:
+            with precision(prec):
+                ball = sympy_to_arb(expr, env)
+        except NotSupportedError:
+            return False
+        return ball.is_finite() and not ball.contains(0)
 
     def _every_term_has_a_zero_factor(self, expr: sympy.Expr, max_ops: int,
                                       max_unfold: int) -> bool:
@@ -420,6 +578,8 @@ def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
 
 def _boundaries(ball, decimals: int | None, significant: int | None) -> list[Fraction]:
     """The rounding boundaries (0 and ties) that a ball may straddle."""
+    if not moderate(ball):
+        return [Fraction(0)] if ball.contains(0) else []
     lo, hi = ball_bounds(ball)
     found = [Fraction(0)] if lo <= 0 <= hi else []
     low = round_fraction(lo, decimals=decimals, significant=significant)
@@ -478,10 +638,29 @@ def _rational(x: Fraction) -> sympy.Rational:
     return sympy.Rational(x.numerator, x.denominator)
 
 
+#: SymPy's simplify is tried only on expressions this small, with numbers this short
+#: (it has no time limit; factoring huge coefficients can run for minutes).
+_SIMPLIFY_MAX_OPS = 80
+_SIMPLIFY_MAX_BITS = 256
+_SIMPLIFY_MAX_ARGUMENT = 2 ** 16
+
+
 def is_zero(expr: sympy.Expr) -> bool:
-    """Exact zero test (never numeric): structural, then SymPy's simplification."""
+    """Exact zero test (never numeric): structural, then SymPy's simplification.
+
+    False (no proof) for expressions too large to simplify in bounded time.
+    """
     if expr == 0:
         return True
+    if sympy.count_ops(expr) > _SIMPLIFY_MAX_OPS or any(
+            max(abs(int(n.p)).bit_length(), int(n.q).bit_length()) > _SIMPLIFY_MAX_BITS
+            for n in expr.atoms(sympy.Rational)):
+        return False
+    # exp(-10**50 a) becomes a polynomial of degree 10**50 in exp(a) inside simplify
+    if any(max(abs(int(n.p)), int(n.q)) > _SIMPLIFY_MAX_ARGUMENT
+           for f in expr.atoms(sympy.exp, sympy.sin, sympy.cos, sympy.erf)
+           for n in f.args[0].atoms(sympy.Rational)):
+        return False
     return sympy.simplify(expr) == 0
 
 

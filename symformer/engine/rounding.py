@@ -8,10 +8,22 @@ arithmetic; no float is involved.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 from flint import arb
+
+from symformer.engine.arbmath import precision
+from symformer.errors import UndecidedError, UndecidedWarning
+
+#: The working precision (bits) is never raised past this ceiling.  An entry still
+#: undecided there is printed in the undecided form (see :class:`Undecided`), or,
+#: when even its enclosure is useless (an overflow), ends the run naming the entry.
+MAX_PRECISION = 2 ** 16
+#: Bits of margin below the last kept digit before a ball counts as narrow.
+_MARGIN = 20
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,41 @@ class Rounded:
 
     def __float__(self) -> float:  # for display helpers only, never for decisions
         return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+
+
+@dataclass(frozen=True)
+class Undecided(Rounded):
+    """An entry whose rounding is not decided: printed ``low..high?``.
+
+    ``digits``/``exponent`` give ``low`` and ``high`` the other end of the value's
+    certified enclosure rounded outward to the requested places: the exact value lies
+    in [low, high] and its correct rounding is one of the two.  It happens only when a
+    ball still straddles a rounding boundary (an exact tie or zero that no proof
+    settled) at :data:`MAX_PRECISION` bits.
+    """
+
+    high: Rounded = Rounded(0, 0)
+
+    @property
+    def low(self) -> Rounded:
+        """The lower end as a plain :class:`Rounded`."""
+        return Rounded(self.digits, self.exponent)
+
+    def fixed(self) -> str:
+        """``0.187..0.188?``."""
+        return f"{self.low.fixed()}..{self.high.fixed()}?"
+
+    def significant(self) -> str:
+        """``1.87e-9..1.88e-9?``."""
+        return f"{self.low.significant()}..{self.high.significant()}?"
+
+
+def display_value(text: str) -> Fraction:
+    """A printed value as a fraction, for display helpers (heat maps) only.
+
+    Accepts the undecided form ``low..high?`` (its lower end).
+    """
+    return Fraction(text.split("..")[0].rstrip("?"))
 
 
 def _round_int(numerator: int, denominator: int) -> int:
@@ -104,10 +151,11 @@ def round_fraction(value: Fraction, *, decimals: int | None = None,
 
 def _leading_exponent(x: Fraction) -> int:
     """floor(log10(x)) for x > 0, exactly."""
-    e = len(str(x.numerator)) - len(str(x.denominator))
-    if Fraction(10) ** e > x:
+    # bit lengths, not decimal strings: exact bounds of 2^-65536 have ~20,000 digits
+    e = (x.numerator.bit_length() - x.denominator.bit_length()) * 30103 // 100000
+    while Fraction(10) ** e > x:
         e -= 1
-    elif Fraction(10) ** (e + 1) <= x:
+    while Fraction(10) ** (e + 1) <= x:
         e += 1
     return e
 
@@ -133,7 +181,7 @@ def round_ball(x: arb, *, decimals: int | None = None,
     if x == 0:
         return round_scaled(0, 0, decimals=decimals, significant=significant)
     wanted = significant if significant is not None else decimals + _magnitude(x) + 1
-    m, r, e = (int(v) for v in x.mid_rad_10exp(max(wanted, 1) + 10))
+    m, r, e = (int(v) for v in x.mid_rad_10exp(_digits(x, wanted)))
     lo, hi = m - r, m + r
     if r == 0:
         return round_scaled(m, e, decimals=decimals, significant=significant)
@@ -146,6 +194,19 @@ def round_ball(x: arb, *, decimals: int | None = None,
     if _value_key(low) == _value_key(high):
         return low if low.exponent <= high.exponent else high
     return None
+
+
+def _digits(x: arb, wanted: int) -> int:
+    """Decimal digits of the midpoint to read: those wanted, or as many as the ball is
+    accurate to (a value 1e-198 from a tie needs 200 digits to be seen off it)."""
+    digits = max(wanted, 1) + 10
+    m, e = x.rad().man_exp()
+    if int(m):
+        top, f = x.abs_upper().man_exp()
+        top_bits = int(f) + int(top).bit_length()
+        rad_bits = int(e) + int(m).bit_length()
+        digits = max(digits, (top_bits - rad_bits) * 3011 // 10000 + 5)
+    return min(digits, MAX_PRECISION // 3 + 20)
 
 
 def _magnitude(x: arb) -> int:
@@ -162,3 +223,116 @@ def _value_key(r: Rounded) -> tuple[int, int]:
         digits //= 10
         exponent += 1
     return digits, exponent if digits else 0
+
+
+def enclose_ball(x: arb, *, decimals: int | None = None,
+                 significant: int | None = None) -> Undecided:
+    """The undecided form of a finite ball: its bounds rounded outward.
+
+    Integer arithmetic on Arb's decimal enclosure [m - r, m + r] * 10**e, so balls
+    of any exponent (exp(-1e50)) are fine.
+    """
+    m, r, e = (int(v) for v in x.mid_rad_10exp(max(significant or 0, 1) + 10))
+    lo, hi = m - r, m + r
+    if decimals is not None:
+        exponent = -decimals
+    else:
+        top = max(abs(lo), abs(hi))
+        exponent = e + len(str(top)) - significant if top else 0
+    return Undecided(_floor_scaled(lo, e - exponent), exponent,
+                     Rounded(-_floor_scaled(-hi, e - exponent), exponent))
+
+
+def _floor_scaled(n: int, shift: int) -> int:
+    """floor(n * 10**shift) for integers n and shift (shift may be hugely negative)."""
+    if shift >= 0:
+        return n * 10 ** shift
+    if -shift > len(str(abs(n))) + 1:
+        return -1 if n < 0 else 0
+    return n // 10 ** -shift
+
+
+def moderate(x: arb) -> bool:
+    """Whether a finite ball's exponents are small enough for :func:`ball_bounds`."""
+    if not x.is_finite():
+        return False
+    return all(abs(int(e)) < 2 ** 20 for _, e in (x.mid().man_exp(), x.rad().man_exp()))
+
+
+def missing_bits(x: arb, *, decimals: int | None = None,
+                 significant: int | None = None) -> int | None:
+    """Bits of precision the ball lacks to resolve the last kept digit with a margin.
+
+    ``<= 0``: the ball is *narrow* (a boundary it straddles is probably the value
+    itself); ``None``: the ball is not finite (an overflow or NaN).
+    """
+    if not x.is_finite():
+        return None
+    m, e = x.rad().man_exp()
+    if int(m) == 0:
+        return 0
+    rad_bits = int(e) + int(m).bit_length()
+    if significant is not None and x.contains(0):
+        # significant digits of a value that may be 0: narrow once within 2^-64 of 0
+        return rad_bits + 64
+    if decimals is not None:
+        unit_exponent = -decimals
+    else:
+        top, f = x.abs_upper().man_exp()
+        unit_exponent = (int(f) + int(top).bit_length()) * 3 // 10 - significant
+    unit_bits = unit_exponent * 3321 // 1000 - 1  # log2(10) > 3.321
+    return rad_bits - unit_bits + _MARGIN
+
+
+def start_precision(decimals: int | None, significant: int | None) -> int:
+    """The first working precision tried for ``decimals`` places or ``significant`` digits."""
+    wanted = significant if significant is not None else max(decimals, 0) + 6
+    return int(wanted * 3.33) + 64
+
+
+def certified_rounding(ball_at: Callable[[int], arb], where: str, *,
+                       decimals: int | None = None, significant: int | None = None,
+                       exact: Callable[[arb, int], Rounded | None] | None = None) -> Rounded:
+    """The correct rounding of one value, raising the precision up to :data:`MAX_PRECISION`.
+
+    ``ball_at(prec)`` is the value's ball at ``prec`` bits (evaluated inside
+    :func:`~symformer.engine.arbmath.precision`).  The precision doubles, or jumps
+    by what a wide ball lacks (huge magnitudes need more bits).  ``exact(ball, prec)``
+    is tried whenever the ball is narrow but still straddles a boundary (an exact tie
+    or zero): it returns the proved rounding or None.  At the ceiling a narrow ball gives
+    :class:`Undecided` and an :class:`~symformer.errors.UndecidedWarning` naming
+    ``where``; a ball that is not even narrow raises :class:`UndecidedError`.
+    """
+    prec = start_precision(decimals, significant)
+    while True:
+        with precision(prec):
+            ball = ball_at(prec)
+        if ball is None:  # a masked score
+            return None
+        rounded = round_ball(ball, decimals=decimals, significant=significant)
+        if rounded is not None:
+            return rounded
+        missing = missing_bits(ball, decimals=decimals, significant=significant)
+        if exact is not None and missing is not None and missing <= 0:
+            rounded = exact(ball, prec)
+            if rounded is not None:
+                return rounded
+        if prec >= MAX_PRECISION:
+            break
+        wanted = prec + max(missing or 0, 0) + 32
+        while prec < wanted:
+            prec *= 2
+        prec = min(prec, MAX_PRECISION)
+    if missing is not None and missing <= 0:
+        undecided = enclose_ball(ball, decimals=decimals, significant=significant)
+        text = undecided.fixed() if decimals is not None else undecided.significant()
+        warnings.warn(UndecidedWarning(
+            f"{where}: rounding undecided at {MAX_PRECISION} bits (a tie or zero that no "
+            f"proof settled); printed as {text}: the value lies in that range and its "
+            f"correct rounding is one of its ends"), stacklevel=2)
+        return undecided
+    state = "is not finite (an overflow)" if missing is None else \
+        f"is still {ball.str(5, radius=True)}"
+    raise UndecidedError(
+        f"cannot decide the rounding of {where}: at the precision ceiling of "
+        f"{MAX_PRECISION} bits its ball {state}")

@@ -11,6 +11,7 @@ import re
 from fractions import Fraction
 
 from symformer.engine import Stage
+from symformer.engine.rounding import display_value
 from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
@@ -78,7 +79,7 @@ def heat_of(text: str) -> int | None:
     """Shade for an attention weight in [0, 1], from its certified decimal string."""
     if text == "-inf":
         return None
-    value = max(Fraction(0), min(Fraction(1), Fraction(text)))
+    value = max(Fraction(0), min(Fraction(1), display_value(text)))
     return round(value * MAX_HEAT)
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import flint
 
 from symformer.engine import Stage
-from symformer.engine.rounding import Rounded, round_ball
-from symformer.errors import ClosedFormTooLarge, UndecidedError
+from symformer.engine.rounding import certified_rounding
+from symformer.errors import ClosedFormTooLarge
 from symformer.latex import numbers
 from symformer.latex.blocks import Step, Worked
 from symformer.latex.escape import word_label
@@ -126,15 +126,12 @@ def bracket(terms: list[str]) -> str:
     return rf"\left({body}\right)"
 
 
-def certified(fn: Callable[[int], flint.arb], decimals: int) -> str:
-    """A derived quantity's certified decimal: ``fn(prec)`` is its ball at ``prec`` bits."""
-    prec = 128
-    for _ in range(6):
-        rounded = round_ball(fn(prec), decimals=decimals)
-        if rounded is not None:
-            return Rounded.fixed(rounded)
-        prec *= 2
-    raise UndecidedError("cannot decide the rounding of an intermediate value")
+def certified(fn: Callable[[int], flint.arb], decimals: int, where: str) -> str:
+    """A derived quantity's certified decimal: ``fn(prec)`` is its ball at ``prec`` bits.
+
+    ``where`` names the quantity in a warning or error (an undecided rounding).
+    """
+    return certified_rounding(fn, where, decimals=decimals).fixed()
 
 
 Builder = Callable[[Stage, int, Style], list[Step]]
@@ -290,8 +287,8 @@ def _softmax(stage: Stage, i: int, style: Style) -> list[Step]:
     def total(prec: int) -> flint.arb:
         return sum((scores.balls(prec)[i][j].exp() for j in live), flint.arb(0))
 
-    exps = {j: certified(ball(j), style.decimals) for j in live}
-    sigma = certified(total, style.decimals)
+    exps = {j: certified(ball(j), style.decimals, f"exp({scores.name}[{i},{j}])") for j in live}
+    sigma = certified(total, style.decimals, f"the sum of exp({scores.name}[{i},k]) over k")
     steps = [Step(r"\Sigma", (
         ("=", join_terms([rf"e^{{{_sub(ls, at(j))}}}" for j in live])),
         ("=", join_terms([rf"e^{{{s(i, j)}}}" for j in live])),

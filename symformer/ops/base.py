@@ -35,6 +35,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.errors import InputError
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -91,6 +92,8 @@ class Operation(ABC):
     #: True when rational inputs give rational outputs (exact recomputation from an
     #: author's printed numbers is then possible without balls).
     rational: ClassVar[bool] = False
+    #: True when every output entry is >= 0 whatever the inputs (a variance).
+    nonnegative: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,6 +130,37 @@ class Operation(ABC):
         operations (ReLU) override this; the formula is returned unchanged otherwise.
         """
         return entry
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix | None:
+        """f(x0 + dx) - f(x0) in balls, without subtracting close numbers (None: no rule).
+
+        ``x0`` are the inputs' values, ``dx`` what a perturbation adds to them (a
+        finite mask's exp(-1e9)-small weights, :mod:`symformer.engine.perturb`); the
+        result must enclose the difference to full relative precision however small.
+        """
+        return None
+
+    @property
+    def finite_mask(self) -> bool:
+        """True when the operation masks entries with a finite number (e.g. -1e9)."""
+        return False
+
+    def exactly_masked(self) -> Operation:
+        """This operation with a finite mask replaced by the exact -inf mask."""
+        return self
+
+    def denominators(self, row: int) -> list[tuple[int, int, int]]:
+        """Entries (input, row, column) that output ``row`` divides by and that may be 0.
+
+        Only operations whose denominators are not positive by construction list any
+        (LayerNorm with eps = 0 divides by the row's variance).
+        """
+        return []
+
+    def undefined(self, stage: Stage, row: int) -> Exception:
+        """The error for an output row whose denominator is exactly 0."""
+        token = stage.rows[row] if row < len(stage.rows) else str(row)
+        return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: it divides by 0")
 
     def facts(self, stage: Stage) -> list[Any]:
         """The identities ``prove`` states about ``stage`` (none by default)."""

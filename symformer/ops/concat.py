@@ -34,5 +34,8 @@ class Concat(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [sum((list(m[i]) for m in args), []) for i in range(len(args[0]))]
 
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return self.arb(dx)  # linear
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return concat(list(args))

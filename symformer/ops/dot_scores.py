@@ -37,5 +37,10 @@ class DotScores(Operation):
         A, B = args
         return [[dot(ra, rb) for rb in B] for ra in A]
 
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (a0, b0), (da, db) = x0, dx  # bilinear: da b0 + a0 db + da db
+        terms = [self.arb([da, b0]), self.arb([a0, db]), self.arb([da, db])]
+        return [[x + y + z for x, y, z in zip(*rows)] for rows in zip(*terms)]
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return raw_scores(*args)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy
+from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, matrix
@@ -35,6 +36,9 @@ class Embedding(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[sympy_to_arb(v) for v in self.E.row(t)] for t in self.token_ids]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return embed(matrix(self.E, dtype), list(self.token_ids))

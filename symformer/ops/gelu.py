@@ -38,5 +38,14 @@ class GELU(Operation):
         root2 = arb(2).sqrt()
         return [[h * (1 + (h / root2).erf()) / 2 for h in row] for row in args[0]]
 
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        root2, root2pi = arb(2).sqrt(), (2 * arb.pi()).sqrt()
+
+        def one(h: arb, d: arb) -> arb:  # mean value theorem: gelu'(xi) d
+            xi = h.union(h + d)
+            return ((1 + (xi / root2).erf()) / 2 + xi * (-xi * xi / 2).exp() / root2pi) * d
+
+        return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return gelu(args[0]).astype(args[0].dtype)

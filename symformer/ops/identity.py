@@ -34,5 +34,8 @@ class Identity(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return args[0]
 
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return self.arb(dx)  # linear
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return identity(args[0])

@@ -36,5 +36,8 @@ class RowMean(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[sum(row, arb(0)) / len(row)] for row in args[0]]
 
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return self.arb(dx)  # linear
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return mean(args[0])

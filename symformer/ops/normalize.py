@@ -15,6 +15,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, matrix
 
 
@@ -26,6 +27,12 @@ def layer_norm(x, mu, sigma2, gamma, beta, eps):
 def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / (sqrt(s^2) + eps) + beta, s^2 unbiased (the Annotated Transformer)."""
     return gamma * (x - mu) / (np.sqrt(sigma2) + eps) + beta
+
+
+def root(v: arb) -> arb:
+    """sqrt of a variance ball; one reaching below 0 (an exact 0 variance) has its root
+    in [0, sqrt(upper)], where arb's sqrt would give NaN."""
+    return v.sqrt() if v > 0 else arb(0).union(v.upper().max(arb(0)).sqrt())
 
 
 @dataclass(frozen=True)
@@ -66,9 +73,35 @@ class Normalize(Operation):
         for row, (m,), (v,) in zip(X, mu, var):
             # A variance ball reaching below 0 (an exact 0 variance) has its root in
             # [0, sqrt(upper)]; arb's sqrt would give NaN there.
-            root = v.sqrt() if v > 0 else arb(0).union(v.upper().max(arb(0)).sqrt())
-            denominator = root + eps if self.unbiased else (v + eps).sqrt()
+            denominator = root(v) + eps if self.unbiased else (v + eps).sqrt()
             out.append([g * (x - m) / denominator + b for x, g, b in zip(row, gamma, beta)])
+        return out
+
+    def denominators(self, row: int) -> list[tuple[int, int, int]]:
+        # sqrt(var + eps) and sqrt(var) + eps are > 0 unless eps = 0
+        return [(2, row, 0)] if self.eps == 0 else []
+
+    def undefined(self, stage, row: int) -> Exception:
+        token = stage.rows[row] if row < len(stage.rows) else str(row)
+        return InputError(
+            f"{stage.name}: row {row} ({token!r}) is undefined: eps = 0 and every entry of "
+            f"the row equals its mean, so LayerNorm divides 0 by 0 (give eps > 0)")
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (x, mu, var), (d, dmu, dvar) = x0, dx
+        eps = rational_ball(self.eps)
+        gamma = [rational_ball(g) for g in self.gamma]
+        out = []
+        for row, (m,), (v,), drow, (dm,), (dv,) in zip(x, mu, var, d, dmu, dvar):
+            if self.unbiased:
+                r0, r = root(v), root(v + dv)
+                den0, den = r0 + eps, r + eps
+                dden = dv / (r + r0)
+            else:
+                den0, den = (v + eps).sqrt(), (v + dv + eps).sqrt()
+                dden = dv / (den + den0)
+            out.append([g * ((dv_ - dm) / den - (v_ - m) * dden / (den * den0))
+                        for v_, dv_, g in zip(row, drow, gamma)])
         return out
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:

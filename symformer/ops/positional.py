@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 import sympy
+from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation
@@ -72,6 +73,9 @@ class PositionalEncoding(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[sympy_to_arb(v) for v in self.table.row(i)] for i in range(self.n)]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         if self.kind == "none":

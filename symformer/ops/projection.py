@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import sympy
@@ -69,6 +69,9 @@ class Projection(Operation):
                 out_row.append(total)
             out.append(out_row)
         return out
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return replace(self, b=None).arb(dx)  # affine: the bias cancels
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         b = matrix(self.b, dtype) if self.b is not None else np.zeros((1, self.W.cols), dtype)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy
+from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.ops.base import Notation, Operation
@@ -38,6 +39,16 @@ class ReLU(Operation):
             return entry  # a number: nothing to decide
         (h,) = entry.args[1:] if entry.args[0] == 0 else entry.args[:1]
         return h if sign() > 0 else sympy.S.Zero
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        def one(h: arb, d: arb) -> arb:
+            if h > 0 and h + d > 0:
+                return d
+            if h < 0 and h + d < 0:
+                return arb(0)
+            return relu_ball(h + d) - relu_ball(h)
+
+        return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return relu(args[0])

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import sympy
@@ -64,6 +64,28 @@ class ScaleMask(Operation):
                     out_row.append(NEG_INF)
                 else:
                     out_row.append(s * scale + offset)
+            out.append(out_row)
+        return out
+
+    @property
+    def finite_mask(self) -> bool:
+        return bool(self.masked) and self.mask_value is not None
+
+    def exactly_masked(self) -> ScaleMask:
+        return replace(self, mask_value=None)
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (s0,), (ds,) = x0, dx
+        scale = 1 / arb(self.d_k).sqrt()
+        offset = rational_ball(self.mask_value) if self.mask_value is not None else None
+        out = []
+        for i, (row0, drow) in enumerate(zip(s0, ds)):
+            out_row = []
+            for j, (s, d) in enumerate(zip(row0, drow)):
+                if (i, j) in self.masked and offset is not None:
+                    out_row.append((s + d) * scale + offset)  # the full score: x0 is -inf
+                else:
+                    out_row.append(d * scale)
             out.append(out_row)
         return out
 

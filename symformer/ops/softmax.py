@@ -47,5 +47,16 @@ class Softmax(Operation):
             out.append([arb(0) if e is None else e / total for e in exps])
         return out
 
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (s0,), (ds,) = x0, dx
+        out = []
+        for row0, drow in zip(s0, ds):
+            e0 = [arb(0) if s is NEG_INF else s.exp() for s in row0]
+            de = [d.exp() if s is NEG_INF else s.exp() * d.expm1() for s, d in zip(row0, drow)]
+            z0, dz = sum(e0, arb(0)), sum(de, arb(0))
+            z = z0 + dz
+            out.append([(d * z0 - e * dz) / (z * z0) for e, d in zip(e0, de)])
+        return out
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return softmax(args[0])

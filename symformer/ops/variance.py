@@ -29,6 +29,7 @@ class RowVariance(Operation):
     reference_function = variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance")
     rational = True
+    nonnegative = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args
@@ -43,6 +44,16 @@ class RowVariance(Operation):
             n = len(row) - 1 if self.unbiased else len(row)
             # x * x, not x ** 2 (NaN on a ball containing 0); clipped at 0 like a square.
             out.append([sum((relu_ball((x - m) * (x - m)) for x in row), arb(0)) / n])
+        return out
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (x, mu), (d, dmu) = x0, dx
+        out = []
+        for row, (m,), drow, (dm,) in zip(x, mu, d, dmu):
+            n = len(row) - 1 if self.unbiased else len(row)
+            total = sum(((dv - dm) * (2 * (v - m) + dv - dm) for v, dv in zip(row, drow)),
+                        arb(0))
+            out.append([total / n])
         return out
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:

@@ -63,6 +63,7 @@ class WholeVariance(Operation):
     reference_function = whole_variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance (whole matrix)")
     rational = True
+    nonnegative = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args

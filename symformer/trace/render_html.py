@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from functools import singledispatch
 
+from symformer.engine.rounding import display_value
 from symformer.trace.formula import as_mathml, general_mathml, mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
 
@@ -168,7 +169,7 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> str:
 
 def _heat_style(value: str) -> str:
     """Background for one weight (colour only: the shown number is the certified one)."""
-    alpha = min(max(float(value), 0.0), 1.0) if value != "-inf" else 0.0
+    alpha = min(max(float(display_value(value)), 0.0), 1.0) if value != "-inf" else 0.0
     ink = "#fff" if alpha > 0.55 else "#000"
     return f"background:rgba(214,72,0,{alpha:.3f});color:{ink}"
 

@@ -10,6 +10,7 @@ from functools import singledispatch
 
 import sympy
 
+from symformer.engine.rounding import display_value
 from symformer.latex.blocks import Cell, Equation, Heading, MatrixBlock, Prose, Table, Worked
 from symformer.latex.blocks import Step as Line
 from symformer.latex.escape import latex_text, word_label
@@ -78,7 +79,7 @@ def step_blocks(step: Step, trace: Trace) -> list:
 
 @step_blocks.register
 def _(step: AttentionStep, trace: Trace) -> list:
-    heat = [None if v == "-inf" else round(100 * float(v)) if step.heat else None
+    heat = [None if v == "-inf" else round(100 * float(display_value(v))) if step.heat else None
             for v in step.values]  # colour only: never used for a decision
     cells = tuple(Cell(latex_number(v), frozenset({"masked"} if v == "-inf" else ()), h)
                   for v, h in zip(step.values, heat))

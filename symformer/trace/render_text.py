@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from functools import singledispatch
 
+from symformer.engine.rounding import display_value
 from symformer.trace.formula import as_text
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
 
@@ -81,7 +82,7 @@ def _(step: AttentionStep) -> list[str]:
     for e in step.entries:
         bar = ""
         if step.heat and e.value != "-inf":
-            bar = "  " + "#" * round(40 * abs(float(e.value)))  # display only
+            bar = "  " + "#" * round(40 * abs(float(display_value(e.value))))  # display only
         lines.append(f"  key {e.label.ljust(width)}  {e.value.rjust(8)}{bar}")
     return lines + _worked(step.entries)
 

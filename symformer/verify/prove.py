@@ -45,6 +45,8 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
     """Every identity on ``example`` (unmasked and causally masked derivations)."""
     plain = derive(example, causal=False, max_work=max_work)
     masked = derive(example, causal=True, max_work=max_work)
+    for g in (plain, masked):  # an undefined value (eps = 0, a constant row) is an error
+        g.evaluate(128)
     facts = softmax_rows(plain) + softmax_rows(masked) + [masked_zero(masked),
                                                           last_token_unchanged(plain, masked)]
     if any(s.side == "decoder" for s in plain):
@@ -260,7 +262,15 @@ def unit_variance(g: Derivation, name: str, var_name: str, op: Normalize) -> Fac
     """The lecture-note claim "variance 1": false whenever eps > 0 (shown on a row)."""
     statement = f"every row of {name} has variance exactly 1"
     if op.eps == 0 and not op.unbiased:
-        return Fact(f"{name}.unit_variance", statement, PROVED, "eps = 0")
+        # sigma^2/(sigma^2 + 0) = 1 needs sigma^2 != 0: a row of variance exactly 0 is an
+        # InputError when the derivation is evaluated; here each is certified > 0.
+        variances = g.evaluate(128)[var_name]
+        zero = [i for i, (v,) in enumerate(variances) if not v > 0]
+        if zero:
+            return Fact(f"{name}.unit_variance", statement, CERTIFIED,
+                        f"undecided: the variance of row {zero[0]} is not certified > 0")
+        return Fact(f"{name}.unit_variance", statement, PROVED,
+                    "eps = 0 and every row's variance is certified > 0")
     var = g.evaluate(128)[var_name][0][0]
     eps = arb(int(op.eps.p)) / int(op.eps.q)
     gap = eps / (var + eps) if not op.unbiased else None

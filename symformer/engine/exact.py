@@ -1,0 +1,113 @@
+"""Exact values where they are cheap: rational entries and provably equal entries.
+
+A forward pass over the stage-local formulas in which every entry is replaced by a
+*canonical* form before the next stage reads it:
+
+* a rational number when the entry is rational (embeddings with
+  ``positional_encoding = "none"``, projections, sums, means and variances of
+  rationals; a softmax row of equal scores, whose weights are 1/n exactly; the
+  square root of a rational square);
+* ``-oo`` for a masked score;
+* otherwise the symbol of the *first* entry computed by the same canonical formula
+  (value numbering): two entries with the same formula over the same canonical
+  inputs are equal, so identical tokens, symmetric heads and repeated weights
+  share one symbol, and differences of them cancel in SymPy's automatic
+  simplification (``exp(a)/(exp(a) + exp(a))`` is ``1/2``, ``h - h`` is ``0``).
+
+Everything is exact SymPy arithmetic on rationals and symbols; nothing is numeric.
+Sharing a symbol is a proof of equality; *not* sharing one proves nothing.
+
+With ``eps = 0`` a LayerNorm row whose variance is exactly 0 is 0/0: that raises
+:class:`~symformer.errors.InputError` naming the stage and the row.  A LayerNorm entry
+with ``eps = 0`` is given a canonical value only when its variance is a non-zero
+rational (else it keeps its own symbol), so no 0/0 is ever simplified away.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import sympy
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Derivation
+
+#: Canonical formulas larger than this many operations are not compared (own symbol).
+_MAX_KEY_OPS = 400
+
+
+class Canonical:
+    """The canonical forms of a derivation's entries, computed stage by stage on demand."""
+
+    def __init__(self, g: Derivation) -> None:
+        self.g = g
+        self.done: list[str] = []
+        self.value: dict[sympy.Symbol, sympy.Expr] = {}
+        self._seen: dict[sympy.Expr, sympy.Symbol] = {}
+
+    def upto(self, name: str) -> None:
+        """Compute every stage up to and including ``name``."""
+        if name in self.done:
+            return
+        for stage_name in list(self.g.stages)[len(self.done):]:
+            self._stage(stage_name)
+            self.done.append(stage_name)
+            if stage_name == name:
+                return
+
+    def of(self, symbol: sympy.Symbol) -> sympy.Expr:
+        """The canonical form of the entry a symbol names."""
+        self.upto(self.g.owner(symbol)[0])
+        return self.value[symbol]
+
+    def rational(self, name: str, i: int, j: int) -> Fraction | None:
+        """The exact value of an entry when it is rational, else None."""
+        form = self.of(self.g.symbols(name)[i, j])
+        return Fraction(int(form.p), int(form.q)) if form.is_Rational else None
+
+    def substitute(self, expr: sympy.Expr) -> sympy.Expr:
+        """``expr`` with every stage symbol replaced by its canonical form (equal value)."""
+        mapping = {s: self.of(s) for s in expr.free_symbols}
+        return expr.xreplace(mapping) if mapping else expr
+
+    def _stage(self, name: str) -> None:
+        g = self.g
+        stage = g[name]
+        local, symbols = g.local(name), g.symbols(name)
+        inputs = {s: self.value[s] for i in stage.inputs for s in g.symbols(i)}
+        guarded = self._guard(stage, inputs)
+        for i in range(local.rows):
+            for j in range(local.cols):
+                own = symbols[i, j]
+                form = local[i, j].xreplace(inputs) if inputs else local[i, j]
+                self.value[own] = own if i in guarded else self._canonical(own, form)
+
+    def _canonical(self, own: sympy.Symbol, form: sympy.Expr) -> sympy.Expr:
+        if form.is_Rational or form == -sympy.oo:
+            return form
+        if form.is_Symbol:
+            return form
+        if form.has(sympy.nan, sympy.zoo, sympy.oo) or sympy.count_ops(form) > _MAX_KEY_OPS:
+            return own
+        return self._seen.setdefault(form, own)
+
+    def _guard(self, stage, inputs: dict[sympy.Symbol, sympy.Expr]) -> set[int]:
+        """Rows whose denominators are not known to be non-zero (LayerNorm with eps = 0).
+
+        Raises the operation's error for a row whose denominator is exactly 0.
+        """
+        guarded = set()
+        for i in range(stage.shape[0]):
+            for k, r, c in stage.op.denominators(i):
+                v = inputs[self.g.symbols(stage.inputs[k])[r, c]]
+                if v == 0:
+                    raise stage.op.undefined(stage, i)
+                if not (v.is_Rational and v != 0):
+                    guarded.add(i)
+        return guarded
+
+
+def undefined_row(stage, row: int) -> Exception:
+    """The error for an output row that divides by exactly 0 (the operation words it)."""
+    return stage.op.undefined(stage, row)
