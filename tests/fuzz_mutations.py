@@ -467,11 +467,14 @@ class Case:
         return "\n".join(lines)
 
 
-def make_case(rnd: Any, *, flag_rate: float = 0.1, text_rate: float = 0.05) -> Case:
-    """A random case: a shipped file, one to three mutations, one command."""
-    is_claims = rnd.random() < 0.2
-    base = "post_claims" if is_claims else ["builtin", "encoder_decoder", "course_module"][
-        rnd.randrange(3)]
+def make_case(rnd: Any, *, command: str | None = None, flag_rate: float = 0.1,
+              text_rate: float = 0.05) -> Case:
+    """A random case: a shipped file, one to three mutations, one command (any, or the
+    sub-command ``command``)."""
+    is_claims = command in (None, "check") and rnd.random() < (0.2 if command is None else 0.5)
+    bases = ["builtin", "encoder_decoder", "course_module"]
+    base = ("post_claims" if is_claims else "encoder_decoder" if command == "generate"
+            else bases[rnd.randrange(3)])
     path = CLAIMS if is_claims else EXAMPLES[base]
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
     mutator = Mutator(rnd)
@@ -481,8 +484,9 @@ def make_case(rnd: Any, *, flag_rate: float = 0.1, text_rate: float = 0.05) -> C
     if rnd.random() < text_rate:
         text, what = mutate_text(text, rnd)
         mutations.append(what)
-    commands = CLAIMS_COMMANDS if is_claims else [
-        c for c in EXAMPLE_COMMANDS if base == "encoder_decoder" or c[0] != "generate"]
+    commands = [c for c in (CLAIMS_COMMANDS if is_claims else EXAMPLE_COMMANDS)
+                if (base == "encoder_decoder" or c[0] != "generate")
+                and command in (None, c[0])]
     argv = list(commands[rnd.randrange(len(commands))])
     env: dict[str, str] = {}
     if rnd.random() < flag_rate:
