@@ -686,12 +686,20 @@ def warm_up() -> None:
             run_case(Case(base, [], text, argv), isolate=False)
 
 
+def run_argv(argv: list[str], env: dict[str, str] | None = None, *,
+             bound: float = DEFAULT_BOUND, isolate: bool = True,
+             memory_mb: int | None = 4096) -> Outcome:
+    """Run ``symformer.cli.main(argv)`` under the bound, in a forked child by default."""
+    if isolate and hasattr(os, "fork"):
+        warm_up()
+        return _run_forked(argv, env or {}, bound, memory_mb)
+    return run_here(argv, env or {}, bound)
+
+
 def run_case(case: Case, *, bound: float = DEFAULT_BOUND, isolate: bool = True,
              memory_mb: int | None = 4096) -> Outcome:
     """Write the case's file to a fresh folder and run its command there (by default in
     a forked child of this process, after a warm-up run of every command)."""
-    if isolate and hasattr(os, "fork"):
-        warm_up()
     folder = Path(tempfile.mkdtemp(prefix="symformer-fuzz-"))
     try:
         target = folder / "case.toml"
@@ -703,8 +711,6 @@ def run_case(case: Case, *, bound: float = DEFAULT_BOUND, isolate: bool = True,
         if case.base == "post_claims":
             values["claims"] = str(target)
         argv = [a.format(**values) for a in case.argv]
-        if isolate and hasattr(os, "fork"):
-            return _run_forked(argv, case.env, bound, memory_mb)
-        return run_here(argv, case.env, bound)
+        return run_argv(argv, case.env, bound=bound, isolate=isolate, memory_mb=memory_mb)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
