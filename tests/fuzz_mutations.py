@@ -37,6 +37,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,7 @@ class Mutator:
         self.rnd = rnd
 
     def choice(self, options: list[Any]) -> Any:
+        """One of ``options`` (through ``randrange``, which every driver provides)."""
         return options[self.rnd.randrange(len(options))]
 
     def mutate(self, doc: dict[str, Any]) -> str:
@@ -257,7 +259,7 @@ class Mutator:
             new = self.choice([
                 self.rnd.randint(-4, 4),
                 f"{self.rnd.randint(-9, 9)}/{self.rnd.randint(1, 9)}",
-                f"{self.rnd.randint(-999, 999) / 100:.2f}",
+                str(Decimal(self.rnd.randint(-999, 999)).scaleb(-2)),
                 f"{self.rnd.randint(1, 9)}e{self.rnd.randint(-8, 8)}",
                 value,
             ])
