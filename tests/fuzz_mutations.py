@@ -682,10 +682,12 @@ def warm_up() -> None:
     if _warm:
         return
     _warm = True
-    for base in ("builtin", "encoder_decoder"):
-        text = EXAMPLES[base].read_text(encoding="utf-8")
-        for argv in EXAMPLE_COMMANDS:
-            run_case(Case(base, [], text, argv), isolate=False)
+    runs = [("builtin", argv) for argv in EXAMPLE_COMMANDS
+            if argv[0] != "generate" and argv != ["prove", "{file}", "--json"]]
+    runs += [("encoder_decoder", ["derive", "{file}", "--json"]),
+             ("encoder_decoder", ["generate", "{file}", "--steps", "2"])]
+    for base, argv in runs:
+        run_case(Case(base, [], EXAMPLES[base].read_text(encoding="utf-8"), argv), isolate=False)
 
 
 def run_argv(argv: list[str], env: dict[str, str] | None = None, *,
