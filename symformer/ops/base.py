@@ -35,6 +35,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -128,6 +129,12 @@ class Operation(ABC):
         """
         return entry
 
-    def facts(self, stage: Stage) -> list[Any]:
-        """The identities ``prove`` states about ``stage`` (none by default)."""
+    def facts(self, stage: Stage) -> list[Fact]:
+        """The identities ``prove`` states about ``stage`` (none by default).
+
+        Each is a :class:`~symformer.ops.facts.Fact` named ``STAGE.what`` (a fact
+        shared by several stages, such as ``pe_bounded``, has a name of its own and
+        ``prove`` merges them); a :class:`~symformer.ops.facts.Tally` is added up
+        over the stages of a side.
+        """
         return []
