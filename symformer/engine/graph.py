@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
+from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.rounding import Rounded, ball_bounds, round_ball, round_fraction
+from symformer.engine.zero import is_zero
 from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
 
 if TYPE_CHECKING:
@@ -154,10 +156,8 @@ class Derivation:
     def __len__(self) -> int:
         return len(self.stages)
 
-    def next_token(self):
+    def next_token(self) -> NextToken:
         """The exact next token of a decoder example (a tie is reported, never broken)."""
-        from symformer.engine.argmax import next_token  # the argmax reads this graph
-
         return next_token(self)
 
     # Notebook display (implemented in symformer.display).
@@ -476,13 +476,6 @@ def _possibly_zero_factors(expr: sympy.Expr) -> list[sympy.Expr]:
 
 def _rational(x: Fraction) -> sympy.Rational:
     return sympy.Rational(x.numerator, x.denominator)
-
-
-def is_zero(expr: sympy.Expr) -> bool:
-    """Exact zero test (never numeric): structural, then SymPy's simplification."""
-    if expr == 0:
-        return True
-    return sympy.simplify(expr) == 0
 
 
 def unknown_stage_message(name: str, known: list[str]) -> str:

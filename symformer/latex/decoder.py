@@ -16,6 +16,7 @@ from symformer.engine import Derivation, Stage
 from symformer.latex.blocks import Cell, Fragment, Heading, Math, Prose, Table
 from symformer.latex.equations import sublayer
 from symformer.latex.escape import word_label
+from symformer.latex.outline import Section
 from symformer.latex.tables import KEYED_KINDS, heat_of
 
 #: Headings of the decoder's own stage kinds and of kinds it names differently.
@@ -126,8 +127,6 @@ def generation_table(steps: list[GenerationStep], decimals: int) -> Table:
 def generation_section(g: Derivation, steps: int, decimals: int,
                        max_work: int | None = None) -> list:
     """Greedy generation for ``steps`` steps: a heading, prose and the table fragment."""
-    from symformer.latex.document import Section
-
     done = generate(g.example, steps, max_work=max_work)
     generated = [s.choice.token for s in done if not s.choice.is_tie]
     text = ("Greedy decoding appends the exact argmax token and derives everything again, "

@@ -19,6 +19,7 @@ from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
+from symformer.latex.outline import Section
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import LETTERS, Style, worked_example
@@ -161,14 +162,6 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     return fragments
 
 
-@dataclass
-class Section:
-    """A heading and the fragments under it (``inline`` ones are not written alone)."""
-
-    heading: Heading
-    fragments: list[Fragment]
-
-
 def target_token(g: Derivation, options: Options) -> int | None:
     """The decoder's worked token: the chosen one, or the last target position."""
     if g.example.decoder is None:
@@ -257,11 +250,6 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
         out.append(Section(Heading(f"{TITLES[stage.kind]}, head {stage.head}, causal", 3),
                            stage_fragments(stage, token, options, prefix="causal-")))
     return out
-
-
-def fragments(outline: list) -> list[Fragment]:
-    """Every fragment of an outline, in order."""
-    return [f for item in outline if isinstance(item, Section) for f in item.fragments]
 
 
 PREAMBLE = r"""\documentclass[11pt]{article}

@@ -18,13 +18,13 @@ from symformer.errors import InputError
 from symformer.ops import ReLU, RowMean
 from symformer.trace.formula import Formula, substitute
 from symformer.trace.formulas import general, letter
+from symformer.trace.result import Trace
 from symformer.trace.steps import (
     ActivationStep,
     AttentionStep,
     Entry,
     NormStep,
     Step,
-    Trace,
     VectorStep,
 )
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import html
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 from symformer.trace.formula import as_mathml, general_mathml, mathml_number
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 
-_STYLE = """
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
+
+#: The page's style sheet (also used by the notebook view, :func:`notebook_html`).
+STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
 header{padding:12px 20px;background:#24364b;color:#fff}
 header h1{font-size:1.25em;margin:0 0 4px}
@@ -102,7 +107,7 @@ def render_html(trace: Trace) -> str:
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(trace.title)}: “{_e(trace.token)}” through the block</title>
-<style>{_STYLE}</style></head>
+<style>{STYLE}</style></head>
 <body>
 <header><h1>{_e(trace.title)}: one token through the block{mask}</h1>
 {sentence_html(trace)}</header>
@@ -126,6 +131,12 @@ def sentence_html(trace: Trace) -> str:
         for i, t in enumerate(trace.tokens))
     return (f'<div class="sentence">{spans} — token {trace.position} of '
             f'{len(trace.tokens)}, {trace.decimals} decimals (certified)</div>')
+
+
+def notebook_html(trace: Trace) -> str:
+    """A trace as every step's card, one after the other (no script needed)."""
+    return (f"<div class=\"symformer-trace\"><style>{STYLE}</style>"
+            f"<p><b>{_e(trace.title)}</b></p>{sentence_html(trace)}{cards_html(trace)}</div>")
 
 
 def cards_html(trace: Trace) -> str:
@@ -224,4 +235,5 @@ def _(step: ActivationStep) -> str:
     return _row_table(step.labels, cells) + legend + _worked(step.entries)
 
 
-__all__ = ["cards_html", "mathml_number", "render_html", "step_card"]
+__all__ = ["STYLE", "cards_html", "mathml_number", "notebook_html", "render_html",
+           "step_card"]

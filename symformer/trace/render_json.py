@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 from symformer.trace.formula import Formula, as_latex, as_text, general_latex
-from symformer.trace.steps import Entry, General, Step, Trace
+from symformer.trace.steps import Entry, General, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 
 def _formula(f: Formula | None) -> dict | None:

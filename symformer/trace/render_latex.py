@@ -7,6 +7,7 @@ worked formulas an ``align*`` chain per step: formula = numbers substituted = va
 from __future__ import annotations
 
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 import sympy
 
@@ -16,7 +17,10 @@ from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.trace.formula import as_latex, general_latex, latex_number
 from symformer.trace.formulas import kind_letter
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 
 def render_latex(trace: Trace) -> str:
@@ -76,7 +80,7 @@ def step_blocks(step: Step, trace: Trace) -> list:
     return _equations(step) + [vector] + _worked(step.entries) + _note(step)
 
 
-@step_blocks.register
+@step_blocks.register(AttentionStep)
 def _(step: AttentionStep, trace: Trace) -> list:
     heat = [None if v == "-inf" else round(100 * float(v)) if step.heat else None
             for v in step.values]  # colour only: never used for a decision
@@ -88,17 +92,28 @@ def _(step: AttentionStep, trace: Trace) -> list:
     return _equations(step) + [table] + _worked(step.entries) + _note(step)
 
 
-@step_blocks.register
+@step_blocks.register(NormStep)
 def _(step: NormStep, trace: Trace) -> list:
     vector = MatrixBlock("y", (tuple(latex_number(v) for v in step.values),))
     return (_equations(step) + _worked([step.mean, step.variance]) + [vector]
             + _worked(step.entries) + _note(step))
 
 
-@step_blocks.register
+@step_blocks.register(ActivationStep)
 def _(step: ActivationStep, trace: Trace) -> list:
     row = tuple(f"\\boxed{{{latex_number(v)}}}" if clip else latex_number(v)
                 for v, clip in zip(step.values, step.clipped or [False] * len(step.values)))
     note = [Prose(("Boxed entries were clipped by ReLU (certified h_j <= 0).",))] \
         if any(step.clipped) else []
     return _equations(step) + [MatrixBlock("a", (row,))] + note + _worked(step.entries)
+
+
+def notebook_latex(trace: Trace) -> str:
+    """A trace's worked formulas as one display-math ``aligned`` block (notebooks)."""
+    lines = []
+    for step in trace.steps:
+        for e in step.entries:
+            if e.worked is not None:
+                lhs, rest = as_latex(e.worked).split(" = ", 1)
+                lines.append(f"{lhs} &= {rest}")
+    return "$$\\begin{aligned} " + r" \\ ".join(lines) + r" \end{aligned}$$"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
 from symformer.trace.formula import as_latex, general_latex
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 
 def render_markdown(trace: Trace) -> str:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import textwrap
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 from symformer.trace.formula import as_text
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 WIDTH = 80
 _INDENT = "    "

@@ -4,7 +4,8 @@ A step is one stage of the derivation seen from one token: the stage's general
 formula, the token's row of numbers, and each number's local formula with the
 numbers it was computed from substituted.  Renderers (``symformer.trace.render_*``)
 dispatch on the step's class, so a new kind of step is one dataclass plus one
-registration per format that wants to show it differently.
+registration per format that wants to show it differently.  The whole trace
+(:class:`~symformer.trace.result.Trace`) holds the steps.
 """
 
 from __future__ import annotations
@@ -91,36 +92,3 @@ class ActivationStep(Step):
     """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero."""
 
     clipped: tuple[bool, ...] = ()
-
-
-@dataclass(frozen=True)
-class Trace:
-    """One token followed through every step of the derivation."""
-
-    title: str
-    tokens: tuple[str, ...]
-    position: int
-    causal: bool
-    side: str
-    decimals: int
-    steps: tuple[Step, ...]
-
-    @property
-    def token(self) -> str:
-        """The traced token."""
-        return self.tokens[self.position]
-
-    def _repr_html_(self) -> str:
-        from symformer.display import trace_html
-
-        return trace_html(self)
-
-    def _repr_markdown_(self) -> str:
-        from symformer.trace.render_markdown import render_markdown
-
-        return render_markdown(self)
-
-    def _repr_latex_(self) -> str:
-        from symformer.display import trace_latex
-
-        return trace_latex(self)
