@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from symformer.ops import Notation
 from symformer.trace.render_html import notebook_html
 from symformer.trace.render_latex import notebook_latex
 from symformer.trace.render_markdown import render_markdown
@@ -26,11 +27,18 @@ class Trace:
     side: str
     decimals: int
     steps: tuple[Step, ...]
+    #: The symbols the steps use (the legend stated at the start of every format).
+    notation: tuple[Notation, ...] = ()
 
     @property
     def token(self) -> str:
         """The traced token."""
         return self.tokens[self.position]
+
+    @property
+    def positions(self) -> str:
+        """The range of positions, counted from 0: ``0–3``."""
+        return f"0\u2013{len(self.tokens) - 1}" if len(self.tokens) > 1 else "0"
 
     def _repr_html_(self) -> str:
         return notebook_html(self)

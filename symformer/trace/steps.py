@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from symformer.ops import Notation
 from symformer.trace.formula import Formula
 
 
@@ -29,11 +30,25 @@ class General:
 
 @dataclass(frozen=True)
 class Entry:
-    """One number of the token's row: its column label, value and worked formula."""
+    """One number of the token's row: its column label, value and worked formula.
+
+    ``label`` is the stage's column label (as ``derive --json`` prints it: ``q1``,
+    a key token); ``notation`` and ``index`` name the entry as every format writes
+    it (``q_0``: the symbol with its 0-based subscript; no index for a whole-row
+    quantity such as the mean).
+    """
 
     label: str
     value: str
     worked: Formula | None = None
+    notation: Notation | None = None
+    index: int | None = None
+
+    def symbol(self, fmt: str = "text") -> str:
+        """``q_0`` (text) or ``q_{0}`` (latex); the label when there is no notation."""
+        if self.notation is None:
+            return self.label
+        return self.notation.entry(*(() if self.index is None else (self.index,)), fmt=fmt)
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,7 @@ class Step:
     general: tuple[General, ...]
     entries: tuple[Entry, ...]
     note: str = ""
+    notation: Notation | None = None  # the symbol of the token's vector at this step
 
     @property
     def labels(self) -> list[str]:
@@ -57,6 +73,10 @@ class Step:
     def values(self) -> list[str]:
         """The token's row as certified decimals."""
         return [e.value for e in self.entries]
+
+    def symbols(self, fmt: str = "text") -> list[str]:
+        """Each entry's symbol with its 0-based subscript (``q_0``, ``q_1``)."""
+        return [e.symbol(fmt) for e in self.entries]
 
 
 @dataclass(frozen=True)
