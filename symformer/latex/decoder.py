@@ -19,9 +19,6 @@ from symformer.latex.escape import word_label
 from symformer.latex.outline import Section
 from symformer.latex.tables import KEYED_KINDS, heat_of
 
-#: Headings of the decoder's own stage kinds and of kinds it names differently.
-TITLES = {"output": "Decoder output", "logits": "Logits",
-          "probabilities": "Next-token probabilities", "next_token": "Next token"}
 #: Groups (second-level headings) of the decoder's stage kinds, where not by sub-layer.
 GROUPS = {"embeddings": "Embeddings and positional encoding",
           "positional_encoding": "Embeddings and positional encoding",
@@ -57,9 +54,9 @@ def group(stage: Stage) -> str:
     return f"Add & Norm {number}"  # residual, mean, variance, layer_norm of sub-layer k
 
 
-def title(stage: Stage, titles: dict[str, str]) -> str:
-    """The heading of a decoder stage (``titles``: the encoder's headings by kind)."""
-    text = TITLES.get(stage.kind) or titles.get(stage.kind, stage.kind)
+def title(stage: Stage) -> str:
+    """The heading of a decoder stage: its operation's title, and where keys come from."""
+    text = stage.op.symbol.title
     if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
         text += " (from the encoder output)"
     return text

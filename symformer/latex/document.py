@@ -1,9 +1,11 @@
 """The whole derivation as a document: every stage with equation, table, worked example.
 
 Stages are grouped by what they are, not by name: a stage's *kind* picks its
-group (:data:`GROUPS`) and its heading (:data:`TITLES`), so stages of a new part
-(a decoder's ``decoder.*`` stages, whose kinds match the encoder's) slot in
-without changes here; ``side`` prefixes their headings.  Every stage becomes
+group (:data:`GROUPS`), and its heading is its operation's title
+(``stage.op.symbol.title``), so stages of a new part (a decoder's ``decoder.*``
+stages, whose kinds match the encoder's) slot in without changes here; ``side``
+prefixes their headings.  The introduction states the notation once: every
+symbol the document uses, and that positions and dimensions count from 0.  Every stage becomes
 up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
 ``main.tex`` inputs them in order.
 """
@@ -22,7 +24,9 @@ from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
-from symformer.latex.worked import LETTERS, Style, worked_example
+from symformer.latex.worked import Style, worked_example
+from symformer.notation import legend, legend_prose, matrix_latex
+from symformer.placement import part_of
 
 #: The group (second-level heading) of each stage kind.
 GROUPS = {
@@ -37,16 +41,6 @@ GROUPS = {
     "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
     "ffn_output": "Feed-forward network",
     "output": "Output",
-}
-#: The heading of each stage kind.
-TITLES = {
-    "embeddings": "Token embeddings", "positional_encoding": "Sinusoidal positional encoding",
-    "input": "Position-aware input", "Q": "Queries Q", "K": "Keys K", "V": "Values V",
-    "raw_scores": "Dot products", "scores": "Scaled scores", "weights": "Attention weights",
-    "head_output": "Head output", "concat": "Concatenated heads",
-    "attention_output": "Output projection", "residual": "Residual sum", "mean": "Mean",
-    "variance": "Variance", "layer_norm": "LayerNorm", "ffn_hidden": "Hidden layer",
-    "ffn_activation": "Activation", "ffn_output": "Output layer", "output": "Encoder output",
 }
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
@@ -125,9 +119,16 @@ def _part(stage: Stage) -> str:
 
 
 def _title(stage: Stage) -> str:
+    """The stage's heading: its operation's title (a decoder adds where keys come from)."""
     if stage.side == "decoder":
-        return decoder.title(stage, TITLES)
-    return TITLES.get(stage.kind, stage.kind)
+        return decoder.title(stage)
+    return stage.op.symbol.title
+
+
+def caption(stage: Stage) -> str:
+    """A table's caption: the title and where the stage sits (``Query (Layer 1, Head 1)``)."""
+    where = ", ".join(part_of(stage))
+    return f"{_title(stage)} ({where})" + decoder.caption_note(stage)
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
@@ -141,12 +142,10 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
-    caption = f"{_title(stage)}: {stage.name}" + decoder.caption_note(stage)
-    if prefix:
-        caption += " (causal mask)"
+    text = caption(stage) + (", causal mask" if prefix else "")
     fragments.append(Fragment(f"{name}-table", [stage_table(
         stage, decimals=options.decimals, exact=options.exact, highlight=token,
-        caption=caption + ".", label=f"tab:{label}")]))
+        caption=text + ".", label=f"tab:{label}")]))
     worked = worked_example(stage, token, style)
     if stage.kind == "next_token":
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
@@ -155,10 +154,8 @@ def stage_fragments(stage: Stage, token: int, options: Options,
         word, position = stage.rows[token], token + first_position(stage)
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}):",)), worked]))
-    letter = LETTERS.get(stage.kind, "M")
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
-        stage, letter.upper() if len(letter) == 1 else letter, decimals=options.decimals,
-        exact=options.exact)]))
+        stage, matrix_latex(stage), decimals=options.decimals, exact=options.exact)]))
     return fragments
 
 
@@ -170,7 +167,7 @@ def target_token(g: Derivation, options: Options) -> int | None:
     return last if options.target_token is None else options.target_token
 
 
-def _introduction(g: Derivation, options: Options) -> Prose:
+def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
     text = ("Every number below is derived exactly and rounded with certified ball arithmetic "
             f"to {options.decimals} decimals. The worked examples follow the token "
@@ -182,7 +179,8 @@ def _introduction(g: Derivation, options: Options) -> Prose:
         text += (f" The decoder\u2019s worked examples follow the target token "
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
-    return Prose((text + _long_names(g),))
+    stages = select(g, options.stages)
+    return [Prose((text + _long_names(g),)), legend_prose(legend(stages))]
 
 
 def _long_names(g: Derivation) -> str:
@@ -207,7 +205,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     """
     stages = select(g, options.stages)
     token, target = options.token, target_token(g, options)
-    out: list = [_introduction(g, options)]
+    out: list = [*_introduction(g, options)]
     part = group = side = None
     causal_done = g.causal
     chosen = {s.name for s in stages}
@@ -247,7 +245,7 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
         "A decoder may not look ahead: the causal mask sets every score of a later key to ",
         Math(r"-\infty"), ", so its weight is exactly 0.",))]
     for stage in stages:
-        out.append(Section(Heading(f"{TITLES[stage.kind]}, head {stage.head}, causal", 3),
+        out.append(Section(Heading(f"{_title(stage)}, head {stage.head}, causal", 3),
                            stage_fragments(stage, token, options, prefix="causal-")))
     return out
 

@@ -1,4 +1,4 @@
-"""Build a :class:`~symformer.trace.steps.Trace`: one step per stage, from one token's view.
+"""Build a :class:`~symformer.trace.result.Trace`: one step per stage, from one token's view.
 
 The builders are registered by stage kind (:data:`BUILDERS`), not by stage name, so
 every stage of a kind the registry knows becomes a step wherever it sits: a second
@@ -17,6 +17,7 @@ from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import entry_symbol, index, legend
 from symformer.ops import ReLU, RowMean
+from symformer.placement import part_of
 from symformer.trace.formula import Formula, substitute
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
@@ -28,36 +29,6 @@ from symformer.trace.steps import (
     Step,
     VectorStep,
 )
-
-_GROUPS = [
-    (re.compile(r"^(?:(\w+)\.)?head(\d+)$"), lambda m: (
-        f"{m.group(1).capitalize()}-attention head {m.group(2)}" if m.group(1)
-        else f"Head {m.group(2)}")),
-    (re.compile(r"^attention$"), lambda m: "Multi-head attention"),
-    (re.compile(r"^(self|cross)$"), lambda m: f"{m.group(1).capitalize()}-attention"),
-    (re.compile(r"^add_norm(\d+)$"), lambda m: f"Add & Norm {m.group(1)}"),
-    (re.compile(r"^norm(\d+)$"), lambda m: f"Norm {m.group(1)} (pre-norm)"),
-    (re.compile(r"^ffn$"), lambda m: "Feed-forward"),
-]
-
-
-def part_of(stage: Stage) -> tuple[str, ...]:
-    """Where a stage sits in the block: ``("Layer 1", "Head 2")``, ``("Input",)``."""
-    parts = stage.name.split(".")
-    side = []
-    if parts[0] in ("encoder", "decoder"):
-        side = [parts.pop(0).capitalize()]
-    if not parts[0].startswith("layer"):
-        return (*side, "Output" if stage.kind == "output" else "Input")
-    where = [*side, f"Layer {parts[0][5:]}"]
-    rest = parts[1:-1] if len(parts) > 2 else parts[1:]
-    group = ".".join(rest)
-    for pattern, label in _GROUPS:
-        m = pattern.match(group)
-        if m:
-            where.append(label(m))
-            break
-    return tuple(where)
 
 
 def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
