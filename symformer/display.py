@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from symformer.latex.escape import latex_text, markdown_text
+from symformer.escape import latex_text, markdown_text
 
 #: Decimals shown in notebook tables.
 DECIMALS = 3

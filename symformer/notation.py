@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from symformer.latex.blocks import Math, Prose
 from symformer.ops import Notation, RowMean, RowVariance, WholeMean, WholeVariance
 
 if TYPE_CHECKING:
@@ -150,12 +149,3 @@ def legend_text(notes: Iterable[Notation]) -> str:
     items = "; ".join(f"{n.text}: {n.title}" for n in notes)
     return f"Notation: {items}. {INDEX_RULE}"
 
-
-def legend_prose(notes: Iterable[Notation]) -> Prose:
-    """The legend as a paragraph with inline math (LaTeX documents, Markdown exports)."""
-    parts: list[str | Math] = ["Notation: "]
-    for k, n in enumerate(notes):
-        parts += ["; " if k else "", Math(n.latex), f": {n.title}"]
-    parts += [". Token positions and vector dimensions are counted from 0; sums over the ",
-              Math("n"), " key positions run over ", Math(r"j = 0, \dots, n-1"), "."]
-    return Prose(tuple(p for p in parts if p != ""))

@@ -65,18 +65,31 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
 
 
 def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
-    """The package's modules one import statement runs (the named module, not its parents)."""
+    """The package's modules one import statement runs.
+
+    Importing ``a.b.c`` runs the packages ``a`` and ``a.b`` first: those count too,
+    except the packages the importing module sits in (a package's ``__init__``
+    that re-exports its own modules is not a cycle).
+    """
     if isinstance(node, ast.Import):
-        return {a.name for a in node.names if a.name in MODULES}
-    source = _resolve(module, node)
-    out = set()
-    for alias in node.names:
-        sub = f"{source}.{alias.name}"
-        if sub in MODULES:
-            out.add(sub)
-        elif source in MODULES:
-            out.add(source)
-    return out
+        named = {a.name for a in node.names if a.name in MODULES}
+    else:
+        source = _resolve(module, node)
+        named = set()
+        for alias in node.names:
+            sub = f"{source}.{alias.name}"
+            if sub in MODULES:
+                named.add(sub)
+            elif source in MODULES:
+                named.add(source)
+    own = _packages(module)
+    return named | {p for name in named for p in _packages(name) if p not in own}
+
+
+def _packages(name: str) -> set[str]:
+    """The packages ``name`` sits in (run before it when it is imported)."""
+    parts = name.split(".")
+    return {".".join(parts[:k]) for k in range(2, len(parts))}
 
 
 def _graph() -> dict[str, set[str]]:

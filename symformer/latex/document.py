@@ -12,6 +12,7 @@ up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from symformer.blocks import derive
@@ -25,7 +26,8 @@ from symformer.latex.outline import Section
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import Style, worked_example
-from symformer.notation import legend, legend_prose, matrix_latex
+from symformer.notation import legend, matrix_latex
+from symformer.ops import Notation
 from symformer.placement import part_of
 
 #: The group (second-level heading) of each stage kind.
@@ -195,6 +197,18 @@ def _long_names(g: Derivation) -> str:
     full = ("; in full: " + "; ".join(f"\u201c{n}\u201d" for n in rest)) if rest else ""
     return f" Names longer than {LABEL_CHARS} characters are shortened in the tables and " \
            f"formulas{full}."
+
+
+def legend_prose(notes: Iterable[Notation]) -> Prose:
+    """The legend as a paragraph with inline math (LaTeX documents, Markdown exports)."""
+    parts: list[str | Math] = ["Notation: "]
+    for k, n in enumerate(notes):
+        parts += ["; " if k else "", Math(n.latex), f": {n.title}"]
+    # notation.INDEX_RULE, with its math set as math
+    parts += [". Token positions and vector dimensions are counted from 0; sums over the ",
+              Math("n"), " key positions run over ", Math(r"j = 0, \dots, n-1"), "."]
+    return Prose(tuple(p for p in parts if p != ""))
+
 
 
 def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
