@@ -128,9 +128,9 @@ def _title(stage: Stage) -> str:
 
 
 def caption(stage: Stage) -> str:
-    """A table's caption: the title and where the stage sits (``Query (Layer 1, Head 1)``)."""
+    """A table's caption: where the stage sits and its title (``Layer 1, Head 1: Query``)."""
     where = ", ".join(part_of(stage))
-    return f"{_title(stage)} ({where})" + decoder.caption_note(stage)
+    return f"{where}: {_title(stage)}" + decoder.caption_note(stage)
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,

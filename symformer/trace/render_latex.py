@@ -47,7 +47,8 @@ def trace_blocks(trace: Trace) -> list:
         if step.part != current:
             current = step.part
             blocks.append(Heading(" / ".join(step.part), level=1))
-        blocks.append(Heading(f"{step.title} ({step.stage})", level=2))
+        blocks.append(Heading(step.title, level=2))
+        blocks.append(Prose((f"Stage {step.stage}.",)))
         blocks.extend(step_blocks(step, trace))
     return blocks
 
