@@ -15,6 +15,16 @@ from typing import Any
 import sympy
 
 from symformer.errors import InputError
+from symformer.example.decoder import parse_decoder
+from symformer.example.fields import (
+    Where,
+    choice,
+    head,
+    matrix,
+    no_unknown_keys,
+    vector,
+    vocab_and_tokens,
+)
 from symformer.example.numbers import exact_number, parse_float_text
 from symformer.example.schema import (
     ACTIVATIONS,
@@ -22,7 +32,6 @@ from symformer.example.schema import (
     NORM_PLACEMENTS,
     POSITIONAL_ENCODINGS,
     Example,
-    Head,
     Layer,
 )
 
@@ -36,7 +45,6 @@ _LAYER_KEYS = {
     "head", "W_O", "W_1", "b_1", "W_2", "b_2", "activation", "norm", "eps", "layer_norm",
     "gamma_1", "beta_1", "gamma_2", "beta_2",
 }
-_HEAD_KEYS = {"W_Q", "W_K", "W_V"}
 #: C0 and C1 controls with DEL, the line and paragraph separators, the bidi overrides.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -92,21 +100,21 @@ def parse_example(text: str, source: str = "<string>") -> Example:
 
 def example_from_dict(data: dict[str, Any], source: str) -> Example:
     """Validate a parsed TOML table and build the :class:`Example`."""
-    here = _Where(source)
-    _no_unknown_keys(data, _TOP_KEYS, here)
+    here = Where(source)
+    no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
     vocab, tokens = vocab_and_tokens(data, here)
     embeddings = matrix(data, "embeddings", here, rows=len(vocab))
     d_model = embeddings.cols
-    pe = _choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
+    pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
     causal = data.get("causal", False)
     if not isinstance(causal, bool):
         raise InputError(f"{here}: causal must be true or false, found {causal!r}")
     defaults = {
         "eps": exact_number(data.get("eps", "1e-6"), f"{here}: eps"),
-        "activation": _choice(data, "activation", ACTIVATIONS, here, "relu"),
-        "norm": _choice(data, "norm", NORM_PLACEMENTS, here, "post"),
-        "layer_norm": _choice(data, "layer_norm", LAYER_NORMS, here, "biased"),
+        "activation": choice(data, "activation", ACTIVATIONS, here, "relu"),
+        "norm": choice(data, "norm", NORM_PLACEMENTS, here, "post"),
+        "layer_norm": choice(data, "layer_norm", LAYER_NORMS, here, "biased"),
     }
     if defaults["eps"] < 0:
         raise InputError(f"{here}: eps must not be negative, found {defaults['eps']}")
@@ -119,8 +127,6 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     )
     decoder = None
     if "decoder" in data:
-        from symformer.example.decoder import parse_decoder  # it imports this module
-
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
@@ -139,37 +145,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     )
 
 
-def vocab_and_tokens(data: dict[str, Any], here: _Where, vocab_name: str = "vocab"
-                     ) -> tuple[list[str], list[str]]:
-    """Read ``vocab`` (no duplicates) and ``tokens`` (each in the vocabulary)."""
-    vocab = _string_list(data, "vocab", here)
-    if len(set(vocab)) != len(vocab):
-        dup = next(v for v in vocab if vocab.count(v) > 1)
-        raise InputError(f"{here}: vocab lists {dup!r} more than once")
-    tokens = _string_list(data, "tokens", here)
-    for position, token in enumerate(tokens):
-        if token not in vocab:
-            raise InputError(
-                f"{here}: token {token!r} (position {position}) is not in {vocab_name} "
-                f"{list(vocab)}"
-            )
-    return vocab, tokens
-
-
-class _Where:
-    """A location in the input, for error messages: ``file.toml, layer 1, head 2``."""
-
-    def __init__(self, *parts: str) -> None:
-        self.parts = parts
-
-    def sub(self, part: str) -> _Where:
-        return _Where(*self.parts, part)
-
-    def __str__(self) -> str:
-        return ", ".join(self.parts)
-
-
-def _printable_names(data: dict[str, Any], here: _Where) -> None:
+def _printable_names(data: dict[str, Any], here: Where) -> None:
     """Refuse control characters in the title and in every vocab and token name.
 
     C0 and C1 controls (newline, tab, ESC, DEL, ...), the line and paragraph separators
@@ -193,36 +169,7 @@ def _printable_names(data: dict[str, Any], here: _Where) -> None:
                                      "printable text")
 
 
-def _no_unknown_keys(table: dict[str, Any], known: set[str], here: _Where) -> None:
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise InputError(
-            f"{here}: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(known))})"
-        )
-
-
-def _string_list(data: dict[str, Any], key: str, here: _Where) -> list[str]:
-    value = data.get(key)
-    if value is None:
-        raise InputError(f"{here}: missing key {key!r}")
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{here}: {key} must be a list of strings")
-    if not value:
-        raise InputError(f"{here}: {key} is empty; give at least one entry")
-    return value
-
-
-def _choice(data: dict[str, Any], key: str, options: tuple[str, ...], here: _Where,
-            default: str) -> str:
-    value = data.get(key, default)
-    if value not in options:
-        raise InputError(
-            f"{here}: {key} must be one of {', '.join(map(repr, options))}; found {value!r}"
-        )
-    return value
-
-
-def _mask(data: dict[str, Any], here: _Where) -> sympy.Rational | None:
+def _mask(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     value = data.get("mask", "-inf")
     if isinstance(value, str) and value.strip() in {"-inf", "-infinity"}:
         return None
@@ -232,68 +179,14 @@ def _mask(data: dict[str, Any], here: _Where) -> sympy.Rational | None:
     return number
 
 
-def matrix(table: dict[str, Any], key: str, here: _Where, rows: int | None = None,
-           cols: int | None = None, required: bool = True) -> sympy.Matrix | None:
-    """Read ``table[key]`` as an exact matrix, checking that it is rectangular.
-
-    ``rows``/``cols`` are the expected shape (None: any); a mismatch names both shapes.
-    """
-    value = table.get(key)
-    if value is None:
-        if required:
-            raise InputError(f"{here}: missing key {key!r}")
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
-        raise InputError(f"{here}: {key} must be a non-empty list of rows (a matrix)")
-    widths = {len(r) for r in value}
-    if len(widths) != 1:
-        bad = next(i for i, r in enumerate(value) if len(r) != len(value[0]))
-        raise InputError(
-            f"{here}: {key} is ragged: row 0 has {len(value[0])} entries but row {bad} "
-            f"has {len(value[bad])}"
-        )
-    found = (len(value), len(value[0]))
-    if found[1] == 0:
-        raise InputError(f"{here}: {key} has empty rows")
-    expected = (rows if rows is not None else found[0], cols if cols is not None else found[1])
-    if found != expected:
-        raise InputError(
-            f"{here}: {key} has shape {found[0]}x{found[1]}, expected "
-            f"{_shape_text(rows)}x{_shape_text(cols)}"
-        )
-    return sympy.Matrix([
-        [exact_number(v, f"{here}: {key}[{i}][{j}]") for j, v in enumerate(row)]
-        for i, row in enumerate(value)
-    ])
-
-
-def vector(table: dict[str, Any], key: str, here: _Where, width: int,
-           default: int | None = None) -> sympy.Matrix:
-    """Read ``table[key]`` as an exact row vector of the given width."""
-    value = table.get(key)
-    if value is None:
-        if default is None:
-            raise InputError(f"{here}: missing key {key!r}")
-        return sympy.Matrix([[default] * width])
-    if not isinstance(value, list) or any(isinstance(v, list) for v in value):
-        raise InputError(f"{here}: {key} must be a list of {width} numbers")
-    if len(value) != width:
-        raise InputError(f"{here}: {key} has {len(value)} entries, expected {width}")
-    return sympy.Matrix([[exact_number(v, f"{here}: {key}[{j}]") for j, v in enumerate(value)]])
-
-
-def _shape_text(n: int | None) -> str:
-    return "?" if n is None else str(n)
-
-
-def _layer(data: Any, here: _Where, d_model: int, defaults: dict[str, Any]) -> Layer:
+def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any]) -> Layer:
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _LAYER_KEYS, here)
+    no_unknown_keys(data, _LAYER_KEYS, here)
     heads_data = data.get("head")
     if not isinstance(heads_data, list) or not heads_data:
         raise InputError(f"{here}: expected at least one [[layer.head]] table")
-    heads = tuple(_head(h, here.sub(f"head {k}"), d_model) for k, h in enumerate(heads_data, 1))
+    heads = tuple(head(h, here.sub(f"head {k}"), d_model) for k, h in enumerate(heads_data, 1))
     width = sum(h.d_v for h in heads)
     W_O = matrix(data, "W_O", here, rows=width, cols=d_model, required=False)
     if W_O is None and width != d_model:
@@ -317,18 +210,8 @@ def _layer(data: Any, here: _Where, d_model: int, defaults: dict[str, Any]) -> L
         beta_1=vector(data, "beta_1", here, d_model, default=0),
         gamma_2=vector(data, "gamma_2", here, d_model, default=1),
         beta_2=vector(data, "beta_2", here, d_model, default=0),
-        activation=_choice(data, "activation", ACTIVATIONS, here, defaults["activation"]),
-        norm=_choice(data, "norm", NORM_PLACEMENTS, here, defaults["norm"]),
+        activation=choice(data, "activation", ACTIVATIONS, here, defaults["activation"]),
+        norm=choice(data, "norm", NORM_PLACEMENTS, here, defaults["norm"]),
         eps=eps,
-        layer_norm=_choice(data, "layer_norm", LAYER_NORMS, here, defaults["layer_norm"]),
+        layer_norm=choice(data, "layer_norm", LAYER_NORMS, here, defaults["layer_norm"]),
     )
-
-
-def _head(data: Any, here: _Where, d_model: int) -> Head:
-    if not isinstance(data, dict):
-        raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _HEAD_KEYS, here)
-    W_Q = matrix(data, "W_Q", here, rows=d_model)
-    W_K = matrix(data, "W_K", here, rows=d_model, cols=W_Q.cols)
-    W_V = matrix(data, "W_V", here, rows=d_model)
-    return Head(W_Q=W_Q, W_K=W_K, W_V=W_V)

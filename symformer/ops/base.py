@@ -36,6 +36,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError
+from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -162,6 +163,12 @@ class Operation(ABC):
         token = stage.rows[row] if row < len(stage.rows) else str(row)
         return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: it divides by 0")
 
-    def facts(self, stage: Stage) -> list[Any]:
-        """The identities ``prove`` states about ``stage`` (none by default)."""
+    def facts(self, stage: Stage) -> list[Fact]:
+        """The identities ``prove`` states about ``stage`` (none by default).
+
+        Each is a :class:`~symformer.ops.facts.Fact` named ``STAGE.what`` (a fact
+        shared by several stages, such as ``pe_bounded``, has a name of its own and
+        ``prove`` merges them); a :class:`~symformer.ops.facts.Tally` is added up
+        over the stages of a side.
+        """
         return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy
@@ -17,6 +18,10 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation
+from symformer.ops.facts import FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def pe_even(pos, i, d_model):
@@ -81,3 +86,20 @@ class PositionalEncoding(Operation):
         if self.kind == "none":
             return np.zeros((self.n, self.d_model), dtype=dtype)
         return sinusoidal(self.n, self.d_model).astype(dtype)
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Every entry lies in [-1, 1]: each is a sine or a cosine (or 0 without PE).
+
+        One fact for every positional-encoding stage (``pe_bounded``): ``prove``
+        merges those of the encoder and the decoder.
+        """
+        statement = "positional encodings lie in [-1, 1]"
+        pe = stage.local
+        for i in range(pe.rows):
+            for j in range(pe.cols):
+                e = pe[i, j]
+                if not (isinstance(e, (sympy.sin, sympy.cos)) and e.args[0].is_real
+                        or e.is_Rational and abs(e) <= 1):
+                    return [Fact("pe_bounded", statement, FALSE, f"{stage.name}[{i},{j}] = {e}")]
+        return [Fact("pe_bounded", statement, PROVED,
+                     "every entry is sin or cos of a real angle (or 0, 1)")]
