@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from symformer.engine.rounding import display_value
 from symformer.latex.blocks import Cell, Equation, Heading, Math, MatrixBlock, Prose, Table, Worked
 from symformer.latex.blocks import Step as Line
+from symformer.latex.document import legend_prose
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.trace.formula import as_latex, general_latex, latex_number
