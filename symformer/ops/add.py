@@ -35,5 +35,5 @@ class Add(Operation):
         a, b = args
         return [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return add(*args)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 
 
-def embed(E, ids):
-    """X_emb[pos] = E[id(t_pos)]: each token's row of the table, (n, d)."""
-    return E[ids]
+def embed(E, t):
+    """Row t of the table E for each token id t: (n, d)."""
+    return E[t]
 
 
 @dataclass(frozen=True)
@@ -36,5 +37,8 @@ class Embedding(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[sympy_to_arb(v) for v in self.E.row(t)] for t in self.token_ids]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return embed(matrix(self.E, dtype), list(self.token_ids))
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return matrix(self.E, dtype), list(self.token_ids)
+
+    def spelling(self) -> Spelling:
+        return Spelling(remark="t: the token's id in the vocabulary")

@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -38,5 +38,9 @@ class GELU(Operation):
         root2 = arb(2).sqrt()
         return [[h * (1 + (h / root2).erf()) / 2 for h in row] for row in args[0]]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return gelu(args[0]).astype(args[0].dtype)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"h"}), symbols={
+            "erf": Notation(r"\operatorname{erf}", "erf", "")})

@@ -9,23 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 
 
 def layer_norm(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / sqrt(sigma^2 + eps) + beta, per token (PyTorch, the post)."""
-    return gamma * (x - mu) / np.sqrt(sigma2 + eps) + beta
+    return gamma * ((x - mu) / np.sqrt(sigma2 + eps)) + beta
 
 
 def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / (sqrt(s^2) + eps) + beta, s^2 unbiased (the Annotated Transformer)."""
-    return gamma * (x - mu) / (np.sqrt(sigma2) + eps) + beta
+    return gamma * ((x - mu) / (np.sqrt(sigma2) + eps)) + beta
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,11 @@ class Normalize(Operation):
             out.append([g * (x - m) / denominator + b for x, g, b in zip(row, gamma, beta)])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x, mu, sigma2 = args
-        return self.function()(x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
-                        dtype(float(self.eps)))
+        return (x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
+                dtype(float(self.eps)))
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={"eps": "varepsilon"}, index="j",
+                        indexed=frozenset({"x", "gamma", "beta"}))

@@ -15,7 +15,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def pe_even(pos, i, d_model):
@@ -35,6 +35,20 @@ def sinusoidal(n, d_model):
         for j in range(d_model):
             pe[pos, j] = (pe_even if j % 2 == 0 else pe_odd)(pos, j // 2, d_model)
     return pe
+
+
+def no_positions(n, d_model):
+    """No positional encoding: the zero table (n, d_model)."""
+    return np.zeros((n, d_model))
+
+
+def _pe(column: str, text: str) -> Notation:
+    return Notation(rf"\mathrm{{PE}}_{{\mathit{{pos}},\,{column}}}", f"PE_(pos,{text})", "")
+
+
+#: The two lines of the sinusoidal table's equation (functions that ``sinusoidal`` calls).
+_SINUSOIDAL = (Spelling(lhs=_pe("2i", "2i"), function=pe_even),
+               Spelling(lhs=_pe("2i+1", "2i+1"), function=pe_odd))
 
 
 def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal") -> sympy.Matrix:
@@ -73,7 +87,11 @@ class PositionalEncoding(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[sympy_to_arb(v) for v in self.table.row(i)] for i in range(self.n)]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        if self.kind == "none":
-            return np.zeros((self.n, self.d_model), dtype=dtype)
-        return sinusoidal(self.n, self.d_model).astype(dtype)
+    def function(self):
+        return no_positions if self.kind == "none" else sinusoidal
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[int]:
+        return self.n, self.d_model
+
+    def spelling(self) -> Spelling | tuple[Spelling, ...]:
+        return Spelling() if self.kind == "none" else _SINUSOIDAL

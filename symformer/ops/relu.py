@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def relu(h):
@@ -39,5 +39,8 @@ class ReLU(Operation):
         (h,) = entry.args[1:] if entry.args[0] == 0 else entry.args[:1]
         return h if sign() > 0 else sympy.S.Zero
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return relu(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"h"}))

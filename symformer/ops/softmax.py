@@ -10,7 +10,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def softmax(s):
@@ -24,6 +24,7 @@ class Softmax(Operation):
     """Each row's exponentials over their sum; a -inf score gets weight exactly 0."""
 
     notation: Notation | None = None
+    count: str = "n"  # the entries of a row: "n" keys, or "V" (the vocabulary, |V|)
 
     name = "softmax"
     reference_function = softmax
@@ -47,5 +48,13 @@ class Softmax(Operation):
             out.append([arb(0) if e is None else e / total for e in exps])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return softmax(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        # Written as the textbook's exp(s_j) / sum_k exp(s_k): the code's
+        # subtraction of the row maximum changes no value (see the remark).
+        return Spelling(index="j", indexed=frozenset({"s"}), axis=("k", self.count),
+                        symbols={"V": Notation("|V|", "|V|", "")},
+                        remark="the code subtracts the row's maximum before exp: "
+                               "the same value, without overflow")

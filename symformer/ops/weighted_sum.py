@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def weighted_sum(A, V):
@@ -38,5 +38,9 @@ class WeightedSum(Operation):
         columns = [list(col) for col in zip(*V)]
         return [[dot(ra, col) for col in columns] for ra in A]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return weighted_sum(*args)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        # V is the matrix of every key's value row v_j.
+        return Spelling(names={"V": "V"}, remark="V: the value rows v_j, one per key")
