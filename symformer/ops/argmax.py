@@ -71,4 +71,4 @@ class ArgmaxIndicator(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"l"}), axis=("k", "V"),
-                        remark="l: the logits of the last position")
+                        remark="the last position's logits")

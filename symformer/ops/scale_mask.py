@@ -101,10 +101,11 @@ class ScaleMask(Operation):
     def spelling(self) -> Spelling:
         causal = all(j > i for i, j in self.masked)
         names = {"M": "j > i"} if causal else {}
-        if self.mask_value is not None:
-            names["m"] = "m"
-        remark = (("" if causal else "M: the masked entries; ")
-                  + ("" if self.mask_value is None else f"m = {self.mask_value}"))
+        if self.mask_value is not None:  # the number itself: -10 ** 9 prints -10^9
+            value = sympy.Rational(self.mask_value)
+            power = sympy.log(-value, 10) if value < 0 else None
+            names["m"] = (f"-10 ** {power}" if power is not None and power.is_Integer
+                          else str(value))
         return Spelling(names=names, index="j",
                         indexed=frozenset({"U"} if causal else {"U", "M"}),
-                        remark=remark.strip("; "))
+                        remark="" if causal else "M: the masked entries")

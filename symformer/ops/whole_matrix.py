@@ -32,7 +32,7 @@ def whole_variance(x, mu, n, d):
 
 #: How both functions are written: sums over every entry, x_(i,j).
 _WHOLE = Spelling(indexed=frozenset({"x"}), names={"n": "n", "d": "d"},
-                  remark="over every entry of the matrix (all tokens at once)")
+                  remark="over every entry of the matrix: all tokens at once")
 
 
 @dataclass(frozen=True)
