@@ -30,10 +30,10 @@ class ArgmaxProver(Protocol):
         """The exact argmax set of a row (raising the precision as needed)."""
 
 
-def argmax_indicator(l):
-    """1 where the row l (the last position's logits) is largest (several 1s for a tie),
+def argmax_indicator(z):
+    """1 where the row z (the last position's logits) is largest (several 1s for a tie),
     else 0: (1, |vocab|)."""
-    return np.where(l == np.max(l, axis=-1, keepdims=True), 1, 0)
+    return np.where(z == np.max(z, axis=-1, keepdims=True), 1, 0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,5 +70,5 @@ class ArgmaxIndicator(Operation):
         return [args[0][-1:]]
 
     def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"l"}), axis=("k", "V"),
+        return Spelling(index="j", indexed=frozenset({"z"}), axis=("k", "V"),
                         remark="the last position's logits")

@@ -43,4 +43,4 @@ class WeightedSum(Operation):
 
     def spelling(self) -> Spelling:
         # V is the matrix of every key's value row v_j.
-        return Spelling(names={"V": "V"}, remark="V: the value rows v_j, one per key")
+        return Spelling(names={"V": "V"}, remark="V: the value rows, one per key")

@@ -134,7 +134,8 @@ def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None,
 
 def _common(ctx: _Context, stage: Stage) -> dict:
     return {"stage": stage.name, "kind": stage.kind, "part": part_of(stage),
-            "title": TITLES.get(stage.kind, stage.kind), "general": general(ctx.g, stage)}
+            "title": TITLES.get(stage.kind, stage.kind), "general": general(ctx.g, stage),
+            "symbol": stage.op.symbol.latex}
 
 
 def _vector(ctx: _Context, stage: Stage) -> Step:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from symformer.trace.formula import Formula, as_latex, as_text, general_latex
+from symformer.trace.formula import Formula, as_latex, as_text
 from symformer.trace.steps import Entry, General, Step, Trace
 
 
@@ -20,7 +20,7 @@ def _entry(e: Entry | None) -> dict | None:
 
 
 def _general(g: General) -> dict:
-    return {"text": g.text, "latex": general_latex(g.expr)}
+    return {"text": g.text, "latex": g.latex}
 
 
 def step_dict(step: Step) -> dict:

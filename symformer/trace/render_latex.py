@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from functools import singledispatch
 
-import sympy
-
 from symformer.latex.blocks import Cell, Equation, Heading, MatrixBlock, Prose, Table, Worked
 from symformer.latex.blocks import Step as Line
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.trace.formula import as_latex, general_latex, latex_number
-from symformer.trace.formulas import kind_letter
+from symformer.trace.formula import as_latex, latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
 
 
@@ -50,7 +47,7 @@ def trace_blocks(trace: Trace) -> list:
 
 
 def _equations(step: Step) -> list:
-    lines = tuple((general_latex(g.expr.lhs), general_latex(g.expr.rhs)) for g in step.general)
+    lines = tuple((g.lhs, g.rhs) for g in step.general)
     return [Equation(lines)] if lines else []
 
 
@@ -71,7 +68,7 @@ def _note(step: Step) -> list:
 @singledispatch
 def step_blocks(step: Step, trace: Trace) -> list:
     """The blocks of one step (vector steps: the row as a ``bmatrix``)."""
-    vector = MatrixBlock(sympy.latex(sympy.Symbol(kind_letter(step.kind))),
+    vector = MatrixBlock(step.symbol,
                          (tuple(latex_number(v) for v in step.values),))
     return _equations(step) + [vector] + _worked(step.entries) + _note(step)
 

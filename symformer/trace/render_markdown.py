@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import singledispatch
 
 from symformer.latex.escape import markdown_text
-from symformer.trace.formula import as_latex, general_latex
+from symformer.trace.formula import as_latex
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
 
 
@@ -22,7 +22,7 @@ def render_markdown(trace: Trace) -> str:
             current = step.part
             out += ["", f"## {markdown_text(' / '.join(step.part))}"]
         out += ["", f"### {n}. {markdown_text(step.title)} (`{step.stage}`)", ""]
-        out += [f"$${general_latex(g.expr)}$$" for g in step.general]
+        out += [f"$${g.latex}$$" for g in step.general]
         out += [""] + body(step)
         if step.note:
             out += ["", markdown_text(step.note)]

@@ -18,12 +18,25 @@ from symformer.trace.formula import Formula
 class General:
     """The formula of a whole step, over named vectors (``q = x W_Q``).
 
-    ``text`` is for terminals; ``expr`` (a SymPy ``Eq``) is printed as LaTeX and
-    MathML.
+    Generated from the NumPy function the step's operation runs
+    (:mod:`symformer.trace.formulas`): ``text`` for terminals, ``lhs``/``rhs`` in
+    LaTeX (printed by latexify), :meth:`mathml` converted from that LaTeX.
     """
 
     text: str
-    expr: object
+    lhs: str
+    rhs: str
+
+    @property
+    def latex(self) -> str:
+        """``lhs = rhs`` in LaTeX."""
+        return f"{self.lhs} = {self.rhs}"
+
+    def mathml(self) -> str:
+        """The formula as a display ``<math>`` element (from its LaTeX)."""
+        from latex2mathml.converter import convert
+
+        return convert(self.latex, display="block")
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,7 @@ class Step:
     general: tuple[General, ...]
     entries: tuple[Entry, ...]
     note: str = ""
+    symbol: str = ""  # the vector's symbol in LaTeX (the operation's notation)
 
     @property
     def labels(self) -> list[str]:
