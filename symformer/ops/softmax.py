@@ -56,5 +56,4 @@ class Softmax(Operation):
         # subtraction of the row maximum changes no value (see the remark).
         return Spelling(index="j", indexed=frozenset({"s"}), axis=("k", self.count),
                         symbols={"V": Notation("|V|", "|V|", "")},
-                        remark="the code subtracts the row's maximum before exp: "
-                               "the same value, without overflow")
+                        remark="the code first subtracts the row maximum: same value")
