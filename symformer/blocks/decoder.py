@@ -44,7 +44,7 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
         logits = g.add("logits", "logits",
                        Projection(dec.W_vocab, notation=LOGITS, weight="W_vocab"), (last,),
                        tokens, dec.vocab)
-        g.add("probabilities", "probabilities", Softmax(PROBABILITIES), (logits,), tokens,
+        g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"), (logits,), tokens,
               dec.vocab)
         last = g.add("next_token", "next_token", ArgmaxIndicator(TieProver(g, logits)),
                      (logits,), tokens[-1:], dec.vocab)

@@ -91,8 +91,8 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
     width = sum(g[h].shape[1] for h in outputs)
     concat = g.add(f"{p}.{group}.concat", "concat", Concat(), outputs, rows,
                    tuple(f"c{j + 1}" for j in range(width)), layer=number)
-    op = Identity(MULTI_HEAD) if W_O is None else Projection(W_O, notation=MULTI_HEAD,
-                                                             weight="W_O")
+    op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
+          else Projection(W_O, notation=MULTI_HEAD, weight="W_O"))
     return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows,
                  g[x].cols, layer=number)
 

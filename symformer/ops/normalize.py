@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -17,7 +17,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.errors import InputError
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 
 def layer_norm(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / sqrt(sigma^2 + eps) + beta, per token (PyTorch, the post)."""
-    return gamma * (x - mu) / np.sqrt(sigma2 + eps) + beta
+    return gamma * ((x - mu) / np.sqrt(sigma2 + eps)) + beta
 
 
 def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / (sqrt(s^2) + eps) + beta, s^2 unbiased (the Annotated Transformer)."""
-    return gamma * (x - mu) / (np.sqrt(sigma2) + eps) + beta
+    return gamma * ((x - mu) / (np.sqrt(sigma2) + eps)) + beta
 
 
 def root(v: arb) -> arb:
@@ -109,11 +109,6 @@ class Normalize(Operation):
                         for v_, dv_, g in zip(row, drow, gamma)])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        x, mu, sigma2 = args
-        return self.function()(x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
-                        dtype(float(self.eps)))
-
     def facts(self, stage: Stage) -> list[Fact]:
         """Each row has mean 0 and variance sigma^2/(sigma^2+eps) -- not 1.
 
@@ -180,3 +175,12 @@ class Normalize(Operation):
                   f"eps/(sigma^2+eps) in {gap.str(5, radius=True)}" if gap is not None else
                   "false for eps > 0 (and the unbiased convention scales it by (d-1)/d)")
         return Fact(f"{name}.unit_variance", statement, FALSE, detail)
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        x, mu, sigma2 = args
+        return (x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
+                dtype(float(self.eps)))
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={"eps": "varepsilon"}, index="j",
+                        indexed=frozenset({"x", "gamma", "beta"}))

@@ -17,7 +17,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.facts import FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -41,6 +41,20 @@ def sinusoidal(n, d_model):
         for j in range(d_model):
             pe[pos, j] = (pe_even if j % 2 == 0 else pe_odd)(pos, j // 2, d_model)
     return pe
+
+
+def no_positions(n, d_model):
+    """No positional encoding: the zero table (n, d_model)."""
+    return np.zeros((n, d_model))
+
+
+def _pe(column: str, text: str) -> Notation:
+    return Notation(rf"\mathrm{{PE}}_{{\mathit{{pos}},\,{column}}}", f"PE_(pos,{text})", "")
+
+
+#: The two lines of the sinusoidal table's equation (functions that ``sinusoidal`` calls).
+_SINUSOIDAL = (Spelling(lhs=_pe("2i", "2i"), function=pe_even),
+               Spelling(lhs=_pe("2i+1", "2i+1"), function=pe_odd))
 
 
 def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal") -> sympy.Matrix:
@@ -82,11 +96,6 @@ class PositionalEncoding(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        if self.kind == "none":
-            return np.zeros((self.n, self.d_model), dtype=dtype)
-        return sinusoidal(self.n, self.d_model).astype(dtype)
-
     def facts(self, stage: Stage) -> list[Fact]:
         """Every entry lies in [-1, 1]: each is a sine or a cosine (or 0 without PE).
 
@@ -103,3 +112,12 @@ class PositionalEncoding(Operation):
                     return [Fact("pe_bounded", statement, FALSE, f"{stage.name}[{i},{j}] = {e}")]
         return [Fact("pe_bounded", statement, PROVED,
                      "every entry is sin or cos of a real angle (or 0, 1)")]
+
+    def function(self):
+        return no_positions if self.kind == "none" else sinusoidal
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[int]:
+        return self.n, self.d_model
+
+    def spelling(self) -> Spelling | tuple[Spelling, ...]:
+        return Spelling() if self.kind == "none" else _SINUSOIDAL

@@ -9,17 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
-def scaled_scores(U, d_k, M, m):
-    """U / sqrt(d_k), plus m (-inf, or a number such as -1e9) where the mask M is set."""
+def scaled_scores(U, d_k):
+    """U / sqrt(d_k): the raw scores scaled (no mask)."""
+    return U / np.sqrt(d_k)
+
+
+def masked_scores(U, d_k, M):
+    """U / sqrt(d_k), and -inf where the mask M is set (those weights are exactly 0)."""
+    return np.where(M, -np.inf, U / np.sqrt(d_k))
+
+
+def offset_scores(U, d_k, M, m):
+    """U / sqrt(d_k), plus m (a number such as -1e9) where the mask M is set."""
     return U / np.sqrt(d_k) + np.where(M, m, 0)
 
 
@@ -96,7 +107,27 @@ class ScaleMask(Operation):
             M[i, j] = True
         return M
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def function(self):
+        if not self.masked:
+            return scaled_scores
+        return masked_scores if self.mask_value is None else offset_scores
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         U = args[0]
-        m = -np.inf if self.mask_value is None else dtype(float(self.mask_value))
-        return scaled_scores(U, dtype(self.d_k), self.mask_matrix(U.shape), m).astype(dtype)
+        if not self.masked:
+            return U, dtype(self.d_k)
+        if self.mask_value is None:
+            return U, dtype(self.d_k), self.mask_matrix(U.shape)
+        return U, dtype(self.d_k), self.mask_matrix(U.shape), dtype(float(self.mask_value))
+
+    def spelling(self) -> Spelling:
+        causal = all(j > i for i, j in self.masked)
+        names = {"M": "j > i"} if causal else {}
+        if self.mask_value is not None:  # the number itself: -10 ** 9 prints -10^9
+            value = sympy.Rational(self.mask_value)
+            power = sympy.log(-value, 10) if value < 0 else None
+            names["m"] = (f"-10 ** {power}" if power is not None and power.is_Integer
+                          else str(value))
+        return Spelling(names=names, index="j",
+                        indexed=frozenset({"U"} if causal else {"U", "M"}),
+                        remark="" if causal else "M: the masked entries")

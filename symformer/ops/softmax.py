@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.facts import FALSE, PROVED, Fact, Tally
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ class Softmax(Operation):
     """Each row's exponentials over their sum; a -inf score gets weight exactly 0."""
 
     notation: Notation | None = None
+    count: str = "n"  # the entries of a row: "n" keys, or "V" (the vocabulary, |V|)
 
     name = "softmax"
     reference_function = softmax
@@ -63,9 +64,6 @@ class Softmax(Operation):
             out.append([(d * z0 - e * dz) / (z * z0) for e, d in zip(e0, de)])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return softmax(args[0])
-
     def facts(self, stage: Stage) -> list[Fact]:
         """Every row sums to exactly 1; weights of masked scores (-inf) are exactly 0."""
         facts = [row_sums(stage)]
@@ -73,6 +71,16 @@ class Softmax(Operation):
         if masked:
             facts.append(masked_zero(stage, masked))
         return facts
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        # Written as the textbook's exp(s_j) / sum_k exp(s_k): the code's
+        # subtraction of the row maximum changes no value (see the remark).
+        return Spelling(index="j", indexed=frozenset({"s"}), axis=("k", self.count),
+                        symbols={"V": Notation("|V|", "|V|", "")},
+                        remark="the code first subtracts the row maximum: same value")
 
 
 def _role(stage: Stage) -> str:

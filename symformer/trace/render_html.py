@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from symformer.engine.rounding import display_value
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
-from symformer.trace.formula import as_mathml, general_mathml, mathml_number
+from symformer.trace.formula import as_mathml, mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def _part(part: tuple[str, ...]) -> str:
 
 def step_card(step: Step, n: int, total: int) -> str:
     """One step: where it is, its general formula, the numbers, the worked lines."""
-    general = "".join(f'<div class="general">{general_mathml(g.expr)}</div>'
+    general = "".join(f'<div class="general">{g.mathml()}</div>'
                       for g in step.general)
     note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
     return (f'<section class="step" id="step-{n}" data-index="{n}" '

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
-from symformer.trace.formula import Formula, as_latex, as_text, general_latex
+from symformer.trace.formula import Formula, as_latex, as_text
 from symformer.trace.steps import Entry, General, Step
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def _notation(n: Notation | None) -> dict | None:
 
 
 def _general(g: General) -> dict:
-    return {"text": g.text, "latex": general_latex(g.expr)}
+    return {"text": g.text, "latex": g.latex}
 
 
 def step_dict(step: Step) -> dict:

@@ -15,7 +15,7 @@ from symformer.latex.blocks import Step as Line
 from symformer.latex.document import legend_prose
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.trace.formula import as_latex, general_latex, latex_number
+from symformer.trace.formula import as_latex, latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def trace_blocks(trace: Trace) -> list:
 
 
 def _equations(step: Step) -> list:
-    lines = tuple((general_latex(g.expr.lhs), general_latex(g.expr.rhs)) for g in step.general)
+    lines = tuple((g.lhs, g.rhs) for g in step.general)
     return [Equation(lines)] if lines else []
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
 from symformer.notation import INDEX_RULE
-from symformer.trace.formula import as_latex, general_latex
+from symformer.trace.formula import as_latex
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def render_markdown(trace: Trace) -> str:
             current = step.part
             out += ["", f"## {markdown_text(' / '.join(step.part))}"]
         out += ["", f"### {n}. {markdown_text(step.title)} (`{step.stage}`)", ""]
-        out += [f"$${general_latex(g.expr)}$$" for g in step.general]
+        out += [f"$${g.latex}$$" for g in step.general]
         out += [""] + body(step)
         if step.note:
             out += ["", markdown_text(step.note)]

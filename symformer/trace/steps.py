@@ -20,12 +20,30 @@ from symformer.trace.formula import Formula
 class General:
     """The formula of a whole step, over named vectors (``q = x W_Q``).
 
-    ``text`` is for terminals; ``expr`` (a SymPy ``Eq``) is printed as LaTeX and
-    MathML.
+    Generated from the NumPy function the step's operation runs
+    (:mod:`symformer.trace.formulas`): ``text`` for terminals, ``lhs``/``rhs`` in
+    LaTeX (printed by latexify), :meth:`mathml` converted from that LaTeX.
     """
 
     text: str
-    expr: object
+    lhs: str
+    rhs: str
+
+    @property
+    def latex(self) -> str:
+        """``lhs = rhs`` in LaTeX."""
+        return f"{self.lhs} = {self.rhs}"
+
+    def mathml(self) -> str:
+        """The formula as a display ``<math>`` element (from its LaTeX).
+
+        The converter's ``xmlns`` attribute is dropped: HTML needs none, and the
+        page names no outside address.
+        """
+        from latex2mathml.converter import convert
+
+        return convert(self.latex, display="block").replace(
+            ' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
 
 
 @dataclass(frozen=True)
