@@ -53,4 +53,5 @@ def text_colour(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
 
 def hex_colour(rgb: tuple[int, int, int]) -> str:
     """``#rrggbb``."""
-    return "#%02x%02x%02x" % rgb
+    r, g, b = rgb
+    return f"#{r:02x}{g:02x}{b:02x}"

@@ -119,8 +119,8 @@ def heat_map(plt, h: HeatMap):
 
 
 def _colour_bar(fig, ax) -> None:
-    from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
 
     table = ListedColormap([[c / 255 for c in cividis(Fraction(k, 255))] for k in range(256)])
     bar = fig.colorbar(ScalarMappable(norm=Normalize(0, 1), cmap=table), ax=ax,

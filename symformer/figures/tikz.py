@@ -34,7 +34,8 @@ DOCUMENT = r"""\documentclass{article}
 
 def colour(rgb: tuple[int, int, int]) -> str:
     """An xcolor colour expression: ``{rgb,255:red,0;green,34;blue,78}``."""
-    return "{rgb,255:red,%d;green,%d;blue,%d}" % rgb
+    r, g, b = rgb
+    return f"{{rgb,255:red,{r};green,{g};blue,{b}}}"
 
 
 def number(x: Fraction | float) -> str:
@@ -74,8 +75,8 @@ def heat_map(h: HeatMap) -> str:
             if h.masked[i][j]:
                 fill, ink = MASKED_FILL, (0, 0, 0)
                 lines.append(f"\\fill[fill={colour(fill)}] {cell};")
-                lines.append(f"\\fill[pattern=north east lines, pattern color={colour(MASKED_HATCH)}]"
-                             f" {cell};")
+                hatch = colour(MASKED_HATCH)
+                lines.append(f"\\fill[pattern=north east lines, pattern color={hatch}] {cell};")
             else:
                 fill = cividis(h.shades[i][j])
                 ink = text_colour(fill)
@@ -135,6 +136,11 @@ def curves(c: Curves) -> str:
     return "\n".join(lines) + "\n"
 
 
+_VALUE_LABELS = (", point meta=explicit symbolic, nodes near coords,"
+                 " nodes near coords style={font=\\scriptsize},"
+                 " nodes near coords align={vertical}")
+
+
 def bars(b: Bars) -> str:
     """Grouped bars, each labelled with its certified value."""
     m = len(b.categories)
@@ -150,7 +156,8 @@ def bars(b: Bars) -> str:
         lo, hi = lo - (pad if lo < 0 else 0), hi + pad
     show_values = m * len(b.series) <= 16
     lines = ["\\begin{tikzpicture}[font=\\small]",
-             f"\\begin{{axis}}[ybar, width={width}cm, height=6cm, bar width={0.8 / len(b.series)}cm,"
+             f"\\begin{{axis}}[ybar, width={width}cm, height=6cm,"
+             f" bar width={0.8 / len(b.series)}cm,"
              f" xtick={{{ticks}}}, xticklabels={{{labels}}}, xmin=-0.6, xmax={m - 0.4},"
              f" ymin={number(lo)}, ymax={number(hi * Fraction(112, 100) if b.fixed_range else hi)},"
              f" xlabel={{{b.category_title}}}, ylabel={{{b.value_title}}},"
@@ -158,8 +165,7 @@ def bars(b: Bars) -> str:
              " legend style={at={(0.5,1.02)}, anchor=south, legend columns=-1, draw=none},"
              " /tikz/every even column/.append style={column sep=0.4cm},"
              " enlarge x limits=false"
-             + (", point meta=explicit symbolic, nodes near coords,"
-                " nodes near coords style={font=\\scriptsize}, nodes near coords align={vertical}" if show_values else "") + "]"]
+             + (_VALUE_LABELS if show_values else "") + "]"]
     for k, (legend, _, vs, texts) in enumerate(b.series):
         rgb = SERIES[k % len(SERIES)]
         coords = " ".join(f"({x},{number(v)})" + (f" [${t}$]" if show_values else "")

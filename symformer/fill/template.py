@@ -161,7 +161,8 @@ def filters(f: Formatter) -> dict[str, Callable]:
     def decimals(value, n=f.decimals):
         n = _places(n, "decimals")
         if isinstance(value, Row):
-            return "(" + ", ".join(f.number(v) for v in f.matrix(value.stage, [value.i], n)[0]) + ")"
+            row = f.matrix(value.stage, [value.i], n)[0]
+            return "(" + ", ".join(f.number(v) for v in row) + ")"
         return f.decimal(_entry(value, "decimals"), n)
 
     def percent(value, n=1):
