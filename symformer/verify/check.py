@@ -235,7 +235,8 @@ class Checker:
         upstream = ancestors(g, claim.stage)
         printed: list[tuple[str, Claim]] = []
         for c in before:
-            if c.inputs or c.rows is not None or c.stage not in upstream:
+            if c.inputs or c.rows is not None or c.stage not in upstream \
+                    or len(c.values) != g[c.stage].shape[0]:  # only whole printed tables
                 continue
             if c.causal == claim.causal or not any(
                     g[s].kind == "scores" for s in ancestors(g, c.stage) | {c.stage}):

@@ -25,15 +25,15 @@ from pathlib import Path
 
 from symformer.engine import Derivation
 from symformer.errors import InputError
-from symformer.example.loader import read_toml
+from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_number
 from symformer.verify.chain import ancestors
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
 _CLAIM_KEYS = {"name", "stage", "decimals", "values", "rows", "causal", "inputs", "check"}
-_PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*,\s*(?:decimals\s*=\s*)?(\d+)\s*\)"
-                    r"\s*\)")
+_PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*,\s*(?:decimals\s*=\s*)?([0-9]{1,4})"
+                    r"\s*\)\s*\)", re.ASCII)
 _COMMENT = re.compile(r"^\s*#\s?(.*)$")
 _ROW = re.compile(r"\[([^\[\]]*)\]")
 
@@ -78,12 +78,7 @@ def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
     ``names`` (``["NAME=STAGE", ...]``) maps a document's printed variables to stages.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the claims ({exc})") from None
+    text = read_text_file(path, "a claims file")
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
@@ -235,7 +230,10 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                              + (f" and rows names {len(rows)}" if c.rows is not None else ""))
         for i in range(len(c.values)):
             for j in range(m):
-                c.number(i, j)  # every number parses
+                if c.number(i, j) is None and stage.kind != "scores":  # every number parses
+                    raise InputError(f"{c.where}: values[{i}][{j}] is {c.values[i][j]!r}, but "
+                                     f"{c.stage} has finite entries (only masked attention "
+                                     f"scores are -inf)")
     for c in claims:
         upstream = ancestors(g, c.stage)
         for stage_name, source in c.inputs.items():
