@@ -28,3 +28,9 @@ def block(builtin):
 def causal_block(builtin):
     """The built-in example's derivation with the causal mask."""
     return derive(builtin, causal=True)
+
+
+@pytest.fixture(autouse=True)
+def _debug_internal_errors(monkeypatch):
+    """Let unexpected exceptions through the command line's last-resort guard."""
+    monkeypatch.setenv("SYMFORMER_DEBUG", "1")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import sympy
+from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.ops import Activation, Op
@@ -261,7 +262,8 @@ class Derivation:
                     pending.discard((i, j))
                     continue
                 r = round_ball(ball, decimals=decimals, significant=significant)
-                if r is None and attempt >= 1:
+                if r is None and attempt >= 1 and _finer_than_rounding(ball, decimals,
+                                                                        significant):
                     # Still on a boundary after doubling the precision: the value is
                     # probably the boundary itself (an exact zero or tie); try to prove
                     # it before paying for ever higher precision.
@@ -416,6 +418,15 @@ def _tidy(expr: sympy.Expr, max_ops: int) -> sympy.Expr:
         return expr
     expanded = sympy.expand(expr, power_exp=False, power_base=False, log=False)
     return expanded if sympy.count_ops(expanded) <= max_ops else expr
+
+
+def _finer_than_rounding(ball, decimals: int | None, significant: int | None) -> bool:
+    """Is the ball narrower than a unit of the last kept digit?  Only then can straddling a
+    boundary mean the value is the boundary; a wider ball (a value of 1e99 at 188 bits)
+    needs more precision, not a proof."""
+    if decimals is not None:
+        return ball.rad() < arb(10) ** -decimals
+    return ball.contains(0) or ball.rad() < abs(ball.mid()) * arb(10) ** -significant
 
 
 def _boundaries(ball, decimals: int | None, significant: int | None) -> list[Fraction]:

@@ -8,7 +8,8 @@ Claims TOML (rows are 0-based token positions, as ``symformer derive`` numbers t
     decimals = 3                     # the claim is right when |exact - claimed| <= 0.5e-3
     values = [[0.212, 0.265, 0.158, 0.365], ...]
     rows = [1, 3]                    # optional: the rows of the stage that values gives
-    causal = false                   # optional: the causally masked derivation
+    causal = true                    # optional: the causally masked derivation (default:
+                                     # the example's causal setting)
     inputs = { "layer1.add_norm1" = "mha" }  # optional: a local check of the step
     check = true                     # optional: false = only used as another claim's input
 
@@ -47,7 +48,7 @@ class Claim:
     decimals: int
     values: list[list[str]]            # the literal text of every claimed number
     rows: list[int] | None = None      # stage rows the values give (None: all, in order)
-    causal: bool = False
+    causal: bool | None = None         # None: the example's own setting
     inputs: dict[str, str] = field(default_factory=dict)  # replaced stage -> claim name
     check: bool = True
     where: str = ""                    # for messages: file and claim number
@@ -138,7 +139,7 @@ def _claim(t: object, where: str) -> Claim:
         if not isinstance(t.get(key, False), bool):
             raise InputError(f"{where}: {key} must be true or false")
     text = [[str(v) for v in row] for row in values]
-    return Claim(name, stage, decimals, text, rows, t.get("causal", False), dict(inputs),
+    return Claim(name, stage, decimals, text, rows, t.get("causal"), dict(inputs),
                  t.get("check", True), where)
 
 
@@ -160,7 +161,7 @@ def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim
         target = targets.pop(0) if len(targets) > 1 else targets[0]
         if target == "-":
             continue
-        causal = target.startswith("causal:")
+        causal = True if target.startswith("causal:") else None
         stage = target.removeprefix("causal:")
         claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
                             f"{source}, line {line} ({name})"))
