@@ -140,6 +140,8 @@ class _TieProver:
     def argmax(self, balls: Sequence[arb], row: int,
                closed_forms: bool = False) -> frozenset[int] | None:
         """The argmax set decided from one row of balls, or None if undecided here."""
+        if not all(x.is_finite() for x in balls):
+            return None  # an overflow or 0/0 upstream: more precision, or an UndecidedError
         bounds = [ball_bounds(x) for x in balls]
         best_low = max(low for low, _ in bounds)
         candidates = sorted(j for j, (_, high) in enumerate(bounds) if high >= best_low)
@@ -170,8 +172,10 @@ class ArgmaxIndicator(ops.Op):
         winners = self.prover.argmax(balls, row)
         if winners is not None:
             return [[arb(int(j in winners)) for j in range(len(balls))]]
-        best_low = max(ball_bounds(x)[0] for x in balls)
         undecided = arb(0).union(arb(1))
+        if not all(x.is_finite() for x in balls):
+            return [[undecided for _ in balls]]
+        best_low = max(ball_bounds(x)[0] for x in balls)
         return [[undecided if ball_bounds(x)[1] >= best_low else arb(0) for x in balls]]
 
 

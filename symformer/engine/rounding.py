@@ -13,6 +13,11 @@ from fractions import Fraction
 
 from flint import arb
 
+from symformer.errors import NotSupportedError
+
+#: Values above 10**MAX_PRINTED_MAGNITUDE are refused rather than printed digit by digit.
+MAX_PRINTED_MAGNITUDE = 10_000
+
 
 @dataclass(frozen=True)
 class Rounded:
@@ -132,7 +137,11 @@ def round_ball(x: arb, *, decimals: int | None = None,
         return None
     if x == 0:
         return round_scaled(0, 0, decimals=decimals, significant=significant)
-    wanted = significant if significant is not None else decimals + _magnitude(x) + 1
+    magnitude = _magnitude(x)
+    if magnitude > MAX_PRINTED_MAGNITUDE:
+        raise NotSupportedError(f"a value of about 1e{magnitude} (such as exp of a huge "
+                                f"score) is too large to print")
+    wanted = significant if significant is not None else decimals + magnitude + 1
     m, r, e = (int(v) for v in x.mid_rad_10exp(max(wanted, 1) + 10))
     lo, hi = m - r, m + r
     if r == 0:
