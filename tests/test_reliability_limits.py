@@ -180,6 +180,8 @@ def test_deep_nesting_is_refused(tmp_path, capsys):
     (["derive", "--exact", "100000"], "100000: no such file"),
     (["derive", "--max-work", "-1"], "--max-work: expected a whole number"),
     (["derive", "--max-work", "1e9"], "--max-work: expected a whole number"),
+    (["trace", "--token", "9" * 5000], "--token: position 99999999999999999999..."),
+    (["export", "--out", "unused", "--token", "9" * 5000], "is out of range"),
     (["crosscheck", "--tol", "nan"], "--tol: must be a finite number >= 0"),
     (["crosscheck", "--tol", "-1"], "--tol: must be a finite number >= 0"),
     (["crosscheck", "--tol", "inf"], "--tol: must be a finite number >= 0"),

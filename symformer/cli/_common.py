@@ -196,6 +196,13 @@ decimals = bounded_int(0, MAX_DECIMALS)
 digits = bounded_int(1, MAX_DECIMALS)
 
 
+def token_text(text: str) -> str:
+    """argparse type of --token: a position or a word; refuses absurdly long positions."""
+    if text.strip().lstrip("-").isdigit() and len(text.strip()) > 30:
+        raise argparse.ArgumentTypeError(f"position {text[:20]}... is out of range")
+    return text
+
+
 def work_limit(text: str) -> int:
     """argparse type of --max-work: a whole number of operations, 0 meaning no limit."""
     value = parse_work_limit(text)

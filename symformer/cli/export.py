@@ -13,6 +13,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    token_text,
 )
 from symformer.files import write_files
 
@@ -52,11 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_example_argument(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     add_decimals_argument(p)
-    p.add_argument("--token", default=None, metavar="TOKEN",
+    p.add_argument("--token", default=None, type=token_text, metavar="TOKEN",
                    help="worked examples for this token: a position or the word itself (its "
                         "first occurrence); default: position 1, the second token (the "
                         "last one when the sentence has one token)")
-    p.add_argument("--target-token", metavar="TOKEN",
+    p.add_argument("--target-token", type=token_text, metavar="TOKEN",
                    help="the decoder's worked examples follow this target token: a position "
                         "or the word (default: the last target position)")
     p.add_argument("--steps", type=bounded_int(0, MAX_STEPS), default=0, metavar="N",

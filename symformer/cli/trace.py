@@ -12,6 +12,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    token_text,
 )
 from symformer.files import write_file
 from symformer.trace import RENDERERS, render, trace_token
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "numbers substituted.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
-    p.add_argument("--token", required=True, metavar="N|WORD",
+    p.add_argument("--token", required=True, type=token_text, metavar="N|WORD",
                    help="0-based position in the sentence, or a word (its first occurrence)")
     add_decimals_argument(p, "every number")
     p.add_argument("--format", choices=list(RENDERERS), default="text",

@@ -134,7 +134,7 @@ def read_toml(text: str, source: str) -> dict[str, Any]:
 def _long_integer(text: str) -> str:
     """The message for an integer literal too long to convert, naming its line."""
     for number, line in enumerate(text.splitlines(), start=1):
-        for match in re.finditer(r"[0-9_]{%d,}" % MAX_LITERAL_LENGTH, line):
+        for match in re.finditer(rf"[0-9_]{{{MAX_LITERAL_LENGTH},}}", line):
             return (f"line {number}: the integer {shorten(match.group())} is too long "
                     f"(numbers have at most {MAX_LITERAL_LENGTH:,} characters)")
     return f"an integer is too long (numbers have at most {MAX_LITERAL_LENGTH:,} characters)"
