@@ -37,3 +37,9 @@ def causal_block(builtin):
 settings.register_profile("default", derandomize=True, deadline=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(autouse=True)
+def _debug_internal_errors(monkeypatch):
+    """Let unexpected exceptions through the command line's last-resort guard."""
+    monkeypatch.setenv("SYMFORMER_DEBUG", "1")

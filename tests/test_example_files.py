@@ -43,7 +43,7 @@ def run_cli(tmp_path, text: str, *args: str) -> tuple[int, str]:
     (lambda t: t.replace("[1, 4, 0, 3],  # cat", "[1, nan, 0, 3],  # cat"),
      "entries must be finite"),
     (lambda t: t.replace("[1, 4, 0, 3],  # cat", "[1, 0.21e4005, 0, 3],  # cat"),
-     "embeddings[5][1]: 0.21e4005 is out of range"),
+     "embeddings[5][1]: the exponent of 0.21e4005 is out of range"),
     (lambda t: t.replace('tokens = ["I", "think", "I", "understand"]', "tokens = []"),
      "tokens is empty"),
     (lambda t: t.replace('eps = "1e-6"', 'eps = "1e-6"\nwidth = 3'), "unknown key 'width'"),

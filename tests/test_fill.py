@@ -48,7 +48,7 @@ $x_{1,0} = \VAR{ input[1,0] | exact }$, $q = \VAR{ layer1.head1.Q[1] | bmatrix(3
 def test_sample_latex_document(tmp_path):
     notes, out = tmp_path / "notes.tex", tmp_path / "filled.tex"
     notes.write_text(SAMPLE)
-    assert main(["fill", str(notes), "--out", str(out)]) == 0
+    assert main(["fill", str(notes), "--out", str(out), "--decimals", "2"]) == 0
     text = out.read_text()
     w = REF["layer1.head1.weights"]
     assert f"puts {rounded(100 * w[1, 3], 1)}\\% of" in text
@@ -125,4 +125,4 @@ def test_unknown_suffix_needs_format(tmp_path, capsys):
     assert "--format" in capsys.readouterr().err
     assert main(["fill", str(notes), "--format", "markdown", "--out",
                  str(tmp_path / "o")]) == 0
-    assert (tmp_path / "o").read_text() == rounded(REF["input"][0, 0], 2)
+    assert (tmp_path / "o").read_text() == rounded(REF["input"][0, 0], 3)

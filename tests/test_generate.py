@@ -44,7 +44,7 @@ def test_json_steps_follow_the_float64_greedy_decoder(capsys):
 
 
 def test_table_shows_each_step_and_the_sentence(capsys):
-    assert main(["generate", str(DEFAULT_EXAMPLE), "--steps", "1"]) == 0
+    assert main(["generate", str(DEFAULT_EXAMPLE), "--steps", "1", "--decimals", "4"]) == 0
     out = capsys.readouterr().out
     expected = float_greedy(load_example(DEFAULT_EXAMPLE), 1)[0][1]
     header = next(line for line in out.splitlines() if line.startswith("step"))

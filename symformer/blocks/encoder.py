@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from symformer.blocks.decoder import decoder_stages
 from symformer.blocks.sublayers import (
     feed_forward,
@@ -11,16 +9,12 @@ from symformer.blocks.sublayers import (
     multi_head_attention,
     wrap,
 )
+from symformer.blocks.work import check_size
 from symformer.engine.graph import Derivation
-from symformer.errors import InputError
 from symformer.example.schema import Example, Layer
 from symformer.ops import Identity, Notation
 
 OUTPUT = Notation("z", "z", "Encoder output")
-
-#: Refuse derivations whose float operation count exceeds this (about a second of
-#: ball arithmetic per million operations); SYMFORMER_MAX_WORK raises it.
-DEFAULT_MAX_WORK = 5_000_000
 
 
 def derive(example: Example, causal: bool | None = None,
@@ -55,28 +49,3 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
 
     x = wrap(g, p, 1, x, attention, layer, number)
     return wrap(g, p, 2, x, ffn, layer, number)
-
-
-def estimated_work(example: Example) -> int:
-    """Multiply-adds of one forward pass: what a derivation's cost grows with."""
-    n, d = len(example.tokens), example.d_model
-    work = n * d
-    for layer in example.layers:
-        for h in layer.heads:
-            work += n * d * (2 * h.d_k + h.d_v) + n * n * (h.d_k + h.d_v + 2)
-        work += n * sum(h.d_v for h in layer.heads) * d + 2 * n * d * layer.d_ff + 8 * n * d
-    if example.decoder is not None:
-        work += example.decoder.estimated_work(n)
-    return work
-
-
-def check_size(example: Example, max_work: int | None) -> None:
-    """Refuse examples whose derivation would not finish in reasonable time."""
-    limit = max_work or int(os.environ.get("SYMFORMER_MAX_WORK", DEFAULT_MAX_WORK))
-    work = estimated_work(example)
-    if work > limit:
-        raise InputError(
-            f"{example.source}: this example needs about {work:,} operations per "
-            f"evaluation, more than the limit of {limit:,}; raise it with --max-work N "
-            f"(or SYMFORMER_MAX_WORK=N) if you are prepared to wait"
-        )

@@ -3,13 +3,18 @@
 Each sub-command lives in its own module of this package and registers itself
 with ``register(subparsers)``; the modules are discovered, so adding a command
 means adding a module.  Every :class:`~symformer.errors.InputError` becomes a
-one-line message on stderr and exit status 2, never a traceback.
+one-line message on stderr and exit status 2, never a traceback.  Exit statuses:
+0 success, 1 a check found something wrong, 2 anything else.  An unexpected
+exception (a bug) is reported on one line as an internal error, also with status 2;
+``SYMFORMER_DEBUG=1`` lets it through with its traceback (the tests set it, so a bug
+cannot hide behind the message).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 import warnings
@@ -56,23 +61,40 @@ def _warning_printer(command: str):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    from symformer.cli._common import prepare_argv
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(prepare_argv(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    name = f"symformer {args.command}"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default", UndecidedWarning)
             warnings.showwarning = _warning_printer(args.command)
             return int(args.func(args) or 0)
     except InputError as exc:
-        print(f"symformer {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
     except (NotSupportedError, UndecidedError) as exc:
-        print(f"symformer {args.command}: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         return 130
+    except (RecursionError, MemoryError) as exc:
+        if os.environ.get("SYMFORMER_DEBUG"):
+            raise
+        what = "nested too deeply" if isinstance(exc, RecursionError) else "too large"
+        print(f"{name}: error: the input is {what} for this machine ({type(exc).__name__}); "
+              f"make it smaller, or report it if it is not unusually large", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug: one line, not a traceback (SYMFORMER_DEBUG=1 shows it)
+        if os.environ.get("SYMFORMER_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())[:300]
+        print(f"{name}: internal error: {type(exc).__name__}: {message} (please report it "
+              f"with the command line; SYMFORMER_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2

@@ -1,47 +1,227 @@
-"""Arguments and helpers shared by the sub-commands."""
+"""Arguments and helpers shared by the sub-commands.
+
+Every option that several commands have is defined here once, with its limits,
+so that the commands agree: the example file (positional, or ``--example``), the
+work limit, the conventions (``--causal``, ``--mask``, ``--layer-norm``,
+``--norm``) and ``--decimals``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Sequence
+from dataclasses import replace
 
-from symformer.blocks import derive
+from symformer.blocks.work import check_size, estimated_work, parse_work_limit, symbolic_work
 from symformer.engine import Derivation
+from symformer.errors import InputError
 from symformer.example import Example, load_example
+from symformer.verify.conventions import Convention, derive_variant, with_conventions
+
+#: Decimals of every printed value unless --decimals says otherwise (every command).
+DEFAULT_DECIMALS = 3
+#: The most decimals (--decimals) or significant digits (--digits) a command prints.
+MAX_DECIMALS = 100
+#: The most greedy steps one run generates (generate --steps, export --steps).
+MAX_STEPS = 1000
+#: Engine LayerNorm conventions, and the whole-matrix one that some commands also know.
+ENGINE_LAYER_NORMS = ("biased", "unbiased")
+ALL_LAYER_NORMS = (*ENGINE_LAYER_NORMS, "whole_matrix")
+#: Options whose value may start with "-" (``--mask -1e9``): joined to the option
+#: before parsing, since argparse would read ``-1e9`` as an option.
+_DASH_VALUE_OPTIONS = ("--mask",)
+
+#: What each command costs, in forward passes of the example (see ``work``).
+_PASSES = {"derive": 1, "crosscheck": 1, "export": 3, "check": 6, "generate": 1,
+           "figures": 1, "fill": 1}
+#: Cost of ``derive --reader-rounding``: each stage recomputed from rounded ones.
+READER_ROUNDING_PASSES = 10
 
 
-def add_example_argument(parser: argparse.ArgumentParser) -> None:
-    """The optional EXAMPLE.toml positional argument and the size limit."""
-    parser.add_argument("example", nargs="?", metavar="EXAMPLE.toml",
-                        help="example file (default: the built-in example)")
-    parser.add_argument("--max-work", type=int, metavar="N", default=None,
-                        help="refuse examples needing more than N operations per "
-                             "evaluation (default 5,000,000)")
+def add_example_argument(parser: argparse.ArgumentParser, *, positional: bool = True,
+                         default: str = "the built-in example") -> None:
+    """The optional EXAMPLE.toml argument (positional or ``--example``) and --max-work."""
+    if positional:
+        parser.add_argument("example", nargs="?", metavar="EXAMPLE.toml",
+                            help=f"example file or packaged example name (default: {default})")
+    parser.add_argument("--example", dest="example_option", metavar="EXAMPLE.toml",
+                        default=None, help="the example file, given as an option"
+                        + ("" if positional else f" (default: {default})"))
+    parser.add_argument("--max-work", type=work_limit, metavar="N", default=None,
+                        help="refuse runs estimated to need more than N operations "
+                             "(default 5,000,000, or SYMFORMER_MAX_WORK; 0: no limit)")
+
+
+def add_convention_arguments(parser: argparse.ArgumentParser, *, whole_matrix: bool = False,
+                             causal_help: str | None = "force the causal mask on") -> None:
+    """--causal, --mask, --layer-norm and --norm: the example under other conventions.
+
+    ``causal_help=None`` leaves --causal out (``prove`` derives both ways anyway).
+    """
+    if causal_help is not None:
+        parser.add_argument("--causal", action="store_true", help=causal_help)
+    parser.add_argument("--mask", metavar="VALUE", default=None,
+                        help="what masked scores get: -inf (weights exactly 0) or a negative "
+                             "number such as -1e9 (default: the example's)")
+    kinds = ALL_LAYER_NORMS if whole_matrix else ENGINE_LAYER_NORMS
+    parser.add_argument("--layer-norm", choices=kinds, default=None,
+                        help="LayerNorm convention (default: the example's): biased, "
+                             "unbiased" + (", or whole_matrix (mean and variance over the "
+                                           "whole matrix, as the course module's code "
+                                           "computes them)" if whole_matrix else ""))
+    parser.add_argument("--norm", choices=("post", "pre"), default=None,
+                        help="LayerNorm placement (default: the example's)")
+
+
+def add_decimals_argument(parser: argparse.ArgumentParser,
+                          what: str = "every printed value") -> None:
+    """--decimals N, from 0 to MAX_DECIMALS, default DEFAULT_DECIMALS."""
+    parser.add_argument("--decimals", type=decimals, default=DEFAULT_DECIMALS, metavar="N",
+                        help=f"decimals of {what} (default {DEFAULT_DECIMALS}, at most "
+                             f"{MAX_DECIMALS})")
+
+
+def prepare_argv(argv: Sequence[str]) -> list[str]:
+    """``--mask -1e9`` as ``--mask=-1e9``, and ``--exact=N`` as ``--exact --exact-max-ops N``."""
+    out: list[str] = []
+    items = list(argv)
+    k = 0
+    while k < len(items):
+        item = items[k]
+        if item == "--":
+            out.extend(items[k:])
+            break
+        if item in _DASH_VALUE_OPTIONS and k + 1 < len(items) \
+                and items[k + 1].startswith("-") and items[k + 1] != "--":
+            out.append(f"{item}={items[k + 1]}")
+            k += 2
+            continue
+        if item.startswith("--exact="):
+            out.extend(["--exact", "--exact-max-ops", item.removeprefix("--exact=")])
+        else:
+            out.append(item)
+        k += 1
+    return out
+
+
+def example_path(args: argparse.Namespace) -> str | None:
+    """The example named by the positional argument or --example (not both)."""
+    positional = getattr(args, "example", None)
+    option = getattr(args, "example_option", None)
+    if positional is not None and option is not None and positional != option:
+        raise InputError(f"two examples given: {positional} and --example {option}; "
+                         f"give one")
+    return positional if positional is not None else option
 
 
 def load(args: argparse.Namespace) -> Example:
-    """The example named on the command line, or the built-in one."""
-    return load_example(args.example)
+    """The example named on the command line (the built-in one by default)."""
+    return load_example(example_path(args))
 
 
-def derivation(args: argparse.Namespace, causal: bool | None = None) -> Derivation:
-    """Load and derive the example named on the command line."""
-    return derive(load(args), causal=causal, max_work=getattr(args, "max_work", None))
+def convention(args: argparse.Namespace) -> Convention:
+    """The conventions chosen on the command line (None: the example's own)."""
+    return Convention(getattr(args, "mask", None), getattr(args, "layer_norm", None),
+                      getattr(args, "norm", None))
 
 
+def causal(args: argparse.Namespace) -> bool | None:
+    """True when --causal was given, else None: the example's own setting."""
+    return True if getattr(args, "causal", False) else None
+
+
+def example_with_conventions(args: argparse.Namespace, example: Example | None = None
+                             ) -> Example:
+    """The example with --causal, --mask, --layer-norm (engine kinds) and --norm applied."""
+    example = with_conventions(load(args) if example is None else example, convention(args))
+    return replace(example, causal=True) if causal(args) else example
+
+
+def derivation(args: argparse.Namespace, example: Example | None = None) -> Derivation:
+    """Load and derive the example named on the command line, under its conventions."""
+    example = load(args) if example is None else example
+    return derive_variant(example, convention(args), causal(args), args.max_work)
+
+
+def check_work(args: argparse.Namespace, example: Example, command: str,
+               passes: float | None = None) -> None:
+    """Refuse, before any work, a command estimated to exceed the work limit.
+
+    Commands cost forward passes (``_PASSES``), except ``prove`` (exact proofs on every
+    stage's formulas) and ``trace`` (every stage's formulas for the substitutions),
+    whose SymPy work is estimated by :func:`~symformer.blocks.work.symbolic_work`.
+    """
+    forward = estimated_work(example)
+    if command == "prove":
+        work = symbolic_work(example)
+    elif command == "trace":
+        work = forward + symbolic_work(example) // 2
+    else:
+        work = math.ceil(forward * (passes if passes is not None else _PASSES[command]))
+    check_size(example, args.max_work, work, command)
+
+
+# -- argparse types -----------------------------------------------------------------
 def nonnegative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, found {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, found {value}")
+    """argparse type: a whole number >= 0 (ASCII digits, at most 30 of them)."""
+    value = parse_work_limit(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a whole number, found {text[:40]!r}")
     return value
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+    """argparse type: a whole number >= 1."""
     value = nonnegative_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def bounded_int(low: int, high: int):
+    """argparse type: a whole number from ``low`` to ``high``."""
+    def parse(text: str) -> int:
+        value = nonnegative_int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, found {value}")
+        return value
+
+    parse.__name__ = f"whole number from {low} to {high}"
+    return parse
+
+
+#: argparse type of --decimals: 0 to MAX_DECIMALS.
+decimals = bounded_int(0, MAX_DECIMALS)
+#: argparse type of --digits: 1 to MAX_DECIMALS.
+digits = bounded_int(1, MAX_DECIMALS)
+
+
+def token_text(text: str) -> str:
+    """argparse type of --token: a position or a word; refuses absurdly long positions."""
+    if text.strip().lstrip("-").isdigit() and len(text.strip()) > 30:
+        raise argparse.ArgumentTypeError(f"position {text[:20]}... is out of range")
+    return text
+
+
+def work_limit(text: str) -> int:
+    """argparse type of --max-work: a whole number of operations, 0 meaning no limit."""
+    value = parse_work_limit(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a whole number of operations such as "
+                                         f"20000000 (0: no limit), found {text[:40]!r}")
+    return value
+
+
+def tolerance(text: str) -> float:
+    """argparse type of --tol: a finite number >= 0 (a float: it bounds float errors)."""
+    try:
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 1e-12, "
+                                         f"found {text[:40]!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, found {text[:40]!r}")
     return value

@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from symformer.blocks import derive
-from symformer.cli._common import load
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_example_argument,
+    causal,
+    check_work,
+    derivation,
+    load,
+)
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import load_claims
 
@@ -15,7 +21,7 @@ ORDER = 40
 EPILOG = """\
 examples:
   symformer check symformer/examples/post_claims.toml       # the blog post's arrays
-  symformer check claims.toml --example my_example.toml --json
+  symformer check claims.toml my_example.toml --json      # or --example my_example.toml
   symformer check post.md --name pe=positional_encoding --name Q=layer1.head1.Q \\
       --name output=layer1.head1.output --name output=- \\
       --name masked_weights=causal:layer1.head1.weights
@@ -37,10 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("claims", metavar="CLAIMS",
                    help="claims .toml file, or a Markdown/Python document with "
                         "print(np.round(NAME, k)) lines followed by '# [[...]]' lines")
-    p.add_argument("--example", metavar="EXAMPLE.toml", default=None,
-                   help="the example the claims are about (default: the built-in one)")
-    p.add_argument("--max-work", type=int, metavar="N", default=None,
-                   help="refuse examples needing more than N operations per evaluation")
+    add_example_argument(p)
+    add_convention_arguments(p, causal_help="check against the causally masked derivation "
+                                            "(default: the example's causal setting; a "
+                                            "claim's causal = true forces it too)")
     p.add_argument("--name", action="append", default=[], metavar="NAME=STAGE",
                    help="map a document's printed NAME to a stage (repeat for a name printed "
                         "again; NAME=- skips it; NAME=causal:STAGE for the masked derivation)")
@@ -50,10 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer check``."""
-    example = load(argparse.Namespace(example=args.example))
-    g = derive(example, max_work=args.max_work)
+    example = load(args)
+    check_work(args, example, "check")
+    g = derivation(args, example)
     claims = load_claims(args.claims, g, args.name)
-    results = Checker(example, args.max_work).check_all(claims)
+    results = Checker(g.example, args.max_work, causal=causal(args)).check_all(claims)
     right, total = summary(results)
     if args.json:
         print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))

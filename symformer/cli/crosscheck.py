@@ -8,9 +8,15 @@ from dataclasses import asdict
 
 import numpy as np
 
-from symformer.cli._common import add_example_argument, load
-from symformer.reference.numpy_ref import LAYER_NORMS
-from symformer.verify.conventions import Convention
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_example_argument,
+    causal,
+    check_work,
+    convention,
+    load,
+    tolerance,
+)
 from symformer.verify.crosscheck import crosscheck
 
 ORDER = 50
@@ -19,7 +25,7 @@ EPILOG = """\
 examples:
   symformer crosscheck                              # float64 vs exact, every stage
   symformer crosscheck --dtype float32 --tol 1e-6   # how far float32 drifts
-  symformer crosscheck --causal --mask=-1e9         # the -1e9 mask (write it with =)
+  symformer crosscheck --causal --mask -1e9         # the -1e9 mask
   symformer crosscheck --layer-norm unbiased --norm pre --json
   symformer crosscheck symformer/examples/encoder_decoder.toml   # decoder stages too
 
@@ -40,33 +46,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "print each stage's largest float error.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
-    p.add_argument("--tol", type=float, default=1e-12,
-                   help="largest relative error allowed per stage (default 1e-12)")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    p.add_argument("--causal", action="store_true", help="force the causal mask on")
-    p.add_argument("--mask", metavar="VALUE", default=None,
-                   help="-inf (masked weights exactly 0) or a negative number such as -1e9")
-    p.add_argument("--layer-norm", choices=LAYER_NORMS, default=None,
-                   help="LayerNorm convention (default: the example's)")
-    p.add_argument("--norm", choices=("post", "pre"), default=None,
-                   help="LayerNorm placement (default: the example's)")
+    p.add_argument("--tol", type=tolerance, default=1e-12,
+                   help="largest relative error allowed per stage, a finite number >= 0 "
+                        "(default 1e-12)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="floating-point type of the NumPy reference (default float64)")
+    add_convention_arguments(p, whole_matrix=True)
     p.add_argument("--json", action="store_true", help="print the errors as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer crosscheck``."""
-    convention = Convention(args.mask, args.layer_norm, args.norm)
-    rows = crosscheck(load(args), convention, causal=True if args.causal else None,
+    example = load(args)
+    check_work(args, example, "crosscheck")
+    conventions = convention(args)
+    rows = crosscheck(example, conventions, causal=causal(args),
                       dtype=np.dtype(args.dtype).type, tol=args.tol, max_work=args.max_work)
     failed = [r for r in rows if not r.ok]
     if args.json:
         print(json.dumps({"dtype": args.dtype, "tol": args.tol,
-                          "conventions": convention.describe(),
+                          "conventions": conventions.describe(),
                           "stages": [asdict(r) for r in rows], "ok": not failed}, indent=1))
     else:
         width = max(len(r.stage) for r in rows)
-        print(f"{args.dtype} reference vs exact ({convention.describe()}), tol {args.tol:g}")
+        print(f"{args.dtype} reference vs exact ({conventions.describe()}), tol {args.tol:g}")
         print(f"{'stage':<{width}}  {'max abs err':>11}  {'max rel err':>11}")
         for r in rows:
             flag = "" if r.ok else ("  FAILED" if r.note else "  > tol")

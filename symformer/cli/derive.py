@@ -7,8 +7,20 @@ import json
 
 import sympy
 
-from symformer.cli._common import add_example_argument, derivation, nonnegative_int, positive_int
+from symformer.cli._common import (
+    MAX_DECIMALS,
+    READER_ROUNDING_PASSES,
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    bounded_int,
+    check_work,
+    derivation,
+    digits,
+    load,
+)
 from symformer.engine import Derivation, Stage
+from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import ClosedFormTooLarge
 
 ORDER = 10
@@ -24,6 +36,8 @@ examples:
   symformer derive my_example.toml --json --digits 30
   symformer derive --reader-rounding --decimals 2  # what a reader with a pencil gets
   symformer derive --exact --stage input --stage 'layer1.head1.Q'   # 4 + sin(1), ...
+  symformer derive --exact --exact-max-ops 40 --stage 'layer1.head1.*'
+  symformer derive --causal --mask -1e9 --stage layer1.head1.weights
 
 Every printed digit is certified: values are computed in ball arithmetic and the
 precision is raised until the rounding is decided.
@@ -40,27 +54,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stage", action="append", metavar="NAME",
                    help="stage name or glob pattern (repeatable), e.g. 'layer1.head1.*'")
     p.add_argument("--list", action="store_true", help="list stage names with shapes")
-    p.add_argument("--causal", action="store_true", help="force the causal mask on")
-    p.add_argument("--decimals", type=nonnegative_int, default=3, metavar="N",
-                   help="decimals in the tables (default 3)")
-    p.add_argument("--exact", nargs="?", type=positive_int, const=EXACT_MAX_OPS, default=None,
-                   metavar="OPS",
+    add_convention_arguments(p, whole_matrix=True)
+    add_decimals_argument(p, "the tables")
+    p.add_argument("--exact", action="store_true",
                    help="show an entry's exact closed form instead of its decimal when it "
-                        f"has at most OPS operations (default {EXACT_MAX_OPS}); in JSON, "
-                        "adds an \"exact\" matrix (null where the form is longer)")
+                        "has at most --exact-max-ops operations; in JSON, adds an \"exact\" "
+                        "matrix (null where the form is longer)")
+    p.add_argument("--exact-max-ops", type=bounded_int(1, DEFAULT_MAX_OPS),
+                   default=EXACT_MAX_OPS, metavar="OPS",
+                   help=f"longest closed form --exact shows, in operations (default "
+                        f"{EXACT_MAX_OPS}, at most {DEFAULT_MAX_OPS}; --exact=OPS is short "
+                        f"for --exact --exact-max-ops OPS)")
     p.add_argument("--reader-rounding", action="store_true",
                    help="recompute every stage from the previous stages rounded to "
                         "--decimals, as a reader working from printed tables does")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object with every selected stage")
-    p.add_argument("--digits", type=positive_int, default=15, metavar="N",
-                   help="significant digits of the JSON values (default 15)")
+    p.add_argument("--digits", type=digits, default=15, metavar="N",
+                   help=f"significant digits of the JSON values (default 15, at most "
+                        f"{MAX_DECIMALS})")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer derive``."""
-    g = derivation(args, causal=True if args.causal else None)
+    example = load(args)
+    check_work(args, example, "derive", READER_ROUNDING_PASSES if args.reader_rounding else 1)
+    g = derivation(args, example)
     stages = g.select(args.stage)
     if args.list:
         width = max(len(s.name) for s in stages)
@@ -78,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             for s in stages:
                 doc["stages"][s.name]["exact"] = [
                     [None if e is None else str(e) for e in row]
-                    for row in short_closed_forms(s, args.exact)]
+                    for row in short_closed_forms(s, args.exact_max_ops)]
         print(json.dumps(doc, ensure_ascii=False))
         return 0
     note = " (causal mask)" if g.causal else ""
@@ -90,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         values = tables[s.name] if tables else s.values(decimals=args.decimals)
         if args.exact:
             values = [[v if e is None else str(e) for v, e in zip(row, forms)]
-                      for row, forms in zip(values, short_closed_forms(s, args.exact))]
+                      for row, forms in zip(values, short_closed_forms(s, args.exact_max_ops))]
         print(format_table(s, args.decimals, values))
     return 0
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from symformer.cli._common import add_example_argument, derivation, nonnegative_int
+from symformer.cli._common import (
+    MAX_STEPS,
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    bounded_int,
+    check_work,
+    derivation,
+    load,
+    token_text,
+)
 from symformer.files import output_directory, write_files
 
 ORDER = 30
@@ -42,23 +52,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--decimals", type=nonnegative_int, default=2, metavar="N",
-                   help="decimals of every printed value (default 2)")
-    p.add_argument("--token", default="1", metavar="TOKEN",
-                   help="worked examples for this token: a position (default 1) or the "
-                        "word itself (its first occurrence)")
-    p.add_argument("--target-token", metavar="TOKEN",
+    add_decimals_argument(p)
+    p.add_argument("--token", default=None, type=token_text, metavar="TOKEN",
+                   help="worked examples for this token: a position or the word itself (its "
+                        "first occurrence); default: position 1, the second token (the "
+                        "last one when the sentence has one token)")
+    p.add_argument("--target-token", type=token_text, metavar="TOKEN",
                    help="the decoder's worked examples follow this target token: a position "
                         "or the word (default: the last target position)")
-    p.add_argument("--steps", type=nonnegative_int, default=0, metavar="N",
-                   help="add a greedy-generation section of N steps (needs a decoder with "
-                        "W_vocab; default 0: none)")
+    p.add_argument("--steps", type=bounded_int(0, MAX_STEPS), default=0, metavar="N",
+                   help=f"add a greedy-generation section of N steps (needs a decoder with "
+                        f"W_vocab; default 0: none; at most {MAX_STEPS})")
     p.add_argument("--stage", action="append", metavar="GLOB",
                    help="only stages matching this name or glob (repeatable)")
     p.add_argument("--exact", action="store_true",
                    help="print short closed forms (4 + \\sin 1) instead of decimals")
-    p.add_argument("--causal", action="store_true",
-                   help="derive with the causal mask in every layer")
+    add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
     p.add_argument("--format", choices=("latex", "markdown"), default="latex",
                    help="latex: main.tex and fragments/ (default); markdown: main.md")
     p.add_argument("--pdf", action="store_true",
@@ -77,13 +86,18 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
-    g = derivation(args, causal=True if args.causal else None)
+    example = load(args)
+    check_work(args, example, "export")
+    if args.steps:
+        check_work(args, example, "generate", args.steps)
+    g = derivation(args, example)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
                          "(see symformer/examples/encoder_decoder.toml)")
     target = None if args.target_token is None else resolve_token(g, args.target_token,
                                                                   side="decoder")
-    options = Options(decimals=args.decimals, token=resolve_token(g, args.token),
+    token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
+    options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
     files: dict[str, str | bytes] = dict(export_files(g, options, args.format))

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symformer.cli._common import add_example_argument, derivation, nonnegative_int
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    check_work,
+    derivation,
+    load,
+)
 from symformer.files import output_directory, write_files
 
 ORDER = 35
@@ -42,10 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(200 dpi) or pdf: one file per figure, drawn with matplotlib")
     p.add_argument("--token", default="1", metavar="TOKEN",
                    help="LayerNorm figures for this token: a position (default 1) or the word")
-    p.add_argument("--decimals", type=nonnegative_int, default=2, metavar="N",
-                   help="decimals of the values written on the figures (default 2)")
-    p.add_argument("--causal", action="store_true",
-                   help="derive with the causal mask in every layer")
+    add_decimals_argument(p, "the values written on the figures")
+    add_convention_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -56,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from symformer.latex import resolve_token
 
     output_directory(args.out)  # a file or device node is refused before any work
-    g = derivation(args, causal=True if args.causal else None)
+    example = load(args)
+    check_work(args, example, "figures")
+    g = derivation(args, example)
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
 
     def progress(k: int, total: int, name: str) -> None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from symformer.cli._common import derivation, nonnegative_int
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    check_work,
+    derivation,
+    load,
+)
 from symformer.files import output_file, write_file
 
 ORDER = 45
@@ -35,17 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "with the certified values filled in.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("notes", metavar="NOTES", help="the author's .tex or .md file")
-    p.add_argument("--example", metavar="FILE", default=None,
-                   help="example file (default: the built-in example)")
+    add_example_argument(p, positional=False)
     p.add_argument("--out", required=True, metavar="FILE", help="output file")
     p.add_argument("--format", choices=("latex", "markdown"), default=None,
                    help="placeholder syntax (default: from the suffix of NOTES)")
-    p.add_argument("--decimals", type=nonnegative_int, default=2, metavar="N",
-                   help="decimals of a placeholder without a format (default 2)")
-    p.add_argument("--causal", action="store_true",
-                   help="derive with the causal mask in every layer")
-    p.add_argument("--max-work", type=int, metavar="N", default=None,
-                   help="refuse examples needing more than N operations per evaluation")
+    add_decimals_argument(p, "a placeholder without a format")
+    add_convention_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -62,8 +64,9 @@ def run(args: argparse.Namespace) -> int:
         reason = getattr(exc, "strerror", None) or "not UTF-8 text"
         raise InputError(f"{args.notes}: cannot read ({reason})") from None
     output_file(args.out)  # a directory or device node is refused before any work
-    g = derivation(argparse.Namespace(example=args.example, max_work=args.max_work),
-                   causal=True if args.causal else None)
+    example = load(args)
+    check_work(args, example, "fill")
+    g = derivation(args, example)
     filled = fill(text, g, fmt, args.decimals, source=args.notes)
     write_file(args.out, filled)
     print(f"wrote {args.out}")

@@ -7,7 +7,16 @@ import json
 from pathlib import Path
 
 from symformer.blocks import Step, generate
-from symformer.cli._common import add_example_argument, nonnegative_int, positive_int
+from symformer.cli._common import (
+    MAX_STEPS,
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    bounded_int,
+    check_work,
+    example_path,
+    example_with_conventions,
+)
 from symformer.example import load_example
 
 ORDER = 60
@@ -19,6 +28,7 @@ EPILOG = """\
 examples:
   symformer generate                                 # the packaged encoder-decoder example
   symformer generate --steps 5 --decimals 6
+  symformer generate --mask -1e9 --layer-norm unbiased
   symformer generate my_example.toml --steps 3 --json
 
 Each step re-derives the decoder with the target tokens so far and appends the
@@ -39,19 +49,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "example (symformer/examples/encoder_decoder.toml) is "
                                    "used.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_example_argument(p)
-    p.set_defaults(example=None)
-    p.add_argument("--steps", type=positive_int, default=3, metavar="N",
-                   help="tokens to append at most (default 3)")
-    p.add_argument("--decimals", type=nonnegative_int, default=4, metavar="N",
-                   help="decimals of the probabilities (default 4)")
+    add_example_argument(p, default="the packaged encoder_decoder example")
+    p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=3, metavar="N",
+                   help=f"tokens to append at most (default 3, at most {MAX_STEPS}); each "
+                        f"step costs a forward pass in the work limit")
+    add_decimals_argument(p, "the probabilities")
+    add_convention_arguments(p, causal_help="mask the encoder's self-attention too (the "
+                                            "decoder's is always masked)")
     p.add_argument("--json", action="store_true", help="print the steps as one JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer generate``."""
-    example = load_example(args.example or DEFAULT_EXAMPLE)
+    example = example_with_conventions(args, load_example(example_path(args) or DEFAULT_EXAMPLE))
+    check_work(args, example, "generate", args.steps)
     steps = generate(example, args.steps, max_work=args.max_work)
     if args.json:
         print(json.dumps(as_json(example.title, steps, args.decimals), indent=1,

@@ -6,7 +6,12 @@ import argparse
 import json
 from dataclasses import asdict
 
-from symformer.cli._common import add_example_argument, load
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_example_argument,
+    check_work,
+    example_with_conventions,
+)
 from symformer.verify.prove import prove_all
 
 ORDER = 45
@@ -30,13 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Prove, for the example, the facts lecture notes state.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
+    add_convention_arguments(p, causal_help=None)  # prove derives with and without it
     p.add_argument("--json", action="store_true", help="print the facts as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer prove``."""
-    facts = prove_all(load(args), args.max_work)
+    example = example_with_conventions(args)
+    check_work(args, example, "prove")
+    facts = prove_all(example, args.max_work)
     if args.json:
         print(json.dumps({"facts": [asdict(f) for f in facts]}, indent=1, ensure_ascii=False))
     else:

@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symformer.cli._common import add_example_argument, derivation, load, nonnegative_int
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    check_work,
+    derivation,
+    load,
+    token_text,
+)
 from symformer.files import output_file, write_file
 from symformer.trace import RENDERERS, render, trace_token
-from symformer.verify.conventions import LAYER_NORMS, Convention, derive_variant
 
 ORDER = 30
 
@@ -18,7 +25,7 @@ examples:
   symformer trace --token understand --decimals 4
   symformer trace --token 1 --causal              # with the causal mask
   symformer trace symformer/examples/course_module.toml --token export
-  symformer trace symformer/examples/course_module.toml --token export \
+  symformer trace symformer/examples/course_module.toml --token export \\
       --layer-norm whole_matrix                   # the course code's LayerNorm
   symformer trace --token 1 --format html --out think.html   # step-through page
   symformer trace --token 1 --format latex --out think.tex   # pdflatex document
@@ -39,19 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "numbers substituted.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
-    p.add_argument("--token", required=True, metavar="N|WORD",
+    p.add_argument("--token", required=True, type=token_text, metavar="N|WORD",
                    help="0-based position in the sentence, or a word (its first occurrence)")
-    p.add_argument("--decimals", type=nonnegative_int, default=3, metavar="N",
-                   help="decimals of every number (default 3)")
+    add_decimals_argument(p, "every number")
     p.add_argument("--format", choices=list(RENDERERS), default="text",
                    help="output format (default text; html: a step-through page)")
     p.add_argument("--out", metavar="FILE",
                    help="write to FILE (atomically) instead of standard output")
-    p.add_argument("--causal", action="store_true", help="force the causal mask on")
-    p.add_argument("--layer-norm", choices=LAYER_NORMS, metavar="KIND",
-                   help="trace under another LayerNorm convention: biased, unbiased or "
-                        "whole_matrix (mean and variance over the whole matrix, as the "
-                        "course module's code computes them)")
+    add_convention_arguments(p, whole_matrix=True)
     p.add_argument("--side", default="encoder", metavar="SIDE",
                    help="which stack to trace when the example has several (default encoder)")
     p.set_defaults(func=run)
@@ -59,14 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer trace``."""
-    causal = True if args.causal else None
     if args.out:
         output_file(args.out)  # a directory or device node is refused before any work
-    if args.layer_norm:
-        g = derive_variant(load(args), Convention(layer_norm=args.layer_norm), causal,
-                           args.max_work)
-    else:
-        g = derivation(args, causal=causal)
+    example = load(args)
+    check_work(args, example, "trace")
+    g = derivation(args, example)
     text = render(trace_token(g, args.token, args.decimals, side=args.side), args.format)
     if args.out:
         path = write_file(args.out, text)

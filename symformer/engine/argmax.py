@@ -69,6 +69,8 @@ class TieProver:
     def argmax(self, balls: Sequence[arb], row: int,
                closed_forms: bool = False) -> frozenset[int] | None:
         """The argmax set decided from one row of balls, or None if undecided here."""
+        if not all(x.is_finite() for x in balls):
+            return None  # an overflow or 0/0 upstream: more precision, or an UndecidedError
         bounds = [ball_bounds(x) for x in balls]
         best_low = max(low for low, _ in bounds)
         candidates = sorted(j for j, (_, high) in enumerate(bounds) if high >= best_low)

@@ -16,7 +16,7 @@ from fractions import Fraction
 from flint import arb
 
 from symformer.engine.arbmath import precision
-from symformer.errors import UndecidedError, UndecidedWarning
+from symformer.errors import NotSupportedError, UndecidedError, UndecidedWarning
 
 #: The working precision (bits) is never raised past this ceiling.  An entry still
 #: undecided there is printed in the undecided form (see :class:`Undecided`), or,
@@ -24,6 +24,8 @@ from symformer.errors import UndecidedError, UndecidedWarning
 MAX_PRECISION = 2 ** 16
 #: Bits of margin below the last kept digit before a ball counts as narrow.
 _MARGIN = 20
+#: Values above 10**MAX_PRINTED_MAGNITUDE are refused rather than printed digit by digit.
+MAX_PRINTED_MAGNITUDE = 10_000
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,11 @@ def round_ball(x: arb, *, decimals: int | None = None,
         return None
     if x == 0:
         return round_scaled(0, 0, decimals=decimals, significant=significant)
-    wanted = significant if significant is not None else decimals + _magnitude(x) + 1
+    magnitude = _magnitude(x)
+    if magnitude > MAX_PRINTED_MAGNITUDE:
+        raise NotSupportedError(f"a value of about 1e{magnitude} (such as exp of a huge "
+                                f"score) is too large to print")
+    wanted = significant if significant is not None else decimals + magnitude + 1
     m, r, e = (int(v) for v in x.mid_rad_10exp(_digits(x, wanted)))
     lo, hi = m - r, m + r
     if r == 0:

@@ -6,7 +6,9 @@ names the file, the key, the layer and head, and the expected and found shapes.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -25,7 +27,12 @@ from symformer.example.fields import (
     vector,
     vocab_and_tokens,
 )
-from symformer.example.numbers import exact_number, parse_float_text
+from symformer.example.numbers import (
+    MAX_LITERAL_LENGTH,
+    exact_number,
+    parse_float_text,
+    shorten,
+)
 from symformer.example.schema import (
     ACTIVATIONS,
     LAYER_NORMS,
@@ -36,6 +43,10 @@ from symformer.example.schema import (
 )
 
 BUILTIN_NAME = "builtin.toml"
+#: The largest example or claims file read, in bytes (checked before reading it).
+MAX_FILE_BYTES = 8 * 2**20
+#: The deepest nesting of arrays and tables accepted in a TOML file.
+MAX_NESTING = 32
 
 _TOP_KEYS = {
     "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal", "eps",
@@ -73,24 +84,84 @@ def load_example(path: str | Path | None = None) -> Example:
     packaged = packaged_examples()
     if not path.exists() and str(path) in packaged:
         path = packaged[str(path)]
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        names = ", ".join(sorted(packaged))
-        raise InputError(f"{path}: no such file (packaged examples: {names})") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected an example .toml file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the file ({exc})") from None
+    names = ", ".join(sorted(packaged))
+    text = read_text_file(path, "an example .toml file", f" (packaged examples: {names})")
     return parse_example(text, source=str(path))
 
 
-def read_toml(text: str, source: str) -> dict[str, Any]:
-    """Parse TOML text, keeping every float as its literal text (no binary doubles)."""
+def read_text_file(path: Path, what: str, missing_hint: str = "") -> str:
+    """The UTF-8 text of a regular file of at most :data:`MAX_FILE_BYTES` bytes.
+
+    Devices, FIFOs and directories are refused before anything is read (``/dev/zero``
+    would never end), and at most one byte more than the limit is ever read.
+    """
     try:
-        return tomllib.loads(text, parse_float=parse_float_text)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if stat.S_ISDIR(mode):
+                raise InputError(f"{path}: is a directory, expected {what}")
+            if not stat.S_ISREG(mode):
+                raise InputError(f"{path}: is not a regular file (a device, FIFO or "
+                                 f"socket), expected {what}")
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file{missing_hint}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected {what}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{path}: the file is larger than the limit of "
+                         f"{MAX_FILE_BYTES // 2**20} MiB for {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: cannot read the file: not UTF-8 text (byte "
+                         f"{exc.start})") from None
+
+
+def read_toml(text: str, source: str) -> dict[str, Any]:
+    """Parse TOML text, keeping every float as its literal text (no binary doubles).
+
+    Integers of more digits than Python converts, and arrays or tables nested more
+    than :data:`MAX_NESTING` deep, are refused with a message instead of an error
+    from the parser.
+    """
+    try:
+        data = tomllib.loads(text, parse_float=parse_float_text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{source}: arrays or tables are nested more than {MAX_NESTING} "
+                         f"levels deep") from None
+    except ValueError:  # int() past sys.get_int_max_str_digits()
+        raise InputError(f"{source}: {_long_integer(text)}") from None
+    _check_nesting(data, source)
+    return data
+
+
+def _long_integer(text: str) -> str:
+    """The message for an integer literal too long to convert, naming its line."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in re.finditer(rf"[0-9_]{{{MAX_LITERAL_LENGTH},}}", line):
+            return (f"line {number}: the integer {shorten(match.group())} is too long "
+                    f"(numbers have at most {MAX_LITERAL_LENGTH:,} characters)")
+    return f"an integer is too long (numbers have at most {MAX_LITERAL_LENGTH:,} characters)"
+
+
+def _check_nesting(data: Any, source: str) -> None:
+    """Refuse values nested more than MAX_NESTING deep (iteratively: no recursion)."""
+    stack = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InputError(f"{source}: arrays or tables are nested more than "
+                             f"{MAX_NESTING} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def parse_example(text: str, source: str = "<string>") -> Example:

@@ -3,6 +3,16 @@
 Every number a user writes is read as the exact rational it spells: TOML floats
 arrive as their literal text (``tomllib``'s ``parse_float`` hook), so ``0.1`` is
 ``1/10`` and never the binary double ``0.1000000000000000055...``.
+
+The limits below are checked on the text, before any number is built, so that no
+literal (``"1e99999999"``, a fraction of 5,000 digits) costs more than reading it:
+
+* a number is at most :data:`MAX_LITERAL_LENGTH` characters long;
+* a decimal exponent lies within +-:data:`MAX_EXPONENT`;
+* digits are ASCII ``0``-``9`` (``"٣"``, ``"𝟙"`` and ``"1e1_0"`` are refused, although
+  Python's ``int`` and ``Decimal`` accept them; underscores are only accepted where
+  TOML itself allows them, between the digits of a bare TOML number);
+* non-zero entries lie between 1e-100 and 1e100 in magnitude.
 """
 
 from __future__ import annotations
@@ -16,9 +26,14 @@ from symformer.errors import InputError
 #: Entries must lie within these magnitudes (or be 0): far beyond any worked example,
 #: and well inside what ball arithmetic evaluates without losing every digit.
 MAX_MAGNITUDE = sympy.Integer(10) ** 100
+#: The longest number literal accepted, in characters.
+MAX_LITERAL_LENGTH = 1000
+#: The largest decimal exponent accepted in a literal (``1e1000``), in magnitude.
+MAX_EXPONENT = 1000
 
-_DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-_FRACTION = re.compile(r"^[+-]?\d+\s*/\s*[+-]?\d+$")
+_DECIMAL = re.compile(r"(?P<sign>[+-]?)(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?"
+                      r"(?:[eE](?P<exp>[+-]?[0-9]+))?", re.ASCII)
+_FRACTION = re.compile(r"(?P<num>[+-]?[0-9]+)[ \t]*/[ \t]*(?P<den>[+-]?[0-9]+)", re.ASCII)
 
 
 class DecimalText(str):
@@ -46,26 +61,72 @@ def exact_number(value: object, where: str) -> sympy.Rational:
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, found the boolean {str(value).lower()}")
     if isinstance(value, int):
-        return _in_range(sympy.Integer(value), value, where)
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        if _DECIMAL.match(text) or _FRACTION.match(text):
-            numerator, _, denominator = text.partition("/")
-            if denominator and int(denominator) == 0:
-                raise InputError(f"{where}: division by zero in {value!r}")
-            number = sympy.Rational(numerator.strip()) / sympy.Rational(denominator.strip() or 1)
-            return _in_range(number, value, where)
+        if abs(value).bit_length() > 400:  # beyond 1e100 whatever its digits
+            raise InputError(f"{where}: {shorten(str(value))} is out of range: "
+                             f"{_RANGE}")
+        return _in_range(sympy.Integer(value), str(value), where)
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a number, found {type(value).__name__} "
+                         f"{shorten(repr(value))}")
+    if len(value) > MAX_LITERAL_LENGTH:
+        raise InputError(f"{where}: the number {shorten(value)} has {len(value):,} "
+                         f"characters, more than the limit of {MAX_LITERAL_LENGTH:,}")
+    text = value.strip()
+    if isinstance(value, DecimalText):  # TOML allows 1_000.5: underscores between digits
+        text = text.replace("_", "")
+    number = _decimal(text, value, where)
+    if number is None:
+        number = _fraction(text, value, where)
+    if number is None:
         if text.lower().lstrip("+-") in {"inf", "nan", "infinity"}:
             raise InputError(f"{where}: entries must be finite, found {value!r}")
         raise InputError(
-            f"{where}: {value!r} is not a number (write an integer, a decimal such as "
-            f"-1.3 or 1e-6, or a fraction such as \"1/4\")"
+            f"{where}: {shorten(repr(value))} is not a number (write an integer, a decimal "
+            f"such as -1.3 or 1e-6, or a fraction such as \"1/4\", with ASCII digits)"
         )
-    raise InputError(f"{where}: expected a number, found {type(value).__name__} {value!r}")
+    return _in_range(number, value, where)
+
+
+def _decimal(text: str, value: str, where: str) -> sympy.Rational | None:
+    """A decimal literal (``-1.3``, ``1e-6``, ``.5``) as a rational, or None if it is not one."""
+    match = _DECIMAL.fullmatch(text)
+    if not match or not (match["int"] or match["frac"]):
+        return None
+    exponent = int(match["exp"] or 0)  # at most MAX_LITERAL_LENGTH digits: cheap
+    if abs(exponent) > MAX_EXPONENT:
+        raise InputError(f"{where}: the exponent of {shorten(value)} is out of range: "
+                         f"exponents must lie between -{MAX_EXPONENT} and {MAX_EXPONENT}")
+    frac = match["frac"] or ""
+    digits = int(match["int"] + frac or "0")
+    if match["sign"] == "-":
+        digits = -digits
+    shift = exponent - len(frac)
+    return sympy.Integer(digits) * sympy.Integer(10) ** shift if shift >= 0 \
+        else sympy.Rational(digits, 10 ** -shift)
+
+
+def _fraction(text: str, value: str, where: str) -> sympy.Rational | None:
+    """A fraction of two integers (``"-3/4"``), or None if ``text`` is not one."""
+    match = _FRACTION.fullmatch(text)
+    if not match:
+        return None
+    numerator, denominator = int(match["num"]), int(match["den"])
+    if denominator == 0:
+        raise InputError(f"{where}: division by zero in {shorten(repr(value))}")
+    return sympy.Rational(numerator, denominator)
+
+
+_RANGE = "non-zero entries must lie between 1e-100 and 1e100 in magnitude"
 
 
 def _in_range(number: sympy.Rational, text: object, where: str) -> sympy.Rational:
     if number != 0 and not 1 / MAX_MAGNITUDE <= abs(number) <= MAX_MAGNITUDE:
-        raise InputError(f"{where}: {text} is out of range: non-zero entries must lie "
-                         f"between 1e-100 and 1e100 in magnitude")
+        raise InputError(f"{where}: {shorten(str(text))} is out of range: {_RANGE}")
     return number
+
+
+def shorten(text: str, keep: int = 20) -> str:
+    """``text`` itself, or its start and end with the number of characters left out."""
+    if len(text) <= 2 * keep:
+        return text
+    return f"{text[:keep]}...({len(text) - 2 * keep:,} more characters)...{text[-keep:]}"

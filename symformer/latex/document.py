@@ -250,7 +250,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
 
 def causal_section(g: Derivation, chosen: set[str], token: int, options: Options) -> list:
     """Layer 1's scores and weights again under the causal mask."""
-    causal = derive(g.example, causal=True)
+    causal = derive(g.example, causal=True, max_work=options.max_work)
     stages = [s for s in causal if s.layer == 1 and s.kind in CAUSAL_KINDS
               and s.side == "encoder" and s.name in chosen]
     if not stages:

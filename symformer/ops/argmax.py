@@ -62,8 +62,10 @@ class ArgmaxIndicator(Operation):
         winners = self.prover.argmax(balls, row)
         if winners is not None:
             return [[arb(int(j in winners)) for j in range(len(balls))]]
-        best_low = max(ball_bounds(x)[0] for x in balls)
         undecided = arb(0).union(arb(1))
+        if not all(x.is_finite() for x in balls):
+            return [[undecided for _ in balls]]
+        best_low = max(ball_bounds(x)[0] for x in balls)
         return [[undecided if ball_bounds(x)[1] >= best_low else arb(0) for x in balls]]
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:

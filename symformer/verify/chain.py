@@ -177,17 +177,22 @@ def reader_rounding(g: Derivation, decimals: int, stages: list[str] | None = Non
     ``"-inf"`` marks a masked score.
     """
     names = [s.name for s in g]
-    last = names[-1]
-    chain = Chain(g, last, rounded=dict.fromkeys(names, decimals))
+    wanted = stages if stages is not None else names
+    rounded = dict.fromkeys(names, decimals)
+    result: dict[str, Values] = {}
+    for name in reversed(names):  # one chain covers a stage and everything it reads
+        if name in wanted and name not in result:  # (probabilities do not feed next_token)
+            result.update(_reader_chain(Chain(g, name, rounded=rounded)))
+    return {name: [["-inf" if e is None else _fixed(e, decimals) for e in row]
+                   for row in result[name]] for name in wanted}
+
+
+def _reader_chain(chain: Chain) -> dict[str, Values]:
     for bits in PRECISIONS:
         result = chain.evaluate(bits)
         if result is not None:
-            break
-    else:
-        raise UndecidedError(f"cannot decide a reader rounding within {PRECISIONS[-1]} bits")
-    wanted = stages if stages is not None else names
-    return {name: [["-inf" if e is None else _fixed(e, decimals) for e in row]
-                   for row in result[name]] for name in wanted}
+            return result
+    raise UndecidedError(f"cannot decide a reader rounding within {PRECISIONS[-1]} bits")
 
 
 def _fixed(e: Entry, decimals: int) -> str:

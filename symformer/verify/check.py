@@ -79,9 +79,12 @@ class ClaimCheck:
 class Checker:
     """Checks claims against one example; caches its derivations and variants."""
 
-    def __init__(self, example: Example, max_work: int | None = None) -> None:
+    def __init__(self, example: Example, max_work: int | None = None,
+                 causal: bool | None = None) -> None:
         self.example = example
         self.max_work = max_work
+        #: the masking of claims that do not say (None: the example's ``causal``)
+        self.causal = example.causal if causal is None else causal
         self._derived: dict[tuple, Derivation] = {}
 
     def derivation(self, causal: bool, convention: conventions.Convention | None = None
@@ -98,7 +101,14 @@ class Checker:
         return self._derived[key]
 
     def check_all(self, claims: list[Claim]) -> list[ClaimCheck]:
-        """Check every claim (claims with ``check = false`` are only inputs)."""
+        """Check every claim (claims with ``check = false`` are only inputs).
+
+        A claim without ``causal`` gets the checker's setting (the example's own
+        unless forced), so that a causal example's claims are checked masked.
+        """
+        for claim in claims:
+            if claim.causal is None:
+                claim.causal = self.causal
         by_name = {c.name: c for c in claims}
         results = []
         for index, claim in enumerate(claims):
@@ -240,7 +250,8 @@ class Checker:
         upstream = ancestors(g, claim.stage)
         printed: list[tuple[str, Claim]] = []
         for c in before:
-            if c.inputs or c.rows is not None or c.stage not in upstream:
+            if c.inputs or c.rows is not None or c.stage not in upstream \
+                    or len(c.values) != g[c.stage].shape[0]:  # only whole printed tables
                 continue
             if c.causal == claim.causal or not any(
                     g[s].kind == "scores" for s in ancestors(g, c.stage) | {c.stage}):

@@ -8,7 +8,8 @@ Claims TOML (rows are 0-based token positions, as ``symformer derive`` numbers t
     decimals = 3                     # the claim is right when |exact - claimed| <= 0.5e-3
     values = [[0.212, 0.265, 0.158, 0.365], ...]
     rows = [1, 3]                    # optional: the rows of the stage that values gives
-    causal = false                   # optional: the causally masked derivation
+    causal = true                    # optional: the causally masked derivation (default:
+                                     # the example's causal setting)
     inputs = { "layer1.add_norm1" = "mha" }  # optional: a local check of the step
     check = true                     # optional: false = only used as another claim's input
 
@@ -25,15 +26,15 @@ from pathlib import Path
 
 from symformer.engine import Derivation
 from symformer.errors import InputError
-from symformer.example.loader import read_toml
+from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_number
 from symformer.verify.chain import ancestors
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
 _CLAIM_KEYS = {"name", "stage", "decimals", "values", "rows", "causal", "inputs", "check"}
-_PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*,\s*(?:decimals\s*=\s*)?(\d+)\s*\)"
-                    r"\s*\)")
+_PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*,\s*(?:decimals\s*=\s*)?([0-9]{1,4})"
+                    r"\s*\)\s*\)", re.ASCII)
 _COMMENT = re.compile(r"^\s*#\s?(.*)$")
 _ROW = re.compile(r"\[([^\[\]]*)\]")
 
@@ -47,7 +48,7 @@ class Claim:
     decimals: int
     values: list[list[str]]            # the literal text of every claimed number
     rows: list[int] | None = None      # stage rows the values give (None: all, in order)
-    causal: bool = False
+    causal: bool | None = None         # None: the example's own setting
     inputs: dict[str, str] = field(default_factory=dict)  # replaced stage -> claim name
     check: bool = True
     where: str = ""                    # for messages: file and claim number
@@ -78,12 +79,7 @@ def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
     ``names`` (``["NAME=STAGE", ...]``) maps a document's printed variables to stages.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the claims ({exc})") from None
+    text = read_text_file(path, "a claims file")
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
@@ -143,7 +139,7 @@ def _claim(t: object, where: str) -> Claim:
         if not isinstance(t.get(key, False), bool):
             raise InputError(f"{where}: {key} must be true or false")
     text = [[str(v) for v in row] for row in values]
-    return Claim(name, stage, decimals, text, rows, t.get("causal", False), dict(inputs),
+    return Claim(name, stage, decimals, text, rows, t.get("causal"), dict(inputs),
                  t.get("check", True), where)
 
 
@@ -165,7 +161,7 @@ def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim
         target = targets.pop(0) if len(targets) > 1 else targets[0]
         if target == "-":
             continue
-        causal = target.startswith("causal:")
+        causal = True if target.startswith("causal:") else None
         stage = target.removeprefix("causal:")
         claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
                             f"{source}, line {line} ({name})"))
@@ -235,7 +231,10 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                              + (f" and rows names {len(rows)}" if c.rows is not None else ""))
         for i in range(len(c.values)):
             for j in range(m):
-                c.number(i, j)  # every number parses
+                if c.number(i, j) is None and stage.kind != "scores":  # every number parses
+                    raise InputError(f"{c.where}: values[{i}][{j}] is {c.values[i][j]!r}, but "
+                                     f"{c.stage} has finite entries (only masked attention "
+                                     f"scores are -inf)")
     for c in claims:
         upstream = ancestors(g, c.stage)
         for stage_name, source in c.inputs.items():

@@ -156,10 +156,13 @@ def no_look_ahead(g: Derivation) -> Fact:
 
 
 def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
-    """The last token's output row is the same with and without the causal mask.
+    """The last token's row of the first block is the same with and without the causal mask.
 
-    Proof by induction over the stages: a row is unchanged when its local formulas
-    are identical in both derivations and read only unchanged rows.
+    A theorem for the first block only: its last query attends to every key either
+    way.  From the second block on, the earlier tokens' rows (hence the keys and
+    values the last token reads) differ, so nothing is claimed there.  Proof by
+    induction over the stages: a row is unchanged when its local formulas are
+    identical in both derivations and read only unchanged rows.
     """
     same: dict[str, set[int]] = {}
     for stage in plain:
@@ -172,17 +175,23 @@ def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
                 rows.add(i)
         same[stage.name] = rows
     last = plain["output"].shape[0] - 1
-    statement = "the last token's output is unchanged by the causal mask"
-    if last in same["output"]:
+    encoder = [s for s in plain if s.side == "encoder" and s.layer]
+    one_block = max(s.layer for s in encoder) == 1
+    end = "output" if one_block else [s.name for s in encoder if s.layer == 1][-1]
+    statement = ("the last token's output is unchanged by the causal mask" if one_block else
+                 f"the last token's row of the first block ({end}) is unchanged by the "
+                 f"causal mask (not a theorem past it: the earlier tokens' keys and values "
+                 f"differ from the second block on)")
+    if last in same[end]:
         return Fact("last_token_unchanged", statement, PROVED,
-                    f"row {last} of every stage up to output has identical local formulas "
+                    f"row {last} of every stage up to {end} has identical local formulas "
                     f"over unchanged rows")
     first = next(s.name for s in plain if last not in same[s.name])
-    hi, lo = plain.evaluate(128)["output"][last], masked.evaluate(128)["output"][last]
+    hi, lo = plain.evaluate(128)[end][last], masked.evaluate(128)[end][last]
     for j, (x, y) in enumerate(zip(hi, lo)):
         if not (x - y).contains(0):
             return Fact("last_token_unchanged", statement, FALSE,
-                        f"output[{last},{j}] is {x.str(10)} unmasked but {y.str(10)} masked "
+                        f"{end}[{last},{j}] is {x.str(10)} unmasked but {y.str(10)} masked "
                         f"(the rows first differ at {first})")
     return Fact("last_token_unchanged", statement, CERTIFIED,
                 f"not proved past {first}; the rows agree to 128 bits")

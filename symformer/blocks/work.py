@@ -1,0 +1,101 @@
+"""How much work a run will do, estimated before any is done, and the limit it must respect.
+
+Every command estimates its work from the example's shapes (a forward pass's
+multiply-adds, times what the command does with it) and refuses, before starting,
+a run over the limit: ``--max-work N``, else ``SYMFORMER_MAX_WORK``, else
+:data:`DEFAULT_MAX_WORK`; 0 means no limit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from symformer.errors import InputError
+from symformer.example.schema import Example
+
+#: Refuse runs whose estimated operation count exceeds this (about two seconds of
+#: ball arithmetic per million operations); --max-work or SYMFORMER_MAX_WORK changes
+#: it, and 0 turns the limit off.
+DEFAULT_MAX_WORK = 5_000_000
+#: What one operation on SymPy expressions costs, in ball-arithmetic operations
+#: (measured on the project's machine: about 200).
+SYMBOLIC_COST = 200
+
+
+def estimated_work(example: Example) -> int:
+    """Multiply-adds of one forward pass: what a derivation's cost grows with."""
+    n, d = len(example.tokens), example.d_model
+    work = n * d
+    for layer in example.layers:
+        for h in layer.heads:
+            work += n * d * (2 * h.d_k + h.d_v) + n * n * (h.d_k + h.d_v + 2)
+        work += n * sum(h.d_v for h in layer.heads) * d + 2 * n * d * layer.d_ff + 8 * n * d
+    if example.decoder is not None:
+        work += example.decoder.estimated_work(n)
+    return work
+
+
+def symbolic_work(example: Example) -> int:
+    """The cost of the exact proofs ``prove`` makes, in ball-arithmetic operations.
+
+    Every stage's local formulas (as many terms as the forward pass has operations)
+    for the unmasked and the masked derivation, each softmax row's sum brought over
+    a common denominator (about n^2 per row of n keys), each LayerNorm row's squared
+    deviations (about d^2 per row), each at :data:`SYMBOLIC_COST`.
+    """
+    n, d = len(example.tokens), example.d_model
+    terms = 2 * estimated_work(example)
+    for layer in example.layers:
+        terms += 2 * len(layer.heads) * n ** 3 + 2 * n * d * d
+    if example.decoder is not None:
+        m = len(example.decoder.tokens)
+        for layer in example.decoder.layers:
+            terms += len(layer.self_heads) * m ** 3 + len(layer.cross_heads) * m * n * n
+            terms += 3 * m * d * d
+    return SYMBOLIC_COST * terms
+
+
+def work_limit(max_work: int | None = None) -> int:
+    """The limit in force: ``max_work``, else SYMFORMER_MAX_WORK, else the default; 0 = none.
+
+    Raises :class:`InputError` for a SYMFORMER_MAX_WORK that is not a whole number >= 0.
+    """
+    if max_work is not None:
+        if max_work < 0:
+            raise InputError(f"the work limit must be 0 (no limit) or more, found {max_work}")
+        return max_work
+    text = os.environ.get("SYMFORMER_MAX_WORK")
+    if text is None:
+        return DEFAULT_MAX_WORK
+    value = parse_work_limit(text)
+    if value is None:
+        raise InputError(f"SYMFORMER_MAX_WORK={text!r}: expected a whole number of operations "
+                         f"such as 20000000 (0 means no limit)")
+    return value
+
+
+def parse_work_limit(text: str) -> int | None:
+    """A work limit written as ASCII digits (``_`` allowed between them), or None."""
+    text = text.strip()
+    if not re.fullmatch(r"[0-9](_?[0-9]){0,29}", text, re.ASCII):
+        return None
+    return int(text)
+
+
+def check_size(example: Example, max_work: int | None, work: int | None = None,
+               command: str = "") -> None:
+    """Refuse examples whose derivation would not finish in reasonable time.
+
+    ``work`` is the estimate of what the caller will do (default: one forward pass);
+    ``command`` names it in the message.  A limit of 0 means no limit.
+    """
+    limit = work_limit(max_work)
+    work = estimated_work(example) if work is None else work
+    if limit and work > limit:
+        doing = f"`symformer {command}` on this example" if command else "this example"
+        raise InputError(
+            f"{example.source}: {doing} needs about {work:,} operations, more than the "
+            f"limit of {limit:,}; raise it with --max-work N (or SYMFORMER_MAX_WORK=N; 0 "
+            f"means no limit) if you are prepared to wait"
+        )
