@@ -21,7 +21,7 @@ from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
-from symformer.latex.worked import LETTERS, Style, worked_example
+from symformer.latex.worked import Style, worked_example
 
 #: The group (second-level heading) of each stage kind.
 GROUPS = {
@@ -154,7 +154,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
         word, position = stage.rows[token], token + first_position(stage)
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}):",)), worked]))
-    letter = LETTERS.get(stage.kind, "M")
+    letter = stage.op.symbol.latex
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
         stage, letter.upper() if len(letter) == 1 else letter, decimals=options.decimals,
         exact=options.exact)]))

@@ -17,7 +17,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.rounding import ball_bounds
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, WorkedPart
 
 
 class ArgmaxProver(Protocol):
@@ -64,6 +64,18 @@ class ArgmaxIndicator(Operation):
         best_low = max(ball_bounds(x)[0] for x in balls)
         undecided = arb(0).union(arb(1))
         return [[undecided if ball_bounds(x)[1] >= best_low else arb(0) for x in balls]]
+
+    def worked_parts(self, stage, row: int,
+                     formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """The largest logit of the last position, max(l_0, l_1, ...)."""
+        logits = stage.derivation[stage.inputs[0]]
+        last = logits.shape[0] - 1
+        symbol = logits.op.symbol
+        sub = f"{last},w" if logits.shape[0] > 1 else "w"
+        base = f"{{{symbol.latex}}}" if "^" in symbol.latex else symbol.latex
+        notation = Notation(rf"\max_{{w}} {base}_{{{sub}}}", f"max_w {symbol.text}_{sub}",
+                            "Largest logit")
+        return [WorkedPart(notation, sympy.Max(*logits.symbols.row(last)))]
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return argmax_indicator(args[0])

@@ -10,7 +10,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, matrix, named
 
 
 def project(X, W, b):
@@ -54,6 +54,9 @@ class Projection(Operation):
                 row.append(sympy.Add(*terms))
             rows.append(row)
         return sympy.Matrix(rows)
+
+    def named_constants(self) -> dict[str, Notation]:
+        return {"W": named(self.weight), "b": named(self.bias)}
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]
