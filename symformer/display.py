@@ -99,7 +99,7 @@ def trace_html(trace) -> str:
 
 def trace_latex(trace) -> str:
     """A trace's worked formulas as one display-math ``aligned`` block."""
-    from symformer.trace.formula import as_latex
+    from symformer.worked import as_latex
 
     lines = []
     for step in trace.steps:

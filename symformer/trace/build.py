@@ -11,13 +11,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import sympy
-
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.ops import ReLU, RowMean
-from symformer.trace.formula import Formula, substitute
-from symformer.trace.formulas import general, letter
+from symformer.trace.formulas import general
 from symformer.trace.steps import (
     ActivationStep,
     AttentionStep,
@@ -27,6 +24,8 @@ from symformer.trace.steps import (
     Trace,
     VectorStep,
 )
+from symformer.worked.build import Values, entry_steps
+from symformer.worked.model import Step as WorkedStep
 
 #: A readable title for each stage kind.
 TITLES = {
@@ -96,6 +95,7 @@ class _Context:
     row: int
     decimals: int
     _values: dict[str, list[list[str]]] = field(default_factory=dict)
+    printed: Values = field(default_factory=Values)
 
     def values(self, name: str) -> list[list[str]]:
         if name not in self._values:
@@ -105,31 +105,17 @@ class _Context:
     def row_of(self, stage: Stage) -> list[str]:
         return self.values(stage.name)[self.row]
 
-    def worked(self, stage: Stage, j: int, lhs: sympy.Expr) -> Formula | None:
-        """Entry j's local formula with its operands' rounded numbers substituted."""
-        local = stage.local[self.row, j]
-        value = self.row_of(stage)[j]
-        if isinstance(local, sympy.Symbol):
-            return None  # a copy (concatenation, output): nothing to work out
-        if not local.free_symbols:  # a constant: its exact value
-            plain = local.is_Integer or local.is_infinite  # nothing to work out
-            return None if plain else Formula(local, {}, lhs, value)
-
-        def decimal_of(symbol: sympy.Symbol) -> tuple[str, tuple[int, int, int]]:
-            name, i, k = self.g.owner(symbol)
-            return self.values(name)[i][k], (stage.inputs.index(name), i, k)
-
-        return substitute(local, decimal_of, lhs, value)
+    def worked(self, stage: Stage) -> list[WorkedStep | None]:
+        """Each entry's local formula with its operands' printed numbers substituted
+        (recomputable from them: :func:`symformer.worked.build.entry_steps`)."""
+        return entry_steps(stage, self.row, self.decimals, self.printed)
 
 
-def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None,
-             subscripts: list[str] | None = None) -> tuple[Entry, ...]:
+def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
+             ) -> tuple[Entry, ...]:
     labels = labels or list(stage.cols)
-    subscripts = subscripts or [str(j + 1) for j in range(len(labels))]
-    name = letter(stage)
-    return tuple(
-        Entry(label, value, ctx.worked(stage, j, sympy.Symbol(f"{name}_{subscripts[j]}")))
-        for j, (label, value) in enumerate(zip(labels, ctx.row_of(stage))))
+    return tuple(Entry(label, value, worked) for label, value, worked
+                 in zip(labels, ctx.row_of(stage), ctx.worked(stage)))
 
 
 def _common(ctx: _Context, stage: Stage) -> dict:
@@ -149,8 +135,8 @@ def _attention(ctx: _Context, stage: Stage) -> Step:
     if stage.kind != "raw_scores" and blocked:
         note = "causal mask: keys after the token are blocked"
         masked = tuple((ctx.row, j) in blocked for j in range(stage.shape[1]))
-    return AttentionStep(**_common(ctx, stage), entries=_entries(
-        ctx, stage, keys, [str(j) for j in range(len(keys))]), note=note,
+    return AttentionStep(
+        **_common(ctx, stage), entries=_entries(ctx, stage, keys), note=note,
         heat=stage.kind == "weights", query=ctx.row, masked=masked,
         matrix=tuple(map(tuple, ctx.values(stage.name))) if stage.kind == "weights" else ())
 
@@ -160,10 +146,6 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
     mean, var = ctx.g[mean_name], ctx.g[var_name]
     mu = _entries(ctx, mean, ["mean"])[0]
     sigma2 = _entries(ctx, var, ["variance"])[0]
-    fix = {"mu_1": "mu", "sigma^2_1": "sigma^2"}  # scalars: no subscript
-    mu, sigma2 = (Entry(e.label, e.value, e.worked and Formula(
-        e.worked.expr, e.worked.numbers, sympy.Symbol(fix[str(e.worked.lhs)]), e.worked.value))
-        for e in (mu, sigma2))
     note = "" if isinstance(mean.op, RowMean) else (
         "mean and variance over the whole matrix (every token), not over the row of this token")
     return NormStep(**_common(ctx, stage), entries=_entries(ctx, stage), mean=mu,

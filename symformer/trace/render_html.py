@@ -12,8 +12,9 @@ from __future__ import annotations
 import html
 from functools import singledispatch
 
-from symformer.trace.formula import as_mathml, general_mathml, mathml_number
+from symformer.trace.formula import general_mathml, mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.worked import as_mathml
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from symformer.trace.formula import Formula, as_latex, as_text, general_latex
+from symformer.trace.formula import general_latex
 from symformer.trace.steps import Entry, General, Step, Trace
+from symformer.worked import as_latex, as_text
+from symformer.worked.model import Step as WorkedStep
 
 
-def _formula(f: Formula | None) -> dict | None:
+def _formula(f: WorkedStep | None) -> dict | None:
     return None if f is None else {"text": as_text(f), "latex": as_latex(f)}
 
 

@@ -14,9 +14,10 @@ from symformer.latex.blocks import Cell, Equation, Heading, MatrixBlock, Prose, 
 from symformer.latex.blocks import Step as Line
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.trace.formula import as_latex, general_latex, latex_number
+from symformer.trace.formula import general_latex, latex_number
 from symformer.trace.formulas import kind_letter
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.worked import as_latex
 
 
 def render_latex(trace: Trace) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from functools import singledispatch
 
 from symformer.latex.escape import markdown_text
-from symformer.trace.formula import as_latex, general_latex
+from symformer.trace.formula import general_latex
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.worked import as_latex
 
 
 def render_markdown(trace: Trace) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from functools import singledispatch
 
-from symformer.trace.formula import as_text
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.worked import as_text
 
 WIDTH = 80
 _INDENT = "    "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from symformer.trace.formula import Formula
+from symformer.worked.model import Step as WorkedStep
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Entry:
 
     label: str
     value: str
-    worked: Formula | None = None
+    worked: WorkedStep | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ from fractions import Fraction
 
 import sympy
 
+from symformer.engine.arbmath import precision, rational_ball
 from symformer.engine.graph import Stage
+from symformer.engine.rounding import Rounded, round_fraction
 from symformer.errors import ClosedFormTooLarge, UndecidedError
 from symformer.ops.base import Notation
 from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
@@ -320,7 +322,7 @@ class _Row:
             chain.append((EQUALS, numeric))
         if has_rounded_leaves(numeric):
             decimals = places(result.text)
-            r = reader_rounding(numeric, decimals)
+            r = reader_rounding(numeric, decimals) or self._true_tie(j, numeric, decimals)
             if r is None or r.value() != result.value:
                 return None
         closed = self._closed(j, numeric)
@@ -331,12 +333,31 @@ class _Row:
         item = Item(name, self.i, j, lhs, numeric, result)
         return Step(lhs, tuple(chain), (item,), **where)
 
+    def _true_tie(self, j: int, numeric: Node, decimals: int) -> Rounded | None:
+        """The half-to-even rounding of a printed expression whose value is a tie, when
+        that tie is the entry's exact value (proved): more digits cannot change it."""
+        value = exact_value(numeric)
+        if value is None:
+            return None
+        tie = sympy.Rational(value.numerator, value.denominator)
+        ball = self.stage.balls(1024)[self.i][j]  # cheap: the engine caches each precision
+        with precision(1024):
+            near = ball.overlaps(rational_ball(tie))
+        if not near or not self.g.prove_zero(
+                self._resolved(j) - tie):
+            return None
+        return round_fraction(value, decimals=decimals)
+
+    def _resolved(self, j: int) -> sympy.Expr:
+        """Entry j's local formula, data-dependent branches (ReLU) decided."""
+        stage = self.stage
+        return stage.op.resolve(stage.local[self.i, j],
+                                lambda: self.g.sign(stage.inputs[0], self.i, j))
+
     def _exact_result(self, j: int) -> Num | None:
         """An entry whose formula, data-dependent branches decided (ReLU), is an exact
         short decimal: that decimal (``max(0, -0.59) = 0``)."""
-        stage = self.stage
-        resolved = stage.op.resolve(stage.local[self.i, j],
-                                    lambda: self.g.sign(stage.inputs[0], self.i, j))
+        resolved = self._resolved(j)
         if resolved.is_Rational:
             value = Fraction(int(resolved.p), int(resolved.q))
             text = terminating(value)
@@ -370,13 +391,17 @@ def worked_steps(stage: Stage, row: int, style: Style | None = None,
     return Worked(stage.name, row, tuple(builder.steps()))
 
 
-def entry_step(stage: Stage, row: int, col: int, decimals: int,
-               values: Values | None = None) -> Step | None:
-    """One entry's worked line without its symbolic form (the trace's), or None when the
-    entry is a copy or an exact constant (nothing to work out)."""
+def entry_steps(stage: Stage, row: int, decimals: int,
+                values: Values | None = None) -> list[Step | None]:
+    """Each entry's worked line without its symbolic form (the trace's); None for an
+    entry that is a copy or an exact constant (nothing to work out)."""
     builder = _Row(stage, row, Style(decimals), values or Values(), symbolic=False,
                    parts=False)
-    f = builder.formulas[col]
-    if f.is_Symbol or (f.is_Rational and not builder.masked):
-        return None
-    return builder._search(lambda k: builder._entry(col, f, k), f"entry {col}")
+    out: list[Step | None] = []
+    for j, f in enumerate(builder.formulas):
+        if f.is_Symbol or (f.is_Rational and not builder.masked):
+            out.append(None)
+        else:
+            out.append(builder._search(lambda k, j=j, f=f: builder._entry(j, f, k),
+                                       f"entry {j}"))
+    return out
