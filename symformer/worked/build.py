@@ -24,13 +24,14 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
+import flint
 import sympy
 
-from symformer.engine.arbmath import precision, rational_ball
+from symformer.engine.arbmath import precision, rational_ball, sympy_to_arb
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import Rounded, round_fraction
 from symformer.errors import ClosedFormTooLarge, UndecidedError
-from symformer.ops.base import Notation
+from symformer.ops.base import Notation, WorkedPart
 from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
 from symformer.worked.from_sympy import Converter
 from symformer.worked.model import (
@@ -222,6 +223,7 @@ class _Row:
         recomputable (a row with shared parts: one count for the whole row)."""
         parts = self.stage.op.worked_parts(self.stage, self.i, self.formulas) \
             if self.use_parts else []
+        parts = [p for p in parts if self._printable(p)]
         self.index = self._input_indices([p.expr for p in parts])
         if self.is_plain_row():
             head = self._search(lambda k: self._attempt(parts, k, entries=False), "row") \
@@ -231,6 +233,20 @@ class _Row:
             return self._search(lambda k: self._attempt(parts, k), "row")
         return [self._search(lambda k, j=j, f=f: self._entry(j, f, k), f"entry {j}")
                 for j, f in enumerate(self.formulas)]
+
+    def _printable(self, part: WorkedPart) -> bool:
+        """Whether a part's value prints sensibly at the style's decimals: below 10^6 in
+        magnitude and, for a sum of rounded terms, not rounding to 0 (e^{223.6} or
+        e^{-532.5} would need 97 digits or 230 decimals).  Otherwise the entries show
+        the part inline, and no rounded part is printed."""
+        env = {}
+        for s in part.expr.free_symbols:
+            name, r, c = self.g.owner(s)
+            env[s] = self.g[name].balls(128)[r][c]
+        with precision(128):
+            value = sympy_to_arb(part.expr, env)
+            large_enough = value > flint.arb(10) ** -self.style.decimals
+        return bool(abs(value) < 10 ** 6 and (large_enough or not part.termwise))
 
     def _search(self, attempt, what: str):
         for extra in range(MAX_EXTRA + 1):
@@ -279,7 +295,8 @@ class _Row:
                 replace[term] = holder
                 rounded.append(value)
             evaluated: Node = Add(tuple(rounded))
-            chain.append((APPROX, evaluated))
+            exact = all(exact_value(i.expression) == i.result.value for i in items)
+            chain.append((EQUALS if exact else APPROX, evaluated))
         else:
             evaluated = chain[-1][1]
         r = reader_rounding(evaluated, k)

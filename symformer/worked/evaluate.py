@@ -19,7 +19,6 @@ from symformer.engine.arbmath import precision, rational_ball
 from symformer.engine.rounding import Rounded, round_ball, round_fraction
 from symformer.worked.model import (
     Add,
-    Approx,
     Const,
     Div,
     Func,
@@ -50,8 +49,6 @@ def exact_value(node: Node) -> Fraction | None:
 def _exact(node: Node) -> Fraction:
     if isinstance(node, Num):
         return node.value
-    if isinstance(node, Approx):
-        return node.value.value
     if isinstance(node, Const):
         return Fraction(int(node.value.p), int(node.value.q))
     if isinstance(node, Neg):
@@ -77,7 +74,7 @@ def _exact(node: Node) -> Fraction:
 
 def ball(node: Node) -> flint.arb:
     """The value as a ball at the current ``flint.ctx.prec``."""
-    if isinstance(node, (Num, Approx, Const)):
+    if isinstance(node, (Num, Const)):
         value = _exact(node)
         return rational_ball(sympy.Rational(value.numerator, value.denominator))
     if isinstance(node, Neg):
@@ -132,4 +129,4 @@ def reader_rounding(node: Node, decimals: int) -> Rounded | None:
 
 def has_rounded_leaves(node: Node) -> bool:
     """True when a printed decimal (not an exact constant) occurs in the expression."""
-    return isinstance(node, (Num, Approx)) or any(has_rounded_leaves(c) for c in children(node))
+    return isinstance(node, Num) or any(has_rounded_leaves(c) for c in children(node))

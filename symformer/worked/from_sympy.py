@@ -138,4 +138,4 @@ def _product(nodes: list[Node]) -> Node:
     return nodes[0] if len(nodes) == 1 else Mul(tuple(nodes))
 
 
-__all__ = ["Converter", "Pow"]
+__all__ = ["Converter"]

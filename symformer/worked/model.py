@@ -4,9 +4,9 @@ A worked :class:`Step` is ``lhs = symbolic = numeric ≈ result``: one chain of
 *forms*, each an expression tree of the nodes below.  The symbolic form has
 :class:`Sym` leaves (the notation of the inputs), the numeric form has
 :class:`Num` leaves (the printed decimals) and :class:`Const` leaves (exact
-weights); an :class:`Approx` is a part of a form already evaluated and printed as
-its rounded value (``e^{1.97} ≈ 7.17``).  Every rounding a reader can recompute
-is an :class:`Item`: an expression over printed literals and the printed result.
+weights); a later form may show parts already evaluated as their rounded values
+(``e^{1.97} ≈ 7.17``).  Every rounding a reader can recompute is an :class:`Item`:
+an expression over printed literals, and the printed result.
 
 Renderers (``render_latex``, ``render_text``, ``render_mathml``, ``to_json``)
 print these trees; nothing here knows a stage kind.
@@ -95,15 +95,6 @@ class Func(Node):
 
 
 @dataclass(frozen=True)
-class Approx(Node):
-    """A sub-expression already evaluated: printed as ``value``, recomputed from ``expr``."""
-
-    expr: Node
-    value: Num
-    symbolic: Node | None = None  # how the sub-expression reads in symbols (``e^{s_1}``)
-
-
-@dataclass(frozen=True)
 class Vector(Node):
     """A row of values (a step that only shows numbers, such as a concatenation)."""
 
@@ -166,7 +157,7 @@ class Worked:
 
 
 def children(node: Node) -> tuple[Node, ...]:
-    """The sub-trees of a node (none for a leaf; an :class:`Approx` is a leaf)."""
+    """The sub-trees of a node (none for a leaf)."""
     if isinstance(node, Neg):
         return (node.arg,)
     if isinstance(node, Add):

@@ -12,7 +12,6 @@ import re
 from symformer.worked.model import (
     APPROX,
     Add,
-    Approx,
     Const,
     Div,
     Func,
@@ -48,8 +47,6 @@ def latex(node: Node, wrap: bool = False) -> str:
 
 
 def _print(node: Node, wrap: bool = False) -> tuple[str, int]:
-    if isinstance(node, Approx):
-        return _print(node.value)
     if isinstance(node, Num):
         return node.text, (_ADD if node.text.startswith("-") else _ATOM)
     if isinstance(node, Const):

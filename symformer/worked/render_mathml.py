@@ -12,7 +12,6 @@ from html import escape
 from symformer.worked.model import (
     APPROX,
     Add,
-    Approx,
     Const,
     Div,
     Func,
@@ -73,8 +72,6 @@ def mathml(node: Node) -> str:
 
 
 def _print(node: Node) -> tuple[str, int]:
-    if isinstance(node, Approx):
-        return _print(node.value)
     if isinstance(node, Num):
         return _mn(node.text), (_ADD if node.text.startswith("-") else _ATOM)
     if isinstance(node, Const):

@@ -9,7 +9,6 @@ from __future__ import annotations
 from symformer.worked.model import (
     APPROX,
     Add,
-    Approx,
     Const,
     Div,
     Func,
@@ -46,8 +45,6 @@ class TextPrinter:
 
     def _print(self, node: Node) -> tuple[str, int]:
         """(text, precedence) of a node."""
-        if isinstance(node, Approx):
-            return self._print(node.value)
         if isinstance(node, Num):
             return node.text, (_ADD if node.text.startswith("-") else _ATOM)
         if isinstance(node, Const):
