@@ -60,20 +60,21 @@ def test_numbers_match_an_independent_float64_pass(block, causal_block, referenc
                 assert abs(float(text) - value) <= half_ulp, (step.stage, text, value)
 
 
-def test_worked_formulas_recompute_their_values(block):
-    """Each substituted formula, recomputed from its printed numbers, gives its value."""
-    trace = trace_token(block, "think", decimals=8)
+@pytest.mark.parametrize("decimals", [3, 8])
+def test_worked_formulas_recompute_their_values(block, causal_block, decimals):
+    """Each substituted formula, recomputed from its printed numbers (tests/recompute.py:
+    fractions and mpmath), gives its printed value, for every token, masked or not."""
     checked = 0
-    for step in trace.steps:
-        extra = [step.mean, step.variance] if isinstance(step, NormStep) else []
-        for entry in [*step.entries, *extra]:
-            if entry.worked is None:
-                continue
-            for item in entry.worked.items:
-                check_item(item_dict(item))
-                assert Fraction(item.result.text) == Fraction(entry.value)
-                checked += 1
-    assert checked > 60
+    for g in (block, causal_block):
+        for position in range(4):
+            for step in trace_token(g, position, decimals=decimals).steps:
+                extra = [step.mean, step.variance] if isinstance(step, NormStep) else []
+                for entry in [*step.entries, *extra]:
+                    for item in entry.worked.items if entry.worked else ():
+                        check_item(item_dict(item))
+                        assert Fraction(item.result.text) == Fraction(entry.value)
+                        checked += 1
+    assert checked > 400
 
 
 def test_relu_clips_exactly_the_negative_hidden_entries(block, reference):

@@ -112,22 +112,6 @@ def test_more_digits_where_the_rounded_operands_cannot_give_the_result(block):
     assert item.result.text == "0.752"
 
 
-def test_trace_lines_recompute(block, causal_block):
-    checked = 0
-    for g in (block, causal_block):
-        for position in range(4):
-            for step in trace_token(g, position, decimals=3).steps:
-                extra = [step.mean, step.variance] if hasattr(step, "mean") else []
-                for entry in [*step.entries, *extra]:
-                    if entry.worked is None:
-                        continue
-                    for item in entry.worked.items:
-                        check_item(item_dict(item))
-                        assert Fraction(item.result.text) == Fraction(entry.value)
-                        checked += 1
-    assert checked > 400
-
-
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_shipped_examples_recompute(path):
     assert EXAMPLES
