@@ -47,7 +47,11 @@ def _eval(node: ast.AST, source: str) -> Fraction | mpmath.mpf:
         if isinstance(node.op, ast.Sub):
             return a - b if exact else _mp(a) - _mp(b)
         if isinstance(node.op, ast.Mult):
-            return a * b if exact else _mp(a) * _mp(b)
+            if exact:
+                return a * b
+            if Fraction(0) in (a, b):
+                return Fraction(0)  # 0 * sin(1) is exactly 0
+            return _mp(a) * _mp(b)
         if isinstance(node.op, ast.Div):
             return a / b if exact else _mp(a) / _mp(b)
         if isinstance(node.op, ast.Pow):
