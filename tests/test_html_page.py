@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -209,3 +210,35 @@ def test_page_fetches_nothing(page):
     assert resources == []
     markup = browser.eval("document.documentElement.outerHTML")
     assert "http://" not in markup and "https://" not in markup
+
+
+PRODUCTS = """(function(){
+  var s = document.querySelector('section.step[data-stage="layer1.ffn.output"]');
+  var dots = Array.prototype.filter.call(s.querySelectorAll('ul.worked mo'),
+                                         function(m){ return m.textContent === '\\u00b7'; });
+  return {text: s.querySelector('ul.worked').innerText,
+          hidden: s.hidden,
+          widths: dots.map(function(m){ return m.getBoundingClientRect().width; })};
+})()"""
+
+
+def test_products_of_numbers_show_a_visible_sign(tmp_path):
+    """f_0 = a_0 W_2[0,0] + ...: ReLU clipped every a_j, so each term is a product of two
+    numbers such as 0.000 · 0.4.  Adjacent MathML numbers would render as one number
+    (0.0000.4, or 20.000 for 2 · 0.000); the rendered text must show the sign."""
+    trace = trace_token(derive(load_example()), "think", decimals=3)
+    step = next(n for n, s in enumerate(trace.steps, start=1) if s.stage == "layer1.ffn.output")
+    path = tmp_path / "think.html"
+    path.write_text(render(trace, "html"), encoding="utf-8")
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.open(path.as_uri() + f"#step-{step}")
+        shown = browser.eval(PRODUCTS)
+    finally:
+        browser.close()
+    assert shown["hidden"] is False  # the page opened at that step
+    text = " ".join(shown["text"].split())
+    assert "0.000" in text and "0.4" in text
+    assert re.search(r"0\.000\s*·\s*0\.4", text), text
+    assert "0.0000.4" not in text.replace(" ", "")
+    assert len(shown["widths"]) >= 3 and min(shown["widths"]) > 1  # laid out, not zero-width

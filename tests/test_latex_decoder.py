@@ -162,7 +162,8 @@ def test_an_exact_tie_is_reported_as_a_tie():
     out = export_files(derive(example), Options(stages=("next_token",)))
     decision = out["fragments/next_token-decision.tex"]
     assert "No single next token" in decision and "``je'', ``pense''" in decision
-    assert r"\{\text{je}, \text{pense}\} \quad (\text{exact tie})" in \
+    # both tied logits are the largest: the indicator has two 1s
+    assert r"\hat{t} &= \begin{bmatrix} 0 & 1 & 1 & 0 & 0 \end{bmatrix}" in \
         out["fragments/next_token-worked.tex"]
 
 
@@ -178,7 +179,8 @@ def test_worked_examples_follow_the_target_token(g):
     default = export_files(g, Options(stages=("probabilities",)))
     worked = default["fragments/probabilities-worked.tex"]
     assert "``je'' (position 1)" in worked  # the last target position by default
-    assert r"p_{\text{pense}} &= \frac{e^{\ell_{\text{pense}}}}{\Sigma}" in worked
+    j = g["probabilities"].cols.index("pense")  # 0-based vocabulary index
+    assert rf"p_{{{j}}} &= \frac{{e^{{\ell_{{{j}}}}}}}{{\Sigma}}" in worked
 
 
 # -- greedy generation -----------------------------------------------------------------

@@ -13,15 +13,17 @@ from symformer.latex.worked import Style, worked_example
 
 def test_query_row_term_by_term(block):
     latex = to_latex(worked_example(block["layer1.head1.Q"], 1))
-    assert r"q_{1} &= x_{1} (W_Q)_{1,1} + x_{2} (W_Q)_{2,1}" in latex
-    assert r"&= 4.84 \cdot 0.25 + 1.54 \cdot 0.25 \approx 1.60" in latex
+    assert r"q_{0} &= x_{0} (W_{Q})_{0,0} + x_{1} (W_{Q})_{1,0}" in latex
+    # from 4.84 and 1.54 a reader gets 1.595, a tie; one more digit decides it
+    # (the exact value is (4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...)
+    assert r"&= 4.841 \cdot 0.25 + 1.540 \cdot 0.25 \approx 1.60" in latex
     assert r"&= 0.01 \cdot 0.25 + 3.00 \cdot 0.25 \approx 0.75" in latex
 
 
 def test_exact_substitution_keeps_closed_forms(block):
     latex = to_latex(worked_example(block["layer1.head1.Q"], 1, Style(exact=True)))
     assert (r"\left(4 + \sin 1\right) \cdot 0.25 + \left(1 + \cos 1\right) \cdot 0.25"
-            r" = \frac{5}{4} + \frac{\cos 1}{4} + \frac{\sin 1}{4} \approx 1.60") in latex
+            r" = \frac{1}{4} \left(5 + \sin 1 + \cos 1\right) \approx 1.60") in latex
 
 
 def test_softmax_shows_exponentials_that_add_up(block, builtin):
@@ -30,8 +32,11 @@ def test_softmax_shows_exponentials_that_add_up(block, builtin):
     sigma_line = next(line for line in latex.splitlines() if line.startswith("  &= e^{"))
     shown = [float(x) for x in re.findall(r"e\^\{([-0-9.]+)\}", sigma_line)]
     assert shown == [round(s, 3) for s in scores]
-    total = float(sigma_line.rsplit(r"\approx", 1)[1].strip(" \\"))
-    assert abs(total - sum(math.exp(s) for s in scores)) <= 0.0005 + 1e-9
+    # each exponential is rounded from the printed score, and the sum from those
+    exps = sigma_line.split(r"\approx", 1)[1].rsplit("=", 1)
+    terms = [float(x) for x in exps[0].split("+")]
+    assert terms == [round(math.exp(s), 3) for s in shown]
+    assert float(exps[1].strip(" \\")) == round(sum(terms), 3)
     weights = float_forward(builtin)["layer1.head1.weights"][1]
     results = [float(x) for x in re.findall(r"\\approx ([-0-9.]+)\s*(?:\\\\)?$", latex, re.M)]
     assert results[-4:] == [round(w, 3) for w in weights]
@@ -52,9 +57,8 @@ def test_layer_norm_shows_mean_variance_and_the_normalised_row(block, builtin):
     assert rf"\approx {x.var():.2f}" in var_latex
     ln = to_latex(worked_example(block["layer1.add_norm1"], 1))
     assert r"\sqrt{\sigma^2 + \epsilon}" in ln
-    row = re.search(r"z &= \\begin\{bmatrix\} (.*) \\end\{bmatrix\}", ln).group(1)
-    assert [float(v) for v in row.split("&")] == [
-        round(v, 2) for v in ref["layer1.add_norm1"][1]]
+    results = re.findall(r"\\approx ([-0-9.]+)", ln)
+    assert [float(v) for v in results] == [round(v, 2) for v in ref["layer1.add_norm1"][1]]
 
 
 def test_relu_clipped_entries_are_exactly_zero(block):

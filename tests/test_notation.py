@@ -154,9 +154,6 @@ def test_check_names_entries_the_same_way(tmp_path, block, capsys):
     assert "row " not in out and "col " not in out
 
 
-@pytest.mark.xfail(strict=True, reason="latex/worked.py still writes 1-based q_{1}; it "
-                   "switches to the operations' symbols on branch op-worked: remove this "
-                   "mark when merged")
 def test_pdf_worked_lines_use_the_same_indices(block):
     worked = export_files(block, Options(decimals=2, token=POSITION))[
         "fragments/layer1-head1-Q-worked.tex"]

@@ -26,6 +26,7 @@ examples:
   symformer export --out notes --token think --decimals 3
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
+  symformer export --out work --format json        # work/worked.json
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
@@ -68,8 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exact", action="store_true",
                    help="print short closed forms (4 + \\sin 1) instead of decimals")
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
-    p.add_argument("--format", choices=("latex", "markdown"), default="latex",
-                   help="latex: main.tex and fragments/ (default); markdown: main.md")
+    p.add_argument("--format", choices=("latex", "markdown", "json"), default="latex",
+                   help="latex: main.tex and fragments/ (default); markdown: main.md; "
+                        "json: worked.json, every worked line's operands and results")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
     p.set_defaults(func=run)

@@ -17,8 +17,17 @@ __all__ = ["Options", "build", "export_files", "latex_files", "markdown_document
 
 
 def export_files(g, options: Options, fmt: str = "latex") -> dict[str, str]:
-    """Every file of an export, by relative path: LaTeX (main.tex + fragments) or Markdown."""
+    """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
+    (main.md) or JSON (worked.json: every worked line's recomputable roundings)."""
     outline = build(g, options)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline)}
+    if fmt == "json":
+        from symformer.latex.blocks import Worked
+        from symformer.latex.outline import fragments
+        from symformer.worked.to_json import worked_json
+
+        items = [item for f in fragments(outline) for b in f.blocks
+                 if isinstance(b, Worked) for item in b.items]
+        return {"worked.json": worked_json(g.example.title, items)}
     return latex_files(g, outline)

@@ -53,9 +53,14 @@ class Step:
 
 @dataclass(frozen=True)
 class Worked:
-    """A worked example: steps for one token, unnumbered, aligned at the relations."""
+    """A worked example: steps for one token, unnumbered, aligned at the relations.
+
+    ``items`` are the recomputable roundings the steps print
+    (:class:`symformer.worked.model.Item`), for ``export --format json``.
+    """
 
     steps: tuple[Step, ...]
+    items: tuple = ()
 
 
 @dataclass(frozen=True)

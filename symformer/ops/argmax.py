@@ -17,7 +17,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.rounding import ball_bounds
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 
 
 class ArgmaxProver(Protocol):
@@ -74,3 +74,15 @@ class ArgmaxIndicator(Operation):
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"z"}), axis=("k", "V"),
                         remark="the last position's logits")
+
+    def worked_parts(self, stage, row: int,
+                     formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """The largest logit of the last position, max(l_0, l_1, ...)."""
+        logits = stage.derivation[stage.inputs[0]]
+        last = logits.shape[0] - 1
+        symbol = logits.op.symbol
+        sub = f"{last},w" if logits.shape[0] > 1 else "w"
+        base = f"{{{symbol.latex}}}" if "^" in symbol.latex else symbol.latex
+        notation = Notation(rf"\max_{{w}} {base}_{{{sub}}}", f"max_w {symbol.text}_{sub}",
+                            "Largest logit")
+        return [WorkedPart(notation, sympy.Max(*logits.symbols.row(last)))]

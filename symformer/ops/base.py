@@ -16,10 +16,12 @@ LayerNorm's mean, ...).  Its module holds everything about it, side by side:
   title, used by every format;
 * ``facts(stage)`` -- the identities ``prove`` states about the step, if any.
 
-Worked lines and trace steps are built from the local formula by the renderers,
-so an operation does not write its formula a second time.  Weights are exact
-constants baked into the operation (part of the formula, as in
-``q = x1/4 + x2/4``), never stages of their own.
+Worked lines and trace steps are built from the local formula by
+:mod:`symformer.worked`, so an operation does not write its formula a second
+time.  Weights are exact constants baked into the operation (part of the
+formula, as in ``q = x1/4 + x2/4``), never stages of their own; an operation may
+*name* them (``named_constants``: ``q_0 = x_0 (W_Q)_{0,0} + ...``) and may name a
+part of its formula shared by a row (``worked_parts``: a softmax's denominator).
 
 Every concrete subclass is registered in :data:`OPERATIONS` by defining it; a
 test checks that each provides all of the above.
@@ -213,3 +215,44 @@ class Operation(ABC):
         over the stages of a side.
         """
         return []
+
+    def named_constants(self) -> dict[str, Notation]:
+        """The constant fields worked lines write by name before substituting them.
+
+        Field name -> notation of the matrix (its entries get 0-based indices); the
+        worked line's formula is then :meth:`sympy` on a copy of the operation whose
+        named fields hold symbols.  None by default: constants print as numbers.
+        """
+        return {}
+
+    def worked_parts(self, stage: Stage, row: int,
+                     formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """Parts of a row's local formulas that worked lines show as steps of their own.
+
+        ``formulas`` are the row's entries (masked operands already removed).  None by
+        default; a softmax names its denominator.
+        """
+        return []
+
+
+@dataclass(frozen=True)
+class WorkedPart:
+    """A part of a row's formulas shown as its own worked step (a softmax's Σ).
+
+    ``expr`` is a sub-expression of the row's local formulas; with ``termwise`` each
+    of its terms is evaluated (and rounded) first, and the entries then read those
+    rounded terms.
+    """
+
+    notation: Notation
+    expr: sympy.Expr
+    termwise: bool = False
+
+
+def named(name: str, title: str = "") -> Notation:
+    """The notation of a named matrix such as ``W_Q``, ``W_vocab`` or ``b_1``."""
+    base, _, sub = name.partition("_")
+    if not sub:
+        return Notation(base, base, title)
+    sub_latex = rf"\text{{{sub}}}" if len(sub) > 1 else sub
+    return Notation(f"{base}_{{{sub_latex}}}", name, title)

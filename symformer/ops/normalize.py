@@ -69,6 +69,11 @@ class Normalize(Operation):
 
         return sympy.Matrix(X.rows, X.cols, entry)
 
+    def named_constants(self) -> dict[str, Notation]:
+        return {"gamma": Notation(r"\gamma", "γ", "scale"),
+                "beta": Notation(r"\beta", "β", "shift"),
+                "eps": Notation(r"\epsilon", "ε", "epsilon")}
+
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X, mu, var = args
         eps = rational_ball(self.eps)

@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix, named
 
 
 def project(X, W):
@@ -60,6 +60,9 @@ class Projection(Operation):
                 row.append(sympy.Add(*terms))
             rows.append(row)
         return sympy.Matrix(rows)
+
+    def named_constants(self) -> dict[str, Notation]:
+        return {"W": named(self.weight), "b": named(self.bias)}
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]

@@ -61,6 +61,9 @@ class ScaleMask(Operation):
 
         return sympy.Matrix(S.rows, S.cols, entry)
 
+    def named_constants(self) -> dict[str, Notation]:
+        return {"d_k": Notation("d_k", "d_k", "key width")}
+
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         S = args[0]
         scale = 1 / arb(self.d_k).sqrt()

@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 from symformer.ops.facts import FALSE, PROVED, Fact, Tally
 
 if TYPE_CHECKING:
@@ -22,6 +22,10 @@ def softmax(s):
     """exp(s_j) / sum_k exp(s_k) per row; subtracting the row maximum only avoids overflow."""
     e = np.exp(s - np.max(s, axis=-1, keepdims=True))
     return e / np.sum(e, axis=-1, keepdims=True)
+
+
+#: The denominator of a softmax row, shown as its own worked step.
+SUM = Notation(r"\Sigma", "Σ", "Sum of the exponentials")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,15 @@ class Softmax(Operation):
             total = sympy.Add(*[e for e in exps if e is not None])
             rows.append([sympy.S.Zero if e is None else e / total for e in exps])
         return sympy.Matrix(rows)
+
+    def worked_parts(self, stage, row: int,
+                     formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """The row's shared denominator Σ = exp(s_0) + ..., each exponential rounded first."""
+        for entry in formulas:
+            for factor in sympy.Mul.make_args(entry):
+                if factor.is_Pow and factor.exp == -1 and factor.base.is_Add:
+                    return [WorkedPart(SUM, factor.base, termwise=True)]
+        return []
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         out = []

@@ -11,14 +11,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import sympy
-
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
-from symformer.notation import entry_symbol, index, legend
+from symformer.notation import index, legend
 from symformer.ops import ReLU, RowMean
 from symformer.placement import part_of
-from symformer.trace.formula import Formula, substitute
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
 from symformer.trace.steps import (
@@ -29,6 +26,8 @@ from symformer.trace.steps import (
     Step,
     VectorStep,
 )
+from symformer.worked.build import Values, entry_steps
+from symformer.worked.model import Step as WorkedStep
 
 
 def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
@@ -55,6 +54,7 @@ class _Context:
     row: int
     decimals: int
     _values: dict[str, list[list[str]]] = field(default_factory=dict)
+    printed: Values = field(default_factory=Values)
 
     def values(self, name: str) -> list[list[str]]:
         if name not in self._values:
@@ -64,21 +64,10 @@ class _Context:
     def row_of(self, stage: Stage) -> list[str]:
         return self.values(stage.name)[self.row]
 
-    def worked(self, stage: Stage, j: int, lhs: sympy.Expr) -> Formula | None:
-        """Entry j's local formula with its operands' rounded numbers substituted."""
-        local = stage.local[self.row, j]
-        value = self.row_of(stage)[j]
-        if isinstance(local, sympy.Symbol):
-            return None  # a copy (concatenation, output): nothing to work out
-        if not local.free_symbols:  # a constant: its exact value
-            plain = local.is_Integer or local.is_infinite  # nothing to work out
-            return None if plain else Formula(local, {}, lhs, value)
-
-        def decimal_of(symbol: sympy.Symbol) -> tuple[str, tuple[int, int, int]]:
-            name, i, k = self.g.owner(symbol)
-            return self.values(name)[i][k], (stage.inputs.index(name), i, k)
-
-        return substitute(local, decimal_of, lhs, value)
+    def worked(self, stage: Stage) -> list[WorkedStep | None]:
+        """Each entry's local formula with its operands' printed numbers substituted
+        (recomputable from them: :func:`symformer.worked.build.entry_steps`)."""
+        return entry_steps(stage, self.row, self.decimals, self.printed)
 
 
 def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
@@ -86,9 +75,9 @@ def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
     """The token's row: each entry with its label, value, worked line and symbol."""
     labels = labels or list(stage.cols)
     return tuple(
-        Entry(label, value, ctx.worked(stage, j, entry_symbol(stage, j)),
-              stage.op.symbol, index(stage, j))
-        for j, (label, value) in enumerate(zip(labels, ctx.row_of(stage))))
+        Entry(label, value, worked, stage.op.symbol, index(stage, j))
+        for j, (label, value, worked) in enumerate(zip(labels, ctx.row_of(stage),
+                                                       ctx.worked(stage))))
 
 
 def _common(ctx: _Context, stage: Stage) -> dict:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from symformer.engine.rounding import display_value
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
-from symformer.trace.formula import as_mathml, mathml_number
+from symformer.trace.formula import mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.worked import as_mathml
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace

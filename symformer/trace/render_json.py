@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING
 
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
-from symformer.trace.formula import Formula, as_latex, as_text
 from symformer.trace.steps import Entry, General, Step
+from symformer.worked import as_latex, as_text
+from symformer.worked.model import Step as WorkedStep
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace
 
 
-def _formula(f: Formula | None) -> dict | None:
+def _formula(f: WorkedStep | None) -> dict | None:
     return None if f is None else {"text": as_text(f), "latex": as_latex(f)}
 
 

@@ -15,8 +15,9 @@ from symformer.latex.blocks import Step as Line
 from symformer.latex.document import legend_prose
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.trace.formula import as_latex, latex_number
+from symformer.trace.formula import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.worked import as_latex
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
 from symformer.notation import INDEX_RULE
-from symformer.trace.formula import as_latex
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.worked import as_latex
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace

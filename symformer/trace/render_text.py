@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
 from symformer.notation import legend_text
-from symformer.trace.formula import as_text
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.worked import as_text
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from symformer.ops import Notation
-from symformer.trace.formula import Formula
+from symformer.worked.model import Step as WorkedStep
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Entry:
 
     label: str
     value: str
-    worked: Formula | None = None
+    worked: WorkedStep | None = None
     notation: Notation | None = None
     index: int | None = None
 

@@ -1,0 +1,424 @@
+"""Worked lines built from each stage's local formula (one builder for every operation).
+
+For the token's row ``i`` of a stage, each entry's local formula (the operation's
+``sympy`` on the input stages' symbols, with the constants the operation names
+written by name) becomes
+
+* the symbolic line: every input symbol printed as its notation
+  (``g[input].op.symbol``, 0-based indices), every named constant by its name;
+* the numeric line: every input symbol printed as its certified decimal, every
+  constant exactly;
+* the result: the stage's certified rounding.
+
+Recomputability: the printed numeric line, evaluated exactly, must round to the
+printed result (and not be a tie).  When the operands rounded to the style's
+decimals cannot give the exact result's rounding, the operands are printed with
+the fewest more decimals that can (decided with fractions or balls,
+:mod:`symformer.worked.evaluate`).  An operation's ``worked_parts`` (a softmax's
+denominator) become steps of their own, each rounded part recomputable from what
+is printed before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import flint
+import sympy
+
+from symformer.engine.arbmath import precision, rational_ball, sympy_to_arb
+from symformer.engine.graph import Stage
+from symformer.engine.rounding import Rounded, round_fraction
+from symformer.errors import ClosedFormTooLarge, UndecidedError
+from symformer.ops.base import Notation, WorkedPart
+from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
+from symformer.worked.from_sympy import Converter
+from symformer.worked.model import (
+    APPROX,
+    EQUALS,
+    Add,
+    Const,
+    Item,
+    Neg,
+    Node,
+    Num,
+    Step,
+    Style,
+    Sym,
+    Vector,
+    Worked,
+)
+from symformer.worked.numbers import places, terminating
+
+#: At most this many more decimals than asked are tried for the operands.
+MAX_EXTRA = 30
+MASKED = "masked"
+
+
+class Values:
+    """Certified decimal strings of the derivation's stages, memoised per precision."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int], list[list[str]]] = {}
+
+    def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
+        key = (stage.name, decimals)
+        if key not in self._cache:
+            self._cache[key] = stage.values(decimals=decimals)
+        return self._cache[key][i][j]
+
+
+def symbol(notation: Notation, index: tuple = ()) -> Sym:
+    """A notation with 0-based indices as a tree leaf."""
+    return Sym(notation.entry(*index), notation.entry(*index, fmt="text"), notation.text, index)
+
+
+def _decimal(text: str) -> Num:
+    return Num(text, Fraction(text))
+
+
+class _Row:
+    """One stage's row ``i``: its formulas, notation and operands."""
+
+    def __init__(self, stage: Stage, i: int, style: Style, values: Values,
+                 symbolic: bool, parts: bool) -> None:
+        self.stage, self.i, self.style, self.values = stage, i, style, values
+        self.symbolic, self.use_parts = symbolic, parts
+        self.g = stage.derivation
+        self.constants: dict[sympy.Symbol, tuple[Node, sympy.Expr]] = {}
+        self.placeholders: dict[sympy.Symbol, tuple[Node, Node, tuple | None]] = {}
+        self.formulas = self._formulas()
+        self.masked = self._mask_operands()
+        self.index = self._input_indices()
+
+    # -- the formulas -------------------------------------------------------------
+    def _formulas(self) -> list[sympy.Expr]:
+        """Row i's local formulas, the operation's named constants as symbols."""
+        op = self.stage.op
+        names = op.named_constants()
+        if not names:
+            return list(self.stage.local.row(self.i))
+        replace, zeros = {}, {}
+        for field, notation in names.items():
+            value = getattr(op, field)
+            if isinstance(value, sympy.MatrixBase):
+                replace[field] = sympy.Matrix(*value.shape, lambda k, j, f=field, n=notation,
+                                              v=value: self._constant(f, n, v, k, j, zeros))
+            elif value is not None:
+                s = sympy.Symbol(f"const:{field}")
+                self.constants[s] = (symbol(notation), sympy.sympify(value))
+                replace[field] = s
+        named_op = dataclasses.replace(op, **replace)
+        inputs = [self.g.symbols(name) for name in self.stage.inputs]
+        row = named_op.sympy(inputs).row(self.i)
+        return [f.xreplace(zeros) for f in row]
+
+    def _constant(self, field: str, notation: Notation, value: sympy.Matrix, k: int, j: int,
+                  zeros: dict) -> sympy.Symbol:
+        """The symbol standing for entry (k, j) of a named constant matrix."""
+        s = sympy.Symbol(f"const:{field}[{k},{j}]")
+        index = (max(k, j),) if 1 in value.shape else (k, j)
+        if "_" in notation.latex:  # (W_{Q})_{0,1}, and W_Q[0,1] in text
+            leaf = symbol(Notation(f"({notation.latex})", notation.text, notation.title), index)
+            leaf = dataclasses.replace(leaf, text=f"{notation.text}[{','.join(map(str, index))}]")
+        else:
+            leaf = symbol(notation, index)
+        self.constants[s] = (leaf, value[k, j])
+        if value[k, j] == 0:
+            zeros[s] = 0
+        return s
+
+    def _mask_operands(self) -> bool:
+        """Replace masked (-inf) operands by -oo, so exp(-inf) = 0 leaves the formulas."""
+        minus = {}
+        for f in self.formulas:
+            for s in f.free_symbols:
+                if s not in self.constants and s not in minus:
+                    name, r, c = self.g.owner(s)
+                    if self.values.text(self.g[name], r, c, self.style.decimals) == "-inf":
+                        minus[s] = -sympy.oo
+        if minus:
+            self.formulas = [f.xreplace(minus) for f in self.formulas]
+        return bool(minus)
+
+    def _input_indices(self, extra: list[sympy.Expr] = ()) -> dict[str, bool]:
+        """Per input stage: whether its entries need a row index (other rows are read)."""
+        other: dict[str, bool] = {}
+        for f in [*self.formulas, *extra]:
+            for s in f.free_symbols:
+                if s not in self.constants:
+                    name, r, _ = self.g.owner(s)
+                    other[name] = other.get(name, False) or r != self.i
+        return other
+
+    # -- leaves -------------------------------------------------------------------
+    def position(self, s: sympy.Symbol) -> tuple | None:
+        if s in self.constants or s in self.placeholders:
+            return self.placeholders.get(s, (None, None, None))[2]
+        name, r, c = self.g.owner(s)
+        return (self.stage.inputs.index(name), r, c)
+
+    def notation_of(self, s: sympy.Symbol) -> Sym:
+        name, r, c = self.g.owner(s)
+        source = self.g[name]
+        index = ((r,) if self.index.get(name) else ()) + ((c,) if source.shape[1] > 1 else ())
+        return symbol(source.op.symbol, index)
+
+    def number_of(self, s: sympy.Symbol, decimals: int) -> Node:
+        name, r, c = self.g.owner(s)
+        source = self.g[name]
+        if self.style.exact:
+            try:
+                form = source.closed_form(r, c, max_ops=self.style.max_ops)
+            except ClosedFormTooLarge:
+                pass
+            else:
+                if form.is_finite is not False:
+                    return Converter(_no_leaf, constants_first=True)(form)
+        return _decimal(self.values.text(source, r, c, decimals))
+
+    def symbolic_form(self, expr: sympy.Expr) -> Node:
+        def leaf(s: sympy.Symbol) -> Node:
+            if s in self.constants:
+                return self.constants[s][0]
+            if s in self.placeholders:
+                return self.placeholders[s][0]
+            return self.notation_of(s)
+        return Converter(leaf, self.position)(expr)
+
+    def numeric_form(self, expr: sympy.Expr, decimals: int) -> Node:
+        def leaf(s: sympy.Symbol) -> Node:
+            if s in self.constants:
+                value = self.constants[s][1]
+                return Const(value) if value.is_Rational and value >= 0 else \
+                    Converter(_no_leaf, constants_first=True)(value)
+            if s in self.placeholders:
+                return self.placeholders[s][1]
+            return self.number_of(s, decimals)
+        return Converter(leaf, self.position)(expr)
+
+    # -- steps --------------------------------------------------------------------
+    def lhs(self, j: int) -> Sym:
+        notation = self.stage.op.symbol
+        return symbol(notation, (j,) if self.stage.shape[1] > 1 else ())
+
+    def is_plain_row(self) -> bool:
+        """Every entry a copy of an input entry or an exact rational: nothing to work out."""
+        return all(f.is_Symbol or f.is_Rational for f in self.formulas)
+
+    def row_step(self) -> Step:
+        items = []
+        for j, f in enumerate(self.formulas):
+            if f.is_Rational:
+                items.append(Const(f) if f >= 0 else Neg(Const(-f)))
+            else:
+                items.append(_decimal(self.values.text(self.stage, self.i, j,
+                                                      self.style.decimals)))
+        return Step(symbol(self.stage.op.symbol), ((EQUALS, Vector(tuple(items))),),
+                    stage=self.stage.name, row=self.i)
+
+    def steps(self) -> list[Step]:
+        """The row's steps, each with the fewest operand decimals that make it
+        recomputable (a row with shared parts: one count for the whole row)."""
+        parts = self.stage.op.worked_parts(self.stage, self.i, self.formulas) \
+            if self.use_parts else []
+        parts = [p for p in parts if self._printable(p)]
+        self.index = self._input_indices([p.expr for p in parts])
+        if self.is_plain_row():
+            head = self._search(lambda k: self._attempt(parts, k, entries=False), "row") \
+                if parts else []
+            return [*head, self.row_step()]
+        if parts:
+            return self._search(lambda k: self._attempt(parts, k), "row")
+        return [self._search(lambda k, j=j, f=f: self._entry(j, f, k), f"entry {j}")
+                for j, f in enumerate(self.formulas)]
+
+    def _printable(self, part: WorkedPart) -> bool:
+        """Whether a part's value prints sensibly at the style's decimals: below 10^6 in
+        magnitude and, for a sum of rounded terms, not rounding to 0 (e^{223.6} or
+        e^{-532.5} would need 97 digits or 230 decimals).  Otherwise the entries show
+        the part inline, and no rounded part is printed."""
+        env = {}
+        for s in part.expr.free_symbols:
+            name, r, c = self.g.owner(s)
+            env[s] = self.g[name].balls(128)[r][c]
+        with precision(128):
+            value = sympy_to_arb(part.expr, env)
+            large_enough = value > flint.arb(10) ** -self.style.decimals
+        return bool(abs(value) < 10 ** 6 and (large_enough or not part.termwise))
+
+    def _search(self, attempt, what: str):
+        for extra in range(MAX_EXTRA + 1):
+            self.placeholders = {}
+            found = attempt(self.style.decimals + extra)
+            if found is not None:
+                return found
+        raise UndecidedError(f"the worked line of {self.stage.name} row {self.i} ({what}) "
+                             f"is not recomputable with up to {MAX_EXTRA} more decimals")
+
+    def _attempt(self, parts: list, k: int, entries: bool = True) -> list[Step] | None:
+        """The row's steps with operands at ``k`` decimals, or None if one is not
+        recomputable from what it prints."""
+        steps: list[Step] = []
+        formulas = self.formulas
+        for n, part in enumerate(parts):
+            step, replace = self._part(part, n, k)
+            if step is None:
+                return None
+            steps.append(step)
+            formulas = [f.xreplace(replace) for f in formulas]
+        for j, f in enumerate(formulas if entries else ()):
+            step = self._entry(j, f, k)
+            if step is None:
+                return None
+            steps.append(step)
+        return steps
+
+    def _part(self, part, n: int, k: int):
+        items, replace = [], {}
+        expr = part.expr
+        lhs = symbol(part.notation)
+        chain = [(EQUALS, self.symbolic_form(expr)), (EQUALS, self.numeric_form(expr, k))]
+        if part.termwise and expr.is_Add:
+            rounded = []
+            terms = sorted(expr.args, key=lambda a: self._term_position(a) or (-1,))
+            for t, term in enumerate(terms):
+                sym, num = self.symbolic_form(term), self.numeric_form(term, k)
+                r = reader_rounding(num, k)
+                if r is None:
+                    return None, None
+                value = Num(r.fixed(), r.value())
+                items.append(Item(self.stage.name, self.i, self._column(term), sym, num, value))
+                holder = sympy.Symbol(f"part:{n}:{t}")
+                self.placeholders[holder] = (sym, value, self._term_position(term))
+                replace[term] = holder
+                rounded.append(value)
+            evaluated: Node = Add(tuple(rounded))
+            exact = all(exact_value(i.expression) == i.result.value for i in items)
+            chain.append((EQUALS if exact else APPROX, evaluated))
+        else:
+            evaluated = chain[-1][1]
+        r = reader_rounding(evaluated, k)
+        if r is None:
+            return None, None
+        result = Num(r.fixed(), r.value())
+        relation = EQUALS if exact_value(evaluated) == result.value else APPROX
+        chain.append((relation, result))
+        items.append(Item(self.stage.name, self.i, None, lhs, evaluated, result))
+        holder = sympy.Symbol(f"part:{n}")
+        self.placeholders[holder] = (lhs, result, None)
+        replace = {expr: holder, **replace}
+        return Step(lhs, tuple(chain), tuple(items), stage=self.stage.name, row=self.i,
+                    col=None), replace
+
+    def _column(self, term: sympy.Expr) -> int | None:
+        cols = {self.g.owner(s)[2] for s in term.free_symbols if s not in self.constants}
+        return cols.pop() if len(cols) == 1 else None
+
+    def _term_position(self, term: sympy.Expr) -> tuple | None:
+        found = [self.position(s) for s in term.free_symbols]
+        found = [p for p in found if p is not None]
+        return min(found) if found else None
+
+    def _entry(self, j: int, f: sympy.Expr, k: int) -> Step | None:
+        lhs, name, D = self.lhs(j), self.stage.name, self.style.decimals
+        where = {"stage": name, "row": self.i, "col": j}
+        if not f.free_symbols and (f.is_infinite or (self.masked and f.is_Rational)):
+            node = self.numeric_form(f, k)
+            return Step(lhs, ((EQUALS, node),), note=MASKED, **where)
+        text = self.values.text(self.stage, self.i, j, D)
+        result = _decimal(text)
+        exact = self._exact_result(j)
+        if exact is not None:
+            result = exact
+        symbolic = self.symbolic_form(f)
+        numeric = self.numeric_form(f, k)
+        chain = [(EQUALS, symbolic)] if self.symbolic or not f.free_symbols else []
+        if f.free_symbols:
+            chain.append((EQUALS, numeric))
+        if has_rounded_leaves(numeric):
+            decimals = places(result.text)
+            r = reader_rounding(numeric, decimals) or self._true_tie(j, numeric, decimals)
+            if r is None or r.value() != result.value:
+                return None
+        closed = self._closed(j, numeric)
+        if closed is not None:
+            chain.append((EQUALS, closed))
+        relation = EQUALS if exact_value(numeric) == result.value else APPROX
+        chain.append((relation, result))
+        item = Item(name, self.i, j, lhs, numeric, result)
+        return Step(lhs, tuple(chain), (item,), **where)
+
+    def _true_tie(self, j: int, numeric: Node, decimals: int) -> Rounded | None:
+        """The half-to-even rounding of a printed expression whose value is a tie, when
+        that tie is the entry's exact value (proved): more digits cannot change it."""
+        value = exact_value(numeric)
+        if value is None:
+            return None
+        tie = sympy.Rational(value.numerator, value.denominator)
+        ball = self.stage.balls(1024)[self.i][j]  # cheap: the engine caches each precision
+        with precision(1024):
+            near = ball.overlaps(rational_ball(tie))
+        if not near or not self.g.prove_zero(
+                self._resolved(j) - tie):
+            return None
+        return round_fraction(value, decimals=decimals)
+
+    def _resolved(self, j: int) -> sympy.Expr:
+        """Entry j's local formula, data-dependent branches (ReLU) decided."""
+        stage = self.stage
+        return stage.op.resolve(stage.local[self.i, j],
+                                lambda: self.g.sign(stage.inputs[0], self.i, j))
+
+    def _exact_result(self, j: int) -> Num | None:
+        """An entry whose formula, data-dependent branches decided (ReLU), is an exact
+        short decimal: that decimal (``max(0, -0.59) = 0``)."""
+        resolved = self._resolved(j)
+        if resolved.is_Rational:
+            value = Fraction(int(resolved.p), int(resolved.q))
+            text = terminating(value)
+            if text is not None and places(text) <= self.style.decimals:
+                return Num(text, value)
+        return None
+
+    def _closed(self, j: int, numeric: Node) -> Node | None:
+        """With ``exact``: the entry's short closed form, unless the line already is it."""
+        if not self.style.exact:
+            return None
+        try:
+            form = self.stage.closed_form(self.i, j, max_ops=self.style.max_ops)
+        except ClosedFormTooLarge:
+            return None
+        if form.is_Rational or form.is_finite is False:
+            return None
+        node = Converter(_no_leaf, constants_first=True)(form)
+        return None if node == numeric else node
+
+
+def _no_leaf(s: sympy.Symbol) -> Node:
+    raise TypeError(f"unexpected symbol {s} in a closed form")
+
+
+def worked_steps(stage: Stage, row: int, style: Style | None = None,
+                 values: Values | None = None, symbolic: bool = True,
+                 parts: bool = True) -> Worked:
+    """The worked lines of ``stage`` for the token in row ``row``."""
+    builder = _Row(stage, row, style or Style(), values or Values(), symbolic, parts)
+    return Worked(stage.name, row, tuple(builder.steps()))
+
+
+def entry_steps(stage: Stage, row: int, decimals: int,
+                values: Values | None = None) -> list[Step | None]:
+    """Each entry's worked line without its symbolic form (the trace's); None for an
+    entry that is a copy or an exact constant (nothing to work out)."""
+    builder = _Row(stage, row, Style(decimals), values or Values(), symbolic=False,
+                   parts=False)
+    out: list[Step | None] = []
+    for j, f in enumerate(builder.formulas):
+        if f.is_Symbol or (f.is_Rational and not builder.masked):
+            out.append(None)
+        else:
+            out.append(builder._search(lambda k, j=j, f=f: builder._entry(j, f, k),
+                                       f"entry {j}"))
+    return out

@@ -1,0 +1,163 @@
+"""Worked lines as LaTeX (pdflatex and KaTeX read the same source).
+
+Products of numbers always show ``\\cdot`` (``2 \\cdot 0.000``, never ``20.000``);
+symbols are juxtaposed (``x_{0} (W_{Q})_{0,0}``); a negative term is a
+subtraction; a long sum wraps onto a second line inside ``align*``/``aligned``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from symformer.worked.model import (
+    APPROX,
+    Add,
+    Const,
+    Div,
+    Func,
+    Mul,
+    Neg,
+    Node,
+    Num,
+    Pow,
+    Step,
+    Sym,
+    Vector,
+    is_numeric,
+)
+from symformer.worked.numbers import constant_parts
+
+#: Rough width (in characters of visible math) after which a long sum wraps.
+LINE_WIDTH = 56
+_COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
+_ADD, _MUL, _POW, _ATOM = 1, 2, 3, 4
+_FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
+              "min": r"\min", "erf": r"\operatorname{erf}"}
+
+
+def width(latex: str) -> int:
+    """A rough visible width of math: command names and braces count as nothing or one."""
+    return len(_COMMAND.sub(lambda m: "" if m.group(1) or len(m.group()) == 1 else "x",
+                            latex).replace(" ", ""))
+
+
+def latex(node: Node, wrap: bool = False) -> str:
+    """A tree as LaTeX math; ``wrap`` lets a long top-level sum break its line."""
+    return _print(node, wrap)[0]
+
+
+def _print(node: Node, wrap: bool = False) -> tuple[str, int]:
+    if isinstance(node, Num):
+        return node.text, (_ADD if node.text.startswith("-") else _ATOM)
+    if isinstance(node, Const):
+        numerator, denominator = constant_parts(abs(node.value))
+        sign = "-" if node.value < 0 else ""
+        if denominator is None:
+            return sign + numerator, (_ADD if sign else _ATOM)
+        return rf"{sign}\frac{{{numerator}}}{{{denominator}}}", (_ADD if sign else _ATOM)
+    if isinstance(node, Sym):
+        return node.latex, _ATOM
+    if isinstance(node, Neg):
+        return "-" + _wrap(node.arg, _MUL), _ADD
+    if isinstance(node, Add):
+        return _sum(node, wrap), _ADD
+    if isinstance(node, Mul):
+        return _product(node, wrap), _MUL
+    if isinstance(node, Div):
+        return rf"\frac{{{latex(node.num)}}}{{{latex(node.den)}}}", _ATOM
+    if isinstance(node, Pow):
+        return f"{_wrap(node.base, _ATOM)}^{{{latex(node.exp)}}}", _POW
+    if isinstance(node, Func):
+        return _function(node), _ATOM
+    if isinstance(node, Vector):
+        body = " & ".join(latex(i) for i in node.items)
+        return rf"\begin{{bmatrix}} {body} \end{{bmatrix}}", _ATOM
+    raise TypeError(f"cannot print {type(node).__name__}")
+
+
+def _wrap(node: Node, at_least: int) -> str:
+    text, prec = _print(node)
+    if isinstance(node, Sym) and at_least == _ATOM and "^" in text:
+        return f"{{{text}}}"  # (s^2)^2 would be a double superscript
+    return rf"\left({text}\right)" if prec < at_least else text
+
+
+def _terms(node: Add) -> list[tuple[str, str]]:
+    """(sign, term) pairs; a negative term becomes a subtraction."""
+    out = []
+    for term in node.terms:
+        if isinstance(term, Neg):
+            out.append(("-", _wrap(term.arg, _MUL)))
+            continue
+        text = latex(term)
+        out.append(("-", text[1:]) if text.startswith("-") else ("+", text))
+    return out
+
+
+def _sum(node: Add, wrap: bool) -> str:
+    out, line = "", 0
+    for k, (sign, term) in enumerate(_terms(node)):
+        line += width(term) + 1
+        if k and wrap and line > LINE_WIDTH:
+            out += r" \\ &\qquad"
+            line = width(term)
+        out += (f" {sign} " if k else ("-" if sign == "-" else "")) + term
+    return out
+
+
+def _product(node: Mul, wrap: bool) -> str:
+    out = ""
+    for k, factor in enumerate(node.factors):
+        if isinstance(factor, Add):
+            body = _sum(factor, wrap and k == len(node.factors) - 1)
+            text = rf"\Bigl({body}\Bigr)" if r"\\" in body else rf"\left({body}\right)"
+        else:
+            text = _wrap(factor, _MUL) if not isinstance(factor, Div) else latex(factor)
+        if k:
+            before = node.factors[k - 1]
+            numbers = is_numeric(factor) or is_numeric(before)
+            leading_fraction = k == 1 and isinstance(before, Div) and isinstance(factor, Add)
+            out += " " if leading_fraction or not numbers else r" \cdot "
+        out += text
+    return out
+
+
+def _function(node: Func) -> str:
+    args = node.args
+    if node.name == "exp":
+        return f"e^{{{latex(args[0])}}}"
+    if node.name == "sqrt":
+        return rf"\sqrt{{{latex(args[0])}}}"
+    name = _FUNCTIONS[node.name]
+    inner = ", ".join(latex(a) for a in args)
+    atom = len(args) == 1 and (isinstance(args[0], Sym) or (
+        isinstance(args[0], Const) and args[0].value.is_Integer and args[0].value >= 0))
+    if atom and node.name in ("sin", "cos"):
+        return f"{name} {inner}"  # \sin 1, as a textbook writes it
+    return rf"{name}\left({inner}\right)"
+
+
+def relation(rel: str) -> str:
+    """``=`` or ``\\approx``."""
+    return r"\approx" if rel == APPROX else "="
+
+
+def chain(step: Step) -> tuple[tuple[str, str], ...]:
+    """A step's chain as (relation, LaTeX) pairs; its note follows the last one."""
+    out = [(relation(rel), latex(form, wrap=True)) for rel, form in step.chain]
+    if step.note and out:
+        rel, text = out[-1]
+        out[-1] = (rel, rf"{text} \quad (\text{{{step.note}}})")
+    return tuple(out)
+
+
+def step_latex(step: Step) -> str:
+    """``lhs = ... ≈ result`` on one line (no alignment, no wrapping)."""
+    parts, previous = [latex(step.lhs)], None
+    for rel, form in step.chain:
+        text = latex(form)
+        if text != previous:
+            parts.append(f"{relation(rel)} {text}")
+        previous = text
+    line = " ".join(parts)
+    return rf"{line} \quad (\text{{{step.note}}})" if step.note else line

@@ -1,0 +1,145 @@
+"""Worked lines as MathML Core, which browsers render natively (the trace's HTML page).
+
+Every product of numbers has a visible ``<mo>·</mo>`` (adjacent ``<mn>`` elements
+render as one number: ``2`` and ``0.000`` would read ``20.000``); subtraction is
+``<mo>−</mo>`` (U+2212).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from symformer.worked.model import (
+    APPROX,
+    Add,
+    Const,
+    Div,
+    Func,
+    Mul,
+    Neg,
+    Node,
+    Num,
+    Pow,
+    Step,
+    Sym,
+    Vector,
+    is_numeric,
+)
+from symformer.worked.numbers import constant_parts
+
+_ADD, _MUL, _POW, _ATOM = 1, 2, 3, 4
+MINUS = "\u2212"
+TIMES = "\u00b7"
+
+
+def _mo(op: str) -> str:
+    return f"<mo>{escape(op)}</mo>"
+
+
+def _mn(text: str) -> str:
+    if text.startswith("-"):
+        return f"<mrow>{_mo(MINUS)}<mn>{text[1:]}</mn></mrow>"
+    return f"<mn>{text}</mn>"
+
+
+def _parens(body: str) -> str:
+    return f"<mrow>{_mo('(')}{body}{_mo(')')}</mrow>"
+
+
+def _name(text: str) -> str:
+    """A symbol name; ``W_Q`` becomes W with subscript Q."""
+    if text in ("inf", "\u221e"):
+        return "<mi>\u221e</mi>"
+    base, _, sub = text.partition("_")
+    if sub and base:
+        return f"<msub><mi>{escape(base)}</mi><mi>{escape(sub)}</mi></msub>"
+    return f"<mi>{escape(text)}</mi>"
+
+
+def _symbol(node: Sym) -> str:
+    base = _name(node.base or node.text)
+    if not node.index:
+        return base
+    if "_" in (node.base or ""):
+        base = _parens(base)
+    index = _mo(",").join(f"<mn>{i}</mn>" for i in node.index)
+    return f"<msub>{base}<mrow>{index}</mrow></msub>"
+
+
+def mathml(node: Node) -> str:
+    """A tree as MathML (without the ``<math>`` element)."""
+    return _print(node)[0]
+
+
+def _print(node: Node) -> tuple[str, int]:
+    if isinstance(node, Num):
+        return _mn(node.text), (_ADD if node.text.startswith("-") else _ATOM)
+    if isinstance(node, Const):
+        numerator, denominator = constant_parts(abs(node.value))
+        body = _mn(numerator) if denominator is None else \
+            f"<mfrac>{_mn(numerator)}{_mn(denominator)}</mfrac>"
+        if node.value < 0:
+            return f"<mrow>{_mo(MINUS)}{body}</mrow>", _ADD
+        return body, _ATOM
+    if isinstance(node, Sym):
+        return _symbol(node), _ATOM
+    if isinstance(node, Neg):
+        return f"<mrow>{_mo(MINUS)}{_wrap(node.arg, _MUL)}</mrow>", _ADD
+    if isinstance(node, Add):
+        out = ""
+        for k, term in enumerate(node.terms):
+            if isinstance(term, Neg):
+                sign, body = MINUS, _wrap(term.arg, _MUL)
+            elif isinstance(term, Num) and term.text.startswith("-"):
+                sign, body = MINUS, _mn(term.text[1:])
+            else:
+                sign, body = "+", _print(term)[0]
+            out += (_mo(sign) if k or sign == MINUS else "") + body
+        return f"<mrow>{out}</mrow>", _ADD
+    if isinstance(node, Mul):
+        out = ""
+        for k, factor in enumerate(node.factors):
+            if k:
+                numbers = is_numeric(factor) or is_numeric(node.factors[k - 1])
+                out += _mo(TIMES) if numbers else "<mo>\u2062</mo>"
+            out += _wrap(factor, _MUL) if not isinstance(factor, Div) else mathml(factor)
+        return f"<mrow>{out}</mrow>", _MUL
+    if isinstance(node, Div):
+        return f"<mfrac><mrow>{mathml(node.num)}</mrow><mrow>{mathml(node.den)}</mrow></mfrac>", \
+            _ATOM
+    if isinstance(node, Pow):
+        return f"<msup>{_wrap(node.base, _ATOM)}<mrow>{mathml(node.exp)}</mrow></msup>", _POW
+    if isinstance(node, Func):
+        return _function(node), _ATOM
+    if isinstance(node, Vector):
+        body = _mo(",").join(mathml(i) for i in node.items)
+        return f"<mrow>{_mo('[')}{body}{_mo(']')}</mrow>", _ATOM
+    raise TypeError(f"cannot print {type(node).__name__}")
+
+
+def _wrap(node: Node, at_least: int) -> str:
+    text, prec = _print(node)
+    return _parens(text) if prec < at_least else text
+
+
+def _function(node: Func) -> str:
+    if node.name == "exp":
+        return f"<msup><mi>e</mi><mrow>{mathml(node.args[0])}</mrow></msup>"
+    if node.name == "sqrt":
+        return f"<msqrt>{mathml(node.args[0])}</msqrt>"
+    args = _mo(",").join(mathml(a) for a in node.args)
+    return f"<mrow><mi>{node.name}</mi><mo>\u2061</mo>{_parens(args)}</mrow>"
+
+
+def step_mathml(step: Step, display: bool = False) -> str:
+    """A worked line as a ``<math>`` element: ``lhs = ... ≈ result``."""
+    parts, previous = [mathml(step.lhs)], None
+    for rel, form in step.chain:
+        body = mathml(form)
+        if body != previous:
+            parts.append(_mo("\u2248" if rel == APPROX else "=") + body)
+        previous = body
+    if step.note:
+        parts.append(f"<mspace width=\"1em\"/><mtext>({escape(step.note)})</mtext>")
+    mode = ' display="block"' if display else ' displaystyle="true"'
+    return f"<math{mode}><mrow>{''.join(parts)}</mrow></math>"

@@ -1,0 +1,182 @@
+"""Every printed worked line survives a reader with a calculator.
+
+The items of ``export --format json`` (worked.json) are recomputed here from their
+printed literals with fractions and mpmath (tests/recompute.py, which knows nothing
+of symformer): each expression, evaluated exactly and rounded to the digits its
+result prints, gives that result.  The LaTeX, Markdown, text and MathML renderings
+must show the same operands and results as the JSON items.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from recompute import check_item, decimals_of, evaluate
+from test_engine_random import examples
+
+from symformer import derive, load_example
+from symformer.cli import main
+from symformer.example.loader import example_from_dict
+from symformer.latex import Options, build, export_files
+from symformer.latex.blocks import Worked
+from symformer.latex.markdown import to_markdown
+from symformer.latex.outline import fragments
+from symformer.latex.render import to_latex
+from symformer.trace import trace_token
+from symformer.worked import as_latex, as_mathml, as_text
+from symformer.worked.build import worked_steps
+from symformer.worked.model import Style
+from symformer.worked.to_json import item_dict, plain
+
+EXAMPLES = sorted(p for p in (Path(__file__).parents[1] / "symformer" / "examples").glob(
+    "*.toml") if "claims" not in p.stem)
+LITERAL = re.compile(r"\d+(?:\.\d+)?")
+KEYS = {"stage", "row", "col", "symbol", "expression", "result"}
+
+
+def worked_items(g, **options) -> list[dict]:
+    data = json.loads(export_files(g, Options(**options), "json")["worked.json"])
+    assert data["title"] == g.example.title
+    return data["worked"]
+
+
+def check_all(items: list[dict]) -> None:
+    assert items
+    for item in items:
+        assert set(item) == KEYS
+        check_item(item)
+
+
+def test_cli_writes_worked_json(tmp_path, block):
+    assert main(["export", "--out", str(tmp_path), "--format", "json", "--token", "think",
+                 "--decimals", "2"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worked.json"]
+    data = json.loads((tmp_path / "worked.json").read_text(encoding="utf-8"))
+    items = data["worked"]
+    check_all(items)
+    q = [i for i in items if i["stage"] == "layer1.head1.Q"]
+    # q_0 = x_0/4 + x_1/4 for "think" (row 1): (4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...
+    assert [(i["row"], i["col"], i["symbol"], i["result"]) for i in q] == [
+        (1, 0, "q_0", "1.60"), (1, 1, "q_1", "0.75")]
+    sums = [i for i in items if i["stage"] == "layer1.head1.weights" and i["col"] is None]
+    assert len(sums) == 2  # head 1's denominator, and again under the causal mask
+    stages = {i["stage"] for i in items}
+    assert {s.name for s in block if s.kind not in ("embeddings", "concat", "output")} <= stages
+
+
+@pytest.mark.parametrize("token", [0, 1, 2, 3])
+@pytest.mark.parametrize("decimals", [1, 2, 3])
+def test_builtin_every_line_recomputes(block, token, decimals):
+    check_all(worked_items(block, decimals=decimals, token=token))
+
+
+def test_builtin_lines_are_never_ties(block):
+    """A printed line whose exact value is half-way between two roundings would let a
+    reader round either way; the built-in example has no exact ties, so none may show."""
+    for token in range(4):
+        for item in worked_items(block, decimals=2, token=token):
+            value = evaluate(item["expression"])
+            if isinstance(value, Fraction):
+                scaled = value * 10 ** decimals_of(item["result"])
+                assert scaled - (scaled.numerator // scaled.denominator) != Fraction(1, 2), item
+
+
+def test_softmax_chain_recomputes_from_what_it_prints(block):
+    """e^{s_1} is rounded from the printed s_1 (e^{1.97} = 7.17, not e^{1.9723} = 7.19),
+    and the weights from the printed exponentials and their printed sum."""
+    items = [i for i in worked_items(block, decimals=2, token=1)
+             if i["stage"] == "layer1.head1.weights"][:6]
+    exps = items[:4]
+    assert [i["expression"] for i in exps][1] == "exp(1.97)"
+    assert exps[1]["result"] == "7.17"
+    total = items[4]
+    assert total["col"] is None and total["symbol"] == "Σ"
+    assert total["expression"] == " + ".join(i["result"] for i in exps)
+    assert items[5]["expression"] == f"{exps[0]['result']}/{total['result']}"
+
+
+def test_more_digits_where_the_rounded_operands_cannot_give_the_result(block):
+    """q_1 of "think" is (sin(1/100) + 2 + cos(1/100))/4 = 0.75248...; from the
+    3-decimal inputs 0.010 and 3.000 a reader gets 0.7525, a tie: the line prints
+    the inputs with more digits instead."""
+    q = next(s for s in trace_token(block, 1, decimals=3).steps if s.stage == "layer1.head1.Q")
+    line = as_text(q.entries[1].worked)
+    assert not re.search(r"0\.010·0\.25 \+ 3\.000·0\.25", line)
+    (item,) = q.entries[1].worked.items
+    check_item(item_dict(item))
+    assert item.result.text == "0.752"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_shipped_examples_recompute(path):
+    assert EXAMPLES
+    example = load_example(path)
+    g = derive(example)
+    check_all(worked_items(g, decimals=2, token=len(example.tokens) - 1))
+    check_all(worked_items(g, decimals=3, token=1, exact=True))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(examples(), st.booleans(), st.integers(1, 4), st.booleans(), st.data())
+def test_random_examples_recompute(data, causal, decimals, exact, draw):
+    example = example_from_dict(data, "random")
+    g = derive(example, causal=causal)
+    token = draw.draw(st.integers(0, len(example.tokens) - 1))
+    check_all(worked_items(g, decimals=decimals, token=token, exact=exact))
+
+
+def _literals(expression: str) -> list[str]:
+    return LITERAL.findall(expression)
+
+
+def test_renderings_show_the_json_operands_and_results(block):
+    """The LaTeX and Markdown fragments, the text and the MathML of every step print the
+    operands and results that worked.json lists."""
+    outline = build(block, Options(decimals=2, token=1))
+    seen = 0
+    for fragment in fragments(outline):
+        worked = [b for b in fragment.blocks if isinstance(b, Worked)]
+        if not worked:
+            continue
+        tex, markdown = to_latex(fragment), to_markdown(fragment)
+        for item in worked[0].items:
+            shown = item_dict(item)
+            for text in (tex, markdown):
+                assert shown["result"].lstrip("-") in text
+                for literal in _literals(shown["expression"]):
+                    assert literal in text, (fragment.name, literal)
+            seen += 1
+    assert seen > 100
+    for stage in block:
+        for step in worked_steps(stage, 1, Style(2)).steps:
+            text, tex, mathml = as_text(step), as_latex(step), as_mathml(step)
+            for item in step.items:
+                assert item.result.text.lstrip("-") in text
+                assert f"<mn>{item.result.text.lstrip('-')}</mn>" in mathml
+                for literal in _literals(plain(item.expression)):
+                    assert literal in text and literal in tex
+                    assert f"<mn>{literal}</mn>" in mathml, (stage.name, literal)
+
+
+def test_products_of_numbers_show_their_sign(block):
+    """2 · 0.000 must never print as 20.000: every product of two numbers has a sign."""
+    step = worked_steps(block["layer1.ffn.output"], 1, Style(3)).steps[0]
+    tex, text, mathml = as_latex(step), as_text(step), as_mathml(step)
+    assert re.search(r"0\.000 \\cdot 0\.4", tex)
+    assert "0.000·0.4" in text
+    assert "<mn>0.000</mn><mo>·</mo><mn>0.4</mn>" in mathml
+    assert "</mn><mn>" not in mathml
+
+
+def test_subtraction_and_sums_in_written_order(block):
+    variance = worked_steps(block["layer1.add_norm1.variance"], 1, Style(2)).steps[0]
+    assert r"\left(r_{0} - \mu\right)^{2}" in as_latex(variance)
+    assert "<mo>\u2212</mo>" in as_mathml(variance)
+    assert "-1 + n" not in json.dumps([s.general[0].text for s in
+                                       trace_token(block, 1).steps if s.general])
