@@ -38,13 +38,23 @@ def sinusoidal(n, d_model):
     return pe
 
 
-def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal") -> sympy.Matrix:
-    """The exact table: sinusoidal (base 10000), or zeros for ``kind="none"``."""
-    if kind == "none":
+def sinusoidal_base(n, d_model, base):
+    """The table (n, d_model) with another base: sin/cos(pos / base^(2i/d_model))."""
+    pos, j = np.arange(n)[:, None], np.arange(d_model)[None, :]
+    angle = pos / base ** ((j - j % 2) / d_model)
+    return np.where(j % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal",
+                        base: sympy.Rational = sympy.Integer(10000)) -> sympy.Matrix:
+    """The exact table: sinusoidal (``base``, default 10000), or zeros for any other
+    ``kind`` (``"none"``; ``"rope"`` rotates queries and keys instead)."""
+    if kind != "sinusoidal":
         return sympy.zeros(seq_len, d_model)
 
     def entry(pos: int, j: int) -> sympy.Expr:
-        angle = sympy.Integer(pos) * sympy.Integer(10000) ** sympy.Rational(-(j - j % 2), d_model)
+        angle = sympy.Integer(pos) * sympy.Rational(base) ** sympy.Rational(-(j - j % 2),
+                                                                          d_model)
         return sympy.sin(angle) if j % 2 == 0 else sympy.cos(angle)
 
     return sympy.Matrix(seq_len, d_model, entry)
@@ -58,6 +68,7 @@ class PositionalEncoding(Operation):
     d_model: int
     kind: str = "sinusoidal"
     notation: Notation | None = None
+    base: sympy.Rational = sympy.Integer(10000)
 
     name = "positional_encoding"
     reference_function = sinusoidal
@@ -66,7 +77,7 @@ class PositionalEncoding(Operation):
     @cached_property
     def table(self) -> sympy.Matrix:
         """The exact table."""
-        return positional_encoding(self.n, self.d_model, self.kind)
+        return positional_encoding(self.n, self.d_model, self.kind, self.base)
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.table
@@ -78,6 +89,8 @@ class PositionalEncoding(Operation):
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        if self.kind == "none":
+        if self.kind != "sinusoidal":
             return np.zeros((self.n, self.d_model), dtype=dtype)
+        if self.base != 10000:
+            return sinusoidal_base(self.n, self.d_model, float(self.base)).astype(dtype)
         return sinusoidal(self.n, self.d_model).astype(dtype)

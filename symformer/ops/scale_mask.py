@@ -1,4 +1,7 @@
-"""Scaled scores ``u / sqrt(d_k)``, with the causal mask applied.
+"""Scaled scores ``u / sqrt(d_k)`` (or ``u / scale``), with the causal mask applied.
+
+``scale=None`` divides by sqrt(d_k) (the paper); an exact ``scale`` divides by it
+instead (``1``: unscaled scores, as illustrated self-attention posts print).
 
 ``masked`` is the set of (row, column) entries the mask blocks.  With
 ``mask_value=None`` they are -inf (their weights are exactly 0); with a number
@@ -23,6 +26,11 @@ def scaled_scores(U, d_k, M, m):
     return U / np.sqrt(d_k) + np.where(M, m, 0)
 
 
+def divided_scores(U, c, M, m):
+    """U / c for an exact scale c (1: unscaled), plus m where the mask M is set."""
+    return U / c + np.where(M, m, 0)
+
+
 @dataclass(frozen=True)
 class ScaleMask(Operation):
     """``u / sqrt(d_k)``, and -inf (or ``mask_value`` added) at the ``masked`` entries."""
@@ -31,15 +39,26 @@ class ScaleMask(Operation):
     masked: frozenset[tuple[int, int]] = frozenset()
     mask_value: sympy.Rational | None = None
     notation: Notation | None = None
+    #: None: divide by sqrt(d_k); else divide by this exact positive number.
+    scale: sympy.Rational | None = None
 
     name = "scale_mask"
     reference_function = scaled_scores
     default_notation = Notation("s", "s", "Scaled scores")
     rational = True
 
+    def function(self):
+        return scaled_scores if self.scale is None else divided_scores
+
+    def _factor(self) -> sympy.Expr:
+        return 1 / sympy.sqrt(self.d_k) if self.scale is None else 1 / self.scale
+
+    def _factor_ball(self) -> arb:
+        return 1 / arb(self.d_k).sqrt() if self.scale is None else 1 / rational_ball(self.scale)
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]
-        scale = 1 / sympy.sqrt(self.d_k)
+        scale = self._factor()
 
         def entry(i: int, j: int) -> sympy.Expr:
             if (i, j) not in self.masked:
@@ -52,7 +71,7 @@ class ScaleMask(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         S = args[0]
-        scale = 1 / arb(self.d_k).sqrt()
+        scale = self._factor_ball()
         offset = rational_ball(self.mask_value) if self.mask_value is not None else None
         out = []
         for i, row in enumerate(S):
@@ -76,7 +95,7 @@ class ScaleMask(Operation):
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         (s0,), (ds,) = x0, dx
-        scale = 1 / arb(self.d_k).sqrt()
+        scale = self._factor_ball()
         offset = rational_ball(self.mask_value) if self.mask_value is not None else None
         out = []
         for i, (row0, drow) in enumerate(zip(s0, ds)):
@@ -99,4 +118,7 @@ class ScaleMask(Operation):
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         U = args[0]
         m = -np.inf if self.mask_value is None else dtype(float(self.mask_value))
+        if self.scale is not None:
+            return divided_scores(U, dtype(float(self.scale)), self.mask_matrix(U.shape),
+                                  m).astype(dtype)
         return scaled_scores(U, dtype(self.d_k), self.mask_matrix(U.shape), m).astype(dtype)

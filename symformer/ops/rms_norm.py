@@ -1,0 +1,106 @@
+"""RMSNorm (Zhang & Sennrich 2019; Llama): y = gamma x / sqrt(mean(x^2) + eps).
+
+Two steps: each row's mean square ms = (1/d) sum_j x_j^2 (a stage of its own), then
+the normalisation; no mean is subtracted and there is no beta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball, relu_ball
+from symformer.errors import InputError
+from symformer.ops.base import Notation, Operation, matrix
+
+
+def mean_square(x):
+    """ms = (1/d) sum_j x_j^2 per token: (n, 1)."""
+    return np.mean(x ** 2, axis=-1, keepdims=True)
+
+
+def rms_norm(x, ms, gamma, eps):
+    """gamma x / sqrt(ms + eps), per token."""
+    return gamma * x / np.sqrt(ms + eps)
+
+
+@dataclass(frozen=True)
+class RowMeanSquare(Operation):
+    """Each row's mean square (1/d) sum_j x_j^2, as a column."""
+
+    notation: Notation | None = None
+
+    name = "mean_square"
+    reference_function = mean_square
+    default_notation = Notation(r"\overline{x^2}", "ms", "Mean square")
+    rational = True
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        return sympy.Matrix(X.rows, 1, lambda i, _: sympy.Add(
+            *[x ** 2 for x in X.row(i)]) / X.cols)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sum((relu_ball(x * x) for x in row), arb(0)) / len(row)] for row in args[0]]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sum((d * (2 * x + d) for x, d in zip(r0, dr)), arb(0)) / len(r0)]
+                for r0, dr in zip(x0[0], dx[0])]
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        return mean_square(args[0]).astype(dtype)
+
+
+@dataclass(frozen=True)
+class RMSNormalize(Operation):
+    """gamma * x / sqrt(ms + eps) from (x, ms), with exact gamma and eps."""
+
+    eps: sympy.Rational
+    gamma: sympy.Matrix
+    notation: Notation | None = None
+
+    name = "rms_normalize"
+    reference_function = rms_norm
+    default_notation = Notation("y", "y", "RMSNorm")
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X, ms = args
+        return sympy.Matrix(X.rows, X.cols, lambda i, j: self.gamma[j] * X[i, j]
+                            / sympy.sqrt(ms[i, 0] + self.eps))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        X, ms = args
+        eps = rational_ball(self.eps)
+        gamma = [rational_ball(g) for g in self.gamma]
+        return [[g * x / (m + eps).sqrt() for x, g in zip(row, gamma)]
+                for row, (m,) in zip(X, ms)]
+
+    def denominators(self, row: int) -> list[tuple[int, int, int]]:
+        return [(1, row, 0)] if self.eps == 0 else []
+
+    def undefined(self, stage, row: int) -> Exception:
+        token = stage.rows[row] if row < len(stage.rows) else str(row)
+        return InputError(
+            f"{stage.name}: row {row} ({token!r}) is undefined: eps = 0 and the row is "
+            f"all zeros, so RMSNorm divides 0 by 0 (give eps > 0)")
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (x, ms), (d, dms) = x0, dx
+        eps = rational_ball(self.eps)
+        gamma = [rational_ball(g) for g in self.gamma]
+        out = []
+        for row, (m,), drow, (dm,) in zip(x, ms, d, dms):
+            den0, den = (m + eps).sqrt(), (m + dm + eps).sqrt()
+            dden = dm / (den + den0)
+            out.append([g * (dv / den - v * dden / (den * den0))
+                        for v, dv, g in zip(row, drow, gamma)])
+        return out
+
+    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+        x, ms = args
+        return rms_norm(x, ms, matrix(self.gamma, dtype), dtype(float(self.eps))).astype(dtype)
