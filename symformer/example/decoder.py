@@ -29,9 +29,9 @@ from symformer.example.loader import (
 from symformer.example.numbers import exact_number
 from symformer.example.schema import (
     ACTIVATIONS,
+    DECODER_POSITIONAL_ENCODINGS,
     LAYER_NORMS,
     NORM_PLACEMENTS,
-    POSITIONAL_ENCODINGS,
     Block,
     Head,
 )
@@ -123,8 +123,8 @@ def parse_decoder(data: Any, here: _Where, d_model: int, defaults: dict[str, Any
         embeddings=embeddings,
         layers=layers,
         W_vocab=matrix(data, "W_vocab", here, rows=d_model, cols=len(vocab), required=False),
-        positional_encoding=_choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here,
-                                    positional_encoding),
+        positional_encoding=_choice(data, "positional_encoding",
+                                    DECODER_POSITIONAL_ENCODINGS, here, positional_encoding),
     )
 
 

@@ -21,7 +21,7 @@ from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
 from symformer.ops.relu import ReLU
 from symformer.ops.rms_norm import RMSNormalize, RowMeanSquare
-from symformer.ops.rope import ROPE_STYLES, RoPE
+from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
@@ -31,7 +31,7 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "GELU", "OPERATIONS", "ROPE_STYLES", "Add", "ArgmaxIndicator", "Concat", "DotScores",
+    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores",
     "Embedding", "GELUTanh", "GatedProduct", "Identity", "LearnedPositional", "Normalize",
     "Notation", "Operation", "PositionalEncoding", "Projection", "RMSNormalize", "ReLU",
     "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask", "SiLU", "Softmax",

@@ -46,7 +46,7 @@ def sinusoidal_base(n, d_model, base):
 
 
 def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal",
-                        base: sympy.Rational = sympy.Integer(10000)) -> sympy.Matrix:
+                        base: int | sympy.Rational = 10000) -> sympy.Matrix:
     """The exact table: sinusoidal (``base``, default 10000), or zeros for any other
     ``kind`` (``"none"``; ``"rope"`` rotates queries and keys instead)."""
     if kind != "sinusoidal":

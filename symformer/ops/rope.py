@@ -18,8 +18,6 @@ import sympy
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation
 
-ROPE_STYLES = ("interleaved", "half")
-
 
 def rope_interleaved(X, C, S):
     """Pairs (2i, 2i+1): x_{2i} cos - x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos (RoFormer)."""
