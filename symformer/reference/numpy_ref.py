@@ -351,6 +351,7 @@ def _norm(out: dict, name: str, x: np.ndarray, layer: Any, which: int, dtype: ty
     else:
         mu, sigma2 = mean(x), (unbiased_variance(x) if ln == "unbiased" else variance(x))
     out[f"{name}.mean"], out[f"{name}.variance"] = mu, sigma2
+    out[f"{name}.std"] = np.sqrt(sigma2 + (0 if ln == "unbiased" else eps))  # sigma (issue 10)
     if ln == "unbiased":
         out[name] = gamma * (x - mu) / (np.sqrt(sigma2) + eps) + beta
     else:
