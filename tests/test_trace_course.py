@@ -92,7 +92,7 @@ def test_cli_traces_the_whole_matrix_variant(capsys, course_block):
     whole = capsys.readouterr().out
     assert "(the WHOLE matrix, every token)" in whole
     assert "(the WHOLE matrix" not in per_token
-    block = per_token.split("[21/27]")[1].split("[22/27]")[0]
+    block = per_token.split("[22/29]")[1].split("[23/29]")[0]  # + the sigma stage
     row = course_block["layer1.add_norm1"].values(decimals=2)[1]
     lines = block.splitlines()
     header = next(k for k, line in enumerate(lines) if line.split()[:1] == ["d1"])
