@@ -1,8 +1,9 @@
 """Notebook display: stages, derivations and traces as labelled tables and math.
 
 Jupyter calls ``_repr_html_``/``_repr_markdown_``/``_repr_latex_`` on the value of
-a cell; :class:`~symformer.engine.graph.Stage`, :class:`~symformer.engine.graph.Derivation`
-and :class:`~symformer.trace.steps.Trace` delegate to the functions here, so
+a cell; :class:`~symformer.engine.graph.Stage` and
+:class:`~symformer.engine.graph.Derivation` delegate to the functions here (a
+:class:`~symformer.trace.result.Trace` to its renderers), so
 ``derive(example)["layer1.head1.weights"]`` shows a table with token rows and
 column labels.  Every number is a certified rounding (:data:`DECIMALS` places).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from symformer.latex.escape import latex_text, markdown_text
+from symformer.escape import latex_text, markdown_text
 
 #: Decimals shown in notebook tables.
 DECIMALS = 3
@@ -86,25 +87,3 @@ def derivation_latex(g) -> str:
     rows = r" \\ ".join(rf"\text{{{latex_text(s.name)}}} & {s.shape[0]}\times{s.shape[1]}"
                         for s in g)
     return rf"$$\begin{{array}}{{ll}} {rows} \end{{array}}$$"
-
-
-def trace_html(trace) -> str:
-    """A trace as every step's card, one after the other (no script needed)."""
-    from symformer.trace.render_html import _STYLE as PAGE_STYLE
-    from symformer.trace.render_html import cards_html, sentence_html
-
-    return (f"<div class=\"symformer-trace\"><style>{PAGE_STYLE}</style>"
-            f"<p><b>{_e(trace.title)}</b></p>{sentence_html(trace)}{cards_html(trace)}</div>")
-
-
-def trace_latex(trace) -> str:
-    """A trace's worked formulas as one display-math ``aligned`` block."""
-    from symformer.trace.formula import as_latex
-
-    lines = []
-    for step in trace.steps:
-        for e in step.entries:
-            if e.worked is not None:
-                lhs, rest = as_latex(e.worked).split(" = ", 1)
-                lines.append(f"{lhs} &= {rest}")
-    return "$$\\begin{aligned} " + r" \\ ".join(lines) + r" \end{aligned}$$"

@@ -100,7 +100,7 @@ def test_decoder_part_follows_the_encoder_in_order(files):
              r"\subsection{Masked self-attention head 1}", r"\subsection{Add \& Norm 1}",
              r"\subsection{Cross-attention head 1}", r"\subsection{Add \& Norm 2}",
              r"\subsection{Feed-forward network}", r"\subsection{Add \& Norm 3}",
-             r"\subsubsection{Logits}", r"\subsubsection{Next token}",
+             r"\subsubsection{Logits (one score", r"\subsubsection{Next token (exact argmax)}",
              r"\section{Greedy generation}"]
     at = 0
     for mark in marks:  # each after the one before

@@ -53,8 +53,9 @@ def test_exact_cells_use_short_closed_forms(block):
 
 def test_labels_and_caption(block):
     q, w = block["layer1.head1.Q"], block["layer1.head1.weights"]
-    assert [column_label(q, j) for j in range(2)] == ["q_{1}", "q_{2}"]
-    assert column_label(block["layer1.ffn.hidden"], 5) == r"\mathrm{ff}_{6}"
+    assert [column_label(q, j) for j in range(2)] == ["q_{0}", "q_{1}"]
+    assert column_label(block["layer1.ffn.hidden"], 5) == "h_{5}"
+    assert column_label(block["layer1.add_norm1.mean"], 0) == r"\mu"
     assert column_label(w, 3) == r"\text{understand}_{3}"
     latex = to_latex(stage_table(q, caption="Queries.", label="tab:q", highlight=1))
     assert r"\caption{Queries. Values correctly rounded to 2 decimals.}\label{tab:q}" in latex

@@ -81,3 +81,22 @@ def test_cli(capsys) -> None:
     assert main(["prove", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {f["status"] for f in data["facts"]} >= {PROVED, FALSE}
+
+
+def test_prove_asks_each_operation_for_its_facts(monkeypatch, capsys) -> None:
+    """A fact an operation states is reported (and decides the exit status) unchanged."""
+    from symformer.ops import PositionalEncoding
+    from symformer.ops.facts import Fact
+
+    asked = []
+
+    def planted(self, stage):
+        asked.append(stage.name)
+        return [Fact("pe_bounded", "positional encodings lie in [-1, 1]", FALSE, "planted")]
+
+    monkeypatch.setattr(PositionalEncoding, "facts", planted)
+    facts = {f.name: f for f in prove_all(load_example())}
+    assert set(asked) == {"positional_encoding"}
+    assert facts["pe_bounded"].status == FALSE and facts["pe_bounded"].detail == "planted"
+    assert main(["prove"]) == 1
+    assert "(planted)" in capsys.readouterr().out

@@ -8,6 +8,11 @@ import numpy as np
 import pytest
 
 from symformer import load_example
+from symformer.ops.mean import mean
+from symformer.ops.normalize import layer_norm, layer_norm_unbiased
+from symformer.ops.positional import pe_even, pe_odd
+from symformer.ops.variance import variance
+from symformer.ops.whole_matrix import whole_mean, whole_variance
 from symformer.reference import numpy_ref as ref
 
 
@@ -18,10 +23,10 @@ def example():
 
 def test_positional_encoding_by_hand() -> None:
     # d_model = 4: dimension 2 uses the angle pos / 10000^(2/4) = pos / 100.
-    assert ref.pe_even(1, 0, 4) == pytest.approx(math.sin(1))
-    assert ref.pe_odd(3, 0, 4) == pytest.approx(math.cos(3))
-    assert ref.pe_even(2, 1, 4) == pytest.approx(math.sin(0.02))
-    assert ref.pe_odd(2, 1, 4) == pytest.approx(math.cos(0.02))
+    assert pe_even(1, 0, 4) == pytest.approx(math.sin(1))
+    assert pe_odd(3, 0, 4) == pytest.approx(math.cos(3))
+    assert pe_even(2, 1, 4) == pytest.approx(math.sin(0.02))
+    assert pe_odd(2, 1, 4) == pytest.approx(math.cos(0.02))
 
 
 def test_head1_projections_by_hand(example) -> None:
@@ -48,12 +53,19 @@ def test_softmax_rows_and_causal_zeros(example) -> None:
 def test_layer_norm_conventions() -> None:
     x = np.array([[1.0, 2.0, 4.0, 9.0], [0.0, -1.0, 1.0, 0.5]])
     one, zero = np.ones(4), np.zeros(4)
-    biased = ref.layer_norm(x, one, zero, 0.0)
+    mu = mean(x, 4)
+    np.testing.assert_allclose(mu, [[4.0], [0.125]], rtol=1e-15)  # 16/4, 0.5/4
+    # by hand: row 0 deviations -3, -2, 0, 5 -> squares 9, 4, 0, 25 = 38
+    np.testing.assert_allclose(variance(x, mu, 4)[0], [38 / 4], rtol=1e-15)
+    np.testing.assert_allclose(variance(x, mu, 3)[0], [38 / 3], rtol=1e-15)
+    biased = layer_norm(x, mu, variance(x, mu, 4), one, zero, 0.0)
     np.testing.assert_allclose(biased.mean(axis=1), 0.0, atol=1e-15)
     np.testing.assert_allclose((biased ** 2).mean(axis=1), 1.0, rtol=1e-14)
-    unbiased = ref.layer_norm_unbiased(x, one, zero, 0.0)
+    unbiased = layer_norm_unbiased(x, mu, variance(x, mu, 3), one, zero, 0.0)
     np.testing.assert_allclose((unbiased ** 2).sum(axis=1) / 3, 1.0, rtol=1e-14)
-    whole = ref.normalize(x, ref.whole_mean(x), ref.whole_variance(x), one, zero, 0.0)
+    whole_mu = whole_mean(x, 2, 4)
+    np.testing.assert_allclose(whole_mu, [[16.5 / 8]] * 2, rtol=1e-15)
+    whole = layer_norm(x, whole_mu, whole_variance(x, whole_mu, 2, 4), one, zero, 0.0)
     assert whole.mean() == pytest.approx(0.0, abs=1e-15)
     assert (whole ** 2).mean() == pytest.approx(1.0)
 

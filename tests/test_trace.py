@@ -127,8 +127,8 @@ def test_cli_unwritable_out_exit_2_nothing_written(tmp_path, capsys):
 def test_cli_text_fits_80_columns(capsys):
     assert main(["trace", "--token", "think", "--decimals", "3"]) == 0
     out = capsys.readouterr().out
-    assert "[4/29] Layer 1 > Head 1 > Query q"  # 27 steps + two sigma stages in out
-    assert "q_1 = 4.841/4 + 1.540/4 = 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
+    assert "[4/27] Layer 1 > Head 1 > Query" in out
+    assert "q_0 = 4.841/4 + 1.540/4 = 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
@@ -168,7 +168,7 @@ def test_latex_document_compiles(tmp_path, causal_block):
     assert run.returncode == 0, run.stdout[-2000:]
     assert (tmp_path / "trace.pdf").stat().st_size > 1000
     source = tex.read_text()
-    assert r"q_{1} &= \frac{4.841}{4} + \frac{1.540}{4} = 1.595" in source
+    assert r"q_{0} &= \frac{4.841}{4} + \frac{1.540}{4} = 1.595" in source
 
 
 def test_exact_tie_in_the_causal_first_row(causal_block, reference):

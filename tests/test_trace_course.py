@@ -57,7 +57,7 @@ def test_trace_of_export(course_block):
     trace = trace_token(course_block, "export", decimals=3)
     assert trace.position == 1
     steps = {s.stage: s for s in trace.steps}
-    assert "After W_O" in steps["layer1.attention.output"].title
+    assert "after W_O" in steps["layer1.attention.output"].title
     assert "no W_O" in steps["layer1.attention.output"].general[0].text
     for name, step in steps.items():
         assert step.values == course_block[name].values(decimals=3)[1]
@@ -90,10 +90,12 @@ def test_cli_traces_the_whole_matrix_variant(capsys, course_block):
     assert main(["trace", path, "--token", "export", "--decimals", "2",
                  "--layer-norm", "whole_matrix"]) == 0
     whole = capsys.readouterr().out
-    assert "(the WHOLE matrix, every token)" in whole
-    assert "(the WHOLE matrix" not in per_token
-    block = per_token.split("[22/29]")[1].split("[23/29]")[0]  # + the sigma stage
+    assert "μ = (1/(n d)) Σ_(i=0..n−1) Σ_(j=0..d−1) r_(i,j)" in whole
+    assert "(over every entry of the" in whole  # the remark (wrapped to the terminal)
+    assert "every entry of the matrix" not in per_token
+    assert "μ = (1/d) Σ_(j=0..d−1) r_j" in per_token
+    block = per_token.split("[21/27]")[1].split("[22/27]")[0]
     row = course_block["layer1.add_norm1"].values(decimals=2)[1]
     lines = block.splitlines()
-    header = next(k for k, line in enumerate(lines) if line.split()[:1] == ["d1"])
+    header = next(k for k, line in enumerate(lines) if line.split()[:1] == ["y_0"])
     assert lines[header + 1].split() == row

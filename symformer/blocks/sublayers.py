@@ -144,7 +144,8 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
                    tuple(f"c{j + 1}" for j in range(width)), layer=number)
     if W_O is None and b_O is not None:
         W_O = sympy.eye(width)  # no W_O, a bias: plain concatenation plus b_O
-    op = Identity(MULTI_HEAD) if W_O is None else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O")
+    op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
+          else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O"))
     return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows,
                  g[x].cols, layer=number)
 
@@ -288,6 +289,7 @@ def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,
     tokens = g[x].rows
     logits = g.add("logits", "logits", Projection(W, b, LOGITS, "W_vocab", "b_vocab"), (x,),
                    tokens, vocab)
-    g.add("probabilities", "probabilities", Softmax(PROBABILITIES), (logits,), tokens, vocab)
+    g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"), (logits,), tokens,
+          vocab)
     return g.add("next_token", "next_token", ArgmaxIndicator(TieProver(g, logits)),
                  (logits,), tokens[-1:], vocab)

@@ -79,8 +79,8 @@ def report(results: list[ClaimCheck], right: int, total: int) -> str:
         lines.append(head + f"{n - len(r.wrong)} of {n} right, {verdict}")
         for e in r.wrong:
             what = "as printed" if r.local else "correct"
-            lines.append(f"  row {e.row} {e.row_label!r}, col {e.col} {e.col_label}: claimed "
-                         f"{e.claimed}, {what} {e.correct} (exact {e.exact}...)")
+            lines.append(f"  {e.place}: claimed {e.claimed}, {what} {e.correct} "
+                         f"(exact {e.exact}...)")
         for text in r.explanations:
             lines.append(f"  why: {text}")
     lines.append("")
@@ -102,7 +102,7 @@ def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
             "right": len(r.entries) - len(r.wrong),
             "wrong": [[e.row, e.col] for e in r.wrong],
             "details": [{"row": e.row, "col": e.col, "token": e.row_label,
-                         "column": e.col_label, "claimed": e.claimed,
+                         "column": e.col_label, "symbol": e.symbol, "claimed": e.claimed,
                          "as_printed" if r.local else "correct": e.correct,
                          "exact": e.exact} for e in r.wrong],
             "explanations": r.explanations,

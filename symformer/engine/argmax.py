@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flint import arb
 
-from symformer.engine.graph import Derivation, is_zero
 from symformer.engine.rounding import ball_bounds
+from symformer.engine.zero import is_zero
 from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Derivation
 
 #: Doublings of the precision (from 128 bits) before an argmax is declared undecidable.
 _MAX_DOUBLINGS = 6

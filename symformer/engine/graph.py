@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
+from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.exact import Canonical, undefined_row
 from symformer.engine.perturb import differences, finitely_masked
 from symformer.engine.rounding import (
@@ -30,6 +31,7 @@ from symformer.engine.rounding import (
     moderate,
     round_fraction,
 )
+from symformer.engine.zero import is_zero
 from symformer.errors import ClosedFormTooLarge, InputError, NotSupportedError, UndecidedError
 
 if TYPE_CHECKING:
@@ -168,10 +170,8 @@ class Derivation:
     def __len__(self) -> int:
         return len(self.stages)
 
-    def next_token(self):
+    def next_token(self) -> NextToken:
         """The exact next token of a decoder example (a tie is reported, never broken)."""
-        from symformer.engine.argmax import next_token  # the argmax reads this graph
-
         return next_token(self)
 
     # Notebook display (implemented in symformer.display).
@@ -636,32 +636,6 @@ def _possibly_zero_factors(expr: sympy.Expr) -> list[sympy.Expr]:
 
 def _rational(x: Fraction) -> sympy.Rational:
     return sympy.Rational(x.numerator, x.denominator)
-
-
-#: SymPy's simplify is tried only on expressions this small, with numbers this short
-#: (it has no time limit; factoring huge coefficients can run for minutes).
-_SIMPLIFY_MAX_OPS = 80
-_SIMPLIFY_MAX_BITS = 256
-_SIMPLIFY_MAX_ARGUMENT = 2 ** 16
-
-
-def is_zero(expr: sympy.Expr) -> bool:
-    """Exact zero test (never numeric): structural, then SymPy's simplification.
-
-    False (no proof) for expressions too large to simplify in bounded time.
-    """
-    if expr == 0:
-        return True
-    if sympy.count_ops(expr) > _SIMPLIFY_MAX_OPS or any(
-            max(abs(int(n.p)).bit_length(), int(n.q).bit_length()) > _SIMPLIFY_MAX_BITS
-            for n in expr.atoms(sympy.Rational)):
-        return False
-    # exp(-10**50 a) becomes a polynomial of degree 10**50 in exp(a) inside simplify
-    if any(max(abs(int(n.p)), int(n.q)) > _SIMPLIFY_MAX_ARGUMENT
-           for f in expr.atoms(sympy.exp, sympy.sin, sympy.cos, sympy.erf)
-           for n in f.args[0].atoms(sympy.Rational)):
-        return False
-    return sympy.simplify(expr) == 0
 
 
 def unknown_stage_message(name: str, known: list[str]) -> str:

@@ -1,6 +1,7 @@
 """The optional ``[decoder]`` table: target tokens, their embeddings and the decoder blocks.
 
-The keys follow the encoder's (see :mod:`symformer.example.loader`): a decoder block
+The keys follow the encoder's (see :mod:`symformer.example.loader`; both read their
+fields with :mod:`symformer.example.fields`): a decoder block
 has masked self-attention heads (``[[decoder.layer.self_head]]``, always causal),
 cross-attention heads (``[[decoder.layer.cross_head]]``: queries from the decoder,
 keys and values from the encoder's ``output``) and a feed-forward network, each
@@ -17,12 +18,12 @@ from typing import Any
 import sympy
 
 from symformer.errors import InputError
-from symformer.example.loader import (
-    _choice,
-    _head,
-    _no_unknown_keys,
-    _Where,
+from symformer.example.fields import (
+    Where,
+    choice,
+    head,
     matrix,
+    no_unknown_keys,
     vector,
     vocab_and_tokens,
 )
@@ -98,12 +99,12 @@ class Decoder:
         return work
 
 
-def parse_decoder(data: Any, here: _Where, d_model: int, defaults: dict[str, Any],
+def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
                   positional_encoding: str) -> Decoder:
     """Validate the ``[decoder]`` table; ``defaults`` are the encoder's conventions."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _DECODER_KEYS, here)
+    no_unknown_keys(data, _DECODER_KEYS, here)
     vocab, tokens = vocab_and_tokens(data, here, "decoder.vocab")
     embeddings = matrix(data, "embeddings", here, rows=len(vocab), cols=d_model)
     defaults = dict(defaults)
@@ -111,7 +112,7 @@ def parse_decoder(data: Any, here: _Where, d_model: int, defaults: dict[str, Any
         defaults["eps"] = _eps(data, here)
     for key, options in (("activation", ACTIVATIONS), ("norm", NORM_PLACEMENTS),
                          ("layer_norm", LAYER_NORMS)):
-        defaults[key] = _choice(data, key, options, here, defaults[key])
+        defaults[key] = choice(data, key, options, here, defaults[key])
     layers_data = data.get("layer")
     if not isinstance(layers_data, list) or not layers_data:
         raise InputError(f"{here}: expected at least one [[decoder.layer]] table")
@@ -123,27 +124,27 @@ def parse_decoder(data: Any, here: _Where, d_model: int, defaults: dict[str, Any
         embeddings=embeddings,
         layers=layers,
         W_vocab=matrix(data, "W_vocab", here, rows=d_model, cols=len(vocab), required=False),
-        positional_encoding=_choice(data, "positional_encoding",
-                                    DECODER_POSITIONAL_ENCODINGS, here, positional_encoding),
+        positional_encoding=choice(data, "positional_encoding",
+                                   DECODER_POSITIONAL_ENCODINGS, here, positional_encoding),
     )
 
 
-def _eps(data: dict[str, Any], here: _Where) -> sympy.Rational:
+def _eps(data: dict[str, Any], here: Where) -> sympy.Rational:
     eps = exact_number(data["eps"], f"{here}: eps")
     if eps < 0:
         raise InputError(f"{here}: eps must not be negative, found {eps}")
     return eps
 
 
-def _heads(data: dict[str, Any], key: str, here: _Where, d_model: int) -> tuple[Head, ...]:
+def _heads(data: dict[str, Any], key: str, here: Where, d_model: int) -> tuple[Head, ...]:
     heads_data = data.get(key)
     if not isinstance(heads_data, list) or not heads_data:
         raise InputError(f"{here}: expected at least one [[decoder.layer.{key}]] table")
-    return tuple(_head(h, here.sub(f"{key} {k}"), d_model)
+    return tuple(head(h, here.sub(f"{key} {k}"), d_model)
                  for k, h in enumerate(heads_data, start=1))
 
 
-def _output_projection(data: dict[str, Any], key: str, here: _Where, heads: tuple[Head, ...],
+def _output_projection(data: dict[str, Any], key: str, here: Where, heads: tuple[Head, ...],
                        d_model: int) -> sympy.Matrix | None:
     width = sum(h.d_v for h in heads)
     W_O = matrix(data, key, here, rows=width, cols=d_model, required=False)
@@ -155,11 +156,11 @@ def _output_projection(data: dict[str, Any], key: str, here: _Where, heads: tupl
     return W_O
 
 
-def _decoder_layer(data: Any, here: _Where, d_model: int,
+def _decoder_layer(data: Any, here: Where, d_model: int,
                    defaults: dict[str, Any]) -> DecoderLayer:
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _LAYER_KEYS, here)
+    no_unknown_keys(data, _LAYER_KEYS, here)
     self_heads = _heads(data, "self_head", here, d_model)
     cross_heads = _heads(data, "cross_head", here, d_model)
     W_1 = matrix(data, "W_1", here, rows=d_model)
@@ -177,9 +178,9 @@ def _decoder_layer(data: Any, here: _Where, d_model: int,
         b_1=vector(data, "b_1", here, d_ff),
         W_2=matrix(data, "W_2", here, rows=d_ff, cols=d_model),
         b_2=vector(data, "b_2", here, d_model),
-        activation=_choice(data, "activation", ACTIVATIONS, here, defaults["activation"]),
-        norm=_choice(data, "norm", NORM_PLACEMENTS, here, defaults["norm"]),
+        activation=choice(data, "activation", ACTIVATIONS, here, defaults["activation"]),
+        norm=choice(data, "norm", NORM_PLACEMENTS, here, defaults["norm"]),
         eps=_eps(data, here) if "eps" in data else defaults["eps"],
-        layer_norm=_choice(data, "layer_norm", LAYER_NORMS, here, defaults["layer_norm"]),
+        layer_norm=choice(data, "layer_norm", LAYER_NORMS, here, defaults["layer_norm"]),
         **norms,
     )

@@ -6,7 +6,6 @@ names the file, the key, the layer and head, and the expected and found shapes.
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from importlib import resources
@@ -16,6 +15,17 @@ from typing import Any
 import sympy
 
 from symformer.errors import InputError
+from symformer.example.decoder import parse_decoder
+from symformer.example.fields import (
+    Where,
+    choice,
+    head,
+    matrix,
+    no_unknown_keys,
+    optional_vector,
+    vector,
+    vocab_and_tokens,
+)
 from symformer.example.numbers import exact_number, parse_float_text
 from symformer.example.schema import (
     ACTIVATIONS,
@@ -46,7 +56,6 @@ _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
     "gamma_1", "beta_1", "gamma_2", "beta_2",
 } | _CONVENTION_KEYS
-_HEAD_KEYS = {"W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"}
 _QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
 _KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
 _LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"}
@@ -105,13 +114,13 @@ def parse_example(text: str, source: str = "<string>") -> Example:
 
 def example_from_dict(data: dict[str, Any], source: str) -> Example:
     """Validate a parsed TOML table and build the :class:`Example`."""
-    here = _Where(source)
-    _no_unknown_keys(data, _TOP_KEYS, here)
+    here = Where(source)
+    no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
     vocab, tokens = vocab_and_tokens(data, here)
     embeddings = matrix(data, "embeddings", here, rows=len(vocab))
     d_model = embeddings.cols
-    pe = _choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
+    pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
     causal = _boolean(data, "causal", here, False)
     defaults = _conventions(data, here, None)
     layers_data = data.get("layer")
@@ -123,8 +132,6 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     )
     decoder = None
     if "decoder" in data:
-        from symformer.example.decoder import parse_decoder  # it imports this module
-
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
@@ -151,7 +158,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     )
 
 
-def _conventions(data: dict[str, Any], here: _Where, defaults: dict[str, Any] | None
+def _conventions(data: dict[str, Any], here: Where, defaults: dict[str, Any] | None
                  ) -> dict[str, Any]:
     """The conventions of a table: its own keys, else ``defaults`` (None: today's)."""
     inherited = defaults or {
@@ -166,16 +173,16 @@ def _conventions(data: dict[str, Any], here: _Where, defaults: dict[str, Any] | 
             raise InputError(f"{here}: eps must not be negative, found {eps}")
     return {
         "eps": eps,
-        "activation": _choice(data, "activation", ACTIVATIONS, here, inherited["activation"]),
-        "norm": _choice(data, "norm", NORM_PLACEMENTS, here, inherited["norm"]),
-        "layer_norm": _choice(data, "layer_norm", LAYER_NORMS, here, inherited["layer_norm"]),
+        "activation": choice(data, "activation", ACTIVATIONS, here, inherited["activation"]),
+        "norm": choice(data, "norm", NORM_PLACEMENTS, here, inherited["norm"]),
+        "layer_norm": choice(data, "layer_norm", LAYER_NORMS, here, inherited["layer_norm"]),
         "scale": _scale(data, here) if "scale" in data else inherited["scale"],
         "residual": _boolean(data, "residual", here, inherited["residual"]),
-        "rope_style": _choice(data, "rope_style", ROPE_STYLES, here, inherited["rope_style"]),
+        "rope_style": choice(data, "rope_style", ROPE_STYLES, here, inherited["rope_style"]),
     }
 
 
-def _scale(data: dict[str, Any], here: _Where) -> sympy.Rational | None:
+def _scale(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     """``scale``: "sqrt_dk" (None), "none" (1) or an exact positive number."""
     value = data["scale"]
     if isinstance(value, str) and value in SCALES:
@@ -190,14 +197,14 @@ def _scale(data: dict[str, Any], here: _Where) -> sympy.Rational | None:
     return number
 
 
-def _boolean(data: dict[str, Any], key: str, here: _Where, default: bool) -> bool:
+def _boolean(data: dict[str, Any], key: str, here: Where, default: bool) -> bool:
     value = data.get(key, default)
     if not isinstance(value, bool):
         raise InputError(f"{here}: {key} must be true or false, found {value!r}")
     return value
 
 
-def _base(data: dict[str, Any], here: _Where, pe: str) -> sympy.Rational:
+def _base(data: dict[str, Any], here: Where, pe: str) -> sympy.Rational:
     """``positional_encoding_base`` (sinusoidal and rope): an exact number > 1."""
     if "positional_encoding_base" not in data:
         return sympy.Integer(10000)
@@ -211,7 +218,7 @@ def _base(data: dict[str, Any], here: _Where, pe: str) -> sympy.Rational:
     return base
 
 
-def _learned_table(data: dict[str, Any], here: _Where, pe: str, n: int, d_model: int
+def _learned_table(data: dict[str, Any], here: Where, pe: str, n: int, d_model: int
                    ) -> sympy.Matrix | None:
     """``positional_embeddings`` (learned positions): d_model wide, a row per token."""
     if pe != "learned":
@@ -229,7 +236,7 @@ def _learned_table(data: dict[str, Any], here: _Where, pe: str, n: int, d_model:
     return table
 
 
-def _final_norm(data: dict[str, Any], here: _Where, d_model: int, defaults: dict[str, Any]
+def _final_norm(data: dict[str, Any], here: Where, d_model: int, defaults: dict[str, Any]
                 ) -> FinalNorm | None:
     """``final_norm = true`` (+ ``gamma_f``, ``beta_f``): a normalisation after the last block."""
     if not _boolean(data, "final_norm", here, False):
@@ -244,7 +251,7 @@ def _final_norm(data: dict[str, Any], here: _Where, d_model: int, defaults: dict
 
 
 def _no_beta(data: dict[str, Any], keys: tuple[str, ...], layer_norm: str,
-             here: _Where) -> None:
+             here: Where) -> None:
     """RMSNorm has no beta: refuse one rather than ignore it."""
     if layer_norm == "rms":
         for key in keys:
@@ -253,14 +260,14 @@ def _no_beta(data: dict[str, Any], keys: tuple[str, ...], layer_norm: str,
                                  f"(RMSNorm has no beta)")
 
 
-def _lm_head(data: dict[str, Any], here: _Where, embeddings: sympy.Matrix) -> LMHead | None:
+def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix) -> LMHead | None:
     """The ``[lm_head]`` table: ``W_vocab`` (d_model x |vocab|) or ``tied = true``."""
     if "lm_head" not in data:
         return None
     table, where = data["lm_head"], here.sub("lm_head")
     if not isinstance(table, dict):
         raise InputError(f"{where}: must be a table")
-    _no_unknown_keys(table, _LM_HEAD_KEYS, where)
+    no_unknown_keys(table, _LM_HEAD_KEYS, where)
     d_model, vocab = embeddings.cols, embeddings.rows
     tied = _boolean(table, "tied", where, False)
     if tied == ("W_vocab" in table):
@@ -277,37 +284,7 @@ def _lm_head(data: dict[str, Any], here: _Where, embeddings: sympy.Matrix) -> LM
     return LMHead(W_vocab=W, b_vocab=b, tied=tied)
 
 
-def vocab_and_tokens(data: dict[str, Any], here: _Where, vocab_name: str = "vocab"
-                     ) -> tuple[list[str], list[str]]:
-    """Read ``vocab`` (no duplicates) and ``tokens`` (each in the vocabulary)."""
-    vocab = _string_list(data, "vocab", here)
-    if len(set(vocab)) != len(vocab):
-        dup = next(v for v in vocab if vocab.count(v) > 1)
-        raise InputError(f"{here}: vocab lists {dup!r} more than once")
-    tokens = _string_list(data, "tokens", here)
-    for position, token in enumerate(tokens):
-        if token not in vocab:
-            raise InputError(
-                f"{here}: token {token!r} (position {position}) is not in {vocab_name} "
-                f"{list(vocab)}"
-            )
-    return vocab, tokens
-
-
-class _Where:
-    """A location in the input, for error messages: ``file.toml, layer 1, head 2``."""
-
-    def __init__(self, *parts: str) -> None:
-        self.parts = parts
-
-    def sub(self, part: str) -> _Where:
-        return _Where(*self.parts, part)
-
-    def __str__(self) -> str:
-        return ", ".join(self.parts)
-
-
-def _printable_names(data: dict[str, Any], here: _Where) -> None:
+def _printable_names(data: dict[str, Any], here: Where) -> None:
     """Refuse control characters in the title and in every vocab and token name.
 
     C0 and C1 controls (newline, tab, ESC, DEL, ...), the line and paragraph separators
@@ -331,38 +308,7 @@ def _printable_names(data: dict[str, Any], here: _Where) -> None:
                                      "printable text")
 
 
-def _no_unknown_keys(table: dict[str, Any], known: set[str], here: _Where) -> None:
-    """Refuse a key that is not in ``known``, suggesting the closest valid one."""
-    unknown = sorted(set(table) - known)
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(known), n=1, cutoff=0.6)
-        hint = (f"did you mean {close[0]!r}?" if close
-                else f"known keys: {', '.join(sorted(known))}")
-        raise InputError(f"{here}: unknown key {unknown[0]!r} ({hint})")
-
-
-def _string_list(data: dict[str, Any], key: str, here: _Where) -> list[str]:
-    value = data.get(key)
-    if value is None:
-        raise InputError(f"{here}: missing key {key!r}")
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{here}: {key} must be a list of strings")
-    if not value:
-        raise InputError(f"{here}: {key} is empty; give at least one entry")
-    return value
-
-
-def _choice(data: dict[str, Any], key: str, options: tuple[str, ...], here: _Where,
-            default: str) -> str:
-    value = data.get(key, default)
-    if value not in options:
-        raise InputError(
-            f"{here}: {key} must be one of {', '.join(map(repr, options))}; found {value!r}"
-        )
-    return value
-
-
-def _mask(data: dict[str, Any], here: _Where) -> sympy.Rational | None:
+def _mask(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     value = data.get("mask", "-inf")
     if isinstance(value, str) and value.strip() in {"-inf", "-infinity"}:
         return None
@@ -372,66 +318,12 @@ def _mask(data: dict[str, Any], here: _Where) -> sympy.Rational | None:
     return number
 
 
-def matrix(table: dict[str, Any], key: str, here: _Where, rows: int | None = None,
-           cols: int | None = None, required: bool = True) -> sympy.Matrix | None:
-    """Read ``table[key]`` as an exact matrix, checking that it is rectangular.
-
-    ``rows``/``cols`` are the expected shape (None: any); a mismatch names both shapes.
-    """
-    value = table.get(key)
-    if value is None:
-        if required:
-            raise InputError(f"{here}: missing key {key!r}")
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
-        raise InputError(f"{here}: {key} must be a non-empty list of rows (a matrix)")
-    widths = {len(r) for r in value}
-    if len(widths) != 1:
-        bad = next(i for i, r in enumerate(value) if len(r) != len(value[0]))
-        raise InputError(
-            f"{here}: {key} is ragged: row 0 has {len(value[0])} entries but row {bad} "
-            f"has {len(value[bad])}"
-        )
-    found = (len(value), len(value[0]))
-    if found[1] == 0:
-        raise InputError(f"{here}: {key} has empty rows")
-    expected = (rows if rows is not None else found[0], cols if cols is not None else found[1])
-    if found != expected:
-        raise InputError(
-            f"{here}: {key} has shape {found[0]}x{found[1]}, expected "
-            f"{_shape_text(rows)}x{_shape_text(cols)}"
-        )
-    return sympy.Matrix([
-        [exact_number(v, f"{here}: {key}[{i}][{j}]") for j, v in enumerate(row)]
-        for i, row in enumerate(value)
-    ])
-
-
-def vector(table: dict[str, Any], key: str, here: _Where, width: int,
-           default: int | None = None) -> sympy.Matrix:
-    """Read ``table[key]`` as an exact row vector of the given width."""
-    value = table.get(key)
-    if value is None:
-        if default is None:
-            raise InputError(f"{here}: missing key {key!r}")
-        return sympy.Matrix([[default] * width])
-    if not isinstance(value, list) or any(isinstance(v, list) for v in value):
-        raise InputError(f"{here}: {key} must be a list of {width} numbers")
-    if len(value) != width:
-        raise InputError(f"{here}: {key} has {len(value)} entries, expected {width}")
-    return sympy.Matrix([[exact_number(v, f"{here}: {key}[{j}]") for j, v in enumerate(value)]])
-
-
-def _shape_text(n: int | None) -> str:
-    return "?" if n is None else str(n)
-
-
-def _layer(data: Any, here: _Where, d_model: int, defaults: dict[str, Any],
+def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
            pe: str = "sinusoidal") -> Layer:
     """One ``[[layer]]`` table: attention, optional FFN, norms and conventions."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _LAYER_KEYS, here)
+    no_unknown_keys(data, _LAYER_KEYS, here)
     conventions = _conventions(data, here, defaults)
     heads, kv_heads = _attention_heads(data, here, d_model)
     if pe == "rope":
@@ -448,7 +340,7 @@ def _layer(data: Any, here: _Where, d_model: int, defaults: dict[str, Any],
         heads=heads,
         kv_heads=kv_heads,
         W_O=W_O,
-        b_O=_optional_vector(data, "b_O", here, d_model),
+        b_O=optional_vector(data, "b_O", here, d_model),
         **_feed_forward(data, here, d_model),
         gamma_1=vector(data, "gamma_1", here, d_model, default=1),
         beta_1=vector(data, "beta_1", here, d_model, default=0),
@@ -458,12 +350,7 @@ def _layer(data: Any, here: _Where, d_model: int, defaults: dict[str, Any],
     )
 
 
-def _optional_vector(data: dict[str, Any], key: str, here: _Where, width: int
-                     ) -> sympy.Matrix | None:
-    return vector(data, key, here, width) if key in data else None
-
-
-def _feed_forward(data: dict[str, Any], here: _Where, d_model: int) -> dict[str, Any]:
+def _feed_forward(data: dict[str, Any], here: Where, d_model: int) -> dict[str, Any]:
     """``W_1``, ``b_1``, ``W_2``, ``b_2``, ``W_gate``, ``b_gate``; no ``W_1``: no FFN."""
     if "W_1" not in data:
         for key in ("W_2", "b_1", "b_2", "W_gate", "b_gate"):
@@ -477,15 +364,15 @@ def _feed_forward(data: dict[str, Any], here: _Where, d_model: int) -> dict[str,
         raise InputError(f"{here}: b_gate is given without W_gate")
     return {
         "W_1": W_1,
-        "b_1": _optional_vector(data, "b_1", here, d_ff),
+        "b_1": optional_vector(data, "b_1", here, d_ff),
         "W_2": matrix(data, "W_2", here, rows=d_ff, cols=d_model),
-        "b_2": _optional_vector(data, "b_2", here, d_model),
+        "b_2": optional_vector(data, "b_2", here, d_model),
         "W_gate": matrix(data, "W_gate", here, rows=d_model, cols=d_ff, required=False),
-        "b_gate": _optional_vector(data, "b_gate", here, d_ff),
+        "b_gate": optional_vector(data, "b_gate", here, d_ff),
     }
 
 
-def _attention_heads(data: dict[str, Any], here: _Where, d_model: int
+def _attention_heads(data: dict[str, Any], here: Where, d_model: int
                      ) -> tuple[tuple[Head, ...], tuple[KVHead, ...]]:
     """The query heads and, with ``[[layer.kv_head]]`` tables, the shared key/value heads."""
     heads_data = data.get("head")
@@ -496,7 +383,7 @@ def _attention_heads(data: dict[str, Any], here: _Where, d_model: int
             if isinstance(h, dict) and "kv_head" in h:
                 raise InputError(f"{here.sub(f'head {k}')}: kv_head is given but the layer "
                                  f"has no [[layer.kv_head]] tables")
-        return tuple(_head(h, here.sub(f"head {k}"), d_model)
+        return tuple(head(h, here.sub(f"head {k}"), d_model)
                      for k, h in enumerate(heads_data, 1)), ()
     kv_data = data["kv_head"]
     if not isinstance(kv_data, list) or not kv_data:
@@ -509,7 +396,7 @@ def _attention_heads(data: dict[str, Any], here: _Where, d_model: int
         where = here.sub(f"head {k}")
         if not isinstance(h, dict):
             raise InputError(f"{where}: must be a table")
-        _no_unknown_keys(h, _QUERY_HEAD_KEYS, where)
+        no_unknown_keys(h, _QUERY_HEAD_KEYS, where)
         if "kv_head" in h:
             index = h["kv_head"]
             if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= m:
@@ -523,38 +410,25 @@ def _attention_heads(data: dict[str, Any], here: _Where, d_model: int
             index = (k - 1) // (n // m)  # consecutive query heads share one (Llama)
         kv = kv_heads[index]
         W_Q = matrix(h, "W_Q", where, rows=d_model, cols=kv.W_K.cols)
-        heads.append(Head(W_Q=W_Q, W_K=kv.W_K, W_V=kv.W_V, b_Q=_optional_vector(
+        heads.append(Head(W_Q=W_Q, W_K=kv.W_K, W_V=kv.W_V, b_Q=optional_vector(
             h, "b_Q", where, W_Q.cols), b_K=kv.b_K, b_V=kv.b_V, kv_head=index))
     return tuple(heads), kv_heads
 
 
-def _kv_head(data: Any, here: _Where, d_model: int) -> KVHead:
+def _kv_head(data: Any, here: Where, d_model: int) -> KVHead:
     """One ``[[layer.kv_head]]`` table: W_K, W_V and their optional biases."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _KV_HEAD_KEYS, here)
+    no_unknown_keys(data, _KV_HEAD_KEYS, here)
     W_K = matrix(data, "W_K", here, rows=d_model)
     W_V = matrix(data, "W_V", here, rows=d_model)
-    return KVHead(W_K=W_K, W_V=W_V, b_K=_optional_vector(data, "b_K", here, W_K.cols),
-                  b_V=_optional_vector(data, "b_V", here, W_V.cols))
+    return KVHead(W_K=W_K, W_V=W_V, b_K=optional_vector(data, "b_K", here, W_K.cols),
+                  b_V=optional_vector(data, "b_V", here, W_V.cols))
 
 
-def _even_widths(heads: tuple[Head, ...], here: _Where) -> None:
+def _even_widths(heads: tuple[Head, ...], here: Where) -> None:
     """RoPE rotates pairs of dimensions: every d_k must be even."""
     for k, h in enumerate(heads, 1):
         if h.d_k % 2:
             raise InputError(f"{here.sub(f'head {k}')}: rope needs an even d_k (it rotates "
                              f"pairs of dimensions), found d_k = {h.d_k}")
-
-
-def _head(data: Any, here: _Where, d_model: int) -> Head:
-    """One ``[[layer.head]]`` table: W_Q, W_K, W_V and their optional biases."""
-    if not isinstance(data, dict):
-        raise InputError(f"{here}: must be a table")
-    _no_unknown_keys(data, _HEAD_KEYS, here)
-    W_Q = matrix(data, "W_Q", here, rows=d_model)
-    W_K = matrix(data, "W_K", here, rows=d_model, cols=W_Q.cols)
-    W_V = matrix(data, "W_V", here, rows=d_model)
-    return Head(W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=_optional_vector(data, "b_Q", here, W_Q.cols),
-                b_K=_optional_vector(data, "b_K", here, W_K.cols),
-                b_V=_optional_vector(data, "b_V", here, W_V.cols))

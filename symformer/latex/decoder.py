@@ -16,11 +16,9 @@ from symformer.engine import Derivation, Stage
 from symformer.latex.blocks import Cell, Fragment, Heading, Math, Prose, Table
 from symformer.latex.equations import sublayer
 from symformer.latex.escape import word_label
+from symformer.latex.outline import Section
 from symformer.latex.tables import KEYED_KINDS, heat_of
 
-#: Headings of the decoder's own stage kinds and of kinds it names differently.
-TITLES = {"output": "Decoder output", "logits": "Logits",
-          "probabilities": "Next-token probabilities", "next_token": "Next token"}
 #: Groups (second-level headings) of the decoder's stage kinds, where not by sub-layer.
 GROUPS = {"embeddings": "Embeddings and positional encoding",
           "positional_encoding": "Embeddings and positional encoding",
@@ -56,9 +54,9 @@ def group(stage: Stage) -> str:
     return f"Add & Norm {number}"  # residual, mean, variance, layer_norm of sub-layer k
 
 
-def title(stage: Stage, titles: dict[str, str]) -> str:
-    """The heading of a decoder stage (``titles``: the encoder's headings by kind)."""
-    text = TITLES.get(stage.kind) or titles.get(stage.kind, stage.kind)
+def title(stage: Stage) -> str:
+    """The heading of a decoder stage: its operation's title, and where keys come from."""
+    text = stage.op.symbol.title
     if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
         text += " (from the encoder output)"
     return text
@@ -126,8 +124,6 @@ def generation_table(steps: list[GenerationStep], decimals: int) -> Table:
 def generation_section(g: Derivation, steps: int, decimals: int,
                        max_work: int | None = None) -> list:
     """Greedy generation for ``steps`` steps: a heading, prose and the table fragment."""
-    from symformer.latex.document import Section
-
     done = generate(g.example, steps, max_work=max_work)
     generated = [s.choice.token for s in done if not s.choice.is_tie]
     text = ("Greedy decoding appends the exact argmax token and derives everything again, "

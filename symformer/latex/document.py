@@ -1,15 +1,18 @@
 """The whole derivation as a document: every stage with equation, table, worked example.
 
 Stages are grouped by what they are, not by name: a stage's *kind* picks its
-group (:data:`GROUPS`) and its heading (:data:`TITLES`), so stages of a new part
-(a decoder's ``decoder.*`` stages, whose kinds match the encoder's) slot in
-without changes here; ``side`` prefixes their headings.  Every stage becomes
+group (:data:`GROUPS`), and its heading is its operation's title
+(``stage.op.symbol.title``), so stages of a new part (a decoder's ``decoder.*``
+stages, whose kinds match the encoder's) slot in without changes here; ``side``
+prefixes their headings.  The introduction states the notation once: every
+symbol the document uses, and that positions and dimensions count from 0.  Every stage becomes
 up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
 ``main.tex`` inputs them in order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from symformer.blocks import derive
@@ -19,9 +22,13 @@ from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
+from symformer.latex.outline import Section
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
-from symformer.latex.worked import LETTERS, Style, worked_example
+from symformer.latex.worked import Style, worked_example
+from symformer.notation import legend, matrix_latex
+from symformer.ops import Notation
+from symformer.placement import part_of
 
 #: The group (second-level heading) of each stage kind.
 GROUPS = {
@@ -36,16 +43,6 @@ GROUPS = {
     "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
     "ffn_output": "Feed-forward network",
     "output": "Output",
-}
-#: The heading of each stage kind.
-TITLES = {
-    "embeddings": "Token embeddings", "positional_encoding": "Sinusoidal positional encoding",
-    "input": "Position-aware input", "Q": "Queries Q", "K": "Keys K", "V": "Values V",
-    "raw_scores": "Dot products", "scores": "Scaled scores", "weights": "Attention weights",
-    "head_output": "Head output", "concat": "Concatenated heads",
-    "attention_output": "Output projection", "residual": "Residual sum", "mean": "Mean",
-    "variance": "Variance", "layer_norm": "LayerNorm", "ffn_hidden": "Hidden layer",
-    "ffn_activation": "Activation", "ffn_output": "Output layer", "output": "Encoder output",
 }
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
@@ -124,9 +121,16 @@ def _part(stage: Stage) -> str:
 
 
 def _title(stage: Stage) -> str:
+    """The stage's heading: its operation's title (a decoder adds where keys come from)."""
     if stage.side == "decoder":
-        return decoder.title(stage, TITLES)
-    return TITLES.get(stage.kind, stage.kind)
+        return decoder.title(stage)
+    return stage.op.symbol.title
+
+
+def caption(stage: Stage) -> str:
+    """A table's caption: where the stage sits and its title (``Layer 1, Head 1: Query``)."""
+    where = ", ".join(part_of(stage))
+    return f"{where}: {_title(stage)}" + decoder.caption_note(stage)
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
@@ -140,12 +144,10 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
-    caption = f"{_title(stage)}: {stage.name}" + decoder.caption_note(stage)
-    if prefix:
-        caption += " (causal mask)"
+    text = caption(stage) + (", causal mask" if prefix else "")
     fragments.append(Fragment(f"{name}-table", [stage_table(
         stage, decimals=options.decimals, exact=options.exact, highlight=token,
-        caption=caption + ".", label=f"tab:{label}")]))
+        caption=text + ".", label=f"tab:{label}")]))
     worked = worked_example(stage, token, style)
     if stage.kind == "next_token":
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
@@ -154,19 +156,9 @@ def stage_fragments(stage: Stage, token: int, options: Options,
         word, position = stage.rows[token], token + first_position(stage)
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}):",)), worked]))
-    letter = LETTERS.get(stage.kind, "M")
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
-        stage, letter.upper() if len(letter) == 1 else letter, decimals=options.decimals,
-        exact=options.exact)]))
+        stage, matrix_latex(stage), decimals=options.decimals, exact=options.exact)]))
     return fragments
-
-
-@dataclass
-class Section:
-    """A heading and the fragments under it (``inline`` ones are not written alone)."""
-
-    heading: Heading
-    fragments: list[Fragment]
 
 
 def target_token(g: Derivation, options: Options) -> int | None:
@@ -177,7 +169,7 @@ def target_token(g: Derivation, options: Options) -> int | None:
     return last if options.target_token is None else options.target_token
 
 
-def _introduction(g: Derivation, options: Options) -> Prose:
+def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
     text = ("Every number below is derived exactly and rounded with certified ball arithmetic "
             f"to {options.decimals} decimals. The worked examples follow the token "
@@ -189,7 +181,8 @@ def _introduction(g: Derivation, options: Options) -> Prose:
         text += (f" The decoder\u2019s worked examples follow the target token "
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
-    return Prose((text + _long_names(g),))
+    stages = select(g, options.stages)
+    return [Prose((text + _long_names(g),)), legend_prose(legend(stages))]
 
 
 def _long_names(g: Derivation) -> str:
@@ -206,6 +199,18 @@ def _long_names(g: Derivation) -> str:
            f"formulas{full}."
 
 
+def legend_prose(notes: Iterable[Notation]) -> Prose:
+    """The legend as a paragraph with inline math (LaTeX documents, Markdown exports)."""
+    parts: list[str | Math] = ["Notation: "]
+    for k, n in enumerate(notes):
+        parts += ["; " if k else "", Math(n.latex), f": {n.title}"]
+    # notation.INDEX_RULE, with its math set as math
+    parts += [". Token positions and vector dimensions are counted from 0; sums over the ",
+              Math("n"), " key positions run over ", Math(r"j = 0, \dots, n-1"), "."]
+    return Prose(tuple(p for p in parts if p != ""))
+
+
+
 def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     """The document's outline: headings, prose, and each stage's fragments.
 
@@ -214,7 +219,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     """
     stages = select(g, options.stages)
     token, target = options.token, target_token(g, options)
-    out: list = [_introduction(g, options)]
+    out: list = [*_introduction(g, options)]
     part = group = side = None
     causal_done = g.causal
     chosen = {s.name for s in stages}
@@ -254,14 +259,9 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
         "A decoder may not look ahead: the causal mask sets every score of a later key to ",
         Math(r"-\infty"), ", so its weight is exactly 0.",))]
     for stage in stages:
-        out.append(Section(Heading(f"{TITLES[stage.kind]}, head {stage.head}, causal", 3),
+        out.append(Section(Heading(f"{_title(stage)}, head {stage.head}, causal", 3),
                            stage_fragments(stage, token, options, prefix="causal-")))
     return out
-
-
-def fragments(outline: list) -> list[Fragment]:
-    """Every fragment of an outline, in order."""
-    return [f for item in outline if isinstance(item, Section) for f in item.fragments]
 
 
 PREAMBLE = r"""\documentclass[11pt]{article}

@@ -21,6 +21,7 @@ from symformer.latex.blocks import (
     Worked,
 )
 from symformer.latex.escape import markdown_text, unicode_math
+from symformer.latex.outline import Section
 from symformer.latex.render import bmatrix, step_lines
 
 
@@ -106,8 +107,6 @@ def _(block: Table) -> str:
 
 def markdown_document(g, outline: list) -> str:
     """The whole outline (from :func:`symformer.latex.document.build`) as one Markdown file."""
-    from symformer.latex.document import Section
-
     title = markdown_text(g.example.title) + (" (causal mask)" if g.causal else "")
     parts = [f"# {title}"]
     for item in outline:

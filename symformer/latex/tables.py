@@ -1,13 +1,13 @@
 """A stage as a table (booktabs) or a ``bmatrix``, with certified entries.
 
-Rows are the tokens with their positions; columns are labelled from the stage
-(``d_1``, ``q_1``, ``\\mathrm{ff}_1``; the key tokens for scores and weights).
+Rows are the tokens with their positions (from 0); columns are labelled with the
+stage's symbol and the column's 0-based index (``x_0``, ``q_0``, ``h_0``; ``\\mu``
+for a row's mean), the key tokens for scores and weights, the words for logits.
 Entries are the engine's certified roundings, or short closed forms on request.
 """
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 
 from symformer.engine import Stage
@@ -15,6 +15,7 @@ from symformer.engine.rounding import display_value
 from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
+from symformer.notation import entry
 from symformer.ops import ReLU, ScaleMask
 
 #: Kinds whose columns are the key tokens.
@@ -23,9 +24,6 @@ KEYED_KINDS = frozenset({"raw_scores", "scores", "weights"})
 VOCAB_KINDS = frozenset({"logits", "probabilities", "next_token"})
 #: Kinds coloured as a heat map by default (entries in [0, 1]).
 HEAT_KINDS = frozenset({"weights", "probabilities", "next_token"})
-#: Column names that are not "letters + number".
-_NAMED_COLUMNS = {"mean": r"\mu", "variance": r"\sigma^2"}
-_COLUMN = re.compile(r"([A-Za-z]+)(\d+)$")
 #: Strongest heat-map shade, in percent of the heat colour (keeps digits legible).
 MAX_HEAT = 60
 
@@ -36,15 +34,7 @@ def column_label(stage: Stage, j: int) -> str:
         return token_label(stage.cols[j], j)
     if stage.kind in VOCAB_KINDS:
         return word_label(stage.cols[j])
-    name = stage.cols[j]
-    if name in _NAMED_COLUMNS:
-        return _NAMED_COLUMNS[name]
-    match = _COLUMN.match(name)
-    if not match:
-        return rf"\text{{{name}}}"
-    letters, number = match.groups()
-    letters = letters if len(letters) == 1 else rf"\mathrm{{{letters}}}"
-    return f"{letters}_{{{number}}}"
+    return entry(stage, j, fmt="latex")
 
 
 def first_position(stage: Stage) -> int:

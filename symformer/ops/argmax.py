@@ -17,7 +17,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.rounding import ball_bounds
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 class ArgmaxProver(Protocol):
@@ -31,8 +31,9 @@ class ArgmaxProver(Protocol):
 
 
 def argmax_indicator(z):
-    """1 where the last row of z is largest (several 1s for a tie), else 0: (1, |vocab|)."""
-    return (z[-1:] == np.max(z[-1:], axis=-1, keepdims=True)).astype(z.dtype)
+    """1 where the row z (the last position's logits) is largest (several 1s for a tie),
+    else 0: (1, |vocab|)."""
+    return np.where(z == np.max(z, axis=-1, keepdims=True), 1, 0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,5 +66,9 @@ class ArgmaxIndicator(Operation):
         undecided = arb(0).union(arb(1))
         return [[undecided if ball_bounds(x)[1] >= best_low else arb(0) for x in balls]]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return argmax_indicator(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return [args[0][-1:]]
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"z"}), axis=("k", "V"),
+                        remark="the last position's logits")

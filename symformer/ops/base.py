@@ -9,8 +9,9 @@ LayerNorm's mean, ...).  Its module holds everything about it, side by side:
   stage exactly from them, as ``check`` does with an author's printed numbers);
 * ``arb(args)`` -- the same operation in ball arithmetic (certified digits);
 * ``reference(args, dtype)`` -- the float reference: it calls the module's NumPy
-  function, which ``crosscheck`` runs and latexify-py renders as the general
-  equation (``reference_function``);
+  function (``function()``) on ``arguments(args, dtype)``; ``crosscheck`` runs it
+  and latexify-py renders the same function as the general equation, spelled as
+  :meth:`Operation.spelling` says (which parameter is which symbol, which index);
 * ``notation`` -- the symbol of the token's vector at this step and the step's
   title, used by every format;
 * ``facts(stage)`` -- the identities ``prove`` states about the step, if any.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -36,6 +37,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError
+from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -66,6 +68,31 @@ class Notation:
             base = f"{{{self.latex}}}" if "^" in self.latex else self.latex
             return f"{base}_{{{sub}}}"
         return f"{self.text}_{sub}" if len(index) == 1 else f"{self.text}_({sub})"
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How an operation's NumPy function is written as a general equation.
+
+    The renderer (:mod:`symformer.codegen`) names the function's first parameters
+    after the stage's inputs (their notation); ``names`` spells the other
+    parameters as Python expressions (``{"W": "W_Q", "m": "d - 1"}``), and
+    ``symbols`` says how an identifier appearing there prints (LaTeX and text).
+    ``index`` is the entry the equation is written for (``j``: ``a_j = max(0, h_j)``);
+    ``indexed`` are the parameters written with that index (``h``);  a reduction
+    over the last axis (``np.sum(e, axis=-1)``) runs over ``axis`` = (index, count),
+    e.g. ``("k", "n")`` for ``Σ_{k=0}^{n-1}``.  ``lhs`` replaces the left-hand side
+    (default: the stage's symbol with ``index``); ``remark`` is printed after it.
+    """
+
+    names: dict[str, str] = field(default_factory=dict)
+    symbols: dict[str, Notation] = field(default_factory=dict)
+    index: str | None = None
+    indexed: frozenset[str] = frozenset()
+    axis: tuple[str, str] = ("j", "d")
+    lhs: Notation | None = None
+    remark: str = ""
+    function: Callable[..., Any] | None = None
 
 
 def matrix(value: sympy.Matrix | None, dtype: type) -> np.ndarray | None:
@@ -107,9 +134,18 @@ class Operation(ABC):
         """The notation of this step (the role's, else the operation's default)."""
         return getattr(self, "notation", None) or self.default_notation
 
+    #: True when consumers' equations may show this step substituted into theirs
+    #: (the scaled score written q·k_j / sqrt(d_k) as well as u_j / sqrt(d_k)).
+    inline: ClassVar[bool] = False
+
     def function(self) -> Callable[..., Any]:
         """The NumPy function this instance runs (and latexify renders)."""
         return type(self).reference_function
+
+    def spelling(self) -> Spelling | tuple[Spelling, ...]:
+        """How :meth:`function` is written as an equation (several lines: a tuple,
+        each naming the ``function`` it renders, one the run function calls)."""
+        return Spelling()
 
     @abstractmethod
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
@@ -120,8 +156,14 @@ class Operation(ABC):
         """The same operation in ball arithmetic at the current ``flint.ctx.prec``."""
 
     @abstractmethod
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        """The arguments :meth:`function` is called with: the input stages' floats,
+        then this step's own constants (weights, eps, d_k) as ``dtype``."""
+
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        """The float reference on float inputs (calls :attr:`reference_function`)."""
+        """The float reference on float inputs: :meth:`function` on :meth:`arguments`."""
+        result = self.function()(*self.arguments(args, dtype))
+        return np.asarray(result).astype(dtype, copy=False)
 
     def resolve(self, entry: sympy.Expr, sign: Callable[[], int]) -> sympy.Expr:
         """An entry's local formula with data-dependent branches decided.
@@ -162,6 +204,12 @@ class Operation(ABC):
         token = stage.rows[row] if row < len(stage.rows) else str(row)
         return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: it divides by 0")
 
-    def facts(self, stage: Stage) -> list[Any]:
-        """The identities ``prove`` states about ``stage`` (none by default)."""
+    def facts(self, stage: Stage) -> list[Fact]:
+        """The identities ``prove`` states about ``stage`` (none by default).
+
+        Each is a :class:`~symformer.ops.facts.Fact` named ``STAGE.what`` (a fact
+        shared by several stages, such as ``pe_bounded``, has a name of its own and
+        ``prove`` merges them); a :class:`~symformer.ops.facts.Tally` is added up
+        over the stages of a side.
+        """
         return []

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def concat(heads):
@@ -37,5 +38,9 @@ class Concat(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return self.arb(dx)  # linear
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return concat(list(args))
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return [list(args)]
+
+    def spelling(self) -> Spelling:
+        # ``heads`` is the list of every input (head k's output is written o^(k)).
+        return Spelling(symbols={"concatenate": Notation(r"\operatorname{Concat}", "Concat", "")})

@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def raw_scores(Q, K):
@@ -27,6 +27,7 @@ class DotScores(Operation):
     reference_function = raw_scores
     default_notation = Notation("u", "u", "Dot products with every key")
     rational = True
+    inline = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         A, B = args
@@ -42,5 +43,9 @@ class DotScores(Operation):
         terms = [self.arb([da, b0]), self.arb([a0, db]), self.arb([da, db])]
         return [[x + y + z for x, y, z in zip(*rows)] for rows in zip(*terms)]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return raw_scores(*args)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        # Entry j: the query against key j, u_j = q . k_j.
+        return Spelling(index="j", indexed=frozenset({"K"}))

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 
 
-def embed(E, ids):
-    """X_emb[pos] = E[id(t_pos)]: each token's row of the table, (n, d)."""
-    return E[ids]
+def embed(E, t):
+    """Row t of the table E for each token id t: (n, d)."""
+    return E[t]
 
 
 @dataclass(frozen=True)
@@ -40,5 +41,8 @@ class Embedding(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return embed(matrix(self.E, dtype), list(self.token_ids))
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return matrix(self.E, dtype), list(self.token_ids)
+
+    def spelling(self) -> Spelling:
+        return Spelling(remark="t: the token's id in the vocabulary")

@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def gated(act_g, h):
@@ -47,6 +47,10 @@ class GatedProduct(Operation):
         return [[da * (h + dh) + a * dh for a, da, h, dh in zip(ra, rda, rh, rdh)]
                 for ra, rda, rh, rdh in zip(act, dact, hidden, dhidden)]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         gate, hidden = args
-        return gated(self.activation.reference([gate], dtype), hidden).astype(dtype)
+        return self.activation.reference([gate], dtype), hidden
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"act_g", "h"}), symbols={
+            "act_g": Notation(r"\operatorname{act}(g)", "act(g)", "")})

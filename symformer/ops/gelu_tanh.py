@@ -13,7 +13,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 #: The cubic coefficient of the approximation, exactly.
 CUBIC = sympy.Rational(44715, 10**6)
@@ -54,5 +54,8 @@ class GELUTanh(Operation):
 
         return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return gelu_tanh(args[0]).astype(args[0].dtype)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"h"}))

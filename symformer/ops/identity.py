@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def identity(x):
@@ -22,6 +22,7 @@ class Identity(Operation):
     """Names its input anew (``output`` is the last block's result)."""
 
     notation: Notation | None = None
+    remark: str = ""  # said after its equation ("no W_O: the concatenation is the output")
 
     name = "identity"
     reference_function = identity
@@ -37,5 +38,8 @@ class Identity(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return self.arb(dx)  # linear
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return identity(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        return Spelling(remark=self.remark)

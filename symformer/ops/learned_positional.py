@@ -13,9 +13,9 @@ from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, matrix
 
 
-def learned_positions(P, n):
+def learned_positions(P, pos):
     """PE[pos] = P[pos] for pos = 0..n-1: the table's first n rows, (n, d)."""
-    return P[:n]
+    return P[pos]
 
 
 @dataclass(frozen=True)
@@ -41,5 +41,5 @@ class LearnedPositional(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return learned_positions(matrix(self.P, dtype)[self.start:], self.n)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return matrix(self.P, dtype), np.arange(self.start, self.start + self.n)

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
-def mean(x):
+def mean(x, d):
     """mu = (1/d) sum_j x_j for each token: (n, d) -> (n, 1)."""
-    return np.mean(x, axis=-1, keepdims=True)
+    return 1 / d * np.sum(x, axis=-1, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -39,5 +40,8 @@ class RowMean(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return self.arb(dx)  # linear
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return mean(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], dtype(args[0].shape[-1])
+
+    def spelling(self) -> Spelling:
+        return Spelling(indexed=frozenset({"x"}))

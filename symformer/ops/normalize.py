@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -16,17 +17,21 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.errors import InputError
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def layer_norm(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / sqrt(sigma^2 + eps) + beta, per token (PyTorch, the post)."""
-    return gamma * (x - mu) / np.sqrt(sigma2 + eps) + beta
+    return gamma * ((x - mu) / np.sqrt(sigma2 + eps)) + beta
 
 
 def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / (sqrt(s^2) + eps) + beta, s^2 unbiased (the Annotated Transformer)."""
-    return gamma * (x - mu) / (np.sqrt(sigma2) + eps) + beta
+    return gamma * ((x - mu) / (np.sqrt(sigma2) + eps)) + beta
 
 
 def root(v: arb) -> arb:
@@ -104,7 +109,78 @@ class Normalize(Operation):
                         for v_, dv_, g in zip(row, drow, gamma)])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Each row has mean 0 and variance sigma^2/(sigma^2+eps) -- not 1.
+
+        Stated after removing gamma and beta; none when some gamma is 0 (that
+        column carries no information about the normalised row).
+        """
+        if any(gm == 0 for gm in self.gamma):
+            return []
+        g, name = stage.derivation, stage.name
+        _x, mu_name, var_name = stage.inputs
+        local = stage.local
+        mu_subs = dict(zip(g.symbols(mu_name), g.local(mu_name)))
+        var_subs = dict(zip(g.symbols(var_name), g.local(var_name)))
+        d = local.cols
+        z = sympy.Matrix([[(local[i, j] - self.beta[j]) / self.gamma[j] for j in range(d)]
+                          for i in range(local.rows)])
+        # mean 0: the numerator over the common denominator is sum_j (x_j - mu) = 0
+        means_zero = all(
+            sympy.expand(sympy.together(sum(z.row(i))).as_numer_denom()[0].xreplace(mu_subs))
+            == 0 for i in range(z.rows))
+        var_sym = g.symbols(var_name)
+        ok_var = True
+        for i in range(z.rows):
+            v = var_sym[i, 0]
+            sq = sum(e ** 2 for e in z.row(i)) / d
+            if self.unbiased:  # y = (x - mu)/(s + eps): biased variance (d-1)/d s^2/(s+eps)^2
+                target = sympy.Rational(d - 1, d) * v / (sympy.sqrt(v) + self.eps) ** 2
+            else:
+                target = v / (v + self.eps)
+            # v is the variance's own formula over x and mu: substitute it, keep mu a name
+            difference = sympy.together((sq - target).xreplace(var_subs))
+            if sympy.expand(difference.as_numer_denom()[0]) != 0:
+                ok_var = False
+        formula = "(d-1)/d s^2/(s+eps)^2" if self.unbiased else "sigma^2/(sigma^2+eps)"
+        return [
+            Fact(f"{name}.mean", f"every row of {name} (after removing gamma, beta) has mean "
+                 "exactly 0", PROVED if means_zero else FALSE,
+                 "sum_j (x_j - mu) = 0 with mu = sum_j x_j / d" if means_zero
+                 else "the local row mean does not simplify to 0"),
+            Fact(f"{name}.variance", f"every row of {name} has variance exactly {formula}",
+                 PROVED if ok_var else FALSE,
+                 "the local formulas simplify to it" if ok_var else "they do not"),
+            self.unit_variance(stage),
+        ]
+
+    def unit_variance(self, stage: Stage) -> Fact:
+        """The lecture-note claim "variance 1": false whenever eps > 0 (shown on a row)."""
+        name = stage.name
+        statement = f"every row of {name} has variance exactly 1"
+        if self.eps == 0 and not self.unbiased:
+            # sigma^2/(sigma^2 + 0) = 1 needs sigma^2 != 0: a row of variance exactly 0 is
+            # an InputError when the derivation is evaluated; here each is certified > 0.
+            variances = stage.derivation.evaluate(128)[stage.inputs[2]]
+            zero = [i for i, (v,) in enumerate(variances) if not v > 0]
+            if zero:
+                return Fact(f"{name}.unit_variance", statement, CERTIFIED,
+                            f"undecided: the variance of row {zero[0]} is not certified > 0")
+            return Fact(f"{name}.unit_variance", statement, PROVED,
+                        "eps = 0 and every row's variance is certified > 0")
+        var = stage.derivation.evaluate(128)[stage.inputs[2]][0][0]
+        eps = arb(int(self.eps.p)) / int(self.eps.q)
+        gap = eps / (var + eps) if not self.unbiased else None
+        detail = (f"false for eps > 0: row 0 has variance 1 - eps/(sigma^2+eps) with "
+                  f"eps/(sigma^2+eps) in {gap.str(5, radius=True)}" if gap is not None else
+                  "false for eps > 0 (and the unbiased convention scales it by (d-1)/d)")
+        return Fact(f"{name}.unit_variance", statement, FALSE, detail)
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x, mu, sigma2 = args
-        return self.function()(x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
-                        dtype(float(self.eps)))
+        return (x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
+                dtype(float(self.eps)))
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={"eps": "varepsilon"}, index="j",
+                        indexed=frozenset({"x", "gamma", "beta"}))

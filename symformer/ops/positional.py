@@ -10,13 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.facts import FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def pe_even(pos, i, d_model):
@@ -38,11 +43,24 @@ def sinusoidal(n, d_model):
     return pe
 
 
-def sinusoidal_base(n, d_model, base):
-    """The table (n, d_model) with another base: sin/cos(pos / base^(2i/d_model))."""
-    pos, j = np.arange(n)[:, None], np.arange(d_model)[None, :]
-    angle = pos / base ** ((j - j % 2) / d_model)
-    return np.where(j % 2 == 0, np.sin(angle), np.cos(angle))
+def sinusoidal_base(pos, j, d_model, base):
+    """The table with another base: sin on the even columns j, cos on the odd ones."""
+    return np.where(j % 2 == 0, np.sin(pos / base ** ((j - j % 2) / d_model)),
+                    np.cos(pos / base ** ((j - j % 2) / d_model)))
+
+
+def no_positions(n, d_model):
+    """No positional encoding: the zero table (n, d_model)."""
+    return np.zeros((n, d_model))
+
+
+def _pe(column: str, text: str) -> Notation:
+    return Notation(rf"\mathrm{{PE}}_{{\mathit{{pos}},\,{column}}}", f"PE_(pos,{text})", "")
+
+
+#: The two lines of the sinusoidal table's equation (functions that ``sinusoidal`` calls).
+_SINUSOIDAL = (Spelling(lhs=_pe("2i", "2i"), function=pe_even),
+               Spelling(lhs=_pe("2i+1", "2i+1"), function=pe_odd))
 
 
 def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal",
@@ -68,7 +86,7 @@ class PositionalEncoding(Operation):
     d_model: int
     kind: str = "sinusoidal"
     notation: Notation | None = None
-    base: sympy.Rational = sympy.Integer(10000)
+    base: int | sympy.Rational = 10000
 
     name = "positional_encoding"
     reference_function = sinusoidal
@@ -88,9 +106,35 @@ class PositionalEncoding(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Every entry lies in [-1, 1]: each is a sine or a cosine (or 0 without PE).
+
+        One fact for every positional-encoding stage (``pe_bounded``): ``prove``
+        merges those of the encoder and the decoder.
+        """
+        statement = "positional encodings lie in [-1, 1]"
+        pe = stage.local
+        for i in range(pe.rows):
+            for j in range(pe.cols):
+                e = pe[i, j]
+                if not (isinstance(e, (sympy.sin, sympy.cos)) and e.args[0].is_real
+                        or e.is_Rational and abs(e) <= 1):
+                    return [Fact("pe_bounded", statement, FALSE, f"{stage.name}[{i},{j}] = {e}")]
+        return [Fact("pe_bounded", statement, PROVED,
+                     "every entry is sin or cos of a real angle (or 0, 1)")]
+
+    def function(self):
         if self.kind != "sinusoidal":
-            return np.zeros((self.n, self.d_model), dtype=dtype)
-        if self.base != 10000:
-            return sinusoidal_base(self.n, self.d_model, float(self.base)).astype(dtype)
-        return sinusoidal(self.n, self.d_model).astype(dtype)
+            return no_positions
+        return sinusoidal if self.base == 10000 else sinusoidal_base
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.kind == "sinusoidal" and self.base != 10000:
+            pos, j = np.arange(self.n)[:, None], np.arange(self.d_model)[None, :]
+            return pos, j, self.d_model, dtype(float(self.base))
+        return self.n, self.d_model
+
+    def spelling(self) -> Spelling | tuple[Spelling, ...]:
+        if self.kind == "sinusoidal" and self.base != 10000:
+            return Spelling(names={"base": str(self.base)})
+        return Spelling() if self.function() is no_positions else _SINUSOIDAL

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 
 
-def project(X, W, b):
+def project(X, W):
+    """X W: (n, d_in) @ (d_in, d_out) -> (n, d_out)."""
+    return X @ W
+
+
+def affine(X, W, b):
     """X W + b: (n, d_in) @ (d_in, d_out) + (1, d_out) -> (n, d_out)."""
     return X @ W + b
 
@@ -73,6 +79,13 @@ class Projection(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return replace(self, b=None).arb(dx)  # affine: the bias cancels
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        b = matrix(self.b, dtype) if self.b is not None else np.zeros((1, self.W.cols), dtype)
-        return project(args[0], matrix(self.W, dtype), b)
+    def function(self):
+        return project if self.b is None else affine
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.b is None:
+            return args[0], matrix(self.W, dtype)
+        return args[0], matrix(self.W, dtype), matrix(self.b, dtype)
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={"W": self.weight, "b": self.bias})

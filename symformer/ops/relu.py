@@ -10,7 +10,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def relu(h):
@@ -50,5 +50,8 @@ class ReLU(Operation):
 
         return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return relu(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"h"}))

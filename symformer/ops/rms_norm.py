@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
@@ -15,12 +16,12 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball, relu_ball
 from symformer.errors import InputError
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 
 
-def mean_square(x):
+def mean_square(x, d):
     """ms = (1/d) sum_j x_j^2 per token: (n, 1)."""
-    return np.mean(x ** 2, axis=-1, keepdims=True)
+    return np.sum(x ** 2, axis=-1, keepdims=True) / d
 
 
 def rms_norm(x, ms, gamma, eps):
@@ -52,8 +53,8 @@ class RowMeanSquare(Operation):
         return [[sum((d * (2 * x + d) for x, d in zip(r0, dr)), arb(0)) / len(r0)]
                 for r0, dr in zip(x0[0], dx[0])]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return mean_square(args[0]).astype(dtype)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], args[0].shape[-1]
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,10 @@ class RMSNormalize(Operation):
                         for v, dv, g in zip(row, drow, gamma)])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x, ms = args
-        return rms_norm(x, ms, matrix(self.gamma, dtype), dtype(float(self.eps))).astype(dtype)
+        return x, ms, matrix(self.gamma, dtype), dtype(float(self.eps))
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"x", "gamma"}),
+                        symbols={"ms": Notation(r"\overline{x^2}", "ms", "")})

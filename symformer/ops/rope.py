@@ -16,27 +16,12 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
-def rope_interleaved(X, C, S):
-    """Pairs (2i, 2i+1): x_{2i} cos - x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos (RoFormer)."""
-    out = np.empty_like(X)
-    out[:, 0::2] = X[:, 0::2] * C - X[:, 1::2] * S
-    out[:, 1::2] = X[:, 0::2] * S + X[:, 1::2] * C
-    return out
-
-
-def rope_half(X, C, S):
-    """Pairs (i, i + d/2): x cos + rotate_half(x) sin (Hugging Face's Llama)."""
-    h = X.shape[1] // 2
-    return np.concatenate([X[:, :h] * C - X[:, h:] * S, X[:, h:] * C + X[:, :h] * S], axis=1)
-
-
-def angles(n, d, base, start=0):
-    """(n, d/2) angles (start + m) * base^(-2i/d)."""
-    m = np.arange(start, start + n)[:, None]
-    return m * base ** (-2 * np.arange(d // 2)[None, :] / d)
+def rope(X, C, S, R):
+    """X cos + (X R) sin: R maps each pair (a, b) to (-b, a); C, S are (n, d)."""
+    return X * C + (X @ R) * S
 
 
 @dataclass(frozen=True)
@@ -51,11 +36,8 @@ class RoPE(Operation):
     notation: Notation | None = None
 
     name = "rope"
-    reference_function = rope_interleaved
+    reference_function = rope
     default_notation = Notation(r"\tilde{x}", "x̃", "Rotated (RoPE)")
-
-    def function(self):
-        return rope_half if self.style == "half" else rope_interleaved
 
     def angle(self, m: int, i: int) -> sympy.Expr:
         """The exact angle of position m (0-based row), pair i."""
@@ -98,7 +80,19 @@ class RoPE(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return self.arb(dx)  # linear
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         X = args[0]
-        theta = angles(X.shape[0], self.d, float(self.base), self.start)
-        return self.function()(X, np.cos(theta), np.sin(theta)).astype(dtype)
+        C = np.zeros(X.shape, dtype)
+        S = np.zeros(X.shape, dtype)
+        R = np.zeros((self.d, self.d), dtype)
+        for i, (a, b) in enumerate(self.pairs):
+            theta = (np.arange(self.start, self.start + X.shape[0])
+                     * float(self.base) ** (-2 * i / self.d))
+            C[:, a] = C[:, b] = np.cos(theta)
+            S[:, a] = S[:, b] = np.sin(theta)
+            R[b, a], R[a, b] = -1, 1  # (X R)_a = -x_b, (X R)_b = x_a
+        return X, C, S, R
+
+    def spelling(self) -> Spelling:
+        return Spelling(symbols={"C": Notation(r"\cos(m\theta)", "cos(mθ)", ""),
+                                 "S": Notation(r"\sin(m\theta)", "sin(mθ)", "")})

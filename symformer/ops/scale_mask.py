@@ -1,6 +1,6 @@
-"""Scaled scores ``u / sqrt(d_k)`` (or ``u / scale``), with the causal mask applied.
+"""Scaled scores ``u / sqrt(d_k)`` (or ``u / c``), with the causal mask applied.
 
-``scale=None`` divides by sqrt(d_k) (the paper); an exact ``scale`` divides by it
+``scale=None`` divides by sqrt(d_k) (the paper); an exact ``scale`` c divides by it
 instead (``1``: unscaled scores, as illustrated self-attention posts print).
 
 ``masked`` is the set of (row, column) entries the mask blocks.  With
@@ -12,22 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
-def scaled_scores(U, d_k, M, m):
-    """U / sqrt(d_k), plus m (-inf, or a number such as -1e9) where the mask M is set."""
+def scaled_scores(U, d_k):
+    """U / sqrt(d_k): the raw scores scaled (no mask)."""
+    return U / np.sqrt(d_k)
+
+
+def masked_scores(U, d_k, M):
+    """U / sqrt(d_k), and -inf where the mask M is set (those weights are exactly 0)."""
+    return np.where(M, -np.inf, U / np.sqrt(d_k))
+
+
+def offset_scores(U, d_k, M, m):
+    """U / sqrt(d_k), plus m (a number such as -1e9) where the mask M is set."""
     return U / np.sqrt(d_k) + np.where(M, m, 0)
 
 
-def divided_scores(U, c, M, m):
-    """U / c for an exact scale c (1: unscaled), plus m where the mask M is set."""
+def divided_scores(U, c):
+    """U / c: the raw scores divided by an exact scale c (1: unscaled)."""
+    return U / c
+
+
+def divided_masked_scores(U, c, M):
+    """U / c, and -inf where the mask M is set."""
+    return np.where(M, -np.inf, U / c)
+
+
+def divided_offset_scores(U, c, M, m):
+    """U / c, plus m (a number such as -1e9) where the mask M is set."""
     return U / c + np.where(M, m, 0)
 
 
@@ -46,9 +67,6 @@ class ScaleMask(Operation):
     reference_function = scaled_scores
     default_notation = Notation("s", "s", "Scaled scores")
     rational = True
-
-    def function(self):
-        return scaled_scores if self.scale is None else divided_scores
 
     def _factor(self) -> sympy.Expr:
         return 1 / sympy.sqrt(self.d_k) if self.scale is None else 1 / self.scale
@@ -115,10 +133,34 @@ class ScaleMask(Operation):
             M[i, j] = True
         return M
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        U = args[0]
-        m = -np.inf if self.mask_value is None else dtype(float(self.mask_value))
+    def function(self):
         if self.scale is not None:
-            return divided_scores(U, dtype(float(self.scale)), self.mask_matrix(U.shape),
-                                  m).astype(dtype)
-        return scaled_scores(U, dtype(self.d_k), self.mask_matrix(U.shape), m).astype(dtype)
+            if not self.masked:
+                return divided_scores
+            return divided_masked_scores if self.mask_value is None else divided_offset_scores
+        if not self.masked:
+            return scaled_scores
+        return masked_scores if self.mask_value is None else offset_scores
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        U = args[0]
+        d = dtype(self.d_k) if self.scale is None else dtype(float(self.scale))
+        if not self.masked:
+            return U, d
+        if self.mask_value is None:
+            return U, d, self.mask_matrix(U.shape)
+        return U, d, self.mask_matrix(U.shape), dtype(float(self.mask_value))
+
+    def spelling(self) -> Spelling:
+        causal = all(j > i for i, j in self.masked)
+        names = {"M": "j > i"} if causal else {}
+        if self.scale is not None:
+            names["c"] = str(self.scale)
+        if self.mask_value is not None:  # the number itself: -10 ** 9 prints -10^9
+            value = sympy.Rational(self.mask_value)
+            power = sympy.log(-value, 10) if value < 0 else None
+            names["m"] = (f"-10 ** {power}" if power is not None and power.is_Integer
+                          else str(value))
+        return Spelling(names=names, index="j",
+                        indexed=frozenset({"U"} if causal else {"U", "M"}),
+                        remark="" if causal else "M: the masked entries")

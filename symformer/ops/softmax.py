@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.facts import FALSE, PROVED, Fact, Tally
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def softmax(s):
@@ -24,6 +29,7 @@ class Softmax(Operation):
     """Each row's exponentials over their sum; a -inf score gets weight exactly 0."""
 
     notation: Notation | None = None
+    count: str = "n"  # the entries of a row: "n" keys, or "V" (the vocabulary, |V|)
 
     name = "softmax"
     reference_function = softmax
@@ -58,5 +64,64 @@ class Softmax(Operation):
             out.append([(d * z0 - e * dz) / (z * z0) for e, d in zip(e0, de)])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return softmax(args[0])
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Every row sums to exactly 1; weights of masked scores (-inf) are exactly 0."""
+        facts = [row_sums(stage)]
+        masked = getattr(stage.derivation[stage.inputs[0]].op, "masked", frozenset())
+        if masked:
+            facts.append(masked_zero(stage, masked))
+        return facts
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        # Written as the textbook's exp(s_j) / sum_k exp(s_k): the code's
+        # subtraction of the row maximum changes no value (see the remark).
+        return Spelling(index="j", indexed=frozenset({"s"}), axis=("k", self.count),
+                        symbols={"V": Notation("|V|", "|V|", "")},
+                        remark="the code first subtracts the row maximum: same value")
+
+
+def _role(stage: Stage) -> str:
+    """What the stage's rows are, for the report."""
+    if stage.name == "probabilities" or stage.kind == "probabilities":
+        return " (each target position's next-token distribution over the vocabulary)"
+    if ".cross." in stage.name:
+        return " (cross-attention: each target token's weights over the source tokens)"
+    if ".self." in stage.name:
+        return " (masked self-attention over the target tokens so far)"
+    return ""
+
+
+def row_sums(stage: Stage) -> Fact:
+    """Every row of ``stage`` sums to exactly 1 (the local row sum simplifies to 1)."""
+    label = " (causal)" if stage.derivation.causal else ""
+    local, role = stage.local, _role(stage)
+    name = f"{stage.name}.row_sums{label}"
+    bad = [i for i in range(local.rows) if sympy.together(sum(local.row(i))) != 1]
+    if bad:
+        return Fact(name, f"every row of {stage.name}{role} sums to 1{label}", FALSE,
+                    f"row {bad[0]} does not simplify to 1")
+    return Fact(name, f"every row of {stage.name}{label}{role} sums to exactly 1", PROVED,
+                "each local row sum exp(s_j)/sum_k exp(s_k) simplifies to 1")
+
+
+def masked_zero(stage: Stage, masked: frozenset[tuple[int, int]]) -> Tally:
+    """The weights at the ``masked`` entries are exactly 0.
+
+    Their scores' local formulas are -inf; put into the softmax's local formula,
+    exp(-inf) = 0 makes the weight the constant 0.  With a finite mask such as
+    -1e9 the weight stays exp(...) > 0 and the fact is false.
+    """
+    g, scores = stage.derivation, stage.inputs[0]
+    name, statement = f"{stage.name}.masked_zero", f"the masked weights of {stage.name} are 0"
+    infinite = {sym: -sympy.oo for sym, e in zip(g.symbols(scores), g.local(scores))
+                if e == -sympy.oo}
+    for i, j in sorted(masked):
+        value = stage.local[i, j].xreplace(infinite)
+        if value != 0:
+            return Tally(name, statement, FALSE, f"{stage.name}[{i},{j}] = {value}",
+                         len(masked))
+    return Tally(name, statement, PROVED, "their score is -inf and exp(-inf) = 0 makes the "
+                 "local formula the constant 0", len(masked))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.normalize import root
 
 
@@ -48,5 +49,9 @@ class StdDev(Operation):
         return [[d / (root(v + d + eps) + root(v + eps)) for v, d in zip(r0, dr)]
                 for r0, dr in zip(x0[0], dx[0])]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return std_dev(args[0], dtype(float(self.eps))).astype(dtype)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], dtype(float(self.eps))
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={} if self.eps else {"eps": "0"},
+                        symbols={"sigma2": Notation(r"\sigma^2", "σ²", "")})

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
-def variance(x, mu, n):
-    """sigma^2 = (1/n) sum_j (x_j - mu)^2 per token, n = d (biased) or d - 1: (n, 1)."""
-    return np.sum((x - mu) ** 2, axis=-1, keepdims=True) / n
+def variance(x, mu, m):
+    """sigma^2 = (1/m) sum_j (x_j - mu)^2 per token, m = d (biased) or d - 1: (n, 1)."""
+    return 1 / m * np.sum((x - mu) ** 2, axis=-1, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class RowVariance(Operation):
             out.append([total / n])
         return out
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x, mu = args
-        return variance(x, mu, x.shape[-1] - 1 if self.unbiased else x.shape[-1])
+        return x, mu, dtype(x.shape[-1] - 1 if self.unbiased else x.shape[-1])
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={"m": "d - 1" if self.unbiased else "d"},
+                        indexed=frozenset({"x"}))

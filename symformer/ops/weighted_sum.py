@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
 def weighted_sum(A, V):
@@ -43,5 +43,9 @@ class WeightedSum(Operation):
         terms = [self.arb([da, b0]), self.arb([a0, db]), self.arb([da, db])]
         return [[x + y + z for x, y, z in zip(*rows)] for rows in zip(*terms)]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return weighted_sum(*args)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        # V is the matrix of every key's value row v_j.
+        return Spelling(names={"V": "V"}, remark="V: the value rows, one per key")

@@ -9,23 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, Spelling
 
 
-def whole_mean(x):
-    """The mean of every entry of the matrix, as a column: (n, 1)."""
-    return np.full((x.shape[0], 1), np.mean(x), dtype=x.dtype)
+def whole_mean(x, n, d):
+    """The mean of every entry of the (n, d) matrix, repeated in a column: (n, 1)."""
+    return np.full((n, 1), 1 / (n * d) * np.sum(x))
 
 
-def whole_variance(x, mu):
-    """The biased variance of every entry around the whole-matrix mean, as a column: (n, 1)."""
-    return np.full((x.shape[0], 1), np.mean((x - mu[0, 0]) ** 2), dtype=x.dtype)
+def whole_variance(x, mu, n, d):
+    """The biased variance of every entry around the whole-matrix mean mu (a column
+    holding one value), repeated in a column: (n, 1)."""
+    return np.full((n, 1), 1 / (n * d) * np.sum((x - mu) ** 2))
+
+
+#: How both functions are written: sums over every entry, x_(i,j).
+_WHOLE = Spelling(indexed=frozenset({"x"}), names={"n": "n", "d": "d"},
+                  remark="over every entry of the matrix: all tokens at once")
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,11 @@ class WholeMean(Operation):
         mu = sum((x for row in X for x in row), arb(0)) / (len(X) * len(X[0]))
         return [[mu] for _ in X]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return whole_mean(args[0])
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], *args[0].shape
+
+    def spelling(self) -> Spelling:
+        return _WHOLE
 
 
 @dataclass(frozen=True)
@@ -76,5 +86,8 @@ class WholeVariance(Operation):
         var = sum(((x - m) * (x - m) for row in X for x in row), arb(0)) / (len(X) * len(X[0]))
         return [[var] for _ in X]
 
-    def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-        return whole_variance(*args)
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], args[1], *args[0].shape
+
+    def spelling(self) -> Spelling:
+        return _WHOLE

@@ -1,10 +1,11 @@
-"""Plain floating-point references of the encoder, independent of the exact engine.
+"""The plain floating-point reference: every stage's operation runs its NumPy function.
 
-:mod:`symformer.reference.numpy_ref` is a textbook NumPy implementation of every
-stage; ``symformer crosscheck`` compares it with the certified exact values, and the
-LaTeX export renders its small functions as the document's equations.
+:mod:`symformer.reference.numpy_ref` walks a derivation graph and runs each
+operation's own NumPy function (the one the LaTeX export renders as the stage's
+equation); ``symformer crosscheck`` compares the floats with the certified exact
+values.
 """
 
-from symformer.reference.numpy_ref import forward
+from symformer.reference.numpy_ref import forward, run
 
-__all__ = ["forward"]
+__all__ = ["forward", "run"]

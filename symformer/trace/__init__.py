@@ -18,13 +18,13 @@ from symformer.trace.render_json import render_json
 from symformer.trace.render_latex import render_latex
 from symformer.trace.render_markdown import render_markdown
 from symformer.trace.render_text import render_text
+from symformer.trace.result import Trace
 from symformer.trace.steps import (
     ActivationStep,
     AttentionStep,
     Entry,
     NormStep,
     Step,
-    Trace,
     VectorStep,
 )
 

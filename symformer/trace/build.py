@@ -1,4 +1,4 @@
-"""Build a :class:`~symformer.trace.steps.Trace`: one step per stage, from one token's view.
+"""Build a :class:`~symformer.trace.result.Trace`: one step per stage, from one token's view.
 
 The builders are registered by stage kind (:data:`BUILDERS`), not by stage name, so
 every stage of a kind the registry knows becomes a step wherever it sits: a second
@@ -15,61 +15,20 @@ import sympy
 
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
+from symformer.notation import entry_symbol, index, legend
 from symformer.ops import ReLU, RowMean
+from symformer.placement import part_of
 from symformer.trace.formula import Formula, substitute
-from symformer.trace.formulas import general, letter
+from symformer.trace.formulas import general
+from symformer.trace.result import Trace
 from symformer.trace.steps import (
     ActivationStep,
     AttentionStep,
     Entry,
     NormStep,
     Step,
-    Trace,
     VectorStep,
 )
-
-#: A readable title for each stage kind.
-TITLES = {
-    "embeddings": "Embedding", "positional_encoding": "Positional encoding",
-    "input": "Input row (embedding + positional encoding)", "Q": "Query q", "K": "Key k",
-    "V": "Value v", "raw_scores": "Dot products with every key",
-    "scores": "Scaled scores", "weights": "Attention weights (softmax)",
-    "head_output": "Head output (weighted sum of values)",
-    "concat": "Concatenation of the heads", "attention_output": "After W_O",
-    "residual": "Residual sum", "layer_norm": "LayerNorm",
-    "ffn_hidden": "FFN hidden layer", "ffn_activation": "FFN activation",
-    "ffn_output": "FFN output", "output": "Block output",
-}
-
-_GROUPS = [
-    (re.compile(r"^(?:(\w+)\.)?head(\d+)$"), lambda m: (
-        f"{m.group(1).capitalize()}-attention head {m.group(2)}" if m.group(1)
-        else f"Head {m.group(2)}")),
-    (re.compile(r"^attention$"), lambda m: "Multi-head attention"),
-    (re.compile(r"^(self|cross)$"), lambda m: f"{m.group(1).capitalize()}-attention"),
-    (re.compile(r"^add_norm(\d+)$"), lambda m: f"Add & Norm {m.group(1)}"),
-    (re.compile(r"^norm(\d+)$"), lambda m: f"Norm {m.group(1)} (pre-norm)"),
-    (re.compile(r"^ffn$"), lambda m: "Feed-forward"),
-]
-
-
-def part_of(stage: Stage) -> tuple[str, ...]:
-    """Where a stage sits in the block: ``("Layer 1", "Head 2")``, ``("Input",)``."""
-    parts = stage.name.split(".")
-    side = []
-    if parts[0] in ("encoder", "decoder"):
-        side = [parts.pop(0).capitalize()]
-    if not parts[0].startswith("layer"):
-        return (*side, "Output" if stage.kind == "output" else "Input")
-    where = [*side, f"Layer {parts[0][5:]}"]
-    rest = parts[1:-1] if len(parts) > 2 else parts[1:]
-    group = ".".join(rest)
-    for pattern, label in _GROUPS:
-        m = pattern.match(group)
-        if m:
-            where.append(label(m))
-            break
-    return tuple(where)
 
 
 def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
@@ -122,19 +81,21 @@ class _Context:
         return substitute(local, decimal_of, lhs, value)
 
 
-def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None,
-             subscripts: list[str] | None = None) -> tuple[Entry, ...]:
+def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
+             ) -> tuple[Entry, ...]:
+    """The token's row: each entry with its label, value, worked line and symbol."""
     labels = labels or list(stage.cols)
-    subscripts = subscripts or [str(j + 1) for j in range(len(labels))]
-    name = letter(stage)
     return tuple(
-        Entry(label, value, ctx.worked(stage, j, sympy.Symbol(f"{name}_{subscripts[j]}")))
+        Entry(label, value, ctx.worked(stage, j, entry_symbol(stage, j)),
+              stage.op.symbol, index(stage, j))
         for j, (label, value) in enumerate(zip(labels, ctx.row_of(stage))))
 
 
 def _common(ctx: _Context, stage: Stage) -> dict:
+    """The fields every step has; the title and symbol are the operation's."""
     return {"stage": stage.name, "kind": stage.kind, "part": part_of(stage),
-            "title": TITLES.get(stage.kind, stage.kind), "general": general(ctx.g, stage)}
+            "title": stage.op.symbol.title, "general": general(ctx.g, stage),
+            "notation": stage.op.symbol}
 
 
 def _vector(ctx: _Context, stage: Stage) -> Step:
@@ -149,8 +110,7 @@ def _attention(ctx: _Context, stage: Stage) -> Step:
     if stage.kind != "raw_scores" and blocked:
         note = "causal mask: keys after the token are blocked"
         masked = tuple((ctx.row, j) in blocked for j in range(stage.shape[1]))
-    return AttentionStep(**_common(ctx, stage), entries=_entries(
-        ctx, stage, keys, [str(j) for j in range(len(keys))]), note=note,
+    return AttentionStep(**_common(ctx, stage), entries=_entries(ctx, stage, keys), note=note,
         heat=stage.kind == "weights", query=ctx.row, masked=masked,
         matrix=tuple(map(tuple, ctx.values(stage.name))) if stage.kind == "weights" else ())
 
@@ -160,10 +120,6 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
     mean, var = ctx.g[mean_name], ctx.g[var_name]
     mu = _entries(ctx, mean, ["mean"])[0]
     sigma2 = _entries(ctx, var, ["variance"])[0]
-    fix = {"mu_1": "mu", "sigma^2_1": "sigma^2"}  # scalars: no subscript
-    mu, sigma2 = (Entry(e.label, e.value, e.worked and Formula(
-        e.worked.expr, e.worked.numbers, sympy.Symbol(fix[str(e.worked.lhs)]), e.worked.value))
-        for e in (mu, sigma2))
     note = "" if isinstance(mean.op, RowMean) else (
         "mean and variance over the whole matrix (every token), not over the row of this token")
     return NormStep(**_common(ctx, stage), entries=_entries(ctx, stage), mean=mu,
@@ -177,7 +133,9 @@ def _activation(ctx: _Context, stage: Stage) -> Step:
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
         count = sum(clipped)
-        note = f"{count} of {len(clipped)} entries clipped to 0 (certified sign of h_j <= 0)"
+        h = ctx.g[hidden].op.symbol.text
+        note = (f"{count} of {len(clipped)} entries clipped to 0 (certified sign of "
+                f"{h}_j <= 0)")
     return ActivationStep(**_common(ctx, stage), entries=_entries(ctx, stage), note=note,
                           clipped=clipped)
 
@@ -209,10 +167,13 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
     tokens = stages[0].rows
     position = resolve_token(tokens, token)
     ctx = _Context(g, position, decimals)
-    steps = []
+    steps, shown = [], []
     for stage in stages:
         builder = BUILDERS.get(stage.kind, _vector)
         if builder is not None and stage.rows == tokens:
             steps.append(builder(ctx, stage))
+            shown.append(stage)
+            shown.extend(ctx.g[name] for name in stage.inputs if BUILDERS.get(
+                ctx.g[name].kind, _vector) is None)  # folded in: a LayerNorm's mean
     return Trace(g.example.title, tuple(tokens), position, g.causal, side, decimals,
-                 tuple(steps))
+                 tuple(steps), legend(shown))

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import html
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
-from symformer.trace.formula import as_mathml, general_mathml, mathml_number
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.notation import INDEX_RULE
+from symformer.ops import Notation
+from symformer.trace.formula import as_mathml, mathml_number
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 
-_STYLE = """
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
+
+#: The page's style sheet (also used by the notebook view, :func:`notebook_html`).
+STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
 header{padding:12px 20px;background:#24364b;color:#fff}
 header h1{font-size:1.25em;margin:0 0 4px}
@@ -52,6 +59,7 @@ ul.worked li{margin:8px 0;overflow-x:auto;overflow-y:hidden;padding:2px 0}
 .heatmap tr.traced th{font-weight:bold;color:#000}
 .heatmap tr.traced td{outline:2px solid #24364b}
 .note{color:#5a6470;font-style:italic}
+.legend{font-size:.85em;margin:6px 0 0;max-width:70em}
 """
 
 _SCRIPT = """
@@ -103,10 +111,10 @@ def render_html(trace: Trace) -> str:
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(trace.title)}: “{_e(trace.token)}” through the block</title>
-<style>{_STYLE}</style></head>
+<style>{STYLE}</style></head>
 <body>
 <header><h1>{_e(trace.title)}: one token through the block{mask}</h1>
-{sentence_html(trace)}</header>
+{sentence_html(trace)}{legend_html(trace)}</header>
 <div class="layout">
 <nav class="block" aria-label="where in the block"><ol>{nav}</ol></nav>
 <main>
@@ -125,8 +133,34 @@ def sentence_html(trace: Trace) -> str:
     spans = "".join(
         f'<span{" class=traced" if i == trace.position else ""}>{i}: {_e(t)}</span>'
         for i, t in enumerate(trace.tokens))
-    return (f'<div class="sentence">{spans} — token {trace.position} of '
-            f'{len(trace.tokens)}, {trace.decimals} decimals (certified)</div>')
+    return (f'<div class="sentence">{spans} — token “{_e(trace.token)}” at position '
+            f'{trace.position} (positions {trace.positions}), {trace.decimals} decimals '
+            f'(certified)</div>')
+
+
+def symbol_mathml(notation: Notation, index: int | None = None) -> str:
+    """A symbol (with its 0-based subscript) as inline MathML: ``q_0``, ``α``."""
+    base = f"<mi>{_e(notation.text)}</mi>"
+    if index is not None:
+        base = f"<msub>{base}<mn>{index}</mn></msub>"
+    return f"<math>{base}</math>"
+
+
+def legend_html(trace: Trace) -> str:
+    """The notation: every symbol the trace uses, and how indices count."""
+    items = "; ".join(f"{symbol_mathml(n)}: {_e(n.title)}" for n in trace.notation)
+    return f'<p class="legend">Notation: {items}. {_e(INDEX_RULE)}</p>'
+
+
+def _symbol(e: Entry) -> str:
+    return symbol_mathml(e.notation, e.index) if e.notation is not None else _e(e.label)
+
+
+def notebook_html(trace: Trace) -> str:
+    """A trace as every step's card, one after the other (no script needed)."""
+    return (f"<div class=\"symformer-trace\"><style>{STYLE}</style>"
+            f"<p><b>{_e(trace.title)}</b></p>{sentence_html(trace)}{legend_html(trace)}"
+            f"{cards_html(trace)}</div>")
 
 
 def cards_html(trace: Trace) -> str:
@@ -141,7 +175,7 @@ def _part(part: tuple[str, ...]) -> str:
 
 def step_card(step: Step, n: int, total: int) -> str:
     """One step: where it is, its general formula, the numbers, the worked lines."""
-    general = "".join(f'<div class="general">{general_mathml(g.expr)}</div>'
+    general = "".join(f'<div class="general">{g.mathml()}</div>'
                       for g in step.general)
     note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
     return (f'<section class="step" id="step-{n}" data-index="{n}" '
@@ -151,8 +185,10 @@ def step_card(step: Step, n: int, total: int) -> str:
             f"{general}{body(step)}{note}</section>")
 
 
-def _row_table(labels: list[str], cells: list[str]) -> str:
-    head = "".join(f"<th>{_e(label)}</th>" for label in labels)
+def _row_table(entries: tuple[Entry, ...], cells: list[str], keys: bool = False) -> str:
+    """The token's row; ``keys`` adds each key's position and token under its symbol."""
+    head = "".join(f"<th>{_symbol(e)}" + (f"<br><small>key {_e(e.label)}</small>" if keys
+                                          else "") + "</th>" for e in entries)
     return f'<table class="row"><tr>{head}</tr><tr>{"".join(cells)}</tr></table>'
 
 
@@ -189,7 +225,7 @@ def _heatmap(step: AttentionStep) -> str:
 @singledispatch
 def body(step: Step) -> str:
     """The token's row and its worked formulas (vector steps)."""
-    return _row_table(step.labels, [_cell(e) for e in step.entries]) + _worked(step.entries)
+    return _row_table(step.entries, [_cell(e) for e in step.entries]) + _worked(step.entries)
 
 
 @body.register
@@ -204,7 +240,7 @@ def _(step: AttentionStep) -> str:
         else:
             cells.append(_cell(e))
     heatmap = _heatmap(step) if step.matrix else ""
-    return _row_table(step.labels, cells) + heatmap + _worked(step.entries)
+    return _row_table(step.entries, cells, keys=True) + heatmap + _worked(step.entries)
 
 
 @body.register
@@ -222,7 +258,8 @@ def _(step: ActivationStep) -> str:
     cells = [_cell(e, "clipped" if c else "") for e, c in zip(step.entries, clipped)]
     legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 '
               "(the certified sign of h<sub>j</sub> is ≤ 0).</p>") if any(clipped) else ""
-    return _row_table(step.labels, cells) + legend + _worked(step.entries)
+    return _row_table(step.entries, cells) + legend + _worked(step.entries)
 
 
-__all__ = ["cards_html", "mathml_number", "render_html", "step_card"]
+__all__ = ["STYLE", "cards_html", "mathml_number", "notebook_html", "render_html",
+           "step_card"]

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
-from symformer.trace.formula import Formula, as_latex, as_text, general_latex
-from symformer.trace.steps import Entry, General, Step, Trace
+from symformer.notation import INDEX_RULE
+from symformer.ops import Notation
+from symformer.trace.formula import Formula, as_latex, as_text
+from symformer.trace.steps import Entry, General, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 
 def _formula(f: Formula | None) -> dict | None:
@@ -16,11 +22,16 @@ def _formula(f: Formula | None) -> dict | None:
 def _entry(e: Entry | None) -> dict | None:
     if e is None:
         return None
-    return {"label": e.label, "value": e.value, "worked": _formula(e.worked)}
+    return {"label": e.label, "symbol": e.symbol(), "value": e.value,
+            "worked": _formula(e.worked)}
+
+
+def _notation(n: Notation | None) -> dict | None:
+    return None if n is None else {"text": n.text, "latex": n.latex, "title": n.title}
 
 
 def _general(g: General) -> dict:
-    return {"text": g.text, "latex": general_latex(g.expr)}
+    return {"text": g.text, "latex": g.latex}
 
 
 def step_dict(step: Step) -> dict:
@@ -34,6 +45,8 @@ def step_dict(step: Step) -> dict:
             value = [_general(g) for g in value]
         elif isinstance(value, Entry):
             value = _entry(value)
+        elif isinstance(value, Notation):
+            value = _notation(value)
         elif isinstance(value, tuple):
             value = list(value)
         data[f.name] = value
@@ -44,7 +57,8 @@ def trace_dict(trace: Trace) -> dict:
     """The whole trace as plain data."""
     return {"title": trace.title, "tokens": list(trace.tokens), "position": trace.position,
             "token": trace.token, "causal": trace.causal, "side": trace.side,
-            "decimals": trace.decimals, "steps": [step_dict(s) for s in trace.steps]}
+            "decimals": trace.decimals, "notation": [_notation(n) for n in trace.notation],
+            "indices": INDEX_RULE, "steps": [step_dict(s) for s in trace.steps]}
 
 
 def render_json(trace: Trace) -> str:

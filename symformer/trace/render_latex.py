@@ -7,17 +7,19 @@ worked formulas an ``align*`` chain per step: formula = numbers substituted = va
 from __future__ import annotations
 
 from functools import singledispatch
-
-import sympy
+from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
-from symformer.latex.blocks import Cell, Equation, Heading, MatrixBlock, Prose, Table, Worked
+from symformer.latex.blocks import Cell, Equation, Heading, Math, MatrixBlock, Prose, Table, Worked
 from symformer.latex.blocks import Step as Line
+from symformer.latex.document import legend_prose
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.trace.formula import as_latex, general_latex, latex_number
-from symformer.trace.formulas import kind_letter
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.trace.formula import as_latex, latex_number
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 
 def render_latex(trace: Trace) -> str:
@@ -38,20 +40,22 @@ def trace_blocks(trace: Trace) -> list:
     sentence = ", ".join(f"{i}: {t}" for i, t in enumerate(trace.tokens))
     mask = " With the causal mask." if trace.causal else ""
     blocks: list = [Prose((f"The sentence ({sentence}); the token at position "
-                           f"{trace.position}, rounded to {trace.decimals} decimals "
-                           f"(certified).{mask}",))]
+                           f"{trace.position} (positions {trace.positions}), rounded to "
+                           f"{trace.decimals} decimals (certified).{mask}",)),
+                    legend_prose(trace.notation)]
     current: tuple[str, ...] = ()
     for step in trace.steps:
         if step.part != current:
             current = step.part
             blocks.append(Heading(" / ".join(step.part), level=1))
-        blocks.append(Heading(f"{step.title} ({step.stage})", level=2))
+        blocks.append(Heading(step.title, level=2))
+        blocks.append(Prose((f"Stage {step.stage}.",)))
         blocks.extend(step_blocks(step, trace))
     return blocks
 
 
 def _equations(step: Step) -> list:
-    lines = tuple((general_latex(g.expr.lhs), general_latex(g.expr.rhs)) for g in step.general)
+    lines = tuple((g.lhs, g.rhs) for g in step.general)
     return [Equation(lines)] if lines else []
 
 
@@ -69,37 +73,54 @@ def _note(step: Step) -> list:
     return [Prose((step.note,))] if step.note else []
 
 
+def _symbol(step: Step) -> str:
+    """The token's vector at this step, as LaTeX (``q``, ``\\alpha``)."""
+    return step.notation.latex if step.notation is not None else r"\mathrm{v}"
+
+
 @singledispatch
 def step_blocks(step: Step, trace: Trace) -> list:
     """The blocks of one step (vector steps: the row as a ``bmatrix``)."""
-    vector = MatrixBlock(sympy.latex(sympy.Symbol(kind_letter(step.kind))),
-                         (tuple(latex_number(v) for v in step.values),))
+    vector = MatrixBlock(_symbol(step), (tuple(latex_number(v) for v in step.values),))
     return _equations(step) + [vector] + _worked(step.entries) + _note(step)
 
 
-@step_blocks.register
+@step_blocks.register(AttentionStep)
 def _(step: AttentionStep, trace: Trace) -> list:
     heat = [None if v == "-inf" else round(100 * float(display_value(v))) if step.heat else None
             for v in step.values]  # colour only: never used for a decision
     cells = tuple(Cell(latex_number(v), frozenset({"masked"} if v == "-inf" else ()), h)
                   for v, h in zip(step.values, heat))
-    table = Table(f"{step.title}: the row of token {trace.position} ({trace.token}).",
+    table = Table(f"{step.title}: the row of \u201c{trace.token}\u201d (position "
+                  f"{trace.position}), one entry per key.",
                   f"tab:{step.stage}", ((trace.position, trace.token),),
-                  tuple(word_label(lab) for lab in step.labels), (cells,), 0)
+                  tuple(f"{e.symbol('latex')}\\,{word_label(e.label.split(' ', 1)[1])}"
+                        for e in step.entries), (cells,), 0)
     return _equations(step) + [table] + _worked(step.entries) + _note(step)
 
 
-@step_blocks.register
+@step_blocks.register(NormStep)
 def _(step: NormStep, trace: Trace) -> list:
-    vector = MatrixBlock("y", (tuple(latex_number(v) for v in step.values),))
+    vector = MatrixBlock(_symbol(step), (tuple(latex_number(v) for v in step.values),))
     return (_equations(step) + _worked([step.mean, step.variance]) + [vector]
             + _worked(step.entries) + _note(step))
 
 
-@step_blocks.register
+@step_blocks.register(ActivationStep)
 def _(step: ActivationStep, trace: Trace) -> list:
     row = tuple(f"\\boxed{{{latex_number(v)}}}" if clip else latex_number(v)
                 for v, clip in zip(step.values, step.clipped or [False] * len(step.values)))
-    note = [Prose(("Boxed entries were clipped by ReLU (certified h_j <= 0).",))] \
-        if any(step.clipped) else []
-    return _equations(step) + [MatrixBlock("a", (row,))] + note + _worked(step.entries)
+    note = [Prose(("Boxed entries were clipped by ReLU (certified ", Math("h_j \\le 0"),
+                   ").",))] if any(step.clipped) else []
+    return _equations(step) + [MatrixBlock(_symbol(step), (row,))] + note + _worked(step.entries)
+
+
+def notebook_latex(trace: Trace) -> str:
+    """A trace's worked formulas as one display-math ``aligned`` block (notebooks)."""
+    lines = []
+    for step in trace.steps:
+        for e in step.entries:
+            if e.worked is not None:
+                lhs, rest = as_latex(e.worked).split(" = ", 1)
+                lines.append(f"{lhs} &= {rest}")
+    return "$$\\begin{aligned} " + r" \\ ".join(lines) + r" \end{aligned}$$"

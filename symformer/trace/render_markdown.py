@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
-from symformer.trace.formula import as_latex, general_latex
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.notation import INDEX_RULE
+from symformer.trace.formula import as_latex
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 
 def render_markdown(trace: Trace) -> str:
@@ -14,24 +19,31 @@ def render_markdown(trace: Trace) -> str:
     sentence = ", ".join(f"{i}: {markdown_text(t)}" for i, t in enumerate(trace.tokens))
     mask = " With the causal mask." if trace.causal else ""
     out = [f"# {markdown_text(trace.title)}: token “{markdown_text(trace.token)}”",
-           "", f"Sentence: {sentence}. Token position {trace.position}; numbers rounded "
-           f"to {trace.decimals} decimals (certified).{mask}"]
+           "", f"Sentence: {sentence}. The token at position {trace.position} (positions "
+           f"{trace.positions}); numbers rounded to {trace.decimals} decimals (certified)."
+           f"{mask}", "", legend(trace)]
     current: tuple[str, ...] = ()
     for n, step in enumerate(trace.steps, start=1):
         if step.part != current:
             current = step.part
             out += ["", f"## {markdown_text(' / '.join(step.part))}"]
         out += ["", f"### {n}. {markdown_text(step.title)} (`{step.stage}`)", ""]
-        out += [f"$${general_latex(g.expr)}$$" for g in step.general]
+        out += [f"$${g.latex}$$" for g in step.general]
         out += [""] + body(step)
         if step.note:
             out += ["", markdown_text(step.note)]
     return "\n".join(out) + "\n"
 
 
-def _table(labels: list[str], values: list[str]) -> list[str]:
-    return ["| " + " | ".join(markdown_text(lab) for lab in labels) + " |",
-            "|" + "---:|" * len(labels),
+def legend(trace: Trace) -> str:
+    """The notation: every symbol the trace uses, and how indices count."""
+    items = "; ".join(f"${n.latex}$: {markdown_text(n.title)}" for n in trace.notation)
+    return f"Notation: {items}. {markdown_text(INDEX_RULE)}"
+
+
+def _table(symbols: list[str], values: list[str]) -> list[str]:
+    return ["| " + " | ".join(f"${sym}$" for sym in symbols) + " |",
+            "|" + "---:|" * len(symbols),
             "| " + " | ".join(values) + " |"]
 
 
@@ -43,13 +55,14 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
 @singledispatch
 def body(step: Step) -> list[str]:
     """The token's row as a one-row table, then each entry's worked formula."""
-    return _table(step.labels, step.values) + _worked(step.entries)
+    return _table(step.symbols("latex"), step.values) + _worked(step.entries)
 
 
 @body.register
 def _(step: AttentionStep) -> list[str]:
-    return (["| key | value |", "|---|---:|"]
-            + [f"| {markdown_text(e.label)} | {e.value} |" for e in step.entries]
+    return (["| | key | value |", "|---|---|---:|"]
+            + [f"| ${e.symbol('latex')}$ | {markdown_text(e.label)} | {e.value} |"
+               for e in step.entries]
             + _worked(step.entries))
 
 
@@ -62,5 +75,5 @@ def _(step: NormStep) -> list[str]:
 def _(step: ActivationStep) -> list[str]:
     values = [f"**{v}** (clipped)" if clip else v
               for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
-    return _table(step.labels, values) + _worked(step.entries)
+    return _table(step.symbols("latex"), values) + _worked(step.entries)
 

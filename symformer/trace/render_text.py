@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import textwrap
 from functools import singledispatch
+from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
+from symformer.notation import legend_text
 from symformer.trace.formula import as_text
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step, Trace
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+
+if TYPE_CHECKING:
+    from symformer.trace.result import Trace
 
 WIDTH = 80
 _INDENT = "    "
@@ -24,12 +29,13 @@ def render_text(trace: Trace) -> str:
 
 
 def header(trace: Trace) -> str:
-    """Title line and the sentence with its positions."""
+    """Title line, the sentence with its positions, and the notation."""
     sentence = "  ".join(f"{i}:{t}" for i, t in enumerate(trace.tokens))
     mask = ", causal mask" if trace.causal else ""
-    return (f"{trace.title}: token {trace.token!r} (position {trace.position} of "
-            f"{len(trace.tokens)}{mask}; {trace.decimals} decimals)\n"
-            + _wrap(f"sentence: {sentence}", ""))
+    return (f"{trace.title}: token {trace.token!r} at position {trace.position} "
+            f"(positions {trace.positions}{mask}; {trace.decimals} decimals)\n"
+            + _wrap(f"sentence: {sentence}", "") + "\n"
+            + _wrap(legend_text(trace.notation), ""))
 
 
 def step_lines(step: Step, n: int, total: int) -> list[str]:
@@ -72,25 +78,27 @@ def _table(labels: list[str], values: list[str]) -> list[str]:
 @singledispatch
 def body(step: Step) -> list[str]:
     """The token's numbers and their worked formulas (vector steps)."""
-    return _table(step.labels, step.values) + _worked(step.entries)
+    return _table(step.symbols(), step.values) + _worked(step.entries)
 
 
 @body.register
 def _(step: AttentionStep) -> list[str]:
     width = max(len(e.label) for e in step.entries)
+    sym = max(len(e.symbol()) for e in step.entries)
     lines = []
     for e in step.entries:
         bar = ""
         if step.heat and e.value != "-inf":
             bar = "  " + "#" * round(40 * abs(float(display_value(e.value))))  # display only
-        lines.append(f"  key {e.label.ljust(width)}  {e.value.rjust(8)}{bar}")
+        lines.append(f"  {e.symbol().ljust(sym)}  key {e.label.ljust(width)}  "
+                     f"{e.value.rjust(8)}{bar}")
     return lines + _worked(step.entries)
 
 
 @body.register
 def _(step: NormStep) -> list[str]:
     lines = _worked([step.mean, step.variance])
-    return lines + _table(step.labels, step.values) + _worked(step.entries)
+    return lines + _table(step.symbols(), step.values) + _worked(step.entries)
 
 
 @body.register
@@ -98,7 +106,7 @@ def _(step: ActivationStep) -> list[str]:
     if not step.clipped:
         return body.dispatch(Step)(step)
     values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
-    lines = _table([label + " " for label in step.labels], values)
+    lines = _table([symbol + " " for symbol in step.symbols()], values)
     if any(step.clipped):
         lines.append("  (* clipped: h_j <= 0, so ReLU gives 0)")
     return lines + _worked(step.entries)

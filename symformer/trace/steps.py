@@ -4,13 +4,15 @@ A step is one stage of the derivation seen from one token: the stage's general
 formula, the token's row of numbers, and each number's local formula with the
 numbers it was computed from substituted.  Renderers (``symformer.trace.render_*``)
 dispatch on the step's class, so a new kind of step is one dataclass plus one
-registration per format that wants to show it differently.
+registration per format that wants to show it differently.  The whole trace
+(:class:`~symformer.trace.result.Trace`) holds the steps.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from symformer.ops import Notation
 from symformer.trace.formula import Formula
 
 
@@ -18,21 +20,53 @@ from symformer.trace.formula import Formula
 class General:
     """The formula of a whole step, over named vectors (``q = x W_Q``).
 
-    ``text`` is for terminals; ``expr`` (a SymPy ``Eq``) is printed as LaTeX and
-    MathML.
+    Generated from the NumPy function the step's operation runs
+    (:mod:`symformer.trace.formulas`): ``text`` for terminals, ``lhs``/``rhs`` in
+    LaTeX (printed by latexify), :meth:`mathml` converted from that LaTeX.
     """
 
     text: str
-    expr: object
+    lhs: str
+    rhs: str
+
+    @property
+    def latex(self) -> str:
+        """``lhs = rhs`` in LaTeX."""
+        return f"{self.lhs} = {self.rhs}"
+
+    def mathml(self) -> str:
+        """The formula as a display ``<math>`` element (from its LaTeX).
+
+        The converter's ``xmlns`` attribute is dropped: HTML needs none, and the
+        page names no outside address.
+        """
+        from latex2mathml.converter import convert
+
+        return convert(self.latex, display="block").replace(
+            ' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One number of the token's row: its column label, value and worked formula."""
+    """One number of the token's row: its column label, value and worked formula.
+
+    ``label`` is the stage's column label (as ``derive --json`` prints it: ``q1``,
+    a key token); ``notation`` and ``index`` name the entry as every format writes
+    it (``q_0``: the symbol with its 0-based subscript; no index for a whole-row
+    quantity such as the mean).
+    """
 
     label: str
     value: str
     worked: Formula | None = None
+    notation: Notation | None = None
+    index: int | None = None
+
+    def symbol(self, fmt: str = "text") -> str:
+        """``q_0`` (text) or ``q_{0}`` (latex); the label when there is no notation."""
+        if self.notation is None:
+            return self.label
+        return self.notation.entry(*(() if self.index is None else (self.index,)), fmt=fmt)
 
 
 @dataclass(frozen=True)
@@ -46,6 +80,7 @@ class Step:
     general: tuple[General, ...]
     entries: tuple[Entry, ...]
     note: str = ""
+    notation: Notation | None = None  # the symbol of the token's vector at this step
 
     @property
     def labels(self) -> list[str]:
@@ -56,6 +91,10 @@ class Step:
     def values(self) -> list[str]:
         """The token's row as certified decimals."""
         return [e.value for e in self.entries]
+
+    def symbols(self, fmt: str = "text") -> list[str]:
+        """Each entry's symbol with its 0-based subscript (``q_0``, ``q_1``)."""
+        return [e.symbol(fmt) for e in self.entries]
 
 
 @dataclass(frozen=True)
@@ -91,36 +130,3 @@ class ActivationStep(Step):
     """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero."""
 
     clipped: tuple[bool, ...] = ()
-
-
-@dataclass(frozen=True)
-class Trace:
-    """One token followed through every step of the derivation."""
-
-    title: str
-    tokens: tuple[str, ...]
-    position: int
-    causal: bool
-    side: str
-    decimals: int
-    steps: tuple[Step, ...]
-
-    @property
-    def token(self) -> str:
-        """The traced token."""
-        return self.tokens[self.position]
-
-    def _repr_html_(self) -> str:
-        from symformer.display import trace_html
-
-        return trace_html(self)
-
-    def _repr_markdown_(self) -> str:
-        from symformer.trace.render_markdown import render_markdown
-
-        return render_markdown(self)
-
-    def _repr_latex_(self) -> str:
-        from symformer.display import trace_latex
-
-        return trace_latex(self)

@@ -24,6 +24,7 @@ from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_fraction
 from symformer.errors import UndecidedError
 from symformer.example import Example
+from symformer.notation import entry, place
 from symformer.verify import conventions
 from symformer.verify.chain import (
     PRECISIONS,
@@ -52,6 +53,8 @@ class EntryCheck:
     correct: str        # the correct rounding (local claims: of the step as printed)
     exact: str          # the same value to MORE_DIGITS more decimals
     ok: bool            # right (global) or consistent (local)
+    symbol: str = ""    # the entry as every format writes it: q_0
+    place: str = ""     # in words: "q_0 of 'think' (position 1)"
 
 
 @dataclass
@@ -159,7 +162,8 @@ class Checker:
             for j in range(stage.shape[1]):
                 result.entries.append(EntryCheck(r, j, stage.rows[r], stage.cols[j],
                                                  claim.values[i][j], correct[r][j],
-                                                 more[r][j], verdicts[i, j]))
+                                                 more[r][j], verdicts[i, j],
+                                                 entry(stage, j), place(stage, r, j)))
         return result
 
     # -- local --------------------------------------------------------------------

@@ -50,19 +50,20 @@ class StageError:
 def crosscheck(example: Example, convention: Convention, causal: bool | None = None,
                dtype: type = np.float64, tol: float = 1e-12,
                max_work: int | None = None) -> list[StageError]:
-    """Per-stage errors of :func:`numpy_ref.forward` against the exact derivation.
+    """Per-stage errors of the NumPy reference against the exact derivation.
 
-    A stage the reference does not compute (or computes with another shape) is
-    reported with a note and ``ok`` False, never raised.  ``next_token`` is compared
-    as a choice: see :func:`next_token_error`.
+    The reference is :func:`numpy_ref.run` on the same variant graph: each stage's
+    operation runs its own NumPy function (the one the export renders).  A stage the
+    reference does not compute (or computes with another shape) is reported with a
+    note and ``ok`` False, never raised.  ``next_token`` is compared as a choice:
+    see :func:`next_token_error`.
     """
     g = derive_variant(example, convention, causal, max_work)
-    floats: dict[str, np.ndarray] = {}
+    ran = numpy_ref.Run()
+    floats = ran.values
     failure = ""
     try:
-        numpy_ref.forward_into(floats, example, causal=g.causal, dtype=dtype,
-                               mask=convention.mask, layer_norm=convention.layer_norm,
-                               norm=convention.norm)
+        numpy_ref.run(g, dtype, ran)
     except Exception as exc:  # noqa: BLE001 -- reported per stage, never a traceback
         failure = f"the NumPy reference failed: {type(exc).__name__}: {exc}"
     exact = g.evaluate(BITS)

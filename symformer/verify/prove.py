@@ -5,120 +5,96 @@ expressions over the names of the stage before, so this stays fast), ``certified
 (by ball arithmetic, with the enclosure), ``false`` (with a counterexample) or
 ``vacuous`` (nothing to prove, e.g. no token occurs twice).
 
-With a decoder, three more: cross-attention and ``probabilities`` rows sum to 1
-(named as such by the softmax facts), the decoder's masked self-attention weights
-above the diagonal are exactly 0, and, stronger, the decoder never looks ahead
-(:func:`no_look_ahead`: changing a future target token changes nothing before it).
+The facts about one step come from its operation (``stage.op.facts(stage)``:
+softmax rows sum to 1 and masked weights are 0, LayerNorm rows have mean 0 and
+variance sigma^2/(sigma^2+eps), positional encodings lie in [-1, 1]); this module
+iterates over the stages, gathers them, and states the facts about a whole
+composition: the last token is unchanged by the causal mask, repeated tokens
+differ after positional encoding and, with a decoder, the decoder never looks
+ahead (:func:`no_look_ahead`: changing a future target token changes nothing
+before it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import sympy
-from flint import arb
 
 from symformer.blocks import derive
-from symformer.engine import Derivation
+from symformer.engine import Derivation, Stage
 from symformer.example import Example
-from symformer.ops import Normalize, ScaleMask, Softmax
+from symformer.ops.facts import CERTIFIED, FALSE, PROVED, VACUOUS, Fact, Tally
 
-PROVED, CERTIFIED, FALSE, VACUOUS = "proved", "certified", "false", "vacuous"
-
-
-@dataclass
-class Fact:
-    """One identity and its status; ``detail`` says how (or the counterexample)."""
-
-    name: str
-    statement: str
-    status: str
-    detail: str
-
-    @property
-    def holds(self) -> bool:
-        """True unless the fact was shown false."""
-        return self.status != FALSE
+__all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "last_token_unchanged",
+           "masked_zero", "no_look_ahead", "prove_all", "repeated_tokens_differ",
+           "stage_facts"]
 
 
 def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
-    """Every identity on ``example`` (unmasked and causally masked derivations)."""
+    """Every identity on ``example`` (unmasked and causally masked derivations).
+
+    Reported in this order: softmax rows (unmasked, then masked), the causal mask's
+    facts, the decoder's, the other facts of single stages in stage order, the facts
+    shared by several stages, and the repeated tokens.
+    """
     plain = derive(example, causal=False, max_work=max_work)
     masked = derive(example, causal=True, max_work=max_work)
     for g in (plain, masked):  # an undefined value (eps = 0, a constant row) is an error
         g.evaluate(128)
-    facts = softmax_rows(plain) + softmax_rows(masked) + [masked_zero(masked),
-                                                          last_token_unchanged(plain, masked)]
+    ours = stage_facts(plain)
+    # The causal mask concerns the encoder: a decoder's local formulas are the same
+    # in both derivations, so its facts are proved once, unmasked.
+    theirs = stage_facts(masked, side="encoder")
+    facts = _row_sums(ours) + _row_sums(theirs) + [
+        masked_zero(theirs, "encoder"), last_token_unchanged(plain, masked)]
     if any(s.side == "decoder" for s in plain):
-        facts += [masked_zero(plain, side="decoder"), no_look_ahead(plain)]
-    facts += layer_norm_facts(plain)
-    facts += [pe_bounded(plain), repeated_tokens_differ(plain)]
+        facts += [masked_zero(ours, "decoder"), no_look_ahead(plain)]
+    rest = [(s, f) for s, f in ours
+            if not isinstance(f, Tally) and not f.name.startswith(f"{s.name}.row_sums")]
+    facts += [f for s, f in rest if f.name.startswith(f"{s.name}.")]
+    facts += _merged([f for s, f in rest if not f.name.startswith(f"{s.name}.")])
+    facts.append(repeated_tokens_differ(plain))
     return facts
 
 
-def _softmax_role(g: Derivation, name: str) -> str:
-    """What a softmax stage's rows are, for the report."""
-    if name == "probabilities" or g[name].kind == "probabilities":
-        return " (each target position's next-token distribution over the vocabulary)"
-    if ".cross." in name:
-        return " (cross-attention: each target token's weights over the source tokens)"
-    if ".self." in name:
-        return " (masked self-attention over the target tokens so far)"
-    return ""
+def stage_facts(g: Derivation, side: str | None = None) -> list[tuple[Stage, Fact]]:
+    """Every stage's facts, as its operation states them (``side``: only that side's)."""
+    return [(s, f) for s in g if side is None or s.side == side for f in s.op.facts(s)]
 
 
-def softmax_rows(g: Derivation) -> list[Fact]:
-    """Every softmax row sums to exactly 1 (the local row sum simplifies to 1)."""
-    facts = []
-    label = " (causal)" if g.causal else ""
-    for stage in g:
-        # The causal mask concerns the encoder: a decoder's local formulas are the same
-        # in both derivations, so its softmax rows are proved once, unmasked.
-        if not isinstance(stage.op, Softmax) or g.causal and stage.side == "decoder":
-            continue
-        local = stage.local
-        role = _softmax_role(g, stage.name)
-        bad = [i for i in range(local.rows) if sympy.together(sum(local.row(i))) != 1]
-        if bad:
-            facts.append(Fact(f"{stage.name}.row_sums{label}", f"every row of {stage.name}"
-                              f"{role} sums to 1{label}", FALSE,
-                              f"row {bad[0]} does not simplify to 1"))
-        else:
-            facts.append(Fact(f"{stage.name}.row_sums{label}",
-                              f"every row of {stage.name}{label}{role} sums to exactly 1",
-                              PROVED, "each local row sum exp(s_j)/sum_k exp(s_k) "
-                                      "simplifies to 1"))
-    return facts
+def _row_sums(pairs: list[tuple[Stage, Fact]]) -> list[Fact]:
+    return [f for s, f in pairs if f.name.startswith(f"{s.name}.row_sums")]
 
 
-def masked_zero(g: Derivation, side: str = "encoder") -> Fact:
+def _merged(facts: list[Fact]) -> list[Fact]:
+    """Facts of the same name (one per stage) as one: the first false one, or the first."""
+    merged: dict[str, Fact] = {}
+    for f in facts:
+        if f.name not in merged or not f.holds and merged[f.name].holds:
+            merged[f.name] = f
+    return list(merged.values())
+
+
+def masked_zero(pairs: list[tuple[Stage, Fact]], side: str = "encoder") -> Fact:
     """Every causally masked weight (key after query) of ``side``'s attention is exactly 0.
 
-    The masked entries are those of the scores' mask (cross-attention has none).
-    Their local formulas are -inf; put into the softmax's local formula,
-    exp(-inf) = 0 makes the weight the constant 0.  With a finite mask such as
-    -1e9 the weight stays exp(...) > 0 and the fact is false.
+    Adds up the softmax operations' tallies of their masked weights (cross-attention
+    has none); the first false one is the counterexample.
     """
     name = "masked_weights_zero" if side == "encoder" else "decoder.masked_weights_zero"
     statement = ("masked weights (key after query) are exactly 0" if side == "encoder" else
                  "the decoder's masked self-attention weights above the diagonal (a later "
                  "target token) are exactly 0 in every head")
-    stages = [s for s in g if isinstance(s.op, Softmax) and s.side == side
-              and isinstance(g[s.inputs[0]].op, ScaleMask) and g[s.inputs[0]].op.masked]
-    count = 0
-    for s in stages:
-        scores = s.inputs[0]
-        infinite = {sym: -sympy.oo for sym, e in zip(g.symbols(scores), g.local(scores))
-                    if e == -sympy.oo}
-        for i, j in sorted(g[scores].op.masked):
-            value = s.local[i, j].xreplace(infinite)
-            if value != 0:
-                return Fact(name, statement, FALSE, f"{s.name}[{i},{j}] = {value}")
-            count += 1
-    return Fact(name, statement, PROVED if stages else VACUOUS,
-                f"{count} masked weights in {len(stages)} stage(s): their score is -inf and "
-                f"exp(-inf) = 0 makes the local formula the constant 0" if stages else
-                "no masked attention")
+    tallies = [f for s, f in pairs if s.side == side and isinstance(f, Tally)
+               and f.name == f"{s.name}.masked_zero"]
+    for f in tallies:
+        if not f.holds:
+            return Fact(name, statement, FALSE, f.detail)
+    if not tallies:
+        return Fact(name, statement, VACUOUS, "no masked attention")
+    count = sum(f.count for f in tallies)
+    return Fact(name, statement, PROVED,
+                f"{count} masked weights in {len(tallies)} stage(s): their score is -inf and "
+                f"exp(-inf) = 0 makes the local formula the constant 0")
 
 
 def no_look_ahead(g: Derivation) -> Fact:
@@ -210,86 +186,6 @@ def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
                         f"(the rows first differ at {first})")
     return Fact("last_token_unchanged", statement, CERTIFIED,
                 f"not proved past {first}; the rows agree to 128 bits")
-
-
-def layer_norm_facts(g: Derivation) -> list[Fact]:
-    """Each LayerNorm row has mean 0 and variance sigma^2/(sigma^2+eps) -- not 1."""
-    facts = []
-    for stage in g:
-        if not isinstance(stage.op, Normalize):
-            continue
-        op = stage.op
-        x_name, mu_name, var_name = stage.inputs
-        local = stage.local
-        mu_subs = dict(zip(g.symbols(mu_name), g.local(mu_name)))
-        var_subs = dict(zip(g.symbols(var_name), g.local(var_name)))
-        d = local.cols
-        if any(gm == 0 for gm in op.gamma):
-            continue
-        z = sympy.Matrix([[(local[i, j] - op.beta[j]) / op.gamma[j] for j in range(d)]
-                          for i in range(local.rows)])
-        # mean 0: the numerator over the common denominator is sum_j (x_j - mu) = 0
-        means_zero = all(
-            sympy.expand(sympy.together(sum(z.row(i))).as_numer_denom()[0].xreplace(mu_subs))
-            == 0 for i in range(z.rows))
-        var_sym = g.symbols(var_name)
-        ok_var = True
-        for i in range(z.rows):
-            v = var_sym[i, 0]
-            sq = sum(e ** 2 for e in z.row(i)) / d
-            if op.unbiased:  # y = (x - mu)/(s + eps): biased variance (d-1)/d s^2/(s+eps)^2
-                target = sympy.Rational(d - 1, d) * v / (sympy.sqrt(v) + op.eps) ** 2
-            else:
-                target = v / (v + op.eps)
-            # v is the variance's own formula over x and mu: substitute it, keep mu a name
-            difference = sympy.together((sq - target).xreplace(var_subs))
-            if sympy.expand(difference.as_numer_denom()[0]) != 0:
-                ok_var = False
-        name = stage.name
-        facts.append(Fact(f"{name}.mean", f"every row of {name} (after removing gamma, beta) "
-                          f"has mean exactly 0", PROVED if means_zero else FALSE,
-                          "sum_j (x_j - mu) = 0 with mu = sum_j x_j / d" if means_zero
-                          else "the local row mean does not simplify to 0"))
-        formula = "(d-1)/d s^2/(s+eps)^2" if op.unbiased else "sigma^2/(sigma^2+eps)"
-        facts.append(Fact(f"{name}.variance", f"every row of {name} has variance exactly "
-                          f"{formula}", PROVED if ok_var else FALSE,
-                          "the local formulas simplify to it" if ok_var else "they do not"))
-        facts.append(unit_variance(g, stage.name, var_name, op))
-    return facts
-
-
-def unit_variance(g: Derivation, name: str, var_name: str, op: Normalize) -> Fact:
-    """The lecture-note claim "variance 1": false whenever eps > 0 (shown on a row)."""
-    statement = f"every row of {name} has variance exactly 1"
-    if op.eps == 0 and not op.unbiased:
-        # sigma^2/(sigma^2 + 0) = 1 needs sigma^2 != 0: a row of variance exactly 0 is an
-        # InputError when the derivation is evaluated; here each is certified > 0.
-        variances = g.evaluate(128)[var_name]
-        zero = [i for i, (v,) in enumerate(variances) if not v > 0]
-        if zero:
-            return Fact(f"{name}.unit_variance", statement, CERTIFIED,
-                        f"undecided: the variance of row {zero[0]} is not certified > 0")
-        return Fact(f"{name}.unit_variance", statement, PROVED,
-                    "eps = 0 and every row's variance is certified > 0")
-    var = g.evaluate(128)[var_name][0][0]
-    eps = arb(int(op.eps.p)) / int(op.eps.q)
-    gap = eps / (var + eps) if not op.unbiased else None
-    detail = (f"false for eps > 0: row 0 has variance 1 - eps/(sigma^2+eps) with "
-              f"eps/(sigma^2+eps) in {gap.str(5, radius=True)}" if gap is not None else
-              "false for eps > 0 (and the unbiased convention scales it by (d-1)/d)")
-    return Fact(f"{name}.unit_variance", statement, FALSE, detail)
-
-
-def pe_bounded(g: Derivation) -> Fact:
-    """Every positional encoding lies in [-1, 1]: each entry is a sine or a cosine."""
-    pe = g["positional_encoding"].local
-    for (i, j), e in zip(((i, j) for i in range(pe.rows) for j in range(pe.cols)), pe):
-        if not (isinstance(e, (sympy.sin, sympy.cos)) and e.args[0].is_real
-                or e.is_Rational and abs(e) <= 1):
-            return Fact("pe_bounded", "positional encodings lie in [-1, 1]", FALSE,
-                        f"positional_encoding[{i},{j}] = {e}")
-    return Fact("pe_bounded", "positional encodings lie in [-1, 1]", PROVED,
-                "every entry is sin or cos of a real angle (or 0, 1)")
 
 
 def repeated_tokens_differ(g: Derivation) -> Fact:

@@ -1,0 +1,70 @@
+"""``symformer figures``: attention maps, positional encoding, LayerNorm and probabilities."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from symformer.cli._common import add_example_argument, derivation, nonnegative_int
+from symformer.files import output_directory, write_files
+
+ORDER = 35
+
+EPILOG = """\
+examples:
+  symformer figures --out figs                     # TikZ/PGFPlots: figs/main.tex + one .tex each
+  symformer figures --out figs --format svg        # SVG (text kept as text, with a <title>)
+  symformer figures --out figs --format png --token think
+  symformer figures symformer/examples/encoder_decoder.toml --out ed --format pdf
+
+Figures: per head the attention-weight map (values in the cells, masked cells
+hatched, the colour-blind-safe cividis map), the positional encoding (each
+dimension's sinusoid, the tokens' positions marked), each LayerNorm's input and
+output for --token, and the next-token probabilities when the example has a decoder
+with W_vocab. Every value written or plotted is certified. The TikZ files need
+tikz and pgfplots (Debian: texlive-pictures); see docs/figures.md.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``figures`` sub-command."""
+    from symformer.figures import FORMATS
+
+    p = sub.add_parser("figures", help="draw the derivation's figures (TikZ, SVG, PNG, PDF)",
+                       description="Draw attention maps, the positional encoding, LayerNorm "
+                                   "inputs and outputs and next-token probabilities from the "
+                                   "certified values.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_example_argument(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--format", choices=FORMATS, default="tikz",
+                   help="tikz (default): one .tex per figure and main.tex; svg, png "
+                        "(200 dpi) or pdf: one file per figure, drawn with matplotlib")
+    p.add_argument("--token", default="1", metavar="TOKEN",
+                   help="LayerNorm figures for this token: a position (default 1) or the word")
+    p.add_argument("--decimals", type=nonnegative_int, default=2, metavar="N",
+                   help="decimals of the values written on the figures (default 2)")
+    p.add_argument("--causal", action="store_true",
+                   help="derive with the causal mask in every layer")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``symformer figures``."""
+    from symformer.figures import Options, figure_files
+    from symformer.latex import resolve_token
+
+    output_directory(args.out)  # a file or device node is refused before any work
+    g = derivation(args, causal=True if args.causal else None)
+    options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
+
+    def progress(k: int, total: int, name: str) -> None:
+        if not args.quiet:
+            print(f"symformer figures: {k}/{total} {name}", file=sys.stderr, flush=True)
+
+    slow = args.format != "tikz"
+    files = figure_files(g, options, args.format, progress if slow else None)
+    written = write_files(args.out, files)
+    print(f"wrote {len(written)} files to {args.out}")
+    return 0

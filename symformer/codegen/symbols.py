@@ -1,0 +1,51 @@
+"""How an identifier of an equation prints: LaTeX and text, from one table.
+
+Identifiers come from the operations' NumPy functions (``d_k``, ``pos``,
+``gamma``) or from their :class:`~symformer.ops.base.Spelling` (role symbols
+such as ``W_Q``).  A table of :class:`~symformer.ops.base.Notation` gives the
+stage's own symbols; :func:`spell` writes every other identifier the way a
+textbook does: Greek names as letters, ``d_k`` with its subscript, ``d_model``
+with a word subscript, longer names upright.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from latexify.codegen import expression_rules
+
+from symformer.ops.base import Notation
+
+#: Identifiers with a fixed spelling (the transformers introduce ``top`` and ``dot``).
+FIXED = {
+    "top": Notation(r"\top", "ᵀ", ""),
+    "inf": Notation(r"\infty", "∞", ""),
+    "max": Notation(r"\max", "max", ""),
+    "pos": Notation(r"\mathit{pos}", "pos", ""),
+}
+
+
+def _greek(name: str) -> str | None:
+    base = name.removeprefix("var")
+    try:
+        return unicodedata.lookup(f"GREEK SMALL LETTER {base.upper()}")
+    except KeyError:
+        try:
+            return unicodedata.lookup(f"GREEK CAPITAL LETTER {base.upper()}")
+        except KeyError:
+            return None
+
+
+def spell(name: str) -> Notation:
+    """The default spelling of an identifier (LaTeX and text)."""
+    if name in FIXED:
+        return FIXED[name]
+    if name in expression_rules.MATH_SYMBOLS:
+        return Notation("\\" + name, _greek(name) or name, "")
+    if len(name) == 1:
+        return Notation(name, name, "")
+    base, _, sub = name.partition("_")
+    if sub and len(base) == 1:
+        latex_sub = sub if len(sub) == 1 else rf"\text{{{sub}}}"
+        return Notation(f"{base}_{{{latex_sub}}}", f"{base}_{sub}", "")
+    return Notation(rf"\mathrm{{{name}}}", name, "")

@@ -1,0 +1,49 @@
+"""Figures of a derivation: attention maps, positional encoding, LayerNorm, probabilities.
+
+:func:`figure_files` gives the files to write for one output format: TikZ/PGFPlots
+(``NAME.tex`` per figure and a ``main.tex`` that compiles with pdflatex) or
+matplotlib's SVG, PNG and PDF.  Every value written or plotted is a certified value
+of the derivation (:mod:`symformer.figures.data`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from symformer.engine import Derivation
+from symformer.figures.data import Figure, Options, figures, label
+
+FORMATS = ("tikz", "svg", "png", "pdf")
+
+__all__ = ["FORMATS", "Figure", "Options", "figure_files", "figures", "label"]
+
+
+def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
+                 progress: Callable[[int, int, str], None] | None = None
+                 ) -> dict[str, str | bytes]:
+    """The files of every figure in format ``fmt``, by relative path.
+
+    ``progress(k, total, name)`` is called before each figure is drawn.
+    """
+    if fmt not in FORMATS:
+        from symformer.errors import InputError
+
+        raise InputError(f"unknown figure format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    chosen = figures(g, options)
+    files: dict[str, str | bytes] = {}
+    for k, figure in enumerate(chosen, start=1):
+        if progress:
+            progress(k, len(chosen), figure.name)
+        if fmt == "tikz":
+            from symformer.figures import tikz
+
+            files[f"{figure.name}.tex"] = tikz.render(figure)
+        else:
+            from symformer.figures import mpl
+
+            files[f"{figure.name}.{fmt}"] = mpl.render(figure, fmt)
+    if fmt == "tikz":
+        from symformer.figures import tikz
+
+        files["main.tex"] = tikz.document([f.name for f in chosen])
+    return files

@@ -1,0 +1,6 @@
+"""Live numbers: an author's LaTeX or Markdown with placeholders, filled with
+certified values (``symformer fill``).  See :func:`symformer.fill.template.fill`."""
+
+from symformer.fill.template import DELIMITERS, fill, guess_format
+
+__all__ = ["DELIMITERS", "fill", "guess_format"]

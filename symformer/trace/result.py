@@ -1,0 +1,50 @@
+"""The trace of one token: every step of the derivation from its view, and its displays.
+
+Jupyter calls ``_repr_html_``/``_repr_markdown_``/``_repr_latex_`` on a cell's
+value; a :class:`Trace` shows every step's card, the Markdown page, or its worked
+formulas as one display.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symformer.ops import Notation
+from symformer.trace.render_html import notebook_html
+from symformer.trace.render_latex import notebook_latex
+from symformer.trace.render_markdown import render_markdown
+from symformer.trace.steps import Step
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One token followed through every step of the derivation."""
+
+    title: str
+    tokens: tuple[str, ...]
+    position: int
+    causal: bool
+    side: str
+    decimals: int
+    steps: tuple[Step, ...]
+    #: The symbols the steps use (the legend stated at the start of every format).
+    notation: tuple[Notation, ...] = ()
+
+    @property
+    def token(self) -> str:
+        """The traced token."""
+        return self.tokens[self.position]
+
+    @property
+    def positions(self) -> str:
+        """The range of positions, counted from 0: ``0–3``."""
+        return f"0\u2013{len(self.tokens) - 1}" if len(self.tokens) > 1 else "0"
+
+    def _repr_html_(self) -> str:
+        return notebook_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return render_markdown(self)
+
+    def _repr_latex_(self) -> str:
+        return notebook_latex(self)

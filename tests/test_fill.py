@@ -1,0 +1,128 @@
+"""``symformer fill``: placeholders filled with the right numbers, bad ones refused.
+
+The numbers are compared with the independent float64 pass (tests/float_reference.py)
+rounded with Python's decimal module, and with hand-derived closed forms.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_EVEN, Decimal
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from symformer.blocks import derive
+from symformer.cli import main
+from symformer.example import load_example
+from symformer.fill import fill
+from tests.float_reference import float_forward
+
+REF = float_forward(load_example(None))
+G = derive(load_example(None))
+
+
+def rounded(x: float, decimals: int) -> str:
+    text = str(Decimal(float(x)).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_EVEN))
+    return text[1:] if text.startswith("-") and set(text[1:]) <= set("0.") else text
+
+
+def far_from_tie(x: float, decimals: int) -> bool:
+    scaled = abs(x) * 10 ** decimals
+    return abs(scaled - int(scaled) - 0.5) > 1e-6
+
+
+SAMPLE = r"""\documentclass{article}
+\newcommand{\w}[1]{\textbf{#1}}% {#1} and {% are LaTeX, not placeholders
+\begin{document}
+\w{think} puts \VAR{ layer1.head1.weights[1,3] | percent(1) } of its attention on \w{understand}.
+$\alpha_{1,3} = \VAR{ layer1.head1.weights["think", "understand"] | decimals(4) }$,
+$x_{1,0} = \VAR{ input[1,0] | exact }$, $q = \VAR{ layer1.head1.Q[1] | bmatrix(3) }$.
+\VAR{ layer1.head1.weights | table }
+{{\em untouched}}
+\end{document}
+"""
+
+
+def test_sample_latex_document(tmp_path):
+    notes, out = tmp_path / "notes.tex", tmp_path / "filled.tex"
+    notes.write_text(SAMPLE)
+    assert main(["fill", str(notes), "--out", str(out)]) == 0
+    text = out.read_text()
+    w = REF["layer1.head1.weights"]
+    assert f"puts {rounded(100 * w[1, 3], 1)}\\% of" in text
+    assert f"\\alpha_{{1,3}} = {rounded(w[1, 3], 4)}$" in text
+    assert "x_{1,0} = 4 + \\sin 1$" in text  # the embedding 4 plus PE sin(1), by hand
+    q = " & ".join(rounded(v, 3) for v in REF["layer1.head1.Q"][1])
+    assert f"\\begin{{bmatrix}} {q} \\end{{bmatrix}}" in text
+    rows = re.findall(r"^(\d)\\ \S+ & (.*) \\\\$", text, flags=re.M)
+    assert [int(i) for i, _ in rows] == [0, 1, 2, 3]
+    for i, cells in rows:
+        assert cells == " & ".join(f"${rounded(v, 2)}$" for v in w[int(i)])
+    # everything that is LaTeX stays as it was
+    assert "\\newcommand{\\w}[1]{\\textbf{#1}}% {#1} and {% are LaTeX" in text
+    assert "{{\\em untouched}}" in text
+    assert "\\VAR" not in text
+
+
+def test_markdown_uses_double_braces(tmp_path):
+    notes, out = tmp_path / "post.md", tmp_path / "post.out.md"
+    notes.write_text("Row: {{ layer1.add_norm1[1] }}\n\n{{ layer1.add_norm1.sum | table(1) }}\n")
+    assert main(["fill", str(notes), "--out", str(out), "--decimals", "3"]) == 0
+    lines = out.read_text().splitlines()
+    y = REF["layer1.add_norm1"][1]
+    assert lines[0] == "Row: (" + ", ".join(rounded(v, 3) for v in y) + ")"
+    r = REF["layer1.add_norm1.sum"]
+    assert lines[5] == "| 1 think | " + " | ".join(rounded(v, 1) for v in r[1]) + " |"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["layer1.head1.weights", "layer1.head2.scores", "layer1.ffn.hidden",
+                        "layer1.add_norm2", "output"]),
+       st.integers(0, 3), st.integers(0, 5), st.integers(0, 6))
+def test_random_entries_match_float64(name, i, j, decimals):
+    x = REF[name]
+    assume(j < x.shape[1] and far_from_tie(x[i, j], decimals))
+    filled = fill(f"{{{{ {name}[{i},{j}] | decimals({decimals}) }}}}", G, "markdown")
+    assert filled == rounded(x[i, j], decimals)
+
+
+BAD = [
+    (r"\VAR{ layer1.head9.weights[0,0] }", "unknown stage 'layer1.head9'"),
+    (r"\VAR{ layer1.head1.weights[0,4] }", "column 4 is out of range"),
+    (r"\VAR{ layer1.head1.weights[7] }", "row 7 is out of range"),
+    (r"\VAR{ layer1.head1.weights['nobody', 0] }", "no row named 'nobody'"),
+    (r"\VAR{ layer1.head1.weights[0,0] | roman }", "No filter named 'roman'"),
+    (r"\VAR{ layer1.head1.weights[0,0] | percent(-1) }", "whole number of decimals"),
+    (r"\VAR{ layer1.head1.weights | percent(1) }", "needs one entry"),
+    (r"\VAR{ layer1.head1.weights[0,0] | table }", "needs a stage or a token's row"),
+    (r"\VAR{ layer1.head1.weights }", "is a whole stage"),
+    (r"\VAR{ layer1.head1.weights[0,,0] }", "unexpected ','"),
+    (r"\VAR{ layer1.head1.weights[0,0].__class__ }", "unsafe"),
+    (r"\VAR{ nope[0,0] }", "'nope' is undefined"),
+]
+
+
+@pytest.mark.parametrize("placeholder, message", BAD)
+def test_bad_placeholder_names_the_line_and_writes_nothing(tmp_path, capsys, placeholder,
+                                                            message):
+    notes, out = tmp_path / "notes.tex", tmp_path / "out.tex"
+    notes.write_text(f"line one\n\\VAR{{ input[0,0] }} fine\n{placeholder}\nlast\n")
+    out.write_text("old")
+    assert main(["fill", str(notes), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"symformer fill: error: {notes}:3: ")
+    assert message in err[0]
+    assert out.read_text() == "old"
+
+
+def test_unknown_suffix_needs_format(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("{{ input[0,0] }}")
+    assert main(["fill", str(notes), "--out", str(tmp_path / "o")]) == 2
+    assert "--format" in capsys.readouterr().err
+    assert main(["fill", str(notes), "--format", "markdown", "--out",
+                 str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o").read_text() == rounded(REF["input"][0, 0], 2)

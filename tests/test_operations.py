@@ -1,0 +1,348 @@
+"""Every operation provides all its pieces, and its three forms agree.
+
+For every class in ``symformer.ops.OPERATIONS``: the exact SymPy formula
+(evaluated by mpmath through ``sympy.N``, not by the engine's balls), the ball
+evaluation and the float64 NumPy reference agree on hypothesis-random rational
+inputs.  A new operation without a factory here, or without one of its pieces,
+fails loudly.  And the equation printed for a stage is rendered from exactly the
+function the cross-check ran.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import latexify
+import mpmath
+import numpy as np
+import pytest
+import sympy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from symformer import load_example
+from symformer.codegen import lines, rendered_functions
+from symformer.engine import Derivation
+from symformer.engine.arbmath import NEG_INF, precision, rational_ball
+from symformer.latex.equations import stage_equation
+from symformer.ops import (
+    GELU,
+    OPERATIONS,
+    Add,
+    ArgmaxIndicator,
+    Concat,
+    DotScores,
+    Embedding,
+    Identity,
+    Normalize,
+    Notation,
+    Operation,
+    PositionalEncoding,
+    Projection,
+    ReLU,
+    RowMean,
+    RowVariance,
+    ScaleMask,
+    Softmax,
+    WeightedSum,
+    WholeMean,
+    WholeVariance,
+)
+from symformer.reference import numpy_ref
+from symformer.verify import crosscheck as crosscheck_module
+from symformer.verify.conventions import Convention, derive_variant
+
+mpmath.mp.dps = 50
+EXAMPLES = [None, "encoder_decoder", "course_module"]
+
+
+# -- pieces ---------------------------------------------------------------------------
+
+@settings(max_examples=3, deadline=None)
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+@given(data=st.data())
+def test_every_operation_provides_every_piece(name, data) -> None:
+    cls = OPERATIONS[name]
+    assert name in FACTORIES, f"{name}: no factory in tests/test_operations.py"
+    assert not inspect.isabstract(cls), f"{name}: abstract methods left"
+    for piece in ("sympy", "arb", "arguments", "reference", "function", "spelling", "facts",
+                  "resolve"):
+        assert callable(getattr(cls, piece, None)), f"{name} lacks {piece}"
+    assert callable(cls.reference_function), f"{name} lacks its NumPy function"
+    notation = cls.default_notation
+    assert isinstance(notation, Notation), name
+    assert notation.latex and notation.text and notation.title, name
+    op = FACTORIES[name](data.draw).op
+    spellings = op.spelling()
+    for spelling in spellings if isinstance(spellings, tuple) else (spellings,):
+        function = spelling.function or op.function()
+        assert latexify.get_latex(function, reduce_assignments=True).strip(), name
+
+
+class Constant(Operation):
+    """A test-only source stage (no ``name``: not registered as an operation)."""
+
+    default_notation = Notation("x", "x", "test input")
+
+    def __init__(self, notation: Notation) -> None:
+        self.notation = notation
+
+    def sympy(self, args):  # pragma: no cover - never evaluated
+        raise NotImplementedError
+
+    def arb(self, args):  # pragma: no cover
+        raise NotImplementedError
+
+    def arguments(self, args, dtype):  # pragma: no cover
+        raise NotImplementedError
+
+
+def _render(op: Operation, count: int) -> list:
+    """The op's equation lines on ``count`` input stages named x0, x1, ..."""
+    g = Derivation(None, False)
+    names = [g.add(f"x{k}", "test", Constant(Notation(f"x_{{{k}}}", f"x{k}", "in")), (),
+                   ("r",), ("c",)) for k in range(count)]
+    return list(lines(g[g.add("out", "test", op, names, ("r",), ("c",))]))
+
+
+# -- three forms agree ----------------------------------------------------------------
+
+@dataclass
+class Case:
+    op: Operation
+    inputs: list[sympy.Matrix]
+
+
+small = st.fractions(min_value=-4, max_value=4, max_denominator=8)
+
+
+def _matrix(draw, rows: int, cols: int, values=small) -> sympy.Matrix:
+    return sympy.Matrix(rows, cols, [sympy.Rational(v.numerator, v.denominator)
+                                     for v in draw(st.lists(values, min_size=rows * cols,
+                                                            max_size=rows * cols))])
+
+
+def _shape(draw) -> tuple[int, int]:
+    return draw(st.integers(1, 3)), draw(st.integers(2, 4))
+
+
+class ExactArgmax:
+    """Decides the argmax from the exact rational logits (the test's own prover)."""
+
+    def __init__(self, logits: sympy.Matrix) -> None:
+        self.logits = logits
+
+    def winners(self, row: int) -> frozenset[int]:
+        values = list(self.logits.row(row))
+        return frozenset(j for j, v in enumerate(values) if v == max(values))
+
+    def argmax(self, balls, row: int) -> frozenset[int]:
+        return self.winners(row)
+
+
+def _positive(draw, rows: int) -> sympy.Matrix:
+    values = st.fractions(min_value=Fraction(1, 8), max_value=4, max_denominator=8)
+    return _matrix(draw, rows, 1, values)
+
+
+def _mean_of(x: sympy.Matrix) -> sympy.Matrix:
+    return sympy.Matrix(x.rows, 1, lambda i, _: sum(x.row(i)) / x.cols)
+
+
+FACTORIES: dict[str, Callable] = {}
+
+
+def factory(name: str):
+    def register(fn):
+        FACTORIES[name] = fn
+        return fn
+    return register
+
+
+@factory("add")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(Add(), [_matrix(draw, n, d), _matrix(draw, n, d)])
+
+
+@factory("identity")
+def _(draw):
+    return Case(Identity(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("concat")
+def _(draw):
+    n = draw(st.integers(1, 3))
+    return Case(Concat(), [_matrix(draw, n, 2), _matrix(draw, n, draw(st.integers(1, 3)))])
+
+
+@factory("dot_scores")
+def _(draw):
+    n, m, d = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    return Case(DotScores(), [_matrix(draw, n, d), _matrix(draw, m, d)])
+
+
+@factory("weighted_sum")
+def _(draw):
+    n, m, d = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    return Case(WeightedSum(), [_matrix(draw, n, m), _matrix(draw, m, d)])
+
+
+@factory("embedding")
+def _(draw):
+    vocab, d = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    ids = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=4)))
+    return Case(Embedding(_matrix(draw, vocab, d), ids), [])
+
+
+@factory("positional_encoding")
+def _(draw):
+    kind = draw(st.sampled_from(["sinusoidal", "none"]))
+    return Case(PositionalEncoding(draw(st.integers(1, 4)), draw(st.integers(1, 6)), kind), [])
+
+
+@factory("projection")
+def _(draw):
+    n, d_in, d_out = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    b = _matrix(draw, 1, d_out) if draw(st.booleans()) else None
+    return Case(Projection(_matrix(draw, d_in, d_out), b, weight="W_1", bias="b_1"),
+                [_matrix(draw, n, d_in)])
+
+
+@factory("relu")
+def _(draw):
+    return Case(ReLU(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("gelu")
+def _(draw):
+    return Case(GELU(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("softmax")
+def _(draw):
+    return Case(Softmax(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("scale_mask")
+def _(draw):
+    n, m = _shape(draw)
+    masked = frozenset(draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)))))
+    value = draw(st.sampled_from([None, sympy.Integer(-10) ** 9, sympy.Rational(-5, 2)]))
+    return Case(ScaleMask(draw(st.integers(1, 4)), masked, value), [_matrix(draw, n, m)])
+
+
+@factory("mean")
+def _(draw):
+    return Case(RowMean(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("variance")
+def _(draw):
+    x = _matrix(draw, *_shape(draw))
+    return Case(RowVariance(draw(st.booleans())), [x, _mean_of(x)])
+
+
+@factory("normalize")
+def _(draw):
+    n, d = _shape(draw)
+    x = _matrix(draw, n, d)
+    return Case(Normalize(sympy.Rational(1, 1000), _matrix(draw, 1, d), _matrix(draw, 1, d),
+                          draw(st.booleans())), [x, _mean_of(x), _positive(draw, n)])
+
+
+@factory("whole_mean")
+def _(draw):
+    return Case(WholeMean(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("whole_variance")
+def _(draw):
+    x = _matrix(draw, *_shape(draw))
+    mu = sympy.Matrix(x.rows, 1, [sum(x) / len(x)] * x.rows)
+    return Case(WholeVariance(), [x, mu])
+
+
+@factory("argmax")
+def _(draw):
+    logits = _matrix(draw, *_shape(draw), values=st.integers(-3, 3).map(Fraction))
+    return Case(ArgmaxIndicator(ExactArgmax(logits)), [logits])
+
+
+def _exact(value: sympy.Expr) -> mpmath.mpf | None:
+    """The exact value by mpmath (None for -inf), independent of the balls."""
+    if value == -sympy.oo:
+        return None
+    return mpmath.mpf(str(sympy.N(value, 60)))
+
+
+def _ball(value) -> mpmath.mpf | None:
+    if value is NEG_INF:
+        return None
+    assert value.rad() < 1e-40, value
+    return mpmath.mpf(value.mid().str(60, radius=False))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@given(data=st.data())
+def test_balls_sympy_and_float64_agree(name, data) -> None:
+    case = FACTORIES[name](data.draw)
+    exact = case.op.sympy(case.inputs)
+    with precision(200):
+        balls = case.op.arb([[[None if v == -sympy.oo else rational_ball(v) for v in m.row(i)]
+                              for i in range(m.rows)] for m in case.inputs])
+    floats = case.op.reference([np.array(m.tolist(), dtype=float) for m in case.inputs])
+    assert floats.dtype == np.float64
+    assert floats.shape == exact.shape == (len(balls), len(balls[0]))
+    for i in range(exact.rows):
+        for j in range(exact.cols):
+            want, ball = _exact(exact[i, j]), _ball(balls[i][j])
+            if want is None:
+                assert ball is None and floats[i, j] == -np.inf, (i, j)
+                continue
+            tol = mpmath.mpf(10) ** -40 * max(1, abs(want))
+            assert abs(ball - want) <= tol, (i, j, ball, want)
+            assert floats[i, j] == pytest.approx(float(want), rel=1e-12, abs=1e-12), (i, j)
+    # its NumPy function renders to a non-empty equation on input stages
+    rendered = _render(case.op, len(case.inputs))
+    assert rendered and all(line.rhs and line.text for line in rendered)
+
+
+# -- the equation printed is the code that ran ---------------------------------------
+
+@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("convention", [Convention(), Convention(mask="-1e9"),
+                                        Convention(layer_norm="unbiased"),
+                                        Convention(layer_norm="whole_matrix"),
+                                        Convention(norm="pre")])
+def test_printed_equation_is_rendered_from_the_function_crosscheck_ran(
+        example, convention, monkeypatch) -> None:
+    runs = []
+    real = numpy_ref.run
+
+    def recording(g, dtype=np.float64, into=None):
+        runs.append((g, real(g, dtype, into)))
+        return runs[-1][1]
+
+    monkeypatch.setattr(numpy_ref, "run", recording)
+    rows = crosscheck_module.crosscheck(load_example(example), convention, causal=True)
+    assert all(r.ok for r in rows)
+    ((g, ran),) = runs
+    assert set(ran.functions) == {s.name for s in g}
+    for stage in g:
+        function = ran.functions[stage.name]
+        equation = stage_equation(stage)
+        printed = lines(stage)
+        assert [lhs for lhs, _ in equation.lines] == [line.lhs for line in printed]
+        for line in printed:
+            # the function rendered is the one that ran, or one it calls (the PE's
+            # sine and cosine, called by the table it builds)
+            assert line.function is function or (
+                line.function.__name__ in function.__code__.co_names
+                and function.__globals__[line.function.__name__] is line.function), stage.name
+        assert rendered_functions(stage) == tuple(line.function for line in printed)
+    assert derive_variant(load_example(example), convention, causal=True).causal == g.causal
