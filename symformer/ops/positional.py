@@ -43,10 +43,10 @@ def sinusoidal(n, d_model):
     return pe
 
 
-def sinusoidal_base(pos, j, d_model, base):
-    """The table with another base: sin on the even columns j, cos on the odd ones."""
-    return np.where(j % 2 == 0, np.sin(pos / base ** ((j - j % 2) / d_model)),
-                    np.cos(pos / base ** ((j - j % 2) / d_model)))
+def sinusoidal_base(pos, two_i, even, d_model, base):
+    """The table with another base: sin on the even columns 2i, cos on the odd 2i+1."""
+    return np.where(even, np.sin(pos / base ** (two_i / d_model)),
+                    np.cos(pos / base ** (two_i / d_model)))
 
 
 def no_positions(n, d_model):
@@ -131,7 +131,7 @@ class PositionalEncoding(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         if self.kind == "sinusoidal" and self.base != 10000:
             pos, j = np.arange(self.n)[:, None], np.arange(self.d_model)[None, :]
-            return pos, j, self.d_model, dtype(float(self.base))
+            return pos, j - j % 2, j % 2 == 0, self.d_model, dtype(float(self.base))
         return self.n, self.d_model
 
     def spelling(self) -> Spelling | tuple[Spelling, ...]:
