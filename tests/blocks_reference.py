@@ -189,9 +189,10 @@ def forward(example, causal: bool | None = None) -> dict[str, np.ndarray]:
     x = out["input"] = e + pe
     for number, layer in enumerate(example.layers, start=1):
         p = f"layer{number}"
-        x = sublayer(x, layer, 1, p, lambda z: attention(z, layer, example, causal, p, out), out)
+        x = sublayer(x, layer, 1, p,
+                     lambda z, L=layer, p=p: attention(z, L, example, causal, p, out), out)
         if layer.W_1 is not None:
-            x = sublayer(x, layer, 2, p, lambda z: ffn(z, layer, p, out), out)
+            x = sublayer(x, layer, 2, p, lambda z, L=layer, p=p: ffn(z, L, p, out), out)
     fn = example.final_norm
     if fn is not None:
         x = norm(x, fn.layer_norm, float(fn.eps), fn.gamma_f, fn.beta_f, "final_norm", out)

@@ -10,10 +10,10 @@ compares every stage's certified value with the paper-formula reference.
 from __future__ import annotations
 
 import numpy as np
+from blocks_reference import forward
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blocks_reference import forward
 from symformer.blocks import derive
 from symformer.example.loader import example_from_dict
 

@@ -57,7 +57,9 @@ def no_unknown_keys(table: dict[str, Any], known: set[str], here: Where) -> None
     (``causual`` -> ``causal``), else naming the known ones."""
     unknown = sorted(set(table) - known)
     if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(known), n=1, cutoff=0.6)
+        same_case = [k for k in sorted(known) if k.lower() == unknown[0].lower()]
+        close = same_case or difflib.get_close_matches(unknown[0], sorted(known), n=1,
+                                                       cutoff=0.6)
         hint = (f"did you mean {close[0]!r}?" if close
                 else f"known keys: {', '.join(sorted(known))}")
         raise InputError(f"{here}: unknown key {unknown[0]!r} ({hint})")
