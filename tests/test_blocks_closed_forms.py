@@ -108,3 +108,14 @@ def test_generate_stops_when_the_learned_table_runs_out() -> None:
     example = load_example("gpt2_style")  # 3 tokens, 6 learned positions
     steps = generate(example, 10)
     assert len(steps) <= 4 and len(steps[-1].tokens) <= 6
+
+
+def test_rmsnorm_rows_have_mean_square_ms_over_ms_plus_eps() -> None:
+    g = derive(load_example("llama_style"))
+    facts = [f for s in g if isinstance(s.op, RMSNormalize) for f in s.op.facts(s)]
+    assert len(facts) == 5 and all(f.status == "proved" for f in facts)
+    # and numerically: row 0 of layer1.norm1 (gamma = 1), ms / (ms + eps) to 30 digits
+    y = g["layer1.norm1"].balls(200)[0]
+    ms = g["layer1.norm1.mean_square"].balls(200)[0][0]
+    target = ms / (ms + arb("1e-6"))
+    assert abs(float(sum(v * v for v in y) / len(y) - target)) < 1e-30

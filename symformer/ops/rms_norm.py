@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -17,6 +17,10 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, rational_ball, relu_ball
 from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.facts import FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def mean_square(x, d):
@@ -83,6 +87,30 @@ class RMSNormalize(Operation):
 
     def denominators(self, row: int) -> list[tuple[int, int, int]]:
         return [(1, row, 0)] if self.eps == 0 else []
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Each row, gamma removed, has mean square exactly ms / (ms + eps) -- not 1.
+
+        Proved on the local formula: (1/d) sum_j (x_j / sqrt(ms + eps))^2 with
+        ms = (1/d) sum_j x_j^2 substituted.  None when some gamma is 0.
+        """
+        if any(g == 0 for g in self.gamma):
+            return []
+        derivation, name = stage.derivation, stage.name
+        ms_name = stage.inputs[1]
+        ms_subs = dict(zip(derivation.symbols(ms_name), derivation.local(ms_name)))
+        local, ms = stage.local, derivation.symbols(ms_name)
+        d = local.cols
+        holds = True
+        for i in range(local.rows):
+            square = sum((local[i, j] / self.gamma[j]) ** 2 for j in range(d)) / d
+            target = ms[i, 0] / (ms[i, 0] + self.eps)
+            difference = sympy.together((square - target).xreplace(ms_subs))
+            holds = holds and sympy.expand(difference.as_numer_denom()[0]) == 0
+        return [Fact(f"{name}.mean_square", f"every row of {name} (after removing gamma) has "
+                     "mean square exactly ms/(ms+eps)", PROVED if holds else FALSE,
+                     "(1/d) sum_j x_j^2 / (ms + eps) with ms = (1/d) sum_j x_j^2" if holds
+                     else "the local mean square does not simplify")]
 
     def undefined(self, stage, row: int) -> Exception:
         token = stage.rows[row] if row < len(stage.rows) else str(row)
