@@ -266,7 +266,7 @@ def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number
                    ("mean_square",), layer=number)
         g.add(f"{name}.std", "std", StdDev(block.eps, RMS), (ms,), rows, ("rms",),
               layer=number)
-        return g.add(name, "layer_norm", RMSNormalize(block.eps, gamma), (x, ms), rows,
+        return g.add(name, "rms_norm", RMSNormalize(block.eps, gamma), (x, ms), rows,
                      g[x].cols, layer=number)
     unbiased = kind == "unbiased"
     whole = kind == "whole_matrix"
