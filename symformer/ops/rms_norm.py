@@ -60,6 +60,9 @@ class RowMeanSquare(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], args[0].shape[-1]
 
+    def spelling(self) -> Spelling:
+        return Spelling(indexed=frozenset({"x"}))
+
 
 @dataclass(frozen=True)
 class RMSNormalize(Operation):
