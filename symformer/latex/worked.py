@@ -348,6 +348,16 @@ def _variance(stage: Stage, i: int, style: Style) -> list[Step]:
         *out.result(i, 0)))]
 
 
+@builder("std")
+def _std(stage: Stage, i: int, style: Style) -> list[Step]:
+    """sigma = sqrt(sigma^2 + eps) (issue 10's stage; the generic worked lines replace it)."""
+    (var,) = _inputs(stage, style)
+    eps = numbers.weight(stage.op.eps)
+    return [Step(stage.op.symbol.latex, (
+        ("=", rf"\sqrt{{{var.stage.op.symbol.latex} + {eps}}}"),
+        ("=", rf"\sqrt{{{var(i, 0)} + {eps}}}"), *Numbers(stage, style).result(i, 0)))]
+
+
 @builder("layer_norm")
 def _layer_norm(stage: Stage, i: int, style: Style) -> list[Step]:
     x, mu, var = _inputs(stage, style)
