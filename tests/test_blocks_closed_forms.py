@@ -120,3 +120,17 @@ def test_rmsnorm_rows_have_mean_square_ms_over_ms_plus_eps() -> None:
         ms = g["layer1.norm1.mean_square"].balls(200)[0][0]
         target = ms / (ms + arb(1) / 10**6)
         assert abs(sum(v * v for v in y) / len(y) - target) < arb(10) ** -30
+
+
+def test_rope_scores_are_unchanged_by_a_shift_of_every_position() -> None:
+    # the proved fact, and the exact scores themselves: positions 0..2 vs 5..7
+    q = sympy.Matrix([[1, sympy.Rational(1, 2)], [0, 1], [-1, 2]])
+    k = sympy.Matrix([[2, 1], [1, -1], [sympy.Rational(1, 3), 1]])
+    base = sympy.Integer(10000)
+    scores = [(RoPE(3, 2, base, start=s).sympy([q]) * RoPE(3, 2, base, start=s).sympy([k]).T)
+              for s in (0, 5)]
+    assert all(sympy.simplify(sympy.expand_trig(a - b)) == 0
+               for a, b in zip(scores[0], scores[1]))
+    g = derive(load_example("llama_style"))
+    facts = [f for s in g if isinstance(s.op, RoPE) for f in s.op.facts(s)]
+    assert facts and all(f.status == "proved" for f in facts)

@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.facts import FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def rope(X, C, S, R):
@@ -76,6 +81,30 @@ class RoPE(Operation):
                 new[b] = row[a] * sb + row[b] * cb
             out.append(new)
         return out
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Raw scores of rotated queries and keys depend only on m - n (proved symbolically).
+
+        Shifting every position by t rotates each pair (a, b) of both vectors by the
+        same extra angle t theta_i: with C = cos(t theta_i), S = sin(t theta_i), the dot
+        product of the shifted pairs minus the unshifted one reduces to 0 once
+        S^2 = 1 - C^2, for symbolic entries and symbolic positions' cos/sin.
+        """
+        qa, qb, ka, kb, cm, sm, cn, sn, C, S = sympy.symbols("qa qb ka kb cm sm cn sn C S")
+
+        def rotate(a, b, c, s):
+            return a * c - b * s, a * s + b * c
+
+        q, k = rotate(qa, qb, cm, sm), rotate(ka, kb, cn, sn)
+        shifted = [rotate(*q, C, S), rotate(*k, C, S)]
+        difference = (shifted[0][0] * shifted[1][0] + shifted[0][1] * shifted[1][1]
+                      - (q[0] * k[0] + q[1] * k[1]))
+        zero = sympy.expand(sympy.expand(difference).subs(S ** 2, 1 - C ** 2)) == 0
+        return [Fact("rope_relative", "raw scores of RoPE-rotated queries and keys depend "
+                     "only on m - n (shifting every position by the same offset leaves them "
+                     "unchanged)", PROVED if zero else FALSE,
+                     "a shift by t rotates both vectors of each pair by t theta_i, and "
+                     "R(t theta_i)^T R(t theta_i) = I")]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return self.arb(dx)  # linear
