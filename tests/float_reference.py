@@ -61,6 +61,7 @@ def _ln(z, layer, which, name, out):
         var = z.var(axis=1, keepdims=True)
         y = gamma * (z - mu) / np.sqrt(var + eps) + beta
     out[f"{name}.mean"], out[f"{name}.variance"], out[name] = mu, var, y
+    out[f"{name}.std"] = np.sqrt(var) if layer.layer_norm == "unbiased" else np.sqrt(var + eps)
     return y
 
 

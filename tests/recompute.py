@@ -1,7 +1,7 @@
 """A reader's recomputation of a printed worked line, independent of symformer.
 
 ``expression`` (plain arithmetic over printed decimal literals: ``+ - * / **``,
-parentheses, ``exp sqrt max min erf tanh sin cos``) is parsed with :mod:`ast` and
+parentheses, ``exp sqrt max min erf tanh sin cos``, the constant ``pi``) is parsed with :mod:`ast` and
 evaluated exactly: with :class:`fractions.Fraction` while only rational operations
 occur, with mpmath at 80 digits otherwise.  Literals are read from their source
 text (``"0.1"`` is 1/10, never the float 0.1).
@@ -34,6 +34,8 @@ def _mp(x: Fraction | mpmath.mpf) -> mpmath.mpf:
 
 
 def _eval(node: ast.AST, source: str) -> Fraction | mpmath.mpf:
+    if isinstance(node, ast.Name) and node.id == "pi":
+        return mpmath.pi()
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return Fraction(ast.get_source_segment(source, node))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):

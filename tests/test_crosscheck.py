@@ -44,7 +44,7 @@ def test_a_wrong_reference_is_caught(monkeypatch) -> None:
 def test_cli(capsys) -> None:
     assert main(["crosscheck", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ok"] and len(data["stages"]) == 31
+    assert data["ok"] and len(data["stages"]) == 33  # 31 + two .std stages
     assert main(["crosscheck", "--dtype", "float32"]) == 1
     assert "> tol" in capsys.readouterr().out
     assert main(["crosscheck", "--mask=5"]) == 2

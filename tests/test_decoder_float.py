@@ -41,6 +41,8 @@ def _norm(z, layer, k, name, out):
         var = z.var(axis=1, keepdims=True)
         y = gamma * (z - mu) / np.sqrt(var + float(layer.eps)) + beta
     out[f"{name}.mean"], out[f"{name}.variance"], out[name] = mu, var, y
+    out[f"{name}.std"] = (np.sqrt(var) if layer.layer_norm == "unbiased"
+                          else np.sqrt(var + float(layer.eps)))
     return y
 
 

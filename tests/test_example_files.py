@@ -47,8 +47,8 @@ def run_cli(tmp_path, text: str, *args: str) -> tuple[int, str]:
     (lambda t: t.replace('tokens = ["I", "think", "I", "understand"]', "tokens = []"),
      "tokens is empty"),
     (lambda t: t.replace('eps = "1e-6"', 'eps = "1e-6"\nwidth = 3'), "unknown key 'width'"),
-    (lambda t: t.replace('positional_encoding = "sinusoidal"', 'positional_encoding = "learned"'),
-     "positional_encoding must be one of 'sinusoidal', 'none'"),
+    (lambda t: t.replace('positional_encoding = "sinusoidal"', 'positional_encoding = "learnt"'),
+     "positional_encoding must be one of 'sinusoidal', 'learned', 'rope', 'none'"),
 ])
 def test_bad_input_exit_2(tmp_path, capsys, edit, message):
     text = edit(GOOD)
@@ -87,4 +87,5 @@ def test_packaged_examples_load_by_name(tmp_path, monkeypatch, capsys):
     assert main(["derive", "course_module", "--list"]) == 0
     assert "layer1.head1.Q" in capsys.readouterr().out
     assert main(["derive", "course"]) == 2
-    assert "packaged examples: course_module, encoder_decoder" in capsys.readouterr().err
+    assert ("packaged examples: attention_only, course_module, encoder_decoder, gpt2_style"
+            in capsys.readouterr().err)

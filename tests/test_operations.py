@@ -36,17 +36,25 @@ from symformer.ops import (
     Concat,
     DotScores,
     Embedding,
+    GatedProduct,
+    GELUTanh,
     Identity,
+    LearnedPositional,
     Normalize,
     Notation,
     Operation,
     PositionalEncoding,
     Projection,
     ReLU,
+    RMSNormalize,
+    RoPE,
     RowMean,
+    RowMeanSquare,
     RowVariance,
     ScaleMask,
+    SiLU,
     Softmax,
+    StdDev,
     WeightedSum,
     WholeMean,
     WholeVariance,
@@ -201,7 +209,9 @@ def _(draw):
 @factory("positional_encoding")
 def _(draw):
     kind = draw(st.sampled_from(["sinusoidal", "none"]))
-    return Case(PositionalEncoding(draw(st.integers(1, 4)), draw(st.integers(1, 6)), kind), [])
+    base = draw(st.sampled_from([10000, sympy.Integer(100), sympy.Rational(7, 2)]))
+    return Case(PositionalEncoding(draw(st.integers(1, 4)), draw(st.integers(1, 6)), kind,
+                                   base=base), [])
 
 
 @factory("projection")
@@ -232,7 +242,9 @@ def _(draw):
     n, m = _shape(draw)
     masked = frozenset(draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)))))
     value = draw(st.sampled_from([None, sympy.Integer(-10) ** 9, sympy.Rational(-5, 2)]))
-    return Case(ScaleMask(draw(st.integers(1, 4)), masked, value), [_matrix(draw, n, m)])
+    scale = draw(st.sampled_from([None, sympy.Integer(1), sympy.Rational(3, 2)]))
+    return Case(ScaleMask(draw(st.integers(1, 4)), masked, value, scale=scale),
+                [_matrix(draw, n, m)])
 
 
 @factory("mean")
@@ -270,6 +282,58 @@ def _(draw):
 def _(draw):
     logits = _matrix(draw, *_shape(draw), values=st.integers(-3, 3).map(Fraction))
     return Case(ArgmaxIndicator(ExactArgmax(logits)), [logits])
+
+
+@factory("gelu_tanh")
+def _(draw):
+    return Case(GELUTanh(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("silu")
+def _(draw):
+    return Case(SiLU(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("gated_product")
+def _(draw):
+    n, d = _shape(draw)
+    act = draw(st.sampled_from([SiLU(), GELU(), GELUTanh(), ReLU()]))
+    return Case(GatedProduct(act), [_matrix(draw, n, d), _matrix(draw, n, d)])
+
+
+@factory("learned_positional")
+def _(draw):
+    rows, d = draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    n = draw(st.integers(1, rows))
+    return Case(LearnedPositional(_matrix(draw, rows, d), n, draw(st.integers(0, rows - n))),
+                [])
+
+
+@factory("std_dev")
+def _(draw):
+    eps = draw(st.sampled_from([sympy.S.Zero, sympy.Rational(1, 1000)]))
+    return Case(StdDev(eps), [_positive(draw, draw(st.integers(1, 3)))])
+
+
+@factory("mean_square")
+def _(draw):
+    return Case(RowMeanSquare(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("rms_normalize")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(RMSNormalize(sympy.Rational(1, 1000), _matrix(draw, 1, d)),
+                [_matrix(draw, n, d), _positive(draw, n)])
+
+
+@factory("rope")
+def _(draw):
+    n, d = draw(st.integers(1, 3)), 2 * draw(st.integers(1, 2))
+    base = draw(st.sampled_from([sympy.Integer(10000), sympy.Integer(100),
+                                 sympy.Rational(7, 2)]))
+    return Case(RoPE(n, d, base, draw(st.sampled_from(["interleaved", "half"])),
+                     draw(st.integers(0, 3))), [_matrix(draw, n, d)])
 
 
 def _exact(value: sympy.Expr) -> mpmath.mpf | None:

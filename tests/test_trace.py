@@ -129,7 +129,7 @@ def test_cli_unwritable_out_exit_2_nothing_written(tmp_path, capsys):
 def test_cli_text_fits_80_columns(capsys):
     assert main(["trace", "--token", "think", "--decimals", "3"]) == 0
     out = capsys.readouterr().out
-    assert "[4/27] Layer 1 > Head 1 > Query" in out
+    assert "[4/29] Layer 1 > Head 1 > Query" in out
     assert "q_0 = 4.841·0.25 + 1.540·0.25 ≈ 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
     assert max(len(line) for line in out.splitlines()) <= 80
 

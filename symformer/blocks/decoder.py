@@ -13,17 +13,15 @@ from __future__ import annotations
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
+    lm_head,
     multi_head_attention,
     wrap,
 )
-from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation
 from symformer.example.decoder import DecoderLayer
-from symformer.ops import ArgmaxIndicator, Identity, Notation, Projection, Softmax
+from symformer.ops import Identity, Notation
 
 OUTPUT = Notation("z", "z", "Decoder output")
-LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
-PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
 
 
 def decoder_stages(g: Derivation, memory: str = "output") -> str:
@@ -41,13 +39,7 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
         x = decoder_block(g, number, x, layer, memory)
     last = g.add("decoder.output", "output", Identity(OUTPUT), (x,), tokens, g[x].cols)
     if dec.W_vocab is not None:
-        logits = g.add("logits", "logits",
-                       Projection(dec.W_vocab, notation=LOGITS, weight="W_vocab"), (last,),
-                       tokens, dec.vocab)
-        g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"), (logits,), tokens,
-              dec.vocab)
-        last = g.add("next_token", "next_token", ArgmaxIndicator(TieProver(g, logits)),
-                     (logits,), tokens[-1:], dec.vocab)
+        last = lm_head(g, last, dec.W_vocab, None, dec.vocab)
     for name in set(g.stages) - before:
         g.stages[name].side = "decoder"
     return last

@@ -6,6 +6,8 @@ from symformer.blocks.decoder import decoder_stages
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
+    layer_norm,
+    lm_head,
     multi_head_attention,
     wrap,
 )
@@ -28,24 +30,35 @@ def derive(example: Example, causal: bool | None = None,
     check_size(example, max_work)
     g = Derivation(example, causal)
     x = input_stages(g, "", example.tokens, example.embeddings, example.token_ids,
-                     example.positional_encoding)
+                     example.positional_encoding, example.positional_encoding_base,
+                     example.positional_embeddings)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
-    g.add("output", "output", Identity(OUTPUT), (x,), example.tokens, g[x].cols)
+    if example.final_norm is not None:
+        x = layer_norm(g, "final_norm", x, example.final_norm, "f", 0)
+    out = g.add("output", "output", Identity(OUTPUT), (x,), example.tokens, g[x].cols)
     if example.decoder is not None:
         decoder_stages(g, memory="output")
+    if example.lm_head is not None:
+        lm_head(g, out, example.lm_head.W_vocab, example.lm_head.b_vocab, example.vocab)
     return g
 
 
 def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
-    """One block: x = wrap(attention)(x); x = wrap(ffn)(x) (post- or pre-norm)."""
+    """One block: x = wrap(attention)(x); x = wrap(ffn)(x) (post-, pre- or no norm).
+
+    A block without ``W_1`` has no feed-forward sub-layer.
+    """
     p = f"layer{number}"
 
     def attention(h: str) -> str:
-        return multi_head_attention(g, p, h, layer.heads, layer.W_O, number, causal=g.causal)
+        return multi_head_attention(g, p, h, layer.heads, layer.W_O, number, causal=g.causal,
+                                    block=layer, b_O=layer.b_O, kv_heads=layer.kv_heads)
 
     def ffn(h: str) -> str:
         return feed_forward(g, p, h, layer, number)
 
     x = wrap(g, p, 1, x, attention, layer, number)
+    if layer.W_1 is None:
+        return x
     return wrap(g, p, 2, x, ffn, layer, number)

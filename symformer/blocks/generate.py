@@ -33,22 +33,38 @@ def generate(example: Example, steps: int, max_work: int | None = None,
 
     Stops early after the end token ``</s>`` (when the vocabulary has it) and at a
     tie, which is reported, never broken.  ``on_step`` sees each step as it is done.
+    A decoder-only language model (``[lm_head]``) is causal and appends to its own
+    sentence; it stops when a learned positional table has no row for another token.
     """
-    if example.decoder is None or example.decoder.W_vocab is None:
+    language_model = example.lm_head is not None
+    if not language_model and (example.decoder is None or example.decoder.W_vocab is None):
         raise InputError(
-            f"{example.source}: generation needs a [decoder] table with W_vocab "
-            f"(see symformer/examples/encoder_decoder.toml)"
+            f"{example.source}: generation needs a [decoder] table with W_vocab or an "
+            f"[lm_head] table (see symformer/examples/encoder_decoder.toml, gpt2_style.toml)"
         )
     done: list[Step] = []
     for _ in range(steps):
-        g = derive(example, max_work=max_work)
-        step = Step(example.decoder.tokens, g, next_token(g))
+        g = derive(example, causal=True if language_model else None, max_work=max_work)
+        tokens = example.tokens if language_model else example.decoder.tokens
+        step = Step(tokens, g, next_token(g))
         done.append(step)
         if on_step is not None:
             on_step(step)
         if step.choice.is_tie or step.choice.token == END_TOKEN:
             break
-        tokens = example.decoder.tokens + (step.choice.token,)
-        example = dataclasses.replace(
-            example, decoder=dataclasses.replace(example.decoder, tokens=tokens))
+        example = _appended(example, step.choice.token)
+        if example is None:
+            break
     return done
+
+
+def _appended(example: Example, token: str) -> Example | None:
+    """The example with ``token`` appended to the sentence being generated (None: no room)."""
+    if example.lm_head is None:
+        tokens = example.decoder.tokens + (token,)
+        return dataclasses.replace(example,
+                                   decoder=dataclasses.replace(example.decoder, tokens=tokens))
+    table = example.positional_embeddings
+    if table is not None and table.rows <= len(example.tokens):
+        return None  # the learned table has no row for another position
+    return dataclasses.replace(example, tokens=example.tokens + (token,))

@@ -13,25 +13,39 @@ from collections.abc import Callable
 
 import sympy
 
+from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation
-from symformer.example.schema import Block, Head
+from symformer.errors import InputError
+from symformer.example.schema import Block, Head, KVHead
 from symformer.ops import (
     GELU,
     Add,
+    ArgmaxIndicator,
     Concat,
     DotScores,
     Embedding,
+    GatedProduct,
+    GELUTanh,
     Identity,
+    LearnedPositional,
     Normalize,
     Notation,
+    Operation,
     PositionalEncoding,
     Projection,
     ReLU,
+    RMSNormalize,
+    RoPE,
     RowMean,
+    RowMeanSquare,
     RowVariance,
     ScaleMask,
+    SiLU,
     Softmax,
+    StdDev,
     WeightedSum,
+    WholeMean,
+    WholeVariance,
 )
 
 #: The notation of each role an operation plays (one symbol per kind of vector).
@@ -43,19 +57,41 @@ MULTI_HEAD = Notation("m", "m", "Multi-head output (after W_O)")
 FFN_HIDDEN = Notation("h", "h", "FFN hidden layer")
 FFN_OUTPUT = Notation("f", "f", "FFN output")
 UNBIASED_VARIANCE = Notation("s^2", "s²", "Unbiased variance")
+UNBIASED_STD = Notation("s", "s", "Unbiased standard deviation")
+RMS = Notation(r"\mathrm{rms}", "rms", "Root mean square sqrt(ms + eps)")
+QUERY_ROTATED = Notation(r"\tilde{q}", "q̃", "Rotated query (RoPE)")
+KEY_ROTATED = Notation(r"\tilde{k}", "k̃", "Rotated key (RoPE)")
+FFN_GATE = Notation("g", "g", "FFN gate")
+LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
+PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
+#: The activation operation of each ``activation`` value.
+ACTIVATION_OPS: dict[str, type[Operation]] = {
+    "relu": ReLU, "gelu": GELU, "gelu_tanh": GELUTanh, "silu": SiLU,
+}
 
 #: A sub-layer: reads one stage, returns the name of its output stage.
 Sublayer = Callable[[str], str]
 
 
 def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sympy.Matrix,
-                 token_ids: tuple[int, ...], pe: str) -> str:
-    """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum."""
+                 token_ids: tuple[int, ...], pe: str, base: int | sympy.Rational = 10000,
+                 learned: sympy.Matrix | None = None) -> str:
+    """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum.
+
+    ``pe = "learned"`` takes the rows of ``learned``; ``"rope"`` and ``"none"`` add zeros
+    (RoPE rotates the queries and keys instead, :func:`attention_head`).
+    """
     dims = tuple(f"d{j + 1}" for j in range(table.cols))
     e = g.add(f"{prefix}embeddings", "embeddings", Embedding(table, token_ids), (), tokens,
               dims)
-    p = g.add(f"{prefix}positional_encoding", "positional_encoding",
-              PositionalEncoding(len(tokens), table.cols, pe), (), tokens, dims)
+    if pe == "learned":
+        if learned.rows < len(tokens):
+            raise InputError(f"{g.example.source}: positional_embeddings has {learned.rows} "
+                             f"rows, fewer than the {len(tokens)} tokens")
+        op: Operation = LearnedPositional(learned, len(tokens))
+    else:
+        op = PositionalEncoding(len(tokens), table.cols, pe, base=base)
+    p = g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens, dims)
     return g.add(f"{prefix}input", "input", Add(INPUT), (e, p), tokens, dims)
 
 
@@ -64,57 +100,117 @@ def wrap(g: Derivation, p: str, k: int, x: str, sublayer: Sublayer, block: Block
     """Sub-layer ``k`` with its residual connection and LayerNorm.
 
     Post-norm ``LN(x + F(x))`` (the original paper, the post); pre-norm
-    ``x + F(LN(x))`` (most modern decoders).  The stages are ``P.add_normK`` (with
-    ``.sum`` for post-norm's residual sum) and, pre-norm, ``P.normK``.
+    ``x + F(LN(x))`` (most modern decoders); ``norm = "none"``: ``x + F(x)``.  The
+    stages are ``P.add_normK`` (with ``.sum`` for post-norm's residual sum) and,
+    pre-norm, ``P.normK``.  ``block.residual = False`` drops the ``x +``.
     """
+    keep = getattr(block, "residual", True)
     if block.norm == "post":
-        total = residual(g, f"{p}.add_norm{k}.sum", x, sublayer(x), number)
+        out = sublayer(x)
+        total = residual(g, f"{p}.add_norm{k}.sum", x, out, number) if keep else out
         return layer_norm(g, f"{p}.add_norm{k}", total, block, k, number)
-    normed = layer_norm(g, f"{p}.norm{k}", x, block, k, number)
-    return residual(g, f"{p}.add_norm{k}", x, sublayer(normed), number)
+    if block.norm == "pre":
+        x_in = layer_norm(g, f"{p}.norm{k}", x, block, k, number)
+    else:
+        x_in = x
+    out = sublayer(x_in)
+    return residual(g, f"{p}.add_norm{k}", x, out, number) if keep else out
 
 
 def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
                          W_O: sympy.Matrix | None, number: int, *, causal: bool,
                          kv: str | None = None, head_prefix: str = "",
-                         group: str = "attention") -> str:
+                         group: str = "attention", block: Block | None = None,
+                         b_O: sympy.Matrix | None = None,
+                         kv_heads: tuple[KVHead, ...] = ()) -> str:
     """Every head on ``x``, concatenated, then W_O (plain concatenation when W_O is None).
 
     ``kv`` takes keys and values from another stage (cross-attention);
     ``head_prefix``/``group`` name the stages (``decoder.layer1.self.head1.Q``,
-    ``decoder.layer1.self.output``).
+    ``decoder.layer1.self.output``).  ``block`` gives the scale and the RoPE style;
+    ``kv_heads``: grouped-query attention, keys and values computed once per shared
+    head (``P.kv_headK.K``, ``.V``).
     """
+    rope = _rope(g, block) if kv is None else None
+    shared = [kv_stages(g, f"{p}.kv_head{k}", x, head, rope, number)
+              for k, head in enumerate(kv_heads, start=1)]
     outputs = [attention_head(g, f"{p}.{head_prefix}head{k}", x, kv or x, head, causal,
-                              number, k)
+                              number, k, block=block, rope=rope,
+                              shared=shared[head.kv_head] if shared else None)
                for k, head in enumerate(heads, start=1)]
     rows = g[x].rows
     width = sum(g[h].shape[1] for h in outputs)
     concat = g.add(f"{p}.{group}.concat", "concat", Concat(), outputs, rows,
                    tuple(f"c{j + 1}" for j in range(width)), layer=number)
+    if W_O is None and b_O is not None:
+        W_O = sympy.eye(width)  # no W_O, a bias: plain concatenation plus b_O
     op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
-          else Projection(W_O, notation=MULTI_HEAD, weight="W_O"))
+          else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O"))
     return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows,
                  g[x].cols, layer=number)
 
 
+def _rope(g: Derivation, block: Block | None) -> tuple[sympy.Rational, str] | None:
+    """(base, style) when the example rotates queries and keys (RoPE), else None."""
+    example = g.example
+    if block is None or getattr(example, "positional_encoding", None) != "rope":
+        return None
+    return example.positional_encoding_base, block.rope_style
+
+
+def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
+             b: sympy.Matrix | None, notation: Notation, where: dict[str, int]) -> str:
+    cols = tuple(f"{notation.text}{j + 1}" for j in range(W.cols))
+    return g.add(f"{p}.{name}", name, Projection(W, b, notation, f"W_{name}", f"b_{name}"),
+                 (source,), g[source].rows, cols, **where)
+
+
+def _rotate(g: Derivation, p: str, name: str, source: str, rope: tuple[sympy.Rational, str],
+            notation: Notation, where: dict[str, int]) -> str:
+    """``P.NAME_rot``: the stage rotated by RoPE, position by position."""
+    n, d = g[source].shape
+    base, style = rope
+    return g.add(f"{p}.{name}_rot", f"{name}_rot", RoPE(n, d, base, style, notation=notation),
+                 (source,), g[source].rows, g[source].cols, **where)
+
+
+def kv_stages(g: Derivation, p: str, x: str, head: KVHead,
+              rope: tuple[sympy.Rational, str] | None, number: int) -> tuple[str, str]:
+    """A shared key/value head: ``P.K`` (rotated: ``P.K_rot``) and ``P.V``."""
+    where = {"layer": number}
+    K = _project(g, p, "K", x, head.W_K, head.b_K, KEY, where)
+    if rope is not None:
+        K = _rotate(g, p, "K", K, rope, KEY_ROTATED, where)
+    return K, _project(g, p, "V", x, head.W_V, head.b_V, VALUE, where)
+
+
 def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: bool,
-                   number: int, k: int) -> str:
-    """Scaled dot-product attention of one head: Q, K, V, scores, weights, output."""
+                   number: int, k: int, *, block: Block | None = None,
+                   rope: tuple[sympy.Rational, str] | None = None,
+                   shared: tuple[str, str] | None = None) -> str:
+    """Scaled dot-product attention of one head: Q, K, V, scores, weights, output.
+
+    ``rope`` rotates Q and K (``P.Q_rot``, ``P.K_rot``); ``shared`` gives the (K, V)
+    stages of a shared key/value head instead of this head's own.
+    """
     queries, keys = g[x].rows, g[kv].rows
     where = {"layer": number, "head": k}
-
-    def project(name: str, source: str, W: sympy.Matrix, notation: Notation) -> str:
-        cols = tuple(f"{notation.text}{j + 1}" for j in range(W.cols))
-        return g.add(f"{p}.{name}", name, Projection(W, notation=notation, weight=f"W_{name}"),
-                     (source,), g[source].rows, cols, **where)
-
-    Q = project("Q", x, head.W_Q, QUERY)                  # (n, d_k)
-    K = project("K", kv, head.W_K, KEY)                   # (m, d_k)
-    V = project("V", kv, head.W_V, VALUE)                 # (m, d_v)
+    Q = _project(g, p, "Q", x, head.W_Q, head.b_Q, QUERY, where)              # (n, d_k)
+    if rope is not None:
+        Q = _rotate(g, p, "Q", Q, rope, QUERY_ROTATED, where)
+    if shared is not None:
+        K, V = shared
+    else:
+        K = _project(g, p, "K", kv, head.W_K, head.b_K, KEY, where)           # (m, d_k)
+        if rope is not None:
+            K = _rotate(g, p, "K", K, rope, KEY_ROTATED, where)
+        V = _project(g, p, "V", kv, head.W_V, head.b_V, VALUE, where)         # (m, d_v)
     raw = g.add(f"{p}.raw_scores", "raw_scores", DotScores(), (Q, K), queries, keys, **where)
     masked = frozenset((i, j) for i in range(len(queries)) for j in range(len(keys))
                        if causal and j > i)
-    scores = g.add(f"{p}.scores", "scores", ScaleMask(head.d_k, masked, g.example.mask_value),
+    scale = block.scale if block is not None else None
+    scores = g.add(f"{p}.scores", "scores",
+                   ScaleMask(head.d_k, masked, g.example.mask_value, scale=scale),
                    (raw,), queries, keys, **where)
     weights = g.add(f"{p}.weights", "weights", Softmax(), (scores,), queries, keys, **where)
     cols = tuple(f"o{j + 1}" for j in range(head.d_v))
@@ -123,15 +219,27 @@ def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: b
 
 
 def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> str:
-    """Position-wise FFN: hidden = x W_1 + b_1, activation, output = a W_2 + b_2."""
+    """Position-wise FFN: hidden = x W_1 + b_1, activation, output = a W_2 + b_2.
+
+    Gated (``W_gate``): gate = x W_gate + b_gate, activation = act(gate) * hidden.
+    """
     rows = g[x].rows
     ff = tuple(f"ff{j + 1}" for j in range(block.d_ff))
+    activation = ACTIVATION_OPS[block.activation]()
+    gate = None
+    if block.W_gate is not None:
+        gate = g.add(f"{p}.ffn.gate", "ffn_gate",
+                     Projection(block.W_gate, block.b_gate, FFN_GATE, "W_gate", "b_gate"),
+                     (x,), rows, ff, layer=number)
     hidden = g.add(f"{p}.ffn.hidden", "ffn_hidden",
                    Projection(block.W_1, block.b_1, FFN_HIDDEN, "W_1", "b_1"), (x,), rows, ff,
                    layer=number)
-    activation = {"relu": ReLU, "gelu": GELU}[block.activation]()
-    act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
-                layer=number)
+    if gate is None:
+        act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
+                    layer=number)
+    else:
+        act = g.add(f"{p}.ffn.activation", "ffn_activation", GatedProduct(activation),
+                    (gate, hidden), rows, ff, layer=number)
     return g.add(f"{p}.ffn.output", "ffn_output",
                  Projection(block.W_2, block.b_2, FFN_OUTPUT, "W_2", "b_2"), (act,), rows,
                  g[x].cols, layer=number)
@@ -142,14 +250,46 @@ def residual(g: Derivation, name: str, x: str, sub: str, number: int) -> str:
     return g.add(name, "residual", Add(), (x, sub), g[x].rows, g[x].cols, layer=number)
 
 
-def layer_norm(g: Derivation, name: str, x: str, block: Block, which: int, number: int) -> str:
-    """LayerNorm of each row of ``x``, with its mean and variance as stages of their own."""
+def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number: int) -> str:
+    """The normalisation of ``x`` (``block.layer_norm``), its statistics as stages.
+
+    LayerNorm: ``NAME.mean``, ``NAME.variance``, ``NAME.std`` (sigma = sqrt(sigma^2 +
+    eps), printed by walkthroughs; the unbiased convention's sqrt(s^2)) and ``NAME``.
+    RMSNorm: ``NAME.mean_square``, ``NAME.std`` (the RMS sqrt(ms + eps)) and ``NAME``.
+    ``gamma_WHICH``/``beta_WHICH`` of ``block`` scale and shift the result.
+    """
     rows = g[x].rows
-    unbiased = block.layer_norm == "unbiased"
-    mean = g.add(f"{name}.mean", "mean", RowMean(), (x,), rows, ("mean",), layer=number)
-    var = g.add(f"{name}.variance", "variance",
-                RowVariance(unbiased, UNBIASED_VARIANCE if unbiased else None), (x, mean),
-                rows, ("variance",), layer=number)
+    kind = block.layer_norm
     gamma, beta = getattr(block, f"gamma_{which}"), getattr(block, f"beta_{which}")
+    if kind == "rms":
+        ms = g.add(f"{name}.mean_square", "mean_square", RowMeanSquare(), (x,), rows,
+                   ("mean_square",), layer=number)
+        g.add(f"{name}.std", "std", StdDev(block.eps, RMS), (ms,), rows, ("rms",),
+              layer=number)
+        return g.add(name, "rms_norm", RMSNormalize(block.eps, gamma), (x, ms), rows,
+                     g[x].cols, layer=number)
+    unbiased = kind == "unbiased"
+    whole = kind == "whole_matrix"
+    mean = g.add(f"{name}.mean", "mean", WholeMean() if whole else RowMean(), (x,), rows,
+                 ("mean",), layer=number)
+    variance_op = WholeVariance() if whole else RowVariance(
+        unbiased, UNBIASED_VARIANCE if unbiased else None)
+    var = g.add(f"{name}.variance", "variance", variance_op, (x, mean), rows, ("variance",),
+                layer=number)
+    # sigma, a number of its own (Normalize still reads the variance)
+    std = StdDev(sympy.S.Zero, UNBIASED_STD) if unbiased else StdDev(block.eps)
+    g.add(f"{name}.std", "std", std, (var,), rows, ("std",), layer=number)
     return g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
                  (x, mean, var), rows, g[x].cols, layer=number)
+
+
+def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,
+            vocab: tuple[str, ...]) -> str:
+    """``logits`` = x W_vocab + b_vocab, ``probabilities``, ``next_token`` (exact argmax)."""
+    tokens = g[x].rows
+    logits = g.add("logits", "logits", Projection(W, b, LOGITS, "W_vocab", "b_vocab"), (x,),
+                   tokens, vocab)
+    g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"), (logits,), tokens,
+          vocab)
+    return g.add("next_token", "next_token", ArgmaxIndicator(TieProver(g, logits)),
+                 (logits,), tokens[-1:], vocab)

@@ -30,7 +30,10 @@ def estimated_work(example: Example) -> int:
     for layer in example.layers:
         for h in layer.heads:
             work += n * d * (2 * h.d_k + h.d_v) + n * n * (h.d_k + h.d_v + 2)
-        work += n * sum(h.d_v for h in layer.heads) * d + 2 * n * d * layer.d_ff + 8 * n * d
+        gated = 3 if layer.W_gate is not None else 2
+        work += n * sum(h.d_v for h in layer.heads) * d + gated * n * d * layer.d_ff + 8 * n * d
+    if example.lm_head is not None:
+        work += n * d * len(example.vocab) + 2 * n * len(example.vocab)
     if example.decoder is not None:
         work += example.decoder.estimated_work(n)
     return work

@@ -93,14 +93,16 @@ def format_steps(title: str, steps: list[Step], decimals: int) -> str:
     vocab = steps[0].derivation["probabilities"].cols
     rows = [[str(n), " ".join(s.tokens), *s.probabilities(decimals), str(s.choice)]
             for n, s in enumerate(steps, start=1)]
-    header = ["step", "target so far", *vocab, "next token"]
+    lm = steps[0].derivation.example.lm_head is not None  # a decoder-only language model
+    header = ["step", "tokens so far" if lm else "target so far", *vocab, "next token"]
     widths = [max(len(r[j]) for r in [header, *rows]) for j in range(len(header))]
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.ljust(w) if j in (1, len(cells) - 1) else c.rjust(w)
                          for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    out = [f"{title}: P(next token | source, target so far), certified", "",
+    given = "tokens so far" if lm else "source, target so far"
+    out = [f"{title}: P(next token | {given}), certified", "",
            line(header), *map(line, rows)]
     final = steps[-1]
     generated = [s.choice.token for s in steps if not s.choice.is_tie]

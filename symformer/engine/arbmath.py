@@ -59,6 +59,7 @@ _FUNCTIONS = {
     sympy.exp: arb.exp,
     sympy.erf: arb.erf,
     sympy.log: arb.log,
+    sympy.tanh: arb.tanh,
 }
 
 
@@ -66,7 +67,7 @@ def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -
     """Evaluate a SymPy expression in ball arithmetic at the current precision.
 
     ``env`` gives balls for free symbols.  Supported: rationals, ``pi``, ``E``,
-    ``+``, ``*``, powers, sin, cos, exp, erf, log, Max.  Anything else raises
+    ``+``, ``*``, powers, sin, cos, exp, erf, log, tanh, Max.  Anything else raises
     :class:`NotSupportedError` rather than guessing through a float.
     """
     if expr.is_Rational:

@@ -122,7 +122,7 @@ def next_token(g: Derivation) -> NextToken:
     if "next_token" not in g:
         raise InputError(
             f"{g.example.source}: no next token: the example needs a [decoder] table "
-            f"with W_vocab (see symformer/examples/encoder_decoder.toml)"
+            f"with W_vocab or an [lm_head] table (see symformer/examples/encoder_decoder.toml)"
         )
     stage = g["next_token"]
     logits = stage.inputs[0]

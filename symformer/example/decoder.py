@@ -30,9 +30,9 @@ from symformer.example.fields import (
 from symformer.example.numbers import exact_number
 from symformer.example.schema import (
     ACTIVATIONS,
+    DECODER_POSITIONAL_ENCODINGS,
     LAYER_NORMS,
     NORM_PLACEMENTS,
-    POSITIONAL_ENCODINGS,
     Block,
     Head,
 )
@@ -124,8 +124,8 @@ def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any]
         embeddings=embeddings,
         layers=layers,
         W_vocab=matrix(data, "W_vocab", here, rows=d_model, cols=len(vocab), required=False),
-        positional_encoding=choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here,
-                                    positional_encoding),
+        positional_encoding=choice(data, "positional_encoding",
+                                   DECODER_POSITIONAL_ENCODINGS, here, positional_encoding),
     )
 
 

@@ -8,6 +8,7 @@ that place.  The loader (encoder side) and the ``[decoder]`` table share them.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import sympy
@@ -17,7 +18,7 @@ from symformer.example.numbers import exact_number
 from symformer.example.schema import Head
 
 #: The keys of a ``[[layer.head]]`` table (and of the decoder's heads).
-HEAD_KEYS = {"W_Q", "W_K", "W_V"}
+HEAD_KEYS = {"W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"}
 
 
 def vocab_and_tokens(data: dict[str, Any], here: Where, vocab_name: str = "vocab"
@@ -52,12 +53,16 @@ class Where:
 
 
 def no_unknown_keys(table: dict[str, Any], known: set[str], here: Where) -> None:
-    """Refuse a key of ``table`` that is not in ``known``, naming the known ones."""
+    """Refuse a key of ``table`` that is not in ``known``, suggesting the closest one
+    (``causual`` -> ``causal``), else naming the known ones."""
     unknown = sorted(set(table) - known)
     if unknown:
-        raise InputError(
-            f"{here}: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(known))})"
-        )
+        same_case = [k for k in sorted(known) if k.lower() == unknown[0].lower()]
+        close = same_case or difflib.get_close_matches(unknown[0], sorted(known), n=1,
+                                                       cutoff=0.6)
+        hint = (f"did you mean {close[0]!r}?" if close
+                else f"known keys: {', '.join(sorted(known))}")
+        raise InputError(f"{here}: unknown key {unknown[0]!r} ({hint})")
 
 
 def string_list(data: dict[str, Any], key: str, here: Where) -> list[str]:
@@ -138,11 +143,20 @@ def _shape_text(n: int | None) -> str:
 
 
 def head(data: Any, here: Where, d_model: int) -> Head:
-    """One attention head's table: ``W_Q``, ``W_K`` (same width) and ``W_V``."""
+    """One attention head's table: ``W_Q``, ``W_K`` (same width), ``W_V`` and their
+    optional biases ``b_Q``, ``b_K``, ``b_V``."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, HEAD_KEYS, here)
     W_Q = matrix(data, "W_Q", here, rows=d_model)
     W_K = matrix(data, "W_K", here, rows=d_model, cols=W_Q.cols)
     W_V = matrix(data, "W_V", here, rows=d_model)
-    return Head(W_Q=W_Q, W_K=W_K, W_V=W_V)
+    return Head(W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=optional_vector(data, "b_Q", here, W_Q.cols),
+                b_K=optional_vector(data, "b_K", here, W_K.cols),
+                b_V=optional_vector(data, "b_V", here, W_V.cols))
+
+
+def optional_vector(data: dict[str, Any], key: str, here: Where, width: int
+                    ) -> sympy.Matrix | None:
+    """``data[key]`` as a row vector of ``width`` exact numbers, or None when absent."""
+    return vector(data, key, here, width) if key in data else None

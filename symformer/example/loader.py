@@ -24,6 +24,7 @@ from symformer.example.fields import (
     head,
     matrix,
     no_unknown_keys,
+    optional_vector,
     vector,
     vocab_and_tokens,
 )
@@ -38,8 +39,14 @@ from symformer.example.schema import (
     LAYER_NORMS,
     NORM_PLACEMENTS,
     POSITIONAL_ENCODINGS,
+    ROPE_STYLES,
+    SCALES,
     Example,
+    FinalNorm,
+    Head,
+    KVHead,
     Layer,
+    LMHead,
 )
 
 BUILTIN_NAME = "builtin.toml"
@@ -48,14 +55,21 @@ MAX_FILE_BYTES = 8 * 2**20
 #: The deepest nesting of arrays and tables accepted in a TOML file.
 MAX_NESTING = 32
 
+#: The conventions a [[layer]] inherits from the top level unless it sets its own.
+_CONVENTION_KEYS = {"eps", "activation", "norm", "layer_norm", "scale", "residual",
+                    "rope_style"}
 _TOP_KEYS = {
-    "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal", "eps",
-    "layer", "mask", "layer_norm", "norm", "activation", "decoder", "description",
-}
+    "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal",
+    "layer", "mask", "decoder", "description", "positional_encoding_base",
+    "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head",
+} | _CONVENTION_KEYS
 _LAYER_KEYS = {
-    "head", "W_O", "W_1", "b_1", "W_2", "b_2", "activation", "norm", "eps", "layer_norm",
+    "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
     "gamma_1", "beta_1", "gamma_2", "beta_2",
-}
+} | _CONVENTION_KEYS
+_QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
+_KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
+_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"}
 #: C0 and C1 controls with DEL, the line and paragraph separators, the bidi overrides.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -178,22 +192,13 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     embeddings = matrix(data, "embeddings", here, rows=len(vocab))
     d_model = embeddings.cols
     pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
-    causal = data.get("causal", False)
-    if not isinstance(causal, bool):
-        raise InputError(f"{here}: causal must be true or false, found {causal!r}")
-    defaults = {
-        "eps": exact_number(data.get("eps", "1e-6"), f"{here}: eps"),
-        "activation": choice(data, "activation", ACTIVATIONS, here, "relu"),
-        "norm": choice(data, "norm", NORM_PLACEMENTS, here, "post"),
-        "layer_norm": choice(data, "layer_norm", LAYER_NORMS, here, "biased"),
-    }
-    if defaults["eps"] < 0:
-        raise InputError(f"{here}: eps must not be negative, found {defaults['eps']}")
+    causal = _boolean(data, "causal", here, False)
+    defaults = _conventions(data, here, None)
     layers_data = data.get("layer")
     if not isinstance(layers_data, list) or not layers_data:
         raise InputError(f"{here}: expected at least one [[layer]] table")
     layers = tuple(
-        _layer(layer, here.sub(f"layer {n}"), d_model, defaults)
+        _layer(layer, here.sub(f"layer {n}"), d_model, defaults, pe)
         for n, layer in enumerate(layers_data, start=1)
     )
     decoder = None
@@ -202,6 +207,10 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
+    lm_head = _lm_head(data, here, embeddings)
+    if lm_head is not None and decoder is not None:
+        raise InputError(f"{here}: lm_head turns the encoder stack into a decoder-only "
+                         f"language model; it cannot be combined with a [decoder] table")
     return Example(
         title=title,
         tokens=tuple(tokens),
@@ -213,7 +222,137 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         mask_value=_mask(data, here),
         source=source,
         decoder=decoder,
+        positional_encoding_base=_base(data, here, pe),
+        positional_embeddings=_learned_table(data, here, pe, len(tokens), d_model),
+        final_norm=_final_norm(data, here, d_model, defaults),
+        lm_head=lm_head,
     )
+
+
+def _conventions(data: dict[str, Any], here: Where, defaults: dict[str, Any] | None
+                 ) -> dict[str, Any]:
+    """The conventions of a table: its own keys, else ``defaults`` (None: today's)."""
+    inherited = defaults or {
+        "eps": sympy.Rational(1, 10**6), "activation": "relu", "norm": "post",
+        "layer_norm": "biased", "scale": None, "residual": True,
+        "rope_style": "interleaved",
+    }
+    eps = inherited["eps"]
+    if "eps" in data:
+        eps = exact_number(data["eps"], f"{here}: eps")
+        if eps < 0:
+            raise InputError(f"{here}: eps must not be negative, found {eps}")
+    return {
+        "eps": eps,
+        "activation": choice(data, "activation", ACTIVATIONS, here, inherited["activation"]),
+        "norm": choice(data, "norm", NORM_PLACEMENTS, here, inherited["norm"]),
+        "layer_norm": choice(data, "layer_norm", LAYER_NORMS, here, inherited["layer_norm"]),
+        "scale": _scale(data, here) if "scale" in data else inherited["scale"],
+        "residual": _boolean(data, "residual", here, inherited["residual"]),
+        "rope_style": choice(data, "rope_style", ROPE_STYLES, here, inherited["rope_style"]),
+    }
+
+
+def _scale(data: dict[str, Any], here: Where) -> sympy.Rational | None:
+    """``scale``: "sqrt_dk" (None), "none" (1) or an exact positive number."""
+    value = data["scale"]
+    if isinstance(value, str) and value in SCALES:
+        return None if value == "sqrt_dk" else sympy.Integer(1)
+    if isinstance(value, str) and not any(c.isdigit() for c in value):
+        raise InputError(f"{here}: scale must be \"sqrt_dk\", \"none\" or a positive number; "
+                         f"found {value!r}")
+    number = exact_number(value, f"{here}: scale")
+    if number <= 0:
+        raise InputError(f"{here}: scale must be positive (the scores are divided by it), "
+                         f"found {number}")
+    return number
+
+
+def _boolean(data: dict[str, Any], key: str, here: Where, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise InputError(f"{here}: {key} must be true or false, found {value!r}")
+    return value
+
+
+def _base(data: dict[str, Any], here: Where, pe: str) -> sympy.Rational:
+    """``positional_encoding_base`` (sinusoidal and rope): an exact number > 1."""
+    if "positional_encoding_base" not in data:
+        return sympy.Integer(10000)
+    if pe not in ("sinusoidal", "rope"):
+        raise InputError(f"{here}: positional_encoding_base is used by the sinusoidal and "
+                         f"rope encodings only; positional_encoding is {pe!r}")
+    base = exact_number(data["positional_encoding_base"], f"{here}: positional_encoding_base")
+    if base <= 1:
+        raise InputError(f"{here}: positional_encoding_base must be greater than 1, "
+                         f"found {base}")
+    return base
+
+
+def _learned_table(data: dict[str, Any], here: Where, pe: str, n: int, d_model: int
+                   ) -> sympy.Matrix | None:
+    """``positional_embeddings`` (learned positions): d_model wide, a row per token."""
+    if pe != "learned":
+        if "positional_embeddings" in data:
+            raise InputError(f"{here}: positional_embeddings needs positional_encoding = "
+                             f"\"learned\" (found {pe!r})")
+        return None
+    if "positional_embeddings" not in data:
+        raise InputError(f"{here}: positional_encoding = \"learned\" needs "
+                         f"positional_embeddings (one row of {d_model} per position)")
+    table = matrix(data, "positional_embeddings", here, cols=d_model)
+    if table.rows < n:
+        raise InputError(f"{here}: positional_embeddings has {table.rows} rows, fewer than "
+                         f"the {n} tokens of the sentence (one row per position)")
+    return table
+
+
+def _final_norm(data: dict[str, Any], here: Where, d_model: int, defaults: dict[str, Any]
+                ) -> FinalNorm | None:
+    """``final_norm = true`` (+ ``gamma_f``, ``beta_f``): a normalisation after the last block."""
+    if not _boolean(data, "final_norm", here, False):
+        for key in ("gamma_f", "beta_f"):
+            if key in data:
+                raise InputError(f"{here}: {key} needs final_norm = true")
+        return None
+    _no_beta(data, ("beta_f",), defaults["layer_norm"], here)
+    return FinalNorm(layer_norm=defaults["layer_norm"], eps=defaults["eps"],
+                     gamma_f=vector(data, "gamma_f", here, d_model, default=1),
+                     beta_f=vector(data, "beta_f", here, d_model, default=0))
+
+
+def _no_beta(data: dict[str, Any], keys: tuple[str, ...], layer_norm: str,
+             here: Where) -> None:
+    """RMSNorm has no beta: refuse one rather than ignore it."""
+    if layer_norm == "rms":
+        for key in keys:
+            if key in data:
+                raise InputError(f"{here}: {key} has no meaning with layer_norm = \"rms\" "
+                                 f"(RMSNorm has no beta)")
+
+
+def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix) -> LMHead | None:
+    """The ``[lm_head]`` table: ``W_vocab`` (d_model x |vocab|) or ``tied = true``."""
+    if "lm_head" not in data:
+        return None
+    table, where = data["lm_head"], here.sub("lm_head")
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table")
+    no_unknown_keys(table, _LM_HEAD_KEYS, where)
+    d_model, vocab = embeddings.cols, embeddings.rows
+    tied = _boolean(table, "tied", where, False)
+    if tied == ("W_vocab" in table):
+        raise InputError(f"{where}: give either W_vocab ({d_model}x{vocab}) or tied = true "
+                         f"(the embedding table transposed), not "
+                         f"{'both' if tied else 'neither'}")
+    if tied:
+        W = embeddings.T
+        if W.rows != d_model:  # the embedding width is d_model by construction
+            raise InputError(f"{where}: tied = true needs embeddings {d_model} wide")
+    else:
+        W = matrix(table, "W_vocab", where, rows=d_model, cols=vocab)
+    b = vector(table, "b_vocab", where, vocab) if "b_vocab" in table else None
+    return LMHead(W_vocab=W, b_vocab=b, tied=tied)
 
 
 def _printable_names(data: dict[str, Any], here: Where) -> None:
@@ -250,14 +389,16 @@ def _mask(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     return number
 
 
-def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any]) -> Layer:
+def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
+           pe: str = "sinusoidal") -> Layer:
+    """One ``[[layer]]`` table: attention, optional FFN, norms and conventions."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, _LAYER_KEYS, here)
-    heads_data = data.get("head")
-    if not isinstance(heads_data, list) or not heads_data:
-        raise InputError(f"{here}: expected at least one [[layer.head]] table")
-    heads = tuple(head(h, here.sub(f"head {k}"), d_model) for k, h in enumerate(heads_data, 1))
+    conventions = _conventions(data, here, defaults)
+    heads, kv_heads = _attention_heads(data, here, d_model)
+    if pe == "rope":
+        _even_widths(heads, here)
     width = sum(h.d_v for h in heads)
     W_O = matrix(data, "W_O", here, rows=width, cols=d_model, required=False)
     if W_O is None and width != d_model:
@@ -265,24 +406,100 @@ def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any]) -> La
             f"{here}: W_O is missing and the heads' value widths add up to {width}, not "
             f"d_model = {d_model}; give W_O ({width}x{d_model})"
         )
-    W_1 = matrix(data, "W_1", here, rows=d_model)
-    d_ff = W_1.cols
-    eps = exact_number(data["eps"], f"{here}: eps") if "eps" in data else defaults["eps"]
-    if eps < 0:
-        raise InputError(f"{here}: eps must not be negative, found {eps}")
+    _no_beta(data, ("beta_1", "beta_2"), conventions["layer_norm"], here)
     return Layer(
         heads=heads,
+        kv_heads=kv_heads,
         W_O=W_O,
-        W_1=W_1,
-        b_1=vector(data, "b_1", here, d_ff),
-        W_2=matrix(data, "W_2", here, rows=d_ff, cols=d_model),
-        b_2=vector(data, "b_2", here, d_model),
+        b_O=optional_vector(data, "b_O", here, d_model),
+        **_feed_forward(data, here, d_model),
         gamma_1=vector(data, "gamma_1", here, d_model, default=1),
         beta_1=vector(data, "beta_1", here, d_model, default=0),
         gamma_2=vector(data, "gamma_2", here, d_model, default=1),
         beta_2=vector(data, "beta_2", here, d_model, default=0),
-        activation=choice(data, "activation", ACTIVATIONS, here, defaults["activation"]),
-        norm=choice(data, "norm", NORM_PLACEMENTS, here, defaults["norm"]),
-        eps=eps,
-        layer_norm=choice(data, "layer_norm", LAYER_NORMS, here, defaults["layer_norm"]),
+        **conventions,
     )
+
+
+def _feed_forward(data: dict[str, Any], here: Where, d_model: int) -> dict[str, Any]:
+    """``W_1``, ``b_1``, ``W_2``, ``b_2``, ``W_gate``, ``b_gate``; no ``W_1``: no FFN."""
+    if "W_1" not in data:
+        for key in ("W_2", "b_1", "b_2", "W_gate", "b_gate"):
+            if key in data:
+                raise InputError(f"{here}: {key} is given without W_1 (a block without W_1 "
+                                 f"has no feed-forward sub-layer)")
+        return {"W_1": None, "b_1": None, "W_2": None, "b_2": None}
+    W_1 = matrix(data, "W_1", here, rows=d_model)
+    d_ff = W_1.cols
+    if "b_gate" in data and "W_gate" not in data:
+        raise InputError(f"{here}: b_gate is given without W_gate")
+    return {
+        "W_1": W_1,
+        "b_1": optional_vector(data, "b_1", here, d_ff),
+        "W_2": matrix(data, "W_2", here, rows=d_ff, cols=d_model),
+        "b_2": optional_vector(data, "b_2", here, d_model),
+        "W_gate": matrix(data, "W_gate", here, rows=d_model, cols=d_ff, required=False),
+        "b_gate": optional_vector(data, "b_gate", here, d_ff),
+    }
+
+
+def _attention_heads(data: dict[str, Any], here: Where, d_model: int
+                     ) -> tuple[tuple[Head, ...], tuple[KVHead, ...]]:
+    """The query heads and, with ``[[layer.kv_head]]`` tables, the shared key/value heads."""
+    heads_data = data.get("head")
+    if not isinstance(heads_data, list) or not heads_data:
+        raise InputError(f"{here}: expected at least one [[layer.head]] table")
+    if "kv_head" not in data:
+        for k, h in enumerate(heads_data, 1):
+            if isinstance(h, dict) and "kv_head" in h:
+                raise InputError(f"{here.sub(f'head {k}')}: kv_head is given but the layer "
+                                 f"has no [[layer.kv_head]] tables")
+        return tuple(head(h, here.sub(f"head {k}"), d_model)
+                     for k, h in enumerate(heads_data, 1)), ()
+    kv_data = data["kv_head"]
+    if not isinstance(kv_data, list) or not kv_data:
+        raise InputError(f"{here}: kv_head must be [[layer.kv_head]] tables")
+    kv_heads = tuple(_kv_head(h, here.sub(f"kv_head {k}"), d_model)
+                     for k, h in enumerate(kv_data, 1))
+    n, m = len(heads_data), len(kv_heads)
+    heads = []
+    for k, h in enumerate(heads_data, 1):
+        where = here.sub(f"head {k}")
+        if not isinstance(h, dict):
+            raise InputError(f"{where}: must be a table")
+        no_unknown_keys(h, _QUERY_HEAD_KEYS, where)
+        if "kv_head" in h:
+            index = h["kv_head"]
+            if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= m:
+                raise InputError(f"{where}: kv_head must be a key/value head number from 1 "
+                                 f"to {m}, found {index!r}")
+            index -= 1
+        elif n % m:
+            raise InputError(f"{where}: {n} query heads cannot share {m} key/value heads "
+                             f"evenly; give kv_head = k in every [[layer.head]]")
+        else:
+            index = (k - 1) // (n // m)  # consecutive query heads share one (Llama)
+        kv = kv_heads[index]
+        W_Q = matrix(h, "W_Q", where, rows=d_model, cols=kv.W_K.cols)
+        heads.append(Head(W_Q=W_Q, W_K=kv.W_K, W_V=kv.W_V, b_Q=optional_vector(
+            h, "b_Q", where, W_Q.cols), b_K=kv.b_K, b_V=kv.b_V, kv_head=index))
+    return tuple(heads), kv_heads
+
+
+def _kv_head(data: Any, here: Where, d_model: int) -> KVHead:
+    """One ``[[layer.kv_head]]`` table: W_K, W_V and their optional biases."""
+    if not isinstance(data, dict):
+        raise InputError(f"{here}: must be a table")
+    no_unknown_keys(data, _KV_HEAD_KEYS, here)
+    W_K = matrix(data, "W_K", here, rows=d_model)
+    W_V = matrix(data, "W_V", here, rows=d_model)
+    return KVHead(W_K=W_K, W_V=W_V, b_K=optional_vector(data, "b_K", here, W_K.cols),
+                  b_V=optional_vector(data, "b_V", here, W_V.cols))
+
+
+def _even_widths(heads: tuple[Head, ...], here: Where) -> None:
+    """RoPE rotates pairs of dimensions: every d_k must be even."""
+    for k, h in enumerate(heads, 1):
+        if h.d_k % 2:
+            raise InputError(f"{here.sub(f'head {k}')}: rope needs an even d_k (it rotates "
+                             f"pairs of dimensions), found d_k = {h.d_k}")

@@ -17,22 +17,41 @@ if TYPE_CHECKING:
 #: LayerNorm conventions.  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
 #: variance, eps inside the root (PyTorch, the blog post).  ``"unbiased"``:
 #: (x - mu) / (std + eps) with the unbiased standard deviation, eps outside the root
-#: (the Annotated Transformer's LayerNorm).
-LAYER_NORMS = ("biased", "unbiased")
-#: Where LayerNorm sits: after the residual sum (the original paper, the post) or
-#: before each sub-layer (most modern decoders).
-NORM_PLACEMENTS = ("post", "pre")
-ACTIVATIONS = ("relu", "gelu")
-POSITIONAL_ENCODINGS = ("sinusoidal", "none")
+#: (the Annotated Transformer's LayerNorm).  ``"whole_matrix"``: mean and variance
+#: over every entry of the matrix (what ``x.mean()`` without an axis computes).
+#: ``"rms"``: RMSNorm, x / sqrt(mean(x^2) + eps) * gamma (no mean, no beta).
+LAYER_NORMS = ("biased", "unbiased", "whole_matrix", "rms")
+#: Where LayerNorm sits: after the residual sum (the original paper, the post),
+#: before each sub-layer (most modern decoders), or nowhere.
+NORM_PLACEMENTS = ("post", "pre", "none")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+#: ``"learned"`` adds rows of ``positional_embeddings``; ``"rope"`` adds nothing and
+#: rotates every head's queries and keys instead.
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
+#: What the decoder of an encoder-decoder example supports.
+DECODER_POSITIONAL_ENCODINGS = ("sinusoidal", "none")
+#: The attention scale's named values (a positive number divides the scores by it).
+SCALES = ("sqrt_dk", "none")
+#: RoPE's pairs: (2i, 2i+1) as in the RoFormer paper, or (i, i + d/2) as in Hugging
+#: Face's Llama (``rotate_half``).
+ROPE_STYLES = ("interleaved", "half")
 
 
 @dataclass(frozen=True)
 class Head:
-    """One attention head's projections, each ``d_model x d_k``."""
+    """One attention head's projections, each ``d_model x d_k``, and optional biases.
+
+    With grouped-query attention ``kv_head`` is the 0-based index of the layer's
+    key/value head this query head reads; ``W_K``/``W_V`` are then that head's.
+    """
 
     W_Q: sympy.Matrix
     W_K: sympy.Matrix
     W_V: sympy.Matrix
+    b_Q: sympy.Matrix | None = None
+    b_K: sympy.Matrix | None = None
+    b_V: sympy.Matrix | None = None
+    kv_head: int | None = None
 
     @property
     def d_k(self) -> int:
@@ -45,17 +64,28 @@ class Head:
         return self.W_V.cols
 
 
+@dataclass(frozen=True)
+class KVHead:
+    """A key/value head shared by several query heads (grouped-query attention)."""
+
+    W_K: sympy.Matrix
+    W_V: sympy.Matrix
+    b_K: sympy.Matrix | None = None
+    b_V: sympy.Matrix | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Block:
     """What every block has besides its attention: the FFN, the LayerNorms, conventions.
 
-    ``gamma_k``/``beta_k`` belong to the k-th Add & Norm of the block.
+    ``gamma_k``/``beta_k`` belong to the k-th Add & Norm of the block.  ``W_1 = None``:
+    no feed-forward sub-layer; ``W_gate``: a gated FFN act(x W_gate) * (x W_1).
     """
 
-    W_1: sympy.Matrix  # d_model x d_ff
-    b_1: sympy.Matrix  # 1 x d_ff
-    W_2: sympy.Matrix  # d_ff x d_model
-    b_2: sympy.Matrix  # 1 x d_model
+    W_1: sympy.Matrix | None  # d_model x d_ff
+    b_1: sympy.Matrix | None  # 1 x d_ff
+    W_2: sympy.Matrix | None  # d_ff x d_model
+    b_2: sympy.Matrix | None  # 1 x d_model
     gamma_1: sympy.Matrix  # 1 x d_model
     beta_1: sympy.Matrix
     gamma_2: sympy.Matrix
@@ -64,11 +94,18 @@ class Block:
     norm: str = "post"
     eps: sympy.Rational = sympy.Rational(1, 10**6)
     layer_norm: str = "biased"
+    W_gate: sympy.Matrix | None = None  # d_model x d_ff
+    b_gate: sympy.Matrix | None = None
+    #: False drops the residual connections of the block.
+    residual: bool = True
+    #: None divides the scores by sqrt(d_k); a number divides them by it (1: unscaled).
+    scale: sympy.Rational | None = None
+    rope_style: str = "interleaved"
 
     @property
     def d_ff(self) -> int:
-        """Hidden width of the feed-forward network."""
-        return self.W_1.cols
+        """Hidden width of the feed-forward network (0: no FFN)."""
+        return 0 if self.W_1 is None else self.W_1.cols
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +114,28 @@ class Layer(Block):
 
     heads: tuple[Head, ...]
     W_O: sympy.Matrix | None  # None: plain concatenation (the heads' widths add to d_model)
+    b_O: sympy.Matrix | None = None
+    #: Key/value heads shared by the query heads (grouped-query attention); () otherwise.
+    kv_heads: tuple[KVHead, ...] = ()
+
+
+@dataclass(frozen=True)
+class FinalNorm:
+    """The normalisation after the last block (``final_norm = true``)."""
+
+    layer_norm: str
+    eps: sympy.Rational
+    gamma_f: sympy.Matrix
+    beta_f: sympy.Matrix
+
+
+@dataclass(frozen=True)
+class LMHead:
+    """The language-model head: logits = z W_vocab + b_vocab (W_vocab: d_model x |vocab|)."""
+
+    W_vocab: sympy.Matrix
+    b_vocab: sympy.Matrix | None = None
+    tied: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +155,12 @@ class Example:
     source: str = "<built-in>"
     #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
     decoder: Decoder | None = None
+    positional_encoding_base: sympy.Rational = sympy.Integer(10000)
+    #: The learned table (``positional_encoding = "learned"``): one row per position.
+    positional_embeddings: sympy.Matrix | None = None
+    final_norm: FinalNorm | None = None
+    #: A decoder-only language model's head (``[lm_head]``).
+    lm_head: LMHead | None = None
 
     @property
     def d_model(self) -> int:

@@ -241,6 +241,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
             group = _group(stage)
             out.append(Heading(group, 2))
         row = decoder.worked_row(stage, token, target) if target is not None else token
+        row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
         out.append(Section(Heading(_title(stage), 3), stage_fragments(stage, row, options)))
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,

@@ -10,22 +10,30 @@ from symformer.ops.base import OPERATIONS, Notation, Operation
 from symformer.ops.concat import Concat
 from symformer.ops.dot_scores import DotScores
 from symformer.ops.embedding import Embedding
+from symformer.ops.gated import GatedProduct
 from symformer.ops.gelu import GELU
+from symformer.ops.gelu_tanh import GELUTanh
 from symformer.ops.identity import Identity
+from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
 from symformer.ops.relu import ReLU
+from symformer.ops.rms_norm import RMSNormalize, RowMeanSquare
+from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
+from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
+from symformer.ops.std_dev import StdDev
 from symformer.ops.variance import RowVariance
 from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores", "Embedding",
-    "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
-    "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
-    "WholeVariance", "positional_encoding",
+    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores",
+    "Embedding", "GELUTanh", "GatedProduct", "Identity", "LearnedPositional", "Normalize",
+    "Notation", "Operation", "PositionalEncoding", "Projection", "RMSNormalize", "ReLU",
+    "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask", "SiLU", "Softmax",
+    "StdDev", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
 ]

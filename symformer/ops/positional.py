@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -43,6 +43,12 @@ def sinusoidal(n, d_model):
     return pe
 
 
+def sinusoidal_base(pos, two_i, even, d_model, base):
+    """The table with another base: sin on the even columns 2i, cos on the odd 2i+1."""
+    return np.where(even, np.sin(pos / base ** (two_i / d_model)),
+                    np.cos(pos / base ** (two_i / d_model)))
+
+
 def no_positions(n, d_model):
     """No positional encoding: the zero table (n, d_model)."""
     return np.zeros((n, d_model))
@@ -57,13 +63,16 @@ _SINUSOIDAL = (Spelling(lhs=_pe("2i", "2i"), function=pe_even),
                Spelling(lhs=_pe("2i+1", "2i+1"), function=pe_odd))
 
 
-def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal") -> sympy.Matrix:
-    """The exact table: sinusoidal (base 10000), or zeros for ``kind="none"``."""
-    if kind == "none":
+def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal",
+                        base: int | sympy.Rational = 10000) -> sympy.Matrix:
+    """The exact table: sinusoidal (``base``, default 10000), or zeros for any other
+    ``kind`` (``"none"``; ``"rope"`` rotates queries and keys instead)."""
+    if kind != "sinusoidal":
         return sympy.zeros(seq_len, d_model)
 
     def entry(pos: int, j: int) -> sympy.Expr:
-        angle = sympy.Integer(pos) * sympy.Integer(10000) ** sympy.Rational(-(j - j % 2), d_model)
+        angle = sympy.Integer(pos) * sympy.Rational(base) ** sympy.Rational(-(j - j % 2),
+                                                                          d_model)
         return sympy.sin(angle) if j % 2 == 0 else sympy.cos(angle)
 
     return sympy.Matrix(seq_len, d_model, entry)
@@ -77,6 +86,7 @@ class PositionalEncoding(Operation):
     d_model: int
     kind: str = "sinusoidal"
     notation: Notation | None = None
+    base: int | sympy.Rational = 10000
 
     name = "positional_encoding"
     reference_function = sinusoidal
@@ -85,7 +95,7 @@ class PositionalEncoding(Operation):
     @cached_property
     def table(self) -> sympy.Matrix:
         """The exact table."""
-        return positional_encoding(self.n, self.d_model, self.kind)
+        return positional_encoding(self.n, self.d_model, self.kind, self.base)
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.table
@@ -114,10 +124,17 @@ class PositionalEncoding(Operation):
                      "every entry is sin or cos of a real angle (or 0, 1)")]
 
     def function(self):
-        return no_positions if self.kind == "none" else sinusoidal
+        if self.kind != "sinusoidal":
+            return no_positions
+        return sinusoidal if self.base == 10000 else sinusoidal_base
 
-    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[int]:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.kind == "sinusoidal" and self.base != 10000:
+            pos, j = np.arange(self.n)[:, None], np.arange(self.d_model)[None, :]
+            return pos, j - j % 2, j % 2 == 0, self.d_model, dtype(float(self.base))
         return self.n, self.d_model
 
     def spelling(self) -> Spelling | tuple[Spelling, ...]:
-        return Spelling() if self.kind == "none" else _SINUSOIDAL
+        if self.kind == "sinusoidal" and self.base != 10000:
+            return Spelling(names={"base": str(self.base)})
+        return Spelling() if self.function() is no_positions else _SINUSOIDAL

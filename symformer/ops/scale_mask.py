@@ -1,4 +1,7 @@
-"""Scaled scores ``u / sqrt(d_k)``, with the causal mask applied.
+"""Scaled scores ``u / sqrt(d_k)`` (or ``u / c``), with the causal mask applied.
+
+``scale=None`` divides by sqrt(d_k) (the paper); an exact ``scale`` c divides by it
+instead (``1``: unscaled scores, as illustrated self-attention posts print).
 
 ``masked`` is the set of (row, column) entries the mask blocks.  With
 ``mask_value=None`` they are -inf (their weights are exactly 0); with a number
@@ -34,6 +37,21 @@ def offset_scores(U, d_k, M, m):
     return U / np.sqrt(d_k) + np.where(M, m, 0)
 
 
+def divided_scores(U, c):
+    """U / c: the raw scores divided by an exact scale c (1: unscaled)."""
+    return U / c
+
+
+def divided_masked_scores(U, c, M):
+    """U / c, and -inf where the mask M is set."""
+    return np.where(M, -np.inf, U / c)
+
+
+def divided_offset_scores(U, c, M, m):
+    """U / c, plus m (a number such as -1e9) where the mask M is set."""
+    return U / c + np.where(M, m, 0)
+
+
 @dataclass(frozen=True)
 class ScaleMask(Operation):
     """``u / sqrt(d_k)``, and -inf (or ``mask_value`` added) at the ``masked`` entries."""
@@ -42,15 +60,23 @@ class ScaleMask(Operation):
     masked: frozenset[tuple[int, int]] = frozenset()
     mask_value: sympy.Rational | None = None
     notation: Notation | None = None
+    #: None: divide by sqrt(d_k); else divide by this exact positive number.
+    scale: sympy.Rational | None = None
 
     name = "scale_mask"
     reference_function = scaled_scores
     default_notation = Notation("s", "s", "Scaled scores")
     rational = True
 
+    def _factor(self) -> sympy.Expr:
+        return 1 / sympy.sqrt(self.d_k) if self.scale is None else 1 / self.scale
+
+    def _factor_ball(self) -> arb:
+        return 1 / arb(self.d_k).sqrt() if self.scale is None else 1 / rational_ball(self.scale)
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]
-        scale = 1 / sympy.sqrt(self.d_k)
+        scale = self._factor()
 
         def entry(i: int, j: int) -> sympy.Expr:
             if (i, j) not in self.masked:
@@ -66,7 +92,7 @@ class ScaleMask(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         S = args[0]
-        scale = 1 / arb(self.d_k).sqrt()
+        scale = self._factor_ball()
         offset = rational_ball(self.mask_value) if self.mask_value is not None else None
         out = []
         for i, row in enumerate(S):
@@ -90,7 +116,7 @@ class ScaleMask(Operation):
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         (s0,), (ds,) = x0, dx
-        scale = 1 / arb(self.d_k).sqrt()
+        scale = self._factor_ball()
         offset = rational_ball(self.mask_value) if self.mask_value is not None else None
         out = []
         for i, (row0, drow) in enumerate(zip(s0, ds)):
@@ -111,21 +137,28 @@ class ScaleMask(Operation):
         return M
 
     def function(self):
+        if self.scale is not None:
+            if not self.masked:
+                return divided_scores
+            return divided_masked_scores if self.mask_value is None else divided_offset_scores
         if not self.masked:
             return scaled_scores
         return masked_scores if self.mask_value is None else offset_scores
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         U = args[0]
+        d = dtype(self.d_k) if self.scale is None else dtype(float(self.scale))
         if not self.masked:
-            return U, dtype(self.d_k)
+            return U, d
         if self.mask_value is None:
-            return U, dtype(self.d_k), self.mask_matrix(U.shape)
-        return U, dtype(self.d_k), self.mask_matrix(U.shape), dtype(float(self.mask_value))
+            return U, d, self.mask_matrix(U.shape)
+        return U, d, self.mask_matrix(U.shape), dtype(float(self.mask_value))
 
     def spelling(self) -> Spelling:
         causal = all(j > i for i, j in self.masked)
         names = {"M": "j > i"} if causal else {}
+        if self.scale is not None:
+            names["c"] = str(self.scale)
         if self.mask_value is not None:  # the number itself: -10 ** 9 prints -10^9
             value = sympy.Rational(self.mask_value)
             power = sympy.log(-value, 10) if value < 0 else None

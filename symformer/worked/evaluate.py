@@ -18,6 +18,7 @@ import sympy
 from symformer.engine.arbmath import precision, rational_ball
 from symformer.engine.rounding import Rounded, round_ball, round_fraction
 from symformer.worked.model import (
+    PI,
     Add,
     Const,
     Div,
@@ -104,6 +105,8 @@ def ball(node: Node) -> flint.arb:
                 out = out.max(a) if node.name == "max" else out.min(a)
             return out
         return getattr(args[0], node.name)()
+    if node == PI:
+        return flint.arb.pi()
     if isinstance(node, Sym):
         raise TypeError(f"the symbol {node.text} has no value")
     raise TypeError(f"cannot evaluate {type(node).__name__}")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import sympy
 
-from symformer.worked.model import Add, Const, Div, Func, Mul, Neg, Node, Pow, Sym
+from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Neg, Node, Pow, Sym
 
 Leaf = Callable[[sympy.Symbol], Node]
 Position = Callable[[sympy.Symbol], tuple | None]
@@ -62,6 +62,8 @@ class Converter:
             return Neg(Sym(r"\infty", "inf", "inf"))
         if expr is sympy.S.Infinity:
             return Sym(r"\infty", "inf", "inf")
+        if expr is sympy.pi:
+            return PI
         if expr is sympy.E:
             return Func("exp", (Const(sympy.S.One),))
         if expr.is_Add:

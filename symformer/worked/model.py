@@ -175,9 +175,14 @@ def children(node: Node) -> tuple[Node, ...]:
     return ()
 
 
+#: The constant pi, the one named number a worked line may contain (GELU's tanh form).
+PI = Sym(r"\pi", "pi", "pi")
+
+
 def is_numeric(node: Node) -> bool:
     """True when no symbol occurs in the tree (a product sign is then always shown)."""
-    return not isinstance(node, Sym) and all(is_numeric(c) for c in children(node))
+    return (node == PI or not isinstance(node, Sym)) and all(
+        is_numeric(c) for c in children(node))
 
 
 APPROX = "≈"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from symformer.worked.model import Item, Node, Sym
+from symformer.worked.model import PI, Item, Node, Sym
 from symformer.worked.render_text import TextPrinter, text
 
 
@@ -23,6 +23,8 @@ class PlainPrinter(TextPrinter):
     power = "**"
 
     def symbol(self, node: Sym) -> str:
+        if node == PI:
+            return "pi"
         raise TypeError(f"a machine-readable expression has no symbol ({node.text})")
 
 

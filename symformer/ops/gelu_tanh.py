@@ -1,0 +1,61 @@
+"""GELU's tanh approximation (GPT-2, BERT's code): h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))).
+
+The constant 0.044715 is exact (``8943/200000``); sqrt(2/pi) and tanh stay symbolic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.ops.base import Notation, Operation, Spelling
+
+#: The cubic coefficient of the approximation, exactly.
+CUBIC = sympy.Rational(44715, 10**6)
+
+
+def gelu_tanh(h):
+    """h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))), element-wise."""
+    return h / 2 * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+
+
+@dataclass(frozen=True)
+class GELUTanh(Operation):
+    """The tanh approximation of GELU, element-wise."""
+
+    notation: Notation | None = None
+
+    name = "gelu_tanh"
+    reference_function = gelu_tanh
+    default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        c = sympy.sqrt(2 / sympy.pi)
+        return args[0].applyfunc(
+            lambda h: h * (1 + sympy.tanh(c * (h + CUBIC * h ** 3))) / 2)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        c, k = (2 / arb.pi()).sqrt(), rational_ball(CUBIC)
+        return [[h * (1 + (c * (h + k * h * h * h)).tanh()) / 2 for h in row]
+                for row in args[0]]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        c, k = (2 / arb.pi()).sqrt(), rational_ball(CUBIC)
+
+        def one(h: arb, d: arb) -> arb:  # mean value theorem: gelu_tanh'(xi) d
+            xi = h.union(h + d)
+            t = (c * (xi + k * xi * xi * xi)).tanh()
+            return ((1 + t) / 2 + xi * (1 - t * t) * c * (1 + 3 * k * xi * xi) / 2) * d
+
+        return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"h"}))

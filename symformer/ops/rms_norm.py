@@ -1,0 +1,142 @@
+"""RMSNorm (Zhang & Sennrich 2019; Llama): y = gamma x / sqrt(mean(x^2) + eps).
+
+Two steps: each row's mean square ms = (1/d) sum_j x_j^2 (a stage of its own), then
+the normalisation; no mean is subtracted and there is no beta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball, relu_ball
+from symformer.errors import InputError
+from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.facts import FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+
+
+def mean_square(x, d):
+    """ms = (1/d) sum_j x_j^2 per token: (n, 1)."""
+    return np.sum(x ** 2, axis=-1, keepdims=True) / d
+
+
+def rms_norm(x, ms, gamma, eps):
+    """gamma x / sqrt(ms + eps), per token."""
+    return gamma * x / np.sqrt(ms + eps)
+
+
+@dataclass(frozen=True)
+class RowMeanSquare(Operation):
+    """Each row's mean square (1/d) sum_j x_j^2, as a column."""
+
+    notation: Notation | None = None
+
+    name = "mean_square"
+    reference_function = mean_square
+    default_notation = Notation(r"\overline{x^2}", "ms", "Mean square")
+    rational = True
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        return sympy.Matrix(X.rows, 1, lambda i, _: sympy.Add(
+            *[x ** 2 for x in X.row(i)]) / X.cols)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sum((relu_ball(x * x) for x in row), arb(0)) / len(row)] for row in args[0]]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sum((d * (2 * x + d) for x, d in zip(r0, dr)), arb(0)) / len(r0)]
+                for r0, dr in zip(x0[0], dx[0])]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], args[0].shape[-1]
+
+    def spelling(self) -> Spelling:
+        return Spelling(indexed=frozenset({"x"}))
+
+
+@dataclass(frozen=True)
+class RMSNormalize(Operation):
+    """gamma * x / sqrt(ms + eps) from (x, ms), with exact gamma and eps."""
+
+    eps: sympy.Rational
+    gamma: sympy.Matrix
+    notation: Notation | None = None
+
+    name = "rms_normalize"
+    reference_function = rms_norm
+    default_notation = Notation("y", "y", "RMSNorm")
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X, ms = args
+        return sympy.Matrix(X.rows, X.cols, lambda i, j: self.gamma[j] * X[i, j]
+                            / sympy.sqrt(ms[i, 0] + self.eps))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        X, ms = args
+        eps = rational_ball(self.eps)
+        gamma = [rational_ball(g) for g in self.gamma]
+        return [[g * x / (m + eps).sqrt() for x, g in zip(row, gamma)]
+                for row, (m,) in zip(X, ms)]
+
+    def denominators(self, row: int) -> list[tuple[int, int, int]]:
+        return [(1, row, 0)] if self.eps == 0 else []
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Each row, gamma removed, has mean square exactly ms / (ms + eps) -- not 1.
+
+        Proved on the local formula: (1/d) sum_j (x_j / sqrt(ms + eps))^2 with
+        ms = (1/d) sum_j x_j^2 substituted.  None when some gamma is 0.
+        """
+        if any(g == 0 for g in self.gamma):
+            return []
+        derivation, name = stage.derivation, stage.name
+        ms_name = stage.inputs[1]
+        ms_subs = dict(zip(derivation.symbols(ms_name), derivation.local(ms_name)))
+        local, ms = stage.local, derivation.symbols(ms_name)
+        d = local.cols
+        holds = True
+        for i in range(local.rows):
+            square = sum((local[i, j] / self.gamma[j]) ** 2 for j in range(d)) / d
+            target = ms[i, 0] / (ms[i, 0] + self.eps)
+            difference = sympy.together((square - target).xreplace(ms_subs))
+            holds = holds and sympy.expand(difference.as_numer_denom()[0]) == 0
+        return [Fact(f"{name}.mean_square", f"every row of {name} (after removing gamma) has "
+                     "mean square exactly ms/(ms+eps)", PROVED if holds else FALSE,
+                     "(1/d) sum_j x_j^2 / (ms + eps) with ms = (1/d) sum_j x_j^2" if holds
+                     else "the local mean square does not simplify")]
+
+    def undefined(self, stage, row: int) -> Exception:
+        token = stage.rows[row] if row < len(stage.rows) else str(row)
+        return InputError(
+            f"{stage.name}: row {row} ({token!r}) is undefined: eps = 0 and the row is "
+            f"all zeros, so RMSNorm divides 0 by 0 (give eps > 0)")
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        (x, ms), (d, dms) = x0, dx
+        eps = rational_ball(self.eps)
+        gamma = [rational_ball(g) for g in self.gamma]
+        out = []
+        for row, (m,), drow, (dm,) in zip(x, ms, d, dms):
+            den0, den = (m + eps).sqrt(), (m + dm + eps).sqrt()
+            dden = dm / (den + den0)
+            out.append([g * (dv / den - v * dden / (den * den0))
+                        for v, dv, g in zip(row, drow, gamma)])
+        return out
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        x, ms = args
+        return x, ms, matrix(self.gamma, dtype), dtype(float(self.eps))
+
+    def spelling(self) -> Spelling:
+        return Spelling(index="j", indexed=frozenset({"x", "gamma"}),
+                        symbols={"ms": Notation(r"\overline{x^2}", "ms", "")})

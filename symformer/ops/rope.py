@@ -1,0 +1,127 @@
+"""Rotary position embedding (RoPE): rotate each query/key by angles that grow with position.
+
+Position m (0-based, plus ``start``), pair i = 0..d/2-1, angle m * theta_i with
+theta_i = base^(-2i/d).  ``style="interleaved"`` rotates the pairs (x_{2i}, x_{2i+1})
+(the RoFormer paper); ``style="half"`` rotates (x_i, x_{i+d/2}) (Hugging Face's
+Llama, ``rotate_half``).  cos and sin of the angles are exact SymPy constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.facts import FALSE, PROVED, Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+
+
+def rope(X, C, S, R):
+    """X cos + (X R) sin: R maps each pair (a, b) to (-b, a); C, S are (n, d)."""
+    return X * C + (X @ R) * S
+
+
+@dataclass(frozen=True)
+class RoPE(Operation):
+    """Rotate each row of an (n x d) stage by its position's angles (d even)."""
+
+    n: int
+    d: int
+    base: sympy.Rational = sympy.Integer(10000)
+    style: str = "interleaved"
+    start: int = 0
+    notation: Notation | None = None
+
+    name = "rope"
+    reference_function = rope
+    default_notation = Notation(r"\tilde{x}", "x̃", "Rotated (RoPE)")
+
+    def angle(self, m: int, i: int) -> sympy.Expr:
+        """The exact angle of position m (0-based row), pair i."""
+        return sympy.Integer(self.start + m) * self.base ** sympy.Rational(-2 * i, self.d)
+
+    @cached_property
+    def pairs(self) -> list[tuple[int, int]]:
+        """The dimensions rotated together, pair i = (a, b)."""
+        h = self.d // 2
+        if self.style == "half":
+            return [(i, i + h) for i in range(h)]
+        return [(2 * i, 2 * i + 1) for i in range(h)]
+
+    @cached_property
+    def trig(self) -> list[list[tuple[sympy.Expr, sympy.Expr]]]:
+        """(cos, sin) of every angle, exact: row m, pair i."""
+        return [[(sympy.cos(self.angle(m, i)), sympy.sin(self.angle(m, i)))
+                 for i in range(self.d // 2)] for m in range(self.n)]
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        out = sympy.zeros(X.rows, X.cols)
+        for m in range(X.rows):
+            for (a, b), (c, s) in zip(self.pairs, self.trig[m]):
+                out[m, a] = X[m, a] * c - X[m, b] * s
+                out[m, b] = X[m, a] * s + X[m, b] * c
+        return out
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        out = []
+        for m, row in enumerate(args[0]):
+            new = list(row)
+            for (a, b), (c, s) in zip(self.pairs, self.trig[m]):
+                cb, sb = sympy_to_arb(c), sympy_to_arb(s)
+                new[a] = row[a] * cb - row[b] * sb
+                new[b] = row[a] * sb + row[b] * cb
+            out.append(new)
+        return out
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """Raw scores of rotated queries and keys depend only on m - n (proved symbolically).
+
+        Shifting every position by t rotates each pair (a, b) of both vectors by the
+        same extra angle t theta_i: with C = cos(t theta_i), S = sin(t theta_i), the dot
+        product of the shifted pairs minus the unshifted one reduces to 0 once
+        S^2 = 1 - C^2, for symbolic entries and symbolic positions' cos/sin.
+        """
+        qa, qb, ka, kb, cm, sm, cn, sn, C, S = sympy.symbols("qa qb ka kb cm sm cn sn C S")
+
+        def rotate(a, b, c, s):
+            return a * c - b * s, a * s + b * c
+
+        q, k = rotate(qa, qb, cm, sm), rotate(ka, kb, cn, sn)
+        shifted = [rotate(*q, C, S), rotate(*k, C, S)]
+        difference = (shifted[0][0] * shifted[1][0] + shifted[0][1] * shifted[1][1]
+                      - (q[0] * k[0] + q[1] * k[1]))
+        zero = sympy.expand(sympy.expand(difference).subs(S ** 2, 1 - C ** 2)) == 0
+        return [Fact("rope_relative", "raw scores of RoPE-rotated queries and keys depend "
+                     "only on m - n (shifting every position by the same offset leaves them "
+                     "unchanged)", PROVED if zero else FALSE,
+                     "a shift by t rotates both vectors of each pair by t theta_i, and "
+                     "R(t theta_i)^T R(t theta_i) = I")]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return self.arb(dx)  # linear
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        X = args[0]
+        C = np.zeros(X.shape, dtype)
+        S = np.zeros(X.shape, dtype)
+        R = np.zeros((self.d, self.d), dtype)
+        for i, (a, b) in enumerate(self.pairs):
+            theta = (np.arange(self.start, self.start + X.shape[0])
+                     * float(self.base) ** (-2 * i / self.d))
+            C[:, a] = C[:, b] = np.cos(theta)
+            S[:, a] = S[:, b] = np.sin(theta)
+            R[b, a], R[a, b] = -1, 1  # (X R)_a = -x_b, (X R)_b = x_a
+        return X, C, S, R
+
+    def spelling(self) -> Spelling:
+        return Spelling(symbols={"C": Notation(r"\cos(m\theta)", "cos(mθ)", ""),
+                                 "S": Notation(r"\sin(m\theta)", "sin(mθ)", "")})

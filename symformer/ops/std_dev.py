@@ -1,0 +1,57 @@
+"""The standard deviation a LayerNorm divides by: sigma = sqrt(sigma^2 + eps).
+
+Walkthroughs print it as a number of its own.  With ``eps = 0`` it is the plain
+root (the unbiased convention adds eps outside the root, after this stage); for
+RMSNorm the input is the mean square and the stage is the RMS sqrt(ms + eps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.normalize import root
+
+
+def std_dev(sigma2, eps):
+    """sigma = sqrt(sigma^2 + eps), per token: (n, 1)."""
+    return np.sqrt(sigma2 + eps)
+
+
+@dataclass(frozen=True)
+class StdDev(Operation):
+    """``sqrt(v + eps)`` of a one-column stage (a variance or a mean square)."""
+
+    eps: sympy.Rational = sympy.S.Zero
+    notation: Notation | None = None
+
+    name = "std_dev"
+    reference_function = std_dev
+    default_notation = Notation(r"\sigma", "σ", "Standard deviation")
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return args[0].applyfunc(lambda v: sympy.sqrt(v + self.eps))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        eps = rational_ball(self.eps)
+        return [[root(v + eps) for v in row] for row in args[0]]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        eps = rational_ball(self.eps)
+        # sqrt(v + dv + eps) - sqrt(v + eps) = dv / (sqrt(v + dv + eps) + sqrt(v + eps))
+        return [[d / (root(v + d + eps) + root(v + eps)) for v, d in zip(r0, dr)]
+                for r0, dr in zip(x0[0], dx[0])]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return args[0], dtype(float(self.eps))
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={} if self.eps else {"eps": "0"},
+                        symbols={"sigma2": Notation(r"\sigma^2", "σ²", "")})
