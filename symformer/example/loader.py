@@ -31,6 +31,7 @@ BUILTIN_NAME = "builtin.toml"
 _TOP_KEYS = {
     "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal", "eps",
     "layer", "mask", "layer_norm", "norm", "activation", "decoder", "description",
+    "loss",
 }
 _LAYER_KEYS = {
     "head", "W_O", "W_1", "b_1", "W_2", "b_2", "activation", "norm", "eps", "layer_norm",
@@ -122,6 +123,11 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         from symformer.example.decoder import parse_decoder  # it imports this module
 
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
+    loss = None
+    if "loss" in data:
+        from symformer.example.loss import parse_loss  # it imports this module
+
+        loss = parse_loss(data["loss"], here.sub("loss"), data, len(tokens), d_model, decoder)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
@@ -136,6 +142,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         mask_value=_mask(data, here),
         source=source,
         decoder=decoder,
+        loss=loss,
     )
 
 

@@ -13,6 +13,7 @@ import sympy
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
+    from symformer.example.loss import Loss
 
 #: LayerNorm conventions.  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
 #: variance, eps inside the root (PyTorch, the blog post).  ``"unbiased"``:
@@ -96,6 +97,8 @@ class Example:
     source: str = "<built-in>"
     #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
     decoder: Decoder | None = None
+    #: The optional ``[loss]`` table, see :mod:`symformer.example.loss`.
+    loss: Loss | None = None
 
     @property
     def d_model(self) -> int:

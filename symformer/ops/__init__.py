@@ -11,7 +11,9 @@ from symformer.ops.concat import Concat
 from symformer.ops.dot_scores import DotScores
 from symformer.ops.embedding import Embedding
 from symformer.ops.gelu import GELU
+from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
+from symformer.ops.loss import CrossEntropy, MeanSquaredError
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.positional import PositionalEncoding, positional_encoding
@@ -28,4 +30,5 @@ __all__ = [
     "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
     "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
     "WholeVariance", "positional_encoding",
+    "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
 ]

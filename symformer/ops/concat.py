@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def concat(heads):
@@ -39,3 +40,10 @@ class Concat(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return concat(list(args))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Input ``wrt`` gets its own columns of the gradient."""
+        start = sum(len(a[0]) for a in args[:wrt])
+        width = len(args[wrt][0])
+        return [row[start:start + width] for row in grad]

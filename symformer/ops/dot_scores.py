@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
 def raw_scores(Q, K):
@@ -44,3 +45,9 @@ class DotScores(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return raw_scores(*args)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """U = Q K^T: dL/dQ = G K, dL/dK = G^T Q."""
+        Q, K = args
+        return matmul(grad, K, num) if wrt == 0 else matmul(transpose(grad), Q, num)

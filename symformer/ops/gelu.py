@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -49,3 +50,10 @@ class GELU(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return gelu(args[0]).astype(args[0].dtype)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """gelu'(h) = (1 + erf(h / sqrt 2)) / 2 + h exp(-h^2 / 2) / sqrt(2 pi)."""
+        root2, root2pi = num.const(sympy.sqrt(2)), num.sqrt(2 * num.pi())
+        return [[d * ((1 + num.erf(h / root2)) / 2 + h * num.exp(-h * h / 2) / root2pi)
+                 for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]

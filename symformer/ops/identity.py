@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def identity(x):
@@ -39,3 +40,8 @@ class Identity(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return identity(args[0])
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """The gradient passes unchanged."""
+        return grad

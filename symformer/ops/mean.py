@@ -11,6 +11,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def mean(x):
@@ -41,3 +42,8 @@ class RowMean(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return mean(args[0])
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dmu/dx_j = 1/d: each entry of the row gets the row's gradient over d."""
+        return [[g / len(row) for _ in row] for row, (g,) in zip(args[0], grad)]

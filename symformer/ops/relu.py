@@ -11,6 +11,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def relu(h):
@@ -52,3 +53,11 @@ class ReLU(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return relu(args[0])
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/dh = dL/da for h > 0, and 0 for h <= 0: the subgradient 0 at exactly h = 0.
+
+        The step is decided exactly (the certified sign of h, or a proof that h = 0).
+        """
+        return [[d * num.step(h) for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]

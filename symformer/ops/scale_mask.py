@@ -16,6 +16,7 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def scaled_scores(U, d_k, M, m):
@@ -100,3 +101,14 @@ class ScaleMask(Operation):
         U = args[0]
         m = -np.inf if self.mask_value is None else dtype(float(self.mask_value))
         return scaled_scores(U, dtype(self.d_k), self.mask_matrix(U.shape), m).astype(dtype)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/du = dL/ds / sqrt(d_k); exactly 0 at a score masked with -inf (constant).
+
+        With a finite mask (``mask_value``) the masked score is u / sqrt(d_k) + m,
+        whose derivative is 1 / sqrt(d_k) as everywhere else.
+        """
+        scale = num.const(1 / sympy.sqrt(self.d_k))
+        return [[num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
+                 for j, g in enumerate(row)] for i, row in enumerate(grad)]

@@ -11,6 +11,7 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def softmax(s):
@@ -60,3 +61,13 @@ class Softmax(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return softmax(args[0])
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/ds_j = alpha_j (dL/dalpha_j - sum_k alpha_k dL/dalpha_k); 0 at a -inf score."""
+        result = []
+        for scores, alpha, g in zip(args[0], out, grad):
+            mean = num.total(a * d for s, a, d in zip(scores, alpha, g) if not num.masked(s))
+            result.append([num.zero() if num.masked(s) else a * (d - mean)
+                           for s, a, d in zip(scores, alpha, g)])
+        return result

@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
 from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
 def weighted_sum(A, V):
@@ -45,3 +46,9 @@ class WeightedSum(Operation):
 
     def reference(self, args: Sequence[np.ndarray], dtype: type = np.float64) -> np.ndarray:
         return weighted_sum(*args)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """O = A V: dL/dA = G V^T, dL/dV = A^T G."""
+        A, V = args
+        return matmul(grad, transpose(V), num) if wrt == 0 else matmul(transpose(A), grad, num)
