@@ -55,8 +55,8 @@ def main() -> None:
     base = None
     for layers in (1, 2, 4, 8):
         example = with_loss(random_example(4, 4, 2, layers, d_ff=6))
-        fwd = median_time(lambda: forward_run(example), 3)
-        both = median_time(lambda: backward_run(example), 3)
+        fwd = median_time(lambda e=example: forward_run(e), 3)
+        both = median_time(lambda e=example: backward_run(e), 3)
         base = base or both
         print(f"{layers} layer(s): forward {fwd * 1e3:.1f} ms, forward + backward "
               f"{both * 1e3:.1f} ms ({both / fwd:.1f}x; {both / base:.1f}x one layer)")
