@@ -1,9 +1,9 @@
 """A reader's recomputation of a printed worked line, independent of symformer.
 
 ``expression`` (plain arithmetic over printed decimal literals: ``+ - * / **``,
-parentheses, ``exp sqrt max min erf tanh sin cos``, the constant ``pi``) is parsed with :mod:`ast` and
-evaluated exactly: with :class:`fractions.Fraction` while only rational operations
-occur, with mpmath at 80 digits otherwise.  Literals are read from their source
+parentheses, ``exp sqrt max min erf tanh sin cos``, the constant ``pi``) is parsed
+with :mod:`ast` and evaluated exactly: with :class:`fractions.Fraction` while only
+rational operations occur, with mpmath at 80 digits otherwise.  Literals are read from their source
 text (``"0.1"`` is 1/10, never the float 0.1).
 """
 

@@ -59,6 +59,8 @@ from symformer.ops import (
     WholeMean,
     WholeVariance,
 )
+from symformer.ops.gradient import Gradient, Seed, Term
+from symformer.ops.loss import CrossEntropy, MeanSquaredError
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
 from symformer.verify.conventions import Convention, derive_variant
@@ -410,3 +412,33 @@ def test_printed_equation_is_rendered_from_the_function_crosscheck_ran(
                 and function.__globals__[line.function.__name__] is line.function), stage.name
         assert rendered_functions(stage) == tuple(line.function for line in printed)
     assert derive_variant(load_example(example), convention, causal=True).causal == g.causal
+
+
+# -- the backward pass's operations ---------------------------------------------------
+
+@factory("mse")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(MeanSquaredError(_matrix(draw, n, d)), [_matrix(draw, n, d)])
+
+
+@factory("cross_entropy")
+def _(draw):
+    n, v = _shape(draw)
+    rows = [[Fraction(1 + draw(st.integers(0, 3)), 1) for _ in range(v)] for _ in range(n)]
+    probabilities = sympy.Matrix([[sympy.Rational(x, sum(row)) for x in row] for row in rows])
+    targets = tuple(draw(st.integers(0, v - 1)) for _ in range(n))
+    return Case(CrossEntropy(targets), [probabilities])
+
+
+@factory("gradient_seed")
+def _(draw):
+    return Case(Seed(), [])
+
+
+@factory("gradient")
+def _(draw):
+    # one consumer, an addition x + y differentiated by x: the gradient passes through
+    n, d = _shape(draw)
+    x, y = _matrix(draw, n, d), _matrix(draw, n, d)
+    return Case(Gradient((Term(Add(), 0, 2),)), [x, y, x + y, _matrix(draw, n, d)])

@@ -29,7 +29,7 @@ from symformer.example import load_example
 from symformer.example.loader import MAX_FILE_BYTES, builtin_text, parse_example
 from symformer.example.numbers import MAX_EXPONENT, MAX_LITERAL_LENGTH, exact_number
 
-GOOD = builtin_text()
+GOOD = builtin_text().rsplit("\n[loss]", 1)[0]  # the variants change shapes: no loss
 ED = Path(__file__).resolve().parent.parent / "symformer" / "examples" / "encoder_decoder.toml"
 
 
@@ -78,7 +78,7 @@ def with_b2(first: str) -> str:
 ])
 def test_number_limits_are_checked_on_the_text(tmp_path, capsys, literal, culprit):
     err = refused(capsys, "derive", write(tmp_path, with_b2(literal)), culprit=culprit)
-    assert "b_2[0]" in err or "line 50" in err
+    assert "b_2[0]" in err or "line 54 (b_2)" in err
     assert len(err) < 400  # a 5,000-digit number is shortened in the message
 
 
@@ -177,7 +177,7 @@ def test_deep_nesting_is_refused(tmp_path, capsys):
     (["generate", "--decimals", "٣"], "--decimals: expected a whole number"),
     (["generate", "--steps", "100000"], "--steps: must be from 1 to 1000"),
     (["derive", "--exact=100000"], "--exact-max-ops: must be from 1 to 400"),
-    (["derive", "--exact", "100000"], "100000: no such file"),
+    (["derive", "--exact", "100000"], "--exact takes no number"),
     (["derive", "--max-work", "-1"], "--max-work: expected a whole number"),
     (["derive", "--max-work", "1e9"], "--max-work: expected a whole number"),
     (["trace", "--token", "9" * 5000], "--token: position 99999999999999999999..."),

@@ -12,9 +12,11 @@ import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from symformer.blocks.work import check_size, estimated_work, parse_work_limit, symbolic_work
 from symformer.engine import Derivation
+from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
 from symformer.example import Example, load_example
 from symformer.verify.conventions import Convention, derive_variant, with_conventions
@@ -34,7 +36,7 @@ _DASH_VALUE_OPTIONS = ("--mask",)
 
 #: What each command costs, in forward passes of the example (see ``work``).
 _PASSES = {"derive": 1, "crosscheck": 1, "export": 3, "check": 6, "generate": 1,
-           "figures": 1, "fill": 1}
+           "figures": 1, "fill": 1, "backward": 4}
 #: Cost of ``derive --reader-rounding``: each stage recomputed from rounded ones.
 READER_ROUNDING_PASSES = 10
 
@@ -117,7 +119,14 @@ def example_path(args: argparse.Namespace) -> str | None:
 
 def load(args: argparse.Namespace) -> Example:
     """The example named on the command line (the built-in one by default)."""
-    return load_example(example_path(args))
+    path = example_path(args)
+    if (getattr(args, "exact", False) and path is not None and path.isdigit()
+            and not Path(path).exists()):
+        # `--exact 100000` once took a size limit: say where it went
+        raise InputError(f"--exact takes no number ({path} is not an example file); give "
+                         f"the closed forms' size limit with --exact-max-ops N (at most "
+                         f"{DEFAULT_MAX_OPS})")
+    return load_example(path)
 
 
 def convention(args: argparse.Namespace) -> Convention:

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     check_work(args, example, "derive", READER_ROUNDING_PASSES if args.reader_rounding else 1)
     g = derivation(args, example)
-    stages = g.select(args.stage)
+    stages = with_gradients(g, args.stage, args.list)
     if args.list:
         width = max(len(s.name) for s in stages)
         for s in stages:
@@ -113,6 +113,18 @@ def run(args: argparse.Namespace) -> int:
                       for row, forms in zip(values, short_closed_forms(s, args.exact_max_ops))]
         print(format_table(s, args.decimals, values))
     return 0
+
+
+def with_gradients(g: Derivation, patterns: list[str] | None, listing: bool) -> list[Stage]:
+    """The selected stages; the loss and its gradients (``symformer backward``) are
+    appended for ``--list`` and for a ``--stage`` that names them (``'grad.*'``), when
+    the example has a ``[loss]``."""
+    wanted = listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
+    if wanted and g.example.loss is not None:
+        from symformer.blocks.backward import backward
+
+        backward(g)
+    return g.select(patterns)
 
 
 def as_json(g: Derivation, stages: list[Stage], digits: int,

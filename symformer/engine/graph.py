@@ -152,6 +152,7 @@ class Derivation:
             raise ValueError(f"stage {name} reads unknown stages {missing}")
         self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
                                   derivation=self, **where)
+        self._balls.clear()  # evaluated before this stage was added: evaluate anew
         return name
 
     # -- lookup -----------------------------------------------------------------

@@ -28,6 +28,7 @@ from symformer.example.fields import (
     vector,
     vocab_and_tokens,
 )
+from symformer.example.loss import parse_loss
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
     exact_number,
@@ -61,7 +62,7 @@ _CONVENTION_KEYS = {"eps", "activation", "norm", "layer_norm", "scale", "residua
 _TOP_KEYS = {
     "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal",
     "layer", "mask", "decoder", "description", "positional_encoding_base",
-    "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head",
+    "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -157,10 +158,14 @@ def read_toml(text: str, source: str) -> dict[str, Any]:
 
 def _long_integer(text: str) -> str:
     """The message for an integer literal too long to convert, naming its line."""
+    key = ""
     for number, line in enumerate(text.splitlines(), start=1):
+        named = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
+        key = named.group(1) if named else key  # an array may run over several lines
         for match in re.finditer(rf"[0-9_]{{{MAX_LITERAL_LENGTH},}}", line):
-            return (f"line {number}: the integer {shorten(match.group())} is too long "
-                    f"(numbers have at most {MAX_LITERAL_LENGTH:,} characters)")
+            where = f" ({key})" if key else ""
+            return (f"line {number}{where}: the integer {shorten(match.group())} is too "
+                    f"long (numbers have at most {MAX_LITERAL_LENGTH:,} characters)")
     return f"an integer is too long (numbers have at most {MAX_LITERAL_LENGTH:,} characters)"
 
 
@@ -204,6 +209,9 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     decoder = None
     if "decoder" in data:
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
+    loss = None
+    if "loss" in data:
+        loss = parse_loss(data["loss"], here.sub("loss"), data, len(tokens), d_model, decoder)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
@@ -226,6 +234,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         positional_embeddings=_learned_table(data, here, pe, len(tokens), d_model),
         final_norm=_final_norm(data, here, d_model, defaults),
         lm_head=lm_head,
+        loss=loss,
     )
 
 

@@ -13,6 +13,7 @@ import sympy
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
+    from symformer.example.loss import Loss
 
 #: LayerNorm conventions.  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
 #: variance, eps inside the root (PyTorch, the blog post).  ``"unbiased"``:
@@ -161,6 +162,8 @@ class Example:
     final_norm: FinalNorm | None = None
     #: A decoder-only language model's head (``[lm_head]``).
     lm_head: LMHead | None = None
+    #: The optional ``[loss]`` table, see :mod:`symformer.example.loss`.
+    loss: Loss | None = None
 
     @property
     def d_model(self) -> int:

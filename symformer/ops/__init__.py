@@ -13,8 +13,10 @@ from symformer.ops.embedding import Embedding
 from symformer.ops.gated import GatedProduct
 from symformer.ops.gelu import GELU
 from symformer.ops.gelu_tanh import GELUTanh
+from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
 from symformer.ops.learned_positional import LearnedPositional
+from symformer.ops.loss import CrossEntropy, MeanSquaredError
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.positional import PositionalEncoding, positional_encoding
@@ -36,4 +38,10 @@ __all__ = [
     "Notation", "Operation", "PositionalEncoding", "Projection", "RMSNormalize", "ReLU",
     "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask", "SiLU", "Softmax",
     "StdDev", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
+
+    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores", "Embedding",
+    "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
+    "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
+    "WholeVariance", "positional_encoding",
+    "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
 ]

@@ -14,7 +14,11 @@ LayerNorm's mean, ...).  Its module holds everything about it, side by side:
   :meth:`Operation.spelling` says (which parameter is which symbol, which index);
 * ``notation`` -- the symbol of the token's vector at this step and the step's
   title, used by every format;
-* ``facts(stage)`` -- the identities ``prove`` states about the step, if any.
+* ``facts(stage)`` -- the identities ``prove`` states about the step, if any;
+* ``backward(args, out, grad, wrt, num)`` -- the vector-Jacobian product (the
+  derivative written once, beside the forward definition), and ``parameters()``,
+  the exact weights it differentiates with respect to (see
+  :mod:`symformer.ops.calculus` and :mod:`symformer.blocks.backward`).
 
 Worked lines and trace steps are built from the local formula by
 :mod:`symformer.worked`, so an operation does not write its formula a second
@@ -38,11 +42,12 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.errors import InputError
+from symformer.errors import InputError, NotSupportedError
 from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.ops.calculus import Arithmetic, Rows
 
 #: Every concrete operation class, by its ``name`` (filled as classes are defined).
 OPERATIONS: dict[str, type[Operation]] = {}
@@ -233,6 +238,28 @@ class Operation(ABC):
         default; a softmax names its denominator.
         """
         return []
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """The exact weights of this step by name (``{"W_1": W, "b_1": b}``); none by default.
+
+        :meth:`backward` gives the loss's gradient with respect to each.
+        """
+        return {}
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows | None:
+        """The vector-Jacobian product: d loss / d (input ``wrt``, or parameter ``wrt``).
+
+        ``args`` are the input stages, ``out`` this stage and ``grad`` = d loss / d out,
+        each a list of rows; ``num`` is the arithmetic they are in (exact SymPy over
+        stage symbols, balls or floats: :mod:`symformer.ops.calculus`), so the rule is
+        written once and gives the exact local formula, the certified value and the
+        float reference alike.  Returns a list of rows shaped like the input (or the
+        parameter; the embedding table's gradient has only the rows used).  Operations
+        without a rule (the argmax) raise :class:`NotSupportedError`.
+        """
+        raise NotSupportedError(f"the operation {self.name!r} has no backward rule "
+                                f"(it is not differentiable)")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def concat(heads):
@@ -44,3 +45,10 @@ class Concat(Operation):
     def spelling(self) -> Spelling:
         # ``heads`` is the list of every input (head k's output is written o^(k)).
         return Spelling(symbols={"concatenate": Notation(r"\operatorname{Concat}", "Concat", "")})
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Input ``wrt`` gets its own columns of the gradient."""
+        start = sum(len(a[0]) for a in args[:wrt])
+        width = len(args[wrt][0])
+        return [row[start:start + width] for row in grad]

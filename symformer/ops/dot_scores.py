@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
 def raw_scores(Q, K):
@@ -49,3 +50,9 @@ class DotScores(Operation):
     def spelling(self) -> Spelling:
         # Entry j: the query against key j, u_j = q . k_j.
         return Spelling(index="j", indexed=frozenset({"K"}))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """U = Q K^T: dL/dQ = G K, dL/dK = G^T Q."""
+        Q, K = args
+        return matmul(grad, K, num) if wrt == 0 else matmul(transpose(grad), Q, num)

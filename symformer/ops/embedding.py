@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def embed(E, t):
@@ -46,3 +47,19 @@ class Embedding(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(remark="t: the token's id in the vocabulary")
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """The embedding table (its gradient has only the rows of the tokens used)."""
+        return {"embedding_table": self.E}
+
+    def used_rows(self) -> list[int]:
+        """The table's rows the sentence uses, in order of first appearance."""
+        return list(dict.fromkeys(self.token_ids))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Row t of dL/dE is the sum of dL/de over the positions holding token t
+        (only the rows used, in order of first appearance)."""
+        return [[num.total(column) for column in zip(*[g for g, t in zip(grad, self.token_ids)
+                                                       if t == used])]
+                for used in self.used_rows()]

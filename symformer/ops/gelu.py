@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -53,3 +54,10 @@ class GELU(Operation):
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"h"}), symbols={
             "erf": Notation(r"\operatorname{erf}", "erf", "")})
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """gelu'(h) = (1 + erf(h / sqrt 2)) / 2 + h exp(-h^2 / 2) / sqrt(2 pi)."""
+        root2, root2pi = num.const(sympy.sqrt(2)), num.sqrt(2 * num.pi())
+        return [[d * ((1 + num.erf(h / root2)) / 2 + h * num.exp(-h * h / 2) / root2pi)
+                 for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]

@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def identity(x):
@@ -43,3 +44,8 @@ class Identity(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(remark=self.remark)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """The gradient passes unchanged."""
+        return grad

@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def mean(x, d):
@@ -45,3 +46,8 @@ class RowMean(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(indexed=frozenset({"x"}))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dmu/dx_j = 1/d: each entry of the row gets the row's gradient over d."""
+        return [[g / len(row) for _ in row] for row, (g,) in zip(args[0], grad)]

@@ -18,6 +18,7 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -189,3 +190,40 @@ class Normalize(Operation):
     def spelling(self) -> Spelling:
         return Spelling(names={"eps": "varepsilon"}, index="j",
                         indexed=frozenset({"x", "gamma", "beta"}))
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """gamma and beta."""
+        return {"gamma": self.gamma, "beta": self.beta}
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """y_j = gamma_j (x_j - mu) / D + beta_j with D = sqrt(sigma^2 + eps) (biased) or
+        sqrt(s^2) + eps (unbiased), mu and sigma^2 being stages of their own:
+
+        dL/dx_j = gamma_j g_j / D;  dL/dmu = -sum_j gamma_j g_j / D;
+        dL/dsigma^2 = -sum_j gamma_j g_j (x_j - mu) / D^2 * dD/dsigma^2, where dD/dsigma^2 is
+        1 / (2 D) (biased) or 1 / (2 sqrt(s^2)) (unbiased);
+        dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / D_i;  dL/dbeta_j = sum_i g_ij.
+        """
+        X, mu, var = args
+        eps = num.const(self.eps)
+        gamma = [num.const(v) for v in self.gamma]
+        if wrt == "beta":
+            return [[num.total(column) for column in zip(*grad)]]
+        result, centred = [], []
+        for row, (m,), (v,), g in zip(X, mu, var, grad):
+            root = num.sqrt(v)
+            D = root + eps if self.unbiased else num.sqrt(v + eps)
+            centred.append([(x - m) / D for x in row])
+            if wrt == 0:
+                result.append([c * d / D for c, d in zip(gamma, g)])
+            elif wrt == 1:
+                result.append([-num.total(c * d for c, d in zip(gamma, g)) / D])
+            elif wrt == 2:
+                slope = 1 / (2 * root) if self.unbiased else 1 / (2 * D)
+                result.append([-num.total(c * d * (x - m) for c, d, x in zip(gamma, g, row))
+                               * slope / (D * D)])
+        if wrt == "gamma":
+            return [[num.total(d * c for d, c in zip(ds, cs))
+                     for ds, cs in zip(zip(*grad), zip(*centred))]]
+        return result

@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling, matrix, named
+from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
 def project(X, W):
@@ -92,3 +93,20 @@ class Projection(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(names={"W": self.weight, "b": self.bias})
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """The weight (named ``weight``, e.g. ``W_Q``) and the bias, if any."""
+        found = {self.weight: self.W}
+        if self.b is not None:
+            found[self.bias] = self.b
+        return found
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Y = X W + b: dL/dX = G W^T, dL/dW = X^T G, dL/db = the column sums of G."""
+        if wrt == 0:
+            W = [[num.const(w) if w != 0 else w for w in row] for row in self.W.tolist()]
+            return matmul(grad, transpose(W), num)
+        if wrt == self.weight:
+            return matmul(transpose(args[0]), grad, num)
+        return [[num.total(column) for column in transpose(grad)]]

@@ -11,6 +11,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def relu(h):
@@ -55,3 +56,11 @@ class ReLU(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"h"}))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/dh = dL/da for h > 0, and 0 for h <= 0: the subgradient 0 at exactly h = 0.
+
+        The step is decided exactly (the certified sign of h, or a proof that h = 0).
+        """
+        return [[d * num.step(h) for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]

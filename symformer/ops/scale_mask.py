@@ -20,6 +20,7 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def scaled_scores(U, d_k):
@@ -167,3 +168,14 @@ class ScaleMask(Operation):
         return Spelling(names=names, index="j",
                         indexed=frozenset({"U"} if causal else {"U", "M"}),
                         remark="" if causal else "M: the masked entries")
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/du = dL/ds / sqrt(d_k); exactly 0 at a score masked with -inf (constant).
+
+        With a finite mask (``mask_value``) the masked score is u / sqrt(d_k) + m,
+        whose derivative is 1 / sqrt(d_k) as everywhere else.
+        """
+        scale = num.const(1 / sympy.sqrt(self.d_k))
+        return [[num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
+                 for j, g in enumerate(row)] for i, row in enumerate(grad)]

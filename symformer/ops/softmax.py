@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
+from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact, Tally
 
 if TYPE_CHECKING:
@@ -94,6 +95,16 @@ class Softmax(Operation):
         return Spelling(index="j", indexed=frozenset({"s"}), axis=("k", self.count),
                         symbols={"V": Notation("|V|", "|V|", "")},
                         remark="the code first subtracts the row maximum: same value")
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/ds_j = alpha_j (dL/dalpha_j - sum_k alpha_k dL/dalpha_k); 0 at a -inf score."""
+        result = []
+        for scores, alpha, g in zip(args[0], out, grad):
+            mean = num.total(a * d for s, a, d in zip(scores, alpha, g) if not num.masked(s))
+            result.append([num.zero() if num.masked(s) else a * (d - mean)
+                           for s, a, d in zip(scores, alpha, g)])
+        return result
 
 
 def _role(stage: Stage) -> str:

@@ -12,6 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def variance(x, mu, m):
@@ -64,3 +65,21 @@ class RowVariance(Operation):
     def spelling(self) -> Spelling:
         return Spelling(names={"m": "d - 1" if self.unbiased else "d"},
                         indexed=frozenset({"x"}))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dsigma^2/dx_j = 2 (x_j - mu) / n, and dsigma^2/dmu = 0.
+
+        The variance is always composed with the mean of the same x (as LayerNorm
+        does), so mu = (1/d) sum_k x_k: the rule writes x_j - mu with that sum, whose
+        total over the row cancels on sight (the LayerNorm input gradient's row sum
+        is then proved 0 in a few steps), and dsigma^2/dmu = -2 sum_j (x_j - mu) / n
+        is the exact 0 it equals.
+        """
+        X = args[0]
+        result = []
+        for row, (g,) in zip(X, grad):
+            n = len(row) - 1 if self.unbiased else len(row)
+            m = num.total(row) / len(row)
+            result.append([g * 2 * (x - m) / n for x in row] if wrt == 0 else [num.zero()])
+        return result

@@ -10,6 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
 def weighted_sum(A, V):
@@ -49,3 +50,9 @@ class WeightedSum(Operation):
     def spelling(self) -> Spelling:
         # V is the matrix of every key's value row v_j.
         return Spelling(names={"V": "V"}, remark="V: the value rows, one per key")
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """O = A V: dL/dA = G V^T, dL/dV = A^T G."""
+        A, V = args
+        return matmul(grad, transpose(V), num) if wrt == 0 else matmul(transpose(A), grad, num)

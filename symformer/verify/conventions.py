@@ -61,9 +61,9 @@ def mask_value(text: str) -> sympy.Rational | None:
     """``"-inf"`` as None, a negative number as the exact rational added to masked scores."""
     if text.strip() in {"-inf", "-infinity"}:
         return None
-    value = exact_number(text, "mask")
+    value = exact_number(text, "--mask")
     if value >= 0:
-        raise InputError(f"mask must be \"-inf\" or a negative number such as -1e9, "
+        raise InputError(f"--mask must be \"-inf\" or a negative number such as -1e9, "
                          f"found {text!r}")
     return value
 

@@ -1,0 +1,134 @@
+"""The backward pass: the loss and every gradient, as stages of the same derivation.
+
+:func:`backward` appends to a derivation
+
+* ``loss`` (1 x 1): the example's ``[loss]`` (:mod:`symformer.example.loss`), on the
+  encoder ``output`` (mse) or the last ``probabilities`` stage (cross-entropy);
+* ``grad.loss`` = 1, then, latest stage first, ``grad.S`` = dL/dS for every stage S
+  the loss depends on (same shape and labels as S): the sum of the backward rules of
+  S's consumers (:class:`~symformer.ops.gradient.Gradient`), so every gradient stage
+  has a short local formula and the backward graph is as large as autograd's;
+* for every parameter of those stages (``op.parameters()``), ``grad.P`` with P named
+  after the stage's block and the parameter: ``grad.layer1.head1.W_Q``,
+  ``grad.layer1.W_O``, ``grad.layer1.W_1``, ``grad.layer1.b_1``,
+  ``grad.layer1.add_norm1.gamma``, ``grad.embedding_table`` (only the rows of the
+  tokens used), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``.
+
+Exactness: ReLU's derivative at exactly h = 0 is the subgradient 0 (decided by the
+certified sign of h, or a proof that h = 0); a score masked with -inf is a constant,
+its gradient is exactly 0 (the mask set decides, not a number).
+"""
+
+from __future__ import annotations
+
+from symformer.engine.graph import Derivation, Stage
+from symformer.errors import InputError
+from symformer.ops import CrossEntropy, MeanSquaredError, Notation, Operation
+from symformer.ops.gradient import Gradient, Seed, Term
+
+#: Name components of sub-layer groups, left out of a parameter's name.
+_GROUPS = ("attention", "ffn")
+
+
+def add_loss(g: Derivation) -> str:
+    """Append the ``loss`` stage of the example's ``[loss]`` table; returns its name."""
+    loss = g.example.loss
+    if loss is None:
+        raise InputError(f"{g.example.source}: the example has no [loss] table; add one, "
+                         f"e.g. [loss] kind = \"mse\" with target = [[...]] (the shape of "
+                         f"the output)")
+    if "loss" in g:
+        return "loss"
+    if loss.kind == "mse":
+        op: Operation = MeanSquaredError(loss.target)
+        source = "output"
+    else:
+        found = [s for s in g if s.kind == "probabilities"]
+        if not found:
+            raise InputError(f"{loss.where}: kind = \"cross_entropy\" needs a probabilities "
+                             f"stage (a [decoder] with W_vocab, or an [lm_head])")
+        source = found[-1].name
+        op = CrossEntropy(loss.target_ids(g[source].cols, g[source].shape[0]))
+    return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
+
+
+def backward(g: Derivation) -> Derivation:
+    """Append the loss and every gradient stage to ``g`` (see the module); returns ``g``."""
+    if "grad.loss" in g:
+        return g
+    loss = add_loss(g)
+    needed = ancestors(g, loss)
+    consumers: dict[str, list[tuple[Stage, int]]] = {name: [] for name in needed}
+    for stage in g:
+        if stage.name in needed:
+            for k, source in enumerate(stage.inputs):
+                consumers[source].append((stage, k))
+    g.add("grad.loss", "gradient", Seed(), (), ("loss",), ("L",))
+    names = parameter_names(g, needed)
+    for name in reversed([s.name for s in g if s.name in needed and s.name != loss]):
+        stage = g[name]
+        terms, inputs = [], []
+        for consumer, k in consumers[name]:
+            terms.append(Term(consumer.op, k, len(consumer.inputs)))
+            inputs += [*consumer.inputs, consumer.name, f"grad.{consumer.name}"]
+        grad = g.add(f"grad.{name}", "gradient", Gradient(tuple(terms), _notation(stage)),
+                     inputs, stage.rows, stage.cols, **_where(stage))
+        for parameter, value in stage.op.parameters().items():
+            rows = _parameter_rows(g, stage, parameter, value.rows)
+            cols = stage.cols if value.cols == stage.shape[1] else tuple(
+                f"c{j + 1}" for j in range(value.cols))
+            g.add(names[(name, parameter)], "weight_gradient",
+                  Gradient((Term(stage.op, parameter, len(stage.inputs)),),
+                           _notation(stage, parameter)),
+                  (*stage.inputs, name, grad), rows, cols, **_where(stage))
+    return g
+
+
+def ancestors(g: Derivation, name: str) -> set[str]:
+    """``name`` and every stage it depends on."""
+    found, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.add(current)
+            todo.extend(g[current].inputs)
+    return found
+
+
+def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], str]:
+    """``grad.<block>.<parameter>`` for each (stage, parameter); the stage's own name
+    replaces the block where two stages of a block have parameters of the same name
+    (the two LayerNorms' gamma)."""
+    short: dict[tuple[str, str], str] = {}
+    for s in g:
+        if s.name in needed:
+            block = [c for c in s.name.split(".")[:-1] if c not in _GROUPS]
+            for parameter in s.op.parameters():
+                short[(s.name, parameter)] = ".".join(["grad", *block, parameter])
+    counts: dict[str, int] = {}
+    for v in short.values():
+        counts[v] = counts.get(v, 0) + 1
+    return {key: v if counts[v] == 1 else f"grad.{key[0]}.{key[1]}"
+            for key, v in short.items()}
+
+
+def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
+                    ) -> tuple[str, ...]:
+    if rows == 1:
+        return (parameter,)
+    if stage.inputs and rows == g[stage.inputs[0]].shape[1]:
+        return g[stage.inputs[0]].cols  # a weight W: one row per input column
+    return tuple(dict.fromkeys(stage.rows))  # the embedding table: the tokens used
+
+
+def _notation(stage: Stage, parameter: str | None = None) -> Notation:
+    symbol = stage.op.symbol
+    latex = parameter.replace("gamma", r"\gamma").replace("beta", r"\beta") \
+        if parameter else symbol.latex
+    text = parameter.replace("gamma", "γ").replace("beta", "β") if parameter else symbol.text
+    title = f"Gradient of the loss at {parameter or symbol.title}"
+    return Notation(rf"\frac{{\partial L}}{{\partial {latex}}}", f"∂L/∂{text}", title)
+
+
+def _where(stage: Stage) -> dict[str, object]:
+    return {"layer": stage.layer, "head": stage.head, "side": stage.side}

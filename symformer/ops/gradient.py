@@ -1,0 +1,121 @@
+"""Gradient stages: d loss / d S as a sum of the consumers' vector-Jacobian products.
+
+A stage S read by the stages C_1, ..., C_m (its *consumers*) has the gradient
+
+    dL/dS = sum_k VJP_{C_k}(inputs of C_k, C_k, dL/dC_k)
+
+where each VJP is the consumer's own backward rule (``Operation.backward``, written
+beside its forward definition).  A :class:`Gradient` stage reads, for every term,
+the consumer's inputs, the consumer itself and the consumer's gradient stage, so its
+local formula is short (a chain-rule line) and the backward graph is as large as
+autograd's.  The same rule evaluated on balls gives the certified value, on floats
+the reference.  A weight's gradient is a :class:`Gradient` with one term whose
+``wrt`` names the parameter (``"W_Q"``, ``"gamma"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix
+from symformer.ops.base import Notation, Operation
+from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
+
+
+def gradient_sum(*contributions):
+    """dL/dS = the sum of the consumers' vector-Jacobian products."""
+    return sum(contributions)
+
+
+def seed():
+    """dL/dL = 1."""
+    return np.ones((1, 1))
+
+
+@dataclass(frozen=True, eq=False)
+class Term:
+    """One consumer's contribution: its operation, what it is differentiated by (an
+    input's position or a parameter's name) and how many inputs it reads."""
+
+    op: Operation
+    wrt: int | str
+    arity: int
+
+
+@dataclass(frozen=True, eq=False)
+class Gradient(Operation):
+    """The sum of the :class:`Term` s' backward rules.
+
+    Inputs, term after term: the consumer's ``arity`` inputs, the consumer's own
+    stage and the consumer's gradient stage.
+    """
+
+    terms: tuple[Term, ...]
+    notation: Notation | None = None
+
+    name = "gradient"
+    reference_function = gradient_sum
+    default_notation = Notation(r"\partial L", "∂L", "Gradient")
+
+    def _sum(self, args: Sequence, num: Arithmetic) -> Rows:
+        total: Rows | None = None
+        k = 0
+        for term in self.terms:
+            inputs = [rows(a) for a in args[k:k + term.arity]]
+            out, grad = rows(args[k + term.arity]), rows(args[k + term.arity + 1])
+            k += term.arity + 2
+            part = term.op.backward(inputs, out, grad, term.wrt, num)
+            total = part if total is None else [
+                [a + b for a, b in zip(ra, rb)] for ra, rb in zip(total, part)]
+        return total
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return sympy.Matrix(self._sum(args, EXACT))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return self._sum(args, BALLS)
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        # each term's rule in floats; gradient_sum adds them up
+        return [np.array(self._sum(args, FLOATS), dtype=dtype)]
+
+    def resolve(self, entry: sympy.Expr, sign: Callable[[], int]) -> sympy.Expr:
+        """ReLU's step Heaviside(h, 0) decided by the certified sign of h (0 at h = 0).
+
+        Decided when the gradient has one term whose step reads the entry's own
+        input entry (an element-wise rule, as ReLU's); otherwise left exact.
+        """
+        steps = entry.atoms(sympy.Heaviside)
+        if len(self.terms) != 1 or len(steps) != 1:
+            return entry
+        return entry.xreplace({steps.pop(): sympy.S.One if sign() > 0 else sympy.S.Zero})
+
+    def exactly_masked(self) -> Gradient:
+        return replace(self, terms=tuple(replace(t, op=t.op.exactly_masked())
+                                         for t in self.terms))
+
+
+@dataclass(frozen=True)
+class Seed(Operation):
+    """dL/dL = 1: where the backward pass starts (a 1 x 1 stage with no inputs)."""
+
+    notation: Notation | None = None
+
+    name = "gradient_seed"
+    reference_function = seed
+    default_notation = Notation(r"\partial L / \partial L", "∂L/∂L", "Gradient of the loss")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return sympy.Matrix([[1]])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[arb(1)]]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return ()

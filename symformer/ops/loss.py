@@ -1,0 +1,100 @@
+"""Losses: the mean squared error of the encoder output, the cross-entropy of probabilities.
+
+Each is a 1 x 1 stage ``loss``; its backward rule starts the backward pass
+(:mod:`symformer.blocks.backward`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from flint import arb
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.calculus import Arithmetic, Rows
+
+
+def mse(z, T):
+    """L = (1 / (n d)) sum_ij (z_ij - T_ij)^2: the mean over every entry."""
+    return np.mean((z - T) ** 2, keepdims=True).reshape(1, 1)
+
+
+def cross_entropy(p, t):
+    """L = -(1/n) sum_i log p[i, t_i]: the mean over positions of the target's -log p."""
+    return -np.mean(np.log(p[np.arange(len(t)), t]), keepdims=True).reshape(1, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class MeanSquaredError(Operation):
+    """The mean of (z - target)^2 over every entry of the input stage."""
+
+    target: sympy.Matrix
+    notation: Notation | None = None
+
+    name = "mse"
+    reference_function = mse
+    default_notation = Notation("L", "L", "Loss (mean squared error)")
+    rational = True
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        Z = args[0]
+        return sympy.Matrix([[sympy.Add(*[(z - t) ** 2 for z, t in zip(Z, self.target)])
+                              / len(self.target)]])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        T = [rational_ball(t) for t in self.target]
+        Z = [z for row in args[0] for z in row]
+        total = arb(0)
+        for z, t in zip(Z, T):
+            total += (z - t) * (z - t)
+        return [[total / len(T)]]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
+        return args[0], matrix(self.target, dtype)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/dz_ij = 2 (z_ij - T_ij) / (n d)."""
+        (g,), N = grad[0], len(self.target)
+        T = self.target.tolist()
+        return [[g * 2 * (z - num.const(t)) / N for z, t in zip(zs, ts)]
+                for zs, ts in zip(args[0], T)]
+
+
+@dataclass(frozen=True, eq=False)
+class CrossEntropy(Operation):
+    """-(1/n) sum_i log p[i, t_i] over the rows of a probabilities stage."""
+
+    targets: tuple[int, ...]
+    notation: Notation | None = None
+
+    name = "cross_entropy"
+    reference_function = cross_entropy
+    default_notation = Notation("L", "L", "Loss (cross-entropy)")
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        P = args[0]
+        return sympy.Matrix([[-sympy.Add(*[sympy.log(P[i, t]) for i, t in
+                                           enumerate(self.targets)]) / len(self.targets)]])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        total = arb(0)
+        for row, t in zip(args[0], self.targets):
+            total += row[t].log()
+        return [[-total / len(self.targets)]]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[object]:
+        return args[0], np.array(self.targets)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/dp[i, t_i] = -1 / (n p[i, t_i]); 0 at every other entry."""
+        (g,), n = grad[0], len(self.targets)
+        return [[-g / (n * p) if j == t else num.zero() for j, p in enumerate(row)]
+                for row, t in zip(args[0], self.targets)]
