@@ -7,8 +7,9 @@
   symbolic link to one is refused with a message naming the path given.  A symbolic
   link to a directory or a regular file is followed (the link stays).
 * :func:`write_file` writes a temporary file beside the target and renames it into
-  place.  :func:`write_files` writes a complete new folder beside the target
-  (``.NAME.symformer-tmp-PID``), carries over (hard-links, or copies) the files
+  place.  :func:`write_files` writes a complete new folder (``.NAME.symformer-tmp-PID``,
+  in the user's cache when that is on the same file system, else beside the target:
+  :func:`staging_folder`), carries over (hard-links, or copies) the files
   already in the target folder that it does not write, and swaps the two folders in
   one atomic step (``renameat2(RENAME_EXCHANGE)`` on Linux; two renames elsewhere).
   A process killed at any moment, even by SIGKILL, leaves the target wholly old or
@@ -227,9 +228,31 @@ def _swappable(target: Path) -> bool:
     return not os.path.ismount(target) and os.access(target.parent, os.W_OK | os.X_OK)
 
 
+def staging_folder(target: Path) -> Path:
+    """Where a new output folder is built before it is swapped in.
+
+    The user's cache (``$XDG_CACHE_HOME/symformer/staging``, else
+    ``~/.cache/symformer/staging``) when it is on the target's file system, so a
+    writer killed mid-way leaves nothing beside the target; else the target's parent.
+    """
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                              ".cache")
+    staging = Path(cache) / "symformer" / "staging"
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        if os.stat(staging).st_dev == os.stat(target.parent).st_dev:
+            return staging
+    except OSError:
+        pass
+    return target.parent
+
+
 def _write_swapped(target: Path, files: Mapping[str, str | bytes], given: str) -> None:
-    """Build the new folder beside ``target``, then swap it in."""
-    tmp = target.parent / _tmp_name(target.name)
+    """Build the new folder in the staging folder, then swap it in."""
+    staging = staging_folder(target)
+    if staging != target.parent:
+        _clean_leftovers(staging, target.name)
+    tmp = staging / _tmp_name(target.name)
     try:
         os.mkdir(tmp)
         existed = os.path.isdir(target)

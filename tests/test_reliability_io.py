@@ -432,6 +432,14 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch) -> Path:
+    """A cache folder of the test's own (new output folders are built there)."""
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache / "symformer" / "staging"
+
+
 #: Kills the export at one moment: a wrapped internal function SIGKILLs the process.
 KILLER = textwrap.dedent("""\
     import json, os, shutil, signal, sys, types
@@ -495,7 +503,7 @@ def _killed(tmp_path: Path, point: str, out: Path) -> None:
 
 
 @pytest.mark.parametrize("point", ["writing", "carrying", "carried", "swapped", "removing"])
-def test_a_kill_at_any_step_leaves_the_folder_whole(tmp_path, point, capsys):
+def test_a_kill_at_any_step_leaves_the_folder_whole(tmp_path, point, capsys, _cache):
     out = tmp_path / "k"
     _old_folder(out)
     old = _snapshot(out)
@@ -503,11 +511,12 @@ def test_a_kill_at_any_step_leaves_the_folder_whole(tmp_path, point, capsys):
     _killed(tmp_path, point, out)
     state = _check_whole(out, old, new)
     assert state == ("new" if point in ("swapped", "removing") else "old")
-    assert [p for p in os.listdir(tmp_path) if "symformer-tmp" in p]  # killed: left beside
+    assert sorted(os.listdir(tmp_path)) == ["k"]  # nothing beside the folder
+    assert [p for p in os.listdir(_cache) if "symformer-tmp" in p]  # killed: left in the cache
     # The next write recognises the dead process's folder and removes it.
     write_files(out, {})
     assert _snapshot(out) == (new if state == "new" else old)
-    assert sorted(os.listdir(tmp_path)) == ["k"]
+    assert sorted(os.listdir(tmp_path)) == ["k"] and not os.listdir(_cache)
 
 
 @pytest.mark.parametrize("renames", [1, 2])
@@ -530,7 +539,7 @@ def _count(folder: Path) -> int:
         return 0
 
 
-def test_a_kill_while_a_real_export_writes_leaves_the_folder_whole(tmp_path, capsys):
+def test_a_kill_while_a_real_export_writes_leaves_the_folder_whole(tmp_path, capsys, _cache):
     """``python -m symformer export`` killed by its process id while it writes its new
     folder, then while it carries the user's files over."""
     out = tmp_path / "k"
@@ -541,12 +550,13 @@ def test_a_kill_while_a_real_export_writes_leaves_the_folder_whole(tmp_path, cap
         proc = subprocess.Popen([sys.executable, "-m", "symformer", "export", "--out",
                                  str(out), "--decimals", "5"], env=_env(), cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        watched = tmp_path / f".k.symformer-tmp-{proc.pid}" / sub
+        watched = _cache / f".k.symformer-tmp-{proc.pid}" / sub
         deadline = time.monotonic() + 120
         while _count(watched) < entries and proc.poll() is None:
             assert time.monotonic() < deadline, "the export never started writing"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         _check_whole(out, old, new)
-        write_files(out, {})  # the next write cleans up what the kill left
-        assert sorted(os.listdir(tmp_path)) == ["k"]
+        assert sorted(os.listdir(tmp_path)) == ["k"]  # nothing beside the folder
+        write_files(out, {})  # the next write cleans up what the kill left in the cache
+        assert not os.listdir(_cache)

@@ -443,7 +443,7 @@ def test_killed_export_leaves_old_or_new_and_no_temporary_files(tmp_path):
     process it started: the folder is wholly the old export or wholly the new one, and
     nothing else is left in or next to it."""
     command = [sys.executable, "-m", "symformer", "export", "--out"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     for decimals in ("2", "5"):
         subprocess.run([*command, str(tmp_path / f"ref{decimals}"), "--decimals", decimals],
                        check=True, env=env, capture_output=True)
