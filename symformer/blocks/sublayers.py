@@ -287,7 +287,8 @@ def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,
             vocab: tuple[str, ...]) -> str:
     """``logits`` = x W_vocab + b_vocab, ``probabilities``, ``next_token`` (exact argmax)."""
     tokens = g[x].rows
-    logits = g.add("logits", "logits", Projection(W, b, LOGITS, "W_vocab", "b_vocab"), (x,),
+    logits = g.add("logits", "logits", Projection(W, b, LOGITS, "W_vocab", "b_vocab",
+                                                             columns="vocab"), (x,),
                    tokens, vocab)
     g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"), (logits,), tokens,
           vocab)

@@ -17,7 +17,7 @@ from symformer.latex.blocks import Cell, Fragment, Heading, Math, Prose, Table
 from symformer.latex.equations import sublayer
 from symformer.latex.escape import word_label
 from symformer.latex.outline import Section
-from symformer.latex.tables import KEYED_KINDS, heat_of
+from symformer.latex.tables import heat_of
 
 #: Groups (second-level headings) of the decoder's stage kinds, where not by sub-layer.
 GROUPS = {"embeddings": "Embeddings and positional encoding",
@@ -64,7 +64,7 @@ def title(stage: Stage) -> str:
 
 def caption_note(stage: Stage) -> str:
     """What a cross-attention table's rows and columns are (empty for other stages)."""
-    if sublayer(stage) == "cross" and stage.kind in KEYED_KINDS:
+    if sublayer(stage) == "cross" and stage.op.columns == "keys":
         return ". Rows: target tokens (queries); columns: source tokens (keys)"
     return ""
 

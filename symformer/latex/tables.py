@@ -18,21 +18,15 @@ from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry
 from symformer.ops import ReLU, ScaleMask
 
-#: Kinds whose columns are the key tokens.
-KEYED_KINDS = frozenset({"raw_scores", "scores", "weights"})
-#: Kinds whose columns are the decoder's vocabulary.
-VOCAB_KINDS = frozenset({"logits", "probabilities", "next_token"})
-#: Kinds coloured as a heat map by default (entries in [0, 1]).
-HEAT_KINDS = frozenset({"weights", "probabilities", "next_token"})
 #: Strongest heat-map shade, in percent of the heat colour (keeps digits legible).
 MAX_HEAT = 60
 
 
 def column_label(stage: Stage, j: int) -> str:
     """The math label of column ``j``."""
-    if stage.kind in KEYED_KINDS:
+    if stage.op.columns == "keys":
         return token_label(stage.cols[j], j)
-    if stage.kind in VOCAB_KINDS:
+    if stage.op.columns == "vocab":
         return word_label(stage.cols[j])
     return entry(stage, j, fmt="latex")
 
@@ -87,7 +81,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     indicator = stage.kind == "next_token"  # exact 0s and 1s
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
-    heat = stage.kind in HEAT_KINDS if heat is None else heat
+    heat = stage.op.heat if heat is None else heat
     rows = []
     any_exact = False
     for i, row in enumerate(values):

@@ -50,6 +50,8 @@ class ArgmaxIndicator(Operation):
     name = "argmax"
     reference_function = argmax_indicator
     default_notation = Notation(r"\hat{t}", "t̂", "Next token (exact argmax)")
+    columns = "vocab"
+    heat = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         logits = args[0]

@@ -128,6 +128,15 @@ class Operation(ABC):
     rational: ClassVar[bool] = False
     #: True when every output entry is >= 0 whatever the inputs (a variance).
     nonnegative: ClassVar[bool] = False
+    #: How a trace shows the step: "vector" (the token's row), "attention" (one entry
+    #: per key), "norm" (with its mean and variance), "activation", or "folded" (shown
+    #: inside the step that reads it: a LayerNorm's mean and variance).
+    trace_step: ClassVar[str] = "vector"
+    #: What the columns are: "dims" (components of the token's vector), "keys" (key
+    #: positions) or "vocab" (vocabulary entries); labels and captions follow it.
+    columns: ClassVar[str] = "dims"
+    #: Whether tables shade the values as a heat map (entries in [0, 1]).
+    heat: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

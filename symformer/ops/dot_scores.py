@@ -27,6 +27,8 @@ class DotScores(Operation):
     name = "dot_scores"
     reference_function = raw_scores
     default_notation = Notation("u", "u", "Dot products with every key")
+    trace_step = "attention"
+    columns = "keys"
     rational = True
     inline = True
 

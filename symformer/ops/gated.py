@@ -27,6 +27,7 @@ class GatedProduct(Operation):
     name = "gated_product"
     reference_function = gated
     default_notation = Notation("a", "a", "Gated activation act(g) ⊙ h")
+    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         gate, hidden = args

@@ -31,6 +31,7 @@ class GELU(Operation):
     name = "gelu"
     reference_function = gelu
     default_notation = Notation("a", "a", "FFN activation (GELU)")
+    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: h * (1 + sympy.erf(h / sympy.sqrt(2))) / 2)

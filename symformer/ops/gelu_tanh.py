@@ -33,6 +33,7 @@ class GELUTanh(Operation):
     name = "gelu_tanh"
     reference_function = gelu_tanh
     default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
+    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         c = sympy.sqrt(2 / sympy.pi)

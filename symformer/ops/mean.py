@@ -29,6 +29,7 @@ class RowMean(Operation):
     name = "mean"
     reference_function = mean
     default_notation = Notation(r"\mu", "μ", "Mean")
+    trace_step = "folded"
     rational = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:

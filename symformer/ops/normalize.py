@@ -54,6 +54,7 @@ class Normalize(Operation):
     name = "normalize"
     reference_function = layer_norm
     default_notation = Notation("y", "y", "LayerNorm")
+    trace_step = "norm"
 
     def function(self):
         return layer_norm_unbiased if self.unbiased else layer_norm

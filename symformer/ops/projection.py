@@ -35,6 +35,8 @@ class Projection(Operation):
     weight: str = "W"
     bias: str = "b"
     _columns: list = field(default=None, compare=False, repr=False)
+    #: What the output columns are ("vocab" for logits; see Operation.columns).
+    columns: str = "dims"
 
     name = "projection"
     reference_function = project

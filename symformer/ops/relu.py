@@ -28,6 +28,7 @@ class ReLU(Operation):
     name = "relu"
     reference_function = relu
     default_notation = Notation("a", "a", "FFN activation (ReLU)")
+    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: sympy.Max(0, h))

@@ -67,6 +67,8 @@ class ScaleMask(Operation):
     name = "scale_mask"
     reference_function = scaled_scores
     default_notation = Notation("s", "s", "Scaled scores")
+    trace_step = "attention"
+    columns = "keys"
     rational = True
 
     def _factor(self) -> sympy.Expr:

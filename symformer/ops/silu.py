@@ -27,6 +27,7 @@ class SiLU(Operation):
     name = "silu"
     reference_function = silu
     default_notation = Notation("a", "a", "FFN activation (SiLU)")
+    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: h / (1 + sympy.exp(-h)))

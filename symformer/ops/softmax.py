@@ -39,6 +39,15 @@ class Softmax(Operation):
     name = "softmax"
     reference_function = softmax
     default_notation = Notation(r"\alpha", "α", "Attention weights (softmax)")
+    heat = True
+
+    @property
+    def trace_step(self) -> str:  # one weight per key; a vocabulary row is a vector
+        return "attention" if self.count == "n" else "vector"
+
+    @property
+    def columns(self) -> str:
+        return "keys" if self.count == "n" else "vocab"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]

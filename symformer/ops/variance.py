@@ -30,6 +30,7 @@ class RowVariance(Operation):
     name = "variance"
     reference_function = variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance")
+    trace_step = "folded"
     rational = True
     nonnegative = True
 

@@ -44,6 +44,7 @@ class WholeMean(Operation):
     name = "whole_mean"
     reference_function = whole_mean
     default_notation = Notation(r"\mu", "μ", "Mean (whole matrix)")
+    trace_step = "folded"
     rational = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
@@ -72,6 +73,7 @@ class WholeVariance(Operation):
     name = "whole_variance"
     reference_function = whole_variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance (whole matrix)")
+    trace_step = "folded"
     rational = True
     nonnegative = True
 

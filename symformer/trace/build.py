@@ -1,8 +1,10 @@
 """Build a :class:`~symformer.trace.result.Trace`: one step per stage, from one token's view.
 
-The builders are registered by stage kind (:data:`BUILDERS`), not by stage name, so
-every stage of a kind the registry knows becomes a step wherever it sits: a second
-block, or a decoder's self- and cross-attention (``Stage.side == "decoder"``).
+Each operation says which shape of step shows it (``Operation.trace_step``: a vector,
+one entry per key, a LayerNorm with its mean and variance, an activation); the
+builders (:data:`BUILDERS`) are chosen by that shape, never by stage name or kind, so a
+new operation is traced wherever it sits: a second block, a decoder's self- and
+cross-attention (``Stage.side == "decoder"``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import index, legend
-from symformer.ops import ReLU, RowMean
+from symformer.ops import DotScores, ReLU, RowMean, ScaleMask
 from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
@@ -94,14 +96,14 @@ def _vector(ctx: _Context, stage: Stage) -> Step:
 def _attention(ctx: _Context, stage: Stage) -> Step:
     keys = [f"{j} {t}" for j, t in enumerate(stage.cols)]
     note, masked = "", ()
-    scaled = stage if stage.kind == "scores" else ctx.g[stage.inputs[0]]
+    scaled = stage if isinstance(stage.op, ScaleMask) else ctx.g[stage.inputs[0]]
     blocked = getattr(scaled.op, "masked", frozenset())
-    if stage.kind != "raw_scores" and blocked:
+    if not isinstance(stage.op, DotScores) and blocked:
         note = "causal mask: keys after the token are blocked"
         masked = tuple((ctx.row, j) in blocked for j in range(stage.shape[1]))
     return AttentionStep(**_common(ctx, stage), entries=_entries(ctx, stage, keys), note=note,
-        heat=stage.kind == "weights", query=ctx.row, masked=masked,
-        matrix=tuple(map(tuple, ctx.values(stage.name))) if stage.kind == "weights" else ())
+        heat=stage.op.heat, query=ctx.row, masked=masked,
+        matrix=tuple(map(tuple, ctx.values(stage.name))) if stage.op.heat else ())
 
 
 def _layer_norm(ctx: _Context, stage: Stage) -> Step:
@@ -129,15 +131,11 @@ def _activation(ctx: _Context, stage: Stage) -> Step:
                           clipped=clipped)
 
 
-#: One builder per stage kind; kinds mapped to None are folded into another step
-#: (a LayerNorm step shows its mean and variance).
+#: The builder of each shape of step an operation asks for (``Operation.trace_step``);
+#: a "folded" step is shown inside the step that reads it (a LayerNorm's mean).
 BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
-    "embeddings": _vector, "positional_encoding": _vector, "input": _vector,
-    "Q": _vector, "K": _vector, "V": _vector, "raw_scores": _attention,
-    "scores": _attention, "weights": _attention, "head_output": _vector,
-    "concat": _vector, "attention_output": _vector, "residual": _vector,
-    "mean": None, "variance": None, "layer_norm": _layer_norm, "ffn_hidden": _vector,
-    "ffn_activation": _activation, "ffn_output": _vector, "output": _vector,
+    "vector": _vector, "attention": _attention, "norm": _layer_norm,
+    "activation": _activation, "folded": None,
 }
 
 
@@ -158,11 +156,11 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
     ctx = _Context(g, position, decimals)
     steps, shown = [], []
     for stage in stages:
-        builder = BUILDERS.get(stage.kind, _vector)
+        builder = BUILDERS[stage.op.trace_step]
         if builder is not None and stage.rows == tokens:
             steps.append(builder(ctx, stage))
             shown.append(stage)
-            shown.extend(ctx.g[name] for name in stage.inputs if BUILDERS.get(
-                ctx.g[name].kind, _vector) is None)  # folded in: a LayerNorm's mean
+            shown.extend(ctx.g[name] for name in stage.inputs
+                         if ctx.g[name].op.trace_step == "folded")  # a LayerNorm's mean
     return Trace(g.example.title, tuple(tokens), position, g.causal, side, decimals,
                  tuple(steps), legend(shown))
