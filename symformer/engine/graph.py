@@ -29,7 +29,9 @@ from symformer.engine.rounding import (
     ball_bounds,
     certified_rounding,
     moderate,
+    round_ball,
     round_fraction,
+    start_precision,
 )
 from symformer.engine.zero import is_zero
 from symformer.errors import ClosedFormTooLarge, InputError, NotSupportedError, UndecidedError
@@ -289,8 +291,17 @@ class Derivation:
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
         rows, cols = self[name].shape
+        # Most entries are decided by the first precision: round the whole stage from
+        # one evaluation, and give only the others the escalating path.
+        first = self.evaluate(start_precision(decimals, significant))[name]
 
         def entry(i: int, j: int) -> Rounded | None:
+            ball = first[i][j]
+            if ball is NEG_INF:
+                return None
+            rounded = round_ball(ball, decimals=decimals, significant=significant)
+            if rounded is not None:
+                return rounded
             return certified_rounding(
                 lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
                 decimals=decimals, significant=significant,

@@ -187,7 +187,19 @@ def round_ball(x: arb, *, decimals: int | None = None,
         raise NotSupportedError(f"a value of about 1e{magnitude} (such as exp of a huge "
                                 f"score) is too large to print")
     wanted = significant if significant is not None else decimals + magnitude + 1
-    m, r, e = (int(v) for v in x.mid_rad_10exp(_digits(x, wanted)))
+    # Read a few digits more than wanted (enough for almost every ball); only a ball
+    # still on a boundary is read again, to as many digits as it is accurate to.
+    quick = max(wanted, 1) + 10
+    rounded = _round_read(x, quick, decimals, significant)
+    if rounded is None and (accurate := _digits(x, wanted)) > quick:
+        rounded = _round_read(x, accurate, decimals, significant)
+    return rounded
+
+
+def _round_read(x: arb, digits: int, decimals: int | None,
+                significant: int | None) -> Rounded | None:
+    """:func:`round_ball` from the ball read as ``digits`` decimal digits."""
+    m, r, e = (int(v) for v in x.mid_rad_10exp(digits))
     lo, hi = m - r, m + r
     if r == 0:
         return round_scaled(m, e, decimals=decimals, significant=significant)
