@@ -186,3 +186,25 @@ def test_heat_maps_read_the_undecided_form() -> None:
     assert rounding.display_value("0.1..0.2?") == Fraction(1, 10)
     assert rounding.display_value("-0.25") == Fraction(-1, 4)
     assert heat_of("0.4..0.5?") == heat_of("0.4")
+
+
+def test_an_exact_zero_found_by_hypothesis_is_decided(capsys):
+    """tests/data/ties/hypothesis_exact_zero.toml: every stage to 15 significant digits,
+    the exact zero printed as 0, every value as the independent float64 pass has it."""
+    import warnings
+
+    from float_reference import float_forward
+
+    path = str(DATA / "hypothesis_exact_zero.toml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no undecided entry
+        assert main(["derive", path, "--json", "--digits", "15"]) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    floats = float_forward(load_example(path), causal=True)
+    values = {name: stage["values"] for name, stage in stages.items()}
+    assert float(values["layer2.add_norm1.sum"][1][1]) == 0
+    for name, rows in values.items():
+        if name in floats:
+            for got, want in zip(sum(rows, []), floats[name].ravel()):
+                if got != "-inf":
+                    assert float(got) == pytest.approx(want, rel=1e-9, abs=1e-9), name
