@@ -102,6 +102,15 @@ class Spelling:
     function: Callable[..., Any] | None = None
 
 
+def bilinear_difference(op: Operation, x0: Sequence[ArbMatrix],
+                        dx: Sequence[ArbMatrix]) -> ArbMatrix:
+    """f(a0 + da, b0 + db) - f(a0, b0) = f(da, b0) + f(a0, db) + f(da, db) for a
+    bilinear ``op`` (a product of two stages), without subtracting close numbers."""
+    (a0, b0), (da, db) = x0, dx
+    terms = [op.arb([da, b0]), op.arb([a0, db]), op.arb([da, db])]
+    return [[x + y + z for x, y, z in zip(*rows)] for rows in zip(*terms)]
+
+
 def matrix(value: sympy.Matrix | None, dtype: type) -> np.ndarray | None:
     """An exact SymPy matrix (rationals, sin(1), ...) as a float array (None stays None).
 

@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
@@ -40,9 +40,7 @@ class WeightedSum(Operation):
         return [[dot(ra, col) for col in columns] for ra in A]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
-        (a0, b0), (da, db) = x0, dx  # bilinear: da b0 + a0 db + da db
-        terms = [self.arb([da, b0]), self.arb([a0, db]), self.arb([da, db])]
-        return [[x + y + z for x, y, z in zip(*rows)] for rows in zip(*terms)]
+        return bilinear_difference(self, x0, dx)
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args
