@@ -23,9 +23,11 @@ from collections.abc import Sequence
 from symformer.errors import InputError, NotSupportedError, UndecidedError, UndecidedWarning
 
 DESCRIPTION = """\
-Derive a small Transformer example exactly, stage by stage, and turn the derivation
-into LaTeX, Markdown and checks. Every command works on the built-in example (the
-blog post's "I think I understand") when no example file is given.
+Derive a small Transformer example exactly, stage by stage (forward and backward),
+and turn the derivation into LaTeX, Markdown, figures, worked lines and checks. Every
+command works on the built-in example (the blog post's "I think I understand") when
+no example file is given; more ship by name (attention_only, gpt2_style, llama_style,
+encoder_decoder, course_module). `symformer COMMAND --help` shows examples.
 """
 
 

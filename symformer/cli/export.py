@@ -47,7 +47,7 @@ cleared; the new files appear all at once (see docs/export.md).
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``export`` sub-command."""
-    p = sub.add_parser("export", help="write LaTeX (or Markdown) for the derivation",
+    p = sub.add_parser("export", help="write LaTeX, Markdown or worked.json for the derivation",
                        description="Write every stage of the derivation as LaTeX fragments "
                                    "and a standalone document (or one Markdown file).",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
