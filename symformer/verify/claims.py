@@ -13,7 +13,7 @@ Claims TOML (rows are 0-based token positions, as ``symformer derive`` numbers t
     rows = [1, 3]                    # optional: the rows of the stage that values gives
     cols = [0, 2]                    # optional: the columns of the stage that values gives
     entry = [1, 2]                   # optional, instead of rows/cols: one entry;
-                                     # values = 0.158 or [[0.158]]
+                                     # values = 0.262 or [[0.262]]
     causal = true                    # optional: the causally masked derivation (default:
                                      # the example's causal setting)
     inputs = { "layer1.add_norm1" = "mha" }  # optional: a local check of the step
@@ -94,7 +94,7 @@ class Claim:
             return f"{self.decimals} decimals"
         if self.significant is not None:
             return f"{self.significant} significant digits"
-        return "the printed digits"
+        return "each number's printed digits"
 
     def decimals_at(self, i: int, j: int) -> int:
         """The decimals of values[i][j]: of the claim, or of its significant digits or text.
