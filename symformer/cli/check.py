@@ -77,7 +77,7 @@ def report(results: list[ClaimCheck], right: int, total: int) -> str:
         kind = "step from " + ", ".join(f"{s} = {n}" for s, n in c.inputs.items()) \
             if r.local else ("causal derivation" if c.causal else "")
         head = f"{c.name} -> {c.stage}" + (f" ({kind})" if kind else "") + \
-            f", {c.decimals} decimals: "
+            f", {c.precision}: "
         n = len(r.entries)
         if r.local:
             verdict = "consistent" if not r.wrong else f"{len(r.wrong)} of {n} inconsistent"
@@ -103,6 +103,7 @@ def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
             "stage": r.claim.stage,
             "causal": r.claim.causal,
             "decimals": r.claim.decimals,
+            "significant": r.claim.significant,
             "local": r.local,
             "inputs": r.claim.inputs,
             "numbers": len(r.entries),

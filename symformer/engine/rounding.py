@@ -142,7 +142,7 @@ def round_fraction(value: Fraction, *, decimals: int | None = None,
     """Round an exact rational to ``decimals`` places or ``significant`` digits."""
     if value == 0:
         return Rounded(0, -decimals if decimals is not None else 0)
-    lead = _leading_exponent(abs(value))
+    lead = leading_exponent(abs(value))
     target = _target(lead, decimals, significant)
     scaled = value / Fraction(10) ** target
     digits = _round_int(scaled.numerator, scaled.denominator)
@@ -151,7 +151,7 @@ def round_fraction(value: Fraction, *, decimals: int | None = None,
     return Rounded(digits, target)
 
 
-def _leading_exponent(x: Fraction) -> int:
+def leading_exponent(x: Fraction) -> int:
     """floor(log10(x)) for x > 0, exactly."""
     # bit lengths, not decimal strings: exact bounds of 2^-65536 have ~20,000 digits
     e = (x.numerator.bit_length() - x.denominator.bit_length()) * 30103 // 100000

@@ -1,6 +1,7 @@
 """Decide which of an author's claimed numbers are right, and explain the wrong ones.
 
-A claimed number c with d decimals is right when |exact - c| <= ½·10^-d, decided
+A claimed number c with d decimals is right when |exact - c| <= ½·10^-d (d: the claim's
+``decimals``, or each number's own, from its significant digits or its printed text), decided
 on certified balls (raising the precision until it is decided; an exact tie is
 decided on the closed form).  A claim with ``inputs`` is checked locally: the step
 is recomputed from the named claims' printed numbers taken exactly ("as printed"),
@@ -140,23 +141,24 @@ class Checker:
             v = values(bits)
             for i, j in list(pending):
                 claimed = claim.number(i, j)
-                entry = v[claim.row_indices[i]][j]
+                entry = v[claim.row_indices[i]][claim.col_indices[j]]
                 if claimed is None or entry is None:
                     verdict: bool | None = claimed is None and entry is None
                 else:
                     with precision(bits):
-                        verdict = within(entry, claimed, claim.half)
+                        verdict = within(entry, claimed, claim.half_at(i, j))
                 if verdict is not None:
                     verdicts[i, j] = verdict
                     pending.discard((i, j))
             if not pending:
                 return verdicts
         for i, j in pending:  # on a boundary claimed ± half: only an exact proof can tell
-            entry = None if g is None else g.symbols(claim.stage)[claim.row_indices[i], j]
-            claimed = claim.number(i, j)
+            entry = None if g is None else \
+                g.symbols(claim.stage)[claim.row_indices[i], claim.col_indices[j]]
+            claimed, half = claim.number(i, j), claim.half_at(i, j)
             if entry is None or not any(
                     g.prove_zero(entry - sympy.Rational(b.numerator, b.denominator))
-                    for b in (claimed - claim.half, claimed + claim.half)):
+                    for b in (claimed - half, claimed + half)):
                 raise UndecidedError(f"{claim.where}: cannot decide values[{i}][{j}]: the "
                                      f"value is within 2^-{PRECISIONS[-1]} of a rounding "
                                      f"boundary and could not be proved equal to it")
@@ -166,14 +168,24 @@ class Checker:
     def _result(self, claim: Claim, g: Derivation, verdicts: dict[tuple[int, int], bool],
                 rounding: Callable[[int], list[list[str]]]) -> ClaimCheck:
         stage = g[claim.stage]
-        correct, more = rounding(claim.decimals), rounding(claim.decimals + MORE_DIGITS)
+        tables: dict[int, list[list[str]]] = {}
+
+        def rounded(decimals: int) -> list[list[str]]:
+            # a claim coarser than units (6e3) is shown to whole units
+            decimals = max(decimals, 0)
+            if decimals not in tables:
+                tables[decimals] = rounding(decimals)
+            return tables[decimals]
+
         result = ClaimCheck(claim)
         for i, r in enumerate(claim.row_indices):
-            for j in range(stage.shape[1]):
-                result.entries.append(EntryCheck(r, j, stage.rows[r], stage.cols[j],
-                                                 claim.values[i][j], correct[r][j],
-                                                 more[r][j], verdicts[i, j],
-                                                 entry(stage, j), place(stage, r, j)))
+            for j, c in enumerate(claim.col_indices):
+                d = claim.decimals_at(i, j)
+                result.entries.append(EntryCheck(r, c, stage.rows[r], stage.cols[c],
+                                                 claim.values[i][j], rounded(d)[r][c],
+                                                 rounded(d + MORE_DIGITS)[r][c],
+                                                 verdicts[i, j], entry(stage, c),
+                                                 place(stage, r, c)))
         return result
 
     # -- local --------------------------------------------------------------------
@@ -186,7 +198,7 @@ class Checker:
         verdicts_printed = self._decide(claim, lambda b: as_printed.evaluate(b)[claim.stage])
 
         def intervals(source: Claim) -> Callable[[], Values]:
-            return lambda: [[ball(source.number(i, j), source.half)
+            return lambda: [[ball(source.number(i, j), source.half_at(i, j))
                              for j in range(len(row))] for i, row in enumerate(source.values)]
 
         boxes = Chain(g, claim.stage,
@@ -194,9 +206,9 @@ class Checker:
         enclosure = boxes.evaluate(PRECISIONS[0])[claim.stage]
         consistent = {}
         for i, r in enumerate(claim.row_indices):
-            for j in range(len(claim.values[i])):
+            for j, c in enumerate(claim.col_indices):
                 consistent[i, j] = verdicts_printed[i, j] or meets(
-                    enclosure[r][j], claim.number(i, j), claim.half)
+                    enclosure[r][c], claim.number(i, j), claim.half_at(i, j))
 
         def rounding(decimals: int) -> list[list[str]]:
             for b in PRECISIONS:
@@ -250,7 +262,7 @@ class Checker:
         upstream = ancestors(g, claim.stage)
         printed: list[tuple[str, Claim]] = []
         for c in before:
-            if c.inputs or c.rows is not None or c.stage not in upstream \
+            if c.inputs or not c.whole or c.stage not in upstream \
                     or len(c.values) != g[c.stage].shape[0]:  # only whole printed tables
                 continue
             if c.causal == claim.causal or not any(
@@ -264,8 +276,10 @@ class Checker:
                        + ", ".join(c.name for _, c in printed[:k]) + ")")
                       for k in range(len(printed), 0, -1)]
         if not candidates:
-            candidates = [(Chain(g, claim.stage, rounded=dict.fromkeys(upstream, claim.decimals)),
-                           f"every stage before it rounded to {claim.decimals} decimals")]
+            decimals = max(0, max(claim.decimals_at(i, j) for i, row in enumerate(claim.values)
+                                  for j in range(len(row))))
+            candidates = [(Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
+                           f"every stage before it rounded to {decimals} decimals")]
         best: tuple[int, str] = (0, "")
         for chain, source in candidates:
             verdicts = self._decide(claim, lambda bits, c=chain: c.evaluate(bits)[claim.stage])

@@ -5,9 +5,15 @@ Claims TOML (rows are 0-based token positions, as ``symformer derive`` numbers t
     [[claim]]
     name = "weights"                 # the author's label
     stage = "layer1.head1.weights"   # a stage name (`symformer derive --list`)
-    decimals = 3                     # the claim is right when |exact - claimed| <= 0.5e-3
+    decimals = 3                     # optional: right when |exact - claimed| <= 0.5e-3;
+                                     # or significant = 4 (digits of each number); neither:
+                                     # each number's own printed digits (0.43: 2 decimals,
+                                     # 6.3379e-02: 5 significant digits)
     values = [[0.212, 0.265, 0.158, 0.365], ...]
     rows = [1, 3]                    # optional: the rows of the stage that values gives
+    cols = [0, 2]                    # optional: the columns of the stage that values gives
+    entry = [1, 2]                   # optional, instead of rows/cols: one entry;
+                                     # values = 0.262 or [[0.262]]
     causal = true                    # optional: the causally masked derivation (default:
                                      # the example's causal setting)
     inputs = { "layer1.add_norm1" = "mha" }  # optional: a local check of the step
@@ -25,6 +31,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from symformer.engine import Derivation
+from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_number
@@ -32,7 +39,12 @@ from symformer.verify.chain import ancestors
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
-_CLAIM_KEYS = {"name", "stage", "decimals", "values", "rows", "causal", "inputs", "check"}
+_CLAIM_KEYS = {"name", "stage", "decimals", "significant", "values", "rows", "cols", "entry",
+               "causal", "inputs", "check"}
+#: A number as printed: sign, digits with an optional point, optional exponent.
+_PRINTED = re.compile(r"[+-]?(?P<int>[0-9_]*)(?:\.(?P<frac>[0-9_]*))?"
+                      r"(?:[eE](?P<exp>[+-]?[0-9_]+))?", re.ASCII)
+_INFINITE = {"-inf", "-infinity"}
 _PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*,\s*(?:decimals\s*=\s*)?([0-9]{1,4})"
                     r"\s*\)\s*\)", re.ASCII)
 _COMMENT = re.compile(r"^\s*#\s?(.*)$")
@@ -41,17 +53,24 @@ _ROW = re.compile(r"\[([^\[\]]*)\]")
 
 @dataclass
 class Claim:
-    """One claimed matrix (or some of its rows) of one stage."""
+    """One claimed matrix (or some of its rows, columns, or one entry) of one stage.
+
+    The precision is ``decimals``, or ``significant`` digits, or (neither given) each
+    number's own printed digits; :meth:`decimals_at` gives every entry's decimals.
+    """
 
     name: str
     stage: str
-    decimals: int
+    decimals: int | None
     values: list[list[str]]            # the literal text of every claimed number
     rows: list[int] | None = None      # stage rows the values give (None: all, in order)
     causal: bool | None = None         # None: the example's own setting
     inputs: dict[str, str] = field(default_factory=dict)  # replaced stage -> claim name
     check: bool = True
     where: str = ""                    # for messages: file and claim number
+    cols: list[int] | None = None      # stage columns the values give (None: all, in order)
+    significant: int | None = None     # significant digits of every number
+    entry_given: bool = False          # addressed by ``entry = [row, col]``
 
     @property
     def row_indices(self) -> list[int]:
@@ -59,17 +78,76 @@ class Claim:
         return self.rows if self.rows is not None else list(range(len(self.values)))
 
     @property
-    def half(self) -> Fraction:
-        """Half a unit in the last claimed decimal: the claim's tolerance."""
-        return Fraction(1, 2 * 10 ** self.decimals)
+    def col_indices(self) -> list[int]:
+        """The stage columns of ``values``, in order."""
+        return self.cols if self.cols is not None else list(range(len(self.values[0])))
+
+    @property
+    def whole(self) -> bool:
+        """Does the claim give the whole stage (no ``rows``, ``cols`` or ``entry``)?"""
+        return self.rows is None and self.cols is None
+
+    @property
+    def precision(self) -> str:
+        """The claim's precision in words, for reports."""
+        if self.decimals is not None:
+            return f"{self.decimals} decimals"
+        if self.significant is not None:
+            return f"{self.significant} significant digits"
+        return "each number's printed digits"
+
+    def decimals_at(self, i: int, j: int) -> int:
+        """The decimals of values[i][j]: of the claim, or of its significant digits or text.
+
+        May be negative (``6e3`` is claimed to the thousands); a claimed 0 with
+        ``significant`` digits is claimed exactly (see :meth:`half_at`).
+        """
+        if self.decimals is not None:
+            return self.decimals
+        if self.significant is not None:
+            value = self.number(i, j)
+            if not value:  # -inf or 0: the significant digits say nothing of a place
+                return printed_decimals(self.values[i][j], self.where)
+            return self.significant - 1 - leading_exponent(abs(value))
+        return printed_decimals(self.values[i][j], self.where)
+
+    def half_at(self, i: int, j: int) -> Fraction:
+        """Half a unit in the last claimed place of values[i][j]: its tolerance.
+
+        N significant digits of a nonzero value never round to 0, so a claimed 0
+        with ``significant`` is right only when the value is exactly 0.
+        """
+        if self.significant is not None and self.number(i, j) == 0:
+            return Fraction(0)
+        return Fraction(1, 2) * Fraction(10) ** -self.decimals_at(i, j)
 
     def number(self, i: int, j: int) -> Fraction | None:
         """The claimed number at values[i][j], exactly (None for "-inf")."""
         text = self.values[i][j]
-        if text.strip().lower() in {"-inf", "-infinity"}:
+        if text.strip().lower() in _INFINITE:
             return None
         r = exact_number(text, f"{self.where}, values[{i}][{j}]")
         return Fraction(int(r.p), int(r.q))
+
+
+def printed_decimals(text: str, where: str = "") -> int:
+    """The decimals a number's text shows: ``0.43`` 2, ``6.3379e-02`` 6 (5 significant).
+
+    Read from the text, never from a float; ``-inf`` has 0.
+
+    >>> printed_decimals("0.430"), printed_decimals("6.3379e-02"), printed_decimals("12")
+    (3, 6, 0)
+    """
+    stripped = text.strip()
+    if stripped.lower() in _INFINITE:
+        return 0
+    match = _PRINTED.fullmatch(stripped)
+    if not match or not (match.group("int") or match.group("frac")):
+        raise InputError(f"{where}: {text!r} is not a printed decimal number, so its "
+                         f"precision cannot be read from it; give decimals or significant")
+    frac = (match.group("frac") or "").replace("_", "")
+    exponent = int((match.group("exp") or "0").replace("_", ""))
+    return len(frac) - exponent
 
 
 def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
@@ -107,30 +185,16 @@ def _claim(t: object, where: str) -> Claim:
     if unknown:
         raise InputError(f"{where}: unknown key {unknown[0]!r} "
                          f"(known keys: {', '.join(sorted(_CLAIM_KEYS))})")
-    for key in ("stage", "decimals", "values"):
+    for key in ("stage", "values"):
         if key not in t:
             raise InputError(f"{where}: missing key {key!r}")
-    stage, decimals = t["stage"], t["decimals"]
+    stage = t["stage"]
     name = t.get("name", stage)
     if not isinstance(stage, str) or not isinstance(name, str):
         raise InputError(f"{where}: name and stage must be strings")
     where = f"{where} ({name})"
-    if isinstance(decimals, bool) or not isinstance(decimals, int) \
-            or not 0 <= decimals <= MAX_DECIMALS:
-        raise InputError(f"{where}: decimals must be a whole number from 0 to {MAX_DECIMALS}, "
-                         f"found {decimals!r}")
-    values = t["values"]
-    if not isinstance(values, list) or not values:
-        raise InputError(f"{where}: values must be a non-empty list of rows")
-    if not isinstance(values[0], list):
-        values = [values]  # a single row
-    if not all(isinstance(r, list) for r in values):
-        raise InputError(f"{where}: values must be a list of rows")
-    rows = t.get("rows")
-    if rows is not None and (not isinstance(rows, list)
-                             or not all(isinstance(r, int) and not isinstance(r, bool)
-                                        for r in rows)):
-        raise InputError(f"{where}: rows must be a list of 0-based row numbers")
+    decimals, significant = _precision(t, where)
+    values, rows, cols = _addressed_values(t, where)
     inputs = t.get("inputs", {})
     if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
         raise InputError(f"{where}: inputs must map stage names to claim names, "
@@ -139,8 +203,69 @@ def _claim(t: object, where: str) -> Claim:
         if not isinstance(t.get(key, False), bool):
             raise InputError(f"{where}: {key} must be true or false")
     text = [[str(v) for v in row] for row in values]
-    return Claim(name, stage, decimals, text, rows, t.get("causal"), dict(inputs),
-                 t.get("check", True), where)
+    claim = Claim(name, stage, decimals, text, rows, t.get("causal"), dict(inputs),
+                  t.get("check", True), where, cols, significant, "entry" in t)
+    if decimals is None:  # every number's precision must be readable (and bounded)
+        for i, row in enumerate(text):
+            for j in range(len(row)):
+                if claim.decimals_at(i, j) > MAX_DECIMALS:
+                    raise InputError(f"{where}: values[{i}][{j}] = {row[j]!r} claims more "
+                                     f"than {MAX_DECIMALS} decimals")
+    return claim
+
+
+def _precision(t: dict, where: str) -> tuple[int | None, int | None]:
+    """(decimals, significant) of a claim table: at most one of them given."""
+    decimals, significant = t.get("decimals"), t.get("significant")
+    if decimals is not None and significant is not None:
+        raise InputError(f"{where}: give decimals or significant, not both")
+    if decimals is not None and (isinstance(decimals, bool) or not isinstance(decimals, int)
+                                 or not 0 <= decimals <= MAX_DECIMALS):
+        raise InputError(f"{where}: decimals must be a whole number from 0 to {MAX_DECIMALS}, "
+                         f"found {decimals!r}")
+    if significant is not None and (isinstance(significant, bool)
+                                    or not isinstance(significant, int)
+                                    or not 1 <= significant <= MAX_DECIMALS):
+        raise InputError(f"{where}: significant must be a whole number from 1 to "
+                         f"{MAX_DECIMALS}, found {significant!r}")
+    return decimals, significant
+
+
+def _indices(t: dict, key: str, where: str) -> list[int] | None:
+    found = t.get(key)
+    if found is not None and (not isinstance(found, list) or not found
+                              or not all(isinstance(r, int) and not isinstance(r, bool)
+                                         for r in found)):
+        word = "row" if key == "rows" else "column"
+        raise InputError(f"{where}: {key} must be a non-empty list of 0-based {word} numbers")
+    return found
+
+
+def _addressed_values(t: dict, where: str
+                      ) -> tuple[list[list], list[int] | None, list[int] | None]:
+    """(values as rows, rows, cols) from ``values`` and ``rows``/``cols`` or ``entry``."""
+    values = t["values"]
+    if "entry" in t:
+        both = [k for k in ("rows", "cols") if k in t]
+        if both:
+            raise InputError(f"{where}: entry names one entry; it cannot be combined with "
+                             f"{both[0]}")
+        entry = t["entry"]
+        if not isinstance(entry, list) or len(entry) != 2 or not all(
+                isinstance(k, int) and not isinstance(k, bool) for k in entry):
+            raise InputError(f"{where}: entry must be [row, col] (0-based), found {entry!r}")
+        while isinstance(values, list) and len(values) == 1:
+            values = values[0]  # [[x]] (or [x]) is the bare x
+        if isinstance(values, (list, dict)):
+            raise InputError(f"{where}: with entry, values must be one number (x or [[x]])")
+        return [[values]], [entry[0]], [entry[1]]
+    if not isinstance(values, list) or not values:
+        raise InputError(f"{where}: values must be a non-empty list of rows")
+    if not isinstance(values[0], list):
+        values = [values]  # a single row
+    if not all(isinstance(r, list) for r in values):
+        raise InputError(f"{where}: values must be a list of rows")
+    return values, _indices(t, "rows", where), _indices(t, "cols", where)
 
 
 def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim]:
@@ -215,22 +340,29 @@ def validate(claims: list[Claim], g: Derivation) -> None:
             raise InputError(f"{c.where}: two claims are named {c.name!r} and another "
                              f"claim uses it as an input; give them distinct names")
         by_name.setdefault(c.name, c)
-        if c.decimals > MAX_DECIMALS:
+        if c.decimals is not None and c.decimals > MAX_DECIMALS:
             raise InputError(f"{c.where}: decimals must be at most {MAX_DECIMALS}")
         stage = g[c.stage]  # unknown stages raise with the close names
         n, m = stage.shape
         rows = c.row_indices
-        if c.rows is not None:
-            bad = [r for r in rows if not 0 <= r < n]
-            if bad or len(set(rows)) != len(rows):
-                raise InputError(f"{c.where}: rows {rows} must be distinct 0-based rows "
-                                 f"of {c.stage} (0 to {n - 1})")
-        if len(c.values) != len(rows) or any(len(r) != m for r in c.values):
+        cols = c.cols if c.cols is not None else list(range(m))
+        for given, indices, size, word in ((c.rows, rows, n, "rows"), (c.cols, cols, m, "cols")):
+            if given is None:
+                continue
+            if c.entry_given and not 0 <= indices[0] < size:
+                raise InputError(f"{c.where}: entry [{rows[0]}, {cols[0]}] is outside "
+                                 f"{c.stage}, which is {n}x{m} (0-based)")
+            if any(not 0 <= k < size for k in indices) or len(set(indices)) != len(indices):
+                raise InputError(f"{c.where}: {word} {indices} must be distinct 0-based "
+                                 f"{word} of {c.stage} (0 to {size - 1})")
+        if len(c.values) != len(rows) or any(len(r) != len(cols) for r in c.values):
             got = f"{len(c.values)}x{len(c.values[0])}"
+            named = [f"{word} names {len(k)}" for word, k in (("rows", c.rows), ("cols", c.cols))
+                     if k is not None]
             raise InputError(f"{c.where}: values are {got} but {c.stage} is {n}x{m}"
-                             + (f" and rows names {len(rows)}" if c.rows is not None else ""))
+                             + "".join(f" and {x}" for x in named))
         for i in range(len(c.values)):
-            for j in range(m):
+            for j in range(len(cols)):
                 if c.number(i, j) is None and stage.kind != "scores":  # every number parses
                     raise InputError(f"{c.where}: values[{i}][{j}] is {c.values[i][j]!r}, but "
                                      f"{c.stage} has finite entries (only masked attention "
@@ -247,7 +379,7 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                 raise InputError(f"{c.where}: inputs replaces {stage_name}, which does not "
                                  f"feed {c.stage}")
             given = by_name[source]
-            if given.rows is not None or g[stage_name].shape != (len(given.values),
+            if not given.whole or g[stage_name].shape != (len(given.values),
                                                                  len(given.values[0])):
                 raise InputError(f"{c.where}: claim {source!r} gives "
                                  f"{len(given.values)}x{len(given.values[0])} values; as an "
