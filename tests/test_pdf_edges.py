@@ -55,3 +55,31 @@ def test_no_heading_repeats_its_parent() -> None:
         for (_, first), (_, second) in zip(headings, headings[1:]):
             assert first != second, (example, first)
         assert ("section", "Output") in headings
+
+
+def _contrast(hex_a: str, hex_b: str) -> float:
+    """WCAG contrast ratio, computed independently of the renderer."""
+    def lum(h: str) -> float:
+        c = [int(h[k:k + 2], 16) / 255 for k in (0, 2, 4)]
+        c = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    a, b = sorted((lum(hex_a), lum(hex_b)), reverse=True)
+    return (a + 0.05) / (b + 0.05)
+
+
+def test_heat_map_is_strong_and_its_text_legible() -> None:
+    from symformer.latex.render import to_latex
+    from symformer.latex.tables import stage_table
+
+    # Causal mask: the first token attends only to itself, weight exactly 1.
+    g = derive(load_example(), causal=True)
+    table = to_latex(stage_table(g["layer1.head1.weights"]))
+    cells = re.findall(r"\\cellcolor\[HTML\]\{(\w{6})\}(\\textcolor\{white\})?", table)
+    assert cells and "orange" not in table
+    for colour, white in cells:
+        text = "FFFFFF" if white else "000000"
+        assert _contrast(colour, text) >= 4.5, colour  # WCAG AA for every cell
+    # Weight 1 is dark: far from the page's white (a pale peach was not).
+    first = re.search(r"^0 & .*$", table, re.M).group(0)
+    colour, white = re.search(r"\\cellcolor\[HTML\]\{(\w{6})\}(\\textcolor)?", first).groups()
+    assert white and _contrast(colour, "FFFFFF") >= 7

@@ -18,8 +18,9 @@ from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry
 from symformer.ops import ReLU, ScaleMask
 
-#: Strongest heat-map shade, in percent of the heat colour (keeps digits legible).
-MAX_HEAT = 60
+#: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
+#: shades, so the whole scale stays legible).
+MAX_HEAT = 100
 
 
 def column_label(stage: Stage, j: int) -> str:
