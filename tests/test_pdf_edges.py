@@ -83,3 +83,11 @@ def test_heat_map_is_strong_and_its_text_legible() -> None:
     first = re.search(r"^0 & .*$", table, re.M).group(0)
     colour, white = re.search(r"\\cellcolor\[HTML\]\{(\w{6})\}(\\textcolor)?", first).groups()
     assert white and _contrast(colour, "FFFFFF") >= 7
+
+
+def test_only_exact_tables_get_taller_rows() -> None:
+    stretch = r"\renewcommand{\arraystretch}{1.6}"
+    exact = _main(exact=True)["fragments/layer1-head1-scores-table.tex"]
+    assert stretch in exact and (r"\frac" in exact or r"\sqrt" in exact)
+    plain = _main()["fragments/layer1-head1-scores-table.tex"]
+    assert stretch not in plain

@@ -148,5 +148,8 @@ def _(block: Table) -> str:
     # Shrink (never enlarge) a table wider than the text block.
     fitted = ("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
               f"{tabular}}}")
-    return (f"\\begin{{table}}\n\\centering\n\\caption{{{caption}}}\\label{{{block.label}}}\n"
+    # Fractions and roots would touch the rules at the default row height.
+    stretch = "\\renewcommand{\\arraystretch}{1.6}\n" if block.tall else ""
+    return (f"\\begin{{table}}\n\\centering\n{stretch}"
+            f"\\caption{{{caption}}}\\label{{{block.label}}}\n"
             f"{fitted}\n\\end{{table}}")

@@ -150,6 +150,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         cells=tuple(rows),
         highlight_row=None if indicator else highlight,  # one row: nothing to pick out
         legend=tuple(legend),
+        tall=any_exact and not indicator,
     )
 
 
