@@ -91,3 +91,31 @@ def test_only_exact_tables_get_taller_rows() -> None:
     assert stretch in exact and (r"\frac" in exact or r"\sqrt" in exact)
     plain = _main()["fragments/layer1-head1-scores-table.tex"]
     assert stretch not in plain
+
+
+def test_trace_tables_stay_under_their_heading(tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from symformer.cli import main
+
+    if shutil.which("pdflatex") is None or shutil.which("pdftotext") is None:
+        pytest.skip("pdflatex or pdftotext is not installed")
+    tex = tmp_path / "trace.tex"
+    assert main(["trace", "--token", "think", "--format", "latex", "--out", str(tex)]) == 0
+    assert r"\floatplacement{table}{H}" in tex.read_text(encoding="utf-8")
+    subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name],
+                   cwd=tmp_path, check=True, capture_output=True)
+    text = subprocess.run(["pdftotext", "trace.pdf", "-"], cwd=tmp_path, check=True,
+                          capture_output=True, text=True).stdout.splitlines()
+    captions = [(k, re.match(r"Table \d+: (.*): the row of", line).group(1))
+                for k, line in enumerate(text) if re.match(r"Table \d+: .*: the row of", line)]
+    assert captions
+    for k, title in captions:
+        # The nearest heading above the table is its own step's.
+        above = [j for j in range(k) if text[j].strip() == title]
+        assert above, title
+        between = text[above[-1] + 1:k]
+        assert not any(line.startswith("Table ") for line in between), title

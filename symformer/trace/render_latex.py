@@ -28,6 +28,8 @@ def render_latex(trace: Trace) -> str:
     preamble = "\n".join(["\\documentclass{article}", "\\usepackage[T1]{fontenc}",
                           "\\usepackage[utf8]{inputenc}", "\\usepackage{lmodern}",
                           "\\usepackage[margin=2cm]{geometry}", *PACKAGES,
+                          # tables stay under their step's heading, never float away
+                          "\\usepackage{float}", "\\floatplacement{table}{H}",
                           "\\allowdisplaybreaks"])
     title = f"{trace.title}: the token \u201c{trace.token}\u201d through the block"
     body = [to_latex(b) for b in trace_blocks(trace)]
