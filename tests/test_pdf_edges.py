@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from symformer.blocks import derive
 from symformer.example import load_example
@@ -119,3 +120,20 @@ def test_trace_tables_stay_under_their_heading(tmp_path) -> None:
         assert above, title
         between = text[above[-1] + 1:k]
         assert not any(line.startswith("Table ") for line in between), title
+
+
+def test_markdown_heat_map_darkens_with_the_weight() -> None:
+    g = derive(load_example())
+    md = export_files(g, Options(), "markdown")["main.md"]
+    spans = re.findall(r'<span style="background-color:#(\w{6});color:#(\w{6});[^"]*">'
+                       r"(?:\*\*)?([-\d.]+)(?:\*\*)?</span>", md)
+    assert spans and "Darker: larger weight." in md
+    def brightness(colour: str) -> int:
+        return sum(int(colour[k:k + 2], 16) for k in (0, 2, 4))
+    by_value = sorted({(Fraction(v), brightness(c)) for c, _, v in spans})
+    # Larger weight, never lighter shade (compare distinct values only).
+    for (v0, b0), (v1, b1) in zip(by_value, by_value[1:]):
+        if v1 > v0:
+            assert b1 <= b0, (v0, v1)
+    for colour, ink, _ in spans:
+        assert _contrast(colour, ink) >= 4.5
