@@ -42,7 +42,7 @@ def test_block_without_w_o_has_no_output_projection_section() -> None:
     titles = [t for _, t in _headings(main)]
     assert not any("Multi-head output" in t or "Output projection" in t for t in titles)
     # The renaming is still stated once, as a sentence: m_1 = c_1.
-    assert "the output: $m = c$." in main
+    assert "No $W_O$: the concatenation is the output: $m = c$." in main
 
 
 def test_block_with_w_o_keeps_its_output_projection_section() -> None:

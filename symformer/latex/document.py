@@ -145,8 +145,12 @@ def renaming_prose(stage: Stage) -> Prose:
     """The sentence that stands for a renaming stage's section (``m = c``, and why)."""
     source = stage.derivation[stage.inputs[0]]
     remark = stage.op.spelling().remark or f"{_title(stage)} is {_title(source)}"
-    return Prose((remark[0].upper() + remark[1:] + ": ",
-                  Math(f"{stage.op.symbol.latex} = {source.op.symbol.latex}"), "."))
+    text = remark[0].upper() + remark[1:] + ": "
+    parts: list[str | Math] = []
+    for k, piece in enumerate(text.split("W_O")):  # the matrix's name set as math
+        parts += [Math("W_O")] if k else []
+        parts += [piece] if piece else []
+    return Prose((*parts, Math(f"{stage.op.symbol.latex} = {source.op.symbol.latex}"), "."))
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
