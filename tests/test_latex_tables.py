@@ -69,7 +69,7 @@ def test_masked_and_heat_cells(causal_block):
         for j, cell in enumerate(row):
             assert ("masked" in cell.marks) == (j > i)
             assert (cell.heat is None) == (j > i)
-    assert table.cells[0][0].heat == 60  # weight 1 gets the strongest shade
+    assert table.cells[0][0].heat == 100  # weight 1 gets the strongest shade
     scores = stage_table(causal_block["layer1.head1.scores"])
     assert scores.cells[0][1].latex == r"-\infty" and "masked" in scores.cells[0][1].marks
     assert all(c.heat is None for row in scores.cells for c in row)

@@ -84,6 +84,7 @@ class Table:
     highlight_row: int | None = None
     legend: tuple[str, ...] = ()
     row_header: tuple[str, str] = ("pos", "token")  # headers of the two label columns
+    tall: bool = False  # tall entries (fractions, closed forms): rows need more room
 
 
 @dataclass(frozen=True)

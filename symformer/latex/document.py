@@ -27,7 +27,7 @@ from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import Style, worked_example
 from symformer.notation import legend, matrix_latex
-from symformer.ops import Notation
+from symformer.ops import Identity, Notation
 from symformer.placement import part_of
 
 #: The group (second-level heading) of each stage kind.
@@ -39,6 +39,7 @@ GROUPS = {
     "weights": "head", "head_output": "head",
     "concat": "Multi-head attention", "attention_output": "Multi-head attention",
     "residual": "Add & Norm", "mean": "Add & Norm", "variance": "Add & Norm",
+    "std": "Add & Norm",
     "layer_norm": "Add & Norm",
     "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
     "ffn_output": "Feed-forward network",
@@ -131,6 +132,25 @@ def caption(stage: Stage) -> str:
     """A table's caption: where the stage sits and its title (``Layer 1, Head 1: Query``)."""
     where = ", ".join(part_of(stage))
     return f"{where}: {_title(stage)}" + decoder.caption_note(stage)
+
+
+def renames(stage: Stage) -> bool:
+    """True for a stage inside a part that only names its input anew (a block without
+    W_O: ``m = c``); it gets a sentence, not a section.  A part's final output keeps its
+    section."""
+    return isinstance(stage.op, Identity) and stage.kind != "output"
+
+
+def renaming_prose(stage: Stage) -> Prose:
+    """The sentence that stands for a renaming stage's section (``m = c``, and why)."""
+    source = stage.derivation[stage.inputs[0]]
+    remark = stage.op.spelling().remark or f"{_title(stage)} is {_title(source)}"
+    text = remark[0].upper() + remark[1:] + ": "
+    parts: list[str | Math] = []
+    for k, piece in enumerate(text.split("W_O")):  # the matrix's name set as math
+        parts += [Math("W_O")] if k else []
+        parts += [piece] if piece else []
+    return Prose((*parts, Math(f"{stage.op.symbol.latex} = {source.op.symbol.latex}"), "."))
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
@@ -237,12 +257,17 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
                 "Attention head") and not _group(stage).startswith("Attention head"):
             out.extend(causal_section(g, chosen, token, options))
             causal_done = True
+        if renames(stage):
+            out.append(renaming_prose(stage))
+            continue
         if _group(stage) != group:
             group = _group(stage)
-            out.append(Heading(group, 2))
+            if group != part:  # "3 Output / 3.1 Output" says it twice
+                out.append(Heading(group, 2))
         row = decoder.worked_row(stage, token, target) if target is not None else token
         row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
-        out.append(Section(Heading(_title(stage), 3), stage_fragments(stage, row, options)))
+        level = 2 if group == part else 3
+        out.append(Section(Heading(_title(stage), level), stage_fragments(stage, row, options)))
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))

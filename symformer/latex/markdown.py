@@ -2,12 +2,14 @@
 
 Tables become pipe tables with math cells (bold for the chosen token's row,
 grey for masked entries, struck-through look for ReLU-clipped ones is not
-available, so they are marked with a dagger); equations and worked examples
+available, so they are marked with a dagger; heat-map cells are inline HTML
+spans with the LaTeX tables' background colour); equations and worked examples
 become ``aligned`` displays.
 """
 
 from __future__ import annotations
 
+import re
 from functools import singledispatch
 
 from symformer.latex.blocks import (
@@ -22,7 +24,10 @@ from symformer.latex.blocks import (
 )
 from symformer.latex.escape import markdown_text, unicode_math
 from symformer.latex.outline import Section
-from symformer.latex.render import bmatrix, step_lines
+from symformer.latex.render import bmatrix, heat_colour, step_lines
+
+#: A plain decimal, which a heat-map cell shows as text inside its coloured span.
+_DECIMAL = re.compile(r"-?\d+(\.\d+)?")
 
 
 @singledispatch
@@ -77,7 +82,22 @@ def _(block: MatrixBlock) -> str:
     return _display(f"{block.lhs} = {bmatrix(block.rows)}")
 
 
+def _heat_cell(cell, bold: bool) -> str | None:
+    """A heat-map cell as an inline HTML span with its background, or None when the
+    entry is not a plain decimal (math inside HTML is not rendered everywhere)."""
+    if cell.heat is None or cell.marks or not _DECIMAL.fullmatch(cell.latex):
+        return None
+    colour, white = heat_colour(cell.heat)
+    text = f"**{cell.latex}**" if bold else cell.latex
+    ink = "#FFFFFF" if white else "#000000"
+    return (f'<span style="background-color:#{colour};color:{ink};'
+            f'padding:0 0.3em">{text}</span>')
+
+
 def _cell(cell, bold: bool) -> str:
+    heat = _heat_cell(cell, bold)
+    if heat is not None:
+        return heat
     latex = cell.latex
     if "masked" in cell.marks:
         latex = rf"\color{{gray}}{{{latex}}}"
@@ -99,8 +119,7 @@ def _(block: Table) -> str:
         row = [str(pos), f"**{label}**" if bold else label,
                *(_cell(c, bold) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")
-    legend = " ".join(item.replace("Shaded:", "\u2020:") for item in block.legend
-                      if not item.startswith("Darker:"))  # no heat map in Markdown
+    legend = " ".join(item.replace("Shaded:", "\u2020:") for item in block.legend)
     caption = markdown_text(f"{block.caption} {legend}".strip())
     return f"*{caption}*\n\n" + "\n".join(lines)
 

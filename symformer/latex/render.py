@@ -26,7 +26,9 @@ from symformer.latex.escape import label_text, latex_text
 PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
             r"\usepackage[table]{xcolor}", r"\usepackage{graphicx}")
 #: Colours: named xcolor mixes, so a fragment needs no \definecolor.
-HEAT = "orange"
+#: The heat map's sequential scale (ColorBrewer "Blues": colour-blind safe, monotone in
+#: greyscale, dark enough for a projector): anchors at 0, 50 and 100 percent.
+HEAT_SCALE = ((0, (247, 251, 255)), (50, (107, 174, 214)), (100, (8, 48, 107)))
 CLIPPED = "black!12"
 HIGHLIGHT = "yellow!35"
 _SECTIONS = {0: "part", 1: "section", 2: "subsection", 3: "subsubsection"}
@@ -101,6 +103,20 @@ def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
     return f"\\begin{{bmatrix}} {body} \\end{{bmatrix}}"
 
 
+def heat_colour(percent: int) -> tuple[str, bool]:
+    """The heat shade of ``percent`` (0..100) as hex ``RRGGBB``, and whether its text
+    should be white (white has the better WCAG contrast on it than black)."""
+    for (p0, c0), (p1, c1) in zip(HEAT_SCALE, HEAT_SCALE[1:]):
+        if percent <= p1:
+            rgb = [round(a + (b - a) * (percent - p0) / (p1 - p0)) for a, b in zip(c0, c1)]
+            break
+    channels = [c / 255 for c in rgb]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    white = 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05
+    return "".join(f"{c:02X}" for c in rgb), white
+
+
 def _cell(cell) -> str:
     text = f"${cell.latex}$"
     if "masked" in cell.marks:
@@ -108,7 +124,9 @@ def _cell(cell) -> str:
     if "clipped" in cell.marks:
         return f"\\cellcolor{{{CLIPPED}}}{text}"
     if cell.heat is not None:
-        return f"\\cellcolor{{{HEAT}!{cell.heat}}}{text}"
+        colour, white = heat_colour(cell.heat)
+        text = f"\\textcolor{{white}}{{{text}}}" if white else text
+        return f"\\cellcolor[HTML]{{{colour}}}{text}"
     return text
 
 
@@ -130,5 +148,8 @@ def _(block: Table) -> str:
     # Shrink (never enlarge) a table wider than the text block.
     fitted = ("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
               f"{tabular}}}")
-    return (f"\\begin{{table}}\n\\centering\n\\caption{{{caption}}}\\label{{{block.label}}}\n"
+    # Fractions and roots would touch the rules at the default row height.
+    stretch = "\\renewcommand{\\arraystretch}{1.6}\n" if block.tall else ""
+    return (f"\\begin{{table}}\n\\centering\n{stretch}"
+            f"\\caption{{{caption}}}\\label{{{block.label}}}\n"
             f"{fitted}\n\\end{{table}}")

@@ -18,8 +18,9 @@ from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry
 from symformer.ops import ReLU, ScaleMask
 
-#: Strongest heat-map shade, in percent of the heat colour (keeps digits legible).
-MAX_HEAT = 60
+#: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
+#: shades, so the whole scale stays legible).
+MAX_HEAT = 100
 
 
 def column_label(stage: Stage, j: int) -> str:
@@ -59,6 +60,32 @@ def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
                      if g.sign(hidden, i, j) <= 0)
 
 
+def integer_values(stage: Stage, decimals: int) -> list[list[str]] | None:
+    """The stage's entries as integers (``4``, not ``4.00``) when every one is certified
+    an exact integer, else None.
+
+    Two certificates per entry: its certified rounding is an integer, and the exact
+    forward pass finds the exact value a rational with denominator 1 (so the rounding
+    did not hide a fraction).  The cheap first test rules out most stages.
+    """
+    rounded = stage.rounded(decimals=decimals)
+    if any(r is None or r.value().denominator != 1 for row in rounded for r in row):
+        return None
+    g = stage.derivation
+    rows, cols = stage.shape
+    for i in range(rows):
+        for j in range(cols):
+            value = g.exact_rational(stage.name, i, j)
+            if value is None or value.denominator != 1:
+                return None
+    return [[str(r.value().numerator) for r in row] for row in rounded]
+
+
+def stage_values(stage: Stage, decimals: int) -> list[list[str]]:
+    """The entries as printed: integers for an all-integer stage, else certified decimals."""
+    return integer_values(stage, decimals) or stage.values(decimals=decimals)
+
+
 def heat_of(text: str) -> int | None:
     """Shade for an attention weight in [0, 1], from its certified decimal string."""
     if text == "-inf":
@@ -77,7 +104,8 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     otherwise); ``highlight`` shades one token's row; ``heat`` colours attention
     weights and probabilities by size (default: on for those stages).
     """
-    values = stage.values(decimals=decimals)
+    integers = integer_values(stage, decimals)
+    values = integers or stage.values(decimals=decimals)
     indicator = stage.kind == "next_token"  # exact 0s and 1s
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
@@ -102,6 +130,8 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         rows.append(tuple(cells))
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
               if any_exact else f"Values correctly rounded to {decimals} decimals."]
+    if integers is not None:
+        legend = ["Every value is an exact integer."]
     if indicator:
         legend = ["1 marks the exact argmax of the last position\u2019s logits (several 1s: "
                   "an exact tie)."]
@@ -120,13 +150,14 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         cells=tuple(rows),
         highlight_row=None if indicator else highlight,  # one row: nothing to pick out
         legend=tuple(legend),
+        tall=any_exact and not indicator,
     )
 
 
 def stage_matrix(stage: Stage, lhs: str, *, decimals: int = 2, exact: bool = False,
                  max_ops: int = numbers.TABLE_MAX_OPS) -> MatrixBlock:
     """The stage as ``lhs = [bmatrix]`` (certified decimals or short closed forms)."""
-    values = stage.values(decimals=decimals)
+    values = stage_values(stage, decimals)
     rows, cols = stage.shape
     return MatrixBlock(lhs, tuple(
         tuple(numbers.entry(stage, i, j, decimals, max_ops if exact else None, values)[0]

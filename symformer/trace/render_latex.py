@@ -9,12 +9,12 @@ from __future__ import annotations
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
-from symformer.engine.rounding import display_value
 from symformer.latex.blocks import Cell, Equation, Heading, Math, MatrixBlock, Prose, Table, Worked
 from symformer.latex.blocks import Step as Line
 from symformer.latex.document import legend_prose
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
+from symformer.latex.tables import heat_of
 from symformer.trace.formula import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 from symformer.worked import as_latex
@@ -28,6 +28,8 @@ def render_latex(trace: Trace) -> str:
     preamble = "\n".join(["\\documentclass{article}", "\\usepackage[T1]{fontenc}",
                           "\\usepackage[utf8]{inputenc}", "\\usepackage{lmodern}",
                           "\\usepackage[margin=2cm]{geometry}", *PACKAGES,
+                          # tables stay under their step's heading, never float away
+                          "\\usepackage{float}", "\\floatplacement{table}{H}",
                           "\\allowdisplaybreaks"])
     title = f"{trace.title}: the token \u201c{trace.token}\u201d through the block"
     body = [to_latex(b) for b in trace_blocks(trace)]
@@ -88,8 +90,7 @@ def step_blocks(step: Step, trace: Trace) -> list:
 
 @step_blocks.register(AttentionStep)
 def _(step: AttentionStep, trace: Trace) -> list:
-    heat = [None if v == "-inf" else round(100 * float(display_value(v))) if step.heat else None
-            for v in step.values]  # colour only: never used for a decision
+    heat = [heat_of(v) if step.heat else None for v in step.values]
     cells = tuple(Cell(latex_number(v), frozenset({"masked"} if v == "-inf" else ()), h)
                   for v, h in zip(step.values, heat))
     table = Table(f"{step.title}: the row of \u201c{trace.token}\u201d (position "
