@@ -23,6 +23,7 @@ EPILOG = """\
 examples:
   symformer export --out notes                     # main.tex + fragments/*.tex
   symformer export --out notes --pdf               # ... and compile notes/main.pdf
+  symformer export --out notes --figures --pdf     # ... with a Figures part (TikZ, pgfplots)
   symformer export --out notes --token think --decimals 3
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
@@ -74,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "json: worked.json, every worked line's operands and results")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
+    p.add_argument("--figures", action="store_true",
+                   help="add a Figures part: the TikZ/PGFPlots figures of `symformer "
+                        "figures` in figures/*.tex (LaTeX format only; needs pgfplots)")
     p.set_defaults(func=run)
 
 
@@ -85,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.pdf and args.format != "latex":
         raise InputError("--pdf needs --format latex")
+    if args.figures and args.format != "latex":
+        raise InputError("--figures needs --format latex")
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
@@ -102,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    files: dict[str, str | bytes] = dict(export_files(g, options, args.format))
+    files: dict[str, str | bytes] = dict(export_files(g, options, args.format,
+                                                      figures=args.figures))
     if args.pdf:
         files["main.pdf"] = compile_pdf(files)
     written = write_files(args.out, files)

@@ -16,9 +16,13 @@ __all__ = ["Options", "build", "export_files", "latex_files", "markdown_document
            "resolve_token"]
 
 
-def export_files(g, options: Options, fmt: str = "latex") -> dict[str, str]:
+def export_files(g, options: Options, fmt: str = "latex", figures: bool = False
+                 ) -> dict[str, str]:
     """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
-    (main.md) or JSON (worked.json: every worked line's recomputable roundings)."""
+    (main.md) or JSON (worked.json: every worked line's recomputable roundings).
+
+    ``figures`` (LaTeX only) adds the TikZ/PGFPlots figures of ``symformer figures``
+    as ``figures/NAME.tex``, input in a final *Figures* part."""
     outline = build(g, options)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline)}
@@ -30,4 +34,14 @@ def export_files(g, options: Options, fmt: str = "latex") -> dict[str, str]:
         items = [item for f in fragments(outline) for b in f.blocks
                  if isinstance(b, Worked) for item in b.items]
         return {"worked.json": worked_json(g.example.title, items)}
+    if figures:
+        from symformer.figures import Options as FigureOptions
+        from symformer.figures import figure_files
+        from symformer.figures.tikz import PREAMBLE
+
+        drawn = figure_files(g, FigureOptions(token=options.token, decimals=options.decimals),
+                             "tikz", None)
+        chosen = {f"figures/{name}": str(text) for name, text in drawn.items()
+                  if name != "main.tex"}
+        return latex_files(g, outline, figures=chosen, figure_preamble=PREAMBLE)
     return latex_files(g, outline)

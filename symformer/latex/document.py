@@ -303,8 +303,15 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 """
 
 
-def latex_files(g: Derivation, outline: list, directory: str = "fragments") -> dict[str, str]:
-    """``main.tex`` and one ``.tex`` file per fragment (paths relative to the output)."""
+def latex_files(g: Derivation, outline: list, directory: str = "fragments",
+                figures: dict[str, str] | None = None, figure_preamble: str = ""
+                ) -> dict[str, str]:
+    """``main.tex`` and one ``.tex`` file per fragment (paths relative to the output).
+
+    ``figures`` (relative path -> LaTeX, e.g. ``figures/NAME.tex``), when given, are
+    written too and ``\\input`` in a final *Figures* part, with ``figure_preamble``
+    (the packages they need) added to the preamble; without them nothing changes.
+    """
     files: dict[str, str] = {}
     body = []
     for item in outline:
@@ -317,8 +324,16 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments") -> d
                     body.append(f"\\input{{{path}}}")
         else:
             body.append(to_latex(item))
+    packages = "\n".join(PACKAGES)
+    if figures:
+        packages += "\n" + figure_preamble.rstrip("\n")
+        top = 0 if any(isinstance(i, Heading) and i.level == 0 for i in outline) else 1
+        body.append(to_latex(Heading("Figures", top)))
+        for path, text in figures.items():
+            files[path] = text
+            body.append(f"\\input{{{path}}}")
     title = latex_text(g.example.title, breaks=True) + (" (causal mask)" if g.causal else "")
-    main = (PREAMBLE % {"packages": "\n".join(PACKAGES)}
+    main = (PREAMBLE % {"packages": packages}
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
             + "\\begin{document}\n\\maketitle\n\n" + "\n\n".join(body)
             + "\n\n\\end{document}\n")
