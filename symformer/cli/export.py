@@ -109,9 +109,24 @@ def run(args: argparse.Namespace) -> int:
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
     files: dict[str, str | bytes] = dict(export_files(g, options, args.format,
-                                                      figures=args.figures))
+                                                      **_figures(g, options, args.figures)))
     if args.pdf:
         files["main.pdf"] = compile_pdf(files)
     written = write_files(args.out, files)
     print(f"wrote {len(written)} files to {args.out}")
     return 0
+
+
+def _figures(g, options, wanted: bool) -> dict[str, object]:
+    """``export_files``' figure arguments: the TikZ figures under ``figures/``, or none."""
+    if not wanted:
+        return {}
+    from symformer.figures import Options as FigureOptions
+    from symformer.figures import figure_files
+    from symformer.figures.tikz import PREAMBLE
+
+    drawn = figure_files(g, FigureOptions(token=options.token, decimals=options.decimals),
+                         "tikz", None)
+    return {"figures": {f"figures/{name}": str(text) for name, text in drawn.items()
+                        if name != "main.tex"},
+            "figure_preamble": PREAMBLE}

@@ -16,13 +16,15 @@ __all__ = ["Options", "build", "export_files", "latex_files", "markdown_document
            "resolve_token"]
 
 
-def export_files(g, options: Options, fmt: str = "latex", figures: bool = False
+def export_files(g, options: Options, fmt: str = "latex",
+                 figures: dict[str, str] | None = None, figure_preamble: str = ""
                  ) -> dict[str, str]:
     """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
     (main.md) or JSON (worked.json: every worked line's recomputable roundings).
 
-    ``figures`` (LaTeX only) adds the TikZ/PGFPlots figures of ``symformer figures``
-    as ``figures/NAME.tex``, input in a final *Figures* part."""
+    ``figures`` (LaTeX only; relative path -> LaTeX, e.g. the TikZ files of
+    :func:`symformer.figures.figure_files` as ``figures/NAME.tex``) are input in a final
+    *Figures* part, ``figure_preamble`` added to the preamble."""
     outline = build(g, options)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline)}
@@ -34,14 +36,4 @@ def export_files(g, options: Options, fmt: str = "latex", figures: bool = False
         items = [item for f in fragments(outline) for b in f.blocks
                  if isinstance(b, Worked) for item in b.items]
         return {"worked.json": worked_json(g.example.title, items)}
-    if figures:
-        from symformer.figures import Options as FigureOptions
-        from symformer.figures import figure_files
-        from symformer.figures.tikz import PREAMBLE
-
-        drawn = figure_files(g, FigureOptions(token=options.token, decimals=options.decimals),
-                             "tikz", None)
-        chosen = {f"figures/{name}": str(text) for name, text in drawn.items()
-                  if name != "main.tex"}
-        return latex_files(g, outline, figures=chosen, figure_preamble=PREAMBLE)
-    return latex_files(g, outline)
+    return latex_files(g, outline, figures=figures, figure_preamble=figure_preamble)
