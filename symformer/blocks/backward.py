@@ -57,7 +57,7 @@ def backward(g: Derivation) -> Derivation:
     if "grad.loss" in g:
         return g
     loss = add_loss(g)
-    needed = ancestors(g, loss)
+    needed = g.ancestors(loss) | {loss}
     consumers: dict[str, list[tuple[Stage, int]]] = {name: [] for name in needed}
     for stage in g:
         if stage.name in needed:
@@ -82,17 +82,6 @@ def backward(g: Derivation) -> Derivation:
                            _notation(stage, parameter)),
                   (*stage.inputs, name, grad), rows, cols, **_where(stage))
     return g
-
-
-def ancestors(g: Derivation, name: str) -> set[str]:
-    """``name`` and every stage it depends on."""
-    found, todo = set(), [name]
-    while todo:
-        current = todo.pop()
-        if current not in found:
-            found.add(current)
-            todo.extend(g[current].inputs)
-    return found
 
 
 def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], str]:

@@ -190,6 +190,17 @@ class Derivation:
         from symformer.display import derivation_latex
         return derivation_latex(self)
 
+    def ancestors(self, name: str) -> set[str]:
+        """Every stage that ``name`` reads, directly or through other stages."""
+        seen: set[str] = set()
+        todo = list(self[name].inputs)
+        while todo:
+            s = todo.pop()
+            if s not in seen:
+                seen.add(s)
+                todo.extend(self[s].inputs)
+        return seen
+
     def select(self, patterns: list[str] | None) -> list[Stage]:
         """Stages matching any of the glob ``patterns`` (all stages for None), in order."""
         if not patterns:

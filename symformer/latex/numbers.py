@@ -15,6 +15,7 @@ from sympy.printing.latex import LatexPrinter
 
 from symformer.engine import Stage
 from symformer.errors import ClosedFormTooLarge
+from symformer.worked.numbers import terminating
 
 #: Closed forms with more operations than this are shown as decimals in tables.
 TABLE_MAX_OPS = 8
@@ -71,29 +72,10 @@ def weight(value: sympy.Expr) -> str:
     value = sympy.nsimplify(value) if not value.is_Rational else value
     if value.is_Rational:
         frac = Fraction(int(value.p), int(value.q))
-        text = _terminating(frac)
+        text = terminating(frac)
         if text is not None and len(text) <= 8:
             return text
     return exact(value)
-
-
-def _terminating(frac: Fraction) -> str | None:
-    """The exact decimal of a fraction whose denominator is 2^a 5^b, else None."""
-    q = frac.denominator
-    twos = fives = 0
-    while q % 2 == 0:
-        q //= 2
-        twos += 1
-    while q % 5 == 0:
-        q //= 5
-        fives += 1
-    if q != 1:
-        return None
-    places = max(twos, fives)
-    scaled = abs(frac.numerator) * 10**places // frac.denominator
-    digits = str(scaled).rjust(places + 1, "0")
-    sign = "-" if frac < 0 else ""
-    return sign + (digits if places == 0 else f"{digits[:-places]}.{digits[-places:]}")
 
 
 def entry(stage: Stage, i: int, j: int, decimals: int, exact_max_ops: int | None,

@@ -35,18 +35,6 @@ Values = list[list[Entry]]
 PRECISIONS = (128, 256, 512, 1024, 2048, 4096)
 
 
-def ancestors(g: Derivation, name: str) -> set[str]:
-    """Every stage that ``name`` reads, directly or through other stages."""
-    seen: set[str] = set()
-    todo = list(g[name].inputs)
-    while todo:
-        s = todo.pop()
-        if s not in seen:
-            seen.add(s)
-            todo.extend(g[s].inputs)
-    return seen
-
-
 def ball(value: Fraction, radius: Fraction = Fraction(0)) -> arb:
     """A ball holding the rational ``value`` (± ``radius``) at the current precision."""
     centre = arb(fmpq(value.numerator, value.denominator))
@@ -75,14 +63,14 @@ class Chain:
         self.target = target
         self.replaced = dict(replaced or {})
         self.rounded = dict(rounded or {})
-        upstream = ancestors(g, target) | {target}
+        upstream = g.ancestors(target) | {target}
         for name in self.replaced:
             if name not in upstream:
                 raise InputError(f"{name} does not feed {target}: only stages that "
                                  f"{target} is computed from can be replaced")
         sources = set(self.replaced) | (set(self.rounded) & upstream)
         self.affected = {s.name for s in g if s.name in upstream
-                         and (s.name in sources or ancestors(g, s.name) & sources)}
+                         and (s.name in sources or g.ancestors(s.name) & sources)}
 
     def evaluate(self, bits: int) -> dict[str, Values] | None:
         """Every affected stage at ``bits``; None when a rounding is undecided there.

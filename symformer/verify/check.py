@@ -31,7 +31,6 @@ from symformer.verify.chain import (
     PRECISIONS,
     Chain,
     Values,
-    ancestors,
     ball,
     round_values,
     within,
@@ -259,14 +258,14 @@ class Checker:
         rounded to the claim's decimals.
         """
         g = self.derivation(claim.causal)
-        upstream = ancestors(g, claim.stage)
+        upstream = g.ancestors(claim.stage)
         printed: list[tuple[str, Claim]] = []
         for c in before:
             if c.inputs or not c.whole or c.stage not in upstream \
                     or len(c.values) != g[c.stage].shape[0]:  # only whole printed tables
                 continue
             if c.causal == claim.causal or not any(
-                    g[s].kind == "scores" for s in ancestors(g, c.stage) | {c.stage}):
+                    g[s].kind == "scores" for s in g.ancestors(c.stage) | {c.stage}):
                 printed.append((c.stage, c))
         wrong = [(i, j) for (i, j), ok in self._decide(
             claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]

@@ -35,7 +35,6 @@ from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_number
-from symformer.verify.chain import ancestors
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
@@ -368,7 +367,7 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                                      f"{c.stage} has finite entries (only masked attention "
                                      f"scores are -inf)")
     for c in claims:
-        upstream = ancestors(g, c.stage)
+        upstream = g.ancestors(c.stage)
         for stage_name, source in c.inputs.items():
             if stage_name not in g:
                 g[stage_name]  # raises with the close names

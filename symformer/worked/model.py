@@ -185,5 +185,8 @@ def is_numeric(node: Node) -> bool:
         is_numeric(c) for c in children(node))
 
 
+#: Precedence levels the printers bracket by: a sum, a product, a power, an atom.
+ADD, MUL, POW, ATOM = 1, 2, 3, 4
+
 APPROX = "≈"
 EQUALS = "="

@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 
 from symformer.worked.model import (
+    ADD,
     APPROX,
+    ATOM,
+    MUL,
+    POW,
     Add,
     Const,
     Div,
@@ -30,7 +34,6 @@ from symformer.worked.numbers import constant_parts
 #: Rough width (in characters of visible math) after which a long sum wraps.
 LINE_WIDTH = 56
 _COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
-_ADD, _MUL, _POW, _ATOM = 1, 2, 3, 4
 _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
               "min": r"\min", "erf": r"\operatorname{erf}"}
 
@@ -48,36 +51,36 @@ def latex(node: Node, wrap: bool = False) -> str:
 
 def _print(node: Node, wrap: bool = False) -> tuple[str, int]:
     if isinstance(node, Num):
-        return node.text, (_ADD if node.text.startswith("-") else _ATOM)
+        return node.text, (ADD if node.text.startswith("-") else ATOM)
     if isinstance(node, Const):
         numerator, denominator = constant_parts(abs(node.value))
         sign = "-" if node.value < 0 else ""
         if denominator is None:
-            return sign + numerator, (_ADD if sign else _ATOM)
-        return rf"{sign}\frac{{{numerator}}}{{{denominator}}}", (_ADD if sign else _ATOM)
+            return sign + numerator, (ADD if sign else ATOM)
+        return rf"{sign}\frac{{{numerator}}}{{{denominator}}}", (ADD if sign else ATOM)
     if isinstance(node, Sym):
-        return node.latex, _ATOM
+        return node.latex, ATOM
     if isinstance(node, Neg):
-        return "-" + _wrap(node.arg, _MUL), _ADD
+        return "-" + _wrap(node.arg, MUL), ADD
     if isinstance(node, Add):
-        return _sum(node, wrap), _ADD
+        return _sum(node, wrap), ADD
     if isinstance(node, Mul):
-        return _product(node, wrap), _MUL
+        return _product(node, wrap), MUL
     if isinstance(node, Div):
-        return rf"\frac{{{latex(node.num)}}}{{{latex(node.den)}}}", _ATOM
+        return rf"\frac{{{latex(node.num)}}}{{{latex(node.den)}}}", ATOM
     if isinstance(node, Pow):
-        return f"{_wrap(node.base, _ATOM)}^{{{latex(node.exp)}}}", _POW
+        return f"{_wrap(node.base, ATOM)}^{{{latex(node.exp)}}}", POW
     if isinstance(node, Func):
-        return _function(node), _ATOM
+        return _function(node), ATOM
     if isinstance(node, Vector):
         body = " & ".join(latex(i) for i in node.items)
-        return rf"\begin{{bmatrix}} {body} \end{{bmatrix}}", _ATOM
+        return rf"\begin{{bmatrix}} {body} \end{{bmatrix}}", ATOM
     raise TypeError(f"cannot print {type(node).__name__}")
 
 
 def _wrap(node: Node, at_least: int) -> str:
     text, prec = _print(node)
-    if isinstance(node, Sym) and at_least == _ATOM and "^" in text:
+    if isinstance(node, Sym) and at_least == ATOM and "^" in text:
         return f"{{{text}}}"  # (s^2)^2 would be a double superscript
     return rf"\left({text}\right)" if prec < at_least else text
 
@@ -87,7 +90,7 @@ def _terms(node: Add) -> list[tuple[str, str]]:
     out = []
     for term in node.terms:
         if isinstance(term, Neg):
-            out.append(("-", _wrap(term.arg, _MUL)))
+            out.append(("-", _wrap(term.arg, MUL)))
             continue
         text = latex(term)
         out.append(("-", text[1:]) if text.startswith("-") else ("+", text))
@@ -112,7 +115,7 @@ def _product(node: Mul, wrap: bool) -> str:
             body = _sum(factor, wrap and k == len(node.factors) - 1)
             text = rf"\Bigl({body}\Bigr)" if r"\\" in body else rf"\left({body}\right)"
         else:
-            text = _wrap(factor, _MUL) if not isinstance(factor, Div) else latex(factor)
+            text = _wrap(factor, MUL) if not isinstance(factor, Div) else latex(factor)
         if k:
             before = node.factors[k - 1]
             numbers = is_numeric(factor) or is_numeric(before)

@@ -10,7 +10,11 @@ from __future__ import annotations
 from html import escape
 
 from symformer.worked.model import (
+    ADD,
     APPROX,
+    ATOM,
+    MUL,
+    POW,
     Add,
     Const,
     Div,
@@ -27,7 +31,6 @@ from symformer.worked.model import (
 )
 from symformer.worked.numbers import constant_parts
 
-_ADD, _MUL, _POW, _ATOM = 1, 2, 3, 4
 MINUS = "\u2212"
 TIMES = "\u00b7"
 
@@ -73,47 +76,47 @@ def mathml(node: Node) -> str:
 
 def _print(node: Node) -> tuple[str, int]:
     if isinstance(node, Num):
-        return _mn(node.text), (_ADD if node.text.startswith("-") else _ATOM)
+        return _mn(node.text), (ADD if node.text.startswith("-") else ATOM)
     if isinstance(node, Const):
         numerator, denominator = constant_parts(abs(node.value))
         body = _mn(numerator) if denominator is None else \
             f"<mfrac>{_mn(numerator)}{_mn(denominator)}</mfrac>"
         if node.value < 0:
-            return f"<mrow>{_mo(MINUS)}{body}</mrow>", _ADD
-        return body, _ATOM
+            return f"<mrow>{_mo(MINUS)}{body}</mrow>", ADD
+        return body, ATOM
     if isinstance(node, Sym):
-        return _symbol(node), _ATOM
+        return _symbol(node), ATOM
     if isinstance(node, Neg):
-        return f"<mrow>{_mo(MINUS)}{_wrap(node.arg, _MUL)}</mrow>", _ADD
+        return f"<mrow>{_mo(MINUS)}{_wrap(node.arg, MUL)}</mrow>", ADD
     if isinstance(node, Add):
         out = ""
         for k, term in enumerate(node.terms):
             if isinstance(term, Neg):
-                sign, body = MINUS, _wrap(term.arg, _MUL)
+                sign, body = MINUS, _wrap(term.arg, MUL)
             elif isinstance(term, Num) and term.text.startswith("-"):
                 sign, body = MINUS, _mn(term.text[1:])
             else:
                 sign, body = "+", _print(term)[0]
             out += (_mo(sign) if k or sign == MINUS else "") + body
-        return f"<mrow>{out}</mrow>", _ADD
+        return f"<mrow>{out}</mrow>", ADD
     if isinstance(node, Mul):
         out = ""
         for k, factor in enumerate(node.factors):
             if k:
                 numbers = is_numeric(factor) or is_numeric(node.factors[k - 1])
                 out += _mo(TIMES) if numbers else "<mo>\u2062</mo>"
-            out += _wrap(factor, _MUL) if not isinstance(factor, Div) else mathml(factor)
-        return f"<mrow>{out}</mrow>", _MUL
+            out += _wrap(factor, MUL) if not isinstance(factor, Div) else mathml(factor)
+        return f"<mrow>{out}</mrow>", MUL
     if isinstance(node, Div):
         return f"<mfrac><mrow>{mathml(node.num)}</mrow><mrow>{mathml(node.den)}</mrow></mfrac>", \
-            _ATOM
+            ATOM
     if isinstance(node, Pow):
-        return f"<msup>{_wrap(node.base, _ATOM)}<mrow>{mathml(node.exp)}</mrow></msup>", _POW
+        return f"<msup>{_wrap(node.base, ATOM)}<mrow>{mathml(node.exp)}</mrow></msup>", POW
     if isinstance(node, Func):
-        return _function(node), _ATOM
+        return _function(node), ATOM
     if isinstance(node, Vector):
         body = _mo(",").join(mathml(i) for i in node.items)
-        return f"<mrow>{_mo('[')}{body}{_mo(']')}</mrow>", _ATOM
+        return f"<mrow>{_mo('[')}{body}{_mo(']')}</mrow>", ATOM
     raise TypeError(f"cannot print {type(node).__name__}")
 
 

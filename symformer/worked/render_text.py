@@ -7,7 +7,11 @@
 from __future__ import annotations
 
 from symformer.worked.model import (
+    ADD,
     APPROX,
+    ATOM,
+    MUL,
+    POW,
     Add,
     Const,
     Div,
@@ -22,8 +26,6 @@ from symformer.worked.model import (
     Vector,
 )
 from symformer.worked.numbers import constant_parts
-
-_ADD, _MUL, _POW, _ATOM = 1, 2, 3, 4
 
 
 def constant_text(value) -> str:
@@ -46,38 +48,38 @@ class TextPrinter:
     def _print(self, node: Node) -> tuple[str, int]:
         """(text, precedence) of a node."""
         if isinstance(node, Num):
-            return node.text, (_ADD if node.text.startswith("-") else _ATOM)
+            return node.text, (ADD if node.text.startswith("-") else ATOM)
         if isinstance(node, Const):
             text = constant_text(node.value)
-            return text, (_MUL if "/" in text else _ADD if text.startswith("-") else _ATOM)
+            return text, (MUL if "/" in text else ADD if text.startswith("-") else ATOM)
         if isinstance(node, Sym):
-            return self.symbol(node), _ATOM
+            return self.symbol(node), ATOM
         if isinstance(node, Neg):
-            return "-" + self._wrap(node.arg, _MUL), _ADD
+            return "-" + self._wrap(node.arg, MUL), ADD
         if isinstance(node, Add):
             out = ""
             for k, term in enumerate(node.terms):
                 if isinstance(term, Neg):
-                    sign, shown = "-", self._wrap(term.arg, _MUL)
+                    sign, shown = "-", self._wrap(term.arg, MUL)
                 else:
                     shown = self._print(term)[0]
                     sign, shown = ("-", shown[1:]) if shown.startswith("-") else ("+", shown)
                 out += (f" {sign} " if k else ("-" if sign == "-" else "")) + shown
-            return out, _ADD
+            return out, ADD
         if isinstance(node, Mul):
             last = len(node.factors) - 1
             return self.times.join(self._factor(f, k == last)
-                                   for k, f in enumerate(node.factors)), _MUL
+                                   for k, f in enumerate(node.factors)), MUL
         if isinstance(node, Div):
-            return f"{self._wrap(node.num, _MUL)}/{self._wrap(node.den, _POW)}", _MUL
+            return f"{self._wrap(node.num, MUL)}/{self._wrap(node.den, POW)}", MUL
         if isinstance(node, Pow):
-            return f"{self._wrap(node.base, _ATOM)}{self.power}{self._wrap(node.exp, _ATOM)}", \
-                _POW
+            return f"{self._wrap(node.base, ATOM)}{self.power}{self._wrap(node.exp, ATOM)}", \
+                POW
         if isinstance(node, Func):
             args = ", ".join(self.print(a) for a in node.args)
-            return f"{self.functions[node.name]}({args})", _ATOM
+            return f"{self.functions[node.name]}({args})", ATOM
         if isinstance(node, Vector):
-            return "[" + ", ".join(self.print(i) for i in node.items) + "]", _ATOM
+            return "[" + ", ".join(self.print(i) for i in node.items) + "]", ATOM
         raise TypeError(f"cannot print {type(node).__name__}")
 
     def symbol(self, node: Sym) -> str:
@@ -85,7 +87,7 @@ class TextPrinter:
 
     def _factor(self, node: Node, last: bool = False) -> str:
         text, prec = self._print(node)
-        if prec < _MUL or (prec == _MUL and not (last and isinstance(node, Div))):
+        if prec < MUL or (prec == MUL and not (last and isinstance(node, Div))):
             return f"({text})"
         return text
 
