@@ -279,6 +279,33 @@ class Operation(ABC):
         raise NotSupportedError(f"the operation {self.name!r} has no backward rule "
                                 f"(it is not differentiable)")
 
+    def backward_function(self, wrt: int | str) -> Callable[..., Any] | None:
+        """The NumPy vector-Jacobian product for input ``wrt`` (or parameter ``wrt``).
+
+        Written from the textbook formula in matrix form (``softmax_backward(alpha, g)
+        = alpha * (g - sum(alpha * g))``), independently of :meth:`backward`'s row
+        arithmetic: ``crosscheck`` runs it as the float64 backward reference and the
+        export's Backward part renders it with latexify as the rule's general
+        equation.  None: the operation has no float backward reference yet.
+        """
+        return None
+
+    def backward_arguments(self, wrt: int | str, args: Sequence[np.ndarray], out: np.ndarray,
+                           grad: np.ndarray, dtype: type) -> Sequence[Any]:
+        """The arguments :meth:`backward_function` is called with for ``wrt``: chosen
+        from the inputs' floats ``args``, this stage's ``out``, ``grad`` = dL/d out,
+        and this step's own constants as ``dtype``."""
+        raise NotImplementedError(f"{self.name}: no backward arguments for {wrt!r}")
+
+    def backward_reference(self, wrt: int | str, args: Sequence[np.ndarray], out: np.ndarray,
+                           grad: np.ndarray, dtype: type = np.float64) -> np.ndarray | None:
+        """The float backward reference: :meth:`backward_function` on its arguments."""
+        function = self.backward_function(wrt)
+        if function is None:
+            return None
+        result = function(*self.backward_arguments(wrt, args, out, grad, dtype))
+        return np.asarray(result).astype(dtype, copy=False)
+
 
 @dataclass(frozen=True)
 class WorkedPart:

@@ -25,6 +25,11 @@ def softmax(s):
     return e / np.sum(e, axis=-1, keepdims=True)
 
 
+def softmax_backward(alpha, g):
+    """dL/ds = alpha * (dL/dalpha - sum_k alpha_k dL/dalpha_k) per row (the Jacobian's VJP)."""
+    return alpha * (g - np.sum(alpha * g, axis=-1, keepdims=True))
+
+
 #: The denominator of a softmax row, shown as its own worked step.
 SUM = Notation(r"\Sigma", "Σ", "Sum of the exponentials")
 
@@ -114,6 +119,12 @@ class Softmax(Operation):
             result.append([num.zero() if num.masked(s) else a * (d - mean)
                            for s, a, d in zip(scores, alpha, g)])
         return result
+
+    def backward_function(self, wrt: int | str):
+        return softmax_backward if wrt == 0 else None
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return out.astype(dtype), grad.astype(dtype)
 
 
 def _role(stage: Stage) -> str:
