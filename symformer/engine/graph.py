@@ -44,6 +44,9 @@ DEFAULT_MAX_OPS = 400
 #: A ball this precise (bits) that still straddles a rounding boundary is worth a
 #: symbolic proof that the value is the boundary.
 PROOF_PRECISION = 4096
+#: The budget (operations, unfolding steps) of the cheap symbolic zero proof tried
+#: first for a ball around 0 (:meth:`Derivation.structural_zero`).
+STRUCTURAL_OPS, STRUCTURAL_UNFOLD = 400, 12
 
 
 @dataclass(eq=False)
@@ -347,6 +350,10 @@ class Derivation:
         cheap = key + ("cheap",)
         if cheap not in self._exact_roundings:
             self._exact_roundings[cheap] = None
+            if ball.contains(0) and self.structural_zero(self._resolved_local(name, i, j)):
+                self._exact_roundings[cheap] = round_fraction(
+                    Fraction(0), decimals=decimals, significant=significant)
+                return self._exact_roundings[cheap]
             value = self.exact_rational(name, i, j)
             if value is not None:
                 self._exact_roundings[cheap] = round_fraction(
@@ -498,10 +505,7 @@ class Derivation:
                 break
             if sympy.count_ops(expr) > max_ops:
                 break
-            latest = max({self.owner(s)[0] for s in expr.free_symbols}, key=order.get)
-            unfold = self._resolved_local if decide_relu else self._local_entry
-            expr = expr.xreplace({s: unfold(*self.owner(s))
-                                  for s in expr.free_symbols if self.owner(s)[0] == latest})
+            expr = self._unfold_latest(expr, order, decide_relu)
         if proved:
             # Remember the intermediate relations: a deeper entry's proof (the same
             # symmetry one block later) stops as soon as it reaches one of them.
@@ -509,6 +513,34 @@ class Derivation:
                 if e.free_symbols:
                     self._zeros.add(_normal(e))
         return proved
+
+    def structural_zero(self, expr: sympy.Expr) -> bool:
+        """Prove ``expr`` exactly 0 on the stage symbols alone; False if no quick proof.
+
+        The cheap first attempt for a ball around 0: zeros of structural origin (a
+        gradient whose row sum cancels, the LayerNorm input gradient's rows) vanish
+        after a few unfolding steps and an expansion, with no exact forward pass.
+        Gives up as soon as the expression outgrows :data:`STRUCTURAL_OPS`.  Sound:
+        every denominator of a local formula is a stage value the derivation has
+        evaluated (hence non-zero), and ReLU branches are decided by certified signs.
+        """
+        order = {name: k for k, name in enumerate(self.stages)}
+        for _ in range(STRUCTURAL_UNFOLD):
+            expr = sympy.expand(expr, power_exp=False, power_base=False, log=False)
+            if expr == 0:
+                return True
+            if not expr.free_symbols or sympy.count_ops(expr) > STRUCTURAL_OPS:
+                return False
+            expr = self._unfold_latest(expr, order, decide_relu=True)
+        return False
+
+    def _unfold_latest(self, expr: sympy.Expr, order: dict[str, int],
+                       decide_relu: bool) -> sympy.Expr:
+        """``expr`` with the entries of its latest stage replaced by their local formulas."""
+        latest = max({self.owner(s)[0] for s in expr.free_symbols}, key=order.get)
+        unfold = self._resolved_local if decide_relu else self._local_entry
+        return expr.xreplace({s: unfold(*self.owner(s))
+                              for s in expr.free_symbols if self.owner(s)[0] == latest})
 
     def _nonzero(self, denominator: sympy.Expr) -> bool:
         """Whether every factor of ``denominator`` is shown non-zero (False: no proof)."""
