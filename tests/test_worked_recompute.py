@@ -180,3 +180,32 @@ def test_subtraction_and_sums_in_written_order(block):
     assert "<mo>\u2212</mo>" in as_mathml(variance)
     assert "-1 + n" not in json.dumps([s.general[0].text for s in
                                        trace_token(block, 1).steps if s.general])
+
+
+def test_gelu_tanh_lines_are_the_textbook_formula():
+    """GELU-tanh's worked lines substitute h into (h/2)(1 + tanh(sqrt(2/pi)(h + 0.044715
+    h^3))), not SymPy's normal form (8943 h^3 + 200000 h)/200000, and a reader's
+    float64 recomputation of the textbook formula lands on the printed result."""
+    import math
+
+    g = derive(load_example("gpt2_style"))
+    items = [i for i in worked_items(g, decimals=3, token=2)
+             if i["stage"].endswith("ffn.activation")]
+    assert len(items) == 8
+    number = r"\(?(-?\d+\.\d+)\)?"
+    shape = re.compile(rf"^\({number}/2\)\*\(1 \+ tanh\(sqrt\(2/pi\)\*\({number} \+ "
+                       rf"0\.044715\*{number}\*\*3\)\)\)$")
+    for item in items:
+        m = shape.match(item["expression"])
+        assert m, item["expression"]
+        assert len(set(m.groups())) == 1  # the same printed h, three times
+        h = float(m.group(1))
+        textbook = 0.5 * h * (1 + math.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+        assert abs(textbook - float(item["result"])) < 0.0005 + 1e-12
+        check_item(item)
+    text = "\n".join(as_text(s) for s in worked_steps(
+        g["layer1.ffn.activation"], 2, Style(3)).steps)
+    latex = "\n".join(as_latex(s) for s in worked_steps(
+        g["layer1.ffn.activation"], 2, Style(3)).steps)
+    assert "8943" not in text + latex and "200000" not in text + latex
+    assert r"\tanh" in latex and r"\sqrt{\frac{2}{\pi}}" in latex and "0.044715" in latex

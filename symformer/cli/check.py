@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from symformer.cli._common import (
     add_convention_arguments,
@@ -11,10 +12,12 @@ from symformer.cli._common import (
     causal,
     check_work,
     derivation,
+    example_path,
     load,
 )
+from symformer.example.loader import packaged_examples
 from symformer.verify.check import Checker, ClaimCheck, summary
-from symformer.verify.claims import load_claims
+from symformer.verify.claims import claims_file_is_example, load_claims
 
 ORDER = 40
 
@@ -22,6 +25,8 @@ EPILOG = """\
 examples:
   symformer check symformer/examples/post_claims.toml       # the blog post's arrays
   symformer check claims.toml my_example.toml --json      # or --example my_example.toml
+  symformer check illustrated_self_attention   # an example file with [[claim]] tables
+                                                # about itself (a published worked example)
   symformer check post.md --name pe=positional_encoding --name Q=layer1.head1.Q \\
       --name output=layer1.head1.output --name output=- \\
       --name masked_weights=causal:layer1.head1.weights
@@ -56,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer check``."""
+    packaged = packaged_examples()
+    if not Path(args.claims).exists() and args.claims in packaged:
+        args.claims = str(packaged[args.claims])  # a packaged example with [[claim]] tables
+    if example_path(args) is None and claims_file_is_example(args.claims):
+        args.example = args.claims  # an example file with claims about itself
     example = load(args)
     check_work(args, example, "check")
     g = derivation(args, example)

@@ -48,6 +48,7 @@ from symformer.ops.facts import Fact
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
     from symformer.ops.calculus import Arithmetic, Rows
+    from symformer.worked.model import Node
 
 #: Every concrete operation class, by its ``name`` (filled as classes are defined).
 OPERATIONS: dict[str, type[Operation]] = {}
@@ -247,6 +248,17 @@ class Operation(ABC):
         named fields hold symbols.  None by default: constants print as numbers.
         """
         return {}
+
+    def worked_tree(self, formula: sympy.Expr, convert: Callable[[sympy.Expr], Node]
+                    ) -> Node | None:
+        """One entry's local formula as a worked-line tree, written the textbook way.
+
+        ``convert`` writes a sub-expression (its input entries as their notation on
+        the symbolic line, as printed numbers on the numeric line).  None by default:
+        the generic conversion of the SymPy form, which SymPy has normalised
+        (``(8943 h^3 + 200000 h)/200000`` for ``h + 0.044715 h^3``).
+        """
+        return None
 
     def worked_parts(self, stage: Stage, row: int,
                      formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:

@@ -5,7 +5,7 @@ The constant 0.044715 is exact (``8943/200000``); sqrt(2/pi) and tanh stay symbo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,9 +14,15 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Node, Pow
 
 #: The cubic coefficient of the approximation, exactly.
 CUBIC = sympy.Rational(44715, 10**6)
+
+
+def _formula(h: sympy.Expr) -> sympy.Expr:
+    """One entry, exactly: h/2 (1 + tanh(sqrt(2/pi) (h + 8943/200000 h^3)))."""
+    return h * (1 + sympy.tanh(sympy.sqrt(2 / sympy.pi) * (h + CUBIC * h ** 3))) / 2
 
 
 def gelu_tanh(h):
@@ -36,9 +42,23 @@ class GELUTanh(Operation):
     trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        c = sympy.sqrt(2 / sympy.pi)
-        return args[0].applyfunc(
-            lambda h: h * (1 + sympy.tanh(c * (h + CUBIC * h ** 3))) / 2)
+        return args[0].applyfunc(_formula)
+
+    def worked_tree(self, formula: sympy.Expr, convert: Callable[[sympy.Expr], Node]
+                    ) -> Node | None:
+        """(h/2)(1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) with h written by ``convert``,
+        rather than SymPy's ``h (tanh(sqrt(2) (8943 h^3 + 200000 h)/...) + 1)/2``."""
+        if len(formula.free_symbols) != 1:
+            return None
+        (h,) = formula.free_symbols
+        if formula != _formula(h):
+            return None
+        x = convert(h)
+        two = Const(sympy.Integer(2))
+        inner = Add((x, Mul((Const(CUBIC), Pow(x, Const(sympy.Integer(3)))))))
+        root = Func("sqrt", (Div(two, PI),))
+        return Mul((Div(x, two), Add((Const(sympy.S.One),
+                                      Func("tanh", (Mul((root, inner)),))))))
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         c, k = (2 / arb.pi()).sqrt(), rational_ball(CUBIC)

@@ -169,12 +169,29 @@ def claims_from_toml(text: str, source: str) -> list[Claim]:
     """Parse the ``[[claim]]`` tables of a claims file (shapes are checked by validate)."""
     data = read_toml(text, source)
     unknown = sorted(set(data) - {"claim", "title", "description"})
-    if unknown:
+    if unknown and not holds_example(data):
         raise InputError(f"{source}: unknown key {unknown[0]!r} (expected [[claim]] tables)")
     tables = data.get("claim")
     if not isinstance(tables, list) or not tables:
         raise InputError(f"{source}: no [[claim]] tables found")
     return [_claim(t, f"{source}, claim {n}") for n, t in enumerate(tables, start=1)]
+
+
+def holds_example(data: dict) -> bool:
+    """True when a claims file is also an example file (claims about its own model).
+
+    Such a file has ``embeddings``; its example keys are validated by the example
+    loader, its ``[[claim]]`` tables here.
+    """
+    return "embeddings" in data
+
+
+def claims_file_is_example(path: str | Path) -> bool:
+    """True when ``path`` is a TOML file that holds an example and its claims."""
+    path = Path(path)
+    if path.suffix != ".toml":
+        return False
+    return holds_example(read_toml(read_text_file(path, "a claims file"), str(path)))
 
 
 def _claim(t: object, where: str) -> Claim:

@@ -185,7 +185,7 @@ class _Row:
             if s in self.placeholders:
                 return self.placeholders[s][0]
             return self.notation_of(s)
-        return Converter(leaf, self.position)(expr)
+        return self._tree(expr, Converter(leaf, self.position))
 
     def numeric_form(self, expr: sympy.Expr, decimals: int) -> Node:
         def leaf(s: sympy.Symbol) -> Node:
@@ -196,7 +196,12 @@ class _Row:
             if s in self.placeholders:
                 return self.placeholders[s][1]
             return self.number_of(s, decimals)
-        return Converter(leaf, self.position)(expr)
+        return self._tree(expr, Converter(leaf, self.position))
+
+    def _tree(self, expr: sympy.Expr, convert: Converter) -> Node:
+        """The operation's textbook tree of an entry's formula, else SymPy's form."""
+        tree = self.stage.op.worked_tree(expr, convert)
+        return convert(expr) if tree is None else tree
 
     # -- steps --------------------------------------------------------------------
     def lhs(self, j: int) -> Sym:
