@@ -23,6 +23,7 @@ from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
 from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.exact import Canonical, undefined_row
 from symformer.engine.perturb import differences, finitely_masked
+from symformer.engine.polyzero import PolyProver
 from symformer.engine.rounding import (
     MAX_PRECISION,
     Rounded,
@@ -44,9 +45,6 @@ DEFAULT_MAX_OPS = 400
 #: A ball this precise (bits) that still straddles a rounding boundary is worth a
 #: symbolic proof that the value is the boundary.
 PROOF_PRECISION = 4096
-#: The budget (operations, unfolding steps) of the cheap symbolic zero proof tried
-#: first for a ball around 0 (:meth:`Derivation.structural_zero`).
-STRUCTURAL_OPS, STRUCTURAL_UNFOLD = 400, 12
 
 
 @dataclass(eq=False)
@@ -145,6 +143,7 @@ class Derivation:
         self._zeros: set[sympy.Expr] = set()  # expressions proved to be 0
         self._canonical: Canonical | None = None
         self._exact_twin: Derivation | None = None
+        self._poly_prover: PolyProver | None = None
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -515,24 +514,24 @@ class Derivation:
         return proved
 
     def structural_zero(self, expr: sympy.Expr) -> bool:
-        """Prove ``expr`` exactly 0 on the stage symbols alone; False if no quick proof.
+        """Prove ``expr`` exactly 0 by a polynomial identity; False if no quick proof.
 
-        The cheap first attempt for a ball around 0: zeros of structural origin (a
-        gradient whose row sum cancels, the LayerNorm input gradient's rows) vanish
-        after a few unfolding steps and an expansion, with no exact forward pass.
-        Gives up as soon as the expression outgrows :data:`STRUCTURAL_OPS`.  Sound:
-        every denominator of a local formula is a stage value the derivation has
-        evaluated (hence non-zero), and ReLU branches are decided by certified signs.
+        The cheap first attempt for a ball around 0 (:mod:`symformer.engine.polyzero`):
+        zeros of structural origin (a gradient row whose sum cancels, the LayerNorm
+        input gradient's rows) vanish after a few unfolding steps, latest stage first;
+        zeros of equal entries (g . v with v's entries equal and g's opposite) vanish
+        once the forward entries are replaced by their canonical polynomials and the
+        gradients unfolded.  Sparse polynomials with rational coefficients whose
+        variables are stage symbols and opaque non-polynomial parts: no float, no
+        exact forward pass of the gradients, and a term budget.  Sound: every
+        denominator of a local formula is a stage value the derivation has evaluated
+        (hence non-zero), and ReLU branches are decided by certified signs.
         """
-        order = {name: k for k, name in enumerate(self.stages)}
-        for _ in range(STRUCTURAL_UNFOLD):
-            expr = sympy.expand(expr, power_exp=False, power_base=False, log=False)
-            if expr == 0:
-                return True
-            if not expr.free_symbols or sympy.count_ops(expr) > STRUCTURAL_OPS:
-                return False
-            expr = self._unfold_latest(expr, order, decide_relu=True)
-        return False
+        if self._poly_prover is None:
+            self._poly_prover = PolyProver(self)
+        prover = self._poly_prover
+        return (prover.structural(expr, self._resolved_local)
+                or prover.with_canonical(expr, self._resolved_local))
 
     def _unfold_latest(self, expr: sympy.Expr, order: dict[str, int],
                        decide_relu: bool) -> sympy.Expr:
