@@ -29,6 +29,7 @@ from symformer.engine.rounding import (
     Rounded,
     ball_bounds,
     certified_rounding,
+    missing_bits,
     moderate,
     round_ball,
     round_fraction,
@@ -144,6 +145,8 @@ class Derivation:
         self._canonical: Canonical | None = None
         self._exact_twin: Derivation | None = None
         self._poly_prover: PolyProver | None = None
+        self._cheap_zeros: dict[tuple[str, int, int], bool] = {}
+        self._start_hint: dict[tuple, int] = {}  # (decimals, significant) -> bits
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -304,24 +307,56 @@ class Derivation:
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
         rows, cols = self[name].shape
-        # Most entries are decided by the first precision: round the whole stage from
-        # one evaluation, and give only the others the escalating path.
-        first = self.evaluate(start_precision(decimals, significant))[name]
-
-        def entry(i: int, j: int) -> Rounded | None:
-            ball = first[i][j]
-            if ball is NEG_INF:
-                return None
-            rounded = round_ball(ball, decimals=decimals, significant=significant)
-            if rounded is not None:
-                return rounded
-            return certified_rounding(
-                lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
+        out: list[list[Rounded | None]] = [[None] * cols for _ in range(rows)]
+        pending = self._round_stage(name, out, decimals, significant)
+        for i, j in pending:
+            out[i][j] = certified_rounding(
+                lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
                 decimals=decimals, significant=significant,
-                exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
-                                                           significant, prec))
+                exact=lambda ball, prec, i=i, j=j: self._round_exact(
+                    name, i, j, ball, decimals, significant, prec))
+        return out
 
-        return [[entry(i, j) for j in range(cols)] for i in range(rows)]
+    def _round_stage(self, name: str, out: list[list[Rounded | None]],
+                     decimals: int | None, significant: int | None) -> list[tuple[int, int]]:
+        """Round the entries of a whole stage decided by one evaluation into ``out``;
+        returns the others (for the escalating path of one entry).
+
+        Most entries are decided by the first precision.  When many are not (a deep
+        backward pass loses bits on the way), the whole stage is evaluated once more at
+        twice the precision, and later stages start there (balls around 0, probable
+        exact zeros, and narrow balls on a rounding boundary, probable ties, do not
+        count).  An entry whose ball still contains 0 gets the cheap
+        exact zero proof (:meth:`structural_zero`).
+        """
+        key = (decimals, significant)
+        prec = max(start_precision(decimals, significant), self._start_hint.get(key, 0))
+        pending = [(i, j) for i in range(len(out)) for j in range(len(out[0]))]
+        for _ in range(2):
+            balls = self.evaluate(prec)[name]
+            left = []
+            for i, j in pending:
+                if balls[i][j] is not NEG_INF:
+                    out[i][j] = round_ball(balls[i][j], decimals=decimals,
+                                           significant=significant)
+                    if out[i][j] is None:
+                        left.append((i, j))
+            pending = left
+            wide = [e for e in pending if (missing_bits(
+                balls[e[0]][e[1]], decimals=decimals, significant=significant) or 1) > 0
+                and not balls[e[0]][e[1]].contains(0)]  # not ties nor zeros: too few bits
+            if len(wide) * 8 <= len(out) * len(out[0]) or prec >= MAX_PRECISION // 2:
+                break
+            prec *= 2
+            self._start_hint[key] = prec
+        zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
+        left = []
+        for i, j in pending:
+            if balls[i][j].contains(0) and self._cheap_zero(name, i, j):
+                out[i][j] = zero
+            else:
+                left.append((i, j))
+        return left
 
     @property
     def canonical(self) -> Canonical:
@@ -349,7 +384,7 @@ class Derivation:
         cheap = key + ("cheap",)
         if cheap not in self._exact_roundings:
             self._exact_roundings[cheap] = None
-            if ball.contains(0) and self.structural_zero(self._resolved_local(name, i, j)):
+            if ball.contains(0) and self._cheap_zero(name, i, j):
                 self._exact_roundings[cheap] = round_fraction(
                     Fraction(0), decimals=decimals, significant=significant)
                 return self._exact_roundings[cheap]
@@ -427,7 +462,8 @@ class Derivation:
         return self._signs[key]
 
     def _decide_sign(self, name: str, i: int, j: int) -> int:
-        prec, tried = 128, False
+        # start from the most precise evaluation so far (no new pass at 128 bits)
+        prec, tried = max(self._balls, default=128), False
         while True:
             ball = self.evaluate(prec)[name][i][j]
             if ball is NEG_INF or ball < 0:
@@ -532,6 +568,13 @@ class Derivation:
         prover = self._poly_prover
         return (prover.structural(expr, self._resolved_local)
                 or prover.with_canonical(expr, self._resolved_local))
+
+    def _cheap_zero(self, name: str, i: int, j: int) -> bool:
+        """Whether :meth:`structural_zero` proves the entry 0 (tried once per entry)."""
+        key = (name, i, j)
+        if key not in self._cheap_zeros:
+            self._cheap_zeros[key] = self.structural_zero(self._resolved_local(name, i, j))
+        return self._cheap_zeros[key]
 
     def _unfold_latest(self, expr: sympy.Expr, order: dict[str, int],
                        decide_relu: bool) -> sympy.Expr:
