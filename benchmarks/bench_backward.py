@@ -2,7 +2,11 @@
 
 1. the built-in example (its own mse loss), every stage to 30 certified digits:
    forward alone vs forward + loss + every gradient stage;
-2. depth: 1, 2, 4, 8 layers of the built-in shapes (random non-zero weights, each
+2. ``llama_style`` at the benchmark's shapes (:func:`bench_blocks.llama_scaled`: 8
+   tokens x d_model 8 x 4 query / 2 key-value heads x 2 layers, RMSNorm, RoPE,
+   SwiGLU, LM head) with a cross-entropy loss over its LM head (the target of each
+   position is the next token, the last position's the first token);
+3. depth: 1, 2, 4, 8 layers of the built-in shapes (random non-zero weights, each
    layer its own, an mse loss against a random target), forward vs forward + backward.
 
 Run: ``python benchmarks/bench_backward.py``.  A measurement, not a test (the
@@ -19,11 +23,13 @@ from pathlib import Path
 import sympy
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bench_blocks import llama_scaled  # noqa: E402
 from bench_engine import median_time, random_example  # noqa: E402
 
 from symformer.blocks import derive  # noqa: E402
 from symformer.blocks.backward import backward  # noqa: E402
 from symformer.example import load_example  # noqa: E402
+from symformer.example.loader import example_from_dict  # noqa: E402
 from symformer.example.loss import Loss  # noqa: E402
 
 DIGITS = 30
@@ -46,12 +52,21 @@ def with_loss(example, seed: int = 1):
     return dataclasses.replace(example, loss=Loss("mse", "bench", target=target))
 
 
+def llama_with_loss():
+    """llama_style at the benchmark's shapes with a cross-entropy loss (next tokens)."""
+    data = llama_scaled()
+    tokens = data["tokens"]
+    data["loss"] = {"kind": "cross_entropy", "targets": tokens[1:] + tokens[:1]}
+    return example_from_dict(data, "<benchmark>")
+
+
 def main() -> None:
-    builtin = load_example()
-    fwd = median_time(lambda: forward_run(builtin), 5)
-    both = median_time(lambda: backward_run(builtin), 3)
-    print(f"built-in, {DIGITS} digits: forward {fwd * 1e3:.1f} ms, forward + backward "
-          f"{both * 1e3:.1f} ms ({both / fwd:.1f}x)")
+    for label, example in (("built-in", load_example()),
+                           ("llama_style 8x8, 4q/2kv heads, 2 layers", llama_with_loss())):
+        fwd = median_time(lambda e=example: forward_run(e), 5)
+        both = median_time(lambda e=example: backward_run(e), 3)
+        print(f"{label}, {DIGITS} digits: forward {fwd * 1e3:.1f} ms, forward + backward "
+              f"{both * 1e3:.1f} ms ({both / fwd:.1f}x)")
     base = None
     for layers in (1, 2, 4, 8):
         example = with_loss(random_example(4, 4, 2, layers, d_ff=6))

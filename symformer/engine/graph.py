@@ -553,21 +553,23 @@ class Derivation:
         """Prove ``expr`` exactly 0 by a polynomial identity; False if no quick proof.
 
         The cheap first attempt for a ball around 0 (:mod:`symformer.engine.polyzero`):
-        zeros of structural origin (a gradient row whose sum cancels, the LayerNorm
-        input gradient's rows) vanish after a few unfolding steps, latest stage first;
-        zeros of equal entries (g . v with v's entries equal and g's opposite) vanish
-        once the forward entries are replaced by their canonical polynomials and the
-        gradients unfolded.  Sparse polynomials with rational coefficients whose
-        variables are stage symbols and opaque non-polynomial parts: no float, no
-        exact forward pass of the gradients, and a term budget.  Sound: every
+        zeros of equal entries (g . v with v's entries equal and g's opposite; the
+        gradient at a causal first row's only score) vanish once the forward entries
+        are replaced by their canonical polynomials and the gradients unfolded; zeros
+        of structural origin (a gradient row whose sum cancels, the LayerNorm input
+        gradient's rows) after a few unfolding steps, latest stage first.  Entries
+        already proved 0 are 0.  Sparse polynomials with rational coefficients whose
+        variables are stage symbols and opaque non-polynomial parts: no float, no exact
+        forward pass of the gradients, and a term budget.  Sound: every
         denominator of a local formula is a stage value the derivation has evaluated
         (hence non-zero), and ReLU branches are decided by certified signs.
         """
         if self._poly_prover is None:
-            self._poly_prover = PolyProver(self)
+            self._poly_prover = PolyProver(
+                self, lambda s: self._cheap_zeros.get(self.owner(s)) is True)
         prover = self._poly_prover
-        return (prover.structural(expr, self._resolved_local)
-                or prover.with_canonical(expr, self._resolved_local))
+        return (prover.with_canonical(expr, self._resolved_local)
+                or prover.structural(expr, self._resolved_local))
 
     def _cheap_zero(self, name: str, i: int, j: int) -> bool:
         """Whether :meth:`structural_zero` proves the entry 0 (tried once per entry)."""

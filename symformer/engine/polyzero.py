@@ -46,6 +46,8 @@ MAX_TERMS = 600
 STRUCTURAL_TERMS = 64
 #: Unfolding steps per attempt.
 MAX_UNFOLD = 40
+#: How many stages below an entry its canonical polynomial reads.
+CANONICAL_DEPTH = 2
 #: A canonical polynomial (or a product on the way) larger than this is replaced by
 #: the entry's own variable.
 MAX_CANONICAL_TERMS = 64
@@ -162,8 +164,11 @@ def to_poly(expr: sympy.Expr, symbol: Callable[[sympy.Symbol], Poly],
 class PolyProver:
     """Polynomial zero proofs over one derivation (see the module)."""
 
-    def __init__(self, g: Derivation) -> None:
+    def __init__(self, g: Derivation,
+                 known_zero: Callable[[sympy.Symbol], bool] = lambda s: False) -> None:
         self.g = g
+        self.known_zero = known_zero  # entries already proved 0
+        self.relations: set[tuple] = set()  # normal forms of polynomials proved 0
         self.vars = Variables()
         self._local: dict[tuple[str, int, int], Poly] = {}
         self.canonical = PolyCanonical(g, self.vars)
@@ -173,38 +178,40 @@ class PolyProver:
                    limit: int = STRUCTURAL_TERMS) -> bool:
         """Unfold the latest stage first until the polynomial is 0 (True) or has more
         than ``limit`` terms."""
+        order, steps = self._order(), []
         try:
             p = self._poly(expr)
             for _ in range(MAX_UNFOLD):
-                if not p:
+                if self._known(p, steps):
                     return True
                 stages = self._stages(p)
                 if not stages or len(p) > limit:
                     return False
-                latest = max(stages, key=self._order().get)
-                p = self._unfold(p, latest, resolve)
+                latest = max(stages, key=order.get)
+                p = self._drop_zeros(self._unfold(p, latest, resolve))
         except Refused:
             return False
-        return not p
+        return False
 
     def with_canonical(self, expr: sympy.Expr,
-                       resolve: Callable[[str, int, int], sympy.Expr]) -> bool:
+                       resolve: Callable[[str, int, int], sympy.Expr],
+                       limit: int = STRUCTURAL_TERMS) -> bool:
         """Forward entries replaced by their canonical polynomials; gradients unfolded
-        latest first until the polynomial is 0 (True) or too large."""
-        order = self._order()
+        latest first until the polynomial is 0 (True) or has more than ``limit`` terms."""
+        order, steps = self._order(), []
         try:
-            p = self._canonicalise(self._poly(expr))
+            p = self._canonicalise(self._drop_zeros(self._poly(expr)))
             for _ in range(MAX_UNFOLD):
-                if not p:
+                if self._known(p, steps):
                     return True
                 stages = [s for s in self._stages(p) if self.g[s].kind in GRADIENT_KINDS]
-                if not stages or len(p) > MAX_TERMS:
+                if not stages or len(p) > limit:
                     return False
                 latest = max(stages, key=order.get)
-                p = self._canonicalise(self._unfold(p, latest, resolve))
+                p = self._canonicalise(self._drop_zeros(self._unfold(p, latest, resolve)))
         except Refused:
             return False
-        return not p
+        return False
 
     # -- helpers ---------------------------------------------------------------------
     def _order(self) -> dict[str, int]:
@@ -217,6 +224,51 @@ class PolyProver:
         if expr.has(*_UNDEFINED):
             raise Refused(str(expr))
         return self.vars.var(expr)
+
+    def _known(self, p: Poly, steps: list[tuple]) -> bool:
+        """Whether ``p`` is 0 with no further unfolding: it is the zero polynomial, its
+        terms all have an entry already proved 0 as a factor, or it is a multiple of a
+        polynomial met in an earlier proof (all of a proof's steps are 0).  On success
+        the steps of this proof (``steps``, then ``p``) are remembered."""
+        dropped = self._drop_zeros(p)
+        keys = [self._normal(p), self._normal(dropped)]
+        steps.extend(k for k in keys if k)
+        if dropped and not any(k in self.relations for k in keys):
+            return False
+        self.relations.update(steps)
+        return True
+
+    def _normal(self, p: Poly) -> tuple:
+        """``p`` up to a non-zero factor, hashable (() for 0): divided by a rational
+        and by the powers of *non-zero* atoms common to all its terms (an exponential,
+        a negative power: a reciprocal of a value the derivation has evaluated), so
+        that the normal form is 0 exactly when ``p`` is."""
+        if not p:
+            return ()
+        common: dict[int, int] | None = None
+        for m in p:
+            exps = {v: e for v, e in m if self._nonzero_atom(v)}
+            common = exps if common is None else {
+                v: min(e, exps[v]) for v, e in common.items() if v in exps}
+        lead = p[min(p)]
+        out = []
+        for m, c in p.items():
+            rest = tuple((v, e - common.get(v, 0)) for v, e in m if e > common.get(v, 0))
+            q = c / lead
+            out.append((rest, int(q.p), int(q.q)))
+        return tuple(sorted(out))
+
+    def _nonzero_atom(self, v: int) -> bool:
+        expr = self.vars.exprs[v]
+        return isinstance(expr, sympy.exp) or (expr.is_Pow and expr.exp.is_negative is True)
+
+    def _drop_zeros(self, p: Poly) -> Poly:
+        """``p`` without the terms that have an entry already proved 0 as a factor."""
+        owners, exprs = self.g._owner, self.vars.exprs
+        zero = {v for m in p for v, _ in m
+                if exprs[v] in owners and self.known_zero(exprs[v])}
+        return {m: c for m, c in p.items() if not any(v in zero for v, _ in m)} \
+            if zero else p
 
     def _stages(self, p: Poly) -> set[str]:
         """The stages whose symbols occur in ``p`` as variables (not inside atoms)."""
@@ -279,90 +331,88 @@ class PolyProver:
 
 
 class PolyCanonical:
-    """Canonical polynomials of the non-gradient entries, stage by stage on demand.
+    """Canonical polynomials of the non-gradient entries, entry by entry, to a depth.
 
-    An entry's canonical polynomial is its local formula with the inputs' canonical
-    polynomials substituted; a non-polynomial part (an exponential, a root, a
-    reciprocal) becomes an atom named by its SymPy form over the inputs'
-    *representatives* (a rational input is substituted as its value, any other input
-    by the symbol of the first entry with the same canonical polynomial), so SymPy's
-    automatic simplification still cancels ``exp(a)/(exp(a) + exp(a))`` to 1/2.  An
-    entry whose polynomial would be too large, or whose formula meets an infinity
-    (a masked score), is its own variable.  Equal polynomials are equal values.
+    An entry's canonical polynomial at depth d is its local formula with its inputs'
+    canonical polynomials at depth d - 1 substituted; at depth 0 an entry is its own
+    variable, unless its local formula is a constant (a rational, or -oo: a masked
+    score).  A non-polynomial part (an exponential, a root, a reciprocal) becomes an
+    atom named by its SymPy form over the inputs' *representatives* (a constant input
+    is substituted as its value, any other input by the first symbol met with the
+    same polynomial), so SymPy's automatic simplification still cancels
+    ``exp(a)/(exp(a) + exp(a))`` to 1/2 and ``exp(-oo)`` to 0.  An entry whose
+    polynomial would be too large, or whose formula meets an infinity, is its own
+    variable.  Equal polynomials are equal values; a small depth keeps it cheap (only
+    the few stages below the entries asked for are read).
     """
 
-    def __init__(self, g: Derivation, variables: Variables) -> None:
+    def __init__(self, g: Derivation, variables: Variables, depth: int = CANONICAL_DEPTH
+                 ) -> None:
         self.g = g
         self.vars = variables
-        self.value: dict[sympy.Symbol, Poly] = {}
-        self.masked: set[sympy.Symbol] = set()  # entries exactly -oo (masked scores)
-        self._rep: dict[tuple, sympy.Expr] = {}  # frozen polynomial -> representative
-        self._rep_of: dict[sympy.Symbol, sympy.Expr] = {}
-        self._done: set[str] = set()
+        self.depth = depth
+        self._value: dict[tuple[sympy.Symbol, int], Poly | None] = {}
+        self._rep: dict[tuple, sympy.Symbol] = {}  # frozen polynomial -> representative
+        self._rep_poly: dict[sympy.Expr, Poly] = {}  # representative -> its polynomial
 
-    def of(self, symbol: sympy.Symbol) -> Poly | None:
+    def of(self, symbol: sympy.Symbol, depth: int | None = None) -> Poly | None:
         """The canonical polynomial of the entry ``symbol`` names (None: exactly -oo)."""
-        if symbol not in self.value and symbol not in self.masked:
-            self._stage(self.g.owner(symbol)[0])
-        return self.value.get(symbol)
+        key = (symbol, self.depth if depth is None else depth)
+        if key not in self._value:
+            self._value[key] = self._compute(*key)
+        return self._value[key]
 
-    def _input(self, symbol: sympy.Symbol) -> Poly:
-        if symbol in self.masked:
-            raise Refused(str(symbol))
-        return self.value[symbol]
+    def _compute(self, symbol: sympy.Symbol, depth: int) -> Poly | None:
+        name, i, j = self.g.owner(symbol)
+        formula = self.g.local(name)[i, j]
+        if formula == -sympy.oo:
+            return None
+        if formula.is_Rational:
+            return constant(formula)
+        if depth == 0:
+            return self.vars.var(symbol)
 
-    def _stage(self, name: str) -> None:
-        todo = [name]
-        while todo:  # the stage's ancestors first, without recursion
-            top = todo[-1]
-            missing = [i for i in self.g[top].inputs if i not in self._done]
-            if missing:
-                todo.extend(missing)
-                continue
-            todo.pop()
-            if top not in self._done:
-                self._compute(top)
-                self._done.add(top)
+        def inputs(s: sympy.Symbol) -> Poly:
+            p = self.of(s, depth - 1)
+            if p is None:
+                raise Refused(str(s))
+            return p
 
-    def _representative(self, symbol: sympy.Symbol) -> sympy.Expr:
-        """-oo, the rational value, or the first symbol with the same polynomial."""
-        if symbol in self._rep_of:
-            return self._rep_of[symbol]
-        if symbol in self.masked:
-            rep = -sympy.oo
-        else:
-            p = self.value[symbol]
-            if not p:
-                rep = sympy.S.Zero
-            elif len(p) == 1 and _ONE in p:
-                c = p[_ONE]
-                rep = sympy.Rational(int(c.p), int(c.q))
-            else:
-                rep = self._rep.setdefault(
-                    tuple(sorted((m, int(c.p), int(c.q)) for m, c in p.items())), symbol)
-        self._rep_of[symbol] = rep
+        try:
+            try:  # a polynomial formula: the inputs' polynomials substituted
+                return to_poly(formula, inputs, _not_polynomial, MAX_CANONICAL_TERMS)
+            except _NotPolynomial:
+                key = formula.xreplace({s: self._representative(s, depth - 1)
+                                        for s in formula.free_symbols})
+                return to_poly(key, self._rep_poly.__getitem__, self._atom,
+                               MAX_CANONICAL_TERMS)
+        except Refused:
+            return self.vars.var(symbol)
+
+    def _representative(self, symbol: sympy.Symbol, depth: int) -> sympy.Expr:
+        """-oo, the rational value, or the first symbol met with the same polynomial."""
+        p = self.of(symbol, depth)
+        if p is None:
+            return -sympy.oo
+        if not p:
+            return sympy.S.Zero
+        if len(p) == 1 and _ONE in p:
+            c = p[_ONE]
+            return sympy.Rational(int(c.p), int(c.q))
+        rep = self._rep.setdefault(
+            tuple(sorted((m, int(c.p), int(c.q)) for m, c in p.items())), symbol)
+        self._rep_poly.setdefault(rep, p)
         return rep
 
-    def _compute(self, name: str) -> None:
-        g = self.g
-        local, symbols = g.local(name), g.symbols(name)
+    def _atom(self, expr: sympy.Expr) -> Poly:
+        if expr.has(*_UNDEFINED):
+            raise Refused(str(expr))
+        return self.vars.var(expr)
 
-        def atom(expr: sympy.Expr) -> Poly:
-            key = expr.xreplace({s: self._representative(s) for s in expr.free_symbols})
-            if key.is_Rational:
-                return constant(key)
-            if key.has(*_UNDEFINED):
-                raise Refused(str(key))
-            return self.vars.var(key)
 
-        for i in range(local.rows):
-            for j in range(local.cols):
-                own = symbols[i, j]
-                if local[i, j] == -sympy.oo:
-                    self.masked.add(own)
-                    continue
-                try:
-                    p = to_poly(local[i, j], self._input, atom, MAX_CANONICAL_TERMS)
-                except Refused:
-                    p = self.vars.var(own)
-                self.value[own] = p
+class _NotPolynomial(Exception):
+    pass
+
+
+def _not_polynomial(expr: sympy.Expr) -> Poly:
+    raise _NotPolynomial
