@@ -568,7 +568,8 @@ class Derivation:
             self._poly_prover = PolyProver(
                 self, lambda s: self._cheap_zeros.get(self.owner(s)) is True)
         prover = self._poly_prover
-        return (prover.with_canonical(expr, self._resolved_local)
+        return (prover.structural(expr, self._resolved_local, limit=16)
+                or prover.with_canonical(expr, self._resolved_local)
                 or prover.structural(expr, self._resolved_local))
 
     def _cheap_zero(self, name: str, i: int, j: int) -> bool:
