@@ -35,6 +35,7 @@ class Variant:
     asked: tuple[str, ...]
     decimals: int
     max_work: int | None = None
+    asked_where: str = ""            # the manifest's asked line
     _g: Derivation | None = field(default=None, repr=False)
     _correct: dict[str, list[list[Fraction | None]]] = field(default_factory=dict, repr=False)
 
@@ -49,8 +50,9 @@ class Variant:
             known = [s.name for s in g]
             for name in self.asked:
                 if name not in g:
-                    raise InputError(f"{self.where}: variant {self.id}: "
-                                     f"{unknown_stage_message(name, known)}")
+                    raise InputError(f"{self.asked_where or self.where}: "
+                                     f"{unknown_stage_message(name, known)} (variant "
+                                     f"{self.id}, {self.example})")
             self._g = g
         return self._g
 
@@ -146,5 +148,5 @@ def load_key(directory: str | Path, max_work: int | None = None) -> Key:
         if t["id"] in variants:
             raise InputError(f"{where}: variant id {t['id']!r} given twice")
         variants[t["id"]] = Variant(t["id"], folder / t["example"], where, tuple(asked),
-                                    decimals, max_work)
+                                    decimals, max_work, asked_at)
     return Key(path, decimals, tuple(asked), variants)

@@ -85,7 +85,7 @@ def feedback(g: StudentGrade, asked: tuple[str, ...], points: Points) -> str:
     sheet = g.sheet
     lines = [f"# Feedback: {markdown_text(sheet.student)} (variant "
              f"{markdown_text(sheet.variant)})", "",
-             f"Answers: `{markdown_text(str(sheet.path))}`. Score: **{score(g.total)} of "
+             f"Answers: {markdown_text(str(sheet.path))}. Score: **{score(g.total)} of "
              f"{score(g.maximum)}** points.", ""]
     if g.copied:
         lines += [f"**Note:** {markdown_text(g.copied)}.", ""]
