@@ -310,6 +310,10 @@ def test_early_error_carried_through(tmp_path, refs, grader, key_dir):
     assert {w[0] for w in through} == {HEAD + "scores", HEAD + "weights", HEAD + "output"}
     assert [w for w, v in got.items() if v == "wrong"] == [(HEAD + "K", 2, 0)]
     assert g.total == g.maximum - 1 - Fraction(len(through), 2)
+    assert {g.entry(w).first_wrong for w in through} == {(HEAD + "K", 2, 0)}
+    # scores row i, column j is computed from Q row i and K row j only
+    assert grader.feeding(grader.key.variants["v01"], (HEAD + "scores", 1, 3)) == {
+        (HEAD + s, r, c) for s, r in (("Q", 1), ("K", 3)) for c in (0, 1)}
     # the feedback names the first step that went wrong, and the correct values
     out = tmp_path / "out"
     assert main(["grade", str(path), "--key", str(key_dir), "--out", str(out), "--quiet"]) == 0

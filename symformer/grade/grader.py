@@ -99,6 +99,7 @@ class Grader:
         self.key = key
         self.points = points or Points()
         self._reader: dict[tuple[str, str], Callable[[int], Values]] = {}
+        self._feeds: dict[tuple[str, Where], frozenset[Where]] = {}
 
     def variant(self, sheet: AnswerSheet) -> Variant:
         """The sheet's variant; an unknown id is an :class:`InputError` naming the line."""
@@ -119,7 +120,7 @@ class Grader:
             self._grade_stage(stage, variant, answers, problems, grades, str(sheet.path))
         for where, e in grades.items():
             if e.verdict not in ("right", "reader_rounding"):
-                e.first_wrong = self._first_wrong(where, g, grades)
+                e.first_wrong = self._first_wrong(where, variant, grades)
         remarks = sorted(extra + sheet.unreadable_lines, key=lambda r: r.line or 0)
         result = StudentGrade(sheet, list(grades.values()), remarks)
         result.copied = self._copied(variant, answers)
@@ -249,14 +250,33 @@ class Grader:
                 if k in as_written or meets(enclosure[r][c], claimed, h)]
 
     # -- feedback --------------------------------------------------------------------
-    def _first_wrong(self, where: Where, g: Derivation, grades: dict[Where, EntryGrade]
+    def _first_wrong(self, where: Where, variant: Variant, grades: dict[Where, EntryGrade]
                      ) -> Where | None:
-        """The first asked entry, upstream or here, where the student went wrong."""
-        for s in self._upstream(g, where[0]):
-            for w, e in grades.items():
-                if w[0] == s and e.verdict in WENT_WRONG:
+        """The first asked entry (in the asked order) that this one is computed from,
+        directly or through other asked entries, where the student went wrong; this
+        entry itself if none did and it is wrong."""
+        feeding = self.feeding(variant, where)
+        for stage in self._upstream(variant.derivation, where[0]):
+            for w in sorted(w for w in feeding if w[0] == stage):
+                if grades[w].verdict in WENT_WRONG:
                     return w
         return where if grades[where].verdict in WENT_WRONG else None
+
+    def feeding(self, variant: Variant, where: Where) -> frozenset[Where]:
+        """The asked entries ``where`` is computed from, through any stages (read from
+        the local formulas: an entry multiplied by an exact 0 does not feed)."""
+        if (variant.id, where) not in self._feeds:
+            g = variant.derivation
+            found: set[Where] = set()
+            stage, r, c = where
+            for symbol in g.local(stage)[r, c].free_symbols:
+                source = g.owner(symbol)
+                if source[0] in self.key.asked:
+                    found.add(source)
+                if self._upstream(g, source[0]):
+                    found |= self.feeding(variant, source)
+            self._feeds[variant.id, where] = frozenset(found)
+        return self._feeds[variant.id, where]
 
     def _copied(self, variant: Variant,
                 answers: dict[Where, tuple[Fraction | None, Entry]]) -> str:
