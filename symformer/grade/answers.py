@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -26,6 +27,8 @@ MINUS_INFINITY = {"-inf", "-infinity", "-∞", "−∞", "−inf"}
 COLUMNS = ("student", "variant", "stage", "row", "col", "value")
 _ALIASES = {"column": "col", "name": "student", "entry": "value", "answer": "value"}
 _TOML_KEYS = {"student", "variant", "answers"}
+#: A plain decimal such as -1.25 (short enough to need no range check).
+_PLAIN = re.compile(r"[+-]?[0-9]{1,20}(?:\.[0-9]{1,30})?", re.ASCII)
 
 
 @dataclass
@@ -81,6 +84,8 @@ def parse_value(text: str) -> Fraction | None:
         return None
     if cleaned.count(",") == 1 and "." not in cleaned:
         cleaned = cleaned.replace(",", ".")
+    if _PLAIN.fullmatch(cleaned):  # the usual answer: read directly, exactly
+        return Fraction(cleaned)
     r = exact_number(cleaned, repr(text))
     return Fraction(int(r.p), int(r.q))
 

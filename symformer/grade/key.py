@@ -38,6 +38,7 @@ class Variant:
     asked_where: str = ""            # the manifest's asked line
     _g: Derivation | None = field(default=None, repr=False)
     _correct: dict[str, list[list[Fraction | None]]] = field(default_factory=dict, repr=False)
+    _text: dict[str, list[list[str]]] = field(default_factory=dict, repr=False)
 
     @property
     def derivation(self) -> Derivation:
@@ -77,8 +78,10 @@ class Variant:
 
     def correct_text(self, stage: str, row: int, col: int) -> str:
         """The correct rounding of one entry as printed in the key."""
-        value = self.correct(stage)[row][col]
-        return "-inf" if value is None else fixed(value, self.decimals)
+        if stage not in self._text:
+            self._text[stage] = [["-inf" if v is None else fixed(v, self.decimals)
+                                  for v in r] for r in self.correct(stage)]
+        return self._text[stage][row][col]
 
 
 @dataclass
