@@ -303,9 +303,14 @@ def _exact(matrix: list[list[Fraction | None]]) -> Values:
 
 def _own(variant: Variant, stage: str,
          answers: dict[Where, tuple[Fraction | None, Entry]]) -> list[list[Fraction | None]]:
-    """The student's table of ``stage``; the key's value where they wrote none."""
-    return [[answers[stage, r, c][0] if (stage, r, c) in answers else value
-             for c, value in enumerate(row)] for r, row in enumerate(variant.correct(stage))]
+    """The student's table of ``stage``; the key's value where they wrote none (or
+    wrote -inf for an entry that is not masked)."""
+    def own(r: int, c: int, value: Fraction | None) -> Fraction | None:
+        written = answers.get((stage, r, c), (value, None))[0]
+        return value if written is None and value is not None else written
+
+    return [[own(r, c, value) for c, value in enumerate(row)]
+            for r, row in enumerate(variant.correct(stage))]
 
 
 def _memo(chain: Chain, stage: str) -> Callable[[int], Values]:
