@@ -4,8 +4,8 @@
 >>> from symformer.slides import Options, frames, page_count
 >>> g = derive(load_example())
 >>> deck = frames(g, Options(token=1, stages=("layer1.head1.*",)))
->>> page_count(deck)  # title + 8 stages x 3 overlays + the head's attention map
-26
+>>> page_count(deck)  # title + 7 stages x 3 overlays + the head's attention map
+23
 """
 
 from __future__ import annotations

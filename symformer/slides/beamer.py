@@ -40,6 +40,9 @@ PREAMBLE = r"""\documentclass[11pt,aspectratio=169,xcolor=table]{beamer}
 EQUATION_HEIGHT = r"0.24\textheight"
 BODY_HEIGHT = r"0.56\textheight"
 FIGURE_HEIGHT = r"0.78\textheight"
+#: Worked steps per column before a second column starts, and the most columns.
+ROWS_PER_COLUMN = 8
+MAX_COLUMNS = 3
 
 
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
@@ -74,7 +77,7 @@ def stage_frame(frame: StageFrame) -> str:
     where = f"{latex_text(stage.name)} \u2014 token \u201c{word}\u201d, position " \
             f"{row_position(frame)}"
     lines = [f"\\begin{{frame}}[t]{{{latex_text(frame.title)}}}{{{where}}}",
-             f"\\centering\n\\symfit{{{EQUATION_HEIGHT}}}{{{aligned(frame.equation.lines)}}}"
+             f"\\centering\\large\n\\symfit{{{EQUATION_HEIGHT}}}{{{aligned(frame.equation.lines)}}}"
              "\\par\\medskip"]
     worked = ("\\footnotesize no numbers to substitute" if frame.worked is None
               else f"\\symfit{{{BODY_HEIGHT}}}{{{worked_aligned(frame)}}}")
@@ -93,15 +96,17 @@ def aligned(rows: tuple[tuple[str, str], ...]) -> str:
 
 
 def worked_aligned(frame: StageFrame) -> str:
-    """The worked lines, each as the formula then the numbers and the result."""
+    """The worked lines, one per step (formula, numbers, result), in up to
+    :data:`MAX_COLUMNS` columns of at most :data:`ROWS_PER_COLUMN` steps."""
     rows = []
     for step in frame.worked.steps:
         first, rest = split_step(step)
-        rows.append(f"{step.lhs} &{first}")
-        if rest:
-            rows.append(f"&{rest}")
-    body = " \\\\ ".join(rows)
-    return f"$\\displaystyle\\begin{{aligned}} {body} \\end{{aligned}}$"
+        rows.append(f"{step.lhs} &{first} {rest}".rstrip())
+    columns = min(MAX_COLUMNS, -(-len(rows) // ROWS_PER_COLUMN))
+    height = -(-len(rows) // columns)
+    blocks = [" \\\\ ".join(rows[k:k + height]) for k in range(0, len(rows), height)]
+    return "\\qquad ".join(f"$\\displaystyle\\begin{{aligned}} {b} \\end{{aligned}}$"
+                            for b in blocks)
 
 
 def figure_frame(frame: FigureFrame) -> str:
