@@ -14,8 +14,7 @@ from symformer.engine import Derivation
 from symformer.figures import tikz
 from symformer.figures.data import Bars, Curves, HeatMap
 from symformer.latex.escape import latex_text
-from symformer.latex.render import table_body
-from symformer.latex.render import step_lines as split_step
+from symformer.latex.render import step_lines, table_body
 from symformer.slides.deck import FigureFrame, Frame, Options, StageFrame, row_position
 
 #: ``\symfit{H}{content}``: the content shrunk to the line's width and at most H tall.
@@ -100,7 +99,7 @@ def worked_aligned(frame: StageFrame) -> str:
     :data:`MAX_COLUMNS` columns of at most :data:`ROWS_PER_COLUMN` steps."""
     rows = []
     for step in frame.worked.steps:
-        first, rest = split_step(step)
+        first, rest = step_lines(step)
         rows.append(f"{step.lhs} &{first} {rest}".rstrip())
     columns = min(MAX_COLUMNS, -(-len(rows) // ROWS_PER_COLUMN))
     height = -(-len(rows) // columns)
