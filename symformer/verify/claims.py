@@ -160,7 +160,8 @@ def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
-        claims = claims_from_document(text, str(path), names or [])
+        labels = {s.name: (tuple(s.rows), tuple(s.cols)) for s in g}
+        claims = claims_from_document(text, str(path), names or [], labels)
     validate(claims, g)
     return claims
 
@@ -267,13 +268,22 @@ def _addressed_values(t: dict, where: str
     return values, _indices(t, "rows", where), _indices(t, "cols", where)
 
 
-def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim]:
-    """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them."""
+def claims_from_document(text: str, source: str, names: list[str],
+                         stages: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+                         | None = None) -> list[Claim]:
+    """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them,
+    and the prose numbers tied to entries by ``symformer:`` annotations
+    (:mod:`symformer.verify.prose`; ``stages`` gives each stage's row and column labels)."""
+    from symformer.verify.prose import prose_claims
+
+    prose = prose_claims(text, source, stages or {})
     printed = list(_printed_arrays(text, source))
-    if not printed:
-        raise InputError(f"{source}: no recognisable arrays: expected a line "
+    if not printed and not prose:
+        raise InputError(f"{source}: no recognisable numbers: expected a line "
                          f"print(np.round(NAME, k)) followed by the printed array as "
-                         f"'# [[...]]' comment lines")
+                         f"'# [[...]]' comment lines, or a number annotated with "
+                         f"'% symformer: STAGE[ROW, COL]' (LaTeX) or "
+                         f"'<!-- symformer: STAGE[ROW, COL] -->' (docs/verify.md)")
     mapping = _name_mapping(names)
     claims = []
     skipped = []
@@ -289,11 +299,11 @@ def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim
         stage = target.removeprefix("causal:")
         claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
                             f"{source}, line {line} ({name})"))
-    if not claims:
+    if not claims and not prose:
         found = ", ".join(dict.fromkeys(n for n, *_ in printed))
         raise InputError(f"{source}: none of the printed arrays ({found}) is mapped to a "
                          f"stage; map each with --name NAME=STAGE (or NAME=- to skip)")
-    return claims
+    return claims + prose
 
 
 def _name_mapping(names: list[str]) -> dict[str, list[str]]:
