@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from symformer.cli import main
 from symformer.example import load_example
-from symformer.verify.prose import prose_claims
+from symformer.verify.prose import prose_numbers
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, rounded
 
@@ -132,11 +132,10 @@ def test_claimed_text_is_the_printed_number(units, places, negative, as_percent)
     printed = str(units) if places == 0 else f"{whole}.{part:0{places}d}"
     sign = "\u2212" if negative else ""
     mark = "\\%" if as_percent else ""
-    claims = prose_claims(f"x_{{1,2}} = {sign}{printed}{mark} % symformer: s[1, 'c']",
-                          "n.tex", STAGES)
-    (claim,) = claims
+    (number,) = prose_numbers(f"x_{{1,2}} = {sign}{printed}{mark} % symformer: s[1, 'c']",
+                              "n.tex", STAGES)
     expected = Decimal(("-" if negative else "") + printed) / (100 if as_percent else 1)
-    assert Decimal(claim.values[0][0]) == expected
-    assert claim.rows == [1] and claim.cols == [0]
+    assert Decimal(number.text) == expected
+    assert (number.line, number.row, number.col) == (1, 1, 0)
     decimals = places + (2 if as_percent else 0)
-    assert len(claim.values[0][0].partition(".")[2]) == decimals
+    assert len(number.text.partition(".")[2]) == decimals

@@ -35,6 +35,7 @@ from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_number
+from symformer.verify.prose import prose_numbers
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
@@ -274,9 +275,10 @@ def claims_from_document(text: str, source: str, names: list[str],
     """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them,
     and the prose numbers tied to entries by ``symformer:`` annotations
     (:mod:`symformer.verify.prose`; ``stages`` gives each stage's row and column labels)."""
-    from symformer.verify.prose import prose_claims
-
-    prose = prose_claims(text, source, stages or {})
+    prose = [Claim(name=f"line {p.line}", stage=p.stage, decimals=None, values=[[p.text]],
+                   rows=[p.row], cols=[p.col], causal=True if p.causal else None,
+                   where=f"{source}, line {p.line}", entry_given=True)
+             for p in prose_numbers(text, source, stages or {})]
     printed = list(_printed_arrays(text, source))
     if not printed and not prose:
         raise InputError(f"{source}: no recognisable numbers: expected a line "

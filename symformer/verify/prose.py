@@ -18,18 +18,30 @@ rendered document::
   followed by ``%`` or ``\\%`` is a percentage (``33%`` claims 0.33 to 2 decimals).
   The claimed precision is the number's printed digits.
 
-Each tied number becomes a one-entry :class:`~symformer.verify.claims.Claim` named
-``line N``, checked like every other claim.
+Each tied number is a :class:`ProseNumber`; :mod:`symformer.verify.claims` makes it a
+one-entry claim named ``line N``, checked like every other claim.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 
 from symformer.engine.graph import unknown_stage_message
 from symformer.errors import InputError
-from symformer.verify.claims import Claim
+
+
+@dataclass(frozen=True)
+class ProseNumber:
+    """A hand-typed number tied to one stage entry."""
+
+    line: int       # 1-based line of the number
+    stage: str
+    causal: bool    # ``causal:STAGE``: the causally masked derivation
+    row: int
+    col: int
+    text: str       # the claimed value as decimal text (a percentage already divided)
 
 _LATEX = re.compile(r"(?<!\\)%\s*symformer:\s*(?P<body>.*?)\s*$")
 _HTML = re.compile(r"<!--\s*symformer:\s*(?P<body>.*?)\s*-->")
@@ -43,17 +55,17 @@ _ADDRESS = re.compile(r"(?P<causal>causal:)?(?P<stage>[A-Za-z_][\w.]*)\s*\[(?P<i
 _INDEX = re.compile(r"""\s*(?:(?P<int>\d+)|"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*""")
 
 
-def prose_claims(text: str, source: str, stages: dict[str, tuple[tuple[str, ...],
-                                                               tuple[str, ...]]]
-                 ) -> list[Claim]:
-    """The annotated numbers of ``text`` as one-entry claims.
+def prose_numbers(text: str, source: str, stages: dict[str, tuple[tuple[str, ...],
+                                                                tuple[str, ...]]]
+                  ) -> list[ProseNumber]:
+    """The annotated numbers of ``text``.
 
     ``stages`` maps a stage name to its (row labels, column labels), to read quoted
     token and column names.  A malformed annotation, or one with fewer numbers before
     it than addresses, is an :class:`InputError` naming the line.
     """
     lines = text.splitlines()
-    claims: list[Claim] = []
+    found: list[ProseNumber] = []
     for n, line in enumerate(lines, start=1):
         for match in (*_HTML.finditer(line), *_LATEX.finditer(line)):
             if match.re is _LATEX and _HTML.search(line[:match.start()] + "-->"):
@@ -72,12 +84,9 @@ def prose_claims(text: str, source: str, stages: dict[str, tuple[tuple[str, ...]
                                  "stand before it")
             for (causal, stage, i, j), number in zip(addresses,
                                                      numbers[len(numbers) - len(addresses):]):
-                claims.append(Claim(
-                    name=f"line {number_line}", stage=stage, decimals=None,
-                    values=[[claimed_text(number)]], rows=[i], cols=[j],
-                    causal=True if causal else None,
-                    where=f"{source}, line {number_line}", entry_given=True))
-    return claims
+                found.append(ProseNumber(number_line, stage, causal, i, j,
+                                         claimed_text(number)))
+    return found
 
 
 def claimed_text(number: re.Match) -> str:
