@@ -42,6 +42,8 @@ FIGURE_HEIGHT = r"0.78\textheight"
 #: Worked steps per column before a second column starts, and the most columns.
 ROWS_PER_COLUMN = 8
 MAX_COLUMNS = 3
+#: A worked step whose LaTeX is longer than this many characters takes two lines.
+LONG_LINE = 180
 
 
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
@@ -95,12 +97,15 @@ def aligned(rows: tuple[tuple[str, str], ...]) -> str:
 
 
 def worked_aligned(frame: StageFrame) -> str:
-    """The worked lines, one per step (formula, numbers, result), in up to
+    """The worked lines, one per step (formula, numbers, result; a long step on two), in up to
     :data:`MAX_COLUMNS` columns of at most :data:`ROWS_PER_COLUMN` steps."""
     rows = []
     for step in frame.worked.steps:
         first, rest = step_lines(step)
-        rows.append(f"{step.lhs} &{first} {rest}".rstrip())
+        if len(first) + len(rest) > LONG_LINE:  # the formula, then the numbers below it
+            rows += [f"{step.lhs} &{first}", f"&{rest}"]
+        else:
+            rows.append(f"{step.lhs} &{first} {rest}".rstrip())
     columns = min(MAX_COLUMNS, -(-len(rows) // ROWS_PER_COLUMN))
     height = -(-len(rows) // columns)
     blocks = [" \\\\ ".join(rows[k:k + height]) for k in range(0, len(rows), height)]

@@ -73,7 +73,8 @@ def page_count(frames: list[Frame]) -> int:
 
 def frames(g: Derivation, options: Options) -> list[Frame]:
     """The deck's frames, in the order of the stages."""
-    chosen = [s for s in select(g, options.stages) if not renames(s)]
+    names = {s.name for s in select(g, options.stages)}
+    chosen = [s for s in g if s.name in names and not renames(s)]  # in the block's order
     drawn = figures(g, FigureOptions(token=options.token, decimals=options.decimals))
     after = _figures_after(chosen, drawn)
     out: list[Frame] = []
