@@ -1,0 +1,74 @@
+"""The constraints a variant must meet, decided with certified balls.
+
+* **Rounding margin**: every asked value ``v`` is farther than ``margin`` units of
+  the last asked decimal from every rounding boundary ``(k + 1/2) * 10**-D``.  The
+  check reads the ball of ``v * 10**D`` as exact rational bounds ``[lo, hi]`` and
+  accepts only when no half-integer lies in ``[lo - margin, hi + margin]``: every
+  point of the ball, hence ``v`` itself, is then provably more than ``margin`` from
+  a boundary.  A ball too wide to prove it counts as a failure (a rejection is
+  always safe), so no acceptance depends on a float.
+* **Spread of the softmax weights**: in every row of every asked softmax stage, the
+  largest weight exceeds the smallest by at least ``min_spread`` (certified: the
+  lower bound of one entry minus the upper bound of another).  Rows with fewer than
+  two unmasked keys (a causal mask's first row) are exempt.
+
+Each function returns ``None`` when the constraint holds, else a short reason
+naming the first entry that fails it.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from symformer.engine import Derivation
+from symformer.engine.arbmath import NEG_INF
+from symformer.engine.rounding import ball_bounds, moderate
+
+#: Working precision (bits) of the checks: far below any margin a teacher would use.
+PRECISION = 192
+#: Softmax stage kinds whose rows the spread criterion applies to.
+SOFTMAX_KINDS = ("weights",)
+
+
+def boundary_distance_ok(lo: Fraction, hi: Fraction, decimals: int, margin: Fraction) -> bool:
+    """Whether every point of ``[lo, hi]`` lies more than ``margin * 10**-decimals`` from
+    every rounding boundary ``(k + 1/2) * 10**-decimals`` (exact arithmetic)."""
+    scale = Fraction(10) ** decimals
+    low, high = lo * scale - margin, hi * scale + margin
+    nearest = math.floor(high - Fraction(1, 2)) + Fraction(1, 2)  # largest half-integer <= high
+    return nearest < low
+
+
+def margin_failure(g: Derivation, asked: list[str], decimals: int,
+                   margin: Fraction) -> str | None:
+    """``None`` when every asked value clears the margin, else the first failing entry."""
+    balls = g.evaluate(PRECISION)
+    for name in asked:
+        for i, row in enumerate(balls[name]):
+            for j, ball in enumerate(row):
+                if ball is NEG_INF:
+                    continue  # a masked score: -inf, printed as such
+                if not moderate(ball):
+                    return f"{name}[{i},{j}]"
+                lo, hi = ball_bounds(ball)
+                if not boundary_distance_ok(lo, hi, decimals, margin):
+                    return f"{name}[{i},{j}]"
+    return None
+
+
+def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction) -> str | None:
+    """``None`` when every asked softmax row is spread enough, else the first flat row."""
+    balls = g.evaluate(PRECISION)
+    for name in asked:
+        if g[name].kind not in SOFTMAX_KINDS:
+            continue
+        scores = balls[g[name].inputs[0]]
+        for i, row in enumerate(balls[name]):
+            live = [ball_bounds(b) for b, s in zip(row, scores[i])
+                    if s is not NEG_INF and moderate(b)]
+            if len(live) < 2:
+                continue
+            if max(lo for lo, _ in live) - min(hi for _, hi in live) < min_spread:
+                return f"{name} row {i}"
+    return None
