@@ -15,7 +15,6 @@ target) is the template's.
 from __future__ import annotations
 
 import hashlib
-from fractions import Fraction
 from typing import Any
 
 from symformer.exercise.settings import Range, Settings
@@ -60,17 +59,18 @@ def _is_numeric(value: Any) -> bool:
     return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
-def _redraw(value: Any, stream: Stream, choices: Range) -> Any:
+def _redraw(value: Any, stream: Stream, choices: tuple) -> Any:
     if isinstance(value, list):
         return [_redraw(v, stream, choices) for v in value]
-    return choices.value(stream.below(choices.count))
+    return choices[stream.below(len(choices))]
 
 
 def draw(data: dict[str, Any], settings: Settings, stream: Stream,
          top: bool = True) -> dict[str, Any]:
     """A copy of the parsed template with its weights and embeddings drawn anew.
 
-    Drawn numbers are :class:`~fractions.Fraction`; everything else is kept as parsed.
+    Drawn numbers are held as the parsed TOML of an example file would hold them
+    (:meth:`Range.entries`); everything else is kept as parsed.
     """
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -81,25 +81,17 @@ def draw(data: dict[str, Any], settings: Settings, stream: Stream,
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             out[key] = [draw(v, settings, stream, top=False) for v in value]
         elif (choices := _range_for(key, settings)) is not None and _is_numeric(value):
-            out[key] = _redraw(value, stream, choices)
+            out[key] = _redraw(value, stream, _entries(choices))
         else:
             out[key] = value
     return out
 
 
-def drawn_numbers(data: dict[str, Any]) -> tuple:
-    """Every drawn number of a variant, in order (to recognise a repeated variant)."""
-    found: list = []
+_ENTRIES: dict[Range, tuple] = {}
 
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-        elif isinstance(value, Fraction):
-            found.append(value)
 
-    walk(data)
-    return tuple(found)
+def _entries(choices: Range) -> tuple:
+    """``choices.entries()``, computed once per range."""
+    if choices not in _ENTRIES:
+        _ENTRIES[choices] = choices.entries()
+    return _ENTRIES[choices]

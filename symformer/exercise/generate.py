@@ -14,15 +14,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from symformer.blocks import derive
 from symformer.engine import Derivation
 from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
-from symformer.example.loader import parse_example
-from symformer.exercise.draw import Stream, draw, drawn_numbers
+from symformer.example.loader import example_from_dict, parse_example
+from symformer.exercise.draw import Stream, draw
 from symformer.exercise.margin import margin_failure, spread_failure
 from symformer.exercise.settings import Settings
 from symformer.exercise.toml_text import toml_text
@@ -49,8 +48,10 @@ class Search:
     """What the search cost: rejected draws by reason, and time spent."""
 
     rejected: Counter = field(default_factory=Counter)
-    seconds: float = 0.0  # the whole draw-derive-check loop, rejected draws included
-    check_seconds: float = 0.0  # the certified margin and spread checks alone
+    #: CPU seconds of the whole draw-derive-check loop, rejected draws included
+    seconds: float = 0.0
+    #: CPU seconds of the certified margin and spread checks alone
+    check_seconds: float = 0.0
 
     @property
     def total_rejected(self) -> int:
@@ -99,26 +100,32 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                   header: str = "") -> tuple[list[Variant], Search]:
     """``count`` variants of the parsed template ``data`` meeting every constraint.
 
-    ``header`` is put at the top of each variant's file (comment lines).  Raises
-    :class:`InputError` naming the failing constraint when a variant's attempts run out.
+    ``header`` is put at the top of each variant's file (comment lines; ``{id}`` is
+    replaced by the variant's id).  Raises :class:`InputError` naming the failing
+    constraint when a variant's attempts run out.
     """
     if not 1 <= count <= MAX_VARIANTS:
         raise InputError(f"--variants: must be from 1 to {MAX_VARIANTS}, found {count}")
     search = Search()
-    seen: set[tuple[Fraction, ...]] = set()
+    seen: set[str] = set()
     variants: list[Variant] = []
-    start = time.perf_counter()
+    start = time.process_time()
     for k in range(1, count + 1):
         vid = variant_id(k, count)
         counts: Counter = Counter()
         examples: dict[str, str] = {}
         for attempt in range(settings.attempts):
             drawn = draw(data, settings, Stream(seed, k, attempt))
-            reason, detail, found = _try(drawn, vid, source, seen, asked, decimals,
-                                         settings, search, header.replace("{id}", vid))
-            if found is not None:
-                seen.add(drawn_numbers(drawn))
-                variants.append(Variant(vid, *found, attempt + 1))
+            if "title" in drawn:
+                drawn["title"] = f"{drawn['title']} (variant {vid})"
+            body = toml_text(drawn)
+            reason, detail = ("duplicate", "") if body in seen else _check(
+                lambda d=drawn, w=f"{source} ({vid})": example_from_dict(d, w), asked, decimals,
+                settings, search)
+            if reason is None:
+                seen.add(body)
+                variants.append(_accept(vid, header.replace("{id}", vid) + body, asked,
+                                        decimals, settings, search, attempt + 1))
                 break
             counts[reason] += 1
             examples.setdefault(reason, detail)
@@ -128,34 +135,43 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
         search.rejected.update(counts)
         if progress is not None:
             progress(k, count)
-    search.seconds = time.perf_counter() - start
+    search.seconds = time.process_time() - start
     return variants, search
 
 
-def _try(drawn: dict[str, Any], vid: str, source: str, seen: set, asked: list[str],
-         decimals: int, settings: Settings, search: Search, header: str):
-    """One draw: ``(reason, detail, None)`` when rejected, else ``(None, None, found)``.
-
-    The variant is derived from its file's text (exactly what ``grade`` will load)."""
-    if drawn_numbers(drawn) in seen:
-        return "duplicate", "", None
-    if "title" in drawn:
-        drawn = {**drawn, "title": f"{drawn['title']} (variant {vid})"}
-    text = header + toml_text(drawn)
+def _check(build: Callable[[], Example], asked: list[str], decimals: int, settings: Settings,
+           search: Search, keep: list | None = None) -> tuple[str | None, str]:
+    """``(None, "")`` when the example ``build()`` meets every constraint, else the
+    reason and the failing entry.  ``keep`` receives the example and its derivation."""
     tick = None
     try:
-        example = parse_example(text, f"{vid}/example.toml")
+        example = build()
         g = derive(example)
-        tick = time.perf_counter()
+        if keep is not None:
+            keep += [example, g]
+        tick = time.process_time()
         failed = margin_failure(g, asked, decimals, settings.margin)
         if failed is not None:
-            return "margin", failed, None
+            return "margin", failed
         failed = spread_failure(g, asked, settings.min_spread)
         if failed is not None:
-            return "spread", failed, None
+            return "spread", failed
     except (InputError, NotSupportedError, UndecidedError) as exc:
-        return "invalid", str(exc).split(": ", 1)[-1][:120], None
+        return "invalid", str(exc).split(": ", 1)[-1][:120]
     finally:
         if tick is not None:
-            search.check_seconds += time.perf_counter() - tick
-    return None, None, (text, example, g)
+            search.check_seconds += time.process_time() - tick
+    return None, ""
+
+
+def _accept(vid: str, text: str, asked: list[str], decimals: int, settings: Settings,
+            search: Search, attempts: int) -> Variant:
+    """The variant derived again from its file's text (what ``grade`` loads), checked
+    again: the key is certified for exactly the file written."""
+    keep: list = []
+    reason, detail = _check(lambda: parse_example(text, f"{vid}/example.toml"), asked,
+                            decimals, settings, search, keep)
+    if reason is not None:  # the text and the drawn table differ: a bug, never input
+        raise AssertionError(f"{vid}: the written variant fails the {reason} check "
+                             f"({detail}) that its draw passed")
+    return Variant(vid, text, keep[0], keep[1], attempts)

@@ -8,7 +8,8 @@ ranges the numbers are drawn from and the constraints every variant must meet
     embeddings = { low = 0, high = 4, step = 1 }         # token embeddings
     weights    = { low = 0, high = "1/2", step = "1/4" }  # every W_* matrix
     biases     = { low = -1, high = "1/2", step = "1/4" } # every b_* vector
-    margin     = "1/100"  # units of the last asked decimal: no asked value that close to a rounding boundary
+    margin     = "1/100"  # in units of the last asked decimal: no asked value that close
+                          # to a rounding boundary (k + 1/2) 10^-D
     min_spread = "1/10"   # every softmax row asked: largest weight - smallest >= this
     attempts   = 1000     # draws tried per variant before giving up (exit 2)
 
@@ -47,6 +48,13 @@ class Range:
     def value(self, k: int) -> Fraction:
         """The ``k``-th value (0-based)."""
         return self.low + k * self.step
+
+    def entries(self) -> tuple:
+        """Every value as an example file holds it: an int, a decimal's text
+        (:class:`~symformer.example.numbers.DecimalText`) or a fraction's text."""
+        from symformer.exercise.toml_text import toml_number
+
+        return tuple(toml_number(self.value(k)) for k in range(self.count))
 
     def describe(self) -> str:
         """``0 to 1/2 in steps of 1/4``."""

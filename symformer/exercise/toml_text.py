@@ -35,6 +35,15 @@ def number_text(x: Fraction) -> str:
     return f"{sign}{text[:-places]}.{text[-places:]}"
 
 
+def toml_number(x: Fraction) -> int | DecimalText | str:
+    """An exact rational as the parsed TOML value an example file would hold: an int,
+    a decimal literal's text, or a fraction's text (a quoted string)."""
+    text = number_text(x)
+    if x.denominator == 1:
+        return x.numerator
+    return text.strip('"') if text.startswith('"') else DecimalText(text)
+
+
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
