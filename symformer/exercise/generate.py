@@ -22,7 +22,7 @@ from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
 from symformer.example.loader import example_from_dict, parse_example
 from symformer.exercise.draw import Stream, draw
-from symformer.exercise.margin import margin_failure, spread_failure
+from symformer.exercise.margin import asked_balls, margin_failure, spread_failure
 from symformer.exercise.settings import Settings
 from symformer.exercise.toml_text import toml_text
 
@@ -150,10 +150,11 @@ def _check(build: Callable[[], Example], asked: list[str], decimals: int, settin
         if keep is not None:
             keep += [example, g]
         tick = time.process_time()
-        failed = margin_failure(g, asked, decimals, settings.margin)
+        balls = asked_balls(g, asked)
+        failed = margin_failure(g, asked, decimals, settings.margin, balls)
         if failed is not None:
             return "margin", failed
-        failed = spread_failure(g, asked, settings.min_spread)
+        failed = spread_failure(g, asked, settings.min_spread, balls)
         if failed is not None:
             return "spread", failed
     except (InputError, NotSupportedError, UndecidedError) as exc:

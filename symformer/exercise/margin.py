@@ -22,7 +22,7 @@ import math
 from fractions import Fraction
 
 from symformer.engine import Derivation
-from symformer.engine.arbmath import NEG_INF
+from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
 
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
@@ -40,10 +40,26 @@ def boundary_distance_ok(lo: Fraction, hi: Fraction, decimals: int, margin: Frac
     return nearest < low
 
 
-def margin_failure(g: Derivation, asked: list[str], decimals: int,
-                   margin: Fraction) -> str | None:
-    """``None`` when every asked value clears the margin, else the first failing entry."""
-    balls = g.evaluate(PRECISION)
+def asked_balls(g: Derivation, asked: list[str]) -> dict[str, ArbMatrix]:
+    """The asked stages and the stages they read, in ball arithmetic at
+    :data:`PRECISION` bits (the rest of the block is not evaluated: a rejected draw
+    costs only what its checks need).  A row dividing by a ball containing 0 gives
+    a non-finite ball here, which the checks reject."""
+    needed = set(asked).union(*(g.ancestors(name) for name in asked))
+    values: dict[str, ArbMatrix] = {}
+    with precision(PRECISION):
+        for stage in g:
+            if stage.name in needed:
+                values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
+    return values
+
+
+def margin_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
+                   balls: dict[str, ArbMatrix] | None = None) -> str | None:
+    """``None`` when every asked value clears the margin, else the first failing entry.
+
+    ``balls``: :func:`asked_balls` when already computed."""
+    balls = asked_balls(g, asked) if balls is None else balls
     for name in asked:
         for i, row in enumerate(balls[name]):
             for j, ball in enumerate(row):
@@ -57,9 +73,10 @@ def margin_failure(g: Derivation, asked: list[str], decimals: int,
     return None
 
 
-def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction) -> str | None:
+def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction,
+                   balls: dict[str, ArbMatrix] | None = None) -> str | None:
     """``None`` when every asked softmax row is spread enough, else the first flat row."""
-    balls = g.evaluate(PRECISION)
+    balls = asked_balls(g, asked) if balls is None else balls
     for name in asked:
         if g[name].kind not in SOFTMAX_KINDS:
             continue
