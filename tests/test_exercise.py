@@ -18,14 +18,16 @@ from pathlib import Path
 import mpmath
 import pytest
 from blocks_reference import forward
+from flint import arb
 from hypothesis import given
 from hypothesis import strategies as st
 
 from symformer.cli import main
+from symformer.engine.arbmath import precision
 from symformer.example import load_example
 from symformer.exercise import Request, make_exercise
 from symformer.exercise.draw import Stream
-from symformer.exercise.margin import boundary_distance_ok
+from symformer.exercise.margin import clears_margin, margin_ball
 from symformer.exercise.toml_text import number_text
 
 SEED, COUNT, DECIMALS = 11, 4, 2
@@ -272,17 +274,25 @@ def test_bad_exercise_table(tmp_path, capsys, table, message):
     assert message in capsys.readouterr().err
 
 
-@given(st.integers(-10**6, 10**6), st.integers(1, 10**4), st.integers(0, 10**3),
-       st.integers(0, 4), st.fractions(Fraction(0), Fraction(49, 100)))
-def test_boundary_check_matches_brute_force(num, den, width, decimals, margin):
-    lo = Fraction(num, den)
-    hi = lo + Fraction(width, 10**4)
+@given(st.integers(-10**6, 10**6), st.integers(1, 10**4), st.integers(0, 4),
+       st.fractions(Fraction(0), Fraction(49, 100), max_denominator=1000))
+def test_margin_check_matches_exact_fractions(num, den, decimals, margin):
+    """The certified ball check agrees with exact rational arithmetic on a point."""
+    value = Fraction(num, den)
     scale = 10 ** decimals
-    # every half-integer near the interval, by brute force
-    near = [Fraction(2 * k + 1, 2) for k in range(math.floor(lo * scale) - 2,
-                                                   math.ceil(hi * scale) + 2)]
-    expected = all(not (lo * scale - margin <= h <= hi * scale + margin) for h in near)
-    assert boundary_distance_ok(lo, hi, decimals, margin) == expected
+    near = [Fraction(2 * k + 1, 2) for k in range(math.floor(value * scale) - 2,
+                                                   math.ceil(value * scale) + 2)]
+    expected = all(abs(value * scale - h) > margin for h in near)
+    with precision(256):
+        ball = arb(num) / den
+        assert clears_margin(ball, decimals, margin_ball(margin)) == expected
+
+
+def test_margin_check_refuses_a_wide_ball():
+    with precision(256):
+        wide = arb("1.234") + arb(0, 0.01)  # 1.224 .. 1.244: holds the boundary 1.235
+        assert not clears_margin(wide, 2, margin_ball(Fraction(1, 100)))
+        assert clears_margin(arb(1234) / 1000, 2, margin_ball(Fraction(1, 100)))
 
 
 @given(st.fractions(max_denominator=1000).filter(lambda x: abs(x) < 10**6))

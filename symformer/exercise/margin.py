@@ -1,12 +1,11 @@
 """The constraints a variant must meet, decided with certified balls.
 
 * **Rounding margin**: every asked value ``v`` is farther than ``margin`` units of
-  the last asked decimal from every rounding boundary ``(k + 1/2) * 10**-D``.  The
-  check reads the ball of ``v * 10**D`` as exact rational bounds ``[lo, hi]`` and
-  accepts only when no half-integer lies in ``[lo - margin, hi + margin]``: every
-  point of the ball, hence ``v`` itself, is then provably more than ``margin`` from
-  a boundary.  A ball too wide to prove it counts as a failure (a rejection is
-  always safe), so no acceptance depends on a float.
+  the last asked decimal from every rounding boundary ``(k + 1/2) * 10**-D``,
+  decided by Arb's certified comparisons on the ball of ``v * 10**D`` (true only
+  when true for every point of the ball, hence for ``v`` itself).  A ball too wide
+  to prove it counts as a failure (a rejection is always safe), so no acceptance
+  depends on a float.
 * **Spread of the softmax weights**: in every row of every asked softmax stage, the
   largest weight exceeds the smallest by at least ``min_spread`` (certified: the
   lower bound of one entry minus the upper bound of another).  Rows with fewer than
@@ -18,8 +17,9 @@ naming the first entry that fails it.
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
+
+from flint import arb
 
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
@@ -27,17 +27,28 @@ from symformer.engine.rounding import ball_bounds, moderate
 
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
 PRECISION = 192
+_HALF = arb(1) / 2
 #: Softmax stage kinds whose rows the spread criterion applies to.
 SOFTMAX_KINDS = ("weights",)
 
 
-def boundary_distance_ok(lo: Fraction, hi: Fraction, decimals: int, margin: Fraction) -> bool:
-    """Whether every point of ``[lo, hi]`` lies more than ``margin * 10**-decimals`` from
-    every rounding boundary ``(k + 1/2) * 10**-decimals`` (exact arithmetic)."""
-    scale = Fraction(10) ** decimals
-    low, high = lo * scale - margin, hi * scale + margin
-    nearest = math.floor(high - Fraction(1, 2)) + Fraction(1, 2)  # largest half-integer <= high
-    return nearest < low
+def clears_margin(ball: arb, decimals: int, margin: arb) -> bool:
+    """Whether every point of ``ball`` lies more than ``margin`` units of the last
+    decimal from every rounding boundary ``(k + 1/2) * 10**-decimals``.
+
+    Certified: Arb's comparisons are true only when they hold for every point of
+    the balls.  With ``t = ball * 10**decimals`` and ``h`` the half-integer just below
+    ``t``'s midpoint, only ``h`` and ``h + 1`` need checking: a farther boundary
+    within the margin would put one of them inside the ball.
+    """
+    t = ball * 10 ** decimals
+    h = (t.mid() - _HALF).floor() + _HALF
+    return bool(abs(t - h) > margin and abs(t - h - 1) > margin)
+
+
+def margin_ball(margin: Fraction) -> arb:
+    """The margin as a ball (enclosing the exact rational) at the current precision."""
+    return arb(margin.numerator) / margin.denominator
 
 
 def asked_balls(g: Derivation, asked: list[str]) -> dict[str, ArbMatrix]:
@@ -60,16 +71,15 @@ def margin_failure(g: Derivation, asked: list[str], decimals: int, margin: Fract
 
     ``balls``: :func:`asked_balls` when already computed."""
     balls = asked_balls(g, asked) if balls is None else balls
-    for name in asked:
-        for i, row in enumerate(balls[name]):
-            for j, ball in enumerate(row):
-                if ball is NEG_INF:
-                    continue  # a masked score: -inf, printed as such
-                if not moderate(ball):
-                    return f"{name}[{i},{j}]"
-                lo, hi = ball_bounds(ball)
-                if not boundary_distance_ok(lo, hi, decimals, margin):
-                    return f"{name}[{i},{j}]"
+    with precision(PRECISION):
+        wide = margin_ball(margin)
+        for name in asked:
+            for i, row in enumerate(balls[name]):
+                for j, ball in enumerate(row):
+                    if ball is NEG_INF:
+                        continue  # a masked score: -inf, printed as such
+                    if not ball.is_finite() or not clears_margin(ball, decimals, wide):
+                        return f"{name}[{i},{j}]"
     return None
 
 
