@@ -116,7 +116,9 @@ def _notation(stage: Stage, parameter: str | None = None) -> Notation:
         if parameter else symbol.latex
     text = parameter.replace("gamma", "γ").replace("beta", "β") if parameter else symbol.text
     title = f"Gradient of the loss at {parameter or symbol.title}"
-    return Notation(rf"\frac{{\partial L}}{{\partial {latex}}}", f"∂L/∂{text}", title)
+    base = rf"\partial L/\partial {latex}"
+    # braced when it has a subscript of its own, so that an index can follow (W_Q)
+    return Notation(f"{{{base}}}" if "_" in latex else base, f"∂L/∂{text}", title)
 
 
 def _where(stage: Stage) -> dict[str, object]:

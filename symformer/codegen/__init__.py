@@ -36,6 +36,7 @@ from symformer.codegen import transformers as tr
 from symformer.codegen.latex import LatexCodegen
 from symformer.codegen.text import TextCodegen
 from symformer.ops.base import Notation, Spelling
+from symformer.ops.gradient import Gradient
 
 #: latexify's own configuration: NumPy/math prefixes trimmed, assignments reduced.
 PREFIXES = {"np", "math"}
@@ -87,11 +88,13 @@ def _input_notations(stage: Any) -> list[Notation]:
 
 
 def _expression(stage: Any, spelling: Spelling, function: Callable[..., Any],
-                prefix: str) -> tuple[ast.expr, dict[str, Notation]]:
+                prefix: str, inputs: list[Notation] | None = None
+                ) -> tuple[ast.expr, dict[str, Notation]]:
     """The transformed expression tree of ``function`` and the symbols it uses.
 
     Identifiers standing for input stages are named ``{prefix}in{i}`` so that an
-    inlined input's own inputs do not clash.
+    inlined input's own inputs do not clash; ``inputs`` (default: the stage's
+    inputs' symbols) are the notations of the function's first parameters.
     """
     params, source = _function_body(function)
     expr = ast.parse(source, mode="eval").body
@@ -100,7 +103,8 @@ def _expression(stage: Any, spelling: Spelling, function: Callable[..., Any],
     expr = tr.Indexer(spelling.indexed, spelling.index, spelling.axis).visit(expr)
     symbols = dict(spelling.symbols)
     replacements: dict[str, ast.expr] = {}
-    inputs = _input_notations(stage) if stage.derivation is not None else []
+    if inputs is None:
+        inputs = _input_notations(stage) if stage.derivation is not None else []
     names = [f"{prefix}in{i}" for i in range(len(inputs))]
     symbols.update(zip(names, inputs))
     for i, param in enumerate(params):
@@ -126,7 +130,12 @@ def _text_remark(text: str, remark: str) -> str:
 
 
 def lines(stage: Any) -> tuple[Line, ...]:
-    """The general equation of ``stage``: one :class:`Line` per spelling of its op."""
+    """The general equation of ``stage``: one :class:`Line` per spelling of its op
+    (a gradient stage: its consumers' backward rules, :mod:`symformer.codegen.backward`)."""
+    if isinstance(stage.op, Gradient):
+        from symformer.codegen.backward import backward_lines
+
+        return backward_lines(stage)
     out = []
     for spelling in _spellings(stage):
         function = spelling.function or stage.op.function()
@@ -155,6 +164,14 @@ def lines(stage: Any) -> tuple[Line, ...]:
                                                       spelling.remark),
                         function, spelling.remark))
     return tuple(out)
+
+
+def render(expr: ast.expr, symbols: dict[str, Notation]) -> tuple[str, str]:
+    """An expression tree printed in LaTeX and as text with the given symbols."""
+    def spell(name: str) -> Notation:
+        return symbols.get(name) or sym.spell(name)
+
+    return LatexCodegen(spell).visit(expr), TextCodegen(spell).visit(expr)
 
 
 def _lhs(symbol: Notation, index: str | None) -> Notation:

@@ -98,7 +98,7 @@ class _Row:
         op = self.stage.op
         names = op.named_constants()
         if not names:
-            return list(self.stage.local.row(self.i))
+            return [self._decided(j, f) for j, f in enumerate(self.stage.local.row(self.i))]
         replace, zeros = {}, {}
         for field, notation in names.items():
             value = getattr(op, field)
@@ -113,6 +113,13 @@ class _Row:
         inputs = [self.g.symbols(name) for name in self.stage.inputs]
         row = named_op.sympy(inputs).row(self.i)
         return [f.xreplace(zeros) for f in row]
+
+    def _decided(self, j: int, f: sympy.Expr) -> sympy.Expr:
+        """A step function (ReLU's derivative Heaviside(h, 0)) decided by the certified
+        sign of its input: the worked line shows the branch taken (0 or the factor)."""
+        if not f.has(sympy.Heaviside):
+            return f
+        return self.stage.op.resolve(f, lambda: self.g.sign(self.stage.inputs[0], self.i, j))
 
     def _constant(self, field: str, notation: Notation, value: sympy.Matrix, k: int, j: int,
                   zeros: dict) -> sympy.Symbol:
@@ -149,7 +156,8 @@ class _Row:
             for s in f.free_symbols:
                 if s not in self.constants:
                     name, r, _ = self.g.owner(s)
-                    other[name] = other.get(name, False) or r != self.i
+                    other[name] = other.get(name, False) or (
+                        r != self.i and self.g[name].shape[0] > 1)
         return other
 
     # -- leaves -------------------------------------------------------------------
