@@ -73,8 +73,18 @@ def _part(stage: Stage) -> str:
         return "Loss"
     if stage.kind == "weight_gradient":
         return "Gradients of the weights"
-    where = part_of(stage)
-    return ", ".join(where[:1]) if where else "Input"
+    return ", ".join(p for p in part_of(stage) if not p.startswith("Layer")) \
+        if not any(p.startswith("Layer") for p in part_of(stage)) else \
+        next(p for p in part_of(stage) if p.startswith("Layer"))
+
+
+def _title(stage: Stage) -> str:
+    """The stage's heading: where it sits within its part, and its gradient's title."""
+    if stage.kind == "loss":
+        return "Loss"
+    where = [p for p in part_of(stage) if p != _part(stage)]
+    return ", ".join([*where, stage.op.symbol.title]) if stage.kind == "gradient" \
+        else ", ".join([*part_of(stage), stage.op.symbol.title])
 
 
 def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragment]:
@@ -98,17 +108,18 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragm
 
 def _introduction(g: Derivation, token: int, decimals: int) -> Prose:
     loss = g.example.loss
-    what = ("the mean over every entry of (z \u2212 target)\u00b2" if loss.kind == "mse"
-            else "the mean over the positions of \u2212log p of the target token")
+    what = (("the mean over every entry of ", Math("(z - T)^2"), " (T: the target)")
+            if loss.kind == "mse" else
+            ("the mean over the positions of ", Math(r"-\log p"), " of the target token"))
     return Prose((
-        f"The loss L is {what} ([loss] in the example file). Read from the loss "
-        "backwards, each gradient ", Math(r"\partial L/\partial x"),
-        " (the derivative of the loss with respect to every entry of x) is the sum of "
-        "the chain-rule terms of the steps that read x, each computed from the gradient "
-        "of that step. The general equations are the backward rules of the operations; "
-        f"the worked lines follow \u201c{g.example.tokens[token]}\u201d at position "
-        f"{token} and substitute the numbers printed above them, with {decimals} "
-        "decimals.",))
+        "The loss ", Math("L"), " is ", *what, ", as the example\u2019s [loss] table says. "
+        "Read from the loss backwards, each gradient ", Math(r"\partial L/\partial x"),
+        " (the derivative of the loss with respect to every entry of ", Math("x"),
+        ") is the sum of the chain-rule terms of the steps that read ", Math("x"),
+        ", each computed from the gradient at that step. The general equations are the "
+        "backward rules of the operations; the worked lines follow "
+        f"\u201c{g.example.tokens[token]}\u201d at position {token} and substitute the "
+        f"numbers printed above them, with {decimals} decimals.",))
 
 
 def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
@@ -123,12 +134,13 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     out: list = [Heading("Backward pass", top), _introduction(g, token, decimals)]
     part = None
     for stage in shown:
+        if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
+            part = "Loss"
+            out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
+            continue
         if _part(stage) != part:
             part = _part(stage)
             out.append(Heading(part, top + 1))
-        title = "Loss" if stage.kind == "loss" else stage.op.symbol.title
-        if stage.side == "decoder" and stage.kind != "loss":
-            title += " (decoder)"
-        out.append(Section(Heading(title, top + 2),
+        out.append(Section(Heading(_title(stage), top + 2),
                            _fragments(stage, _row(stage, token, target), decimals, exact)))
     return out
