@@ -15,6 +15,7 @@ import re
 from symformer.codegen import Line, lines
 from symformer.engine.graph import Derivation, Stage
 from symformer.latex.equations import remark_latex
+from symformer.ops.gradient import Gradient
 from symformer.trace.steps import General
 
 
@@ -32,8 +33,9 @@ def letter(stage: Stage) -> str:
 
 
 def parts(g: Derivation, stage: Stage) -> list[Stage]:
-    """The input stages shown within ``stage``'s step: computed from its first input."""
-    if not stage.inputs:
+    """The input stages shown within ``stage``'s step: computed from its first input
+    (none for a gradient: its equation is its consumers' backward rules)."""
+    if not stage.inputs or isinstance(stage.op, Gradient):
         return []
     first = stage.inputs[0]
     return [g[name] for name in stage.inputs[1:] if g[name].inputs[:1] == (first,)]

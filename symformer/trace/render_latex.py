@@ -41,7 +41,7 @@ def render_latex(trace: Trace) -> str:
 def trace_blocks(trace: Trace) -> list:
     """The trace as the LaTeX printers' blocks (headings, equations, worked lines)."""
     sentence = ", ".join(f"{i}: {t}" for i, t in enumerate(trace.tokens))
-    mask = " With the causal mask." if trace.causal else ""
+    mask = (" With the causal mask." if trace.causal else "") + trace.direction
     blocks: list = [Prose((f"The sentence ({sentence}); the token at position "
                            f"{trace.position} (positions {trace.positions}), rounded to "
                            f"{trace.decimals} decimals (certified).{mask}",)),
