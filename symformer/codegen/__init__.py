@@ -99,7 +99,7 @@ def _expression(stage: Any, spelling: Spelling, function: Callable[..., Any],
     params, source = _function_body(function)
     expr = ast.parse(source, mode="eval").body
     expr = tr.DropMaxShift().visit(expr)
-    expr = tr.NumpyCalls().visit(expr)
+    expr = tr.NumpyCalls(dot=spelling.index is not None).visit(expr)
     expr = tr.Indexer(spelling.indexed, spelling.index, spelling.axis).visit(expr)
     symbols = dict(spelling.symbols)
     replacements: dict[str, ast.expr] = {}
@@ -116,7 +116,8 @@ def _expression(stage: Any, spelling: Spelling, function: Callable[..., Any],
         elif i < len(inputs):
             replacements[param] = ast.Name(id=names[i], ctx=ast.Load())
     expr = tr.Substitute(replacements).visit(expr)
-    expr = tr.NumpyCalls().visit(expr)  # a list of inputs reaching concatenate
+    # again: a list of inputs reaching concatenate
+    expr = tr.NumpyCalls(dot=spelling.index is not None).visit(expr)
     return ast.fix_missing_locations(expr), symbols
 
 

@@ -100,9 +100,9 @@ def rule_line(stage: Any, rule: Rule, remark: str = "") -> Line | None:
     for i, (param, notation) in enumerate(marked.items()):
         names[param] = f"bw{i}"
         symbols[f"bw{i}"] = notation
-    index = forward.index or "j"
-    spelling = Spelling(names, symbols, index, frozenset(marked) | forward.indexed,
-                        forward.axis)
+    index = forward.index  # entry-wise (alpha_j) as the forward, or in matrix form
+    indexed = (frozenset(marked) if index else frozenset()) | forward.indexed
+    spelling = Spelling(names, symbols, index, indexed, forward.axis)
     expr, symbols = _expression(rule.consumer, spelling, function, "", inputs=[])
     latex, text = render(expr, symbols)
     lhs = _lhs(stage.op.symbol, index if isinstance(rule.term.wrt, int) else None)
