@@ -20,7 +20,7 @@ small, so this part prints :data:`EXTRA_DECIMALS` more decimals than the forward
 
 from __future__ import annotations
 
-from symformer.blocks.backward import backward
+from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
@@ -41,12 +41,10 @@ def is_backward(stage: Stage) -> bool:
     return stage.kind in KINDS
 
 
-def prepare(g: Derivation) -> bool:
-    """Append the loss and the gradients when the example has a ``[loss]``; True then."""
-    if g.example.loss is None:
-        return False
-    backward(g)
-    return True
+def prepare(g: Derivation) -> Derivation:
+    """``g`` with the loss and the gradients when the example has a ``[loss]`` (a copy:
+    ``g`` is left as it is), else ``g``."""
+    return g if g.example.loss is None else with_gradients(g)
 
 
 def _taught(stage: Stage) -> bool:

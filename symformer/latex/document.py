@@ -241,7 +241,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     adds a greedy-generation section at the end.
     """
     if options.backward:
-        prepare(g)
+        g = prepare(g)
     selected = select(g, options.stages)
     stages = [s for s in selected if not is_backward(s)]
     token, target = options.token, target_token(g, options)

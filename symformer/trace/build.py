@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from symformer.blocks.backward import backward as backward_pass
+from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import index, legend
@@ -143,7 +143,6 @@ BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
 def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]:
     """The loss, then the gradient at every stage of the side's token rows, from the
     loss back to the embeddings (the order the backward pass appends them in)."""
-    backward_pass(g)
     return [g["loss"], *(s for s in g if s.kind == "gradient" and s.side == side
                          and s.rows == tokens and s.name != "grad.loss")]
 
@@ -167,6 +166,8 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
     ctx = _Context(g, position, decimals)
     steps, shown = [], []
     if backward:
+        g = with_gradients(g)
+        ctx = _Context(g, position, decimals)
         stages = _gradients(g, side, tokens)
         steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
         shown.append(stages[0])

@@ -171,7 +171,18 @@ class _Row:
         name, r, c = self.g.owner(s)
         source = self.g[name]
         index = ((r,) if self.index.get(name) else ()) + ((c,) if source.shape[1] > 1 else ())
-        return symbol(source.op.symbol, index)
+        return symbol(self._input_notation(source), index)
+
+    def _input_notation(self, source: Stage) -> Notation:
+        """The input's symbol; inputs of several heads sharing one (the gradient at x
+        reads every head's dL/dq) get the head as a superscript: q^{(2)}."""
+        note = source.op.symbol
+        if source.head and any(self.g[n].op.symbol.latex == note.latex
+                               and self.g[n].head not in (0, source.head)
+                               for n in self.stage.inputs):
+            return Notation(f"{note.latex}^{{({source.head})}}",
+                            f"{note.text}^({source.head})", note.title)
+        return note
 
     def number_of(self, s: sympy.Symbol, decimals: int) -> Node:
         name, r, c = self.g.owner(s)
@@ -275,7 +286,7 @@ class _Row:
             if step is None:
                 return None
             steps.append(step)
-            formulas = [f.xreplace(replace) for f in formulas]
+            formulas = [_put(f, replace, part.expr) for f in formulas]
         for j, f in enumerate(formulas if entries else ()):
             step = self._entry(j, f, k)
             if step is None:
@@ -402,6 +413,25 @@ class _Row:
             return None
         node = Converter(_no_leaf, constants_first=True)(form)
         return None if node == numeric else node
+
+
+def _put(f: sympy.Expr, replace: dict, expr: sympy.Expr) -> sympy.Expr:
+    """``f`` with a part (and its rounded terms) replaced by their placeholders.  A part
+    that is a sum also replaces its terms inside a longer sum, or their negatives:
+    -a_0 g_0 - a_1 g_1 + g_2 with the part a_0 g_0 + a_1 g_1 becomes g_2 - Σ."""
+    f = f.xreplace(replace)
+    if not expr.is_Add or expr not in replace:
+        return f
+    holder, terms = replace[expr], set(expr.args)
+    negated = {-t for t in terms}
+
+    def swap(e: sympy.Expr) -> sympy.Expr:
+        args = set(e.args)
+        if terms <= args:
+            return holder + sympy.Add(*(args - terms))
+        return -holder + sympy.Add(*(args - negated))
+    return f.replace(lambda e: e.is_Add and (terms <= set(e.args) or negated <= set(e.args)),
+                     swap)
 
 
 def _no_leaf(s: sympy.Symbol) -> Node:
