@@ -22,8 +22,7 @@ from recompute import check_item
 from symformer import derive, load_example
 from symformer.blocks.backward import backward
 from symformer.cli import main
-from symformer.codegen import lines
-from symformer.codegen.backward import Rule, rule_line
+from symformer.codegen.backward import Rule, equation_lines, rule_line
 from symformer.latex import Options, export_files
 from symformer.latex.compile import compile_log
 from symformer.ops.base import Operation
@@ -39,7 +38,7 @@ def graph():
 
 
 def test_softmax_backward_equation_is_rendered_from_its_vjp(graph):
-    (line,) = lines(graph["grad.layer1.head1.scores"])
+    (line,) = equation_lines(graph["grad.layer1.head1.scores"])
     assert line.text == "∂L/∂s_j = α_j (∂L/∂α_j − Σ_(k=0..n−1) α_k ∂L/∂α_k)"
     assert line.lhs == r"\partial L/\partial s_{j}"
     assert r"\sum_{k = 0}^{n - 1} \alpha_{k} \partial L/\partial \alpha_{k}" in line.rhs

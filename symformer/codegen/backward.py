@@ -26,9 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from symformer.codegen import Line, _expression, _function_body, _input_notations, _lhs, render
+from symformer.codegen import (
+    Line,
+    entry_lhs,
+    expression_tree,
+    function_body,
+    input_notations,
+    lines,
+    render,
+)
 from symformer.ops.base import Notation, Spelling
-from symformer.ops.gradient import Term
+from symformer.ops.gradient import Gradient, Term
 
 #: The value the marker arrays are filled with, plus the argument's number.
 _MARKER = 7919.0
@@ -61,11 +69,11 @@ def _marked(rule: Rule, function: Callable[..., Any]) -> dict[str, Notation]:
     args = [np.full(shape, _MARKER + i) for i, shape in enumerate(shapes)]
     out = np.full(consumer.shape, _MARKER + 100)
     grad = np.full(consumer.shape, _MARKER + 200)
-    notations = {_MARKER + i: n for i, n in enumerate(_input_notations(consumer))}
+    notations = {_MARKER + i: n for i, n in enumerate(input_notations(consumer))}
     notations[_MARKER + 100] = consumer.op.symbol
     notations[_MARKER + 200] = rule.grad.op.symbol
     values = rule.term.op.backward_arguments(rule.term.wrt, args, out, grad, np.float64)
-    params, _ = _function_body(function)
+    params, _ = function_body(function)
     found = {}
     for param, value in zip(params, values):
         if isinstance(value, np.ndarray) and value.size:
@@ -103,9 +111,9 @@ def rule_line(stage: Any, rule: Rule, remark: str = "") -> Line | None:
     index = forward.index  # entry-wise (alpha_j) as the forward, or in matrix form
     indexed = (frozenset(marked) if index else frozenset()) | forward.indexed
     spelling = Spelling(names, symbols, index, indexed, forward.axis)
-    expr, symbols = _expression(rule.consumer, spelling, function, "", inputs=[])
+    expr, symbols = expression_tree(rule.consumer, spelling, function, "", inputs=[])
     latex, text = render(expr, symbols)
-    lhs = _lhs(stage.op.symbol, index if isinstance(rule.term.wrt, int) else None)
+    lhs = entry_lhs(stage.op.symbol, index if isinstance(rule.term.wrt, int) else None)
     shown = f"{lhs.text} = {text}" + (f"  ({remark})" if remark else "")
     return Line(lhs.latex, latex, shown, function, remark)
 
@@ -122,3 +130,9 @@ def backward_lines(stage: Any) -> tuple[Line, ...]:
         if line is not None:
             out.append(line)
     return tuple(out)
+
+
+def equation_lines(stage: Any) -> tuple[Line, ...]:
+    """The general equation of any stage: a gradient's backward rules, else the
+    forward equation (:func:`symformer.codegen.lines`)."""
+    return backward_lines(stage) if isinstance(stage.op, Gradient) else lines(stage)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from symformer.codegen import Line, lines
+from symformer.codegen import Line
+from symformer.codegen.backward import equation_lines
 from symformer.engine.graph import Derivation, Stage
 from symformer.latex.equations import remark_latex
 from symformer.ops.gradient import Gradient
@@ -48,4 +49,5 @@ def _general(line: Line) -> General:
 
 def general(g: Derivation, stage: Stage) -> tuple[General, ...]:
     """The general formula(s) of ``stage``: its parts' equations, then its own."""
-    return tuple(_general(line) for s in [*parts(g, stage), stage] for line in lines(s))
+    return tuple(_general(line) for s in [*parts(g, stage), stage]
+                 for line in equation_lines(s))

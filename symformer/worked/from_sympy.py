@@ -21,7 +21,7 @@ Leaf = Callable[[sympy.Symbol], Node]
 Position = Callable[[sympy.Symbol], tuple | None]
 
 _FUNCTIONS = {sympy.exp: "exp", sympy.erf: "erf", sympy.sin: "sin", sympy.cos: "cos",
-              sympy.tanh: "tanh"}
+              sympy.tanh: "tanh", sympy.log: "log"}
 _LAST = (float("inf"),)
 
 

@@ -35,7 +35,7 @@ from symformer.worked.numbers import constant_parts
 LINE_WIDTH = 56
 _COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
 _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
-              "min": r"\min", "erf": r"\operatorname{erf}"}
+              "min": r"\min", "erf": r"\operatorname{erf}", "log": r"\log"}
 
 
 def width(latex: str) -> int:
