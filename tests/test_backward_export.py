@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -173,3 +174,22 @@ def test_export_with_backward_part_compiles(graph):
     pdf, log = compile_log(export_files(graph, Options(decimals=3, token=1)))
     assert pdf.startswith(b"%PDF")
     assert "! " not in log
+
+
+def test_decoder_cross_entropy_backward_part_recomputes(tmp_path):
+    """A decoder with a cross-entropy loss: the Backward part starts at the loss's
+    -log p lines, runs through the decoder into the encoder, and every line recomputes."""
+    text = (Path(__file__).parents[1] / "symformer" / "examples" / "encoder_decoder.toml"
+            ).read_text(encoding="utf-8")
+    path = tmp_path / "ed.toml"
+    path.write_text(text + '\n[loss]\nkind = "cross_entropy"\ntargets = ["je", "pense"]\n',
+                    encoding="utf-8")
+    g = derive(load_example(path))
+    items = _backward_items(g, decimals=2, token=1)
+    stages = [i["stage"] for i in items]
+    assert stages[0] == "loss" and "log(" in items[0]["expression"]
+    assert "grad.probabilities" in stages and "grad.layer1.head1.scores" in stages
+    assert stages.index("grad.probabilities") < stages.index("grad.layer1.head1.scores")
+    for item in items:
+        check_item(item)
+    assert "grad.loss" not in g  # the export worked on a copy

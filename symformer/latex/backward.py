@@ -66,23 +66,21 @@ def _row(stage: Stage, token: int, target: int | None) -> int:
     return min(row, stage.shape[0] - 1)
 
 
-def _part(stage: Stage) -> str:
+def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
+    """The part a stage's section sits in (``Layer 1``, ``Decoder, Layer 1``, ``Output``)
+    and where within it (``Head 1``)."""
     if stage.kind == "loss":
-        return "Loss"
+        return "Loss", ()
+    where = part_of(stage)
     if stage.kind == "weight_gradient":
-        return "Gradients of the weights"
-    return ", ".join(p for p in part_of(stage) if not p.startswith("Layer")) \
-        if not any(p.startswith("Layer") for p in part_of(stage)) else \
-        next(p for p in part_of(stage) if p.startswith("Layer"))
+        return "Gradients of the weights", where
+    k = next((i for i, p in enumerate(where) if p.startswith("Layer")), len(where) - 1)
+    return ", ".join(where[:k + 1]), where[k + 1:]
 
 
 def _title(stage: Stage) -> str:
     """The stage's heading: where it sits within its part, and its gradient's title."""
-    if stage.kind == "loss":
-        return "Loss"
-    where = [p for p in part_of(stage) if p != _part(stage)]
-    return ", ".join([*where, stage.op.symbol.title]) if stage.kind == "gradient" \
-        else ", ".join([*part_of(stage), stage.op.symbol.title])
+    return ", ".join([*_where(stage)[1], stage.op.symbol.title])
 
 
 def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragment]:
@@ -104,20 +102,23 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragm
     return out
 
 
-def _introduction(g: Derivation, token: int, decimals: int) -> Prose:
+def _introduction(g: Derivation, token: int, target: int | None, decimals: int) -> Prose:
     loss = g.example.loss
     what = (("the mean over every entry of ", Math("(z - T)^2"), " (T: the target)")
             if loss.kind == "mse" else
             ("the mean over the positions of ", Math(r"-\log p"), " of the target token"))
+    follow = f"\u201c{g.example.tokens[token]}\u201d at position {token}"
+    if target is not None:
+        follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "
+                   f"at position {target})")
     return Prose((
         "The loss ", Math("L"), " is ", *what, ", as the example\u2019s [loss] table says. "
         "Read from the loss backwards, each gradient ", Math(r"\partial L/\partial x"),
         " (the derivative of the loss with respect to every entry of ", Math("x"),
         ") is the sum of the chain-rule terms of the steps that read ", Math("x"),
         ", each computed from the gradient at that step. The general equations are the "
-        "backward rules of the operations; the worked lines follow "
-        f"\u201c{g.example.tokens[token]}\u201d at position {token} and substitute the "
-        f"numbers printed above them, with {decimals} decimals.",))
+        f"backward rules of the operations; the worked lines follow {follow} and "
+        f"substitute the numbers printed above them, with {decimals} decimals.",))
 
 
 def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
@@ -129,15 +130,15 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     if not shown:
         return []
     shown.sort(key=lambda s: s.kind == "weight_gradient")  # stable: the weights last
-    out: list = [Heading("Backward pass", top), _introduction(g, token, decimals)]
+    out: list = [Heading("Backward pass", top), _introduction(g, token, target, decimals)]
     part = None
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
             out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
             continue
-        if _part(stage) != part:
-            part = _part(stage)
+        if _where(stage)[0] != part:
+            part = _where(stage)[0]
             out.append(Heading(part, top + 1))
         out.append(Section(Heading(_title(stage), top + 2),
                            _fragments(stage, _row(stage, token, target), decimals, exact)))
