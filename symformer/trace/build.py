@@ -58,6 +58,9 @@ class _Context:
     decimals: int
     _values: dict[str, list[list[str]]] = field(default_factory=dict)
     printed: Values = field(default_factory=Values)
+    #: Whether worked lines show the formula over symbols before the numbers (the
+    #: backward trace: the chain rule's terms, ∂L/∂α_1 = v_(1,0)·∂L/∂o_0 + ...).
+    symbolic: bool = False
 
     def values(self, name: str) -> list[list[str]]:
         if name not in self._values:
@@ -70,7 +73,7 @@ class _Context:
     def worked(self, stage: Stage) -> list[WorkedStep | None]:
         """Each entry's local formula with its operands' printed numbers substituted
         (recomputable from them: :func:`symformer.worked.build.entry_steps`)."""
-        return entry_steps(stage, self.row, self.decimals, self.printed)
+        return entry_steps(stage, self.row, self.decimals, self.printed, self.symbolic)
 
 
 def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
@@ -167,7 +170,7 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
     steps, shown = [], []
     if backward:
         g = with_gradients(g)
-        ctx = _Context(g, position, decimals)
+        ctx = _Context(g, position, decimals, symbolic=True)
         stages = _gradients(g, side, tokens)
         steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
         shown.append(stages[0])

@@ -447,10 +447,10 @@ def worked_steps(stage: Stage, row: int, style: Style | None = None,
 
 
 def entry_steps(stage: Stage, row: int, decimals: int,
-                values: Values | None = None) -> list[Step | None]:
-    """Each entry's worked line without its symbolic form (the trace's); None for an
-    entry that is a copy or an exact constant (nothing to work out)."""
-    builder = _Row(stage, row, Style(decimals), values or Values(), symbolic=False,
+                values: Values | None = None, symbolic: bool = False) -> list[Step | None]:
+    """Each entry's worked line, by default without its symbolic form (the trace's);
+    None for an entry that is a copy or an exact constant (nothing to work out)."""
+    builder = _Row(stage, row, Style(decimals), values or Values(), symbolic=symbolic,
                    parts=False)
     out: list[Step | None] = []
     for j, f in enumerate(builder.formulas):
