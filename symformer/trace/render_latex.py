@@ -18,6 +18,7 @@ from symformer.latex.tables import heat_of
 from symformer.trace.formula import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 from symformer.worked import as_latex
+from symformer.worked.render_latex import chain, latex
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace
@@ -66,6 +67,9 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list:
     lines = []
     for e in entries:
         if e.worked is None:
+            continue
+        if len(e.worked.chain) > 2:  # formula, numbers, result (the backward trace):
+            lines.append(Line(latex(e.worked.lhs), chain(e.worked)))  # as the export
             continue
         lhs, rest = as_latex(e.worked).split(" = ", 1)
         lines.append(Line(lhs, (("=", rest),)))
