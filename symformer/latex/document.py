@@ -238,7 +238,9 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     """The document's outline: headings, prose, and each stage's fragments.
 
     With a decoder, the encoder and the decoder are two parts, and ``options.steps``
-    adds a greedy-generation section at the end.
+    adds a greedy-generation section at the end.  When the example has a ``[loss]``
+    (and ``options.backward``), a Backward part follows
+    (:mod:`symformer.latex.backward`), built on a copy of ``g`` with its gradients.
     """
     if options.backward:
         g = prepare(g)
