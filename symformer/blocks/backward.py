@@ -84,6 +84,18 @@ def backward(g: Derivation) -> Derivation:
     return g
 
 
+def with_gradients(g: Derivation) -> Derivation:
+    """``g`` when it has its gradient stages, else a copy of ``g`` with them appended
+    (``g`` itself unchanged: an export or a trace does not add stages to the caller's
+    derivation)."""
+    if "grad.loss" in g:
+        return g
+    copy = Derivation(g.example, g.causal)
+    for s in g:
+        copy.add(s.name, s.kind, s.op, s.inputs, s.rows, s.cols, **_where(s))
+    return backward(copy)
+
+
 def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], str]:
     """``grad.<block>.<parameter>`` for each (stage, parameter); the stage's own name
     replaces the block where two stages of a block have parameters of the same name
@@ -116,7 +128,9 @@ def _notation(stage: Stage, parameter: str | None = None) -> Notation:
         if parameter else symbol.latex
     text = parameter.replace("gamma", "γ").replace("beta", "β") if parameter else symbol.text
     title = f"Gradient of the loss at {parameter or symbol.title}"
-    return Notation(rf"\frac{{\partial L}}{{\partial {latex}}}", f"∂L/∂{text}", title)
+    base = rf"\partial L/\partial {latex}"
+    # braced when it has a subscript of its own, so that an index can follow (W_Q)
+    return Notation(f"{{{base}}}" if "_" in latex else base, f"∂L/∂{text}", title)
 
 
 def _where(stage: Stage) -> dict[str, object]:

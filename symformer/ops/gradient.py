@@ -23,8 +23,11 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
+
+#: A sum shared by every entry of a gradient's row, shown as its own worked step.
+SHARED = Notation(r"\Sigma", "Σ", "Sum shared by the row's entries")
 
 
 def gradient_sum(*contributions):
@@ -94,6 +97,24 @@ class Gradient(Operation):
         if len(self.terms) != 1 or len(steps) != 1:
             return entry
         return entry.xreplace({steps.pop(): sympy.S.One if sign() > 0 else sympy.S.Zero})
+
+    def worked_parts(self, stage, row: int,
+                     formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """A sum shared by every entry of the row (a softmax's sum_k alpha_k dL/dalpha_k),
+        worked out once as its own step: dL/ds_j = alpha_j (dL/dalpha_j - Σ)."""
+        if len(formulas) < 2:
+            return []
+        sums = [[set(e.args) for e in sympy.preorder_traversal(f) if e.is_Add]
+                for f in formulas]
+        shared = set.intersection(*(set().union(*s) for s in sums))
+        shared = {t for t in shared if t.free_symbols}
+        # the shared terms must sit in one sum of every entry (not spread over several)
+        if len(shared) < 2 or not all(any(shared <= s for s in f) for f in sums):
+            return []
+        total = sympy.Add(*shared)
+        if all(t.could_extract_minus_sign() for t in shared):
+            total = -total
+        return [WorkedPart(SHARED, total)]
 
     def exactly_masked(self) -> Gradient:
         return replace(self, terms=tuple(replace(t, op=t.op.exactly_masked())

@@ -14,7 +14,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -26,6 +26,20 @@ def mse(z, T):
 def cross_entropy(p, t):
     """L = -(1/n) sum_i log p[i, t_i]: the mean over positions of the target's -log p."""
     return -np.mean(np.log(p[np.arange(len(t)), t]), keepdims=True).reshape(1, 1)
+
+
+def mse_equation(z, T):
+    """The mse as the textbook writes it (the general equation; same value as mse)."""
+    return np.sum((z - T) ** 2) / (n * d)  # noqa: F821 -- n, d: the sizes, as symbols
+
+
+def cross_entropy_equation(p, t):
+    """The cross-entropy as the textbook writes it (same value as cross_entropy)."""
+    return -np.sum(np.log(p_target), axis=-1) / n  # noqa: F821 -- p[i, t_i], as a symbol
+
+
+#: The target entries of the cross-entropy, p_{i,t_i}.
+P_TARGET = Notation("p_{i,t_i}", "p_(i,t_i)", "probability of the target token")
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +70,11 @@ class MeanSquaredError(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args[0], matrix(self.target, dtype)
+
+    def spelling(self) -> Spelling:
+        return Spelling(function=mse_equation, indexed=frozenset({"z", "T"}),
+                        symbols={"T": Notation("T", "T", "target")},
+                        remark="T is the [loss] target")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
@@ -91,6 +110,11 @@ class CrossEntropy(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[object]:
         return args[0], np.array(self.targets)
+
+    def spelling(self) -> Spelling:
+        return Spelling(function=cross_entropy_equation, axis=("i", "n"),
+                        symbols={"p_target": P_TARGET},
+                        remark="t_i is the target token of position i")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

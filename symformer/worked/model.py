@@ -88,7 +88,7 @@ class Pow(Node):
 
 @dataclass(frozen=True)
 class Func(Node):
-    """A function application: ``exp sqrt max erf tanh sin cos``."""
+    """A function application: ``exp sqrt max erf tanh sin cos log`` (natural log)."""
 
     name: str
     args: tuple[Node, ...]

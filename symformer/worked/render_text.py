@@ -40,7 +40,7 @@ class TextPrinter:
     times = "·"
     power = "^"
     functions = {"exp": "exp", "sqrt": "sqrt", "max": "max", "min": "min", "erf": "erf",
-                 "sin": "sin", "cos": "cos", "tanh": "tanh"}
+                 "sin": "sin", "cos": "cos", "tanh": "tanh", "log": "log"}
 
     def print(self, node: Node) -> str:
         return self._print(node)[0]
