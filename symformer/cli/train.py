@@ -11,6 +11,7 @@ from symformer.blocks.train import (
     change,
     check_steps,
     learning_rate,
+    loss_value,
     rational_weights,
     train,
 )
@@ -24,6 +25,7 @@ from symformer.cli._common import (
     nonnegative_int,
 )
 from symformer.display import Progress
+from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
 from symformer.example.write import updated_example
 from symformer.files import write_file
@@ -84,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
     losses: list[str] = []
 
     def each(training: Training, t: int) -> None:
-        stage = training.graph[training.loss(t)]
-        losses.append(stage.values(decimals=args.decimals)[0][0])
+        losses.append(loss_value(training, t, decimals=args.decimals))
         progress.update(f"step {t}/{steps}: loss {losses[-1]}")
 
-    training = train(derivation(args, example), lr, steps, args.optimizer, each)
+    training = train(derivation(args, example), lr, steps, args.optimizer, each,
+                     start_precision(args.decimals, None))
     progress.done()
     note = " (causal mask)" if training.graph.causal else ""
     rate = f"lr = {lr}" + (" (adam)" if args.optimizer == "adam" else " (sgd)")
