@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
@@ -34,7 +34,7 @@ from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
 from symformer.example.numbers import exact_number
-from symformer.ops import AdamMoment, AdamStep, Parameter, SgdStep
+from symformer.ops import AdamMoment, AdamStep, Parameter, ReLU, SgdStep
 from symformer.ops.adam import DEFAULTS
 from symformer.ops.base import named
 
@@ -145,6 +145,7 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
             _add_weight(training, w, t)
         for s in forward:
             _copy(t_graph, s, t, by_stage.get(s.name, []))
+        _decide_relu_zeros(training, t)
         training.steps = t
         if each is not None:
             each(training, t)
@@ -161,6 +162,27 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
         inputs += [f"step{t}.{w.name}" for w in weights]
     g.add(f"step{t}.{s.name}", s.kind, op, inputs, s.rows, s.cols,
           layer=s.layer, head=s.head, side=s.side)
+
+
+def _decide_relu_zeros(training: Training, t: int) -> None:
+    """Step t's ReLU inputs that are exactly 0 get the subgradient 0 by proof.
+
+    A ball around an exact 0 never separates from it, so ReLU's ball step would stay
+    [0, 1] at every precision and the next step's weights would never be certified.
+    Entries whose ball contains 0 at the working precision have their sign decided
+    exactly (:meth:`~symformer.engine.graph.Derivation.sign`: higher precision, the
+    exact forward pass, a proof); the exact zeros are given to the ReLU operation.
+    """
+    g = training.graph
+    for stage in list(g):
+        if not (stage.name.startswith(f"step{t}.") and isinstance(stage.op, ReLU)):
+            continue
+        h = stage.inputs[0]
+        balls = g.evaluate(training.precision)[h]
+        zeros = frozenset((i, j) for i, row in enumerate(balls) for j, b in enumerate(row)
+                          if not (b > 0 or b < 0) and g.sign(h, i, j) == 0)
+        if zeros:
+            stage.op = replace(stage.op, zeros=zeros)
 
 
 def _add_weight(training: Training, w: Weight, t: int) -> None:
