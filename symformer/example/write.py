@@ -42,7 +42,10 @@ def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:
     """The table holding weight ``name``, and its key there."""
     *path, key = name.split(".")
     if not path and key == "W_vocab":
-        path = ["lm_head"]
+        if data.get("lm_head", {}).get("tied"):
+            raise NotSupportedError("--write: the language-model head is tied to the "
+                                    "embeddings (tied = true); the trained W_vocab is not")
+        path = ["lm_head"] if "lm_head" in data else ["decoder"]
     node: Any = data
     for part in path:
         match = _INDEXED.fullmatch(part)
