@@ -487,3 +487,11 @@ def _(draw):
     return Case(AdamStep(sympy.Rational(1, 100), draw(st.integers(1, 5)), sympy.Rational(9, 10),
                          sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8)),
                 [_matrix(draw, n, d), _matrix(draw, n, d), v])
+
+
+@factory("staged_normalize")
+def _(draw):
+    n, d = _shape(draw)
+    x = _matrix(draw, n, d)
+    return Case(StagedNormalize(sympy.Rational(1, 1000), draw(st.booleans())),
+                [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d), _matrix(draw, 1, d)])

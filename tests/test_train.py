@@ -52,26 +52,46 @@ def agrees(g, name: str, want: Fraction, digits: int = 30) -> bool:
 
 # -- by hand ---------------------------------------------------------------------------
 
+def hand_loss(lr: sympy.Rational) -> sympy.Expr:
+    """Step 1's loss on the one-token example after one SGD step of ``lr``, by hand.
+
+    test_backward's one-token example: x = (2, -1), LN1 (gamma 2, eps 7/4) normalises
+    it to n1 = (3/4, -3/4) (D = 2); the attention adds 0 (W_O = 0) and the FFN adds
+    b_2 (its unit is clipped); LN2 (gamma 1) gives z = (3/4, -3/4), L = 9/16.  The
+    non-zero gradients: b_2 and beta_1 (21/128, -21/128), gamma_1 (63/512, 63/512),
+    gamma_2 (9/16, 9/16), beta_2 (3/4, -3/4); every other weight's is exactly 0 (the
+    FFN's unit is clipped, V and W_O are 0, a one-token softmax is 1).  After the
+    step every row is sigma (1, -1): sigma = gamma_1' 3/4 + beta_1' + b_2' with
+    gamma_1' = 2 - 63 lr/512, beta_1' = b_2' = -21 lr/128; LN2 gives
+    n2 = sigma / sqrt(sigma^2 + 7/4), z = (gamma_2' n2 + beta_2') (1, -1) with
+    gamma_2' = 1 - 9 lr/16, beta_2' = -3 lr/4, and L = z_0^2.
+    """
+    sigma = (2 - 63 * lr / 512) * R(3, 4) - 2 * 21 * lr / 128
+    n2 = sigma / sympy.sqrt(sigma ** 2 + R(7, 4))
+    return ((1 - 9 * lr / 16) * n2 - 3 * lr / 4) ** 2
+
+
 def test_one_sgd_step_derived_by_hand():
-    # test_backward's one-token example: every gradient is 0 except dL/db_2 =
-    # (21/128, -21/128) (LayerNorm 2's input gradient; the FFN clips its unit, the
-    # attention's W_O is 0, a one-token softmax is 1).  With lr = 8/7, b_2 becomes
-    # -(8/7)(21/128, -21/128) = (-3/16, 3/16).  Step 1's forward: LN1 gives (3/2, -3/2),
-    # the FFN adds b_2: a = 3/2 - 3/16 = 21/16 and -a; LN2 (gamma 1, eps 7/4) gives
-    # z = (a, -a) / sqrt(a^2 + 7/4), so L = a^2 / (a^2 + 7/4) = (441/256) / (889/256)
-    # = 63/127 (down from 9/16).
-    g0 = derive(parse_example(ONE_TOKEN))
-    t = train(g0, R(8, 7), 1)
+    lr = R(8, 7)
+    t = train(derive(parse_example(ONE_TOKEN)), lr, 1)
     g = t.graph
     assert exact(g, "step0.loss") == [[Fraction(9, 16)]]
-    assert agrees(g, "step1.loss", Fraction(63, 127))  # rational, but through a sqrt
+    want = Fraction(str(sympy.N(hand_loss(lr), 50)))
+    assert agrees(g, "step1.loss", want, digits=40)
+    assert want < Fraction(9, 16)
+    # the updated weights, exactly: W - (8/7) dL/dW
     assert exact(g, "step1.layer1.b_2") == [[Fraction(-3, 16), Fraction(3, 16)]]
     assert exact(g, "grad.step0.layer1.b_2") == [[Fraction(21, 128), Fraction(-21, 128)]]
     weights, irrational = rational_weights(t)
     assert irrational is None
-    assert weights["layer1.b_2"] == sympy.Matrix([[R(-3, 16), R(3, 16)]])
+    F = Fraction
+    assert weights["layer1.add_norm1.gamma"] == sympy.Matrix([[R(119, 64), R(119, 64)]])
+    assert weights["layer1.add_norm1.beta"] == sympy.Matrix([[R(-3, 16), R(3, 16)]])
+    assert weights["layer1.add_norm2.gamma"] == sympy.Matrix([[R(5, 14), R(5, 14)]])
+    assert weights["layer1.add_norm2.beta"] == sympy.Matrix([[R(-6, 7), R(6, 7)]])
     assert weights["layer1.W_1"] == sympy.Matrix([[0], [0]])  # gradient exactly 0
     assert weights["layer1.b_1"] == sympy.Matrix([[-1]])
+    assert exact(g, "step1.layer1.add_norm2.beta") == [[F(-6, 7), F(6, 7)]]
     # the step's local formula reads the step before's stages by name
     formula = g.local("step1.layer1.b_2")[0, 0]
     assert {str(s) for s in formula.free_symbols} == {
@@ -84,13 +104,16 @@ def test_write_round_trip(tmp_path, capsys):
     out = tmp_path / "trained.toml"
     assert main(["train", str(source), "--lr", "8/7", "--steps", "1", "--write",
                  str(out)]) == 0
-    assert "step 1  loss 0.496" in capsys.readouterr().out
+    want = Fraction(str(sympy.N(hand_loss(R(8, 7)), 30)))
+    assert f"step 1  loss {round(float(want), 3):.3f}" in capsys.readouterr().out
     written = load_example(out)
     assert written.layers[0].b_2 == sympy.Matrix([[R(-3, 16), R(3, 16)]])
-    assert written.layers[0].gamma_1 == sympy.Matrix([[2, 2]])
+    assert written.layers[0].gamma_1 == sympy.Matrix([[R(119, 64), R(119, 64)]])
+    assert written.layers[0].beta_2 == sympy.Matrix([[R(-6, 7), R(6, 7)]])
+    assert written.layers[0].heads[0].W_Q == sympy.Matrix([[0], [0]])
     assert written.layers[0].eps == R(7, 4)
     g = backward(derive(written))
-    assert agrees(g, "loss", Fraction(63, 127))
+    assert agrees(g, "loss", want, digits=25)
 
 
 def test_write_refused_when_a_weight_is_not_rational(tmp_path, capsys):
@@ -105,21 +128,26 @@ def test_write_refused_when_a_weight_is_not_rational(tmp_path, capsys):
 # -- the step where the loss does not decrease ----------------------------------------
 
 def test_too_large_a_learning_rate_is_reported(tmp_path, capsys):
-    # lr = 32: b_2 = -(21/4, -21/4), a = 3/2 - 21/4 = -15/4: L = 225/253 > 9/16
+    # lr = 32 overshoots: gamma_2' = -17, and the loss jumps from 9/16 to about 50
     source = tmp_path / "one.toml"
     source.write_text(ONE_TOKEN)
-    assert main(["train", str(source), "--lr", "32", "--decimals", "4"]) == 0
+    assert main(["train", str(source), "--lr", "32", "--decimals", "6"]) == 0
     out = capsys.readouterr().out
-    assert "step 1  loss 0.8893" in out
+    printed = Fraction(out.split("step 1  loss ")[1].split()[0])
+    want = Fraction(str(sympy.N(hand_loss(R(32)), 30)))
+    assert abs(printed - want) <= Fraction(1, 10 ** 6) and want > Fraction(9, 16)
     assert "step 1: the loss does not decrease (it increases)" in out
 
 
 def test_an_exactly_equal_loss_is_reported(tmp_path, capsys):
-    # lr = 128/7: b_2 = (-3, 3), a = -3/2: the loss is 9/16 again, exactly
+    # the target is the output itself: the loss is 0, every gradient exactly 0, the
+    # weights do not move and the loss stays 0 (exactly, by the exact forward pass)
     source = tmp_path / "one.toml"
-    source.write_text(ONE_TOKEN)
-    assert main(["train", str(source), "--lr", "128/7"]) == 0
-    assert "step 1: the loss does not decrease (exactly equal)" in capsys.readouterr().out
+    source.write_text(ONE_TOKEN.replace("target = [[0, 0]]", 'target = [["3/4", "-3/4"]]'))
+    assert main(["train", str(source), "--lr", "1/2"]) == 0
+    out = capsys.readouterr().out
+    assert "step 1  loss 0.000" in out
+    assert "step 1: the loss does not decrease (exactly equal)" in out
 
 
 def test_decreasing_losses_are_certified(capsys):
@@ -130,9 +158,17 @@ def test_decreasing_losses_are_certified(capsys):
 
 # -- an independent float64 training loop ------------------------------------------------
 
+def _parts(name: str) -> list[str]:
+    """``layer1.add_norm2.gamma`` -> ``["layer1", "gamma_2"]`` (the Layer field)."""
+    parts = name.split(".")
+    if parts[-1] in ("gamma", "beta"):
+        return [parts[0], f"{parts[-1]}_{parts[1][-1]}"]
+    return parts
+
+
 def _set(example, name: str, value: np.ndarray):
     """The example with weight ``name`` (``layer1.head2.W_Q``, ``layer1.b_1``) replaced."""
-    parts = name.split(".")
+    parts = _parts(name)
     number = int(parts[0].removeprefix("layer")) - 1
     layer = example.layers[number]
     matrix = sympy.Matrix(value.tolist())
@@ -150,7 +186,7 @@ def _set(example, name: str, value: np.ndarray):
 
 
 def _get(example, name: str) -> np.ndarray:
-    parts = name.split(".")
+    parts = _parts(name)
     layer = example.layers[int(parts[0].removeprefix("layer")) - 1]
     if parts[1].startswith("head"):
         value = getattr(layer.heads[int(parts[1].removeprefix("head")) - 1], parts[2])
@@ -199,7 +235,8 @@ def test_steps_agree_with_a_float64_training_loop(optimizer, lr, make):
     steps = 3
     t = train(derive(example), sympy.Rational(lr), steps, optimizer)
     names = [w.name for w in t.weights]
-    assert "layer1.head2.W_V" in names and "layer1.b_2" in names
+    assert {"layer1.head2.W_V", "layer1.b_2", "layer1.add_norm1.gamma",
+            "layer1.add_norm2.beta"} <= set(names)
     losses, trained = float_training(example, names, float(sympy.Rational(lr)), steps,
                                      optimizer)
     for k, want in enumerate(losses):

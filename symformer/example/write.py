@@ -4,7 +4,8 @@ The example's own TOML text is read again (:func:`~symformer.example.loader.read
 every decimal kept as its literal text), the trained weights are put in (rationals as
 ``"p/q"`` strings, integers as integers) and the whole is written back as TOML.
 Comments are not kept.  Weights are found by their names: ``layer1.head2.W_Q`` is
-``[[layer]]`` 1's ``[[layer.head]]`` 2's ``W_Q``, ``W_vocab`` is ``[lm_head]``'s.
+``[[layer]]`` 1's ``[[layer.head]]`` 2's ``W_Q``, ``layer1.add_norm2.gamma`` its
+``gamma_2``, ``W_vocab`` is ``[lm_head]``'s (or ``[decoder]``'s).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 
 _INDEXED = re.compile(r"([A-Za-z_]+?)(\d+)")
+_NORM = re.compile(r"(?:add_)?norm(\d)|final_norm")
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -34,13 +36,16 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix]) -> str:
     data = read_toml(text, example.source)
     for name, value in weights.items():
         table, key = _place(data, name)
-        table[key] = _numbers(value, vector=key.startswith("b"))
+        table[key] = _numbers(value, vector=not key.startswith("W"))
     return dump(data)
 
 
 def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:
     """The table holding weight ``name``, and its key there."""
     *path, key = name.split(".")
+    norm = _NORM.fullmatch(path[-1]) if path and key in ("gamma", "beta") else None
+    if norm:  # layer1.add_norm2.gamma is [[layer]] 1's gamma_2; final_norm's gamma_f
+        path, key = path[:-1], f"{key}_{norm[1] or 'f'}"
     if not path and key == "W_vocab":
         if data.get("lm_head", {}).get("tied"):
             raise NotSupportedError("--write: the language-model head is tied to the "

@@ -30,6 +30,7 @@ from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.sgd import SgdStep
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
+from symformer.ops.staged_normalize import StagedNormalize
 from symformer.ops.staged_projection import StagedProjection
 from symformer.ops.std_dev import StdDev
 from symformer.ops.variance import RowVariance
@@ -48,5 +49,6 @@ __all__ = [
     "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
     "WholeVariance", "positional_encoding",
     "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
-    "AdamMoment", "AdamStep", "Parameter", "SgdStep", "StagedProjection",
+    "AdamMoment", "AdamStep", "Parameter", "SgdStep", "StagedNormalize",
+    "StagedProjection",
 ]
