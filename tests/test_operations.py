@@ -58,6 +58,7 @@ from symformer.ops import (
     SgdStep,
     SiLU,
     Softmax,
+    StagedNormalize,
     StagedProjection,
     StdDev,
     WeightedSum,

@@ -17,8 +17,8 @@ Every local formula is one line over the stage symbols of the step before, so
 steps do not swell: step 5 costs what step 1 costs.  The weights are exact (no
 longer rational after a softmax or a square root has entered them); only their
 digits are certified when printed.  Trained: the weights of every operation with a
-staged variant (the projections: W_Q, W_K, W_V, W_O, W_1, b_1, W_2, b_2, W_vocab);
-the others (embedding table, LayerNorm gamma and beta) stay as the example gives them.
+staged variant (the projections: W_Q, W_K, W_V, W_O, W_1, b_1, W_2, b_2, W_vocab;
+the LayerNorms' gamma and beta); the embedding table stays as the example gives it.
 """
 
 from __future__ import annotations
