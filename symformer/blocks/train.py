@@ -145,7 +145,8 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
             _add_weight(training, w, t)
         for s in forward:
             _copy(t_graph, s, t, by_stage.get(s.name, []))
-        _decide_relu_zeros(training, t)
+        _decide_relu_zeros(training, [f"step{t}.{s.name}" for s in forward
+                                      if isinstance(s.op, ReLU)])
         training.steps = t
         if each is not None:
             each(training, t)
@@ -164,8 +165,8 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
           layer=s.layer, head=s.head, side=s.side)
 
 
-def _decide_relu_zeros(training: Training, t: int) -> None:
-    """Step t's ReLU inputs that are exactly 0 get the subgradient 0 by proof.
+def _decide_relu_zeros(training: Training, relus: list[str]) -> None:
+    """The ReLU stages' inputs that are exactly 0 get the subgradient 0 by proof.
 
     A ball around an exact 0 never separates from it, so ReLU's ball step would stay
     [0, 1] at every precision and the next step's weights would never be certified.
@@ -174,9 +175,7 @@ def _decide_relu_zeros(training: Training, t: int) -> None:
     exact forward pass, a proof); the exact zeros are given to the ReLU operation.
     """
     g = training.graph
-    for stage in list(g):
-        if not (stage.name.startswith(f"step{t}.") and isinstance(stage.op, ReLU)):
-            continue
+    for stage in (g[name] for name in relus):
         h = stage.inputs[0]
         balls = g.evaluate(training.precision)[h]
         zeros = frozenset((i, j) for i, row in enumerate(balls) for j, b in enumerate(row)
