@@ -30,6 +30,7 @@ from symformer.cli import main
 from symformer.display import Progress
 from symformer.example import load_example
 from symformer.example.loader import parse_example
+from symformer.example.write import updated_example
 
 R = sympy.Rational
 
@@ -114,6 +115,16 @@ def test_write_round_trip(tmp_path, capsys):
     assert written.layers[0].eps == R(7, 4)
     g = backward(derive(written))
     assert agrees(g, "loss", want, digits=25)
+
+
+@pytest.mark.parametrize("name", [None, "encoder_decoder", "course_module"])
+def test_the_toml_writer_keeps_every_number(name):
+    # what --write saves, with no weight replaced, loads as the same example
+    example = load_example(name)
+    again = parse_example(updated_example(example, {}), source="again")
+    for field in ("tokens", "vocab", "embeddings", "layers", "decoder", "lm_head"):
+        assert getattr(again, field) == getattr(example, field), field
+    assert (again.loss is None) == (example.loss is None)
 
 
 def test_write_refused_when_a_weight_is_not_rational(tmp_path, capsys):
