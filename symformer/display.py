@@ -87,3 +87,29 @@ def derivation_latex(g) -> str:
     rows = r" \\ ".join(rf"\text{{{latex_text(s.name)}}} & {s.shape[0]}\times{s.shape[1]}"
                         for s in g)
     return rf"$$\begin{{array}}{{ll}} {rows} \end{{array}}$$"
+
+
+class Progress:
+    """One overwritten status line on stderr for long runs; silent when stderr is not
+    a terminal (piped, redirected) or when ``quiet``."""
+
+    def __init__(self, title: str, quiet: bool = False, stream=None) -> None:
+        import sys
+        self.stream = stream if stream is not None else sys.stderr
+        self.title = title
+        self.active = not quiet and bool(getattr(self.stream, "isatty", lambda: False)())
+        self.width = 0
+
+    def update(self, message: str) -> None:
+        """Show ``message`` in place of the previous one."""
+        if self.active:
+            line = f"{self.title}: {message}"
+            self.stream.write("\r" + line.ljust(self.width))
+            self.stream.flush()
+            self.width = len(line)
+
+    def done(self) -> None:
+        """Clear the status line."""
+        if self.active and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()

@@ -31,6 +31,8 @@ from symformer.latex.equations import stage_equation
 from symformer.ops import (
     GELU,
     OPERATIONS,
+    AdamMoment,
+    AdamStep,
     Add,
     ArgmaxIndicator,
     Concat,
@@ -43,6 +45,7 @@ from symformer.ops import (
     Normalize,
     Notation,
     Operation,
+    Parameter,
     PositionalEncoding,
     Projection,
     ReLU,
@@ -52,8 +55,11 @@ from symformer.ops import (
     RowMeanSquare,
     RowVariance,
     ScaleMask,
+    SgdStep,
     SiLU,
     Softmax,
+    StagedNormalize,
+    StagedProjection,
     StdDev,
     WeightedSum,
     WholeMean,
@@ -442,3 +448,51 @@ def _(draw):
     n, d = _shape(draw)
     x, y = _matrix(draw, n, d), _matrix(draw, n, d)
     return Case(Gradient((Term(Add(), 0, 2),)), [x, y, x + y, _matrix(draw, n, d)])
+
+
+# -- training's operations (symformer train) ------------------------------------------
+
+@factory("parameter")
+def _(draw):
+    return Case(Parameter(_matrix(draw, *_shape(draw))), [])
+
+
+@factory("staged_projection")
+def _(draw):
+    n, d_in, d_out = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    bias = draw(st.booleans())
+    inputs = [_matrix(draw, n, d_in), _matrix(draw, d_in, d_out)]
+    return Case(StagedProjection(bias, weight="W_1", bias="b_1"),
+                inputs + ([_matrix(draw, 1, d_out)] if bias else []))
+
+
+@factory("sgd_step")
+def _(draw):
+    shape = _shape(draw)
+    return Case(SgdStep(sympy.Rational(draw(st.integers(1, 9)), 8)),
+                [_matrix(draw, *shape), _matrix(draw, *shape)])
+
+
+@factory("adam_moment")
+def _(draw):
+    shape = _shape(draw)
+    first = draw(st.booleans())
+    return Case(AdamMoment(sympy.Rational(9, 10), draw(st.sampled_from([1, 2]))),
+                ([] if first else [_matrix(draw, *shape)]) + [_matrix(draw, *shape)])
+
+
+@factory("adam_step")
+def _(draw):
+    n, d = _shape(draw)
+    v = sympy.Matrix(n, d, lambda i, j: _positive(draw, 1)[0, 0])
+    return Case(AdamStep(sympy.Rational(1, 100), draw(st.integers(1, 5)), sympy.Rational(9, 10),
+                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8)),
+                [_matrix(draw, n, d), _matrix(draw, n, d), v])
+
+
+@factory("staged_normalize")
+def _(draw):
+    n, d = _shape(draw)
+    x = _matrix(draw, n, d)
+    return Case(StagedNormalize(sympy.Rational(1, 1000), draw(st.booleans())),
+                [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d), _matrix(draw, 1, d)])

@@ -157,7 +157,7 @@ class Derivation:
             raise ValueError(f"stage {name} reads unknown stages {missing}")
         self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
                                   derivation=self, **where)
-        self._balls.clear()  # evaluated before this stage was added: evaluate anew
+        # stages are append-only and never change: evaluate() computes only the new ones
         return name
 
     # -- lookup -----------------------------------------------------------------
@@ -268,15 +268,24 @@ class Derivation:
 
     # -- certified --------------------------------------------------------------
     def evaluate(self, prec: int) -> dict[str, ArbMatrix]:
-        """Every stage in ball arithmetic at ``prec`` bits (cached per precision)."""
-        if prec not in self._balls:
-            values: dict[str, ArbMatrix] = {}
+        """Every stage in ball arithmetic at ``prec`` bits (cached per precision).
+
+        Incremental: stages added since the last call at ``prec`` are the only ones
+        computed (a training step costs its own stages, not the steps before it).
+        """
+        values = self._balls.setdefault(prec, {})
+        if len(values) < len(self.stages):
             with precision(prec):
                 for stage in self:
+                    if stage.name in values:
+                        continue
                     values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
-                    self._check_denominators(stage, values)
-            self._balls[prec] = values
-        return self._balls[prec]
+                    try:
+                        self._check_denominators(stage, values)
+                    except Exception:
+                        del values[stage.name]
+                        raise
+        return values
 
     def _check_denominators(self, stage: Stage, values: dict[str, ArbMatrix]) -> None:
         """A row that divides by an entry exactly 0 (LayerNorm, eps = 0, a constant row)
@@ -580,10 +589,13 @@ class Derivation:
         if not self._balls:
             return False
         prec = max(self._balls)
+        balls = self._balls[prec]
         env = {}
         for s in expr.free_symbols:
             name, i, j = self.owner(s)
-            ball = self._balls[prec][name][i][j]
+            if name not in balls:  # not evaluated at this precision yet
+                return False
+            ball = balls[name][i][j]
             if ball is NEG_INF:
                 return False
             env[s] = ball
@@ -666,6 +678,8 @@ def _sum_of_squares(expr: sympy.Expr) -> list[sympy.Expr]:
 
 def _contains_zero(balls: dict[str, ArbMatrix], where: tuple[str, int, int]) -> bool:
     name, i, j = where
+    if name not in balls:  # not evaluated at this precision yet: no hint
+        return False
     ball = balls[name][i][j]
     return ball is not NEG_INF and ball.contains(0)
 

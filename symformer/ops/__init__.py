@@ -4,6 +4,7 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 ``docs/architecture.md`` for how to add one.
 """
 
+from symformer.ops.adam import AdamMoment, AdamStep
 from symformer.ops.add import Add
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
@@ -19,14 +20,18 @@ from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.loss import CrossEntropy, MeanSquaredError
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
+from symformer.ops.parameter import Parameter
 from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
 from symformer.ops.relu import ReLU
 from symformer.ops.rms_norm import RMSNormalize, RowMeanSquare
 from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
+from symformer.ops.sgd import SgdStep
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
+from symformer.ops.staged_normalize import StagedNormalize
+from symformer.ops.staged_projection import StagedProjection
 from symformer.ops.std_dev import StdDev
 from symformer.ops.variance import RowVariance
 from symformer.ops.weighted_sum import WeightedSum
@@ -44,4 +49,6 @@ __all__ = [
     "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
     "WholeVariance", "positional_encoding",
     "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
+    "AdamMoment", "AdamStep", "Parameter", "SgdStep", "StagedNormalize",
+    "StagedProjection",
 ]

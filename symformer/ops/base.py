@@ -276,6 +276,16 @@ class Operation(ABC):
         """
         return {}
 
+    def staged(self) -> Operation | None:
+        """This operation with its weights read from stages instead of constants.
+
+        The variant's inputs are this operation's inputs followed by one stage per
+        entry of :meth:`parameters` (in that order), so a training step's updated
+        weights (exact, no longer rational) are stage symbols in its local formula.
+        None: no such variant (``train`` keeps these weights as they are).
+        """
+        return None
+
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows | None:
         """The vector-Jacobian product: d loss / d (input ``wrt``, or parameter ``wrt``).

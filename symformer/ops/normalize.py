@@ -17,7 +17,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.errors import InputError
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
 
@@ -228,3 +228,8 @@ class Normalize(Operation):
             return [[num.total(d * c for d, c in zip(ds, cs))
                      for ds, cs in zip(zip(*grad), zip(*centred))]]
         return result
+
+    def staged(self) -> Operation:
+        """The same LayerNorm reading gamma and beta from stages
+        (:mod:`symformer.ops.staged_normalize`, found in the registry)."""
+        return OPERATIONS["staged_normalize"](self.eps, self.unbiased, self.notation)

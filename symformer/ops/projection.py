@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, Spelling, matrix, named
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
 
@@ -112,3 +112,9 @@ class Projection(Operation):
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def staged(self) -> Operation:
+        """The same projection reading its weight (and bias) from stages
+        (:mod:`symformer.ops.staged_projection`, found in the registry)."""
+        return OPERATIONS["staged_projection"](self.b is not None, self.notation, self.weight,
+                                               self.bias, self.columns)

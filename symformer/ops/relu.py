@@ -24,6 +24,9 @@ class ReLU(Operation):
     """``max(0, h)`` element-wise; at exactly 0 both branches agree (the value is 0)."""
 
     notation: Notation | None = None
+    #: Entries (row, column) whose input h is proved exactly 0: their gradient is the
+    #: subgradient 0 without a sign to decide (``train`` sets them; a ball cannot).
+    zeros: frozenset[tuple[int, int]] = frozenset()
 
     name = "relu"
     reference_function = relu
@@ -64,4 +67,6 @@ class ReLU(Operation):
 
         The step is decided exactly (the certified sign of h, or a proof that h = 0).
         """
-        return [[d * num.step(h) for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]
+        return [[num.zero() if (i, j) in self.zeros else d * num.step(h)
+                 for j, (h, d) in enumerate(zip(hs, ds))]
+                for i, (hs, ds) in enumerate(zip(args[0], grad))]
