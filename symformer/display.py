@@ -90,26 +90,47 @@ def derivation_latex(g) -> str:
 
 
 class Progress:
-    """One overwritten status line on stderr for long runs; silent when stderr is not
-    a terminal (piped, redirected) or when ``quiet``."""
+    """A progress bar on stderr for long runs (tqdm), cleared when done.
 
-    def __init__(self, title: str, quiet: bool = False, stream=None) -> None:
+    Silent when stderr is not a terminal (piped, redirected) or when ``quiet``, so
+    scripts and logs see only the result.  ``total`` steps (None: no bar); each
+    :meth:`update` names the step now starting (the steps before it count as done).
+    """
+
+    def __init__(self, title: str, total: int | None = None, quiet: bool = False,
+                 stream=None) -> None:
         import sys
+
+        from tqdm import tqdm
+
         self.stream = stream if stream is not None else sys.stderr
-        self.title = title
         self.active = not quiet and bool(getattr(self.stream, "isatty", lambda: False)())
-        self.width = 0
+        self.title = title
+        self.started = False
+        self.bar = tqdm(total=total, desc=title, file=self.stream, leave=False,
+                        disable=not self.active, dynamic_ncols=True,
+                        bar_format="{desc} [{n_fmt}/{total_fmt}] {bar:20}" if total
+                        else "{desc}")
 
     def update(self, message: str) -> None:
-        """Show ``message`` in place of the previous one."""
+        """Show ``message``, the step now starting; the one before it is done."""
         if self.active:
-            line = f"{self.title}: {message}"
-            self.stream.write("\r" + line.ljust(self.width))
-            self.stream.flush()
-            self.width = len(line)
+            self.bar.set_description_str(f"{self.title}: {message}", refresh=False)
+            self.bar.update(1 if self.started else 0)
+            self.bar.refresh()
+            self.started = True
+
+    def set_total(self, total: int) -> None:
+        """The number of steps, once known."""
+        if self.active and self.bar.total != total:
+            self.bar.total = total
 
     def done(self) -> None:
-        """Clear the status line."""
-        if self.active and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
+        """Clear the bar."""
+        self.bar.close()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done()

@@ -15,6 +15,7 @@ from symformer.cli._common import (
     load,
     token_text,
 )
+from symformer.display import Progress
 from symformer.files import output_directory, write_files
 
 ORDER = 37
@@ -78,19 +79,12 @@ def run(args: argparse.Namespace) -> int:
     deck = frames(g, options)
     files: dict[str, str | bytes] = {"slides.tex": document(g, options, deck)}
     if args.pdf:
-        def progress(k: int, total: int) -> None:
-            say(args, f"pdflatex pass {k}/{total} ({page_count(deck)} pages)")
-
-        pdf, log = compile_log(files, "slides.tex", progress)
+        with Progress("symformer slides", total=2, quiet=args.quiet) as bar:
+            pdf, log = compile_log(files, "slides.tex", lambda k, total: bar.update(
+                f"pdflatex pass {k}/{total} ({page_count(deck)} pages)"))
         files["slides.pdf"] = pdf
         for line in _OVERFULL.findall(log)[:3]:
             print(f"symformer slides: warning: {line}", file=sys.stderr)
     written = write_files(args.out, files)
     print(f"wrote {len(written)} files to {args.out} ({page_count(deck)} pages)")
     return 0
-
-
-def say(args: argparse.Namespace, text: str) -> None:
-    """A progress line on stderr unless --quiet."""
-    if not args.quiet:
-        print(f"symformer slides: {text}", file=sys.stderr, flush=True)

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
                          f"e.g. [loss] kind = \"mse\" with target = [[...]]")
     check_work(args, example, "backward", passes=4 * (steps + 1))
-    progress = Progress(f"symformer train: {steps} steps", quiet=args.quiet)
+    progress = Progress("symformer train", total=steps + 1, quiet=args.quiet)
     losses: list[str] = []
 
     def each(training: Training, t: int) -> None:
