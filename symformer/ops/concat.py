@@ -19,6 +19,11 @@ def concat(heads):
     return np.concatenate(heads, axis=-1)
 
 
+def concat_backward(G, start, width):
+    """dL/do^(k) = the columns of dL/dc that head k filled: start .. start + width - 1."""
+    return G[:, start:start + width]
+
+
 @dataclass(frozen=True)
 class Concat(Operation):
     """Concatenate the input stages along the columns."""
@@ -52,3 +57,9 @@ class Concat(Operation):
         start = sum(len(a[0]) for a in args[:wrt])
         width = len(args[wrt][0])
         return [row[start:start + width] for row in grad]
+
+    def backward_function(self, wrt: int | str):
+        return concat_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), sum(a.shape[-1] for a in args[:wrt]), args[wrt].shape[-1]

@@ -20,6 +20,12 @@ def embed(E, t):
     return E[t]
 
 
+def embed_backward(G, t, used):
+    """Row u of dL/dE: the sum of dL/de_i over the positions i holding token u
+    (only the rows of the tokens used)."""
+    return np.array([np.sum(G[t == u], axis=0) for u in used])
+
+
 @dataclass(frozen=True)
 class Embedding(Operation):
     """The rows ``token_ids`` of the exact table ``E`` (a stage with no inputs)."""
@@ -63,3 +69,9 @@ class Embedding(Operation):
         return [[num.total(column) for column in zip(*[g for g, t in zip(grad, self.token_ids)
                                                        if t == used])]
                 for used in self.used_rows()]
+
+    def backward_function(self, wrt: int | str):
+        return embed_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), np.array(self.token_ids), self.used_rows()

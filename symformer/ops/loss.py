@@ -28,6 +28,16 @@ def cross_entropy(p, t):
     return -np.mean(np.log(p[np.arange(len(t)), t]), keepdims=True).reshape(1, 1)
 
 
+def mse_backward(g, z, T):
+    """dL/dz = g * 2 (z - T) / (n d)."""
+    return g * 2 / z.size * (z - T)
+
+
+def cross_entropy_backward(g, p, t):
+    """dL/dp[i, t_i] = -g / (n p[i, t_i]); 0 at every other entry (one-hot rows)."""
+    return -g / len(t) * np.eye(p.shape[-1])[t] / p
+
+
 @dataclass(frozen=True, eq=False)
 class MeanSquaredError(Operation):
     """The mean of (z - target)^2 over every entry of the input stage."""
@@ -65,6 +75,12 @@ class MeanSquaredError(Operation):
         return [[g * 2 * (z - num.const(t)) / N for z, t in zip(zs, ts)]
                 for zs, ts in zip(args[0], T)]
 
+    def backward_function(self, wrt: int | str):
+        return mse_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))
+
 
 @dataclass(frozen=True, eq=False)
 class CrossEntropy(Operation):
@@ -98,3 +114,9 @@ class CrossEntropy(Operation):
         (g,), n = grad[0], len(self.targets)
         return [[-g / (n * p) if j == t else num.zero() for j, p in enumerate(row)]
                 for row, t in zip(args[0], self.targets)]
+
+    def backward_function(self, wrt: int | str):
+        return cross_entropy_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))

@@ -20,6 +20,7 @@ from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
+from symformer.ops.projection import bias_backward
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -33,6 +34,26 @@ def layer_norm(x, mu, sigma2, gamma, beta, eps):
 def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / (sqrt(s^2) + eps) + beta, s^2 unbiased (the Annotated Transformer)."""
     return gamma * ((x - mu) / (np.sqrt(sigma2) + eps)) + beta
+
+
+def layer_norm_backward_x(g, gamma, D):
+    """dL/dx_j = gamma_j g_j / D, D the denominator (mu and sigma^2 are stages of their own)."""
+    return gamma * g / D
+
+
+def layer_norm_backward_mu(g, gamma, D):
+    """dL/dmu = -sum_j gamma_j g_j / D."""
+    return -np.sum(gamma * g, axis=-1, keepdims=True) / D
+
+
+def layer_norm_backward_sigma2(g, x, mu, gamma, D, dD):
+    """dL/dsigma^2 = -sum_j gamma_j g_j (x_j - mu) / D^2 * dD/dsigma^2."""
+    return -np.sum(gamma * g * (x - mu), axis=-1, keepdims=True) / D ** 2 * dD
+
+
+def layer_norm_backward_gamma(g, x, mu, D):
+    """dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / D_i."""
+    return np.sum(g * (x - mu) / D, axis=0, keepdims=True)
 
 
 def root(v: arb) -> arb:
@@ -228,3 +249,19 @@ class Normalize(Operation):
             return [[num.total(d * c for d, c in zip(ds, cs))
                      for ds, cs in zip(zip(*grad), zip(*centred))]]
         return result
+
+    def backward_function(self, wrt: int | str):
+        return {0: layer_norm_backward_x, 1: layer_norm_backward_mu,
+                2: layer_norm_backward_sigma2, "gamma": layer_norm_backward_gamma,
+                "beta": bias_backward}[wrt]
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        """The denominator D = sqrt(sigma^2 + eps) with dD/dsigma^2 = 1 / (2 D), or
+        (unbiased) D = sqrt(s^2) + eps with dD/ds^2 = 1 / (2 sqrt(s^2))."""
+        x, mu, sigma2, gamma, _beta, eps = self.arguments([a.astype(dtype) for a in args],
+                                                          dtype)
+        D = np.sqrt(sigma2) + eps if self.unbiased else np.sqrt(sigma2 + eps)
+        dD = 1 / (2 * np.sqrt(sigma2)) if self.unbiased else 1 / (2 * D)
+        g = grad.astype(dtype)
+        return {0: (g, gamma, D), 1: (g, gamma, D), 2: (g, x, mu, gamma, D, dD),
+                "gamma": (g, x, mu, D), "beta": (g,)}[wrt]

@@ -25,6 +25,21 @@ def affine(X, W, b):
     return X @ W + b
 
 
+def project_backward_X(G, W):
+    """Y = X W + b: dL/dX = G W^T."""
+    return G @ W.T
+
+
+def project_backward_W(X, G):
+    """Y = X W + b: dL/dW = X^T G."""
+    return X.T @ G
+
+
+def bias_backward(G):
+    """Y = X W + b (b added to every row): dL/db = the column sums of G."""
+    return np.sum(G, axis=0, keepdims=True)
+
+
 @dataclass(frozen=True)
 class Projection(Operation):
     """``X @ W (+ b)``; ``weight``/``bias`` name the matrices in formulas (``W_Q``, ``b_1``)."""
@@ -112,3 +127,14 @@ class Projection(Operation):
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def backward_function(self, wrt: int | str):
+        if wrt == 0:
+            return project_backward_X
+        return project_backward_W if wrt == self.weight else bias_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        G = grad.astype(dtype)
+        if wrt == 0:
+            return G, matrix(self.W, dtype)
+        return (args[0].astype(dtype), G) if wrt == self.weight else (G,)

@@ -19,6 +19,11 @@ def relu(h):
     return np.maximum(0, h)
 
 
+def relu_backward(h, g):
+    """dL/dh = dL/da where h > 0, else 0 (the subgradient 0 at exactly h = 0)."""
+    return g * (h > 0)
+
+
 @dataclass(frozen=True)
 class ReLU(Operation):
     """``max(0, h)`` element-wise; at exactly 0 both branches agree (the value is 0)."""
@@ -65,3 +70,9 @@ class ReLU(Operation):
         The step is decided exactly (the certified sign of h, or a proof that h = 0).
         """
         return [[d * num.step(h) for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]
+
+    def backward_function(self, wrt: int | str):
+        return relu_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return args[0].astype(dtype), grad.astype(dtype)

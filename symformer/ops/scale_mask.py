@@ -53,6 +53,26 @@ def divided_offset_scores(U, c, M, m):
     return U / c + np.where(M, m, 0)
 
 
+def scaled_scores_backward(G, d_k):
+    """dL/du = dL/ds / sqrt(d_k) (a finite mask m adds a constant: same derivative)."""
+    return G / np.sqrt(d_k)
+
+
+def masked_scores_backward(G, d_k, M):
+    """dL/du = dL/ds / sqrt(d_k), and exactly 0 where M sets the score to -inf."""
+    return np.where(M, 0, G / np.sqrt(d_k))
+
+
+def divided_scores_backward(G, c):
+    """dL/du = dL/ds / c."""
+    return G / c
+
+
+def divided_masked_scores_backward(G, c, M):
+    """dL/du = dL/ds / c, and exactly 0 where M sets the score to -inf."""
+    return np.where(M, 0, G / c)
+
+
 @dataclass(frozen=True)
 class ScaleMask(Operation):
     """``u / sqrt(d_k)``, and -inf (or ``mask_value`` added) at the ``masked`` entries."""
@@ -173,11 +193,24 @@ class ScaleMask(Operation):
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
-        """dL/du = dL/ds / sqrt(d_k); exactly 0 at a score masked with -inf (constant).
+        """dL/du = dL/ds / sqrt(d_k) (or / c); exactly 0 at a score masked with -inf.
 
         With a finite mask (``mask_value``) the masked score is u / sqrt(d_k) + m,
         whose derivative is 1 / sqrt(d_k) as everywhere else.
         """
-        scale = num.const(1 / sympy.sqrt(self.d_k))
+        scale = num.const(self._factor())
         return [[num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
                  for j, g in enumerate(row)] for i, row in enumerate(grad)]
+
+    def backward_function(self, wrt: int | str):
+        infinite = bool(self.masked) and self.mask_value is None
+        if self.scale is not None:
+            return divided_masked_scores_backward if infinite else divided_scores_backward
+        return masked_scores_backward if infinite else scaled_scores_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        G = grad.astype(dtype)
+        d = dtype(self.d_k) if self.scale is None else dtype(float(self.scale))
+        if self.masked and self.mask_value is None:
+            return G, d, self.mask_matrix(G.shape)
+        return G, d
