@@ -22,13 +22,14 @@ from symformer.engine import Derivation
 from symformer.errors import NotSupportedError
 from symformer.reference import numpy_ref
 
+
 def run(g: Derivation, dtype: type = np.float64, forward: dict[str, np.ndarray] | None = None,
         loss: str = "loss") -> dict[str, np.ndarray]:
     """dL/dS for every stage S the ``loss`` stage depends on and dL/dP for their weights.
 
     ``forward``: forward floats already computed, by stage name (the others are
-    run here, each by its operation's forward reference).  Returns ``{"grad.loss": 1, "grad.S": ..., "grad.<block>.W":
-    ...}``.  An operation without a NumPy backward reference raises
+    run here, each by its operation's forward reference).  Returns ``{"grad.loss": 1,
+    "grad.S": ..., "grad.<block>.W": ...}``.  An operation without a NumPy backward reference raises
     :class:`NotSupportedError` naming the stage.
     """
     from symformer.blocks.backward import parameter_names

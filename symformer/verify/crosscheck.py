@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 from flint import arb
 
+from symformer.blocks.backward import backward
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.engine.argmax import next_token
 from symformer.example import Example
-from symformer.blocks.backward import backward
 from symformer.reference import numpy_backward, numpy_ref
 from symformer.verify.conventions import Convention, derive_variant
 
