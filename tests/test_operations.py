@@ -62,7 +62,7 @@ from symformer.ops import (
     calculus,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
-from symformer.ops.loss import CrossEntropy, MeanSquaredError
+from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
 from symformer.verify.conventions import Convention, derive_variant
@@ -423,6 +423,13 @@ def test_printed_equation_is_rendered_from_the_function_crosscheck_ran(
 def _(draw):
     n, d = _shape(draw)
     return Case(MeanSquaredError(_matrix(draw, n, d)), [_matrix(draw, n, d)])
+
+
+@factory("position_mse")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(PositionSquaredError(_matrix(draw, n, d), draw(st.integers(0, n - 1))),
+                [_matrix(draw, n, d)])
 
 
 @factory("cross_entropy")

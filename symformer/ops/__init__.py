@@ -16,7 +16,7 @@ from symformer.ops.gelu_tanh import GELUTanh
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
 from symformer.ops.learned_positional import LearnedPositional
-from symformer.ops.loss import CrossEntropy, MeanSquaredError
+from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.positional import PositionalEncoding, positional_encoding
@@ -43,5 +43,5 @@ __all__ = [
     "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
     "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
     "WholeVariance", "positional_encoding",
-    "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
+    "CrossEntropy", "Gradient", "MeanSquaredError", "PositionSquaredError", "Seed", "Term",
 ]

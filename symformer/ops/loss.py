@@ -28,6 +28,16 @@ def cross_entropy(p, t):
     return -np.mean(np.log(p[np.arange(len(t)), t]), keepdims=True).reshape(1, 1)
 
 
+def position_mse(z, T, i):
+    """L_i = (1/d) sum_j (z_ij - T_ij)^2: the squared error of position i alone."""
+    return np.mean((z[i] - T[i]) ** 2, keepdims=True).reshape(1, 1)
+
+
+def position_mse_backward(g, z, T, i):
+    """dL_i/dz_ij = g * 2 (z_ij - T_ij) / d in row i; 0 in every other row."""
+    return np.where(np.arange(len(z))[:, None] == i, g * 2 / z.shape[-1] * (z - T), 0)
+
+
 def mse_backward(g, z, T):
     """dL/dz = g * 2 (z - T) / (n d)."""
     return g * 2 / z.size * (z - T)
@@ -117,6 +127,51 @@ class CrossEntropy(Operation):
 
     def backward_function(self, wrt: int | str):
         return cross_entropy_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))
+
+
+@dataclass(frozen=True, eq=False)
+class PositionSquaredError(Operation):
+    """The mean of (z - target)^2 over row ``position`` only: one position's loss
+    (``prove`` differentiates it to show that, under the causal mask, it does not
+    depend on later positions)."""
+
+    target: sympy.Matrix
+    position: int
+    notation: Notation | None = None
+
+    name = "position_mse"
+    reference_function = position_mse
+    default_notation = Notation("L_i", "L_i", "Loss at one position (squared error)")
+    rational = True
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        z, t = args[0].row(self.position), self.target.row(self.position)
+        return sympy.Matrix([[sympy.Add(*[(a - b) ** 2 for a, b in zip(z, t)]) / len(z)]])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        z = args[0][self.position]
+        total = arb(0)
+        for a, b in zip(z, self.target.row(self.position)):
+            total += (a - rational_ball(b)) * (a - rational_ball(b))
+        return [[total / len(z)]]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[object]:
+        return args[0], matrix(self.target, dtype), self.position
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL_i/dz_ij = 2 (z_ij - T_ij) / d in row i, exactly 0 in the others."""
+        (g,) = grad[0]
+        T = self.target.tolist()
+        return [[g * 2 * (z - num.const(t)) / len(zs) if i == self.position else num.zero()
+                 for z, t in zip(zs, ts)] for i, (zs, ts) in enumerate(zip(args[0], T))]
+
+    def backward_function(self, wrt: int | str):
+        return position_mse_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))

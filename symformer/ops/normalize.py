@@ -19,11 +19,12 @@ from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
-from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
+from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label
 from symformer.ops.projection import bias_backward
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def layer_norm(x, mu, sigma2, gamma, beta, eps):
@@ -249,6 +250,34 @@ class Normalize(Operation):
             return [[num.total(d * c for d, c in zip(ds, cs))
                      for ds, cs in zip(zip(*grad), zip(*centred))]]
         return result
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """The LayerNorm's gradient at its input sums to exactly 0 over each row.
+
+        The LayerNorm's part of dL/dx is the sum of three rules: this step's, the
+        mean's and the variance's (x's other consumers, such as a residual connection
+        in pre-norm, are not part of it).  Each row's sum cancels once dL/dmu is
+        written as its local formula -sum_j gamma_j g_j / D.  False for the
+        whole-matrix mean and variance (only the sum over the whole matrix cancels).
+        """
+        if part.wrt != 0:
+            return []
+        g, norm = gradient.derivation, part.consumer
+        mine = [p for p in gradient.op.parts(gradient)
+                if p.consumer is norm or p.consumer.name in norm.inputs[1:] and p.wrt == 0]
+        mean = [p.upstream for p in mine if p.consumer.name == norm.inputs[1]]
+        subs = {s: e for u in mean for s, e in zip(g.symbols(u), g.local(u))}
+        total = sum((p.formula for p in mine[1:]), mine[0].formula)
+        name = f"{gradient.name}.layer_norm_row_sums_zero{label(gradient)}"
+        statement = (f"the gradient of {norm.name} at its input ({gradient.name}, its "
+                     f"LayerNorm part) sums to exactly 0 over each row{label(gradient)}")
+        bad = [i for i in range(total.rows) if not cancels(sympy.Add(*total.row(i)).xreplace(
+            subs))]
+        if bad:
+            return [Fact(name, statement, FALSE, f"row {bad[0]} does not cancel (a mean or "
+                         f"variance over more than the row)")]
+        return [Fact(name, statement, PROVED, "sum_j (gamma_j g_j / D + dL/dmu / d + dL/dsigma^2 "
+                     "2 (x_j - mu) / m) = 0 with dL/dmu = -sum_j gamma_j g_j / D")]
 
     def backward_function(self, wrt: int | str):
         return {0: layer_norm_backward_x, 1: layer_norm_backward_mu,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -13,6 +13,11 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def project(X, W):
@@ -127,6 +132,20 @@ class Projection(Operation):
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """dL/db equals the column sums of dL/dY (b is added to every row)."""
+        if part.wrt != self.bias or self.b is None:
+            return []
+        G = gradient.derivation.symbols(part.upstream)
+        name = f"{gradient.name}.column_sums{label(gradient)}"
+        statement = (f"{gradient.name}{label(gradient)} equals the column sums of "
+                     f"{part.upstream}")
+        for j in range(part.formula.cols):
+            if not cancels(part.formula[0, j] - sympy.Add(*G.col(j))):
+                return [Fact(name, statement, FALSE, f"column {j} differs")]
+        return [Fact(name, statement, PROVED, f"each entry's local formula is sum_i "
+                     f"{part.upstream}[i, j]")]
 
     def backward_function(self, wrt: int | str):
         if wrt == 0:

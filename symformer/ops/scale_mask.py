@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -21,6 +21,11 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.facts import FALSE, PROVED, Fact, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def scaled_scores(U, d_k):
@@ -201,6 +206,22 @@ class ScaleMask(Operation):
         scale = num.const(self._factor())
         return [[num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
                  for j, g in enumerate(row)] for i, row in enumerate(grad)]
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """dL/du is exactly 0 at every score masked with -inf (a constant, decided by the
+        mask set); false with a finite mask, whose derivative is 1/sqrt(d_k) there too."""
+        if not self.masked:
+            return []
+        name = f"{gradient.name}.masked_zero{label(gradient)}"
+        statement = (f"the masked raw scores get the gradient exactly 0 in "
+                     f"{gradient.name}{label(gradient)}")
+        for i, j in sorted(self.masked):
+            if part.formula[i, j] != 0:
+                return [Fact(name, statement, FALSE,
+                             f"{gradient.name}[{i},{j}] = {part.formula[i, j]}: the mask "
+                             f"adds {self.mask_value}, a constant; the score still varies")]
+        return [Fact(name, statement, PROVED, f"{len(self.masked)} masked entries: a -inf "
+                     f"score is a constant, its local derivative is the number 0")]
 
     def backward_function(self, wrt: int | str):
         infinite = bool(self.masked) and self.mask_value is None
