@@ -19,9 +19,10 @@ def concat(heads):
     return np.concatenate(heads, axis=-1)
 
 
-def concat_backward(G, start, width):
-    """dL/do^(k) = the columns of dL/dc that head k filled: start .. start + width - 1."""
-    return G[:, start:start + width]
+def concat_backward(G, S):
+    """dL/do^(k) = dL/dc S: the columns of dL/dc that head k filled, picked by the 0/1
+    matrix S (an identity block at head k's columns)."""
+    return G @ S
 
 
 @dataclass(frozen=True)
@@ -62,4 +63,5 @@ class Concat(Operation):
         return concat_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return grad.astype(dtype), sum(a.shape[-1] for a in args[:wrt]), args[wrt].shape[-1]
+        start, width = sum(a.shape[-1] for a in args[:wrt]), args[wrt].shape[-1]
+        return grad.astype(dtype), np.eye(grad.shape[-1], dtype=dtype)[:, start:start + width]

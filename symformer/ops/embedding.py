@@ -20,10 +20,11 @@ def embed(E, t):
     return E[t]
 
 
-def embed_backward(G, t, used):
-    """Row u of dL/dE: the sum of dL/de_i over the positions i holding token u
-    (only the rows of the tokens used)."""
-    return np.array([np.sum(G[t == u], axis=0) for u in used])
+def embed_backward(G, T):
+    """dL/dE = T^T G: row u is the sum of dL/de_i over the positions i holding token u,
+    T the 0/1 matrix with T[i, u] = 1 where position i holds token u (only the rows of
+    the tokens used)."""
+    return T.T @ G
 
 
 @dataclass(frozen=True)
@@ -74,4 +75,5 @@ class Embedding(Operation):
         return embed_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return grad.astype(dtype), np.array(self.token_ids), self.used_rows()
+        T = np.array([[t == u for u in self.used_rows()] for t in self.token_ids], dtype=dtype)
+        return grad.astype(dtype), T

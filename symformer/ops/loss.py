@@ -33,19 +33,20 @@ def position_mse(z, T, i):
     return np.mean((z[i] - T[i]) ** 2, keepdims=True).reshape(1, 1)
 
 
-def position_mse_backward(g, z, T, i):
-    """dL_i/dz_ij = g * 2 (z_ij - T_ij) / d in row i; 0 in every other row."""
-    return np.where(np.arange(len(z))[:, None] == i, g * 2 / z.shape[-1] * (z - T), 0)
+def position_mse_backward(g, z, T, R, d):
+    """dL_i/dz = g * 2 R (z - T) / d, R the column with 1 in row i and 0 elsewhere."""
+    return g * 2 / d * R * (z - T)
 
 
-def mse_backward(g, z, T):
+def mse_backward(g, z, T, n, d):
     """dL/dz = g * 2 (z - T) / (n d)."""
-    return g * 2 / z.size * (z - T)
+    return g * 2 / (n * d) * (z - T)
 
 
-def cross_entropy_backward(g, p, t):
-    """dL/dp[i, t_i] = -g / (n p[i, t_i]); 0 at every other entry (one-hot rows)."""
-    return -g / len(t) * np.eye(p.shape[-1])[t] / p
+def cross_entropy_backward(g, p, Y, n):
+    """dL/dp = -g Y / (n p), Y the targets' one-hot rows (Y[i, t_i] = 1): -g / (n p[i, t_i])
+    at each target, 0 at every other entry."""
+    return -g / n * Y / p
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +90,8 @@ class MeanSquaredError(Operation):
         return mse_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))
+        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype),
+                *args[0].shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,7 +131,9 @@ class CrossEntropy(Operation):
         return cross_entropy_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))
+        p = args[0].astype(dtype)
+        Y = np.eye(p.shape[-1], dtype=dtype)[list(self.targets)]
+        return grad.astype(dtype), p, Y, len(self.targets)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,4 +178,6 @@ class PositionSquaredError(Operation):
         return position_mse_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype))
+        z, T, i = self.arguments([args[0].astype(dtype)], dtype)
+        R = (np.arange(len(z)) == i).astype(dtype)[:, None]
+        return grad.astype(dtype), z, T, R, z.shape[-1]

@@ -42,14 +42,13 @@ def whole_variance_backward_x(g, x, mu, n, d):
     return np.sum(g) * 2 / (n * d) * (x - mu)
 
 
-def whole_variance_backward_mu(g, x, mu, n, d):
+def whole_variance_backward_mu(g, x, mu, e, n, d):
     """dL/dmu = -sum_k dL/dsigma^2_k * 2 / (n d) * sum_ij (x_ij - mu) (0 when mu is the mean).
 
-    mu is one number repeated in n rows: its derivative goes to the first copy, the
-    one the exact formula reads; the other copies get 0.
+    mu is one number repeated in n rows: its derivative goes to the first copy (the
+    one the exact formula reads; e = (1, 0, ..., 0) as a column), the others get 0.
     """
-    first = -np.sum(g) * 2 / (n * d) * np.sum(x - mu[0, 0])
-    return np.vstack([[[first]], np.zeros((n - 1, 1))])
+    return -np.sum(g) * 2 / (n * d) * np.sum(x - mu) * e
 
 
 #: How both functions are written: sums over every entry, x_(i,j).
@@ -151,4 +150,8 @@ class WholeVariance(Operation):
         return whole_variance_backward_x if wrt == 0 else whole_variance_backward_mu
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return grad.astype(dtype), *self.arguments([a.astype(dtype) for a in args], dtype)
+        x, mu, n, d = self.arguments([a.astype(dtype) for a in args], dtype)
+        if wrt == 0:
+            return grad.astype(dtype), x, mu, n, d
+        e = (np.arange(n) == 0).astype(dtype)[:, None]
+        return grad.astype(dtype), x, mu[0, 0], e, n, d
