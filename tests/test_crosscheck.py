@@ -108,3 +108,22 @@ def test_cross_entropy_gradients_of_a_decoder(tmp_path) -> None:
     rows = {r.stage: r for r in crosscheck(load(path), Convention())}
     assert rows["grad.W_vocab"].ok and rows["grad.decoder.embeddings"].ok
     assert all(r.ok for r in rows.values()), [r for r in rows.values() if not r.ok]
+
+
+@pytest.mark.parametrize("name", ["llama_style", "gpt2_style", "course_module",
+                                  "attention_only"])
+def test_gradients_of_every_packaged_architecture(tmp_path, name) -> None:
+    """RMSNorm, SwiGLU, RoPE, GELU (tanh), learned positions: every gradient agrees."""
+    from symformer import derive
+    from symformer.example.loader import load_example as load
+
+    example = load_example(name)
+    n, d = derive(example)["output"].shape
+    target = [[f'"{(i + j) % 3 - 1}/3"' for j in range(d)] for i in range(n)]
+    path = tmp_path / f"{name}.toml"
+    path.write_text(open(example.source).read() + '\n[loss]\nkind = "mse"\ntarget = ['
+                    + ", ".join("[" + ", ".join(row) + "]" for row in target) + "]\n")
+    rows = {r.stage: r for r in crosscheck(load(path), Convention(), causal=True)}
+    grads = [r for s, r in rows.items() if s.startswith("grad.")]
+    assert len(grads) >= 10 and all(r.ok for r in rows.values()), [
+        r for r in rows.values() if not r.ok]

@@ -27,7 +27,8 @@ from symformer.ops import PositionSquaredError
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, VACUOUS, Fact, Tally
 from symformer.reference.numpy_ref import BACKWARD_KINDS
 
-__all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "causal_gradient",
+__all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "backward_facts",
+           "causal_gradient",
            "last_token_unchanged",
            "masked_zero", "no_look_ahead", "prove_all", "repeated_tokens_differ",
            "stage_facts"]
@@ -44,9 +45,6 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
     """
     plain = derive(example, causal=False, max_work=max_work)
     masked = derive(example, causal=True, max_work=max_work)
-    if example.loss is not None:  # the gradients' facts too
-        for g in (plain, masked):
-            backward(g)
     for g in (plain, masked):  # an undefined value (eps = 0, a constant row) is an error
         g.evaluate(128)
     ours = stage_facts(plain)
@@ -57,15 +55,25 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
         masked_zero(theirs, "encoder"), last_token_unchanged(plain, masked)]
     if any(s.side == "decoder" for s in plain):
         facts += [masked_zero(ours, "decoder"), no_look_ahead(plain)]
-    rest = [(s, f) for s, f in ours if s.kind not in BACKWARD_KINDS
-            and not isinstance(f, Tally) and not f.name.startswith(f"{s.name}.row_sums")]
+    rest = [(s, f) for s, f in ours
+            if not isinstance(f, Tally) and not f.name.startswith(f"{s.name}.row_sums")]
     facts += [f for s, f in rest if f.name.startswith(f"{s.name}.")]
     facts += _merged([f for s, f in rest if not f.name.startswith(f"{s.name}.")])
     facts.append(repeated_tokens_differ(plain))
     if example.loss is not None:
-        facts += [f for s, f in ours + theirs if s.kind in BACKWARD_KINDS]
-        facts.append(causal_gradient(example, max_work))
+        facts += backward_facts(example, max_work)
     return facts
+
+
+def backward_facts(example: Example, max_work: int | None = None) -> list[Fact]:
+    """The backward pass's facts: the gradient stages' (each stated by the operation whose
+    rule it is), unmasked then causally masked, and :func:`causal_gradient`."""
+    facts = []
+    for causal in (False, True):
+        g = backward(derive(example, causal=causal, max_work=max_work))
+        g.evaluate(128)
+        facts += [f for s, f in stage_facts(g) if s.kind in BACKWARD_KINDS]
+    return [*facts, causal_gradient(example, max_work)]
 
 
 def stage_facts(g: Derivation, side: str | None = None) -> list[tuple[Stage, Fact]]:
