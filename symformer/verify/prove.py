@@ -13,6 +13,13 @@ composition: the last token is unchanged by the causal mask, repeated tokens
 differ after positional encoding and, with a decoder, the decoder never looks
 ahead (:func:`no_look_ahead`: changing a future target token changes nothing
 before it).
+
+With a ``[loss]``, :func:`backward_facts` adds the backward pass's: each gradient
+stage asks the operations whose rules it sums (``Operation.backward_facts``: the
+softmax-gradient rows sum to 0, LayerNorm's input-gradient rows sum to 0, masked
+scores and clipped ReLU units get 0, a bias gradient is the column sums), and
+:func:`causal_gradient` proves that under the causal mask a position's own loss has
+gradient 0 at every later position.
 """
 
 from __future__ import annotations
