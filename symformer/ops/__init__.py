@@ -17,7 +17,7 @@ from symformer.ops.gelu_tanh import GELUTanh
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
 from symformer.ops.learned_positional import LearnedPositional
-from symformer.ops.loss import CrossEntropy, MeanSquaredError
+from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.parameter import Parameter
@@ -38,17 +38,11 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores",
-    "Embedding", "GELUTanh", "GatedProduct", "Identity", "LearnedPositional", "Normalize",
-    "Notation", "Operation", "PositionalEncoding", "Projection", "RMSNormalize", "ReLU",
-    "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask", "SiLU", "Softmax",
-    "StdDev", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
-
-    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores", "Embedding",
-    "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
-    "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
-    "WholeVariance", "positional_encoding",
-    "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
-    "AdamMoment", "AdamStep", "Parameter", "SgdStep", "StagedNormalize",
-    "StagedProjection",
+    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy", "DotScores",
+    "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient", "Identity",
+    "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
+    "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
+    "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
+    "Seed", "SgdStep", "SiLU", "Softmax", "StagedNormalize", "StagedProjection", "StdDev",
+    "Term", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
 ]

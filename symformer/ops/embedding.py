@@ -20,6 +20,13 @@ def embed(E, t):
     return E[t]
 
 
+def embed_backward(G, T):
+    """dL/dE = T^T G: row u is the sum of dL/de_i over the positions i holding token u,
+    T the 0/1 matrix with T[i, u] = 1 where position i holds token u (only the rows of
+    the tokens used)."""
+    return T.T @ G
+
+
 @dataclass(frozen=True)
 class Embedding(Operation):
     """The rows ``token_ids`` of the exact table ``E`` (a stage with no inputs)."""
@@ -63,3 +70,10 @@ class Embedding(Operation):
         return [[num.total(column) for column in zip(*[g for g, t in zip(grad, self.token_ids)
                                                        if t == used])]
                 for used in self.used_rows()]
+
+    def backward_function(self, wrt: int | str):
+        return embed_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        T = np.array([[t == u for u in self.used_rows()] for t in self.token_ids], dtype=dtype)
+        return grad.astype(dtype), T

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy
@@ -25,6 +26,10 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
+from symformer.ops.facts import Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 #: A sum shared by every entry of a gradient's row, shown as its own worked step.
 SHARED = Notation(r"\Sigma", "Σ", "Sum shared by the row's entries")
@@ -48,6 +53,18 @@ class Term:
     op: Operation
     wrt: int | str
     arity: int
+
+
+@dataclass(frozen=True, eq=False)
+class Part:
+    """One consumer's contribution to a gradient stage: the ``consumer`` stage, what its
+    rule differentiates by (``wrt``), the consumer's gradient stage (``upstream``) and
+    the rule's local formula over the stage symbols."""
+
+    consumer: Stage
+    wrt: int | str
+    upstream: str
+    formula: sympy.Matrix
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +132,23 @@ class Gradient(Operation):
         if all(t.could_extract_minus_sign() for t in shared):
             total = -total
         return [WorkedPart(SHARED, total)]
+
+    def parts(self, stage: Stage) -> list[Part]:
+        """Each term's contribution to ``stage``'s local formula, in term order."""
+        g, names, found, k = stage.derivation, stage.inputs, [], 0
+        for term in self.terms:
+            inputs = [rows(g.symbols(n)) for n in names[k:k + term.arity]]
+            consumer, upstream = names[k + term.arity], names[k + term.arity + 1]
+            k += term.arity + 2
+            formula = term.op.backward(inputs, rows(g.symbols(consumer)),
+                                       rows(g.symbols(upstream)), term.wrt, EXACT)
+            found.append(Part(g[consumer], term.wrt, upstream, sympy.Matrix(formula)))
+        return found
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """What the consumers' rules state about this gradient (``Operation.backward_facts``)."""
+        return [fact for part in self.parts(stage)
+                for fact in part.consumer.op.backward_facts(stage, part)]
 
     def exactly_masked(self) -> Gradient:
         return replace(self, terms=tuple(replace(t, op=t.op.exactly_masked())

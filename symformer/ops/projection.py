@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -13,6 +13,11 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def project(X, W):
@@ -23,6 +28,21 @@ def project(X, W):
 def affine(X, W, b):
     """X W + b: (n, d_in) @ (d_in, d_out) + (1, d_out) -> (n, d_out)."""
     return X @ W + b
+
+
+def project_backward_X(G, W):
+    """Y = X W + b: dL/dX = G W^T."""
+    return G @ W.T
+
+
+def project_backward_W(X, G):
+    """Y = X W + b: dL/dW = X^T G."""
+    return X.T @ G
+
+
+def bias_backward(G):
+    """Y = X W + b (b added to every row): dL/db = the column sums of G."""
+    return np.sum(G, axis=0, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -118,3 +138,28 @@ class Projection(Operation):
         (:mod:`symformer.ops.staged_projection`, found in the registry)."""
         return OPERATIONS["staged_projection"](self.b is not None, self.notation, self.weight,
                                                self.bias, self.columns)
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """dL/db equals the column sums of dL/dY (b is added to every row)."""
+        if part.wrt != self.bias or self.b is None:
+            return []
+        G = gradient.derivation.symbols(part.upstream)
+        name = f"{gradient.name}.column_sums{label(gradient)}"
+        statement = (f"{gradient.name}{label(gradient)} equals the column sums of "
+                     f"{part.upstream}")
+        for j in range(part.formula.cols):
+            if not cancels(part.formula[0, j] - sympy.Add(*G.col(j))):
+                return [Fact(name, statement, FALSE, f"column {j} differs")]
+        return [Fact(name, statement, PROVED, f"each entry's local formula is sum_i "
+                     f"{part.upstream}[i, j]")]
+
+    def backward_function(self, wrt: int | str):
+        if wrt == 0:
+            return project_backward_X
+        return project_backward_W if wrt == self.weight else bias_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        G = grad.astype(dtype)
+        if wrt == 0:
+            return G, matrix(self.W, dtype)
+        return (args[0].astype(dtype), G) if wrt == self.weight else (G,)

@@ -19,7 +19,7 @@ import sympy
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
-from symformer.ops.normalize import Normalize, layer_norm
+from symformer.ops.normalize import Normalize, backward_arguments, layer_norm
 
 
 @dataclass(frozen=True)
@@ -79,3 +79,15 @@ class StagedNormalize(Operation):
         (gamma,) = args[3]
         scaled = [[g * c for g, c in zip(row, gamma)] for row in grad]
         return plain.backward(args[:3], out, scaled, wrt, num)
+
+    def backward_function(self, wrt: int | str):
+        return self._plain(1).backward_function(_PARAMETER.get(wrt, wrt))
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        x, mu, sigma2, gamma, _beta, eps = self.arguments(args, dtype)
+        return backward_arguments(_PARAMETER.get(wrt, wrt), x, mu, sigma2, gamma, eps,
+                                  grad.astype(dtype), self.unbiased)
+
+
+#: gamma and beta: inputs 3 and 4 here, the plain LayerNorm's parameters.
+_PARAMETER = {3: "gamma", 4: "beta"}

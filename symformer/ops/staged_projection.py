@@ -20,7 +20,13 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
-from symformer.ops.projection import affine, project
+from symformer.ops.projection import (
+    affine,
+    bias_backward,
+    project,
+    project_backward_W,
+    project_backward_X,
+)
 
 
 @dataclass(frozen=True)
@@ -79,3 +85,10 @@ class StagedProjection(Operation):
         if wrt == 1:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def backward_function(self, wrt: int | str):
+        return {0: project_backward_X, 1: project_backward_W, 2: bias_backward}[wrt]
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        G, (X, W) = grad.astype(dtype), (a.astype(dtype) for a in args[:2])
+        return {0: (G, W), 1: (X, G), 2: (G,)}[wrt]
