@@ -31,6 +31,7 @@ from symformer.engine.rounding import (
     moderate,
     round_ball,
     round_fraction,
+    round_stage,
     start_precision,
 )
 from symformer.engine.zero import is_zero
@@ -301,10 +302,12 @@ class Derivation:
         """
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
-        rows, cols = self[name].shape
+        self[name]  # an unknown name is an InputError
         # Most entries are decided by the first precision: round the whole stage from
-        # one evaluation, and give only the others the escalating path.
-        first = self.evaluate(start_precision(decimals, significant))[name]
+        # one evaluation, and give only the others the per-entry, escalating path.
+        prec = start_precision(decimals, significant)
+        first = self.evaluate(prec)[name]
+        quick = round_stage(first, decimals=decimals, significant=significant)
 
         def entry(i: int, j: int) -> Rounded | None:
             ball = first[i][j]
@@ -319,7 +322,8 @@ class Derivation:
                 exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
                                                            significant, prec))
 
-        return [[entry(i, j) for j in range(cols)] for i in range(rows)]
+        return [[r if r is not None else entry(i, j) for j, r in enumerate(row)]
+                for i, row in enumerate(quick)]
 
     @property
     def canonical(self) -> Canonical:
