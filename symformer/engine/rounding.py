@@ -37,24 +37,18 @@ class Rounded:
 
     def fixed(self) -> str:
         """Positional notation: ``-1.50``, ``0.000``, ``12``."""
-        sign = "-" if self.digits < 0 else ""
-        text = str(abs(self.digits))
-        if self.exponent >= 0:
-            return sign + text + "0" * self.exponent
-        places = -self.exponent
-        text = text.rjust(places + 1, "0")
-        return f"{sign}{text[:-places]}.{text[-places:]}"
+        return _fixed("-" if self.digits < 0 else "", str(abs(self.digits)), self.exponent)
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
         if self.digits == 0:
             return "0"
-        n = len(str(abs(self.digits)))
-        magnitude = self.exponent + n - 1  # position of the leading digit
-        if -7 <= magnitude < 21:
-            return self.fixed()
         sign = "-" if self.digits < 0 else ""
         text = str(abs(self.digits))
+        n = len(text)
+        magnitude = self.exponent + n - 1  # position of the leading digit
+        if -7 <= magnitude < 21:
+            return _fixed(sign, text, self.exponent)
         mantissa = text[0] + ("." + text[1:] if n > 1 else "")
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
@@ -64,6 +58,16 @@ class Rounded:
 
     def __float__(self) -> float:  # for display helpers only, never for decisions
         return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+
+
+def _fixed(sign: str, text: str, exponent: int) -> str:
+    """``sign`` and the digits ``text`` times 10**exponent in positional notation."""
+    if exponent >= 0:
+        return sign + text + "0" * exponent
+    places = -exponent
+    if len(text) <= places:
+        text = text.rjust(places + 1, "0")
+    return f"{sign}{text[:-places]}.{text[-places:]}"
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
     applies).  Under ``significant`` the lead digit is checked from ``D`` itself
     (see :func:`_significant_from`).  An entry this cannot decide (a ball straddling a
     boundary, an exact tie, a value that may be 0 under ``significant``, a magnitude
-    past 10**:data:`_EXTRA`, a masked score ``None``) is ``None``: the caller gives it
+    past 10**:data:`_FAST_MAGNITUDE`, a masked score ``None``) is ``None``: the caller gives it
     the per-entry path (:func:`round_ball`, :func:`certified_rounding`).
     """
     wanted = significant if significant is not None else decimals
@@ -217,21 +221,28 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
         return [[None for _ in row] for row in balls]  # rare: all per entry
     if significant is not None:
         read = significant + _EXTRA
+        low, high, powers = _POWERS[significant - 1], _POWERS[significant], _POWERS
 
         def entry(x: arb | None) -> Rounded | None:
             if x is None or not x.is_finite():
                 return None
             m, r, e = x.mid_rad_10exp(read)
-            m, r = int(m), int(r)
-            size = abs(m)
+            m, r, e = int(m), int(r), int(e)
+            size = m if m >= 0 else -m
             if r >= size:
                 return None  # a ball that may hold 0
             count = size.bit_length() * 30103 // 100000  # m's digit count, or one less
-            if count < len(_POWERS) and size >= _POWERS[count]:
+            if count < len(powers) and size >= powers[count]:
                 count += 1
-            shift, e = count - significant, int(e)  # digits of m below the last kept one
             if e + count > _FAST_MAGNITUDE:
                 return None  # large values: the per-entry path refuses the huge ones
+            shift = count - significant  # digits of m below the last kept one
+            if 0 < shift < len(powers):  # the common case of _significant_from, inline
+                q = powers[shift]
+                digits, tie = divmod(2 * (m - r) + q, 2 * q)
+                if tie and digits == (2 * (m + r) + q) // (2 * q) and \
+                        low < (digits if digits >= 0 else -digits) < high:
+                    return _rounded(digits, e + shift)
             return _significant_from(m - r, m + r, e + shift, shift, significant)
     else:
         read = decimals + _EXTRA + 1  # digits of a value below 1, and more for larger ones
@@ -252,9 +263,17 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
             if not 0 <= shift < len(_POWERS):
                 return None  # a value too large to have been read far enough
             digits = _rounded_int(m - r, m + r, shift)
-            return None if digits is None else Rounded(digits, -decimals)
+            return None if digits is None else _rounded(digits, -decimals)
 
     return [[entry(x) for x in row] for row in balls]
+
+
+def _rounded(digits: int, exponent: int) -> Rounded:
+    """``Rounded(digits, exponent)``, built without the frozen dataclass's slow __init__
+    (the same object: its fields are its ``__dict__``)."""
+    made = object.__new__(Rounded)
+    made.__dict__.update(digits=digits, exponent=exponent)
+    return made
 
 
 def _rounded_int(lo: int, hi: int, shift: int) -> int | None:

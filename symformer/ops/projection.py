@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.ops.base import Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
@@ -34,7 +35,6 @@ class Projection(Operation):
     notation: Notation | None = None
     weight: str = "W"
     bias: str = "b"
-    _columns: list = field(default=None, compare=False, repr=False)
     #: What the output columns are ("vocab" for logits; see Operation.columns).
     columns: str = "dims"
 
@@ -43,13 +43,12 @@ class Projection(Operation):
     default_notation = Notation("y", "y", "Projection")
     rational = True
 
-    def __post_init__(self) -> None:
-        # Only the non-zero weights of each output column enter its formula.
-        columns = [
-            [(k, self.W[k, j]) for k in range(self.W.rows) if self.W[k, j] != 0]
-            for j in range(self.W.cols)
-        ]
-        object.__setattr__(self, "_columns", columns)
+    @cached_property
+    def _columns(self) -> list[list[tuple[int, sympy.Expr]]]:
+        """Only the non-zero weights of each output column enter its formula."""
+        rows = self.W.tolist()  # one conversion: SymPy's entry indexing is slow
+        return [[(k, row[j]) for k, row in enumerate(rows) if row[j] != 0]
+                for j in range(self.W.cols)]
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
@@ -69,8 +68,11 @@ class Projection(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]
-        columns = [[(k, rational_ball(w)) for k, w in column] for column in self._columns]
-        bias = [rational_ball(v) for v in self.b] if self.b is not None else None
+        W = constant_balls(self.W)  # the balls straight from the exact weights
+        columns = [[(k, row[j]) for k, row in enumerate(W) if not row[j].is_zero()]
+                   for j in range(self.W.cols)]
+        bias = [v for row in constant_balls(self.b) for v in row] if self.b is not None \
+            else None
         out = []
         for row in X:
             out_row = []
