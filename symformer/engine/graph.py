@@ -28,6 +28,7 @@ from symformer.engine.rounding import (
     Rounded,
     ball_bounds,
     certified_rounding,
+    missing_bits,
     moderate,
     round_ball,
     round_fraction,
@@ -308,6 +309,24 @@ class Derivation:
         prec = start_precision(decimals, significant)
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
+        # Entries whose balls were too wide (deep stages lose bits): the whole stage
+        # again at twice and four times the precision, the precisions the per-entry
+        # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
+        # zero) goes straight to the per-entry path and its proofs.
+        pending = [(i, j) for i, row in enumerate(quick) for j, r in enumerate(row)
+                   if r is None and first[i][j] is not NEG_INF
+                   and (missing_bits(first[i][j], decimals=decimals,
+                                     significant=significant) or 0) > 0]
+        for _ in range(2):
+            if not pending:
+                break
+            prec *= 2
+            higher = self.evaluate(prec)[name]
+            again = round_stage([[higher[i][j] for i, j in pending]], decimals=decimals,
+                                significant=significant)[0]
+            for (i, j), r in zip(pending, again):
+                quick[i][j] = r
+            pending = [where for where, r in zip(pending, again) if r is None]
 
         def entry(i: int, j: int) -> Rounded | None:
             ball = first[i][j]
