@@ -28,9 +28,11 @@ from symformer.engine.rounding import (
     Rounded,
     ball_bounds,
     certified_rounding,
+    missing_bits,
     moderate,
     round_ball,
     round_fraction,
+    round_stage,
     start_precision,
 )
 from symformer.engine.zero import is_zero
@@ -313,10 +315,30 @@ class Derivation:
         """
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
-        rows, cols = self[name].shape
+        self[name]  # an unknown name is an InputError
         # Most entries are decided by the first precision: round the whole stage from
-        # one evaluation, and give only the others the escalating path.
-        first = self.evaluate(start_precision(decimals, significant))[name]
+        # one evaluation, and give only the others the per-entry, escalating path.
+        prec = start_precision(decimals, significant)
+        first = self.evaluate(prec)[name]
+        quick = round_stage(first, decimals=decimals, significant=significant)
+        # Entries whose balls were too wide (deep stages lose bits): the whole stage
+        # again at twice and four times the precision, the precisions the per-entry
+        # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
+        # zero) goes straight to the per-entry path and its proofs.
+        pending = [(i, j) for i, row in enumerate(quick) for j, r in enumerate(row)
+                   if r is None and first[i][j] is not NEG_INF
+                   and (missing_bits(first[i][j], decimals=decimals,
+                                     significant=significant) or 0) > 0]
+        for _ in range(2):
+            if not pending:
+                break
+            prec *= 2
+            higher = self.evaluate(prec)[name]
+            again = round_stage([[higher[i][j] for i, j in pending]], decimals=decimals,
+                                significant=significant)[0]
+            for (i, j), r in zip(pending, again):
+                quick[i][j] = r
+            pending = [where for where, r in zip(pending, again) if r is None]
 
         def entry(i: int, j: int) -> Rounded | None:
             ball = first[i][j]
@@ -331,7 +353,8 @@ class Derivation:
                 exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
                                                            significant, prec))
 
-        return [[entry(i, j) for j in range(cols)] for i in range(rows)]
+        return [[r if r is not None else entry(i, j) for j, r in enumerate(row)]
+                for i, row in enumerate(quick)]
 
     @property
     def canonical(self) -> Canonical:

@@ -10,7 +10,7 @@ import numpy as np
 import sympy
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
@@ -44,7 +44,8 @@ class Embedding(Operation):
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        return [[sympy_to_arb(v) for v in self.E.row(t)] for t in self.token_ids]
+        table = constant_balls(self.E)
+        return [list(table[t]) for t in self.token_ids]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
-from flint import arb
+from flint import arb, arb_mat
 
-from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
@@ -54,7 +55,6 @@ class Projection(Operation):
     notation: Notation | None = None
     weight: str = "W"
     bias: str = "b"
-    _columns: list = field(default=None, compare=False, repr=False)
     #: What the output columns are ("vocab" for logits; see Operation.columns).
     columns: str = "dims"
 
@@ -63,13 +63,12 @@ class Projection(Operation):
     default_notation = Notation("y", "y", "Projection")
     rational = True
 
-    def __post_init__(self) -> None:
-        # Only the non-zero weights of each output column enter its formula.
-        columns = [
-            [(k, self.W[k, j]) for k in range(self.W.rows) if self.W[k, j] != 0]
-            for j in range(self.W.cols)
-        ]
-        object.__setattr__(self, "_columns", columns)
+    @cached_property
+    def _columns(self) -> list[list[tuple[int, sympy.Expr]]]:
+        """Only the non-zero weights of each output column enter its formula."""
+        rows = self.W.tolist()  # one conversion: SymPy's entry indexing is slow
+        return [[(k, row[j]) for k, row in enumerate(rows) if row[j] != 0]
+                for j in range(self.W.cols)]
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
@@ -89,8 +88,16 @@ class Projection(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]
-        columns = [[(k, rational_ball(w)) for k, w in column] for column in self._columns]
-        bias = [rational_ball(v) for v in self.b] if self.b is not None else None
+        W = constant_balls(self.W)  # the balls straight from the exact weights
+        bias = [v for row in constant_balls(self.b) for v in row] if self.b is not None \
+            else None
+        if X and all(v is not None for row in X for v in row):
+            # Arb's own matrix product (rigorous, exact zeros stay exact), then the bias.
+            product = arb_mat(X) * arb_mat(W)
+            return [[product[i, j] + bias[j] if bias is not None else product[i, j]
+                     for j in range(self.W.cols)] for i in range(len(X))]
+        columns = [[(k, row[j]) for k, row in enumerate(W) if not row[j].is_zero()]
+                   for j in range(self.W.cols)]
         out = []
         for row in X:
             out_row = []
