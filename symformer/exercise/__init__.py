@@ -90,7 +90,7 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
-                                     request.decimals, settings, progress, header)
+                                     request.decimals, settings, progress, header, g)
     files: dict[str, str] = {}
     for v in variants:
         files[f"{v.id}/example.toml"] = v.text
