@@ -28,9 +28,10 @@ platform whose float rounding differs (by ~1e-15 relative) can only move a draw
 that both checks reject from one to the other; both count it under ``margin``.
 Non-finite floats (a masked score, a zero variance) are never rejected here.
 
-When the template has a drawn number the prefilter cannot place (an operation
-other than an embedding or a projection reading drawn numbers, a decoder), or the
-numbers it places differ from the template's own derivation, :func:`prefilter`
+When an asked stage reads a parameter the prefilter cannot place for certain (an
+embedding's or projection's table not found where :func:`_locate` looks, e.g. in
+a decoder, or not holding the template's derived numbers; an operation with
+parameters other than these and LayerNorm), :func:`prefilter`
 returns ``None`` and every draw goes to the certified check.
 """
 
@@ -45,6 +46,7 @@ import numpy as np
 from symformer.engine import Derivation, Stage
 from symformer.exercise.draw import drawn_key
 from symformer.ops.embedding import Embedding
+from symformer.ops.normalize import Normalize
 from symformer.ops.projection import Projection
 
 #: Relative tolerance of the float estimate (see the module docstring).
@@ -65,7 +67,7 @@ def _array(value: Any) -> np.ndarray:
     return np.array([[_float(v) for v in row] for row in rows], dtype=np.float64)
 
 
-def _locate(data: dict[str, Any], stage: Stage, name: str) -> tuple[Any, ...] | None:
+def _locate(stage: Stage, name: str) -> tuple[Any, ...] | None:
     """Where the template holds ``stage``'s parameter ``name``: a key path, else None."""
     if name == "embedding_table":
         return ("embeddings",)
@@ -144,6 +146,32 @@ def _step(stage: Stage, drawn_at: dict[str, tuple[Any, ...]]
     return project
 
 
+def _placed(data: dict[str, Any], stage: Stage) -> dict[str, tuple[Any, ...]] | None:
+    """Where the drawn parameters of ``stage`` are in a draw (name -> key path), or
+    None when a parameter is not placed for certain.
+
+    A LayerNorm's gamma and beta come from ``gamma_*``/``beta_*`` keys, never drawn;
+    an embedding's or a projection's parameters must be found in the template at
+    the path :func:`_locate` gives, holding exactly the derivation's numbers."""
+    if isinstance(stage.op, Normalize):
+        return {}
+    if not isinstance(stage.op, (Embedding, Projection)):
+        return None if stage.op.parameters() else {}
+    drawn_at: dict[str, tuple[Any, ...]] = {}
+    for name, exact in stage.op.parameters().items():
+        path = _locate(stage, name)
+        try:
+            value = _get(data, path) if path is not None else None
+            if not isinstance(value, list) or not _same(value, exact):
+                return None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError,
+                ZeroDivisionError):
+            return None  # not there, or not plain rationals
+        if drawn_key(path[-1]):
+            drawn_at[name] = path
+    return drawn_at
+
+
 def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: int,
               margin: Fraction) -> Prefilter | None:
     """The prefilter of the template ``data`` (derived as ``g``), or None when it cannot
@@ -154,26 +182,8 @@ def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: i
     for stage in g:
         if stage.name not in needed:
             continue
-        drawn_at: dict[str, tuple[Any, ...]] = {}
-        for name, exact in stage.op.parameters().items():
-            path = _locate(data, stage, name)
-            if path is None:
-                if drawn_key(name):
-                    return None  # maybe drawn, and not placed
-                continue
-            try:
-                value = _get(data, path)
-            except (KeyError, IndexError, TypeError):
-                return None
-            if not drawn_key(path[-1]):
-                continue
-            try:
-                if not isinstance(value, list) or not _same(value, exact):
-                    return None
-            except (ValueError, TypeError, AttributeError, ZeroDivisionError):
-                return None  # not plain rationals: leave every draw to the certified check
-            drawn_at[name] = path
-        if drawn_at and not isinstance(stage.op, (Embedding, Projection)):
+        drawn_at = _placed(data, stage)
+        if drawn_at is None:
             return None
         if not drawn_at and all(i in fixed for i in stage.inputs):
             fixed[stage.name] = np.asarray(
