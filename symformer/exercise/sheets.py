@@ -131,26 +131,30 @@ def markdown_document(title: str, blocks: list) -> str:
     return f"# {markdown_text(title)}\n\n" + body.replace(f"${_BLANK}$", " ") + "\n"
 
 
-def sheet_files(g: Derivation, asked: list[str], decimals: int, token: int
-                ) -> dict[str, str]:
-    """``sheet.tex``, ``sheet.md``, ``key.tex``, ``key.md`` of one variant."""
+def sheet_files(g: Derivation, asked: list[str], decimals: int, token: int, tag: str = ""
+                ) -> tuple[dict[str, str], list]:
+    """``sheet.tex``, ``sheet.md``, ``key.tex``, ``key.md`` of one variant, and the key's
+    blocks (for :func:`key_all_files`; labels carry ``tag``, unique in the combined key)."""
     files = {}
+    key_blocks: list = []
     for name, key in (("sheet", False), ("key", True)):
         title = f"{'Answer key' if key else 'Exercise'}: {g.example.title}"
-        blocks = document_blocks(g, asked, decimals, token, key)
+        blocks = document_blocks(g, asked, decimals, token, key, tag=tag)
         files[f"{name}.tex"] = latex_document(title, blocks)
         files[f"{name}.md"] = markdown_document(title, blocks)
-    return files
+        if key:
+            key_blocks = blocks
+    return files, key_blocks
 
 
-def key_all_files(variants: list, asked: list[str], decimals: int, token: int,
-                  title: str) -> dict[str, str]:
-    """``key-all.tex`` and ``key-all.md``: every variant's key, one section each."""
+def key_all_files(keys: list[tuple[str, list]], title: str) -> dict[str, str]:
+    """``key-all.tex`` and ``key-all.md``: every variant's key (its id and the blocks
+    :func:`sheet_files` built), one section each, the key's headings one level down."""
     blocks: list = []
-    for v in variants:
-        blocks.append(Heading(f"Variant {v.id}", 1))
-        blocks += document_blocks(v.derivation, asked, decimals, token, True, level=2,
-                                  tag=f"{v.id}:")
+    for vid, key in keys:
+        blocks.append(Heading(f"Variant {vid}", 1))
+        blocks += [replace(b, level=b.level + 1) if isinstance(b, Heading) else b
+                   for b in key]
     heading = f"Answer key, all variants: {title}"
     return {"key-all.tex": latex_document(heading, blocks).replace(
                 "\\section{Variant", "\\clearpage\n\\section{Variant"),
