@@ -80,8 +80,10 @@ def given_blocks(g: Derivation, asked: list[str], decimals: int, tag: str) -> li
 
 
 def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
-                 tag: str) -> list:
-    """One asked stage: heading, general equation, and its table (empty on a sheet)."""
+                 tag: str, asked: list[str]) -> list:
+    """One asked stage: heading, general equation, and its table (empty on a sheet);
+    the key's worked lines substitute the given inputs (the stages not asked) at the
+    sheet's ``decimals + 2`` places, exactly the numbers the student was given."""
     out: list = [Heading(f"{caption(stage)} ({stage.name})", level)]
     equation = stage_equation(stage)
     if equation is not None:
@@ -94,7 +96,9 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
             f"Fill in every entry, rounded to {decimals} decimals.",))
         return [*out, table]
     out.append(table)
-    worked = worked_example(stage, token, Style(decimals, False))
+    given = tuple((name, decimals + GIVEN_EXTRA_DECIMALS) for name in stage.inputs
+                  if name not in asked)
+    worked = worked_example(stage, token, Style(decimals, False, given=given))
     if worked is not None:
         out.append(Prose((f"Worked lines for \u201c{stage.rows[token]}\u201d "
                           f"(position {token}):",)))
@@ -113,7 +117,7 @@ def document_blocks(g: Derivation, asked: list[str], decimals: int, token: int, 
     out: list = [Prose((what,)), legend_prose(legend([g[a] for a in asked])),
                  Heading("Given", level), *given_blocks(g, asked, decimals, tag)]
     for name in asked:
-        out += stage_blocks(g[name], decimals, token, key, level, tag)
+        out += stage_blocks(g[name], decimals, token, key, level, tag, asked)
     return out
 
 
