@@ -3,8 +3,12 @@
 Each variant gets at most ``settings.attempts`` draws; a draw is rejected when it is
 not a valid example (a zero variance, say), repeats an earlier variant, puts an
 asked value within the margin of a rounding boundary, or has flat softmax rows
-(:mod:`symformer.exercise.margin`).  Rejections are counted by reason; when a
-variant's attempts run out, the error names the constraint that failed most often.
+(:mod:`symformer.exercise.margin`).  A float64 prefilter
+(:mod:`symformer.exercise.prefilter`) rejects the draws clearly within the margin
+before they are built, and never one the certified check would accept; the others
+are written as the variant's file, and that text is loaded, derived and certified.
+Rejections are counted by reason; when a variant's attempts run out, the error names
+the constraint that failed most often.
 """
 
 from __future__ import annotations
