@@ -92,7 +92,7 @@ def mp_head(path: Path, digits: int = 60) -> dict[str, list[list[mpmath.mpf]]]:
         weights.append([t / mpmath.fsum(e) for t in e])
     out = [[mpmath.fsum(a * v[j][c] for j, a in enumerate(row)) for c in range(len(v[0]))]
            for row in weights]
-    return dict(zip(ASKED, (q, k, v, raw, scores, weights, out)))
+    return {**dict(zip(ASKED, (q, k, v, raw, scores, weights, out))), "input": x}
 
 
 def run(args: list[str]) -> int:
@@ -398,3 +398,29 @@ def test_worked_lines_substitute_the_given_numbers(made):
     numeric = [line for line in lines.splitlines() if line.startswith("&= ")]
     used = {n for line in numeric for n in re.findall(r"(-?\d+\.\d+) \\cdot", line)}
     assert used and used <= set(x)
+
+
+def test_the_given_numbers_lead_to_the_key(made, tmp_path):
+    """Q, K and V recomputed exactly (fractions) from the input rows as the sheet gives
+    them (rounded to 4 decimals with the decimal module, from mpmath at 60 digits) round
+    to the key's values and clear the margin too: a student working from the sheet gets
+    the key's answers."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    root = written(made, tmp_path)
+    margin = Fraction(1, 100)
+    for v in made.variants:
+        values = mp_head(root / v.id / "example.toml")
+        given = [[Fraction(Decimal(mpmath.nstr(e, 40, strip_zeros=False)).quantize(
+            Decimal("0.0001"), rounding=ROUND_HALF_EVEN)) for e in row]
+            for row in values["input"]]
+        head = tomllib.loads((root / v.id / "example.toml").read_text(),
+                             parse_float=str)["layer"][0]["head"][0]
+        for name, w in (("Q", "W_Q"), ("K", "W_K"), ("V", "W_V")):
+            weights = [[Fraction(str(e)) for e in row] for row in head[w]]
+            exact = values[f"layer1.head1.{name}"]
+            for i, row in enumerate(given):
+                for j in range(len(weights[0])):
+                    t = sum(row[k] * weights[k][j] for k in range(len(row))) * 10 ** DECIMALS
+                    assert abs(t - math.floor(t) - Fraction(1, 2)) > margin
+                    assert round(t) == int(mpmath.nint(exact[i][j] * 10 ** DECIMALS))

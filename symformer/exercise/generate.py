@@ -2,7 +2,8 @@
 
 Each variant gets at most ``settings.attempts`` draws; a draw is rejected when it is
 not a valid example (a zero variance, say), repeats an earlier variant, puts an
-asked value within the margin of a rounding boundary, or has flat softmax rows
+asked value within the margin of a rounding boundary, gives other answers (or ones
+within the margin) from the sheet's given numbers, or has flat softmax rows
 (:mod:`symformer.exercise.margin`).  A float64 prefilter
 (:mod:`symformer.exercise.prefilter`) rejects the draws clearly within the margin
 before they are built, and never one the certified check would accept; the others
@@ -26,7 +27,12 @@ from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
 from symformer.example.loader import example_from_dict, parse_example
 from symformer.exercise.draw import Stream, draw
-from symformer.exercise.margin import asked_balls, margin_failure, spread_failure
+from symformer.exercise.margin import (
+    asked_balls,
+    given_failure,
+    margin_failure,
+    spread_failure,
+)
 from symformer.exercise.prefilter import Prefilter, prefilter
 from symformer.exercise.settings import Settings
 from symformer.exercise.toml_text import toml_text
@@ -34,7 +40,7 @@ from symformer.exercise.toml_text import toml_text
 #: The most variants one run makes (ids v01 ... v500).
 MAX_VARIANTS = 500
 #: Rejection reasons, in the order the checks run.
-REASONS = ("invalid", "duplicate", "margin", "spread")
+REASONS = ("invalid", "duplicate", "margin", "given", "spread")
 
 
 @dataclass
@@ -87,6 +93,8 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
         "margin": lambda n: f"{n} put an asked value within {settings.margin} of a unit of "
                             f"the last decimal from a rounding boundary at {decimals} "
                             f"decimals (e.g. {examples['margin']})",
+        "given": lambda n: f"{n} gave another answer, or one within the margin, when "
+                           f"computed from the sheet's given numbers (e.g. {examples['given']})",
         "spread": lambda n: f"{n} had softmax weights closer together than "
                             f"min_spread = {settings.min_spread} (e.g. {examples['spread']})",
         "invalid": lambda n: f"{n} were not valid examples ({examples['invalid']})",
@@ -94,6 +102,8 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
     }
     order = sorted(counts, key=lambda r: (-counts[r], REASONS.index(r)))
     hint = {"margin": "lower --decimals or --margin, or widen the ranges in [exercise]",
+            "given": "lower --decimals or --margin, or also ask for the stages that compute "
+                     "the given tables",
             "spread": "lower min_spread in [exercise], or widen the weights' range",
             "invalid": "change the ranges in [exercise]",
             "duplicate": "widen the ranges in [exercise], or ask for fewer variants"}
@@ -193,6 +203,9 @@ def _check(build: Callable[[], Example], asked: list[str], decimals: int, settin
         failed = margin_failure(g, asked, decimals, settings.margin, balls)
         if failed is not None:
             return "margin", failed
+        failed = given_failure(g, asked, decimals, settings.margin, balls)
+        if failed is not None:
+            return "given", failed
         failed = spread_failure(g, asked, settings.min_spread, balls)
         if failed is not None:
             return "spread", failed

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from symformer.engine import Derivation, Stage
+from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
 from symformer.latex.blocks import Cell, Heading, MatrixBlock, Prose
 from symformer.latex.document import PREAMBLE, caption, legend_prose
 from symformer.latex.equations import stage_equation
@@ -26,8 +27,6 @@ from symformer.notation import legend
 
 #: An empty answer cell: as wide as a signed two-digit answer.
 _BLANK = r"\hphantom{-00.00}"
-#: Extra places of the given (not asked) input tables.
-GIVEN_EXTRA_DECIMALS = 2
 
 
 def _param_latex(name: str) -> str:
