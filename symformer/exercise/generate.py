@@ -61,7 +61,7 @@ class Search:
     rejected: Counter = field(default_factory=Counter)
     #: CPU seconds of the whole draw-derive-check loop, rejected draws included
     seconds: float = 0.0
-    #: CPU seconds of the certified margin and spread checks alone
+    #: CPU seconds of the certified margin, given and spread checks alone
     check_seconds: float = 0.0
     #: draws the float prefilter rejected (counted under "margin" too), and its time
     prefiltered: int = 0
