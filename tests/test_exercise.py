@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import tempfile
 import tomllib
 from fractions import Fraction
 from pathlib import Path
@@ -19,7 +20,7 @@ import mpmath
 import pytest
 from blocks_reference import forward
 from flint import arb
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symformer.cli import main
@@ -91,7 +92,7 @@ def mp_head(path: Path, digits: int = 60) -> dict[str, list[list[mpmath.mpf]]]:
         weights.append([t / mpmath.fsum(e) for t in e])
     out = [[mpmath.fsum(a * v[j][c] for j, a in enumerate(row)) for c in range(len(v[0]))]
            for row in weights]
-    return dict(zip(ASKED, (q, k, v, raw, scores, weights, out)))
+    return {**dict(zip(ASKED, (q, k, v, raw, scores, weights, out))), "input": x}
 
 
 def run(args: list[str]) -> int:
@@ -324,3 +325,102 @@ def test_stream_is_sha256_of_fixed_text():
             expected.append(k)
     stream = Stream(7, 1, 0)
     assert [stream.below(5) for _ in range(20)] == expected
+
+
+def test_prefilter_decides_nothing(made, monkeypatch):
+    """Without the float prefilter (every draw built and certified) a seed gives the
+    same files and the same rejection counts: it only rejects draws earlier."""
+    assert made.search.prefiltered > 0
+    monkeypatch.setattr("symformer.exercise.generate.prefilter", lambda *args: None)
+    slow = make_exercise(Request(None, COUNT, SEED, decimals=DECIMALS))
+    assert slow.search.prefiltered == 0
+    assert slow.files == made.files
+    assert slow.search.rejected == made.search.rejected
+
+
+@given(st.integers(0, 2 ** 63 - 1), st.sampled_from([0, 1, 2]))
+@settings(max_examples=25, deadline=None)
+def test_prefilter_rejects_only_draws_within_the_margin(seed, decimals):
+    """mpmath at 60 digits: a draw the prefilter rejects has an asked value within the
+    margin of a rounding boundary (so the certified check would reject it too)."""
+    from symformer.blocks import derive
+    from symformer.example.loader import example_from_dict
+    from symformer.exercise import read_template
+    from symformer.exercise.draw import draw
+    from symformer.exercise.prefilter import prefilter
+    from symformer.exercise.settings import read_settings
+    from symformer.exercise.toml_text import toml_text
+
+    data, source, _ = read_template(None)
+    config = read_settings(data.pop("exercise", None), source)
+    quick = prefilter(data, derive(example_from_dict(data, source)), ASKED, decimals,
+                      config.margin)
+    assert quick is not None
+    drawn = draw(data, config, Stream(seed, 1, 0))
+    failed = quick.failure(drawn)
+    if failed is None:
+        return
+    with tempfile.TemporaryDirectory() as folder:  # hypothesis: no tmp_path fixture
+        path = Path(folder) / "draw.toml"
+        path.write_text(toml_text(drawn))
+        values = mp_head(path)
+    stage, index = failed.split("[")
+    i, j = map(int, index.rstrip("]").split(","))
+    t = values[stage][i][j] * 10 ** decimals - mpmath.mpf(1) / 2
+    assert abs(t - mpmath.nint(t)) < mpmath.mpf(config.margin.numerator) / \
+        config.margin.denominator
+
+
+def test_prefilter_is_off_when_it_cannot_place_the_numbers():
+    """A template whose asked stages read a table the prefilter does not place (a
+    decoder's) gets none: every draw is then built and certified."""
+    from symformer.blocks import derive
+    from symformer.example.loader import example_from_dict
+    from symformer.exercise import read_template
+    from symformer.exercise.prefilter import prefilter
+
+    data, source, _ = read_template("encoder_decoder")
+    g = derive(example_from_dict(data, source))
+    decoder = [s.name for s in g if s.side == "decoder" and s.op.parameters()][:1]
+    assert decoder and prefilter(data, g, decoder, 2, Fraction(1, 100)) is None
+    encoder = ["layer1.head1.Q"]
+    assert prefilter(data, g, encoder, 2, Fraction(1, 100)) is not None
+
+
+def test_worked_lines_substitute_the_given_numbers(made):
+    """The key's worked lines for q use the input row exactly as the sheet gives it
+    (D + 2 = 4 decimals), so a reader can recompute them from the sheet."""
+    sheet, key = made.files["v01/sheet.md"], made.files["v01/key.md"]
+    given = re.search(r"^\| 1 \| think \|(.*)$", sheet, re.M).group(1)
+    x = re.findall(r"-?\d+\.\d+", given)
+    assert len(x) == 4 and all(len(v.split(".")[1]) == DECIMALS + 2 for v in x)
+    lines = key.split("Worked lines", 1)[1].split("\\end{aligned}")[0]
+    numeric = [line for line in lines.splitlines() if line.startswith("&= ")]
+    used = {n for line in numeric for n in re.findall(r"(-?\d+\.\d+) \\cdot", line)}
+    assert used and used <= set(x)
+
+
+def test_the_given_numbers_lead_to_the_key(made, tmp_path):
+    """Q, K and V recomputed exactly (fractions) from the input rows as the sheet gives
+    them (rounded to 4 decimals with the decimal module, from mpmath at 60 digits) round
+    to the key's values and clear the margin too: a student working from the sheet gets
+    the key's answers."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    root = written(made, tmp_path)
+    margin = Fraction(1, 100)
+    for v in made.variants:
+        values = mp_head(root / v.id / "example.toml")
+        given = [[Fraction(Decimal(mpmath.nstr(e, 40, strip_zeros=False)).quantize(
+            Decimal("0.0001"), rounding=ROUND_HALF_EVEN)) for e in row]
+            for row in values["input"]]
+        head = tomllib.loads((root / v.id / "example.toml").read_text(),
+                             parse_float=str)["layer"][0]["head"][0]
+        for name, w in (("Q", "W_Q"), ("K", "W_K"), ("V", "W_V")):
+            weights = [[Fraction(str(e)) for e in row] for row in head[w]]
+            exact = values[f"layer1.head1.{name}"]
+            for i, row in enumerate(given):
+                for j in range(len(weights[0])):
+                    t = sum(row[k] * weights[k][j] for k in range(len(row))) * 10 ** DECIMALS
+                    assert abs(t - math.floor(t) - Fraction(1, 2)) > margin
+                    assert round(t) == int(mpmath.nint(exact[i][j] * 10 ** DECIMALS))

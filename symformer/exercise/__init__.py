@@ -90,14 +90,15 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
-                                     request.decimals, settings, progress, header)
+                                     request.decimals, settings, progress, header, g)
     files: dict[str, str] = {}
+    keys: list[tuple[str, list]] = []
     for v in variants:
         files[f"{v.id}/example.toml"] = v.text
-        files.update({f"{v.id}/{k}": text for k, text in
-                      sheet_files(v.derivation, asked, request.decimals, token).items()})
-    files.update(key_all_files(variants, asked, request.decimals, token,
-                               str(data.get("title", name))))
+        made, key = sheet_files(v.derivation, asked, request.decimals, token, f"{v.id}:")
+        files.update({f"{v.id}/{k}": text for k, text in made.items()})
+        keys.append((v.id, key))
+    files.update(key_all_files(keys, str(data.get("title", name))))
     files["manifest.toml"] = manifest_text(
         template=request.template or "<built-in>", seed=request.seed,
         decimals=request.decimals, margin=settings.margin, token=token, asked=asked,

@@ -43,14 +43,17 @@ class Stream:
                 return k
 
 
+def drawn_key(key: str) -> bool:
+    """Whether a table's entry named ``key`` is drawn (``embeddings``, ``W_*``, ``b_*``)."""
+    return key == "embeddings" or key.startswith(("W_", "b_"))
+
+
 def _range_for(key: str, settings: Settings) -> Range | None:
+    if not drawn_key(key):
+        return None
     if key == "embeddings":
         return settings.embeddings
-    if key.startswith("W_"):
-        return settings.weights
-    if key.startswith("b_"):
-        return settings.biases
-    return None
+    return settings.weights if key.startswith("W_") else settings.biases
 
 
 def _is_numeric(value: Any) -> bool:

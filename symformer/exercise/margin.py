@@ -6,6 +6,11 @@
   when true for every point of the ball, hence for ``v`` itself).  A ball too wide
   to prove it counts as a failure (a rejection is always safe), so no acceptance
   depends on a float.
+* **The given numbers lead to the same answers**: an asked stage that reads tables
+  the sheet gives (not asked; printed at ``decimals + 2`` places), recomputed from
+  those printed numbers, also clears the margin and rounds to the same answer, so a
+  student working from the sheet gets the key's value and the key's worked lines can
+  substitute exactly the numbers given.
 * **Spread of the softmax weights**: in every row of every asked softmax stage, the
   largest weight exceeds the smallest by at least ``min_spread`` (certified: the
   lower bound of one entry minus the upper bound of another).  Rows with fewer than
@@ -24,6 +29,8 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
+from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.verify.chain import apply, ball, round_values
 
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
 PRECISION = 192
@@ -98,4 +105,51 @@ def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction,
                 continue
             if max(lo for lo, _ in live) - min(hi for _, hi in live) < min_spread:
                 return f"{name} row {i}"
+    return None
+
+
+def _cell(value: arb, decimals: int) -> int:
+    """The rounding of a ball that clears the margin (it lies inside one cell)."""
+    return int(((value * 10 ** decimals).mid() + _HALF).floor().unique_fmpz())
+
+
+def _printed(values: ArbMatrix, places: int) -> list | None:
+    """A given table as the sheet prints it: each entry's certified rounding to
+    ``places`` decimals (an exact rational; masked scores stay -inf), None if undecided."""
+    rounded = round_values([[None if b is NEG_INF else b for b in row] for row in values],
+                           places)
+    if rounded is None:
+        return None
+    return [[NEG_INF if b is NEG_INF else r for b, r in zip(row, out)]
+            for row, out in zip(values, rounded)]
+
+
+def given_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
+                  balls: dict[str, ArbMatrix] | None = None) -> str | None:
+    """``None`` when every asked stage that reads given tables, recomputed from them as
+    printed (``decimals + 2`` places), clears the margin and rounds as its exact value;
+    else the first entry that does not."""
+    balls = asked_balls(g, asked) if balls is None else balls
+    places = decimals + GIVEN_EXTRA_DECIMALS
+    for name in asked:
+        given = [i for i in g[name].inputs if i not in asked]
+        if not given:
+            continue
+        with precision(PRECISION):
+            inputs = [_printed(balls[i], places) if i in given else balls[i]
+                      for i in g[name].inputs]
+            if any(v is None for v in inputs):
+                return f"{given[0]} (its rounding to {places} decimals is undecided)"
+            values = apply(g[name].op, inputs)
+            wide = margin_ball(margin)
+            for i, row in enumerate(values):
+                for j, entry in enumerate(row):
+                    exact = balls[name][i][j]
+                    if entry is None or exact is NEG_INF:
+                        continue
+                    value = entry if isinstance(entry, arb) else \
+                        ball(Fraction(int(entry.p), int(entry.q)))
+                    if not (value.is_finite() and clears_margin(value, decimals, wide)
+                            and _cell(value, decimals) == _cell(exact, decimals)):
+                        return f"{name}[{i},{j}]"
     return None

@@ -61,6 +61,11 @@ class Range:
         return f"{self.low} to {self.high} in steps of {self.step}"
 
 
+#: Extra places of the given (not asked) input tables on a sheet: a sheet prints them
+#: at ``decimals + GIVEN_EXTRA_DECIMALS``, and the key's worked lines substitute them so.
+GIVEN_EXTRA_DECIMALS = 2
+
+
 @dataclass(frozen=True)
 class Settings:
     """The ranges and constraints of an exercise (see the module docstring)."""

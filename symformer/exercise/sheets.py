@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from symformer.engine import Derivation, Stage
+from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
 from symformer.latex.blocks import Cell, Heading, MatrixBlock, Prose
 from symformer.latex.document import PREAMBLE, caption, legend_prose
 from symformer.latex.equations import stage_equation
@@ -26,8 +27,6 @@ from symformer.notation import legend
 
 #: An empty answer cell: as wide as a signed two-digit answer.
 _BLANK = r"\hphantom{-00.00}"
-#: Extra places of the given (not asked) input tables.
-GIVEN_EXTRA_DECIMALS = 2
 
 
 def _param_latex(name: str) -> str:
@@ -80,8 +79,10 @@ def given_blocks(g: Derivation, asked: list[str], decimals: int, tag: str) -> li
 
 
 def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
-                 tag: str) -> list:
-    """One asked stage: heading, general equation, and its table (empty on a sheet)."""
+                 tag: str, asked: list[str]) -> list:
+    """One asked stage: heading, general equation, and its table (empty on a sheet);
+    the key's worked lines substitute the given inputs (the stages not asked) at the
+    sheet's ``decimals + 2`` places, exactly the numbers the student was given."""
     out: list = [Heading(f"{caption(stage)} ({stage.name})", level)]
     equation = stage_equation(stage)
     if equation is not None:
@@ -94,7 +95,9 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
             f"Fill in every entry, rounded to {decimals} decimals.",))
         return [*out, table]
     out.append(table)
-    worked = worked_example(stage, token, Style(decimals, False))
+    given = tuple((name, decimals + GIVEN_EXTRA_DECIMALS) for name in stage.inputs
+                  if name not in asked)
+    worked = worked_example(stage, token, Style(decimals, False, given=given))
     if worked is not None:
         out.append(Prose((f"Worked lines for \u201c{stage.rows[token]}\u201d "
                           f"(position {token}):",)))
@@ -113,7 +116,7 @@ def document_blocks(g: Derivation, asked: list[str], decimals: int, token: int, 
     out: list = [Prose((what,)), legend_prose(legend([g[a] for a in asked])),
                  Heading("Given", level), *given_blocks(g, asked, decimals, tag)]
     for name in asked:
-        out += stage_blocks(g[name], decimals, token, key, level, tag)
+        out += stage_blocks(g[name], decimals, token, key, level, tag, asked)
     return out
 
 
@@ -131,26 +134,30 @@ def markdown_document(title: str, blocks: list) -> str:
     return f"# {markdown_text(title)}\n\n" + body.replace(f"${_BLANK}$", " ") + "\n"
 
 
-def sheet_files(g: Derivation, asked: list[str], decimals: int, token: int
-                ) -> dict[str, str]:
-    """``sheet.tex``, ``sheet.md``, ``key.tex``, ``key.md`` of one variant."""
+def sheet_files(g: Derivation, asked: list[str], decimals: int, token: int, tag: str = ""
+                ) -> tuple[dict[str, str], list]:
+    """``sheet.tex``, ``sheet.md``, ``key.tex``, ``key.md`` of one variant, and the key's
+    blocks (for :func:`key_all_files`; labels carry ``tag``, unique in the combined key)."""
     files = {}
+    key_blocks: list = []
     for name, key in (("sheet", False), ("key", True)):
         title = f"{'Answer key' if key else 'Exercise'}: {g.example.title}"
-        blocks = document_blocks(g, asked, decimals, token, key)
+        blocks = document_blocks(g, asked, decimals, token, key, tag=tag)
         files[f"{name}.tex"] = latex_document(title, blocks)
         files[f"{name}.md"] = markdown_document(title, blocks)
-    return files
+        if key:
+            key_blocks = blocks
+    return files, key_blocks
 
 
-def key_all_files(variants: list, asked: list[str], decimals: int, token: int,
-                  title: str) -> dict[str, str]:
-    """``key-all.tex`` and ``key-all.md``: every variant's key, one section each."""
+def key_all_files(keys: list[tuple[str, list]], title: str) -> dict[str, str]:
+    """``key-all.tex`` and ``key-all.md``: every variant's key (its id and the blocks
+    :func:`sheet_files` built), one section each, the key's headings one level down."""
     blocks: list = []
-    for v in variants:
-        blocks.append(Heading(f"Variant {v.id}", 1))
-        blocks += document_blocks(v.derivation, asked, decimals, token, True, level=2,
-                                  tag=f"{v.id}:")
+    for vid, key in keys:
+        blocks.append(Heading(f"Variant {vid}", 1))
+        blocks += [replace(b, level=b.level + 1) if isinstance(b, Heading) else b
+                   for b in key]
     heading = f"Answer key, all variants: {title}"
     return {"key-all.tex": latex_document(heading, blocks).replace(
                 "\\section{Variant", "\\clearpage\n\\section{Variant"),

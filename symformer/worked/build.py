@@ -195,7 +195,8 @@ class _Row:
             else:
                 if form.is_finite is not False:
                     return Converter(_no_leaf, constants_first=True)(form)
-        return _decimal(self.values.text(source, r, c, decimals))
+        fixed = dict(self.style.given).get(name)
+        return _decimal(self.values.text(source, r, c, decimals if fixed is None else fixed))
 
     def symbolic_form(self, expr: sympy.Expr) -> Node:
         def leaf(s: sympy.Symbol) -> Node:
