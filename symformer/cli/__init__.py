@@ -24,10 +24,12 @@ from symformer.errors import InputError, NotSupportedError, UndecidedError, Unde
 
 DESCRIPTION = """\
 Derive a small Transformer example exactly, stage by stage (forward and backward),
-and turn the derivation into LaTeX, Markdown, figures, worked lines and checks. Every
-command works on the built-in example (the blog post's "I think I understand") when
-no example file is given; more ship by name (attention_only, gpt2_style, llama_style,
-encoder_decoder, course_module). `symformer COMMAND --help` shows examples.
+and turn the derivation into LaTeX, Markdown, figures, slides, worked lines, checks,
+training steps and exercise sheets. Every command works on the built-in example (the
+blog post's "I think I understand") when no example file is given; more ship by name
+(attention_only, gpt2_style, llama_style, encoder_decoder, course_module, and two
+published worked examples with their printed numbers: illustrated_self_attention,
+scaled_identity_attention). `symformer COMMAND --help` shows examples.
 """
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from symformer.cli._common import bounded_int, token_text
+from symformer.display import Progress
 from symformer.files import output_directory, write_files
 
 ORDER = 75
@@ -75,24 +75,20 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)
-    show = not args.quiet and sys.stderr.isatty()
-
-    def say(text: str) -> None:
-        if show:
-            print(f"symformer exercise: {text}", file=sys.stderr, flush=True)
-
     request = Request(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
                       args.token, args.margin)
-    made = make_exercise(request, lambda k, n: say(f"variant {k}/{n} drawn"))
+    with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
+        made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"))
     files: dict[str, str | bytes] = dict(made.files)
     if args.pdf:
         sources = [name for name in made.files if name.endswith(".tex")]
-        for k, name in enumerate(sources, start=1):
-            say(f"pdflatex {k}/{len(sources)} {name}")
-            folder, _, base = name.rpartition("/")
-            pdf = compile_pdf({base: made.files[name]}, main=base)
-            files[(f"{folder}/" if folder else "") + base[:-4] + ".pdf"] = pdf
+        with Progress("symformer exercise", total=len(sources), quiet=args.quiet) as bar:
+            for name in sources:
+                bar.update(f"pdflatex {name}")
+                folder, _, base = name.rpartition("/")
+                pdf = compile_pdf({base: made.files[name]}, main=base)
+                files[(f"{folder}/" if folder else "") + base[:-4] + ".pdf"] = pdf
     written = write_files(args.out, files)
     search = made.search
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(search.rejected.items())) or "none"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from symformer.cli._common import work_limit
+from symformer.display import Progress
 from symformer.errors import InputError
 from symformer.files import write_files
 from symformer.grade.answers import AnswerSheet, read_answers
@@ -81,17 +82,20 @@ def run(args: argparse.Namespace) -> int:
     grader = Grader(key, points)
     grades: list[StudentGrade] = []
     skipped: list[tuple[Path, str]] = []
-    for path in answer_files(args.answers):
-        try:
-            sheet: AnswerSheet = read_answers(path)
-            grader.variant(sheet)
-        except InputError as exc:
-            if not args.keep_going:
-                raise
-            skipped.append((path, str(exc)))
-            print(f"symformer grade: skipped: {exc}", file=sys.stderr)
-            continue
-        grades.append(grader.grade(sheet))
+    paths = answer_files(args.answers)
+    with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:
+        for path in paths:
+            bar.update(path.name)
+            try:
+                sheet: AnswerSheet = read_answers(path)
+                grader.variant(sheet)
+            except InputError as exc:
+                if not args.keep_going:
+                    raise
+                skipped.append((path, str(exc)))
+                print(f"symformer grade: skipped: {exc}", file=sys.stderr)
+                continue
+            grades.append(grader.grade(sheet))
     files = {"summary.csv": summary_csv(grades, key.asked, skipped)}
     for name, g in zip(feedback_names(grades), grades):
         files[f"feedback/{name}"] = feedback(g, key.asked, points)
