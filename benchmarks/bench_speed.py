@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -95,14 +97,46 @@ def arb_mat_block(example: Example):
     return run
 
 
-def process_time(argv: list[str], runs: int) -> float:
-    """Median wall time of a whole process."""
-    times = []
+def process_time(argv: list[str], runs: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + system) of a whole process.
+
+    Run as an installed package runs: with bytecode caches (a first, untimed run
+    writes them, even where ``PYTHONDONTWRITEBYTECODE`` is set for development).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(argv, check=True, capture_output=True, env=env)
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(argv, check=True, capture_output=True)
-        times.append(time.perf_counter() - t0)
+        subprocess.run(argv, check=True, capture_output=True, env=env)
+        walls.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def cpu_time(fn, repeat: int) -> float:
+    """Median CPU time of ``fn()`` (steadier than wall time on a shared machine)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
     return statistics.median(times)
+
+
+def profile(example: Example, top: int) -> None:
+    """The ``top`` functions by own time of derive + every stage to 50 digits."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(20):
+        exact_run(example, 50)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
 _BIG = """
@@ -110,10 +144,10 @@ import json, resource, sys, time
 sys.path.insert(0, {here!r})
 from bench_engine import exact_run, random_example
 example = random_example(*{shape!r}, seed=3)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 entries = exact_run(example, 30)
-seconds = time.perf_counter() - t0
-print(json.dumps({{"entries": entries, "seconds": seconds,
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({{"entries": entries, "seconds": seconds, "cpu": cpu,
                    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -125,27 +159,40 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="process runs per command")
     parser.add_argument("--big", default="64,64,8,4",
                         help="tokens,d_model,heads,layers of the large example")
+    parser.add_argument("--profile", type=int, metavar="N", default=0,
+                        help="print the N top functions (own time) of the built-in run")
     args = parser.parse_args()
     example = load_example()
     exact_run(example, 50)
+    if args.profile:
+        profile(example, args.profile)
 
     limit = arb_mat_block(example)
     limit()
     certified = median_time(limit, args.repeat * 5)
     exact = median_time(lambda: exact_run(example, 50), args.repeat)
+    certified_cpu = cpu_time(limit, args.repeat * 5)
+    exact_cpu = cpu_time(lambda: exact_run(example, 50), args.repeat)
     print("1. built-in block, 50 certified digits of every stage vs an arb_mat pass (200 bits)")
     print(f"   symformer: {exact * 1e3:.2f} ms; arb_mat: {certified * 1e3:.2f} ms;"
           f" ratio {exact / certified:.1f}x  (target <= 10x)")
+    print(f"   CPU time: {exact_cpu * 1e3:.2f} ms vs {certified_cpu * 1e3:.2f} ms;"
+          f" ratio {exact_cpu / certified_cpu:.1f}x")
 
     base = process_time([sys.executable, "-c", "import numpy, flint"], args.runs)
     cli = process_time([sys.executable, "-m", "symformer", "derive"], args.runs)
-    print("2. whole processes, medians of", args.runs, "runs")
-    print(f"   symformer derive: {cli:.2f} s; python -c 'import numpy, flint': {base:.2f} s;"
-          f" ratio {cli / base:.1f}x  (target <= 3x)")
+    sym = process_time([sys.executable, "-c", "import numpy, flint, sympy"], args.runs)
+    print("2. whole processes, medians of", args.runs, "runs (wall; CPU)")
+    print(f"   symformer derive: {cli[0]:.2f} s; {cli[1]:.2f} s")
+    print(f"   python -c 'import numpy, flint': {base[0]:.2f} s; {base[1]:.2f} s")
+    print(f"   python -c 'import numpy, flint, sympy': {sym[0]:.2f} s; {sym[1]:.2f} s")
+    print(f"   ratio {cli[0] / base[0]:.1f}x wall, {cli[1] / base[1]:.1f}x CPU  (target <= 3x);"
+          f" importing SymPy alone: {sym[0] / base[0]:.1f}x wall, {sym[1] / base[1]:.1f}x CPU")
 
     shape = tuple(int(v) for v in args.big.split(","))
     small_entries = exact_run(example, 30)
     small = median_time(lambda: exact_run(example, 30), args.repeat)
+    small_cpu = cpu_time(lambda: exact_run(example, 30), args.repeat)
     code = _BIG.format(here=str(Path(__file__).parent), shape=(*shape,))
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True)
@@ -156,6 +203,9 @@ def main() -> None:
           f" {per_big * 1e6:.1f} us/entry vs built-in {per_small * 1e6:.1f} us/entry:"
           f" ratio {per_big / per_small:.2f}  (target <= 2); peak memory"
           f" {big['peak_mb']:.0f} MB")
+    cpu_small, cpu_big = small_cpu / small_entries, big["cpu"] / big["entries"]
+    print(f"   CPU time: {big['cpu']:.1f} s, {cpu_big * 1e6:.1f} us/entry vs built-in"
+          f" {cpu_small * 1e6:.1f} us/entry: ratio {cpu_big / cpu_small:.2f}")
 
 
 if __name__ == "__main__":

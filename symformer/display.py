@@ -87,3 +87,50 @@ def derivation_latex(g) -> str:
     rows = r" \\ ".join(rf"\text{{{latex_text(s.name)}}} & {s.shape[0]}\times{s.shape[1]}"
                         for s in g)
     return rf"$$\begin{{array}}{{ll}} {rows} \end{{array}}$$"
+
+
+class Progress:
+    """A progress bar on stderr for long runs (tqdm), cleared when done.
+
+    Silent when stderr is not a terminal (piped, redirected) or when ``quiet``, so
+    scripts and logs see only the result.  ``total`` steps (None: no bar); each
+    :meth:`update` names the step now starting (the steps before it count as done).
+    """
+
+    def __init__(self, title: str, total: int | None = None, quiet: bool = False,
+                 stream=None) -> None:
+        import sys
+
+        from tqdm import tqdm
+
+        self.stream = stream if stream is not None else sys.stderr
+        self.active = not quiet and bool(getattr(self.stream, "isatty", lambda: False)())
+        self.title = title
+        self.started = False
+        self.bar = tqdm(total=total, desc=title, file=self.stream, leave=False,
+                        disable=not self.active, dynamic_ncols=True,
+                        bar_format="{desc} [{n_fmt}/{total_fmt}] {bar:20}" if total
+                        else "{desc}")
+
+    def update(self, message: str) -> None:
+        """Show ``message``, the step now starting; the one before it is done."""
+        if self.active:
+            self.bar.set_description_str(f"{self.title}: {message}", refresh=False)
+            self.bar.update(1 if self.started else 0)
+            self.bar.refresh()
+            self.started = True
+
+    def set_total(self, total: int) -> None:
+        """The number of steps, once known."""
+        if self.active and self.bar.total != total:
+            self.bar.total = total
+
+    def done(self) -> None:
+        """Clear the bar."""
+        self.bar.close()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done()

@@ -37,13 +37,18 @@ def notation(stage: Stage) -> Notation:
 
 
 def per_row(stage: Stage) -> bool:
-    """True when the stage has one number per token row (no subscript: ``μ``)."""
+    """True when the stage has one number per token row (no subscript: ``μ``); so has
+    the gradient at such a stage (``∂L/∂μ``)."""
+    source = stage.name.removeprefix("grad.")
+    if source != stage.name and stage.derivation is not None and source in stage.derivation:
+        return per_row(stage.derivation[source])
     return isinstance(stage.op, _PER_ROW)
 
 
 def index(stage: Stage, j: int) -> int | None:
-    """The subscript of column ``j`` (0-based), or None for a whole-row quantity."""
-    return None if per_row(stage) else j
+    """The subscript of column ``j`` (0-based), or None for a whole-row quantity or a
+    single number (the loss ``L``)."""
+    return None if per_row(stage) or stage.shape == (1, 1) else j
 
 
 def entry(stage: Stage, j: int, fmt: str = "text") -> str:

@@ -26,8 +26,18 @@ _GROUPS = [
 
 
 def part_of(stage: Stage) -> tuple[str, ...]:
-    """Where a stage sits in the block: ``("Layer 1", "Head 2")``, ``("Input",)``."""
+    """Where a stage sits in the block: ``("Layer 1", "Head 2")``, ``("Input",)``.
+
+    A gradient ``grad.S`` sits where S does; a weight's gradient where the stage
+    owning the weight does (the stage before its gradient among its inputs)."""
     parts = stage.name.split(".")
+    if parts[0] == "grad" and stage.kind in ("gradient", "weight_gradient"):
+        g = stage.derivation
+        source = stage.name.removeprefix("grad.")
+        if source in g:
+            return part_of(g[source])
+        if stage.kind == "weight_gradient":
+            return part_of(g[stage.inputs[-2]])
     side = []
     if parts[0] in ("encoder", "decoder"):
         side = [parts.pop(0).capitalize()]

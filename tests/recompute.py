@@ -1,7 +1,7 @@
 """A reader's recomputation of a printed worked line, independent of symformer.
 
 ``expression`` (plain arithmetic over printed decimal literals: ``+ - * / **``,
-parentheses, ``exp sqrt max min erf tanh sin cos``, the constant ``pi``) is parsed
+parentheses, ``exp sqrt max min erf tanh sin cos log``, the constant ``pi``) is parsed
 with :mod:`ast` and evaluated exactly: with :class:`fractions.Fraction` while only
 rational operations occur, with mpmath at 80 digits otherwise.  Literals are read from their source
 text (``"0.1"`` is 1/10, never the float 0.1).
@@ -16,7 +16,7 @@ import mpmath
 
 mpmath.mp.dps = 80
 FUNCTIONS = {"exp": mpmath.exp, "sqrt": mpmath.sqrt, "erf": mpmath.erf,
-             "tanh": mpmath.tanh, "sin": mpmath.sin, "cos": mpmath.cos}
+             "tanh": mpmath.tanh, "sin": mpmath.sin, "cos": mpmath.cos, "log": mpmath.log}
 #: A non-rational value this close to a rounding tie is refused as undecidable here.
 TOO_CLOSE = mpmath.mpf(10) ** -60
 

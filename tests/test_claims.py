@@ -150,7 +150,7 @@ def test_document(example, g) -> None:
            "#  [1. 2.]]\n")
     claims = claims_from_document(doc, "doc.md", ["Q=layer1.head1.Q", "Q=-"])
     assert len(claims) == 1 and claims[0].values[1] == ["1.59", "0.75"]
-    with pytest.raises(InputError, match="no recognisable arrays"):
+    with pytest.raises(InputError, match="no recognisable numbers"):
         claims_from_document("nothing here", "doc.md", [])
 
 

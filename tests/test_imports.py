@@ -161,3 +161,22 @@ def test_no_private_name_imported_from_another_module(name):
                if a.name.startswith("_") and a.name != "__version__"
                and _resolve(name, n) != "__future__"]
     assert not private, f"{name} imports private names: {', '.join(private)}"
+
+
+def test_derive_imports_only_what_it_runs():
+    """``symformer derive`` imports its own command, not the exporters, the tracer, the
+    figures or the other commands (a faster start; see README, Performance)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runpy; sys.argv = ['symformer', 'derive']\n"
+            "try:\n    runpy.run_module('symformer', run_name='__main__')\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('MODULES', *sorted(m for m in sys.modules if m.startswith('symformer')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(symformer.__file__).parent.parent)
+    loaded = set(out.stdout.split("MODULES", 1)[1].split())
+    assert "symformer.cli.derive" in loaded and "symformer.engine.rounding" in loaded
+    for absent in ("symformer.latex", "symformer.trace", "symformer.figures",
+                   "symformer.cli.export", "symformer.cli.check", "symformer.verify.check"):
+        assert absent not in loaded, absent

@@ -81,3 +81,24 @@ def test_clipped_relu_entries_follow_the_sign_of_the_hidden_layer(block, builtin
     marks = np.array([["clipped" in c.marks for c in row] for row in table.cells])
     assert (marks == (hidden <= 0)).all()
     assert r"\cellcolor{black!12}" in to_latex(table)
+
+
+def test_heat_outside_unit_interval_uses_the_tables_own_range():
+    """A heat map of values outside [0, 1] shades from the table's smallest to its
+    largest value (compared with the float64 reference, rounded with decimal)."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+    from fractions import Fraction
+
+    from symformer import derive, load_example
+    from symformer.latex.tables import stage_table
+
+    q = float_forward(load_example())["layer1.head1.Q"]
+    printed = [[Fraction(Decimal(float(v)).quantize(Decimal("0.001"), ROUND_HALF_EVEN))
+                for v in row] for row in q]
+    low, high = min(map(min, printed)), max(map(max, printed))
+    assert low < 0 or high > 1
+    table = stage_table(derive(load_example())["layer1.head1.Q"], decimals=3, heat=True)
+    shades = [[c.heat for c in row] for row in table.cells]
+    assert shades == [[round((v - low) / (high - low) * 100) for v in row] for row in printed]
+    assert {0, 100} <= {s for row in shades for s in row}
+    assert any("smallest" in text for text in table.legend)

@@ -10,6 +10,7 @@ function the cross-check ran.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from symformer.latex.equations import stage_equation
 from symformer.ops import (
     GELU,
     OPERATIONS,
+    AdamMoment,
+    AdamStep,
     Add,
     ArgmaxIndicator,
     Concat,
@@ -43,6 +46,7 @@ from symformer.ops import (
     Normalize,
     Notation,
     Operation,
+    Parameter,
     PositionalEncoding,
     Projection,
     ReLU,
@@ -52,15 +56,19 @@ from symformer.ops import (
     RowMeanSquare,
     RowVariance,
     ScaleMask,
+    SgdStep,
     SiLU,
     Softmax,
+    StagedNormalize,
+    StagedProjection,
     StdDev,
     WeightedSum,
     WholeMean,
     WholeVariance,
+    calculus,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
-from symformer.ops.loss import CrossEntropy, MeanSquaredError
+from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
 from symformer.verify.conventions import Convention, derive_variant
@@ -398,8 +406,10 @@ def test_printed_equation_is_rendered_from_the_function_crosscheck_ran(
     rows = crosscheck_module.crosscheck(load_example(example), convention, causal=True)
     assert all(r.ok for r in rows)
     ((g, ran),) = runs
-    assert set(ran.functions) == {s.name for s in g}
-    for stage in g:
+    forward = numpy_ref.forward_stages(g)  # gradients: numpy_backward's VJPs
+    assert set(ran.functions) == {s.name for s in forward}
+    # the loss's equation belongs to the export's Backward part (rendered there)
+    for stage in (s for s in forward if s.kind != "loss"):
         function = ran.functions[stage.name]
         equation = stage_equation(stage)
         printed = lines(stage)
@@ -422,6 +432,13 @@ def _(draw):
     return Case(MeanSquaredError(_matrix(draw, n, d)), [_matrix(draw, n, d)])
 
 
+@factory("position_mse")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(PositionSquaredError(_matrix(draw, n, d), draw(st.integers(0, n - 1))),
+                [_matrix(draw, n, d)])
+
+
 @factory("cross_entropy")
 def _(draw):
     n, v = _shape(draw)
@@ -442,3 +459,132 @@ def _(draw):
     n, d = _shape(draw)
     x, y = _matrix(draw, n, d), _matrix(draw, n, d)
     return Case(Gradient((Term(Add(), 0, 2),)), [x, y, x + y, _matrix(draw, n, d)])
+
+
+# -- training's operations (symformer train) ------------------------------------------
+
+@factory("parameter")
+def _(draw):
+    return Case(Parameter(_matrix(draw, *_shape(draw))), [])
+
+
+@factory("staged_projection")
+def _(draw):
+    n, d_in, d_out = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    bias = draw(st.booleans())
+    inputs = [_matrix(draw, n, d_in), _matrix(draw, d_in, d_out)]
+    return Case(StagedProjection(bias, weight="W_1", bias="b_1"),
+                inputs + ([_matrix(draw, 1, d_out)] if bias else []))
+
+
+@factory("sgd_step")
+def _(draw):
+    shape = _shape(draw)
+    return Case(SgdStep(sympy.Rational(draw(st.integers(1, 9)), 8)),
+                [_matrix(draw, *shape), _matrix(draw, *shape)])
+
+
+@factory("adam_moment")
+def _(draw):
+    shape = _shape(draw)
+    first = draw(st.booleans())
+    return Case(AdamMoment(sympy.Rational(9, 10), draw(st.sampled_from([1, 2]))),
+                ([] if first else [_matrix(draw, *shape)]) + [_matrix(draw, *shape)])
+
+
+@factory("adam_step")
+def _(draw):
+    n, d = _shape(draw)
+    v = sympy.Matrix(n, d, lambda i, j: _positive(draw, 1)[0, 0])
+    return Case(AdamStep(sympy.Rational(1, 100), draw(st.integers(1, 5)), sympy.Rational(9, 10),
+                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8)),
+                [_matrix(draw, n, d), _matrix(draw, n, d), v])
+
+
+@factory("staged_normalize")
+def _(draw):
+    n, d = _shape(draw)
+    x = _matrix(draw, n, d)
+    return Case(StagedNormalize(sympy.Rational(1, 1000), draw(st.booleans())),
+                [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d), _matrix(draw, 1, d)])
+
+
+# -- backward: the NumPy VJP against the rule and against finite differences ----------
+
+def _differentiable() -> list[str]:
+    """The operations with a backward rule (Gradient and Seed are the backward pass)."""
+    return sorted(name for name, cls in OPERATIONS.items()
+                  if cls.backward is not Operation.backward and name in FACTORIES)
+
+
+def _field(op: Operation, value: sympy.Matrix) -> str:
+    """The dataclass field holding a parameter (``W_1`` is the field ``W``)."""
+    return next(f.name for f in dataclasses.fields(op) if getattr(op, f.name) is value)
+
+
+def _directional(op: Operation, inputs: list[np.ndarray], grad: np.ndarray, wrt, h: float
+                 ) -> np.ndarray:
+    """sum(grad * f(x + h e)) for every entry e of input (or parameter) ``wrt``: the
+    loss <grad, f> at shifted entries, for finite differences (f's -inf entries are
+    constants and are left out)."""
+    base = inputs[wrt] if isinstance(wrt, int) else np.array(
+        op.parameters()[wrt].tolist(), dtype=float)
+    result = np.zeros(base.shape)
+    for index in np.ndindex(*base.shape):
+        shifted = base.copy()
+        if isinstance(op, WholeVariance) and wrt == 1:  # mu: one number in n copies,
+            if index[0]:  # shifted together (its derivative is given to the first)
+                continue
+            shifted += h
+        else:
+            shifted[index] += h
+        if isinstance(wrt, int):
+            args = list(inputs)
+            args[wrt] = shifted
+            f = op.reference(args)
+        else:
+            value = sympy.Matrix(shifted.tolist()).applyfunc(sympy.nsimplify)
+            f = dataclasses.replace(op, **{_field(op, op.parameters()[wrt]): value}).reference(
+                inputs)
+        result[index] = np.sum(np.where(np.isfinite(f), grad * f, 0))
+    return result
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("name", _differentiable())
+@given(data=st.data())
+def test_backward_reference_agrees_with_the_rule_and_finite_differences(name, data) -> None:
+    """For every input and parameter: the NumPy VJP (written from the matrix formula)
+    equals the op's ``backward`` rule run in floats, and the central finite differences
+    of its float forward reference (skipped at a kink such as ReLU's h = 0, where the
+    one-sided differences disagree)."""
+    case = FACTORIES[name](data.draw)
+    op = case.op
+    inputs = [np.array(m.tolist(), dtype=float) for m in case.inputs]
+    out = op.reference(inputs)
+    grad = np.array(_matrix(data.draw, *out.shape).tolist(), dtype=float)
+    for wrt in [*range(len(inputs)), *op.parameters()]:
+        if isinstance(op, Projection) and wrt == op.bias and op.b is None:
+            continue
+        got = op.backward_reference(wrt, inputs, out, grad)
+        assert got is not None, f"{name}: no NumPy backward for {wrt!r}"
+        rule = np.array(op.backward(calculus.rows(inputs), calculus.rows(out),
+                                    calculus.rows(grad), wrt, calculus.FLOATS), dtype=float)
+        assert got.shape == rule.shape, (name, wrt)
+        np.testing.assert_allclose(got, rule, rtol=1e-12, atol=1e-12, err_msg=f"{wrt!r}")
+        if isinstance(op, Embedding):  # the rows used only: compare them
+            used = op.used_rows()
+        h = 1e-5
+        plus, minus = _directional(op, inputs, grad, wrt, h), _directional(op, inputs, grad,
+                                                                           wrt, -h)
+        centre = _directional(op, inputs, grad, wrt, 0)
+        # the float forward's own rounding, magnified by 1/h (a -1e9 mask: ulp 1e-7)
+        noise = 4e-16 * float(np.abs(out[np.isfinite(out)]).max(initial=1)) \
+            * float(np.abs(grad).sum()) / h
+        central = (plus - minus) / (2 * h)
+        smooth = np.abs((plus - centre) - (centre - minus)) / h <= 1e-4 + 2 * noise
+        if isinstance(op, Embedding):
+            central, smooth = central[used], smooth[used]
+        scale = max(1.0, float(np.abs(central).max(initial=0)))
+        assert np.all(np.abs(got - central)[smooth] <= 1e-6 * scale + noise), (
+            name, wrt, got, central)

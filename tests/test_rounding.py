@@ -5,11 +5,18 @@ from __future__ import annotations
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 
+import mpmath
 from flint import arb, ctx, fmpq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from symformer.engine.rounding import round_ball, round_fraction
+from symformer.engine.rounding import (
+    ball_bounds,
+    round_ball,
+    round_fraction,
+    round_stage,
+    start_precision,
+)
 
 fractions = st.fractions(min_value=-10**6, max_value=10**6, max_denominator=10**9)
 
@@ -64,3 +71,165 @@ def test_exact_tie_is_not_decided_by_a_ball():
 
 def test_negative_values_rounding_to_zero_print_without_sign():
     assert round_fraction(Fraction(-1, 1000), decimals=2).fixed() == "0.00"
+
+
+# -- round_stage: the whole-stage path (one decimal read per entry) -----------------
+
+def _reference(x: Fraction, decimals: int | None, significant: int | None) -> Decimal:
+    """Python's decimal module's half-even rounding of an exact rational."""
+    with localcontext() as c:
+        c.prec = 400
+        c.rounding = ROUND_HALF_EVEN
+        value = decimal_of(x, 400)
+        if decimals is not None:
+            return value.quantize(Decimal(1).scaleb(-decimals))
+        c.prec = significant
+        return +value
+
+
+def _ball(x: Fraction, prec: int, radius: Fraction = Fraction(0)) -> arb:
+    ctx.prec = prec
+    ball = arb(fmpq(x.numerator, x.denominator))
+    if radius:
+        r = arb(fmpq(radius.numerator, radius.denominator))
+        ball = (ball - r).union(ball + r)
+    return ball
+
+
+def _as_decimal(r, decimals: int | None) -> Decimal:
+    return Decimal(r.fixed() if decimals is not None else r.significant())
+
+
+def _mode(data) -> tuple[int | None, int | None]:
+    if data.draw(st.booleans()):
+        return data.draw(st.integers(0, 30)), None
+    return None, data.draw(st.integers(1, 60))
+
+
+wide_fractions = st.fractions(min_value=-10**9, max_value=10**9, max_denominator=10**40)
+
+
+@given(wide_fractions, st.data())
+def test_round_stage_matches_decimal_module(x, data):
+    """A decided entry is the decimal module's rounding; and a ball far from every
+    boundary (by 10**-5 of the last kept digit) is decided."""
+    decimals, significant = _mode(data)
+    ball = _ball(x, start_precision(decimals, significant))
+    got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+    if x == 0 and significant is not None:
+        assert got is None  # 0's digits: the per-entry path says what 0 prints as
+        return
+    want = _reference(x, decimals, significant)
+    unit = Fraction(10) ** (want.as_tuple().exponent)
+    ulps = x / unit  # the value in units of the last kept digit
+    near_tie = abs(ulps - (ulps - Fraction(1, 2)).__floor__() - Fraction(1, 2)) < \
+        Fraction(1, 10**5)
+    near_power = any(abs(abs(x) - Fraction(10) ** k) < unit for k in range(-60, 12))
+    if got is None:
+        assert near_tie or near_power, (x, decimals, significant)
+    else:
+        assert _as_decimal(got, decimals) == want
+        assert got == round_fraction(x, decimals=decimals, significant=significant)
+
+
+@given(st.integers(-10**12, 10**12), st.integers(0, 20), st.integers(1, 40), st.data())
+def test_round_stage_at_and_around_boundaries(k, places, bits, data):
+    """Exact ties and balls straddling a boundary: never a wrong digit.
+
+    Ties ``(k + 1/2) * 10**-places`` (decimals) and their significant-digit
+    counterparts, as exact balls (dyadic ties are exact in binary) and as balls of
+    radius 2**-bits units around them, which straddle the tie and must be undecided.
+    """
+    decimals, significant = _mode(data)
+    if decimals is not None:
+        tie = (Fraction(k) + Fraction(1, 2)) / Fraction(10) ** decimals
+    else:
+        digits = max(significant, len(str(abs(k))))
+        tie = (Fraction(k) + Fraction(1, 2)) / Fraction(10) ** (digits - significant + places)
+    unit = Fraction(1, 10 ** 60)
+    for ball, value in ((_ball(tie, 300), tie),
+                        (_ball(tie, 300, Fraction(1, 2 ** bits) * abs(tie) * unit), None)):
+        got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+        if value is None or tie == 0:  # the ball straddles the tie (or holds 0)
+            assert got is None or _sides_agree(ball, decimals, significant)
+            if got is not None:
+                lo, _ = ball_bounds(ball)
+                assert got == round_fraction(lo, decimals=decimals, significant=significant)
+        elif got is not None:
+            assert _as_decimal(got, decimals) == _reference(value, decimals, significant)
+
+
+def _sides_agree(ball: arb, decimals: int | None, significant: int | None) -> bool:
+    """Whether both ends of a ball (exact dyadic rationals) round alike."""
+    lo, hi = ball_bounds(ball)
+    if significant is not None and lo <= 0 <= hi:
+        return False
+    return round_fraction(lo, decimals=decimals, significant=significant) == \
+        round_fraction(hi, decimals=decimals, significant=significant)
+
+
+@given(wide_fractions, st.integers(1, 200), st.data())
+def test_round_stage_on_wide_balls_rounds_every_point_alike(x, bits, data):
+    """A ball of radius 2**-bits * |x| (+ 2**-bits): decided only when its two ends
+    round alike, and then to their common rounding."""
+    decimals, significant = _mode(data)
+    radius = Fraction(1, 2 ** bits) * (abs(x) + 1)
+    ball = _ball(x, 400, radius)
+    got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+    if got is not None:
+        assert _sides_agree(ball, decimals, significant)
+        lo, _ = ball_bounds(ball)
+        assert got == round_fraction(lo, decimals=decimals, significant=significant)
+
+
+@given(st.integers(-10**6, 10**6), st.integers(1, 10**6), st.sampled_from(["exp", "sin",
+                                                                          "sqrt"]),
+       st.data())
+def test_round_stage_matches_mpmath_on_transcendental_values(p, q, function, data):
+    """exp, sin and sqrt of rationals: balls from Arb, digits from mpmath (120 digits)."""
+    decimals, significant = _mode(data)
+    x = Fraction(p, q)
+    if function == "exp":
+        x = Fraction(p % 212 - 200, q)  # values within the balls' accuracy
+    if x == 0 or function == "sqrt" and all(
+            round(abs(v) ** 0.5) ** 2 == abs(v) for v in (x.numerator, x.denominator)):
+        return  # a rational value (exp(0), sin(0), sqrt(1/4)): ties are the other tests'
+    prec = start_precision(decimals, significant)
+    ctx.prec = prec
+    arg = arb(fmpq(x.numerator, x.denominator))
+    ball = {"exp": arb.exp, "sin": arb.sin, "sqrt": lambda a: abs(a).sqrt()}[function](arg)
+    with mpmath.workdps(160):
+        marg = mpmath.mpf(x.numerator) / x.denominator
+        value = {"exp": mpmath.exp, "sin": mpmath.sin,
+                 "sqrt": lambda a: mpmath.sqrt(abs(a))}[function](marg)
+        text = mpmath.nstr(value, 150, strip_zeros=False, min_fixed=-10**6, max_fixed=10**6)
+    got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+    with localcontext() as c:
+        c.prec = 150
+        c.rounding = ROUND_HALF_EVEN
+        reference = Decimal(text)
+        if decimals is not None:
+            want = reference.quantize(Decimal(1).scaleb(-decimals))
+        else:
+            c.prec = significant
+            want = +reference
+    assert got is not None  # transcendental values are never this close to a tie
+    assert _as_decimal(got, decimals) == want
+
+
+def test_round_stage_whole_rows_and_masked_entries():
+    ctx.prec = 200
+    rows = [[arb(fmpq(1, 3)), None, arb(fmpq(-2, 3))], [arb(fmpq(3, 20)), arb(0), arb(5)]]
+    got = round_stage(rows, decimals=2)
+    assert [[r and r.fixed() for r in row] for row in got] == \
+        [["0.33", None, "-0.67"], ["0.15", "0.00", "5.00"]]
+    got = round_stage(rows, significant=3)
+    assert [[r and r.significant() for r in row] for row in got] == \
+        [["0.333", None, "-0.667"], ["0.150", None, "5.00"]]
+    assert round_stage(rows[:1], decimals=1)[0][0].fixed() == "0.3"
+    # 0.15 at one decimal straddles the tie 0.15 (not dyadic): left to the per-entry path
+    assert round_stage([[arb(fmpq(3, 20))]], decimals=1) == [[None]]
+    # 9.996 to 3 digits carries to 10.0; 0.99996 to 3 digits is 1.00
+    assert round_stage([[arb(fmpq(9996, 1000))]], significant=3)[0][0].significant() == "10.0"
+    assert round_stage([[arb(fmpq(99996, 100000))]], significant=3)[0][0].significant() \
+        == "1.00"

@@ -52,19 +52,28 @@ def add_loss(g: Derivation) -> str:
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 
-def backward(g: Derivation) -> Derivation:
-    """Append the loss and every gradient stage to ``g`` (see the module); returns ``g``."""
-    if "grad.loss" in g:
-        return g
-    loss = add_loss(g)
-    needed = g.ancestors(loss) | {loss}
+def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = frozenset(),
+             parameters: bool = True) -> Derivation:
+    """Append the loss and every gradient stage to ``g`` (see the module); returns ``g``.
+
+    ``loss`` names an existing loss stage (default: the example's, added as ``loss``);
+    its gradients are named ``grad.<stage>``.  The stages in ``stop`` are leaves: they
+    get a gradient, but what they read does not (a training step's weights, computed
+    from the step before).  ``parameters=False`` leaves out the gradients of the
+    operations' constant weights (``grad.layer1.W_1``).
+    """
+    if loss is None:
+        if "grad.loss" in g:
+            return g
+        loss = add_loss(g)
+    needed = _needed(g, loss, stop)
     consumers: dict[str, list[tuple[Stage, int]]] = {name: [] for name in needed}
     for stage in g:
-        if stage.name in needed:
+        if stage.name in needed and stage.name not in stop:
             for k, source in enumerate(stage.inputs):
                 consumers[source].append((stage, k))
-    g.add("grad.loss", "gradient", Seed(), (), ("loss",), ("L",))
-    names = parameter_names(g, needed)
+    g.add(f"grad.{loss}", "gradient", Seed(), (), ("loss",), ("L",))
+    names = parameter_names(g, needed) if parameters else {}
     for name in reversed([s.name for s in g if s.name in needed and s.name != loss]):
         stage = g[name]
         terms, inputs = [], []
@@ -73,15 +82,51 @@ def backward(g: Derivation) -> Derivation:
             inputs += [*consumer.inputs, consumer.name, f"grad.{consumer.name}"]
         grad = g.add(f"grad.{name}", "gradient", Gradient(tuple(terms), _notation(stage)),
                      inputs, stage.rows, stage.cols, **_where(stage))
+        if not parameters:
+            continue
         for parameter, value in stage.op.parameters().items():
-            rows = _parameter_rows(g, stage, parameter, value.rows)
-            cols = stage.cols if value.cols == stage.shape[1] else tuple(
-                f"c{j + 1}" for j in range(value.cols))
+            rows, cols = parameter_labels(g, stage, parameter, value)
             g.add(names[(name, parameter)], "weight_gradient",
                   Gradient((Term(stage.op, parameter, len(stage.inputs)),),
                            _notation(stage, parameter)),
                   (*stage.inputs, name, grad), rows, cols, **_where(stage))
     return g
+
+
+def with_gradients(g: Derivation) -> Derivation:
+    """``g`` when it has its gradient stages, else a copy of ``g`` with them appended
+    (``g`` itself unchanged: an export or a trace does not add stages to the caller's
+    derivation)."""
+    if "grad.loss" in g:
+        return g
+    copy = Derivation(g.example, g.causal)
+    for s in g:
+        copy.add(s.name, s.kind, s.op, s.inputs, s.rows, s.cols, **_where(s))
+    return backward(copy)
+
+
+def _needed(g: Derivation, loss: str, stop: frozenset[str]) -> set[str]:
+    """The loss and every stage it reads, not looking past the ``stop`` stages."""
+    seen = {loss}
+    todo = [loss]
+    while todo:
+        name = todo.pop()
+        if name in stop:
+            continue
+        for source in g[name].inputs:
+            if source not in seen:
+                seen.add(source)
+                todo.append(source)
+    return seen
+
+
+def parameter_labels(g: Derivation, stage: Stage, parameter: str, value
+                     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Row and column labels of ``stage``'s weight ``parameter`` (and of its gradient)."""
+    rows = _parameter_rows(g, stage, parameter, value.rows)
+    cols = stage.cols if value.cols == stage.shape[1] else tuple(
+        f"c{j + 1}" for j in range(value.cols))
+    return rows, cols
 
 
 def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], str]:
@@ -116,7 +161,9 @@ def _notation(stage: Stage, parameter: str | None = None) -> Notation:
         if parameter else symbol.latex
     text = parameter.replace("gamma", "γ").replace("beta", "β") if parameter else symbol.text
     title = f"Gradient of the loss at {parameter or symbol.title}"
-    return Notation(rf"\frac{{\partial L}}{{\partial {latex}}}", f"∂L/∂{text}", title)
+    base = rf"\partial L/\partial {latex}"
+    # braced when it has a subscript of its own, so that an index can follow (W_Q)
+    return Notation(f"{{{base}}}" if "_" in latex else base, f"∂L/∂{text}", title)
 
 
 def _where(stage: Stage) -> dict[str, object]:

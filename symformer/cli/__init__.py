@@ -24,10 +24,12 @@ from symformer.errors import InputError, NotSupportedError, UndecidedError, Unde
 
 DESCRIPTION = """\
 Derive a small Transformer example exactly, stage by stage (forward and backward),
-and turn the derivation into LaTeX, Markdown, figures, worked lines and checks. Every
-command works on the built-in example (the blog post's "I think I understand") when
-no example file is given; more ship by name (attention_only, gpt2_style, llama_style,
-encoder_decoder, course_module). `symformer COMMAND --help` shows examples.
+and turn the derivation into LaTeX, Markdown, figures, slides, worked lines, checks,
+training steps and exercise sheets. Every command works on the built-in example (the
+blog post's "I think I understand") when no example file is given; more ship by name
+(attention_only, gpt2_style, llama_style, encoder_decoder, course_module, and two
+published worked examples with their printed numbers: illustrated_self_attention,
+scaled_identity_attention). `symformer COMMAND --help` shows examples.
 """
 
 
@@ -37,21 +39,34 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every discovered sub-command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every discovered sub-command.
+
+    Given the ``command`` about to run, only its module is imported when it registers
+    that command (a faster start: ``derive`` does not import the exporters, the
+    tracer or the checkers); every module otherwise (``--help``, a mistyped name).
+    """
+    names = [info.name for info in pkgutil.iter_modules(__path__)
+             if not info.name.startswith("_")]
+    if command in names:
+        parser, sub = _parser([command])
+        if command in sub.choices:
+            return parser
+    return _parser(names)[0]
+
+
+def _parser(names: list[str]) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The parser with the sub-commands of the modules ``names`` of this package."""
     parser = _Parser(prog="symformer", description=DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     from symformer import __version__
 
     parser.add_argument("--version", action="version", version=f"symformer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    modules = []
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            modules.append(importlib.import_module(f"{__name__}.{info.name}"))
+    modules = [importlib.import_module(f"{__name__}.{name}") for name in names]
     for module in sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__)):
         module.register(sub)
-    return parser
+    return parser, sub
 
 
 def _warning_printer(command: str):
@@ -65,8 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     from symformer.cli._common import prepare_argv
 
-    parser = build_parser()
-    args = parser.parse_args(prepare_argv(sys.argv[1:] if argv is None else argv))
+    argv = prepare_argv(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
+    args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -36,7 +36,7 @@ _DASH_VALUE_OPTIONS = ("--mask",)
 
 #: What each command costs, in forward passes of the example (see ``work``).
 _PASSES = {"derive": 1, "crosscheck": 1, "export": 3, "check": 6, "generate": 1,
-           "figures": 1, "fill": 1, "backward": 4}
+           "figures": 1, "fill": 1, "slides": 2, "backward": 4}
 #: Cost of ``derive --reader-rounding``: each stage recomputed from rounded ones.
 READER_ROUNDING_PASSES = 10
 

@@ -34,7 +34,11 @@ exact magnitude in the stage (entries that are exactly 0 do not blow it up). The
 conventions apply to the NumPy reference and to the exact engine alike, decoder
 blocks included (the decoder's self-attention is always masked; --causal masks
 the encoder). next_token is compared as a choice: the float argmax must be the
-exact one (or one of an exact tie). A stage the reference cannot compute is
+exact one (or one of an exact tie). With a [loss] the loss and every gradient
+(grad.*) are compared too, against a float64 backward pass of the reference's own
+(each operation's NumPy vector-Jacobian product, run backwards over the forward
+graph); a gradient's relative error divides by the largest magnitude in it or in
+the gradients it is computed from. A stage the reference cannot compute is
 reported FAILED with the reason. Exit status 1 when a stage exceeds --tol or fails.
 """
 

@@ -15,6 +15,7 @@ from symformer.cli._common import (
     load,
     token_text,
 )
+from symformer.display import Progress
 from symformer.files import output_directory, write_files
 
 ORDER = 30
@@ -75,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "json: worked.json, every worked line's operands and results")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown only on a terminal anyway)")
     p.add_argument("--figures", action="store_true",
                    help="add a Figures part: the TikZ/PGFPlots figures of `symformer "
                         "figures` in figures/*.tex (LaTeX format only; needs pgfplots)")
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``symformer export``."""
     from symformer.errors import InputError
     from symformer.latex import Options, export_files, resolve_token
-    from symformer.latex.compile import compile_pdf, pdflatex
+    from symformer.latex.compile import compile_log, pdflatex
 
     if args.pdf and args.format != "latex":
         raise InputError("--pdf needs --format latex")
@@ -108,10 +111,13 @@ def run(args: argparse.Namespace) -> int:
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    files: dict[str, str | bytes] = dict(export_files(g, options, args.format,
-                                                      **_figures(g, options, args.figures)))
-    if args.pdf:
-        files["main.pdf"] = compile_pdf(files)
+    with Progress("symformer export", total=3 if args.pdf else 1, quiet=args.quiet) as bar:
+        bar.update("writing the document")
+        files: dict[str, str | bytes] = dict(export_files(
+            g, options, args.format, **_figures(g, options, args.figures)))
+        if args.pdf:
+            files["main.pdf"] = compile_log(
+                files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]
     written = write_files(args.out, files)
     print(f"wrote {len(written)} files to {args.out}")
     return 0

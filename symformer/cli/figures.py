@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from symformer.cli._common import (
     add_convention_arguments,
@@ -13,6 +12,7 @@ from symformer.cli._common import (
     derivation,
     load,
 )
+from symformer.display import Progress
 from symformer.files import output_directory, write_files
 
 ORDER = 35
@@ -66,12 +66,15 @@ def run(args: argparse.Namespace) -> int:
     g = derivation(args, example)
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
 
+    bar = Progress("symformer figures", quiet=args.quiet)
+
     def progress(k: int, total: int, name: str) -> None:
-        if not args.quiet:
-            print(f"symformer figures: {k}/{total} {name}", file=sys.stderr, flush=True)
+        bar.set_total(total)
+        bar.update(name)
 
     slow = args.format != "tikz"
-    files = figure_files(g, options, args.format, progress if slow else None)
+    with bar:
+        files = figure_files(g, options, args.format, progress if slow else None)
     written = write_files(args.out, files)
     print(f"wrote {len(written)} files to {args.out}")
     return 0

@@ -30,6 +30,11 @@ examples:
   symformer trace --token 1 --format html --out think.html   # step-through page
   symformer trace --token 1 --format latex --out think.tex   # pdflatex document
   symformer trace --token 1 --format json | jq '.steps[3]'
+  symformer trace --token think --backward        # the loss, then the token's gradients
+
+With --backward (the example needs a [loss] table) the steps are the loss and the
+token's gradients dL/dx, from the loss back to the embeddings: each with the
+backward rules it sums and its chain-rule lines with the numbers substituted.
 
 Each step shows where it is in the block, its formula, the token's numbers and,
 for every number, its formula with the rounded inputs substituted.  Every printed
@@ -54,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE",
                    help="write to FILE (atomically) instead of standard output")
     add_convention_arguments(p, whole_matrix=True)
+    p.add_argument("--backward", action="store_true",
+                   help="step through the token's gradients, from the loss back to the "
+                        "embeddings (needs a [loss] table)")
     p.add_argument("--side", default="encoder", metavar="SIDE",
                    help="which stack to trace when the example has several (default encoder)")
     p.set_defaults(func=run)
@@ -66,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     check_work(args, example, "trace")
     g = derivation(args, example)
-    text = render(trace_token(g, args.token, args.decimals, side=args.side), args.format)
+    text = render(trace_token(g, args.token, args.decimals, side=args.side,
+                              backward=args.backward), args.format)
     if args.out:
         path = write_file(args.out, text)
         print(f"wrote {path}", file=sys.stderr)

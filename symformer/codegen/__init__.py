@@ -63,7 +63,7 @@ class Line:
 
 
 @cache
-def _function_body(function: Callable[..., Any]) -> tuple[tuple[str, ...], str]:
+def function_body(function: Callable[..., Any]) -> tuple[tuple[str, ...], str]:
     """The function's parameters and its single return expression (as source),
     after latexify's parser and transformers."""
     tree = parser.parse_function(function)
@@ -76,7 +76,7 @@ def _function_body(function: Callable[..., Any]) -> tuple[tuple[str, ...], str]:
     return tuple(a.arg for a in definition.args.args), ast.unparse(statement.value)
 
 
-def _input_notations(stage: Any) -> list[Notation]:
+def input_notations(stage: Any) -> list[Notation]:
     """The symbols of the stage's inputs; several heads' outputs get ``^(k)``."""
     stages = [stage.derivation[name] for name in stage.inputs]
     notations = [s.op.symbol for s in stages]
@@ -86,21 +86,24 @@ def _input_notations(stage: Any) -> list[Notation]:
     return notations
 
 
-def _expression(stage: Any, spelling: Spelling, function: Callable[..., Any],
-                prefix: str) -> tuple[ast.expr, dict[str, Notation]]:
+def expression_tree(stage: Any, spelling: Spelling, function: Callable[..., Any],
+                prefix: str, inputs: list[Notation] | None = None
+                ) -> tuple[ast.expr, dict[str, Notation]]:
     """The transformed expression tree of ``function`` and the symbols it uses.
 
     Identifiers standing for input stages are named ``{prefix}in{i}`` so that an
-    inlined input's own inputs do not clash.
+    inlined input's own inputs do not clash; ``inputs`` (default: the stage's
+    inputs' symbols) are the notations of the function's first parameters.
     """
-    params, source = _function_body(function)
+    params, source = function_body(function)
     expr = ast.parse(source, mode="eval").body
     expr = tr.DropMaxShift().visit(expr)
-    expr = tr.NumpyCalls().visit(expr)
+    expr = tr.NumpyCalls(dot=spelling.index is not None).visit(expr)
     expr = tr.Indexer(spelling.indexed, spelling.index, spelling.axis).visit(expr)
     symbols = dict(spelling.symbols)
     replacements: dict[str, ast.expr] = {}
-    inputs = _input_notations(stage) if stage.derivation is not None else []
+    if inputs is None:
+        inputs = input_notations(stage) if stage.derivation is not None else []
     names = [f"{prefix}in{i}" for i in range(len(inputs))]
     symbols.update(zip(names, inputs))
     for i, param in enumerate(params):
@@ -112,7 +115,8 @@ def _expression(stage: Any, spelling: Spelling, function: Callable[..., Any],
         elif i < len(inputs):
             replacements[param] = ast.Name(id=names[i], ctx=ast.Load())
     expr = tr.Substitute(replacements).visit(expr)
-    expr = tr.NumpyCalls().visit(expr)  # a list of inputs reaching concatenate
+    # again: a list of inputs reaching concatenate
+    expr = tr.NumpyCalls(dot=spelling.index is not None).visit(expr)
     return ast.fix_missing_locations(expr), symbols
 
 
@@ -126,11 +130,13 @@ def _text_remark(text: str, remark: str) -> str:
 
 
 def lines(stage: Any) -> tuple[Line, ...]:
-    """The general equation of ``stage``: one :class:`Line` per spelling of its op."""
+    """The general equation of ``stage``: one :class:`Line` per spelling of its op
+    (a gradient stage's are its consumers' backward rules:
+    :func:`symformer.codegen.backward.equation_lines` gives either)."""
     out = []
     for spelling in _spellings(stage):
         function = spelling.function or stage.op.function()
-        expr, symbols = _expression(stage, spelling, function, "")
+        expr, symbols = expression_tree(stage, spelling, function, "")
         forms = [expr]
         for i, name in enumerate(stage.inputs):
             source = stage.derivation[name]
@@ -139,7 +145,7 @@ def lines(stage: Any) -> tuple[Line, ...]:
             (inner,) = _spellings(source)
             if inner.index != spelling.index:
                 continue
-            inner_expr, inner_symbols = _expression(source, inner, source.op.function(),
+            inner_expr, inner_symbols = expression_tree(source, inner, source.op.function(),
                                                     f"i{i}_")
             symbols.update(inner_symbols)
             forms.append(tr.Inline(f"in{i}", spelling.index, inner_expr).visit(
@@ -148,7 +154,7 @@ def lines(stage: Any) -> tuple[Line, ...]:
         def spell(name: str, symbols: dict[str, Notation] = symbols) -> Notation:
             return symbols.get(name) or sym.spell(name)
 
-        lhs = spelling.lhs or _lhs(stage.op.symbol, spelling.index)
+        lhs = spelling.lhs or entry_lhs(stage.op.symbol, spelling.index)
         latex = " = ".join(LatexCodegen(spell).visit(f) for f in forms)
         text = " = ".join(TextCodegen(spell).visit(f) for f in forms)
         out.append(Line(lhs.latex, latex, _text_remark(f"{lhs.text} = {text}",
@@ -157,7 +163,16 @@ def lines(stage: Any) -> tuple[Line, ...]:
     return tuple(out)
 
 
-def _lhs(symbol: Notation, index: str | None) -> Notation:
+def render(expr: ast.expr, symbols: dict[str, Notation]) -> tuple[str, str]:
+    """An expression tree printed in LaTeX and as text with the given symbols."""
+    def spell(name: str) -> Notation:
+        return symbols.get(name) or sym.spell(name)
+
+    return LatexCodegen(spell).visit(expr), TextCodegen(spell).visit(expr)
+
+
+def entry_lhs(symbol: Notation, index: str | None) -> Notation:
+    """An equation's left-hand side: the symbol with the entry index (``α_j``), if any."""
     if index is None:
         return symbol
     return Notation(symbol.entry(index), symbol.entry(index, fmt="text"), symbol.title)

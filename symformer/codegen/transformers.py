@@ -60,9 +60,13 @@ class NumpyCalls(ast.NodeTransformer):
     * ``np.full(shape, v)`` -> ``v`` (a value repeated over the shape);
     * ``np.zeros(shape)`` -> ``0``;
     * ``np.concatenate([a, b], axis=-1)`` -> ``concatenate(a, b)`` (printed Concat);
-    * ``A @ B.T`` -> ``dot(A, B)`` (rows against rows: q·k_j), any other ``B.T``
-      -> ``B ** top`` (printed B^⊤).
+    * ``A @ B.T`` -> ``dot(A, B)`` (rows against rows: q·k_j) in an equation written
+      for an entry (``dot``), any other ``B.T`` -> ``B ** top`` (printed B^⊤): a
+      matrix-form equation keeps ``A B^⊤`` (a backward rule's ``g @ W.T``).
     """
+
+    def __init__(self, dot: bool = True) -> None:
+        self._dot = dot
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -81,7 +85,7 @@ class NumpyCalls(ast.NodeTransformer):
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         right = node.right
-        if (isinstance(node.op, ast.MatMult) and isinstance(right, ast.Attribute)
+        if (self._dot and isinstance(node.op, ast.MatMult) and isinstance(right, ast.Attribute)
                 and right.attr == "T"):
             return call("dot", self.visit(node.left), self.visit(right.value))
         self.generic_visit(node)

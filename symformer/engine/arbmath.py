@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import flint
 import sympy
-from flint import arb, fmpq
+from flint import arb, fmpq, fmpz
 
 from symformer.errors import NotSupportedError
 
@@ -42,6 +42,23 @@ def dot(a: Sequence[arb], b: Sequence[arb]) -> arb:
 def rational_ball(value: sympy.Rational) -> arb:
     """An exact rational as a ball at the current precision (exact when dyadic)."""
     return arb(fmpq(int(value.p), int(value.q)))
+
+
+def constant_balls(m: sympy.Matrix) -> ArbMatrix:
+    """An exact constant matrix (weights, embeddings) as rows of balls at the current
+    precision; exact for dyadic rationals.
+
+    A rational matrix is read from SymPy's own domain matrix, whose entries are
+    already python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy
+    number is built.  Anything else (``sin(1)``, other ground types) goes through
+    :func:`sympy_to_arb`.
+    """
+    rep = getattr(m, "_rep", None)
+    if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
+        rows = rep.to_list()
+        if all(isinstance(v, (fmpq, fmpz)) for row in rows for v in row):
+            return [[arb(v) for v in row] for row in rows]
+    return [[sympy_to_arb(v) for v in row] for row in m.tolist()]
 
 
 def relu_ball(x: arb) -> arb:

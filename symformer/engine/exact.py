@@ -88,7 +88,8 @@ class Canonical:
             return form
         if form.is_Symbol:
             return form
-        if form.has(sympy.nan, sympy.zoo, sympy.oo) or sympy.count_ops(form) > _MAX_KEY_OPS:
+        if form.has(sympy.nan, sympy.zoo, sympy.oo) or not _few_nodes(form) and \
+                sympy.count_ops(form) > _MAX_KEY_OPS:
             return own
         return self._seen.setdefault(form, own)
 
@@ -106,6 +107,22 @@ class Canonical:
                 if not (v.is_Rational and v != 0):
                     guarded.add(i)
         return guarded
+
+
+def _few_nodes(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` has at most ``_MAX_KEY_OPS // 4`` nodes, so that it surely has at
+    most ``_MAX_KEY_OPS`` operations: ``count_ops`` counts, per node, its own operation
+    (a function, a power), a sign, a division, and one per argument after the first
+    (each argument a node of its own) — at most 4 per node.  A cheap test that spares
+    most forms ``count_ops``'s slow walk."""
+    budget = _MAX_KEY_OPS // 4
+    todo = [expr]
+    while todo:
+        budget -= 1
+        if budget < 0:
+            return False
+        todo.extend(todo.pop().args)
+    return True
 
 
 def undefined_row(stage, row: int) -> Exception:

@@ -33,6 +33,7 @@ from symformer.engine.rounding import (
     moderate,
     round_ball,
     round_fraction,
+    round_stage,
     start_precision,
 )
 from symformer.engine.zero import is_zero
@@ -146,7 +147,6 @@ class Derivation:
         self._exact_twin: Derivation | None = None
         self._poly_prover: PolyProver | None = None
         self._cheap_zeros: dict[tuple[str, int, int], bool] = {}
-        self._start_hint: dict[tuple, int] = {}  # (decimals, significant) -> bits
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -159,7 +159,7 @@ class Derivation:
             raise ValueError(f"stage {name} reads unknown stages {missing}")
         self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
                                   derivation=self, **where)
-        self._balls.clear()  # evaluated before this stage was added: evaluate anew
+        # stages are append-only and never change: evaluate() computes only the new ones
         return name
 
     # -- lookup -----------------------------------------------------------------
@@ -270,15 +270,24 @@ class Derivation:
 
     # -- certified --------------------------------------------------------------
     def evaluate(self, prec: int) -> dict[str, ArbMatrix]:
-        """Every stage in ball arithmetic at ``prec`` bits (cached per precision)."""
-        if prec not in self._balls:
-            values: dict[str, ArbMatrix] = {}
+        """Every stage in ball arithmetic at ``prec`` bits (cached per precision).
+
+        Incremental: stages added since the last call at ``prec`` are the only ones
+        computed (a training step costs its own stages, not the steps before it).
+        """
+        values = self._balls.setdefault(prec, {})
+        if len(values) < len(self.stages):
             with precision(prec):
                 for stage in self:
+                    if stage.name in values:
+                        continue
                     values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
-                    self._check_denominators(stage, values)
-            self._balls[prec] = values
-        return self._balls[prec]
+                    try:
+                        self._check_denominators(stage, values)
+                    except Exception:
+                        del values[stage.name]
+                        raise
+        return values
 
     def _check_denominators(self, stage: Stage, values: dict[str, ArbMatrix]) -> None:
         """A row that divides by an entry exactly 0 (LayerNorm, eps = 0, a constant row)
@@ -306,57 +315,54 @@ class Derivation:
         """
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
-        rows, cols = self[name].shape
-        out: list[list[Rounded | None]] = [[None] * cols for _ in range(rows)]
-        pending = self._round_stage(name, out, decimals, significant)
-        for i, j in pending:
-            out[i][j] = certified_rounding(
-                lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
-                decimals=decimals, significant=significant,
-                exact=lambda ball, prec, i=i, j=j: self._round_exact(
-                    name, i, j, ball, decimals, significant, prec))
-        return out
-
-    def _round_stage(self, name: str, out: list[list[Rounded | None]],
-                     decimals: int | None, significant: int | None) -> list[tuple[int, int]]:
-        """Round the entries of a whole stage decided by one evaluation into ``out``;
-        returns the others (for the escalating path of one entry).
-
-        Most entries are decided by the first precision.  When many are not (a deep
-        backward pass loses bits on the way), the whole stage is evaluated once more at
-        twice the precision, and later stages start there (balls around 0, probable
-        exact zeros, and narrow balls on a rounding boundary, probable ties, do not
-        count).  An entry whose ball still contains 0 gets the cheap
-        exact zero proof (:meth:`structural_zero`).
-        """
-        key = (decimals, significant)
-        prec = max(start_precision(decimals, significant), self._start_hint.get(key, 0))
-        pending = [(i, j) for i in range(len(out)) for j in range(len(out[0]))]
+        self[name]  # an unknown name is an InputError
+        # Most entries are decided by the first precision: round the whole stage from
+        # one evaluation, and give only the others the per-entry, escalating path.
+        prec = start_precision(decimals, significant)
+        first = self.evaluate(prec)[name]
+        quick = round_stage(first, decimals=decimals, significant=significant)
+        # A ball around 0 is most likely an exact zero (a gradient whose terms cancel):
+        # the cheap exact proof first, before any higher precision.
+        zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
+        for i, row in enumerate(quick):
+            for j, r in enumerate(row):
+                if r is None and first[i][j] is not NEG_INF and first[i][j].contains(0) \
+                        and self._cheap_zero(name, i, j):
+                    row[j] = zero
+        # Entries whose balls were too wide (deep stages lose bits): the whole stage
+        # again at twice and four times the precision, the precisions the per-entry
+        # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
+        # zero) goes straight to the per-entry path and its proofs.
+        pending = [(i, j) for i, row in enumerate(quick) for j, r in enumerate(row)
+                   if r is None and first[i][j] is not NEG_INF
+                   and (missing_bits(first[i][j], decimals=decimals,
+                                     significant=significant) or 0) > 0]
         for _ in range(2):
-            balls = self.evaluate(prec)[name]
-            left = []
-            for i, j in pending:
-                if balls[i][j] is not NEG_INF:
-                    out[i][j] = round_ball(balls[i][j], decimals=decimals,
-                                           significant=significant)
-                    if out[i][j] is None:
-                        left.append((i, j))
-            pending = left
-            wide = [e for e in pending if (missing_bits(
-                balls[e[0]][e[1]], decimals=decimals, significant=significant) or 1) > 0
-                and not balls[e[0]][e[1]].contains(0)]  # not ties nor zeros: too few bits
-            if len(wide) * 8 <= len(out) * len(out[0]) or prec >= MAX_PRECISION // 2:
+            if not pending:
                 break
             prec *= 2
-            self._start_hint[key] = prec
-        zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
-        left = []
-        for i, j in pending:
-            if balls[i][j].contains(0) and self._cheap_zero(name, i, j):
-                out[i][j] = zero
-            else:
-                left.append((i, j))
-        return left
+            higher = self.evaluate(prec)[name]
+            again = round_stage([[higher[i][j] for i, j in pending]], decimals=decimals,
+                                significant=significant)[0]
+            for (i, j), r in zip(pending, again):
+                quick[i][j] = r
+            pending = [where for where, r in zip(pending, again) if r is None]
+
+        def entry(i: int, j: int) -> Rounded | None:
+            ball = first[i][j]
+            if ball is NEG_INF:
+                return None
+            rounded = round_ball(ball, decimals=decimals, significant=significant)
+            if rounded is not None:
+                return rounded
+            return certified_rounding(
+                lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
+                decimals=decimals, significant=significant,
+                exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
+                                                           significant, prec))
+
+        return [[r if r is not None else entry(i, j) for j, r in enumerate(row)]
+                for i, row in enumerate(quick)]
 
     @property
     def canonical(self) -> Canonical:
@@ -625,10 +631,13 @@ class Derivation:
         if not self._balls:
             return False
         prec = max(self._balls)
+        balls = self._balls[prec]
         env = {}
         for s in expr.free_symbols:
             name, i, j = self.owner(s)
-            ball = self._balls[prec][name][i][j]
+            if name not in balls:  # not evaluated at this precision yet
+                return False
+            ball = balls[name][i][j]
             if ball is NEG_INF:
                 return False
             env[s] = ball
@@ -711,6 +720,8 @@ def _sum_of_squares(expr: sympy.Expr) -> list[sympy.Expr]:
 
 def _contains_zero(balls: dict[str, ArbMatrix], where: tuple[str, int, int]) -> bool:
     name, i, j = where
+    if name not in balls:  # not evaluated at this precision yet: no hint
+        return False
     ball = balls[name][i][j]
     return ball is not NEG_INF and ball.contains(0)
 

@@ -37,24 +37,18 @@ class Rounded:
 
     def fixed(self) -> str:
         """Positional notation: ``-1.50``, ``0.000``, ``12``."""
-        sign = "-" if self.digits < 0 else ""
-        text = str(abs(self.digits))
-        if self.exponent >= 0:
-            return sign + text + "0" * self.exponent
-        places = -self.exponent
-        text = text.rjust(places + 1, "0")
-        return f"{sign}{text[:-places]}.{text[-places:]}"
+        return _fixed("-" if self.digits < 0 else "", str(abs(self.digits)), self.exponent)
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
         if self.digits == 0:
             return "0"
-        n = len(str(abs(self.digits)))
-        magnitude = self.exponent + n - 1  # position of the leading digit
-        if -7 <= magnitude < 21:
-            return self.fixed()
         sign = "-" if self.digits < 0 else ""
         text = str(abs(self.digits))
+        n = len(text)
+        magnitude = self.exponent + n - 1  # position of the leading digit
+        if -7 <= magnitude < 21:
+            return _fixed(sign, text, self.exponent)
         mantissa = text[0] + ("." + text[1:] if n > 1 else "")
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
@@ -64,6 +58,16 @@ class Rounded:
 
     def __float__(self) -> float:  # for display helpers only, never for decisions
         return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+
+
+def _fixed(sign: str, text: str, exponent: int) -> str:
+    """``sign`` and the digits ``text`` times 10**exponent in positional notation."""
+    if exponent >= 0:
+        return sign + text + "0" * exponent
+    places = -exponent
+    if len(text) <= places:
+        text = text.rjust(places + 1, "0")
+    return f"{sign}{text[:-places]}.{text[-places:]}"
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,138 @@ def round_ball(x: arb, *, decimals: int | None = None,
     if rounded is None and (accurate := _digits(x, wanted)) > quick:
         rounded = _round_read(x, accurate, decimals, significant)
     return rounded
+
+
+def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
+                significant: int | None = None) -> list[list[Rounded | None]]:
+    """Round a whole stage of balls at once: the common case, in one read per entry.
+
+    Each ball is read once as a decimal enclosure ``[m - r, m + r] * 10**e`` (Arb's
+    rigorous conversion, :data:`_EXTRA` digits past the last kept one); with
+    ``q = 10**(t - e)`` the unit of the last kept digit ``10**t``, every point v of the
+    enclosure rounds to ``D = floor(v / q + 1/2)`` unless v is a tie.  When both ends
+    give the same ``D`` and the lower end is not a tie, no point of the enclosure is a
+    tie or crosses a boundary, so the value rounds to ``D * 10**t`` (half to even never
+    applies).  Under ``significant`` the lead digit is checked from ``D`` itself
+    (see :func:`_significant_from`).  An entry this cannot decide (a ball straddling a
+    boundary, an exact tie, a value that may be 0 under ``significant``, a magnitude
+    past 10**:data:`_FAST_MAGNITUDE`, a masked score ``None``) is ``None``: the caller gives it
+    the per-entry path (:func:`round_ball`, :func:`certified_rounding`).
+    """
+    wanted = significant if significant is not None else decimals
+    if not 0 < wanted + _EXTRA + 1 < len(_POWERS):
+        return [[None for _ in row] for row in balls]  # rare: all per entry
+    if significant is not None:
+        read = significant + _EXTRA
+        low, high, powers = _POWERS[significant - 1], _POWERS[significant], _POWERS
+
+        def entry(x: arb | None) -> Rounded | None:
+            if x is None or not x.is_finite():
+                return None
+            m, r, e = x.mid_rad_10exp(read)
+            m, r, e = int(m), int(r), int(e)
+            size = m if m >= 0 else -m
+            if r >= size:
+                return None  # a ball that may hold 0
+            count = size.bit_length() * 30103 // 100000  # m's digit count, or one less
+            if count < len(powers) and size >= powers[count]:
+                count += 1
+            if e + count > _FAST_MAGNITUDE:
+                return None  # large values: the per-entry path refuses the huge ones
+            shift = count - significant  # digits of m below the last kept one
+            if 0 < shift < len(powers):  # the common case of _significant_from, inline
+                q = powers[shift]
+                digits, tie = divmod(2 * (m - r) + q, 2 * q)
+                if tie and digits == (2 * (m + r) + q) // (2 * q) and \
+                        low < (digits if digits >= 0 else -digits) < high:
+                    return _rounded(digits, e + shift)
+            return _significant_from(m - r, m + r, e + shift, shift, significant)
+    else:
+        read = decimals + _EXTRA + 1  # digits of a value below 1, and more for larger ones
+
+        def entry(x: arb | None) -> Rounded | None:
+            if x is None or not x.is_finite():
+                return None
+            m, r, e = x.mid_rad_10exp(read)
+            shift = -decimals - int(e)  # digits dropped below the last kept one
+            if -_FAST_MAGNITUDE < shift < 0:  # a value of 10**10 or more: read further
+                m, r, e = x.mid_rad_10exp(read - shift)
+                shift = -decimals - int(e)
+            m, r = int(m), int(r)
+            if m == r == 0:
+                return Rounded(0, -decimals)
+            if shift >= len(_POWERS) and (abs(m) + r).bit_length() < 3 * shift:
+                return Rounded(0, -decimals)  # below 8**shift < 10**shift / 2: rounds to 0
+            if not 0 <= shift < len(_POWERS):
+                return None  # a value too large to have been read far enough
+            digits = _rounded_int(m - r, m + r, shift)
+            return None if digits is None else _rounded(digits, -decimals)
+
+    return [[entry(x) for x in row] for row in balls]
+
+
+def _rounded(digits: int, exponent: int) -> Rounded:
+    """``Rounded(digits, exponent)``, built without the frozen dataclass's slow __init__
+    (the same object: its fields are its ``__dict__``)."""
+    made = object.__new__(Rounded)
+    made.__dict__.update(digits=digits, exponent=exponent)
+    return made
+
+
+def _rounded_int(lo: int, hi: int, shift: int) -> int | None:
+    """The integer every point of [lo, hi] / 10**shift rounds to, if none is a tie."""
+    q2 = 2 * _POWERS[shift]
+    low = 2 * lo + _POWERS[shift]
+    digits, tie = divmod(low, q2)
+    if tie == 0 or digits != (2 * hi + _POWERS[shift]) // q2:
+        return None
+    return digits
+
+
+def _significant_from(lo: int, hi: int, t: int, shift: int, significant: int
+                      ) -> Rounded | None:
+    """``significant`` digits of every point of [lo, hi] * 10**(t - shift), or None.
+
+    ``t`` is an estimate of the exponent of the last kept digit (from the midpoint's
+    lead digit), checked from the rounded digits D themselves: ``low < |D| < high``
+    (``low = 10**(significant-1)``, ``high = 10**significant``) proves the lead
+    digit right; ``|D| == high`` is the carry 9.99 -> 10.0, the same answer from
+    either lead; ``|D| == low`` may be 0.99996 read one digit short, so ``t - 1``
+    decides it.  Otherwise the estimate moves by one digit.
+    """
+    low, high = _POWERS[significant - 1], _POWERS[significant]
+    for _ in range(3):
+        if not 0 <= shift < len(_POWERS):
+            return None
+        digits = _rounded_int(lo, hi, shift)
+        if digits is None:
+            return None
+        size = abs(digits)
+        if low < size < high:  # |v| / 10**t in [low + 1/2, high - 1/2]: lead is right
+            return Rounded(digits, t)
+        if size == high:  # 9.99.. -> 10.0, whichever the lead
+            return Rounded(digits // 10, t + 1)
+        if size == low:  # 1.00 at t, or 0.99996 read one digit short: look at t - 1
+            if shift == 0:
+                return None
+            below = _rounded_int(lo, hi, shift - 1)
+            if below is None:
+                return None
+            if abs(below) >= high:  # |v| >= 10**(t + significant - 1), or a carry
+                return Rounded(digits, t)
+            return Rounded(below, t - 1)  # |v| < 10**(t + significant - 1)
+        step = 1 if size > high else -1
+        t, shift = t + step, shift + step
+    return None
+
+
+#: Decimal exponents past which :func:`round_stage` leaves a value to the per-entry
+#: path (which refuses those past :data:`MAX_PRINTED_MAGNITUDE`).
+_FAST_MAGNITUDE = 1000
+#: Decimal digits read past the last kept one by :func:`round_stage`.
+_EXTRA = 10
+#: Powers of ten by exponent, for :func:`round_stage`'s reads.
+_POWERS = tuple(10 ** k for k in range(400))
 
 
 def _round_read(x: arb, digits: int, decimals: int | None,

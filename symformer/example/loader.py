@@ -64,6 +64,7 @@ _TOP_KEYS = {
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
+    "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",

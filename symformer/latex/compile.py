@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from symformer.errors import InputError
@@ -25,10 +26,12 @@ def compile_pdf(files: dict[str, str], main: str = "main.tex") -> bytes:
     return compile_log(files, main)[0]
 
 
-def compile_log(files: dict[str, str], main: str = "main.tex") -> tuple[bytes, str]:
+def compile_log(files: dict[str, str], main: str = "main.tex",
+                progress: Callable[[int, int], None] | None = None) -> tuple[bytes, str]:
     """Compile with pdflatex (twice, so references resolve): the PDF's bytes and the log.
 
-    Raises :class:`InputError` quoting the log's first error when pdflatex fails.
+    ``progress(k, 2)`` is called before pass ``k``.  Raises :class:`InputError` quoting
+    the log's first error when pdflatex fails.
     """
     exe = pdflatex()
     with tempfile.TemporaryDirectory(prefix="symformer-tex-") as tmp:
@@ -36,7 +39,9 @@ def compile_log(files: dict[str, str], main: str = "main.tex") -> tuple[bytes, s
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text, encoding="utf-8")
-        for _ in range(2):
+        for k in range(1, 3):
+            if progress:
+                progress(k, 2)
             run = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", main],
                                  cwd=root, capture_output=True, text=True,
                                  encoding="utf-8", errors="replace", timeout=300)

@@ -19,6 +19,7 @@ from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
 from symformer.latex import decoder
+from symformer.latex.backward import backward_part, is_backward, prepare
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
@@ -54,7 +55,8 @@ class Options:
     """What to export: decimals, the worked examples' tokens, exact forms, stage filter.
 
     ``target_token`` is the decoder's worked token (None: the last target position);
-    ``steps`` > 0 adds a greedy-generation section of that many steps.
+    ``steps`` > 0 adds a greedy-generation section of that many steps; ``backward``
+    adds the Backward part when the example has a ``[loss]``.
     """
 
     decimals: int = 2
@@ -64,6 +66,7 @@ class Options:
     target_token: int | None = None
     steps: int = 0
     max_work: int | None = None
+    backward: bool = True
 
 
 def resolve_token(g: Derivation, text: str | int, side: str = "encoder") -> int:
@@ -201,7 +204,7 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
         text += (f" The decoder\u2019s worked examples follow the target token "
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
-    stages = select(g, options.stages)
+    stages = [s for s in select(g, options.stages) if not is_backward(s)]
     return [Prose((text + _long_names(g),)), legend_prose(legend(stages))]
 
 
@@ -235,9 +238,14 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     """The document's outline: headings, prose, and each stage's fragments.
 
     With a decoder, the encoder and the decoder are two parts, and ``options.steps``
-    adds a greedy-generation section at the end.
+    adds a greedy-generation section at the end.  When the example has a ``[loss]``
+    (and ``options.backward``), a Backward part follows
+    (:mod:`symformer.latex.backward`), built on a copy of ``g`` with its gradients.
     """
-    stages = select(g, options.stages)
+    if options.backward:
+        g = prepare(g)
+    selected = select(g, options.stages)
+    stages = [s for s in selected if not is_backward(s)]
     token, target = options.token, target_token(g, options)
     out: list = [*_introduction(g, options)]
     part = group = side = None
@@ -271,6 +279,10 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
+    if options.backward:
+        out.extend(backward_part(g, [s for s in selected if is_backward(s)], token, target,
+                                 options.decimals, options.exact,
+                                 0 if target is not None else 1))
     return out
 
 

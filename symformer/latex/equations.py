@@ -8,7 +8,8 @@ the operation says how its function is spelled.
 
 from __future__ import annotations
 
-from symformer.codegen import Line, lines
+from symformer.codegen import Line
+from symformer.codegen.backward import equation_lines
 from symformer.engine import Stage
 from symformer.latex.blocks import Equation
 
@@ -28,7 +29,7 @@ def _rhs(line: Line) -> str:
 
 def stage_equation(stage: Stage) -> Equation | None:
     """The numbered general formula of ``stage`` (rendered from its op's function)."""
-    return Equation(tuple((line.lhs, _rhs(line)) for line in lines(stage)),
+    return Equation(tuple((line.lhs, _rhs(line)) for line in equation_lines(stage)),
                     label=f"eq:{stage.name}")
 
 

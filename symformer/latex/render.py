@@ -132,17 +132,7 @@ def _cell(cell) -> str:
 
 @to_latex.register
 def _(block: Table) -> str:
-    spec = "rl" + "r" * len(block.col_labels)
-    header = " & ".join([*map(latex_text, block.row_header),
-                         *(f"${c}$" for c in block.col_labels)])
-    lines = [f"\\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule", header + r" \\",
-             r"\midrule"]
-    for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
-        prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
-        row = [f"{prefix}{pos}", label_text(token), *(_cell(c) for c in cells)]
-        lines.append(" & ".join(row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    tabular = "\n".join(lines)
+    tabular = table_body(block)
     legend = " ".join(block.legend)
     caption = latex_text(f"{block.caption} {legend}".rstrip(), breaks=True)
     # Shrink (never enlarge) a table wider than the text block.
@@ -153,3 +143,19 @@ def _(block: Table) -> str:
     return (f"\\begin{{table}}\n\\centering\n{stretch}"
             f"\\caption{{{caption}}}\\label{{{block.label}}}\n"
             f"{fitted}\n\\end{{table}}")
+
+
+def table_body(block: Table) -> str:
+    """The ``tabular`` of a table (booktabs rules, heat shades, the highlighted row),
+    without float, caption or resizing: for documents that place it themselves."""
+    spec = "rl" + "r" * len(block.col_labels)
+    header = " & ".join([*map(latex_text, block.row_header),
+                         *(f"${c}$" for c in block.col_labels)])
+    lines = [f"\\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule", header + r" \\",
+             r"\midrule"]
+    for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
+        prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
+        row = [f"{prefix}{pos}", label_text(token), *(_cell(c) for c in cells)]
+        lines.append(" & ".join(row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines)

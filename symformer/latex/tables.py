@@ -86,12 +86,25 @@ def stage_values(stage: Stage, decimals: int) -> list[list[str]]:
     return integer_values(stage, decimals) or stage.values(decimals=decimals)
 
 
-def heat_of(text: str) -> int | None:
-    """Shade for an attention weight in [0, 1], from its certified decimal string."""
+def heat_of(text: str, scale: tuple[Fraction, Fraction] = (Fraction(0), Fraction(1))
+            ) -> int | None:
+    """Shade of a certified decimal string on the scale ``(low, high)``: 0 at ``low``,
+    :data:`MAX_HEAT` at ``high`` (default [0, 1]: attention weights, probabilities)."""
     if text == "-inf":
         return None
-    value = max(Fraction(0), min(Fraction(1), display_value(text)))
-    return round(value * MAX_HEAT)
+    low, high = scale
+    value = max(low, min(high, display_value(text)))
+    return round((value - low) / (high - low) * MAX_HEAT) if high > low else 0
+
+
+def heat_scale(values: list[list[str]]) -> tuple[Fraction, Fraction]:
+    """The heat map's scale for a table's printed values: [0, 1] when every value lies
+    in it (weights and probabilities compare across tables), else the table's own
+    smallest to largest value (a relative scale, said in the legend)."""
+    shown = [display_value(t) for row in values for t in row if t != "-inf"]
+    if all(0 <= v <= 1 for v in shown):
+        return Fraction(0), Fraction(1)
+    return min(shown), max(shown)
 
 
 def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
@@ -110,6 +123,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
     heat = stage.op.heat if heat is None else heat
+    scale = heat_scale(values) if heat else (Fraction(0), Fraction(1))
     rows = []
     any_exact = False
     for i, row in enumerate(values):
@@ -125,7 +139,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
             if is_exact and text != "-inf":
                 marks.add("exact")
                 any_exact = True
-            shade = heat_of(text) if heat and not marks & {"masked"} else None
+            shade = heat_of(text, scale) if heat and not marks & {"masked"} else None
             cells.append(Cell(latex, frozenset(marks), shade))
         rows.append(tuple(cells))
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
@@ -140,8 +154,12 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     if masked:
         legend.append("Grey: masked by the causal mask.")
     if heat and not indicator:
-        legend.append("Darker: larger weight." if stage.kind == "weights"
-                      else "Darker: larger probability.")
+        if scale != (0, 1):
+            legend.append("Darker: larger value (shaded from this table\u2019s smallest "
+                          "to its largest value).")
+        else:
+            legend.append("Darker: larger weight." if stage.kind == "weights"
+                          else "Darker: larger probability.")
     return Table(
         caption=caption or f"{stage.name} ({stage.shape[0]}\u00d7{stage.shape[1]}).",
         label=label or f"tab:{stage.name}",

@@ -4,6 +4,7 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 ``docs/architecture.md`` for how to add one.
 """
 
+from symformer.ops.adam import AdamMoment, AdamStep
 from symformer.ops.add import Add
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
@@ -16,32 +17,32 @@ from symformer.ops.gelu_tanh import GELUTanh
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
 from symformer.ops.learned_positional import LearnedPositional
-from symformer.ops.loss import CrossEntropy, MeanSquaredError
+from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
+from symformer.ops.parameter import Parameter
 from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
 from symformer.ops.relu import ReLU
 from symformer.ops.rms_norm import RMSNormalize, RowMeanSquare
 from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
+from symformer.ops.sgd import SgdStep
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
+from symformer.ops.staged_normalize import StagedNormalize
+from symformer.ops.staged_projection import StagedProjection
 from symformer.ops.std_dev import StdDev
 from symformer.ops.variance import RowVariance
 from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores",
-    "Embedding", "GELUTanh", "GatedProduct", "Identity", "LearnedPositional", "Normalize",
-    "Notation", "Operation", "PositionalEncoding", "Projection", "RMSNormalize", "ReLU",
-    "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask", "SiLU", "Softmax",
-    "StdDev", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
-
-    "GELU", "OPERATIONS", "Add", "ArgmaxIndicator", "Concat", "DotScores", "Embedding",
-    "Identity", "Normalize", "Notation", "Operation", "PositionalEncoding", "Projection",
-    "ReLU", "RowMean", "RowVariance", "ScaleMask", "Softmax", "WeightedSum", "WholeMean",
-    "WholeVariance", "positional_encoding",
-    "CrossEntropy", "Gradient", "MeanSquaredError", "Seed", "Term",
+    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy", "DotScores",
+    "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient", "Identity",
+    "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
+    "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
+    "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
+    "Seed", "SgdStep", "SiLU", "Softmax", "StagedNormalize", "StagedProjection", "StdDev",
+    "Term", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
 ]

@@ -18,6 +18,11 @@ def add(x, y):
     return x + y
 
 
+def add_backward(g):
+    """dL/dx = dL/dy = dL/dr: the gradient passes unchanged to both summands."""
+    return g
+
+
 @dataclass(frozen=True)
 class Add(Operation):
     """``x + y`` (the input row, a residual sum)."""
@@ -46,3 +51,9 @@ class Add(Operation):
                  num: Arithmetic) -> Rows:
         """d(x + y)/dx = d(x + y)/dy = 1: the gradient passes unchanged to both."""
         return grad
+
+    def backward_function(self, wrt: int | str):
+        return add_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype),)

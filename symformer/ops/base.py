@@ -48,6 +48,7 @@ from symformer.ops.facts import Fact
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
     from symformer.ops.calculus import Arithmetic, Rows
+    from symformer.ops.gradient import Part
     from symformer.worked.model import Node
 
 #: Every concrete operation class, by its ``name`` (filled as classes are defined).
@@ -276,6 +277,16 @@ class Operation(ABC):
         """
         return {}
 
+    def staged(self) -> Operation | None:
+        """This operation with its weights read from stages instead of constants.
+
+        The variant's inputs are this operation's inputs followed by one stage per
+        entry of :meth:`parameters` (in that order), so a training step's updated
+        weights (exact, no longer rational) are stage symbols in its local formula.
+        None: no such variant (``train`` keeps these weights as they are).
+        """
+        return None
+
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows | None:
         """The vector-Jacobian product: d loss / d (input ``wrt``, or parameter ``wrt``).
@@ -290,6 +301,18 @@ class Operation(ABC):
         """
         raise NotSupportedError(f"the operation {self.name!r} has no backward rule "
                                 f"(it is not differentiable)")
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """The identities ``prove`` states about this operation's backward rule.
+
+        ``gradient`` is a gradient stage (:mod:`symformer.ops.gradient`) and ``part``
+        this rule's contribution to it: ``part.consumer`` is the stage of this
+        operation, differentiated by input (or parameter) ``part.wrt``, and
+        ``part.formula`` the contribution's local formula (the whole of
+        ``gradient``'s when the input has no other consumer).  None by default; a
+        softmax states that the rows of its input gradient sum to 0.
+        """
+        return []
 
     def backward_function(self, wrt: int | str) -> Callable[..., Any] | None:
         """The NumPy vector-Jacobian product for input ``wrt`` (or parameter ``wrt``).

@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import sympy
 from flint import arb
 
@@ -56,6 +57,15 @@ class Arithmetic:
     def erf(self, x: Any) -> Any:
         """The error function."""
         return sympy.erf(x)
+
+    def tanh(self, x: Any) -> Any:
+        """The hyperbolic tangent."""
+        return sympy.tanh(x)
+
+    def apply(self, op: Any, args: list[Rows]) -> Rows:
+        """The forward operation ``op`` on ``args`` in this arithmetic (a gated
+        product's rule reads its activation's value)."""
+        return op.sympy([sympy.Matrix(a) for a in args]).tolist()
 
     def log(self, x: Any) -> Any:
         """The natural logarithm."""
@@ -98,6 +108,12 @@ class Balls(Arithmetic):
     def erf(self, x: arb) -> arb:
         return x.erf()
 
+    def tanh(self, x: arb) -> arb:
+        return x.tanh()
+
+    def apply(self, op: Any, args: list[Rows]) -> Rows:
+        return op.arb(args)
+
     def log(self, x: arb) -> arb:
         return x.log()
 
@@ -135,6 +151,12 @@ class Floats(Arithmetic):
 
     def erf(self, x: float) -> float:
         return math.erf(x)
+
+    def tanh(self, x: float) -> float:
+        return math.tanh(x)
+
+    def apply(self, op: Any, args: list[Rows]) -> Rows:
+        return op.reference([np.array(a, dtype=float) for a in args]).tolist()
 
     def log(self, x: float) -> float:
         return math.log(x)

@@ -19,6 +19,12 @@ def concat(heads):
     return np.concatenate(heads, axis=-1)
 
 
+def concat_backward(G, S):
+    """dL/do^(k) = dL/dc S: the columns of dL/dc that head k filled, picked by the 0/1
+    matrix S (an identity block at head k's columns)."""
+    return G @ S
+
+
 @dataclass(frozen=True)
 class Concat(Operation):
     """Concatenate the input stages along the columns."""
@@ -52,3 +58,10 @@ class Concat(Operation):
         start = sum(len(a[0]) for a in args[:wrt])
         width = len(args[wrt][0])
         return [row[start:start + width] for row in grad]
+
+    def backward_function(self, wrt: int | str):
+        return concat_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        start, width = sum(a.shape[-1] for a in args[:wrt]), args[wrt].shape[-1]
+        return grad.astype(dtype), np.eye(grad.shape[-1], dtype=dtype)[:, start:start + width]

@@ -18,6 +18,16 @@ def raw_scores(Q, K):
     return Q @ K.T
 
 
+def raw_scores_backward_Q(G, K):
+    """U = Q K^T: dL/dQ = G K."""
+    return G @ K
+
+
+def raw_scores_backward_K(G, Q):
+    """U = Q K^T: dL/dK = G^T Q."""
+    return G.T @ Q
+
+
 @dataclass(frozen=True)
 class DotScores(Operation):
     """``Q K^T``: entry (i, j) is query i's dot product with key j."""
@@ -56,3 +66,9 @@ class DotScores(Operation):
         """U = Q K^T: dL/dQ = G K, dL/dK = G^T Q."""
         Q, K = args
         return matmul(grad, K, num) if wrt == 0 else matmul(transpose(grad), Q, num)
+
+    def backward_function(self, wrt: int | str):
+        return raw_scores_backward_Q if wrt == 0 else raw_scores_backward_K
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), args[1 - wrt].astype(dtype)

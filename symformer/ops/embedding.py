@@ -10,7 +10,7 @@ import numpy as np
 import sympy
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
@@ -18,6 +18,13 @@ from symformer.ops.calculus import Arithmetic, Rows
 def embed(E, t):
     """Row t of the table E for each token id t: (n, d)."""
     return E[t]
+
+
+def embed_backward(G, T):
+    """dL/dE = T^T G: row u is the sum of dL/de_i over the positions i holding token u,
+    T the 0/1 matrix with T[i, u] = 1 where position i holds token u (only the rows of
+    the tokens used)."""
+    return T.T @ G
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,8 @@ class Embedding(Operation):
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        return [[sympy_to_arb(v) for v in self.E.row(t)] for t in self.token_ids]
+        table = constant_balls(self.E)
+        return [list(table[t]) for t in self.token_ids]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
@@ -63,3 +71,10 @@ class Embedding(Operation):
         return [[num.total(column) for column in zip(*[g for g, t in zip(grad, self.token_ids)
                                                        if t == used])]
                 for used in self.used_rows()]
+
+    def backward_function(self, wrt: int | str):
+        return embed_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        T = np.array([[t == u for u in self.used_rows()] for t in self.token_ids], dtype=dtype)
+        return grad.astype(dtype), T

@@ -9,6 +9,12 @@ whole composition (the decoder never looks ahead) are stated by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sympy
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 #: The statuses of a fact: proved symbolically, certified by ball arithmetic,
 #: shown false (with a counterexample), or vacuous (nothing to prove).
@@ -36,3 +42,14 @@ class Tally(Fact):
     into one fact (the masked weights of every head are exactly 0)."""
 
     count: int = 0
+
+
+def cancels(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` is exactly 0 by cancellation: the numerator over a common
+    denominator expands to 0 (stage symbols stay free: an identity for any values)."""
+    return sympy.expand(sympy.together(expr).as_numer_denom()[0]) == 0
+
+
+def label(stage: Stage) -> str:
+    """`` (causal)`` for a stage of the causally masked derivation, else ``""``."""
+    return " (causal)" if stage.derivation.causal else ""

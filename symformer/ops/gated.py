@@ -10,11 +10,22 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def gated(act_g, h):
     """act(g) ⊙ h: the activated gate times the hidden layer, element-wise."""
     return act_g * h
+
+
+def gated_backward_gate(g, h, dact):
+    """dL/dgate = dL/da ⊙ h ⊙ act'(gate) (dact: the activation's derivative)."""
+    return g * h * dact
+
+
+def gated_backward_hidden(g, act_g):
+    """dL/dh = dL/da ⊙ act(gate)."""
+    return g * act_g
 
 
 @dataclass(frozen=True)
@@ -55,3 +66,25 @@ class GatedProduct(Operation):
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"act_g", "h"}), symbols={
             "act_g": Notation(r"\operatorname{act}(g)", "act(g)", "")})
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """a = act(gate) h: dL/dgate = act'(gate) (dL/da h) (the activation's own rule),
+        dL/dh = dL/da act(gate)."""
+        gate, hidden = args
+        if wrt == 0:
+            upstream = [[d * h for d, h in zip(ds, hs)] for ds, hs in zip(grad, hidden)]
+            return self.activation.backward([gate], None, upstream, 0, num)
+        act = num.apply(self.activation, [gate])
+        return [[d * a for d, a in zip(ds, acts)] for ds, acts in zip(grad, act)]
+
+    def backward_function(self, wrt: int | str):
+        return gated_backward_gate if wrt == 0 else gated_backward_hidden
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        gate, hidden = (a.astype(dtype) for a in args)
+        if wrt == 0:
+            ones = np.ones_like(gate)
+            dact = self.activation.backward_reference(0, [gate], None, ones, dtype)
+            return grad.astype(dtype), hidden, dact
+        return grad.astype(dtype), self.activation.reference([gate], dtype)

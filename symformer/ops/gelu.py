@@ -22,6 +22,11 @@ def gelu(h):
     return h / 2 * (1 + erf(h / np.sqrt(2)))
 
 
+def gelu_backward(h, g):
+    """dL/dh = dL/da (Phi(h) + h phi(h)): the normal distribution and density functions."""
+    return g * ((1 + erf(h / np.sqrt(2))) / 2 + h * np.exp(-h ** 2 / 2) / np.sqrt(2 * np.pi))
+
+
 @dataclass(frozen=True)
 class GELU(Operation):
     """The Gaussian error linear unit, element-wise."""
@@ -62,3 +67,9 @@ class GELU(Operation):
         root2, root2pi = num.const(sympy.sqrt(2)), num.sqrt(2 * num.pi())
         return [[d * ((1 + num.erf(h / root2)) / 2 + h * num.exp(-h * h / 2) / root2pi)
                  for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]
+
+    def backward_function(self, wrt: int | str):
+        return gelu_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return args[0].astype(dtype), grad.astype(dtype)

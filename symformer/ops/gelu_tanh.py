@@ -14,6 +14,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Node, Pow
 
 #: The cubic coefficient of the approximation, exactly.
@@ -28,6 +29,13 @@ def _formula(h: sympy.Expr) -> sympy.Expr:
 def gelu_tanh(h):
     """h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))), element-wise."""
     return h / 2 * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+
+
+def gelu_tanh_backward(h, t, g):
+    """dL/dh = dL/da ((1 + t) / 2 + h / 2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 h^2)),
+    t = tanh(sqrt(2/pi) (h + 0.044715 h^3))."""
+    return g * ((1 + t) / 2 + h / 2 * (1 - t ** 2) * np.sqrt(2 / np.pi)
+                * (1 + 3 * 0.044715 * h ** 2))
 
 
 @dataclass(frozen=True)
@@ -80,3 +88,24 @@ class GELUTanh(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"h"}))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """a' = (1 + t) / 2 + h (1 - t^2) c (1 + 3 k h^2) / 2 with t = tanh(c (h + k h^3)),
+        c = sqrt(2 / pi) and k = 0.044715 exactly."""
+        c, k = num.sqrt(2 / num.pi()), num.const(CUBIC)
+        result = []
+        for hs, ds in zip(args[0], grad):
+            row = []
+            for h, d in zip(hs, ds):
+                t = num.tanh(c * (h + k * h * h * h))
+                row.append(d * ((1 + t) / 2 + h * (1 - t * t) * c * (1 + 3 * k * h * h) / 2))
+            result.append(row)
+        return result
+
+    def backward_function(self, wrt: int | str):
+        return gelu_tanh_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        h = args[0].astype(dtype)
+        return h, np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)), grad.astype(dtype)

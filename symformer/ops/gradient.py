@@ -17,14 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
-from symformer.ops.base import Notation, Operation
+from symformer.ops.base import Notation, Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
+from symformer.ops.facts import Fact
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+
+#: A sum shared by every entry of a gradient's row, shown as its own worked step.
+SHARED = Notation(r"\Sigma", "Σ", "Sum shared by the row's entries")
 
 
 def gradient_sum(*contributions):
@@ -45,6 +53,18 @@ class Term:
     op: Operation
     wrt: int | str
     arity: int
+
+
+@dataclass(frozen=True, eq=False)
+class Part:
+    """One consumer's contribution to a gradient stage: the ``consumer`` stage, what its
+    rule differentiates by (``wrt``), the consumer's gradient stage (``upstream``) and
+    the rule's local formula over the stage symbols."""
+
+    consumer: Stage
+    wrt: int | str
+    upstream: str
+    formula: sympy.Matrix
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,6 +114,41 @@ class Gradient(Operation):
         if len(self.terms) != 1 or len(steps) != 1:
             return entry
         return entry.xreplace({steps.pop(): sympy.S.One if sign() > 0 else sympy.S.Zero})
+
+    def worked_parts(self, stage, row: int,
+                     formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """A sum shared by every entry of the row (a softmax's sum_k alpha_k dL/dalpha_k),
+        worked out once as its own step: dL/ds_j = alpha_j (dL/dalpha_j - Σ)."""
+        if len(formulas) < 2:
+            return []
+        sums = [[set(e.args) for e in sympy.preorder_traversal(f) if e.is_Add]
+                for f in formulas]
+        shared = set.intersection(*(set().union(*s) for s in sums))
+        shared = {t for t in shared if t.free_symbols}
+        # the shared terms must sit in one sum of every entry (not spread over several)
+        if len(shared) < 2 or not all(any(shared <= s for s in f) for f in sums):
+            return []
+        total = sympy.Add(*shared)
+        if all(t.could_extract_minus_sign() for t in shared):
+            total = -total
+        return [WorkedPart(SHARED, total)]
+
+    def parts(self, stage: Stage) -> list[Part]:
+        """Each term's contribution to ``stage``'s local formula, in term order."""
+        g, names, found, k = stage.derivation, stage.inputs, [], 0
+        for term in self.terms:
+            inputs = [rows(g.symbols(n)) for n in names[k:k + term.arity]]
+            consumer, upstream = names[k + term.arity], names[k + term.arity + 1]
+            k += term.arity + 2
+            formula = term.op.backward(inputs, rows(g.symbols(consumer)),
+                                       rows(g.symbols(upstream)), term.wrt, EXACT)
+            found.append(Part(g[consumer], term.wrt, upstream, sympy.Matrix(formula)))
+        return found
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """What the consumers' rules state about this gradient (``Operation.backward_facts``)."""
+        return [fact for part in self.parts(stage)
+                for fact in part.consumer.op.backward_facts(stage, part)]
 
     def exactly_masked(self) -> Gradient:
         return replace(self, terms=tuple(replace(t, op=t.op.exactly_masked())

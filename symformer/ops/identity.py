@@ -18,6 +18,11 @@ def identity(x):
     return x
 
 
+def identity_backward(g):
+    """dL/dx = dL/dz: the gradient passes unchanged."""
+    return g
+
+
 @dataclass(frozen=True)
 class Identity(Operation):
     """Names its input anew (``output`` is the last block's result)."""
@@ -49,3 +54,9 @@ class Identity(Operation):
                  num: Arithmetic) -> Rows:
         """The gradient passes unchanged."""
         return grad
+
+    def backward_function(self, wrt: int | str):
+        return identity_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype),)

@@ -14,7 +14,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -26,6 +26,40 @@ def mse(z, T):
 def cross_entropy(p, t):
     """L = -(1/n) sum_i log p[i, t_i]: the mean over positions of the target's -log p."""
     return -np.mean(np.log(p[np.arange(len(t)), t]), keepdims=True).reshape(1, 1)
+
+
+def mse_equation(z, T):
+    """The mse as the textbook writes it (the general equation; same value as mse)."""
+    return np.sum((z - T) ** 2) / (n * d)  # noqa: F821 -- n, d: the sizes, as symbols
+
+
+def cross_entropy_equation(p, t):
+    """The cross-entropy as the textbook writes it (same value as cross_entropy)."""
+    return -np.sum(np.log(p_target), axis=-1) / n  # noqa: F821 -- p[i, t_i], as a symbol
+
+
+#: The target entries of the cross-entropy, p_{i,t_i}.
+P_TARGET = Notation("p_{i,t_i}", "p_(i,t_i)", "probability of the target token")
+
+def position_mse(z, T, i):
+    """L_i = (1/d) sum_j (z_ij - T_ij)^2: the squared error of position i alone."""
+    return np.mean((z[i] - T[i]) ** 2, keepdims=True).reshape(1, 1)
+
+
+def position_mse_backward(g, z, T, R, d):
+    """dL_i/dz = g * 2 R (z - T) / d, R the column with 1 in row i and 0 elsewhere."""
+    return g * 2 / d * R * (z - T)
+
+
+def mse_backward(g, z, T, n, d):
+    """dL/dz = g * 2 (z - T) / (n d)."""
+    return g * 2 / (n * d) * (z - T)
+
+
+def cross_entropy_backward(g, p, Y, n):
+    """dL/dp = -g Y / (n p), Y the targets' one-hot rows (Y[i, t_i] = 1): -g / (n p[i, t_i])
+    at each target, 0 at every other entry."""
+    return -g / n * Y / p
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +91,11 @@ class MeanSquaredError(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args[0], matrix(self.target, dtype)
 
+    def spelling(self) -> Spelling:
+        return Spelling(function=mse_equation, indexed=frozenset({"z", "T"}),
+                        symbols={"T": Notation("T", "T", "target")},
+                        remark="T is the [loss] target")
+
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
         """dL/dz_ij = 2 (z_ij - T_ij) / (n d)."""
@@ -64,6 +103,13 @@ class MeanSquaredError(Operation):
         T = self.target.tolist()
         return [[g * 2 * (z - num.const(t)) / N for z, t in zip(zs, ts)]
                 for zs, ts in zip(args[0], T)]
+
+    def backward_function(self, wrt: int | str):
+        return mse_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype), *self.arguments([args[0].astype(dtype)], dtype),
+                *args[0].shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,9 +138,69 @@ class CrossEntropy(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[object]:
         return args[0], np.array(self.targets)
 
+    def spelling(self) -> Spelling:
+        return Spelling(function=cross_entropy_equation, axis=("i", "n"),
+                        symbols={"p_target": P_TARGET},
+                        remark="t_i is the target token of position i")
+
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
         """dL/dp[i, t_i] = -1 / (n p[i, t_i]); 0 at every other entry."""
         (g,), n = grad[0], len(self.targets)
         return [[-g / (n * p) if j == t else num.zero() for j, p in enumerate(row)]
                 for row, t in zip(args[0], self.targets)]
+
+    def backward_function(self, wrt: int | str):
+        return cross_entropy_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        p = args[0].astype(dtype)
+        Y = np.eye(p.shape[-1], dtype=dtype)[list(self.targets)]
+        return grad.astype(dtype), p, Y, len(self.targets)
+
+
+@dataclass(frozen=True, eq=False)
+class PositionSquaredError(Operation):
+    """The mean of (z - target)^2 over row ``position`` only: one position's loss
+    (``prove`` differentiates it to show that, under the causal mask, it does not
+    depend on later positions)."""
+
+    target: sympy.Matrix
+    position: int
+    notation: Notation | None = None
+
+    name = "position_mse"
+    reference_function = position_mse
+    default_notation = Notation("L_i", "L_i", "Loss at one position (squared error)")
+    rational = True
+    nonnegative = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        z, t = args[0].row(self.position), self.target.row(self.position)
+        return sympy.Matrix([[sympy.Add(*[(a - b) ** 2 for a, b in zip(z, t)]) / len(z)]])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        z = args[0][self.position]
+        total = arb(0)
+        for a, b in zip(z, self.target.row(self.position)):
+            total += (a - rational_ball(b)) * (a - rational_ball(b))
+        return [[total / len(z)]]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[object]:
+        return args[0], matrix(self.target, dtype), self.position
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL_i/dz_ij = 2 (z_ij - T_ij) / d in row i, exactly 0 in the others."""
+        (g,) = grad[0]
+        T = self.target.tolist()
+        return [[g * 2 * (z - num.const(t)) / len(zs) if i == self.position else num.zero()
+                 for z, t in zip(zs, ts)] for i, (zs, ts) in enumerate(zip(args[0], T))]
+
+    def backward_function(self, wrt: int | str):
+        return position_mse_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        z, T, i = self.arguments([args[0].astype(dtype)], dtype)
+        R = (np.arange(len(z)) == i).astype(dtype)[:, None]
+        return grad.astype(dtype), z, T, R, z.shape[-1]

@@ -20,6 +20,11 @@ def mean(x, d):
     return 1 / d * np.sum(x, axis=-1, keepdims=True)
 
 
+def mean_backward(g, d):
+    """dL/dx_j = dL/dmu / d for each of the row's d entries: (n, 1) -> (n, d)."""
+    return np.repeat(g / d, d, axis=-1)
+
+
 @dataclass(frozen=True)
 class RowMean(Operation):
     """Each row's mean."""
@@ -52,3 +57,9 @@ class RowMean(Operation):
                  num: Arithmetic) -> Rows:
         """dmu/dx_j = 1/d: each entry of the row gets the row's gradient over d."""
         return [[g / len(row) for _ in row] for row, (g,) in zip(args[0], grad)]
+
+    def backward_function(self, wrt: int | str):
+        return mean_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), args[0].shape[-1]

@@ -17,12 +17,14 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.errors import InputError
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
-from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact
+from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label
+from symformer.ops.projection import bias_backward
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def layer_norm(x, mu, sigma2, gamma, beta, eps):
@@ -33,6 +35,36 @@ def layer_norm(x, mu, sigma2, gamma, beta, eps):
 def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     """gamma (x - mu) / (sqrt(s^2) + eps) + beta, s^2 unbiased (the Annotated Transformer)."""
     return gamma * ((x - mu) / (np.sqrt(sigma2) + eps)) + beta
+
+
+def layer_norm_backward_x(g, gamma, D):
+    """dL/dx_j = gamma_j g_j / D, D the denominator (mu and sigma^2 are stages of their own)."""
+    return gamma * g / D
+
+
+def layer_norm_backward_mu(g, gamma, D):
+    """dL/dmu = -sum_j gamma_j g_j / D."""
+    return -np.sum(gamma * g, axis=-1, keepdims=True) / D
+
+
+def layer_norm_backward_sigma2(g, x, mu, gamma, D, dD):
+    """dL/dsigma^2 = -sum_j gamma_j g_j (x_j - mu) / D^2 * dD/dsigma^2."""
+    return -np.sum(gamma * g * (x - mu), axis=-1, keepdims=True) / D ** 2 * dD
+
+
+def layer_norm_backward_gamma(g, x, mu, D):
+    """dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / D_i."""
+    return np.sum(g * (x - mu) / D, axis=0, keepdims=True)
+
+
+def backward_arguments(wrt: int | str, x, mu, sigma2, gamma, eps, g, unbiased: bool) -> tuple:
+    """The NumPy backward rules' arguments for input 0, 1, 2 (x, mu, sigma^2) or
+    gamma / beta: the denominator D = sqrt(sigma^2 + eps) with dD/dsigma^2 = 1 / (2 D),
+    or (unbiased) D = sqrt(s^2) + eps with dD/ds^2 = 1 / (2 sqrt(s^2))."""
+    D = np.sqrt(sigma2) + eps if unbiased else np.sqrt(sigma2 + eps)
+    dD = 1 / (2 * np.sqrt(sigma2)) if unbiased else 1 / (2 * D)
+    return {0: (g, gamma, D), 1: (g, gamma, D), 2: (g, x, mu, gamma, D, dD),
+            "gamma": (g, x, mu, D), "beta": (g,)}[wrt]
 
 
 def root(v: arb) -> arb:
@@ -228,3 +260,49 @@ class Normalize(Operation):
             return [[num.total(d * c for d, c in zip(ds, cs))
                      for ds, cs in zip(zip(*grad), zip(*centred))]]
         return result
+
+    def staged(self) -> Operation:
+        """The same LayerNorm reading gamma and beta from stages
+        (:mod:`symformer.ops.staged_normalize`, found in the registry)."""
+        return OPERATIONS["staged_normalize"](self.eps, self.unbiased, self.notation)
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """The LayerNorm's gradient at its input sums to exactly 0 over each row.
+
+        The LayerNorm's part of dL/dx is the sum of three rules: this step's, the
+        mean's and the variance's (x's other consumers, such as a residual connection
+        in pre-norm, are not part of it).  Each row's sum cancels once dL/dmu is
+        written as its local formula -sum_j gamma_j g_j / D.  False for the
+        whole-matrix mean and variance (only the sum over the whole matrix cancels).
+        """
+        if part.wrt != 0:
+            return []
+        g, norm = gradient.derivation, part.consumer
+        mine = [p for p in gradient.op.parts(gradient)
+                if p.consumer is norm or p.consumer.name in norm.inputs[1:] and p.wrt == 0]
+        mean = [p.upstream for p in mine if p.consumer.name == norm.inputs[1]]
+        subs = {s: e for u in mean for s, e in zip(g.symbols(u), g.local(u))}
+        total = sum((p.formula for p in mine[1:]), mine[0].formula)
+        name = f"{gradient.name}.layer_norm_row_sums_zero{label(gradient)}"
+        statement = (f"the gradient of {norm.name} at its input ({gradient.name}, its "
+                     f"LayerNorm part) sums to exactly 0 over each row{label(gradient)}")
+        bad = [i for i in range(total.rows) if not cancels(sympy.Add(*total.row(i)).xreplace(
+            subs))]
+        if bad:
+            return [Fact(name, statement, FALSE, f"row {bad[0]} does not cancel (a mean or "
+                         f"variance over more than the row)")]
+        return [Fact(name, statement, PROVED, "sum_j (gamma_j g_j / D + dL/dmu / d + dL/dsigma^2 "
+                     "2 (x_j - mu) / m) = 0 with dL/dmu = -sum_j gamma_j g_j / D")]
+
+    def backward_function(self, wrt: int | str):
+        return {0: layer_norm_backward_x, 1: layer_norm_backward_mu,
+                2: layer_norm_backward_sigma2, "gamma": layer_norm_backward_gamma,
+                "beta": bias_backward}[wrt]
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        """The denominator D = sqrt(sigma^2 + eps) with dD/dsigma^2 = 1 / (2 D), or
+        (unbiased) D = sqrt(s^2) + eps with dD/ds^2 = 1 / (2 sqrt(s^2))."""
+        x, mu, sigma2, gamma, _beta, eps = self.arguments([a.astype(dtype) for a in args],
+                                                          dtype)
+        return backward_arguments(wrt, x, mu, sigma2, gamma, eps, grad.astype(dtype),
+                                  self.unbiased)

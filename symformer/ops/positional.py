@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
-from flint import arb
+from flint import arb, fmpq
 
-from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.facts import FALSE, PROVED, Fact
 
@@ -101,7 +101,13 @@ class PositionalEncoding(Operation):
         return self.table
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        return [[sympy_to_arb(v) for v in self.table.row(i)] for i in range(self.n)]
+        if self.kind != "sinusoidal":
+            return [[arb(0) for _ in range(self.d_model)] for _ in range(self.n)]
+        # The table's own formula in balls, without building its SymPy constants.
+        base = rational_ball(sympy.Rational(self.base))
+        rates = [base ** arb(fmpq(-(j - j % 2), self.d_model)) for j in range(self.d_model)]
+        return [[(arb(pos) * rate).sin() if j % 2 == 0 else (arb(pos) * rate).cos()
+                 for j, rate in enumerate(rates)] for pos in range(self.n)]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant

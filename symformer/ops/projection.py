@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
-from flint import arb
+from flint import arb, arb_mat
 
-from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, Spelling, matrix, named
+from symformer.engine.arbmath import ArbMatrix, constant_balls
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def project(X, W):
@@ -25,6 +31,21 @@ def affine(X, W, b):
     return X @ W + b
 
 
+def project_backward_X(G, W):
+    """Y = X W + b: dL/dX = G W^T."""
+    return G @ W.T
+
+
+def project_backward_W(X, G):
+    """Y = X W + b: dL/dW = X^T G."""
+    return X.T @ G
+
+
+def bias_backward(G):
+    """Y = X W + b (b added to every row): dL/db = the column sums of G."""
+    return np.sum(G, axis=0, keepdims=True)
+
+
 @dataclass(frozen=True)
 class Projection(Operation):
     """``X @ W (+ b)``; ``weight``/``bias`` name the matrices in formulas (``W_Q``, ``b_1``)."""
@@ -34,7 +55,6 @@ class Projection(Operation):
     notation: Notation | None = None
     weight: str = "W"
     bias: str = "b"
-    _columns: list = field(default=None, compare=False, repr=False)
     #: What the output columns are ("vocab" for logits; see Operation.columns).
     columns: str = "dims"
 
@@ -43,13 +63,12 @@ class Projection(Operation):
     default_notation = Notation("y", "y", "Projection")
     rational = True
 
-    def __post_init__(self) -> None:
-        # Only the non-zero weights of each output column enter its formula.
-        columns = [
-            [(k, self.W[k, j]) for k in range(self.W.rows) if self.W[k, j] != 0]
-            for j in range(self.W.cols)
-        ]
-        object.__setattr__(self, "_columns", columns)
+    @cached_property
+    def _columns(self) -> list[list[tuple[int, sympy.Expr]]]:
+        """Only the non-zero weights of each output column enter its formula."""
+        rows = self.W.tolist()  # one conversion: SymPy's entry indexing is slow
+        return [[(k, row[j]) for k, row in enumerate(rows) if row[j] != 0]
+                for j in range(self.W.cols)]
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
@@ -69,8 +88,16 @@ class Projection(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]
-        columns = [[(k, rational_ball(w)) for k, w in column] for column in self._columns]
-        bias = [rational_ball(v) for v in self.b] if self.b is not None else None
+        W = constant_balls(self.W)  # the balls straight from the exact weights
+        bias = [v for row in constant_balls(self.b) for v in row] if self.b is not None \
+            else None
+        if X and all(v is not None for row in X for v in row):
+            # Arb's own matrix product (rigorous, exact zeros stay exact), then the bias.
+            product = arb_mat(X) * arb_mat(W)
+            return [[product[i, j] + bias[j] if bias is not None else product[i, j]
+                     for j in range(self.W.cols)] for i in range(len(X))]
+        columns = [[(k, row[j]) for k, row in enumerate(W) if not row[j].is_zero()]
+                   for j in range(self.W.cols)]
         out = []
         for row in X:
             out_row = []
@@ -112,3 +139,34 @@ class Projection(Operation):
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def staged(self) -> Operation:
+        """The same projection reading its weight (and bias) from stages
+        (:mod:`symformer.ops.staged_projection`, found in the registry)."""
+        return OPERATIONS["staged_projection"](self.b is not None, self.notation, self.weight,
+                                               self.bias, self.columns)
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """dL/db equals the column sums of dL/dY (b is added to every row)."""
+        if part.wrt != self.bias or self.b is None:
+            return []
+        G = gradient.derivation.symbols(part.upstream)
+        name = f"{gradient.name}.column_sums{label(gradient)}"
+        statement = (f"{gradient.name}{label(gradient)} equals the column sums of "
+                     f"{part.upstream}")
+        for j in range(part.formula.cols):
+            if not cancels(part.formula[0, j] - sympy.Add(*G.col(j))):
+                return [Fact(name, statement, FALSE, f"column {j} differs")]
+        return [Fact(name, statement, PROVED, f"each entry's local formula is sum_i "
+                     f"{part.upstream}[i, j]")]
+
+    def backward_function(self, wrt: int | str):
+        if wrt == 0:
+            return project_backward_X
+        return project_backward_W if wrt == self.weight else bias_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        G = grad.astype(dtype)
+        if wrt == 0:
+            return G, matrix(self.W, dtype)
+        return (args[0].astype(dtype), G) if wrt == self.weight else (G,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy
@@ -12,6 +13,11 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.facts import FALSE, PROVED, VACUOUS, Fact, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def relu(h):
@@ -19,11 +25,19 @@ def relu(h):
     return np.maximum(0, h)
 
 
+def relu_backward(h, g):
+    """dL/dh = dL/da where h > 0, else 0 (the subgradient 0 at exactly h = 0)."""
+    return g * (h > 0)
+
+
 @dataclass(frozen=True)
 class ReLU(Operation):
     """``max(0, h)`` element-wise; at exactly 0 both branches agree (the value is 0)."""
 
     notation: Notation | None = None
+    #: Entries (row, column) whose input h is proved exactly 0: their gradient is the
+    #: subgradient 0 without a sign to decide (``train`` sets them; a ball cannot).
+    zeros: frozenset[tuple[int, int]] = frozenset()
 
     name = "relu"
     reference_function = relu
@@ -64,4 +78,40 @@ class ReLU(Operation):
 
         The step is decided exactly (the certified sign of h, or a proof that h = 0).
         """
-        return [[d * num.step(h) for h, d in zip(hs, ds)] for hs, ds in zip(args[0], grad)]
+        return [[num.zero() if (i, j) in self.zeros else d * num.step(h)
+                 for j, (h, d) in enumerate(zip(hs, ds))]
+                for i, (hs, ds) in enumerate(zip(args[0], grad))]
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """Every clipped unit (h <= 0, by its certified sign or a proof that h = 0) gets
+        the gradient exactly 0: the rule's step, decided by that sign, is 0."""
+        g, hidden = gradient.derivation, part.consumer.inputs[0]
+        name = f"{gradient.name}.clipped_zero{label(gradient)}"
+        statement = (f"the clipped ReLU units (h <= 0) get the gradient exactly 0 in "
+                     f"{gradient.name}{label(gradient)}")
+        clipped = 0
+        for i in range(part.formula.rows):
+            for j in range(part.formula.cols):
+                if g.sign(hidden, i, j) > 0:
+                    continue
+                clipped += 1
+                steps = {}
+                for step in part.formula[i, j].atoms(sympy.Heaviside):
+                    sign = g.sign(*g.owner(step.args[0]))
+                    steps[step] = (sympy.S.One if sign > 0 else sympy.S.Zero if sign < 0
+                                   else step.args[1] if len(step.args) > 1 else sympy.S.Half)
+                value = part.formula[i, j].xreplace(steps)
+                if value != 0:
+                    return [Fact(name, statement, FALSE,
+                                 f"{gradient.name}[{i},{j}] = {value} where {hidden}[{i},{j}] "
+                                 f"{'= 0' if g.sign(hidden, i, j) == 0 else '< 0'}")]
+        if not clipped:
+            return [Fact(name, statement, VACUOUS, "no unit is clipped")]
+        return [Fact(name, statement, PROVED, f"{clipped} clipped units: the step "
+                     f"Heaviside(h, 0) is 0 for h < 0 and, the subgradient, at h = 0")]
+
+    def backward_function(self, wrt: int | str):
+        return relu_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return args[0].astype(dtype), grad.astype(dtype)

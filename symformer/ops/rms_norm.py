@@ -17,6 +17,7 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, rational_ball, relu_ball
 from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -31,6 +32,26 @@ def mean_square(x, d):
 def rms_norm(x, ms, gamma, eps):
     """gamma x / sqrt(ms + eps), per token."""
     return gamma * x / np.sqrt(ms + eps)
+
+
+def mean_square_backward(g, x, d):
+    """dL/dx_j = dL/dms * 2 x_j / d."""
+    return g * 2 * x / d
+
+
+def rms_norm_backward_x(g, gamma, R):
+    """dL/dx_j = gamma_j g_j / R, R = sqrt(ms + eps) (ms is a stage of its own)."""
+    return gamma * g / R
+
+
+def rms_norm_backward_ms(g, x, gamma, R):
+    """dL/dms = -sum_j gamma_j g_j x_j / (2 R^3)."""
+    return -np.sum(gamma * g * x, axis=-1, keepdims=True) / (2 * R ** 3)
+
+
+def rms_norm_backward_gamma(g, x, R):
+    """dL/dgamma_j = sum_i g_ij x_ij / R_i."""
+    return np.sum(g * x / R, axis=0, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -59,6 +80,17 @@ class RowMeanSquare(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], args[0].shape[-1]
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dms/dx_j = 2 x_j / d."""
+        return [[g * 2 * x / len(row) for x in row] for row, (g,) in zip(args[0], grad)]
+
+    def backward_function(self, wrt: int | str):
+        return mean_square_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), args[0].astype(dtype), args[0].shape[-1]
 
     def spelling(self) -> Spelling:
         return Spelling(indexed=frozenset({"x"}))
@@ -140,3 +172,38 @@ class RMSNormalize(Operation):
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"x", "gamma"}),
                         symbols={"ms": Notation(r"\overline{x^2}", "ms", "")})
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """gamma."""
+        return {"gamma": self.gamma}
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """y_j = gamma_j x_j / R with R = sqrt(ms + eps), ms a stage of its own:
+        dL/dx_j = gamma_j g_j / R;  dL/dms = -sum_j gamma_j g_j x_j / (2 R^3);
+        dL/dgamma_j = sum_i g_ij x_ij / R_i."""
+        X, ms = args
+        eps = num.const(self.eps)
+        gamma = [num.const(v) for v in self.gamma]
+        result, scaled = [], []
+        for row, (m,), g in zip(X, ms, grad):
+            R = num.sqrt(m + eps)
+            scaled.append([x / R for x in row])
+            if wrt == 0:
+                result.append([c * d / R for c, d in zip(gamma, g)])
+            elif wrt == 1:
+                result.append([-num.total(c * d * x for c, d, x in zip(gamma, g, row))
+                               / (2 * R * R * R)])
+        if wrt == "gamma":
+            return [[num.total(d * c for d, c in zip(ds, cs))
+                     for ds, cs in zip(zip(*grad), zip(*scaled))]]
+        return result
+
+    def backward_function(self, wrt: int | str):
+        return {0: rms_norm_backward_x, 1: rms_norm_backward_ms,
+                "gamma": rms_norm_backward_gamma}[wrt]
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        x, ms, gamma, eps = self.arguments([a.astype(dtype) for a in args], dtype)
+        R, g = np.sqrt(ms + eps), grad.astype(dtype)
+        return {0: (g, gamma, R), 1: (g, x, gamma, R), "gamma": (g, x, R)}[wrt]

@@ -18,6 +18,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
 def rope(X, C, S, R):
     """X cos + (X R) sin: R maps each pair (a, b) to (-b, a); C, S are (n, d)."""
     return X * C + (X @ R) * S
+
+
+def rope_backward(G, C, S, R):
+    """dL/dX = G cos + (G sin) R^T: each pair rotated back by its angle."""
+    return G * C + (G * S) @ R.T
 
 
 @dataclass(frozen=True)
@@ -125,3 +131,24 @@ class RoPE(Operation):
     def spelling(self) -> Spelling:
         return Spelling(symbols={"C": Notation(r"\cos(m\theta)", "cos(mθ)", ""),
                                  "S": Notation(r"\sin(m\theta)", "sin(mθ)", "")})
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """The transpose of each pair's rotation: dx_a = g_a cos + g_b sin,
+        dx_b = -g_a sin + g_b cos."""
+        result = []
+        for m, g in enumerate(grad):
+            row = list(g)
+            for (a, b), (c, s) in zip(self.pairs, self.trig[m]):
+                cn, sn = num.const(c), num.const(s)
+                row[a] = g[a] * cn + g[b] * sn
+                row[b] = -g[a] * sn + g[b] * cn
+            result.append(row)
+        return result
+
+    def backward_function(self, wrt: int | str):
+        return rope_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        _X, C, S, R = self.arguments([args[0].astype(dtype)], dtype)
+        return grad.astype(dtype), C, S, R

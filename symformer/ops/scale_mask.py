@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
@@ -21,6 +21,11 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.facts import FALSE, PROVED, Fact, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def scaled_scores(U, d_k):
@@ -51,6 +56,26 @@ def divided_masked_scores(U, c, M):
 def divided_offset_scores(U, c, M, m):
     """U / c, plus m (a number such as -1e9) where the mask M is set."""
     return U / c + np.where(M, m, 0)
+
+
+def scaled_scores_backward(G, d_k):
+    """dL/du = dL/ds / sqrt(d_k) (a finite mask m adds a constant: same derivative)."""
+    return G / np.sqrt(d_k)
+
+
+def masked_scores_backward(G, d_k, M):
+    """dL/du = dL/ds / sqrt(d_k), and exactly 0 where M sets the score to -inf."""
+    return np.where(M, 0, G / np.sqrt(d_k))
+
+
+def divided_scores_backward(G, c):
+    """dL/du = dL/ds / c."""
+    return G / c
+
+
+def divided_masked_scores_backward(G, c, M):
+    """dL/du = dL/ds / c, and exactly 0 where M sets the score to -inf."""
+    return np.where(M, 0, G / c)
 
 
 @dataclass(frozen=True)
@@ -173,11 +198,40 @@ class ScaleMask(Operation):
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
-        """dL/du = dL/ds / sqrt(d_k); exactly 0 at a score masked with -inf (constant).
+        """dL/du = dL/ds / sqrt(d_k) (or / c); exactly 0 at a score masked with -inf.
 
         With a finite mask (``mask_value``) the masked score is u / sqrt(d_k) + m,
         whose derivative is 1 / sqrt(d_k) as everywhere else.
         """
-        scale = num.const(1 / sympy.sqrt(self.d_k))
+        scale = num.const(self._factor())
         return [[num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
                  for j, g in enumerate(row)] for i, row in enumerate(grad)]
+
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """dL/du is exactly 0 at every score masked with -inf (a constant, decided by the
+        mask set); false with a finite mask, whose derivative is 1/sqrt(d_k) there too."""
+        if not self.masked:
+            return []
+        name = f"{gradient.name}.masked_zero{label(gradient)}"
+        statement = (f"the masked raw scores get the gradient exactly 0 in "
+                     f"{gradient.name}{label(gradient)}")
+        for i, j in sorted(self.masked):
+            if part.formula[i, j] != 0:
+                return [Fact(name, statement, FALSE,
+                             f"{gradient.name}[{i},{j}] = {part.formula[i, j]}: the mask "
+                             f"adds {self.mask_value}, a constant; the score still varies")]
+        return [Fact(name, statement, PROVED, f"{len(self.masked)} masked entries: a -inf "
+                     f"score is a constant, its local derivative is the number 0")]
+
+    def backward_function(self, wrt: int | str):
+        infinite = bool(self.masked) and self.mask_value is None
+        if self.scale is not None:
+            return divided_masked_scores_backward if infinite else divided_scores_backward
+        return masked_scores_backward if infinite else scaled_scores_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        G = grad.astype(dtype)
+        d = dtype(self.d_k) if self.scale is None else dtype(float(self.scale))
+        if self.masked and self.mask_value is None:
+            return G, d, self.mask_matrix(G.shape)
+        return G, d

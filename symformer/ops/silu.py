@@ -11,11 +11,18 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def silu(h):
     """h / (1 + exp(-h)), element-wise."""
     return h / (1 + np.exp(-h))
+
+
+def silu_backward(h, g):
+    """dL/dh = dL/da (sigma(h) + h sigma(h) (1 - sigma(h)))
+    = dL/da (1 + e^-h (1 + h)) / (1 + e^-h)^2."""
+    return g * (1 + np.exp(-h) * (1 + h)) / (1 + np.exp(-h)) ** 2
 
 
 @dataclass(frozen=True)
@@ -48,3 +55,21 @@ class SiLU(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"h"}))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """silu'(h) = s (1 + h (1 - s)) with s = 1 / (1 + exp(-h))."""
+        result = []
+        for hs, ds in zip(args[0], grad):
+            row = []
+            for h, d in zip(hs, ds):
+                s = 1 / (1 + num.exp(-h))
+                row.append(d * s * (1 + h * (1 - s)))
+            result.append(row)
+        return result
+
+    def backward_function(self, wrt: int | str):
+        return silu_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return args[0].astype(dtype), grad.astype(dtype)

@@ -13,10 +13,11 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 from symformer.ops.calculus import Arithmetic, Rows
-from symformer.ops.facts import FALSE, PROVED, Fact, Tally
+from symformer.ops.facts import FALSE, PROVED, Fact, Tally, cancels, label
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.ops.gradient import Part
 
 
 def softmax(s):
@@ -120,11 +121,52 @@ class Softmax(Operation):
                            for s, a, d in zip(scores, alpha, g)])
         return result
 
+    def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
+        """Every row of dL/ds sums to exactly 0 (the softmax Jacobian's rows sum to 0),
+        whatever dL/dalpha; a score masked with -inf gets the gradient exactly 0."""
+        g, alpha = gradient.derivation, part.consumer
+        weights = dict(zip(g.symbols(alpha.name), g.local(alpha.name)))
+        name, where = f"{gradient.name}.row_sums_zero{label(gradient)}", label(gradient)
+        statement = (f"every row of {gradient.name}{where} sums to exactly 0 (the softmax "
+                     f"Jacobian's rows sum to 0)")
+        bad = [i for i in range(part.formula.rows)
+               if not cancels(sympy.Add(*part.formula.row(i)).xreplace(weights))]
+        facts = [Fact(name, statement, FALSE, f"row {bad[0]} does not cancel to 0") if bad
+                 else Fact(name, statement, PROVED, "sum_j alpha_j (g_j - sum_k alpha_k g_k) "
+                           "= 0 with alpha_j = exp(s_j) / sum_k exp(s_k), for any g")]
+        masked = getattr(g[alpha.inputs[0]].op, "masked", frozenset())
+        if masked:
+            facts.append(masked_gradient_zero(gradient, part, masked))
+        return facts
+
     def backward_function(self, wrt: int | str):
         return softmax_backward if wrt == 0 else None
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return out.astype(dtype), grad.astype(dtype)
+
+
+def masked_gradient_zero(gradient: Stage, part: Part,
+                         masked: frozenset[tuple[int, int]]) -> Fact:
+    """dL/ds is exactly 0 at the masked scores: the rule alpha_j (g_j - ...) with the
+    weight's local formula at a -inf score, exp(-inf) / ... = 0.  With a finite mask
+    (-1e9) the weight is exp(...) > 0 and the fact is false."""
+    g, alpha = gradient.derivation, part.consumer
+    scores = alpha.inputs[0]
+    infinite = {sym: -sympy.oo for sym, e in zip(g.symbols(scores), g.local(scores))
+                if e == -sympy.oo}
+    weights = {sym: e.xreplace(infinite)
+               for sym, e in zip(g.symbols(alpha.name), g.local(alpha.name))}
+    name = f"{gradient.name}.masked_zero{label(gradient)}"
+    statement = (f"the masked scores get the gradient exactly 0 in "
+                 f"{gradient.name}{label(gradient)}")
+    for i, j in sorted(masked):
+        value = part.formula[i, j].xreplace(weights)
+        if value != 0:
+            return Fact(name, statement, FALSE, f"{gradient.name}[{i},{j}] = {value} (a "
+                        f"finite mask leaves the weight exp(...) > 0)")
+    return Fact(name, statement, PROVED, f"{len(masked)} masked entries: alpha_j = exp(-inf) "
+                f"/ ... = 0 makes alpha_j (g_j - sum_k alpha_k g_k) the constant 0")
 
 
 def _role(stage: Stage) -> str:

@@ -16,12 +16,18 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.normalize import root
 
 
 def std_dev(sigma2, eps):
     """sigma = sqrt(sigma^2 + eps), per token: (n, 1)."""
     return np.sqrt(sigma2 + eps)
+
+
+def std_dev_backward(g, sigma):
+    """dL/dsigma^2 = dL/dsigma / (2 sigma)."""
+    return g / (2 * sigma)
 
 
 @dataclass(frozen=True)
@@ -55,3 +61,16 @@ class StdDev(Operation):
     def spelling(self) -> Spelling:
         return Spelling(names={} if self.eps else {"eps": "0"},
                         symbols={"sigma2": Notation(r"\sigma^2", "σ²", "")})
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """d sqrt(v + eps) / dv = 1 / (2 sqrt(v + eps))."""
+        eps = num.const(self.eps)
+        return [[d / (2 * num.sqrt(v + eps)) for v, d in zip(vs, ds)]
+                for vs, ds in zip(args[0], grad)]
+
+    def backward_function(self, wrt: int | str):
+        return std_dev_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), self.reference([args[0].astype(dtype)], dtype)

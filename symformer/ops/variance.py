@@ -20,6 +20,16 @@ def variance(x, mu, m):
     return 1 / m * np.sum((x - mu) ** 2, axis=-1, keepdims=True)
 
 
+def variance_backward_x(g, x, mu, m):
+    """dL/dx_j = dL/dsigma^2 * 2 (x_j - mu) / m."""
+    return g * 2 / m * (x - mu)
+
+
+def variance_backward_mu(g, x, mu, m):
+    """dL/dmu = -dL/dsigma^2 * 2 / m * sum_j (x_j - mu) (0 when mu is the row's mean)."""
+    return -g * 2 / m * np.sum(x - mu, axis=-1, keepdims=True)
+
+
 @dataclass(frozen=True)
 class RowVariance(Operation):
     """Each row's variance around the given mean (``unbiased``: divided by d - 1)."""
@@ -84,3 +94,10 @@ class RowVariance(Operation):
             m = num.total(row) / len(row)
             result.append([g * 2 * (x - m) / n for x in row] if wrt == 0 else [num.zero()])
         return result
+
+    def backward_function(self, wrt: int | str):
+        return variance_backward_x if wrt == 0 else variance_backward_mu
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        x, mu, m = self.arguments([a.astype(dtype) for a in args], dtype)
+        return grad.astype(dtype), x, mu, m

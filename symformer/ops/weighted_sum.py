@@ -18,6 +18,16 @@ def weighted_sum(A, V):
     return A @ V
 
 
+def weighted_sum_backward_A(G, V):
+    """O = A V: dL/dA = G V^T."""
+    return G @ V.T
+
+
+def weighted_sum_backward_V(A, G):
+    """O = A V: dL/dV = A^T G."""
+    return A.T @ G
+
+
 @dataclass(frozen=True)
 class WeightedSum(Operation):
     """``A V``: each token's weighted average of the value rows."""
@@ -54,3 +64,10 @@ class WeightedSum(Operation):
         """O = A V: dL/dA = G V^T, dL/dV = A^T G."""
         A, V = args
         return matmul(grad, transpose(V), num) if wrt == 0 else matmul(transpose(A), grad, num)
+
+    def backward_function(self, wrt: int | str):
+        return weighted_sum_backward_A if wrt == 0 else weighted_sum_backward_V
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        A, V = (a.astype(dtype) for a in args)
+        return (grad.astype(dtype), V) if wrt == 0 else (A, grad.astype(dtype))

@@ -17,6 +17,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def whole_mean(x, n, d):
@@ -28,6 +29,26 @@ def whole_variance(x, mu, n, d):
     """The biased variance of every entry around the whole-matrix mean mu (a column
     holding one value), repeated in a column: (n, 1)."""
     return np.full((n, 1), 1 / (n * d) * np.sum((x - mu) ** 2))
+
+
+def whole_mean_backward(g, n, d):
+    """Every entry x_ij gets sum_k dL/dmu_k / (n d): each of the n repeated means
+    reads every entry with weight 1/(n d)."""
+    return np.full((n, d), np.sum(g) / (n * d))
+
+
+def whole_variance_backward_x(g, x, mu, n, d):
+    """dL/dx_ij = sum_k dL/dsigma^2_k * 2 (x_ij - mu) / (n d)."""
+    return np.sum(g) * 2 / (n * d) * (x - mu)
+
+
+def whole_variance_backward_mu(g, x, mu, e, n, d):
+    """dL/dmu = -sum_k dL/dsigma^2_k * 2 / (n d) * sum_ij (x_ij - mu) (0 when mu is the mean).
+
+    mu is one number repeated in n rows: its derivative goes to the first copy (the
+    one the exact formula reads; e = (1, 0, ..., 0) as a column), the others get 0.
+    """
+    return -np.sum(g) * 2 / (n * d) * np.sum(x - mu) * e
 
 
 #: How both functions are written: sums over every entry, x_(i,j).
@@ -63,6 +84,20 @@ class WholeMean(Operation):
     def spelling(self) -> Spelling:
         return _WHOLE
 
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Each of the n repeated means reads every entry with weight 1/(n d): every
+        entry gets the sum of the column of gradients over n d."""
+        X = args[0]
+        share = num.total(g for (g,) in grad) / (len(X) * len(X[0]))
+        return [[share for _ in row] for row in X]
+
+    def backward_function(self, wrt: int | str):
+        return whole_mean_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad.astype(dtype), *args[0].shape
+
 
 @dataclass(frozen=True)
 class WholeVariance(Operation):
@@ -93,3 +128,30 @@ class WholeVariance(Operation):
 
     def spelling(self) -> Spelling:
         return _WHOLE
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dsigma^2/dx_ij = 2 (x_ij - mu) / (n d) for each repeated copy, and dsigma^2/dmu = 0.
+
+        As for the row variance, the variance is always taken around the whole
+        matrix's own mean, so mu is written as the sum of every entry over n d (its
+        total cancels on sight) and the derivative with respect to mu,
+        -2 sum_ij (x_ij - mu) / (n d), is the exact 0 it equals.
+        """
+        X = args[0]
+        N = len(X) * len(X[0])
+        if wrt != 0:
+            return [[num.zero()] for _ in X]
+        share = num.total(g for (g,) in grad)
+        m = num.total(x for row in X for x in row) / N
+        return [[share * 2 * (x - m) / N for x in row] for row in X]
+
+    def backward_function(self, wrt: int | str):
+        return whole_variance_backward_x if wrt == 0 else whole_variance_backward_mu
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        x, mu, n, d = self.arguments([a.astype(dtype) for a in args], dtype)
+        if wrt == 0:
+            return grad.astype(dtype), x, mu, n, d
+        e = (np.arange(n) == 0).astype(dtype)[:, None]
+        return grad.astype(dtype), x, mu[0, 0], e, n, d

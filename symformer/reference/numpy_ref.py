@@ -28,6 +28,8 @@ from symformer.engine import Derivation
 MASKS = ("-inf", "-1e9")
 LAYER_NORMS = ("biased", "unbiased", "whole_matrix")
 NORMS = ("post", "pre")
+#: The kinds of the stages the engine's backward pass appends (not run here).
+BACKWARD_KINDS = ("gradient", "weight_gradient")
 
 
 @dataclass
@@ -42,15 +44,22 @@ class Run:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
 
+def forward_stages(g: Derivation) -> list[Any]:
+    """The stages of the forward pass (the loss included), in order."""
+    return [s for s in g if s.kind not in BACKWARD_KINDS]
+
+
 def run_stage(stage: Any, inputs: list[np.ndarray], dtype: type) -> np.ndarray:
     """One stage's floats: its operation's reference on its inputs' floats."""
     return stage.op.reference(inputs, dtype)
 
 
 def run(g: Derivation, dtype: type = np.float64, into: Run | None = None) -> Run:
-    """Every stage of ``g`` in floats, in order, recorded in ``into`` as it is computed."""
+    """Every forward stage of ``g`` in floats, in order, recorded in ``into`` as it is
+    computed (the loss included; gradient stages are the backward pass's:
+    :mod:`symformer.reference.numpy_backward`)."""
     result = into if into is not None else Run()
-    for stage in g:
+    for stage in forward_stages(g):
         inputs = [result.values[name] for name in stage.inputs]
         function = stage.op.function()
         result.values[stage.name] = run_stage(stage, inputs, dtype)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import index, legend
@@ -57,6 +58,9 @@ class _Context:
     decimals: int
     _values: dict[str, list[list[str]]] = field(default_factory=dict)
     printed: Values = field(default_factory=Values)
+    #: Whether worked lines show the formula over symbols before the numbers (the
+    #: backward trace: the chain rule's terms, ∂L/∂α_1 = v_(1,0)·∂L/∂o_0 + ...).
+    symbolic: bool = False
 
     def values(self, name: str) -> list[list[str]]:
         if name not in self._values:
@@ -69,7 +73,7 @@ class _Context:
     def worked(self, stage: Stage) -> list[WorkedStep | None]:
         """Each entry's local formula with its operands' printed numbers substituted
         (recomputable from them: :func:`symformer.worked.build.entry_steps`)."""
-        return entry_steps(stage, self.row, self.decimals, self.printed)
+        return entry_steps(stage, self.row, self.decimals, self.printed, self.symbolic)
 
 
 def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
@@ -139,12 +143,21 @@ BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
 }
 
 
+def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]:
+    """The loss, then the gradient at every stage of the side's token rows, from the
+    loss back to the embeddings (the order the backward pass appends them in)."""
+    return [g["loss"], *(s for s in g if s.kind == "gradient" and s.side == side
+                         and s.rows == tokens and s.name != "grad.loss")]
+
+
 def trace_token(g: Derivation, token: int | str, decimals: int = 3,
-                side: str = "encoder") -> Trace:
+                side: str = "encoder", backward: bool = False) -> Trace:
     """Follow one token (a 0-based position or a word) through every stage of ``side``.
 
     Every number is a certified rounding to ``decimals`` places; the worked formulas
-    substitute those rounded numbers into each entry's exact local formula.
+    substitute those rounded numbers into each entry's exact local formula.  With
+    ``backward`` the steps are the loss and the token's gradients, from the loss back
+    to the embeddings (the example needs a ``[loss]``).
     """
     sides = {s.side for s in g}
     if side not in sides:
@@ -155,6 +168,12 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
     position = resolve_token(tokens, token)
     ctx = _Context(g, position, decimals)
     steps, shown = [], []
+    if backward:
+        g = with_gradients(g)
+        ctx = _Context(g, position, decimals, symbolic=True)
+        stages = _gradients(g, side, tokens)
+        steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
+        shown.append(stages[0])
     for stage in stages:
         builder = BUILDERS[stage.op.trace_step]
         if builder is not None and stage.rows == tokens:
@@ -163,4 +182,4 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
             shown.extend(ctx.g[name] for name in stage.inputs
                          if ctx.g[name].op.trace_step == "folded")  # a LayerNorm's mean
     return Trace(g.example.title, tuple(tokens), position, g.causal, side, decimals,
-                 tuple(steps), legend(shown))
+                 tuple(steps), legend(shown), backward)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 
-from symformer.codegen import Line, lines
+from symformer.codegen import Line
+from symformer.codegen.backward import equation_lines
 from symformer.engine.graph import Derivation, Stage
 from symformer.latex.equations import remark_latex
+from symformer.ops.gradient import Gradient
 from symformer.trace.steps import General
 
 
@@ -32,8 +34,9 @@ def letter(stage: Stage) -> str:
 
 
 def parts(g: Derivation, stage: Stage) -> list[Stage]:
-    """The input stages shown within ``stage``'s step: computed from its first input."""
-    if not stage.inputs:
+    """The input stages shown within ``stage``'s step: computed from its first input
+    (none for a gradient: its equation is its consumers' backward rules)."""
+    if not stage.inputs or isinstance(stage.op, Gradient):
         return []
     first = stage.inputs[0]
     return [g[name] for name in stage.inputs[1:] if g[name].inputs[:1] == (first,)]
@@ -46,4 +49,5 @@ def _general(line: Line) -> General:
 
 def general(g: Derivation, stage: Stage) -> tuple[General, ...]:
     """The general formula(s) of ``stage``: its parts' equations, then its own."""
-    return tuple(_general(line) for s in [*parts(g, stage), stage] for line in lines(s))
+    return tuple(_general(line) for s in [*parts(g, stage), stage]
+                 for line in equation_lines(s))

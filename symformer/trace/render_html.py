@@ -114,7 +114,7 @@ def render_html(trace: Trace) -> str:
 <title>{_e(trace.title)}: “{_e(trace.token)}” through the block</title>
 <style>{STYLE}</style></head>
 <body>
-<header><h1>{_e(trace.title)}: one token through the block{mask}</h1>
+<header><h1>{_e(trace.title)}: {_e(_what(trace))}{mask}</h1>
 {sentence_html(trace)}{legend_html(trace)}</header>
 <div class="layout">
 <nav class="block" aria-label="where in the block"><ol>{nav}</ol></nav>
@@ -127,6 +127,11 @@ def render_html(trace: Trace) -> str:
 <script>{_SCRIPT}</script>
 </body></html>
 """
+
+
+def _what(trace: Trace) -> str:
+    return "one token's gradients, from the loss back" if trace.backward \
+        else "one token through the block"
 
 
 def sentence_html(trace: Trace) -> str:

@@ -58,6 +58,7 @@ def trace_dict(trace: Trace) -> dict:
     """The whole trace as plain data."""
     return {"title": trace.title, "tokens": list(trace.tokens), "position": trace.position,
             "token": trace.token, "causal": trace.causal, "side": trace.side,
+            "backward": trace.backward,
             "decimals": trace.decimals, "notation": [_notation(n) for n in trace.notation],
             "indices": INDEX_RULE, "steps": [step_dict(s) for s in trace.steps]}
 

@@ -18,6 +18,7 @@ from symformer.latex.tables import heat_of
 from symformer.trace.formula import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
 from symformer.worked import as_latex
+from symformer.worked.render_latex import chain, latex
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace
@@ -41,7 +42,7 @@ def render_latex(trace: Trace) -> str:
 def trace_blocks(trace: Trace) -> list:
     """The trace as the LaTeX printers' blocks (headings, equations, worked lines)."""
     sentence = ", ".join(f"{i}: {t}" for i, t in enumerate(trace.tokens))
-    mask = " With the causal mask." if trace.causal else ""
+    mask = (" With the causal mask." if trace.causal else "") + trace.direction
     blocks: list = [Prose((f"The sentence ({sentence}); the token at position "
                            f"{trace.position} (positions {trace.positions}), rounded to "
                            f"{trace.decimals} decimals (certified).{mask}",)),
@@ -66,6 +67,9 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list:
     lines = []
     for e in entries:
         if e.worked is None:
+            continue
+        if len(e.worked.chain) > 2:  # formula, numbers, result (the backward trace):
+            lines.append(Line(latex(e.worked.lhs), chain(e.worked)))  # as the export
             continue
         lhs, rest = as_latex(e.worked).split(" = ", 1)
         lines.append(Line(lhs, (("=", rest),)))

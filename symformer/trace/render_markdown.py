@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def render_markdown(trace: Trace) -> str:
     """Every step as a heading, its formula, a table of the token's row, worked lines."""
     sentence = ", ".join(f"{i}: {markdown_text(t)}" for i, t in enumerate(trace.tokens))
-    mask = " With the causal mask." if trace.causal else ""
+    mask = (" With the causal mask." if trace.causal else "") + trace.direction
     out = [f"# {markdown_text(trace.title)}: token “{markdown_text(trace.token)}”",
            "", f"Sentence: {sentence}. The token at position {trace.position} (positions "
            f"{trace.positions}); numbers rounded to {trace.decimals} decimals (certified)."

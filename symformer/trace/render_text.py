@@ -34,6 +34,7 @@ def header(trace: Trace) -> str:
     mask = ", causal mask" if trace.causal else ""
     return (f"{trace.title}: token {trace.token!r} at position {trace.position} "
             f"(positions {trace.positions}{mask}; {trace.decimals} decimals)\n"
+            + (_wrap(trace.direction.strip(), "") + "\n" if trace.backward else "")
             + _wrap(f"sentence: {sentence}", "") + "\n"
             + _wrap(legend_text(trace.notation), ""))
 

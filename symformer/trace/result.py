@@ -29,6 +29,14 @@ class Trace:
     steps: tuple[Step, ...]
     #: The symbols the steps use (the legend stated at the start of every format).
     notation: tuple[Notation, ...] = ()
+    #: True for ``trace --backward``: the loss and the token's gradients.
+    backward: bool = False
+
+    @property
+    def direction(self) -> str:
+        """A sentence saying what a backward trace shows (empty for the forward one)."""
+        return (" Backward pass: the loss, then the token's gradients \u2202L/\u2202x, "
+                "from the loss back to the embeddings." if self.backward else "")
 
     @property
     def token(self) -> str:

@@ -16,7 +16,9 @@ untouched by replacement or rounding come from the engine's certified balls.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from fractions import Fraction
+from typing import TypeVar
 
 import sympy
 from flint import arb, fmpq
@@ -30,6 +32,8 @@ from symformer.ops import Operation
 #: An entry: exact rational, ball, or None for a masked (-inf) score.
 Entry = sympy.Rational | arb | None
 Values = list[list[Entry]]
+
+K = TypeVar("K")
 
 #: Precisions (bits) tried in turn before giving up on a decision.
 PRECISIONS = (128, 256, 512, 1024, 2048, 4096)
@@ -153,6 +157,48 @@ def within(e: Entry, claimed: Fraction, half: Fraction) -> bool | None:
     if distance > h:
         return False
     return None
+
+
+def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
+           values: Callable[[int], Values], g: Derivation | None = None,
+           stage: str = "", where: str = "") -> dict[K, bool]:
+    """Is each target's claimed number within its half-unit of the value?
+
+    ``targets`` maps a key to (row, col, claimed, half): ``claimed`` None means
+    "-inf" (a masked score), right only where the value is masked too.  ``values(bits)``
+    gives the stage's entries at a precision; it is raised until every target is
+    decided.  A value still on the boundary claimed ± half at the last precision is
+    proved equal to it on ``g``'s symbols of ``stage`` (a correct rounding), or the
+    run ends with an :class:`UndecidedError` naming ``where``.
+    """
+    pending = set(targets)
+    verdicts: dict[K, bool] = {}
+    for bits in PRECISIONS:
+        v = values(bits)
+        for key in list(pending):
+            row, col, claimed, half = targets[key]
+            value = v[row][col]
+            if claimed is None or value is None:
+                verdict: bool | None = claimed is None and value is None
+            else:
+                with precision(bits):
+                    verdict = within(value, claimed, half)
+            if verdict is not None:
+                verdicts[key] = verdict
+                pending.discard(key)
+        if not pending:
+            return verdicts
+    for key in pending:  # on a boundary claimed ± half: only an exact proof can tell
+        row, col, claimed, half = targets[key]
+        symbol = None if g is None else g.symbols(stage)[row, col]
+        if symbol is None or not any(
+                g.prove_zero(symbol - sympy.Rational(b.numerator, b.denominator))
+                for b in (claimed - half, claimed + half)):
+            raise UndecidedError(f"{where}: cannot decide {stage}[{row},{col}]: the "
+                                 f"value is within 2^-{PRECISIONS[-1]} of a rounding "
+                                 f"boundary and could not be proved equal to it")
+        verdicts[key] = True  # exactly claimed ± half: a correct rounding
+    return verdicts
 
 
 def reader_rounding(g: Derivation, decimals: int, stages: list[str] | None = None

@@ -21,7 +21,6 @@ import sympy
 
 from symformer.blocks import derive
 from symformer.engine import Derivation
-from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_fraction
 from symformer.errors import UndecidedError
 from symformer.example import Example
@@ -32,8 +31,8 @@ from symformer.verify.chain import (
     Chain,
     Values,
     ball,
+    decide,
     round_values,
-    within,
 )
 from symformer.verify.claims import Claim
 
@@ -134,35 +133,10 @@ class Checker:
     def _decide(self, claim: Claim, values: Callable[[int], Values],
                 g: Derivation | None = None) -> dict[tuple[int, int], bool]:
         """(i, j) of values -> right?, raising the precision until every entry is decided."""
-        pending = {(i, j) for i in range(len(claim.values)) for j in range(len(claim.values[0]))}
-        verdicts: dict[tuple[int, int], bool] = {}
-        for bits in PRECISIONS:
-            v = values(bits)
-            for i, j in list(pending):
-                claimed = claim.number(i, j)
-                entry = v[claim.row_indices[i]][claim.col_indices[j]]
-                if claimed is None or entry is None:
-                    verdict: bool | None = claimed is None and entry is None
-                else:
-                    with precision(bits):
-                        verdict = within(entry, claimed, claim.half_at(i, j))
-                if verdict is not None:
-                    verdicts[i, j] = verdict
-                    pending.discard((i, j))
-            if not pending:
-                return verdicts
-        for i, j in pending:  # on a boundary claimed ± half: only an exact proof can tell
-            entry = None if g is None else \
-                g.symbols(claim.stage)[claim.row_indices[i], claim.col_indices[j]]
-            claimed, half = claim.number(i, j), claim.half_at(i, j)
-            if entry is None or not any(
-                    g.prove_zero(entry - sympy.Rational(b.numerator, b.denominator))
-                    for b in (claimed - half, claimed + half)):
-                raise UndecidedError(f"{claim.where}: cannot decide values[{i}][{j}]: the "
-                                     f"value is within 2^-{PRECISIONS[-1]} of a rounding "
-                                     f"boundary and could not be proved equal to it")
-            verdicts[i, j] = True  # exactly claimed ± half: a correct rounding
-        return verdicts
+        targets = {(i, j): (claim.row_indices[i], claim.col_indices[j], claim.number(i, j),
+                            claim.half_at(i, j))
+                   for i in range(len(claim.values)) for j in range(len(claim.values[0]))}
+        return decide(targets, values, g, claim.stage, claim.where)
 
     def _result(self, claim: Claim, g: Derivation, verdicts: dict[tuple[int, int], bool],
                 rounding: Callable[[int], list[list[str]]]) -> ClaimCheck:

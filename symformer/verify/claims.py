@@ -35,6 +35,7 @@ from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_number
+from symformer.verify.prose import prose_numbers
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
@@ -160,7 +161,8 @@ def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
-        claims = claims_from_document(text, str(path), names or [])
+        labels = {s.name: (tuple(s.rows), tuple(s.cols)) for s in g}
+        claims = claims_from_document(text, str(path), names or [], labels)
     validate(claims, g)
     return claims
 
@@ -284,13 +286,23 @@ def _addressed_values(t: dict, where: str
     return values, _indices(t, "rows", where), _indices(t, "cols", where)
 
 
-def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim]:
-    """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them."""
+def claims_from_document(text: str, source: str, names: list[str],
+                         stages: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+                         | None = None) -> list[Claim]:
+    """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them,
+    and the prose numbers tied to entries by ``symformer:`` annotations
+    (:mod:`symformer.verify.prose`; ``stages`` gives each stage's row and column labels)."""
+    prose = [Claim(name=f"line {p.line}", stage=p.stage, decimals=None, values=[[p.text]],
+                   rows=[p.row], cols=[p.col], causal=True if p.causal else None,
+                   where=f"{source}, line {p.line}", entry_given=True)
+             for p in prose_numbers(text, source, stages or {})]
     printed = list(_printed_arrays(text, source))
-    if not printed:
-        raise InputError(f"{source}: no recognisable arrays: expected a line "
+    if not printed and not prose:
+        raise InputError(f"{source}: no recognisable numbers: expected a line "
                          f"print(np.round(NAME, k)) followed by the printed array as "
-                         f"'# [[...]]' comment lines")
+                         f"'# [[...]]' comment lines, or a number annotated with "
+                         f"'% symformer: STAGE[ROW, COL]' (LaTeX) or "
+                         f"'<!-- symformer: STAGE[ROW, COL] -->' (docs/verify.md)")
     mapping = _name_mapping(names)
     claims = []
     skipped = []
@@ -306,11 +318,11 @@ def claims_from_document(text: str, source: str, names: list[str]) -> list[Claim
         stage = target.removeprefix("causal:")
         claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
                             f"{source}, line {line} ({name})"))
-    if not claims:
+    if not claims and not prose:
         found = ", ".join(dict.fromkeys(n for n, *_ in printed))
         raise InputError(f"{source}: none of the printed arrays ({found}) is mapped to a "
                          f"stage; map each with --name NAME=STAGE (or NAME=- to skip)")
-    return claims
+    return claims + prose
 
 
 def _name_mapping(names: list[str]) -> dict[str, list[str]]:

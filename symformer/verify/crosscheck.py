@@ -5,7 +5,12 @@ is a dyadic rational), the exact value is a 200-bit ball, and their distance is
 bounded from above.  The *relative* error of a stage is its largest absolute error
 divided by the largest exact magnitude in the stage (so an entry whose exact
 value is 0 or tiny does not make it infinite); a stage that is exactly 0 everywhere
-uses the absolute error.  Masked scores must be -inf on both sides.
+uses the absolute error.  A gradient stage divides by the largest magnitude in it
+or in the gradients it is computed from (a gradient made small by cancellation
+keeps the rounding of its terms).  Masked scores must be -inf on both sides.
+
+With a ``[loss]``, the loss and the gradients ``grad.*`` are compared too, against
+a float64 backward pass of the reference's own (:mod:`symformer.reference.numpy_backward`).
 
 ``next_token`` (an encoder–decoder example with ``W_vocab``) is a 0/1 indicator, not
 a number to round: the float argmax is compared with the exact one, and a
@@ -21,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 from flint import arb
 
+from symformer.blocks.backward import backward
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.engine.argmax import next_token
 from symformer.example import Example
-from symformer.reference import numpy_ref
+from symformer.reference import numpy_backward, numpy_ref
 from symformer.verify.conventions import Convention, derive_variant
 
 BITS = 200
@@ -53,12 +59,17 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
     """Per-stage errors of the NumPy reference against the exact derivation.
 
     The reference is :func:`numpy_ref.run` on the same variant graph: each stage's
-    operation runs its own NumPy function (the one the export renders).  A stage the
+    operation runs its own NumPy function (the one the export renders).  With a
+    ``[loss]`` the loss and every gradient stage (``grad.*``) are compared too, with
+    :func:`numpy_backward.run`: the operations' NumPy VJPs run backwards over the
+    forward graph, never reading the engine's gradient stages.  A stage the
     reference does not compute (or computes with another shape) is reported with a
     note and ``ok`` False, never raised.  ``next_token`` is compared as a choice:
     see :func:`next_token_error`.
     """
     g = derive_variant(example, convention, causal, max_work)
+    if example.loss is not None:
+        backward(g)  # the loss and the gradient stages, compared below
     ran = numpy_ref.Run()
     floats = ran.values
     failure = ""
@@ -66,6 +77,11 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
         numpy_ref.run(g, dtype, ran)
     except Exception as exc:  # noqa: BLE001 -- reported per stage, never a traceback
         failure = f"the NumPy reference failed: {type(exc).__name__}: {exc}"
+    if example.loss is not None and not failure:
+        try:
+            floats.update(numpy_backward.run(g, dtype, floats))
+        except Exception as exc:  # noqa: BLE001 -- reported per stage
+            failure = f"the NumPy backward pass failed: {type(exc).__name__}: {exc}"
     exact = g.evaluate(BITS)
     out = []
     with precision(BITS):
@@ -79,12 +95,31 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
             elif stage.kind == "next_token":
                 out.append(next_token_error(g, stage.name, got))
             else:
-                out.append(_stage_error(stage.name, got, exact[stage.name], tol))
+                out.append(_stage_error(stage.name, got, exact[stage.name], tol,
+                                        _upstream_scale(g, stage, exact)))
     return out
 
 
-def _stage_error(name: str, floats: np.ndarray, exact: list, tol: float) -> StageError:
-    worst, scale = arb(0), arb(0)
+def _upstream_scale(g: Derivation, stage, exact: dict) -> arb:
+    """The largest exact magnitude of the gradients a gradient stage is computed from
+    (0 for a forward stage).
+
+    A gradient small by cancellation (a sum of products of order 1 that nearly
+    cancel) carries the float rounding of its terms; its error is measured against
+    the gradients it is made from, not against its own tiny entries alone.
+    """
+    scale = arb(0)
+    for name in stage.inputs:
+        if g[name].kind in numpy_ref.BACKWARD_KINDS:
+            for row in exact[name]:
+                for x in row:
+                    scale = scale.max(abs(x))
+    return scale
+
+
+def _stage_error(name: str, floats: np.ndarray, exact: list, tol: float,
+                 upstream: arb | None = None) -> StageError:
+    worst, scale = arb(0), arb(0) if upstream is None else upstream
     mismatch = False
     for row_f, row_x in zip(floats, exact):
         for f, x in zip(row_f, row_x):

@@ -13,6 +13,13 @@ composition: the last token is unchanged by the causal mask, repeated tokens
 differ after positional encoding and, with a decoder, the decoder never looks
 ahead (:func:`no_look_ahead`: changing a future target token changes nothing
 before it).
+
+With a ``[loss]``, :func:`backward_facts` adds the backward pass's: each gradient
+stage asks the operations whose rules it sums (``Operation.backward_facts``: the
+softmax-gradient rows sum to 0, LayerNorm's input-gradient rows sum to 0, masked
+scores and clipped ReLU units get 0, a bias gradient is the column sums), and
+:func:`causal_gradient` proves that under the causal mask a position's own loss has
+gradient 0 at every later position.
 """
 
 from __future__ import annotations
@@ -20,11 +27,16 @@ from __future__ import annotations
 import sympy
 
 from symformer.blocks import derive
+from symformer.blocks.backward import backward
 from symformer.engine import Derivation, Stage
 from symformer.example import Example
+from symformer.ops import PositionSquaredError
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, VACUOUS, Fact, Tally
+from symformer.reference.numpy_ref import BACKWARD_KINDS
 
-__all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "last_token_unchanged",
+__all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "backward_facts",
+           "causal_gradient",
+           "last_token_unchanged",
            "masked_zero", "no_look_ahead", "prove_all", "repeated_tokens_differ",
            "stage_facts"]
 
@@ -34,7 +46,9 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
 
     Reported in this order: softmax rows (unmasked, then masked), the causal mask's
     facts, the decoder's, the other facts of single stages in stage order, the facts
-    shared by several stages, and the repeated tokens.
+    shared by several stages, and the repeated tokens; with a ``[loss]``, then the
+    backward rules' facts (the gradient stages', unmasked then masked: see each
+    operation's ``backward_facts``) and :func:`causal_gradient`.
     """
     plain = derive(example, causal=False, max_work=max_work)
     masked = derive(example, causal=True, max_work=max_work)
@@ -53,7 +67,20 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
     facts += [f for s, f in rest if f.name.startswith(f"{s.name}.")]
     facts += _merged([f for s, f in rest if not f.name.startswith(f"{s.name}.")])
     facts.append(repeated_tokens_differ(plain))
+    if example.loss is not None:
+        facts += backward_facts(example, max_work)
     return facts
+
+
+def backward_facts(example: Example, max_work: int | None = None) -> list[Fact]:
+    """The backward pass's facts: the gradient stages' (each stated by the operation whose
+    rule it is), unmasked then causally masked, and :func:`causal_gradient`."""
+    facts = []
+    for causal in (False, True):
+        g = backward(derive(example, causal=causal, max_work=max_work))
+        g.evaluate(128)
+        facts += [f for s, f in stage_facts(g) if s.kind in BACKWARD_KINDS]
+    return [*facts, causal_gradient(example, max_work)]
 
 
 def stage_facts(g: Derivation, side: str | None = None) -> list[tuple[Stage, Fact]]:
@@ -224,3 +251,56 @@ def repeated_tokens_differ(g: Derivation) -> Fact:
             return Fact("repeated_tokens_differ", statement, CERTIFIED,
                         f"undecided for positions {i} and {j}")
     return Fact("repeated_tokens_differ", statement, CERTIFIED, "; ".join(found))
+
+
+def causal_gradient(example: Example, max_work: int | None = None) -> Fact:
+    """Under the causal mask, the loss at position i has gradient exactly 0 with respect
+    to every later position: rows j > i of ``grad.input``.
+
+    For each position i < n - 1, the causally masked derivation gets the loss of
+    position i alone (:class:`~symformer.ops.loss.PositionSquaredError`, the squared
+    error of the encoder output's row i; the target does not matter) and its backward
+    pass.  Then, by induction over every stage, forward and backward, entry by entry:
+    an entry whose local formula, with the entries already shown constant 0 or -inf
+    substituted, is the number 0 or -inf is recorded as such (a masked score is -inf,
+    so its weight exp(-inf)/... is 0; the other positions' rows of dL/dz are 0, and so
+    on backwards).  Rows j > i of ``grad.input`` must all be recorded 0.  False with a
+    finite mask (-1e9), whose weights exp(...) stay > 0.
+    """
+    n = len(example.tokens)
+    statement = ("under the causal mask, the loss at position i has gradient exactly 0 with "
+                 "respect to every later position (rows j > i of grad.input)")
+    if n < 2:
+        return Fact("causal_gradient", statement, VACUOUS, "one position: none is later")
+    for i in range(n - 1):
+        g = derive(example, causal=True, max_work=max_work)
+        output = g["output"]
+        g.add("loss", "loss", PositionSquaredError(sympy.zeros(*output.shape), i),
+              ("output",), ("loss",), ("L",), side=output.side)
+        backward(g)
+        zero = _constant_entries(g)
+        symbols = g.symbols("grad.input")
+        for j in range(i + 1, n):
+            for c in range(symbols.cols):
+                if zero.get(symbols[j, c]) != 0:
+                    return Fact("causal_gradient", statement, FALSE,
+                                f"the loss at position {i}: grad.input[{j},{c}] is not shown "
+                                f"0 (with a finite mask the later weights stay exp(...) > 0)")
+    return Fact("causal_gradient", statement, PROVED,
+                f"for each of the positions 0..{n - 2}, its own loss's backward pass: by "
+                f"induction over the stages, the masked weights are exp(-inf)/... = 0, so "
+                f"the rows after the position get the gradient 0 in every stage")
+
+
+def _constant_entries(g: Derivation) -> dict[sympy.Symbol, sympy.Expr]:
+    """Every entry of ``g`` whose local formula, with the constant entries before it
+    substituted, is the number 0 or -inf (by induction over the stages, in order)."""
+    known: dict[sympy.Symbol, sympy.Expr] = {}
+    for stage in g:
+        local, symbols = stage.local, g.symbols(stage.name)
+        for i in range(local.rows):
+            for j in range(local.cols):
+                e = local[i, j].xreplace(known) if known else local[i, j]
+                if e == 0 or e == -sympy.oo:
+                    known[symbols[i, j]] = e
+    return known

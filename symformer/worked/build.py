@@ -98,7 +98,7 @@ class _Row:
         op = self.stage.op
         names = op.named_constants()
         if not names:
-            return list(self.stage.local.row(self.i))
+            return [self._decided(j, f) for j, f in enumerate(self.stage.local.row(self.i))]
         replace, zeros = {}, {}
         for field, notation in names.items():
             value = getattr(op, field)
@@ -113,6 +113,13 @@ class _Row:
         inputs = [self.g.symbols(name) for name in self.stage.inputs]
         row = named_op.sympy(inputs).row(self.i)
         return [f.xreplace(zeros) for f in row]
+
+    def _decided(self, j: int, f: sympy.Expr) -> sympy.Expr:
+        """A step function (ReLU's derivative Heaviside(h, 0)) decided by the certified
+        sign of its input: the worked line shows the branch taken (0 or the factor)."""
+        if not f.has(sympy.Heaviside):
+            return f
+        return self.stage.op.resolve(f, lambda: self.g.sign(self.stage.inputs[0], self.i, j))
 
     def _constant(self, field: str, notation: Notation, value: sympy.Matrix, k: int, j: int,
                   zeros: dict) -> sympy.Symbol:
@@ -149,7 +156,8 @@ class _Row:
             for s in f.free_symbols:
                 if s not in self.constants:
                     name, r, _ = self.g.owner(s)
-                    other[name] = other.get(name, False) or r != self.i
+                    other[name] = other.get(name, False) or (
+                        r != self.i and self.g[name].shape[0] > 1)
         return other
 
     # -- leaves -------------------------------------------------------------------
@@ -163,7 +171,18 @@ class _Row:
         name, r, c = self.g.owner(s)
         source = self.g[name]
         index = ((r,) if self.index.get(name) else ()) + ((c,) if source.shape[1] > 1 else ())
-        return symbol(source.op.symbol, index)
+        return symbol(self._input_notation(source), index)
+
+    def _input_notation(self, source: Stage) -> Notation:
+        """The input's symbol; inputs of several heads sharing one (the gradient at x
+        reads every head's dL/dq) get the head as a superscript: q^{(2)}."""
+        note = source.op.symbol
+        if source.head and any(self.g[n].op.symbol.latex == note.latex
+                               and self.g[n].head not in (0, source.head)
+                               for n in self.stage.inputs):
+            return Notation(f"{note.latex}^{{({source.head})}}",
+                            f"{note.text}^({source.head})", note.title)
+        return note
 
     def number_of(self, s: sympy.Symbol, decimals: int) -> Node:
         name, r, c = self.g.owner(s)
@@ -176,7 +195,8 @@ class _Row:
             else:
                 if form.is_finite is not False:
                     return Converter(_no_leaf, constants_first=True)(form)
-        return _decimal(self.values.text(source, r, c, decimals))
+        fixed = dict(self.style.given).get(name)
+        return _decimal(self.values.text(source, r, c, decimals if fixed is None else fixed))
 
     def symbolic_form(self, expr: sympy.Expr) -> Node:
         def leaf(s: sympy.Symbol) -> Node:
@@ -272,7 +292,7 @@ class _Row:
             if step is None:
                 return None
             steps.append(step)
-            formulas = [f.xreplace(replace) for f in formulas]
+            formulas = [_put(f, replace, part.expr) for f in formulas]
         for j, f in enumerate(formulas if entries else ()):
             step = self._entry(j, f, k)
             if step is None:
@@ -401,6 +421,25 @@ class _Row:
         return None if node == numeric else node
 
 
+def _put(f: sympy.Expr, replace: dict, expr: sympy.Expr) -> sympy.Expr:
+    """``f`` with a part (and its rounded terms) replaced by their placeholders.  A part
+    that is a sum also replaces its terms inside a longer sum, or their negatives:
+    -a_0 g_0 - a_1 g_1 + g_2 with the part a_0 g_0 + a_1 g_1 becomes g_2 - Σ."""
+    f = f.xreplace(replace)
+    if not expr.is_Add or expr not in replace:
+        return f
+    holder, terms = replace[expr], set(expr.args)
+    negated = {-t for t in terms}
+
+    def swap(e: sympy.Expr) -> sympy.Expr:
+        args = set(e.args)
+        if terms <= args:
+            return holder + sympy.Add(*(args - terms))
+        return -holder + sympy.Add(*(args - negated))
+    return f.replace(lambda e: e.is_Add and (terms <= set(e.args) or negated <= set(e.args)),
+                     swap)
+
+
 def _no_leaf(s: sympy.Symbol) -> Node:
     raise TypeError(f"unexpected symbol {s} in a closed form")
 
@@ -414,10 +453,10 @@ def worked_steps(stage: Stage, row: int, style: Style | None = None,
 
 
 def entry_steps(stage: Stage, row: int, decimals: int,
-                values: Values | None = None) -> list[Step | None]:
-    """Each entry's worked line without its symbolic form (the trace's); None for an
-    entry that is a copy or an exact constant (nothing to work out)."""
-    builder = _Row(stage, row, Style(decimals), values or Values(), symbolic=False,
+                values: Values | None = None, symbolic: bool = False) -> list[Step | None]:
+    """Each entry's worked line, by default without its symbolic form (the trace's);
+    None for an entry that is a copy or an exact constant (nothing to work out)."""
+    builder = _Row(stage, row, Style(decimals), values or Values(), symbolic=symbolic,
                    parts=False)
     out: list[Step | None] = []
     for j, f in enumerate(builder.formulas):

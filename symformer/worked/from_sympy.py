@@ -21,7 +21,7 @@ Leaf = Callable[[sympy.Symbol], Node]
 Position = Callable[[sympy.Symbol], tuple | None]
 
 _FUNCTIONS = {sympy.exp: "exp", sympy.erf: "erf", sympy.sin: "sin", sympy.cos: "cos",
-              sympy.tanh: "tanh"}
+              sympy.tanh: "tanh", sympy.log: "log"}
 _LAST = (float("inf"),)
 
 
@@ -68,7 +68,10 @@ class Converter:
             return Func("exp", (Const(sympy.S.One),))
         if expr.is_Add:
             content, rest = expr.primitive()
-            if content.q != 1 and rest.is_Add:  # r_0/4 + ... + r_3/4 -> (1/4)(r_0 + ... + r_3)
+            # r_0/4 + ... + r_3/4 -> (1/4)(r_0 + ... + r_3); not sigma^2 + 1/1000000
+            # into (1/1000000)(1000000 sigma^2 + 1)
+            if content.q != 1 and rest.is_Add and all(
+                    abs(t.as_coeff_Mul()[0]) < 1000 for t in rest.args):
                 return Mul((Div(Const(sympy.Integer(content.p)), Const(sympy.Integer(
                     content.q))), self.convert(rest)))
             terms = sorted(expr.args, key=self._key)

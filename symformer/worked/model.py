@@ -88,7 +88,7 @@ class Pow(Node):
 
 @dataclass(frozen=True)
 class Func(Node):
-    """A function application: ``exp sqrt max erf tanh sin cos``."""
+    """A function application: ``exp sqrt max erf tanh sin cos log`` (natural log)."""
 
     name: str
     args: tuple[Node, ...]
@@ -135,11 +135,16 @@ class Step:
 
 @dataclass(frozen=True)
 class Style:
-    """How numbers are shown: certified decimals, or short closed forms (``exact``)."""
+    """How numbers are shown: certified decimals, or short closed forms (``exact``).
+
+    ``given``: (stage name, decimals) pairs; an operand from one of these stages is
+    printed at exactly those decimals (the numbers an exercise sheet gives), never
+    at the decimals searched for recomputability."""
 
     decimals: int = 2
     exact: bool = False
     max_ops: int = 12
+    given: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,12 @@ from symformer.worked.numbers import constant_parts
 
 #: Rough width (in characters of visible math) after which a long sum wraps.
 LINE_WIDTH = 56
+#: A fraction whose numerator is a sum wider than this is printed 1/den (sum), so the
+#: sum may break its line (a fraction's numerator cannot).
+FRACTION_WIDTH = 40
 _COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
 _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
-              "min": r"\min", "erf": r"\operatorname{erf}"}
+              "min": r"\min", "erf": r"\operatorname{erf}", "log": r"\log"}
 
 
 def width(latex: str) -> int:
@@ -67,7 +70,13 @@ def _print(node: Node, wrap: bool = False) -> tuple[str, int]:
     if isinstance(node, Mul):
         return _product(node, wrap), MUL
     if isinstance(node, Div):
-        return rf"\frac{{{latex(node.num)}}}{{{latex(node.den)}}}", ATOM
+        numerator = latex(node.num)
+        if wrap and isinstance(node.num, Add) and width(numerator) > FRACTION_WIDTH:
+            # a numerator too wide for the page: 1/den (a sum that may break its line)
+            denominator = latex(node.den)
+            body = _sum(node.num, True, start=width(denominator) + 8)  # + lhs and =
+            return rf"\frac{{1}}{{{denominator}}} \Bigl({body}\Bigr)", MUL
+        return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
     if isinstance(node, Pow):
         return f"{_wrap(node.base, ATOM)}^{{{latex(node.exp)}}}", POW
     if isinstance(node, Func):
@@ -97,8 +106,10 @@ def _terms(node: Add) -> list[tuple[str, str]]:
     return out
 
 
-def _sum(node: Add, wrap: bool) -> str:
-    out, line = "", 0
+def _sum(node: Add, wrap: bool, start: int = 0) -> str:
+    """The sum's terms; with ``wrap`` a line breaks where it passes LINE_WIDTH (the
+    first line already holds ``start`` characters)."""
+    out, line = "", start
     for k, (sign, term) in enumerate(_terms(node)):
         line += width(term) + 1
         if k and wrap and line > LINE_WIDTH:

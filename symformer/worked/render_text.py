@@ -40,7 +40,7 @@ class TextPrinter:
     times = "·"
     power = "^"
     functions = {"exp": "exp", "sqrt": "sqrt", "max": "max", "min": "min", "erf": "erf",
-                 "sin": "sin", "cos": "cos", "tanh": "tanh"}
+                 "sin": "sin", "cos": "cos", "tanh": "tanh", "log": "log"}
 
     def print(self, node: Node) -> str:
         return self._print(node)[0]
@@ -71,7 +71,9 @@ class TextPrinter:
             return self.times.join(self._factor(f, k == last)
                                    for k, f in enumerate(node.factors)), MUL
         if isinstance(node, Div):
-            return f"{self._wrap(node.num, MUL)}/{self._wrap(node.den, POW)}", MUL
+            # A negative number needs no brackets over a fraction bar: (-a)/b = -(a/b).
+            num = node.num.text if isinstance(node.num, Num) else self._wrap(node.num, MUL)
+            return f"{num}/{self._wrap(node.den, POW)}", MUL
         if isinstance(node, Pow):
             return f"{self._wrap(node.base, ATOM)}{self.power}{self._wrap(node.exp, ATOM)}", \
                 POW

@@ -2,7 +2,7 @@
 
 Each item is one printed rounding: ``expression`` is the right-hand side a reader
 sees, as plain arithmetic over the printed literals (``+ - * / **``, parentheses,
-``exp sqrt max erf tanh sin cos``), and ``result`` the printed result.  Evaluated
+``exp sqrt max erf tanh sin cos log``), and ``result`` the printed result.  Evaluated
 exactly and rounded correctly to the digits ``result`` shows, ``expression``
 gives ``result``.
 """

@@ -1,0 +1,98 @@
+"""``symformer exercise``: variants of a template with student sheets and answer keys."""
+
+from __future__ import annotations
+
+import argparse
+
+from symformer.cli._common import bounded_int, token_text
+from symformer.display import Progress
+from symformer.files import output_directory, write_files
+
+ORDER = 75
+#: Decimals an exercise may ask for (by hand: a few).
+MAX_EXERCISE_DECIMALS = 6
+#: Largest seed (a TOML integer).
+MAX_SEED = 2 ** 63 - 1
+
+EPILOG = """\
+examples:
+  symformer exercise --variants 30 --seed 7 --out class          # built-in example
+  symformer exercise my_template.toml --variants 30 --seed 7 --out class --pdf
+  symformer exercise --variants 5 --seed 1 --out ffn --ask 'layer1.ffn.*' --decimals 1
+  symformer exercise --variants 30 --seed 7 --out class --margin 1/50 --token think
+
+Writes DIR/manifest.toml (what `symformer grade` reads), DIR/vNN/example.toml (each
+variant, an ordinary example file), DIR/vNN/sheet.tex|md (given numbers, equations,
+empty tables), DIR/vNN/key.tex|md (filled tables, worked lines) and DIR/key-all.tex|md.
+Numbers are drawn from the ranges of the template's [exercise] table (defaults:
+embeddings 0..4 integers, weights 0, 1/4, 1/2, biases -1..1/2 in quarters); no asked
+value lies within the margin of a rounding boundary (proved with ball arithmetic).
+The same seed gives the same files on every machine. See docs/exercises.md.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``exercise`` sub-command."""
+    from symformer.exercise import DEFAULT_ASK, MAX_VARIANTS
+
+    p = sub.add_parser("exercise", help="exercise sheets and answer keys: variants of an "
+                                        "example drawn for hand computation",
+                       description="Draw variants of a template example for students to "
+                                   "compute by hand, with sheets, keys and a manifest.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("template", nargs="?", metavar="TEMPLATE.toml",
+                   help="template example (file or packaged name; default: the built-in "
+                        "example)")
+    p.add_argument("--variants", required=True, type=bounded_int(1, MAX_VARIANTS),
+                   metavar="N", help=f"how many variants (1 to {MAX_VARIANTS})")
+    p.add_argument("--seed", required=True, type=bounded_int(0, MAX_SEED), metavar="S",
+                   help="the seed: the same seed gives the same files everywhere")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--ask", action="append", metavar="GLOB",
+                   help=f"stages the students compute (repeatable; default: "
+                        f"{' '.join(DEFAULT_ASK)})")
+    p.add_argument("--decimals", type=bounded_int(0, MAX_EXERCISE_DECIMALS), default=2,
+                   metavar="D", help=f"decimals of the answers (default 2, at most "
+                                     f"{MAX_EXERCISE_DECIMALS})")
+    p.add_argument("--token", default="1", type=token_text, metavar="T",
+                   help="the keys' worked lines follow this token (position or word; "
+                        "default 1)")
+    p.add_argument("--margin", metavar="M", default=None,
+                   help="no asked value within M units of the last decimal of a rounding "
+                        "boundary (an exact number below 1/2; default: the template's "
+                        "[exercise] margin, else 1/100)")
+    p.add_argument("--pdf", action="store_true",
+                   help="also compile every sheet and key to PDF with pdflatex")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``symformer exercise``."""
+    from symformer.exercise import DEFAULT_ASK, Request, make_exercise
+    from symformer.latex.compile import compile_pdf, pdflatex
+
+    if args.pdf:
+        pdflatex()  # fail before any work when it is missing
+    output_directory(args.out)
+    request = Request(args.template, args.variants, args.seed,
+                      tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
+                      args.token, args.margin)
+    with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
+        made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"))
+    files: dict[str, str | bytes] = dict(made.files)
+    if args.pdf:
+        sources = [name for name in made.files if name.endswith(".tex")]
+        with Progress("symformer exercise", total=len(sources), quiet=args.quiet) as bar:
+            for name in sources:
+                bar.update(f"pdflatex {name}")
+                folder, _, base = name.rpartition("/")
+                pdf = compile_pdf({base: made.files[name]}, main=base)
+                files[(f"{folder}/" if folder else "") + base[:-4] + ".pdf"] = pdf
+    written = write_files(args.out, files)
+    search = made.search
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(search.rejected.items())) or "none"
+    print(f"wrote {len(written)} files to {args.out}: {len(made.variants)} variants, "
+          f"{len(made.asked)} asked stages; {search.total_rejected} draws rejected "
+          f"({reasons})")
+    return 0

@@ -1,0 +1,90 @@
+"""``symformer slides``: a Beamer deck that walks the block one stage per frame."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from symformer.cli._common import (
+    add_convention_arguments,
+    add_decimals_argument,
+    add_example_argument,
+    check_work,
+    derivation,
+    load,
+    token_text,
+)
+from symformer.display import Progress
+from symformer.files import output_directory, write_files
+
+ORDER = 37
+
+EPILOG = """\
+examples:
+  symformer slides --out talk                      # talk/slides.tex (Beamer)
+  symformer slides --out talk --pdf                # ... and talk/slides.pdf (pdflatex)
+  symformer slides gpt2_style --out talk --token 2 --decimals 2
+  symformer slides --out talk --stage 'layer1.head1.*' --pdf
+
+One frame per stage, in order; its overlays reveal (1) the general equation,
+(2) the numbers of the chosen token substituted, (3) the result, the token's row
+highlighted in the table. A frame with the figure follows each attention head's
+weights, the positional encoding, each LayerNorm and the next-token probabilities.
+Pages: 1 (title) + 3 per stage + 1 per figure. Needs beamer, tikz and pgfplots
+(Debian: texlive-latex-recommended, texlive-pictures); see docs/slides.md.
+"""
+
+#: A box pdflatex could not fit (the deck is designed to have none).
+_OVERFULL = re.compile(r"^Overfull \\[hv]box .*$", re.MULTILINE)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``slides`` sub-command."""
+    p = sub.add_parser("slides", help="write a Beamer deck that walks the block step by step",
+                       description="Write a Beamer deck: one frame per stage, whose overlays "
+                                   "reveal the equation, the token's numbers and the result.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_example_argument(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--token", default=None, type=token_text, metavar="TOKEN",
+                   help="follow this token: a position or the word (its first occurrence); "
+                        "default: position 1 (the last one when the sentence has one token)")
+    p.add_argument("--stage", action="append", metavar="GLOB",
+                   help="only stages matching this name or glob (repeatable)")
+    add_decimals_argument(p)
+    add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
+    p.add_argument("--pdf", action="store_true",
+                   help="also compile slides.pdf with pdflatex")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``symformer slides``."""
+    from symformer.latex import resolve_token
+    from symformer.latex.compile import compile_log, pdflatex
+    from symformer.slides import Options, frames, page_count
+    from symformer.slides.beamer import document
+
+    if args.pdf:
+        pdflatex()  # fail before any work when it is missing
+    output_directory(args.out)  # a file or device node is refused before any work
+    example = load(args)
+    check_work(args, example, "slides")
+    g = derivation(args, example)
+    token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
+    options = Options(token=resolve_token(g, token), decimals=args.decimals,
+                      stages=tuple(args.stage) if args.stage else None)
+    deck = frames(g, options)
+    files: dict[str, str | bytes] = {"slides.tex": document(g, options, deck)}
+    if args.pdf:
+        with Progress("symformer slides", total=2, quiet=args.quiet) as bar:
+            pdf, log = compile_log(files, "slides.tex", lambda k, total: bar.update(
+                f"pdflatex pass {k}/{total} ({page_count(deck)} pages)"))
+        files["slides.pdf"] = pdf
+        for line in _OVERFULL.findall(log)[:3]:
+            print(f"symformer slides: warning: {line}", file=sys.stderr)
+    written = write_files(args.out, files)
+    print(f"wrote {len(written)} files to {args.out} ({page_count(deck)} pages)")
+    return 0

@@ -1,0 +1,115 @@
+"""An example file with some weights replaced: what ``train --write`` saves.
+
+The example's own TOML text is read again (:func:`~symformer.example.loader.read_toml`,
+every decimal kept as its literal text), the trained weights are put in (rationals as
+``"p/q"`` strings, integers as integers) and the whole is written back as TOML.
+Comments are not kept.  Weights are found by their names: ``layer1.head2.W_Q`` is
+``[[layer]]`` 1's ``[[layer.head]]`` 2's ``W_Q``, ``layer1.add_norm2.gamma`` its
+``gamma_2``, ``W_vocab`` is ``[lm_head]``'s (or ``[decoder]``'s).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from symformer.errors import NotSupportedError
+from symformer.example.loader import builtin_text, read_text_file, read_toml
+from symformer.example.numbers import DecimalText
+from symformer.example.schema import Example
+
+_INDEXED = re.compile(r"([A-Za-z_]+?)(\d+)")
+_NORM = re.compile(r"(?:add_)?norm(\d)|final_norm")
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def updated_example(example: Example, weights: dict[str, sympy.Matrix]) -> str:
+    """The example's TOML text with each named weight (``layer1.W_1``) replaced."""
+    if example.source == "<built-in>":
+        text = builtin_text()
+    else:
+        text = read_text_file(Path(example.source), "an example .toml file")
+    data = read_toml(text, example.source)
+    for name, value in weights.items():
+        table, key = _place(data, name)
+        table[key] = _numbers(value, vector=not key.startswith("W"))
+    return dump(data)
+
+
+def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:
+    """The table holding weight ``name``, and its key there."""
+    *path, key = name.split(".")
+    norm = _NORM.fullmatch(path[-1]) if path and key in ("gamma", "beta") else None
+    if norm:  # layer1.add_norm2.gamma is [[layer]] 1's gamma_2; final_norm's gamma_f
+        path, key = path[:-1], f"{key}_{norm[1] or 'f'}"
+    if not path and key == "W_vocab":
+        if data.get("lm_head", {}).get("tied"):
+            raise NotSupportedError("--write: the language-model head is tied to the "
+                                    "embeddings (tied = true); the trained W_vocab is not")
+        path = ["lm_head"] if "lm_head" in data else ["decoder"]
+    node: Any = data
+    for part in path:
+        match = _INDEXED.fullmatch(part)
+        try:
+            node = node[match[1]][int(match[2]) - 1] if match else node[part]
+        except (KeyError, IndexError, TypeError):
+            raise NotSupportedError(f"--write: cannot place the weight {name} in the "
+                                    f"example file (no such table)") from None
+    if not isinstance(node, dict):
+        raise NotSupportedError(f"--write: cannot place the weight {name} in the example file")
+    return node, key
+
+
+def _numbers(value: sympy.Matrix, vector: bool) -> list[Any]:
+    rows = [[_number(v) for v in value.row(i)] for i in range(value.rows)]
+    return rows[0] if vector and value.rows == 1 else rows
+
+
+def _number(v: sympy.Expr) -> int | str:
+    v = sympy.Rational(v)
+    return int(v) if v.q == 1 else f"{v.p}/{v.q}"
+
+
+def dump(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> str:
+    """``data`` (as :func:`read_toml` returns it) as TOML text."""
+    lines, tables = [], []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            tables.append((key, [value], False))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables.append((key, value, True))
+        else:
+            lines.append(f"{_key(key)} = {_value(value)}")
+    text = "\n".join(lines) + ("\n" if lines else "")
+    for key, items, array in tables:
+        path = ".".join(_key(k) for k in (*prefix, key))
+        for item in items:
+            header = f"[[{path}]]" if array else f"[{path}]"
+            text += f"\n{header}\n" + dump(item, (*prefix, key))
+    return text
+
+
+def _key(key: str) -> str:
+    return key if _BARE.fullmatch(key) else json.dumps(key)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, DecimalText):
+        return str(value)  # a decimal's own literal text
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):
+            return "[\n" + "".join(f"  {_value(v)},\n" for v in value) + "]"
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return json.dumps(str(value))

@@ -1,0 +1,106 @@
+"""Exercise sheets with answer keys: variants of a template drawn for hand computation.
+
+:func:`make_exercise` draws the variants (:mod:`~symformer.exercise.draw`, with the
+certified constraints of :mod:`~symformer.exercise.margin`, the bounded search of
+:mod:`~symformer.exercise.generate`), and returns every output file: the manifest
+(:mod:`~symformer.exercise.manifest`, what ``symformer grade`` reads), each variant's
+example file, sheets and keys (:mod:`~symformer.exercise.sheets`) and the combined key.
+See docs/exercises.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from symformer.blocks import derive
+from symformer.example.loader import (
+    builtin_text,
+    example_from_dict,
+    packaged_examples,
+    read_text_file,
+    read_toml,
+)
+from symformer.exercise.generate import MAX_VARIANTS, Search, Variant, asked_stages, draw_variants
+from symformer.exercise.manifest import manifest_text
+from symformer.exercise.settings import Settings, read_settings
+from symformer.exercise.sheets import key_all_files, sheet_files
+
+__all__ = ["MAX_VARIANTS", "Exercise", "Request", "make_exercise", "read_template"]
+
+#: What ``--ask`` selects by default: every stage of the first head of layer 1.
+DEFAULT_ASK = ("layer1.head1.*",)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to make: template (None: built-in), counts, stages, precision, token."""
+
+    template: str | None
+    variants: int
+    seed: int
+    ask: tuple[str, ...] = DEFAULT_ASK
+    decimals: int = 2
+    token: str = "1"
+    margin: str | None = None  # overrides the template's [exercise] margin
+
+
+@dataclass
+class Exercise:
+    """The files (relative path -> text) and how the search went."""
+
+    files: dict[str, str]
+    variants: list[Variant]
+    asked: list[str]
+    search: Search
+    settings: Settings
+
+
+def read_template(template: str | None) -> tuple[dict, str, str]:
+    """The template's parsed TOML (its ``[exercise]`` table still in it),
+    its source name for messages, and its name for the variants' header."""
+    if template is None:
+        return read_toml(builtin_text(), "<built-in>"), "<built-in>", "the built-in example"
+    path = Path(template)
+    packaged = packaged_examples()
+    if not path.exists() and str(path) in packaged:
+        path = packaged[str(path)]
+    text = read_text_file(path, "a template .toml file",
+                          f" (packaged examples: {', '.join(sorted(packaged))})")
+    return read_toml(text, str(path)), str(path), path.name
+
+
+def make_exercise(request: Request, progress: Callable[[int, int], None] | None = None
+                  ) -> Exercise:
+    """Draw the variants and build every file of the exercise folder."""
+    from symformer.exercise.settings import margin_value
+    from symformer.latex import resolve_token
+
+    data, source, name = read_template(request.template)
+    settings = read_settings(data.pop("exercise", None), source)
+    if request.margin is not None:
+        settings = Settings(settings.embeddings, settings.weights, settings.biases,
+                            margin_value(request.margin, "--margin"), settings.min_spread,
+                            settings.attempts)
+    g = derive(example_from_dict(data, source))
+    asked = asked_stages(g, list(request.ask), source)
+    token = resolve_token(g, request.token)
+    header = (f"# symformer exercise: variant {{id}} of {name}, seed {request.seed}.\n"
+              f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
+              f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
+    variants, search = draw_variants(data, source, request.variants, request.seed, asked,
+                                     request.decimals, settings, progress, header, g)
+    files: dict[str, str] = {}
+    keys: list[tuple[str, list]] = []
+    for v in variants:
+        files[f"{v.id}/example.toml"] = v.text
+        made, key = sheet_files(v.derivation, asked, request.decimals, token, f"{v.id}:")
+        files.update({f"{v.id}/{k}": text for k, text in made.items()})
+        keys.append((v.id, key))
+    files.update(key_all_files(keys, str(data.get("title", name))))
+    files["manifest.toml"] = manifest_text(
+        template=request.template or "<built-in>", seed=request.seed,
+        decimals=request.decimals, margin=settings.margin, token=token, asked=asked,
+        ids=[v.id for v in variants])
+    return Exercise(files, variants, asked, search, settings)

@@ -1,0 +1,217 @@
+"""Drawing N variants of a template that meet the constraints, with a bounded search.
+
+Each variant gets at most ``settings.attempts`` draws; a draw is rejected when it is
+not a valid example (a zero variance, say), repeats an earlier variant, puts an
+asked value within the margin of a rounding boundary, gives other answers (or ones
+within the margin) from the sheet's given numbers, or has flat softmax rows
+(:mod:`symformer.exercise.margin`).  A float64 prefilter
+(:mod:`symformer.exercise.prefilter`) rejects the draws clearly within the margin
+before they are built, and never one the certified check would accept; the others
+are written as the variant's file, and that text is loaded, derived and certified.
+Rejections are counted by reason; when a variant's attempts run out, the error names
+the constraint that failed most often.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from symformer.blocks import derive
+from symformer.engine import Derivation
+from symformer.errors import InputError, NotSupportedError, UndecidedError
+from symformer.example import Example
+from symformer.example.loader import example_from_dict, parse_example
+from symformer.exercise.draw import Stream, draw
+from symformer.exercise.margin import (
+    asked_balls,
+    given_failure,
+    margin_failure,
+    spread_failure,
+)
+from symformer.exercise.prefilter import Prefilter, prefilter
+from symformer.exercise.settings import Settings
+from symformer.exercise.toml_text import toml_text
+
+#: The most variants one run makes (ids v01 ... v500).
+MAX_VARIANTS = 500
+#: Rejection reasons, in the order the checks run.
+REASONS = ("invalid", "duplicate", "margin", "given", "spread")
+
+
+@dataclass
+class Variant:
+    """One accepted variant: its id, its example file's text and its derivation."""
+
+    id: str
+    text: str
+    example: Example
+    derivation: Derivation
+    attempts: int
+
+
+@dataclass
+class Search:
+    """What the search cost: rejected draws by reason, and time spent."""
+
+    rejected: Counter = field(default_factory=Counter)
+    #: CPU seconds of the whole draw-derive-check loop, rejected draws included
+    seconds: float = 0.0
+    #: CPU seconds of the certified margin, given and spread checks alone
+    check_seconds: float = 0.0
+    #: draws the float prefilter rejected (counted under "margin" too), and its time
+    prefiltered: int = 0
+    prefilter_seconds: float = 0.0
+
+    @property
+    def total_rejected(self) -> int:
+        """Rejected draws, all reasons together."""
+        return sum(self.rejected.values())
+
+
+def asked_stages(g: Derivation, patterns: list[str], source: str) -> list[str]:
+    """The stage names matching the ``--ask`` globs, in derivation order."""
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(s.name, pattern) for s in g):
+            raise InputError(f"--ask {pattern!r} matches no stage of {source}; the stages "
+                             f"are: {', '.join(s.name for s in g)}")
+    return [s.name for s in g if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+
+
+def variant_id(k: int, count: int) -> str:
+    """``v01`` ... (two digits, three from 100 variants)."""
+    return f"v{k:0{max(2, len(str(count)))}d}"
+
+
+def _explain(counts: Counter, examples: dict[str, str], settings: Settings, decimals: int,
+             vid: str, source: str) -> str:
+    what = {
+        "margin": lambda n: f"{n} put an asked value within {settings.margin} of a unit of "
+                            f"the last decimal from a rounding boundary at {decimals} "
+                            f"decimals (e.g. {examples['margin']})",
+        "given": lambda n: f"{n} gave another answer, or one within the margin, when "
+                           f"computed from the sheet's given numbers (e.g. {examples['given']})",
+        "spread": lambda n: f"{n} had softmax weights closer together than "
+                            f"min_spread = {settings.min_spread} (e.g. {examples['spread']})",
+        "invalid": lambda n: f"{n} were not valid examples ({examples['invalid']})",
+        "duplicate": lambda n: f"{n} repeated an earlier variant",
+    }
+    order = sorted(counts, key=lambda r: (-counts[r], REASONS.index(r)))
+    hint = {"margin": "lower --decimals or --margin, or widen the ranges in [exercise]",
+            "given": "lower --decimals or --margin, or also ask for the stages that compute "
+                     "the given tables",
+            "spread": "lower min_spread in [exercise], or widen the weights' range",
+            "invalid": "change the ranges in [exercise]",
+            "duplicate": "widen the ranges in [exercise], or ask for fewer variants"}
+    return (f"{source}: variant {vid}: no draw met the constraints in {settings.attempts} "
+            f"attempts (the {order[0]} constraint failed most): "
+            + "; ".join(what[r](counts[r]) for r in order) + f"; {hint[order[0]]}")
+
+
+def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
+                  asked: list[str], decimals: int, settings: Settings,
+                  progress: Callable[[int, int], None] | None = None,
+                  header: str = "", template: Derivation | None = None
+                  ) -> tuple[list[Variant], Search]:
+    """``count`` variants of the parsed template ``data`` meeting every constraint.
+
+    ``header`` is put at the top of each variant's file (comment lines; ``{id}`` is
+    replaced by the variant's id); ``template`` is ``data`` derived (derived here
+    when None).  Raises :class:`InputError` naming the failing
+    constraint when a variant's attempts run out.
+    """
+    if not 1 <= count <= MAX_VARIANTS:
+        raise InputError(f"--variants: must be from 1 to {MAX_VARIANTS}, found {count}")
+    search = Search()
+    seen: set[str] = set()
+    variants: list[Variant] = []
+    start = time.process_time()
+    if template is None:
+        template = derive(example_from_dict(data, source))
+    quick = prefilter(data, template, asked, decimals, settings.margin)
+    for k in range(1, count + 1):
+        vid = variant_id(k, count)
+        counts: Counter = Counter()
+        examples: dict[str, str] = {}
+        for attempt in range(settings.attempts):
+            drawn = draw(data, settings, Stream(seed, k, attempt))
+            found = _candidate(drawn, vid, header, seen, quick, asked, decimals, settings,
+                               search)
+            if isinstance(found, Variant):
+                found.attempts = attempt + 1
+                variants.append(found)
+                break
+            reason, detail = found
+            counts[reason] += 1
+            examples.setdefault(reason, detail)
+        else:
+            search.rejected.update(counts)
+            raise InputError(_explain(counts, examples, settings, decimals, vid, source))
+        search.rejected.update(counts)
+        if progress is not None:
+            progress(k, count)
+    search.seconds = time.process_time() - start
+    return variants, search
+
+
+def _candidate(drawn: dict[str, Any], vid: str, header: str, seen: set[str],
+               quick: Prefilter | None, asked: list[str], decimals: int, settings: Settings,
+               search: Search) -> Variant | tuple[str, str]:
+    """One draw: the accepted variant, or the reason it is rejected and its entry.
+
+    The float prefilter (when the template allows one) rejects the draws clearly
+    within the margin, which the certified check would reject too; the others are
+    written as the variant's file and that text is loaded, derived and checked."""
+    if quick is not None:
+        tick = time.process_time()
+        failed = quick.failure(drawn)
+        search.prefilter_seconds += time.process_time() - tick
+        if failed is not None:
+            search.prefiltered += 1
+            return "margin", failed
+    numbers = toml_text(drawn)  # before the title names the variant
+    if numbers in seen:
+        return "duplicate", ""
+    if "title" in drawn:
+        drawn["title"] = f"{drawn['title']} (variant {vid})"
+    text = header.replace("{id}", vid) + toml_text(drawn)
+    keep: list = []
+    reason, detail = _check(lambda: parse_example(text, f"{vid}/example.toml"), asked,
+                            decimals, settings, search, keep)
+    if reason is not None:
+        return reason, detail
+    seen.add(numbers)
+    return Variant(vid, text, keep[0], keep[1], 0)
+
+
+def _check(build: Callable[[], Example], asked: list[str], decimals: int, settings: Settings,
+           search: Search, keep: list | None = None) -> tuple[str | None, str]:
+    """``(None, "")`` when the example ``build()`` meets every constraint, else the
+    reason and the failing entry.  ``keep`` receives the example and its derivation."""
+    tick = None
+    try:
+        example = build()
+        g = derive(example)
+        if keep is not None:
+            keep += [example, g]
+        tick = time.process_time()
+        balls = asked_balls(g, asked)
+        failed = margin_failure(g, asked, decimals, settings.margin, balls)
+        if failed is not None:
+            return "margin", failed
+        failed = given_failure(g, asked, decimals, settings.margin, balls)
+        if failed is not None:
+            return "given", failed
+        failed = spread_failure(g, asked, settings.min_spread, balls)
+        if failed is not None:
+            return "spread", failed
+    except (InputError, NotSupportedError, UndecidedError) as exc:
+        return "invalid", str(exc).split(": ", 1)[-1][:120]
+    finally:
+        if tick is not None:
+            search.check_seconds += time.process_time() - tick
+    return None, ""

@@ -1,0 +1,193 @@
+"""A float64 prefilter: reject draws whose asked values lie clearly within the margin.
+
+Most draws fail the rounding margin, and building a draw as an example (every entry
+read as an exact rational) costs far more than the check.  The prefilter computes
+the asked stages of a draw in float64, straight from the drawn table (no loader,
+no derivation): the stages no drawn number reaches are the template's floats,
+computed once; an embedding or projection reading drawn numbers runs its
+operation's NumPy function on the drawn floats; every other stage runs its
+operation's float reference (:meth:`~symformer.ops.base.Operation.reference`).
+
+**It never rejects a draw the certified check would accept.**  A draw is rejected
+only when some asked value ``t = v * 10**D`` has a float estimate whose distance
+to the nearest rounding boundary, plus a tolerance, is at most the margin:
+
+    dist(t_float) + tol <= margin,  tol = 10**D * 2**-30 * (1 + S)
+
+with ``S`` the largest magnitude of any value the forward computed.  The float
+error of ``t`` is at most a few dozen roundings of quantities no larger than ``S``
+(sums of products of small rationals, one division by sqrt(d_k), a softmax's
+exp, sin/cos of the template's positional encoding), i.e. below about
+``10**D * 2**-45 * (1 + S)``: ``tol`` exceeds it by a factor of at least 30,000.
+So a rejected draw's true distance is below the margin, and the certified check
+(which accepts only a distance proved above the margin) would reject it too.
+
+Hence the prefilter decides nothing: the accepted variants (the files a seed
+gives) are exactly those of the certified check alone, on every machine.  A
+platform whose float rounding differs (by ~1e-15 relative) can only move a draw
+that both checks reject from one to the other; both count it under ``margin``.
+Non-finite floats (a masked score, a zero variance) are never rejected here.
+
+When an asked stage reads a parameter the prefilter cannot place for certain (an
+embedding's or projection's table not found where :func:`_locate` looks, e.g. in
+a decoder, or not holding the template's derived numbers; an operation with
+parameters other than these and LayerNorm), :func:`prefilter`
+returns ``None`` and every draw goes to the certified check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from symformer.engine import Derivation, Stage
+from symformer.exercise.draw import drawn_key
+from symformer.ops.embedding import Embedding
+from symformer.ops.normalize import Normalize
+from symformer.ops.projection import Projection
+
+#: Relative tolerance of the float estimate (see the module docstring).
+TOLERANCE = 2.0 ** -30
+
+_FLOATS: dict[Any, float] = {}
+
+
+def _float(value: Any) -> float:
+    """A drawn entry (an int, a decimal's text, a fraction's text) as a float."""
+    if value not in _FLOATS:
+        _FLOATS[value] = float(Fraction(value))
+    return _FLOATS[value]
+
+
+def _array(value: Any) -> np.ndarray:
+    rows = value if isinstance(value[0], list) else [value]
+    return np.array([[_float(v) for v in row] for row in rows], dtype=np.float64)
+
+
+def _locate(stage: Stage, name: str) -> tuple[Any, ...] | None:
+    """Where the template holds ``stage``'s parameter ``name``: a key path, else None."""
+    if name == "embedding_table":
+        return ("embeddings",)
+    if stage.side != "encoder" or not stage.layer:
+        return None
+    path: tuple[Any, ...] = ("layer", stage.layer - 1)
+    if stage.head:
+        path += ("head", stage.head - 1)
+    return (*path, name)
+
+
+def _get(data: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        data = data[key]
+    return data
+
+
+def _same(value: Any, exact: Any) -> bool:
+    """Whether the template's table ``value`` holds the exact matrix ``exact``."""
+    flat = [v for row in value for v in row] if isinstance(value[0], list) else list(value)
+    return len(flat) == len(exact) and all(
+        Fraction(v) == Fraction(int(e.p), int(e.q)) for v, e in zip(flat, exact))
+
+
+class Prefilter:
+    """The float forward of the asked stages of a template's draws (see the module)."""
+
+    def __init__(self, g: Derivation, asked: list[str], decimals: int, margin: Fraction,
+                 fixed: dict[str, np.ndarray],
+                 steps: list[tuple[str, Callable[[dict, list[np.ndarray]], np.ndarray]]]
+                 ) -> None:
+        self._asked = asked
+        self._inputs = {s.name: g[s.name].inputs for s in g}
+        self._scale = float(10 ** decimals)
+        self._margin = float(margin)
+        self._fixed = fixed
+        self._steps = steps
+
+    def failure(self, drawn: dict[str, Any]) -> str | None:
+        """The first asked entry of the draw clearly within the margin, else None."""
+        values = dict(self._fixed)
+        with np.errstate(all="ignore"):
+            for name, step in self._steps:
+                values[name] = step(drawn, [values[i] for i in self._inputs[name]])
+            size = max(float(np.max(np.abs(v[np.isfinite(v)]), initial=0.0))
+                       for v in values.values())
+            tol = self._scale * TOLERANCE * (1.0 + size)
+            for name in self._asked:
+                t = values[name] * self._scale
+                bad = np.isfinite(t) & (np.abs(t - np.floor(t) - 0.5) + tol <= self._margin)
+                if bad.any():
+                    i, j = np.argwhere(bad)[0]
+                    return f"{name}[{i},{j}]"
+        return None
+
+
+def _step(stage: Stage, drawn_at: dict[str, tuple[Any, ...]]
+          ) -> Callable[[dict, list[np.ndarray]], np.ndarray]:
+    """How one stage reading drawn numbers (at ``drawn_at``) or drawn stages is computed."""
+    op = stage.op
+    if not drawn_at:
+        return lambda drawn, inputs: op.reference(inputs)
+    if isinstance(op, Embedding):
+        path = drawn_at["embedding_table"]
+        ids = list(op.token_ids)
+        return lambda drawn, inputs: op.function()(_array(_get(drawn, path)), ids)
+    weight = drawn_at.get(op.weight)
+    bias = drawn_at.get(op.bias)
+    W0 = op.arguments([np.zeros((1, op.W.rows))], np.float64)[1:]
+
+    def project(drawn: dict, inputs: list[np.ndarray]) -> np.ndarray:
+        args = [_array(_get(drawn, weight)) if weight else W0[0]]
+        if op.b is not None:
+            args.append(_array(_get(drawn, bias)) if bias else W0[1])
+        return np.asarray(op.function()(inputs[0], *args), dtype=np.float64)
+    return project
+
+
+def _placed(data: dict[str, Any], stage: Stage) -> dict[str, tuple[Any, ...]] | None:
+    """Where the drawn parameters of ``stage`` are in a draw (name -> key path), or
+    None when a parameter is not placed for certain.
+
+    A LayerNorm's gamma and beta come from ``gamma_*``/``beta_*`` keys, never drawn;
+    an embedding's or a projection's parameters must be found in the template at
+    the path :func:`_locate` gives, holding exactly the derivation's numbers."""
+    if isinstance(stage.op, Normalize):
+        return {}
+    if not isinstance(stage.op, (Embedding, Projection)):
+        return None if stage.op.parameters() else {}
+    drawn_at: dict[str, tuple[Any, ...]] = {}
+    for name, exact in stage.op.parameters().items():
+        path = _locate(stage, name)
+        try:
+            value = _get(data, path) if path is not None else None
+            if not isinstance(value, list) or not _same(value, exact):
+                return None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError,
+                ZeroDivisionError):
+            return None  # not there, or not plain rationals
+        if drawn_key(path[-1]):
+            drawn_at[name] = path
+    return drawn_at
+
+
+def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: int,
+              margin: Fraction) -> Prefilter | None:
+    """The prefilter of the template ``data`` (derived as ``g``), or None when it cannot
+    place every drawn number the asked stages read."""
+    needed = set(asked).union(*(g.ancestors(name) for name in asked))
+    fixed: dict[str, np.ndarray] = {}
+    steps: list = []
+    for stage in g:
+        if stage.name not in needed:
+            continue
+        drawn_at = _placed(data, stage)
+        if drawn_at is None:
+            return None
+        if not drawn_at and all(i in fixed for i in stage.inputs):
+            fixed[stage.name] = np.asarray(
+                stage.op.reference([fixed[i] for i in stage.inputs]), dtype=np.float64)
+        else:
+            steps.append((stage.name, _step(stage, drawn_at)))
+    return Prefilter(g, asked, decimals, margin, fixed, steps)

@@ -1,0 +1,155 @@
+"""The key folder written by ``symformer exercise``: ``manifest.toml`` and the variants.
+
+``grade`` needs nothing else (docs/grading.md): each variant's example file is loaded
+with the normal loader and derived on first use, and the asked stages are rounded to
+the manifest's ``decimals`` with certified digits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from symformer.blocks import derive
+from symformer.engine import Derivation
+from symformer.engine.graph import unknown_stage_message
+from symformer.engine.rounding import round_fraction
+from symformer.errors import InputError
+from symformer.example.loader import load_example, read_text_file, read_toml
+from symformer.grade.lines import at_line, line_of
+
+#: The manifest format this version reads.
+FORMAT = 1
+#: Asked precision: at most this many decimals.
+MAX_DECIMALS = 30
+
+
+@dataclass
+class Variant:
+    """One variant of the exercise: its id, example file, and (once derived) its key."""
+
+    id: str
+    example: Path
+    where: str                       # manifest file and line, for messages
+    asked: tuple[str, ...]
+    decimals: int
+    max_work: int | None = None
+    asked_where: str = ""            # the manifest's asked line
+    _g: Derivation | None = field(default=None, repr=False)
+    _correct: dict[str, list[list[Fraction | None]]] = field(default_factory=dict, repr=False)
+    _text: dict[str, list[list[str]]] = field(default_factory=dict, repr=False)
+
+    @property
+    def derivation(self) -> Derivation:
+        """The variant's derivation (loaded and derived on first use)."""
+        if self._g is None:
+            if not self.example.is_file():
+                raise InputError(f"{self.where}: variant {self.id}'s example {self.example}: "
+                                 f"no such file")
+            g = derive(load_example(self.example), max_work=self.max_work)
+            known = [s.name for s in g]
+            for name in self.asked:
+                if name not in g:
+                    raise InputError(f"{self.asked_where or self.where}: "
+                                     f"{unknown_stage_message(name, known)} (variant "
+                                     f"{self.id}, {self.example})")
+            self._g = g
+        return self._g
+
+    def correct(self, stage: str) -> list[list[Fraction | None]]:
+        """The stage's certified roundings at the asked decimals (None: a masked -inf)."""
+        if stage not in self._correct:
+            table = []
+            for i, row in enumerate(self.derivation[stage].values(decimals=self.decimals)):
+                out: list[Fraction | None] = []
+                for j, text in enumerate(row):
+                    if text == "-inf":
+                        out.append(None)
+                    elif ".." in text:
+                        raise InputError(f"{self.where}: variant {self.id}: {stage}[{i},{j}] "
+                                         f"lies on a rounding boundary at {self.decimals} "
+                                         f"decimals ({text}); the key cannot grade it")
+                    else:
+                        out.append(Fraction(text))  # certified decimal text
+                table.append(out)
+            self._correct[stage] = table
+        return self._correct[stage]
+
+    def correct_text(self, stage: str, row: int, col: int) -> str:
+        """The correct rounding of one entry as printed in the key."""
+        if stage not in self._text:
+            self._text[stage] = [["-inf" if v is None else fixed(v, self.decimals)
+                                  for v in r] for r in self.correct(stage)]
+        return self._text[stage][row][col]
+
+
+@dataclass
+class Key:
+    """The manifest: asked stages, precision and variants."""
+
+    path: Path
+    decimals: int
+    asked: tuple[str, ...]
+    variants: dict[str, Variant]
+
+    @property
+    def half(self) -> Fraction:
+        """Half a unit in the last asked decimal: an answer's tolerance."""
+        return Fraction(1, 2) * Fraction(10) ** -self.decimals
+
+
+def fixed(value: Fraction, decimals: int) -> str:
+    """``value`` rounded to ``decimals`` places, as fixed-point text."""
+    return round_fraction(value, decimals=decimals).fixed()
+
+
+def load_key(directory: str | Path, max_work: int | None = None) -> Key:
+    """Read ``DIR/manifest.toml``; bad content is an :class:`InputError` naming its line."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise InputError(f"{directory}: --key must be the folder `symformer exercise` wrote "
+                         f"(with manifest.toml)" + (" (no such folder)"
+                                                    if not folder.exists() else ""))
+    path = folder / "manifest.toml"
+    source = str(path)
+    text = read_text_file(path, "the exercise manifest",
+                          " (--key must be the folder `symformer exercise` wrote)")
+    data = read_toml(text, source)
+    exercise = data.get("exercise")
+    if not isinstance(exercise, dict):
+        raise InputError(f"{source}: no [exercise] table")
+    here = at_line(source, line_of(text, "format"))
+    if exercise.get("format") != FORMAT:
+        raise InputError(f"{here}: format must be {FORMAT}, found "
+                         f"{exercise.get('format')!r} (a newer symformer wrote it?)")
+    decimals = exercise.get("decimals")
+    if isinstance(decimals, bool) or not isinstance(decimals, int) \
+            or not 0 <= decimals <= MAX_DECIMALS:
+        raise InputError(f"{at_line(source, line_of(text, 'decimals'))}: decimals must be a "
+                         f"whole number from 0 to {MAX_DECIMALS}, found {decimals!r}")
+    asked = exercise.get("asked")
+    asked_at = at_line(source, line_of(text, "asked"))
+    if not isinstance(asked, list) or not asked or not all(isinstance(a, str) for a in asked):
+        raise InputError(f"{asked_at}: asked must be a non-empty list of stage names")
+    if len(set(asked)) != len(asked):
+        raise InputError(f"{asked_at}: asked names a stage twice")
+    tables = data.get("variant")
+    if not isinstance(tables, list) or not tables:
+        raise InputError(f"{source}: no [[variant]] tables")
+    variants: dict[str, Variant] = {}
+    after = 0
+    for number, t in enumerate(tables, start=1):
+        line = line_of(text, "id", f'{t.get("id")}', after) if isinstance(t, dict) else None
+        after = line or after
+        where = at_line(source, line) if line else f"{source}, variant {number}"
+        if not isinstance(t, dict) or not isinstance(t.get("id"), str) or not t["id"].strip():
+            raise InputError(f"{where}: every [[variant]] needs an id (a string)")
+        if not isinstance(t.get("example"), str):
+            raise InputError(f"{where}: variant {t['id']} needs example = \"PATH\" "
+                             f"(relative to the key folder)")
+        if t["id"] in variants:
+            raise InputError(f"{where}: variant id {t['id']!r} given twice")
+        variants[t["id"]] = Variant(t["id"], folder / t["example"], where, tuple(asked),
+                                    decimals, max_work, asked_at)
+    return Key(path, decimals, tuple(asked), variants)

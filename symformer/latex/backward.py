@@ -1,0 +1,145 @@
+"""The export's Backward part: the loss, then every gradient from the loss back to the
+embeddings, as a lecturer teaches backpropagation.
+
+When the example has a ``[loss]``, :func:`symformer.blocks.backward.backward` appends
+the loss and the gradient stages (``grad.S`` = dL/dS) to the derivation, latest stage
+first -- the order this part follows.  Each gradient stage of a token's rows gets
+
+* its general equation: the backward rule of each step that reads S (its consumers),
+  rendered by latexify from the operation's NumPy vector-Jacobian product
+  (``Operation.backward_function``, :mod:`symformer.codegen.backward`) -- for
+  instance dL/ds_j = alpha_j (dL/dalpha_j - sum_k alpha_k dL/dalpha_k);
+* the chosen token's chain-rule lines: the gradient stage's local formula (a sum of
+  its consumers' rules over stage symbols) with every number substituted, built by the
+  generic worked-line machinery (:mod:`symformer.worked`), so every line is
+  recomputable from numbers printed before it.
+
+The weights' gradients (sums over every token) follow as tables.  Gradients are
+small, so this part prints :data:`EXTRA_DECIMALS` more decimals than the forward one.
+"""
+
+from __future__ import annotations
+
+from symformer.blocks.backward import with_gradients
+from symformer.engine import Derivation, Stage
+from symformer.latex import decoder
+from symformer.latex.blocks import Fragment, Heading, Math, Prose
+from symformer.latex.equations import stage_equation
+from symformer.latex.outline import Section
+from symformer.latex.tables import first_position, stage_table
+from symformer.latex.worked import Style, worked_example
+from symformer.placement import part_of
+
+#: The stage kinds the backward pass adds.
+KINDS = ("loss", "gradient", "weight_gradient")
+#: More decimals than the forward part prints (gradients are small numbers).
+EXTRA_DECIMALS = 2
+
+
+def is_backward(stage: Stage) -> bool:
+    """True for the loss and the gradient stages."""
+    return stage.kind in KINDS
+
+
+def prepare(g: Derivation) -> Derivation:
+    """``g`` with the loss and the gradients when the example has a ``[loss]`` (a copy:
+    ``g`` is left as it is), else ``g``."""
+    return g if g.example.loss is None else with_gradients(g)
+
+
+def _taught(stage: Stage) -> bool:
+    """A stage with worked lines: the loss, or the gradient at a stage of token rows
+    (not the seed dL/dL = 1)."""
+    if stage.kind == "loss":
+        return True
+    source = stage.name.removeprefix("grad.")
+    g = stage.derivation
+    return stage.kind == "gradient" and source in g and source != "loss" \
+        and g[source].rows == stage.rows
+
+
+def _row(stage: Stage, token: int, target: int | None) -> int:
+    if stage.kind != "gradient":
+        return 0
+    source = stage.derivation[stage.name.removeprefix("grad.")]
+    row = decoder.worked_row(source, token, target) if target is not None else token
+    return min(row, stage.shape[0] - 1)
+
+
+def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
+    """The part a stage's section sits in (``Layer 1``, ``Decoder, Layer 1``, ``Output``)
+    and where within it (``Head 1``)."""
+    if stage.kind == "loss":
+        return "Loss", ()
+    where = part_of(stage)
+    if stage.kind == "weight_gradient":
+        return "Gradients of the weights", where
+    k = next((i for i, p in enumerate(where) if p.startswith("Layer")), len(where) - 1)
+    return ", ".join(where[:k + 1]), where[k + 1:]
+
+
+def _title(stage: Stage) -> str:
+    """The stage's heading: where it sits within its part, and its gradient's title."""
+    return ", ".join([*_where(stage)[1], stage.op.symbol.title])
+
+
+def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragment]:
+    name = stage.name.replace(".", "-")
+    out = []
+    equation = stage_equation(stage)
+    if equation.lines:
+        out.append(Fragment(f"{name}-equation", [equation]))
+    if stage.kind == "weight_gradient":
+        out.append(Fragment(f"{name}-table", [stage_table(
+            stage, decimals=decimals, exact=exact, caption=f"{stage.op.symbol.title}.",
+            label=f"tab:{stage.name}")]))
+        return out
+    worked = worked_example(stage, row, Style(decimals, exact))
+    if worked is not None:
+        text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
+            f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)}):")
+        out.append(Fragment(f"{name}-worked", [Prose((text,)), worked]))
+    return out
+
+
+def _introduction(g: Derivation, token: int, target: int | None, decimals: int) -> Prose:
+    loss = g.example.loss
+    what = (("the mean over every entry of ", Math("(z - T)^2"), " (T: the target)")
+            if loss.kind == "mse" else
+            ("the mean over the positions of ", Math(r"-\log p"), " of the target token"))
+    follow = f"\u201c{g.example.tokens[token]}\u201d at position {token}"
+    if target is not None:
+        follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "
+                   f"at position {target})")
+    return Prose((
+        "The loss ", Math("L"), " is ", *what, ", as the example\u2019s [loss] table says. "
+        "Read from the loss backwards, each gradient ", Math(r"\partial L/\partial x"),
+        " (the derivative of the loss with respect to every entry of ", Math("x"),
+        ") is the sum of the chain-rule terms of the steps that read ", Math("x"),
+        ", each computed from the gradient at that step. The general equations are the "
+        f"backward rules of the operations; the worked lines follow {follow} and "
+        f"substitute the numbers printed above them, with {decimals} decimals.",))
+
+
+def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
+                  decimals: int, exact: bool, top: int) -> list:
+    """The Backward part's outline (headings at ``top``, ``top + 1``, ``top + 2``):
+    the loss, each token gradient from the loss back to the embeddings, the weights'."""
+    decimals += EXTRA_DECIMALS
+    shown = [s for s in stages if _taught(s) or s.kind == "weight_gradient"]
+    if not shown:
+        return []
+    shown.sort(key=lambda s: s.kind == "weight_gradient")  # stable: the weights last
+    out: list = [Heading("Backward pass", top), _introduction(g, token, target, decimals)]
+    part = None
+    for stage in shown:
+        if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
+            part = "Loss"
+            out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
+            continue
+        if _where(stage)[0] != part:
+            part = _where(stage)[0]
+            out.append(Heading(part, top + 1))
+        out.append(Section(Heading(_title(stage), top + 2),
+                           _fragments(stage, _row(stage, token, target), decimals, exact)))
+    return out

@@ -1,0 +1,45 @@
+"""A weight as a stage: the exact matrix an example gives (a stage with no inputs).
+
+``train`` starts every trained weight as a parameter stage (``step0.layer1.W_1``)
+so that every step reads its weights the same way, from stages
+(:mod:`symformer.ops.staged_projection`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.ops.base import Notation, Operation, matrix
+
+
+def given(W):
+    """The given weight W itself."""
+    return W
+
+
+@dataclass(frozen=True)
+class Parameter(Operation):
+    """The exact matrix ``value`` (a weight of the example)."""
+
+    value: sympy.Matrix
+    notation: Notation | None = None
+
+    name = "parameter"
+    reference_function = given
+    default_notation = Notation("W", "W", "Weight")
+    rational = True
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        return sympy.Matrix(self.value)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sympy_to_arb(v) for v in self.value.row(i)] for i in range(self.value.rows)]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return (matrix(self.value, dtype),)

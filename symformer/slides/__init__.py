@@ -1,0 +1,24 @@
+"""Beamer slides that walk a derivation one stage per frame.
+
+>>> from symformer import derive, load_example
+>>> from symformer.slides import Options, frames, page_count
+>>> g = derive(load_example())
+>>> deck = frames(g, Options(token=1, stages=("layer1.head1.*",)))
+>>> page_count(deck)  # title + 7 stages x 3 overlays + the head's attention map
+23
+"""
+
+from __future__ import annotations
+
+from symformer.engine import Derivation
+from symformer.slides.deck import STEPS, FigureFrame, Frame, Options, StageFrame, frames, page_count
+
+__all__ = ["STEPS", "FigureFrame", "Frame", "Options", "StageFrame", "frames", "page_count",
+           "slides_files"]
+
+
+def slides_files(g: Derivation, options: Options) -> dict[str, str]:
+    """``slides.tex`` for the derivation (relative path -> text)."""
+    from symformer.slides.beamer import document
+
+    return {"slides.tex": document(g, options, frames(g, options))}

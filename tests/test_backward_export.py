@@ -1,0 +1,195 @@
+"""The worked backpropagation: the export's Backward part and ``trace --backward``.
+
+* the backward rules' general equations are rendered from each operation's NumPy
+  vector-Jacobian product (softmax's, and a small fake operation's in matrix form);
+* every worked line of the Backward part recomputes from what it prints
+  (tests/recompute.py, which knows nothing of symformer);
+* ``trace --backward`` in every format, its JSON numbers against an independent
+  float64 backward pass (tests/float_backward.py, textbook formulas);
+* the LaTeX export with a Backward part compiles with pdflatex.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from float_backward import float_backward
+from recompute import check_item
+
+from symformer import derive, load_example
+from symformer.blocks.backward import backward
+from symformer.cli import main
+from symformer.codegen.backward import Rule, equation_lines, rule_line
+from symformer.latex import Options, export_files
+from symformer.latex.compile import compile_log
+from symformer.ops.base import Operation
+from symformer.ops.gradient import Term
+
+KEYS = {"stage", "row", "col", "symbol", "expression", "result"}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """The built-in example (it has an mse [loss]) with its gradient stages."""
+    return backward(derive(load_example()))
+
+
+def test_softmax_backward_equation_is_rendered_from_its_vjp(graph):
+    (line,) = equation_lines(graph["grad.layer1.head1.scores"])
+    assert line.text == "∂L/∂s_j = α_j (∂L/∂α_j − Σ_(k=0..n−1) α_k ∂L/∂α_k)"
+    assert line.lhs == r"\partial L/\partial s_{j}"
+    assert r"\sum_{k = 0}^{n - 1} \alpha_{k} \partial L/\partial \alpha_{k}" in line.rhs
+    assert line.function.__name__ == "softmax_backward"
+
+
+def fake_backward(g, W):
+    """dL/dx = dL/dy W^T for y = x W (written here, for the test only)."""
+    return g @ W.T
+
+
+class FakeProjection(Operation):
+    """A stand-in operation with a NumPy VJP in matrix form (not registered: no name)."""
+
+    reference_function = staticmethod(lambda x: x)
+
+    def sympy(self, args):
+        raise NotImplementedError
+
+    def arb(self, args):
+        raise NotImplementedError
+
+    def arguments(self, args, dtype):
+        return args
+
+    def backward_function(self, wrt):
+        return fake_backward if wrt == 0 else None
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return grad, np.eye(2)  # the weight is a constant: spelled as the forward does
+
+
+def test_a_matrix_form_rule_keeps_its_transpose_and_the_forward_names(graph):
+    """The parameter receiving the consumer's gradient is written ∂L/∂q; the weight is
+    spelled as the forward equation spells it (W_Q), transposed."""
+    consumer = graph["layer1.head1.Q"]
+    rule = Rule(consumer, graph["grad.layer1.head1.Q"], Term(FakeProjection(), 0, 1))
+    line = rule_line(graph["grad.input"], rule)
+    assert line.text == "∂L/∂x = ∂L/∂q W_Qᵀ"
+    assert line.latex == r"\partial L/\partial x = \partial L/\partial q W_{Q}^{\top}"
+    assert rule_line(graph["grad.input"], Rule(consumer, rule.grad,
+                                               Term(FakeProjection(), 1, 1))) is None
+
+
+def _backward_items(g, **options) -> list[dict]:
+    data = json.loads(export_files(g, Options(**options), "json")["worked.json"])
+    return [i for i in data["worked"] if i["stage"] == "loss" or i["stage"].startswith("grad.")]
+
+
+@pytest.mark.parametrize("token,decimals", [(0, 1), (1, 2), (3, 3)])
+def test_backward_part_lines_recompute(graph, token, decimals):
+    items = _backward_items(graph, decimals=decimals, token=token)
+    stages = {i["stage"] for i in items}
+    assert {"loss", "grad.output", "grad.layer1.head1.scores", "grad.layer1.ffn.activation",
+            "grad.layer1.add_norm1.sum", "grad.input"} <= stages
+    for item in items:
+        assert set(item) == KEYS
+        check_item(item)
+        if item["stage"] != "loss":
+            assert item["row"] == token
+
+
+def test_backward_part_runs_from_the_loss_to_the_embeddings(graph):
+    text = export_files(graph, Options(decimals=2, token=1), "markdown")["main.md"]
+    part = text[text.index("## Backward pass"):]
+    order = ["### Loss", "Gradient of the loss at Encoder output",
+             "Add & Norm 2, Gradient of the loss at LayerNorm",
+             "Head 1, Gradient of the loss at Scaled scores",
+             "Gradient of the loss at Token embedding", "### Gradients of the weights"]
+    assert [part.index(o) for o in order] == sorted(part.index(o) for o in order)
+    assert r"\partial L/\partial s_{j} &= \alpha_{j}" in part  # the softmax rule
+    # ∂L/∂u_0 = ∂L/∂s_0/√2 with the printed ∂L/∂s_0 substituted
+    assert r"\partial L/\partial u_{0} &= \frac{\partial L/\partial s_{0}}{\sqrt{2}}" in part
+
+
+def test_no_loss_no_backward_part():
+    example = load_example("symformer/examples/attention_only.toml")
+    if example.loss is not None:
+        pytest.skip("the example has a loss")
+    files = export_files(derive(example), Options(), "markdown")
+    assert "Backward pass" not in files["main.md"]
+
+
+def test_trace_backward_json_against_float64(tmp_path):
+    out = tmp_path / "t.json"
+    assert main(["trace", "--token", "think", "--backward", "--format", "json",
+                 "--decimals", "4", "--out", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["backward"] is True
+    want = float_backward(load_example())
+    steps = {s["stage"]: s for s in data["steps"]}
+    assert list(steps)[:2] == ["loss", "grad.output"]
+    assert list(steps)[-1] == "grad.embeddings"
+    compared = 0
+    for name, step in steps.items():
+        if name not in want:
+            continue
+        row = want[name][0 if name == "loss" else 1]
+        assert len(step["values"]) == len(row), name
+        for shown, value in zip(step["values"], row):
+            assert abs(float(shown) - value) <= 0.5e-4 + 1e-9, (name, shown, value)
+        compared += 1
+    assert compared >= 20
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "latex", "html"])
+def test_trace_backward_every_format(tmp_path, fmt):
+    out = tmp_path / f"t.{fmt}"
+    assert main(["trace", "--token", "1", "--backward", "--format", fmt, "--decimals", "3",
+                 "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "Gradient of the loss at Scaled scores" in text
+    if fmt == "text":
+        assert "∂L/∂s_j = α_j (∂L/∂α_j − Σ_(k=0..n−1) α_k ∂L/∂α_k)" in text
+        assert text.index("stage loss") < text.index("stage grad.output") \
+            < text.index("stage grad.embeddings")
+    if fmt == "latex" and shutil.which("pdflatex"):
+        from symformer.latex.compile import compile_pdf
+
+        assert compile_pdf({"main.tex": text}).startswith(b"%PDF")
+
+
+def test_trace_backward_needs_a_loss(capsys):
+    assert main(["trace", "symformer/examples/attention_only.toml", "--token", "0",
+                 "--backward"]) == 2
+    err = capsys.readouterr().err
+    assert "[loss]" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_export_with_backward_part_compiles(graph):
+    pdf, log = compile_log(export_files(graph, Options(decimals=3, token=1)))
+    assert pdf.startswith(b"%PDF")
+    assert "! " not in log
+
+
+def test_decoder_cross_entropy_backward_part_recomputes(tmp_path):
+    """A decoder with a cross-entropy loss: the Backward part starts at the loss's
+    -log p lines, runs through the decoder into the encoder, and every line recomputes."""
+    text = (Path(__file__).parents[1] / "symformer" / "examples" / "encoder_decoder.toml"
+            ).read_text(encoding="utf-8")
+    path = tmp_path / "ed.toml"
+    path.write_text(text + '\n[loss]\nkind = "cross_entropy"\ntargets = ["je", "pense"]\n',
+                    encoding="utf-8")
+    g = derive(load_example(path))
+    items = _backward_items(g, decimals=2, token=1)
+    stages = [i["stage"] for i in items]
+    assert stages[0] == "loss" and "log(" in items[0]["expression"]
+    assert "grad.probabilities" in stages and "grad.layer1.head1.scores" in stages
+    assert stages.index("grad.probabilities") < stages.index("grad.layer1.head1.scores")
+    for item in items:
+        check_item(item)
+    assert "grad.loss" not in g  # the export worked on a copy
