@@ -326,9 +326,10 @@ class Derivation:
         zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
         for i, row in enumerate(quick):
             for j, r in enumerate(row):
-                if r is None and first[i][j] is not NEG_INF and first[i][j].contains(0) \
-                        and self._cheap_zero(name, i, j):
-                    row[j] = zero
+                ball = first[i][j]
+                if r is None and ball is not NEG_INF and ball.contains(0):
+                    row[j] = round_ball(ball, decimals=decimals, significant=significant) \
+                        or (zero if self._cheap_zero(name, i, j) else None)
         # Entries whose balls were too wide (deep stages lose bits): the whole stage
         # again at twice and four times the precision, the precisions the per-entry
         # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
