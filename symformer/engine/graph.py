@@ -224,7 +224,9 @@ class Derivation:
         """The matrix of symbols naming the entries of stage ``name``."""
         if name not in self._symbols:
             stage = self[name]
-            matrix = sympy.Matrix(*stage.shape, lambda i, j: sympy.Symbol(f"{name}[{i},{j}]"))
+            rows, cols = stage.shape  # Python ints: formatting SymPy integers is slow
+            matrix = sympy.Matrix([[sympy.Symbol(f"{name}[{i},{j}]") for j in range(cols)]
+                                   for i in range(rows)])
             self._symbols[name] = matrix
             for i in range(matrix.rows):
                 for j in range(matrix.cols):
