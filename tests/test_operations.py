@@ -384,6 +384,14 @@ def test_balls_sympy_and_float64_agree(name, data) -> None:
     # its NumPy function renders to a non-empty equation on input stages
     rendered = _render(case.op, len(case.inputs))
     assert rendered and all(line.rhs and line.text for line in rendered)
+    # a single entry, where the operation builds one alone, is the matrix's entry
+    symbols = [sympy.Matrix(m.rows, m.cols, lambda i, j, k=k: sympy.Symbol(f"x{k}_{i}_{j}"))
+               for k, m in enumerate(case.inputs)]
+    local = case.op.sympy(symbols)
+    for i in range(local.rows):
+        for j in range(local.cols):
+            entry = case.op.sympy_entry(symbols, i, j)
+            assert entry is None or entry == local[i, j], (i, j, entry, local[i, j])
 
 
 # -- the equation printed is the code that ran ---------------------------------------

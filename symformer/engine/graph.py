@@ -138,6 +138,7 @@ class Derivation:
         self._symbols: dict[str, sympy.Matrix] = {}
         self._owner: dict[sympy.Symbol, tuple[str, int, int]] = {}
         self._local: dict[str, sympy.Matrix] = {}
+        self._entries: dict[tuple[str, int, int], sympy.Expr | None] = {}  # single entries
         self._closed: dict[tuple[str, int, int], sympy.Expr] = {}
         self._balls: dict[int, dict[str, ArbMatrix]] = {}
         self._signs: dict[tuple[str, int, int], int] = {}
@@ -671,12 +672,22 @@ class Derivation:
         return all(self.prove_zero(f, max_ops, max_unfold) for f in dict.fromkeys(candidates))
 
     def _local_entry(self, name: str, i: int, j: int) -> sympy.Expr:
+        """One entry's local formula: from the stage's cached matrix, or built alone when
+        the operation can (``Operation.sympy_entry``: a proof unfolds few entries)."""
+        if name not in self._local:
+            key = (name, i, j)
+            if key not in self._entries:
+                stage = self[name]
+                self._entries[key] = stage.op.sympy_entry(
+                    [self.symbols(s) for s in stage.inputs], i, j)
+            if self._entries[key] is not None:
+                return self._entries[key]
         return self.local(name)[i, j]
 
     def _resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
         """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""
         stage = self[name]
-        return stage.op.resolve(self.local(name)[i, j],
+        return stage.op.resolve(self._local_entry(name, i, j),
                                 lambda: self.sign(stage.inputs[0], i, j))
 
 

@@ -364,7 +364,7 @@ class PolyCanonical:
 
     def _compute(self, symbol: sympy.Symbol, depth: int) -> Poly | None:
         name, i, j = self.g.owner(symbol)
-        formula = self.g.local(name)[i, j]
+        formula = self.g._local_entry(name, i, j)
         if formula == -sympy.oo:
             return None
         if formula.is_Rational:

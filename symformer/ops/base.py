@@ -178,6 +178,12 @@ class Operation(ABC):
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         """The exact local formula of every entry, over the given input matrices."""
 
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr | None:
+        """Entry (i, j) of :meth:`sympy` alone, for proofs that unfold a few entries of a
+        large stage; None (the default): the operation has no cheaper way than the whole
+        matrix, which the derivation then builds once and caches."""
+        return None
+
     @abstractmethod
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         """The same operation in ball arithmetic at the current ``flint.ctx.prec``."""

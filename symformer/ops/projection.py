@@ -71,17 +71,18 @@ class Projection(Operation):
                 for j in range(self.W.cols)]
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        X = args[0]
-        rows = []
-        for i in range(X.rows):
-            row = []
-            for j, column in enumerate(self._columns):
-                terms = [w * X[i, k] for k, w in column]
-                if self.b is not None and self.b[j] != 0:
-                    terms.append(self.b[j])
-                row.append(sympy.Add(*terms))
-            rows.append(row)
-        return sympy.Matrix(rows)
+        return sympy.Matrix([[self._entry(row, j) for j in range(len(self._columns))]
+                             for row in args[0].tolist()])
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        return self._entry(args[0].row(i), j)
+
+    def _entry(self, x: Sequence[sympy.Expr], j: int) -> sympy.Expr:
+        """Entry j of the row x W + b."""
+        terms = [w * x[k] for k, w in self._columns[j]]
+        if self.b is not None and self.b[j] != 0:
+            terms.append(self.b[j])
+        return sympy.Add(*terms)
 
     def named_constants(self) -> dict[str, Notation]:
         return {"W": named(self.weight), "b": named(self.bias)}

@@ -56,13 +56,10 @@ class Softmax(Operation):
         return "keys" if self.count == "n" else "vocab"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        S = args[0]
-        rows = []
-        for i in range(S.rows):
-            exps = [None if S[i, j] == -sympy.oo else sympy.exp(S[i, j]) for j in range(S.cols)]
-            total = sympy.Add(*[e for e in exps if e is not None])
-            rows.append([sympy.S.Zero if e is None else e / total for e in exps])
-        return sympy.Matrix(rows)
+        return sympy.Matrix([_row(row) for row in args[0].tolist()])
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        return _row(args[0].row(i), j)[0]
 
     def worked_parts(self, stage, row: int,
                      formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
@@ -167,6 +164,15 @@ def masked_gradient_zero(gradient: Stage, part: Part,
                         f"finite mask leaves the weight exp(...) > 0)")
     return Fact(name, statement, PROVED, f"{len(masked)} masked entries: alpha_j = exp(-inf) "
                 f"/ ... = 0 makes alpha_j (g_j - sum_k alpha_k g_k) the constant 0")
+
+
+def _row(scores: Sequence[sympy.Expr], only: int | None = None) -> list[sympy.Expr]:
+    """A row's weights exp(s_j) / sum_k exp(s_k) (0 at a -inf score); only entry
+    ``only`` when given."""
+    exps = [None if s == -sympy.oo else sympy.exp(s) for s in scores]
+    total = sympy.Add(*[e for e in exps if e is not None])
+    wanted = range(len(exps)) if only is None else [only]
+    return [sympy.S.Zero if exps[j] is None else exps[j] / total for j in wanted]
 
 
 def _role(stage: Stage) -> str:

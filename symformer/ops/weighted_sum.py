@@ -11,6 +11,7 @@ import sympy
 from symformer.engine.arbmath import ArbMatrix, dot
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.dot_scores import dot_terms
 
 
 def weighted_sum(A, V):
@@ -40,9 +41,12 @@ class WeightedSum(Operation):
     rational = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        a, columns = args[0].tolist(), args[1].T.tolist()  # lists: indexing SymPy is slow
+        return sympy.Matrix([[dot_terms(ra, col) for col in columns] for ra in a])
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
         A, V = args
-        return sympy.Matrix(A.rows, V.cols, lambda i, j: sympy.Add(
-            *[A[i, k] * V[k, j] for k in range(A.cols) if A[i, k] != 0 and V[k, j] != 0]))
+        return dot_terms(A.row(i), V.col(j))
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         A, V = args
