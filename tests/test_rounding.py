@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 
@@ -233,3 +234,32 @@ def test_round_stage_whole_rows_and_masked_entries():
     assert round_stage([[arb(fmpq(9996, 1000))]], significant=3)[0][0].significant() == "10.0"
     assert round_stage([[arb(fmpq(99996, 100000))]], significant=3)[0][0].significant() \
         == "1.00"
+
+
+# -- the precision ceiling: balls of ~19,700 digits --------------------------------------
+
+@given(st.integers(min_value=-(10 ** 60), max_value=10 ** 60) | st.integers(0, 5000).map(
+    lambda k: 10 ** k) | st.integers(1, 5000).map(lambda k: 10 ** k - 1))
+def test_digit_count_is_the_length_of_the_decimal_text(n):
+    from symformer.engine.rounding import digit_count
+
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        assert digit_count(n) == len(str(abs(n)))
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def test_a_tie_read_at_the_precision_ceiling_does_not_raise():
+    """0.15 at one decimal, in balls of 2^16 bits: Python refuses str() of integers of
+    more than 4300 digits, which the decimal read of such a ball gives."""
+    from symformer.engine.rounding import MAX_PRECISION, round_ball
+
+    old = ctx.prec
+    ctx.prec = MAX_PRECISION
+    try:
+        assert round_ball(arb(3) / 20, decimals=1) is None  # straddles the tie: undecided
+        assert round_ball(arb(1) / 3, decimals=1).fixed() == "0.3"
+    finally:
+        ctx.prec = old

@@ -119,6 +119,19 @@ def _target(lead: int, decimals: int | None, significant: int | None) -> int:
     return -decimals if decimals is not None else lead - significant + 1
 
 
+def digit_count(n: int) -> int:
+    """The number of decimal digits of ``abs(n)`` (1 for 0), without ``str``: Python
+    refuses to print integers of more than 4300 digits, which a ball read at the
+    precision ceiling (2^16 bits, ~19,700 digits) gives."""
+    n = abs(n)
+    k = max(1, (n.bit_length() - 1) * 30103 // 100000 + 1)  # 10^(k-1) <= 2^(bits-1) <= n
+    while n >= 10 ** k:
+        k += 1
+    while k > 1 and n < 10 ** (k - 1):
+        k -= 1
+    return k
+
+
 def round_scaled(n: int, e: int, *, decimals: int | None = None,
                  significant: int | None = None) -> Rounded:
     """Round ``n * 10**e`` (exact integers) to ``decimals`` places or ``significant`` digits.
@@ -128,14 +141,14 @@ def round_scaled(n: int, e: int, *, decimals: int | None = None,
     """
     if n == 0:
         return Rounded(0, -decimals if decimals is not None else 0)
-    lead = e + len(str(abs(n))) - 1  # exponent of the leading digit
+    lead = e + digit_count(n) - 1  # exponent of the leading digit
     target = _target(lead, decimals, significant)
     if e >= target:
         return Rounded(n * 10 ** (e - target), target)
-    if target - e > len(str(abs(n))) + 1:  # far below half a unit of the last place
+    if target - e > digit_count(n) + 1:  # far below half a unit of the last place
         return Rounded(0, target)
     digits = _round_int(n, 10 ** (target - e))
-    if significant is not None and len(str(abs(digits))) > significant:
+    if significant is not None and digit_count(digits) > significant:
         # 9.99 -> 10.0: the carry added a digit; keep the same number of digits.
         return Rounded(digits // 10, target + 1)
     return Rounded(digits, target)
@@ -150,7 +163,7 @@ def round_fraction(value: Fraction, *, decimals: int | None = None,
     target = _target(lead, decimals, significant)
     scaled = value / Fraction(10) ** target
     digits = _round_int(scaled.numerator, scaled.denominator)
-    if significant is not None and len(str(abs(digits))) > significant:
+    if significant is not None and digit_count(digits) > significant:
         return Rounded(digits // 10, target + 1)
     return Rounded(digits, target)
 
@@ -392,7 +405,7 @@ def enclose_ball(x: arb, *, decimals: int | None = None,
         exponent = -decimals
     else:
         top = max(abs(lo), abs(hi))
-        exponent = e + len(str(top)) - significant if top else 0
+        exponent = e + digit_count(top) - significant if top else 0
     return Undecided(_floor_scaled(lo, e - exponent), exponent,
                      Rounded(-_floor_scaled(-hi, e - exponent), exponent))
 
@@ -401,7 +414,7 @@ def _floor_scaled(n: int, shift: int) -> int:
     """floor(n * 10**shift) for integers n and shift (shift may be hugely negative)."""
     if shift >= 0:
         return n * 10 ** shift
-    if -shift > len(str(abs(n))) + 1:
+    if -shift > digit_count(n) + 1:
         return -1 if n < 0 else 0
     return n // 10 ** -shift
 
