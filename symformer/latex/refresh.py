@@ -8,6 +8,7 @@ regenerates the text files in memory and fails when the committed ones differ.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 from pathlib import Path
 
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_pdf and shutil.which("pdflatex"):
         from symformer.latex.compile import compile_pdf
 
+        # A reproducible PDF: pdfTeX takes its dates and /ID from these, so the
+        # committed main.pdf changes only when its content does.
+        os.environ.update(SOURCE_DATE_EPOCH="0", FORCE_SOURCE_DATE="1")
         files["main.pdf"] = compile_pdf({k: v for k, v in files.items()
                                          if not k.startswith("markdown/")})
     # Fragments of stages that no longer exist would linger: the directory is never
