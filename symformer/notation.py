@@ -28,7 +28,7 @@ INDEX_RULE = ("Token positions and vector dimensions are counted from 0; sums ov
               "key positions run over j = 0, …, n−1.")
 #: Operations giving one number per token row (their entries carry no subscript).
 _PER_ROW = (RowMean, RowVariance, WholeMean, WholeVariance)
-_NUMBERED = re.compile(r"([^\d]*)1")
+_NUMBERED = re.compile(r"([^\d]*)0")
 
 
 def notation(stage: Stage) -> Notation:
@@ -111,13 +111,13 @@ def matrix_latex(stage: Stage) -> str:
 
 
 def numbered(stage: Stage) -> bool:
-    """True when the stage's columns are numbered dimensions (``q1``, ``d1``, ...),
+    """True when the stage's columns are numbered dimensions (``q0``, ``d0``, ...),
     False when they name something (a key token, a vocabulary word) or a whole row."""
     if per_row(stage):
         return False
     m = _NUMBERED.fullmatch(stage.cols[0])
     return m is not None and stage.cols == tuple(
-        f"{m.group(1)}{j + 1}" for j in range(len(stage.cols)))
+        f"{m.group(1)}{j}" for j in range(len(stage.cols)))
 
 
 def place(stage: Stage, i: int, j: int) -> str:

@@ -125,7 +125,7 @@ def parameter_labels(g: Derivation, stage: Stage, parameter: str, value
     """Row and column labels of ``stage``'s weight ``parameter`` (and of its gradient)."""
     rows = _parameter_rows(g, stage, parameter, value.rows)
     cols = stage.cols if value.cols == stage.shape[1] else tuple(
-        f"c{j + 1}" for j in range(value.cols))
+        f"c{j}" for j in range(value.cols))
     return rows, cols
 
 

@@ -81,7 +81,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     ``pe = "learned"`` takes the rows of ``learned``; ``"rope"`` and ``"none"`` add zeros
     (RoPE rotates the queries and keys instead, :func:`attention_head`).
     """
-    dims = tuple(f"d{j + 1}" for j in range(table.cols))
+    dims = tuple(f"d{j}" for j in range(table.cols))
     e = g.add(f"{prefix}embeddings", "embeddings", Embedding(table, token_ids), (), tokens,
               dims)
     if pe == "learned":
@@ -141,7 +141,7 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
     rows = g[x].rows
     width = sum(g[h].shape[1] for h in outputs)
     concat = g.add(f"{p}.{group}.concat", "concat", Concat(), outputs, rows,
-                   tuple(f"c{j + 1}" for j in range(width)), layer=number)
+                   tuple(f"c{j}" for j in range(width)), layer=number)
     if W_O is None and b_O is not None:
         W_O = sympy.eye(width)  # no W_O, a bias: plain concatenation plus b_O
     op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
@@ -160,7 +160,7 @@ def _rope(g: Derivation, block: Block | None) -> tuple[sympy.Rational, str] | No
 
 def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
              b: sympy.Matrix | None, notation: Notation, where: dict[str, int]) -> str:
-    cols = tuple(f"{notation.text}{j + 1}" for j in range(W.cols))
+    cols = tuple(f"{notation.text}{j}" for j in range(W.cols))
     return g.add(f"{p}.{name}", name, Projection(W, b, notation, f"W_{name}", f"b_{name}"),
                  (source,), g[source].rows, cols, **where)
 
@@ -213,7 +213,7 @@ def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: b
                    ScaleMask(head.d_k, masked, g.example.mask_value, scale=scale),
                    (raw,), queries, keys, **where)
     weights = g.add(f"{p}.weights", "weights", Softmax(), (scores,), queries, keys, **where)
-    cols = tuple(f"o{j + 1}" for j in range(head.d_v))
+    cols = tuple(f"o{j}" for j in range(head.d_v))
     return g.add(f"{p}.output", "head_output", WeightedSum(), (weights, V), queries, cols,
                  **where)
 
@@ -224,7 +224,7 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
     Gated (``W_gate``): gate = x W_gate + b_gate, activation = act(gate) * hidden.
     """
     rows = g[x].rows
-    ff = tuple(f"ff{j + 1}" for j in range(block.d_ff))
+    ff = tuple(f"ff{j}" for j in range(block.d_ff))
     activation = ACTIVATION_OPS[block.activation]()
     gate = None
     if block.W_gate is not None:
