@@ -35,6 +35,7 @@ from symformer.codegen import (
     lines,
     render,
 )
+from symformer.notation import per_row
 from symformer.ops.base import Notation, Spelling
 from symformer.ops.gradient import Gradient, Term
 
@@ -113,7 +114,9 @@ def rule_line(stage: Any, rule: Rule, remark: str = "") -> Line | None:
     spelling = Spelling(names, symbols, index, indexed, forward.axis)
     expr, symbols = expression_tree(rule.consumer, spelling, function, "", inputs=[])
     latex, text = render(expr, symbols)
-    lhs = entry_lhs(stage.op.symbol, index if isinstance(rule.term.wrt, int) else None)
+    # one entry per row (a mean, a variance): no index, as in the forward equation
+    entry = isinstance(rule.term.wrt, int) and not per_row(stage)
+    lhs = entry_lhs(stage.op.symbol, index if entry else None)
     shown = f"{lhs.text} = {text}" + (f"  ({remark})" if remark else "")
     return Line(lhs.latex, latex, shown, function, remark)
 
