@@ -117,8 +117,8 @@ def test_round_stage_matches_decimal_module(x, data):
     decimals, significant = _mode(data)
     ball = _ball(x, start_precision(decimals, significant))
     got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
-    if x == 0 and significant is not None:
-        assert got is None  # 0's digits: the per-entry path says what 0 prints as
+    if x == 0 and significant is not None:  # an exact 0 prints as 0
+        assert got == round_fraction(x, significant=significant) and got.significant() == "0"
         return
     want = _reference(x, decimals, significant)
     unit = Fraction(10) ** (want.as_tuple().exponent)
@@ -226,7 +226,10 @@ def test_round_stage_whole_rows_and_masked_entries():
         [["0.33", None, "-0.67"], ["0.15", "0.00", "5.00"]]
     got = round_stage(rows, significant=3)
     assert [[r and r.significant() for r in row] for row in got] == \
-        [["0.333", None, "-0.667"], ["0.150", None, "5.00"]]
+        [["0.333", None, "-0.667"], ["0.150", "0", "5.00"]]  # an exact 0 prints as 0
+    # a ball that holds 0 without being 0 has no significant digits yet: left open
+    assert round_stage([[arb(0, fmpq(1, 10**30)), arb(fmpq(1, 10**40), fmpq(1, 10**30))]],
+                       significant=3) == [[None, None]]
     assert round_stage(rows[:1], decimals=1)[0][0].fixed() == "0.3"
     # 0.15 at one decimal straddles the tie 0.15 (not dyadic): left to the per-entry path
     assert round_stage([[arb(fmpq(3, 20))]], decimals=1) == [[None]]

@@ -15,6 +15,7 @@ import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import methodcaller
 from typing import TYPE_CHECKING
 
 import sympy
@@ -100,9 +101,7 @@ class Stage:
     def values(self, *, decimals: int | None = None, significant: int | None = None
                ) -> list[list[str]]:
         """Certified decimal strings ("-inf" for masked scores)."""
-        def as_text(r: Rounded) -> str:
-            return r.fixed() if decimals is not None else r.significant()
-
+        as_text = methodcaller("fixed" if decimals is not None else "significant")
         return [["-inf" if r is None else as_text(r) for r in row]
                 for row in self.rounded(decimals=decimals, significant=significant)]
 
@@ -324,21 +323,24 @@ class Derivation:
         prec = start_precision(decimals, significant)
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
+        # The entries left open (a masked score stays None): usually none at all.
+        open_ = [(i, j) for i, row in enumerate(quick) if None in row
+                 for j, r in enumerate(row) if r is None and first[i][j] is not NEG_INF]
+        if not open_:
+            return quick
         # A ball around 0 is most likely an exact zero (a gradient whose terms cancel):
         # the cheap exact proof first, before any higher precision.
         zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
-        for i, row in enumerate(quick):
-            for j, r in enumerate(row):
-                ball = first[i][j]
-                if r is None and ball is not NEG_INF and ball.contains(0):
-                    row[j] = round_ball(ball, decimals=decimals, significant=significant) \
-                        or (zero if self._cheap_zero(name, i, j) else None)
+        for i, j in open_:
+            ball = first[i][j]
+            if ball.contains(0):
+                quick[i][j] = round_ball(ball, decimals=decimals, significant=significant) \
+                    or (zero if self._cheap_zero(name, i, j) else None)
         # Entries whose balls were too wide (deep stages lose bits): the whole stage
         # again at twice and four times the precision, the precisions the per-entry
         # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
         # zero) goes straight to the per-entry path and its proofs.
-        pending = [(i, j) for i, row in enumerate(quick) for j, r in enumerate(row)
-                   if r is None and first[i][j] is not NEG_INF
+        pending = [(i, j) for i, j in open_ if quick[i][j] is None
                    and (missing_bits(first[i][j], decimals=decimals,
                                      significant=significant) or 0) > 0]
         for _ in range(2):
@@ -352,21 +354,19 @@ class Derivation:
                 quick[i][j] = r
             pending = [where for where, r in zip(pending, again) if r is None]
 
-        def entry(i: int, j: int) -> Rounded | None:
+        for i, j in open_:
+            if quick[i][j] is not None:
+                continue
             ball = first[i][j]
-            if ball is NEG_INF:
-                return None
             rounded = round_ball(ball, decimals=decimals, significant=significant)
-            if rounded is not None:
-                return rounded
-            return certified_rounding(
-                lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
-                decimals=decimals, significant=significant,
-                exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
-                                                           significant, prec))
-
-        return [[r if r is not None else entry(i, j) for j, r in enumerate(row)]
-                for i, row in enumerate(quick)]
+            if rounded is None:
+                rounded = certified_rounding(
+                    lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j],
+                    f"{name}[{i},{j}]", decimals=decimals, significant=significant,
+                    exact=lambda ball, prec, i=i, j=j: self._round_exact(
+                        name, i, j, ball, decimals, significant, prec))
+            quick[i][j] = rounded
+        return quick
 
     @property
     def canonical(self) -> Canonical:

@@ -41,14 +41,19 @@ class Rounded:
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
-        if self.digits == 0:
+        digits, exponent = self.digits, self.exponent
+        if digits == 0:
             return "0"
-        sign = "-" if self.digits < 0 else ""
-        text = str(abs(self.digits))
+        if digits < 0:
+            sign, text = "-", str(-digits)
+        else:
+            sign, text = "", str(digits)
         n = len(text)
-        magnitude = self.exponent + n - 1  # position of the leading digit
+        magnitude = exponent + n - 1  # position of the leading digit
         if -7 <= magnitude < 21:
-            return _fixed(sign, text, self.exponent)
+            if 0 <= magnitude and exponent < 0:  # d.ddd: _fixed's common case, inline
+                return f"{sign}{text[:exponent]}.{text[exponent:]}"
+            return _fixed(sign, text, exponent)
         mantissa = text[0] + ("." + text[1:] if n > 1 else "")
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
@@ -235,30 +240,40 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
     if significant is not None:
         read = significant + _EXTRA
         low, high, powers = _POWERS[significant - 1], _POWERS[significant], _POWERS
+        doubled, new = _DOUBLED, object.__new__
+        zero = _rounded(0, 0)
 
         def entry(x: arb | None) -> Rounded | None:
             if x is None or not x.is_finite():
                 return None
             m, r, e = x.mid_rad_10exp(read)
-            m, r, e = int(m), int(r), int(e)
+            m, r = int(m), int(r)
             size = m if m >= 0 else -m
             if r >= size:
-                return None  # a ball that may hold 0
+                return zero if r == 0 else None  # exactly 0, or a ball that may hold 0
             count = size.bit_length() * 30103 // 100000  # m's digit count, or one less
             if count < len(powers) and size >= powers[count]:
                 count += 1
+            e = int(e)
             if e + count > _FAST_MAGNITUDE:
                 return None  # large values: the per-entry path refuses the huge ones
             shift = count - significant  # digits of m below the last kept one
             if 0 < shift < len(powers):  # the common case of _significant_from, inline
-                q = powers[shift]
-                digits, tie = divmod(2 * (m - r) + q, 2 * q)
-                if tie and digits == (2 * (m + r) + q) // (2 * q) and \
+                # every point of [m - r, m + r] / q rounds to D = floor((2(m - r) + q) / 2q)
+                # when the lower end is no tie (remainder > 0) and the upper end's
+                # numerator, 4r more, stays below the next multiple of 2q
+                q2 = doubled[shift]
+                digits, tie = divmod(2 * (m - r) + powers[shift], q2)
+                if tie and tie + 4 * r < q2 and \
                         low < (digits if digits >= 0 else -digits) < high:
-                    return _rounded(digits, e + shift)
+                    made = new(Rounded)  # _rounded(digits, e + shift), inline
+                    fields = made.__dict__
+                    fields["digits"], fields["exponent"] = digits, e + shift
+                    return made
             return _significant_from(m - r, m + r, e + shift, shift, significant)
     else:
         read = decimals + _EXTRA + 1  # digits of a value below 1, and more for larger ones
+        zero = _rounded(0, -decimals)
 
         def entry(x: arb | None) -> Rounded | None:
             if x is None or not x.is_finite():
@@ -270,9 +285,9 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
                 shift = -decimals - int(e)
             m, r = int(m), int(r)
             if m == r == 0:
-                return Rounded(0, -decimals)
+                return zero
             if shift >= len(_POWERS) and (abs(m) + r).bit_length() < 3 * shift:
-                return Rounded(0, -decimals)  # below 8**shift < 10**shift / 2: rounds to 0
+                return zero  # below 8**shift < 10**shift / 2: rounds to 0
             if not 0 <= shift < len(_POWERS):
                 return None  # a value too large to have been read far enough
             digits = _rounded_int(m - r, m + r, shift)
@@ -285,7 +300,8 @@ def _rounded(digits: int, exponent: int) -> Rounded:
     """``Rounded(digits, exponent)``, built without the frozen dataclass's slow __init__
     (the same object: its fields are its ``__dict__``)."""
     made = object.__new__(Rounded)
-    made.__dict__.update(digits=digits, exponent=exponent)
+    fields = made.__dict__
+    fields["digits"], fields["exponent"] = digits, exponent
     return made
 
 
@@ -343,6 +359,8 @@ _FAST_MAGNITUDE = 1000
 _EXTRA = 10
 #: Powers of ten by exponent, for :func:`round_stage`'s reads.
 _POWERS = tuple(10 ** k for k in range(400))
+#: Twice the powers of ten.
+_DOUBLED = tuple(2 * p for p in _POWERS)
 
 
 def _round_read(x: arb, digits: int, decimals: int | None,
