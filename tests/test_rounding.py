@@ -218,6 +218,33 @@ def test_round_stage_matches_mpmath_on_transcendental_values(p, q, function, dat
     assert _as_decimal(got, decimals) == want
 
 
+@given(st.integers(-10**30, 10**30), st.integers(0, 100), st.data())
+def test_round_stage_on_exact_dyadic_values_matches_decimal_module(n, bits, data):
+    """Exact balls n / 2**bits (weights such as 0.125, exact ties such as 0.125 at two
+    places or 2.5 at one digit, exact zeros): Arb reads them exactly (radius 0), and
+    they are rounded exactly, half to even, like the decimal module."""
+    decimals, significant = _mode(data)
+    x = Fraction(n, 2 ** bits)
+    ball = _ball(x, max(start_precision(decimals, significant), 2 * bits + 110))
+    assert ball.rad() == 0
+    got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+    assert got is not None  # an exact value is always decided
+    if x == 0 and significant is not None:
+        assert got.significant() == "0"
+    else:
+        assert _as_decimal(got, decimals) == _reference(x, decimals, significant)
+    assert got == round_fraction(x, decimals=decimals, significant=significant)
+
+
+def test_round_stage_exact_ties_half_to_even():
+    ctx.prec = 200
+    balls = [[arb(fmpq(1, 8)), arb(fmpq(3, 8)), arb(fmpq(-5, 2)), arb(fmpq(7, 2))]]
+    assert [r.fixed() for r in round_stage(balls, decimals=2)[0]] == \
+        ["0.12", "0.38", "-2.50", "3.50"]
+    assert [r.significant() for r in round_stage(balls, significant=1)[0]] == \
+        ["0.1", "0.4", "-2", "4"]
+
+
 def test_round_stage_whole_rows_and_masked_entries():
     ctx.prec = 200
     rows = [[arb(fmpq(1, 3)), None, arb(fmpq(-2, 3))], [arb(fmpq(3, 20)), arb(0), arb(5)]]

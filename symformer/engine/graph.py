@@ -48,6 +48,8 @@ DEFAULT_MAX_OPS = 400
 #: A ball this precise (bits) that still straddles a rounding boundary is worth a
 #: symbolic proof that the value is the boundary.
 PROOF_PRECISION = 4096
+#: The type of None, for a scan of a row in C.
+_NONE = type(None)
 
 
 @dataclass(eq=False)
@@ -324,7 +326,9 @@ class Derivation:
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
         # The entries left open (a masked score stays None): usually none at all.
-        open_ = [(i, j) for i, row in enumerate(quick) if None in row
+        # (``NoneType in map(type, row)``: a scan in C, where ``None in row`` would call
+        # Rounded's dataclass __eq__ on every entry)
+        open_ = [(i, j) for i, row in enumerate(quick) if _NONE in map(type, row)
                  for j, r in enumerate(row) if r is None and first[i][j] is not NEG_INF]
         if not open_:
             return quick

@@ -229,8 +229,10 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
     give the same ``D`` and the lower end is not a tie, no point of the enclosure is a
     tie or crosses a boundary, so the value rounds to ``D * 10**t`` (half to even never
     applies).  Under ``significant`` the lead digit is checked from ``D`` itself
-    (see :func:`_significant_from`).  An entry this cannot decide (a ball straddling a
-    boundary, an exact tie, a value that may be 0 under ``significant``, a magnitude
+    (see :func:`_significant_from`).  A read with ``r = 0`` is the exact value
+    ``m * 10**e`` (an exact 0, a dyadic weight such as 0.125): rounded exactly, ties
+    to even included (:func:`round_scaled`).  An entry this cannot decide (a ball
+    straddling a boundary, an inexact tie, a value that may be 0 under ``significant``, a magnitude
     past 10**:data:`_FAST_MAGNITUDE`, a masked score ``None``) is ``None``: the caller gives it
     the per-entry path (:func:`round_ball`, :func:`certified_rounding`).
     """
@@ -257,6 +259,8 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
             e = int(e)
             if e + count > _FAST_MAGNITUDE:
                 return None  # large values: the per-entry path refuses the huge ones
+            if r == 0:  # an exact decimal read: the value is m * 10**e
+                return round_scaled(m, e, significant=significant)
             shift = count - significant  # digits of m below the last kept one
             if 0 < shift < len(powers):  # the common case of _significant_from, inline
                 # every point of [m - r, m + r] / q rounds to D = floor((2(m - r) + q) / 2q)
@@ -290,6 +294,8 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
                 return zero  # below 8**shift < 10**shift / 2: rounds to 0
             if not 0 <= shift < len(_POWERS):
                 return None  # a value too large to have been read far enough
+            if r == 0:  # an exact decimal read: the value is m * 10**e (ties included)
+                return round_scaled(m, -decimals - shift, decimals=decimals)
             digits = _rounded_int(m - r, m + r, shift)
             return None if digits is None else _rounded(digits, -decimals)
 
