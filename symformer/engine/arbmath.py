@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import flint
 import sympy
 from flint import arb, fmpq, fmpz
+from sympy.polys.matrices.sdm import SDM
 
 from symformer.errors import NotSupportedError
 
@@ -46,19 +47,43 @@ def rational_ball(value: sympy.Rational) -> arb:
 
 def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     """An exact constant matrix (weights, embeddings) as rows of balls at the current
-    precision; exact for dyadic rationals.
+    precision; exact for dyadic rationals.  The rows are shared: read, never change them.
 
     A rational matrix is read from SymPy's own domain matrix, whose entries are
     already python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy
-    number is built.  Anything else (``sin(1)``, other ground types) goes through
-    :func:`sympy_to_arb`.
+    number is built.  The balls are kept per matrix and precision (an example's
+    weights are derived again and again), and given again only while the matrix
+    still holds the same entries (a SymPy matrix is mutable: its sparse entries are
+    compared with a copy).  Anything else (``sin(1)``, other ground types) goes
+    through :func:`sympy_to_arb`.
     """
     rep = getattr(m, "_rep", None)
     if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
+        entries = rep.rep
+        sparse = type(entries) is SDM
+        key = (id(m), flint.ctx.prec)
+        if sparse:
+            kept = _CONSTANTS.get(key)
+            if kept is not None and kept[0] is m and kept[1] == m.shape and \
+                    kept[2] == entries:
+                return kept[3]
         rows = rep.to_list()
         if all(isinstance(v, (fmpq, fmpz)) for row in rows for v in row):
-            return [[arb(v) for v in row] for row in rows]
+            balls = [[arb(v) for v in row] for row in rows]
+            if sparse:
+                if len(_CONSTANTS) >= _MAX_CONSTANTS:
+                    _CONSTANTS.clear()
+                _CONSTANTS[key] = (m, m.shape, {i: dict(row) for i, row in entries.items()},
+                                   balls)
+            return balls
     return [[sympy_to_arb(v) for v in row] for row in m.tolist()]
+
+
+#: :func:`constant_balls`' balls by (matrix id, precision): the matrix itself (kept
+#: alive, so its id is not reused), its shape, a copy of its sparse entries, the balls.
+_CONSTANTS: dict[tuple[int, int], tuple[sympy.Matrix, tuple[int, int], dict, ArbMatrix]] = {}
+#: Matrices kept before :data:`_CONSTANTS` starts again.
+_MAX_CONSTANTS = 1024
 
 
 def relu_ball(x: arb) -> arb:
