@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import flint
 import sympy
-from flint import arb, fmpq, fmpz
+from flint import arb, arb_mat, fmpq, fmpz
 from sympy.polys.matrices.sdm import SDM
 
 from symformer.errors import NotSupportedError
@@ -73,15 +73,32 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
             if sparse:
                 if len(_CONSTANTS) >= _MAX_CONSTANTS:
                     _CONSTANTS.clear()
-                _CONSTANTS[key] = (m, m.shape, {i: dict(row) for i, row in entries.items()},
-                                   balls)
+                _CONSTANTS[key] = [m, m.shape, {i: dict(row) for i, row in entries.items()},
+                                   balls, None]
             return balls
     return [[sympy_to_arb(v) for v in row] for row in m.tolist()]
 
 
+def constant_mat(m: sympy.Matrix) -> arb_mat:
+    """:func:`constant_balls` as an ``arb_mat`` (shared like the rows: never change it)."""
+    balls = constant_balls(m)
+    kept = _CONSTANTS.get((id(m), flint.ctx.prec))
+    if kept is None or kept[3] is not balls:
+        return arb_mat(balls)
+    if kept[4] is None:
+        kept[4] = arb_mat(balls)
+    return kept[4]
+
+
+def constant_vector(m: sympy.Matrix) -> list[arb]:
+    """A constant row or column (gamma, beta, a bias) as a flat list of balls."""
+    return [v for row in constant_balls(m) for v in row]
+
+
 #: :func:`constant_balls`' balls by (matrix id, precision): the matrix itself (kept
-#: alive, so its id is not reused), its shape, a copy of its sparse entries, the balls.
-_CONSTANTS: dict[tuple[int, int], tuple[sympy.Matrix, tuple[int, int], dict, ArbMatrix]] = {}
+#: alive, so its id is not reused), its shape, a copy of its sparse entries, the balls,
+#: and their ``arb_mat`` once :func:`constant_mat` asked for it.
+_CONSTANTS: dict[tuple[int, int], list] = {}
 #: Matrices kept before :data:`_CONSTANTS` starts again.
 _MAX_CONSTANTS = 1024
 

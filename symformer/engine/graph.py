@@ -104,7 +104,8 @@ class Stage:
                ) -> list[list[str]]:
         """Certified decimal strings ("-inf" for masked scores)."""
         as_text = methodcaller("fixed" if decimals is not None else "significant")
-        return [["-inf" if r is None else as_text(r) for r in row]
+        return [list(map(as_text, row)) if _NONE not in map(type, row)
+                else ["-inf" if r is None else as_text(r) for r in row]
                 for row in self.rounded(decimals=decimals, significant=significant)]
 
     def balls(self, prec: int = 128) -> ArbMatrix:
