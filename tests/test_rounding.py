@@ -57,6 +57,27 @@ def test_ball_rounding_is_decided_or_honest(x, places):
         assert got == round_fraction(x, decimals=places)
 
 
+@given(st.integers(-10**60, 10**60), st.integers(-80, 30))
+def test_printed_digits_are_the_value_with_its_places(digits, exponent):
+    """fixed() and significant() print digits * 10**exponent: the same value as the
+    decimal module's, with exactly -exponent places (fixed, and significant outside
+    scientific notation), no sign on 0, scientific only past 1e21 or below 1e-7."""
+    from symformer.engine.rounding import Rounded
+
+    r = Rounded(digits, exponent)
+    want = Decimal((0 if digits >= 0 else 1, tuple(map(int, str(abs(digits)))), exponent))
+    fixed, significant = r.fixed(), r.significant()
+    assert Decimal(fixed) == want and Decimal(significant) == want
+    assert len(fixed.partition(".")[2]) == max(-exponent, 0)
+    if digits == 0:
+        assert significant == "0" and not fixed.startswith("-")
+    elif "e" not in significant:
+        assert significant == fixed
+        assert -7 <= want.adjusted() < 21
+    else:
+        assert not -7 <= want.adjusted() < 21
+
+
 def test_ties_round_half_even():
     assert round_fraction(Fraction(5, 2), decimals=0).fixed() == "2"
     assert round_fraction(Fraction(7, 2), decimals=0).fixed() == "4"

@@ -15,7 +15,6 @@ import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from operator import methodcaller
 from typing import TYPE_CHECKING
 
 import sympy
@@ -103,10 +102,10 @@ class Stage:
     def values(self, *, decimals: int | None = None, significant: int | None = None
                ) -> list[list[str]]:
         """Certified decimal strings ("-inf" for masked scores)."""
-        as_text = methodcaller("fixed" if decimals is not None else "significant")
-        return [list(map(as_text, row)) if _NONE not in map(type, row)
-                else ["-inf" if r is None else as_text(r) for r in row]
-                for row in self.rounded(decimals=decimals, significant=significant)]
+        rows = self.rounded(decimals=decimals, significant=significant)
+        if decimals is not None:
+            return [["-inf" if r is None else r.fixed() for r in row] for row in rows]
+        return [["-inf" if r is None else r.significant() for r in row] for row in rows]
 
     def balls(self, prec: int = 128) -> ArbMatrix:
         """The stage in ball arithmetic at ``prec`` bits."""

@@ -37,23 +37,26 @@ class Rounded:
 
     def fixed(self) -> str:
         """Positional notation: ``-1.50``, ``0.000``, ``12``."""
-        return _fixed("-" if self.digits < 0 else "", str(abs(self.digits)), self.exponent)
+        digits, exponent = self.digits, self.exponent
+        if exponent < 0 and digits:
+            text = str(digits)  # with its sign
+            if len(text) - (digits < 0) > -exponent:  # d.dd, the common case
+                return f"{text[:exponent]}.{text[exponent:]}"
+        return _fixed("-" if digits < 0 else "", str(abs(digits)), exponent)
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
         digits, exponent = self.digits, self.exponent
         if digits == 0:
             return "0"
-        if digits < 0:
-            sign, text = "-", str(-digits)
-        else:
-            sign, text = "", str(digits)
-        n = len(text)
-        magnitude = exponent + n - 1  # position of the leading digit
+        text = str(digits)  # with its sign
+        magnitude = exponent + len(text) - (1 if digits > 0 else 2)  # the leading digit's
+        if exponent < 0 and 0 <= magnitude < 21:  # d.ddd, the common case
+            return f"{text[:exponent]}.{text[exponent:]}"
+        sign, text = ("-", text[1:]) if digits < 0 else ("", text)
         if -7 <= magnitude < 21:
-            if 0 <= magnitude and exponent < 0:  # d.ddd: _fixed's common case, inline
-                return f"{sign}{text[:exponent]}.{text[exponent:]}"
             return _fixed(sign, text, exponent)
+        n = len(text)
         mantissa = text[0] + ("." + text[1:] if n > 1 else "")
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
