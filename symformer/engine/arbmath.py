@@ -40,6 +40,20 @@ def dot(a: Sequence[arb], b: Sequence[arb]) -> arb:
     return total
 
 
+def product(A: ArbMatrix, B: ArbMatrix | arb_mat, *, transpose: bool = False
+            ) -> ArbMatrix | None:
+    """The matrix product A B (A B^T with ``transpose``) by Arb's own ``arb_mat``
+    product (rigorous, exact zeros stay exact), or None when A is empty or has empty
+    rows, or holds a masked score (the caller's entry-by-entry loop then decides)."""
+    if not A or not A[0] or not all(v is not None for row in A for v in row):
+        return None
+    if not isinstance(B, arb_mat):
+        if not B or not B[0] or not all(v is not None for row in B for v in row):
+            return None
+        B = arb_mat(B)
+    return (arb_mat(A) * (B.transpose() if transpose else B)).tolist()
+
+
 def rational_ball(value: sympy.Rational) -> arb:
     """An exact rational as a ball at the current precision (exact when dyadic)."""
     return arb(fmpq(int(value.p), int(value.q)))
