@@ -65,8 +65,8 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
 
     A rational matrix is read from SymPy's own domain matrix, whose entries are
     already python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy
-    number is built.  The balls are kept per matrix and precision (an example's
-    weights are derived again and again), and given again only while the matrix
+    number is built.  The balls of small matrices are kept per matrix and precision
+    (an example's weights are derived again and again), and given again only while the matrix
     still holds the same entries (a SymPy matrix is mutable: its sparse entries are
     compared with a copy).  Anything else (``sin(1)``, other ground types) goes
     through :func:`sympy_to_arb`.
@@ -74,7 +74,7 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     rep = getattr(m, "_rep", None)
     if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
         entries = rep.rep
-        sparse = type(entries) is SDM
+        sparse = type(entries) is SDM and m.rows * m.cols <= _MAX_KEPT_ENTRIES
         key = (id(m), flint.ctx.prec)
         if sparse:
             kept = _CONSTANTS.get(key)
@@ -114,7 +114,10 @@ def constant_vector(m: sympy.Matrix) -> list[arb]:
 #: and their ``arb_mat`` once :func:`constant_mat` asked for it.
 _CONSTANTS: dict[tuple[int, int], list] = {}
 #: Matrices kept before :data:`_CONSTANTS` starts again.
-_MAX_CONSTANTS = 1024
+_MAX_CONSTANTS = 256
+#: Only matrices of at most this many entries are kept: converting a larger one costs
+#: little beside the products it enters, and keeping it would cost memory.
+_MAX_KEPT_ENTRIES = 1024
 
 
 def relu_ball(x: arb) -> arb:
