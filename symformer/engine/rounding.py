@@ -54,6 +54,8 @@ class Rounded:
         if exponent < 0 and 0 <= magnitude < 21:  # d.ddd, the common case
             return f"{text[:exponent]}.{text[exponent:]}"
         sign, text = ("-", text[1:]) if digits < 0 else ("", text)
+        if exponent < 0 and -7 <= magnitude < 0:  # 0.0ddd
+            return f"{sign}0.{_ZEROS[:-magnitude - 1]}{text}"
         if -7 <= magnitude < 21:
             return _fixed(sign, text, exponent)
         n = len(text)
@@ -66,6 +68,9 @@ class Rounded:
 
     def __float__(self) -> float:  # for display helpers only, never for decisions
         return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+
+
+_ZEROS = "0" * 7  # the zeros after "0." of significant()'s positional values
 
 
 def _fixed(sign: str, text: str, exponent: int) -> str:
