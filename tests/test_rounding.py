@@ -58,8 +58,16 @@ def test_ball_rounding_is_decided_or_honest(x, places):
 
 
 @given(st.integers(-10**60, 10**60), st.integers(-80, 30))
-@example(123, -5).example(-123, -5).example(-5, -8).example(5, -7).example(12, -9)
-@example(10**22, -1).example(-10**21, -1).example(0, -3).example(7, 0).example(-7, 21)
+@example(123, -5)
+@example(-123, -5)
+@example(-5, -8)
+@example(5, -7)
+@example(12, -9)
+@example(10**22, -1)
+@example(-10**21, -1)
+@example(0, -3)
+@example(7, 0)
+@example(-7, 21)
 def test_printed_digits_are_the_value_with_its_places(digits, exponent):
     """fixed() and significant() print digits * 10**exponent: the same value as the
     decimal module's, with exactly -exponent places (fixed, and significant outside
