@@ -128,3 +128,26 @@ def test_local_formulas_agree_with_ball_evaluation(block):
             for j in range(local.cols):
                 a = sympy_to_arb(local[i, j], env)
                 assert a.overlaps(balls[stage.name][i][j]), (stage.name, i, j)
+
+
+def test_constant_balls_follow_a_matrix_changed_in_place():
+    """Weights' balls are kept per matrix and precision, but a SymPy matrix is mutable:
+    after an in-place change (and after a change back) the balls are the new entries."""
+    from flint import arb, fmpq
+
+    from symformer.engine.arbmath import constant_balls, precision
+
+    m = sympy.Matrix([[sympy.Rational(1, 3), 0], [sympy.Rational(-5, 8), 2]])
+    with precision(200):
+        first = constant_balls(m)
+        assert first[0][0].overlaps(arb(fmpq(1, 3))) and first[1][0] == arb(fmpq(-5, 8))
+        assert constant_balls(m)[1][1] == 2
+        m[1, 1] = sympy.Rational(7, 4)
+        m[0, 1] = 3  # a zero entry becomes nonzero
+        changed = constant_balls(m)
+        assert changed[1][1] == arb(fmpq(7, 4)) and changed[0][1] == 3
+        m[1, 1], m[0, 1] = 2, 0
+        back = constant_balls(m)
+        assert back[1][1] == 2 and back[0][1] == 0
+    with precision(64):  # another precision: the 1/3 ball is wider
+        assert constant_balls(m)[0][0].rad() > first[0][0].rad()

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import mpmath
 from flint import arb, ctx, fmpq
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from symformer.engine.rounding import (
@@ -55,6 +55,37 @@ def test_ball_rounding_is_decided_or_honest(x, places):
     got = round_ball(ball, decimals=places)
     if got is not None:
         assert got == round_fraction(x, decimals=places)
+
+
+@given(st.integers(-10**60, 10**60), st.integers(-80, 30))
+@example(123, -5)
+@example(-123, -5)
+@example(-5, -8)
+@example(5, -7)
+@example(12, -9)
+@example(10**22, -1)
+@example(-10**21, -1)
+@example(0, -3)
+@example(7, 0)
+@example(-7, 21)
+def test_printed_digits_are_the_value_with_its_places(digits, exponent):
+    """fixed() and significant() print digits * 10**exponent: the same value as the
+    decimal module's, with exactly -exponent places (fixed, and significant outside
+    scientific notation), no sign on 0, scientific only past 1e21 or below 1e-7."""
+    from symformer.engine.rounding import Rounded
+
+    r = Rounded(digits, exponent)
+    want = Decimal((0 if digits >= 0 else 1, tuple(map(int, str(abs(digits)))), exponent))
+    fixed, significant = r.fixed(), r.significant()
+    assert Decimal(fixed) == want and Decimal(significant) == want
+    assert len(fixed.partition(".")[2]) == max(-exponent, 0)
+    if digits == 0:
+        assert significant == "0" and not fixed.startswith("-")
+    elif "e" not in significant:
+        assert significant == fixed
+        assert -7 <= want.adjusted() < 21
+    else:
+        assert not -7 <= want.adjusted() < 21
 
 
 def test_ties_round_half_even():
@@ -117,8 +148,8 @@ def test_round_stage_matches_decimal_module(x, data):
     decimals, significant = _mode(data)
     ball = _ball(x, start_precision(decimals, significant))
     got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
-    if x == 0 and significant is not None:
-        assert got is None  # 0's digits: the per-entry path says what 0 prints as
+    if x == 0 and significant is not None:  # an exact 0 prints as 0
+        assert got == round_fraction(x, significant=significant) and got.significant() == "0"
         return
     want = _reference(x, decimals, significant)
     unit = Fraction(10) ** (want.as_tuple().exponent)
@@ -218,6 +249,33 @@ def test_round_stage_matches_mpmath_on_transcendental_values(p, q, function, dat
     assert _as_decimal(got, decimals) == want
 
 
+@given(st.integers(-10**30, 10**30), st.integers(0, 100), st.data())
+def test_round_stage_on_exact_dyadic_values_matches_decimal_module(n, bits, data):
+    """Exact balls n / 2**bits (weights such as 0.125, exact ties such as 0.125 at two
+    places or 2.5 at one digit, exact zeros): Arb reads them exactly (radius 0), and
+    they are rounded exactly, half to even, like the decimal module."""
+    decimals, significant = _mode(data)
+    x = Fraction(n, 2 ** bits)
+    ball = _ball(x, max(start_precision(decimals, significant), 2 * bits + 110))
+    assert ball.rad() == 0
+    got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+    assert got is not None  # an exact value is always decided
+    if x == 0 and significant is not None:
+        assert got.significant() == "0"
+    else:
+        assert _as_decimal(got, decimals) == _reference(x, decimals, significant)
+    assert got == round_fraction(x, decimals=decimals, significant=significant)
+
+
+def test_round_stage_exact_ties_half_to_even():
+    ctx.prec = 200
+    balls = [[arb(fmpq(1, 8)), arb(fmpq(3, 8)), arb(fmpq(-5, 2)), arb(fmpq(7, 2))]]
+    assert [r.fixed() for r in round_stage(balls, decimals=2)[0]] == \
+        ["0.12", "0.38", "-2.50", "3.50"]
+    assert [r.significant() for r in round_stage(balls, significant=1)[0]] == \
+        ["0.1", "0.4", "-2", "4"]
+
+
 def test_round_stage_whole_rows_and_masked_entries():
     ctx.prec = 200
     rows = [[arb(fmpq(1, 3)), None, arb(fmpq(-2, 3))], [arb(fmpq(3, 20)), arb(0), arb(5)]]
@@ -226,7 +284,10 @@ def test_round_stage_whole_rows_and_masked_entries():
         [["0.33", None, "-0.67"], ["0.15", "0.00", "5.00"]]
     got = round_stage(rows, significant=3)
     assert [[r and r.significant() for r in row] for row in got] == \
-        [["0.333", None, "-0.667"], ["0.150", None, "5.00"]]
+        [["0.333", None, "-0.667"], ["0.150", "0", "5.00"]]  # an exact 0 prints as 0
+    # a ball that holds 0 without being 0 has no significant digits yet: left open
+    assert round_stage([[arb(0, fmpq(1, 10**30)), arb(fmpq(1, 10**40), fmpq(1, 10**30))]],
+                       significant=3) == [[None, None]]
     assert round_stage(rows[:1], decimals=1)[0][0].fixed() == "0.3"
     # 0.15 at one decimal straddles the tie 0.15 (not dyadic): left to the per-entry path
     assert round_stage([[arb(fmpq(3, 20))]], decimals=1) == [[None]]

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import flint
 import sympy
-from flint import arb, fmpq, fmpz
+from flint import arb, arb_mat, fmpq, fmpz
+from sympy.polys.matrices.sdm import SDM
 
 from symformer.errors import NotSupportedError
 
@@ -39,6 +40,20 @@ def dot(a: Sequence[arb], b: Sequence[arb]) -> arb:
     return total
 
 
+def product(A: ArbMatrix, B: ArbMatrix | arb_mat, *, transpose: bool = False
+            ) -> ArbMatrix | None:
+    """The matrix product A B (A B^T with ``transpose``) by Arb's own ``arb_mat``
+    product (rigorous, exact zeros stay exact), or None when A is empty or has empty
+    rows, or holds a masked score (the caller's entry-by-entry loop then decides)."""
+    if not A or not A[0] or not all(v is not None for row in A for v in row):
+        return None
+    if not isinstance(B, arb_mat):
+        if not B or not B[0] or not all(v is not None for row in B for v in row):
+            return None
+        B = arb_mat(B)
+    return (arb_mat(A) * (B.transpose() if transpose else B)).tolist()
+
+
 def rational_ball(value: sympy.Rational) -> arb:
     """An exact rational as a ball at the current precision (exact when dyadic)."""
     return arb(fmpq(int(value.p), int(value.q)))
@@ -46,19 +61,63 @@ def rational_ball(value: sympy.Rational) -> arb:
 
 def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     """An exact constant matrix (weights, embeddings) as rows of balls at the current
-    precision; exact for dyadic rationals.
+    precision; exact for dyadic rationals.  The rows are shared: read, never change them.
 
     A rational matrix is read from SymPy's own domain matrix, whose entries are
     already python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy
-    number is built.  Anything else (``sin(1)``, other ground types) goes through
-    :func:`sympy_to_arb`.
+    number is built.  The balls of small matrices are kept per matrix and precision
+    (an example's weights are derived again and again), and given again only while the matrix
+    still holds the same entries (a SymPy matrix is mutable: its sparse entries are
+    compared with a copy).  Anything else (``sin(1)``, other ground types) goes
+    through :func:`sympy_to_arb`.
     """
     rep = getattr(m, "_rep", None)
     if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
+        entries = rep.rep
+        sparse = type(entries) is SDM and m.rows * m.cols <= _MAX_KEPT_ENTRIES
+        key = (id(m), flint.ctx.prec)
+        if sparse:
+            kept = _CONSTANTS.get(key)
+            if kept is not None and kept[0] is m and kept[1] == m.shape and \
+                    kept[2] == entries:
+                return kept[3]
         rows = rep.to_list()
         if all(isinstance(v, (fmpq, fmpz)) for row in rows for v in row):
-            return [[arb(v) for v in row] for row in rows]
+            balls = [[arb(v) for v in row] for row in rows]
+            if sparse:
+                if len(_CONSTANTS) >= _MAX_CONSTANTS:
+                    _CONSTANTS.clear()
+                _CONSTANTS[key] = [m, m.shape, {i: dict(row) for i, row in entries.items()},
+                                   balls, None]
+            return balls
     return [[sympy_to_arb(v) for v in row] for row in m.tolist()]
+
+
+def constant_mat(m: sympy.Matrix) -> arb_mat:
+    """:func:`constant_balls` as an ``arb_mat`` (shared like the rows: never change it)."""
+    balls = constant_balls(m)
+    kept = _CONSTANTS.get((id(m), flint.ctx.prec))
+    if kept is None or kept[3] is not balls:
+        return arb_mat(balls)
+    if kept[4] is None:
+        kept[4] = arb_mat(balls)
+    return kept[4]
+
+
+def constant_vector(m: sympy.Matrix) -> list[arb]:
+    """A constant row or column (gamma, beta, a bias) as a flat list of balls."""
+    return [v for row in constant_balls(m) for v in row]
+
+
+#: :func:`constant_balls`' balls by (matrix id, precision): the matrix itself (kept
+#: alive, so its id is not reused), its shape, a copy of its sparse entries, the balls,
+#: and their ``arb_mat`` once :func:`constant_mat` asked for it.
+_CONSTANTS: dict[tuple[int, int], list] = {}
+#: Matrices kept before :data:`_CONSTANTS` starts again.
+_MAX_CONSTANTS = 256
+#: Only matrices of at most this many entries are kept: converting a larger one costs
+#: little beside the products it enters, and keeping it would cost memory.
+_MAX_KEPT_ENTRIES = 1024
 
 
 def relu_ball(x: arb) -> arb:

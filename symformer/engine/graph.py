@@ -47,6 +47,8 @@ DEFAULT_MAX_OPS = 400
 #: A ball this precise (bits) that still straddles a rounding boundary is worth a
 #: symbolic proof that the value is the boundary.
 PROOF_PRECISION = 4096
+#: The type of None, for a scan of a row in C.
+_NONE = type(None)
 
 
 @dataclass(eq=False)
@@ -100,11 +102,10 @@ class Stage:
     def values(self, *, decimals: int | None = None, significant: int | None = None
                ) -> list[list[str]]:
         """Certified decimal strings ("-inf" for masked scores)."""
-        def as_text(r: Rounded) -> str:
-            return r.fixed() if decimals is not None else r.significant()
-
-        return [["-inf" if r is None else as_text(r) for r in row]
-                for row in self.rounded(decimals=decimals, significant=significant)]
+        rows = self.rounded(decimals=decimals, significant=significant)
+        if decimals is not None:
+            return [["-inf" if r is None else r.fixed() for r in row] for row in rows]
+        return [["-inf" if r is None else r.significant() for r in row] for row in rows]
 
     def balls(self, prec: int = 128) -> ArbMatrix:
         """The stage in ball arithmetic at ``prec`` bits."""
@@ -324,21 +325,26 @@ class Derivation:
         prec = start_precision(decimals, significant)
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
+        # The entries left open (a masked score stays None): usually none at all.
+        # (``NoneType in map(type, row)``: a scan in C, where ``None in row`` would call
+        # Rounded's dataclass __eq__ on every entry)
+        open_ = [(i, j) for i, row in enumerate(quick) if _NONE in map(type, row)
+                 for j, r in enumerate(row) if r is None and first[i][j] is not NEG_INF]
+        if not open_:
+            return quick
         # A ball around 0 is most likely an exact zero (a gradient whose terms cancel):
         # the cheap exact proof first, before any higher precision.
         zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
-        for i, row in enumerate(quick):
-            for j, r in enumerate(row):
-                ball = first[i][j]
-                if r is None and ball is not NEG_INF and ball.contains(0):
-                    row[j] = round_ball(ball, decimals=decimals, significant=significant) \
-                        or (zero if self._cheap_zero(name, i, j) else None)
+        for i, j in open_:
+            ball = first[i][j]
+            if ball.contains(0):
+                quick[i][j] = round_ball(ball, decimals=decimals, significant=significant) \
+                    or (zero if self._cheap_zero(name, i, j) else None)
         # Entries whose balls were too wide (deep stages lose bits): the whole stage
         # again at twice and four times the precision, the precisions the per-entry
         # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
         # zero) goes straight to the per-entry path and its proofs.
-        pending = [(i, j) for i, row in enumerate(quick) for j, r in enumerate(row)
-                   if r is None and first[i][j] is not NEG_INF
+        pending = [(i, j) for i, j in open_ if quick[i][j] is None
                    and (missing_bits(first[i][j], decimals=decimals,
                                      significant=significant) or 0) > 0]
         for _ in range(2):
@@ -352,21 +358,19 @@ class Derivation:
                 quick[i][j] = r
             pending = [where for where, r in zip(pending, again) if r is None]
 
-        def entry(i: int, j: int) -> Rounded | None:
+        for i, j in open_:
+            if quick[i][j] is not None:
+                continue
             ball = first[i][j]
-            if ball is NEG_INF:
-                return None
             rounded = round_ball(ball, decimals=decimals, significant=significant)
-            if rounded is not None:
-                return rounded
-            return certified_rounding(
-                lambda prec: self.evaluate(prec)[name][i][j], f"{name}[{i},{j}]",
-                decimals=decimals, significant=significant,
-                exact=lambda ball, prec: self._round_exact(name, i, j, ball, decimals,
-                                                           significant, prec))
-
-        return [[r if r is not None else entry(i, j) for j, r in enumerate(row)]
-                for i, row in enumerate(quick)]
+            if rounded is None:
+                rounded = certified_rounding(
+                    lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j],
+                    f"{name}[{i},{j}]", decimals=decimals, significant=significant,
+                    exact=lambda ball, prec, i=i, j=j: self._round_exact(
+                        name, i, j, ball, decimals, significant, prec))
+            quick[i][j] = rounded
+        return quick
 
     @property
     def canonical(self) -> Canonical:

@@ -37,18 +37,28 @@ class Rounded:
 
     def fixed(self) -> str:
         """Positional notation: ``-1.50``, ``0.000``, ``12``."""
-        return _fixed("-" if self.digits < 0 else "", str(abs(self.digits)), self.exponent)
+        digits, exponent = self.digits, self.exponent
+        if exponent < 0 and digits:
+            text = str(digits)  # with its sign
+            if len(text) - (digits < 0) > -exponent:  # d.dd, the common case
+                return f"{text[:exponent]}.{text[exponent:]}"
+        return _fixed("-" if digits < 0 else "", str(abs(digits)), exponent)
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
-        if self.digits == 0:
+        digits, exponent = self.digits, self.exponent
+        if digits == 0:
             return "0"
-        sign = "-" if self.digits < 0 else ""
-        text = str(abs(self.digits))
-        n = len(text)
-        magnitude = self.exponent + n - 1  # position of the leading digit
+        text = str(digits)  # with its sign
+        magnitude = exponent + len(text) - (1 if digits > 0 else 2)  # the leading digit's
+        if exponent < 0 and 0 <= magnitude < 21:  # d.ddd, the common case
+            return f"{text[:exponent]}.{text[exponent:]}"
+        sign, text = ("-", text[1:]) if digits < 0 else ("", text)
+        if exponent < 0 and -7 <= magnitude < 0:  # 0.0ddd
+            return f"{sign}0.{_ZEROS[:-magnitude - 1]}{text}"
         if -7 <= magnitude < 21:
-            return _fixed(sign, text, self.exponent)
+            return _fixed(sign, text, exponent)
+        n = len(text)
         mantissa = text[0] + ("." + text[1:] if n > 1 else "")
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
@@ -58,6 +68,9 @@ class Rounded:
 
     def __float__(self) -> float:  # for display helpers only, never for decisions
         return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+
+
+_ZEROS = "0" * 7  # the zeros after "0." of significant()'s positional values
 
 
 def _fixed(sign: str, text: str, exponent: int) -> str:
@@ -224,8 +237,10 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
     give the same ``D`` and the lower end is not a tie, no point of the enclosure is a
     tie or crosses a boundary, so the value rounds to ``D * 10**t`` (half to even never
     applies).  Under ``significant`` the lead digit is checked from ``D`` itself
-    (see :func:`_significant_from`).  An entry this cannot decide (a ball straddling a
-    boundary, an exact tie, a value that may be 0 under ``significant``, a magnitude
+    (see :func:`_significant_from`).  A read with ``r = 0`` is the exact value
+    ``m * 10**e`` (an exact 0, a dyadic weight such as 0.125): rounded exactly, ties
+    to even included (:func:`round_scaled`).  An entry this cannot decide (a ball
+    straddling a boundary, an inexact tie, a value that may be 0 under ``significant``, a magnitude
     past 10**:data:`_FAST_MAGNITUDE`, a masked score ``None``) is ``None``: the caller gives it
     the per-entry path (:func:`round_ball`, :func:`certified_rounding`).
     """
@@ -235,30 +250,42 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
     if significant is not None:
         read = significant + _EXTRA
         low, high, powers = _POWERS[significant - 1], _POWERS[significant], _POWERS
+        doubled, new = _DOUBLED, object.__new__
+        zero = _rounded(0, 0)
 
         def entry(x: arb | None) -> Rounded | None:
             if x is None or not x.is_finite():
                 return None
             m, r, e = x.mid_rad_10exp(read)
-            m, r, e = int(m), int(r), int(e)
+            m, r = int(m), int(r)
             size = m if m >= 0 else -m
             if r >= size:
-                return None  # a ball that may hold 0
+                return zero if r == 0 else None  # exactly 0, or a ball that may hold 0
             count = size.bit_length() * 30103 // 100000  # m's digit count, or one less
             if count < len(powers) and size >= powers[count]:
                 count += 1
+            e = int(e)
             if e + count > _FAST_MAGNITUDE:
                 return None  # large values: the per-entry path refuses the huge ones
+            if r == 0:  # an exact decimal read: the value is m * 10**e
+                return round_scaled(m, e, significant=significant)
             shift = count - significant  # digits of m below the last kept one
             if 0 < shift < len(powers):  # the common case of _significant_from, inline
-                q = powers[shift]
-                digits, tie = divmod(2 * (m - r) + q, 2 * q)
-                if tie and digits == (2 * (m + r) + q) // (2 * q) and \
+                # every point of [m - r, m + r] / q rounds to D = floor((2(m - r) + q) / 2q)
+                # when the lower end is no tie (remainder > 0) and the upper end's
+                # numerator, 4r more, stays below the next multiple of 2q
+                q2 = doubled[shift]
+                digits, tie = divmod(2 * (m - r) + powers[shift], q2)
+                if tie and tie + 4 * r < q2 and \
                         low < (digits if digits >= 0 else -digits) < high:
-                    return _rounded(digits, e + shift)
+                    made = new(Rounded)  # _rounded(digits, e + shift), inline
+                    fields = made.__dict__
+                    fields["digits"], fields["exponent"] = digits, e + shift
+                    return made
             return _significant_from(m - r, m + r, e + shift, shift, significant)
     else:
         read = decimals + _EXTRA + 1  # digits of a value below 1, and more for larger ones
+        zero = _rounded(0, -decimals)
 
         def entry(x: arb | None) -> Rounded | None:
             if x is None or not x.is_finite():
@@ -270,11 +297,13 @@ def round_stage(balls: list[list[arb | None]], *, decimals: int | None = None,
                 shift = -decimals - int(e)
             m, r = int(m), int(r)
             if m == r == 0:
-                return Rounded(0, -decimals)
+                return zero
             if shift >= len(_POWERS) and (abs(m) + r).bit_length() < 3 * shift:
-                return Rounded(0, -decimals)  # below 8**shift < 10**shift / 2: rounds to 0
+                return zero  # below 8**shift < 10**shift / 2: rounds to 0
             if not 0 <= shift < len(_POWERS):
                 return None  # a value too large to have been read far enough
+            if r == 0:  # an exact decimal read: the value is m * 10**e (ties included)
+                return round_scaled(m, -decimals - shift, decimals=decimals)
             digits = _rounded_int(m - r, m + r, shift)
             return None if digits is None else _rounded(digits, -decimals)
 
@@ -285,7 +314,8 @@ def _rounded(digits: int, exponent: int) -> Rounded:
     """``Rounded(digits, exponent)``, built without the frozen dataclass's slow __init__
     (the same object: its fields are its ``__dict__``)."""
     made = object.__new__(Rounded)
-    made.__dict__.update(digits=digits, exponent=exponent)
+    fields = made.__dict__
+    fields["digits"], fields["exponent"] = digits, exponent
     return made
 
 
@@ -343,6 +373,8 @@ _FAST_MAGNITUDE = 1000
 _EXTRA = 10
 #: Powers of ten by exponent, for :func:`round_stage`'s reads.
 _POWERS = tuple(10 ** k for k in range(400))
+#: Twice the powers of ten.
+_DOUBLED = tuple(2 * p for p in _POWERS)
 
 
 def _round_read(x: arb, digits: int, decimals: int | None,

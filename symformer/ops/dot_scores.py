@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from symformer.engine.arbmath import ArbMatrix, dot
+from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 
@@ -52,7 +52,8 @@ class DotScores(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         A, B = args
-        return [[dot(ra, rb) for rb in B] for ra in A]
+        AB = product(A, B, transpose=True)
+        return AB if AB is not None else [[dot(ra, rb) for rb in B] for ra in A]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return bilinear_difference(self, x0, dx)

@@ -15,7 +15,7 @@ import numpy as np
 import sympy
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
 from symformer.errors import InputError
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -111,8 +111,8 @@ class Normalize(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X, mu, var = args
         eps = rational_ball(self.eps)
-        gamma = [rational_ball(g) for g in self.gamma]
-        beta = [rational_ball(b) for b in self.beta]
+        gamma = constant_vector(self.gamma)
+        beta = constant_vector(self.beta)
         out = []
         for row, (m,), (v,) in zip(X, mu, var):
             # A variance ball reaching below 0 (an exact 0 variance) has its root in
@@ -134,7 +134,7 @@ class Normalize(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         (x, mu, var), (d, dmu, dvar) = x0, dx
         eps = rational_ball(self.eps)
-        gamma = [rational_ball(g) for g in self.gamma]
+        gamma = constant_vector(self.gamma)
         out = []
         for row, (m,), (v,), drow, (dm,), (dv,) in zip(x, mu, var, d, dmu, dvar):
             if self.unbiased:

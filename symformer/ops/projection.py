@@ -9,9 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
-from flint import arb, arb_mat
+from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, constant_balls
+from symformer.engine.arbmath import (
+    ArbMatrix,
+    constant_balls,
+    constant_mat,
+    constant_vector,
+    product,
+)
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
@@ -89,14 +95,11 @@ class Projection(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]
+        bias = constant_vector(self.b) if self.b is not None else None
+        XW = product(X, constant_mat(self.W)) if self.W.rows else None
+        if XW is not None:
+            return XW if bias is None else [[p + b for p, b in zip(row, bias)] for row in XW]
         W = constant_balls(self.W)  # the balls straight from the exact weights
-        bias = [v for row in constant_balls(self.b) for v in row] if self.b is not None \
-            else None
-        if X and all(v is not None for row in X for v in row):
-            # Arb's own matrix product (rigorous, exact zeros stay exact), then the bias.
-            product = arb_mat(X) * arb_mat(W)
-            return [[product[i, j] + bias[j] if bias is not None else product[i, j]
-                     for j in range(self.W.cols)] for i in range(len(X))]
         columns = [[(k, row[j]) for k, row in enumerate(W) if not row[j].is_zero()]
                    for j in range(self.W.cols)]
         out = []

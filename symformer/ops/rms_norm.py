@@ -14,7 +14,7 @@ import numpy as np
 import sympy
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, rational_ball, relu_ball
+from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball
 from symformer.errors import InputError
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -116,7 +116,7 @@ class RMSNormalize(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X, ms = args
         eps = rational_ball(self.eps)
-        gamma = [rational_ball(g) for g in self.gamma]
+        gamma = constant_vector(self.gamma)
         return [[g * x / (m + eps).sqrt() for x, g in zip(row, gamma)]
                 for row, (m,) in zip(X, ms)]
 
@@ -156,7 +156,7 @@ class RMSNormalize(Operation):
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         (x, ms), (d, dms) = x0, dx
         eps = rational_ball(self.eps)
-        gamma = [rational_ball(g) for g in self.gamma]
+        gamma = constant_vector(self.gamma)
         out = []
         for row, (m,), drow, (dm,) in zip(x, ms, d, dms):
             den0, den = (m + eps).sqrt(), (m + dm + eps).sqrt()

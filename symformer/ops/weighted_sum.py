@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from symformer.engine.arbmath import ArbMatrix, dot
+from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 from symformer.ops.dot_scores import dot_terms
@@ -50,6 +50,9 @@ class WeightedSum(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         A, V = args
+        AV = product(A, V)
+        if AV is not None:
+            return AV
         columns = [list(col) for col in zip(*V)]
         return [[dot(ra, col) for col in columns] for ra in A]
 
