@@ -135,8 +135,7 @@ class Projection(Operation):
                  num: Arithmetic) -> Rows:
         """Y = X W + b: dL/dX = G W^T, dL/dW = X^T G, dL/db = the column sums of G."""
         if wrt == 0:
-            W = [[num.const(w) if w != 0 else w for w in row] for row in self.W.tolist()]
-            return matmul(grad, transpose(W), num)
+            return matmul(grad, num.constants(self.W.T), num)
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
