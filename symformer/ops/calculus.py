@@ -222,6 +222,12 @@ def matmul(a: Rows, b: Rows, num: Arithmetic) -> Rows:
     return num.matmul(a, b)
 
 
+def matmul_entry(row: Any, column: Any, num: Arithmetic) -> Any:
+    """One entry of a product, ``row`` @ ``column``: the same expression as
+    :func:`matmul`'s entry."""
+    return num.matmul([list(row)], [[x] for x in column])[0][0]
+
+
 class _NotBall(Exception):
     pass
 

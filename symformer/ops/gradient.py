@@ -98,6 +98,19 @@ class Gradient(Operation):
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return expression_matrix(self._sum(args, EXACT))
 
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr | None:
+        """Entry (i, j) from the terms' single-entry rules (``Operation.backward_entry``),
+        added in :meth:`_sum`'s order; None when a term's rule has none."""
+        total, k = None, 0
+        for term in self.terms:
+            out, grad = args[k + term.arity], args[k + term.arity + 1]
+            part = term.op.backward_entry(args[k:k + term.arity], out, grad, term.wrt, i, j)
+            if part is None:
+                return None
+            k += term.arity + 2
+            total = part if total is None else total + part
+        return total
+
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return self._sum(args, BALLS)
 

@@ -13,7 +13,7 @@ from flint import arb, arb_mat
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
-from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
 
 if TYPE_CHECKING:
@@ -139,6 +139,13 @@ class Projection(Operation):
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int
+                       ) -> sympy.Expr | None:
+        if wrt != 0:
+            return None
+        return matmul_entry(grad.row(i), EXACT.constants(self.W.row(j))[0], EXACT)
 
     def staged(self) -> Operation:
         """The same projection reading its weight (and bias) from stages
