@@ -104,16 +104,15 @@ class ScaleMask(Operation):
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]
-        scale = self._factor()
+        return sympy.Matrix(S.rows, S.cols, lambda i, j: self.sympy_entry(args, i, j))
 
-        def entry(i: int, j: int) -> sympy.Expr:
-            if (i, j) not in self.masked:
-                return S[i, j] * scale
-            if self.mask_value is None:
-                return -sympy.oo
-            return S[i, j] * scale + self.mask_value
-
-        return sympy.Matrix(S.rows, S.cols, entry)
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        S = args[0]
+        if (i, j) not in self.masked:
+            return S[i, j] * self._factor()
+        if self.mask_value is None:
+            return -sympy.oo
+        return S[i, j] * self._factor() + self.mask_value
 
     def named_constants(self) -> dict[str, Notation]:
         return {"d_k": Notation("d_k", "d_k", "key width")}
