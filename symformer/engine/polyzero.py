@@ -274,10 +274,12 @@ class PolyProver:
 
     def _drop_zeros(self, p: Poly) -> Poly:
         """``p`` without the terms that have an entry already proved 0 as a factor."""
-        owners, exprs, known = self.g._owner, self.vars.exprs, self._zero
-        seen = {v for m in p for v, _ in m}
-        zero = {v for v in seen if v in known
-                or exprs[v] in owners and self.known_zero(exprs[v]) and not known.add(v)}
+        owners, exprs = self.g._owner, self.vars.exprs
+        present = {v for m in p for v, _ in m}
+        for v in present - self._zero:
+            if exprs[v] in owners and self.known_zero(exprs[v]):
+                self._zero.add(v)  # a proved zero stays proved
+        zero = present & self._zero
         return {m: c for m, c in p.items() if not any(v in zero for v, _ in m)} \
             if zero else p
 
