@@ -21,7 +21,7 @@ import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
 from symformer.engine.argmax import NextToken, next_token
-from symformer.engine.exact import Canonical, undefined_row
+from symformer.engine.exact import Canonical, expression_matrix, undefined_row
 from symformer.engine.perturb import differences, finitely_masked
 from symformer.engine.polyzero import PolyProver
 from symformer.engine.rounding import (
@@ -227,8 +227,8 @@ class Derivation:
         if name not in self._symbols:
             stage = self[name]
             rows, cols = stage.shape  # Python ints: formatting SymPy integers is slow
-            matrix = sympy.Matrix([[sympy.Symbol(f"{name}[{i},{j}]") for j in range(cols)]
-                                   for i in range(rows)])
+            matrix = expression_matrix([[sympy.Symbol(f"{name}[{i},{j}]")
+                                         for j in range(cols)] for i in range(rows)])
             self._symbols[name] = matrix
             for i in range(matrix.rows):
                 for j in range(matrix.cols):

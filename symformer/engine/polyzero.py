@@ -111,8 +111,9 @@ def power(p: Poly, e: int, limit: int = MAX_TERMS) -> Poly:
 
 def constant(c: sympy.Rational | int) -> Poly:
     """The constant polynomial c."""
-    c = sympy.Rational(c)
-    return {_ONE: fmpq(int(c.p), int(c.q))} if c != 0 else {}
+    if isinstance(c, int):
+        return {_ONE: fmpq(c)} if c else {}
+    return {_ONE: fmpq(int(c.p), int(c.q))} if c.p else {}
 
 
 class Variables:
@@ -171,6 +172,8 @@ class PolyProver:
         self.relations: set[tuple] = set()  # normal forms of polynomials proved 0
         self.vars = Variables()
         self._local: dict[tuple[str, int, int], Poly] = {}
+        self._nonzero: dict[int, bool] = {}  # variable id -> a non-zero atom
+        self._zero: set[int] = set()  # variable ids of entries proved 0
         self.canonical = PolyCanonical(g, self.vars)
 
     # -- the two strategies ----------------------------------------------------------
@@ -231,7 +234,9 @@ class PolyProver:
         polynomial met in an earlier proof (all of a proof's steps are 0).  On success
         the steps of this proof (``steps``, then ``p``) are remembered."""
         dropped = self._drop_zeros(p)
-        keys = [self._normal(p), self._normal(dropped)]
+        keys = [self._normal(p)]
+        if dropped is not p:
+            keys.append(self._normal(dropped))
         steps.extend(k for k in keys if k)
         if dropped and not any(k in self.relations for k in keys):
             return False
@@ -246,8 +251,9 @@ class PolyProver:
         if not p:
             return ()
         common: dict[int, int] | None = None
+        nonzero = self._nonzero_atom
         for m in p:
-            exps = {v: e for v, e in m if self._nonzero_atom(v)}
+            exps = {v: e for v, e in m if nonzero(v)}
             common = exps if common is None else {
                 v: min(e, exps[v]) for v, e in common.items() if v in exps}
         lead = p[min(p)]
@@ -259,14 +265,21 @@ class PolyProver:
         return tuple(sorted(out))
 
     def _nonzero_atom(self, v: int) -> bool:
-        expr = self.vars.exprs[v]
-        return isinstance(expr, sympy.exp) or (expr.is_Pow and expr.exp.is_negative is True)
+        known = self._nonzero.get(v)
+        if known is None:
+            expr = self.vars.exprs[v]
+            known = self._nonzero[v] = isinstance(expr, sympy.exp) or (
+                expr.is_Pow and expr.exp.is_negative is True)
+        return known
 
     def _drop_zeros(self, p: Poly) -> Poly:
         """``p`` without the terms that have an entry already proved 0 as a factor."""
         owners, exprs = self.g._owner, self.vars.exprs
-        zero = {v for m in p for v, _ in m
-                if exprs[v] in owners and self.known_zero(exprs[v])}
+        present = {v for m in p for v, _ in m}
+        for v in present - self._zero:
+            if exprs[v] in owners and self.known_zero(exprs[v]):
+                self._zero.add(v)  # a proved zero stays proved
+        zero = present & self._zero
         return {m: c for m, c in p.items() if not any(v in zero for v, _ in m)} \
             if zero else p
 

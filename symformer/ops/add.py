@@ -52,6 +52,10 @@ class Add(Operation):
         """d(x + y)/dx = d(x + y)/dy = 1: the gradient passes unchanged to both."""
         return grad
 
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        return grad[i, j]
+
     def backward_function(self, wrt: int | str):
         return add_backward
 

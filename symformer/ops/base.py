@@ -308,6 +308,15 @@ class Operation(ABC):
         raise NotSupportedError(f"the operation {self.name!r} has no backward rule "
                                 f"(it is not differentiable)")
 
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int
+                       ) -> sympy.Expr | None:
+        """Entry (i, j) of :meth:`backward`'s exact rule alone (arguments as SymPy
+        matrices of stage symbols), the same expression as the whole rule's entry: a
+        proof that unfolds a few entries of a large gradient stage builds only those.
+        None (the default): no cheaper way than the whole rule."""
+        return None
+
     def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
         """The identities ``prove`` states about this operation's backward rule.
 

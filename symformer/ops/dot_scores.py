@@ -10,7 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
-from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 
 
 def raw_scores(Q, K):
@@ -70,6 +70,13 @@ class DotScores(Operation):
         """U = Q K^T: dL/dQ = G K, dL/dK = G^T Q."""
         Q, K = args
         return matmul(grad, K, num) if wrt == 0 else matmul(transpose(grad), Q, num)
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        Q, K = args
+        if wrt == 0:
+            return matmul_entry(grad.row(i), K.col(j), EXACT)
+        return matmul_entry(grad.col(i), Q.col(j), EXACT)
 
     def backward_function(self, wrt: int | str):
         return raw_scores_backward_Q if wrt == 0 else raw_scores_backward_K

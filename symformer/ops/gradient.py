@@ -24,6 +24,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.engine.exact import expression_matrix
 from symformer.ops.base import Notation, Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
 from symformer.ops.facts import Fact
@@ -95,7 +96,20 @@ class Gradient(Operation):
         return total
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        return sympy.Matrix(self._sum(args, EXACT))
+        return expression_matrix(self._sum(args, EXACT))
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr | None:
+        """Entry (i, j) from the terms' single-entry rules (``Operation.backward_entry``),
+        added in :meth:`_sum`'s order; None when a term's rule has none."""
+        total, k = None, 0
+        for term in self.terms:
+            out, grad = args[k + term.arity], args[k + term.arity + 1]
+            part = term.op.backward_entry(args[k:k + term.arity], out, grad, term.wrt, i, j)
+            if part is None:
+                return None
+            k += term.arity + 2
+            total = part if total is None else total + part
+        return total
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return self._sum(args, BALLS)
@@ -110,8 +124,10 @@ class Gradient(Operation):
         Decided when the gradient has one term whose step reads the entry's own
         input entry (an element-wise rule, as ReLU's); otherwise left exact.
         """
+        if len(self.terms) != 1:
+            return entry
         steps = entry.atoms(sympy.Heaviside)
-        if len(self.terms) != 1 or len(steps) != 1:
+        if len(steps) != 1:
             return entry
         return entry.xreplace({steps.pop(): sympy.S.One if sign() > 0 else sympy.S.Zero})
 

@@ -247,8 +247,9 @@ class Normalize(Operation):
         for row, (m,), (v,), g in zip(X, mu, var, grad):
             root = num.sqrt(v)
             D = root + eps if self.unbiased else num.sqrt(v + eps)
-            centred.append([(x - m) / D for x in row])
-            if wrt == 0:
+            if wrt == "gamma":
+                centred.append([(x - m) / D for x in row])
+            elif wrt == 0:
                 result.append([c * d / D for c, d in zip(gamma, g)])
             elif wrt == 1:
                 result.append([-num.total(c * d for c, d in zip(gamma, g)) / D])

@@ -19,7 +19,7 @@ from symformer.engine.arbmath import (
     product,
 )
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
-from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
 
 if TYPE_CHECKING:
@@ -138,11 +138,17 @@ class Projection(Operation):
                  num: Arithmetic) -> Rows:
         """Y = X W + b: dL/dX = G W^T, dL/dW = X^T G, dL/db = the column sums of G."""
         if wrt == 0:
-            W = [[num.const(w) if w != 0 else w for w in row] for row in self.W.tolist()]
-            return matmul(grad, transpose(W), num)
+            return matmul(grad, num.constants(self.W.T), num)
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int
+                       ) -> sympy.Expr | None:
+        if wrt != 0:
+            return None
+        return matmul_entry(grad.row(i), EXACT.constants(self.W.row(j))[0], EXACT)
 
     def staged(self) -> Operation:
         """The same projection reading its weight (and bias) from stages

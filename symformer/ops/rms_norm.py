@@ -68,8 +68,11 @@ class RowMeanSquare(Operation):
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
-        return sympy.Matrix(X.rows, 1, lambda i, _: sympy.Add(
-            *[x ** 2 for x in X.row(i)]) / X.cols)
+        return sympy.Matrix(X.rows, 1, lambda i, _: self.sympy_entry(args, i, 0))
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        X = args[0]
+        return sympy.Add(*[x ** 2 for x in X.row(i)]) / X.cols
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[sum((relu_ball(x * x) for x in row), arb(0)) / len(row)] for row in args[0]]
@@ -109,9 +112,12 @@ class RMSNormalize(Operation):
     default_notation = Notation("y", "y", "RMSNorm")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        return sympy.Matrix(X.rows, X.cols, lambda i, j: self.sympy_entry(args, i, j))
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
         X, ms = args
-        return sympy.Matrix(X.rows, X.cols, lambda i, j: self.gamma[j] * X[i, j]
-                            / sympy.sqrt(ms[i, 0] + self.eps))
+        return self.gamma[j] * X[i, j] / sympy.sqrt(ms[i, 0] + self.eps)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X, ms = args

@@ -18,7 +18,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, Spelling
-from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -136,15 +136,20 @@ class RoPE(Operation):
                  num: Arithmetic) -> Rows:
         """The transpose of each pair's rotation: dx_a = g_a cos + g_b sin,
         dx_b = -g_a sin + g_b cos."""
-        result = []
-        for m, g in enumerate(grad):
-            row = list(g)
-            for (a, b), (c, s) in zip(self.pairs, self.trig[m]):
-                cn, sn = num.const(c), num.const(s)
-                row[a] = g[a] * cn + g[b] * sn
-                row[b] = -g[a] * sn + g[b] * cn
-            result.append(row)
-        return result
+        return [self._backward_row(m, g, num) for m, g in enumerate(grad)]
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        return self._backward_row(i, list(grad.row(i)), EXACT)[j]
+
+    def _backward_row(self, m: int, g: list, num: Arithmetic) -> list:
+        """Row ``m`` (a position) of :meth:`backward`."""
+        row = list(g)
+        for (a, b), (c, s) in zip(self.pairs, self.trig[m]):
+            cn, sn = num.const(c), num.const(s)
+            row[a] = g[a] * cn + g[b] * sn
+            row[b] = -g[a] * sn + g[b] * cn
+        return row
 
     def backward_function(self, wrt: int | str):
         return rope_backward

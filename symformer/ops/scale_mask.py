@@ -20,7 +20,7 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.ops.base import Notation, Operation, Spelling
-from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact, label
 
 if TYPE_CHECKING:
@@ -104,16 +104,15 @@ class ScaleMask(Operation):
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]
-        scale = self._factor()
+        return sympy.Matrix(S.rows, S.cols, lambda i, j: self.sympy_entry(args, i, j))
 
-        def entry(i: int, j: int) -> sympy.Expr:
-            if (i, j) not in self.masked:
-                return S[i, j] * scale
-            if self.mask_value is None:
-                return -sympy.oo
-            return S[i, j] * scale + self.mask_value
-
-        return sympy.Matrix(S.rows, S.cols, entry)
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        S = args[0]
+        if (i, j) not in self.masked:
+            return S[i, j] * self._factor()
+        if self.mask_value is None:
+            return -sympy.oo
+        return S[i, j] * self._factor() + self.mask_value
 
     def named_constants(self) -> dict[str, Notation]:
         return {"d_k": Notation("d_k", "d_k", "key width")}
@@ -204,8 +203,16 @@ class ScaleMask(Operation):
         whose derivative is 1 / sqrt(d_k) as everywhere else.
         """
         scale = num.const(self._factor())
-        return [[num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
-                 for j, g in enumerate(row)] for i, row in enumerate(grad)]
+        return [[self._backward_entry(i, j, g, scale, num) for j, g in enumerate(row)]
+                for i, row in enumerate(grad)]
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        return self._backward_entry(i, j, grad[i, j], EXACT.const(self._factor()), EXACT)
+
+    def _backward_entry(self, i: int, j: int, g, scale, num: Arithmetic):
+        """Entry (i, j) of :meth:`backward`."""
+        return num.zero() if (i, j) in self.masked and self.mask_value is None else g * scale
 
     def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
         """dL/du is exactly 0 at every score masked with -inf (a constant, decided by the

@@ -12,7 +12,7 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
-from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact, Tally, cancels, label
 
 if TYPE_CHECKING:
@@ -111,12 +111,20 @@ class Softmax(Operation):
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
         """dL/ds_j = alpha_j (dL/dalpha_j - sum_k alpha_k dL/dalpha_k); 0 at a -inf score."""
-        result = []
-        for scores, alpha, g in zip(args[0], out, grad):
-            mean = num.total(a * d for s, a, d in zip(scores, alpha, g) if not num.masked(s))
-            result.append([num.zero() if num.masked(s) else a * (d - mean)
-                           for s, a, d in zip(scores, alpha, g)])
-        return result
+        return [self._backward_row(scores, alpha, g, num)
+                for scores, alpha, g in zip(args[0], out, grad)]
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        return self._backward_row(list(args[0].row(i)), list(out.row(i)),
+                                  list(grad.row(i)), EXACT)[j]
+
+    @staticmethod
+    def _backward_row(scores: list, alpha: list, g: list, num: Arithmetic) -> list:
+        """One row of :meth:`backward`."""
+        mean = num.total(a * d for s, a, d in zip(scores, alpha, g) if not num.masked(s))
+        return [num.zero() if num.masked(s) else a * (d - mean)
+                for s, a, d in zip(scores, alpha, g)]
 
     def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
         """Every row of dL/ds sums to exactly 0 (the softmax Jacobian's rows sum to 0),

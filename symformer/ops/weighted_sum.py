@@ -10,7 +10,7 @@ import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
-from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
+from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 from symformer.ops.dot_scores import dot_terms
 
 
@@ -71,6 +71,13 @@ class WeightedSum(Operation):
         """O = A V: dL/dA = G V^T, dL/dV = A^T G."""
         A, V = args
         return matmul(grad, transpose(V), num) if wrt == 0 else matmul(transpose(A), grad, num)
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        A, V = args
+        if wrt == 0:
+            return matmul_entry(grad.row(i), V.row(j), EXACT)
+        return matmul_entry(A.col(i), grad.col(j), EXACT)
 
     def backward_function(self, wrt: int | str):
         return weighted_sum_backward_A if wrt == 0 else weighted_sum_backward_V
