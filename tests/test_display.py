@@ -50,7 +50,7 @@ def test_stage_html_is_a_labelled_table(block, builtin):
 def test_stage_markdown_and_latex(block):
     stage = block["layer1.head1.Q"]
     md = stage._repr_markdown_()
-    assert "| token | q1 | q2 |" in md and "| 1 think | 1.595 | 0.752 |" in md
+    assert "| token | q0 | q1 |" in md and "| 1 think | 1.595 | 0.752 |" in md
     latex = stage._repr_latex_()
     assert latex.startswith("$$") and latex.endswith("$$")
     assert r"\text{1 think} & 1.595 & 0.752" in latex
