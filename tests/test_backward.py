@@ -290,3 +290,45 @@ def test_cross_entropy_target_not_in_the_vocabulary(tmp_path, capsys):
     path.write_text(text)
     with pytest.raises(InputError, match="ce.toml, loss: targets"):
         load(path)
+
+
+CONSTANT_ROWS = """\
+title = "constant rows"
+tokens = ["a", "b"]
+vocab = ["a", "b"]
+embeddings = [[1, 1], [1, 1]]
+positional_encoding = "none"
+layer_norm = "LAYER_NORM"
+eps = "1/100"
+
+[[layer]]
+W_O = [[1, 0], [0, 1]]
+W_1 = [[1, 0], [0, 1]]
+W_2 = [[1, 0], [0, 1]]
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[1, 0], [0, 1]]
+W_V = [[1, 0], [0, 1]]
+
+[loss]
+kind = "mse"
+target = [[1, 0], [0, 1]]
+"""
+
+
+def test_unbiased_layer_norm_of_a_constant_row_has_no_derivative(tmp_path, capsys):
+    """sqrt(s^2) + eps is |x - mu| / sqrt(d - 1) + eps: a kink where every entry equals
+    the mean, so the gradient there is undefined: one line naming stage and row, exit 2.
+    The biased LayerNorm, sqrt(sigma^2 + eps), is smooth there and differentiates."""
+    path = tmp_path / "constant.toml"
+    path.write_text(CONSTANT_ROWS.replace("LAYER_NORM", "unbiased"))
+    assert main(["backward", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "grad.layer1.add_norm2.variance: row 0 ('a') is undefined" in err
+    assert "no derivative" in err and "Traceback" not in err
+    path.write_text(CONSTANT_ROWS.replace("LAYER_NORM", "biased"))
+    assert main(["backward", str(path)]) == 0
+    # ... its ReLU inputs are exactly 0 (subgradient 0, decided by proof), and every
+    # gradient agrees with crosscheck's float64 backward pass (ReLU' = (h > 0) there)
+    assert main(["crosscheck", str(path)]) == 0
+    assert "grad.layer1.ffn.hidden" in capsys.readouterr().out

@@ -21,9 +21,11 @@ its gradient is exactly 0 (the mask set decides, not a number).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
-from symformer.ops import CrossEntropy, MeanSquaredError, Notation, Operation
+from symformer.ops import CrossEntropy, MeanSquaredError, Notation, Operation, ReLU
 from symformer.ops.gradient import Gradient, Seed, Term
 
 #: Name components of sub-layer groups, left out of a parameter's name.
@@ -52,15 +54,34 @@ def add_loss(g: Derivation) -> str:
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 
+def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 64) -> None:
+    """The ReLU stages' inputs that are exactly 0 get the subgradient 0 by proof.
+
+    A ball around an exact 0 never separates from it, so ReLU's ball step would stay
+    [0, 1] at every precision and no gradient through it would ever be certified.
+    Entries whose ball at ``prec`` bits contains 0 have their sign decided exactly
+    (:meth:`~symformer.engine.graph.Derivation.sign`: higher precision, the exact
+    forward pass, a proof); the exact zeros are given to the ReLU operation.
+    """
+    for stage in (g[name] for name in relus):
+        h = stage.inputs[0]
+        balls = g.evaluate(prec)[h]
+        zeros = frozenset((i, j) for i, row in enumerate(balls) for j, b in enumerate(row)
+                          if not (b > 0 or b < 0) and g.sign(h, i, j) == 0)
+        if zeros:
+            stage.op = replace(stage.op, zeros=stage.op.zeros | zeros)
+
+
 def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = frozenset(),
-             parameters: bool = True) -> Derivation:
+             parameters: bool = True, relu_zeros: bool = True) -> Derivation:
     """Append the loss and every gradient stage to ``g`` (see the module); returns ``g``.
 
     ``loss`` names an existing loss stage (default: the example's, added as ``loss``);
     its gradients are named ``grad.<stage>``.  The stages in ``stop`` are leaves: they
     get a gradient, but what they read does not (a training step's weights, computed
     from the step before).  ``parameters=False`` leaves out the gradients of the
-    operations' constant weights (``grad.layer1.W_1``).
+    operations' constant weights (``grad.layer1.W_1``).  ``relu_zeros=False``: the
+    caller has decided the ReLU inputs that are exactly 0 (:func:`decide_relu_zeros`).
     """
     if loss is None:
         if "grad.loss" in g:
@@ -72,6 +93,8 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
         if stage.name in needed and stage.name not in stop:
             for k, source in enumerate(stage.inputs):
                 consumers[source].append((stage, k))
+    if relu_zeros:
+        decide_relu_zeros(g, [name for name in needed if isinstance(g[name].op, ReLU)])
     g.add(f"grad.{loss}", "gradient", Seed(), (), ("loss",), ("L",))
     names = parameter_names(g, needed) if parameters else {}
     for name in reversed([s.name for s in g if s.name in needed and s.name != loss]):

@@ -25,11 +25,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import sympy
 
-from symformer.blocks.backward import add_loss, backward, parameter_labels, parameter_names
+from symformer.blocks.backward import (
+    add_loss,
+    backward,
+    decide_relu_zeros,
+    parameter_labels,
+    parameter_names,
+)
 from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
@@ -139,14 +145,14 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
     for t in range(steps + 1):
         start = time.perf_counter()
         if t > 0:  # the step before's backward pass, stopped at its weight stages
-            backward(t_graph, training.loss(t - 1), parameters=False,
+            backward(t_graph, training.loss(t - 1), parameters=False, relu_zeros=False,
                      stop=frozenset(training.weight(t - 1, w) for w in weights))
         for w in weights:
             _add_weight(training, w, t)
         for s in forward:
             _copy(t_graph, s, t, by_stage.get(s.name, []))
-        _decide_relu_zeros(training, [f"step{t}.{s.name}" for s in forward
-                                      if isinstance(s.op, ReLU)])
+        decide_relu_zeros(t_graph, [f"step{t}.{s.name}" for s in forward
+                                    if isinstance(s.op, ReLU)], training.precision)
         training.steps = t
         if each is not None:
             each(training, t)
@@ -163,25 +169,6 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
         inputs += [f"step{t}.{w.name}" for w in weights]
     g.add(f"step{t}.{s.name}", s.kind, op, inputs, s.rows, s.cols,
           layer=s.layer, head=s.head, side=s.side)
-
-
-def _decide_relu_zeros(training: Training, relus: list[str]) -> None:
-    """The ReLU stages' inputs that are exactly 0 get the subgradient 0 by proof.
-
-    A ball around an exact 0 never separates from it, so ReLU's ball step would stay
-    [0, 1] at every precision and the next step's weights would never be certified.
-    Entries whose ball contains 0 at the working precision have their sign decided
-    exactly (:meth:`~symformer.engine.graph.Derivation.sign`: higher precision, the
-    exact forward pass, a proof); the exact zeros are given to the ReLU operation.
-    """
-    g = training.graph
-    for stage in (g[name] for name in relus):
-        h = stage.inputs[0]
-        balls = g.evaluate(training.precision)[h]
-        zeros = frozenset((i, j) for i, row in enumerate(balls) for j, b in enumerate(row)
-                          if not (b > 0 or b < 0) and g.sign(h, i, j) == 0)
-        if zeros:
-            stage.op = replace(stage.op, zeros=zeros)
 
 
 def _add_weight(training: Training, w: Weight, t: int) -> None:

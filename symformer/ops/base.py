@@ -329,6 +329,18 @@ class Operation(ABC):
         """
         return []
 
+    def backward_denominators(self, wrt: int | str, row: int) -> list[tuple[int, int, int]]:
+        """Entries (input, row, column) that the backward rule for ``wrt`` divides by, at
+        gradient row ``row``, and that may be 0 (none by default: the rules divide only by
+        what the forward pass divides by)."""
+        return []
+
+    def backward_undefined(self, stage: Stage, row: int) -> Exception:
+        """The error for a gradient row whose rule divides by an entry exactly 0."""
+        token = stage.rows[row] if row < len(stage.rows) else str(row)
+        return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: the "
+                          f"{self.name} rule divides by 0 there (no derivative)")
+
     def backward_function(self, wrt: int | str) -> Callable[..., Any] | None:
         """The NumPy vector-Jacobian product for input ``wrt`` (or parameter ``wrt``).
 

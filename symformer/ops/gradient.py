@@ -111,6 +111,26 @@ class Gradient(Operation):
             total = part if total is None else total + part
         return total
 
+    def _divisors(self, row: int) -> list[tuple[Term, list[tuple[int, int, int]]]]:
+        """Each term with the entries its rule divides by at ``row`` (as this stage's inputs)."""
+        found, k = [], 0
+        for term in self.terms:
+            entries = [(k + i, r, c) for i, r, c in term.op.backward_denominators(term.wrt, row)]
+            if entries:
+                found.append((term, entries))
+            k += term.arity + 2
+        return found
+
+    def denominators(self, row: int) -> list[tuple[int, int, int]]:
+        """What the terms' rules divide by and may be 0 (``Operation.backward_denominators``)."""
+        return [entry for _, entries in self._divisors(row) for entry in entries]
+
+    def undefined(self, stage, row: int) -> Exception:
+        divisors = self._divisors(row)
+        if divisors:
+            return divisors[0][0].op.backward_undefined(stage, row)
+        return super().undefined(stage, row)
+
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return self._sum(args, BALLS)
 

@@ -125,6 +125,18 @@ class Normalize(Operation):
         # sqrt(var + eps) and sqrt(var) + eps are > 0 unless eps = 0
         return [(2, row, 0)] if self.eps == 0 else []
 
+    def backward_denominators(self, wrt: int | str, row: int) -> list[tuple[int, int, int]]:
+        # unbiased: D = sqrt(s^2) + eps, whose derivative 1 / (2 sqrt(s^2)) needs s^2 > 0
+        return [(2, row, 0)] if self.unbiased and wrt == 2 else []
+
+    def backward_undefined(self, stage, row: int) -> Exception:
+        token = stage.rows[row] if row < len(stage.rows) else str(row)
+        return InputError(
+            f"{stage.name}: row {row} ({token!r}) is undefined: with layer_norm = "
+            f"\"unbiased\" the denominator sqrt(s^2) + eps has no derivative where the "
+            f"variance s^2 is exactly 0 (every entry of the row equals its mean); use the "
+            f"biased LayerNorm, sqrt(sigma^2 + eps), or another example")
+
     def undefined(self, stage, row: int) -> Exception:
         token = stage.rows[row] if row < len(stage.rows) else str(row)
         return InputError(
