@@ -54,7 +54,7 @@ def add_loss(g: Derivation) -> str:
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 
-def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 64) -> None:
+def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 128) -> None:
     """The ReLU stages' inputs that are exactly 0 get the subgradient 0 by proof.
 
     A ball around an exact 0 never separates from it, so ReLU's ball step would stay
