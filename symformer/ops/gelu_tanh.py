@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
-from symformer.ops.base import Notation, Operation, Spelling
-from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.base import Notation
+from symformer.ops.calculus import Arithmetic
+from symformer.ops.elementwise import Smooth
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Node, Pow
 
 #: The cubic coefficient of the approximation, exactly.
@@ -39,7 +41,7 @@ def gelu_tanh_backward(h, t, g):
 
 
 @dataclass(frozen=True)
-class GELUTanh(Operation):
+class GELUTanh(Smooth):
     """The tanh approximation of GELU, element-wise."""
 
     notation: Notation | None = None
@@ -47,7 +49,6 @@ class GELUTanh(Operation):
     name = "gelu_tanh"
     reference_function = gelu_tanh
     default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
-    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(_formula)
@@ -73,35 +74,12 @@ class GELUTanh(Operation):
         return [[h * (1 + (c * (h + k * h * h * h)).tanh()) / 2 for h in row]
                 for row in args[0]]
 
-    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
-        c, k = (2 / arb.pi()).sqrt(), rational_ball(CUBIC)
-
-        def one(h: arb, d: arb) -> arb:  # mean value theorem: gelu_tanh'(xi) d
-            xi = h.union(h + d)
-            t = (c * (xi + k * xi * xi * xi)).tanh()
-            return ((1 + t) / 2 + xi * (1 - t * t) * c * (1 + 3 * k * xi * xi) / 2) * d
-
-        return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
-
-    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
-        return args
-
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"h"}))
-
-    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
-                 num: Arithmetic) -> Rows:
+    def slope(self, h: Any, num: Arithmetic) -> Any:
         """a' = (1 + t) / 2 + h (1 - t^2) c (1 + 3 k h^2) / 2 with t = tanh(c (h + k h^3)),
         c = sqrt(2 / pi) and k = 0.044715 exactly."""
         c, k = num.sqrt(2 / num.pi()), num.const(CUBIC)
-        result = []
-        for hs, ds in zip(args[0], grad):
-            row = []
-            for h, d in zip(hs, ds):
-                t = num.tanh(c * (h + k * h * h * h))
-                row.append(d * ((1 + t) / 2 + h * (1 - t * t) * c * (1 + 3 * k * h * h) / 2))
-            result.append(row)
-        return result
+        t = num.tanh(c * (h + k * h * h * h))
+        return (1 + t) / 2 + h * (1 - t * t) * c * (1 + 3 * k * h * h) / 2
 
     def backward_function(self, wrt: int | str):
         return gelu_tanh_backward

@@ -11,8 +11,9 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic, Rows
+from symformer.ops.elementwise import Elementwise
 from symformer.ops.facts import FALSE, PROVED, VACUOUS, Fact, label
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def relu_backward(h, g):
 
 
 @dataclass(frozen=True)
-class ReLU(Operation):
+class ReLU(Elementwise):
     """``max(0, h)`` element-wise; at exactly 0 both branches agree (the value is 0)."""
 
     notation: Notation | None = None
@@ -42,7 +43,6 @@ class ReLU(Operation):
     name = "relu"
     reference_function = relu
     default_notation = Notation("a", "a", "FFN activation (ReLU)")
-    trace_step = "activation"
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: sympy.Max(0, h))
@@ -65,12 +65,6 @@ class ReLU(Operation):
             return relu_ball(h + d) - relu_ball(h)
 
         return [[one(h, d) for h, d in zip(r0, dr)] for r0, dr in zip(x0[0], dx[0])]
-
-    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
-        return args
-
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"h"}))
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
@@ -112,6 +106,3 @@ class ReLU(Operation):
 
     def backward_function(self, wrt: int | str):
         return relu_backward
-
-    def backward_arguments(self, wrt, args, out, grad, dtype):
-        return args[0].astype(dtype), grad.astype(dtype)
