@@ -234,8 +234,7 @@ class Operation(ABC):
 
     def undefined(self, stage: Stage, row: int) -> Exception:
         """The error for an output row whose denominator is exactly 0."""
-        token = stage.rows[row] if row < len(stage.rows) else str(row)
-        return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: it divides by 0")
+        return undefined_error(stage, row, "it divides by 0")
 
     def facts(self, stage: Stage) -> list[Fact]:
         """The identities ``prove`` states about ``stage`` (none by default).
@@ -337,9 +336,8 @@ class Operation(ABC):
 
     def backward_undefined(self, stage: Stage, row: int) -> Exception:
         """The error for a gradient row whose rule divides by an entry exactly 0."""
-        token = stage.rows[row] if row < len(stage.rows) else str(row)
-        return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: the "
-                          f"{self.name} rule divides by 0 there (no derivative)")
+        return undefined_error(stage, row, f"the {self.name} rule divides by 0 there "
+                                           f"(no derivative)")
 
     def backward_function(self, wrt: int | str) -> Callable[..., Any] | None:
         """The NumPy vector-Jacobian product for input ``wrt`` (or parameter ``wrt``).
@@ -381,6 +379,12 @@ class WorkedPart:
     notation: Notation
     expr: sympy.Expr
     termwise: bool = False
+
+
+def undefined_error(stage: Stage, row: int, why: str) -> InputError:
+    """``STAGE: row i ('token') is undefined: WHY`` -- the error of a row that divides by 0."""
+    token = stage.rows[row] if row < len(stage.rows) else str(row)
+    return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: {why}")
 
 
 def named(name: str, title: str = "") -> Notation:

@@ -16,8 +16,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
-from symformer.errors import InputError
-from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label
 from symformer.ops.projection import bias_backward
@@ -130,18 +129,14 @@ class Normalize(Operation):
         return [(2, row, 0)] if self.unbiased and wrt == 2 else []
 
     def backward_undefined(self, stage, row: int) -> Exception:
-        token = stage.rows[row] if row < len(stage.rows) else str(row)
-        return InputError(
-            f"{stage.name}: row {row} ({token!r}) is undefined: with layer_norm = "
-            f"\"unbiased\" the denominator sqrt(s^2) + eps has no derivative where the "
-            f"variance s^2 is exactly 0 (every entry of the row equals its mean); use the "
-            f"biased LayerNorm, sqrt(sigma^2 + eps), or another example")
+        return undefined_error(
+            stage, row, 'with layer_norm = "unbiased" the denominator sqrt(s^2) + eps has no '
+            "derivative where the variance s^2 is exactly 0 (every entry of the row equals "
+            "its mean); use the biased LayerNorm, sqrt(sigma^2 + eps), or another example")
 
     def undefined(self, stage, row: int) -> Exception:
-        token = stage.rows[row] if row < len(stage.rows) else str(row)
-        return InputError(
-            f"{stage.name}: row {row} ({token!r}) is undefined: eps = 0 and every entry of "
-            f"the row equals its mean, so LayerNorm divides 0 by 0 (give eps > 0)")
+        return undefined_error(stage, row, "eps = 0 and every entry of the row equals its "
+                               "mean, so LayerNorm divides 0 by 0 (give eps > 0)")
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         (x, mu, var), (d, dmu, dvar) = x0, dx

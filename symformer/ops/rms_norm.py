@@ -15,8 +15,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball
-from symformer.errors import InputError
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import Notation, Operation, Spelling, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
@@ -154,10 +153,8 @@ class RMSNormalize(Operation):
                      else "the local mean square does not simplify")]
 
     def undefined(self, stage, row: int) -> Exception:
-        token = stage.rows[row] if row < len(stage.rows) else str(row)
-        return InputError(
-            f"{stage.name}: row {row} ({token!r}) is undefined: eps = 0 and the row is "
-            f"all zeros, so RMSNorm divides 0 by 0 (give eps > 0)")
+        return undefined_error(stage, row, "eps = 0 and the row is all zeros, so RMSNorm "
+                               "divides 0 by 0 (give eps > 0)")
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         (x, ms), (d, dms) = x0, dx
