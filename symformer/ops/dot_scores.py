@@ -43,12 +43,12 @@ class DotScores(Operation):
     inline = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        a, b = (m.tolist() for m in args)  # lists: SymPy's entry indexing is slow
-        return sympy.Matrix([[dot_terms(ra, rb) for rb in b] for ra in a])
+        Q, K = args
+        return sympy.Matrix(EXACT.matmul(Q.tolist(), K.T.tolist()))
 
     def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
-        A, B = args
-        return dot_terms(A.row(i), B.row(j))
+        Q, K = args
+        return matmul_entry(Q.row(i), K.row(j), EXACT)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         A, B = args
@@ -84,7 +84,3 @@ class DotScores(Operation):
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return grad.astype(dtype), args[1 - wrt].astype(dtype)
 
-
-def dot_terms(a: Sequence[sympy.Expr], b: Sequence[sympy.Expr]) -> sympy.Expr:
-    """sum_k a_k b_k over the terms that are not exactly 0."""
-    return sympy.Add(*[x * y for x, y in zip(a, b) if x != 0 and y != 0])

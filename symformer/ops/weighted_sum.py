@@ -11,7 +11,6 @@ import sympy
 from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
-from symformer.ops.dot_scores import dot_terms
 
 
 def weighted_sum(A, V):
@@ -41,12 +40,12 @@ class WeightedSum(Operation):
     rational = True
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        a, columns = args[0].tolist(), args[1].T.tolist()  # lists: indexing SymPy is slow
-        return sympy.Matrix([[dot_terms(ra, col) for col in columns] for ra in a])
+        A, V = args
+        return sympy.Matrix(EXACT.matmul(A.tolist(), V.tolist()))
 
     def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
         A, V = args
-        return dot_terms(A.row(i), V.col(j))
+        return matmul_entry(A.row(i), V.col(j), EXACT)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         A, V = args
