@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.ops import Notation, RowMean, RowVariance, WholeMean, WholeVariance
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.blocks.backward import (
     add_loss,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.cli._common import (
     MAX_DECIMALS,

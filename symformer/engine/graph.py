@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
 from symformer.engine.argmax import NextToken, next_token

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.errors import InputError
 from symformer.example.fields import choice, matrix, no_unknown_keys

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.errors import NotSupportedError
 from symformer.example.loader import builtin_text, read_text_file, read_toml

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.engine import Derivation
 from symformer.errors import InputError, UndecidedError

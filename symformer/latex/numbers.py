@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
+from symformer.lazy import sympy
 from sympy.printing.latex import LatexPrinter
 
 from symformer.engine import Stage

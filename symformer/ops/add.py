@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix

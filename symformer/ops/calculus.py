@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 from flint import arb, arb_mat
 
 from symformer.engine.arbmath import NEG_INF, constant_balls, rational_ball, sympy_to_arb

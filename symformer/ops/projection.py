@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 from flint import arb
 
 from symformer.engine.arbmath import (

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
+from symformer.lazy import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.ops.base import Notation, Operation, Spelling

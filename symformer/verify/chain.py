@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import TypeVar
 
-import sympy
+from symformer.lazy import sympy
 from flint import arb, fmpq
 
 from symformer.engine import Derivation
@@ -30,7 +30,7 @@ from symformer.errors import InputError, UndecidedError
 from symformer.ops import Operation
 
 #: An entry: exact rational, ball, or None for a masked (-inf) score.
-Entry = sympy.Rational | arb | None
+Entry = "sympy.Rational | arb | None"
 Values = list[list[Entry]]
 
 K = TypeVar("K")

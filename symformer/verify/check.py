@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.blocks import derive
 from symformer.engine import Derivation

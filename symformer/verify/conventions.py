@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.blocks import derive
 from symformer.engine import Derivation

@@ -24,7 +24,7 @@ gradient 0 at every later position.
 
 from __future__ import annotations
 
-import sympy
+from symformer.lazy import sympy
 
 from symformer.blocks import derive
 from symformer.blocks.backward import backward

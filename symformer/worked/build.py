@@ -25,7 +25,7 @@ import dataclasses
 from fractions import Fraction
 
 import flint
-import sympy
+from symformer.lazy import sympy
 
 from symformer.engine.arbmath import precision, rational_ball, sympy_to_arb
 from symformer.engine.graph import Stage
