@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from symformer.lazy import sympy
-
 from symformer.ops import Notation, RowMean, RowVariance, WholeMean, WholeVariance
 
 if TYPE_CHECKING:

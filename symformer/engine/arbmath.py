@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from functools import cache
 
 import flint
-from symformer.lazy import sympy
 from flint import arb, arb_mat, fmpq, fmpz
 
 from symformer.errors import NotSupportedError
 from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 
 NEG_INF = None  # a masked score: exp(-inf) = 0 exactly
 ArbRow = list["arb | None"]

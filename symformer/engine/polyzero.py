@@ -32,8 +32,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING
 
-from symformer.lazy import sympy
 from flint import fmpq
+
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation

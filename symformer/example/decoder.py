@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from symformer.lazy import sympy
-
 from symformer.errors import InputError
 from symformer.example.fields import (
     Where,
@@ -36,6 +34,7 @@ from symformer.example.schema import (
     Block,
     Head,
 )
+from symformer.lazy import sympy
 
 #: The end-of-sequence token: generation stops when it is the next token.
 END_TOKEN = "</s>"

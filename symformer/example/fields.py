@@ -13,12 +13,11 @@ from typing import Any
 
 from flint import fmpq
 
-from symformer.lazy import sympy
-
 from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix
 from symformer.example.numbers import exact_rational
 from symformer.example.schema import Head
+from symformer.lazy import sympy
 
 #: The keys of a ``[[layer.head]]`` table (and of the decoder's heads).
 HEAD_KEYS = {"W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"}

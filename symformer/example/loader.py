@@ -14,10 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from symformer.lazy import sympy
-
 from symformer.errors import InputError
 from symformer.example.decoder import parse_decoder
+from symformer.example.exact import ExactNumber
 from symformer.example.fields import (
     Where,
     choice,
@@ -35,7 +34,6 @@ from symformer.example.numbers import (
     parse_float_text,
     shorten,
 )
-from symformer.example.exact import ExactNumber
 from symformer.example.schema import (
     ACTIVATIONS,
     DEFAULT_BASE,
@@ -52,6 +50,7 @@ from symformer.example.schema import (
     Layer,
     LMHead,
 )
+from symformer.lazy import sympy
 
 BUILTIN_NAME = "builtin.toml"
 #: The largest example or claims file read, in bytes (checked before reading it).

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from symformer.lazy import sympy
-
 from flint import fmpq
 
 from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder

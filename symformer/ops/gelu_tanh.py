@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from symformer.lazy import sympy
 from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic
 from symformer.ops.elementwise import Smooth

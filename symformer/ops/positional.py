@@ -13,10 +13,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from symformer.lazy import sympy
 from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.facts import FALSE, PROVED, Fact
 

@@ -14,10 +14,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
-from symformer.lazy import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.example.schema import DEFAULT_BASE
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact

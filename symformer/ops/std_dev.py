@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from symformer.lazy import sympy
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.normalize import root

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from functools import cache
 
 from symformer.lazy import sympy
-
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Neg, Node, Pow, Sym
 
 Leaf = Callable[["sympy.Symbol"], Node]
