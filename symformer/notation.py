@@ -16,7 +16,8 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from symformer.lazy import sympy
+import sympy
+
 from symformer.ops import Notation, RowMean, RowVariance, WholeMean, WholeVariance
 
 if TYPE_CHECKING:

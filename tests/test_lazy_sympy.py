@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import pickle
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import sympy
 from flint import arb, fmpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import symformer
 from symformer.engine.arbmath import constant_balls, precision, rational_ball, sympy_to_arb
 from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.numbers import exact_number, exact_rational, exact_scalar
@@ -123,3 +126,70 @@ def test_numbers_read_exactly():
                                                          expected.denominator)
         assert exact_scalar(text, "x") == exact_number(text, "x")
     assert exact_rational(7, "x") == 7
+
+
+def _top_level_sympy(tree: ast.Module) -> list[int]:
+    """Lines where a module imports SymPy itself or reads ``sympy.X`` when it is imported:
+    module-level statements, class bodies and bases, decorators, default values (not
+    function bodies, not annotations, not ``if TYPE_CHECKING:``)."""
+    found: list[int] = []
+
+    def reads(node: ast.AST) -> list[int]:
+        return [n.lineno for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name) and n.value.id == "sympy"]
+
+    def visit(node: ast.stmt) -> None:
+        if isinstance(node, ast.Import):
+            found.extend(node.lineno for a in node.names if a.name.split(".")[0] == "sympy")
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] == "sympy":
+                found.append(node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+                if d is not None:
+                    found.extend(reads(d))
+        elif isinstance(node, ast.ClassDef):
+            for d in [*node.bases, *node.decorator_list]:
+                found.extend(reads(d))
+            for s in node.body:
+                visit(s)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                found.extend(reads(node.value))
+        elif isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            pass
+        else:
+            found.extend(reads(node))
+
+    for statement in tree.body:
+        visit(statement)
+    return found
+
+
+def test_the_scan_finds_top_level_sympy():
+    tree = ast.parse("import sympy\nX = sympy.Integer(1)\ndef f(a=sympy.S.One):\n"
+                     "    return sympy.Integer(2)\nclass C(sympy.Symbol):\n    pass\n")
+    assert _top_level_sympy(tree) == [1, 2, 3, 5]
+
+
+#: Modules that define subclasses of SymPy's classes, so need SymPy when imported; only
+#: commands that print SymPy expressions import them (not ``derive``: tested above).
+SUBCLASS_SYMPY = {
+    "lazy.py": "the lazy module itself",
+    "latex/numbers.py": "TextbookPrinter subclasses SymPy's LatexPrinter",
+    "notation.py": "EntrySymbol subclasses sympy.Symbol",
+}
+
+
+def test_no_module_imports_sympy_when_it_is_imported():
+    """Every module of the package takes SymPy from :mod:`symformer.lazy` and reads no
+    attribute of it at import time (the rule that keeps ``derive`` fast to start)."""
+    package = Path(symformer.__file__).parent
+    offenders = {}
+    for path in sorted(package.rglob("*.py")):
+        if str(path.relative_to(package)) in SUBCLASS_SYMPY:
+            continue
+        lines = _top_level_sympy(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            offenders[str(path.relative_to(package))] = lines
+    assert not offenders, f"import SymPy lazily (from symformer.lazy import sympy): {offenders}"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import sympy
 from sympy.printing.latex import LatexPrinter
 
 from symformer.engine import Stage
 from symformer.errors import ClosedFormTooLarge
-from symformer.lazy import sympy
 from symformer.worked.numbers import terminating
 
 #: Closed forms with more operations than this are shown as decimals in tables.
