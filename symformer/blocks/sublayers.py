@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import sympy
-
 from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation
 from symformer.errors import InputError
 from symformer.example.schema import Block, Head, KVHead
+from symformer.lazy import sympy
 from symformer.ops import (
     GELU,
     Add,

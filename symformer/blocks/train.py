@@ -27,8 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import sympy
-
 from symformer.blocks.backward import (
     add_loss,
     backward,
@@ -40,6 +38,7 @@ from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
 from symformer.example.numbers import exact_number
+from symformer.lazy import sympy
 from symformer.ops import AdamMoment, AdamStep, Parameter, ReLU, SgdStep
 from symformer.ops.adam import DEFAULTS
 from symformer.ops.base import named

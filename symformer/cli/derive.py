@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import sympy
-
 from symformer.cli._common import (
     MAX_DECIMALS,
     READER_ROUNDING_PASSES,
@@ -22,6 +20,7 @@ from symformer.cli._common import (
 from symformer.engine import Derivation, Stage
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import ClosedFormTooLarge
+from symformer.lazy import sympy
 
 ORDER = 10
 #: Closed forms up to this many operations are short enough to print (`--exact`).

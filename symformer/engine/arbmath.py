@@ -6,15 +6,16 @@ a rigorous error radius); the masked score ``-inf`` is represented by ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 
 import flint
-import sympy
 from flint import arb, arb_mat, fmpq, fmpz
-from sympy.polys.matrices.sdm import SDM
 
 from symformer.errors import NotSupportedError
+from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 
 NEG_INF = None  # a masked score: exp(-inf) = 0 exactly
 ArbRow = list["arb | None"]
@@ -54,8 +55,11 @@ def product(A: ArbMatrix, B: ArbMatrix | arb_mat, *, transpose: bool = False
     return (arb_mat(A) * (B.transpose() if transpose else B)).tolist()
 
 
-def rational_ball(value: sympy.Rational) -> arb:
-    """An exact rational as a ball at the current precision (exact when dyadic)."""
+def rational_ball(value: sympy.Rational | ExactNumber | fmpq | int) -> arb:
+    """An exact rational (SymPy's, the example's, python-flint's or an integer) as a
+    ball at the current precision (exact when dyadic)."""
+    if isinstance(value, int):
+        return arb(value)
     return arb(fmpq(int(value.p), int(value.q)))
 
 
@@ -63,18 +67,33 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     """An exact constant matrix (weights, embeddings) as rows of balls at the current
     precision; exact for dyadic rationals.  The rows are shared: read, never change them.
 
-    A rational matrix is read from SymPy's own domain matrix, whose entries are
-    already python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy
-    number is built.  The balls of small matrices are kept per matrix and precision
+    The example's own matrices (:class:`~symformer.example.exact.ExactMatrix`) give
+    their ``fmpq`` entries (``rationals()``): SymPy is not needed.  A rational SymPy
+    matrix is read from SymPy's own domain matrix, whose entries are already
+    python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy number is
+    built.  The balls of small matrices are kept per matrix and precision
     (an example's weights are derived again and again), and given again only while the matrix
     still holds the same entries (a SymPy matrix is mutable: its sparse entries are
     compared with a copy).  Anything else (``sin(1)``, other ground types) goes
     through :func:`sympy_to_arb`.
     """
+    rationals = getattr(m, "rationals", None)
+    rows = rationals() if rationals is not None else None
+    if rows is not None:  # the example's exact matrix, not changed: its own entries
+        key = (id(m), flint.ctx.prec)
+        kept = _CONSTANTS.get(key)
+        if kept is not None and kept[0] is m and kept[2] is rows:
+            return kept[3]
+        balls = [[arb(v) for v in row] for row in rows]
+        if len(_CONSTANTS) >= _MAX_CONSTANTS:
+            _CONSTANTS.clear()
+        _CONSTANTS[key] = [m, m.shape, rows, balls, None]
+        return balls
     rep = getattr(m, "_rep", None)
     if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
         entries = rep.rep
-        sparse = type(entries) is SDM and m.rows * m.cols <= _MAX_KEPT_ENTRIES
+        sparse = type(entries) is sympy.polys.matrices.sdm.SDM and \
+            m.rows * m.cols <= _MAX_KEPT_ENTRIES
         key = (id(m), flint.ctx.prec)
         if sparse:
             kept = _CONSTANTS.get(key)
@@ -129,14 +148,11 @@ def relu_ball(x: arb) -> arb:
     return arb(0).union(x.upper())
 
 
-_FUNCTIONS = {
-    sympy.sin: arb.sin,
-    sympy.cos: arb.cos,
-    sympy.exp: arb.exp,
-    sympy.erf: arb.erf,
-    sympy.log: arb.log,
-    sympy.tanh: arb.tanh,
-}
+@cache
+def _functions() -> dict[type, Callable[[arb], arb]]:
+    """The SymPy functions :func:`sympy_to_arb` evaluates, and their ``arb`` methods."""
+    return {sympy.sin: arb.sin, sympy.cos: arb.cos, sympy.exp: arb.exp, sympy.erf: arb.erf,
+            sympy.log: arb.log, sympy.tanh: arb.tanh}
 
 
 def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -> arb:
@@ -146,6 +162,8 @@ def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -
     ``+``, ``*``, powers, sin, cos, exp, erf, log, tanh, Max.  Anything else raises
     :class:`NotSupportedError` rather than guessing through a float.
     """
+    if isinstance(expr, ExactNumber):
+        return arb(expr.rational())
     if expr.is_Rational:
         return rational_ball(expr)
     if expr.is_Symbol:
@@ -173,7 +191,7 @@ def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -
         for a in args[1:]:
             result = result.max(a)
         return result
-    function = _FUNCTIONS.get(expr.func)
+    function = _functions().get(expr.func)
     if function is not None:
         return function(args[0])
     raise NotSupportedError(f"cannot evaluate {expr.func.__name__} in ball arithmetic")

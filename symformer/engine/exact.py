@@ -28,9 +28,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import sympy
-from sympy.polys.domains import EXRAW
-from sympy.polys.matrices import DomainMatrix
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation
@@ -136,7 +134,8 @@ def expression_matrix(rows: list[list]) -> sympy.Matrix:
         return sympy.Matrix(rows)
     entries = [[x if isinstance(x, sympy.Basic) else sympy.sympify(x) for x in row]
                for row in rows]
-    return DomainMatrix(entries, shape, EXRAW).to_sparse().to_Matrix()
+    return sympy.polys.matrices.DomainMatrix(
+        entries, shape, sympy.polys.domains.EXRAW).to_sparse().to_Matrix()
 
 
 def undefined_row(stage, row: int) -> Exception:

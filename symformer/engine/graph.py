@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import sympy
-
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision, sympy_to_arb
 from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.exact import Canonical, expression_matrix, undefined_row
@@ -38,6 +36,7 @@ from symformer.engine.rounding import (
 )
 from symformer.engine.zero import is_zero
 from symformer.errors import ClosedFormTooLarge, InputError, NotSupportedError, UndecidedError
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.ops.base import Operation as Op

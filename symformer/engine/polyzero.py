@@ -29,10 +29,12 @@ Polynomials are dicts ``{monomial: fmpq}``, a monomial a sorted tuple of
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING
 
-import sympy
 from flint import fmpq
+
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation
@@ -55,7 +57,10 @@ MAX_CANONICAL_TERMS = 64
 GRADIENT_KINDS = frozenset({"gradient", "weight_gradient", "gradient_seed"})
 
 _ONE: Monomial = ()
-_UNDEFINED = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
+@cache
+def _undefined() -> tuple[sympy.Expr, ...]:
+    """SymPy's infinities and nan: a formula holding one has no value."""
+    return (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
 
 
 class Refused(Exception):
@@ -157,7 +162,7 @@ def to_poly(expr: sympy.Expr, symbol: Callable[[sympy.Symbol], Poly],
         return out
     if expr.is_Pow and expr.exp.is_Integer and expr.exp >= 0:
         return power(to_poly(expr.base, symbol, atom, limit), int(expr.exp), limit)
-    if expr in _UNDEFINED:
+    if expr in _undefined():
         raise Refused(str(expr))
     return atom(expr)
 
@@ -224,7 +229,7 @@ class PolyProver:
         return to_poly(expr, self.vars.var, self._atom)
 
     def _atom(self, expr: sympy.Expr) -> Poly:
-        if expr.has(*_UNDEFINED):
+        if expr.has(*_undefined()):
             raise Refused(str(expr))
         return self.vars.var(expr)
 
@@ -418,7 +423,7 @@ class PolyCanonical:
         return rep
 
     def _atom(self, expr: sympy.Expr) -> Poly:
-        if expr.has(*_UNDEFINED):
+        if expr.has(*_undefined()):
             raise Refused(str(expr))
         return self.vars.var(expr)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sympy
+from symformer.lazy import sympy
 
 #: SymPy's simplify is tried only on expressions this small, with numbers this short
 #: (it has no time limit; factoring huge coefficients can run for minutes).

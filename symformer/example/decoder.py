@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import sympy
-
 from symformer.errors import InputError
 from symformer.example.fields import (
     Where,
@@ -27,7 +25,7 @@ from symformer.example.fields import (
     vector,
     vocab_and_tokens,
 )
-from symformer.example.numbers import exact_number
+from symformer.example.numbers import exact_scalar
 from symformer.example.schema import (
     ACTIVATIONS,
     DECODER_POSITIONAL_ENCODINGS,
@@ -36,6 +34,7 @@ from symformer.example.schema import (
     Block,
     Head,
 )
+from symformer.lazy import sympy
 
 #: The end-of-sequence token: generation stops when it is the next token.
 END_TOKEN = "</s>"
@@ -130,7 +129,7 @@ def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any]
 
 
 def _eps(data: dict[str, Any], here: Where) -> sympy.Rational:
-    eps = exact_number(data["eps"], f"{here}: eps")
+    eps = exact_scalar(data["eps"], f"{here}: eps")
     if eps < 0:
         raise InputError(f"{here}: eps must not be negative, found {eps}")
     return eps

@@ -11,11 +11,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import sympy
+from flint import fmpq
 
 from symformer.errors import InputError
-from symformer.example.numbers import exact_number
+from symformer.example.exact import ExactMatrix
+from symformer.example.numbers import exact_rational
 from symformer.example.schema import Head
+from symformer.lazy import sympy
 
 #: The keys of a ``[[layer.head]]`` table (and of the decoder's heads).
 HEAD_KEYS = {"W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"}
@@ -117,8 +119,8 @@ def matrix(table: dict[str, Any], key: str, here: Where, rows: int | None = None
             f"{here}: {key} has shape {found[0]}x{found[1]}, expected "
             f"{_shape_text(rows)}x{_shape_text(cols)}"
         )
-    return sympy.Matrix([
-        [exact_number(v, f"{here}: {key}[{i}][{j}]") for j, v in enumerate(row)]
+    return ExactMatrix([
+        [exact_rational(v, f"{here}: {key}[{i}][{j}]") for j, v in enumerate(row)]
         for i, row in enumerate(value)
     ])
 
@@ -130,12 +132,13 @@ def vector(table: dict[str, Any], key: str, here: Where, width: int,
     if value is None:
         if default is None:
             raise InputError(f"{here}: missing key {key!r}")
-        return sympy.Matrix([[default] * width])
+        return ExactMatrix([[fmpq(default)] * width])
     if not isinstance(value, list) or any(isinstance(v, list) for v in value):
         raise InputError(f"{here}: {key} must be a list of {width} numbers")
     if len(value) != width:
         raise InputError(f"{here}: {key} has {len(value)} entries, expected {width}")
-    return sympy.Matrix([[exact_number(v, f"{here}: {key}[{j}]") for j, v in enumerate(value)]])
+    return ExactMatrix([[exact_rational(v, f"{here}: {key}[{j}]")
+                         for j, v in enumerate(value)]])
 
 
 def _shape_text(n: int | None) -> str:

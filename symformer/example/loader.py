@@ -14,10 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import sympy
-
 from symformer.errors import InputError
 from symformer.example.decoder import parse_decoder
+from symformer.example.exact import ExactNumber
 from symformer.example.fields import (
     Where,
     choice,
@@ -31,12 +30,14 @@ from symformer.example.fields import (
 from symformer.example.loss import parse_loss
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
-    exact_number,
+    exact_scalar,
     parse_float_text,
     shorten,
 )
 from symformer.example.schema import (
     ACTIVATIONS,
+    DEFAULT_BASE,
+    DEFAULT_EPS,
     LAYER_NORMS,
     NORM_PLACEMENTS,
     POSITIONAL_ENCODINGS,
@@ -49,6 +50,7 @@ from symformer.example.schema import (
     Layer,
     LMHead,
 )
+from symformer.lazy import sympy
 
 BUILTIN_NAME = "builtin.toml"
 #: The largest example or claims file read, in bytes (checked before reading it).
@@ -244,13 +246,13 @@ def _conventions(data: dict[str, Any], here: Where, defaults: dict[str, Any] | N
                  ) -> dict[str, Any]:
     """The conventions of a table: its own keys, else ``defaults`` (None: today's)."""
     inherited = defaults or {
-        "eps": sympy.Rational(1, 10**6), "activation": "relu", "norm": "post",
+        "eps": DEFAULT_EPS, "activation": "relu", "norm": "post",
         "layer_norm": "biased", "scale": None, "residual": True,
         "rope_style": "interleaved",
     }
     eps = inherited["eps"]
     if "eps" in data:
-        eps = exact_number(data["eps"], f"{here}: eps")
+        eps = exact_scalar(data["eps"], f"{here}: eps")
         if eps < 0:
             raise InputError(f"{here}: eps must not be negative, found {eps}")
     return {
@@ -268,11 +270,11 @@ def _scale(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     """``scale``: "sqrt_dk" (None), "none" (1) or an exact positive number."""
     value = data["scale"]
     if isinstance(value, str) and value in SCALES:
-        return None if value == "sqrt_dk" else sympy.Integer(1)
+        return None if value == "sqrt_dk" else ExactNumber(1)
     if isinstance(value, str) and not any(c.isdigit() for c in value):
         raise InputError(f"{here}: scale must be \"sqrt_dk\", \"none\" or a positive number; "
                          f"found {value!r}")
-    number = exact_number(value, f"{here}: scale")
+    number = exact_scalar(value, f"{here}: scale")
     if number <= 0:
         raise InputError(f"{here}: scale must be positive (the scores are divided by it), "
                          f"found {number}")
@@ -289,11 +291,11 @@ def _boolean(data: dict[str, Any], key: str, here: Where, default: bool) -> bool
 def _base(data: dict[str, Any], here: Where, pe: str) -> sympy.Rational:
     """``positional_encoding_base`` (sinusoidal and rope): an exact number > 1."""
     if "positional_encoding_base" not in data:
-        return sympy.Integer(10000)
+        return DEFAULT_BASE
     if pe not in ("sinusoidal", "rope"):
         raise InputError(f"{here}: positional_encoding_base is used by the sinusoidal and "
                          f"rope encodings only; positional_encoding is {pe!r}")
-    base = exact_number(data["positional_encoding_base"], f"{here}: positional_encoding_base")
+    base = exact_scalar(data["positional_encoding_base"], f"{here}: positional_encoding_base")
     if base <= 1:
         raise InputError(f"{here}: positional_encoding_base must be greater than 1, "
                          f"found {base}")
@@ -394,7 +396,7 @@ def _mask(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     value = data.get("mask", "-inf")
     if isinstance(value, str) and value.strip() in {"-inf", "-infinity"}:
         return None
-    number = exact_number(value, f"{here}: mask")
+    number = exact_scalar(value, f"{here}: mask")
     if number >= 0:
         raise InputError(f"{here}: mask must be \"-inf\" or a negative number such as -1e9")
     return number

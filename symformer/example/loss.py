@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import sympy
-
 from symformer.errors import InputError
 from symformer.example.fields import choice, matrix, no_unknown_keys
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.example.fields import Where

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import re
 
-import sympy
+from flint import fmpq
 
 from symformer.errors import InputError
+from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 
 #: Entries must lie within these magnitudes (or be 0): far beyond any worked example,
 #: and well inside what ball arithmetic evaluates without losing every digit.
-MAX_MAGNITUDE = sympy.Integer(10) ** 100
+MAX_MAGNITUDE = 10**100
 #: The longest number literal accepted, in characters.
 MAX_LITERAL_LENGTH = 1000
 #: The largest decimal exponent accepted in a literal (``1e1000``), in magnitude.
@@ -46,16 +48,35 @@ def parse_float_text(text: str) -> DecimalText:
 
 
 def exact_number(value: object, where: str) -> sympy.Rational:
+    """Return ``value`` (a TOML integer, float text or string) as an exact SymPy rational.
+
+    ``where`` names the place in the input for the error message
+    (:func:`exact_rational`, which reads it).
+
+    >>> exact_number(DecimalText("0.1"), "x")
+    1/10
+    """
+    value = exact_rational(value, where)
+    return sympy.Rational(int(value.p), int(value.q))
+
+
+def exact_scalar(value: object, where: str) -> ExactNumber:
+    """``value`` as an exact number of the example (eps, a scale): :func:`exact_rational`'s
+    value, whose SymPy form is built only when needed."""
+    return ExactNumber(exact_rational(value, where))
+
+
+def exact_rational(value: object, where: str) -> fmpq:
     """Return ``value`` (a TOML integer, float text or string) as an exact rational.
 
     ``where`` names the place in the input (e.g. ``"layer 1, head 2, W_Q[0][1]"``)
     for the error message.
 
-    >>> exact_number(DecimalText("0.1"), "x")
+    >>> exact_rational(DecimalText("0.1"), "x")
     1/10
-    >>> exact_number("-3/4", "x")
+    >>> exact_rational("-3/4", "x")
     -3/4
-    >>> exact_number("1e-6", "x")
+    >>> exact_rational("1e-6", "x")
     1/1000000
     """
     if isinstance(value, bool):
@@ -64,7 +85,7 @@ def exact_number(value: object, where: str) -> sympy.Rational:
         if abs(value).bit_length() > 400:  # beyond 1e100 whatever its digits
             raise InputError(f"{where}: {shorten(str(value))} is out of range: "
                              f"{_RANGE}")
-        return _in_range(sympy.Integer(value), str(value), where)
+        return _in_range(fmpq(value), str(value), where)
     if not isinstance(value, str):
         raise InputError(f"{where}: expected a number, found {type(value).__name__} "
                          f"{shorten(repr(value))}")
@@ -87,7 +108,7 @@ def exact_number(value: object, where: str) -> sympy.Rational:
     return _in_range(number, value, where)
 
 
-def _decimal(text: str, value: str, where: str) -> sympy.Rational | None:
+def _decimal(text: str, value: str, where: str) -> fmpq | None:
     """A decimal literal (``-1.3``, ``1e-6``, ``.5``) as a rational, or None if it is not one."""
     match = _DECIMAL.fullmatch(text)
     if not match or not (match["int"] or match["frac"]):
@@ -101,11 +122,10 @@ def _decimal(text: str, value: str, where: str) -> sympy.Rational | None:
     if match["sign"] == "-":
         digits = -digits
     shift = exponent - len(frac)
-    return sympy.Integer(digits) * sympy.Integer(10) ** shift if shift >= 0 \
-        else sympy.Rational(digits, 10 ** -shift)
+    return fmpq(digits * 10**shift) if shift >= 0 else fmpq(digits, 10**-shift)
 
 
-def _fraction(text: str, value: str, where: str) -> sympy.Rational | None:
+def _fraction(text: str, value: str, where: str) -> fmpq | None:
     """A fraction of two integers (``"-3/4"``), or None if ``text`` is not one."""
     match = _FRACTION.fullmatch(text)
     if not match:
@@ -113,14 +133,14 @@ def _fraction(text: str, value: str, where: str) -> sympy.Rational | None:
     numerator, denominator = int(match["num"]), int(match["den"])
     if denominator == 0:
         raise InputError(f"{where}: division by zero in {shorten(repr(value))}")
-    return sympy.Rational(numerator, denominator)
+    return fmpq(numerator, denominator)
 
 
 _RANGE = "non-zero entries must lie between 1e-100 and 1e100 in magnitude"
 
 
-def _in_range(number: sympy.Rational, text: object, where: str) -> sympy.Rational:
-    if number != 0 and not 1 / MAX_MAGNITUDE <= abs(number) <= MAX_MAGNITUDE:
+def _in_range(number: fmpq, text: object, where: str) -> fmpq:
+    if number != 0 and not fmpq(1, MAX_MAGNITUDE) <= abs(number) <= MAX_MAGNITUDE:
         raise InputError(f"{where}: {shorten(str(text))} is out of range: {_RANGE}")
     return number
 

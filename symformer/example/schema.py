@@ -9,12 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import sympy
+from flint import fmpq
+
+from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
     from symformer.example.loss import Loss
 
+#: LayerNorm's default epsilon, 1e-6.
+DEFAULT_EPS = ExactNumber(fmpq(1, 10**6))
+#: The sinusoidal encoding's default base.
+DEFAULT_BASE = ExactNumber(10000)
 #: LayerNorm conventions.  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
 #: variance, eps inside the root (PyTorch, the blog post).  ``"unbiased"``:
 #: (x - mu) / (std + eps) with the unbiased standard deviation, eps outside the root
@@ -93,7 +100,7 @@ class Block:
     beta_2: sympy.Matrix
     activation: str = "relu"
     norm: str = "post"
-    eps: sympy.Rational = sympy.Rational(1, 10**6)
+    eps: sympy.Rational = DEFAULT_EPS
     layer_norm: str = "biased"
     W_gate: sympy.Matrix | None = None  # d_model x d_ff
     b_gate: sympy.Matrix | None = None
@@ -156,7 +163,7 @@ class Example:
     source: str = "<built-in>"
     #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
     decoder: Decoder | None = None
-    positional_encoding_base: sympy.Rational = sympy.Integer(10000)
+    positional_encoding_base: sympy.Rational = DEFAULT_BASE
     #: The learned table (``positional_encoding = "learned"``): one row per position.
     positional_embeddings: sympy.Matrix | None = None
     final_norm: FinalNorm | None = None

@@ -15,12 +15,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import sympy
-
 from symformer.errors import NotSupportedError
 from symformer.example.loader import builtin_text, read_text_file, read_toml
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
+from symformer.lazy import sympy
 
 _INDEXED = re.compile(r"([A-Za-z_]+?)(\d+)")
 _NORM = re.compile(r"(?:add_)?norm(\d)|final_norm")

@@ -24,13 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import sympy
-
 from symformer.engine import Derivation
 from symformer.errors import InputError, UndecidedError
 from symformer.grade.answers import AnswerSheet, Entry, Remark
 from symformer.grade.key import Key, Variant
 from symformer.grade.points import Points
+from symformer.lazy import sympy
 from symformer.notation import place
 from symformer.verify.chain import PRECISIONS, Chain, Values, ball, decide
 from symformer.verify.check import meets

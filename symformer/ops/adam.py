@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 
 #: The defaults, as text read exactly (``symformer.example.numbers.exact_number``).

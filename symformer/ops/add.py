@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation
 from symformer.ops.calculus import Arithmetic, Rows
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.rounding import ball_bounds
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError, NotSupportedError
+from symformer.lazy import sympy
 from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:

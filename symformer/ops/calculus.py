@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import sympy
 from flint import arb, arb_mat
 
 from symformer.engine.arbmath import NEG_INF, constant_balls, rational_ball, sympy_to_arb
+from symformer.lazy import sympy
 
 #: A matrix in any of the three number systems: a list of rows.
 Rows = list[list[Any]]

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix, dot, product
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 

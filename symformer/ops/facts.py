@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import sympy
+from symformer.lazy import sympy
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Spelling
 from symformer.ops.calculus import Arithmetic
 from symformer.ops.elementwise import Smooth

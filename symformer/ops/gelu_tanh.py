@@ -10,17 +10,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
-from flint import arb
+from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic
 from symformer.ops.elementwise import Smooth
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Node, Pow
 
 #: The cubic coefficient of the approximation, exactly.
-CUBIC = sympy.Rational(44715, 10**6)
+CUBIC = ExactNumber(fmpq(44715, 10**6))
 
 
 def _formula(h: sympy.Expr) -> sympy.Expr:

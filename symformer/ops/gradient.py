@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.exact import expression_matrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
 from symformer.ops.facts import Fact

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, matrix
 
 

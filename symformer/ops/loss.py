@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 

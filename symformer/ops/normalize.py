@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
+from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, matrix
 
 

@@ -13,10 +13,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
 from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.facts import FALSE, PROVED, Fact
 
@@ -104,7 +104,7 @@ class PositionalEncoding(Operation):
         if self.kind != "sinusoidal":
             return [[arb(0) for _ in range(self.d_model)] for _ in range(self.n)]
         # The table's own formula in balls, without building its SymPy constants.
-        base = rational_ball(sympy.Rational(self.base))
+        base = rational_ball(self.base)
         rates = [base ** arb(fmpq(-(j - j % 2), self.d_model)) for j in range(self.d_model)]
         return [[(arb(pos) * rate).sin() if j % 2 == 0 else (arb(pos) * rate).cos()
                  for j, rate in enumerate(rates)] for pos in range(self.n)]

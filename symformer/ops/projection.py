@@ -8,7 +8,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import (
@@ -18,6 +17,7 @@ from symformer.engine.arbmath import (
     constant_vector,
     product,
 )
+from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
+from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.elementwise import Elementwise

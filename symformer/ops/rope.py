@@ -14,9 +14,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.example.schema import DEFAULT_BASE
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
@@ -41,7 +42,7 @@ class RoPE(Operation):
 
     n: int
     d: int
-    base: sympy.Rational = sympy.Integer(10000)
+    base: sympy.Rational = DEFAULT_BASE
     style: str = "interleaved"
     start: int = 0
     notation: Notation | None = None

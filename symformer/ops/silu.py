@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic
 from symformer.ops.elementwise import Smooth

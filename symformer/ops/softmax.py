@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact, Tally, cancels, label

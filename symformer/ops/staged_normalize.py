@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.normalize import Normalize, backward_arguments, layer_norm

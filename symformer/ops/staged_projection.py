@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows, matmul, transpose
 from symformer.ops.projection import (

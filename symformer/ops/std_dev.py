@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.example.exact import ExactNumber
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.normalize import root
@@ -34,7 +35,7 @@ def std_dev_backward(g, sigma):
 class StdDev(Operation):
     """``sqrt(v + eps)`` of a one-column stage (a variance or a mean square)."""
 
-    eps: sympy.Rational = sympy.S.Zero
+    eps: sympy.Rational = ExactNumber(0)
     notation: Notation | None = None
 
     name = "std_dev"

@@ -20,17 +20,17 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import TypeVar
 
-import sympy
 from flint import arb, fmpq
 
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_ball, round_fraction
 from symformer.errors import InputError, UndecidedError
+from symformer.lazy import sympy
 from symformer.ops import Operation
 
 #: An entry: exact rational, ball, or None for a masked (-inf) score.
-Entry = sympy.Rational | arb | None
+Entry = "sympy.Rational | arb | None"
 Values = list[list[Entry]]
 
 K = TypeVar("K")

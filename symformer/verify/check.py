@@ -17,13 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import sympy
-
 from symformer.blocks import derive
 from symformer.engine import Derivation
 from symformer.engine.rounding import round_fraction
 from symformer.errors import UndecidedError
 from symformer.example import Example
+from symformer.lazy import sympy
 from symformer.notation import entry, place
 from symformer.verify import conventions
 from symformer.verify.chain import (

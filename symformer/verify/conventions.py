@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import sympy
-
 from symformer.blocks import derive
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.example import Example
 from symformer.example.numbers import exact_number
+from symformer.lazy import sympy
 from symformer.ops import RowMean, RowVariance, WholeMean, WholeVariance
 
 #: LayerNorm conventions the verification knows (the engine's two plus whole-matrix).

@@ -24,12 +24,11 @@ gradient 0 at every later position.
 
 from __future__ import annotations
 
-import sympy
-
 from symformer.blocks import derive
 from symformer.blocks.backward import backward
 from symformer.engine import Derivation, Stage
 from symformer.example import Example
+from symformer.lazy import sympy
 from symformer.ops import PositionSquaredError
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, VACUOUS, Fact, Tally
 from symformer.reference.numpy_ref import BACKWARD_KINDS

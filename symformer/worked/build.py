@@ -25,12 +25,13 @@ import dataclasses
 from fractions import Fraction
 
 import flint
-import sympy
 
 from symformer.engine.arbmath import precision, rational_ball, sympy_to_arb
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import Rounded, round_fraction
 from symformer.errors import ClosedFormTooLarge, UndecidedError
+from symformer.example.exact import ExactMatrix
+from symformer.lazy import sympy
 from symformer.ops.base import Notation, WorkedPart
 from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
 from symformer.worked.from_sympy import Converter
@@ -102,7 +103,7 @@ class _Row:
         replace, zeros = {}, {}
         for field, notation in names.items():
             value = getattr(op, field)
-            if isinstance(value, sympy.MatrixBase):
+            if isinstance(value, (sympy.MatrixBase, ExactMatrix)):
                 replace[field] = sympy.Matrix(*value.shape, lambda k, j, f=field, n=notation,
                                               v=value: self._constant(f, n, v, k, j, zeros))
             elif value is not None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 import flint
-import sympy
 
 from symformer.engine.arbmath import precision, rational_ball
 from symformer.engine.rounding import Rounded, round_ball, round_fraction
+from symformer.lazy import sympy
 from symformer.worked.model import (
     PI,
     Add,

@@ -12,16 +12,19 @@ closed form (``4 + sin 1``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
-import sympy
-
+from symformer.lazy import sympy
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Neg, Node, Pow, Sym
 
-Leaf = Callable[[sympy.Symbol], Node]
-Position = Callable[[sympy.Symbol], tuple | None]
+Leaf = Callable[["sympy.Symbol"], Node]
+Position = Callable[["sympy.Symbol"], "tuple | None"]
 
-_FUNCTIONS = {sympy.exp: "exp", sympy.erf: "erf", sympy.sin: "sin", sympy.cos: "cos",
-              sympy.tanh: "tanh", sympy.log: "log"}
+@cache
+def _functions() -> dict[type, str]:
+    """The SymPy functions a tree names, and their names."""
+    return {sympy.exp: "exp", sympy.erf: "erf", sympy.sin: "sin", sympy.cos: "cos",
+            sympy.tanh: "tanh", sympy.log: "log"}
 _LAST = (float("inf"),)
 
 
@@ -85,7 +88,7 @@ class Converter:
             args = sorted(expr.args, key=lambda a: (not a.is_Number, self._key(a)))
             return Func("max" if isinstance(expr, sympy.Max) else "min",
                         tuple(self.convert(a) for a in args))
-        name = _FUNCTIONS.get(expr.func)
+        name = _functions().get(expr.func)
         if name is not None:
             return Func(name, (self.convert(expr.args[0]),))
         raise TypeError(f"cannot write {expr.func.__name__} in a worked line")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import sympy
+from symformer.lazy import sympy
 
 
 class Node:

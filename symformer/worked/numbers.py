@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
+from symformer.lazy import sympy
 
 #: Exact decimals longer than this (digits and point) print as fractions.
 MAX_DECIMAL = 8
