@@ -11,7 +11,12 @@ Prints, measured in one run (the machine is shared: read the ratios):
    ``python -c "import numpy, flint"`` (medians of several runs of each);
 3. a large random example (default 64 tokens x d_model 64 x 8 heads x 4 layers),
    derive + 30 digits: time per stage entry against the built-in example's, and its
-   peak memory (measured in a child process).
+   peak memory (measured in a child process);
+4. the same for the backward pass (forward + loss + every gradient stage, 30 digits;
+   default 32 x 32 x 4 heads x 2 layers, an mse loss) against the built-in example's
+   backward pass, per stage entry, and its peak memory;
+5. the exercise generator: CPU time per variant of the built-in example's default
+   exercise (``benchmarks/bench_exercise.py`` breaks it down).
 """
 
 from __future__ import annotations
@@ -152,6 +157,44 @@ print(json.dumps({{"entries": entries, "seconds": seconds, "cpu": cpu,
 """
 
 
+_BIG_BACKWARD = """
+import json, resource, sys, time
+sys.path.insert(0, {here!r})
+from bench_backward import with_loss
+from bench_engine import random_example
+from symformer.blocks import derive
+from symformer.blocks.backward import backward
+example = with_loss(random_example(*{shape!r}, seed=3))
+t0, c0 = time.perf_counter(), time.process_time()
+entries = 0
+for stage in backward(derive(example, max_work=10**9)):
+    stage.values(significant=30)
+    entries += stage.shape[0] * stage.shape[1]
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({{"entries": entries, "seconds": seconds, "cpu": cpu,
+                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def backward_run(example: Example) -> int:
+    """Forward + loss + every gradient stage to 30 digits; returns the entries."""
+    from symformer.blocks import derive
+    from symformer.blocks.backward import backward
+
+    entries = 0
+    for stage in backward(derive(example, max_work=10**9)):
+        stage.values(significant=30)
+        entries += stage.shape[0] * stage.shape[1]
+    return entries
+
+
+def child(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; its JSON line."""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -159,6 +202,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="process runs per command")
     parser.add_argument("--big", default="64,64,8,4",
                         help="tokens,d_model,heads,layers of the large example")
+    parser.add_argument("--big-backward", default="32,32,4,2",
+                        help="tokens,d_model,heads,layers of the backward pass's example")
+    parser.add_argument("--variants", type=int, default=20,
+                        help="exercise variants to time")
     parser.add_argument("--profile", type=int, metavar="N", default=0,
                         help="print the N top functions (own time) of the built-in run")
     args = parser.parse_args()
@@ -194,9 +241,7 @@ def main() -> None:
     small = median_time(lambda: exact_run(example, 30), args.repeat)
     small_cpu = cpu_time(lambda: exact_run(example, 30), args.repeat)
     code = _BIG.format(here=str(Path(__file__).parent), shape=(*shape,))
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True)
-    big = json.loads(out.stdout)
+    big = child(code)
     per_small, per_big = small / small_entries, big["seconds"] / big["entries"]
     print(f"3. {' x '.join(map(str, shape))} (tokens x d_model x heads x layers), 30 digits")
     print(f"   {big['entries']:,} entries in {big['seconds']:.1f} s,"
@@ -206,6 +251,25 @@ def main() -> None:
     cpu_small, cpu_big = small_cpu / small_entries, big["cpu"] / big["entries"]
     print(f"   CPU time: {big['cpu']:.1f} s, {cpu_big * 1e6:.1f} us/entry vs built-in"
           f" {cpu_small * 1e6:.1f} us/entry: ratio {cpu_big / cpu_small:.2f}")
+
+    shape = tuple(int(v) for v in args.big_backward.split(","))
+    small_entries = backward_run(example)
+    small_cpu = cpu_time(lambda: backward_run(example), max(3, args.repeat // 4))
+    big = child(_BIG_BACKWARD.format(here=str(Path(__file__).parent), shape=(*shape,)))
+    cpu_small, cpu_big = small_cpu / small_entries, big["cpu"] / big["entries"]
+    print(f"4. backward pass (forward + loss + gradients), {' x '.join(map(str, shape))},"
+          f" 30 digits")
+    print(f"   {big['entries']:,} entries in {big['cpu']:.1f} s CPU, {cpu_big * 1e6:.1f}"
+          f" us/entry vs built-in {cpu_small * 1e6:.1f} us/entry ({small_entries} entries):"
+          f" ratio {cpu_big / cpu_small:.2f}; peak memory {big['peak_mb']:.0f} MB")
+
+    from symformer.exercise import Request, make_exercise
+
+    start = time.process_time()
+    make_exercise(Request(None, args.variants, seed=2026))
+    per_variant = (time.process_time() - start) / args.variants
+    print(f"5. exercise generator, built-in example's default exercise: {args.variants}"
+          f" variants, {per_variant * 1e3:.0f} ms CPU per variant")
 
 
 if __name__ == "__main__":
