@@ -193,3 +193,20 @@ def test_decoder_cross_entropy_backward_part_recomputes(tmp_path):
     for item in items:
         check_item(item)
     assert "grad.loss" not in g  # the export worked on a copy
+
+
+def test_column_sums_and_layer_norm_rules_read_as_the_textbook_writes_them(graph):
+    """A bias's gradient sums over the rows only (not every entry); the LayerNorm rules
+    write the root sqrt(σ² + ε) itself (no undefined D), a mean or a variance without an
+    entry index, and with the row's index i inside a sum over the rows."""
+    text = {name: [line.text for line in equation_lines(graph[name])] for name in (
+        "grad.layer1.b_2", "grad.layer1.add_norm1.gamma", "grad.layer1.add_norm1.beta",
+        "grad.layer1.add_norm1.variance", "grad.layer1.add_norm1.mean")}
+    assert text["grad.layer1.b_2"] == ["∂L/∂b_2 = Σ_(i=0..n−1) ∂L/∂f_i"]
+    assert text["grad.layer1.add_norm1.beta"] == ["∂L/∂β_j = Σ_(i=0..n−1) ∂L/∂y_(i,j)"]
+    assert text["grad.layer1.add_norm1.gamma"] == [
+        "∂L/∂γ_j = Σ_(i=0..n−1) ∂L/∂y_(i,j) (r_(i,j) − μ_i) / √(σ²_i + ε)"]
+    assert text["grad.layer1.add_norm1.variance"] == [
+        "∂L/∂σ² = −Σ_(j=0..d−1) γ_j ∂L/∂y_j (r_j − μ) / (2 (σ² + ε)^(1.5))"]
+    for line in sum(text.values(), []):
+        assert "D" not in line.replace("∂", "") and "μ_j" not in line and "μ_(" not in line

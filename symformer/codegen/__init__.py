@@ -99,7 +99,8 @@ def expression_tree(stage: Any, spelling: Spelling, function: Callable[..., Any]
     expr = ast.parse(source, mode="eval").body
     expr = tr.DropMaxShift().visit(expr)
     expr = tr.NumpyCalls(dot=spelling.index is not None).visit(expr)
-    expr = tr.Indexer(spelling.indexed, spelling.index, spelling.axis).visit(expr)
+    expr = tr.Indexer(spelling.indexed, spelling.index, spelling.axis, spelling.rows,
+                      spelling.per_row).visit(expr)
     symbols = dict(spelling.symbols)
     replacements: dict[str, ast.expr] = {}
     if inputs is None:

@@ -63,8 +63,9 @@ def rules(stage: Any) -> list[Rule]:
     return out
 
 
-def _marked(rule: Rule, function: Callable[..., Any]) -> dict[str, Notation]:
-    """Parameter name -> the notation of the stage it receives (found by markers)."""
+def _marked(rule: Rule, function: Callable[..., Any]) -> dict[str, tuple[Notation, bool]]:
+    """Parameter name -> the notation of the stage it receives (found by markers), and
+    whether that stage has one entry per row (a mean, a variance: no entry index)."""
     g, consumer = rule.consumer.derivation, rule.consumer
     shapes = [g[name].shape for name in consumer.inputs]
     args = [np.full(shape, _MARKER + i) for i, shape in enumerate(shapes)]
@@ -80,7 +81,8 @@ def _marked(rule: Rule, function: Callable[..., Any]) -> dict[str, Notation]:
         if isinstance(value, np.ndarray) and value.size:
             first = float(value.flat[0])
             if first in notations and np.all(value == first):
-                found[param] = notations[first]
+                one_column = value.ndim == 2 and value.shape[1] == 1 < consumer.shape[1]
+                found[param] = (notations[first], one_column)
     return found
 
 
@@ -106,16 +108,19 @@ def rule_line(stage: Any, rule: Rule, remark: str = "") -> Line | None:
     marked = _marked(rule, function)
     names = {p: n for p, n in forward.names.items() if p not in marked}
     symbols = dict(forward.symbols)
-    for i, (param, notation) in enumerate(marked.items()):
+    for i, (param, (notation, _)) in enumerate(marked.items()):
         names[param] = f"bw{i}"
         symbols[f"bw{i}"] = notation
     index = forward.index  # entry-wise (alpha_j) as the forward, or in matrix form
-    indexed = (frozenset(marked) if index else frozenset()) | forward.indexed
-    spelling = Spelling(names, symbols, index, indexed, forward.axis)
+    entries = frozenset(p for p, (_, one_column) in marked.items() if not one_column)
+    indexed = (entries if index else frozenset()) | forward.indexed
+    spelling = Spelling(names, symbols, index, indexed, forward.axis, rows=entries,
+                        per_row=frozenset(marked) - entries)
     expr, symbols = expression_tree(rule.consumer, spelling, function, "", inputs=[])
     latex, text = render(expr, symbols)
-    # one entry per row (a mean, a variance): no index, as in the forward equation
-    entry = isinstance(rule.term.wrt, int) and not per_row(stage)
+    # one entry per row (a mean, a variance): no index, as in the forward equation; a
+    # one-row parameter's gradient (a bias, gamma) is written entry by entry
+    entry = not per_row(stage) and (isinstance(rule.term.wrt, int) or stage.shape[0] == 1)
     lhs = entry_lhs(stage.op.symbol, index if entry else None)
     shown = f"{lhs.text} = {text}" + (f"  ({remark})" if remark else "")
     return Line(lhs.latex, latex, shown, function, remark)

@@ -107,20 +107,31 @@ class Indexer(ast.NodeTransformer):
     inside ``np.sum(e, axis=-1)`` or ``np.max(e, axis=-1)`` the reduction's
     ``axis`` = (index, count), and the call becomes
     ``sum(e_k for k in range(count))`` -- latexify's own form of a sum, printed
-    Σ_{k=0}^{count-1}.  A reduction with no axis runs over every entry (i over n
-    rows, j over d columns).
+    Σ_{k=0}^{count-1}.  A reduction over the rows (``axis=0``) runs over i < n: inside
+    it ``indexed`` names get i before the current index (``g_{i,j}``), ``rows`` names
+    i alone (a row, in matrix form) and ``per_row`` names (one value per row) i alone;
+    ``per_row`` names have no index elsewhere.  A reduction with no axis runs over
+    every entry (i over n rows, j over d columns).
     """
 
     def __init__(self, indexed: frozenset[str], index: str | None,
-                 axis: tuple[str, str]) -> None:
-        self._indexed = indexed
+                 axis: tuple[str, str], rows: frozenset[str] = frozenset(),
+                 per_row: frozenset[str] = frozenset()) -> None:
+        self._indexed, self._rows, self._per_row = indexed, rows, per_row
         self._current: tuple[str, ...] = (index,) if index else ()
         self._axis = axis
+        self._row: str | None = None  # the row index, inside a reduction over the rows
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        if node.id not in self._indexed or not self._current:
+        if node.id in self._per_row:
+            current: tuple[str, ...] = (self._row,) if self._row else ()
+        elif node.id in self._indexed or node.id in self._rows and self._row:
+            current = self._current
+        else:
             return node
-        names = [ast.Name(id=i, ctx=ast.Load()) for i in self._current]
+        if not current:
+            return node
+        names = [ast.Name(id=i, ctx=ast.Load()) for i in current]
         index = names[0] if len(names) == 1 else ast.Tuple(elts=names, ctx=ast.Load())
         return ast.Subscript(value=node, slice=index, ctx=ast.Load())
 
@@ -130,10 +141,15 @@ class Indexer(ast.NodeTransformer):
             self.generic_visit(node)
             return node
         axis = _axis(node)
-        ranges = [self._axis] if axis == -1 else [("i", "n"), ("j", "d")]
-        outer, self._current = self._current, tuple(i for i, _ in ranges)
+        outer, outer_row = self._current, self._row
+        if axis == 0:
+            ranges = [("i", "n")]
+            self._current, self._row = ("i", *outer), "i"
+        else:
+            ranges = [self._axis] if axis == -1 else [("i", "n"), ("j", "d")]
+            self._current = tuple(i for i, _ in ranges)
         body = self.visit(node.args[0])
-        self._current = outer
+        self._current, self._row = outer, outer_row
         generators = [ast.comprehension(
             target=ast.Name(id=i, ctx=ast.Store()),
             iter=call("range", ast.Name(id=count, ctx=ast.Load())), ifs=[], is_async=0)

@@ -90,8 +90,13 @@ class Spelling:
     ``index`` is the entry the equation is written for (``j``: ``a_j = max(0, h_j)``);
     ``indexed`` are the parameters written with that index (``h``);  a reduction
     over the last axis (``np.sum(e, axis=-1)``) runs over ``axis`` = (index, count),
-    e.g. ``("k", "n")`` for ``Σ_{k=0}^{n-1}``.  ``lhs`` replaces the left-hand side
-    (default: the stage's symbol with ``index``); ``remark`` is printed after it.
+    e.g. ``("k", "n")`` for ``Σ_{k=0}^{n-1}``; a sum over the rows
+    (``np.sum(e, axis=0)``, a bias's gradient) runs over ``i``, and inside it the
+    ``indexed`` and ``rows`` parameters are written with ``i`` first (``g_{i,j}``, or
+    the row ``g_i`` in matrix form) and the ``per_row`` ones (one value per row, a
+    mean) with ``i`` alone; elsewhere ``per_row`` parameters have no index.  ``lhs``
+    replaces the left-hand side (default: the stage's symbol with ``index``);
+    ``remark`` is printed after it.
     """
 
     names: dict[str, str] = field(default_factory=dict)
@@ -99,6 +104,8 @@ class Spelling:
     index: str | None = None
     indexed: frozenset[str] = frozenset()
     axis: tuple[str, str] = ("j", "d")
+    rows: frozenset[str] = frozenset()
+    per_row: frozenset[str] = frozenset()
     lhs: Notation | None = None
     remark: str = ""
     function: Callable[..., Any] | None = None

@@ -36,34 +36,66 @@ def layer_norm_unbiased(x, mu, sigma2, gamma, beta, eps):
     return gamma * ((x - mu) / (np.sqrt(sigma2) + eps)) + beta
 
 
-def layer_norm_backward_x(g, gamma, D):
-    """dL/dx_j = gamma_j g_j / D, D the denominator (mu and sigma^2 are stages of their own)."""
-    return gamma * g / D
+# The backward rules, mu and sigma^2 being stages of their own (so dL/dx_j has only the
+# direct term); written out for each convention, so that the equations show the root.
+def layer_norm_backward_x(g, gamma, sigma2, eps):
+    """dL/dx_j = gamma_j g_j / sqrt(sigma^2 + eps)."""
+    return gamma * g / np.sqrt(sigma2 + eps)
 
 
-def layer_norm_backward_mu(g, gamma, D):
-    """dL/dmu = -sum_j gamma_j g_j / D."""
-    return -np.sum(gamma * g, axis=-1, keepdims=True) / D
+def layer_norm_backward_mu(g, gamma, sigma2, eps):
+    """dL/dmu = -sum_j gamma_j g_j / sqrt(sigma^2 + eps)."""
+    return -np.sum(gamma * g, axis=-1, keepdims=True) / np.sqrt(sigma2 + eps)
 
 
-def layer_norm_backward_sigma2(g, x, mu, gamma, D, dD):
-    """dL/dsigma^2 = -sum_j gamma_j g_j (x_j - mu) / D^2 * dD/dsigma^2."""
-    return -np.sum(gamma * g * (x - mu), axis=-1, keepdims=True) / D ** 2 * dD
+def layer_norm_backward_sigma2(g, x, mu, gamma, sigma2, eps):
+    """dL/dsigma^2 = -sum_j gamma_j g_j (x_j - mu) / (2 (sigma^2 + eps)^(3/2))."""
+    return -np.sum(gamma * g * (x - mu), axis=-1, keepdims=True) / (2 * (sigma2 + eps) ** 1.5)
 
 
-def layer_norm_backward_gamma(g, x, mu, D):
-    """dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / D_i."""
-    return np.sum(g * (x - mu) / D, axis=0, keepdims=True)
+def layer_norm_backward_gamma(g, x, mu, sigma2, eps):
+    """dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / sqrt(sigma_i^2 + eps)."""
+    return np.sum(g * (x - mu) / np.sqrt(sigma2 + eps), axis=0, keepdims=True)
 
 
-def backward_arguments(wrt: int | str, x, mu, sigma2, gamma, eps, g, unbiased: bool) -> tuple:
+def unbiased_norm_backward_x(g, gamma, sigma2, eps):
+    """dL/dx_j = gamma_j g_j / (sqrt(s^2) + eps)."""
+    return gamma * g / (np.sqrt(sigma2) + eps)
+
+
+def unbiased_norm_backward_mu(g, gamma, sigma2, eps):
+    """dL/dmu = -sum_j gamma_j g_j / (sqrt(s^2) + eps)."""
+    return -np.sum(gamma * g, axis=-1, keepdims=True) / (np.sqrt(sigma2) + eps)
+
+
+def unbiased_norm_backward_sigma2(g, x, mu, gamma, sigma2, eps):
+    """dL/ds^2 = -sum_j gamma_j g_j (x_j - mu) / ((sqrt(s^2) + eps)^2 2 sqrt(s^2))."""
+    return -np.sum(gamma * g * (x - mu), axis=-1, keepdims=True) / (
+        (np.sqrt(sigma2) + eps) ** 2 * 2 * np.sqrt(sigma2))
+
+
+def unbiased_norm_backward_gamma(g, x, mu, sigma2, eps):
+    """dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / (sqrt(s_i^2) + eps)."""
+    return np.sum(g * (x - mu) / (np.sqrt(sigma2) + eps), axis=0, keepdims=True)
+
+
+#: The NumPy backward rules of each convention, by what they differentiate.
+BACKWARD_RULES = {
+    False: {0: layer_norm_backward_x, 1: layer_norm_backward_mu,
+            2: layer_norm_backward_sigma2, "gamma": layer_norm_backward_gamma,
+            "beta": bias_backward},
+    True: {0: unbiased_norm_backward_x, 1: unbiased_norm_backward_mu,
+           2: unbiased_norm_backward_sigma2, "gamma": unbiased_norm_backward_gamma,
+           "beta": bias_backward},
+}
+
+
+def backward_arguments(wrt: int | str, x, mu, sigma2, gamma, eps, g) -> tuple:
     """The NumPy backward rules' arguments for input 0, 1, 2 (x, mu, sigma^2) or
-    gamma / beta: the denominator D = sqrt(sigma^2 + eps) with dD/dsigma^2 = 1 / (2 D),
-    or (unbiased) D = sqrt(s^2) + eps with dD/ds^2 = 1 / (2 sqrt(s^2))."""
-    D = np.sqrt(sigma2) + eps if unbiased else np.sqrt(sigma2 + eps)
-    dD = 1 / (2 * np.sqrt(sigma2)) if unbiased else 1 / (2 * D)
-    return {0: (g, gamma, D), 1: (g, gamma, D), 2: (g, x, mu, gamma, D, dD),
-            "gamma": (g, x, mu, D), "beta": (g,)}[wrt]
+    gamma / beta (:data:`BACKWARD_RULES`)."""
+    return {0: (g, gamma, sigma2, eps), 1: (g, gamma, sigma2, eps),
+            2: (g, x, mu, gamma, sigma2, eps), "gamma": (g, x, mu, sigma2, eps),
+            "beta": (g,)}[wrt]
 
 
 def root(v: arb) -> arb:
@@ -303,14 +335,9 @@ class Normalize(Operation):
                      "2 (x_j - mu) / m) = 0 with dL/dmu = -sum_j gamma_j g_j / D")]
 
     def backward_function(self, wrt: int | str):
-        return {0: layer_norm_backward_x, 1: layer_norm_backward_mu,
-                2: layer_norm_backward_sigma2, "gamma": layer_norm_backward_gamma,
-                "beta": bias_backward}[wrt]
+        return BACKWARD_RULES[self.unbiased][wrt]
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        """The denominator D = sqrt(sigma^2 + eps) with dD/dsigma^2 = 1 / (2 D), or
-        (unbiased) D = sqrt(s^2) + eps with dD/ds^2 = 1 / (2 sqrt(s^2))."""
         x, mu, sigma2, gamma, _beta, eps = self.arguments([a.astype(dtype) for a in args],
                                                           dtype)
-        return backward_arguments(wrt, x, mu, sigma2, gamma, eps, grad.astype(dtype),
-                                  self.unbiased)
+        return backward_arguments(wrt, x, mu, sigma2, gamma, eps, grad.astype(dtype))

@@ -86,7 +86,7 @@ class StagedNormalize(Operation):
     def backward_arguments(self, wrt, args, out, grad, dtype):
         x, mu, sigma2, gamma, _beta, eps = self.arguments(args, dtype)
         return backward_arguments(_PARAMETER.get(wrt, wrt), x, mu, sigma2, gamma, eps,
-                                  grad.astype(dtype), self.unbiased)
+                                  grad.astype(dtype))
 
 
 #: gamma and beta: inputs 3 and 4 here, the plain LayerNorm's parameters.
