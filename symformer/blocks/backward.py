@@ -179,14 +179,17 @@ def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
 
 
 def _notation(stage: Stage, parameter: str | None = None) -> Notation:
-    symbol = stage.op.symbol
-    latex = parameter.replace("gamma", r"\gamma").replace("beta", r"\beta") \
-        if parameter else symbol.latex
-    text = parameter.replace("gamma", "γ").replace("beta", "β") if parameter else symbol.text
-    title = f"Gradient of the loss at {parameter or symbol.title}"
-    base = rf"\partial L/\partial {latex}"
-    # braced when it has a subscript of its own, so that an index can follow (W_Q)
-    return Notation(f"{{{base}}}" if "_" in latex else base, f"∂L/∂{text}", title)
+    """dL/dS for a stage, dL/dP for its parameter P (written as the operation writes it).
+
+    A parameter with a subscript of its own is bracketed, so that an index can follow:
+    (dL/dW_Q)_0 is column 0 of the gradient of W_Q."""
+    symbol = stage.op.parameter_notation(parameter) if parameter else stage.op.symbol
+    latex, text = rf"\partial L/\partial {symbol.latex}", f"∂L/∂{symbol.text}"
+    title = f"Gradient of the loss at {symbol.title}"
+    if parameter and "_" in symbol.latex:
+        return Notation(latex, text, title, bracket=True)
+    # braced when it has a subscript of its own, so that an index can follow
+    return Notation(f"{{{latex}}}" if "_" in symbol.latex else latex, text, title)
 
 
 def _where(stage: Stage) -> dict[str, object]:

@@ -169,7 +169,20 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         highlight_row=None if indicator else highlight,  # one row: nothing to pick out
         legend=tuple(legend),
         tall=any_exact and not indicator,
+        row_header=row_header(stage),
     )
+
+
+def row_header(stage: Stage) -> tuple[str, str]:
+    """The headers of a table's two label columns: a token's position and word, or for
+    a weight's gradient the weight's row and the input column it multiplies (the
+    embedding table's: the token it holds; a single row: none)."""
+    if stage.kind != "weight_gradient":
+        return ("pos", "token")
+    if stage.shape[0] == 1:
+        return ("", "")
+    g = stage.derivation
+    return ("row", "input" if stage.rows == g[stage.inputs[0]].cols else "token")
 
 
 def stage_matrix(stage: Stage, lhs: str, *, decimals: int = 2, exact: bool = False,

@@ -62,17 +62,24 @@ class Notation:
     ``latex`` is the symbol in LaTeX (``\\alpha``), ``text`` in a terminal (``α``);
     indices are appended by :meth:`entry` (0-based, as positions and JSON rows
     are: ``α_2``).  ``title`` names the step for a reader ("Attention weights").
+    ``bracket``: an entry is bracketed, the symbol having a subscript of its own
+    (``(∂L/∂W_Q)_0``).
     """
 
     latex: str
     text: str
     title: str
+    bracket: bool = False
 
     def entry(self, *index: int | str, fmt: str = "latex") -> str:
         """The symbol with its subscript: ``\\alpha_{2}`` (latex) or ``α_2`` (text)."""
         if not index:
             return self.latex if fmt == "latex" else self.text
         sub = ",".join(str(i) for i in index)
+        if self.bracket:
+            return (rf"\left({self.latex}\right)_{{{sub}}}" if fmt == "latex"
+                    else f"({self.text})_{sub}" if len(index) == 1
+                    else f"({self.text})_({sub})")
         if fmt == "latex":
             base = f"{{{self.latex}}}" if "^" in self.latex else self.latex
             return f"{base}_{{{sub}}}"
@@ -288,6 +295,13 @@ class Operation(ABC):
         :meth:`backward` gives the loss's gradient with respect to each.
         """
         return {}
+
+    def parameter_notation(self, name: str) -> Notation:
+        """How the parameter ``name`` is written: ``gamma`` as γ, ``W_Q`` as W_Q."""
+        greek = {"gamma": (r"\gamma", "γ"), "beta": (r"\beta", "β")}.get(name)
+        if greek is not None:
+            return Notation(*greek, greek[1])
+        return named(name, name)
 
     def staged(self) -> Operation | None:
         """This operation with its weights read from stages instead of constants.

@@ -60,6 +60,9 @@ class Embedding(Operation):
         """The embedding table (its gradient has only the rows of the tokens used)."""
         return {"embedding_table": self.E}
 
+    def parameter_notation(self, name: str) -> Notation:
+        return Notation("E", "E", "the embedding table E")
+
     def used_rows(self) -> list[int]:
         """The table's rows the sentence uses, in order of first appearance."""
         return list(dict.fromkeys(self.token_ids))
