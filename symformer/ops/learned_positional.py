@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
@@ -11,11 +12,18 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def learned_positions(P, pos):
     """PE[pos] = P[pos] for pos = 0..n-1: the table's first n rows, (n, d)."""
     return P[pos]
+
+
+def learned_positions_backward(G):
+    """dL/dP[pos] = G: the row of the table read at position pos gets that position's
+    gradient (only the rows read, start .. start + n - 1; each is read once)."""
+    return G
 
 
 @dataclass(frozen=True)
@@ -43,3 +51,23 @@ class LearnedPositional(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return matrix(self.P, dtype), np.arange(self.start, self.start + self.n)
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """The learned table (its gradient has only the rows read, start .. start + n - 1)."""
+        return {"positional_embeddings": self.P}
+
+    def used_rows(self) -> list[int]:
+        """The table's rows read, in order: start .. start + n - 1."""
+        return list(range(self.start, self.start + self.n))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Row start + i of dL/dP is dL/dPE at position i (each row is read once)."""
+        return [list(row) for row in grad]
+
+    def backward_function(self, wrt: int | str):
+        return learned_positions_backward
+
+    def backward_arguments(self, wrt: int | str, args: Sequence[np.ndarray], out: np.ndarray,
+                           grad: np.ndarray, dtype: type) -> Sequence[Any]:
+        return (grad.astype(dtype),)
