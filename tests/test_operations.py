@@ -59,9 +59,12 @@ from symformer.ops import (
     SgdStep,
     SiLU,
     Softmax,
+    StagedEmbedding,
     StagedNormalize,
+    StagedPositional,
     StagedProjection,
     StdDev,
+    Transpose,
     WeightedSum,
     WholeMean,
     WholeVariance,
@@ -515,6 +518,25 @@ def _(draw):
     x = _matrix(draw, n, d)
     return Case(StagedNormalize(sympy.Rational(1, 1000), draw(st.booleans())),
                 [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d), _matrix(draw, 1, d)])
+
+
+@factory("staged_embedding")
+def _(draw):
+    vocab, d = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    ids = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=4)))
+    return Case(StagedEmbedding(ids), [_matrix(draw, vocab, d)])
+
+
+@factory("staged_positional")
+def _(draw):
+    rows, d = draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    n = draw(st.integers(1, rows))
+    return Case(StagedPositional(n, draw(st.integers(0, rows - n))), [_matrix(draw, rows, d)])
+
+
+@factory("transpose")
+def _(draw):
+    return Case(Transpose(), [_matrix(draw, *_shape(draw))])
 
 
 # -- backward: the NumPy VJP against the rule and against finite differences ----------

@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -59,6 +59,11 @@ class Embedding(Operation):
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The embedding table (its gradient has only the rows of the tokens used)."""
         return {"embedding_table": self.E}
+
+    def staged(self) -> Operation:
+        """The lookup reading the whole table from a stage (``train``'s trained table,
+        :mod:`symformer.ops.staged_embedding`, found in the registry)."""
+        return OPERATIONS["staged_embedding"](self.token_ids, self.notation)
 
     def used_rows(self) -> list[int]:
         """The table's rows the sentence uses, in order of first appearance."""

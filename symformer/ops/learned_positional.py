@@ -11,7 +11,7 @@ import sympy
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -55,6 +55,11 @@ class LearnedPositional(Operation):
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The learned table (its gradient has only the rows read, start .. start + n - 1)."""
         return {"positional_embeddings": self.P}
+
+    def staged(self) -> Operation:
+        """The rows read from a stage holding the whole table (``train``'s trained table,
+        :mod:`symformer.ops.staged_positional`, found in the registry)."""
+        return OPERATIONS["staged_positional"](self.n, self.start, self.notation)
 
     def used_rows(self) -> list[int]:
         """The table's rows read, in order: start .. start + n - 1."""
