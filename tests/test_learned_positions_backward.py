@@ -113,3 +113,6 @@ def test_hand_derived_without_layers():
              for i in range(2)]
     assert table == [[F(8, 3), F(8, 3)], [F(1), F(5, 3)]]
     assert g["grad.embedding_table"].rows == ("a", "b")
+    # the tables' gradients are written with the tables' symbols
+    assert g["grad.positional_embeddings"].op.symbol.text == "∂L/∂P"
+    assert g["grad.embedding_table"].op.symbol.latex == r"\partial L/\partial E"

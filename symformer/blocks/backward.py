@@ -199,6 +199,9 @@ def _notation(stage: Stage, parameter: str | None = None) -> Notation:
         if parameter else symbol.latex
     text = parameter.replace("gamma", "γ").replace("beta", "β") if parameter else symbol.text
     title = f"Gradient of the loss at {parameter or symbol.title}"
+    table = getattr(stage.op, "table_symbol", None) if parameter else None
+    if table is not None:  # a lookup's table: E, P (not its name, embedding_table)
+        latex, text, title = table.latex, table.text, f"Gradient of the loss at {table.title}"
     base = rf"\partial L/\partial {latex}"
     # braced when it has a subscript of its own, so that an index can follow (W_Q)
     return Notation(f"{{{base}}}" if "_" in latex else base, f"∂L/∂{text}", title)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import sympy
@@ -39,6 +39,8 @@ class Embedding(Operation):
     reference_function = embed
     default_notation = Notation("e", "e", "Token embedding")
     rational = True
+    #: The symbol of the table the rows are read from (its gradient: dL/dE).
+    table_symbol: ClassVar[Notation] = Notation("E", "E", "the embedding table")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])

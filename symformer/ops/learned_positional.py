@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import sympy
@@ -39,6 +39,8 @@ class LearnedPositional(Operation):
     reference_function = learned_positions
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional embedding (learned)")
     rational = True
+    #: The symbol of the table the rows are read from (its gradient: dL/dP).
+    table_symbol: ClassVar[Notation] = Notation("P", "P", "the learned positional table")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.P[self.start:self.start + self.n, :]
