@@ -27,6 +27,8 @@ def float_forward(example, causal: bool = False) -> dict[str, np.ndarray]:
             for j in range(d):
                 rate = 10000.0 ** (-(j - j % 2) / d)
                 pe[pos, j] = np.sin(pos * rate) if j % 2 == 0 else np.cos(pos * rate)
+    elif example.positional_encoding == "learned":  # the table's first n rows
+        pe = as_float(example.positional_embeddings)[:n]
     out["positional_encoding"] = pe
     x = out["embeddings"] + pe
     out["input"] = x

@@ -60,14 +60,20 @@ def hand_loss(lr: sympy.Rational) -> sympy.Expr:
     it to n1 = (3/4, -3/4) (D = 2); the attention adds 0 (W_O = 0) and the FFN adds
     b_2 (its unit is clipped); LN2 (gamma 1) gives z = (3/4, -3/4), L = 9/16.  The
     non-zero gradients: b_2 and beta_1 (21/128, -21/128), gamma_1 (63/512, 63/512),
-    gamma_2 (9/16, 9/16), beta_2 (3/4, -3/4); every other weight's is exactly 0 (the
-    FFN's unit is clipped, V and W_O are 0, a one-token softmax is 1).  After the
-    step every row is sigma (1, -1): sigma = gamma_1' 3/4 + beta_1' + b_2' with
-    gamma_1' = 2 - 63 lr/512, beta_1' = b_2' = -21 lr/128; LN2 gives
-    n2 = sigma / sqrt(sigma^2 + 7/4), z = (gamma_2' n2 + beta_2') (1, -1) with
-    gamma_2' = 1 - 9 lr/16, beta_2' = -3 lr/4, and L = z_0^2.
+    gamma_2 (9/16, 9/16), beta_2 (3/4, -3/4), and the embedding row e = x: with
+    a = (x_0 - x_1)/2, n1 = (a, -a)/sqrt(a^2 + 7/4), dn1_0/da = (7/4)/2^3 = 7/32 and
+    dL/dn1 = gamma_1 dL/dy1 = (21/64, -21/64), so dL/da = 2 (21/64)(7/32) = 147/1024
+    and dL/de = (147/2048, -147/2048); every other weight's is exactly 0 (the FFN's
+    unit is clipped, V and W_O are 0, a one-token softmax is 1).  After the step
+    a' = 3/2 - 147 lr/2048, n1' = a' / sqrt(a'^2 + 7/4), and every row is
+    sigma (1, -1): sigma = gamma_1' n1' + beta_1' + b_2' with gamma_1' = 2 - 63 lr/512,
+    beta_1' = b_2' = -21 lr/128; LN2 gives n2 = sigma / sqrt(sigma^2 + 7/4),
+    z = (gamma_2' n2 + beta_2') (1, -1) with gamma_2' = 1 - 9 lr/16, beta_2' = -3 lr/4,
+    and L = z_0^2.
     """
-    sigma = (2 - 63 * lr / 512) * R(3, 4) - 2 * 21 * lr / 128
+    a = R(3, 2) - 147 * lr / 2048
+    n1 = a / sympy.sqrt(a ** 2 + R(7, 4))
+    sigma = (2 - 63 * lr / 512) * n1 - 2 * 21 * lr / 128
     n2 = sigma / sympy.sqrt(sigma ** 2 + R(7, 4))
     return ((1 - 9 * lr / 16) * n2 - 3 * lr / 4) ** 2
 
@@ -92,6 +98,8 @@ def test_one_sgd_step_derived_by_hand():
     assert weights["layer1.add_norm2.beta"] == sympy.Matrix([[R(-6, 7), R(6, 7)]])
     assert weights["layer1.W_1"] == sympy.Matrix([[0], [0]])  # gradient exactly 0
     assert weights["layer1.b_1"] == sympy.Matrix([[-1]])
+    # the embedding row: e - (8/7)(147/2048, -147/2048) = e - (21/256, -21/256)
+    assert weights["embedding_table"] == sympy.Matrix([[R(491, 256), R(-235, 256)]])
     assert exact(g, "step1.layer1.add_norm2.beta") == [[F(-6, 7), F(6, 7)]]
     # the step's local formula reads the step before's stages by name
     formula = g.local("step1.layer1.b_2")[0, 0]
@@ -113,6 +121,7 @@ def test_write_round_trip(tmp_path, capsys):
     assert written.layers[0].beta_2 == sympy.Matrix([[R(-6, 7), R(6, 7)]])
     assert written.layers[0].heads[0].W_Q == sympy.Matrix([[0], [0]])
     assert written.layers[0].eps == R(7, 4)
+    assert written.embeddings == sympy.Matrix([[R(491, 256), R(-235, 256)]])
     g = backward(derive(written))
     assert agrees(g, "loss", want, digits=25)
 
@@ -132,7 +141,7 @@ def test_write_refused_when_a_weight_is_not_rational(tmp_path, capsys):
     assert main(["train", "--lr", "0.1", "--steps", "1", "--write", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "not rational" in err and "step1.layer1." in err
+    assert "not rational" in err and "step1." in err
     assert not out.exists()
 
 
@@ -177,8 +186,14 @@ def _parts(name: str) -> list[str]:
     return parts
 
 
+#: The example's fields of the tables ``train`` trains whole.
+TABLES = {"embedding_table": "embeddings", "positional_embeddings": "positional_embeddings"}
+
+
 def _set(example, name: str, value: np.ndarray):
     """The example with weight ``name`` (``layer1.head2.W_Q``, ``layer1.b_1``) replaced."""
+    if name in TABLES:
+        return dataclasses.replace(example, **{TABLES[name]: sympy.Matrix(value.tolist())})
     parts = _parts(name)
     number = int(parts[0].removeprefix("layer")) - 1
     layer = example.layers[number]
@@ -197,6 +212,8 @@ def _set(example, name: str, value: np.ndarray):
 
 
 def _get(example, name: str) -> np.ndarray:
+    if name in TABLES:
+        return np.array(getattr(example, TABLES[name]).tolist(), dtype=np.float64)
     parts = _parts(name)
     layer = example.layers[int(parts[0].removeprefix("layer")) - 1]
     if parts[1].startswith("head"):
@@ -218,7 +235,7 @@ def float_training(example, names, lr: float, steps: int, optimizer: str):
         if t == steps + 1:
             break
         for n in names:
-            w, g = _get(example, n), grads[f"grad.{n}"].reshape(_get(example, n).shape)
+            w, g = _get(example, n), _float_gradient(example, grads, n)
             if optimizer == "sgd":
                 w = w - lr * g
             else:
@@ -228,6 +245,32 @@ def float_training(example, names, lr: float, steps: int, optimizer: str):
                     np.sqrt(v[n] / (1 - beta2 ** t)) + eps)
             example = _set(example, n, w)
     return losses, example
+
+
+def _float_gradient(example, grads: dict, name: str) -> np.ndarray:
+    """The float gradient of weight ``name``, shaped like it: a table's rows not read
+    get 0 (the float backward gives the rows used, in order of first appearance, and
+    the gradient at the positions)."""
+    shape = _get(example, name).shape
+    if name == "embedding_table":
+        full = np.zeros(shape)
+        for k, u in enumerate(dict.fromkeys(example.token_ids)):
+            full[u] = grads["grad.embedding_table"][k]
+        return full
+    if name == "positional_embeddings":
+        full = np.zeros(shape)
+        full[:len(example.tokens)] = grads["grad.positional_encoding"]
+        return full
+    return grads[f"grad.{name}"].reshape(shape)
+
+
+def _learned_positions():
+    """The built-in example with a learned positional table of 6 rows (2 not read)."""
+    example = load_example()
+    n, d = len(example.tokens), example.d_model
+    P = sympy.Matrix(n + 2, d, lambda i, j: R((i + 2 * j) % 5 - 2, 4))
+    return dataclasses.replace(example, positional_encoding="learned",
+                               positional_embeddings=P)
 
 
 def _active_ffn(b: sympy.Rational | None = None):
@@ -240,14 +283,15 @@ def _active_ffn(b: sympy.Rational | None = None):
 
 
 @pytest.mark.parametrize("optimizer,lr", [("sgd", "1/10"), ("adam", "1/100")])
-@pytest.mark.parametrize("make", [load_example, _active_ffn])
+@pytest.mark.parametrize("make", [load_example, _active_ffn, _learned_positions])
 def test_steps_agree_with_a_float64_training_loop(optimizer, lr, make):
     example = make()
     steps = 3
     t = train(derive(example), sympy.Rational(lr), steps, optimizer)
     names = [w.name for w in t.weights]
     assert {"layer1.head2.W_V", "layer1.b_2", "layer1.add_norm1.gamma",
-            "layer1.add_norm2.beta"} <= set(names)
+            "layer1.add_norm2.beta", "embedding_table"} <= set(names)
+    assert ("positional_embeddings" in names) == (make is _learned_positions)
     losses, trained = float_training(example, names, float(sympy.Rational(lr)), steps,
                                      optimizer)
     for k, want in enumerate(losses):

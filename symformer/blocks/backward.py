@@ -12,7 +12,8 @@
   after the stage's block and the parameter: ``grad.layer1.head1.W_Q``,
   ``grad.layer1.W_O``, ``grad.layer1.W_1``, ``grad.layer1.b_1``,
   ``grad.layer1.add_norm1.gamma``, ``grad.embedding_table`` (only the rows of the
-  tokens used), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``.
+  tokens used), ``grad.positional_embeddings`` (a learned table: only the rows of
+  the positions, ``pos0`` ...), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``.
 
 Exactness: ReLU's derivative at exactly h = 0 is the subgradient 0 (decided by the
 certified sign of h, or a proof that h = 0); a score masked with -inf is a constant,
@@ -25,7 +26,14 @@ from dataclasses import replace
 
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
-from symformer.ops import CrossEntropy, MeanSquaredError, Notation, Operation, ReLU
+from symformer.ops import (
+    CrossEntropy,
+    LearnedPositional,
+    MeanSquaredError,
+    Notation,
+    Operation,
+    ReLU,
+)
 from symformer.ops.gradient import Gradient, Seed, Term
 
 #: Name components of sub-layer groups, left out of a parameter's name.
@@ -175,7 +183,14 @@ def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
         return (parameter,)
     if stage.inputs and rows == g[stage.inputs[0]].shape[1]:
         return g[stage.inputs[0]].cols  # a weight W: one row per input column
+    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
+        return position_labels(stage.op.used_rows())
     return tuple(dict.fromkeys(stage.rows))  # the embedding table: the tokens used
+
+
+def position_labels(positions) -> tuple[str, ...]:
+    """The row labels of a learned positional table's rows: ``pos0``, ``pos1``, ..."""
+    return tuple(f"pos{p}" for p in positions)
 
 
 def _notation(stage: Stage, parameter: str | None = None) -> Notation:

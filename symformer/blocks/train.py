@@ -18,7 +18,12 @@ steps do not swell: step 5 costs what step 1 costs.  The weights are exact (no
 longer rational after a softmax or a square root has entered them); only their
 digits are certified when printed.  Trained: the weights of every operation with a
 staged variant (the projections: W_Q, W_K, W_V, W_O, W_1, b_1, W_2, b_2, W_vocab;
-the LayerNorms' gamma and beta); the embedding table stays as the example gives it.
+the LayerNorms' gamma and beta; the embedding tables and a learned positional
+table, each whole: the rows the sentence does not read get the gradient exactly 0
+and stay exactly as they were).  A tied language-model head (``[lm_head] tied =
+true``) trains one table: W_vocab is the stage ``stepT.W_vocab`` = the transpose of
+``stepT.embedding_table`` (:mod:`symformer.ops.transpose`), so the table's gradient
+is the sum of both uses and the tie holds after every step.
 """
 
 from __future__ import annotations
@@ -33,13 +38,23 @@ from symformer.blocks.backward import (
     decide_relu_zeros,
     parameter_labels,
     parameter_names,
+    position_labels,
 )
 from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
 from symformer.example.numbers import exact_number
 from symformer.lazy import sympy
-from symformer.ops import AdamMoment, AdamStep, Parameter, ReLU, SgdStep
+from symformer.ops import (
+    AdamMoment,
+    AdamStep,
+    Embedding,
+    LearnedPositional,
+    Parameter,
+    ReLU,
+    SgdStep,
+    Transpose,
+)
 from symformer.ops.adam import DEFAULTS
 from symformer.ops.base import named
 
@@ -54,7 +69,11 @@ OPTIMIZERS = ("sgd", "adam")
 
 @dataclass(frozen=True)
 class Weight:
-    """A trained weight: its name (``layer1.W_1``), the stage and parameter it belongs to."""
+    """A trained weight: its name (``layer1.W_1``), the stage and parameter it belongs to.
+
+    ``tied``: the name of the weight this one is the transpose of (a tied head's
+    W_vocab is the ``embedding_table`` transposed); it is not trained on its own.
+    """
 
     name: str
     stage: str
@@ -62,6 +81,7 @@ class Weight:
     value: sympy.Matrix
     rows: tuple[str, ...]
     cols: tuple[str, ...]
+    tied: str | None = None
 
 
 @dataclass
@@ -107,13 +127,28 @@ def trained_weights(g: Derivation) -> list[Weight]:
     needed = g.ancestors(loss) | {loss}
     names = parameter_names(g, needed)
     found = []
+    head = g.example.lm_head
     for stage in g:
         if stage.name in needed and stage.op.staged() is not None:
             for parameter, value in stage.op.parameters().items():
-                rows, cols = parameter_labels(g, stage, parameter, value)
+                rows, cols = _labels(g, stage, parameter, value)
+                tied = "embedding_table" if head is not None and head.tied \
+                    and stage.side != "decoder" and parameter == "W_vocab" else None
                 found.append(Weight(names[(stage.name, parameter)].removeprefix("grad."),
-                                    stage.name, parameter, value, rows, cols))
+                                    stage.name, parameter, value, rows, cols, tied))
     return found
+
+
+def _labels(g: Derivation, stage: Stage, parameter: str, value: sympy.Matrix
+            ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Row and column labels of a trained weight: a table is trained whole (every
+    vocabulary entry, every position), the others as their gradient is labelled."""
+    if isinstance(stage.op, Embedding):
+        side = g.example.decoder if stage.side == "decoder" else g.example
+        return tuple(side.vocab), stage.cols
+    if isinstance(stage.op, LearnedPositional):
+        return position_labels(range(value.rows)), stage.cols
+    return parameter_labels(g, stage, parameter, value)
 
 
 def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
@@ -145,7 +180,8 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
         start = time.perf_counter()
         if t > 0:  # the step before's backward pass, stopped at its weight stages
             backward(t_graph, training.loss(t - 1), parameters=False, relu_zeros=False,
-                     stop=frozenset(training.weight(t - 1, w) for w in weights))
+                     stop=frozenset(training.weight(t - 1, w) for w in weights
+                                    if w.tied is None))
         for w in weights:
             _add_weight(training, w, t)
         for s in forward:
@@ -175,6 +211,9 @@ def _add_weight(training: Training, w: Weight, t: int) -> None:
     g, name = training.graph, training.weight(t, w)
     notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} steps")
     where = {"rows": w.rows, "cols": w.cols}
+    if w.tied is not None:  # the tied table's transpose, read from step t's table
+        g.add(name, "parameter", Transpose(notation), (f"step{t}.{w.tied}",), **where)
+        return
     if t == 0:
         g.add(name, "parameter", Parameter(w.value, notation), (), **where)
         return
@@ -238,9 +277,10 @@ def change(training: Training, t: int) -> int | None:
 
 def rational_weights(training: Training) -> tuple[dict[str, sympy.Matrix], str | None]:
     """The final weights as exact rationals, or the name of the first entry that is
-    not rational (by the exact forward pass, :mod:`symformer.engine.exact`)."""
+    not rational (by the exact forward pass, :mod:`symformer.engine.exact`); a tied
+    W_vocab is not listed (it is the embedding table's transpose)."""
     g, found = training.graph, {}
-    for w in training.weights:
+    for w in (w for w in training.weights if w.tied is None):
         name = training.weight(training.steps, w)
         rows, cols = g[name].shape
         values = []

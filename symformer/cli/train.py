@@ -45,8 +45,11 @@ step is printed with certified digits; a step where the loss does not decrease i
 reported (an undecidable comparison is said to be one). --lr is read exactly from
 its text (0.1 is 1/10; "1/8" works too). At most {MAX_STEPS} steps. Adam uses
 beta1 = 0.9, beta2 = 0.999, eps = 1e-8, read exactly. Trained: the projections'
-weights and biases and the LayerNorms' gamma and beta; the embedding table stays.
---write saves the updated example only when every trained weight is still rational.
+weights and biases, the LayerNorms' gamma and beta, the embedding tables and a
+learned positional table (rows not read get gradient 0 and stay as they were); a
+tied head (tied = true) trains the one table, its gradient the sum of both uses.
+--write saves the updated example (encoder, decoder, tables) only when every
+trained weight is still rational.
 """
 
 

@@ -5,7 +5,12 @@ every decimal kept as its literal text), the trained weights are put in (rationa
 ``"p/q"`` strings, integers as integers) and the whole is written back as TOML.
 Comments are not kept.  Weights are found by their names: ``layer1.head2.W_Q`` is
 ``[[layer]]`` 1's ``[[layer.head]]`` 2's ``W_Q``, ``layer1.add_norm2.gamma`` its
-``gamma_2``, ``W_vocab`` is ``[lm_head]``'s (or ``[decoder]``'s).
+``gamma_2`` (``gamma`` alone: the final norm's ``gamma_f``), ``W_vocab`` is
+``[lm_head]``'s (or ``[decoder]``'s), ``embedding_table`` the ``embeddings``,
+``positional_embeddings`` the learned table; a decoder's
+``decoder.layer1.self.head2.W_Q`` is ``[[decoder.layer]]`` 1's
+``[[decoder.layer.self_head]]`` 2's ``W_Q`` and ``decoder.layer1.cross.W_O`` its
+``W_O_cross``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix]) -> str:
     data = read_toml(text, example.source)
     for name, value in weights.items():
         table, key = _place(data, name)
-        table[key] = _numbers(value, vector=not key.startswith("W"))
+        table[key] = _numbers(value, vector=key.startswith(("b_", "gamma", "beta")))
     return dump(data)
 
 
@@ -45,6 +50,14 @@ def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:
     norm = _NORM.fullmatch(path[-1]) if path and key in ("gamma", "beta") else None
     if norm:  # layer1.add_norm2.gamma is [[layer]] 1's gamma_2; final_norm's gamma_f
         path, key = path[:-1], f"{key}_{norm[1] or 'f'}"
+    elif not path and key in ("gamma", "beta"):  # the final norm's (stage final_norm)
+        key = f"{key}_f"
+    if key == "embedding_table":
+        key = "embeddings"
+    if path and path[-1] in ("self", "cross"):  # decoder.layer1.self.W_O: W_O_self
+        path, key = path[:-1], f"{key}_{path[-1]}"
+    elif len(path) > 1 and path[-2] in ("self", "cross"):  # ...self.head2: self_head2
+        path = [*path[:-2], f"{path[-2]}_{path[-1]}"]
     if not path and key == "W_vocab":
         if data.get("lm_head", {}).get("tied"):
             raise NotSupportedError("--write: the language-model head is tied to the "

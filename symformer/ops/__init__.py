@@ -30,9 +30,12 @@ from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.sgd import SgdStep
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
+from symformer.ops.staged_embedding import StagedEmbedding
 from symformer.ops.staged_normalize import StagedNormalize
+from symformer.ops.staged_positional import StagedPositional
 from symformer.ops.staged_projection import StagedProjection
 from symformer.ops.std_dev import StdDev
+from symformer.ops.transpose import Transpose
 from symformer.ops.variance import RowVariance
 from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
@@ -43,6 +46,7 @@ __all__ = [
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
     "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Softmax", "StagedNormalize", "StagedProjection", "StdDev",
-    "Term", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
+    "Seed", "SgdStep", "SiLU", "Softmax", "StagedEmbedding", "StagedNormalize",
+    "StagedPositional", "StagedProjection", "StdDev", "Term", "Transpose", "WeightedSum",
+    "WholeMean", "WholeVariance", "positional_encoding",
 ]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -39,6 +39,8 @@ class Embedding(Operation):
     reference_function = embed
     default_notation = Notation("e", "e", "Token embedding")
     rational = True
+    #: The symbol of the table the rows are read from (its gradient: dL/dE).
+    table_symbol: ClassVar[Notation] = Notation("E", "E", "the embedding table")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])
@@ -60,8 +62,13 @@ class Embedding(Operation):
         """The embedding table (its gradient has only the rows of the tokens used)."""
         return {"embedding_table": self.E}
 
+    def staged(self) -> Operation:
+        """The lookup reading the whole table from a stage (``train``'s trained table,
+        :mod:`symformer.ops.staged_embedding`, found in the registry)."""
+        return OPERATIONS["staged_embedding"](self.token_ids, self.notation)
+
     def parameter_notation(self, name: str) -> Notation:
-        return Notation("E", "E", "the embedding table E")
+        return self.table_symbol
 
     def used_rows(self) -> list[int]:
         """The table's rows the sentence uses, in order of first appearance."""

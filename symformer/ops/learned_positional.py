@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.ops.base import OPERATIONS, Notation, Operation, matrix
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def learned_positions(P, pos):
     """PE[pos] = P[pos] for pos = 0..n-1: the table's first n rows, (n, d)."""
     return P[pos]
+
+
+def learned_positions_backward(G):
+    """dL/dP[pos] = G: the row of the table read at position pos gets that position's
+    gradient (only the rows read, start .. start + n - 1; each is read once)."""
+    return G
 
 
 @dataclass(frozen=True)
@@ -31,15 +39,46 @@ class LearnedPositional(Operation):
     reference_function = learned_positions
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional embedding (learned)")
     rational = True
+    #: The symbol of the table the rows are read from (its gradient: dL/dP).
+    table_symbol: ClassVar[Notation] = Notation("P", "P", "the learned positional table")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.P[self.start:self.start + self.n, :]
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        return [[sympy_to_arb(v) for v in self.P.row(self.start + i)] for i in range(self.n)]
+        table = constant_balls(self.P)
+        return [list(table[self.start + i]) for i in range(self.n)]
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[arb(0) for _ in row] for row in self.arb([])]  # a constant
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return matrix(self.P, dtype), np.arange(self.start, self.start + self.n)
+
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        """The learned table (its gradient has only the rows read, start .. start + n - 1)."""
+        return {"positional_embeddings": self.P}
+
+    def parameter_notation(self, name: str) -> Notation:
+        return self.table_symbol
+
+    def staged(self) -> Operation:
+        """The rows read from a stage holding the whole table (``train``'s trained table,
+        :mod:`symformer.ops.staged_positional`, found in the registry)."""
+        return OPERATIONS["staged_positional"](self.n, self.start, self.notation)
+
+    def used_rows(self) -> list[int]:
+        """The table's rows read, in order: start .. start + n - 1."""
+        return list(range(self.start, self.start + self.n))
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """Row start + i of dL/dP is dL/dPE at position i (each row is read once)."""
+        return [list(row) for row in grad]
+
+    def backward_function(self, wrt: int | str):
+        return learned_positions_backward
+
+    def backward_arguments(self, wrt: int | str, args: Sequence[np.ndarray], out: np.ndarray,
+                           grad: np.ndarray, dtype: type) -> Sequence[Any]:
+        return (grad.astype(dtype),)
