@@ -63,6 +63,7 @@ from symformer.ops import (
     StagedNormalize,
     StagedPositional,
     StagedProjection,
+    StagedRMSNormalize,
     StdDev,
     Transpose,
     WeightedSum,
@@ -518,6 +519,13 @@ def _(draw):
     x = _matrix(draw, n, d)
     return Case(StagedNormalize(sympy.Rational(1, 1000), draw(st.booleans())),
                 [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d), _matrix(draw, 1, d)])
+
+
+@factory("staged_rms_normalize")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(StagedRMSNormalize(sympy.Rational(1, 1000)),
+                [_matrix(draw, n, d), _positive(draw, n), _matrix(draw, 1, d)])
 
 
 @factory("staged_embedding")

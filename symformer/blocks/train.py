@@ -18,7 +18,7 @@ steps do not swell: step 5 costs what step 1 costs.  The weights are exact (no
 longer rational after a softmax or a square root has entered them); only their
 digits are certified when printed.  Trained: the weights of every operation with a
 staged variant (the projections: W_Q, W_K, W_V, W_O, W_1, b_1, W_2, b_2, W_vocab;
-the LayerNorms' gamma and beta; the embedding tables and a learned positional
+the LayerNorms' gamma and beta, RMSNorm's gamma; the embedding tables and a learned positional
 table, each whole: the rows the sentence does not read get the gradient exactly 0
 and stay exactly as they were).  A tied language-model head (``[lm_head] tied =
 true``) trains one table: W_vocab is the stage ``stepT.W_vocab`` = the transpose of

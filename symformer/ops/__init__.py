@@ -34,6 +34,7 @@ from symformer.ops.staged_embedding import StagedEmbedding
 from symformer.ops.staged_normalize import StagedNormalize
 from symformer.ops.staged_positional import StagedPositional
 from symformer.ops.staged_projection import StagedProjection
+from symformer.ops.staged_rms_norm import StagedRMSNormalize
 from symformer.ops.std_dev import StdDev
 from symformer.ops.transpose import Transpose
 from symformer.ops.variance import RowVariance
@@ -47,6 +48,6 @@ __all__ = [
     "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
     "Seed", "SgdStep", "SiLU", "Softmax", "StagedEmbedding", "StagedNormalize",
-    "StagedPositional", "StagedProjection", "StdDev", "Term", "Transpose", "WeightedSum",
-    "WholeMean", "WholeVariance", "positional_encoding",
+    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "Term",
+    "Transpose", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
 ]

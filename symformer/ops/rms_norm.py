@@ -15,7 +15,14 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, matrix, undefined_error
+from symformer.ops.base import (
+    OPERATIONS,
+    Notation,
+    Operation,
+    Spelling,
+    matrix,
+    undefined_error,
+)
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
@@ -38,19 +45,24 @@ def mean_square_backward(g, x, d):
     return g * 2 * x / d
 
 
-def rms_norm_backward_x(g, gamma, R):
-    """dL/dx_j = gamma_j g_j / R, R = sqrt(ms + eps) (ms is a stage of its own)."""
-    return gamma * g / R
+def rms_norm_backward_x(g, gamma, ms, eps):
+    """dL/dx_j = gamma_j g_j / sqrt(ms + eps) (ms is a stage of its own)."""
+    return gamma * g / np.sqrt(ms + eps)
 
 
-def rms_norm_backward_ms(g, x, gamma, R):
-    """dL/dms = -sum_j gamma_j g_j x_j / (2 R^3)."""
-    return -np.sum(gamma * g * x, axis=-1, keepdims=True) / (2 * R ** 3)
+def rms_norm_backward_ms(g, x, gamma, ms, eps):
+    """dL/dms = -sum_j gamma_j g_j x_j / (2 (ms + eps)^(3/2))."""
+    return -np.sum(gamma * g * x, axis=-1, keepdims=True) / (2 * (ms + eps) ** 1.5)
 
 
-def rms_norm_backward_gamma(g, x, R):
-    """dL/dgamma_j = sum_i g_ij x_ij / R_i."""
-    return np.sum(g * x / R, axis=0, keepdims=True)
+def rms_norm_backward_gamma(g, x, ms, eps):
+    """dL/dgamma_j = sum_i g_ij x_ij / sqrt(ms_i + eps)."""
+    return np.sum(g * x / np.sqrt(ms + eps), axis=0, keepdims=True)
+
+
+def rms_backward_arguments(wrt: int | str, x, ms, gamma, eps, g) -> tuple:
+    """The NumPy backward rules' arguments for input 0, 1 (x, ms) or gamma."""
+    return {0: (g, gamma, ms, eps), 1: (g, x, gamma, ms, eps), "gamma": (g, x, ms, eps)}[wrt]
 
 
 @dataclass(frozen=True)
@@ -180,6 +192,11 @@ class RMSNormalize(Operation):
         """gamma."""
         return {"gamma": self.gamma}
 
+    def staged(self) -> Operation:
+        """The same RMSNorm reading gamma from a stage (``train``'s trained gamma,
+        :mod:`symformer.ops.staged_rms_norm`, found in the registry)."""
+        return OPERATIONS["staged_rms_normalize"](self.eps, self.notation)
+
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
         """y_j = gamma_j x_j / R with R = sqrt(ms + eps), ms a stage of its own:
@@ -208,5 +225,4 @@ class RMSNormalize(Operation):
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
         x, ms, gamma, eps = self.arguments([a.astype(dtype) for a in args], dtype)
-        R, g = np.sqrt(ms + eps), grad.astype(dtype)
-        return {0: (g, gamma, R), 1: (g, x, gamma, R), "gamma": (g, x, R)}[wrt]
+        return rms_backward_arguments(wrt, x, ms, gamma, eps, grad.astype(dtype))
