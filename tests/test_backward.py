@@ -292,6 +292,22 @@ def test_cross_entropy_target_not_in_the_vocabulary(tmp_path, capsys):
         load(path)
 
 
+def test_a_missing_loss_suggests_one_that_works(tmp_path, capsys):
+    """A language model without [loss] is told a cross-entropy table naming its next
+    tokens; pasted into the file, that table is a valid loss."""
+    import re
+
+    source = load_example("gpt2_style").source
+    assert main(["backward", source]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'kind = "cross_entropy"' in err
+    targets = re.search(r"targets = (\[[^]]*\])", err)[1]
+    path = tmp_path / "with_loss.toml"
+    path.write_text(open(source).read() + f'\n[loss]\nkind = "cross_entropy"\n'
+                    f"targets = {targets}\n")
+    assert main(["backward", str(path), "--stage", "loss"]) == 0
+
+
 CONSTANT_ROWS = """\
 title = "constant rows"
 tokens = ["a", "b"]

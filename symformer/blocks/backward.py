@@ -44,9 +44,17 @@ def add_loss(g: Derivation) -> str:
     """Append the ``loss`` stage of the example's ``[loss]`` table; returns its name."""
     loss = g.example.loss
     if loss is None:
-        raise InputError(f"{g.example.source}: the example has no [loss] table; add one, "
-                         f"e.g. [loss] kind = \"mse\" with target = [[...]] (the shape of "
-                         f"the output)")
+        example = g.example
+        if example.lm_head is not None:  # a language model: its next tokens, say
+            nexts = ", ".join(f'"{t}"' for t in (*example.tokens[1:], example.tokens[0]))
+            hint = (f'[loss] kind = "cross_entropy" with targets = [{nexts}] (one target '
+                    f'token per position; these are the next tokens)')
+        else:
+            hint = ('[loss] kind = "mse" with target = [[...]] (the shape of the output), '
+                    'or kind = "cross_entropy" with targets = [...] with an [lm_head] or a '
+                    '[decoder]')
+        raise InputError(f"{example.source}: the example has no [loss] table; add one, "
+                         f"e.g. {hint}")
     if "loss" in g:
         return "loss"
     if loss.kind == "mse":
