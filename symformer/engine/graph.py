@@ -49,6 +49,13 @@ DEFAULT_MAX_OPS = 400
 PROOF_PRECISION = 4096
 #: The type of None, for a scan of a row in C.
 _NONE = type(None)
+#: Bits added to the first working precision of :meth:`Derivation.rounded` per stage
+#: of the graph's longest path: balls widen along the path (through LayerNorms, a
+#: backward pass), about 0.4 to 0.8 bits per stage in the benchmarks' examples, and
+#: a few hundred bits more cost little next to a second evaluation of the graph.
+BITS_PER_DEPTH = 1
+#: The first working precision is rounded up to a multiple of this many bits.
+PRECISION_STEP = 64
 
 
 @dataclass(eq=False)
@@ -149,6 +156,8 @@ class Derivation:
         self._exact_twin: Derivation | None = None
         self._poly_prover: PolyProver | None = None
         self._cheap_zeros: dict[tuple[str, int, int], bool] = {}
+        self._depth: dict[str, int] = {}  # stage -> length of its longest input path
+        self._raised: dict[int, int] = {}  # first precision -> the precision it needed
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -161,6 +170,7 @@ class Derivation:
             raise ValueError(f"stage {name} reads unknown stages {missing}")
         self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
                                   derivation=self, **where)
+        self._depth[name] = 1 + max((self._depth[i] for i in inputs), default=0)
         # stages are append-only and never change: evaluate() computes only the new ones
         return name
 
@@ -322,7 +332,8 @@ class Derivation:
         self[name]  # an unknown name is an InputError
         # Most entries are decided by the first precision: round the whole stage from
         # one evaluation, and give only the others the per-entry, escalating path.
-        prec = start_precision(decimals, significant)
+        base = start_precision(decimals, significant)
+        prec = self.working_precision(base)
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
         # The entries left open (a masked score stays None): usually none at all.
@@ -357,6 +368,8 @@ class Derivation:
             for (i, j), r in zip(pending, again):
                 quick[i][j] = r
             pending = [where for where, r in zip(pending, again) if r is None]
+            # later stages start here: no rounding at a precision known too low
+            self._raised[base] = max(self._raised.get(base, 0), prec)
 
         for i, j in open_:
             if quick[i][j] is not None:
@@ -371,6 +384,22 @@ class Derivation:
                         name, i, j, ball, decimals, significant, prec))
             quick[i][j] = rounded
         return quick
+
+    def working_precision(self, base: int) -> int:
+        """The first precision :meth:`rounded` evaluates at, for a start of ``base`` bits.
+
+        ``base`` plus :data:`BITS_PER_DEPTH` per stage of the graph's longest path
+        (rounded up to :data:`PRECISION_STEP`), so that deep stages (many layers, a
+        backward pass) are decided by the one evaluation of the whole graph rather than
+        a second one at twice the precision; at least what an earlier stage needed.
+        An evaluation already made at up to twice that precision is reused.  Only a
+        matter of speed: a ball still too wide is evaluated again higher.
+        """
+        depth = max(self._depth.values(), default=0)
+        wanted = base + BITS_PER_DEPTH * depth
+        wanted = max(-(-wanted // PRECISION_STEP) * PRECISION_STEP, self._raised.get(base, 0))
+        done = [p for p in self._balls if wanted <= p <= 2 * wanted]
+        return min(done) if done else wanted
 
     @property
     def canonical(self) -> Canonical:
