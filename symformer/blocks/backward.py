@@ -54,7 +54,7 @@ def add_loss(g: Derivation) -> str:
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 
-def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 128) -> None:
+def decide_relu_zeros(g: Derivation, relus: list[str], prec: int | None = None) -> None:
     """The ReLU stages' inputs that are exactly 0 get the subgradient 0 by proof.
 
     A ball around an exact 0 never separates from it, so ReLU's ball step would stay
@@ -62,7 +62,10 @@ def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 128) -> None:
     Entries whose ball at ``prec`` bits contains 0 have their sign decided exactly
     (:meth:`~symformer.engine.graph.Derivation.sign`: higher precision, the exact
     forward pass, a proof); the exact zeros are given to the ReLU operation.
+    ``prec`` defaults to :meth:`~symformer.engine.graph.Derivation.working_precision`
+    from 128 bits (the evaluation that printing the stages reuses).
     """
+    prec = prec or g.working_precision(128)
     for stage in (g[name] for name in relus):
         h = stage.inputs[0]
         balls = g.evaluate(prec)[h]

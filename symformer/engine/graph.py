@@ -54,8 +54,6 @@ _NONE = type(None)
 #: backward pass), about 0.4 to 0.8 bits per stage in the benchmarks' examples, and
 #: a few hundred bits more cost little next to a second evaluation of the graph.
 BITS_PER_DEPTH = 1
-#: The first working precision is rounded up to a multiple of this many bits.
-PRECISION_STEP = 64
 
 
 @dataclass(eq=False)
@@ -146,6 +144,7 @@ class Derivation:
         self._symbols: dict[str, sympy.Matrix] = {}
         self._owner: dict[sympy.Symbol, tuple[str, int, int]] = {}
         self._local: dict[str, sympy.Matrix] = {}
+        self._local_rows: dict[str, list[list[sympy.Expr]]] = {}  # the same, as lists
         self._entries: dict[tuple[str, int, int], sympy.Expr | None] = {}  # single entries
         self._closed: dict[tuple[str, int, int], sympy.Expr] = {}
         self._balls: dict[int, dict[str, ArbMatrix]] = {}
@@ -156,7 +155,9 @@ class Derivation:
         self._exact_twin: Derivation | None = None
         self._poly_prover: PolyProver | None = None
         self._cheap_zeros: dict[tuple[str, int, int], bool] = {}
+        self._won_attempt: dict[str | None, int] = {}  # stage -> proof attempt that worked
         self._depth: dict[str, int] = {}  # stage -> length of its longest input path
+        self._max_depth = 0
         self._raised: dict[int, int] = {}  # first precision -> the precision it needed
 
     # -- building ---------------------------------------------------------------
@@ -170,7 +171,8 @@ class Derivation:
             raise ValueError(f"stage {name} reads unknown stages {missing}")
         self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
                                   derivation=self, **where)
-        self._depth[name] = 1 + max((self._depth[i] for i in inputs), default=0)
+        depth = self._depth[name] = 1 + max((self._depth[i] for i in inputs), default=0)
+        self._max_depth = max(self._max_depth, depth)
         # stages are append-only and never change: evaluate() computes only the new ones
         return name
 
@@ -388,16 +390,18 @@ class Derivation:
     def working_precision(self, base: int) -> int:
         """The first precision :meth:`rounded` evaluates at, for a start of ``base`` bits.
 
-        ``base`` plus :data:`BITS_PER_DEPTH` per stage of the graph's longest path
-        (rounded up to :data:`PRECISION_STEP`), so that deep stages (many layers, a
-        backward pass) are decided by the one evaluation of the whole graph rather than
-        a second one at twice the precision; at least what an earlier stage needed.
-        An evaluation already made at up to twice that precision is reused.  Only a
-        matter of speed: a ball still too wide is evaluated again higher.
+        ``base`` plus :data:`BITS_PER_DEPTH` per stage of the graph's longest path,
+        rounded up to a power of two, so that deep stages (many layers, a backward
+        pass) are decided by the one evaluation of the whole graph rather than a second
+        one at twice the precision; at least what an earlier stage needed.  An
+        evaluation already made at up to twice that precision is reused (the power of
+        two makes the forward pass's and the backward pass's forecasts meet: the
+        backward pass's ReLU signs are decided at this precision, and the printing
+        then evaluates only the gradient stages).  Only a matter of speed: a ball still
+        too wide is evaluated again higher.
         """
-        depth = max(self._depth.values(), default=0)
-        wanted = base + BITS_PER_DEPTH * depth
-        wanted = max(-(-wanted // PRECISION_STEP) * PRECISION_STEP, self._raised.get(base, 0))
+        wanted = 1 << (base + BITS_PER_DEPTH * self._max_depth - 1).bit_length()
+        wanted = max(wanted, self._raised.get(base, 0))
         done = [p for p in self._balls if wanted <= p <= 2 * wanted]
         return min(done) if done else wanted
 
@@ -592,7 +596,7 @@ class Derivation:
                     self._zeros.add(_normal(e))
         return proved
 
-    def structural_zero(self, expr: sympy.Expr) -> bool:
+    def structural_zero(self, expr: sympy.Expr, stage: str | None = None) -> bool:
         """Prove ``expr`` exactly 0 by a polynomial identity; False if no quick proof.
 
         The cheap first attempt for a ball around 0 (:mod:`symformer.engine.polyzero`):
@@ -606,20 +610,34 @@ class Derivation:
         forward pass of the gradients, and a term budget.  Sound: every
         denominator of a local formula is a stage value the derivation has evaluated
         (hence non-zero), and ReLU branches are decided by certified signs.
+
+        ``stage``: the stage whose entry ``expr`` is; the attempt that proved one of
+        its entries is tried first for the next (the rows of a stage are zero for the
+        same reason, so the attempts that fail for one fail for the others).
         """
         if self._poly_prover is None:
             self._poly_prover = PolyProver(
                 self, lambda s: self._cheap_zeros.get(self.owner(s)) is True)
         prover = self._poly_prover
-        return (prover.structural(expr, self._resolved_local, limit=16)
-                or prover.with_canonical(expr, self._resolved_local)
-                or prover.structural(expr, self._resolved_local))
+        attempts = (lambda: prover.structural(expr, self._resolved_local, limit=16),
+                    lambda: prover.with_canonical(expr, self._resolved_local),
+                    lambda: prover.structural(expr, self._resolved_local))
+        won = self._won_attempt.get(stage)
+        order = range(len(attempts)) if won is None else \
+            [won, *(k for k in range(len(attempts)) if k != won)]
+        for k in order:
+            if attempts[k]():
+                if stage is not None:
+                    self._won_attempt[stage] = k
+                return True
+        return False
 
     def _cheap_zero(self, name: str, i: int, j: int) -> bool:
         """Whether :meth:`structural_zero` proves the entry 0 (tried once per entry)."""
         key = (name, i, j)
         if key not in self._cheap_zeros:
-            self._cheap_zeros[key] = self.structural_zero(self._resolved_local(name, i, j))
+            self._cheap_zeros[key] = self.structural_zero(self._resolved_local(name, i, j),
+                                                          name)
         return self._cheap_zeros[key]
 
     def _unfold_latest(self, expr: sympy.Expr, order: dict[str, int],
@@ -715,7 +733,10 @@ class Derivation:
                     [self.symbols(s) for s in stage.inputs], i, j)
             if self._entries[key] is not None:
                 return self._entries[key]
-        return self.local(name)[i, j]
+        rows = self._local_rows.get(name)
+        if rows is None:  # a SymPy matrix's own indexing is slow: read it as lists once
+            rows = self._local_rows[name] = self.local(name).tolist()
+        return rows[i][j]
 
     def _resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
         """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""
