@@ -387,7 +387,7 @@ class Derivation:
             quick[i][j] = rounded
         return quick
 
-    def working_precision(self, base: int) -> int:
+    def working_precision(self, base: int, depth: int | None = None) -> int:
         """The first precision :meth:`rounded` evaluates at, for a start of ``base`` bits.
 
         ``base`` plus :data:`BITS_PER_DEPTH` per stage of the graph's longest path,
@@ -398,12 +398,21 @@ class Derivation:
         two makes the forward pass's and the backward pass's forecasts meet: the
         backward pass's ReLU signs are decided at this precision, and the printing
         then evaluates only the gradient stages).  Only a matter of speed: a ball still
-        too wide is evaluated again higher.
+        too wide is evaluated again higher.  ``depth``: the longest path to plan for
+        (default: the graph's own).
         """
-        wanted = 1 << (base + BITS_PER_DEPTH * self._max_depth - 1).bit_length()
+        depth = self._max_depth if depth is None else depth
+        wanted = 1 << (base + BITS_PER_DEPTH * depth - 1).bit_length()
         wanted = max(wanted, self._raised.get(base, 0))
         done = [p for p in self._balls if wanted <= p <= 2 * wanted]
         return min(done) if done else wanted
+
+    def backward_precision(self) -> int:
+        """The precision printing this graph to 30 digits will evaluate at once a
+        backward pass (about as deep again) is appended: for the decisions made before
+        the gradient stages exist (ReLU signs), so that printing reuses their evaluation
+        (:meth:`working_precision` reuses one up to twice what it wants)."""
+        return self.working_precision(start_precision(None, 30), 2 * self._max_depth)
 
     @property
     def canonical(self) -> Canonical:
