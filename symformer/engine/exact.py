@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import sympy
 from sympy.polys.domains import EXRAW
 from sympy.polys.matrices import DomainMatrix
+from sympy.polys.matrices.sdm import SDM
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation
@@ -136,7 +137,9 @@ def expression_matrix(rows: list[list]) -> sympy.Matrix:
         return sympy.Matrix(rows)
     entries = [[x if isinstance(x, sympy.Basic) else sympy.sympify(x) for x in row]
                for row in rows]
-    return DomainMatrix(entries, shape, EXRAW).to_sparse().to_Matrix()
+    # the sparse rows straight from the lists (zeros left out, as to_sparse does)
+    sparse = SDM.from_list(entries, shape, EXRAW)
+    return sympy.MutableDenseMatrix._fromrep(DomainMatrix.from_rep(sparse))
 
 
 def undefined_row(stage, row: int) -> Exception:

@@ -239,12 +239,13 @@ class Derivation:
         if name not in self._symbols:
             stage = self[name]
             rows, cols = stage.shape  # Python ints: formatting SymPy integers is slow
-            matrix = expression_matrix([[sympy.Symbol(f"{name}[{i},{j}]")
-                                         for j in range(cols)] for i in range(rows)])
-            self._symbols[name] = matrix
-            for i in range(matrix.rows):
-                for j in range(matrix.cols):
-                    self._owner[matrix[i, j]] = (name, i, j)
+            entries = [[sympy.Symbol(f"{name}[{i},{j}]") for j in range(cols)]
+                       for i in range(rows)]
+            self._symbols[name] = expression_matrix(entries)
+            owner = self._owner
+            for i, row in enumerate(entries):  # from the lists: a matrix's indexing is slow
+                for j, symbol in enumerate(row):
+                    owner[symbol] = (name, i, j)
         return self._symbols[name]
 
     def owner(self, symbol: sympy.Symbol) -> tuple[str, int, int]:
