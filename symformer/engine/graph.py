@@ -146,6 +146,7 @@ class Derivation:
         self._local: dict[str, sympy.Matrix] = {}
         self._local_rows: dict[str, list[list[sympy.Expr]]] = {}  # the same, as lists
         self._entries: dict[tuple[str, int, int], sympy.Expr | None] = {}  # single entries
+        self._entry_counts: dict[str, int] = {}  # single entries built, per stage
         self._closed: dict[tuple[str, int, int], sympy.Expr] = {}
         self._balls: dict[int, dict[str, ArbMatrix]] = {}
         self._signs: dict[tuple[str, int, int], int] = {}
@@ -734,15 +735,25 @@ class Derivation:
 
     def _local_entry(self, name: str, i: int, j: int) -> sympy.Expr:
         """One entry's local formula: from the stage's cached matrix, or built alone when
-        the operation can (``Operation.sympy_entry``: a proof unfolds few entries)."""
+        the operation can (``Operation.sympy_entry``: a proof unfolds few entries).
+        Past a quarter of the stage's entries the whole stage is built instead (a
+        proof that reads every row: the whole matrix costs a few entries' time)."""
         if name not in self._local:
             key = (name, i, j)
             if key not in self._entries:
                 stage = self[name]
+                built = self._entry_counts.get(name, 0)
+                if built >= max(2, stage.shape[0] * stage.shape[1] // 4):
+                    return self._local_row_entry(name, i, j)
+                self._entry_counts[name] = built + 1
                 self._entries[key] = stage.op.sympy_entry(
                     [self.symbols(s) for s in stage.inputs], i, j)
             if self._entries[key] is not None:
                 return self._entries[key]
+        return self._local_row_entry(name, i, j)
+
+    def _local_row_entry(self, name: str, i: int, j: int) -> sympy.Expr:
+        """Entry (i, j) of the stage's whole local matrix (built once)."""
         rows = self._local_rows.get(name)
         if rows is None:  # a SymPy matrix's own indexing is slow: read it as lists once
             rows = self._local_rows[name] = self.local(name).tolist()
