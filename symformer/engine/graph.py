@@ -337,7 +337,7 @@ class Derivation:
         # Most entries are decided by the first precision: round the whole stage from
         # one evaluation, and give only the others the per-entry, escalating path.
         base = start_precision(decimals, significant)
-        prec = self.working_precision(base)
+        prec = start = self.working_precision(base)
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
         # The entries left open (a masked score stays None): usually none at all.
@@ -385,7 +385,8 @@ class Derivation:
                     lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j],
                     f"{name}[{i},{j}]", decimals=decimals, significant=significant,
                     exact=lambda ball, prec, i=i, j=j: self._round_exact(
-                        name, i, j, ball, decimals, significant, prec))
+                        name, i, j, ball, decimals, significant, prec),
+                    start=start)
             quick[i][j] = rounded
         return quick
 
