@@ -625,7 +625,9 @@ class Derivation:
 
         ``stage``: the stage whose entry ``expr`` is; the attempt that proved one of
         its entries is tried first for the next (the rows of a stage are zero for the
-        same reason, so the attempts that fail for one fail for the others).
+        same reason, so the attempts that fail for one fail for the others).  For the
+        first, a gradient entry that multiplies forward entries (head 2's weight
+        gradient g . v_0) tries the canonical polynomials first.
         """
         if self._poly_prover is None:
             self._poly_prover = PolyProver(
@@ -635,6 +637,8 @@ class Derivation:
                     lambda: prover.with_canonical(expr, self._resolved_local),
                     lambda: prover.structural(expr, self._resolved_local))
         won = self._won_attempt.get(stage)
+        if won is None and stage is not None and prover.reads_forward_entries(expr):
+            won = 1  # a gradient times forward entries (g . v): equal entries, canonical
         order = range(len(attempts)) if won is None else \
             [won, *(k for k in range(len(attempts)) if k != won)]
         for k in order:

@@ -231,6 +231,17 @@ class PolyProver:
             return False
         return False
 
+    def reads_forward_entries(self, expr: sympy.Expr) -> bool:
+        """Whether ``expr`` is a gradient's formula with forward entries among its
+        polynomial variables (not only inside atoms such as 1/sqrt(var + eps)): a zero
+        of equal forward entries, which :meth:`with_canonical` finds."""
+        try:
+            stages = self._stages(self._poly(expr))
+        except Refused:
+            return False
+        kinds = {self.g[s].kind in GRADIENT_KINDS for s in stages}
+        return kinds == {True, False}
+
     # -- helpers ---------------------------------------------------------------------
     def _order(self) -> dict[str, int]:
         return {name: k for k, name in enumerate(self.g.stages)}
