@@ -9,8 +9,12 @@
 3. depth: 1, 2, 4, 8 layers of the built-in shapes (random non-zero weights, each
    layer its own, an mse loss against a random target), forward vs forward + backward.
 
-Run: ``python benchmarks/bench_backward.py``.  A measurement, not a test (the
-target of issue 11 is backward + forward <= 3x the forward, linear in depth).
+Each measurement is the median of :data:`REPEAT` runs after one warm-up run (the
+first run of an example pays SymPy's caches and the interpreter's first calls).
+
+Run: ``PYTHONPATH=. python benchmarks/bench_backward.py`` from the repository root
+(the worktree's symformer first).  A measurement, not a test (the target of issue 11
+is backward + forward <= 3x the forward, linear in depth).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from symformer.example.loader import example_from_dict  # noqa: E402
 from symformer.example.loss import Loss  # noqa: E402
 
 DIGITS = 30
+#: Timed runs per measurement (after one warm-up run).
+REPEAT = 5
 
 
 def forward_run(example) -> None:
@@ -60,18 +66,24 @@ def llama_with_loss():
     return example_from_dict(data, "<benchmark>")
 
 
+def timed(run, example) -> float:
+    """The median time of ``run(example)`` over :data:`REPEAT` runs after a warm-up."""
+    run(example)
+    return median_time(lambda: run(example), REPEAT)
+
+
 def main() -> None:
     for label, example in (("built-in", load_example()),
                            ("llama_style 8x8, 4q/2kv heads, 2 layers", llama_with_loss())):
-        fwd = median_time(lambda e=example: forward_run(e), 5)
-        both = median_time(lambda e=example: backward_run(e), 3)
+        fwd = timed(forward_run, example)
+        both = timed(backward_run, example)
         print(f"{label}, {DIGITS} digits: forward {fwd * 1e3:.1f} ms, forward + backward "
               f"{both * 1e3:.1f} ms ({both / fwd:.1f}x)")
     base = None
     for layers in (1, 2, 4, 8):
         example = with_loss(random_example(4, 4, 2, layers, d_ff=6))
-        fwd = median_time(lambda e=example: forward_run(e), 3)
-        both = median_time(lambda e=example: backward_run(e), 3)
+        fwd = timed(forward_run, example)
+        both = timed(backward_run, example)
         base = base or both
         print(f"{layers} layer(s): forward {fwd * 1e3:.1f} ms, forward + backward "
               f"{both * 1e3:.1f} ms ({both / fwd:.1f}x; {both / base:.1f}x one layer)")

@@ -70,7 +70,7 @@ def add_loss(g: Derivation) -> str:
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 
-def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 128) -> None:
+def decide_relu_zeros(g: Derivation, relus: list[str], prec: int | None = None) -> None:
     """The ReLU stages' inputs that are exactly 0 get the subgradient 0 by proof.
 
     A ball around an exact 0 never separates from it, so ReLU's ball step would stay
@@ -78,7 +78,10 @@ def decide_relu_zeros(g: Derivation, relus: list[str], prec: int = 128) -> None:
     Entries whose ball at ``prec`` bits contains 0 have their sign decided exactly
     (:meth:`~symformer.engine.graph.Derivation.sign`: higher precision, the exact
     forward pass, a proof); the exact zeros are given to the ReLU operation.
+    ``prec`` defaults to :meth:`~symformer.engine.graph.Derivation.backward_precision`
+    (the evaluation that printing the stages then reuses).
     """
+    prec = prec or g.backward_precision()
     for stage in (g[name] for name in relus):
         h = stage.inputs[0]
         balls = g.evaluate(prec)[h]

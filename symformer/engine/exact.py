@@ -134,8 +134,10 @@ def expression_matrix(rows: list[list]) -> sympy.Matrix:
         return sympy.Matrix(rows)
     entries = [[x if isinstance(x, sympy.Basic) else sympy.sympify(x) for x in row]
                for row in rows]
-    return sympy.polys.matrices.DomainMatrix(
-        entries, shape, sympy.polys.domains.EXRAW).to_sparse().to_Matrix()
+    # the sparse rows straight from the lists (zeros left out, as to_sparse does)
+    matrices = sympy.polys.matrices
+    sparse = matrices.sdm.SDM.from_list(entries, shape, sympy.polys.domains.EXRAW)
+    return sympy.MutableDenseMatrix._fromrep(matrices.DomainMatrix.from_rep(sparse))
 
 
 def undefined_row(stage, row: int) -> Exception:

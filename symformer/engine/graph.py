@@ -48,6 +48,11 @@ DEFAULT_MAX_OPS = 400
 PROOF_PRECISION = 4096
 #: The type of None, for a scan of a row in C.
 _NONE = type(None)
+#: Bits added to the first working precision of :meth:`Derivation.rounded` per stage
+#: of the graph's longest path: balls widen along the path (through LayerNorms, a
+#: backward pass), about 0.4 to 0.8 bits per stage in the benchmarks' examples, and
+#: a few hundred bits more cost little next to a second evaluation of the graph.
+BITS_PER_DEPTH = 1
 
 
 @dataclass(eq=False)
@@ -138,7 +143,9 @@ class Derivation:
         self._symbols: dict[str, sympy.Matrix] = {}
         self._owner: dict[sympy.Symbol, tuple[str, int, int]] = {}
         self._local: dict[str, sympy.Matrix] = {}
+        self._local_rows: dict[str, list[list[sympy.Expr]]] = {}  # the same, as lists
         self._entries: dict[tuple[str, int, int], sympy.Expr | None] = {}  # single entries
+        self._entry_counts: dict[str, int] = {}  # single entries built, per stage
         self._closed: dict[tuple[str, int, int], sympy.Expr] = {}
         self._balls: dict[int, dict[str, ArbMatrix]] = {}
         self._signs: dict[tuple[str, int, int], int] = {}
@@ -148,6 +155,10 @@ class Derivation:
         self._exact_twin: Derivation | None = None
         self._poly_prover: PolyProver | None = None
         self._cheap_zeros: dict[tuple[str, int, int], bool] = {}
+        self._won_attempt: dict[str | None, int] = {}  # stage -> proof attempt that worked
+        self._depth: dict[str, int] = {}  # stage -> length of its longest input path
+        self._max_depth = 0
+        self._raised: dict[int, int] = {}  # first precision -> the precision it needed
 
     # -- building ---------------------------------------------------------------
     def add(self, name: str, kind: str, op: Op, inputs: tuple[str, ...] | list[str],
@@ -160,6 +171,8 @@ class Derivation:
             raise ValueError(f"stage {name} reads unknown stages {missing}")
         self.stages[name] = Stage(name, kind, op, tuple(inputs), tuple(rows), tuple(cols),
                                   derivation=self, **where)
+        depth = self._depth[name] = 1 + max((self._depth[i] for i in inputs), default=0)
+        self._max_depth = max(self._max_depth, depth)
         # stages are append-only and never change: evaluate() computes only the new ones
         return name
 
@@ -226,12 +239,13 @@ class Derivation:
         if name not in self._symbols:
             stage = self[name]
             rows, cols = stage.shape  # Python ints: formatting SymPy integers is slow
-            matrix = expression_matrix([[sympy.Symbol(f"{name}[{i},{j}]")
-                                         for j in range(cols)] for i in range(rows)])
-            self._symbols[name] = matrix
-            for i in range(matrix.rows):
-                for j in range(matrix.cols):
-                    self._owner[matrix[i, j]] = (name, i, j)
+            entries = [[sympy.Symbol(f"{name}[{i},{j}]") for j in range(cols)]
+                       for i in range(rows)]
+            self._symbols[name] = expression_matrix(entries)
+            owner = self._owner
+            for i, row in enumerate(entries):  # from the lists: a matrix's indexing is slow
+                for j, symbol in enumerate(row):
+                    owner[symbol] = (name, i, j)
         return self._symbols[name]
 
     def owner(self, symbol: sympy.Symbol) -> tuple[str, int, int]:
@@ -321,7 +335,8 @@ class Derivation:
         self[name]  # an unknown name is an InputError
         # Most entries are decided by the first precision: round the whole stage from
         # one evaluation, and give only the others the per-entry, escalating path.
-        prec = start_precision(decimals, significant)
+        base = start_precision(decimals, significant)
+        prec = start = self.working_precision(base)
         first = self.evaluate(prec)[name]
         quick = round_stage(first, decimals=decimals, significant=significant)
         # The entries left open (a masked score stays None): usually none at all.
@@ -356,6 +371,8 @@ class Derivation:
             for (i, j), r in zip(pending, again):
                 quick[i][j] = r
             pending = [where for where, r in zip(pending, again) if r is None]
+            # later stages start here: no rounding at a precision known too low
+            self._raised[base] = max(self._raised.get(base, 0), prec)
 
         for i, j in open_:
             if quick[i][j] is not None:
@@ -367,9 +384,37 @@ class Derivation:
                     lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j],
                     f"{name}[{i},{j}]", decimals=decimals, significant=significant,
                     exact=lambda ball, prec, i=i, j=j: self._round_exact(
-                        name, i, j, ball, decimals, significant, prec))
+                        name, i, j, ball, decimals, significant, prec),
+                    start=start)
             quick[i][j] = rounded
         return quick
+
+    def working_precision(self, base: int, depth: int | None = None) -> int:
+        """The first precision :meth:`rounded` evaluates at, for a start of ``base`` bits.
+
+        ``base`` plus :data:`BITS_PER_DEPTH` per stage of the graph's longest path,
+        rounded up to a power of two, so that deep stages (many layers, a backward
+        pass) are decided by the one evaluation of the whole graph rather than a second
+        one at twice the precision; at least what an earlier stage needed.  An
+        evaluation already made at up to twice that precision is reused (the power of
+        two makes the forward pass's and the backward pass's forecasts meet: the
+        backward pass's ReLU signs are decided at this precision, and the printing
+        then evaluates only the gradient stages).  Only a matter of speed: a ball still
+        too wide is evaluated again higher.  ``depth``: the longest path to plan for
+        (default: the graph's own).
+        """
+        depth = self._max_depth if depth is None else depth
+        wanted = 1 << (base + BITS_PER_DEPTH * depth - 1).bit_length()
+        wanted = max(wanted, self._raised.get(base, 0))
+        done = [p for p in self._balls if wanted <= p <= 2 * wanted]
+        return min(done) if done else wanted
+
+    def backward_precision(self) -> int:
+        """The precision printing this graph to 30 digits will evaluate at once a
+        backward pass (about as deep again) is appended: for the decisions made before
+        the gradient stages exist (ReLU signs), so that printing reuses their evaluation
+        (:meth:`working_precision` reuses one up to twice what it wants)."""
+        return self.working_precision(start_precision(None, 30), 2 * self._max_depth)
 
     @property
     def canonical(self) -> Canonical:
@@ -562,7 +607,7 @@ class Derivation:
                     self._zeros.add(_normal(e))
         return proved
 
-    def structural_zero(self, expr: sympy.Expr) -> bool:
+    def structural_zero(self, expr: sympy.Expr, stage: str | None = None) -> bool:
         """Prove ``expr`` exactly 0 by a polynomial identity; False if no quick proof.
 
         The cheap first attempt for a ball around 0 (:mod:`symformer.engine.polyzero`):
@@ -576,20 +621,38 @@ class Derivation:
         forward pass of the gradients, and a term budget.  Sound: every
         denominator of a local formula is a stage value the derivation has evaluated
         (hence non-zero), and ReLU branches are decided by certified signs.
+
+        ``stage``: the stage whose entry ``expr`` is; the attempt that proved one of
+        its entries is tried first for the next (the rows of a stage are zero for the
+        same reason, so the attempts that fail for one fail for the others).  For the
+        first, a gradient entry that multiplies forward entries (head 2's weight
+        gradient g . v_0) tries the canonical polynomials first.
         """
         if self._poly_prover is None:
             self._poly_prover = PolyProver(
                 self, lambda s: self._cheap_zeros.get(self.owner(s)) is True)
         prover = self._poly_prover
-        return (prover.structural(expr, self._resolved_local, limit=16)
-                or prover.with_canonical(expr, self._resolved_local)
-                or prover.structural(expr, self._resolved_local))
+        attempts = (lambda: prover.structural(expr, self._resolved_local, limit=16),
+                    lambda: prover.with_canonical(expr, self._resolved_local),
+                    lambda: prover.structural(expr, self._resolved_local))
+        won = self._won_attempt.get(stage)
+        if won is None and stage is not None and prover.reads_forward_entries(expr):
+            won = 1  # a gradient times forward entries (g . v): equal entries, canonical
+        order = range(len(attempts)) if won is None else \
+            [won, *(k for k in range(len(attempts)) if k != won)]
+        for k in order:
+            if attempts[k]():
+                if stage is not None:
+                    self._won_attempt[stage] = k
+                return True
+        return False
 
     def _cheap_zero(self, name: str, i: int, j: int) -> bool:
         """Whether :meth:`structural_zero` proves the entry 0 (tried once per entry)."""
         key = (name, i, j)
         if key not in self._cheap_zeros:
-            self._cheap_zeros[key] = self.structural_zero(self._resolved_local(name, i, j))
+            self._cheap_zeros[key] = self.structural_zero(self._resolved_local(name, i, j),
+                                                          name)
         return self._cheap_zeros[key]
 
     def _unfold_latest(self, expr: sympy.Expr, order: dict[str, int],
@@ -676,16 +739,29 @@ class Derivation:
 
     def _local_entry(self, name: str, i: int, j: int) -> sympy.Expr:
         """One entry's local formula: from the stage's cached matrix, or built alone when
-        the operation can (``Operation.sympy_entry``: a proof unfolds few entries)."""
+        the operation can (``Operation.sympy_entry``: a proof unfolds few entries).
+        Past a quarter of the stage's entries the whole stage is built instead (a
+        proof that reads every row: the whole matrix costs a few entries' time)."""
         if name not in self._local:
             key = (name, i, j)
             if key not in self._entries:
                 stage = self[name]
+                built = self._entry_counts.get(name, 0)
+                if built >= max(2, stage.shape[0] * stage.shape[1] // 4):
+                    return self._local_row_entry(name, i, j)
+                self._entry_counts[name] = built + 1
                 self._entries[key] = stage.op.sympy_entry(
                     [self.symbols(s) for s in stage.inputs], i, j)
             if self._entries[key] is not None:
                 return self._entries[key]
-        return self.local(name)[i, j]
+        return self._local_row_entry(name, i, j)
+
+    def _local_row_entry(self, name: str, i: int, j: int) -> sympy.Expr:
+        """Entry (i, j) of the stage's whole local matrix (built once)."""
+        rows = self._local_rows.get(name)
+        if rows is None:  # a SymPy matrix's own indexing is slow: read it as lists once
+            rows = self._local_rows[name] = self.local(name).tolist()
+        return rows[i][j]
 
     def _resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
         """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""

@@ -154,11 +154,26 @@ def to_poly(expr: sympy.Expr, symbol: Callable[[sympy.Symbol], Poly],
             raise Refused("too large")
         return out
     if expr.is_Mul:
-        out = {_ONE: fmpq(1)}
+        # single-term factors (numbers, most symbols and atoms) are merged into one
+        # monomial; the others are multiplied out after
+        coefficient, exponents, sums = fmpq(1), {}, []
         for a in expr.args:
-            out = mul(out, to_poly(a, symbol, atom, limit), limit)
-            if not out:
-                return out
+            if a.is_Rational:
+                coefficient *= fmpq(int(a.p), int(a.q))
+                continue
+            p = to_poly(a, symbol, atom, limit)
+            if len(p) != 1:
+                if not p:
+                    return p
+                sums.append(p)
+                continue
+            for m, c in p.items():
+                coefficient *= c
+                for v, e in m:
+                    exponents[v] = exponents.get(v, 0) + e
+        out = {tuple(sorted(exponents.items())): coefficient}
+        for p in sums:
+            out = mul(out, p, limit)
         return out
     if expr.is_Pow and expr.exp.is_Integer and expr.exp >= 0:
         return power(to_poly(expr.base, symbol, atom, limit), int(expr.exp), limit)
@@ -220,6 +235,17 @@ class PolyProver:
         except Refused:
             return False
         return False
+
+    def reads_forward_entries(self, expr: sympy.Expr) -> bool:
+        """Whether ``expr`` is a gradient's formula with forward entries among its
+        polynomial variables (not only inside atoms such as 1/sqrt(var + eps)): a zero
+        of equal forward entries, which :meth:`with_canonical` finds."""
+        try:
+            stages = self._stages(self._poly(expr))
+        except Refused:
+            return False
+        kinds = {self.g[s].kind in GRADIENT_KINDS for s in stages}
+        return kinds == {True, False}
 
     # -- helpers ---------------------------------------------------------------------
     def _order(self) -> dict[str, int]:

@@ -491,7 +491,8 @@ def start_precision(decimals: int | None, significant: int | None) -> int:
 
 def certified_rounding(ball_at: Callable[[int], arb], where: str, *,
                        decimals: int | None = None, significant: int | None = None,
-                       exact: Callable[[arb, int], Rounded | None] | None = None) -> Rounded:
+                       exact: Callable[[arb, int], Rounded | None] | None = None,
+                       start: int | None = None) -> Rounded:
     """The correct rounding of one value, raising the precision up to :data:`MAX_PRECISION`.
 
     ``ball_at(prec)`` is the value's ball at ``prec`` bits (evaluated inside
@@ -501,8 +502,10 @@ def certified_rounding(ball_at: Callable[[int], arb], where: str, *,
     or zero): it returns the proved rounding or None.  At the ceiling a narrow ball gives
     :class:`Undecided` and an :class:`~symformer.errors.UndecidedWarning` naming
     ``where``; a ball that is not even narrow raises :class:`UndecidedError`.
+    ``start``: the first precision (default :func:`start_precision`; a derivation
+    passes the one it has evaluated at, so no evaluation at a lower one is added).
     """
-    prec = start_precision(decimals, significant)
+    prec = start or start_precision(decimals, significant)
     while True:
         with precision(prec):
             ball = ball_at(prec)

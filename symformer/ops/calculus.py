@@ -150,6 +150,12 @@ class Balls(Arithmetic):
         the ball 0."""
         if not a or not b or not b[0]:
             return super().matmul(a, b)
+        if not any(_NONE in map(type, row) for row in a) and \
+                not any(_NONE in map(type, row) for row in b):  # (arb_mat reads None as 0)
+            try:  # rows of balls as they are (the common case)
+                return (arb_mat(a) * arb_mat(b)).tolist()
+            except TypeError:  # an exact SymPy zero among them: converted below
+                pass
         try:
             product = arb_mat([[_ball(x) for x in row] for row in a]) * \
                 arb_mat([[_ball(x) for x in row] for row in b])
@@ -230,6 +236,10 @@ def matmul_entry(row: Any, column: Any, num: Arithmetic) -> Any:
 
 class _NotBall(Exception):
     pass
+
+
+#: The type of None (a masked score), for a scan of a row in C.
+_NONE = type(None)
 
 
 def _ball(x: Any) -> arb:

@@ -16,7 +16,7 @@ the reference.  A weight's gradient is a :class:`Gradient` with one term whose
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -78,6 +78,8 @@ class Gradient(Operation):
 
     terms: tuple[Term, ...]
     notation: Notation | None = None
+    _denominators: dict[int, list[tuple[int, int, int]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     name = "gradient"
     reference_function = gradient_sum
@@ -87,8 +89,10 @@ class Gradient(Operation):
         total: Rows | None = None
         k = 0
         for term in self.terms:
-            inputs = [rows(a) for a in args[k:k + term.arity]]
-            out, grad = rows(args[k + term.arity]), rows(args[k + term.arity + 1])
+            # lists of rows (balls) are passed as they are: rules only read them
+            inputs = [a if type(a) is list else rows(a) for a in args[k:k + term.arity]]
+            out, grad = (a if type(a) is list else rows(a)
+                         for a in args[k + term.arity:k + term.arity + 2])
             k += term.arity + 2
             part = term.op.backward(inputs, out, grad, term.wrt, num)
             total = part if total is None else [
@@ -123,7 +127,11 @@ class Gradient(Operation):
 
     def denominators(self, row: int) -> list[tuple[int, int, int]]:
         """What the terms' rules divide by and may be 0 (``Operation.backward_denominators``)."""
-        return [entry for _, entries in self._divisors(row) for entry in entries]
+        found = self._denominators.get(row)
+        if found is None:  # asked for every row at every evaluation: kept
+            found = self._denominators[row] = [
+                entry for _, entries in self._divisors(row) for entry in entries]
+        return found
 
     def undefined(self, stage, row: int) -> Exception:
         divisors = self._divisors(row)
@@ -142,11 +150,12 @@ class Gradient(Operation):
         """ReLU's step Heaviside(h, 0) decided by the certified sign of h (0 at h = 0).
 
         Decided when the gradient has one term whose step reads the entry's own
-        input entry (an element-wise rule, as ReLU's); otherwise left exact.
+        input entry (an element-wise rule, as ReLU's: the step is a factor of the
+        entry, g * Heaviside(h, 0)); otherwise left exact.
         """
         if len(self.terms) != 1:
             return entry
-        steps = entry.atoms(sympy.Heaviside)
+        steps = {f for f in sympy.Mul.make_args(entry) if isinstance(f, sympy.Heaviside)}
         if len(steps) != 1:
             return entry
         return entry.xreplace({steps.pop(): sympy.S.One if sign() > 0 else sympy.S.Zero})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from flint import arb
 
-from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.engine.arbmath import ArbMatrix, constant_balls, rational_ball
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -81,7 +81,7 @@ class MeanSquaredError(Operation):
                               / len(self.target)]])
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        T = [rational_ball(t) for t in self.target]
+        T = [t for row in constant_balls(self.target) for t in row]  # kept per precision
         Z = [z for row in args[0] for z in row]
         total = arb(0)
         for z, t in zip(Z, T):

@@ -278,13 +278,13 @@ class Normalize(Operation):
         dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / D_i;  dL/dbeta_j = sum_i g_ij.
         """
         X, mu, var = args
-        eps = num.const(self.eps)
-        gamma = [num.const(v) for v in self.gamma]
         if wrt == "beta":
             return [[num.total(column) for column in zip(*grad)]]
+        eps = num.const(self.eps)
+        gamma = [num.const(v) for v in self.gamma] if wrt != "gamma" else []
         result, centred = [], []
         for row, (m,), (v,), g in zip(X, mu, var, grad):
-            root = num.sqrt(v)
+            root = num.sqrt(v) if self.unbiased else None  # s, for the unbiased D only
             D = root + eps if self.unbiased else num.sqrt(v + eps)
             if wrt == "gamma":
                 centred.append([(x - m) / D for x in row])

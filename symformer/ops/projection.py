@@ -138,7 +138,8 @@ class Projection(Operation):
                  num: Arithmetic) -> Rows:
         """Y = X W + b: dL/dX = G W^T, dL/dW = X^T G, dL/db = the column sums of G."""
         if wrt == 0:
-            return matmul(grad, num.constants(self.W.T), num)
+            # W's own constants (kept per weight), transposed: W.T would be a new matrix
+            return matmul(grad, transpose(num.constants(self.W)), num)
         if wrt == self.weight:
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]

@@ -121,7 +121,15 @@ class Softmax(Operation):
 
     @staticmethod
     def _backward_row(scores: list, alpha: list, g: list, num: Arithmetic) -> list:
-        """One row of :meth:`backward`."""
+        """One row of :meth:`backward`.
+
+        A row with a single score not masked with -inf (a causal mask's first query)
+        has alpha = 1 there, so its gradient alpha (g - alpha g) is exactly 0: given as
+        the exact 0 (balls would only enclose it, and a proof would be needed to print
+        it).  Only when the mask is seen (-inf values): over symbols the formula stays.
+        """
+        if sum(1 for s in scores if not num.masked(s)) == 1:
+            return [num.zero() for _ in scores]
         mean = num.total(a * d for s, a, d in zip(scores, alpha, g) if not num.masked(s))
         return [num.zero() if num.masked(s) else a * (d - mean)
                 for s, a, d in zip(scores, alpha, g)]
