@@ -1,11 +1,13 @@
 """Benchmark: the exact backward pass against the exact forward alone.
 
-1. the built-in example (its own mse loss), every stage to 30 certified digits:
-   forward alone vs forward + loss + every gradient stage;
+1. the built-in example (its own mse loss), every stage to 30 certified significant
+   digits and to 30 certified decimals: forward alone vs forward + loss + every
+   gradient stage (significant digits need every exact 0 proved: a ball around 0 has
+   no first significant digit; decimals print 0.000... from the ball);
 2. ``llama_style`` at the benchmark's shapes (:func:`bench_blocks.llama_scaled`: 8
    tokens x d_model 8 x 4 query / 2 key-value heads x 2 layers, RMSNorm, RoPE,
    SwiGLU, LM head) with a cross-entropy loss over its LM head (the target of each
-   position is the next token, the last position's the first token);
+   position is the next token, the last position's the first token), the same two ways;
 3. depth: 1, 2, 4, 8 layers of the built-in shapes (random non-zero weights, each
    layer its own, an mse loss against a random target), forward vs forward + backward.
 
@@ -41,13 +43,24 @@ DIGITS = 30
 REPEAT = 5
 
 
-def forward_run(example) -> None:
+def forward_run(example, fixed: bool = False) -> None:
+    """Every forward stage to :data:`DIGITS` significant digits (``fixed``: decimals)."""
     for stage in derive(example, max_work=10**9):
-        stage.values(significant=DIGITS)
+        _print(stage, fixed)
 
 
-def backward_run(example) -> None:
+def backward_run(example, fixed: bool = False) -> None:
+    """Forward, loss and every gradient stage, printed as :func:`forward_run` prints."""
     for stage in backward(derive(example, max_work=10**9)):
+        _print(stage, fixed)
+
+
+def _print(stage, fixed: bool) -> None:
+    """30 significant digits need an exact 0 proved (a ball around 0 has no first
+    significant digit); 30 decimals print it as 0.000... from the ball alone."""
+    if fixed:
+        stage.values(decimals=DIGITS)
+    else:
         stage.values(significant=DIGITS)
 
 
@@ -66,19 +79,21 @@ def llama_with_loss():
     return example_from_dict(data, "<benchmark>")
 
 
-def timed(run, example) -> float:
+def timed(run, example, fixed: bool = False) -> float:
     """The median time of ``run(example)`` over :data:`REPEAT` runs after a warm-up."""
-    run(example)
-    return median_time(lambda: run(example), REPEAT)
+    run(example, fixed)
+    return median_time(lambda: run(example, fixed), REPEAT)
 
 
 def main() -> None:
     for label, example in (("built-in", load_example()),
                            ("llama_style 8x8, 4q/2kv heads, 2 layers", llama_with_loss())):
-        fwd = timed(forward_run, example)
-        both = timed(backward_run, example)
-        print(f"{label}, {DIGITS} digits: forward {fwd * 1e3:.1f} ms, forward + backward "
-              f"{both * 1e3:.1f} ms ({both / fwd:.1f}x)")
+        for fixed in (False, True):
+            fwd = timed(forward_run, example, fixed)
+            both = timed(backward_run, example, fixed)
+            digits = f"{DIGITS} {'decimals' if fixed else 'significant digits'}"
+            print(f"{label}, {digits}: forward {fwd * 1e3:.1f} ms, forward + backward "
+                  f"{both * 1e3:.1f} ms ({both / fwd:.1f}x)")
     base = None
     for layers in (1, 2, 4, 8):
         example = with_loss(random_example(4, 4, 2, layers, d_ff=6))
