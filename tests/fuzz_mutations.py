@@ -428,6 +428,10 @@ EXAMPLE_COMMANDS: list[list[str]] = [
     ["crosscheck", "{file}"],
     ["crosscheck", "{file}", "--dtype", "float32", "--causal", "--mask=-1e9", "--json"],
     ["generate", "{file}", "--steps", "2"],
+    ["backward", "{file}"],
+    ["backward", "{file}", "--json", "--stage", "grad.layer1.*"],
+    ["train", "{file}", "--lr", "1/10", "--steps", "2"],
+    ["train", "{file}", "--lr", "0.01", "--optimizer", "adam", "--write", "{out}.toml"],
 ]
 
 #: Commands run on a claims file: {claims} the mutated claims, {example} an example.
@@ -448,6 +452,8 @@ FLAGS = {
     "prove": ["--max-work"],
     "crosscheck": ["--tol", "--max-work", "--mask"],
     "generate": ["--steps", "--decimals", "--max-work"],
+    "backward": ["--decimals", "--digits", "--max-work"],
+    "train": ["--lr", "--steps", "--max-work", "--decimals"],
 }
 ENV_VALUES = ["abc", "", "0", "-1", "1e9", "100", "99999999999999999999"]
 
@@ -479,6 +485,10 @@ def make_case(rnd: Any, *, command: str | None = None, flag_rate: float = 0.1,
             else bases[rnd.randrange(3)])
     path = CLAIMS if is_claims else EXAMPLES[base]
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    if base == "course_module" and rnd.random() < 0.5:  # a loss, for backward and train
+        n, d = len(doc["tokens"]), len(doc["embeddings"][0])
+        doc["loss"] = {"kind": "mse",
+                       "target": [[(i + j) % 3 - 1 for j in range(d)] for i in range(n)]}
     mutator = Mutator(rnd)
     count = rnd.choices([1, 2, 3], [6, 3, 1])[0]
     mutations = [mutator.mutate(doc) for _ in range(count)]

@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 #: Cases per command in the test suite (the whole file runs in about 20 s).
 CASES_PER_COMMAND = 7
 
-COMMANDS = ["derive", "export", "trace", "check", "prove", "crosscheck", "generate"]
+COMMANDS = ["derive", "export", "trace", "check", "prove", "crosscheck", "generate",
+            "backward", "train"]
 
 
 @pytest.mark.parametrize("path", [*EXAMPLES.values(), CLAIMS], ids=lambda p: p.stem)
