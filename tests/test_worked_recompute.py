@@ -209,3 +209,24 @@ def test_gelu_tanh_lines_are_the_textbook_formula():
         g["layer1.ffn.activation"], 2, Style(3)).steps)
     assert "8943" not in text + latex and "200000" not in text + latex
     assert r"\tanh" in latex and r"\sqrt{\frac{2}{\pi}}" in latex and "0.044715" in latex
+
+
+def test_an_exact_zero_over_a_root_is_equal_not_approximate():
+    """Printed operands summing to exactly 0, over a root or times an exponential, make
+    the line's value exactly 0 (``=``), while a root alone stays irrational (None) and
+    0 / 0 is no value."""
+    from fractions import Fraction as F
+
+    from symformer.worked.evaluate import exact_value
+    from symformer.worked.model import Add, Div, Func, Mul, Num, Pow
+
+    def num(text: str) -> Num:
+        return Num(text, F(text))
+
+    root = Pow(Add((num("1.00000"), num("0.000001"))), num("0.5"))
+    zero = Add((num("-0.01508"), num("0.01508")))
+    assert exact_value(Div(zero, root)) == 0
+    assert exact_value(Mul((zero, Func("exp", (num("2.5"),))))) == 0
+    assert exact_value(Div(num("1"), root)) is None
+    assert exact_value(Mul((num("2"), Func("exp", (num("1"),))))) is None
+    assert exact_value(Div(zero, Add((num("1"), num("-1"))))) is None

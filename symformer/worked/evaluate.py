@@ -57,12 +57,21 @@ def _exact(node: Node) -> Fraction:
     if isinstance(node, Add):
         return sum((_exact(t) for t in node.terms), Fraction(0))
     if isinstance(node, Mul):
-        out = Fraction(1)
+        out, irrational = Fraction(1), []
         for f in node.factors:
-            out *= _exact(f)
+            try:
+                out *= _exact(f)
+            except _NotRational:
+                irrational.append(f)
+        if irrational and not (out == 0 and all(_nonzero_finite(f, zero=True)
+                                                for f in irrational)):
+            raise _NotRational
         return out
     if isinstance(node, Div):
-        return _exact(node.num) / _exact(node.den)
+        num = _exact(node.num)
+        if num == 0 and _nonzero_finite(node.den):  # 0 / sqrt(...): exactly 0
+            return num
+        return num / _exact(node.den)
     if isinstance(node, Pow):
         e = _exact(node.exp)
         if e.denominator == 1:
@@ -71,6 +80,17 @@ def _exact(node: Node) -> Fraction:
         values = [_exact(a) for a in node.args]
         return max(values) if node.name == "max" else min(values)
     raise _NotRational
+
+
+def _nonzero_finite(node: Node, zero: bool = False) -> bool:
+    """Whether ``node``'s value is certainly finite and (unless ``zero``) not 0, by its
+    ball at 64 bits (a root or an exponential of the printed numbers)."""
+    try:
+        with precision(64):
+            value = ball(node)
+    except (_NotRational, ZeroDivisionError, ValueError, TypeError):
+        return False
+    return value.is_finite() and (zero or not value.contains(0))
 
 
 def ball(node: Node) -> flint.arb:
