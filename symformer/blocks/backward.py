@@ -180,7 +180,9 @@ def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], st
         if s.name in needed:
             block = [c for c in s.name.split(".")[:-1] if c not in _GROUPS]
             for parameter in s.op.parameters():
-                short[(s.name, parameter)] = ".".join(["grad", *block, parameter])
+                # a top-level stage's gamma and beta are named after it (final_norm)
+                where = block or ([s.name] if parameter in ("gamma", "beta") else [])
+                short[(s.name, parameter)] = ".".join(["grad", *where, parameter])
     counts: dict[str, int] = {}
     for v in short.values():
         counts[v] = counts.get(v, 0) + 1
