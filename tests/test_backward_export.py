@@ -210,3 +210,14 @@ def test_column_sums_and_layer_norm_rules_read_as_the_textbook_writes_them(graph
         "∂L/∂σ² = −Σ_(j=0..d−1) γ_j ∂L/∂y_j (r_j − μ) / (2 (σ² + ε)^(1.5))"]
     for line in sum(text.values(), []):
         assert "D" not in line.replace("∂", "") and "μ_j" not in line and "μ_(" not in line
+
+
+def test_the_loss_rule_starts_without_dl_dl(graph):
+    """dL/dL = 1 is written as its value: the loss's rule is the loss's derivative alone,
+    in the equation and in the worked lines (which still recompute)."""
+    (line,) = equation_lines(graph["grad.output"])
+    assert line.text == "∂L/∂z = (2/(n d)) (z − T)"
+    files = export_files(graph, Options(backward=True, token=1, decimals=5))
+    worked = next(text for name, text in files.items() if name.endswith(
+        "grad-output-worked.tex"))
+    assert r"\partial L/\partial L" not in worked and r"\frac{1}{8}" in worked

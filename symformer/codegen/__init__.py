@@ -115,7 +115,7 @@ def expression_tree(stage: Any, spelling: Spelling, function: Callable[..., Any]
                 elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
         elif i < len(inputs):
             replacements[param] = ast.Name(id=names[i], ctx=ast.Load())
-    expr = tr.Substitute(replacements).visit(expr)
+    expr = tr.DropOne().visit(tr.Substitute(replacements).visit(expr))
     # again: a list of inputs reaching concatenate
     expr = tr.NumpyCalls(dot=spelling.index is not None).visit(expr)
     return ast.fix_missing_locations(expr), symbols

@@ -111,6 +111,8 @@ def rule_line(stage: Any, rule: Rule, remark: str = "") -> Line | None:
     for i, (param, (notation, _)) in enumerate(marked.items()):
         names[param] = f"bw{i}"
         symbols[f"bw{i}"] = notation
+        if rule.grad.op.constant is not None and notation == rule.grad.op.symbol:
+            names[param] = str(rule.grad.op.constant)  # dL/dL = 1: the loss's derivative
     index = forward.index  # entry-wise (alpha_j) as the forward, or in matrix form
     entries = frozenset(p for p, (_, one_column) in marked.items() if not one_column)
     indexed = (entries if index else frozenset()) | forward.indexed

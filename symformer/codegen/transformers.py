@@ -157,6 +157,23 @@ class Indexer(ast.NodeTransformer):
         return call(name, ast.GeneratorExp(elt=body, generators=generators))
 
 
+class DropOne(ast.NodeTransformer):
+    """``1 * x``, ``x * 1`` and ``x / 1`` -> ``x`` (a parameter spelled 1: the loss's
+    own gradient dL/dL in a backward rule)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+
+        def one(e: ast.expr) -> bool:
+            return isinstance(e, ast.Constant) and e.value == 1
+
+        if isinstance(node.op, ast.Mult) and one(node.left):
+            return node.right
+        if isinstance(node.op, (ast.Mult, ast.Div)) and one(node.right):
+            return node.left
+        return node
+
+
 class Substitute(ast.NodeTransformer):
     """Names replaced by expressions (a parameter by its role's symbol or expression)."""
 

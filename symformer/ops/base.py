@@ -153,6 +153,9 @@ class Operation(ABC):
     rational: ClassVar[bool] = False
     #: True when every output entry is >= 0 whatever the inputs (a variance).
     nonnegative: ClassVar[bool] = False
+    #: Every entry's value when the step is a known constant (the loss's own gradient
+    #: dL/dL = 1): equations and worked lines write the number, not the symbol.
+    constant: ClassVar[int | None] = None
     #: How a trace shows the step: "vector" (the token's row), "attention" (one entry
     #: per key), "norm" (with its mean and variance), "activation", or "folded" (shown
     #: inside the step that reads it: a LayerNorm's mean and variance).

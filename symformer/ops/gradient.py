@@ -208,6 +208,7 @@ class Seed(Operation):
 
     name = "gradient_seed"
     reference_function = seed
+    constant = 1
     default_notation = Notation(r"\partial L / \partial L", "∂L/∂L", "Gradient of the loss")
     rational = True
 

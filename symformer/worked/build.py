@@ -95,6 +95,13 @@ class _Row:
 
     # -- the formulas -------------------------------------------------------------
     def _formulas(self) -> list[sympy.Expr]:
+        """Row i's local formulas, the operation's named constants as symbols, an input
+        that is a known constant (dL/dL = 1) as its value."""
+        known = {s: sympy.Integer(self.g[name].op.constant) for name in self.stage.inputs
+                 if self.g[name].op.constant is not None for s in self.g.symbols(name)}
+        return [f.xreplace(known) if known else f for f in self._named_formulas()]
+
+    def _named_formulas(self) -> list[sympy.Expr]:
         """Row i's local formulas, the operation's named constants as symbols."""
         op = self.stage.op
         names = op.named_constants()
