@@ -41,7 +41,8 @@ def _with_gamma(example, where: str, gamma: sympy.Matrix):
     return dataclasses.replace(example, layers=(layer, *example.layers[1:]))
 
 
-@pytest.mark.parametrize("name,where", [("layer1.norm1.gamma", "layer"), ("final_norm.gamma", "final")])
+@pytest.mark.parametrize("name,where", [("layer1.norm1.gamma", "layer"),
+                                        ("final_norm.gamma", "final")])
 def test_rms_norm_gamma_takes_the_finite_difference_step(llama, name, where):
     trained = train(derive(llama), LR, 1)
     weight = next(w for w in trained.weights if w.name == name)
