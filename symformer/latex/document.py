@@ -133,8 +133,10 @@ def _title(stage: Stage) -> str:
 
 def caption(stage: Stage) -> str:
     """A table's caption: where the stage sits and its title (``Layer 1, Head 1: Query``)."""
-    where = ", ".join(part_of(stage))
-    return f"{where}: {_title(stage)}" + decoder.caption_note(stage)
+    where, title = ", ".join(part_of(stage)), _title(stage)
+    if title.split()[0].lower() == where.lower():  # "Input row", not "Input: Input row"
+        return title + decoder.caption_note(stage)
+    return f"{where}: {title}" + decoder.caption_note(stage)
 
 
 def renames(stage: Stage) -> bool:
