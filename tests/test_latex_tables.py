@@ -102,3 +102,13 @@ def test_heat_outside_unit_interval_uses_the_tables_own_range():
     assert shades == [[round((v - low) / (high - low) * 100) for v in row] for row in printed]
     assert {0, 100} <= {s for row in shades for s in row}
     assert any("smallest" in text for text in table.legend)
+
+
+def test_the_highlighted_row_of_a_heat_table_is_bold(block):
+    """A shaded cell's own colour hides the row's highlight: its number is bold instead
+    (every value of that row, and no other row's)."""
+    latex = to_latex(stage_table(block["layer1.head1.weights"], decimals=3, highlight=1))
+    rows = [line for line in latex.splitlines() if line.endswith(r"\\") and "&" in line]
+    body = rows[1:]  # the header first
+    assert body[1].count(r"\mathbf{") == 4 and r"\rowcolor" in body[1]
+    assert all(r"\mathbf{" not in row for k, row in enumerate(body) if k != 1)

@@ -117,8 +117,11 @@ def heat_colour(percent: int) -> tuple[str, bool]:
     return "".join(f"{c:02X}" for c in rgb), white
 
 
-def _cell(cell) -> str:
-    text = f"${cell.latex}$"
+def _cell(cell, highlighted: bool = False) -> str:
+    """One value cell; in the highlighted row a shaded (heat) cell's number is bold,
+    since its own shade hides the row's colour."""
+    bold = highlighted and cell.heat is not None and "clipped" not in cell.marks
+    text = f"$\\mathbf{{{cell.latex}}}$" if bold else f"${cell.latex}$"
     if "masked" in cell.marks:
         text = f"\\textcolor{{gray}}{{{text}}}"
     if "clipped" in cell.marks:
@@ -155,7 +158,8 @@ def table_body(block: Table) -> str:
              r"\midrule"]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
-        row = [f"{prefix}{pos}", label_text(token), *(_cell(c) for c in cells)]
+        row = [f"{prefix}{pos}", label_text(token),
+               *(_cell(c, k == block.highlight_row) for c in cells)]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
