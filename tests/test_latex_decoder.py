@@ -61,14 +61,16 @@ def float_greedy(example, steps: int) -> list[tuple[tuple[str, ...], np.ndarray]
 
 
 def table_rows(tex: str) -> list[list[str]]:
-    """The body rows of a rendered booktabs table, cells without colour and ``$``."""
+    """The body rows of a rendered booktabs table, cells without colour, bold and ``$``."""
     body = tex.split(r"\midrule", 1)[1].split(r"\bottomrule", 1)[0]
     rows = []
     for line in body.strip().splitlines():
         cells = line.removesuffix(r" \\").split(" & ")
         cells = [re.sub(r"\\textcolor\{white\}\{(.*)\}$", r"\1", c) for c in cells]
-        rows.append([re.sub(r"\\(cellcolor|rowcolor)(\[\w+\])?\{[^}]*\}|\$", "", c).strip()
-                     for c in cells])
+        cells = [re.sub(r"\\(cellcolor|rowcolor)(\[\w+\])?\{[^}]*\}|\$", "", c).strip()
+                 for c in cells]
+        # the highlighted row's shaded numbers are bold
+        rows.append([re.sub(r"^\\mathbf\{(.*)\}$", r"\1", c) for c in cells])
     return rows
 
 
