@@ -71,9 +71,10 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     their ``fmpq`` entries (``rationals()``): SymPy is not needed.  A rational SymPy
     matrix is read from SymPy's own domain matrix, whose entries are already
     python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy number is
-    built.  The balls of small matrices are kept per matrix and precision
-    (an example's weights are derived again and again), and given again only while the matrix
-    still holds the same entries (a SymPy matrix is mutable: its sparse entries are
+    built.  The balls are kept per matrix and precision (an example's weights are
+    derived again and again: the example's own matrices whatever their size, SymPy
+    matrices up to :data:`_MAX_KEPT_ENTRIES` entries), and given again only while the
+    matrix still holds the same entries (a SymPy matrix is mutable: its sparse entries are
     compared with a copy).  Anything else (``sin(1)``, other ground types) goes
     through :func:`sympy_to_arb`.
     """
@@ -84,11 +85,7 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
         kept = _CONSTANTS.get(key)
         if kept is not None and kept[0] is m and kept[2] is rows:
             return kept[3]
-        balls = [[arb(v) for v in row] for row in rows]
-        if len(_CONSTANTS) >= _MAX_CONSTANTS:
-            _CONSTANTS.clear()
-        _CONSTANTS[key] = [m, m.shape, rows, balls, None]
-        return balls
+        return _keep(key, m, rows, [[arb(v) for v in row] for row in rows])
     rep = getattr(m, "_rep", None)
     if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
         entries = rep.rep
@@ -104,12 +101,18 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
         if all(isinstance(v, (fmpq, fmpz)) for row in rows for v in row):
             balls = [[arb(v) for v in row] for row in rows]
             if sparse:
-                if len(_CONSTANTS) >= _MAX_CONSTANTS:
-                    _CONSTANTS.clear()
-                _CONSTANTS[key] = [m, m.shape, {i: dict(row) for i, row in entries.items()},
-                                   balls, None]
+                _keep(key, m, {i: dict(row) for i, row in entries.items()}, balls)
             return balls
     return [[sympy_to_arb(v) for v in row] for row in m.tolist()]
+
+
+def _keep(key: tuple[int, int], m, entries, balls: ArbMatrix) -> ArbMatrix:
+    """Keep ``m``'s balls under ``key`` with what identifies its entries (see
+    :data:`_CONSTANTS`); returns the balls."""
+    if len(_CONSTANTS) >= _MAX_CONSTANTS:
+        _CONSTANTS.clear()
+    _CONSTANTS[key] = [m, m.shape, entries, balls, None]
+    return balls
 
 
 def constant_mat(m: sympy.Matrix) -> arb_mat:
@@ -129,8 +132,9 @@ def constant_vector(m: sympy.Matrix) -> list[arb]:
 
 
 #: :func:`constant_balls`' balls by (matrix id, precision): the matrix itself (kept
-#: alive, so its id is not reused), its shape, a copy of its sparse entries, the balls,
-#: and their ``arb_mat`` once :func:`constant_mat` asked for it.
+#: alive, so its id is not reused), its shape, a copy of its sparse entries (an
+#: ExactMatrix: its own rows, compared by identity), the balls, and their ``arb_mat``
+#: once :func:`constant_mat` asked for it.
 _CONSTANTS: dict[tuple[int, int], list] = {}
 #: Matrices kept before :data:`_CONSTANTS` starts again.
 _MAX_CONSTANTS = 256

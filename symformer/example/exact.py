@@ -20,7 +20,32 @@ from flint import fmpq
 from symformer.lazy import sympy
 
 
-class ExactMatrix:
+class _SympyBacked:
+    """What both kinds share: the SymPy object built once by :meth:`_build`, given to
+    ``sympify`` and answering every attribute the class does not have itself."""
+
+    __slots__ = ("_sympy",)
+
+    def _build(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def sympy(self) -> Any:
+        """The SymPy object (built once)."""
+        if self._sympy is None:
+            self._sympy = self._build()
+        return self._sympy
+
+    def _sympy_(self) -> Any:
+        return self.sympy
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.sympy, name)
+
+
+class ExactMatrix(_SympyBacked):
     """An exact rational matrix whose SymPy form is built the first time it is needed.
 
     ``rows``, ``cols`` and ``shape`` are read without SymPy, and so are the rational
@@ -28,7 +53,7 @@ class ExactMatrix:
     an index and arithmetic are the SymPy matrix's.
     """
 
-    __slots__ = ("_entries", "_sympy", "rows", "cols")
+    __slots__ = ("_entries", "rows", "cols")
 
     def __init__(self, entries: Sequence[Sequence[fmpq]]) -> None:
         self._entries = tuple(tuple(row) for row in entries)
@@ -46,23 +71,12 @@ class ExactMatrix:
         have been changed in place: then it holds the values)."""
         return self._entries if self._sympy is None else None
 
-    @property
-    def sympy(self) -> sympy.Matrix:
-        """The SymPy matrix (built once, from the rationals)."""
-        if self._sympy is None:
-            QQ = sympy.QQ
-            self._sympy = sympy.polys.matrices.DomainMatrix(
-                [[QQ(int(v.p), int(v.q)) for v in row] for row in self._entries],
-                self.shape, QQ).to_Matrix()
-        return self._sympy
-
-    def _sympy_(self) -> sympy.Matrix:
-        return self.sympy
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.sympy, name)
+    def _build(self) -> sympy.Matrix:
+        """The SymPy matrix of the rationals."""
+        QQ = sympy.QQ
+        return sympy.polys.matrices.DomainMatrix(
+            [[QQ(int(v.p), int(v.q)) for v in row] for row in self._entries],
+            self.shape, QQ).to_Matrix()
 
     def __getitem__(self, key: Any) -> Any:
         return self.sympy[key]
@@ -109,7 +123,7 @@ def _from_pairs(rows: list[list[tuple[int, int]]]) -> ExactMatrix:
     return ExactMatrix([[fmpq(p, q) for p, q in row] for row in rows])
 
 
-class ExactNumber:
+class ExactNumber(_SympyBacked):
     """An exact rational (eps, a scale, a base) whose SymPy number is built when needed.
 
     Compares, hashes (as :class:`fractions.Fraction` does) and prints (``1/1000000``)
@@ -117,7 +131,7 @@ class ExactNumber:
     attribute (``is_zero``) are the SymPy ``Rational``'s.
     """
 
-    __slots__ = ("_value", "_sympy")
+    __slots__ = ("_value",)
 
     def __init__(self, value: fmpq | int) -> None:
         self._value = fmpq(value)
@@ -137,20 +151,9 @@ class ExactNumber:
         """The value as a python-flint ``fmpq``."""
         return self._value
 
-    @property
-    def sympy(self) -> sympy.Rational:
-        """The SymPy ``Rational`` (built once)."""
-        if self._sympy is None:
-            self._sympy = sympy.Rational(self.p, self.q)
-        return self._sympy
-
-    def _sympy_(self) -> sympy.Rational:
-        return self.sympy
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.sympy, name)
+    def _build(self) -> sympy.Rational:
+        """The SymPy ``Rational``."""
+        return sympy.Rational(self.p, self.q)
 
     def _compare(self, other: object, op: Callable[[Any, Any], bool]) -> Any:
         if isinstance(other, ExactNumber):
@@ -206,10 +209,11 @@ def _number(p: int, q: int) -> ExactNumber:
 
 
 def _forward(name: str) -> Callable[..., Any]:
+    """The SymPy object's operator ``name``, the example's numbers among the operands
+    given as SymPy's."""
     def method(self: Any, *args: Any) -> Any:
-        return getattr(self.sympy, name)(*(a.sympy if isinstance(a, (ExactMatrix,
-                                                                      ExactNumber))
-                                           else a for a in args))
+        return getattr(self.sympy, name)(*(a.sympy if isinstance(a, _SympyBacked) else a
+                                           for a in args))
     method.__name__ = name
     return method
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from flint import arb
@@ -39,8 +39,6 @@ class Embedding(Operation):
     reference_function = embed
     default_notation = Notation("e", "e", "Token embedding")
     rational = True
-    #: The symbol of the table the rows are read from (its gradient: dL/dE).
-    table_symbol: ClassVar[Notation] = Notation("E", "E", "the embedding table")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])
@@ -68,7 +66,8 @@ class Embedding(Operation):
         return OPERATIONS["staged_embedding"](self.token_ids, self.notation)
 
     def parameter_notation(self, name: str) -> Notation:
-        return self.table_symbol
+        """The table the rows are read from: E (its gradient dL/dE)."""
+        return Notation("E", "E", "the embedding table")
 
     def used_rows(self) -> list[int]:
         """The table's rows the sentence uses, in order of first appearance."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from flint import arb
@@ -39,8 +39,6 @@ class LearnedPositional(Operation):
     reference_function = learned_positions
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional embedding (learned)")
     rational = True
-    #: The symbol of the table the rows are read from (its gradient: dL/dP).
-    table_symbol: ClassVar[Notation] = Notation("P", "P", "the learned positional table")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.P[self.start:self.start + self.n, :]
@@ -60,7 +58,8 @@ class LearnedPositional(Operation):
         return {"positional_embeddings": self.P}
 
     def parameter_notation(self, name: str) -> Notation:
-        return self.table_symbol
+        """The table the rows are read from: P (its gradient dL/dP)."""
+        return Notation("P", "P", "the learned positional table")
 
     def staged(self) -> Operation:
         """The rows read from a stage holding the whole table (``train``'s trained table,
