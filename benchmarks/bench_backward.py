@@ -43,25 +43,30 @@ DIGITS = 30
 REPEAT = 5
 
 
-def forward_run(example, fixed: bool = False) -> None:
-    """Every forward stage to :data:`DIGITS` significant digits (``fixed``: decimals)."""
-    for stage in derive(example, max_work=10**9):
-        _print(stage, fixed)
+def forward_run(example, fixed: bool = False) -> int:
+    """Every forward stage to :data:`DIGITS` significant digits (``fixed``: decimals);
+    returns the entries printed."""
+    return _print(derive(example, max_work=10**9), fixed)
 
 
-def backward_run(example, fixed: bool = False) -> None:
-    """Forward, loss and every gradient stage, printed as :func:`forward_run` prints."""
-    for stage in backward(derive(example, max_work=10**9)):
-        _print(stage, fixed)
+def backward_run(example, fixed: bool = False) -> int:
+    """Forward, loss and every gradient stage, printed as :func:`forward_run` prints;
+    returns the entries printed."""
+    return _print(backward(derive(example, max_work=10**9)), fixed)
 
 
-def _print(stage, fixed: bool) -> None:
-    """30 significant digits need an exact 0 proved (a ball around 0 has no first
-    significant digit); 30 decimals print it as 0.000... from the ball alone."""
-    if fixed:
-        stage.values(decimals=DIGITS)
-    else:
-        stage.values(significant=DIGITS)
+def _print(stages, fixed: bool) -> int:
+    """Every stage's values; the entries printed.  30 significant digits need an exact
+    0 proved (a ball around 0 has no first significant digit); 30 decimals print it as
+    0.000... from the ball alone."""
+    entries = 0
+    for stage in stages:
+        if fixed:
+            stage.values(decimals=DIGITS)
+        else:
+            stage.values(significant=DIGITS)
+        entries += stage.shape[0] * stage.shape[1]
+    return entries
 
 
 def with_loss(example, seed: int = 1):

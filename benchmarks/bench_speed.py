@@ -35,6 +35,7 @@ from flint import arb, arb_mat, ctx, fmpq
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from bench_backward import backward_run  # noqa: E402
 from bench_engine import exact_run, median_time  # noqa: E402
 
 from symformer import load_example  # noqa: E402
@@ -160,32 +161,15 @@ print(json.dumps({{"entries": entries, "seconds": seconds, "cpu": cpu,
 _BIG_BACKWARD = """
 import json, resource, sys, time
 sys.path.insert(0, {here!r})
-from bench_backward import with_loss
+from bench_backward import backward_run, with_loss
 from bench_engine import random_example
-from symformer.blocks import derive
-from symformer.blocks.backward import backward
 example = with_loss(random_example(*{shape!r}, seed=3))
 t0, c0 = time.perf_counter(), time.process_time()
-entries = 0
-for stage in backward(derive(example, max_work=10**9)):
-    stage.values(significant=30)
-    entries += stage.shape[0] * stage.shape[1]
+entries = backward_run(example)
 seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({{"entries": entries, "seconds": seconds, "cpu": cpu,
                    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
-
-
-def backward_run(example: Example) -> int:
-    """Forward + loss + every gradient stage to 30 digits; returns the entries."""
-    from symformer.blocks import derive
-    from symformer.blocks.backward import backward
-
-    entries = 0
-    for stage in backward(derive(example, max_work=10**9)):
-        stage.values(significant=30)
-        entries += stage.shape[0] * stage.shape[1]
-    return entries
 
 
 def child(code: str) -> dict:
