@@ -191,7 +191,10 @@ def positive_int(text: str) -> int:
 def bounded_int(low: int, high: int):
     """argparse type: a whole number from ``low`` to ``high``."""
     def parse(text: str) -> int:
-        value = nonnegative_int(text)
+        value = parse_work_limit(text)
+        if value is None:  # "-1" or 40 digits: name the range, not only the kind
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to "
+                                             f"{high}, found {text[:40]!r}")
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"must be from {low} to {high}, found {value}")
         return value

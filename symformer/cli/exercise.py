@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from symformer.cli._common import bounded_int, token_text
+from symformer.cli._common import bounded_int, token_text, work_limit
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
 
@@ -63,6 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "[exercise] margin, else 1/100)")
     p.add_argument("--pdf", action="store_true",
                    help="also compile every sheet and key to PDF with pdflatex")
+    p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
+                   help="bound the search for variants: stop when its estimated work (each "
+                        "draw derived and certified counts) would pass N operations "
+                        "(default 5,000,000, or SYMFORMER_MAX_WORK; 0: no limit)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -70,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer exercise``."""
     from symformer.exercise import DEFAULT_ASK, Request, make_exercise
+    from symformer.exercise.generate import plural
     from symformer.latex.compile import compile_pdf, pdflatex
 
     if args.pdf:
@@ -77,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     output_directory(args.out)
     request = Request(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
-                      args.token, args.margin)
+                      args.token, args.margin, args.max_work)
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"))
     files: dict[str, str | bytes] = dict(made.files)
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_files(args.out, files)
     search = made.search
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(search.rejected.items())) or "none"
-    print(f"wrote {len(written)} files to {args.out}: {len(made.variants)} variants, "
-          f"{len(made.asked)} asked stages; {search.total_rejected} draws rejected "
-          f"({reasons})")
+    print(f"wrote {plural(len(written), 'file')} to {args.out}: "
+          f"{plural(len(made.variants), 'variant')}, {plural(len(made.asked), 'asked stage')}; "
+          f"{plural(search.total_rejected, 'draw')} rejected ({reasons})")
     return 0

@@ -44,6 +44,7 @@ class Request:
     decimals: int = 2
     token: str = "1"
     margin: str | None = None  # overrides the template's [exercise] margin
+    max_work: int | None = None  # the search's work limit (None: the default; 0: none)
 
 
 @dataclass
@@ -83,14 +84,15 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
         settings = Settings(settings.embeddings, settings.weights, settings.biases,
                             margin_value(request.margin, "--margin"), settings.min_spread,
                             settings.attempts)
-    g = derive(example_from_dict(data, source))
+    g = derive(example_from_dict(data, source), max_work=request.max_work)
     asked = asked_stages(g, list(request.ask), source)
     token = resolve_token(g, request.token)
     header = (f"# symformer exercise: variant {{id}} of {name}, seed {request.seed}.\n"
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
-                                     request.decimals, settings, progress, header, g)
+                                     request.decimals, settings, progress, header, g,
+                                     request.max_work)
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     for v in variants:

@@ -10,6 +10,11 @@ before they are built, and never one the certified check would accept; the other
 are written as the variant's file, and that text is loaded, derived and certified.
 Rejections are counted by reason; when a variant's attempts run out, the error names
 the constraint that failed most often.
+
+The search is bounded by work as every command is (``--max-work``): a draw that is
+derived and certified costs :data:`ATTEMPT_PASSES` forward passes of the template
+(:func:`attempt_work`), one the prefilter rejects costs one pass; once the spent work
+would pass the limit, the search stops with the same message (and the limit named).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symformer.blocks import derive
+from symformer.blocks.work import estimated_work, work_limit
 from symformer.engine import Derivation
 from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
@@ -41,6 +47,10 @@ from symformer.exercise.toml_text import toml_text
 MAX_VARIANTS = 500
 #: Rejection reasons, in the order the checks run.
 REASONS = ("invalid", "duplicate", "margin", "given", "spread")
+#: Cost of one derived and certified draw, in forward passes of the template
+#: (measured: loading, deriving and the ball checks of a rejected draw take about
+#: as long as 7 forward passes' worth of the work limit's operations).
+ATTEMPT_PASSES = 8
 
 
 @dataclass
@@ -66,6 +76,8 @@ class Search:
     #: draws the float prefilter rejected (counted under "margin" too), and its time
     prefiltered: int = 0
     prefilter_seconds: float = 0.0
+    #: estimated work spent (operations of --max-work, see :func:`attempt_work`)
+    work: int = 0
 
     @property
     def total_rejected(self) -> int:
@@ -87,8 +99,17 @@ def variant_id(k: int, count: int) -> str:
     return f"v{k:0{max(2, len(str(count)))}d}"
 
 
+def attempt_work(template: Example) -> tuple[int, int]:
+    """The estimated work of one draw of ``template``: (derived and certified, rejected
+    by the float prefilter), in the operations of ``--max-work``."""
+    forward = estimated_work(template)
+    return ATTEMPT_PASSES * forward, forward
+
+
 def _explain(counts: Counter, examples: dict[str, str], settings: Settings, decimals: int,
-             vid: str, source: str) -> str:
+             vid: str, source: str, limit: int | None = None) -> str:
+    """Why a variant's search gave up: the constraint that rejected the most draws
+    with its count, every reason's count and example, and what to change."""
     what = {
         "margin": lambda n: f"{n} put an asked value within {settings.margin} of a unit of "
                             f"the last decimal from a rounding boundary at {decimals} "
@@ -107,22 +128,37 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
             "spread": "lower min_spread in [exercise], or widen the weights' range",
             "invalid": "change the ranges in [exercise]",
             "duplicate": "widen the ranges in [exercise], or ask for fewer variants"}
-    return (f"{source}: variant {vid}: no draw met the constraints in {settings.attempts} "
-            f"attempts (the {order[0]} constraint failed most): "
+    tried = sum(counts.values())
+    if not tried:
+        return (f"{source}: variant {vid}: not drawn: the work limit of {limit:,} operations "
+                f"(--max-work) was reached by the earlier variants' draws; raise it with "
+                f"--max-work N (0 means no limit) or ask for fewer variants")
+    stop = (f"stopped at the work limit of {limit:,} operations (--max-work) after "
+            f"{plural(tried, 'draw')} of the {settings.attempts} attempts allowed"
+            if limit is not None else
+            f"all {plural(settings.attempts, 'attempt')} of [exercise] attempts used")
+    return (f"{source}: variant {vid}: no draw met `{order[0]}`: {counts[order[0]]} of "
+            f"{tried} rejected by it ({stop}): "
             + "; ".join(what[r](counts[r]) for r in order) + f"; {hint[order[0]]}")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 variant``, ``2 variants``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                   asked: list[str], decimals: int, settings: Settings,
                   progress: Callable[[int, int], None] | None = None,
-                  header: str = "", template: Derivation | None = None
-                  ) -> tuple[list[Variant], Search]:
+                  header: str = "", template: Derivation | None = None,
+                  max_work: int | None = None) -> tuple[list[Variant], Search]:
     """``count`` variants of the parsed template ``data`` meeting every constraint.
 
     ``header`` is put at the top of each variant's file (comment lines; ``{id}`` is
     replaced by the variant's id); ``template`` is ``data`` derived (derived here
     when None).  Raises :class:`InputError` naming the failing
-    constraint when a variant's attempts run out.
+    constraint when a variant's attempts run out, or when the search's work would
+    pass ``max_work`` (:func:`~symformer.blocks.work.work_limit`; 0: no limit).
     """
     if not 1 <= count <= MAX_VARIANTS:
         raise InputError(f"--variants: must be from 1 to {MAX_VARIANTS}, found {count}")
@@ -133,14 +169,29 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     if template is None:
         template = derive(example_from_dict(data, source))
     quick = prefilter(data, template, asked, decimals, settings.margin)
+    limit = work_limit(max_work)
+    full, cheap = attempt_work(template.example)
+    if limit and count * full > limit:
+        raise InputError(f"{source}: {plural(count, 'variant')} need at least "
+                         f"{count * full:,} operations (one draw each, {full:,} a draw), "
+                         f"more than the limit of {limit:,}; raise it with --max-work N "
+                         f"(0 means no limit) or ask for fewer variants")
+    spent = 0
     for k in range(1, count + 1):
         vid = variant_id(k, count)
         counts: Counter = Counter()
         examples: dict[str, str] = {}
         for attempt in range(settings.attempts):
+            if limit and spent + full > limit:
+                search.rejected.update(counts)
+                raise InputError(_explain(counts, examples, settings, decimals, vid, source,
+                                          limit))
+            before = search.prefiltered
             drawn = draw(data, settings, Stream(seed, k, attempt))
             found = _candidate(drawn, vid, header, seen, quick, asked, decimals, settings,
                                search)
+            spent += cheap if search.prefiltered > before else full
+            search.work = spent
             if isinstance(found, Variant):
                 found.attempts = attempt + 1
                 variants.append(found)
