@@ -129,6 +129,25 @@ def markdown_text(text: str) -> str:
     return "".join(out)
 
 
+#: Unicode categories never written raw to a terminal or a CSV cell: controls (ESC,
+#: NUL, ...), format characters (BOM, zero-width space, bidi overrides), line and
+#: paragraph separators, surrogates and unassigned code points.
+_INVISIBLE = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Cn"))
+
+
+def invisible(char: str) -> bool:
+    """Whether ``char`` is a control, format, separator or unassigned character."""
+    return unicodedata.category(char) in _INVISIBLE
+
+
+def plain_text(text: str) -> str:
+    """``text`` safe for a terminal or a CSV cell: every invisible character
+    (:func:`invisible`) written as its Python escape (``\\x1b``, ``\\u200b``), so no
+    escape sequence reaches the terminal and nothing hides in a cell."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if invisible(c) else c
+                   for c in text)
+
+
 def word_label(word: str) -> str:
     """A vocabulary word as math: ``\\text{pense}`` (shortened when long)."""
     return rf"\text{{{label_text(word)}}}"

@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer exercise``."""
     from symformer.exercise import DEFAULT_ASK, Request, make_exercise
-    from symformer.exercise.generate import plural
+    from symformer.exercise.words import plural
     from symformer.latex.compile import compile_pdf, pdflatex
 
     if args.pdf:

@@ -9,6 +9,7 @@ from pathlib import Path
 from symformer.cli._common import work_limit
 from symformer.display import Progress
 from symformer.errors import InputError
+from symformer.escape import plain_text
 from symformer.files import write_files
 from symformer.grade.answers import AnswerSheet, read_answers
 from symformer.grade.grader import Grader, StudentGrade
@@ -21,8 +22,8 @@ ORDER = 47
 EPILOG = """\
 examples:
   symformer grade answers/*.csv --key exercise/ --out grades/
-  symformer grade answers/ --key exercise/ --points points.toml --quiet
-  symformer grade ada.toml bob.csv --key exercise/ --keep-going
+  symformer grade answers/ --key exercise/ --out grades/ --points points.toml --quiet
+  symformer grade ada.toml bob.csv --key exercise/ --out grades/ --keep-going
 
 Every asked entry is graded right, reader rounding (what the step gives from the
 key's printed previous tables), follow-through (wrong, but consistent with the
@@ -44,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="answer files (.csv or .toml), or folders holding them")
     p.add_argument("--key", required=True, metavar="DIR",
                    help="the folder `symformer exercise` wrote (manifest.toml, variants)")
-    p.add_argument("--out", default="grades", metavar="DIR",
-                   help="where summary.csv and feedback/ go (default: grades)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="where summary.csv and feedback/ go")
     p.add_argument("--points", metavar="FILE", default=None,
                    help="points file (TOML): entry, reader_rounding, follow_through, "
                         "[stage] (default: 1 point an entry, reader rounding full, "
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 if not args.keep_going:
                     raise
                 skipped.append((path, str(exc)))
-                print(f"symformer grade: skipped: {exc}", file=sys.stderr)
+                print(f"symformer grade: skipped: {plain_text(str(exc))}", file=sys.stderr)
                 continue
             grades.append(grader.grade(sheet))
     files = {"summary.csv": summary_csv(grades, key.asked, skipped)}

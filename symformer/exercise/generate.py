@@ -42,6 +42,7 @@ from symformer.exercise.margin import (
 from symformer.exercise.prefilter import Prefilter, prefilter
 from symformer.exercise.settings import Settings
 from symformer.exercise.toml_text import toml_text
+from symformer.exercise.words import plural
 
 #: The most variants one run makes (ids v01 ... v500).
 MAX_VARIANTS = 500
@@ -112,8 +113,8 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
     with its count, every reason's count and example, and what to change."""
     what = {
         "margin": lambda n: f"{n} put an asked value within {settings.margin} of a unit of "
-                            f"the last decimal from a rounding boundary at {decimals} "
-                            f"decimals (e.g. {examples['margin']})",
+                            f"the last decimal from a rounding boundary at "
+                            f"{plural(decimals, 'decimal')} (e.g. {examples['margin']})",
         "given": lambda n: f"{n} gave another answer, or one within the margin, when "
                            f"computed from the sheet's given numbers (e.g. {examples['given']})",
         "spread": lambda n: f"{n} had softmax weights closer together than "
@@ -134,17 +135,13 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
                 f"(--max-work) was reached by the earlier variants' draws; raise it with "
                 f"--max-work N (0 means no limit) or ask for fewer variants")
     stop = (f"stopped at the work limit of {limit:,} operations (--max-work) after "
-            f"{plural(tried, 'draw')} of the {settings.attempts} attempts allowed"
+            f"{plural(tried, 'draw')} of the {plural(settings.attempts, 'attempt')} "
+            f"allowed"
             if limit is not None else
             f"all {plural(settings.attempts, 'attempt')} of [exercise] attempts used")
     return (f"{source}: variant {vid}: no draw met `{order[0]}`: {counts[order[0]]} of "
             f"{tried} rejected by it ({stop}): "
             + "; ".join(what[r](counts[r]) for r in order) + f"; {hint[order[0]]}")
-
-
-def plural(n: int, word: str) -> str:
-    """``1 variant``, ``2 variants``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,

@@ -30,6 +30,7 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.exercise.words import plural
 from symformer.verify.chain import apply, ball, round_values
 
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
@@ -139,7 +140,7 @@ def given_failure(g: Derivation, asked: list[str], decimals: int, margin: Fracti
             inputs = [_printed(balls[i], places) if i in given else balls[i]
                       for i in g[name].inputs]
             if any(v is None for v in inputs):
-                return f"{given[0]} (its rounding to {places} decimals is undecided)"
+                return f"{given[0]} (its rounding to {plural(places, 'decimal')} is undecided)"
             values = apply(g[name].op, inputs)
             wide = margin_ball(margin)
             for i, row in enumerate(values):

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from symformer.engine import Derivation, Stage
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.exercise.words import plural
 from symformer.latex.blocks import Cell, Heading, MatrixBlock, Prose
 from symformer.latex.document import PREAMBLE, caption, legend_prose
 from symformer.latex.equations import stage_equation
@@ -73,7 +74,7 @@ def given_blocks(g: Derivation, asked: list[str], decimals: int, tag: str) -> li
             continue
         out.append(stage_table(stage, decimals=places, heat=False,
                                caption=f"Given: {caption(stage)} ({stage.name}), rounded "
-                                       f"to {places} decimals.",
+                                       f"to {plural(places, 'decimal')}.",
                                label=f"tab:{tag}given:{stage.name}"))
     return out
 
@@ -92,7 +93,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
     if not key:
         blank = tuple(tuple(Cell(_BLANK) for _ in row) for row in table.cells)
         table = replace(table, cells=blank, tall=True, highlight_row=None, legend=(
-            f"Fill in every entry, rounded to {decimals} decimals.",))
+            f"Fill in every entry, rounded to {plural(decimals, 'decimal')}.",))
         return [*out, table]
     out.append(table)
     given = tuple((name, decimals + GIVEN_EXTRA_DECIMALS) for name in stage.inputs
@@ -109,10 +110,10 @@ def document_blocks(g: Derivation, asked: list[str], decimals: int, token: int, 
                     level: int = 1, tag: str = "") -> list:
     """The blocks of a sheet (``key=False``) or a key, headings from ``level``."""
     what = ("Answer key: every entry is the exact value correctly rounded (certified) to "
-            f"{decimals} decimals; the worked lines follow token position {token}."
+            f"{plural(decimals, 'decimal')}; the worked lines follow token position {token}."
             if key else
             f"Compute the tables of the asked steps by hand from the numbers given, and "
-            f"write every entry rounded to {decimals} decimals.")
+            f"write every entry rounded to {plural(decimals, 'decimal')}.")
     out: list = [Prose((what,)), legend_prose(legend([g[a] for a in asked])),
                  Heading("Given", level), *given_blocks(g, asked, decimals, tag)]
     for name in asked:

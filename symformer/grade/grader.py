@@ -9,9 +9,15 @@ Verdicts, tried in this order (docs/grading.md):
   decimals; a stage computed from no asked stage: from every earlier stage rounded);
 * ``follow_through``: wrong, but consistent with the student's *own* previous
   asked tables, checked locally like ``check``'s claims with ``inputs``: the step
-  recomputed from the student's numbers as written, or from any numbers within
-  their rounding (interval enclosure; an entry the student left blank or unreadable
-  counts with the key's value);
+  recomputed from the student's numbers as written, or from some numbers within
+  their rounding (an entry the student left blank or unreadable counts with the
+  key's value).  Consistency is *certified*, never assumed: the value as written
+  must be proved within half a unit, or the step must be proved to reach values on
+  both sides of the answer's rounding interval at points of the box of inputs
+  within the student's rounding (by continuity it then reaches the interval); an
+  enclosure of that box only rejects, so a blown-up enclosure credits nothing.  A
+  softmax row the student wrote that cannot sum to 1 within its rounding gets no
+  follow-through; a decision that cannot be made is no credit;
 * ``wrong``; ``missing`` (no answer); ``unreadable`` (an answer that is no number).
 
 Entries a sheet gives that are not asked (unknown or unasked stage, out of range)
@@ -24,13 +30,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from flint import arb
+
 from symformer.engine import Derivation
+from symformer.engine.arbmath import precision
 from symformer.errors import InputError, UndecidedError
+from symformer.exercise.words import plural
 from symformer.grade.answers import AnswerSheet, Entry, Remark
 from symformer.grade.key import Key, Variant
 from symformer.grade.points import Points
 from symformer.lazy import sympy
 from symformer.notation import place
+from symformer.ops.softmax import Softmax
 from symformer.verify.chain import PRECISIONS, Chain, Values, ball, decide
 from symformer.verify.check import meets
 
@@ -221,23 +232,32 @@ class Grader:
 
     def _consistent(self, targets: dict, values: Callable[[int], Values], source: str
                     ) -> list[tuple[int, int]]:
-        """The targets within half a unit of ``values`` (undecided: given the benefit)."""
+        """The targets proved within half a unit of ``values`` (undecided: no credit)."""
         try:
             verdicts = decide(targets, values, None, "", source)
         except UndecidedError:
-            return list(targets)
+            return []
         return [k for k, ok in verdicts.items() if ok]
 
     def _follows_through(self, variant: Variant, stage: str, pending: dict,
                          answers: dict[Where, tuple[Fraction | None, Entry]], source: str
                          ) -> list[tuple[int, int]]:
-        """Pending entries consistent with the student's own previous asked tables."""
+        """Pending entries proved consistent with the student's own previous asked
+        tables (see the module docstring)."""
         g = variant.derivation
         upstream = self._upstream(g, stage)
         own = {s: _own(variant, s, answers) for s in upstream}
+        half = self.key.half
+        if isinstance(g[stage].op, Softmax):
+            rows = _summable_rows(g, stage, answers, variant, half)
+            pending = {k: t for k, t in pending.items() if k[0] in rows}
+        if not pending:
+            return []
         as_written = self._consistent(pending, _memo(Chain(
             g, stage, replaced={s: _exact(m) for s, m in own.items()}), stage), source)
-        half = self.key.half
+        rest = {k: t for k, t in pending.items() if k not in as_written}
+        if not rest:
+            return as_written
 
         def intervals(matrix: list[list[Fraction | None]]) -> Callable[[], Values]:
             return lambda: [[None if v is None else ball(v, half) for v in row]
@@ -245,8 +265,8 @@ class Grader:
 
         boxes = Chain(g, stage, replaced={s: intervals(m) for s, m in own.items()})
         enclosure = boxes.evaluate(PRECISIONS[0])[stage]
-        return [k for k, (r, c, claimed, h) in pending.items()
-                if k in as_written or meets(enclosure[r][c], claimed, h)]
+        rest = {k: t for k, t in rest.items() if meets(enclosure[k[0]][k[1]], t[2], half)}
+        return as_written + (_reached(g, stage, own, rest, half) if rest else [])
 
     # -- feedback --------------------------------------------------------------------
     def _first_wrong(self, where: Where, variant: Variant, grades: dict[Where, EntryGrade]
@@ -290,8 +310,9 @@ class Grader:
                    key=matches, default=None)
         if best is None or matches(best) <= own:
             return ""
-        return (f"{matches(best)} of {len(answers)} answers are variant {best.id}'s key "
-                f"values ({own} are variant {variant.id}'s)")
+        return (f"{matches(best)} of {plural(len(answers), 'answer')} are variant "
+                f"{best.id}'s key values ({own} {'is' if own == 1 else 'are'} variant "
+                f"{variant.id}'s)")
 
 
 def _exact(matrix: list[list[Fraction | None]]) -> Values:
@@ -310,6 +331,111 @@ def _own(variant: Variant, stage: str,
 
     return [[own(r, c, value) for c, value in enumerate(row)]
             for r, row in enumerate(variant.correct(stage))]
+
+
+#: Precisions (bits) at which the sampled points of :func:`_reached` are evaluated.
+POINT_PRECISIONS = (128, 1024)
+
+
+def _summable_rows(g: Derivation, stage: str,
+                   answers: dict[Where, tuple[Fraction | None, Entry]], variant: Variant,
+                   half: Fraction) -> set[int]:
+    """The rows of a softmax stage whose answers (the key's where none is written) can
+    sum to 1 within their rounding, each entry within ``half`` of what is written."""
+    rows: set[int] = set()
+    for r, row in enumerate(_own(variant, stage, answers)):
+        low = sum((v - half for v in row if v is not None), Fraction(0))
+        high = sum((v + half for v in row if v is not None), Fraction(0))
+        if low <= 1 <= high:
+            rows.add(r)
+    return rows
+
+
+def _at(g: Derivation, stage: str, point: dict[str, list[list[Fraction | None]]],
+        bits: int) -> Values:
+    """The step computed from one point of the box (exact rationals in, certified out)."""
+    chain = Chain(g, stage, replaced={s: _exact(m) for s, m in point.items()})
+    return chain.evaluate(bits)[stage]
+
+
+def _shifted(own: dict[str, list[list[Fraction | None]]],
+             steps: dict[tuple[str, int, int], Fraction]) -> dict:
+    """``own`` with the entries named in ``steps`` moved by their step."""
+    out = {s: [list(row) for row in m] for s, m in own.items()}
+    for (s, i, j), step in steps.items():
+        out[s][i][j] += step
+    return out
+
+
+def _sign(e: object) -> int:
+    """The sign of an entry's midpoint (a heuristic only: it picks points to try)."""
+    if e is None:
+        return 0
+    x = float(e.mid()) if isinstance(e, arb) else float(e)
+    return 0 if x != x or x == 0 else (1 if x > 0 else -1)
+
+
+def _below(e: object, bound: Fraction) -> bool:
+    """Certified ``e <= bound`` (False when a ball cannot tell)."""
+    if e is None:
+        return False
+    if isinstance(e, arb):
+        return bool(e.is_finite() and e <= ball(bound))
+    return Fraction(int(e.p), int(e.q)) <= bound
+
+
+def _above(e: object, bound: Fraction) -> bool:
+    """Certified ``e >= bound`` (False when a ball cannot tell)."""
+    if e is None:
+        return False
+    if isinstance(e, arb):
+        return bool(e.is_finite() and e >= ball(bound))
+    return Fraction(int(e.p), int(e.q)) >= bound
+
+
+def _reached(g: Derivation, stage: str, own: dict[str, list[list[Fraction | None]]],
+             pending: dict, half: Fraction) -> list[tuple[int, int]]:
+    """The pending entries whose answer's rounding interval the step provably reaches
+    from inputs within ``half`` of the student's own numbers.
+
+    Points of the box are tried: its centre, and for each entry the two corners the
+    step's secant slopes point to (a heuristic choice; any point of the box would
+    do).  Each point's value is certified; when one is proved at most ``claimed +
+    half`` and another at least ``claimed - half``, the step, continuous on the box
+    (a convex set), takes every value between them, so some input within the
+    student's rounding gives a value that rounds to the answer.
+    """
+    chain = Chain(g, stage, replaced={s: _exact(m) for s, m in own.items()})
+    computed = {s.name for s in g if s.name in chain.affected and s.name not in own}
+    coordinates = [(s, i, j) for s in own
+                   if any(s in g[c].inputs for c in computed)
+                   for i, row in enumerate(own[s]) for j, v in enumerate(row) if v is not None]
+    found: list[tuple[int, int]] = []
+    for bits in POINT_PRECISIONS:
+        with precision(bits):
+            centre = _at(g, stage, own, bits)
+            slopes = {c: _at(g, stage, _shifted(own, {c: half}), bits) for c in coordinates}
+            for key, (r, c, claimed, h) in pending.items():
+                if key in found:
+                    continue
+                direction = {x: half * _sign(_difference(slopes[x][r][c], centre[r][c]))
+                             for x in coordinates}
+                points = [centre[r][c], _at(g, stage, _shifted(own, direction), bits)[r][c],
+                          _at(g, stage, _shifted(own, {x: -d for x, d in direction.items()}),
+                              bits)[r][c]]
+                if any(_below(p, claimed + h) for p in points) and \
+                        any(_above(p, claimed - h) for p in points):
+                    found.append(key)
+        if len(found) == len(pending):
+            break
+    return found
+
+
+def _difference(a: object, b: object) -> object:
+    """``a - b`` for entries (None when either is masked)."""
+    if a is None or b is None:
+        return None
+    return a - b
 
 
 def _memo(chain: Chain, stage: str) -> Callable[[int], Values]:

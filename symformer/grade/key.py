@@ -7,6 +7,7 @@ the manifest's ``decimals`` with certified digits.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -17,6 +18,7 @@ from symformer.engine.graph import unknown_stage_message
 from symformer.engine.rounding import round_fraction
 from symformer.errors import InputError
 from symformer.example.loader import load_example, read_text_file, read_toml
+from symformer.exercise.words import plural
 from symformer.grade.lines import at_line, line_of
 
 #: The manifest format this version reads.
@@ -68,8 +70,9 @@ class Variant:
                         out.append(None)
                     elif ".." in text:
                         raise InputError(f"{self.where}: variant {self.id}: {stage}[{i},{j}] "
-                                         f"lies on a rounding boundary at {self.decimals} "
-                                         f"decimals ({text}); the key cannot grade it")
+                                         f"lies on a rounding boundary at "
+                                         f"{plural(self.decimals, 'decimal')} ({text}); the "
+                                         f"key cannot grade it")
                     else:
                         out.append(Fraction(text))  # certified decimal text
                 table.append(out)
@@ -108,10 +111,12 @@ def load_key(directory: str | Path, max_work: int | None = None) -> Key:
     """Read ``DIR/manifest.toml``; bad content is an :class:`InputError` naming its line."""
     folder = Path(directory)
     if not folder.is_dir():
-        raise InputError(f"{directory}: --key must be the folder `symformer exercise` wrote "
-                         f"(with manifest.toml)" + (" (no such folder)"
-                                                    if not folder.exists() else ""))
+        raise InputError(f"{directory}: {_kind(folder)}; --key must be the folder "
+                         f"`symformer exercise` wrote (with manifest.toml)")
     path = folder / "manifest.toml"
+    if not path.exists() and not path.is_symlink():
+        raise InputError(f"{directory}: a folder without manifest.toml; --key must be the "
+                         f"folder `symformer exercise` wrote")
     source = str(path)
     text = read_text_file(path, "the exercise manifest",
                           " (--key must be the folder `symformer exercise` wrote)")
@@ -150,6 +155,33 @@ def load_key(directory: str | Path, max_work: int | None = None) -> Key:
                              f"(relative to the key folder)")
         if t["id"] in variants:
             raise InputError(f"{where}: variant id {t['id']!r} given twice")
-        variants[t["id"]] = Variant(t["id"], folder / t["example"], where, tuple(asked),
-                                    decimals, max_work, asked_at)
+        variants[t["id"]] = Variant(t["id"], _inside(folder, t["example"], where), where,
+                                    tuple(asked), decimals, max_work, asked_at)
     return Key(path, decimals, tuple(asked), variants)
+
+
+def _kind(path: Path) -> str:
+    """What ``path`` is, for a message: "no such folder", "a FIFO (named pipe)", ..."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "no such folder"
+    kinds = ((stat.S_ISREG, "a file, not a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "not a folder")
+
+
+def _inside(folder: Path, example: str, where: str) -> Path:
+    """The variant's example file, refused unless it lies inside the key folder (a
+    relative path whose target, symbolic links followed, is under the folder)."""
+    path = folder / example
+    inside = not Path(example).is_absolute() and ".." not in Path(example).parts
+    try:
+        inside = inside and path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        inside = False
+    if not inside:
+        raise InputError(f"{where}: example {example!r} lies outside the key folder "
+                         f"{folder}; a variant's example must be a path inside it")
+    return path

@@ -11,7 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from symformer.engine.rounding import round_fraction
-from symformer.escape import markdown_text
+from symformer.escape import invisible, markdown_text, plain_text
 from symformer.grade.grader import VERDICTS, EntryGrade, StudentGrade
 from symformer.grade.points import Points
 from symformer.worked.numbers import terminating
@@ -30,9 +30,19 @@ def score(value: Fraction) -> str:
     return terminating(value) or round_fraction(value, decimals=SCORE_DECIMALS).fixed()
 
 
+#: First characters that make a spreadsheet read a cell as a formula.
+_FORMULA = ("=", "+", "-", "@")
+
+
 def _cell(text: str) -> str:
-    """A text cell a spreadsheet will not run as a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    """A text cell a spreadsheet will not run as a formula and that hides nothing:
+    leading blanks and invisible characters (a BOM, a zero-width space) are dropped
+    before the formula check, the rest's invisible characters escaped (:func:`plain_text`)."""
+    k = 0
+    while k < len(text) and (text[k].isspace() or invisible(text[k])):
+        k += 1
+    shown = plain_text(text[k:])
+    return "'" + shown if shown[:1] in _FORMULA else shown
 
 
 def summary_csv(grades: list[StudentGrade], asked: tuple[str, ...],
@@ -76,19 +86,33 @@ def _written(e: EntryGrade) -> str:
     if e.answer is None:
         return "no answer"
     line = f" (line {e.line})" if e.line else ""
-    return f"you wrote `{e.answer.strip()}`{line}"
+    return f"you wrote {_code(e.answer.strip())}{line}"
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span (its invisible characters escaped; a fence
+    longer than any run of backticks in it)."""
+    shown = plain_text(text)
+    fence = "`" * (max((len(r) for r in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def _prose(text: str) -> str:
+    """Text from an answer file for Markdown prose: invisible characters escaped."""
+    return markdown_text(plain_text(text))
 
 
 def feedback(g: StudentGrade, asked: tuple[str, ...], points: Points) -> str:
     """The student's feedback in Markdown: scores per stage, then every entry not right
     with the first step that went wrong and the correct value."""
     sheet = g.sheet
-    lines = [f"# Feedback: {markdown_text(sheet.student)} (variant "
-             f"{markdown_text(sheet.variant)})", "",
-             f"Answers: {markdown_text(str(sheet.path))}. Score: **{score(g.total)} of "
+    lines = [f"# Feedback: {_prose(sheet.student)} (variant "
+             f"{_prose(sheet.variant)})", "",
+             f"Answers: {_prose(str(sheet.path))}. Score: **{score(g.total)} of "
              f"{score(g.maximum)}** points.", ""]
     if g.copied:
-        lines += [f"**Note:** {markdown_text(g.copied)}.", ""]
+        lines += [f"**Note:** {_prose(g.copied)}.", ""]
     lines += ["| stage | points | " + " | ".join(WORDS[v] for v in VERDICTS) + " |",
               "|---|---:|" + "---:|" * len(VERDICTS)]
     for stage in asked:
@@ -104,7 +128,7 @@ def feedback(g: StudentGrade, asked: tuple[str, ...], points: Points) -> str:
     for e in problems:
         text = f"- {_entry_name(e)}: **{WORDS[e.verdict]}**, {_written(e)}"
         if e.note:
-            text += f" ({markdown_text(e.note)})"
+            text += f" ({_prose(e.note)})"
         text += f"; correct: `{e.correct}`."
         if e.verdict == "follow_through":
             text += (f" It follows from your own previous numbers: "
@@ -126,20 +150,21 @@ def feedback(g: StudentGrade, asked: tuple[str, ...], points: Points) -> str:
                   f"`{e.correct}`." for e in reader]
     if g.extra:
         lines += ["", "## Not graded", ""]
-        lines += [f"- {'line ' + str(r.line) + ': ' if r.line else ''}{markdown_text(r.text)}"
+        lines += [f"- {'line ' + str(r.line) + ': ' if r.line else ''}{_prose(r.text)}"
                   for r in g.extra]
     return "\n".join(lines) + "\n"
 
 
 def class_table(grades: list[StudentGrade]) -> str:
-    """The lines ``grade`` prints: one per student."""
-    width = max((len(g.sheet.student) for g in grades), default=7)
+    """The lines ``grade`` prints: one per student (text from the files escaped)."""
+    names = [plain_text(g.sheet.student) for g in grades]
+    width = max((len(n) for n in names), default=7)
     rows = []
-    for g in grades:
+    for g, name in zip(grades, names):
         flags = [f"{g.count(v)} {WORDS[v]}" for v in VERDICTS[1:] if g.count(v)]
         if g.extra:
             flags.append(f"{len(g.extra)} not graded")
-        rows.append(f"{g.sheet.student:<{width}}  {g.sheet.variant:<5} "
+        rows.append(f"{name:<{width}}  {plain_text(g.sheet.variant):<5} "
                     f"{score(g.total):>7} of {score(g.maximum):<6} " + ", ".join(flags)
-                    + (f"  [{g.copied}]" if g.copied else ""))
+                    + (f"  [{plain_text(g.copied)}]" if g.copied else ""))
     return "\n".join(rows)
