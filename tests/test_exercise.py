@@ -246,8 +246,9 @@ def test_impossible_margin_names_the_constraint_and_stops(tmp_path, capsys):
     assert run(["exercise", str(path), "--variants", "1", "--seed", "1",
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "no draw met the constraints in 5 attempts (the margin constraint failed most)" \
-        in err and "5 put an asked value within 49/100" in err and str(path) in err
+    assert "no draw met `margin`: 5 of 5 rejected by it (all 5 attempts of [exercise] " \
+        "attempts used)" in err and "5 put an asked value within 49/100" in err \
+        and str(path) in err
 
 
 def test_flat_softmax_is_rejected(tmp_path, capsys):
@@ -258,7 +259,7 @@ def test_flat_softmax_is_rejected(tmp_path, capsys):
                  "--ask", "layer1.head1.weights", "--decimals", "2",
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "(the spread constraint failed most)" in err
+    assert "no draw met `spread`: 3 of 3 rejected by it" in err
     assert "softmax weights closer together than min_spread = 1/10" in err
 
 

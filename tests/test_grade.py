@@ -435,32 +435,37 @@ def test_any_garbling_is_graded_not_fatal(tmp_path_factory, refs, grader, garble
 
 
 # -- bad input: one line naming the file and line, exit 2 ---------------------------------
-def run(args: list[str], capsys) -> tuple[int, str]:
+def run(args: list[str], capsys, out: Path | None = None) -> tuple[int, str]:
+    """``grade ARGS`` (with ``--out OUT`` when ARGS has none: it is required)."""
+    if "--out" not in args:
+        assert out is not None, "grade requires --out"
+        args = [*args, "--out", str(out)]
     status = main(["grade", *args])
     return status, capsys.readouterr().err.strip()
 
 
 def test_bad_key(tmp_path, capsys, refs):
     path = write_csv(tmp_path / "a.csv", "A", "v01", refs["v01"].key)
-    status, err = run([str(path), "--key", str(tmp_path / "nokey")], capsys)
-    assert status == 2 and "nokey" in err and len(err.splitlines()) == 1
+    out = tmp_path / "out"
+    status, err = run([str(path), "--key", str(tmp_path / "nokey")], capsys, out)
+    assert status == 2 and "nokey: no such folder" in err and len(err.splitlines()) == 1
     (tmp_path / "k").mkdir()
-    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys)
-    assert status == 2 and "manifest.toml: no such file" in err
+    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys, out)
+    assert status == 2 and "k: a folder without manifest.toml" in err
     (tmp_path / "k" / "manifest.toml").write_text("[exercise]\nformat = 1\ndecimals = \n")
-    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys)
+    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys, out)
     assert status == 2 and "manifest.toml: invalid TOML" in err and "line 3" in err
     (tmp_path / "k" / "manifest.toml").write_text(
         MANIFEST.format(asked='"layer1.head1.Q"').replace("decimals = 2", 'decimals = "2"'))
-    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys)
+    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys, out)
     assert status == 2 and "manifest.toml, line 5: decimals must be" in err
     (tmp_path / "k" / "manifest.toml").write_text(MANIFEST.format(asked='"layer1.head1.Q"'))
-    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys)
+    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys, out)
     assert status == 2 and "manifest.toml, line 11: variant v01's example" in err
     (tmp_path / "k" / "v01").mkdir()
     (tmp_path / "k" / "v01" / "example.toml").write_text(builtin_text())
     (tmp_path / "k" / "manifest.toml").write_text(MANIFEST.format(asked='"layer1.head1.Qx"'))
-    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys)
+    status, err = run([str(path), "--key", str(tmp_path / "k")], capsys, out)
     assert status == 2 and "manifest.toml, line 8: " in err and "layer1.head1.Q" in err
 
 
@@ -480,7 +485,7 @@ def test_bad_answer_files(tmp_path, capsys, refs, key_dir):
     broken.write_text('variant = "v01"\n[answers]\n"layer1.head1.Q" = [[1.2.3]]\n')
     status, err = run([str(broken), "--key", str(key_dir), "--out", str(out)], capsys)
     assert status == 2 and f"{broken}: invalid TOML" in err and "line 3" in err
-    status, err = run([str(tmp_path / "absent.csv"), "--key", str(key_dir)], capsys)
+    status, err = run([str(tmp_path / "absent.csv"), "--key", str(key_dir)], capsys, out)
     assert status == 2 and "absent.csv: no such file" in err
     # --keep-going: the good file is graded, the others listed as skipped
     status = main(["grade", str(good), str(unknown), str(broken), "--key", str(key_dir), "--out",
@@ -501,5 +506,6 @@ def test_bad_points_file(tmp_path, capsys, refs, key_dir, text, line, words):
     good = write_csv(tmp_path / "good.csv", "G", "v01", refs["v01"].key)
     points = tmp_path / "points.toml"
     points.write_text(text)
-    status, err = run([str(good), "--key", str(key_dir), "--points", str(points)], capsys)
+    status, err = run([str(good), "--key", str(key_dir), "--points", str(points)], capsys,
+                      tmp_path / "out")
     assert status == 2 and f"points.toml, line {line}" in err and words in err
