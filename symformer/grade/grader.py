@@ -310,9 +310,9 @@ class Grader:
                    key=matches, default=None)
         if best is None or matches(best) <= own:
             return ""
-        return (f"{matches(best)} of {plural(len(answers), 'answer')} are variant "
-                f"{best.id}'s key values ({own} {'is' if own == 1 else 'are'} variant "
-                f"{variant.id}'s)")
+        found = matches(best)
+        return (f"{found} of {plural(len(answers), 'answer')} {'is' if found == 1 else 'are'} "
+                f"from variant {best.id}'s key ({own} from variant {variant.id}'s)")
 
 
 def _exact(matrix: list[list[Fraction | None]]) -> Values:
