@@ -77,6 +77,9 @@ def feedback_verdicts(tmp_path: Path) -> dict[str, str]:
 
 
 def r2(x) -> Fraction:
+    """Round to 2 decimals, half to even (below 1e-10 in size: 0)."""
+    if abs(x) < mpmath.mpf("1e-10"):  # e^-1e50: beyond Decimal's exponent range
+        return Fraction(0)
     d = Decimal(mpmath.nstr(x, 45, strip_zeros=False))
     return Fraction(d.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN))
 
@@ -103,6 +106,23 @@ def test_a_row_summing_to_one_with_impossible_weights_is_wrong(tmp_path, key):
     text = FT.format(scores="", weights=rows([["7", "-3", "-3", "0"]]))
     row = grade(tmp_path, key, text)
     assert row["follow_through"] == "0" and row["wrong"] == "4"
+
+
+@pytest.mark.parametrize("big", ["1e50", "1e20", "123456789012345678901.37"])
+def test_a_blown_up_enclosure_credits_nothing(tmp_path, key, big):
+    """Scores [big, 0, 0, 0] give weights [1, 0, 0, 0] to 1e-8 and closer (mpmath);
+    [0.70, 0.10, 0.10, 0.10] sums to 1 and lies in [0, 1] but is not reached, however
+    wide the enclosure of the huge inputs is; the true weights follow through."""
+    weights = softmax([Fraction(big), Fraction(0), Fraction(0), Fraction(0)])
+    assert [r2(w) for w in weights] == [1, 0, 0, 0]
+    scores = rows([[big, "0", "0", "0"]])
+    row = grade(tmp_path, key, FT.format(scores=scores,
+                                         weights=rows([["0.70", "0.10", "0.10", "0.10"]])))
+    assert row["follow_through"] == "0" and row["wrong"] == "8"
+    row = grade(tmp_path, key, FT.format(scores=scores,
+                                         weights=rows([["1.00", "0.00", "0.00", "0.00"]])),
+                "b.toml")
+    assert row["follow_through"] == "4"
 
 
 def test_equal_huge_scores_follow_through_to_a_quarter(tmp_path, key):
