@@ -16,7 +16,7 @@ import pytest
 from symformer.blocks.work import estimated_work
 from symformer.cli import main
 from symformer.example.loader import builtin_text, load_example
-from symformer.exercise.generate import ATTEMPT_PASSES, attempt_work
+from symformer.exercise.generate import ATTEMPT_PASSES, SHEET_PASSES, attempt_work, sheet_work
 from symformer.exercise.words import plural
 
 SPREAD = '\n[exercise]\nweights = { low = 0, high = "1e-100", step = "1e-100" }\n' \
@@ -44,11 +44,13 @@ def test_attempt_work_counts_forward_passes():
     forward = estimated_work(example)
     assert forward > 0
     assert attempt_work(example) == (ATTEMPT_PASSES * forward, forward)
+    assert sheet_work(example) == SHEET_PASSES * forward
 
 
 def test_hopeless_search_stops_at_the_work_limit(spread10k, tmp_path, capsys):
-    full = ATTEMPT_PASSES * estimated_work(load_example(None))
-    limit = 12 * full + full // 2  # room for 12 derived draws
+    example = load_example(None)
+    full = attempt_work(example)[0]
+    limit = sheet_work(example) + 12 * full + full // 2  # room for 12 derived draws
     out = tmp_path / "o"
     assert run(["exercise", str(spread10k), "--variants", "1", "--seed", "1", "--out",
                 str(out), "--max-work", str(limit), "--quiet"]) == 2
@@ -71,11 +73,13 @@ def test_attempts_run_out_before_the_limit(spread10k, tmp_path, capsys):
 
 
 def test_too_many_variants_for_the_limit_are_refused_before_any_draw(tmp_path, capsys):
-    full = ATTEMPT_PASSES * estimated_work(load_example(None))
+    example = load_example(None)
+    least = 5 * (attempt_work(example)[0] + sheet_work(example))
     assert run(["exercise", "--variants", "5", "--seed", "1", "--out", str(tmp_path / "o"),
-                "--max-work", str(4 * full)]) == 2
+                "--max-work", str(least - 1)]) == 2
     err = capsys.readouterr().err
-    assert f"5 variants need at least {5 * full:,} operations" in err
+    assert f"5 variants need at least {least:,} operations" in err
+    assert "a variant for its sheets and key" in err
     assert "--max-work" in err and not (tmp_path / "o").exists()
 
 

@@ -22,7 +22,14 @@ from symformer.example.loader import (
     read_text_file,
     read_toml,
 )
-from symformer.exercise.generate import MAX_VARIANTS, Search, Variant, asked_stages, draw_variants
+from symformer.exercise.generate import (
+    MAX_VARIANTS,
+    Search,
+    Variant,
+    asked_stages,
+    draw_variants,
+    sheet_work,
+)
 from symformer.exercise.manifest import manifest_text
 from symformer.exercise.settings import Settings, read_settings
 from symformer.exercise.sheets import key_all_files, sheet_files
@@ -92,7 +99,7 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
                                      request.decimals, settings, progress, header, g,
-                                     request.max_work)
+                                     request.max_work, sheet_work(g.example))
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     for v in variants:

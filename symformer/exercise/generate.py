@@ -52,6 +52,9 @@ REASONS = ("invalid", "duplicate", "margin", "given", "spread")
 #: (measured: loading, deriving and the ball checks of a rejected draw take about
 #: as long as 7 forward passes' worth of the work limit's operations).
 ATTEMPT_PASSES = 8
+#: Cost of one accepted variant's sheets and key, in forward passes (measured: about
+#: 41 ms a variant of the built-in example, two thirds of ``exercise``'s time).
+SHEET_PASSES = 25
 
 
 @dataclass
@@ -107,6 +110,11 @@ def attempt_work(template: Example) -> tuple[int, int]:
     return ATTEMPT_PASSES * forward, forward
 
 
+def sheet_work(template: Example) -> int:
+    """The estimated work of one variant's sheets and key (operations of ``--max-work``)."""
+    return SHEET_PASSES * estimated_work(template)
+
+
 def _explain(counts: Counter, examples: dict[str, str], settings: Settings, decimals: int,
              vid: str, source: str, limit: int | None = None) -> str:
     """Why a variant's search gave up: the constraint that rejected the most draws
@@ -148,14 +156,16 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                   asked: list[str], decimals: int, settings: Settings,
                   progress: Callable[[int, int], None] | None = None,
                   header: str = "", template: Derivation | None = None,
-                  max_work: int | None = None) -> tuple[list[Variant], Search]:
+                  max_work: int | None = None, reserved: int = 0
+                  ) -> tuple[list[Variant], Search]:
     """``count`` variants of the parsed template ``data`` meeting every constraint.
 
     ``header`` is put at the top of each variant's file (comment lines; ``{id}`` is
     replaced by the variant's id); ``template`` is ``data`` derived (derived here
     when None).  Raises :class:`InputError` naming the failing
     constraint when a variant's attempts run out, or when the search's work would
-    pass ``max_work`` (:func:`~symformer.blocks.work.work_limit`; 0: no limit).
+    pass ``max_work`` (:func:`~symformer.blocks.work.work_limit`; 0: no limit) less
+    ``reserved`` a variant (what the caller does with each variant afterwards).
     """
     if not 1 <= count <= MAX_VARIANTS:
         raise InputError(f"--variants: must be from 1 to {MAX_VARIANTS}, found {count}")
@@ -168,18 +178,22 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     quick = prefilter(data, template, asked, decimals, settings.margin)
     limit = work_limit(max_work)
     full, cheap = attempt_work(template.example)
-    if limit and count * full > limit:
+    least = count * (full + reserved)
+    if limit and least > limit:
         raise InputError(f"{source}: {plural(count, 'variant')} need at least "
-                         f"{count * full:,} operations (one draw each, {full:,} a draw), "
-                         f"more than the limit of {limit:,}; raise it with --max-work N "
+                         f"{least:,} operations (one draw each, {full:,} a draw"
+                         + (f", and {reserved:,} a variant for its sheets and key"
+                            if reserved else "")
+                         + f"), more than the limit of {limit:,}; raise it with --max-work N "
                          f"(0 means no limit) or ask for fewer variants")
+    budget = limit - count * reserved if limit else 0  # for the draws
     spent = 0
     for k in range(1, count + 1):
         vid = variant_id(k, count)
         counts: Counter = Counter()
         examples: dict[str, str] = {}
         for attempt in range(settings.attempts):
-            if limit and spent + full > limit:
+            if budget and spent + full > budget:
                 search.rejected.update(counts)
                 raise InputError(_explain(counts, examples, settings, decimals, vid, source,
                                           limit))
