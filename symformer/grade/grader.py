@@ -353,8 +353,12 @@ def _summable_rows(g: Derivation, stage: str,
 
 def _at(g: Derivation, stage: str, point: dict[str, list[list[Fraction | None]]],
         bits: int) -> Values:
-    """The step computed from one point of the box (exact rationals in, certified out)."""
-    chain = Chain(g, stage, replaced={s: _exact(m) for s, m in point.items()})
+    """The step computed from one point of the box: balls holding the point's rationals
+    in, balls holding the step's value there out (ball arithmetic: no SymPy)."""
+    def balls(matrix: list[list[Fraction | None]]) -> Callable[[], Values]:
+        return lambda: [[None if v is None else ball(v) for v in row] for row in matrix]
+
+    chain = Chain(g, stage, replaced={s: balls(m) for s, m in point.items()})
     return chain.evaluate(bits)[stage]
 
 
@@ -411,12 +415,13 @@ def _reached(g: Derivation, stage: str, own: dict[str, list[list[Fraction | None
                    if any(s in g[c].inputs for c in computed)
                    for i, row in enumerate(own[s]) for j, v in enumerate(row) if v is not None]
     found: list[tuple[int, int]] = []
+    refused: set = set()
     for bits in POINT_PRECISIONS:
         with precision(bits):
             centre = _at(g, stage, own, bits)
             slopes = {c: _at(g, stage, _shifted(own, {c: half}), bits) for c in coordinates}
             for key, (r, c, claimed, h) in pending.items():
-                if key in found:
+                if key in found or key in refused:
                     continue
                 direction = {x: half * _sign(_difference(slopes[x][r][c], centre[r][c]))
                              for x in coordinates}
@@ -426,9 +431,22 @@ def _reached(g: Derivation, stage: str, own: dict[str, list[list[Fraction | None
                 if any(_below(p, claimed + h) for p in points) and \
                         any(_above(p, claimed - h) for p in points):
                     found.append(key)
-        if len(found) == len(pending):
+                elif all(_decided(p, claimed, h) for p in points):
+                    refused.add(key)  # certainly not reached from these points
+        if len(found) + len(refused) == len(pending):
             break
     return found
+
+
+def _decided(e: object, claimed: Fraction, h: Fraction) -> bool:
+    """Whether both comparisons of ``e`` with ``claimed ± h`` are certain (a higher
+    precision would not change them); masked and exact entries always are."""
+    if not isinstance(e, arb):
+        return True
+    if not e.is_finite():
+        return False
+    high, low = ball(claimed + h), ball(claimed - h)
+    return bool((e <= high or e > high) and (e >= low or e < low))
 
 
 def _difference(a: object, b: object) -> object:
