@@ -263,3 +263,17 @@ def test_singular_in_the_copied_note(tmp_path, key):
     value = v2.correct_text(stage, r, c)
     row = grade(tmp_path, key, f"variant,v01\n{stage},{r},{c},{value}\n", "c.csv")
     assert row["note"] == "1 of 1 answer is from variant v02's key (0 from variant v01's)"
+
+
+def test_a_file_name_from_a_student_is_escaped_in_messages(tmp_path, key, capsys):
+    folder = tmp_path / "answers"
+    folder.mkdir()
+    (folder / "\x1b[31mred.csv").write_text("student,R\nvariant,v99\n")
+    status = run(["grade", str(folder), "--key", str(key), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert status == 2 and "\\x1b[31mred.csv" in err and "\x1b" not in err
+    status = run(["grade", str(folder), "--key", str(key), "--out", str(tmp_path / "o"),
+                  "--keep-going"])
+    printed = capsys.readouterr()
+    assert status == 1 and "\x1b" not in printed.err + printed.out
+    assert "\x1b" not in (tmp_path / "o" / "summary.csv").read_text()

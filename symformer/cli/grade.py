@@ -77,7 +77,15 @@ def answer_files(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``symformer grade``."""
+    """Run ``symformer grade``; messages show answer files' names and text escaped
+    (a file name in a students' folder is theirs to choose)."""
+    try:
+        return _grade(args)
+    except InputError as exc:
+        raise InputError(plain_text(str(exc))) from None
+
+
+def _grade(args: argparse.Namespace) -> int:
     key = load_key(args.key, args.max_work)
     points = load_points(args.points, key.asked) if args.points else Points()
     grader = Grader(key, points)
@@ -86,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     paths = answer_files(args.answers)
     with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:
         for path in paths:
-            bar.update(path.name)
+            bar.update(plain_text(path.name))
             try:
                 sheet: AnswerSheet = read_answers(path)
                 grader.variant(sheet)
