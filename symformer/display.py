@@ -120,6 +120,11 @@ class Progress:
             self.bar.refresh()
             self.started = True
 
+    def note(self, message: str) -> None:
+        """Show ``message`` about the step under way (no step is counted done)."""
+        if self.active:
+            self.bar.set_description_str(f"{self.title}: {message}")
+
     def set_total(self, total: int) -> None:
         """The number of steps, once known."""
         if self.active and self.bar.total != total:

@@ -112,3 +112,20 @@ def test_seed_out_of_range_names_the_range(tmp_path, capsys, seed):
                                                  (2, "variant", "2 variants")])
 def test_plural(n, word, text):
     assert plural(n, word) == text
+
+
+def test_a_long_search_reports_its_progress(spread10k):
+    """The search says how far it is every NOTE_EVERY draws (the progress line)."""
+    from symformer.errors import InputError
+    from symformer.exercise import Request, make_exercise
+    from symformer.exercise.generate import NOTE_EVERY
+
+    example = load_example(None)
+    draws = 2 * NOTE_EVERY + 1
+    limit = sheet_work(example) + draws * attempt_work(example)[0]
+    notes: list[str] = []
+    with pytest.raises(InputError, match=f"{draws} of {draws} rejected"):
+        make_exercise(Request(str(spread10k), 1, 1, max_work=limit), searching=notes.append)
+    assert [n.split(",")[0] for n in notes] == [f"variant v01: {NOTE_EVERY} draws tried",
+                                               f"variant v01: {2 * NOTE_EVERY} draws tried"]
+    assert notes[-1].endswith("% of the work limit")

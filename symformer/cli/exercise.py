@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
                       args.token, args.margin, args.max_work)
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
-        made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"))
+        made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
+                             bar.note)
     files: dict[str, str | bytes] = dict(made.files)
     if args.pdf:
         sources = [name for name in made.files if name.endswith(".tex")]

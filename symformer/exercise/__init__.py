@@ -79,9 +79,10 @@ def read_template(template: str | None) -> tuple[dict, str, str]:
     return read_toml(text, str(path)), str(path), path.name
 
 
-def make_exercise(request: Request, progress: Callable[[int, int], None] | None = None
-                  ) -> Exercise:
-    """Draw the variants and build every file of the exercise folder."""
+def make_exercise(request: Request, progress: Callable[[int, int], None] | None = None,
+                  searching: Callable[[str], None] | None = None) -> Exercise:
+    """Draw the variants and build every file of the exercise folder (``progress``
+    after each variant, ``searching`` now and then during a long search)."""
     from symformer.exercise.settings import margin_value
     from symformer.latex import resolve_token
 
@@ -99,7 +100,7 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
                                      request.decimals, settings, progress, header, g,
-                                     request.max_work, sheet_work(g.example))
+                                     request.max_work, sheet_work(g.example), searching)
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     for v in variants:

@@ -52,6 +52,8 @@ REASONS = ("invalid", "duplicate", "margin", "given", "spread")
 #: (measured: loading, deriving and the ball checks of a rejected draw take about
 #: as long as 7 forward passes' worth of the work limit's operations).
 ATTEMPT_PASSES = 8
+#: Draws of one variant between two progress notes.
+NOTE_EVERY = 25
 #: Cost of one accepted variant's sheets and key, in forward passes (measured: about
 #: 41 ms a variant of the built-in example, two thirds of ``exercise``'s time).
 SHEET_PASSES = 25
@@ -156,7 +158,8 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                   asked: list[str], decimals: int, settings: Settings,
                   progress: Callable[[int, int], None] | None = None,
                   header: str = "", template: Derivation | None = None,
-                  max_work: int | None = None, reserved: int = 0
+                  max_work: int | None = None, reserved: int = 0,
+                  searching: Callable[[str], None] | None = None
                   ) -> tuple[list[Variant], Search]:
     """``count`` variants of the parsed template ``data`` meeting every constraint.
 
@@ -166,6 +169,8 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     constraint when a variant's attempts run out, or when the search's work would
     pass ``max_work`` (:func:`~symformer.blocks.work.work_limit`; 0: no limit) less
     ``reserved`` a variant (what the caller does with each variant afterwards).
+    ``searching`` receives a line every :data:`NOTE_EVERY` draws of a variant (for a
+    progress display).
     """
     if not 1 <= count <= MAX_VARIANTS:
         raise InputError(f"--variants: must be from 1 to {MAX_VARIANTS}, found {count}")
@@ -197,6 +202,9 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                 search.rejected.update(counts)
                 raise InputError(_explain(counts, examples, settings, decimals, vid, source,
                                           limit))
+            if searching is not None and attempt and attempt % NOTE_EVERY == 0:
+                searching(f"variant {vid}: {attempt} draws tried, "
+                          f"{spent * 100 // budget if budget else 0}% of the work limit")
             before = search.prefiltered
             drawn = draw(data, settings, Stream(seed, k, attempt))
             found = _candidate(drawn, vid, header, seen, quick, asked, decimals, settings,
