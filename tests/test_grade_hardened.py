@@ -277,3 +277,39 @@ def test_a_file_name_from_a_student_is_escaped_in_messages(tmp_path, key, capsys
     printed = capsys.readouterr()
     assert status == 1 and "\x1b" not in printed.err + printed.out
     assert "\x1b" not in (tmp_path / "o" / "summary.csv").read_text()
+
+
+# -- LayerNorm: follow-through from the student's own sum, mean and variance --------
+LN = "layer1.add_norm1"
+
+
+@pytest.fixture(scope="module")
+def ln_key(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("lnkey") / "key"
+    assert main(["exercise", "--variants", "1", "--seed", "5", "--ask", f"{LN}*", "--out",
+                 str(folder), "--quiet"]) == 0
+    return folder
+
+
+def _ln_answers(variance: str, output: list[str]) -> str:
+    return (f'variant = "v01"\n[answers]\n"{LN}.sum" = [[4, 2, 0, 2]]\n'
+            f'"{LN}.mean" = [[2]]\n"{LN}.variance" = [["{variance}"]]\n'
+            f'"{LN}" = [{rows([output])}]\n')
+
+
+def test_layer_norm_from_own_numbers_follows_through(tmp_path, ln_key):
+    """Row [4, 2, 0, 2]: mean 2, biased variance 2, y = (x - 2)/sqrt(2 + 1e-6) (the
+    built-in eps), by mpmath: 1.41, 0.00, -1.41, 0.00."""
+    y = [(x - 2) / mpmath.sqrt(mpmath.mpf(2) + mpmath.mpf("1e-6")) for x in (4, 2, 0, 2)]
+    assert [r2(v) for v in y] == [Fraction(141, 100), 0, Fraction(-141, 100), 0]
+    grade(tmp_path, ln_key, _ln_answers("2", ["1.41", "0.00", "-1.41", "0.00"]))
+    verdicts = feedback_verdicts(tmp_path)
+    assert [verdicts.get(f"{LN}[0,{c}]") for c in range(4)] == ["follow-through"] * 4
+
+
+def test_layer_norm_over_a_variance_box_holding_zero_credits_nothing(tmp_path, ln_key):
+    """A variance written 0.00 spans [-0.005, 0.005]: the square root is undefined on
+    part of the box, so nothing there is certified; 0.50 is no follow-through."""
+    grade(tmp_path, ln_key, _ln_answers("0.00", ["0.50", "0.50", "0.50", "0.50"]))
+    verdicts = feedback_verdicts(tmp_path)
+    assert [verdicts.get(f"{LN}[0,{c}]") for c in range(4)] == ["wrong"] * 4

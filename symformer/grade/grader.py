@@ -41,6 +41,7 @@ from symformer.grade.key import Key, Variant
 from symformer.grade.points import Points
 from symformer.lazy import sympy
 from symformer.notation import place
+from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.softmax import Softmax
 from symformer.verify.chain import PRECISIONS, Chain, Values, ball, decide
 from symformer.verify.check import meets
@@ -266,6 +267,13 @@ class Grader:
         boxes = Chain(g, stage, replaced={s: intervals(m) for s, m in own.items()})
         enclosure = boxes.evaluate(PRECISIONS[0])[stage]
         rest = {k: t for k, t in rest.items() if meets(enclosure[k[0]][k[1]], t[2], half)}
+        if not rest or any(isinstance(g[s].op, ArgmaxIndicator) for s in boxes.affected):
+            return as_written  # an argmax jumps: no value between two is reached
+        if not all(_finite(enclosure[r][c]) for r, c in rest):  # huge inputs: more bits
+            enclosure = boxes.evaluate(POINT_PRECISIONS[-1])[stage]
+        # a finite enclosure over the box: no division by a box holding 0, no root of
+        # a negative number, so the step is continuous on the box
+        rest = {k: t for k, t in rest.items() if _finite(enclosure[k[0]][k[1]])}
         return as_written + (_reached(g, stage, own, rest, half) if rest else [])
 
     # -- feedback --------------------------------------------------------------------
@@ -371,6 +379,11 @@ def _shifted(own: dict[str, list[list[Fraction | None]]],
     return out
 
 
+def _finite(e: object) -> bool:
+    """Whether an entry is a finite number (exact, or a finite ball; not masked)."""
+    return e is not None and (not isinstance(e, arb) or e.is_finite())
+
+
 def _sign(e: object) -> int:
     """The sign of an entry's midpoint (a heuristic only: it picks points to try)."""
     if e is None:
@@ -406,8 +419,9 @@ def _reached(g: Derivation, stage: str, own: dict[str, list[list[Fraction | None
     step's secant slopes point to (a heuristic choice; any point of the box would
     do).  Each point's value is certified; when one is proved at most ``claimed +
     half`` and another at least ``claimed - half``, the step, continuous on the box
-    (a convex set), takes every value between them, so some input within the
-    student's rounding gives a value that rounds to the answer.
+    (a convex set; the caller makes sure: a finite enclosure, no argmax), takes every
+    value between them, so some input within the student's rounding gives a value
+    that rounds to the answer.
     """
     chain = Chain(g, stage, replaced={s: _exact(m) for s, m in own.items()})
     computed = {s.name for s in g if s.name in chain.affected and s.name not in own}
