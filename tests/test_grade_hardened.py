@@ -313,3 +313,15 @@ def test_layer_norm_over_a_variance_box_holding_zero_credits_nothing(tmp_path, l
     grade(tmp_path, ln_key, _ln_answers("0.00", ["0.50", "0.50", "0.50", "0.50"]))
     verdicts = feedback_verdicts(tmp_path)
     assert [verdicts.get(f"{LN}[0,{c}]") for c in range(4)] == ["wrong"] * 4
+
+
+def test_a_variant_example_that_is_no_file_says_what_it_is(tmp_path, key, capsys):
+    folder = tmp_path / "k"
+    (folder / "v01").mkdir(parents=True)
+    (folder / "manifest.toml").write_text((key / "manifest.toml").read_text())
+    answers = tmp_path / "a.csv"
+    answers.write_text("variant,v01\n")
+    os.mkfifo(folder / "v01" / "example.toml")
+    status = run(["grade", str(answers), "--key", str(folder), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert status == 2 and "example.toml: a FIFO (named pipe), expected an example file" in err

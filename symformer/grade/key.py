@@ -46,9 +46,13 @@ class Variant:
     def derivation(self) -> Derivation:
         """The variant's derivation (loaded and derived on first use)."""
         if self._g is None:
-            if not self.example.is_file():
+            if not self.example.exists():
                 raise InputError(f"{self.where}: variant {self.id}'s example {self.example}: "
                                  f"no such file")
+            if not self.example.is_file():  # a folder, FIFO or device: say what it is
+                raise InputError(f"{self.where}: variant {self.id}'s example {self.example}: "
+                                 f"{_kind(self.example).replace(', not a folder', '')}, "
+                                 f"expected an example file")
             g = derive(load_example(self.example), max_work=self.max_work)
             known = [s.name for s in g]
             for name in self.asked:
@@ -166,7 +170,8 @@ def _kind(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "no such folder"
-    kinds = ((stat.S_ISREG, "a file, not a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    kinds = ((stat.S_ISREG, "a file, not a folder"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISFIFO, "a FIFO (named pipe)"),
              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
              (stat.S_ISSOCK, "a socket"))
     return next((what for test, what in kinds if test(mode)), "not a folder")
