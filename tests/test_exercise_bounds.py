@@ -114,18 +114,19 @@ def test_plural(n, word, text):
     assert plural(n, word) == text
 
 
-def test_a_long_search_reports_its_progress(spread10k):
+def test_a_long_search_reports_its_progress(spread10k, monkeypatch):
     """The search says how far it is every NOTE_EVERY draws (the progress line)."""
     from symformer.errors import InputError
-    from symformer.exercise import Request, make_exercise
-    from symformer.exercise.generate import NOTE_EVERY
+    from symformer.exercise import Request, generate, make_exercise
 
+    every = 3
+    monkeypatch.setattr(generate, "NOTE_EVERY", every)  # a note every 3 draws: fast
     example = load_example(None)
-    draws = 2 * NOTE_EVERY + 1
+    draws = 2 * every + 1
     limit = sheet_work(example) + draws * attempt_work(example)[0]
     notes: list[str] = []
     with pytest.raises(InputError, match=f"{draws} of {draws} rejected"):
         make_exercise(Request(str(spread10k), 1, 1, max_work=limit), searching=notes.append)
-    assert [n.split(",")[0] for n in notes] == [f"variant v01: {NOTE_EVERY} draws tried",
-                                               f"variant v01: {2 * NOTE_EVERY} draws tried"]
+    assert [n.split(",")[0] for n in notes] == [f"variant v01: {every} draws tried",
+                                               f"variant v01: {2 * every} draws tried"]
     assert notes[-1].endswith("% of the work limit")
