@@ -129,7 +129,8 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
                            f"computed from the sheet's given numbers (e.g. {examples['given']})",
         "spread": lambda n: f"{n} had softmax weights closer together than "
                             f"min_spread = {settings.min_spread} (e.g. {examples['spread']})",
-        "invalid": lambda n: f"{n} were not valid examples ({examples['invalid']})",
+        "invalid": lambda n: (f"{n} was not a valid example" if n == 1 else
+                              f"{n} were not valid examples") + f" ({examples['invalid']})",
         "duplicate": lambda n: f"{n} repeated an earlier variant",
     }
     order = sorted(counts, key=lambda r: (-counts[r], REASONS.index(r)))
