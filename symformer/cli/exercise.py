@@ -64,9 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pdf", action="store_true",
                    help="also compile every sheet and key to PDF with pdflatex")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
-                   help="bound the search for variants: stop when its estimated work (each "
-                        "draw derived and certified counts) would pass N operations "
-                        "(default 5,000,000, or SYMFORMER_MAX_WORK; 0: no limit)")
+                   help="work limit: refuse variant counts whose sheets and first draws "
+                        "exceed N operations, and stop a search before it would pass N "
+                        "(every draw counts; default 5,000,000, or SYMFORMER_MAX_WORK; 0: "
+                        "no limit; see docs/exercises.md)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
