@@ -53,16 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer fill``."""
-    from symformer.errors import InputError
+    from pathlib import Path
+
+    from symformer.example.loader import read_text_file
     from symformer.fill import fill, guess_format
 
     fmt = args.format or guess_format(args.notes)
-    try:
-        with open(args.notes, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise InputError(f"{args.notes}: cannot read ({reason})") from None
+    text = read_text_file(Path(args.notes), "notes (a .tex or .md file)")
     output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
     check_work(args, example, "fill")
