@@ -56,15 +56,17 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from symformer.example.loader import read_text_file
-    from symformer.fill import fill, guess_format
+    from symformer.fill import Template, guess_format
 
     fmt = args.format or guess_format(args.notes)
     text = read_text_file(Path(args.notes), "notes (a .tex or .md file)")
+    # the syntax is checked before any work (nothing is derived for a bad template)
+    template = Template(text, fmt, source=args.notes)
     output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
     check_work(args, example, "fill")
     g = derivation(args, example)
-    filled = fill(text, g, fmt, args.decimals, source=args.notes)
+    filled = template.render(g, args.decimals)
     write_file(args.out, filled)
     print(f"wrote {args.out}")
     return 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NoReturn
 
 #: The largest integer a template may write (in a literal, an index or a range).
 MAX_INTEGER = 1_000_000
@@ -65,7 +66,7 @@ class FillError(Exception):
 
 @dataclass(frozen=True)
 class Token:
-    """``kind`` is ``name``, ``int``, ``string``, ``punct`` or ``end``."""
+    """``kind`` is ``name``, ``int``, ``string``, ``punct``, ``operator`` or ``end``."""
 
     kind: str
     value: int | str
@@ -230,8 +231,8 @@ def _tokens(text: str, pos: int, line: int, end: str, opener: str
             tokens.append(Token("punct", c, line))
             pos += 1
         elif c in _ARITHMETIC:
-            raise FillError(f"unexpected {c!r}: a template has no operators (no "
-                            "arithmetic, comparison or string concatenation)", line)
+            tokens.append(Token("operator", c, line))
+            pos += 1
         else:
             raise FillError(f"unexpected {c!r}; {_GRAMMAR_HINT}", line)
 
@@ -281,8 +282,11 @@ class _Reader:
             self.fail(what)
         self.next()
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str) -> NoReturn:
         t = self.peek()
+        if t.kind == "operator":
+            raise FillError(f"unexpected {t.value!r}: a template has no operators (no "
+                            "arithmetic, comparison or string concatenation)", t.line)
         found = "the end of the tag" if t.kind == "end" else repr(t.value)
         raise FillError(f"unexpected {found}; expected {what}", t.line)
 
@@ -308,7 +312,7 @@ def _value(tokens: list[Token], line: int) -> Value:
     if r.is_punct("|"):
         raise FillError("one format per value: a second | found", r.peek().line)
     if r.is_punct("."):
-        raise FillError("unexpected '.' after the index: a value has no attributes; "
+        raise FillError("unexpected '.': a value has no attributes; "
                         + _GRAMMAR_HINT, r.peek().line)
     r.done("| FORMAT or the end of the value")
     return Value(expr, fmt, args, line)
@@ -360,7 +364,6 @@ def _index(r: _Reader) -> Literal | str:
                    "variable)")
         return name
     r.fail("a position, a name in quotes or a loop variable")
-    raise AssertionError  # fail raises
 
 
 def _format(r: _Reader) -> tuple[str, tuple[Literal | str, ...]]:
@@ -389,7 +392,6 @@ def _argument(r: _Reader) -> Literal | str:
     if t.kind == "name":
         return _name(r)
     r.fail("a whole number (or a loop variable)")
-    raise AssertionError
 
 
 def _statement(tokens: list[Token], line: int) -> tuple[str, tuple[Literal, ...] | Range] | None:
@@ -438,6 +440,5 @@ def _statement(tokens: list[Token], line: int) -> tuple[str, tuple[Literal, ...]
         items = Range(tuple(args))
     else:
         r.fail("a list [..] or range(..) after in")
-        raise AssertionError
-    r.done("the end of the tag after the loop's list")
+        r.done("the end of the tag after the loop's list")
     return var, items

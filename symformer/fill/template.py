@@ -45,7 +45,7 @@ MAX_PLACES = 100
 
 _SUFFIXES = {".tex": "latex", ".ltx": "latex", ".md": "markdown", ".markdown": "markdown"}
 
-__all__ = ["DELIMITERS", "MAX_ITERATIONS", "MAX_OUTPUT", "fill", "guess_format"]
+__all__ = ["DELIMITERS", "MAX_ITERATIONS", "MAX_OUTPUT", "Template", "fill", "guess_format"]
 
 
 def guess_format(path: str) -> str:
@@ -285,18 +285,38 @@ class _Renderer:
         return self.formatter.format(value, node.format, args)
 
 
+class Template:
+    """A parsed template; parsing needs no derivation, so bad syntax costs no work.
+
+    Raises :class:`~symformer.errors.InputError` naming ``source`` and the line.
+    """
+
+    def __init__(self, text: str, fmt: str, source: str = "NOTES") -> None:
+        self.source = source
+        self.fmt = fmt
+        try:
+            self.nodes = parse(text, fmt)
+        except FillError as exc:
+            raise self._error(exc) from None
+
+    def render(self, g: Derivation, decimals: int = 3) -> str:
+        """The text with every placeholder replaced by certified values of ``g``."""
+        renderer = _Renderer(Names(g), Formatter(g, self.fmt, decimals))
+        try:
+            renderer.run(self.nodes, {})
+        except FillError as exc:
+            raise self._error(exc) from None
+        return "".join(renderer.out)
+
+    def _error(self, exc: FillError) -> InputError:
+        where = f"{self.source}:{exc.line}" if exc.line else self.source
+        return InputError(f"{where}: {exc}")
+
+
 def fill(text: str, g: Derivation, fmt: str, decimals: int = 3, source: str = "NOTES") -> str:
     """``text`` with every placeholder replaced by certified values.
 
     Raises :class:`~symformer.errors.InputError` naming ``source`` and the line of
     the first bad placeholder or the limit exceeded.
     """
-    try:
-        nodes = parse(text, fmt)
-        renderer = _Renderer(Names(g), Formatter(g, fmt, decimals))
-        renderer.run(nodes, {})
-    except FillError as exc:
-        where = f"{source}:{exc.line}" if exc.line else source
-        raise InputError(f"{where}: {exc}") from None
-    return "".join(renderer.out)
-
+    return Template(text, fmt, source).render(g, decimals)
