@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from symformer.blocks import derive
 from symformer.cli import main
+from symformer.errors import InputError
 from symformer.example import load_example
 from symformer.fill import fill
 from tests.float_reference import float_forward
@@ -142,3 +143,36 @@ def test_unknown_suffix_needs_format(tmp_path, capsys):
     assert main(["fill", str(notes), "--format", "markdown", "--out",
                  str(tmp_path / "o")]) == 0
     assert (tmp_path / "o").read_text() == rounded(REF["input"][0, 0], 3)
+
+
+def test_loops_comments_and_literals(tmp_path):
+    """The rest of the language: loops over lists and ranges, loop variables as
+    indices and places, comments, literals and whitespace control."""
+    w = REF["layer1.head1.weights"]
+    text = ("{# a comment with {{ placeholders }} #}"
+            "{% for i in range(2) %}{% for j in range(i, 3) -%}\n"
+            "  {{ i }}{{ j }}={{ layer1.head1.weights[i, j] | decimals(j) }};\n"
+            "{%- endfor %}{% endfor %}|"
+            "{% for t in ['think', 'understand'] %}{{ t }}:"
+            "{{ layer1.head1.weights[t, 0] | percent(1) }} {% endfor %}|"
+            '{{ "{{" }}{{ 7 }}{% for n in [] %}never{% endfor %}')
+    expected = "".join(f"{i}{j}={rounded(w[i, j], j)};" for i in range(2)
+                       for j in range(i, 3))
+    names = G["layer1.head1.weights"].rows
+    shares = "".join(f"{t}:{rounded(100 * w[names.index(t), 0], 1)}% "
+                     for t in ("think", "understand"))
+    assert fill(text, G, "markdown") == f"{expected}|{shares}|{{{{7"
+    latex = (r"\COMMENT{ not {{ this }}\BLOCK{ for i in [0, 1] }\VAR{ input[i, 0] | exact }; "
+             r"\BLOCK{ endfor }")
+    # a comment ends at the first }; input[0,0] is the embedding's 1 plus sin 0
+    assert REF["input"][0, 0] == 1
+    assert fill(latex, G, "latex") == r"}1; 4 + \sin 1; "
+
+
+def test_a_prefix_of_stage_names_is_not_a_stage():
+    with pytest.raises(InputError) as caught:
+        fill("{{ layer1.add_norm1[0] }} {{ layer1.ffn | table }}", G, "markdown")
+    below = [s.name for s in G if s.name.startswith("layer1.ffn.")]
+    assert str(caught.value) == (f"NOTES:1: layer1.ffn is not a stage but a prefix of "
+                                 f"stage names: {', '.join(below[:8])}"
+                                 + (", ..." if len(below) > 8 else ""))
