@@ -20,20 +20,26 @@ and ``\\COMMENT{ }``)::
 
 A ``-`` just inside a delimiter (``{{- x -}}``, ``\\VAR{- x}``) removes the
 whitespace before (after) the tag, as in Jinja2.  Limits: integers within
-±:data:`MAX_INTEGER`, loops nested at most :data:`MAX_DEPTH` deep.  Every error is a
+±:data:`MAX_INTEGER`, loops nested at most :data:`MAX_DEPTH` deep, :data:`MAX_TAGS`
+tags of at most :data:`MAX_TAG_TOKENS` tokens each.  Every error is a
 :class:`FillError` carrying the line.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 #: The largest integer a template may write (in a literal, an index or a range).
 MAX_INTEGER = 1_000_000
 #: The deepest nesting of loops.
 MAX_DEPTH = 16
+#: The most tags (values, statements, comments) in a template.
+MAX_TAGS = 100_000
+#: The most tokens in one tag (a loop's list of 5,000 items has about 10,000).
+MAX_TAG_TOKENS = 10_000
 
 #: (value start, statement start, comment start, end of each) per format.
 DELIMITERS: dict[str, dict[str, str]] = {
@@ -48,10 +54,6 @@ FORMAT_LIST = "decimals(n), percent(n), exact, table(n), bmatrix(n)"
 _GRAMMAR_HINT = ("a template has only values STAGE, STAGE[i], STAGE[i, j] with an "
                  "optional | FORMAT, and loops for NAME in [..] / range(..)")
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INT = re.compile(r"[0-9]+")
-_SPACE = re.compile(r"\s*")
-_PUNCT = ".,[]()|"
 _ARITHMETIC = {"*", "+", "-", "/", "%", "~", "<", ">", "=", "!", "&", "^"}
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
 
@@ -64,8 +66,7 @@ class FillError(Exception):
         self.line = line
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """``kind`` is ``name``, ``int``, ``string``, ``punct``, ``operator`` or ``end``."""
 
     kind: str
@@ -73,14 +74,14 @@ class Token:
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Literal:
     """An integer or a string written in the template."""
 
     value: int | str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Path:
     """``layer1.head1.weights`` with an optional ``[i]`` or ``[i, j]``."""
 
@@ -88,7 +89,7 @@ class Path:
     index: tuple[Literal | str, ...] | None  # a str is a loop variable's name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Value:
     """A placeholder: what to print and its format, on ``line``."""
 
@@ -98,21 +99,21 @@ class Value:
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Text:
     """Text copied as it is."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Range:
     """``range(a)`` or ``range(a, b)``; a bound is a literal or a loop variable."""
 
     args: tuple[Literal | str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Loop:
     """``for var in items``: ``body`` once per item."""
 
@@ -135,7 +136,7 @@ def parse(text: str, fmt: str) -> tuple[Node, ...]:
     # stack of (loop being built or None for the top, its body)
     stack: list[tuple[tuple[str, tuple[Literal, ...] | Range, int] | None, list[Node]]]
     stack = [(None, [])]
-    pos, line, trim_next = 0, 1, False
+    pos, line, trim_next, tags = 0, 1, False, 0
     while True:
         m = pattern.search(text, pos)
         chunk = text[pos:m.start() if m else len(text)]
@@ -144,6 +145,10 @@ def parse(text: str, fmt: str) -> tuple[Node, ...]:
             _add_text(stack[-1][1], chunk.lstrip() if trim_next else chunk)
             break
         kind = kinds[m.group()]
+        tags += 1
+        if tags > MAX_TAGS:
+            raise FillError(f"the template has more than the limit of {MAX_TAGS:,} tags "
+                            "(values, statements and comments)", line)
         pos = m.end()
         trim_before = text.startswith("-", pos)
         if trim_before:
@@ -195,46 +200,60 @@ def _tokens(text: str, pos: int, line: int, end: str, opener: str
             ) -> tuple[list[Token], int, int, bool]:
     """The tokens of one tag up to ``end``; returns them, the position after ``end``,
     the line there and whether the tag asked to trim the whitespace after it."""
+    pattern = _token_pattern(end)
     tokens: list[Token] = []
     first = line
     while True:
-        space = _SPACE.match(text, pos)
-        assert space is not None
-        line += space.group().count("\n")
-        pos = space.end()
-        if pos >= len(text):
+        m = pattern.match(text, pos)
+        assert m is not None  # every group after the space is optional
+        space = m.group("space")
+        if "\n" in space:
+            line += space.count("\n")
+        pos = m.end()
+        kind = m.lastgroup
+        if len(tokens) >= MAX_TAG_TOKENS:
+            raise FillError(f"a tag of more than the limit of {MAX_TAG_TOKENS:,} tokens",
+                            first)
+        if kind == "end":
+            tokens.append(Token("end", end, line))
+            return tokens, pos, line, m.group("end").startswith("-")
+        if kind == "name":
+            tokens.append(Token("name", m.group("name"), line))
+        elif kind == "int":
+            tokens.append(Token("int", _integer(m.group("int"), line), line))
+        elif kind == "string":
+            tokens.append(Token("string", m.group("string")[1:-1], line))
+        elif kind == "punct":
+            tokens.append(Token("punct", m.group("punct"), line))
+        elif pos >= len(text):
             raise FillError(f"{opener}... is never closed with {end}", first)
-        if text.startswith(end, pos):
-            tokens.append(Token("end", end, line))
-            return tokens, pos + len(end), line, False
-        if text.startswith("-" + end, pos):
-            tokens.append(Token("end", end, line))
-            return tokens, pos + 1 + len(end), line, True
-        c = text[pos]
-        if m := _NAME.match(text, pos):
-            tokens.append(Token("name", m.group(), line))
-            pos = m.end()
-        elif c.isdigit() or (c == "-" and pos + 1 < len(text) and text[pos + 1].isdigit()):
-            m = _INT.match(text, pos + (c == "-"))
-            assert m is not None
-            digits = m.group()
-            if len(digits) > len(str(MAX_INTEGER)) or int(digits) > MAX_INTEGER:
-                raise FillError(f"the integer {c if c == '-' else ''}"
-                                f"{digits[:12]}{'...' if len(digits) > 12 else ''} is "
-                                f"larger than the limit of {MAX_INTEGER:,}", line)
-            tokens.append(Token("int", -int(digits) if c == "-" else int(digits), line))
-            pos = m.end()
-        elif c in "'\"":
+        elif text[pos] in "'\"":  # a string with escapes
             value, pos, line = _string(text, pos, line)
             tokens.append(Token("string", value, line))
-        elif c in _PUNCT:
-            tokens.append(Token("punct", c, line))
-            pos += 1
-        elif c in _ARITHMETIC:
-            tokens.append(Token("operator", c, line))
+        elif text[pos] in _ARITHMETIC:
+            tokens.append(Token("operator", text[pos], line))
             pos += 1
         else:
-            raise FillError(f"unexpected {c!r}; {_GRAMMAR_HINT}", line)
+            raise FillError(f"unexpected {text[pos]!r}; {_GRAMMAR_HINT}", line)
+
+
+@functools.cache
+def _token_pattern(end: str) -> re.Pattern[str]:
+    """Space, then the end of the tag or one simple token (all optional)."""
+    return re.compile(
+        r"(?P<space>\s*)(?:(?P<end>-?" + re.escape(end) + r")"
+        r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<int>-?[0-9]+)"
+        r"|(?P<string>\"[^\"\\\n]*\"|'[^'\\\n]*')|(?P<punct>[.,\[\]()|]))?")
+
+
+def _integer(digits: str, line: int) -> int:
+    """A whole number within the limit (its length checked before it is converted)."""
+    size = len(digits.lstrip("-"))
+    if size > len(str(MAX_INTEGER)) or abs(int(digits)) > MAX_INTEGER:
+        shown = digits if size <= 12 else digits[:13] + "..."
+        raise FillError(f"the integer {shown} is larger than the limit of {MAX_INTEGER:,}",
+                        line)
+    return int(digits)
 
 
 def _string(text: str, pos: int, line: int) -> tuple[str, int, int]:

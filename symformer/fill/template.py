@@ -9,9 +9,10 @@ The template language is our own small subset of Jinja2's syntax
 (:mod:`symformer.fill.syntax`): values, ``for`` loops over literal lists and
 ``range``, comments.  It has no attribute access, calls, operators or globals, and
 its values are plain records (:mod:`symformer.fill.values`), so a template from a
-stranger runs no code.  Its work is bounded: :data:`MAX_ITERATIONS` loop bodies in
-all, :data:`MAX_OUTPUT` characters written, and the limits of the syntax
-(:data:`~symformer.fill.syntax.MAX_INTEGER`, :data:`~symformer.fill.syntax.MAX_DEPTH`).
+stranger runs no code.  Its work is bounded: :data:`MAX_STEPS` steps,
+:data:`MAX_OUTPUT` characters written, and the limits of the syntax
+(:data:`~symformer.fill.syntax.MAX_TAGS`, :data:`~symformer.fill.syntax.MAX_INTEGER`,
+:data:`~symformer.fill.syntax.MAX_DEPTH`, ...).
 An error names the line, and then nothing is written.
 """
 
@@ -36,8 +37,9 @@ from symformer.fill.syntax import (
 )
 from symformer.fill.values import Entry, Names, Row, Whole
 
-#: Loop bodies run in all, over every loop of a template.
-MAX_ITERATIONS = 100_000
+#: Steps a template may take: each text copied, value written, loop entered and loop
+#: body run is one (a loop body's texts and values count again on every run).
+MAX_STEPS = 1_000_000
 #: Characters a filled template may have (16 MiB of ASCII).
 MAX_OUTPUT = 16 * 2**20
 #: The places a format may ask for.
@@ -45,7 +47,7 @@ MAX_PLACES = 100
 
 _SUFFIXES = {".tex": "latex", ".ltx": "latex", ".md": "markdown", ".markdown": "markdown"}
 
-__all__ = ["DELIMITERS", "MAX_ITERATIONS", "MAX_OUTPUT", "Template", "fill", "guess_format"]
+__all__ = ["DELIMITERS", "MAX_STEPS", "MAX_OUTPUT", "Template", "fill", "guess_format"]
 
 
 def guess_format(path: str) -> str:
@@ -205,17 +207,25 @@ class _Renderer:
         self.names, self.formatter = names, formatter
         self.out: list[str] = []
         self.size = 0
-        self.iterations = 0
+        self.steps = 0
 
     def emit(self, text: str) -> None:
         self.size += len(text)
         if self.size > MAX_OUTPUT:
             raise FillError(f"the filled text would be longer than the limit of "
-                            f"{MAX_OUTPUT:,} characters ({MAX_OUTPUT // 2**20} MiB)")
+                            f"{MAX_OUTPUT:,} characters")
         self.out.append(text)
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise FillError(f"the template takes more than the limit of {MAX_STEPS:,} "
+                            "steps (a text or value written, a loop entered, a loop "
+                            "body run: each is a step)")
 
     def run(self, nodes: tuple[Node, ...], scope: dict[str, int | str]) -> None:
         for node in nodes:
+            self.step()
             if isinstance(node, Text):
                 self.emit(node.text)
                 continue
@@ -240,10 +250,7 @@ class _Renderer:
             items = tuple(item.value for item in node.items)
         inner = dict(scope)
         for item in items:
-            self.iterations += 1
-            if self.iterations > MAX_ITERATIONS:
-                raise FillError(f"the loops run their bodies more than the limit of "
-                                f"{MAX_ITERATIONS:,} times in all")
+            self.step()
             inner[node.var] = item
             self.run(node.body, inner)
 

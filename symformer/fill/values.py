@@ -20,7 +20,7 @@ from symformer.fill.syntax import FillError
 _LISTED = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One entry of a stage."""
 
@@ -33,7 +33,7 @@ class Entry:
         return f"{self.stage}[{self.i},{self.j}]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     """A token's row of a stage."""
 
@@ -41,7 +41,7 @@ class Row:
     i: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Whole:
     """A whole stage."""
 
