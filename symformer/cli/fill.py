@@ -12,7 +12,9 @@ from symformer.cli._common import (
     derivation,
     load,
 )
+from symformer.example.loader import MAX_FILE_BYTES
 from symformer.files import output_file, write_file
+from symformer.fill.syntax import MAX_DEPTH, MAX_INTEGER, MAX_OUTPUT, MAX_STEPS, MAX_TAGS
 
 ORDER = 45
 
@@ -28,10 +30,16 @@ Placeholders (LaTeX: \\VAR{...}; Markdown: {{ ... }}):
   \\VAR{ layer1.head1.weights | table }              booktabs table (Markdown: a pipe table)
   \\VAR{ layer1.head1.weights | bmatrix(3) }         a matrix, 3 decimals
   \\VAR{ layer1.add_norm1[1] }                       a token's row
+  \\BLOCK{ for h in [0, 1] } ... \\VAR{ layer1.head1.weights[h, 0] } ... \\BLOCK{ endfor }
+  \\COMMENT{ a comment }                             (Markdown: {% %} and {# #})
 Names are the stage names of `symformer derive --list`; positions count from 0.
-An unknown stage, entry or format is an error naming the line; nothing is written.
-See docs/figures.md.
-"""
+The template language is a small subset of Jinja2's syntax and runs no code: no
+attributes, calls, operators or other statements. An unknown stage, entry or format,
+a syntax error or a limit is an error naming the line; nothing is written.
+""" + (f"Limits: NOTES a regular UTF-8 file of at most {MAX_FILE_BYTES // 2**20} MiB; "
+       f"{MAX_TAGS:,} tags;\nintegers within +-{MAX_INTEGER:,}; loops {MAX_DEPTH} deep; "
+       f"{MAX_STEPS:,} steps; {MAX_OUTPUT // 2**20} MiB of output.\n"
+       "See docs/figures.md.\n")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

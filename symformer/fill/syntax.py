@@ -40,6 +40,11 @@ MAX_DEPTH = 16
 MAX_TAGS = 100_000
 #: The most tokens in one tag (a loop's list of 5,000 items has about 10,000).
 MAX_TAG_TOKENS = 10_000
+#: Steps a template may take when it is filled: each text copied, value written, loop
+#: entered and loop body run is one (a body's texts and values count on every run).
+MAX_STEPS = 1_000_000
+#: Characters a filled template may have (16 MiB of ASCII).
+MAX_OUTPUT = 16 * 2**20
 
 #: (value start, statement start, comment start, end of each) per format.
 DELIMITERS: dict[str, dict[str, str]] = {

@@ -9,9 +9,9 @@ The template language is our own small subset of Jinja2's syntax
 (:mod:`symformer.fill.syntax`): values, ``for`` loops over literal lists and
 ``range``, comments.  It has no attribute access, calls, operators or globals, and
 its values are plain records (:mod:`symformer.fill.values`), so a template from a
-stranger runs no code.  Its work is bounded: :data:`MAX_STEPS` steps,
-:data:`MAX_OUTPUT` characters written, and the limits of the syntax
-(:data:`~symformer.fill.syntax.MAX_TAGS`, :data:`~symformer.fill.syntax.MAX_INTEGER`,
+stranger runs no code.  Its work is bounded: :data:`~symformer.fill.syntax.MAX_STEPS`
+steps, :data:`~symformer.fill.syntax.MAX_OUTPUT` characters written, and the limits
+of the syntax (:data:`~symformer.fill.syntax.MAX_TAGS`, :data:`~symformer.fill.syntax.MAX_INTEGER`,
 :data:`~symformer.fill.syntax.MAX_DEPTH`, ...).
 An error names the line, and then nothing is written.
 """
@@ -25,6 +25,8 @@ from symformer.engine.rounding import Rounded, Undecided
 from symformer.errors import ClosedFormTooLarge, InputError
 from symformer.fill.syntax import (
     DELIMITERS,
+    MAX_OUTPUT,
+    MAX_STEPS,
     FillError,
     Literal,
     Loop,
@@ -37,11 +39,6 @@ from symformer.fill.syntax import (
 )
 from symformer.fill.values import Entry, Names, Row, Whole
 
-#: Steps a template may take: each text copied, value written, loop entered and loop
-#: body run is one (a loop body's texts and values count again on every run).
-MAX_STEPS = 1_000_000
-#: Characters a filled template may have (16 MiB of ASCII).
-MAX_OUTPUT = 16 * 2**20
 #: The places a format may ask for.
 MAX_PLACES = 100
 
