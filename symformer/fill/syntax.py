@@ -311,7 +311,7 @@ class _Reader:
         if t.kind == "operator":
             raise FillError(f"unexpected {t.value!r}: a template has no operators (no "
                             "arithmetic, comparison or string concatenation)", t.line)
-        found = "the end of the tag" if t.kind == "end" else repr(t.value)
+        found = "end of the tag" if t.kind == "end" else repr(t.value)
         raise FillError(f"unexpected {found}; expected {what}", t.line)
 
     def done(self, what: str) -> None:
