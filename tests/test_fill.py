@@ -176,3 +176,23 @@ def test_a_prefix_of_stage_names_is_not_a_stage():
     assert str(caught.value) == (f"NOTES:1: layer1.ffn is not a stage but a prefix of "
                                  f"stage names: {', '.join(below[:8])}"
                                  + (", ..." if len(below) > 8 else ""))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(-5, 5), st.integers(-5, 8),
+       st.lists(st.one_of(st.integers(-9, 9), st.sampled_from(["think", "a b", "x'y"])),
+                max_size=5),
+       st.lists(st.integers(0, 3), min_size=1, max_size=3))
+def test_loops_run_like_python(a, b, items, rows):
+    """A loop's variable takes Python's range and list values, in order, and indexes
+    entries like a literal (checked against the float64 reference)."""
+    literal = ", ".join(repr(x) if isinstance(x, str) else str(x) for x in items)
+    text = (f"{{% for i in range({a}, {b}) %}}{{{{ i }}}},{{% endfor %}}|"
+            f"{{% for x in [{literal}] %}}{{{{ x }}}};{{% endfor %}}|")
+    expected = "".join(f"{i}," for i in range(a, b)) + "|" + "".join(f"{x};" for x in items)
+    w = REF["layer1.head1.weights"]
+    assume(all(far_from_tie(w[i, j], 4) for i in rows for j in range(4)))
+    text += (f"{{% for i in {rows} %}}{{% for j in range(4) %}}{{{{ layer1.head1.weights"
+             f"[i, j] | decimals(4) }}}} {{% endfor %}}{{% endfor %}}")
+    expected += "|" + "".join(f"{rounded(w[i, j], 4)} " for i in rows for j in range(4))
+    assert fill(text, G, "markdown") == expected
