@@ -81,10 +81,6 @@ class Names:
         return Entry(stage, i, _position(stage, keys[1], cols, "column",
                                          (len(rows), len(cols))))
 
-    def shape(self, stage: str) -> tuple[int, int]:
-        rows, cols = self.labels[stage]
-        return len(rows), len(cols)
-
 
 def unknown_stage(name: str, names: tuple[str, ...]) -> str:
     """``unknown stage 'x'; did you mean ...``."""
