@@ -426,6 +426,8 @@ def _carry_over(old: Path, new: Path, written: set[str], given: str) -> None:
                 continue
             dest = new / rel
             if os.path.lexists(dest) or not os.path.isdir(dest.parent):
+                if os.path.islink(Path(root) / n):
+                    raise InputError(_link_refused(given, old, rel.as_posix()))
                 raise InputError(f"{given}: {rel} is a file there, but this command "
                                  "writes a folder of that name; move it away")
             _link_or_copy(Path(root) / n, dest, given)
