@@ -79,13 +79,14 @@ def write_files(directory: str | Path, files: Mapping[str, str | bytes]) -> list
     return [Path(directory) / name for name in files]
 
 
-def write_file(path: str | Path, content: str | bytes) -> Path:
+def write_file(path: str | Path, content: str | bytes, option: str = "--out") -> Path:
     """Write one file atomically: a temporary file beside it, renamed into place.
 
-    Errors name the path given.  Returns that path.
+    Errors name the path given (and ``option``, the one that gave it).  Returns that
+    path.
     """
     given = str(path)
-    target = output_file(path)
+    target = output_file(path, option)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _clean_leftovers(target.parent, target.name)
@@ -116,17 +117,18 @@ def output_directory(path: str | Path) -> Path:
     return real
 
 
-def output_file(path: str | Path) -> Path:
+def output_file(path: str | Path, option: str = "--out") -> Path:
     """The regular file that ``path`` names (symbolic links followed), checked for writing.
 
     Refuses a directory, a device node, a FIFO, a socket, a symbolic link to one of
-    them and a dangling link, naming ``path``.  It need not exist yet.
+    them and a dangling link, naming ``path`` and the ``option`` that gave it.  It need
+    not exist yet.
     """
     real = _resolved(path)
     mode = _mode(real, path)
     if mode is not None and not stat.S_ISREG(mode):
         what = "a directory" if stat.S_ISDIR(mode) else _kind(mode)
-        raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
+        raise InputError(f"{path}: is {what}{_via_link(path, real)}; {option} needs a "
                          "regular file (or a path to create)")
     return real
 

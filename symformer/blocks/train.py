@@ -258,8 +258,9 @@ def loss_value(training: Training, t: int, *, decimals: int | None = None,
 
 def change(training: Training, t: int) -> int | None:
     """The sign of loss(t) - loss(t - 1), certified: -1 (it decreased), 0 (equal,
-    proved exactly), 1 (it increased), or None (undecided: equal to
-    :data:`COMPARE_PRECISION` bits and not both rational)."""
+    proved exactly), 1 (it increased), or None (undecided: their enclosures overlap at
+    every precision up to :data:`COMPARE_PRECISION` bits and they are not both
+    rational; nothing is then known about their order)."""
     g = training.graph
     before, after = training.loss(t - 1), training.loss(t)
     prec = training.precision

@@ -171,6 +171,11 @@ def check_work(args: argparse.Namespace, example: Example, command: str,
     check_size(example, args.max_work, work, command)
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``, ``0 files``: a count with its noun (regular plurals)."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 # -- argparse types -----------------------------------------------------------------
 def nonnegative_int(text: str) -> int:
     """argparse type: a whole number >= 0 (ASCII digits, at most 30 of them)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from symformer.blocks.train import (
+    COMPARE_PRECISION,
     MAX_STEPS,
     OPTIMIZERS,
     Training,
@@ -23,12 +24,13 @@ from symformer.cli._common import (
     derivation,
     load,
     nonnegative_int,
+    plural,
 )
 from symformer.display import Progress
 from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
 from symformer.example.write import updated_example
-from symformer.files import write_file
+from symformer.files import output_file, write_file
 
 ORDER = 16
 
@@ -42,7 +44,8 @@ Each step's weights are exact: after step 1 they are no longer rational (softmax
 square roots), so they are stages of the graph (step1.layer1.W_1 = step0.layer1.W_1 -
 lr * grad.step0.layer1.W_1) that the next step reads by name. The loss of every
 step is printed with certified digits; a step where the loss does not decrease is
-reported (an undecidable comparison is said to be one). --lr is read exactly from
+reported (a comparison that cannot be decided, the two losses' enclosures
+overlapping at every precision up to the ceiling, is said to be one). --lr is read exactly from
 its text (0.1 is 1/10; "1/8" works too). At most {MAX_STEPS} steps. Adam uses
 beta1 = 0.9, beta2 = 0.999, eps = 1e-8, read exactly. Trained: the projections'
 weights and biases, the LayerNorms' gamma and beta, the embedding tables and a
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``symformer train``."""
     lr = learning_rate(args.lr)
     steps = check_steps(args.steps)
+    if args.write:  # a directory or device node is refused before any work
+        output_file(args.write, "--write")
     example = load(args)
     if example.loss is None:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     progress.done()
     note = " (causal mask)" if training.graph.causal else ""
     rate = f"lr = {lr}" + (" (adam)" if args.optimizer == "adam" else " (sgd)")
-    print(f"{example.title}{note}: {steps} step{'s' if steps > 1 else ''}, {rate}, "
+    print(f"{example.title}{note}: {plural(steps, 'step')}, {rate}, "
           f"{example.loss.kind} loss")
     width = len(str(steps))
     for t, text in enumerate(losses):
@@ -109,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--write: not written: {irrational} is not rational (only "
                              f"an example whose every trained weight is rational can be "
                              f"saved)")
-        write_file(args.write, updated_example(example, weights))
+        write_file(args.write, updated_example(example, weights), "--write")
         print(f"wrote {args.write}")
     return 0
 
@@ -120,8 +125,10 @@ def _report(training: Training, steps: int) -> str:
     for t in range(1, steps + 1):
         sign = change(training, t)
         if sign is None:
-            notes.append(f"step {t}: undecided whether the loss decreased (it equals "
-                         f"step {t - 1}'s to 4096 bits)")
+            notes.append(f"step {t}: could not decide whether the loss decreased: the "
+                         f"enclosures of the two losses overlap at every precision up to "
+                         f"{max(COMPARE_PRECISION, training.precision)} bits, the "
+                         f"ceiling, and they are not both rational")
         elif sign == 0:
             notes.append(f"step {t}: the loss does not decrease (exactly equal)")
         elif sign > 0:

@@ -215,7 +215,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
     loss = None
     if "loss" in data:
-        loss = parse_loss(data["loss"], here.sub("loss"), data, len(tokens), d_model, decoder)
+        loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens), d_model,
+                          decoder)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
