@@ -15,7 +15,7 @@ from symformer.cli._common import (
     example_path,
     load,
 )
-from symformer.example.loader import packaged_examples
+from symformer.example.loader import packaged_files
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims
 
@@ -23,7 +23,7 @@ ORDER = 40
 
 EPILOG = """\
 examples:
-  symformer check symformer/examples/post_claims.toml       # the blog post's arrays
+  symformer check post_claims                  # the blog post's arrays (shipped)
   symformer check claims.toml my_example.toml --json      # or --example my_example.toml
   symformer check illustrated_self_attention   # an example file with [[claim]] tables
                                                 # about itself (a published worked example)
@@ -46,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "exact values, and explain the wrong ones.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("claims", metavar="CLAIMS",
-                   help="claims .toml file, or a Markdown/Python document with "
+                   help="claims .toml file (or a shipped one by name, from any folder: "
+                        "post_claims, illustrated_self_attention, "
+                        "scaled_identity_attention), or a Markdown/Python document with "
                         "print(np.round(NAME, k)) lines followed by '# [[...]]' lines")
     add_example_argument(p)
     add_convention_arguments(p, causal_help="check against the causally masked derivation "
@@ -61,9 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer check``."""
-    packaged = packaged_examples()
-    if not Path(args.claims).exists() and args.claims in packaged:
-        args.claims = str(packaged[args.claims])  # a packaged example with [[claim]] tables
+    packaged = packaged_files()
+    name = args.claims.removesuffix(".toml")
+    if not Path(args.claims).exists() and name in packaged:
+        # a shipped claims file, or a packaged example with [[claim]] tables
+        args.claims = str(packaged[name])
     if example_path(args) is None and claims_file_is_example(args.claims):
         args.example = args.claims  # an example file with claims about itself
     example = load(args)

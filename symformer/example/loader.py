@@ -84,11 +84,22 @@ def builtin_text() -> str:
     return resources.files("symformer.example").joinpath(BUILTIN_NAME).read_text("utf-8")
 
 
-def packaged_examples() -> dict[str, Path]:
-    """The example files shipped in ``symformer/examples/``, by name (no ``.toml``)."""
+#: Shipped files in ``symformer/examples/`` that hold claims only, not an example.
+CLAIMS_ONLY = ("post_claims",)
+
+
+def packaged_files() -> dict[str, Path]:
+    """Every TOML file shipped in ``symformer/examples/``, by name (no ``.toml``): the
+    examples and the claims-only files (:data:`CLAIMS_ONLY`)."""
     folder = resources.files("symformer").joinpath("examples")
     return {Path(f.name).stem: Path(str(f)) for f in folder.iterdir()
-            if f.name.endswith(".toml") and f.name != "post_claims.toml"}
+            if f.name.endswith(".toml")}
+
+
+def packaged_examples() -> dict[str, Path]:
+    """The example files shipped in ``symformer/examples/``, by name (no ``.toml``)."""
+    return {name: path for name, path in packaged_files().items()
+            if name not in CLAIMS_ONLY}
 
 
 def load_example(path: str | Path | None = None) -> Example:
