@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output format (default text; html: a step-through page)")
     p.add_argument("--out", metavar="FILE",
                    help="write to FILE (atomically) instead of standard output")
-    add_convention_arguments(p, whole_matrix=True)
+    add_convention_arguments(p)
     p.add_argument("--backward", action="store_true",
                    help="step through the token's gradients, from the loss back to the "
                         "embeddings (needs a [loss] table)")

@@ -21,6 +21,7 @@ from symformer.cli._common import (
     add_decimals_argument,
     add_example_argument,
     check_work,
+    conventions_note,
     derivation,
     load,
     nonnegative_int,
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     training = train(derivation(args, example), lr, steps, args.optimizer, each,
                      start_precision(args.decimals, None))
     progress.done()
-    note = " (causal mask)" if training.graph.causal else ""
+    note = (" (causal mask)" if training.graph.causal else "") + conventions_note(args,
+                                                                                   example)
     rate = f"lr = {lr}" + (" (adam)" if args.optimizer == "adam" else " (sgd)")
     print(f"{example.title}{note}: {plural(steps, 'step')}, {rate}, "
           f"{example.loss.kind} loss")
