@@ -39,7 +39,8 @@ backward rules it sums and its chain-rule lines with the numbers substituted.
 Each step shows where it is in the block, its formula, the token's numbers and,
 for every number, its formula with the rounded inputs substituted.  Every printed
 digit is certified (ball arithmetic); the substituted inputs are the rounded values
-of the step before, so recomputing a line by hand may differ in the last digit.
+of the step before, and a line redone by hand gives its printed result: where the
+inputs rounded to --decimals would not, the line shows them with more digits.
 """
 
 
@@ -62,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backward", action="store_true",
                    help="step through the token's gradients, from the loss back to the "
                         "embeddings (needs a [loss] table)")
-    p.add_argument("--side", default="encoder", metavar="SIDE",
-                   help="which stack to trace when the example has several (default encoder)")
+    p.add_argument("--side", choices=("encoder", "decoder"), default="encoder",
+                   help="which stack to trace when the example has a [decoder] "
+                        "(default encoder)")
     p.set_defaults(func=run)
 
 
