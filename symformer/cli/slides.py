@@ -13,6 +13,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    plural,
     token_text,
 )
 from symformer.display import Progress
@@ -86,5 +87,6 @@ def run(args: argparse.Namespace) -> int:
         for line in _OVERFULL.findall(log)[:3]:
             print(f"symformer slides: warning: {line}", file=sys.stderr)
     written = write_files(args.out, files)
-    print(f"wrote {len(written)} files to {args.out} ({page_count(deck)} pages)")
+    print(f"wrote {plural(len(written), 'file')} to {args.out} "
+          f"({plural(page_count(deck), 'page')})")
     return 0
