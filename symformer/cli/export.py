@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
         check_work(args, example, "generate", args.steps)
     g = derivation(args, example)
     if args.steps and "next_token" not in g:
-        raise InputError(f"{g.example.source}: --steps needs next-token probabilities: an "
-                         "[lm_head] (see gpt2_style) or a [decoder] table with W_vocab (see "
-                         "encoder_decoder)")
+        raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
+                         "or an [lm_head] table (see symformer/examples/encoder_decoder.toml, "
+                         "gpt2_style.toml)")
     target = None if args.target_token is None else resolve_token(g, args.target_token,
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
