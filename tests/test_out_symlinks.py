@@ -9,6 +9,7 @@ rather than follow it.  The user's own links that no written path uses stay.
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -210,3 +211,49 @@ def test_a_deeper_link_and_a_dangling_link_are_refused(in_place, tmp_path, monke
     _untouched(victim)
     assert not (tmp_path / "nowhere").exists()
     assert sorted(os.listdir(out)) == ["gone", "sub"] and os.listdir(out / "sub") == ["deep"]
+
+
+# -- one place writes ----------------------------------------------------------------
+
+#: Calls that create or replace files or folders.
+_WRITING = {"write_text", "write_bytes", "mkdir", "makedirs", "symlink_to", "touch",
+            "rename", "replace", "link", "copy", "copy2", "copyfile", "copytree", "move"}
+#: Modules allowed to write: the one place, and a scratch folder of pdflatex's own.
+_WRITERS = {"symformer/files.py", "symformer/latex/compile.py"}
+
+
+def _writes(path: Path) -> list[str]:
+    """The writing calls of one module (``str.replace`` and reading ``open`` aside)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _WRITING:
+            owner = func.value
+            if func.attr == "replace" and not (isinstance(owner, ast.Name)
+                                               and owner.id == "os"):
+                continue  # str.replace, dataclasses.replace
+            found.append(f"{path}:{node.lineno}: {func.attr}")
+        if isinstance(func, ast.Name) and func.id == "open" or (
+                isinstance(func, ast.Attribute) and func.attr == "open"
+                and isinstance(func.value, ast.Name) and func.value.id in ("os", "io")):
+            modes = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)] + [
+                k.value.value for k in node.keywords
+                if k.arg == "mode" and isinstance(k.value, ast.Constant)]
+            flags = ast.unparse(node.args[1]) if len(node.args) > 1 else ""
+            if any(set(str(m)) & set("wax+") for m in modes) or "O_WRONLY" in flags \
+                    or "O_CREAT" in flags or "O_RDWR" in flags:
+                found.append(f"{path}:{node.lineno}: open for writing")
+    return found
+
+
+def test_every_command_writes_through_symformer_files():
+    """No module but symformer/files.py creates output (so the rules above hold for every
+    command, present and future)."""
+    root = Path(__file__).resolve().parents[1]
+    found = [w for path in sorted((root / "symformer").rglob("*.py"))
+             if str(path.relative_to(root)) not in _WRITERS for w in _writes(path)]
+    assert not found, found
+    seen = " ".join(_writes(root / "symformer/files.py"))  # the detector sees the writes
+    assert all(w in seen for w in ("mkdir", "replace", "rename", "open for writing")), seen
