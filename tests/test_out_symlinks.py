@@ -241,9 +241,10 @@ def _writes(path: Path) -> list[str]:
             modes = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)] + [
                 k.value.value for k in node.keywords
                 if k.arg == "mode" and isinstance(k.value, ast.Constant)]
+            low_level = isinstance(func, ast.Attribute) and func.value.id == "os"
             flags = ast.unparse(node.args[1]) if len(node.args) > 1 else ""
-            if any(set(str(m)) & set("wax+") for m in modes) or "O_WRONLY" in flags \
-                    or "O_CREAT" in flags or "O_RDWR" in flags:
+            if any(set(str(m)) & set("wax+") for m in modes) or (
+                    low_level and "O_RDONLY" not in flags):  # os.open: read-only or not
                 found.append(f"{path}:{node.lineno}: open for writing")
     return found
 
