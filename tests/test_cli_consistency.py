@@ -42,7 +42,8 @@ def test_an_undecided_loss_comparison_claims_no_equality(monkeypatch):
     precision ceiling; that says nothing about their order, and is not an equality."""
     signs = {1: 1, 2: None, 3: 0}
     monkeypatch.setattr(train_cli, "change", lambda training, t: signs[t])
-    text = train_cli._report(SimpleNamespace(precision=300), 3)
+    losses = ["1.000", "2.000", "2.001", "2.001"]
+    text = train_cli._report(SimpleNamespace(precision=300), 3, losses, 3)
     lines = text.splitlines()
     assert lines[0] == "step 1: the loss does not decrease (it increases)"
     assert lines[1].startswith("step 2: could not decide whether the loss decreased")
@@ -53,7 +54,34 @@ def test_an_undecided_loss_comparison_claims_no_equality(monkeypatch):
 
 def test_the_ceiling_named_is_the_one_used(monkeypatch):
     monkeypatch.setattr(train_cli, "change", lambda training, t: None)
-    assert "up to 5000 bits" in train_cli._report(SimpleNamespace(precision=5000), 1)
+    report = train_cli._report(SimpleNamespace(precision=5000), 1, ["1.5", "1.5"], 1)
+    assert "up to 5000 bits" in report
+
+
+def test_printed_certified_losses_decide_what_the_balls_did_not(monkeypatch):
+    """The reproducer printed 9.5e114, then 4.0e401: certified roundings that far apart
+    decide the order even when the comparison of the balls did not."""
+    monkeypatch.setattr(train_cli, "change", lambda training, t: None)
+    losses = ["2.024", "9534834448088467.991", "403312813775592987850782.731", "0.500"]
+    lines = train_cli._report(SimpleNamespace(precision=300), 3, losses, 3).splitlines()
+    assert lines == [f"step {t}: the loss does not decrease (it increases; decided from "
+                     f"the certified losses printed above)" for t in (1, 2)]
+    monkeypatch.setattr(train_cli, "change", lambda training, t: None)
+    assert train_cli._report(SimpleNamespace(precision=300), 1, ["2.024", "2.020"], 3) \
+        == "the loss decreases at every step (certified)"
+
+
+@pytest.mark.parametrize(("before", "after", "decimals", "sign"), [
+    ("1.000", "1.002", 3, None),   # within two units of the last place: either order
+    ("1.000", "1.003", 3, 1),      # exact values in [0.9995, 1.0005] and [1.0025, 1.0035]
+    ("1.003", "1.000", 3, -1),
+    ("12", "15", 0, 1),
+    ("1.2e-3", "5e-3", 4, 1),
+    ("-1.40e-19724..1.40e-19724?", "2.000", 3, None),  # an undecided range: no claim
+    ("1.000", "inf", 3, None),
+])
+def test_printed_order(before, after, decimals, sign):
+    assert train_cli.printed_order(before, after, decimals) == sign
 
 
 # -- item 10: train --write is checked first, and named -------------------------------
