@@ -201,7 +201,8 @@ def _clean_leftovers(folder: Path, name: str, restore: Path | None = None) -> No
             head, sep, pid = entry.rpartition(tag)
             if sep and head == prefix and pid.isdigit() and not _pid_alive(int(pid)):
                 leftover = folder / entry
-                if tag == OLD_TAG and restore is not None and not os.path.lexists(restore):
+                if (tag == OLD_TAG and restore is not None and not os.path.lexists(restore)
+                        and stat.S_ISDIR(os.lstat(leftover).st_mode)):  # never a link
                     os.rename(leftover, restore)
                 else:
                     _remove(leftover)

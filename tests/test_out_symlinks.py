@@ -258,3 +258,16 @@ def test_every_command_writes_through_symformer_files():
     assert not found, found
     seen = " ".join(_writes(root / "symformer/files.py"))  # the detector sees the writes
     assert all(w in seen for w in ("mkdir", "replace", "rename", "open for writing")), seen
+
+
+def test_a_link_posing_as_an_interrupted_swap_is_not_put_back(tmp_path):
+    """``.NAME.symformer-old-PID`` of a dead writer goes back to NAME only when it is a
+    folder: a link of that name is removed, not made the output folder."""
+    victim = _victim(tmp_path)
+    out = tmp_path / "out"
+    old = tmp_path / f".out{files.OLD_TAG}999999999"
+    old.symlink_to(victim)
+    files.write_files(out, {"a.md": "new"})
+    _untouched(victim)
+    assert not out.is_symlink() and sorted(os.listdir(out)) == ["a.md"]
+    assert not os.path.lexists(old)
