@@ -45,9 +45,9 @@ class Convention:
         if self.mask is not None:
             parts.append(f"mask {self.mask}")
         if self.layer_norm is not None:
-            parts.append(f"{self.layer_norm.replace('_', '-')} LayerNorm")
+            parts.append(_NORM_NAMES.get(self.layer_norm, self.layer_norm))
         if self.norm is not None:
-            parts.append(f"{self.norm}-norm")
+            parts.append(_PLACEMENT_NAMES.get(self.norm, self.norm))
         return ", ".join(parts) or "the example's own conventions"
 
 
