@@ -209,7 +209,7 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
 def _add_weight(training: Training, w: Weight, t: int) -> None:
     """``w``'s stage at step t: the example's value (t = 0) or the optimiser's update."""
     g, name = training.graph, training.weight(t, w)
-    notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} steps")
+    notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} step{'' if t == 1 else 's'}")
     where = {"rows": w.rows, "cols": w.cols}
     if w.tied is not None:  # the tied table's transpose, read from step t's table
         g.add(name, "parameter", Transpose(notation), (f"step{t}.{w.tied}",), **where)

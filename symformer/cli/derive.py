@@ -17,6 +17,7 @@ from symformer.cli._common import (
     derivation,
     digits,
     load,
+    plural,
 )
 from symformer.engine import Derivation, Stage
 from symformer.engine.graph import DEFAULT_MAX_OPS
@@ -103,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
     if tables is not None:
-        note += f" (reader rounding: each stage from the previous ones at {args.decimals} decimals)"
+        note += (f" (reader rounding: each stage from the previous ones at "
+                 f"{plural(args.decimals, 'decimal')})")
     print(f"{g.example.title}{note}")
     for s in stages:
         print()

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         with Progress("symformer slides", total=2, quiet=args.quiet) as bar:
             pdf, log = compile_log(files, "slides.tex", lambda k, total: bar.update(
-                f"pdflatex pass {k}/{total} ({page_count(deck)} pages)"))
+                f"pdflatex pass {k}/{total} ({plural(page_count(deck), 'page')})"))
         files["slides.pdf"] = pdf
         for line in _OVERFULL.findall(log)[:3]:
             print(f"symformer slides: warning: {line}", file=sys.stderr)
