@@ -194,6 +194,16 @@ def test_a_replaced_normalisation_is_said_in_the_header(capsys):
     assert "--mask -1e9 in place of the example's -inf" in header
 
 
+def test_trace_and_backward_headers_say_it_too(capsys):
+    assert main(["trace", "--token", "1", "--layer-norm", "rms"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("I think I understand (--layer-norm rms: RMSNorm in place of "
+                            "the example's biased LayerNorm): token 'think'"), first
+    assert main(["backward", "--norm", "pre", "--stage", "loss"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "(--norm pre: pre-norm in place of the example's post-norm): backward" in first
+
+
 def _floats(capsys, argv: list[str]) -> list[list[float]]:
     assert main([*argv, "--json", "--digits", "20"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
     check_work,
+    conventions_note,
     derivation,
     load,
     token_text,
@@ -76,8 +78,11 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     check_work(args, example, "trace")
     g = derivation(args, example)
-    text = render(trace_token(g, args.token, args.decimals, side=args.side,
-                              backward=args.backward), args.format)
+    traced = trace_token(g, args.token, args.decimals, side=args.side,
+                         backward=args.backward)
+    note = conventions_note(args, example)  # the header says what was replaced
+    text = render(replace(traced, title=traced.title + note) if note else traced,
+                  args.format)
     if args.out:
         path = write_file(args.out, text)
         print(f"wrote {path}", file=sys.stderr)
