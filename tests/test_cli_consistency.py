@@ -150,6 +150,14 @@ def test_shipped_claims_load_by_name_from_any_folder(name, tmp_path, monkeypatch
     assert "symformer check post_claims" in README
 
 
+def test_an_unknown_claims_name_lists_the_shipped_ones(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "post_claim"]) == 2
+    assert capsys.readouterr().err == (
+        "symformer check: error: post_claim: no such file (shipped claims, by name: "
+        "illustrated_self_attention, post_claims, scaled_identity_attention)\n")
+
+
 def test_a_file_in_the_folder_wins_over_a_shipped_name(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "post_claims").write_text("[[claim]]\nname = \"x\"\n")

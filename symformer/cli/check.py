@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from symformer.cli._common import (
@@ -15,7 +16,8 @@ from symformer.cli._common import (
     example_path,
     load,
 )
-from symformer.example.loader import packaged_files
+from symformer.errors import InputError
+from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims
 
@@ -61,13 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def shipped_claims(packaged: dict[str, Path]) -> dict[str, Path]:
+    """The shipped files that hold claims, by name: the claims-only files and the
+    packaged examples with ``[[claim]]`` tables about themselves."""
+    return {name: path for name, path in sorted(packaged.items())
+            if name in CLAIMS_ONLY or "[[claim]]" in path.read_text(encoding="utf-8")}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer check``."""
     packaged = packaged_files()
     name = args.claims.removesuffix(".toml")
-    if not Path(args.claims).exists() and name in packaged:
-        # a shipped claims file, or a packaged example with [[claim]] tables
-        args.claims = str(packaged[name])
+    if not os.path.lexists(args.claims):
+        shipped = shipped_claims(packaged)
+        if name not in shipped:
+            raise InputError(f"{args.claims}: no such file (shipped claims, by name: "
+                             f"{', '.join(shipped)})")
+        args.claims = str(shipped[name])
     if example_path(args) is None and claims_file_is_example(args.claims):
         args.example = args.claims  # an example file with claims about itself
     example = load(args)
