@@ -209,7 +209,7 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
 def _add_weight(training: Training, w: Weight, t: int) -> None:
     """``w``'s stage at step t: the example's value (t = 0) or the optimiser's update."""
     g, name = training.graph, training.weight(t, w)
-    notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} steps")
+    notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} step{'' if t == 1 else 's'}")
     where = {"rows": w.rows, "cols": w.cols}
     if w.tied is not None:  # the tied table's transpose, read from step t's table
         g.add(name, "parameter", Transpose(notation), (f"step{t}.{w.tied}",), **where)
@@ -258,8 +258,9 @@ def loss_value(training: Training, t: int, *, decimals: int | None = None,
 
 def change(training: Training, t: int) -> int | None:
     """The sign of loss(t) - loss(t - 1), certified: -1 (it decreased), 0 (equal,
-    proved exactly), 1 (it increased), or None (undecided: equal to
-    :data:`COMPARE_PRECISION` bits and not both rational)."""
+    proved exactly), 1 (it increased), or None (undecided: their enclosures overlap at
+    every precision up to :data:`COMPARE_PRECISION` bits and they are not both
+    rational; nothing is then known about their order)."""
     g = training.graph
     before, after = training.loss(t - 1), training.loss(t)
     prec = training.precision

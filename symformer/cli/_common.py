@@ -19,7 +19,13 @@ from symformer.engine import Derivation
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
 from symformer.example import Example, load_example
-from symformer.verify.conventions import Convention, derive_variant, with_conventions
+from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
+from symformer.verify.conventions import (
+    Convention,
+    derive_variant,
+    replaced,
+    with_conventions,
+)
 
 #: Decimals of every printed value unless --decimals says otherwise (every command).
 DEFAULT_DECIMALS = 3
@@ -27,9 +33,6 @@ DEFAULT_DECIMALS = 3
 MAX_DECIMALS = 100
 #: The most greedy steps one run generates (generate --steps, export --steps).
 MAX_STEPS = 1000
-#: Engine LayerNorm conventions, and the whole-matrix one that some commands also know.
-ENGINE_LAYER_NORMS = ("biased", "unbiased")
-ALL_LAYER_NORMS = (*ENGINE_LAYER_NORMS, "whole_matrix")
 #: Options whose value may start with "-" (``--mask -1e9``): joined to the option
 #: before parsing, since argparse would read ``-1e9`` as an option.
 _DASH_VALUE_OPTIONS = ("--mask",)
@@ -55,25 +58,36 @@ def add_example_argument(parser: argparse.ArgumentParser, *, positional: bool = 
                              "(default 5,000,000, or SYMFORMER_MAX_WORK; 0: no limit)")
 
 
-def add_convention_arguments(parser: argparse.ArgumentParser, *, whole_matrix: bool = False,
+def add_convention_arguments(parser: argparse.ArgumentParser, *,
                              causal_help: str | None = "force the causal mask on") -> None:
     """--causal, --mask, --layer-norm and --norm: the example under other conventions.
 
-    ``causal_help=None`` leaves --causal out (``prove`` derives both ways anyway).
+    Every command offers the same choices: those an example file accepts for
+    ``layer_norm`` and ``norm`` (:data:`~symformer.example.schema.LAYER_NORMS`,
+    :data:`~symformer.example.schema.NORM_PLACEMENTS`).  ``causal_help=None`` leaves
+    --causal out (``prove`` derives both ways anyway).
     """
     if causal_help is not None:
         parser.add_argument("--causal", action="store_true", help=causal_help)
     parser.add_argument("--mask", metavar="VALUE", default=None,
                         help="what masked scores get: -inf (weights exactly 0) or a negative "
                              "number such as -1e9 (default: the example's)")
-    kinds = ALL_LAYER_NORMS if whole_matrix else ENGINE_LAYER_NORMS
-    parser.add_argument("--layer-norm", choices=kinds, default=None,
-                        help="LayerNorm convention (default: the example's): biased, "
-                             "unbiased" + (", or whole_matrix (mean and variance over the "
-                                           "whole matrix, as the course module's code "
-                                           "computes them)" if whole_matrix else ""))
-    parser.add_argument("--norm", choices=("post", "pre"), default=None,
-                        help="LayerNorm placement (default: the example's)")
+    parser.add_argument("--layer-norm", choices=LAYER_NORMS, default=None,
+                        help="normalisation of every block and of the final norm (default: "
+                             "the example's): biased or unbiased LayerNorm, whole_matrix "
+                             "(mean and variance over the whole matrix, as the course "
+                             "module's code computes them) or rms (RMSNorm, no beta)")
+    parser.add_argument("--norm", choices=NORM_PLACEMENTS, default=None,
+                        help="where the normalisation sits (default: the example's): post "
+                             "(after each residual sum), pre (before each sub-layer) or "
+                             "none")
+
+
+def conventions_note(args: argparse.Namespace, example: Example) -> str:
+    """`` (--layer-norm biased: biased LayerNorm in place of the example's RMSNorm)``
+    for a header: what the command line's conventions replaced (empty: nothing)."""
+    notes = replaced(example, convention(args))
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def add_decimals_argument(parser: argparse.ArgumentParser,
@@ -142,7 +156,7 @@ def causal(args: argparse.Namespace) -> bool | None:
 
 def example_with_conventions(args: argparse.Namespace, example: Example | None = None
                              ) -> Example:
-    """The example with --causal, --mask, --layer-norm (engine kinds) and --norm applied."""
+    """The example with --causal, --mask, --layer-norm and --norm applied."""
     example = with_conventions(load(args) if example is None else example, convention(args))
     return replace(example, causal=True) if causal(args) else example
 
@@ -169,6 +183,11 @@ def check_work(args: argparse.Namespace, example: Example, command: str,
     else:
         work = math.ceil(forward * (passes if passes is not None else _PASSES[command]))
     check_size(example, args.max_work, work, command)
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``, ``0 files``: a count with its noun (regular plurals)."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 # -- argparse types -----------------------------------------------------------------

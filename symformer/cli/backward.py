@@ -11,6 +11,7 @@ from symformer.cli._common import (
     add_decimals_argument,
     add_example_argument,
     check_work,
+    conventions_note,
     derivation,
     digits,
     load,
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(as_json(g, stages, args.digits), ensure_ascii=False))
         return 0
-    note = " (causal mask)" if g.causal else ""
+    note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
     print(f"{g.example.title}{note}: backward pass ({g.example.loss.kind} loss)")
     for s in stages:
         print()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from symformer.cli._common import (
@@ -15,7 +16,8 @@ from symformer.cli._common import (
     example_path,
     load,
 )
-from symformer.example.loader import packaged_examples
+from symformer.errors import InputError
+from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims
 
@@ -23,7 +25,7 @@ ORDER = 40
 
 EPILOG = """\
 examples:
-  symformer check symformer/examples/post_claims.toml       # the blog post's arrays
+  symformer check post_claims                  # the blog post's arrays (shipped)
   symformer check claims.toml my_example.toml --json      # or --example my_example.toml
   symformer check illustrated_self_attention   # an example file with [[claim]] tables
                                                 # about itself (a published worked example)
@@ -46,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "exact values, and explain the wrong ones.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("claims", metavar="CLAIMS",
-                   help="claims .toml file, or a Markdown/Python document with "
+                   help="claims .toml file (or a shipped one by name, from any folder: "
+                        "post_claims, illustrated_self_attention, "
+                        "scaled_identity_attention), or a Markdown/Python document with "
                         "print(np.round(NAME, k)) lines followed by '# [[...]]' lines")
     add_example_argument(p)
     add_convention_arguments(p, causal_help="check against the causally masked derivation "
@@ -59,11 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def shipped_claims(packaged: dict[str, Path]) -> dict[str, Path]:
+    """The shipped files that hold claims, by name: the claims-only files and the
+    packaged examples with ``[[claim]]`` tables about themselves."""
+    return {name: path for name, path in sorted(packaged.items())
+            if name in CLAIMS_ONLY or "[[claim]]" in path.read_text(encoding="utf-8")}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer check``."""
-    packaged = packaged_examples()
-    if not Path(args.claims).exists() and args.claims in packaged:
-        args.claims = str(packaged[args.claims])  # a packaged example with [[claim]] tables
+    packaged = packaged_files()
+    name = args.claims.removesuffix(".toml")
+    if not os.path.lexists(args.claims):
+        shipped = shipped_claims(packaged)
+        if name not in shipped:
+            raise InputError(f"{args.claims}: no such file (shipped claims, by name: "
+                             f"{', '.join(shipped)})")
+        args.claims = str(shipped[name])
     if example_path(args) is None and claims_file_is_example(args.claims):
         args.example = args.claims  # an example file with claims about itself
     example = load(args)

@@ -13,9 +13,11 @@ from symformer.cli._common import (
     add_example_argument,
     bounded_int,
     check_work,
+    conventions_note,
     derivation,
     digits,
     load,
+    plural,
 )
 from symformer.engine import Derivation, Stage
 from symformer.engine.graph import DEFAULT_MAX_OPS
@@ -53,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stage", action="append", metavar="NAME",
                    help="stage name or glob pattern (repeatable), e.g. 'layer1.head1.*'")
     p.add_argument("--list", action="store_true", help="list stage names with shapes")
-    add_convention_arguments(p, whole_matrix=True)
+    add_convention_arguments(p)
     add_decimals_argument(p, "the tables")
     p.add_argument("--exact", action="store_true",
                    help="show an entry's exact closed form instead of its decimal when it "
@@ -100,9 +102,10 @@ def run(args: argparse.Namespace) -> int:
                     for row in short_closed_forms(s, args.exact_max_ops)]
         print(json.dumps(doc, ensure_ascii=False))
         return 0
-    note = " (causal mask)" if g.causal else ""
+    note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
     if tables is not None:
-        note += f" (reader rounding: each stage from the previous ones at {args.decimals} decimals)"
+        note += (f" (reader rounding: each stage from the previous ones at "
+                 f"{plural(args.decimals, 'decimal')})")
     print(f"{g.example.title}{note}")
     for s in stages:
         print()

@@ -13,6 +13,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    plural,
     token_text,
 )
 from symformer.display import Progress
@@ -64,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the decoder's worked examples follow this target token: a position "
                         "or the word (default: the last target position)")
     p.add_argument("--steps", type=bounded_int(0, MAX_STEPS), default=0, metavar="N",
-                   help=f"add a greedy-generation section of N steps (needs a decoder with "
-                        f"W_vocab; default 0: none; at most {MAX_STEPS})")
+                   help=f"add a greedy-generation section of N steps (needs an [lm_head] or a "
+                        f"[decoder] with W_vocab; default 0: none; at most {MAX_STEPS})")
     p.add_argument("--stage", action="append", metavar="GLOB",
                    help="only stages matching this name or glob (repeatable)")
     p.add_argument("--exact", action="store_true",
@@ -104,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     g = derivation(args, example)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
-                         "(see symformer/examples/encoder_decoder.toml)")
+                         "or an [lm_head] table (see symformer/examples/encoder_decoder.toml, "
+                         "gpt2_style.toml)")
     target = None if args.target_token is None else resolve_token(g, args.target_token,
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]
     written = write_files(args.out, files)
-    print(f"wrote {len(written)} files to {args.out}")
+    print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0
 
 

@@ -11,6 +11,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    plural,
 )
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
@@ -76,5 +77,5 @@ def run(args: argparse.Namespace) -> int:
     with bar:
         files = figure_files(g, options, args.format, progress if slow else None)
     written = write_files(args.out, files)
-    print(f"wrote {len(written)} files to {args.out}")
+    print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0

@@ -14,6 +14,7 @@ from symformer.cli._common import (
     add_example_argument,
     bounded_int,
     check_work,
+    conventions_note,
     example_path,
     example_with_conventions,
 )
@@ -62,14 +63,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer generate``."""
-    example = example_with_conventions(args, load_example(example_path(args) or DEFAULT_EXAMPLE))
+    given = load_example(example_path(args) or DEFAULT_EXAMPLE)
+    example = example_with_conventions(args, given)
     check_work(args, example, "generate", args.steps)
     steps = generate(example, args.steps, max_work=args.max_work)
     if args.json:
         print(json.dumps(as_json(example.title, steps, args.decimals), indent=1,
                          ensure_ascii=False))
     else:
-        print(format_steps(example.title, steps, args.decimals))
+        print(format_steps(example.title + conventions_note(args, given), steps,
+                           args.decimals))
     return 0
 
 

@@ -13,6 +13,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    plural,
     token_text,
 )
 from symformer.display import Progress
@@ -81,10 +82,11 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         with Progress("symformer slides", total=2, quiet=args.quiet) as bar:
             pdf, log = compile_log(files, "slides.tex", lambda k, total: bar.update(
-                f"pdflatex pass {k}/{total} ({page_count(deck)} pages)"))
+                f"pdflatex pass {k}/{total} ({plural(page_count(deck), 'page')})"))
         files["slides.pdf"] = pdf
         for line in _OVERFULL.findall(log)[:3]:
             print(f"symformer slides: warning: {line}", file=sys.stderr)
     written = write_files(args.out, files)
-    print(f"wrote {len(written)} files to {args.out} ({page_count(deck)} pages)")
+    print(f"wrote {plural(len(written), 'file')} to {args.out} "
+          f"({plural(page_count(deck), 'page')})")
     return 0

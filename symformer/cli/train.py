@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 
 from symformer.blocks.train import (
+    COMPARE_PRECISION,
     MAX_STEPS,
     OPTIMIZERS,
     Training,
@@ -20,15 +22,17 @@ from symformer.cli._common import (
     add_decimals_argument,
     add_example_argument,
     check_work,
+    conventions_note,
     derivation,
     load,
     nonnegative_int,
+    plural,
 )
 from symformer.display import Progress
 from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
 from symformer.example.write import updated_example
-from symformer.files import write_file
+from symformer.files import output_file, write_file
 
 ORDER = 16
 
@@ -42,7 +46,10 @@ Each step's weights are exact: after step 1 they are no longer rational (softmax
 square roots), so they are stages of the graph (step1.layer1.W_1 = step0.layer1.W_1 -
 lr * grad.step0.layer1.W_1) that the next step reads by name. The loss of every
 step is printed with certified digits; a step where the loss does not decrease is
-reported (an undecidable comparison is said to be one). --lr is read exactly from
+reported. A comparison the balls leave open is decided from the printed certified
+losses when they are more than two units of the last place apart; otherwise it is
+reported as undecided (the enclosures overlap at every precision up to the ceiling),
+never as an equality. --lr is read exactly from
 its text (0.1 is 1/10; "1/8" works too). At most {MAX_STEPS} steps. Adam uses
 beta1 = 0.9, beta2 = 0.999, eps = 1e-8, read exactly. Trained: the projections'
 weights and biases, the LayerNorms' gamma and beta, the embedding tables and a
@@ -80,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``symformer train``."""
     lr = learning_rate(args.lr)
     steps = check_steps(args.steps)
+    if args.write:  # a directory or device node is refused before any work
+        output_file(args.write, "--write")
     example = load(args)
     if example.loss is None:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
@@ -95,35 +104,61 @@ def run(args: argparse.Namespace) -> int:
     training = train(derivation(args, example), lr, steps, args.optimizer, each,
                      start_precision(args.decimals, None))
     progress.done()
-    note = " (causal mask)" if training.graph.causal else ""
+    note = (" (causal mask)" if training.graph.causal else "") + conventions_note(args,
+                                                                                   example)
     rate = f"lr = {lr}" + (" (adam)" if args.optimizer == "adam" else " (sgd)")
-    print(f"{example.title}{note}: {steps} step{'s' if steps > 1 else ''}, {rate}, "
+    print(f"{example.title}{note}: {plural(steps, 'step')}, {rate}, "
           f"{example.loss.kind} loss")
     width = len(str(steps))
     for t, text in enumerate(losses):
         print(f"step {t:>{width}}  loss {text}")
-    print(_report(training, steps))
+    print(_report(training, steps, losses, args.decimals))
     if args.write:
         weights, irrational = rational_weights(training)
         if irrational is not None:
             raise InputError(f"--write: not written: {irrational} is not rational (only "
                              f"an example whose every trained weight is rational can be "
                              f"saved)")
-        write_file(args.write, updated_example(example, weights))
+        write_file(args.write, updated_example(example, weights), "--write")
         print(f"wrote {args.write}")
     return 0
 
 
-def _report(training: Training, steps: int) -> str:
-    """Which steps did not decrease the loss (certified), or that every one did."""
+def _report(training: Training, steps: int, losses: list[str], decimals: int) -> str:
+    """Which steps did not decrease the loss (certified), or that every one did.
+
+    ``losses`` are the printed losses, each the exact loss rounded to ``decimals``
+    places (certified): when :func:`~symformer.blocks.train.change` cannot decide a
+    step, two printed losses further apart than their roundings allow still do.
+    """
     notes = []
     for t in range(1, steps + 1):
         sign = change(training, t)
+        via = ""
         if sign is None:
-            notes.append(f"step {t}: undecided whether the loss decreased (it equals "
-                         f"step {t - 1}'s to 4096 bits)")
+            sign = printed_order(losses[t - 1], losses[t], decimals)
+            via = "; decided from the certified losses printed above"
+        if sign is None:
+            notes.append(f"step {t}: could not decide whether the loss decreased: the "
+                         f"enclosures of the two losses overlap at every precision up to "
+                         f"{max(COMPARE_PRECISION, training.precision)} bits, the "
+                         f"ceiling, and they are not both rational")
         elif sign == 0:
             notes.append(f"step {t}: the loss does not decrease (exactly equal)")
         elif sign > 0:
-            notes.append(f"step {t}: the loss does not decrease (it increases)")
+            notes.append(f"step {t}: the loss does not decrease (it increases{via})")
     return "\n".join(notes) if notes else "the loss decreases at every step (certified)"
+
+
+def printed_order(before: str, after: str, decimals: int) -> int | None:
+    """The sign of after - before (1 or -1) when two certified roundings to
+    ``decimals`` places are more than two units of the last place apart (each lies
+    within half a unit of its exact value), else None.  A text that is not a plain
+    number (an undecided range) decides nothing."""
+    try:
+        a, b = Fraction(before), Fraction(after)
+    except ValueError:
+        return None
+    if abs(b - a) <= Fraction(2, 10 ** decimals):
+        return None
+    return 1 if b > a else -1

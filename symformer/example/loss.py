@@ -42,8 +42,8 @@ def check_targets(targets: Sequence[str], vocab: Sequence[str], positions: int,
                   where: str) -> tuple[int, ...]:
     """Each target token's index in ``vocab``; one target per position."""
     if len(targets) != positions:
-        raise InputError(f"{where}: targets has {len(targets)} entries, expected {positions} "
-                         f"(one target token per row of the probabilities)")
+        raise InputError(f"{where}: targets must give one token per row of the "
+                         f"probabilities, {positions} in all; found {len(targets)}")
     for k, token in enumerate(targets):
         if token not in vocab:
             raise InputError(f"{where}: targets entry {k} {token!r} is not in the "
@@ -51,10 +51,11 @@ def check_targets(targets: Sequence[str], vocab: Sequence[str], positions: int,
     return tuple(vocab.index(t) for t in targets)
 
 
-def parse_loss(data: Any, here: Where, top: dict[str, Any], n_tokens: int, d_model: int,
-               decoder: Any) -> Loss:
-    """Validate the ``[loss]`` table (``top`` is the whole file, ``decoder`` the parsed
-    ``[decoder]`` or None)."""
+def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str],
+               n_tokens: int, d_model: int, decoder: Any) -> Loss:
+    """Validate the whole ``[loss]`` table at load, so that every command accepts or
+    refuses the same file (``top`` is the whole file, ``vocab`` its vocabulary,
+    ``decoder`` the parsed ``[decoder]`` or None)."""
 
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
@@ -78,7 +79,9 @@ def parse_loss(data: Any, here: Where, top: dict[str, Any], n_tokens: int, d_mod
     loss = Loss(kind, str(here), targets=tuple(targets))
     if decoder is not None and decoder.W_vocab is not None:
         loss.target_ids(decoder.vocab, len(decoder.tokens))
-    elif "lm_head" not in top:
+    elif "lm_head" in top:  # a language model: one row of probabilities per token
+        loss.target_ids(vocab, n_tokens)
+    else:
         raise InputError(f"{here}: kind = \"cross_entropy\" needs next-token probabilities: "
                          f"give a [decoder] table with W_vocab (or an [lm_head])")
     return loss
