@@ -26,6 +26,7 @@ from symformer.verify.conventions import (
     replaced,
     with_conventions,
 )
+from symformer.words import plural  # noqa: F401  (the commands count their nouns with it)
 
 #: Decimals of every printed value unless --decimals says otherwise (every command).
 DEFAULT_DECIMALS = 3
@@ -183,11 +184,6 @@ def check_work(args: argparse.Namespace, example: Example, command: str,
     else:
         work = math.ceil(forward * (passes if passes is not None else _PASSES[command]))
     check_size(example, args.max_work, work, command)
-
-
-def plural(n: int, noun: str) -> str:
-    """``1 file``, ``2 files``, ``0 files``: a count with its noun (regular plurals)."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 # -- argparse types -----------------------------------------------------------------
