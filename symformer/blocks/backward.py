@@ -135,6 +135,33 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
     return g
 
 
+def is_backward_stage(name: str) -> bool:
+    """Is ``name`` a stage of the backward pass (``loss``, ``grad.*`` and its named
+    contributions)?"""
+    return name == "loss" or name.startswith("grad.")
+
+
+def stage_of(g: Derivation, name: str) -> Stage:
+    """``g[name]``, appending the loss and every gradient first when ``name`` needs them.
+
+    A forward-only derivation stays forward-only until a backward stage is asked for
+    (forward checks stay as fast).  A name that is not a stage at all gets the unknown
+    stage message over every stage the example has, its gradients included (the count
+    ``derive --list`` shows); a backward stage of an example without ``[loss]`` gets the
+    message saying how to add one.
+    """
+    if name in g or "grad.loss" in g:
+        return g[name]
+    if is_backward_stage(name):
+        backward(g)  # raises the "no [loss] table" message when there is none
+    elif g.example is not None and g.example.loss is not None:
+        try:
+            backward(g)
+        except InputError:  # a backward pass that cannot be built: name the forward ones
+            pass
+    return g[name]
+
+
 def with_gradients(g: Derivation) -> Derivation:
     """``g`` when it has its gradient stages, else a copy of ``g`` with them appended
     (``g`` itself unchanged: an export or a trace does not add stages to the caller's

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symformer.blocks import derive
+from symformer.blocks.backward import stage_of
 from symformer.engine import Derivation
 from symformer.engine.rounding import round_fraction
-from symformer.errors import UndecidedError
+from symformer.errors import InputError, UndecidedError
 from symformer.example import Example
 from symformer.lazy import sympy
 from symformer.notation import entry, place
@@ -85,9 +86,10 @@ class Checker:
         self.causal = example.causal if causal is None else causal
         self._derived: dict[tuple, Derivation] = {}
 
-    def derivation(self, causal: bool, convention: conventions.Convention | None = None
-                   ) -> Derivation:
-        """The (cached) derivation, optionally under another convention."""
+    def derivation(self, causal: bool, convention: conventions.Convention | None = None,
+                   stage: str | None = None) -> Derivation:
+        """The (cached) derivation, optionally under another convention; with the loss
+        and its gradients appended when ``stage`` is one of them (only then)."""
         key = (causal, convention)
         if key not in self._derived:
             if convention is None:
@@ -96,6 +98,8 @@ class Checker:
                 g = conventions.derive_variant(self.example, convention, causal,
                                                self.max_work)
             self._derived[key] = g
+        if stage is not None:
+            stage_of(self._derived[key], stage)
         return self._derived[key]
 
     def check_all(self, claims: list[Claim]) -> list[ClaimCheck]:
@@ -124,7 +128,7 @@ class Checker:
     # -- global -------------------------------------------------------------------
     def check_global(self, claim: Claim) -> ClaimCheck:
         """Every claimed number against the certified exact value of its stage."""
-        g = self.derivation(claim.causal)
+        g = self.derivation(claim.causal, stage=claim.stage)
         verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[claim.stage], g)
         return self._result(claim, g, verdicts,
                             lambda d: certified_rounding(g, claim.stage, d))
@@ -163,7 +167,7 @@ class Checker:
     # -- local --------------------------------------------------------------------
     def check_local(self, claim: Claim, by_name: dict[str, Claim]) -> ClaimCheck:
         """The step from the claimed inputs: as printed, and interval consistency."""
-        g = self.derivation(claim.causal)
+        g = self.derivation(claim.causal, stage=claim.stage)
         printed = {s: exact_matrix(by_name[n]) for s, n in claim.inputs.items()}
         as_printed = Chain(g, claim.stage, replaced=printed)
         _, bits = as_printed.values()
@@ -210,8 +214,9 @@ class Checker:
             if convention.mask is not None and not claim.causal \
                     and self.derivation(claim.causal)[claim.stage].side != "decoder":
                 continue
-            g = self.derivation(claim.causal, convention)
-            if claim.stage not in g:
+            try:
+                g = self.derivation(claim.causal, convention, claim.stage)
+            except InputError:  # no such stage (or no backward pass) under it
                 continue
             verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g)
             if all(verdicts.values()):
@@ -254,7 +259,10 @@ class Checker:
                            f"every stage before it rounded to {decimals} decimals")]
         best: tuple[int, str] = (0, "")
         for chain, source in candidates:
-            verdicts = self._decide(claim, lambda bits, c=chain: c.evaluate(bits)[claim.stage])
+            try:
+                verdicts = self._decide(claim, lambda bits, c=chain: _target(c, bits))
+            except UndecidedError:  # a reader's rounding nothing decides: no explanation
+                continue
             if all(verdicts.values()):
                 return f"reader rounding: every number is what a reader gets recomputing " \
                        f"from {source}"
@@ -265,6 +273,12 @@ class Checker:
             return (f"reader rounding explains {best[0]} of the {len(wrong)} wrong numbers: "
                     f"recomputed from {best[1]}; the rest do not follow from them")
         return None
+
+
+def _target(chain: Chain, bits: int) -> Values | None:
+    """The chain's target at ``bits``, or None when a rounding upstream is undecided."""
+    values = chain.evaluate(bits)
+    return None if values is None else values[chain.target]
 
 
 def meets(enclosure, claimed: Fraction | None, half: Fraction) -> bool:

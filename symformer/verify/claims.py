@@ -26,10 +26,12 @@ A document is Markdown or Python written the way the post is: a line
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from symformer.blocks.backward import is_backward_stage, stage_of
 from symformer.engine import Derivation
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
@@ -161,10 +163,38 @@ def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
-        labels = {s.name: (tuple(s.rows), tuple(s.cols)) for s in g}
-        claims = claims_from_document(text, str(path), names or [], labels)
+        claims = claims_from_document(text, str(path), names or [], StageLabels(g))
     validate(claims, g)
     return claims
+
+
+class StageLabels(Mapping):
+    """Each stage's (row labels, column labels), read from a derivation; a name it does
+    not have yet (``loss``, ``grad.*``) appends the backward pass first
+    (:func:`~symformer.blocks.backward.stage_of`), so annotations may tie gradients."""
+
+    def __init__(self, g: Derivation) -> None:
+        self.g = g
+
+    def __getitem__(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if name not in self.g and is_backward_stage(name):
+            stage_of(self.g, name)  # an unknown gradient's message names every stage
+        if name not in self.g:
+            raise KeyError(name)
+        stage = self.g[name]
+        return tuple(stage.rows), tuple(stage.cols)
+
+    def __iter__(self) -> Iterator[str]:
+        """Every stage name, the backward pass's included (for the unknown-stage hint)."""
+        if "grad.loss" not in self.g and self.g.example.loss is not None:
+            try:
+                stage_of(self.g, "grad.loss")
+            except InputError:
+                pass
+        return iter([s.name for s in self.g])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def claims_from_toml(text: str, source: str) -> list[Claim]:
@@ -287,7 +317,7 @@ def _addressed_values(t: dict, where: str
 
 
 def claims_from_document(text: str, source: str, names: list[str],
-                         stages: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+                         stages: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
                          | None = None) -> list[Claim]:
     """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them,
     and the prose numbers tied to entries by ``symformer:`` annotations
@@ -370,7 +400,7 @@ def validate(claims: list[Claim], g: Derivation) -> None:
         by_name.setdefault(c.name, c)
         if c.decimals is not None and c.decimals > MAX_DECIMALS:
             raise InputError(f"{c.where}: decimals must be at most {MAX_DECIMALS}")
-        stage = g[c.stage]  # unknown stages raise with the close names
+        stage = stage_of(g, c.stage)  # unknown stages raise with the close names
         n, m = stage.shape
         rows = c.row_indices
         cols = c.cols if c.cols is not None else list(range(m))
@@ -399,7 +429,7 @@ def validate(claims: list[Claim], g: Derivation) -> None:
         upstream = g.ancestors(c.stage)
         for stage_name, source in c.inputs.items():
             if stage_name not in g:
-                g[stage_name]  # raises with the close names
+                stage_of(g, stage_name)  # raises with the close names
             if source not in by_name:
                 raise InputError(f"{c.where}: inputs names the claim {source!r}, which this "
                                  f"file does not have (claims: {', '.join(by_name)})")
