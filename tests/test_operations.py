@@ -72,7 +72,12 @@ from symformer.ops import (
     calculus,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
-from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
+from symformer.ops.loss import (
+    CrossEntropy,
+    MeanSquaredError,
+    PositionSquaredError,
+    UpstreamGradient,
+)
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
 from symformer.verify.conventions import Convention, derive_variant
@@ -441,7 +446,18 @@ def test_printed_equation_is_rendered_from_the_function_crosscheck_ran(
 @factory("mse")
 def _(draw):
     n, d = _shape(draw)
-    return Case(MeanSquaredError(_matrix(draw, n, d)), [_matrix(draw, n, d)])
+    reduction = draw(st.sampled_from(["mean", "sum"]))
+    positions = draw(st.none() | st.lists(st.integers(0, n - 1), min_size=1, max_size=n,
+                                          unique=True).map(tuple))
+    rows = n if positions is None else len(positions)
+    return Case(MeanSquaredError(_matrix(draw, rows, d), positions=positions,
+                                 reduction=reduction), [_matrix(draw, n, d)])
+
+
+@factory("upstream")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(UpstreamGradient(_matrix(draw, n, d)), [_matrix(draw, n, d)])
 
 
 @factory("position_mse")
@@ -456,8 +472,11 @@ def _(draw):
     n, v = _shape(draw)
     rows = [[Fraction(1 + draw(st.integers(0, 3)), 1) for _ in range(v)] for _ in range(n)]
     probabilities = sympy.Matrix([[sympy.Rational(x, sum(row)) for x in row] for row in rows])
-    targets = tuple(draw(st.integers(0, v - 1)) for _ in range(n))
-    return Case(CrossEntropy(targets), [probabilities])
+    targets = tuple(draw(st.none() | st.integers(0, v - 1)) for _ in range(n))
+    if all(t is None for t in targets):  # at least one position has a target
+        targets = (draw(st.integers(0, v - 1)), *targets[1:])
+    reduction = draw(st.sampled_from(["mean", "sum"]))
+    return Case(CrossEntropy(targets, reduction=reduction), [probabilities])
 
 
 @factory("gradient_seed")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symformer.engine.graph import Derivation, Stage
+from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.ops import (
     CrossEntropy,
@@ -33,6 +33,7 @@ from symformer.ops import (
     Notation,
     Operation,
     ReLU,
+    UpstreamGradient,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
 
@@ -57,8 +58,19 @@ def add_loss(g: Derivation) -> str:
                          f"e.g. {hint}")
     if "loss" in g:
         return "loss"
-    if loss.kind == "mse":
-        op: Operation = MeanSquaredError(loss.target)
+    if loss.kind == "upstream":
+        source = loss.stage
+        if source not in g or is_backward_stage(source):
+            raise InputError(f"{loss.where}: stage = {source!r}: "
+                             + unknown_stage_message(source, [s.name for s in g]))
+        shape = (loss.gradient.rows, loss.gradient.cols)
+        if g[source].shape != shape:
+            raise InputError(f"{loss.where}: gradient is {shape[0]}x{shape[1]} but {source} "
+                             f"is {g[source].shape[0]}x{g[source].shape[1]}")
+        op: Operation = UpstreamGradient(loss.gradient)
+    elif loss.kind == "mse":
+        op = MeanSquaredError(loss.target, positions=loss.positions,
+                              reduction=loss.reduction)
         source = "output"
     else:
         found = [s for s in g if s.kind == "probabilities"]
@@ -66,7 +78,8 @@ def add_loss(g: Derivation) -> str:
             raise InputError(f"{loss.where}: kind = \"cross_entropy\" needs a probabilities "
                              f"stage (a [decoder] with W_vocab, or an [lm_head])")
         source = found[-1].name
-        op = CrossEntropy(loss.target_ids(g[source].cols, g[source].shape[0]))
+        op = CrossEntropy(loss.target_ids(g[source].cols, g[source].shape[0]),
+                          reduction=loss.reduction)
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 

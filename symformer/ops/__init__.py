@@ -17,7 +17,12 @@ from symformer.ops.gelu_tanh import GELUTanh
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
 from symformer.ops.learned_positional import LearnedPositional
-from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
+from symformer.ops.loss import (
+    CrossEntropy,
+    MeanSquaredError,
+    PositionSquaredError,
+    UpstreamGradient,
+)
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.parameter import Parameter
@@ -49,5 +54,6 @@ __all__ = [
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
     "Seed", "SgdStep", "SiLU", "Softmax", "StagedEmbedding", "StagedNormalize",
     "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "Term",
-    "Transpose", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
+    "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
+    "positional_encoding",
 ]
