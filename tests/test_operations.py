@@ -65,6 +65,7 @@ from symformer.ops import (
     StagedProjection,
     StagedRMSNormalize,
     StdDev,
+    TableSum,
     Transpose,
     WeightedSum,
     WholeMean,
@@ -564,6 +565,14 @@ def _(draw):
 @factory("transpose")
 def _(draw):
     return Case(Transpose(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("table_sum")
+def _(draw):
+    vocab, d = _shape(draw)
+    rows = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=vocab,
+                               unique=True)))
+    return Case(TableSum(rows), [_matrix(draw, len(rows), d), _matrix(draw, vocab, d)])
 
 
 # -- backward: the NumPy VJP against the rule and against finite differences ----------

@@ -22,7 +22,7 @@ its gradient is exactly 0 (the mask set decides, not a number).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
@@ -33,6 +33,8 @@ from symformer.ops import (
     Notation,
     Operation,
     ReLU,
+    TableSum,
+    Transpose,
     UpstreamGradient,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
@@ -143,9 +145,64 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
             rows, cols = parameter_labels(g, stage, parameter, value)
             g.add(names[(name, parameter)], "weight_gradient",
                   Gradient((Term(stage.op, parameter, len(stage.inputs)),),
-                           _notation(stage, parameter)),
+                           _notation(stage, parameter, "the lookup's use" if names[
+                               (name, parameter)].endswith(TIED_PARTS[0]) else "")),
                   (*stage.inputs, name, grad), rows, cols, **_where(stage))
+    for part in tied_table_stages(g, names):
+        g.add(part.name, "weight_gradient", part.op, part.inputs, part.rows, part.cols,
+              **_where(part.owner))
     return g
+
+
+#: The name suffixes of a tied table's two contributions: the lookup's, the head's.
+TIED_PARTS = (".lookup", ".head")
+#: The superscript marking each contribution's symbol (∂L/∂E^lookup).
+_PART_MARKS = {"the lookup's use": "lookup", "the head's use": "head"}
+
+
+@dataclass(frozen=True)
+class TiedPart:
+    """A stage that makes a tied table's gradient the total of its two uses."""
+
+    name: str
+    op: Operation
+    inputs: tuple[str, ...]
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    owner: Stage  # the lookup stage: where the stage sits
+
+
+def _tied_keys(g: Derivation, keys) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """(lookup stage, parameter) and (head stage, parameter) of a tied head whose table's
+    two uses both have gradients among ``keys``; None otherwise."""
+    head = g.example.lm_head if g.example is not None else None
+    if head is None or not head.tied:
+        return None
+    lookup = [k for k in keys if k[1] == "embedding_table" and g[k[0]].side != "decoder"]
+    vocab = [k for k in keys if k[1] == "W_vocab" and g[k[0]].side != "decoder"]
+    return (lookup[0], vocab[0]) if lookup and vocab else None
+
+
+def tied_table_stages(g: Derivation, names: dict[tuple[str, str], str]) -> list[TiedPart]:
+    """With ``[lm_head] tied = true``: the head's use of the table, ``grad.W_vocab``
+    transposed (``grad.embedding_table.head``, every vocabulary row), and the table's
+    whole gradient ``grad.embedding_table``, the lookup's rows
+    (``grad.embedding_table.lookup``) plus the head's, over every vocabulary row (what
+    PyTorch reports for the shared parameter).  Empty when the table is not tied or a
+    use has no gradient."""
+    keys = _tied_keys(g, names)
+    if keys is None:
+        return []
+    lookup, vocab = keys
+    stage = g[lookup[0]]
+    total = names[lookup].removesuffix(TIED_PARTS[0])
+    head = total + TIED_PARTS[1]
+    rows = tuple(g.example.vocab)
+    return [TiedPart(head, Transpose(_notation(stage, lookup[1], "the head's use")),
+                     (names[vocab],), rows, stage.cols, stage),
+            TiedPart(total, TableSum(tuple(stage.op.used_rows()),
+                                     _notation(stage, lookup[1], "both uses")),
+                     (names[lookup], head), rows, stage.cols, stage)]
 
 
 def is_backward_stage(name: str) -> bool:
@@ -211,10 +268,13 @@ def parameter_labels(g: Derivation, stage: Stage, parameter: str, value
     return rows, cols
 
 
-def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], str]:
+def parameter_names(g: Derivation, needed: set[str], contributions: bool = True
+                    ) -> dict[tuple[str, str], str]:
     """``grad.<block>.<parameter>`` for each (stage, parameter); the stage's own name
     replaces the block where two stages of a block have parameters of the same name
-    (the two LayerNorms' gamma)."""
+    (the two LayerNorms' gamma).  A tied table's lookup gradient is its contribution
+    ``grad.embedding_table.lookup`` (:func:`tied_table_stages`) unless
+    ``contributions`` is False (the weight's own name, for ``train``)."""
     short: dict[tuple[str, str], str] = {}
     for s in g:
         if s.name in needed:
@@ -226,8 +286,12 @@ def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], st
     counts: dict[str, int] = {}
     for v in short.values():
         counts[v] = counts.get(v, 0) + 1
-    return {key: v if counts[v] == 1 else f"grad.{key[0]}.{key[1]}"
-            for key, v in short.items()}
+    names = {key: v if counts[v] == 1 else f"grad.{key[0]}.{key[1]}"
+             for key, v in short.items()}
+    tied = _tied_keys(g, names) if contributions else None
+    if tied is not None:
+        names[tied[0]] += TIED_PARTS[0]
+    return names
 
 
 def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
@@ -246,14 +310,18 @@ def position_labels(positions) -> tuple[str, ...]:
     return tuple(f"pos{p}" for p in positions)
 
 
-def _notation(stage: Stage, parameter: str | None = None) -> Notation:
-    """dL/dS for a stage, dL/dP for its parameter P (written as the operation writes it).
+def _notation(stage: Stage, parameter: str | None = None, part: str = "") -> Notation:
+    """dL/dS for a stage, dL/dP for its parameter P (written as the operation writes it);
+    ``part`` names one contribution of several (a tied table's: "the head's use").
 
     A parameter with a subscript of its own is bracketed, so that an index can follow:
     (dL/dW_Q)_0 is column 0 of the gradient of W_Q."""
     symbol = stage.op.parameter_notation(parameter) if parameter else stage.op.symbol
     latex, text = rf"\partial L/\partial {symbol.latex}", f"∂L/∂{symbol.text}"
-    title = f"Gradient of the loss at {symbol.title}"
+    title = f"Gradient of the loss at {symbol.title}" + (f", {part}" if part else "")
+    if part in _PART_MARKS:  # one use of a tied table: marked, so that the sum reads
+        mark = _PART_MARKS[part]
+        return Notation(rf"{latex}^{{\text{{{mark}}}}}", f"{text}^{mark}", title, bracket=True)
     if parameter and "_" in symbol.latex:
         return Notation(latex, text, title, bracket=True)
     # braced when it has a subscript of its own, so that an index can follow

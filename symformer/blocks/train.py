@@ -125,7 +125,7 @@ def trained_weights(g: Derivation) -> list[Weight]:
     """The weights ``train`` updates: those of operations with a staged variant."""
     loss = add_loss(g)
     needed = g.ancestors(loss) | {loss}
-    names = parameter_names(g, needed)
+    names = parameter_names(g, needed, contributions=False)
     found = []
     head = g.example.lm_head
     for stage in g:

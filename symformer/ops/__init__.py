@@ -41,6 +41,7 @@ from symformer.ops.staged_positional import StagedPositional
 from symformer.ops.staged_projection import StagedProjection
 from symformer.ops.staged_rms_norm import StagedRMSNormalize
 from symformer.ops.std_dev import StdDev
+from symformer.ops.table_sum import TableSum
 from symformer.ops.transpose import Transpose
 from symformer.ops.variance import RowVariance
 from symformer.ops.weighted_sum import WeightedSum
@@ -53,7 +54,7 @@ __all__ = [
     "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
     "Seed", "SgdStep", "SiLU", "Softmax", "StagedEmbedding", "StagedNormalize",
-    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "Term",
+    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",
 ]
