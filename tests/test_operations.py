@@ -528,8 +528,9 @@ def _(draw):
 def _(draw):
     n, d = _shape(draw)
     v = sympy.Matrix(n, d, lambda i, j: _positive(draw, 1)[0, 0])
+    decay = draw(st.sampled_from([0, sympy.Rational(1, 100), sympy.Rational(1, 2)]))
     return Case(AdamStep(sympy.Rational(1, 100), draw(st.integers(1, 5)), sympy.Rational(9, 10),
-                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8)),
+                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8), decay=decay),
                 [_matrix(draw, n, d), _matrix(draw, n, d), v])
 
 

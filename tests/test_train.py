@@ -7,7 +7,7 @@
 * the step where the loss does not decrease (too large a learning rate), and an
   exactly equal loss;
 * ``--write``: the rational case written and read back, the non-rational case
-  refused (nothing written); bad input: one line, exit 2.
+  rounded (which the file says); bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -136,13 +136,13 @@ def test_the_toml_writer_keeps_every_number(name):
     assert (again.loss is None) == (example.loss is None)
 
 
-def test_write_refused_when_a_weight_is_not_rational(tmp_path, capsys):
+def test_write_rounds_when_a_weight_is_not_rational(tmp_path, capsys):
     out = tmp_path / "trained.toml"
-    assert main(["train", "--lr", "0.1", "--steps", "1", "--write", str(out)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert "not rational" in err and "step1." in err
-    assert not out.exists()
+    assert main(["train", "--lr", "0.1", "--steps", "1", "--write", str(out)]) == 0
+    first = out.read_text().splitlines()[0]
+    assert first.startswith("# symformer train:") and "rounding to 3 decimals" in first
+    assert "not rational" in first and "step1." in first
+    load_example(out)  # a valid example
 
 
 # -- the step where the loss does not decrease ----------------------------------------

@@ -17,7 +17,7 @@ from symformer.cli._common import (
 )
 from symformer.example.loader import packaged_examples
 from symformer.verify.check import Checker, ClaimCheck, summary
-from symformer.verify.claims import claims_file_is_example, load_claims
+from symformer.verify.claims import claims_file_is_example, load_claims, training_run
 
 ORDER = 40
 
@@ -69,8 +69,10 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     check_work(args, example, "check")
     g = derivation(args, example)
-    claims = load_claims(args.claims, g, args.name)
-    results = Checker(g.example, args.max_work, causal=causal(args)).check_all(claims)
+    checker = Checker(g.example, args.max_work, causal=causal(args),
+                      run=training_run(args.claims))
+    claims = load_claims(args.claims, g, args.name, checker.stage)
+    results = checker.check_all(claims)
     right, total = summary(results)
     if args.json:
         print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))

@@ -19,7 +19,9 @@ from fractions import Fraction
 
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
+from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
+from symformer.engine.graph import Stage
 from symformer.engine.rounding import round_fraction
 from symformer.errors import InputError, UndecidedError
 from symformer.example import Example
@@ -79,9 +81,11 @@ class Checker:
     """Checks claims against one example; caches its derivations and variants."""
 
     def __init__(self, example: Example, max_work: int | None = None,
-                 causal: bool | None = None) -> None:
+                 causal: bool | None = None, run: Run | None = None) -> None:
         self.example = example
         self.max_work = max_work
+        #: the training run that claims on a step's stages are about (``[train]``)
+        self.run = run
         #: the masking of claims that do not say (None: the example's ``causal``)
         self.causal = example.causal if causal is None else causal
         self._derived: dict[tuple, Derivation] = {}
@@ -89,7 +93,14 @@ class Checker:
     def derivation(self, causal: bool, convention: conventions.Convention | None = None,
                    stage: str | None = None) -> Derivation:
         """The (cached) derivation, optionally under another convention; with the loss
-        and its gradients appended when ``stage`` is one of them (only then)."""
+        and its gradients appended when ``stage`` is one of them (only then); a training
+        run's stage (``step1.layer1.W_1``) is in the run's derivation (:meth:`training`)."""
+        if stage is not None and is_training_stage(stage):
+            if convention is not None:
+                raise InputError(f"{stage}: other conventions are not tried on a training run")
+            g = self.training(causal, stage)
+            g[stage]  # unknown: the message with the close names
+            return g
         key = (causal, convention)
         if key not in self._derived:
             if convention is None:
@@ -101,6 +112,27 @@ class Checker:
         if stage is not None:
             stage_of(self._derived[key], stage)
         return self._derived[key]
+
+    def training(self, causal: bool, stage: str) -> Derivation:
+        """The derivation of the ``[train]`` run (built once per masking)."""
+        key = (causal, "train")
+        if key not in self._derived:
+            if self.run is None:
+                raise InputError(f"{stage} is a stage of a training run: give its settings in "
+                                 f"a [train] table of the claims file (lr = ..., steps = ..., "
+                                 f"optimizer = ...; docs/verify.md)")
+            if not self.run.steps >= step_of(stage):
+                raise InputError(f"{stage}: the [train] table takes {self.run.steps} "
+                                 f"step{'s' if self.run.steps != 1 else ''}")
+            run = self.run
+            self._derived[key] = train(self.derivation(causal), run.lr, run.steps,
+                                       run.optimizer, settings=run.options).graph
+        return self._derived[key]
+
+    def stage(self, name: str) -> Stage:
+        """The stage ``name`` as claims see it (the checker's masking): a forward, backward
+        or training run's stage."""
+        return self.derivation(self.causal, stage=name)[name]
 
     def check_all(self, claims: list[Claim]) -> list[ClaimCheck]:
         """Check every claim (claims with ``check = false`` are only inputs).
@@ -209,7 +241,8 @@ class Checker:
     def explain(self, claim: Claim, before: list[Claim]) -> list[str]:
         """Conventions or reader rounding that reproduce every claimed number."""
         found = []
-        for convention in conventions.ALTERNATIVES:
+        alternatives = () if is_training_stage(claim.stage) else conventions.ALTERNATIVES
+        for convention in alternatives:
             # the mask matters for causal claims and for the decoder (always masked)
             if convention.mask is not None and not claim.causal \
                     and self.derivation(claim.causal)[claim.stage].side != "decoder":
@@ -235,7 +268,7 @@ class Checker:
         replacing its stage exactly as printed.  Without any, every upstream stage is
         rounded to the claim's decimals.
         """
-        g = self.derivation(claim.causal)
+        g = self.derivation(claim.causal, stage=claim.stage)
         upstream = g.ancestors(claim.stage)
         printed: list[tuple[str, Claim]] = []
         for c in before:

@@ -26,13 +26,15 @@ A document is Markdown or Python written the way the post is: a line
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
 from symformer.blocks.backward import is_backward_stage, stage_of
+from symformer.blocks.train import Run, is_training_stage, train_table
 from symformer.engine import Derivation
+from symformer.engine.graph import Stage
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
@@ -152,20 +154,33 @@ def printed_decimals(text: str, where: str = "") -> int:
     return len(frac) - exponent
 
 
-def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
-                ) -> list[Claim]:
+def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None,
+                resolve: Callable[[str], Stage] | None = None) -> list[Claim]:
     """Read and validate the claims of a TOML file or a Markdown/Python document.
 
-    ``names`` (``["NAME=STAGE", ...]``) maps a document's printed variables to stages.
+    ``names`` (``["NAME=STAGE", ...]``) maps a document's printed variables to stages;
+    ``resolve`` finds a stage by name (default: in ``g``, its backward pass appended
+    when needed; a checker's also finds a training run's stages).
     """
     path = Path(path)
     text = read_text_file(path, "a claims file")
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
-        claims = claims_from_document(text, str(path), names or [], StageLabels(g))
-    validate(claims, g)
+        claims = claims_from_document(text, str(path), names or [],
+                                      StageLabels(g, resolve))
+    validate(claims, g, resolve)
     return claims
+
+
+def training_run(path: str | Path) -> Run | None:
+    """The ``[train]`` table of a claims TOML file (the run that claims on a step's
+    stages, ``step1.layer1.W_1``, are about), or None."""
+    path = Path(path)
+    if path.suffix != ".toml":
+        return None
+    data = read_toml(read_text_file(path, "a claims file"), str(path))
+    return train_table(data["train"], f"{path}, train") if "train" in data else None
 
 
 class StageLabels(Mapping):
@@ -173,10 +188,14 @@ class StageLabels(Mapping):
     not have yet (``loss``, ``grad.*``) appends the backward pass first
     (:func:`~symformer.blocks.backward.stage_of`), so annotations may tie gradients."""
 
-    def __init__(self, g: Derivation) -> None:
+    def __init__(self, g: Derivation, resolve: Callable[[str], Stage] | None = None) -> None:
         self.g = g
+        self.resolve = resolve
 
     def __getitem__(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if self.resolve is not None and is_training_stage(name):
+            stage = self.resolve(name)  # a training run's stage: its message if unknown
+            return tuple(stage.rows), tuple(stage.cols)
         if name not in self.g and is_backward_stage(name):
             stage_of(self.g, name)  # an unknown gradient's message names every stage
         if name not in self.g:
@@ -200,7 +219,7 @@ class StageLabels(Mapping):
 def claims_from_toml(text: str, source: str) -> list[Claim]:
     """Parse the ``[[claim]]`` tables of a claims file (shapes are checked by validate)."""
     data = read_toml(text, source)
-    unknown = sorted(set(data) - {"claim", "title", "description"})
+    unknown = sorted(set(data) - {"claim", "title", "description", "train"})
     if unknown and not holds_example(data):
         raise InputError(f"{source}: unknown key {unknown[0]!r} (expected [[claim]] tables)")
     tables = data.get("claim")
@@ -390,8 +409,12 @@ def _printed_arrays(text: str, source: str):
         yield match.group(1), int(match.group(2)), values, n + 1
 
 
-def validate(claims: list[Claim], g: Derivation) -> None:
-    """Check stages, shapes, rows and inputs of every claim; raise InputError on the first bad."""
+def validate(claims: list[Claim], g: Derivation,
+             resolve: Callable[[str], Stage] | None = None) -> None:
+    """Check stages, shapes, rows and inputs of every claim; raise InputError on the first bad.
+
+    ``resolve`` finds a stage by name (default: :func:`stage_of` on ``g``)."""
+    resolve = resolve or (lambda name: stage_of(g, name))
     by_name: dict[str, Claim] = {}
     for c in claims:
         if c.name in by_name and any(c.name in o.inputs.values() for o in claims):
@@ -400,7 +423,7 @@ def validate(claims: list[Claim], g: Derivation) -> None:
         by_name.setdefault(c.name, c)
         if c.decimals is not None and c.decimals > MAX_DECIMALS:
             raise InputError(f"{c.where}: decimals must be at most {MAX_DECIMALS}")
-        stage = stage_of(g, c.stage)  # unknown stages raise with the close names
+        stage = resolve(c.stage)  # unknown stages raise with the close names
         n, m = stage.shape
         rows = c.row_indices
         cols = c.cols if c.cols is not None else list(range(m))
@@ -426,10 +449,11 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                                      f"{c.stage} has finite entries (only masked attention "
                                      f"scores are -inf)")
     for c in claims:
-        upstream = g.ancestors(c.stage)
+        owner = resolve(c.stage).derivation  # the forward/backward pass or a training run
+        upstream = owner.ancestors(c.stage)
         for stage_name, source in c.inputs.items():
-            if stage_name not in g:
-                stage_of(g, stage_name)  # raises with the close names
+            if stage_name not in owner:
+                owner[stage_name]  # raises with the close names
             if source not in by_name:
                 raise InputError(f"{c.where}: inputs names the claim {source!r}, which this "
                                  f"file does not have (claims: {', '.join(by_name)})")
@@ -437,12 +461,13 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                 raise InputError(f"{c.where}: inputs replaces {stage_name}, which does not "
                                  f"feed {c.stage}")
             given = by_name[source]
-            if not given.whole or g[stage_name].shape != (len(given.values),
-                                                                 len(given.values[0])):
+            if not given.whole or owner[stage_name].shape != (len(given.values),
+                                                                     len(given.values[0])):
                 raise InputError(f"{c.where}: claim {source!r} gives "
                                  f"{len(given.values)}x{len(given.values[0])} values; as an "
                                  f"input to {stage_name} it must give all of its "
-                                 f"{g[stage_name].shape[0]}x{g[stage_name].shape[1]}")
+                                 f"{owner[stage_name].shape[0]}x"
+                                 f"{owner[stage_name].shape[1]}")
     _no_cycle(claims, by_name)
 
 
