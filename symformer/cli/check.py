@@ -98,7 +98,8 @@ def report(results: list[ClaimCheck], right: int, total: int) -> str:
         lines.append(head + f"{n - len(r.wrong)} of {n} right, {verdict}")
         for e in r.wrong:
             what = "as printed" if r.local else "correct"
-            lines.append(f"  {e.place}: claimed {e.claimed}, {what} {e.correct} "
+            at = f"line {e.line}, " if e.line is not None else ""
+            lines.append(f"  {at}{e.place}: claimed {e.claimed}, {what} {e.correct} "
                          f"(exact {e.exact}...)")
         for text in r.explanations:
             lines.append(f"  why: {text}")
@@ -124,7 +125,8 @@ def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
             "details": [{"row": e.row, "col": e.col, "token": e.row_label,
                          "column": e.col_label, "symbol": e.symbol, "claimed": e.claimed,
                          "as_printed" if r.local else "correct": e.correct,
-                         "exact": e.exact} for e in r.wrong],
+                         "exact": e.exact, **({"line": e.line} if e.line is not None else {})}
+                        for e in r.wrong],
             "explanations": r.explanations,
         } for r in results],
         "right": right,

@@ -56,6 +56,7 @@ class EntryCheck:
     ok: bool            # right (global) or consistent (local)
     symbol: str = ""    # the entry as every format writes it: q_0
     place: str = ""     # in words: "q_0 of 'think' (position 1)"
+    line: int | None = None  # a document's line holding the number (print blocks)
 
 
 @dataclass
@@ -193,7 +194,9 @@ class Checker:
                                                  claim.values[i][j], rounded(d)[r][c],
                                                  rounded(d + MORE_DIGITS)[r][c],
                                                  verdicts[i, j], entry(stage, c),
-                                                 place(stage, r, c)))
+                                                 place(stage, r, c),
+                                                 claim.row_lines[i] if claim.row_lines
+                                                 else None))
         return result
 
     # -- local --------------------------------------------------------------------
@@ -241,7 +244,7 @@ class Checker:
     def explain(self, claim: Claim, before: list[Claim]) -> list[str]:
         """Conventions or reader rounding that reproduce every claimed number."""
         found = []
-        alternatives = () if is_training_stage(claim.stage) else conventions.ALTERNATIVES
+        alternatives = () if is_training_stage(claim.stage) else self.alternatives()
         for convention in alternatives:
             # the mask matters for causal claims and for the decoder (always masked)
             if convention.mask is not None and not claim.causal \
@@ -254,11 +257,35 @@ class Checker:
             verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g)
             if all(verdicts.values()):
                 found.append(f"every number is right under another convention: "
-                             f"{convention.describe()}")
+                             f"{convention.describe()}" + self._mask_note(claim, convention))
         reader = self.explain_reader_rounding(claim, before)
         if reader:
             found.append(reader)
         return found
+
+    def alternatives(self) -> tuple[conventions.Convention, ...]:
+        """The conventions tried on a wrong claim: the other mask (-inf when the example
+        masks with a number such as -1e9, else -1e9), then the LayerNorm variants and
+        the norm placement (:data:`conventions.ALTERNATIVES`)."""
+        if self.example.mask_value is None:
+            return conventions.ALTERNATIVES
+        return tuple(conventions.Convention(mask="-inf") if c.mask is not None else c
+                     for c in conventions.ALTERNATIVES)
+
+    def _mask_note(self, claim: Claim, convention: conventions.Convention) -> str:
+        """Why a printed -inf is a convention, not an error, on an example masking with
+        a finite number."""
+        if convention.mask != "-inf" or not any(
+                claim.number(i, j) is None for i, row in enumerate(claim.values)
+                for j in range(len(row))):
+            return ""
+        shown = str(self.example.mask_value)
+        digits = shown.rstrip("0")
+        if "/" not in shown and len(shown) - len(digits) > 3:  # -1000000000 as -1e9
+            shown = f"{digits}e{len(shown) - len(digits)}"
+        return (f" (the example masks with {shown}, so a masked score is a large negative "
+                f"number, not -inf; printing -inf for it is the -inf convention, not an "
+                f"error)")
 
     def explain_reader_rounding(self, claim: Claim, before: list[Claim]) -> str | None:
         """Do the numbers follow from tables printed before them, read as printed?

@@ -26,6 +26,7 @@ A document is Markdown or Python written the way the post is: a line
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -75,6 +76,7 @@ class Claim:
     cols: list[int] | None = None      # stage columns the values give (None: all, in order)
     significant: int | None = None     # significant digits of every number
     entry_given: bool = False          # addressed by ``entry = [row, col]``
+    row_lines: list[int] | None = None  # a document's line of each row of values
 
     @property
     def row_indices(self) -> list[int]:
@@ -355,7 +357,7 @@ def claims_from_document(text: str, source: str, names: list[str],
     mapping = _name_mapping(names)
     claims = []
     skipped = []
-    for name, decimals, values, line in printed:
+    for name, decimals, values, line, row_lines in printed:
         targets = mapping.get(name)
         if not targets:
             skipped.append(name)
@@ -366,7 +368,7 @@ def claims_from_document(text: str, source: str, names: list[str],
         causal = True if target.startswith("causal:") else None
         stage = target.removeprefix("causal:")
         claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
-                            f"{source}, line {line} ({name})"))
+                            f"{source}, line {line} ({name})", row_lines=row_lines))
     if not claims and not prose:
         found = ", ".join(dict.fromkeys(n for n, *_ in printed))
         raise InputError(f"{source}: none of the printed arrays ({found}) is mapped to a "
@@ -386,27 +388,36 @@ def _name_mapping(names: list[str]) -> dict[str, list[str]]:
 
 
 def _printed_arrays(text: str, source: str):
-    """(name, decimals, rows of number text, line number) for every printed array."""
+    """(name, decimals, rows of number text, line number, each row's line number) for
+    every printed array (line numbers 1-based; a row wrapped over several lines has the
+    line it starts on)."""
     lines = text.splitlines()
     for n, line in enumerate(lines):
         match = _PRINT.search(line)
         if not match or line.lstrip().startswith("#"):
             continue
-        block = []
+        block, starts = [], []  # the comment lines, and where each starts in the body
         for follow in lines[n + 1:]:
             comment = _COMMENT.match(follow)
             if not comment:
                 break
+            starts.append(sum(len(b) + 1 for b in block))
             block.append(comment.group(1))
-        body = " ".join(block).strip()
-        if not body.startswith("["):
+        body = " ".join(block)
+        if not body.strip().startswith("["):
             continue
-        rows = _ROW.findall(body) if body.startswith("[[") else [body.strip("[] ")]
+
+        if body.strip().startswith("[["):
+            found = list(_ROW.finditer(body))
+            rows = [m.group(1) for m in found]
+            row_lines = [n + 2 + bisect_right(starts, m.start()) - 1 for m in found]
+        else:
+            rows, row_lines = [body.strip().strip("[] ")], [n + 2]
         values = [r.split() for r in rows]
         if not values or not all(values) or len({len(r) for r in values}) != 1:
             raise InputError(f"{source}, line {n + 2}: the array printed for "
                              f"{match.group(1)} is not a rectangular matrix")
-        yield match.group(1), int(match.group(2)), values, n + 1
+        yield match.group(1), int(match.group(2)), values, n + 1, row_lines
 
 
 def validate(claims: list[Claim], g: Derivation,
