@@ -1,7 +1,7 @@
 """`check` judges a training run's numbers: the weights and the loss after step k.
 
 The claimed numbers come from an independent float64 training loop
-(``test_train_options.float_loop``: textbook gradients, PyTorch's AdamW), rounded
+(``test_train.float_training``: textbook gradients, PyTorch's AdamW), rounded
 with ``decimal``; the claims file's ``[train]`` table says which run they are about.
 """
 

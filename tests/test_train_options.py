@@ -1,6 +1,6 @@
 """Training you can check: optimiser options, freezing, the steps' stages, rounded writes.
 
-Reference: a float64 training loop written here (NumPy; the textbook gradients of
+Reference: the float64 training loop of test_train.py (NumPy; the textbook gradients of
 ``float_backward.py``; PyTorch's Adam and AdamW updates, eps added to the square root
 of the bias-corrected second moment, AdamW's decay W (1 - lr wd) before the update).
 """
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import sympy
 from flint import arb, fmpq
-from float_backward import float_backward
-from test_train import _float_gradient, _get, _set, certified
+from test_train import _get, certified
+from test_train import float_training as float_loop
 
 from symformer import derive
 from symformer.blocks.train import options, train
@@ -22,32 +22,6 @@ from symformer.cli import main
 from symformer.example import load_example
 
 R = sympy.Rational
-
-
-def float_loop(example, names, lr, steps, optimizer, beta1=0.9, beta2=0.999, eps=1e-8,
-               decay=0.0, frozen=()):
-    """Losses and final weights of a float64 loop (PyTorch's SGD, Adam, AdamW)."""
-    m = {n: 0.0 for n in names}
-    v = {n: 0.0 for n in names}
-    losses = []
-    for t in range(1, steps + 2):
-        grads = float_backward(example)
-        losses.append(float(grads["loss"][0, 0]))
-        if t == steps + 1:
-            break
-        for n in names:
-            if n in frozen:
-                continue
-            w, g = _get(example, n), _float_gradient(example, grads, n)
-            if optimizer == "sgd":
-                w = w - lr * g
-            else:
-                m[n] = beta1 * m[n] + (1 - beta1) * g
-                v[n] = beta2 * v[n] + (1 - beta2) * g * g
-                w = w * (1 - lr * decay) - lr * (m[n] / (1 - beta1 ** t)) / (
-                    np.sqrt(v[n] / (1 - beta2 ** t)) + eps)
-            example = _set(example, n, w)
-    return losses, example
 
 
 def compare(t, example, steps, **loop):
