@@ -80,3 +80,20 @@ def test_bad_training_claims(tmp_path, capsys, train, stage, message):
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_an_example_files_run_serves_train_and_tagged_notes(tmp_path, capsys):
+    losses, _ = _floats()
+    example = tmp_path / "example.toml"
+    example.write_text(builtin_text() + "\n" + TRAIN)
+    assert main(["train", str(example), "--decimals", "4"]) == 0  # lr etc. from [train]
+    out = capsys.readouterr().out
+    assert "2 steps, lr = 1/20 (adamw)" in out and "frozen: embedding_table" in out
+    assert f"step 2  loss {rounded(losses[2], 4)}" in out
+    notes = tmp_path / "notes.md"
+    notes.write_text(f"After two steps the loss is {rounded(losses[2], 3)}. "
+                     f"<!-- symformer: step2.loss[0,0] -->\n")
+    assert main(["check", str(notes), "--example", str(example)]) == 0
+    assert "1 of 1 numbers correct" in capsys.readouterr().out
+    assert main(["train"]) == 2
+    assert "--lr is required" in capsys.readouterr().err

@@ -69,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     check_work(args, example, "check")
     g = derivation(args, example)
-    checker = Checker(g.example, args.max_work, causal=causal(args),
-                      run=training_run(args.claims))
+    # the run claims on a step's stages mean: the claims file's [train], else the example's
+    run = training_run(args.claims) or training_run(example.source)
+    checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
     claims = load_claims(args.claims, g, args.name, checker.stage)
     results = checker.check_all(claims)
     right, total = summary(results)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from symformer.blocks.train import (
     MAX_STEPS,
@@ -16,6 +17,7 @@ from symformer.blocks.train import (
     rational_weights,
     rounded_weights,
     train,
+    train_table,
 )
 from symformer.cli._common import (
     DEFAULT_DECIMALS,
@@ -32,6 +34,7 @@ from symformer.cli.derive import format_table
 from symformer.display import Progress
 from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
+from symformer.example.loader import read_text_file, read_toml
 from symformer.example.write import updated_example
 from symformer.files import write_file
 
@@ -71,11 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "print the certified loss of every step.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
-    p.add_argument("--lr", required=True, metavar="R",
-                   help="learning rate, read exactly (0.1, 1e-2, \"1/8\"); must be > 0")
-    p.add_argument("--steps", type=nonnegative_int, default=1, metavar="N",
+    p.add_argument("--lr", metavar="R",
+                   help="learning rate, read exactly (0.1, 1e-2, \"1/8\"); must be > 0 "
+                        "(required unless the example file has a [train] table)")
+    p.add_argument("--steps", type=nonnegative_int, default=None, metavar="N",
                    help=f"number of steps, 1 to {MAX_STEPS} (default 1)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
                    help="sgd (default): W - lr dL/dW; adam; adamw (decoupled weight decay)")
     for name, default, what in (("beta1", "0.9", "first-moment decay"),
                                 ("beta2", "0.999", "second-moment decay"),
@@ -106,12 +110,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer train``."""
+    example = load(args)
+    _defaults(args, example)
     lr = learning_rate(args.lr)
     steps = check_steps(args.steps)
     settings = options(args.optimizer, args.beta1, args.beta2, args.eps, args.weight_decay,
                        tuple(args.train), tuple(args.freeze), where="--")
     places = DEFAULT_DECIMALS if args.decimals is None else args.decimals
-    example = load(args)
     if example.loss is None:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
                          f"e.g. [loss] kind = \"mse\" with target = [[...]]")
@@ -144,6 +149,30 @@ def run(args: argparse.Namespace) -> int:
         write_file(args.write, _written(training, example, args.decimals))
         print(f"wrote {args.write}")
     return 0
+
+
+def _defaults(args: argparse.Namespace, example) -> None:
+    """Options not given on the command line from the example file's ``[train]`` table
+    (the run its claims are about), else the defaults; --lr is needed from one of them."""
+    source = Path(example.source)
+    table = {}
+    if source.suffix == ".toml" and source.is_file():
+        data = read_toml(read_text_file(source, "an example .toml file"), str(source))
+        if "train" in data:
+            train_table(data["train"], f"{source}, train")  # its own messages first
+            table = data["train"]
+    for key in ("lr", "steps", "optimizer", "beta1", "beta2", "eps", "weight_decay"):
+        if getattr(args, key) is None:
+            setattr(args, key, table.get(key, {"steps": 1, "optimizer": "sgd"}.get(key)))
+    for key in ("train", "freeze"):
+        if not getattr(args, key):
+            setattr(args, key, list(table.get(key, [])))
+    if args.lr is None:
+        raise InputError("--lr is required (or a [train] table with lr in the example file)")
+    if isinstance(args.steps, bool) or not isinstance(args.steps, int):
+        raise InputError(f"{source}, train: steps must be a whole number")
+    if args.optimizer not in OPTIMIZERS:
+        raise InputError(f"{source}, train: optimizer must be one of {', '.join(OPTIMIZERS)}")
 
 
 def _written(training: Training, example, decimals: int | None) -> str:

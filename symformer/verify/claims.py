@@ -176,12 +176,13 @@ def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None,
 
 
 def training_run(path: str | Path) -> Run | None:
-    """The ``[train]`` table of a claims TOML file (the run that claims on a step's
-    stages, ``step1.layer1.W_1``, are about), or None."""
+    """The ``[train]`` table of a claims or example TOML file (the run that claims on a
+    step's stages, ``step1.layer1.W_1``, are about), or None (another kind of file, the
+    built-in example, no table)."""
     path = Path(path)
-    if path.suffix != ".toml":
+    if path.suffix != ".toml" or not path.is_file():
         return None
-    data = read_toml(read_text_file(path, "a claims file"), str(path))
+    data = read_toml(read_text_file(path, "a TOML file"), str(path))
     return train_table(data["train"], f"{path}, train") if "train" in data else None
 
 
