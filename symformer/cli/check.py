@@ -31,11 +31,13 @@ examples:
       --name output=layer1.head1.output --name output=- \\
       --name masked_weights=causal:layer1.head1.weights
 
-A claimed number with d decimals is right when |exact - claimed| <= 0.5e-d, decided
-with certified digits. A claim with `inputs` is checked as a step: recomputed from the
-named claims' printed numbers, and consistent when some inputs within their rounding
-intervals produce it. Claims file format: docs/verify.md. Exit status: 0 every number
-right, 1 some wrong, 2 bad input.
+Any stage can be claimed: the forward ones, the loss and every gradient (grad.*,
+with a [loss]), and a training run's (step2.layer1.W_1, step1.loss, with a [train]
+table in the claims or example file). A claimed number with d decimals is right when
+|exact - claimed| <= 0.5e-d, decided with certified digits. A claim with `inputs` is
+checked as a step: recomputed from the named claims' printed numbers, and consistent
+when some inputs within their rounding intervals produce it. Claims file format:
+docs/verify.md. Exit status: 0 every number right, 1 some wrong, 2 bad input.
 """
 
 

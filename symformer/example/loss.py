@@ -125,6 +125,8 @@ def parse_loss(data: Any, here: Where, top: dict[str, Any], n_tokens: int, d_mod
     loss = Loss(kind, str(here), targets=tuple(targets), reduction=reduction, positions=rows)
     if decoder is not None and decoder.W_vocab is not None:
         loss.target_ids(decoder.vocab, len(decoder.tokens))
+    elif "lm_head" in top and isinstance(top.get("vocab"), list):
+        loss.target_ids(top["vocab"], n_tokens)  # a language model: one row per token
     elif "lm_head" not in top:
         raise InputError(f"{here}: kind = \"cross_entropy\" needs next-token probabilities: "
                          f"give a [decoder] table with W_vocab (or an [lm_head])")
