@@ -212,3 +212,18 @@ def test_upstream_stage_checked_when_derived(tmp_path, capsys, table, message):
     assert main(["backward", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "up.toml, loss" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("text", "table"), [
+    (BUILTIN, 'kind = "mse"\nreduction = "sum"\npositions = [2]\ntarget = [[1, 0, 0, 1]]'),
+    (GPT2_TEXT, 'kind = "cross_entropy"\ntargets = ["", "sat", "on"]'),
+    (BUILTIN, 'kind = "upstream"\nstage = "layer1.ffn.output"\n'
+              'gradient = [[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1]]'),
+])
+def test_crosscheck_float64_agrees(tmp_path, capsys, text, table):
+    """The NumPy forward and backward references (each op's own float functions) agree
+    with the exact loss and every gradient."""
+    path = tmp_path / "loss.toml"
+    path.write_text(text + "\n[loss]\n" + table + "\n")
+    assert main(["crosscheck", str(path)]) == 0
+    assert "within tol" in capsys.readouterr().out
