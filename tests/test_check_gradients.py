@@ -117,3 +117,15 @@ def test_cli_accepts_backward_stages(tmp_path, capsys, stage) -> None:
     path.write_text(claim(stage, want[stage], 3))
     assert main(["check", str(path)]) == 0
     assert "numbers correct" in capsys.readouterr().out
+
+
+def test_work_limit_counts_the_backward_pass(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    forward = tmp_path / "f.toml"
+    path.write_text('[[claim]]\nstage = "grad.output"\nentry = [0, 0]\nvalues = 0.1\n')
+    forward.write_text('[[claim]]\nstage = "output"\nentry = [0, 0]\nvalues = 0.1\n')
+    assert main(["check", str(forward), "--max-work", "10000"]) == 1  # forward: allowed
+    capsys.readouterr()
+    assert main(["check", str(path), "--max-work", "10000"]) == 2
+    err = capsys.readouterr().err
+    assert "more than the limit of 10,000" in err and len(err.strip().splitlines()) == 1

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+from symformer.blocks.backward import is_backward_stage
+from symformer.blocks.train import is_training_stage
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
@@ -15,6 +18,7 @@ from symformer.cli._common import (
     example_path,
     load,
 )
+from symformer.engine.graph import Stage
 from symformer.example.loader import packaged_examples
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims, training_run
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     # the run claims on a step's stages mean: the claims file's [train], else the example's
     run = training_run(args.claims) or training_run(example.source)
     checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
-    claims = load_claims(args.claims, g, args.name, checker.stage)
+    claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
     results = checker.check_all(claims)
     right, total = summary(results)
     if args.json:
@@ -82,6 +86,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report(results, right, total))
     return 0 if right == total else 1
+
+
+def _bounded(args: argparse.Namespace, example, checker: Checker
+             ) -> Callable[[str], Stage]:
+    """The checker's stage lookup, refusing first (before any work) a backward pass or a
+    training run that the work limit does not allow: a claim on a gradient costs a
+    backward pass under the example's conventions and each alternative one (5 x 4
+    forward passes), a claim on a training step the run twice (the check and reader
+    rounding)."""
+    def stage(name: str) -> Stage:
+        if is_training_stage(name) and checker.run is not None:
+            check_work(args, example, "check", passes=8 * (checker.run.steps + 1))
+        elif is_backward_stage(name):
+            check_work(args, example, "check", passes=5 * 4)
+        return checker.stage(name)
+    return stage
 
 
 def report(results: list[ClaimCheck], right: int, total: int) -> str:
