@@ -3,7 +3,9 @@
 :func:`backward` appends to a derivation
 
 * ``loss`` (1 x 1): the example's ``[loss]`` (:mod:`symformer.example.loss`), on the
-  encoder ``output`` (mse) or the last ``probabilities`` stage (cross-entropy);
+  encoder ``output`` (mse) or the last ``probabilities`` stage (cross-entropy), with
+  PyTorch's reductions and positions without a target, or a gradient given at a named
+  stage (``kind = "upstream"``: the backward pass starts there);
 * ``grad.loss`` = 1, then, latest stage first, ``grad.S`` = dL/dS for every stage S
   the loss depends on (same shape and labels as S): the sum of the backward rules of
   S's consumers (:class:`~symformer.ops.gradient.Gradient`), so every gradient stage
@@ -13,7 +15,10 @@
   ``grad.layer1.W_O``, ``grad.layer1.W_1``, ``grad.layer1.b_1``,
   ``grad.layer1.add_norm1.gamma``, ``grad.embedding_table`` (only the rows of the
   tokens used), ``grad.positional_embeddings`` (a learned table: only the rows of
-  the positions, ``pos0`` ...), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``.
+  the positions, ``pos0`` ...), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``;
+  a tied head's table gets the total of both uses over every vocabulary row
+  (``grad.embedding_table``) and each use (``.lookup``, ``.head``):
+  :func:`tied_table_stages`.
 
 Exactness: ReLU's derivative at exactly h = 0 is the subgradient 0 (decided by the
 certified sign of h, or a proof that h = 0); a score masked with -inf is a constant,

@@ -6,7 +6,8 @@
   (``step0.layer1.W_1``, :class:`~symformer.ops.parameter.Parameter`); at step t >= 1
   the optimiser's update of step t-1's (``step1.layer1.W_1 = step0.layer1.W_1 -
   lr * grad.step0.layer1.W_1``, :class:`~symformer.ops.sgd.SgdStep`, or Adam's
-  moments and update, :mod:`symformer.ops.adam`);
+  moments and update, :mod:`symformer.ops.adam`, AdamW's with its decoupled weight
+  decay; a frozen weight (:class:`Options` ``train``/``freeze``) is kept as it is);
 * a copy of the example's forward pass and loss (``step1.layer1.ffn.hidden``,
   ``step1.loss``) whose operations read those weight stages
   (:meth:`~symformer.ops.base.Operation.staged`);
