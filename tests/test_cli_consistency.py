@@ -123,8 +123,8 @@ def test_targets_one_short_are_refused_by_every_command(argv, tmp_path, capsys):
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
     assert main([argv[0], str(path), *argv[1:]]) == 2
     err = capsys.readouterr().err
-    assert "loss: targets must give one token per row of the probabilities, 3 in all; " \
-           "found 2" in err, err
+    assert "loss: targets has 2 entries, expected 3 (one target token per row of the " \
+           "probabilities" in err, err
     assert not (tmp_path / "out").exists()
 
 

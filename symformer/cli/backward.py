@@ -30,10 +30,14 @@ examples:
 
 The example's [loss] table says what is differentiated (kind = "mse" with a target
 matrix shaped like the output, or kind = "cross_entropy" with one target token per
-row of the probabilities). grad.S is d loss / d S for every stage S the loss
-depends on; grad.<block>.<weight> (grad.layer1.head1.W_Q, grad.layer1.W_1,
-grad.layer1.add_norm1.gamma, grad.embedding_table, ...) the gradient of each weight.
-Every digit is certified; ReLU at exactly 0 and masked scores get the gradient 0.
+row of the probabilities; reduction = "mean" or "sum" and positions = [...] or the
+"" no-target marker as in PyTorch; or kind = "upstream" with a gradient given at a
+stage). grad.S is d loss / d S for every stage S the loss depends on;
+grad.<block>.<weight> (grad.layer1.head1.W_Q, grad.layer1.W_1,
+grad.layer1.add_norm1.gamma, grad.embedding_table, ...) the gradient of each weight;
+a tied head's table has the total of both uses (grad.embedding_table) and each use
+(grad.embedding_table.lookup, grad.embedding_table.head). Every digit is certified;
+ReLU at exactly 0 and masked scores get the gradient 0. docs/backward.md.
 """
 
 

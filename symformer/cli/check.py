@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+from symformer.blocks.backward import is_backward_stage
+from symformer.blocks.train import is_training_stage
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
@@ -16,10 +19,11 @@ from symformer.cli._common import (
     example_path,
     load,
 )
+from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.verify.check import Checker, ClaimCheck, summary
-from symformer.verify.claims import claims_file_is_example, load_claims
+from symformer.verify.claims import claims_file_is_example, load_claims, training_run
 
 ORDER = 40
 
@@ -33,11 +37,13 @@ examples:
       --name output=layer1.head1.output --name output=- \\
       --name masked_weights=causal:layer1.head1.weights
 
-A claimed number with d decimals is right when |exact - claimed| <= 0.5e-d, decided
-with certified digits. A claim with `inputs` is checked as a step: recomputed from the
-named claims' printed numbers, and consistent when some inputs within their rounding
-intervals produce it. Claims file format: docs/verify.md. Exit status: 0 every number
-right, 1 some wrong, 2 bad input.
+Any stage can be claimed: the forward ones, the loss and every gradient (grad.*,
+with a [loss]), and a training run's (step2.layer1.W_1, step1.loss, with a [train]
+table in the claims or example file). A claimed number with d decimals is right when
+|exact - claimed| <= 0.5e-d, decided with certified digits. A claim with `inputs` is
+checked as a step: recomputed from the named claims' printed numbers, and consistent
+when some inputs within their rounding intervals produce it. Claims file format:
+docs/verify.md. Exit status: 0 every number right, 1 some wrong, 2 bad input.
 """
 
 
@@ -85,14 +91,33 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     check_work(args, example, "check")
     g = derivation(args, example)
-    claims = load_claims(args.claims, g, args.name)
-    results = Checker(g.example, args.max_work, causal=causal(args)).check_all(claims)
+    # the run claims on a step's stages mean: the claims file's [train], else the example's
+    run = training_run(args.claims) or training_run(example.source)
+    checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
+    claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
+    results = checker.check_all(claims)
     right, total = summary(results)
     if args.json:
         print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))
     else:
         print(report(results, right, total))
     return 0 if right == total else 1
+
+
+def _bounded(args: argparse.Namespace, example, checker: Checker
+             ) -> Callable[[str], Stage]:
+    """The checker's stage lookup, refusing first (before any work) a backward pass or a
+    training run that the work limit does not allow: a claim on a gradient costs a
+    backward pass under the example's conventions and each alternative one (5 x 4
+    forward passes), a claim on a training step the run twice (the check and reader
+    rounding)."""
+    def stage(name: str) -> Stage:
+        if is_training_stage(name) and checker.run is not None:
+            check_work(args, example, "check", passes=8 * (checker.run.steps + 1))
+        elif is_backward_stage(name):
+            check_work(args, example, "check", passes=5 * 4)
+        return checker.stage(name)
+    return stage
 
 
 def report(results: list[ClaimCheck], right: int, total: int) -> str:
@@ -112,7 +137,8 @@ def report(results: list[ClaimCheck], right: int, total: int) -> str:
         lines.append(head + f"{n - len(r.wrong)} of {n} right, {verdict}")
         for e in r.wrong:
             what = "as printed" if r.local else "correct"
-            lines.append(f"  {e.place}: claimed {e.claimed}, {what} {e.correct} "
+            at = f"line {e.line}, " if e.line is not None else ""
+            lines.append(f"  {at}{e.place}: claimed {e.claimed}, {what} {e.correct} "
                          f"(exact {e.exact}...)")
         for text in r.explanations:
             lines.append(f"  why: {text}")
@@ -138,7 +164,8 @@ def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
             "details": [{"row": e.row, "col": e.col, "token": e.row_label,
                          "column": e.col_label, "symbol": e.symbol, "claimed": e.claimed,
                          "as_printed" if r.local else "correct": e.correct,
-                         "exact": e.exact} for e in r.wrong],
+                         "exact": e.exact, **({"line": e.line} if e.line is not None else {})}
+                        for e in r.wrong],
             "explanations": r.explanations,
         } for r in results],
         "right": right,

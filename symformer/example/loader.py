@@ -66,6 +66,7 @@ _TOP_KEYS = {
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
+    "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
