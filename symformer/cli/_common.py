@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from symformer.blocks.work import check_size, estimated_work, parse_work_limit, symbolic_work
+from symformer.blocks.cost import estimate
+from symformer.blocks.work import check_size, parse_work_limit
 from symformer.engine import Derivation
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
@@ -34,11 +35,6 @@ ALL_LAYER_NORMS = (*ENGINE_LAYER_NORMS, "whole_matrix")
 #: before parsing, since argparse would read ``-1e9`` as an option.
 _DASH_VALUE_OPTIONS = ("--mask",)
 
-#: What each command costs, in forward passes of the example (see ``work``).
-_PASSES = {"derive": 1, "crosscheck": 1, "export": 3, "check": 6, "generate": 1,
-           "figures": 1, "fill": 1, "slides": 2, "backward": 4}
-#: Cost of ``derive --reader-rounding``: each stage recomputed from rounded ones.
-READER_ROUNDING_PASSES = 10
 
 
 def add_example_argument(parser: argparse.ArgumentParser, *, positional: bool = True,
@@ -154,21 +150,13 @@ def derivation(args: argparse.Namespace, example: Example | None = None) -> Deri
 
 
 def check_work(args: argparse.Namespace, example: Example, command: str,
-               passes: float | None = None) -> None:
+               **options: object) -> None:
     """Refuse, before any work, a command estimated to exceed the work limit.
 
-    Commands cost forward passes (``_PASSES``), except ``prove`` (exact proofs on every
-    stage's formulas) and ``trace`` (every stage's formulas for the substitutions),
-    whose SymPy work is estimated by :func:`~symformer.blocks.work.symbolic_work`.
+    The estimate is :func:`symformer.blocks.cost.estimate` of ``command`` with
+    ``options`` (the options its cost depends on: ``steps``, ``fmt``, ``claims``, ...).
     """
-    forward = estimated_work(example)
-    if command == "prove":
-        work = symbolic_work(example)
-    elif command == "trace":
-        work = forward + symbolic_work(example) // 2
-    else:
-        work = math.ceil(forward * (passes if passes is not None else _PASSES[command]))
-    check_size(example, args.max_work, work, command)
+    check_size(example, args.max_work, estimate(command, example, **options), command)
 
 
 # -- argparse types -----------------------------------------------------------------

@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     check_work(args, example, "check")
     g = derivation(args, example)
     claims = load_claims(args.claims, g, args.name)
+    check_work(args, example, "check", claims=len(claims),
+               numbers=sum(len(row) for c in claims for row in c.values))
     results = Checker(g.example, args.max_work, causal=causal(args)).check_all(claims)
     right, total = summary(results)
     if args.json:

@@ -7,7 +7,6 @@ import json
 
 from symformer.cli._common import (
     MAX_DECIMALS,
-    READER_ROUNDING_PASSES,
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
@@ -78,7 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer derive``."""
     example = load(args)
-    check_work(args, example, "derive", READER_ROUNDING_PASSES if args.reader_rounding else 1)
+    check_work(args, example, "derive", reader_rounding=args.reader_rounding,
+               gradients=wants_gradients(args.stage, args.list) and example.loss is not None)
     g = derivation(args, example)
     stages = with_gradients(g, args.stage, args.list)
     if args.list:
@@ -114,12 +114,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def wants_gradients(patterns: list[str] | None, listing: bool) -> bool:
+    """Whether ``--list`` or a ``--stage`` pattern asks for the loss or its gradients."""
+    return listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
+
+
 def with_gradients(g: Derivation, patterns: list[str] | None, listing: bool) -> list[Stage]:
     """The selected stages; the loss and its gradients (``symformer backward``) are
     appended for ``--list`` and for a ``--stage`` that names them (``'grad.*'``), when
     the example has a ``[loss]``."""
-    wanted = listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
-    if wanted and g.example.loss is not None:
+    if wants_gradients(patterns, listing) and g.example.loss is not None:
         from symformer.blocks.backward import backward
 
         backward(g)

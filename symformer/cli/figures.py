@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "figures")
+    check_work(args, example, "figures", fmt=args.format)
     g = derivation(args, example)
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
 

@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer generate``."""
     example = example_with_conventions(args, load_example(example_path(args) or DEFAULT_EXAMPLE))
-    check_work(args, example, "generate", args.steps)
+    check_work(args, example, "generate", steps=args.steps)
     steps = generate(example, args.steps, max_work=args.max_work)
     if args.json:
         print(json.dumps(as_json(example.title, steps, args.decimals), indent=1,

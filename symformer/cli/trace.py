@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
-    check_work(args, example, "trace")
+    check_work(args, example, "trace", backward=args.backward)
     g = derivation(args, example)
     text = render(trace_token(g, args.token, args.decimals, side=args.side,
                               backward=args.backward), args.format)

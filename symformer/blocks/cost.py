@@ -1,0 +1,210 @@
+"""What each command costs, estimated from the example's shapes and the options alone.
+
+One function per command, in *operations*: units of about 2 µs of CPU on the
+project's machine, so that the default limit (:data:`~symformer.blocks.work.
+DEFAULT_MAX_WORK`, 5,000,000) is about 10 s.  The constants below were measured
+(CPU time, user + sys) on shapes from the built-in example to 100 tokens, the
+shipped examples and a decoder; ``tests/test_work_estimate.py`` keeps measured CPU
+time over estimate within a band.
+
+The estimates are built from a few counts of the example (:class:`Shape`):
+
+* ``forward``: multiply-adds of one forward pass (ball arithmetic; cheap per term);
+* ``formulas``: terms of every stage's local SymPy formulas, with each softmax row
+  brought over a common denominator (n² per row of n keys) and each LayerNorm row's
+  squared deviations (d² per row): what tables, equations, worked lines, proofs and
+  substitutions cost (SymPy, expensive per term);
+* ``entries``: numbers printed over all stages;
+* ``cells``: cells of the attention maps (each a patch and a written value in a
+  figure);
+* ``figures``: how many figures ``symformer figures`` draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symformer.example.schema import Example
+
+#: Operations per second of CPU: DEFAULT_MAX_WORK (5,000,000) is about 10 s.
+PER_SECOND = 500_000
+#: Starting any command that derives: imports, parsing, the first evaluation.
+_START = PER_SECOND // 2
+#: A forward pass's multiply-add in ball arithmetic, with what rounding it costs.
+_FORWARD = 20
+#: One term of a stage-local SymPy formula, built and substituted (tables, worked lines).
+_FORMULA = 35
+#: One printed number: certified rounding and formatting.
+_ENTRY = 60
+#: Starting matplotlib, and one figure drawn with it (svg, png, pdf).
+_MATPLOTLIB = PER_SECOND
+_MPL_FIGURE = PER_SECOND // 4
+#: One attention-map cell drawn by matplotlib (a patch and its written value).
+_MPL_CELL = 1_500
+#: A TikZ figure and one of its cells (text only).
+_TIKZ_FIGURE = 5_000
+_TIKZ_CELL = 100
+#: An exact proof's term (``prove``: SymPy simplification of whole stages).
+_PROOF = 1_000
+#: One claim checked (its stage located, its numbers rounded and compared).
+_CLAIM = 3_500
+#: A backward pass, in forward passes (gradients of every stage and weight).
+_BACKWARD = 6
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The counts a command's cost grows with (see the module's docstring)."""
+
+    forward: int
+    formulas: int
+    entries: int
+    cells: int
+    figures: int
+    tokens: int
+
+
+def shape(example: Example) -> Shape:
+    """The counts of ``example``, from its shapes alone (nothing is derived)."""
+    from symformer.blocks.work import estimated_work
+
+    n, d = len(example.tokens), example.d_model
+    forward = estimated_work(example)
+    formulas, entries, cells, figures = forward, 3 * n * d, 0, 1
+    for layer in example.layers:
+        heads = len(layer.heads)
+        formulas += heads * n ** 3 + 2 * n * d * d
+        entries += sum(n * (2 * h.d_k + 2 * h.d_v) + 3 * n * n for h in layer.heads)
+        entries += n * (6 * d + 2 * layer.d_ff + 8)
+        cells += heads * n * n
+        figures += heads + 2
+    if example.lm_head is not None:
+        entries += 2 * n * len(example.vocab)
+        figures += 1
+    if example.decoder is not None:
+        dec = example.decoder
+        m = len(dec.tokens)
+        entries += 3 * m * d
+        for layer in dec.layers:
+            for heads, keys in ((layer.self_heads, m), (layer.cross_heads, n)):
+                formulas += len(heads) * m * keys * keys
+                entries += sum(m * (h.d_k + 2 * h.d_v) + keys * (h.d_k + h.d_v)
+                               + 3 * m * keys for h in heads)
+                cells += len(heads) * m * keys
+                figures += len(heads)
+            formulas += 3 * m * d * d
+            entries += m * (9 * d + 2 * layer.d_ff + 12)
+            figures += 3
+        if dec.W_vocab is not None:
+            entries += 2 * m * len(dec.vocab)
+            figures += 1
+    return Shape(forward, formulas, entries, cells, figures, n)
+
+
+def _derived(s: Shape, passes: float = 1) -> int:
+    """Deriving the example ``passes`` times and printing every stage once."""
+    return int(_START + passes * _FORWARD * s.forward + _ENTRY * s.entries)
+
+
+def derive_work(example: Example, *, reader_rounding: bool = False,
+                gradients: bool = False) -> int:
+    """``derive``: one forward pass (ten with --reader-rounding: every stage again from
+    rounded ones) and its tables; the backward pass too when gradients are asked for."""
+    work = _derived(shape(example), 10 if reader_rounding else 1)
+    return work + (backward_work(example) - _START if gradients else 0)
+
+
+def crosscheck_work(example: Example) -> int:
+    """``crosscheck``: the derivation and a float64 pass compared entry by entry."""
+    return _derived(shape(example), 2)
+
+
+def generate_work(example: Example, steps: int) -> int:
+    """``generate --steps N``: a forward pass per greedy step."""
+    s = shape(example)
+    return _START + steps * (_derived(s) - _START)
+
+
+def backward_work(example: Example, steps: int = 0) -> int:
+    """``backward`` (``steps`` = 0) or ``train --steps N``: a forward and a backward pass
+    per step, and the final one."""
+    s = shape(example)
+    one = (1 + _BACKWARD) * _FORWARD * s.forward + 2 * _ENTRY * s.entries
+    return _START + (steps + 1) * one
+
+
+def render_work(example: Example, *, formulas: float = 1) -> int:
+    """Tables, equations and worked lines of every stage (``export``, ``slides``,
+    ``fill``): every stage's formulas built and substituted, every number printed.
+    ``formulas`` scales the formula part (``export --exact``: closed forms too)."""
+    s = shape(example)
+    return int(_derived(s) + formulas * _FORMULA * s.formulas + 2 * _ENTRY * s.entries)
+
+
+def figures_work(example: Example, fmt: str = "tikz") -> int:
+    """``figures --format FMT``: the derivation and each figure (matplotlib for svg, png,
+    pdf: expensive per figure and per attention-map cell)."""
+    s = shape(example)
+    if fmt == "tikz":
+        drawing = s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
+    else:
+        drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL
+    return _derived(s) + drawing
+
+
+def export_work(example: Example, *, fmt: str = "latex", figures: bool = False,
+                steps: int = 0, exact: bool = False) -> int:
+    """``export``: every stage rendered (:func:`render_work`), the TikZ figures with
+    --figures, the greedy steps with --steps."""
+    work = render_work(example, formulas=2 if exact else 1)
+    if figures:
+        work += figures_work(example, "tikz") - _START
+    if steps:
+        work += generate_work(example, steps) - _START
+    return work
+
+
+def slides_work(example: Example) -> int:
+    """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
+    return render_work(example) + figures_work(example, "tikz") - _START
+
+
+def prove_work(example: Example) -> int:
+    """``prove``: exact proofs on every stage's formulas, with and without the mask."""
+    s = shape(example)
+    return _derived(s, 2) + 2 * _PROOF * s.formulas
+
+
+def trace_work(example: Example, *, backward: bool = False) -> int:
+    """``trace``: one token's formulas and substitutions through every stage (the
+    backward pass's too with --backward)."""
+    s = shape(example)
+    work = _derived(s) + _FORMULA * s.formulas
+    return work + (backward_work(example) - _START if backward else 0)
+
+
+def check_work(example: Example, claims: int = 0, numbers: int = 0) -> int:
+    """``check``: the derivation and the other conventions that might explain a wrong
+    number, then each claim (located, rounded, compared) and each claimed number."""
+    s = shape(example)
+    return _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
+
+
+def exercise_work(example: Example, variants: int) -> int:
+    """``exercise --variants N``: each variant derived and rendered (its draw search is
+    bounded on its own)."""
+    return _START + variants * (render_work(example) - _START)
+
+
+#: The estimate of each command, by name (``fill`` renders what its template asks for:
+#: counted as every stage rendered).
+ESTIMATES = {"derive": derive_work, "crosscheck": crosscheck_work, "generate": generate_work,
+             "backward": backward_work, "train": backward_work, "export": export_work,
+             "slides": slides_work, "fill": render_work, "figures": figures_work,
+             "prove": prove_work, "trace": trace_work, "check": check_work}
+
+
+def estimate(command: str, example: Example, **options: object) -> int:
+    """The operations ``symformer COMMAND`` will do on ``example`` with ``options``
+    (the keyword arguments of that command's function above)."""
+    return ESTIMATES[command](example, **options)
