@@ -125,6 +125,12 @@ class Progress:
         if self.active and self.bar.total != total:
             self.bar.total = total
 
+    def step(self, k: int, total: int, name: str) -> None:
+        """``progress(k, total, name)``, the callback the long loops take: step ``k`` of
+        ``total``, ``name``, starts."""
+        self.set_total(total)
+        self.update(name)
+
     def done(self) -> None:
         """Clear the bar."""
         self.bar.close()

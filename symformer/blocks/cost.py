@@ -28,27 +28,39 @@ from symformer.example.schema import Example
 
 #: Operations per second of CPU: DEFAULT_MAX_WORK (5,000,000) is about 10 s.
 PER_SECOND = 500_000
-#: Starting any command that derives: imports, parsing, the first evaluation.
-_START = PER_SECOND // 2
-#: A forward pass's multiply-add in ball arithmetic, with what rounding it costs.
-_FORWARD = 20
-#: One term of a stage-local SymPy formula, built and substituted (tables, worked lines).
-_FORMULA = 35
-#: One printed number: certified rounding and formatting.
-_ENTRY = 60
-#: Starting matplotlib, and one figure drawn with it (svg, png, pdf).
-_MATPLOTLIB = PER_SECOND
-_MPL_FIGURE = PER_SECOND // 4
-#: One attention-map cell drawn by matplotlib (a patch and its written value).
-_MPL_CELL = 1_500
-#: A TikZ figure and one of its cells (text only).
+#: Starting a command: Python, the imports, parsing the example, the graph.
+_START = 250_000
+#: A forward pass's multiply-add in ball arithmetic, and one printed number.
+_FORWARD = 2
+_ENTRY = 5
+#: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
+#: SymPy formula built and substituted (tables' exact values, equations, worked
+#: lines), and one rendered number.
+_RENDER_START = 750_000
+_FORMULA = 30
+_RENDER_ENTRY = 100
+#: --reader-rounding: each stage again from the rounded ones, per multiply-add, after
+#: its start (SymPy's rationals).
+_READER_START = 300_000
+_READER = 60
+#: matplotlib's start, one figure drawn with it (svg, png, pdf), one attention-map
+#: cell (a patch and its written value).
+_MATPLOTLIB = 500_000
+_MPL_FIGURE = 150_000
+_MPL_CELL = 3_000
+#: The TikZ figures' start (their values), a figure and one of its cells (text only).
+_TIKZ_START = 200_000
 _TIKZ_FIGURE = 5_000
 _TIKZ_CELL = 100
+#: The NumPy reference of ``crosscheck`` (its import and float pass).
+_REFERENCE = 200_000
 #: An exact proof's term (``prove``: SymPy simplification of whole stages).
 _PROOF = 1_000
 #: One claim checked (its stage located, its numbers rounded and compared).
 _CLAIM = 3_500
-#: A backward pass, in forward passes (gradients of every stage and weight).
+#: The backward pass's start (the loss, its SymPy rules) and its cost in forward
+#: passes (gradients of every stage and weight).
+_BACKWARD_START = 250_000
 _BACKWARD = 6
 
 
@@ -108,15 +120,16 @@ def _derived(s: Shape, passes: float = 1) -> int:
 
 def derive_work(example: Example, *, reader_rounding: bool = False,
                 gradients: bool = False) -> int:
-    """``derive``: one forward pass (ten with --reader-rounding: every stage again from
-    rounded ones) and its tables; the backward pass too when gradients are asked for."""
-    work = _derived(shape(example), 10 if reader_rounding else 1)
+    """``derive``: a forward pass and its tables (--reader-rounding: every stage again
+    from rounded ones); the backward pass too when gradients are asked for."""
+    s = shape(example)
+    work = _derived(s) + (_READER_START + _READER * s.forward if reader_rounding else 0)
     return work + (backward_work(example) - _START if gradients else 0)
 
 
 def crosscheck_work(example: Example) -> int:
     """``crosscheck``: the derivation and a float64 pass compared entry by entry."""
-    return _derived(shape(example), 2)
+    return _derived(shape(example), 2) + _REFERENCE
 
 
 def generate_work(example: Example, steps: int) -> int:
@@ -130,7 +143,7 @@ def backward_work(example: Example, steps: int = 0) -> int:
     per step, and the final one."""
     s = shape(example)
     one = (1 + _BACKWARD) * _FORWARD * s.forward + 2 * _ENTRY * s.entries
-    return _START + (steps + 1) * one
+    return _START + _BACKWARD_START + (steps + 1) * one
 
 
 def render_work(example: Example, *, formulas: float = 1) -> int:
@@ -138,7 +151,8 @@ def render_work(example: Example, *, formulas: float = 1) -> int:
     ``fill``): every stage's formulas built and substituted, every number printed.
     ``formulas`` scales the formula part (``export --exact``: closed forms too)."""
     s = shape(example)
-    return int(_derived(s) + formulas * _FORMULA * s.formulas + 2 * _ENTRY * s.entries)
+    return int(_derived(s) + _RENDER_START + formulas * _FORMULA * s.formulas
+               + _RENDER_ENTRY * s.entries)
 
 
 def figures_work(example: Example, fmt: str = "tikz") -> int:
@@ -146,7 +160,7 @@ def figures_work(example: Example, fmt: str = "tikz") -> int:
     pdf: expensive per figure and per attention-map cell)."""
     s = shape(example)
     if fmt == "tikz":
-        drawing = s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
+        drawing = _TIKZ_START + s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
     else:
         drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL
     return _derived(s) + drawing
@@ -158,7 +172,7 @@ def export_work(example: Example, *, fmt: str = "latex", figures: bool = False,
     --figures, the greedy steps with --steps."""
     work = render_work(example, formulas=2 if exact else 1)
     if figures:
-        work += figures_work(example, "tikz") - _START
+        work += figures_work(example, "tikz") - _derived(shape(example))
     if steps:
         work += generate_work(example, steps) - _START
     return work
@@ -166,7 +180,7 @@ def export_work(example: Example, *, fmt: str = "latex", figures: bool = False,
 
 def slides_work(example: Example) -> int:
     """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
-    return render_work(example) + figures_work(example, "tikz") - _START
+    return render_work(example) + figures_work(example, "tikz") - _derived(shape(example))
 
 
 def prove_work(example: Example) -> int:

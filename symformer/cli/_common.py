@@ -73,11 +73,52 @@ def add_convention_arguments(parser: argparse.ArgumentParser, *, whole_matrix: b
 
 
 def add_decimals_argument(parser: argparse.ArgumentParser,
-                          what: str = "every printed value") -> None:
-    """--decimals N, from 0 to MAX_DECIMALS, default DEFAULT_DECIMALS."""
-    parser.add_argument("--decimals", type=decimals, default=DEFAULT_DECIMALS, metavar="N",
+                          what: str = "every printed value", *, json: bool = False) -> None:
+    """--decimals N, from 0 to MAX_DECIMALS, default DEFAULT_DECIMALS.
+
+    ``json``: the command also has --json (:func:`add_json_arguments`); the default is
+    then filled in by :func:`json_rounding`, which must be called.
+    """
+    parser.add_argument("--decimals", type=decimals, default=None if json else DEFAULT_DECIMALS,
+                        metavar="N",
                         help=f"decimals of {what} (default {DEFAULT_DECIMALS}, at most "
-                             f"{MAX_DECIMALS})")
+                             f"{MAX_DECIMALS})" + ("; with --json, of the JSON values too"
+                                                   if json else ""))
+
+
+#: Significant digits of --json values unless --digits or --decimals says otherwise.
+DEFAULT_JSON_DIGITS = 15
+
+
+def add_json_arguments(parser: argparse.ArgumentParser) -> None:
+    """--json, and --digits N: how the JSON values are rounded (see :func:`json_rounding`).
+
+    The command's --decimals (:func:`add_decimals_argument`, added before) must be added
+    with ``json=True``, so that a --decimals given on the command line can be told from
+    the default.
+    """
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object with every selected stage (rounded to "
+                             "--decimals when given, else to --digits significant digits)")
+    parser.add_argument("--digits", type=digits, default=None, metavar="N",
+                        help=f"significant digits of the JSON values (default "
+                             f"{DEFAULT_JSON_DIGITS}, at most {MAX_DECIMALS}; not with "
+                             f"--decimals)")
+
+
+def json_rounding(args: argparse.Namespace) -> dict[str, int]:
+    """How --json rounds: ``{"decimals": N}`` when --decimals was given, else
+    ``{"significant": N}`` (--digits, default 15).  Sets ``args.decimals`` to the tables'
+    default when it was not given."""
+    given = args.decimals
+    if args.decimals is None:
+        args.decimals = DEFAULT_DECIMALS
+    if given is not None and args.digits is not None:
+        raise InputError("--decimals and --digits both say how to round the JSON values; "
+                         "give one")
+    if given is not None:
+        return {"decimals": given}
+    return {"significant": args.digits if args.digits is not None else DEFAULT_JSON_DIGITS}
 
 
 def prepare_argv(argv: Sequence[str]) -> list[str]:

@@ -10,9 +10,10 @@ from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
+    add_json_arguments,
     check_work,
     derivation,
-    digits,
+    json_rounding,
     load,
 )
 from symformer.cli.derive import as_json, format_table
@@ -48,16 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every gradient, 'grad.*')")
     p.add_argument("--list", action="store_true", help="list stage names with shapes")
     add_convention_arguments(p)
-    add_decimals_argument(p, "the tables")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object with every selected stage")
-    p.add_argument("--digits", type=digits, default=15, metavar="N",
-                   help="significant digits of the JSON values (default 15)")
+    add_decimals_argument(p, "the tables", json=True)
+    add_json_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer backward``."""
+    rounding = json_rounding(args)
     example = load(args)
     check_work(args, example, "backward")
     g = backward(derivation(args, example))
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{s.name:<{width}}  {s.shape[0]}x{s.shape[1]}  {s.kind}")
         return 0
     if args.json:
-        print(json.dumps(as_json(g, stages, args.digits), ensure_ascii=False))
+        print(json.dumps(as_json(g, stages, rounding), ensure_ascii=False))
         return 0
     note = " (causal mask)" if g.causal else ""
     print(f"{g.example.title}{note}: backward pass ({g.example.loss.kind} loss)")

@@ -15,6 +15,7 @@ from symformer.cli._common import (
     example_path,
     load,
 )
+from symformer.display import Progress
 from symformer.example.loader import packaged_examples
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims
@@ -56,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="map a document's printed NAME to a stage (repeat for a name printed "
                         "again; NAME=- skips it; NAME=causal:STAGE for the masked derivation)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown only on a terminal anyway)")
     p.set_defaults(func=run)
 
 
@@ -72,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     claims = load_claims(args.claims, g, args.name)
     check_work(args, example, "check", claims=len(claims),
                numbers=sum(len(row) for c in claims for row in c.values))
-    results = Checker(g.example, args.max_work, causal=causal(args)).check_all(claims)
+    with Progress("symformer check", quiet=args.quiet) as bar:
+        results = Checker(g.example, args.max_work, causal=causal(args)).check_all(
+            claims, bar.step)
     right, total = summary(results)
     if args.json:
         print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))

@@ -110,10 +110,16 @@ def run(args: argparse.Namespace) -> int:
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    with Progress("symformer export", total=3 if args.pdf else 1, quiet=args.quiet) as bar:
-        bar.update("writing the document")
+    passes = 2 if args.pdf else 0  # pdflatex's, after the stages
+
+    def stage(k: int, total: int, name: str) -> None:
+        bar.step(k, total + passes, name)
+
+    with Progress("symformer export", quiet=args.quiet) as bar:
+        if args.figures:
+            bar.update("figures")
         files: dict[str, str | bytes] = dict(export_files(
-            g, options, args.format, **_figures(g, options, args.figures)))
+            g, options, args.format, **_figures(g, options, args.figures), progress=stage))
         if args.pdf:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]

@@ -66,15 +66,8 @@ def run(args: argparse.Namespace) -> int:
     g = derivation(args, example)
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
 
-    bar = Progress("symformer figures", quiet=args.quiet)
-
-    def progress(k: int, total: int, name: str) -> None:
-        bar.set_total(total)
-        bar.update(name)
-
-    slow = args.format != "tikz"
-    with bar:
-        files = figure_files(g, options, args.format, progress if slow else None)
+    with Progress("symformer figures", quiet=args.quiet) as bar:
+        files = figure_files(g, options, args.format, bar.step)
     written = write_files(args.out, files)
     print(f"wrote {len(written)} files to {args.out}")
     return 0
