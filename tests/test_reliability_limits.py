@@ -22,6 +22,7 @@ from float_reference import float_forward
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from symformer.blocks.cost import estimate
 from symformer.blocks.work import check_size, estimated_work, work_limit
 from symformer.cli import main
 from symformer.errors import InputError
@@ -249,19 +250,18 @@ def _random_example(n: int, d: int, heads: int, layers: int, seed: int = 1) -> s
     return "\n".join(out) + "\n"
 
 
-@pytest.mark.parametrize("argv", [["prove"], ["trace", "--token", "0"]])
-def test_the_work_limit_covers_what_each_command_does(tmp_path, capsys, argv):
-    """A forward pass well within the limit; prove's and trace's proofs are not: they
-    are refused before any derivation, with the way to raise the limit."""
-    path = write(tmp_path, _random_example(16, 16, 4, 2))
+@pytest.mark.parametrize(("argv", "n"), [(["prove"], 16), (["trace", "--token", "0"], 32)])
+def test_the_work_limit_covers_what_each_command_does(tmp_path, capsys, argv, n):
+    """A forward pass well within the limit; prove's proofs and trace's formulas are
+    not: they are refused before any derivation, with the way to raise the limit."""
+    path = write(tmp_path, _random_example(n, 16, 4, 2))
     assert estimated_work(load_example(path)) < 5_000_000 // 20
     err = refused(capsys, *argv, path, culprit=f"`symformer {argv[0]}` on this example")
     assert "--max-work N" in err and "0 means no limit" in err
 
 
 def test_generate_costs_a_forward_pass_per_step(capsys):
-    forward = estimated_work(load_example(ED))
-    limit = str(forward * 5)
+    limit = str(estimate("generate", load_example(ED), steps=4))
     assert run(capsys, "generate", "--steps", "2", "--max-work", limit)[0] == 0
     refused(capsys, "generate", "--steps", "6", "--max-work", limit,
             culprit="`symformer generate` on this example")

@@ -47,8 +47,9 @@ def add_example_argument(parser: argparse.ArgumentParser, *, positional: bool = 
                         default=None, help="the example file, given as an option"
                         + ("" if positional else f" (default: {default})"))
     parser.add_argument("--max-work", type=work_limit, metavar="N", default=None,
-                        help="refuse runs estimated to need more than N operations "
-                             "(default 5,000,000, or SYMFORMER_MAX_WORK; 0: no limit)")
+                        help="refuse runs estimated to need more than N operations, each "
+                             "about 2 microseconds of CPU (default 5,000,000, about 10 s, or "
+                             "SYMFORMER_MAX_WORK; 0: no limit)")
 
 
 def add_convention_arguments(parser: argparse.ArgumentParser, *, whole_matrix: bool = False,
