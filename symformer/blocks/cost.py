@@ -204,12 +204,6 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0) -> int:
     return _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
 
 
-def exercise_work(example: Example, variants: int) -> int:
-    """``exercise --variants N``: each variant derived and rendered (its draw search is
-    bounded on its own)."""
-    return _START + variants * (render_work(example) - _START)
-
-
 #: The estimate of each command, by name (``fill`` renders what its template asks for:
 #: counted as every stage rendered).
 ESTIMATES = {"derive": derive_work, "crosscheck": crosscheck_work, "generate": generate_work,
