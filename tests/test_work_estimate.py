@@ -5,6 +5,7 @@ minutes (issue 20, item 3)."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import resource
@@ -110,3 +111,27 @@ def test_sixty_tokens_cost_more_than_ten_seconds_of_export():
     example = parse_example(text[:re.search(r"^\[loss\]", text, re.M).start()])
     assert estimate("export", example) > 5_000_000
     assert estimate("export", example) > 5 * estimate("export", load_example())
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal (the progress bars show only on one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("argv", [["check", "illustrated_self_attention"],
+                                  ["export", "--format", "markdown", "--out", "OUT"]],
+                         ids=lambda a: a[0])
+def test_long_commands_show_progress_on_a_terminal_only(tmp_path, monkeypatch, argv):
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    for quiet in (False, True):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert main([*argv, *(["--quiet"] if quiet else [])]) in (0, 1)
+        shown = terminal.getvalue()
+        if quiet:
+            assert shown == ""
+        else:  # each claim (check) or stage (export) named as it starts
+            assert f"symformer {argv[0]}: " in shown
+            assert ("layer1.head1.weights" if argv[0] == "export" else "4. attention scores") in shown

@@ -54,8 +54,10 @@ _TIKZ_FIGURE = 5_000
 _TIKZ_CELL = 100
 #: The NumPy reference of ``crosscheck`` (its import and float pass).
 _REFERENCE = 200_000
-#: An exact proof's term (``prove``: SymPy simplification of whole stages).
-_PROOF = 1_000
+#: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
+#: facts of (softmax rows, LayerNorm rows, the mask's zeros).
+_PROOF_START = 1_000_000
+_PROOF = 60
 #: One claim checked (its stage located, its numbers rounded and compared).
 _CLAIM = 3_500
 #: The backward pass's start (the loss, its SymPy rules) and its cost in forward
@@ -184,9 +186,13 @@ def slides_work(example: Example) -> int:
 
 
 def prove_work(example: Example) -> int:
-    """``prove``: exact proofs on every stage's formulas, with and without the mask."""
+    """``prove``: exact proofs on every stage's formulas, with and without the mask;
+    with a [loss], on the gradients' too (a backward pass each way)."""
     s = shape(example)
-    return _derived(s, 2) + 2 * _PROOF * s.formulas
+    work = _derived(s, 2) + _PROOF_START + 2 * _PROOF * s.formulas
+    if example.loss is not None:
+        work += backward_work(example, steps=1) - _START + 2 * _PROOF * s.formulas
+    return work
 
 
 def trace_work(example: Example, *, backward: bool = False) -> int:
