@@ -39,6 +39,8 @@ _ENTRY = 5
 _RENDER_START = 750_000
 _FORMULA = 30
 _RENDER_ENTRY = 100
+#: One formula term of ``trace`` (one token's formulas, each substituted once).
+_TRACE_FORMULA = 15
 #: --reader-rounding: each stage again from the rounded ones, per multiply-add, after
 #: its start (SymPy's rationals).
 _READER_START = 300_000
@@ -57,7 +59,7 @@ _REFERENCE = 200_000
 #: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
 #: facts of (softmax rows, LayerNorm rows, the mask's zeros).
 _PROOF_START = 1_000_000
-_PROOF = 60
+_PROOF = 125
 #: One claim checked (its stage located, its numbers rounded and compared).
 _CLAIM = 3_500
 #: The backward pass's start (the loss, its SymPy rules) and its cost in forward
@@ -199,7 +201,7 @@ def trace_work(example: Example, *, backward: bool = False) -> int:
     """``trace``: one token's formulas and substitutions through every stage (the
     backward pass's too with --backward)."""
     s = shape(example)
-    work = _derived(s) + _FORMULA * s.formulas
+    work = _derived(s) + _TRACE_FORMULA * s.formulas
     return work + (backward_work(example) - _START if backward else 0)
 
 
