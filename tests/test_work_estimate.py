@@ -39,6 +39,15 @@ def tokens_example(tmp_path: Path, n: int) -> str:
     return str(path)
 
 
+def no_end_decoder(tmp_path: Path) -> str:
+    """The packaged encoder-decoder example without its end token: generation runs every
+    step asked for, the target one token longer each time."""
+    text = (ROOT / "symformer" / "examples" / "encoder_decoder.toml").read_text("utf-8")
+    path = tmp_path / "no_end.toml"
+    path.write_text(text.replace('"</s>"', '"<e>"'), encoding="utf-8")
+    return str(path)
+
+
 def measured(argv: list[str]) -> float:
     """CPU seconds (user + system) of one run of ``symformer ARGV`` in a child process,
     as a user runs it (it must succeed)."""
@@ -57,6 +66,7 @@ CASES = [  # (command, argv after the command, example, the estimate's options)
     ("derive", ["--reader-rounding"], "gpt2_style", {"reader_rounding": True}),
     ("backward", [], "builtin", {}),
     ("generate", ["--steps", "2"], "encoder_decoder", {"steps": 2}),
+    ("generate", ["--steps", "40"], "no_end", {"steps": 40}),
     ("export", ["--out", "OUT"], "encoder_decoder", {}),
     ("slides", ["--out", "OUT"], "gpt2_style", {}),
     ("figures", ["--out", "OUT", "--format", "svg"], "attention_only", {"fmt": "svg"}),
@@ -69,7 +79,7 @@ CASES = [  # (command, argv after the command, example, the estimate's options)
 def test_measured_work_over_estimate_stays_in_the_band(tmp_path, command, argv, name,
                                                        options):
     path = tokens_example(tmp_path, int(name[3:])) if name.startswith("tok") else \
-        None if name == "builtin" else name
+        no_end_decoder(tmp_path) if name == "no_end" else None if name == "builtin" else name
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
     seconds = measured([command, *([path] if path else []), *argv])
     work = estimate(command, load_example(path), **options)

@@ -22,7 +22,7 @@ The estimates are built from a few counts of the example (:class:`Shape`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from symformer.example.schema import Example
 
@@ -33,6 +33,8 @@ _START = 250_000
 #: A forward pass's multiply-add in ball arithmetic, and one printed number.
 _FORWARD = 2
 _ENTRY = 5
+#: A greedy step's multiply-add (``generate``: the next token's probabilities only).
+_STEP = 1
 #: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
 #: SymPy formula built and substituted (tables' exact values, equations, worked
 #: lines), and one rendered number.
@@ -137,9 +139,22 @@ def crosscheck_work(example: Example) -> int:
 
 
 def generate_work(example: Example, steps: int) -> int:
-    """``generate --steps N``: a forward pass per greedy step."""
-    s = shape(example)
-    return _START + steps * (_derived(s) - _START)
+    """``generate --steps N``: a forward pass per greedy step, each one token longer (the
+    target, or a language model's own sentence)."""
+    if example.lm_head is not None and example.positional_embeddings is not None:
+        # it stops when the learned positional table has no row for another token
+        steps = min(steps, example.positional_embeddings.rows - len(example.tokens) + 1)
+    return _START + sum(_STEP * shape(_grown(example, k)).forward for k in range(steps))
+
+
+def _grown(example: Example, k: int) -> Example:
+    """``example`` after ``k`` greedy steps (only its shapes matter here)."""
+    if not k:
+        return example
+    if example.decoder is not None and example.lm_head is None:
+        decoder = replace(example.decoder, tokens=example.decoder.tokens + ("",) * k)
+        return replace(example, decoder=decoder)
+    return replace(example, tokens=example.tokens + ("",) * k)
 
 
 def backward_work(example: Example, steps: int = 0) -> int:
