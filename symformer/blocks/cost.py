@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from symformer.blocks.work import estimated_work
 from symformer.example.schema import Example
 
 #: Operations per second of CPU: DEFAULT_MAX_WORK (5,000,000) is about 10 s.
@@ -79,13 +80,10 @@ class Shape:
     entries: int
     cells: int
     figures: int
-    tokens: int
 
 
 def shape(example: Example) -> Shape:
     """The counts of ``example``, from its shapes alone (nothing is derived)."""
-    from symformer.blocks.work import estimated_work
-
     n, d = len(example.tokens), example.d_model
     forward = estimated_work(example)
     formulas, entries, cells, figures = forward, 3 * n * d, 0, 1
@@ -116,7 +114,7 @@ def shape(example: Example) -> Shape:
         if dec.W_vocab is not None:
             entries += 2 * m * len(dec.vocab)
             figures += 1
-    return Shape(forward, formulas, entries, cells, figures, n)
+    return Shape(forward, formulas, entries, cells, figures)
 
 
 def _derived(s: Shape, passes: float = 1) -> int:
@@ -185,10 +183,11 @@ def figures_work(example: Example, fmt: str = "tikz") -> int:
     return _derived(s) + drawing
 
 
-def export_work(example: Example, *, fmt: str = "latex", figures: bool = False,
-                steps: int = 0, exact: bool = False) -> int:
-    """``export``: every stage rendered (:func:`render_work`), the TikZ figures with
-    --figures, the greedy steps with --steps."""
+def export_work(example: Example, *, figures: bool = False, steps: int = 0,
+                exact: bool = False) -> int:
+    """``export``: every stage rendered (:func:`render_work`; LaTeX, Markdown and JSON
+    cost about the same, measured), the TikZ figures with --figures, the greedy steps
+    with --steps."""
     work = render_work(example, formulas=2 if exact else 1)
     if figures:
         work += figures_work(example, "tikz") - _derived(shape(example))

@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "export", fmt=args.format, figures=args.figures,
-               steps=args.steps, exact=args.exact)
+    check_work(args, example, "export", figures=args.figures, steps=args.steps,
+               exact=args.exact)
     g = derivation(args, example)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
