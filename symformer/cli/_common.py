@@ -109,12 +109,12 @@ def add_json_arguments(parser: argparse.ArgumentParser) -> None:
 
 def json_rounding(args: argparse.Namespace) -> dict[str, int]:
     """How --json rounds: ``{"decimals": N}`` when --decimals was given, else
-    ``{"significant": N}`` (--digits, default 15).  Sets ``args.decimals`` to the tables'
-    default when it was not given."""
+    ``{"significant": N}`` (--digits, default 15); both given with --json is an error.
+    Sets ``args.decimals`` to the tables' default when it was not given."""
     given = args.decimals
     if args.decimals is None:
         args.decimals = DEFAULT_DECIMALS
-    if given is not None and args.digits is not None:
+    if given is not None and args.digits is not None and args.json:
         raise InputError("--decimals and --digits both say how to round the JSON values; "
                          "give one")
     if given is not None:

@@ -27,6 +27,7 @@ examples:
   symformer backward --stage 'grad.layer1.W_*' --decimals 6
   symformer backward --stage grad.embedding_table
   symformer backward my_example.toml --json --digits 30
+  symformer backward --causal --mask -1e9 --json --decimals 6   # JSON at 6 decimals
 
 The example's [loss] table says what is differentiated (kind = "mse" with a target
 matrix shaped like the output, or kind = "cross_entropy" with one target token per
