@@ -110,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    passes = 2 if args.pdf else 0  # pdflatex's, after the stages
+    extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
 
     def stage(k: int, total: int, name: str) -> None:
-        bar.step(k, total + passes, name)
+        bar.step(k, total + extra, name)
 
     with Progress("symformer export", quiet=args.quiet) as bar:
         if args.figures:
