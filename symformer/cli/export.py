@@ -99,9 +99,8 @@ def run(args: argparse.Namespace) -> int:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "export")
-    if args.steps:
-        check_work(args, example, "generate", args.steps)
+    check_work(args, example, "export", figures=args.figures, steps=args.steps,
+               exact=args.exact)
     g = derivation(args, example)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
@@ -113,10 +112,16 @@ def run(args: argparse.Namespace) -> int:
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    with Progress("symformer export", total=3 if args.pdf else 1, quiet=args.quiet) as bar:
-        bar.update("writing the document")
+    extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
+
+    def stage(k: int, total: int, name: str) -> None:
+        bar.step(k, total + extra, name)
+
+    with Progress("symformer export", quiet=args.quiet) as bar:
+        if args.figures:
+            bar.update("figures")
         files: dict[str, str | bytes] = dict(export_files(
-            g, options, args.format, **_figures(g, options, args.figures)))
+            g, options, args.format, **_figures(g, options, args.figures), progress=stage))
         if args.pdf:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]

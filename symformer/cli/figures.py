@@ -63,19 +63,12 @@ def run(args: argparse.Namespace) -> int:
 
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "figures")
+    check_work(args, example, "figures", fmt=args.format)
     g = derivation(args, example)
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
 
-    bar = Progress("symformer figures", quiet=args.quiet)
-
-    def progress(k: int, total: int, name: str) -> None:
-        bar.set_total(total)
-        bar.update(name)
-
-    slow = args.format != "tikz"
-    with bar:
-        files = figure_files(g, options, args.format, progress if slow else None)
+    with Progress("symformer figures", quiet=args.quiet) as bar:
+        files = figure_files(g, options, args.format, bar.step)
     written = write_files(args.out, files)
     print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0
