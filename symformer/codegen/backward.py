@@ -32,12 +32,11 @@ from symformer.codegen import (
     expression_tree,
     function_body,
     input_notations,
-    lines,
     render,
 )
 from symformer.notation import per_row
 from symformer.ops.base import Notation, Spelling
-from symformer.ops.gradient import Gradient, Term
+from symformer.ops.gradient import Term
 
 #: The value the marker arrays are filled with, plus the argument's number.
 _MARKER = 7919.0
@@ -143,6 +142,13 @@ def backward_lines(stage: Any) -> tuple[Line, ...]:
 
 
 def equation_lines(stage: Any) -> tuple[Line, ...]:
-    """The general equation of any stage: a gradient's backward rules, else the
-    forward equation (:func:`symformer.codegen.lines`)."""
-    return backward_lines(stage) if isinstance(stage.op, Gradient) else lines(stage)
+    """The general equation of any stage as printed everywhere (the export, the trace,
+    slides, exercise sheets): its operation's index equation, declared once and proved
+    (:mod:`symformer.equations`); a gradient's lines are its consumers' backward rules,
+    each path's contribution named, and their sum."""
+    from symformer.equations.stage import stage_equation
+    found = stage_equation(stage)
+    if found is None:
+        raise NotImplementedError(f"{stage.name}: the operation {stage.op.name!r} declares "
+                                  f"no equation (Operation.equation/backward_equation)")
+    return tuple(found.lines())

@@ -8,7 +8,7 @@ the operation says how its function is spelled.
 
 from __future__ import annotations
 
-from symformer.codegen import Line
+from symformer.equations.stage import Line
 from symformer.codegen.backward import equation_lines
 from symformer.engine import Stage
 from symformer.latex.blocks import Equation

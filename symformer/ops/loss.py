@@ -13,6 +13,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -75,6 +76,18 @@ class MeanSquaredError(Operation):
     rational = True
     nonnegative = True
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("L = sum((z[i, j] - T[i, j]) ** 2 for i in range(n) for j in range(d)) / (n * d)",),
+            {"L": "out", "z": "in0", "T": "const:target"}, sizes={"n": ("z", 0), "d": ("z", 1)},
+            symbols={"T": ("T", "T")}, remark="T: the [loss] target")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dz[i, j] = 2 * dL * (z[i, j] - T[i, j]) / (n * d)",),
+                             {"dz": "result", "dL": "grad", "z": "in0", "T": "const:target"},
+                             sizes={"n": ("z", 0), "d": ("z", 1)}, symbols={"T": ("T", "T")})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         Z = args[0]
         return sympy.Matrix([[sympy.Add(*[(z - t) ** 2 for z, t in zip(Z, self.target)])
@@ -123,6 +136,18 @@ class CrossEntropy(Operation):
     reference_function = cross_entropy
     default_notation = Notation("L", "L", "Loss (cross-entropy)")
     nonnegative = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("L = -sum(log(p[i, t[i]]) for i in range(n)) / n",),
+                             {"L": "out", "p": "in0", "t": "const:targets"},
+                             sizes={"n": ("p", 0)}, symbols={"t": ("t", "t")},
+                             remark="t_i: the target token of position i")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dp[i, j] = -dL / (n * p[i, j]) if j == t[i] else 0",),
+                             {"dp": "result", "dL": "grad", "p": "in0", "t": "const:targets"},
+                             sizes={"n": ("p", 0)}, symbols={"t": ("t", "t")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         P = args[0]
@@ -174,6 +199,20 @@ class PositionSquaredError(Operation):
     default_notation = Notation("L_i", "L_i", "Loss at one position (squared error)")
     rational = True
     nonnegative = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("L = sum((z[P, j] - T[P, j]) ** 2 for j in range(d)) / d",),
+            {"L": "out", "z": "in0", "T": "const:target"}, sizes={"d": ("z", 1)},
+            scalars={"P": self.position}, symbols={"T": ("T", "T"), "P": ("P", "P")},
+            remark=f"P = {self.position}: the position whose loss this is")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dz[i, j] = 2 * dL * (z[i, j] - T[i, j]) / d if i == P else 0",),
+                             {"dz": "result", "dL": "grad", "z": "in0", "T": "const:target"},
+                             sizes={"d": ("z", 1)}, scalars={"P": self.position},
+                             symbols={"T": ("T", "T"), "P": ("P", "P")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         z, t = args[0].row(self.position), self.target.row(self.position)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from symformer.codegen import Line
+from symformer.equations.stage import Line
 from symformer.codegen.backward import equation_lines
 from symformer.engine.graph import Derivation, Stage
 from symformer.latex.equations import remark_latex
