@@ -156,7 +156,9 @@ def entries(eq: IndexEquation, arrays: Mapping[str, sympy.Matrix], sizes: Mappin
     for number, (target, value) in enumerate(statements or eq.statements):
         names = free_indices(target, eq)
         parts = _lhs_parts(target)
-        for values in itertools.product(range(bound), repeat=len(names)):
+        limits = [int(evaluator.value(ast.parse(eq.ranges[n], mode="eval").body, {}))
+                  if n in eq.ranges else bound for n in names]
+        for values in itertools.product(*(range(limit) for limit in limits)):
             env = dict(zip(names, (sympy.Integer(v) for v in values)))
             index = [int(evaluator.value(p, env)) for p in parts]
             if len(index) == 2:

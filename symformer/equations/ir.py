@@ -60,6 +60,8 @@ class IndexEquation:
     scalars: Mapping[str, Any] = field(default_factory=dict)
     symbols: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     remark: str = ""
+    #: A free index's range when it is not the whole axis (RoPE's pair c < d // 2).
+    ranges: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def statements(self) -> tuple[tuple[ast.expr, ast.expr], ...]:

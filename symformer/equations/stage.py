@@ -63,7 +63,7 @@ class Bound:
     def __post_init__(self) -> None:
         for size, (array, axis) in self.eq.sizes.items():
             self.sizes[size] = self.matrices[array].shape[axis]
-        for name, value in self.eq.scalars.items():
+        for name in self.eq.scalars:
             self.symbols.setdefault(name, Notation(*self.eq.symbols.get(name, (
                 _scalar_latex(name), _scalar_text(name))), ""))
         for name, (latex, text) in self.eq.symbols.items():

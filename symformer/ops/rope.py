@@ -84,6 +84,7 @@ class RoPE(Operation):
             (f"y[p, {a}] = x[p, {a}] * cos({angle}) - x[p, {b}] * sin({angle})",
              f"y[p, {b}] = x[p, {a}] * sin({angle}) + x[p, {b}] * cos({angle})"),
             {"y": "out", "x": "in0"}, sizes={"d": ("x", 1)}, scalars={"base": self.base},
+            ranges={"c": "d // 2"},
             symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
@@ -93,7 +94,7 @@ class RoPE(Operation):
             (f"dx[p, {a}] = dy[p, {a}] * cos({angle}) + dy[p, {b}] * sin({angle})",
              f"dx[p, {b}] = -dy[p, {a}] * sin({angle}) + dy[p, {b}] * cos({angle})"),
             {"dx": "result", "dy": "grad"}, sizes={"d": ("dy", 1)},
-            scalars={"base": self.base},
+            scalars={"base": self.base}, ranges={"c": "d // 2"},
             symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
