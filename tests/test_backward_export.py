@@ -38,12 +38,13 @@ def graph():
     return backward(derive(load_example()))
 
 
-def test_softmax_backward_equation_is_rendered_from_its_vjp(graph):
+def test_softmax_backward_equation_is_its_index_rule(graph):
     (line,) = equation_lines(graph["grad.layer1.head1.scores"])
-    assert line.text == "∂L/∂s_j = α_j (∂L/∂α_j − Σ_(k=0..n−1) α_k ∂L/∂α_k)"
-    assert line.lhs == r"\partial L/\partial s_{j}"
-    assert r"\sum_{k = 0}^{n - 1} \alpha_{k} \partial L/\partial \alpha_{k}" in line.rhs
-    assert line.function.__name__ == "softmax_backward"
+    assert line.text == "∂L/∂s_(i,j) = α_(i,j) (∂L/∂α_(i,j) − Σ_(m=0..n−1) α_(i,m) ∂L/∂α_(i,m))"
+    assert line.lhs == r"\partial L/\partial s_{i,j}"
+    assert r"\sum_{m = 0}^{n - 1} \alpha_{i,m} \partial L/\partial \alpha_{i,m}" in line.rhs
+    assert line.plain == ("ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * "
+                          "dalpha[i, m] for m in range(n)))")
 
 
 def fake_backward(g, W):

@@ -230,11 +230,26 @@ def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
         else:
             parameter, matrices[name], symbols[name] = _parameter(consumer.op, role)
             sources[name] = {"parameter": parameter, "stage": consumer.name}
-    if grad.op.constant is not None:  # dL/dL = 1: the loss's own gradient
-        for name, role in eq.arrays.items():
-            if role == "grad":
-                symbols[name] = Notation(str(grad.op.constant), str(grad.op.constant), "")
+    if grad.op.constant is not None:  # dL/dL = 1: the loss's own gradient, as a number
+        eq = _constant_grad(eq, grad.op.constant)
     return Bound(eq, symbols, matrices, sources, stage.shape, remark or eq.remark)
+
+
+def _constant_grad(eq: IndexEquation, value: int) -> IndexEquation:
+    """The rule with its upstream gradient written as the number it is (dL/dL = 1)."""
+    from dataclasses import replace
+
+    from symformer.codegen.transformers import DropOne
+    names = set(eq.names_of("grad"))
+
+    class Number(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            return ast.Constant(value) if node.id in names else node
+
+    lines = tuple(f"{render.plain(t)} = {render.plain(DropOne().visit(Number().visit(v)))}"
+                  for t, v in eq.statements)
+    return replace(eq, lines=lines, arrays={n: r for n, r in eq.arrays.items()
+                                            if n not in names})
 
 
 @dataclass(frozen=True)
