@@ -71,6 +71,11 @@ class EquationLatex(LatexCodegen):
         return entry_latex(self._spell(node.value.id).latex,
                            [self.visit(p).replace(" ", "") for p in parts])
 
+    def visit_BinOp(self, node: ast.BinOp) -> str:
+        if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
+            return f"{self.visit(node.left)}/{self.visit(node.right)}"
+        return super().visit_BinOp(node)
+
     def visit_IfExp(self, node: ast.IfExp) -> str:
         if _indicator(node):
             return rf"\mathbf{{1}}\left[{self.visit(node.test)}\right]"
@@ -92,6 +97,8 @@ class EquationText(TextCodegen):
         return super().visit_IfExp(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> str:
+        if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
+            return f"{self.visit(node.left)}/{self.visit(node.right)}"
         if isinstance(node.op, ast.Pow) and not (
                 isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)):
             return f"{self._wrap(node.left, 30, strict=True)}^({self.visit(node.right)})"
