@@ -64,8 +64,7 @@ class Bound:
         for size, (array, axis) in self.eq.sizes.items():
             self.sizes[size] = self.matrices[array].shape[axis]
         for name in self.eq.scalars:
-            self.symbols.setdefault(name, Notation(*self.eq.symbols.get(name, (
-                _scalar_latex(name), _scalar_text(name))), ""))
+            self.symbols.setdefault(name, _EPS if name == "eps" else sym.spell(name))
         for name, (latex, text) in self.eq.symbols.items():
             self.symbols[name] = Notation(latex, text, "")
         for name in self.eq.arrays:
@@ -139,12 +138,8 @@ def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
     return out
 
 
-def _scalar_latex(name: str) -> str:
-    return {"eps": r"\varepsilon"}.get(name, name)
-
-
-def _scalar_text(name: str) -> str:
-    return {"eps": "ε"}.get(name, name)
+#: ε, written one way in every equation.
+_EPS = Notation(r"\varepsilon", "ε", "")
 
 
 def _input_notations(stage: Any) -> list[Notation]:

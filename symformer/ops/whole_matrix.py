@@ -73,7 +73,7 @@ class WholeMean(Operation):
         return IndexEquation(
             ("mu[i] = sum(r[k, j] for k in range(n) for j in range(d)) / (n * d)",),
             {"mu": "out", "r": "in0"}, sizes={"n": ("r", 0), "d": ("r", 1)},
-            remark="one value for the whole matrix")
+            remark="over every entry of the matrix: all tokens at once")
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
@@ -130,7 +130,7 @@ class WholeVariance(Operation):
             ("sigma2[i] = sum((r[k, j] - mu[k]) ** 2 for k in range(n) for j in range(d)) "
              "/ (n * d)",),
             {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"n": ("r", 0), "d": ("r", 1)},
-            remark="one value for the whole matrix")
+            remark="over every entry of the matrix: all tokens at once")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args
