@@ -45,7 +45,7 @@ class Embedding(Operation):
         return IndexEquation(("e[i, j] = E[t[i], j]",),
                              {"e": "out", "E": "param:embedding_table", "t": "const:token_ids"},
                              symbols={"E": ("E", "E"), "t": ("t", "t")},
-                             remark="t_i: the id of token i in the vocabulary")
+                             remark="t: the ids of the tokens in the vocabulary")
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
@@ -53,7 +53,7 @@ class Embedding(Operation):
             ("dE[r, j] = sum(de[i, j] * (1 if t[i] == u[r] else 0) for i in range(n))",),
             {"dE": "result", "de": "grad", "t": "const:token_ids", "u": "const:used_rows"},
             sizes={"n": ("de", 0)}, symbols={"t": ("t", "t"), "u": ("u", "u")},
-            remark="u_r: the r-th distinct token id used")
+            remark="u: the distinct token ids used, in order")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])

@@ -141,7 +141,7 @@ class CrossEntropy(Operation):
         return IndexEquation(("L = -sum(log(p[i, t[i]]) for i in range(n)) / n",),
                              {"L": "out", "p": "in0", "t": "const:targets"},
                              sizes={"n": ("p", 0)}, symbols={"t": ("t", "t")},
-                             remark="t_i: the target token of position i")
+                             remark="t: the target token ids")
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:

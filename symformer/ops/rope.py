@@ -84,7 +84,7 @@ class RoPE(Operation):
             (f"y[p, {a}] = x[p, {a}] * cos({angle}) - x[p, {b}] * sin({angle})",
              f"y[p, {b}] = x[p, {a}] * sin({angle}) + x[p, {b}] * cos({angle})"),
             {"y": "out", "x": "in0"}, sizes={"d": ("x", 1)}, scalars={"base": self.base},
-            ranges={"c": "d // 2"}, remark="pair c = 0, …, d/2 − 1; p: the position",
+            ranges={"c": "d // 2"}, remark="pairs c below d/2; p: the position",
             symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()

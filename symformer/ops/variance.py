@@ -62,7 +62,7 @@ class RowVariance(Operation):
         return IndexEquation(
             (f"dmu[i] = -2 * dsigma2[i] * sum(r[i, j] - mu[i] for j in range(d)) / ({count})",),
             {"dmu": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
-            sizes={"d": ("r", 1)}, remark="0: μ is the row's mean")
+            sizes={"d": ("r", 1)}, remark="zero: the entries are centred on their own mean")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args
