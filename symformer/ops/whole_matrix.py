@@ -132,6 +132,21 @@ class WholeVariance(Operation):
             {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"n": ("r", 0), "d": ("r", 1)},
             remark="over every entry of the matrix: all tokens at once")
 
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        if wrt == 0:
+            return IndexEquation(
+                ("dr[i, j] = 2 * sum(dsigma2[k] for k in range(n)) * (r[i, j] - mu[i]) "
+                 "/ (n * d)",),
+                {"dr": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
+                sizes={"n": ("r", 0), "d": ("r", 1)})
+        return IndexEquation(
+            ("dmu[i] = -2 * sum(dsigma2[k] for k in range(n)) * sum(r[k, j] - mu[k] "
+             "for k in range(n) for j in range(d)) / (n * d)",),
+            {"dmu": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
+            sizes={"n": ("r", 0), "d": ("r", 1)},
+            remark="zero: the entries are centred on their own mean")
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args
         var = sympy.Add(*[(x - mu[0, 0]) ** 2 for x in X]) / (X.rows * X.cols)
