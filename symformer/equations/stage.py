@@ -167,31 +167,43 @@ def _constant(op: Any, role: str, shape: tuple[int, int]) -> tuple[sympy.Matrix,
     return m, [[str(v) for v in m.row(i)] for i in range(m.rows)]
 
 
+def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]]
+          ) -> tuple[dict[str, Notation], dict[str, sympy.Matrix], dict[str, dict[str, Any]]]:
+    """Symbols, matrices and sources of ``eq``'s arrays: a stage role (``out``, ``in0``,
+    ``grad``, ``result``) from ``stages`` (role -> its notation and stage), the rest
+    from ``owner``, the stage whose operation holds the parameters and constants."""
+    g = owner.derivation
+    symbols: dict[str, Notation] = {}
+    matrices: dict[str, sympy.Matrix] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    for name, role in eq.arrays.items():
+        if role in stages:
+            symbols[name], stage = stages[role]
+            matrices[name] = g.symbols(stage.name)
+            sources[name] = {"stage": stage.name}
+        elif role.startswith("const:"):
+            matrices[name], value = _constant(owner.op, role, owner.shape)
+            sources[name] = {"constant": value}
+        else:
+            parameter, matrices[name], symbols[name] = _parameter(owner.op, role)
+            sources[name] = {"parameter": parameter, "stage": owner.name}
+    return symbols, matrices, sources
+
+
+def _inputs(stage: Any) -> dict[str, tuple[Notation, Any]]:
+    g = stage.derivation
+    return {f"in{k}": (notation, g[name]) for k, (notation, name) in
+            enumerate(zip(_input_notations(stage), stage.inputs))}
+
+
 def forward(stage: Any) -> Bound | None:
     """The stage's forward equation bound to it (None: its operation declares none)."""
     g = stage.derivation
     eq = stage.op.equation([g[name].shape for name in stage.inputs])
     if eq is None:
         return None
-    notations = _input_notations(stage)
-    symbols: dict[str, Notation] = {}
-    matrices: dict[str, sympy.Matrix] = {}
-    sources: dict[str, dict[str, Any]] = {}
-    for name, role in eq.arrays.items():
-        if role == "out":
-            symbols[name], matrices[name] = stage.op.symbol, g.symbols(stage.name)
-            sources[name] = {"stage": stage.name}
-        elif role.startswith("in"):
-            k = int(role[2:])
-            symbols[name], matrices[name] = notations[k], g.symbols(stage.inputs[k])
-            sources[name] = {"stage": stage.inputs[k]}
-        elif role.startswith("const:"):
-            matrices[name], value = _constant(stage.op, role, stage.shape)
-            sources[name] = {"constant": value}
-        else:
-            parameter, matrices[name], symbols[name] = _parameter(stage.op, role)
-            sources[name] = {"parameter": parameter, "stage": stage.name}
-    return Bound(eq, symbols, matrices, sources, stage.shape, eq.remark)
+    roles = {"out": (stage.op.symbol, stage), **_inputs(stage)}
+    return Bound(eq, *_bind(eq, stage, roles), stage.shape, eq.remark)
 
 
 def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
@@ -202,32 +214,12 @@ def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
     eq = consumer.op.backward_equation(wrt, [g[name].shape for name in consumer.inputs])
     if eq is None:
         return None
-    notations = _input_notations(consumer)
-    symbols: dict[str, Notation] = {}
-    matrices: dict[str, sympy.Matrix] = {}
-    sources: dict[str, dict[str, Any]] = {}
-    for name, role in eq.arrays.items():
-        if role == "result":
-            symbols[name] = result or stage.op.symbol
-            matrices[name] = g.symbols(stage.name)
-            sources[name] = {"stage": stage.name}
-        elif role in ("out", "grad"):
-            s = consumer if role == "out" else grad
-            symbols[name], matrices[name] = s.op.symbol, g.symbols(s.name)
-            sources[name] = {"stage": s.name}
-        elif role.startswith("in"):
-            k = int(role[2:])
-            symbols[name], matrices[name] = notations[k], g.symbols(consumer.inputs[k])
-            sources[name] = {"stage": consumer.inputs[k]}
-        elif role.startswith("const:"):
-            matrices[name], value = _constant(consumer.op, role, consumer.shape)
-            sources[name] = {"constant": value}
-        else:
-            parameter, matrices[name], symbols[name] = _parameter(consumer.op, role)
-            sources[name] = {"parameter": parameter, "stage": consumer.name}
     if grad.op.constant is not None:  # dL/dL = 1: the loss's own gradient, as a number
         eq = _constant_grad(eq, grad.op.constant)
-    return Bound(eq, symbols, matrices, sources, stage.shape, remark or eq.remark)
+    roles = {"result": (result or stage.op.symbol, stage),
+             "out": (consumer.op.symbol, consumer), "grad": (grad.op.symbol, grad),
+             **_inputs(consumer)}
+    return Bound(eq, *_bind(eq, consumer, roles), stage.shape, remark or eq.remark)
 
 
 def _constant_grad(eq: IndexEquation, value: int) -> IndexEquation:
