@@ -15,7 +15,6 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from float_backward import float_backward
 from recompute import check_item
@@ -23,11 +22,9 @@ from recompute import check_item
 from symformer import derive, load_example
 from symformer.blocks.backward import backward
 from symformer.cli import main
-from symformer.codegen.backward import Rule, equation_lines, rule_line
+from symformer.codegen.backward import equation_lines
 from symformer.latex import Options, export_files
 from symformer.latex.compile import compile_log
-from symformer.ops.base import Operation
-from symformer.ops.gradient import Term
 
 KEYS = {"stage", "row", "col", "symbol", "expression", "result"}
 
@@ -45,44 +42,6 @@ def test_softmax_backward_equation_is_its_index_rule(graph):
     assert r"\sum_{m = 0}^{n - 1} \alpha_{i,m} \partial L/\partial \alpha_{i,m}" in line.rhs
     assert line.plain == ("ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * "
                           "dalpha[i, m] for m in range(n)))")
-
-
-def fake_backward(g, W):
-    """dL/dx = dL/dy W^T for y = x W (written here, for the test only)."""
-    return g @ W.T
-
-
-class FakeProjection(Operation):
-    """A stand-in operation with a NumPy VJP in matrix form (not registered: no name)."""
-
-    reference_function = staticmethod(lambda x: x)
-
-    def sympy(self, args):
-        raise NotImplementedError
-
-    def arb(self, args):
-        raise NotImplementedError
-
-    def arguments(self, args, dtype):
-        return args
-
-    def backward_function(self, wrt):
-        return fake_backward if wrt == 0 else None
-
-    def backward_arguments(self, wrt, args, out, grad, dtype):
-        return grad, np.eye(2)  # the weight is a constant: spelled as the forward does
-
-
-def test_a_matrix_form_rule_keeps_its_transpose_and_the_forward_names(graph):
-    """The parameter receiving the consumer's gradient is written ∂L/∂q; the weight is
-    spelled as the forward equation spells it (W_Q), transposed."""
-    consumer = graph["layer1.head1.Q"]
-    rule = Rule(consumer, graph["grad.layer1.head1.Q"], Term(FakeProjection(), 0, 1))
-    line = rule_line(graph["grad.input"], rule)
-    assert line.text == "∂L/∂x = ∂L/∂q W_Qᵀ"
-    assert line.latex == r"\partial L/\partial x = \partial L/\partial q W_{Q}^{\top}"
-    assert rule_line(graph["grad.input"], Rule(consumer, rule.grad,
-                                               Term(FakeProjection(), 1, 1))) is None
 
 
 def _backward_items(g, **options) -> list[dict]:
