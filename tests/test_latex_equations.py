@@ -34,7 +34,7 @@ def test_textbook_forms(block, causal_block):
     in test_equations_proved.py)."""
     assert _lines(block["layer1.head1.weights"])[0] == (
         r"\alpha_{i,j} = \frac{\exp s_{i,j}}{\sum_{m = 0}^{n - 1} \exp s_{i,m}}")
-    assert _lines(block["layer1.head1.scores"]) == [r"s_{i,j} = \frac{u_{i,j}}{\sqrt{ d_k }}"]
+    assert _lines(block["layer1.head1.scores"]) == [r"s_{i,j} = \frac{u_{i,j}}{\sqrt{ d_{k} }}"]
     assert _lines(block["layer1.head1.raw_scores"]) == [
         r"u_{i,j} = \sum_{c = 0}^{d_{k} - 1} q_{i,c} k_{j,c}"]
     assert _lines(block["layer1.add_norm1"]) == [
@@ -82,7 +82,34 @@ def test_conventions_change_the_equations():
     assert _lines(whole["layer1.add_norm1.mean"])[0].startswith(
         r"\mu_{i} = \frac{\sum_{k = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{k,j}}{n d}")
     nines = derive_variant(example, Convention(mask="-1e9"), causal=True)
-    assert r"\frac{u_{i,j}}{\sqrt{ d_k }} + M, & \mathrm{otherwise}" in _lines(
+    assert r"\frac{u_{i,j}}{\sqrt{ d_{k} }} + M, & \mathrm{otherwise}" in _lines(
         nines["layer1.head1.scores"])[0]
     pre = derive(example, causal=False)
     assert _lines(pre["output"]) == ["z_{i,j} = y_{i,j}"]
+
+
+def test_the_backward_rules_a_reader_found_wrong_are_right(block):
+    """Issue 21: dL/dq is a sum over the keys, dL/do reads dL/dc's own columns (no
+    undefined S), ReLU's rule has an indicator, a gradient read by several stages is a
+    sum of named contributions (never several equalities), 2 (σ² + ε)^{3/2}."""
+    from symformer.blocks.backward import with_gradients
+    from symformer.codegen.backward import equation_lines
+    from symformer.equations.render import mathml
+
+    g = with_gradients(block)
+
+    def text(name):
+        return [line.text for line in equation_lines(g[name])]
+
+    assert text("grad.layer1.head1.Q") == ["∂L/∂q_(i,c) = Σ_(m=0..n−1) ∂L/∂u_(i,m) k_(m,c)"]
+    assert text("grad.layer1.head1.output") == ["∂L/∂o_(i,j) = ∂L/∂c_(i,j)"]
+    assert text("grad.layer1.head2.output") == ["∂L/∂o_(i,j) = ∂L/∂c_(i,j+2)"]
+    assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) (𝟙[h_(i,j) > 0])"]
+    total, *parts = text("grad.layer1.add_norm2.sum")
+    assert total == "∂L/∂r_(i,j) = δ^(μ)_(i,j) + δ^(σ²)_(i,j) + δ^(y)_(i,j)"
+    assert [p.split(" = ")[0] for p in parts] == ["δ^(μ)_(i,j)", "δ^(σ²)_(i,j)", "δ^(y)_(i,j)"]
+    (variance,) = text("grad.layer1.add_norm2.variance")
+    assert variance.endswith("/ (2 (σ²_i + ε)^(3/2))") and "1.5" not in variance
+    for stage in g:  # every line converts to MathML (the HTML trace)
+        for line in equation_lines(stage):
+            assert mathml(line.latex).startswith("<math")
