@@ -36,7 +36,7 @@ NOT_DISPLAYED = {"adam_moment", "adam_step", "sgd_step", "staged_embedding",
                  "staged_normalize", "staged_positional", "staged_projection",
                  "staged_rms_normalize", "gradient"}
 #: The argmax indicator compares values (1 where l_j is the row's maximum): its
-#: equation is checked against the certified winners, not by simplification.
+#: equation's comparisons are decided with certified balls (prove_argmax).
 DECIDED = {"argmax"}
 
 
@@ -105,9 +105,32 @@ def prove_stage(g, stage) -> int:
     return count
 
 
+def prove_argmax(g, stage) -> None:
+    """t_j = 1 if l_{n-1,j} = max_m l_{n-1,m} else 0: each comparison of the equation
+    decided by certified balls (a strict inequality: a ball excluding 0; equality only
+    between the same symbol), against the exact local formula."""
+    (bound,) = stage_equation(stage).parts
+    balls = g.evaluate(128)
+    local = g.local(stage.name)
+
+    def ball(symbol):
+        name, i, j = g.owner(symbol)
+        return balls[name][i][j]
+
+    for (i, j), value in bound.values().items():
+        (one, condition), (zero, _) = value.args
+        mine, top = condition.lhs, condition.rhs.args  # Eq(l_j, Max(l_0, ...))
+        others = [m for m in top if m != mine]
+        beaten = any((ball(m) - ball(mine)) > 0 for m in others)
+        wins = all((ball(mine) - ball(m)) > 0 for m in others)
+        assert beaten or wins, f"{stage.name}[{i},{j}]: a tie the balls cannot decide"
+        assert (zero if beaten else one) == local[i, j], (stage.name, i, j)
+
+
 def _prove_all(g) -> None:
     for stage in g:
         if stage.op.name in DECIDED:
+            prove_argmax(g, stage)
             continue
         assert prove_stage(g, stage) > 0
 
