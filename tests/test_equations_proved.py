@@ -207,3 +207,23 @@ def test_wrong_equation_is_caught(monkeypatch):
 @given(examples(), st.booleans())
 def test_random_examples_proved(data, causal):
     _prove_all(derive(example_from_dict(data, "random"), causal=causal))
+
+
+def test_a_notation_table_feeds_the_symbols():
+    """Every format's symbols come from one place (equations.stage.Symbols): a table
+    giving heads a superscript changes the printed equation, not its proof."""
+    from symformer.equations.stage import Symbols
+
+    class Heads(Symbols):
+        def stage(self, stage):
+            base = super().stage(stage)
+            if not stage.head:
+                return base
+            return type(base)(f"{base.latex}^{{({stage.head})}}",
+                              f"{base.text}^({stage.head})", base.title)
+
+    g = derive(load_example())
+    (line,) = stage_equation(g["layer1.head2.raw_scores"], Heads()).lines()
+    assert line.text.startswith("u^(2)_(i,j) = ")
+    (line,) = stage_equation(g["layer1.head2.raw_scores"]).lines()
+    assert line.text.startswith("u_(i,j) = ")

@@ -142,14 +142,29 @@ def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
 _EPS = Notation(r"\varepsilon", "ε", "")
 
 
-def _input_notations(stage: Any) -> list[Notation]:
-    from symformer.codegen import input_notations
-    return input_notations(stage)
+class Symbols:
+    """Where an equation's symbols come from: by default each operation's
+    :class:`~symformer.ops.base.Notation` (a stage's ``op.symbol``, several heads'
+    outputs with ``^(k)``, a parameter's ``parameter_notation``).  A per-example
+    notation table (one symbol per quantity, layer and head superscripts) is a
+    subclass passed to :func:`stage_equation`; every format then prints its symbols."""
+
+    def stage(self, stage: Any) -> Notation:
+        """The symbol of a stage."""
+        return stage.op.symbol
+
+    def inputs(self, stage: Any) -> list[Notation]:
+        """The symbols of a stage's inputs, as its equation writes them."""
+        from symformer.codegen import input_notations
+        return input_notations(stage)
+
+    def parameter(self, stage: Any, name: str) -> Notation:
+        """The symbol of the parameter ``name`` of a stage's operation."""
+        return stage.op.parameter_notation(name)
 
 
-def _parameter(op: Any, role: str) -> tuple[str, sympy.Matrix, Notation]:
-    name = role.removeprefix("param:")
-    return name, op.parameters()[name], op.parameter_notation(name)
+#: The operations' own notation.
+OPERATION_SYMBOLS = Symbols()
 
 
 def _constant(op: Any, role: str, shape: tuple[int, int]) -> tuple[sympy.Matrix, Any]:
@@ -167,8 +182,9 @@ def _constant(op: Any, role: str, shape: tuple[int, int]) -> tuple[sympy.Matrix,
     return m, [[str(v) for v in m.row(i)] for i in range(m.rows)]
 
 
-def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]]
-          ) -> tuple[dict[str, Notation], dict[str, sympy.Matrix], dict[str, dict[str, Any]]]:
+def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]],
+          names: Symbols) -> tuple[dict[str, Notation], dict[str, sympy.Matrix],
+                                   dict[str, dict[str, Any]]]:
     """Symbols, matrices and sources of ``eq``'s arrays: a stage role (``out``, ``in0``,
     ``grad``, ``result``) from ``stages`` (role -> its notation and stage), the rest
     from ``owner``, the stage whose operation holds the parameters and constants."""
@@ -185,29 +201,32 @@ def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]]
             matrices[name], value = _constant(owner.op, role, owner.shape)
             sources[name] = {"constant": value}
         else:
-            parameter, matrices[name], symbols[name] = _parameter(owner.op, role)
+            parameter = role.removeprefix("param:")
+            matrices[name] = owner.op.parameters()[parameter]
+            symbols[name] = names.parameter(owner, parameter)
             sources[name] = {"parameter": parameter, "stage": owner.name}
     return symbols, matrices, sources
 
 
-def _inputs(stage: Any) -> dict[str, tuple[Notation, Any]]:
+def _inputs(stage: Any, names: Symbols) -> dict[str, tuple[Notation, Any]]:
     g = stage.derivation
     return {f"in{k}": (notation, g[name]) for k, (notation, name) in
-            enumerate(zip(_input_notations(stage), stage.inputs))}
+            enumerate(zip(names.inputs(stage), stage.inputs))}
 
 
-def forward(stage: Any) -> Bound | None:
+def forward(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> Bound | None:
     """The stage's forward equation bound to it (None: its operation declares none)."""
     g = stage.derivation
     eq = stage.op.equation([g[name].shape for name in stage.inputs])
     if eq is None:
         return None
-    roles = {"out": (stage.op.symbol, stage), **_inputs(stage)}
-    return Bound(eq, *_bind(eq, stage, roles), stage.shape, eq.remark)
+    roles = {"out": (names.stage(stage), stage), **_inputs(stage, names)}
+    return Bound(eq, *_bind(eq, stage, roles, names), stage.shape, eq.remark)
 
 
 def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
-         result: Notation | None = None, remark: str = "") -> Bound | None:
+         result: Notation | None = None, remark: str = "",
+         names: Symbols = OPERATION_SYMBOLS) -> Bound | None:
     """The backward rule of ``consumer`` for ``wrt`` bound to the gradient ``stage``
     (``result``: the left-hand side's symbol, default the gradient's own)."""
     g = stage.derivation
@@ -216,10 +235,10 @@ def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
         return None
     if grad.op.constant is not None:  # dL/dL = 1: the loss's own gradient, as a number
         eq = _constant_grad(eq, grad.op.constant)
-    roles = {"result": (result or stage.op.symbol, stage),
-             "out": (consumer.op.symbol, consumer), "grad": (grad.op.symbol, grad),
-             **_inputs(consumer)}
-    return Bound(eq, *_bind(eq, consumer, roles), stage.shape, remark or eq.remark)
+    roles = {"result": (result or names.stage(stage), stage),
+             "out": (names.stage(consumer), consumer), "grad": (names.stage(grad), grad),
+             **_inputs(consumer, names)}
+    return Bound(eq, *_bind(eq, consumer, roles, names), stage.shape, remark or eq.remark)
 
 
 def _constant_grad(eq: IndexEquation, value: int) -> IndexEquation:
@@ -265,48 +284,52 @@ def _index_names(shape: tuple[int, int], per_row: bool) -> list[str]:
     return ["j"] if shape[0] == 1 and not per_row else ["i", "j"]
 
 
-def _contribution(k: int, consumer: Any, unique: bool) -> Notation:
-    mark = consumer.op.symbol if unique else Notation(str(k + 1), str(k + 1), "")
+def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notation:
+    symbol = names.stage(consumer)
+    mark = symbol if unique else Notation(str(k + 1), str(k + 1), "")
     return Notation(rf"\delta^{{({mark.latex})}}", f"δ^({mark.text})",
-                    f"the term through {consumer.op.symbol.title.lower()}")
+                    f"the term through {symbol.title.lower()}")
 
 
-def gradient(stage: Any) -> StageEquation | None:
+def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
     """A gradient stage's equation: its consumers' rules (None when one has no rule)."""
     from symformer.codegen.backward import rules
     found = rules(stage)
     if len(found) == 1:
         (r,) = found
-        bound = rule(stage, r.consumer, r.grad, r.term.wrt)
+        bound = rule(stage, r.consumer, r.grad, r.term.wrt, names=names)
         return None if bound is None else StageEquation(stage, (bound,))
-    marks = [c.consumer.op.symbol.latex for c in found]
+    marks = [names.stage(c.consumer).latex for c in found]
     unique = len(set(marks)) == len(marks)
-    parts, names = [], []
+    parts, terms = [], []
     for k, r in enumerate(found):
-        mark = _contribution(k, r.consumer, unique)
-        bound = rule(stage, r.consumer, r.grad, r.term.wrt, result=mark, remark=mark.title)
+        mark = _contribution(k, r.consumer, unique, names)
+        bound = rule(stage, r.consumer, r.grad, r.term.wrt, result=mark, remark=mark.title,
+                     names=names)
         if bound is None:
             return None
         parts.append(bound)
-        names.append(mark)
+        terms.append(mark)
     index = _index_names(stage.shape, False)
-    lhs = render.entry_latex(stage.op.symbol.latex, index)
-    lhs_text = render.entry_text(stage.op.symbol.text, index)
-    rhs = " + ".join(render.entry_latex(n.latex, index) for n in names)
-    rhs_text = " + ".join(render.entry_text(n.text, index) for n in names)
+    symbol = names.stage(stage)
+    lhs = render.entry_latex(symbol.latex, index)
+    lhs_text = render.entry_text(symbol.text, index)
+    rhs = " + ".join(render.entry_latex(n.latex, index) for n in terms)
+    rhs_text = " + ".join(render.entry_text(n.text, index) for n in terms)
     sub = f"[{', '.join(index)}]" if index else ""
-    plain = f"d{sub} = " + " + ".join(f"t{k}{sub}" for k in range(len(names)))
+    plain = f"d{sub} = " + " + ".join(f"t{k}{sub}" for k in range(len(terms)))
     return StageEquation(stage, tuple(parts),
                          Line(lhs, rhs, f"{lhs_text} = {rhs_text}", plain,
                               "a sum over the paths from the loss"))
 
 
-def stage_equation(stage: Any) -> StageEquation | None:
-    """The general equation of any stage (None: its operation declares none)."""
+def stage_equation(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
+    """The general equation of any stage (None: its operation declares none), with the
+    symbols ``names`` gives (default: the operations' own notation)."""
     from symformer.ops.gradient import Gradient
     if isinstance(stage.op, Gradient):
-        return gradient(stage)
-    bound = forward(stage)
+        return gradient(stage, names)
+    bound = forward(stage, names)
     return None if bound is None else StageEquation(stage, (bound,))
 
 
