@@ -71,47 +71,65 @@ def _lhs_entries(target: ast.expr, env: dict, shape: tuple[int, int], ranges: di
             yield key, local
 
 
+def _part_values(part: dict, stages: dict, shape: tuple[int, int]) -> dict:
+    """Every entry the part's lines define, evaluated from the plain forms."""
+    env = dict(FUNCTIONS)
+    env.update(part["sizes"])
+    env.update({k: number(v) for k, v in part["scalars"].items()})
+    for name, source in part["arrays"].items():
+        if "contribution" in source:
+            continue  # the part's own left-hand side
+        rows = source.get("value") or source.get("constant") or \
+            stages[source["stage"]]["values"]
+        convert = (lambda v: int(Fraction(v))) if "constant" in source else number
+        env[name] = Array([[convert(v) for v in row] for row in rows])
+        if len(rows) == 1 and len(rows[0]) == 1:
+            env[name] = convert(rows[0][0])
+    out = {}
+    for line in part["lines"]:
+        statement = ast.parse(line["plain"]).body[0]
+        rhs = compile(ast.Expression(statement.value), "<rhs>", "eval")
+        for key, local in _lhs_entries(statement.targets[0], env, shape, part["ranges"]):
+            out[key] = eval(rhs, {"__builtins__": {}, **env, **local})
+    return out
+
+
 def check(equations: dict, stages: dict) -> int:
+    """Each stage's entries from its parts (summed: a gradient's contributions) against
+    the stage's values; returns the entries checked."""
     checked = 0
     for record in equations["equations"]:
-        (part,) = record["parts"]  # forward stages: one rule each
         values = [[number(v) for v in row] for row in stages[record["stage"]]["values"]]
         shape = (len(values), len(values[0]))
-        env = dict(FUNCTIONS)
-        env.update(part["sizes"])
-        env.update({k: number(v) for k, v in part["scalars"].items()})
-        for name, source in part["arrays"].items():
-            rows = source.get("value") or source.get("constant") or \
-                stages[source["stage"]]["values"]
-            convert = (lambda v: int(Fraction(v))) if "constant" in source else number
-            env[name] = Array([[convert(v) for v in row] for row in rows])
-            if len(rows) == 1 and len(rows[0]) == 1:
-                env[name] = number(rows[0][0])
-        seen = set()
-        for line in part["lines"]:
-            statement = ast.parse(line["plain"]).body[0]
-            rhs = compile(ast.Expression(statement.value), "<rhs>", "eval")
-            for key, local in _lhs_entries(statement.targets[0], env, shape,
-                                           part["ranges"]):
-                got = eval(rhs, {"__builtins__": {}, **env, **local})
-                want = values[key[0]][key[1]]
-                assert got == want or math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), \
-                    (record["stage"], key, line["plain"], got, want)
-                seen.add(key)
-                checked += 1
-        assert len(seen) == shape[0] * shape[1], record["stage"]
+        total: dict = {}
+        for part in record["parts"]:
+            for key, value in _part_values(part, stages, shape).items():
+                total[key] = total.get(key, 0) + value
+        assert len(total) == shape[0] * shape[1], record["stage"]
+        for (i, j), got in total.items():
+            want = values[i][j]
+            assert got == want or math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), \
+                (record["stage"], (i, j), record["parts"][0]["lines"][0]["plain"], got, want)
+            checked += 1
     return checked
 
 
 @pytest.mark.parametrize("example", [[], [str(EXAMPLES / "llama_style.toml")]],
                          ids=["builtin", "llama_style"])
-def test_equations_json_reproduces_derive_json(example, tmp_path, capsys):
+def test_equations_json_reproduces_derive_and_backward_json(example, tmp_path, capsys):
+    """The built-in example has a [loss]: its gradient stages are checked against
+    backward --json, each the sum of its printed contributions."""
     assert main(["export", *example, "--format", "json", "--out", str(tmp_path),
                  "--quiet"]) == 0
     capsys.readouterr()
     assert main(["derive", *example, "--json", "--digits", "20"]) == 0
     stages = json.loads(capsys.readouterr().out)["stages"]
+    if not example:
+        assert main(["backward", "--json", "--digits", "20"]) == 0
+        stages.update(json.loads(capsys.readouterr().out)["stages"])
     equations = json.loads((tmp_path / "equations.json").read_text())
     assert {r["stage"] for r in equations["equations"]} <= set(stages)
     assert len(equations["equations"]) >= 20
+    if not example:
+        assert any(len(r["parts"]) > 1 for r in equations["equations"])
     assert check(equations, stages) > 100

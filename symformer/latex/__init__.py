@@ -26,6 +26,9 @@ def export_files(g, options: Options, fmt: str = "latex",
     ``figures`` (LaTeX only; relative path -> LaTeX, e.g. the TikZ files of
     :func:`symformer.figures.figure_files` as ``figures/NAME.tex``) are input in a final
     *Figures* part, ``figure_preamble`` added to the preamble."""
+    if fmt == "json" and options.backward:  # the gradient stages, for equations.json
+        from symformer.latex.backward import prepare
+        g = prepare(g)
     outline = build(g, options)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline)}
