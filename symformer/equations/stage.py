@@ -26,6 +26,7 @@ from symformer.equations.evaluate import entries
 from symformer.equations.ir import CONSTANTS, FUNCTIONS, IndexEquation, array_name, free_indices
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
+from symformer.ops.gradient import Term
 
 
 @dataclass(frozen=True)
@@ -276,6 +277,27 @@ class StageEquation:
         return head + [line for part in self.parts for line in part.lines()]
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One term of a gradient stage: the consumer stage, its gradient stage, the term."""
+
+    consumer: Any
+    grad: Any
+    term: Term
+
+
+def rules(stage: Any) -> list[Rule]:
+    """The terms of a gradient stage with the stages they read, in order."""
+    g, k, out = stage.derivation, 0, []
+    for term in stage.op.terms:
+        consumer = g[stage.inputs[k + term.arity]]
+        grad = g[stage.inputs[k + term.arity + 1]]
+        out.append(Rule(consumer, grad, term))
+        k += term.arity + 2
+    return out
+
+
+
 def _index_names(shape: tuple[int, int], per_row: bool) -> list[str]:
     if shape == (1, 1):
         return []
@@ -293,7 +315,6 @@ def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notati
 
 def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
     """A gradient stage's equation: its consumers' rules (None when one has no rule)."""
-    from symformer.codegen.backward import rules
     found = rules(stage)
     if len(found) == 1:
         (r,) = found
