@@ -41,8 +41,8 @@ def test_textbook_forms(block, causal_block):
         r"y_{i,j} = \frac{\gamma_{j} \mathopen{}\left( r_{i,j} - \mu_{i} \mathclose{}\right)}"
         r"{\sqrt{ \sigma^2_{i} + \varepsilon }} + \beta_{j}"]
     assert _lines(block["layer1.add_norm1.variance"]) == [
-        r"\sigma^2_{i} = \frac{\sum_{j = 0}^{d - 1} \mathopen{}\left( r_{i,j} - \mu_{i} "
-        r"\mathclose{}\right)^{2}}{d}"]
+        r"\sigma^2_{i} = \frac{1}{d} \sum_{j = 0}^{d - 1} \mathopen{}\left( r_{i,j} - \mu_{i} "
+        r"\mathclose{}\right)^{2}"]
     assert _lines(block["layer1.ffn.activation"]) == [
         r"a_{i,j} = \max \mathopen{}\left( 0, h_{i,j} \mathclose{}\right)"]
     assert _lines(block["positional_encoding"])[0] == (
@@ -75,12 +75,11 @@ def test_conventions_change_the_equations():
     example = load_example()
     unbiased = derive_variant(example, Convention(layer_norm="unbiased"))
     assert _lines(unbiased["layer1.add_norm1.variance"])[0].startswith(
-        r"s^2_{i} = \frac{\sum_{j = 0}^{d - 1}")
-    assert _lines(unbiased["layer1.add_norm1.variance"])[0].endswith("}{d - 1}")
+        r"s^2_{i} = \frac{1}{d - 1} \sum_{j = 0}^{d - 1}")
     assert r"\sqrt{ s^2_{i} } + \varepsilon" in _lines(unbiased["layer1.add_norm1"])[0]
     whole = derive_variant(example, Convention(layer_norm="whole_matrix"))
     assert _lines(whole["layer1.add_norm1.mean"])[0].startswith(
-        r"\mu_{i} = \frac{\sum_{k = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{k,j}}{n d}")
+        r"\mu_{i} = \frac{1}{n d} \sum_{k = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{k,j}")
     nines = derive_variant(example, Convention(mask="-1e9"), causal=True)
     assert r"\frac{u_{i,j}}{\sqrt{ d_{k} }} + M, & \mathrm{otherwise}" in _lines(
         nines["layer1.head1.scores"])[0]

@@ -39,7 +39,7 @@ class RowMean(Operation):
     rational = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("mu[i] = sum(r[i, j] for j in range(d)) / d",),
+        return IndexEquation(("mu[i] = 1 / d * sum(r[i, j] for j in range(d))",),
                              {"mu": "out", "r": "in0"}, sizes={"d": ("r", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()

@@ -79,7 +79,7 @@ class RowMeanSquare(Operation):
     nonnegative = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("ms[i] = sum(x[i, j] ** 2 for j in range(d)) / d",),
+        return IndexEquation(("ms[i] = 1 / d * sum(x[i, j] ** 2 for j in range(d))",),
                              {"ms": "out", "x": "in0"}, sizes={"d": ("x", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()

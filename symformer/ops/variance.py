@@ -48,7 +48,7 @@ class RowVariance(Operation):
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         count = "d - 1" if self.unbiased else "d"
         return IndexEquation(
-            (f"sigma2[i] = sum((r[i, j] - mu[i]) ** 2 for j in range(d)) / ({count})",),
+            (f"sigma2[i] = 1 / ({count}) * sum((r[i, j] - mu[i]) ** 2 for j in range(d))",),
             {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"d": ("r", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()

@@ -71,7 +71,7 @@ class WholeMean(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
-            ("mu[i] = sum(r[k, j] for k in range(n) for j in range(d)) / (n * d)",),
+            ("mu[i] = 1 / (n * d) * sum(r[k, j] for k in range(n) for j in range(d))",),
             {"mu": "out", "r": "in0"}, sizes={"n": ("r", 0), "d": ("r", 1)},
             remark="over every entry of the matrix: all tokens at once")
 
@@ -127,8 +127,8 @@ class WholeVariance(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
-            ("sigma2[i] = sum((r[k, j] - mu[k]) ** 2 for k in range(n) for j in range(d)) "
-             "/ (n * d)",),
+            ("sigma2[i] = 1 / (n * d) * sum((r[k, j] - mu[k]) ** 2 for k in range(n) "
+             "for j in range(d))",),
             {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"n": ("r", 0), "d": ("r", 1)},
             remark="over every entry of the matrix: all tokens at once")
 
