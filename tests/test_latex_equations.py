@@ -103,7 +103,7 @@ def test_the_backward_rules_a_reader_found_wrong_are_right(block):
     assert text("grad.layer1.head1.Q") == ["∂L/∂q_(i,c) = Σ_(m=0..n−1) ∂L/∂u_(i,m) k_(m,c)"]
     assert text("grad.layer1.head1.output") == ["∂L/∂o_(i,j) = ∂L/∂c_(i,j)"]
     assert text("grad.layer1.head2.output") == ["∂L/∂o_(i,j) = ∂L/∂c_(i,j+2)"]
-    assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) (𝟙[h_(i,j) > 0])"]
+    assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) 𝟙[h_(i,j) > 0]"]
     total, *parts = text("grad.layer1.add_norm2.sum")
     assert total == "∂L/∂r_(i,j) = δ^(μ)_(i,j) + δ^(σ²)_(i,j) + δ^(y)_(i,j)"
     assert [p.split(" = ")[0] for p in parts] == ["δ^(μ)_(i,j)", "δ^(σ²)_(i,j)", "δ^(y)_(i,j)"]

@@ -85,6 +85,11 @@ class EquationLatex(LatexCodegen):
 class EquationText(TextCodegen):
     """The text codegen with array entries and indicators written as above."""
 
+    def _wrap(self, node: ast.AST, parent: int, strict: bool = False) -> str:
+        if isinstance(node, ast.IfExp) and _indicator(node):
+            return self.visit(node)  # 𝟙[…] is bracketed already
+        return super()._wrap(node, parent, strict)
+
     def visit_Subscript(self, node: ast.Subscript) -> str:
         index = node.slice
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
