@@ -56,7 +56,7 @@ def check_all(items: list[dict]) -> None:
 def test_cli_writes_worked_json(tmp_path, block):
     assert main(["export", "--out", str(tmp_path), "--format", "json", "--token", "think",
                  "--decimals", "2"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["worked.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["equations.json", "worked.json"]
     data = json.loads((tmp_path / "worked.json").read_text(encoding="utf-8"))
     items = data["worked"]
     check_all(items)

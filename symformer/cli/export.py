@@ -29,7 +29,7 @@ examples:
   symformer export --out notes --token think --decimals 3
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
-  symformer export --out work --format json        # work/worked.json
+  symformer export --out work --format json   # work/worked.json, work/equations.json
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
@@ -74,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
     p.add_argument("--format", choices=("latex", "markdown", "json"), default="latex",
                    help="latex: main.tex and fragments/ (default); markdown: main.md; "
-                        "json: worked.json, every worked line's operands and results")
+                        "json: worked.json, every worked line's operands and results, and "
+                        "equations.json, every shown equation in a checkable plain form")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
     p.add_argument("--quiet", action="store_true",

@@ -11,6 +11,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Spelling
 from symformer.ops.calculus import Arithmetic
@@ -38,6 +39,10 @@ class GELU(Smooth):
     name = "gelu"
     reference_function = gelu
     default_notation = Notation("a", "a", "FFN activation (GELU)")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("a[i, j] = h[i, j] * (1 + erf(h[i, j] / sqrt(2))) / 2",),
+                             {"a": "out", "h": "in0"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: h * (1 + sympy.erf(h / sympy.sqrt(2))) / 2)

@@ -13,6 +13,7 @@ import numpy as np
 from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
@@ -50,6 +51,11 @@ class GELUTanh(Smooth):
     name = "gelu_tanh"
     reference_function = gelu_tanh
     default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("a[i, j] = h[i, j] / 2 * (1 + tanh(sqrt(2 / pi) * (h[i, j] + 0.044715 * "
+             "h[i, j] ** 3)))",), {"a": "out", "h": "in0"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(_formula)
