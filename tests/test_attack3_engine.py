@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from symformer import derive, load_example
+from symformer.blocks.backward import backward as with_backward
 from symformer.cli import main
 
 DATA = Path(__file__).parent / "data" / "attack3"
@@ -69,3 +71,61 @@ def test_eps0_rms_zero_row_exact_through_irrational_entries(capsys, tmp_path) ->
     assert status == 2, err
     assert "layer1.add_norm2: row 0" in err and "0 by 0" in err
     assert elapsed < BOUND
+
+
+# -- b. GELU-tanh (and GELU, SiLU) far below 0 ------------------------------------------
+
+def _mp_activation(name: str):
+    """The activation and its derivative in mpmath, from the textbook formulas (the
+    cancelling forms h/2 (1 + tanh(u)) and 1 - tanh(u)^2: the caller's working
+    precision covers the cancellation)."""
+    import mpmath
+
+    def gelu_tanh(h):
+        c, k = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf(44715) / 10**6
+        t = mpmath.tanh(c * (h + k * h ** 3))
+        return h / 2 * (1 + t), (1 + t) / 2 + h / 2 * (1 - t * t) * c * (1 + 3 * k * h * h)
+
+    def gelu(h):
+        return (h / 2 * (1 + mpmath.erf(h / mpmath.sqrt(2))),
+                (1 + mpmath.erf(h / mpmath.sqrt(2))) / 2
+                + h * mpmath.exp(-h * h / 2) / mpmath.sqrt(2 * mpmath.pi))
+
+    def silu(h):
+        s = 1 / (1 + mpmath.exp(-h))
+        return h * s, s * (1 + h * (1 - s))
+
+    return {"gelu_tanh": gelu_tanh, "gelu": gelu, "silu": silu}[name]
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu", "silu"])
+def test_activation_far_below_zero_is_certified_to_full_precision(activation, tmp_path
+                                                                  ) -> None:
+    """h = -100: GELU-tanh is about -4.94e-31057 (1 + tanh(u) cancels, u = -35757);
+    the engine printed ``-4.99e-19727..3.07e-19735?`` after ~40 s an entry.  The value
+    and the backward slope dL/dh (dL/da = 1 here: the output row is (1, 0) and the target 0)
+    are compared at 20 significant digits with mpmath at a precision that survives the
+    cancellation in the textbook formulas."""
+    import mpmath
+
+    text = (DATA / "diff_gelu_tanh_large_negative.toml").read_text(encoding="utf-8")
+    text = text.replace('activation = "gelu_tanh"', f'activation = "{activation}"')
+    text += '\n[loss]\nkind = "mse"\ntarget = [["0", "0"]]\n'
+    path = tmp_path / "act.toml"
+    path.write_text(text, encoding="utf-8")
+    start = time.monotonic()
+    g = derive(load_example(path))
+    with_backward(g)
+    value = g["layer1.ffn.activation"].values(significant=20)[0][0]
+    slope = g["grad.layer1.ffn.hidden"].values(significant=20)[0][0]
+    assert g["grad.layer1.ffn.activation"].values(significant=20)[0][0] == \
+        "1.0000000000000000000"
+    assert time.monotonic() - start < BOUND
+    f = _mp_activation(activation)
+    # the textbook formulas cancel about 31057 (GELU-tanh), 2172 (GELU), 0 (SiLU) digits
+    with mpmath.workdps({"gelu_tanh": 31200, "gelu": 2300, "silu": 60}[activation]):
+        expected_value, expected_slope = f(mpmath.mpf(-100))
+        assert expected_value < 0
+        for printed, expected in ((value, expected_value), (slope, expected_slope)):
+            assert "?" not in printed, printed
+            assert mpmath.almosteq(mpmath.mpf(printed), expected, rel_eps=mpmath.mpf(10) ** -19)
