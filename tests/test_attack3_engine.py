@@ -148,3 +148,20 @@ def test_exact_zero_logits_are_a_tie(name, capsys) -> None:
     assert elapsed < BOUND
     g = derive(load_example(DATA / f"{name}.toml"))
     assert str(g.next_token()) == "tie between 'I', 'think', 'the', 'cat', 'sat', 'on'"
+
+
+# -- d. unbiased LayerNorm and a zero row: the gradient is undefined -----------------------
+
+@pytest.mark.parametrize("command", [["backward"], ["train", "--lr", "0.1"]])
+def test_unbiased_zero_variance_gradient_is_undefined(command, capsys) -> None:
+    """The last LayerNorm's input row is constant (the FFN's ReLU clips its one unit and
+    residual = false), so its variance s^2 is exactly 0; the unbiased LayerNorm divides
+    by sqrt(s^2) + eps, whose derivative 1 / (2 sqrt(s^2)) does not exist there.
+    ``train`` said "an overflow" (its weight-reading LayerNorm had no such check)."""
+    status, _, err, elapsed = run(capsys, command[0],
+                                  str(DATA / "diff_unbiased_zero_row_train.toml"), *command[1:])
+    assert status == 2, err
+    stage = "grad.step0.layer1" if command[0] == "train" else "grad.layer1"
+    assert f"{stage}.add_norm2.variance: row 0 ('I') is undefined" in err, err
+    assert "overflow" not in err and len(err.strip().splitlines()) == 1
+    assert elapsed < BOUND
