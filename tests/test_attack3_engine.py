@@ -165,3 +165,47 @@ def test_unbiased_zero_variance_gradient_is_undefined(command, capsys) -> None:
     assert f"{stage}.add_norm2.variance: row 0 ('I') is undefined" in err, err
     assert "overflow" not in err and len(err.strip().splitlines()) == 1
     assert elapsed < BOUND
+
+
+# -- f. names of the norm and embedding gradients ------------------------------------------
+
+def test_norm_gradients_of_a_layer_without_ffn_are_named_after_the_norm(capsys) -> None:
+    """A layer without an FFN has one LayerNorm; its gradients were ``grad.layer1.gamma``
+    (``train --write`` then wrote keys ``gamma``/``beta`` that derive refuses)."""
+    status, out, err, _ = run(capsys, "backward", str(DATA / "diff_gamma_name_noffn.toml"),
+                              "--list")
+    assert status == 0, err
+    names = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert {"grad.layer1.add_norm1.gamma", "grad.layer1.add_norm1.beta"} <= names
+    assert not {"grad.layer1.gamma", "grad.layer1.beta"} & names
+
+
+def test_train_write_of_a_layer_without_ffn_round_trips(capsys, tmp_path) -> None:
+    """One token, eps = 0: x + attention = (1, 0) + (1, 1/2) = (2, 1/2), mean 5/4,
+    variance 9/16, so the normalised row is n = (1, -1) and y = gamma n + beta = (1, -1).
+    The loss is the mean of (y - t)^2 over the 2 entries, t = (1/2, 1/4): dL/dy = y - t
+    = (1/2, -5/4), dL/dgamma = dL/dy * n = (1/2, 5/4), dL/dbeta = (1/2, -5/4).  One SGD
+    step with lr = 1/2: gamma = (3/4, 3/8), beta = (-1/4, 5/8), and then y = t exactly."""
+    import tomllib
+
+    written = tmp_path / "trained.toml"
+    status, _, err, _ = run(capsys, "train", str(DATA / "diff_write_gamma_noffn.toml"),
+                            "--lr", "1/2", "--write", str(written))
+    assert status == 0, err
+    data = tomllib.loads(written.read_text(encoding="utf-8"))
+    assert data["layer"][0]["gamma_1"] == ["3/4", "3/8"]
+    assert data["layer"][0]["beta_1"] == ["-1/4", "5/8"]
+    assert "gamma" not in data["layer"][0] and "beta" not in data["layer"][0]
+    status, out, err, _ = run(capsys, "derive", str(written), "--stage", "output")
+    assert status == 0, err
+    assert out.splitlines()[-1].split()[-2:] == ["0.500", "0.250"]
+
+
+def test_one_word_vocabulary_embedding_gradient_row_is_the_token(capsys) -> None:
+    """With vocab = ["a"] the embedding table's gradient has one row, the token's (it was
+    labelled ``embedding_table``)."""
+    status, out, err, _ = run(capsys, "backward", str(DATA / "diff_write_gamma_noffn.toml"),
+                              "--stage", "grad.embedding_table")
+    assert status == 0, err
+    row = out.strip().splitlines()[-1].split()
+    assert row[:2] == ["0", "a"]
