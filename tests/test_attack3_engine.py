@@ -209,3 +209,22 @@ def test_one_word_vocabulary_embedding_gradient_row_is_the_token(capsys) -> None
     assert status == 0, err
     row = out.strip().splitlines()[-1].split()
     assert row[:2] == ["0", "a"]
+
+
+# -- e. zeros that must be proved: the key bias's gradient ---------------------------------
+
+def test_key_bias_gradient_is_proved_zero(capsys) -> None:
+    """dL/db_K = 0 exactly: b_K adds q_i . b_K to every score of row i, a constant of
+    the row, and softmax ignores a constant added to a row.  As algebra:
+    dL/db_K[c] = sum_i q_ic sum_m dL/ds_im and sum_m dL/ds_im = sum_m a_im (g_im -
+    sum_k a_ik g_ik) = (1 - sum_m a_im) sum_k a_ik g_ik = 0.  Used to take 36 s and
+    print ``-1.40e-19724..1.40e-19724?``."""
+    status, out, err, elapsed = run(capsys, "backward", str(DATA / "diff_bK_zero_grad.toml"),
+                                    "--stage", "grad.layer1.head1.b_K", "--json",
+                                    "--digits", "20")
+    assert status == 0, err
+    import json
+
+    doc = json.loads(out)
+    assert doc["stages"]["grad.layer1.head1.b_K"]["values"] == [["0", "0"]]
+    assert "undecided" not in err and elapsed < BOUND
