@@ -1,37 +1,67 @@
 """Figures as SVG, PNG or PDF, drawn with matplotlib.
 
-Fonts are Computer Modern (``cmr10`` for text, mathtext ``cm``), as in the LaTeX
-documents.  SVG text is kept as ``<text>`` elements (not outlines), so the values
-written in the cells can be read, searched and checked; each SVG starts with a
-``<title>`` for screen readers.  PNGs are rendered at :data:`DPI` dots per inch.
-Output is reproducible: no date, a fixed hash salt.
+One sans-serif family for text and mathematics (DejaVu Sans, matplotlib's own, and
+mathtext ``dejavusans``), so an SVG names one family and a browser draws it in one
+face (the SVG's text names the generic ``sans-serif`` after DejaVu Sans, so a machine
+without it still uses one sans face).  Minus signs are real minus signs (U+2212).
+Text is at least :data:`SMALL` pt at the figure's own size, and figures are at most
+:data:`MAX_WIDTH` inches wide, so placed at their size on a page or on a 16 cm slide
+nothing is smaller.  SVG text is kept as ``<text>`` elements, so the values written in
+the cells can be read, searched and checked; each SVG has exactly one ``<title>`` (the
+caption, for screen readers).  PNGs are rendered at :data:`DPI` dots per inch.  Output
+is reproducible: no date, a fixed hash salt.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import re
 from fractions import Fraction
 from xml.sax.saxutils import escape
 
 from symformer.figures.colors import (
+    LINE,
+    MARK,
     MASKED_FILL,
     MASKED_HATCH,
     SERIES,
-    cividis,
+    diverging,
     hex_colour,
+    sequential,
     text_colour,
 )
-from symformer.figures.data import Bars, Curves, Figure, HeatMap, pe_curve
+from symformer.figures.data import (
+    Bars,
+    Curves,
+    Figure,
+    HeatMap,
+    Rotations,
+    decimal_text,
+    nice_ticks,
+    pe_curve,
+)
+from symformer.figures.layout import LINE_EM, extent, place_labels, text_width
 
 DPI = 200
+#: Text sizes in points: tick labels, values and legends; axis titles and panel titles.
+SMALL = 10
+NORMAL = 11
+#: The widest figure, in inches (16 cm: a slide's or an A4 page's text width).
+MAX_WIDTH = 6.3
+MINUS = "\u2212"
 STYLE = {
-    "font.family": "serif",
-    "font.serif": ["cmr10", "Computer Modern Roman", "DejaVu Serif"],
-    "mathtext.fontset": "cm",
-    "axes.formatter.use_mathtext": True,
-    "axes.unicode_minus": False,
-    "font.size": 11,
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "mathtext.fontset": "dejavusans",
+    "axes.formatter.use_mathtext": False,
+    "axes.unicode_minus": True,
+    "font.size": SMALL,
+    "axes.titlesize": NORMAL,
+    "axes.labelsize": NORMAL,
+    "xtick.labelsize": SMALL,
+    "ytick.labelsize": SMALL,
+    "legend.fontsize": SMALL,
     "svg.fonttype": "none",
     "svg.hashsalt": "symformer",
     "hatch.linewidth": 0.8,
@@ -46,45 +76,76 @@ def render(figure: Figure, fmt: str) -> bytes:
     import matplotlib.pyplot as plt
 
     with matplotlib.rc_context(STYLE):
-        if isinstance(figure, HeatMap):
-            fig = heat_map(plt, figure)
-        elif isinstance(figure, Curves):
-            fig = curves(plt, figure)
-        else:
-            fig = bars(plt, figure)
+        fig = draw(plt, figure)
         buffer = io.BytesIO()
-        metadata = {"svg": {"Title": figure.title, "Date": None},
+        metadata = {"svg": {"Date": None},
                     "pdf": {"Title": figure.title, "CreationDate": None, "ModDate": None},
                     "png": {"Title": figure.title}}[fmt]
         fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata)
         plt.close(fig)
     data = buffer.getvalue()
-    return with_title(data, figure.title) if fmt == "svg" else data
+    return svg_clean(data, figure.title) if fmt == "svg" else data
 
 
-def with_title(svg: bytes, title: str) -> bytes:
-    """The SVG with a ``<title>`` as the first child of its root element."""
+def draw(plt, figure: Figure):
+    """The matplotlib figure of one figure description."""
+    if isinstance(figure, HeatMap):
+        return heat_map(plt, figure)
+    if isinstance(figure, Curves):
+        return curves(plt, figure)
+    if isinstance(figure, Rotations):
+        return rotations(plt, figure)
+    return bars(plt, figure)
+
+
+#: A font family as matplotlib writes it in SVG text styles.
+_FAMILY = re.compile(r"font-family: *'?DejaVu Sans'?(?=[;\"])")
+
+
+def svg_clean(svg: bytes, title: str) -> bytes:
+    """The SVG with one ``<title>`` (the caption) as the first child of its root, and the
+    generic ``sans-serif`` after DejaVu Sans in every font family."""
     text = svg.decode("utf-8")
+    text = re.sub(r"<title>.*?</title>\s*", "", text, flags=re.S)
+    text = _FAMILY.sub("font-family: 'DejaVu Sans', sans-serif", text)
     match = re.search(r"<svg\b[^>]*>", text)
     at = match.end()
     return (text[:at] + f"\n <title>{escape(title)}</title>" + text[at:]).encode("utf-8")
 
 
-def _plain(text: str) -> str:
-    """Text as matplotlib prints it literally (a ``$`` would start mathtext)."""
-    return text.replace("\\", "\\\\").replace("$", r"\$")
+def plain(text: str) -> str:
+    """Text as matplotlib draws it literally: a ``$`` would start mathtext, so it is
+    escaped (``\\$``); every other character, a backslash too, is drawn as typed."""
+    return text.replace("$", r"\$")
+
+
+def number(text: str) -> str:
+    """A certified decimal as drawn: the hyphen-minus becomes a minus sign."""
+    return text.replace("-", MINUS)
 
 
 def _rgb(rgb: tuple[int, int, int]) -> str:
     return hex_colour(rgb)
 
 
+def _em(points: float) -> float:
+    return points / 72
+
+
 def heat_map(plt, h: HeatMap):
-    """One square per cell, the certified value written in it, masked cells hatched."""
+    """One square per cell, the certified value written in it, masked cells hatched,
+    a labelled colour bar beside it."""
     from matplotlib.patches import Rectangle
 
     n_rows, n_cols = len(h.rows), len(h.cols)
-    fig, ax = plt.subplots(figsize=(1.05 * n_cols + 2.2, 0.75 * n_rows + 1.6))
+    colour = diverging if h.diverging else sequential
+    em = _em(SMALL)
+    widest_text = max(len(t) for row in h.texts for t in row)
+    cell_w = max(0.7, text_width("x" * widest_text, em) + 0.15,
+                 max(len(c) for c in h.cols) * 0.6 * em + 0.12)
+    cell_h = 0.42
+    fig, ax = plt.subplots(figsize=(n_cols * cell_w + 2.6, n_rows * cell_h + 1.3))
+    low, high = h.scale
     for i in range(n_rows):
         for j in range(n_cols):
             if h.masked[i][j]:
@@ -92,91 +153,182 @@ def heat_map(plt, h: HeatMap):
                                        edgecolor=_rgb(MASKED_HATCH), hatch="///", linewidth=0))
                 ink = (0, 0, 0)
             else:
-                fill = cividis(h.shades[i][j])
+                fill = colour(h.shades[i][j])
                 ax.add_patch(Rectangle((j, i), 1, 1, facecolor=_rgb(fill), linewidth=0))
                 ink = text_colour(fill)
-            ax.text(j + 0.5, i + 0.5, h.texts[i][j], ha="center", va="center",
-                    color=_rgb(ink), fontsize=12, gid=f"cell-{i}-{j}")
+            ax.text(j + 0.5, i + 0.5, number(h.texts[i][j]), ha="center", va="center",
+                    color=_rgb(ink), fontsize=SMALL, gid=f"cell-{i}-{j}")
     for k in range(n_cols + 1):
         ax.axvline(k, color="white", linewidth=1.2)
     for k in range(n_rows + 1):
         ax.axhline(k, color="white", linewidth=1.2)
     ax.set_xlim(0, n_cols)
     ax.set_ylim(n_rows, 0)
-    ax.set_xticks([j + 0.5 for j in range(n_cols)],
-                  [f"{_plain(t)}\n{j}" for j, t in enumerate(h.cols)])
-    ax.set_yticks([i + 0.5 for i in range(n_rows)],
-                  [f"{_plain(t)} {i}" for i, t in enumerate(h.rows)])
+    ax.set_xticks([j + 0.5 for j in range(n_cols)], [plain(t) for t in h.cols])
+    ax.set_yticks([i + 0.5 for i in range(n_rows)], [plain(t) for t in h.rows])
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     ax.tick_params(length=0)
-    ax.set_xlabel(f"{h.col_title} $j$")
-    ax.set_ylabel(f"{h.row_title} $i$")
+    ax.set_xlabel(h.col_title)
+    ax.set_ylabel(h.row_title)
     for side in ax.spines.values():
         side.set_visible(False)
-    _colour_bar(fig, ax)
+    _colour_bar(fig, ax, colour, low, high, h.bar_title)
     return fig
 
 
-def _colour_bar(fig, ax) -> None:
+def _colour_bar(fig, ax, colour, low: Fraction, high: Fraction, title: str) -> None:
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import ListedColormap, Normalize
 
-    table = ListedColormap([[c / 255 for c in cividis(Fraction(k, 255))] for k in range(256)])
-    bar = fig.colorbar(ScalarMappable(norm=Normalize(0, 1), cmap=table), ax=ax,
-                       fraction=0.05, pad=0.04, ticks=[0, 0.5, 1])
+    table = ListedColormap([[c / 255 for c in colour(Fraction(k, 255))] for k in range(256)])
+    ticks = nice_ticks(low, high)
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(float(low), float(high)), cmap=table),
+                       ax=ax, fraction=0.06, pad=0.04, aspect=12)
+    bar.set_ticks([float(t) for t in ticks], labels=[number(decimal_text(t)) for t in ticks])
     bar.outline.set_visible(False)
-    bar.ax.tick_params(labelsize=9)
+    bar.ax.tick_params(labelsize=SMALL)
+    bar.set_label(title, fontsize=SMALL)
+
+
+def _panels(plt, count: int, per_row: int, height: float):
+    rows = -(-count // per_row)
+    fig, axes = plt.subplots(rows, per_row, figsize=(MAX_WIDTH, height * rows),
+                             squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[count:]:
+        ax.set_visible(False)
+    return fig, flat[:count]
 
 
 def curves(plt, c: Curves):
-    """One panel per dimension: the sinusoid (NumPy samples) and the certified points."""
+    """One panel per dimension: the sinusoid (the engine's formula, NumPy samples) and
+    the certified points at the tokens' positions."""
     n = len(c.tokens)
-    per_row = 2 if c.d_model <= 4 else 4
-    rows = -(-c.d_model // per_row)
-    fig, axes = plt.subplots(rows, per_row, figsize=(3.4 * per_row, 2.5 * rows),
-                             squeeze=False, sharey=True)
     last = max(n - 1, 1)
-    for dim in range(rows * per_row):
-        ax = axes[dim // per_row][dim % per_row]
-        if dim >= c.d_model:
-            ax.set_visible(False)
-            continue
-        xs, ys = pe_curve(dim, c.d_model, last)
-        ax.plot(xs, ys, color=_rgb(SERIES[0]), linewidth=1.8)
-        ax.plot(range(n), [float(c.points[p][dim]) for p in range(n)], "o", color="black",
-                markersize=5, zorder=3)
-        ax.set_title(f"dimension {dim} ({'sin' if dim % 2 == 0 else 'cos'})", fontsize=11)
-        ax.set_xticks(range(n), [_plain(t) for t in c.tokens], fontsize=9)
+    fig, axes = _panels(plt, c.d_model, 2 if c.d_model <= 4 else 3, 2.3)
+    for dim, ax in enumerate(axes):
+        xs, ys = pe_curve(dim, c.d_model, last, c.base)
+        ax.plot(xs, ys, color=_rgb(LINE), linewidth=1.8)
+        ax.plot(range(n), [float(c.points[p][dim]) for p in range(n)], "o",
+                color=_rgb(MARK), markersize=5, zorder=3)
+        ax.set_title(c.panel_titles[dim] if c.panel_titles else f"dimension {dim}",
+                     fontsize=SMALL)
+        ax.set_xticks(range(n))
         ax.set_yticks([-1, 0, 1])
-        ax.set_ylim(-1.15, 1.15)
+        ax.set_ylim(-1.2, 1.2)
         ax.set_xlim(-0.3, last + 0.3)
         ax.grid(color="#dddddd", linewidth=0.6)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.supxlabel("position: " + ", ".join(plain(t) for t in c.tokens), fontsize=SMALL)
     fig.tight_layout()
     return fig
 
 
-def bars(plt, b: Bars):
-    """Grouped bars, each labelled with its certified value."""
+#: Angles closer than this (radians) would put their labels on top of each other.
+_CLOSE = 0.45
+
+
+def rotations(plt, r: Rotations):
+    """RoPE: per pair, the unit circle and where position m turns the pair (1, 0)."""
+    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 3), 3.2)
+    for pair, ax in enumerate(axes):
+        t = [k / 200 * 2 * math.pi for k in range(201)]
+        ax.plot([math.cos(a) for a in t], [math.sin(a) for a in t], color="#bbbbbb",
+                linewidth=1)
+        ax.axhline(0, color="#dddddd", linewidth=0.6)
+        ax.axvline(0, color="#dddddd", linewidth=0.6)
+        angles = [math.atan2(float(s), float(c)) for c, s in r.points[pair]]
+        spread = all(_apart(a, b) for k, a in enumerate(angles) for b in angles[:k])
+        listed = []
+        for m, (c, s) in enumerate(r.points[pair]):
+            x, y = float(c), float(s)
+            ax.plot([0, x], [0, y], color=_rgb(LINE), linewidth=1.2)
+            ax.plot([x], [y], "o", color=_rgb(MARK), markersize=5, zorder=3)
+            words = f"{plain(r.tokens[m])}: {number(r.texts[pair][m])}"
+            if spread:
+                ax.text(1.22 * x, 1.22 * y, words, ha="center", va="center",
+                        fontsize=SMALL)
+            else:
+                listed.append(words)
+        if listed:
+            ax.text(0.5, -0.05, "\n".join(listed), transform=ax.transAxes, ha="center",
+                    va="top", fontsize=SMALL)
+        ax.set_title(r.pairs[pair], fontsize=SMALL)
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.75, 1.75)
+        ax.set_ylim(-1.5, 1.5)
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def _apart(a: float, b: float) -> bool:
+    d = abs(a - b) % (2 * math.pi)
+    return min(d, 2 * math.pi - d) >= _CLOSE
+
+
+#: The bars' axes, inches: left margin, bottom margin, height.
+_BAR_AXES = (0.8, 0.6, 2.6)
+
+
+def bar_geometry(b: Bars) -> tuple[float, float]:
+    """The bar figure's width and the axes' width, in inches."""
     m, k = len(b.categories), len(b.series)
-    fig, ax = plt.subplots(figsize=(max(5.0, min(11.0, 0.55 * m * k + 2)), 3.6))
+    width = max(4.2, min(MAX_WIDTH, 0.6 * m * k + 1.6))
+    return width, width - _BAR_AXES[0] - 0.2
+
+
+def bar_labels(b: Bars, axes_width: float, axes_height: float, font: float = SMALL
+               ) -> tuple[list, tuple[float, float]]:
+    """The value labels' boxes (data coordinates) and the y range that holds the bars
+    and the labels, for an axes of the given size in inches and text of ``font`` pt."""
+    m, k = len(b.categories), len(b.series)
+    width = 0.8 / k
+    bars = [(x - 0.4 + width * (s + 0.5), width, float(v))
+            for s, (_, _, values, _) in enumerate(b.series) for x, v in enumerate(values)]
+    texts = [t for _, _, _, ts in b.series for t in ts]
+    values = [v for _, _, v in bars]
+    lo, hi = min(0.0, *values), max(0.0, *values)
+    if b.fixed_range:
+        lo, hi = min(lo, b.fixed_range[0]), max(hi, b.fixed_range[1])
+    span = (hi - lo) * 1.35 or 1.0
+    em_x = _em(font) * m / axes_width  # x from -0.5 to m - 0.5
+    em_y = _em(font) * span / axes_height
+    boxes = place_labels(bars, [text_width(t, em_x) for t in texts], LINE_EM * em_y,
+                         0.25 * em_y)
+    low, high = extent(boxes, bars)
+    low, high = (low - 0.04 * span if low < 0 else 0.0), high + 0.04 * span
+    # never a shorter range than the one the label sizes assumed (they would grow)
+    return boxes, (low, max(high, low + span))
+
+
+def bars(plt, b: Bars):
+    """Grouped bars, each labelled with its certified value outside its end."""
+    m, k = len(b.categories), len(b.series)
+    fig_w, axes_w = bar_geometry(b)
+    left, bottom, axes_h = _BAR_AXES
+    fig_h = bottom + axes_h + 0.6
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, axes_w / fig_w, axes_h / fig_h))
     width = 0.8 / k
     show_values = m * k <= 16
-    for s, (legend, _, values, texts) in enumerate(b.series):
+    for s, (legend, _, values, _) in enumerate(b.series):
         xs = [x - 0.4 + width * (s + 0.5) for x in range(m)]
-        heights = [float(v) for v in values]
-        drawn = ax.bar(xs, heights, width, color=_rgb(SERIES[s % len(SERIES)]),
-                       edgecolor="black", linewidth=0.6, label=legend)
-        if show_values:
-            ax.bar_label(drawn, labels=list(texts), fontsize=9, padding=2)
-    ax.set_xticks(range(m), [_plain(t) for t in b.categories])
+        ax.bar(xs, [float(v) for v in values], width, color=_rgb(SERIES[s % len(SERIES)]),
+               edgecolor="black", linewidth=0.6, label=legend)
+    boxes, (low, high) = bar_labels(b, axes_w, axes_h)
+    if show_values:
+        texts = [t for _, _, _, ts in b.series for t in ts]
+        for box, text in zip(boxes, texts):
+            x, y = box.centre
+            ax.text(x, y, number(text), ha="center", va="center", fontsize=SMALL)
+    ax.set_xlim(-0.5, m - 0.5)
+    ax.set_ylim(low, high)
+    ax.set_xticks(range(m), [plain(t) for t in b.categories])
     ax.set_xlabel(b.category_title)
     ax.set_ylabel(b.value_title)
     ax.axhline(0, color="black", linewidth=0.8)
-    if b.fixed_range:
-        ax.set_ylim(b.fixed_range[0], b.fixed_range[1] * 1.12)
-    else:
-        ax.margins(y=0.15)
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(axis="y", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)

@@ -1,0 +1,75 @@
+"""Where the value labels of bars go, so that none overlaps another label or a bar.
+
+A pure function of data coordinates, shared by the TikZ and matplotlib drawings (and
+tested without drawing anything): each label starts just outside the end of its bar
+(above a positive bar, below a negative one, never on the bar) and moves further out
+until it touches no bar and no label placed before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Box:
+    """An axis-aligned rectangle in data coordinates."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def overlaps(self, other: Box) -> bool:
+        """True when the interiors intersect (touching edges do not count)."""
+        return (self.x0 < other.x1 and other.x0 < self.x1
+                and self.y0 < other.y1 and other.y0 < self.y1)
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        """The middle of the box (where a centred text node goes)."""
+        return (self.x0 + self.x1) / 2, (self.y0 + self.y1) / 2
+
+
+def bar_box(x: float, width: float, value: float) -> Box:
+    """The rectangle of a bar centred at ``x`` from 0 to ``value``."""
+    return Box(x - width / 2, min(0.0, value), x + width / 2, max(0.0, value))
+
+
+def place_labels(bars: list[tuple[float, float, float]], widths: list[float],
+                 height: float, gap: float) -> list[Box]:
+    """The label box of every bar ``(x, width, value)``: ``widths[k]`` wide, ``height``
+    tall, at least ``gap`` away from its bar's end, overlapping no bar and no other label.
+    """
+    obstacles = [bar_box(x, w, v) for x, w, v in bars]
+    placed: list[Box] = []
+    for (x, _, value), width in zip(bars, widths):
+        up = value >= 0
+        y = value + gap if up else value - gap - height
+        while True:
+            box = Box(x - width / 2, y, x + width / 2, y + height)
+            hits = [o for o in obstacles + placed if box.overlaps(o)]
+            if not hits:
+                break
+            # move past every obstacle met, outward (away from the axis)
+            y = (max(o.y1 for o in hits) + gap) if up else (min(o.y0 for o in hits) - gap - height)
+        placed.append(box)
+    return placed
+
+
+def extent(boxes: list[Box], bars: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """The lowest and highest y of the bars and their labels (and 0)."""
+    ys = [0.0] + [v for _, _, v in bars] + [b.y0 for b in boxes] + [b.y1 for b in boxes]
+    return min(ys), max(ys)
+
+
+#: Width of a character of a number (digits, point, minus) in em, generously: digits are
+#: 0.5 em in Latin Modern and 0.64 em in DejaVu Sans, the minus sign up to 0.84 em.
+CHAR_EM = 0.66
+#: Height of a line of text in em (with the room above and below it).
+LINE_EM = 1.3
+
+
+def text_width(text: str, em: float) -> float:
+    """An upper estimate of the width of a number's text, ``em`` being 1 em in the unit."""
+    return (len(text) * CHAR_EM + 0.3) * em
