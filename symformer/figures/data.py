@@ -64,7 +64,8 @@ class Curves:
     points: tuple[tuple[Fraction, ...], ...]  # [position][dimension], certified
     texts: tuple[tuple[str, ...], ...]
     base: Fraction = Fraction(10000)
-    panel_titles: tuple[str, ...] = ()  # mathtext/LaTeX math, one per dimension
+    #: one per dimension, two lines (``\n``), the second LaTeX math (mathtext reads it too)
+    panel_titles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,10 +210,11 @@ def attention_map(g: Derivation, stage: Stage, options: Options) -> HeatMap:
         low, high = Fraction(0), Fraction(1)
     shades = [[min(max((_value(r) - low) / (high - low), Fraction(0)), Fraction(1))
                for r in row] for row in fine]
-    head = f"Attention weights \u2014 {_where(stage)}"
-    caption = (head + ": row $i$ (query token) puts the weight $\\alpha_{ij}$ on column $j$ "
-               "(key token); each row sums to 1.")
-    title = head + ": row i (query token) puts the weight α_ij on column j (key token)."
+    where = _where(stage)
+    caption = (f"Attention weights --- {latex_text(where)}: row $i$ (query token) puts the "
+               "weight $\\alpha_{ij}$ on column $j$ (key token); each row sums to 1.")
+    title = (f"Attention weights \u2014 {where}: row i (query token) puts the weight α_ij "
+             "on column j (key token).")
     if (low, high) != (0, 1):
         caption += " Colours run from the smallest to the largest weight of this map."
         title += " Colours run from the smallest to the largest weight of this map."
@@ -264,10 +266,8 @@ def positional_curves(stage: Stage, options: Options) -> Curves:
     title = (f"The {_side(stage)}positional encoding: dimension 2k is "
              f"sin(pos/{_number_text(base)}^(2k/{d})), dimension 2k+1 is "
              f"cos(pos/{_number_text(base)}^(2k/{d})); the dots are the tokens' positions.")
-    panels = tuple(
-        f"dimension {j}: $\\{'sin' if j % 2 == 0 else 'cos'}"
-        + (f"(\\mathit{{pos}}/{b}^{{{j - j % 2}/{d}}})$" if j > 1 else "(\\mathit{pos})$")
-        for j in range(d))
+    panels = tuple(f"dimension {j}\n$\\{'sin' if j % 2 == 0 else 'cos'}"
+                   f"(\\mathit{{pos}}{_rate(base, j - j % 2, d)})$" for j in range(d))
     return Curves(name=_slug(stage.name), caption=caption, title=title,
                   tokens=tuple(token_label(t, i) for i, t in enumerate(stage.rows)),
                   d_model=d, points=_tuple2([[_value(r) for r in row] for row in fine]),
@@ -322,19 +322,22 @@ def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
     d = op.d
     points, texts, pairs = [], [], []
     for i, (first, second) in enumerate(op.pairs):
-        def angle(prec: int, m: int = 0, i: int = i) -> arb:
-            return arb(op.start + m) * rational_ball(op.base) ** arb(fmpq(-2 * i, d))
-
         row_points, row_texts = [], []
         for m in range(op.n):
+            def angle(prec: int, m: int = m, i: int = i) -> arb:
+                return arb(op.start + m) * rational_ball(op.base) ** arb(fmpq(-2 * i, d))
+
+            def cos(prec: int, angle=angle) -> arb:
+                return angle(prec).cos()
+
+            def sin(prec: int, angle=angle) -> arb:
+                return angle(prec).sin()
+
             where = f"RoPE angle of pair {i} at position {m}"
-            ball = (lambda f, m=m: lambda prec: f(angle(prec, m)))
-            c = certified_rounding(ball(arb.cos), where, significant=POSITION_DIGITS)
-            s = certified_rounding(ball(arb.sin), where, significant=POSITION_DIGITS)
+            c = certified_rounding(cos, where, significant=POSITION_DIGITS)
+            s = certified_rounding(sin, where, significant=POSITION_DIGITS)
             row_points.append((_value(c), _value(s)))
-            t = certified_rounding(lambda prec, m=m: angle(prec, m), where,
-                                   decimals=options.decimals)
-            row_texts.append(t.fixed())
+            row_texts.append(certified_rounding(angle, where, decimals=options.decimals).fixed())
         points.append(tuple(row_points))
         texts.append(tuple(row_texts))
         theta = "1" if i == 0 else f"{b}^{{-{2 * i}/{d}}}"
@@ -351,6 +354,24 @@ def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
     return Rotations(name=_slug(stage.name), caption=caption, title=title,
                      tokens=tuple(token_label(t, start + m) for m, t in enumerate(rope.rows)),
                      pairs=tuple(pairs), points=tuple(points), texts=tuple(texts))
+
+
+def _rate(base: Fraction, two_i: int, d: int) -> str:
+    """``/base^(2i/d)`` in LaTeX math, as a plain number when it is one (``/100``),
+    nothing for dimension 0 and 1."""
+    if two_i == 0:
+        return ""
+    e = Fraction(two_i, d)
+    num, den = _root(base.numerator, e.denominator), _root(base.denominator, e.denominator)
+    if num is not None and den is not None:
+        return "/" + _number_latex(Fraction(num, den) ** e.numerator)
+    return f"/{_number_latex(base)}^{{{e.numerator}/{e.denominator}}}"
+
+
+def _root(n: int, k: int) -> int | None:
+    """The exact integer k-th root of n >= 0, or None."""
+    r = round(n ** (1 / k))
+    return next((c for c in (r - 1, r, r + 1) if c >= 0 and c ** k == n), None)
 
 
 def _number_latex(x: Fraction) -> str:
@@ -379,7 +400,7 @@ def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
     token = stage.rows[i]
     (r_latex, r_text), (y_latex, y_text) = letters
     where = _where(stage)
-    caption = (f"LayerNorm \u2014 {where}, token {i} (``{latex_text(token)}''): its input "
+    caption = (f"LayerNorm --- {latex_text(where)}, token {i} (``{latex_text(token)}''): its input "
                f"${r_latex}$ and its output ${y_latex}$, dimension by dimension.")
     title = (f"LayerNorm \u2014 {where}, token {i} (“{token}”): its input {r_text} and its "
              f"output {y_text}, dimension by dimension.")

@@ -63,13 +63,16 @@ def extent(boxes: list[Box], bars: list[tuple[float, float, float]]) -> tuple[fl
     return min(ys), max(ys)
 
 
-#: Width of a character of a number (digits, point, minus) in em, generously: digits are
-#: 0.5 em in Latin Modern and 0.64 em in DejaVu Sans, the minus sign up to 0.84 em.
-CHAR_EM = 0.66
+#: Width of a digit or a decimal point in em: Latin Modern (TikZ) and DejaVu Sans
+#: (matplotlib), each rounded up; a minus sign is wider (:data:`MINUS_EM`).
+DIGIT_EM = {"latin modern": 0.5, "dejavu sans": 0.64}
+MINUS_EM = 0.84
 #: Height of a line of text in em (with the room above and below it).
 LINE_EM = 1.3
 
 
-def text_width(text: str, em: float) -> float:
-    """An upper estimate of the width of a number's text, ``em`` being 1 em in the unit."""
-    return (len(text) * CHAR_EM + 0.3) * em
+def text_width(text: str, em: float, font: str = "dejavu sans") -> float:
+    """An upper estimate of the width of a number's text, ``em`` being 1 em in the unit
+    (with a quarter em of room on either side)."""
+    digit = DIGIT_EM[font]
+    return (sum(MINUS_EM if ch in "-\u2212" else digit for ch in text) + 0.5) * em

@@ -231,7 +231,7 @@ _CLOSE = 0.45
 
 def rotations(plt, r: Rotations):
     """RoPE: per pair, the unit circle and where position m turns the pair (1, 0)."""
-    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 3), 3.2)
+    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 2), 3.0)
     for pair, ax in enumerate(axes):
         t = [k / 200 * 2 * math.pi for k in range(201)]
         ax.plot([math.cos(a) for a in t], [math.sin(a) for a in t], color="#bbbbbb",
@@ -245,10 +245,11 @@ def rotations(plt, r: Rotations):
             x, y = float(c), float(s)
             ax.plot([0, x], [0, y], color=_rgb(LINE), linewidth=1.2)
             ax.plot([x], [y], "o", color=_rgb(MARK), markersize=5, zorder=3)
-            words = f"{plain(r.tokens[m])}: {number(r.texts[pair][m])}"
-            if spread:
-                ax.text(1.22 * x, 1.22 * y, words, ha="center", va="center",
-                        fontsize=SMALL)
+            words = f"{plain(r.tokens[m])}: {number(r.texts[pair][m])} rad"
+            if spread:  # outside the circle, on the side the point faces
+                ax.text(1.1 * x, 1.1 * y, words, fontsize=SMALL,
+                        ha="left" if x > 0.3 else "right" if x < -0.3 else "center",
+                        va="bottom" if y > 0.3 else "top" if y < -0.3 else "center")
             else:
                 listed.append(words)
         if listed:
@@ -256,8 +257,8 @@ def rotations(plt, r: Rotations):
                     va="top", fontsize=SMALL)
         ax.set_title(r.pairs[pair], fontsize=SMALL)
         ax.set_aspect("equal")
-        ax.set_xlim(-1.75, 1.75)
-        ax.set_ylim(-1.5, 1.5)
+        ax.set_xlim(-2.4, 2.4)
+        ax.set_ylim(-1.45, 1.45)
         ax.axis("off")
     fig.tight_layout()
     return fig

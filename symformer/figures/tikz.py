@@ -1,18 +1,45 @@
-"""Figures as TikZ/PGFPlots code for LaTeX documents.
+"""Figures as TikZ/PGFPlots code for LaTeX documents and slides.
 
 Each figure is a ``figure`` environment with its caption and label, to ``\\input``
 into a document whose preamble loads ``tikz`` (library ``patterns``) and
-``pgfplots`` (:data:`PREAMBLE`); the fonts are the document's own.  Heat maps are
-plain TikZ (one filled rectangle per cell); curves and bars are PGFPlots axes.
-Texts are the certified decimals, written as given; nothing is recomputed by TeX.
+``pgfplots`` (:data:`PREAMBLE`); the fonts are the document's own.  Heat maps and
+RoPE's circles are plain TikZ; curves and bars are PGFPlots axes (``scale only
+axis``, so their size is known and the value labels can be laid out,
+:mod:`symformer.figures.layout`).  Every figure is drawn for a :class:`Canvas`: the
+room it has and the size of its text, so it is set at its natural size, never scaled
+(its text stays at least 9 pt: :data:`NOTES` for the notes' 11 pt page,
+:data:`SLIDES` for a 160 mm x 90 mm Beamer frame).  Texts are the certified decimals,
+written as given; nothing is recomputed by TeX.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from fractions import Fraction
 
-from symformer.figures.colors import MASKED_FILL, MASKED_HATCH, SERIES, cividis, text_colour
-from symformer.figures.data import Bars, Curves, Figure, HeatMap, label, pe_curve
+from symformer.figures.colors import (
+    LINE,
+    MARK,
+    MASKED_FILL,
+    MASKED_HATCH,
+    SERIES,
+    diverging,
+    sequential,
+    text_colour,
+)
+from symformer.figures.data import (
+    Bars,
+    Curves,
+    Figure,
+    HeatMap,
+    Rotations,
+    decimal_text,
+    label,
+    nice_ticks,
+    pe_curve,
+)
+from symformer.figures.layout import LINE_EM, extent, place_labels, text_width
 from symformer.latex.escape import latex_text
 
 #: What a document needs to typeset the figures.
@@ -22,7 +49,7 @@ PREAMBLE = r"""\usepackage{tikz}
 \pgfplotsset{compat=1.18}
 """
 
-DOCUMENT = r"""\documentclass{article}
+DOCUMENT = r"""\documentclass[11pt]{article}
 \usepackage[T1]{fontenc}
 \usepackage[utf8]{inputenc}
 \usepackage{lmodern}
@@ -30,6 +57,23 @@ DOCUMENT = r"""\documentclass{article}
 %(preamble)s\begin{document}
 %(body)s\end{document}
 """
+
+
+@dataclass(frozen=True)
+class Canvas:
+    """The room a figure has (cm) and its text: a font switch and its size in cm."""
+
+    width: float
+    height: float
+    font: str
+    em: float
+
+
+#: The notes (11 pt article, A4 with 2.2 cm margins: 16.6 cm of text); \small is 10 pt.
+NOTES = Canvas(width=16.0, height=19.0, font=r"\small", em=10 / 72.27 * 2.54)
+#: A 16:9 Beamer frame (160 mm x 90 mm, 11 pt): 14 cm of text width and about 6.3 cm
+#: under the frame title; \small is 10 pt there (9 pt is the least a projector allows).
+SLIDES = Canvas(width=13.6, height=6.0, font=r"\small", em=10 / 72.27 * 2.54)
 
 
 def colour(rgb: tuple[int, int, int]) -> str:
@@ -43,15 +87,20 @@ def number(x: Fraction | float) -> str:
     return f"{float(x):.6g}"
 
 
-def render(figure: Figure) -> str:
-    """The ``figure`` environment of one figure."""
+def draw(figure: Figure, canvas: Canvas = NOTES) -> str:
+    """The ``tikzpicture`` of one figure, for ``canvas``."""
     if isinstance(figure, HeatMap):
-        body = heat_map(figure)
-    elif isinstance(figure, Curves):
-        body = curves(figure)
-    else:
-        body = bars(figure)
-    return ("\\begin{figure}[htbp]\n\\centering\n" + body
+        return heat_map(figure, canvas)
+    if isinstance(figure, Curves):
+        return curves(figure, canvas)
+    if isinstance(figure, Rotations):
+        return rotations(figure, canvas)
+    return bars(figure, canvas)
+
+
+def render(figure: Figure, canvas: Canvas = NOTES) -> str:
+    """The ``figure`` environment of one figure."""
+    return ("\\begin{figure}[htbp]\n\\centering\n" + draw(figure, canvas)
             + f"\\caption{{{figure.caption}}}\n\\label{{{label(figure)}}}\n\\end{{figure}}\n")
 
 
@@ -61,14 +110,49 @@ def document(names: list[str]) -> str:
     return DOCUMENT % {"preamble": PREAMBLE, "body": body}
 
 
-def _token(token: str, position: int) -> str:
-    return f"\\shortstack{{{latex_text(token)}\\\\[-1pt]\\scriptsize {position}}}"
+def _width(text: str, canvas: Canvas) -> float:
+    """An estimate of a short text's width in cm (Latin Modern: under 0.5 em a
+    character on average)."""
+    return (len(text) * 0.5 + 0.3) * canvas.em
 
 
-def heat_map(h: HeatMap) -> str:
-    """One rectangle per cell, its certified value written in it, masked cells hatched."""
+def _token_labels(labels: tuple[str, ...], one_line: bool, canvas: Canvas
+                  ) -> tuple[list[str], float]:
+    """Axis labels ``think (1)`` on one line, or the word over its position; and the
+    widest label's width in cm."""
+    out, widest = [], 0.0
+    for t in labels:
+        word, _, rest = t.rpartition(" (")
+        if one_line or not word:
+            out.append(latex_text(t))
+            widest = max(widest, _width(t, canvas))
+        else:
+            out.append(f"\\shortstack{{{latex_text(word)}\\\\({latex_text(rest)}}}")
+            widest = max(widest, _width(word, canvas), _width(rest, canvas))
+    return out, widest
+
+
+def heat_map(h: HeatMap, canvas: Canvas = NOTES) -> str:
+    """One rectangle per cell, its certified value written in it, masked cells hatched;
+    the key labels above, the query labels left (both horizontal, the same form), a
+    labelled colour bar on the right."""
     n_rows, n_cols = len(h.rows), len(h.cols)
-    lines = ["\\begin{tikzpicture}[x=1.35cm, y=-0.85cm, font=\\small]"]
+    paint = diverging if h.diverging else sequential
+    widest_value = max(_width(t, canvas) for row in h.texts for t in row)
+    cell_w = max(1.0, widest_value + 0.25)
+    bar_room = 2.4
+    # both axes alike: one line each when the key labels fit the width, else two lines
+    rows, row_w = _token_labels(h.rows, True, canvas)
+    cols, col_w = _token_labels(h.cols, True, canvas)
+    one_line = (col_w + 0.2) * n_cols + row_w + 0.8 + bar_room <= canvas.width
+    if not one_line:
+        rows, row_w = _token_labels(h.rows, False, canvas)
+        cols, col_w = _token_labels(h.cols, False, canvas)
+    cell_w = max(cell_w, col_w + 0.2)
+    label_lines = 1 if one_line else 2
+    cell_h = max(0.62, LINE_EM * canvas.em * (label_lines + 0.3))
+    lines = [f"\\begin{{tikzpicture}}[x={number(cell_w)}cm, y=-{number(cell_h)}cm, "
+             f"font={canvas.font}]"]
     for i in range(n_rows):
         for j in range(n_cols):
             cell = f"({j},{i}) rectangle ++(1,1)"
@@ -78,7 +162,7 @@ def heat_map(h: HeatMap) -> str:
                 hatch = colour(MASKED_HATCH)
                 lines.append(f"\\fill[pattern=north east lines, pattern color={hatch}] {cell};")
             else:
-                fill = cividis(h.shades[i][j])
+                fill = paint(h.shades[i][j])
                 ink = text_colour(fill)
                 lines.append(f"\\fill[fill={colour(fill)}] {cell};")
             lines.append(f"\\node[text={colour(ink)}] at ({j + 0.5},{i + 0.5}) "
@@ -87,91 +171,210 @@ def heat_map(h: HeatMap) -> str:
         lines.append(f"\\draw[white, line width=0.8pt] ({j},0) -- ({j},{n_rows});")
     for i in range(n_rows + 1):
         lines.append(f"\\draw[white, line width=0.8pt] (0,{i}) -- ({n_cols},{i});")
-    for j, tok in enumerate(h.cols):
-        lines.append(f"\\node[anchor=south] at ({j + 0.5},-0.05) {{{_token(tok, j)}}};")
-    for i, tok in enumerate(h.rows):
-        lines.append(f"\\node[anchor=east] at (-0.05,{i + 0.5}) {{{_token(tok, i)}}};")
-    lines.append(f"\\node[anchor=south] at ({n_cols / 2},-1.1) {{{h.col_title} $j$}};")
-    lines.append(f"\\node[anchor=south, rotate=90] at (-1.35,{n_rows / 2}) {{{h.row_title} $i$}};")
-    # colour bar: 0 at the bottom, 1 at the top
-    x0, steps = n_cols + 0.35, 20
+    for j, text in enumerate(cols):
+        lines.append(f"\\node[anchor=south] (key{j}) at ({j + 0.5},-0.05) {{{text}}};")
+    for i, text in enumerate(rows):
+        lines.append(f"\\node[anchor=east] at (-0.05,{i + 0.5}) {{{text}}};")
+    lift = (label_lines + 0.7) * LINE_EM * canvas.em
+    lines.append(f"\\node[anchor=south] at ({n_cols / 2},-0.05) [yshift={number(lift)}cm] "
+                 f"{{{h.col_title}}};")
+    lines.append(f"\\node[anchor=south, rotate=90] at (-0.05,{n_rows / 2}) "
+                 f"[yshift={number(row_w + 0.15)}cm] {{{h.row_title}}};")
+    lines += _colour_bar(h, paint, n_cols, n_rows, cell_w, canvas)
+    lines.append("\\end{tikzpicture}")
+    return "\n".join(lines) + "\n"
+
+
+def _colour_bar(h: HeatMap, paint, n_cols: int, n_rows: int, cell_w: float,
+                canvas: Canvas) -> list[str]:
+    """The colour bar beside the map: ``scale[0]`` at the bottom, ``scale[1]`` at the top,
+    round ticks written in the document's font, its title along it."""
+    low, high = h.scale
+    x0, x1 = n_cols + 0.3 / cell_w, n_cols + 0.7 / cell_w
+    steps = 24
+    lines = []
     for k in range(steps):
         top = n_rows * (1 - Fraction(k + 1, steps))
-        lines.append(f"\\fill[fill={colour(cividis(Fraction(k, steps - 1)))}] "
-                     f"({x0},{number(top)}) rectangle ({x0 + 0.25},"
+        lines.append(f"\\fill[fill={colour(paint(Fraction(2 * k + 1, 2 * steps)))}] "
+                     f"({number(x0)},{number(top)}) rectangle ({number(x1)},"
                      f"{number(top + Fraction(n_rows, steps))});")
-    for t in (0, Fraction(1, 2), 1):
-        y = number(n_rows * (1 - t))
-        lines.append(f"\\node[anchor=west, font=\\scriptsize] at ({x0 + 0.3},{y}) "
-                     f"{{${number(t)}$}};")
-    lines.append("\\end{tikzpicture}")
-    return "\n".join(lines) + "\n"
+    widest = 0.0
+    for t in nice_ticks(low, high):
+        y = number(n_rows * (1 - (t - low) / (high - low))) if high > low else n_rows / 2
+        text = decimal_text(t)
+        widest = max(widest, _width(text, canvas))
+        lines.append(f"\\draw ({number(x1)},{y}) -- ++({number(0.1 / cell_w)},0) "
+                     f"node[anchor=west] {{${text}$}};")
+    lines.append(f"\\node[anchor=north, rotate=90] at ({number(x1)},{n_rows / 2}) "
+                 f"[yshift=-{number(widest + 0.25)}cm] {{{h.bar_title}}};")
+    return lines
 
 
-def curves(c: Curves) -> str:
-    """One small PGFPlots axis per dimension: the sinusoid and the certified points."""
+def _axis_style(canvas: Canvas) -> str:
+    return (f"scale only axis, tick label style={{font={canvas.font}}}, "
+            f"label style={{font={canvas.font}}}, title style={{font={canvas.font}}}")
+
+
+def curves(c: Curves, canvas: Canvas = NOTES) -> str:
+    """One small PGFPlots axis per dimension: the sinusoid (the engine's formula) and the
+    certified points at the tokens' positions."""
     n = len(c.tokens)
-    per_row = 2 if c.d_model <= 4 else 4
+    last = max(n - 1, 1)
+    wide = canvas.width / canvas.height > 1.8
+    per_row = min(c.d_model, 4) if wide else (2 if c.d_model <= 4 else 3)
+    n_rows = -(-c.d_model // per_row)
+    gap_x, gap_y = 1.0, 1.9
+    axis_w = (canvas.width - 1.0 - gap_x * (per_row - 1)) / per_row
+    axis_h = min(3.0, (canvas.height - 1.2 - gap_y * n_rows) / n_rows)
     ticks = ",".join(str(k) for k in range(n))
-    labels = ",".join(f"{{{latex_text(t)}}}" for t in c.tokens)
-    lines = ["\\begin{tikzpicture}[font=\\small]"]
-    line_colour, mark_colour = colour(SERIES[0]), colour((0, 0, 0))
+    lines = [f"\\begin{{tikzpicture}}[font={canvas.font}]"]
     for dim in range(c.d_model):
         row, col = divmod(dim, per_row)
-        kind = "sin" if dim % 2 == 0 else "cos"
-        xs, ys = pe_curve(dim, c.d_model, max(n - 1, 1))
+        xs, ys = pe_curve(dim, c.d_model, last, c.base)
         samples = " ".join(f"({number(x)},{number(y)})" for x, y in zip(xs, ys))
         points = " ".join(f"({p},{number(c.points[p][dim])})" for p in range(n))
+        title = (c.panel_titles[dim] if c.panel_titles else f"dimension {dim}"
+                 ).replace("\n", NEWLINE)
         lines.append(
-            f"\\begin{{axis}}[at={{({col * 6.2}cm,{-row * 4.6}cm)}}, width=6cm, height=4cm,"
-            f" title={{dimension {dim} ({kind})}}, xmin=-0.3, xmax={number(max(n - 1, 1) + 0.3)},"
-            f" ymin=-1.15, ymax=1.15, xtick={{{ticks}}}, xticklabels={{{labels}}},"
-            " xticklabel style={font=\\scriptsize}, ytick={-1,0,1},"
-            " tick label style={font=\\scriptsize}, grid=major, grid style={gray!25}]")
-        lines.append(f"\\addplot[thick, color={line_colour}, no marks] coordinates {{{samples}}};")
-        lines.append(f"\\addplot[only marks, mark=*, mark size=2pt, color={mark_colour}] "
+            f"\\begin{{axis}}[at={{({number(col * (axis_w + gap_x))}cm,"
+            f"{number(-row * (axis_h + gap_y))}cm)}}, width={number(axis_w)}cm, "
+            f"height={number(axis_h)}cm, {_axis_style(canvas)}, title={{{title}}},"
+            " title style={align=center},"
+            f" xmin=-0.3, xmax={number(last + 0.3)}, ymin=-1.2, ymax=1.2,"
+            f" xtick={{{ticks}}}, ytick={{-1,0,1}}, grid=major, grid style={{gray!25}},"
+            " axis x line*=bottom, axis y line*=left]")
+        lines.append(f"\\addplot[thick, color={colour(LINE)}, no marks] "
+                     f"coordinates {{{samples}}};")
+        lines.append(f"\\addplot[only marks, mark=*, mark size=2pt, color={colour(MARK)}] "
                      f"coordinates {{{points}}};")
         lines.append("\\end{axis}")
+    words = ", ".join(latex_text(t) for t in c.tokens)
+    middle = (per_row * axis_w + (per_row - 1) * gap_x) / 2
+    lines.append(f"\\node[anchor=north] at ({number(middle)}cm,"
+                 f"{number(-(n_rows - 1) * (axis_h + gap_y) - 0.7)}cm) "
+                 f"{{position: {words}}};")
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
 
 
-_VALUE_LABELS = (", point meta=explicit symbolic, nodes near coords,"
-                 " nodes near coords style={font=\\scriptsize},"
-                 " nodes near coords align={vertical}")
+def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
+    """RoPE: per pair, the unit circle and, for each position m, where the angle m*theta_i
+    takes the pair (1, 0), labelled with the token and the certified angle."""
+    radius = min(1.6, (canvas.height - 1.6) / 2 - 0.5)
+    longest = max(_width(f"{t}: {a} rad", canvas)
+                  for t, row in zip(r.tokens, r.texts) for a in row)
+    panel = 2 * (radius + longest) + 0.6
+    per_row = max(1, min(len(r.pairs), int(canvas.width // panel)))
+    lines = [f"\\begin{{tikzpicture}}[font={canvas.font}]"]
+    for k, title in enumerate(r.pairs):
+        row, col = divmod(k, per_row)
+        cx, cy = col * panel, -row * (2 * radius + 2.2)
+        at = f"({number(cx)},{number(cy)})"
+        lines.append(f"\\draw[gray!40] ({number(cx - radius - 0.3)},{number(cy)}) -- "
+                     f"({number(cx + radius + 0.3)},{number(cy)});")
+        lines.append(f"\\draw[gray!40] ({number(cx)},{number(cy - radius - 0.3)}) -- "
+                     f"({number(cx)},{number(cy + radius + 0.3)});")
+        lines.append(f"\\draw[gray!70] {at} circle ({number(radius)});")
+        lines.append(f"\\node[anchor=south] at ({number(cx)},{number(cy + radius + 0.35)}) "
+                     f"{{{title}}};")
+        angles = [math.atan2(float(s), float(c)) for c, s in r.points[k]]
+        spread = all(_apart(a, b) for j, a in enumerate(angles) for b in angles[:j])
+        listed = []
+        for m, (c, s) in enumerate(r.points[k]):
+            x, y = cx + radius * float(c), cy + radius * float(s)
+            lines.append(f"\\draw[color={colour(LINE)}, thick] {at} -- "
+                         f"({number(x)},{number(y)});")
+            lines.append(f"\\fill[color={colour(MARK)}] ({number(x)},{number(y)}) "
+                         "circle (2pt);")
+            words = f"{latex_text(r.tokens[m])}: ${r.texts[k][m]}$\\,rad"
+            if spread:
+                anchor = _anchor(float(c), float(s))
+                lines.append(f"\\node[anchor={anchor}, inner sep=3pt] at "
+                             f"({number(x)},{number(y)}) {{{words}}};")
+            else:
+                listed.append(words)
+        if listed:
+            lines.append(f"\\node[anchor=north, align=center] at ({number(cx)},"
+                         f"{number(cy - radius - 0.35)}) {{{NEWLINE.join(listed)}}};")
+    lines.append("\\end{tikzpicture}")
+    return "\n".join(lines) + "\n"
 
 
-def bars(b: Bars) -> str:
-    """Grouped bars, each labelled with its certified value."""
-    m = len(b.categories)
-    ticks = ",".join(str(k) for k in range(m))
-    labels = ",".join(f"{{{latex_text(t)}}}" for t in b.categories)
-    width = max(8.0, min(15.0, 1.3 * m * len(b.series) + 2.5))
-    values = [v for _, _, vs, _ in b.series for v in vs]
+NEWLINE = " \\\\ "
+#: Angles closer than this (radians) would put their labels on top of each other.
+_CLOSE = 0.45
+
+
+def _apart(a: float, b: float) -> bool:
+    d = abs(a - b) % (2 * math.pi)
+    return min(d, 2 * math.pi - d) >= _CLOSE
+
+
+def _anchor(c: float, s: float) -> str:
+    """The anchor that puts a label outside the circle, on the side its point faces."""
+    vertical = "south" if s > 0.3 else "north" if s < -0.3 else ""
+    horizontal = "west" if c > 0.3 else "east" if c < -0.3 else ""
+    return " ".join(p for p in (vertical, horizontal) if p) or "west"
+
+
+def bar_layout(b: Bars, canvas: Canvas) -> tuple[float, float, list, tuple[float, float]]:
+    """The axis' width and height (cm), the value labels' boxes (data coordinates) and
+    the y range that holds the bars and their labels."""
+    m, k = len(b.categories), len(b.series)
+    axis_w = min(canvas.width - 2.2, max(6.0, 1.25 * m * k + 1.0))
+    axis_h = min(canvas.height - 2.0, 5.0)
+    width = 0.8 / k
+    bars_ = [(x - 0.4 + width * (s + 0.5), width, float(v))
+             for s, (_, _, values, _) in enumerate(b.series) for x, v in enumerate(values)]
+    texts = [t for _, _, _, ts in b.series for t in ts]
+    values = [v for _, _, v in bars_]
+    lo, hi = min(0.0, *values), max(0.0, *values)
     if b.fixed_range:
-        lo, hi = b.fixed_range
-    else:
-        lo, hi = min(0, *values), max(0, *values)
-        pad = (hi - lo) * Fraction(15, 100) or 1
-        lo, hi = lo - (pad if lo < 0 else 0), hi + pad
-    show_values = m * len(b.series) <= 16
-    lines = ["\\begin{tikzpicture}[font=\\small]",
-             f"\\begin{{axis}}[ybar, width={width}cm, height=6cm,"
-             f" bar width={0.8 / len(b.series)}cm,"
-             f" xtick={{{ticks}}}, xticklabels={{{labels}}}, xmin=-0.6, xmax={m - 0.4},"
-             f" ymin={number(lo)}, ymax={number(hi * Fraction(112, 100) if b.fixed_range else hi)},"
+        lo, hi = min(lo, b.fixed_range[0]), max(hi, b.fixed_range[1])
+    span = (hi - lo) * 1.35 or 1.0
+    em_x = canvas.em * m / axis_w
+    em_y = canvas.em * span / axis_h
+    boxes = place_labels(bars_, [text_width(t, em_x, "latin modern") for t in texts],
+                         LINE_EM * em_y,
+                         0.25 * em_y)
+    low, high = extent(boxes, bars_)
+    low, high = (low - 0.04 * span if low < 0 else 0.0), high + 0.04 * span
+    return axis_w, axis_h, boxes, (low, max(high, low + span))
+
+
+def bars(b: Bars, canvas: Canvas = NOTES) -> str:
+    """Grouped bars, each labelled with its certified value outside its end, no label on
+    another label or on a bar."""
+    m, k = len(b.categories), len(b.series)
+    axis_w, axis_h, boxes, (low, high) = bar_layout(b, canvas)
+    ticks = ",".join(str(x) for x in range(m))
+    labels = ",".join(f"{{{latex_text(t)}}}" for t in b.categories)
+    lines = [f"\\begin{{tikzpicture}}[font={canvas.font}]",
+             f"\\begin{{axis}}[ybar=0pt, width={number(axis_w)}cm, height={number(axis_h)}cm,"
+             f" {_axis_style(canvas)}, bar width={number(0.8 / k * axis_w / m)}cm,"
+             f" xtick={{{ticks}}}, xticklabels={{{labels}}}, xmin=-0.5, xmax={m - 0.5},"
+             f" ymin={number(low)}, ymax={number(high)},"
              f" xlabel={{{b.category_title}}}, ylabel={{{b.value_title}}},"
              " axis x line*=bottom, axis y line*=left, ymajorgrids, grid style={gray!25},"
-             " legend style={at={(0.5,1.02)}, anchor=south, legend columns=-1, draw=none},"
-             " /tikz/every even column/.append style={column sep=0.4cm},"
-             " enlarge x limits=false"
-             + (_VALUE_LABELS if show_values else "") + "]"]
-    for k, (legend, _, vs, texts) in enumerate(b.series):
-        rgb = SERIES[k % len(SERIES)]
-        coords = " ".join(f"({x},{number(v)})" + (f" [${t}$]" if show_values else "")
-                          for x, (v, t) in enumerate(zip(vs, texts)))
-        lines.append(f"\\addplot[fill={colour(rgb)}, draw=black] coordinates {{{coords}}};")
-        if len(b.series) > 1:
+             " legend style={at={(0.5,1.02)}, anchor=south, legend columns=-1, draw=none,"
+             f" font={canvas.font}}},"
+             " /tikz/every odd column/.append style={column sep=0.12cm},"
+             " /tikz/every even column/.append style={column sep=0.5cm},"
+             " extra y ticks={0}, extra y tick labels={}, extra y tick style={grid style={black}},"
+             " enlarge x limits=false]"]
+    for s, (legend, _, vs, _) in enumerate(b.series):
+        rgb = SERIES[s % len(SERIES)]
+        coords = " ".join(f"({x},{number(v)})" for x, v in enumerate(vs))
+        lines.append(f"\\addplot[fill={colour(rgb)}, draw=black, area legend] "
+                     f"coordinates {{{coords}}};")
+        if k > 1:
             lines.append(f"\\addlegendentry{{{legend}}}")
+    if m * k <= 16:
+        texts = [t for _, _, _, ts in b.series for t in ts]
+        for box, text in zip(boxes, texts):
+            x, y = box.centre
+            lines.append(f"\\node[inner sep=0pt] at (axis cs:{number(x)},{number(y)}) "
+                         f"{{${text}$}};")
     lines.append("\\end{axis}\n\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
+
