@@ -134,17 +134,33 @@ def _em(points: float) -> float:
 
 def heat_map(plt, h: HeatMap):
     """One square per cell, the certified value written in it, masked cells hatched,
-    a labelled colour bar beside it."""
+    a labelled colour bar beside it.  Laid out in inches, so the text keeps its size."""
     from matplotlib.patches import Rectangle
 
     n_rows, n_cols = len(h.rows), len(h.cols)
     colour = diverging if h.diverging else sequential
     em = _em(SMALL)
-    widest_text = max(len(t) for row in h.texts for t in row)
-    cell_w = max(0.7, text_width("x" * widest_text, em) + 0.15,
-                 max(len(c) for c in h.cols) * 0.6 * em + 0.12)
-    cell_h = 0.42
-    fig, ax = plt.subplots(figsize=(n_cols * cell_w + 2.6, n_rows * cell_h + 1.3))
+    widest_value = max(text_width(number(t), em) for row in h.texts for t in row)
+    # both axes alike: "think (1)" on one line when the map fits MAX_WIDTH, else the
+    # word over its position on both
+    for one_line in (True, False):
+        rows, cols = stacked(h.rows, one_line), stacked(h.cols, one_line)
+        col_w = max(_label_width(c, em) for c in cols)
+        row_w = max(_label_width(r, em) for r in rows)
+        cell_w = max(0.7, widest_value + 0.15, col_w + 0.05)
+        left = row_w + 0.4  # the row labels and the axis title
+        fig_w = left + n_cols * cell_w + _BAR_ROOM
+        if fig_w <= MAX_WIDTH:
+            break
+    lines = 1 if one_line else 2
+    cell_h = 0.42 if one_line else 0.55
+    top = 0.25 + 0.2 * lines  # the column labels and the axis title
+    fig_h = 0.1 + n_rows * cell_h + top
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes((left / fig_w, 0.1 / fig_h, n_cols * cell_w / fig_w,
+                       n_rows * cell_h / fig_h))
+    cax = fig.add_axes(((left + n_cols * cell_w + 0.2) / fig_w, 0.1 / fig_h, 0.16 / fig_w,
+                        n_rows * cell_h / fig_h))
     low, high = h.scale
     for i in range(n_rows):
         for j in range(n_cols):
@@ -164,8 +180,8 @@ def heat_map(plt, h: HeatMap):
         ax.axhline(k, color="white", linewidth=1.2)
     ax.set_xlim(0, n_cols)
     ax.set_ylim(n_rows, 0)
-    ax.set_xticks([j + 0.5 for j in range(n_cols)], [plain(t) for t in h.cols])
-    ax.set_yticks([i + 0.5 for i in range(n_rows)], [plain(t) for t in h.rows])
+    ax.set_xticks([j + 0.5 for j in range(n_cols)], [plain(t) for t in cols])
+    ax.set_yticks([i + 0.5 for i in range(n_rows)], [plain(t) for t in rows])
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     ax.tick_params(length=0)
@@ -173,18 +189,35 @@ def heat_map(plt, h: HeatMap):
     ax.set_ylabel(h.row_title)
     for side in ax.spines.values():
         side.set_visible(False)
-    _colour_bar(fig, ax, colour, low, high, h.bar_title)
+    _colour_bar(fig, cax, colour, low, high, h.bar_title)
     return fig
 
 
-def _colour_bar(fig, ax, colour, low: Fraction, high: Fraction, title: str) -> None:
+#: Inches right of the map: the gap, the colour bar, its ticks and its title.
+_BAR_ROOM = 1.2
+
+
+def stacked(labels: tuple[str, ...], one_line: bool) -> list[str]:
+    """Axis labels as given (``think (1)``), or each word over its position."""
+    if one_line:
+        return list(labels)
+    return [t.replace(" (", "\n(") if " (" in t else t for t in labels]
+
+
+def _label_width(label: str, em: float) -> float:
+    """An estimate of a label's width in inches (DejaVu Sans: about 0.58 em a
+    lower-case letter on average)."""
+    return max(len(line) for line in label.split("\n")) * 0.58 * em + 0.1
+
+
+def _colour_bar(fig, cax, colour, low: Fraction, high: Fraction, title: str) -> None:
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import ListedColormap, Normalize
 
     table = ListedColormap([[c / 255 for c in colour(Fraction(k, 255))] for k in range(256)])
     ticks = nice_ticks(low, high)
     bar = fig.colorbar(ScalarMappable(norm=Normalize(float(low), float(high)), cmap=table),
-                       ax=ax, fraction=0.06, pad=0.04, aspect=12)
+                       cax=cax)
     bar.set_ticks([float(t) for t in ticks], labels=[number(decimal_text(t)) for t in ticks])
     bar.outline.set_visible(False)
     bar.ax.tick_params(labelsize=SMALL)
