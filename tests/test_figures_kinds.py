@@ -298,3 +298,15 @@ def test_slides_set_figures_at_their_size(builtin_figures):
     assert "\\symfit" not in frame and "\\resizebox" not in frame
     assert f"font={tikz.SLIDES.font}" in frame
     assert "layer1" not in frame.split("\n")[0]  # the frame title speaks the notes' words
+
+
+@pytest.mark.parametrize("canvas", [tikz.NOTES, tikz.SLIDES], ids=["notes", "slides"])
+def test_tikz_bar_labels_fit_the_axis(builtin_figures, canvas):
+    _, chosen = builtin_figures
+    b = chosen["layer1-add_norm2-token1"]  # input ~ output in every dimension
+    _, _, boxes, (low, high) = tikz.bar_layout(b, canvas)
+    values = [float(v) for *_, vs, _ in b.series for v in vs]
+    assert low <= min(values) and high >= max(values)
+    for k, box in enumerate(boxes):
+        assert low <= box.y0 and box.y1 <= high
+        assert not any(box.overlaps(o) for o in boxes[:k])

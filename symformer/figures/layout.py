@@ -8,7 +8,9 @@ until it touches no bar and no label placed before it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,44 @@ def text_width(text: str, em: float, font: str = "dejavu sans") -> float:
     (with a quarter em of room on either side)."""
     digit = DIGIT_EM[font]
     return (sum(MINUS_EM if ch in "-\u2212" else digit for ch in text) + 0.5) * em
+
+
+def bar_labels(series: list[tuple[Fraction, ...]], texts: list[str],
+               fixed_range: tuple[int, int] | None, axis_width: float, axis_height: float,
+               em: float, font: str) -> tuple[list[Box], tuple[float, float]]:
+    """The value labels of grouped bars (``series[s][x]``; ``texts`` series by series)
+    and the y range that holds bars and labels, for an axis ``axis_width`` by
+    ``axis_height`` (x from -0.5 to m - 0.5) whose text is ``em`` tall, in one unit.
+
+    The range is never shorter than the one the label sizes assume, so drawn labels are
+    at most as tall (in data units) as the boxes that were kept apart."""
+    m, k = len(series[0]), len(series)
+    width = 0.8 / k
+    bars = [(x - 0.4 + width * (s + 0.5), width, float(v))
+            for s, values in enumerate(series) for x, v in enumerate(values)]
+    values = [v for _, _, v in bars]
+    lo, hi = min(0.0, *values), max(0.0, *values)
+    if fixed_range:
+        lo, hi = min(lo, fixed_range[0]), max(hi, fixed_range[1])
+    span = (hi - lo) * 1.35 or 1.0
+    em_x, em_y = em * m / axis_width, em * span / axis_height
+    boxes = place_labels(bars, [text_width(t, em_x, font) for t in texts], LINE_EM * em_y,
+                         0.25 * em_y)
+    low, high = extent(boxes, bars)
+    low, high = (low - 0.04 * span if low < 0 else 0.0), high + 0.04 * span
+    return boxes, (low, max(high, low + span))
+
+
+#: Angles closer than this (radians) would put their labels on top of each other.
+CLOSE_ANGLE = 0.45
+
+
+def spread(points: tuple[tuple[Fraction, Fraction], ...]) -> bool:
+    """True when the points (cos, sin) of a circle are far enough apart for a label each."""
+    angles = [math.atan2(float(s), float(c)) for c, s in points]
+    for k, a in enumerate(angles):
+        for b in angles[:k]:
+            d = abs(a - b) % (2 * math.pi)
+            if min(d, 2 * math.pi - d) < CLOSE_ANGLE:
+                return False
+    return True

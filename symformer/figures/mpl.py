@@ -41,7 +41,7 @@ from symformer.figures.data import (
     nice_ticks,
     pe_curve,
 )
-from symformer.figures.layout import LINE_EM, extent, place_labels, text_width
+from symformer.figures.layout import bar_labels, spread, text_width
 
 DPI = 200
 #: Text sizes in points: tick labels, values and legends; axis titles and panel titles.
@@ -258,10 +258,6 @@ def curves(plt, c: Curves):
     return fig
 
 
-#: Angles closer than this (radians) would put their labels on top of each other.
-_CLOSE = 0.45
-
-
 def rotations(plt, r: Rotations):
     """RoPE: per pair, the unit circle and where position m turns the pair (1, 0)."""
     fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 2), 3.0)
@@ -271,15 +267,14 @@ def rotations(plt, r: Rotations):
                 linewidth=1)
         ax.axhline(0, color="#dddddd", linewidth=0.6)
         ax.axvline(0, color="#dddddd", linewidth=0.6)
-        angles = [math.atan2(float(s), float(c)) for c, s in r.points[pair]]
-        spread = all(_apart(a, b) for k, a in enumerate(angles) for b in angles[:k])
+        apart = spread(r.points[pair])
         listed = []
         for m, (c, s) in enumerate(r.points[pair]):
             x, y = float(c), float(s)
             ax.plot([0, x], [0, y], color=_rgb(LINE), linewidth=1.2)
             ax.plot([x], [y], "o", color=_rgb(MARK), markersize=5, zorder=3)
             words = f"{plain(r.tokens[m])}: {number(r.texts[pair][m])} rad"
-            if spread:  # outside the circle, on the side the point faces
+            if apart:  # outside the circle, on the side the point faces
                 ax.text(1.1 * x, 1.1 * y, words, fontsize=SMALL,
                         ha="left" if x > 0.3 else "right" if x < -0.3 else "center",
                         va="bottom" if y > 0.3 else "top" if y < -0.3 else "center")
@@ -297,11 +292,6 @@ def rotations(plt, r: Rotations):
     return fig
 
 
-def _apart(a: float, b: float) -> bool:
-    d = abs(a - b) % (2 * math.pi)
-    return min(d, 2 * math.pi - d) >= _CLOSE
-
-
 #: The bars' axes, inches: left margin, bottom margin, height.
 _BAR_AXES = (0.8, 0.6, 2.6)
 
@@ -311,30 +301,6 @@ def bar_geometry(b: Bars) -> tuple[float, float]:
     m, k = len(b.categories), len(b.series)
     width = max(4.2, min(MAX_WIDTH, 0.6 * m * k + 1.6))
     return width, width - _BAR_AXES[0] - 0.2
-
-
-def bar_labels(b: Bars, axes_width: float, axes_height: float, font: float = SMALL
-               ) -> tuple[list, tuple[float, float]]:
-    """The value labels' boxes (data coordinates) and the y range that holds the bars
-    and the labels, for an axes of the given size in inches and text of ``font`` pt."""
-    m, k = len(b.categories), len(b.series)
-    width = 0.8 / k
-    bars = [(x - 0.4 + width * (s + 0.5), width, float(v))
-            for s, (_, _, values, _) in enumerate(b.series) for x, v in enumerate(values)]
-    texts = [t for _, _, _, ts in b.series for t in ts]
-    values = [v for _, _, v in bars]
-    lo, hi = min(0.0, *values), max(0.0, *values)
-    if b.fixed_range:
-        lo, hi = min(lo, b.fixed_range[0]), max(hi, b.fixed_range[1])
-    span = (hi - lo) * 1.35 or 1.0
-    em_x = _em(font) * m / axes_width  # x from -0.5 to m - 0.5
-    em_y = _em(font) * span / axes_height
-    boxes = place_labels(bars, [text_width(t, em_x) for t in texts], LINE_EM * em_y,
-                         0.25 * em_y)
-    low, high = extent(boxes, bars)
-    low, high = (low - 0.04 * span if low < 0 else 0.0), high + 0.04 * span
-    # never a shorter range than the one the label sizes assumed (they would grow)
-    return boxes, (low, max(high, low + span))
 
 
 def bars(plt, b: Bars):
@@ -351,9 +317,10 @@ def bars(plt, b: Bars):
         xs = [x - 0.4 + width * (s + 0.5) for x in range(m)]
         ax.bar(xs, [float(v) for v in values], width, color=_rgb(SERIES[s % len(SERIES)]),
                edgecolor="black", linewidth=0.6, label=legend)
-    boxes, (low, high) = bar_labels(b, axes_w, axes_h)
+    texts = [t for _, _, _, ts in b.series for t in ts]
+    boxes, (low, high) = bar_labels([vs for _, _, vs, _ in b.series], texts, b.fixed_range,
+                                    axes_w, axes_h, _em(SMALL), "dejavu sans")
     if show_values:
-        texts = [t for _, _, _, ts in b.series for t in ts]
         for box, text in zip(boxes, texts):
             x, y = box.centre
             ax.text(x, y, number(text), ha="center", va="center", fontsize=SMALL)

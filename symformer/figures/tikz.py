@@ -14,7 +14,6 @@ written as given; nothing is recomputed by TeX.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -39,7 +38,7 @@ from symformer.figures.data import (
     nice_ticks,
     pe_curve,
 )
-from symformer.figures.layout import LINE_EM, extent, place_labels, text_width
+from symformer.figures.layout import LINE_EM, bar_labels, spread
 from symformer.latex.escape import latex_text
 
 #: What a document needs to typeset the figures.
@@ -277,8 +276,7 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
         lines.append(f"\\draw[gray!70] {at} circle ({number(radius)});")
         lines.append(f"\\node[anchor=south] at ({number(cx)},{number(cy + radius + 0.35)}) "
                      f"{{{title}}};")
-        angles = [math.atan2(float(s), float(c)) for c, s in r.points[k]]
-        spread = all(_apart(a, b) for j, a in enumerate(angles) for b in angles[:j])
+        apart = spread(r.points[k])
         listed = []
         for m, (c, s) in enumerate(r.points[k]):
             x, y = cx + radius * float(c), cy + radius * float(s)
@@ -287,7 +285,7 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
             lines.append(f"\\fill[color={colour(MARK)}] ({number(x)},{number(y)}) "
                          "circle (2pt);")
             words = f"{latex_text(r.tokens[m])}: ${r.texts[k][m]}$\\,rad"
-            if spread:
+            if apart:
                 anchor = _anchor(float(c), float(s))
                 lines.append(f"\\node[anchor={anchor}, inner sep=3pt] at "
                              f"({number(x)},{number(y)}) {{{words}}};")
@@ -300,14 +298,8 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: A line break inside a TikZ node or a PGFPlots title.
 NEWLINE = " \\\\ "
-#: Angles closer than this (radians) would put their labels on top of each other.
-_CLOSE = 0.45
-
-
-def _apart(a: float, b: float) -> bool:
-    d = abs(a - b) % (2 * math.pi)
-    return min(d, 2 * math.pi - d) >= _CLOSE
 
 
 def _anchor(c: float, s: float) -> str:
@@ -323,23 +315,10 @@ def bar_layout(b: Bars, canvas: Canvas) -> tuple[float, float, list, tuple[float
     m, k = len(b.categories), len(b.series)
     axis_w = min(canvas.width - 2.2, max(6.0, 1.25 * m * k + 1.0))
     axis_h = min(canvas.height - 2.0, 5.0)
-    width = 0.8 / k
-    bars_ = [(x - 0.4 + width * (s + 0.5), width, float(v))
-             for s, (_, _, values, _) in enumerate(b.series) for x, v in enumerate(values)]
     texts = [t for _, _, _, ts in b.series for t in ts]
-    values = [v for _, _, v in bars_]
-    lo, hi = min(0.0, *values), max(0.0, *values)
-    if b.fixed_range:
-        lo, hi = min(lo, b.fixed_range[0]), max(hi, b.fixed_range[1])
-    span = (hi - lo) * 1.35 or 1.0
-    em_x = canvas.em * m / axis_w
-    em_y = canvas.em * span / axis_h
-    boxes = place_labels(bars_, [text_width(t, em_x, "latin modern") for t in texts],
-                         LINE_EM * em_y,
-                         0.25 * em_y)
-    low, high = extent(boxes, bars_)
-    low, high = (low - 0.04 * span if low < 0 else 0.0), high + 0.04 * span
-    return axis_w, axis_h, boxes, (low, max(high, low + span))
+    boxes, y_range = bar_labels([vs for _, _, vs, _ in b.series], texts, b.fixed_range,
+                                axis_w, axis_h, canvas.em, "latin modern")
+    return axis_w, axis_h, boxes, y_range
 
 
 def bars(b: Bars, canvas: Canvas = NOTES) -> str:
