@@ -24,7 +24,7 @@ RGB = tuple[int, int, int]
 
 #: ColorBrewer Blues at 0, 1/2 and 1 (sRGB 0..255), from the least to the largest value.
 BLUES: tuple[RGB, ...] = ((247, 251, 255), (107, 174, 214), (8, 48, 107))
-#: ColorBrewer PuOr, 9 classes, reversed so that negative is orange and positive purple.
+#: ColorBrewer PuOr, 9 classes, from orange (the most negative) to purple (the most positive).
 PUOR: tuple[RGB, ...] = (
     (179, 88, 6), (224, 130, 20), (253, 184, 99), (254, 224, 182), (247, 247, 247),
     (216, 218, 235), (178, 171, 210), (128, 115, 172), (84, 39, 136),
