@@ -85,6 +85,18 @@ class Rotations:
     points: tuple[tuple[tuple[Fraction, Fraction], ...], ...]
     texts: tuple[tuple[str, ...], ...]  # [pair][position]: the angle, certified decimals
 
+    def labels(self, pair: int, apart: bool) -> tuple[list[str], str]:
+        """Pair ``pair``'s labels: one per point (``m = 2: 2.00``) when the points are
+        ``apart``, else none and one line listing the angles."""
+        texts = self.texts[pair]
+        if apart:
+            return [f"m = {m}: {t}" for m, t in enumerate(texts)], ""
+        return [], f"m = 0–{len(texts) - 1}: " + ", ".join(texts)
+
+    def note(self) -> str:
+        """The line under the figure: which token is at which position m."""
+        return "positions m: " + ", ".join(self.tokens) + "; angles in radians"
+
 
 @dataclass(frozen=True)
 class Bars:

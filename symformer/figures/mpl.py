@@ -260,34 +260,30 @@ def curves(plt, c: Curves):
 
 def rotations(plt, r: Rotations):
     """RoPE: per pair, the unit circle and where position m turns the pair (1, 0)."""
-    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 2), 3.0)
+    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 2), 2.9)
     for pair, ax in enumerate(axes):
         t = [k / 200 * 2 * math.pi for k in range(201)]
         ax.plot([math.cos(a) for a in t], [math.sin(a) for a in t], color="#bbbbbb",
                 linewidth=1)
-        ax.axhline(0, color="#dddddd", linewidth=0.6)
-        ax.axvline(0, color="#dddddd", linewidth=0.6)
-        apart = spread(r.points[pair])
-        listed = []
+        ax.plot([-1, 1], [0, 0], color="#dddddd", linewidth=0.6)
+        ax.plot([0, 0], [-1, 1], color="#dddddd", linewidth=0.6)
+        labels, listed = r.labels(pair, spread(r.points[pair]))
         for m, (c, s) in enumerate(r.points[pair]):
             x, y = float(c), float(s)
             ax.plot([0, x], [0, y], color=_rgb(LINE), linewidth=1.2)
             ax.plot([x], [y], "o", color=_rgb(MARK), markersize=5, zorder=3)
-            words = f"{plain(r.tokens[m])}: {number(r.texts[pair][m])} rad"
-            if apart:  # outside the circle, on the side the point faces
-                ax.text(1.1 * x, 1.1 * y, words, fontsize=SMALL,
+            if labels:  # outside the circle, on the side the point faces
+                ax.text(1.1 * x, 1.1 * y, number(labels[m]), fontsize=SMALL,
                         ha="left" if x > 0.3 else "right" if x < -0.3 else "center",
                         va="bottom" if y > 0.3 else "top" if y < -0.3 else "center")
-            else:
-                listed.append(words)
         if listed:
-            ax.text(0.5, -0.05, "\n".join(listed), transform=ax.transAxes, ha="center",
-                    va="top", fontsize=SMALL)
+            ax.text(0, -1.15, number(listed), ha="center", va="top", fontsize=SMALL)
         ax.set_title(r.pairs[pair], fontsize=SMALL)
         ax.set_aspect("equal")
-        ax.set_xlim(-2.4, 2.4)
+        ax.set_xlim(-2.2, 2.2)
         ax.set_ylim(-1.45, 1.45)
         ax.axis("off")
+    fig.supxlabel(plain(r.note()), fontsize=SMALL)
     fig.tight_layout()
     return fig
 

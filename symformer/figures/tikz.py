@@ -258,44 +258,55 @@ def curves(c: Curves, canvas: Canvas = NOTES) -> str:
 
 def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
     """RoPE: per pair, the unit circle and, for each position m, where the angle m*theta_i
-    takes the pair (1, 0), labelled with the token and the certified angle."""
-    radius = min(1.6, (canvas.height - 1.6) / 2 - 0.5)
-    longest = max(_width(f"{t}: {a} rad", canvas)
-                  for t, row in zip(r.tokens, r.texts) for a in row)
-    panel = 2 * (radius + longest) + 0.6
-    per_row = max(1, min(len(r.pairs), int(canvas.width // panel)))
+    takes the pair (1, 0), labelled with m and the certified angle.  The circles are
+    as large as the canvas allows (at most 1.6 cm), as many side by side as fit."""
+    n = len(r.pairs)
+    longest = max(_width(f"m = {len(row)}: {t}", canvas) for row in r.texts for t in row)
+    best = (0.0, 1)
+    for per_row in range(n, 0, -1):
+        rows = -(-n // per_row)
+        radius = min(1.6, (canvas.width / per_row - 2 * longest - 0.4) / 2,
+                     (canvas.height - 0.8) / rows / 2 - 0.9)
+        best = max(best, (radius, per_row))
+    radius, per_row = max(best[0], 0.6), best[1]
+    panel_w, panel_h = 2 * (radius + longest) + 0.4, 2 * radius + 1.8
     lines = [f"\\begin{{tikzpicture}}[font={canvas.font}]"]
     for k, title in enumerate(r.pairs):
         row, col = divmod(k, per_row)
-        cx, cy = col * panel, -row * (2 * radius + 2.2)
+        cx, cy = col * panel_w, -row * panel_h
         at = f"({number(cx)},{number(cy)})"
-        lines.append(f"\\draw[gray!40] ({number(cx - radius - 0.3)},{number(cy)}) -- "
-                     f"({number(cx + radius + 0.3)},{number(cy)});")
-        lines.append(f"\\draw[gray!40] ({number(cx)},{number(cy - radius - 0.3)}) -- "
-                     f"({number(cx)},{number(cy + radius + 0.3)});")
+        lines.append(f"\\draw[gray!40] ({number(cx - radius)},{number(cy)}) -- "
+                     f"({number(cx + radius)},{number(cy)});")
+        lines.append(f"\\draw[gray!40] ({number(cx)},{number(cy - radius)}) -- "
+                     f"({number(cx)},{number(cy + radius)});")
         lines.append(f"\\draw[gray!70] {at} circle ({number(radius)});")
-        lines.append(f"\\node[anchor=south] at ({number(cx)},{number(cy + radius + 0.35)}) "
+        lines.append(f"\\node[anchor=south] at ({number(cx)},{number(cy + radius + 0.3)}) "
                      f"{{{title}}};")
-        apart = spread(r.points[k])
-        listed = []
+        labels, listed = r.labels(k, spread(r.points[k]))
         for m, (c, s) in enumerate(r.points[k]):
             x, y = cx + radius * float(c), cy + radius * float(s)
             lines.append(f"\\draw[color={colour(LINE)}, thick] {at} -- "
                          f"({number(x)},{number(y)});")
             lines.append(f"\\fill[color={colour(MARK)}] ({number(x)},{number(y)}) "
                          "circle (2pt);")
-            words = f"{latex_text(r.tokens[m])}: ${r.texts[k][m]}$\\,rad"
-            if apart:
-                anchor = _anchor(float(c), float(s))
-                lines.append(f"\\node[anchor={anchor}, inner sep=3pt] at "
-                             f"({number(x)},{number(y)}) {{{words}}};")
-            else:
-                listed.append(words)
+            if labels:
+                lines.append(f"\\node[anchor={_anchor(float(c), float(s))}, inner sep=3pt] "
+                             f"at ({number(x)},{number(y)}) {{{_m(labels[m])}}};")
         if listed:
-            lines.append(f"\\node[anchor=north, align=center] at ({number(cx)},"
-                         f"{number(cy - radius - 0.35)}) {{{NEWLINE.join(listed)}}};")
+            lines.append(f"\\node[anchor=north] at ({number(cx)},{number(cy - radius - 0.1)})"
+                         f" {{{_m(listed)}}};")
+    rows = -(-n // per_row)
+    bottom = -(rows - 1) * panel_h - radius - 0.6
+    middle = (min(n, per_row) - 1) * panel_w / 2
+    note = latex_text(r.note()).replace("positions m:", "positions $m$:", 1)
+    lines.append(f"\\node[anchor=north] at ({number(middle)},{number(bottom)}) {{{note}}};")
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
+
+
+def _m(text: str) -> str:
+    """A RoPE label in LaTeX, the position m in italics: ``$m$ = 2: 2.00``."""
+    return latex_text(text).replace("m =", "$m$ =", 1)
 
 
 #: A line break inside a TikZ node or a PGFPlots title.
