@@ -20,8 +20,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from symformer import derive, load_example
+from symformer import derive, load_example, parse_example
 from symformer.cli import main
+from symformer.example import builtin_text
 from symformer.figures import mpl, tikz
 from symformer.figures.data import (
     Bars,
@@ -127,6 +128,18 @@ def _check_rope(r: Rotations, g, base: float) -> None:
             assert abs(float(c) - float(mpmath.cos(angle))) < 1e-5
             assert abs(float(s) - float(mpmath.sin(angle))) < 1e-5
     assert "RoPE" in r.caption and "rotated" in r.caption
+
+
+@pytest.mark.parametrize("base", ["100", "7/2"])
+def test_sinusoids_use_the_examples_base(base):
+    """Another base: the dots (certified) and the curves still agree with math.sin/cos."""
+    text = builtin_text().replace('positional_encoding = "sinusoidal"',
+                                  f'positional_encoding = "sinusoidal"\n'
+                                  f'positional_encoding_base = "{base}"', 1)
+    assert f'positional_encoding_base = "{base}"' in text
+    g = derive(parse_example(text))
+    (figure,) = positional_figure(g, g["positional_encoding"], Options())
+    _check_sinusoids(figure, float(Fraction(base)))
 
 
 def test_no_positional_figure_and_no_file_without_positions(tmp_path):
