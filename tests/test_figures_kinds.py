@@ -17,7 +17,7 @@ from pathlib import Path
 
 import mpmath
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symformer import derive, load_example, parse_example
@@ -31,7 +31,9 @@ from symformer.figures.data import (
     Options,
     Rotations,
     attention_map,
+    decimal_text,
     figures,
+    nice_ticks,
     pe_curve,
     positional_figure,
 )
@@ -246,6 +248,7 @@ def test_backslash_and_dollar_names_drawn_as_typed(tmp_path):
 bar_sets = st.lists(st.tuples(st.floats(-5, 5), st.floats(-5, 5)), min_size=1, max_size=8)
 
 
+@settings(max_examples=40)
 @given(bar_sets, st.floats(0.3, 1.5), st.floats(0.05, 0.6))
 def test_labels_overlap_no_label_and_no_bar(pairs, label_width, label_height):
     bars = [(x + s * 0.4 - 0.2, 0.4, v) for x, pair in enumerate(pairs)
@@ -323,3 +326,15 @@ def test_tikz_bar_labels_fit_the_axis(builtin_figures, canvas):
     for k, box in enumerate(boxes):
         assert low <= box.y0 and box.y1 <= high
         assert not any(box.overlaps(o) for o in boxes[:k])
+
+
+@settings(max_examples=40)
+@given(st.fractions(-10**9, 10**9, max_denominator=10**6),
+       st.fractions(Fraction(1, 10**6), 10**9, max_denominator=10**6))
+def test_colour_bar_ticks_are_round_values_inside_the_range(low, span):
+    high = low + span
+    ticks = nice_ticks(low, high)
+    assert 3 <= len(ticks) <= 6 and list(ticks) == sorted(ticks)
+    assert low <= ticks[0] and ticks[-1] <= high
+    for t in ticks:  # a short terminating decimal, written exactly
+        assert Fraction(decimal_text(t)) == t

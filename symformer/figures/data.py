@@ -173,33 +173,31 @@ def _where(stage: Stage) -> str:
 
 def nice_ticks(low: Fraction, high: Fraction) -> tuple[Fraction, ...]:
     """Round tick values inside [low, high]: the longest step (1, 2 or 5 times a power of
-    ten) that gives at least 3 of them (at most 6)."""
+    ten) that gives at least 3 of them (at most 6: every other one of a longer run)."""
     span = high - low
     if span <= 0:
         return (low,)
-    for exponent in range(2, -8, -1):
+    exponent = len(str(span.numerator // span.denominator)) if span >= 1 else \
+        -len(str(span.denominator // span.numerator))
+    for e in range(exponent, exponent - 3, -1):
         for mantissa in (5, 2, 1):
-            step = Fraction(mantissa) * Fraction(10) ** exponent
-            first = -((-low) // step) * step
-            ticks = []
-            t = first
-            while t <= high:
-                ticks.append(t)
-                t += step
-            if len(ticks) >= 3:
+            step = Fraction(mantissa) * Fraction(10) ** e
+            first, last = -((-low) // step), high // step  # whole steps within the range
+            if last - first + 1 >= 3:
+                ticks = [k * step for k in range(first, last + 1)]
                 return tuple(ticks) if len(ticks) <= 6 else tuple(ticks[::2])
     return (low, high)
 
 
 def decimal_text(x: Fraction) -> str:
-    """A tick value (a terminating decimal, such as :func:`nice_ticks` gives) written
-    exactly with as few digits as it needs: ``0.25``, ``-0.5``, ``1``."""
+    """A tick value written exactly with as few digits as it needs (``0.25``, ``-0.5``,
+    ``1``); a value that is no short terminating decimal, to 6 significant digits."""
     sign, x = ("-" if x < 0 else ""), abs(x)
     places = 0
     while (x * 10 ** places).denominator != 1:
         places += 1
         if places > 12:
-            raise ValueError(f"{x} is not a short terminating decimal")
+            return sign + f"{float(x):.6g}"
     digits = str(int(x * 10 ** places)).rjust(places + 1, "0")
     text = digits if places == 0 else f"{digits[:-places]}.{digits[-places:]}"
     return sign + text
@@ -276,8 +274,8 @@ def positional_curves(stage: Stage, options: Options) -> Curves:
                "of a continuous position, the dots the tokens' positions (their "
                "certified values).")
     title = (f"The {_side(stage)}positional encoding: dimension 2k is "
-             f"sin(pos/{_number_text(base)}^(2k/{d})), dimension 2k+1 is "
-             f"cos(pos/{_number_text(base)}^(2k/{d})); the dots are the tokens' positions.")
+             f"sin(pos/{_number_latex(base)}^(2k/{d})), dimension 2k+1 is "
+             f"cos(pos/{_number_latex(base)}^(2k/{d})); the dots are the tokens' positions.")
     panels = tuple(f"dimension {j}\n$\\{'sin' if j % 2 == 0 else 'cos'}"
                    f"(\\mathit{{pos}}{_rate(base, j - j % 2, d)})$" for j in range(d))
     return Curves(name=_slug(stage.name), caption=caption, title=title,
@@ -360,7 +358,7 @@ def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
                "the pair $(1, 0)$ goes, labelled with its angle in radians; the positional "
                "table itself is zero.")
     title = (f"What RoPE does: pair i of a query or key at position m is rotated by the "
-             f"angle m·θ_i, θ_i = {_number_text(base)}^(-2i/{d}); each dot is where the "
+             f"angle m·θ_i, θ_i = {_number_latex(base)}^(-2i/{d}); each dot is where the "
              "pair (1, 0) goes, labelled with its angle in radians.")
     start = op.start
     return Rotations(name=_slug(stage.name), caption=caption, title=title,
@@ -388,10 +386,6 @@ def _root(n: int, k: int) -> int | None:
 
 def _number_latex(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"({x.numerator}/{x.denominator})"
-
-
-def _number_text(x: Fraction) -> str:
-    return _number_latex(x)
 
 
 def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
