@@ -335,6 +335,7 @@ def test_colour_bar_ticks_are_round_values_inside_the_range(low, span):
     high = low + span
     ticks = nice_ticks(low, high)
     assert 3 <= len(ticks) <= 6 and list(ticks) == sorted(ticks)
+    assert 2 <= len(nice_ticks(low, high, 3)) <= 3
     assert low <= ticks[0] and ticks[-1] <= high
     for t in ticks:  # a short terminating decimal, written exactly
         assert Fraction(decimal_text(t)) == t

@@ -48,8 +48,8 @@ class HeatMap:
     scale: tuple[Fraction, Fraction] = (Fraction(0), Fraction(1))
     bar_title: str = "attention weight"
     diverging: bool = False
-    row_title: str = "query token (position $i$)"
-    col_title: str = "key token (position $j$)"
+    row_title: str = "query token $i$"
+    col_title: str = "key token $j$"
 
 
 @dataclass(frozen=True)
@@ -171,9 +171,10 @@ def _where(stage: Stage) -> str:
     return ", ".join(part_of(stage))
 
 
-def nice_ticks(low: Fraction, high: Fraction) -> tuple[Fraction, ...]:
+def nice_ticks(low: Fraction, high: Fraction, most: int = 6) -> tuple[Fraction, ...]:
     """Round tick values inside [low, high]: the longest step (1, 2 or 5 times a power of
-    ten) that gives at least 3 of them (at most 6: every other one of a longer run)."""
+    ten) that gives at least 3 of them; of a longer run than ``most`` (at least 3),
+    every second or third one."""
     span = high - low
     if span <= 0:
         return (low,)
@@ -185,7 +186,7 @@ def nice_ticks(low: Fraction, high: Fraction) -> tuple[Fraction, ...]:
             first, last = -((-low) // step), high // step  # whole steps within the range
             if last - first + 1 >= 3:
                 ticks = [k * step for k in range(first, last + 1)]
-                return tuple(ticks) if len(ticks) <= 6 else tuple(ticks[::2])
+                return tuple(ticks[::-(-len(ticks) // max(most, 3))])
     return (low, high)
 
 
@@ -313,7 +314,7 @@ def learned_map(stage: Stage, options: Options) -> HeatMap:
                    shades=_tuple2(shades),
                    masked=_tuple2([[False] * stage.shape[1]] * stage.shape[0]),
                    scale=(-top, top), bar_title="embedding value", diverging=True,
-                   row_title="token (position $p$)", col_title="dimension")
+                   row_title="position $p$", col_title="dimension")
 
 
 def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:

@@ -148,7 +148,8 @@ def heat_map(plt, h: HeatMap):
         col_w = max(_label_width(c, em) for c in cols)
         row_w = max(_label_width(r, em) for r in rows)
         cell_w = max(0.7, widest_value + 0.15, col_w + 0.05)
-        left = row_w + 0.4  # the row labels and the axis title
+        title_w = _label_width(h.row_title.replace("$", ""), _em(NORMAL)) + 0.1
+        left = max(row_w, title_w) + 0.15  # the row labels, or the rows' title over them
         fig_w = left + n_cols * cell_w + _BAR_ROOM
         if fig_w <= MAX_WIDTH:
             break
@@ -185,16 +186,20 @@ def heat_map(plt, h: HeatMap):
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     ax.tick_params(length=0)
-    ax.set_xlabel(h.col_title)
-    ax.set_ylabel(h.row_title)
+    # the axis titles side by side above the corner, horizontal (no rotated text)
+    above = lines * 1.25 * SMALL + 6  # points: over the key labels
+    for text, dx, align in ((h.col_title, 0, "left"), (h.row_title, -8, "right")):
+        ax.annotate(text, xy=(0, 1), xycoords="axes fraction", xytext=(dx, above),
+                    textcoords="offset points", ha=align, va="bottom", fontsize=NORMAL)
     for side in ax.spines.values():
         side.set_visible(False)
-    _colour_bar(fig, cax, colour, low, high, h.bar_title)
+    _colour_bar(fig, cax, colour, low, high, h.bar_title,
+                int(n_rows * cell_h / (1.5 * _em(SMALL))))
     return fig
 
 
 #: Inches right of the map: the gap, the colour bar, its ticks and its title.
-_BAR_ROOM = 1.2
+_BAR_ROOM = 1.0
 
 
 def stacked(labels: tuple[str, ...], one_line: bool) -> list[str]:
@@ -210,18 +215,19 @@ def _label_width(label: str, em: float) -> float:
     return max(len(line) for line in label.split("\n")) * 0.58 * em + 0.1
 
 
-def _colour_bar(fig, cax, colour, low: Fraction, high: Fraction, title: str) -> None:
+def _colour_bar(fig, cax, colour, low: Fraction, high: Fraction, title: str,
+                most: int) -> None:
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import ListedColormap, Normalize
 
     table = ListedColormap([[c / 255 for c in colour(Fraction(k, 255))] for k in range(256)])
-    ticks = nice_ticks(low, high)
+    ticks = nice_ticks(low, high, most)
     bar = fig.colorbar(ScalarMappable(norm=Normalize(float(low), float(high)), cmap=table),
                        cax=cax)
     bar.set_ticks([float(t) for t in ticks], labels=[number(decimal_text(t)) for t in ticks])
     bar.outline.set_visible(False)
     bar.ax.tick_params(labelsize=SMALL)
-    bar.set_label(title, fontsize=SMALL)
+    bar.set_label(title, fontsize=SMALL)  # along the bar: the map stays within MAX_WIDTH
 
 
 def _panels(plt, count: int, per_row: int, height: float):

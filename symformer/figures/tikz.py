@@ -139,17 +139,21 @@ def heat_map(h: HeatMap, canvas: Canvas = NOTES) -> str:
     paint = diverging if h.diverging else sequential
     widest_value = max(_width(t, canvas) for row in h.texts for t in row)
     cell_w = max(1.0, widest_value + 0.25)
-    bar_room = 2.4
+    bar_room = max(2.0, _width(h.bar_title, canvas) + 0.6)
     # both axes alike: one line each when the key labels fit the width, else two lines
     rows, row_w = _token_labels(h.rows, True, canvas)
     cols, col_w = _token_labels(h.cols, True, canvas)
-    one_line = (col_w + 0.2) * n_cols + row_w + 0.8 + bar_room <= canvas.width
+    left = max(row_w, _width(h.row_title, canvas) + 0.3 - _width(h.col_title, canvas) / 2)
+    one_line = (col_w + 0.2) * n_cols + left + 0.3 + bar_room <= canvas.width
     if not one_line:
         rows, row_w = _token_labels(h.rows, False, canvas)
         cols, col_w = _token_labels(h.cols, False, canvas)
-    cell_w = max(cell_w, col_w + 0.2)
     label_lines = 1 if one_line else 2
-    cell_h = max(0.62, LINE_EM * canvas.em * (label_lines + 0.3))
+    # cells as large as the room allows (up to 2.2 cm x 0.9 cm), never smaller than text
+    free_w = (canvas.width - left - 0.3 - bar_room) / n_cols
+    cell_w = max(cell_w, col_w + 0.2, min(2.2, free_w))
+    free_h = (canvas.height - (label_lines + 2) * LINE_EM * canvas.em) / n_rows
+    cell_h = max(LINE_EM * canvas.em * (label_lines + 0.3), min(0.9, free_h))
     lines = [f"\\begin{{tikzpicture}}[x={number(cell_w)}cm, y=-{number(cell_h)}cm, "
              f"font={canvas.font}]"]
     for i in range(n_rows):
@@ -175,19 +179,21 @@ def heat_map(h: HeatMap, canvas: Canvas = NOTES) -> str:
     for i, text in enumerate(rows):
         lines.append(f"\\node[anchor=east] at (-0.05,{i + 0.5}) {{{text}}};")
     lift = (label_lines + 0.7) * LINE_EM * canvas.em
-    lines.append(f"\\node[anchor=south] at ({n_cols / 2},-0.05) [yshift={number(lift)}cm] "
+    # the axis titles side by side above the corner, horizontal (no rotated text): the
+    # rows' title ends where the keys' title begins
+    lines.append(f"\\node[anchor=south west] at (0,-0.05) [yshift={number(lift)}cm] "
                  f"{{{h.col_title}}};")
-    lines.append(f"\\node[anchor=south, rotate=90] at (-0.05,{n_rows / 2}) "
-                 f"[yshift={number(row_w + 0.15)}cm] {{{h.row_title}}};")
-    lines += _colour_bar(h, paint, n_cols, n_rows, cell_w, canvas)
+    lines.append(f"\\node[anchor=south east] at (0,-0.05) [yshift={number(lift)}cm, "
+                 f"xshift=-0.3cm] {{{h.row_title}}};")
+    lines += _colour_bar(h, paint, n_cols, n_rows, cell_w, cell_h, canvas)
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
 
 
 def _colour_bar(h: HeatMap, paint, n_cols: int, n_rows: int, cell_w: float,
-                canvas: Canvas) -> list[str]:
+                cell_h: float, canvas: Canvas) -> list[str]:
     """The colour bar beside the map: ``scale[0]`` at the bottom, ``scale[1]`` at the top,
-    round ticks written in the document's font, its title along it."""
+    round ticks written in the document's font, its title above it (horizontal)."""
     low, high = h.scale
     x0, x1 = n_cols + 0.3 / cell_w, n_cols + 0.7 / cell_w
     steps = 24
@@ -197,15 +203,14 @@ def _colour_bar(h: HeatMap, paint, n_cols: int, n_rows: int, cell_w: float,
         lines.append(f"\\fill[fill={colour(paint(Fraction(2 * k + 1, 2 * steps)))}] "
                      f"({number(x0)},{number(top)}) rectangle ({number(x1)},"
                      f"{number(top + Fraction(n_rows, steps))});")
-    widest = 0.0
-    for t in nice_ticks(low, high):
+    room = n_rows * cell_h / (1.2 * LINE_EM * canvas.em)  # tick labels that fit the bar
+    for t in nice_ticks(low, high, int(room)):
         y = number(n_rows * (1 - (t - low) / (high - low))) if high > low else n_rows / 2
         text = decimal_text(t)
-        widest = max(widest, _width(text, canvas))
         lines.append(f"\\draw ({number(x1)},{y}) -- ++({number(0.1 / cell_w)},0) "
                      f"node[anchor=west] {{${text}$}};")
-    lines.append(f"\\node[anchor=north, rotate=90] at ({number(x1)},{n_rows / 2}) "
-                 f"[yshift=-{number(widest + 0.25)}cm] {{{h.bar_title}}};")
+    lines.append(f"\\node[anchor=south west, inner xsep=0pt] at ({number(x0)},0) "
+                 f"[yshift=0.25cm] {{{h.bar_title}}};")
     return lines
 
 
