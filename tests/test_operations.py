@@ -65,6 +65,7 @@ from symformer.ops import (
     StagedProjection,
     StagedRMSNormalize,
     StdDev,
+    TableSum,
     Transpose,
     WeightedSum,
     WholeMean,
@@ -72,7 +73,12 @@ from symformer.ops import (
     calculus,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
-from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
+from symformer.ops.loss import (
+    CrossEntropy,
+    MeanSquaredError,
+    PositionSquaredError,
+    UpstreamGradient,
+)
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
 from symformer.verify.conventions import Convention, derive_variant
@@ -441,7 +447,18 @@ def test_printed_equation_is_rendered_from_the_function_crosscheck_ran(
 @factory("mse")
 def _(draw):
     n, d = _shape(draw)
-    return Case(MeanSquaredError(_matrix(draw, n, d)), [_matrix(draw, n, d)])
+    reduction = draw(st.sampled_from(["mean", "sum"]))
+    positions = draw(st.none() | st.lists(st.integers(0, n - 1), min_size=1, max_size=n,
+                                          unique=True).map(tuple))
+    rows = n if positions is None else len(positions)
+    return Case(MeanSquaredError(_matrix(draw, rows, d), positions=positions,
+                                 reduction=reduction), [_matrix(draw, n, d)])
+
+
+@factory("upstream")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(UpstreamGradient(_matrix(draw, n, d)), [_matrix(draw, n, d)])
 
 
 @factory("position_mse")
@@ -456,8 +473,11 @@ def _(draw):
     n, v = _shape(draw)
     rows = [[Fraction(1 + draw(st.integers(0, 3)), 1) for _ in range(v)] for _ in range(n)]
     probabilities = sympy.Matrix([[sympy.Rational(x, sum(row)) for x in row] for row in rows])
-    targets = tuple(draw(st.integers(0, v - 1)) for _ in range(n))
-    return Case(CrossEntropy(targets), [probabilities])
+    targets = tuple(draw(st.none() | st.integers(0, v - 1)) for _ in range(n))
+    if all(t is None for t in targets):  # at least one position has a target
+        targets = (draw(st.integers(0, v - 1)), *targets[1:])
+    reduction = draw(st.sampled_from(["mean", "sum"]))
+    return Case(CrossEntropy(targets, reduction=reduction), [probabilities])
 
 
 @factory("gradient_seed")
@@ -508,8 +528,9 @@ def _(draw):
 def _(draw):
     n, d = _shape(draw)
     v = sympy.Matrix(n, d, lambda i, j: _positive(draw, 1)[0, 0])
+    decay = draw(st.sampled_from([0, sympy.Rational(1, 100), sympy.Rational(1, 2)]))
     return Case(AdamStep(sympy.Rational(1, 100), draw(st.integers(1, 5)), sympy.Rational(9, 10),
-                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8)),
+                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8), decay=decay),
                 [_matrix(draw, n, d), _matrix(draw, n, d), v])
 
 
@@ -545,6 +566,14 @@ def _(draw):
 @factory("transpose")
 def _(draw):
     return Case(Transpose(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("table_sum")
+def _(draw):
+    vocab, d = _shape(draw)
+    rows = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=vocab,
+                               unique=True)))
+    return Case(TableSum(rows), [_matrix(draw, len(rows), d), _matrix(draw, vocab, d)])
 
 
 # -- backward: the NumPy VJP against the rule and against finite differences ----------

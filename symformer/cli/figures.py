@@ -11,6 +11,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    plural,
 )
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
@@ -68,20 +69,13 @@ def run(args: argparse.Namespace) -> int:
 
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "figures")
+    check_work(args, example, "figures", fmt=args.format)
     g = derivation(args, example)
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals,
                       absolute_scale=args.absolute_scale)
 
-    bar = Progress("symformer figures", quiet=args.quiet)
-
-    def progress(k: int, total: int, name: str) -> None:
-        bar.set_total(total)
-        bar.update(name)
-
-    slow = args.format != "tikz"
-    with bar:
-        files = figure_files(g, options, args.format, progress if slow else None)
+    with Progress("symformer figures", quiet=args.quiet) as bar:
+        files = figure_files(g, options, args.format, bar.step)
     written = write_files(args.out, files)
-    print(f"wrote {len(written)} files to {args.out}")
+    print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0

@@ -459,6 +459,9 @@ class Derivation:
             for boundary in _boundaries(ball, decimals, significant):
                 if self._exact_roundings[key] is not None:
                     break
+                if boundary == 0 and significant is not None and self._masked_to_zero(
+                        name, i, j):
+                    continue  # exp(-1e9)-small, not a zero: no symbolic proof (minutes)
                 if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
                     self._exact_roundings[key] = round_fraction(
                         boundary, decimals=decimals, significant=significant)
@@ -482,7 +485,11 @@ class Derivation:
                  for x in (lo, hi)]
         for boundary in _boundaries(ball, decimals, significant):
             if boundary == 0 and significant is not None:
-                continue  # the digits of an exp(-1e9)-small value: not a tie
+                # the digits of an exp(-1e9)-small value, not a tie: when x0 is proved
+                # 0 the value is d, whose ball has its full relative precision
+                if self._masked_to_zero(name, i, j):
+                    return self._perturbation_digits(twin, name, i, j, significant)
+                continue
             if twin.exact_rational(name, i, j) != boundary and not twin.prove_zero(
                     twin._resolved_local(name, i, j) - _rational(boundary)):
                 continue
@@ -500,6 +507,37 @@ class Derivation:
                 if d > 0 or d < 0:
                     return sides[1] if d > 0 else sides[0]
                 prec *= 4
+        return None
+
+    def _masked_to_zero(self, name: str, i: int, j: int) -> bool:
+        """Whether the entry of a finitely masked derivation is 0 under the exact mask
+        (proved cheaply): its value is then what the finite mask adds alone."""
+        if not finitely_masked(self.stages.values()):
+            return False
+        twin = self._twin()
+        return twin._cheap_zero(name, i, j) or twin.exact_rational(name, i, j) == 0
+
+    def _perturbation_digits(self, twin: Derivation, name: str, i: int, j: int,
+                             significant: int) -> Rounded | None:
+        """``significant`` digits of an entry whose exactly masked value is proved 0: the
+        entry is then what the finite mask adds, d, enclosed without cancellation, so
+        its digits cost a precision of the digits wanted, not of its magnitude
+        (exp(-1e9) would need a billion bits).  None if d stays undecided."""
+        prec = 256
+        while prec <= MAX_PRECISION:
+            base = twin.evaluate(prec)
+            with precision(prec):
+                stages = list(self)[:list(self.stages).index(name) + 1]
+                delta = differences(stages, base)
+            if delta is None:
+                return None
+            d = delta[name][i][j]
+            if d == 0:
+                return round_fraction(Fraction(0), significant=significant)
+            rounded = round_ball(d, significant=significant)
+            if rounded is not None:
+                return rounded
+            prec *= 4
         return None
 
     def _twin(self) -> Derivation:

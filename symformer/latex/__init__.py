@@ -17,15 +17,16 @@ __all__ = ["Options", "build", "export_files", "latex_files", "markdown_document
 
 
 def export_files(g, options: Options, fmt: str = "latex",
-                 figures: dict[str, str] | None = None, figure_preamble: str = ""
-                 ) -> dict[str, str]:
+                 figures: dict[str, str] | None = None, figure_preamble: str = "",
+                 progress=None) -> dict[str, str]:
     """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
     (main.md) or JSON (worked.json: every worked line's recomputable roundings).
 
     ``figures`` (LaTeX only; relative path -> LaTeX, e.g. the TikZ files of
     :func:`symformer.figures.figure_files` as ``figures/NAME.tex``) are input in a final
-    *Figures* part, ``figure_preamble`` added to the preamble."""
-    outline = build(g, options)
+    *Figures* part, ``figure_preamble`` added to the preamble; ``progress(k, total,
+    name)`` is called before each stage is rendered."""
+    outline = build(g, options, progress)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline)}
     if fmt == "json":

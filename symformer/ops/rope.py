@@ -38,7 +38,10 @@ def rope_backward(G, C, S, R):
 
 @dataclass(frozen=True)
 class RoPE(Operation):
-    """Rotate each row of an (n x d) stage by its position's angles (d even)."""
+    """Rotate each row of an (n x d) stage by its position's angles (d even): pair i of
+    position m (m counted from ``start``) turns by m * theta_i, with
+    theta_i = base^(-2i/d), i = 0 .. d/2 - 1 (d is the head's width d_k; ``base`` is
+    ``positional_encoding_base``, default 10000)."""
 
     n: int
     d: int

@@ -204,14 +204,14 @@ def _role(stage: Stage) -> str:
 
 def row_sums(stage: Stage) -> Fact:
     """Every row of ``stage`` sums to exactly 1 (the local row sum simplifies to 1)."""
-    label = " (causal)" if stage.derivation.causal else ""
+    where = label(stage)
     local, role = stage.local, _role(stage)
-    name = f"{stage.name}.row_sums{label}"
+    name = f"{stage.name}.row_sums{where}"
     bad = [i for i in range(local.rows) if sympy.together(sum(local.row(i))) != 1]
     if bad:
-        return Fact(name, f"every row of {stage.name}{role} sums to 1{label}", FALSE,
+        return Fact(name, f"every row of {stage.name}{role} sums to 1{where}", FALSE,
                     f"row {bad[0]} does not simplify to 1")
-    return Fact(name, f"every row of {stage.name}{label}{role} sums to exactly 1", PROVED,
+    return Fact(name, f"every row of {stage.name}{where}{role} sums to exactly 1", PROVED,
                 "each local row sum exp(s_j)/sum_k exp(s_k) simplifies to 1")
 
 
