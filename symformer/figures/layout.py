@@ -97,7 +97,7 @@ def bar_labels(series: list[tuple[Fraction, ...]], texts: list[str],
     lo, hi = min(0.0, *values), max(0.0, *values)
     if fixed_range:
         lo, hi = min(lo, fixed_range[0]), max(hi, fixed_range[1])
-    span = (hi - lo) * 1.35 or 1.0
+    span = (hi - lo) * (1.2 if fixed_range else 1.35) or 1.0
     em_x, em_y = em * m / axis_width, em * span / axis_height
     boxes = place_labels(bars, [text_width(t, em_x, font) for t in texts], LINE_EM * em_y,
                          0.25 * em_y)

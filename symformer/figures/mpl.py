@@ -328,6 +328,9 @@ def bars(plt, b: Bars):
             ax.text(x, y, number(text), ha="center", va="center", fontsize=SMALL)
     ax.set_xlim(-0.5, m - 0.5)
     ax.set_ylim(low, high)
+    if b.fixed_range:  # probabilities: ticks within [0, 1] only
+        lo_tick, hi_tick = b.fixed_range
+        ax.set_yticks([lo_tick + (hi_tick - lo_tick) * k / 5 for k in range(6)])
     ax.set_xticks(range(m), [plain(t) for t in b.categories])
     ax.set_xlabel(b.category_title)
     ax.set_ylabel(b.value_title)

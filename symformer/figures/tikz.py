@@ -349,7 +349,9 @@ def bars(b: Bars, canvas: Canvas = NOTES) -> str:
              f" {_axis_style(canvas)}, bar width={number(0.8 / k * axis_w / m)}cm,"
              f" xtick={{{ticks}}}, xticklabels={{{labels}}}, xmin=-0.5, xmax={m - 0.5},"
              f" ymin={number(low)}, ymax={number(high)},"
-             f" xlabel={{{b.category_title}}}, ylabel={{{b.value_title}}},"
+             + (f" ytick={{{b.fixed_range[0]},{number(Fraction(sum(b.fixed_range), 2))},"
+                f"{b.fixed_range[1]}}}," if b.fixed_range else "")
+             + f" xlabel={{{b.category_title}}}, ylabel={{{b.value_title}}},"
              " axis x line*=bottom, axis y line*=left, ymajorgrids, grid style={gray!25},"
              " legend style={at={(0.5,1.02)}, anchor=south, legend columns=-1, draw=none,"
              f" font={canvas.font}}},"
