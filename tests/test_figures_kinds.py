@@ -339,3 +339,17 @@ def test_colour_bar_ticks_are_round_values_inside_the_range(low, span):
     assert low <= ticks[0] and ticks[-1] <= high
     for t in ticks:  # a short terminating decimal, written exactly
         assert Fraction(decimal_text(t)) == t
+
+
+def test_long_names_fall_back_to_positions_on_both_axes():
+    """repro/latex_long_token_1000.toml: a 1000-character word would make the map wider
+    than the page; both axes then show positions and the words are listed under it."""
+    g = derive(load_example(Path(__file__).resolve().parent / "data" / "repro"
+                            / "latex_long_token_1000.toml"))
+    h = attention_map(g, g["layer1.head1.weights"], Options())
+    for canvas in (tikz.NOTES, tikz.SLIDES):
+        code = tikz.draw(h, canvas)
+        assert "\\shortstack" not in code and "positions: 0 " in code
+        assert "(0)" not in code  # both axes by position alone
+    root = ET.fromstring(mpl.render(h, "svg"))
+    assert float(root.get("width").removesuffix("pt")) <= mpl.MAX_WIDTH * 72 + 15

@@ -17,7 +17,7 @@ import numpy as np
 
 from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import Rounded, Undecided
-from symformer.latex.escape import latex_text
+from symformer.latex.escape import latex_text, short_name
 from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.positional import sinusoidal_base
 from symformer.ops.rope import RoPE
@@ -162,8 +162,40 @@ def _slug(name: str) -> str:
 
 
 def token_label(token: str, position: int) -> str:
-    """A row or column label, the same on both axes: ``think (1)``."""
-    return f"{token} ({position})"
+    """A row or column label, the same on both axes: ``think (1)`` (a long word cut
+    around an ellipsis, :func:`~symformer.escape.short_name`)."""
+    return f"{short_name(token)} ({position})"
+
+
+#: How a heat map's axes are labelled, tried in this order until the map fits: the word
+#: and its position on one line, the word over its position, the position alone (the
+#: words then listed under the map, :func:`positions_key`).  Both axes alike.
+LABEL_MODES = ("line", "stacked", "positions")
+
+
+def axis_labels(labels: tuple[str, ...], mode: str) -> list[str]:
+    """Labels ``think (1)`` in one of :data:`LABEL_MODES` (``\n`` between lines)."""
+    out = []
+    for label in labels:
+        word, _, rest = label.rpartition(" (")
+        if mode == "line" or not word:
+            out.append(label)
+        elif mode == "stacked":
+            out.append(f"{word}\n({rest}")
+        else:
+            out.append(rest.removesuffix(")"))
+    return out
+
+
+def positions_key(h: HeatMap) -> str:
+    """The line under a map labelled by positions alone: which word is at which."""
+    def listing(labels: tuple[str, ...]) -> str:
+        return ", ".join(f"{rest.removesuffix(')')} {word}"
+                         for word, _, rest in (t.rpartition(" (") for t in labels))
+
+    if h.rows == h.cols:
+        return "positions: " + listing(h.rows)
+    return f"rows: {listing(h.rows)}; columns: {listing(h.cols)}"
 
 
 def _where(stage: Stage) -> str:

@@ -32,14 +32,17 @@ from symformer.figures.colors import (
     text_colour,
 )
 from symformer.figures.data import (
+    LABEL_MODES,
     Bars,
     Curves,
     Figure,
     HeatMap,
     Rotations,
+    axis_labels,
     decimal_text,
     nice_ticks,
     pe_curve,
+    positions_key,
 )
 from symformer.figures.layout import bar_labels, spread, text_width
 
@@ -141,27 +144,30 @@ def heat_map(plt, h: HeatMap):
     colour = diverging if h.diverging else sequential
     em = _em(SMALL)
     widest_value = max(text_width(number(t), em) for row in h.texts for t in row)
-    # both axes alike: "think (1)" on one line when the map fits MAX_WIDTH, else the
-    # word over its position on both
-    for one_line in (True, False):
-        rows, cols = stacked(h.rows, one_line), stacked(h.cols, one_line)
+    # both axes alike: the first of LABEL_MODES that fits MAX_WIDTH
+    for mode in LABEL_MODES:
+        rows, cols = axis_labels(h.rows, mode), axis_labels(h.cols, mode)
         col_w = max(_label_width(c, em) for c in cols)
         row_w = max(_label_width(r, em) for r in rows)
         cell_w = max(0.7, widest_value + 0.15, col_w + 0.05)
-        title_w = _label_width(h.row_title.replace("$", ""), _em(NORMAL)) + 0.1
+        title_w = len(h.row_title.replace("$", "")) * 0.55 * _em(NORMAL)
         left = max(row_w, title_w) + 0.15  # the row labels, or the rows' title over them
         fig_w = left + n_cols * cell_w + _BAR_ROOM
         if fig_w <= MAX_WIDTH:
             break
-    lines = 1 if one_line else 2
-    cell_h = 0.42 if one_line else 0.55
+    lines = 2 if mode == "stacked" else 1
+    cell_h = 0.55 if mode == "stacked" else 0.42
     top = 0.25 + 0.2 * lines  # the column labels and the axis title
-    fig_h = 0.1 + n_rows * cell_h + top
+    bottom = 0.1 + (0.5 if mode == "positions" else 0)  # positions_key under the map
+    fig_h = bottom + n_rows * cell_h + top
     fig = plt.figure(figsize=(fig_w, fig_h))
-    ax = fig.add_axes((left / fig_w, 0.1 / fig_h, n_cols * cell_w / fig_w,
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, n_cols * cell_w / fig_w,
                        n_rows * cell_h / fig_h))
-    cax = fig.add_axes(((left + n_cols * cell_w + 0.2) / fig_w, 0.1 / fig_h, 0.16 / fig_w,
-                        n_rows * cell_h / fig_h))
+    cax = fig.add_axes(((left + n_cols * cell_w + 0.2) / fig_w, bottom / fig_h,
+                        0.16 / fig_w, n_rows * cell_h / fig_h))
+    if mode == "positions":
+        fig.text(0.02, 0.02, plain(positions_key(h)), fontsize=SMALL, ha="left",
+                 va="bottom", wrap=True)
     low, high = h.scale
     for i in range(n_rows):
         for j in range(n_cols):
@@ -200,13 +206,6 @@ def heat_map(plt, h: HeatMap):
 
 #: Inches right of the map: the gap, the colour bar, its ticks and its title.
 _BAR_ROOM = 1.0
-
-
-def stacked(labels: tuple[str, ...], one_line: bool) -> list[str]:
-    """Axis labels as given (``think (1)``), or each word over its position."""
-    if one_line:
-        return list(labels)
-    return [t.replace(" (", "\n(") if " (" in t else t for t in labels]
 
 
 def _label_width(label: str, em: float) -> float:

@@ -28,15 +28,18 @@ from symformer.figures.colors import (
     text_colour,
 )
 from symformer.figures.data import (
+    LABEL_MODES,
     Bars,
     Curves,
     Figure,
     HeatMap,
     Rotations,
+    axis_labels,
     decimal_text,
     label,
     nice_ticks,
     pe_curve,
+    positions_key,
 )
 from symformer.figures.layout import LINE_EM, bar_labels, spread
 from symformer.latex.escape import latex_text
@@ -115,19 +118,16 @@ def _width(text: str, canvas: Canvas) -> float:
     return (len(text) * 0.5 + 0.3) * canvas.em
 
 
-def _token_labels(labels: tuple[str, ...], one_line: bool, canvas: Canvas
+def _token_labels(labels: tuple[str, ...], mode: str, canvas: Canvas
                   ) -> tuple[list[str], float]:
-    """Axis labels ``think (1)`` on one line, or the word over its position; and the
-    widest label's width in cm."""
+    """Axis labels in ``mode`` (:data:`~symformer.figures.data.LABEL_MODES`) as LaTeX,
+    and the widest label's width in cm."""
     out, widest = [], 0.0
-    for t in labels:
-        word, _, rest = t.rpartition(" (")
-        if one_line or not word:
-            out.append(latex_text(t))
-            widest = max(widest, _width(t, canvas))
-        else:
-            out.append(f"\\shortstack{{{latex_text(word)}\\\\({latex_text(rest)}}}")
-            widest = max(widest, _width(word, canvas), _width(rest, canvas))
+    for text in axis_labels(labels, mode):
+        parts = text.split("\n")
+        widest = max([widest] + [_width(p, canvas) for p in parts])
+        out.append(latex_text(text) if len(parts) == 1 else
+                   "\\shortstack{" + "\\\\".join(latex_text(p) for p in parts) + "}")
     return out, widest
 
 
@@ -140,19 +140,20 @@ def heat_map(h: HeatMap, canvas: Canvas = NOTES) -> str:
     widest_value = max(_width(t, canvas) for row in h.texts for t in row)
     cell_w = max(1.0, widest_value + 0.25)
     bar_room = max(2.0, _width(h.bar_title, canvas) + 0.6)
-    # both axes alike: one line each when the key labels fit the width, else two lines
-    rows, row_w = _token_labels(h.rows, True, canvas)
-    cols, col_w = _token_labels(h.cols, True, canvas)
-    left = max(row_w, _width(h.row_title, canvas) + 0.3 - _width(h.col_title, canvas) / 2)
-    one_line = (col_w + 0.2) * n_cols + left + 0.3 + bar_room <= canvas.width
-    if not one_line:
-        rows, row_w = _token_labels(h.rows, False, canvas)
-        cols, col_w = _token_labels(h.cols, False, canvas)
+    # both axes alike, the first of LABEL_MODES whose key labels fit the width
+    for mode in LABEL_MODES:
+        rows, row_w = _token_labels(h.rows, mode, canvas)
+        cols, col_w = _token_labels(h.cols, mode, canvas)
+        left = max(row_w, _width(h.row_title, canvas) + 0.3 - _width(h.col_title, canvas) / 2)
+        if (max(cell_w, col_w + 0.2)) * n_cols + left + 0.3 + bar_room <= canvas.width:
+            break
+    one_line = mode != "stacked"
     label_lines = 1 if one_line else 2
     # cells as large as the room allows (up to 2.2 cm x 0.9 cm), never smaller than text
     free_w = (canvas.width - left - 0.3 - bar_room) / n_cols
     cell_w = max(cell_w, col_w + 0.2, min(2.2, free_w))
-    free_h = (canvas.height - (label_lines + 2) * LINE_EM * canvas.em) / n_rows
+    below = 2 if mode == "positions" else 0  # the lines of positions_key
+    free_h = (canvas.height - (label_lines + 2 + below) * LINE_EM * canvas.em) / n_rows
     cell_h = max(LINE_EM * canvas.em * (label_lines + 0.3), min(0.9, free_h))
     lines = [f"\\begin{{tikzpicture}}[x={number(cell_w)}cm, y=-{number(cell_h)}cm, "
              f"font={canvas.font}]"]
@@ -186,6 +187,11 @@ def heat_map(h: HeatMap, canvas: Canvas = NOTES) -> str:
     lines.append(f"\\node[anchor=south east] at (0,-0.05) [yshift={number(lift)}cm, "
                  f"xshift=-0.3cm] {{{h.row_title}}};")
     lines += _colour_bar(h, paint, n_cols, n_rows, cell_w, cell_h, canvas)
+    if mode == "positions":
+        width = number(min(canvas.width, n_cols * cell_w + left))
+        lines.append(f"\\node[anchor=north west, text width={width}cm, align=left] at "
+                     f"(0,{n_rows}) [yshift=-0.15cm, xshift=-{number(left)}cm] "
+                     f"{{{latex_text(positions_key(h))}}};")
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
 
