@@ -40,7 +40,7 @@ from symformer.figures.data import (
 from symformer.figures.layout import bar_box, place_labels
 from symformer.latex.escape import latex_text
 from tests.float_reference import float_forward
-from tests.test_figures import far_from_tie, rounded
+from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "symformer" / "examples"
 #: repro/attack3/name_bs.toml: the built-in example with the tokens a\b, c$d, a\b, e.
@@ -353,3 +353,50 @@ def test_long_names_fall_back_to_positions_on_both_axes():
         assert "(0)" not in code  # both axes by position alone
     root = ET.fromstring(mpl.render(h, "svg"))
     assert float(root.get("width").removesuffix("pt")) <= mpl.MAX_WIDTH * 72 + 15
+
+
+def _word_heights(pdf: Path, page: int) -> list[tuple[float, float, str]]:
+    """(height, top, word) of every word on a page, from ``pdftotext -bbox``."""
+    import subprocess
+
+    html = subprocess.run(["pdftotext", "-bbox", "-f", str(page), "-l", str(page), str(pdf),
+                           "-"], capture_output=True, text=True, check=True).stdout
+    words = re.findall(r'yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)">([^<]*)</word>', html)
+    return [(float(y1) - float(y0), float(y0), w) for y0, y1, w in words]
+
+
+@needs_pgfplots
+@pytest.mark.parametrize("path", [None, EXAMPLES / "llama_style.toml"],
+                         ids=["builtin", "llama_style"])
+def test_slide_figures_are_legible(tmp_path, path):
+    """Every text word of every figure frame is at least as tall as 9 pt text in the
+    same font (a reference word on a frame of its own), outside the footline; the
+    frames compile unscaled and without an overfull box.  (Numbers are set in the math
+    font, whose heights pdftotext measures on another scale: the TikZ source test above
+    checks their size switch.)"""
+    import subprocess
+
+    from symformer.slides.beamer import document
+    from symformer.slides.deck import FigureFrame
+    from symformer.slides.deck import Options as SlideOptions
+
+    g = derive(load_example(path))
+    frames = [FigureFrame(figure=f) for f in figures(g, Options())]
+    reference = "\\begin{frame}{Reference}\\fontsize{9}{11}\\selectfont Xyzzyx\\end{frame}\n"
+    text = document(g, SlideOptions(), frames).replace("\\end{document}",
+                                                       reference + "\\end{document}")
+    (tmp_path / "s.tex").write_text(text)
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "s.tex"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "Overfull" not in (tmp_path / "s.log").read_text(errors="replace")
+    pdf = tmp_path / "s.pdf"
+    pages = len(frames) + 2
+    (nine,) = [h for h, _, w in _word_heights(pdf, pages) if w == "Xyzzyx"]
+    for page in range(2, pages):
+        words = [(h, w) for h, top, w in _word_heights(pdf, page)
+                 if top < 240 and re.fullmatch(r"[A-Za-z]{3,}", w)  # text, not footline
+                 and w not in ("pos", "sin", "cos")]  # set in math
+        assert words
+        small = [(round(h, 2), w) for h, w in words if h < nine - 0.01]
+        assert not small, (page, small)
