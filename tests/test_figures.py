@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from symformer.cli import main
+from symformer.colors import diverging, luminance, sequential, text_colour
 from symformer.example import load_example
-from symformer.figures.colors import diverging, luminance, sequential, text_colour
 from tests.float_reference import float_forward
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "symformer" / "examples"

@@ -20,7 +20,7 @@ import re
 from fractions import Fraction
 from xml.sax.saxutils import escape
 
-from symformer.figures.colors import (
+from symformer.colors import (
     LINE,
     MARK,
     MASKED_FILL,

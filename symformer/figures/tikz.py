@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from symformer.figures.colors import (
+from symformer.colors import (
     LINE,
     MARK,
     MASKED_FILL,

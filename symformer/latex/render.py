@@ -102,10 +102,10 @@ def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
 
 def heat_colour(percent: int) -> tuple[str, bool]:
     """The heat shade of ``percent`` (0..100) as hex ``RRGGBB``, and whether its text
-    should be white: the project's one sequential scale (:mod:`symformer.figures.colors`)."""
+    should be white: the project's one sequential scale (:mod:`symformer.colors`)."""
     from fractions import Fraction
 
-    from symformer.figures.colors import heat
+    from symformer.colors import heat
 
     fill, ink = heat(Fraction(percent, 100))
     return "".join(f"{c:02X}" for c in fill), ink == (255, 255, 255)

@@ -13,8 +13,8 @@ import html
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
+from symformer.colors import heat, hex_colour
 from symformer.engine.rounding import display_value
-from symformer.figures.colors import heat, hex_colour
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
 from symformer.trace.formula import mathml_number
