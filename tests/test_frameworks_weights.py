@@ -70,3 +70,72 @@ def test_example_text_is_loaded_exactly_and_comments_are_safe() -> None:
     e = parse_example(text)
     assert Fraction(int(e.embeddings[0, 0].p), int(e.embeddings[0, 0].q)) == Fraction(0.1)
     assert e.embeddings[0, 1] * 4 == 1
+
+
+def _gpt2_dir(folder, dtype: str = "F32") -> None:
+    """A tiny GPT-2 directory written with NumPy only (no torch, no transformers)."""
+    import json
+    import struct
+
+    rng = np.random.default_rng(0)
+    d, v, n = 4, 6, 4
+    shapes = {"wte.weight": (v, d), "wpe.weight": (n, d), "ln_f.weight": (d,),
+              "ln_f.bias": (d,), "h.0.ln_1.weight": (d,), "h.0.ln_1.bias": (d,),
+              "h.0.ln_2.weight": (d,), "h.0.ln_2.bias": (d,),
+              "h.0.attn.c_attn.weight": (d, 3 * d), "h.0.attn.c_attn.bias": (3 * d,),
+              "h.0.attn.c_proj.weight": (d, d), "h.0.attn.c_proj.bias": (d,),
+              "h.0.mlp.c_fc.weight": (d, 4 * d), "h.0.mlp.c_fc.bias": (4 * d,),
+              "h.0.mlp.c_proj.weight": (4 * d, d), "h.0.mlp.c_proj.bias": (d,)}
+    tensors = {k: rng.normal(size=s).astype(np.float32) for k, s in shapes.items()}
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": d,
+        "n_head": 2, "n_layer": 1, "vocab_size": v, "n_positions": n,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05}))
+    (folder / "vocab.json").write_text(json.dumps({w: i for i, w in enumerate(
+        ["the", "cat", "sat", "on", "mat", "."])}))
+    if dtype == "F32":
+        from safetensors.numpy import save_file
+        save_file(tensors, str(folder / "model.safetensors"))
+        return tensors
+    header, blobs, offset = {}, [], 0  # bfloat16: the upper halves of float32 words
+    for k, t in tensors.items():
+        blob = (t.view(np.uint32) >> 16).astype("<u2").tobytes()
+        header[k] = {"dtype": "BF16", "shape": list(t.shape),
+                     "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+        tensors[k] = ((t.view(np.uint32) >> 16) << 16).view(np.float32)
+    text = json.dumps(header).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(text)) + text
+                                               + b"".join(blobs))
+    return tensors
+
+
+@pytest.mark.parametrize("dtype", ["F32", "BF16"])
+def test_safetensors_directory_imports_without_torch(tmp_path, dtype) -> None:
+    from symformer.frameworks import from_pretrained
+
+    tensors = _gpt2_dir(tmp_path / "m", dtype)
+    e = from_pretrained(tmp_path / "m", ["the", 1, "sat"])
+    assert e.tokens == ("the", "cat", "sat") and e.lm_head.tied
+    W = tensors["h.0.attn.c_attn.weight"]
+    got = e.layers[0].heads[1].W_K  # columns d + 2 .. d + 4 of c_attn
+    for i in range(4):
+        for j in range(2):
+            assert Fraction(int(got[i, j].p), int(got[i, j].q)) == Fraction(float(W[i, 4 + 2 + j]))
+    assert e.layers[0].eps == Fraction(1, 100000)  # the configuration's decimal, exactly
+    assert f"{dtype} weights" in e.title
+
+
+def test_cli_import_refuses_in_one_line(tmp_path, capsys) -> None:
+    from symformer.cli import main
+
+    _gpt2_dir(tmp_path / "m")
+    assert main(["import", str(tmp_path / "m"), "--tokens", "dog", "--out",
+                 str(tmp_path / "x.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "'dog'" in err and err.count("\n") == 1
+    assert not (tmp_path / "x.toml").exists()
+    assert main(["import", str(tmp_path / "m"), "--tokens", "0,1", "--out",
+                 str(tmp_path / "x.toml")]) == 0

@@ -40,3 +40,10 @@ def from_torch(module: Any, tokens: Any, causal: bool = False) -> Any:
     from symformer.frameworks.torch_in import from_torch as load
 
     return load(module, tokens, causal)
+
+
+def to_torch(example: Any) -> str:
+    """The text of a standalone PyTorch module file for ``example`` (see :mod:`.torch_out`)."""
+    from symformer.frameworks.torch_out import to_torch as write
+
+    return write(example)
