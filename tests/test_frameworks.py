@@ -231,3 +231,23 @@ def test_cli_import_then_export_torch_round_trip(tmp_path) -> None:
     with torch.no_grad():
         ref = model.double()(torch.tensor([[1, 2, 3]])).logits[0]
     assert torch.allclose(logits, ref, rtol=1e-12, atol=1e-15)
+
+
+def test_crosscheck_torch_errors_are_consistent_with_the_dtype(capsys) -> None:
+    from symformer.cli import main
+    from symformer.frameworks.torch_check import torch_crosscheck, worst_stage
+
+    example = symformer.load_example("gpt2_style")
+    g = symformer.derive(example)
+    worst = {dt: worst_stage(torch_crosscheck(example, dt, g))
+             for dt in ("float64", "float32", "bfloat16")}
+    # a few units of each dtype's epsilon at most, on a model this small
+    assert all(0 < w.ulps < 50 for w in worst.values()), worst
+    assert worst["float64"].digits > 13 > worst["float32"].digits > 5
+    assert 0.5 < worst["bfloat16"].digits < 3.5
+    assert main(["crosscheck", "gpt2_style", "--torch", "--dtype", "float32",
+                 "--tol", "1e-5"]) == 0
+    out = capsys.readouterr().out
+    assert "loses most digits: " + worst["float32"].stage in out
+    assert main(["crosscheck", "gpt2_style", "--torch", "--dtype", "bfloat16",
+                 "--tol", "1e-5"]) == 1

@@ -139,3 +139,14 @@ def test_cli_import_refuses_in_one_line(tmp_path, capsys) -> None:
     assert not (tmp_path / "x.toml").exists()
     assert main(["import", str(tmp_path / "m"), "--tokens", "0,1", "--out",
                  str(tmp_path / "x.toml")]) == 0
+
+
+def test_torch_commands_say_what_to_install_without_torch(monkeypatch, capsys) -> None:
+    import sys
+
+    from symformer.cli import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails
+    assert main(["crosscheck", "gpt2_style", "--torch"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install" in err and err.count("\n") == 1

@@ -168,6 +168,30 @@ if __name__ == "__main__":
 
 def to_torch(example: Example) -> str:
     """The text of a standalone PyTorch module file computing ``example`` in float64."""
+    config, weights = settings(example)
+    head = ('"""A symformer example as a standalone PyTorch module (symformer export '
+            '--format torch).\n\nEvery weight is the float64 nearest the example\'s exact '
+            'value.  Run it: python model.py\n"""\n\nimport torch\n\n')
+    return (head + f"TITLE = {example.title!r}\n\nCONFIG = {pprint.pformat(config, width=100)}\n"
+            f"\nWEIGHTS = {pprint.pformat(weights, width=100)}\n" + _MODULE)
+
+
+def model_class(example: Example) -> Any:
+    """The ``Model`` class of :func:`to_torch`'s file, built in this process: only the
+    fixed module code runs (the example's settings and weights are passed as objects,
+    so no text of the example is ever executed)."""
+    import torch
+
+    config, weights = settings(example)
+    namespace: dict[str, Any] = {"__name__": "symformer_torch_model", "torch": torch,
+                                 "CONFIG": config, "WEIGHTS": weights,
+                                 "TITLE": example.title}
+    exec(compile(_MODULE, "<symformer torch model>", "exec"), namespace)
+    return namespace["Model"]
+
+
+def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The module's CONFIG and WEIGHTS: the example's settings and float64 weights."""
     if example.decoder is not None:
         raise NotSupportedError("export --format torch: encoder-decoder examples are not "
                                 "supported (encoders and decoder-only models are)")
@@ -214,11 +238,7 @@ def to_torch(example: Example) -> str:
               "base": _float(example.positional_encoding_base), "causal": example.causal,
               "mask": None if example.mask_value is None else _float(example.mask_value),
               "final_norm": final, "layers": layers}
-    head = ('"""A symformer example as a standalone PyTorch module (symformer export '
-            '--format torch).\n\nEvery weight is the float64 nearest the example\'s exact '
-            'value.  Run it: python model.py\n"""\n\nimport torch\n\n')
-    return (head + f"TITLE = {example.title!r}\n\nCONFIG = {pprint.pformat(config, width=100)}\n"
-            f"\nWEIGHTS = {pprint.pformat(weights, width=100)}\n" + _MODULE)
+    return config, weights
 
 
 def _float(value: Any) -> float:
