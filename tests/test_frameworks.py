@@ -70,14 +70,20 @@ def test_gpt2_logits_and_stages_match_hugging_face(tmp_path) -> None:
     assert example.tokens == ("t3", "t5", "t7", "t1")
     model = model.double()
     block = model.transformer.h[0]
-    seen = hooked(model, {"layer1.norm1": block.ln_1, "layer1.attention.output": block.attn,
-                          "layer1.norm2": block.ln_2, "layer1.ffn.output": block.mlp,
-                          "layer1.add_norm2": block, "final_norm": model.transformer.ln_f})
+    _language_model_matches(model, example, {
+        "layer1.norm1": block.ln_1, "layer1.attention.output": block.attn,
+        "layer1.norm2": block.ln_2, "layer1.ffn.output": block.mlp,
+        "layer1.add_norm2": block, "final_norm": model.transformer.ln_f})
+
+
+def _language_model_matches(model, example, modules: dict[str, object]) -> None:
+    """The example's logits and hooked stages equal the float64 model's to 1e-12."""
+    seen = hooked(model, modules)
     with torch.no_grad():
         logits = model(torch.tensor([TOKENS])).logits[0].numpy()
     g = symformer.derive(example)
     close(certified(g, "logits"), logits)
-    assert len(seen) >= 5  # every hook ran
+    assert len(seen) == len(modules)  # every hook ran
     for name, value in seen.items():
         close(certified(g, name), value)
 
@@ -121,17 +127,10 @@ def test_llama_with_grouped_query_attention_matches_hugging_face(tmp_path, monke
     assert len(example.layers[0].kv_heads) == 2 and len(example.layers[0].heads) == 4
     model = model.double()
     layer = model.model.layers[0]
-    seen = hooked(model, {"layer1.norm1": layer.input_layernorm,
-                          "layer1.attention.output": layer.self_attn,
-                          "layer1.norm2": layer.post_attention_layernorm,
-                          "layer1.ffn.output": layer.mlp, "final_norm": model.model.norm})
-    with torch.no_grad():
-        logits = model(torch.tensor([TOKENS])).logits[0].numpy()
-    g = symformer.derive(example)
-    close(certified(g, "logits"), logits)
-    assert len(seen) >= 5  # every hook ran
-    for name, value in seen.items():
-        close(certified(g, name), value)
+    _language_model_matches(model, example, {
+        "layer1.norm1": layer.input_layernorm, "layer1.attention.output": layer.self_attn,
+        "layer1.norm2": layer.post_attention_layernorm, "layer1.ffn.output": layer.mlp,
+        "final_norm": model.model.norm})
 
 
 @pytest.mark.parametrize(("norm_first", "activation"), [(False, "relu"), (True, "gelu")])
