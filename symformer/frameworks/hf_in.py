@@ -52,6 +52,10 @@ def pretrained_text(directory: str | Path, tokens: Sequence[int | str]) -> tuple
         data = _gpt2(config, weights)
     elif kind in ("llama", "mistral", "qwen2"):
         data = _llama(config, weights)
+    elif kind in ("bert", "roberta", "distilbert"):
+        raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported yet: its "
+                                f"LayerNorm on the embeddings (and token-type embeddings) "
+                                f"has no place in an example")
     else:
         raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported (supported: "
                                 f"gpt2, llama, mistral, qwen2)")
