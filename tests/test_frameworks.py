@@ -88,10 +88,13 @@ def _language_model_matches(model, example, modules: dict[str, object]) -> None:
         close(certified(g, name), value)
 
 
-def _llama_float64(monkeypatch) -> None:
-    """HF's Llama computes RMSNorm and the rotary angles in float32 even in a float64
-    model; make those two steps float64 (same formulas) so that the reference is."""
-    from transformers.models.llama import modeling_llama as ml
+def _llama_float64(monkeypatch, kind: str) -> None:
+    """HF's Llama (and Qwen2) compute RMSNorm and the rotary angles in float32 even in a
+    float64 model; make those two steps float64 (same formulas) so that the reference is."""
+    import importlib
+
+    ml = importlib.import_module(f"transformers.models.{kind}.modeling_{kind}")
+    prefix = {"llama": "Llama", "qwen2": "Qwen2"}[kind]
 
     def rms(self, x):
         variance = x.pow(2).mean(-1, keepdim=True)
@@ -105,19 +108,25 @@ def _llama_float64(monkeypatch) -> None:
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
-    monkeypatch.setattr(ml.LlamaRMSNorm, "forward", rms)
-    monkeypatch.setattr(ml.LlamaRotaryEmbedding, "forward", rotary)
+    monkeypatch.setattr(getattr(ml, f"{prefix}RMSNorm"), "forward", rms)
+    monkeypatch.setattr(getattr(ml, f"{prefix}RotaryEmbedding"), "forward", rotary)
 
 
-def test_llama_with_grouped_query_attention_matches_hugging_face(tmp_path, monkeypatch
-                                                                 ) -> None:
-    _llama_float64(monkeypatch)
+@pytest.mark.parametrize(("kind", "extra"), [
+    ("llama", {}),
+    ("llama", {"tie_word_embeddings": True, "attention_bias": True, "mlp_bias": True}),
+    ("qwen2", {}),  # biases on q, k, v
+])
+def test_llama_with_grouped_query_attention_matches_hugging_face(tmp_path, monkeypatch,
+                                                                 kind, extra) -> None:
+    _llama_float64(monkeypatch, kind)
     torch.manual_seed(1)
-    config = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=12,
-                                      num_hidden_layers=1, num_attention_heads=4,
-                                      num_key_value_heads=2, max_position_embeddings=16)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():  # RMSNorm weights start at 1: make them random to test them
+    name = {"llama": "Llama", "qwen2": "Qwen2"}[kind]
+    config = getattr(transformers, f"{name}Config")(
+        vocab_size=16, hidden_size=8, intermediate_size=12, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16, **extra)
+    model = getattr(transformers, f"{name}ForCausalLM")(config).eval()
+    with torch.no_grad():  # norm weights start at 1, biases at 0: make them random
         for p in model.parameters():
             if p.ndim == 1:
                 p.uniform_(0.5, 1.5)
@@ -125,6 +134,8 @@ def test_llama_with_grouped_query_attention_matches_hugging_face(tmp_path, monke
     example = from_pretrained(tmp_path, TOKENS)
     _exact_weights_match(tmp_path, example)
     assert len(example.layers[0].kv_heads) == 2 and len(example.layers[0].heads) == 4
+    assert example.lm_head.tied == bool(extra.get("tie_word_embeddings"))
+    assert (example.layers[0].heads[0].b_Q is not None) == (kind == "qwen2" or bool(extra))
     model = model.double()
     layer = model.model.layers[0]
     _language_model_matches(model, example, {
