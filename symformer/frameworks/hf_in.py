@@ -26,7 +26,7 @@ from symformer.errors import InputError, NotSupportedError
 from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
-from symformer.frameworks.weights import example_text, row, rows
+from symformer.frameworks.weights import example_text, printable, row, rows
 
 #: The largest ``model.safetensors`` read, in bytes (exact examples of bigger models
 #: would not derive in any time a user waits for anyway).
@@ -38,12 +38,20 @@ _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
 def from_pretrained(directory: str | Path, tokens: Sequence[int | str]) -> Example:
     """The exact example of a Hugging Face model directory, on the sentence ``tokens``
     (ids, or token strings of the vocabulary the directory carries)."""
-    text, source = pretrained_text(directory, tokens)
-    return example_from_dict(_parse(text, source), source)
+    data, _, source = pretrained_data(directory, tokens)
+    return example_from_dict(data, source)  # the same table the file holds, not re-read
 
 
 def pretrained_text(directory: str | Path, tokens: Sequence[int | str]) -> tuple[str, str]:
     """The example file's TOML text of a Hugging Face directory, and its source name."""
+    data, comments, source = pretrained_data(directory, tokens)
+    return example_text(data, comments), source
+
+
+def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
+                    ) -> tuple[dict[str, Any], list[str], str]:
+    """The example table of a Hugging Face directory, its provenance comments and its
+    source name."""
     folder = Path(directory)
     config = read_config(folder)
     weights, dtypes = read_safetensors(folder / "model.safetensors")
@@ -65,7 +73,7 @@ def pretrained_text(directory: str | Path, tokens: Sequence[int | str]) -> tuple
             **data}
     architectures = ",".join(config.get("architectures") or [kind])
     dtype = "/".join(sorted(set(dtypes)))
-    data["title"] = f"{architectures} from {folder.name} ({dtype} weights, exact)"
+    data["title"] = printable(f"{architectures} from {folder.name} ({dtype} weights, exact)")
     comments = [
         f"Imported by `symformer import` from the Hugging Face directory {folder}",
         f"(class {architectures}, model_type {kind}, weights {dtype}).",
@@ -74,12 +82,7 @@ def pretrained_text(directory: str | Path, tokens: Sequence[int | str]) -> tuple
         *(f"  {k} = {json.dumps(v, default=str)}" for k, v in sorted(config.items())
           if not isinstance(v, (dict, list)) or k in ("rope_scaling", "rope_parameters")),
     ]
-    return example_text(data, comments), str(folder)
-
-
-def _parse(text: str, source: str) -> dict[str, Any]:
-    from symformer.example.loader import read_toml
-    return read_toml(text, source)
+    return data, comments, str(folder)
 
 
 def read_config(folder: Path) -> dict[str, Any]:

@@ -38,19 +38,22 @@ def number_text(value: float, where: str) -> int | DecimalText | str:
     """
     if not math.isfinite(value):
         raise InputError(f"{where}: the weight {value} is not finite")
-    exact = dyadic(value)
-    if exact != 0 and not Fraction(1, MAX_MAGNITUDE) <= abs(exact) <= MAX_MAGNITUDE:
+    p, q = float(value).as_integer_ratio()  # exact: q is a power of two
+    if p and not 1e-99 < abs(value) < 1e99 and not (  # the cheap test, then the exact one
+            q <= abs(p) * MAX_MAGNITUDE and abs(p) <= MAX_MAGNITUDE * q):
         raise InputError(f"{where}: the weight {value!r} is out of the range examples "
                          f"allow (non-zero entries between 1e-100 and 1e100)")
-    if exact.denominator == 1:
-        return int(exact)
-    k = exact.denominator.bit_length() - 1  # the denominator is 2^k
+    if q == 1:
+        return p
+    k = q.bit_length() - 1
+    if k + 2 > MAX_DECIMAL_CHARS:  # "0." and k digits after the point at least
+        return f"{p}/2^{k}"
     # p / 2^k = p 5^k / 10^k: k digits after the point
-    digits = str(abs(exact.numerator) * 5**k).rjust(k + 1, "0")
-    decimal = ("-" if exact < 0 else "") + digits[:-k] + "." + digits[-k:]
+    digits = str(abs(p) * 5**k).rjust(k + 1, "0")
+    decimal = ("-" if p < 0 else "") + digits[:-k] + "." + digits[-k:]
     if len(decimal) <= MAX_DECIMAL_CHARS:
         return DecimalText(decimal)
-    return f"{exact.numerator}/2^{k}"
+    return f"{p}/2^{k}"
 
 
 def rows(array: Any, where: str) -> list[list[Any]]:
@@ -70,13 +73,18 @@ def row(array: Any, where: str) -> list[Any]:
     return [number_text(float(v), f"{where}[{j}]") for j, v in enumerate(a)]
 
 
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (newline, ESC, bidi controls) as "?"."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def example_text(data: dict[str, Any], comments: list[str]) -> str:
     """The TOML text of an example table, ``comments`` as ``#`` lines at the top."""
     # a path or a configuration string must not end the comment (a newline) or steer
     # a terminal: every non-printable character becomes "?"
-    lines = ["".join(c if c.isprintable() else "?" for c in line) for line in comments]
+    lines = [printable(line) for line in comments]
     head = "".join(f"# {line}\n" if line else "#\n" for line in lines)
     title = data.get("title")
     if isinstance(title, str):
-        data = {**data, "title": "".join(c if c.isprintable() else "?" for c in title)}
+        data = {**data, "title": printable(title)}
     return head + ("\n" if head else "") + dump(data)
