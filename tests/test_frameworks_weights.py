@@ -126,6 +126,13 @@ def test_safetensors_directory_imports_without_torch(tmp_path, dtype) -> None:
             assert Fraction(int(got[i, j].p), int(got[i, j].q)) == Fraction(float(W[i, 4 + 2 + j]))
     assert e.layers[0].eps == Fraction(1, 100000)  # the configuration's decimal, exactly
     assert f"{dtype} weights" in e.title
+    from symformer.frameworks.hf_in import pretrained_text
+
+    text, source = pretrained_text(tmp_path / "m", ["the", 1, "sat"])
+    again = parse_example(text, source)  # the file `symformer import` writes: the same
+    assert again.embeddings == e.embeddings and again.layers == e.layers
+    assert again.positional_embeddings == e.positional_embeddings
+    assert again.final_norm == e.final_norm and again.title == e.title
 
 
 def test_cli_import_refuses_in_one_line(tmp_path, capsys) -> None:
