@@ -261,3 +261,25 @@ def test_crosscheck_torch_errors_are_consistent_with_the_dtype(capsys) -> None:
     assert "loses most digits: " + worst["float32"].stage in out
     assert main(["crosscheck", "gpt2_style", "--torch", "--dtype", "bfloat16",
                  "--tol", "1e-5"]) == 1
+
+
+def test_crosscheck_of_the_users_own_module(tmp_path) -> None:
+    from symformer.frameworks.torch_check import module_crosscheck
+
+    torch.manual_seed(5)
+    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
+                                     n_positions=8)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    example = from_pretrained(tmp_path, TOKENS)
+    g = symformer.derive(example)
+    rows = {dt: module_crosscheck(model, example, dt, g) for dt in ("float64", "float32")}
+    assert {r.stage for r in rows["float64"]} >= {"logits", "layer1.norm1", "final_norm"}
+    assert max(r.ulps for r in rows["float64"]) < 50
+    assert 0 < max(r.ulps for r in rows["float32"]) < 50
+    assert next(model.parameters()).dtype == torch.float32  # the user's model is untouched
+    layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, norm_first=True).eval()
+    x = torch.randn(3, 4)
+    rows = module_crosscheck(layer, from_torch(layer, x, causal=True), "bfloat16")
+    assert len(rows) == 4 and all(r.ulps < 50 for r in rows)
+    assert min(r.digits for r in rows) < 3.5
