@@ -106,6 +106,7 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
 
     torch = require_torch()
     from symformer.blocks import derive
+    from symformer.frameworks.torch_out import float_rows
 
     kind = getattr(torch, dtype)
     model = copy.deepcopy(model).eval().to(kind)
@@ -117,7 +118,7 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
         module.register_forward_hook(hook)
     with torch.no_grad():
         if isinstance(model, (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)):
-            x = torch.tensor(_floats(example.embeddings), dtype=kind)[list(example.token_ids)]
+            x = torch.tensor(float_rows(example.embeddings), dtype=kind)[list(example.token_ids)]
             attention = getattr(model, "self_attn", model)
             x = x.unsqueeze(0 if attention.batch_first else 1)  # a batch of one
             n = len(example.token_ids)
@@ -131,9 +132,3 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
             seen["logits"] = model(torch.tensor([list(example.token_ids)])).logits[0]
     g = derivation if derivation is not None else derive(example)
     return [_error(name, g, value, dtype) for name, value in seen.items()]
-
-
-def _floats(matrix: Any) -> list[list[float]]:
-    from symformer.frameworks.torch_out import _floats as floats
-
-    return floats(matrix)

@@ -195,9 +195,9 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     if example.decoder is not None:
         raise NotSupportedError("export --format torch: encoder-decoder examples are not "
                                 "supported (encoders and decoder-only models are)")
-    weights: dict[str, Any] = {"embeddings": _floats(example.embeddings)}
+    weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
-        weights["positional_embeddings"] = _floats(example.positional_embeddings)
+        weights["positional_embeddings"] = float_rows(example.positional_embeddings)
     layers = []
     for li, L in enumerate(example.layers, 1):
         p = f"layer{li}"
@@ -208,7 +208,7 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
                 value = getattr(H, key)
                 names[key] = None if value is None else f"{p}.head{k}.{key}"
                 if value is not None:
-                    weights[names[key]] = _floats(value, vector=key.startswith("b_"))
+                    weights[names[key]] = float_rows(value, vector=key.startswith("b_"))
             heads.append(names)
         layer: dict[str, Any] = {"heads": heads}
         for key in ("W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -217,7 +217,7 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
             name = f"{p}.{key}"
             layer[key] = None if value is None else name
             if value is not None:
-                weights[name] = _floats(value, vector=not key.startswith("W_"))
+                weights[name] = float_rows(value, vector=not key.startswith("W_"))
         layer.update(activation=L.activation, norm=L.norm, layer_norm=L.layer_norm,
                      eps=_float(L.eps), residual=L.residual,
                      scale=None if L.scale is None else _float(L.scale),
@@ -226,12 +226,12 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     final = None
     if example.final_norm is not None:
         final = (example.final_norm.layer_norm, _float(example.final_norm.eps))
-        weights["gamma_f"] = _floats(example.final_norm.gamma_f, vector=True)
-        weights["beta_f"] = _floats(example.final_norm.beta_f, vector=True)
+        weights["gamma_f"] = float_rows(example.final_norm.gamma_f, vector=True)
+        weights["beta_f"] = float_rows(example.final_norm.beta_f, vector=True)
     if example.lm_head is not None:
-        weights["W_vocab"] = _floats(example.lm_head.W_vocab)
+        weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
-            weights["b_vocab"] = _floats(example.lm_head.b_vocab, vector=True)
+            weights["b_vocab"] = float_rows(example.lm_head.b_vocab, vector=True)
     config = {"token_ids": list(example.token_ids), "tokens": list(example.tokens),
               "vocab": list(example.vocab),
               "positional_encoding": example.positional_encoding,
@@ -251,6 +251,7 @@ def _float(value: Any) -> float:
     return float(Fraction(int(q.p), int(q.q)))
 
 
-def _floats(matrix: Any, vector: bool = False) -> list[Any]:
+def float_rows(matrix: Any, vector: bool = False) -> list[Any]:
+    """An exact matrix as rows of the nearest float64s (one row: a list, if ``vector``)."""
     rows = [[_float(v) for v in matrix.row(i)] for i in range(matrix.rows)]
     return rows[0] if vector and len(rows) == 1 else rows
