@@ -193,7 +193,7 @@ def model_class(example: Example) -> Any:
 def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     """The module's CONFIG and WEIGHTS: the example's settings and float64 weights."""
     if example.decoder is not None:
-        raise NotSupportedError("export --format torch: encoder-decoder examples are not "
+        raise NotSupportedError("the PyTorch module: encoder-decoder examples are not "
                                 "supported (encoders and decoder-only models are)")
     weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
