@@ -11,7 +11,7 @@ See docs/exercises.md.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from symformer.blocks import derive
@@ -89,9 +89,7 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
     data, source, name = read_template(request.template)
     settings = read_settings(data.pop("exercise", None), source)
     if request.margin is not None:
-        settings = Settings(settings.embeddings, settings.weights, settings.biases,
-                            margin_value(request.margin, "--margin"), settings.min_spread,
-                            settings.attempts)
+        settings = replace(settings, margin=margin_value(request.margin, "--margin"))
     g = derive(example_from_dict(data, source), max_work=request.max_work)
     asked = asked_stages(g, list(request.ask), source)
     token = resolve_token(g, request.token)
@@ -100,7 +98,8 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
                                      request.decimals, settings, progress, header, g,
-                                     request.max_work, sheet_work(g.example), searching)
+                                     request.max_work, sheet_work(g.example), searching,
+                                     token)
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     for v in variants:

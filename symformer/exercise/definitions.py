@@ -1,0 +1,90 @@
+"""What a sheet defines before it asks: every function and symbol its equations use.
+
+A student solves a sheet from the sheet alone, so each asked step's equation is
+followed nowhere by an undefined name: the head width ``d_k`` of a scaled score, ReLU,
+SiLU (and a gated activation ``a_j = SiLU(g_j) h_j``), GELU, and RoPE's position ``m``,
+frequencies ``theta_i = base^(-2i/d_k)`` and the rotation of each pair with its ``R``.
+Each definition is a :class:`~symformer.latex.blocks.Prose` paragraph (text and inline
+math), given once per sheet, in the order the asked steps first need it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from symformer.engine import Derivation
+from symformer.latex.blocks import Math, Prose
+from symformer.ops.gated import GatedProduct
+from symformer.ops.gelu import GELU
+from symformer.ops.gelu_tanh import GELUTanh
+from symformer.ops.relu import ReLU
+from symformer.ops.rope import RoPE
+from symformer.ops.scale_mask import ScaleMask
+from symformer.ops.silu import SiLU
+
+_RELU = Prose(("ReLU keeps positive numbers and replaces negative ones by 0: ",
+               Math(r"\operatorname{ReLU}(x) = \max(0, x)"), "."))
+_SILU = Prose(("SiLU (the sigmoid-weighted linear unit): ",
+               Math(r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}"), "."))
+_GELU = Prose(("GELU: ", Math(r"\operatorname{GELU}(x) = x\,\Phi(x) = \frac{x}{2}"
+                              r"\left(1 + \operatorname{erf}\frac{x}{\sqrt{2}}\right)"),
+               ", with ", Math(r"\Phi"), " the standard normal distribution function."))
+_GELU_TANH = Prose(("GELU (tanh approximation): ", Math(
+    r"\operatorname{GELU}(x) = \frac{x}{2}\left(1 + \tanh\left(\sqrt{2/\pi}\,"
+    r"(x + 0.044715\,x^{3})\right)\right)"), "."))
+
+
+def _activation(op: object) -> list[Prose]:
+    """The definitions of an activation (inside a gated product too)."""
+    if isinstance(op, GatedProduct):
+        inner = _activation(op.activation)
+        name = {SiLU: "SiLU", GELU: "GELU", GELUTanh: "GELU"}.get(type(op.activation),
+                                                                   "act")
+        return [*inner, Prose(("The gated activation multiplies the activated gate by the "
+                               "hidden entry, entry by entry: ",
+                               Math(rf"a_j = \operatorname{{{name}}}(g_j)\, h_j"), "."))]
+    for kind, text in ((ReLU, _RELU), (SiLU, _SILU), (GELU, _GELU), (GELUTanh, _GELU_TANH)):
+        if isinstance(op, kind):
+            return [text]
+    return []
+
+
+def _rope(op: RoPE, symbol: str) -> list[Prose]:
+    """RoPE's position, frequencies and rotation, for this example's style and width."""
+    a, b = ("2i", "2i+1") if op.style == "interleaved" else ("i", f"i+{op.d // 2}")
+    pairs = f"({symbol}_{{{a}}}, {symbol}_{{{b}}})"
+    start = (f" plus {op.start}" if op.start else "")
+    thetas = ", ".join(rf"\theta_{{{i}}} = {op.base}^{{-{Fraction(2 * i, op.d)}}}" if i
+                       else r"\theta_{0} = 1" for i in range(op.d // 2))
+    return [Prose((
+        "RoPE rotates each pair of dimensions ", Math(pairs), " of a query or key at "
+        f"position m (the token's position, counted from 0{start}) by the angle ",
+        Math(r"m\theta_i"), ", with frequencies ", Math(r"\theta_i = b^{-2i/d_k}"),
+        f" for i = 0, ..., {op.d // 2 - 1}, base ", Math(f"b = {op.base}"), " and ",
+        Math(f"d_k = {op.d}"), ": here ", Math(thetas), ". Written out: ",
+        Math(rf"{symbol}_{{{a}}} \cos(m\theta_i) - {symbol}_{{{b}}} \sin(m\theta_i)"),
+        " is the rotated entry ", Math(a), " and ",
+        Math(rf"{symbol}_{{{a}}} \sin(m\theta_i) + {symbol}_{{{b}}} \cos(m\theta_i)"),
+        " the rotated entry ", Math(b), "; in the equation, ", Math("R"),
+        " maps each pair (a, b) to (\u2212b, a) and cos, sin act entry by entry with "
+        "the angle of the entry's pair. Angles are in radians."))]
+
+
+def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
+    """The definitions the asked steps' equations need, each once, in asked order."""
+    out: list[Prose] = []
+    for name in asked:
+        stage = g[name]
+        op = stage.op
+        found: list[Prose] = []
+        if isinstance(op, ScaleMask) and op.scale is None:
+            found = [Prose((Math(f"d_k = {op.d_k}"), " is the width of a query and of a key "
+                            "(the head's dimension), so ", Math(rf"\sqrt{{d_k}} = "
+                                                                rf"\sqrt{{{op.d_k}}}"),
+                            "."))]
+        elif isinstance(op, RoPE):
+            found = _rope(op, g[stage.inputs[0]].op.symbol.latex)
+        elif stage.kind == "ffn_activation":
+            found = _activation(op)
+        out += [p for p in found if p not in out]
+    return out
