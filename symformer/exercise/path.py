@@ -105,7 +105,8 @@ def stage_path(g: Derivation, name: str, tables: dict[str, tuple[Table, int]],
                 for r in range(g[source].shape[0]) for c in range(g[source].shape[1])
                 for s in [g.symbols(source)[r, c]]}
     return [[_entry(g, stage, i, j, formulas[i, j], tables, position, constants, exact[i][j],
-                    decimals) for j in range(stage.shape[1])]
+                    decimals, _other_rows(g, formulas.row(i), i))
+             for j in range(stage.shape[1])]
             for i in range(stage.shape[0])]
 
 
@@ -146,7 +147,7 @@ def _named_formulas(g: Derivation, stage: Stage
 def _entry(g: Derivation, stage: Stage, i: int, j: int, formula: sympy.Expr,
            tables: dict[str, tuple[Table, int]], position: dict,
            constants: dict[sympy.Symbol, tuple[Node, Node]], exact: str,
-           decimals: int) -> PathEntry:
+           decimals: int, indexed: set[str]) -> PathEntry:
     def number(s: sympy.Symbol) -> Fraction | None:
         source, r, c = g.owner(s)
         return tables[source][0][r][c]
@@ -170,7 +171,7 @@ def _entry(g: Derivation, stage: Stage, i: int, j: int, formula: sympy.Expr,
             return constants[s][0]
         source, r, c = g.owner(s)
         shape = g[source].shape
-        index = ((r,) if shape[0] > 1 and _reads_rows(formula, g, source, i) else ()) \
+        index = ((r,) if shape[0] > 1 and source in indexed else ()) \
             + ((c,) if shape[1] > 1 else ())
         return symbol(g[source].op.symbol, index)
 
@@ -185,11 +186,11 @@ def _entry(g: Derivation, stage: Stage, i: int, j: int, formula: sympy.Expr,
                      rounded_text(value, decimals))
 
 
-def _reads_rows(formula: sympy.Expr, g: Derivation, source: str, i: int) -> bool:
-    """Whether ``formula`` reads a row of ``source`` other than ``i`` (its symbols then
-    carry the row index: k_{1,0})."""
-    return any(not str(s).startswith("const:") and g.owner(s)[0] == source
-               and g.owner(s)[1] != i for s in formula.free_symbols)
+def _other_rows(g: Derivation, formulas: sympy.Matrix, i: int) -> set[str]:
+    """The input stages that row ``i``'s formulas read in a row other than ``i``: their
+    symbols carry the row index (k_{1,0}), for every entry of the row alike."""
+    return {g.owner(s)[0] for f in formulas for s in f.free_symbols
+            if not str(s).startswith("const:") and g.owner(s)[1] != i}
 
 
 def rounded_text(value: arb, decimals: int) -> str | None:

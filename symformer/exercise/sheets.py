@@ -99,10 +99,18 @@ def _extra_legend(table: Table) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class Together:
+    """Start a new page unless ``share`` of a page is left: a stage's heading, equation,
+    table and working stay on one page (LaTeX only)."""
+
+    share: float = 0.5
+
+
+@dataclass(frozen=True)
 class Working:
     """Room for the student's working below an asked table (a box on paper)."""
 
-    height_cm: float = 5.0
+    height_cm: float = 3.5
 
 
 def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
@@ -110,7 +118,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
     """One asked stage: heading, general equation, and its table (empty on a sheet,
     with room for working); the key's worked lines follow the student's path (``path``:
     the stage's entries recomputed from the earlier answers as written)."""
-    out: list = [Heading(caption(stage), level)]
+    out: list = [Together(0.3 if key else 0.44), Heading(caption(stage), level)]
     equation = stage_equation(stage)
     if equation is not None:
         out.append(replace(equation, label=f"eq:{tag}{stage.name}"))
@@ -121,7 +129,8 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                                 f"{stage.op.symbol.title}: fill in every entry, rounded to "
                                 f"{plural(decimals, 'decimal')}.")
     if not key:
-        blank = tuple(tuple(Cell(_BLANK) for _ in row) for row in table.cells)
+        blank = tuple(tuple(Cell(rf"\underline{{{_BLANK}}}") for _ in row)
+                      for row in table.cells)
         table = replace(table, cells=blank, tall=True, highlight_row=None, legend=())
         return [*out, table, Working()]
     out.append(replace(table, legend=_extra_legend(table)))
@@ -180,11 +189,13 @@ def document_blocks(g: Derivation, asked: list[str], decimals: int, token: int, 
 def _render(block: object, latex_output: bool) -> str:
     """A block as LaTeX or Markdown (the :class:`Working` box here, the rest by the
     document renderers)."""
+    if isinstance(block, Together):
+        return rf"\needspace{{{block.share}\textheight}}" if latex_output else ""
     if isinstance(block, Working):
         if latex_output:
-            return ("\\par\\medskip\noindent\textit{Working:}\\par\nobreak\noindent"
-                    "\fbox{\begin{minipage}[t][" + f"{block.height_cm}cm"
-                    + "]{\\dimexpr\\linewidth-2\fboxsep-2\fboxrule\relax}"
+            return (r"\par\medskip\noindent\textit{Working:}\par\nobreak\noindent"
+                    r"\fbox{\begin{minipage}[t][" + f"{block.height_cm}cm"
+                    + r"]{\dimexpr\linewidth-2\fboxsep-2\fboxrule\relax}"
                     r"\mbox{}\end{minipage}}\par\medskip")
         return "*Working:*\n\n```text\n" + "\n" * 6 + "```"
     return to_latex(block) if latex_output else to_markdown(block)
@@ -192,16 +203,17 @@ def _render(block: object, latex_output: bool) -> str:
 
 def latex_document(title: str, blocks: list) -> str:
     """A standalone LaTeX document of ``blocks`` (compiles with pdflatex)."""
-    body = "\n\n".join(_render(b, True) for b in blocks)
-    return (PREAMBLE % {"packages": "\n".join(PACKAGES)}
+    body = "\n\n".join(text for b in blocks if (text := _render(b, True)))
+    return (PREAMBLE % {"packages": "\n".join((*PACKAGES, r"\usepackage{needspace}"))}
             + f"\\title{{{latex_text(title, breaks=True)}}}\n\\author{{}}\n\\date{{}}\n"
             + "\\begin{document}\n\\maketitle\n\n" + body + "\n\n\\end{document}\n")
 
 
 def markdown_document(title: str, blocks: list) -> str:
     """``blocks`` as one Markdown file (KaTeX/MathJax math); answer cells left blank."""
-    body = "\n\n".join(_render(b, False) for b in blocks)
-    return f"# {markdown_text(title)}\n\n" + body.replace(f"${_BLANK}$", " ") + "\n"
+    body = "\n\n".join(text for b in blocks if (text := _render(b, False)))
+    return (f"# {markdown_text(title)}\n\n"
+            + body.replace(f"$\\underline{{{_BLANK}}}$", " ") + "\n")
 
 
 def sheet_files(g: Derivation, asked: list[str], decimals: int, token: int, tag: str = ""
