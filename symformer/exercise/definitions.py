@@ -49,25 +49,30 @@ def _activation(op: object) -> list[Prose]:
     return []
 
 
-def _rope(op: RoPE, symbol: str) -> list[Prose]:
-    """RoPE's position, frequencies and rotation, for this example's style and width."""
+def _rope(op: RoPE, x: str, rotated: str) -> list[Prose]:
+    """RoPE's position, frequencies and rotation, for this example's style and width
+    (``x`` the input's symbol, ``rotated`` the output's)."""
     a, b = ("2i", "2i+1") if op.style == "interleaved" else ("i", f"i+{op.d // 2}")
-    pairs = f"({symbol}_{{{a}}}, {symbol}_{{{b}}})"
+    count = op.d // 2
+    which = "i = 0" if count == 1 else f"i = 0, \\dots, {count - 1}"
     start = (f" plus {op.start}" if op.start else "")
     thetas = ", ".join(rf"\theta_{{{i}}} = {op.base}^{{-{Fraction(2 * i, op.d)}}}" if i
-                       else r"\theta_{0} = 1" for i in range(op.d // 2))
+                       else r"\theta_{0} = 1" for i in range(count))
     return [Prose((
-        "RoPE rotates each pair of dimensions ", Math(pairs), " of a query or key at "
-        f"position m (the token's position, counted from 0{start}) by the angle ",
-        Math(r"m\theta_i"), ", with frequencies ", Math(r"\theta_i = b^{-2i/d_k}"),
-        f" for i = 0, ..., {op.d // 2 - 1}, base ", Math(f"b = {op.base}"), " and ",
-        Math(f"d_k = {op.d}"), ": here ", Math(thetas), ". Written out: ",
-        Math(rf"{symbol}_{{{a}}} \cos(m\theta_i) - {symbol}_{{{b}}} \sin(m\theta_i)"),
-        " is the rotated entry ", Math(a), " and ",
-        Math(rf"{symbol}_{{{a}}} \sin(m\theta_i) + {symbol}_{{{b}}} \cos(m\theta_i)"),
-        " the rotated entry ", Math(b), "; in the equation, ", Math("R"),
-        " maps each pair (a, b) to (\u2212b, a) and cos, sin act entry by entry with "
-        "the angle of the entry's pair. Angles are in radians."))]
+        "RoPE rotates each pair of dimensions ", Math(f"({x}_{{{a}}}, {x}_{{{b}}})"),
+        ", ", Math(which), " (one pair)" if count == 1 else "",
+        ", of a query or key at position ", Math("m"),
+        f" (the token's position, counted from 0{start}) by the angle ",
+        Math(r"m\theta_i"), ", with the frequencies ", Math(r"\theta_i = b^{-2i/d_k}"),
+        ", base ", Math(f"b = {op.base}"), " and ", Math(f"d_k = {op.d}"), ": here ",
+        Math(thetas), ". Written out, ",
+        Math(rf"{rotated}_{{{a}}} = {x}_{{{a}}} \cos(m\theta_i) - {x}_{{{b}}} "
+             rf"\sin(m\theta_i)"), " and ",
+        Math(rf"{rotated}_{{{b}}} = {x}_{{{a}}} \sin(m\theta_i) + {x}_{{{b}}} "
+             rf"\cos(m\theta_i)"),
+        ". In the equation ", Math("R"), " maps each pair ", Math(r"(a, b) \mapsto (-b, a)"),
+        ", and cos and sin act entry by entry, each with the angle of its entry's pair. "
+        "Angles are in radians."))]
 
 
 def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
@@ -83,7 +88,7 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
                                                                 rf"\sqrt{{{op.d_k}}}"),
                             "."))]
         elif isinstance(op, RoPE):
-            found = _rope(op, g[stage.inputs[0]].op.symbol.latex)
+            found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex)
         elif stage.kind == "ffn_activation":
             found = _activation(op)
         out += [p for p in found if p not in out]
