@@ -20,7 +20,7 @@ from symformer.exercise.generate import ATTEMPT_PASSES, SHEET_PASSES, attempt_wo
 from symformer.words import plural
 
 SPREAD = '\n[exercise]\nweights = { low = 0, high = "1e-100", step = "1e-100" }\n' \
-         'attempts = 10000\n'
+         'attempts = 10000\nstated = false\n'  # values of 1e-100 round to 0: not the point
 
 
 def run(args: list[str]) -> int:
@@ -87,7 +87,7 @@ def test_one_variant_one_stage_in_the_singular(tmp_path, capsys):
     assert main(["exercise", "--variants", "1", "--seed", "3", "--ask", "layer1.head1.Q",
                  "--out", str(tmp_path / "o"), "--quiet", "--max-work", "0"]) == 0
     line = capsys.readouterr().out.strip()
-    assert re.fullmatch(rf"wrote 8 files to {re.escape(str(tmp_path / 'o'))}: 1 variant, "
+    assert re.fullmatch(rf"wrote 9 files to {re.escape(str(tmp_path / 'o'))}: 1 variant, "
                         r"1 asked stage; (1 draw|\d+ draws) rejected \(.*\)", line), line
     sheet = (tmp_path / "o" / "v01" / "sheet.md").read_text()
     assert "rounded to 2 decimals" in sheet
