@@ -313,19 +313,22 @@ def test_stream_is_deterministic_and_in_range(seed, variant, n):
 
 
 def test_stream_is_sha256_of_fixed_text():
-    """The draws are SHA-256 of fixed text (rejection sampling on the top bits): the
-    same on every machine and Python version, recomputed here with hashlib alone."""
+    """The draws are SHA-256 of fixed text, each digest read 3 bits at a time from the
+    top (rejection sampling): the same on every machine and Python version, recomputed
+    here with hashlib alone."""
     import hashlib
 
     expected, counter = [], 0
-    while len(expected) < 20:
+    while len(expected) < 100:  # more than one digest's worth (85 draws of 3 bits)
         digest = hashlib.sha256(f"symformer-exercise:7:1:0:{counter}".encode()).digest()
         counter += 1
-        k = int.from_bytes(digest, "big") >> (256 - 3)
-        if k < 5:
-            expected.append(k)
+        bits = format(int.from_bytes(digest, "big"), "0256b")
+        for k in (int(bits[i:i + 3], 2) for i in range(0, 255, 3)):
+            if k < 5:
+                expected.append(k)
     stream = Stream(7, 1, 0)
-    assert [stream.below(5) for _ in range(20)] == expected
+    drawn = [stream.below(5) for _ in range(100)]
+    assert drawn == expected[:100]
 
 
 def test_prefilter_decides_nothing(made, monkeypatch):

@@ -47,7 +47,7 @@ from symformer.engine import Derivation, Stage
 from symformer.exercise.draw import drawn_key
 from symformer.exercise.fair import score_stages
 from symformer.exercise.margin import SOFTMAX_KINDS
-from symformer.exercise.settings import Settings
+from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS, Settings
 from symformer.ops.embedding import Embedding
 from symformer.ops.normalize import Normalize
 from symformer.ops.projection import Projection
@@ -109,6 +109,11 @@ class Prefilter:
         self._fixed = fixed
         self._steps = steps
         self._fair = fair
+        self._decimals = decimals
+        computed = dict(steps)
+        self._compute = {n: computed.get(n, lambda drawn, inputs, op=g[n].op:
+                                          op.reference(inputs)) for n in asked}
+        self._given = {n: any(i not in asked for i in g[n].inputs) for n in asked}
         self._scores = score_stages(g, asked)
         self._softmax = [n for n in asked if g[n].kind in SOFTMAX_KINDS]
 
@@ -140,7 +145,43 @@ class Prefilter:
                     i, j = np.argwhere(bad)[0]
                     return "margin", f"{name}[{i},{j}]"
             if fair and self._fair is not None:
-                return self._unfair(values, tol / self._scale)
+                return self._unfair(values, tol / self._scale) or \
+                    self._path(drawn, values, tol / self._scale)
+        return None
+
+    def _path(self, drawn: dict[str, Any], values: dict[str, np.ndarray], tol: float
+              ) -> tuple[str, str] | None:
+        """``given`` or ``path`` clearly failed: an asked stage recomputed in float from its
+        inputs rounded as a student has them (asked ones at D, given ones at D + 2) lies
+        clearly within the margin (or, read from given tables, in another cell).  When an
+        input's rounding is not clear (within ``tol`` of a boundary), nothing is decided."""
+        scale, margin = self._scale, self._margin
+        recomputed: dict[str, np.ndarray] = {}
+        for name in self._asked:
+            inputs = []
+            for source in self._inputs[name]:
+                places = 10.0 ** (self._decimals + (0 if source in self._asked
+                                                    else GIVEN_EXTRA_DECIMALS))
+                t = values[source] * places
+                live = np.isfinite(t)
+                if np.any(live & (np.abs(t - np.floor(t) - 0.5) <= tol * places)):
+                    return None  # a rounding the float cannot tell
+                inputs.append(np.where(live, np.round(t) / places, values[source]))
+            recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
+        for reason, names in (("given", [n for n in self._asked if self._given[n]]),
+                              ("path", self._asked)):
+            for name in names:
+                p, t = recomputed[name], values[name] * scale
+                live = np.isfinite(p) & np.isfinite(t)
+                near = np.abs(p - np.floor(p) - 0.5) + tol * scale <= margin
+                if reason == "given":
+                    clear = (np.abs(p - np.floor(p) - 0.5) > tol * scale) & \
+                        (np.abs(t - np.floor(t) - 0.5) > tol * scale)
+                    near |= clear & (np.round(p) != np.round(t))
+                bad = live & near
+                if bad.any():
+                    i, j = np.argwhere(bad)[0]
+                    return reason, f"{name}[{i},{j}]"
         return None
 
     def _unfair(self, values: dict[str, np.ndarray], tol: float) -> tuple[str, str] | None:
@@ -221,7 +262,8 @@ def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: i
               margin: Fraction, fair: Settings | None = None) -> Prefilter | None:
     """The prefilter of the template ``data`` (derived as ``g``), or None when it cannot
     place every drawn number the asked stages read.  With ``fair`` it also rejects the
-    draws that clearly fail its ``max_score``, ``max_weight`` and ``stated``."""
+    draws that clearly fail its ``max_score``, ``max_weight`` and ``stated``, or the
+    ``given`` and ``path`` constraints."""
     needed = set(asked).union(*(g.ancestors(name) for name in asked))
     fixed: dict[str, np.ndarray] = {}
     steps: list = []

@@ -17,7 +17,7 @@ ranges the numbers are drawn from and the constraints every variant must meet
                           # token's row ("token"), anywhere in its table ("table"), or
                           # need not ("off")
     stated     = true     # every asked value is 0 or rounds to a nonzero number
-    attempts   = 1000     # draws tried per variant before giving up (exit 2)
+    attempts   = 5000     # draws tried per variant before giving up (exit 2)
 
 Every number is read exactly (``"1/4"``, ``0.25``); the table is removed before the
 template is loaded as an example, so variants never carry it.
@@ -81,7 +81,7 @@ class Settings:
     biases: Range = Range(Fraction(-1), Fraction(1, 2), Fraction(1, 4))
     margin: Fraction = Fraction(1, 100)
     min_spread: Fraction = Fraction(1, 10)
-    attempts: int = 1000
+    attempts: int = 5000
     #: |s| <= max_score for every scaled score of an asked softmax (None: no bound)
     max_score: Fraction | None = Fraction(4)
     #: every asked softmax row's largest weight <= max_weight (rows of one key exempt)
