@@ -174,7 +174,7 @@ def test_variants_keep_the_template_and_draw_from_the_ranges(made, tmp_path):
     assert example.tokens == builtin.tokens and example.vocab == builtin.vocab
     assert example.layers[0].eps == builtin.layers[0].eps
     for row in template["embeddings"]:
-        assert all(isinstance(x, int) and 0 <= x <= 3 for x in row)
+        assert all(isinstance(x, int) and 0 <= x <= 2 for x in row)
     for name in ("W_Q", "W_K", "W_V"):
         for row in template["layer"][0]["head"][1][name]:
             assert all(Fraction(str(x)) in {Fraction(k, 4) for k in range(-2, 3)} for x in row)

@@ -16,7 +16,13 @@ import pytest
 from symformer.blocks.work import estimated_work
 from symformer.cli import main
 from symformer.example.loader import builtin_text, load_example
-from symformer.exercise.generate import ATTEMPT_PASSES, SHEET_PASSES, attempt_work, sheet_work
+from symformer.exercise.generate import (
+    ATTEMPT_PASSES,
+    PREFILTERED_SHARE,
+    SHEET_PASSES,
+    attempt_work,
+    sheet_work,
+)
 from symformer.words import plural
 
 SPREAD = '\n[exercise]\nweights = { low = 0, high = "1e-100", step = "1e-100" }\n' \
@@ -39,11 +45,11 @@ def spread10k(tmp_path) -> Path:
 
 
 def test_attempt_work_counts_forward_passes():
-    """A derived draw costs ATTEMPT_PASSES forward passes, a prefiltered one a pass."""
+    """A derived draw costs ATTEMPT_PASSES forward passes, a prefiltered one half a pass."""
     example = load_example(None)
     forward = estimated_work(example)
     assert forward > 0
-    assert attempt_work(example) == (ATTEMPT_PASSES * forward, forward)
+    assert attempt_work(example) == (ATTEMPT_PASSES * forward, forward // PREFILTERED_SHARE)
     assert sheet_work(example) == SHEET_PASSES * forward
 
 

@@ -34,12 +34,16 @@ _GELU_TANH = Prose(("GELU (tanh approximation): ", Math(
     r"(x + 0.044715\,x^{3})\right)\right)"), "."))
 
 
+def activation_name(op: object) -> str:
+    """How a sheet names an activation function: SiLU, GELU, ReLU (``act`` otherwise)."""
+    return {SiLU: "SiLU", GELU: "GELU", GELUTanh: "GELU", ReLU: "ReLU"}.get(type(op), "act")
+
+
 def _activation(op: object) -> list[Prose]:
     """The definitions of an activation (inside a gated product too)."""
     if isinstance(op, GatedProduct):
         inner = _activation(op.activation)
-        name = {SiLU: "SiLU", GELU: "GELU", GELUTanh: "GELU"}.get(type(op.activation),
-                                                                   "act")
+        name = activation_name(op.activation)
         return [*inner, Prose(("The gated activation multiplies the activated gate by the "
                                "hidden entry, entry by entry: ",
                                Math(rf"a_j = \operatorname{{{name}}}(g_j)\, h_j"), "."))]

@@ -15,8 +15,10 @@ constraint counts as a failure, so every accepted variant is proved to meet it.
 * ``stated``: every asked value is exactly 0 or rounds to a nonzero number: nothing the
   asked precision cannot state (a weight of 0.003 at 2 decimals);
 * ``path``: every asked entry recomputed on the student's path (:mod:`.path`: earlier
-  asked answers at the sheet's decimals, given tables as printed) clears the rounding
-  margin, so the answer a careful student reaches, and the key prints, is decided.
+  asked answers at the sheet's decimals, given tables as printed) is not a rounding tie
+  (proved), so the answer a careful student reaches, and the key prints, is decided.
+  No margin: the student's numbers are exact decimals, and only a line that is exactly
+  a tie (4.14*4.43 + 1.21*4.56 could end in 50) leaves the rounding open.
 """
 
 from __future__ import annotations
@@ -115,11 +117,12 @@ def stated_failure(g: Derivation, asked: list[str], decimals: int,
     return None
 
 
-def path_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
+def path_failure(g: Derivation, asked: list[str], decimals: int,
                  balls: dict[str, ArbMatrix]) -> str | None:
-    """The first asked entry whose student's-path line does not clear the margin."""
+    """The first asked entry whose student's-path line is a rounding tie, or too close
+    to one for the balls to tell (its rounding would be undecided)."""
     with precision(PRECISION):
-        wide = margin_ball(margin)
+        wide = margin_ball(Fraction(0))
         for name in asked:
             tables = student_tables(g, name, asked, decimals, balls)
             if tables is None:
@@ -147,7 +150,7 @@ def fair_failure(g: Derivation, asked: list[str], decimals: int, settings: Setti
               ("relu", lambda: relu_failure(g, asked, settings.relu_signs, token, balls)),
               ("stated", lambda: stated_failure(g, asked, decimals, balls)
                if settings.stated else None),
-              ("path", lambda: path_failure(g, asked, decimals, settings.margin, balls)))
+              ("path", lambda: path_failure(g, asked, decimals, balls)))
     for reason, check in checks:
         if reason not in which:
             continue

@@ -151,10 +151,10 @@ class Prefilter:
 
     def _path(self, drawn: dict[str, Any], values: dict[str, np.ndarray], tol: float
               ) -> tuple[str, str] | None:
-        """``given`` or ``path`` clearly failed: an asked stage recomputed in float from its
-        inputs rounded as a student has them (asked ones at D, given ones at D + 2) lies
-        clearly within the margin (or, read from given tables, in another cell).  When an
-        input's rounding is not clear (within ``tol`` of a boundary), nothing is decided."""
+        """``given`` clearly failed: an asked stage that reads given tables, recomputed in
+        float from its inputs rounded as a student has them (asked ones at D, given ones
+        at D + 2), lies clearly within the margin or in another cell.  When an input's
+        rounding is not clear (within ``tol`` of a boundary), nothing is decided."""
         scale, margin = self._scale, self._margin
         recomputed: dict[str, np.ndarray] = {}
         for name in self._asked:
@@ -168,8 +168,8 @@ class Prefilter:
                     return None  # a rounding the float cannot tell
                 inputs.append(np.where(live, np.round(t) / places, values[source]))
             recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
-        for reason, names in (("given", [n for n in self._asked if self._given[n]]),
-                              ("path", self._asked)):
+        # the path needs no margin (a tie only): only ``given`` is decided here
+        for reason, names in (("given", [n for n in self._asked if self._given[n]]),):
             for name in names:
                 p, t = recomputed[name], values[name] * scale
                 live = np.isfinite(p) & np.isfinite(t)
@@ -263,7 +263,7 @@ def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: i
     """The prefilter of the template ``data`` (derived as ``g``), or None when it cannot
     place every drawn number the asked stages read.  With ``fair`` it also rejects the
     draws that clearly fail its ``max_score``, ``max_weight`` and ``stated``, or the
-    ``given`` and ``path`` constraints."""
+    ``given`` constraint."""
     needed = set(asked).union(*(g.ancestors(name) for name in asked))
     fixed: dict[str, np.ndarray] = {}
     steps: list = []

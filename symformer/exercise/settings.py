@@ -5,7 +5,7 @@ ranges the numbers are drawn from and the constraints every variant must meet
 (all optional; the defaults suit the built-in example)::
 
     [exercise]
-    embeddings = { low = 0, high = 3, step = 1 }             # token embeddings
+    embeddings = { low = 0, high = 2, step = 1 }             # token embeddings
     weights    = { low = "-1/2", high = "1/2", step = "1/4" } # every W_* matrix
     biases     = { low = -1, high = "1/2", step = "1/4" }     # every b_* vector
     margin     = "1/100"  # in units of the last asked decimal: no asked value that close
@@ -76,7 +76,7 @@ GIVEN_EXTRA_DECIMALS = 2
 class Settings:
     """The ranges and constraints of an exercise (see the module docstring)."""
 
-    embeddings: Range = Range(Fraction(0), Fraction(3), Fraction(1))
+    embeddings: Range = Range(Fraction(0), Fraction(2), Fraction(1))
     weights: Range = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
     biases: Range = Range(Fraction(-1), Fraction(1, 2), Fraction(1, 4))
     margin: Fraction = Fraction(1, 100)

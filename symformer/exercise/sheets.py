@@ -16,11 +16,20 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from symformer.engine import Derivation, Stage
-from symformer.exercise.definitions import definitions
+from symformer.exercise.definitions import activation_name, definitions
 from symformer.exercise.margin import asked_balls
 from symformer.exercise.path import PathEntry, stage_path, student_tables
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
-from symformer.latex.blocks import Cell, Heading, MatrixBlock, Prose, Step, Table, Worked
+from symformer.latex.blocks import (
+    Cell,
+    Equation,
+    Heading,
+    MatrixBlock,
+    Prose,
+    Step,
+    Table,
+    Worked,
+)
 from symformer.latex.document import PREAMBLE, caption, legend_prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import latex_text, markdown_text
@@ -28,6 +37,7 @@ from symformer.latex.markdown import to_markdown
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import stage_table
 from symformer.notation import legend
+from symformer.ops.gated import GatedProduct
 from symformer.words import plural
 from symformer.worked.build import symbol
 from symformer.worked.evaluate import exact_value
@@ -119,7 +129,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
     with room for working); the key's worked lines follow the student's path (``path``:
     the stage's entries recomputed from the earlier answers as written)."""
     out: list = [Together(0.3 if key else 0.44), Heading(caption(stage), level)]
-    equation = stage_equation(stage)
+    equation = gated_equation(stage) or stage_equation(stage)
     if equation is not None:
         out.append(replace(equation, label=f"eq:{tag}{stage.name}"))
     table = stage_table(stage, decimals=decimals, highlight=token if key else None,
@@ -140,6 +150,18 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                           f"(position {token}), from the earlier tables as written:",)))
         out.append(worked)
     return out
+
+
+def gated_equation(stage: Stage) -> Equation | None:
+    """A gated activation's equation with its activation named, ``a_j = SiLU(g_j) h_j``
+    (the generated equation writes ``a_j = g_j h_j``: the activation is an argument of
+    the NumPy function it is printed from), else None."""
+    op = stage.op
+    if not isinstance(op, GatedProduct):
+        return None
+    name = activation_name(op.activation)
+    return Equation(((op.symbol.latex + "_{j}", rf"\operatorname{{{name}}}(g_{{j}})\, "
+                                                 r"h_{j}"),))
 
 
 def path_worked(stage: Stage, row: list[PathEntry]) -> Worked | None:
