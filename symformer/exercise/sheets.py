@@ -199,13 +199,34 @@ def document_blocks(g: Derivation, asked: list[str], decimals: int, token: int, 
             f"Compute the tables of the asked steps by hand from the numbers given, and "
             f"write every entry rounded to {plural(decimals, 'decimal')}. Use each answer "
             f"as you wrote it (rounded) in the later steps.")
-    out: list = [Prose((what,)), legend_prose(legend([g[a] for a in asked])),
+    given = [s for s in g if s.name not in asked and any(s.name in g[a].inputs for a in asked)]
+    out: list = [Prose((what,)), legend_prose(legend([*given, *(g[a] for a in asked)])),
                  *definitions(g, asked), Heading("Given", level),
                  *given_blocks(g, asked, decimals, tag)]
     for name in asked:
         out += stage_blocks(g[name], decimals, token, key, level, tag,
                             paths.get(name) if paths else None)
+    gated = [g[n].op for n in asked if isinstance(g[n].op, GatedProduct)]
+    if gated:  # the operation's title says "act(g) ⊙ h": name the function, in words
+        words = {"act(g) \u2299 h": f"{activation_name(gated[0].activation)}(g) times h"}
+        out = [_reworded(b, words) for b in out]
     return out
+
+
+def _reworded(block: object, words: dict[str, str]) -> object:
+    """``block`` with its text (headings, captions, prose) reworded by ``words``."""
+    def say(text: str) -> str:
+        for old, new in words.items():
+            text = text.replace(old, new)
+        return text
+    if isinstance(block, Heading):
+        return replace(block, text=say(block.text))
+    if isinstance(block, Table):
+        return replace(block, caption=say(block.caption))
+    if isinstance(block, Prose):
+        return replace(block, parts=tuple(say(p) if isinstance(p, str) else p
+                                          for p in block.parts))
+    return block
 
 
 def _render(block: object, latex_output: bool) -> str:
