@@ -15,10 +15,12 @@ constraint counts as a failure, so every accepted variant is proved to meet it.
 * ``stated``: every asked value is exactly 0 or rounds to a nonzero number: nothing the
   asked precision cannot state (a weight of 0.003 at 2 decimals);
 * ``path``: every asked entry recomputed on the student's path (:mod:`.path`: earlier
-  asked answers at the sheet's decimals, given tables as printed) is not a rounding tie
-  (proved), so the answer a careful student reaches, and the key prints, is decided.
-  No margin: the student's numbers are exact decimals, and only a line that is exactly
-  a tie (4.14*4.43 + 1.21*4.56 could end in 50) leaves the rounding open.
+  asked answers at the sheet's decimals, given tables as printed) lies farther than a
+  tenth of the margin from a rounding boundary, so the answer a careful student
+  reaches, and the key prints, is decided.  A tenth: the student's numbers are exact
+  decimals, so what leaves the rounding open is a line that is exactly a tie
+  (4.14*4.43 + 1.21*4.56 could end in 50) or a calculator's last digit; and a nonzero
+  margin lets the float prefilter reject these draws before they are built.
 """
 
 from __future__ import annotations
@@ -117,12 +119,16 @@ def stated_failure(g: Derivation, asked: list[str], decimals: int,
     return None
 
 
-def path_failure(g: Derivation, asked: list[str], decimals: int,
+#: The student's path clears ``margin / PATH_SHARE`` (see the module docstring).
+PATH_SHARE = 10
+
+
+def path_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
                  balls: dict[str, ArbMatrix]) -> str | None:
-    """The first asked entry whose student's-path line is a rounding tie, or too close
-    to one for the balls to tell (its rounding would be undecided)."""
+    """The first asked entry whose student's-path line lies within ``margin`` units of
+    the last decimal of a rounding boundary (a tie, or nearly)."""
     with precision(PRECISION):
-        wide = margin_ball(Fraction(0))
+        wide = margin_ball(margin)
         for name in asked:
             tables = student_tables(g, name, asked, decimals, balls)
             if tables is None:
@@ -150,7 +156,8 @@ def fair_failure(g: Derivation, asked: list[str], decimals: int, settings: Setti
               ("relu", lambda: relu_failure(g, asked, settings.relu_signs, token, balls)),
               ("stated", lambda: stated_failure(g, asked, decimals, balls)
                if settings.stated else None),
-              ("path", lambda: path_failure(g, asked, decimals, balls)))
+              ("path", lambda: path_failure(g, asked, decimals, settings.margin / PATH_SHARE,
+                                            balls)))
     for reason, check in checks:
         if reason not in which:
             continue

@@ -61,8 +61,9 @@ PREFILTERED_SHARE = 2
 #: Draws of one variant between two progress notes.
 NOTE_EVERY = 25
 #: Cost of one accepted variant's sheets and key, in forward passes (measured: about
-#: 41 ms a variant of the built-in example, two thirds of ``exercise``'s time).
-SHEET_PASSES = 25
+#: 110 ms a variant of the built-in example with its key.json lines, 30% of
+#: ``exercise``'s time).
+SHEET_PASSES = 60
 
 
 @dataclass
@@ -149,7 +150,7 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
         "stated": lambda n: f"{n} had an asked value that is not 0 but rounds to 0 at "
                             f"{plural(decimals, 'decimal')} (e.g. {examples['stated']})",
         "path": lambda n: f"{n} put a value recomputed from the student's rounded answers "
-                          f"within the margin of a rounding boundary (e.g. "
+                          f"within a tenth of the margin of a rounding boundary (e.g. "
                           f"{examples['path']})",
     }
     order = sorted(counts, key=lambda r: (-counts[r], REASONS.index(r)))

@@ -45,7 +45,7 @@ import numpy as np
 
 from symformer.engine import Derivation, Stage
 from symformer.exercise.draw import drawn_key
-from symformer.exercise.fair import score_stages
+from symformer.exercise.fair import PATH_SHARE, score_stages
 from symformer.exercise.margin import SOFTMAX_KINDS
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS, Settings
 from symformer.ops.embedding import Embedding
@@ -54,6 +54,12 @@ from symformer.ops.projection import Projection
 
 #: Relative tolerance of the float estimate (see the module docstring).
 TOLERANCE = 2.0 ** -30
+#: The tolerance on an input's rounding in the ``given``/``path`` recomputation, as a
+#: share of TOLERANCE: 2^-40 (1 + S), still 32 times the float error bound 2^-45 (1 + S).
+#: The positional encoding's cos(1/100) = 0.99995000042 lies 4.2e-6 units from a
+#: boundary at 4 places, inside TOLERANCE's 3.6e-5: with it no draw of the built-in
+#: example would be recomputed here.
+INPUT_SHARE = 2.0 ** -10
 
 _FLOATS: dict[Any, float] = {}
 
@@ -149,12 +155,25 @@ class Prefilter:
                     self._path(drawn, values, tol / self._scale)
         return None
 
+    def _flat(self, values: dict[str, np.ndarray], tol: float) -> tuple[str, str] | None:
+        """``spread`` clearly failed: an asked softmax row (two unmasked keys or more)
+        whose largest weight exceeds the smallest by clearly less than min_spread."""
+        for name in self._softmax:
+            w, live = values[name], np.isfinite(values[self._inputs[name][0]])
+            for i, (row, keep) in enumerate(zip(w, live)):
+                if keep.sum() >= 2 and \
+                        row[keep].max() - row[keep].min() + 2 * tol < float(self._fair.min_spread):
+                    return "spread", f"{name} row {i}"
+        return None
+
     def _path(self, drawn: dict[str, Any], values: dict[str, np.ndarray], tol: float
               ) -> tuple[str, str] | None:
-        """``given`` clearly failed: an asked stage that reads given tables, recomputed in
-        float from its inputs rounded as a student has them (asked ones at D, given ones
-        at D + 2), lies clearly within the margin or in another cell.  When an input's
-        rounding is not clear (within ``tol`` of a boundary), nothing is decided."""
+        """``given``, ``spread`` or ``path`` clearly failed (in the certified check's
+        order): an asked stage recomputed in float from its inputs rounded as a student
+        has them (asked ones at D, given ones at D + 2) lies clearly within the margin
+        (a tenth of it for ``path``) or, read from given tables, in another cell; or a
+        softmax row is clearly flatter than min_spread.  When an input's rounding is
+        not clear (within ``tol`` of a boundary), nothing is decided."""
         scale, margin = self._scale, self._margin
         recomputed: dict[str, np.ndarray] = {}
         for name in self._asked:
@@ -164,16 +183,22 @@ class Prefilter:
                                                     else GIVEN_EXTRA_DECIMALS))
                 t = values[source] * places
                 live = np.isfinite(t)
-                if np.any(live & (np.abs(t - np.floor(t) - 0.5) <= tol * places)):
+                if np.any(live & (np.abs(t - np.floor(t) - 0.5) <= tol * INPUT_SHARE * places)):
                     return None  # a rounding the float cannot tell
                 inputs.append(np.where(live, np.round(t) / places, values[source]))
             recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
-        # the path needs no margin (a tie only): only ``given`` is decided here
-        for reason, names in (("given", [n for n in self._asked if self._given[n]]),):
+        for reason, names in (("given", [n for n in self._asked if self._given[n]]),
+                              ("spread", self._softmax), ("path", self._asked)):
+            if reason == "spread":
+                found = self._flat(values, tol)
+                if found is not None:
+                    return found
+                continue
             for name in names:
                 p, t = recomputed[name], values[name] * scale
                 live = np.isfinite(p) & np.isfinite(t)
-                near = np.abs(p - np.floor(p) - 0.5) + tol * scale <= margin
+                near = np.abs(p - np.floor(p) - 0.5) + tol * scale <= (
+                    margin if reason == "given" else margin / PATH_SHARE)
                 if reason == "given":
                     clear = (np.abs(p - np.floor(p) - 0.5) > tol * scale) & \
                         (np.abs(t - np.floor(t) - 0.5) > tol * scale)
@@ -263,7 +288,7 @@ def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: i
     """The prefilter of the template ``data`` (derived as ``g``), or None when it cannot
     place every drawn number the asked stages read.  With ``fair`` it also rejects the
     draws that clearly fail its ``max_score``, ``max_weight`` and ``stated``, or the
-    ``given`` constraint."""
+    ``given``, ``spread`` and ``path`` constraints."""
     needed = set(asked).union(*(g.ancestors(name) for name in asked))
     fixed: dict[str, np.ndarray] = {}
     steps: list = []
