@@ -333,13 +333,15 @@ def test_stream_is_sha256_of_fixed_text():
 
 def test_prefilter_decides_nothing(made, monkeypatch):
     """Without the float prefilter (every draw built and certified) a seed gives the
-    same files and the same rejection counts: it only rejects draws earlier."""
+    same files and as many rejected draws: it only rejects draws earlier."""
     assert made.search.prefiltered > 0
     monkeypatch.setattr("symformer.exercise.generate.prefilter", lambda *args: None)
     slow = make_exercise(Request(None, COUNT, SEED, decimals=DECIMALS, max_work=0))
     assert slow.search.prefiltered == 0
     assert slow.files == made.files
-    assert slow.search.rejected == made.search.rejected
+    # a draw failing two constraints may be counted under another reason (the prefilter
+    # finds the clear failures, in the certified order): the total is the same
+    assert slow.search.total_rejected == made.search.total_rejected
 
 
 @given(st.integers(0, 2 ** 63 - 1), st.sampled_from([0, 1, 2]))

@@ -1,10 +1,12 @@
 """Exercise sheets with answer keys: variants of a template drawn for hand computation.
 
 :func:`make_exercise` draws the variants (:mod:`~symformer.exercise.draw`, with the
-certified constraints of :mod:`~symformer.exercise.margin`, the bounded search of
+certified constraints of :mod:`~symformer.exercise.margin` and the fair draws of
+:mod:`~symformer.exercise.fair`, the bounded search of
 :mod:`~symformer.exercise.generate`), and returns every output file: the manifest
 (:mod:`~symformer.exercise.manifest`, what ``symformer grade`` reads), each variant's
-example file, sheets and keys (:mod:`~symformer.exercise.sheets`) and the combined key.
+example file, sheets, keys and ``key.json`` (:mod:`~symformer.exercise.sheets`, the
+student's path of :mod:`~symformer.exercise.path`) and the combined key.
 See docs/exercises.md.
 """
 

@@ -4,9 +4,11 @@ Each variant gets at most ``settings.attempts`` draws; a draw is rejected when i
 not a valid example (a zero variance, say), repeats an earlier variant, puts an
 asked value within the margin of a rounding boundary, gives other answers (or ones
 within the margin) from the sheet's given numbers, or has flat softmax rows
-(:mod:`symformer.exercise.margin`).  A float64 prefilter
-(:mod:`symformer.exercise.prefilter`) rejects the draws clearly within the margin
-before they are built, and never one the certified check would accept; the others
+(:mod:`symformer.exercise.margin`), or is not a fair draw (:mod:`symformer.exercise.fair`:
+scores too large to exponentiate, a saturated softmax, an activation input of one
+sign, an answer that rounds to 0, an undecided student's path).  A float64 prefilter
+(:mod:`symformer.exercise.prefilter`) rejects the draws that clearly fail before they
+are built, and never one the certified check would accept; the others
 are written as the variant's file, and that text is loaded, derived and certified.
 Rejections are counted by reason; when a variant's attempts run out, the error names
 the constraint that failed most often.

@@ -1,12 +1,17 @@
 """Student sheets and answer keys, as the export's blocks rendered to LaTeX and Markdown.
 
-A sheet gives, for one variant: the sentence; the numbers the asked stages start
-from (the weights of the asked steps, and every input table that is not itself
-asked, rounded to ``decimals + 2`` places so the given rounding cannot move an
-answer across the margin); then for each asked stage its general equation
-(:func:`symformer.latex.equations.stage_equation`) and an empty table.  The key
-has the same parts with the tables filled (certified roundings) and the worked
-lines for the chosen token (:func:`symformer.latex.worked.worked_example`).
+A sheet gives, for one variant: the sentence, the notation and the definition of every
+function and symbol the equations use (:mod:`~symformer.exercise.definitions`); the
+numbers the asked stages start from (the weights of the asked steps, and every input
+table that is not itself asked, rounded to ``decimals + 2`` places so the given
+rounding cannot move an answer across the margin); then for each asked stage, under
+its title (never its stage name), its general equation
+(:func:`symformer.latex.equations.stage_equation`), an empty table with ruled cells and
+a box for the working.  The key has the same parts with the tables filled (certified
+roundings) and the worked lines for the chosen token on the student's path
+(:mod:`~symformer.exercise.path`): each entry from the earlier answers as written, the
+exact value's rounding beside it where the two differ; ``key.json`` gives every entry
+so, its line as plain arithmetic.
 """
 
 from __future__ import annotations
