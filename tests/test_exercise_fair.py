@@ -239,3 +239,35 @@ def test_sheets_leave_room_for_working(exercises):
     assert tex.count(r"\textit{Working:}") == len(made.asked)
     assert tex.count(r"\needspace") == len(made.asked)
     assert r"\underline{\hphantom{-000.0000}}" in tex  # ruled cells for 4 digits and sign
+
+
+@given(st.integers(0, 2 ** 63 - 1))
+@settings(max_examples=10, deadline=None)
+def test_prefilter_rejects_only_what_the_certified_check_rejects(seed):
+    """A draw the float prefilter rejects for a fairness reason (score, saturated,
+    stated, given, spread, path) is rejected by the certified check too."""
+    from symformer.blocks import derive
+    from symformer.example.loader import example_from_dict, parse_example
+    from symformer.exercise import read_template
+    from symformer.exercise.draw import Stream, draw
+    from symformer.exercise.generate import Search, _check
+    from symformer.exercise.prefilter import prefilter
+    from symformer.exercise.settings import read_settings
+    from symformer.exercise.toml_text import toml_text
+
+    data, source, _ = read_template(None)
+    config = read_settings(data.pop("exercise", None), source)
+    g = derive(example_from_dict(data, source))
+    asked = [s.name for s in g if s.name.startswith("layer1.head1.")]
+    quick = prefilter(data, g, asked, 2, config.margin, config)
+    for attempt in range(60):
+        drawn = draw(data, config, Stream(seed, 1, attempt))
+        found = quick.rejection(drawn)
+        if found is None or found[0] == "margin":
+            continue
+        text = toml_text(drawn)
+        reason, _ = _check(lambda text=text: parse_example(text, "draw.toml"), asked, 2,
+                           config,
+                           Search(), 1)
+        assert reason is not None, found
+        return
