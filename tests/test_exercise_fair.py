@@ -197,7 +197,7 @@ def test_grade_accepts_the_students_path(exercises, tmp_path):
 
 #: Internal names a page must not show: stage names, snake_case names, code points.
 INTERNAL = re.compile(r"layer\d+\.|head\d+\.|kv_head|raw_scores|\\_|[A-Za-z]+_[A-Za-z]{2,}"
-                      r"|U\+[0-9A-F]{4}|\bffn\.")
+                      r"|U\+[0-9A-F]{4}|\bffn\.|\\mathrm\{(?:gamma|beta)\}")
 
 
 @pytest.mark.parametrize("which", ["default", "llama", "relu", "silu"])

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
+from symformer.latex.equations import stage_equation
 from symformer.ops.gated import GatedProduct
 from symformer.ops.gelu import GELU
 from symformer.ops.gelu_tanh import GELUTanh
@@ -21,6 +22,7 @@ from symformer.ops.relu import ReLU
 from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.silu import SiLU
+from symformer.worked.render_text import constant_text
 
 _RELU = Prose(("ReLU keeps positive numbers and replaces negative ones by 0: ",
                Math(r"\operatorname{ReLU}(x) = \max(0, x)"), "."))
@@ -95,5 +97,12 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
             found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex)
         elif stage.kind == "ffn_activation":
             found = _activation(op)
+        if getattr(op, "eps", None) is not None:
+            equation = stage_equation(stage)
+            shown = "".join(rhs for _, rhs in equation.lines) if equation else ""
+            name = r"\mathrm{eps}" if r"\mathrm{eps}" in shown else r"\varepsilon"
+            found = [*found, Prose((Math(rf"{name} = {constant_text(op.eps)}"),
+                                    " is added under the square root, so that it never "
+                                    "divides by 0."))]
         out += [p for p in found if p not in out]
     return out

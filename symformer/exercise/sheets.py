@@ -61,6 +61,8 @@ def _param_latex(name: str) -> str:
     """``W_Q`` -> ``W_{Q}``, ``W_O_self`` -> ``W_{O,\\mathrm{self}}`` (valid math)."""
     head, _, rest = name.partition("_")
     if not rest:
+        if name in ("alpha", "beta", "gamma"):
+            return "\\" + name
         return rf"\mathrm{{{name}}}" if len(name) > 1 else name
     parts = [p if len(p) == 1 or p.isdigit() else rf"\mathrm{{{p}}}" for p in rest.split("_")]
     base = head if len(head) == 1 else rf"\mathrm{{{head}}}"
@@ -94,7 +96,8 @@ def given_blocks(g: Derivation, asked: list[str], decimals: int, tag: str) -> li
             out.append(Prose((f"{caption(stage)}, weights:",)))
             rows = tuple(tuple(_number(matrix[i, j]) for j in range(matrix.cols))
                          for i in range(matrix.rows))
-            out.append(MatrixBlock(_param_latex(pname), rows))
+            named = stage.op.named_constants().get(pname)  # gamma -> \gamma
+            out.append(MatrixBlock(named.latex if named else _param_latex(pname), rows))
     places = decimals + GIVEN_EXTRA_DECIMALS
     for stage in g:
         if stage.name in asked or not any(stage.name in g[a].inputs for a in asked):
