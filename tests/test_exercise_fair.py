@@ -219,11 +219,15 @@ def test_sheets_define_every_function_and_symbol(exercises):
     gated product; d_k for the scaled scores -- each before the steps use it."""
     llama = (exercises["llama"][1] / "v01" / "sheet.md").read_text()
     given = llama.index("## Given")
-    for needed in (r"position $m$", r"\theta_i = b^{-2i/d_k}", r"m\theta_i",
-                   r"(a, b) \mapsto (-b, a)", r"\tilde{q}_{i} = q_{i} \cos(m\theta_i)",
-                   "d_k = 2"):
-        assert needed in llama[:given], needed
-    assert r"\cos(m\theta)" in llama  # the equation it defines
+    if r"\cos(m\theta)" in llama:  # the equation q cos(m theta) + q R sin(m theta)
+        needed = (r"position $m$", r"\theta_i = b^{-2i/d_k}", r"m\theta_i",
+                  r"(a, b) \mapsto (-b, a)", r"\tilde{q}_{i} = q_{i} \cos(m\theta_i)",
+                  "d_k = 2")
+    else:  # the equation q_{p,c} cos(p 10000^{-2c/d}) - q_{p,c+d/2} sin(...)
+        assert r"10000^{-2 c/d}" in llama
+        needed = (r"position $p$", r"p \cdot 10000^{-2c/d}", "d = d_k = 2", "(q_{p,c}, ")
+    for text in needed:
+        assert text in llama[:given], text
     silu = (exercises["silu"][1] / "v01" / "sheet.md").read_text()
     given = silu.index("## Given")
     assert r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}" in silu[:given]

@@ -55,11 +55,24 @@ def _activation(op: object) -> list[Prose]:
     return []
 
 
-def _rope(op: RoPE, x: str, rotated: str) -> list[Prose]:
+def _rope(op: RoPE, x: str, rotated: str, equation: str) -> list[Prose]:
     """RoPE's position, frequencies and rotation, for this example's style and width
-    (``x`` the input's symbol, ``rotated`` the output's)."""
-    a, b = ("2i", "2i+1") if op.style == "interleaved" else ("i", f"i+{op.d // 2}")
+    (``x`` the input's symbol, ``rotated`` the output's), in the letters of the
+    equation the sheet prints (``equation``: its LaTeX): position m, frequencies
+    theta_i and the matrix R, or position p and pair index c with d = d_k."""
     count = op.d // 2
+    if r"\theta" not in equation:  # q_{p,c} cos(p 10000^{-2c/d}) - q_{p,c+d/2} sin(...)
+        a, b = ("2c", "2c+1") if op.style == "interleaved" else ("c", "c+d/2")
+        which = "c = 0" if count == 1 else f"c = 0, \\dots, {count - 1}"
+        return [Prose((
+            "RoPE rotates each pair of dimensions ", Math(f"({x}_{{p,{a}}}, {x}_{{p,{b}}})"),
+            ", ", Math(which), " (one pair)" if count == 1 else "",
+            ", of the query or key of the token at position ", Math("p"),
+            " (counted from 0" + (f", plus {op.start}" if op.start else "") + ") by the "
+            "angle ", Math(f"p \\cdot {op.base}^{{-2c/d}}"), ", with ",
+            Math(f"d = d_k = {op.d}"), " the width of a query or key. Angles are in "
+            "radians."))]
+    a, b = ("2i", "2i+1") if op.style == "interleaved" else ("i", f"i+{op.d // 2}")
     which = "i = 0" if count == 1 else f"i = 0, \\dots, {count - 1}"
     start = (f" plus {op.start}" if op.start else "")
     thetas = ", ".join(rf"\theta_{{{i}}} = {op.base}^{{-{Fraction(2 * i, op.d)}}}" if i
@@ -94,7 +107,9 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
                                                                 rf"\sqrt{{{op.d_k}}}"),
                             "."))]
         elif isinstance(op, RoPE):
-            found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex)
+            equation = stage_equation(stage)
+            found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex,
+                          "".join(rhs for _, rhs in equation.lines) if equation else "")
         elif stage.kind == "ffn_activation":
             found = _activation(op)
         if getattr(op, "eps", None) is not None:
