@@ -312,8 +312,25 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 %(packages)s
 \usepackage{float}
 \floatplacement{table}{H}
+\usepackage[position=top,skip=6pt,font=small]{caption}
 \setlength{\emergencystretch}{2em}
 \allowdisplaybreaks
+"""
+
+#: A step (heading, equation, weights, table, worked lines) is set in a box first; when
+#: it fits on one page but not on the rest of this one, it starts a new page (what the
+#: needspace package does, measured instead of guessed).  Unboxed, its contents may still
+#: break across pages when the step is longer than a page.
+STEP_MACROS = r"""\makeatletter
+\newsavebox{\symformer@step}
+\newcommand{\symformerneed}[1]{\par\penalty-100\begingroup\setlength{\dimen@}{#1}%
+  \dimen@ii\pagegoal\advance\dimen@ii-\pagetotal
+  \ifdim\dimen@>\dimen@ii\ifdim\dimen@ii>\z@\vfil\fi\penalty-\@M\fi\endgroup}
+\newenvironment{step}{\par\setbox\symformer@step\vbox\bgroup}{\par\egroup
+  \ifdim\dimexpr\ht\symformer@step+\dp\symformer@step\relax<\textheight
+    \symformerneed{\dimexpr\ht\symformer@step+\dp\symformer@step\relax}\fi
+  \unvbox\symformer@step}
+\makeatother
 """
 
 
@@ -330,12 +347,13 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
     body = []
     for item in outline:
         if isinstance(item, Section):
-            body.append(to_latex(item.heading))
+            step = [to_latex(item.heading)]
             for fragment in item.fragments:
                 path = f"{directory}/{fragment.name}.tex"
                 files[path] = to_latex(fragment)
                 if not fragment.name.endswith("-matrix"):
-                    body.append(f"\\input{{{path}}}")
+                    step.append(f"\\input{{{path}}}")
+            body.append("\\begin{step}\n" + "\n".join(step) + "\n\\end{step}")
         else:
             body.append(to_latex(item))
     packages = "\n".join(PACKAGES)
@@ -347,7 +365,7 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
             files[path] = text
             body.append(f"\\input{{{path}}}")
     title = latex_text(g.example.title, breaks=True) + (" (causal mask)" if g.causal else "")
-    main = (PREAMBLE % {"packages": packages}
+    main = (PREAMBLE % {"packages": packages} + STEP_MACROS
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
             + "\\begin{document}\n\\maketitle\n\n" + "\n\n".join(body)
             + "\n\n\\end{document}\n")

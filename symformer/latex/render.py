@@ -7,6 +7,7 @@ One ``singledispatch`` registration per kind of block.  Tables need ``booktabs``
 
 from __future__ import annotations
 
+import re
 from functools import singledispatch
 
 from symformer.latex.blocks import (
@@ -68,15 +69,45 @@ def _(block: Equation) -> str:
     return "\\begin{align}\n" + " \\\\\n".join(rows) + "\n\\end{align}"
 
 
+#: Rough width (characters of visible math, :func:`symformer.worked.render_latex.width`)
+#: of one line of the text block, and the most worked results set side by side.
+TEXT_WIDTH = 72
+MAX_COLUMNS = 3
+
+
 @to_latex.register
 def _(block: Worked) -> str:
     rows = []
+    lines = [" ".join([step.lhs, *step_lines(step)]).rstrip() for step in block.steps]
+    columns = worked_columns(lines)
+    if columns:  # short steps: each on one line, several side by side
+        cells = [f"{step.lhs} &{' '.join(step_lines(step)).rstrip()}"
+                 for step in block.steps]
+        rows = ["  " + " & ".join(cells[k:k + columns])
+                for k in range(0, len(cells), columns)]
+        return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
     for step in block.steps:
         first, rest = step_lines(step)
         rows.append(f"  {step.lhs} &{first}")
         if rest:
             rows.append(f"  &{rest}")
     return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+
+
+def worked_columns(lines: list[str]) -> int:
+    """How many one-line steps fit side by side (0: a step needs two lines).
+
+    A step with a line break of its own (a long sum) keeps the two-line layout."""
+    from symformer.worked.render_latex import width
+
+    if not lines or any("\\\\" in line for line in lines):
+        return 0
+    widest = max(width(line) for line in lines)
+    if widest > TEXT_WIDTH:
+        return 0
+    fit = max(1, min(MAX_COLUMNS, (TEXT_WIDTH + 6) // (widest + 6), len(lines)))  # 6: gap
+    rows = -(-len(lines) // fit)
+    return -(-len(lines) // rows)  # as many columns as rows need: 4 steps in 2 x 2
 
 
 def step_lines(step: Step) -> tuple[str, str]:
@@ -117,11 +148,32 @@ def heat_colour(percent: int) -> tuple[str, bool]:
     return "".join(f"{c:02X}" for c in rgb), white
 
 
-def _cell(cell, highlighted: bool = False) -> str:
+_DECIMAL = re.compile(r"-?\d+(?:\.(\d+))?")
+
+
+def decimals_shown(latex: str) -> int | None:
+    """The decimals a plain decimal cell shows (0 for an integer); None for anything
+    else (a fraction, a closed form, -infinity)."""
+    m = _DECIMAL.fullmatch(latex)
+    return None if m is None else len(m.group(1) or "")
+
+
+def decimal_pad(latex: str, decimals: int) -> str:
+    """Invisible digits after a decimal cell so that, right-aligned, its decimal point
+    lines up with a column showing ``decimals`` decimals (empty for other cells)."""
+    shown = decimals_shown(latex)
+    if shown is None or shown >= decimals:
+        return ""
+    return f"\\phantom{{{'' if shown else '.'}{'0' * (decimals - shown)}}}"
+
+
+def _cell(cell, highlighted: bool = False, decimals: int = 0) -> str:
     """One value cell; in the highlighted row a shaded (heat) cell's number is bold,
-    since its own shade hides the row's colour."""
+    since its own shade hides the row's colour.  ``decimals``: the column's most
+    decimals (a cell with fewer is padded to align on the decimal point)."""
     bold = highlighted and cell.heat is not None and "clipped" not in cell.marks
-    text = f"$\\mathbf{{{cell.latex}}}$" if bold else f"${cell.latex}$"
+    pad = decimal_pad(cell.latex, decimals)
+    text = f"$\\mathbf{{{cell.latex}{pad}}}$" if bold else f"${cell.latex}{pad}$"
     if "masked" in cell.marks:
         text = f"\\textcolor{{gray}}{{{text}}}"
     if "clipped" in cell.marks:
@@ -156,10 +208,12 @@ def table_body(block: Table) -> str:
                          *(f"${c}$" for c in block.col_labels)])
     lines = [f"\\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule", header + r" \\",
              r"\midrule"]
+    widths = [max((decimals_shown(row[j].latex) or 0 for row in block.cells), default=0)
+              for j in range(len(block.col_labels))]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
         row = [f"{prefix}{pos}", label_text(token),
-               *(_cell(c, k == block.highlight_row) for c in cells)]
+               *(_cell(c, k == block.highlight_row, w) for c, w in zip(cells, widths))]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
