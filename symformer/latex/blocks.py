@@ -95,6 +95,14 @@ class MatrixBlock:
     rows: tuple[tuple[str, ...], ...]
 
 
+@dataclass(frozen=True)
+class Matrices:
+    """Several ``name = [bmatrix]`` side by side in one display (a step's weights);
+    ``lines`` groups them, one display line per group."""
+
+    lines: tuple[tuple[MatrixBlock, ...], ...]
+
+
 @dataclass
 class Fragment:
     """A named piece of the document, also written on its own as ``NAME.tex``."""

@@ -24,6 +24,7 @@ from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
+from symformer.latex.parameters import omits_zero_terms, parameter_blocks
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import Style, worked_example
@@ -159,8 +160,11 @@ def renaming_prose(stage: Stage) -> Prose:
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
-                    prefix: str = "") -> list[Fragment]:
-    """The equation, table, worked example and matrix fragments of one stage."""
+                    prefix: str = "", seen: set | None = None) -> list[Fragment]:
+    """The equation, weights, table, worked example and matrix fragments of one stage.
+
+    ``seen`` holds the weights printed so far (:func:`parameter_blocks`): a stage
+    prints those it is the first to use; None prints none."""
     name = prefix + slug(stage.name)
     label = ("causal:" if prefix else "") + stage.name
     style = Style(options.decimals, options.exact)
@@ -169,6 +173,9 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
+    weights = parameter_blocks(stage, seen) if seen is not None else []
+    if weights:
+        fragments.append(Fragment(f"{name}-weights", weights))
     text = caption(stage) + (", causal mask" if prefix else "")
     fragments.append(Fragment(f"{name}-table", [stage_table(
         stage, decimals=options.decimals, exact=options.exact, highlight=token,
@@ -179,8 +186,11 @@ def stage_fragments(stage: Stage, token: int, options: Options,
             stage.derivation)]))
     if worked is not None:
         word, position = stage.rows[token], token + first_position(stage)
+        omitted = " (terms with a weight of exactly 0 are left out)" \
+            if omits_zero_terms(stage) else ""
         fragments.append(Fragment(f"{name}-worked", [Prose((
-            f"Worked example for \u201c{word}\u201d (position {position}):",)), worked]))
+            f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),
+            worked]))
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
         stage, matrix_latex(stage), decimals=options.decimals, exact=options.exact)]))
     return fragments
@@ -253,6 +263,7 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     part = group = side = None
     causal_done = g.causal
     chosen = {s.name for s in stages}
+    seen: set = set()  # the weights printed so far
     for stage in stages:
         if target is not None and stage.side != side:
             side = stage.side
@@ -277,7 +288,8 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
         row = decoder.worked_row(stage, token, target) if target is not None else token
         row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
         level = 2 if group == part else 3
-        out.append(Section(Heading(_title(stage), level), stage_fragments(stage, row, options)))
+        out.append(Section(Heading(_title(stage), level),
+                           stage_fragments(stage, row, options, seen=seen)))
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
@@ -344,18 +356,20 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
     (the packages they need) added to the preamble; without them nothing changes.
     """
     files: dict[str, str] = {}
-    body = []
+    body: list[str] = []
+    pending: list[str] = []  # headings and prose that open the next step: kept with it
     for item in outline:
         if isinstance(item, Section):
-            step = [to_latex(item.heading)]
+            step, pending = [*pending, to_latex(item.heading)], []
             for fragment in item.fragments:
                 path = f"{directory}/{fragment.name}.tex"
                 files[path] = to_latex(fragment)
                 if not fragment.name.endswith("-matrix"):
                     step.append(f"\\input{{{path}}}")
-            body.append("\\begin{step}\n" + "\n".join(step) + "\n\\end{step}")
+            body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}")
         else:
-            body.append(to_latex(item))
+            pending.append(to_latex(item))
+    body += pending
     packages = "\n".join(PACKAGES)
     if figures:
         packages += "\n" + figure_preamble.rstrip("\n")

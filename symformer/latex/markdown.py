@@ -17,6 +17,7 @@ from symformer.latex.blocks import (
     Fragment,
     Heading,
     Math,
+    Matrices,
     MatrixBlock,
     Prose,
     Table,
@@ -75,6 +76,12 @@ def _(block: Worked) -> str:
         if rest:
             rows.append(f"&{rest}")
     return _display("\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}")
+
+
+@to_markdown.register
+def _(block: Matrices) -> str:
+    return "\n\n".join(_display(r" \qquad ".join(f"{m.lhs} = {bmatrix(m.rows)}"
+                                                  for m in line)) for line in block.lines)
 
 
 @to_markdown.register

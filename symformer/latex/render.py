@@ -15,6 +15,7 @@ from symformer.latex.blocks import (
     Fragment,
     Heading,
     Math,
+    Matrices,
     MatrixBlock,
     Prose,
     Step,
@@ -22,6 +23,7 @@ from symformer.latex.blocks import (
     Worked,
 )
 from symformer.latex.escape import label_text, latex_text
+from symformer.worked.render_latex import width
 
 #: Packages a fragment needs in the including document's preamble.
 PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
@@ -77,29 +79,46 @@ MAX_COLUMNS = 3
 
 @to_latex.register
 def _(block: Worked) -> str:
-    rows = []
-    lines = [" ".join([step.lhs, *step_lines(step)]).rstrip() for step in block.steps]
-    columns = worked_columns(lines)
-    if columns:  # short steps: each on one line, several side by side
-        cells = [f"{step.lhs} &{' '.join(step_lines(step)).rstrip()}"
-                 for step in block.steps]
-        rows = ["  " + " & ".join(cells[k:k + columns])
-                for k in range(0, len(cells), columns)]
-        return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
-    for step in block.steps:
-        first, rest = step_lines(step)
-        rows.append(f"  {step.lhs} &{first}")
-        if rest:
-            rows.append(f"  &{rest}")
-    return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+    """Runs of steps that fit on one line are set one line each, several side by side
+    where they fit; a longer step takes two lines (the formula, then its numbers)."""
+    out = []
+    for packed, steps in _runs(block.steps):
+        rows = []
+        if packed:
+            cells = [f"{step.lhs} &{' '.join(step_lines(step)).rstrip()}" for step in steps]
+            rows = ["  " + " & ".join(cells[k:k + packed]) for k in range(0, len(cells), packed)]
+        for step in steps if not packed else ():
+            first, rest = step_lines(step)
+            rows.append(f"  {step.lhs} &{first}")
+            if rest:
+                rows.append(f"  &{rest}")
+        out.append("\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}")
+    return "\n".join(out)
+
+
+def _one_line(step: Step) -> str:
+    return " ".join([step.lhs, *step_lines(step)]).rstrip()
+
+
+def _runs(steps: tuple[Step, ...]) -> list[tuple[int, list[Step]]]:
+    """Consecutive steps grouped as (columns, steps): 0 columns for steps that need two
+    lines, else how many one-line steps stand side by side (:func:`worked_columns`)."""
+    runs: list[tuple[int, list[Step]]] = []
+    for step in steps:
+        line = _one_line(step)
+        kind = 0 if not worked_columns([line]) else 1 if width(line) > TEXT_WIDTH // 2 else 2
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(step)
+        else:
+            runs.append((kind, [step]))
+    return [(worked_columns([_one_line(s) for s in run]) if kind else 0, run)
+            for kind, run in runs]
 
 
 def worked_columns(lines: list[str]) -> int:
     """How many one-line steps fit side by side (0: a step needs two lines).
 
     A step with a line break of its own (a long sum) keeps the two-line layout."""
-    from symformer.worked.render_latex import width
-
     if not lines or any("\\\\" in line for line in lines):
         return 0
     widest = max(width(line) for line in lines)
@@ -126,6 +145,15 @@ def step_lines(step: Step) -> tuple[str, str]:
 @to_latex.register
 def _(block: MatrixBlock) -> str:
     return f"\\[\n  {block.lhs} = {bmatrix(block.rows)}\n\\]"
+
+
+@to_latex.register
+def _(block: Matrices) -> str:
+    lines = [r" \qquad ".join(f"{m.lhs} = {bmatrix(m.rows)}" for m in line)
+             for line in block.lines]
+    if len(lines) == 1:
+        return f"\\[\n  {lines[0]}\n\\]"
+    return "\\begin{gather*}\n  " + " \\\\\n  ".join(lines) + "\n\\end{gather*}"
 
 
 def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
