@@ -48,9 +48,9 @@ def operands(node: Node) -> list[dict]:
         out: dict = {"value": shown}
         where = node.source
         if where is not None and where.kind == "stage":
-            out.update(stage=where.name, row=where.index[0], col=where.index[1])
+            out.update(stage=where.name, row=int(where.index[0]), col=int(where.index[1]))
         elif where is not None and where.kind == "parameter":
-            out.update(parameter=where.name, index=list(where.index))
+            out.update(parameter=where.name, index=[int(k) for k in where.index])
         elif where is not None:
             out["worked"] = where.name
         return [out]
