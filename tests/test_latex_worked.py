@@ -16,7 +16,7 @@ def test_query_row_term_by_term(block):
     assert r"q_{0} &= x_{0} (W_{Q})_{0,0} + x_{1} (W_{Q})_{1,0}" in latex
     # from the printed 4.84 and 1.54 a reader gets exactly 1.595, a tie; the line says
     # so and gives the exact value's rounding ((4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...)
-    assert r"= 4.84 \cdot 0.25 + 1.54 \cdot 0.25 = 1.595\ (\text{exact: } 1.60)" in latex
+    assert r"= 4.84 \cdot 0.25 + 1.54 \cdot 0.25 = 1.595\ (\text{exact: } {1.60})" in latex
     assert r"= 0.01 \cdot 0.25 + 3.00 \cdot 0.25 \approx 0.75" in latex
 
 

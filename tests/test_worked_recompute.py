@@ -192,7 +192,7 @@ def test_a_line_that_differs_from_its_table_names_the_exact_value(block):
     assert (u2["result"], u2["exact"]) == ("2.46", "2.45")
     assert u2["exact"] == block["layer1.head1.raw_scores"].values(decimals=2)[1][2]
     tex = to_latex(Worked(*_latex_steps(block["layer1.head1.raw_scores"])))
-    assert r"\approx 2.46\ (\text{exact: } 2.45)" in tex
+    assert r"\approx 2.46\ (\text{exact: } {2.45})" in tex
 
 
 def _latex_steps(stage):

@@ -186,7 +186,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
             stage.derivation)]))
     if worked is not None:
         word, position = stage.rows[token], token + first_position(stage)
-        omitted = " (terms with a weight of exactly 0 are left out)" \
+        omitted = "; terms with a weight of exactly 0 are left out" \
             if omits_zero_terms(stage) else ""
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),

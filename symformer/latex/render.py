@@ -149,11 +149,21 @@ def _(block: MatrixBlock) -> str:
 
 @to_latex.register
 def _(block: Matrices) -> str:
-    lines = [r" \qquad ".join(f"{m.lhs} = {bmatrix(m.rows)}" for m in line)
+    lines = [r" \qquad ".join(f"{m.lhs} = {aligned_matrix(m.rows)}" for m in line)
              for line in block.lines]
     if len(lines) == 1:
         return f"\\[\n  {lines[0]}\n\\]"
     return "\\begin{gather*}\n  " + " \\\\\n  ".join(lines) + "\n\\end{gather*}"
+
+
+def aligned_matrix(rows: tuple[tuple[str, ...], ...]) -> str:
+    """Math rows in brackets, each column aligned on the decimal point (a bmatrix
+    centres its entries: 0.5 over -1 would not line up)."""
+    widths = [max((decimals_shown(v) or 0 for v in col), default=0) for col in zip(*rows)]
+    body = " \\\\ ".join(" & ".join(v + decimal_pad(v, w) for v, w in zip(row, widths))
+                          for row in rows)
+    return (f"\\left[\\begin{{array}}{{@{{\\,}}{'r' * len(widths)}@{{\\,}}}} {body} "
+            f"\\end{{array}}\\right]")
 
 
 def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:

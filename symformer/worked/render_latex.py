@@ -41,10 +41,21 @@ _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
               "min": r"\min", "erf": r"\operatorname{erf}", "log": r"\log"}
 
 
+#: Commands typeset as their name (``\\sin`` is three letters wide).
+_NAMED = frozenset(r"\sin \cos \tanh \max \min \log \exp \text".split())
+
+
+def _visible(m: re.Match) -> str:
+    text = m.group()
+    if m.group(1) or len(text) == 1:
+        return ""
+    return text[1:] if text in _NAMED else "x"
+
+
 def width(latex: str) -> int:
-    """A rough visible width of math: command names and braces count as nothing or one."""
-    return len(_COMMAND.sub(lambda m: "" if m.group(1) or len(m.group()) == 1 else "x",
-                            latex).replace(" ", ""))
+    """A rough visible width of math: braces count as nothing, a command as one
+    character, a function's name (``\\sin``) as its letters."""
+    return len(_COMMAND.sub(_visible, latex).replace(" ", ""))
 
 
 def latex(node: Node, wrap: bool = False, reserve: int = 0) -> str:
@@ -162,7 +173,7 @@ def relation(rel: str) -> str:
 def remark(step: Step) -> str:
     """What follows a step's result: the table's value when the printed operands give
     another (``\\ (\\text{exact: } 2.789)``), and its note (``masked``)."""
-    out = rf"\ (\text{{exact: }} {step.exact.text})" if step.exact is not None else ""
+    out = rf"\ (\text{{exact: }} {{{step.exact.text}}})" if step.exact is not None else ""
     return out + (rf" \quad (\text{{{step.note}}})" if step.note else "")
 
 
