@@ -3,8 +3,9 @@
 A reader rebuilds a table from the one before it only with the step's weights in
 hand: every weight and bias (``op.parameters()``: W_Q, W_1, b_1, γ, β, the embedding
 table, a learned positional table, W_vocab, ...) is printed exactly, as a matrix,
-in the section of the first stage that uses it.  A weight shared by several stages
-(grouped-query attention's key and value heads) is printed once.
+in the section of the stage that uses it (each stage has weights of its own:
+grouped-query attention's shared key and value heads are stages of their own), once
+even when the stage is shown twice (again under the causal mask).
 """
 
 from __future__ import annotations
@@ -44,16 +45,12 @@ def _lines(blocks: list[MatrixBlock]) -> tuple[tuple[MatrixBlock, ...], ...]:
     return tuple(tuple(line) for line in lines)
 
 
-def _key(name: str, value: sympy.Matrix) -> tuple:
-    return (name, value.shape, tuple(value))
-
-
 def parameter_blocks(stage: Stage, seen: set) -> list:
     """The prose and matrices of the weights ``stage`` is the first to use (nothing
     when it uses none, or only weights printed before); ``seen`` records them."""
     found = []
     for name, value in stage.op.parameters().items():
-        key = _key(name, value)
+        key = (stage.name, name)
         if key in seen or value is None:
             continue
         seen.add(key)
