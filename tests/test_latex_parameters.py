@@ -134,3 +134,12 @@ def test_short_worked_results_share_a_line(block):
     tex = to_latex(worked_example(block["layer1.head1.weights"], 1))
     assert re.search(r"e\^\{s_\{0\}\} &= e\^\{1\.66\} \\approx 5\.26 & e\^\{s_\{1\}\} &=", tex)
     assert re.search(r"\n  \\Sigma &= [^\n&]*\n", tex)
+
+
+def test_weight_gradient_rows_are_labelled_as_a_lecturer_writes_them(builtin_files):
+    """A row of dL/dW_2 multiplies the hidden activation a_k: labelled $a_{k}$, never the
+    internal column name ff0; dL/dγ, one row, needs no label (never "gamma")."""
+    w2 = builtin_files["fragments/grad-layer1-W_2-table.tex"]
+    assert "\n0 & $a_{0}$ & " in w2 and "ff0" not in w2
+    gamma = builtin_files["fragments/grad-layer1-add_norm2-gamma-table.tex"]
+    assert "\n0 &  & " in gamma and "& gamma &" not in gamma

@@ -250,7 +250,9 @@ def table_body(block: Table) -> str:
               for j in range(len(block.col_labels))]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
-        row = [f"{prefix}{pos}", label_text(token),
+        label = label_text(token) if block.row_math is None else \
+            (f"${block.row_math[k]}$" if block.row_math[k] else "")
+        row = [f"{prefix}{pos}", label,
                *(_cell(c, k == block.highlight_row, w) for c, w in zip(cells, widths))]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]

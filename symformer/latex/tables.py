@@ -170,7 +170,22 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         legend=tuple(legend),
         tall=any_exact and not indicator,
         row_header=row_header(stage),
+        row_math=row_math(stage),
     )
+
+
+def row_math(stage: Stage) -> tuple[str, ...] | None:
+    """A weight gradient's row labels as math: the input entry each row multiplies
+    (``a_{0}`` for a row of dL/dW_2), or nothing for a single row (dL/dγ); None for
+    every other table (its rows are tokens)."""
+    if stage.kind != "weight_gradient":
+        return None
+    if stage.shape[0] == 1:
+        return ("",)
+    source = stage.derivation[stage.inputs[0]]
+    if stage.rows != source.cols:  # the embedding table's gradient: rows are tokens
+        return None
+    return tuple(entry(source, k, fmt="latex") for k in range(stage.shape[0]))
 
 
 def row_header(stage: Stage) -> tuple[str, str]:
