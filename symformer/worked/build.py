@@ -281,9 +281,10 @@ class _Row:
         return self._search(lambda k: self._attempt(parts, k), "row")
 
     def block_decimals(self) -> int:
-        """The decimals of the block's operands: the tables' own, unless an operand that
-        is not 0 would print as 0 there (a tiny gradient); then enough for every such
-        operand to show two significant digits, the same for the whole block."""
+        """The decimals of the block's operands: the tables' own (what the reader sees),
+        unless every operand that is not 0 would print as 0 there (a row of tiny
+        gradients: the line would read 0 · 0 + 0); then enough for each of them to show
+        two significant digits, the same for the whole block."""
         decimals = self.style.decimals
         given = dict(self.style.given)
         tiny = []
@@ -293,8 +294,10 @@ class _Row:
                     continue
                 name, r, c = self.g.owner(s)
                 text = self.values.text(self.g[name], r, c, decimals)
-                if name in given or text == "-inf" or Fraction(text) != 0:
+                if name in given or text == "-inf":
                     continue
+                if Fraction(text) != 0:
+                    return decimals  # a number the reader can use: the tables' precision
                 ball = self.g[name].balls(128)[r][c]
                 if not ball.contains(0):
                     tiny.append((name, r, c))
