@@ -73,7 +73,7 @@ def _(block: Equation) -> str:
 
 #: Rough width (characters of visible math, :func:`symformer.worked.render_latex.width`)
 #: of one line of the text block, and the most worked results set side by side.
-TEXT_WIDTH = 72
+TEXT_WIDTH = 70
 MAX_COLUMNS = 3
 
 

@@ -49,13 +49,32 @@ def _visible(m: re.Match) -> str:
     text = m.group()
     if m.group(1) or len(text) == 1:
         return ""
+    if text == r"\sqrt":
+        return "xx"  # the radical sign and its bar's overhang
     return text[1:] if text in _NAMED else "x"
+
+
+def _group(latex: str, start: int) -> int:
+    """The index just past the brace group opening at ``start``."""
+    depth = 0
+    for k in range(start, len(latex)):
+        depth += {"{": 1, "}": -1}.get(latex[k], 0)
+        if depth == 0:
+            return k + 1
+    return len(latex)
 
 
 def width(latex: str) -> int:
     """A rough visible width of math: braces count as nothing, a command as one
-    character, a function's name (``\\sin``) as its letters."""
-    return len(_COMMAND.sub(_visible, latex).replace(" ", ""))
+    character, a function's name (``\\sin``) as its letters, a fraction as the wider
+    of its numerator and denominator."""
+    k = latex.find(r"\frac{")
+    if k < 0:
+        return len(_COMMAND.sub(_visible, latex).replace(" ", ""))
+    num_end = _group(latex, k + 5)
+    den_end = _group(latex, num_end) if latex[num_end:num_end + 1] == "{" else num_end
+    fraction = max(width(latex[k + 6:num_end - 1]), width(latex[num_end + 1:den_end - 1]))
+    return width(latex[:k]) + fraction + width(latex[den_end:])
 
 
 def latex(node: Node, wrap: bool = False, reserve: int = 0) -> str:
