@@ -325,6 +325,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage{float}
 \floatplacement{table}{H}
 \usepackage[position=top,skip=6pt,font=small]{caption}
+\setlength{\intextsep}{8pt plus 2pt minus 2pt}
 \setlength{\emergencystretch}{2em}
 \allowdisplaybreaks
 """
