@@ -12,6 +12,7 @@ up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -46,6 +47,10 @@ GROUPS = {
     "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
     "ffn_output": "Feed-forward network",
     "output": "Output",
+    "Q_rot": "head", "K_rot": "head",
+    "mean_square": "Add & Norm", "rms_norm": "Add & Norm",
+    "ffn_gate": "Feed-forward network",
+    "logits": "Output", "probabilities": "Output", "next_token": "Output",
 }
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
@@ -113,7 +118,8 @@ def _group(stage: Stage) -> str:
         return decoder.group(stage)
     group = GROUPS.get(stage.kind, "Other stages")
     if group == "head":
-        group = f"Attention head {stage.head}"
+        kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
+        group = f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
     return group
 
 
@@ -122,7 +128,7 @@ def _part(stage: Stage) -> str:
         return decoder.part(stage)
     if stage.layer:
         return f"Layer {stage.layer}"
-    return "Output" if stage.kind == "output" else "Input"
+    return part_of(stage)[-1]  # "Input" before the layers, "Output" after them
 
 
 def _title(stage: Stage) -> str:
