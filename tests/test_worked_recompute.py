@@ -77,11 +77,12 @@ def check_operands(item: dict) -> None:
 
 def check_one_precision(items: list[dict]) -> None:
     """Within one worked block (a stage's row), every operand read from an earlier
-    stage shows the same number of decimals."""
+    stage shows the same number of decimals (an integer is a table of exact integers,
+    printed as such: ``2``, not ``2.000``)."""
     blocks: dict[tuple, set[int]] = {}
     for item in items:
         for o in item["operands"]:
-            if "stage" in o:
+            if "stage" in o and "." in o["value"]:
                 blocks.setdefault((item["stage"], item["row"]), set()).add(
                     decimals_of(o["value"]))
     for block, decimals in blocks.items():

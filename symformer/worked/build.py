@@ -51,7 +51,7 @@ from symformer.worked.model import (
     Vector,
     Worked,
 )
-from symformer.worked.numbers import places, terminating
+from symformer.worked.numbers import integer_values, places, terminating
 
 #: At most this many more decimals than asked are tried for the operands.
 MAX_EXTRA = 30
@@ -65,9 +65,12 @@ class Values:
         self._cache: dict[tuple[str, int], list[list[str]]] = {}
 
     def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
+        """Entry (i, j) as its table prints it: an integer for a stage of exact integers
+        (``2``, not ``2.000``), else the certified decimal."""
         key = (stage.name, decimals)
         if key not in self._cache:
-            self._cache[key] = stage.values(decimals=decimals)
+            self._cache[key] = integer_values(stage, decimals) or stage.values(
+                decimals=decimals)
         return self._cache[key][i][j]
 
 
