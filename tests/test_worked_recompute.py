@@ -164,6 +164,7 @@ def test_operands_are_the_numbers_the_tables_print(block):
     """Every operand read from an earlier stage is that stage's table entry as printed
     (same decimals), and every weight operand is the example file's exact weight."""
     from symformer.latex.numbers import weight
+    from symformer.latex.tables import stage_values
 
     items = worked_items(block, decimals=2, token=1)
     stages = {s.name for s in block}  # the forward stages (the backward's have no table)
@@ -174,7 +175,8 @@ def test_operands_are_the_numbers_the_tables_print(block):
         op = block[item["stage"]].op
         for o in item["operands"]:
             if "stage" in o:
-                assert o["value"] == block[o["stage"]].values(decimals=2)[o["row"]][o["col"]]
+                table = stage_values(block[o["stage"]], 2)  # as the table prints it
+                assert o["value"] == table[o["row"]][o["col"]]
                 checked += 1
             if "parameter" in o and o["parameter"].startswith("W"):
                 k, j = o["index"]
