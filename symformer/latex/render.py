@@ -111,8 +111,14 @@ def _runs(steps: tuple[Step, ...]) -> list[tuple[int, list[Step]]]:
             runs[-1][1].append(step)
         else:
             runs.append((kind, [step]))
-    return [(worked_columns([_one_line(s) for s in run]) if kind else 0, run)
-            for kind, run in runs]
+    merged: list[tuple[int, list[Step]]] = []
+    for kind, run in runs:
+        columns = worked_columns([_one_line(s) for s in run]) if kind else 0
+        if merged and columns == 1 and merged[-1][0] == 1:  # one line each: one display
+            merged[-1][1].extend(run)
+        else:
+            merged.append((columns, list(run)))
+    return merged
 
 
 def worked_columns(lines: list[str]) -> int:
