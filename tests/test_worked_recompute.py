@@ -322,3 +322,25 @@ def test_an_exact_zero_over_a_root_is_equal_not_approximate():
     assert exact_value(Div(num("1"), root)) is None
     assert exact_value(Mul((num("2"), Func("exp", (num("1"),))))) is None
     assert exact_value(Div(zero, Add((num("1"), num("-1"))))) is None
+
+
+def test_operands_that_would_all_print_as_zero_show_two_significant_digits():
+    """attention_only with embeddings of 1/10000: at 2 decimals every input prints as
+    0.00, so a line would read 0.00 · 1 + 0.00 · 1; the block prints its operands with
+    two significant digits (5 decimals), all at that one precision, and recomputes."""
+    from importlib import resources
+
+    from symformer import parse_example
+
+    text = (resources.files("symformer.examples") / "attention_only.toml").read_text("utf-8")
+    text = re.sub(r"embeddings = \[.*?\n\]", 'embeddings = [\n    ["1/10000", 0, "1/10000"],\n'
+                  '    [0, "2/10000", 0],\n    ["1/10000", "1/10000", "1/10000"],\n]',
+                  text, count=1, flags=re.S)
+    g = derive(parse_example(text))
+    items = [i for i in worked_items(g, decimals=2, token=1)
+             if i["stage"] == "layer1.head1.Q"]
+    assert items
+    check_all(items)
+    shown = {o["value"] for i in items for o in i["operands"] if "stage" in o}
+    assert shown and all(decimals_of(v) == 5 for v in shown)
+    assert "0.00020" in shown
