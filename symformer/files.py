@@ -5,7 +5,14 @@
 * An output path must be a directory (for :func:`write_files`) or a regular file
   (for :func:`write_file`), or not exist yet; a device node, FIFO, socket or a
   symbolic link to one is refused with a message naming the path given.  A symbolic
-  link to a directory or a regular file is followed (the link stays).
+  link to a directory or a regular file is followed (the link stays): the path given
+  is the user's own.
+* Below that path nothing is written through a symbolic link the command did not
+  create: a written file, or a folder on its way, that is a link there is refused
+  (:func:`check_below`) before anything is written, and files and folders are then
+  created relative to open folder descriptors with ``O_NOFOLLOW``, so a link put
+  there during the run makes the write fail rather than land elsewhere.  The
+  user's own links that no written path goes through stay as they are.
 * :func:`write_file` writes a temporary file beside the target and renames it into
   place.  :func:`write_files` writes a complete new folder (``.NAME.symformer-tmp-PID``,
   in the user's cache when that is on the same file system, else beside the target:
@@ -64,6 +71,7 @@ def write_files(directory: str | Path, files: Mapping[str, str | bytes]) -> list
     _clean_leftovers(target.parent, target.name, restore=target)
     if os.path.isdir(target):
         _clean_leftovers(target, "")
+        check_below(target, files, given)
     if os.path.isdir(target) and not _swappable(target):
         _write_in_place(target, files, given)
     else:
@@ -71,13 +79,14 @@ def write_files(directory: str | Path, files: Mapping[str, str | bytes]) -> list
     return [Path(directory) / name for name in files]
 
 
-def write_file(path: str | Path, content: str | bytes) -> Path:
+def write_file(path: str | Path, content: str | bytes, option: str = "--out") -> Path:
     """Write one file atomically: a temporary file beside it, renamed into place.
 
-    Errors name the path given.  Returns that path.
+    Errors name the path given (and ``option``, the one that gave it).  Returns that
+    path.
     """
     given = str(path)
-    target = output_file(path)
+    target = output_file(path, option)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _clean_leftovers(target.parent, target.name)
@@ -108,17 +117,18 @@ def output_directory(path: str | Path) -> Path:
     return real
 
 
-def output_file(path: str | Path) -> Path:
+def output_file(path: str | Path, option: str = "--out") -> Path:
     """The regular file that ``path`` names (symbolic links followed), checked for writing.
 
     Refuses a directory, a device node, a FIFO, a socket, a symbolic link to one of
-    them and a dangling link, naming ``path``.  It need not exist yet.
+    them and a dangling link, naming ``path`` and the ``option`` that gave it.  It need
+    not exist yet.
     """
     real = _resolved(path)
     mode = _mode(real, path)
     if mode is not None and not stat.S_ISREG(mode):
         what = "a directory" if stat.S_ISDIR(mode) else _kind(mode)
-        raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
+        raise InputError(f"{path}: is {what}{_via_link(path, real)}; {option} needs a "
                          "regular file (or a path to create)")
     return real
 
@@ -191,7 +201,8 @@ def _clean_leftovers(folder: Path, name: str, restore: Path | None = None) -> No
             head, sep, pid = entry.rpartition(tag)
             if sep and head == prefix and pid.isdigit() and not _pid_alive(int(pid)):
                 leftover = folder / entry
-                if tag == OLD_TAG and restore is not None and not os.path.lexists(restore):
+                if (tag == OLD_TAG and restore is not None and not os.path.lexists(restore)
+                        and stat.S_ISDIR(os.lstat(leftover).st_mode)):  # never a link
                     os.rename(leftover, restore)
                 else:
                     _remove(leftover)
@@ -207,13 +218,92 @@ def _remove(path: Path) -> None:
             pass
 
 
-def _create(path: Path, content: str | bytes) -> None:
-    """A new file (never an existing one) with mode ``0o666`` less the umask."""
+def _create(path: Path | str, content: str | bytes, dir_fd: int | None = None) -> None:
+    """A new file (never an existing one, never through a link) with mode ``0o666``
+    less the umask; ``path`` is relative to the open folder ``dir_fd`` when given."""
     data = content.encode("utf-8") if isinstance(content, str) else content
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                 0o666)
-    with os.fdopen(fd, "wb") as handle:
+    with os.fdopen(os.open(path, _NEW_FILE, 0o666, dir_fd=dir_fd), "wb") as handle:
         handle.write(data)
+
+
+#: Flags of a new output file: never an existing file, never through a link.
+_NEW_FILE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+#: Flags of a folder opened on the way to an output file: never a link.
+_DIR = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0))
+
+
+def check_below(target: Path, files: Mapping[str, str | bytes], given: str) -> None:
+    """Refuse, before anything is written, a path of ``files`` that passes through or
+    ends on a symbolic link inside the existing folder ``target``, or that needs a
+    folder where a file is (or a file where a folder is)."""
+    seen: set[str] = set()
+    for name in files:
+        parts = Path(name).parts
+        for k in range(len(parts)):
+            rel = "/".join(parts[:k + 1])
+            last = k == len(parts) - 1
+            if rel in seen and not last:
+                continue
+            seen.add(rel)
+            try:
+                mode = os.lstat(target / rel).st_mode
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                raise InputError(f"{given}: cannot write {rel} ({exc.strerror})") from None
+            if stat.S_ISLNK(mode):
+                raise InputError(_link_refused(given, target, rel))
+            if not last and not stat.S_ISDIR(mode):
+                raise InputError(f"{given}: {rel} is a file there, but this command writes "
+                                 "a folder of that name; move it away")
+            if last and stat.S_ISDIR(mode):
+                raise InputError(f"{given}: {rel} is a folder there, but this command "
+                                 "writes a file of that name; move it away")
+
+
+def _link_refused(given: str, target: Path, rel: str) -> str:
+    try:
+        to = f" (to {os.readlink(target / rel)})"
+    except OSError:
+        to = ""
+    return (f"{given}: {rel} is a symbolic link{to}; nothing is written through a link "
+            "the command did not create: remove it, or choose another --out")
+
+
+class _Folders:
+    """Open folder descriptors below ``root``, reached without following a link."""
+
+    def __init__(self, root: Path, given: str) -> None:
+        self.root, self.given = root, given
+        self.fds: dict[tuple[str, ...], int] = {(): os.open(root, _DIR)}
+
+    def open(self, parts: tuple[str, ...], create: bool) -> int:
+        """The descriptor of the folder ``root/parts``, created when ``create``."""
+        if parts in self.fds:
+            return self.fds[parts]
+        parent = self.open(parts[:-1], create)
+        if create:
+            try:
+                os.mkdir(parts[-1], dir_fd=parent)
+            except FileExistsError:
+                pass
+        try:
+            fd = os.open(parts[-1], _DIR, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(
+                    self.root.joinpath(*parts)):
+                raise InputError(_link_refused(self.given, self.root, "/".join(parts))
+                                 ) from None
+            raise
+        self.fds[parts] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
 
 
 def _swappable(target: Path) -> bool:
@@ -258,7 +348,7 @@ def _write_swapped(target: Path, files: Mapping[str, str | bytes], given: str) -
         existed = os.path.isdir(target)
         if existed:
             shutil.copymode(target, tmp)
-        _populate(tmp, files)
+        _populate(tmp, files, given)
         if existed:
             _carry_over(target, tmp, set(files), given)
             _swap(tmp, target)
@@ -271,25 +361,49 @@ def _write_swapped(target: Path, files: Mapping[str, str | bytes], given: str) -
 
 
 def _write_in_place(target: Path, files: Mapping[str, str | bytes], given: str) -> None:
-    """Stage the files in ``target/.symformer-tmp-PID/``, then rename each into place."""
+    """Stage the files in ``target/.symformer-tmp-PID/``, then rename each into place
+    (the folders on the way opened without following a link, the name itself
+    checked not to be one: a rename replaces a link rather than writing through it)."""
     stage = target / f"{TMP_TAG}{os.getpid()}"
     try:
         os.mkdir(stage)
-        _populate(stage, files)
-        for name in files:
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(stage / name, target / name)
+        _populate(stage, files, given)
+        src, dst = _Folders(stage, given), _Folders(target, given)
+        try:
+            for name in files:
+                *folders, leaf = Path(name).parts
+                here = dst.open(tuple(folders), create=True)
+                if stat.S_ISLNK(_lmode(leaf, here)):
+                    raise InputError(_link_refused(given, target, name))
+                os.replace(leaf, leaf, src_dir_fd=src.open(tuple(folders), create=False),
+                           dst_dir_fd=here)
+        finally:
+            src.close()
+            dst.close()
     except OSError as exc:
         raise InputError(f"{given}: cannot write the output ({exc.strerror})") from None
     finally:
         _remove(stage)
 
 
-def _populate(folder: Path, files: Mapping[str, str | bytes]) -> None:
-    for name, content in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _create(path, content)
+def _lmode(name: str, folder: int) -> int:
+    """The mode of ``name`` in the open folder (0 when it does not exist), links not
+    followed."""
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return 0
+
+
+def _populate(folder: Path, files: Mapping[str, str | bytes], given: str) -> None:
+    """Create every file in the new ``folder`` (no link followed on the way)."""
+    folders = _Folders(folder, given)
+    try:
+        for name, content in files.items():
+            *parents, leaf = Path(name).parts
+            _create(leaf, content, folders.open(tuple(parents), create=True))
+    finally:
+        folders.close()
 
 
 def _carry_over(old: Path, new: Path, written: set[str], given: str) -> None:
@@ -305,7 +419,7 @@ def _carry_over(old: Path, new: Path, written: set[str], given: str) -> None:
             if not os.path.lexists(dest):
                 os.mkdir(dest)
             elif not os.path.isdir(dest) or os.path.islink(dest):
-                raise InputError(f"{given}: {rel} is a folder there, but the export "
+                raise InputError(f"{given}: {rel} is a folder there, but this command "
                                  "writes a file of that name; move it away")
             shutil.copymode(Path(root) / d, dest)
         dirs[:] = [d for d in dirs if not os.path.islink(Path(root) / d)]
@@ -315,8 +429,10 @@ def _carry_over(old: Path, new: Path, written: set[str], given: str) -> None:
                 continue
             dest = new / rel
             if os.path.lexists(dest) or not os.path.isdir(dest.parent):
-                raise InputError(f"{given}: {rel} is a file there, but the export writes "
-                                 "a folder of that name; move it away")
+                if os.path.islink(Path(root) / n):
+                    raise InputError(_link_refused(given, old, rel.as_posix()))
+                raise InputError(f"{given}: {rel} is a file there, but this command "
+                                 "writes a folder of that name; move it away")
             _link_or_copy(Path(root) / n, dest, given)
 
 

@@ -120,12 +120,20 @@ def numbered(stage: Stage) -> bool:
         f"{m.group(1)}{j}" for j in range(len(stage.cols)))
 
 
+#: Stages whose rows are a weight's rows (a weight's gradient, a training run's weights
+#: and Adam's moments), not token positions.
+_WEIGHT_KINDS = ("weight_gradient", "parameter", "optimizer_state")
+
+
 def place(stage: Stage, i: int, j: int) -> str:
     """An entry in words: ``q_0 of 'think' (position 1)``.
 
     Columns that name something add it: ``α_1 of 'I' (position 0), column 'think'``.
     """
-    text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i})"
+    if stage.kind in _WEIGHT_KINDS:  # a weight's rows are not token positions
+        text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
+    else:
+        text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i})"
     if not numbered(stage) and not per_row(stage):
         text += f", column {stage.cols[j]!r}"
     return text

@@ -36,8 +36,8 @@ def part_of(stage: Stage) -> tuple[str, ...]:
         source = stage.name.removeprefix("grad.")
         if source in g:
             return part_of(g[source])
-        if stage.kind == "weight_gradient":
-            return part_of(g[stage.inputs[-2]])
+        if stage.kind == "weight_gradient":  # a contribution's: where its source sits
+            return part_of(g[stage.inputs[-2] if len(stage.inputs) > 1 else stage.inputs[0]])
     side = []
     if parts[0] in ("encoder", "decoder"):
         side = [parts.pop(0).capitalize()]

@@ -17,7 +17,7 @@ from symformer.blocks.work import estimated_work
 from symformer.cli import main
 from symformer.example.loader import builtin_text, load_example
 from symformer.exercise.generate import ATTEMPT_PASSES, SHEET_PASSES, attempt_work, sheet_work
-from symformer.exercise.words import plural
+from symformer.words import plural
 
 SPREAD = '\n[exercise]\nweights = { low = 0, high = "1e-100", step = "1e-100" }\n' \
          'attempts = 10000\n'

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from symformer.blocks import derive
 from symformer.cli import main
+from symformer.errors import InputError
 from symformer.example import load_example
 from symformer.fill import fill
 from tests.float_reference import float_forward
@@ -99,8 +100,24 @@ BAD = [
     (r"\VAR{ layer1.head1.weights[0,0] | table }", "needs a stage or a token's row"),
     (r"\VAR{ layer1.head1.weights }", "is a whole stage"),
     (r"\VAR{ layer1.head1.weights[0,,0] }", "unexpected ','"),
-    (r"\VAR{ layer1.head1.weights[0,0].__class__ }", "unsafe"),
-    (r"\VAR{ nope[0,0] }", "'nope' is undefined"),
+    (r"\VAR{ layer1.head1.weights[0,0].__class__ }", "a value has no attributes"),
+    (r"\VAR{ nope[0,0] }", "unknown stage 'nope'"),
+    (r"\VAR{ layer1 }", "layer1 is not a stage but a prefix of stage names: layer1."),
+    (r"\VAR{ layer1.head1[0] }", "layer1.head1 is not a stage but a prefix"),
+    (r"\VAR{ layer1.head1.weights[0,0] | exact(2) }", "| exact takes no number"),
+    (r"\VAR{ layer1.head1.weights[0,0] | decimals(1, 2) }", "takes one number"),
+    (r"\VAR{ layer1.head1.weights[0,0] | decimals | percent }", "one format per value"),
+    (r"\VAR{ layer1.head1.weights[0,0,0] }", "expected ']'"),
+    (r"\VAR{ layer1.head1.weights[0,0] ", "never closed"),
+    (r"\BLOCK{ for i in range(3) } \VAR{ i }", "never closed with endfor"),
+    (r"\BLOCK{ endfor }", "endfor without a for"),
+    (r"\BLOCK{ for input in [0] }\VAR{ input }\BLOCK{ endfor }", "hides the stages"),
+    (r"\BLOCK{ for i in [0] }\VAR{ i | decimals }\BLOCK{ endfor }", "found 0"),
+    (r"\BLOCK{ for i in ['a'] }\VAR{ input[0, 0] | decimals(i) }\BLOCK{ endfor }",
+     "whole number of decimals"),
+    (r"\BLOCK{ for i in [0] }\VAR{ input[k, 0] }\BLOCK{ endfor }",
+     "unknown loop variable 'k'"),
+    (r"\BLOCK{ set x = 1 }", "unknown statement 'set'"),
 ]
 
 
@@ -126,3 +143,56 @@ def test_unknown_suffix_needs_format(tmp_path, capsys):
     assert main(["fill", str(notes), "--format", "markdown", "--out",
                  str(tmp_path / "o")]) == 0
     assert (tmp_path / "o").read_text() == rounded(REF["input"][0, 0], 3)
+
+
+def test_loops_comments_and_literals(tmp_path):
+    """The rest of the language: loops over lists and ranges, loop variables as
+    indices and places, comments, literals and whitespace control."""
+    w = REF["layer1.head1.weights"]
+    text = ("{# a comment with {{ placeholders }} #}"
+            "{% for i in range(2) %}{% for j in range(i, 3) -%}\n"
+            "  {{ i }}{{ j }}={{ layer1.head1.weights[i, j] | decimals(j) }};\n"
+            "{%- endfor %}{% endfor %}|"
+            "{% for t in ['think', 'understand'] %}{{ t }}:"
+            "{{ layer1.head1.weights[t, 0] | percent(1) }} {% endfor %}|"
+            '{{ "{{" }}{{ 7 }}{% for n in [] %}never{% endfor %}')
+    expected = "".join(f"{i}{j}={rounded(w[i, j], j)};" for i in range(2)
+                       for j in range(i, 3))
+    names = G["layer1.head1.weights"].rows
+    shares = "".join(f"{t}:{rounded(100 * w[names.index(t), 0], 1)}% "
+                     for t in ("think", "understand"))
+    assert fill(text, G, "markdown") == f"{expected}|{shares}|{{{{7"
+    latex = (r"\COMMENT{ not {{ this }}\BLOCK{ for i in [0, 1] }\VAR{ input[i, 0] | exact }; "
+             r"\BLOCK{ endfor }")
+    # a comment ends at the first }; input[0,0] is the embedding's 1 plus sin 0
+    assert REF["input"][0, 0] == 1
+    assert fill(latex, G, "latex") == r"}1; 4 + \sin 1; "
+
+
+def test_a_prefix_of_stage_names_is_not_a_stage():
+    with pytest.raises(InputError) as caught:
+        fill("{{ layer1.add_norm1[0] }} {{ layer1.ffn | table }}", G, "markdown")
+    below = [s.name for s in G if s.name.startswith("layer1.ffn.")]
+    assert str(caught.value) == (f"NOTES:1: layer1.ffn is not a stage but a prefix of "
+                                 f"stage names: {', '.join(below[:8])}"
+                                 + (", ..." if len(below) > 8 else ""))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(-5, 5), st.integers(-5, 8),
+       st.lists(st.one_of(st.integers(-9, 9), st.sampled_from(["think", "a b", "x'y"])),
+                max_size=5),
+       st.lists(st.integers(0, 3), min_size=1, max_size=3))
+def test_loops_run_like_python(a, b, items, rows):
+    """A loop's variable takes Python's range and list values, in order, and indexes
+    entries like a literal (checked against the float64 reference)."""
+    literal = ", ".join(repr(x) if isinstance(x, str) else str(x) for x in items)
+    text = (f"{{% for i in range({a}, {b}) %}}{{{{ i }}}},{{% endfor %}}|"
+            f"{{% for x in [{literal}] %}}{{{{ x }}}};{{% endfor %}}|")
+    expected = "".join(f"{i}," for i in range(a, b)) + "|" + "".join(f"{x};" for x in items)
+    w = REF["layer1.head1.weights"]
+    assume(all(far_from_tie(w[i, j], 4) for i in rows for j in range(4)))
+    text += (f"{{% for i in {rows} %}}{{% for j in range(4) %}}{{{{ layer1.head1.weights"
+             f"[i, j] | decimals(4) }}}} {{% endfor %}}{{% endfor %}}")
+    expected += "|" + "".join(f"{rounded(w[i, j], 4)} " for i in rows for j in range(4))
+    assert fill(text, G, "markdown") == expected

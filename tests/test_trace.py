@@ -154,7 +154,7 @@ def test_markdown_has_every_step(block, capsys):
     assert main(["trace", "--token", "1", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n### ") == len([s for s in block if s.kind not in FOLDED])
-    assert "$$\\alpha_{j} = " in out and "| 0.243 |" in out
+    assert "$$\\alpha_{i,j} = " in out and "| 0.243 |" in out
 
 
 def test_latex_document_compiles(tmp_path, causal_block):

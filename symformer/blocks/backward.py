@@ -3,7 +3,9 @@
 :func:`backward` appends to a derivation
 
 * ``loss`` (1 x 1): the example's ``[loss]`` (:mod:`symformer.example.loss`), on the
-  encoder ``output`` (mse) or the last ``probabilities`` stage (cross-entropy);
+  encoder ``output`` (mse) or the last ``probabilities`` stage (cross-entropy), with
+  PyTorch's reductions and positions without a target, or a gradient given at a named
+  stage (``kind = "upstream"``: the backward pass starts there);
 * ``grad.loss`` = 1, then, latest stage first, ``grad.S`` = dL/dS for every stage S
   the loss depends on (same shape and labels as S): the sum of the backward rules of
   S's consumers (:class:`~symformer.ops.gradient.Gradient`), so every gradient stage
@@ -13,7 +15,10 @@
   ``grad.layer1.W_O``, ``grad.layer1.W_1``, ``grad.layer1.b_1``,
   ``grad.layer1.add_norm1.gamma``, ``grad.embedding_table`` (only the rows of the
   tokens used), ``grad.positional_embeddings`` (a learned table: only the rows of
-  the positions, ``pos0`` ...), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``.
+  the positions, ``pos0`` ...), ``grad.decoder.layer1.self.W_O``, ``grad.W_vocab``;
+  a tied head's table gets the total of both uses over every vocabulary row
+  (``grad.embedding_table``) and each use (``.lookup``, ``.head``):
+  :func:`tied_table_stages`.
 
 Exactness: ReLU's derivative at exactly h = 0 is the subgradient 0 (decided by the
 certified sign of h, or a proof that h = 0); a score masked with -inf is a constant,
@@ -22,17 +27,21 @@ its gradient is exactly 0 (the mask set decides, not a number).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from symformer.engine.graph import Derivation, Stage
+from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.ops import (
     CrossEntropy,
+    Embedding,
     LearnedPositional,
     MeanSquaredError,
     Notation,
     Operation,
     ReLU,
+    TableSum,
+    Transpose,
+    UpstreamGradient,
 )
 from symformer.ops.gradient import Gradient, Seed, Term
 
@@ -57,8 +66,19 @@ def add_loss(g: Derivation) -> str:
                          f"e.g. {hint}")
     if "loss" in g:
         return "loss"
-    if loss.kind == "mse":
-        op: Operation = MeanSquaredError(loss.target)
+    if loss.kind == "upstream":
+        source = loss.stage
+        if source not in g or is_backward_stage(source):
+            raise InputError(f"{loss.where}: stage = {source!r}: "
+                             + unknown_stage_message(source, [s.name for s in g]))
+        shape = (loss.gradient.rows, loss.gradient.cols)
+        if g[source].shape != shape:
+            raise InputError(f"{loss.where}: gradient is {shape[0]}x{shape[1]} but {source} "
+                             f"is {g[source].shape[0]}x{g[source].shape[1]}")
+        op: Operation = UpstreamGradient(loss.gradient)
+    elif loss.kind == "mse":
+        op = MeanSquaredError(loss.target, positions=loss.positions,
+                              reduction=loss.reduction)
         source = "output"
     else:
         found = [s for s in g if s.kind == "probabilities"]
@@ -66,7 +86,8 @@ def add_loss(g: Derivation) -> str:
             raise InputError(f"{loss.where}: kind = \"cross_entropy\" needs a probabilities "
                              f"stage (a [decoder] with W_vocab, or an [lm_head])")
         source = found[-1].name
-        op = CrossEntropy(loss.target_ids(g[source].cols, g[source].shape[0]))
+        op = CrossEntropy(loss.target_ids(g[source].cols, g[source].shape[0]),
+                          reduction=loss.reduction)
     return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
 
 
@@ -130,9 +151,91 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
             rows, cols = parameter_labels(g, stage, parameter, value)
             g.add(names[(name, parameter)], "weight_gradient",
                   Gradient((Term(stage.op, parameter, len(stage.inputs)),),
-                           _notation(stage, parameter)),
+                           _notation(stage, parameter, "the lookup's use" if names[
+                               (name, parameter)].endswith(TIED_PARTS[0]) else "")),
                   (*stage.inputs, name, grad), rows, cols, **_where(stage))
+    for part in tied_table_stages(g, names):
+        g.add(part.name, "weight_gradient", part.op, part.inputs, part.rows, part.cols,
+              **_where(part.owner))
     return g
+
+
+#: The name suffixes of a tied table's two contributions: the lookup's, the head's.
+TIED_PARTS = (".lookup", ".head")
+#: The superscript marking each contribution's symbol (∂L/∂E^lookup).
+_PART_MARKS = {"the lookup's use": "lookup", "the head's use": "head"}
+
+
+@dataclass(frozen=True)
+class TiedPart:
+    """A stage that makes a tied table's gradient the total of its two uses."""
+
+    name: str
+    op: Operation
+    inputs: tuple[str, ...]
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    owner: Stage  # the lookup stage: where the stage sits
+
+
+def _tied_keys(g: Derivation, keys) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """(lookup stage, parameter) and (head stage, parameter) of a tied head whose table's
+    two uses both have gradients among ``keys``; None otherwise."""
+    head = g.example.lm_head if g.example is not None else None
+    if head is None or not head.tied:
+        return None
+    lookup = [k for k in keys if k[1] == "embedding_table" and g[k[0]].side != "decoder"]
+    vocab = [k for k in keys if k[1] == "W_vocab" and g[k[0]].side != "decoder"]
+    return (lookup[0], vocab[0]) if lookup and vocab else None
+
+
+def tied_table_stages(g: Derivation, names: dict[tuple[str, str], str]) -> list[TiedPart]:
+    """With ``[lm_head] tied = true``: the head's use of the table, ``grad.W_vocab``
+    transposed (``grad.embedding_table.head``, every vocabulary row), and the table's
+    whole gradient ``grad.embedding_table``, the lookup's rows
+    (``grad.embedding_table.lookup``) plus the head's, over every vocabulary row (what
+    PyTorch reports for the shared parameter).  Empty when the table is not tied or a
+    use has no gradient."""
+    keys = _tied_keys(g, names)
+    if keys is None:
+        return []
+    lookup, vocab = keys
+    stage = g[lookup[0]]
+    total = names[lookup].removesuffix(TIED_PARTS[0])
+    head = total + TIED_PARTS[1]
+    rows = tuple(g.example.vocab)
+    return [TiedPart(head, Transpose(_notation(stage, lookup[1], "the head's use")),
+                     (names[vocab],), rows, stage.cols, stage),
+            TiedPart(total, TableSum(tuple(stage.op.used_rows()),
+                                     _notation(stage, lookup[1], "both uses")),
+                     (names[lookup], head), rows, stage.cols, stage)]
+
+
+def is_backward_stage(name: str) -> bool:
+    """Is ``name`` a stage of the backward pass (``loss``, ``grad.*`` and its named
+    contributions)?"""
+    return name == "loss" or name.startswith("grad.")
+
+
+def stage_of(g: Derivation, name: str) -> Stage:
+    """``g[name]``, appending the loss and every gradient first when ``name`` needs them.
+
+    A forward-only derivation stays forward-only until a backward stage is asked for
+    (forward checks stay as fast).  A name that is not a stage at all gets the unknown
+    stage message over every stage the example has, its gradients included (the count
+    ``derive --list`` shows); a backward stage of an example without ``[loss]`` gets the
+    message saying how to add one.
+    """
+    if name in g or "grad.loss" in g:
+        return g[name]
+    if is_backward_stage(name):
+        backward(g)  # raises the "no [loss] table" message when there is none
+    elif g.example is not None and g.example.loss is not None:
+        try:
+            backward(g)
+        except InputError:  # a backward pass that cannot be built: name the forward ones
+            pass
+    return g[name]
 
 
 def with_gradients(g: Derivation) -> Derivation:
@@ -171,34 +274,45 @@ def parameter_labels(g: Derivation, stage: Stage, parameter: str, value
     return rows, cols
 
 
-def parameter_names(g: Derivation, needed: set[str]) -> dict[tuple[str, str], str]:
+def parameter_names(g: Derivation, needed: set[str], contributions: bool = True
+                    ) -> dict[tuple[str, str], str]:
     """``grad.<block>.<parameter>`` for each (stage, parameter); the stage's own name
-    replaces the block where two stages of a block have parameters of the same name
-    (the two LayerNorms' gamma)."""
+    replaces the block for a norm's gamma and beta (``grad.layer1.add_norm1.gamma``,
+    whether or not the layer has a second norm: ``train --write`` finds ``gamma_1`` by
+    it) and where two stages of a block have parameters of the same name.  A tied
+    table's lookup gradient is its contribution ``grad.embedding_table.lookup``
+    (:func:`tied_table_stages`) unless ``contributions`` is False (the weight's own
+    name, for ``train``)."""
     short: dict[tuple[str, str], str] = {}
     for s in g:
         if s.name in needed:
             block = [c for c in s.name.split(".")[:-1] if c not in _GROUPS]
             for parameter in s.op.parameters():
-                # a top-level stage's gamma and beta are named after it (final_norm)
-                where = block or ([s.name] if parameter in ("gamma", "beta") else [])
+                where = [s.name] if parameter in ("gamma", "beta") else block
                 short[(s.name, parameter)] = ".".join(["grad", *where, parameter])
     counts: dict[str, int] = {}
     for v in short.values():
         counts[v] = counts.get(v, 0) + 1
-    return {key: v if counts[v] == 1 else f"grad.{key[0]}.{key[1]}"
-            for key, v in short.items()}
+    names = {key: v if counts[v] == 1 else f"grad.{key[0]}.{key[1]}"
+             for key, v in short.items()}
+    tied = _tied_keys(g, names) if contributions else None
+    if tied is not None:
+        names[tied[0]] += TIED_PARTS[0]
+    return names
 
 
 def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
                     ) -> tuple[str, ...]:
+    # the tables first: one token or one position read is still a row of the table
+    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
+        return position_labels(stage.op.used_rows())
+    if isinstance(stage.op, Embedding):  # the embedding table: the tokens used
+        return tuple(dict.fromkeys(stage.rows))
     if rows == 1:
         return (parameter,)
     if stage.inputs and rows == g[stage.inputs[0]].shape[1]:
         return g[stage.inputs[0]].cols  # a weight W: one row per input column
-    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
-        return position_labels(stage.op.used_rows())
-    return tuple(dict.fromkeys(stage.rows))  # the embedding table: the tokens used
+    return tuple(dict.fromkeys(stage.rows))
 
 
 def position_labels(positions) -> tuple[str, ...]:
@@ -206,14 +320,18 @@ def position_labels(positions) -> tuple[str, ...]:
     return tuple(f"pos{p}" for p in positions)
 
 
-def _notation(stage: Stage, parameter: str | None = None) -> Notation:
-    """dL/dS for a stage, dL/dP for its parameter P (written as the operation writes it).
+def _notation(stage: Stage, parameter: str | None = None, part: str = "") -> Notation:
+    """dL/dS for a stage, dL/dP for its parameter P (written as the operation writes it);
+    ``part`` names one contribution of several (a tied table's: "the head's use").
 
     A parameter with a subscript of its own is bracketed, so that an index can follow:
     (dL/dW_Q)_0 is column 0 of the gradient of W_Q."""
     symbol = stage.op.parameter_notation(parameter) if parameter else stage.op.symbol
     latex, text = rf"\partial L/\partial {symbol.latex}", f"∂L/∂{symbol.text}"
-    title = f"Gradient of the loss at {symbol.title}"
+    title = f"Gradient of the loss at {symbol.title}" + (f", {part}" if part else "")
+    if part in _PART_MARKS:  # one use of a tied table: marked, so that the sum reads
+        mark = _PART_MARKS[part]
+        return Notation(rf"{latex}^{{\text{{{mark}}}}}", f"{text}^{mark}", title, bracket=True)
     if parameter and "_" in symbol.latex:
         return Notation(latex, text, title, bracket=True)
     # braced when it has a subscript of its own, so that an index can follow

@@ -6,7 +6,8 @@
   (``step0.layer1.W_1``, :class:`~symformer.ops.parameter.Parameter`); at step t >= 1
   the optimiser's update of step t-1's (``step1.layer1.W_1 = step0.layer1.W_1 -
   lr * grad.step0.layer1.W_1``, :class:`~symformer.ops.sgd.SgdStep`, or Adam's
-  moments and update, :mod:`symformer.ops.adam`);
+  moments and update, :mod:`symformer.ops.adam`, AdamW's with its decoupled weight
+  decay; a frozen weight (:class:`Options` ``train``/``freeze``) is kept as it is);
 * a copy of the example's forward pass and loss (``step1.layer1.ffn.hidden``,
   ``step1.loss``) whose operations read those weight stages
   (:meth:`~symformer.ops.base.Operation.staged`);
@@ -28,6 +29,8 @@ is the sum of both uses and the tie holds after every step.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,7 +67,121 @@ MAX_STEPS = 50
 #: 25 for Adam on random weights), added to the working precision per step.
 BITS_PER_STEP = 32
 #: The optimisers.
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+#: The keys of a ``[train]`` table (a claims file's, or an example file's).
+TRAIN_KEYS = ("lr", "steps", "optimizer", "beta1", "beta2", "eps", "weight_decay",
+              "train", "freeze")
+#: A stage of a training run: a step's weight, forward stage or loss, or its gradient.
+_STEP = re.compile(r"(?:grad\.)?step[0-9]+\.")
+
+
+def step_of(name: str) -> int:
+    """The step a training run's stage belongs to (``step2.loss``: 2; gradients of step t
+    are built with step t + 1)."""
+    match = _STEP.match(name)
+    step = int(match.group(0).removeprefix("grad.")[4:-1])
+    return step + 1 if name.startswith("grad.") else step
+
+
+def is_training_stage(name: str) -> bool:
+    """Is ``name`` a stage of a training run (``step1.layer1.W_1``, ``step2.loss``,
+    ``grad.step0.output``, ``step1.adam_m.layer1.W_1``)?"""
+    return _STEP.match(name) is not None
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``train`` does besides lr and steps (PyTorch's conventions and defaults).
+
+    ``beta1``, ``beta2``, ``eps``: Adam's and AdamW's; ``weight_decay``: AdamW's
+    decoupled decay (W (1 - lr wd) before the Adam update); ``train``/``freeze``: glob
+    patterns over the weight names (``layer1.head1.W_Q``, ``embedding_table``): only
+    the weights matching ``train`` (all when empty) and not ``freeze`` are updated.
+    """
+
+    beta1: sympy.Rational
+    beta2: sympy.Rational
+    eps: sympy.Rational
+    weight_decay: sympy.Rational
+    train: tuple[str, ...] = ()
+    freeze: tuple[str, ...] = ()
+
+
+def options(optimizer: str = "sgd", beta1: object = None, beta2: object = None,
+            eps: object = None, weight_decay: object = None, train: tuple[str, ...] = (),
+            freeze: tuple[str, ...] = (), where: str = "") -> Options:
+    """Read the optimiser's numbers exactly (text, TOML numbers) and check them:
+    0 <= beta < 1, eps > 0, weight_decay >= 0 and only for AdamW (``where`` prefixes
+    the names in messages: ``--`` for options, ``file.toml, train: `` for a table)."""
+    if optimizer not in OPTIMIZERS:
+        raise InputError(f"{where}optimizer must be one of {', '.join(OPTIMIZERS)}, "
+                         f"found {str(optimizer)[:40]!r}")
+    given = {"beta1": beta1, "beta2": beta2, "eps": eps, "weight_decay": weight_decay}
+    if optimizer == "sgd":
+        named = [k for k, v in given.items() if v is not None]
+        if named:
+            raise InputError(f"{where}{named[0].replace('_', '-') if where == '--' else named[0]}"
+                             f" applies to adam and adamw, not sgd")
+    if optimizer == "adam" and weight_decay is not None:
+        raise InputError(f"{where}{'weight-decay' if where == '--' else 'weight_decay'} is "
+                         f"AdamW's decoupled decay: use optimizer adamw")
+    values = {}
+    for key, value in given.items():
+        text = DEFAULTS[key] if value is None else value
+        label = f"{where}{key.replace('_', '-') if where == '--' else key}"
+        values[key] = exact_number(text, f"{label} {str(text)[:40]!r}")
+    for key in ("beta1", "beta2"):
+        if not 0 <= values[key] < 1:
+            raise InputError(f"{where}{key} must be from 0 to below 1, found {values[key]}")
+    if values["eps"] <= 0:
+        raise InputError(f"{where}eps must be positive, found {values['eps']}")
+    if values["weight_decay"] < 0:
+        raise InputError(f"{where}weight decay must be 0 or more, found "
+                         f"{values['weight_decay']}")
+    decay = values["weight_decay"] if optimizer == "adamw" else sympy.S.Zero
+    return Options(values["beta1"], values["beta2"], values["eps"], decay, tuple(train),
+                   tuple(freeze))
+
+
+@dataclass(frozen=True)
+class Run:
+    """A training run's settings: lr, steps, optimiser and its :class:`Options`."""
+
+    lr: sympy.Rational
+    steps: int
+    optimizer: str
+    options: Options
+
+
+def train_table(table: object, where: str) -> Run:
+    """A ``[train]`` table (``lr``, ``steps``, ``optimizer``, ``beta1``, ``beta2``, ``eps``,
+    ``weight_decay``, ``train``, ``freeze``): the run a claim on a step's stage means."""
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table")
+    unknown = sorted(set(table) - set(TRAIN_KEYS))
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r} (known keys: "
+                         f"{', '.join(TRAIN_KEYS)})")
+    if "lr" not in table:
+        raise InputError(f"{where}: missing key 'lr' (the learning rate)")
+    steps = table.get("steps", 1)
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise InputError(f"{where}: steps must be a whole number, found {steps!r}"[:200])
+    for key in ("train", "freeze"):
+        found = table.get(key, [])
+        if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
+            raise InputError(f"{where}: {key} must be a list of glob patterns over weight "
+                             f"names, e.g. [\"layer1.*\"]")
+    optimizer = table.get("optimizer", "sgd")
+    prefix = f"{where}: "
+    try:
+        lr = learning_rate(table["lr"])
+        steps = check_steps(steps)
+    except InputError as exc:
+        raise InputError(f"{prefix}{exc}") from None
+    return Run(lr, steps, optimizer, options(
+        optimizer, *(table.get(k) for k in ("beta1", "beta2", "eps", "weight_decay")),
+        tuple(table.get("train", [])), tuple(table.get("freeze", [])), prefix))
 
 
 @dataclass(frozen=True)
@@ -96,6 +213,10 @@ class Training:
     seconds: list[float] = field(default_factory=list)
     #: The working precision (bits) every step is evaluated at (:func:`loss_value`).
     precision: int = 256
+    #: The optimiser's numbers and which weights train.
+    options: Options | None = None
+    #: The names of the weights that do not train (``--freeze``, ``--train``).
+    frozen: frozenset[str] = frozenset()
 
     def loss(self, step: int) -> str:
         """The name of the loss stage of ``step`` (0: before any update)."""
@@ -106,11 +227,11 @@ class Training:
         return f"step{step}.{weight.name}"
 
 
-def learning_rate(text: str) -> sympy.Rational:
+def learning_rate(text: object) -> sympy.Rational:
     """``--lr``: an exact positive rational from its text (``0.1`` is 1/10, ``"1/8"``)."""
-    value = exact_number(text, f"--lr {text[:40]!r}")
+    value = exact_number(text, f"--lr {str(text)[:40]!r}")
     if value <= 0:
-        raise InputError(f"--lr must be positive, found {text[:40]}")
+        raise InputError(f"--lr must be positive, found {str(text)[:40]}")
     return value
 
 
@@ -125,7 +246,7 @@ def trained_weights(g: Derivation) -> list[Weight]:
     """The weights ``train`` updates: those of operations with a staged variant."""
     loss = add_loss(g)
     needed = g.ancestors(loss) | {loss}
-    names = parameter_names(g, needed)
+    names = parameter_names(g, needed, contributions=False)
     found = []
     head = g.example.lm_head
     for stage in g:
@@ -153,7 +274,7 @@ def _labels(g: Derivation, stage: Stage, parameter: str, value: sympy.Matrix
 
 def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
           each: Callable[[Training, int], None] | None = None,
-          precision: int = 128) -> Training:
+          precision: int = 128, settings: Options | None = None) -> Training:
     """Take ``steps`` exact optimisation steps from the derivation ``g`` (see the module).
 
     ``each(training, t)`` is called once step t's loss stage exists (t = 0 .. steps),
@@ -164,6 +285,7 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
     at a higher precision (a ball widens with every step).
     """
     check_steps(steps)
+    settings = settings if settings is not None else options(optimizer, where="--")
     if optimizer not in OPTIMIZERS:
         raise InputError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
                          f"found {optimizer!r}")
@@ -174,7 +296,8 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
     for w in weights:
         by_stage.setdefault(w.stage, []).append(w)
     training = Training(Derivation(g.example, g.causal), weights, optimizer, lr,
-                        precision=precision + BITS_PER_STEP * steps)
+                        precision=precision + BITS_PER_STEP * steps, options=settings,
+                        frozen=frozen_weights(weights, settings))
     t_graph = training.graph
     for t in range(steps + 1):
         start = time.perf_counter()
@@ -195,6 +318,22 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
     return training
 
 
+def frozen_weights(weights: list[Weight], settings: Options) -> frozenset[str]:
+    """The weights ``settings`` keeps fixed: those not matching a ``train`` pattern (when
+    any is given) and those matching a ``freeze`` pattern.  A pattern matching no
+    weight is an error naming the weights (a tied W_vocab follows its table)."""
+    names = [w.name for w in weights if w.tied is None]
+    for kind, patterns in (("train", settings.train), ("freeze", settings.freeze)):
+        for pattern in patterns:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                raise InputError(f"--{kind} {pattern[:60]!r} matches no weight; the weights: "
+                                 + ", ".join(names))
+    return frozenset(
+        n for n in names
+        if (settings.train and not any(fnmatch.fnmatchcase(n, p) for p in settings.train))
+        or any(fnmatch.fnmatchcase(n, p) for p in settings.freeze))
+
+
 def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
     """Step t's copy of the forward stage ``s``, reading step t's weight stages."""
     inputs = [f"step{t}.{i}" for i in s.inputs]
@@ -209,7 +348,7 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
 def _add_weight(training: Training, w: Weight, t: int) -> None:
     """``w``'s stage at step t: the example's value (t = 0) or the optimiser's update."""
     g, name = training.graph, training.weight(t, w)
-    notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} steps")
+    notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} step{'' if t == 1 else 's'}")
     where = {"rows": w.rows, "cols": w.cols}
     if w.tied is not None:  # the tied table's transpose, read from step t's table
         g.add(name, "parameter", Transpose(notation), (f"step{t}.{w.tied}",), **where)
@@ -219,15 +358,15 @@ def _add_weight(training: Training, w: Weight, t: int) -> None:
         return
     previous = training.weight(t - 1, w)
     grad = f"grad.{previous}"
-    if grad not in g:  # the loss does not depend on it: its gradient is 0
+    if grad not in g or w.name in training.frozen:  # no gradient (0), or frozen: kept
         g.add(name, "parameter", SgdStep(sympy.S.Zero, notation), (previous, previous),
               **where)
         return
     if training.optimizer == "sgd":
         g.add(name, "parameter", SgdStep(training.lr, notation), (previous, grad), **where)
         return
-    beta1, beta2, eps = (exact_number(DEFAULTS[k], f"Adam's {k}")
-                         for k in ("beta1", "beta2", "eps"))
+    settings = training.options
+    beta1, beta2, eps = settings.beta1, settings.beta2, settings.eps
     moments = []
     for label, beta, power in (("adam_m", beta1, 1), ("adam_v", beta2, 2)):
         moment = f"step{t}.{label}.{w.name}"
@@ -235,8 +374,8 @@ def _add_weight(training: Training, w: Weight, t: int) -> None:
         sources = (before, grad) if t > 1 else (grad,)
         g.add(moment, "optimizer_state", AdamMoment(beta, power), sources, **where)
         moments.append(moment)
-    g.add(name, "parameter", AdamStep(training.lr, t, beta1, beta2, eps, notation),
-          (previous, *moments), **where)
+    g.add(name, "parameter", AdamStep(training.lr, t, beta1, beta2, eps, notation,
+                                      settings.weight_decay), (previous, *moments), **where)
 
 
 #: The highest precision (bits) at which two losses are compared before the exact
@@ -258,8 +397,9 @@ def loss_value(training: Training, t: int, *, decimals: int | None = None,
 
 def change(training: Training, t: int) -> int | None:
     """The sign of loss(t) - loss(t - 1), certified: -1 (it decreased), 0 (equal,
-    proved exactly), 1 (it increased), or None (undecided: equal to
-    :data:`COMPARE_PRECISION` bits and not both rational)."""
+    proved exactly), 1 (it increased), or None (undecided: their enclosures overlap at
+    every precision up to :data:`COMPARE_PRECISION` bits and they are not both
+    rational; nothing is then known about their order)."""
     g = training.graph
     before, after = training.loss(t - 1), training.loss(t)
     prec = training.precision
@@ -292,3 +432,11 @@ def rational_weights(training: Training) -> tuple[dict[str, sympy.Matrix], str |
                 values.append(sympy.Rational(value.numerator, value.denominator))
         found[w.name] = sympy.Matrix(rows, cols, values)
     return found, None
+
+
+def rounded_weights(training: Training, decimals: int) -> dict[str, list[list[str]]]:
+    """The final weights, each entry its certified correct rounding to ``decimals``
+    places (decimal text); a tied W_vocab is not listed (the table's transpose)."""
+    g = training.graph
+    return {w.name: g[training.weight(training.steps, w)].values(decimals=decimals)
+            for w in training.weights if w.tied is None}

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
+from symformer.blocks.backward import is_backward_stage
+from symformer.blocks.train import is_training_stage
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
@@ -15,15 +19,18 @@ from symformer.cli._common import (
     example_path,
     load,
 )
-from symformer.example.loader import packaged_examples
+from symformer.display import Progress
+from symformer.engine.graph import Stage
+from symformer.errors import InputError
+from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.verify.check import Checker, ClaimCheck, summary
-from symformer.verify.claims import claims_file_is_example, load_claims
+from symformer.verify.claims import claims_file_is_example, load_claims, training_run
 
 ORDER = 40
 
 EPILOG = """\
 examples:
-  symformer check symformer/examples/post_claims.toml       # the blog post's arrays
+  symformer check post_claims                  # the blog post's arrays (shipped)
   symformer check claims.toml my_example.toml --json      # or --example my_example.toml
   symformer check illustrated_self_attention   # an example file with [[claim]] tables
                                                 # about itself (a published worked example)
@@ -31,11 +38,13 @@ examples:
       --name output=layer1.head1.output --name output=- \\
       --name masked_weights=causal:layer1.head1.weights
 
-A claimed number with d decimals is right when |exact - claimed| <= 0.5e-d, decided
-with certified digits. A claim with `inputs` is checked as a step: recomputed from the
-named claims' printed numbers, and consistent when some inputs within their rounding
-intervals produce it. Claims file format: docs/verify.md. Exit status: 0 every number
-right, 1 some wrong, 2 bad input.
+Any stage can be claimed: the forward ones, the loss and every gradient (grad.*,
+with a [loss]), and a training run's (step2.layer1.W_1, step1.loss, with a [train]
+table in the claims or example file). A claimed number with d decimals is right when
+|exact - claimed| <= 0.5e-d, decided with certified digits. A claim with `inputs` is
+checked as a step: recomputed from the named claims' printed numbers, and consistent
+when some inputs within their rounding intervals produce it. Claims file format:
+docs/verify.md. Exit status: 0 every number right, 1 some wrong, 2 bad input.
 """
 
 
@@ -46,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "exact values, and explain the wrong ones.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("claims", metavar="CLAIMS",
-                   help="claims .toml file, or a Markdown/Python document with "
+                   help="claims .toml file (or a shipped one by name, from any folder: "
+                        "post_claims, illustrated_self_attention, "
+                        "scaled_identity_attention), or a Markdown/Python document with "
                         "print(np.round(NAME, k)) lines followed by '# [[...]]' lines")
     add_example_argument(p)
     add_convention_arguments(p, causal_help="check against the causally masked derivation "
@@ -56,27 +67,63 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="map a document's printed NAME to a stage (repeat for a name printed "
                         "again; NAME=- skips it; NAME=causal:STAGE for the masked derivation)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown only on a terminal anyway)")
     p.set_defaults(func=run)
+
+
+def shipped_claims(packaged: dict[str, Path]) -> dict[str, Path]:
+    """The shipped files that hold claims, by name: the claims-only files and the
+    packaged examples with ``[[claim]]`` tables about themselves."""
+    return {name: path for name, path in sorted(packaged.items())
+            if name in CLAIMS_ONLY or "[[claim]]" in path.read_text(encoding="utf-8")}
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer check``."""
-    packaged = packaged_examples()
-    if not Path(args.claims).exists() and args.claims in packaged:
-        args.claims = str(packaged[args.claims])  # a packaged example with [[claim]] tables
+    packaged = packaged_files()
+    name = args.claims.removesuffix(".toml")
+    if not os.path.lexists(args.claims):
+        shipped = shipped_claims(packaged)
+        if name not in shipped:
+            raise InputError(f"{args.claims}: no such file (shipped claims, by name: "
+                             f"{', '.join(shipped)})")
+        args.claims = str(shipped[name])
     if example_path(args) is None and claims_file_is_example(args.claims):
         args.example = args.claims  # an example file with claims about itself
     example = load(args)
     check_work(args, example, "check")
     g = derivation(args, example)
-    claims = load_claims(args.claims, g, args.name)
-    results = Checker(g.example, args.max_work, causal=causal(args)).check_all(claims)
+    # the run claims on a step's stages mean: the claims file's [train], else the example's
+    run = training_run(args.claims) or training_run(example.source)
+    checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
+    claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
+    check_work(args, example, "check", claims=len(claims),
+               numbers=sum(len(row) for c in claims for row in c.values))
+    with Progress("symformer check", quiet=args.quiet) as bar:
+        results = checker.check_all(claims, bar.step)
     right, total = summary(results)
     if args.json:
         print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))
     else:
         print(report(results, right, total))
     return 0 if right == total else 1
+
+
+def _bounded(args: argparse.Namespace, example, checker: Checker
+             ) -> Callable[[str], Stage]:
+    """The checker's stage lookup, refusing first (before any work) a backward pass or a
+    training run that the work limit does not allow: a claim on a gradient costs a
+    backward pass under the example's conventions and each alternative one, a claim on
+    a training step the run twice (the check and reader rounding):
+    :func:`symformer.blocks.cost.check_work`."""
+    def stage(name: str) -> Stage:
+        if is_training_stage(name) and checker.run is not None:
+            check_work(args, example, "check", train_steps=checker.run.steps)
+        elif is_backward_stage(name):
+            check_work(args, example, "check", gradients=True)
+        return checker.stage(name)
+    return stage
 
 
 def report(results: list[ClaimCheck], right: int, total: int) -> str:
@@ -96,7 +143,8 @@ def report(results: list[ClaimCheck], right: int, total: int) -> str:
         lines.append(head + f"{n - len(r.wrong)} of {n} right, {verdict}")
         for e in r.wrong:
             what = "as printed" if r.local else "correct"
-            lines.append(f"  {e.place}: claimed {e.claimed}, {what} {e.correct} "
+            at = f"line {e.line}, " if e.line is not None else ""
+            lines.append(f"  {at}{e.place}: claimed {e.claimed}, {what} {e.correct} "
                          f"(exact {e.exact}...)")
         for text in r.explanations:
             lines.append(f"  why: {text}")
@@ -122,7 +170,8 @@ def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
             "details": [{"row": e.row, "col": e.col, "token": e.row_label,
                          "column": e.col_label, "symbol": e.symbol, "claimed": e.claimed,
                          "as_printed" if r.local else "correct": e.correct,
-                         "exact": e.exact} for e in r.wrong],
+                         "exact": e.exact, **({"line": e.line} if e.line is not None else {})}
+                        for e in r.wrong],
             "explanations": r.explanations,
         } for r in results],
         "right": right,

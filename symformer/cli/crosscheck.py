@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default 1e-12)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="floating-point type of the NumPy reference (default float64)")
-    add_convention_arguments(p, whole_matrix=True)
+    add_convention_arguments(p)
     p.add_argument("--json", action="store_true", help="print the errors as JSON")
     p.set_defaults(func=run)
 

@@ -75,8 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer exercise``."""
     from symformer.exercise import DEFAULT_ASK, Request, make_exercise
-    from symformer.exercise.words import plural
     from symformer.latex.compile import compile_pdf, pdflatex
+    from symformer.words import plural
 
     if args.pdf:
         pdflatex()  # fail before any work when it is missing

@@ -13,6 +13,7 @@ from symformer.cli._common import (
     check_work,
     derivation,
     load,
+    plural,
     token_text,
 )
 from symformer.display import Progress
@@ -28,7 +29,7 @@ examples:
   symformer export --out notes --token think --decimals 3
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
-  symformer export --out work --format json        # work/worked.json
+  symformer export --out work --format json   # work/worked.json, work/equations.json
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
@@ -64,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the decoder's worked examples follow this target token: a position "
                         "or the word (default: the last target position)")
     p.add_argument("--steps", type=bounded_int(0, MAX_STEPS), default=0, metavar="N",
-                   help=f"add a greedy-generation section of N steps (needs a decoder with "
-                        f"W_vocab; default 0: none; at most {MAX_STEPS})")
+                   help=f"add a greedy-generation section of N steps (needs an [lm_head] or a "
+                        f"[decoder] with W_vocab; default 0: none; at most {MAX_STEPS})")
     p.add_argument("--stage", action="append", metavar="GLOB",
                    help="only stages matching this name or glob (repeatable)")
     p.add_argument("--exact", action="store_true",
@@ -73,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
     p.add_argument("--format", choices=("latex", "markdown", "json"), default="latex",
                    help="latex: main.tex and fragments/ (default); markdown: main.md; "
-                        "json: worked.json, every worked line's operands and results")
+                        "json: worked.json, every worked line's operands and results, and "
+                        "equations.json, every shown equation in a checkable plain form")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
     p.add_argument("--quiet", action="store_true",
@@ -98,28 +100,34 @@ def run(args: argparse.Namespace) -> int:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "export")
-    if args.steps:
-        check_work(args, example, "generate", args.steps)
+    check_work(args, example, "export", figures=args.figures, steps=args.steps,
+               exact=args.exact)
     g = derivation(args, example)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
-                         "(see symformer/examples/encoder_decoder.toml)")
+                         "or an [lm_head] table (see symformer/examples/encoder_decoder.toml, "
+                         "gpt2_style.toml)")
     target = None if args.target_token is None else resolve_token(g, args.target_token,
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    with Progress("symformer export", total=3 if args.pdf else 1, quiet=args.quiet) as bar:
-        bar.update("writing the document")
+    extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
+
+    def stage(k: int, total: int, name: str) -> None:
+        bar.step(k, total + extra, name)
+
+    with Progress("symformer export", quiet=args.quiet) as bar:
+        if args.figures:
+            bar.update("figures")
         files: dict[str, str | bytes] = dict(export_files(
-            g, options, args.format, **_figures(g, options, args.figures)))
+            g, options, args.format, **_figures(g, options, args.figures), progress=stage))
         if args.pdf:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]
     written = write_files(args.out, files)
-    print(f"wrote {len(written)} files to {args.out}")
+    print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0
 
 

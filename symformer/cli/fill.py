@@ -12,7 +12,9 @@ from symformer.cli._common import (
     derivation,
     load,
 )
+from symformer.example.loader import MAX_FILE_BYTES
 from symformer.files import output_file, write_file
+from symformer.fill.syntax import MAX_DEPTH, MAX_INTEGER, MAX_OUTPUT, MAX_STEPS, MAX_TAGS
 
 ORDER = 45
 
@@ -28,10 +30,16 @@ Placeholders (LaTeX: \\VAR{...}; Markdown: {{ ... }}):
   \\VAR{ layer1.head1.weights | table }              booktabs table (Markdown: a pipe table)
   \\VAR{ layer1.head1.weights | bmatrix(3) }         a matrix, 3 decimals
   \\VAR{ layer1.add_norm1[1] }                       a token's row
+  \\BLOCK{ for h in [0, 1] } ... \\VAR{ layer1.head1.weights[h, 0] } ... \\BLOCK{ endfor }
+  \\COMMENT{ a comment }                             (Markdown: {% %} and {# #})
 Names are the stage names of `symformer derive --list`; positions count from 0.
-An unknown stage, entry or format is an error naming the line; nothing is written.
-See docs/figures.md.
-"""
+The template language is a small subset of Jinja2's syntax and runs no code: no
+attributes, calls, operators or other statements. An unknown stage, entry or format,
+a syntax error or a limit is an error naming the line; nothing is written.
+""" + (f"Limits: NOTES a regular UTF-8 file of at most {MAX_FILE_BYTES // 2**20} MiB; "
+       f"{MAX_TAGS:,} tags;\nintegers within +-{MAX_INTEGER:,}; loops {MAX_DEPTH} deep; "
+       f"{MAX_STEPS:,} steps; {MAX_OUTPUT // 2**20} MiB of output.\n"
+       "See docs/figures.md.\n")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,21 +61,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer fill``."""
-    from symformer.errors import InputError
-    from symformer.fill import fill, guess_format
+    from pathlib import Path
+
+    from symformer.example.loader import read_text_file
+    from symformer.fill import Template, guess_format
 
     fmt = args.format or guess_format(args.notes)
-    try:
-        with open(args.notes, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise InputError(f"{args.notes}: cannot read ({reason})") from None
+    text = read_text_file(Path(args.notes), "notes (a .tex or .md file)")
+    # the syntax is checked before any work (nothing is derived for a bad template)
+    template = Template(text, fmt, source=args.notes)
     output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
     check_work(args, example, "fill")
     g = derivation(args, example)
-    filled = fill(text, g, fmt, args.decimals, source=args.notes)
+    filled = template.render(g, args.decimals)
     write_file(args.out, filled)
     print(f"wrote {args.out}")
     return 0

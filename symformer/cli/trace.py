@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
     check_work,
+    conventions_note,
     derivation,
     load,
     token_text,
@@ -39,7 +41,8 @@ backward rules it sums and its chain-rule lines with the numbers substituted.
 Each step shows where it is in the block, its formula, the token's numbers and,
 for every number, its formula with the rounded inputs substituted.  Every printed
 digit is certified (ball arithmetic); the substituted inputs are the rounded values
-of the step before, so recomputing a line by hand may differ in the last digit.
+of the step before, and a line redone by hand gives its printed result: where the
+inputs rounded to --decimals would not, the line shows them with more digits.
 """
 
 
@@ -58,12 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output format (default text; html: a step-through page)")
     p.add_argument("--out", metavar="FILE",
                    help="write to FILE (atomically) instead of standard output")
-    add_convention_arguments(p, whole_matrix=True)
+    add_convention_arguments(p)
     p.add_argument("--backward", action="store_true",
                    help="step through the token's gradients, from the loss back to the "
                         "embeddings (needs a [loss] table)")
-    p.add_argument("--side", default="encoder", metavar="SIDE",
-                   help="which stack to trace when the example has several (default encoder)")
+    p.add_argument("--side", choices=("encoder", "decoder"), default="encoder",
+                   help="which stack to trace when the example has a [decoder] "
+                        "(default encoder)")
     p.set_defaults(func=run)
 
 
@@ -72,10 +76,13 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
-    check_work(args, example, "trace")
+    check_work(args, example, "trace", backward=args.backward)
     g = derivation(args, example)
-    text = render(trace_token(g, args.token, args.decimals, side=args.side,
-                              backward=args.backward), args.format)
+    traced = trace_token(g, args.token, args.decimals, side=args.side,
+                         backward=args.backward)
+    note = conventions_note(args, example)  # the header says what was replaced
+    text = render(replace(traced, title=traced.title + note) if note else traced,
+                  args.format)
     if args.out:
         path = write_file(args.out, text)
         print(f"wrote {path}", file=sys.stderr)

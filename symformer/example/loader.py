@@ -66,6 +66,7 @@ _TOP_KEYS = {
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
+    "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
@@ -84,11 +85,22 @@ def builtin_text() -> str:
     return resources.files("symformer.example").joinpath(BUILTIN_NAME).read_text("utf-8")
 
 
-def packaged_examples() -> dict[str, Path]:
-    """The example files shipped in ``symformer/examples/``, by name (no ``.toml``)."""
+#: Shipped files in ``symformer/examples/`` that hold claims only, not an example.
+CLAIMS_ONLY = ("post_claims",)
+
+
+def packaged_files() -> dict[str, Path]:
+    """Every TOML file shipped in ``symformer/examples/``, by name (no ``.toml``): the
+    examples and the claims-only files (:data:`CLAIMS_ONLY`)."""
     folder = resources.files("symformer").joinpath("examples")
     return {Path(f.name).stem: Path(str(f)) for f in folder.iterdir()
-            if f.name.endswith(".toml") and f.name != "post_claims.toml"}
+            if f.name.endswith(".toml")}
+
+
+def packaged_examples() -> dict[str, Path]:
+    """The example files shipped in ``symformer/examples/``, by name (no ``.toml``)."""
+    return {name: path for name, path in packaged_files().items()
+            if name not in CLAIMS_ONLY}
 
 
 def load_example(path: str | Path | None = None) -> Example:
@@ -215,7 +227,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
     loss = None
     if "loss" in data:
-        loss = parse_loss(data["loss"], here.sub("loss"), data, len(tokens), d_model, decoder)
+        loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens), d_model,
+                          decoder)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")

@@ -4,6 +4,14 @@
 the mean of (z - target)^2 over every entry.  ``kind = "cross_entropy"`` with
 ``targets = [TOKEN, ...]`` (one target token per row of a ``probabilities`` stage,
 e.g. a decoder's): -(1/n) sum_i log p[i, t_i].  Numbers are exact, as everywhere.
+
+PyTorch's conventions (docs/backward.md): ``reduction = "mean"`` (default) or
+``"sum"``; ``positions = [...]`` (0-based rows) gives targets for those positions only
+(``target`` then has one row per position, ``targets`` one token per position), and a
+cross-entropy target ``""`` means "no target" at its position (``ignore_index``): the
+mean is over the positions that have a target.  ``kind = "upstream"`` with ``stage =
+"layer1.head1.output"`` and ``gradient = [[...]]`` starts the backward pass at that
+stage with the given gradient (the loss is sum_ij G_ij S_ij).
 """
 
 from __future__ import annotations
@@ -19,42 +27,69 @@ from symformer.lazy import sympy
 if TYPE_CHECKING:
     from symformer.example.fields import Where
 
-KINDS = ("mse", "cross_entropy")
-_KEYS = {"kind", "target", "targets"}
+KINDS = ("mse", "cross_entropy", "upstream")
+REDUCTIONS = ("mean", "sum")
+#: A cross-entropy target meaning "no target at this position" (PyTorch's ignore_index).
+NO_TARGET = ""
+_KEYS = {"kind", "target", "targets", "reduction", "positions", "stage", "gradient"}
 
 
 @dataclass(frozen=True)
 class Loss:
-    """A loss: ``kind`` with its exact ``target`` matrix (mse) or ``targets`` tokens."""
+    """A loss: ``kind`` with its exact ``target`` matrix (mse) or ``targets`` tokens,
+    its ``reduction`` and the ``positions`` that have a target (None: every one); or
+    (``kind = "upstream"``) a ``gradient`` given at the named ``stage``."""
 
     kind: str
     where: str
     target: sympy.Matrix | None = None
     targets: tuple[str, ...] | None = None
+    reduction: str = "mean"
+    positions: tuple[int, ...] | None = None
+    stage: str | None = None
+    gradient: sympy.Matrix | None = None
 
-    def target_ids(self, vocab: Sequence[str], positions: int) -> tuple[int, ...]:
-        """The targets as indices into ``vocab``, checked against the probabilities'
-        vocabulary and number of rows (InputError naming the file and key otherwise)."""
-        return check_targets(self.targets, vocab, positions, self.where)
+    def target_ids(self, vocab: Sequence[str], positions: int) -> tuple[int | None, ...]:
+        """The targets as indices into ``vocab``, one per row of the probabilities (None:
+        no target there), checked against the probabilities' vocabulary and number of
+        rows (InputError naming the file and key otherwise)."""
+        return check_targets(self.targets, vocab, positions, self.where, self.positions)
 
 
 def check_targets(targets: Sequence[str], vocab: Sequence[str], positions: int,
-                  where: str) -> tuple[int, ...]:
-    """Each target token's index in ``vocab``; one target per position."""
-    if len(targets) != positions:
+                  where: str, rows: Sequence[int] | None = None) -> tuple[int | None, ...]:
+    """Each target token's index in ``vocab`` (None for the no-target marker ``""``), one
+    per position: ``targets`` gives every position, or those of ``rows`` in order."""
+    if rows is None and len(targets) != positions:
         raise InputError(f"{where}: targets has {len(targets)} entries, expected {positions} "
-                         f"(one target token per row of the probabilities)")
+                         f"(one target token per row of the probabilities; \"\" for none, "
+                         f"or give positions = [...])")
+    if rows is not None and any(r >= positions for r in rows):
+        raise InputError(f"{where}: positions {list(rows)}: the probabilities have "
+                         f"{positions} rows (0 to {positions - 1})")
+    if NO_TARGET in vocab and NO_TARGET in targets:
+        raise InputError(f"{where}: the vocabulary has the token \"\", so \"\" cannot mean "
+                         f"\"no target\"; give positions = [...] instead")
     for k, token in enumerate(targets):
-        if token not in vocab:
+        if token != NO_TARGET and token not in vocab:
             raise InputError(f"{where}: targets entry {k} {token!r} is not in the "
                              f"vocabulary {list(vocab)}")
-    return tuple(vocab.index(t) for t in targets)
+    ids = [None if t == NO_TARGET else vocab.index(t) for t in targets]
+    if rows is not None:
+        full: list[int | None] = [None] * positions
+        for r, t in zip(rows, ids):
+            full[r] = t
+        ids = full
+    if all(t is None for t in ids):
+        raise InputError(f"{where}: no position has a target (every targets entry is \"\")")
+    return tuple(ids)
 
 
-def parse_loss(data: Any, here: Where, top: dict[str, Any], n_tokens: int, d_model: int,
-               decoder: Any) -> Loss:
-    """Validate the ``[loss]`` table (``top`` is the whole file, ``decoder`` the parsed
-    ``[decoder]`` or None)."""
+def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str],
+               n_tokens: int, d_model: int, decoder: Any) -> Loss:
+    """Validate the whole ``[loss]`` table at load, so that every command accepts or
+    refuses the same file (``top`` is the whole file, ``vocab`` its vocabulary,
+    ``decoder`` the parsed ``[decoder]`` or None)."""
 
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
@@ -62,23 +97,72 @@ def parse_loss(data: Any, here: Where, top: dict[str, Any], n_tokens: int, d_mod
     if "kind" not in data:
         raise InputError(f"{here}: missing key 'kind' (one of {', '.join(map(repr, KINDS))})")
     kind = choice(data, "kind", KINDS, here, "mse")
+    if kind == "upstream":
+        return _upstream(data, here)
+    for key in ("stage", "gradient"):
+        if key in data:
+            raise InputError(f"{here}: {key} belongs to kind = \"upstream\" (a gradient "
+                             f"given at a stage), not to kind = \"{kind}\"")
+    reduction = choice(data, "reduction", REDUCTIONS, here, "mean")
+    rows = _positions(data, here, n_tokens if kind == "mse" else None)
     if kind == "mse":
         if "targets" in data:
             raise InputError(f"{here}: kind = \"mse\" takes target = [[...]] (a matrix), "
                              f"not targets")
-        target = matrix(data, "target", here, rows=n_tokens, cols=d_model)
-        return Loss(kind, str(here), target=target)
+        target = matrix(data, "target", here, rows=n_tokens if rows is None else len(rows),
+                        cols=d_model)
+        return Loss(kind, str(here), target=target, reduction=reduction, positions=rows)
     if "target" in data:
         raise InputError(f"{here}: kind = \"cross_entropy\" takes targets = [TOKEN, ...], "
                          f"not target")
     targets = data.get("targets")
     if not isinstance(targets, list) or not targets or not all(
             isinstance(t, str) for t in targets):
-        raise InputError(f"{here}: targets must be a non-empty list of token strings")
-    loss = Loss(kind, str(here), targets=tuple(targets))
+        raise InputError(f"{here}: targets must be a non-empty list of token strings "
+                         f"(\"\" for a position without a target)")
+    if rows is not None and len(targets) != len(rows):
+        raise InputError(f"{here}: targets has {len(targets)} entries but positions names "
+                         f"{len(rows)}; give one target token per position listed")
+    loss = Loss(kind, str(here), targets=tuple(targets), reduction=reduction, positions=rows)
     if decoder is not None and decoder.W_vocab is not None:
         loss.target_ids(decoder.vocab, len(decoder.tokens))
-    elif "lm_head" not in top:
+    elif "lm_head" in top:  # a language model: one row of probabilities per token
+        loss.target_ids(vocab, n_tokens)
+    else:
         raise InputError(f"{here}: kind = \"cross_entropy\" needs next-token probabilities: "
                          f"give a [decoder] table with W_vocab (or an [lm_head])")
     return loss
+
+
+def _positions(data: dict[str, Any], here: Where, rows: int | None
+               ) -> tuple[int, ...] | None:
+    """``positions``: distinct 0-based rows (below ``rows`` when it is known), or None."""
+    found = data.get("positions")
+    if found is None:
+        return None
+    if not isinstance(found, list) or not found or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in found):
+        raise InputError(f"{here}: positions must be a non-empty list of 0-based positions, "
+                         f"found {found!r}"[:200])
+    if len(set(found)) != len(found):
+        raise InputError(f"{here}: positions lists {found!r} with a repeat; give each "
+                         f"position once"[:200])
+    if rows is not None and max(found) >= rows:
+        raise InputError(f"{here}: positions {found!r}: the output has {rows} rows "
+                         f"(0 to {rows - 1})"[:200])
+    return tuple(found)
+
+
+def _upstream(data: dict[str, Any], here: Where) -> Loss:
+    """``kind = "upstream"``: a ``stage`` name and the ``gradient`` given there (its shape
+    is checked against the stage when the backward pass is built)."""
+    for key in ("target", "targets", "positions", "reduction"):
+        if key in data:
+            raise InputError(f"{here}: kind = \"upstream\" takes stage = \"...\" and "
+                             f"gradient = [[...]], not {key}")
+    stage = data.get("stage")
+    if not isinstance(stage, str) or not stage.strip():
+        raise InputError(f"{here}: kind = \"upstream\" needs stage = \"STAGE\" (the stage "
+                         f"whose gradient is given, e.g. \"layer1.head1.output\")")
+    gradient = matrix(data, "gradient", here)
+    return Loss("upstream", str(here), stage=stage, gradient=gradient)

@@ -31,8 +31,11 @@ _NORM = re.compile(r"(?:add_)?norm(\d)|final_norm")
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def updated_example(example: Example, weights: dict[str, sympy.Matrix]) -> str:
-    """The example's TOML text with each named weight (``layer1.W_1``) replaced."""
+def updated_example(example: Example, weights: dict[str, sympy.Matrix | list[list[str]]],
+                    note: str | None = None) -> str:
+    """The example's TOML text with each named weight (``layer1.W_1``) replaced: exact
+    rationals, or rows of decimal text written as they are (rounded weights); ``note``
+    becomes comment lines at the top (what the numbers are)."""
     if example.source == "<built-in>":
         text = builtin_text()
     else:
@@ -40,8 +43,14 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix]) -> str:
     data = read_toml(text, example.source)
     for name, value in weights.items():
         table, key = _place(data, name)
-        table[key] = _numbers(value, vector=key.startswith(("b_", "gamma", "beta")))
-    return dump(data)
+        vector = key.startswith(("b_", "gamma", "beta"))
+        if isinstance(value, list):  # decimal text, kept as written
+            rows = [[DecimalText(v) for v in row] for row in value]
+            table[key] = rows[0] if vector and len(rows) == 1 else rows
+        else:
+            table[key] = _numbers(value, vector=vector)
+    head = "".join(f"# {line}\n" for line in note.splitlines()) + "\n" if note else ""
+    return head + dump(data)
 
 
 def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:

@@ -42,7 +42,7 @@ from symformer.exercise.margin import (
 from symformer.exercise.prefilter import Prefilter, prefilter
 from symformer.exercise.settings import Settings
 from symformer.exercise.toml_text import toml_text
-from symformer.exercise.words import plural
+from symformer.words import plural
 
 #: The most variants one run makes (ids v01 ... v500).
 MAX_VARIANTS = 500

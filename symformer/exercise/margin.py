@@ -30,8 +30,8 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
-from symformer.exercise.words import plural
 from symformer.verify.chain import apply, ball, round_values
+from symformer.words import plural
 
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
 PRECISION = 192

@@ -15,7 +15,6 @@ from dataclasses import replace
 
 from symformer.engine import Derivation, Stage
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
-from symformer.exercise.words import plural
 from symformer.latex.blocks import Cell, Heading, MatrixBlock, Prose
 from symformer.latex.document import PREAMBLE, caption, legend_prose
 from symformer.latex.equations import stage_equation
@@ -25,6 +24,7 @@ from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import stage_table
 from symformer.latex.worked import Style, worked_example
 from symformer.notation import legend
+from symformer.words import plural
 
 #: An empty answer cell: as wide as a signed two-digit answer.
 _BLANK = r"\hphantom{-00.00}"

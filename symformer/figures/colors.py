@@ -1,39 +1,63 @@
-"""Colours: a colour-blind-safe sequential map (cividis) and legible text on it.
+"""The project's colours, in one place: every table, figure, HTML page and slide asks here.
 
-cividis (Nuñez, Anderton and Renslow, 2018) is perceptually uniform, readable with
-red-green colour blindness, and its lightness grows monotonically, so a heat map
-stays ordered when printed in greyscale or washed out by a projector.  The table
-below is matplotlib's cividis sampled at 11 points; values between are interpolated
-linearly in sRGB (close enough to the full 256-entry map for cell fills).
+* **Sequential** (:func:`sequential`): ColorBrewer's *Blues* (Brewer, 2003: its
+  lightest, middle and darkest classes, interpolated linearly in sRGB), for quantities
+  that grow from a least value: attention weights, probabilities.  A single hue, so it
+  is readable with every common colour-vision deficiency; its lightness falls
+  monotonically from near white to dark navy ("darker: larger"), so the order survives
+  greyscale printing and a washed-out projector, and a table of small weights stays
+  light and calm.
+* **Diverging** (:func:`diverging`): ColorBrewer's *PuOr* (colour-blind safe), orange
+  below 0, white at 0, purple above, for signed tables (learned positional embeddings).
+* **Series** (:data:`SERIES`): two colours of Okabe and Ito's colour-blind-safe
+  palette, far apart in lightness too, for bars side by side (LayerNorm input and output).
+
+Cell text is black or white, whichever contrasts more with the fill (WCAG ratio; at
+least 4.5 : 1 on every shade of both maps).
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-#: cividis at 0, 0.1, ..., 1 (sRGB, 0..255).
-_CIVIDIS = (
-    (0, 34, 78), (8, 51, 112), (53, 69, 108), (79, 87, 108), (102, 105, 112),
-    (125, 124, 120), (148, 142, 119), (174, 163, 113), (200, 184, 102), (229, 207, 82),
-    (254, 232, 56),
+RGB = tuple[int, int, int]
+
+#: ColorBrewer Blues at 0, 1/2 and 1 (sRGB 0..255), from the least to the largest value.
+BLUES: tuple[RGB, ...] = ((247, 251, 255), (107, 174, 214), (8, 48, 107))
+#: ColorBrewer PuOr, 9 classes, from orange (the most negative) to purple (the most positive).
+PUOR: tuple[RGB, ...] = (
+    (179, 88, 6), (224, 130, 20), (253, 184, 99), (254, 224, 182), (247, 247, 247),
+    (216, 218, 235), (178, 171, 210), (128, 115, 172), (84, 39, 136),
 )
 #: Masked cells: a light grey with hatching.
-MASKED_FILL = (230, 230, 230)
-MASKED_HATCH = (150, 150, 150)
-#: Two bar colours far apart in cividis (and in lightness: distinct in greyscale).
-SERIES = ((8, 51, 112), (200, 184, 102))
+MASKED_FILL: RGB = (230, 230, 230)
+MASKED_HATCH: RGB = (150, 150, 150)
+#: Okabe-Ito blue and orange: bars side by side (distinct in hue and in greyscale).
+SERIES: tuple[RGB, ...] = ((0, 114, 178), (230, 159, 0))
+#: The curve of a function drawn through certified points, and the points themselves.
+LINE: RGB = (0, 114, 178)
+MARK: RGB = (0, 0, 0)
 
 
-def cividis(t: Fraction | float) -> tuple[int, int, int]:
-    """The colour of ``t`` in [0, 1] (clamped), as 0..255 sRGB."""
-    t = min(max(Fraction(t), Fraction(0)), Fraction(1)) * (len(_CIVIDIS) - 1)
-    k = min(int(t), len(_CIVIDIS) - 2)
+def _interpolate(anchors: tuple[RGB, ...], t: Fraction | float) -> RGB:
+    t = min(max(Fraction(t), Fraction(0)), Fraction(1)) * (len(anchors) - 1)
+    k = min(int(t), len(anchors) - 2)
     w = t - k
-    lo, hi = _CIVIDIS[k], _CIVIDIS[k + 1]
+    lo, hi = anchors[k], anchors[k + 1]
     return tuple(round(a + (b - a) * w) for a, b in zip(lo, hi))
 
 
-def luminance(rgb: tuple[int, int, int]) -> float:
+def sequential(t: Fraction | float) -> RGB:
+    """The colour of ``t`` in [0, 1] (clamped) on the sequential map, as 0..255 sRGB."""
+    return _interpolate(BLUES, t)
+
+
+def diverging(t: Fraction | float) -> RGB:
+    """The colour of ``t`` in [0, 1] (clamped; 1/2 is zero) on the diverging map."""
+    return _interpolate(PUOR, t)
+
+
+def luminance(rgb: RGB) -> float:
     """WCAG relative luminance of an sRGB colour (0 black .. 1 white)."""
     def channel(c: int) -> float:
         c = c / 255
@@ -43,7 +67,7 @@ def luminance(rgb: tuple[int, int, int]) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
-def text_colour(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
+def text_colour(rgb: RGB) -> RGB:
     """Black or white, whichever contrasts more with the fill (WCAG contrast ratio)."""
     lum = luminance(rgb)
     on_black = (lum + 0.05) / 0.05
@@ -51,7 +75,13 @@ def text_colour(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
     return (0, 0, 0) if on_black >= on_white else (255, 255, 255)
 
 
-def hex_colour(rgb: tuple[int, int, int]) -> str:
+def hex_colour(rgb: RGB) -> str:
     """``#rrggbb``."""
     r, g, b = rgb
     return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heat(t: Fraction | float) -> tuple[RGB, RGB]:
+    """A heat-map cell at ``t`` in [0, 1] on the sequential map: (fill, text colour)."""
+    fill = sequential(t)
+    return fill, text_colour(fill)

@@ -1,48 +1,55 @@
-"""Fill an author's LaTeX or Markdown with certified values, using Jinja2.
+"""Fill an author's LaTeX or Markdown with certified values.
 
 Placeholders (the delimiters differ by format, see :data:`DELIMITERS`)::
 
     LaTeX:     \\VAR{ layer1.head1.weights[1,3] | percent(1) }
     Markdown:  {{ layer1.head1.weights[1,3] | percent(1) }}
 
-Jinja2's own ``{{ }}``, ``{% %}`` and ``{# #}`` collide with LaTeX (``{#1}`` in
-every macro definition, ``{%`` at the end of macro lines, ``{{\\em x}}``), so LaTeX
-files use ``\\VAR{...}`` for values, ``\\BLOCK{...}`` for statements (loops) and
-``\\COMMENT{...}`` for comments: control sequences no LaTeX package defines.
-Markdown keeps Jinja2's usual delimiters.
-
-The template runs in Jinja2's sandbox with :class:`jinja2.StrictUndefined`: an
-unknown name, stage, entry or format is an error naming the line, and then nothing
-is written.
+The template language is our own small subset of Jinja2's syntax
+(:mod:`symformer.fill.syntax`): values, ``for`` loops over literal lists and
+``range``, comments.  It has no attribute access, calls, operators or globals, and
+its values are plain records (:mod:`symformer.fill.values`), so a template from a
+stranger runs no code.  Its work is bounded: :data:`~symformer.fill.syntax.MAX_STEPS`
+steps, :data:`~symformer.fill.syntax.MAX_OUTPUT` characters written, and the limits
+of the syntax (:data:`~symformer.fill.syntax.MAX_TAGS`, :data:`~symformer.fill.syntax.MAX_INTEGER`,
+:data:`~symformer.fill.syntax.MAX_DEPTH`, ...).
+An error names the line, and then nothing is written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path as FilePath
 
-import jinja2
-from jinja2.sandbox import SandboxedEnvironment
-
-from symformer.engine import Derivation, Stage
+from symformer.engine import Derivation
 from symformer.engine.rounding import Rounded, Undecided
 from symformer.errors import ClosedFormTooLarge, InputError
-from symformer.fill.values import Entry, FillError, Node, Row, namespace
+from symformer.fill.syntax import (
+    DELIMITERS,
+    MAX_OUTPUT,
+    MAX_STEPS,
+    FillError,
+    Literal,
+    Loop,
+    Node,
+    Path,
+    Range,
+    Text,
+    Value,
+    parse,
+)
+from symformer.fill.values import Entry, Names, Row, Whole
 
-DELIMITERS: dict[str, dict[str, str]] = {
-    "latex": {"variable_start_string": r"\VAR{", "variable_end_string": "}",
-              "block_start_string": r"\BLOCK{", "block_end_string": "}",
-              "comment_start_string": r"\COMMENT{", "comment_end_string": "}"},
-    "markdown": {},
-}
+#: The places a format may ask for.
+MAX_PLACES = 100
+
 _SUFFIXES = {".tex": "latex", ".ltx": "latex", ".md": "markdown", ".markdown": "markdown"}
-#: The template's name in tracebacks (how an error's line is found).
-_NAME = "<notes>"
+
+__all__ = ["DELIMITERS", "MAX_STEPS", "MAX_OUTPUT", "Template", "fill", "guess_format"]
 
 
 def guess_format(path: str) -> str:
     """``latex`` or ``markdown`` from the file's suffix."""
-    fmt = _SUFFIXES.get(Path(path).suffix.lower())
+    fmt = _SUFFIXES.get(FilePath(path).suffix.lower())
     if fmt is None:
         raise InputError(f"{path}: cannot tell LaTeX from Markdown by the suffix; "
                          "give --format latex or --format markdown")
@@ -50,17 +57,50 @@ def guess_format(path: str) -> str:
 
 
 class Formatter:
-    """Certified values as text for one output format."""
+    """Certified values as text for one output format (each text made once)."""
 
-    def __init__(self, fmt: str, decimals: int) -> None:
-        self.fmt, self.decimals = fmt, decimals
-        self._cache: dict[tuple[str, int], list[list[Rounded | None]]] = {}
+    def __init__(self, g: Derivation, fmt: str, decimals: int) -> None:
+        self.g, self.fmt, self.decimals = g, fmt, decimals
+        self._rounded: dict[tuple[str, int], list[list[Rounded | None]]] = {}
+        self._texts: dict[tuple, str] = {}
 
-    def rounded(self, stage: Stage, decimals: int) -> list[list[Rounded | None]]:
-        key = (stage.name, decimals)
-        if key not in self._cache:
-            self._cache[key] = stage.rounded(decimals=decimals)
-        return self._cache[key]
+    def format(self, value: Entry | Row | Whole, name: str | None,
+               args: tuple[int | str, ...]) -> str:
+        """``value | name(args)``; the default format is ``decimals``."""
+        key = (value, name, args)
+        if key not in self._texts:
+            self._texts[key] = self._format(value, name or "decimals", args)
+        return self._texts[key]
+
+    def _format(self, value: Entry | Row | Whole, name: str,
+                args: tuple[int | str, ...]) -> str:
+        if name == "exact":
+            if args:
+                raise FillError("| exact takes no number")
+            return self.exact(_entry(value, name))
+        if len(args) > 1:
+            raise FillError(f"| {name}(n) takes one number, found {len(args)}")
+        default = 1 if name == "percent" else self.decimals
+        n = _places(args[0] if args else default, name)
+        if name == "decimals":
+            if isinstance(value, Row):
+                row = self.matrix(value.stage, [value.i], n)[0]
+                return "(" + ", ".join(self.number(v) for v in row) + ")"
+            if isinstance(value, Whole):
+                raise FillError(f"{value.stage} is a whole stage: add | table or "
+                                f"| bmatrix, or name an entry {value.stage}[i, j] or a "
+                                f"row {value.stage}[i]")
+            return self.decimal(_entry(value, name), n)
+        if name == "percent":
+            return self.percent(_entry(value, name), n)
+        stage, rows = self._whole(value, name)
+        return (self.table if name == "table" else self.bmatrix)(stage, rows, n)
+
+    def rounded(self, stage: str, decimals: int) -> list[list[Rounded | None]]:
+        key = (stage, decimals)
+        if key not in self._rounded:
+            self._rounded[key] = self.g[stage].rounded(decimals=decimals)
+        return self._rounded[key]
 
     def number(self, text: str) -> str:
         """A decimal string in the format (LaTeX: a real minus sign anywhere)."""
@@ -90,19 +130,20 @@ class Formatter:
         from symformer.latex.numbers import exact
 
         try:
-            return exact(entry.stage.closed_form(entry.i, entry.j))
+            return exact(self.g.closed_form(entry.stage, entry.i, entry.j))
         except ClosedFormTooLarge:
             raise FillError(f"{entry.where}: the closed form is too long to print; "
                             "use | decimals(n)") from None
 
-    def matrix(self, stage: Stage, rows: list[int], decimals: int) -> list[list[str]]:
+    def matrix(self, stage: str, rows: list[int], decimals: int) -> list[list[str]]:
         table = self.rounded(stage, decimals)
         return [["-inf" if r is None else r.fixed() for r in table[i]] for i in rows]
 
-    def table(self, stage: Stage, rows: list[int], decimals: int) -> str:
+    def table(self, name: str, rows: list[int], decimals: int) -> str:
         from symformer.latex.escape import latex_text, markdown_text
 
-        values = self.matrix(stage, rows, decimals)
+        stage = self.g[name]
+        values = self.matrix(name, rows, decimals)
         if self.fmt == "markdown":
             head = "| | " + " | ".join(markdown_text(c) for c in stage.cols) + " |"
             rule = "|---|" + "---:|" * len(stage.cols)
@@ -118,121 +159,168 @@ class Formatter:
         lines += [r"\bottomrule", r"\end{tabular}"]
         return "\n".join(lines)
 
-    def bmatrix(self, stage: Stage, rows: list[int], decimals: int) -> str:
+    def bmatrix(self, stage: str, rows: list[int], decimals: int) -> str:
         values = self.matrix(stage, rows, decimals)
         body = r" \\ ".join(" & ".join(r"-\infty" if v == "-inf" else v for v in row)
                             for row in values)
         return f"\\begin{{bmatrix}} {body} \\end{{bmatrix}}"
 
+    def _whole(self, value: Entry | Row | Whole, what: str) -> tuple[str, list[int]]:
+        if isinstance(value, Row):
+            return value.stage, [value.i]
+        if isinstance(value, Whole):
+            return value.stage, list(range(self.g[value.stage].shape[0]))
+        raise FillError(f"| {what} needs a stage or a token's row, found "
+                        f"{_describe(value)}")
 
-def _whole(value, what: str) -> tuple[Stage, list[int]]:
-    if isinstance(value, Row):
-        return value.stage, [value.i]
-    if isinstance(value, Node):
-        stage = value._stage()
-        return stage, list(range(stage.shape[0]))
-    raise FillError(f"| {what} needs a stage or a token's row, found {_describe(value)}")
 
-
-def _entry(value, what: str) -> Entry:
+def _entry(value: Entry | Row | Whole, what: str) -> Entry:
     if isinstance(value, Entry):
         return value
     raise FillError(f"| {what} needs one entry (stage[i, j]), found {_describe(value)}")
 
 
-def _describe(value) -> str:
+def _describe(value: object) -> str:
     if isinstance(value, Entry):
         return f"the entry {value.where}"
     if isinstance(value, Row):
-        return f"the row {value.stage.name}[{value.i}]"
-    if isinstance(value, Node):
-        return f"the stage {value._prefix}"
+        return f"the row {value.stage}[{value.i}]"
+    if isinstance(value, Whole):
+        return f"the stage {value.stage}"
     return repr(value)
 
 
-def _places(n, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 100:
-        raise FillError(f"| {what}(n): n is a whole number of decimals 0..100, found {n!r}")
+def _places(n: int | str, what: str) -> int:
+    if not isinstance(n, int) or not 0 <= n <= MAX_PLACES:
+        raise FillError(f"| {what}(n): n is a whole number of decimals 0..{MAX_PLACES}, "
+                        f"found {n!r}")
     return n
 
 
-def filters(f: Formatter) -> dict[str, Callable]:
-    """The formats a placeholder can ask for."""
-    def decimals(value, n=f.decimals):
-        n = _places(n, "decimals")
-        if isinstance(value, Row):
-            row = f.matrix(value.stage, [value.i], n)[0]
-            return "(" + ", ".join(f.number(v) for v in row) + ")"
-        return f.decimal(_entry(value, "decimals"), n)
+class _Renderer:
+    """Walks the parsed template within the limits, collecting the output."""
 
-    def percent(value, n=1):
-        return f.percent(_entry(value, "percent"), _places(n, "percent"))
+    def __init__(self, names: Names, formatter: Formatter) -> None:
+        self.names, self.formatter = names, formatter
+        self.out: list[str] = []
+        self.size = 0
+        self.steps = 0
 
-    def exact(value):
-        return f.exact(_entry(value, "exact"))
+    def emit(self, text: str) -> None:
+        self.size += len(text)
+        if self.size > MAX_OUTPUT:
+            raise FillError(f"the filled text would be longer than the limit of "
+                            f"{MAX_OUTPUT:,} characters")
+        self.out.append(text)
 
-    def table(value, n=f.decimals):
-        return f.table(*_whole(value, "table"), _places(n, "table"))
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise FillError(f"the template takes more than the limit of {MAX_STEPS:,} "
+                            "steps (a text or value written, a loop entered, a loop "
+                            "body run: each is a step)")
 
-    def bmatrix(value, n=f.decimals):
-        return f.bmatrix(*_whole(value, "bmatrix"), _places(n, "bmatrix"))
+    def run(self, nodes: tuple[Node, ...], scope: dict[str, int | str]) -> None:
+        for node in nodes:
+            self.step()
+            if isinstance(node, Text):
+                self.emit(node.text)
+                continue
+            try:
+                if isinstance(node, Value):
+                    self.emit(self.value(node, scope))
+                else:
+                    self.loop(node, scope)
+            except FillError as exc:
+                if exc.line is None:
+                    exc.line = node.line
+                raise
 
-    return {"decimals": decimals, "percent": percent, "exact": exact, "table": table,
-            "bmatrix": bmatrix}
+    def loop(self, node: Loop, scope: dict[str, int | str]) -> None:
+        if node.var in self.names.tops:
+            raise FillError(f"the loop variable {node.var!r} hides the stages named "
+                            f"{node.var}...; pick another name")
+        if isinstance(node.items, Range):
+            bounds = [self.integer(a, scope, "range") for a in node.items.args]
+            items: range | tuple[int | str, ...] = range(*bounds)
+        else:
+            items = tuple(item.value for item in node.items)
+        inner = dict(scope)
+        for item in items:
+            self.step()
+            inner[node.var] = item
+            self.run(node.body, inner)
 
-
-def environment(fmt: str, formatter: Formatter) -> SandboxedEnvironment:
-    """The sandboxed Jinja2 environment for ``fmt``."""
-    def finalize(value):
-        if isinstance(value, Entry | Row):
-            return formatter_filters["decimals"](value)
-        if isinstance(value, Node):
-            str(value)  # raises: a whole stage needs a format
+    def integer(self, arg: Literal | str, scope: dict[str, int | str], what: str) -> int:
+        value = self.argument(arg, scope)
+        if not isinstance(value, int):
+            raise FillError(f"{what}(...) needs whole numbers, found {value!r}")
         return value
 
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                               autoescape=False, finalize=finalize, **DELIMITERS[fmt])
-    env.filters.clear()
-    formatter_filters = filters(formatter)
-    env.filters.update(formatter_filters)
-    return env
+    def argument(self, arg: Literal | str, scope: dict[str, int | str]) -> int | str:
+        if isinstance(arg, Literal):
+            return arg.value
+        if arg not in scope:
+            raise FillError(f"unknown loop variable {arg!r} (an index or a number is "
+                            "a number, a name in quotes or a loop variable)")
+        return scope[arg]
+
+    def value(self, node: Value, scope: dict[str, int | str]) -> str:
+        args = tuple(self.argument(a, scope) for a in node.args)
+        expr = node.expr
+        if isinstance(expr, Literal) or (isinstance(expr, Path) and len(expr.parts) == 1
+                                          and expr.parts[0] in scope):
+            plain = expr.value if isinstance(expr, Literal) else scope[expr.parts[0]]
+            if isinstance(expr, Path) and expr.index is not None:
+                raise FillError(f"{expr.parts[0]} is a loop variable ({plain!r}): it "
+                                "has no index")
+            if node.format is not None:
+                raise FillError(f"| {node.format} needs a stage, a row or an entry, "
+                                f"found {plain!r}")
+            return str(plain)
+        if expr.parts[0] in scope:
+            raise FillError(f"{expr.parts[0]} is a loop variable: it has no "
+                            f"{expr.parts[1]!r}")
+        whole = self.names.stage(expr.parts)
+        value: Entry | Row | Whole = whole
+        if expr.index is not None:
+            value = self.names.index(whole.stage, tuple(self.argument(k, scope)
+                                                        for k in expr.index))
+        return self.formatter.format(value, node.format, args)
 
 
-def fill(text: str, g: Derivation, fmt: str, decimals: int = 2, source: str = "NOTES") -> str:
+class Template:
+    """A parsed template; parsing needs no derivation, so bad syntax costs no work.
+
+    Raises :class:`~symformer.errors.InputError` naming ``source`` and the line.
+    """
+
+    def __init__(self, text: str, fmt: str, source: str = "NOTES") -> None:
+        self.source = source
+        self.fmt = fmt
+        try:
+            self.nodes = parse(text, fmt)
+        except FillError as exc:
+            raise self._error(exc) from None
+
+    def render(self, g: Derivation, decimals: int = 3) -> str:
+        """The text with every placeholder replaced by certified values of ``g``."""
+        renderer = _Renderer(Names(g), Formatter(g, self.fmt, decimals))
+        try:
+            renderer.run(self.nodes, {})
+        except FillError as exc:
+            raise self._error(exc) from None
+        return "".join(renderer.out)
+
+    def _error(self, exc: FillError) -> InputError:
+        where = f"{self.source}:{exc.line}" if exc.line else self.source
+        return InputError(f"{where}: {exc}")
+
+
+def fill(text: str, g: Derivation, fmt: str, decimals: int = 3, source: str = "NOTES") -> str:
     """``text`` with every placeholder replaced by certified values.
 
     Raises :class:`~symformer.errors.InputError` naming ``source`` and the line of
-    the first bad placeholder.
+    the first bad placeholder or the limit exceeded.
     """
-    formatter = Formatter(fmt, decimals)
-    env = environment(fmt, formatter)
-    try:
-        template = env.from_string(text)
-    except jinja2.TemplateSyntaxError as exc:
-        raise InputError(f"{source}:{exc.lineno}: {_syntax_message(exc, fmt)}") from None
-    try:
-        return template.render(namespace(g))
-    except (FillError, jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
-        line = _template_line(exc)
-        where = f"{source}:{line}" if line else source
-        message = str(exc) if not isinstance(exc, jinja2.UndefinedError) else (
-            f"{exc} (names are stage names: `symformer derive --list`)")
-        raise InputError(f"{where}: {message}") from None
-
-
-def _syntax_message(exc: jinja2.TemplateSyntaxError, fmt: str) -> str:
-    message = (exc.message or "template syntax error").rstrip(".")
-    if message.startswith("No filter named"):
-        message += "; the formats are decimals(n), percent(n), exact, table, bmatrix"
-    return message
-
-
-def _template_line(exc: BaseException) -> int | None:
-    """The line of the template where ``exc`` was raised (Jinja2 rewrites the frames)."""
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+    return Template(text, fmt, source).render(g, decimals)

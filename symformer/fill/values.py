@@ -1,105 +1,102 @@
-"""The stages of a derivation as template values: ``layer1.head1.weights[1,3]``.
+"""What a template's names mean: stage names, token rows and entries, as plain data.
 
-Names are the stage names (``symformer derive --list``), dots and all: each dot is
-an attribute step, so ``layer1.add_norm1`` is both a stage and the prefix of
-``layer1.add_norm1.sum``.  Indexing a stage gives an entry (``[i, j]``, positions
-from 0, or token / column names) or a token's row (``[i]``, ``["think"]``).  Every
-mistake raises :class:`FillError`, which the template layer turns into a message
-naming the line.
+Names are the stage names (``symformer derive --list``), dots and all, so
+``layer1.add_norm1`` is both a stage and the prefix of ``layer1.add_norm1.sum``.
+Indexing a stage gives an entry (``[i, j]``, positions from 0, or token / column
+names) or a token's row (``[i]``, ``["think"]``).  The values are frozen records of
+a stage's name and positions: a template never holds a stage, a derivation or any
+other live object.  Every mistake raises :class:`FillError`.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
-from symformer.engine import Derivation, Stage
+from symformer.engine import Derivation
+from symformer.fill.syntax import FillError
+
+#: How many stage names a message lists at most.
+_LISTED = 8
 
 
-class FillError(Exception):
-    """A placeholder that names no stage, entry or format (reported with its line)."""
-
-
-class Node:
-    """A dotted name: a stage, a prefix of stage names, or both."""
-
-    def __init__(self, g: Derivation, prefix: str, names: frozenset[str]) -> None:
-        self._g, self._prefix, self._names = g, prefix, names
-
-    def _stage(self) -> Stage:
-        if self._prefix not in self._g:
-            below = sorted(n for n in self._names if n.startswith(self._prefix + "."))
-            raise FillError(f"{self._prefix!r} is not a stage; stages under it: "
-                            + ", ".join(below[:8]) + (", ..." if len(below) > 8 else ""))
-        return self._g[self._prefix]
-
-    def __getattr__(self, part: str) -> Node:
-        if part.startswith("_"):
-            raise AttributeError(part)
-        name = f"{self._prefix}.{part}"
-        if not any(n == name or n.startswith(name + ".") for n in self._names):
-            raise FillError(unknown_stage(name, self._names))
-        return Node(self._g, name, self._names)
-
-    def __getitem__(self, key) -> Entry | Row:
-        stage = self._stage()
-        if isinstance(key, tuple):
-            if len(key) != 2:
-                raise FillError(f"{stage.name}[...]: give [row, column], found {len(key)} "
-                                "indices")
-            i = _index(stage, key[0], stage.rows, "row")
-            return Entry(stage, i, _index(stage, key[1], stage.cols, "column"))
-        return Row(stage, _index(stage, key, stage.rows, "row"))
-
-    def __str__(self) -> str:
-        raise FillError(f"{self._prefix} is a whole stage: add | table or | bmatrix, or "
-                        f"name an entry {self._prefix}[i, j] or a row {self._prefix}[i]")
-
-
-def unknown_stage(name: str, names: frozenset[str]) -> str:
-    """``unknown stage 'x'; did you mean ...``."""
-    import difflib
-
-    close = difflib.get_close_matches(name, sorted(names), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown stage {name!r}{hint} (`symformer derive --list` lists them)"
-
-
-def _index(stage: Stage, key, labels: tuple[str, ...], what: str) -> int:
-    if isinstance(key, bool) or not isinstance(key, int | str):
-        raise FillError(f"{stage.name}: a {what} is a position or a name, found {key!r}")
-    if isinstance(key, str):
-        if key in labels:
-            return labels.index(key)
-        raise FillError(f"{stage.name}: no {what} named {key!r}; the {what}s are "
-                        + ", ".join(labels))
-    if 0 <= key < len(labels):
-        return key
-    raise FillError(f"{stage.name}: {what} {key} is out of range; the stage is "
-                    f"{stage.shape[0]}x{stage.shape[1]} (positions from 0)")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One entry of a stage."""
 
-    stage: Stage
+    stage: str
     i: int
     j: int
 
     @property
     def where(self) -> str:
-        return f"{self.stage.name}[{self.i},{self.j}]"
+        return f"{self.stage}[{self.i},{self.j}]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     """A token's row of a stage."""
 
-    stage: Stage
+    stage: str
     i: int
 
 
-def namespace(g: Derivation) -> dict[str, Node]:
-    """The template's top-level names: the first part of every stage name."""
-    names = frozenset(s.name for s in g)
-    return {top: Node(g, top, names) for top in sorted({n.split(".")[0] for n in names})}
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """A whole stage."""
+
+    stage: str
+
+
+class Names:
+    """The stage names of a derivation with their row and column labels."""
+
+    def __init__(self, g: Derivation) -> None:
+        self.order = tuple(s.name for s in g)
+        self.labels = {s.name: (s.rows, s.cols) for s in g}
+        self.prefixes = {n.rsplit(".", k)[0] for n in self.order
+                         for k in range(1, n.count(".") + 1)}
+        self.tops = {n.split(".")[0] for n in self.order}
+
+    def stage(self, parts: tuple[str, ...]) -> Whole:
+        """The stage named by ``parts``; an unknown name or a mere prefix is an error."""
+        for k in range(1, len(parts) + 1):
+            name = ".".join(parts[:k])
+            if name not in self.labels and name not in self.prefixes:
+                raise FillError(unknown_stage(name, self.order))
+        name = ".".join(parts)
+        if name not in self.labels:
+            below = [n for n in self.order if n.startswith(name + ".")]
+            raise FillError(f"{name} is not a stage but a prefix of stage names: "
+                            + ", ".join(below[:_LISTED])
+                            + (", ..." if len(below) > _LISTED else ""))
+        return Whole(name)
+
+    def index(self, stage: str, keys: tuple[int | str, ...]) -> Entry | Row:
+        """``stage[i]`` (a row) or ``stage[i, j]`` (an entry)."""
+        rows, cols = self.labels[stage]
+        i = _position(stage, keys[0], rows, "row", (len(rows), len(cols)))
+        if len(keys) == 1:
+            return Row(stage, i)
+        return Entry(stage, i, _position(stage, keys[1], cols, "column",
+                                         (len(rows), len(cols))))
+
+
+def unknown_stage(name: str, names: tuple[str, ...]) -> str:
+    """``unknown stage 'x'; did you mean ...``."""
+    close = difflib.get_close_matches(name, sorted(names), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown stage {name!r}{hint} (`symformer derive --list` lists them)"
+
+
+def _position(stage: str, key: int | str, labels: tuple[str, ...], what: str,
+              shape: tuple[int, int]) -> int:
+    if isinstance(key, str):
+        if key in labels:
+            return labels.index(key)
+        raise FillError(f"{stage}: no {what} named {key!r}; the {what}s are "
+                        + ", ".join(labels))
+    if 0 <= key < len(labels):
+        return key
+    raise FillError(f"{stage}: {what} {key} is out of range; the stage is "
+                    f"{shape[0]}x{shape[1]} (positions from 0)")

@@ -35,7 +35,6 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.errors import InputError, UndecidedError
-from symformer.exercise.words import plural
 from symformer.grade.answers import AnswerSheet, Entry, Remark
 from symformer.grade.key import Key, Variant
 from symformer.grade.points import Points
@@ -45,6 +44,7 @@ from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.softmax import Softmax
 from symformer.verify.chain import PRECISIONS, Chain, Values, ball, decide
 from symformer.verify.check import meets
+from symformer.words import plural
 
 #: Every verdict, best first.
 VERDICTS = ("right", "reader_rounding", "follow_through", "wrong", "missing", "unreadable")

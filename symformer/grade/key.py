@@ -18,8 +18,8 @@ from symformer.engine.graph import unknown_stage_message
 from symformer.engine.rounding import round_fraction
 from symformer.errors import InputError
 from symformer.example.loader import load_example, read_text_file, read_toml
-from symformer.exercise.words import plural
 from symformer.grade.lines import at_line, line_of
+from symformer.words import plural
 
 #: The manifest format this version reads.
 FORMAT = 1

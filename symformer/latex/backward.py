@@ -104,9 +104,18 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragm
 
 def _introduction(g: Derivation, token: int, target: int | None, decimals: int) -> Prose:
     loss = g.example.loss
-    what = (("the mean over every entry of ", Math("(z - T)^2"), " (T: the target)")
-            if loss.kind == "mse" else
-            ("the mean over the positions of ", Math(r"-\log p"), " of the target token"))
+    how = "the sum" if loss.reduction == "sum" else "the mean"
+    some = "" if loss.positions is None and "" not in (loss.targets or ()) else \
+        " that have a target"
+    if loss.kind == "upstream":
+        what = ("the sum of ", Math("G_{ij} S_{ij}"), f" over {loss.stage} (G: the given "
+                "gradient, so that the backward pass starts there with it)")
+    elif loss.kind == "mse":
+        rows = f" of the rows{some}" if some else ""
+        what = (f"{how} over every entry{rows} of ", Math("(z - T)^2"), " (T: the target)")
+    else:
+        what = (f"{how} over the positions{some} of ", Math(r"-\log p"),
+                " of the target token")
     follow = f"\u201c{g.example.tokens[token]}\u201d at position {token}"
     if target is not None:
         follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "

@@ -13,7 +13,7 @@ up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from symformer.blocks import derive
@@ -252,8 +252,12 @@ def legend_prose(notes: Iterable[Notation]) -> Prose:
 
 
 
-def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
+def build(g: Derivation, options: Options,
+          progress: Callable[[int, int, str], None] | None = None
+          ) -> list[Section | Heading | Prose]:
     """The document's outline: headings, prose, and each stage's fragments.
+
+    ``progress(k, total, name)`` is called before stage ``k`` of ``total`` is rendered.
 
     With a decoder, the encoder and the decoder are two parts, and ``options.steps``
     adds a greedy-generation section at the end.  When the example has a ``[loss]``
@@ -270,7 +274,9 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     causal_done = g.causal
     chosen = {s.name for s in stages}
     seen: set = set()  # the weights printed so far
-    for stage in stages:
+    for k, stage in enumerate(stages, start=1):
+        if progress:
+            progress(k, len(stages), stage.name)
         if target is not None and stage.side != side:
             side = stage.side
             out.append(Heading(side.capitalize(), 0))

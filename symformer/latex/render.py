@@ -29,9 +29,6 @@ from symformer.worked.render_latex import width
 PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
             r"\usepackage[table]{xcolor}", r"\usepackage{graphicx}")
 #: Colours: named xcolor mixes, so a fragment needs no \definecolor.
-#: The heat map's sequential scale (ColorBrewer "Blues": colour-blind safe, monotone in
-#: greyscale, dark enough for a projector): anchors at 0, 50 and 100 percent.
-HEAT_SCALE = ((0, (247, 251, 255)), (50, (107, 174, 214)), (100, (8, 48, 107)))
 CLIPPED = "black!12"
 HIGHLIGHT = "yellow!35"
 _SECTIONS = {0: "part", 1: "section", 2: "subsection", 3: "subsubsection"}
@@ -180,16 +177,13 @@ def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
 
 def heat_colour(percent: int) -> tuple[str, bool]:
     """The heat shade of ``percent`` (0..100) as hex ``RRGGBB``, and whether its text
-    should be white (white has the better WCAG contrast on it than black)."""
-    for (p0, c0), (p1, c1) in zip(HEAT_SCALE, HEAT_SCALE[1:]):
-        if percent <= p1:
-            rgb = [round(a + (b - a) * (percent - p0) / (p1 - p0)) for a, b in zip(c0, c1)]
-            break
-    channels = [c / 255 for c in rgb]
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
-    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-    white = 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05
-    return "".join(f"{c:02X}" for c in rgb), white
+    should be white: the project's one sequential scale (:mod:`symformer.figures.colors`)."""
+    from fractions import Fraction
+
+    from symformer.figures.colors import heat
+
+    fill, ink = heat(Fraction(percent, 100))
+    return "".join(f"{c:02X}" for c in fill), ink == (255, 255, 255)
 
 
 _DECIMAL = re.compile(r"-?\d+(?:\.(\d+))?")

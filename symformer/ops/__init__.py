@@ -17,7 +17,12 @@ from symformer.ops.gelu_tanh import GELUTanh
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.identity import Identity
 from symformer.ops.learned_positional import LearnedPositional
-from symformer.ops.loss import CrossEntropy, MeanSquaredError, PositionSquaredError
+from symformer.ops.loss import (
+    CrossEntropy,
+    MeanSquaredError,
+    PositionSquaredError,
+    UpstreamGradient,
+)
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.parameter import Parameter
@@ -36,6 +41,7 @@ from symformer.ops.staged_positional import StagedPositional
 from symformer.ops.staged_projection import StagedProjection
 from symformer.ops.staged_rms_norm import StagedRMSNormalize
 from symformer.ops.std_dev import StdDev
+from symformer.ops.table_sum import TableSum
 from symformer.ops.transpose import Transpose
 from symformer.ops.variance import RowVariance
 from symformer.ops.weighted_sum import WeightedSum
@@ -48,6 +54,7 @@ __all__ = [
     "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
     "Seed", "SgdStep", "SiLU", "Softmax", "StagedEmbedding", "StagedNormalize",
-    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "Term",
-    "Transpose", "WeightedSum", "WholeMean", "WholeVariance", "positional_encoding",
+    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
+    "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
+    "positional_encoding",
 ]

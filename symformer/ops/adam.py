@@ -9,6 +9,10 @@ With g = dL/dW at step t (1-based):
 The usual defaults beta1 = 0.9, beta2 = 0.999, eps = 1e-8 are exact rationals read
 from that text (9/10, 999/1000, 1/100000000); m_t and v_t are stages of their own
 (``step2.adam_m.layer1.W_1``), so every local formula stays one line.
+
+AdamW (Loshchilov & Hutter; PyTorch's ``torch.optim.AdamW``) decays the weight apart
+from the gradient, before the Adam update: W_t = W_(t-1) (1 - lr lambda) - lr m^ /
+(sqrt(v^) + eps), lambda the ``decay`` (PyTorch's ``weight_decay``, default 0.01).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 
 #: The defaults, as text read exactly (``symformer.example.numbers.exact_number``).
-DEFAULTS = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-8"}
+DEFAULTS = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-8", "weight_decay": "0.01"}
 
 
 def adam_moment(m, g, beta, p):
@@ -36,6 +40,12 @@ def adam_moment(m, g, beta, p):
 def adam_step(W, m, v, eta, beta1, beta2, t, epsilon):
     """W - eta m^ / (sqrt(v^) + epsilon) with the bias-corrected moments m^, v^."""
     return W - eta * (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + epsilon)
+
+
+def adamw_step(W, m, v, eta, beta1, beta2, t, epsilon, lam):
+    """W (1 - eta lam) - eta m^ / (sqrt(v^) + epsilon): AdamW's decoupled weight decay."""
+    return W * (1 - eta * lam) - eta * (m / (1 - beta1 ** t)) / (
+        np.sqrt(v / (1 - beta2 ** t)) + epsilon)
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,8 @@ class AdamMoment(Operation):
 
 @dataclass(frozen=True)
 class AdamStep(Operation):
-    """W_t from the inputs (W_(t-1), m_t, v_t); ``t`` is the 1-based step."""
+    """W_t from the inputs (W_(t-1), m_t, v_t); ``t`` is the 1-based step; ``decay``:
+    AdamW's decoupled weight decay (0: Adam)."""
 
     lr: sympy.Rational
     t: int
@@ -82,33 +93,40 @@ class AdamStep(Operation):
     beta2: sympy.Rational
     eps: sympy.Rational
     notation: Notation | None = None
+    decay: sympy.Rational = 0
 
     name = "adam_step"
     reference_function = adam_step
     default_notation = Notation("W'", "W'", "Weight after an Adam step")
 
+    def function(self):
+        return adamw_step if self.decay else adam_step
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         W, M, V = args
         c1, c2 = 1 - self.beta1 ** self.t, 1 - self.beta2 ** self.t
-        return sympy.Matrix(W.rows, W.cols, lambda i, j: W[i, j] - self.lr * (M[i, j] / c1) / (
-            sympy.sqrt(V[i, j] / c2) + self.eps))
+        keep = 1 - self.lr * self.decay
+        return sympy.Matrix(W.rows, W.cols, lambda i, j: keep * W[i, j] - self.lr * (
+            M[i, j] / c1) / (sympy.sqrt(V[i, j] / c2) + self.eps))
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         W, M, V = args
         lr, eps = rational_ball(self.lr), rational_ball(self.eps)
+        keep = rational_ball(1 - self.lr * self.decay)
         c1 = rational_ball(1 - self.beta1 ** self.t)
         c2 = rational_ball(1 - self.beta2 ** self.t)
-        return [[w - lr * (m / c1) / (_root(v / c2) + eps) for w, m, v in zip(rw, rm, rv)]
-                for rw, rm, rv in zip(W, M, V)]
+        return [[keep * w - lr * (m / c1) / (_root(v / c2) + eps)
+                 for w, m, v in zip(rw, rm, rv)] for rw, rm, rv in zip(W, M, V)]
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         W, M, V = args
-        return (W, M, V, dtype(float(self.lr)), dtype(float(self.beta1)),
-                dtype(float(self.beta2)), self.t, dtype(float(self.eps)))
+        found = (W, M, V, dtype(float(self.lr)), dtype(float(self.beta1)),
+                 dtype(float(self.beta2)), self.t, dtype(float(self.eps)))
+        return (*found, dtype(float(self.decay))) if self.decay else found
 
     def spelling(self) -> Spelling:
         return Spelling(names={"eta": "eta", "beta1": "beta_1", "beta2": "beta_2",
-                               "epsilon": "epsilon"})
+                               "epsilon": "epsilon", "lam": "lambda"})
 
 
 def _root(v: arb) -> arb:

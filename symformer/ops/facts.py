@@ -51,5 +51,10 @@ def cancels(expr: sympy.Expr) -> bool:
 
 
 def label(stage: Stage) -> str:
-    """`` (causal)`` for a stage of the causally masked derivation, else ``""``."""
-    return " (causal)" if stage.derivation.causal else ""
+    """`` (causal)`` for a stage of the causally masked derivation, `` (unmasked)`` for
+    an encoder stage of the unmasked derivation of a causal example (``prove`` derives
+    both), else ``""``: a fact about the example as given is not labelled."""
+    g = stage.derivation
+    if g.causal:
+        return " (causal)"
+    return " (unmasked)" if g.example.causal and stage.side == "encoder" else ""

@@ -32,7 +32,7 @@ def run(g: Derivation, dtype: type = np.float64, forward: dict[str, np.ndarray] 
     "grad.S": ..., "grad.<block>.W": ...}``.  An operation without a NumPy backward reference raises
     :class:`NotSupportedError` naming the stage.
     """
-    from symformer.blocks.backward import parameter_names
+    from symformer.blocks.backward import parameter_names, tied_table_stages
 
     forward = dict(forward or {})
     for stage in numpy_ref.forward_stages(g):  # the forward floats not given
@@ -57,4 +57,6 @@ def run(g: Derivation, dtype: type = np.float64, forward: dict[str, np.ndarray] 
             else:
                 source = stage.inputs[wrt]
                 grads[source] = grads[source] + part if source in grads else part
+    for part in tied_table_stages(g, names):  # a tied table: the total of both uses
+        weights[part.name] = part.op.reference([weights[i] for i in part.inputs], dtype)
     return {**{f"grad.{name}": value for name, value in grads.items()}, **weights}

@@ -20,6 +20,7 @@ to show.  Pages: ``1 + 3 * len(stage frames) + len(figure frames)``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from symformer.engine import Derivation, Stage
@@ -71,14 +72,18 @@ def page_count(frames: list[Frame]) -> int:
     return 1 + sum(STEPS if isinstance(f, StageFrame) else 1 for f in frames)
 
 
-def frames(g: Derivation, options: Options) -> list[Frame]:
-    """The deck's frames, in the order of the stages."""
+def frames(g: Derivation, options: Options,
+           progress: Callable[[int, int, str], None] | None = None) -> list[Frame]:
+    """The deck's frames, in the order of the stages; ``progress(k, total, name)`` is
+    called before stage ``k`` of ``total`` is rendered."""
     names = {s.name for s in select(g, options.stages)}
     chosen = [s for s in g if s.name in names and not renames(s)]  # in the block's order
     drawn = figures(g, FigureOptions(token=options.token, decimals=options.decimals))
     after = _figures_after(chosen, drawn)
     out: list[Frame] = []
-    for stage in chosen:
+    for k, stage in enumerate(chosen, start=1):
+        if progress:
+            progress(k, len(chosen), stage.name)
         out.append(stage_frame(stage, options))
         out.extend(FigureFrame(f) for f in after.get(stage.name, ()))
     return out

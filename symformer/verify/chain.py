@@ -160,21 +160,23 @@ def within(e: Entry, claimed: Fraction, half: Fraction) -> bool | None:
 
 
 def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
-           values: Callable[[int], Values], g: Derivation | None = None,
+           values: Callable[[int], Values | None], g: Derivation | None = None,
            stage: str = "", where: str = "") -> dict[K, bool]:
     """Is each target's claimed number within its half-unit of the value?
 
     ``targets`` maps a key to (row, col, claimed, half): ``claimed`` None means
     "-inf" (a masked score), right only where the value is masked too.  ``values(bits)``
-    gives the stage's entries at a precision; it is raised until every target is
-    decided.  A value still on the boundary claimed ± half at the last precision is
-    proved equal to it on ``g``'s symbols of ``stage`` (a correct rounding), or the
-    run ends with an :class:`UndecidedError` naming ``where``.
+    gives the stage's entries at a precision (None: not decidable there); it is
+    raised until every target is decided.  A value still on the boundary claimed ± half
+    at the last precision is proved equal to it on ``g``'s symbols of ``stage`` (a
+    correct rounding), or the run ends with an :class:`UndecidedError` naming ``where``.
     """
     pending = set(targets)
     verdicts: dict[K, bool] = {}
     for bits in PRECISIONS:
         v = values(bits)
+        if v is None:  # a rounding upstream is undecided at this precision
+            continue
         for key in list(pending):
             row, col, claimed, half = targets[key]
             value = v[row][col]

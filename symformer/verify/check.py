@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symformer.blocks import derive
+from symformer.blocks.backward import stage_of
+from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
+from symformer.engine.graph import Stage
 from symformer.engine.rounding import round_fraction
-from symformer.errors import UndecidedError
+from symformer.errors import InputError, UndecidedError
 from symformer.example import Example
 from symformer.lazy import sympy
 from symformer.notation import entry, place
@@ -53,6 +56,7 @@ class EntryCheck:
     ok: bool            # right (global) or consistent (local)
     symbol: str = ""    # the entry as every format writes it: q_0
     place: str = ""     # in words: "q_0 of 'think' (position 1)"
+    line: int | None = None  # a document's line holding the number (print blocks)
 
 
 @dataclass
@@ -78,16 +82,26 @@ class Checker:
     """Checks claims against one example; caches its derivations and variants."""
 
     def __init__(self, example: Example, max_work: int | None = None,
-                 causal: bool | None = None) -> None:
+                 causal: bool | None = None, run: Run | None = None) -> None:
         self.example = example
         self.max_work = max_work
+        #: the training run that claims on a step's stages are about (``[train]``)
+        self.run = run
         #: the masking of claims that do not say (None: the example's ``causal``)
         self.causal = example.causal if causal is None else causal
         self._derived: dict[tuple, Derivation] = {}
 
-    def derivation(self, causal: bool, convention: conventions.Convention | None = None
-                   ) -> Derivation:
-        """The (cached) derivation, optionally under another convention."""
+    def derivation(self, causal: bool, convention: conventions.Convention | None = None,
+                   stage: str | None = None) -> Derivation:
+        """The (cached) derivation, optionally under another convention; with the loss
+        and its gradients appended when ``stage`` is one of them (only then); a training
+        run's stage (``step1.layer1.W_1``) is in the run's derivation (:meth:`training`)."""
+        if stage is not None and is_training_stage(stage):
+            if convention is not None:
+                raise InputError(f"{stage}: other conventions are not tried on a training run")
+            g = self.training(causal, stage)
+            g[stage]  # unknown: the message with the close names
+            return g
         key = (causal, convention)
         if key not in self._derived:
             if convention is None:
@@ -96,10 +110,36 @@ class Checker:
                 g = conventions.derive_variant(self.example, convention, causal,
                                                self.max_work)
             self._derived[key] = g
+        if stage is not None:
+            stage_of(self._derived[key], stage)
         return self._derived[key]
 
-    def check_all(self, claims: list[Claim]) -> list[ClaimCheck]:
-        """Check every claim (claims with ``check = false`` are only inputs).
+    def training(self, causal: bool, stage: str) -> Derivation:
+        """The derivation of the ``[train]`` run (built once per masking)."""
+        key = (causal, "train")
+        if key not in self._derived:
+            if self.run is None:
+                raise InputError(f"{stage} is a stage of a training run: give its settings in "
+                                 f"a [train] table of the claims file (lr = ..., steps = ..., "
+                                 f"optimizer = ...; docs/verify.md)")
+            if not self.run.steps >= step_of(stage):
+                raise InputError(f"{stage}: the [train] table takes {self.run.steps} "
+                                 f"step{'s' if self.run.steps != 1 else ''}")
+            run = self.run
+            self._derived[key] = train(self.derivation(causal), run.lr, run.steps,
+                                       run.optimizer, settings=run.options).graph
+        return self._derived[key]
+
+    def stage(self, name: str) -> Stage:
+        """The stage ``name`` as claims see it (the checker's masking): a forward, backward
+        or training run's stage."""
+        return self.derivation(self.causal, stage=name)[name]
+
+    def check_all(self, claims: list[Claim],
+                  progress: Callable[[int, int, str], None] | None = None
+                  ) -> list[ClaimCheck]:
+        """Check every claim (claims with ``check = false`` are only inputs);
+        ``progress(k, total, name)`` is called before claim ``k`` of ``total``.
 
         A claim without ``causal`` gets the checker's setting (the example's own
         unless forced), so that a causal example's claims are checked masked.
@@ -110,6 +150,8 @@ class Checker:
         by_name = {c.name: c for c in claims}
         results = []
         for index, claim in enumerate(claims):
+            if progress:
+                progress(index + 1, len(claims), claim.name)
             if not claim.check:
                 continue
             if claim.inputs:
@@ -124,7 +166,7 @@ class Checker:
     # -- global -------------------------------------------------------------------
     def check_global(self, claim: Claim) -> ClaimCheck:
         """Every claimed number against the certified exact value of its stage."""
-        g = self.derivation(claim.causal)
+        g = self.derivation(claim.causal, stage=claim.stage)
         verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[claim.stage], g)
         return self._result(claim, g, verdicts,
                             lambda d: certified_rounding(g, claim.stage, d))
@@ -157,13 +199,15 @@ class Checker:
                                                  claim.values[i][j], rounded(d)[r][c],
                                                  rounded(d + MORE_DIGITS)[r][c],
                                                  verdicts[i, j], entry(stage, c),
-                                                 place(stage, r, c)))
+                                                 place(stage, r, c),
+                                                 claim.row_lines[i] if claim.row_lines
+                                                 else None))
         return result
 
     # -- local --------------------------------------------------------------------
     def check_local(self, claim: Claim, by_name: dict[str, Claim]) -> ClaimCheck:
         """The step from the claimed inputs: as printed, and interval consistency."""
-        g = self.derivation(claim.causal)
+        g = self.derivation(claim.causal, stage=claim.stage)
         printed = {s: exact_matrix(by_name[n]) for s, n in claim.inputs.items()}
         as_printed = Chain(g, claim.stage, replaced=printed)
         _, bits = as_printed.values()
@@ -205,22 +249,48 @@ class Checker:
     def explain(self, claim: Claim, before: list[Claim]) -> list[str]:
         """Conventions or reader rounding that reproduce every claimed number."""
         found = []
-        for convention in conventions.ALTERNATIVES:
+        alternatives = () if is_training_stage(claim.stage) else self.alternatives()
+        for convention in alternatives:
             # the mask matters for causal claims and for the decoder (always masked)
             if convention.mask is not None and not claim.causal \
                     and self.derivation(claim.causal)[claim.stage].side != "decoder":
                 continue
-            g = self.derivation(claim.causal, convention)
-            if claim.stage not in g:
+            try:
+                g = self.derivation(claim.causal, convention, claim.stage)
+            except InputError:  # no such stage (or no backward pass) under it
                 continue
             verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g)
             if all(verdicts.values()):
                 found.append(f"every number is right under another convention: "
-                             f"{convention.describe()}")
+                             f"{convention.describe()}" + self._mask_note(claim, convention))
         reader = self.explain_reader_rounding(claim, before)
         if reader:
             found.append(reader)
         return found
+
+    def alternatives(self) -> tuple[conventions.Convention, ...]:
+        """The conventions tried on a wrong claim: the other mask (-inf when the example
+        masks with a number such as -1e9, else -1e9), then the LayerNorm variants and
+        the norm placement (:data:`conventions.ALTERNATIVES`)."""
+        if self.example.mask_value is None:
+            return conventions.ALTERNATIVES
+        return tuple(conventions.Convention(mask="-inf") if c.mask is not None else c
+                     for c in conventions.ALTERNATIVES)
+
+    def _mask_note(self, claim: Claim, convention: conventions.Convention) -> str:
+        """Why a printed -inf is a convention, not an error, on an example masking with
+        a finite number."""
+        if convention.mask != "-inf" or not any(
+                claim.number(i, j) is None for i, row in enumerate(claim.values)
+                for j in range(len(row))):
+            return ""
+        shown = str(self.example.mask_value)
+        digits = shown.rstrip("0")
+        if "/" not in shown and len(shown) - len(digits) > 3:  # -1000000000 as -1e9
+            shown = f"{digits}e{len(shown) - len(digits)}"
+        return (f" (the example masks with {shown}, so a masked score is a large negative "
+                f"number, not -inf; printing -inf for it is the -inf convention, not an "
+                f"error)")
 
     def explain_reader_rounding(self, claim: Claim, before: list[Claim]) -> str | None:
         """Do the numbers follow from tables printed before them, read as printed?
@@ -230,7 +300,7 @@ class Checker:
         replacing its stage exactly as printed.  Without any, every upstream stage is
         rounded to the claim's decimals.
         """
-        g = self.derivation(claim.causal)
+        g = self.derivation(claim.causal, stage=claim.stage)
         upstream = g.ancestors(claim.stage)
         printed: list[tuple[str, Claim]] = []
         for c in before:
@@ -254,7 +324,10 @@ class Checker:
                            f"every stage before it rounded to {decimals} decimals")]
         best: tuple[int, str] = (0, "")
         for chain, source in candidates:
-            verdicts = self._decide(claim, lambda bits, c=chain: c.evaluate(bits)[claim.stage])
+            try:
+                verdicts = self._decide(claim, lambda bits, c=chain: _target(c, bits))
+            except UndecidedError:  # a reader's rounding nothing decides: no explanation
+                continue
             if all(verdicts.values()):
                 return f"reader rounding: every number is what a reader gets recomputing " \
                        f"from {source}"
@@ -265,6 +338,12 @@ class Checker:
             return (f"reader rounding explains {best[0]} of the {len(wrong)} wrong numbers: "
                     f"recomputed from {best[1]}; the rest do not follow from them")
         return None
+
+
+def _target(chain: Chain, bits: int) -> Values | None:
+    """The chain's target at ``bits``, or None when a rounding upstream is undecided."""
+    values = chain.evaluate(bits)
+    return None if values is None else values[chain.target]
 
 
 def meets(enclosure, claimed: Fraction | None, half: Fraction) -> bool:

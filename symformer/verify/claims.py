@@ -26,11 +26,16 @@ A document is Markdown or Python written the way the post is: a line
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from symformer.blocks.backward import is_backward_stage, stage_of
+from symformer.blocks.train import Run, is_training_stage, train_table
 from symformer.engine import Derivation
+from symformer.engine.graph import Stage
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
@@ -71,6 +76,7 @@ class Claim:
     cols: list[int] | None = None      # stage columns the values give (None: all, in order)
     significant: int | None = None     # significant digits of every number
     entry_given: bool = False          # addressed by ``entry = [row, col]``
+    row_lines: list[int] | None = None  # a document's line of each row of values
 
     @property
     def row_indices(self) -> list[int]:
@@ -150,27 +156,73 @@ def printed_decimals(text: str, where: str = "") -> int:
     return len(frac) - exponent
 
 
-def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None
-                ) -> list[Claim]:
+def load_claims(path: str | Path, g: Derivation, names: list[str] | None = None,
+                resolve: Callable[[str], Stage] | None = None) -> list[Claim]:
     """Read and validate the claims of a TOML file or a Markdown/Python document.
 
-    ``names`` (``["NAME=STAGE", ...]``) maps a document's printed variables to stages.
+    ``names`` (``["NAME=STAGE", ...]``) maps a document's printed variables to stages;
+    ``resolve`` finds a stage by name (default: in ``g``, its backward pass appended
+    when needed; a checker's also finds a training run's stages).
     """
     path = Path(path)
     text = read_text_file(path, "a claims file")
     if path.suffix == ".toml":
         claims = claims_from_toml(text, str(path))
     else:
-        labels = {s.name: (tuple(s.rows), tuple(s.cols)) for s in g}
-        claims = claims_from_document(text, str(path), names or [], labels)
-    validate(claims, g)
+        claims = claims_from_document(text, str(path), names or [],
+                                      StageLabels(g, resolve))
+    validate(claims, g, resolve)
     return claims
+
+
+def training_run(path: str | Path) -> Run | None:
+    """The ``[train]`` table of a claims or example TOML file (the run that claims on a
+    step's stages, ``step1.layer1.W_1``, are about), or None (another kind of file, the
+    built-in example, no table)."""
+    path = Path(path)
+    if path.suffix != ".toml" or not path.is_file():
+        return None
+    data = read_toml(read_text_file(path, "a TOML file"), str(path))
+    return train_table(data["train"], f"{path}, train") if "train" in data else None
+
+
+class StageLabels(Mapping):
+    """Each stage's (row labels, column labels), read from a derivation; a name it does
+    not have yet (``loss``, ``grad.*``) appends the backward pass first
+    (:func:`~symformer.blocks.backward.stage_of`), so annotations may tie gradients."""
+
+    def __init__(self, g: Derivation, resolve: Callable[[str], Stage] | None = None) -> None:
+        self.g = g
+        self.resolve = resolve
+
+    def __getitem__(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if self.resolve is not None and is_training_stage(name):
+            stage = self.resolve(name)  # a training run's stage: its message if unknown
+            return tuple(stage.rows), tuple(stage.cols)
+        if name not in self.g and is_backward_stage(name):
+            stage_of(self.g, name)  # an unknown gradient's message names every stage
+        if name not in self.g:
+            raise KeyError(name)
+        stage = self.g[name]
+        return tuple(stage.rows), tuple(stage.cols)
+
+    def __iter__(self) -> Iterator[str]:
+        """Every stage name, the backward pass's included (for the unknown-stage hint)."""
+        if "grad.loss" not in self.g and self.g.example.loss is not None:
+            try:
+                stage_of(self.g, "grad.loss")
+            except InputError:
+                pass
+        return iter([s.name for s in self.g])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def claims_from_toml(text: str, source: str) -> list[Claim]:
     """Parse the ``[[claim]]`` tables of a claims file (shapes are checked by validate)."""
     data = read_toml(text, source)
-    unknown = sorted(set(data) - {"claim", "title", "description"})
+    unknown = sorted(set(data) - {"claim", "title", "description", "train"})
     if unknown and not holds_example(data):
         raise InputError(f"{source}: unknown key {unknown[0]!r} (expected [[claim]] tables)")
     tables = data.get("claim")
@@ -287,7 +339,7 @@ def _addressed_values(t: dict, where: str
 
 
 def claims_from_document(text: str, source: str, names: list[str],
-                         stages: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+                         stages: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
                          | None = None) -> list[Claim]:
     """Claims from ``print(np.round(NAME, k))`` lines and the ``#`` lines after them,
     and the prose numbers tied to entries by ``symformer:`` annotations
@@ -306,7 +358,7 @@ def claims_from_document(text: str, source: str, names: list[str],
     mapping = _name_mapping(names)
     claims = []
     skipped = []
-    for name, decimals, values, line in printed:
+    for name, decimals, values, line, row_lines in printed:
         targets = mapping.get(name)
         if not targets:
             skipped.append(name)
@@ -317,7 +369,7 @@ def claims_from_document(text: str, source: str, names: list[str],
         causal = True if target.startswith("causal:") else None
         stage = target.removeprefix("causal:")
         claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
-                            f"{source}, line {line} ({name})"))
+                            f"{source}, line {line} ({name})", row_lines=row_lines))
     if not claims and not prose:
         found = ", ".join(dict.fromkeys(n for n, *_ in printed))
         raise InputError(f"{source}: none of the printed arrays ({found}) is mapped to a "
@@ -337,31 +389,44 @@ def _name_mapping(names: list[str]) -> dict[str, list[str]]:
 
 
 def _printed_arrays(text: str, source: str):
-    """(name, decimals, rows of number text, line number) for every printed array."""
+    """(name, decimals, rows of number text, line number, each row's line number) for
+    every printed array (line numbers 1-based; a row wrapped over several lines has the
+    line it starts on)."""
     lines = text.splitlines()
     for n, line in enumerate(lines):
         match = _PRINT.search(line)
         if not match or line.lstrip().startswith("#"):
             continue
-        block = []
+        block, starts = [], []  # the comment lines, and where each starts in the body
         for follow in lines[n + 1:]:
             comment = _COMMENT.match(follow)
             if not comment:
                 break
+            starts.append(sum(len(b) + 1 for b in block))
             block.append(comment.group(1))
-        body = " ".join(block).strip()
-        if not body.startswith("["):
+        body = " ".join(block)
+        if not body.strip().startswith("["):
             continue
-        rows = _ROW.findall(body) if body.startswith("[[") else [body.strip("[] ")]
+
+        if body.strip().startswith("[["):
+            found = list(_ROW.finditer(body))
+            rows = [m.group(1) for m in found]
+            row_lines = [n + 2 + bisect_right(starts, m.start()) - 1 for m in found]
+        else:
+            rows, row_lines = [body.strip().strip("[] ")], [n + 2]
         values = [r.split() for r in rows]
         if not values or not all(values) or len({len(r) for r in values}) != 1:
             raise InputError(f"{source}, line {n + 2}: the array printed for "
                              f"{match.group(1)} is not a rectangular matrix")
-        yield match.group(1), int(match.group(2)), values, n + 1
+        yield match.group(1), int(match.group(2)), values, n + 1, row_lines
 
 
-def validate(claims: list[Claim], g: Derivation) -> None:
-    """Check stages, shapes, rows and inputs of every claim; raise InputError on the first bad."""
+def validate(claims: list[Claim], g: Derivation,
+             resolve: Callable[[str], Stage] | None = None) -> None:
+    """Check stages, shapes, rows and inputs of every claim; raise InputError on the first bad.
+
+    ``resolve`` finds a stage by name (default: :func:`stage_of` on ``g``)."""
+    resolve = resolve or (lambda name: stage_of(g, name))
     by_name: dict[str, Claim] = {}
     for c in claims:
         if c.name in by_name and any(c.name in o.inputs.values() for o in claims):
@@ -370,7 +435,7 @@ def validate(claims: list[Claim], g: Derivation) -> None:
         by_name.setdefault(c.name, c)
         if c.decimals is not None and c.decimals > MAX_DECIMALS:
             raise InputError(f"{c.where}: decimals must be at most {MAX_DECIMALS}")
-        stage = g[c.stage]  # unknown stages raise with the close names
+        stage = resolve(c.stage)  # unknown stages raise with the close names
         n, m = stage.shape
         rows = c.row_indices
         cols = c.cols if c.cols is not None else list(range(m))
@@ -396,10 +461,11 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                                      f"{c.stage} has finite entries (only masked attention "
                                      f"scores are -inf)")
     for c in claims:
-        upstream = g.ancestors(c.stage)
+        owner = resolve(c.stage).derivation  # the forward/backward pass or a training run
+        upstream = owner.ancestors(c.stage)
         for stage_name, source in c.inputs.items():
-            if stage_name not in g:
-                g[stage_name]  # raises with the close names
+            if stage_name not in owner:
+                owner[stage_name]  # raises with the close names
             if source not in by_name:
                 raise InputError(f"{c.where}: inputs names the claim {source!r}, which this "
                                  f"file does not have (claims: {', '.join(by_name)})")
@@ -407,12 +473,13 @@ def validate(claims: list[Claim], g: Derivation) -> None:
                 raise InputError(f"{c.where}: inputs replaces {stage_name}, which does not "
                                  f"feed {c.stage}")
             given = by_name[source]
-            if not given.whole or g[stage_name].shape != (len(given.values),
-                                                                 len(given.values[0])):
+            if not given.whole or owner[stage_name].shape != (len(given.values),
+                                                                     len(given.values[0])):
                 raise InputError(f"{c.where}: claim {source!r} gives "
                                  f"{len(given.values)}x{len(given.values[0])} values; as an "
                                  f"input to {stage_name} it must give all of its "
-                                 f"{g[stage_name].shape[0]}x{g[stage_name].shape[1]}")
+                                 f"{owner[stage_name].shape[0]}x"
+                                 f"{owner[stage_name].shape[1]}")
     _no_cycle(claims, by_name)
 
 

@@ -1,13 +1,13 @@
-"""Other conventions of the same example: mask, LayerNorm variant, norm placement.
+"""Other conventions of the same example: mask, normalisation, norm placement.
 
-The engine knows ``mask_value``, biased/unbiased LayerNorm and pre/post norm as
-fields of the example; :func:`with_conventions` rewrites them with
-``dataclasses.replace``.  The "whole-matrix" LayerNorm (mean and variance over
-every entry, what ``x.mean()``/``x.var()`` without an axis compute) is not an
-engine option: :func:`derive_variant` swaps the ops of the ``.mean``/``.variance``
-stages of a biased derivation for the whole-matrix ones defined here.  Every
-convention applies to an example's decoder blocks too (its self-attention is
-always causal, so the mask convention always matters there).
+The engine knows ``mask_value``, the normalisations of
+:data:`~symformer.example.schema.LAYER_NORMS` (biased, unbiased and whole-matrix
+LayerNorm, RMSNorm) and the placements of
+:data:`~symformer.example.schema.NORM_PLACEMENTS` (post, pre, none) as fields of the
+example; :func:`with_conventions` rewrites them with ``dataclasses.replace`` (every
+block, the decoder's blocks and the final normalisation alike), so every command
+offers the same choices.  :func:`replaced` says what a choice changed, for the
+header of a command's output.
 """
 
 from __future__ import annotations
@@ -19,12 +19,16 @@ from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.example import Example
 from symformer.example.numbers import exact_number
+from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
 from symformer.lazy import sympy
-from symformer.ops import RowMean, RowVariance, WholeMean, WholeVariance
 
-#: LayerNorm conventions the verification knows (the engine's two plus whole-matrix).
-LAYER_NORMS = ("biased", "unbiased", "whole_matrix")
-NORMS = ("post", "pre")
+#: Norm placements (``--norm``).
+NORMS = NORM_PLACEMENTS
+#: How a header names each normalisation.
+_NORM_NAMES = {"biased": "biased LayerNorm", "unbiased": "unbiased LayerNorm",
+               "whole_matrix": "whole-matrix LayerNorm", "rms": "RMSNorm"}
+#: How a header names each placement.
+_PLACEMENT_NAMES = {"post": "post-norm", "pre": "pre-norm", "none": "no normalisation"}
 
 
 @dataclass(frozen=True)
@@ -41,9 +45,9 @@ class Convention:
         if self.mask is not None:
             parts.append(f"mask {self.mask}")
         if self.layer_norm is not None:
-            parts.append(f"{self.layer_norm.replace('_', '-')} LayerNorm")
+            parts.append(_NORM_NAMES.get(self.layer_norm, self.layer_norm))
         if self.norm is not None:
-            parts.append(f"{self.norm}-norm")
+            parts.append(_PLACEMENT_NAMES.get(self.norm, self.norm))
         return ", ".join(parts) or "the example's own conventions"
 
 
@@ -77,11 +81,14 @@ def with_conventions(example: Example, convention: Convention) -> Example:
         if convention.layer_norm not in LAYER_NORMS:
             raise InputError(f"layer norm must be one of {', '.join(LAYER_NORMS)}, "
                              f"found {convention.layer_norm!r}")
-        layer_changes["layer_norm"] = ("biased" if convention.layer_norm == "whole_matrix"
-                                       else convention.layer_norm)
+        layer_changes["layer_norm"] = convention.layer_norm
+        if example.final_norm is not None:
+            changes["final_norm"] = replace(example.final_norm,
+                                            layer_norm=convention.layer_norm)
     if convention.norm is not None:
         if convention.norm not in NORMS:
-            raise InputError(f"norm must be post or pre, found {convention.norm!r}")
+            raise InputError(f"norm must be one of {', '.join(NORMS)}, "
+                             f"found {convention.norm!r}")
         layer_changes["norm"] = convention.norm
     if layer_changes:
         changes["layers"] = tuple(replace(layer, **layer_changes) for layer in example.layers)
@@ -91,14 +98,43 @@ def with_conventions(example: Example, convention: Convention) -> Example:
     return replace(example, **changes) if changes else example
 
 
+def _blocks(example: Example) -> list:
+    return [*example.layers, *(example.decoder.layers if example.decoder else ())]
+
+
+def replaced(example: Example, convention: Convention) -> list[str]:
+    """What ``convention`` changes in ``example``, one phrase each (none when it keeps
+    the example's own), e.g. ``--layer-norm biased: biased LayerNorm in place of the
+    example's RMSNorm``."""
+    notes = []
+    blocks = _blocks(example)
+    if convention.layer_norm is not None:
+        norms = [b.layer_norm for b in blocks] + (
+            [example.final_norm.layer_norm] if example.final_norm is not None else [])
+        old = sorted({n for n in norms if n != convention.layer_norm})
+        if old:
+            lost = ""
+            if convention.layer_norm == "rms" and any(
+                    any(b.beta_1) or any(b.beta_2) for b in blocks):
+                lost = " (its beta is not used: RMSNorm has none)"
+            notes.append(f"--layer-norm {convention.layer_norm}: "
+                         f"{_NORM_NAMES[convention.layer_norm]} in place of the example's "
+                         f"{' and '.join(_NORM_NAMES[n] for n in old)}{lost}")
+    if convention.norm is not None:
+        old = sorted({b.norm for b in blocks if b.norm != convention.norm})
+        if old:
+            notes.append(f"--norm {convention.norm}: {_PLACEMENT_NAMES[convention.norm]} "
+                         f"in place of the example's "
+                         f"{' and '.join(_PLACEMENT_NAMES[n] for n in old)}")
+    if convention.mask is not None:
+        value = mask_value(convention.mask)
+        if value != example.mask_value:
+            own = "-inf" if example.mask_value is None else str(example.mask_value)
+            notes.append(f"--mask {convention.mask} in place of the example's {own}")
+    return notes
+
+
 def derive_variant(example: Example, convention: Convention, causal: bool | None = None,
                    max_work: int | None = None) -> Derivation:
-    """Derive the example under ``convention`` (whole-matrix LayerNorm included)."""
-    g = derive(with_conventions(example, convention), causal=causal, max_work=max_work)
-    if convention.layer_norm == "whole_matrix":
-        for stage in g:
-            if isinstance(stage.op, RowMean):
-                stage.op = WholeMean()
-            elif isinstance(stage.op, RowVariance):
-                stage.op = WholeVariance()
-    return g
+    """Derive the example under ``convention``."""
+    return derive(with_conventions(example, convention), causal=causal, max_work=max_work)

@@ -25,6 +25,7 @@ one-entry claim named ``line N``, checked like every other claim.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -55,7 +56,7 @@ _ADDRESS = re.compile(r"(?P<causal>causal:)?(?P<stage>[A-Za-z_][\w.]*)\s*\[(?P<i
 _INDEX = re.compile(r"""\s*(?:(?P<int>\d+)|"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*""")
 
 
-def prose_numbers(text: str, source: str, stages: dict[str, tuple[tuple[str, ...],
+def prose_numbers(text: str, source: str, stages: Mapping[str, tuple[tuple[str, ...],
                                                                 tuple[str, ...]]]
                   ) -> list[ProseNumber]:
     """The annotated numbers of ``text``.
@@ -120,7 +121,7 @@ def _previous_text(lines: list[str], n: int) -> tuple[int, str]:
     return n, ""
 
 
-def _addresses(body: str, where: str, stages: dict[str, tuple[tuple[str, ...],
+def _addresses(body: str, where: str, stages: Mapping[str, tuple[tuple[str, ...],
                                                               tuple[str, ...]]]
                ) -> list[tuple[bool, str, int, int]]:
     """(causal, stage, row, col) of every address in an annotation."""

@@ -1,4 +1,4 @@
-"""Counted nouns in messages and sheets: ``1 variant``, ``2 variants``, ``1 decimal``."""
+"""Counted nouns in messages, sheets and documents: ``1 variant``, ``2 variants``, ``1 decimal``."""
 
 from __future__ import annotations
 
