@@ -60,12 +60,29 @@ def _(block: Prose) -> str:
 @to_latex.register
 def _(block: Equation) -> str:
     label = f"\\label{{{block.label}}}" if block.label else ""
-    if len(block.lines) == 1:
-        lhs, rhs = block.lines[0]
+    lines = [_remark_below(lhs, rhs) for lhs, rhs in block.lines]
+    if len(lines) == 1 and "\\\\" not in lines[0][1]:
+        lhs, rhs = lines[0]
         return f"\\begin{{equation}}{label}\n  {lhs} = {rhs}\n\\end{{equation}}"
-    rows = [f"  {lhs} &= {rhs}" for lhs, rhs in block.lines]
-    rows[0] += label
+    if len(lines) == 1:
+        lhs, rhs = lines[0]
+        return (f"\\begin{{equation}}{label}\n\\begin{{split}}\n  {lhs} &= {rhs}\n"
+                "\\end{split}\n\\end{equation}")
+    # a remark moved below its formula is not numbered; the label stays on the formula
+    rows = [f"  {lhs} &= {rhs}" + (r" \notag" if " \\\\ &" in rhs else "")
+            for lhs, rhs in lines]
+    rows[0] = rows[0].replace(" \\\\ &", f"{label} \\\\ &", 1) if " \\\\ &" in rows[0] \
+        else rows[0] + label
     return "\\begin{align}\n" + " \\\\\n".join(rows) + "\n\\end{align}"
+
+
+def _remark_below(lhs: str, rhs: str) -> tuple[str, str]:
+    """An equation line too wide for the page with a remark (``\\quad \\text{...}``)
+    after it: the remark goes on a line of its own below."""
+    cut = rhs.rfind(r"\quad \text{")
+    if cut < 0 or width(f"{lhs} = {rhs}") <= TEXT_WIDTH - 6:  # 6: the equation number
+        return lhs, rhs
+    return lhs, rf"{rhs[:cut].rstrip()} \\ &\qquad {rhs[cut + len(chr(92) + 'quad '):]}"
 
 
 #: Rough width (characters of visible math, :func:`symformer.worked.render_latex.width`)
