@@ -27,7 +27,6 @@ from symformer.exercise.path import PathEntry, stage_path, student_tables
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
 from symformer.latex.blocks import (
     Cell,
-    Equation,
     Heading,
     MatrixBlock,
     Prose,
@@ -137,7 +136,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
     with room for working); the key's worked lines follow the student's path (``path``:
     the stage's entries recomputed from the earlier answers as written)."""
     out: list = [Together(0.3 if key else 0.44), Heading(caption(stage), level)]
-    equation = gated_equation(stage) or stage_equation(stage)
+    equation = stage_equation(stage)
     if equation is not None:
         out.append(replace(equation, label=f"eq:{tag}{stage.name}"))
     table = stage_table(stage, decimals=decimals, highlight=token if key else None,
@@ -158,18 +157,6 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                           f"(position {token}), from the earlier tables as written:",)))
         out.append(worked)
     return out
-
-
-def gated_equation(stage: Stage) -> Equation | None:
-    """A gated activation's equation with its activation named, ``a_j = SiLU(g_j) h_j``
-    (the generated equation writes ``a_j = g_j h_j``: the activation is an argument of
-    the NumPy function it is printed from), else None."""
-    op = stage.op
-    if not isinstance(op, GatedProduct):
-        return None
-    name = activation_name(op.activation)
-    return Equation(((op.symbol.latex + "_{j}", rf"\operatorname{{{name}}}(g_{{j}})\, "
-                                                 r"h_{j}"),))
 
 
 def path_worked(stage: Stage, row: list[PathEntry]) -> Worked | None:
