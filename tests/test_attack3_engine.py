@@ -342,3 +342,31 @@ def test_identical_rows_under_rope_are_proved_equal(capsys) -> None:
     for name in ("layer2.head1.raw_scores", "layer2.head2.raw_scores"):
         rows = stages[name]["values"]
         assert rows[0][0] == rows[1][1], name
+
+
+def test_causal_rope_heads_of_equal_tokens_are_rational(tmp_path) -> None:
+    """Causal attention over three equal tokens with RoPE: each row's weights are
+    irrational (its scores depend on the distances) except row 0's (a single 1), but
+    they sum to 1 over equal value rows, so every head output row is exactly
+    v = x W_V; the same-position raw score is the rational q.k (sin^2 + cos^2 = 1).
+    Reference: Fractions by hand from the example's numbers."""
+    path = tmp_path / "ex.toml"
+    path.write_text('tokens = ["a", "a", "a"]\nvocab = ["a"]\n'
+                    'embeddings = [["0.5", "-0.25", "1", "0.75"]]\n'
+                    'positional_encoding = "rope"\nnorm = "none"\ncausal = true\n'
+                    '[[layer]]\nW_O = [["1", "0", "0.5", "0"], ["0", "1", "0", "0"]]\n'
+                    '[[layer.head]]\n'
+                    'W_Q = [["1", "0"], ["0", "1"], ["0.5", "0"], ["0", "-1"]]\n'
+                    'W_K = [["0", "1"], ["1", "0.25"], ["0", "0"], ["0.5", "0"]]\n'
+                    'W_V = [["0.25", "0"], ["0", "0.5"], ["1", "0"], ["0", "1"]]\n')
+    g = derive(load_example(path), causal=True)
+    x = [Fraction(1, 2), Fraction(-1, 4), Fraction(1), Fraction(3, 4)]
+    w_q = [[1, 0], [0, 1], [Fraction(1, 2), 0], [0, -1]]
+    w_k = [[0, 1], [1, Fraction(1, 4)], [0, 0], [Fraction(1, 2), 0]]
+    w_v = [[Fraction(1, 4), 0], [0, Fraction(1, 2)], [1, 0], [0, 1]]
+    q, k, v = (_times(x, [[Fraction(c) for c in r] for r in m]) for m in (w_q, w_k, w_v))
+    assert v == [Fraction(9, 8), Fraction(5, 8)]  # 1/8 + 1, -1/8 + 3/4
+    for i in range(3):
+        assert [g.exact_rational("layer1.head1.output", i, j) for j in range(2)] == v
+        assert g.exact_rational("layer1.head1.raw_scores", i, i) == q[0] * k[0] + q[1] * k[1]
+    assert g.exact_rational("layer1.head1.weights", 2, 0) is None  # irrational (RoPE)

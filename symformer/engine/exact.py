@@ -6,7 +6,9 @@ A forward pass over the stage-local formulas in which every entry is replaced by
 * a rational number when the entry is rational (embeddings with
   ``positional_encoding = "none"``, projections, sums, means and variances of
   rationals; a softmax row of equal scores, whose weights are 1/n exactly; the
-  square root of a rational square);
+  square root of a rational square; a weighted sum of equal values with a softmax
+  row's weights, which sum to 1; the dot product of a query and a key rotated by
+  RoPE at the same position, as sin^2 + cos^2 = 1);
 * ``-oo`` for a masked score;
 * otherwise the symbol of the *first* entry computed by the same canonical formula
   (value numbering): two entries with the same formula over the same canonical
@@ -99,7 +101,10 @@ class Canonical:
         rotated by the same angle (same position) is that of the unrotated pair;
         else ``form``."""
         mapping = {s: self._rotated[s] for s in form.free_symbols if s in self._rotated}
-        if not mapping or not _few_nodes(form):
+        # only entries of one position (row) can lose their angles: skip the others
+        # cheaply (a score of two positions depends on their distance)
+        if not mapping or len({self.g.owner(s)[1] for s in mapping}) > 1 \
+                or not _few_nodes(form):
             return form
         written = sympy.expand(form.xreplace(mapping))
         squared = written.replace(
@@ -119,9 +124,11 @@ class Canonical:
             values = self.g.symbols(name).applyfunc(lambda s: self.value[s])
             for i in range(values.rows):
                 row = list(values.row(i))
-                last = row[-1]
-                if last.is_Symbol and last not in unit:
-                    unit[last] = 1 - sum(row[:-1])
+                # the last entry that is not a known number (a causal row's last
+                # entries are masked, exactly 0)
+                k = next((k for k in reversed(range(len(row))) if row[k].is_Symbol), None)
+                if k is not None and row[k] not in unit:
+                    unit[row[k]] = 1 - sum(row[:k] + row[k + 1:])
         return unit
 
     def _canonical(self, own: sympy.Symbol, form: sympy.Expr) -> sympy.Expr:
