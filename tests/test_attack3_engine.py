@@ -10,6 +10,7 @@ were runs of minutes, so each test also asserts a generous wall-clock bound.
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,144 @@ def test_key_bias_gradient_is_proved_zero(capsys) -> None:
     doc = json.loads(out)
     assert doc["stages"]["grad.layer1.head1.b_K"]["values"] == [["0", "0"]]
     assert "undecided" not in err and elapsed < BOUND
+
+
+# -- e. ties that must be proved: identical rows and RoPE at one position ------------------
+
+def _toml(name: str) -> dict:
+    import tomllib
+
+    return tomllib.loads((DATA / f"{name}.toml").read_text())
+
+
+def _fr(rows) -> list[list[Fraction]]:
+    """A matrix of the example's decimal strings, read exactly."""
+    return [[Fraction(v) for v in row] for row in ([rows] if isinstance(rows[0], str) else rows)]
+
+
+def _times(x: list[Fraction], m: list[list[Fraction]], bias=None) -> list[Fraction]:
+    """The row vector x M (+ bias), exactly."""
+    out = [sum((x[k] * m[k][j] for k in range(len(x))), Fraction(0)) for j in range(len(m[0]))]
+    return [o + b for o, b in zip(out, _fr(bias)[0])] if bias else out
+
+
+def _heads_output_row(x: list[Fraction], layer: dict) -> list[Fraction]:
+    """The attention output row when every position's row is x: each head's weights
+    sum to 1 over identical value rows v, so the head outputs v (whatever the scores,
+    rotations and masks); the concatenation times W_O."""
+    concat: list[Fraction] = []
+    kv = layer.get("kv_head")
+    for number, head in enumerate(layer["head"], start=1):
+        source = kv[head.get("kv_head", number) - 1] if kv else head
+        concat += _times(x, _fr(source["W_V"]), source.get("b_V"))
+    return _times(concat, _fr(layer["W_O"]), layer.get("b_O"))
+
+
+def _rounded_as_printed(value: Fraction, text: str) -> bool:
+    """Whether ``text`` is ``value`` correctly rounded (ties to even) to its decimals."""
+    from recompute import correctly_rounded, decimals_of
+
+    return Fraction(text) == correctly_rounded(value, decimals_of(text))
+
+
+def test_rope_same_position_scores_are_proved_ties(capsys) -> None:
+    """The diagonal raw scores of layer 2 are exact ties at 20 digits, proved.
+
+    By hand: the three tokens are equal, so in layer 1 every head's value rows are
+    equal and its output row is that value row (weights sum to 1), whatever RoPE does
+    to the scores; all of layer 1 is then rational and equal across positions (no
+    norm; ReLU of rationals).  In layer 2 each position's query q and key k are the same
+    rational vectors, rotated by that position's angles: (R q).(R k) = q.k because
+    cos^2 + sin^2 = 1, so every diagonal raw score is the rational q.k (denominator
+    2^21 for heads 1 and 4, whose 21st significant digit is a 5: a tie).  Used to print 6 of them as
+    ``0.31684827804565429687..0.31684827804565429688?``."""
+    status, out, err, elapsed = run(capsys, "derive",
+                                    str(DATA / "diff_undecided_tie_forward.toml"),
+                                    "--json", "--digits", "20")
+    assert status == 0, err
+    assert "undecided" not in err and elapsed < BOUND
+    import json
+
+    stages = json.loads(out)["stages"]
+    ex = _toml("diff_undecided_tie_forward")
+    layer1, layer2 = ex["layer"][0], ex["layer"][1]
+    x = _fr(ex["embeddings"])[0]
+    y = [a + b for a, b in zip(x, _heads_output_row(x, layer1))]
+    hidden = [max(h, Fraction(0)) for h in _times(y, _fr(layer1["W_1"]), layer1["b_1"])]
+    x2 = [a + b for a, b in zip(y, _times(hidden, _fr(layer1["W_2"]), layer1.get("b_2")))]
+    kv = layer2["kv_head"][0]
+    k = _times(x2, _fr(kv["W_K"]), kv.get("b_K"))
+    ties = 0
+    for number, head in enumerate(layer2["head"], start=1):
+        q = _times(x2, _fr(head["W_Q"]), head.get("b_Q"))
+        score = sum((a * b for a, b in zip(q, k)), Fraction(0))
+        values = stages[f"layer2.head{number}.raw_scores"]["values"]
+        half = score * 10 ** len(values[0][0].split(".")[1]) * 2  # odd: a tie at 20 digits
+        ties += half.denominator == 1 and half.numerator % 2 == 1
+        for i in range(3):
+            assert _rounded_as_printed(score, values[i][i]), (number, i, values[i][i])
+    assert ties == 2  # head1 and head4, the two heads reported
+
+
+def test_identical_rows_under_rope_are_proved_equal(capsys) -> None:
+    """Two equal tokens with RoPE: every row of every stage after layer 1's attention is
+    the same, proved, so nothing is undecided (used to leave 41 entries of layer 2
+    undecided after 220 s).
+
+    By hand: each head's value rows are equal (equal tokens; V is not rotated), and the
+    head's weights sum to 1, so its output row is the value row: layer 1's attention
+    output is concat(x W_V + b_V) W_O for the token's row x, the same at both positions,
+    and every later stage is a function of its own row (layer 2's attention again sees
+    equal value rows).  Layer 2's diagonal raw scores are q.k of equal rotations."""
+    status, out, err, elapsed = run(capsys, "derive",
+                                    str(DATA / "diff_tie_identical_rows_slow.toml"),
+                                    "--json", "--digits", "20")
+    assert status == 0, err
+    assert "undecided" not in err and elapsed < BOUND
+    import json
+
+    stages = json.loads(out)["stages"]
+    ex = _toml("diff_tie_identical_rows_slow")
+    x = _fr(ex["embeddings"])[ex["vocab"].index(ex["tokens"][0])]
+    expected = _heads_output_row(x, ex["layer"][0])
+    for i in range(2):
+        for j, value in enumerate(expected):
+            assert _rounded_as_printed(value, stages["layer1.attention.output"]["values"][i][j])
+    # rotated queries and keys, and so scores and weights, depend on the position
+    after = [name for name in stages if name.startswith("layer2.")
+             and not any(word in name for word in ("_rot", "score", "weights"))] + ["output"]
+    assert len(after) > 5
+    for name in after:
+        rows = stages[name]["values"]
+        assert rows[0] == rows[1], name
+    for name in ("layer2.head1.raw_scores", "layer2.head2.raw_scores"):
+        rows = stages[name]["values"]
+        assert rows[0][0] == rows[1][1], name
+
+
+def test_causal_rope_heads_of_equal_tokens_are_rational(tmp_path) -> None:
+    """Causal attention over three equal tokens with RoPE: each row's weights are
+    irrational (its scores depend on the distances) except row 0's (a single 1), but
+    they sum to 1 over equal value rows, so every head output row is exactly
+    v = x W_V; the same-position raw score is the rational q.k (sin^2 + cos^2 = 1).
+    Reference: Fractions by hand from the example's numbers."""
+    path = tmp_path / "ex.toml"
+    path.write_text('tokens = ["a", "a", "a"]\nvocab = ["a"]\n'
+                    'embeddings = [["0.5", "-0.25", "1", "0.75"]]\n'
+                    'positional_encoding = "rope"\nnorm = "none"\ncausal = true\n'
+                    '[[layer]]\nW_O = [["1", "0", "0.5", "0"], ["0", "1", "0", "0"]]\n'
+                    '[[layer.head]]\n'
+                    'W_Q = [["1", "0"], ["0", "1"], ["0.5", "0"], ["0", "-1"]]\n'
+                    'W_K = [["0", "1"], ["1", "0.25"], ["0", "0"], ["0.5", "0"]]\n'
+                    'W_V = [["0.25", "0"], ["0", "0.5"], ["1", "0"], ["0", "1"]]\n')
+    g = derive(load_example(path), causal=True)
+    x = [Fraction(1, 2), Fraction(-1, 4), Fraction(1), Fraction(3, 4)]
+    w_q = [[1, 0], [0, 1], [Fraction(1, 2), 0], [0, -1]]
+    w_k = [[0, 1], [1, Fraction(1, 4)], [0, 0], [Fraction(1, 2), 0]]
+    w_v = [[Fraction(1, 4), 0], [0, Fraction(1, 2)], [1, 0], [0, 1]]
+    q, k, v = (_times(x, [[Fraction(c) for c in r] for r in m]) for m in (w_q, w_k, w_v))
+    assert v == [Fraction(9, 8), Fraction(5, 8)]  # 1/8 + 1, -1/8 + 3/4
+    for i in range(3):
+        assert [g.exact_rational("layer1.head1.output", i, j) for j in range(2)] == v
+        assert g.exact_rational("layer1.head1.raw_scores", i, i) == q[0] * k[0] + q[1] * k[1]
+    assert g.exact_rational("layer1.head1.weights", 2, 0) is None  # irrational (RoPE)

@@ -6,7 +6,9 @@ A forward pass over the stage-local formulas in which every entry is replaced by
 * a rational number when the entry is rational (embeddings with
   ``positional_encoding = "none"``, projections, sums, means and variances of
   rationals; a softmax row of equal scores, whose weights are 1/n exactly; the
-  square root of a rational square);
+  square root of a rational square; a weighted sum of equal values with a softmax
+  row's weights, which sum to 1; the dot product of a query and a key rotated by
+  RoPE at the same position, as sin^2 + cos^2 = 1);
 * ``-oo`` for a masked score;
 * otherwise the symbol of the *first* entry computed by the same canonical formula
   (value numbering): two entries with the same formula over the same canonical
@@ -45,6 +47,8 @@ class Canonical:
         self.done: list[str] = []
         self.value: dict[sympy.Symbol, sympy.Expr] = {}
         self._seen: dict[sympy.Expr, sympy.Symbol] = {}
+        #: the forms of rotated (RoPE) entries that are not rational, for :meth:`_unrotated`
+        self._rotated: dict[sympy.Symbol, sympy.Expr] = {}
 
     def upto(self, name: str) -> None:
         """Compute every stage up to and including ``name``."""
@@ -77,11 +81,55 @@ class Canonical:
         local, symbols = g.local(name), g.symbols(name)
         inputs = {s: self.value[s] for i in stage.inputs for s in g.symbols(i)}
         guarded = self._guard(stage, inputs)
+        unit = self._unit_rows(stage)
+        rotated = any(self.g[name].op.rotates for name in stage.inputs)
         for i in range(local.rows):
             for j in range(local.cols):
                 own = symbols[i, j]
                 form = local[i, j].xreplace(inputs) if inputs else local[i, j]
+                if unit and not form.is_Rational:
+                    form = _weights_summed(form, unit)
+                if rotated and not form.is_Rational:
+                    form = self._unrotated(form)
                 self.value[own] = own if i in guarded else self._canonical(own, form)
+                if stage.op.rotates and not self.value[own].is_Rational:
+                    self._rotated[own] = form
+
+    def _unrotated(self, form: sympy.Expr) -> sympy.Expr:
+        """``form`` as a rational when it is one once the rotated entries it reads are
+        written out and sin(a)^2 = 1 - cos(a)^2: the dot product of a query and a key
+        rotated by the same angle (same position) is that of the unrotated pair;
+        else ``form``."""
+        mapping = {s: self._rotated[s] for s in form.free_symbols if s in self._rotated}
+        # only entries of one position (row) can lose their angles: skip the others
+        # cheaply (a score of two positions depends on their distance)
+        if not mapping or len({self.g.owner(s)[1] for s in mapping}) > 1 \
+                or not _few_nodes(form):
+            return form
+        written = sympy.expand(form.xreplace(mapping))
+        squared = written.replace(
+            lambda e: e.is_Pow and e.exp == 2 and isinstance(e.base, sympy.sin),
+            lambda e: 1 - sympy.cos(e.base.args[0]) ** 2)
+        reduced = sympy.expand(squared)
+        return reduced if reduced.is_Rational else form
+
+    def _unit_rows(self, stage) -> dict[sympy.Symbol, sympy.Expr]:
+        """For each input row that sums to 1 (a softmax's weights), its last entry's
+        canonical symbol mapped to 1 minus the row's other entries: an identity between
+        values, so substituting it is sound wherever it is used."""
+        unit = {}
+        for name in stage.inputs:
+            if not self.g[name].op.rows_sum_to_one:
+                continue
+            values = self.g.symbols(name).applyfunc(lambda s: self.value[s])
+            for i in range(values.rows):
+                row = list(values.row(i))
+                # the last entry that is not a known number (a causal row's last
+                # entries are masked, exactly 0)
+                k = next((k for k in reversed(range(len(row))) if row[k].is_Symbol), None)
+                if k is not None and row[k] not in unit:
+                    unit[row[k]] = 1 - sum(row[:k] + row[k + 1:])
+        return unit
 
     def _canonical(self, own: sympy.Symbol, form: sympy.Expr) -> sympy.Expr:
         if form.is_Rational or form == -sympy.oo:
@@ -107,6 +155,19 @@ class Canonical:
                 if not (v.is_Rational and v != 0):
                     guarded.add(i)
         return guarded
+
+
+def _weights_summed(form: sympy.Expr, unit: dict[sympy.Symbol, sympy.Expr]
+                    ) -> sympy.Expr:
+    """``form`` with each row of softmax weights summed to 1 (``unit``), when that makes
+    the weights cancel (a weighted sum of equal values is that value); else ``form``.
+
+    The rewritten form is kept only when it no longer contains the substituted weights,
+    so forms stay a deterministic function of their inputs (value numbering sound)."""
+    if not form.free_symbols & unit.keys() or not _few_nodes(form):
+        return form
+    summed = sympy.expand(form.xreplace(unit))
+    return form if summed.free_symbols & unit.keys() else summed
 
 
 def _few_nodes(expr: sympy.Expr) -> bool:

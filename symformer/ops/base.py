@@ -157,6 +157,9 @@ class Operation(ABC):
     #: True when every output row sums to exactly 1 whatever the inputs (a softmax):
     #: the zero proofs use it (a softmax row's score gradient sums to 0).
     rows_sum_to_one: ClassVar[bool] = False
+    #: True when each output entry is a rotation of its row by angles with exact cos and
+    #: sin (RoPE): the exact pass uses sin^2 + cos^2 = 1 on products of rotated entries.
+    rotates: ClassVar[bool] = False
     #: Every entry's value when the step is a known constant (the loss's own gradient
     #: dL/dL = 1): equations and worked lines write the number, not the symbol.
     constant: ClassVar[int | None] = None

@@ -52,6 +52,7 @@ class RoPE(Operation):
     notation: Notation | None = None
 
     name = "rope"
+    rotates = True
     reference_function = rope
     default_notation = Notation(r"\tilde{x}", "x̃", "Rotated (RoPE)")
 
