@@ -23,8 +23,9 @@ A value that balls cannot separate from 0 (``"sin(pi)"``) is refused: write 0.
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import flint
@@ -352,9 +353,16 @@ def _certify(tree: Tree) -> None:
                           "limits (write an exact 0 as 0)")
 
 
-def _precision(bits: int):
-    from symformer.engine.arbmath import precision
-    return precision(bits)
+@contextmanager
+def _precision(bits: int) -> Iterator[None]:
+    """``arb`` arithmetic at ``bits`` of precision (the engine's own helper would be an
+    import cycle: the engine reads the example's numbers)."""
+    saved = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        yield
+    finally:
+        flint.ctx.prec = saved
 
 
 def _ball(tree: Tree, check: bool = False) -> arb:
