@@ -10,6 +10,7 @@ stages by them); ``layer`` and ``head`` numbers are 1-based.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation
@@ -149,12 +150,17 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
                  g[x].cols, layer=number)
 
 
-def _rope(g: Derivation, block: Block | None) -> tuple[sympy.Rational, str] | None:
-    """(base, style) when the example rotates queries and keys (RoPE), else None."""
+def _rope(g: Derivation, block: Block | None) -> dict[str, Any] | None:
+    """RoPE's settings (base, style, given frequencies or angles) when the example
+    rotates queries and keys, else None."""
     example = g.example
     if block is None or getattr(example, "positional_encoding", None) != "rope":
         return None
-    return example.positional_encoding_base, block.rope_style
+    theta, angles = (getattr(example, key, None) for key in ("rope_theta", "rope_angles"))
+    return {"base": example.positional_encoding_base, "style": block.rope_style,
+            "thetas": None if theta is None else tuple(theta.sympy),
+            "angles": None if angles is None else tuple(
+                tuple(angles.sympy.row(m)) for m in range(angles.rows))}
 
 
 def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
@@ -164,17 +170,16 @@ def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
                  (source,), g[source].rows, cols, **where)
 
 
-def _rotate(g: Derivation, p: str, name: str, source: str, rope: tuple[sympy.Rational, str],
+def _rotate(g: Derivation, p: str, name: str, source: str, rope: dict[str, Any],
             notation: Notation, where: dict[str, int]) -> str:
     """``P.NAME_rot``: the stage rotated by RoPE, position by position."""
     n, d = g[source].shape
-    base, style = rope
-    return g.add(f"{p}.{name}_rot", f"{name}_rot", RoPE(n, d, base, style, notation=notation),
+    return g.add(f"{p}.{name}_rot", f"{name}_rot", RoPE(n, d, notation=notation, **rope),
                  (source,), g[source].rows, g[source].cols, **where)
 
 
 def kv_stages(g: Derivation, p: str, x: str, head: KVHead,
-              rope: tuple[sympy.Rational, str] | None, number: int) -> tuple[str, str]:
+              rope: dict[str, Any] | None, number: int) -> tuple[str, str]:
     """A shared key/value head: ``P.K`` (rotated: ``P.K_rot``) and ``P.V``."""
     where = {"layer": number}
     K = _project(g, p, "K", x, head.W_K, head.b_K, KEY, where)
@@ -185,7 +190,7 @@ def kv_stages(g: Derivation, p: str, x: str, head: KVHead,
 
 def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: bool,
                    number: int, k: int, *, block: Block | None = None,
-                   rope: tuple[sympy.Rational, str] | None = None,
+                   rope: dict[str, Any] | None = None,
                    shared: tuple[str, str] | None = None) -> str:
     """Scaled dot-product attention of one head: Q, K, V, scores, weights, output.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.decoder import parse_decoder
-from symformer.example.exact import ExactNumber
+from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import (
     Where,
     choice,
@@ -64,6 +64,7 @@ _CONVENTION_KEYS = {"eps", "activation", "norm", "layer_norm", "scale", "residua
 _TOP_KEYS = {
     "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal",
     "layer", "mask", "decoder", "description", "positional_encoding_base",
+    "rope_theta", "rope_angles",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
@@ -248,6 +249,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         source=source,
         decoder=decoder,
         positional_encoding_base=_base(data, here, pe),
+        **_rope_given(data, here, pe, layers, len(tokens)),
         positional_embeddings=_learned_table(data, here, pe, len(tokens), d_model),
         final_norm=_final_norm(data, here, d_model, defaults),
         lm_head=lm_head,
@@ -313,6 +315,37 @@ def _base(data: dict[str, Any], here: Where, pe: str) -> sympy.Rational:
         raise InputError(f"{here}: positional_encoding_base must be greater than 1, "
                          f"found {base}")
     return base
+
+
+def _rope_given(data: dict[str, Any], here: Where, pe: str, layers: tuple[Layer, ...],
+                n_tokens: int) -> dict[str, ExactMatrix | None]:
+    """``rope_theta`` (one frequency per pair, or one number for every pair) or
+    ``rope_angles`` (a row of angles per position, one per pair): RoPE's given angles."""
+    given = [key for key in ("rope_theta", "rope_angles") if key in data]
+    if not given:
+        return {}
+    if pe != "rope":
+        raise InputError(f"{here}: {given[0]} is used by the rope encoding only; "
+                         f"positional_encoding is {pe!r}")
+    if len(given) == 2 or "positional_encoding_base" in data:
+        other = given[1] if len(given) == 2 else "positional_encoding_base"
+        raise InputError(f"{here}: {given[0]} and {other} both set RoPE's angles; give one")
+    widths = {h.d_k for layer in layers for h in layer.heads}
+    pairs = min(widths) // 2
+    if len(widths) != 1:
+        raise InputError(f"{here}: {given[0]} needs every head to have the same d_k; "
+                         f"found {sorted(widths)}")
+    if given[0] == "rope_theta":
+        value = data["rope_theta"]
+        if not isinstance(value, list):
+            value = [value] * pairs  # one number: every pair turns by it
+        theta = vector({"rope_theta": value}, "rope_theta", here, pairs)
+        return {"rope_theta": theta}
+    angles = matrix(data, "rope_angles", here, cols=pairs)
+    if angles.rows < n_tokens:
+        raise InputError(f"{here}: rope_angles has {angles.rows} rows, fewer than the "
+                         f"{n_tokens} tokens (one row of angles per position)")
+    return {"rope_angles": angles}
 
 
 def _learned_table(data: dict[str, Any], here: Where, pe: str, n: int, d_model: int

@@ -164,6 +164,11 @@ class Example:
     #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
     decoder: Decoder | None = None
     positional_encoding_base: sympy.Rational = DEFAULT_BASE
+    #: RoPE's given frequencies (``rope_theta``, 1 x d_k/2: pair i of position m turns by
+    #: m theta_i) or angles (``rope_angles``, a row per position, a column per pair);
+    #: None: theta_i = base^(-2i/d_k).
+    rope_theta: sympy.Matrix | None = None
+    rope_angles: sympy.Matrix | None = None
     #: The learned table (``positional_encoding = "learned"``): one row per position.
     positional_embeddings: sympy.Matrix | None = None
     final_norm: FinalNorm | None = None
