@@ -117,3 +117,141 @@ def test_rope_theta_needs_rope():
     with pytest.raises(InputError, match="t.toml: rope_theta is used by the rope encoding "
                                          "only; positional_encoding is 'none'"):
         parse_example(text, "t.toml")
+
+
+# -- a head narrower than d_model without W_O -----------------------------------------
+
+NARROW = """
+title = "narrow head"
+tokens = ["a", "b", "c"]
+vocab = ["a", "b", "c"]
+embeddings = [[1, 0, 1], [0, 2, 0], [1, 1, 1]]
+positional_encoding = "none"
+norm = "none"
+residual = false
+{top}
+[[layer]]
+{layer}
+[[layer.head]]
+W_Q = [[1, 0], [0, 1], [1, 1]]
+W_K = [[0, 1], [1, 0], [1, 1]]
+W_V = [[1, 0], [0, 3], [2, 1]]
+"""
+
+
+def _softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_narrow_head_output_is_the_head_output():
+    ex = parse_example(NARROW.format(top="", layer=""), "t.toml")
+    g = derive(ex)
+    X = np.array([[1, 0, 1], [0, 2, 0], [1, 1, 1]], float)
+    Q = X @ np.array([[1, 0], [0, 1], [1, 1]], float)
+    K = X @ np.array([[0, 1], [1, 0], [1, 1]], float)
+    V = X @ np.array([[1, 0], [0, 3], [2, 1]], float)
+    expected = _softmax(Q @ K.T / np.sqrt(2)) @ V  # an independent float64 pass
+    out = g["output"]
+    assert out.shape == (3, 2)
+    assert np.allclose(np.array(out.values(decimals=12), float), expected, atol=1e-12)
+
+
+def test_narrow_head_takes_a_loss_of_its_width():
+    text = NARROW.format(top="", layer="") + (
+        '\n[loss]\nkind = "mse"\ntarget = [[0, 1], [1, 0], [0, 0]]\n')
+    g = backward(derive(parse_example(text, "t.toml")))
+    assert g["grad.layer1.head1.W_V"].shape == (3, 2)
+
+
+@pytest.mark.parametrize("top, layer, where", [
+    ("", "residual = true", "t.toml, layer 1"),
+    ("", "W_1 = [[1], [1]]\nW_2 = [[1, 1]]", "t.toml, layer 1"),
+    ("", 'norm = "post"', "t.toml, layer 1"),
+    ("final_norm = true", "", "t.toml, layer 1"),
+])
+def test_narrow_head_refused_where_a_width_must_fit(top, layer, where):
+    with pytest.raises(InputError) as error:
+        parse_example(NARROW.format(top=top, layer=layer), "t.toml")
+    text = str(error.value)
+    assert text.startswith(f"{where}: W_O is missing and the heads' value widths add up to "
+                           f"2, not d_model = 3") and "the last [[layer]]" in text
+    assert "\n" not in text
+
+
+def test_narrow_head_only_in_the_last_layer():
+    text = NARROW.format(top="", layer="") + "[[layer]]" + NARROW.split("[[layer]]", 1)[1].format(
+        top="", layer="")
+    with pytest.raises(InputError, match=r"t.toml, layer 1: W_O is missing"):
+        parse_example(text, "t.toml")
+
+
+# -- vocabulary words the sentence does not use, without embeddings -----------------
+
+UNUSED = """
+title = "unused words"
+tokens = ["tea", "I", "tea"]
+vocab = ["I", "like", "tea", "coffee"]
+positional_encoding = "none"
+norm = "none"
+residual = false
+{head}
+[embeddings]
+{rows}
+
+[[layer]]
+
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[1, 0], [0, 1]]
+W_V = [[1, 0], [0, 1]]
+"""
+ROWS = 'tea = [0, "1/2"]\nI = [1, 0]'
+W_VOCAB = "[lm_head]\nW_vocab = [[1, 0, 0, 1], [0, 1, 1, 0]]\n"
+
+
+def test_unused_words_need_no_row():
+    ex = parse_example(UNUSED.format(head=W_VOCAB, rows=ROWS), "t.toml")
+    g = derive(ex)
+    assert g["embeddings"].values(decimals=1) == [["0.0", "0.5"], ["1.0", "0.0"],
+                                                  ["0.0", "0.5"]]
+    X = np.array([[0, 0.5], [1, 0], [0, 0.5]])
+    H = _softmax(X @ X.T / np.sqrt(2)) @ X  # an independent float64 pass
+    P = _softmax(H @ np.array([[1, 0, 0, 1], [0, 1, 1, 0]], float))
+    assert np.allclose(np.array(g["probabilities"].values(decimals=12), float), P,
+                       atol=1e-12)
+    assert g["probabilities"].cols == ("I", "like", "tea", "coffee")
+
+
+def test_unused_words_train_and_label_rows():
+    text = UNUSED.format(head=W_VOCAB, rows=ROWS) + (
+        '\n[loss]\nkind = "cross_entropy"\ntargets = ["I", "coffee", "like"]\n')
+    g = backward(derive(parse_example(text, "t.toml")))
+    assert g["grad.embedding_table"].rows == ("tea", "I")
+
+
+@pytest.mark.parametrize("head, rows, message", [
+    ("", 'I = [1, 0]', "t.toml: embeddings has no row for 'tea', a token of the sentence"),
+    ("", ROWS + '\nmilk = [1, 1]', "t.toml: embeddings has a row for 'milk', which is not"),
+    ("", 'tea = [0, 1]\nI = [1]', "t.toml: embeddings.tea has 2 entries, but embeddings.I has 1"),
+    ("", 'tea = [0, "x"]\nI = [1, 0]', "t.toml: embeddings.tea[1]: 'x' is not a number"),
+    ("[lm_head]\ntied = true\n", ROWS, "t.toml: [lm_head] tied = true reads every word's "
+                                      "embedding row; embeddings has none for 'like', "
+                                      "'coffee'"),
+])
+def test_bad_keyed_embeddings(head, rows, message):
+    with pytest.raises(InputError) as error:
+        parse_example(UNUSED.format(head=head, rows=rows), "t.toml")
+    assert str(error.value).startswith(message), str(error.value)
+
+
+def test_trained_keyed_embeddings_written_under_their_words(tmp_path):
+    from symformer.example.write import updated_example
+    path = tmp_path / "u.toml"
+    path.write_text(UNUSED.format(head=W_VOCAB, rows=ROWS))
+    from symformer.example import load_example
+    ex = load_example(str(path))
+    text = updated_example(ex, {"embedding_table": sympy.Matrix([[1, 2], [3, 4]])})
+    again = parse_example(text, "again.toml")
+    assert again.embedded_vocab == ("I", "tea")
+    assert again.embeddings.sympy == sympy.Matrix([[1, 2], [3, 4]])  # I's row, then tea's

@@ -146,8 +146,11 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
         W_O = sympy.eye(width)  # no W_O, a bias: plain concatenation plus b_O
     op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
           else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O"))
-    return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows,
-                 g[x].cols, layer=number)
+    # no W_O and a concatenation of another width (allowed as the last layer's output,
+    # used as it is): its own columns
+    cols = g[x].cols if W_O is not None or width == len(g[x].cols) else g[concat].cols
+    return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows, cols,
+                 layer=number)
 
 
 def _rope(g: Derivation, block: Block | None) -> dict[str, Any] | None:
