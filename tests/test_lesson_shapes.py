@@ -255,3 +255,47 @@ def test_trained_keyed_embeddings_written_under_their_words(tmp_path):
     again = parse_example(text, "again.toml")
     assert again.embedded_vocab == ("I", "tea")
     assert again.embeddings.sympy == sympy.Matrix([[1, 2], [3, 4]])  # I's row, then tea's
+
+
+# -- intermediate stages lessons print ------------------------------------------------
+
+def test_gate_activation_on_its_own_is_silu_of_the_gate():
+    import mpmath
+
+    from symformer.example import load_example
+    g = derive(load_example("llama_style"))
+    balls = g.evaluate(200)
+    gate, phi = balls["layer1.ffn.gate"], balls["layer1.ffn.gate_activation"]
+    product, hidden = balls["layer1.ffn.activation"], balls["layer1.ffn.hidden"]
+    with mpmath.workdps(50):
+        for i, row in enumerate(gate):
+            for j, x in enumerate(row):
+                x = mpmath.mpf(x.mid().str(50, radius=False))
+                silu = x / (1 + mpmath.exp(-x))  # SiLU by its definition, in mpmath
+                assert abs(mpmath.mpf(phi[i][j].mid().str(50, radius=False)) - silu) < 1e-40
+                h = mpmath.mpf(hidden[i][j].mid().str(50, radius=False))
+                assert abs(mpmath.mpf(product[i][j].mid().str(50, radius=False)) - silu * h) \
+                    < 1e-40
+    assert g["layer1.ffn.gate_activation"].op.notation.text == "φ"
+
+
+def test_layer_norm_output_mean_and_variance():
+    from symformer.example import load_example
+    ex = load_example()
+    g = derive(ex)
+    y = np.array(g["layer1.add_norm1"].values(decimals=15), float)
+    means = np.array(g["layer1.add_norm1.output_mean"].values(decimals=15), float)[:, 0]
+    variances = np.array(g["layer1.add_norm1.output_variance"].values(decimals=15),
+                         float)[:, 0]
+    assert np.allclose(means, y.mean(axis=1), atol=1e-12)  # an independent float64 pass
+    assert np.allclose(variances, y.var(axis=1), atol=1e-12)
+    # hand-derived: with gamma = 1 and beta = 0 the mean is 0 and the variance is
+    # sigma^2 / (sigma^2 + eps), sigma^2 the input's variance (certified balls)
+    from flint import arb
+    balls = g.evaluate(400)
+    eps = arb(ex.layers[0].eps.rational())
+    for i in range(len(ex.tokens)):
+        assert abs(balls["layer1.add_norm1.output_mean"][i][0]) < arb(10) ** -12
+        sigma2 = balls["layer1.add_norm1.variance"][i][0]
+        difference = balls["layer1.add_norm1.output_variance"][i][0] - sigma2 / (sigma2 + eps)
+        assert abs(difference) < arb(10) ** -12

@@ -58,10 +58,13 @@ FFN_HIDDEN = Notation("h", "h", "FFN hidden layer")
 FFN_OUTPUT = Notation("f", "f", "FFN output")
 UNBIASED_VARIANCE = Notation("s^2", "s²", "Unbiased variance")
 UNBIASED_STD = Notation("s", "s", "Unbiased standard deviation")
+OUTPUT_MEAN = Notation(r"\mu_y", "μ_y", "Mean of the normalised output")
+OUTPUT_VARIANCE = Notation(r"\sigma_y^2", "σ_y²", "Variance of the normalised output")
 RMS = Notation(r"\mathrm{rms}", "rms", "Root mean square sqrt(ms + eps)")
 QUERY_ROTATED = Notation(r"\tilde{q}", "q̃", "Rotated query (RoPE)")
 KEY_ROTATED = Notation(r"\tilde{k}", "k̃", "Rotated key (RoPE)")
 FFN_GATE = Notation("g", "g", "FFN gate")
+FFN_GATE_ACTIVATION = Notation(r"\phi", "φ", "Activated gate act(g), on its own")
 LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
 PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
 #: The activation operation of each ``activation`` value.
@@ -245,6 +248,10 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
         act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
                     layer=number)
     else:
+        # act(g) on its own, as lessons print it (a side stage: the product reads the gate)
+        g.add(f"{p}.ffn.gate_activation", "ffn_gate_activation",
+              ACTIVATION_OPS[block.activation](notation=FFN_GATE_ACTIVATION), (gate,), rows,
+              ff, layer=number)
         act = g.add(f"{p}.ffn.activation", "ffn_activation", GatedProduct(activation),
                     (gate, hidden), rows, ff, layer=number)
     return g.add(f"{p}.ffn.output", "ffn_output",
@@ -286,8 +293,16 @@ def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number
     # sigma, a number of its own (Normalize still reads the variance)
     std = StdDev(sympy.S.Zero, UNBIASED_STD) if unbiased else StdDev(block.eps)
     g.add(f"{name}.std", "std", std, (var,), rows, ("std",), layer=number)
-    return g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
-                 (x, mean, var), rows, g[x].cols, layer=number)
+    out = g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
+                (x, mean, var), rows, g[x].cols, layer=number)
+    # the output's own mean and (biased) variance, as lessons check them (about 0 and 1
+    # with gamma = 1, beta = 0): side stages, nothing reads them
+    out_mean = g.add(f"{name}.output_mean", "mean", WholeMean(notation=OUTPUT_MEAN) if whole
+                     else RowMean(notation=OUTPUT_MEAN), (out,), rows, ("mean",), layer=number)
+    g.add(f"{name}.output_variance", "variance", WholeVariance(notation=OUTPUT_VARIANCE) if whole
+          else RowVariance(notation=OUTPUT_VARIANCE), (out, out_mean), rows, ("variance",),
+          layer=number)
+    return out
 
 
 def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,
