@@ -605,7 +605,9 @@ def _directional(op: Operation, inputs: list[np.ndarray], grad: np.ndarray, wrt,
             args[wrt] = shifted
             f = op.reference(args)
         else:
-            value = sympy.Matrix(shifted.tolist()).applyfunc(sympy.nsimplify)
+            # each float exactly (nsimplify's search for a simple fraction is slow
+            # and moves the point by up to its tolerance)
+            value = sympy.Matrix([[sympy.Rational(x) for x in row] for row in shifted.tolist()])
             f = dataclasses.replace(op, **{_field(op, op.parameters()[wrt]): value}).reference(
                 inputs)
         result[index] = np.sum(np.where(np.isfinite(f), grad * f, 0))

@@ -438,7 +438,8 @@ def test_export_of_a_one_token_example(tmp_path, capsys):
     assert "think" in (tmp_path / "out" / "main.md").read_text(encoding="utf-8")
 
 
-def test_prove_states_the_last_token_fact_only_where_it_is_a_theorem(tmp_path, capsys):
+def test_prove_states_the_last_token_fact_only_where_it_is_a_theorem(tmp_path, capsys,
+                                                                    builtin_prove_json):
     first = GOOD.index("[[layer]]")
     two = GOOD.replace("causal = false", "causal = true") + "\n" + GOOD[first:]
     path = write(tmp_path, two)
@@ -451,7 +452,7 @@ def test_prove_states_the_last_token_fact_only_where_it_is_a_theorem(tmp_path, c
     plain = float_forward(load_example(path), causal=False)["output"][-1]
     masked = float_forward(load_example(path), causal=True)["output"][-1]
     assert not np.allclose(plain, masked)
-    status, out, _ = run(capsys, "prove", "--json")
+    status, out = builtin_prove_json
     fact = next(f for f in json.loads(out)["facts"] if f["name"] == "last_token_unchanged")
     assert fact["statement"] == "the last token's output is unchanged by the causal mask"
 

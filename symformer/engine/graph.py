@@ -53,6 +53,12 @@ _NONE = type(None)
 #: backward pass), about 0.4 to 0.8 bits per stage in the benchmarks' examples, and
 #: a few hundred bits more cost little next to a second evaluation of the graph.
 BITS_PER_DEPTH = 1
+#: The last resort of the zero test of a denominator (a variance, a mean square) whose
+#: ball contains 0: :meth:`Derivation.prove_zero` within this size and this many
+#: unfolded stages (an unbounded attempt expanded a 3-layer RMSNorm's ReLU-clipped
+#: row for minutes).
+_DENOMINATOR_MAX_OPS = 400
+_DENOMINATOR_UNFOLD = 12
 
 
 @dataclass(eq=False)
@@ -310,17 +316,47 @@ class Derivation:
         """A row that divides by an entry exactly 0 (LayerNorm, eps = 0, a constant row)
         is undefined: the operation's error.
 
-        Only denominators whose ball contains 0 are examined, exactly (by the exact
-        forward pass, then by a proof that the denominator is 0).
+        Only denominators whose ball contains 0 are examined, exactly: a ball that *is*
+        0 (radius 0: a ReLU that clips every unit, a product with an exact 0) is a
+        certified 0; then the exact forward pass, then a bounded proof that the
+        denominator is 0 (a polynomial identity within a term budget, then
+        :meth:`prove_zero` on small forms only: its expansions have no time limit).
         """
         for row in range(stage.shape[0]):
             for k, i, j in stage.op.denominators(row):
                 name = stage.inputs[k]
-                if values[name][i][j] > 0 or values[name][i][j] < 0:
+                ball = values[name][i][j]
+                if ball > 0 or ball < 0:
                     continue
-                self.canonical.upto(stage.name)  # raises for a denominator exactly 0
-                if self.prove_zero(self.symbols(name)[i, j], decide_relu=False):
+                if ball == 0:  # an arb of radius 0 at 0: the value is exactly 0
                     raise undefined_row(stage, row)
+                self.canonical.upto(stage.name)  # raises for a denominator exactly 0
+                if self._denominator_zero(name, i, j, values):
+                    raise undefined_row(stage, row)
+
+    def _denominator_zero(self, name: str, i: int, j: int,
+                          values: dict[str, ArbMatrix]) -> bool:
+        """Whether the denominator entry (a variance, a mean square) is proved exactly 0,
+        by bounded means only (it is asked while the graph is being evaluated, so ReLU
+        stays max(0, h) and nothing is evaluated).  Entries whose ball at this precision
+        *is* 0 are 0."""
+        local = self._local_entry(name, i, j)
+        zeros = {}
+        for s in local.free_symbols:
+            owner, a, b = self.owner(s)
+            ball = values[owner][a][b]
+            if ball is not NEG_INF and ball == 0:
+                zeros[s] = sympy.S.Zero
+        expr = local.xreplace(zeros) if zeros else local
+        if expr == 0:
+            return True
+        if self._poly_prover is None:
+            self._poly_prover = PolyProver(
+                self, lambda s: self._cheap_zeros.get(self.owner(s)) is True)
+        if self._poly_prover.structural(expr, self._local_entry):
+            return True
+        return self.prove_zero(expr, max_ops=_DENOMINATOR_MAX_OPS,
+                               max_unfold=_DENOMINATOR_UNFOLD, decide_relu=False)
 
     def rounded(self, name: str, *, decimals: int | None = None,
                 significant: int | None = None) -> list[list[Rounded | None]]:

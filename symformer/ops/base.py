@@ -154,6 +154,9 @@ class Operation(ABC):
     rational: ClassVar[bool] = False
     #: True when every output entry is >= 0 whatever the inputs (a variance).
     nonnegative: ClassVar[bool] = False
+    #: True when every output row sums to exactly 1 whatever the inputs (a softmax):
+    #: the zero proofs use it (a softmax row's score gradient sums to 0).
+    rows_sum_to_one: ClassVar[bool] = False
     #: Every entry's value when the step is a known constant (the loss's own gradient
     #: dL/dL = 1): equations and worked lines write the number, not the symbol.
     constant: ClassVar[int | None] = None

@@ -49,7 +49,8 @@ class GELU(Smooth):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         root2 = arb(2).sqrt()
-        return [[h * (1 + (h / root2).erf()) / 2 for h in row] for row in args[0]]
+        # 1 + erf(x) = erfc(-x): no cancellation for h << 0
+        return [[h * (-h / root2).erfc() / 2 for h in row] for row in args[0]]
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"h"}), symbols={
@@ -58,7 +59,7 @@ class GELU(Smooth):
     def slope(self, h: Any, num: Arithmetic) -> Any:
         """gelu'(h) = (1 + erf(h / sqrt 2)) / 2 + h exp(-h^2 / 2) / sqrt(2 pi)."""
         root2, root2pi = num.const(sympy.sqrt(2)), num.sqrt(2 * num.pi())
-        return (1 + num.erf(h / root2)) / 2 + h * num.exp(-h * h / 2) / root2pi
+        return num.one_plus_erf(h / root2) / 2 + h * num.exp(-h * h / 2) / root2pi
 
     def backward_function(self, wrt: int | str):
         return gelu_backward

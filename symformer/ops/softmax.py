@@ -47,6 +47,7 @@ class Softmax(Operation):
     reference_function = softmax
     default_notation = Notation(r"\alpha", "α", "Attention weights (softmax)")
     heat = True
+    rows_sum_to_one = True
 
     @property
     def trace_step(self) -> str:  # one weight per key; a vocabulary row is a vector

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from symformer.engine import Derivation
 from symformer.figures import tikz
-from symformer.figures.data import Bars, Curves, HeatMap
 from symformer.latex.escape import latex_text
 from symformer.latex.render import step_lines, table_body
 from symformer.slides.deck import FigureFrame, Frame, Options, StageFrame, row_position
@@ -38,7 +37,6 @@ PREAMBLE = r"""\documentclass[11pt,aspectratio=169,xcolor=table]{beamer}
 #: The share of the text height each piece may take.
 EQUATION_HEIGHT = r"0.24\textheight"
 BODY_HEIGHT = r"0.56\textheight"
-FIGURE_HEIGHT = r"0.78\textheight"
 #: Worked steps per column before a second column starts, and the most columns.
 ROWS_PER_COLUMN = 8
 MAX_COLUMNS = 3
@@ -114,16 +112,11 @@ def worked_aligned(frame: StageFrame) -> str:
 
 
 def figure_frame(frame: FigureFrame) -> str:
-    """A figure on its own frame, its caption as the subtitle (shortened)."""
+    """A figure on its own frame, the first part of its caption as the frame title.
+
+    The figure is drawn for the frame (:data:`~symformer.figures.tikz.SLIDES`: its room
+    and a 9 pt font), so it is set at its natural size, never shrunk."""
     figure = frame.figure
-    if isinstance(figure, HeatMap):
-        body = tikz.heat_map(figure)
-    elif isinstance(figure, Curves):
-        body = tikz.curves(figure)
-    elif isinstance(figure, Bars):
-        body = tikz.bars(figure)
-    else:  # pragma: no cover - the three kinds above are all there are
-        raise TypeError(type(figure).__name__)
-    title = latex_text(figure.title.split(":")[0].split(",")[0])
+    title = latex_text(figure.title.split(":")[0].rstrip("."))
     return (f"\\begin{{frame}}[t]{{{title}}}\n\\centering\n"
-            f"\\symfit{{{FIGURE_HEIGHT}}}{{{body}}}\n\\end{{frame}}")
+            f"{tikz.draw(figure, tikz.SLIDES)}\\end{{frame}}")
