@@ -91,6 +91,13 @@ def norm(x, kind, eps, gamma, beta, name, out):
             std = np.sqrt(var + eps)
             y = g * (x - mu) / std + f(beta)
         out[f"{name}.mean"], out[f"{name}.variance"], out[f"{name}.std"] = mu, var, std
+        # the output's own mean and biased variance (over the whole matrix for whole_matrix)
+        if kind == "whole_matrix":
+            out[f"{name}.output_mean"] = np.full((y.shape[0], 1), y.mean())
+            out[f"{name}.output_variance"] = np.full((y.shape[0], 1), y.var())
+        else:
+            out[f"{name}.output_mean"] = y.mean(axis=1, keepdims=True)
+            out[f"{name}.output_variance"] = y.var(axis=1, keepdims=True)
     out[name] = y
     return y
 
@@ -147,6 +154,7 @@ def ffn(x, layer, p, out):
     act = ACTIVATIONS[layer.activation]
     if layer.W_gate is not None:
         gate = out[f"{p}.ffn.gate"] = x @ f(layer.W_gate) + bias(layer.b_gate, layer.W_1.cols)
+        out[f"{p}.ffn.gate_activation"] = act(gate)
         a = act(gate) * hidden
     else:
         a = act(hidden)

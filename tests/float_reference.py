@@ -64,6 +64,8 @@ def _ln(z, layer, which, name, out):
         y = gamma * (z - mu) / np.sqrt(var + eps) + beta
     out[f"{name}.mean"], out[f"{name}.variance"], out[name] = mu, var, y
     out[f"{name}.std"] = np.sqrt(var) if layer.layer_norm == "unbiased" else np.sqrt(var + eps)
+    out[f"{name}.output_mean"] = y.mean(axis=1, keepdims=True)  # the output's own
+    out[f"{name}.output_variance"] = y.var(axis=1, keepdims=True)
     return y
 
 

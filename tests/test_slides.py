@@ -92,7 +92,7 @@ def first_pass_log(tex: str, tmp_path: Path) -> str:
 def test_slides_pdf_has_one_page_per_overlay_step(builtin_deck):
     pdf = builtin_deck / "slides.pdf"
     g = derive(load_example())
-    assert pages(pdf) == promised_pages(g) == 1 + 3 * 33 + 5  # 2 heads, PE, 2 LayerNorms
+    assert pages(pdf) == promised_pages(g) == 1 + 3 * 37 + 5  # 2 heads, PE, 2 LayerNorms
     # every stage's frame is three consecutive pages, in the order of the stages
     seen = []
     for k in range(2, pages(pdf) + 1):

@@ -29,7 +29,7 @@ def derive(example: Example, causal: bool | None = None,
     causal = example.causal if causal is None else causal
     check_size(example, max_work)
     g = Derivation(example, causal)
-    x = input_stages(g, "", example.tokens, example.embeddings, example.token_ids,
+    x = input_stages(g, "", example.tokens, example.embeddings, example.embedding_ids,
                      example.positional_encoding, example.positional_encoding_base,
                      example.positional_embeddings)
     for number, layer in enumerate(example.layers, start=1):

@@ -10,6 +10,7 @@ stages by them); ``layer`` and ``head`` numbers are 1-based.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation
@@ -57,10 +58,13 @@ FFN_HIDDEN = Notation("h", "h", "FFN hidden layer")
 FFN_OUTPUT = Notation("f", "f", "FFN output")
 UNBIASED_VARIANCE = Notation("s^2", "s²", "Unbiased variance")
 UNBIASED_STD = Notation("s", "s", "Unbiased standard deviation")
+OUTPUT_MEAN = Notation(r"\mu_y", "μ_y", "Mean of the normalised output")
+OUTPUT_VARIANCE = Notation(r"\sigma_y^2", "σ_y²", "Variance of the normalised output")
 RMS = Notation(r"\mathrm{rms}", "rms", "Root mean square sqrt(ms + eps)")
 QUERY_ROTATED = Notation(r"\tilde{q}", "q̃", "Rotated query (RoPE)")
 KEY_ROTATED = Notation(r"\tilde{k}", "k̃", "Rotated key (RoPE)")
 FFN_GATE = Notation("g", "g", "FFN gate")
+FFN_GATE_ACTIVATION = Notation(r"\phi", "φ", "Activated gate act(g), on its own")
 LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
 PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
 #: The activation operation of each ``activation`` value.
@@ -145,16 +149,24 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
         W_O = sympy.eye(width)  # no W_O, a bias: plain concatenation plus b_O
     op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
           else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O"))
-    return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows,
-                 g[x].cols, layer=number)
+    # no W_O and a concatenation of another width (allowed as the last layer's output,
+    # used as it is): its own columns
+    cols = g[x].cols if W_O is not None or width == len(g[x].cols) else g[concat].cols
+    return g.add(f"{p}.{group}.output", "attention_output", op, (concat,), rows, cols,
+                 layer=number)
 
 
-def _rope(g: Derivation, block: Block | None) -> tuple[sympy.Rational, str] | None:
-    """(base, style) when the example rotates queries and keys (RoPE), else None."""
+def _rope(g: Derivation, block: Block | None) -> dict[str, Any] | None:
+    """RoPE's settings (base, style, given frequencies or angles) when the example
+    rotates queries and keys, else None."""
     example = g.example
     if block is None or getattr(example, "positional_encoding", None) != "rope":
         return None
-    return example.positional_encoding_base, block.rope_style
+    theta, angles = (getattr(example, key, None) for key in ("rope_theta", "rope_angles"))
+    return {"base": example.positional_encoding_base, "style": block.rope_style,
+            "thetas": None if theta is None else tuple(theta.sympy),
+            "angles": None if angles is None else tuple(
+                tuple(angles.sympy.row(m)) for m in range(angles.rows))}
 
 
 def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
@@ -164,17 +176,16 @@ def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
                  (source,), g[source].rows, cols, **where)
 
 
-def _rotate(g: Derivation, p: str, name: str, source: str, rope: tuple[sympy.Rational, str],
+def _rotate(g: Derivation, p: str, name: str, source: str, rope: dict[str, Any],
             notation: Notation, where: dict[str, int]) -> str:
     """``P.NAME_rot``: the stage rotated by RoPE, position by position."""
     n, d = g[source].shape
-    base, style = rope
-    return g.add(f"{p}.{name}_rot", f"{name}_rot", RoPE(n, d, base, style, notation=notation),
+    return g.add(f"{p}.{name}_rot", f"{name}_rot", RoPE(n, d, notation=notation, **rope),
                  (source,), g[source].rows, g[source].cols, **where)
 
 
 def kv_stages(g: Derivation, p: str, x: str, head: KVHead,
-              rope: tuple[sympy.Rational, str] | None, number: int) -> tuple[str, str]:
+              rope: dict[str, Any] | None, number: int) -> tuple[str, str]:
     """A shared key/value head: ``P.K`` (rotated: ``P.K_rot``) and ``P.V``."""
     where = {"layer": number}
     K = _project(g, p, "K", x, head.W_K, head.b_K, KEY, where)
@@ -185,7 +196,7 @@ def kv_stages(g: Derivation, p: str, x: str, head: KVHead,
 
 def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: bool,
                    number: int, k: int, *, block: Block | None = None,
-                   rope: tuple[sympy.Rational, str] | None = None,
+                   rope: dict[str, Any] | None = None,
                    shared: tuple[str, str] | None = None) -> str:
     """Scaled dot-product attention of one head: Q, K, V, scores, weights, output.
 
@@ -237,6 +248,10 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
         act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
                     layer=number)
     else:
+        # act(g) on its own, as lessons print it (a side stage: the product reads the gate)
+        g.add(f"{p}.ffn.gate_activation", "ffn_gate_activation",
+              ACTIVATION_OPS[block.activation](notation=FFN_GATE_ACTIVATION), (gate,), rows,
+              ff, layer=number)
         act = g.add(f"{p}.ffn.activation", "ffn_activation", GatedProduct(activation),
                     (gate, hidden), rows, ff, layer=number)
     return g.add(f"{p}.ffn.output", "ffn_output",
@@ -278,8 +293,16 @@ def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number
     # sigma, a number of its own (Normalize still reads the variance)
     std = StdDev(sympy.S.Zero, UNBIASED_STD) if unbiased else StdDev(block.eps)
     g.add(f"{name}.std", "std", std, (var,), rows, ("std",), layer=number)
-    return g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
-                 (x, mean, var), rows, g[x].cols, layer=number)
+    out = g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
+                (x, mean, var), rows, g[x].cols, layer=number)
+    # the output's own mean and (biased) variance, as lessons check them (about 0 and 1
+    # with gamma = 1, beta = 0): side stages, nothing reads them
+    out_mean = g.add(f"{name}.output_mean", "mean", WholeMean(notation=OUTPUT_MEAN) if whole
+                     else RowMean(notation=OUTPUT_MEAN), (out,), rows, ("mean",), layer=number)
+    g.add(f"{name}.output_variance", "variance", WholeVariance(notation=OUTPUT_VARIANCE) if whole
+          else RowVariance(notation=OUTPUT_VARIANCE), (out, out_mean), rows, ("variance",),
+          layer=number)
+    return out
 
 
 def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,

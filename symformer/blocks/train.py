@@ -266,7 +266,7 @@ def _labels(g: Derivation, stage: Stage, parameter: str, value: sympy.Matrix
     vocabulary entry, every position), the others as their gradient is labelled."""
     if isinstance(stage.op, Embedding):
         side = g.example.decoder if stage.side == "decoder" else g.example
-        return tuple(side.vocab), stage.cols
+        return tuple(getattr(side, "table_vocab", side.vocab)), stage.cols
     if isinstance(stage.op, LearnedPositional):
         return position_labels(range(value.rows)), stage.cols
     return parameter_labels(g, stage, parameter, value)

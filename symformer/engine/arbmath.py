@@ -68,7 +68,8 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     precision; exact for dyadic rationals.  The rows are shared: read, never change them.
 
     The example's own matrices (:class:`~symformer.example.exact.ExactMatrix`) give
-    their ``fmpq`` entries (``rationals()``): SymPy is not needed.  A rational SymPy
+    their entries (``entries()``: ``fmpq``, or an irrational constant that is its own
+    ball at the current precision): SymPy is not needed.  A rational SymPy
     matrix is read from SymPy's own domain matrix, whose entries are already
     python-flint ``fmpq``/``fmpz`` (SymPy's flint ground types): no SymPy number is
     built.  The balls are kept per matrix and precision (an example's weights are
@@ -78,14 +79,16 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     compared with a copy).  Anything else (``sin(1)``, other ground types) goes
     through :func:`sympy_to_arb`.
     """
-    rationals = getattr(m, "rationals", None)
-    rows = rationals() if rationals is not None else None
+    entries = getattr(m, "entries", None)
+    rows = entries() if callable(entries) else None
     if rows is not None:  # the example's exact matrix, not changed: its own entries
         key = (id(m), flint.ctx.prec)
         kept = _CONSTANTS.get(key)
         if kept is not None and kept[0] is m and kept[2] is rows:
             return kept[3]
-        return _keep(key, m, rows, [[arb(v) for v in row] for row in rows])
+        # an irrational entry (log(2)) evaluates itself at the current precision
+        return _keep(key, m, rows, [[arb(v) if isinstance(v, fmpq) else v.ball()
+                                     for v in row] for row in rows])
     rep = getattr(m, "_rep", None)
     if rep is not None and (rep.domain.is_QQ or rep.domain.is_ZZ):
         entries = rep.rep

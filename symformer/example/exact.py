@@ -17,6 +17,7 @@ from typing import Any
 
 from flint import fmpq
 
+from symformer.example.expression import Constant
 from symformer.lazy import sympy
 
 
@@ -50,16 +51,20 @@ class ExactMatrix(_SympyBacked):
 
     ``rows``, ``cols`` and ``shape`` are read without SymPy, and so are the rational
     entries, by :meth:`rationals`; any other attribute (``row``, ``T``, ``tolist``),
-    an index and arithmetic are the SymPy matrix's.
+    an index and arithmetic are the SymPy matrix's.  An entry may be an exact irrational
+    :class:`~symformer.example.expression.Constant` (``log(2)``): :meth:`entries` gives
+    it, which evaluates itself as a ball; :meth:`rationals` then gives None.
     """
 
-    __slots__ = ("_entries", "rows", "cols")
+    __slots__ = ("_entries", "rows", "cols", "_rational")
 
-    def __init__(self, entries: Sequence[Sequence[fmpq]]) -> None:
+    def __init__(self, entries: Sequence[Sequence[fmpq | Constant]]) -> None:
         self._entries = tuple(tuple(row) for row in entries)
         self._sympy: sympy.Matrix | None = None
         self.rows = len(self._entries)
         self.cols = len(self._entries[0]) if self._entries else 0
+        self._rational = not any(isinstance(v, Constant) for row in self._entries
+                                 for v in row)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -69,10 +74,19 @@ class ExactMatrix(_SympyBacked):
     def rationals(self) -> tuple[tuple[fmpq, ...], ...] | None:
         """The entries as ``fmpq`` rows, or None once the SymPy matrix exists (it may
         have been changed in place: then it holds the values)."""
+        return self._entries if self._sympy is None and self._rational else None
+
+    def entries(self) -> tuple[tuple[fmpq | Constant, ...], ...] | None:
+        """The entries (``fmpq`` or :class:`Constant`), or None once the SymPy matrix
+        exists (as :meth:`rationals`)."""
         return self._entries if self._sympy is None else None
 
     def _build(self) -> sympy.Matrix:
-        """The SymPy matrix of the rationals."""
+        """The SymPy matrix of the entries."""
+        if not self._rational:
+            return sympy.Matrix([[v.sympy() if isinstance(v, Constant)
+                                  else sympy.Rational(int(v.p), int(v.q)) for v in row]
+                                 for row in self._entries])
         QQ = sympy.QQ
         return sympy.polys.matrices.DomainMatrix(
             [[QQ(int(v.p), int(v.q)) for v in row] for row in self._entries],
@@ -112,15 +126,17 @@ class ExactMatrix(_SympyBacked):
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         if self._sympy is not None:  # it holds the values: pickled as what it is
             return _same, (self._sympy,)
-        return _from_pairs, ([[(int(v.p), int(v.q)) for v in row] for row in self._entries],)
+        return _from_pairs, ([[v if isinstance(v, Constant) else (int(v.p), int(v.q))
+                                for v in row] for row in self._entries],)
 
 
 def _same(value: Any) -> Any:
     return value
 
 
-def _from_pairs(rows: list[list[tuple[int, int]]]) -> ExactMatrix:
-    return ExactMatrix([[fmpq(p, q) for p, q in row] for row in rows])
+def _from_pairs(rows: list[list[tuple[int, int] | Constant]]) -> ExactMatrix:
+    return ExactMatrix([[v if isinstance(v, Constant) else fmpq(*v) for v in row]
+                        for row in rows])
 
 
 class ExactNumber(_SympyBacked):

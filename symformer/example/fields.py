@@ -15,7 +15,7 @@ from flint import fmpq
 
 from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix
-from symformer.example.numbers import exact_rational
+from symformer.example.numbers import exact_value
 from symformer.example.schema import Head
 from symformer.lazy import sympy
 
@@ -120,7 +120,7 @@ def matrix(table: dict[str, Any], key: str, here: Where, rows: int | None = None
             f"{_shape_text(rows)}x{_shape_text(cols)}"
         )
     return ExactMatrix([
-        [exact_rational(v, f"{here}: {key}[{i}][{j}]") for j, v in enumerate(row)]
+        [exact_value(v, f"{here}: {key}[{i}][{j}]") for j, v in enumerate(row)]
         for i, row in enumerate(value)
     ])
 
@@ -137,7 +137,7 @@ def vector(table: dict[str, Any], key: str, here: Where, width: int,
         raise InputError(f"{here}: {key} must be a list of {width} numbers")
     if len(value) != width:
         raise InputError(f"{here}: {key} has {len(value)} entries, expected {width}")
-    return ExactMatrix([[exact_rational(v, f"{here}: {key}[{j}]")
+    return ExactMatrix([[exact_value(v, f"{here}: {key}[{j}]")
                          for j, v in enumerate(value)]])
 
 

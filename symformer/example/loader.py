@@ -16,7 +16,7 @@ from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.decoder import parse_decoder
-from symformer.example.exact import ExactNumber
+from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import (
     Where,
     choice,
@@ -31,6 +31,7 @@ from symformer.example.loss import parse_loss
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
     exact_scalar,
+    exact_value,
     parse_float_text,
     shorten,
 )
@@ -64,6 +65,7 @@ _CONVENTION_KEYS = {"eps", "activation", "norm", "layer_norm", "scale", "residua
 _TOP_KEYS = {
     "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal",
     "layer", "mask", "decoder", "description", "positional_encoding_base",
+    "rope_theta", "rope_angles",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
@@ -210,7 +212,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
     vocab, tokens = vocab_and_tokens(data, here)
-    embeddings = matrix(data, "embeddings", here, rows=len(vocab))
+    embeddings, embedded = _embeddings(data, here, vocab, tokens)
     d_model = embeddings.cols
     pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
     causal = _boolean(data, "causal", here, False)
@@ -222,17 +224,21 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         _layer(layer, here.sub(f"layer {n}"), d_model, defaults, pe)
         for n, layer in enumerate(layers_data, start=1)
     )
+    _output_width(layers, d_model, data, here)
     decoder = None
     if "decoder" in data:
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
     loss = None
     if "loss" in data:
-        loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens), d_model,
-                          decoder)
+        loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens),
+                          _output_width(layers, d_model, data, here), decoder)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
-    lm_head = _lm_head(data, here, embeddings)
+    lm_head = _lm_head(data, here, embeddings, len(vocab))
+    if lm_head is not None and lm_head.tied and embedded is not None:
+        raise InputError(f"{here}: [lm_head] tied = true reads every word's embedding row; "
+                         f"embeddings has none for {_missing(vocab, embedded)}")
     if lm_head is not None and decoder is not None:
         raise InputError(f"{here}: lm_head turns the encoder stack into a decoder-only "
                          f"language model; it cannot be combined with a [decoder] table")
@@ -248,6 +254,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         source=source,
         decoder=decoder,
         positional_encoding_base=_base(data, here, pe),
+        embedded_vocab=embedded,
+        **_rope_given(data, here, pe, layers, len(tokens)),
         positional_embeddings=_learned_table(data, here, pe, len(tokens), d_model),
         final_norm=_final_norm(data, here, d_model, defaults),
         lm_head=lm_head,
@@ -315,6 +323,37 @@ def _base(data: dict[str, Any], here: Where, pe: str) -> sympy.Rational:
     return base
 
 
+def _rope_given(data: dict[str, Any], here: Where, pe: str, layers: tuple[Layer, ...],
+                n_tokens: int) -> dict[str, ExactMatrix | None]:
+    """``rope_theta`` (one frequency per pair, or one number for every pair) or
+    ``rope_angles`` (a row of angles per position, one per pair): RoPE's given angles."""
+    given = [key for key in ("rope_theta", "rope_angles") if key in data]
+    if not given:
+        return {}
+    if pe != "rope":
+        raise InputError(f"{here}: {given[0]} is used by the rope encoding only; "
+                         f"positional_encoding is {pe!r}")
+    if len(given) == 2 or "positional_encoding_base" in data:
+        other = given[1] if len(given) == 2 else "positional_encoding_base"
+        raise InputError(f"{here}: {given[0]} and {other} both set RoPE's angles; give one")
+    widths = {h.d_k for layer in layers for h in layer.heads}
+    pairs = min(widths) // 2
+    if len(widths) != 1:
+        raise InputError(f"{here}: {given[0]} needs every head to have the same d_k; "
+                         f"found {sorted(widths)}")
+    if given[0] == "rope_theta":
+        value = data["rope_theta"]
+        if not isinstance(value, list):
+            value = [value] * pairs  # one number: every pair turns by it
+        theta = vector({"rope_theta": value}, "rope_theta", here, pairs)
+        return {"rope_theta": theta}
+    angles = matrix(data, "rope_angles", here, cols=pairs)
+    if angles.rows < n_tokens:
+        raise InputError(f"{here}: rope_angles has {angles.rows} rows, fewer than the "
+                         f"{n_tokens} tokens (one row of angles per position)")
+    return {"rope_angles": angles}
+
+
 def _learned_table(data: dict[str, Any], here: Where, pe: str, n: int, d_model: int
                    ) -> sympy.Matrix | None:
     """``positional_embeddings`` (learned positions): d_model wide, a row per token."""
@@ -357,7 +396,45 @@ def _no_beta(data: dict[str, Any], keys: tuple[str, ...], layer_norm: str,
                                  f"(RMSNorm has no beta)")
 
 
-def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix) -> LMHead | None:
+def _embeddings(data: dict[str, Any], here: Where, vocab: list[str], tokens: list[str]
+                ) -> tuple[ExactMatrix, tuple[str, ...] | None]:
+    """``embeddings``: a row per vocabulary word (a list of rows), or a table keyed by
+    word (``{ I = [1, 0], tea = [0, 1] }``) that may leave out words the sentence does not
+    use; returns the rows and, for a table leaving words out, the words they belong to."""
+    value = data.get("embeddings")
+    if not isinstance(value, dict):
+        return matrix(data, "embeddings", here, rows=len(vocab)), None
+    unknown = [word for word in value if word not in vocab]
+    if unknown:
+        raise InputError(f"{here}: embeddings has a row for {unknown[0]!r}, which is not in "
+                         f"vocab {list(vocab)}")
+    unread = [t for t in tokens if t not in value]
+    if unread:
+        raise InputError(f"{here}: embeddings has no row for {unread[0]!r}, a token of the "
+                         f"sentence (only words the sentence does not use may be left out)")
+    words = tuple(word for word in vocab if word in value)
+    d_model = None
+    for word in words:
+        row = value[word]
+        if not isinstance(row, list) or not row or any(isinstance(v, list) for v in row):
+            raise InputError(f"{here}: embeddings.{word} must be a non-empty list of numbers "
+                             f"(the word's row)")
+        if d_model is not None and len(row) != d_model:
+            raise InputError(f"{here}: embeddings.{word} has {len(row)} entries, but "
+                             f"embeddings.{words[0]} has {d_model}")
+        d_model = len(row)
+    table = ExactMatrix([[exact_value(v, f"{here}: embeddings.{word}[{j}]")
+                          for j, v in enumerate(value[word])] for word in words])
+    return table, None if len(words) == len(vocab) else words
+
+
+def _missing(vocab: list[str], embedded: tuple[str, ...]) -> str:
+    missing = [word for word in vocab if word not in embedded]
+    return ", ".join(map(repr, missing[:3])) + (" ..." if len(missing) > 3 else "")
+
+
+def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int
+             ) -> LMHead | None:
     """The ``[lm_head]`` table: ``W_vocab`` (d_model x |vocab|) or ``tied = true``."""
     if "lm_head" not in data:
         return None
@@ -365,7 +442,7 @@ def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix) -> LMH
     if not isinstance(table, dict):
         raise InputError(f"{where}: must be a table")
     no_unknown_keys(table, _LM_HEAD_KEYS, where)
-    d_model, vocab = embeddings.cols, embeddings.rows
+    d_model = embeddings.cols
     tied = _boolean(table, "tied", where, False)
     if tied == ("W_vocab" in table):
         raise InputError(f"{where}: give either W_vocab ({d_model}x{vocab}) or tied = true "
@@ -415,6 +492,30 @@ def _mask(data: dict[str, Any], here: Where) -> sympy.Rational | None:
     return number
 
 
+#: When the heads' concatenation, narrower or wider than d_model, may be the output.
+_NARROW = ("the last [[layer]], with residual = false, norm = \"none\", no W_1 and no b_O, "
+           "and no final_norm, [lm_head] or [decoder]")
+
+
+def _output_width(layers: tuple[Layer, ...], d_model: int, data: dict[str, Any],
+                  here: Where) -> int:
+    """The width of ``output``: d_model, or the concatenation's width when a layer has
+    no W_O and heads whose value widths do not add up to d_model (allowed only as the
+    last layer, its output used as it is)."""
+    for n, layer in enumerate(layers, start=1):
+        width = sum(h.d_v for h in layer.heads)
+        if layer.W_O is not None or width == d_model:
+            continue
+        if n != len(layers) or data.get("final_norm") is True or "lm_head" in data \
+                or "decoder" in data:
+            raise InputError(f"{here.sub(f'layer {n}')}: W_O is missing and the heads' value "
+                             f"widths add up to {width}, not d_model = {d_model}; give W_O "
+                             f"({width}x{d_model}), or use the concatenation as it is: "
+                             f"{_NARROW}")
+        return width
+    return d_model
+
+
 def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
            pe: str = "sinusoidal") -> Layer:
     """One ``[[layer]]`` table: attention, optional FFN, norms and conventions."""
@@ -427,10 +528,13 @@ def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
         _even_widths(heads, here)
     width = sum(h.d_v for h in heads)
     W_O = matrix(data, "W_O", here, rows=width, cols=d_model, required=False)
-    if W_O is None and width != d_model:
+    if W_O is None and width != d_model and not (
+            conventions["residual"] is False and conventions["norm"] == "none"
+            and "W_1" not in data and "b_O" not in data):
         raise InputError(
             f"{here}: W_O is missing and the heads' value widths add up to {width}, not "
-            f"d_model = {d_model}; give W_O ({width}x{d_model})"
+            f"d_model = {d_model}; give W_O ({width}x{d_model}), or use the concatenation "
+            f"as it is: {_NARROW}"
         )
     _no_beta(data, ("beta_1", "beta_2"), conventions["layer_norm"], here)
     return Layer(

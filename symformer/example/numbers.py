@@ -13,6 +13,11 @@ literal (``"1e99999999"``, a fraction of 5,000 digits) costs more than reading i
   Python's ``int`` and ``Decimal`` accept them; underscores are only accepted where
   TOML itself allows them, between the digits of a bare TOML number);
 * non-zero entries lie between 1e-100 and 1e100 in magnitude.
+
+A string may also be a small expression (``"3/2^4"``, ``"log(2)"``, ``"sqrt(2)/2"``), read
+by the grammar of :mod:`symformer.example.expression` (never ``eval`` or ``sympify``)
+under the same limits; matrix and vector entries may be irrational
+(:func:`exact_value`), the other numbers must come out rational.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from flint import fmpq
 
 from symformer.errors import InputError
 from symformer.example.exact import ExactNumber
+from symformer.example.expression import Constant, ExpressionError, parse
 from symformer.lazy import sympy
 
 #: Entries must lie within these magnitudes (or be 0): far beyond any worked example,
@@ -67,6 +73,16 @@ def exact_scalar(value: object, where: str) -> ExactNumber:
     return ExactNumber(exact_rational(value, where))
 
 
+def exact_value(value: object, where: str) -> fmpq | Constant:
+    """:func:`exact_rational`, also taking irrational expressions (``"log(2)"``): a
+    matrix or vector entry of the example.
+
+    >>> exact_value("sqrt(2)/2", "x"), exact_value("1/2^3", "x")
+    (Constant('sqrt(2)/2'), 1/8)
+    """
+    return _exact(value, where, irrational=True)
+
+
 def exact_rational(value: object, where: str) -> fmpq:
     """Return ``value`` (a TOML integer, float text or string) as an exact rational.
 
@@ -82,6 +98,11 @@ def exact_rational(value: object, where: str) -> fmpq:
     >>> exact_rational("-3/2^4", "x")
     -3/16
     """
+    return _exact(value, where, irrational=False)
+
+
+def _exact(value: object, where: str, irrational: bool) -> fmpq | Constant:
+    """The exact number ``value`` spells; a :class:`Constant` only when ``irrational``."""
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, found the boolean {str(value).lower()}")
     if isinstance(value, int):
@@ -104,11 +125,21 @@ def exact_rational(value: object, where: str) -> fmpq:
     if number is None:
         if text.lower().lstrip("+-") in {"inf", "nan", "infinity"}:
             raise InputError(f"{where}: entries must be finite, found {value!r}")
-        raise InputError(
-            f"{where}: {shorten(repr(value))} is not a number (write an integer, a decimal "
-            f"such as -1.3 or 1e-6, or a fraction such as \"1/4\" or \"3/2^10\", with ASCII "
-            f"digits)"
-        )
+        if isinstance(value, DecimalText):
+            raise InputError(f"{where}: {shorten(repr(value))} is not a number")
+        try:
+            number = parse(text)
+        except ExpressionError as error:
+            raise InputError(
+                f"{where}: {shorten(repr(value))} is not a number ({error}; write an "
+                f"integer, a decimal such as -1.3 or 1e-6, a fraction such as \"1/4\" or "
+                f"\"3/2^10\", or "
+                f"an expression such as \"log(2)\" or \"sqrt(2)/2\" with ASCII digits)"
+            ) from None
+        if isinstance(number, Constant) and not irrational:
+            raise InputError(f"{where}: {shorten(repr(value))} is irrational; this number "
+                             f"must be rational (write an integer, a decimal or a fraction)")
+        return number
     return _in_range(number, value, where)
 
 

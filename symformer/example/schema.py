@@ -164,6 +164,15 @@ class Example:
     #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
     decoder: Decoder | None = None
     positional_encoding_base: sympy.Rational = DEFAULT_BASE
+    #: RoPE's given frequencies (``rope_theta``, 1 x d_k/2: pair i of position m turns by
+    #: m theta_i) or angles (``rope_angles``, a row per position, a column per pair);
+    #: None: theta_i = base^(-2i/d_k).
+    rope_theta: sympy.Matrix | None = None
+    rope_angles: sympy.Matrix | None = None
+    #: The vocabulary words that have an embedding row, in vocabulary order (the rows of
+    #: ``embeddings``); None: every word (``embeddings`` given as a table keyed by word
+    #: may leave out words the sentence does not use).
+    embedded_vocab: tuple[str, ...] | None = None
     #: The learned table (``positional_encoding = "learned"``): one row per position.
     positional_embeddings: sympy.Matrix | None = None
     final_norm: FinalNorm | None = None
@@ -181,3 +190,14 @@ class Example:
     def token_ids(self) -> tuple[int, ...]:
         """Vocabulary index of each token of the sentence."""
         return tuple(self.vocab.index(t) for t in self.tokens)
+
+    @property
+    def table_vocab(self) -> tuple[str, ...]:
+        """The words of the embedding table's rows, in order (the vocabulary, or the
+        words given a row)."""
+        return self.vocab if self.embedded_vocab is None else self.embedded_vocab
+
+    @property
+    def embedding_ids(self) -> tuple[int, ...]:
+        """Row of the embedding table of each token of the sentence."""
+        return tuple(self.table_vocab.index(t) for t in self.tokens)

@@ -41,6 +41,7 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix | list[lis
     else:
         text = read_text_file(Path(example.source), "an example .toml file")
     data = read_toml(text, example.source)
+    keyed = isinstance(data.get("embeddings"), dict)  # a table keyed by word
     for name, value in weights.items():
         table, key = _place(data, name)
         vector = key.startswith(("b_", "gamma", "beta"))
@@ -49,6 +50,8 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix | list[lis
             table[key] = rows[0] if vector and len(rows) == 1 else rows
         else:
             table[key] = _numbers(value, vector=vector)
+        if key == "embeddings" and keyed and table is data:  # the rows under their words
+            table[key] = dict(zip(example.table_vocab, table[key]))
     head = "".join(f"# {line}\n" for line in note.splitlines()) + "\n" if note else ""
     return head + dump(data)
 

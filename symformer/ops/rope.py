@@ -1,9 +1,11 @@
 """Rotary position embedding (RoPE): rotate each query/key by angles that grow with position.
 
 Position m (0-based, plus ``start``), pair i = 0..d/2-1, angle m * theta_i with
-theta_i = base^(-2i/d).  ``style="interleaved"`` rotates the pairs (x_{2i}, x_{2i+1})
-(the RoFormer paper); ``style="half"`` rotates (x_i, x_{i+d/2}) (Hugging Face's
-Llama, ``rotate_half``).  cos and sin of the angles are exact SymPy constants.
+theta_i = base^(-2i/d) by default, or given frequencies theta_i (``rope_theta``), or a
+given angle phi[m, i] per position and pair (``rope_angles``).  ``style="interleaved"``
+rotates the pairs (x_{2i}, x_{2i+1}) (the RoFormer paper); ``style="half"`` rotates
+(x_i, x_{i+d/2}) (Hugging Face's Llama, ``rotate_half``).  cos and sin of the angles
+are exact SymPy constants.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.equations.ir import IndexEquation
+from symformer.errors import InputError
 from symformer.example.schema import DEFAULT_BASE
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
@@ -42,7 +45,8 @@ class RoPE(Operation):
     """Rotate each row of an (n x d) stage by its position's angles (d even): pair i of
     position m (m counted from ``start``) turns by m * theta_i, with
     theta_i = base^(-2i/d), i = 0 .. d/2 - 1 (d is the head's width d_k; ``base`` is
-    ``positional_encoding_base``, default 10000)."""
+    ``positional_encoding_base``, default 10000).  ``thetas`` gives the frequencies
+    theta_i instead; ``angles`` gives every angle, row m + start, pair i (exact values)."""
 
     n: int
     d: int
@@ -50,6 +54,8 @@ class RoPE(Operation):
     style: str = "interleaved"
     start: int = 0
     notation: Notation | None = None
+    thetas: tuple | None = None
+    angles: tuple | None = None
 
     name = "rope"
     rotates = True
@@ -58,6 +64,13 @@ class RoPE(Operation):
 
     def angle(self, m: int, i: int) -> sympy.Expr:
         """The exact angle of position m (0-based row), pair i."""
+        if self.angles is not None:
+            if self.start + m >= len(self.angles):
+                raise InputError(f"rope_angles has {len(self.angles)} rows; position "
+                                 f"{self.start + m} has no angles (add a row per position)")
+            return sympy.sympify(self.angles[self.start + m][i])
+        if self.thetas is not None:
+            return sympy.Integer(self.start + m) * sympy.sympify(self.thetas[i])
         return sympy.Integer(self.start + m) * self.base ** sympy.Rational(-2 * i, self.d)
 
     @cached_property
@@ -77,7 +90,12 @@ class RoPE(Operation):
     def _pair(self) -> tuple[str, str, str]:
         """The two columns rotated together (pair c) and the angle of position p."""
         start = f"(p + {self.start})" if self.start else "p"
-        angle = f"{start} * base ** (-2 * c / d)"
+        if self.angles is not None:
+            angle = f"phi[{'p + ' + str(self.start) if self.start else 'p'}, c]"
+        elif self.thetas is not None:
+            angle = f"{start} * theta[c]"
+        else:
+            angle = f"{start} * base ** (-2 * c / d)"
         if self.style == "half":
             return "c", "c + d // 2", angle
         return "2 * c", "2 * c + 1", angle
@@ -87,9 +105,9 @@ class RoPE(Operation):
         return IndexEquation(
             (f"y[p, {a}] = x[p, {a}] * cos({angle}) - x[p, {b}] * sin({angle})",
              f"y[p, {b}] = x[p, {a}] * sin({angle}) + x[p, {b}] * cos({angle})"),
-            {"y": "out", "x": "in0"}, sizes={"d": ("x", 1)}, scalars={"base": self.base},
+            {"y": "out", "x": "in0", **self._given()}, sizes={"d": ("x", 1)},
             ranges={"c": "d // 2"}, remark="pairs c below d/2; p: the position",
-            symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
+            **self._constants())
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
@@ -97,9 +115,29 @@ class RoPE(Operation):
         return IndexEquation(
             (f"dx[p, {a}] = dy[p, {a}] * cos({angle}) + dy[p, {b}] * sin({angle})",
              f"dx[p, {b}] = -dy[p, {a}] * sin({angle}) + dy[p, {b}] * cos({angle})"),
-            {"dx": "result", "dy": "grad"}, sizes={"d": ("dy", 1)},
-            scalars={"base": self.base}, ranges={"c": "d // 2"},
-            symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
+            {"dx": "result", "dy": "grad", **self._given()}, sizes={"d": ("dy", 1)},
+            ranges={"c": "d // 2"}, **self._constants())
+
+    def _given(self) -> dict[str, str]:
+        """The given frequencies or angles as constant arrays of the equation."""
+        if self.angles is not None:
+            return {"phi": "const:angle_table"}
+        if self.thetas is not None:
+            return {"theta": "const:thetas"}
+        return {}
+
+    def angle_table(self) -> sympy.Matrix:
+        """The given angles as a matrix (a row per position, a column per pair)."""
+        return sympy.Matrix([list(row) for row in self.angles])
+
+    def _constants(self) -> dict:
+        """The equation's scalars (the base) and how the given arrays print."""
+        if self.angles is not None:
+            return {"symbols": {"phi": (r"\phi", "φ")}}
+        if self.thetas is not None:
+            return {"symbols": {"theta": (r"\theta", "θ")}}
+        return {"scalars": {"base": self.base},
+                "symbols": {"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))}}
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
@@ -154,8 +192,11 @@ class RoPE(Operation):
         S = np.zeros(X.shape, dtype)
         R = np.zeros((self.d, self.d), dtype)
         for i, (a, b) in enumerate(self.pairs):
-            theta = (np.arange(self.start, self.start + X.shape[0])
-                     * float(self.base) ** (-2 * i / self.d))
+            if self.angles is None and self.thetas is None:
+                theta = (np.arange(self.start, self.start + X.shape[0])
+                         * float(self.base) ** (-2 * i / self.d))
+            else:  # given: each exact angle read as a double
+                theta = np.array([float(self.angle(m, i)) for m in range(X.shape[0])])
             C[:, a] = C[:, b] = np.cos(theta)
             S[:, a] = S[:, b] = np.sin(theta)
             R[b, a], R[a, b] = -1, 1  # (X R)_a = -x_b, (X R)_b = x_a

@@ -219,7 +219,10 @@ def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
     last = plain["output"].shape[0] - 1
     encoder = [s for s in plain if s.side == "encoder" and s.layer]
     one_block = max(s.layer for s in encoder) == 1
-    end = "output" if one_block else [s.name for s in encoder if s.layer == 1][-1]
+    # the first block's output: what the second block reads (side stages, σ and the
+    # output's μ_y, σ_y², come after it but end nothing)
+    end = "output" if one_block else next(name for s in encoder if s.layer == 2
+                                          for name in s.inputs if plain[name].layer == 1)
     statement = ("the last token's output is unchanged by the causal mask" if one_block else
                  f"the last token's row of the first block ({end}) is unchanged by the "
                  f"causal mask (not a theorem past it: the earlier tokens' keys and values "
