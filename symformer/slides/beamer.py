@@ -20,8 +20,6 @@ from symformer.figures import tikz
 from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
 from symformer.slides.deck import (
-    NUMBERS,
-    RESULTS,
     FigureFrame,
     Frame,
     Options,
@@ -55,6 +53,8 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 \setbeamerfont{frametitle}{size=\large}
 \setbeamerfont{page number in head/foot}{size=\small}
 \DeclareMathSizes{12}{12}{10.5}{10.5}
+%% Spaces around operators never shrink: a long line is broken, never squeezed.
+\medmuskip=4mu plus 2mu\relax\thickmuskip=5mu plus 5mu\relax
 \DeclareMathSizes{14.4}{14.4}{12}{10.5}
 \DeclareMathSizes{10.95}{10.95}{10.5}{10.5}
 \newlength{\symlhs}\newlength{\symtmp}
@@ -112,14 +112,16 @@ def stage_frame(frame: StageFrame) -> str:
         out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
     if frame.equation and (frame.lines or frame.table is not None):
         out.append("\\par\\medskip")
+    numbers, results, step = frame.steps()
     for w in frame.lines:
-        shown = " ".join(f"$\\displaystyle {{}}{p}$" for p in w.shown)
-        out.append(f"\\symline{{{w.lhs}}}"
-                   + (f"\\uncover<{NUMBERS}->{{{shown}}} " if shown else "")
-                   + f"\\uncover<{NUMBERS if not shown else RESULTS}->"
-                     f"{{$\\displaystyle {{}}{w.result}$}}")
+        # the left-hand side comes with the line's first reveal; TeX may break the
+        # line between its pieces and at their sums
+        first = numbers if w.shown else results
+        shown = "\\allowbreak".join(f"$\\displaystyle {{}}{p}$" for p in w.shown)
+        out.append(f"\\symline{{\\uncover<{first}->{{{w.lhs}}}}}"
+                   + (f"\\uncover<{numbers}->{{{shown}}}\\allowbreak" if shown else "")
+                   + f"\\uncover<{results}->{{$\\displaystyle {{}}{w.result}$}}")
     if frame.table is not None:
-        step = frame.table_step()
         legend = latex_text(" ".join(frame.table.legend))
         table = (f"\\par\\medskip{{\\centering {table_body(frame.table)}\\par}}"
                  + (f"\\smallskip{{\\small {legend}\\par}}" if legend else ""))

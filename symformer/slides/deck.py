@@ -40,11 +40,8 @@ from symformer.worked.model import Style
 from symformer.worked.render_latex import chain
 from symformer.worked.render_latex import latex as node_latex
 
-#: The overlay steps a stage's working takes: equation, numbers, results, table.
+#: The most overlay steps a frame takes: equation, numbers, results, table.
 STEPS = 4
-#: The overlay of each reveal on a frame with working (a frame without shows only
-#: the equation and the table, which then comes at step 2).
-EQUATION, NUMBERS, RESULTS, TABLE = 1, 2, 3, 4
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -96,16 +93,26 @@ class StageFrame:
     parts: int = 1
     columns: tuple[int, int] | None = None
 
+    def steps(self) -> tuple[int, int, int]:
+        """The overlays at which the substituted numbers, the results and the table
+        appear (0: not on this frame).  Each reveal that has something to show takes
+        the next keystroke; a frame of a table alone shows it at once."""
+        step = 1
+        numbers = results = table = 0
+        if any(w.shown for w in self.lines):
+            step = numbers = step + 1
+        if self.lines:
+            step = results = step + 1
+        if self.table is not None and (self.lines or self.part == 1):
+            step = table = step + 1
+        elif self.table is not None:
+            table = 1
+        return numbers, results, table
+
     @property
     def pages(self) -> int:
         """Overlay steps of the frame (pages in the PDF)."""
-        if self.lines:
-            return TABLE if self.table is not None else RESULTS
-        return 1 if self.part > 1 or self.table is None else 2
-
-    def table_step(self) -> int:
-        """The overlay at which the table appears."""
-        return self.pages if self.table is not None else 0
+        return max(1, *self.steps())
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ BODY_HEIGHT = 182.0
 LINE = 16.7
 PARSKIP = 6.0
 HANG = 1.5
-FRACTION = 13.0
+FRACTION = 19.0
 #: How much wider than the estimate a line may be set, and how full TeX fills a
 #: line it breaks at operators (ragged right).
 MARGIN = 1.1
