@@ -39,7 +39,10 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 \usepackage{amsmath,amssymb}
 \usepackage{booktabs}
 \usepackage{graphicx}
-%(figures)s\IfFileExists{beamerthememetropolis.sty}{%%
+%% Every glyph carries its character, the big delimiters and roots of the maths
+%% extension font too: copied text and pdftotext read "(" and a root sign.
+\input{glyphtounicode}\pdfgentounicode=1
+%(extension)s%(figures)s\IfFileExists{beamerthememetropolis.sty}{%%
   \usetheme[numbering=counter,progressbar=none]{metropolis}}{%%
   \setbeamercolor{frametitle}{fg=white,bg=black!80}%%
   \setbeamercolor{title}{fg=black!85}%%
@@ -52,6 +55,7 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 \setbeamertemplate{navigation symbols}{}
 \setbeamerfont{frametitle}{size=\large}
 \setbeamerfont{page number in head/foot}{size=\small}
+\setbeamerfont{institute}{size=\small}\setbeamerfont{author}{size=\normalsize}
 \DeclareMathSizes{12}{12}{10.5}{10.5}
 %% Spaces around operators never shrink: a long line is broken, never squeezed.
 \medmuskip=4mu plus 2mu\relax\thickmuskip=5mu plus 5mu\relax
@@ -68,29 +72,44 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 """
 
 
+#: Characters of the maths extension font's glyphs (Latin Modern's names, which TeX
+#: Live's glyphtounicode.tex lacks): without them a big parenthesis reads as a letter.
+_EXTENSION = {"parenleft": "0028", "parenright": "0029", "bracketleft": "005B",
+              "bracketright": "005D", "braceleft": "007B", "braceright": "007D",
+              "radical": "221A", "summation": "2211", "product": "220F", "integral": "222B"}
+
+
+def _extension_unicode() -> str:
+    names = [f"{base}{size}" for base in _EXTENSION
+             for size in ("big", "Big", "bigg", "Bigg", "text", "display", "tp", "bt", "ex",
+                          "mid", "vertbt", "verttp")]
+    return "".join(f"\\pdfglyphtounicode{{{n}}}{{{_EXTENSION[b]}}}\n"
+                   for n in names for b in _EXTENSION if n.startswith(b))
+
+
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
-    body = [title_frame(g, options)]
+    body = ["\\begin{frame}\n\\titlepage\n\\end{frame}"]
     for frame in frames:
         body.append(stage_frame(frame) if isinstance(frame, StageFrame)
                     else figure_frame(frame))
-    preamble = PREAMBLE % {"figures": tikz.PREAMBLE}
-    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
-    return (preamble + f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
-            "\\author{derived exactly by symformer}\n\\date{}\n\\begin{document}\n\n"
-            + "\n\n".join(body) + "\n\n\\end{document}\n")
+    preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
+    return preamble + title_page(g, options) + "\\begin{document}\n\n" + "\n\n".join(
+        body) + "\n\n\\end{document}\n"
 
 
-def title_frame(g: Derivation, options: Options) -> str:
-    """The title page: the sentence, the token followed, how numbers are rounded."""
+def title_page(g: Derivation, options: Options) -> str:
+    """The title page's fields: the example, the sentence, the token followed, how
+    numbers are rounded."""
     tokens = g.example.tokens
+    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
     sentence = " ".join(latex_text(t) for t in tokens)
-    return ("\\begin{frame}\n\\titlepage\n\\vspace*{-2em}\n"
-            f"The sentence: {sentence}\\\\\n"
-            f"Following the token \u201c{latex_text(tokens[options.token])}\u201d "
+    return (f"\\title{{{title}}}\n\\subtitle{{step by step, derived exactly}}\n"
+            f"\\author{{The sentence: \u201c{sentence}\u201d}}\n"
+            f"\\institute{{Following the token \u201c{latex_text(tokens[options.token])}\u201d "
             f"(position {options.token}; positions count from 0).\\\\\n"
             f"Every number is rounded correctly to {options.decimals} decimals "
-            "(certified).\n\\end{frame}")
+            "(certified).}\n\\date{}\n")
 
 
 def stage_frame(frame: StageFrame) -> str:
@@ -131,11 +150,13 @@ def stage_frame(frame: StageFrame) -> str:
 
 
 def figure_frame(frame: FigureFrame) -> str:
-    """A figure on its own frame, at its natural size (its text in
-    :data:`FIGURE_FONT`), titled like the stage it draws."""
+    """A figure on its own frame, at its natural size, titled like the stage it draws;
+    its text, whatever size the figure asks for, in :data:`FIGURE_FONT`."""
     return (f"\\setbeamertemplate{{frame footer}}{{}}\n"
             f"\\begin{{frame}}[t]{{{frame.title}}}\n\\centering"
-            f"\\renewcommand{{\\small}}{{{FIGURE_FONT}}}\\small\n"
+            + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
+                      for size in ("small", "footnotesize", "scriptsize", "tiny"))
+            + "\\small\n"
             f"{drawing(frame.figure)}\n\\end{{frame}}")
 
 
