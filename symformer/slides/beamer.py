@@ -52,10 +52,17 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
   \setbeamertemplate{footline}{\usebeamerfont{page number in head/foot}\hspace*{1em}%%
     \usebeamertemplate*{frame footer}\hfill\insertframenumber\hspace*{1em}\vspace*{0.6em}}}
 \usefonttheme{serif}
+%% One title page for both themes (metropolis's own is a paper-high box, overfull).
+\setbeamertemplate{title page}{\vspace*{1.5em}%%
+  {\usebeamerfont{title}\usebeamercolor[fg]{title}\inserttitle\par}\medskip
+  {\usebeamerfont{subtitle}\usebeamercolor[fg]{subtitle}\insertsubtitle\par}\medskip
+  {\color{orange!80!black}\rule{\textwidth}{0.6pt}\par}\bigskip
+  \insertauthor\par\medskip{\small\insertinstitute\par\smallskip\insertdate\par}}
 \setbeamertemplate{navigation symbols}{}
 \setbeamerfont{frametitle}{size=\large}
 \setbeamerfont{page number in head/foot}{size=\small}
 \setbeamerfont{institute}{size=\small}\setbeamerfont{author}{size=\normalsize}
+\setbeamerfont{date}{size=\small}
 \DeclareMathSizes{12}{12}{10.5}{10.5}
 %% Spaces around operators never shrink: a long line is broken, never squeezed.
 \medmuskip=4mu plus 2mu\relax\thickmuskip=5mu plus 5mu\relax
@@ -89,7 +96,7 @@ def _extension_unicode() -> str:
 
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
-    body = ["\\begin{frame}\n\\titlepage\n\\end{frame}"]
+    body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
     for frame in frames:
         body.append(stage_frame(frame) if isinstance(frame, StageFrame)
                     else figure_frame(frame))
@@ -104,12 +111,12 @@ def title_page(g: Derivation, options: Options) -> str:
     tokens = g.example.tokens
     title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
     sentence = " ".join(latex_text(t) for t in tokens)
-    return (f"\\title{{{title}}}\n\\subtitle{{step by step, derived exactly}}\n"
+    return (f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
             f"\\author{{The sentence: \u201c{sentence}\u201d}}\n"
             f"\\institute{{Following the token \u201c{latex_text(tokens[options.token])}\u201d "
-            f"(position {options.token}; positions count from 0).\\\\\n"
-            f"Every number is rounded correctly to {options.decimals} decimals "
-            "(certified).}\n\\date{}\n")
+            f"(position {options.token}; positions count from 0).}}\n"
+            f"\\date{{Every number is derived exactly and rounded correctly to "
+            f"{options.decimals} decimals.}}\n")
 
 
 def stage_frame(frame: StageFrame) -> str:

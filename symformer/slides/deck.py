@@ -151,7 +151,8 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     row = min(options.token, stage.shape[0] - 1)  # a one-row stage: its only row
     table = stage_table(stage, decimals=options.decimals, highlight=row,
                         caption=caption(stage), label=f"tab:{stage.name}")
-    equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark) for ln in equation_lines(stage))
+    equation = tuple(EquationLine(ln.lhs, _spelled(ln.rhs), ln.remark)
+                     for ln in equation_lines(stage))
     lines = worked_lines(stage, row, options.decimals)
     base = StageFrame(stage=stage, title=title(stage), token=row, equation=equation,
                       lines=(), table=None)
@@ -196,6 +197,16 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
             previous = rhs
         out.append(WorkedLine(node_latex(step.lhs), tuple(pieces[:-1]), pieces[-1]))
     return tuple(out)
+
+
+#: Names in generated equations that a frame spells as the notes' symbols.
+_SPELLING = ((r"\mathrm{eps}", r"\varepsilon"),)
+
+
+def _spelled(latex: str) -> str:
+    for name, symbol in _SPELLING:
+        latex = latex.replace(name, symbol)
+    return latex
 
 
 def _breakable(latex: str) -> str:

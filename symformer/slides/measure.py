@@ -20,6 +20,7 @@ BINARY = 1.3
 RELATION = 1.45
 DELIMITER = 0.45
 SCRIPT = 0.9
+TEXT_CHAR = 0.5
 _TOKEN = re.compile(r"\\(?:left|right|[Bb]igg?[lr]?)\s*(?:\\[{}|]|[()\[\].|])"
                     r"|\\[A-Za-z]+|\\.|[{}_^&]|\s+|.", re.S)
 _BINARY = {"+", "-", r"\cdot", r"\odot", r"\times", r"\pm"}
@@ -94,8 +95,9 @@ def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
 
 
 def text_width(text: str) -> float:
-    """An upper estimate of the width of plain text in em."""
-    return CHAR * len(text)
+    """An upper estimate of the width of plain text in em (Latin Modern's letters
+    average under half an em)."""
+    return TEXT_CHAR * len(text)
 
 
 #: The frame (160 mm x 90 mm, 12 pt, metropolis or the fallback theme): the text width
@@ -108,7 +110,9 @@ BODY_HEIGHT = 182.0
 LINE = 16.7
 PARSKIP = 6.0
 HANG = 1.5
-FRACTION = 19.0
+FRACTION = 12.0
+#: ... and of a fraction with a root or a sum in it (taller still).
+TALL_FRACTION = 20.0
 #: How much wider than the estimate a line may be set, and how full TeX fills a
 #: line it breaks at operators (ragged right).
 MARGIN = 1.1
@@ -124,7 +128,10 @@ def lines(total: float, lhs: float) -> int:
 
 
 def _height(math: str, n: int) -> float:
-    return n * LINE + PARSKIP + (FRACTION if r"\frac" in math or r"\sum" in math else 0.0)
+    extra = 0.0
+    if r"\frac" in math or r"\sum" in math:
+        extra = TALL_FRACTION if r"\sqrt" in math or r"\sum" in math else FRACTION
+    return n * LINE + PARSKIP + extra
 
 
 def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
