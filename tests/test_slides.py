@@ -170,11 +170,16 @@ def test_overlays_only_add_in_the_order_equation_numbers_results_table():
         assert equation, "the general equation comes first, shown from the start"
         assert source.index(equation[-1]) < source.index(worked[0])
         steps = [[int(n) for n in UNCOVER.findall(ln)] for ln in worked]
-        for s in steps:  # lhs with the numbers, then the numbers, then the result
-            assert s[0] == s[1] == 2 and s[2] == 3 if len(s) == 3 else s == [2, 2], s
+        result = max(max(s) for s in steps)
+        for s in steps:
+            # the left-hand side comes with the line's first reveal, the substituted
+            # numbers one step before the results, the results all at once
+            assert s[0] == s[1] and s == sorted(s) and s[-1] == result, s
+            assert len(s) == 2 or s[1] == result - 1, s
+        assert min(s[0] for s in steps) == 2  # the first keystroke after the equation
         table = source[source.find("\\begin{tabular}") - 40:] if "tabular" in source else ""
         if table:  # the table with the token's row highlighted, last, the working kept
-            assert [int(n) for n in UNCOVER.findall(table)] == [max(max(s) for s in steps) + 1]
+            assert [int(n) for n in UNCOVER.findall(table)] == [result + 1]
             assert "\\rowcolor" in table
     assert checked >= 30
 
