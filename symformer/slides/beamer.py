@@ -68,6 +68,7 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 \medmuskip=4mu plus 2mu\relax\thickmuskip=5mu plus 5mu\relax
 \DeclareMathSizes{14.4}{14.4}{12}{10.5}
 \DeclareMathSizes{10.95}{10.95}{10.5}{10.5}
+\DeclareMathSizes{10.5}{10.5}{10.5}{10.5}
 \newlength{\symlhs}\newlength{\symtmp}
 %% \symwidest{math}: \symlhs grows to the widest left-hand side of the frame.
 \newcommand{\symwidest}[1]{\settowidth{\symtmp}{$\displaystyle #1$}%%

@@ -110,13 +110,13 @@ BODY_HEIGHT = 182.0
 LINE = 16.7
 PARSKIP = 6.0
 HANG = 1.5
-FRACTION = 12.0
+FRACTION = 10.0
 #: ... and of a fraction with a root or a sum in it (taller still).
-TALL_FRACTION = 20.0
+TALL_FRACTION = 15.0
 #: How much wider than the estimate a line may be set, and how full TeX fills a
 #: line it breaks at operators (ragged right).
-MARGIN = 1.1
-FILL = 0.85
+MARGIN = 1.05
+FILL = 0.9
 
 
 def lines(total: float, lhs: float) -> int:
@@ -128,10 +128,13 @@ def lines(total: float, lhs: float) -> int:
 
 
 def _height(math: str, n: int) -> float:
+    """Lines of text, the room a display fraction or limits take, and an array's rows."""
     extra = 0.0
-    if r"\frac" in math or r"\sum" in math:
-        extra = TALL_FRACTION if r"\sqrt" in math or r"\sum" in math else FRACTION
-    return n * LINE + PARSKIP + extra
+    tall = any(t in math for t in (r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
+    if r"\frac" in math or tall:
+        extra = TALL_FRACTION if tall else FRACTION
+    rows = math.count(r"\\")  # the rows of an array or matrix after its first
+    return n * LINE + PARSKIP + extra + rows * (LINE + 2.0)
 
 
 def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
