@@ -113,6 +113,7 @@ HANG = 1.5
 FRACTION = 10.0
 #: ... and of a fraction with a root or a sum in it (taller still).
 TALL_FRACTION = 15.0
+TALLEST = 22.0
 #: How much wider than the estimate a line may be set, and how full TeX fills a
 #: line it breaks at operators (ragged right).
 MARGIN = 1.05
@@ -128,13 +129,16 @@ def lines(total: float, lhs: float) -> int:
 
 
 def _height(math: str, n: int) -> float:
-    """Lines of text, the room a display fraction or limits take, and an array's rows."""
+    """Lines of text, each as tall as the tallest thing the paragraph holds (a display
+    fraction, limits, a fraction under a root), and an array's rows."""
     extra = 0.0
     tall = any(t in math for t in (r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
-    if r"\frac" in math or tall:
+    if r"\frac" in math and r"\sqrt" in math:
+        extra = TALLEST
+    elif r"\frac" in math or tall:
         extra = TALL_FRACTION if tall else FRACTION
     rows = math.count(r"\\")  # the rows of an array or matrix after its first
-    return n * LINE + PARSKIP + extra + rows * (LINE + 2.0)
+    return n * (LINE + extra) + PARSKIP + rows * (LINE + 2.0)
 
 
 def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
