@@ -18,12 +18,13 @@ from symformer.errors import (
     UndecidedError,
 )
 from symformer.example import Example, load_example, parse_example
+from symformer.frameworks import from_pretrained, from_torch, to_torch
 from symformer.ops import positional_encoding
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ClosedFormTooLarge", "Derivation", "Example", "InputError", "NotSupportedError",
-    "Rounded", "Stage", "SymformerError", "UndecidedError", "derive", "load_example",
-    "parse_example", "positional_encoding",
+    "Rounded", "Stage", "SymformerError", "UndecidedError", "derive", "from_pretrained",
+    "from_torch", "load_example", "parse_example", "positional_encoding", "to_torch",
 ]

@@ -89,6 +89,10 @@ def derivation_latex(g) -> str:
     return rf"$$\begin{{array}}{{ll}} {rows} \end{{array}}$$"
 
 
+#: A progress bar's line once its number of steps is known.
+_COUNTED = "{desc} [{n_fmt}/{total_fmt}] {bar:20}"
+
+
 class Progress:
     """A progress bar on stderr for long runs (tqdm), cleared when done.
 
@@ -109,8 +113,7 @@ class Progress:
         self.started = False
         self.bar = tqdm(total=total, desc=title, file=self.stream, leave=False,
                         disable=not self.active, dynamic_ncols=True,
-                        bar_format="{desc} [{n_fmt}/{total_fmt}] {bar:20}" if total
-                        else "{desc}")
+                        bar_format=_COUNTED if total else "{desc}")
 
     def update(self, message: str) -> None:
         """Show ``message``, the step now starting; the one before it is done."""
@@ -129,6 +132,13 @@ class Progress:
         """The number of steps, once known."""
         if self.active and self.bar.total != total:
             self.bar.total = total
+            self.bar.bar_format = _COUNTED
+
+    def step(self, k: int, total: int, name: str) -> None:
+        """``progress(k, total, name)``, the callback the long loops take: step ``k`` of
+        ``total``, ``name``, starts."""
+        self.set_total(total)
+        self.update(name)
 
     def done(self) -> None:
         """Clear the bar."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from hypothesis import settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from symformer import derive, load_example  # noqa: E402
+from symformer.cli import main  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +33,17 @@ def block(builtin):
 def causal_block(builtin):
     """The built-in example's derivation with the causal mask."""
     return derive(builtin, causal=True)
+
+
+@pytest.fixture(scope="session")
+def builtin_prove_json() -> tuple[int, str]:
+    """``symformer prove --json`` on the built-in example: (exit status, stdout), run once
+    per session (a few seconds) for every test that reads it."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setenv("SYMFORMER_DEBUG", "1")
+        status = main(["prove", "--json"])
+    return status, out.getvalue()
 
 
 # Hypothesis draws the same examples on every run (and in CI) unless asked to explore:

@@ -120,12 +120,18 @@ def test_cli_accepts_backward_stages(tmp_path, capsys, stage) -> None:
 
 
 def test_work_limit_counts_the_backward_pass(tmp_path, capsys):
+    from symformer import load_example
+    from symformer.blocks.cost import estimate
+
     path = tmp_path / "c.toml"
     forward = tmp_path / "f.toml"
     path.write_text('[[claim]]\nstage = "grad.output"\nentry = [0, 0]\nvalues = 0.1\n')
     forward.write_text('[[claim]]\nstage = "output"\nentry = [0, 0]\nvalues = 0.1\n')
-    assert main(["check", str(forward), "--max-work", "10000"]) == 1  # forward: allowed
+    example = load_example()
+    limit = estimate("check", example, claims=1, numbers=1)
+    assert estimate("check", example, gradients=True) > limit
+    assert main(["check", str(forward), "--max-work", str(limit)]) == 1  # forward: allowed
     capsys.readouterr()
-    assert main(["check", str(path), "--max-work", "10000"]) == 2
+    assert main(["check", str(path), "--max-work", str(limit)]) == 2
     err = capsys.readouterr().err
-    assert "more than the limit of 10,000" in err and len(err.strip().splitlines()) == 1
+    assert f"more than the limit of {limit:,}" in err and len(err.strip().splitlines()) == 1

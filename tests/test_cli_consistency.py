@@ -99,8 +99,8 @@ def test_train_write_to_a_directory_is_refused_before_training(tmp_path, monkeyp
 
 
 def test_one_file_is_one_file(tmp_path, capsys):
-    assert main(["export", "--stage", "input", "--format", "json", "--out",
-                 str(tmp_path / "j")]) == 0
+    assert main(["export", "--stage", "input", "--format", "markdown", "--out",
+                 str(tmp_path / "j")]) == 0  # main.md alone
     assert f"wrote 1 file to {tmp_path / 'j'}\n" in capsys.readouterr().out
 
 

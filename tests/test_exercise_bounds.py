@@ -16,11 +16,17 @@ import pytest
 from symformer.blocks.work import estimated_work
 from symformer.cli import main
 from symformer.example.loader import builtin_text, load_example
-from symformer.exercise.generate import ATTEMPT_PASSES, SHEET_PASSES, attempt_work, sheet_work
+from symformer.exercise.generate import (
+    ATTEMPT_PASSES,
+    PREFILTERED_SHARE,
+    SHEET_PASSES,
+    attempt_work,
+    sheet_work,
+)
 from symformer.words import plural
 
 SPREAD = '\n[exercise]\nweights = { low = 0, high = "1e-100", step = "1e-100" }\n' \
-         'attempts = 10000\n'
+         'attempts = 10000\nstated = false\n'  # values of 1e-100 round to 0: not the point
 
 
 def run(args: list[str]) -> int:
@@ -39,18 +45,20 @@ def spread10k(tmp_path) -> Path:
 
 
 def test_attempt_work_counts_forward_passes():
-    """A derived draw costs ATTEMPT_PASSES forward passes, a prefiltered one a pass."""
+    """A derived draw costs ATTEMPT_PASSES forward passes, a prefiltered one half a pass."""
     example = load_example(None)
     forward = estimated_work(example)
     assert forward > 0
-    assert attempt_work(example) == (ATTEMPT_PASSES * forward, forward)
+    assert attempt_work(example) == (ATTEMPT_PASSES * forward, forward // PREFILTERED_SHARE)
     assert sheet_work(example) == SHEET_PASSES * forward
 
 
 def test_hopeless_search_stops_at_the_work_limit(spread10k, tmp_path, capsys):
     example = load_example(None)
-    full = attempt_work(example)[0]
-    limit = sheet_work(example) + 12 * full + full // 2  # room for 12 derived draws
+    full, cheap = attempt_work(example)
+    # the float prefilter rejects every flat draw (half a pass each); a draw starts only
+    # while a derived one would still fit: room for 12 draws
+    limit = sheet_work(example) + full + 11 * cheap + cheap // 2
     out = tmp_path / "o"
     assert run(["exercise", str(spread10k), "--variants", "1", "--seed", "1", "--out",
                 str(out), "--max-work", str(limit), "--quiet"]) == 2
@@ -87,7 +95,7 @@ def test_one_variant_one_stage_in_the_singular(tmp_path, capsys):
     assert main(["exercise", "--variants", "1", "--seed", "3", "--ask", "layer1.head1.Q",
                  "--out", str(tmp_path / "o"), "--quiet", "--max-work", "0"]) == 0
     line = capsys.readouterr().out.strip()
-    assert re.fullmatch(rf"wrote 8 files to {re.escape(str(tmp_path / 'o'))}: 1 variant, "
+    assert re.fullmatch(rf"wrote 9 files to {re.escape(str(tmp_path / 'o'))}: 1 variant, "
                         r"1 asked stage; (1 draw|\d+ draws) rejected \(.*\)", line), line
     sheet = (tmp_path / "o" / "v01" / "sheet.md").read_text()
     assert "rounded to 2 decimals" in sheet
@@ -123,7 +131,8 @@ def test_a_long_search_reports_its_progress(spread10k, monkeypatch):
     monkeypatch.setattr(generate, "NOTE_EVERY", every)  # a note every 3 draws: fast
     example = load_example(None)
     draws = 2 * every + 1
-    limit = sheet_work(example) + draws * attempt_work(example)[0]
+    full, cheap = attempt_work(example)  # every flat draw is prefiltered: half a pass
+    limit = sheet_work(example) + full + (draws - 1) * cheap + cheap // 2
     notes: list[str] = []
     with pytest.raises(InputError, match=f"{draws} of {draws} rejected"):
         make_exercise(Request(str(spread10k), 1, 1, max_work=limit), searching=notes.append)

@@ -53,13 +53,14 @@ def test_pdf_without_pdflatex_is_a_clear_error(tmp_path, capsys, monkeypatch):
 
 def test_committed_exports_are_fresh():
     """Regenerate in memory; refresh with `python -m symformer.latex.refresh`."""
-    for name, text in expected_files().items():
+    expected = expected_files()
+    for name, text in expected.items():
         path = EXPORTS / name
         assert path.exists(), f"{name} is missing: run python -m symformer.latex.refresh"
         assert path.read_text(encoding="utf-8") == text, (
             f"exports/{name} is stale: run python -m symformer.latex.refresh")
     committed = {str(p.relative_to(EXPORTS)) for p in (EXPORTS / "fragments").glob("*.tex")}
-    assert committed <= set(expected_files()), "exports/fragments holds stale files"
+    assert committed <= set(expected), "exports/fragments holds stale files"
     assert (EXPORTS / "main.pdf").read_bytes().startswith(b"%PDF")
 
 

@@ -28,8 +28,16 @@ def _export(out, *extra: str) -> None:
     assert main(["export", "--out", str(out), "--decimals", "2", *extra]) == 0
 
 
-def test_figures_part_inputs_every_figure_with_its_label(tmp_path):
-    _export(tmp_path, "--figures")
+@pytest.fixture(scope="module")
+def with_figures(tmp_path_factory):
+    """``export --decimals 2 --figures`` of the built-in example, once for the file."""
+    out = tmp_path_factory.mktemp("figures")
+    _export(out, "--figures")
+    return out
+
+
+def test_figures_part_inputs_every_figure_with_its_label(with_figures):
+    tmp_path = with_figures
     main_tex = (tmp_path / "main.tex").read_text()
     assert sorted(p.stem for p in (tmp_path / "figures").glob("*.tex")) == sorted(EXPECTED)
     figures_at = main_tex.index("\\section{Figures}")
@@ -53,9 +61,9 @@ def test_default_export_is_the_committed_one(tmp_path):
         assert (tmp_path / "fragments" / path.name).read_bytes() == path.read_bytes()
 
 
-def test_figures_only_add_to_the_default_export(tmp_path):
+def test_figures_only_add_to_the_default_export(with_figures):
     """With --figures the fragments are the committed ones and main.tex only gains lines."""
-    _export(tmp_path, "--figures")
+    tmp_path = with_figures
     for path in (EXPORTS / "fragments").glob("*.tex"):
         assert (tmp_path / "fragments" / path.name).read_bytes() == path.read_bytes()
     with_figures = (tmp_path / "main.tex").read_text()

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from symformer.cli import main
+from symformer.colors import diverging, luminance, sequential, text_colour
 from symformer.example import load_example
-from symformer.figures.colors import cividis, luminance, text_colour
 from tests.float_reference import float_forward
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "symformer" / "examples"
@@ -76,7 +76,7 @@ def test_svg_cell_values_are_the_float_reference_rounded(tmp_path):
     for head in (1, 2):
         root = ET.parse(tmp_path / f"layer1-head{head}-weights.svg").getroot()
         title = root.find(f"{SVG}title")
-        assert title is not None and f"head {head}" in title.text
+        assert title is not None and f"Head {head}" in title.text
         cells = {g.get("id"): g.find(f"{SVG}text").text
                  for g in root.iter(f"{SVG}g") if (g.get("id") or "").startswith("cell-")}
         w = ref[f"layer1.head{head}.weights"]
@@ -108,7 +108,7 @@ def test_masked_cells_are_hatched_and_probabilities_drawn(tmp_path):
     cross = (tmp_path / "decoder-layer1-cross-head1-weights.tex").read_text()
     assert "pattern=" not in cross
     probs = (tmp_path / "probabilities-position1.tex").read_text()
-    labels = re.findall(r"\[\$([0-9.]+)\$\]", probs)
+    labels = re.findall(r"\\node\[inner sep=0pt\] at \(axis cs:[^)]*\) \{\$([0-9.]+)\$\}", probs)
     assert len(labels) == 5 and abs(sum(Fraction(v) for v in labels) - 1) <= Fraction(5, 200)
 
 
@@ -130,8 +130,9 @@ def test_png_is_200_dpi_and_sharp(tmp_path):
     width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
     x_ppm, y_ppm, unit = struct.unpack(">IIB", chunks[b"pHYs"])
     assert unit == 1 and round(x_ppm * 0.0254) == 200 == round(y_ppm * 0.0254)
-    # a 4x4 map is at least about 5 x 3.5 inches: >= 1000 x 700 pixels at 200 dpi
-    assert width >= 1000 and height >= 700
+    # a 4x4 map is at least about 5 x 2.5 inches (cells 0.42 inch tall, 10 pt text):
+    # >= 1000 x 500 pixels at 200 dpi
+    assert width >= 1000 and height >= 500
 
 
 def test_pdf_format_writes_one_pdf_per_figure(tmp_path):
@@ -143,14 +144,19 @@ def test_pdf_format_writes_one_pdf_per_figure(tmp_path):
 
 def test_cell_text_contrast_and_greyscale_order():
     levels = [Fraction(k, 100) for k in range(101)]
-    for t in levels:
-        fill = cividis(t)
-        ink = text_colour(fill)
-        lighter, darker = sorted((luminance(fill), luminance(ink)), reverse=True)
-        assert (lighter + 0.05) / (darker + 0.05) >= 4.5  # WCAG AA for normal text
-    # lightness grows with the value: the map stays ordered in greyscale
-    lum = [luminance(cividis(t)) for t in levels]
-    assert all(a < b for a, b in zip(lum, lum[1:]))
+    for paint in (sequential, diverging):
+        for t in levels:
+            fill = paint(t)
+            ink = text_colour(fill)
+            lighter, darker = sorted((luminance(fill), luminance(ink)), reverse=True)
+            assert (lighter + 0.05) / (darker + 0.05) >= 4.5  # WCAG AA for normal text
+    # sequential: darker is larger, so the map stays ordered in greyscale
+    lum = [luminance(sequential(t)) for t in levels]
+    assert all(a > b for a, b in zip(lum, lum[1:]))
+    # diverging: lightest at zero (t = 1/2), darker the further from it on either side
+    lum = [luminance(diverging(t)) for t in levels]
+    assert all(a < b for a, b in zip(lum[:50], lum[1:51]))
+    assert all(a > b for a, b in zip(lum[50:], lum[51:]))
 
 
 @pytest.mark.parametrize("argv, message", [

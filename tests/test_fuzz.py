@@ -5,11 +5,13 @@ Each case (tests/fuzz_mutations.py) mutates a shipped example or the post's clai
 ``symformer.cli.main``; it must end with exit status 0, 1 or 2, without a traceback,
 with a message when the status is 2, within the per-case bound.  The budget is small
 and fixed (derandomized, so CI runs the same cases every time);
+``SYMFORMER_FUZZ_CASES=N`` runs N cases per command instead, and
 ``python benchmarks/fuzz.py --cases N --seed S`` is the longer run of the same fuzzer.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import tomllib
 
@@ -29,8 +31,10 @@ from fuzz_mutations import (
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-#: Cases per command in the test suite (the whole file runs in about 20 s).
-CASES_PER_COMMAND = 7
+#: Cases per command: 7 in the test suite (the whole file takes about 20 s of CPU);
+#: ``SYMFORMER_FUZZ_CASES=200 python -m pytest tests/test_fuzz.py`` is a longer run of
+#: the same derandomized cases and more.
+CASES_PER_COMMAND = int(os.environ.get("SYMFORMER_FUZZ_CASES", "7"))
 
 COMMANDS = ["derive", "export", "trace", "check", "prove", "crosscheck", "generate",
             "backward", "train"]

@@ -12,6 +12,7 @@ an independent float64 forward pass.  Screenshots land in
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -78,11 +79,13 @@ class Browser:
         raw, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(raw)
 
-    def open(self, url: str) -> None:
-        targets = self.send("Target.getTargets", session=False)["targetInfos"]
-        page = next(t for t in targets if t["type"] == "page")
+    def open(self, url: str, target: str | None = None) -> None:
+        """Load ``url`` in the first tab (or in tab ``target``) and talk to that tab."""
+        if target is None:
+            targets = self.send("Target.getTargets", session=False)["targetInfos"]
+            target = next(t for t in targets if t["type"] == "page")["targetId"]
         self.session = self.send("Target.attachToTarget",
-                                 {"targetId": page["targetId"], "flatten": True},
+                                 {"targetId": target, "flatten": True},
                                  session=False)["sessionId"]
         self.send("Page.enable")
         self.send("Page.navigate", {"url": url})
@@ -92,6 +95,20 @@ class Browser:
                 return
             time.sleep(0.05)
         raise TimeoutError("page did not load")
+
+    @contextlib.contextmanager
+    def tab(self, url: str):
+        """``url`` in a new tab of the same Chromium (one launch serves the file); the
+        previous tab is talked to again afterwards."""
+        previous = self.session
+        target = self.send("Target.createTarget", {"url": "about:blank"},
+                           session=False)["targetId"]
+        try:
+            self.open(url, target)
+            yield self
+        finally:
+            self.session = previous
+            self.send("Target.closeTarget", {"targetId": target}, session=False)
 
     def eval(self, expression: str):
         result = self.send("Runtime.evaluate", {"expression": expression,
@@ -222,7 +239,7 @@ PRODUCTS = """(function(){
 })()"""
 
 
-def test_products_of_numbers_show_a_visible_sign(tmp_path):
+def test_products_of_numbers_show_a_visible_sign(tmp_path, page):
     """f_0 = a_0 W_2[0,0] + ...: ReLU clipped every a_j, so each term is a product of two
     numbers such as 0.000 · 0.4.  Adjacent MathML numbers would render as one number
     (0.0000.4, or 20.000 for 2 · 0.000); the rendered text must show the sign."""
@@ -230,12 +247,9 @@ def test_products_of_numbers_show_a_visible_sign(tmp_path):
     step = next(n for n, s in enumerate(trace.steps, start=1) if s.stage == "layer1.ffn.output")
     path = tmp_path / "think.html"
     path.write_text(render(trace, "html"), encoding="utf-8")
-    browser = Browser(tmp_path / "profile")
-    try:
-        browser.open(path.as_uri() + f"#step-{step}")
+    browser, _, _ = page  # its Chromium, in a tab of this test's own
+    with browser.tab(path.as_uri() + f"#step-{step}"):
         shown = browser.eval(PRODUCTS)
-    finally:
-        browser.close()
     assert shown["hidden"] is False  # the page opened at that step
     text = " ".join(shown["text"].split())
     assert "0.000" in text and "0.4" in text

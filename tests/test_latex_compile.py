@@ -1,14 +1,15 @@
-"""pdflatex for real: the full document, and a document with hostile token names."""
+"""pdflatex for real: every shipped example's notes, and a document with hostile token names."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+from importlib import resources
 
 import pytest
 
-from symformer import derive, parse_example
+from symformer import derive, load_example, parse_example
 from symformer.example.loader import builtin_text
 from symformer.latex import Options, export_files
 from symformer.latex.compile import compile_log
@@ -40,13 +41,43 @@ def _pdftext(pdf: bytes, tmp_path) -> str:
                           check=True).stdout
 
 
+def attention_only_with_loss():
+    """``attention_only`` with a [loss] (it ships without one): its Backward part too."""
+    text = (resources.files("symformer.examples") / "attention_only.toml").read_text("utf-8")
+    return parse_example(text + "\n[loss]\nkind = \"mse\"\ntarget = [\n    [1, 0, -1],\n"
+                         "    [0, 1, 0],\n    [-1, 0, 1],\n]\n")
+
+
+#: Every shipped example's notes, as a user exports them (the built-in one with closed
+#: forms too), compiled once each.
+NOTES = {
+    "builtin": (lambda: load_example(), Options(exact=True)),
+    "llama_style": (lambda: load_example("llama_style"), Options(decimals=3)),
+    "gpt2_style": (lambda: load_example("gpt2_style"), Options(decimals=3)),
+    "course_module": (lambda: load_example("course_module"), Options(decimals=3)),
+    "encoder_decoder": (lambda: load_example("encoder_decoder"), Options(decimals=3)),
+    "attention_only_loss": (attention_only_with_loss, Options(decimals=3)),
+}
+
+
 @needs_pdflatex
-def test_full_document_compiles_without_overfull_boxes(block, tmp_path):
-    pdf, log = compile_log(export_files(block, Options(exact=True)))
+@pytest.mark.parametrize("name", list(NOTES))
+def test_notes_compile_without_overfull_boxes(name, tmp_path):
+    """No line of any shipped example's notes runs into the margin (one pdflatex pass:
+    the layout does not depend on the references)."""
+    example, options = NOTES[name]
+    g = derive(example())
+    files = export_files(g, options)
+    pdf, log = compile_log(files, passes=1)
     assert pdf.startswith(b"%PDF")
-    assert "Overfull \\hbox" not in log
+    overfull = [line for line in log.splitlines() if line.startswith("Overfull \\hbox")]
+    assert not overfull, overfull
     text = _pdftext(pdf, tmp_path)
-    assert "Causal self-attention" in text and "Scaled scores" in text
+    assert "exactly as in the example file" in text  # the weights are printed
+    if name == "builtin":
+        assert "Causal self-attention" in text and "Scaled scores" in text
+    if name == "attention_only_loss":
+        assert "Backward pass" in text
 
 
 @needs_pdflatex

@@ -30,29 +30,32 @@ def test_no_code_notation_leaks(block, causal_block):
 
 
 def test_textbook_forms(block, causal_block):
-    assert _lines(block["layer1.head1.weights"])[0].startswith(
-        r"\alpha_{j} = \frac{\exp s_{j}}{\sum_{k = 0}^{n - 1} \exp s_{k}}")
-    assert _lines(block["layer1.head1.scores"]) == [
-        r"s_{j} = \frac{u_{j}}{\sqrt{ d_{k} }} = \frac{q \cdot k_{j}}{\sqrt{ d_{k} }}"]
-    assert _lines(block["layer1.head1.raw_scores"]) == [r"u_{j} = q \cdot k_{j}"]
-    # LayerNorm with the arguments it is used with: the residual sum r, its mu and sigma^2
+    """Index form, every index bound and every sum explicit (the equations' proofs are
+    in test_equations_proved.py)."""
+    assert _lines(block["layer1.head1.weights"])[0] == (
+        r"\alpha_{i,j} = \frac{\exp s_{i,j}}{\sum_{m = 0}^{n - 1} \exp s_{i,m}}")
+    assert _lines(block["layer1.head1.scores"]) == [r"s_{i,j} = \frac{u_{i,j}}{\sqrt{ d_{k} }}"]
+    assert _lines(block["layer1.head1.raw_scores"]) == [
+        r"u_{i,j} = \sum_{c = 0}^{d_{k} - 1} q_{i,c} k_{j,c}"]
     assert _lines(block["layer1.add_norm1"]) == [
-        r"y_{j} = \gamma_{j} \frac{r_{j} - \mu}{\sqrt{ \sigma^2 + \varepsilon }} + \beta_{j}"]
-    assert _lines(block["layer1.add_norm1.mean"]) == [
-        r"\mu = \frac{1}{d} \sum_{j = 0}^{d - 1} r_{j}"]
+        r"y_{i,j} = \frac{\gamma_{j} \mathopen{}\left( r_{i,j} - \mu_{i} \mathclose{}\right)}"
+        r"{\sqrt{ \sigma^2_{i} + \varepsilon }} + \beta_{j}"]
     assert _lines(block["layer1.add_norm1.variance"]) == [
-        r"\sigma^2 = \frac{1}{d} \sum_{j = 0}^{d - 1} \mathopen{}\left( r_{j} - \mu "
+        r"\sigma^2_{i} = \frac{1}{d} \sum_{j = 0}^{d - 1} \mathopen{}\left( r_{i,j} - \mu_{i} "
         r"\mathclose{}\right)^{2}"]
     assert _lines(block["layer1.ffn.activation"]) == [
-        r"a_{j} = \max \mathopen{}\left( 0, h_{j} \mathclose{}\right)"]
+        r"a_{i,j} = \max \mathopen{}\left( 0, h_{i,j} \mathclose{}\right)"]
     assert _lines(block["positional_encoding"])[0] == (
-        r"\mathrm{PE}_{\mathit{pos},\,2i} = \sin \mathopen{}\left( \frac{\mathit{pos}}"
-        r"{10000^{2 i/d_{\text{model}}}} \mathclose{}\right)")
-    assert _lines(block["layer1.head2.K"]) == [r"k = x W_{K}"]
-    assert _lines(block["layer1.ffn.hidden"]) == [r"h = y W_{1} + b_{1}"]
-    assert _lines(block["layer1.add_norm1.sum"]) == [r"r = x + m"]
+        r"\mathrm{PE}_{p,2c} = \sin \mathopen{}\left( \frac{p}{10000^{2 c/d_{\text{model}}}} "
+        r"\mathclose{}\right)")
+    assert _lines(block["layer1.head2.K"]) == [
+        r"k_{i,j} = \sum_{m = 0}^{d_{\text{in}} - 1} x_{i,m} \left(W_{K}\right)_{m,j}"]
+    # the attention output is m: its sum runs over another letter
+    assert r"\sum_{k = 0}" in _lines(block["layer1.attention.output"])[0]
+    assert _lines(block["layer1.add_norm1.sum"]) == [r"r_{i,j} = x_{i,j} + m_{i,j}"]
     assert _lines(block["layer1.attention.concat"]) == [
-        r"c = \operatorname{Concat} \mathopen{}\left( o^{(1)}, o^{(2)} \mathclose{}\right)"]
+        r"c_{i,j} = \left\{ \begin{array}{ll} o^{(1)}_{i,j}, & \mathrm{if} \ j < d_{v} \\ "
+        r"o^{(2)}_{i,j-d_{v}}, & \mathrm{otherwise} \end{array} \right."]
 
 
 def test_every_stage_has_a_numbered_labelled_equation(block):
@@ -65,19 +68,47 @@ def test_every_stage_has_a_numbered_labelled_equation(block):
 def test_causal_mask_appears_only_when_masked(block, causal_block):
     assert r"-\infty" not in to_latex(stage_equation(block["layer1.head1.scores"]))
     masked = _lines(causal_block["layer1.head1.scores"])[0]
-    assert r"-\infty, & \mathrm{if} \ j > i" in masked
+    assert r"\mathrm{if} \ j \le i \\ -\infty, & \mathrm{otherwise}" in masked
 
 
 def test_conventions_change_the_equations():
     example = load_example()
     unbiased = derive_variant(example, Convention(layer_norm="unbiased"))
     assert _lines(unbiased["layer1.add_norm1.variance"])[0].startswith(
-        r"s^2 = \frac{1}{d - 1} \sum_{j = 0}^{d - 1}")
-    assert r"\sqrt{ s^2 } + \varepsilon" in _lines(unbiased["layer1.add_norm1"])[0]
+        r"s^2_{i} = \frac{1}{d - 1} \sum_{j = 0}^{d - 1}")
+    assert r"\sqrt{ s^2_{i} } + \varepsilon" in _lines(unbiased["layer1.add_norm1"])[0]
     whole = derive_variant(example, Convention(layer_norm="whole_matrix"))
     assert _lines(whole["layer1.add_norm1.mean"])[0].startswith(
-        r"\mu = \frac{1}{n d} \sum_{i = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{i, j}")
+        r"\mu_{i} = \frac{1}{n d} \sum_{k = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{k,j}")
     nines = derive_variant(example, Convention(mask="-1e9"), causal=True)
-    assert r"-10^{9}, & \mathrm{if} \ j > i" in _lines(nines["layer1.head1.scores"])[0]
+    assert r"\frac{u_{i,j}}{\sqrt{ d_{k} }} + M, & \mathrm{otherwise}" in _lines(
+        nines["layer1.head1.scores"])[0]
     pre = derive(example, causal=False)
-    assert _lines(pre["output"]) == ["z = y"]
+    assert _lines(pre["output"]) == ["z_{i,j} = y_{i,j}"]
+
+
+def test_the_backward_rules_a_reader_found_wrong_are_right(block):
+    """Issue 21: dL/dq is a sum over the keys, dL/do reads dL/dc's own columns (no
+    undefined S), ReLU's rule has an indicator, a gradient read by several stages is a
+    sum of named contributions (never several equalities), 2 (σ² + ε)^{3/2}."""
+    from symformer.blocks.backward import with_gradients
+    from symformer.codegen.backward import equation_lines
+    from symformer.equations.render import mathml
+
+    g = with_gradients(block)
+
+    def text(name):
+        return [line.text for line in equation_lines(g[name])]
+
+    assert text("grad.layer1.head1.Q") == ["∂L/∂q_(i,c) = Σ_(m=0..n−1) ∂L/∂u_(i,m) k_(m,c)"]
+    assert text("grad.layer1.head1.output") == ["∂L/∂o_(i,j) = ∂L/∂c_(i,j)"]
+    assert text("grad.layer1.head2.output") == ["∂L/∂o_(i,j) = ∂L/∂c_(i,j+2)"]
+    assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) 𝟙[h_(i,j) > 0]"]
+    total, *parts = text("grad.layer1.add_norm2.sum")
+    assert total == "∂L/∂r_(i,j) = δ^(μ)_(i,j) + δ^(σ²)_(i,j) + δ^(y)_(i,j)"
+    assert [p.split(" = ")[0] for p in parts] == ["δ^(μ)_(i,j)", "δ^(σ²)_(i,j)", "δ^(y)_(i,j)"]
+    (variance,) = text("grad.layer1.add_norm2.variance")
+    assert variance.endswith("/ (2 (σ²_i + ε)^(3/2))") and "1.5" not in variance
+    for stage in g:  # every line converts to MathML (the HTML trace)
+        for line in equation_lines(stage):
+            assert mathml(line.latex).startswith("<math")

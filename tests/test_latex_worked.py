@@ -14,10 +14,10 @@ from symformer.latex.worked import Style, worked_example
 def test_query_row_term_by_term(block):
     latex = to_latex(worked_example(block["layer1.head1.Q"], 1))
     assert r"q_{0} &= x_{0} (W_{Q})_{0,0} + x_{1} (W_{Q})_{1,0}" in latex
-    # from 4.84 and 1.54 a reader gets 1.595, a tie; one more digit decides it
-    # (the exact value is (4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...)
-    assert r"&= 4.841 \cdot 0.25 + 1.540 \cdot 0.25 \approx 1.60" in latex
-    assert r"&= 0.01 \cdot 0.25 + 3.00 \cdot 0.25 \approx 0.75" in latex
+    # from the printed 4.84 and 1.54 a reader gets exactly 1.595, a tie; the line says
+    # so and gives the exact value's rounding ((4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...)
+    assert r"= 4.84 \cdot 0.25 + 1.54 \cdot 0.25 = 1.595\ (\text{exact: } {1.60})" in latex
+    assert r"= 0.01 \cdot 0.25 + 3.00 \cdot 0.25 \approx 0.75" in latex
 
 
 def test_exact_substitution_keeps_closed_forms(block):
@@ -29,17 +29,27 @@ def test_exact_substitution_keeps_closed_forms(block):
 def test_softmax_shows_exponentials_that_add_up(block, builtin):
     latex = to_latex(worked_example(block["layer1.head1.weights"], 1, Style(decimals=3)))
     scores = float_forward(builtin)["layer1.head1.scores"][1]
-    sigma_line = next(line for line in latex.splitlines() if line.startswith("  &= e^{"))
-    shown = [float(x) for x in re.findall(r"e\^\{([-0-9.]+)\}", sigma_line)]
+    # each exponential on a line of its own, rounded from the printed score
+    exps = re.findall(r"e\^\{s_\{\d\}\} &= e\^\{([-0-9.]+)\} \\approx ([-0-9.]+)", latex)
+    shown = [float(s) for s, _ in exps]
     assert shown == [round(s, 3) for s in scores]
-    # each exponential is rounded from the printed score, and the sum from those
-    exps = sigma_line.split(r"\approx", 1)[1].rsplit("=", 1)
-    terms = [float(x) for x in exps[0].split("+")]
+    terms = [float(e) for _, e in exps]
     assert terms == [round(math.exp(s), 3) for s in shown]
-    assert float(exps[1].strip(" \\")) == round(sum(terms), 3)
+    # the sum of the printed terms, exactly
+    sigma_line = next(line for line in latex.splitlines() if line.startswith(r"  \Sigma"))
+    total = sigma_line.split(r"\approx", 1)[1].rsplit("=", 1)
+    assert [float(x) for x in total[0].split("+")] == terms
+    assert float(total[1].strip(" \\")) == round(sum(terms), 3)
+    # each weight from its printed exponential and the printed sum; a reader's result
+    # within one unit of the last digit of the exact weight (the float reference's)
     weights = float_forward(builtin)["layer1.head1.weights"][1]
-    results = [float(x) for x in re.findall(r"\\approx ([-0-9.]+)\s*(?:\\\\)?$", latex, re.M)]
-    assert results[-4:] == [round(w, 3) for w in weights]
+    alphas = re.findall(r"\\alpha_\{(\d)\} &= \\frac\{e\^\{s_\{\d\}\}\}\{\\Sigma\} = "
+                        r"\\frac\{([-0-9.]+)\}\{([-0-9.]+)\} \\approx ([-0-9.]+)", latex)
+    assert [int(j) for j, *_ in alphas] == [0, 1, 2, 3]
+    for (j, num, den, result), weight in zip(alphas, weights):
+        assert float(num) == terms[int(j)] and float(den) == float(total[1].strip(" \\"))
+        assert float(result) == round(float(num) / float(den), 3)
+        assert abs(float(result) - weight) < 0.0015
 
 
 def test_masked_keys_get_zero_weight(causal_block):

@@ -107,7 +107,10 @@ def test_a_whole_row_quantity_has_no_index(formats):
     assert r"$\mu$" in parts["pdf table"] and r"\mu_{" not in parts["pdf table"]
     assert "$\\mu$" in parts["markdown table"]
     norm = formats["documents"]["trace text"].split("  stage layer1.add_norm1\n")[1]
-    assert re.search(r"^  μ = ", norm, re.M) and "μ_" not in norm.split("\n\n")[0]
+    # the token's value is μ; the general equation (index form) writes the row's μ_i,
+    # never a column index
+    assert re.search(r"^  μ = ", norm, re.M) and "μ_(" not in norm.split("\n\n")[0]
+    assert "μ_i" in norm.split("\n\n")[0]
 
 
 def test_key_positions_count_from_0_in_the_tables(formats):

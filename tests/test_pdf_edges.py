@@ -45,6 +45,18 @@ def test_block_without_w_o_has_no_output_projection_section() -> None:
     assert "No $W_O$: the concatenation is the output: $m = c$." in main
 
 
+def test_every_stage_has_a_group_a_lecturer_would_name() -> None:
+    """llama_style: RMSNorm, RoPE, the gate, the LM head all sit in named groups (no
+    "Other stages"); a key/value head is one ("Key/value head 1"), not "Attention head
+    0"; the stages after the last layer are in "Output", never a second "Input"."""
+    headings = _headings(_main("llama_style", decimals=2)["main.tex"])
+    titles = [t for _, t in headings]
+    assert "Other stages" not in titles
+    assert "Attention head 0" not in titles and "Key/value head 1" in titles
+    sections = [t for kind, t in headings if kind == "section"]
+    assert sections.count("Input") == 1 and sections[-1] == "Output"
+
+
 def test_block_with_w_o_keeps_its_output_projection_section() -> None:
     titles = [t for _, t in _headings(_main()["main.tex"])]
     assert any("Multi-head output" in t for t in titles)

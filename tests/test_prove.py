@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +17,10 @@ def by_name(facts):
     return {f.name: f for f in facts}
 
 
-def test_builtin_example() -> None:
-    facts = by_name(prove_all(load_example()))
+def test_builtin_example(builtin_prove_json) -> None:
+    status, out = builtin_prove_json
+    assert status == 0
+    facts = {f["name"]: SimpleNamespace(**f) for f in json.loads(out)["facts"]}
     for name in ["layer1.head1.weights.row_sums", "layer1.head2.weights.row_sums (causal)",
                  "masked_weights_zero", "last_token_unchanged", "layer1.add_norm1.mean",
                  "layer1.add_norm2.variance", "pe_bounded"]:
@@ -77,9 +80,10 @@ def test_false_facts_reported() -> None:
     assert "first block (layer1.add_norm2)" in two["last_token_unchanged"].statement
 
 
-def test_cli(capsys) -> None:
-    assert main(["prove", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+def test_cli(builtin_prove_json) -> None:
+    status, out = builtin_prove_json
+    assert status == 0
+    data = json.loads(out)
     assert {f["status"] for f in data["facts"]} >= {PROVED, FALSE}
 
 

@@ -8,6 +8,7 @@ ligatures are broken, long names compile, Markdown and HTML escape every name.
 
 from __future__ import annotations
 
+import functools
 import html.parser
 import json
 import os
@@ -374,9 +375,15 @@ def _snapshot(folder: Path) -> dict[str, bytes | str]:
     return out
 
 
+@functools.cache
+def _export(decimals: int) -> dict[str, str]:
+    """The built-in example's export (main.tex and fragments), rendered once per file."""
+    return export_files(derive(parse_example(builtin_text())), Options(decimals=decimals))
+
+
 def _old_folder(path: Path, user_files: int = 200) -> None:
     """An export with 2 decimals, plus the user's own files, a folder and a link."""
-    assert main(["export", "--out", str(path), "--decimals", "2"]) == 0
+    write_files(path, _export(2))
     (path / "mine").mkdir()
     for k in range(user_files):
         (path / "mine" / f"note{k}.txt").write_text(f"note {k}")
@@ -411,10 +418,16 @@ def test_the_current_folder_is_written_in_place(tmp_path, monkeypatch, capsys):
     assert not [p for p in out.rglob("*") if "symformer-tmp" in p.name]
 
 
-def _expected_new(tmp_path: Path, old: Path, decimals: str) -> dict[str, bytes | str]:
+def _expected_new(tmp_path: Path, old: Path, decimals: str | None = None
+                  ) -> dict[str, bytes | str]:
+    """``old`` after an unkilled write: of ``export --decimals DECIMALS``, or (None) of
+    write_files with the 5-decimal export, as the killed writer of ``_killed`` does."""
     copy = tmp_path / "expected"
     shutil.copytree(old, copy, symlinks=True)
-    assert main(["export", "--out", str(copy), "--decimals", decimals]) == 0
+    if decimals is None:
+        write_files(copy, _export(5))
+    else:
+        assert main(["export", "--out", str(copy), "--decimals", decimals]) == 0
     snapshot = _snapshot(copy)
     shutil.rmtree(copy)
     return snapshot
@@ -493,8 +506,7 @@ def _killed(tmp_path: Path, point: str, out: Path) -> None:
     """Write the 5-decimal export into ``out`` in a process killed at ``point``."""
     script, files = tmp_path / "killer.py", tmp_path / "files.json"
     script.write_text(KILLER)
-    g = derive(parse_example(builtin_text()))
-    files.write_text(json.dumps(export_files(g, Options(decimals=5))), encoding="utf-8")
+    files.write_text(json.dumps(_export(5)), encoding="utf-8")
     run = subprocess.run([sys.executable, str(script), point, str(out), str(files)],
                          env=_env(), capture_output=True, text=True, timeout=300)
     assert run.returncode == -signal.SIGKILL, run.stderr
@@ -507,7 +519,7 @@ def test_a_kill_at_any_step_leaves_the_folder_whole(tmp_path, point, capsys, _ca
     out = tmp_path / "k"
     _old_folder(out)
     old = _snapshot(out)
-    new = _expected_new(tmp_path, out, "5")
+    new = _expected_new(tmp_path, out)
     _killed(tmp_path, point, out)
     state = _check_whole(out, old, new)
     assert state == ("new" if point in ("swapped", "removing") else "old")
@@ -525,7 +537,7 @@ def test_a_kill_between_the_renames_of_the_fallback_swap_is_undone(tmp_path, ren
     out = tmp_path / "k"
     _old_folder(out, user_files=5)
     old = _snapshot(out)
-    new = _expected_new(tmp_path, out, "5")
+    new = _expected_new(tmp_path, out)
     _killed(tmp_path, f"fallback{renames}", out)
     write_files(out, {})
     assert _snapshot(out) == (old if renames == 1 else new)
@@ -554,6 +566,7 @@ def test_a_kill_while_a_real_export_writes_leaves_the_folder_whole(tmp_path, cap
         deadline = time.monotonic() + 120
         while _count(watched) < entries and proc.poll() is None:
             assert time.monotonic() < deadline, "the export never started writing"
+            time.sleep(0.0005)  # leave the cores to the export (and to other tests)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         _check_whole(out, old, new)

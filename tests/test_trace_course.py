@@ -90,10 +90,10 @@ def test_cli_traces_the_whole_matrix_variant(capsys, course_block):
     assert main(["trace", path, "--token", "export", "--decimals", "2",
                  "--layer-norm", "whole_matrix"]) == 0
     whole = capsys.readouterr().out
-    assert "μ = (1/(n d)) Σ_(i=0..n−1) Σ_(j=0..d−1) r_(i,j)" in whole
+    assert "μ_i = (1/(n d)) Σ_(k=0..n−1) Σ_(j=0..d−1) r_(k,j)" in whole
     assert "(over every entry of the" in whole  # the remark (wrapped to the terminal)
     assert "every entry of the matrix" not in per_token
-    assert "μ = (1/d) Σ_(j=0..d−1) r_j" in per_token
+    assert "μ_i = (1/d) Σ_(j=0..d−1) r_(i,j)" in per_token
     block = per_token.split("[22/29]")[1].split("[23/29]")[0]  # + the sigma step
     row = course_block["layer1.add_norm1"].values(decimals=2)[1]
     lines = block.splitlines()

@@ -9,6 +9,7 @@ must show the same operands and results as the JSON items.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from fractions import Fraction
@@ -37,7 +38,7 @@ from symformer.worked.to_json import item_dict, plain
 EXAMPLES = sorted(p for p in (Path(__file__).parents[1] / "symformer" / "examples").glob(
     "*.toml") if "claims" not in p.stem)
 LITERAL = re.compile(r"\d+(?:\.\d+)?")
-KEYS = {"stage", "row", "col", "symbol", "expression", "result"}
+KEYS = {"stage", "row", "col", "symbol", "expression", "result", "operands"}
 
 
 def worked_items(g, **options) -> list[dict]:
@@ -46,24 +47,67 @@ def worked_items(g, **options) -> list[dict]:
     return data["worked"]
 
 
+@functools.cache
+def builtin_items(block, token: int, decimals: int) -> tuple[dict, ...]:
+    """The worked items of ``block`` (the built-in example, unmasked), rendered once."""
+    return tuple(worked_items(block, decimals=decimals, token=token))
+
+
 def check_all(items: list[dict]) -> None:
+    """Every line recomputes from what it prints; its operands are its literals, with
+    their sources; one block prints the operands it reads from earlier stages at one
+    precision; a line that differs from the table says the table's value."""
     assert items
     for item in items:
-        assert set(item) == KEYS
+        assert KEYS <= set(item) <= KEYS | {"exact"}
         check_item(item)
+        check_operands(item)
+        if "exact" in item:
+            assert Fraction(item["exact"]) != Fraction(item["result"]), item
+            assert decimals_of(item["exact"]) <= decimals_of(item["result"]), item
+    check_one_precision(items)
+
+
+def check_operands(item: dict) -> None:
+    """The operands, in reading order, are the expression's printed numbers (a fraction
+    1/4 is two literals), each with one source or none (a number of the formula)."""
+    shown = [part.lstrip("-") for o in item["operands"] for part in o["value"].split("/")]
+    assert shown == _literals(item["expression"]), item
+    for o in item["operands"]:
+        kinds = {"stage", "parameter", "worked"} & set(o)
+        assert len(kinds) <= 1, o
+        if "stage" in o:
+            assert set(o) == {"value", "stage", "row", "col"}, o
+        if "parameter" in o:
+            assert set(o) == {"value", "parameter", "index"}, o
+
+
+def check_one_precision(items: list[dict]) -> None:
+    """Within one worked block (a stage's row), every operand read from an earlier
+    stage shows the same number of decimals (an integer is a table of exact integers,
+    printed as such: ``2``, not ``2.000``)."""
+    blocks: dict[tuple, set[int]] = {}
+    for item in items:
+        for o in item["operands"]:
+            if "stage" in o and "." in o["value"]:
+                blocks.setdefault((item["stage"], item["row"]), set()).add(
+                    decimals_of(o["value"]))
+    for block, decimals in blocks.items():
+        assert len(decimals) == 1, (block, decimals)
 
 
 def test_cli_writes_worked_json(tmp_path, block):
     assert main(["export", "--out", str(tmp_path), "--format", "json", "--token", "think",
                  "--decimals", "2"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["worked.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["equations.json", "worked.json"]
     data = json.loads((tmp_path / "worked.json").read_text(encoding="utf-8"))
     items = data["worked"]
     check_all(items)
     q = [i for i in items if i["stage"] == "layer1.head1.Q"]
-    # q_0 = x_0/4 + x_1/4 for "think" (row 1): (4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...
-    assert [(i["row"], i["col"], i["symbol"], i["result"]) for i in q] == [
-        (1, 0, "q_0", "1.60"), (1, 1, "q_1", "0.75")]
+    # q_0 = x_0/4 + x_1/4 for "think" (row 1): (4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...,
+    # but from the printed 4.84 and 1.54 a reader gets exactly 1.595 (a tie)
+    assert [(i["row"], i["col"], i["symbol"], i["result"], i.get("exact")) for i in q] == [
+        (1, 0, "q_0", "1.595", "1.60"), (1, 1, "q_1", "0.75", None)]
     sums = [i for i in items if i["stage"] == "layer1.head1.weights" and i["col"] is None]
     assert len(sums) == 2  # head 1's denominator, and again under the causal mask
     stages = {i["stage"] for i in items}
@@ -73,14 +117,14 @@ def test_cli_writes_worked_json(tmp_path, block):
 @pytest.mark.parametrize("token", [0, 1, 2, 3])
 @pytest.mark.parametrize("decimals", [1, 2, 3])
 def test_builtin_every_line_recomputes(block, token, decimals):
-    check_all(worked_items(block, decimals=decimals, token=token))
+    check_all(list(builtin_items(block, token, decimals)))
 
 
 def test_builtin_lines_are_never_ties(block):
     """A printed line whose exact value is half-way between two roundings would let a
     reader round either way; the built-in example has no exact ties, so none may show."""
     for token in range(4):
-        for item in worked_items(block, decimals=2, token=token):
+        for item in builtin_items(block, token, 2):
             value = evaluate(item["expression"])
             if isinstance(value, Fraction):
                 scaled = value * 10 ** decimals_of(item["result"])
@@ -90,27 +134,81 @@ def test_builtin_lines_are_never_ties(block):
 def test_softmax_chain_recomputes_from_what_it_prints(block):
     """e^{s_1} is rounded from the printed s_1 (e^{1.97} = 7.17, not e^{1.9723} = 7.19),
     and the weights from the printed exponentials and their printed sum."""
-    items = [i for i in worked_items(block, decimals=2, token=1)
-             if i["stage"] == "layer1.head1.weights"][:6]
+    items = [i for i in builtin_items(block, 1, 2) if i["stage"] == "layer1.head1.weights"][:6]
     exps = items[:4]
     assert [i["expression"] for i in exps][1] == "exp(1.97)"
     assert exps[1]["result"] == "7.17"
+    assert exps[1]["operands"] == [{"value": "1.97", "stage": "layer1.head1.scores",
+                                    "row": 1, "col": 1}]
     total = items[4]
     assert total["col"] is None and total["symbol"] == "Σ"
     assert total["expression"] == " + ".join(i["result"] for i in exps)
+    assert [o["worked"] for o in total["operands"]] == [f"exp(s_{j})" for j in range(4)]
     assert items[5]["expression"] == f"{exps[0]['result']}/{total['result']}"
+    # the sum is a line of its own, over the printed terms: 21.60 exactly, never a
+    # chain that puts e^{1.66} + ... (21.61) and 5.26 + ... (21.60) on one line
+    tex = to_latex(Worked(*_latex_steps(block["layer1.head1.weights"])))
+    assert r"e^{s_{1}} &= e^{1.97} \approx 7.17" in tex
+    assert r"\approx 5.26 + 7.17 + 5.64 + 3.53 = 21.60" in tex
+    assert "e^{1.66} + e^{1.97}" not in tex
 
 
-def test_more_digits_where_the_rounded_operands_cannot_give_the_result(block):
+def test_a_tie_from_the_printed_operands_prints_the_tie_and_the_exact_value(block):
     """q_1 of "think" is (sin(1/100) + 2 + cos(1/100))/4 = 0.75248...; from the
-    3-decimal inputs 0.010 and 3.000 a reader gets 0.7525, a tie: the line prints
-    the inputs with more digits instead."""
+    3-decimal inputs 0.010 and 3.000 (what the table shows) a reader gets exactly
+    0.7525, a tie: the line says so, and gives the exact value's rounding."""
     q = next(s for s in trace_token(block, 1, decimals=3).steps if s.stage == "layer1.head1.Q")
     line = as_text(q.entries[1].worked)
-    assert not re.search(r"0\.010·0\.25 \+ 3\.000·0\.25", line)
+    assert "0.010·0.25 + 3.000·0.25 = 0.7525 (exact: 0.752)" in line
     (item,) = q.entries[1].worked.items
-    check_item(item_dict(item))
-    assert item.result.text == "0.752"
+    shown = item_dict(item)
+    check_item(shown)
+    assert (shown["result"], shown["exact"]) == ("0.7525", "0.752")
+
+
+def test_operands_are_the_numbers_the_tables_print(block):
+    """Every operand read from an earlier stage is that stage's table entry as printed
+    (same decimals), and every weight operand is the example file's exact weight."""
+    from symformer.latex.numbers import weight
+    from symformer.latex.tables import stage_values
+
+    items = worked_items(block, decimals=2, token=1)
+    stages = {s.name for s in block}  # the forward stages (the backward's have no table)
+    checked = 0
+    for item in items:
+        if item["stage"] not in stages:
+            continue
+        op = block[item["stage"]].op
+        for o in item["operands"]:
+            if "stage" in o:
+                table = stage_values(block[o["stage"]], 2)  # as the table prints it
+                assert o["value"] == table[o["row"]][o["col"]]
+                checked += 1
+            if "parameter" in o and o["parameter"].startswith("W"):
+                k, j = o["index"]
+                assert Fraction(o["value"]) == Fraction(str(op.W[k, j])), (item, o)
+                assert o["value"] == weight(op.W[k, j])
+                checked += 1
+    assert checked > 100
+
+
+def test_a_line_that_differs_from_its_table_names_the_exact_value(block):
+    """The reader's path: u_2 of "think" is 1.60·1.23 + 0.75·0.65 = 2.4555 ≈ 2.46 from
+    the printed q and k, while the exact entry rounds to 2.45."""
+    items = worked_items(block, decimals=2, token=1)
+    (u2,) = [i for i in items if i["stage"] == "layer1.head1.raw_scores" and i["col"] == 2]
+    assert u2["expression"] == "1.60*1.23 + 0.75*0.65"
+    assert (u2["result"], u2["exact"]) == ("2.46", "2.45")
+    assert u2["exact"] == block["layer1.head1.raw_scores"].values(decimals=2)[1][2]
+    tex = to_latex(Worked(*_latex_steps(block["layer1.head1.raw_scores"])))
+    assert r"\approx 2.46\ (\text{exact: } {2.45})" in tex
+
+
+def _latex_steps(stage):
+    from symformer.latex.worked import worked_example
+
+    worked = worked_example(stage, 1)
+    return worked.steps, worked.items
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -230,3 +328,25 @@ def test_an_exact_zero_over_a_root_is_equal_not_approximate():
     assert exact_value(Div(num("1"), root)) is None
     assert exact_value(Mul((num("2"), Func("exp", (num("1"),))))) is None
     assert exact_value(Div(zero, Add((num("1"), num("-1"))))) is None
+
+
+def test_operands_that_would_all_print_as_zero_show_two_significant_digits():
+    """attention_only with embeddings of 1/10000: at 2 decimals every input prints as
+    0.00, so a line would read 0.00 · 1 + 0.00 · 1; the block prints its operands with
+    two significant digits (5 decimals), all at that one precision, and recomputes."""
+    from importlib import resources
+
+    from symformer import parse_example
+
+    text = (resources.files("symformer.examples") / "attention_only.toml").read_text("utf-8")
+    text = re.sub(r"embeddings = \[.*?\n\]", 'embeddings = [\n    ["1/10000", 0, "1/10000"],\n'
+                  '    [0, "2/10000", 0],\n    ["1/10000", "1/10000", "1/10000"],\n]',
+                  text, count=1, flags=re.S)
+    g = derive(parse_example(text))
+    items = [i for i in worked_items(g, decimals=2, token=1)
+             if i["stage"] == "layer1.head1.Q"]
+    assert items
+    check_all(items)
+    shown = {o["value"] for i in items for o in i["operands"] if "stage" in o}
+    assert shown and all(decimals_of(v) == 5 for v in shown)
+    assert "0.00020" in shown

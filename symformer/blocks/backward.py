@@ -33,6 +33,7 @@ from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.ops import (
     CrossEntropy,
+    Embedding,
     LearnedPositional,
     MeanSquaredError,
     Notation,
@@ -276,17 +277,18 @@ def parameter_labels(g: Derivation, stage: Stage, parameter: str, value
 def parameter_names(g: Derivation, needed: set[str], contributions: bool = True
                     ) -> dict[tuple[str, str], str]:
     """``grad.<block>.<parameter>`` for each (stage, parameter); the stage's own name
-    replaces the block where two stages of a block have parameters of the same name
-    (the two LayerNorms' gamma).  A tied table's lookup gradient is its contribution
-    ``grad.embedding_table.lookup`` (:func:`tied_table_stages`) unless
-    ``contributions`` is False (the weight's own name, for ``train``)."""
+    replaces the block for a norm's gamma and beta (``grad.layer1.add_norm1.gamma``,
+    whether or not the layer has a second norm: ``train --write`` finds ``gamma_1`` by
+    it) and where two stages of a block have parameters of the same name.  A tied
+    table's lookup gradient is its contribution ``grad.embedding_table.lookup``
+    (:func:`tied_table_stages`) unless ``contributions`` is False (the weight's own
+    name, for ``train``)."""
     short: dict[tuple[str, str], str] = {}
     for s in g:
         if s.name in needed:
             block = [c for c in s.name.split(".")[:-1] if c not in _GROUPS]
             for parameter in s.op.parameters():
-                # a top-level stage's gamma and beta are named after it (final_norm)
-                where = block or ([s.name] if parameter in ("gamma", "beta") else [])
+                where = [s.name] if parameter in ("gamma", "beta") else block
                 short[(s.name, parameter)] = ".".join(["grad", *where, parameter])
     counts: dict[str, int] = {}
     for v in short.values():
@@ -301,13 +303,16 @@ def parameter_names(g: Derivation, needed: set[str], contributions: bool = True
 
 def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
                     ) -> tuple[str, ...]:
+    # the tables first: one token or one position read is still a row of the table
+    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
+        return position_labels(stage.op.used_rows())
+    if isinstance(stage.op, Embedding):  # the embedding table: the tokens used
+        return tuple(dict.fromkeys(stage.rows))
     if rows == 1:
         return (parameter,)
     if stage.inputs and rows == g[stage.inputs[0]].shape[1]:
         return g[stage.inputs[0]].cols  # a weight W: one row per input column
-    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
-        return position_labels(stage.op.used_rows())
-    return tuple(dict.fromkeys(stage.rows))  # the embedding table: the tokens used
+    return tuple(dict.fromkeys(stage.rows))
 
 
 def position_labels(positions) -> tuple[str, ...]:

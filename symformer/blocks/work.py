@@ -1,9 +1,9 @@
 """How much work a run will do, estimated before any is done, and the limit it must respect.
 
 Every command estimates its work from the example's shapes (a forward pass's
-multiply-adds, times what the command does with it) and refuses, before starting,
-a run over the limit: ``--max-work N``, else ``SYMFORMER_MAX_WORK``, else
-:data:`DEFAULT_MAX_WORK`; 0 means no limit.
+multiply-adds here; what each command does with it in :mod:`symformer.blocks.cost`)
+and refuses, before starting, a run over the limit: ``--max-work N``, else
+``SYMFORMER_MAX_WORK``, else :data:`DEFAULT_MAX_WORK`; 0 means no limit.
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ import re
 from symformer.errors import InputError
 from symformer.example.schema import Example
 
-#: Refuse runs whose estimated operation count exceeds this (about two seconds of
-#: ball arithmetic per million operations); --max-work or SYMFORMER_MAX_WORK changes
-#: it, and 0 turns the limit off.
+#: Refuse runs whose estimated operation count exceeds this (an operation is about
+#: 2 µs of CPU: :mod:`symformer.blocks.cost`, so about 10 s); --max-work or
+#: SYMFORMER_MAX_WORK changes it, and 0 turns the limit off.
 DEFAULT_MAX_WORK = 5_000_000
-#: What one operation on SymPy expressions costs, in ball-arithmetic operations
-#: (measured on the project's machine: about 200).
-SYMBOLIC_COST = 200
 
 
 def estimated_work(example: Example) -> int:
@@ -37,26 +34,6 @@ def estimated_work(example: Example) -> int:
     if example.decoder is not None:
         work += example.decoder.estimated_work(n)
     return work
-
-
-def symbolic_work(example: Example) -> int:
-    """The cost of the exact proofs ``prove`` makes, in ball-arithmetic operations.
-
-    Every stage's local formulas (as many terms as the forward pass has operations)
-    for the unmasked and the masked derivation, each softmax row's sum brought over
-    a common denominator (about n^2 per row of n keys), each LayerNorm row's squared
-    deviations (about d^2 per row), each at :data:`SYMBOLIC_COST`.
-    """
-    n, d = len(example.tokens), example.d_model
-    terms = 2 * estimated_work(example)
-    for layer in example.layers:
-        terms += 2 * len(layer.heads) * n ** 3 + 2 * n * d * d
-    if example.decoder is not None:
-        m = len(example.decoder.tokens)
-        for layer in example.decoder.layers:
-            terms += len(layer.self_heads) * m ** 3 + len(layer.cross_heads) * m * n * n
-            terms += 3 * m * d * d
-    return SYMBOLIC_COST * terms
 
 
 def work_limit(max_work: int | None = None) -> int:

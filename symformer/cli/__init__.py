@@ -48,8 +48,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """
     names = [info.name for info in pkgutil.iter_modules(__path__)
              if not info.name.startswith("_")]
-    if command in names:
-        parser, sub = _parser([command])
+    # a keyword's module has a trailing underscore (``import_`` registers ``import``)
+    module = command if command in names else f"{command}_"
+    if module in names:
+        parser, sub = _parser([module])
         if command in sub.choices:
             return parser
     return _parser(names)[0]

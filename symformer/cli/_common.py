@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from symformer.blocks.work import check_size, estimated_work, parse_work_limit, symbolic_work
+from symformer.blocks.cost import estimate
+from symformer.blocks.work import check_size, parse_work_limit
 from symformer.engine import Derivation
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
@@ -38,11 +39,6 @@ MAX_STEPS = 1000
 #: before parsing, since argparse would read ``-1e9`` as an option.
 _DASH_VALUE_OPTIONS = ("--mask",)
 
-#: What each command costs, in forward passes of the example (see ``work``).
-_PASSES = {"derive": 1, "crosscheck": 1, "export": 3, "check": 6, "generate": 1,
-           "figures": 1, "fill": 1, "slides": 2, "backward": 4}
-#: Cost of ``derive --reader-rounding``: each stage recomputed from rounded ones.
-READER_ROUNDING_PASSES = 10
 
 
 def add_example_argument(parser: argparse.ArgumentParser, *, positional: bool = True,
@@ -55,8 +51,9 @@ def add_example_argument(parser: argparse.ArgumentParser, *, positional: bool = 
                         default=None, help="the example file, given as an option"
                         + ("" if positional else f" (default: {default})"))
     parser.add_argument("--max-work", type=work_limit, metavar="N", default=None,
-                        help="refuse runs estimated to need more than N operations "
-                             "(default 5,000,000, or SYMFORMER_MAX_WORK; 0: no limit)")
+                        help="refuse runs estimated to need more than N operations, each "
+                             "about 2 microseconds of CPU (default 5,000,000, about 10 s, or "
+                             "SYMFORMER_MAX_WORK; 0: no limit)")
 
 
 def add_convention_arguments(parser: argparse.ArgumentParser, *,
@@ -92,11 +89,52 @@ def conventions_note(args: argparse.Namespace, example: Example) -> str:
 
 
 def add_decimals_argument(parser: argparse.ArgumentParser,
-                          what: str = "every printed value") -> None:
-    """--decimals N, from 0 to MAX_DECIMALS, default DEFAULT_DECIMALS."""
-    parser.add_argument("--decimals", type=decimals, default=DEFAULT_DECIMALS, metavar="N",
+                          what: str = "every printed value", *, json: bool = False) -> None:
+    """--decimals N, from 0 to MAX_DECIMALS, default DEFAULT_DECIMALS.
+
+    ``json``: the command also has --json (:func:`add_json_arguments`); the default is
+    then filled in by :func:`json_rounding`, which must be called.
+    """
+    parser.add_argument("--decimals", type=decimals, default=None if json else DEFAULT_DECIMALS,
+                        metavar="N",
                         help=f"decimals of {what} (default {DEFAULT_DECIMALS}, at most "
-                             f"{MAX_DECIMALS})")
+                             f"{MAX_DECIMALS})" + ("; with --json, of the JSON values too"
+                                                   if json else ""))
+
+
+#: Significant digits of --json values unless --digits or --decimals says otherwise.
+DEFAULT_JSON_DIGITS = 15
+
+
+def add_json_arguments(parser: argparse.ArgumentParser) -> None:
+    """--json, and --digits N: how the JSON values are rounded (see :func:`json_rounding`).
+
+    The command's --decimals (:func:`add_decimals_argument`, added before) must be added
+    with ``json=True``, so that a --decimals given on the command line can be told from
+    the default.
+    """
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object with every selected stage (rounded to "
+                             "--decimals when given, else to --digits significant digits)")
+    parser.add_argument("--digits", type=digits, default=None, metavar="N",
+                        help=f"significant digits of the JSON values (default "
+                             f"{DEFAULT_JSON_DIGITS}, at most {MAX_DECIMALS}; not with "
+                             f"--decimals)")
+
+
+def json_rounding(args: argparse.Namespace) -> dict[str, int]:
+    """How --json rounds: ``{"decimals": N}`` when --decimals was given, else
+    ``{"significant": N}`` (--digits, default 15); both given with --json is an error.
+    Sets ``args.decimals`` to the tables' default when it was not given."""
+    given = args.decimals
+    if args.decimals is None:
+        args.decimals = DEFAULT_DECIMALS
+    if given is not None and args.digits is not None and args.json:
+        raise InputError("--decimals and --digits both say how to round the JSON values; "
+                         "give one")
+    if given is not None:
+        return {"decimals": given}
+    return {"significant": args.digits if args.digits is not None else DEFAULT_JSON_DIGITS}
 
 
 def prepare_argv(argv: Sequence[str]) -> list[str]:
@@ -169,21 +207,13 @@ def derivation(args: argparse.Namespace, example: Example | None = None) -> Deri
 
 
 def check_work(args: argparse.Namespace, example: Example, command: str,
-               passes: float | None = None) -> None:
+               **options: object) -> None:
     """Refuse, before any work, a command estimated to exceed the work limit.
 
-    Commands cost forward passes (``_PASSES``), except ``prove`` (exact proofs on every
-    stage's formulas) and ``trace`` (every stage's formulas for the substitutions),
-    whose SymPy work is estimated by :func:`~symformer.blocks.work.symbolic_work`.
+    The estimate is :func:`symformer.blocks.cost.estimate` of ``command`` with
+    ``options`` (the options its cost depends on: ``steps``, ``fmt``, ``claims``, ...).
     """
-    forward = estimated_work(example)
-    if command == "prove":
-        work = symbolic_work(example)
-    elif command == "trace":
-        work = forward + symbolic_work(example) // 2
-    else:
-        work = math.ceil(forward * (passes if passes is not None else _PASSES[command]))
-    check_size(example, args.max_work, work, command)
+    check_size(example, args.max_work, estimate(command, example, **options), command)
 
 
 # -- argparse types -----------------------------------------------------------------

@@ -10,10 +10,11 @@ from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
+    add_json_arguments,
     check_work,
     conventions_note,
     derivation,
-    digits,
+    json_rounding,
     load,
 )
 from symformer.cli.derive import as_json, format_table
@@ -27,6 +28,7 @@ examples:
   symformer backward --stage 'grad.layer1.W_*' --decimals 6
   symformer backward --stage grad.embedding_table
   symformer backward my_example.toml --json --digits 30
+  symformer backward --causal --mask -1e9 --json --decimals 6   # JSON at 6 decimals
 
 The example's [loss] table says what is differentiated (kind = "mse" with a target
 matrix shaped like the output, or kind = "cross_entropy" with one target token per
@@ -53,16 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every gradient, 'grad.*')")
     p.add_argument("--list", action="store_true", help="list stage names with shapes")
     add_convention_arguments(p)
-    add_decimals_argument(p, "the tables")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object with every selected stage")
-    p.add_argument("--digits", type=digits, default=15, metavar="N",
-                   help="significant digits of the JSON values (default 15)")
+    add_decimals_argument(p, "the tables", json=True)
+    add_json_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer backward``."""
+    rounding = json_rounding(args)
     example = load(args)
     check_work(args, example, "backward")
     g = backward(derivation(args, example))
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{s.name:<{width}}  {s.shape[0]}x{s.shape[1]}  {s.kind}")
         return 0
     if args.json:
-        print(json.dumps(as_json(g, stages, args.digits), ensure_ascii=False))
+        print(json.dumps(as_json(g, stages, rounding), ensure_ascii=False))
         return 0
     note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
     print(f"{g.example.title}{note}: backward pass ({g.example.loss.kind} loss)")

@@ -19,6 +19,7 @@ from symformer.cli._common import (
     example_path,
     load,
 )
+from symformer.display import Progress
 from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
@@ -66,6 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="map a document's printed NAME to a stage (repeat for a name printed "
                         "again; NAME=- skips it; NAME=causal:STAGE for the masked derivation)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown only on a terminal anyway)")
     p.set_defaults(func=run)
 
 
@@ -95,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
     run = training_run(args.claims) or training_run(example.source)
     checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
     claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
-    results = checker.check_all(claims)
+    check_work(args, example, "check", claims=len(claims),
+               numbers=sum(len(row) for c in claims for row in c.values))
+    with Progress("symformer check", quiet=args.quiet) as bar:
+        results = checker.check_all(claims, bar.step)
     right, total = summary(results)
     if args.json:
         print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))
@@ -108,14 +114,14 @@ def _bounded(args: argparse.Namespace, example, checker: Checker
              ) -> Callable[[str], Stage]:
     """The checker's stage lookup, refusing first (before any work) a backward pass or a
     training run that the work limit does not allow: a claim on a gradient costs a
-    backward pass under the example's conventions and each alternative one (5 x 4
-    forward passes), a claim on a training step the run twice (the check and reader
-    rounding)."""
+    backward pass under the example's conventions and each alternative one, a claim on
+    a training step the run twice (the check and reader rounding):
+    :func:`symformer.blocks.cost.check_work`."""
     def stage(name: str) -> Stage:
         if is_training_stage(name) and checker.run is not None:
-            check_work(args, example, "check", passes=8 * (checker.run.steps + 1))
+            check_work(args, example, "check", train_steps=checker.run.steps)
         elif is_backward_stage(name):
-            check_work(args, example, "check", passes=5 * 4)
+            check_work(args, example, "check", gradients=True)
         return checker.stage(name)
     return stage
 

@@ -28,6 +28,7 @@ examples:
   symformer crosscheck --causal --mask -1e9         # the -1e9 mask
   symformer crosscheck --layer-norm unbiased --norm pre --json
   symformer crosscheck symformer/examples/encoder_decoder.toml   # decoder stages too
+  symformer crosscheck gpt2_style --torch --dtype bfloat16   # PyTorch's bfloat16, in eps
 
 The relative error of a stage is its largest absolute error divided by the largest
 exact magnitude in the stage (entries that are exactly 0 do not blow it up). The
@@ -50,11 +51,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "print each stage's largest float error.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
-    p.add_argument("--tol", type=tolerance, default=1e-12,
+    p.add_argument("--tol", type=tolerance, default=None,
                    help="largest relative error allowed per stage, a finite number >= 0 "
-                        "(default 1e-12)")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                   help="floating-point type of the NumPy reference (default float64)")
+                        "(default 1e-12; with --torch, no limit unless given)")
+    p.add_argument("--dtype", choices=("float64", "float32", "bfloat16"), default="float64",
+                   help="floating-point type of the NumPy reference (default float64; "
+                        "bfloat16 with --torch only)")
+    p.add_argument("--torch", action="store_true",
+                   help="run the example as a PyTorch module (export --format torch) in "
+                        "--dtype and give each stage's worst error in units of the dtype's "
+                        "epsilon and its digits kept (needs PyTorch)")
     add_convention_arguments(p)
     p.add_argument("--json", action="store_true", help="print the errors as JSON")
     p.set_defaults(func=run)
@@ -62,6 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer crosscheck``."""
+    from symformer.errors import InputError
+
+    if args.torch:
+        return _torch(args)
+    if args.dtype == "bfloat16":
+        raise InputError("--dtype bfloat16 needs --torch (NumPy has no bfloat16)")
+    args.tol = 1e-12 if args.tol is None else args.tol
     example = load(args)
     check_work(args, example, "crosscheck")
     conventions = convention(args)
@@ -81,4 +94,35 @@ def run(args: argparse.Namespace) -> int:
             note = f"  ({r.note})" if r.note else ""
             print(f"{r.stage:<{width}}  {r.abs_error:11.3e}  {r.rel_error:11.3e}{flag}{note}")
         print(f"\n{len(rows) - len(failed)} of {len(rows)} stages within tol")
+    return 1 if failed else 0
+
+
+def _torch(args: argparse.Namespace) -> int:
+    """``--torch``: PyTorch in --dtype against the exact values, in units of epsilon."""
+    from symformer.cli._common import derivation, example_with_conventions
+    from symformer.frameworks import require_torch
+    from symformer.frameworks.torch_check import torch_crosscheck, worst_stage
+
+    require_torch()  # one line saying what to install, before any work
+    example = example_with_conventions(args)
+    check_work(args, example, "crosscheck")
+    rows = torch_crosscheck(example, args.dtype, derivation(args, example))
+    worst = worst_stage(rows)
+    failed = [r for r in rows if args.tol is not None and r.rel_error > args.tol]
+    if args.json:
+        print(json.dumps({"dtype": args.dtype, "tol": args.tol, "torch": True,
+                          "stages": [asdict(r) for r in rows], "worst": worst.stage,
+                          "ok": not failed}, indent=1, default=str))
+        return 1 if failed else 0
+    width = max(len(r.stage) for r in rows)
+    print(f"PyTorch {args.dtype} vs exact (errors relative to each stage's largest exact "
+          f"magnitude; eps = {args.dtype}'s machine epsilon)")
+    print(f"{'stage':<{width}}  {'max abs err':>11}  {'max rel err':>11}  {'x eps':>7}  "
+          f"{'digits':>6}")
+    for r in rows:
+        flag = "  > tol" if r in failed else ""
+        print(f"{r.stage:<{width}}  {r.abs_error:11.3e}  {r.rel_error:11.3e}  {r.ulps:7.2f}  "
+              f"{r.digits:6.2f}{flag}")
+    print(f"\nloses most digits: {worst.stage} ({worst.digits:.2f} digits kept, "
+          f"{worst.ulps:.2f} eps)")
     return 1 if failed else 0

@@ -6,16 +6,15 @@ import argparse
 import json
 
 from symformer.cli._common import (
-    MAX_DECIMALS,
-    READER_ROUNDING_PASSES,
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
+    add_json_arguments,
     bounded_int,
     check_work,
     conventions_note,
     derivation,
-    digits,
+    json_rounding,
     load,
     plural,
 )
@@ -56,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stage name or glob pattern (repeatable), e.g. 'layer1.head1.*'")
     p.add_argument("--list", action="store_true", help="list stage names with shapes")
     add_convention_arguments(p)
-    add_decimals_argument(p, "the tables")
+    add_decimals_argument(p, "the tables", json=True)
     p.add_argument("--exact", action="store_true",
                    help="show an entry's exact closed form instead of its decimal when it "
                         "has at most --exact-max-ops operations; in JSON, adds an \"exact\" "
@@ -69,18 +68,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reader-rounding", action="store_true",
                    help="recompute every stage from the previous stages rounded to "
                         "--decimals, as a reader working from printed tables does")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object with every selected stage")
-    p.add_argument("--digits", type=digits, default=15, metavar="N",
-                   help=f"significant digits of the JSON values (default 15, at most "
-                        f"{MAX_DECIMALS})")
+    add_json_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer derive``."""
+    rounding = json_rounding(args)
     example = load(args)
-    check_work(args, example, "derive", READER_ROUNDING_PASSES if args.reader_rounding else 1)
+    check_work(args, example, "derive", reader_rounding=args.reader_rounding,
+               gradients=wants_gradients(args.stage, args.list) and example.loss is not None)
     g = derivation(args, example)
     stages = with_gradients(g, args.stage, args.list)
     if args.list:
@@ -94,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
         tables = reader_rounding(g, args.decimals, [s.name for s in stages])
     if args.json:
-        doc = as_json(g, stages, args.digits, tables)
+        doc = as_json(g, stages, rounding, tables)
         if args.exact:
             for s in stages:
                 doc["stages"][s.name]["exact"] = [
@@ -117,29 +114,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def wants_gradients(patterns: list[str] | None, listing: bool) -> bool:
+    """Whether ``--list`` or a ``--stage`` pattern asks for the loss or its gradients."""
+    return listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
+
+
 def with_gradients(g: Derivation, patterns: list[str] | None, listing: bool) -> list[Stage]:
     """The selected stages; the loss and its gradients (``symformer backward``) are
     appended for ``--list`` and for a ``--stage`` that names them (``'grad.*'``), when
     the example has a ``[loss]``."""
-    wanted = listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
-    if wanted and g.example.loss is not None:
+    if wants_gradients(patterns, listing) and g.example.loss is not None:
         from symformer.blocks.backward import backward
 
         backward(g)
     return g.select(patterns)
 
 
-def as_json(g: Derivation, stages: list[Stage], digits: int,
+def as_json(g: Derivation, stages: list[Stage], rounding: dict[str, int],
             tables: dict[str, list[list[str]]] | None = None) -> dict:
-    """The JSON document of ``derive --json`` (``tables`` replaces the values, e.g. with
-    reader-rounded ones, which are then marked by ``"reader_rounding": true``)."""
+    """The JSON document of ``derive --json``: values rounded as ``rounding`` says
+    (``{"decimals": N}`` or ``{"significant": N}``); ``tables`` replaces the values, e.g.
+    with reader-rounded ones, which are then marked by ``"reader_rounding": true``."""
     doc = {
         "title": g.example.title,
         "tokens": list(g.example.tokens),
         "causal": g.causal,
         "stages": {
             s.name: {"shape": list(s.shape), "rows": list(s.rows), "cols": list(s.cols),
-                     "values": tables[s.name] if tables else s.values(significant=digits)}
+                     "values": tables[s.name] if tables else s.values(**rounding)}
             for s in stages
         },
     }

@@ -22,11 +22,15 @@ examples:
   symformer exercise --variants 30 --seed 7 --out class --margin 1/50 --token think
 
 Writes DIR/manifest.toml (what `symformer grade` reads), DIR/vNN/example.toml (each
-variant, an ordinary example file), DIR/vNN/sheet.tex|md (given numbers, equations,
-empty tables), DIR/vNN/key.tex|md (filled tables, worked lines) and DIR/key-all.tex|md.
-Numbers are drawn from the ranges of the template's [exercise] table (defaults:
-embeddings 0..4 integers, weights 0, 1/4, 1/2, biases -1..1/2 in quarters); no asked
-value lies within the margin of a rounding boundary (proved with ball arithmetic).
+variant, an ordinary example file), DIR/vNN/sheet.tex|md (definitions, given numbers,
+equations, empty tables, room for working), DIR/vNN/key.tex|md (filled tables, worked
+lines on the student's path), DIR/vNN/key.json (every entry: exact rounding, the value
+from the student's rounded answers, that line as plain arithmetic) and
+DIR/key-all.tex|md. Numbers are drawn from the ranges of the template's [exercise]
+table (defaults: embeddings 0..2 integers, weights -1/2..1/2 and biases -1..1/2 in
+quarters); no asked value lies within the margin of a rounding boundary, and every
+draw is fair (scores |s| <= 4, no softmax weight above 0.9, an FFN activation input of
+both signs, no nonzero answer rounding to 0), all proved with ball arithmetic.
 The same seed gives the same files on every machine. See docs/exercises.md.
 """
 

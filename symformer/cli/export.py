@@ -29,7 +29,8 @@ examples:
   symformer export --out notes --token think --decimals 3
   symformer export --out notes --stage 'layer1.head1.*' --exact
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
-  symformer export --out work --format json        # work/worked.json
+  symformer export --out work --format json   # work/worked.json, work/equations.json
+  symformer export gpt2_style --out pt --format torch   # pt/model.py (PyTorch)
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
@@ -72,9 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exact", action="store_true",
                    help="print short closed forms (4 + \\sin 1) instead of decimals")
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
-    p.add_argument("--format", choices=("latex", "markdown", "json"), default="latex",
+    p.add_argument("--format", choices=("latex", "markdown", "json", "torch"), default="latex",
                    help="latex: main.tex and fragments/ (default); markdown: main.md; "
-                        "json: worked.json, every worked line's operands and results")
+                        "json: worked.json, every worked line's operands and results, and "
+                        "equations.json, every shown equation in a checkable plain form; "
+                        "torch: model.py, a standalone PyTorch module (float64 weights)")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
     p.add_argument("--quiet", action="store_true",
@@ -95,13 +98,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pdf needs --format latex")
     if args.figures and args.format != "latex":
         raise InputError("--figures needs --format latex")
+    if args.format == "torch":
+        return _torch(args)
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "export")
-    if args.steps:
-        check_work(args, example, "generate", args.steps)
+    check_work(args, example, "export", figures=args.figures, steps=args.steps,
+               exact=args.exact)
     g = derivation(args, example)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
@@ -113,15 +117,33 @@ def run(args: argparse.Namespace) -> int:
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
                       exact=args.exact, stages=tuple(args.stage) if args.stage else None,
                       target_token=target, steps=args.steps, max_work=args.max_work)
-    with Progress("symformer export", total=3 if args.pdf else 1, quiet=args.quiet) as bar:
-        bar.update("writing the document")
+    extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
+
+    def stage(k: int, total: int, name: str) -> None:
+        bar.step(k, total + extra, name)
+
+    with Progress("symformer export", quiet=args.quiet) as bar:
+        if args.figures:
+            bar.update("figures")
         files: dict[str, str | bytes] = dict(export_files(
-            g, options, args.format, **_figures(g, options, args.figures)))
+            g, options, args.format, **_figures(g, options, args.figures), progress=stage))
         if args.pdf:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]
     written = write_files(args.out, files)
     print(f"wrote {plural(len(written), 'file')} to {args.out}")
+    return 0
+
+
+def _torch(args: argparse.Namespace) -> int:
+    """``--format torch``: model.py, the example as a standalone PyTorch module."""
+    from symformer.cli._common import example_with_conventions
+    from symformer.frameworks.torch_out import to_torch
+
+    output_directory(args.out)
+    written = write_files(args.out, {"model.py": to_torch(example_with_conventions(args))})
+    print(f"wrote {plural(len(written), 'file')} to {args.out} (run: python "
+          f"{args.out}/model.py)")
     return 0
 
 

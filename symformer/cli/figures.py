@@ -26,11 +26,14 @@ examples:
   symformer figures symformer/examples/encoder_decoder.toml --out ed --format pdf
 
 Figures: per head the attention-weight map (values in the cells, masked cells
-hatched, the colour-blind-safe cividis map), the positional encoding (each
-dimension's sinusoid, the tokens' positions marked), each LayerNorm's input and
-output for --token, and the next-token probabilities when the example has a decoder
-with W_vocab. Every value written or plotted is certified. The TikZ files need
-tikz and pgfplots (Debian: texlive-pictures); see docs/figures.md.
+hatched, coloured from the map's smallest to its largest weight on the project's
+colour-blind-safe blue scale; --absolute-scale: from 0 to 1), the positional encoding
+as the example has it (sinusoidal: each dimension's curve through the tokens'
+values; learned: the table; RoPE: each pair's rotation angle by position; none: no
+figure), each LayerNorm's input and output for --token, and the next-token
+probabilities when the example has a decoder with W_vocab. Every value written or
+plotted is certified. The TikZ files need tikz and pgfplots (Debian:
+texlive-pictures); see docs/figures.md.
 """
 
 
@@ -51,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default="1", metavar="TOKEN",
                    help="LayerNorm figures for this token: a position (default 1) or the word")
     add_decimals_argument(p, "the values written on the figures")
+    p.add_argument("--absolute-scale", action="store_true",
+                   help="colour attention maps from 0 to 1 (maps of different heads "
+                        "compare) instead of from each map's smallest to largest weight")
     add_convention_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
@@ -63,19 +69,13 @@ def run(args: argparse.Namespace) -> int:
 
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "figures")
+    check_work(args, example, "figures", fmt=args.format)
     g = derivation(args, example)
-    options = Options(token=resolve_token(g, args.token), decimals=args.decimals)
+    options = Options(token=resolve_token(g, args.token), decimals=args.decimals,
+                      absolute_scale=args.absolute_scale)
 
-    bar = Progress("symformer figures", quiet=args.quiet)
-
-    def progress(k: int, total: int, name: str) -> None:
-        bar.set_total(total)
-        bar.update(name)
-
-    slow = args.format != "tikz"
-    with bar:
-        files = figure_files(g, options, args.format, progress if slow else None)
+    with Progress("symformer figures", quiet=args.quiet) as bar:
+        files = figure_files(g, options, args.format, bar.step)
     written = write_files(args.out, files)
     print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0

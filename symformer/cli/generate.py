@@ -18,6 +18,7 @@ from symformer.cli._common import (
     example_path,
     example_with_conventions,
 )
+from symformer.display import Progress
 from symformer.example import load_example
 
 ORDER = 60
@@ -53,11 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_example_argument(p, default="the packaged encoder_decoder example")
     p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=3, metavar="N",
                    help=f"tokens to append at most (default 3, at most {MAX_STEPS}); each "
-                        f"step costs a forward pass in the work limit")
+                        f"step costs a forward pass, one token longer, in the work limit")
     add_decimals_argument(p, "the probabilities")
     add_convention_arguments(p, causal_help="mask the encoder's self-attention too (the "
                                             "decoder's is always masked)")
     p.add_argument("--json", action="store_true", help="print the steps as one JSON object")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown only on a terminal anyway)")
     p.set_defaults(func=run)
 
 
@@ -65,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
     """Run ``symformer generate``."""
     given = load_example(example_path(args) or DEFAULT_EXAMPLE)
     example = example_with_conventions(args, given)
-    check_work(args, example, "generate", args.steps)
-    steps = generate(example, args.steps, max_work=args.max_work)
+    check_work(args, example, "generate", steps=args.steps)
+    with Progress("symformer generate", total=args.steps, quiet=args.quiet) as bar:
+        steps = generate(example, args.steps, max_work=args.max_work,
+                         on_step=lambda step: bar.update(f"next token {step.choice}"))
     if args.json:
         print(json.dumps(as_json(example.title, steps, args.decimals), indent=1,
                          ensure_ascii=False))

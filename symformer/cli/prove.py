@@ -12,6 +12,7 @@ from symformer.cli._common import (
     check_work,
     example_with_conventions,
 )
+from symformer.display import Progress
 from symformer.verify.prove import prove_all
 
 ORDER = 45
@@ -37,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_example_argument(p)
     add_convention_arguments(p, causal_help=None)  # prove derives with and without it
     p.add_argument("--json", action="store_true", help="print the facts as JSON")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown only on a terminal anyway)")
     p.set_defaults(func=run)
 
 
@@ -44,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``symformer prove``."""
     example = example_with_conventions(args)
     check_work(args, example, "prove")
-    facts = prove_all(example, args.max_work)
+    with Progress("symformer prove", quiet=args.quiet) as bar:
+        facts = prove_all(example, args.max_work, bar.update)
     if args.json:
         print(json.dumps({"facts": [asdict(f) for f in facts]}, indent=1, ensure_ascii=False))
     else:

@@ -80,13 +80,15 @@ def run(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
     options = Options(token=resolve_token(g, token), decimals=args.decimals,
                       stages=tuple(args.stage) if args.stage else None)
-    deck = frames(g, options)
-    files: dict[str, str | bytes] = {"slides.tex": document(g, options, deck)}
-    if args.pdf:
-        with Progress("symformer slides", total=2, quiet=args.quiet) as bar:
+    passes = 2 if args.pdf else 0  # pdflatex's, after the stages
+    with Progress("symformer slides", quiet=args.quiet) as bar:
+        deck = frames(g, options, lambda k, total, name: bar.step(k, total + passes, name))
+        files: dict[str, str | bytes] = {"slides.tex": document(g, options, deck)}
+        if args.pdf:
             pdf, log = compile_log(files, "slides.tex", lambda k, total: bar.update(
                 f"pdflatex pass {k}/{total} ({plural(page_count(deck), 'page')})"))
-        files["slides.pdf"] = pdf
+            files["slides.pdf"] = pdf
+    if args.pdf:
         for line in _OVERFULL.findall(log)[:3]:
             print(f"symformer slides: warning: {line}", file=sys.stderr)
     written = write_files(args.out, files)

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
-    check_work(args, example, "trace")
+    check_work(args, example, "trace", backward=args.backward)
     g = derivation(args, example)
     traced = trace_token(g, args.token, args.decimals, side=args.side,
                          backward=args.backward)

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if example.loss is None:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
                          f"e.g. [loss] kind = \"mse\" with target = [[...]]")
-    check_work(args, example, "backward", passes=4 * (steps + 1))
+    check_work(args, example, "train", steps=steps)
     progress = Progress("symformer train", total=steps + 1, quiet=args.quiet)
     losses: list[str] = []
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from symformer.ops.base import Notation
 
 #: Binding strength of each operator (higher binds tighter).
-_PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.MatMult: 20, ast.Div: 20, ast.Pow: 30}
+_PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.MatMult: 20, ast.Div: 20, ast.Pow: 30,
+         ast.FloorDiv: 20, ast.Mod: 20}
 _OPS = {ast.Add: " + ", ast.Sub: " − ", ast.Mult: " ", ast.MatMult: " ", ast.Div: " / "}
 _COMPARE = {ast.Gt: " > ", ast.Lt: " < ", ast.GtE: " ≥ ", ast.LtE: " ≤ ", ast.Eq: " = ",
             ast.NotEq: " ≠ "}

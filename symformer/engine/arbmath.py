@@ -178,6 +178,10 @@ def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -
         return arb.pi()
     if expr is sympy.E:
         return arb(1).exp()
+    if expr.is_Add and len(expr.args) == 2 and sympy.S.One in expr.args:
+        cancelling = _one_plus(expr, env)
+        if cancelling is not None:
+            return cancelling
     args = [sympy_to_arb(a, env) for a in expr.args]
     if expr.is_Add:
         return _fold(args, lambda a, b: a + b)
@@ -199,6 +203,21 @@ def sympy_to_arb(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None = None) -
     if function is not None:
         return function(args[0])
     raise NotSupportedError(f"cannot evaluate {expr.func.__name__} in ball arithmetic")
+
+
+def _one_plus(expr: sympy.Expr, env: dict[sympy.Symbol, arb] | None) -> arb | None:
+    """1 + tanh(u), 1 + erf(u) and 1 - tanh(u)^2 without the cancellation of their two
+    terms (GELU's for u << 0: 1 + tanh(-35757) is about e^-71514), or None."""
+    other = expr.args[0] if expr.args[1] == 1 else expr.args[1]
+    if isinstance(other, sympy.tanh):
+        return 2 / (1 + (-2 * sympy_to_arb(other.args[0], env)).exp())
+    if isinstance(other, sympy.erf):
+        return (-sympy_to_arb(other.args[0], env)).erfc()
+    if other.is_Mul and len(other.args) == 2 and other.args[0] == -1 and \
+            other.args[1].is_Pow and other.args[1].exp == 2 and \
+            isinstance(other.args[1].base, sympy.tanh):
+        return sympy_to_arb(other.args[1].base.args[0], env).sech() ** 2
+    return None
 
 
 def _fold(items: Sequence[arb], combine) -> arb:

@@ -1,8 +1,9 @@
 """The exact argmax of a row of logits: the next token, decided without a float.
 
 Balls that separate the largest logit from the others decide it; logits that no
-precision separates are proved equal exactly (their local formulas, then their
-closed forms) and reported as a tie.  Float noise never picks a winner.
+precision separates are proved equal exactly (two exact balls of one value, such as
+the logits of a zero row; their local formulas, then their closed forms) and
+reported as a tie.  Float noise never picks a winner.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class TieProver:
         bounds = [ball_bounds(x) for x in balls]
         best_low = max(low for low, _ in bounds)
         candidates = sorted(j for j, (_, high) in enumerate(bounds) if high >= best_low)
-        if all(self.equal(row, candidates[0], j, closed_forms) for j in candidates[1:]):
+        first = balls[candidates[0]]
+        # arb's == holds only for two exact balls (radius 0) of one value: a proof
+        if all(balls[j] == first or self.equal(row, candidates[0], j, closed_forms)
+               for j in candidates[1:]):
             return frozenset(candidates)
         return None
 

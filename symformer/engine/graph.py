@@ -53,6 +53,12 @@ _NONE = type(None)
 #: backward pass), about 0.4 to 0.8 bits per stage in the benchmarks' examples, and
 #: a few hundred bits more cost little next to a second evaluation of the graph.
 BITS_PER_DEPTH = 1
+#: The last resort of the zero test of a denominator (a variance, a mean square) whose
+#: ball contains 0: :meth:`Derivation.prove_zero` within this size and this many
+#: unfolded stages (an unbounded attempt expanded a 3-layer RMSNorm's ReLU-clipped
+#: row for minutes).
+_DENOMINATOR_MAX_OPS = 400
+_DENOMINATOR_UNFOLD = 12
 
 
 @dataclass(eq=False)
@@ -310,17 +316,47 @@ class Derivation:
         """A row that divides by an entry exactly 0 (LayerNorm, eps = 0, a constant row)
         is undefined: the operation's error.
 
-        Only denominators whose ball contains 0 are examined, exactly (by the exact
-        forward pass, then by a proof that the denominator is 0).
+        Only denominators whose ball contains 0 are examined, exactly: a ball that *is*
+        0 (radius 0: a ReLU that clips every unit, a product with an exact 0) is a
+        certified 0; then the exact forward pass, then a bounded proof that the
+        denominator is 0 (a polynomial identity within a term budget, then
+        :meth:`prove_zero` on small forms only: its expansions have no time limit).
         """
         for row in range(stage.shape[0]):
             for k, i, j in stage.op.denominators(row):
                 name = stage.inputs[k]
-                if values[name][i][j] > 0 or values[name][i][j] < 0:
+                ball = values[name][i][j]
+                if ball > 0 or ball < 0:
                     continue
-                self.canonical.upto(stage.name)  # raises for a denominator exactly 0
-                if self.prove_zero(self.symbols(name)[i, j], decide_relu=False):
+                if ball == 0:  # an arb of radius 0 at 0: the value is exactly 0
                     raise undefined_row(stage, row)
+                self.canonical.upto(stage.name)  # raises for a denominator exactly 0
+                if self._denominator_zero(name, i, j, values):
+                    raise undefined_row(stage, row)
+
+    def _denominator_zero(self, name: str, i: int, j: int,
+                          values: dict[str, ArbMatrix]) -> bool:
+        """Whether the denominator entry (a variance, a mean square) is proved exactly 0,
+        by bounded means only (it is asked while the graph is being evaluated, so ReLU
+        stays max(0, h) and nothing is evaluated).  Entries whose ball at this precision
+        *is* 0 are 0."""
+        local = self._local_entry(name, i, j)
+        zeros = {}
+        for s in local.free_symbols:
+            owner, a, b = self.owner(s)
+            ball = values[owner][a][b]
+            if ball is not NEG_INF and ball == 0:
+                zeros[s] = sympy.S.Zero
+        expr = local.xreplace(zeros) if zeros else local
+        if expr == 0:
+            return True
+        if self._poly_prover is None:
+            self._poly_prover = PolyProver(
+                self, lambda s: self._cheap_zeros.get(self.owner(s)) is True)
+        if self._poly_prover.structural(expr, self._local_entry):
+            return True
+        return self.prove_zero(expr, max_ops=_DENOMINATOR_MAX_OPS,
+                               max_unfold=_DENOMINATOR_UNFOLD, decide_relu=False)
 
     def rounded(self, name: str, *, decimals: int | None = None,
                 significant: int | None = None) -> list[list[Rounded | None]]:
@@ -459,6 +495,9 @@ class Derivation:
             for boundary in _boundaries(ball, decimals, significant):
                 if self._exact_roundings[key] is not None:
                     break
+                if boundary == 0 and significant is not None and self._masked_to_zero(
+                        name, i, j):
+                    continue  # exp(-1e9)-small, not a zero: no symbolic proof (minutes)
                 if self.prove_zero(self._resolved_local(name, i, j) - _rational(boundary)):
                     self._exact_roundings[key] = round_fraction(
                         boundary, decimals=decimals, significant=significant)
@@ -482,7 +521,11 @@ class Derivation:
                  for x in (lo, hi)]
         for boundary in _boundaries(ball, decimals, significant):
             if boundary == 0 and significant is not None:
-                continue  # the digits of an exp(-1e9)-small value: not a tie
+                # the digits of an exp(-1e9)-small value, not a tie: when x0 is proved
+                # 0 the value is d, whose ball has its full relative precision
+                if self._masked_to_zero(name, i, j):
+                    return self._perturbation_digits(twin, name, i, j, significant)
+                continue
             if twin.exact_rational(name, i, j) != boundary and not twin.prove_zero(
                     twin._resolved_local(name, i, j) - _rational(boundary)):
                 continue
@@ -500,6 +543,37 @@ class Derivation:
                 if d > 0 or d < 0:
                     return sides[1] if d > 0 else sides[0]
                 prec *= 4
+        return None
+
+    def _masked_to_zero(self, name: str, i: int, j: int) -> bool:
+        """Whether the entry of a finitely masked derivation is 0 under the exact mask
+        (proved cheaply): its value is then what the finite mask adds alone."""
+        if not finitely_masked(self.stages.values()):
+            return False
+        twin = self._twin()
+        return twin._cheap_zero(name, i, j) or twin.exact_rational(name, i, j) == 0
+
+    def _perturbation_digits(self, twin: Derivation, name: str, i: int, j: int,
+                             significant: int) -> Rounded | None:
+        """``significant`` digits of an entry whose exactly masked value is proved 0: the
+        entry is then what the finite mask adds, d, enclosed without cancellation, so
+        its digits cost a precision of the digits wanted, not of its magnitude
+        (exp(-1e9) would need a billion bits).  None if d stays undecided."""
+        prec = 256
+        while prec <= MAX_PRECISION:
+            base = twin.evaluate(prec)
+            with precision(prec):
+                stages = list(self)[:list(self.stages).index(name) + 1]
+                delta = differences(stages, base)
+            if delta is None:
+                return None
+            d = delta[name][i][j]
+            if d == 0:
+                return round_fraction(Fraction(0), significant=significant)
+            rounded = round_ball(d, significant=significant)
+            if rounded is not None:
+                return rounded
+            prec *= 4
         return None
 
     def _twin(self) -> Derivation:

@@ -203,7 +203,7 @@ class PolyProver:
         than ``limit`` terms."""
         order, steps = self._order(), []
         try:
-            p = self._poly(expr)
+            p = self._row_sums(self._poly(expr))
             for _ in range(MAX_UNFOLD):
                 if self._known(p, steps):
                     return True
@@ -211,7 +211,7 @@ class PolyProver:
                 if not stages or len(p) > limit:
                     return False
                 latest = max(stages, key=order.get)
-                p = self._drop_zeros(self._unfold(p, latest, resolve))
+                p = self._row_sums(self._drop_zeros(self._unfold(p, latest, resolve)))
         except Refused:
             return False
         return False
@@ -248,6 +248,39 @@ class PolyProver:
         return kinds == {True, False}
 
     # -- helpers ---------------------------------------------------------------------
+    def _row_sums(self, p: Poly) -> Poly:
+        """``p`` with the last entry of each row of a stage whose rows sum to 1 (a
+        softmax: ``Operation.rows_sum_to_one``) replaced by 1 minus the row's other
+        entries: an exact identity, so that sum_m a_im (g_im - sum_k a_ik g_ik) = 0 (a
+        softmax row's score gradient sums to 0; a key bias's gradient is 0) is a
+        polynomial identity."""
+        owners = self.g._owner
+        exprs = self.vars.exprs
+
+        def last_entry(expr: sympy.Expr) -> Poly | None:
+            owner = owners.get(expr)
+            if owner is None:
+                return None
+            name, i, j = owner
+            stage = self.g[name]
+            if not stage.op.rows_sum_to_one or j != stage.shape[1] - 1 or j == 0:
+                return None
+            symbols = self.g.symbols(name)
+            out: Poly = {_ONE: fmpq(1)}
+            for k in range(j):
+                out = add(out, {m: -c for m, c in self.vars.var(symbols[i, k]).items()})
+            return out
+
+        if not any(owners.get(exprs[v]) is not None and self._last_of_row(exprs[v])
+                   for m in p for v, _ in m):
+            return p
+        return self._substitute(p, last_entry)
+
+    def _last_of_row(self, expr: sympy.Expr) -> bool:
+        name, _, j = self.g._owner[expr]
+        stage = self.g[name]
+        return stage.op.rows_sum_to_one and j == stage.shape[1] - 1 and j > 0
+
     def _order(self) -> dict[str, int]:
         return {name: k for k, name in enumerate(self.g.stages)}
 

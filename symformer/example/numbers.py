@@ -35,7 +35,8 @@ MAX_EXPONENT = 1000
 
 _DECIMAL = re.compile(r"(?P<sign>[+-]?)(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?"
                       r"(?:[eE](?P<exp>[+-]?[0-9]+))?", re.ASCII)
-_FRACTION = re.compile(r"(?P<num>[+-]?[0-9]+)[ \t]*/[ \t]*(?P<den>[+-]?[0-9]+)", re.ASCII)
+_FRACTION = re.compile(r"(?P<num>[+-]?[0-9]+)[ \t]*/[ \t]*"
+                       r"(?:(?P<den>[+-]?[0-9]+)|2\^(?P<k>[0-9]{1,4}))", re.ASCII)
 
 
 class DecimalText(str):
@@ -78,6 +79,8 @@ def exact_rational(value: object, where: str) -> fmpq:
     -3/4
     >>> exact_rational("1e-6", "x")
     1/1000000
+    >>> exact_rational("-3/2^4", "x")
+    -3/16
     """
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, found the boolean {str(value).lower()}")
@@ -103,7 +106,8 @@ def exact_rational(value: object, where: str) -> fmpq:
             raise InputError(f"{where}: entries must be finite, found {value!r}")
         raise InputError(
             f"{where}: {shorten(repr(value))} is not a number (write an integer, a decimal "
-            f"such as -1.3 or 1e-6, or a fraction such as \"1/4\", with ASCII digits)"
+            f"such as -1.3 or 1e-6, or a fraction such as \"1/4\" or \"3/2^10\", with ASCII "
+            f"digits)"
         )
     return _in_range(number, value, where)
 
@@ -130,6 +134,12 @@ def _fraction(text: str, value: str, where: str) -> fmpq | None:
     match = _FRACTION.fullmatch(text)
     if not match:
         return None
+    if match["k"] is not None:  # "p/2^k": a dyadic weight read from a model, exactly
+        k = int(match["k"])
+        if k > MAX_EXPONENT * 4:  # 2^4000 > 10^1000: as far as a decimal exponent goes
+            raise InputError(f"{where}: the power of two in {shorten(value)} is out of "
+                             f"range: k must be at most {MAX_EXPONENT * 4}")
+        return fmpq(int(match["num"]), 2**k)
     numerator, denominator = int(match["num"]), int(match["den"])
     if denominator == 0:
         raise InputError(f"{where}: division by zero in {shorten(repr(value))}")

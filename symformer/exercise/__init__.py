@@ -1,17 +1,19 @@
 """Exercise sheets with answer keys: variants of a template drawn for hand computation.
 
 :func:`make_exercise` draws the variants (:mod:`~symformer.exercise.draw`, with the
-certified constraints of :mod:`~symformer.exercise.margin`, the bounded search of
+certified constraints of :mod:`~symformer.exercise.margin` and the fair draws of
+:mod:`~symformer.exercise.fair`, the bounded search of
 :mod:`~symformer.exercise.generate`), and returns every output file: the manifest
 (:mod:`~symformer.exercise.manifest`, what ``symformer grade`` reads), each variant's
-example file, sheets and keys (:mod:`~symformer.exercise.sheets`) and the combined key.
+example file, sheets, keys and ``key.json`` (:mod:`~symformer.exercise.sheets`, the
+student's path of :mod:`~symformer.exercise.path`) and the combined key.
 See docs/exercises.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from symformer.blocks import derive
@@ -89,9 +91,7 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
     data, source, name = read_template(request.template)
     settings = read_settings(data.pop("exercise", None), source)
     if request.margin is not None:
-        settings = Settings(settings.embeddings, settings.weights, settings.biases,
-                            margin_value(request.margin, "--margin"), settings.min_spread,
-                            settings.attempts)
+        settings = replace(settings, margin=margin_value(request.margin, "--margin"))
     g = derive(example_from_dict(data, source), max_work=request.max_work)
     asked = asked_stages(g, list(request.ask), source)
     token = resolve_token(g, request.token)
@@ -100,7 +100,8 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
                                      request.decimals, settings, progress, header, g,
-                                     request.max_work, sheet_work(g.example), searching)
+                                     request.max_work, sheet_work(g.example), searching,
+                                     token)
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     for v in variants:

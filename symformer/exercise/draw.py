@@ -1,7 +1,8 @@
 """Drawing a variant's numbers: deterministic on every machine and Python version.
 
-The numbers come from SHA-256 of ``"symformer-exercise:SEED:VARIANT:ATTEMPT:COUNTER"``
-(integers only: no float, no ``random`` module, no set or dict ordering), so a seed
+The numbers come from SHA-256 of ``"symformer-exercise:SEED:VARIANT:ATTEMPT:COUNTER"``,
+each digest's 256 bits read a few at a time (integers only: no float, no ``random``
+module, no set or dict ordering), so a seed
 gives the same variants everywhere.  Each variant and each attempt has its own
 stream, so variant 3 does not depend on how many draws variant 2 rejected.
 
@@ -24,11 +25,25 @@ _KEEP = {"loss", "exercise"}
 
 
 class Stream:
-    """Uniform integer draws from a SHA-256 counter stream."""
+    """Uniform integer draws from a SHA-256 counter stream.
+
+    Each digest of ``"symformer-exercise:SEED:VARIANT:ATTEMPT:COUNTER"`` gives 256 bits,
+    read from the most significant end ``bits`` at a time (one digest serves dozens of
+    small draws: hashing once per number was most of a draw's cost)."""
 
     def __init__(self, seed: int, variant: int, attempt: int) -> None:
         self._key = f"symformer-exercise:{seed}:{variant}:{attempt}"
         self._counter = 0
+        self._pool = 0      # unread bits of the current digest, as an integer
+        self._left = 0      # how many
+
+    def _bits(self, bits: int) -> int:
+        if self._left < bits:
+            digest = hashlib.sha256(f"{self._key}:{self._counter}".encode()).digest()
+            self._counter += 1
+            self._pool, self._left = int.from_bytes(digest, "big"), 256
+        self._left -= bits
+        return (self._pool >> self._left) & ((1 << bits) - 1)
 
     def below(self, n: int) -> int:
         """A uniform integer in ``0 .. n-1`` (rejection sampling: exactly uniform)."""
@@ -36,9 +51,7 @@ class Stream:
             return 0
         bits = (n - 1).bit_length()
         while True:
-            digest = hashlib.sha256(f"{self._key}:{self._counter}".encode()).digest()
-            self._counter += 1
-            k = int.from_bytes(digest, "big") >> (256 - bits)
+            k = self._bits(bits)
             if k < n:
                 return k
 

@@ -4,16 +4,18 @@ Each variant gets at most ``settings.attempts`` draws; a draw is rejected when i
 not a valid example (a zero variance, say), repeats an earlier variant, puts an
 asked value within the margin of a rounding boundary, gives other answers (or ones
 within the margin) from the sheet's given numbers, or has flat softmax rows
-(:mod:`symformer.exercise.margin`).  A float64 prefilter
-(:mod:`symformer.exercise.prefilter`) rejects the draws clearly within the margin
-before they are built, and never one the certified check would accept; the others
+(:mod:`symformer.exercise.margin`), or is not a fair draw (:mod:`symformer.exercise.fair`:
+scores too large to exponentiate, a saturated softmax, an activation input of one
+sign, an answer that rounds to 0, an undecided student's path).  A float64 prefilter
+(:mod:`symformer.exercise.prefilter`) rejects the draws that clearly fail before they
+are built, and never one the certified check would accept; the others
 are written as the variant's file, and that text is loaded, derived and certified.
 Rejections are counted by reason; when a variant's attempts run out, the error names
 the constraint that failed most often.
 
 The search is bounded by work as every command is (``--max-work``): a draw that is
 derived and certified costs :data:`ATTEMPT_PASSES` forward passes of the template
-(:func:`attempt_work`), one the prefilter rejects costs one pass; once the spent work
+(:func:`attempt_work`), one the prefilter rejects half a pass; once the spent work
 would pass the limit, the search stops with the same message (and the limit named).
 """
 
@@ -33,6 +35,7 @@ from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
 from symformer.example.loader import example_from_dict, parse_example
 from symformer.exercise.draw import Stream, draw
+from symformer.exercise.fair import PREFILTERED, fair_failure
 from symformer.exercise.margin import (
     asked_balls,
     given_failure,
@@ -47,16 +50,22 @@ from symformer.words import plural
 #: The most variants one run makes (ids v01 ... v500).
 MAX_VARIANTS = 500
 #: Rejection reasons, in the order the checks run.
-REASONS = ("invalid", "duplicate", "margin", "given", "spread")
+REASONS = ("invalid", "duplicate", "margin", "score", "saturated", "stated", "given",
+           "spread", "relu", "path")
 #: Cost of one derived and certified draw, in forward passes of the template
 #: (measured: loading, deriving and the ball checks of a rejected draw take about
 #: as long as 7 forward passes' worth of the work limit's operations).
 ATTEMPT_PASSES = 8
+#: A draw the float prefilter rejects costs a forward pass divided by this (measured:
+#: drawing it and its float forward take about 0.6 ms, against about 11 ms for a derived
+#: and certified draw of 8 passes on the built-in example).
+PREFILTERED_SHARE = 2
 #: Draws of one variant between two progress notes.
 NOTE_EVERY = 25
 #: Cost of one accepted variant's sheets and key, in forward passes (measured: about
-#: 41 ms a variant of the built-in example, two thirds of ``exercise``'s time).
-SHEET_PASSES = 25
+#: 110 ms a variant of the built-in example with its key.json lines, 30% of
+#: ``exercise``'s time).
+SHEET_PASSES = 60
 
 
 @dataclass
@@ -109,7 +118,7 @@ def attempt_work(template: Example) -> tuple[int, int]:
     """The estimated work of one draw of ``template``: (derived and certified, rejected
     by the float prefilter), in the operations of ``--max-work``."""
     forward = estimated_work(template)
-    return ATTEMPT_PASSES * forward, forward
+    return ATTEMPT_PASSES * forward, forward // PREFILTERED_SHARE
 
 
 def sheet_work(template: Example) -> int:
@@ -132,6 +141,19 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
         "invalid": lambda n: (f"{n} was not a valid example" if n == 1 else
                               f"{n} were not valid examples") + f" ({examples['invalid']})",
         "duplicate": lambda n: f"{n} repeated an earlier variant",
+        "score": lambda n: f"{n} had a scaled score beyond max_score = {settings.max_score} "
+                           f"in magnitude (e.g. {examples['score']})",
+        "saturated": lambda n: f"{n} had a softmax row whose largest weight exceeds "
+                               f"max_weight = {settings.max_weight} (e.g. "
+                               f"{examples['saturated']})",
+        "relu": lambda n: f"{n} had a feed-forward activation whose input lacks a positive "
+                          f"or a negative entry (relu_signs = {settings.relu_signs!r}; e.g. "
+                          f"{examples['relu']})",
+        "stated": lambda n: f"{n} had an asked value that is not 0 but rounds to 0 at "
+                            f"{plural(decimals, 'decimal')} (e.g. {examples['stated']})",
+        "path": lambda n: f"{n} put a value recomputed from the student's rounded answers "
+                          f"within a tenth of the margin of a rounding boundary (e.g. "
+                          f"{examples['path']})",
     }
     order = sorted(counts, key=lambda r: (-counts[r], REASONS.index(r)))
     hint = {"margin": "lower --decimals or --margin, or widen the ranges in [exercise]",
@@ -139,7 +161,15 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
                      "the given tables",
             "spread": "lower min_spread in [exercise], or widen the weights' range",
             "invalid": "change the ranges in [exercise]",
-            "duplicate": "widen the ranges in [exercise], or ask for fewer variants"}
+            "duplicate": "widen the ranges in [exercise], or ask for fewer variants",
+            "score": "narrow the embeddings' or weights' range in [exercise], or raise "
+                     "max_score",
+            "saturated": "narrow the embeddings' or weights' range in [exercise], or raise "
+                         "max_weight",
+            "relu": "widen the biases' range in [exercise] (negative and positive), or set "
+                    "relu_signs = \"table\" or \"off\"",
+            "stated": "raise --decimals, or set stated = false in [exercise]",
+            "path": "lower --decimals or --margin"}
     tried = sum(counts.values())
     if not tried:
         return (f"{source}: variant {vid}: not drawn: the work limit of {limit:,} operations "
@@ -160,7 +190,7 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                   progress: Callable[[int, int], None] | None = None,
                   header: str = "", template: Derivation | None = None,
                   max_work: int | None = None, reserved: int = 0,
-                  searching: Callable[[str], None] | None = None
+                  searching: Callable[[str], None] | None = None, token: int = 1
                   ) -> tuple[list[Variant], Search]:
     """``count`` variants of the parsed template ``data`` meeting every constraint.
 
@@ -171,7 +201,8 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     pass ``max_work`` (:func:`~symformer.blocks.work.work_limit`; 0: no limit) less
     ``reserved`` a variant (what the caller does with each variant afterwards).
     ``searching`` receives a line every :data:`NOTE_EVERY` draws of a variant (for a
-    progress display).
+    progress display); ``token`` is the row the key's worked lines follow (the ``relu``
+    constraint looks there).
     """
     if not 1 <= count <= MAX_VARIANTS:
         raise InputError(f"--variants: must be from 1 to {MAX_VARIANTS}, found {count}")
@@ -181,7 +212,7 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     start = time.process_time()
     if template is None:
         template = derive(example_from_dict(data, source))
-    quick = prefilter(data, template, asked, decimals, settings.margin)
+    quick = prefilter(data, template, asked, decimals, settings.margin, settings)
     limit = work_limit(max_work)
     full, cheap = attempt_work(template.example)
     least = count * (full + reserved)
@@ -209,7 +240,7 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
             before = search.prefiltered
             drawn = draw(data, settings, Stream(seed, k, attempt))
             found = _candidate(drawn, vid, header, seen, quick, asked, decimals, settings,
-                               search)
+                               search, token)
             spent += cheap if search.prefiltered > before else full
             search.work = spent
             if isinstance(found, Variant):
@@ -231,7 +262,7 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
 
 def _candidate(drawn: dict[str, Any], vid: str, header: str, seen: set[str],
                quick: Prefilter | None, asked: list[str], decimals: int, settings: Settings,
-               search: Search) -> Variant | tuple[str, str]:
+               search: Search, token: int) -> Variant | tuple[str, str]:
     """One draw: the accepted variant, or the reason it is rejected and its entry.
 
     The float prefilter (when the template allows one) rejects the draws clearly
@@ -239,11 +270,11 @@ def _candidate(drawn: dict[str, Any], vid: str, header: str, seen: set[str],
     written as the variant's file and that text is loaded, derived and checked."""
     if quick is not None:
         tick = time.process_time()
-        failed = quick.failure(drawn)
+        rejected = quick.rejection(drawn)
         search.prefilter_seconds += time.process_time() - tick
-        if failed is not None:
+        if rejected is not None:
             search.prefiltered += 1
-            return "margin", failed
+            return rejected
     numbers = toml_text(drawn)  # before the title names the variant
     if numbers in seen:
         return "duplicate", ""
@@ -252,7 +283,7 @@ def _candidate(drawn: dict[str, Any], vid: str, header: str, seen: set[str],
     text = header.replace("{id}", vid) + toml_text(drawn)
     keep: list = []
     reason, detail = _check(lambda: parse_example(text, f"{vid}/example.toml"), asked,
-                            decimals, settings, search, keep)
+                            decimals, settings, search, token, keep)
     if reason is not None:
         return reason, detail
     seen.add(numbers)
@@ -260,7 +291,7 @@ def _candidate(drawn: dict[str, Any], vid: str, header: str, seen: set[str],
 
 
 def _check(build: Callable[[], Example], asked: list[str], decimals: int, settings: Settings,
-           search: Search, keep: list | None = None) -> tuple[str | None, str]:
+           search: Search, token: int, keep: list | None = None) -> tuple[str | None, str]:
     """``(None, "")`` when the example ``build()`` meets every constraint, else the
     reason and the failing entry.  ``keep`` receives the example and its derivation."""
     tick = None
@@ -274,12 +305,20 @@ def _check(build: Callable[[], Example], asked: list[str], decimals: int, settin
         failed = margin_failure(g, asked, decimals, settings.margin, balls)
         if failed is not None:
             return "margin", failed
+        # the prefilter's order: margin, then the fairness checks it decides
+        unfair = fair_failure(g, asked, decimals, settings, token, balls, PREFILTERED)
+        if unfair is not None:
+            return unfair
         failed = given_failure(g, asked, decimals, settings.margin, balls)
         if failed is not None:
             return "given", failed
         failed = spread_failure(g, asked, settings.min_spread, balls)
         if failed is not None:
             return "spread", failed
+        unfair = fair_failure(g, asked, decimals, settings, token, balls,
+                              ("relu", "path"))
+        if unfair is not None:
+            return unfair
     except (InputError, NotSupportedError, UndecidedError) as exc:
         return "invalid", str(exc).split(": ", 1)[-1][:120]
     finally:

@@ -45,12 +45,21 @@ import numpy as np
 
 from symformer.engine import Derivation, Stage
 from symformer.exercise.draw import drawn_key
+from symformer.exercise.fair import PATH_SHARE, score_stages
+from symformer.exercise.margin import SOFTMAX_KINDS
+from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS, Settings
 from symformer.ops.embedding import Embedding
 from symformer.ops.normalize import Normalize
 from symformer.ops.projection import Projection
 
 #: Relative tolerance of the float estimate (see the module docstring).
 TOLERANCE = 2.0 ** -30
+#: The tolerance on an input's rounding in the ``given``/``path`` recomputation, as a
+#: share of TOLERANCE: 2^-40 (1 + S), still 32 times the float error bound 2^-45 (1 + S).
+#: The positional encoding's cos(1/100) = 0.99995000042 lies 4.2e-6 units from a
+#: boundary at 4 places, inside TOLERANCE's 3.6e-5: with it no draw of the built-in
+#: example would be recomputed here.
+INPUT_SHARE = 2.0 ** -10
 
 _FLOATS: dict[Any, float] = {}
 
@@ -97,30 +106,132 @@ class Prefilter:
 
     def __init__(self, g: Derivation, asked: list[str], decimals: int, margin: Fraction,
                  fixed: dict[str, np.ndarray],
-                 steps: list[tuple[str, Callable[[dict, list[np.ndarray]], np.ndarray]]]
-                 ) -> None:
+                 steps: list[tuple[str, Callable[[dict, list[np.ndarray]], np.ndarray]]],
+                 fair: Settings | None = None) -> None:
         self._asked = asked
         self._inputs = {s.name: g[s.name].inputs for s in g}
         self._scale = float(10 ** decimals)
         self._margin = float(margin)
         self._fixed = fixed
         self._steps = steps
+        self._fair = fair
+        self._decimals = decimals
+        computed = dict(steps)
+        self._compute = {n: computed.get(n, lambda drawn, inputs, op=g[n].op:
+                                          op.reference(inputs)) for n in asked}
+        self._given = {n: any(i not in asked for i in g[n].inputs) for n in asked}
+        self._scores = score_stages(g, asked)
+        self._softmax = [n for n in asked if g[n].kind in SOFTMAX_KINDS]
 
-    def failure(self, drawn: dict[str, Any]) -> str | None:
-        """The first asked entry of the draw clearly within the margin, else None."""
+    def _forward(self, drawn: dict[str, Any]) -> tuple[dict[str, np.ndarray], float]:
+        """Every needed stage of the draw in float64, and the tolerance ``tol``."""
         values = dict(self._fixed)
         with np.errstate(all="ignore"):
             for name, step in self._steps:
                 values[name] = step(drawn, [values[i] for i in self._inputs[name]])
             size = max(float(np.max(np.abs(v[np.isfinite(v)]), initial=0.0))
                        for v in values.values())
-            tol = self._scale * TOLERANCE * (1.0 + size)
+        return values, self._scale * TOLERANCE * (1.0 + size)
+
+    def failure(self, drawn: dict[str, Any]) -> str | None:
+        """The first asked entry of the draw clearly within the margin, else None."""
+        found = self.rejection(drawn, fair=False)
+        return None if found is None else found[1]
+
+    def rejection(self, drawn: dict[str, Any], fair: bool = True) -> tuple[str, str] | None:
+        """Why the draw is clearly rejected (``margin``, or with ``fair`` one of the
+        fairness constraints the prefilter decides: ``score``, ``saturated``,
+        ``stated``) and the first entry, else None."""
+        values, tol = self._forward(drawn)
+        with np.errstate(all="ignore"):
             for name in self._asked:
                 t = values[name] * self._scale
                 bad = np.isfinite(t) & (np.abs(t - np.floor(t) - 0.5) + tol <= self._margin)
                 if bad.any():
                     i, j = np.argwhere(bad)[0]
-                    return f"{name}[{i},{j}]"
+                    return "margin", f"{name}[{i},{j}]"
+            if fair and self._fair is not None:
+                return self._unfair(values, tol / self._scale) or \
+                    self._path(drawn, values, tol / self._scale)
+        return None
+
+    def _flat(self, values: dict[str, np.ndarray], tol: float) -> tuple[str, str] | None:
+        """``spread`` clearly failed: an asked softmax row (two unmasked keys or more)
+        whose largest weight exceeds the smallest by clearly less than min_spread."""
+        for name in self._softmax:
+            w, live = values[name], np.isfinite(values[self._inputs[name][0]])
+            for i, (row, keep) in enumerate(zip(w, live)):
+                if keep.sum() >= 2 and \
+                        row[keep].max() - row[keep].min() + 2 * tol < float(self._fair.min_spread):
+                    return "spread", f"{name} row {i}"
+        return None
+
+    def _path(self, drawn: dict[str, Any], values: dict[str, np.ndarray], tol: float
+              ) -> tuple[str, str] | None:
+        """``given``, ``spread`` or ``path`` clearly failed (in the certified check's
+        order): an asked stage recomputed in float from its inputs rounded as a student
+        has them (asked ones at D, given ones at D + 2) lies clearly within the margin
+        (a tenth of it for ``path``) or, read from given tables, in another cell; or a
+        softmax row is clearly flatter than min_spread.  When an input's rounding is
+        not clear (within ``tol`` of a boundary), nothing is decided."""
+        scale, margin = self._scale, self._margin
+        recomputed: dict[str, np.ndarray] = {}
+        for name in self._asked:
+            inputs = []
+            for source in self._inputs[name]:
+                places = 10.0 ** (self._decimals + (0 if source in self._asked
+                                                    else GIVEN_EXTRA_DECIMALS))
+                t = values[source] * places
+                live = np.isfinite(t)
+                if np.any(live & (np.abs(t - np.floor(t) - 0.5) <= tol * INPUT_SHARE * places)):
+                    return None  # a rounding the float cannot tell
+                inputs.append(np.where(live, np.round(t) / places, values[source]))
+            recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
+        for reason, names in (("given", [n for n in self._asked if self._given[n]]),
+                              ("spread", self._softmax), ("path", self._asked)):
+            if reason == "spread":
+                found = self._flat(values, tol)
+                if found is not None:
+                    return found
+                continue
+            for name in names:
+                p, t = recomputed[name], values[name] * scale
+                live = np.isfinite(p) & np.isfinite(t)
+                near = np.abs(p - np.floor(p) - 0.5) + tol * scale <= (
+                    margin if reason == "given" else margin / PATH_SHARE)
+                if reason == "given":
+                    clear = (np.abs(p - np.floor(p) - 0.5) > tol * scale) & \
+                        (np.abs(t - np.floor(t) - 0.5) > tol * scale)
+                    near |= clear & (np.round(p) != np.round(t))
+                bad = live & near
+                if bad.any():
+                    i, j = np.argwhere(bad)[0]
+                    return reason, f"{name}[{i},{j}]"
+        return None
+
+    def _unfair(self, values: dict[str, np.ndarray], tol: float) -> tuple[str, str] | None:
+        """A fairness constraint clearly failed (by more than the float error ``tol``)."""
+        fair = self._fair
+        if fair.max_score is not None:
+            for name in self._scores:
+                s = values[name]
+                bad = np.isfinite(s) & (np.abs(s) - tol > float(fair.max_score))
+                if bad.any():
+                    i, j = np.argwhere(bad)[0]
+                    return "score", f"{name}[{i},{j}]"
+        for name in self._softmax:
+            w, live = values[name], np.isfinite(values[self._inputs[name][0]])
+            rows = (live.sum(axis=1) >= 2) & np.any(live & (w - tol > float(fair.max_weight)),
+                                                    axis=1)
+            if rows.any():
+                return "saturated", f"{name} row {int(np.argmax(rows))}"
+        if fair.stated:
+            for name in self._asked:
+                t = np.abs(values[name] * self._scale)
+                bad = np.isfinite(t) & (t > tol * self._scale) & (t + tol * self._scale < 0.5)
+                if bad.any():
+                    i, j = np.argwhere(bad)[0]
+                    return "stated", f"{name}[{i},{j}]"
         return None
 
 
@@ -173,9 +284,11 @@ def _placed(data: dict[str, Any], stage: Stage) -> dict[str, tuple[Any, ...]] | 
 
 
 def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: int,
-              margin: Fraction) -> Prefilter | None:
+              margin: Fraction, fair: Settings | None = None) -> Prefilter | None:
     """The prefilter of the template ``data`` (derived as ``g``), or None when it cannot
-    place every drawn number the asked stages read."""
+    place every drawn number the asked stages read.  With ``fair`` it also rejects the
+    draws that clearly fail its ``max_score``, ``max_weight`` and ``stated``, or the
+    ``given``, ``spread`` and ``path`` constraints."""
     needed = set(asked).union(*(g.ancestors(name) for name in asked))
     fixed: dict[str, np.ndarray] = {}
     steps: list = []
@@ -190,4 +303,4 @@ def prefilter(data: dict[str, Any], g: Derivation, asked: list[str], decimals: i
                 stage.op.reference([fixed[i] for i in stage.inputs]), dtype=np.float64)
         else:
             steps.append((stage.name, _step(stage, drawn_at)))
-    return Prefilter(g, asked, decimals, margin, fixed, steps)
+    return Prefilter(g, asked, decimals, margin, fixed, steps, fair)

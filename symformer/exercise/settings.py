@@ -5,13 +5,19 @@ ranges the numbers are drawn from and the constraints every variant must meet
 (all optional; the defaults suit the built-in example)::
 
     [exercise]
-    embeddings = { low = 0, high = 4, step = 1 }         # token embeddings
-    weights    = { low = 0, high = "1/2", step = "1/4" }  # every W_* matrix
-    biases     = { low = -1, high = "1/2", step = "1/4" } # every b_* vector
+    embeddings = { low = 0, high = 2, step = 1 }             # token embeddings
+    weights    = { low = "-1/2", high = "1/2", step = "1/4" } # every W_* matrix
+    biases     = { low = -1, high = "1/2", step = "1/4" }     # every b_* vector
     margin     = "1/100"  # in units of the last asked decimal: no asked value that close
                           # to a rounding boundary (k + 1/2) 10^-D
     min_spread = "1/10"   # every softmax row asked: largest weight - smallest >= this
-    attempts   = 1000     # draws tried per variant before giving up (exit 2)
+    max_score  = 4        # every scaled score a student exponentiates: |s| <= this
+    max_weight = "9/10"   # every softmax row asked: largest weight <= this
+    relu_signs = "token"  # an asked FFN activation's input has both signs in the worked
+                          # token's row ("token"), anywhere in its table ("table"), or
+                          # need not ("off")
+    stated     = true     # every asked value is 0 or rounds to a nonzero number
+    attempts   = 5000     # draws tried per variant before giving up (exit 2)
 
 Every number is read exactly (``"1/4"``, ``0.25``); the table is removed before the
 template is loaded as an example, so variants never carry it.
@@ -70,15 +76,27 @@ GIVEN_EXTRA_DECIMALS = 2
 class Settings:
     """The ranges and constraints of an exercise (see the module docstring)."""
 
-    embeddings: Range = Range(Fraction(0), Fraction(4), Fraction(1))
-    weights: Range = Range(Fraction(0), Fraction(1, 2), Fraction(1, 4))
+    embeddings: Range = Range(Fraction(0), Fraction(2), Fraction(1))
+    weights: Range = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
     biases: Range = Range(Fraction(-1), Fraction(1, 2), Fraction(1, 4))
     margin: Fraction = Fraction(1, 100)
     min_spread: Fraction = Fraction(1, 10)
-    attempts: int = 1000
+    attempts: int = 5000
+    #: |s| <= max_score for every scaled score of an asked softmax (None: no bound)
+    max_score: Fraction | None = Fraction(4)
+    #: every asked softmax row's largest weight <= max_weight (rows of one key exempt)
+    max_weight: Fraction = Fraction(9, 10)
+    #: where an asked FFN activation's input must have both signs: "token", "table", "off"
+    relu_signs: str = "token"
+    #: every asked value is exactly 0 or rounds to a nonzero number at the asked decimals
+    stated: bool = True
 
 
-_KEYS = {"embeddings", "weights", "biases", "margin", "min_spread", "attempts"}
+#: Where ``relu_signs`` looks for both signs.
+RELU_SIGNS = ("token", "table", "off")
+
+_KEYS = {"embeddings", "weights", "biases", "margin", "min_spread", "attempts", "max_score",
+         "max_weight", "relu_signs", "stated"}
 
 
 def _fraction(value: Any, where: str) -> Fraction:
@@ -137,9 +155,25 @@ def read_settings(table: Any, source: str) -> Settings:
     spread = _fraction(table.get("min_spread", str(base.min_spread)), f"{where}.min_spread")
     if not 0 <= spread <= 1:
         raise InputError(f"{where}.min_spread: must lie between 0 and 1, found {spread}")
+    score = table.get("max_score", str(base.max_score))
+    max_score = None if score == "none" else _fraction(score, f"{where}.max_score")
+    if max_score is not None and max_score <= 0:
+        raise InputError(f"{where}.max_score: must be positive (or \"none\"), found "
+                         f"{max_score}")
+    weight = _fraction(table.get("max_weight", str(base.max_weight)), f"{where}.max_weight")
+    if not 0 < weight <= 1:
+        raise InputError(f"{where}.max_weight: must lie above 0 and at most 1, found {weight}")
+    signs = table.get("relu_signs", base.relu_signs)
+    if signs not in RELU_SIGNS:
+        raise InputError(f"{where}.relu_signs: expected one of {', '.join(RELU_SIGNS)}, "
+                         f"found {signs!r}")
+    stated = table.get("stated", base.stated)
+    if not isinstance(stated, bool):
+        raise InputError(f"{where}.stated: expected true or false, found {stated!r}")
     return Settings(
         embeddings=_range(table.get("embeddings", {}), f"{where}.embeddings", base.embeddings),
         weights=_range(table.get("weights", {}), f"{where}.weights", base.weights),
         biases=_range(table.get("biases", {}), f"{where}.biases", base.biases),
         margin=margin_value(table.get("margin", str(base.margin)), f"{where}.margin"),
-        min_spread=spread, attempts=attempts)
+        min_spread=spread, attempts=attempts, max_score=max_score, max_weight=weight,
+        relu_signs=signs, stated=stated)

@@ -4,7 +4,8 @@ Each figure is described once, independently of how it is drawn (TikZ or
 matplotlib): the texts written on it are the stage's certified decimals and the
 positions of marks and bars are those same rounded values (exact fractions), never a
 float computation.  Only the positional encoding's continuous curves are sampled
-with NumPy (:func:`pe_curve`); the marked points on them are certified.
+with NumPy (:func:`pe_curve`, the engine's own formula); the marked points on them are
+certified.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import numpy as np
 
 from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import Rounded, Undecided
-from symformer.latex.escape import latex_text
-from symformer.ops.positional import pe_even, pe_odd
+from symformer.latex.escape import latex_text, short_name
+from symformer.ops.learned_positional import LearnedPositional
+from symformer.ops.positional import sinusoidal_base
+from symformer.ops.rope import RoPE
+from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
 POSITION_DIGITS = 6
@@ -25,23 +29,32 @@ POSITION_DIGITS = 6
 
 @dataclass(frozen=True)
 class HeatMap:
-    """An attention-weight map: one cell per (query row, key column)."""
+    """A table drawn as coloured cells with its certified values written in them.
+
+    Attention weights (sequential map, query rows, key columns) or a signed table
+    (``diverging``: the learned positional embeddings, zero in the middle of the map).
+    ``scale`` is the value at each end of the colour bar; ``shades`` place each cell
+    on it (0 at ``scale[0]``, 1 at ``scale[1]``).
+    """
 
     name: str
     caption: str  # LaTeX
     title: str  # the same in plain text (SVG <title>, PNG metadata)
-    rows: tuple[str, ...]
+    rows: tuple[str, ...]  # row labels, plain text: ``think (1)``
     cols: tuple[str, ...]
     texts: tuple[tuple[str, ...], ...]
     shades: tuple[tuple[Fraction, ...], ...]  # in [0, 1]: the colour of each cell
     masked: tuple[tuple[bool, ...], ...]
-    row_title: str = "query token"
-    col_title: str = "key token"
+    scale: tuple[Fraction, Fraction] = (Fraction(0), Fraction(1))
+    bar_title: str = "attention weight"
+    diverging: bool = False
+    row_title: str = "query token $i$"
+    col_title: str = "key token $j$"
 
 
 @dataclass(frozen=True)
 class Curves:
-    """The positional encoding: one panel per dimension, marks at the tokens."""
+    """The sinusoidal positional encoding: one panel per dimension, marks at the tokens."""
 
     name: str
     caption: str  # LaTeX
@@ -50,6 +63,39 @@ class Curves:
     d_model: int
     points: tuple[tuple[Fraction, ...], ...]  # [position][dimension], certified
     texts: tuple[tuple[str, ...], ...]
+    base: Fraction = Fraction(10000)
+    #: one per dimension, two lines (``\n``), the second LaTeX math (mathtext reads it too)
+    panel_titles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rotations:
+    """RoPE: each pair of a head's query/key dimensions turned by the angle m*theta_i.
+
+    One panel per pair i: the unit circle, and for each position m the point at angle
+    m*theta_i (where the pair (1, 0) goes), labelled with the angle.
+    """
+
+    name: str
+    caption: str  # LaTeX
+    title: str  # the same in plain text (SVG <title>, PNG metadata)
+    tokens: tuple[str, ...]  # one label per position m
+    pairs: tuple[str, ...]  # panel titles (LaTeX math): pair i, its dimensions, theta_i
+    #: [pair][position]: (cos, sin) of the angle, certified to POSITION_DIGITS
+    points: tuple[tuple[tuple[Fraction, Fraction], ...], ...]
+    texts: tuple[tuple[str, ...], ...]  # [pair][position]: the angle, certified decimals
+
+    def labels(self, pair: int, apart: bool) -> tuple[list[str], str]:
+        """Pair ``pair``'s labels: one per point (``m = 2: 2.00``) when the points are
+        ``apart``, else none and one line listing the angles."""
+        texts = self.texts[pair]
+        if apart:
+            return [f"m = {m}: {t}" for m, t in enumerate(texts)], ""
+        return [], f"m = 0–{len(texts) - 1}: " + ", ".join(texts)
+
+    def note(self) -> str:
+        """The line under the figure: which token is at which position m."""
+        return "positions m: " + ", ".join(self.tokens) + "; angles in radians"
 
 
 @dataclass(frozen=True)
@@ -67,16 +113,21 @@ class Bars:
     fixed_range: tuple[int, int] | None = None
 
 
-Figure = HeatMap | Curves | Bars
+Figure = HeatMap | Curves | Rotations | Bars
 
 
 @dataclass(frozen=True)
 class Options:
-    """Which token and how many decimals."""
+    """Which token, how many decimals, and the attention maps' colour scale.
+
+    ``absolute_scale``: attention maps coloured on the fixed scale [0, 1] (maps of
+    different heads compare) instead of each map's own smallest to largest weight.
+    """
 
     token: int = 1
     decimals: int = 2
     extra: dict = field(default_factory=dict)
+    absolute_scale: bool = False
 
 
 def label(figure: Figure) -> str:
@@ -88,8 +139,8 @@ def figures(g: Derivation, options: Options) -> list[Figure]:
     """Every figure of the derivation, in the order of its stages."""
     out: list[Figure] = []
     for stage in g:
-        if stage.kind == "positional_encoding" and _nonzero_pe(stage):
-            out.append(positional_curves(stage, options))
+        if stage.kind == "positional_encoding":
+            out.extend(positional_figure(g, stage, options))
         elif stage.kind == "weights":
             out.append(attention_map(g, stage, options))
         elif stage.kind == "layer_norm":
@@ -106,89 +157,292 @@ def _value(r: Rounded | None) -> Fraction:
     return r.low.value() if isinstance(r, Undecided) else r.value()
 
 
-def _nonzero_pe(stage: Stage) -> bool:
-    op = stage.op
-    return getattr(op, "kind", "sinusoidal") != "none"
-
-
 def _slug(name: str) -> str:
     return name.replace(".", "-")
 
 
+def token_label(token: str, position: int) -> str:
+    """A row or column label, the same on both axes: ``think (1)`` (a long word cut
+    around an ellipsis, :func:`~symformer.escape.short_name`)."""
+    return f"{short_name(token)} ({position})"
+
+
+#: How a heat map's axes are labelled, tried in this order until the map fits: the word
+#: and its position on one line, the word over its position, the position alone (the
+#: words then listed under the map, :func:`positions_key`).  Both axes alike.
+LABEL_MODES = ("line", "stacked", "positions")
+
+
+def axis_labels(labels: tuple[str, ...], mode: str) -> list[str]:
+    """Labels ``think (1)`` in one of :data:`LABEL_MODES` (``\n`` between lines)."""
+    out = []
+    for label in labels:
+        word, _, rest = label.rpartition(" (")
+        if mode == "line" or not word:
+            out.append(label)
+        elif mode == "stacked":
+            out.append(f"{word}\n({rest}")
+        else:
+            out.append(rest.removesuffix(")"))
+    return out
+
+
+def positions_key(h: HeatMap) -> str:
+    """The line under a map labelled by positions alone: which word is at which."""
+    def listing(labels: tuple[str, ...]) -> str:
+        return ", ".join(f"{rest.removesuffix(')')} {word}"
+                         for word, _, rest in (t.rpartition(" (") for t in labels))
+
+    if h.rows == h.cols:
+        return "positions: " + listing(h.rows)
+    return f"rows: {listing(h.rows)}; columns: {listing(h.cols)}"
+
+
 def _where(stage: Stage) -> str:
-    parts = ["decoder"] if stage.side == "decoder" else []
-    if stage.layer:
-        parts.append(f"layer {stage.layer}")
-    if ".cross." in stage.name:
-        parts.append("cross-attention")
-    elif ".self." in stage.name:
-        parts.append("self-attention")
-    return ", ".join(parts)
+    """Where the stage sits, in the notes' words: ``Layer 1, Head 2``."""
+    return ", ".join(part_of(stage))
+
+
+def nice_ticks(low: Fraction, high: Fraction, most: int = 6) -> tuple[Fraction, ...]:
+    """Round tick values inside [low, high]: the longest step (1, 2 or 5 times a power of
+    ten) that gives at least 3 of them; of a longer run than ``most`` (at least 3),
+    every second or third one."""
+    span = high - low
+    if span <= 0:
+        return (low,)
+    exponent = len(str(span.numerator // span.denominator)) if span >= 1 else \
+        -len(str(span.denominator // span.numerator))
+    for e in range(exponent, exponent - 3, -1):
+        for mantissa in (5, 2, 1):
+            step = Fraction(mantissa) * Fraction(10) ** e
+            first, last = -((-low) // step), high // step  # whole steps within the range
+            if last - first + 1 >= 3:
+                ticks = [k * step for k in range(first, last + 1)]
+                return tuple(ticks[::-(-len(ticks) // max(most, 3))])
+    return (low, high)
+
+
+def decimal_text(x: Fraction) -> str:
+    """A tick value written exactly with as few digits as it needs (``0.25``, ``-0.5``,
+    ``1``); a value that is no short terminating decimal, to 6 significant digits."""
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    places = 0
+    while (x * 10 ** places).denominator != 1:
+        places += 1
+        if places > 12:
+            return sign + f"{float(x):.6g}"
+    digits = str(int(x * 10 ** places)).rjust(places + 1, "0")
+    text = digits if places == 0 else f"{digits[:-places]}.{digits[-places:]}"
+    return sign + text
 
 
 def attention_map(g: Derivation, stage: Stage, options: Options) -> HeatMap:
-    """The attention weights of one head, masked cells marked (their score is -inf)."""
+    """The attention weights of one head, masked cells marked (their score is -inf).
+
+    Coloured from the map's smallest to its largest weight (so weights of 0.15 and
+    0.39 look different), or on [0, 1] with ``options.absolute_scale``.
+    """
     texts = stage.values(decimals=options.decimals)
     fine = stage.rounded(significant=POSITION_DIGITS)
     scores = g[stage.inputs[0]]
     masked = [[r is None for r in row] for row in scores.rounded(decimals=0)]
-    shades = [[min(max(_value(r), Fraction(0)), Fraction(1)) for r in row] for row in fine]
+    values = [_value(r) for row, m in zip(fine, masked) for r, hidden in zip(row, m)
+              if not hidden]
+    low, high = min(values), max(values)
+    if options.absolute_scale or high <= low:
+        low, high = Fraction(0), Fraction(1)
+    shades = [[min(max((_value(r) - low) / (high - low), Fraction(0)), Fraction(1))
+               for r in row] for row in fine]
     where = _where(stage)
-    head = f"Attention weights of head {stage.head}" + (f" ({where})" if where else "")
-    caption = head + (": row $i$ (query token) puts the weight $\\alpha_{ij}$ on column $j$ "
-                      "(key token); each row sums to 1.")
-    title = head + ": row i (query token) puts the weight α_ij on column j (key token)."
+    caption = (f"Attention weights --- {latex_text(where)}: row $i$ (query token) puts the "
+               "weight $\\alpha_{ij}$ on column $j$ (key token); each row sums to 1.")
+    title = (f"Attention weights \u2014 {where}: row i (query token) puts the weight α_ij "
+             "on column j (key token).")
+    if (low, high) != (0, 1):
+        caption += " Colours run from the smallest to the largest weight of this map."
+        title += " Colours run from the smallest to the largest weight of this map."
     if any(any(row) for row in masked):
         caption += " Hatched cells are masked (weight exactly 0)."
         title += " Hatched cells are masked (weight exactly 0)."
     return HeatMap(name=_slug(stage.name), caption=caption, title=title,
-                   rows=stage.rows, cols=stage.cols,
-                   texts=_tuple2(texts), shades=_tuple2(shades), masked=_tuple2(masked))
+                   rows=tuple(token_label(t, i) for i, t in enumerate(stage.rows)),
+                   cols=tuple(token_label(t, j) for j, t in enumerate(stage.cols)),
+                   texts=_tuple2(texts), shades=_tuple2(shades), masked=_tuple2(masked),
+                   scale=(low, high))
+
+
+def positional_figure(g: Derivation, stage: Stage, options: Options) -> list[Figure]:
+    """The figure of the example's positional encoding, by its kind: the sinusoids, the
+    learned table, RoPE's rotation angles, or none (no positions added or rotated)."""
+    op = stage.op
+    if isinstance(op, LearnedPositional):
+        return [learned_map(stage, options)]
+    kind = getattr(op, "kind", "sinusoidal")
+    if kind == "sinusoidal":
+        return [positional_curves(stage, options)]
+    if kind == "rope" and stage.side == "encoder":
+        rope = next((s for s in g if isinstance(s.op, RoPE)), None)
+        return [rope_rotations(rope, stage, options)] if rope is not None else []
+    return []
+
+
+def _side(stage: Stage) -> str:
+    return "decoder " if stage.side == "decoder" else ""
 
 
 def positional_curves(stage: Stage, options: Options) -> Curves:
-    """The sinusoids of the positional encoding with the tokens' positions marked."""
+    """The sinusoids of the positional encoding with the tokens' positions marked.
+
+    The curves are the engine's own formula with the example's base, so each certified
+    point lies on its curve."""
     fine = stage.rounded(significant=POSITION_DIGITS)
     texts = stage.values(decimals=options.decimals)
-    side = "decoder " if stage.side == "decoder" else ""
-    caption = (f"The {side}positional encoding: dimension $2k$ is "
-               "$\\sin(\\mathit{pos}/10000^{2k/d})$, dimension $2k+1$ is "
-               "$\\cos(\\mathit{pos}/10000^{2k/d})$; the dots are the tokens' positions "
-               "(their certified values).")
-    title = (f"The {side}positional encoding: dimension 2k is sin(pos/10000^(2k/d)), "
-             "dimension 2k+1 is cos(pos/10000^(2k/d)); the dots are the tokens' positions.")
-    return Curves(name=_slug(stage.name), caption=caption, title=title, tokens=stage.rows,
-                  d_model=stage.shape[1],
-                  points=_tuple2([[_value(r) for r in row] for row in fine]),
-                  texts=_tuple2(texts))
+    base = Fraction(int(stage.op.base.p), int(stage.op.base.q)) \
+        if hasattr(stage.op.base, "p") else Fraction(stage.op.base)
+    b = _number_latex(base)
+    d = stage.shape[1]
+    caption = (f"The {_side(stage)}positional encoding: dimension $2k$ is "
+               f"$\\sin(\\mathit{{pos}}/{b}^{{2k/{d}}})$, dimension $2k+1$ is "
+               f"$\\cos(\\mathit{{pos}}/{b}^{{2k/{d}}})$; the curves are these functions "
+               "of a continuous position, the dots the tokens' positions (their "
+               "certified values).")
+    title = (f"The {_side(stage)}positional encoding: dimension 2k is "
+             f"sin(pos/{_number_latex(base)}^(2k/{d})), dimension 2k+1 is "
+             f"cos(pos/{_number_latex(base)}^(2k/{d})); the dots are the tokens' positions.")
+    panels = tuple(f"dimension {j}\n$\\{'sin' if j % 2 == 0 else 'cos'}"
+                   f"(\\mathit{{pos}}{_rate(base, j - j % 2, d)})$" for j in range(d))
+    return Curves(name=_slug(stage.name), caption=caption, title=title,
+                  tokens=tuple(token_label(t, i) for i, t in enumerate(stage.rows)),
+                  d_model=d, points=_tuple2([[_value(r) for r in row] for row in fine]),
+                  texts=_tuple2(texts), base=base, panel_titles=panels)
 
 
-def pe_curve(dimension: int, d_model: int, last: float, samples: int = 121
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """The continuous curve of one dimension over positions 0..last (NumPy, drawing only)."""
-    pos = np.linspace(0.0, last, samples)
-    f = pe_even if dimension % 2 == 0 else pe_odd
-    return pos, f(pos, dimension // 2, d_model)
+def pe_curve(dimension: int, d_model: int, last: float, base: Fraction = Fraction(10000),
+             per_position: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    """The continuous curve of one dimension over positions 0..last (NumPy, drawing only):
+    the engine's own formula (:func:`~symformer.ops.positional.sinusoidal_base`), sampled
+    ``per_position`` times per unit so the integer positions are among the samples."""
+    pos = np.linspace(0.0, last, int(round(last * per_position)) + 1)
+    two_i = dimension - dimension % 2
+    return pos, sinusoidal_base(pos, two_i, dimension % 2 == 0, d_model, float(base))
+
+
+def learned_map(stage: Stage, options: Options) -> HeatMap:
+    """The learned positional embeddings of the sentence's positions, as a signed heat
+    map (zero white, the colour bar symmetric about it)."""
+    texts = stage.values(decimals=options.decimals)
+    fine = [[_value(r) for r in row] for row in stage.rounded(significant=POSITION_DIGITS)]
+    top = max((abs(v) for row in fine for v in row), default=Fraction(0)) or Fraction(1)
+    shades = [[(v + top) / (2 * top) for v in row] for row in fine]
+    start = getattr(stage.op, "start", 0)
+    caption = (f"The learned positional embeddings: row $p$ of the table is added to the "
+               f"token at position $p$ (rows {start} to {start + stage.shape[0] - 1}, one "
+               "per token); white is 0.")
+    title = (f"The learned positional embeddings: row p of the table is added to the token "
+             f"at position p (rows {start} to {start + stage.shape[0] - 1}); white is 0.")
+    rows = tuple(token_label(t, start + i) for i, t in enumerate(stage.rows))
+    return HeatMap(name=_slug(stage.name), caption=caption, title=title, rows=rows,
+                   cols=tuple(str(j) for j in range(stage.shape[1])), texts=_tuple2(texts),
+                   shades=_tuple2(shades),
+                   masked=_tuple2([[False] * stage.shape[1]] * stage.shape[0]),
+                   scale=(-top, top), bar_title="embedding value", diverging=True,
+                   row_title="position $p$", col_title="dimension")
+
+
+def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
+    """RoPE's rotation of one head's query/key pairs: pair i at position m is turned by
+    m*theta_i, theta_i = base^(-2i/d_k); the points are the exact cos and sin, rounded
+    (certified), the angles written are certified decimals."""
+    from flint import arb, fmpq
+
+    from symformer.engine.arbmath import rational_ball
+    from symformer.engine.rounding import certified_rounding
+
+    op = rope.op
+    base = Fraction(int(op.base.p), int(op.base.q)) if hasattr(op.base, "p") \
+        else Fraction(op.base)
+    b = _number_latex(base)
+    d = op.d
+    points, texts, pairs = [], [], []
+    for i, (first, second) in enumerate(op.pairs):
+        row_points, row_texts = [], []
+        for m in range(op.n):
+            def angle(prec: int, m: int = m, i: int = i) -> arb:
+                return arb(op.start + m) * rational_ball(op.base) ** arb(fmpq(-2 * i, d))
+
+            def cos(prec: int, angle=angle) -> arb:
+                return angle(prec).cos()
+
+            def sin(prec: int, angle=angle) -> arb:
+                return angle(prec).sin()
+
+            where = f"RoPE angle of pair {i} at position {m}"
+            c = certified_rounding(cos, where, significant=POSITION_DIGITS)
+            s = certified_rounding(sin, where, significant=POSITION_DIGITS)
+            row_points.append((_value(c), _value(s)))
+            row_texts.append(certified_rounding(angle, where, decimals=options.decimals).fixed())
+        points.append(tuple(row_points))
+        texts.append(tuple(row_texts))
+        theta = "1" if i == 0 else f"{b}^{{-{2 * i}/{d}}}"
+        pairs.append(f"pair {i}: dimensions {first}, {second}; $\\theta_{{{i}}} = {theta}$")
+    caption = (f"What RoPE does: in every head the query and key dimensions are taken in "
+               f"pairs, and pair $i$ of the token at position $m$ is rotated by the angle "
+               f"$m\\theta_i$, $\\theta_i = {b}^{{-2i/{d}}}$ ($d_k = {d}$). Each dot is where "
+               "the pair $(1, 0)$ goes, labelled with its angle in radians; the positional "
+               "table itself is zero.")
+    title = (f"What RoPE does: pair i of a query or key at position m is rotated by the "
+             f"angle m·θ_i, θ_i = {_number_latex(base)}^(-2i/{d}); each dot is where the "
+             "pair (1, 0) goes, labelled with its angle in radians.")
+    start = op.start
+    return Rotations(name=_slug(stage.name), caption=caption, title=title,
+                     tokens=tuple(token_label(t, start + m) for m, t in enumerate(rope.rows)),
+                     pairs=tuple(pairs), points=tuple(points), texts=tuple(texts))
+
+
+def _rate(base: Fraction, two_i: int, d: int) -> str:
+    """``/base^(2i/d)`` in LaTeX math, as a plain number when it is one (``/100``),
+    nothing for dimension 0 and 1."""
+    if two_i == 0:
+        return ""
+    e = Fraction(two_i, d)
+    num, den = _root(base.numerator, e.denominator), _root(base.denominator, e.denominator)
+    if num is not None and den is not None:
+        return "/" + _number_latex(Fraction(num, den) ** e.numerator)
+    return f"/{_number_latex(base)}^{{{e.numerator}/{e.denominator}}}"
+
+
+def _root(n: int, k: int) -> int | None:
+    """The exact integer k-th root of n >= 0, or None."""
+    r = round(n ** (1 / k))
+    return next((c for c in (r - 1, r, r + 1) if c >= 0 and c ** k == n), None)
+
+
+def _number_latex(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"({x.numerator}/{x.denominator})"
 
 
 def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
-    """The LayerNorm input (residual sum) and output of the chosen token."""
+    """The LayerNorm input (the residual sum, or the sub-layer's input before a pre-norm)
+    and output of the chosen token."""
     rows = stage.shape[0]
     i = options.token if stage.side == "encoder" else options.extra.get("target", rows - 1)
     i = min(i, rows - 1)
     source = g[stage.inputs[0]]
-    series = []
+    series, letters = [], []
     for legend, s in (("input", source), ("output", stage)):
         fine = s.rounded(significant=POSITION_DIGITS)[i]
         texts = s.values(decimals=options.decimals)[i]
-        letter = "r" if legend == "input" else "y"
-        series.append((f"{legend} ${letter}$", f"{legend} {letter}",
+        symbol = s.op.symbol
+        letters.append((symbol.latex, symbol.text))
+        series.append((f"{legend} ${symbol.latex}$", f"{legend} {symbol.text}",
                        tuple(_value(r) for r in fine), tuple(texts)))
     token = stage.rows[i]
-    what = stage.name.replace(".", " ").replace("_", " ")
-    caption = (f"LayerNorm {what}, token {i} (``{latex_text(token)}''): its input $r$ "
-               "and its output $y$, dimension by dimension.")
-    title = f"LayerNorm {what}, token {i} (“{token}”): its input r and its output y."
+    (r_latex, r_text), (y_latex, y_text) = letters
+    where = _where(stage)
+    caption = (f"LayerNorm --- {latex_text(where)}, token {i} (``{latex_text(token)}''): its input "
+               f"${r_latex}$ and its output ${y_latex}$, dimension by dimension.")
+    title = (f"LayerNorm \u2014 {where}, token {i} (“{token}”): its input {r_text} and its "
+             f"output {y_text}, dimension by dimension.")
     return Bars(name=f"{_slug(stage.name)}-token{i}", caption=caption, title=title,
                 categories=tuple(str(k) for k in range(stage.shape[1])),
                 category_title="dimension", series=tuple(series), value_title="value")

@@ -17,23 +17,33 @@ __all__ = ["Options", "build", "export_files", "latex_files", "markdown_document
 
 
 def export_files(g, options: Options, fmt: str = "latex",
-                 figures: dict[str, str] | None = None, figure_preamble: str = ""
-                 ) -> dict[str, str]:
+                 figures: dict[str, str] | None = None, figure_preamble: str = "",
+                 progress=None) -> dict[str, str]:
     """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
-    (main.md) or JSON (worked.json: every worked line's recomputable roundings).
+    (main.md) or JSON (worked.json: every worked line's recomputable roundings, and
+    equations.json: every shown stage's general equation in a checkable plain form).
 
     ``figures`` (LaTeX only; relative path -> LaTeX, e.g. the TikZ files of
     :func:`symformer.figures.figure_files` as ``figures/NAME.tex``) are input in a final
-    *Figures* part, ``figure_preamble`` added to the preamble."""
-    outline = build(g, options)
+    *Figures* part, ``figure_preamble`` added to the preamble; ``progress(k, total,
+    name)`` is called before each stage is rendered."""
+    if fmt == "json" and options.backward:  # the gradient stages, for equations.json
+        from symformer.latex.backward import prepare
+        g = prepare(g)
+    outline = build(g, options, progress)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline)}
     if fmt == "json":
-        from symformer.latex.blocks import Worked
+        from symformer.equations.export import equations_json
+        from symformer.latex.blocks import Equation, Worked
         from symformer.latex.outline import fragments
         from symformer.worked.to_json import worked_json
 
-        items = [item for f in fragments(outline) for b in f.blocks
-                 if isinstance(b, Worked) for item in b.items]
-        return {"worked.json": worked_json(g.example.title, items)}
+        blocks = [b for f in fragments(outline) for b in f.blocks]
+        items = [item for b in blocks if isinstance(b, Worked) for item in b.items]
+        shown = [b.label.removeprefix("eq:") for b in blocks
+                 if isinstance(b, Equation) and b.label and b.label.startswith("eq:")]
+        stages = [g[name] for name in dict.fromkeys(shown) if name in g]
+        return {"worked.json": worked_json(g.example.title, items),
+                "equations.json": equations_json(g.example.title, stages)}
     return latex_files(g, outline, figures=figures, figure_preamble=figure_preamble)

@@ -85,6 +85,9 @@ class Table:
     legend: tuple[str, ...] = ()
     row_header: tuple[str, str] = ("pos", "token")  # headers of the two label columns
     tall: bool = False  # tall entries (fractions, closed forms): rows need more room
+    #: Row labels as math instead of the text labels (a weight gradient's rows: the
+    #: input entry each row multiplies, ``a_{0}``; empty for a single row).
+    row_math: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,14 @@ class MatrixBlock:
 
     lhs: str
     rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Matrices:
+    """Several ``name = [bmatrix]`` side by side in one display (a step's weights);
+    ``lines`` groups them, one display line per group."""
+
+    lines: tuple[tuple[MatrixBlock, ...], ...]
 
 
 @dataclass

@@ -27,11 +27,13 @@ def compile_pdf(files: dict[str, str], main: str = "main.tex") -> bytes:
 
 
 def compile_log(files: dict[str, str], main: str = "main.tex",
-                progress: Callable[[int, int], None] | None = None) -> tuple[bytes, str]:
+                progress: Callable[[int, int], None] | None = None,
+                passes: int = 2) -> tuple[bytes, str]:
     """Compile with pdflatex (twice, so references resolve): the PDF's bytes and the log.
 
-    ``progress(k, 2)`` is called before pass ``k``.  Raises :class:`InputError` quoting
-    the log's first error when pdflatex fails.
+    ``progress(k, passes)`` is called before pass ``k``; one pass is enough to check the
+    layout (references then print as ??).  Raises :class:`InputError` quoting the log's
+    first error when pdflatex fails.
     """
     exe = pdflatex()
     with tempfile.TemporaryDirectory(prefix="symformer-tex-") as tmp:
@@ -39,9 +41,9 @@ def compile_log(files: dict[str, str], main: str = "main.tex",
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text, encoding="utf-8")
-        for k in range(1, 3):
+        for k in range(1, passes + 1):
             if progress:
-                progress(k, 2)
+                progress(k, passes)
             run = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", main],
                                  cwd=root, capture_output=True, text=True,
                                  encoding="utf-8", errors="replace", timeout=300)

@@ -12,7 +12,8 @@ up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from symformer.blocks import derive
@@ -24,6 +25,7 @@ from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
+from symformer.latex.parameters import omits_zero_terms, parameter_blocks
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import Style, worked_example
@@ -45,6 +47,10 @@ GROUPS = {
     "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
     "ffn_output": "Feed-forward network",
     "output": "Output",
+    "Q_rot": "head", "K_rot": "head",
+    "mean_square": "Add & Norm", "rms_norm": "Add & Norm",
+    "ffn_gate": "Feed-forward network",
+    "logits": "Output", "probabilities": "Output", "next_token": "Output",
 }
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
@@ -112,7 +118,8 @@ def _group(stage: Stage) -> str:
         return decoder.group(stage)
     group = GROUPS.get(stage.kind, "Other stages")
     if group == "head":
-        group = f"Attention head {stage.head}"
+        kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
+        group = f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
     return group
 
 
@@ -121,7 +128,7 @@ def _part(stage: Stage) -> str:
         return decoder.part(stage)
     if stage.layer:
         return f"Layer {stage.layer}"
-    return "Output" if stage.kind == "output" else "Input"
+    return part_of(stage)[-1]  # "Input" before the layers, "Output" after them
 
 
 def _title(stage: Stage) -> str:
@@ -159,8 +166,11 @@ def renaming_prose(stage: Stage) -> Prose:
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
-                    prefix: str = "") -> list[Fragment]:
-    """The equation, table, worked example and matrix fragments of one stage."""
+                    prefix: str = "", seen: set | None = None) -> list[Fragment]:
+    """The equation, weights, table, worked example and matrix fragments of one stage.
+
+    ``seen`` holds the weights printed so far (:func:`parameter_blocks`): a stage
+    prints those it is the first to use; None prints none."""
     name = prefix + slug(stage.name)
     label = ("causal:" if prefix else "") + stage.name
     style = Style(options.decimals, options.exact)
@@ -169,6 +179,9 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
+    weights = parameter_blocks(stage, seen) if seen is not None else []
+    if weights:
+        fragments.append(Fragment(f"{name}-weights", weights))
     text = caption(stage) + (", causal mask" if prefix else "")
     fragments.append(Fragment(f"{name}-table", [stage_table(
         stage, decimals=options.decimals, exact=options.exact, highlight=token,
@@ -179,8 +192,11 @@ def stage_fragments(stage: Stage, token: int, options: Options,
             stage.derivation)]))
     if worked is not None:
         word, position = stage.rows[token], token + first_position(stage)
+        omitted = "; terms with a weight of exactly 0 are left out" \
+            if omits_zero_terms(stage) else ""
         fragments.append(Fragment(f"{name}-worked", [Prose((
-            f"Worked example for \u201c{word}\u201d (position {position}):",)), worked]))
+            f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),
+            worked]))
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
         stage, matrix_latex(stage), decimals=options.decimals, exact=options.exact)]))
     return fragments
@@ -236,8 +252,12 @@ def legend_prose(notes: Iterable[Notation]) -> Prose:
 
 
 
-def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
+def build(g: Derivation, options: Options,
+          progress: Callable[[int, int, str], None] | None = None
+          ) -> list[Section | Heading | Prose]:
     """The document's outline: headings, prose, and each stage's fragments.
+
+    ``progress(k, total, name)`` is called before stage ``k`` of ``total`` is rendered.
 
     With a decoder, the encoder and the decoder are two parts, and ``options.steps``
     adds a greedy-generation section at the end.  When the example has a ``[loss]``
@@ -253,7 +273,10 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
     part = group = side = None
     causal_done = g.causal
     chosen = {s.name for s in stages}
-    for stage in stages:
+    seen: set = set()  # the weights printed so far
+    for k, stage in enumerate(stages, start=1):
+        if progress:
+            progress(k, len(stages), stage.name)
         if target is not None and stage.side != side:
             side = stage.side
             out.append(Heading(side.capitalize(), 0))
@@ -277,7 +300,8 @@ def build(g: Derivation, options: Options) -> list[Section | Heading | Prose]:
         row = decoder.worked_row(stage, token, target) if target is not None else token
         row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
         level = 2 if group == part else 3
-        out.append(Section(Heading(_title(stage), level), stage_fragments(stage, row, options)))
+        out.append(Section(Heading(_title(stage), level),
+                           stage_fragments(stage, row, options, seen=seen)))
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
@@ -312,8 +336,26 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 %(packages)s
 \usepackage{float}
 \floatplacement{table}{H}
+\usepackage[position=top,skip=6pt,font=small]{caption}
+\setlength{\intextsep}{8pt plus 2pt minus 2pt}
 \setlength{\emergencystretch}{2em}
 \allowdisplaybreaks
+"""
+
+#: A step (heading, equation, weights, table, worked lines) is set in a box first; when
+#: it fits on one page but not on the rest of this one, it starts a new page (what the
+#: needspace package does, measured instead of guessed).  Unboxed, its contents may still
+#: break across pages when the step is longer than a page.
+STEP_MACROS = r"""\makeatletter
+\newsavebox{\symformer@step}
+\newcommand{\symformerneed}[1]{\par\penalty-100\begingroup\setlength{\dimen@}{#1}%
+  \dimen@ii\pagegoal\advance\dimen@ii-\pagetotal
+  \ifdim\dimen@>\dimen@ii\ifdim\dimen@ii>\z@\vfil\fi\penalty-\@M\fi\endgroup}
+\newenvironment{step}{\par\setbox\symformer@step\vbox\bgroup}{\par\egroup
+  \ifdim\dimexpr\ht\symformer@step+\dp\symformer@step\relax<\textheight
+    \symformerneed{\dimexpr\ht\symformer@step+\dp\symformer@step\relax}\fi
+  \unvbox\symformer@step}
+\makeatother
 """
 
 
@@ -327,17 +369,20 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
     (the packages they need) added to the preamble; without them nothing changes.
     """
     files: dict[str, str] = {}
-    body = []
+    body: list[str] = []
+    pending: list[str] = []  # headings and prose that open the next step: kept with it
     for item in outline:
         if isinstance(item, Section):
-            body.append(to_latex(item.heading))
+            step, pending = [*pending, to_latex(item.heading)], []
             for fragment in item.fragments:
                 path = f"{directory}/{fragment.name}.tex"
                 files[path] = to_latex(fragment)
                 if not fragment.name.endswith("-matrix"):
-                    body.append(f"\\input{{{path}}}")
+                    step.append(f"\\input{{{path}}}")
+            body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}")
         else:
-            body.append(to_latex(item))
+            pending.append(to_latex(item))
+    body += pending
     packages = "\n".join(PACKAGES)
     if figures:
         packages += "\n" + figure_preamble.rstrip("\n")
@@ -347,7 +392,7 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
             files[path] = text
             body.append(f"\\input{{{path}}}")
     title = latex_text(g.example.title, breaks=True) + (" (causal mask)" if g.causal else "")
-    main = (PREAMBLE % {"packages": packages}
+    main = (PREAMBLE % {"packages": packages} + STEP_MACROS
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
             + "\\begin{document}\n\\maketitle\n\n" + "\n\n".join(body)
             + "\n\n\\end{document}\n")

@@ -17,6 +17,7 @@ from symformer.latex.blocks import (
     Fragment,
     Heading,
     Math,
+    Matrices,
     MatrixBlock,
     Prose,
     Table,
@@ -78,6 +79,12 @@ def _(block: Worked) -> str:
 
 
 @to_markdown.register
+def _(block: Matrices) -> str:
+    return "\n\n".join(_display(r" \qquad ".join(f"{m.lhs} = {bmatrix(m.rows)}"
+                                                  for m in line)) for line in block.lines)
+
+
+@to_markdown.register
 def _(block: MatrixBlock) -> str:
     return _display(f"{block.lhs} = {bmatrix(block.rows)}")
 
@@ -115,7 +122,8 @@ def _(block: Table) -> str:
              "|" + "---:|:---|" + "---:|" * len(block.col_labels)]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         bold = k == block.highlight_row
-        label = markdown_text(token)  # escapes "|" too
+        label = markdown_text(token) if block.row_math is None else \
+            (f"${_math(block.row_math[k])}$" if block.row_math[k] else "")  # escapes "|"
         row = [str(pos), f"**{label}**" if bold else label,
                *(_cell(c, bold) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")

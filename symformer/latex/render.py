@@ -7,6 +7,7 @@ One ``singledispatch`` registration per kind of block.  Tables need ``booktabs``
 
 from __future__ import annotations
 
+import re
 from functools import singledispatch
 
 from symformer.latex.blocks import (
@@ -14,6 +15,7 @@ from symformer.latex.blocks import (
     Fragment,
     Heading,
     Math,
+    Matrices,
     MatrixBlock,
     Prose,
     Step,
@@ -21,14 +23,12 @@ from symformer.latex.blocks import (
     Worked,
 )
 from symformer.latex.escape import label_text, latex_text
+from symformer.worked.render_latex import width
 
 #: Packages a fragment needs in the including document's preamble.
 PACKAGES = (r"\usepackage{amsmath,amssymb}", r"\usepackage{booktabs}",
             r"\usepackage[table]{xcolor}", r"\usepackage{graphicx}")
 #: Colours: named xcolor mixes, so a fragment needs no \definecolor.
-#: The heat map's sequential scale (ColorBrewer "Blues": colour-blind safe, monotone in
-#: greyscale, dark enough for a projector): anchors at 0, 50 and 100 percent.
-HEAT_SCALE = ((0, (247, 251, 255)), (50, (107, 174, 214)), (100, (8, 48, 107)))
 CLIPPED = "black!12"
 HIGHLIGHT = "yellow!35"
 _SECTIONS = {0: "part", 1: "section", 2: "subsection", 3: "subsubsection"}
@@ -60,23 +60,93 @@ def _(block: Prose) -> str:
 @to_latex.register
 def _(block: Equation) -> str:
     label = f"\\label{{{block.label}}}" if block.label else ""
-    if len(block.lines) == 1:
-        lhs, rhs = block.lines[0]
+    lines = [_remark_below(lhs, rhs) for lhs, rhs in block.lines]
+    if len(lines) == 1 and "\\\\" not in lines[0][1]:
+        lhs, rhs = lines[0]
         return f"\\begin{{equation}}{label}\n  {lhs} = {rhs}\n\\end{{equation}}"
-    rows = [f"  {lhs} &= {rhs}" for lhs, rhs in block.lines]
-    rows[0] += label
+    if len(lines) == 1:
+        lhs, rhs = lines[0]
+        return (f"\\begin{{equation}}{label}\n\\begin{{split}}\n  {lhs} &= {rhs}\n"
+                "\\end{split}\n\\end{equation}")
+    # a remark moved below its formula is not numbered; the label stays on the formula
+    rows = [f"  {lhs} &= {rhs}" + (r" \notag" if " \\\\ &" in rhs else "")
+            for lhs, rhs in lines]
+    rows[0] = rows[0].replace(" \\\\ &", f"{label} \\\\ &", 1) if " \\\\ &" in rows[0] \
+        else rows[0] + label
     return "\\begin{align}\n" + " \\\\\n".join(rows) + "\n\\end{align}"
+
+
+def _remark_below(lhs: str, rhs: str) -> tuple[str, str]:
+    """An equation line too wide for the page with a remark (``\\quad \\text{...}``)
+    after it: the remark goes on a line of its own below."""
+    cut = rhs.rfind(r"\quad \text{")
+    if cut < 0 or width(f"{lhs} = {rhs}") <= TEXT_WIDTH - 6:  # 6: the equation number
+        return lhs, rhs
+    return lhs, rf"{rhs[:cut].rstrip()} \\ &\qquad {rhs[cut + len(chr(92) + 'quad '):]}"
+
+
+#: Rough width (characters of visible math, :func:`symformer.worked.render_latex.width`)
+#: of one line of the text block, and the most worked results set side by side.
+TEXT_WIDTH = 70
+MAX_COLUMNS = 3
 
 
 @to_latex.register
 def _(block: Worked) -> str:
-    rows = []
-    for step in block.steps:
-        first, rest = step_lines(step)
-        rows.append(f"  {step.lhs} &{first}")
-        if rest:
-            rows.append(f"  &{rest}")
-    return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+    """Runs of steps that fit on one line are set one line each, several side by side
+    where they fit; a longer step takes two lines (the formula, then its numbers)."""
+    out = []
+    for packed, steps in _runs(block.steps):
+        rows = []
+        if packed:
+            cells = [f"{step.lhs} &{' '.join(step_lines(step)).rstrip()}" for step in steps]
+            rows = ["  " + " & ".join(cells[k:k + packed]) for k in range(0, len(cells), packed)]
+        for step in steps if not packed else ():
+            first, rest = step_lines(step)
+            rows.append(f"  {step.lhs} &{first}")
+            if rest:
+                rows.append(f"  &{rest}")
+        out.append("\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}")
+    return "\n".join(out)
+
+
+def _one_line(step: Step) -> str:
+    return " ".join([step.lhs, *step_lines(step)]).rstrip()
+
+
+def _runs(steps: tuple[Step, ...]) -> list[tuple[int, list[Step]]]:
+    """Consecutive steps grouped as (columns, steps): 0 columns for steps that need two
+    lines, else how many one-line steps stand side by side (:func:`worked_columns`)."""
+    runs: list[tuple[int, list[Step]]] = []
+    for step in steps:
+        line = _one_line(step)
+        kind = 0 if not worked_columns([line]) else 1 if width(line) > TEXT_WIDTH // 2 else 2
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(step)
+        else:
+            runs.append((kind, [step]))
+    merged: list[tuple[int, list[Step]]] = []
+    for kind, run in runs:
+        columns = worked_columns([_one_line(s) for s in run]) if kind else 0
+        if merged and columns == 1 and merged[-1][0] == 1:  # one line each: one display
+            merged[-1][1].extend(run)
+        else:
+            merged.append((columns, list(run)))
+    return merged
+
+
+def worked_columns(lines: list[str]) -> int:
+    """How many one-line steps fit side by side (0: a step needs two lines).
+
+    A step with a line break of its own (a long sum) keeps the two-line layout."""
+    if not lines or any("\\\\" in line for line in lines):
+        return 0
+    widest = max(width(line) for line in lines)
+    if widest > TEXT_WIDTH:
+        return 0
+    fit = max(1, min(MAX_COLUMNS, (TEXT_WIDTH + 6) // (widest + 6), len(lines)))  # 6: gap
+    rows = -(-len(lines) // fit)
+    return -(-len(lines) // rows)  # as many columns as rows need: 4 steps in 2 x 2
 
 
 def step_lines(step: Step) -> tuple[str, str]:
@@ -97,6 +167,25 @@ def _(block: MatrixBlock) -> str:
     return f"\\[\n  {block.lhs} = {bmatrix(block.rows)}\n\\]"
 
 
+@to_latex.register
+def _(block: Matrices) -> str:
+    lines = [r" \qquad ".join(f"{m.lhs} = {aligned_matrix(m.rows)}" for m in line)
+             for line in block.lines]
+    if len(lines) == 1:
+        return f"\\[\n  {lines[0]}\n\\]"
+    return "\\begin{gather*}\n  " + " \\\\\n  ".join(lines) + "\n\\end{gather*}"
+
+
+def aligned_matrix(rows: tuple[tuple[str, ...], ...]) -> str:
+    """Math rows in brackets, each column aligned on the decimal point (a bmatrix
+    centres its entries: 0.5 over -1 would not line up)."""
+    widths = [max((decimals_shown(v) or 0 for v in col), default=0) for col in zip(*rows)]
+    body = " \\\\ ".join(" & ".join(v + decimal_pad(v, w) for v, w in zip(row, widths))
+                          for row in rows)
+    return (f"\\left[\\begin{{array}}{{@{{\\,}}{'r' * len(widths)}@{{\\,}}}} {body} "
+            f"\\end{{array}}\\right]")
+
+
 def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
     """Math rows as a ``bmatrix`` (amsmath)."""
     body = " \\\\ ".join(" & ".join(row) for row in rows)
@@ -105,23 +194,41 @@ def bmatrix(rows: tuple[tuple[str, ...], ...]) -> str:
 
 def heat_colour(percent: int) -> tuple[str, bool]:
     """The heat shade of ``percent`` (0..100) as hex ``RRGGBB``, and whether its text
-    should be white (white has the better WCAG contrast on it than black)."""
-    for (p0, c0), (p1, c1) in zip(HEAT_SCALE, HEAT_SCALE[1:]):
-        if percent <= p1:
-            rgb = [round(a + (b - a) * (percent - p0) / (p1 - p0)) for a, b in zip(c0, c1)]
-            break
-    channels = [c / 255 for c in rgb]
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
-    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-    white = 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05
-    return "".join(f"{c:02X}" for c in rgb), white
+    should be white: the project's one sequential scale (:mod:`symformer.colors`)."""
+    from fractions import Fraction
+
+    from symformer.colors import heat
+
+    fill, ink = heat(Fraction(percent, 100))
+    return "".join(f"{c:02X}" for c in fill), ink == (255, 255, 255)
 
 
-def _cell(cell, highlighted: bool = False) -> str:
+_DECIMAL = re.compile(r"-?\d+(?:\.(\d+))?")
+
+
+def decimals_shown(latex: str) -> int | None:
+    """The decimals a plain decimal cell shows (0 for an integer); None for anything
+    else (a fraction, a closed form, -infinity)."""
+    m = _DECIMAL.fullmatch(latex)
+    return None if m is None else len(m.group(1) or "")
+
+
+def decimal_pad(latex: str, decimals: int) -> str:
+    """Invisible digits after a decimal cell so that, right-aligned, its decimal point
+    lines up with a column showing ``decimals`` decimals (empty for other cells)."""
+    shown = decimals_shown(latex)
+    if shown is None or shown >= decimals:
+        return ""
+    return f"\\phantom{{{'' if shown else '.'}{'0' * (decimals - shown)}}}"
+
+
+def _cell(cell, highlighted: bool = False, decimals: int = 0) -> str:
     """One value cell; in the highlighted row a shaded (heat) cell's number is bold,
-    since its own shade hides the row's colour."""
+    since its own shade hides the row's colour.  ``decimals``: the column's most
+    decimals (a cell with fewer is padded to align on the decimal point)."""
     bold = highlighted and cell.heat is not None and "clipped" not in cell.marks
-    text = f"$\\mathbf{{{cell.latex}}}$" if bold else f"${cell.latex}$"
+    pad = decimal_pad(cell.latex, decimals)
+    text = f"$\\mathbf{{{cell.latex}{pad}}}$" if bold else f"${cell.latex}{pad}$"
     if "masked" in cell.marks:
         text = f"\\textcolor{{gray}}{{{text}}}"
     if "clipped" in cell.marks:
@@ -156,10 +263,14 @@ def table_body(block: Table) -> str:
                          *(f"${c}$" for c in block.col_labels)])
     lines = [f"\\begin{{tabular}}{{@{{}}{spec}@{{}}}}", r"\toprule", header + r" \\",
              r"\midrule"]
+    widths = [max((decimals_shown(row[j].latex) or 0 for row in block.cells), default=0)
+              for j in range(len(block.col_labels))]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         prefix = f"\\rowcolor{{{HIGHLIGHT}}}" if k == block.highlight_row else ""
-        row = [f"{prefix}{pos}", label_text(token),
-               *(_cell(c, k == block.highlight_row) for c in cells)]
+        label = label_text(token) if block.row_math is None else \
+            (f"${block.row_math[k]}$" if block.row_math[k] else "")
+        row = [f"{prefix}{pos}", label,
+               *(_cell(c, k == block.highlight_row, w) for c, w in zip(cells, widths))]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry
 from symformer.ops import ReLU, ScaleMask
+from symformer.worked.numbers import integer_values
 
 #: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
 #: shades, so the whole scale stays legible).
@@ -58,27 +59,6 @@ def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
     rows, cols = stage.shape
     return frozenset((i, j) for i in range(rows) for j in range(cols)
                      if g.sign(hidden, i, j) <= 0)
-
-
-def integer_values(stage: Stage, decimals: int) -> list[list[str]] | None:
-    """The stage's entries as integers (``4``, not ``4.00``) when every one is certified
-    an exact integer, else None.
-
-    Two certificates per entry: its certified rounding is an integer, and the exact
-    forward pass finds the exact value a rational with denominator 1 (so the rounding
-    did not hide a fraction).  The cheap first test rules out most stages.
-    """
-    rounded = stage.rounded(decimals=decimals)
-    if any(r is None or r.value().denominator != 1 for row in rounded for r in row):
-        return None
-    g = stage.derivation
-    rows, cols = stage.shape
-    for i in range(rows):
-        for j in range(cols):
-            value = g.exact_rational(stage.name, i, j)
-            if value is None or value.denominator != 1:
-                return None
-    return [[str(r.value().numerator) for r in row] for row in rounded]
 
 
 def stage_values(stage: Stage, decimals: int) -> list[list[str]]:
@@ -170,7 +150,22 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         legend=tuple(legend),
         tall=any_exact and not indicator,
         row_header=row_header(stage),
+        row_math=row_math(stage),
     )
+
+
+def row_math(stage: Stage) -> tuple[str, ...] | None:
+    """A weight gradient's row labels as math: the input entry each row multiplies
+    (``a_{0}`` for a row of dL/dW_2), or nothing for a single row (dL/dγ); None for
+    every other table (its rows are tokens)."""
+    if stage.kind != "weight_gradient":
+        return None
+    if stage.shape[0] == 1:
+        return ("",)
+    source = stage.derivation[stage.inputs[0]]
+    if stage.rows != source.cols:  # the embedding table's gradient: rows are tokens
+        return None
+    return tuple(entry(source, k, fmt="latex") for k in range(stage.shape[0]))
 
 
 def row_header(stage: Stage) -> tuple[str, str]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation
 from symformer.ops.calculus import Arithmetic, Rows
@@ -33,6 +34,14 @@ class Add(Operation):
     reference_function = add
     default_notation = Notation("r", "r", "Residual sum")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("r[i, j] = a[i, j] + b[i, j]",),
+                             {"r": "out", "a": "in0", "b": "in1"})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("da[i, j] = dr[i, j]",), {"da": "result", "dr": "grad"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0] + args[1]

@@ -16,6 +16,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.rounding import ball_bounds
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 
@@ -52,6 +53,12 @@ class ArgmaxIndicator(Operation):
     default_notation = Notation(r"\hat{t}", "t̂", "Next token (exact argmax)")
     columns = "vocab"
     heat = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("t[j] = 1 if l[n - 1, j] == max(l[n - 1, m] for m in range(V)) else 0",),
+            {"t": "out", "l": "in0"}, sizes={"n": ("l", 0), "V": ("l", 1)},
+            symbols={"V": ("|V|", "|V|")}, remark="the last position's logits")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         logits = args[0]

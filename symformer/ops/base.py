@@ -47,6 +47,7 @@ from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.equations.ir import IndexEquation
     from symformer.ops.calculus import Arithmetic, Rows
     from symformer.ops.gradient import Part
     from symformer.worked.model import Node
@@ -153,6 +154,9 @@ class Operation(ABC):
     rational: ClassVar[bool] = False
     #: True when every output entry is >= 0 whatever the inputs (a variance).
     nonnegative: ClassVar[bool] = False
+    #: True when every output row sums to exactly 1 whatever the inputs (a softmax):
+    #: the zero proofs use it (a softmax row's score gradient sums to 0).
+    rows_sum_to_one: ClassVar[bool] = False
     #: Every entry's value when the step is a known constant (the loss's own gradient
     #: dL/dL = 1): equations and worked lines write the number, not the symbol.
     constant: ClassVar[int | None] = None
@@ -190,6 +194,21 @@ class Operation(ABC):
         """How :meth:`function` is written as an equation (several lines: a tuple,
         each naming the ``function`` it renders, one the run function calls)."""
         return Spelling()
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
+        """This step's general equation in index form, declared once
+        (:mod:`symformer.equations`): every displayed format prints it and a test proves
+        it equal to :meth:`sympy` at every entry.  ``shapes`` are the input stages'
+        shapes (a concatenation's cases depend on them).  None: never displayed."""
+        return None
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation | None:
+        """The backward rule for input ``wrt`` (or parameter ``wrt``) in index form: its
+        left-hand array has the role ``"result"``, ``"grad"`` is dL/d(this step) and
+        ``"out"`` this step; ``shapes`` are the inputs' shapes.  Proved equal to
+        :meth:`backward` at every entry."""
+        return None
 
     @abstractmethod
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:

@@ -67,6 +67,19 @@ class Arithmetic:
         """The hyperbolic tangent."""
         return sympy.tanh(x)
 
+    def one_plus_tanh(self, x: Any) -> Any:
+        """1 + tanh(x), without the cancellation of its two terms for x << 0 (balls)."""
+        return 1 + self.tanh(x)
+
+    def sech_squared(self, x: Any) -> Any:
+        """1 - tanh(x)^2, without the cancellation for |x| >> 1 (balls)."""
+        t = self.tanh(x)
+        return 1 - t * t
+
+    def one_plus_erf(self, x: Any) -> Any:
+        """1 + erf(x), without the cancellation for x << 0 (balls)."""
+        return 1 + self.erf(x)
+
     def apply(self, op: Any, args: list[Rows]) -> Rows:
         """The forward operation ``op`` on ``args`` in this arithmetic (a gated
         product's rule reads its activation's value)."""
@@ -124,6 +137,17 @@ class Balls(Arithmetic):
 
     def tanh(self, x: arb) -> arb:
         return x.tanh()
+
+    def one_plus_tanh(self, x: arb) -> arb:
+        # 1 + tanh(x) = 2 / (1 + exp(-2x)): no two close numbers subtracted (at
+        # x = -35757, GELU-tanh's argument for h = -100, it is about e^-71514)
+        return 2 / (1 + (-2 * x).exp())
+
+    def sech_squared(self, x: arb) -> arb:
+        return x.sech() ** 2
+
+    def one_plus_erf(self, x: arb) -> arb:
+        return (-x).erfc()
 
     def apply(self, op: Any, args: list[Rows]) -> Rows:
         return op.arb(args)

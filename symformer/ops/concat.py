@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
@@ -35,6 +36,34 @@ class Concat(Operation):
     reference_function = concat
     default_notation = Notation("c", "c", "Concatenation of the heads")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        """One case per input, by column; inputs of one width (the heads' outputs,
+        d_v each) are written with d_v."""
+        widths = [w for _, w in shapes]
+        names = [f"o{k + 1}" for k in range(len(widths))]
+        arrays = {"c": "out", **{n: f"in{k}" for k, n in enumerate(names)}}
+        same = len(set(widths)) == 1
+
+        def offset(k: int) -> str:
+            if same:
+                return "d_v" if k == 1 else f"{k} * d_v"
+            return str(sum(widths[:k]))
+
+        cases = [f"{n}[i, j - {offset(k)}]" if k else f"{n}[i, j]"
+                 for k, n in enumerate(names)]
+        expr = cases[-1]
+        for k in range(len(widths) - 2, -1, -1):
+            expr = f"{cases[k]} if j < {offset(k + 1)} else {expr}"
+        return IndexEquation((f"c[i, j] = {expr}",), arrays,
+                             sizes={"d_v": ("o1", 1)} if same else {})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        """Input ``wrt``'s own columns of the gradient."""
+        start = sum(w for _, w in shapes[:wrt])
+        shift = f" + {start}" if start else ""
+        return IndexEquation((f"do[i, j] = dc[i, j{shift}]",), {"do": "result", "dc": "grad"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix.hstack(*args)

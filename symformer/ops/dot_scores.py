@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, dot, product
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
@@ -41,6 +42,19 @@ class DotScores(Operation):
     columns = "keys"
     rational = True
     inline = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("u[i, j] = sum(q[i, c] * k[j, c] for c in range(d_k))",),
+                             {"u": "out", "q": "in0", "k": "in1"}, sizes={"d_k": ("q", 1)})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        if wrt == 0:
+            return IndexEquation(("dq[i, c] = sum(du[i, m] * k[m, c] for m in range(n))",),
+                                 {"dq": "result", "du": "grad", "k": "in1"},
+                                 sizes={"n": ("du", 1)})
+        return IndexEquation(("dk[j, c] = sum(du[i, j] * q[i, c] for i in range(n))",),
+                             {"dk": "result", "du": "grad", "q": "in0"}, sizes={"n": ("du", 0)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         Q, K = args

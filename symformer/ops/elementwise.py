@@ -9,6 +9,7 @@ for finite masks: f'(xi) d with xi the ball joining h and h + d.
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -16,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
+from symformer.lazy import sympy
 from symformer.ops.base import Operation, Spelling
-from symformer.ops.calculus import BALLS, Arithmetic, Rows
+from symformer.ops.calculus import BALLS, EXACT, Arithmetic, Rows
 
 
 class Elementwise(Operation):
@@ -46,6 +49,14 @@ class Smooth(Elementwise):
         # mean value theorem: f(h + d) - f(h) = f'(xi) d for some xi between them
         return [[self.slope(h.union(h + d), BALLS) * d for h, d in zip(r0, dr)]
                 for r0, dr in zip(x0[0], dx[0])]
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        """dL/dh = dL/da f'(h) with f' the exact :meth:`slope` (printed by SymPy)."""
+        h = sympy.Symbol("h")
+        slope = re.sub(r"\bh\b", "h[i, j]", str(self.slope(h, EXACT)))
+        return IndexEquation((f"dh[i, j] = da[i, j] * ({slope})",),
+                             {"dh": "result", "da": "grad", "h": "in0"})
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

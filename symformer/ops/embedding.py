@@ -10,6 +10,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -39,6 +40,20 @@ class Embedding(Operation):
     reference_function = embed
     default_notation = Notation("e", "e", "Token embedding")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("e[i, j] = E[t[i], j]",),
+                             {"e": "out", "E": "param:embedding_table", "t": "const:token_ids"},
+                             symbols={"E": ("E", "E"), "t": ("t", "t")},
+                             remark="t: the ids of the tokens in the vocabulary")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(
+            ("dE[r, j] = sum(de[i, j] * (1 if t[i] == u[r] else 0) for i in range(n))",),
+            {"dE": "result", "de": "grad", "t": "const:token_ids", "u": "const:used_rows"},
+            sizes={"n": ("de", 0)}, symbols={"t": ("t", "t"), "u": ("u", "u")},
+            remark="u: the distinct token ids used, in order")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([list(self.E.row(t)) for t in self.token_ids])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
@@ -39,6 +40,31 @@ class GatedProduct(Operation):
     reference_function = gated
     default_notation = Notation("a", "a", "Gated activation act(g) ⊙ h")
     trace_step = "activation"
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        """act(g) written out: the activation's own equation with the gate g for its input."""
+        act = self.activation.equation()
+        (line,) = act.lines
+        rhs = line.split(" = ", 1)[1].replace("h[", "g[")
+        return IndexEquation((f"a[i, j] = ({rhs}) * h[i, j]",),
+                             {"a": "out", "g": "in0", "h": "in1"})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        act = self.activation
+        if wrt == 1:
+            (line,) = act.equation().lines
+            rhs = line.split(" = ", 1)[1].replace("h[", "g[")
+            return IndexEquation((f"dh[i, j] = da[i, j] * ({rhs})",),
+                                 {"dh": "result", "da": "grad", "g": "in0"})
+        rule = act.backward_equation(0)
+        if rule is None:
+            return None
+        (line,) = rule.lines
+        rhs = line.split(" = ", 1)[1].replace("h[", "g[").replace("da[", "DA[")
+        rhs = rhs.replace("DA[i, j]", "(da[i, j] * h[i, j])")
+        return IndexEquation((f"dg[i, j] = {rhs}",),
+                             {"dg": "result", "da": "grad", "g": "in0", "h": "in1"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         gate, hidden = args

@@ -11,6 +11,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Spelling
 from symformer.ops.calculus import Arithmetic
@@ -39,12 +40,17 @@ class GELU(Smooth):
     reference_function = gelu
     default_notation = Notation("a", "a", "FFN activation (GELU)")
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("a[i, j] = h[i, j] * (1 + erf(h[i, j] / sqrt(2))) / 2",),
+                             {"a": "out", "h": "in0"})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: h * (1 + sympy.erf(h / sympy.sqrt(2))) / 2)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         root2 = arb(2).sqrt()
-        return [[h * (1 + (h / root2).erf()) / 2 for h in row] for row in args[0]]
+        # 1 + erf(x) = erfc(-x): no cancellation for h << 0
+        return [[h * (-h / root2).erfc() / 2 for h in row] for row in args[0]]
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"h"}), symbols={
@@ -53,7 +59,7 @@ class GELU(Smooth):
     def slope(self, h: Any, num: Arithmetic) -> Any:
         """gelu'(h) = (1 + erf(h / sqrt 2)) / 2 + h exp(-h^2 / 2) / sqrt(2 pi)."""
         root2, root2pi = num.const(sympy.sqrt(2)), num.sqrt(2 * num.pi())
-        return (1 + num.erf(h / root2)) / 2 + h * num.exp(-h * h / 2) / root2pi
+        return num.one_plus_erf(h / root2) / 2 + h * num.exp(-h * h / 2) / root2pi
 
     def backward_function(self, wrt: int | str):
         return gelu_backward

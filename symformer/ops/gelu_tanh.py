@@ -13,10 +13,11 @@ import numpy as np
 from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
-from symformer.ops.calculus import Arithmetic
+from symformer.ops.calculus import BALLS, Arithmetic
 from symformer.ops.elementwise import Smooth
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Node, Pow
 
@@ -51,6 +52,11 @@ class GELUTanh(Smooth):
     reference_function = gelu_tanh
     default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("a[i, j] = h[i, j] / 2 * (1 + tanh(sqrt(2 / pi) * (h[i, j] + 0.044715 * "
+             "h[i, j] ** 3)))",), {"a": "out", "h": "in0"})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(_formula)
 
@@ -72,15 +78,15 @@ class GELUTanh(Smooth):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         c, k = (2 / arb.pi()).sqrt(), rational_ball(CUBIC)
-        return [[h * (1 + (c * (h + k * h * h * h)).tanh()) / 2 for h in row]
+        return [[h * BALLS.one_plus_tanh(c * (h + k * h * h * h)) / 2 for h in row]
                 for row in args[0]]
 
     def slope(self, h: Any, num: Arithmetic) -> Any:
         """a' = (1 + t) / 2 + h (1 - t^2) c (1 + 3 k h^2) / 2 with t = tanh(c (h + k h^3)),
         c = sqrt(2 / pi) and k = 0.044715 exactly."""
         c, k = num.sqrt(2 / num.pi()), num.const(CUBIC)
-        t = num.tanh(c * (h + k * h * h * h))
-        return (1 + t) / 2 + h * (1 - t * t) * c * (1 + 3 * k * h * h) / 2
+        u = c * (h + k * h * h * h)
+        return num.one_plus_tanh(u) / 2 + h * num.sech_squared(u) * c * (1 + 3 * k * h * h) / 2
 
     def backward_function(self, wrt: int | str):
         return gelu_tanh_backward

@@ -24,6 +24,7 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.exact import expression_matrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
@@ -211,6 +212,9 @@ class Seed(Operation):
     constant = 1
     default_notation = Notation(r"\partial L / \partial L", "∂L/∂L", "Gradient of the loss")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("dL = 1",), {"dL": "out"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([[1]])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
@@ -34,6 +35,14 @@ class Identity(Operation):
     reference_function = identity
     default_notation = Notation("z", "z", "Output")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("z[i, j] = y[i, j]",), {"z": "out", "y": "in0"},
+                             remark=self.remark)
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dy[i, j] = dz[i, j]",), {"dy": "result", "dz": "grad"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0]

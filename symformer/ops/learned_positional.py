@@ -10,6 +10,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS, Notation, Operation, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -39,6 +40,17 @@ class LearnedPositional(Operation):
     reference_function = learned_positions
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional embedding (learned)")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        index = f"i + {self.start}" if self.start else "i"
+        return IndexEquation((f"PE[i, j] = P[{index}, j]",),
+                             {"PE": "out", "P": "param:positional_embeddings"},
+                             symbols={"P": ("P", "P")})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dP[i, j] = dPE[i, j]",), {"dP": "result", "dPE": "grad"},
+                             remark=f"row {self.start} + i of the table" if self.start else "")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.P[self.start:self.start + self.n, :]

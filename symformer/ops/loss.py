@@ -18,6 +18,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_balls, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, matrix
 from symformer.ops.calculus import Arithmetic, Rows
@@ -150,6 +151,36 @@ class MeanSquaredError(Operation):
     def function(self):
         return mse if self.reduction == "mean" else mse_sum
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        arrays = {"L": "out", "z": "in0", "T": "const:target"}
+        row = "i"
+        if self.positions is not None:  # T's row i is z's row r[i]
+            arrays["r"] = "const:rows"
+            row = "r[i]"
+        mean = " / (n * d)" if self.reduction == "mean" else ""
+        remark = "T: the [loss] target" + (
+            "" if self.positions is None else "; r: the positions that have a target")
+        return IndexEquation(
+            (f"L = sum((z[{row}, j] - T[i, j]) ** 2 for i in range(n) for j in range(d)){mean}",),
+            arrays, sizes={"n": ("T", 0), "d": ("T", 1)},
+            symbols={"T": ("T", "T"), "r": ("r", "r")}, remark=remark)
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        mean = " / (n * d)" if self.reduction == "mean" else ""
+        if self.positions is None:
+            return IndexEquation((f"dz[i, j] = 2 * dL * (z[i, j] - T[i, j]){mean}",),
+                                 {"dz": "result", "dL": "grad", "z": "in0",
+                                  "T": "const:target"},
+                                 sizes={"n": ("z", 0), "d": ("z", 1)},
+                                 symbols={"T": ("T", "T")})
+        return IndexEquation(
+            (f"dz[i, j] = 2 * dL * sum((1 if r[k] == i else 0) * (z[i, j] - T[k, j]) "
+             f"for k in range(n)){mean}",),
+            {"dz": "result", "dL": "grad", "z": "in0", "T": "const:target", "r": "const:rows"},
+            sizes={"n": ("T", 0), "d": ("T", 1)}, symbols={"T": ("T", "T"), "r": ("r", "r")},
+            remark="r: the positions that have a target")
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         Z, T = args[0], self.target
         return sympy.Matrix([[sympy.Add(*[(Z[i, j] - T[k, j]) ** 2
@@ -230,6 +261,44 @@ class CrossEntropy(Operation):
     def function(self):
         return cross_entropy if self.reduction == "mean" else cross_entropy_sum
 
+    def target_mask(self) -> tuple[int, ...]:
+        """1 for each row with a target, 0 for the others."""
+        return tuple(int(t is not None) for t in self.targets)
+
+    def target_columns(self) -> tuple[int, ...]:
+        """Each row's target column (0 where it has none: :meth:`target_mask` drops it)."""
+        return tuple(0 if t is None else t for t in self.targets)
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        mean = " / m" if self.reduction == "mean" else ""
+        if all(t is not None for t in self.targets):
+            return IndexEquation((f"L = -sum(log(p[i, t[i]]) for i in range(n)){mean}",),
+                                 {"L": "out", "p": "in0", "t": "const:target_columns"},
+                                 sizes={"n": ("p", 0), "m": ("p", 0)},
+                                 symbols={"t": ("t", "t"), "m": ("n", "n")},
+                                 remark="t: the target token ids")
+        return IndexEquation(
+            (f"L = -sum(w[i] * log(p[i, t[i]]) for i in range(n)){mean}",),
+            {"L": "out", "p": "in0", "t": "const:target_columns", "w": "const:target_mask"},
+            sizes={"n": ("p", 0)}, scalars={"m": len(self.pairs())},
+            symbols={"t": ("t", "t"), "w": ("w", "w"), "m": ("m", "m")},
+            remark="t: the target token ids; w_i = 1 for a position with a target, else 0; "
+                   "m: the positions with a target")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        scale = "m * " if self.reduction == "mean" else ""
+        arrays = {"dp": "result", "dL": "grad", "p": "in0", "t": "const:target_columns"}
+        if all(t is not None for t in self.targets):
+            return IndexEquation((f"dp[i, j] = -dL / ({scale}p[i, j]) if j == t[i] else 0",),
+                                 arrays, sizes={"n": ("p", 0), "m": ("p", 0)},
+                                 symbols={"t": ("t", "t"), "m": ("n", "n")})
+        arrays["w"] = "const:target_mask"
+        return IndexEquation(
+            (f"dp[i, j] = -dL * w[i] / ({scale}p[i, j]) if j == t[i] else 0",),
+            arrays, sizes={"n": ("p", 0)}, scalars={"m": len(self.pairs())},
+            symbols={"t": ("t", "t"), "w": ("w", "w"), "m": ("m", "m")})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         P = args[0]
         return sympy.Matrix([[-sympy.Add(*[sympy.log(P[i, t]) for i, t in self.pairs()])
@@ -287,6 +356,19 @@ class UpstreamGradient(Operation):
     default_notation = Notation("L", "L", "Loss with the given gradient G at its stage")
     rational = True
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("L = sum(G[i, j] * s[i, j] for i in range(n) for j in range(d))",),
+            {"L": "out", "s": "in0", "G": "const:gradient"},
+            sizes={"n": ("s", 0), "d": ("s", 1)}, symbols={"G": ("G", "G")},
+            remark="G: the gradient given at the stage")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("ds[i, j] = dL * G[i, j]",),
+                             {"ds": "result", "dL": "grad", "s": "in0",
+                              "G": "const:gradient"}, symbols={"G": ("G", "G")})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([[sympy.Add(*[G * s for G, s in zip(self.gradient, args[0])])]])
 
@@ -333,6 +415,20 @@ class PositionSquaredError(Operation):
     default_notation = Notation("L_i", "L_i", "Loss at one position (squared error)")
     rational = True
     nonnegative = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("L = sum((z[P, j] - T[P, j]) ** 2 for j in range(d)) / d",),
+            {"L": "out", "z": "in0", "T": "const:target"}, sizes={"d": ("z", 1)},
+            scalars={"P": self.position}, symbols={"T": ("T", "T"), "P": ("P", "P")},
+            remark=f"P = {self.position}: the position whose loss this is")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dz[i, j] = 2 * dL * (z[i, j] - T[i, j]) / d if i == P else 0",),
+                             {"dz": "result", "dL": "grad", "z": "in0", "T": "const:target"},
+                             sizes={"d": ("z", 1)}, scalars={"P": self.position},
+                             symbols={"T": ("T", "T"), "P": ("P", "P")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         z, t = args[0].row(self.position), self.target.row(self.position)

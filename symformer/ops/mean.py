@@ -10,6 +10,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
@@ -36,6 +37,15 @@ class RowMean(Operation):
     default_notation = Notation(r"\mu", "μ", "Mean")
     trace_step = "folded"
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("mu[i] = 1 / d * sum(r[i, j] for j in range(d))",),
+                             {"mu": "out", "r": "in0"}, sizes={"d": ("r", 1)})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dr[i, j] = dmu[i] / d",), {"dr": "result", "dmu": "grad"},
+                             sizes={"d": ("dr", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]

@@ -15,6 +15,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
@@ -121,6 +122,38 @@ class Normalize(Operation):
 
     def function(self):
         return layer_norm_unbiased if self.unbiased else layer_norm
+
+    def _denominator(self) -> str:
+        return "(sqrt(sigma2[i]) + eps)" if self.unbiased else "sqrt(sigma2[i] + eps)"
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            (f"y[i, j] = gamma[j] * (r[i, j] - mu[i]) / {self._denominator()} + beta[j]",),
+            {"y": "out", "r": "in0", "mu": "in1", "sigma2": "in2", "gamma": "param:gamma",
+             "beta": "param:beta"}, scalars={"eps": self.eps})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        D = self._denominator()
+        arrays = {"dy": "grad", "r": "in0", "mu": "in1", "sigma2": "in2",
+                  "gamma": "param:gamma"}
+        sizes = {"d": ("r", 1), "n": ("r", 0)}
+        scalars = {"eps": self.eps}
+        if wrt == 0:
+            line = f"dr[i, j] = gamma[j] * dy[i, j] / {D}"
+        elif wrt == 1:
+            line = f"dr[i] = -sum(gamma[j] * dy[i, j] for j in range(d)) / {D}"
+        elif wrt == 2:
+            slope = "2 * sqrt(sigma2[i]) * (sqrt(sigma2[i]) + eps) ** 2" if self.unbiased \
+                else "2 * (sigma2[i] + eps) ** (3 / 2)"
+            line = (f"dr[i] = -sum(gamma[j] * dy[i, j] * (r[i, j] - mu[i]) for j in range(d))"
+                    f" / ({slope})")
+        elif wrt == "gamma":
+            line = f"dr[j] = sum(dy[i, j] * (r[i, j] - mu[i]) / {D} for i in range(n))"
+        else:
+            line = "dr[j] = sum(dy[i, j] for i in range(n))"
+        return IndexEquation((line,), {"dr": "result", **arrays}, sizes=sizes,
+                             scalars=scalars)
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu, var = args

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, matrix
 
@@ -34,6 +35,11 @@ class Parameter(Operation):
     reference_function = given
     default_notation = Notation("W", "W", "Weight")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("W[i, j] = W0[i, j]",), {"W": "out", "W0": "const:value"},
+                             symbols={"W0": (r"W^{(0)}", "W⁽⁰⁾")},
+                             remark="the weight as the example gives it")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix(self.value)

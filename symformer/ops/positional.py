@@ -16,6 +16,7 @@ import numpy as np
 from flint import arb, fmpq
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.facts import FALSE, PROVED, Fact
@@ -96,6 +97,16 @@ class PositionalEncoding(Operation):
     def table(self) -> sympy.Matrix:
         """The exact table."""
         return positional_encoding(self.n, self.d_model, self.kind, self.base)
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        if self.kind != "sinusoidal":
+            return IndexEquation(("PE[p, j] = 0",), {"PE": "out"})
+        angle = "p / base ** (2 * c / d_model)"
+        return IndexEquation((f"PE[p, 2 * c] = sin({angle})", f"PE[p, 2 * c + 1] = cos({angle})"),
+                             {"PE": "out"}, sizes={"d_model": ("PE", 1)},
+                             scalars={"base": self.base},
+                             symbols={"base": (sympy.latex(sympy.sympify(self.base)),
+                                               str(self.base))})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return self.table

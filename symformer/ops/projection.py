@@ -17,6 +17,7 @@ from symformer.engine.arbmath import (
     constant_vector,
     product,
 )
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
@@ -75,6 +76,29 @@ class Projection(Operation):
         rows = self.W.tolist()  # one conversion: SymPy's entry indexing is slow
         return [[(k, row[j]) for k, row in enumerate(rows) if row[j] != 0]
                 for j in range(self.W.cols)]
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        bias = f" + {self.bias}[j]" if self.b is not None else ""
+        arrays = {"q": "out", "x": "in0", self.weight: f"param:{self.weight}"}
+        if self.b is not None:
+            arrays[self.bias] = f"param:{self.bias}"
+        return IndexEquation(
+            (f"q[i, j] = sum(x[i, m] * {self.weight}[m, j] for m in range(d_in)){bias}",),
+            arrays, sizes={"d_in": ("x", 1)})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        W = self.weight
+        if wrt == 0:
+            return IndexEquation((f"dx[i, m] = sum(dq[i, j] * {W}[m, j] for j in range(d_out))",),
+                                 {"dx": "result", "dq": "grad", W: f"param:{W}"},
+                                 sizes={"d_out": ("dq", 1)})
+        if wrt == W:
+            return IndexEquation((f"d{W}[m, j] = sum(x[i, m] * dq[i, j] for i in range(n))",),
+                                 {f"d{W}": "result", "dq": "grad", "x": "in0"},
+                                 sizes={"n": ("dq", 0)})
+        return IndexEquation((f"d{self.bias}[j] = sum(dq[i, j] for i in range(n))",),
+                             {f"d{self.bias}": "result", "dq": "grad"}, sizes={"n": ("dq", 0)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([[self._entry(row, j) for j in range(len(self._columns))]

@@ -10,6 +10,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic, Rows
@@ -43,6 +44,14 @@ class ReLU(Elementwise):
     name = "relu"
     reference_function = relu
     default_notation = Notation("a", "a", "FFN activation (ReLU)")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("a[i, j] = max(0, h[i, j])",), {"a": "out", "h": "in0"})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dh[i, j] = da[i, j] * (1 if h[i, j] > 0 else 0)",),
+                             {"dh": "result", "da": "grad", "h": "in0"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: sympy.Max(0, h))

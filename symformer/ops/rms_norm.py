@@ -14,6 +14,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import (
     OPERATIONS,
@@ -77,6 +78,15 @@ class RowMeanSquare(Operation):
     rational = True
     nonnegative = True
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("ms[i] = 1 / d * sum(x[i, j] ** 2 for j in range(d))",),
+                             {"ms": "out", "x": "in0"}, sizes={"d": ("x", 1)})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dx[i, j] = 2 * dms[i] * x[i, j] / d",),
+                             {"dx": "result", "dms": "grad", "x": "in0"}, sizes={"d": ("x", 1)})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
         return sympy.Matrix(X.rows, 1, lambda i, _: self.sympy_entry(args, i, 0))
@@ -121,6 +131,24 @@ class RMSNormalize(Operation):
     name = "rms_normalize"
     reference_function = rms_norm
     default_notation = Notation("y", "y", "RMSNorm")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("y[i, j] = gamma[j] * x[i, j] / sqrt(ms[i] + eps)",),
+                             {"y": "out", "x": "in0", "ms": "in1", "gamma": "param:gamma"},
+                             scalars={"eps": self.eps})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        if wrt == 0:
+            line = "dx[i, j] = gamma[j] * dy[i, j] / sqrt(ms[i] + eps)"
+        elif wrt == 1:
+            line = ("dx[i] = -sum(gamma[j] * dy[i, j] * x[i, j] for j in range(d)) "
+                    "/ (2 * (ms[i] + eps) ** (3 / 2))")
+        else:
+            line = "dx[j] = sum(dy[i, j] * x[i, j] / sqrt(ms[i] + eps) for i in range(n))"
+        return IndexEquation((line,), {"dx": "result", "dy": "grad", "x": "in0", "ms": "in1",
+                                       "gamma": "param:gamma"},
+                             sizes={"d": ("x", 1), "n": ("x", 0)}, scalars={"eps": self.eps})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]

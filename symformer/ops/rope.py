@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
+from symformer.equations.ir import IndexEquation
 from symformer.example.schema import DEFAULT_BASE
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
@@ -71,6 +72,33 @@ class RoPE(Operation):
         """(cos, sin) of every angle, exact: row m, pair i."""
         return [[(sympy.cos(self.angle(m, i)), sympy.sin(self.angle(m, i)))
                  for i in range(self.d // 2)] for m in range(self.n)]
+
+    def _pair(self) -> tuple[str, str, str]:
+        """The two columns rotated together (pair c) and the angle of position p."""
+        start = f"(p + {self.start})" if self.start else "p"
+        angle = f"{start} * base ** (-2 * c / d)"
+        if self.style == "half":
+            return "c", "c + d // 2", angle
+        return "2 * c", "2 * c + 1", angle
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        a, b, angle = self._pair()
+        return IndexEquation(
+            (f"y[p, {a}] = x[p, {a}] * cos({angle}) - x[p, {b}] * sin({angle})",
+             f"y[p, {b}] = x[p, {a}] * sin({angle}) + x[p, {b}] * cos({angle})"),
+            {"y": "out", "x": "in0"}, sizes={"d": ("x", 1)}, scalars={"base": self.base},
+            ranges={"c": "d // 2"}, remark="pairs c below d/2; p: the position",
+            symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        a, b, angle = self._pair()
+        return IndexEquation(
+            (f"dx[p, {a}] = dy[p, {a}] * cos({angle}) + dy[p, {b}] * sin({angle})",
+             f"dx[p, {b}] = -dy[p, {a}] * sin({angle}) + dy[p, {b}] * cos({angle})"),
+            {"dx": "result", "dy": "grad"}, sizes={"d": ("dy", 1)},
+            scalars={"base": self.base}, ranges={"c": "d // 2"},
+            symbols={"base": (sympy.latex(sympy.sympify(self.base)), str(self.base))})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]

@@ -18,6 +18,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
@@ -101,6 +102,43 @@ class ScaleMask(Operation):
 
     def _factor_ball(self) -> arb:
         return 1 / arb(self.d_k).sqrt() if self.scale is None else 1 / rational_ball(self.scale)
+
+    def _equation_parts(self) -> tuple[str, dict[str, object], str]:
+        """The scaled entry's text, the scalars it uses, and the masked entries' test."""
+        scaled = "u[i, j] / sqrt(d_k)" if self.scale is None else "u[i, j] / tau"
+        scalars: dict[str, object] = {"d_k": self.d_k} if self.scale is None \
+            else {"tau": self.scale}
+        n = max((j for _, j in self.masked), default=-1) + 1
+        causal = self.masked == {(i, j) for i in range(n) for j in range(i + 1, n)}
+        test = "j <= i" if causal else "mask[i, j] == 0"
+        return scaled, scalars, test
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        scaled, scalars, test = self._equation_parts()
+        arrays = {"s": "out", "u": "in0"}
+        if self.masked and test != "j <= i":
+            arrays["mask"] = "const:masked"
+        if not self.masked:
+            line = f"s[i, j] = {scaled}"
+        elif self.mask_value is None:
+            line = f"s[i, j] = {scaled} if {test} else -inf"
+        else:
+            line = f"s[i, j] = {scaled} if {test} else {scaled} + M"
+            scalars["M"] = self.mask_value
+        return IndexEquation((line,), arrays, scalars=scalars,
+                             symbols={"tau": (r"\tau", "τ")})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        scaled, scalars, test = self._equation_parts()
+        arrays = {"du": "result", "ds": "grad"}
+        scaled = scaled.replace("u[i, j]", "ds[i, j]")
+        if self.masked and test != "j <= i":
+            arrays["mask"] = "const:masked"
+        line = f"du[i, j] = {scaled}"
+        if self.masked and self.mask_value is None:
+            line += f" if {test} else 0"
+        return IndexEquation((line,), arrays, scalars=scalars, symbols={"tau": (r"\tau", "τ")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]

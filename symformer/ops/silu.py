@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic
@@ -35,6 +36,16 @@ class SiLU(Smooth):
     name = "silu"
     reference_function = silu
     default_notation = Notation("a", "a", "FFN activation (SiLU)")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("a[i, j] = h[i, j] / (1 + exp(-h[i, j]))",),
+                             {"a": "out", "h": "in0"})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(
+            ("dh[i, j] = da[i, j] * (1 + exp(-h[i, j]) + h[i, j] * exp(-h[i, j])) "
+             "/ (1 + exp(-h[i, j])) ** 2",), {"dh": "result", "da": "grad", "h": "in0"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda h: h / (1 + sympy.exp(-h)))

@@ -10,6 +10,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
@@ -46,6 +47,7 @@ class Softmax(Operation):
     reference_function = softmax
     default_notation = Notation(r"\alpha", "α", "Attention weights (softmax)")
     heat = True
+    rows_sum_to_one = True
 
     @property
     def trace_step(self) -> str:  # one weight per key; a vocabulary row is a vector
@@ -54,6 +56,22 @@ class Softmax(Operation):
     @property
     def columns(self) -> str:
         return "keys" if self.count == "n" else "vocab"
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        size = "V" if self.count == "V" else "n"
+        return IndexEquation(
+            (f"alpha[i, j] = exp(s[i, j]) / sum(exp(s[i, m]) for m in range({size}))",),
+            {"alpha": "out", "s": "in0"}, sizes={size: ("s", 1)},
+            symbols={"V": ("|V|", "|V|")})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        size = "V" if self.count == "V" else "n"
+        return IndexEquation(
+            (f"ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * dalpha[i, m] "
+             f"for m in range({size})))",),
+            {"ds": "result", "alpha": "out", "dalpha": "grad"}, sizes={size: ("alpha", 1)},
+            symbols={"V": ("|V|", "|V|")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([_row(row) for row in args[0].tolist()])

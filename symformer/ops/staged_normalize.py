@@ -58,6 +58,14 @@ class StagedNormalize(Operation):
     def undefined(self, stage, row: int) -> Exception:
         return self._plain(1).undefined(stage, row)
 
+    def backward_denominators(self, wrt: int | str, row: int) -> list[tuple[int, int, int]]:
+        # the plain rule's (unbiased: the variance, input 2 here as there), so that a
+        # training step names an undefined gradient instead of overflowing
+        return self._plain(1).backward_denominators(_PARAMETER.get(wrt, wrt), row)
+
+    def backward_undefined(self, stage, row: int) -> Exception:
+        return self._plain(1).backward_undefined(stage, row)
+
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x, mu, sigma2, gamma, beta = (np.asarray(a, dtype=dtype) for a in args)
         return x, mu, sigma2, gamma, beta, dtype(float(self.eps))

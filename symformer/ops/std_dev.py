@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
@@ -42,6 +43,16 @@ class StdDev(Operation):
     reference_function = std_dev
     default_notation = Notation(r"\sigma", "σ", "Standard deviation")
     nonnegative = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("sigma[i] = sqrt(sigma2[i] + eps)",),
+                             {"sigma": "out", "sigma2": "in0"}, scalars={"eps": self.eps})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dsigma2[i] = dsigma[i] / (2 * sqrt(sigma2[i] + eps))",),
+                             {"dsigma2": "result", "dsigma": "grad", "sigma2": "in0"},
+                             scalars={"eps": self.eps})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(lambda v: sympy.sqrt(v + self.eps))

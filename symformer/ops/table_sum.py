@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 
@@ -67,6 +68,13 @@ class TableSum(Operation):
         for k, v in enumerate(self.rows):
             R[v, k] = 1
         return L, H, R
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("E[v, j] = B[v, j] + sum((1 if u[k] == v else 0) * A[k, j] for k in range(m))",),
+            {"E": "out", "A": "in0", "B": "in1", "u": "const:rows"},
+            sizes={"m": ("A", 0)}, symbols={"u": ("u", "u")},
+            remark="u_k: the vocabulary row of the lookup's row k")
 
     def spelling(self) -> Spelling:
         return Spelling(symbols={"R": PLACEMENT},

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation
 from symformer.ops.calculus import Arithmetic, Rows, transpose
@@ -40,6 +41,13 @@ class Transpose(Operation):
     reference_function = transposed
     default_notation = Notation("W", "W", "Tied weight (a table transposed)")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("W[i, j] = E[j, i]",), {"W": "out", "E": "in0"})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dE[i, j] = dW[j, i]",), {"dE": "result", "dW": "grad"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].T

@@ -10,6 +10,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, relu_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
@@ -43,6 +44,25 @@ class RowVariance(Operation):
     trace_step = "folded"
     rational = True
     nonnegative = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        count = "d - 1" if self.unbiased else "d"
+        return IndexEquation(
+            (f"sigma2[i] = 1 / ({count}) * sum((r[i, j] - mu[i]) ** 2 for j in range(d))",),
+            {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"d": ("r", 1)})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        count = "d - 1" if self.unbiased else "d"
+        if wrt == 0:
+            return IndexEquation(
+                (f"dr[i, j] = 2 * dsigma2[i] * (r[i, j] - mu[i]) / ({count})",),
+                {"dr": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
+                sizes={"d": ("r", 1)})
+        return IndexEquation(
+            (f"dmu[i] = -2 * dsigma2[i] * sum(r[i, j] - mu[i] for j in range(d)) / ({count})",),
+            {"dmu": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
+            sizes={"d": ("r", 1)}, remark="zero: the entries are centred on their own mean")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, dot, product
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
@@ -38,6 +39,21 @@ class WeightedSum(Operation):
     reference_function = weighted_sum
     default_notation = Notation("o", "o", "Head output (weighted sum of values)")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("o[i, j] = sum(alpha[i, m] * v[m, j] for m in range(n))",),
+                             {"o": "out", "alpha": "in0", "v": "in1"},
+                             sizes={"n": ("alpha", 1)})
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        if wrt == 0:
+            return IndexEquation(("dalpha[i, m] = sum(do[i, j] * v[m, j] for j in range(d_v))",),
+                                 {"dalpha": "result", "do": "grad", "v": "in1"},
+                                 sizes={"d_v": ("v", 1)})
+        return IndexEquation(("dv[m, j] = sum(alpha[i, m] * do[i, j] for i in range(n))",),
+                             {"dv": "result", "do": "grad", "alpha": "in0"},
+                             sizes={"n": ("alpha", 0)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         A, V = args

@@ -15,6 +15,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import Arithmetic, Rows
@@ -68,6 +69,18 @@ class WholeMean(Operation):
     trace_step = "folded"
     rational = True
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("mu[i] = 1 / (n * d) * sum(r[k, j] for k in range(n) for j in range(d))",),
+            {"mu": "out", "r": "in0"}, sizes={"n": ("r", 0), "d": ("r", 1)},
+            remark="over every entry of the matrix: all tokens at once")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dr[i, j] = sum(dmu[k] for k in range(n)) / (n * d)",),
+                             {"dr": "result", "dmu": "grad"},
+                             sizes={"n": ("dr", 0), "d": ("dr", 1)})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
         mu = sympy.Add(*X) / (X.rows * X.cols)
@@ -111,6 +124,28 @@ class WholeVariance(Operation):
     trace_step = "folded"
     rational = True
     nonnegative = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("sigma2[i] = 1 / (n * d) * sum((r[k, j] - mu[k]) ** 2 for k in range(n) "
+             "for j in range(d))",),
+            {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"n": ("r", 0), "d": ("r", 1)},
+            remark="over every entry of the matrix: all tokens at once")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        if wrt == 0:
+            return IndexEquation(
+                ("dr[i, j] = 2 * sum(dsigma2[k] for k in range(n)) * (r[i, j] - mu[i]) "
+                 "/ (n * d)",),
+                {"dr": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
+                sizes={"n": ("r", 0), "d": ("r", 1)})
+        return IndexEquation(
+            ("dmu[i] = -2 * sum(dsigma2[k] for k in range(n)) * sum(r[k, j] - mu[k] "
+             "for k in range(n) for j in range(d)) / (n * d)",),
+            {"dmu": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
+            sizes={"n": ("r", 0), "d": ("r", 1)},
+            remark="zero: the entries are centred on their own mean")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X, mu = args

@@ -158,26 +158,14 @@ def stage_frame(frame: StageFrame) -> str:
 
 
 def figure_frame(frame: FigureFrame) -> str:
-    """A figure on its own frame, at its natural size, titled like the stage it draws;
-    its text, whatever size the figure asks for, in :data:`FIGURE_FONT`."""
+    """A figure on its own frame, titled like the stage it draws: drawn for the frame
+    (:data:`~symformer.figures.tikz.SLIDES`: its room and its font), so set at its
+    natural size, never shrunk; its text, whatever size the figure asks for, in
+    :data:`FIGURE_FONT`."""
     return (f"\\setbeamertemplate{{frame footer}}{{}}\n"
             f"\\begin{{frame}}[t]{{{frame.title}}}\n\\centering"
             + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
                       for size in ("small", "footnotesize", "scriptsize", "tiny"))
             + "\\small\n"
-            f"{drawing(frame.figure)}\n\\end{{frame}}")
+            f"{tikz.draw(frame.figure, tikz.SLIDES)}\n\\end{{frame}}")
 
-
-def drawing(figure) -> str:
-    """The figure's ``tikzpicture`` for a frame."""
-    from symformer.figures.data import Bars, Curves, HeatMap
-
-    if hasattr(tikz, "SLIDES"):  # figures drawn for a canvas (the figures' rework)
-        return tikz.draw(figure, tikz.SLIDES)
-    if isinstance(figure, HeatMap):
-        return tikz.heat_map(figure)
-    if isinstance(figure, Curves):
-        return tikz.curves(figure)
-    if isinstance(figure, Bars):
-        return tikz.bars(figure)
-    raise TypeError(type(figure).__name__)  # pragma: no cover - the kinds above are all

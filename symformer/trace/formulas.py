@@ -1,9 +1,9 @@
 """The general formula of each step of the trace, from the step's operation.
 
-Nothing is written here per kind of step: a stage's general formula is the
-equation latexify-py generates from the NumPy function its operation runs
-(:func:`symformer.codegen.lines`), the same the LaTeX export prints, with its
-text form for terminals.  A step that shows some of its inputs too (LayerNorm
+Nothing is written here per kind of step: a stage's general formula is its
+operation's declared, proved index equation (:mod:`symformer.equations`, through
+:func:`symformer.codegen.backward.equation_lines`), the same the LaTeX export
+prints, with its text form for terminals.  A step that shows some of its inputs too (LayerNorm
 shows the mean and variance it divides by) shows their equations first: an input
 computed from the same first input as the stage is part of the step.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from symformer.codegen import Line
 from symformer.codegen.backward import equation_lines
 from symformer.engine.graph import Derivation, Stage
+from symformer.equations.stage import Line
 from symformer.latex.equations import remark_latex
 from symformer.ops.gradient import Gradient
 from symformer.trace.steps import General

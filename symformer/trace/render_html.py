@@ -13,6 +13,7 @@ import html
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
+from symformer.colors import heat, hex_colour
 from symformer.engine.rounding import display_value
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
@@ -210,10 +211,10 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> str:
 
 
 def _heat_style(value: str) -> str:
-    """Background for one weight (colour only: the shown number is the certified one)."""
-    alpha = min(max(float(display_value(value)), 0.0), 1.0) if value != "-inf" else 0.0
-    ink = "#fff" if alpha > 0.55 else "#000"
-    return f"background:rgba(214,72,0,{alpha:.3f});color:{ink}"
+    """Background for one weight on the project's one sequential scale, [0, 1]
+    (colour only: the shown number is the certified one)."""
+    fill, ink = heat(display_value(value) if value != "-inf" else 0)
+    return f"background:{hex_colour(fill)};color:{hex_colour(ink)}"
 
 
 def _heatmap(step: AttentionStep) -> str:

@@ -135,8 +135,11 @@ class Checker:
         or training run's stage."""
         return self.derivation(self.causal, stage=name)[name]
 
-    def check_all(self, claims: list[Claim]) -> list[ClaimCheck]:
-        """Check every claim (claims with ``check = false`` are only inputs).
+    def check_all(self, claims: list[Claim],
+                  progress: Callable[[int, int, str], None] | None = None
+                  ) -> list[ClaimCheck]:
+        """Check every claim (claims with ``check = false`` are only inputs);
+        ``progress(k, total, name)`` is called before claim ``k`` of ``total``.
 
         A claim without ``causal`` gets the checker's setting (the example's own
         unless forced), so that a causal example's claims are checked masked.
@@ -147,6 +150,8 @@ class Checker:
         by_name = {c.name: c for c in claims}
         results = []
         for index, claim in enumerate(claims):
+            if progress:
+                progress(index + 1, len(claims), claim.name)
             if not claim.check:
                 continue
             if claim.inputs:

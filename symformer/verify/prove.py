@@ -24,6 +24,8 @@ gradient 0 at every later position.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 from symformer.blocks import derive
 from symformer.blocks.backward import backward
 from symformer.engine import Derivation, Stage
@@ -40,23 +42,25 @@ __all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "backward_facts",
            "stage_facts"]
 
 
-def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
+def prove_all(example: Example, max_work: int | None = None,
+              progress: Callable[[str], None] | None = None) -> list[Fact]:
     """Every identity on ``example`` (unmasked and causally masked derivations).
 
     Reported in this order: softmax rows (unmasked, then masked), the causal mask's
     facts, the decoder's, the other facts of single stages in stage order, the facts
     shared by several stages, and the repeated tokens; with a ``[loss]``, then the
     backward rules' facts (the gradient stages', unmasked then masked: see each
-    operation's ``backward_facts``) and :func:`causal_gradient`.
+    operation's ``backward_facts``) and :func:`causal_gradient`.  ``progress(what)`` is
+    called before each stage's facts are proved.
     """
     plain = derive(example, causal=False, max_work=max_work)
     masked = derive(example, causal=True, max_work=max_work)
     for g in (plain, masked):  # an undefined value (eps = 0, a constant row) is an error
         g.evaluate(128)
-    ours = stage_facts(plain)
+    ours = stage_facts(plain, progress=progress)
     # The causal mask concerns the encoder: a decoder's local formulas are the same
     # in both derivations, so its facts are proved once, unmasked.
-    theirs = stage_facts(masked, side="encoder")
+    theirs = stage_facts(masked, side="encoder", progress=progress)
     facts = _row_sums(ours) + _row_sums(theirs) + [
         masked_zero(theirs, "encoder"), last_token_unchanged(plain, masked)]
     if any(s.side == "decoder" for s in plain):
@@ -67,24 +71,36 @@ def prove_all(example: Example, max_work: int | None = None) -> list[Fact]:
     facts += _merged([f for s, f in rest if not f.name.startswith(f"{s.name}.")])
     facts.append(repeated_tokens_differ(plain))
     if example.loss is not None:
-        facts += backward_facts(example, max_work)
+        facts += backward_facts(example, max_work, progress)
     return facts
 
 
-def backward_facts(example: Example, max_work: int | None = None) -> list[Fact]:
+def backward_facts(example: Example, max_work: int | None = None,
+                   progress: Callable[[str], None] | None = None) -> list[Fact]:
     """The backward pass's facts: the gradient stages' (each stated by the operation whose
     rule it is), unmasked then causally masked, and :func:`causal_gradient`."""
     facts = []
     for causal in (False, True):
         g = backward(derive(example, causal=causal, max_work=max_work))
         g.evaluate(128)
-        facts += [f for s, f in stage_facts(g) if s.kind in BACKWARD_KINDS]
+        facts += [f for s, f in stage_facts(g, progress=progress, kinds=BACKWARD_KINDS)]
+    if progress:
+        progress("the causal mask's gradient")
     return [*facts, causal_gradient(example, max_work)]
 
 
-def stage_facts(g: Derivation, side: str | None = None) -> list[tuple[Stage, Fact]]:
-    """Every stage's facts, as its operation states them (``side``: only that side's)."""
-    return [(s, f) for s in g if side is None or s.side == side for f in s.op.facts(s)]
+def stage_facts(g: Derivation, side: str | None = None,
+                progress: Callable[[str], None] | None = None,
+                kinds: Collection[str] | None = None) -> list[tuple[Stage, Fact]]:
+    """Every stage's facts, as its operation states them (``side``: only that side's;
+    ``kinds``: only stages of those kinds); ``progress(what)`` before each stage's."""
+    out = []
+    for s in g:
+        if (side is None or s.side == side) and (kinds is None or s.kind in kinds):
+            if progress:
+                progress(s.name + (" (causal)" if g.causal else ""))
+            out += [(s, f) for f in s.op.facts(s)]
+    return out
 
 
 def _row_sums(pairs: list[tuple[Stage, Fact]]) -> list[Fact]:

@@ -44,13 +44,14 @@ from symformer.worked.model import (
     Neg,
     Node,
     Num,
+    Source,
     Step,
     Style,
     Sym,
     Vector,
     Worked,
 )
-from symformer.worked.numbers import places, terminating
+from symformer.worked.numbers import integer_values, places, terminating
 
 #: At most this many more decimals than asked are tried for the operands.
 MAX_EXTRA = 30
@@ -64,9 +65,12 @@ class Values:
         self._cache: dict[tuple[str, int], list[list[str]]] = {}
 
     def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
+        """Entry (i, j) as its table prints it: an integer for a stage of exact integers
+        (``2``, not ``2.000``), else the certified decimal."""
         key = (stage.name, decimals)
         if key not in self._cache:
-            self._cache[key] = stage.values(decimals=decimals)
+            self._cache[key] = integer_values(stage, decimals) or stage.values(
+                decimals=decimals)
         return self._cache[key][i][j]
 
 
@@ -75,8 +79,20 @@ def symbol(notation: Notation, index: tuple = ()) -> Sym:
     return Sym(notation.entry(*index), notation.entry(*index, fmt="text"), notation.text, index)
 
 
-def _decimal(text: str) -> Num:
-    return Num(text, Fraction(text))
+def _decimal(text: str, source: Source | None = None) -> Num:
+    return Num(text, Fraction(text), source)
+
+
+def reader_result(numeric: Node, decimals: int) -> Num | None:
+    """What a reader gets from a printed expression: its correct rounding to
+    ``decimals``; for an exact tie (1.595 at two decimals, which a reader may round
+    either way) the tie itself, one more decimal; None when undecidable."""
+    r = reader_rounding(numeric, decimals)
+    if r is not None:
+        return Num(r.fixed(), r.value())
+    value = exact_value(numeric)
+    text = terminating(value) if value is not None else None
+    return None if text is None else Num(text, value)
 
 
 class _Row:
@@ -204,7 +220,8 @@ class _Row:
                 if form.is_finite is not False:
                     return Converter(_no_leaf, constants_first=True)(form)
         fixed = dict(self.style.given).get(name)
-        return _decimal(self.values.text(source, r, c, decimals if fixed is None else fixed))
+        return _decimal(self.values.text(source, r, c, decimals if fixed is None else fixed),
+                        Source("stage", name, (r, c)))
 
     def symbolic_form(self, expr: sympy.Expr) -> Node:
         def leaf(s: sympy.Symbol) -> Node:
@@ -218,9 +235,11 @@ class _Row:
     def numeric_form(self, expr: sympy.Expr, decimals: int) -> Node:
         def leaf(s: sympy.Symbol) -> Node:
             if s in self.constants:
-                value = self.constants[s][1]
-                return Const(value) if value.is_Rational and value >= 0 else \
-                    Converter(_no_leaf, constants_first=True)(value)
+                leaf, value = self.constants[s]
+                where = Source("parameter", leaf.base, leaf.index)
+                if value.is_Rational:
+                    return Const(value, where) if value >= 0 else Neg(Const(-value, where))
+                return Converter(_no_leaf, constants_first=True)(value)
             if s in self.placeholders:
                 return self.placeholders[s][1]
             return self.number_of(s, decimals)
@@ -252,8 +271,8 @@ class _Row:
                     stage=self.stage.name, row=self.i)
 
     def steps(self) -> list[Step]:
-        """The row's steps, each with the fewest operand decimals that make it
-        recomputable (a row with shared parts: one count for the whole row)."""
+        """The row's steps, every operand read from an earlier stage printed at one
+        precision (:meth:`block_decimals`): the reader's path."""
         parts = self.stage.op.worked_parts(self.stage, self.i, self.formulas) \
             if self.use_parts else []
         parts = [p for p in parts if self._printable(p)]
@@ -262,10 +281,34 @@ class _Row:
             head = self._search(lambda k: self._attempt(parts, k, entries=False), "row") \
                 if parts else []
             return [*head, self.row_step()]
-        if parts:
-            return self._search(lambda k: self._attempt(parts, k), "row")
-        return [self._search(lambda k, j=j, f=f: self._entry(j, f, k), f"entry {j}")
-                for j, f in enumerate(self.formulas)]
+        return self._search(lambda k: self._attempt(parts, k), "row")
+
+    def block_decimals(self) -> int:
+        """The decimals of the block's operands: the tables' own (what the reader sees),
+        unless every operand that is not 0 would print as 0 there (a row of tiny
+        gradients: the line would read 0 · 0 + 0); then enough for each of them to show
+        two significant digits, the same for the whole block."""
+        decimals = self.style.decimals
+        given = dict(self.style.given)
+        tiny = []
+        for f in self.formulas:
+            for s in f.free_symbols:
+                if s in self.constants or s in self.placeholders:
+                    continue
+                name, r, c = self.g.owner(s)
+                text = self.values.text(self.g[name], r, c, decimals)
+                if name in given or text == "-inf":
+                    continue
+                if Fraction(text) != 0:
+                    return decimals  # a number the reader can use: the tables' precision
+                ball = self.g[name].balls(128)[r][c]
+                if not ball.contains(0):
+                    tiny.append((name, r, c))
+        for extra in range(MAX_EXTRA):
+            k = decimals + extra
+            if all(Fraction(self.values.text(self.g[n], r, c, k)) != 0 for n, r, c in tiny):
+                return k + 1 if extra else k  # the first digit that shows, and one more
+        return decimals + MAX_EXTRA
 
     def _printable(self, part: WorkedPart) -> bool:
         """Whether a part's value prints sensibly at the style's decimals: below 10^6 in
@@ -282,9 +325,12 @@ class _Row:
         return bool(abs(value) < 10 ** 6 and (large_enough or not part.termwise))
 
     def _search(self, attempt, what: str):
+        """The steps at the block's decimals; more only when a printed line's rounding
+        cannot be decided (never expected: a tie prints the tie itself)."""
+        start = self.block_decimals()
         for extra in range(MAX_EXTRA + 1):
             self.placeholders = {}
-            found = attempt(self.style.decimals + extra)
+            found = attempt(start + extra)
             if found is not None:
                 return found
         raise UndecidedError(f"the worked line of {self.stage.name} row {self.i} ({what}) "
@@ -296,10 +342,10 @@ class _Row:
         steps: list[Step] = []
         formulas = self.formulas
         for n, part in enumerate(parts):
-            step, replace = self._part(part, n, k)
-            if step is None:
+            found, replace = self._part(part, n, k)
+            if found is None:
                 return None
-            steps.append(step)
+            steps.extend(found)
             formulas = [_put(f, replace, part.expr) for f in formulas]
         for j, f in enumerate(formulas if entries else ()):
             step = self._entry(j, f, k)
@@ -308,42 +354,50 @@ class _Row:
             steps.append(step)
         return steps
 
-    def _part(self, part, n: int, k: int):
-        items, replace = [], {}
+    def _part(self, part, n: int, k: int) -> tuple[list[Step] | None, dict | None]:
+        """A part's steps: for a sum of rounded terms (a softmax's denominator) one
+        short step per term (``e^{s_0} = e^{1.66} ≈ 5.26``), then the sum of the printed
+        terms, so that every result is what its own line's numbers give."""
+        replace, steps = {}, []
         expr = part.expr
         lhs = symbol(part.notation)
-        chain = [(EQUALS, self.symbolic_form(expr)), (EQUALS, self.numeric_form(expr, k))]
+        where = {"stage": self.stage.name, "row": self.i}
+        chain = [(EQUALS, self.symbolic_form(expr))]
         if part.termwise and expr.is_Add:
             rounded = []
             terms = sorted(expr.args, key=lambda a: self._term_position(a) or (-1,))
             for t, term in enumerate(terms):
                 sym, num = self.symbolic_form(term), self.numeric_form(term, k)
-                r = reader_rounding(num, k)
-                if r is None:
+                found = reader_result(num, k)
+                if found is None:
                     return None, None
-                value = Num(r.fixed(), r.value())
-                items.append(Item(self.stage.name, self.i, self._column(term), sym, num, value))
+                value = dataclasses.replace(found, source=Source("worked", _text(sym)))
+                col = self._column(term)
+                relation = EQUALS if exact_value(num) == value.value else APPROX
+                steps.append(Step(sym, ((EQUALS, num), (relation, value)),
+                                  (Item(self.stage.name, self.i, col, sym, num, value),),
+                                  col=col, **where))
                 holder = sympy.Symbol(f"part:{n}:{t}")
                 self.placeholders[holder] = (sym, value, self._term_position(term))
                 replace[term] = holder
                 rounded.append(value)
             evaluated: Node = Add(tuple(rounded))
-            exact = all(exact_value(i.expression) == i.result.value for i in items)
-            chain.append((EQUALS if exact else APPROX, evaluated))
+            chain.append((APPROX, evaluated))
         else:
-            evaluated = chain[-1][1]
-        r = reader_rounding(evaluated, k)
-        if r is None:
+            evaluated = self.numeric_form(expr, k)
+            chain.append((EQUALS, evaluated))
+        found = reader_result(evaluated, k)
+        if found is None:
             return None, None
-        result = Num(r.fixed(), r.value())
+        result = dataclasses.replace(found, source=Source("worked", _text(lhs)))
         relation = EQUALS if exact_value(evaluated) == result.value else APPROX
         chain.append((relation, result))
-        items.append(Item(self.stage.name, self.i, None, lhs, evaluated, result))
+        item = Item(self.stage.name, self.i, None, lhs, evaluated, result)
+        steps.append(Step(lhs, tuple(chain), (item,), col=None, **where))
         holder = sympy.Symbol(f"part:{n}")
         self.placeholders[holder] = (lhs, result, None)
         replace = {expr: holder, **replace}
-        return Step(lhs, tuple(chain), tuple(items), stage=self.stage.name, row=self.i,
-                    col=None), replace
+        return steps, replace
 
     def _column(self, term: sympy.Expr) -> int | None:
         cols = {self.g.owner(s)[2] for s in term.free_symbols if s not in self.constants}
@@ -370,18 +424,24 @@ class _Row:
         chain = [(EQUALS, symbolic)] if self.symbolic or not f.free_symbols else []
         if f.free_symbols:
             chain.append((EQUALS, numeric))
+        table = None
         if has_rounded_leaves(numeric):
             decimals = places(result.text)
-            r = reader_rounding(numeric, decimals) or self._true_tie(j, numeric, decimals)
-            if r is None or r.value() != result.value:
+            found = reader_result(numeric, decimals)
+            if found is not None and places(found.text) > decimals:  # a tie: is it exact?
+                tie = self._true_tie(j, numeric, decimals)
+                found = found if tie is None else Num(tie.fixed(), tie.value())
+            if found is None:
                 return None
+            if found.value != result.value:  # the reader's path differs from the table
+                result, table = found, result
         closed = self._closed(j, numeric)
         if closed is not None:
             chain.append((EQUALS, closed))
         relation = EQUALS if exact_value(numeric) == result.value else APPROX
         chain.append((relation, result))
-        item = Item(name, self.i, j, lhs, numeric, result)
-        return Step(lhs, tuple(chain), (item,), **where)
+        item = Item(name, self.i, j, lhs, numeric, result, table)
+        return Step(lhs, tuple(chain), (item,), exact=table, **where)
 
     def _true_tie(self, j: int, numeric: Node, decimals: int) -> Rounded | None:
         """The half-to-even rounding of a printed expression whose value is a tie, when
@@ -446,6 +506,12 @@ def _put(f: sympy.Expr, replace: dict, expr: sympy.Expr) -> sympy.Expr:
         return -holder + sympy.Add(*(args - negated))
     return f.replace(lambda e: e.is_Add and (terms <= set(e.args) or negated <= set(e.args)),
                      swap)
+
+
+def _text(node: Node) -> str:
+    from symformer.worked.render_text import text
+
+    return text(node)
 
 
 def _no_leaf(s: sympy.Symbol) -> Node:

@@ -76,6 +76,8 @@ def _exact(node: Node) -> Fraction:
         e = _exact(node.exp)
         if e.denominator == 1:
             return _exact(node.base) ** int(e)
+    if isinstance(node, Func) and node.name == "exp" and _exact(node.args[0]) == 0:
+        return Fraction(1)  # e^0 = 1 (an integer score of 0)
     if isinstance(node, Func) and node.name in ("max", "min"):
         values = [_exact(a) for a in node.args]
         return max(values) if node.name == "max" else min(values)

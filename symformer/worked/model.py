@@ -25,11 +25,24 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where a printed number comes from: ``kind`` "stage" (``name``: the stage, ``index``:
+    row and column of the entry), "parameter" (``name``: the weight as the worked line
+    writes it, ``W_Q``, ``γ``, ``ε``; ``index``: its entry) or "worked" (``name``: the
+    symbol of a result printed earlier in the same worked block, ``e^{s_0}``, ``Σ``)."""
+
+    kind: str
+    name: str
+    index: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Num(Node):
     """A printed decimal (an operand's certified rounding, or an intermediate result)."""
 
     text: str
     value: Fraction
+    source: Source | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,7 @@ class Const(Node):
     """An exact rational of the formula (a weight, ε, an integer): printed exactly."""
 
     value: sympy.Rational
+    source: Source | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -105,7 +119,9 @@ class Vector(Node):
 class Item:
     """One rounding a reader can recompute: ``expression`` evaluated, rounded, is ``result``.
 
-    ``col`` is None for a whole-row quantity (a softmax denominator).
+    ``col`` is None for a whole-row quantity (a softmax denominator).  ``exact`` is the
+    entry's correctly rounded exact value (its table's number) when the printed operands
+    give a different ``result``, else None.
     """
 
     stage: str
@@ -114,6 +130,7 @@ class Item:
     symbol: Node
     expression: Node
     result: Num
+    exact: Num | None = None
 
 
 @dataclass(frozen=True)
@@ -121,13 +138,16 @@ class Step:
     """One worked line: ``lhs`` then (relation, form) pairs; relation ``=`` or ``≈``.
 
     ``note`` is a short remark printed after the chain (``masked``); ``items`` the
-    recomputable roundings the chain shows, in reading order.
+    recomputable roundings the chain shows, in reading order; ``exact`` the entry's
+    correctly rounded exact value when the printed operands give another result
+    (printed after it: ``≈ 2.788 (exact: 2.789)``).
     """
 
     lhs: Node
     chain: tuple[tuple[str, Node], ...]
     items: tuple[Item, ...] = ()
     note: str = ""
+    exact: Num | None = None
     stage: str = ""
     row: int = 0
     col: int | None = None

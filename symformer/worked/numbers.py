@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from symformer.lazy import sympy
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 #: Exact decimals longer than this (digits and point) print as fractions.
 MAX_DECIMAL = 8
@@ -40,3 +44,24 @@ def constant_parts(value: sympy.Rational) -> tuple[str, str | None]:
     if text is not None and len(text.lstrip("-")) <= MAX_DECIMAL:
         return text, None
     return str(value.p), str(value.q)
+
+
+def integer_values(stage: Stage, decimals: int) -> list[list[str]] | None:
+    """The stage's entries as integers (``4``, not ``4.00``) when every one is certified
+    an exact integer, else None.
+
+    Two certificates per entry: its certified rounding is an integer, and the exact
+    forward pass finds the exact value a rational with denominator 1 (so the rounding
+    did not hide a fraction).  The cheap first test rules out most stages.
+    """
+    rounded = stage.rounded(decimals=decimals)
+    if any(r is None or r.value().denominator != 1 for row in rounded for r in row):
+        return None
+    g = stage.derivation
+    rows, cols = stage.shape
+    for i in range(rows):
+        for j in range(cols):
+            value = g.exact_rational(stage.name, i, j)
+            if value is None or value.denominator != 1:
+                return None
+    return [[str(r.value().numerator) for r in row] for row in rounded]

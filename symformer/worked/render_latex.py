@@ -41,18 +41,49 @@ _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
               "min": r"\min", "erf": r"\operatorname{erf}", "log": r"\log"}
 
 
+#: Commands typeset as their name (``\\sin`` is three letters wide).
+_NAMED = frozenset(r"\sin \cos \tanh \max \min \log \exp \text".split())
+
+
+def _visible(m: re.Match) -> str:
+    text = m.group()
+    if m.group(1) or len(text) == 1:
+        return ""
+    if text == r"\sqrt":
+        return "xx"  # the radical sign and its bar's overhang
+    return text[1:] if text in _NAMED else "x"
+
+
+def _group(latex: str, start: int) -> int:
+    """The index just past the brace group opening at ``start``."""
+    depth = 0
+    for k in range(start, len(latex)):
+        depth += {"{": 1, "}": -1}.get(latex[k], 0)
+        if depth == 0:
+            return k + 1
+    return len(latex)
+
+
 def width(latex: str) -> int:
-    """A rough visible width of math: command names and braces count as nothing or one."""
-    return len(_COMMAND.sub(lambda m: "" if m.group(1) or len(m.group()) == 1 else "x",
-                            latex).replace(" ", ""))
+    """A rough visible width of math: braces count as nothing, a command as one
+    character, a function's name (``\\sin``) as its letters, a fraction as the wider
+    of its numerator and denominator."""
+    k = latex.find(r"\frac{")
+    if k < 0:
+        return len(_COMMAND.sub(_visible, latex).replace(" ", ""))
+    num_end = _group(latex, k + 5)
+    den_end = _group(latex, num_end) if latex[num_end:num_end + 1] == "{" else num_end
+    fraction = max(width(latex[k + 6:num_end - 1]), width(latex[num_end + 1:den_end - 1]))
+    return width(latex[:k]) + fraction + width(latex[den_end:])
 
 
-def latex(node: Node, wrap: bool = False) -> str:
-    """A tree as LaTeX math; ``wrap`` lets a long top-level sum break its line."""
-    return _print(node, wrap)[0]
+def latex(node: Node, wrap: bool = False, reserve: int = 0) -> str:
+    """A tree as LaTeX math; ``wrap`` lets a long top-level sum break its line, its last
+    line leaving ``reserve`` characters for what follows (the result and a remark)."""
+    return _print(node, wrap, reserve)[0]
 
 
-def _print(node: Node, wrap: bool = False) -> tuple[str, int]:
+def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
     if isinstance(node, Num):
         return node.text, (ADD if node.text.startswith("-") else ATOM)
     if isinstance(node, Const):
@@ -66,15 +97,16 @@ def _print(node: Node, wrap: bool = False) -> tuple[str, int]:
     if isinstance(node, Neg):
         return "-" + _wrap(node.arg, MUL), ADD
     if isinstance(node, Add):
-        return _sum(node, wrap), ADD
+        return _sum(node, wrap, reserve=reserve), ADD
     if isinstance(node, Mul):
-        return _product(node, wrap), MUL
+        return _product(node, wrap, reserve), MUL
     if isinstance(node, Div):
         numerator = latex(node.num)
         if wrap and isinstance(node.num, Add) and width(numerator) > FRACTION_WIDTH:
             # a numerator too wide for the page: 1/den (a sum that may break its line)
             denominator = latex(node.den)
-            body = _sum(node.num, True, start=width(denominator) + 8)  # + lhs and =
+            body = _sum(node.num, True, start=width(denominator) + 8,  # + lhs and =
+                        reserve=reserve)
             return rf"\frac{{1}}{{{denominator}}} \Bigl({body}\Bigr)", MUL
         return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
     if isinstance(node, Pow):
@@ -106,24 +138,25 @@ def _terms(node: Add) -> list[tuple[str, str]]:
     return out
 
 
-def _sum(node: Add, wrap: bool, start: int = 0) -> str:
+def _sum(node: Add, wrap: bool, start: int = 0, reserve: int = 0) -> str:
     """The sum's terms; with ``wrap`` a line breaks where it passes LINE_WIDTH (the
-    first line already holds ``start`` characters)."""
+    first line already holds ``start`` characters, the last leaves ``reserve``)."""
     out, line = "", start
-    for k, (sign, term) in enumerate(_terms(node)):
+    terms = _terms(node)
+    for k, (sign, term) in enumerate(terms):
         line += width(term) + 1
-        if k and wrap and line > LINE_WIDTH:
+        if k and wrap and line + (reserve if k == len(terms) - 1 else 0) > LINE_WIDTH:
             out += r" \\ &\qquad"
             line = width(term)
         out += (f" {sign} " if k else ("-" if sign == "-" else "")) + term
     return out
 
 
-def _product(node: Mul, wrap: bool) -> str:
+def _product(node: Mul, wrap: bool, reserve: int = 0) -> str:
     out = ""
     for k, factor in enumerate(node.factors):
         if isinstance(factor, Add):
-            body = _sum(factor, wrap and k == len(node.factors) - 1)
+            body = _sum(factor, wrap and k == len(node.factors) - 1, reserve=reserve)
             text = rf"\Bigl({body}\Bigr)" if r"\\" in body else rf"\left({body}\right)"
         else:
             text = _wrap(factor, MUL) if not isinstance(factor, Div) else latex(factor)
@@ -156,12 +189,21 @@ def relation(rel: str) -> str:
     return r"\approx" if rel == APPROX else "="
 
 
+def remark(step: Step) -> str:
+    """What follows a step's result: the table's value when the printed operands give
+    another (``\\ (\\text{exact: } 2.789)``), and its note (``masked``)."""
+    out = rf"\ (\text{{exact: }} {{{step.exact.text}}})" if step.exact is not None else ""
+    return out + (rf" \quad (\text{{{step.note}}})" if step.note else "")
+
+
 def chain(step: Step) -> tuple[tuple[str, str], ...]:
-    """A step's chain as (relation, LaTeX) pairs; its note follows the last one."""
-    out = [(relation(rel), latex(form, wrap=True)) for rel, form in step.chain]
-    if step.note and out:
+    """A step's chain as (relation, LaTeX) pairs; its remarks follow the last one."""
+    tail = width(remark(step)) + (width(latex(step.chain[-1][1])) + 3 if step.chain else 0)
+    out = [(relation(rel), latex(form, wrap=True, reserve=tail if k == len(step.chain) - 2
+                                 else 0)) for k, (rel, form) in enumerate(step.chain)]
+    if out and (step.note or step.exact is not None):
         rel, text = out[-1]
-        out[-1] = (rel, rf"{text} \quad (\text{{{step.note}}})")
+        out[-1] = (rel, text + remark(step))
     return tuple(out)
 
 
@@ -173,5 +215,4 @@ def step_latex(step: Step) -> str:
         if text != previous:
             parts.append(f"{relation(rel)} {text}")
         previous = text
-    line = " ".join(parts)
-    return rf"{line} \quad (\text{{{step.note}}})" if step.note else line
+    return " ".join(parts) + remark(step)

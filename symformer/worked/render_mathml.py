@@ -142,6 +142,9 @@ def step_mathml(step: Step, display: bool = False) -> str:
         if body != previous:
             parts.append(_mo("\u2248" if rel == APPROX else "=") + body)
         previous = body
+    if step.exact is not None:
+        parts.append(f"<mspace width=\"0.5em\"/><mtext>(exact:\u00a0</mtext>"
+                     f"{mathml(step.exact)}<mtext>)</mtext>")
     if step.note:
         parts.append(f"<mspace width=\"1em\"/><mtext>({escape(step.note)})</mtext>")
     mode = ' display="block"' if display else ' displaystyle="true"'

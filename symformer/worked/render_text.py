@@ -115,4 +115,6 @@ def step_text(step: Step) -> str:
             parts.append(f"{'≈' if relation == APPROX else '='} {shown}")
         previous = shown
     line = " ".join(parts)
+    if step.exact is not None:
+        line += f" (exact: {step.exact.text})"
     return f"{line} ({step.note})" if step.note else line

@@ -1,0 +1,249 @@
+"""What each command costs, estimated from the example's shapes and the options alone.
+
+One function per command, in *operations*: units of about 2 µs of CPU on the
+project's machine, so that the default limit (:data:`~symformer.blocks.work.
+DEFAULT_MAX_WORK`, 5,000,000) is about 10 s.  The constants below were measured
+(CPU time, user + sys) on shapes from the built-in example to 100 tokens, the
+shipped examples and a decoder; ``tests/test_work_estimate.py`` keeps measured CPU
+time over estimate within a band.
+
+The estimates are built from a few counts of the example (:class:`Shape`):
+
+* ``forward``: multiply-adds of one forward pass (ball arithmetic; cheap per term);
+* ``formulas``: terms of every stage's local SymPy formulas, with each softmax row
+  brought over a common denominator (n² per row of n keys) and each LayerNorm row's
+  squared deviations (d² per row): what tables, equations, worked lines, proofs and
+  substitutions cost (SymPy, expensive per term);
+* ``entries``: numbers printed over all stages;
+* ``cells``: cells of the attention maps (each a patch and a written value in a
+  figure);
+* ``figures``: how many figures ``symformer figures`` draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from symformer.blocks.work import estimated_work
+from symformer.example.schema import Example
+
+#: Operations per second of CPU: DEFAULT_MAX_WORK (5,000,000) is about 10 s.
+PER_SECOND = 500_000
+#: Starting a command: Python, the imports, parsing the example, the graph.
+_START = 250_000
+#: A forward pass's multiply-add in ball arithmetic, and one printed number.
+_FORWARD = 2
+_ENTRY = 5
+#: A greedy step's multiply-add (``generate``: the next token's probabilities only).
+_STEP = 1
+#: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
+#: SymPy formula built and substituted (tables' exact values, equations, worked
+#: lines), and one rendered number.
+_RENDER_START = 750_000
+_FORMULA = 30
+_RENDER_ENTRY = 100
+#: One formula term of ``trace`` (one token's formulas, each substituted once).
+_TRACE_FORMULA = 15
+#: --reader-rounding: each stage again from the rounded ones, per multiply-add, after
+#: its start (SymPy's rationals).
+_READER_START = 300_000
+_READER = 60
+#: matplotlib's start, one figure drawn with it (svg, png, pdf), one attention-map
+#: cell (a patch and its written value).
+_MATPLOTLIB = 500_000
+_MPL_FIGURE = 150_000
+_MPL_CELL = 3_000
+#: The TikZ figures' start (their values), a figure and one of its cells (text only).
+_TIKZ_START = 200_000
+_TIKZ_FIGURE = 5_000
+_TIKZ_CELL = 100
+#: The NumPy reference of ``crosscheck`` (its import and float pass).
+_REFERENCE = 200_000
+#: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
+#: facts of (softmax rows, LayerNorm rows, the mask's zeros).
+_PROOF_START = 1_000_000
+_PROOF = 125
+#: One claim checked (its stage located, its numbers rounded and compared).
+_CLAIM = 3_500
+#: The backward pass's start (the loss, its SymPy rules) and its cost in forward
+#: passes (gradients of every stage and weight).
+_BACKWARD_START = 250_000
+_BACKWARD = 6
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The counts a command's cost grows with (see the module's docstring)."""
+
+    forward: int
+    formulas: int
+    entries: int
+    cells: int
+    figures: int
+
+
+def shape(example: Example) -> Shape:
+    """The counts of ``example``, from its shapes alone (nothing is derived)."""
+    n, d = len(example.tokens), example.d_model
+    forward = estimated_work(example)
+    formulas, entries, cells, figures = forward, 3 * n * d, 0, 1
+    for layer in example.layers:
+        heads = len(layer.heads)
+        formulas += heads * n ** 3 + 2 * n * d * d
+        entries += sum(n * (2 * h.d_k + 2 * h.d_v) + 3 * n * n for h in layer.heads)
+        entries += n * (6 * d + 2 * layer.d_ff + 8)
+        cells += heads * n * n
+        figures += heads + 2
+    if example.lm_head is not None:
+        entries += 2 * n * len(example.vocab)
+        figures += 1
+    if example.decoder is not None:
+        dec = example.decoder
+        m = len(dec.tokens)
+        entries += 3 * m * d
+        for layer in dec.layers:
+            for heads, keys in ((layer.self_heads, m), (layer.cross_heads, n)):
+                formulas += len(heads) * m * keys * keys
+                entries += sum(m * (h.d_k + 2 * h.d_v) + keys * (h.d_k + h.d_v)
+                               + 3 * m * keys for h in heads)
+                cells += len(heads) * m * keys
+                figures += len(heads)
+            formulas += 3 * m * d * d
+            entries += m * (9 * d + 2 * layer.d_ff + 12)
+            figures += 3
+        if dec.W_vocab is not None:
+            entries += 2 * m * len(dec.vocab)
+            figures += 1
+    return Shape(forward, formulas, entries, cells, figures)
+
+
+def _derived(s: Shape, passes: float = 1) -> int:
+    """Deriving the example ``passes`` times and printing every stage once."""
+    return int(_START + passes * _FORWARD * s.forward + _ENTRY * s.entries)
+
+
+def derive_work(example: Example, *, reader_rounding: bool = False,
+                gradients: bool = False) -> int:
+    """``derive``: a forward pass and its tables (--reader-rounding: every stage again
+    from rounded ones); the backward pass too when gradients are asked for."""
+    s = shape(example)
+    work = _derived(s) + (_READER_START + _READER * s.forward if reader_rounding else 0)
+    return work + (backward_work(example) - _START if gradients else 0)
+
+
+def crosscheck_work(example: Example) -> int:
+    """``crosscheck``: the derivation and a float64 pass compared entry by entry."""
+    return _derived(shape(example), 2) + _REFERENCE
+
+
+def generate_work(example: Example, steps: int) -> int:
+    """``generate --steps N``: a forward pass per greedy step, each one token longer (the
+    target, or a language model's own sentence)."""
+    if example.lm_head is not None and example.positional_embeddings is not None:
+        # it stops when the learned positional table has no row for another token
+        steps = min(steps, example.positional_embeddings.rows - len(example.tokens) + 1)
+    return _START + sum(_STEP * shape(_grown(example, k)).forward for k in range(steps))
+
+
+def _grown(example: Example, k: int) -> Example:
+    """``example`` after ``k`` greedy steps (only its shapes matter here)."""
+    if not k:
+        return example
+    if example.decoder is not None and example.lm_head is None:
+        decoder = replace(example.decoder, tokens=example.decoder.tokens + ("",) * k)
+        return replace(example, decoder=decoder)
+    return replace(example, tokens=example.tokens + ("",) * k)
+
+
+def backward_work(example: Example, steps: int = 0) -> int:
+    """``backward`` (``steps`` = 0) or ``train --steps N``: a forward and a backward pass
+    per step, and the final one."""
+    s = shape(example)
+    one = (1 + _BACKWARD) * _FORWARD * s.forward + 2 * _ENTRY * s.entries
+    return _START + _BACKWARD_START + (steps + 1) * one
+
+
+def render_work(example: Example, *, formulas: float = 1) -> int:
+    """Tables, equations and worked lines of every stage (``export``, ``slides``,
+    ``fill``): every stage's formulas built and substituted, every number printed.
+    ``formulas`` scales the formula part (``export --exact``: closed forms too)."""
+    s = shape(example)
+    return int(_derived(s) + _RENDER_START + formulas * _FORMULA * s.formulas
+               + _RENDER_ENTRY * s.entries)
+
+
+def figures_work(example: Example, fmt: str = "tikz") -> int:
+    """``figures --format FMT``: the derivation and each figure (matplotlib for svg, png,
+    pdf: expensive per figure and per attention-map cell)."""
+    s = shape(example)
+    if fmt == "tikz":
+        drawing = _TIKZ_START + s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
+    else:
+        drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL
+    return _derived(s) + drawing
+
+
+def export_work(example: Example, *, figures: bool = False, steps: int = 0,
+                exact: bool = False) -> int:
+    """``export``: every stage rendered (:func:`render_work`; LaTeX, Markdown and JSON
+    cost about the same, measured), the TikZ figures with --figures, the greedy steps
+    with --steps."""
+    work = render_work(example, formulas=2 if exact else 1)
+    if figures:
+        work += figures_work(example, "tikz") - _derived(shape(example))
+    if steps:
+        work += generate_work(example, steps) - _START
+    return work
+
+
+def slides_work(example: Example) -> int:
+    """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
+    return render_work(example) + figures_work(example, "tikz") - _derived(shape(example))
+
+
+def prove_work(example: Example) -> int:
+    """``prove``: exact proofs on every stage's formulas, with and without the mask;
+    with a [loss], on the gradients' too (a backward pass each way)."""
+    s = shape(example)
+    work = _derived(s, 2) + _PROOF_START + 2 * _PROOF * s.formulas
+    if example.loss is not None:
+        work += backward_work(example, steps=1) - _START + 2 * _PROOF * s.formulas
+    return work
+
+
+def trace_work(example: Example, *, backward: bool = False) -> int:
+    """``trace``: one token's formulas and substitutions through every stage (the
+    backward pass's too with --backward)."""
+    s = shape(example)
+    work = _derived(s) + _TRACE_FORMULA * s.formulas
+    return work + (backward_work(example) - _START if backward else 0)
+
+
+def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: bool = False,
+               train_steps: int | None = None) -> int:
+    """``check``: the derivation and the other conventions that might explain a wrong
+    number, then each claim (located, rounded, compared) and each claimed number; with
+    claims on gradients, a backward pass under the example's conventions and each
+    alternative one (5); with claims on a training run of ``train_steps`` steps, the run
+    twice (the check and reader rounding)."""
+    s = shape(example)
+    work = _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
+    if gradients:
+        work += 5 * (backward_work(example) - _START)
+    if train_steps is not None:
+        work += 2 * (backward_work(example, train_steps) - _START)
+    return work
+
+
+#: The estimate of each command, by name (``fill`` renders what its template asks for:
+#: counted as every stage rendered).
+ESTIMATES = {"derive": derive_work, "crosscheck": crosscheck_work, "generate": generate_work,
+             "backward": backward_work, "train": backward_work, "export": export_work,
+             "slides": slides_work, "fill": render_work, "figures": figures_work,
+             "prove": prove_work, "trace": trace_work, "check": check_work}
+
+
+def estimate(command: str, example: Example, **options: object) -> int:
+    """The operations ``symformer COMMAND`` will do on ``example`` with ``options``
+    (the keyword arguments of that command's function above)."""
+    return ESTIMATES[command](example, **options)

@@ -1,0 +1,67 @@
+"""``symformer import``: a Hugging Face model directory as an exact example file.
+
+The module is named ``import_`` (``import`` is a Python keyword); the command it
+registers is ``import``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from symformer.errors import InputError
+from symformer.files import write_file
+
+ORDER = 95
+
+EPILOG = """\
+examples:
+  symformer import ./tiny-gpt2 --tokens 3,5,7 --out gpt2.toml
+  symformer import ./tiny-llama --tokens "the,cat" --out llama.toml
+  symformer derive gpt2.toml --stage logits
+
+SOURCE is a Hugging Face model directory: config.json and model.safetensors (read
+with NumPy; torch is not needed), and vocab.json or tokenizer.json for token names
+(without one, token k is named t<k>). Supported: GPT-2, Llama, Mistral and Qwen2
+(grouped-query attention; rotary embeddings without scaling). Every weight is
+written as the exact dyadic rational the file stores: a short decimal where that is
+exact, else "p/2^k" (see docs/frameworks.md). A feature symformer does not compute
+(sliding windows, mixture of experts, rotary scaling, ...) is refused in one line.
+"""
+
+
+def token_list(text: str) -> list[int | str]:
+    """``--tokens``: comma-separated ids (all digits) or token names."""
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"expected comma-separated token ids or names, "
+                                         f"found {text!r}")
+    return [int(t) if t.isascii() and t.isdigit() else t for t in items]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``import`` sub-command."""
+    p = sub.add_parser("import", help="read a Hugging Face model directory into an exact "
+                                      "example file",
+                       description="Write an example .toml file holding a Hugging Face "
+                                   "model's weights exactly, on a sentence of your choice.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", metavar="SOURCE", help="a Hugging Face model directory")
+    p.add_argument("--tokens", required=True, type=token_list, metavar="IDS_OR_NAMES",
+                   help="the sentence: comma-separated token ids or vocabulary names")
+    p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the directory, check the example loads, write it."""
+    from symformer.example.loader import parse_example
+    from symformer.frameworks.hf_in import pretrained_text
+
+    text, source = pretrained_text(args.source, args.tokens)
+    try:
+        parse_example(text, source)  # never write a file that does not load
+    except InputError as exc:
+        raise InputError(f"{source}: the imported example does not load: {exc}") from None
+    path = write_file(args.out, text)
+    print(f"wrote {path}")
+    return 0

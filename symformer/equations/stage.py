@@ -1,0 +1,369 @@
+"""A stage's general equation: its operation's index equation bound to the stage.
+
+A forward stage's equation is ``stage.op.equation()`` with its arrays bound to the
+stage, its input stages and its operation's parameters.  A gradient stage dL/dS sums
+one backward rule per consumer C of S (``C.op.backward_equation(wrt)``); with one
+consumer the rule's left-hand side is dL/dS itself, with several each rule defines a
+named contribution ``δ^{(C)}`` and a first line adds them up -- a path's
+contribution is never written as the whole derivative.
+
+:class:`Bound` keeps what the printers, the proofs and ``equations.json`` need: the
+symbols (from the operations' :class:`~symformer.ops.base.Notation`), the exact
+matrices (the stage symbols the local formula is written over, the weights) and the
+stage or parameter each array name stands for.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from symformer.codegen import symbols as sym
+from symformer.equations import render
+from symformer.equations.evaluate import entries
+from symformer.equations.ir import CONSTANTS, FUNCTIONS, IndexEquation, array_name, free_indices
+from symformer.lazy import sympy
+from symformer.ops.base import Notation
+from symformer.ops.gradient import Term
+
+
+@dataclass(frozen=True)
+class Line:
+    """One printed line: ``lhs = rhs`` in LaTeX, its text, its plain form, a remark."""
+
+    lhs: str
+    rhs: str
+    text: str
+    plain: str
+    remark: str = ""
+
+    @property
+    def latex(self) -> str:
+        """``lhs = rhs``."""
+        return f"{self.lhs} = {self.rhs}"
+
+
+@dataclass
+class Bound:
+    """An index equation bound to stages: symbols, exact matrices, what each name is.
+
+    ``sources`` maps an array name to ``{"stage": name}`` or ``{"parameter": name,
+    "stage": owner}`` (``{"term": k}`` for a named contribution of a gradient).
+    """
+
+    eq: IndexEquation
+    symbols: dict[str, Notation]
+    matrices: dict[str, sympy.Matrix]
+    sources: dict[str, dict[str, Any]]
+    shape: tuple[int, int]
+    remark: str = ""
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for size, (array, axis) in self.eq.sizes.items():
+            self.sizes[size] = self.matrices[array].shape[axis]
+        for name in self.eq.scalars:
+            self.symbols.setdefault(name, _EPS if name == "eps" else sym.spell(name))
+        for name, (latex, text) in self.eq.symbols.items():
+            self.symbols[name] = Notation(latex, text, "")
+        for name in self.eq.arrays:
+            self.symbols.setdefault(name, sym.spell(name))
+        self.statements = _renamed(self)
+
+    def lines(self) -> list[Line]:
+        """The printed lines (the remark on the last)."""
+        out = []
+        for k, (target, value) in enumerate(self.statements):
+            remark = self.remark if k == len(self.statements) - 1 else ""
+            lhs, rhs = render.latex(target, self.symbols), render.latex(value, self.symbols)
+            shown = f"{render.text(target, self.symbols)} = {render.text(value, self.symbols)}"
+            out.append(Line(lhs, rhs, f"{shown}  ({remark})" if remark else shown,
+                            f"{render.plain(target)} = {render.plain(value)}", remark))
+        return out
+
+    def values(self) -> dict[tuple[int, int], sympy.Expr]:
+        """Every entry's exact value from the equation (over the bound matrices)."""
+        found = entries(self.eq, self.matrices, self.sizes, self.shape, self.statements)
+        return {key: value for key, (_, value) in found.items()}
+
+
+#: Letters a sum's index takes, in order of preference (the first that clashes with
+#: no symbol of the equation).
+_SUM_INDICES = ("m", "k", "l", "c", "p", "q", "r", "t")
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return ast.Name(id=self.names.get(node.id, node.id), ctx=node.ctx)
+
+
+def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
+    """The equation's trees with each array named as it prints when that is a plain
+    identifier (``k``, ``W_Q``; ``alpha`` stays: ``α`` is not ASCII), and each sum's
+    index renamed when its letter is also a symbol of the equation (the attention
+    output m summed over m).  Names are moved in ``bound``'s tables too."""
+    eq = bound.eq
+    taken = set(eq.sizes) | set(eq.scalars) | set(CONSTANTS) | set(FUNCTIONS)
+    arrays: dict[str, str] = {}
+    for name in eq.arrays:
+        text = bound.symbols[name].text
+        wanted = text if text.isidentifier() and text.isascii() and text not in taken \
+            and text not in arrays.values() else name
+        if wanted in arrays.values() or wanted in taken:
+            wanted = name
+        arrays[name] = wanted
+    if len(set(arrays.values())) != len(arrays):
+        arrays = {name: name for name in eq.arrays}
+    for old, new in arrays.items():
+        for table in (bound.symbols, bound.matrices, bound.sources):
+            if old in table:
+                table[new] = table.pop(old) if new != old else table[old]
+    bound.arrays = {arrays[n]: role for n, role in eq.arrays.items()}
+    shown = {bound.symbols[n].text for n in bound.arrays} | set(arrays.values())
+    out = []
+    for target, value in eq.statements:
+        target, value = _Rename(arrays).visit(target), _Rename(arrays).visit(value)
+        free = set(free_indices(target, eq))
+        sums: dict[str, str] = {}
+        for node in ast.walk(value):
+            if isinstance(node, ast.comprehension) and node.target.id in shown:
+                used = shown | free | set(sums.values()) | {
+                    n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                sums[node.target.id] = next(c for c in _SUM_INDICES if c not in used)
+        out.append((target, _Rename(sums).visit(value) if sums else value))
+    return out
+
+
+#: ε, written one way in every equation.
+_EPS = Notation(r"\varepsilon", "ε", "")
+
+
+class Symbols:
+    """Where an equation's symbols come from: by default each operation's
+    :class:`~symformer.ops.base.Notation` (a stage's ``op.symbol``, several heads'
+    outputs with ``^(k)``, a parameter's ``parameter_notation``).  A per-example
+    notation table (one symbol per quantity, layer and head superscripts) is a
+    subclass passed to :func:`stage_equation`; every format then prints its symbols."""
+
+    def stage(self, stage: Any) -> Notation:
+        """The symbol of a stage."""
+        return stage.op.symbol
+
+    def inputs(self, stage: Any) -> list[Notation]:
+        """The symbols of a stage's inputs, as its equation writes them."""
+        from symformer.codegen import input_notations
+        return input_notations(stage)
+
+    def parameter(self, stage: Any, name: str) -> Notation:
+        """The symbol of the parameter ``name`` of a stage's operation."""
+        return stage.op.parameter_notation(name)
+
+
+#: The operations' own notation.
+OPERATION_SYMBOLS = Symbols()
+
+
+def _constant(op: Any, role: str, shape: tuple[int, int]) -> tuple[sympy.Matrix, Any]:
+    """A constant array the operation holds (``const:ATTR``): its exact matrix and the
+    JSON-able value.  Token ids are a column; masked entries a 0/1 matrix of ``shape``."""
+    value = getattr(op, role.removeprefix("const:"))
+    if callable(value):
+        value = value()
+    if isinstance(value, frozenset):
+        m = sympy.Matrix(*shape, lambda i, j: int((i, j) in value))
+    elif isinstance(value, (tuple, list)):
+        m = sympy.Matrix([[v] for v in value])
+    else:
+        m = sympy.Matrix(value)
+    return m, [[str(v) for v in m.row(i)] for i in range(m.rows)]
+
+
+def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]],
+          names: Symbols) -> tuple[dict[str, Notation], dict[str, sympy.Matrix],
+                                   dict[str, dict[str, Any]]]:
+    """Symbols, matrices and sources of ``eq``'s arrays: a stage role (``out``, ``in0``,
+    ``grad``, ``result``) from ``stages`` (role -> its notation and stage), the rest
+    from ``owner``, the stage whose operation holds the parameters and constants."""
+    g = owner.derivation
+    symbols: dict[str, Notation] = {}
+    matrices: dict[str, sympy.Matrix] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    for name, role in eq.arrays.items():
+        if role in stages:
+            symbols[name], stage = stages[role]
+            matrices[name] = g.symbols(stage.name)
+            sources[name] = {"stage": stage.name}
+        elif role.startswith("const:"):
+            matrices[name], value = _constant(owner.op, role, owner.shape)
+            sources[name] = {"constant": value}
+        else:
+            parameter = role.removeprefix("param:")
+            matrices[name] = owner.op.parameters()[parameter]
+            symbols[name] = names.parameter(owner, parameter)
+            sources[name] = {"parameter": parameter, "stage": owner.name}
+    return symbols, matrices, sources
+
+
+def _inputs(stage: Any, names: Symbols) -> dict[str, tuple[Notation, Any]]:
+    g = stage.derivation
+    return {f"in{k}": (notation, g[name]) for k, (notation, name) in
+            enumerate(zip(names.inputs(stage), stage.inputs))}
+
+
+def forward(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> Bound | None:
+    """The stage's forward equation bound to it (None: its operation declares none)."""
+    g = stage.derivation
+    eq = stage.op.equation([g[name].shape for name in stage.inputs])
+    if eq is None:
+        return None
+    roles = {"out": (names.stage(stage), stage), **_inputs(stage, names)}
+    return Bound(eq, *_bind(eq, stage, roles, names), stage.shape, eq.remark)
+
+
+def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
+         result: Notation | None = None, remark: str = "",
+         names: Symbols = OPERATION_SYMBOLS) -> Bound | None:
+    """The backward rule of ``consumer`` for ``wrt`` bound to the gradient ``stage``
+    (``result``: the left-hand side's symbol, default the gradient's own)."""
+    g = stage.derivation
+    eq = consumer.op.backward_equation(wrt, [g[name].shape for name in consumer.inputs])
+    if eq is None:
+        return None
+    if grad.op.constant is not None:  # dL/dL = 1: the loss's own gradient, as a number
+        eq = _constant_grad(eq, grad.op.constant)
+    roles = {"result": (result or names.stage(stage), stage),
+             "out": (names.stage(consumer), consumer), "grad": (names.stage(grad), grad),
+             **_inputs(consumer, names)}
+    return Bound(eq, *_bind(eq, consumer, roles, names), stage.shape, remark or eq.remark)
+
+
+def _constant_grad(eq: IndexEquation, value: int) -> IndexEquation:
+    """The rule with its upstream gradient written as the number it is (dL/dL = 1)."""
+    from dataclasses import replace
+
+    from symformer.codegen.transformers import DropOne
+    names = set(eq.names_of("grad"))
+
+    class Number(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            return ast.Constant(value) if node.id in names else node
+
+    lines = tuple(f"{render.plain(t)} = {render.plain(DropOne().visit(Number().visit(v)))}"
+                  for t, v in eq.statements)
+    return replace(eq, lines=lines, arrays={n: r for n, r in eq.arrays.items()
+                                            if n not in names})
+
+
+@dataclass(frozen=True)
+class StageEquation:
+    """Everything printed for one stage: its lines and the bound equations behind them.
+
+    ``total`` is the first line of a gradient with several contributions (their sum);
+    ``parts`` the bound equations, one per operation rule.
+    """
+
+    stage: Any
+    parts: tuple[Bound, ...]
+    total: Line | None = None
+
+    def lines(self) -> list[Line]:
+        """Every printed line, in order."""
+        head = [self.total] if self.total is not None else []
+        return head + [line for part in self.parts for line in part.lines()]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One term of a gradient stage: the consumer stage, its gradient stage, the term."""
+
+    consumer: Any
+    grad: Any
+    term: Term
+
+
+def rules(stage: Any) -> list[Rule]:
+    """The terms of a gradient stage with the stages they read, in order."""
+    g, k, out = stage.derivation, 0, []
+    for term in stage.op.terms:
+        consumer = g[stage.inputs[k + term.arity]]
+        grad = g[stage.inputs[k + term.arity + 1]]
+        out.append(Rule(consumer, grad, term))
+        k += term.arity + 2
+    return out
+
+
+
+def _index_names(shape: tuple[int, int], per_row: bool) -> list[str]:
+    if shape == (1, 1):
+        return []
+    if shape[1] == 1:
+        return ["i"]
+    return ["j"] if shape[0] == 1 and not per_row else ["i", "j"]
+
+
+def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notation:
+    symbol = names.stage(consumer)
+    mark = symbol if unique else Notation(str(k + 1), str(k + 1), "")
+    return Notation(rf"\delta^{{({mark.latex})}}", f"δ^({mark.text})",
+                    f"the term through {symbol.title.lower()}")
+
+
+def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
+    """A gradient stage's equation: its consumers' rules (None when one has no rule)."""
+    found = rules(stage)
+    if len(found) == 1:
+        (r,) = found
+        bound = rule(stage, r.consumer, r.grad, r.term.wrt, names=names)
+        return None if bound is None else StageEquation(stage, (bound,))
+    marks = [names.stage(c.consumer).latex for c in found]
+    unique = len(set(marks)) == len(marks)
+    parts, terms = [], []
+    for k, r in enumerate(found):
+        mark = _contribution(k, r.consumer, unique, names)
+        bound = rule(stage, r.consumer, r.grad, r.term.wrt, result=mark, remark=mark.title,
+                     names=names)
+        if bound is None:
+            return None
+        parts.append(bound)
+        terms.append(mark)
+    index = _index_names(stage.shape, False)
+    symbol = names.stage(stage)
+    lhs = render.entry_latex(symbol.latex, index)
+    lhs_text = render.entry_text(symbol.text, index)
+    rhs = " + ".join(render.entry_latex(n.latex, index) for n in terms)
+    rhs_text = " + ".join(render.entry_text(n.text, index) for n in terms)
+    sub = f"[{', '.join(index)}]" if index else ""
+    plain = f"d{sub} = " + " + ".join(f"t{k}{sub}" for k in range(len(terms)))
+    return StageEquation(stage, tuple(parts),
+                         Line(lhs, rhs, f"{lhs_text} = {rhs_text}", plain,
+                              "a sum over the paths from the loss"))
+
+
+def stage_equation(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
+    """The general equation of any stage (None: its operation declares none), with the
+    symbols ``names`` gives (default: the operations' own notation)."""
+    from symformer.ops.gradient import Gradient
+    if isinstance(stage.op, Gradient):
+        return gradient(stage, names)
+    bound = forward(stage, names)
+    return None if bound is None else StageEquation(stage, (bound,))
+
+
+def result_name(bound: Bound) -> str:
+    """The array name on the left-hand side of a bound equation's lines."""
+    return array_name(bound.statements[0][0])
+
+
+def lhs_arrays(parts: Sequence[Bound]) -> list[str]:
+    """The left-hand array of each part (for the plain form of a gradient's sum)."""
+    return [result_name(p) for p in parts]
+
+
+def unparse(node: ast.expr) -> str:
+    """The plain form of a tree (re-exported for the JSON writer)."""
+    return render.plain(node)

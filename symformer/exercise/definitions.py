@@ -1,0 +1,123 @@
+"""What a sheet defines before it asks: every function and symbol its equations use.
+
+A student solves a sheet from the sheet alone, so each asked step's equation is
+followed nowhere by an undefined name: the head width ``d_k`` of a scaled score, ReLU,
+SiLU (and a gated activation ``a_j = SiLU(g_j) h_j``), GELU, and RoPE's position ``m``,
+frequencies ``theta_i = base^(-2i/d_k)`` and the rotation of each pair with its ``R``.
+Each definition is a :class:`~symformer.latex.blocks.Prose` paragraph (text and inline
+math), given once per sheet, in the order the asked steps first need it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from symformer.engine import Derivation
+from symformer.latex.blocks import Math, Prose
+from symformer.latex.equations import stage_equation
+from symformer.ops.gated import GatedProduct
+from symformer.ops.gelu import GELU
+from symformer.ops.gelu_tanh import GELUTanh
+from symformer.ops.relu import ReLU
+from symformer.ops.rope import RoPE
+from symformer.ops.scale_mask import ScaleMask
+from symformer.ops.silu import SiLU
+from symformer.worked.render_text import constant_text
+
+_RELU = Prose(("ReLU keeps positive numbers and replaces negative ones by 0: ",
+               Math(r"\operatorname{ReLU}(x) = \max(0, x)"), "."))
+_SILU = Prose(("SiLU (the sigmoid-weighted linear unit): ",
+               Math(r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}"), "."))
+_GELU = Prose(("GELU: ", Math(r"\operatorname{GELU}(x) = x\,\Phi(x) = \frac{x}{2}"
+                              r"\left(1 + \operatorname{erf}\frac{x}{\sqrt{2}}\right)"),
+               ", with ", Math(r"\Phi"), " the standard normal distribution function."))
+_GELU_TANH = Prose(("GELU (tanh approximation): ", Math(
+    r"\operatorname{GELU}(x) = \frac{x}{2}\left(1 + \tanh\left(\sqrt{2/\pi}\,"
+    r"(x + 0.044715\,x^{3})\right)\right)"), "."))
+
+
+def activation_name(op: object) -> str:
+    """How a sheet names an activation function: SiLU, GELU, ReLU (``act`` otherwise)."""
+    return {SiLU: "SiLU", GELU: "GELU", GELUTanh: "GELU", ReLU: "ReLU"}.get(type(op), "act")
+
+
+def _activation(op: object) -> list[Prose]:
+    """The definitions of an activation (inside a gated product too)."""
+    if isinstance(op, GatedProduct):
+        inner = _activation(op.activation)
+        name = activation_name(op.activation)
+        return [*inner, Prose(("The gated activation multiplies the activated gate by the "
+                               "hidden entry, entry by entry: ",
+                               Math(rf"a_j = \operatorname{{{name}}}(g_j)\, h_j"), "."))]
+    for kind, text in ((ReLU, _RELU), (SiLU, _SILU), (GELU, _GELU), (GELUTanh, _GELU_TANH)):
+        if isinstance(op, kind):
+            return [text]
+    return []
+
+
+def _rope(op: RoPE, x: str, rotated: str, equation: str) -> list[Prose]:
+    """RoPE's position, frequencies and rotation, for this example's style and width
+    (``x`` the input's symbol, ``rotated`` the output's), in the letters of the
+    equation the sheet prints (``equation``: its LaTeX): position m, frequencies
+    theta_i and the matrix R, or position p and pair index c with d = d_k."""
+    count = op.d // 2
+    if r"\theta" not in equation:  # q_{p,c} cos(p 10000^{-2c/d}) - q_{p,c+d/2} sin(...)
+        a, b = ("2c", "2c+1") if op.style == "interleaved" else ("c", "c+d/2")
+        which = "c = 0" if count == 1 else f"c = 0, \\dots, {count - 1}"
+        return [Prose((
+            "RoPE rotates each pair of dimensions ", Math(f"({x}_{{p,{a}}}, {x}_{{p,{b}}})"),
+            ", ", Math(which), " (one pair)" if count == 1 else "",
+            ", of the query or key of the token at position ", Math("p"),
+            " (counted from 0" + (f", plus {op.start}" if op.start else "") + ") by the "
+            "angle ", Math(f"p \\cdot {op.base}^{{-2c/d}}"), ", with ",
+            Math(f"d = d_k = {op.d}"), " the width of a query or key. Angles are in "
+            "radians."))]
+    a, b = ("2i", "2i+1") if op.style == "interleaved" else ("i", f"i+{op.d // 2}")
+    which = "i = 0" if count == 1 else f"i = 0, \\dots, {count - 1}"
+    start = (f" plus {op.start}" if op.start else "")
+    thetas = ", ".join(rf"\theta_{{{i}}} = {op.base}^{{-{Fraction(2 * i, op.d)}}}" if i
+                       else r"\theta_{0} = 1" for i in range(count))
+    return [Prose((
+        "RoPE rotates each pair of dimensions ", Math(f"({x}_{{{a}}}, {x}_{{{b}}})"),
+        ", ", Math(which), " (one pair)" if count == 1 else "",
+        ", of a query or key at position ", Math("m"),
+        f" (the token's position, counted from 0{start}) by the angle ",
+        Math(r"m\theta_i"), ", with the frequencies ", Math(r"\theta_i = b^{-2i/d_k}"),
+        ", base ", Math(f"b = {op.base}"), " and ", Math(f"d_k = {op.d}"), ": here ",
+        Math(thetas), ". Written out, ",
+        Math(rf"{rotated}_{{{a}}} = {x}_{{{a}}} \cos(m\theta_i) - {x}_{{{b}}} "
+             rf"\sin(m\theta_i)"), " and ",
+        Math(rf"{rotated}_{{{b}}} = {x}_{{{a}}} \sin(m\theta_i) + {x}_{{{b}}} "
+             rf"\cos(m\theta_i)"),
+        ". In the equation ", Math("R"), " maps each pair ", Math(r"(a, b) \mapsto (-b, a)"),
+        ", and cos and sin act entry by entry, each with the angle of its entry's pair. "
+        "Angles are in radians."))]
+
+
+def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
+    """The definitions the asked steps' equations need, each once, in asked order."""
+    out: list[Prose] = []
+    for name in asked:
+        stage = g[name]
+        op = stage.op
+        found: list[Prose] = []
+        if isinstance(op, ScaleMask) and op.scale is None:
+            found = [Prose((Math(f"d_k = {op.d_k}"), " is the width of a query and of a key "
+                            "(the head's dimension), so ", Math(rf"\sqrt{{d_k}} = "
+                                                                rf"\sqrt{{{op.d_k}}}"),
+                            "."))]
+        elif isinstance(op, RoPE):
+            equation = stage_equation(stage)
+            found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex,
+                          "".join(rhs for _, rhs in equation.lines) if equation else "")
+        elif stage.kind == "ffn_activation":
+            found = _activation(op)
+        if getattr(op, "eps", None) is not None:
+            equation = stage_equation(stage)
+            shown = "".join(rhs for _, rhs in equation.lines) if equation else ""
+            name = r"\mathrm{eps}" if r"\mathrm{eps}" in shown else r"\varepsilon"
+            found = [*found, Prose((Math(rf"{name} = {constant_text(op.eps)}"),
+                                    " is added under the square root, so that it never "
+                                    "divides by 0."))]
+        out += [p for p in found if p not in out]
+    return out

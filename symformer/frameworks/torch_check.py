@@ -1,0 +1,134 @@
+"""PyTorch in float32, float64 or bfloat16 against the exact derivation, stage by stage.
+
+The example runs as the PyTorch module :func:`~symformer.frameworks.torch_out.to_torch`
+writes (PyTorch's own kernels: matmul, softmax, GELU, ...), its weights rounded to the
+dtype, and every stage it returns is compared with the certified values: the worst
+error of the stage, relative to the largest exact magnitude in it, in units of the
+dtype's machine epsilon (float32 2^-23, bfloat16 2^-7, float64 2^-52), and the decimal
+digits it keeps.  The stage that keeps the fewest digits is the one that loses most.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from symformer.errors import NotSupportedError
+from symformer.example.schema import Example
+from symformer.frameworks import require_torch
+
+DTYPES = ("float32", "float64", "bfloat16")
+
+
+@dataclass(frozen=True)
+class StageError:
+    """One stage's worst error: absolute, relative, in units of epsilon, digits kept."""
+
+    stage: str
+    abs_error: float
+    rel_error: float
+    ulps: float
+    digits: float
+
+
+def torch_crosscheck(example: Example, dtype: str = "float32",
+                     derivation: Any = None) -> list[StageError]:
+    """Every stage PyTorch computes for ``example`` in ``dtype``, against the exact values
+    (``derivation``: the example's, if already derived)."""
+    torch = require_torch()
+    from symformer.blocks import derive
+    from symformer.frameworks.torch_out import model_class
+
+    stages = model_class(example)(dtype=getattr(torch, dtype))()
+    g = derivation if derivation is not None else derive(example)
+    return [_error(name, g, value, dtype) for name, value in stages.items()]
+
+
+def _error(name: str, g: Any, value: Any, dtype: str) -> StageError:
+    """A stage's float values (a tensor) against its certified values."""
+    torch = require_torch()
+    eps = float(torch.finfo(getattr(torch, dtype)).eps)
+    balls = g[name].balls(128)
+    exact = np.array([[np.nan if b is None else float(b.mid()) for b in row]
+                      for row in balls])
+    got = value.detach().double().numpy().reshape(exact.shape)
+    known = ~np.isnan(exact)
+    err = float(np.abs(exact[known] - got[known]).max()) if known.any() else 0.0
+    scale = float(np.abs(exact[known]).max()) if known.any() else 0.0
+    rel = err / scale if scale else err
+    digits = math.inf if rel == 0 else -math.log10(rel)
+    return StageError(name, err, rel, rel / eps, digits)
+
+
+def worst_stage(rows: list[StageError]) -> StageError:
+    """The stage that keeps the fewest digits."""
+    return max(rows, key=lambda r: r.rel_error)
+
+
+def hook_points(model: Any) -> dict[str, Any]:
+    """The submodules of a supported model whose outputs are symformer stages, by name."""
+    torch = require_torch()
+    if isinstance(model, torch.nn.MultiheadAttention):
+        return {"output": model}
+    if isinstance(model, torch.nn.TransformerEncoderLayer):
+        norms = (("layer1.norm1", "layer1.norm2") if model.norm_first
+                 else ("layer1.add_norm1", "layer1.add_norm2"))
+        return {"layer1.attention.output": model.self_attn, norms[0]: model.norm1,
+                norms[1]: model.norm2, "output": model}
+    points: dict[str, Any] = {}
+    if hasattr(model, "transformer") and hasattr(model.transformer, "h"):  # GPT-2
+        for i, block in enumerate(model.transformer.h, 1):
+            points |= {f"layer{i}.norm1": block.ln_1, f"layer{i}.attention.output": block.attn,
+                       f"layer{i}.norm2": block.ln_2, f"layer{i}.ffn.output": block.mlp,
+                       f"layer{i}.add_norm2": block}
+        return points | {"final_norm": model.transformer.ln_f}
+    if hasattr(model, "model") and hasattr(model.model, "layers"):  # Llama, Mistral, Qwen2
+        for i, layer in enumerate(model.model.layers, 1):
+            points |= {f"layer{i}.norm1": layer.input_layernorm,
+                       f"layer{i}.attention.output": layer.self_attn,
+                       f"layer{i}.norm2": layer.post_attention_layernorm,
+                       f"layer{i}.ffn.output": layer.mlp, f"layer{i}.add_norm2": layer}
+        return points | {"final_norm": model.model.norm}
+    raise NotSupportedError(f"{type(model).__name__}: no known stages to hook (supported: "
+                            f"MultiheadAttention, TransformerEncoderLayer, GPT-2, Llama-style)")
+
+
+def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
+                      derivation: Any = None) -> list[StageError]:
+    """The user's own ``model`` (a copy of it, in ``dtype``, eval mode) run on
+    ``example`` -- the example :func:`~symformer.frameworks.from_torch` or
+    ``from_pretrained`` made of it -- and every stage a forward hook reaches (the
+    logits of a language model) compared with the exact values."""
+    import copy
+
+    torch = require_torch()
+    from symformer.blocks import derive
+    from symformer.frameworks.torch_out import float_rows
+
+    kind = getattr(torch, dtype)
+    model = copy.deepcopy(model).eval().to(kind)
+    seen: dict[str, Any] = {}
+    for name, module in hook_points(model).items():
+        def hook(_m: Any, _i: Any, out: Any, name: str = name) -> None:
+            out = out[0] if isinstance(out, tuple) else out
+            seen[name] = out.detach().reshape(-1, out.shape[-1])  # a batch of one
+        module.register_forward_hook(hook)
+    with torch.no_grad():
+        if isinstance(model, (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)):
+            x = torch.tensor(float_rows(example.embeddings), dtype=kind)[list(example.token_ids)]
+            attention = getattr(model, "self_attn", model)
+            x = x.unsqueeze(0 if attention.batch_first else 1)  # a batch of one
+            n = len(example.token_ids)
+            mask = (torch.nn.Transformer.generate_square_subsequent_mask(n, dtype=kind)
+                    if example.causal else None)
+            if isinstance(model, torch.nn.MultiheadAttention):
+                model(x, x, x, attn_mask=mask)
+            else:
+                model(x, src_mask=mask)
+        else:
+            seen["logits"] = model(torch.tensor([list(example.token_ids)])).logits[0]
+    g = derivation if derivation is not None else derive(example)
+    return [_error(name, g, value, dtype) for name, value in seen.items()]

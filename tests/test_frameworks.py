@@ -1,0 +1,285 @@
+"""Imported models against the framework's own forward pass (PyTorch, Hugging Face).
+
+Tiny random models are built here with a fixed seed, run by the framework in float64
+(eval mode), and their outputs -- logits and every stage a forward hook reaches --
+compared with symformer's certified values of the imported example.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import symformer  # noqa: E402
+from symformer.errors import NotSupportedError  # noqa: E402
+from symformer.frameworks import from_pretrained, from_torch  # noqa: E402
+from symformer.frameworks.hf_in import read_safetensors  # noqa: E402
+
+TOKENS = [3, 5, 7, 1]
+
+
+def certified(g: symformer.Derivation, name: str) -> np.ndarray:
+    """A stage's certified values (128-bit balls, their midpoints as floats)."""
+    balls = g[name].balls(128)
+    for row in balls:
+        for b in row:
+            assert b.rad() < 1e-30  # far inside float64's resolution
+    return np.array([[float(b.mid()) for b in row] for row in balls])
+
+
+def close(exact: np.ndarray, framework: np.ndarray, rel: float = 1e-12) -> None:
+    framework = np.asarray(framework, dtype=np.float64).reshape(exact.shape)
+    scale = max(np.abs(exact).max(), 1e-300)
+    assert np.abs(exact - framework).max() <= rel * scale, (exact, framework)
+
+
+def hooked(model, modules: dict[str, object]) -> dict[str, np.ndarray]:
+    """Register forward hooks on ``modules``; their float64 outputs land in the dict."""
+    seen: dict[str, np.ndarray] = {}
+    for name, module in modules.items():
+        def hook(_m, _inp, out, name=name):
+            out = out[0] if isinstance(out, tuple) else out
+            seen[name] = out.detach().reshape(out.shape[-2], out.shape[-1]).numpy()
+        module.register_forward_hook(hook)
+    return seen
+
+
+def _exact_weights_match(folder, example) -> None:
+    """Every tensor of the file is in the example as exactly its dyadic value."""
+    weights, _ = read_safetensors(folder / "model.safetensors")
+    wte = next(v for k, v in weights.items() if k.endswith(("wte.weight", "embed_tokens.weight")))
+    for i in range(wte.shape[0]):
+        for j in range(wte.shape[1]):
+            v = example.embeddings[i, j]
+            assert Fraction(int(v.p), int(v.q)) == Fraction(float(wte[i, j]))
+
+
+def test_gpt2_logits_and_stages_match_hugging_face(tmp_path) -> None:
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
+                                     n_positions=8)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    example = from_pretrained(tmp_path, TOKENS)
+    _exact_weights_match(tmp_path, example)
+    assert example.tokens == ("t3", "t5", "t7", "t1")
+    model = model.double()
+    block = model.transformer.h[0]
+    _language_model_matches(model, example, {
+        "layer1.norm1": block.ln_1, "layer1.attention.output": block.attn,
+        "layer1.norm2": block.ln_2, "layer1.ffn.output": block.mlp,
+        "layer1.add_norm2": block, "final_norm": model.transformer.ln_f})
+
+
+def _language_model_matches(model, example, modules: dict[str, object]) -> None:
+    """The example's logits and hooked stages equal the float64 model's to 1e-12."""
+    seen = hooked(model, modules)
+    with torch.no_grad():
+        logits = model(torch.tensor([TOKENS])).logits[0].numpy()
+    g = symformer.derive(example)
+    close(certified(g, "logits"), logits)
+    assert len(seen) == len(modules)  # every hook ran
+    for name, value in seen.items():
+        close(certified(g, name), value)
+
+
+def _llama_float64(monkeypatch, kind: str) -> None:
+    """HF's Llama (and Qwen2) compute RMSNorm and the rotary angles in float32 even in a
+    float64 model; make those two steps float64 (same formulas) so that the reference is."""
+    import importlib
+
+    ml = importlib.import_module(f"transformers.models.{kind}.modeling_{kind}")
+    prefix = {"llama": "Llama", "qwen2": "Qwen2"}[kind]
+
+    def rms(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
+
+    def rotary(self, x, position_ids):
+        dim = self.inv_freq.shape[0] * 2
+        base = self.config.rope_parameters["rope_theta"]
+        inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        freqs = position_ids[..., None].double() * inv
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    monkeypatch.setattr(getattr(ml, f"{prefix}RMSNorm"), "forward", rms)
+    monkeypatch.setattr(getattr(ml, f"{prefix}RotaryEmbedding"), "forward", rotary)
+
+
+@pytest.mark.parametrize(("kind", "extra"), [
+    ("llama", {}),
+    ("llama", {"tie_word_embeddings": True, "attention_bias": True, "mlp_bias": True}),
+    ("qwen2", {}),  # biases on q, k, v
+])
+def test_llama_with_grouped_query_attention_matches_hugging_face(tmp_path, monkeypatch,
+                                                                 kind, extra) -> None:
+    _llama_float64(monkeypatch, kind)
+    torch.manual_seed(1)
+    name = {"llama": "Llama", "qwen2": "Qwen2"}[kind]
+    config = getattr(transformers, f"{name}Config")(
+        vocab_size=16, hidden_size=8, intermediate_size=12, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16, **extra)
+    model = getattr(transformers, f"{name}ForCausalLM")(config).eval()
+    with torch.no_grad():  # norm weights start at 1, biases at 0: make them random
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.uniform_(0.5, 1.5)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    example = from_pretrained(tmp_path, TOKENS)
+    _exact_weights_match(tmp_path, example)
+    assert len(example.layers[0].kv_heads) == 2 and len(example.layers[0].heads) == 4
+    assert example.lm_head.tied == bool(extra.get("tie_word_embeddings"))
+    assert (example.layers[0].heads[0].b_Q is not None) == (kind == "qwen2" or bool(extra))
+    model = model.double()
+    layer = model.model.layers[0]
+    _language_model_matches(model, example, {
+        "layer1.norm1": layer.input_layernorm, "layer1.attention.output": layer.self_attn,
+        "layer1.norm2": layer.post_attention_layernorm, "layer1.ffn.output": layer.mlp,
+        "final_norm": model.model.norm})
+
+
+@pytest.mark.parametrize(("norm_first", "activation"), [(False, "relu"), (True, "gelu")])
+def test_transformer_encoder_layer_matches_pytorch(norm_first, activation) -> None:
+    torch.manual_seed(2)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, activation=activation,
+                                             norm_first=norm_first, batch_first=True,
+                                             layer_norm_eps=1e-5).eval()
+    x = torch.randn(3, 4)
+    example = from_torch(layer, x)
+    layer = layer.double()
+    norms = ("layer1.norm1", "layer1.norm2") if norm_first else ("layer1.add_norm1",
+                                                                  "layer1.add_norm2")
+    seen = hooked(layer, {"layer1.attention.output": layer.self_attn,
+                          norms[0]: layer.norm1, norms[1]: layer.norm2})
+    with torch.no_grad():
+        out = layer(x.double().unsqueeze(0))[0].numpy()
+    g = symformer.derive(example)
+    close(certified(g, "output"), out)
+    assert len(seen) == 3  # every hook ran
+    for name, value in seen.items():
+        close(certified(g, name), value)
+
+
+def test_multihead_attention_matches_pytorch() -> None:
+    torch.manual_seed(3)
+    mha = torch.nn.MultiheadAttention(4, 2).eval()
+    x = torch.randn(3, 4)
+    example = from_torch(mha, x, causal=True)
+    mha = mha.double()
+    xd = x.double()
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64)
+    with torch.no_grad():
+        out, weights = mha(xd, xd, xd, attn_mask=mask, average_attn_weights=False)
+    g = symformer.derive(example)
+    close(certified(g, "output"), out.numpy())
+    got = g["layer1.head2.weights"].balls(128)
+    assert got[0][1] is None or float(got[0][1].mid()) == 0  # masked: exactly zero
+    close(np.array([[0.0 if b is None else float(b.mid()) for b in row] for row in got]),
+          weights[1].numpy())
+
+
+def test_unsupported_features_are_refused_in_one_line(tmp_path) -> None:
+    layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6)  # train mode
+    with pytest.raises(NotSupportedError, match="dropout in train mode"):
+        from_torch(layer, torch.zeros(2, 4))
+    torch.manual_seed(0)
+    config = transformers.MistralConfig(vocab_size=16, hidden_size=8, intermediate_size=8,
+                                        num_hidden_layers=1, num_attention_heads=2,
+                                        num_key_value_heads=1, sliding_window=2)
+    transformers.MistralForCausalLM(config).save_pretrained(tmp_path,
+                                                            safe_serialization=True)
+    with pytest.raises(NotSupportedError, match="sliding"):
+        from_pretrained(tmp_path, TOKENS)
+
+
+def _run_module_file(path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["gpt2_style", "llama_style", None])
+def test_exported_torch_module_reproduces_the_exact_values(name, tmp_path) -> None:
+    example = symformer.load_example(name)
+    path = tmp_path / "model.py"
+    path.write_text(symformer.to_torch(example))
+    stages = _run_module_file(path, f"model_{name}").Model()()
+    g = symformer.derive(example)
+    assert "output" in stages and len(stages) > 5
+    for stage, value in stages.items():
+        balls = g[stage].balls(128)
+        exact = np.array([[np.nan if b is None else float(b.mid()) for b in row]
+                          for row in balls])
+        known = ~np.isnan(exact)
+        value = value.numpy()
+        scale = np.abs(exact[known]).max()
+        assert np.abs(exact[known] - value[known]).max() <= 1e-14 * max(scale, 1e-300), stage
+
+
+def test_cli_import_then_export_torch_round_trip(tmp_path) -> None:
+    from symformer.cli import main
+
+    torch.manual_seed(4)
+    config = transformers.GPT2Config(n_layer=1, n_embd=4, n_head=2, vocab_size=8,
+                                     n_positions=4)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    out = tmp_path / "gpt2.toml"
+    assert main(["import", str(tmp_path / "hf"), "--tokens", "1,t2,3", "--out", str(out)]) == 0
+    assert "GPT2LMHeadModel" in out.read_text()
+    assert main(["export", str(out), "--out", str(tmp_path / "pt"), "--format", "torch"]) == 0
+    logits = _run_module_file(tmp_path / "pt" / "model.py", "model_gpt2").Model()()["logits"]
+    with torch.no_grad():
+        ref = model.double()(torch.tensor([[1, 2, 3]])).logits[0]
+    assert torch.allclose(logits, ref, rtol=1e-12, atol=1e-15)
+
+
+def test_crosscheck_torch_errors_are_consistent_with_the_dtype(capsys) -> None:
+    from symformer.cli import main
+    from symformer.frameworks.torch_check import torch_crosscheck, worst_stage
+
+    example = symformer.load_example("gpt2_style")
+    g = symformer.derive(example)
+    worst = {dt: worst_stage(torch_crosscheck(example, dt, g))
+             for dt in ("float64", "float32", "bfloat16")}
+    # a few units of each dtype's epsilon at most, on a model this small
+    assert all(0 < w.ulps < 50 for w in worst.values()), worst
+    assert worst["float64"].digits > 13 > worst["float32"].digits > 5
+    assert 0.5 < worst["bfloat16"].digits < 3.5
+    assert main(["crosscheck", "gpt2_style", "--torch", "--dtype", "float32",
+                 "--tol", "1e-5"]) == 0
+    out = capsys.readouterr().out
+    assert "loses most digits: " + worst["float32"].stage in out
+    assert main(["crosscheck", "gpt2_style", "--torch", "--dtype", "bfloat16",
+                 "--tol", "1e-5"]) == 1
+
+
+def test_crosscheck_of_the_users_own_module(tmp_path) -> None:
+    from symformer.frameworks.torch_check import module_crosscheck
+
+    torch.manual_seed(5)
+    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
+                                     n_positions=8)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    example = from_pretrained(tmp_path, TOKENS)
+    g = symformer.derive(example)
+    rows = {dt: module_crosscheck(model, example, dt, g) for dt in ("float64", "float32")}
+    assert {r.stage for r in rows["float64"]} >= {"logits", "layer1.norm1", "final_norm"}
+    assert max(r.ulps for r in rows["float64"]) < 50
+    assert 0 < max(r.ulps for r in rows["float32"]) < 50
+    assert next(model.parameters()).dtype == torch.float32  # the user's model is untouched
+    layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, norm_first=True).eval()
+    x = torch.randn(3, 4)
+    rows = module_crosscheck(layer, from_torch(layer, x, causal=True), "bfloat16")
+    assert len(rows) == 4 and all(r.ulps < 50 for r in rows)
+    assert min(r.digits for r in rows) < 3.5
