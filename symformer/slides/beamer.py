@@ -162,8 +162,9 @@ def figure_frame(frame: FigureFrame) -> str:
     (:data:`~symformer.figures.tikz.SLIDES`: its room and its font), so set at its
     natural size, never shrunk; its text, whatever size the figure asks for, in
     :data:`FIGURE_FONT`."""
+    title = frame.title or latex_text(frame.figure.title.split(":")[0].rstrip("."))
     return (f"\\setbeamertemplate{{frame footer}}{{}}\n"
-            f"\\begin{{frame}}[t]{{{frame.title}}}\n\\centering"
+            f"\\begin{{frame}}[t]{{{title}}}\n\\centering"
             + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
                       for size in ("small", "footnotesize", "scriptsize", "tiny"))
             + "\\small\n"

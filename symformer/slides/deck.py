@@ -121,7 +121,7 @@ class FigureFrame:
     """One figure on a frame of its own, titled like the stage it draws."""
 
     figure: Figure
-    title: str
+    title: str = ""  # LaTeX; empty: the figure's own title, up to its first colon
 
 
 Frame = StageFrame | FigureFrame
