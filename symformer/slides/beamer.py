@@ -137,7 +137,7 @@ def stage_frame(frame: StageFrame) -> str:
     for e in frame.equation:
         remark = f" \\quad ({reader_text(e.remark)})" if e.remark else ""
         out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
-    if frame.equation and (frame.lines or frame.table is not None):
+    if frame.equation and frame.lines:
         out.append("\\par\\medskip")
     numbers, results, step = frame.steps()
     for w in frame.lines:

@@ -161,6 +161,7 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     lines = worked_lines(stage, row, options.decimals)
     base = StageFrame(stage=stage, title=title(stage), token=row, equation=equation,
                       lines=(), table=None)
+    room = measure.BODY_HEIGHT - measure.title_overflow(base.title)
     lhs = max([measure.width(e.lhs) for e in equation]
               + [measure.width(w.lhs) for w in lines], default=0.0)
     top = sum(measure.equation_height(e.lhs, e.rhs, e.remark, lhs) for e in equation)
@@ -168,7 +169,7 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     used = top
     for line in lines:
         h = measure.worked_height(line.lhs, (*line.shown, line.result), lhs)
-        if chunks[-1] and used + h > measure.BODY_HEIGHT:
+        if chunks[-1] and used + h > room:
             chunks.append([])
             used = top
         chunks[-1].append(line)
@@ -176,13 +177,13 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     slices = _column_slices(table)
     out = [replace(base, lines=tuple(c)) for c in chunks]
     table_h = measure.table_height(len(table.row_labels), bool(table.legend))
-    if len(slices) == 1 and used + table_h <= measure.BODY_HEIGHT:
+    if len(slices) == 1 and used + table_h <= room:
         out[-1] = replace(out[-1], table=table)
     else:
         for a, b in slices:
             part = _columns(table, a, b) if len(slices) > 1 else table
             out.append(replace(base, table=part, columns=(a, b) if len(slices) > 1 else None,
-                               equation=equation if top + table_h <= measure.BODY_HEIGHT
+                               equation=equation if top + table_h <= room
                                else ()))
     out = [f for f in out if f.lines or f.table is not None] or out[:1]
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]

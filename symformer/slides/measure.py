@@ -105,8 +105,11 @@ def text_width(text: str) -> float:
 #: room kept), a line of text and the gap between paragraphs (pt), the hanging indent
 #: of a worked line's continuation (em), the extra height of a line with a fraction.
 EM = 12.0
+#: A frame title is set \large (14.4 pt, bold): its scale, and the height of its second line.
+TITLE_SCALE = 1.25
+TITLE_LINE = 19.0
 TEXT_WIDTH = 33.0
-BODY_HEIGHT = 182.0
+BODY_HEIGHT = 178.0
 LINE = 16.7
 PARSKIP = 6.0
 HANG = 1.5
@@ -154,6 +157,12 @@ def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float) -> float:
     """Height in pt of a worked line (its pieces start with their relations)."""
     total = sum(width(p) + 0.4 for p in pieces)
     return _height(" ".join(pieces), lines(total, lhs_width))
+
+
+def title_overflow(title: str) -> float:
+    """Height in pt a frame title (LaTeX, set large) takes beyond one line."""
+    plain = re.sub(r"\$[^$]*\$", "xxx", title)  # a symbol in maths: a few letters' width
+    return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
 
 
 def table_height(rows: int, legend: bool) -> float:
