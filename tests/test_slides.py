@@ -1,16 +1,16 @@
-"""``symformer slides``: a Beamer deck that compiles, has the promised pages, the right
-numbers on them and no overfull box.
+"""``symformer slides``: a Beamer deck a lecturer teaches from unedited.
 
-Numbers are compared with the independent float64 pass (tests/float_reference.py),
-rounded with Python's decimal module; pages are counted with poppler's ``pdfinfo`` and
-read with ``pdftotext``.
+Each shipped example's deck is built once per session (one module-scoped fixture per
+deck) and checked as a lecturer would see it: no word below 9 pt on a frame (word
+heights from poppler's ``pdftotext -bbox``, outside the footline), no overfull box,
+no internal identifier on screen (``pdftotext``), overlays that only add, in the
+order equation, numbers, results, table; and the right numbers (compared with the
+independent float64 pass, tests/float_reference.py, rounded with Python's decimal
+module).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
 import os
 import re
 import shutil
@@ -21,9 +21,9 @@ import pytest
 
 from symformer import derive, load_example
 from symformer.cli import main
-from symformer.figures.data import Options as FigureOptions
-from symformer.figures.data import figures
-from symformer.latex.document import renames
+from symformer.latex.compile import compile_log
+from symformer.slides import Options, frames, page_count, slides_files
+from symformer.slides.deck import StageFrame
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 
@@ -31,6 +31,14 @@ needs_poppler = pytest.mark.skipif(
     shutil.which("pdfinfo") is None or shutil.which("pdftotext") is None,
     reason="pdfinfo/pdftotext (poppler-utils) are not installed")
 OVERFULL = re.compile(r"Overfull \\[hv]box")
+#: The least height of a word on a frame, in PDF points at the frame's size (160 mm
+#: wide), and the band at the foot of the page kept for the footline (frame number,
+#: token followed).
+LEAST_HEIGHT = 9.0
+FOOTLINE = 16.0
+#: Internal identifiers that must not reach a frame: stage names, names with an
+#: underscore (``raw_scores``, ``W_O`` with a visible underscore), ASCII spellings.
+INTERNAL = re.compile(r"layer\d+\.|head\d+\.|\b[A-Za-z]\w*_\w+|\bgamma\b|\beps\b|U\+[0-9A-F]{4}")
 
 
 def run(*argv: str) -> int:
@@ -42,121 +50,187 @@ def pages(pdf: Path) -> int:
     return int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.MULTILINE).group(1))
 
 
-@functools.cache
-def _page_texts(pdf: Path) -> tuple[str, ...]:
-    """Every page's text, from one pdftotext run (pages end with a form feed)."""
+def page_texts(pdf: Path) -> list[str]:
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"],
                           capture_output=True, text=True, check=True).stdout
-    return tuple(text.split("\f"))
+    return text.split("\f")[:-1]
 
 
-def page_text(pdf: Path, k: int) -> str:
-    """The text of page ``k`` (1-based)."""
-    return _page_texts(pdf)[k - 1]
+PAGE = re.compile(r'<page width="[\d.]+" height="([\d.]+)">(.*?)</page>', re.S)
+WORD = re.compile(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">'
+                  r'(.*?)</word>', re.S)
 
 
-def promised_pages(g) -> int:
-    """The design: a title page, 3 overlays per stage (renaming stages have none), one
-    page per figure."""
-    stages = [s for s in g if not renames(s)]
-    return 1 + 3 * len(stages) + len(figures(g, FigureOptions(token=1, decimals=3)))
+def small_words(pdf: Path) -> list[tuple[int, float, str]]:
+    """(page, height, word) of every word with a letter or digit below LEAST_HEIGHT
+    outside the footline; a delimiter's glyph (no letter, no digit) is no text.
 
-
-@pytest.fixture(scope="module")
-def builtin_deck(tmp_path_factory) -> Path:
-    """The built-in example's deck, compiled once for the file (``../stderr.txt``: what the
-    command wrote on stderr, where it reports the log's overfull boxes)."""
-    if shutil.which("pdflatex") is None:
-        pytest.skip("pdflatex is not installed")
-    out = tmp_path_factory.mktemp("slides") / "deck"
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        assert run("slides", "--out", str(out), "--pdf", "--quiet") == 0
-    (out.parent / "stderr.txt").write_text(err.getvalue(), encoding="utf-8")
+    A word set vertically (an axis title) is measured across: its height is its width.
+    It is known by its line: words sharing its x-range, one of them at least twice as
+    tall as it is wide and of three characters or more (a word written upwards)."""
+    xml = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True,
+                         text=True, check=True).stdout
+    out = []
+    for k, page in enumerate(PAGE.finditer(xml), 1):
+        height = float(page.group(1))
+        words = [(float(a), float(b), float(c), float(d), t)
+                 for a, b, c, d, t in WORD.findall(page.group(2))]
+        upright = [(x0, x1) for x0, y0, x1, y1, t in words
+                   if len(t) >= 3 and y1 - y0 > 2 * (x1 - x0)]
+        for x0, y0, x1, y1, text in words:
+            turned = any(abs(x0 - a) < 0.5 and abs(x1 - b) < 0.5 for a, b in upright)
+            size = x1 - x0 if turned else y1 - y0
+            if y0 < height - FOOTLINE and re.search(r"\w", text) and size < LEAST_HEIGHT:
+                out.append((k, round(size, 2), text))
     return out
 
 
-def first_pass_log(tex: str, tmp_path: Path) -> str:
-    """pdflatex's log of one pass over ``tex``.  The deck reads nothing back from its
-    .aux (no \\ref or \\label; only the footline's frame total, in a box that cannot
-    overflow), so the second pass sets every line as the first did: one pass suffices
-    to find overfull boxes."""
-    (tmp_path / "slides.tex").write_text(tex, encoding="utf-8")
-    subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-draftmode",
-                    "slides.tex"], cwd=tmp_path, capture_output=True, check=True, timeout=300)
-    return (tmp_path / "slides.log").read_text(encoding="utf-8", errors="replace")
+def _build(tmp_path_factory, example: str | None):
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed")
+    g = derive(load_example(example) if example else load_example())
+    options = Options(token=1, decimals=3)
+    tex = slides_files(g, options)["slides.tex"]
+    pdf_bytes, log = compile_log({"slides.tex": tex}, "slides.tex")
+    pdf = tmp_path_factory.mktemp("slides") / "slides.pdf"
+    pdf.write_bytes(pdf_bytes)
+    return {"g": g, "tex": tex, "pdf": pdf, "log": log,
+            "pages": page_count(frames(g, options))}
+
+
+@pytest.fixture(scope="module")
+def builtin_deck(tmp_path_factory):
+    return _build(tmp_path_factory, None)
+
+
+@pytest.fixture(scope="module")
+def gpt2_deck(tmp_path_factory):
+    return _build(tmp_path_factory, "gpt2_style")
+
+
+@pytest.fixture(scope="module")
+def llama_deck(tmp_path_factory):
+    return _build(tmp_path_factory, "llama_style")
+
+
+@pytest.fixture(params=["builtin_deck", "gpt2_deck", "llama_deck"])
+def deck(request):
+    return request.getfixturevalue(request.param)
 
 
 @needs_pgfplots
 @needs_poppler
-def test_slides_pdf_has_one_page_per_overlay_step(builtin_deck):
-    pdf = builtin_deck / "slides.pdf"
+def test_no_word_on_a_frame_is_below_9pt(deck):
+    small = small_words(deck["pdf"])
+    assert not small, small[:10]
+
+
+@needs_pgfplots
+def test_no_frame_is_overfull(deck):
+    bad = [ln for ln in deck["log"].splitlines() if OVERFULL.search(ln)]
+    assert not bad, bad
+    assert "\\resizebox" not in deck["tex"] and "\\scalebox" not in deck["tex"]
+
+
+@needs_pgfplots
+@needs_poppler
+def test_no_internal_identifier_on_screen(deck):
+    found = [(k, m.group()) for k, text in enumerate(page_texts(deck["pdf"]), 1)
+             for m in INTERNAL.finditer(text)]
+    assert not found, found[:10]
+
+
+@needs_pgfplots
+@needs_poppler
+def test_pages_are_the_planned_overlays(deck):
+    assert pages(deck["pdf"]) == deck["pages"]
+
+
+#: One reveal in the generated source: ``\uncover<n->`` (from step n on, never removed).
+UNCOVER = re.compile(r"\\uncover<(\d+)->")
+
+
+def frame_sources(tex: str) -> list[str]:
+    return re.findall(r"\\begin\{frame\}\[t\].*?\\end\{frame\}", tex, re.S)
+
+
+def test_overlays_only_add_in_the_order_equation_numbers_results_table():
     g = derive(load_example())
-    assert pages(pdf) == promised_pages(g) == 1 + 3 * 37 + 5  # 2 heads, PE, 2 LayerNorms
-    # every stage's frame is three consecutive pages, in the order of the stages
-    seen = []
-    for k in range(2, pages(pdf) + 1):
-        head = page_text(pdf, k).splitlines()[1:2]
-        name = head[0].split("\u2014")[0].strip() if head and "\u2014" in head[0] else None
-        if name is not None:
-            seen.append(name)
-    assert seen == [s.name for s in g for _ in range(3)]
+    tex = slides_files(g, Options(token=1))["slides.tex"]
+    # nothing is ever taken away: no \only, \alt, \temporal, no closed overlay range
+    assert not re.search(r"\\only|\\alt<|\\temporal|\\onslide<\d+>|<\d+-\d+>|<\d+>", tex)
+    checked = 0
+    for source in frame_sources(tex):
+        lines = [ln for ln in source.splitlines() if ln.startswith("\\symline")]
+        equation = [ln for ln in lines if "\\uncover" not in ln]
+        worked = [ln for ln in lines if "\\uncover" in ln]
+        if not worked:
+            continue
+        checked += 1
+        assert equation, "the general equation comes first, shown from the start"
+        assert source.index(equation[-1]) < source.index(worked[0])
+        steps = [[int(n) for n in UNCOVER.findall(ln)] for ln in worked]
+        result = max(max(s) for s in steps)
+        for s in steps:
+            # the left-hand side comes with the line's first reveal, the substituted
+            # numbers one step before the results, the results all at once
+            assert s[0] == s[1] and s == sorted(s) and s[-1] == result, s
+            assert len(s) == 2 or s[1] == result - 1, s
+        assert min(s[0] for s in steps) == 2  # the first keystroke after the equation
+        table = source[source.find("\\begin{tabular}") - 40:] if "tabular" in source else ""
+        if table:  # the table with the token's row highlighted, last, the working kept
+            assert [int(n) for n in UNCOVER.findall(table)] == [result + 1]
+            assert "\\rowcolor" in table
+    assert checked >= 30
 
 
 @needs_pgfplots
 @needs_poppler
 def test_slides_show_the_tokens_numbers_then_its_row(builtin_deck):
-    pdf = builtin_deck / "slides.pdf"
+    texts = page_texts(builtin_deck["pdf"])
     ref = float_forward(load_example())
-    start = next(k for k in range(2, pages(pdf) + 1)
-                 if "layer1.head1.weights \u2014" in page_text(pdf, k))
-    equation, worked, result = (page_text(pdf, start + k) for k in range(3))
     weights = ref["layer1.head1.weights"][1]  # the token "think", position 1
     expected = [rounded(w, 3) for w in weights if far_from_tie(w, 3)]
     assert expected
-    assert not any(e in equation for e in expected)  # overlay 1: the general formula only
-    for text in expected:
-        assert text in worked  # overlay 2: the worked lines end with the results
-        assert text in result  # overlay 3: the table
-    row = next(line for line in result.splitlines() if re.match(r"\s*1\s+think\b", line))
-    assert row.split()[2:] == [rounded(w, 3) for w in weights]
-    # the Q frame: the token's query row, substituted and in the table
-    start = next(k for k in range(2, pages(pdf) + 1)
-                 if "layer1.head1.Q \u2014" in page_text(pdf, k))
+    frame = [t for t in texts if "Layer 1, Head 1: Attention weights" in t]
+    assert not any(e in frame[0] for e in expected)  # step 1: the general formula only
+    assert all(any(e in t for t in frame) for e in expected)  # the results, step by step
+    row = next(line for t in frame for line in t.splitlines()
+               if re.match(r"\s*1\s+think\s+\d", line))
+    assert row.split()[2:] == [rounded(w, 3) for w in weights]  # the table's row
     q = [rounded(v, 3) for v in ref["layer1.head1.Q"][1]]
-    assert all(v in page_text(pdf, start + 1) for v in q)
-    row = next(line for line in page_text(pdf, start + 2).splitlines()
-               if re.match(r"\s*1\s+think\b", line))
+    frame = [t for t in texts if "Layer 1, Head 1: Query" in t]
+    assert not any(v in frame[0] for v in q)
+    row = next(line for t in frame for line in t.splitlines()
+               if re.match(r"\s*1\s+think\s+\d", line))
     assert row.split()[2:] == q
 
 
 @needs_pgfplots
-def test_builtin_slides_have_no_overfull_box(builtin_deck):
-    """The built-in deck (compiled by ``slides --pdf``, which warns of each overfull
-    box of the log on stderr)."""
-    err = (builtin_deck.parent / "stderr.txt").read_text(encoding="utf-8")
-    assert not OVERFULL.findall(err), err
-    tex = (builtin_deck / "slides.tex").read_text(encoding="utf-8")
-    assert "\\rowcolor" in tex  # the followed token's row is highlighted
+@needs_poppler
+def test_the_fallback_theme_builds_alike(tmp_path):
+    """Without metropolis (a TeX Live without latex-extra) the plain frame builds the
+    same pages: nothing overfull, no word below 9 pt."""
+    g = derive(load_example())
+    options = Options(token=1, stages=("layer1.head1.Q", "layer1.head1.weights"))
+    tex = slides_files(g, options)["slides.tex"]
+    assert "\\IfFileExists{beamerthememetropolis.sty}" in tex
+    tex = tex.replace("\\IfFileExists{beamerthememetropolis.sty}", "\\IfFileExists{no-such.sty}")
+    pdf, log = compile_log({"slides.tex": tex}, "slides.tex")
+    assert not OVERFULL.search(log) and "metropolis" not in log
+    (tmp_path / "slides.pdf").write_bytes(pdf)
+    assert pages(tmp_path / "slides.pdf") == page_count(frames(g, options))
+    assert not small_words(tmp_path / "slides.pdf")
 
 
-@needs_pgfplots
-@pytest.mark.parametrize("example", ["gpt2_style", "llama_style"])
-def test_slides_have_no_overfull_box(tmp_path, example):
-    assert run("slides", example, "--out", str(tmp_path / "deck"), "--quiet") == 0
-    tex = (tmp_path / "deck" / "slides.tex").read_text(encoding="utf-8")
-    log = first_pass_log(tex, tmp_path)
-    assert not OVERFULL.findall(log), [ln for ln in log.splitlines() if OVERFULL.search(ln)]
-    assert "\\rowcolor" in tex  # the followed token's row is highlighted
-
-
-def test_slides_tex_marks_three_overlays_per_stage(tmp_path):
-    assert run("slides", "--out", str(tmp_path), "--token", "think", "--stage",
-               "layer1.head1.*") == 0
-    tex = (tmp_path / "slides.tex").read_text(encoding="utf-8")
-    assert tex.count("\\only<2>") == tex.count("\\only<3>") == 7
-    assert "\\begin{tikzpicture}" in tex  # the head's attention map
-    assert "token \u201cthink\u201d, position 1" in tex
+def test_long_working_is_split_never_shrunk():
+    g = derive(load_example("llama_style"))
+    deck = frames(g, Options(token=1))
+    parts = [f for f in deck if isinstance(f, StageFrame) and f.parts > 1]
+    assert parts  # some stage takes more than one frame
+    for f in parts:
+        assert f.title == next(x for x in deck if isinstance(x, StageFrame)
+                               and x.stage is f.stage).title
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -171,6 +245,15 @@ def test_slides_bad_input_is_one_line_exit_2(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_slides_tex_for_a_stage_filter(tmp_path):
+    assert run("slides", "--out", str(tmp_path), "--token", "think", "--stage",
+               "layer1.head1.*") == 0
+    tex = (tmp_path / "slides.tex").read_text(encoding="utf-8")
+    assert tex.count("\\setbeamertemplate{frame footer}{token \u201cthink\u201d, position 1}")
+    assert "\\begin{tikzpicture}" in tex  # the head's attention map
+    assert "Layer 1, Head 1: Query" in tex and "Layer 1, Head 2" not in tex
 
 
 def test_slides_out_that_is_a_file_or_unwritable(tmp_path, capsys):

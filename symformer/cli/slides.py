@@ -28,12 +28,14 @@ examples:
   symformer slides gpt2_style --out talk --token 2 --decimals 2
   symformer slides --out talk --stage 'layer1.head1.*' --pdf
 
-One frame per stage, in order; its overlays reveal (1) the general equation,
-(2) the numbers of the chosen token substituted, (3) the result, the token's row
-highlighted in the table. A frame with the figure follows each attention head's
-weights, the positional encoding, each LayerNorm and the next-token probabilities.
-Pages: 1 (title) + 3 per stage + 1 per figure. Needs beamer, tikz and pgfplots
-(Debian: texlive-latex-recommended, texlive-pictures); see docs/slides.md.
+For every stage, in order, overlays that only add: (1) the general equation,
+(2) the chosen token's numbers substituted, (3) their results, (4) the table with
+the token's row highlighted. Nothing is shrunk (no text below 9 pt): long working
+continues on the next frame, a table that does not fit under it gets its own.
+A frame with the figure follows each attention head's weights, the positional
+encoding, each LayerNorm and the next-token probabilities. Needs beamer, tikz and
+pgfplots (Debian: texlive-latex-recommended, texlive-pictures; texlive-latex-extra
+for the metropolis theme); see docs/slides.md.
 """
 
 #: A box pdflatex could not fit (the deck is designed to have none).
@@ -43,8 +45,9 @@ _OVERFULL = re.compile(r"^Overfull \\[hv]box .*$", re.MULTILINE)
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``slides`` sub-command."""
     p = sub.add_parser("slides", help="write a Beamer deck that walks the block step by step",
-                       description="Write a Beamer deck: one frame per stage, whose overlays "
-                                   "reveal the equation, the token's numbers and the result.",
+                       description="Write a Beamer deck: per stage, overlays that reveal the "
+                                   "equation, the token's numbers, their results and the "
+                                   "table.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")

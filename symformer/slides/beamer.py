@@ -1,11 +1,16 @@
 """The deck as Beamer source (``slides.tex``), for pdflatex.
 
-16:9 frames at 11 pt (set large on a projector: a frame is 16 cm wide), no
-navigation symbols.  Every frame is top-aligned so nothing moves between overlays:
-the equation stays at the top, the worked lines (overlay 2) and the table (overlay 3)
-take turns in the space below.  Each piece is shrunk (never enlarged) to fit its share
-of the frame, by width and by height (:data:`FIT`, graphicx only), so no frame is
-overfull however wide a table or long a worked line.
+16:9 frames (160 mm x 90 mm) at 12 pt in one family, Latin Modern, for text and
+maths alike (``\\usefonttheme{serif}``: the Greek letters, ``PE`` and the digits
+match the words around them); sub- and superscripts at 10.5 pt, so no text on a
+frame is below 9 pt even measured as pdftotext measures it (a 10.5 pt word is 9.3 pt
+tall there).  The metropolis theme where TeX Live has it (Debian's
+texlive-latex-extra), else a plain frame styled alike.  Nothing is shrunk: a worked
+line is a paragraph that TeX breaks at its sums (products stay whole), its left-hand
+side right-aligned in a column so every ``=`` lines up, its continuation indented;
+the deck (:mod:`symformer.slides.deck`) splits what is too tall over frames.  Every
+frame is top-aligned and every reveal is ``\\uncover<n->``: the space is kept, so
+nothing moves and nothing is taken away.
 """
 
 from __future__ import annotations
@@ -13,110 +18,155 @@ from __future__ import annotations
 from symformer.engine import Derivation
 from symformer.figures import tikz
 from symformer.latex.escape import latex_text
-from symformer.latex.render import step_lines, table_body
-from symformer.slides.deck import FigureFrame, Frame, Options, StageFrame, row_position
+from symformer.latex.render import table_body
+from symformer.slides.deck import (
+    FigureFrame,
+    Frame,
+    Options,
+    StageFrame,
+    reader_text,
+    row_position,
+)
 
-#: ``\symfit{H}{content}``: the content shrunk to the line's width and at most H tall.
-FIT = r"""\newcommand{\symfit}[2]{\resizebox*{!}{\ifdim\totalheight>#1 #1\else\totalheight\fi}{%
-\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{#2}}}"""
+#: The font size figures are set in (``\\small`` inside a figure): figures are drawn for
+#: the frame and set at their natural size, never scaled, so this is their text's size.
+FIGURE_FONT = r"\fontsize{10.5}{12.6}\selectfont"
 
-PREAMBLE = r"""\documentclass[11pt,aspectratio=169,xcolor=table]{beamer}
+PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 \usepackage[T1]{fontenc}
 \usepackage[utf8]{inputenc}
 \usepackage{lmodern}
 \usepackage{amsmath,amssymb}
 \usepackage{booktabs}
 \usepackage{graphicx}
-%(figures)s\setbeamertemplate{navigation symbols}{}
-\setbeamertemplate{footline}[frame number]
+%% Every glyph carries its character, the big delimiters and roots of the maths
+%% extension font too: copied text and pdftotext read "(" and a root sign.
+\input{glyphtounicode}\pdfgentounicode=1
+%(extension)s%(figures)s\IfFileExists{beamerthememetropolis.sty}{%%
+  \usetheme[numbering=counter,progressbar=none]{metropolis}}{%%
+  \setbeamercolor{frametitle}{fg=white,bg=black!80}%%
+  \setbeamercolor{title}{fg=black!85}%%
+  \setbeamertemplate{frametitle}{\nointerlineskip\begin{beamercolorbox}[wd=\paperwidth,
+    ht=2.3em,dp=0.9em,leftskip=1em]{frametitle}\usebeamerfont{frametitle}%%
+    \insertframetitle\end{beamercolorbox}}%%
+  \setbeamertemplate{footline}{\usebeamerfont{page number in head/foot}\hspace*{1em}%%
+    \usebeamertemplate*{frame footer}\hfill\insertframenumber\hspace*{1em}\vspace*{0.6em}}}
+\usefonttheme{serif}
+%% One title page for both themes (metropolis's own is a paper-high box, overfull).
+\setbeamertemplate{title page}{\vspace*{1.5em}%%
+  {\usebeamerfont{title}\usebeamercolor[fg]{title}\inserttitle\par}\medskip
+  {\usebeamerfont{subtitle}\usebeamercolor[fg]{subtitle}\insertsubtitle\par}\medskip
+  {\color{orange!80!black}\rule{\textwidth}{0.6pt}\par}\bigskip
+  \insertauthor\par\medskip{\small\insertinstitute\par\smallskip\insertdate\par}}
+\setbeamertemplate{navigation symbols}{}
 \setbeamerfont{frametitle}{size=\large}
-\setbeamerfont{framesubtitle}{size=\footnotesize}
-%(fit)s
+\setbeamerfont{page number in head/foot}{size=\small}
+\setbeamerfont{institute}{size=\small}\setbeamerfont{author}{size=\normalsize}
+\setbeamerfont{date}{size=\small}
+\DeclareMathSizes{12}{12}{10.5}{10.5}
+%% Spaces around operators never shrink: a long line is broken, never squeezed.
+\medmuskip=4mu plus 2mu\relax\thickmuskip=5mu plus 5mu\relax
+\DeclareMathSizes{14.4}{14.4}{12}{10.5}
+\DeclareMathSizes{10.95}{10.95}{10.5}{10.5}
+\DeclareMathSizes{10.5}{10.5}{10.5}{10.5}
+\newlength{\symlhs}\newlength{\symtmp}
+%% \symwidest{math}: \symlhs grows to the widest left-hand side of the frame.
+\newcommand{\symwidest}[1]{\settowidth{\symtmp}{$\displaystyle #1$}%%
+  \ifdim\symtmp>\symlhs\setlength{\symlhs}{\symtmp}\fi}
+%% \symline{lhs}: a line whose left-hand side is right-aligned in the frame's column;
+%% what follows is broken by TeX at its sums, continuation lines indented.
+\newcommand{\symline}[1]{\par\noindent\hangindent=\dimexpr\symlhs+1.5em\relax
+  \hangafter=1\makebox[\symlhs][r]{$\displaystyle #1$}}
 """
 
-#: The share of the text height each piece may take.
-EQUATION_HEIGHT = r"0.24\textheight"
-BODY_HEIGHT = r"0.56\textheight"
-#: Worked steps per column before a second column starts, and the most columns.
-ROWS_PER_COLUMN = 8
-MAX_COLUMNS = 3
-#: A worked step whose LaTeX is longer than this many characters takes two lines.
-LONG_LINE = 180
+
+#: Characters of the maths extension font's glyphs (Latin Modern's names, which TeX
+#: Live's glyphtounicode.tex lacks): without them a big parenthesis reads as a letter.
+_EXTENSION = {"parenleft": "0028", "parenright": "0029", "bracketleft": "005B",
+              "bracketright": "005D", "braceleft": "007B", "braceright": "007D",
+              "radical": "221A", "summation": "2211", "product": "220F", "integral": "222B"}
+
+
+def _extension_unicode() -> str:
+    names = [f"{base}{size}" for base in _EXTENSION
+             for size in ("big", "Big", "bigg", "Bigg", "text", "display", "tp", "bt", "ex",
+                          "mid", "vertbt", "verttp")]
+    return "".join(f"\\pdfglyphtounicode{{{n}}}{{{_EXTENSION[b]}}}\n"
+                   for n in names for b in _EXTENSION if n.startswith(b))
 
 
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
-    body = [title_frame(g, options)]
+    body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
     for frame in frames:
         body.append(stage_frame(frame) if isinstance(frame, StageFrame)
                     else figure_frame(frame))
-    preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "fit": FIT}
-    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
-    return (preamble + f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
-            "\\author{derived exactly by symformer}\n\\date{}\n\\begin{document}\n\n"
-            + "\n\n".join(body) + "\n\n\\end{document}\n")
+    preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
+    return preamble + title_page(g, options) + "\\begin{document}\n\n" + "\n\n".join(
+        body) + "\n\n\\end{document}\n"
 
 
-def title_frame(g: Derivation, options: Options) -> str:
-    """The title page: the sentence, the token followed, how numbers are rounded."""
+def title_page(g: Derivation, options: Options) -> str:
+    """The title page's fields: the example, the sentence, the token followed, how
+    numbers are rounded."""
     tokens = g.example.tokens
+    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
     sentence = " ".join(latex_text(t) for t in tokens)
-    return ("\\begin{frame}\n\\titlepage\n\\centering\\small\n"
-            f"The sentence: {sentence}\\\\\n"
-            f"Following the token \u201c{latex_text(tokens[options.token])}\u201d "
-            f"(position {options.token}; positions count from 0).\\\\\n"
-            f"Every number is rounded correctly to {options.decimals} decimals "
-            "(certified).\n\\end{frame}")
+    return (f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
+            f"\\author{{The sentence: \u201c{sentence}\u201d}}\n"
+            f"\\institute{{Following the token \u201c{latex_text(tokens[options.token])}\u201d "
+            f"(position {options.token}; positions count from 0).}}\n"
+            f"\\date{{Every number is derived exactly and rounded correctly to "
+            f"{options.decimals} decimals.}}\n")
 
 
 def stage_frame(frame: StageFrame) -> str:
-    """Three overlays: the equation; its numbers for the token; the table."""
-    stage = frame.stage
-    word = latex_text(stage.rows[frame.token])
-    where = f"{latex_text(stage.name)} \u2014 token \u201c{word}\u201d, position " \
-            f"{row_position(frame)}"
-    lines = [f"\\begin{{frame}}[t]{{{latex_text(frame.title)}}}{{{where}}}",
-             f"\\centering\\large\n\\symfit{{{EQUATION_HEIGHT}}}{{{aligned(frame.equation.lines)}}}"
-             "\\par\\medskip"]
-    worked = ("\\footnotesize no numbers to substitute" if frame.worked is None
-              else f"\\symfit{{{BODY_HEIGHT}}}{{{worked_aligned(frame)}}}")
-    lines.append(f"\\only<2>{{{worked}}}")
-    legend = latex_text(" ".join(frame.table.legend))
-    lines.append(f"\\only<3>{{\\symfit{{{BODY_HEIGHT}}}{{{table_body(frame.table)}}}"
-                 f"\\par\\smallskip{{\\scriptsize {legend}}}}}")
-    lines.append("\\end{frame}")
-    return "\n".join(lines)
-
-
-def aligned(rows: tuple[tuple[str, str], ...]) -> str:
-    """Equation lines ``(lhs, rhs)`` as inline display math aligned at ``=``."""
-    body = " \\\\ ".join(f"{lhs} &= {rhs}" for lhs, rhs in rows)
-    return f"$\\displaystyle\\begin{{aligned}} {body} \\end{{aligned}}$"
-
-
-def worked_aligned(frame: StageFrame) -> str:
-    """The worked lines, one per step (formula, numbers, result; a long step on two), in up to
-    :data:`MAX_COLUMNS` columns of at most :data:`ROWS_PER_COLUMN` steps."""
-    rows = []
-    for step in frame.worked.steps:
-        first, rest = step_lines(step)
-        if len(first) + len(rest) > LONG_LINE:  # the formula, then the numbers below it
-            rows += [f"{step.lhs} &{first}", f"&{rest}"]
-        else:
-            rows.append(f"{step.lhs} &{first} {rest}".rstrip())
-    columns = min(MAX_COLUMNS, -(-len(rows) // ROWS_PER_COLUMN))
-    height = -(-len(rows) // columns)
-    blocks = [" \\\\ ".join(rows[k:k + height]) for k in range(0, len(rows), height)]
-    return "\\qquad ".join(f"$\\displaystyle\\begin{{aligned}} {b} \\end{{aligned}}$"
-                            for b in blocks)
+    """One frame of a stage: the equation; then the token's numbers substituted; then
+    their results; then the table with the token's row highlighted (each from its
+    overlay on, never removed)."""
+    lhs = [e.lhs for e in frame.equation] + [w.lhs for w in frame.lines]
+    where = (f"token \u201c{latex_text(frame.stage.rows[frame.token])}\u201d, "
+             f"position {row_position(frame)}")
+    if frame.columns is not None:
+        a, b = frame.columns
+        where += f"; columns {a}\u2013{b - 1} of {len(frame.stage.cols)}"
+    out = [f"\\setbeamertemplate{{frame footer}}{{{where}}}",
+           f"\\begin{{frame}}[t]{{{frame.title}}}",
+           "\\raggedright\\setlength{\\symlhs}{0pt}"
+           + "".join(f"\\symwidest{{{x}}}" for x in lhs)]
+    for e in frame.equation:
+        remark = f" \\quad ({reader_text(e.remark)})" if e.remark else ""
+        out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
+    if frame.equation and frame.lines:
+        out.append("\\par\\medskip")
+    numbers, results, step = frame.steps()
+    for w in frame.lines:
+        # the left-hand side comes with the line's first reveal; TeX may break the
+        # line between its pieces and at their sums
+        first = numbers if w.shown else results
+        shown = "\\allowbreak".join(f"$\\displaystyle {{}}{p}$" for p in w.shown)
+        out.append(f"\\symline{{\\uncover<{first}->{{{w.lhs}}}}}"
+                   + (f"\\uncover<{numbers}->{{{shown}}}\\allowbreak" if shown else "")
+                   + f"\\uncover<{results}->{{$\\displaystyle {{}}{w.result}$}}")
+    if frame.table is not None:
+        legend = latex_text(" ".join(frame.table.legend))
+        table = (f"\\par\\medskip{{\\centering {table_body(frame.table)}\\par}}"
+                 + (f"\\smallskip{{\\small {legend}\\par}}" if legend else ""))
+        out.append(f"\\uncover<{step}->{{{table}}}" if step > 1 else table)
+    out.append("\\par\\end{frame}")
+    return "\n".join(out)
 
 
 def figure_frame(frame: FigureFrame) -> str:
-    """A figure on its own frame, the first part of its caption as the frame title.
+    """A figure on its own frame, titled like the stage it draws: drawn for the frame
+    (:data:`~symformer.figures.tikz.SLIDES`: its room and its font), so set at its
+    natural size, never shrunk; its text, whatever size the figure asks for, in
+    :data:`FIGURE_FONT`."""
+    title = frame.title or latex_text(frame.figure.title.split(":")[0].rstrip("."))
+    return (f"\\setbeamertemplate{{frame footer}}{{}}\n"
+            f"\\begin{{frame}}[t]{{{title}}}\n\\centering"
+            + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
+                      for size in ("small", "footnotesize", "scriptsize", "tiny"))
+            + "\\small\n"
+            f"{tikz.draw(frame.figure, tikz.SLIDES)}\n\\end{{frame}}")
 
-    The figure is drawn for the frame (:data:`~symformer.figures.tikz.SLIDES`: its room
-    and a 9 pt font), so it is set at its natural size, never shrunk."""
-    figure = frame.figure
-    title = latex_text(figure.title.split(":")[0].rstrip("."))
-    return (f"\\begin{{frame}}[t]{{{title}}}\n\\centering\n"
-            f"{tikz.draw(figure, tikz.SLIDES)}\\end{{frame}}")

@@ -1,0 +1,181 @@
+"""How wide a piece of math or text will be on a frame: an upper estimate, in em.
+
+The deck never shrinks a line to fit (its text stays at least 10.5 pt): a long worked
+line is broken by TeX at its operators, and a block too tall for a frame is split over
+frames.  To split in Python, the deck needs each line's height, hence its width; this
+module gives an estimate that errs on the wide side (calibrated on the worked lines of
+the shipped examples, set by pdflatex in Latin Modern at the deck's sizes), so a frame
+planned to fit does fit.  Sub- and superscripts are set at 10.5 pt in 12 pt maths
+(:data:`symformer.slides.beamer.PREAMBLE`), hence ``SCRIPT``.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Widths in em of the body font: a character (letter or digit, rounded up), a binary
+#: operator with its spaces, a relation with its spaces, a delimiter, a script's scale.
+CHAR = 0.56
+BINARY = 1.3
+RELATION = 1.45
+DELIMITER = 0.45
+SCRIPT = 0.9
+TEXT_CHAR = 0.5
+_TOKEN = re.compile(r"\\(?:left|right|[Bb]igg?[lr]?)\s*(?:\\[{}|]|[()\[\].|])"
+                    r"|\\[A-Za-z]+|\\.|[{}_^&]|\s+|.", re.S)
+_BINARY = {"+", "-", r"\cdot", r"\odot", r"\times", r"\pm"}
+_RELATION = {"=", r"\approx", "<", ">", r"\leq", r"\geq", r"\to", r"\mapsto"}
+#: Commands whose name is printed (their letters count), and spacing commands.
+_NAMED = {r"\sin", r"\cos", r"\tanh", r"\max", r"\min", r"\log", r"\exp"}
+_SPACE = {r"\quad": 1.0, r"\qquad": 2.0, r"\,": 0.17, r"\;": 0.28, r"\:": 0.22, r"\ ": 0.33}
+#: Commands that take a group and print only it (or nothing around it worth counting).
+_TRANSPARENT = {r"\mathrm", r"\text", r"\operatorname", r"\mathit", r"\mathbf", r"\tilde",
+                r"\hat", r"\overline", r"\mathopen", r"\mathclose", r"\displaystyle",
+                r"\nobreak", r"\sqrt", r"\mathbin", r"\mathrel", r"\boldsymbol"}
+
+
+def width(latex: str) -> float:
+    """An upper estimate of the width of ``latex`` (math, display style) in em."""
+    tokens = [t for t in _TOKEN.findall(latex) if not t.isspace()]
+    total, _ = _sequence(tokens, 0, 1.0)
+    return total
+
+
+def _sequence(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
+    """The width of tokens from ``k`` up to the closing brace of this group."""
+    total = 0.0
+    while k < len(tokens):
+        t = tokens[k]
+        if t == "}":
+            return total, k + 1
+        w, k = _item(tokens, k, scale)
+        total += w
+    return total, k
+
+
+def _group(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
+    """One argument: a braced group or a single token."""
+    if k < len(tokens) and tokens[k] == "{":
+        return _sequence(tokens, k + 1, scale)
+    if k < len(tokens):
+        return _item(tokens, k, scale)
+    return 0.0, k
+
+
+def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
+    t = tokens[k]
+    if t == "{":
+        return _sequence(tokens, k + 1, scale)
+    if t in "_^":
+        return _group(tokens, k + 1, scale * SCRIPT)
+    if t == r"\frac":
+        num, k = _group(tokens, k + 1, scale)
+        den, k = _group(tokens, k, scale)
+        return max(num, den) + 0.3 * scale, k
+    if t in (r"\begin", r"\end"):
+        _, k = _group(tokens, k + 1, 0.0)  # the environment's name prints nothing
+        return (DELIMITER * scale if t == r"\begin" else DELIMITER * scale), k
+    if t in _TRANSPARENT:
+        return (0.9 * scale if t == r"\sqrt" else 0.0), k + 1
+    if t in _NAMED:
+        return (len(t) - 1) * CHAR * scale, k + 1
+    if t in _SPACE:
+        return _SPACE[t] * scale, k + 1
+    if t in _BINARY:
+        return (BINARY if scale == 1.0 else CHAR) * scale, k + 1
+    if t in _RELATION:
+        return (RELATION if scale == 1.0 else CHAR) * scale, k + 1
+    if t == "&":
+        return 1.0 * scale, k + 1
+    if t == r"\\":
+        return 0.0, k + 1
+    if t.startswith((r"\left", r"\right", r"\B", r"\b")):
+        return DELIMITER * scale, k + 1
+    return CHAR * scale, k + 1  # a letter, a digit, a Greek letter, punctuation
+
+
+def text_width(text: str) -> float:
+    """An upper estimate of the width of plain text in em (Latin Modern's letters
+    average under half an em)."""
+    return TEXT_CHAR * len(text)
+
+
+#: The frame (160 mm x 90 mm, 12 pt, metropolis or the fallback theme): the text width
+#: in em (398 pt), the height under the frame title in pt (measured: 193 pt; some
+#: room kept), a line of text and the gap between paragraphs (pt), the hanging indent
+#: of a worked line's continuation (em), the extra height of a line with a fraction.
+EM = 12.0
+#: A frame title is set \large (14.4 pt, bold): its scale, and the height of its second line.
+TITLE_SCALE = 1.25
+TITLE_LINE = 19.0
+TEXT_WIDTH = 33.0
+BODY_HEIGHT = 178.0
+LINE = 16.7
+PARSKIP = 6.0
+HANG = 1.5
+FRACTION = 10.0
+#: ... and of a fraction with a root or a sum in it (taller still).
+TALL_FRACTION = 15.0
+TALLEST = 22.0
+#: How much wider than the estimate a line may be set (pieces of 5 em or more were
+#: set at most 0.986 of their estimate), and how full TeX fills a line it breaks at
+#: operators (ragged right).
+MARGIN = 1.0
+FILL = 0.9
+
+
+def lines(total: float, lhs: float) -> int:
+    """Lines a paragraph of ``total`` em takes after a left-hand side ``lhs`` em wide."""
+    full = TEXT_WIDTH - lhs - 0.5
+    if total * MARGIN <= full:  # one line: no room is lost to a break
+        return 1
+    first, rest = full * FILL, (TEXT_WIDTH - lhs - HANG) * FILL
+    over = total * MARGIN - first
+    return 1 if over <= 0 else 1 + int(-(-over // rest))
+
+
+def _height(math: str, n: int) -> float:
+    """Lines of text, each as tall as the tallest thing the paragraph holds (a display
+    fraction, limits, a fraction under a root), and an array's rows."""
+    extra = 0.0
+    tall = any(t in math for t in (r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
+    if r"\frac" in math and r"\sqrt" in math:
+        extra = TALLEST
+    elif r"\frac" in math or tall:
+        extra = TALL_FRACTION if tall else FRACTION
+    rows = math.count(r"\\")  # the rows of an array or matrix after its first
+    return n * (LINE + extra) + PARSKIP + rows * (LINE + 2.0)
+
+
+def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
+    """Height in pt of a general-equation line ``lhs = rhs`` and its remark."""
+    total = RELATION + width(rhs) + (text_width(remark) + 2.0 if remark else 0.0)
+    return _height(rhs, lines(total, lhs_width))
+
+
+def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float) -> float:
+    """Height in pt of a worked line (its pieces start with their relations)."""
+    total = sum(width(p) + 0.4 for p in pieces)
+    return _height(" ".join(pieces), lines(total, lhs_width))
+
+
+def title_overflow(title: str) -> float:
+    """Height in pt a frame title (LaTeX, set large) takes beyond one line."""
+    plain = re.sub(r"\$[^$]*\$", "xxx", title)  # a symbol in maths: a few letters' width
+    return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
+
+
+def table_height(rows: int, legend: bool) -> float:
+    """Height in pt of a table of ``rows`` rows under a header, booktabs rules, and
+    its one-line legend."""
+    return (rows + 1) * LINE + 14.0 + (LINE + PARSKIP if legend else 0.0) + PARSKIP
+
+
+def column_width(label: str, cells: list[str]) -> float:
+    """Width in em of a table column (its label and cells are math)."""
+    return max([width(label)] + [width(c) for c in cells]) + 1.0
+
+
+def label_columns_width(tokens: list[str]) -> float:
+    """Width in em of a table's position and token columns."""
+    return 2.5 + max([text_width("token")] + [text_width(t) for t in tokens]) + 1.0
