@@ -287,7 +287,8 @@ LN = "layer1.add_norm1"
 @pytest.fixture(scope="module")
 def ln_key(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("lnkey") / "key"
-    assert main(["exercise", "--variants", "1", "--seed", "5", "--ask", f"{LN}*", "--out",
+    asked = [a for part in ("sum", "mean", "std", "variance") for a in ("--ask", f"{LN}.{part}")]
+    assert main(["exercise", "--variants", "1", "--seed", "5", *asked, "--ask", LN, "--out",
                  str(folder), "--quiet"]) == 0
     return folder
 

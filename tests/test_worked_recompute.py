@@ -220,7 +220,7 @@ def test_shipped_examples_recompute(path):
     check_all(worked_items(g, decimals=3, token=1, exact=True))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(examples(), st.booleans(), st.integers(1, 4), st.booleans(), st.data())
 def test_random_examples_recompute(data, causal, decimals, exact, draw):
     example = example_from_dict(data, "random")

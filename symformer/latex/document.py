@@ -49,7 +49,7 @@ GROUPS = {
     "output": "Output",
     "Q_rot": "head", "K_rot": "head",
     "mean_square": "Add & Norm", "rms_norm": "Add & Norm",
-    "ffn_gate": "Feed-forward network",
+    "ffn_gate": "Feed-forward network", "ffn_gate_activation": "Feed-forward network",
     "logits": "Output", "probabilities": "Output", "next_token": "Output",
 }
 #: Kinds shown again under the causal mask.
