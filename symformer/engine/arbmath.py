@@ -6,13 +6,13 @@ a rigorous error radius); the masked score ``-inf`` is represented by ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import cache
 
 import flint
 from flint import arb, arb_mat, fmpq, fmpz
 
+from symformer.arbcontext import precision  # noqa: F401  (re-exported: the engine's name for it)
 from symformer.errors import NotSupportedError
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
@@ -20,17 +20,6 @@ from symformer.lazy import sympy
 NEG_INF = None  # a masked score: exp(-inf) = 0 exactly
 ArbRow = list["arb | None"]
 ArbMatrix = list[ArbRow]
-
-
-@contextmanager
-def precision(bits: int) -> Iterator[None]:
-    """Run ``arb`` arithmetic at ``bits`` of working precision, then restore it."""
-    saved = flint.ctx.prec
-    flint.ctx.prec = bits
-    try:
-        yield
-    finally:
-        flint.ctx.prec = saved
 
 
 def dot(a: Sequence[arb], b: Sequence[arb]) -> arb:

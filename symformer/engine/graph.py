@@ -529,21 +529,31 @@ class Derivation:
             if twin.exact_rational(name, i, j) != boundary and not twin.prove_zero(
                     twin._resolved_local(name, i, j) - _rational(boundary)):
                 continue
-            prec = 256
-            while prec <= MAX_PRECISION:
-                base = twin.evaluate(prec)
-                with precision(prec):
-                    stages = list(self)[:list(self.stages).index(name) + 1]
-                    delta = differences(stages, base)
-                if delta is None:
+            for share in self._mask_shares(twin, name):
+                if share is None:
                     return None
-                d = delta[name][i][j]
+                d = share[i][j]
                 if d == 0:
                     return round_fraction(boundary, decimals=decimals, significant=significant)
                 if d > 0 or d < 0:
                     return sides[1] if d > 0 else sides[0]
-                prec *= 4
         return None
+
+    def _mask_shares(self, twin: Derivation, name: str):
+        """What the finite mask adds to stage ``name`` (:mod:`symformer.engine.perturb`),
+        enclosed at 256 bits, then at 4 times more each time up to the ceiling; a final
+        None where it cannot be enclosed."""
+        prec = 256
+        while prec <= MAX_PRECISION:
+            base = twin.evaluate(prec)
+            with precision(prec):
+                stages = list(self)[:list(self.stages).index(name) + 1]
+                delta = differences(stages, base)
+            if delta is None:
+                yield None
+                return
+            yield delta[name]
+            prec *= 4
 
     def _masked_to_zero(self, name: str, i: int, j: int) -> bool:
         """Whether the entry of a finitely masked derivation is 0 under the exact mask
@@ -559,21 +569,15 @@ class Derivation:
         entry is then what the finite mask adds, d, enclosed without cancellation, so
         its digits cost a precision of the digits wanted, not of its magnitude
         (exp(-1e9) would need a billion bits).  None if d stays undecided."""
-        prec = 256
-        while prec <= MAX_PRECISION:
-            base = twin.evaluate(prec)
-            with precision(prec):
-                stages = list(self)[:list(self.stages).index(name) + 1]
-                delta = differences(stages, base)
-            if delta is None:
+        for share in self._mask_shares(twin, name):
+            if share is None:
                 return None
-            d = delta[name][i][j]
+            d = share[i][j]
             if d == 0:
                 return round_fraction(Fraction(0), significant=significant)
             rounded = round_ball(d, significant=significant)
             if rounded is not None:
                 return rounded
-            prec *= 4
         return None
 
     def _twin(self) -> Derivation:

@@ -24,13 +24,12 @@ A value that balls cannot separate from 0 (``"sin(pi)"``) is refused: write 0.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import flint
 from flint import arb, fmpq
 
+from symformer.arbcontext import precision as _precision
 from symformer.lazy import sympy
 
 #: The deepest nesting of parentheses, signs, powers and functions accepted.
@@ -351,18 +350,6 @@ def _certify(tree: Tree) -> None:
                 continue
     raise ExpressionError("cannot certify that a part of it is non-zero or within its "
                           "limits (write an exact 0 as 0)")
-
-
-@contextmanager
-def _precision(bits: int) -> Iterator[None]:
-    """``arb`` arithmetic at ``bits`` of precision (the engine's own helper would be an
-    import cycle: the engine reads the example's numbers)."""
-    saved = flint.ctx.prec
-    flint.ctx.prec = bits
-    try:
-        yield
-    finally:
-        flint.ctx.prec = saved
 
 
 def _ball(tree: Tree, check: bool = False) -> arb:
