@@ -14,33 +14,11 @@ import os
 from pathlib import Path
 
 import pytest
+from test_backward import ONE_TOKEN  # a one-token example with an mse [loss]
 
 from symformer import files
 from symformer.cli import main
 from symformer.errors import InputError
-
-ONE_TOKEN = """
-title = "one token"
-tokens = ["a"]
-vocab = ["a"]
-embeddings = [[2, -1]]
-positional_encoding = "none"
-eps = "7/4"
-[[layer]]
-W_O = [[0, 0]]
-W_1 = [[0], [0]]
-b_1 = [-1]
-W_2 = [[0, 0]]
-b_2 = [0, 0]
-gamma_1 = [2, 2]
-[[layer.head]]
-W_Q = [[0], [0]]
-W_K = [[0], [0]]
-W_V = [[0], [0]]
-[loss]
-kind = "mse"
-target = [[0, 0]]
-"""
 
 
 @pytest.fixture(autouse=True)
