@@ -18,6 +18,7 @@ from symformer.latex.equations import sublayer
 from symformer.latex.escape import word_label
 from symformer.latex.outline import Section
 from symformer.latex.tables import heat_of
+from symformer.words import plural
 
 #: Groups (second-level headings) of the decoder's stage kinds, where not by sub-layer.
 GROUPS = {"embeddings": "Embeddings and positional encoding",
@@ -127,7 +128,7 @@ def generation_section(g: Derivation, steps: int, decimals: int,
     done = generate(g.example, steps, max_work=max_work)
     generated = [s.choice.token for s in done if not s.choice.is_tie]
     text = ("Greedy decoding appends the exact argmax token and derives everything again, "
-            f"{steps} step{'s' if steps != 1 else ''} at most (stopping after \u201c</s>\u201d "
+            f"{plural(steps, 'step')} at most (stopping after \u201c</s>\u201d "
             "or at an exact tie). Generated: "
             + " ".join(done[0].tokens + tuple(generated)) + ".")
     if done[-1].choice.is_tie:

@@ -37,6 +37,7 @@ from symformer.verify.chain import (
     round_values,
 )
 from symformer.verify.claims import Claim
+from symformer.words import plural
 
 #: Extra decimals shown for "the exact value to more digits".
 MORE_DIGITS = 6
@@ -123,8 +124,8 @@ class Checker:
                                  f"a [train] table of the claims file (lr = ..., steps = ..., "
                                  f"optimizer = ...; docs/verify.md)")
             if not self.run.steps >= step_of(stage):
-                raise InputError(f"{stage}: the [train] table takes {self.run.steps} "
-                                 f"step{'s' if self.run.steps != 1 else ''}")
+                raise InputError(f"{stage}: the [train] table takes "
+                                 f"{plural(self.run.steps, 'step')}")
             run = self.run
             self._derived[key] = train(self.derivation(causal), run.lr, run.steps,
                                        run.optimizer, settings=run.options).graph
