@@ -26,6 +26,7 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.engine.rounding import round_ball, round_fraction
 from symformer.errors import InputError, UndecidedError
+from symformer.example.expression import Constant
 from symformer.lazy import sympy
 from symformer.ops import Operation
 
@@ -39,9 +40,11 @@ K = TypeVar("K")
 PRECISIONS = (128, 256, 512, 1024, 2048, 4096)
 
 
-def ball(value: Fraction, radius: Fraction = Fraction(0)) -> arb:
-    """A ball holding the rational ``value`` (± ``radius``) at the current precision."""
-    centre = arb(fmpq(value.numerator, value.denominator))
+def ball(value: Fraction | Constant, radius: Fraction = Fraction(0)) -> arb:
+    """A ball holding the rational (or irrational claimed) ``value`` (± ``radius``) at
+    the current precision."""
+    centre = value.ball() if isinstance(value, Constant) else arb(
+        fmpq(value.numerator, value.denominator))
     if not radius:
         return centre
     r = arb(fmpq(radius.numerator, radius.denominator))
@@ -55,6 +58,8 @@ def _is_rational(e: Entry) -> bool:
 def _as_ball(e: Entry) -> arb | None:
     if e is None or isinstance(e, arb):
         return e
+    if isinstance(e, Constant):  # a claimed irrational taken as printed
+        return e.ball()
     return ball(Fraction(int(e.p), int(e.q)))
 
 
@@ -144,10 +149,14 @@ def round_values(values: Values, decimals: int) -> Values | None:
     return out
 
 
-def within(e: Entry, claimed: Fraction, half: Fraction) -> bool | None:
-    """Is |e - claimed| <= half?  None when the ball is too wide to tell."""
+def within(e: Entry, claimed: Fraction | Constant, half: Fraction) -> bool | None:
+    """Is |e - claimed| <= half?  None when the ball is too wide to tell (an irrational
+    ``claimed``, whose half is 0, is never decided equal here: only a proof tells)."""
     if e is None:
         return False
+    if isinstance(claimed, Constant):
+        difference = _as_ball(e) - claimed.ball()
+        return False if (difference > 0 or difference < 0) else None
     if _is_rational(e):
         return abs(Fraction(int(e.p), int(e.q)) - claimed) <= half
     distance = abs(e - ball(claimed))
@@ -165,7 +174,9 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
     """Is each target's claimed number within its half-unit of the value?
 
     ``targets`` maps a key to (row, col, claimed, half): ``claimed`` None means
-    "-inf" (a masked score), right only where the value is masked too.  ``values(bits)``
+    "-inf" (a masked score), right only where the value is masked too; an irrational
+    ``claimed`` (a :class:`Constant`, half 0) is right only when the value is proved
+    equal to it (on ``g``'s symbols of ``stage``), wrong when a ball separates them.  ``values(bits)``
     gives the stage's entries at a precision (None: not decidable there); it is
     raised until every target is decided.  A value still on the boundary claimed ± half
     at the last precision is proved equal to it on ``g``'s symbols of ``stage`` (a
@@ -173,6 +184,7 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
     """
     pending = set(targets)
     verdicts: dict[K, bool] = {}
+    tried: set[K] = set()  # exact claims whose proof failed
     for bits in PRECISIONS:
         v = values(bits)
         if v is None:  # a rounding upstream is undecided at this precision
@@ -185,6 +197,10 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
             else:
                 with precision(bits):
                     verdict = within(value, claimed, half)
+            if verdict is None and isinstance(claimed, Constant) and g is not None \
+                    and key not in tried:  # an exact claim: try the proof at once
+                tried.add(key)
+                verdict = _proved_equal(g, stage, row, col, claimed.sympy()) or None
             if verdict is not None:
                 verdicts[key] = verdict
                 pending.discard(key)
@@ -192,15 +208,20 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
             return verdicts
     for key in pending:  # on a boundary claimed ± half: only an exact proof can tell
         row, col, claimed, half = targets[key]
-        symbol = None if g is None else g.symbols(stage)[row, col]
-        if symbol is None or not any(
-                g.prove_zero(symbol - sympy.Rational(b.numerator, b.denominator))
-                for b in (claimed - half, claimed + half)):
+        bounds = [claimed.sympy()] if isinstance(claimed, Constant) else [
+            sympy.Rational(b.numerator, b.denominator) for b in (claimed - half, claimed + half)]
+        if g is None or key in tried or not any(
+                _proved_equal(g, stage, row, col, b) for b in bounds):
             raise UndecidedError(f"{where}: cannot decide {stage}[{row},{col}]: the "
                                  f"value is within 2^-{PRECISIONS[-1]} of a rounding "
                                  f"boundary and could not be proved equal to it")
         verdicts[key] = True  # exactly claimed ± half: a correct rounding
     return verdicts
+
+
+def _proved_equal(g: Derivation, stage: str, row: int, col: int, value: sympy.Expr) -> bool:
+    """Is entry (row, col) of ``stage`` proved equal to the exact ``value``?"""
+    return g.prove_zero(g.symbols(stage)[row, col] - value)
 
 
 def reader_rounding(g: Derivation, decimals: int, stages: list[str] | None = None

@@ -25,6 +25,7 @@ from symformer.engine.graph import Stage
 from symformer.engine.rounding import round_fraction
 from symformer.errors import InputError, UndecidedError
 from symformer.example import Example
+from symformer.example.expression import Constant
 from symformer.lazy import sympy
 from symformer.notation import entry, place
 from symformer.verify import conventions
@@ -351,13 +352,15 @@ def meets(enclosure, claimed: Fraction | None, half: Fraction) -> bool:
     """Can a value in ``enclosure`` round to ``claimed``?  (False only when certain.)"""
     if enclosure is None or claimed is None:
         return enclosure is None and claimed is None
-    return not (enclosure < ball(claimed - half) or enclosure > ball(claimed + half))
+    centre, h = ball(claimed), ball(half)
+    return not (enclosure < centre - h or enclosure > centre + h)
 
 
 def exact_matrix(claim: Claim) -> Values:
-    """A claim's printed numbers as exact rationals."""
-    return [[None if (n := claim.number(i, j)) is None else sympy.Rational(n.numerator,
-                                                                           n.denominator)
+    """A claim's printed numbers as exact rationals (an irrational one as its
+    :class:`~symformer.example.expression.Constant`, taken in balls)."""
+    return [[n if (n := claim.number(i, j)) is None or isinstance(n, Constant)
+             else sympy.Rational(n.numerator, n.denominator)
              for j in range(len(row))] for i, row in enumerate(claim.values)]
 
 

@@ -14,6 +14,9 @@ Claims TOML (rows are 0-based token positions, as ``symformer derive`` numbers t
     cols = [0, 2]                    # optional: the columns of the stage that values gives
     entry = [1, 2]                   # optional, instead of rows/cols: one entry;
                                      # values = 0.262 or [[0.262]]
+                                     # a value may be an exact expression, "log(2)" or
+                                     # "sqrt(2)/2" (the example files' grammar): right
+                                     # only when it equals the exact value (proved)
     causal = true                    # optional: the causally masked derivation (default:
                                      # the example's causal setting)
     inputs = { "layer1.add_norm1" = "mha" }  # optional: a local check of the step
@@ -35,15 +38,20 @@ from pathlib import Path
 from symformer.blocks.backward import is_backward_stage, stage_of
 from symformer.blocks.train import Run, is_training_stage, train_table
 from symformer.engine import Derivation
+from symformer.engine.arbmath import precision
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
-from symformer.example.numbers import exact_number
+from symformer.example.expression import Constant
+from symformer.example.numbers import exact_value
 from symformer.verify.prose import prose_numbers
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
 MAX_DECIMALS = 30
+#: Decimals reports show the exact value to for an exact irrational claim ("log(2)")
+#: when the claim gives neither decimals nor significant.
+EXACT_CLAIM_DECIMALS = 6
 _CLAIM_KEYS = {"name", "stage", "decimals", "significant", "values", "rows", "cols", "entry",
                "causal", "inputs", "check"}
 #: A number as printed: sign, digits with an optional point, optional exponent.
@@ -110,8 +118,12 @@ class Claim:
         """
         if self.decimals is not None:
             return self.decimals
+        value = self.number(i, j)
+        if isinstance(value, Constant):  # an exact claim: the digits are only for reports
+            if self.significant is None:
+                return EXACT_CLAIM_DECIMALS
+            return self.significant - 1 - leading_exponent(abs(approximation(value)))
         if self.significant is not None:
-            value = self.number(i, j)
             if not value:  # -inf or 0: the significant digits say nothing of a place
                 return printed_decimals(self.values[i][j], self.where)
             return self.significant - 1 - leading_exponent(abs(value))
@@ -123,17 +135,27 @@ class Claim:
         N significant digits of a nonzero value never round to 0, so a claimed 0
         with ``significant`` is right only when the value is exactly 0.
         """
-        if self.significant is not None and self.number(i, j) == 0:
+        value = self.number(i, j)
+        if isinstance(value, Constant) or (self.significant is not None and value == 0):
             return Fraction(0)
         return Fraction(1, 2) * Fraction(10) ** -self.decimals_at(i, j)
 
-    def number(self, i: int, j: int) -> Fraction | None:
-        """The claimed number at values[i][j], exactly (None for "-inf")."""
+    def number(self, i: int, j: int) -> Fraction | Constant | None:
+        """The claimed number at values[i][j], exactly: a rational, an irrational
+        :class:`~symformer.example.expression.Constant` (``"log(2)"``, claimed exactly:
+        :meth:`half_at` is 0), or None for "-inf"."""
         text = self.values[i][j]
         if text.strip().lower() in _INFINITE:
             return None
-        r = exact_number(text, f"{self.where}, values[{i}][{j}]")
-        return Fraction(int(r.p), int(r.q))
+        r = exact_value(text, f"{self.where}, values[{i}][{j}]")
+        return r if isinstance(r, Constant) else Fraction(int(r.p), int(r.q))
+
+
+def approximation(value: Constant) -> Fraction:
+    """An irrational claim's value to about 30 digits (its magnitude, for the digits a
+    report shows; never a verdict)."""
+    with precision(128):
+        return Fraction(value.ball().mid().str(40, radius=False))
 
 
 def printed_decimals(text: str, where: str = "") -> int:
