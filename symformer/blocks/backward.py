@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from symformer.blocks.lessons import add_per_position_loss
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.ops import (
@@ -88,7 +89,9 @@ def add_loss(g: Derivation) -> str:
         source = found[-1].name
         op = CrossEntropy(loss.target_ids(g[source].cols, g[source].shape[0]),
                           reduction=loss.reduction)
-    return g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
+    g.add("loss", "loss", op, (source,), ("loss",), ("L",), side=g[source].side)
+    add_per_position_loss(g, "loss")  # [stages] per_position_loss = true
+    return "loss"
 
 
 def decide_relu_zeros(g: Derivation, relus: list[str], prec: int | None = None) -> None:
@@ -212,9 +215,9 @@ def tied_table_stages(g: Derivation, names: dict[tuple[str, str], str]) -> list[
 
 
 def is_backward_stage(name: str) -> bool:
-    """Is ``name`` a stage of the backward pass (``loss``, ``grad.*`` and its named
-    contributions)?"""
-    return name == "loss" or name.startswith("grad.")
+    """Is ``name`` a stage of the backward pass (``loss``, ``loss.per_position``,
+    ``grad.*`` and its named contributions)?"""
+    return name == "loss" or name.startswith(("grad.", "loss."))
 
 
 def stage_of(g: Derivation, name: str) -> Stage:

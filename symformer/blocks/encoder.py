@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
+from symformer.blocks.lessons import add_lesson_stages
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
@@ -41,6 +42,7 @@ def derive(example: Example, causal: bool | None = None,
         decoder_stages(g, memory="output")
     if example.lm_head is not None:
         lm_head(g, out, example.lm_head.W_vocab, example.lm_head.b_vocab, example.vocab)
+    add_lesson_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 
 

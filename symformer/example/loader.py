@@ -28,6 +28,7 @@ from symformer.example.fields import (
     vocab_and_tokens,
 )
 from symformer.example.loss import parse_loss
+from symformer.example.stages import parse_stages
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
     exact_scalar,
@@ -66,7 +67,7 @@ _TOP_KEYS = {
     "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal",
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "rope_theta", "rope_angles",
-    "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
+    "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss", "stages",
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
@@ -260,6 +261,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         final_norm=_final_norm(data, here, d_model, defaults),
         lm_head=lm_head,
         loss=loss,
+        stages=parse_stages(data["stages"], here.sub("stages")) if "stages" in data else None,
     )
 
 

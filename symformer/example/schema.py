@@ -17,6 +17,7 @@ from symformer.lazy import sympy
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
     from symformer.example.loss import Loss
+    from symformer.example.stages import LessonStages
 
 #: LayerNorm's default epsilon, 1e-6.
 DEFAULT_EPS = ExactNumber(fmpq(1, 10**6))
@@ -180,6 +181,9 @@ class Example:
     lm_head: LMHead | None = None
     #: The optional ``[loss]`` table, see :mod:`symformer.example.loss`.
     loss: Loss | None = None
+    #: The optional ``[stages]`` table: stages lessons print, asked for by name
+    #: (:mod:`symformer.example.stages`).
+    stages: LessonStages | None = None
 
     @property
     def d_model(self) -> int:

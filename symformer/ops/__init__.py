@@ -9,6 +9,7 @@ from symformer.ops.add import Add
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
 from symformer.ops.concat import Concat
+from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
 from symformer.ops.embedding import Embedding
 from symformer.ops.gated import GatedProduct
@@ -26,6 +27,7 @@ from symformer.ops.loss import (
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.parameter import Parameter
+from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
 from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
 from symformer.ops.relu import ReLU
@@ -35,6 +37,7 @@ from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.sgd import SgdStep
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
+from symformer.ops.softmax_jacobian import SoftmaxJacobian
 from symformer.ops.staged_embedding import StagedEmbedding
 from symformer.ops.staged_normalize import StagedNormalize
 from symformer.ops.staged_positional import StagedPositional
@@ -48,12 +51,13 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy", "DotScores",
+    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy", "DotProducts", "DotScores",
     "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient", "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
-    "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",
+    "Operation", "Parameter", "PositionCrossEntropy", "PositionSquaredError",
+    "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Softmax", "StagedEmbedding", "StagedNormalize",
+    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StagedEmbedding", "StagedNormalize",
     "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",

@@ -1,0 +1,94 @@
+"""The stages lessons print that an example asks for in its ``[stages]`` table.
+
+* ``jacobian``: a softmax row's Jacobian, ``NAME.jacobian.rowR``
+  (:class:`~symformer.ops.softmax_jacobian.SoftmaxJacobian`);
+* ``products``: the products inside one query's dot products,
+  ``NAME.products.rowR`` (:class:`~symformer.ops.dot_products.DotProducts`);
+* ``per_position_loss``: ``loss.per_position``, each position's loss
+  (:mod:`symformer.ops.position_losses`), added with the loss.
+
+Each is a side stage (nothing reads it), placed with the stage it is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from symformer.engine.graph import Derivation, Stage, unknown_stage_message
+from symformer.errors import InputError
+from symformer.example.stages import StageRequest
+from symformer.ops import (
+    CrossEntropy,
+    DotProducts,
+    DotScores,
+    MeanSquaredError,
+    Operation,
+    PositionCrossEntropy,
+    PositionSquaredErrors,
+    Softmax,
+    SoftmaxJacobian,
+)
+
+#: The name of the per-position loss stage.
+PER_POSITION = "loss.per_position"
+
+
+def add_lesson_stages(g: Derivation) -> None:
+    """Append the Jacobians and products the example's ``[stages]`` asks for."""
+    asked = g.example.stages if g.example is not None else None
+    if asked is None:
+        return
+    for request in asked.jacobian:
+        _add_rows(g, request, asked.where, "jacobian", Softmax, "a softmax stage "
+                  "(attention weights or probabilities)", _jacobian)
+    for request in asked.products:
+        _add_rows(g, request, asked.where, "products", DotScores, "a dot-product stage "
+                  "(raw_scores)", _products)
+
+
+def _jacobian(g: Derivation, s: Stage, row: int) -> None:
+    g.add(f"{s.name}.jacobian.row{row}", "jacobian", SoftmaxJacobian(row), (s.name,), s.cols,
+          s.cols, layer=s.layer, head=s.head, side=s.side)
+
+
+def _products(g: Derivation, s: Stage, row: int) -> None:
+    q, k = s.inputs
+    g.add(f"{s.name}.products.row{row}", "products", DotProducts(row), (q, k), g[k].rows,
+          g[q].cols, layer=s.layer, head=s.head, side=s.side)
+
+
+def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: type,
+              what: str, add: Callable[[Derivation, Stage, int], None]) -> None:
+    if request.stage not in g:
+        raise InputError(f"{where}: {key} names {request.text!r}: "
+                         + unknown_stage_message(request.stage, [s.name for s in g]))
+    stage = g[request.stage]
+    if not isinstance(stage.op, kind):
+        raise InputError(f"{where}: {key} names {request.stage}, which is not {what}")
+    n = stage.shape[0]
+    if request.row is not None and request.row >= n:
+        raise InputError(f"{where}: {key} names row {request.row} of {request.stage}, "
+                         f"which has {n} rows (0 to {n - 1})")
+    for row in range(n) if request.row is None else (request.row,):
+        if f"{stage.name}.{key}.row{row}" not in g:  # asked twice: once
+            add(g, stage, row)
+
+
+def add_per_position_loss(g: Derivation, loss: str) -> None:
+    """``loss.per_position`` after the loss stage, when ``[stages]`` asks for it."""
+    asked = g.example.stages if g.example is not None else None
+    if asked is None or not asked.per_position_loss or PER_POSITION in g:
+        return
+    stage = g[loss]
+    op: Operation
+    if isinstance(stage.op, CrossEntropy):
+        op = PositionCrossEntropy(stage.op.targets)
+    elif isinstance(stage.op, MeanSquaredError):
+        op = PositionSquaredErrors(stage.op.target, positions=stage.op.positions)
+    else:
+        raise InputError(f"{asked.where}: per_position_loss needs a [loss] of kind "
+                         f"\"cross_entropy\" or \"mse\" (an upstream gradient has no "
+                         f"positions)")
+    source = g[stage.inputs[0]]
+    g.add(PER_POSITION, "position_losses", op, (source.name,), source.rows, ("L",),
+          side=source.side)
