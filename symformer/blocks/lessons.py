@@ -22,6 +22,7 @@ from symformer.ops import (
     DotProducts,
     DotScores,
     MeanSquaredError,
+    Notation,
     Operation,
     PositionCrossEntropy,
     PositionSquaredErrors,
@@ -47,14 +48,17 @@ def add_lesson_stages(g: Derivation) -> None:
 
 
 def _jacobian(g: Derivation, s: Stage, row: int) -> None:
-    g.add(f"{s.name}.jacobian.row{row}", "jacobian", SoftmaxJacobian(row), (s.name,), s.cols,
-          s.cols, layer=s.layer, head=s.head, side=s.side)
+    title = f"Jacobian of softmax row {row} ({s.rows[row]!r}): d{s.op.symbol.text}_j/ds_k"
+    op = SoftmaxJacobian(row, Notation("J", "J", title))
+    g.add(f"{s.name}.jacobian.row{row}", "jacobian", op, (s.name,), s.cols, s.cols,
+          layer=s.layer, head=s.head, side=s.side)
 
 
 def _products(g: Derivation, s: Stage, row: int) -> None:
     q, k = s.inputs
-    g.add(f"{s.name}.products.row{row}", "products", DotProducts(row), (q, k), g[k].rows,
-          g[q].cols, layer=s.layer, head=s.head, side=s.side)
+    title = f"Products inside the dot products of query {row} ({s.rows[row]!r}) with each key"
+    g.add(f"{s.name}.products.row{row}", "products", DotProducts(row, Notation("P", "P", title)),
+          (q, k), g[k].rows, g[q].cols, layer=s.layer, head=s.head, side=s.side)
 
 
 def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: type,
@@ -72,6 +76,20 @@ def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: 
     for row in range(n) if request.row is None else (request.row,):
         if f"{stage.name}.{key}.row{row}" not in g:  # asked twice: once
             add(g, stage, row)
+            _place_after(g, f"{stage.name}.{key}.row{row}", stage.name)
+
+
+def _place_after(g: Derivation, name: str, anchor: str) -> None:
+    """Move the just-added stage ``name`` next to ``anchor`` (after the side stages
+    already there), so that notes show it with the stage it is about.  Only while the
+    derivation is being built: nothing has been evaluated, and every input of ``name``
+    precedes ``anchor`` or is ``anchor``."""
+    order = [s for s in g.stages if s != name]
+    at = order.index(anchor) + 1
+    while at < len(order) and order[at].startswith(anchor + "."):
+        at += 1
+    order.insert(at, name)
+    g.stages = {s: g.stages[s] for s in order}
 
 
 def add_per_position_loss(g: Derivation, loss: str) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from symformer.blocks.backward import is_backward_stage, stage_of
 from symformer.engine import Derivation
+from symformer.errors import InputError
 from symformer.fill.syntax import FillError
 
 #: How many stage names a message lists at most.
@@ -52,6 +54,10 @@ class Names:
     """The stage names of a derivation with their row and column labels."""
 
     def __init__(self, g: Derivation) -> None:
+        self.g = g
+        self._read(g)
+
+    def _read(self, g: Derivation) -> None:
         self.order = tuple(s.name for s in g)
         self.labels = {s.name: (s.rows, s.cols) for s in g}
         self.prefixes = {n.rsplit(".", k)[0] for n in self.order
@@ -59,7 +65,18 @@ class Names:
         self.tops = {n.split(".")[0] for n in self.order}
 
     def stage(self, parts: tuple[str, ...]) -> Whole:
-        """The stage named by ``parts``; an unknown name or a mere prefix is an error."""
+        """The stage named by ``parts``; an unknown name or a mere prefix is an error.
+
+        A backward stage (``loss``, ``loss.per_position``, ``grad.*``) of an example with
+        a ``[loss]`` appends the backward pass first (only then: a template of forward
+        values costs what it did)."""
+        if is_backward_stage(".".join(parts)) and "grad.loss" not in self.g \
+                and self.g.example is not None and self.g.example.loss is not None:
+            try:
+                stage_of(self.g, "grad.loss")
+            except InputError as exc:
+                raise FillError(str(exc)) from None
+            self._read(self.g)
         for k in range(1, len(parts) + 1):
             name = ".".join(parts[:k])
             if name not in self.labels and name not in self.prefixes:

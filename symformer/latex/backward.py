@@ -31,7 +31,7 @@ from symformer.latex.worked import Style, worked_example
 from symformer.placement import part_of
 
 #: The stage kinds the backward pass adds.
-KINDS = ("loss", "gradient", "weight_gradient")
+KINDS = ("loss", "position_losses", "gradient", "weight_gradient")
 #: More decimals than the forward part prints (gradients are small numbers).
 EXTRA_DECIMALS = 2
 
@@ -50,7 +50,7 @@ def prepare(g: Derivation) -> Derivation:
 def _taught(stage: Stage) -> bool:
     """A stage with worked lines: the loss, or the gradient at a stage of token rows
     (not the seed dL/dL = 1)."""
-    if stage.kind == "loss":
+    if stage.kind in ("loss", "position_losses"):
         return True
     source = stage.name.removeprefix("grad.")
     g = stage.derivation
@@ -59,6 +59,8 @@ def _taught(stage: Stage) -> bool:
 
 
 def _row(stage: Stage, token: int, target: int | None) -> int:
+    if stage.kind == "position_losses":  # the loss of the token followed
+        return min(token if target is None else target, stage.shape[0] - 1)
     if stage.kind != "gradient":
         return 0
     source = stage.derivation[stage.name.removeprefix("grad.")]
@@ -69,7 +71,7 @@ def _row(stage: Stage, token: int, target: int | None) -> int:
 def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
     """The part a stage's section sits in (``Layer 1``, ``Decoder, Layer 1``, ``Output``)
     and where within it (``Head 1``)."""
-    if stage.kind == "loss":
+    if stage.kind in ("loss", "position_losses"):
         return "Loss", ()
     where = part_of(stage)
     if stage.kind == "weight_gradient":
@@ -89,11 +91,12 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragm
     equation = stage_equation(stage)
     if equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
-    if stage.kind == "weight_gradient":
+    if stage.kind in ("weight_gradient", "position_losses"):
         out.append(Fragment(f"{name}-table", [stage_table(
             stage, decimals=decimals, exact=exact, caption=f"{stage.op.symbol.title}.",
             label=f"tab:{stage.name}")]))
-        return out
+        if stage.kind == "weight_gradient":
+            return out
     worked = worked_example(stage, row, Style(decimals, exact))
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
@@ -145,6 +148,10 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
             out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
+            continue
+        if stage.kind == "position_losses":  # in the loss's part, under its own title
+            out.append(Section(Heading(_title(stage), top + 2), _fragments(
+                stage, _row(stage, token, target), decimals, exact)))
             continue
         if _where(stage)[0] != part:
             part = _where(stage)[0]

@@ -31,7 +31,8 @@ GROUPS = {"embeddings": "Embeddings and positional encoding",
 _ATTENTION = {"self": "Masked self-attention", "cross": "Cross-attention"}
 _MULTI_HEAD = {"self": "Masked multi-head self-attention",
                "cross": "Multi-head cross-attention"}
-_HEAD_KINDS = frozenset({"Q", "K", "V", "raw_scores", "scores", "weights", "head_output"})
+_HEAD_KINDS = frozenset({"Q", "K", "V", "raw_scores", "scores", "weights", "head_output",
+                         "products"})
 
 
 def part(stage: Stage) -> str:

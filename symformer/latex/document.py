@@ -51,6 +51,7 @@ GROUPS = {
     "mean_square": "Add & Norm", "rms_norm": "Add & Norm",
     "ffn_gate": "Feed-forward network", "ffn_gate_activation": "Feed-forward network",
     "logits": "Output", "probabilities": "Output", "next_token": "Output",
+    "products": "head",
 }
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
@@ -114,6 +115,8 @@ def slug(name: str) -> str:
 
 
 def _group(stage: Stage) -> str:
+    if stage.kind == "jacobian":  # a softmax row's Jacobian sits with its softmax
+        stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
     group = GROUPS.get(stage.kind, "Other stages")
