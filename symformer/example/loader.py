@@ -28,7 +28,6 @@ from symformer.example.fields import (
     vocab_and_tokens,
 )
 from symformer.example.loss import parse_loss
-from symformer.example.stages import parse_stages
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
     exact_scalar,
@@ -52,6 +51,7 @@ from symformer.example.schema import (
     Layer,
     LMHead,
 )
+from symformer.example.stages import parse_stages
 from symformer.lazy import sympy
 
 BUILTIN_NAME = "builtin.toml"

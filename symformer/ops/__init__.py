@@ -51,8 +51,9 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy", "DotProducts", "DotScores",
-    "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient", "Identity",
+    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy",
+    "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
+    "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
     "Operation", "Parameter", "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",

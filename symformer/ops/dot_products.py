@@ -43,7 +43,8 @@ class DotProducts(Operation):
         return IndexEquation(("P[j, c] = q[r, c] * k[j, c]",), {"P": "out", "q": "in0",
                                                                 "k": "in1"},
                              scalars={"r": self.row}, symbols={"r": ("r", "r")},
-                             remark=f"r = {self.row}: the query; row j adds up to its score with key j")
+                             remark=f"r = {self.row}: the query; row j adds up to its "
+                                    f"score with key j")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         Q, K = args

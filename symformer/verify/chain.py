@@ -176,9 +176,10 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
     ``targets`` maps a key to (row, col, claimed, half): ``claimed`` None means
     "-inf" (a masked score), right only where the value is masked too; an irrational
     ``claimed`` (a :class:`Constant`, half 0) is right only when the value is proved
-    equal to it (on ``g``'s symbols of ``stage``), wrong when a ball separates them.  ``values(bits)``
-    gives the stage's entries at a precision (None: not decidable there); it is
-    raised until every target is decided.  A value still on the boundary claimed ± half
+    equal to it (on ``g``'s symbols of ``stage``), wrong when a ball separates them.
+    ``values(bits)`` gives the stage's entries at a precision (None: not decidable
+    there); it is raised until every target is decided.  A value still on the boundary
+    claimed ± half
     at the last precision is proved equal to it on ``g``'s symbols of ``stage`` (a
     correct rounding), or the run ends with an :class:`UndecidedError` naming ``where``.
     """

@@ -42,8 +42,8 @@ from symformer.engine.arbmath import precision
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
-from symformer.example.loader import read_text_file, read_toml
 from symformer.example.expression import Constant
+from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_value
 from symformer.verify.prose import prose_numbers
 
