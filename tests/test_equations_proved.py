@@ -241,22 +241,35 @@ def _with_loss(name: str | None, loss: str):
                                                source=f"{name}+loss")))
 
 
+#: The [stages] table's side stages, proved with the losses (lesson stages).
+STAGES = ('\n[stages]\nper_position_loss = true\njacobian = ["layer1.head1.weights[1]"]\n'
+          'products = ["layer1.head2.raw_scores[3]"]\n')
+LESSON_OPS = {"position_squared_errors", "position_cross_entropy", "softmax_jacobian",
+              "dot_products"}
+
+
 @pytest.mark.parametrize("name, loss", [
     (None, 'kind = "mse"\nreduction = "sum"\ntarget = [[1, 0, 0, 1]]\npositions = [2]\n'),
     (None, 'kind = "mse"\nreduction = "mean"\ntarget = [[1, 0, 0, 1], [0, 1, 1, 0]]\n'
-           'positions = [3, 0]\n'),
+           'positions = [3, 0]\n' + STAGES),
     (None, 'kind = "upstream"\nstage = "layer1.add_norm1"\n'
            'gradient = [[1, 0, 0, 0], [0, 2, 0, 0], [0, 0, -1, 0], [1, 1, 1, 1]]\n'),
-    ("gpt2_style", 'kind = "cross_entropy"\ntargets = ["cat", "", "on"]\n'),
+    ("gpt2_style", 'kind = "cross_entropy"\ntargets = ["cat", "", "on"]\n'
+                   '[stages]\nper_position_loss = true\n'),
     ("gpt2_style", 'kind = "cross_entropy"\nreduction = "sum"\n'
                    'targets = ["cat", "sat", "on"]\n'),
 ], ids=["mse-sum-position", "mse-mean-positions", "upstream", "ce-no-target", "ce-sum"])
 def test_loss_conventions_and_tied_table_proved(name, loss):
     """Every [loss] convention's equation and backward rule (and gpt2_style's tied table:
-    the lookup's and the head's uses summed) proved at every entry."""
+    the lookup's and the head's uses summed; the [stages] table's per-position losses, a
+    softmax row's Jacobian, a query's dot-product terms) proved at every entry."""
     g = _with_loss(name, loss)
     proved = {stage.op.name for stage in g if (isinstance(stage.op, Gradient) or stage.op.name
-              in ("mse", "cross_entropy", "upstream", "table_sum")) and prove_stage(g, stage)}
+              in {"mse", "cross_entropy", "upstream", "table_sum"} | LESSON_OPS)
+              and prove_stage(g, stage)}
     assert proved & {"mse", "cross_entropy", "upstream"}
+    if "[stages]" in loss:
+        assert proved & LESSON_OPS == ({"position_cross_entropy"} if name else
+                                       LESSON_OPS - {"position_cross_entropy"})
     if name == "gpt2_style":
         assert "table_sum" in proved

@@ -72,6 +72,7 @@ from symformer.ops import (
     WholeVariance,
     calculus,
 )
+from symformer.ops.dot_products import DotProducts
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.loss import (
     CrossEntropy,
@@ -79,6 +80,8 @@ from symformer.ops.loss import (
     PositionSquaredError,
     UpstreamGradient,
 )
+from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
+from symformer.ops.softmax_jacobian import SoftmaxJacobian
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
 from symformer.verify.conventions import Convention, derive_variant
@@ -255,6 +258,38 @@ def _(draw):
 @factory("softmax")
 def _(draw):
     return Case(Softmax(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("softmax_jacobian")
+def _(draw):
+    n, k = _shape(draw)
+    return Case(SoftmaxJacobian(draw(st.integers(0, n - 1))), [_matrix(draw, n, k)])
+
+
+@factory("position_squared_errors")
+def _(draw):
+    n, d = _shape(draw)
+    positions = draw(st.none() | st.lists(st.integers(0, n - 1), min_size=1, max_size=n,
+                                          unique=True).map(tuple))
+    rows = n if positions is None else len(positions)
+    return Case(PositionSquaredErrors(_matrix(draw, rows, d), positions=positions),
+                [_matrix(draw, n, d)])
+
+
+@factory("position_cross_entropy")
+def _(draw):
+    n, v = _shape(draw)
+    rows = [[Fraction(1 + draw(st.integers(0, 3)), 1) for _ in range(v)] for _ in range(n)]
+    probabilities = sympy.Matrix([[sympy.Rational(x, sum(row)) for x in row] for row in rows])
+    targets = tuple(draw(st.none() | st.integers(0, v - 1)) for _ in range(n))
+    return Case(PositionCrossEntropy(targets), [probabilities])
+
+
+@factory("dot_products")
+def _(draw):
+    n, m, d = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    return Case(DotProducts(draw(st.integers(0, n - 1))), [_matrix(draw, n, d),
+                                                           _matrix(draw, m, d)])
 
 
 @factory("scale_mask")
