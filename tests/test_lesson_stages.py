@@ -4,19 +4,44 @@ References, independent of the engine:
 
 * hand-derived values on the ln 2 example of ``test_irrational_inputs`` (scores
   [ln 2, 0, 0], weights [1/2, 1/4, 1/4], head output sqrt(2)/4);
-* the cross-entropy rule with positions without a target written -w_i (not -1 w_i).
+* the cross-entropy rule with positions without a target written -w_i (not -1 w_i);
+* PyTorch: ``torch.autograd.functional.jacobian`` of softmax for a row's Jacobian,
+  ``cross_entropy(reduction="none")`` with ``ignore_index`` for per-position losses;
+* the independent float64 forward pass (``tests/float_reference.py``) for the products
+  inside the dot products and the per-position squared errors.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
+from fractions import Fraction
+
+import numpy as np
 import pytest
+import torch
+from float_reference import float_forward
 
 from symformer import derive
+from symformer.blocks.backward import backward
+from symformer.cli import main
+from symformer.equations.stage import stage_equation
 from symformer.errors import InputError
+from symformer.example.fields import Where
 from symformer.example.loader import parse_example
+from symformer.example.stages import parse_stages
 from symformer.verify.check import Checker
 from symformer.verify.claims import claims_from_toml, validate
 from tests.test_irrational_inputs import LN2
+
+
+def run_cli(argv: list[str]) -> tuple[int, str]:
+    """``symformer ARGV`` in process: (exit status, stdout and stderr)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(argv)
+    return code, out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +79,7 @@ name = "weights"
 stage = "layer1.head1.weights"
 rows = [0]
 significant = 3
-values = [["exp(-log(2))", 0.25, "log(2)/log(4) - 1/4"]]
+values = [["exp(-log(2))", 0.25, "exp(-log(4))"]]
 ''')
     assert found == {"scores": [True, True, True], "output": [True], "output off": [False],
                      "weights": [True, True, True]}
@@ -64,3 +89,120 @@ def test_irrational_claim_refused_politely(ln2):
     with pytest.raises(InputError, match="not a number"):
         claims_from_toml('[[claim]]\nstage = "output"\nentry = [0, 0]\n'
                          'values = "__import__(1)"\n', "claims.toml")
+
+
+# -- the [stages] table's side stages ---------------------------------------------------
+
+def _with(example, **asked):
+    """``example`` with a [stages] table asking for ``asked``."""
+    return dataclasses.replace(example, stages=parse_stages(asked, Where("test.toml")))
+
+
+def mid(ball) -> float:
+    return float(ball.mid())
+
+
+def test_softmax_jacobian_against_torch(builtin):
+    """J_jk = α_j(δ_jk − α_k) equals PyTorch's autograd Jacobian of softmax at the
+    independent float64 scores, for every row of a head."""
+    g = derive(_with(builtin, jacobian=["layer1.head2.weights"]))
+    scores = float_forward(builtin)["layer1.head2.scores"]
+    balls = g.evaluate(128)
+    for r in range(len(scores)):
+        want = torch.autograd.functional.jacobian(
+            lambda s: torch.softmax(s, dim=0), torch.tensor(scores[r], dtype=torch.float64))
+        got = balls[f"layer1.head2.weights.jacobian.row{r}"]
+        assert np.allclose([[mid(b) for b in row] for row in got], want.numpy(),
+                           rtol=0, atol=1e-12), r
+
+
+def test_softmax_jacobian_masked_row_exact():
+    """Causal row 1 of softmax([ln 2, 0, 0]) attends to [1/2, 1/2, 0]: the Jacobian is
+    [[1/4, -1/4, 0], [-1/4, 1/4, 0], [0, 0, 0]] exactly (hand-derived)."""
+    example = _with(parse_example("causal = true\n" + LN2, "ln2.toml"),
+                    jacobian=["layer1.head1.weights[1]"])
+    g = derive(example)
+    stage = g["layer1.head1.weights.jacobian.row1"]
+    assert stage.rows == stage.cols == ("a", "b", "c")
+    want = [[Fraction(1, 4), Fraction(-1, 4), 0], [Fraction(-1, 4), Fraction(1, 4), 0],
+            [0, 0, 0]]
+    assert [[g.exact_rational(stage.name, i, j) for j in range(3)] for i in range(3)] == want
+
+
+def test_dot_products_against_float_reference(builtin):
+    """P_jc = q_c k_{j,c} for query 1, from the independent float64 Q and K; each row
+    adds up to the score."""
+    g = derive(_with(builtin, products=["layer1.head1.raw_scores[1]"]))
+    ref = float_forward(builtin)
+    got = [[mid(b) for b in row]
+           for row in g.evaluate(128)["layer1.head1.raw_scores.products.row1"]]
+    want = ref["layer1.head1.Q"][1] * ref["layer1.head1.K"]
+    assert np.allclose(got, want, rtol=0, atol=1e-12)
+    assert np.allclose(np.sum(got, axis=1), ref["layer1.head1.raw_scores"][1], atol=1e-12)
+
+
+def test_per_position_mse_against_float_reference(builtin):
+    """L_i = sum_j (z_ij - T_ij)^2 from the independent float64 output, and the loss is
+    their sum over n d (the [loss] mean)."""
+    g = backward(derive(_with(builtin, per_position_loss=True)))
+    z = float_forward(builtin)["output"]
+    T = np.array([[float(v) for v in row] for row in builtin.loss.target.tolist()])
+    balls = g.evaluate(128)
+    got = [mid(row[0]) for row in balls["loss.per_position"]]
+    assert np.allclose(got, np.sum((z - T) ** 2, axis=1), rtol=1e-12, atol=0)
+    assert np.isclose(sum(got) / z.size, mid(balls["loss"][0][0]), rtol=1e-12)
+
+
+LM = LN2.replace('[loss]\nkind = "mse"\ntarget = [["log(2)"], [0], ["1/2"]]',
+                 '[lm_head]\nW_vocab = [[1, 0, "log(2)"]]\n\n[loss]\nkind = "cross_entropy"\n'
+                 'targets = ["c", "", "a"]\n\n[stages]\nper_position_loss = true\n')
+
+
+def test_per_position_cross_entropy_against_torch():
+    """-log p of each target, 0 at the position without one: PyTorch's
+    cross_entropy(reduction="none", ignore_index) on the float64 logits of the
+    hand-derived outputs (sqrt(2)/4, sqrt(2)/6, sqrt(2)/6); the mean over the two
+    targets is the loss."""
+    g = backward(derive(parse_example(LM, "lm.toml")))
+    z = np.sqrt(2) * np.array([[1 / 4], [1 / 6], [1 / 6]])  # hand-derived outputs
+    logits = torch.tensor(z @ np.array([[1.0, 0.0, np.log(2.0)]]), dtype=torch.float64)
+    want = torch.nn.functional.cross_entropy(logits, torch.tensor([2, -100, 0]),
+                                             reduction="none")
+    balls = g.evaluate(128)
+    got = [mid(row[0]) for row in balls["loss.per_position"]]
+    assert np.allclose(got, want.numpy(), rtol=1e-12, atol=0)
+    assert g.exact_rational("loss.per_position", 1, 0) == 0  # no target: exactly 0
+    assert np.isclose(mid(balls["loss"][0][0]), (got[0] + got[2]) / 2, rtol=1e-12)
+    lines = [line.latex for line in stage_equation(g["loss.per_position"]).lines()]
+    assert lines == [r"L_{i} = -w_{i} \log p_{i,t_{i}}"], lines
+
+
+def test_ce_rule_without_target_reads_minus_w():
+    """The backward rule of a cross-entropy with a position without a target is written
+    -w_i / (m p_ij), not -1 w_i (the loss's own gradient 1 dropped with its sign kept)."""
+    g = backward(derive(parse_example(LM, "lm.toml")))
+    (line,) = stage_equation(g["grad.probabilities"]).lines()
+    assert "-1" not in line.plain and "-w[i] / (m * p[i, j])" in line.plain, line.plain
+
+
+def test_lesson_stages_claimable_listed_and_refused_politely(tmp_path):
+    """The new stages are in derive --list, claimable, and a bad [stages] entry is one
+    line with exit status 2."""
+    example = tmp_path / "lm.toml"
+    example.write_text(LM.replace("per_position_loss = true",
+                                  'per_position_loss = true\njacobian = ["probabilities[0]"]'))
+    claims = tmp_path / "claims.toml"
+    claims.write_text('[[claim]]\nstage = "loss.per_position"\nrows = [1]\nvalues = [[0]]\n'
+                      'significant = 2\n[[claim]]\nstage = "probabilities.jacobian.row0"\n'
+                      'entry = [1, 1]\nvalues = 0.2\n')
+    code, out = run_cli(["check", str(claims), str(example)])
+    assert code == 0 and "2 of 2 numbers correct" in out, out
+    code, out = run_cli(["derive", str(example), "--list"])
+    assert "probabilities.jacobian.row0" in out and "loss.per_position" in out
+    for bad, message in [('jacobian = ["layer1.head1.Q"]', "not a softmax stage"),
+                         ('products = ["layer1.head1.raw_scores[7]"]', "has 3 rows"),
+                         ('jacobian = ["nope"]', "unknown stage"),
+                         ("per_position_loss = 1", "true or false")]:
+        example.write_text(LM.replace("per_position_loss = true", bad))
+        code, out = run_cli(["derive", str(example)])
+        assert code == 2 and message in out and "Traceback" not in out, (bad, out)
