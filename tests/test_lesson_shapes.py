@@ -280,8 +280,15 @@ def test_gate_activation_on_its_own_is_silu_of_the_gate():
 
 
 def test_layer_norm_output_mean_and_variance():
+    """Asked for with [stages] output_moments = true (an example without it has none)."""
+    import dataclasses
+
     from symformer.example import load_example
-    ex = load_example()
+    from symformer.example.fields import Where
+    from symformer.example.stages import parse_stages
+    assert "layer1.add_norm1.output_mean" not in derive(load_example())
+    ex = dataclasses.replace(load_example(), stages=parse_stages({"output_moments": True},
+                                                                 Where("t.toml")))
     g = derive(ex)
     y = np.array(g["layer1.add_norm1"].values(decimals=15), float)
     means = np.array(g["layer1.add_norm1.output_mean"].values(decimals=15), float)[:, 0]

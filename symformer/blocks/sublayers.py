@@ -295,6 +295,9 @@ def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number
     g.add(f"{name}.std", "std", std, (var,), rows, ("std",), layer=number)
     out = g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
                 (x, mean, var), rows, g[x].cols, layer=number)
+    asked = g.example.stages if g.example is not None else None
+    if asked is None or not asked.output_moments:  # opt-in: two sections per LayerNorm
+        return out
     # the output's own mean and (biased) variance, as lessons check them (about 0 and 1
     # with gamma = 1, beta = 0): side stages, nothing reads them
     out_mean = g.add(f"{name}.output_mean", "mean", WholeMean(notation=OUTPUT_MEAN) if whole

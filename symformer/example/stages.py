@@ -4,6 +4,8 @@ They are opt-in so that every other example's notes stay as long as they were::
 
     [stages]
     per_position_loss = true                  # loss.per_position: L_i at each position
+    output_moments = true                     # every LayerNorm's NAME.output_mean and
+                                              # NAME.output_variance (about 0 and 1)
     jacobian = ["layer1.head1.weights[1]"]    # the softmax row's Jacobian, row 1 only
     products = ["layer1.head1.raw_scores"]    # q_c k_c inside every score, every row
 
@@ -22,7 +24,7 @@ from typing import Any
 from symformer.errors import InputError
 from symformer.example.fields import Where, no_unknown_keys
 
-_KEYS = {"per_position_loss", "jacobian", "products"}
+_KEYS = {"per_position_loss", "output_moments", "jacobian", "products"}
 #: A stage name, optionally with one 0-based row: ``layer1.head1.weights[2]``.
 _ENTRY = re.compile(r"(?P<stage>[A-Za-z0-9_.]{1,200})(?:\[(?P<row>[0-9]{1,6})\])?", re.ASCII)
 #: At most this many entries per key (each row is a stage of its own).
@@ -43,6 +45,7 @@ class LessonStages:
     """What ``[stages]`` asks for (an example without the table asks for nothing)."""
 
     per_position_loss: bool = False
+    output_moments: bool = False
     jacobian: tuple[StageRequest, ...] = ()
     products: tuple[StageRequest, ...] = ()
     where: str = ""
@@ -53,11 +56,12 @@ def parse_stages(data: Any, here: Where) -> LessonStages:
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, _KEYS, here)
-    per_position = data.get("per_position_loss", False)
-    if not isinstance(per_position, bool):
-        raise InputError(f"{here}: per_position_loss must be true or false")
-    return LessonStages(per_position, _requests(data, "jacobian", here),
-                        _requests(data, "products", here), str(here))
+    for key in ("per_position_loss", "output_moments"):
+        if not isinstance(data.get(key, False), bool):
+            raise InputError(f"{here}: {key} must be true or false")
+    return LessonStages(data.get("per_position_loss", False), data.get("output_moments", False),
+                        _requests(data, "jacobian", here), _requests(data, "products", here),
+                        str(here))
 
 
 def _requests(data: dict[str, Any], key: str, here: Where) -> tuple[StageRequest, ...]:
