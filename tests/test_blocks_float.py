@@ -42,6 +42,8 @@ def examples(draw) -> dict:
         "residual": draw(st.booleans()),
         "scale": draw(st.sampled_from(["sqrt_dk", "none", "2", "1/2"])),
         "eps": draw(st.sampled_from(["1e-5", "1/10"])),
+        # the LayerNorm outputs' own mean and variance, when asked for (side stages)
+        "stages": {"output_moments": draw(st.booleans())},
     }
     if pe in ("sinusoidal", "rope") and draw(st.booleans()):
         data["positional_encoding_base"] = draw(st.sampled_from([100, 10000, "7/2"]))

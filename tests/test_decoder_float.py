@@ -148,6 +148,7 @@ def decoder_examples(draw):
                        "gamma_3": mat(1, d)[0], "beta_2": mat(1, d)[0], **ffn()}
                       for _ in range(draw(st.integers(1, 2)))],
         },
+        "stages": {"output_moments": True},  # every LayerNorm output's mean and variance
     }
 
 
