@@ -276,12 +276,17 @@ def _(draw):
                 [_matrix(draw, n, d)])
 
 
-@factory("position_cross_entropy")
-def _(draw):
+def _probabilities(draw) -> tuple[sympy.Matrix, tuple[int | None, ...]]:
+    """Rational probability rows and a target column (or None) for each."""
     n, v = _shape(draw)
     rows = [[Fraction(1 + draw(st.integers(0, 3)), 1) for _ in range(v)] for _ in range(n)]
     probabilities = sympy.Matrix([[sympy.Rational(x, sum(row)) for x in row] for row in rows])
-    targets = tuple(draw(st.none() | st.integers(0, v - 1)) for _ in range(n))
+    return probabilities, tuple(draw(st.none() | st.integers(0, v - 1)) for _ in range(n))
+
+
+@factory("position_cross_entropy")
+def _(draw):
+    probabilities, targets = _probabilities(draw)
     return Case(PositionCrossEntropy(targets), [probabilities])
 
 
@@ -500,12 +505,9 @@ def _(draw):
 
 @factory("cross_entropy")
 def _(draw):
-    n, v = _shape(draw)
-    rows = [[Fraction(1 + draw(st.integers(0, 3)), 1) for _ in range(v)] for _ in range(n)]
-    probabilities = sympy.Matrix([[sympy.Rational(x, sum(row)) for x in row] for row in rows])
-    targets = tuple(draw(st.none() | st.integers(0, v - 1)) for _ in range(n))
+    probabilities, targets = _probabilities(draw)
     if all(t is None for t in targets):  # at least one position has a target
-        targets = (draw(st.integers(0, v - 1)), *targets[1:])
+        targets = (draw(st.integers(0, probabilities.cols - 1)), *targets[1:])
     reduction = draw(st.sampled_from(["mean", "sum"]))
     return Case(CrossEntropy(targets, reduction=reduction), [probabilities])
 

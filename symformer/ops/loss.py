@@ -110,6 +110,26 @@ def cross_entropy_backward(g, p, Y, n):
     return -g / n * Y / p
 
 
+def target_mask(targets: Sequence[int | None]) -> tuple[int, ...]:
+    """1 for each row with a target column, 0 for a row without (None)."""
+    return tuple(int(t is not None) for t in targets)
+
+
+def target_columns(targets: Sequence[int | None]) -> tuple[int, ...]:
+    """Each row's target column, 0 where it has none (the mask drops that row)."""
+    return tuple(0 if t is None else t for t in targets)
+
+
+def placed_target(target: sympy.Matrix, rows: Sequence[int], n: int, dtype: type
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(T, R) as floats: the target's rows placed at ``rows`` of an n-row matrix (0
+    elsewhere), and R the column with 1 in those rows."""
+    T, R = np.zeros((n, target.cols), dtype=dtype), np.zeros((n, 1), dtype=dtype)
+    T[list(rows)] = matrix(target, dtype)
+    R[list(rows)] = 1
+    return T, R
+
+
 #: The reductions of the mse and the cross-entropy (PyTorch's ``reduction``).
 REDUCTIONS = ("mean", "sum")
 
@@ -227,9 +247,7 @@ class MeanSquaredError(Operation):
         z = args[0].astype(dtype)
         if self.plain:
             return (grad.astype(dtype), z, matrix(self.target, dtype), *z.shape)
-        T, R = np.zeros_like(z), np.zeros((len(z), 1), dtype=dtype)
-        T[list(self.rows())] = matrix(self.target, dtype)
-        R[list(self.rows())] = 1
+        T, R = placed_target(self.target, self.rows(), len(z), dtype)
         return grad.astype(dtype), z, T, R, self.divisor()
 
 
@@ -263,11 +281,11 @@ class CrossEntropy(Operation):
 
     def target_mask(self) -> tuple[int, ...]:
         """1 for each row with a target, 0 for the others."""
-        return tuple(int(t is not None) for t in self.targets)
+        return target_mask(self.targets)
 
     def target_columns(self) -> tuple[int, ...]:
         """Each row's target column (0 where it has none: :meth:`target_mask` drops it)."""
-        return tuple(0 if t is None else t for t in self.targets)
+        return target_columns(self.targets)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         mean = " / m" if self.reduction == "mean" else ""

@@ -24,7 +24,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.loss import placed_target, target_columns, target_mask
 
 #: The per-position loss's notation: L_i (ℓ already names the logits).
 POSITION_LOSS = Notation("L", "L", "Loss at each position")
@@ -54,11 +55,11 @@ class PositionCrossEntropy(Operation):
 
     def target_mask(self) -> tuple[int, ...]:
         """1 for each row with a target, 0 for the others."""
-        return tuple(int(t is not None) for t in self.targets)
+        return target_mask(self.targets)
 
     def target_columns(self) -> tuple[int, ...]:
         """Each row's target column (0 where it has none: the mask drops it)."""
-        return tuple(0 if t is None else t for t in self.targets)
+        return target_columns(self.targets)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         if all(t is not None for t in self.targets):
@@ -146,11 +147,7 @@ class PositionSquaredErrors(Operation):
         return out
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
-        z = args[0]
-        T, R = np.zeros_like(z, dtype=dtype), np.zeros((len(z), 1), dtype=dtype)
-        T[list(self.rows())] = matrix(self.target, dtype)
-        R[list(self.rows())] = 1
-        return z, T, R
+        return (args[0], *placed_target(self.target, self.rows(), len(args[0]), dtype))
 
     def spelling(self) -> Spelling:
         return Spelling(remark="T is the [loss] target, placed at its positions")
