@@ -31,6 +31,7 @@ from symformer.errors import InputError
 from symformer.example.fields import Where
 from symformer.example.loader import parse_example
 from symformer.example.stages import parse_stages
+from symformer.fill import fill
 from symformer.verify.check import Checker
 from symformer.verify.claims import claims_from_toml, validate
 from tests.test_irrational_inputs import LN2
@@ -206,3 +207,15 @@ def test_lesson_stages_claimable_listed_and_refused_politely(tmp_path):
         example.write_text(LM.replace("per_position_loss = true", bad))
         code, out = run_cli(["derive", str(example)])
         assert code == 2 and message in out and "Traceback" not in out, (bad, out)
+
+
+def test_fill_takes_loss_and_lesson_stages():
+    """fill appends the backward pass only when a placeholder names a loss stage; the
+    values are hand-derived (J_01 = -α_0 α_1 = -1/2 · 1/4, no target: 0, dL/dL = 1)."""
+    g = derive(parse_example(LM.replace("per_position_loss = true",
+                                        'per_position_loss = true\n'
+                                        'jacobian = ["layer1.head1.weights[0]"]'), "lm.toml"))
+    assert "grad.loss" not in g
+    text = fill("{{ layer1.head1.weights.jacobian.row0[0, 1] | decimals(4) }} "
+                "{{ loss.per_position[1, 0] }} {{ grad.loss[0, 0] }}", g, "markdown")
+    assert text == "-0.1250 0.000 1.000"  # -1/2 * 1/4; no target: 0; dL/dL = 1
