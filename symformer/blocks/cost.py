@@ -114,7 +114,26 @@ def shape(example: Example) -> Shape:
         if dec.W_vocab is not None:
             entries += 2 * m * len(dec.vocab)
             figures += 1
-    return Shape(forward, formulas, entries, cells, figures)
+    extra = _lesson_entries(example)  # [stages]: Jacobians, dot-product terms, ...
+    return Shape(forward + extra, formulas + extra, entries + extra, cells, figures)
+
+
+def _lesson_entries(example: Example) -> int:
+    """Entries of the stages an example's ``[stages]`` asks for, bounded from above
+    (a Jacobian row is at most k x k, k the longest row of a softmax; a query's products
+    at most keys x d_model; LayerNorm moments 2 per row of each norm)."""
+    asked = example.stages
+    if asked is None:
+        return 0
+    rows = max(len(example.tokens), len(example.decoder.tokens) if example.decoder else 0)
+    vocab = max(len(example.vocab), len(example.decoder.vocab) if example.decoder else 0)
+    k = max(rows, vocab if example.lm_head or example.decoder else 0)
+    width = max(example.d_model, *(h.d_k for layer in example.layers for h in layer.heads))
+    count = sum((rows if r.row is None else 1) * k * k for r in asked.jacobian)
+    count += sum((rows if r.row is None else 1) * rows * width for r in asked.products)
+    norms = 2 * len(example.layers) + 1 + (3 * len(example.decoder.layers)
+                                            if example.decoder else 0)
+    return count + (4 * rows * norms if asked.output_moments else 0) + rows
 
 
 def _derived(s: Shape, passes: float = 1) -> int:
