@@ -179,9 +179,9 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
     equal to it (on ``g``'s symbols of ``stage``), wrong when a ball separates them.
     ``values(bits)`` gives the stage's entries at a precision (None: not decidable
     there); it is raised until every target is decided.  A value still on the boundary
-    claimed ± half
-    at the last precision is proved equal to it on ``g``'s symbols of ``stage`` (a
-    correct rounding), or the run ends with an :class:`UndecidedError` naming ``where``.
+    claimed ± half at the last precision is proved equal to it on ``g``'s symbols of
+    ``stage`` (a correct rounding), or the run ends with an :class:`UndecidedError`
+    naming ``where``.
     """
     pending = set(targets)
     verdicts: dict[K, bool] = {}
