@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,10 @@ from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
+
+if TYPE_CHECKING:
+    from symformer.engine.graph import Stage
 
 
 def softmax_jacobian(alpha, r):
@@ -60,3 +64,27 @@ class SoftmaxJacobian(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(remark=f"the Jacobian of softmax row {self.row}")
+
+    def facts(self, stage: Stage) -> list[Fact]:
+        """J is symmetric (alpha_j alpha_k both ways), and every row sums to exactly 0
+        (alpha_j (1 - sum_k alpha_k) with the softmax's own local formulas: the weights
+        sum to 1), so J maps every constant shift of the scores to 0."""
+        g, where = stage.derivation, label(stage)
+        J = stage.local
+        facts = []
+        asymmetric = [(j, k) for j in range(J.rows) for k in range(j)
+                      if sympy.expand(J[j, k] - J[k, j]) != 0]
+        name = f"{stage.name}.symmetric{where}"
+        statement = f"{stage.name}{where} is symmetric"
+        facts.append(Fact(name, statement, FALSE, f"entries {asymmetric[0]} differ")
+                     if asymmetric else Fact(name, statement, PROVED,
+                                             "J_jk = -alpha_j alpha_k = J_kj off the diagonal"))
+        alpha = stage.inputs[0]
+        weights = dict(zip(g.symbols(alpha), g.local(alpha)))
+        bad = [j for j in range(J.rows) if not cancels(sympy.Add(*J.row(j)).xreplace(weights))]
+        name = f"{stage.name}.row_sums_zero{where}"
+        statement = f"every row of {stage.name}{where} sums to exactly 0"
+        facts.append(Fact(name, statement, FALSE, f"row {bad[0]} does not cancel to 0") if bad
+                     else Fact(name, statement, PROVED, "sum_k alpha_j (delta_jk - alpha_k) = "
+                               "alpha_j (1 - sum_k alpha_k) = 0, alpha the softmax's formulas"))
+        return facts
