@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from symformer.blocks.lessons import add_per_position_loss
+from symformer.blocks.lessons import add_per_position_loss, not_asked
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.ops import (
@@ -229,15 +229,16 @@ def stage_of(g: Derivation, name: str) -> Stage:
     ``derive --list`` shows); a backward stage of an example without ``[loss]`` gets the
     message saying how to add one.
     """
-    if name in g or "grad.loss" in g:
-        return g[name]
-    if is_backward_stage(name):
-        backward(g)  # raises the "no [loss] table" message when there is none
-    elif g.example is not None and g.example.loss is not None:
-        try:
-            backward(g)
-        except InputError:  # a backward pass that cannot be built: name the forward ones
-            pass
+    if name not in g and "grad.loss" not in g:
+        if is_backward_stage(name):
+            backward(g)  # raises the "no [loss] table" message when there is none
+        elif g.example is not None and g.example.loss is not None:
+            try:
+                backward(g)
+            except InputError:  # a backward pass that cannot be built: name the forward ones
+                pass
+    if name not in g and not_asked(name) is not None:  # a lesson stage not asked for
+        raise InputError(not_asked(name))
     return g[name]
 
 

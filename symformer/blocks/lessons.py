@@ -12,6 +12,7 @@ Each is a side stage (nothing reads it), placed with the stage it is about.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
@@ -110,3 +111,31 @@ def add_per_position_loss(g: Derivation, loss: str) -> None:
     source = g[stage.inputs[0]]
     g.add(PER_POSITION, "position_losses", op, (source.name,), source.rows, ("L",),
           side=source.side)
+
+
+#: Names of the stages ``[stages]`` adds, and the line that asks for each.
+_ASKED = ((re.compile(r"(?P<stage>.+)\.jacobian\.row(?P<row>\d+)"),
+           'jacobian = ["{stage}[{row}]"]'),
+          (re.compile(r"(?P<stage>.+)\.products\.row(?P<row>\d+)"),
+           'products = ["{stage}[{row}]"]'),
+          (re.compile(r".+\.output_(mean|variance)"), "output_moments = true"),
+          (re.compile(re.escape(PER_POSITION)), "per_position_loss = true"))
+
+
+def asked_by(name: str) -> str | None:
+    """The ``[stages]`` line that adds the stage ``name`` (None: not such a stage), for
+    the message of a claim or a placeholder naming one the example does not ask for."""
+    for pattern, line in _ASKED:
+        match = pattern.fullmatch(name)
+        if match:
+            return line.format(**match.groupdict())
+    return None
+
+
+def not_asked(name: str) -> str | None:
+    """The message for a lesson stage ``name`` the example does not ask for (None: not
+    such a stage)."""
+    line = asked_by(name)
+    return None if line is None else (f"{name} is there only when the example asks for "
+                                      f"it: add a [stages] table with {line} "
+                                      f"(docs/blocks.md)")

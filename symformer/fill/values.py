@@ -14,6 +14,7 @@ import difflib
 from dataclasses import dataclass
 
 from symformer.blocks.backward import is_backward_stage, stage_of
+from symformer.blocks.lessons import not_asked
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.fill.syntax import FillError
@@ -77,6 +78,9 @@ class Names:
             except InputError as exc:
                 raise FillError(str(exc)) from None
             self._read(self.g)
+        full = ".".join(parts)
+        if full not in self.labels and not_asked(full) is not None:
+            raise FillError(not_asked(full))
         for k in range(1, len(parts) + 1):
             name = ".".join(parts[:k])
             if name not in self.labels and name not in self.prefixes:
