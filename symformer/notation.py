@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from symformer.ops import Notation, RowMean, RowVariance, WholeMean, WholeVariance
+from symformer.ops import (
+    Notation,
+    PositionCrossEntropy,
+    PositionSquaredErrors,
+    RowMean,
+    RowVariance,
+    WholeMean,
+    WholeVariance,
+)
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -27,7 +35,9 @@ if TYPE_CHECKING:
 INDEX_RULE = ("Token positions and vector dimensions are counted from 0; sums over the n "
               "key positions run over j = 0, …, n−1.")
 #: Operations giving one number per token row (their entries carry no subscript).
-_PER_ROW = (RowMean, RowVariance, WholeMean, WholeVariance)
+#: Operations with one number per token row (a per-position loss L_i too).
+_PER_ROW = (RowMean, RowVariance, WholeMean, WholeVariance, PositionCrossEntropy,
+            PositionSquaredErrors)
 _NUMBERED = re.compile(r"([^\d]*)0")
 
 
