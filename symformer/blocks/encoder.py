@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
+from symformer.blocks.lesson import given_attention
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
@@ -29,9 +30,13 @@ def derive(example: Example, causal: bool | None = None,
     causal = example.causal if causal is None else causal
     check_size(example, max_work)
     g = Derivation(example, causal)
-    x = input_stages(g, "", example.tokens, example.embeddings, example.embedding_ids,
+    if example.attention is not None:
+        given_attention(g, example.attention)
+        return g
+    x = input_stages(g, "", example.tokens, example.embeddings,
+                     () if example.given_inputs else example.embedding_ids,
                      example.positional_encoding, example.positional_encoding_base,
-                     example.positional_embeddings)
+                     example.positional_embeddings, given=example.given_inputs)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     if example.final_norm is not None:
@@ -47,7 +52,8 @@ def derive(example: Example, causal: bool | None = None,
 def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     """One block: x = wrap(attention)(x); x = wrap(ffn)(x) (post-, pre- or no norm).
 
-    A block without ``W_1`` has no feed-forward sub-layer.
+    A block without ``W_1`` has no feed-forward sub-layer; one without heads, no
+    attention (its FFN's stages are ``P.ffn.*``, its Add & Norm ``P.add_norm1``).
     """
     p = f"layer{number}"
 
@@ -58,6 +64,8 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     def ffn(h: str) -> str:
         return feed_forward(g, p, h, layer, number)
 
+    if not layer.heads:  # an FFN-only block: its Add & Norm is the first
+        return wrap(g, p, 1, x, ffn, layer, number)
     x = wrap(g, p, 1, x, attention, layer, number)
     if layer.W_1 is None:
         return x

@@ -109,6 +109,8 @@ class Block:
     #: None divides the scores by sqrt(d_k); a number divides them by it (1: unscaled).
     scale: sympy.Rational | None = None
     rope_style: str = "interleaved"
+    #: ALiBi: one slope per attention head (``alibi``/``alibi_slopes``); None: no bias.
+    alibi_slopes: tuple[sympy.Rational, ...] | None = None
 
     @property
     def d_ff(self) -> int:
@@ -120,7 +122,7 @@ class Block:
 class Layer(Block):
     """One encoder block with its own weights and conventions."""
 
-    heads: tuple[Head, ...]
+    heads: tuple[Head, ...]  # (): no attention sub-layer (an FFN-only block)
     W_O: sympy.Matrix | None  # None: plain concatenation (the heads' widths add to d_model)
     b_O: sympy.Matrix | None = None
     #: Key/value heads shared by the query heads (grouped-query attention); () otherwise.
@@ -144,6 +146,21 @@ class LMHead:
     W_vocab: sympy.Matrix
     b_vocab: sympy.Matrix | None = None
     tied: bool = False
+
+
+@dataclass(frozen=True)
+class GivenAttention:
+    """An attention-only example that starts from given queries, keys and values (the
+    ``[attention]`` table): no embeddings, no projections."""
+
+    Q: sympy.Matrix  # n x d_k
+    K: sympy.Matrix  # m x d_k
+    V: sympy.Matrix  # m x d_v
+    #: None divides the scores by sqrt(d_k); a number divides them by it (1: unscaled).
+    scale: sympy.Rational | None = None
+    alibi_slope: sympy.Rational | None = None
+    #: The labels of the keys' rows (the queries' are the example's ``tokens``).
+    key_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,6 +197,11 @@ class Example:
     lm_head: LMHead | None = None
     #: The optional ``[loss]`` table, see :mod:`symformer.example.loss`.
     loss: Loss | None = None
+    #: True: ``embeddings`` holds the example's given input rows (``inputs``), one per
+    #: token, read as they are (no vocabulary lookup); ``tokens`` only label them.
+    given_inputs: bool = False
+    #: An example made of one attention step on given Q, K and V (``[attention]``).
+    attention: GivenAttention | None = None
 
     @property
     def d_model(self) -> int:

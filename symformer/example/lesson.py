@@ -1,0 +1,134 @@
+"""Examples that start where a lesson starts: given input rows, given Q, K and V, ALiBi.
+
+* ``inputs = [[...]]`` -- the input rows themselves, instead of ``vocab`` and
+  ``embeddings`` (``tokens`` optional, labels of the rows);
+* an ``[attention]`` table with ``Q``, ``K`` and ``V`` -- one attention step and
+  nothing else (no embeddings, no projections);
+* ``alibi = true`` or ``alibi_slopes = [...]`` -- ALiBi's linear bias, one slope per
+  head (:mod:`symformer.ops.alibi`).
+
+The loader (:mod:`symformer.example.loader`) calls these; the stages are composed in
+:mod:`symformer.blocks.lesson`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symformer.errors import InputError
+from flint import fmpq
+
+from symformer.example.exact import ExactMatrix, ExactNumber
+from symformer.example.fields import Where, matrix, no_unknown_keys, string_list
+from symformer.example.loss import parse_loss
+from symformer.example.numbers import exact_scalar
+from symformer.example.schema import Example, GivenAttention
+from symformer.lazy import sympy
+
+#: The top-level keys of an ``[attention]`` example.
+_ATTENTION_TOP = {"title", "description", "tokens", "attention", "causal", "mask", "scale",
+                  "alibi", "alibi_slopes", "loss", "claim", "exercise"}
+_ATTENTION_KEYS = {"Q", "K", "V", "key_tokens"}
+
+
+def labels(data: dict[str, Any], key: str, here: Where, rows: int, stem: str,
+           what: str) -> tuple[str, ...]:
+    """``data[key]`` (one label per row), else ``STEM1``, ``STEM2``, ..."""
+    if key not in data:
+        return tuple(f"{stem}{i}" for i in range(1, rows + 1))
+    found = string_list(data, key, here)
+    if len(found) != rows:
+        raise InputError(f"{here}: {key} has {len(found)} entries but {what} has {rows} "
+                         f"rows (one label per row)")
+    return tuple(found)
+
+
+def given_inputs(data: dict[str, Any], here: Where) -> tuple[list[str], ExactMatrix]:
+    """``inputs = [[...]]``: the input rows (a row per position) and their labels."""
+    for key in ("vocab", "embeddings", "positional_embeddings"):
+        if key in data:
+            raise InputError(f"{here}: {key} has no meaning with inputs = [[...]] (the "
+                             f"given rows are the input); drop {key}, or give vocab and "
+                             f"embeddings instead of inputs")
+    x = matrix(data, "inputs", here)
+    return list(labels(data, "tokens", here, x.rows, "x", "inputs")), x
+
+
+def paper_slopes(heads: int) -> tuple[sympy.Rational, ...] | None:
+    """ALiBi's slopes from the paper, 2^(-8k/h) for head k = 1 ... h, when they are
+    rational (h = 1, 2, 4 or 8); None otherwise (give them with ``alibi_slopes``)."""
+    if heads not in (1, 2, 4, 8):
+        return None
+    return tuple(ExactNumber(fmpq(1, 2 ** (8 * k // heads))) for k in range(1, heads + 1))
+
+
+def alibi_slopes(data: dict[str, Any], here: Where, heads: int
+                 ) -> tuple[sympy.Rational, ...] | None:
+    """``alibi = true`` (the paper's slopes 2^(-8k/h)) or ``alibi_slopes = [m_1, ...]``
+    (one positive number per head); None without either.  ``here`` names the layer."""
+    if "alibi" in data and "alibi_slopes" in data:
+        raise InputError(f"{here}: give alibi = true (the paper's slopes) or alibi_slopes = "
+                         f"[...], not both")
+    if "alibi_slopes" in data:
+        value = data["alibi_slopes"]
+        if not isinstance(value, list) or not value or any(isinstance(v, (list, dict))
+                                                           for v in value):
+            raise InputError(f"{here}: alibi_slopes must be a list of numbers, one per head")
+        if len(value) != heads:
+            raise InputError(f"{here}: alibi_slopes has {len(value)} entries but the "
+                             f"attention has {heads} head{'s' if heads != 1 else ''} (one "
+                             f"slope per head)")
+        slopes = tuple(exact_scalar(v, f"{here}: alibi_slopes[{k}]") for k, v in enumerate(value))
+        for k, m in enumerate(slopes):
+            if m <= 0:
+                raise InputError(f"{here}: alibi_slopes[{k}] must be positive, found {m}")
+        return slopes
+    value = data.get("alibi", False)
+    if not isinstance(value, bool):
+        raise InputError(f"{here}: alibi must be true or false, found {value!r}")
+    if not value or heads == 0:
+        return None
+    slopes = paper_slopes(heads)
+    if slopes is None:
+        raise InputError(f"{here}: alibi = true gives the paper's slopes 2^(-8k/h) only for "
+                         f"h = 1, 2, 4 or 8 heads (rational); with {heads} heads give "
+                         f"alibi_slopes = [...] (one per head)")
+    return slopes
+
+
+def attention_example(data: dict[str, Any], here: Where, causal: bool,
+                      mask_value: sympy.Rational | None, scale: sympy.Rational | None
+                      ) -> Example:
+    """A file with an ``[attention]`` table: given ``Q`` (n x d_k), ``K`` (m x d_k) and
+    ``V`` (m x d_v); ``tokens`` label the queries, ``key_tokens`` the keys.  ``causal``,
+    ``mask_value`` and ``scale`` are the file's top-level conventions, read by the
+    loader."""
+    extra = sorted(set(data) - _ATTENTION_TOP)
+    if extra:
+        raise InputError(f"{here}: {extra[0]} has no meaning in a file with an [attention] "
+                         f"table (given Q, K and V: no embeddings, layers or heads)")
+    table, where = data["attention"], here.sub("attention")
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table with Q, K and V")
+    no_unknown_keys(table, _ATTENTION_KEYS, where)
+    Q = matrix(table, "Q", where)
+    K = matrix(table, "K", where, cols=Q.cols)
+    V = matrix(table, "V", where, rows=K.rows)
+    tokens = labels(data, "tokens", here, Q.rows, "q" if K.rows != Q.rows else "x", "Q")
+    if "key_tokens" in table:
+        keys = labels(table, "key_tokens", where, K.rows, "k", "K")
+    else:
+        keys = tokens if K.rows == Q.rows else labels({}, "", where, K.rows, "k", "K")
+    slopes = alibi_slopes(data, here, 1)
+    attention = GivenAttention(Q=Q, K=K, V=V, scale=scale, key_labels=keys,
+                               alibi_slope=None if slopes is None else slopes[0])
+    loss = None
+    if "loss" in data:
+        loss = parse_loss(data["loss"], here.sub("loss"), data, tokens, Q.rows, V.cols, None)
+    title = data.get("title", "Untitled example")
+    if not isinstance(title, str):
+        raise InputError(f"{here}: title must be a string, found {title!r}")
+    return Example(title=title, tokens=tokens, vocab=tuple(dict.fromkeys(tokens)),
+                   embeddings=Q, layers=(), positional_encoding="none", causal=causal,
+                   mask_value=mask_value, source=here.parts[0], attention=attention,
+                   loss=loss, given_inputs=True)

@@ -1,0 +1,107 @@
+"""ALiBi (Press, Smith and Lewis, "Train Short, Test Long", 2022): a linear bias on the
+scores instead of positional encodings.
+
+Each head has a slope m; the score of query i for key j gets ``-m * |i - j|`` added
+after scaling and before the softmax (on every entry a causal mask keeps, j <= i, this
+is the paper's ``-m * (i - j)``).  A score masked with -inf stays -inf; one masked with
+a finite number (-1e9) gets the bias too, as the float implementations add it.  The
+bias is a constant: the backward rule passes the gradient unchanged.
+
+``alibi = true`` gives head k of h the paper's slope 2^(-8k/h) (k = 1 ... h).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
+from symformer.lazy import sympy
+from symformer.ops.base import Notation, Operation, Spelling
+from symformer.ops.calculus import Arithmetic, Rows
+
+
+def alibi_scores(S, m, D):
+    """S - m * D: the scores with the linear bias, D[i, j] = |i - j| the distance."""
+    return S - m * D
+
+
+def alibi_backward(G):
+    """dL/ds = dL/da: the bias is a constant."""
+    return G
+
+
+@dataclass(frozen=True)
+class ALiBi(Operation):
+    """``s - m |i - j|``: the scores of one head with its linear distance bias.
+
+    ``masked`` are the entries the mask set before (a -inf stays -inf; the softmax
+    and the printers read it from here, as from the scale-and-mask step).
+    """
+
+    slope: sympy.Rational
+    masked: frozenset[tuple[int, int]] = frozenset()
+    notation: Notation | None = None
+
+    name = "alibi"
+    reference_function = alibi_scores
+    default_notation = Notation(r"\hat{s}", "ŝ", "Scores with the ALiBi bias")
+    trace_step = "attention"
+    columns = "keys"
+    rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("a[i, j] = s[i, j] - m * (i - j) if j <= i else s[i, j] - m * (j - i)",),
+            {"a": "out", "s": "in0"}, scalars={"m": self.slope},
+            remark="m: the head's ALiBi slope")
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("ds[i, j] = da[i, j]",), {"ds": "result", "da": "grad"})
+
+    def _bias(self, i: int, j: int) -> sympy.Rational:
+        return -sympy.Rational(self.slope) * abs(i - j)
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        S = args[0]
+        return sympy.Matrix(S.rows, S.cols, lambda i, j: self.sympy_entry(args, i, j))
+
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        return args[0][i, j] + self._bias(i, j)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        m = rational_ball(self.slope)
+        return [[s if s is NEG_INF else s - m * abs(i - j) for j, s in enumerate(row)]
+                for i, row in enumerate(args[0])]
+
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+        return dx[0]  # a constant added: f(x0 + dx) - f(x0) = dx
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        n, m = args[0].shape
+        D = np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]).astype(dtype)
+        return args[0], dtype(float(self.slope)), D
+
+    def spelling(self) -> Spelling:
+        return Spelling(names={"m": str(self.slope)}, index="j", indexed=frozenset({"S", "D"}),
+                        remark="D: the distance |i - j| of query i and key j")
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """The bias is a constant: the gradient passes unchanged."""
+        return grad
+
+    def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
+                       grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
+        return grad[i, j]
+
+    def backward_function(self, wrt: int | str):
+        return alibi_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype),)
