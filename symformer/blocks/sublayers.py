@@ -53,6 +53,8 @@ from symformer.ops import (
 #: The notation of each role an operation plays (one symbol per kind of vector).
 INPUT = Notation("x", "x", "Input row (embedding + positional encoding)")
 GIVEN = Notation("e", "e", "Given input row (before the positional encoding)")
+#: What the equation of a given matrix (input rows; Q, K, V) says after it.
+GIVEN_REMARK = "as the example gives it"
 QUERY = Notation("q", "q", "Query")
 KEY = Notation("k", "k", "Key")
 VALUE = Notation("v", "v", "Value")
@@ -91,8 +93,9 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
-        return g.add(f"{prefix}input", "input", Parameter(table, INPUT), (), tokens, dims)
-    lookup = Parameter(table, GIVEN) if given else Embedding(table, token_ids)
+        return g.add(f"{prefix}input", "input", Parameter(table, INPUT, GIVEN_REMARK), (),
+                     tokens, dims)
+    lookup = Parameter(table, GIVEN, GIVEN_REMARK) if given else Embedding(table, token_ids)
     e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
@@ -240,8 +243,8 @@ def attend(g: Derivation, p: str, Q: str, K: str, V: str, causal: bool,
                    ScaleMask(g[Q].shape[1], masked, g.example.mask_value, scale=scale),
                    (raw,), queries, keys, **where)
     if slope is not None:
-        scores = g.add(f"{p}alibi_scores", "scores", ALiBi(slope, masked), (scores,), queries,
-                       keys, **where)
+        alibi = ALiBi(slope, masked, g.example.mask_value is None)
+        scores = g.add(f"{p}alibi_scores", "scores", alibi, (scores,), queries, keys, **where)
     weights = g.add(f"{p}weights", "weights", Softmax(), (scores,), queries, keys, **where)
     cols = tuple(f"o{j}" for j in range(g[V].shape[1]))
     return g.add(f"{p}output", "head_output", WeightedSum(), (weights, V), queries, cols,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from symformer.errors import InputError
 from flint import fmpq
 
+from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import Where, matrix, no_unknown_keys, string_list
 from symformer.example.loss import parse_loss

@@ -5,8 +5,8 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 """
 
 from symformer.ops.adam import AdamMoment, AdamStep
-from symformer.ops.alibi import ALiBi
 from symformer.ops.add import Add
+from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
 from symformer.ops.concat import Concat
@@ -49,7 +49,8 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "ALiBi", "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy", "DotScores",
+    "ALiBi", "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy",
+    "DotScores",
     "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient", "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
     "Operation", "Parameter", "PositionSquaredError", "PositionalEncoding", "Projection",

@@ -13,7 +13,7 @@ bias is a constant: the backward rule passes the gradient unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,9 @@ class ALiBi(Operation):
 
     slope: sympy.Rational
     masked: frozenset[tuple[int, int]] = frozenset()
+    #: True: the masked entries are -inf (they stay -inf, no bias is written); False:
+    #: masked with a finite number, which gets the bias like any score.
+    infinite_mask: bool = True
     notation: Notation | None = None
 
     name = "alibi"
@@ -58,21 +61,29 @@ class ALiBi(Operation):
         return IndexEquation(
             ("a[i, j] = s[i, j] - m * (i - j) if j <= i else s[i, j] - m * (j - i)",),
             {"a": "out", "s": "in0"}, scalars={"m": self.slope},
-            remark="m: the head's ALiBi slope")
+            remark=f"m = {self.slope}: the head's ALiBi slope")
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
         return IndexEquation(("ds[i, j] = da[i, j]",), {"ds": "result", "da": "grad"})
 
-    def _bias(self, i: int, j: int) -> sympy.Rational:
-        return -sympy.Rational(self.slope) * abs(i - j)
+    def _bias(self, i: int, j: int) -> sympy.Expr:
+        return -sympy.sympify(self.slope) * abs(i - j)  # the slope may be named (m)
+
+    def named_constants(self) -> dict[str, Notation]:
+        return {"slope": Notation("m", "m", "the head's ALiBi slope")}
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]
         return sympy.Matrix(S.rows, S.cols, lambda i, j: self.sympy_entry(args, i, j))
 
     def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+        if self.infinite_mask and (i, j) in self.masked:
+            return args[0][i, j]  # -inf stays -inf
         return args[0][i, j] + self._bias(i, j)
+
+    def exactly_masked(self) -> ALiBi:
+        return replace(self, infinite_mask=True)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         m = rational_ball(self.slope)
