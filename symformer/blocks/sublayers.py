@@ -53,6 +53,7 @@ from symformer.ops import (
 #: The notation of each role an operation plays (one symbol per kind of vector).
 INPUT = Notation("x", "x", "Input row (embedding + positional encoding)")
 GIVEN = Notation("e", "e", "Given input row (before the positional encoding)")
+GIVEN_INPUT = Notation("x", "x", "Input row (as given)")
 #: What the equation of a given matrix (input rows; Q, K, V) says after it.
 GIVEN_REMARK = "as the example gives it"
 QUERY = Notation("q", "q", "Query")
@@ -93,7 +94,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
-        return g.add(f"{prefix}input", "input", Parameter(table, INPUT, GIVEN_REMARK), (),
+        return g.add(f"{prefix}input", "input", Parameter(table, GIVEN_INPUT, GIVEN_REMARK), (),
                      tokens, dims)
     lookup = Parameter(table, GIVEN, GIVEN_REMARK) if given else Embedding(table, token_ids)
     e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)

@@ -78,7 +78,7 @@ class ALiBi(Operation):
         return sympy.Matrix(S.rows, S.cols, lambda i, j: self.sympy_entry(args, i, j))
 
     def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
-        if self.infinite_mask and (i, j) in self.masked:
+        if self._kept(i, j):
             return args[0][i, j]  # -inf stays -inf
         return args[0][i, j] + self._bias(i, j)
 
@@ -87,8 +87,12 @@ class ALiBi(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         m = rational_ball(self.slope)
-        return [[s if s is NEG_INF else s - m * abs(i - j) for j, s in enumerate(row)]
-                for i, row in enumerate(args[0])]
+        return [[s if s is NEG_INF or self._kept(i, j) else s - m * abs(i - j)
+                 for j, s in enumerate(row)] for i, row in enumerate(args[0])]
+
+    def _kept(self, i: int, j: int) -> bool:
+        """Entry (i, j) is masked with -inf: no bias is written (it stays -inf)."""
+        return self.infinite_mask and (i, j) in self.masked
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
         return dx[0]  # a constant added: f(x0 + dx) - f(x0) = dx
@@ -96,6 +100,8 @@ class ALiBi(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         n, m = args[0].shape
         D = np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]).astype(dtype)
+        for i, j in self.masked if self.infinite_mask else ():
+            D[i, j] = 0  # -inf stays -inf (and -inf - m * d would be -inf anyway)
         return args[0], dtype(float(self.slope)), D
 
     def spelling(self) -> Spelling:

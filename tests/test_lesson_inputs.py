@@ -1,0 +1,230 @@
+"""Examples that start where the lesson starts: given Q, K, V; given input rows with
+positions only, a LayerNorm only, an FFN only; ALiBi.
+
+References, independent of the engine: small float64 NumPy implementations written
+here (attention forward and its hand-written backward, LayerNorm, RMSNorm, the FFN),
+central finite differences of a float64 loss, hand-derived closed forms, the
+displayed equations proved at every entry (tests/test_equations_proved.py's prover).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy
+from test_equations_proved import prove_stage
+
+from symformer import derive
+from symformer.blocks.backward import backward
+from symformer.errors import InputError
+from symformer.example.loader import parse_example
+from symformer.verify.check import Checker
+from symformer.verify.claims import claims_from_toml, validate
+
+Q = np.array([[1, 0], [0, 1], [1, 1]], float)
+K = np.array([[1, 0], [0, 1], [1, -1]], float)
+V = np.array([[1, 2], [3, 4], [5, 6]], float)
+G = np.array([[1, 0], [0, 1], [1, 1]], float)
+
+QKV = """
+title = "attention backward by hand"
+tokens = ["a", "b", "c"]
+{top}
+
+[attention]
+Q = [[1, 0], [0, 1], [1, 1]]
+K = [[1, 0], [0, 1], [1, -1]]
+V = [[1, 2], [3, 4], [5, 6]]
+
+[loss]
+kind = "upstream"
+stage = "output"
+gradient = [[1, 0], [0, 1], [1, 1]]
+"""
+
+
+def attention_reference(causal: bool, slope: float, scale: float):
+    """Forward and the hand-written backward of softmax(QK^T/scale - slope |i-j|) V."""
+    n, m = Q.shape[0], K.shape[0]
+    distance = np.abs(np.arange(n)[:, None] - np.arange(m)[None, :])
+    s = Q @ K.T / scale - slope * distance
+    if causal:
+        s = np.where(np.triu(np.ones((n, m), bool), 1), -np.inf, s)
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    a /= a.sum(axis=1, keepdims=True)
+    out = a @ V
+    da = G @ V.T
+    ds = a * (da - (a * da).sum(axis=1, keepdims=True))
+    du = ds / scale
+    return {"weights": a, "output": out, "grad.V": a.T @ G, "grad.Q": du @ K,
+            "grad.K": du.T @ Q}
+
+
+@pytest.mark.parametrize("top, causal, slope, scale", [
+    ("causal = true\nalibi = true", True, 1 / 256, np.sqrt(2)),
+    ('scale = "none"\nalibi_slopes = [0.5]', False, 0.5, 1.0),
+])
+def test_given_qkv_forward_and_backward(top, causal, slope, scale):
+    g = derive(parse_example(QKV.format(top=top), "qkv.toml"))
+    backward(g)
+    want = attention_reference(causal, slope, scale)
+    for name, value in want.items():
+        got = np.array(g[name].values(decimals=12), dtype=float)
+        assert np.allclose(got, value, atol=1e-11), name
+    assert [s.name for s in g][:8] == ["Q", "K", "V", "raw_scores", "scores", "alibi_scores",
+                                       "weights", "output"]
+
+
+def test_alibi_hand_derived_and_proved():
+    """Q = K = 0: every score is 0, so row 1 (non-causal, slope 1/2) is softmax([-1/2, 0,
+    -1/2]) = [1, e^(1/2), 1] / (2 + e^(1/2)); the equations are proved at every entry."""
+    text = QKV.format(top="alibi_slopes = [0.5]").replace(
+        "Q = [[1, 0], [0, 1], [1, 1]]", "Q = [[0, 0], [0, 0], [0, 0]]")
+    g = derive(parse_example(text, "hand.toml"))
+    half = sympy.exp(sympy.Rational(1, 2))
+    for j, want in enumerate([1 / (2 + half), half / (2 + half), 1 / (2 + half)]):
+        assert sympy.simplify(g["weights"].closed_form(1, j) - want) == 0
+    assert g["alibi_scores"].closed_form(2, 0) == -1  # -m * |2 - 0|
+    backward(g)
+    assert prove_stage(g, g["alibi_scores"]) == 9
+    assert prove_stage(g, g["grad.scores"]) == 9
+
+
+def test_alibi_in_layers_matches_the_given_attention():
+    """alibi = true on a [[layer]] with identity projections: the same weights as the
+    given Q, K, V (slope 2^-8 for one head)."""
+    text = """
+tokens = ["a", "b", "c"]
+inputs = [[1, 0], [0, 1], [1, 1]]
+causal = true
+alibi = true
+norm = "none"
+residual = false
+[[layer]]
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[1, 0], [0, 1]]
+W_V = [[1, 0], [0, 1]]
+"""
+    g = derive(parse_example(text, "layer.toml"))
+    got = np.array(g["layer1.head1.weights"].values(decimals=12), dtype=float)
+    x = Q
+    s = x @ x.T / np.sqrt(2) - np.abs(np.arange(3)[:, None] - np.arange(3)) / 256
+    s = np.where(np.triu(np.ones((3, 3), bool), 1), -np.inf, s)
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    assert np.allclose(got, a / a.sum(axis=1, keepdims=True), atol=1e-11)
+
+
+def test_claims_on_given_attention_gradients():
+    g = derive(parse_example(QKV.format(top='scale = "none"\nalibi_slopes = [0.5]'), "c.toml"))
+    want = attention_reference(False, 0.5, 1.0)["grad.Q"]
+    right = ", ".join("[" + ", ".join(f"{v:.3f}" for v in row) + "]" for row in want)
+    body = (f'[[claim]]\nname = "dQ"\nstage = "grad.Q"\ndecimals = 3\nvalues = [{right}]\n'
+            '[[claim]]\nname = "w"\nstage = "weights"\ndecimals = 2\n'
+            'values = [[0.5, 0.2, 0.3], [0.0, 1.0, 0.0], [0.3, 0.5, 0.2]]\n')
+    claims = claims_from_toml(body, "claims.toml")
+    validate(claims, g)
+    first, second = Checker(g.example).check_all(claims)
+    assert not first.wrong and second.wrong
+
+
+def test_positional_encoding_only():
+    text = """
+inputs = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1]]
+positional_encoding = "sinusoidal"
+positional_encoding_base = 100
+"""
+    g = derive(parse_example(text, "pe.toml"))
+    assert [s.name for s in g] == ["embeddings", "positional_encoding", "input", "output"]
+    for p in range(3):
+        for j in range(4):
+            angle = sympy.Integer(p) / sympy.Integer(100) ** sympy.Rational(j - j % 2, 4)
+            pe = sympy.sin(angle) if j % 2 == 0 else sympy.cos(angle)
+            assert sympy.simplify(g["output"].closed_form(p, j) - pe
+                                  - [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1]][p][j]) == 0
+
+
+X = np.array([[1, 2, 3, 6], [2, 2, 4, 8]], float)
+GAMMA, BETA, EPS = np.array([1, 2, 1, 1.0]), np.array([0, 0, 0.5, 0]), 1e-5
+T = np.array([[0, 0, 0, 1], [0, 1, 0, 0]], float)
+LAYER_NORM = """
+inputs = [[1, 2, 3, 6], [2, 2, 4, 8]]
+final_norm = true
+gamma_f = [1, 2, 1, 1]
+beta_f = [0, 0, 0.5, 0]
+eps = 1e-5
+[loss]
+kind = "mse"
+target = [[0, 0, 0, 1], [0, 1, 0, 0]]
+"""
+
+
+def layer_norm_loss(x: np.ndarray) -> float:
+    mu = x.mean(axis=1, keepdims=True)
+    y = (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + EPS) * GAMMA + BETA
+    return float(((y - T) ** 2).mean())
+
+
+def test_layer_norm_only_forward_and_gradient():
+    g = derive(parse_example(LAYER_NORM, "ln.toml"))
+    backward(g)
+    assert [s.name for s in g][:2] == ["input", "final_norm.mean"]
+    assert abs(float(g["loss"].values(decimals=12)[0][0]) - layer_norm_loss(X)) < 1e-11
+    h, numeric = 1e-6, np.zeros_like(X)
+    for i in range(2):
+        for j in range(4):
+            step = np.zeros_like(X)
+            step[i, j] = h
+            numeric[i, j] = (layer_norm_loss(X + step) - layer_norm_loss(X - step)) / (2 * h)
+    got = np.array(g["grad.input"].values(decimals=12), dtype=float)
+    assert np.allclose(got, numeric, atol=1e-7)
+
+
+def test_ffn_only_layer_pre_rms_with_residual():
+    text = """
+inputs = [[1, -1], [2, 0]]
+norm = "pre"
+layer_norm = "rms"
+[[layer]]
+gamma_1 = [1, 2]
+W_1 = [[1, 0, -1], [0, 1, 1]]
+b_1 = [0, 0.5, 0]
+W_2 = [[1, 0], [0, 1], [1, 1]]
+"""
+    g = derive(parse_example(text, "ffn.toml"))
+    x = np.array([[1, -1], [2, 0]], float)
+    n = x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * np.array([1, 2])
+    W1, W2 = np.array([[1, 0, -1], [0, 1, 1]], float), np.array([[1, 0], [0, 1], [1, 1]], float)
+    want = x + np.maximum(n @ W1 + [0, 0.5, 0], 0) @ W2
+    assert np.allclose(np.array(g["output"].values(decimals=12), dtype=float), want,
+                       atol=1e-11)
+    assert "layer1.add_norm1" in g and "layer1.add_norm2" not in g
+
+
+@pytest.mark.parametrize("text, message", [
+    (QKV.format(top="vocab = ['a']"), "vocab has no meaning in a file with an [attention]"),
+    (QKV.format(top="").replace("V = [[1, 2], [3, 4], [5, 6]]", "V = [[1, 2]]"),
+     "V has shape 1x2, expected 3x?"),
+    (QKV.format(top="alibi = true\nalibi_slopes = [1]"), "not both"),
+    (QKV.format(top="alibi_slopes = [1, 2]"), "alibi_slopes has 2 entries"),
+    (QKV.format(top="alibi_slopes = [0]"), "must be positive"),
+    (QKV.format(top="alibi = 1"), "alibi must be true or false"),
+    ('inputs = [[1, 2]]\nvocab = ["a"]', "vocab has no meaning with inputs"),
+    ('inputs = [[1, 2]]\ntokens = ["a", "b"]', "tokens has 2 entries but inputs has 1"),
+    ('inputs = [[1, 2]]\n[[layer]]\nnorm = "none"', "needs [[layer.head]] tables"),
+    ('inputs = [[1, 2]]\n[[layer]]\nW_1 = [[1], [1]]\nW_2 = [[1, 1]]\ngamma_2 = [1, 1]',
+     "gamma_2 has no meaning in a layer without attention"),
+    ('inputs = [[1, 2]]\n[lm_head]\ntied = true', "[lm_head] needs a vocabulary"),
+])
+def test_bad_lesson_inputs(text, message):
+    with pytest.raises(InputError) as error:
+        parse_example(text, "bad.toml")
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_alibi_true_needs_rational_slopes():
+    heads = "".join("[[layer.head]]\nW_Q = [[1], [0]]\nW_K = [[1], [0]]\nW_V = [[1], [0]]\n"
+                    for _ in range(3))
+    text = f'inputs = [[1, 2]]\nalibi = true\n[[layer]]\nW_O = [[1, 0], [0, 1], [1, 1]]\n{heads}'
+    with pytest.raises(InputError, match="with 3 heads give alibi_slopes"):
+        parse_example(text, "bad.toml")
