@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.equations.ir import IndexEquation
@@ -30,9 +31,19 @@ def alibi_scores(S, m, D):
     return S - m * D
 
 
+def alibi_masked_scores(S, m, D, M):
+    """S - m * D, and -inf where the mask M is set (a -inf score stays -inf)."""
+    return np.where(M, -np.inf, S - m * D)
+
+
 def alibi_backward(G):
     """dL/ds = dL/da: the bias is a constant."""
     return G
+
+
+def alibi_masked_backward(G, M):
+    """dL/ds = dL/da, and exactly 0 where M keeps the score at -inf (a constant)."""
+    return np.where(M, 0, G)
 
 
 @dataclass(frozen=True)
@@ -58,14 +69,35 @@ class ALiBi(Operation):
     rational = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(
-            ("a[i, j] = s[i, j] - m * (i - j) if j <= i else s[i, j] - m * (j - i)",),
-            {"a": "out", "s": "in0"}, scalars={"m": self.slope},
-            remark=f"m = {self.slope}: the head's ALiBi slope")
+        test, arrays = self._test(), {"a": "out", "s": "in0"}
+        if test is None:
+            line = "a[i, j] = s[i, j] - m * (i - j) if j <= i else s[i, j] - m * (j - i)"
+        elif test == "j <= i":  # causal: every kept entry has j <= i
+            line = "a[i, j] = s[i, j] - m * (i - j) if j <= i else -inf"
+        else:
+            arrays["mask"] = "const:masked"
+            line = ("a[i, j] = (s[i, j] - m * (i - j) if j <= i else s[i, j] - m * (j - i)) "
+                    "if mask[i, j] == 0 else -inf")
+        return IndexEquation((line,), arrays, scalars={"m": self.slope},
+                             remark=f"m = {self.slope}: the head's ALiBi slope")
+
+    def _test(self) -> str | None:
+        """The kept (-inf) entries' test in an equation, or None when there are none."""
+        if not self.infinite_mask or not self.masked:
+            return None
+        n = max(j for _, j in self.masked) + 1
+        causal = self.masked == {(i, j) for i in range(n) for j in range(i + 1, n)}
+        return "j <= i" if causal else "mask[i, j] == 0"
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
-        return IndexEquation(("ds[i, j] = da[i, j]",), {"ds": "result", "da": "grad"})
+        test = self._test()
+        arrays = {"ds": "result", "da": "grad"}
+        if test is None:
+            return IndexEquation(("ds[i, j] = da[i, j]",), arrays)
+        if test != "j <= i":
+            arrays["mask"] = "const:masked"
+        return IndexEquation((f"ds[i, j] = da[i, j] if {test} else 0",), arrays)
 
     def _bias(self, i: int, j: int) -> sympy.Expr:
         return -sympy.sympify(self.slope) * abs(i - j)  # the slope may be named (m)
@@ -79,7 +111,7 @@ class ALiBi(Operation):
 
     def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
         if self._kept(i, j):
-            return args[0][i, j]  # -inf stays -inf
+            return -sympy.oo  # -inf stays -inf (the softmax's facts read it here)
         return args[0][i, j] + self._bias(i, j)
 
     def exactly_masked(self) -> ALiBi:
@@ -87,22 +119,30 @@ class ALiBi(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         m = rational_ball(self.slope)
-        return [[s if s is NEG_INF or self._kept(i, j) else s - m * abs(i - j)
+        return [[NEG_INF if s is NEG_INF or self._kept(i, j) else s - m * abs(i - j)
                  for j, s in enumerate(row)] for i, row in enumerate(args[0])]
 
     def _kept(self, i: int, j: int) -> bool:
-        """Entry (i, j) is masked with -inf: no bias is written (it stays -inf)."""
+        """Entry (i, j) is masked with -inf: it stays -inf (no bias is written)."""
         return self.infinite_mask and (i, j) in self.masked
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
-        return dx[0]  # a constant added: f(x0 + dx) - f(x0) = dx
+        # a constant added: f(x0 + dx) - f(x0) = dx (0 where -inf stays -inf)
+        return [[arb(0) if self._kept(i, j) else d for j, d in enumerate(row)]
+                for i, row in enumerate(dx[0])]
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         n, m = args[0].shape
         D = np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]).astype(dtype)
-        for i, j in self.masked if self.infinite_mask else ():
-            D[i, j] = 0  # -inf stays -inf (and -inf - m * d would be -inf anyway)
-        return args[0], dtype(float(self.slope)), D
+        if not self.infinite_mask or not self.masked:
+            return args[0], dtype(float(self.slope)), D
+        M = np.zeros((n, m), dtype=bool)
+        for i, j in self.masked:
+            M[i, j] = True
+        return args[0], dtype(float(self.slope)), D, M
+
+    def function(self):
+        return alibi_masked_scores if self.infinite_mask and self.masked else alibi_scores
 
     def spelling(self) -> Spelling:
         return Spelling(names={"m": str(self.slope)}, index="j", indexed=frozenset({"S", "D"}),
@@ -110,15 +150,19 @@ class ALiBi(Operation):
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
-        """The bias is a constant: the gradient passes unchanged."""
-        return grad
+        """The bias is a constant: the gradient passes unchanged (0 at a -inf score, a
+        constant)."""
+        return [[num.zero() if self._kept(i, j) else g for j, g in enumerate(row)]
+                for i, row in enumerate(grad)]
 
     def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
                        grad: sympy.Matrix, wrt: int | str, i: int, j: int) -> sympy.Expr:
-        return grad[i, j]
+        return sympy.S.Zero if self._kept(i, j) else grad[i, j]
 
     def backward_function(self, wrt: int | str):
-        return alibi_backward
+        return alibi_masked_backward if self.infinite_mask and self.masked else alibi_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        return (grad.astype(dtype),)
+        if not self.infinite_mask or not self.masked:
+            return (grad.astype(dtype),)
+        return grad.astype(dtype), self.arguments([grad], dtype)[3]
