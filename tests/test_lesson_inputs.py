@@ -144,6 +144,22 @@ positional_encoding_base = 100
                                   - [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1]][p][j]) == 0
 
 
+def test_positional_encoding_table_alone():
+    """positions = 3, d_model = 4: the sinusoidal table itself, hand-written; a learned
+    table is its own rows."""
+    g = derive(parse_example("positions = 3\nd_model = 4", "pe.toml"))
+    assert [s.name for s in g] == ["positional_encoding", "output"]
+    assert g["output"].rows == ("pos0", "pos1", "pos2")
+    want = [[0, 1, 0, 1], [sympy.sin(1), sympy.cos(1), sympy.sin(sympy.Rational(1, 100)),
+                           sympy.cos(sympy.Rational(1, 100))]]
+    for p, row in enumerate(want):
+        for j, value in enumerate(row):
+            assert sympy.simplify(g["output"].closed_form(p, j) - value) == 0
+    learned = parse_example('positions = 2\nd_model = 2\npositional_encoding = "learned"\n'
+                            'positional_embeddings = [[1, 2], [3, 4], [5, 6]]', "l.toml")
+    assert derive(learned)["output"].exact() == sympy.Matrix([[1, 2], [3, 4]])
+
+
 X = np.array([[1, 2, 3, 6], [2, 2, 4, 8]], float)
 GAMMA, BETA, EPS = np.array([1, 2, 1, 1.0]), np.array([0, 0, 0.5, 0]), 1e-5
 T = np.array([[0, 0, 0, 1], [0, 1, 0, 0]], float)
@@ -215,6 +231,10 @@ W_2 = [[1, 0], [0, 1], [1, 1]]
     ('inputs = [[1, 2]]\n[[layer]]\nW_1 = [[1], [1]]\nW_2 = [[1, 1]]\ngamma_2 = [1, 1]',
      "gamma_2 has no meaning in a layer without attention"),
     ('inputs = [[1, 2]]\n[lm_head]\ntied = true', "[lm_head] needs a vocabulary"),
+    ("positions = 3", "needs both positions = n and d_model = d; d_model is missing"),
+    ("positions = 0\nd_model = 2", "positions must be a whole number from 1 to 4096"),
+    ('positions = 2\nd_model = 2\nvocab = ["a"]', "vocab has no meaning with positions"),
+    ("inputs = [[1]]\nd_model = 1", "d_model has no meaning with inputs"),
 ])
 def test_bad_lesson_inputs(text, message):
     with pytest.raises(InputError) as error:

@@ -36,7 +36,8 @@ def derive(example: Example, causal: bool | None = None,
     x = input_stages(g, "", example.tokens, example.embeddings,
                      () if example.given_inputs else example.embedding_ids,
                      example.positional_encoding, example.positional_encoding_base,
-                     example.positional_embeddings, given=example.given_inputs)
+                     example.positional_embeddings,
+                     given="zeros" if example.positions_only else example.given_inputs)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     if example.final_norm is not None:

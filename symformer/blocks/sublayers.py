@@ -84,20 +84,19 @@ Sublayer = Callable[[str], str]
 
 def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sympy.Matrix,
                  token_ids: tuple[int, ...], pe: str, base: int | sympy.Rational = 10000,
-                 learned: sympy.Matrix | None = None, given: bool = False) -> str:
+                 learned: sympy.Matrix | None = None, given: bool | str = False) -> str:
     """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum.
 
     ``pe = "learned"`` takes the rows of ``learned``; ``"rope"`` and ``"none"`` add zeros
     (RoPE rotates the queries and keys instead, :func:`attention_head`).  ``given``: the
     rows of ``table`` are the example's given inputs, one per token (no lookup); with no
-    positional encoding they are ``PREFIXinput`` itself.
+    positional encoding they are ``PREFIXinput`` itself; ``given = "zeros"``: there are
+    no rows, ``PREFIXpositional_encoding`` alone is the input.
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
         return g.add(f"{prefix}input", "input", Parameter(table, GIVEN_INPUT, GIVEN_REMARK), (),
                      tokens, dims)
-    lookup = Parameter(table, GIVEN, GIVEN_REMARK) if given else Embedding(table, token_ids)
-    e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
             raise InputError(f"{g.example.source}: positional_embeddings has {learned.rows} "
@@ -105,6 +104,11 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
         op: Operation = LearnedPositional(learned, len(tokens))
     else:
         op = PositionalEncoding(len(tokens), table.cols, pe, base=base)
+    if given == "zeros":  # no rows: the positional encoding alone is the input
+        return g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens,
+                     dims)
+    lookup = Parameter(table, GIVEN, GIVEN_REMARK) if given else Embedding(table, token_ids)
+    e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     p = g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens, dims)
     return g.add(f"{prefix}input", "input", Add(INPUT), (e, p), tokens, dims)
 

@@ -32,10 +32,10 @@ _ATTENTION_KEYS = {"Q", "K", "V", "key_tokens"}
 
 
 def labels(data: dict[str, Any], key: str, here: Where, rows: int, stem: str,
-           what: str) -> tuple[str, ...]:
-    """``data[key]`` (one label per row), else ``STEM1``, ``STEM2``, ..."""
+           what: str, start: int = 1) -> tuple[str, ...]:
+    """``data[key]`` (one label per row), else ``STEM1``, ``STEM2``, ... (from ``start``)."""
     if key not in data:
-        return tuple(f"{stem}{i}" for i in range(1, rows + 1))
+        return tuple(f"{stem}{i}" for i in range(start, rows + start))
     found = string_list(data, key, here)
     if len(found) != rows:
         raise InputError(f"{here}: {key} has {len(found)} entries but {what} has {rows} "
@@ -43,15 +43,43 @@ def labels(data: dict[str, Any], key: str, here: Where, rows: int, stem: str,
     return tuple(found)
 
 
+#: The most positions and dimensions of a positions-only example (``positions``,
+#: ``d_model``); the work limit bounds what is derived from them.
+MAX_POSITIONS = 4096
+
+
 def given_inputs(data: dict[str, Any], here: Where) -> tuple[list[str], ExactMatrix]:
-    """``inputs = [[...]]``: the input rows (a row per position) and their labels."""
-    for key in ("vocab", "embeddings", "positional_embeddings"):
+    """``inputs = [[...]]``: the input rows (a row per position) and their labels; or
+    ``positions = n`` and ``d_model = d`` without inputs (a positional-encoding table
+    alone: the rows are zeros, never shown)."""
+    for key in ("vocab", "embeddings"):
         if key in data:
-            raise InputError(f"{here}: {key} has no meaning with inputs = [[...]] (the "
-                             f"given rows are the input); drop {key}, or give vocab and "
-                             f"embeddings instead of inputs")
-    x = matrix(data, "inputs", here)
-    return list(labels(data, "tokens", here, x.rows, "x", "inputs")), x
+            raise InputError(f"{here}: {key} has no meaning with "
+                             f"{'inputs = [[...]]' if 'inputs' in data else 'positions'} "
+                             f"(the input rows are given); drop {key}, or give vocab and "
+                             f"embeddings instead")
+    if "inputs" in data:
+        for key in ("positions", "d_model"):
+            if key in data:
+                raise InputError(f"{here}: {key} has no meaning with inputs = [[...]] (its "
+                                 f"shape gives the positions and d_model)")
+        x = matrix(data, "inputs", here)
+        return list(labels(data, "tokens", here, x.rows, "x", "inputs")), x
+    n, d = (_count(data, key, here) for key in ("positions", "d_model"))
+    zeros = ExactMatrix([[fmpq(0)] * d for _ in range(n)])
+    return list(labels(data, "tokens", here, n, "pos", "positions", 0)), zeros
+
+
+def _count(data: dict[str, Any], key: str, here: Where) -> int:
+    """``positions`` or ``d_model``: a whole number from 1 to :data:`MAX_POSITIONS`."""
+    if key not in data:
+        raise InputError(f"{here}: a positional-encoding table without inputs needs both "
+                         f"positions = n and d_model = d; {key} is missing")
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_POSITIONS:
+        raise InputError(f"{here}: {key} must be a whole number from 1 to {MAX_POSITIONS}, "
+                         f"found {value!r}"[:200])
+    return value
 
 
 def paper_slopes(heads: int) -> tuple[sympy.Rational, ...] | None:

@@ -72,7 +72,7 @@ _TOP_KEYS = {
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
-    "inputs", "alibi", "alibi_slopes", "attention",
+    "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -218,7 +218,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         return attention_example(data, here, _boolean(data, "causal", here, False),
                                  _mask(data, here),
                                  _scale(data, here) if "scale" in data else None)
-    given = "inputs" in data
+    positions_only = "inputs" not in data and ("positions" in data or "d_model" in data)
+    given = "inputs" in data or positions_only
     if given:
         tokens, embeddings = given_inputs(data, here)
         vocab, embedded = list(dict.fromkeys(tokens)), None
@@ -227,7 +228,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         embeddings, embedded = _embeddings(data, here, vocab, tokens)
     d_model = embeddings.cols
     pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here,
-                "none" if given else "sinusoidal")
+                "none" if given and not positions_only else "sinusoidal")
     causal = _boolean(data, "causal", here, False)
     defaults = _conventions(data, here, None)
     layers_data = data.get("layer", [])
@@ -282,6 +283,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         lm_head=lm_head,
         loss=loss,
         given_inputs=given,
+        positions_only=positions_only,
     )
 
 

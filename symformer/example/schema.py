@@ -200,6 +200,9 @@ class Example:
     #: True: ``embeddings`` holds the example's given input rows (``inputs``), one per
     #: token, read as they are (no vocabulary lookup); ``tokens`` only label them.
     given_inputs: bool = False
+    #: True: no input rows, only the positional encoding (``positions``, ``d_model``):
+    #: its table is the input (``embeddings`` is zeros, never shown).
+    positions_only: bool = False
     #: An example made of one attention step on given Q, K and V (``[attention]``).
     attention: GivenAttention | None = None
 
