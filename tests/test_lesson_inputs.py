@@ -16,6 +16,7 @@ from test_equations_proved import prove_stage
 
 from symformer import derive
 from symformer.blocks.backward import backward
+from symformer.cli import main
 from symformer.errors import InputError
 from symformer.example.loader import parse_example
 from symformer.verify.check import Checker
@@ -126,6 +127,22 @@ def test_claims_on_given_attention_gradients():
     validate(claims, g)
     first, second = Checker(g.example).check_all(claims)
     assert not first.wrong and second.wrong
+
+
+def test_check_reads_claims_in_a_lesson_file(tmp_path, capsys):
+    """An [attention] or inputs file holding its own [[claim]] tables: check judges them
+    (the LayerNorm's mean of row 0 is 3, not 3.5)."""
+    claims = ('\n[[claim]]\nname = "w"\nstage = "alibi_scores"\ndecimals = 3\n'
+              'values = [[0.707, "-inf", "-inf"], [-0.004, 0.707, "-inf"], '
+              '[0.699, 0.703, 0.0]]\n')
+    path = tmp_path / "qkv.toml"
+    path.write_text(QKV.format(top="causal = true\nalibi = true") + claims)
+    assert main(["check", str(path)]) == 0
+    path = tmp_path / "ln.toml"
+    path.write_text(LAYER_NORM.replace("[loss]", '[[claim]]\nname = "mu"\nstage = '
+                                       '"final_norm.mean"\nvalues = [[3.5], [4]]\n[loss]'))
+    assert main(["check", str(path)]) == 1
+    assert "1 of 2 numbers correct" in capsys.readouterr().out
 
 
 def test_positional_encoding_only():

@@ -25,6 +25,8 @@ from symformer.example.numbers import exact_scalar
 from symformer.example.schema import Example, GivenAttention
 from symformer.lazy import sympy
 
+#: The keys that make a file an example without ``embeddings``.
+INPUT_KEYS = ("inputs", "positions", "d_model", "attention")
 #: The top-level keys of an ``[attention]`` example.
 _ATTENTION_TOP = {"title", "description", "tokens", "attention", "causal", "mask", "scale",
                   "alibi", "alibi_slopes", "loss", "claim", "exercise"}
