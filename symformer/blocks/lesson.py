@@ -21,6 +21,7 @@ def given_attention(g: Derivation, given: GivenAttention) -> str:
                                         ("K", given.K, KEY, keys),
                                         ("V", given.V, VALUE, keys)):
         cols = tuple(f"{notation.text}{j}" for j in range(value.cols))
-        stages[name] = g.add(name, name, Parameter(value, notation, GIVEN_REMARK), (), rows, cols)
+        op = Parameter(value, notation, GIVEN_REMARK, (name, name))
+        stages[name] = g.add(name, name, op, (), rows, cols)
     return attend(g, "", stages["Q"], stages["K"], stages["V"], g.causal, given.scale,
                   given.alibi_slope, {})

@@ -95,8 +95,8 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
-        return g.add(f"{prefix}input", "input", Parameter(table, GIVEN_INPUT, GIVEN_REMARK), (),
-                     tokens, dims)
+        rows = Parameter(table, GIVEN_INPUT, GIVEN_REMARK, ("X", "X"))
+        return g.add(f"{prefix}input", "input", rows, (), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
             raise InputError(f"{g.example.source}: positional_embeddings has {learned.rows} "
@@ -107,7 +107,8 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     if given == "zeros":  # no rows: the positional encoding alone is the input
         return g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens,
                      dims)
-    lookup = Parameter(table, GIVEN, GIVEN_REMARK) if given else Embedding(table, token_ids)
+    lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X")) if given
+              else Embedding(table, token_ids))
     e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     p = g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens, dims)
     return g.add(f"{prefix}input", "input", Add(INPUT), (e, p), tokens, dims)
