@@ -213,7 +213,10 @@ class Example:
 
     @property
     def token_ids(self) -> tuple[int, ...]:
-        """Vocabulary index of each token of the sentence."""
+        """Vocabulary index of each token of the sentence (given input rows: the row of
+        each position, the tokens being only labels)."""
+        if self.given_inputs:
+            return tuple(range(len(self.tokens)))
         return tuple(self.vocab.index(t) for t in self.tokens)
 
     @property
@@ -225,4 +228,6 @@ class Example:
     @property
     def embedding_ids(self) -> tuple[int, ...]:
         """Row of the embedding table of each token of the sentence."""
+        if self.given_inputs:
+            return self.token_ids
         return tuple(self.table_vocab.index(t) for t in self.tokens)
