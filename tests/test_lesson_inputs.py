@@ -284,3 +284,32 @@ def test_what_other_commands_cannot_do_is_refused_in_one_line(tmp_path, capsys):
             settings(parse_example(text, "t.toml"))
     example = parse_example('inputs = [[1], [2]]\ntokens = ["a", "a"]', "t.toml")
     assert example.token_ids == (0, 1) and settings(example)[0]["token_ids"] == [0, 1]
+
+
+def test_residual_around_attention_but_not_the_ffn():
+    """An attention-only layer (residual) then an FFN-only layer (residual = false), with
+    ALiBi: x + attn(x), then relu(. W_1) W_2 and no residual."""
+    text = """
+inputs = [[1, 0], [0, 1], [1, 1]]
+causal = true
+alibi_slopes = [0.5]
+norm = "none"
+[[layer]]
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[1, 0], [0, 1]]
+W_V = [[1, 0], [0, 1]]
+[[layer]]
+residual = false
+W_1 = [[1, -1], [0, 1]]
+W_2 = [[1, 0], [2, 1]]
+"""
+    g = derive(parse_example(text, "mix.toml"))
+    x = Q
+    s = x @ x.T / np.sqrt(2) - 0.5 * np.abs(np.arange(3)[:, None] - np.arange(3))
+    s = np.where(np.triu(np.ones((3, 3), bool), 1), -np.inf, s)
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    h = x + (a / a.sum(axis=1, keepdims=True)) @ x
+    want = np.maximum(h @ np.array([[1, -1], [0, 1.0]]), 0) @ np.array([[1, 0], [2, 1.0]])
+    assert np.allclose(np.array(g["output"].values(decimals=12), dtype=float), want,
+                       atol=1e-11)

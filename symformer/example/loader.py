@@ -239,8 +239,12 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         for n, layer in enumerate(layers_data, start=1)
     )
     if "alibi" in data or "alibi_slopes" in data:
+        if "decoder" in data:
+            raise InputError(f"{here}: alibi and alibi_slopes bias the encoder stack's (or a "
+                             f"decoder-only model's) scores; a [decoder] table is not "
+                             f"supported with them")
         layers = tuple(replace(layer, alibi_slopes=alibi_slopes(
-            data, here.sub(f"layer {n}"), len(layer.heads)))
+            data, here.sub(f"layer {n}"), len(layer.heads))) if layer.heads else layer
             for n, layer in enumerate(layers, start=1))
     _output_width(layers, d_model, data, here)
     decoder = None
