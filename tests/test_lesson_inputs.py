@@ -251,7 +251,8 @@ W_2 = [[1, 0], [0, 1], [1, 1]]
     ('inputs = [[1, 2]]\n[lm_head]\ntied = true', "[lm_head] needs a vocabulary"),
     ("positions = 3", "needs both positions = n and d_model = d; d_model is missing"),
     ("positions = 0\nd_model = 2", "positions must be a whole number from 1 to 4096"),
-    ('positions = 2\nd_model = 2\nvocab = ["a"]', "vocab has no meaning with positions"),
+    ('positions = 2\nd_model = 2\nvocab = ["a"]',
+     "positional-encoding table alone) has no meaning with vocab"),
     ("inputs = [[1]]\nd_model = 1", "d_model has no meaning with inputs"),
 ])
 def test_bad_lesson_inputs(text, message):

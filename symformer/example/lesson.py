@@ -55,11 +55,15 @@ def given_inputs(data: dict[str, Any], here: Where) -> tuple[list[str], ExactMat
     ``positions = n`` and ``d_model = d`` without inputs (a positional-encoding table
     alone: the rows are zeros, never shown)."""
     for key in ("vocab", "embeddings"):
+        if key in data and "inputs" in data:
+            raise InputError(f"{here}: {key} has no meaning with inputs = [[...]] (the input "
+                             f"rows are given); drop {key}, or give vocab and embeddings "
+                             f"instead of inputs")
         if key in data:
-            raise InputError(f"{here}: {key} has no meaning with "
-                             f"{'inputs = [[...]]' if 'inputs' in data else 'positions'} "
-                             f"(the input rows are given); drop {key}, or give vocab and "
-                             f"embeddings instead")
+            given = "positions" if "positions" in data else "d_model"
+            raise InputError(f"{here}: {given} (with positions = n and d_model = d: a "
+                             f"positional-encoding table alone) has no meaning with {key}; "
+                             f"the sentence and the embeddings give both")
     if "inputs" in data:
         for key in ("positions", "d_model"):
             if key in data:
