@@ -20,6 +20,7 @@ from symformer.cli import main
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.loader import parse_example
 from symformer.frameworks.torch_out import settings
+from symformer.latex.tables import masked_entries
 from symformer.verify.check import Checker
 from symformer.verify.claims import claims_from_toml, validate
 
@@ -75,6 +76,9 @@ def test_given_qkv_forward_and_backward(top, causal, slope, scale):
         assert np.allclose(got, value, atol=1e-11), name
     assert [s.name for s in g][:8] == ["Q", "K", "V", "raw_scores", "scores", "alibi_scores",
                                        "weights", "output"]
+    # the tables grey the masked scores and weights, ALiBi's included
+    causal_set = {(0, 1), (0, 2), (1, 2)} if causal else set()
+    assert masked_entries(g["weights"]) == masked_entries(g["alibi_scores"]) == causal_set
 
 
 def test_alibi_hand_derived_and_proved():
