@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_equations_proved import prove_stage
 
 from symformer import derive
@@ -19,7 +21,7 @@ from symformer.blocks.backward import backward
 from symformer.cli import main
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.loader import parse_example
-from symformer.frameworks.torch_out import settings
+from symformer.frameworks.torch_out import settings as torch_settings
 from symformer.latex.tables import masked_entries
 from symformer.verify.check import Checker
 from symformer.verify.claims import claims_from_toml, validate
@@ -286,9 +288,9 @@ def test_what_other_commands_cannot_do_is_refused_in_one_line(tmp_path, capsys):
                        ("inputs = [[1]]\nalibi = true\nnorm = 'none'\n[[layer]]\n"
                         "[[layer.head]]\nW_Q = [[1]]\nW_K = [[1]]\nW_V = [[1]]", "ALiBi")]:
         with pytest.raises(NotSupportedError, match=what):
-            settings(parse_example(text, "t.toml"))
+            torch_settings(parse_example(text, "t.toml"))
     example = parse_example('inputs = [[1], [2]]\ntokens = ["a", "a"]', "t.toml")
-    assert example.token_ids == (0, 1) and settings(example)[0]["token_ids"] == [0, 1]
+    assert example.token_ids == (0, 1) and torch_settings(example)[0]["token_ids"] == [0, 1]
 
 
 def test_residual_around_attention_but_not_the_ffn():
@@ -318,3 +320,40 @@ W_2 = [[1, 0], [2, 1]]
     want = np.maximum(h @ np.array([[1, -1], [0, 1.0]]), 0) @ np.array([[1, 0], [2, 1.0]])
     assert np.allclose(np.array(g["output"].values(decimals=12), dtype=float), want,
                        atol=1e-11)
+
+
+small_ints = st.integers(-3, 3)
+
+
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_random_given_attention_matches_float64(data):
+    """Random Q, K, V (n queries, m keys), causal or not, an ALiBi slope or none: the
+    weights, the output and dQ, dK, dV of an upstream gradient against float64."""
+    n, m, d, e = (data.draw(st.integers(1, 3)) for _ in range(4))
+    mats = {name: np.array(data.draw(st.lists(st.lists(small_ints, min_size=c, max_size=c),
+                                              min_size=r, max_size=r)), float)
+            for name, r, c in (("Q", n, d), ("K", m, d), ("V", m, e), ("G", n, e))}
+    causal = data.draw(st.booleans())
+    slope = data.draw(st.sampled_from([None, 0.5, 0.125]))
+    rows = {k: "[" + ", ".join("[" + ", ".join(str(int(v)) for v in r) + "]" for r in M) + "]"
+            for k, M in mats.items()}
+    text = (f"causal = {str(causal).lower()}\n"
+            + (f"alibi_slopes = [{slope}]\n" if slope is not None else "")
+            + f"[attention]\nQ = {rows['Q']}\nK = {rows['K']}\nV = {rows['V']}\n"
+            + f'[loss]\nkind = "upstream"\nstage = "output"\ngradient = {rows["G"]}\n')
+    g = derive(parse_example(text, "random.toml"))
+    backward(g)
+    s = mats["Q"] @ mats["K"].T / np.sqrt(d)
+    s -= (slope or 0) * np.abs(np.arange(n)[:, None] - np.arange(m)[None, :])
+    if causal:
+        s = np.where(np.arange(m)[None, :] > np.arange(n)[:, None], -np.inf, s)
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    a /= a.sum(axis=1, keepdims=True)
+    da = mats["G"] @ mats["V"].T
+    du = a * (da - (a * da).sum(axis=1, keepdims=True)) / np.sqrt(d)
+    want = {"weights": a, "output": a @ mats["V"], "grad.Q": du @ mats["K"],
+            "grad.K": du.T @ mats["Q"], "grad.V": a.T @ mats["G"]}
+    for name, value in want.items():
+        got = np.array(g[name].values(decimals=10), dtype=float)
+        assert np.allclose(got, value, atol=1e-9), name
