@@ -83,6 +83,16 @@ def test_given_qkv_forward_and_backward(top, causal, slope, scale):
     assert masked_entries(g["weights"]) == masked_entries(g["alibi_scores"]) == causal_set
 
 
+def test_settings_inside_the_attention_table():
+    text = QKV.format(top="").replace("[attention]\n", "[attention]\ncausal = true\n"
+                                      "scale = 2\nalibi_slopes = [0.125]\n")
+    g = derive(parse_example(text, "inside.toml"))
+    backward(g)
+    for name, value in attention_reference(True, 0.125, 2.0).items():
+        assert np.allclose(np.array(g[name].values(decimals=12), dtype=float), value,
+                           atol=1e-11), name
+
+
 def test_alibi_hand_derived_and_proved():
     """Q = K = 0: every score is 0, so row 1 (non-causal, slope 1/2) is softmax([-1/2, 0,
     -1/2]) = [1, e^(1/2), 1] / (2 + e^(1/2)); the equations are proved at every entry."""
@@ -246,6 +256,8 @@ W_2 = [[1, 0], [0, 1], [1, 1]]
     (QKV.format(top="").replace("V = [[1, 2], [3, 4], [5, 6]]", "V = [[1, 2]]"),
      "V has shape 1x2, expected 3x?"),
     (QKV.format(top="alibi = true\nalibi_slopes = [1]"), "not both"),
+    (QKV.format(top="causal = true").replace("[attention]", "[attention]\ncausal = false"),
+     "causal is given both at the top level and in [attention]"),
     (QKV.format(top="alibi_slopes = [1, 2]"), "alibi_slopes has 2 entries"),
     (QKV.format(top="alibi_slopes = [0]"), "must be positive"),
     (QKV.format(top="alibi = 1"), "alibi must be true or false"),

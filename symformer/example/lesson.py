@@ -130,6 +130,26 @@ def alibi_slopes(data: dict[str, Any], here: Where, heads: int
     return slopes
 
 
+#: Settings an ``[attention]`` file may give at the top level or inside the table.
+_LIFTED = ("causal", "mask", "scale", "alibi", "alibi_slopes")
+
+
+def lift_attention_settings(data: dict[str, Any], here: Where) -> dict[str, Any]:
+    """The file with the settings written inside ``[attention]`` (``causal``, ``mask``,
+    ``scale``, ``alibi``, ``alibi_slopes``) moved to the top level, where the loader
+    reads them; one given in both places is refused."""
+    table = data.get("attention")
+    if not isinstance(table, dict):
+        return data
+    lifted = {key: table[key] for key in _LIFTED if key in table}
+    for key in lifted:
+        if key in data:
+            raise InputError(f"{here}: {key} is given both at the top level and in "
+                             f"[attention]; give it once")
+    rest = {key: value for key, value in table.items() if key not in lifted}
+    return {**data, **lifted, "attention": rest}
+
+
 def attention_example(data: dict[str, Any], here: Where, causal: bool,
                       mask_value: sympy.Rational | None, scale: sympy.Rational | None
                       ) -> Example:

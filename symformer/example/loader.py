@@ -28,7 +28,12 @@ from symformer.example.fields import (
     vector,
     vocab_and_tokens,
 )
-from symformer.example.lesson import alibi_slopes, attention_example, given_inputs
+from symformer.example.lesson import (
+    alibi_slopes,
+    attention_example,
+    given_inputs,
+    lift_attention_settings,
+)
 from symformer.example.loss import parse_loss
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
@@ -215,6 +220,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
     if "attention" in data:  # given Q, K and V: a file of its own shape
+        data = lift_attention_settings(data, here)
         return attention_example(data, here, _boolean(data, "causal", here, False),
                                  _mask(data, here),
                                  _scale(data, here) if "scale" in data else None)
