@@ -259,6 +259,10 @@ W_2 = [[1, 0], [0, 1], [1, 1]]
     (QKV.format(top="causal = true").replace("[attention]", "[attention]\ncausal = false"),
      "causal is given both at the top level and in [attention]"),
     (QKV.format(top="alibi_slopes = [1, 2]"), "alibi_slopes has 2 entries"),
+    (QKV.format(top="").replace("[attention]\n", '[attention]\nkey_tokens = ["a", "b\\n"'
+                                ', "c"]\n'), "contains the control character U+000A"),
+    (QKV.format(top="").replace("[attention]\n", '[attention]\nkey_tokens = ["a"]\n'),
+     "key_tokens has 1 entries but K has 3 rows"),
     (QKV.format(top="alibi_slopes = [0]"), "must be positive"),
     (QKV.format(top="alibi = 1"), "alibi must be true or false"),
     ('inputs = [[1, 2]]\nvocab = ["a"]', "vocab has no meaning with inputs"),

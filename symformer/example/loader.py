@@ -505,6 +505,8 @@ def _printable_names(data: dict[str, Any], here: Where) -> None:
     tables = [(data, here, ("title", "vocab", "tokens"))]
     if isinstance(data.get("decoder"), dict):
         tables.append((data["decoder"], here.sub("decoder"), ("vocab", "tokens")))
+    if isinstance(data.get("attention"), dict):
+        tables.append((data["attention"], here.sub("attention"), ("key_tokens",)))
     for table, where, keys in tables:
         for key in keys:
             value = table.get(key)
