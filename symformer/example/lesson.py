@@ -24,6 +24,7 @@ from symformer.example.loss import parse_loss
 from symformer.example.numbers import exact_scalar
 from symformer.example.schema import Example, GivenAttention
 from symformer.lazy import sympy
+from symformer.words import plural
 
 #: The keys that make a file an example without ``embeddings``.
 INPUT_KEYS = ("inputs", "positions", "d_model", "attention")
@@ -40,8 +41,8 @@ def labels(data: dict[str, Any], key: str, here: Where, rows: int, stem: str,
         return tuple(f"{stem}{i}" for i in range(start, rows + start))
     found = string_list(data, key, here)
     if len(found) != rows:
-        raise InputError(f"{here}: {key} has {len(found)} entries but {what} has {rows} "
-                         f"rows (one label per row)")
+        raise InputError(f"{here}: {key} has {plural(len(found), 'label')} but {what} has "
+                         f"{plural(rows, 'row')} (one label per row)")
     return tuple(found)
 
 
@@ -109,9 +110,9 @@ def alibi_slopes(data: dict[str, Any], here: Where, heads: int
                                                            for v in value):
             raise InputError(f"{here}: alibi_slopes must be a list of numbers, one per head")
         if len(value) != heads:
-            raise InputError(f"{here}: alibi_slopes has {len(value)} entries but the "
-                             f"attention has {heads} head{'s' if heads != 1 else ''} (one "
-                             f"slope per head)")
+            raise InputError(f"{here}: alibi_slopes has {plural(len(value), 'slope')} but "
+                             f"the attention has {plural(heads, 'head')} (one slope per "
+                             f"head)")
         slopes = tuple(exact_scalar(v, f"{here}: alibi_slopes[{k}]") for k, v in enumerate(value))
         for k, m in enumerate(slopes):
             if m <= 0:
