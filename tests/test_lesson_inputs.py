@@ -9,6 +9,8 @@ displayed equations proved at every entry (tests/test_equations_proved.py's prov
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import sympy
@@ -20,6 +22,7 @@ from symformer import derive
 from symformer.blocks.backward import backward
 from symformer.cli import main
 from symformer.errors import InputError, NotSupportedError
+from symformer.example.lesson import paper_slopes
 from symformer.example.loader import parse_example
 from symformer.frameworks.torch_out import settings as torch_settings
 from symformer.latex.tables import masked_entries
@@ -265,6 +268,7 @@ W_2 = [[1, 0], [0, 1], [1, 1]]
     (QKV.format(top="").replace("[attention]\n", '[attention]\nkey_tokens = ["a"]\n'),
      "key_tokens has 1 label but K has 3 rows"),
     (QKV.format(top="alibi_slopes = [0]"), "must be positive"),
+    (QKV.format(top='alibi_slopes = ["-sqrt(2)"]'), "must be a positive number"),
     (QKV.format(top="alibi = 1"), "alibi must be true or false"),
     ('inputs = [[1, 2]]\nvocab = ["a"]', "vocab has no meaning with inputs"),
     ('inputs = [[1, 2]]\ntokens = ["a", "b"]', "tokens has 2 labels but inputs has 1 row"),
@@ -284,12 +288,43 @@ def test_bad_lesson_inputs(text, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
-def test_alibi_true_needs_rational_slopes():
-    heads = "".join("[[layer.head]]\nW_Q = [[1], [0]]\nW_K = [[1], [0]]\nW_V = [[1], [0]]\n"
+def reference_slopes(n: int) -> list[float]:
+    """The ALiBi paper's get_slopes (its repository's code, in floats)."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + reference_slopes(2 * closest)[0::2][:n - closest]
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3, 6, 8, 12, 16])
+def test_paper_slopes_are_the_papers(heads):
+    assert np.allclose([float(m) for m in paper_slopes(heads)], reference_slopes(heads),
+                       rtol=1e-15)
+
+
+def test_alibi_with_three_heads_and_an_irrational_slope():
+    """alibi = true on 3 heads: slopes 1/16, 1/256, 1/4; a given irrational slope
+    sqrt(2)/2 is exact (crosschecked against float64 and proved at every entry)."""
+    heads = "".join("[[layer.head]]\nW_Q = [[1], [0]]\nW_K = [[1], [1]]\nW_V = [[1], [0]]\n"
                     for _ in range(3))
-    text = f'inputs = [[1, 2]]\nalibi = true\n[[layer]]\nW_O = [[1, 0], [0, 1], [1, 1]]\n{heads}'
-    with pytest.raises(InputError, match="with 3 heads give alibi_slopes"):
-        parse_example(text, "bad.toml")
+    text = f'inputs = [[1, 2], [0, 1]]\nalibi = true\nnorm = "none"\n[[layer]]\n' \
+           f'W_O = [[1, 0], [0, 1], [1, 1]]\n{heads}'
+    g = derive(parse_example(text, "three.toml"))
+    assert [g[f"layer1.head{k}.alibi_scores"].closed_form(1, 0)
+            - g[f"layer1.head{k}.scores"].closed_form(1, 0) for k in (1, 2, 3)] == [
+        -sympy.Rational(1, 16), -sympy.Rational(1, 256), -sympy.Rational(1, 4)]
+    text = QKV.format(top='alibi_slopes = ["sqrt(2)/2"]\nscale = "none"')
+    g = derive(parse_example(text, "irrational.toml"))
+    assert g["alibi_scores"].closed_form(2, 0) == 1 - sympy.sqrt(2)  # 1 - (sqrt(2)/2) * 2
+    backward(g)
+    want = attention_reference(False, math.sqrt(2) / 2, 1.0)
+    for name, value in want.items():
+        assert np.allclose(np.array(g[name].values(decimals=12), dtype=float), value,
+                           atol=1e-11), name
+    assert prove_stage(g, g["alibi_scores"]) == 9
 
 
 def test_what_other_commands_cannot_do_is_refused_in_one_line(tmp_path, capsys):

@@ -21,7 +21,7 @@ from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import Where, matrix, no_unknown_keys, string_list
 from symformer.example.loss import parse_loss
-from symformer.example.numbers import exact_scalar
+from symformer.example.numbers import exact_value
 from symformer.example.schema import Example, GivenAttention
 from symformer.lazy import sympy
 from symformer.words import plural
@@ -89,12 +89,18 @@ def _count(data: dict[str, Any], key: str, here: Where) -> int:
     return value
 
 
-def paper_slopes(heads: int) -> tuple[sympy.Rational, ...] | None:
-    """ALiBi's slopes from the paper, 2^(-8k/h) for head k = 1 ... h, when they are
-    rational (h = 1, 2, 4 or 8); None otherwise (give them with ``alibi_slopes``)."""
-    if heads not in (1, 2, 4, 8):
-        return None
-    return tuple(ExactNumber(fmpq(1, 2 ** (8 * k // heads))) for k in range(1, heads + 1))
+def paper_slopes(heads: int) -> tuple[sympy.Expr, ...]:
+    """ALiBi's slopes as the paper's code computes them: 2^(-8k/h) for head k = 1 ... h
+    when h is a power of 2; otherwise those of the power of 2 just below h, c, then
+    every other slope of 2c (exact: 2^(-1/2) stays a square root)."""
+    def power_of_two(count: int) -> list[sympy.Expr]:
+        return [sympy.Integer(2) ** sympy.Rational(-8 * k, count)
+                for k in range(1, count + 1)]
+
+    closest = 1 << (heads.bit_length() - 1)
+    if closest == heads:
+        return tuple(power_of_two(heads))
+    return tuple(power_of_two(closest) + power_of_two(2 * closest)[0::2][:heads - closest])
 
 
 def alibi_slopes(data: dict[str, Any], here: Where, heads: int
@@ -113,22 +119,26 @@ def alibi_slopes(data: dict[str, Any], here: Where, heads: int
             raise InputError(f"{here}: alibi_slopes has {plural(len(value), 'slope')} but "
                              f"the attention has {plural(heads, 'head')} (one slope per "
                              f"head)")
-        slopes = tuple(exact_scalar(v, f"{here}: alibi_slopes[{k}]") for k, v in enumerate(value))
-        for k, m in enumerate(slopes):
-            if m <= 0:
-                raise InputError(f"{here}: alibi_slopes[{k}] must be positive, found {m}")
-        return slopes
+        return tuple(_slope(v, f"{here}: alibi_slopes[{k}]") for k, v in enumerate(value))
     value = data.get("alibi", False)
     if not isinstance(value, bool):
         raise InputError(f"{here}: alibi must be true or false, found {value!r}")
     if not value or heads == 0:
         return None
-    slopes = paper_slopes(heads)
-    if slopes is None:
-        raise InputError(f"{here}: alibi = true gives the paper's slopes 2^(-8k/h) only for "
-                         f"h = 1, 2, 4 or 8 heads (rational); with {heads} heads give "
-                         f"alibi_slopes = [...] (one per head)")
-    return slopes
+    return paper_slopes(heads)
+
+
+def _slope(value: object, where: str) -> sympy.Expr:
+    """One given slope: an exact positive number (rational, or an expression such as
+    ``"2^(-1/2)"`` or ``"sqrt(2)/2"``), as a SymPy number."""
+    number = exact_value(value, where)
+    if isinstance(number, fmpq):
+        if number <= 0:
+            raise InputError(f"{where}: must be positive, found {number}")
+        return ExactNumber(number)
+    if not number.ball() > 0:  # certified at the working precision
+        raise InputError(f"{where}: must be a positive number, found {number}")
+    return number.sympy()
 
 
 #: Settings an ``[attention]`` file may give at the top level or inside the table.

@@ -7,7 +7,8 @@ is the paper's ``-m * (i - j)``).  A score masked with -inf stays -inf; one mask
 a finite number (-1e9) gets the bias too, as the float implementations add it.  The
 bias is a constant: the backward rule passes the gradient unchanged.
 
-``alibi = true`` gives head k of h the paper's slope 2^(-8k/h) (k = 1 ... h).
+``alibi = true`` gives the paper's slopes (2^(-8k/h) for head k of h, h a power of 2;
+:func:`symformer.example.lesson.paper_slopes`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 from flint import arb
 
-from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
+from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, Spelling
@@ -54,7 +55,8 @@ class ALiBi(Operation):
     and the printers read it from here, as from the scale-and-mask step).
     """
 
-    slope: sympy.Rational
+    #: The head's slope: an exact rational, or an exact SymPy number (2^(-1/2)).
+    slope: sympy.Expr
     masked: frozenset[tuple[int, int]] = frozenset()
     #: True: the masked entries are -inf (they stay -inf, no bias is written); False:
     #: masked with a finite number, which gets the bias like any score.
@@ -118,9 +120,16 @@ class ALiBi(Operation):
         return replace(self, infinite_mask=True)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
-        m = rational_ball(self.slope)
+        m = self._slope_ball()
         return [[NEG_INF if s is NEG_INF or self._kept(i, j) else s - m * abs(i - j)
                  for j, s in enumerate(row)] for i, row in enumerate(args[0])]
+
+    def _slope_ball(self) -> arb:
+        """The slope as a ball: exact when rational (2^-8), else at the working precision
+        (the paper's 2^(-1/2) for 16 heads)."""
+        if getattr(self.slope, "is_Rational", True) or isinstance(self.slope, int):
+            return rational_ball(self.slope)
+        return sympy_to_arb(self.slope)
 
     def _kept(self, i: int, j: int) -> bool:
         """Entry (i, j) is masked with -inf: it stays -inf (no bias is written)."""
@@ -145,7 +154,9 @@ class ALiBi(Operation):
         return alibi_masked_scores if self.infinite_mask and self.masked else alibi_scores
 
     def spelling(self) -> Spelling:
-        return Spelling(names={"m": str(self.slope)}, index="j", indexed=frozenset({"S", "D"}),
+        rational = getattr(self.slope, "is_Rational", True)
+        return Spelling(names={"m": str(self.slope)} if rational else {}, index="j",
+                        indexed=frozenset({"S", "D"}),
                         remark="D: the distance |i - j| of query i and key j")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
