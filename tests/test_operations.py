@@ -196,7 +196,7 @@ def _(draw):
     n, m = _shape(draw)
     masked = frozenset(draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)))))
     slope = draw(st.sampled_from([sympy.Rational(1, 2), sympy.Rational(1, 256),
-                                  sympy.Integer(3)]))
+                                  sympy.Integer(3), sympy.sqrt(2) / 2]))
     return Case(ALiBi(slope, masked, draw(st.booleans())), [_matrix(draw, n, m)])
 
 
