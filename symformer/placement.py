@@ -44,6 +44,8 @@ def part_of(stage: Stage) -> tuple[str, ...]:
     elif stage.side == "decoder":  # logits, probabilities, next_token
         side = ["Decoder"]
     if not parts[0].startswith("layer"):
+        if getattr(stage.derivation.example, "attention", None) is not None:
+            return (*side, "Attention")  # an example that starts from given Q, K, V
         return (*side, "Input" if _before_layers(stage) else "Output")
     where = [*side, f"Layer {parts[0][5:]}"]
     rest = parts[1:-1] if len(parts) > 2 else parts[1:]

@@ -35,6 +35,7 @@ from symformer.ops import (
     AdamMoment,
     AdamStep,
     Add,
+    ALiBi,
     ArgmaxIndicator,
     Concat,
     DotScores,
@@ -191,6 +192,15 @@ def factory(name: str):
         FACTORIES[name] = fn
         return fn
     return register
+
+
+@factory("alibi")
+def _(draw):
+    n, m = _shape(draw)
+    masked = frozenset(draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)))))
+    slope = draw(st.sampled_from([sympy.Rational(1, 2), sympy.Rational(1, 256),
+                                  sympy.Integer(3), sympy.sqrt(2) / 2]))
+    return Case(ALiBi(slope, masked, draw(st.booleans())), [_matrix(draw, n, m)])
 
 
 @factory("add")

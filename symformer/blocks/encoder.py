@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
+from symformer.blocks.lesson import given_attention
 from symformer.blocks.lessons import add_lesson_stages
 from symformer.blocks.sublayers import (
     feed_forward,
@@ -30,9 +31,15 @@ def derive(example: Example, causal: bool | None = None,
     causal = example.causal if causal is None else causal
     check_size(example, max_work)
     g = Derivation(example, causal)
-    x = input_stages(g, "", example.tokens, example.embeddings, example.embedding_ids,
+    if example.attention is not None:
+        given_attention(g, example.attention)
+        add_lesson_stages(g)  # e.g. the Jacobian of a row of the given attention's weights
+        return g
+    x = input_stages(g, "", example.tokens, example.embeddings,
+                     () if example.given_inputs else example.embedding_ids,
                      example.positional_encoding, example.positional_encoding_base,
-                     example.positional_embeddings)
+                     example.positional_embeddings,
+                     given="zeros" if example.positions_only else example.given_inputs)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     if example.final_norm is not None:
@@ -49,7 +56,8 @@ def derive(example: Example, causal: bool | None = None,
 def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     """One block: x = wrap(attention)(x); x = wrap(ffn)(x) (post-, pre- or no norm).
 
-    A block without ``W_1`` has no feed-forward sub-layer.
+    A block without ``W_1`` has no feed-forward sub-layer; one without heads, no
+    attention (its FFN's stages are ``P.ffn.*``, its Add & Norm ``P.add_norm1``).
     """
     p = f"layer{number}"
 
@@ -60,6 +68,8 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     def ffn(h: str) -> str:
         return feed_forward(g, p, h, layer, number)
 
+    if not layer.heads:  # an FFN-only block: its Add & Norm is the first
+        return wrap(g, p, 1, x, ffn, layer, number)
     x = wrap(g, p, 1, x, attention, layer, number)
     if layer.W_1 is None:
         return x

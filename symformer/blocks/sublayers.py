@@ -20,6 +20,7 @@ from symformer.lazy import sympy
 from symformer.ops import (
     GELU,
     Add,
+    ALiBi,
     ArgmaxIndicator,
     Concat,
     DotScores,
@@ -31,6 +32,7 @@ from symformer.ops import (
     Normalize,
     Notation,
     Operation,
+    Parameter,
     PositionalEncoding,
     Projection,
     ReLU,
@@ -50,6 +52,10 @@ from symformer.ops import (
 
 #: The notation of each role an operation plays (one symbol per kind of vector).
 INPUT = Notation("x", "x", "Input row (embedding + positional encoding)")
+GIVEN = Notation("e", "e", "Given input row (before the positional encoding)")
+GIVEN_INPUT = Notation("x", "x", "Input row (as given)")
+#: What the equation of a given matrix (input rows; Q, K, V) says after it.
+GIVEN_REMARK = "as the example gives it"
 QUERY = Notation("q", "q", "Query")
 KEY = Notation("k", "k", "Key")
 VALUE = Notation("v", "v", "Value")
@@ -78,15 +84,19 @@ Sublayer = Callable[[str], str]
 
 def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sympy.Matrix,
                  token_ids: tuple[int, ...], pe: str, base: int | sympy.Rational = 10000,
-                 learned: sympy.Matrix | None = None) -> str:
+                 learned: sympy.Matrix | None = None, given: bool | str = False) -> str:
     """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum.
 
     ``pe = "learned"`` takes the rows of ``learned``; ``"rope"`` and ``"none"`` add zeros
-    (RoPE rotates the queries and keys instead, :func:`attention_head`).
+    (RoPE rotates the queries and keys instead, :func:`attention_head`).  ``given``: the
+    rows of ``table`` are the example's given inputs, one per token (no lookup); with no
+    positional encoding they are ``PREFIXinput`` itself; ``given = "zeros"``: there are
+    no rows, ``PREFIXpositional_encoding`` alone is the input.
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
-    e = g.add(f"{prefix}embeddings", "embeddings", Embedding(table, token_ids), (), tokens,
-              dims)
+    if given and pe == "none":  # the given rows are the input
+        rows = Parameter(table, GIVEN_INPUT, GIVEN_REMARK, ("X", "X"))
+        return g.add(f"{prefix}input", "input", rows, (), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
             raise InputError(f"{g.example.source}: positional_embeddings has {learned.rows} "
@@ -94,6 +104,12 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
         op: Operation = LearnedPositional(learned, len(tokens))
     else:
         op = PositionalEncoding(len(tokens), table.cols, pe, base=base)
+    if given == "zeros":  # no rows: the positional encoding alone is the input
+        return g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens,
+                     dims)
+    lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X")) if given
+              else Embedding(table, token_ids))
+    e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     p = g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens, dims)
     return g.add(f"{prefix}input", "input", Add(INPUT), (e, p), tokens, dims)
 
@@ -203,7 +219,6 @@ def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: b
     ``rope`` rotates Q and K (``P.Q_rot``, ``P.K_rot``); ``shared`` gives the (K, V)
     stages of a shared key/value head instead of this head's own.
     """
-    queries, keys = g[x].rows, g[kv].rows
     where = {"layer": number, "head": k}
     Q = _project(g, p, "Q", x, head.W_Q, head.b_Q, QUERY, where)              # (n, d_k)
     if rope is not None:
@@ -215,16 +230,30 @@ def attention_head(g: Derivation, p: str, x: str, kv: str, head: Head, causal: b
         if rope is not None:
             K = _rotate(g, p, "K", K, rope, KEY_ROTATED, where)
         V = _project(g, p, "V", kv, head.W_V, head.b_V, VALUE, where)         # (m, d_v)
-    raw = g.add(f"{p}.raw_scores", "raw_scores", DotScores(), (Q, K), queries, keys, **where)
+    slopes = getattr(block, "alibi_slopes", None)
+    return attend(g, f"{p}.", Q, K, V, causal, block.scale if block is not None else None,
+                  slopes[k - 1] if slopes else None, where)
+
+
+def attend(g: Derivation, p: str, Q: str, K: str, V: str, causal: bool,
+           scale: sympy.Rational | None, slope: sympy.Rational | None,
+           where: dict[str, int]) -> str:
+    """Attention from the stages ``Q``, ``K``, ``V``: ``Praw_scores``, ``Pscores`` (scaled
+    by ``scale``, None: sqrt(d_k); masked), ``Palibi_scores`` (with an ALiBi ``slope``),
+    ``Pweights`` and ``Poutput``."""
+    queries, keys = g[Q].rows, g[K].rows
+    raw = g.add(f"{p}raw_scores", "raw_scores", DotScores(), (Q, K), queries, keys, **where)
     masked = frozenset((i, j) for i in range(len(queries)) for j in range(len(keys))
                        if causal and j > i)
-    scale = block.scale if block is not None else None
-    scores = g.add(f"{p}.scores", "scores",
-                   ScaleMask(head.d_k, masked, g.example.mask_value, scale=scale),
+    scores = g.add(f"{p}scores", "scores",
+                   ScaleMask(g[Q].shape[1], masked, g.example.mask_value, scale=scale),
                    (raw,), queries, keys, **where)
-    weights = g.add(f"{p}.weights", "weights", Softmax(), (scores,), queries, keys, **where)
-    cols = tuple(f"o{j}" for j in range(head.d_v))
-    return g.add(f"{p}.output", "head_output", WeightedSum(), (weights, V), queries, cols,
+    if slope is not None:
+        alibi = ALiBi(slope, masked, g.example.mask_value is None)
+        scores = g.add(f"{p}alibi_scores", "scores", alibi, (scores,), queries, keys, **where)
+    weights = g.add(f"{p}weights", "weights", Softmax(), (scores,), queries, keys, **where)
+    cols = tuple(f"o{j}" for j in range(g[V].shape[1]))
+    return g.add(f"{p}output", "head_output", WeightedSum(), (weights, V), queries, cols,
                  **where)
 
 

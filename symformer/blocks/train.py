@@ -290,6 +290,10 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
         raise InputError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
                          f"found {optimizer!r}")
     weights = trained_weights(g)
+    if not weights:  # given inputs or Q, K, V alone: nothing for a step to change
+        raise InputError(f"{g.example.source}: the example has no weights to train (its "
+                         f"matrices are given as they are); `symformer backward` gives "
+                         f"their gradients")
     loss = add_loss(g)
     forward = [s for s in g if s.name in g.ancestors(loss) | {loss}]
     by_stage: dict[str, list[Weight]] = {}

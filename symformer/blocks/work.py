@@ -24,6 +24,9 @@ def estimated_work(example: Example) -> int:
     """Multiply-adds of one forward pass: what a derivation's cost grows with."""
     n, d = len(example.tokens), example.d_model
     work = n * d
+    if example.attention is not None:  # given Q, K, V: one attention step
+        a = example.attention
+        work += a.K.rows * (a.K.cols + a.V.cols) + n * a.K.rows * (a.K.cols + a.V.cols + 2)
     for layer in example.layers:
         for h in layer.heads:
             work += n * d * (2 * h.d_k + h.d_v) + n * n * (h.d_k + h.d_v + 2)

@@ -10,6 +10,7 @@ import os
 import re
 import stat
 import tomllib
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,12 @@ from symformer.example.fields import (
     optional_vector,
     vector,
     vocab_and_tokens,
+)
+from symformer.example.lesson import (
+    alibi_slopes,
+    attention_example,
+    given_inputs,
+    lift_attention_settings,
 )
 from symformer.example.loss import parse_loss
 from symformer.example.numbers import (
@@ -71,6 +78,7 @@ _TOP_KEYS = {
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
+    "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -212,19 +220,39 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     here = Where(source)
     no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
-    vocab, tokens = vocab_and_tokens(data, here)
-    embeddings, embedded = _embeddings(data, here, vocab, tokens)
+    if "attention" in data:  # given Q, K and V: a file of its own shape
+        data = lift_attention_settings(data, here)
+        return attention_example(data, here, _boolean(data, "causal", here, False),
+                                 _mask(data, here),
+                                 _scale(data, here) if "scale" in data else None)
+    positions_only = "inputs" not in data and ("positions" in data or "d_model" in data)
+    given = "inputs" in data or positions_only
+    if given:
+        tokens, embeddings = given_inputs(data, here)
+        vocab, embedded = list(dict.fromkeys(tokens)), None
+    else:
+        vocab, tokens = vocab_and_tokens(data, here)
+        embeddings, embedded = _embeddings(data, here, vocab, tokens)
     d_model = embeddings.cols
-    pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here, "sinusoidal")
+    pe = choice(data, "positional_encoding", POSITIONAL_ENCODINGS, here,
+                "none" if given and not positions_only else "sinusoidal")
     causal = _boolean(data, "causal", here, False)
     defaults = _conventions(data, here, None)
-    layers_data = data.get("layer")
-    if not isinstance(layers_data, list) or not layers_data:
-        raise InputError(f"{here}: expected at least one [[layer]] table")
+    layers_data = data.get("layer", [])
+    if not isinstance(layers_data, list):
+        raise InputError(f"{here}: layer must be [[layer]] tables")
     layers = tuple(
         _layer(layer, here.sub(f"layer {n}"), d_model, defaults, pe)
         for n, layer in enumerate(layers_data, start=1)
     )
+    if "alibi" in data or "alibi_slopes" in data:
+        if "decoder" in data:
+            raise InputError(f"{here}: alibi and alibi_slopes bias the encoder stack's (or a "
+                             f"decoder-only model's) scores; a [decoder] table is not "
+                             f"supported with them")
+        layers = tuple(replace(layer, alibi_slopes=alibi_slopes(
+            data, here.sub(f"layer {n}"), len(layer.heads))) if layer.heads else layer
+            for n, layer in enumerate(layers, start=1))
     _output_width(layers, d_model, data, here)
     decoder = None
     if "decoder" in data:
@@ -236,6 +264,10 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
+    if given and "lm_head" in data:
+        raise InputError(f"{here}: [lm_head] needs a vocabulary with embeddings; inputs = "
+                         f"[[...]] gives the input rows themselves (give vocab and "
+                         f"embeddings instead)")
     lm_head = _lm_head(data, here, embeddings, len(vocab))
     if lm_head is not None and lm_head.tied and embedded is not None:
         raise InputError(f"{here}: [lm_head] tied = true reads every word's embedding row; "
@@ -262,6 +294,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         lm_head=lm_head,
         loss=loss,
         stages=parse_stages(data["stages"], here.sub("stages")) if "stages" in data else None,
+        given_inputs=given,
+        positions_only=positions_only,
     )
 
 
@@ -339,6 +373,9 @@ def _rope_given(data: dict[str, Any], here: Where, pe: str, layers: tuple[Layer,
         other = given[1] if len(given) == 2 else "positional_encoding_base"
         raise InputError(f"{here}: {given[0]} and {other} both set RoPE's angles; give one")
     widths = {h.d_k for layer in layers for h in layer.heads}
+    if not widths:
+        raise InputError(f"{here}: {given[0]} turns the heads' queries and keys; the "
+                         f"example has no attention head")
     pairs = min(widths) // 2
     if len(widths) != 1:
         raise InputError(f"{here}: {given[0]} needs every head to have the same d_k; "
@@ -470,6 +507,8 @@ def _printable_names(data: dict[str, Any], here: Where) -> None:
     tables = [(data, here, ("title", "vocab", "tokens"))]
     if isinstance(data.get("decoder"), dict):
         tables.append((data["decoder"], here.sub("decoder"), ("vocab", "tokens")))
+    if isinstance(data.get("attention"), dict):
+        tables.append((data["attention"], here.sub("attention"), ("key_tokens",)))
     for table, where, keys in tables:
         for key in keys:
             value = table.get(key)
@@ -506,7 +545,7 @@ def _output_width(layers: tuple[Layer, ...], d_model: int, data: dict[str, Any],
     last layer, its output used as it is)."""
     for n, layer in enumerate(layers, start=1):
         width = sum(h.d_v for h in layer.heads)
-        if layer.W_O is not None or width == d_model:
+        if layer.W_O is not None or width == d_model or not layer.heads:
             continue
         if n != len(layers) or data.get("final_norm") is True or "lm_head" in data \
                 or "decoder" in data:
@@ -525,6 +564,8 @@ def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, _LAYER_KEYS, here)
     conventions = _conventions(data, here, defaults)
+    if "head" not in data and "kv_head" not in data:  # an FFN-only block
+        return _ffn_only_layer(data, here, d_model, conventions)
     heads, kv_heads = _attention_heads(data, here, d_model)
     if pe == "rope":
         _even_widths(heads, here)
@@ -551,6 +592,26 @@ def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
         beta_2=vector(data, "beta_2", here, d_model, default=0),
         **conventions,
     )
+
+
+def _ffn_only_layer(data: dict[str, Any], here: Where, d_model: int,
+                    conventions: dict[str, Any]) -> Layer:
+    """A ``[[layer]]`` without ``[[layer.head]]`` tables: the FFN alone, with its residual
+    and normalisation (``gamma_1``/``beta_1``: its Add & Norm is the block's first)."""
+    if "W_1" not in data:
+        raise InputError(f"{here}: a [[layer]] needs [[layer.head]] tables (attention), "
+                         f"W_1 and W_2 (a feed-forward network), or both")
+    for key in ("W_O", "b_O", "gamma_2", "beta_2"):
+        if key in data:
+            raise InputError(f"{here}: {key} has no meaning in a layer without attention "
+                             f"heads (its FFN's Add & Norm uses gamma_1 and beta_1)")
+    _no_beta(data, ("beta_1",), conventions["layer_norm"], here)
+    ones = vector({}, "gamma_2", here, d_model, default=1)
+    return Layer(heads=(), W_O=None, **_feed_forward(data, here, d_model),
+                 gamma_1=vector(data, "gamma_1", here, d_model, default=1),
+                 beta_1=vector(data, "beta_1", here, d_model, default=0),
+                 gamma_2=ones, beta_2=vector({}, "beta_2", here, d_model, default=0),
+                 **conventions)
 
 
 def _feed_forward(data: dict[str, Any], here: Where, d_model: int) -> dict[str, Any]:

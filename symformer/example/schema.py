@@ -110,6 +110,8 @@ class Block:
     #: None divides the scores by sqrt(d_k); a number divides them by it (1: unscaled).
     scale: sympy.Rational | None = None
     rope_style: str = "interleaved"
+    #: ALiBi: one slope per attention head (``alibi``/``alibi_slopes``); None: no bias.
+    alibi_slopes: tuple[sympy.Rational, ...] | None = None
 
     @property
     def d_ff(self) -> int:
@@ -121,7 +123,7 @@ class Block:
 class Layer(Block):
     """One encoder block with its own weights and conventions."""
 
-    heads: tuple[Head, ...]
+    heads: tuple[Head, ...]  # (): no attention sub-layer (an FFN-only block)
     W_O: sympy.Matrix | None  # None: plain concatenation (the heads' widths add to d_model)
     b_O: sympy.Matrix | None = None
     #: Key/value heads shared by the query heads (grouped-query attention); () otherwise.
@@ -145,6 +147,21 @@ class LMHead:
     W_vocab: sympy.Matrix
     b_vocab: sympy.Matrix | None = None
     tied: bool = False
+
+
+@dataclass(frozen=True)
+class GivenAttention:
+    """An attention-only example that starts from given queries, keys and values (the
+    ``[attention]`` table): no embeddings, no projections."""
+
+    Q: sympy.Matrix  # n x d_k
+    K: sympy.Matrix  # m x d_k
+    V: sympy.Matrix  # m x d_v
+    #: None divides the scores by sqrt(d_k); a number divides them by it (1: unscaled).
+    scale: sympy.Rational | None = None
+    alibi_slope: sympy.Rational | None = None
+    #: The labels of the keys' rows (the queries' are the example's ``tokens``).
+    key_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,6 +201,14 @@ class Example:
     #: The optional ``[stages]`` table: stages lessons print, asked for by name
     #: (:mod:`symformer.example.stages`).
     stages: LessonStages | None = None
+    #: True: ``embeddings`` holds the example's given input rows (``inputs``), one per
+    #: token, read as they are (no vocabulary lookup); ``tokens`` only label them.
+    given_inputs: bool = False
+    #: True: no input rows, only the positional encoding (``positions``, ``d_model``):
+    #: its table is the input (``embeddings`` is zeros, never shown).
+    positions_only: bool = False
+    #: An example made of one attention step on given Q, K and V (``[attention]``).
+    attention: GivenAttention | None = None
 
     @property
     def d_model(self) -> int:
@@ -192,7 +217,10 @@ class Example:
 
     @property
     def token_ids(self) -> tuple[int, ...]:
-        """Vocabulary index of each token of the sentence."""
+        """Vocabulary index of each token of the sentence (given input rows: the row of
+        each position, the tokens being only labels)."""
+        if self.given_inputs:
+            return tuple(range(len(self.tokens)))
         return tuple(self.vocab.index(t) for t in self.tokens)
 
     @property
@@ -204,4 +232,6 @@ class Example:
     @property
     def embedding_ids(self) -> tuple[int, ...]:
         """Row of the embedding table of each token of the sentence."""
+        if self.given_inputs:
+            return self.token_ids
         return tuple(self.table_vocab.index(t) for t in self.tokens)

@@ -195,6 +195,11 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     if example.decoder is not None:
         raise NotSupportedError("the PyTorch module: encoder-decoder examples are not "
                                 "supported (encoders and decoder-only models are)")
+    shape = ("an [attention] example (given Q, K, V)" if example.attention is not None
+             else "an FFN-only [[layer]]" if any(not L.heads for L in example.layers)
+             else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
+    if shape is not None:
+        raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
     weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
         weights["positional_embeddings"] = float_rows(example.positional_embeddings)

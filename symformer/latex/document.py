@@ -122,7 +122,8 @@ def _group(stage: Stage) -> str:
     group = GROUPS.get(stage.kind, "Other stages")
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
-        group = f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
+        group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
+                 if stage.head else "Scaled dot-product attention")  # given Q, K, V
     return group
 
 

@@ -16,7 +16,7 @@ from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry
-from symformer.ops import ReLU, ScaleMask
+from symformer.ops import ALiBi, ReLU, ScaleMask
 from symformer.worked.numbers import integer_values
 
 #: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
@@ -46,7 +46,8 @@ def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:
     g = stage.derivation
     for name in (stage.name, *stage.inputs):
         op = g[name].op
-        if isinstance(op, ScaleMask) and stage.kind in ("scores", "weights"):
+        # the scale-and-mask step, or ALiBi's after it (which keeps the mask's entries)
+        if isinstance(op, (ScaleMask, ALiBi)) and stage.kind in ("scores", "weights"):
             return op.masked
     return frozenset()
 

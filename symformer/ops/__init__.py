@@ -6,6 +6,7 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 
 from symformer.ops.adam import AdamMoment, AdamStep
 from symformer.ops.add import Add
+from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
 from symformer.ops.concat import Concat
@@ -51,7 +52,7 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy",
+    "ALiBi", "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy",
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
     "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",

@@ -30,6 +30,10 @@ class Parameter(Operation):
 
     value: sympy.Matrix
     notation: Notation | None = None
+    #: Said after its equation (a given input is not a weight).
+    remark: str = "the weight as the example gives it"
+    #: How the given matrix is written in the equation (LaTeX, text).
+    source: tuple[str, str] = (r"W^{(0)}", "W⁽⁰⁾")
 
     name = "parameter"
     reference_function = given
@@ -38,8 +42,8 @@ class Parameter(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("W[i, j] = W0[i, j]",), {"W": "out", "W0": "const:value"},
-                             symbols={"W0": (r"W^{(0)}", "W⁽⁰⁾")},
-                             remark="the weight as the example gives it")
+                             symbols={"W0": self.source},
+                             remark=self.remark)
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix(self.value)

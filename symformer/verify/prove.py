@@ -218,7 +218,8 @@ def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
         same[stage.name] = rows
     last = plain["output"].shape[0] - 1
     encoder = [s for s in plain if s.side == "encoder" and s.layer]
-    one_block = max(s.layer for s in encoder) == 1
+    # no [[layer]] (given inputs; given Q, K, V): the stages up to output are one block
+    one_block = max((s.layer for s in encoder), default=1) == 1
     # the first block's output: what the second block reads (side stages, σ and the
     # output's μ_y, σ_y², come after it but end nothing)
     end = "output" if one_block else next(name for s in encoder if s.layer == 2
@@ -250,6 +251,9 @@ def repeated_tokens_differ(g: Derivation) -> Fact:
     statement = "two occurrences of the same token differ after positional encoding"
     if not pairs:
         return Fact("repeated_tokens_differ", statement, VACUOUS, "no token occurs twice")
+    if "input" not in g:
+        return Fact("repeated_tokens_differ", statement, VACUOUS,
+                    "no input rows (the example gives Q, K and V)")
     x = g.evaluate(128)["input"]
     found = []
     for i, j in pairs:
@@ -286,8 +290,11 @@ def causal_gradient(example: Example, max_work: int | None = None) -> Fact:
     finite mask (-1e9), whose weights exp(...) stay > 0.
     """
     n = len(example.tokens)
+    # the rows per position the gradient reaches: the input's, or (given Q, K, V) the
+    # keys' and values' (a query row is its own position's)
+    reached = ("grad.K", "grad.V") if example.attention is not None else ("grad.input",)
     statement = ("under the causal mask, the loss at position i has gradient exactly 0 with "
-                 "respect to every later position (rows j > i of grad.input)")
+                 f"respect to every later position (rows j > i of {' and '.join(reached)})")
     if n < 2:
         return Fact("causal_gradient", statement, VACUOUS, "one position: none is later")
     for i in range(n - 1):
@@ -297,13 +304,15 @@ def causal_gradient(example: Example, max_work: int | None = None) -> Fact:
               ("output",), ("loss",), ("L",), side=output.side)
         backward(g)
         zero = _constant_entries(g)
-        symbols = g.symbols("grad.input")
-        for j in range(i + 1, n):
-            for c in range(symbols.cols):
-                if zero.get(symbols[j, c]) != 0:
-                    return Fact("causal_gradient", statement, FALSE,
-                                f"the loss at position {i}: grad.input[{j},{c}] is not shown "
-                                f"0 (with a finite mask the later weights stay exp(...) > 0)")
+        for name in reached:
+            symbols = g.symbols(name)
+            for j in range(i + 1, symbols.rows):
+                for c in range(symbols.cols):
+                    if zero.get(symbols[j, c]) != 0:
+                        return Fact("causal_gradient", statement, FALSE,
+                                    f"the loss at position {i}: {name}[{j},{c}] is not shown "
+                                    f"0 (with a finite mask the later weights stay exp(...) "
+                                    f"> 0)")
     return Fact("causal_gradient", statement, PROVED,
                 f"for each of the positions 0..{n - 2}, its own loss's backward pass: by "
                 f"induction over the stages, the masked weights are exp(-inf)/... = 0, so "

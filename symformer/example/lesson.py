@@ -1,0 +1,199 @@
+"""Examples that start where a lesson starts: given input rows, given Q, K and V, ALiBi.
+
+* ``inputs = [[...]]`` -- the input rows themselves, instead of ``vocab`` and
+  ``embeddings`` (``tokens`` optional, labels of the rows);
+* an ``[attention]`` table with ``Q``, ``K`` and ``V`` -- one attention step and
+  nothing else (no embeddings, no projections);
+* ``alibi = true`` or ``alibi_slopes = [...]`` -- ALiBi's linear bias, one slope per
+  head (:mod:`symformer.ops.alibi`).
+
+The loader (:mod:`symformer.example.loader`) calls these; the stages are composed in
+:mod:`symformer.blocks.lesson`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flint import fmpq
+
+from symformer.errors import InputError
+from symformer.example.exact import ExactMatrix, ExactNumber
+from symformer.example.fields import Where, matrix, no_unknown_keys, string_list
+from symformer.example.loss import parse_loss
+from symformer.example.numbers import exact_value
+from symformer.example.schema import Example, GivenAttention
+from symformer.lazy import sympy
+from symformer.words import plural
+
+#: The keys that make a file an example without ``embeddings``.
+INPUT_KEYS = ("inputs", "positions", "d_model", "attention")
+#: The top-level keys of an ``[attention]`` example.
+_ATTENTION_TOP = {"title", "description", "tokens", "attention", "causal", "mask", "scale",
+                  "alibi", "alibi_slopes", "loss", "claim", "exercise"}
+_ATTENTION_KEYS = {"Q", "K", "V", "key_tokens"}
+
+
+def labels(data: dict[str, Any], key: str, here: Where, rows: int, stem: str,
+           what: str, start: int = 1) -> tuple[str, ...]:
+    """``data[key]`` (one label per row), else ``STEM1``, ``STEM2``, ... (from ``start``)."""
+    if key not in data:
+        return tuple(f"{stem}{i}" for i in range(start, rows + start))
+    found = string_list(data, key, here)
+    if len(found) != rows:
+        raise InputError(f"{here}: {key} has {plural(len(found), 'label')} but {what} has "
+                         f"{plural(rows, 'row')} (one label per row)")
+    return tuple(found)
+
+
+#: The most positions and dimensions of a positions-only example (``positions``,
+#: ``d_model``); the work limit bounds what is derived from them.
+MAX_POSITIONS = 4096
+
+
+def given_inputs(data: dict[str, Any], here: Where) -> tuple[list[str], ExactMatrix]:
+    """``inputs = [[...]]``: the input rows (a row per position) and their labels; or
+    ``positions = n`` and ``d_model = d`` without inputs (a positional-encoding table
+    alone: the rows are zeros, never shown)."""
+    for key in ("vocab", "embeddings"):
+        if key in data and "inputs" in data:
+            raise InputError(f"{here}: {key} has no meaning with inputs = [[...]] (the input "
+                             f"rows are given); drop {key}, or give vocab and embeddings "
+                             f"instead of inputs")
+        if key in data:
+            given = "positions" if "positions" in data else "d_model"
+            raise InputError(f"{here}: {given} (with positions = n and d_model = d: a "
+                             f"positional-encoding table alone) has no meaning with {key}; "
+                             f"the sentence and the embeddings give both")
+    if "inputs" in data:
+        for key in ("positions", "d_model"):
+            if key in data:
+                raise InputError(f"{here}: {key} has no meaning with inputs = [[...]] (its "
+                                 f"shape gives the positions and d_model)")
+        x = matrix(data, "inputs", here)
+        return list(labels(data, "tokens", here, x.rows, "x", "inputs")), x
+    n, d = (_count(data, key, here) for key in ("positions", "d_model"))
+    zeros = ExactMatrix([[fmpq(0)] * d for _ in range(n)])
+    return list(labels(data, "tokens", here, n, "pos", "positions", 0)), zeros
+
+
+def _count(data: dict[str, Any], key: str, here: Where) -> int:
+    """``positions`` or ``d_model``: a whole number from 1 to :data:`MAX_POSITIONS`."""
+    if key not in data:
+        raise InputError(f"{here}: a positional-encoding table without inputs needs both "
+                         f"positions = n and d_model = d; {key} is missing")
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_POSITIONS:
+        raise InputError(f"{here}: {key} must be a whole number from 1 to {MAX_POSITIONS}, "
+                         f"found {value!r}"[:200])
+    return value
+
+
+def paper_slopes(heads: int) -> tuple[sympy.Expr, ...]:
+    """ALiBi's slopes as the paper's code computes them: 2^(-8k/h) for head k = 1 ... h
+    when h is a power of 2; otherwise those of the power of 2 just below h, c, then
+    every other slope of 2c (exact: 2^(-1/2) stays a square root)."""
+    def power_of_two(count: int) -> list[sympy.Expr]:
+        return [sympy.Integer(2) ** sympy.Rational(-8 * k, count)
+                for k in range(1, count + 1)]
+
+    closest = 1 << (heads.bit_length() - 1)
+    if closest == heads:
+        return tuple(power_of_two(heads))
+    return tuple(power_of_two(closest) + power_of_two(2 * closest)[0::2][:heads - closest])
+
+
+def alibi_slopes(data: dict[str, Any], here: Where, heads: int
+                 ) -> tuple[sympy.Rational, ...] | None:
+    """``alibi = true`` (the paper's slopes 2^(-8k/h)) or ``alibi_slopes = [m_1, ...]``
+    (one positive number per head); None without either.  ``here`` names the layer."""
+    if "alibi" in data and "alibi_slopes" in data:
+        raise InputError(f"{here}: give alibi = true (the paper's slopes) or alibi_slopes = "
+                         f"[...], not both")
+    if "alibi_slopes" in data:
+        value = data["alibi_slopes"]
+        if not isinstance(value, list) or not value or any(isinstance(v, (list, dict))
+                                                           for v in value):
+            raise InputError(f"{here}: alibi_slopes must be a list of numbers, one per head")
+        if len(value) != heads:
+            raise InputError(f"{here}: alibi_slopes has {plural(len(value), 'slope')} but "
+                             f"the attention has {plural(heads, 'head')} (one slope per "
+                             f"head)")
+        return tuple(_slope(v, f"{here}: alibi_slopes[{k}]") for k, v in enumerate(value))
+    value = data.get("alibi", False)
+    if not isinstance(value, bool):
+        raise InputError(f"{here}: alibi must be true or false, found {value!r}")
+    if not value or heads == 0:
+        return None
+    return paper_slopes(heads)
+
+
+def _slope(value: object, where: str) -> sympy.Expr:
+    """One given slope: an exact positive number (rational, or an expression such as
+    ``"2^(-1/2)"`` or ``"sqrt(2)/2"``), as a SymPy number."""
+    number = exact_value(value, where)
+    if isinstance(number, fmpq):
+        if number <= 0:
+            raise InputError(f"{where}: must be positive, found {number}")
+        return ExactNumber(number)
+    if not number.ball() > 0:  # certified at the working precision
+        raise InputError(f"{where}: must be a positive number, found {number}")
+    return number.sympy()
+
+
+#: Settings an ``[attention]`` file may give at the top level or inside the table.
+_LIFTED = ("causal", "mask", "scale", "alibi", "alibi_slopes")
+
+
+def lift_attention_settings(data: dict[str, Any], here: Where) -> dict[str, Any]:
+    """The file with the settings written inside ``[attention]`` (``causal``, ``mask``,
+    ``scale``, ``alibi``, ``alibi_slopes``) moved to the top level, where the loader
+    reads them; one given in both places is refused."""
+    table = data.get("attention")
+    if not isinstance(table, dict):
+        return data
+    lifted = {key: table[key] for key in _LIFTED if key in table}
+    for key in lifted:
+        if key in data:
+            raise InputError(f"{here}: {key} is given both at the top level and in "
+                             f"[attention]; give it once")
+    rest = {key: value for key, value in table.items() if key not in lifted}
+    return {**data, **lifted, "attention": rest}
+
+
+def attention_example(data: dict[str, Any], here: Where, causal: bool,
+                      mask_value: sympy.Rational | None, scale: sympy.Rational | None
+                      ) -> Example:
+    """A file with an ``[attention]`` table: given ``Q`` (n x d_k), ``K`` (m x d_k) and
+    ``V`` (m x d_v); ``tokens`` label the queries, ``key_tokens`` the keys.  ``causal``,
+    ``mask_value`` and ``scale`` are the file's top-level conventions, read by the
+    loader."""
+    extra = sorted(set(data) - _ATTENTION_TOP)
+    if extra:
+        raise InputError(f"{here}: {extra[0]} has no meaning in a file with an [attention] "
+                         f"table (given Q, K and V: no embeddings, layers or heads)")
+    table, where = data["attention"], here.sub("attention")
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table with Q, K and V")
+    no_unknown_keys(table, _ATTENTION_KEYS, where)
+    Q = matrix(table, "Q", where)
+    K = matrix(table, "K", where, cols=Q.cols)
+    V = matrix(table, "V", where, rows=K.rows)
+    tokens = labels(data, "tokens", here, Q.rows, "q" if K.rows != Q.rows else "x", "Q")
+    if "key_tokens" in table:
+        keys = labels(table, "key_tokens", where, K.rows, "k", "K")
+    else:
+        keys = tokens if K.rows == Q.rows else labels({}, "", where, K.rows, "k", "K")
+    slopes = alibi_slopes(data, here, 1)
+    attention = GivenAttention(Q=Q, K=K, V=V, scale=scale, key_labels=keys,
+                               alibi_slope=None if slopes is None else slopes[0])
+    loss = None
+    if "loss" in data:
+        loss = parse_loss(data["loss"], here.sub("loss"), data, tokens, Q.rows, V.cols, None)
+    title = data.get("title", "Untitled example")
+    if not isinstance(title, str):
+        raise InputError(f"{here}: title must be a string, found {title!r}")
+    return Example(title=title, tokens=tokens, vocab=tuple(dict.fromkeys(tokens)),
+                   embeddings=Q, layers=(), positional_encoding="none", causal=causal,
+                   mask_value=mask_value, source=here.parts[0], attention=attention,
+                   loss=loss, given_inputs=True)
