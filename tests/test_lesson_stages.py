@@ -238,3 +238,26 @@ def test_a_lesson_stage_not_asked_for_says_how_to_ask(tmp_path, stage, line):
     for argv in (["check", str(claims)], ["fill", str(notes), "--out", str(tmp_path / "o")]):
         code, out = run_cli(argv)
         assert code == 2 and f"add a [stages] table with {line}" in out, out
+
+
+GIVEN_QKV = """
+tokens = ["a", "b", "c"]
+causal = true
+[attention]
+Q = [[1, 0], [0, 1], [1, 1]]
+K = [[1, 0], [0, 1], [1, -1]]
+V = [[1, 2], [3, 4], [5, 6]]
+[stages]
+jacobian = ["weights[2]"]
+"""
+
+
+def test_jacobian_of_given_attention_weights():
+    """An attention-by-hand lesson asks for a row's Jacobian too: row 2's scores are
+    (1, 1, 0)/√2, so α = (e^a, e^a, 1)/(2e^a + 1) with a = 1/√2, and J = diag(α) − ααᵀ."""
+    example = parse_example(GIVEN_QKV, "qkv.toml")
+    got = derive(example).evaluate(128)["weights.jacobian.row2"]
+    a = np.exp(1 / np.sqrt(2))
+    alpha = np.array([a, a, 1.0]) / (2 * a + 1)
+    expected = np.diag(alpha) - np.outer(alpha, alpha)
+    assert np.allclose([[mid(b) for b in row] for row in got], expected, rtol=0, atol=1e-15)

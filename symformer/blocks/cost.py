@@ -133,7 +133,9 @@ def _lesson_entries(example: Example) -> int:
     rows = max(len(example.tokens), len(example.decoder.tokens) if example.decoder else 0)
     vocab = max(len(example.vocab), len(example.decoder.vocab) if example.decoder else 0)
     k = max(rows, vocab if example.lm_head or example.decoder else 0)
-    width = max(example.d_model, *(h.d_k for layer in example.layers for h in layer.heads))
+    width = max((example.d_model, *(h.d_k for layer in example.layers for h in layer.heads)))
+    if example.attention is not None:  # given Q, K, V: as many keys as K has rows
+        k = rows = max(rows, example.attention.K.rows)
     count = sum((rows if r.row is None else 1) * k * k for r in asked.jacobian)
     count += sum((rows if r.row is None else 1) * rows * width for r in asked.products)
     norms = 2 * len(example.layers) + 1 + (3 * len(example.decoder.layers)

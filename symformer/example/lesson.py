@@ -23,6 +23,7 @@ from symformer.example.fields import Where, matrix, no_unknown_keys, string_list
 from symformer.example.loss import parse_loss
 from symformer.example.numbers import exact_value
 from symformer.example.schema import Example, GivenAttention
+from symformer.example.stages import parse_stages
 from symformer.lazy import sympy
 from symformer.words import plural
 
@@ -30,7 +31,7 @@ from symformer.words import plural
 INPUT_KEYS = ("inputs", "positions", "d_model", "attention")
 #: The top-level keys of an ``[attention]`` example.
 _ATTENTION_TOP = {"title", "description", "tokens", "attention", "causal", "mask", "scale",
-                  "alibi", "alibi_slopes", "loss", "claim", "exercise"}
+                  "alibi", "alibi_slopes", "loss", "claim", "exercise", "stages"}
 _ATTENTION_KEYS = {"Q", "K", "V", "key_tokens"}
 
 
@@ -193,7 +194,8 @@ def attention_example(data: dict[str, Any], here: Where, causal: bool,
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
+    stages = parse_stages(data["stages"], here.sub("stages")) if "stages" in data else None
     return Example(title=title, tokens=tokens, vocab=tuple(dict.fromkeys(tokens)),
                    embeddings=Q, layers=(), positional_encoding="none", causal=causal,
                    mask_value=mask_value, source=here.parts[0], attention=attention,
-                   loss=loss, given_inputs=True)
+                   loss=loss, given_inputs=True, stages=stages)
