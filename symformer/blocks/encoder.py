@@ -31,7 +31,11 @@ def derive(example: Example, causal: bool | None = None,
     g = Derivation(example, causal)
     x = input_stages(g, "", example.tokens, example.embeddings, example.embedding_ids,
                      example.positional_encoding, example.positional_encoding_base,
-                     example.positional_embeddings)
+                     example.positional_embeddings,
+                     None if example.token_type_embeddings is None
+                     else (example.token_type_embeddings, example.segments))
+    if example.embedding_norm is not None:  # BERT's LayerNorm of the input rows
+        x = layer_norm(g, "embedding_norm", x, example.embedding_norm, "f", 0)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     if example.final_norm is not None:

@@ -65,6 +65,8 @@ QUERY_ROTATED = Notation(r"\tilde{q}", "q̃", "Rotated query (RoPE)")
 KEY_ROTATED = Notation(r"\tilde{k}", "k̃", "Rotated key (RoPE)")
 FFN_GATE = Notation("g", "g", "FFN gate")
 FFN_GATE_ACTIVATION = Notation(r"\phi", "φ", "Activated gate act(g), on its own")
+TOKEN_TYPE = Notation(r"e^{\mathrm{seg}}", "e^seg", "Token-type (segment) embedding")
+TYPED = Notation(r"\hat{e}", "ê", "Token embedding + token-type embedding")
 LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
 PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
 #: The activation operation of each ``activation`` value.
@@ -78,15 +80,22 @@ Sublayer = Callable[[str], str]
 
 def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sympy.Matrix,
                  token_ids: tuple[int, ...], pe: str, base: int | sympy.Rational = 10000,
-                 learned: sympy.Matrix | None = None) -> str:
+                 learned: sympy.Matrix | None = None,
+                 types: tuple[sympy.Matrix, tuple[int, ...]] | None = None) -> str:
     """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum.
 
     ``pe = "learned"`` takes the rows of ``learned``; ``"rope"`` and ``"none"`` add zeros
-    (RoPE rotates the queries and keys instead, :func:`attention_head`).
+    (RoPE rotates the queries and keys instead, :func:`attention_head`).  ``types`` (a
+    token-type table and each token's type, BERT's segments) adds the type's row:
+    ``PREFIXtoken_type_embeddings`` and ``PREFIXtyped_embeddings``, the sum read next.
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     e = g.add(f"{prefix}embeddings", "embeddings", Embedding(table, token_ids), (), tokens,
               dims)
+    if types is not None:
+        s = g.add(f"{prefix}token_type_embeddings", "embeddings",
+                  Embedding(types[0], types[1], TOKEN_TYPE), (), tokens, dims)
+        e = g.add(f"{prefix}typed_embeddings", "input", Add(TYPED), (e, s), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
             raise InputError(f"{g.example.source}: positional_embeddings has {learned.rows} "

@@ -17,6 +17,7 @@ from typing import Any
 from symformer.errors import InputError
 from symformer.example.decoder import parse_decoder
 from symformer.example.exact import ExactMatrix, ExactNumber
+from symformer.example.embedding_extras import embedding_norm, token_types
 from symformer.example.fields import (
     Where,
     choice,
@@ -67,6 +68,7 @@ _TOP_KEYS = {
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "rope_theta", "rope_angles",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
+    "token_type_embeddings", "segments", "embedding_norm",  # BERT (embedding_extras.py)
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
@@ -260,6 +262,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         final_norm=_final_norm(data, here, d_model, defaults),
         lm_head=lm_head,
         loss=loss,
+        **token_types(data, here, len(tokens), d_model),
+        embedding_norm=embedding_norm(data, here, d_model, defaults),
     )
 
 

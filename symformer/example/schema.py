@@ -180,6 +180,13 @@ class Example:
     lm_head: LMHead | None = None
     #: The optional ``[loss]`` table, see :mod:`symformer.example.loss`.
     loss: Loss | None = None
+    #: BERT's token-type (segment) table, a row per type, added to each token's
+    #: embedding; ``segments`` gives each token's type (0-based).  None: no token types.
+    token_type_embeddings: sympy.Matrix | None = None
+    segments: tuple[int, ...] = ()
+    #: A normalisation of the input rows before the first block (``[embedding_norm]``,
+    #: BERT's embedding LayerNorm); its weights are ``gamma_f``, ``beta_f``.
+    embedding_norm: FinalNorm | None = None
 
     @property
     def d_model(self) -> int:

@@ -27,11 +27,12 @@ def require_torch() -> Any:
     return torch
 
 
-def from_pretrained(directory: Any, tokens: Any) -> Any:
-    """The exact example of a Hugging Face model directory (see :mod:`.hf_in`)."""
+def from_pretrained(directory: Any, tokens: Any, segments: Any = None) -> Any:
+    """The exact example of a Hugging Face model directory (see :mod:`.hf_in`);
+    ``segments``: a BERT model's token types (default all 0)."""
     from symformer.frameworks.hf_in import from_pretrained as load
 
-    return load(directory, tokens)
+    return load(directory, tokens, segments)
 
 
 def from_torch(module: Any, tokens: Any, causal: bool = False) -> Any:

@@ -35,23 +35,29 @@ _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                    "gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
 
 
-def from_pretrained(directory: str | Path, tokens: Sequence[int | str]) -> Example:
+def from_pretrained(directory: str | Path, tokens: Sequence[int | str],
+                    segments: Sequence[int] | None = None) -> Example:
     """The exact example of a Hugging Face model directory, on the sentence ``tokens``
-    (ids, or token strings of the vocabulary the directory carries)."""
-    data, _, source = pretrained_data(directory, tokens)
+    (ids, or token strings of the vocabulary the directory carries); ``segments``: a
+    BERT model's token types (``token_type_ids``; default all 0)."""
+    data, _, source = pretrained_data(directory, tokens, segments)
     return example_from_dict(data, source)  # the same table the file holds, not re-read
 
 
-def pretrained_text(directory: str | Path, tokens: Sequence[int | str]) -> tuple[str, str]:
+def pretrained_text(directory: str | Path, tokens: Sequence[int | str],
+                    segments: Sequence[int] | None = None) -> tuple[str, str]:
     """The example file's TOML text of a Hugging Face directory, and its source name."""
-    data, comments, source = pretrained_data(directory, tokens)
+    data, comments, source = pretrained_data(directory, tokens, segments)
     return example_text(data, comments), source
 
 
-def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
+def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
+                    segments: Sequence[int] | None = None
                     ) -> tuple[dict[str, Any], list[str], str]:
     """The example table of a Hugging Face directory, its provenance comments and its
     source name."""
+    if segments is not None and len(segments) != len(tokens):
+        raise InputError(f"segments: {len(segments)} token types for {len(tokens)} tokens")
     folder = Path(directory)
     config = read_config(folder)
     weights, dtypes = read_safetensors(folder / "model.safetensors")
@@ -60,13 +66,11 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
         data = _gpt2(config, weights)
     elif kind in ("llama", "mistral", "qwen2"):
         data = _llama(config, weights)
-    elif kind in ("bert", "roberta", "distilbert"):
-        raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported yet: its "
-                                f"LayerNorm on the embeddings (and token-type embeddings) "
-                                f"has no place in an example")
+    elif kind == "bert":
+        data = _bert(config, weights, len(tokens), segments)
     else:
         raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported (supported: "
-                                f"gpt2, llama, mistral, qwen2)")
+                                f"gpt2, llama, mistral, qwen2, bert)")
     vocab_size = len(data["embeddings"])
     vocab = read_vocab(folder, vocab_size)
     data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder)), "vocab": vocab,
@@ -74,6 +78,9 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
     architectures = ",".join(config.get("architectures") or [kind])
     dtype = "/".join(sorted(set(dtypes)))
     data["title"] = printable(f"{architectures} from {folder.name} ({dtype} weights, exact)")
+    if segments is not None and "token_type_embeddings" not in data:
+        raise NotSupportedError(f"{folder}: segments given, but model_type {kind!r} has no "
+                                f"token types")
     comments = [
         f"Imported by `symformer import` from the Hugging Face directory {folder}",
         f"(class {architectures}, model_type {kind}, weights {dtype}).",
@@ -82,6 +89,11 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
         *(f"  {k} = {json.dumps(v, default=str)}" for k, v in sorted(config.items())
           if not isinstance(v, (dict, list)) or k in ("rope_scaling", "rope_parameters")),
     ]
+    if kind == "bert":
+        left = sorted({k.removeprefix("bert.").split(".")[0] for k in weights}
+                      - {"embeddings", "encoder"})
+        comments.append("The example ends at the encoder's output (last_hidden_state)"
+                        + (f"; not imported: {', '.join(left)}" if left else "") + ".")
     return data, comments, str(folder)
 
 
@@ -141,10 +153,18 @@ def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], list[str]]:
 
 
 def read_vocab(folder: Path, size: int) -> list[str]:
-    """Token names by id: ``vocab.json`` or ``tokenizer.json``'s model vocabulary, where
-    the directory carries one; ``t17`` for an id it does not name (or names twice)."""
+    """Token names by id: ``vocab.txt`` (a token per line), ``vocab.json`` or
+    ``tokenizer.json``'s model vocabulary, where the directory carries one; ``t17`` for
+    an id it does not name (or names twice)."""
     names: dict[int, str] = {}
-    for file, pick in (("vocab.json", lambda d: d),
+    txt = folder / "vocab.txt"  # BERT's WordPiece vocabulary: a token per line, id = line
+    if txt.is_file() and txt.stat().st_size <= MAX_FILE_BYTES:
+        try:
+            names = {i: t for i, t in enumerate(txt.read_text("utf-8").splitlines())
+                     if t.isprintable()}
+        except UnicodeDecodeError:
+            names = {}
+    for file, pick in () if names else (("vocab.json", lambda d: d),
                        ("tokenizer.json", lambda d: d.get("model", {}).get("vocab"))):
         path = folder / file
         if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
@@ -363,5 +383,71 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
         layer["kv_head"] = kv_heads
         layer["head"] = heads
         layers.append(layer)
+    data["layer"] = layers
+    return data
+
+
+def _bert(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
+          segments: Sequence[int] | None) -> dict[str, Any]:
+    """BERT's encoder: word + learned position + token-type embeddings, the embedding
+    LayerNorm, post-LayerNorm blocks (GELU FFN), no mask (attention mask all ones).
+    The pooler and the MLM head are not imported (the output is last_hidden_state)."""
+    _refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
+                     "add_cross_attention": "cross-attention"})
+    kind = config.get("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise NotSupportedError(f"config.json: position_embedding_type = {kind!r} is not "
+                                f"supported (only \"absolute\")")
+    p = ("bert.", "")
+    d, n_head = int(config["hidden_size"]), int(config["num_attention_heads"])
+    hd = d // n_head
+    types = _get(w, "embeddings.token_type_embeddings.weight", p)
+    data: dict[str, Any] = {
+        "embeddings": rows(_get(w, "embeddings.word_embeddings.weight", p), "word_embeddings"),
+        "positional_encoding": "learned",
+        "positional_embeddings": rows(_get(w, "embeddings.position_embeddings.weight", p),
+                                      "position_embeddings"),
+        "token_type_embeddings": rows(types, "token_type_embeddings"),
+        "segments": [int(s) for s in (segments or [0] * n_tokens)],
+        "causal": False, "norm": "post", "layer_norm": "biased",
+        "activation": _activation(config, "hidden_act"),
+        "eps": _number(config, "layer_norm_eps", "1e-12"),
+        "embedding_norm": {
+            "gamma": row(_get(w, "embeddings.LayerNorm.weight", p), "embeddings.LayerNorm"),
+            "beta": row(_get(w, "embeddings.LayerNorm.bias", p), "embeddings.LayerNorm")},
+    }
+    layers = []
+    for i in range(int(config["num_hidden_layers"])):
+        b = f"encoder.layer.{i}."
+
+        def lin(name: str, b: str = b) -> np.ndarray:  # nn.Linear stores W^T
+            return np.asarray(_get(w, f"{b}{name}.weight", p)).T
+
+        def vec(name: str, b: str = b) -> list[Any]:
+            return row(_get(w, f"{b}{name}", p), f"{b}{name}")
+
+        heads = []
+        for h in range(n_head):
+            cols = slice(h * hd, (h + 1) * hd)
+            head = {}
+            for letter, name in (("Q", "query"), ("K", "key"), ("V", "value")):
+                head[f"W_{letter}"] = rows(lin(f"attention.self.{name}")[:, cols],
+                                           f"{b}attention.self.{name}")
+                head[f"b_{letter}"] = row(_get(w, f"{b}attention.self.{name}.bias", p)[cols],
+                                          f"{b}attention.self.{name}.bias")
+            heads.append(head)
+        layers.append({
+            "W_O": rows(lin("attention.output.dense"), f"{b}attention.output.dense"),
+            "b_O": vec("attention.output.dense.bias"),
+            "W_1": rows(lin("intermediate.dense"), f"{b}intermediate.dense"),
+            "b_1": vec("intermediate.dense.bias"),
+            "W_2": rows(lin("output.dense"), f"{b}output.dense"),
+            "b_2": vec("output.dense.bias"),
+            "gamma_1": vec("attention.output.LayerNorm.weight"),
+            "beta_1": vec("attention.output.LayerNorm.bias"),
+            "gamma_2": vec("output.LayerNorm.weight"),
+            "beta_2": vec("output.LayerNorm.bias"),
+            "head": heads,
+        })
     data["layer"] = layers
     return data

@@ -70,6 +70,10 @@ class Model(torch.nn.Module):
         n = len(ids)
         x = self.t("embeddings")[ids]
         s["embeddings"] = x
+        if c["segments"] is not None:  # BERT's token types (0 past the example's tokens)
+            seg = torch.tensor((c["segments"] + [0] * n)[:n])
+            s["token_type_embeddings"] = self.t("token_type_embeddings")[seg]
+            x = s["typed_embeddings"] = x + s["token_type_embeddings"]
         if c["positional_encoding"] == "learned":
             x = x + self.t("positional_embeddings")[:n]
         elif c["positional_encoding"] == "sinusoidal":
@@ -81,6 +85,10 @@ class Model(torch.nn.Module):
             pe = torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).to(self.dtype)
             x = x + pe
         s["input"] = x
+        if c["embedding_norm"] is not None:
+            kind, eps = c["embedding_norm"]
+            x = self.norm(x, kind, eps, self.t("gamma_e"), self.t("beta_e"))
+            s["embedding_norm"] = x
         for li, L in enumerate(c["layers"], 1):
             p = f"layer{li}"
 
@@ -228,6 +236,14 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
         final = (example.final_norm.layer_norm, _float(example.final_norm.eps))
         weights["gamma_f"] = float_rows(example.final_norm.gamma_f, vector=True)
         weights["beta_f"] = float_rows(example.final_norm.beta_f, vector=True)
+    segments, first = None, None
+    if example.token_type_embeddings is not None:
+        segments = list(example.segments)
+        weights["token_type_embeddings"] = float_rows(example.token_type_embeddings)
+    if example.embedding_norm is not None:
+        first = (example.embedding_norm.layer_norm, _float(example.embedding_norm.eps))
+        weights["gamma_e"] = float_rows(example.embedding_norm.gamma_f, vector=True)
+        weights["beta_e"] = float_rows(example.embedding_norm.beta_f, vector=True)
     if example.lm_head is not None:
         weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
@@ -237,7 +253,8 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
               "positional_encoding": example.positional_encoding,
               "base": _float(example.positional_encoding_base), "causal": example.causal,
               "mask": None if example.mask_value is None else _float(example.mask_value),
-              "final_norm": final, "layers": layers}
+              "final_norm": final, "layers": layers, "segments": segments,
+              "embedding_norm": first}
     return config, weights
 
 
