@@ -16,8 +16,8 @@ from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.decoder import parse_decoder
-from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.embedding_extras import embedding_norm, token_types
+from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import (
     Where,
     choice,
