@@ -355,15 +355,21 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
                                rtol=0, atol=1e-12)
 
 
-def test_bert_model_ids_default_to_segment_0_and_the_mlm_head_is_named(tmp_path) -> None:
-    model = _tiny_bert(tmp_path, seed=7, layers=1, masked_lm=False).double()
-    text, _ = pretrained_text(tmp_path, [1, 5, 2])
-    assert "segments = [0, 0, 0]" in text and "[embedding_norm]" in text
+def test_bert_model_imported_by_the_command_matches_hugging_face(tmp_path) -> None:
+    from symformer.cli import main
+
+    model = _tiny_bert(tmp_path / "hf", seed=7, layers=1, masked_lm=False).double()
+    out = tmp_path / "bert.toml"
+    assert main(["import", str(tmp_path / "hf"), "--tokens", "[CLS],cat,5,[SEP]",
+                 "--segments", "0,1,1,0", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "segments = [0, 1, 1, 0]" in text and "[embedding_norm]" in text
     assert "not imported: pooler" in text
-    example = symformer.parse_example(text)
     with torch.no_grad():
-        ref = model(torch.tensor([[1, 5, 2]])).last_hidden_state
-    close(certified(symformer.derive(example), "output"), ref)
+        ref = model(torch.tensor([[1, 5, 5, 2]]),
+                    token_type_ids=torch.tensor([[0, 1, 1, 0]])).last_hidden_state
+    close(certified(symformer.derive(symformer.load_example(out)), "output"), ref)
+    assert pretrained_text(tmp_path / "hf", [1])[0].count("segments = [0]") == 1  # default
 
 
 def test_what_bert_cannot_map_is_refused_in_one_line(tmp_path) -> None:
