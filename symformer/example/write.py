@@ -7,7 +7,9 @@ Comments are not kept.  Weights are found by their names: ``layer1.head2.W_Q`` i
 ``[[layer]]`` 1's ``[[layer.head]]`` 2's ``W_Q``, ``layer1.add_norm2.gamma`` its
 ``gamma_2`` (``gamma`` alone: the final norm's ``gamma_f``), ``W_vocab`` is
 ``[lm_head]``'s (or ``[decoder]``'s), ``embedding_table`` the ``embeddings``,
-``positional_embeddings`` the learned table; a decoder's
+``positional_embeddings`` the learned table (with token types,
+``embeddings.embedding_table`` and ``token_type_embeddings.embedding_table``;
+``embedding_norm.gamma`` is ``[embedding_norm]``'s ``gamma``); a decoder's
 ``decoder.layer1.self.head2.W_Q`` is ``[[decoder.layer]]`` 1's
 ``[[decoder.layer.self_head]]`` 2's ``W_Q`` and ``decoder.layer1.cross.W_O`` its
 ``W_O_cross``.
@@ -59,6 +61,8 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix | list[lis
 def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:
     """The table holding weight ``name``, and its key there."""
     *path, key = name.split(".")
+    if path in (["embeddings"], ["token_type_embeddings"]) and key == "embedding_table":
+        return data, path[0]  # two lookup tables (BERT's token types): named by their stage
     norm = _NORM.fullmatch(path[-1]) if path and key in ("gamma", "beta") else None
     if norm:  # layer1.add_norm2.gamma is [[layer]] 1's gamma_2; final_norm's gamma_f
         path, key = path[:-1], f"{key}_{norm[1] or 'f'}"
