@@ -1,11 +1,12 @@
 """The decoder: masked self-attention, cross-attention, feed-forward; then the next token.
 
-A decoder block reads in :func:`decoder_block`: masked self-attention (always
-causal), cross-attention (queries from the decoder, keys and values from the
-encoder's ``output``), feed-forward; each sub-layer wrapped as in the encoder
-(:func:`~symformer.blocks.sublayers.wrap`).  With ``W_vocab`` the decoder ends in
-``logits``, ``probabilities`` (softmax over the vocabulary) and ``next_token``
-(the exact argmax of the last position, :mod:`symformer.engine.argmax`).
+A decoder block reads in :func:`decoder_block`: masked self-attention (causal
+unless the ``[decoder]`` says ``causal = false``), cross-attention (queries from the
+decoder, keys and values from the encoder's ``output``), feed-forward; each sub-layer
+wrapped as in the encoder (:func:`~symformer.blocks.sublayers.wrap`).  With
+``W_vocab`` the decoder ends in ``logits``, ``probabilities`` (softmax over the
+vocabulary) and ``next_token`` (the exact argmax of the last position,
+:mod:`symformer.engine.argmax`).
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ def decoder_block(g: Derivation, number: int, x: str, layer: DecoderLayer, memor
 
     def self_attention(h: str) -> str:
         return multi_head_attention(g, p, h, layer.self_heads, layer.W_O_self, number,
-                                    causal=True, head_prefix="self.", group="self")
+                                    causal=g.example.decoder.causal, head_prefix="self.",
+                                    group="self", b_O=layer.b_O_self)
 
     def cross_attention(h: str) -> str:
         return multi_head_attention(g, p, h, layer.cross_heads, layer.W_O_cross, number,
                                     causal=False, kv=memory, head_prefix="cross.",
-                                    group="cross")
+                                    group="cross", b_O=layer.b_O_cross)
 
     def ffn(h: str) -> str:
         return feed_forward(g, p, h, layer, number)

@@ -220,7 +220,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     causal = _boolean(data, "causal", here, False)
     defaults = _conventions(data, here, None)
     layers_data = data.get("layer")
-    if not isinstance(layers_data, list) or not layers_data:
+    if not isinstance(layers_data, list) or not (layers_data or "decoder" in data):
+        # layer = [] with a [decoder]: the encoder output is its input rows (a memory)
         raise InputError(f"{here}: expected at least one [[layer]] table")
     layers = tuple(
         _layer(layer, here.sub(f"layer {n}"), d_model, defaults, pe)
