@@ -170,6 +170,47 @@ def test_transformer_encoder_layer_matches_pytorch(norm_first, activation) -> No
         close(certified(g, name), value)
 
 
+@pytest.mark.parametrize(("norm_first", "activation", "causal", "bias", "encoder"), [
+    (False, "relu", True, True, False),   # memory rows as given
+    (True, "gelu", False, False, True),   # memory = a 2-layer TransformerEncoder(src)
+])
+def test_transformer_decoder_layer_matches_pytorch(norm_first, activation, causal, bias,
+                                                   encoder) -> None:
+    torch.manual_seed(9)
+    layer = torch.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6, activation=activation,
+                                             norm_first=norm_first, batch_first=True,
+                                             bias=bias, layer_norm_eps=1e-5).eval()
+    enc = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(4, 2, 6, batch_first=True, norm_first=norm_first),
+        2, norm=torch.nn.LayerNorm(4), enable_nested_tensor=False).eval() if encoder else None
+    with torch.no_grad():  # LayerNorms start at gamma = 1, beta = 0: make them random
+        for name, p in layer.named_parameters():
+            if name.startswith("norm"):
+                p.uniform_(0.5, 1.5)
+    tgt, src = torch.randn(3, 4), torch.randn(5, 4)
+    example = from_torch(layer, tgt, causal=causal, memory=src, encoder=enc)
+    assert example.decoder.causal == causal and len(example.layers) == (2 if encoder else 0)
+    layer = layer.double()
+    memory = src.double()[None] if enc is None else enc.double()(src.double()[None]).detach()
+    p = "decoder.layer1"
+    norms = ((f"{p}.norm1", f"{p}.norm2", f"{p}.norm3") if norm_first
+             else (f"{p}.add_norm1", f"{p}.add_norm2", f"{p}.add_norm3"))
+    seen = hooked(layer, {f"{p}.self.output": layer.self_attn,
+                          f"{p}.cross.output": layer.multihead_attn,
+                          f"{p}.ffn.output": layer.linear2, norms[0]: layer.norm1,
+                          norms[1]: layer.norm2, norms[2]: layer.norm3})
+    mask = (torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64)
+            if causal else None)
+    with torch.no_grad():
+        out = layer(tgt.double()[None], memory, tgt_mask=mask, tgt_is_causal=causal)[0]
+    g = symformer.derive(example)
+    close(certified(g, "output"), memory[0])
+    close(certified(g, "decoder.output"), out)
+    assert len(seen) == 6  # every hook ran
+    for name, value in seen.items():
+        close(certified(g, name), value)
+
+
 def test_multihead_attention_matches_pytorch() -> None:
     torch.manual_seed(3)
     mha = torch.nn.MultiheadAttention(4, 2).eval()
@@ -192,6 +233,13 @@ def test_unsupported_features_are_refused_in_one_line(tmp_path) -> None:
     layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6)  # train mode
     with pytest.raises(NotSupportedError, match="dropout in train mode"):
         from_torch(layer, torch.zeros(2, 4))
+    decoder = torch.nn.TransformerDecoder(
+        torch.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6), 1,
+        norm=torch.nn.LayerNorm(4)).eval()
+    with pytest.raises(NotSupportedError, match="final norm has no place"):
+        from_torch(decoder, torch.zeros(2, 4), memory=torch.zeros(3, 4))
+    with pytest.raises(InputError, match="give memory"):
+        from_torch(decoder.layers[0], torch.zeros(2, 4))
     torch.manual_seed(0)
     config = transformers.MistralConfig(vocab_size=16, hidden_size=8, intermediate_size=8,
                                         num_hidden_layers=1, num_attention_heads=2,
