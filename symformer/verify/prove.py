@@ -218,7 +218,7 @@ def last_token_unchanged(plain: Derivation, masked: Derivation) -> Fact:
         same[stage.name] = rows
     last = plain["output"].shape[0] - 1
     encoder = [s for s in plain if s.side == "encoder" and s.layer]
-    one_block = max(s.layer for s in encoder) == 1
+    one_block = max((s.layer for s in encoder), default=1) == 1  # layer = []: none
     # the first block's output: what the second block reads (side stages, σ and the
     # output's μ_y, σ_y², come after it but end nothing)
     end = "output" if one_block else next(name for s in encoder if s.layer == 2
