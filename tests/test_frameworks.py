@@ -22,6 +22,7 @@ import symformer  # noqa: E402
 from symformer.errors import InputError, NotSupportedError  # noqa: E402
 from symformer.frameworks import from_pretrained, from_torch  # noqa: E402
 from symformer.frameworks.hf_in import pretrained_text, read_safetensors  # noqa: E402
+from symformer.frameworks.torch_check import module_crosscheck  # noqa: E402
 from symformer.frameworks.torch_out import model_class  # noqa: E402
 
 TOKENS = [3, 5, 7, 1]
@@ -190,6 +191,10 @@ def test_transformer_decoder_layer_matches_pytorch(norm_first, activation, causa
     tgt, src = torch.randn(3, 4), torch.randn(5, 4)
     example = from_torch(layer, tgt, causal=causal, memory=src, encoder=enc)
     assert example.decoder.causal == causal and len(example.layers) == (2 if encoder else 0)
+    g = symformer.derive(example)
+    rows = module_crosscheck(layer, example, "bfloat16", g)  # over the exact memory
+    assert len(rows) == 6 and all(r.ulps < 50 for r in rows)
+    assert min(r.digits for r in rows) < 3.5
     layer = layer.double()
     memory = src.double()[None] if enc is None else enc.double()(src.double()[None]).detach()
     p = "decoder.layer1"
@@ -203,7 +208,6 @@ def test_transformer_decoder_layer_matches_pytorch(norm_first, activation, causa
             if causal else None)
     with torch.no_grad():
         out = layer(tgt.double()[None], memory, tgt_mask=mask, tgt_is_causal=causal)[0]
-    g = symformer.derive(example)
     close(certified(g, "output"), memory[0])
     close(certified(g, "decoder.output"), out)
     assert len(seen) == 6  # every hook ran
@@ -316,8 +320,6 @@ def test_crosscheck_torch_errors_are_consistent_with_the_dtype(capsys) -> None:
 
 
 def test_crosscheck_of_the_users_own_module(tmp_path) -> None:
-    from symformer.frameworks.torch_check import module_crosscheck
-
     torch.manual_seed(5)
     config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
                                      n_positions=8)
@@ -372,6 +374,9 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
     assert all(Fraction(int(example.token_type_embeddings[i, j].p),
                         int(example.token_type_embeddings[i, j].q)) == Fraction(float(table[i, j]))
                for i in range(2) for j in range(8))  # every weight its exact dyadic value
+    g = symformer.derive(example)
+    rows = module_crosscheck(model, example, "float32", g)  # the user's own BERT
+    assert len(rows) == 9 and all(0 < r.ulps < 50 for r in rows)
     bert = model.double().bert
     layer = bert.encoder.layer[0]
     seen = hooked(bert, {
@@ -386,7 +391,6 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
     with torch.no_grad():
         out = bert(ids, token_type_ids=torch.tensor([SEGMENTS]), output_hidden_states=True,
                    output_attentions=True)
-    g = symformer.derive(example)
     assert len(seen) == 6  # every hook ran
     for name, value in seen.items():
         close(certified(g, name), value)
