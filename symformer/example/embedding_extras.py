@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from symformer.errors import InputError
-from symformer.example.fields import Where, matrix, no_unknown_keys, vector
+from symformer.example.fields import Where, matrix, sub_table, vector
 from symformer.example.numbers import exact_scalar
 from symformer.example.schema import FinalNorm
 
@@ -41,12 +41,10 @@ def token_types(data: dict[str, Any], here: Where, n_tokens: int, d_model: int
 def embedding_norm(data: dict[str, Any], here: Where, d_model: int,
                    defaults: dict[str, Any]) -> FinalNorm | None:
     """The ``[embedding_norm]`` table, with the example's ``layer_norm`` and ``eps``."""
-    if "embedding_norm" not in data:
+    found = sub_table(data, "embedding_norm", here, _NORM_KEYS)
+    if found is None:
         return None
-    table, where = data["embedding_norm"], here.sub("embedding_norm")
-    if not isinstance(table, dict):
-        raise InputError(f"{where}: must be a table")
-    no_unknown_keys(table, _NORM_KEYS, where)
+    table, where = found
     if defaults["layer_norm"] == "rms" and "beta" in table:
         raise InputError(f"{where}: beta has no meaning with layer_norm = \"rms\"")
     eps = defaults["eps"]

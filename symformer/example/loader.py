@@ -25,6 +25,7 @@ from symformer.example.fields import (
     matrix,
     no_unknown_keys,
     optional_vector,
+    sub_table,
     vector,
     vocab_and_tokens,
 )
@@ -441,12 +442,10 @@ def _missing(vocab: list[str], embedded: tuple[str, ...]) -> str:
 def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int
              ) -> LMHead | None:
     """The ``[lm_head]`` table: ``W_vocab`` (d_model x |vocab|) or ``tied = true``."""
-    if "lm_head" not in data:
+    found = sub_table(data, "lm_head", here, _LM_HEAD_KEYS)
+    if found is None:
         return None
-    table, where = data["lm_head"], here.sub("lm_head")
-    if not isinstance(table, dict):
-        raise InputError(f"{where}: must be a table")
-    no_unknown_keys(table, _LM_HEAD_KEYS, where)
+    table, where = found
     d_model = embeddings.cols
     tied = _boolean(table, "tied", where, False)
     if tied == ("W_vocab" in table):
