@@ -171,46 +171,49 @@ def test_transformer_encoder_layer_matches_pytorch(norm_first, activation) -> No
         close(certified(g, name), value)
 
 
-@pytest.mark.parametrize(("norm_first", "activation", "causal", "bias", "encoder"), [
-    (False, "relu", True, True, False),   # memory rows as given
-    (True, "gelu", False, False, True),   # memory = a 2-layer TransformerEncoder(src)
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")  # nn.Transformer, norm_first
+@pytest.mark.parametrize(("norm_first", "activation", "causal", "bias", "whole"), [
+    (False, "relu", True, True, False),   # a TransformerDecoderLayer over memory rows
+    (True, "gelu", False, False, True),   # nn.Transformer: 2 encoder layers, final norms
 ])
 def test_transformer_decoder_layer_matches_pytorch(norm_first, activation, causal, bias,
-                                                   encoder) -> None:
+                                                   whole) -> None:
     torch.manual_seed(9)
-    layer = torch.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6, activation=activation,
-                                             norm_first=norm_first, batch_first=True,
-                                             bias=bias, layer_norm_eps=1e-5).eval()
-    enc = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(4, 2, 6, batch_first=True, norm_first=norm_first),
-        2, norm=torch.nn.LayerNorm(4), enable_nested_tensor=False).eval() if encoder else None
+    settings = {"dim_feedforward": 6, "activation": activation, "norm_first": norm_first,
+                "batch_first": True, "bias": bias, "layer_norm_eps": 1e-5}
+    model = (torch.nn.Transformer(4, 2, num_encoder_layers=2, num_decoder_layers=1,
+                                  **settings) if whole
+             else torch.nn.TransformerDecoderLayer(4, 2, **settings)).eval()
     with torch.no_grad():  # LayerNorms start at gamma = 1, beta = 0: make them random
-        for name, p in layer.named_parameters():
-            if name.startswith("norm"):
+        for name, p in model.named_parameters():
+            if "norm" in name:
                 p.uniform_(0.5, 1.5)
     tgt, src = torch.randn(3, 4), torch.randn(5, 4)
-    example = from_torch(layer, tgt, causal=causal, memory=src, encoder=enc)
-    assert example.decoder.causal == causal and len(example.layers) == (2 if encoder else 0)
+    example = from_torch(model, tgt, causal=causal, memory=src)
+    assert example.decoder.causal == causal and len(example.layers) == (2 if whole else 0)
+    assert (example.decoder.final_norm is None) != whole
+    layer = model.decoder.layers[0] if whole else model
     g = symformer.derive(example)
     rows = module_crosscheck(layer, example, "bfloat16", g)  # over the exact memory
-    assert len(rows) == 6 and all(r.ulps < 50 for r in rows)
+    assert len(rows) == (6 if norm_first else 5) and all(r.ulps < 50 for r in rows)
     assert min(r.digits for r in rows) < 3.5
-    layer = layer.double()
-    memory = src.double()[None] if enc is None else enc.double()(src.double()[None]).detach()
+    model = model.double()
     p = "decoder.layer1"
-    norms = ((f"{p}.norm1", f"{p}.norm2", f"{p}.norm3") if norm_first
-             else (f"{p}.add_norm1", f"{p}.add_norm2", f"{p}.add_norm3"))
+    norms = ({f"{p}.norm{k}": getattr(layer, f"norm{k}") for k in (1, 2, 3)} if norm_first
+             else {f"{p}.add_norm1": layer.norm1, f"{p}.add_norm2": layer.norm2})
     seen = hooked(layer, {f"{p}.self.output": layer.self_attn,
                           f"{p}.cross.output": layer.multihead_attn,
-                          f"{p}.ffn.output": layer.linear2, norms[0]: layer.norm1,
-                          norms[1]: layer.norm2, norms[2]: layer.norm3})
+                          f"{p}.ffn.output": layer.linear2, f"{p}.add_norm3": layer, **norms})
     mask = (torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64)
             if causal else None)
+    x, y = src.double()[None], tgt.double()[None]
     with torch.no_grad():
-        out = layer(tgt.double()[None], memory, tgt_mask=mask, tgt_is_causal=causal)[0]
-    close(certified(g, "output"), memory[0])
+        memory = model.encoder(x) if whole else x
+        out = (model(x, y, tgt_mask=mask, tgt_is_causal=causal) if whole
+               else model(y, x, tgt_mask=mask, tgt_is_causal=causal))
+    close(certified(g, "output"), memory)
     close(certified(g, "decoder.output"), out)
-    assert len(seen) == 6  # every hook ran
+    assert len(seen) == len(norms) + 4  # every hook ran
     for name, value in seen.items():
         close(certified(g, name), value)
 
@@ -237,13 +240,12 @@ def test_unsupported_features_are_refused_in_one_line(tmp_path) -> None:
     layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6)  # train mode
     with pytest.raises(NotSupportedError, match="dropout in train mode"):
         from_torch(layer, torch.zeros(2, 4))
-    decoder = torch.nn.TransformerDecoder(
-        torch.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6), 1,
-        norm=torch.nn.LayerNorm(4)).eval()
-    with pytest.raises(NotSupportedError, match="final norm has no place"):
-        from_torch(decoder, torch.zeros(2, 4), memory=torch.zeros(3, 4))
+    decoder = torch.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6).eval()
     with pytest.raises(InputError, match="give memory"):
-        from_torch(decoder.layers[0], torch.zeros(2, 4))
+        from_torch(decoder, torch.zeros(2, 4))
+    with pytest.raises(NotSupportedError, match="activation"):
+        decoder.activation = torch.tanh
+        from_torch(decoder, torch.zeros(2, 4), memory=torch.zeros(3, 4))
     torch.manual_seed(0)
     config = transformers.MistralConfig(vocab_size=16, hidden_size=8, intermediate_size=8,
                                         num_hidden_layers=1, num_attention_heads=2,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
+    layer_norm,
     lm_head,
     multi_head_attention,
     wrap,
@@ -38,6 +39,8 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
                      dec.positional_encoding)
     for number, layer in enumerate(dec.layers, start=1):
         x = decoder_block(g, number, x, layer, memory)
+    if dec.final_norm is not None:
+        x = layer_norm(g, "decoder.final_norm", x, dec.final_norm, "f", 0)
     last = g.add("decoder.output", "output", Identity(OUTPUT), (x,), tokens, g[x].cols)
     if dec.W_vocab is not None:
         last = lm_head(g, last, dec.W_vocab, None, dec.vocab)

@@ -13,6 +13,7 @@ encoder's and may be overridden for the whole decoder or for one layer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,16 +35,20 @@ from symformer.example.schema import (
     LAYER_NORMS,
     NORM_PLACEMENTS,
     Block,
+    FinalNorm,
     Head,
 )
 from symformer.lazy import sympy
+
+#: Reads a table's ``final_norm``, ``gamma_f``, ``beta_f`` (the loader's reader).
+FinalNormReader = Callable[[dict[str, Any], Where, int, dict[str, Any]], FinalNorm | None]
 
 #: The end-of-sequence token: generation stops when it is the next token.
 END_TOKEN = "</s>"
 
 _DECODER_KEYS = {
     "tokens", "vocab", "embeddings", "W_vocab", "layer", "positional_encoding", "eps",
-    "activation", "norm", "layer_norm", "causal",
+    "activation", "norm", "layer_norm", "causal", "final_norm", "gamma_f", "beta_f",
 }
 _LAYER_KEYS = {
     "self_head", "cross_head", "W_O_self", "W_O_cross", "b_O_self", "b_O_cross",
@@ -84,6 +89,9 @@ class Decoder:
     positional_encoding: str = "sinusoidal"
     #: False: self-attention sees every target position (PyTorch without tgt_mask).
     causal: bool = True
+    #: A normalisation after the last decoder block (``final_norm = true`` in the
+    #: ``[decoder]``; PyTorch's ``TransformerDecoder(norm=...)``).
+    final_norm: FinalNorm | None = None
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -106,8 +114,9 @@ class Decoder:
 
 
 def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
-                  positional_encoding: str) -> Decoder:
-    """Validate the ``[decoder]`` table; ``defaults`` are the encoder's conventions."""
+                  positional_encoding: str, final_norm: FinalNormReader) -> Decoder:
+    """Validate the ``[decoder]`` table; ``defaults`` are the encoder's conventions;
+    ``final_norm`` reads ``final_norm``/``gamma_f``/``beta_f`` as the top level does."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, _DECODER_KEYS, here)
@@ -133,6 +142,7 @@ def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any]
         positional_encoding=choice(data, "positional_encoding",
                                    DECODER_POSITIONAL_ENCODINGS, here, positional_encoding),
         causal=_causal(data, here),
+        final_norm=final_norm(data, here, d_model, defaults),
     )
 
 

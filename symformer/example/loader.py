@@ -231,7 +231,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     _output_width(layers, d_model, data, here)
     decoder = None
     if "decoder" in data:
-        decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
+        decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe,
+                                _final_norm)
     loss = None
     if "loss" in data:
         loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens),

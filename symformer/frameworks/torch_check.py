@@ -86,11 +86,12 @@ def hook_points(model: Any) -> dict[str, Any]:
                 norms[1]: model.norm2, "output": model}
     if isinstance(model, torch.nn.TransformerDecoderLayer):
         p = "decoder.layer1"
-        norms = ((f"{p}.norm1", f"{p}.norm2", f"{p}.norm3") if model.norm_first
-                 else (f"{p}.add_norm1", f"{p}.add_norm2", f"{p}.add_norm3"))
+        norms = ({f"{p}.norm{k}": getattr(model, f"norm{k}") for k in (1, 2, 3)}
+                 if model.norm_first else {f"{p}.add_norm1": model.norm1,
+                                           f"{p}.add_norm2": model.norm2})
+        # the layer's output (post-norm: norm3's), before any final norm of a stack
         return {f"{p}.self.output": model.self_attn, f"{p}.cross.output": model.multihead_attn,
-                norms[0]: model.norm1, norms[1]: model.norm2, norms[2]: model.norm3,
-                "decoder.output": model}
+                **norms, f"{p}.add_norm3": model}
     points: dict[str, Any] = {}
     bert = _bert(model)
     if bert is not None:

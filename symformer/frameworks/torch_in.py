@@ -30,10 +30,10 @@ def from_torch(module: Any, tokens: Any, causal: bool = False, memory: Any = Non
     attention to earlier positions, as ``is_causal=True`` does in PyTorch (a decoder's
     self-attention: ``tgt_is_causal`` / a causal ``tgt_mask``).
 
-    A ``TransformerDecoderLayer`` (or ``TransformerDecoder`` without a final norm) reads
-    ``memory``: the memory rows themselves, or, with ``encoder`` (a
-    ``TransformerEncoderLayer`` or ``TransformerEncoder``), the source rows that
-    ``encoder`` turns into the memory."""
+    A ``TransformerDecoderLayer`` (or ``TransformerDecoder``) reads ``memory``: the
+    memory rows themselves, or, with ``encoder`` (a ``TransformerEncoderLayer`` or
+    ``TransformerEncoder``), the source rows that ``encoder`` turns into the memory; a
+    ``Transformer`` reads the source rows ``memory`` with its own encoder."""
     text = torch_text(module, tokens, causal, memory, encoder)
     return example_from_dict(read_toml(text, "<torch>"), "<torch>")
 
@@ -61,9 +61,12 @@ def torch_text(module: Any, tokens: Any, causal: bool = False, memory: Any = Non
         if m is not None and m.training and _has_dropout(m):
             raise NotSupportedError(f"{type(m).__name__}: dropout in train mode is not "
                                     f"supported (call module.eval() first)")
-    decoding = isinstance(module, (torch.nn.TransformerDecoderLayer,
-                                   torch.nn.TransformerDecoder))
-    if decoding:
+    if isinstance(module, torch.nn.Transformer):  # its encoder makes the memory
+        if encoder is not None:
+            raise InputError("Transformer: it has its own encoder (give no encoder=)")
+        return _decoder_text(module.decoder, tokens, causal, memory, module.encoder,
+                             "Transformer")
+    if isinstance(module, (torch.nn.TransformerDecoderLayer, torch.nn.TransformerDecoder)):
         return _decoder_text(module, tokens, causal, memory, encoder)
     if memory is not None or encoder is not None:
         raise InputError(f"{type(module).__name__}: memory and encoder are for a "
@@ -94,7 +97,7 @@ def torch_text(module: Any, tokens: Any, causal: bool = False, memory: Any = Non
     else:
         raise NotSupportedError(f"{kind}: not supported (supported: MultiheadAttention, "
                                 f"TransformerEncoderLayer, TransformerEncoder, "
-                                f"TransformerDecoderLayer, TransformerDecoder)")
+                                f"TransformerDecoderLayer, TransformerDecoder, Transformer)")
     dtype = str(next(module.parameters()).dtype).removeprefix("torch.")
     data["title"] = f"torch.nn.{kind} ({dtype} weights, exact)"
     comments = [f"Imported by symformer.from_torch from torch.nn.{kind}, {dtype} weights:",
@@ -264,22 +267,18 @@ def _decoder_layer(m: Any) -> dict[str, Any]:
     return _heads_last(out)
 
 
-def _decoder_text(module: Any, tokens: Any, causal: bool, memory: Any, encoder: Any) -> str:
-    """A decoder layer (or stack) on target rows ``tokens`` over ``memory``: the example's
-    encoder is ``encoder`` on the source rows ``memory``, or no layer at all (its output
-    is then the memory rows as given)."""
+def _decoder_text(module: Any, tokens: Any, causal: bool, memory: Any, encoder: Any,
+                  kind: str = "") -> str:
+    """A decoder layer (or stack, its final norm the ``[decoder]``'s) on target rows
+    ``tokens`` over ``memory``: the example's encoder is ``encoder`` on the source rows
+    ``memory``, or no layer at all (its output is then the memory rows as given)."""
     import torch
 
     if memory is None:
         raise InputError(f"{type(module).__name__}: give memory (the memory rows, or the "
                          f"source rows with encoder=)")
-    if isinstance(module, torch.nn.TransformerDecoder):
-        if module.norm is not None:
-            raise NotSupportedError("TransformerDecoder: its final norm has no place in a "
-                                    "[decoder] (build it with norm=None)")
-        layers = list(module.layers)
-    else:
-        layers = [module]
+    layers = list(module.layers) if isinstance(module, torch.nn.TransformerDecoder) else [module]
+    final = getattr(module, "norm", None)
     target = _rows(module, tokens, "tokens")
     source = _rows(module if encoder is None else encoder, memory, "memory")
     names = [f"y{i}" for i in range(target.shape[0])]
@@ -292,9 +291,12 @@ def _decoder_text(module: Any, tokens: Any, causal: bool, memory: Any, encoder: 
     else:
         data.update(_encoder(encoder))
     data["decoder"] = {"tokens": names, "vocab": names, "embeddings": rows(target, "tokens"),
-                       "positional_encoding": "none", "causal": bool(causal),
-                       "layer": [_decoder_layer(layer) for layer in layers]}
-    kind = type(module).__name__
+                       "positional_encoding": "none", "causal": bool(causal)}
+    if final is not None:  # TransformerDecoder(norm=...): the decoder's final_norm
+        data["decoder"].update(_norm_weights(final, "decoder.norm", "gamma_f", "beta_f"),
+                               final_norm=True, eps=DecimalText(repr(float(final.eps))))
+    data["decoder"]["layer"] = [_decoder_layer(layer) for layer in layers]
+    kind = kind or type(module).__name__
     first = layers[0]
     dtype = str(next(module.parameters()).dtype).removeprefix("torch.")
     config = {"layers": len(layers), "d_model": first.linear1.in_features,
