@@ -94,7 +94,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
               dims)
     if types is not None:
         s = g.add(f"{prefix}token_type_embeddings", "embeddings",
-                  Embedding(types[0], types[1], TOKEN_TYPE), (), tokens, dims)
+                  Embedding(types[0], types[1], TOKEN_TYPE, of_types=True), (), tokens, dims)
         e = g.add(f"{prefix}typed_embeddings", "input", Add(TYPED), (e, s), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
