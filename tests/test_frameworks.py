@@ -350,14 +350,16 @@ SENTENCE = ["[CLS]", "the", "cat", "[SEP]", "sat", "[SEP]"]
 SEGMENTS = [0, 0, 0, 0, 1, 1]
 
 
-def _tiny_bert(folder, seed: int, layers: int = 2, masked_lm: bool = True):
-    """A random BERT (norms and biases random too) saved to ``folder`` with a vocab.txt."""
+def _tiny_bert(folder, seed: int, layers: int = 2, masked_lm: bool = True,
+               name: str = "Bert"):
+    """A random BERT or RoBERTa (``name``; its LayerNorms random too) saved to
+    ``folder`` with a vocab.txt."""
     torch.manual_seed(seed)
-    config = transformers.BertConfig(
+    config = getattr(transformers, f"{name}Config")(
         vocab_size=len(WORDS), hidden_size=8, num_hidden_layers=layers,
         num_attention_heads=2, intermediate_size=12, max_position_embeddings=8,
-        type_vocab_size=2, attn_implementation="eager")
-    kind = transformers.BertForMaskedLM if masked_lm else transformers.BertModel
+        type_vocab_size=2, attn_implementation="eager", pad_token_id=0)
+    kind = getattr(transformers, f"{name}ForMaskedLM" if masked_lm else f"{name}Model")
     model = kind(config).eval()
     with torch.no_grad():  # LayerNorms start at gamma = 1, beta = 0: make them random
         for name, p in model.named_parameters():
@@ -409,10 +411,12 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
                                rtol=0, atol=1e-12)
 
 
-def test_bert_model_imported_by_the_command_matches_hugging_face(tmp_path) -> None:
+@pytest.mark.parametrize("name", ["Bert", "Roberta"])  # RoBERTa: positions from pad + 1
+def test_bert_model_imported_by_the_command_matches_hugging_face(tmp_path, name) -> None:
     from symformer.cli import main
 
-    model = _tiny_bert(tmp_path / "hf", seed=7, layers=1, masked_lm=False).double()
+    model = _tiny_bert(tmp_path / "hf", seed=7, layers=1, masked_lm=False,
+                       name=name).double()
     out = tmp_path / "bert.toml"
     assert main(["import", str(tmp_path / "hf"), "--tokens", "[CLS],cat,5,[SEP]",
                  "--segments", "0,1,1,0", "--out", str(out)]) == 0
@@ -424,6 +428,9 @@ def test_bert_model_imported_by_the_command_matches_hugging_face(tmp_path) -> No
                     token_type_ids=torch.tensor([[0, 1, 1, 0]])).last_hidden_state
     close(certified(symformer.derive(symformer.load_example(out)), "output"), ref)
     assert pretrained_text(tmp_path / "hf", [1])[0].count("segments = [0]") == 1  # default
+    if name == "Roberta":
+        with pytest.raises(NotSupportedError, match="padding token"):
+            from_pretrained(tmp_path / "hf", [1, 0])
 
 
 def test_what_bert_cannot_map_is_refused_in_one_line(tmp_path) -> None:

@@ -8,7 +8,8 @@ exactly: ``1e-05`` is 1/100000, the value the configuration states (PyTorch itse
 adds the nearest float to it).
 
 Supported: GPT-2 (``gpt2``), Llama-style decoders (``llama``, ``mistral``, ``qwen2``:
-RMSNorm, rotary embeddings without scaling, SwiGLU, grouped-query attention).  What a
+RMSNorm, rotary embeddings without scaling, SwiGLU, grouped-query attention), BERT
+encoders (``bert``, ``roberta``: token types, the embedding LayerNorm).  What a
 model has that symformer does not compute is refused with one line naming it.
 """
 
@@ -66,15 +67,20 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
         data = _gpt2(config, weights)
     elif kind in ("llama", "mistral", "qwen2"):
         data = _llama(config, weights)
-    elif kind == "bert":
-        data = _bert(config, weights, len(tokens), segments)
+    elif kind in ("bert", "roberta"):
+        data = _bert(config, weights, len(tokens), segments, kind)
     else:
         raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported (supported: "
-                                f"gpt2, llama, mistral, qwen2, bert)")
+                                f"gpt2, llama, mistral, qwen2, bert, roberta)")
     vocab_size = len(data["embeddings"])
     vocab = read_vocab(folder, vocab_size)
     data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder)), "vocab": vocab,
             **data}
+    pad = config.get("pad_token_id")
+    if kind == "roberta" and isinstance(pad, int) and 0 <= pad < vocab_size \
+            and vocab[pad] in data["tokens"]:  # RoBERTa counts positions past padding
+        raise NotSupportedError(f"{folder}: the padding token {vocab[pad]!r} in the sentence "
+                                f"(RoBERTa's positions skip it) is not supported")
     architectures = ",".join(config.get("architectures") or [kind])
     dtype = "/".join(sorted(set(dtypes)))
     data["title"] = printable(f"{architectures} from {folder.name} ({dtype} weights, exact)")
@@ -89,8 +95,8 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
         *(f"  {k} = {json.dumps(v, default=str)}" for k, v in sorted(config.items())
           if not isinstance(v, (dict, list)) or k in ("rope_scaling", "rope_parameters")),
     ]
-    if kind == "bert":
-        left = sorted({k.removeprefix("bert.").split(".")[0] for k in weights}
+    if kind in ("bert", "roberta"):
+        left = sorted({k.removeprefix(f"{kind}.").split(".")[0] for k in weights}
                       - {"embeddings", "encoder"})
         comments.append("The example ends at the encoder's output (last_hidden_state)"
                         + (f"; not imported: {', '.join(left)}" if left else "") + ".")
@@ -388,25 +394,28 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def _bert(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
-          segments: Sequence[int] | None) -> dict[str, Any]:
+          segments: Sequence[int] | None, kind: str = "bert") -> dict[str, Any]:
     """BERT's encoder: word + learned position + token-type embeddings, the embedding
     LayerNorm, post-LayerNorm blocks (GELU FFN), no mask (attention mask all ones).
-    The pooler and the MLM head are not imported (the output is last_hidden_state)."""
+    The pooler and the MLM head are not imported (the output is last_hidden_state).
+    RoBERTa (``kind``): the same, its positions counted from ``pad_token_id`` + 1."""
     _refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
                      "add_cross_attention": "cross-attention"})
-    kind = config.get("position_embedding_type", "absolute")
-    if kind != "absolute":
-        raise NotSupportedError(f"config.json: position_embedding_type = {kind!r} is not "
+    positional = config.get("position_embedding_type", "absolute")
+    if positional != "absolute":
+        raise NotSupportedError(f"config.json: position_embedding_type = {positional!r} is not "
                                 f"supported (only \"absolute\")")
-    p = ("bert.", "")
+    p = (f"{kind}.", "")
     d, n_head = int(config["hidden_size"]), int(config["num_attention_heads"])
     hd = d // n_head
     types = _get(w, "embeddings.token_type_embeddings.weight", p)
+    positions = _get(w, "embeddings.position_embeddings.weight", p)
+    if kind == "roberta":  # position i is row pad_token_id + 1 + i (no padding read)
+        positions = positions[int(config.get("pad_token_id") or 0) + 1:]
     data: dict[str, Any] = {
         "embeddings": rows(_get(w, "embeddings.word_embeddings.weight", p), "word_embeddings"),
         "positional_encoding": "learned",
-        "positional_embeddings": rows(_get(w, "embeddings.position_embeddings.weight", p),
-                                      "position_embeddings"),
+        "positional_embeddings": rows(positions, "position_embeddings"),
         "token_type_embeddings": rows(types, "token_type_embeddings"),
         "segments": [int(s) for s in (segments or [0] * n_tokens)],
         "causal": False, "norm": "post", "layer_norm": "biased",
