@@ -380,10 +380,13 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
                for i in range(2) for j in range(8))  # every weight its exact dyadic value
     g = symformer.derive(example)
     rows = module_crosscheck(model, example, "float32", g)  # the user's own BERT
-    assert len(rows) == 9 and all(0 < r.ulps < 50 for r in rows)
-    bert = model.double().bert
+    assert len(rows) == 11 and all(0 < r.ulps < 50 for r in rows)
+    assert {"logits", "lm_head.transform_norm"} <= {r.stage for r in rows}
+    model = model.double()
+    bert = model.bert
     layer = bert.encoder.layer[0]
-    seen = hooked(bert, {
+    seen = hooked(model, {
+        "lm_head.transform_norm": model.cls.predictions.transform,
         "embeddings": bert.embeddings.word_embeddings,
         "token_type_embeddings": bert.embeddings.token_type_embeddings,
         "layer1.attention.concat": layer.attention.self,
@@ -393,9 +396,9 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
     })
     ids = torch.tensor([[WORDS.index(t) for t in SENTENCE]])
     with torch.no_grad():
-        out = bert(ids, token_type_ids=torch.tensor([SEGMENTS]), output_hidden_states=True,
-                   output_attentions=True)
-    assert len(seen) == 6  # every hook ran
+        out = model(ids, token_type_ids=torch.tensor([SEGMENTS]), output_hidden_states=True,
+                    output_attentions=True)
+    assert len(seen) == 7  # every hook ran
     for name, value in seen.items():
         close(certified(g, name), value)
     close(certified(g, "embedding_norm"), out.hidden_states[0])
@@ -404,11 +407,13 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
         for head in (1, 2):
             close(certified(g, f"layer{number}.head{head}.weights"),
                   out.attentions[number - 1][0, head - 1])
-    close(certified(g, "output"), out.last_hidden_state)
-    # the exported PyTorch module computes the same (token types, embedding norm)
+    close(certified(g, "output"), out.hidden_states[2])
+    close(certified(g, "logits"), out.logits)  # the masked-LM head, tied to the embeddings
+    assert example.lm_head.tied and example.lm_head.W_transform is not None
+    # the exported PyTorch module computes the same (token types, norms, the head)
     stages = model_class(example)()()
-    np.testing.assert_allclose(stages["output"].numpy(), out.last_hidden_state[0].numpy(),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stages["logits"].numpy(), out.logits[0].numpy(), rtol=0,
+                               atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["Bert", "Roberta"])  # RoBERTa: positions from pad + 1
@@ -422,7 +427,7 @@ def test_bert_model_imported_by_the_command_matches_hugging_face(tmp_path, name)
                  "--segments", "0,1,1,0", "--out", str(out)]) == 0
     text = out.read_text()
     assert "segments = [0, 1, 1, 0]" in text and "[embedding_norm]" in text
-    assert "not imported: pooler" in text
+    assert "not imported: pooler" in text and "[lm_head]" not in text  # a BertModel
     with torch.no_grad():
         ref = model(torch.tensor([[1, 5, 5, 2]]),
                     token_type_ids=torch.tensor([[0, 1, 1, 0]])).last_hidden_state

@@ -9,6 +9,7 @@ from symformer.blocks.sublayers import (
     layer_norm,
     lm_head,
     multi_head_attention,
+    prediction_transform,
     wrap,
 )
 from symformer.blocks.work import check_size
@@ -44,7 +45,9 @@ def derive(example: Example, causal: bool | None = None,
     if example.decoder is not None:
         decoder_stages(g, memory="output")
     if example.lm_head is not None:
-        lm_head(g, out, example.lm_head.W_vocab, example.lm_head.b_vocab, example.vocab)
+        head = example.lm_head
+        z = out if head.W_transform is None else prediction_transform(g, out, head)
+        lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab)
     return g
 
 

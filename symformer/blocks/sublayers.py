@@ -67,6 +67,7 @@ FFN_GATE = Notation("g", "g", "FFN gate")
 FFN_GATE_ACTIVATION = Notation(r"\phi", "φ", "Activated gate act(g), on its own")
 TOKEN_TYPE = Notation(r"e^{\mathrm{seg}}", "e^seg", "Token-type (segment) embedding")
 TYPED = Notation(r"\hat{e}", "ê", "Token embedding + token-type embedding")
+TRANSFORM = Notation(r"\tilde{z}", "z̃", "Prediction-head transform (before W_vocab)")
 LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
 PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
 #: The activation operation of each ``activation`` value.
@@ -312,6 +313,21 @@ def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number
           else RowVariance(notation=OUTPUT_VARIANCE), (out, out_mean), rows, ("variance",),
           layer=number)
     return out
+
+
+def prediction_transform(g: Derivation, x: str, head: Any) -> str:
+    """BERT's masked-LM transform before the vocabulary projection:
+    ``lm_head.transform`` = x W_transform + b_transform, ``lm_head.transform_activation``,
+    then (with a ``transform_norm``) ``lm_head.transform_norm``."""
+    rows, cols = g[x].rows, g[x].cols
+    h = g.add("lm_head.transform", "ffn_hidden",
+              Projection(head.W_transform, head.b_transform, TRANSFORM, "W_transform",
+                         "b_transform"), (x,), rows, cols)
+    a = g.add("lm_head.transform_activation", "ffn_activation",
+              ACTIVATION_OPS[head.transform_activation](), (h,), rows, cols)
+    if head.transform_norm is None:
+        return a
+    return layer_norm(g, "lm_head.transform_norm", a, head.transform_norm, "f", 0)
 
 
 def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,

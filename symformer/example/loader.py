@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from symformer.errors import InputError
+from symformer.example.bert_extras import (
+    TRANSFORM_KEYS,
+    embedding_norm,
+    lm_head_transform,
+    token_types,
+)
 from symformer.example.decoder import parse_decoder
-from symformer.example.embedding_extras import embedding_norm, token_types
 from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import (
     Where,
@@ -69,7 +74,7 @@ _TOP_KEYS = {
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "rope_theta", "rope_angles",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss",
-    "token_type_embeddings", "segments", "embedding_norm",  # BERT (embedding_extras.py)
+    "token_type_embeddings", "segments", "embedding_norm",  # BERT (bert_extras.py)
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
@@ -80,7 +85,7 @@ _LAYER_KEYS = {
 } | _CONVENTION_KEYS
 _QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
 _KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
-_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"}
+_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"} | TRANSFORM_KEYS
 #: C0 and C1 controls with DEL, the line and paragraph separators, the bidi overrides.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -240,7 +245,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
-    lm_head = _lm_head(data, here, embeddings, len(vocab))
+    lm_head = _lm_head(data, here, embeddings, len(vocab), defaults)
     if lm_head is not None and lm_head.tied and embedded is not None:
         raise InputError(f"{here}: [lm_head] tied = true reads every word's embedding row; "
                          f"embeddings has none for {_missing(vocab, embedded)}")
@@ -440,8 +445,8 @@ def _missing(vocab: list[str], embedded: tuple[str, ...]) -> str:
     return ", ".join(map(repr, missing[:3])) + (" ..." if len(missing) > 3 else "")
 
 
-def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int
-             ) -> LMHead | None:
+def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int,
+             defaults: dict[str, Any]) -> LMHead | None:
     """The ``[lm_head]`` table: ``W_vocab`` (d_model x |vocab|) or ``tied = true``."""
     found = sub_table(data, "lm_head", here, _LM_HEAD_KEYS)
     if found is None:
@@ -460,7 +465,8 @@ def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab:
     else:
         W = matrix(table, "W_vocab", where, rows=d_model, cols=vocab)
     b = vector(table, "b_vocab", where, vocab) if "b_vocab" in table else None
-    return LMHead(W_vocab=W, b_vocab=b, tied=tied)
+    return LMHead(W_vocab=W, b_vocab=b, tied=tied,
+                  **lm_head_transform(table, where, d_model, defaults))
 
 
 def _printable_names(data: dict[str, Any], here: Where) -> None:

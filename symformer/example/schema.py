@@ -139,11 +139,19 @@ class FinalNorm:
 
 @dataclass(frozen=True)
 class LMHead:
-    """The language-model head: logits = z W_vocab + b_vocab (W_vocab: d_model x |vocab|)."""
+    """The language-model head: logits = z W_vocab + b_vocab (W_vocab: d_model x |vocab|).
+
+    ``W_transform`` (BERT's prediction-head transform): z is first replaced by
+    norm(act(z W_transform + b_transform)), the norm ``transform_norm``.
+    """
 
     W_vocab: sympy.Matrix
     b_vocab: sympy.Matrix | None = None
     tied: bool = False
+    W_transform: sympy.Matrix | None = None  # d_model x d_model
+    b_transform: sympy.Matrix | None = None
+    transform_activation: str = "gelu"
+    transform_norm: FinalNorm | None = None
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,10 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
     ]
     if kind in ("bert", "roberta"):
         left = sorted({k.removeprefix(f"{kind}.").split(".")[0] for k in weights}
-                      - {"embeddings", "encoder"})
-        comments.append("The example ends at the encoder's output (last_hidden_state)"
+                      - {"embeddings", "encoder", "cls", "lm_head"})
+        comments.append(("The masked-LM head is [lm_head] (its transform, then the "
+                         "vocabulary)" if "lm_head" in data else "The example ends at the "
+                         "encoder's output (last_hidden_state)")
                         + (f"; not imported: {', '.join(left)}" if left else "") + ".")
     return data, comments, str(folder)
 
@@ -459,4 +461,40 @@ def _bert(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
             "head": heads,
         })
     data["layer"] = layers
+    head = _mlm_head(w, kind, _get(w, "embeddings.word_embeddings.weight", p))
+    if head is not None:
+        data["lm_head"] = head
     return data
+
+
+def _mlm_head(w: dict[str, np.ndarray], kind: str, embeddings: np.ndarray
+              ) -> dict[str, Any] | None:
+    """The masked-LM head (BERT's ``cls.predictions``, RoBERTa's ``lm_head``): dense,
+    activation, LayerNorm (the transform), then the vocabulary projection, tied to the
+    word embeddings where the file stores no other weight; None without one."""
+    p = ("cls.predictions.transform.", "cls.predictions.") if kind == "bert" else (
+        "lm_head.",)
+    if not _has(w, "dense.weight", p):
+        return None
+    bias = next((w[k] for k in ("cls.predictions.bias", "cls.predictions.decoder.bias",
+                                "lm_head.bias", "lm_head.decoder.bias") if k in w), None)
+    head: dict[str, Any] = {
+        "W_transform": rows(np.asarray(_get(w, "dense.weight", p)).T, "dense.weight"),
+        "b_transform": row(_get(w, "dense.bias", p), "dense.bias"),
+        "transform_norm": {
+            "gamma": row(_get(w, "LayerNorm.weight" if kind == "bert" else "layer_norm.weight",
+                              p), "LayerNorm.weight"),
+            "beta": row(_get(w, "LayerNorm.bias" if kind == "bert" else "layer_norm.bias", p),
+                        "LayerNorm.bias")},
+    }
+    if kind == "roberta":  # RobertaLMHead applies the erf GELU whatever hidden_act says
+        head["transform_activation"] = "gelu"
+    decoder = next((w[k] for k in ("cls.predictions.decoder.weight", "lm_head.decoder.weight")
+                    if k in w), None)
+    if decoder is None or np.array_equal(decoder, embeddings):
+        head["tied"] = True
+    else:
+        head["W_vocab"] = rows(np.asarray(decoder).T, "decoder.weight")
+    if bias is not None:
+        head["b_vocab"] = row(bias, "decoder.bias")
+    return head

@@ -96,6 +96,9 @@ def hook_points(model: Any) -> dict[str, Any]:
     bert = _bert(model)
     if bert is not None:
         points["embedding_norm"] = bert.embeddings.LayerNorm
+        transform = getattr(getattr(model, "cls", None), "predictions", None)
+        if transform is not None:  # BertForMaskedLM's head
+            points["lm_head.transform_norm"] = transform.transform
         for i, layer in enumerate(bert.encoder.layer, 1):
             points |= {f"layer{i}.attention.concat": layer.attention.self,
                        f"layer{i}.add_norm1": layer.attention.output,
@@ -176,7 +179,9 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
             _decode(model, example, g, kind)
         elif _bert(model) is not None:
             types = torch.tensor([list(example.segments)]) if example.segments else None
-            model(torch.tensor([list(example.token_ids)]), token_type_ids=types)
+            out = model(torch.tensor([list(example.token_ids)]), token_type_ids=types)
+            if example.lm_head is not None and hasattr(out, "logits"):  # the masked-LM head
+                seen["logits"] = out.logits[0]
         else:
             seen["logits"] = model(torch.tensor([list(example.token_ids)])).logits[0]
     g = derivation if derivation is not None else derive(example)

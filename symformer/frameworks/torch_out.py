@@ -160,6 +160,13 @@ class Model(torch.nn.Module):
             s["final_norm"] = x
         s["output"] = x
         if self.t("W_vocab") is not None:
+            if c["transform"] is not None:  # BERT's masked-LM transform
+                act, norm = c["transform"]
+                x = s["lm_head.transform"] = x @ self.t("W_transform") + self.t("b_transform")
+                x = s["lm_head.transform_activation"] = self.act(x, act)
+                if norm is not None:
+                    x = self.norm(x, norm[0], norm[1], self.t("gamma_t"), self.t("beta_t"))
+                    s["lm_head.transform_norm"] = x
             logits = x @ self.t("W_vocab")
             s["logits"] = logits if self.t("b_vocab") is None else logits + self.t("b_vocab")
             s["probabilities"] = torch.softmax(s["logits"], dim=-1)
@@ -244,6 +251,17 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
         first = (example.embedding_norm.layer_norm, _float(example.embedding_norm.eps))
         weights["gamma_e"] = float_rows(example.embedding_norm.gamma_f, vector=True)
         weights["beta_e"] = float_rows(example.embedding_norm.beta_f, vector=True)
+    transform = None
+    if example.lm_head is not None and example.lm_head.W_transform is not None:
+        head = example.lm_head
+        weights["W_transform"] = float_rows(head.W_transform)
+        weights["b_transform"] = float_rows(head.b_transform, vector=True)
+        norm = None
+        if head.transform_norm is not None:
+            norm = (head.transform_norm.layer_norm, _float(head.transform_norm.eps))
+            weights["gamma_t"] = float_rows(head.transform_norm.gamma_f, vector=True)
+            weights["beta_t"] = float_rows(head.transform_norm.beta_f, vector=True)
+        transform = (head.transform_activation, norm)
     if example.lm_head is not None:
         weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
@@ -254,7 +272,7 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
               "base": _float(example.positional_encoding_base), "causal": example.causal,
               "mask": None if example.mask_value is None else _float(example.mask_value),
               "final_norm": final, "layers": layers, "segments": segments,
-              "embedding_norm": first}
+              "embedding_norm": first, "transform": transform}
     return config, weights
 
 

@@ -45,7 +45,7 @@ class Embedding(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("e[i, j] = E[t[i], j]",),
-                             {"e": "out", "E": "param:embedding_table", "t": "const:token_ids"},
+                             {"e": "out", "E": f"param:{self.table_name}", "t": "const:token_ids"},
                              symbols={"E": ("E", "E"), "t": ("t", "t")},
                              remark="t: the tokens' types (segments)" if self.of_types
                              else "t: the ids of the tokens in the vocabulary")
@@ -75,9 +75,14 @@ class Embedding(Operation):
         return Spelling(remark="t: the token's type (segment)" if self.of_types
                         else "t: the token's id in the vocabulary")
 
+    @property
+    def table_name(self) -> str:
+        """The table's parameter name: ``embedding_table``, or ``token_type_table``."""
+        return "token_type_table" if self.of_types else "embedding_table"
+
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The embedding table (its gradient has only the rows of the tokens used)."""
-        return {"embedding_table": self.E}
+        return {self.table_name: self.E}
 
     def staged(self) -> Operation:
         """The lookup reading the whole table from a stage (``train``'s trained table,

@@ -2,7 +2,8 @@
 
 Checked against hand computations with Fractions and mpmath: the typed input row is
 e + e^seg + p exactly, the embedding norm is LayerNorm of it; bad keys are refused in
-one line; ``train --write`` puts both tables and the norm's weights back.
+one line; ``train --write`` puts both tables, the norms' weights and the masked-LM
+head's back.
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ W_V = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
 """
 
 
+HEAD = """
+[lm_head]
+tied = true
+b_vocab = [0.5, -0.5]
+W_transform = [[1, 0, 0], [0, 1, 0], [0, 1, 1]]
+b_transform = [0, 0.25, 0]
+
+[lm_head.transform_norm]
+gamma = [1, 1, 2]
+"""
+
+
 def test_token_types_and_the_embedding_norm_by_hand(tmp_path) -> None:
     g = symformer.derive(symformer.parse_example(TEXT))
     rows = [[Fraction(1), Fraction(0), Fraction(2)], [0, 1, 1], [1, 0, 2]]
@@ -69,20 +82,29 @@ def test_token_types_and_the_embedding_norm_by_hand(tmp_path) -> None:
     (("token_type_embeddings = [[0.5, 0, 0], [0, 0.5, 0]]\n", ""), "segments needs "
                                                                      "token_type_embeddings"),
     (("beta = [0, 0, 1]", "bias = [0, 0, 1]"), "embedding_norm: unknown key 'bias'"),
+    (("W_transform = [[1, 0, 0], [0, 1, 0], [0, 1, 1]]\n", ""), "b_transform needs "
+                                                                 "W_transform"),
+    (("b_transform = [0, 0.25, 0]", "transform_activation = \"tanh\""),
+     "transform_activation"),
 ])
 def test_bad_token_types_and_norms_are_refused(edit, message) -> None:
     with pytest.raises(InputError, match=message):
-        symformer.parse_example(TEXT.replace(*edit))
+        symformer.parse_example((TEXT + HEAD).replace(*edit))
 
 
 def test_train_write_puts_both_tables_and_the_norm_back(tmp_path) -> None:
     path = tmp_path / "t.toml"
-    path.write_text(TEXT)
+    path.write_text(TEXT + HEAD)
     example = symformer.load_example(path)
     table = sympy.Matrix([[1, 2, 3], [4, 5, 6]])
-    text = updated_example(example, {"token_type_embeddings.embedding_table": table,
-                                     "embeddings.embedding_table": table * 2,
-                                     "embedding_norm.gamma": sympy.Matrix([[3, 2, 1]])})
+    row = sympy.Matrix([[3, 2, 1]])
+    text = updated_example(example, {"token_type_table": table, "embedding_table": table * 2,
+                                     "embedding_norm.gamma": row, "b_vocab": row[:, :2],
+                                     "lm_head.W_transform": sympy.eye(3) * 2,
+                                     "lm_head.transform_norm.beta": row})
     again = symformer.parse_example(text)
     assert again.token_type_embeddings == table and again.embeddings == table * 2
     assert list(again.embedding_norm.gamma_f) == [3, 2, 1]
+    head = again.lm_head
+    assert list(head.b_vocab) == [3, 2] and head.W_transform == sympy.eye(3) * 2
+    assert list(head.transform_norm.beta_f) == [3, 2, 1]
