@@ -24,8 +24,9 @@ SOURCE is a Hugging Face model directory: config.json and model.safetensors (rea
 with NumPy; torch is not needed), and vocab.txt, vocab.json or tokenizer.json for
 token names (without one, token k is named t<k>). Supported: GPT-2, Llama, Mistral and
 Qwen2 (grouped-query attention; rotary embeddings without scaling), BERT and RoBERTa
-encoders (token types from --segments, default all 0; the embedding LayerNorm; the
-example ends at the encoder's output, the MLM head and pooler are not imported).
+encoders (token types from --segments, default all 0; the embedding LayerNorm; a
+masked-LM head as [lm_head], else the example ends at the encoder's output; the pooler
+and classifier heads are not imported).
 Every weight is written as the exact dyadic rational the file stores: a short decimal
 where that is exact, else "p/2^k" (see docs/frameworks.md). A feature symformer does not compute
 (sliding windows, mixture of experts, rotary scaling, ...) is refused in one line.
