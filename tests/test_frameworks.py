@@ -213,6 +213,9 @@ def test_transformer_decoder_layer_matches_pytorch(norm_first, activation, causa
                else model(y, x, tgt_mask=mask, tgt_is_causal=causal))
     close(certified(g, "output"), memory)
     close(certified(g, "decoder.output"), out)
+    exported = model_class(example)()()  # the exported module computes the same
+    np.testing.assert_allclose(exported["decoder.output"].numpy(), out[0].numpy(), rtol=0,
+                               atol=1e-12)
     assert len(seen) == len(norms) + 4  # every hook ran
     for name, value in seen.items():
         close(certified(g, name), value)
@@ -265,7 +268,7 @@ def _run_module_file(path, name: str):
     return module
 
 
-@pytest.mark.parametrize("name", ["gpt2_style", "llama_style", None])
+@pytest.mark.parametrize("name", ["gpt2_style", "llama_style", None, "encoder_decoder"])
 def test_exported_torch_module_reproduces_the_exact_values(name, tmp_path) -> None:
     example = symformer.load_example(name)
     path = tmp_path / "model.py"
