@@ -42,6 +42,14 @@ class Model(torch.nn.Module):
         var = ((x - mu) ** 2).mean(-1, keepdim=True)
         return (x - mu) / torch.sqrt(var + eps) * gamma + beta
 
+    def named_norm(self, x, setting, gamma, beta, s, name):
+        """x normalised as ``setting`` = (kind, eps) says: the stage ``name`` (no setting:
+        x as it is)."""
+        if setting is None:
+            return x
+        s[name] = self.norm(x, setting[0], setting[1], self.t(gamma), self.t(beta))
+        return s[name]
+
     def act(self, x, name):
         if name == "relu":
             return torch.relu(x)
@@ -158,10 +166,7 @@ class Model(torch.nn.Module):
         pe = self.positions(n, x.shape[1], c["positional_encoding"], c["base"],
                             "positional_embeddings")
         x = s["input"] = x if pe is None else x + pe
-        if c["embedding_norm"] is not None:
-            kind, eps = c["embedding_norm"]
-            x = self.norm(x, kind, eps, self.t("gamma_e"), self.t("beta_e"))
-            s["embedding_norm"] = x
+        x = self.named_norm(x, c["embedding_norm"], "gamma_e", "beta_e", s, "embedding_norm")
         for li, L in enumerate(c["layers"], 1):
             p = f"layer{li}"
             subs = [lambda h, L=L, p=p: self.attend(h, h, L["heads"], L, c["causal"], s, p,
@@ -169,11 +174,8 @@ class Model(torch.nn.Module):
             if L["W_1"] is not None:
                 subs.append(lambda h, L=L, p=p: self.ffn(h, L, s, p))
             x = self.wrap(x, subs, L, s, p)
-        if c["final_norm"] is not None:
-            kind, eps = c["final_norm"]
-            x = self.norm(x, kind, eps, self.t("gamma_f"), self.t("beta_f"))
-            s["final_norm"] = x
-        s["output"] = x
+        x = s["output"] = self.named_norm(x, c["final_norm"], "gamma_f", "beta_f", s,
+                                          "final_norm")
         if c["decoder"] is not None:
             return self.decode(x, s)
         if self.t("W_vocab") is not None:
@@ -181,9 +183,7 @@ class Model(torch.nn.Module):
                 act, norm = c["transform"]
                 x = s["lm_head.transform"] = x @ self.t("W_transform") + self.t("b_transform")
                 x = s["lm_head.transform_activation"] = self.act(x, act)
-                if norm is not None:
-                    x = self.norm(x, norm[0], norm[1], self.t("gamma_t"), self.t("beta_t"))
-                    s["lm_head.transform_norm"] = x
+                x = self.named_norm(x, norm, "gamma_t", "beta_t", s, "lm_head.transform_norm")
             self.head(x, s, "W_vocab", "b_vocab")
         return s
 
@@ -204,11 +204,8 @@ class Model(torch.nn.Module):
                                                     f"{p}.cross.output"),
                     lambda h, L=L, p=p: self.ffn(h, L, s, p)]
             x = self.wrap(x, subs, L, s, p)
-        if D["final_norm"] is not None:
-            kind, eps = D["final_norm"]
-            x = self.norm(x, kind, eps, self.t("decoder.gamma_f"), self.t("decoder.beta_f"))
-            s["decoder.final_norm"] = x
-        s["decoder.output"] = x
+        x = s["decoder.output"] = self.named_norm(x, D["final_norm"], "decoder.gamma_f",
+                                                  "decoder.beta_f", s, "decoder.final_norm")
         if self.t("decoder.W_vocab") is not None:
             self.head(x, s, "decoder.W_vocab", None)
         return s
@@ -263,30 +260,19 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
                      scale=None if L.scale is None else _float(L.scale),
                      rope_style=L.rope_style, rope=example.positional_encoding == "rope")
         layers.append(layer)
-    final = None
-    if example.final_norm is not None:
-        final = (example.final_norm.layer_norm, _float(example.final_norm.eps))
-        weights["gamma_f"] = float_rows(example.final_norm.gamma_f, vector=True)
-        weights["beta_f"] = float_rows(example.final_norm.beta_f, vector=True)
-    segments, first = None, None
+    final = _norm_setting(example.final_norm, "gamma_f", "beta_f", weights)
+    first = _norm_setting(example.embedding_norm, "gamma_e", "beta_e", weights)
+    segments = None
     if example.token_type_embeddings is not None:
         segments = list(example.segments)
         weights["token_type_embeddings"] = float_rows(example.token_type_embeddings)
-    if example.embedding_norm is not None:
-        first = (example.embedding_norm.layer_norm, _float(example.embedding_norm.eps))
-        weights["gamma_e"] = float_rows(example.embedding_norm.gamma_f, vector=True)
-        weights["beta_e"] = float_rows(example.embedding_norm.beta_f, vector=True)
     transform = None
     if example.lm_head is not None and example.lm_head.W_transform is not None:
         head = example.lm_head
         weights["W_transform"] = float_rows(head.W_transform)
         weights["b_transform"] = float_rows(head.b_transform, vector=True)
-        norm = None
-        if head.transform_norm is not None:
-            norm = (head.transform_norm.layer_norm, _float(head.transform_norm.eps))
-            weights["gamma_t"] = float_rows(head.transform_norm.gamma_f, vector=True)
-            weights["beta_t"] = float_rows(head.transform_norm.beta_f, vector=True)
-        transform = (head.transform_activation, norm)
+        transform = (head.transform_activation,
+                     _norm_setting(head.transform_norm, "gamma_t", "beta_t", weights))
     if example.lm_head is not None:
         weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
@@ -346,13 +332,20 @@ def _decoder(dec: Any, weights: dict[str, Any]) -> dict[str, Any]:
             layer[group] = {"W_O": names[f"W_O_{group}"], "b_O": names[f"b_O_{group}"],
                             "scale": None, "rope": False, "rope_style": "interleaved"}
         layers.append(layer)
-    final = None
-    if dec.final_norm is not None:
-        final = (dec.final_norm.layer_norm, _float(dec.final_norm.eps))
-        weights["decoder.gamma_f"] = float_rows(dec.final_norm.gamma_f, vector=True)
-        weights["decoder.beta_f"] = float_rows(dec.final_norm.beta_f, vector=True)
+    final = _norm_setting(dec.final_norm, "decoder.gamma_f", "decoder.beta_f", weights)
     return {"token_ids": list(dec.token_ids), "positional_encoding": dec.positional_encoding,
             "causal": dec.causal, "layers": layers, "final_norm": final}
+
+
+def _norm_setting(norm: Any, gamma: str, beta: str, weights: dict[str, Any]
+                  ) -> tuple[str, float] | None:
+    """A norm outside the blocks (a FinalNorm) as (kind, eps), its gamma and beta put in
+    ``weights`` under the given names; None for no norm."""
+    if norm is None:
+        return None
+    weights[gamma] = float_rows(norm.gamma_f, vector=True)
+    weights[beta] = float_rows(norm.beta_f, vector=True)
+    return norm.layer_norm, _float(norm.eps)
 
 
 def _float(value: Any) -> float:
