@@ -286,6 +286,27 @@ def test_exported_torch_module_reproduces_the_exact_values(name, tmp_path) -> No
         assert np.abs(exact[known] - value[known]).max() <= 1e-14 * max(scale, 1e-300), stage
 
 
+def test_export_of_a_table_keyed_by_word_and_refusal_of_given_rope_angles() -> None:
+    text = """
+vocab = ["I", "like", "tea", "coffee"]
+tokens = ["tea", "I", "tea"]
+positional_encoding = "none"
+embeddings = { I = [1, 0], tea = [0, 0.5] }
+[[layer]]
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[1, 0], [0, 1]]
+W_V = [[1, 0], [0, 2]]
+"""
+    example = symformer.parse_example(text)  # the table holds the rows of I and tea only
+    stages = model_class(example)()()
+    assert stages["embeddings"].tolist() == [[0, 0.5], [1, 0], [0, 0.5]]
+    close(certified(symformer.derive(example), "output"), stages["output"].numpy())
+    rope = text.replace('"none"', '"rope"\nrope_theta = 0.5')
+    with pytest.raises(NotSupportedError, match="rope_theta"):
+        model_class(symformer.parse_example(rope))
+
+
 def test_cli_import_then_export_torch_round_trip(tmp_path) -> None:
     from symformer.cli import main
 

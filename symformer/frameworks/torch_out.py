@@ -13,6 +13,7 @@ from __future__ import annotations
 import pprint
 from typing import Any
 
+from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
 
 _MODULE = '''
@@ -245,6 +246,9 @@ def model_class(example: Example) -> Any:
 
 def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     """The module's CONFIG and WEIGHTS: the example's settings and float64 weights."""
+    if example.rope_theta is not None or example.rope_angles is not None:
+        raise NotSupportedError("the PyTorch module: RoPE with given angles (rope_theta, "
+                                "rope_angles) is not supported")
     weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
         weights["positional_embeddings"] = float_rows(example.positional_embeddings)
@@ -277,7 +281,8 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
         weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
             weights["b_vocab"] = float_rows(example.lm_head.b_vocab, vector=True)
-    config = {"token_ids": list(example.token_ids), "tokens": list(example.tokens),
+    # the rows of the table (which may hold only the words the sentence uses)
+    config = {"token_ids": list(example.embedding_ids), "tokens": list(example.tokens),
               "vocab": list(example.vocab),
               "positional_encoding": example.positional_encoding,
               "base": _float(example.positional_encoding_base), "causal": example.causal,
