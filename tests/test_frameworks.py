@@ -376,18 +376,20 @@ SEGMENTS = [0, 0, 0, 0, 1, 1]
 
 def _tiny_bert(folder, seed: int, layers: int = 2, masked_lm: bool = True,
                name: str = "Bert"):
-    """A random BERT or RoBERTa (``name``; its LayerNorms random too) saved to
-    ``folder`` with a vocab.txt."""
+    """A random BERT, RoBERTa or DistilBERT (``name``; its LayerNorms random too) saved
+    to ``folder`` with a vocab.txt."""
     torch.manual_seed(seed)
+    sizes = (dict(dim=8, n_layers=layers, n_heads=2, hidden_dim=12) if name == "DistilBert"
+             else dict(hidden_size=8, num_hidden_layers=layers, num_attention_heads=2,
+                       intermediate_size=12, type_vocab_size=2))
     config = getattr(transformers, f"{name}Config")(
-        vocab_size=len(WORDS), hidden_size=8, num_hidden_layers=layers,
-        num_attention_heads=2, intermediate_size=12, max_position_embeddings=8,
-        type_vocab_size=2, attn_implementation="eager", pad_token_id=0)
+        vocab_size=len(WORDS), max_position_embeddings=8, attn_implementation="eager",
+        pad_token_id=0, **sizes)
     kind = getattr(transformers, f"{name}ForMaskedLM" if masked_lm else f"{name}Model")
     model = kind(config).eval()
     with torch.no_grad():  # LayerNorms start at gamma = 1, beta = 0: make them random
-        for name, p in model.named_parameters():
-            if "LayerNorm" in name:
+        for key, p in model.named_parameters():
+            if "norm" in key.lower():
                 p.uniform_(0.5, 1.5)
     model.save_pretrained(folder, safe_serialization=True)
     (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n")
@@ -440,26 +442,37 @@ def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
                                atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["Bert", "Roberta"])  # RoBERTa: positions from pad + 1
-def test_bert_model_imported_by_the_command_matches_hugging_face(tmp_path, name) -> None:
+@pytest.mark.parametrize("name", ["Bert", "Roberta", "DistilBert"])
+def test_bert_family_imported_by_the_command_matches_hugging_face(tmp_path, name) -> None:
+    """RoBERTa: positions from pad + 1; DistilBERT: no token types, its masked-LM head."""
     from symformer.cli import main
 
-    model = _tiny_bert(tmp_path / "hf", seed=7, layers=1, masked_lm=False,
+    distil = name == "DistilBert"
+    model = _tiny_bert(tmp_path / "hf", seed=7, layers=1, masked_lm=distil,
                        name=name).double()
     out = tmp_path / "bert.toml"
-    assert main(["import", str(tmp_path / "hf"), "--tokens", "[CLS],cat,5,[SEP]",
-                 "--segments", "0,1,1,0", "--out", str(out)]) == 0
+    segments = [] if distil else ["--segments", "0,1,1,0"]
+    assert main(["import", str(tmp_path / "hf"), "--tokens", "[CLS],cat,5,[SEP]", *segments,
+                 "--out", str(out)]) == 0
     text = out.read_text()
-    assert "segments = [0, 1, 1, 0]" in text and "[embedding_norm]" in text
-    assert "not imported: pooler" in text and "[lm_head]" not in text  # a BertModel
+    assert ("segments = [0, 1, 1, 0]" in text) != distil and "[embedding_norm]" in text
+    assert ("[lm_head]" in text) == distil and ("not imported: pooler" in text) != distil
     with torch.no_grad():
         ref = model(torch.tensor([[1, 5, 5, 2]]),
-                    token_type_ids=torch.tensor([[0, 1, 1, 0]])).last_hidden_state
-    close(certified(symformer.derive(symformer.load_example(out)), "output"), ref)
-    assert pretrained_text(tmp_path / "hf", [1])[0].count("segments = [0]") == 1  # default
+                    **({} if distil else {"token_type_ids": torch.tensor([[0, 1, 1, 0]])}))
+    g = symformer.derive(symformer.load_example(out))
+    if distil:
+        close(certified(g, "logits"), ref.logits)
+    else:
+        close(certified(g, "output"), ref.last_hidden_state)
+    if name == "Bert":
+        assert pretrained_text(tmp_path / "hf", [1])[0].count("segments = [0]") == 1
     if name == "Roberta":
         with pytest.raises(NotSupportedError, match="padding token"):
             from_pretrained(tmp_path / "hf", [1, 0])
+    if distil:
+        with pytest.raises(NotSupportedError, match="no token types"):
+            from_pretrained(tmp_path / "hf", [1, 2], segments=[0, 1])
 
 
 def test_what_bert_cannot_map_is_refused_in_one_line(tmp_path) -> None:

@@ -23,8 +23,8 @@ examples:
 SOURCE is a Hugging Face model directory: config.json and model.safetensors (read
 with NumPy; torch is not needed), and vocab.txt, vocab.json or tokenizer.json for
 token names (without one, token k is named t<k>). Supported: GPT-2, Llama, Mistral and
-Qwen2 (grouped-query attention; rotary embeddings without scaling), BERT and RoBERTa
-encoders (token types from --segments, default all 0; the embedding LayerNorm; a
+Qwen2 (grouped-query attention; rotary embeddings without scaling), BERT, RoBERTa and
+DistilBERT encoders (token types from --segments, default all 0; the embedding LayerNorm; a
 masked-LM head as [lm_head], else the example ends at the encoder's output; the pooler
 and classifier heads are not imported).
 Every weight is written as the exact dyadic rational the file stores: a short decimal

@@ -9,7 +9,8 @@ adds the nearest float to it).
 
 Supported: GPT-2 (``gpt2``), Llama-style decoders (``llama``, ``mistral``, ``qwen2``:
 RMSNorm, rotary embeddings without scaling, SwiGLU, grouped-query attention), BERT
-encoders (``bert``, ``roberta``: token types, the embedding LayerNorm).  What a
+encoders (``bert``, ``roberta``, ``distilbert``: token types, the embedding LayerNorm,
+the masked-LM head; :mod:`symformer.frameworks.hf_bert`).  What a
 model has that symformer does not compute is refused with one line naming it.
 """
 
@@ -67,11 +68,13 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
         data = _gpt2(config, weights)
     elif kind in ("llama", "mistral", "qwen2"):
         data = _llama(config, weights)
-    elif kind in ("bert", "roberta"):
-        data = _bert(config, weights, len(tokens), segments, kind)
+    elif kind in ("bert", "roberta", "distilbert"):
+        from symformer.frameworks.hf_bert import bert_data  # it reads with this module
+
+        data = bert_data(config, weights, len(tokens), segments, kind)
     else:
         raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported (supported: "
-                                f"gpt2, llama, mistral, qwen2, bert, roberta)")
+                                f"gpt2, llama, mistral, qwen2, bert, roberta, distilbert)")
     vocab_size = len(data["embeddings"])
     vocab = read_vocab(folder, vocab_size)
     data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder)), "vocab": vocab,
@@ -95,9 +98,10 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
         *(f"  {k} = {json.dumps(v, default=str)}" for k, v in sorted(config.items())
           if not isinstance(v, (dict, list)) or k in ("rope_scaling", "rope_parameters")),
     ]
-    if kind in ("bert", "roberta"):
+    if kind in ("bert", "roberta", "distilbert"):
         left = sorted({k.removeprefix(f"{kind}.").split(".")[0] for k in weights}
-                      - {"embeddings", "encoder", "cls", "lm_head"})
+                      - {"embeddings", "encoder", "transformer", "cls", "lm_head",
+                         "vocab_transform", "vocab_layer_norm", "vocab_projector"})
         comments.append(("The masked-LM head is [lm_head] (its transform, then the "
                          "vocabulary)" if "lm_head" in data else "The example ends at the "
                          "encoder's output (last_hidden_state)")
@@ -394,107 +398,3 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
     data["layer"] = layers
     return data
 
-
-def _bert(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
-          segments: Sequence[int] | None, kind: str = "bert") -> dict[str, Any]:
-    """BERT's encoder: word + learned position + token-type embeddings, the embedding
-    LayerNorm, post-LayerNorm blocks (GELU FFN), no mask (attention mask all ones).
-    The pooler and the MLM head are not imported (the output is last_hidden_state).
-    RoBERTa (``kind``): the same, its positions counted from ``pad_token_id`` + 1."""
-    _refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
-                     "add_cross_attention": "cross-attention"})
-    positional = config.get("position_embedding_type", "absolute")
-    if positional != "absolute":
-        raise NotSupportedError(f"config.json: position_embedding_type = {positional!r} is not "
-                                f"supported (only \"absolute\")")
-    p = (f"{kind}.", "")
-    d, n_head = int(config["hidden_size"]), int(config["num_attention_heads"])
-    hd = d // n_head
-    types = _get(w, "embeddings.token_type_embeddings.weight", p)
-    positions = _get(w, "embeddings.position_embeddings.weight", p)
-    if kind == "roberta":  # position i is row pad_token_id + 1 + i (no padding read)
-        positions = positions[int(config.get("pad_token_id") or 0) + 1:]
-    data: dict[str, Any] = {
-        "embeddings": rows(_get(w, "embeddings.word_embeddings.weight", p), "word_embeddings"),
-        "positional_encoding": "learned",
-        "positional_embeddings": rows(positions, "position_embeddings"),
-        "token_type_embeddings": rows(types, "token_type_embeddings"),
-        "segments": [int(s) for s in (segments or [0] * n_tokens)],
-        "causal": False, "norm": "post", "layer_norm": "biased",
-        "activation": _activation(config, "hidden_act"),
-        "eps": _number(config, "layer_norm_eps", "1e-12"),
-        "embedding_norm": {
-            "gamma": row(_get(w, "embeddings.LayerNorm.weight", p), "embeddings.LayerNorm"),
-            "beta": row(_get(w, "embeddings.LayerNorm.bias", p), "embeddings.LayerNorm")},
-    }
-    layers = []
-    for i in range(int(config["num_hidden_layers"])):
-        b = f"encoder.layer.{i}."
-
-        def lin(name: str, b: str = b) -> np.ndarray:  # nn.Linear stores W^T
-            return np.asarray(_get(w, f"{b}{name}.weight", p)).T
-
-        def vec(name: str, b: str = b) -> list[Any]:
-            return row(_get(w, f"{b}{name}", p), f"{b}{name}")
-
-        heads = []
-        for h in range(n_head):
-            cols = slice(h * hd, (h + 1) * hd)
-            head = {}
-            for letter, name in (("Q", "query"), ("K", "key"), ("V", "value")):
-                head[f"W_{letter}"] = rows(lin(f"attention.self.{name}")[:, cols],
-                                           f"{b}attention.self.{name}")
-                head[f"b_{letter}"] = row(_get(w, f"{b}attention.self.{name}.bias", p)[cols],
-                                          f"{b}attention.self.{name}.bias")
-            heads.append(head)
-        layers.append({
-            "W_O": rows(lin("attention.output.dense"), f"{b}attention.output.dense"),
-            "b_O": vec("attention.output.dense.bias"),
-            "W_1": rows(lin("intermediate.dense"), f"{b}intermediate.dense"),
-            "b_1": vec("intermediate.dense.bias"),
-            "W_2": rows(lin("output.dense"), f"{b}output.dense"),
-            "b_2": vec("output.dense.bias"),
-            "gamma_1": vec("attention.output.LayerNorm.weight"),
-            "beta_1": vec("attention.output.LayerNorm.bias"),
-            "gamma_2": vec("output.LayerNorm.weight"),
-            "beta_2": vec("output.LayerNorm.bias"),
-            "head": heads,
-        })
-    data["layer"] = layers
-    head = _mlm_head(w, kind, _get(w, "embeddings.word_embeddings.weight", p))
-    if head is not None:
-        data["lm_head"] = head
-    return data
-
-
-def _mlm_head(w: dict[str, np.ndarray], kind: str, embeddings: np.ndarray
-              ) -> dict[str, Any] | None:
-    """The masked-LM head (BERT's ``cls.predictions``, RoBERTa's ``lm_head``): dense,
-    activation, LayerNorm (the transform), then the vocabulary projection, tied to the
-    word embeddings where the file stores no other weight; None without one."""
-    p = ("cls.predictions.transform.", "cls.predictions.") if kind == "bert" else (
-        "lm_head.",)
-    if not _has(w, "dense.weight", p):
-        return None
-    bias = next((w[k] for k in ("cls.predictions.bias", "cls.predictions.decoder.bias",
-                                "lm_head.bias", "lm_head.decoder.bias") if k in w), None)
-    head: dict[str, Any] = {
-        "W_transform": rows(np.asarray(_get(w, "dense.weight", p)).T, "dense.weight"),
-        "b_transform": row(_get(w, "dense.bias", p), "dense.bias"),
-        "transform_norm": {
-            "gamma": row(_get(w, "LayerNorm.weight" if kind == "bert" else "layer_norm.weight",
-                              p), "LayerNorm.weight"),
-            "beta": row(_get(w, "LayerNorm.bias" if kind == "bert" else "layer_norm.bias", p),
-                        "LayerNorm.bias")},
-    }
-    if kind == "roberta":  # RobertaLMHead applies the erf GELU whatever hidden_act says
-        head["transform_activation"] = "gelu"
-    decoder = next((w[k] for k in ("cls.predictions.decoder.weight", "lm_head.decoder.weight")
-                    if k in w), None)
-    if decoder is None or np.array_equal(decoder, embeddings):
-        head["tied"] = True
-    else:
-        head["W_vocab"] = rows(np.asarray(decoder).T, "decoder.weight")
-    if bias is not None:
-        head["b_vocab"] = row(bias, "decoder.bias")
-    return head
