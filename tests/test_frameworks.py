@@ -473,6 +473,8 @@ def test_bert_family_imported_by_the_command_matches_hugging_face(tmp_path, name
     if distil:
         with pytest.raises(NotSupportedError, match="no token types"):
             from_pretrained(tmp_path / "hf", [1, 2], segments=[0, 1])
+    rows = module_crosscheck(model, symformer.load_example(out), "float32", g)
+    assert len(rows) == 5 and all(0 < r.ulps < 50 for r in rows)  # the family, hooked
 
 
 def test_what_bert_cannot_map_is_refused_in_one_line(tmp_path) -> None:

@@ -69,9 +69,13 @@ def worst_stage(rows: list[StageError]) -> StageError:
 
 
 def _bert(model: Any) -> Any:
-    """A Hugging Face BERT's encoder model (``BertModel`` or its ``.bert``), else None."""
-    bert = getattr(model, "bert", model)
-    return bert if hasattr(bert, "embeddings") and hasattr(bert, "encoder") else None
+    """A Hugging Face BERT-family encoder (``BertModel``, ``RobertaModel``,
+    ``DistilBertModel``, or the one a head model holds), else None."""
+    for name in ("bert", "roberta", "distilbert"):
+        model = getattr(model, name, model)
+    found = hasattr(model, "embeddings") and (hasattr(model, "encoder")
+                                              or hasattr(model, "transformer"))
+    return model if found else None
 
 
 def hook_points(model: Any) -> dict[str, Any]:
@@ -99,6 +103,12 @@ def hook_points(model: Any) -> dict[str, Any]:
         transform = getattr(getattr(model, "cls", None), "predictions", None)
         if transform is not None:  # BertForMaskedLM's head
             points["lm_head.transform_norm"] = transform.transform
+        if hasattr(bert, "transformer"):  # DistilBERT
+            for i, layer in enumerate(bert.transformer.layer, 1):
+                points |= {f"layer{i}.add_norm1": layer.sa_layer_norm,
+                           f"layer{i}.ffn.output": layer.ffn,
+                           f"layer{i}.add_norm2": layer.output_layer_norm}
+            return points
         for i, layer in enumerate(bert.encoder.layer, 1):
             points |= {f"layer{i}.attention.concat": layer.attention.self,
                        f"layer{i}.add_norm1": layer.attention.output,
@@ -120,7 +130,7 @@ def hook_points(model: Any) -> dict[str, Any]:
         return points | {"final_norm": model.model.norm}
     raise NotSupportedError(f"{type(model).__name__}: no known stages to hook (supported: "
                             f"MultiheadAttention, TransformerEncoderLayer, "
-                            f"TransformerDecoderLayer, GPT-2, Llama-style, BERT)")
+                            f"TransformerDecoderLayer, GPT-2, Llama-style, BERT-family)")
 
 
 def _decode(model: Any, example: Example, g: Any, kind: Any) -> None:
@@ -178,8 +188,9 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
             g = derivation if derivation is not None else derive(example)
             _decode(model, example, g, kind)
         elif _bert(model) is not None:
-            types = torch.tensor([list(example.segments)]) if example.segments else None
-            out = model(torch.tensor([list(example.token_ids)]), token_type_ids=types)
+            types = ({"token_type_ids": torch.tensor([list(example.segments)])}
+                     if example.segments else {})
+            out = model(torch.tensor([list(example.token_ids)]), **types)
             if example.lm_head is not None and hasattr(out, "logits"):  # the masked-LM head
                 seen["logits"] = out.logits[0]
         else:
