@@ -108,3 +108,14 @@ def test_train_write_puts_both_tables_and_the_norm_back(tmp_path) -> None:
     head = again.lm_head
     assert list(head.b_vocab) == [3, 2] and head.W_transform == sympy.eye(3) * 2
     assert list(head.transform_norm.beta_f) == [3, 2, 1]
+
+
+def test_generation_continues_the_segment_and_refuses_a_masked_lm_head() -> None:
+    from symformer.blocks.generate import generate
+
+    with pytest.raises(InputError, match="masked-LM head"):
+        generate(symformer.parse_example(TEXT + HEAD), 1)
+    plain = HEAD.split("W_transform")[0]  # tied, b_vocab: a language model's head
+    steps = generate(symformer.parse_example(TEXT + plain), 2)
+    assert len(steps) == 2 and len(steps[1].tokens) == 4
+    assert steps[1].derivation.example.segments == (0, 1, 1, 1)
