@@ -1,5 +1,8 @@
 """Imported models against the framework's own forward pass (PyTorch, Hugging Face).
 
+GPT-2, Llama-style, BERT (with token types and the embedding LayerNorm),
+TransformerEncoderLayer, MultiheadAttention.
+
 Tiny random models are built here with a fixed seed, run by the framework in float64
 (eval mode), and their outputs -- logits and every stage a forward hook reaches --
 compared with symformer's certified values of the imported example.
@@ -16,9 +19,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import symformer  # noqa: E402
-from symformer.errors import NotSupportedError  # noqa: E402
+from symformer.errors import InputError, NotSupportedError  # noqa: E402
 from symformer.frameworks import from_pretrained, from_torch  # noqa: E402
-from symformer.frameworks.hf_in import read_safetensors  # noqa: E402
+from symformer.frameworks.hf_in import pretrained_text, read_safetensors  # noqa: E402
+from symformer.frameworks.torch_check import module_crosscheck  # noqa: E402
+from symformer.frameworks.torch_out import model_class  # noqa: E402
 
 TOKENS = [3, 5, 7, 1]
 
@@ -166,6 +171,56 @@ def test_transformer_encoder_layer_matches_pytorch(norm_first, activation) -> No
         close(certified(g, name), value)
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")  # nn.Transformer, norm_first
+@pytest.mark.parametrize(("norm_first", "activation", "causal", "bias", "whole"), [
+    (False, "relu", True, True, False),   # a TransformerDecoderLayer over memory rows
+    (True, "gelu", False, False, True),   # nn.Transformer: 2 encoder layers, final norms
+])
+def test_transformer_decoder_layer_matches_pytorch(norm_first, activation, causal, bias,
+                                                   whole) -> None:
+    torch.manual_seed(9)
+    settings = {"dim_feedforward": 6, "activation": activation, "norm_first": norm_first,
+                "batch_first": True, "bias": bias, "layer_norm_eps": 1e-5}
+    model = (torch.nn.Transformer(4, 2, num_encoder_layers=2, num_decoder_layers=1,
+                                  **settings) if whole
+             else torch.nn.TransformerDecoderLayer(4, 2, **settings)).eval()
+    with torch.no_grad():  # LayerNorms start at gamma = 1, beta = 0: make them random
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    tgt, src = torch.randn(3, 4), torch.randn(5, 4)
+    example = from_torch(model, tgt, causal=causal, memory=src)
+    assert example.decoder.causal == causal and len(example.layers) == (2 if whole else 0)
+    assert (example.decoder.final_norm is None) != whole
+    layer = model.decoder.layers[0] if whole else model
+    g = symformer.derive(example)
+    rows = module_crosscheck(layer, example, "bfloat16", g)  # over the exact memory
+    assert len(rows) == (6 if norm_first else 5) and all(r.ulps < 50 for r in rows)
+    assert min(r.digits for r in rows) < 3.5
+    model = model.double()
+    p = "decoder.layer1"
+    norms = ({f"{p}.norm{k}": getattr(layer, f"norm{k}") for k in (1, 2, 3)} if norm_first
+             else {f"{p}.add_norm1": layer.norm1, f"{p}.add_norm2": layer.norm2})
+    seen = hooked(layer, {f"{p}.self.output": layer.self_attn,
+                          f"{p}.cross.output": layer.multihead_attn,
+                          f"{p}.ffn.output": layer.linear2, f"{p}.add_norm3": layer, **norms})
+    mask = (torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64)
+            if causal else None)
+    x, y = src.double()[None], tgt.double()[None]
+    with torch.no_grad():
+        memory = model.encoder(x) if whole else x
+        out = (model(x, y, tgt_mask=mask, tgt_is_causal=causal) if whole
+               else model(y, x, tgt_mask=mask, tgt_is_causal=causal))
+    close(certified(g, "output"), memory)
+    close(certified(g, "decoder.output"), out)
+    exported = model_class(example)()()  # the exported module computes the same
+    np.testing.assert_allclose(exported["decoder.output"].numpy(), out[0].numpy(), rtol=0,
+                               atol=1e-12)
+    assert len(seen) == len(norms) + 4  # every hook ran
+    for name, value in seen.items():
+        close(certified(g, name), value)
+
+
 def test_multihead_attention_matches_pytorch() -> None:
     torch.manual_seed(3)
     mha = torch.nn.MultiheadAttention(4, 2).eval()
@@ -188,6 +243,12 @@ def test_unsupported_features_are_refused_in_one_line(tmp_path) -> None:
     layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6)  # train mode
     with pytest.raises(NotSupportedError, match="dropout in train mode"):
         from_torch(layer, torch.zeros(2, 4))
+    decoder = torch.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6).eval()
+    with pytest.raises(InputError, match="give memory"):
+        from_torch(decoder, torch.zeros(2, 4))
+    with pytest.raises(NotSupportedError, match="activation"):
+        decoder.activation = torch.tanh
+        from_torch(decoder, torch.zeros(2, 4), memory=torch.zeros(3, 4))
     torch.manual_seed(0)
     config = transformers.MistralConfig(vocab_size=16, hidden_size=8, intermediate_size=8,
                                         num_hidden_layers=1, num_attention_heads=2,
@@ -207,7 +268,7 @@ def _run_module_file(path, name: str):
     return module
 
 
-@pytest.mark.parametrize("name", ["gpt2_style", "llama_style", None])
+@pytest.mark.parametrize("name", ["gpt2_style", "llama_style", None, "encoder_decoder"])
 def test_exported_torch_module_reproduces_the_exact_values(name, tmp_path) -> None:
     example = symformer.load_example(name)
     path = tmp_path / "model.py"
@@ -223,6 +284,27 @@ def test_exported_torch_module_reproduces_the_exact_values(name, tmp_path) -> No
         value = value.numpy()
         scale = np.abs(exact[known]).max()
         assert np.abs(exact[known] - value[known]).max() <= 1e-14 * max(scale, 1e-300), stage
+
+
+def test_export_of_a_table_keyed_by_word_and_refusal_of_given_rope_angles() -> None:
+    text = """
+vocab = ["I", "like", "tea", "coffee"]
+tokens = ["tea", "I", "tea"]
+positional_encoding = "none"
+embeddings = { I = [1, 0], tea = [0, 0.5] }
+[[layer]]
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[1, 0], [0, 1]]
+W_V = [[1, 0], [0, 2]]
+"""
+    example = symformer.parse_example(text)  # the table holds the rows of I and tea only
+    stages = model_class(example)()()
+    assert stages["embeddings"].tolist() == [[0, 0.5], [1, 0], [0, 0.5]]
+    close(certified(symformer.derive(example), "output"), stages["output"].numpy())
+    rope = text.replace('"none"', '"rope"\nrope_theta = 0.5')
+    with pytest.raises(NotSupportedError, match="rope_theta"):
+        model_class(symformer.parse_example(rope))
 
 
 def test_cli_import_then_export_torch_round_trip(tmp_path) -> None:
@@ -264,8 +346,6 @@ def test_crosscheck_torch_errors_are_consistent_with_the_dtype(capsys) -> None:
 
 
 def test_crosscheck_of_the_users_own_module(tmp_path) -> None:
-    from symformer.frameworks.torch_check import module_crosscheck
-
     torch.manual_seed(5)
     config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
                                      n_positions=8)
@@ -283,3 +363,128 @@ def test_crosscheck_of_the_users_own_module(tmp_path) -> None:
     rows = module_crosscheck(layer, from_torch(layer, x, causal=True), "bfloat16")
     assert len(rows) == 4 and all(r.ulps < 50 for r in rows)
     assert min(r.digits for r in rows) < 3.5
+
+
+# -- BERT encoders (in this file: its worker has imported torch and transformers' models
+# already, a few seconds of CPU a file of its own would pay again) ----------------------
+
+WORDS = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s",
+         "a", "dog"]
+SENTENCE = ["[CLS]", "the", "cat", "[SEP]", "sat", "[SEP]"]
+SEGMENTS = [0, 0, 0, 0, 1, 1]
+
+
+def _tiny_bert(folder, seed: int, layers: int = 2, masked_lm: bool = True,
+               name: str = "Bert"):
+    """A random BERT, RoBERTa or DistilBERT (``name``; its LayerNorms random too) saved
+    to ``folder`` with a vocab.txt."""
+    torch.manual_seed(seed)
+    sizes = (dict(dim=8, n_layers=layers, n_heads=2, hidden_dim=12) if name == "DistilBert"
+             else dict(hidden_size=8, num_hidden_layers=layers, num_attention_heads=2,
+                       intermediate_size=12, type_vocab_size=2))
+    config = getattr(transformers, f"{name}Config")(
+        vocab_size=len(WORDS), max_position_embeddings=8, attn_implementation="eager",
+        pad_token_id=0, **sizes)
+    kind = getattr(transformers, f"{name}ForMaskedLM" if masked_lm else f"{name}Model")
+    model = kind(config).eval()
+    with torch.no_grad():  # LayerNorms start at gamma = 1, beta = 0: make them random
+        for key, p in model.named_parameters():
+            if "norm" in key.lower():
+                p.uniform_(0.5, 1.5)
+    model.save_pretrained(folder, safe_serialization=True)
+    (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n")
+    return model
+
+
+def test_bert_every_stage_matches_hugging_face(tmp_path) -> None:
+    model = _tiny_bert(tmp_path, seed=6)
+    example = from_pretrained(tmp_path, SENTENCE, segments=SEGMENTS)
+    assert example.tokens == tuple(SENTENCE) and example.segments == tuple(SEGMENTS)
+    table = model.bert.embeddings.token_type_embeddings.weight.detach()
+    assert all(Fraction(int(example.token_type_embeddings[i, j].p),
+                        int(example.token_type_embeddings[i, j].q)) == Fraction(float(table[i, j]))
+               for i in range(2) for j in range(8))  # every weight its exact dyadic value
+    g = symformer.derive(example)
+    rows = module_crosscheck(model, example, "float32", g)  # the user's own BERT
+    assert len(rows) == 11 and all(0 < r.ulps < 50 for r in rows)
+    assert {"logits", "lm_head.transform_norm"} <= {r.stage for r in rows}
+    model = model.double()
+    bert = model.bert
+    layer = bert.encoder.layer[0]
+    seen = hooked(model, {
+        "lm_head.transform_norm": model.cls.predictions.transform,
+        "embeddings": bert.embeddings.word_embeddings,
+        "token_type_embeddings": bert.embeddings.token_type_embeddings,
+        "layer1.attention.concat": layer.attention.self,
+        "layer1.add_norm1": layer.attention.output,
+        "layer1.ffn.activation": layer.intermediate,
+        "layer1.ffn.output": layer.output.dense,
+    })
+    ids = torch.tensor([[WORDS.index(t) for t in SENTENCE]])
+    with torch.no_grad():
+        out = model(ids, token_type_ids=torch.tensor([SEGMENTS]), output_hidden_states=True,
+                    output_attentions=True)
+    assert len(seen) == 7  # every hook ran
+    for name, value in seen.items():
+        close(certified(g, name), value)
+    close(certified(g, "embedding_norm"), out.hidden_states[0])
+    for number in (1, 2):
+        close(certified(g, f"layer{number}.add_norm2"), out.hidden_states[number])
+        for head in (1, 2):
+            close(certified(g, f"layer{number}.head{head}.weights"),
+                  out.attentions[number - 1][0, head - 1])
+    close(certified(g, "output"), out.hidden_states[2])
+    close(certified(g, "logits"), out.logits)  # the masked-LM head, tied to the embeddings
+    assert example.lm_head.tied and example.lm_head.W_transform is not None
+    # the exported PyTorch module computes the same (token types, norms, the head)
+    stages = model_class(example)()()
+    np.testing.assert_allclose(stages["logits"].numpy(), out.logits[0].numpy(), rtol=0,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["Bert", "Roberta", "DistilBert"])
+def test_bert_family_imported_by_the_command_matches_hugging_face(tmp_path, name) -> None:
+    """RoBERTa: positions from pad + 1; DistilBERT: no token types, its masked-LM head."""
+    from symformer.cli import main
+
+    distil = name == "DistilBert"
+    model = _tiny_bert(tmp_path / "hf", seed=7, layers=1, masked_lm=distil,
+                       name=name).double()
+    out = tmp_path / "bert.toml"
+    segments = [] if distil else ["--segments", "0,1,1,0"]
+    assert main(["import", str(tmp_path / "hf"), "--tokens", "[CLS],cat,5,[SEP]", *segments,
+                 "--out", str(out)]) == 0
+    text = out.read_text()
+    assert ("segments = [0, 1, 1, 0]" in text) != distil and "[embedding_norm]" in text
+    assert ("[lm_head]" in text) == distil and ("not imported: pooler" in text) != distil
+    with torch.no_grad():
+        ref = model(torch.tensor([[1, 5, 5, 2]]),
+                    **({} if distil else {"token_type_ids": torch.tensor([[0, 1, 1, 0]])}))
+    g = symformer.derive(symformer.load_example(out))
+    if distil:
+        close(certified(g, "logits"), ref.logits)
+    else:
+        close(certified(g, "output"), ref.last_hidden_state)
+    if name == "Bert":
+        assert pretrained_text(tmp_path / "hf", [1])[0].count("segments = [0]") == 1
+    if name == "Roberta":
+        with pytest.raises(NotSupportedError, match="padding token"):
+            from_pretrained(tmp_path / "hf", [1, 0])
+    if distil:
+        with pytest.raises(NotSupportedError, match="no token types"):
+            from_pretrained(tmp_path / "hf", [1, 2], segments=[0, 1])
+    rows = module_crosscheck(model, symformer.load_example(out), "float32", g)
+    assert len(rows) == 5 and all(0 < r.ulps < 50 for r in rows)  # the family, hooked
+
+
+def test_what_bert_cannot_map_is_refused_in_one_line(tmp_path) -> None:
+    _tiny_bert(tmp_path, seed=8, layers=1)
+    with pytest.raises(InputError, match="token_type_embeddings"):
+        from_pretrained(tmp_path, [1, 2], segments=[0, 2])
+    with pytest.raises(InputError, match="3 token types for 2 tokens"):
+        from_pretrained(tmp_path, [1, 2], segments=[0, 1, 1])
+    config = (tmp_path / "config.json").read_text()
+    (tmp_path / "config.json").write_text(config.replace('"is_decoder": false',
+                                                         '"is_decoder": true'))
+    with pytest.raises(NotSupportedError, match="is_decoder"):
+        from_pretrained(tmp_path, [1, 2])

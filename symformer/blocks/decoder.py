@@ -1,11 +1,12 @@
 """The decoder: masked self-attention, cross-attention, feed-forward; then the next token.
 
-A decoder block reads in :func:`decoder_block`: masked self-attention (always
-causal), cross-attention (queries from the decoder, keys and values from the
-encoder's ``output``), feed-forward; each sub-layer wrapped as in the encoder
-(:func:`~symformer.blocks.sublayers.wrap`).  With ``W_vocab`` the decoder ends in
-``logits``, ``probabilities`` (softmax over the vocabulary) and ``next_token``
-(the exact argmax of the last position, :mod:`symformer.engine.argmax`).
+A decoder block reads in :func:`decoder_block`: masked self-attention (causal
+unless the ``[decoder]`` says ``causal = false``), cross-attention (queries from the
+decoder, keys and values from the encoder's ``output``), feed-forward; each sub-layer
+wrapped as in the encoder (:func:`~symformer.blocks.sublayers.wrap`).  With
+``W_vocab`` the decoder ends in ``logits``, ``probabilities`` (softmax over the
+vocabulary) and ``next_token`` (the exact argmax of the last position,
+:mod:`symformer.engine.argmax`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
+    layer_norm,
     lm_head,
     multi_head_attention,
     wrap,
@@ -37,6 +39,8 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
                      dec.positional_encoding)
     for number, layer in enumerate(dec.layers, start=1):
         x = decoder_block(g, number, x, layer, memory)
+    if dec.final_norm is not None:
+        x = layer_norm(g, "decoder.final_norm", x, dec.final_norm, "f", 0)
     last = g.add("decoder.output", "output", Identity(OUTPUT), (x,), tokens, g[x].cols)
     if dec.W_vocab is not None:
         last = lm_head(g, last, dec.W_vocab, None, dec.vocab)
@@ -51,12 +55,13 @@ def decoder_block(g: Derivation, number: int, x: str, layer: DecoderLayer, memor
 
     def self_attention(h: str) -> str:
         return multi_head_attention(g, p, h, layer.self_heads, layer.W_O_self, number,
-                                    causal=True, head_prefix="self.", group="self")
+                                    causal=g.example.decoder.causal, head_prefix="self.",
+                                    group="self", b_O=layer.b_O_self)
 
     def cross_attention(h: str) -> str:
         return multi_head_attention(g, p, h, layer.cross_heads, layer.W_O_cross, number,
                                     causal=False, kv=memory, head_prefix="cross.",
-                                    group="cross")
+                                    group="cross", b_O=layer.b_O_cross)
 
     def ffn(h: str) -> str:
         return feed_forward(g, p, h, layer, number)

@@ -11,6 +11,7 @@ from symformer.blocks.sublayers import (
     layer_norm,
     lm_head,
     multi_head_attention,
+    prediction_transform,
     wrap,
 )
 from symformer.blocks.work import check_size
@@ -39,7 +40,11 @@ def derive(example: Example, causal: bool | None = None,
                      () if example.given_inputs else example.embedding_ids,
                      example.positional_encoding, example.positional_encoding_base,
                      example.positional_embeddings,
-                     given="zeros" if example.positions_only else example.given_inputs)
+                     given="zeros" if example.positions_only else example.given_inputs,
+                     types=None if example.token_type_embeddings is None
+                     else (example.token_type_embeddings, example.segments))
+    if example.embedding_norm is not None:  # BERT's LayerNorm of the input rows
+        x = layer_norm(g, "embedding_norm", x, example.embedding_norm, "f", 0)
     for number, layer in enumerate(example.layers, start=1):
         x = encoder_block(g, number, x, layer)
     if example.final_norm is not None:
@@ -48,7 +53,9 @@ def derive(example: Example, causal: bool | None = None,
     if example.decoder is not None:
         decoder_stages(g, memory="output")
     if example.lm_head is not None:
-        lm_head(g, out, example.lm_head.W_vocab, example.lm_head.b_vocab, example.vocab)
+        head = example.lm_head
+        z = out if head.W_transform is None else prediction_transform(g, out, head)
+        lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab)
     add_lesson_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 

@@ -42,6 +42,10 @@ def generate(example: Example, steps: int, max_work: int | None = None,
             f"{example.source}: generation needs a [decoder] table with W_vocab or an "
             f"[lm_head] table (see symformer/examples/encoder_decoder.toml, gpt2_style.toml)"
         )
+    if language_model and example.lm_head.W_transform is not None:
+        raise InputError(f"{example.source}: a masked-LM head (W_transform, BERT's) predicts "
+                         f"the tokens at their own positions, not a next token: nothing to "
+                         f"generate (derive its logits instead)")
     done: list[Step] = []
     for _ in range(steps):
         g = derive(example, causal=True if language_model else None, max_work=max_work)
@@ -67,4 +71,6 @@ def _appended(example: Example, token: str) -> Example | None:
     table = example.positional_embeddings
     if table is not None and table.rows <= len(example.tokens):
         return None  # the learned table has no row for another position
-    return dataclasses.replace(example, tokens=example.tokens + (token,))
+    # token types (segments): the new token continues the last one's segment
+    segments = example.segments + example.segments[-1:]
+    return dataclasses.replace(example, tokens=example.tokens + (token,), segments=segments)

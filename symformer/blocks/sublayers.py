@@ -71,6 +71,9 @@ QUERY_ROTATED = Notation(r"\tilde{q}", "q̃", "Rotated query (RoPE)")
 KEY_ROTATED = Notation(r"\tilde{k}", "k̃", "Rotated key (RoPE)")
 FFN_GATE = Notation("g", "g", "FFN gate")
 FFN_GATE_ACTIVATION = Notation(r"\phi", "φ", "Activated gate act(g), on its own")
+TOKEN_TYPE = Notation(r"e^{\mathrm{seg}}", "e^seg", "Token-type (segment) embedding")
+TYPED = Notation(r"\hat{e}", "ê", "Token embedding + token-type embedding")
+TRANSFORM = Notation(r"\tilde{z}", "z̃", "Prediction-head transform (before W_vocab)")
 LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
 PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
 #: The activation operation of each ``activation`` value.
@@ -84,14 +87,17 @@ Sublayer = Callable[[str], str]
 
 def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sympy.Matrix,
                  token_ids: tuple[int, ...], pe: str, base: int | sympy.Rational = 10000,
-                 learned: sympy.Matrix | None = None, given: bool | str = False) -> str:
+                 learned: sympy.Matrix | None = None, given: bool | str = False,
+                 types: tuple[sympy.Matrix, tuple[int, ...]] | None = None) -> str:
     """``PREFIXembeddings`` (rows of ``table``), ``PREFIXpositional_encoding``, their sum.
 
     ``pe = "learned"`` takes the rows of ``learned``; ``"rope"`` and ``"none"`` add zeros
     (RoPE rotates the queries and keys instead, :func:`attention_head`).  ``given``: the
     rows of ``table`` are the example's given inputs, one per token (no lookup); with no
     positional encoding they are ``PREFIXinput`` itself; ``given = "zeros"``: there are
-    no rows, ``PREFIXpositional_encoding`` alone is the input.
+    no rows, ``PREFIXpositional_encoding`` alone is the input.  ``types`` (a token-type
+    table and each token's type, BERT's segments) adds the type's row:
+    ``PREFIXtoken_type_embeddings`` and ``PREFIXtyped_embeddings``, the sum read next.
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
@@ -110,6 +116,10 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X")) if given
               else Embedding(table, token_ids))
     e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
+    if types is not None:
+        s = g.add(f"{prefix}token_type_embeddings", "embeddings",
+                  Embedding(types[0], types[1], TOKEN_TYPE, of_types=True), (), tokens, dims)
+        e = g.add(f"{prefix}typed_embeddings", "input", Add(TYPED), (e, s), tokens, dims)
     p = g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens, dims)
     return g.add(f"{prefix}input", "input", Add(INPUT), (e, p), tokens, dims)
 
@@ -335,6 +345,21 @@ def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number
           else RowVariance(notation=OUTPUT_VARIANCE), (out, out_mean), rows, ("variance",),
           layer=number)
     return out
+
+
+def prediction_transform(g: Derivation, x: str, head: Any) -> str:
+    """BERT's masked-LM transform before the vocabulary projection:
+    ``lm_head.transform`` = x W_transform + b_transform, ``lm_head.transform_activation``,
+    then (with a ``transform_norm``) ``lm_head.transform_norm``."""
+    rows, cols = g[x].rows, g[x].cols
+    h = g.add("lm_head.transform", "ffn_hidden",
+              Projection(head.W_transform, head.b_transform, TRANSFORM, "W_transform",
+                         "b_transform"), (x,), rows, cols)
+    a = g.add("lm_head.transform_activation", "ffn_activation",
+              ACTIVATION_OPS[head.transform_activation](), (h,), rows, cols)
+    if head.transform_norm is None:
+        return a
+    return layer_norm(g, "lm_head.transform_norm", a, head.transform_norm, "f", 0)
 
 
 def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,

@@ -17,14 +17,18 @@ EPILOG = """\
 examples:
   symformer import ./tiny-gpt2 --tokens 3,5,7 --out gpt2.toml
   symformer import ./tiny-llama --tokens "the,cat" --out llama.toml
+  symformer import ./tiny-bert --tokens "[CLS],the,cat,[SEP]" --segments 0,0,0,0 --out bert.toml
   symformer derive gpt2.toml --stage logits
 
 SOURCE is a Hugging Face model directory: config.json and model.safetensors (read
-with NumPy; torch is not needed), and vocab.json or tokenizer.json for token names
-(without one, token k is named t<k>). Supported: GPT-2, Llama, Mistral and Qwen2
-(grouped-query attention; rotary embeddings without scaling). Every weight is
-written as the exact dyadic rational the file stores: a short decimal where that is
-exact, else "p/2^k" (see docs/frameworks.md). A feature symformer does not compute
+with NumPy; torch is not needed), and vocab.txt, vocab.json or tokenizer.json for
+token names (without one, token k is named t<k>). Supported: GPT-2, Llama, Mistral and
+Qwen2 (grouped-query attention; rotary embeddings without scaling), BERT, RoBERTa and
+DistilBERT encoders (token types from --segments, default all 0; the embedding LayerNorm; a
+masked-LM head as [lm_head], else the example ends at the encoder's output; the pooler
+and classifier heads are not imported).
+Every weight is written as the exact dyadic rational the file stores: a short decimal
+where that is exact, else "p/2^k" (see docs/frameworks.md). A feature symformer does not compute
 (sliding windows, mixture of experts, rotary scaling, ...) is refused in one line.
 """
 
@@ -38,6 +42,15 @@ def token_list(text: str) -> list[int | str]:
     return [int(t) if t.isascii() and t.isdigit() else t for t in items]
 
 
+def segment_list(text: str) -> list[int]:
+    """``--segments``: comma-separated token types (small non-negative integers)."""
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isascii() and t.isdigit() and len(t) < 6 for t in items):
+        raise argparse.ArgumentTypeError(f"expected comma-separated token types (0, 1, ...), "
+                                         f"found {text!r}")
+    return [int(t) for t in items]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``import`` sub-command."""
     p = sub.add_parser("import", help="read a Hugging Face model directory into an exact "
@@ -48,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", metavar="SOURCE", help="a Hugging Face model directory")
     p.add_argument("--tokens", required=True, type=token_list, metavar="IDS_OR_NAMES",
                    help="the sentence: comma-separated token ids or vocabulary names")
+    p.add_argument("--segments", type=segment_list, metavar="TYPES",
+                   help="BERT's token types (token_type_ids), comma-separated; default all 0")
     p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
     p.set_defaults(func=run)
 
@@ -57,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from symformer.example.loader import parse_example
     from symformer.frameworks.hf_in import pretrained_text
 
-    text, source = pretrained_text(args.source, args.tokens)
+    text, source = pretrained_text(args.source, args.tokens, args.segments)
     try:
         parse_example(text, source)  # never write a file that does not load
     except InputError as exc:

@@ -2,7 +2,8 @@
 
 The keys follow the encoder's (see :mod:`symformer.example.loader`; both read their
 fields with :mod:`symformer.example.fields`): a decoder block
-has masked self-attention heads (``[[decoder.layer.self_head]]``, always causal),
+has masked self-attention heads (``[[decoder.layer.self_head]]``; causal unless the
+``[decoder]`` says ``causal = false``),
 cross-attention heads (``[[decoder.layer.cross_head]]``: queries from the decoder,
 keys and values from the encoder's ``output``) and a feed-forward network, each
 sub-layer wrapped in a residual connection and a LayerNorm.  Conventions (``eps``,
@@ -12,6 +13,7 @@ encoder's and may be overridden for the whole decoder or for one layer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,7 @@ from symformer.example.fields import (
     head,
     matrix,
     no_unknown_keys,
+    optional_vector,
     vector,
     vocab_and_tokens,
 )
@@ -32,19 +35,24 @@ from symformer.example.schema import (
     LAYER_NORMS,
     NORM_PLACEMENTS,
     Block,
+    FinalNorm,
     Head,
 )
 from symformer.lazy import sympy
+
+#: Reads a table's ``final_norm``, ``gamma_f``, ``beta_f`` (the loader's reader).
+FinalNormReader = Callable[[dict[str, Any], Where, int, dict[str, Any]], FinalNorm | None]
 
 #: The end-of-sequence token: generation stops when it is the next token.
 END_TOKEN = "</s>"
 
 _DECODER_KEYS = {
     "tokens", "vocab", "embeddings", "W_vocab", "layer", "positional_encoding", "eps",
-    "activation", "norm", "layer_norm",
+    "activation", "norm", "layer_norm", "causal", "final_norm", "gamma_f", "beta_f",
 }
 _LAYER_KEYS = {
-    "self_head", "cross_head", "W_O_self", "W_O_cross", "W_1", "b_1", "W_2", "b_2",
+    "self_head", "cross_head", "W_O_self", "W_O_cross", "b_O_self", "b_O_cross",
+    "W_1", "b_1", "W_2", "b_2",
     "activation", "norm", "eps", "layer_norm",
     "gamma_1", "beta_1", "gamma_2", "beta_2", "gamma_3", "beta_3",
 }
@@ -65,6 +73,8 @@ class DecoderLayer(Block):
     W_O_cross: sympy.Matrix | None
     gamma_3: sympy.Matrix
     beta_3: sympy.Matrix
+    b_O_self: sympy.Matrix | None = None  # 1 x d_model
+    b_O_cross: sympy.Matrix | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,11 @@ class Decoder:
     layers: tuple[DecoderLayer, ...]
     W_vocab: sympy.Matrix | None = None  # d_model x len(vocab)
     positional_encoding: str = "sinusoidal"
+    #: False: self-attention sees every target position (PyTorch without tgt_mask).
+    causal: bool = True
+    #: A normalisation after the last decoder block (``final_norm = true`` in the
+    #: ``[decoder]``; PyTorch's ``TransformerDecoder(norm=...)``).
+    final_norm: FinalNorm | None = None
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -99,8 +114,9 @@ class Decoder:
 
 
 def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
-                  positional_encoding: str) -> Decoder:
-    """Validate the ``[decoder]`` table; ``defaults`` are the encoder's conventions."""
+                  positional_encoding: str, final_norm: FinalNormReader) -> Decoder:
+    """Validate the ``[decoder]`` table; ``defaults`` are the encoder's conventions;
+    ``final_norm`` reads ``final_norm``/``gamma_f``/``beta_f`` as the top level does."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, _DECODER_KEYS, here)
@@ -125,7 +141,16 @@ def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any]
         W_vocab=matrix(data, "W_vocab", here, rows=d_model, cols=len(vocab), required=False),
         positional_encoding=choice(data, "positional_encoding",
                                    DECODER_POSITIONAL_ENCODINGS, here, positional_encoding),
+        causal=_causal(data, here),
+        final_norm=final_norm(data, here, d_model, defaults),
     )
+
+
+def _causal(data: dict[str, Any], here: Where) -> bool:
+    value = data.get("causal", True)
+    if not isinstance(value, bool):
+        raise InputError(f"{here}: causal must be true or false, found {value!r}")
+    return value
 
 
 def _eps(data: dict[str, Any], here: Where) -> sympy.Rational:
@@ -173,6 +198,8 @@ def _decoder_layer(data: Any, here: Where, d_model: int,
         cross_heads=cross_heads,
         W_O_self=_output_projection(data, "W_O_self", here, self_heads, d_model),
         W_O_cross=_output_projection(data, "W_O_cross", here, cross_heads, d_model),
+        b_O_self=optional_vector(data, "b_O_self", here, d_model),
+        b_O_cross=optional_vector(data, "b_O_cross", here, d_model),
         W_1=W_1,
         b_1=vector(data, "b_1", here, d_ff),
         W_2=matrix(data, "W_2", here, rows=d_ff, cols=d_model),

@@ -159,6 +159,19 @@ def head(data: Any, here: Where, d_model: int) -> Head:
                 b_V=optional_vector(data, "b_V", here, W_V.cols))
 
 
+def sub_table(data: dict[str, Any], key: str, here: Where, known: set[str]
+              ) -> tuple[dict[str, Any], Where] | None:
+    """The table ``data[key]`` (its keys among ``known``) and its place, or None when
+    absent."""
+    if key not in data:
+        return None
+    table, where = data[key], here.sub(key)
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table")
+    no_unknown_keys(table, known, where)
+    return table, where
+
+
 def optional_vector(data: dict[str, Any], key: str, here: Where, width: int
                     ) -> sympy.Matrix | None:
     """``data[key]`` as a row vector of ``width`` exact numbers, or None when absent."""

@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from symformer.errors import InputError
+from symformer.example.bert_extras import (
+    TRANSFORM_KEYS,
+    embedding_norm,
+    lm_head_transform,
+    token_types,
+)
 from symformer.example.decoder import parse_decoder
 from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import (
@@ -25,6 +31,7 @@ from symformer.example.fields import (
     matrix,
     no_unknown_keys,
     optional_vector,
+    sub_table,
     vector,
     vocab_and_tokens,
 )
@@ -75,6 +82,7 @@ _TOP_KEYS = {
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "rope_theta", "rope_angles",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss", "stages",
+    "token_type_embeddings", "segments", "embedding_norm",  # BERT (bert_extras.py)
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
@@ -86,7 +94,7 @@ _LAYER_KEYS = {
 } | _CONVENTION_KEYS
 _QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
 _KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
-_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"}
+_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"} | TRANSFORM_KEYS
 #: C0 and C1 controls with DEL, the line and paragraph separators, the bidi overrides.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -256,7 +264,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     _output_width(layers, d_model, data, here)
     decoder = None
     if "decoder" in data:
-        decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe)
+        decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe,
+                                _final_norm)
     loss = None
     if "loss" in data:
         loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens),
@@ -268,7 +277,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         raise InputError(f"{here}: [lm_head] needs a vocabulary with embeddings; inputs = "
                          f"[[...]] gives the input rows themselves (give vocab and "
                          f"embeddings instead)")
-    lm_head = _lm_head(data, here, embeddings, len(vocab))
+    lm_head = _lm_head(data, here, embeddings, len(vocab), defaults)
     if lm_head is not None and lm_head.tied and embedded is not None:
         raise InputError(f"{here}: [lm_head] tied = true reads every word's embedding row; "
                          f"embeddings has none for {_missing(vocab, embedded)}")
@@ -296,6 +305,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         stages=parse_stages(data["stages"], here.sub("stages")) if "stages" in data else None,
         given_inputs=given,
         positions_only=positions_only,
+        **token_types(data, here, len(tokens), d_model),
+        embedding_norm=embedding_norm(data, here, d_model, defaults),
     )
 
 
@@ -472,15 +483,13 @@ def _missing(vocab: list[str], embedded: tuple[str, ...]) -> str:
     return ", ".join(map(repr, missing[:3])) + (" ..." if len(missing) > 3 else "")
 
 
-def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int
-             ) -> LMHead | None:
+def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int,
+             defaults: dict[str, Any]) -> LMHead | None:
     """The ``[lm_head]`` table: ``W_vocab`` (d_model x |vocab|) or ``tied = true``."""
-    if "lm_head" not in data:
+    found = sub_table(data, "lm_head", here, _LM_HEAD_KEYS)
+    if found is None:
         return None
-    table, where = data["lm_head"], here.sub("lm_head")
-    if not isinstance(table, dict):
-        raise InputError(f"{where}: must be a table")
-    no_unknown_keys(table, _LM_HEAD_KEYS, where)
+    table, where = found
     d_model = embeddings.cols
     tied = _boolean(table, "tied", where, False)
     if tied == ("W_vocab" in table):
@@ -494,7 +503,8 @@ def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab:
     else:
         W = matrix(table, "W_vocab", where, rows=d_model, cols=vocab)
     b = vector(table, "b_vocab", where, vocab) if "b_vocab" in table else None
-    return LMHead(W_vocab=W, b_vocab=b, tied=tied)
+    return LMHead(W_vocab=W, b_vocab=b, tied=tied,
+                  **lm_head_transform(table, where, d_model, defaults))
 
 
 def _printable_names(data: dict[str, Any], here: Where) -> None:

@@ -142,11 +142,19 @@ class FinalNorm:
 
 @dataclass(frozen=True)
 class LMHead:
-    """The language-model head: logits = z W_vocab + b_vocab (W_vocab: d_model x |vocab|)."""
+    """The language-model head: logits = z W_vocab + b_vocab (W_vocab: d_model x |vocab|).
+
+    ``W_transform`` (BERT's prediction-head transform): z is first replaced by
+    norm(act(z W_transform + b_transform)), the norm ``transform_norm``.
+    """
 
     W_vocab: sympy.Matrix
     b_vocab: sympy.Matrix | None = None
     tied: bool = False
+    W_transform: sympy.Matrix | None = None  # d_model x d_model
+    b_transform: sympy.Matrix | None = None
+    transform_activation: str = "gelu"
+    transform_norm: FinalNorm | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,13 @@ class Example:
     positions_only: bool = False
     #: An example made of one attention step on given Q, K and V (``[attention]``).
     attention: GivenAttention | None = None
+    #: BERT's token-type (segment) table, a row per type, added to each token's
+    #: embedding; ``segments`` gives each token's type (0-based).  None: no token types.
+    token_type_embeddings: sympy.Matrix | None = None
+    segments: tuple[int, ...] = ()
+    #: A normalisation of the input rows before the first block (``[embedding_norm]``,
+    #: BERT's embedding LayerNorm); its weights are ``gamma_f``, ``beta_f``.
+    embedding_norm: FinalNorm | None = None
 
     @property
     def d_model(self) -> int:

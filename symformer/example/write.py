@@ -7,7 +7,9 @@ Comments are not kept.  Weights are found by their names: ``layer1.head2.W_Q`` i
 ``[[layer]]`` 1's ``[[layer.head]]`` 2's ``W_Q``, ``layer1.add_norm2.gamma`` its
 ``gamma_2`` (``gamma`` alone: the final norm's ``gamma_f``), ``W_vocab`` is
 ``[lm_head]``'s (or ``[decoder]``'s), ``embedding_table`` the ``embeddings``,
-``positional_embeddings`` the learned table; a decoder's
+``positional_embeddings`` the learned table, ``token_type_table`` the
+``token_type_embeddings`` (``embedding_norm.gamma`` is ``[embedding_norm]``'s
+``gamma``); a decoder's
 ``decoder.layer1.self.head2.W_Q`` is ``[[decoder.layer]]`` 1's
 ``[[decoder.layer.self_head]]`` 2's ``W_Q`` and ``decoder.layer1.cross.W_O`` its
 ``W_O_cross``.
@@ -66,12 +68,14 @@ def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:
         key = f"{key}_f"
     if key == "embedding_table":
         key = "embeddings"
+    elif key == "token_type_table":  # BERT's token types (example/bert_extras.py)
+        key = "token_type_embeddings"
     if path and path[-1] in ("self", "cross"):  # decoder.layer1.self.W_O: W_O_self
         path, key = path[:-1], f"{key}_{path[-1]}"
     elif len(path) > 1 and path[-2] in ("self", "cross"):  # ...self.head2: self_head2
         path = [*path[:-2], f"{path[-2]}_{path[-1]}"]
-    if not path and key == "W_vocab":
-        if data.get("lm_head", {}).get("tied"):
+    if not path and key in ("W_vocab", "b_vocab"):
+        if key == "W_vocab" and data.get("lm_head", {}).get("tied"):
             raise NotSupportedError("--write: the language-model head is tied to the "
                                     "embeddings (tied = true); the trained W_vocab is not")
         path = ["lm_head"] if "lm_head" in data else ["decoder"]

@@ -2,7 +2,8 @@
 
 * :func:`from_pretrained`: a Hugging Face directory (``config.json`` +
   ``model.safetensors``; no torch needed) as an exact example;
-* :func:`from_torch`: ``torch.nn.MultiheadAttention`` / ``TransformerEncoderLayer``;
+* :func:`from_torch`: ``torch.nn.MultiheadAttention``, ``TransformerEncoderLayer`` /
+  ``TransformerEncoder``, ``TransformerDecoderLayer`` / ``TransformerDecoder``;
 * :func:`to_torch`: an example as a standalone PyTorch module file.
 
 See docs/frameworks.md.
@@ -27,19 +28,22 @@ def require_torch() -> Any:
     return torch
 
 
-def from_pretrained(directory: Any, tokens: Any) -> Any:
-    """The exact example of a Hugging Face model directory (see :mod:`.hf_in`)."""
+def from_pretrained(directory: Any, tokens: Any, segments: Any = None) -> Any:
+    """The exact example of a Hugging Face model directory (see :mod:`.hf_in`);
+    ``segments``: a BERT model's token types (default all 0)."""
     from symformer.frameworks.hf_in import from_pretrained as load
 
-    return load(directory, tokens)
+    return load(directory, tokens, segments)
 
 
-def from_torch(module: Any, tokens: Any, causal: bool = False) -> Any:
-    """The exact example of a PyTorch module on input rows (see :mod:`.torch_in`)."""
+def from_torch(module: Any, tokens: Any, causal: bool = False, memory: Any = None,
+               encoder: Any = None) -> Any:
+    """The exact example of a PyTorch module on input rows (see :mod:`.torch_in`); a
+    decoder layer reads ``memory`` (the rows, or source rows for ``encoder``)."""
     require_torch()
     from symformer.frameworks.torch_in import from_torch as load
 
-    return load(module, tokens, causal)
+    return load(module, tokens, causal, memory, encoder)
 
 
 def to_torch(example: Any) -> str:

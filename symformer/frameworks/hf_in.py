@@ -8,7 +8,9 @@ exactly: ``1e-05`` is 1/100000, the value the configuration states (PyTorch itse
 adds the nearest float to it).
 
 Supported: GPT-2 (``gpt2``), Llama-style decoders (``llama``, ``mistral``, ``qwen2``:
-RMSNorm, rotary embeddings without scaling, SwiGLU, grouped-query attention).  What a
+RMSNorm, rotary embeddings without scaling, SwiGLU, grouped-query attention), BERT
+encoders (``bert``, ``roberta``, ``distilbert``: token types, the embedding LayerNorm,
+the masked-LM head; :mod:`symformer.frameworks.hf_bert`).  What a
 model has that symformer does not compute is refused with one line naming it.
 """
 
@@ -35,23 +37,29 @@ _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                    "gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
 
 
-def from_pretrained(directory: str | Path, tokens: Sequence[int | str]) -> Example:
+def from_pretrained(directory: str | Path, tokens: Sequence[int | str],
+                    segments: Sequence[int] | None = None) -> Example:
     """The exact example of a Hugging Face model directory, on the sentence ``tokens``
-    (ids, or token strings of the vocabulary the directory carries)."""
-    data, _, source = pretrained_data(directory, tokens)
+    (ids, or token strings of the vocabulary the directory carries); ``segments``: a
+    BERT model's token types (``token_type_ids``; default all 0)."""
+    data, _, source = pretrained_data(directory, tokens, segments)
     return example_from_dict(data, source)  # the same table the file holds, not re-read
 
 
-def pretrained_text(directory: str | Path, tokens: Sequence[int | str]) -> tuple[str, str]:
+def pretrained_text(directory: str | Path, tokens: Sequence[int | str],
+                    segments: Sequence[int] | None = None) -> tuple[str, str]:
     """The example file's TOML text of a Hugging Face directory, and its source name."""
-    data, comments, source = pretrained_data(directory, tokens)
+    data, comments, source = pretrained_data(directory, tokens, segments)
     return example_text(data, comments), source
 
 
-def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
+def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
+                    segments: Sequence[int] | None = None
                     ) -> tuple[dict[str, Any], list[str], str]:
     """The example table of a Hugging Face directory, its provenance comments and its
     source name."""
+    if segments is not None and len(segments) != len(tokens):
+        raise InputError(f"segments: {len(segments)} token types for {len(tokens)} tokens")
     folder = Path(directory)
     config = read_config(folder)
     weights, dtypes = read_safetensors(folder / "model.safetensors")
@@ -61,19 +69,27 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
     elif kind in ("llama", "mistral", "qwen2"):
         data = _llama(config, weights)
     elif kind in ("bert", "roberta", "distilbert"):
-        raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported yet: its "
-                                f"LayerNorm on the embeddings (and token-type embeddings) "
-                                f"has no place in an example")
+        from symformer.frameworks.hf_bert import bert_data  # it reads with this module
+
+        data = bert_data(config, weights, len(tokens), segments, kind)
     else:
         raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported (supported: "
-                                f"gpt2, llama, mistral, qwen2)")
+                                f"gpt2, llama, mistral, qwen2, bert, roberta, distilbert)")
     vocab_size = len(data["embeddings"])
     vocab = read_vocab(folder, vocab_size)
     data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder)), "vocab": vocab,
             **data}
+    pad = config.get("pad_token_id")
+    if kind == "roberta" and isinstance(pad, int) and 0 <= pad < vocab_size \
+            and vocab[pad] in data["tokens"]:  # RoBERTa counts positions past padding
+        raise NotSupportedError(f"{folder}: the padding token {vocab[pad]!r} in the sentence "
+                                f"(RoBERTa's positions skip it) is not supported")
     architectures = ",".join(config.get("architectures") or [kind])
     dtype = "/".join(sorted(set(dtypes)))
     data["title"] = printable(f"{architectures} from {folder.name} ({dtype} weights, exact)")
+    if segments is not None and "token_type_embeddings" not in data:
+        raise NotSupportedError(f"{folder}: segments given, but model_type {kind!r} has no "
+                                f"token types")
     comments = [
         f"Imported by `symformer import` from the Hugging Face directory {folder}",
         f"(class {architectures}, model_type {kind}, weights {dtype}).",
@@ -82,6 +98,14 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str]
         *(f"  {k} = {json.dumps(v, default=str)}" for k, v in sorted(config.items())
           if not isinstance(v, (dict, list)) or k in ("rope_scaling", "rope_parameters")),
     ]
+    if kind in ("bert", "roberta", "distilbert"):
+        left = sorted({k.removeprefix(f"{kind}.").split(".")[0] for k in weights}
+                      - {"embeddings", "encoder", "transformer", "cls", "lm_head",
+                         "vocab_transform", "vocab_layer_norm", "vocab_projector"})
+        comments.append(("The masked-LM head is [lm_head] (its transform, then the "
+                         "vocabulary)" if "lm_head" in data else "The example ends at the "
+                         "encoder's output (last_hidden_state)")
+                        + (f"; not imported: {', '.join(left)}" if left else "") + ".")
     return data, comments, str(folder)
 
 
@@ -141,10 +165,18 @@ def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], list[str]]:
 
 
 def read_vocab(folder: Path, size: int) -> list[str]:
-    """Token names by id: ``vocab.json`` or ``tokenizer.json``'s model vocabulary, where
-    the directory carries one; ``t17`` for an id it does not name (or names twice)."""
+    """Token names by id: ``vocab.txt`` (a token per line), ``vocab.json`` or
+    ``tokenizer.json``'s model vocabulary, where the directory carries one; ``t17`` for
+    an id it does not name (or names twice)."""
     names: dict[int, str] = {}
-    for file, pick in (("vocab.json", lambda d: d),
+    txt = folder / "vocab.txt"  # BERT's WordPiece vocabulary: a token per line, id = line
+    if txt.is_file() and txt.stat().st_size <= MAX_FILE_BYTES:
+        try:
+            names = {i: t for i, t in enumerate(txt.read_text("utf-8").splitlines())
+                     if t.isprintable()}
+        except UnicodeDecodeError:
+            names = {}
+    for file, pick in () if names else (("vocab.json", lambda d: d),
                        ("tokenizer.json", lambda d: d.get("model", {}).get("vocab"))):
         path = folder / file
         if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
@@ -365,3 +397,4 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
         layers.append(layer)
     data["layer"] = layers
     return data
+

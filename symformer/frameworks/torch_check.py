@@ -68,6 +68,16 @@ def worst_stage(rows: list[StageError]) -> StageError:
     return max(rows, key=lambda r: r.rel_error)
 
 
+def _bert(model: Any) -> Any:
+    """A Hugging Face BERT-family encoder (``BertModel``, ``RobertaModel``,
+    ``DistilBertModel``, or the one a head model holds), else None."""
+    for name in ("bert", "roberta", "distilbert"):
+        model = getattr(model, name, model)
+    found = hasattr(model, "embeddings") and (hasattr(model, "encoder")
+                                              or hasattr(model, "transformer"))
+    return model if found else None
+
+
 def hook_points(model: Any) -> dict[str, Any]:
     """The submodules of a supported model whose outputs are symformer stages, by name."""
     torch = require_torch()
@@ -78,7 +88,33 @@ def hook_points(model: Any) -> dict[str, Any]:
                  else ("layer1.add_norm1", "layer1.add_norm2"))
         return {"layer1.attention.output": model.self_attn, norms[0]: model.norm1,
                 norms[1]: model.norm2, "output": model}
+    if isinstance(model, torch.nn.TransformerDecoderLayer):
+        p = "decoder.layer1"
+        norms = ({f"{p}.norm{k}": getattr(model, f"norm{k}") for k in (1, 2, 3)}
+                 if model.norm_first else {f"{p}.add_norm1": model.norm1,
+                                           f"{p}.add_norm2": model.norm2})
+        # the layer's output (post-norm: norm3's), before any final norm of a stack
+        return {f"{p}.self.output": model.self_attn, f"{p}.cross.output": model.multihead_attn,
+                **norms, f"{p}.add_norm3": model}
     points: dict[str, Any] = {}
+    bert = _bert(model)
+    if bert is not None:
+        points["embedding_norm"] = bert.embeddings.LayerNorm
+        transform = getattr(getattr(model, "cls", None), "predictions", None)
+        if transform is not None:  # BertForMaskedLM's head
+            points["lm_head.transform_norm"] = transform.transform
+        if hasattr(bert, "transformer"):  # DistilBERT
+            for i, layer in enumerate(bert.transformer.layer, 1):
+                points |= {f"layer{i}.add_norm1": layer.sa_layer_norm,
+                           f"layer{i}.ffn.output": layer.ffn,
+                           f"layer{i}.add_norm2": layer.output_layer_norm}
+            return points
+        for i, layer in enumerate(bert.encoder.layer, 1):
+            points |= {f"layer{i}.attention.concat": layer.attention.self,
+                       f"layer{i}.add_norm1": layer.attention.output,
+                       f"layer{i}.ffn.activation": layer.intermediate,
+                       f"layer{i}.add_norm2": layer.output}
+        return points
     if hasattr(model, "transformer") and hasattr(model.transformer, "h"):  # GPT-2
         for i, block in enumerate(model.transformer.h, 1):
             points |= {f"layer{i}.norm1": block.ln_1, f"layer{i}.attention.output": block.attn,
@@ -93,7 +129,27 @@ def hook_points(model: Any) -> dict[str, Any]:
                        f"layer{i}.ffn.output": layer.mlp, f"layer{i}.add_norm2": layer}
         return points | {"final_norm": model.model.norm}
     raise NotSupportedError(f"{type(model).__name__}: no known stages to hook (supported: "
-                            f"MultiheadAttention, TransformerEncoderLayer, GPT-2, Llama-style)")
+                            f"MultiheadAttention, TransformerEncoderLayer, "
+                            f"TransformerDecoderLayer, GPT-2, Llama-style, BERT-family)")
+
+
+def _decode(model: Any, example: Example, g: Any, kind: Any) -> None:
+    """Run a decoder layer on the example's target rows over its exact memory (the
+    encoder's ``output``, certified, rounded to the dtype): the decoder's own error."""
+    import torch
+
+    from symformer.frameworks.torch_out import float_rows
+
+    dec = example.decoder
+    tgt = torch.tensor(float_rows(dec.embeddings), dtype=kind)[list(dec.token_ids)]
+    memory = torch.tensor([[float(b.mid()) for b in row] for row in g["output"].balls(128)],
+                          dtype=torch.float64).to(kind)
+    batch = 0 if model.self_attn.batch_first else 1
+    n = len(dec.token_ids)
+    mask = (torch.nn.Transformer.generate_square_subsequent_mask(n, dtype=kind)
+            if dec.causal else None)
+    model(tgt.unsqueeze(batch), memory.unsqueeze(batch), tgt_mask=mask,
+          tgt_is_causal=dec.causal)
 
 
 def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
@@ -128,6 +184,15 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
                 model(x, x, x, attn_mask=mask)
             else:
                 model(x, src_mask=mask)
+        elif isinstance(model, torch.nn.TransformerDecoderLayer):
+            g = derivation if derivation is not None else derive(example)
+            _decode(model, example, g, kind)
+        elif _bert(model) is not None:
+            types = ({"token_type_ids": torch.tensor([list(example.segments)])}
+                     if example.segments else {})
+            out = model(torch.tensor([list(example.token_ids)]), **types)
+            if example.lm_head is not None and hasattr(out, "logits"):  # the masked-LM head
+                seen["logits"] = out.logits[0]
         else:
             seen["logits"] = model(torch.tensor([list(example.token_ids)])).logits[0]
     g = derivation if derivation is not None else derive(example)

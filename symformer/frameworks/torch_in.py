@@ -1,9 +1,11 @@
-"""A PyTorch module (``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``) as an example.
+"""A PyTorch module (attention, encoder and decoder layers) as an example.
 
 The module's parameters become the exact dyadic rationals they are
 (:mod:`symformer.frameworks.weights`); the input rows (``inputs``, n x d_model) become
 the embeddings of tokens named ``x0``, ``x1``, ..., with no positional encoding, so the
-example computes what ``module(inputs)`` computes.  ``layer_norm_eps`` is a Python
+example computes what ``module(inputs)`` computes.  A decoder layer's target rows are
+the ``[decoder]``'s tokens ``y0``, ``y1``, ...; its memory is the encoder's output
+(see :func:`from_torch`).  ``layer_norm_eps`` is a Python
 float: it is read as the decimal its shortest ``repr`` spells (``1e-05`` is 1/100000,
 what the user typed), not as the binary double PyTorch adds.
 """
@@ -21,27 +23,55 @@ from symformer.example.schema import Example
 from symformer.frameworks.weights import example_text, row, rows
 
 
-def from_torch(module: Any, tokens: Any, causal: bool = False) -> Example:
+def from_torch(module: Any, tokens: Any, causal: bool = False, memory: Any = None,
+               encoder: Any = None) -> Example:
     """The exact example of ``module`` applied to the rows of ``tokens`` (an n x d_model
     tensor or array; for a batch-first module, one sequence).  ``causal`` masks
-    attention to earlier positions, as ``is_causal=True`` does in PyTorch."""
-    text = torch_text(module, tokens, causal)
+    attention to earlier positions, as ``is_causal=True`` does in PyTorch (a decoder's
+    self-attention: ``tgt_is_causal`` / a causal ``tgt_mask``).
+
+    A ``TransformerDecoderLayer`` (or ``TransformerDecoder``) reads ``memory``: the
+    memory rows themselves, or, with ``encoder`` (a ``TransformerEncoderLayer`` or
+    ``TransformerEncoder``), the source rows that ``encoder`` turns into the memory; a
+    ``Transformer`` reads the source rows ``memory`` with its own encoder."""
+    text = torch_text(module, tokens, causal, memory, encoder)
     return example_from_dict(read_toml(text, "<torch>"), "<torch>")
 
 
-def torch_text(module: Any, tokens: Any, causal: bool = False) -> str:
+def _rows(module: Any, value: Any, what: str) -> np.ndarray:
+    """One sequence's rows (n x d_model) of a tensor or array (a batch of one allowed)."""
+    import torch
+
+    inputs = np.asarray(torch.as_tensor(value).detach().cpu().double().numpy())
+    first = _batch_first(module)
+    if inputs.ndim == 3 and inputs.shape[0 if first else 1] == 1:
+        inputs = inputs[0] if first else inputs[:, 0]
+    if inputs.ndim != 2:
+        raise InputError(f"{what}: expected the input rows (n x d_model), found shape "
+                         f"{tuple(inputs.shape)}")
+    return inputs
+
+
+def torch_text(module: Any, tokens: Any, causal: bool = False, memory: Any = None,
+               encoder: Any = None) -> str:
     """The example file's TOML text of ``module`` on the input rows ``tokens``."""
     import torch
 
-    if module.training and _has_dropout(module):
-        raise NotSupportedError(f"{type(module).__name__}: dropout in train mode is not "
-                                f"supported (call module.eval() first)")
-    inputs = np.asarray(torch.as_tensor(tokens).detach().cpu().double().numpy())
-    if inputs.ndim == 3 and inputs.shape[0 if getattr(module, "batch_first", False) else 1] == 1:
-        inputs = inputs[0] if getattr(module, "batch_first", False) else inputs[:, 0]
-    if inputs.ndim != 2:
-        raise InputError(f"tokens: expected the input rows (n x d_model), found shape "
-                         f"{tuple(inputs.shape)}")
+    for m in (module, encoder):
+        if m is not None and m.training and _has_dropout(m):
+            raise NotSupportedError(f"{type(m).__name__}: dropout in train mode is not "
+                                    f"supported (call module.eval() first)")
+    if isinstance(module, torch.nn.Transformer):  # its encoder makes the memory
+        if encoder is not None:
+            raise InputError("Transformer: it has its own encoder (give no encoder=)")
+        return _decoder_text(module.decoder, tokens, causal, memory, module.encoder,
+                             "Transformer")
+    if isinstance(module, (torch.nn.TransformerDecoderLayer, torch.nn.TransformerDecoder)):
+        return _decoder_text(module, tokens, causal, memory, encoder)
+    if memory is not None or encoder is not None:
+        raise InputError(f"{type(module).__name__}: memory and encoder are for a "
+                         f"TransformerDecoderLayer")
+    inputs = _rows(module, tokens, "tokens")
     names = [f"x{i}" for i in range(inputs.shape[0])]
     data: dict[str, Any] = {"title": "", "tokens": names, "vocab": names,
                             "embeddings": rows(inputs, "tokens"),
@@ -60,9 +90,14 @@ def torch_text(module: Any, tokens: Any, causal: bool = False) -> str:
                   "activation": data["activation"], "norm_first": module.norm_first,
                   "layer_norm_eps": module.norm1.eps,
                   "batch_first": module.self_attn.batch_first}
+    elif isinstance(module, torch.nn.TransformerEncoder):
+        data.update(_encoder(module))
+        config = {"num_layers": len(module.layers),
+                  "final norm": module.norm is not None}
     else:
         raise NotSupportedError(f"{kind}: not supported (supported: MultiheadAttention, "
-                                f"TransformerEncoderLayer)")
+                                f"TransformerEncoderLayer, TransformerEncoder, "
+                                f"TransformerDecoderLayer, TransformerDecoder, Transformer)")
     dtype = str(next(module.parameters()).dtype).removeprefix("torch.")
     data["title"] = f"torch.nn.{kind} ({dtype} weights, exact)"
     comments = [f"Imported by symformer.from_torch from torch.nn.{kind}, {dtype} weights:",
@@ -115,29 +150,17 @@ def _attention(mha: Any, where: str) -> dict[str, Any]:
 
 def _encoder_layer(m: Any) -> dict[str, Any]:
     """``nn.TransformerEncoderLayer``: attention, FFN, two LayerNorms, post or pre norm."""
-    import torch.nn.functional as F
-
-    if m.activation is F.relu or getattr(m, "activation_relu_or_gelu", 0) == 1:
-        activation = "relu"
-    elif m.activation is F.gelu or getattr(m, "activation_relu_or_gelu", 0) == 2:
-        activation = "gelu"
-    else:
-        raise NotSupportedError(f"TransformerEncoderLayer: activation {m.activation!r} is not "
-                                f"supported (relu, gelu)")
     if m.norm1.eps != m.norm2.eps:
         raise NotSupportedError("TransformerEncoderLayer: norm1 and norm2 with different eps")
     layer = _attention(m.self_attn, "self_attn.")
     layer.update(_linear(m.linear1, "W_1", "b_1", "linear1"))
     layer.update(_linear(m.linear2, "W_2", "b_2", "linear2"))
     for k, norm in ((1, m.norm1), (2, m.norm2)):
-        if norm.weight is not None:
-            layer[f"gamma_{k}"] = row(norm.weight.detach().double().numpy(), f"norm{k}.weight")
-        if norm.bias is not None:
-            layer[f"beta_{k}"] = row(norm.bias.detach().double().numpy(), f"norm{k}.bias")
+        layer.update(_norm_weights(norm, f"norm{k}", f"gamma_{k}", f"beta_{k}"))
     layer["head"] = layer.pop("head")
     return {"norm": "pre" if m.norm_first else "post", "layer_norm": "biased",
-            "activation": activation, "eps": DecimalText(repr(float(m.norm1.eps))),
-            "layer": [layer]}
+            "activation": _activation_name(m, "TransformerEncoderLayer"),
+            "eps": DecimalText(repr(float(m.norm1.eps))), "layer": [layer]}
 
 
 def _linear(linear: Any, w: str, b: str, where: str) -> dict[str, Any]:
@@ -145,3 +168,150 @@ def _linear(linear: Any, w: str, b: str, where: str) -> dict[str, Any]:
     if linear.bias is not None:
         out[b] = row(linear.bias.detach().double().numpy(), f"{where}.bias")
     return out
+
+
+def _first_layer(module: Any) -> Any:
+    """A stack's first layer (for ``batch_first``), else the module itself."""
+    layers = getattr(module, "layers", None)
+    return layers[0] if layers is not None and len(layers) else module
+
+
+def _batch_first(module: Any) -> bool:
+    layer = _first_layer(module)
+    attention = getattr(layer, "self_attn", layer)
+    return bool(getattr(attention, "batch_first", False))
+
+
+def _encoder(m: Any) -> dict[str, Any]:
+    """``TransformerEncoderLayer`` or ``TransformerEncoder`` (its layers and final norm)
+    as the example's top-level keys and ``[[layer]]`` tables."""
+    import torch
+
+    if isinstance(m, torch.nn.TransformerEncoderLayer):
+        return _encoder_layer(m)
+    if not isinstance(m, torch.nn.TransformerEncoder):
+        raise NotSupportedError(f"encoder: {type(m).__name__} is not supported "
+                                f"(TransformerEncoderLayer, TransformerEncoder)")
+    parts = [_encoder_layer(layer) for layer in m.layers]
+    data = dict(parts[0])
+    data["layer"] = []
+    for part in parts:
+        layer = dict(part["layer"][0])
+        for key in ("norm", "layer_norm", "activation", "eps"):
+            layer[key] = part[key]
+        data["layer"].append(_heads_last(layer))
+    if m.norm is not None:
+        if m.norm.eps != m.layers[0].norm1.eps:
+            raise NotSupportedError("TransformerEncoder: its final norm's eps differs from "
+                                    "the layers'")
+        data.update(_norm_weights(m.norm, "norm", "gamma_f", "beta_f"))
+        data["final_norm"] = True
+    return data
+
+
+def _norm_weights(norm: Any, where: str, gamma: str, beta: str) -> dict[str, Any]:
+    """A LayerNorm's weights under the keys ``gamma``/``beta`` (none without them)."""
+    import torch
+
+    if not isinstance(norm, torch.nn.LayerNorm):
+        raise NotSupportedError(f"{where}: {type(norm).__name__} is not supported (LayerNorm)")
+    out = {}
+    if norm.weight is not None:
+        out[gamma] = row(norm.weight.detach().double().numpy(), f"{where}.weight")
+    if norm.bias is not None:
+        out[beta] = row(norm.bias.detach().double().numpy(), f"{where}.bias")
+    return out
+
+
+def _heads_last(layer: dict[str, Any]) -> dict[str, Any]:
+    """The same table with its sub-tables last (TOML writes them after the keys)."""
+    return {**{k: v for k, v in layer.items() if not isinstance(v, list)
+               or not v or not isinstance(v[0], dict)},
+            **{k: v for k, v in layer.items() if isinstance(v, list) and v
+               and isinstance(v[0], dict)}}
+
+
+def _activation_name(m: Any, kind: str) -> str:
+    import torch.nn.functional as F
+
+    if m.activation is F.relu or getattr(m, "activation_relu_or_gelu", 0) == 1:
+        return "relu"
+    if m.activation is F.gelu or getattr(m, "activation_relu_or_gelu", 0) == 2:
+        return "gelu"
+    raise NotSupportedError(f"{kind}: activation {m.activation!r} is not supported "
+                            f"(relu, gelu)")
+
+
+def _decoder_layer(m: Any) -> dict[str, Any]:
+    """``nn.TransformerDecoderLayer`` as a ``[[decoder.layer]]``: self-attention,
+    cross-attention over the memory, FFN, three LayerNorms, post or pre norm."""
+    eps = {m.norm1.eps, m.norm2.eps, m.norm3.eps}
+    if len(eps) != 1:
+        raise NotSupportedError("TransformerDecoderLayer: norm1, norm2, norm3 with "
+                                "different eps")
+    out: dict[str, Any] = {"norm": "pre" if m.norm_first else "post", "layer_norm": "biased",
+                           "activation": _activation_name(m, "TransformerDecoderLayer"),
+                           "eps": DecimalText(repr(float(m.norm1.eps)))}
+    for group, mha in (("self", m.self_attn), ("cross", m.multihead_attn)):
+        layer = _attention(mha, f"{'self_attn' if group == 'self' else 'multihead_attn'}.")
+        out[f"W_O_{group}"] = layer["W_O"]
+        if "b_O" in layer:
+            out[f"b_O_{group}"] = layer["b_O"]
+        out[f"{group}_head"] = layer["head"]
+    d_model, d_ff = m.linear1.in_features, m.linear1.out_features
+    for key, linear, width in (("1", m.linear1, d_ff), ("2", m.linear2, d_model)):
+        out.update(_linear(linear, f"W_{key}", f"b_{key}", f"linear{key}"))
+        out.setdefault(f"b_{key}", [0] * width)  # bias=False: the decoder's b_k is zero
+    for k, norm in ((1, m.norm1), (2, m.norm2), (3, m.norm3)):
+        out.update(_norm_weights(norm, f"norm{k}", f"gamma_{k}", f"beta_{k}"))
+    return _heads_last(out)
+
+
+def _decoder_text(module: Any, tokens: Any, causal: bool, memory: Any, encoder: Any,
+                  kind: str = "") -> str:
+    """A decoder layer (or stack, its final norm the ``[decoder]``'s) on target rows
+    ``tokens`` over ``memory``: the example's encoder is ``encoder`` on the source rows
+    ``memory``, or no layer at all (its output is then the memory rows as given)."""
+    import torch
+
+    if memory is None:
+        raise InputError(f"{type(module).__name__}: give memory (the memory rows, or the "
+                         f"source rows with encoder=)")
+    layers = list(module.layers) if isinstance(module, torch.nn.TransformerDecoder) else [module]
+    final = getattr(module, "norm", None)
+    target = _rows(module, tokens, "tokens")
+    source = _rows(module if encoder is None else encoder, memory, "memory")
+    names = [f"y{i}" for i in range(target.shape[0])]
+    sources = [f"m{i}" for i in range(source.shape[0])]
+    data: dict[str, Any] = {"title": "", "tokens": sources, "vocab": sources,
+                            "embeddings": rows(source, "memory"),
+                            "positional_encoding": "none", "causal": False}
+    if encoder is None:
+        data["layer"] = []
+    else:
+        data.update(_encoder(encoder))
+    data["decoder"] = {"tokens": names, "vocab": names, "embeddings": rows(target, "tokens"),
+                       "positional_encoding": "none", "causal": bool(causal)}
+    if final is not None:  # TransformerDecoder(norm=...): the decoder's final_norm
+        data["decoder"].update(_norm_weights(final, "decoder.norm", "gamma_f", "beta_f"),
+                               final_norm=True, eps=DecimalText(repr(float(final.eps))))
+    data["decoder"]["layer"] = [_decoder_layer(layer) for layer in layers]
+    kind = kind or type(module).__name__
+    first = layers[0]
+    dtype = str(next(module.parameters()).dtype).removeprefix("torch.")
+    config = {"layers": len(layers), "d_model": first.linear1.in_features,
+              "nhead": first.self_attn.num_heads,
+              "dim_feedforward": first.linear1.out_features,
+              "activation": _activation_name(first, kind), "norm_first": first.norm_first,
+              "layer_norm_eps": first.norm1.eps, "batch_first": first.self_attn.batch_first,
+              "causal self-attention": bool(causal),
+              "encoder": "none" if encoder is None else type(encoder).__name__}
+    data["title"] = f"torch.nn.{kind} ({dtype} weights, exact)"
+    comments = [f"Imported by symformer.from_torch from torch.nn.{kind}, {dtype} weights:",
+                "every weight is the exact dyadic rational the module holds (a decimal",
+                "where that is short, else \"p/2^k\"). The decoder's inputs are the target",
+                "rows y0, y1, ...; the encoder's tokens m0, m1, ... are "
+                + ("the memory rows as given (no encoder layer: its output is the memory)."
+                   if encoder is None else "the source rows the encoder turns into the memory."),
+                "Configuration: " + ", ".join(f"{k}={v}" for k, v in config.items())]
+    return example_text(data, comments)

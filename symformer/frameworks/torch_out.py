@@ -43,6 +43,14 @@ class Model(torch.nn.Module):
         var = ((x - mu) ** 2).mean(-1, keepdim=True)
         return (x - mu) / torch.sqrt(var + eps) * gamma + beta
 
+    def named_norm(self, x, setting, gamma, beta, s, name):
+        """x normalised as ``setting`` = (kind, eps) says: the stage ``name`` (no setting:
+        x as it is)."""
+        if setting is None:
+            return x
+        s[name] = self.norm(x, setting[0], setting[1], self.t(gamma), self.t(beta))
+        return s[name]
+
     def act(self, x, name):
         if name == "relu":
             return torch.relu(x)
@@ -64,97 +72,143 @@ class Model(torch.nn.Module):
         a, b = x[:, 0::2], x[:, 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).reshape(n, d)
 
+    def positions(self, n, d, pe, base, learned=None):
+        """The positional rows added to n embeddings of width d (None: nothing added)."""
+        if pe == "learned":
+            return self.t(learned)[:n]
+        if pe != "sinusoidal":
+            return None
+        pos = torch.arange(n, dtype=torch.float64)[:, None]
+        j = torch.arange(d)
+        angle = pos / torch.tensor(base, dtype=torch.float64) ** ((2 * (j // 2)).double() / d)
+        return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).to(self.dtype)
+
+    def attend(self, h, kv, heads, L, causal, s, p, group, name):
+        """Every head of h (queries) on kv (keys, values), concatenated, then W_O: the
+        stage ``name``."""
+        c, outs = self.config, []
+        for k, H in enumerate(heads, 1):
+            q = h @ self.t(H["W_Q"])
+            q = q if H["b_Q"] is None else q + self.t(H["b_Q"])
+            kk = kv @ self.t(H["W_K"])
+            kk = kk if H["b_K"] is None else kk + self.t(H["b_K"])
+            v = kv @ self.t(H["W_V"])
+            v = v if H["b_V"] is None else v + self.t(H["b_V"])
+            if L["rope"]:
+                q = self.rope(q, c["base"], L["rope_style"])
+                kk = self.rope(kk, c["base"], L["rope_style"])
+            u = q @ kk.T
+            scale = L["scale"] if L["scale"] is not None else q.shape[1] ** 0.5
+            u = u / scale
+            if causal:
+                above = torch.ones(u.shape[0], u.shape[1], dtype=torch.bool).triu(1)
+                u = (u.masked_fill(above, float("-inf")) if c["mask"] is None
+                     else u + above * c["mask"])
+            a = torch.softmax(u, dim=-1)
+            s[f"{p}.{group}head{k}.weights"] = a
+            outs.append(a @ v)
+            s[f"{p}.{group}head{k}.output"] = outs[-1]
+        o = torch.cat(outs, dim=-1)
+        if L["W_O"] is not None:
+            o = o @ self.t(L["W_O"])
+        if L["b_O"] is not None:
+            o = o + self.t(L["b_O"])
+        s[name] = o
+        return o
+
+    def ffn(self, h, L, s, p):
+        hidden = h @ self.t(L["W_1"])
+        hidden = hidden if L["b_1"] is None else hidden + self.t(L["b_1"])
+        if L["W_gate"] is not None:
+            g = h @ self.t(L["W_gate"])
+            g = g if L["b_gate"] is None else g + self.t(L["b_gate"])
+            a = self.act(g, L["activation"]) * hidden
+        else:
+            a = self.act(hidden, L["activation"])
+        out = a @ self.t(L["W_2"])
+        out = out if L["b_2"] is None else out + self.t(L["b_2"])
+        s[f"{p}.ffn.output"] = out
+        return out
+
+    def wrap(self, x, subs, L, s, p):
+        """Each sub-layer with its residual connection and norm (post, pre or none)."""
+        for k, f in enumerate(subs, 1):
+            gamma, beta = self.t(f"{p}.gamma_{k}"), self.t(f"{p}.beta_{k}")
+            if L["norm"] == "post":
+                out = f(x)
+                total = x + out if L["residual"] else out
+                x = self.norm(total, L["layer_norm"], L["eps"], gamma, beta)
+                s[f"{p}.add_norm{k}"] = x
+                continue
+            h = x
+            if L["norm"] == "pre":
+                h = self.norm(x, L["layer_norm"], L["eps"], gamma, beta)
+                s[f"{p}.norm{k}"] = h
+            out = f(h)
+            x = x + out if L["residual"] else out
+            if L["residual"]:  # symformer names no stage for a bare sub-layer
+                s[f"{p}.add_norm{k}"] = x
+        return x
+
+    def head(self, x, s, W, b):
+        logits = x @ self.t(W)
+        s["logits"] = logits if b is None or self.t(b) is None else logits + self.t(b)
+        s["probabilities"] = torch.softmax(s["logits"], dim=-1)
+
     def forward(self, ids=None):
         c, s = self.config, {}
         ids = torch.tensor(c["token_ids"] if ids is None else ids)
         n = len(ids)
-        x = self.t("embeddings")[ids]
-        s["embeddings"] = x
-        if c["positional_encoding"] == "learned":
-            x = x + self.t("positional_embeddings")[:n]
-        elif c["positional_encoding"] == "sinusoidal":
-            d = x.shape[1]
-            pos = torch.arange(n, dtype=torch.float64)[:, None]
-            j = torch.arange(d)
-            angle = pos / torch.tensor(c["base"], dtype=torch.float64) ** (
-                (2 * (j // 2)).double() / d)
-            pe = torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).to(self.dtype)
-            x = x + pe
-        s["input"] = x
+        x = s["embeddings"] = self.t("embeddings")[ids]
+        if c["segments"] is not None:  # BERT's token types (0 past the example's tokens)
+            seg = torch.tensor((c["segments"] + [0] * n)[:n])
+            s["token_type_embeddings"] = self.t("token_type_embeddings")[seg]
+            x = s["typed_embeddings"] = x + s["token_type_embeddings"]
+        pe = self.positions(n, x.shape[1], c["positional_encoding"], c["base"],
+                            "positional_embeddings")
+        x = s["input"] = x if pe is None else x + pe
+        x = self.named_norm(x, c["embedding_norm"], "gamma_e", "beta_e", s, "embedding_norm")
         for li, L in enumerate(c["layers"], 1):
             p = f"layer{li}"
-
-            def attention(h, L=L, p=p):
-                outs = []
-                for k, H in enumerate(L["heads"], 1):
-                    q = h @ self.t(H["W_Q"])
-                    q = q if H["b_Q"] is None else q + self.t(H["b_Q"])
-                    kk = h @ self.t(H["W_K"])
-                    kk = kk if H["b_K"] is None else kk + self.t(H["b_K"])
-                    v = h @ self.t(H["W_V"])
-                    v = v if H["b_V"] is None else v + self.t(H["b_V"])
-                    if c["positional_encoding"] == "rope":
-                        q = self.rope(q, c["base"], L["rope_style"])
-                        kk = self.rope(kk, c["base"], L["rope_style"])
-                    u = q @ kk.T
-                    scale = L["scale"] if L["scale"] is not None else q.shape[1] ** 0.5
-                    u = u / scale
-                    if c["causal"]:
-                        above = torch.ones(n, n, dtype=torch.bool).triu(1)
-                        u = (u.masked_fill(above, float("-inf")) if c["mask"] is None
-                             else u + above * c["mask"])
-                    a = torch.softmax(u, dim=-1)
-                    s[f"{p}.head{k}.weights"] = a
-                    outs.append(a @ v)
-                    s[f"{p}.head{k}.output"] = outs[-1]
-                o = torch.cat(outs, dim=-1)
-                if L["W_O"] is not None:
-                    o = o @ self.t(L["W_O"])
-                if L["b_O"] is not None:
-                    o = o + self.t(L["b_O"])
-                s[f"{p}.attention.output"] = o
-                return o
-
-            def ffn(h, L=L, p=p):
-                hidden = h @ self.t(L["W_1"])
-                hidden = hidden if L["b_1"] is None else hidden + self.t(L["b_1"])
-                if L["W_gate"] is not None:
-                    g = h @ self.t(L["W_gate"])
-                    g = g if L["b_gate"] is None else g + self.t(L["b_gate"])
-                    a = self.act(g, L["activation"]) * hidden
-                else:
-                    a = self.act(hidden, L["activation"])
-                out = a @ self.t(L["W_2"])
-                out = out if L["b_2"] is None else out + self.t(L["b_2"])
-                s[f"{p}.ffn.output"] = out
-                return out
-
-            subs = [attention] + ([ffn] if L["W_1"] is not None else [])
-            for k, f in enumerate(subs, 1):
-                gamma, beta = self.t(f"{p}.gamma_{k}"), self.t(f"{p}.beta_{k}")
-                if L["norm"] == "post":
-                    out = f(x)
-                    total = x + out if L["residual"] else out
-                    x = self.norm(total, L["layer_norm"], L["eps"], gamma, beta)
-                    s[f"{p}.add_norm{k}"] = x
-                    continue
-                h = x
-                if L["norm"] == "pre":
-                    h = self.norm(x, L["layer_norm"], L["eps"], gamma, beta)
-                    s[f"{p}.norm{k}"] = h
-                out = f(h)
-                x = x + out if L["residual"] else out
-                if L["residual"]:  # symformer names no stage for a bare sub-layer
-                    s[f"{p}.add_norm{k}"] = x
-        if c["final_norm"] is not None:
-            kind, eps = c["final_norm"]
-            x = self.norm(x, kind, eps, self.t("gamma_f"), self.t("beta_f"))
-            s["final_norm"] = x
-        s["output"] = x
+            subs = [lambda h, L=L, p=p: self.attend(h, h, L["heads"], L, c["causal"], s, p,
+                                                    "", f"{p}.attention.output")]
+            if L["W_1"] is not None:
+                subs.append(lambda h, L=L, p=p: self.ffn(h, L, s, p))
+            x = self.wrap(x, subs, L, s, p)
+        x = s["output"] = self.named_norm(x, c["final_norm"], "gamma_f", "beta_f", s,
+                                          "final_norm")
+        if c["decoder"] is not None:
+            return self.decode(x, s)
         if self.t("W_vocab") is not None:
-            logits = x @ self.t("W_vocab")
-            s["logits"] = logits if self.t("b_vocab") is None else logits + self.t("b_vocab")
-            s["probabilities"] = torch.softmax(s["logits"], dim=-1)
+            if c["transform"] is not None:  # BERT's masked-LM transform
+                act, norm = c["transform"]
+                x = s["lm_head.transform"] = x @ self.t("W_transform") + self.t("b_transform")
+                x = s["lm_head.transform_activation"] = self.act(x, act)
+                x = self.named_norm(x, norm, "gamma_t", "beta_t", s, "lm_head.transform_norm")
+            self.head(x, s, "W_vocab", "b_vocab")
+        return s
+
+    def decode(self, memory, s):
+        """The decoder: self-attention, cross-attention over the memory, FFN per block."""
+        D = self.config["decoder"]
+        ids = torch.tensor(D["token_ids"])
+        x = s["decoder.embeddings"] = self.t("decoder.embeddings")[ids]
+        pe = self.positions(len(ids), x.shape[1], D["positional_encoding"], 10000)
+        x = s["decoder.input"] = x if pe is None else x + pe
+        for li, L in enumerate(D["layers"], 1):
+            p = f"decoder.layer{li}"
+            subs = [lambda h, L=L, p=p: self.attend(h, h, L["self_heads"], L["self"],
+                                                    D["causal"], s, p, "self.",
+                                                    f"{p}.self.output"),
+                    lambda h, L=L, p=p: self.attend(h, memory, L["cross_heads"], L["cross"],
+                                                    False, s, p, "cross.",
+                                                    f"{p}.cross.output"),
+                    lambda h, L=L, p=p: self.ffn(h, L, s, p)]
+            x = self.wrap(x, subs, L, s, p)
+        x = s["decoder.output"] = self.named_norm(x, D["final_norm"], "decoder.gamma_f",
+                                                  "decoder.beta_f", s, "decoder.final_norm")
+        if self.t("decoder.W_vocab") is not None:
+            self.head(x, s, "decoder.W_vocab", None)
         return s
 
 
@@ -192,9 +246,9 @@ def model_class(example: Example) -> Any:
 
 def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     """The module's CONFIG and WEIGHTS: the example's settings and float64 weights."""
-    if example.decoder is not None:
-        raise NotSupportedError("the PyTorch module: encoder-decoder examples are not "
-                                "supported (encoders and decoder-only models are)")
+    if example.rope_theta is not None or example.rope_angles is not None:
+        raise NotSupportedError("the PyTorch module: RoPE with given angles (rope_theta, "
+                                "rope_angles) is not supported")
     shape = ("an [attention] example (given Q, K, V)" if example.attention is not None
              else "an FFN-only [[layer]]" if any(not L.heads for L in example.layers)
              else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
@@ -206,44 +260,102 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     layers = []
     for li, L in enumerate(example.layers, 1):
         p = f"layer{li}"
-        heads = []
-        for k, H in enumerate(L.heads, 1):
-            names = {}
-            for key in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"):
-                value = getattr(H, key)
-                names[key] = None if value is None else f"{p}.head{k}.{key}"
-                if value is not None:
-                    weights[names[key]] = float_rows(value, vector=key.startswith("b_"))
-            heads.append(names)
-        layer: dict[str, Any] = {"heads": heads}
-        for key in ("W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
-                    "gamma_1", "beta_1", "gamma_2", "beta_2"):
-            value = getattr(L, key)
-            name = f"{p}.{key}"
-            layer[key] = None if value is None else name
-            if value is not None:
-                weights[name] = float_rows(value, vector=not key.startswith("W_"))
+        layer: dict[str, Any] = {"heads": _head_names(L.heads, f"{p}.", weights)}
+        layer.update(_weight_names(L, ("W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate",
+                                       "b_gate", "gamma_1", "beta_1", "gamma_2", "beta_2"),
+                                   p, weights))
         layer.update(activation=L.activation, norm=L.norm, layer_norm=L.layer_norm,
                      eps=_float(L.eps), residual=L.residual,
                      scale=None if L.scale is None else _float(L.scale),
-                     rope_style=L.rope_style)
+                     rope_style=L.rope_style, rope=example.positional_encoding == "rope")
         layers.append(layer)
-    final = None
-    if example.final_norm is not None:
-        final = (example.final_norm.layer_norm, _float(example.final_norm.eps))
-        weights["gamma_f"] = float_rows(example.final_norm.gamma_f, vector=True)
-        weights["beta_f"] = float_rows(example.final_norm.beta_f, vector=True)
+    final = _norm_setting(example.final_norm, "gamma_f", "beta_f", weights)
+    first = _norm_setting(example.embedding_norm, "gamma_e", "beta_e", weights)
+    segments = None
+    if example.token_type_embeddings is not None:
+        segments = list(example.segments)
+        weights["token_type_embeddings"] = float_rows(example.token_type_embeddings)
+    transform = None
+    if example.lm_head is not None and example.lm_head.W_transform is not None:
+        head = example.lm_head
+        weights["W_transform"] = float_rows(head.W_transform)
+        weights["b_transform"] = float_rows(head.b_transform, vector=True)
+        transform = (head.transform_activation,
+                     _norm_setting(head.transform_norm, "gamma_t", "beta_t", weights))
     if example.lm_head is not None:
         weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
             weights["b_vocab"] = float_rows(example.lm_head.b_vocab, vector=True)
-    config = {"token_ids": list(example.token_ids), "tokens": list(example.tokens),
+    # the rows of the table (which may hold only the words the sentence uses)
+    config = {"token_ids": list(example.embedding_ids), "tokens": list(example.tokens),
               "vocab": list(example.vocab),
               "positional_encoding": example.positional_encoding,
               "base": _float(example.positional_encoding_base), "causal": example.causal,
               "mask": None if example.mask_value is None else _float(example.mask_value),
-              "final_norm": final, "layers": layers}
+              "final_norm": final, "layers": layers, "segments": segments,
+              "embedding_norm": first, "transform": transform,
+              "decoder": None if example.decoder is None else _decoder(example.decoder,
+                                                                        weights)}
     return config, weights
+
+
+def _head_names(heads: Any, prefix: str, weights: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each head's weight names (None where it has none), its weights put in ``weights``."""
+    out = []
+    for k, H in enumerate(heads, 1):
+        out.append(_weight_names(H, ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"),
+                                 f"{prefix}head{k}", weights))
+    return out
+
+
+def _weight_names(owner: Any, keys: tuple[str, ...], prefix: str, weights: dict[str, Any]
+                  ) -> dict[str, str | None]:
+    """``PREFIX.KEY`` for each weight ``owner`` has (None for one it lacks); the weights
+    (rows; a bias or norm weight as one row) put in ``weights``."""
+    names: dict[str, str | None] = {}
+    for key in keys:
+        value = getattr(owner, key)
+        names[key] = None if value is None else f"{prefix}.{key}"
+        if value is not None:
+            weights[f"{prefix}.{key}"] = float_rows(value, vector=not key.startswith("W_"))
+    return names
+
+
+def _decoder(dec: Any, weights: dict[str, Any]) -> dict[str, Any]:
+    """The ``[decoder]``'s settings (its weights put in ``weights``): blocks of
+    self-attention, cross-attention over the encoder's output and an FFN."""
+    weights["decoder.embeddings"] = float_rows(dec.embeddings)
+    if dec.W_vocab is not None:
+        weights["decoder.W_vocab"] = float_rows(dec.W_vocab)
+    layers = []
+    for li, L in enumerate(dec.layers, 1):
+        p = f"decoder.layer{li}"
+        layer: dict[str, Any] = _weight_names(
+            L, ("W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate", "gamma_1", "beta_1",
+                "gamma_2", "beta_2", "gamma_3", "beta_3"), p, weights)
+        layer.update(activation=L.activation, norm=L.norm, layer_norm=L.layer_norm,
+                     eps=_float(L.eps), residual=L.residual)
+        for group in ("self", "cross"):
+            layer[f"{group}_heads"] = _head_names(getattr(L, f"{group}_heads"),
+                                                  f"{p}.{group}.", weights)
+            names = _weight_names(L, (f"W_O_{group}", f"b_O_{group}"), p, weights)
+            layer[group] = {"W_O": names[f"W_O_{group}"], "b_O": names[f"b_O_{group}"],
+                            "scale": None, "rope": False, "rope_style": "interleaved"}
+        layers.append(layer)
+    final = _norm_setting(dec.final_norm, "decoder.gamma_f", "decoder.beta_f", weights)
+    return {"token_ids": list(dec.token_ids), "positional_encoding": dec.positional_encoding,
+            "causal": dec.causal, "layers": layers, "final_norm": final}
+
+
+def _norm_setting(norm: Any, gamma: str, beta: str, weights: dict[str, Any]
+                  ) -> tuple[str, float] | None:
+    """A norm outside the blocks (a FinalNorm) as (kind, eps), its gamma and beta put in
+    ``weights`` under the given names; None for no norm."""
+    if norm is None:
+        return None
+    weights[gamma] = float_rows(norm.gamma_f, vector=True)
+    weights[beta] = float_rows(norm.beta_f, vector=True)
+    return norm.layer_norm, _float(norm.eps)
 
 
 def _float(value: Any) -> float:

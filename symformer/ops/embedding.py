@@ -35,6 +35,8 @@ class Embedding(Operation):
     E: sympy.Matrix
     token_ids: tuple[int, ...]
     notation: Notation | None = None
+    #: True: ``E`` is a token-type (segment) table and ``token_ids`` the tokens' types.
+    of_types: bool = False
 
     name = "embedding"
     reference_function = embed
@@ -43,9 +45,10 @@ class Embedding(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("e[i, j] = E[t[i], j]",),
-                             {"e": "out", "E": "param:embedding_table", "t": "const:token_ids"},
+                             {"e": "out", "E": f"param:{self.table_name}", "t": "const:token_ids"},
                              symbols={"E": ("E", "E"), "t": ("t", "t")},
-                             remark="t: the ids of the tokens in the vocabulary")
+                             remark="t: the tokens' types (segments)" if self.of_types
+                             else "t: the ids of the tokens in the vocabulary")
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
@@ -69,11 +72,17 @@ class Embedding(Operation):
         return matrix(self.E, dtype), list(self.token_ids)
 
     def spelling(self) -> Spelling:
-        return Spelling(remark="t: the token's id in the vocabulary")
+        return Spelling(remark="t: the token's type (segment)" if self.of_types
+                        else "t: the token's id in the vocabulary")
+
+    @property
+    def table_name(self) -> str:
+        """The table's parameter name: ``embedding_table``, or ``token_type_table``."""
+        return "token_type_table" if self.of_types else "embedding_table"
 
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The embedding table (its gradient has only the rows of the tokens used)."""
-        return {"embedding_table": self.E}
+        return {self.table_name: self.E}
 
     def staged(self) -> Operation:
         """The lookup reading the whole table from a stage (``train``'s trained table,
@@ -82,7 +91,8 @@ class Embedding(Operation):
 
     def parameter_notation(self, name: str) -> Notation:
         """The table the rows are read from: E (its gradient dL/dE)."""
-        return Notation("E", "E", "the embedding table")
+        return Notation("E", "E", "the token-type table" if self.of_types
+                        else "the embedding table")
 
     def used_rows(self) -> list[int]:
         """The table's rows the sentence uses, in order of first appearance."""

@@ -1,0 +1,164 @@
+"""BERT-family encoders of a Hugging Face directory: BERT, RoBERTa, DistilBERT.
+
+Word + learned position (+ token-type) embeddings, the embedding LayerNorm, post-LayerNorm
+blocks with biases everywhere, no mask (attention mask all ones), and a masked-LM head
+where the file has one (its transform, then the vocabulary projection, usually tied to
+the word embeddings).  The three differ in tensor names (:class:`Names`), in RoBERTa's
+positions (counted from ``pad_token_id`` + 1) and in DistilBERT's lack of token types.
+Used by :mod:`symformer.frameworks.hf_in`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from symformer.errors import NotSupportedError
+from symformer.example.numbers import DecimalText
+from symformer.frameworks.hf_in import _activation, _get, _has, _number, _refuse
+from symformer.frameworks.weights import row, rows
+
+
+@dataclass(frozen=True)
+class Names:
+    """Where a model family keeps each tensor (``{}`` is the layer number) and each
+    configuration number."""
+
+    layer: str
+    query: str
+    key: str
+    value: str
+    out: str
+    norm1: str
+    ffn_in: str
+    ffn_out: str
+    norm2: str
+    #: The masked-LM head: its transform's dense and norm, the vocabulary projection,
+    #: and the names its output bias may have.
+    head_dense: str
+    head_norm: str
+    head_decoder: str
+    head_bias: tuple[str, ...]
+    width: str = "hidden_size"
+    heads: str = "num_attention_heads"
+    depth: str = "num_hidden_layers"
+    act: str = "hidden_act"
+    eps: str | None = "layer_norm_eps"  # None: 1e-12 always (DistilBERT)
+
+
+BERT = Names("encoder.layer.{}.", "attention.self.query", "attention.self.key",
+             "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+             "intermediate.dense", "output.dense", "output.LayerNorm",
+             "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+             "cls.predictions.decoder", ("cls.predictions.bias", "cls.predictions.decoder.bias"))
+FAMILY = {
+    "bert": BERT,
+    "roberta": replace(BERT, head_dense="lm_head.dense", head_norm="lm_head.layer_norm",
+                       head_decoder="lm_head.decoder",
+                       head_bias=("lm_head.bias", "lm_head.decoder.bias")),
+    "distilbert": Names("transformer.layer.{}.", "attention.q_lin", "attention.k_lin",
+                        "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1",
+                        "ffn.lin2", "output_layer_norm", "vocab_transform", "vocab_layer_norm",
+                        "vocab_projector", ("vocab_projector.bias",), width="dim",
+                        heads="n_heads", depth="n_layers", act="activation", eps=None),
+}
+
+
+def bert_data(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
+              segments: Sequence[int] | None, kind: str) -> dict[str, Any]:
+    """The example table of a BERT-family model (``kind``: bert, roberta, distilbert)."""
+    names = FAMILY[kind]
+    _refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
+                     "add_cross_attention": "cross-attention"})
+    positional = config.get("position_embedding_type", "absolute")
+    if positional != "absolute":
+        raise NotSupportedError(f"config.json: position_embedding_type = {positional!r} is not "
+                                f"supported (only \"absolute\")")
+    p = (f"{kind}.", "")
+    d, n_head = int(config[names.width]), int(config[names.heads])
+    hd = d // n_head
+    word = _get(w, "embeddings.word_embeddings.weight", p)
+    positions = _get(w, "embeddings.position_embeddings.weight", p)
+    if kind == "roberta":  # position i is row pad_token_id + 1 + i (no padding read)
+        positions = positions[int(config.get("pad_token_id") or 0) + 1:]
+    data: dict[str, Any] = {
+        "embeddings": rows(word, "word_embeddings"),
+        "positional_encoding": "learned",
+        "positional_embeddings": rows(positions, "position_embeddings"),
+        "causal": False, "norm": "post", "layer_norm": "biased",
+        "activation": _activation(config, names.act),
+        "eps": _number(config, names.eps, "1e-12") if names.eps else DecimalText("1e-12"),
+        "embedding_norm": {
+            "gamma": row(_get(w, "embeddings.LayerNorm.weight", p), "embeddings.LayerNorm"),
+            "beta": row(_get(w, "embeddings.LayerNorm.bias", p), "embeddings.LayerNorm")},
+    }
+    if _has(w, "embeddings.token_type_embeddings.weight", p):  # not DistilBERT
+        data["token_type_embeddings"] = rows(
+            _get(w, "embeddings.token_type_embeddings.weight", p), "token_type_embeddings")
+        data["segments"] = [int(s) for s in (segments or [0] * n_tokens)]
+    data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd)
+                     for i in range(int(config[names.depth]))]
+    head = _mlm_head(w, names, word)
+    if head is not None:
+        if kind == "roberta":  # RobertaLMHead applies the erf GELU whatever hidden_act says
+            head["transform_activation"] = "gelu"
+        data["lm_head"] = head
+    return data
+
+
+def _layer(w: dict[str, np.ndarray], names: Names, b: str, p: tuple[str, ...], n_head: int,
+           hd: int) -> dict[str, Any]:
+    """One post-LayerNorm block: heads with biases, W_O, the FFN, two LayerNorms."""
+
+    def lin(name: str) -> np.ndarray:  # nn.Linear stores W^T
+        return np.asarray(_get(w, f"{b}{name}.weight", p)).T
+
+    def vec(name: str) -> list[Any]:
+        return row(_get(w, f"{b}{name}", p), f"{b}{name}")
+
+    heads = []
+    for h in range(n_head):
+        cols = slice(h * hd, (h + 1) * hd)
+        head = {}
+        for letter, name in (("Q", names.query), ("K", names.key), ("V", names.value)):
+            head[f"W_{letter}"] = rows(lin(name)[:, cols], f"{b}{name}")
+            head[f"b_{letter}"] = row(_get(w, f"{b}{name}.bias", p)[cols], f"{b}{name}.bias")
+        heads.append(head)
+    layer = {"W_O": rows(lin(names.out), f"{b}{names.out}"), "b_O": vec(f"{names.out}.bias"),
+             "W_1": rows(lin(names.ffn_in), f"{b}{names.ffn_in}"),
+             "b_1": vec(f"{names.ffn_in}.bias"),
+             "W_2": rows(lin(names.ffn_out), f"{b}{names.ffn_out}"),
+             "b_2": vec(f"{names.ffn_out}.bias")}
+    for k, norm in ((1, names.norm1), (2, names.norm2)):
+        layer[f"gamma_{k}"] = vec(f"{norm}.weight")
+        layer[f"beta_{k}"] = vec(f"{norm}.bias")
+    layer["head"] = heads
+    return layer
+
+
+def _mlm_head(w: dict[str, np.ndarray], names: Names, embeddings: np.ndarray
+              ) -> dict[str, Any] | None:
+    """The masked-LM head: dense, activation, LayerNorm (the transform), then the
+    vocabulary projection, tied to the word embeddings where the file stores no other
+    weight; None without one."""
+    if f"{names.head_dense}.weight" not in w:
+        return None
+    dense, norm = names.head_dense, names.head_norm
+    head: dict[str, Any] = {
+        "W_transform": rows(np.asarray(w[f"{dense}.weight"]).T, f"{dense}.weight"),
+        "b_transform": row(_get(w, f"{dense}.bias", ("",)), f"{dense}.bias"),
+        "transform_norm": {"gamma": row(_get(w, f"{norm}.weight", ("",)), f"{norm}.weight"),
+                           "beta": row(_get(w, f"{norm}.bias", ("",)), f"{norm}.bias")},
+    }
+    decoder = w.get(f"{names.head_decoder}.weight")
+    if decoder is None or np.array_equal(decoder, embeddings):
+        head["tied"] = True
+    else:
+        head["W_vocab"] = rows(np.asarray(decoder).T, f"{names.head_decoder}.weight")
+    bias = next((w[k] for k in names.head_bias if k in w), None)
+    if bias is not None:
+        head["b_vocab"] = row(bias, names.head_bias[0])
+    return head
