@@ -1,25 +1,33 @@
-"""The plan of a slide deck: frames whose overlays add and never remove.
+"""The plan of a slide deck: well-filled frames whose overlays add and never remove.
 
-The deck is a title frame, then for every stage of the derivation, in order, frames
-whose overlays reveal, one keystroke each,
+The deck is a title frame, then the stages of the derivation in order.  A stage that is
+worked shows, on a frame it may share with the next stages of the same part (*Layer 1,
+Add & Norm 1*) when they fit,
 
-1. the stage's general equation (the operation's declared and proved index form, as in
-   the exported document: :func:`symformer.codegen.backward.equation_lines`),
-2. the same formula with the chosen token's numbers substituted (the worked lines of
-   :mod:`symformer.worked`, each recomputable from what it prints),
-3. the results of those lines,
-4. the stage's table with the token's row highlighted,
+1. its general equation (the operation's declared and proved index form, as in the
+   exported document: :func:`symformer.codegen.backward.equation_lines`) and the same
+   formula with the chosen token's numbers substituted (the worked lines of
+   :mod:`symformer.worked`, each recomputable from what it prints) -- the audience can
+   predict the result;
+2. one keystroke later, the results of those lines and the stage's table with the
+   token's row highlighted, the working still on the frame.
 
-each step adding to the frame and nothing taken away.  Nothing is shrunk to fit: a
-block of working too tall for one frame continues on the next (the equation repeated
-at its top), and a table that does not fit under the working gets the next frame (so
-the working is one keystroke back); a table too wide is split by columns
-(:mod:`symformer.slides.measure` plans the room).  After the stage a figure draws (an
-attention map after each head's weights, the positional encoding, a LayerNorm's input
-and output, next-token probabilities) comes one frame with that figure.  A stage that
-only renames its input (a block without ``W_O``: ``m = c``) gets no frame, as it gets no
-section in the export.  Nothing here knows a stage kind: the stage's operation and the
-shared builders say what to show.
+On a shared frame a stage whose numbers use a result revealed on it comes one keystroke
+after that result (its numbers would give the result away), so the reveals still come
+in the order equation, numbers, result, table, and nothing is ever taken away.  Nothing
+is shrunk to fit: a block of working too tall for one frame continues on the next (the
+equation repeated at its top), and a table that does not fit under the working gets the
+next frame (the working one keystroke back); a table too wide is split by columns
+(:mod:`symformer.slides.measure` plans the room).
+
+A stage whose general equation the deck has already worked (the second head, the second
+layer: same operation, same equation) shows its table only, beside the others of its part
+where they fit, under a sentence saying where it was worked; ``Options.full`` works every
+stage.  After the stage a figure draws (an attention map after each head's weights, the
+positional encoding, a LayerNorm's input and output, next-token probabilities) comes one
+frame with that figure.  A stage that only renames its input (a block without ``W_O``:
+``m = c``) gets no frame, as it gets no section in the export.  Nothing here knows a stage
+kind: the stage's operation and the shared builders say what to show.
 """
 
 from __future__ import annotations
@@ -34,15 +42,23 @@ from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
-from symformer.latex.tables import first_position, stage_table
+from symformer.latex.parameters import zero_terms_note
+from symformer.latex.tables import first_position, rounding_legend, stage_table
+from symformer.notation import notation
+from symformer.placement import part_of
 from symformer.slides import measure
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain
 from symformer.worked.render_latex import latex as node_latex
 
-#: The most overlay steps a frame takes: equation, numbers, results, table.
-STEPS = 4
+#: The most overlay steps a stage takes on a frame: equation and numbers, then results
+#: and table.
+STEPS = 2
+#: The widest table set beside the working, as a share of the frame's width, and the
+#: gap between them (em).
+BESIDE = 0.45
+GUTTER = 1.5
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -50,11 +66,14 @@ _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
 
 @dataclass(frozen=True)
 class Options:
-    """What the deck shows: the token followed, decimals, a stage filter (globs)."""
+    """What the deck shows: the token followed, decimals, a stage filter (globs), and
+    ``full``: every stage worked (default: a stage whose equation the deck has worked
+    already shows its table only)."""
 
     token: int = 1
     decimals: int = 3
     stages: tuple[str, ...] | None = None
+    full: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,42 +97,80 @@ class WorkedLine:
 
 
 @dataclass(frozen=True)
-class StageFrame:
-    """A frame of one stage: the equation, a share of the working, maybe the table.
-
-    ``part``/``parts`` count the frames the stage takes; ``table`` is the table (or a
-    column slice of it) shown on this frame, ``columns`` the slice's 0-based range."""
+class Item:
+    """One stage's share of a frame: its equation, some of its working, maybe its table
+    (or a column slice of it: ``columns``, 0-based), and ``note``, a sentence said
+    before its working (LaTeX: terms with a weight of exactly 0 left out)."""
 
     stage: Stage
-    title: str
     token: int  # the row followed in this stage
     equation: tuple[EquationLine, ...]
     lines: tuple[WorkedLine, ...]
     table: Table | None
+    columns: tuple[int, int] | None = None
+    note: str = ""
+    beside: bool = False  # the table right of the working, not under it
+
+    @property
+    def working_width(self) -> float:
+        """The width in em of the working's column: the frame's, or what the table
+        beside it leaves."""
+        if self.beside and self.table is not None:
+            return measure.TEXT_WIDTH - table_width(self.table) - GUTTER
+        return measure.TEXT_WIDTH
+
+    @property
+    def heading(self) -> str:
+        """The stage's title and symbol, without where it sits (LaTeX): ``Query $q$``."""
+        return heading(self.stage)
+
+
+@dataclass(frozen=True)
+class StageFrame:
+    """A frame of one or more stages of one part of the block.
+
+    ``items`` are shown in order, one under the other, or in a row when ``row`` (the
+    tables of stages worked before); ``note`` is a sentence under the title (LaTeX);
+    ``part``/``parts`` count the frames a stage too big for one frame takes."""
+
+    title: str
+    items: tuple[Item, ...]
+    note: str = ""
+    row: bool = False
     part: int = 1
     parts: int = 1
-    columns: tuple[int, int] | None = None
 
-    def steps(self) -> tuple[int, int, int]:
-        """The overlays at which the substituted numbers, the results and the table
-        appear (0: not on this frame).  Each reveal that has something to show takes
-        the next keystroke; a frame of a table alone shows it at once."""
-        step = 1
-        numbers = results = table = 0
-        if any(w.shown for w in self.lines):
-            step = numbers = step + 1
-        if self.lines:
-            step = results = step + 1
-        if self.table is not None and (self.lines or self.part == 1):
-            step = table = step + 1
-        elif self.table is not None:
-            table = 1
-        return numbers, results, table
+    @property
+    def stage(self) -> Stage:
+        """The frame's first stage."""
+        return self.items[0].stage
+
+    @property
+    def token(self) -> int:
+        """The row followed in the frame's first stage."""
+        return self.items[0].token
+
+    def steps(self) -> list[tuple[int, int, int]]:
+        """Per item, the overlays at which its substituted numbers, its results and its
+        table appear (0: not on this frame).  The equations and the first numbers come
+        at once; the results (and the table) one keystroke later, so the audience can
+        predict them; a stage whose numbers use a result revealed on this frame comes
+        with that result.  A table alone is shown at once."""
+        revealed: dict[str, int] = {}
+        out = []
+        for item in self.items:
+            start = max([revealed[n] for n in item.stage.inputs if n in revealed], default=1)
+            numbers = start if any(w.shown for w in item.lines) else 0
+            results = (start + 1 if numbers else start) if item.lines else 0
+            table = (results or start) if item.table is not None else 0
+            revealed[item.stage.name] = max(results, table, 1)
+            out.append((numbers, results, table))
+        return out
 
     @property
     def pages(self) -> int:
         """Overlay steps of the frame (pages in the PDF)."""
-        return max(1, *self.steps())
+        return max(1, *(max(s) for s in self.steps()))
 
 
 @dataclass(frozen=True)
@@ -135,36 +192,141 @@ def page_count(frames: list[Frame]) -> int:
 def frames(g: Derivation, options: Options,
            progress: Callable[[int, int, str], None] | None = None) -> list[Frame]:
     """The deck's frames, in the order of the stages; ``progress(k, total, name)`` is
-    called before stage ``k`` of ``total`` is rendered."""
+    called before stage ``k`` of ``total`` is planned."""
     names = {s.name for s in select(g, options.stages)}
     chosen = [s for s in g if s.name in names and not renames(s)]  # in the block's order
     drawn = figures(g, FigureOptions(token=options.token, decimals=options.decimals))
     after = _figures_after(chosen, drawn)
+    worked: dict[tuple, Stage] = {}  # each equation worked so far -> its stage
     out: list[Frame] = []
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
-        planned = stage_frames(stage, options)
-        out.extend(planned)
-        out.extend(FigureFrame(f, planned[0].title) for f in after.get(stage.name, ()))
+        key = _equation_key(stage)
+        first = worked.setdefault(key, stage)
+        if first is stage or options.full:
+            planned = stage_frames(stage, options)
+        else:
+            planned = table_frames(stage, first, options)
+        for frame in planned:
+            _add(out, frame)
+        for figure in after.get(stage.name, ()):
+            out.append(FigureFrame(figure, title(stage)))
     return out
 
 
+def _equation_key(stage: Stage) -> tuple:
+    """What makes two stages the same computation: their operation and their general
+    equation as printed."""
+    return (type(stage.op), tuple((e.lhs, e.rhs) for e in equation_lines(stage)))
+
+
+def _add(out: list[Frame], frame: StageFrame) -> None:
+    """Put ``frame`` at the end of the deck, on the last frame if it is a whole stage
+    of the same part, of the same kind (worked or a table of one worked before) and
+    the two fit together."""
+    last = out[-1] if out else None
+    if (isinstance(last, StageFrame) and last.parts == 1 and frame.parts == 1
+            and last.row == frame.row and last.note == frame.note
+            and where(last.stage) == where(frame.stage)):
+        merged = replace(last, items=last.items + frame.items,
+                         title=frame_title(last.items + frame.items))
+        if fits(merged):
+            out[-1] = merged
+            return
+    out.append(frame)
+
+
+def fits(frame: StageFrame) -> bool:
+    """Whether the frame's content fits under its title (an upper estimate)."""
+    return height(frame) <= measure.BODY_HEIGHT - measure.title_overflow(frame.title)
+
+
+def height(frame: StageFrame) -> float:
+    """The estimated height in pt of a frame's body."""
+    total = measure.text_height(frame.note) if frame.note else 0.0
+    if frame.row:
+        for row in _rows(frame.items):
+            total += measure.LINE + max(_table_height(i.table) for i in row)
+        return total
+    lhs = _lhs_width(frame.items)
+    for item in frame.items:
+        total += item_height(item, lhs)
+    return total
+
+
+def item_height(item: Item, lhs: float) -> float:
+    """The estimated height in pt of one item under a left-hand side column ``lhs`` em."""
+    total = sum(measure.equation_height(e.lhs, e.rhs, e.remark, lhs) for e in item.equation)
+    total += measure.text_height(item.note) if item.note else 0.0
+    working = sum(measure.worked_height(w.lhs, (*w.shown, w.result), lhs, item.working_width)
+                  for w in item.lines)
+    table = _table_height(item.table) if item.table is not None else 0.0
+    return total + (max(working, table) if item.beside else working + table)
+
+
+def _lhs_width(items: tuple[Item, ...]) -> float:
+    return max([measure.width(e.lhs) for i in items for e in i.equation]
+               + [measure.width(w.lhs) for i in items for w in i.lines], default=0.0)
+
+
+def _table_height(table: Table) -> float:
+    return measure.table_height(len(table.row_labels), bool(legend(table)))
+
+
+def legend(table: Table) -> str:
+    """A table's legend as one paragraph."""
+    return " ".join(table.legend)
+
+
+def table_width(table: Table) -> float:
+    """The estimated width in em of a table on a frame."""
+    widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells])
+              for j in range(len(table.col_labels))]
+    return measure.label_columns_width([t for _, t in table.row_labels]) + sum(widths)
+
+
+def _rows(items: tuple[Item, ...]) -> list[list[Item]]:
+    """Tables set side by side: as many to a row as fit the frame's width."""
+    rows: list[list[Item]] = []
+    used = 0.0
+    for item in items:
+        w = max(table_width(item.table), measure.text_width(item.heading) + 1.0) + 1.5
+        if not rows or used + w > measure.TEXT_WIDTH:
+            rows.append([])
+            used = 0.0
+        rows[-1].append(item)
+        used += w
+    return rows
+
+
+def rows(frame: StageFrame) -> list[list[Item]]:
+    """The rows of tables of a frame of tables side by side."""
+    return _rows(frame.items)
+
+
 def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
-    """The frames of one stage for the token ``options.token``: working split so every
-    frame fits, the table under the working when it fits, else on frames of its own."""
+    """The frames of one worked stage for the token ``options.token``: working split so
+    every frame fits, the table under the working when it fits, else on frames of its
+    own."""
     row = min(options.token, stage.shape[0] - 1)  # a one-row stage: its only row
-    table = stage_table(stage, decimals=options.decimals, highlight=row,
-                        caption=caption(stage), label=f"tab:{stage.name}")
-    equation = tuple(EquationLine(ln.lhs, _spelled(ln.rhs), ln.remark)
-                     for ln in equation_lines(stage))
+    table = _table(stage, row, options)
+    equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark) for ln in equation_lines(stage))
     lines = worked_lines(stage, row, options.decimals)
-    base = StageFrame(stage=stage, title=title(stage), token=row, equation=equation,
-                      lines=(), table=None)
+    omitted = zero_terms_note(stage) if lines else ""
+    note = reader_text(omitted[:1].upper() + omitted[1:] + ".") if omitted else ""
+    item = Item(stage=stage, token=row, equation=equation, lines=lines, table=table,
+                note=note)
+    whole = StageFrame(title=title(stage), items=(item,))
+    if len(_column_slices(table)) == 1:
+        beside = replace(whole, items=(replace(item, beside=True),))
+        for frame in (whole, beside):
+            if fits(frame) and (frame is whole or table_width(table) <= BESIDE * measure.TEXT_WIDTH):
+                return [frame]
+    base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
     room = measure.BODY_HEIGHT - measure.title_overflow(base.title)
-    lhs = max([measure.width(e.lhs) for e in equation]
-              + [measure.width(w.lhs) for w in lines], default=0.0)
-    top = sum(measure.equation_height(e.lhs, e.rhs, e.remark, lhs) for e in equation)
+    lhs = _lhs_width((item,))
+    top = item_height(replace(item, lines=(), table=None), lhs)
     chunks: list[list[WorkedLine]] = [[]]
     used = top
     for line in lines:
@@ -174,19 +336,47 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
             used = top
         chunks[-1].append(line)
         used += h
+    out = [replace(base, items=(replace(item, lines=tuple(c), table=None),)) for c in chunks]
     slices = _column_slices(table)
-    out = [replace(base, lines=tuple(c)) for c in chunks]
-    table_h = measure.table_height(len(table.row_labels), bool(table.legend))
-    if len(slices) == 1 and used + table_h <= room:
-        out[-1] = replace(out[-1], table=table)
+    if len(slices) == 1 and used + _table_height(table) <= room:
+        out[-1] = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
     else:
+        shown = equation if top + _table_height(table) <= room else ()
         for a, b in slices:
             part = _columns(table, a, b) if len(slices) > 1 else table
-            out.append(replace(base, table=part, columns=(a, b) if len(slices) > 1 else None,
-                               equation=equation if top + table_h <= room
-                               else ()))
-    out = [f for f in out if f.lines or f.table is not None] or out[:1]
+            out.append(replace(base, items=(replace(
+                item, lines=(), note="", table=part, equation=shown,
+                columns=(a, b) if len(slices) > 1 else None),)))
+    out = [f for f in out if f.items[0].lines or f.items[0].table is not None] or out[:1]
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFrame]:
+    """The frames of a stage computed as ``first`` was worked: its table (split by
+    columns when too wide), under a sentence saying where it was worked."""
+    row = min(options.token, stage.shape[0] - 1)
+    table = _table(stage, row, options)
+    note = reader_text(f"The same equation as in {where(first)}, with {where(stage)}\u2019s "
+                       f"own inputs and weights:") if where(first) != where(stage) \
+        else reader_text("The same equation as above, with its own inputs and weights:")
+    slices = _column_slices(table)
+    out = []
+    for a, b in slices:
+        item = Item(stage=stage, token=row, equation=(), lines=(),
+                    table=_columns(table, a, b) if len(slices) > 1 else table,
+                    columns=(a, b) if len(slices) > 1 else None)
+        out.append(StageFrame(title=frame_title((item,)), items=(item,), note=note,
+                              row=True))
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _table(stage: Stage, row: int, options: Options) -> Table:
+    """The stage's table, the token's row highlighted; its legend without the rounding,
+    which every frame's footer says."""
+    table = stage_table(stage, decimals=options.decimals, highlight=row,
+                        caption=caption(stage), label=f"tab:{stage.name}")
+    return replace(table, legend=tuple(t for t in table.legend
+                                       if t != rounding_legend(options.decimals)))
 
 
 def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...]:
@@ -205,36 +395,37 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
     return tuple(out)
 
 
-#: Names in generated equations that a frame spells as the notes' symbols.
-_SPELLING = ((r"\mathrm{eps}", r"\varepsilon"),)
-
-
-def _spelled(latex: str) -> str:
-    for name, symbol in _SPELLING:
-        latex = latex.replace(name, symbol)
-    return latex
-
-
 def _breakable(latex: str) -> str:
     return _ALIGN_BREAK.sub(" ", latex).replace(r"\cdot ", r"\cdot\nobreak ")
 
 
-#: Words in titles that are formulas: set as math, in the notes' notation.
-_TITLE_MATH = (
-    (re.compile(r"\s*sqrt\(ms \+ eps\)"), ""),
-    (re.compile(r"\s*act\(g\) \u2299 h"), ""),
-)
+def where(stage: Stage) -> str:
+    """Where the stage sits, in the reader's words: ``Layer 1, Head 1``."""
+    return ", ".join(part_of(stage))
+
+
+def heading(stage: Stage) -> str:
+    """The stage's title and symbol without where it sits (LaTeX): ``Query $q$``."""
+    text, place = caption(stage), where(stage)
+    text = text.removeprefix(place + ": ")
+    return f"{reader_text(text)} ${notation(stage).latex}$"
 
 
 def title(stage: Stage) -> str:
     """The frame title in the reader's words: where the stage sits, what it computes,
-    and its symbol (LaTeX): ``Layer 1, Head 1: Query $q$``."""
-    from symformer.notation import notation
+    and its symbol (LaTeX): ``Layer 1, Head 1: Query $q$``.  The words and the symbol
+    are the shared notation's (:func:`symformer.notation.notation`)."""
+    return f"{reader_text(caption(stage))} ${notation(stage).latex}$"
 
-    text = caption(stage)
-    for pattern, math in _TITLE_MATH:
-        text = pattern.sub(math, text)
-    return f"{reader_text(text)} ${notation(stage).latex}$"
+
+def frame_title(items: tuple[Item, ...]) -> str:
+    """The title of a frame of several stages of one part: where they sit, then each
+    stage's title and symbol (``Layer 1, Add \\& Norm 1: Mean $\\mu$, Variance ...``)."""
+    if len(items) == 1 or len({i.stage.name for i in items}) == 1:
+        return title(items[0].stage)
+    place = where(items[0].stage)
+    names = ", ".join(dict.fromkeys(i.heading for i in items))
+    return f"{reader_text(place)}: {names}" if place else names
 
 
 _SUBSCRIPTED = re.compile(r"\b([A-Za-z])_([A-Za-z0-9]+)\b")
