@@ -15,6 +15,8 @@ nothing moves and nothing is taken away.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symformer.engine import Derivation
 from symformer.figures import tikz
 from symformer.latex.escape import latex_text
@@ -156,8 +158,17 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
                      f"\\end{{minipage}}" for i in row]
             out.append("\\noindent" + "\\hfill".join(cells) + "\\par\\medskip")
     else:
-        for k, (item, steps) in enumerate(zip(frame.items, frame.steps())):
-            out.append(("\\par\\medskip" if k else "") + _item(item, *steps))
+        steps = frame.steps()
+        for k, (item, step) in enumerate(zip(frame.items, steps)):
+            shown = replace(item, table=None) if frame.gather else item
+            out.append(("\\par\\medskip" if k else "") + _item(shown, *step))
+        if frame.gather:  # the tables in a row under the working, each at its step
+            cells = [f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
+                     f"\\centering {i.heading}\\par\\smallskip{_table(i.table)}"
+                     f"\\end{{minipage}}" for i in frame.items]
+            cells = [f"\\uncover<{t}->{{{c}}}" if t > 1 else c
+                     for c, (_, _, t) in zip(cells, steps)]
+            out.append("\\par\\medskip\\noindent" + "\\hfill".join(cells))
     out.append("\\par\\end{frame}")
     return "\n".join(out)
 
@@ -189,6 +200,7 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
     if item.beside and item.table is not None and working:
         # the working in a column of its own, the table right of it, both top-aligned
         out.append(f"\\par\\noindent\\begin{{minipage}}[t]{{{item.working_width:.1f}em}}"
+                   "\\raggedright"
                    + "\n".join(working) + "\\par\\end{minipage}\\hfill"
                    f"\\begin{{minipage}}[t]{{{table_width(item.table):.1f}em}}"
                    "\\vspace{0pt}" + table + "\\end{minipage}")

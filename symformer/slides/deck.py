@@ -125,6 +125,16 @@ class Item:
         return heading(self.stage)
 
 
+#: An operation in substituted numbers: what the audience would work out to predict.
+_OPERATION = re.compile(r"(?<![{(=])\s[+-]\s|\\cdot|\\frac|\^|\\sqrt|\\exp|\\max|\\tanh")
+
+
+def plain(item: Item) -> bool:
+    """Whether every worked line of the item has at most one operation in its numbers
+    (``= 4 + 0.841``): nothing worth predicting, so its result comes with them."""
+    return all(len(_OPERATION.findall(w.shown[-1])) <= 1 for w in item.lines if w.shown)
+
+
 @dataclass(frozen=True)
 class StageFrame:
     """A frame of one or more stages of one part of the block.
@@ -137,6 +147,7 @@ class StageFrame:
     items: tuple[Item, ...]
     note: str = ""
     row: bool = False
+    gather: bool = False  # the items' tables in a row under all their working
     part: int = 1
     parts: int = 1
 
@@ -161,7 +172,8 @@ class StageFrame:
         for item in self.items:
             start = max([revealed[n] for n in item.stage.inputs if n in revealed], default=1)
             numbers = start if any(w.shown for w in item.lines) else 0
-            results = (start + 1 if numbers else start) if item.lines else 0
+            results = (start + 1 if numbers and not plain(item) else start) \
+                if item.lines else 0
             table = (results or start) if item.table is not None else 0
             revealed[item.stage.name] = max(results, table, 1)
             out.append((numbers, results, table))
@@ -231,6 +243,12 @@ def _add(out: list[Frame], frame: StageFrame) -> None:
             and where(last.stage) == where(frame.stage)):
         merged = replace(last, items=last.items + frame.items,
                          title=frame_title(last.items + frame.items))
+        gathered = replace(merged, gather=True, items=tuple(
+            replace(i, beside=False) for i in merged.items))
+        tables = [i.table for i in merged.items if i.table is not None]
+        if not merged.row and len(_rows(gathered.items)) == 1 and len(tables) == len(
+                merged.items):
+            merged = gathered if last.gather or not fits(merged) else merged
         if fits(merged):
             out[-1] = merged
             return
@@ -250,6 +268,10 @@ def height(frame: StageFrame) -> float:
             total += measure.LINE + max(_table_height(i.table) for i in row)
         return total
     lhs = _lhs_width(frame.items)
+    if frame.gather:
+        for item in frame.items:
+            total += item_height(replace(item, table=None), lhs)
+        return total + measure.LINE + max(_table_height(i.table) for i in frame.items)
     for item in frame.items:
         total += item_height(item, lhs)
     return total
@@ -321,7 +343,7 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     if len(_column_slices(table)) == 1:
         beside = replace(whole, items=(replace(item, beside=True),))
         for frame in (whole, beside):
-            if fits(frame) and (frame is whole or table_width(table) <= BESIDE * measure.TEXT_WIDTH):
+            if fits(frame) and (frame is whole or _narrow_enough(beside.items[0])):
                 return [frame]
     base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
     room = measure.BODY_HEIGHT - measure.title_overflow(base.title)
@@ -351,14 +373,24 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
+def _narrow_enough(item: Item) -> bool:
+    """Whether a table may sit beside the working: it is narrow, and every piece of the
+    working TeX cannot break (a bracketed sum) fits the column left to it."""
+    if table_width(item.table) > BESIDE * measure.TEXT_WIDTH:
+        return False
+    room = item.working_width - _lhs_width((item,)) - measure.HANG
+    return all(measure.width(p) * measure.MARGIN <= room
+               for w in item.lines for p in (*w.shown, w.result) if r"\left" in p)
+
+
 def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFrame]:
     """The frames of a stage computed as ``first`` was worked: its table (split by
     columns when too wide), under a sentence saying where it was worked."""
     row = min(options.token, stage.shape[0] - 1)
     table = _table(stage, row, options)
-    note = reader_text(f"The same equation as in {where(first)}, with {where(stage)}\u2019s "
-                       f"own inputs and weights:") if where(first) != where(stage) \
-        else reader_text("The same equation as above, with its own inputs and weights:")
+    note = reader_text(f"Worked as in {where(first)}, with its own inputs and weights:"
+                       if where(first) != where(stage) else
+                       "Worked as above, with its own inputs and weights:")
     slices = _column_slices(table)
     out = []
     for a, b in slices:
