@@ -23,11 +23,13 @@ from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
 from symformer.latex.blocks import Table
 from symformer.slides.deck import (
+    HEADING,
     FigureFrame,
     Frame,
     Item,
     Options,
     StageFrame,
+    heading_beside,
     legend,
     reader_text,
     row_position,
@@ -153,6 +155,13 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
         out.append(f"{frame.note}\\par\\smallskip")
     if frame.row:
         for row in rows(frame):
+            if heading_beside(row):
+                (i,) = row
+                out.append(f"\\noindent\\begin{{minipage}}[t]{{{HEADING}em}}\\vspace{{0pt}}"
+                           f"\\raggedright {i.heading}\\end{{minipage}}\\hfill"
+                           f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
+                           f"\\vspace{{0pt}}{_table(i.table)}\\end{{minipage}}\\par\\medskip")
+                continue
             cells = [f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
                      f"\\centering {i.heading}\\par\\smallskip{_table(i.table)}"
                      f"\\end{{minipage}}" for i in row]

@@ -59,6 +59,8 @@ STEPS = 2
 #: gap between them (em).
 BESIDE = 0.45
 GUTTER = 1.5
+#: The width (em) of a table's heading set at its left.
+HEADING = 8.0
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -242,7 +244,7 @@ def _add(out: list[Frame], frame: StageFrame) -> None:
             and last.row == frame.row and last.note == frame.note
             and where(last.stage) == where(frame.stage)):
         merged = replace(last, items=last.items + frame.items,
-                         title=frame_title(last.items + frame.items))
+                         title=last.title if last.row else frame_title(last.items + frame.items))
         gathered = replace(merged, gather=True, items=tuple(
             replace(i, beside=False) for i in merged.items))
         tables = [i.table for i in merged.items if i.table is not None]
@@ -265,7 +267,8 @@ def height(frame: StageFrame) -> float:
     total = measure.text_height(frame.note) if frame.note else 0.0
     if frame.row:
         for row in _rows(frame.items):
-            total += measure.LINE + max(_table_height(i.table) for i in row)
+            total += (0.0 if _heading_beside(row) else measure.LINE) + max(
+                _table_height(i.table) for i in row)
         return total
     lhs = _lhs_width(frame.items)
     if frame.gather:
@@ -322,6 +325,17 @@ def _rows(items: tuple[Item, ...]) -> list[list[Item]]:
     return rows
 
 
+def _heading_beside(row: list[Item]) -> bool:
+    """Whether a row of one table has room for its heading at its left."""
+    return len(row) == 1 and (table_width(row[0].table) + HEADING + GUTTER
+                              <= measure.TEXT_WIDTH)
+
+
+def heading_beside(row: list[Item]) -> bool:
+    """Whether a row of tables sets its one table's heading at its left (else above)."""
+    return _heading_beside(row)
+
+
 def rows(frame: StageFrame) -> list[list[Item]]:
     """The rows of tables of a frame of tables side by side."""
     return _rows(frame.items)
@@ -335,6 +349,7 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     table = _table(stage, row, options)
     equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark) for ln in equation_lines(stage))
     lines = worked_lines(stage, row, options.decimals)
+    lines = lines if options.full else elided(lines)
     omitted = zero_terms_note(stage) if lines else ""
     note = reader_text(omitted[:1].upper() + omitted[1:] + ".") if omitted else ""
     item = Item(stage=stage, token=row, equation=equation, lines=lines, table=table,
@@ -379,8 +394,8 @@ def _narrow_enough(item: Item) -> bool:
     if table_width(item.table) > BESIDE * measure.TEXT_WIDTH:
         return False
     room = item.working_width - _lhs_width((item,)) - measure.HANG
-    return all(measure.width(p) * measure.MARGIN <= room
-               for w in item.lines for p in (*w.shown, w.result) if r"\left" in p)
+    return all(measure.widest_unbreakable(p) * measure.MARGIN <= room
+               for w in item.lines for p in (*w.shown, w.result))
 
 
 def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFrame]:
@@ -397,8 +412,9 @@ def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFram
         item = Item(stage=stage, token=row, equation=(), lines=(),
                     table=_columns(table, a, b) if len(slices) > 1 else table,
                     columns=(a, b) if len(slices) > 1 else None)
-        out.append(StageFrame(title=frame_title((item,)), items=(item,), note=note,
-                              row=True))
+        # titled by where it sits: each table has its heading beside or above it
+        out.append(StageFrame(title=reader_text(where(stage)) or title(stage),
+                              items=(item,), note=note, row=True))
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
@@ -425,6 +441,32 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
             previous = rhs
         out.append(WorkedLine(node_latex(step.lhs), tuple(pieces[:-1]), pieces[-1]))
     return tuple(out)
+
+
+#: How many lines of a run of alike lines (``q_0 = ...``, ``q_1 = ...``, ...) a frame
+#: works before a \vdots stands for the rest (their results are in the table).
+ALIKE = 2
+#: The line that stands for the alike lines left out.
+ELLIPSIS = WorkedLine(r"\vdots", ("",), "")
+
+
+def elided(lines: tuple[WorkedLine, ...]) -> tuple[WorkedLine, ...]:
+    """The worked lines with each run of more than :data:`ALIKE` alike lines (their
+    left-hand sides differ only in their indices) cut to its first :data:`ALIKE` and a
+    \vdots: the entries of one stage are worked alike, and the table has them all."""
+    out: list[WorkedLine] = []
+    run: list[WorkedLine] = []
+    for line in (*lines, None):
+        if run and (line is None or _shape(line.lhs) != _shape(run[0].lhs)):
+            out.extend(run if len(run) <= ALIKE + 1 else (*run[:ALIKE], ELLIPSIS))
+            run = []
+        if line is not None:
+            run.append(line)
+    return tuple(out)
+
+
+def _shape(lhs: str) -> str:
+    return re.sub(r"\d+", "#", lhs)
 
 
 def _breakable(latex: str) -> str:

@@ -97,6 +97,21 @@ def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
     return CHAR * scale, k + 1  # a letter, a digit, a Greek letter, punctuation
 
 
+def widest_unbreakable(latex: str) -> float:
+    """The width in em of the widest part of ``latex`` TeX cannot break: the pieces
+    between its sums and differences outside any group or ``\\left``...``\\right``."""
+    depth, piece, widest = 0, [], 0.0
+    for t in _TOKEN.findall(latex):
+        opens = t.startswith("\\left") or re.match(r"\\[Bb]igg?l", t) is not None
+        closes = t.startswith("\\right") or re.match(r"\\[Bb]igg?r", t) is not None
+        depth += (opens or t == "{") - (closes or t == "}")
+        if depth == 0 and t in ("+", "-") and piece:
+            widest = max(widest, width("".join(piece)))
+            piece = []
+        piece.append(t)
+    return max(widest, width("".join(piece)))
+
+
 def text_width(text: str) -> float:
     """An upper estimate of the width of plain text in em (Latin Modern's letters
     average under half an em)."""
@@ -197,7 +212,14 @@ def table_height(rows: int, legend: bool) -> float:
 def column_width(label: str, cells: list[str]) -> float:
     """Width in em of a table column (its label and cells are math, at the tables'
     size)."""
-    return TABLE_SCALE * max([width(label)] + [width(c) for c in cells]) + 1.0
+    return TABLE_SCALE * max([width(label)] + [_cell_width(c) for c in cells]) + 1.0
+
+
+def _cell_width(latex: str) -> float:
+    """A cell's width: its leading minus is a sign (a character), not an operator."""
+    if latex.startswith("-"):
+        return width(latex[1:]) + 1.6 * CHAR
+    return width(latex)
 
 
 def label_columns_width(tokens: list[str]) -> float:
