@@ -33,6 +33,7 @@ from symformer.slides.deck import (
     legend,
     reader_text,
     row_position,
+    row_heading,
     rows,
     table_width,
 )
@@ -158,12 +159,12 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
             if heading_beside(row):
                 (i,) = row
                 out.append(f"\\noindent\\begin{{minipage}}[t]{{{HEADING}em}}\\vspace{{0pt}}"
-                           f"\\raggedright {i.heading}\\end{{minipage}}\\hfill"
+                           f"\\raggedright {row_heading(frame, i)}\\end{{minipage}}\\hfill"
                            f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
                            f"\\vspace{{0pt}}{_table(i.table)}\\end{{minipage}}\\par\\medskip")
                 continue
             cells = [f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
-                     f"\\centering {i.heading}\\par\\smallskip{_table(i.table)}"
+                     f"\\centering {row_heading(frame, i)}\\par\\smallskip{_table(i.table)}"
                      f"\\end{{minipage}}" for i in row]
             out.append("\\noindent" + "\\hfill".join(cells) + "\\par\\medskip")
     else:

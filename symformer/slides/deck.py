@@ -59,8 +59,10 @@ STEPS = 2
 #: gap between them (em).
 BESIDE = 0.45
 GUTTER = 1.5
-#: The width (em) of a table's heading set at its left.
+#: The width (em) of a table's heading set at its left; the room (pt) a row of tables
+#: takes beyond its tables (its top alignment and the skip under it, measured).
 HEADING = 8.0
+ROW_SKIP = 10.0
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -148,6 +150,7 @@ class StageFrame:
     title: str
     items: tuple[Item, ...]
     note: str = ""
+    said: str = ""  # the note that holds for the frame, shown or not
     row: bool = False
     gather: bool = False  # the items' tables in a row under all their working
     part: int = 1
@@ -236,25 +239,55 @@ def _equation_key(stage: Stage) -> tuple:
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:
-    """Put ``frame`` at the end of the deck, on the last frame if it is a whole stage
-    of the same part, of the same kind (worked or a table of one worked before) and
-    the two fit together."""
+    """Put ``frame`` at the end of the deck, on the last frame if the two fit together
+    and are whole stages of the same kind: worked stages of the same part, or tables of
+    stages worked before whose sentence is the same (the heads after the first of one
+    layer).  A frame of tables says its sentence only when the frame before it does
+    not say the same."""
+    previous = next((f for f in reversed(out) if isinstance(f, StageFrame)), None)
+    if frame.row and previous is not None and previous.row and previous.said == frame.said:
+        frame = replace(frame, note="")  # said on a frame before (maybe before a figure)
     last = out[-1] if out else None
-    if (isinstance(last, StageFrame) and last.parts == 1 and frame.parts == 1
-            and last.row == frame.row and last.note == frame.note
-            and where(last.stage) == where(frame.stage)):
-        merged = replace(last, items=last.items + frame.items,
-                         title=last.title if last.row else frame_title(last.items + frame.items))
+    if not isinstance(last, StageFrame) or last.row != frame.row:
+        out.append(frame)
+        return
+    same = last.said == frame.said if frame.row else where(last.stage) == where(frame.stage)
+    if last.parts == 1 and frame.parts == 1 and same:
+        items = last.items + frame.items
+        merged = replace(last, items=items, title=_row_title(items) if last.row
+                         else frame_title(items))
         gathered = replace(merged, gather=True, items=tuple(
             replace(i, beside=False) for i in merged.items))
-        tables = [i.table for i in merged.items if i.table is not None]
-        if not merged.row and len(_rows(gathered.items)) == 1 and len(tables) == len(
-                merged.items):
+        if not merged.row and len(_rows(gathered.items)) == 1 and all(
+                i.table is not None for i in items):
             merged = gathered if last.gather or not fits(merged) else merged
         if fits(merged):
             out[-1] = merged
             return
     out.append(frame)
+
+
+def _row_title(items: tuple[Item, ...]) -> str:
+    """A frame of tables is titled by the part its stages share (``Layer 1``)."""
+    return reader_text(", ".join(_common_part(items))) or title(items[0].stage)
+
+
+def _common_part(items: tuple[Item, ...]) -> tuple[str, ...]:
+    parts = [part_of(i.stage) for i in items]
+    common = parts[0]
+    for p in parts[1:]:
+        k = 0
+        while k < min(len(common), len(p)) and common[k] == p[k]:
+            k += 1
+        common = common[:k]
+    return common
+
+
+def row_heading(frame: StageFrame, item: Item) -> str:
+    """A table's heading on a frame of tables: its title and symbol, after where it
+    sits beyond the frame's title (``Head 3: Query $q$``) when the frame spans parts."""
+    rest = part_of(item.stage)[len(_common_part(frame.items)):]
+    return (reader_text(", ".join(rest)) + ": " if rest else "") + item.heading
 
 
 def fits(frame: StageFrame) -> bool:
@@ -268,7 +301,7 @@ def height(frame: StageFrame) -> float:
     if frame.row:
         for row in _rows(frame.items):
             total += (0.0 if _heading_beside(row) else measure.LINE) + max(
-                _table_height(i.table) for i in row)
+                _table_height(i.table) for i in row) + ROW_SKIP
         return total
     lhs = _lhs_width(frame.items)
     if frame.gather:
@@ -413,8 +446,8 @@ def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFram
                     table=_columns(table, a, b) if len(slices) > 1 else table,
                     columns=(a, b) if len(slices) > 1 else None)
         # titled by where it sits: each table has its heading beside or above it
-        out.append(StageFrame(title=reader_text(where(stage)) or title(stage),
-                              items=(item,), note=note, row=True))
+        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
+                              said=note, row=True))
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
@@ -445,7 +478,7 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
 
 #: How many lines of a run of alike lines (``q_0 = ...``, ``q_1 = ...``, ...) a frame
 #: works before a \vdots stands for the rest (their results are in the table).
-ALIKE = 2
+ALIKE = 1
 #: The line that stands for the alike lines left out.
 ELLIPSIS = WorkedLine(r"\vdots", ("",), "")
 
