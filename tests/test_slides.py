@@ -23,7 +23,7 @@ from symformer import derive, load_example
 from symformer.cli import main
 from symformer.latex.compile import compile_log
 from symformer.slides import Options, frames, page_count, slides_files
-from symformer.slides.deck import StageFrame
+from symformer.slides.deck import StageFrame, stage_frames
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 
@@ -154,9 +154,8 @@ def frame_sources(tex: str) -> list[str]:
     return re.findall(r"\\begin\{frame\}\[t\].*?\\end\{frame\}", tex, re.S)
 
 
-def test_overlays_only_add_in_the_order_equation_numbers_results_table():
-    g = derive(load_example())
-    tex = slides_files(g, Options(token=1))["slides.tex"]
+def test_overlays_only_add_in_the_order_equation_numbers_results_table(block):
+    tex = slides_files(block, Options(token=1))["slides.tex"]
     # nothing is ever taken away: no \only, \alt, \temporal, no closed overlay range
     assert not re.search(r"\\only|\\alt<|\\temporal|\\onslide<\d+>|<\d+-\d+>|<\d+>", tex)
     checked = revealed = 0
@@ -235,15 +234,18 @@ def test_long_working_is_split_never_shrunk():
                                and x.stage is f.stage).title
 
 
-def test_repeated_steps_show_their_tables_and_say_so():
+def test_repeated_steps_show_their_tables_and_say_so(block):
     """The second head repeats the first's equations: its stages show their tables
-    (the token's row highlighted) under a sentence naming where they were worked, and
-    ``full`` works them too; a frame takes several stages where they fit."""
-    g = derive(load_example())
+    (the token's row highlighted) under a sentence naming where they were worked, said
+    on its first frame, and ``full`` works them too; a frame takes several stages where
+    they fit."""
+    g = block
     deck = [f for f in frames(g, Options(token=1)) if isinstance(f, StageFrame)]
     second = [f for f in deck if f.stage.name.startswith("layer1.head2.")]
     assert second and all(f.row and not any(i.lines for i in f.items) for f in second)
-    assert all("Worked as in Layer 1, Head 1" in f.note for f in second)
+    assert all(i.table.highlight_row == 1 for f in second for i in f.items)
+    assert "Worked as in Layer 1, Head 1," in second[0].note
+    assert all(f.said == second[0].note and not f.note for f in second[1:])
     assert any(len(f.items) > 1 for f in deck)
     full = [f for f in frames(g, Options(token=1, full=True)) if isinstance(f, StageFrame)]
     assert all(any(i.lines for i in f.items) for f in full
@@ -251,18 +253,18 @@ def test_repeated_steps_show_their_tables_and_say_so():
     assert page_count(deck) < page_count(full)
 
 
-def test_zero_weight_terms_are_said_to_be_left_out():
+def test_zero_weight_terms_are_said_to_be_left_out(block):
     """The built-in example's Layer 1, Head 1 W_Q has entries exactly 0 (the example
     file: W_Q = [[0.25, 0], [0.25, 0], [0, 0.25], [0, 0.25]]): the query's worked lines
     leave those terms out (two terms of four) and the frame says so; the scaled scores
     have no weight matrix and no such sentence."""
-    g = derive(load_example())
-    (q,) = [i for f in frames(g, Options(token=1, stages=("layer1.head1.Q",)))
-            if isinstance(f, StageFrame) for i in f.items if i.lines]
+    g = block
+    (q,) = [i for f in stage_frames(g["layer1.head1.Q"], Options(token=1))
+            for i in f.items if i.lines]
     assert "Terms with a weight of exactly 0 are left out." in q.note
     assert all(w.shown[0].count("+") == 1 for w in q.lines)
-    (m,) = [i for f in frames(g, Options(token=1, stages=("layer1.head1.scores",)))
-            if isinstance(f, StageFrame) for i in f.items if i.lines]
+    (m,) = [i for f in stage_frames(g["layer1.head1.scores"], Options(token=1))
+            for i in f.items if i.lines]
     assert m.note == ""
 
 

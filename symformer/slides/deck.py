@@ -300,8 +300,8 @@ def height(frame: StageFrame) -> float:
     total = measure.text_height(frame.note) if frame.note else 0.0
     if frame.row:
         for row in _rows(frame.items):
-            total += (0.0 if _heading_beside(row) else measure.LINE) + max(
-                _table_height(i.table) for i in row) + ROW_SKIP
+            above = 0.0 if _heading_beside(row) else max(_heading_height(i) for i in row)
+            total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
         return total
     lhs = _lhs_width(frame.items)
     if frame.gather:
@@ -349,13 +349,20 @@ def _rows(items: tuple[Item, ...]) -> list[list[Item]]:
     rows: list[list[Item]] = []
     used = 0.0
     for item in items:
-        w = max(table_width(item.table), measure.text_width(item.heading) + 1.0) + 1.5
+        w = table_width(item.table) + GUTTER  # a longer heading is broken over lines
         if not rows or used + w > measure.TEXT_WIDTH:
             rows.append([])
             used = 0.0
         rows[-1].append(item)
         used += w
     return rows
+
+
+def _heading_height(item: Item) -> float:
+    """The height in pt of a table's heading set above it, as wide as the table (with
+    the part it sits in, on a frame spanning parts)."""
+    words = re.sub(r"\$[^$]*\$", "xx", f"Head 1: {item.heading}")
+    return -(-measure.text_width(words) // table_width(item.table)) * measure.LINE + 3.0
 
 
 def _heading_beside(row: list[Item]) -> bool:
