@@ -185,6 +185,17 @@ def test_overlays_only_add_in_the_order_equation_numbers_results_table(block):
     assert checked >= 15 and revealed >= 10
 
 
+#: A table's row for position 1, "think", at the end of a line of ``pdftotext -layout``
+#: (the working may stand left of the table).
+ROW = re.compile(r"(?:^|\s{2})\s*1\s+think((?:\s+[-\u2212]?\d+\.\d+)+)\s*$")
+
+
+def table_row(texts: list[str]) -> list[str]:
+    """The numbers of the row of "think" in the first table of the pages ``texts``."""
+    return next(m.group(1).split() for t in texts for line in t.splitlines()
+                if (m := ROW.search(line)))
+
+
 @needs_pgfplots
 @needs_poppler
 def test_slides_show_the_tokens_numbers_then_its_row(builtin_deck):
@@ -196,15 +207,11 @@ def test_slides_show_the_tokens_numbers_then_its_row(builtin_deck):
     frame = [t for t in texts if "Layer 1, Head 1: Attention weights" in t]
     assert not any(e in frame[0] for e in expected)  # step 1: the general formula only
     assert all(any(e in t for t in frame) for e in expected)  # the results, step by step
-    row = next(line for t in frame for line in t.splitlines()
-               if re.match(r"\s*1\s+think\s+\d", line))
-    assert row.split()[2:] == [rounded(w, 3) for w in weights]  # the table's row
+    assert table_row(frame) == [rounded(w, 3) for w in weights]  # the table's row
     q = [rounded(v, 3) for v in ref["layer1.head1.Q"][1]]
     frame = [t for t in texts if "Layer 1, Head 1: Query" in t]
     assert not any(v in frame[0] for v in q)
-    row = next(line for t in frame for line in t.splitlines()
-               if re.match(r"\s*1\s+think\s+\d", line))
-    assert row.split()[2:] == q
+    assert table_row(frame) == q
 
 
 @needs_pgfplots
@@ -286,7 +293,8 @@ def test_slides_tex_for_a_stage_filter(tmp_path):
     assert run("slides", "--out", str(tmp_path), "--token", "think", "--stage",
                "layer1.head1.*") == 0
     tex = (tmp_path / "slides.tex").read_text(encoding="utf-8")
-    assert tex.count("\\setbeamertemplate{frame footer}{token \u201cthink\u201d, position 1}")
+    assert tex.count("\\setbeamertemplate{frame footer}{token \u201cthink\u201d, position 1; "
+                     "rounded to 3 decimals}")
     assert "\\begin{tikzpicture}" in tex  # the head's attention map
     assert "Layer 1, Head 1: Query" in tex and "Layer 1, Head 2" not in tex
 

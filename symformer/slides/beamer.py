@@ -19,9 +19,9 @@ from dataclasses import replace
 
 from symformer.engine import Derivation
 from symformer.figures import tikz
+from symformer.latex.blocks import Table
 from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
-from symformer.latex.blocks import Table
 from symformer.slides.deck import (
     HEADING,
     FigureFrame,
@@ -32,8 +32,8 @@ from symformer.slides.deck import (
     heading_beside,
     legend,
     reader_text,
-    row_position,
     row_heading,
+    row_position,
     rows,
     table_width,
 )
