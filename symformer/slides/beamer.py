@@ -155,7 +155,7 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
     if frame.note:
         out.append(f"{frame.note}\\par\\smallskip")
     if frame.row:
-        for row in rows(frame):
+        for row in rows(frame.items):
             if heading_beside(row):
                 (i,) = row
                 out.append(f"\\noindent\\begin{{minipage}}[t]{{{HEADING}em}}\\vspace{{0pt}}"

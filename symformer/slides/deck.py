@@ -258,7 +258,7 @@ def _add(out: list[Frame], frame: StageFrame) -> None:
                          else frame_title(items))
         gathered = replace(merged, gather=True, items=tuple(
             replace(i, beside=False) for i in merged.items))
-        if not merged.row and len(_rows(gathered.items)) == 1 and all(
+        if not merged.row and len(rows(gathered.items)) == 1 and all(
                 i.table is not None for i in items):
             merged = gathered if last.gather or not fits(merged) else merged
         if fits(merged):
@@ -299,15 +299,15 @@ def height(frame: StageFrame) -> float:
     """The estimated height in pt of a frame's body."""
     total = measure.text_height(frame.note) if frame.note else 0.0
     if frame.row:
-        for row in _rows(frame.items):
-            above = 0.0 if _heading_beside(row) else max(_heading_height(i) for i in row)
+        for row in rows(frame.items):
+            above = 0.0 if heading_beside(row) else max(_heading_height(i) for i in row)
             total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
         return total
     lhs = _lhs_width(frame.items)
     if frame.gather:
         for item in frame.items:
             total += item_height(replace(item, table=None), lhs)
-        return total + measure.LINE + max(_table_height(i.table) for i in frame.items)
+        return total + max(_heading_height(i) + _table_height(i.table) for i in frame.items)
     for item in frame.items:
         total += item_height(item, lhs)
     return total
@@ -344,18 +344,18 @@ def table_width(table: Table) -> float:
     return measure.label_columns_width([t for _, t in table.row_labels]) + sum(widths)
 
 
-def _rows(items: tuple[Item, ...]) -> list[list[Item]]:
-    """Tables set side by side: as many to a row as fit the frame's width."""
-    rows: list[list[Item]] = []
+def rows(items: tuple[Item, ...]) -> list[list[Item]]:
+    """The items' tables set side by side: as many to a row as fit the frame's width."""
+    out: list[list[Item]] = []
     used = 0.0
     for item in items:
         w = table_width(item.table) + GUTTER  # a longer heading is broken over lines
-        if not rows or used + w > measure.TEXT_WIDTH:
-            rows.append([])
+        if not out or used + w > measure.TEXT_WIDTH:
+            out.append([])
             used = 0.0
-        rows[-1].append(item)
+        out[-1].append(item)
         used += w
-    return rows
+    return out
 
 
 def _heading_height(item: Item) -> float:
@@ -365,20 +365,11 @@ def _heading_height(item: Item) -> float:
     return -(-measure.text_width(words) // table_width(item.table)) * measure.LINE + 3.0
 
 
-def _heading_beside(row: list[Item]) -> bool:
-    """Whether a row of one table has room for its heading at its left."""
+def heading_beside(row: list[Item]) -> bool:
+    """Whether a row of tables is one table with room for its heading at its left
+    (else the headings go above the tables)."""
     return len(row) == 1 and (table_width(row[0].table) + HEADING + GUTTER
                               <= measure.TEXT_WIDTH)
-
-
-def heading_beside(row: list[Item]) -> bool:
-    """Whether a row of tables sets its one table's heading at its left (else above)."""
-    return _heading_beside(row)
-
-
-def rows(frame: StageFrame) -> list[list[Item]]:
-    """The rows of tables of a frame of tables side by side."""
-    return _rows(frame.items)
 
 
 def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
