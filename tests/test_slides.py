@@ -178,8 +178,8 @@ def test_overlays_only_add_in_the_order_equation_numbers_results_table(block):
         assert min(s[0] for s in steps) == 1  # the numbers come with the equation
         result = max(max(s) for s in steps)
         if "tabular" in source:  # the table with the token's row, last, the working kept
-            tables = [int(n) for n in re.findall(r"\\uncover<(\d+)->\{(?:\\begin\{minipage"
-                                                  r"\}\S*)?\{\\centering", source)]
+            tables = [int(n) for n in re.findall(
+                r"\\uncover<(\d+)->\{(?:\{\\centering|\\begin\{minipage\})", source)]
             assert all(t <= result for t in tables) and "\\rowcolor" in source
             assert not tables or max(tables) == result
     assert checked >= 15 and revealed >= 10

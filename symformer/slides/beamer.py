@@ -15,8 +15,6 @@ nothing moves and nothing is taken away.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from symformer.engine import Derivation
 from symformer.figures import tikz
 from symformer.latex.blocks import Table
@@ -168,17 +166,8 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
                      f"\\end{{minipage}}" for i in row]
             out.append("\\noindent" + "\\hfill".join(cells) + "\\par\\medskip")
     else:
-        steps = frame.steps()
-        for k, (item, step) in enumerate(zip(frame.items, steps)):
-            shown = replace(item, table=None) if frame.gather else item
-            out.append(("\\par\\medskip" if k else "") + _item(shown, *step))
-        if frame.gather:  # the tables in a row under the working, each at its step
-            cells = [f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
-                     f"\\centering {i.heading}\\par\\smallskip{_table(i.table)}"
-                     f"\\end{{minipage}}" for i in frame.items]
-            cells = [f"\\uncover<{t}->{{{c}}}" if t > 1 else c
-                     for c, (_, _, t) in zip(cells, steps)]
-            out.append("\\par\\medskip\\noindent" + "\\hfill".join(cells))
+        for k, (item, steps) in enumerate(zip(frame.items, frame.steps())):
+            out.append(("\\par\\medskip" if k else "") + _item(item, *steps))
     out.append("\\par\\end{frame}")
     return "\n".join(out)
 

@@ -1,8 +1,7 @@
 """The plan of a slide deck: well-filled frames whose overlays add and never remove.
 
 The deck is a title frame, then the stages of the derivation in order.  A stage that is
-worked shows, on a frame it may share with the next stages of the same part (*Layer 1,
-Add & Norm 1*) when they fit,
+worked shows on its frame
 
 1. its general equation (the operation's declared and proved index form, as in the
    exported document: :func:`symformer.codegen.backward.equation_lines`) and the same
@@ -10,24 +9,27 @@ Add & Norm 1*) when they fit,
    :mod:`symformer.worked`, each recomputable from what it prints) -- the audience can
    predict the result;
 2. one keystroke later, the results of those lines and the stage's table with the
-   token's row highlighted, the working still on the frame.
+   token's row highlighted (beside the working when it is narrow), the working still
+   on the frame.  Lines with one operation each (``= 4 + 0.841``) have nothing to
+   predict: their results come with them.
 
-On a shared frame a stage whose numbers use a result revealed on it comes one keystroke
-after that result (its numbers would give the result away), so the reveals still come
-in the order equation, numbers, result, table, and nothing is ever taken away.  Nothing
-is shrunk to fit: a block of working too tall for one frame continues on the next (the
-equation repeated at its top), and a table that does not fit under the working gets the
-next frame (the working one keystroke back); a table too wide is split by columns
-(:mod:`symformer.slides.measure` plans the room).
+Of a run of alike lines (``q_0``, ``q_1``, ...: more than two) the first is worked and a
+\\vdots stands for the others, whose results the table has.  Where the worked lines
+leave out terms whose weight is exactly 0, the frame says so in the notes' words.
+Nothing is shrunk to fit: a block of working too tall for one frame continues on the
+next (the equation repeated at its top), and a table that does not fit under the
+working gets the next frame (the working one keystroke back); a table too wide is split
+by columns (:mod:`symformer.slides.measure` plans the room).
 
 A stage whose general equation the deck has already worked (the second head, the second
-layer: same operation, same equation) shows its table only, beside the others of its part
-where they fit, under a sentence saying where it was worked; ``Options.full`` works every
-stage.  After the stage a figure draws (an attention map after each head's weights, the
-positional encoding, a LayerNorm's input and output, next-token probabilities) comes one
-frame with that figure.  A stage that only renames its input (a block without ``W_O``:
-``m = c``) gets no frame, as it gets no section in the export.  Nothing here knows a stage
-kind: the stage's operation and the shared builders say what to show.
+layer: same operation, same equation) shows its table only, several to a frame where
+they fit, under a sentence saying where it was worked; ``Options.full`` works every
+stage and every line.  After the stage a figure draws (an attention map after each
+head's weights, the positional encoding, a LayerNorm's input and output, next-token
+probabilities) comes one frame with that figure.  A stage that only renames its input
+(a block without ``W_O``: ``m = c``) gets no frame, as it gets no section in the export.
+Nothing here knows a stage kind: the stage's operation and the shared builders say what
+to show.
 """
 
 from __future__ import annotations
@@ -141,10 +143,10 @@ def plain(item: Item) -> bool:
 
 @dataclass(frozen=True)
 class StageFrame:
-    """A frame of one or more stages of one part of the block.
+    """A frame of one worked stage, or of the tables of several stages worked before.
 
-    ``items`` are shown in order, one under the other, or in a row when ``row`` (the
-    tables of stages worked before); ``note`` is a sentence under the title (LaTeX);
+    ``items`` is one worked stage's share, or (``row``) tables of stages worked before,
+    set side by side where they fit; ``note`` is a sentence under the title (LaTeX);
     ``part``/``parts`` count the frames a stage too big for one frame takes."""
 
     title: str
@@ -152,7 +154,6 @@ class StageFrame:
     note: str = ""
     said: str = ""  # the note that holds for the frame, shown or not
     row: bool = False
-    gather: bool = False  # the items' tables in a row under all their working
     part: int = 1
     parts: int = 1
 
@@ -168,19 +169,14 @@ class StageFrame:
 
     def steps(self) -> list[tuple[int, int, int]]:
         """Per item, the overlays at which its substituted numbers, its results and its
-        table appear (0: not on this frame).  The equations and the first numbers come
-        at once; the results (and the table) one keystroke later, so the audience can
-        predict them; a stage whose numbers use a result revealed on this frame comes
-        with that result.  A table alone is shown at once."""
-        revealed: dict[str, int] = {}
+        table appear (0: not on this frame).  The equation and the numbers come at once;
+        the results and the table one keystroke later, so the audience can predict them
+        (at once when the lines are :func:`plain`).  A table alone is shown at once."""
         out = []
         for item in self.items:
-            start = max([revealed[n] for n in item.stage.inputs if n in revealed], default=1)
-            numbers = start if any(w.shown for w in item.lines) else 0
-            results = (start + 1 if numbers and not plain(item) else start) \
-                if item.lines else 0
-            table = (results or start) if item.table is not None else 0
-            revealed[item.stage.name] = max(results, table, 1)
+            numbers = 1 if any(w.shown for w in item.lines) else 0
+            results = (2 if numbers and not plain(item) else 1) if item.lines else 0
+            table = (results or 1) if item.table is not None else 0
             out.append((numbers, results, table))
         return out
 
@@ -239,28 +235,19 @@ def _equation_key(stage: Stage) -> tuple:
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:
-    """Put ``frame`` at the end of the deck, on the last frame if the two fit together
-    and are whole stages of the same kind: worked stages of the same part, or tables of
-    stages worked before whose sentence is the same (the heads after the first of one
-    layer).  A frame of tables says its sentence only when the frame before it does
-    not say the same."""
+    """Put ``frame`` at the end of the deck; a frame of tables of stages worked before
+    goes on the last frame when that is one too, with the same sentence (the heads
+    after the first of one layer), and the two fit together.  The sentence is said only
+    when the frame of tables before (maybe before a figure) does not say the same.  A
+    worked stage keeps its frames: with its table, two never fit one frame."""
     previous = next((f for f in reversed(out) if isinstance(f, StageFrame)), None)
     if frame.row and previous is not None and previous.row and previous.said == frame.said:
-        frame = replace(frame, note="")  # said on a frame before (maybe before a figure)
+        frame = replace(frame, note="")
     last = out[-1] if out else None
-    if not isinstance(last, StageFrame) or last.row != frame.row:
-        out.append(frame)
-        return
-    same = last.said == frame.said if frame.row else where(last.stage) == where(frame.stage)
-    if last.parts == 1 and frame.parts == 1 and same:
+    if (frame.row and isinstance(last, StageFrame) and last.row and last.said == frame.said
+            and last.parts == 1 and frame.parts == 1):
         items = last.items + frame.items
-        merged = replace(last, items=items, title=_row_title(items) if last.row
-                         else frame_title(items))
-        gathered = replace(merged, gather=True, items=tuple(
-            replace(i, beside=False) for i in merged.items))
-        if not merged.row and len(rows(gathered.items)) == 1 and all(
-                i.table is not None for i in items):
-            merged = gathered if last.gather or not fits(merged) else merged
+        merged = replace(last, items=items, title=_row_title(items))
         if fits(merged):
             out[-1] = merged
             return
@@ -304,10 +291,6 @@ def height(frame: StageFrame) -> float:
             total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
         return total
     lhs = _lhs_width(frame.items)
-    if frame.gather:
-        for item in frame.items:
-            total += item_height(replace(item, table=None), lhs)
-        return total + max(_heading_height(i) + _table_height(i.table) for i in frame.items)
     for item in frame.items:
         total += item_height(item, lhs)
     return total
@@ -521,16 +504,6 @@ def title(stage: Stage) -> str:
     and its symbol (LaTeX): ``Layer 1, Head 1: Query $q$``.  The words and the symbol
     are the shared notation's (:func:`symformer.notation.notation`)."""
     return f"{reader_text(caption(stage))} ${notation(stage).latex}$"
-
-
-def frame_title(items: tuple[Item, ...]) -> str:
-    """The title of a frame of several stages of one part: where they sit, then each
-    stage's title and symbol (``Layer 1, Add \\& Norm 1: Mean $\\mu$, Variance ...``)."""
-    if len(items) == 1 or len({i.stage.name for i in items}) == 1:
-        return title(items[0].stage)
-    place = where(items[0].stage)
-    names = ", ".join(dict.fromkeys(i.heading for i in items))
-    return f"{reader_text(place)}: {names}" if place else names
 
 
 _SUBSCRIPTED = re.compile(r"\b([A-Za-z])_([A-Za-z0-9]+)\b")
