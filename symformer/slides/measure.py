@@ -126,7 +126,7 @@ EM = 12.0
 #: A frame title is set \large (14.4 pt, bold): its scale, and the height of its second line.
 TITLE_SCALE = 1.25
 TITLE_LINE = 19.0
-TEXT_WIDTH = 33.0
+TEXT_WIDTH = 33.19
 BODY_HEIGHT = 178.0
 LINE = 16.7
 #: A line of a general equation in text style with a sum, a fraction or a root in it:
