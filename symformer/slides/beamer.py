@@ -32,6 +32,7 @@ from symformer.slides.deck import (
     reader_text,
     row_heading,
     row_position,
+    row_widths,
     rows,
     table_width,
 )
@@ -154,16 +155,17 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
         out.append(f"{frame.note}\\par\\smallskip")
     if frame.row:
         for row in rows(frame.items):
+            widths = row_widths(row)
             if heading_beside(row):
-                (i,) = row
+                (i,), (w,) = row, widths
                 out.append(f"\\noindent\\begin{{minipage}}[t]{{{HEADING}em}}\\vspace{{0pt}}"
                            f"\\raggedright {row_heading(frame, i)}\\end{{minipage}}\\hfill"
-                           f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
-                           f"\\vspace{{0pt}}{_table(i.table)}\\end{{minipage}}\\par\\medskip")
+                           f"\\begin{{minipage}}[t]{{{w:.2f}em}}\\vspace{{0pt}}\\centering "
+                           f"{_table(i.table)}\\end{{minipage}}\\par\\medskip")
                 continue
-            cells = [f"\\begin{{minipage}}[t]{{{table_width(i.table) + 0.5:.1f}em}}"
-                     f"\\centering {row_heading(frame, i)}\\par\\smallskip{_table(i.table)}"
-                     f"\\end{{minipage}}" for i in row]
+            cells = [f"\\begin{{minipage}}[t]{{{w:.2f}em}}\\centering {row_heading(frame, i)}"
+                     f"\\par\\smallskip{_table(i.table)}\\end{{minipage}}"
+                     for i, w in zip(row, widths)]
             out.append("\\noindent" + "\\hfill".join(cells) + "\\par\\medskip")
     else:
         for k, (item, steps) in enumerate(zip(frame.items, frame.steps())):

@@ -327,8 +327,7 @@ def table_width(table: Table) -> float:
     """The estimated width in em of a table on a frame."""
     widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells])
               for j in range(len(table.col_labels))]
-    return TABLE_FIT * (measure.label_columns_width([t for _, t in table.row_labels])
-                        + sum(widths))
+    return measure.label_columns_width([t for _, t in table.row_labels]) + sum(widths)
 
 
 def rows(items: tuple[Item, ...]) -> list[list[Item]]:
@@ -336,7 +335,7 @@ def rows(items: tuple[Item, ...]) -> list[list[Item]]:
     out: list[list[Item]] = []
     used = 0.0
     for item in items:
-        w = table_width(item.table) + GUTTER  # a longer heading is broken over lines
+        w = TABLE_FIT * table_width(item.table) + GUTTER  # a long heading is broken
         if not out or used + w > measure.TEXT_WIDTH:
             out.append([])
             used = 0.0
@@ -349,13 +348,27 @@ def _heading_height(item: Item) -> float:
     """The height in pt of a table's heading set above it, as wide as the table (with
     the part it sits in, on a frame spanning parts)."""
     words = re.sub(r"\$[^$]*\$", "xx", f"Head 1: {item.heading}")
-    return -(-measure.text_width(words) // table_width(item.table)) * measure.LINE + 3.0
+    width = TABLE_FIT * table_width(item.table)
+    return -(-measure.text_width(words) // width) * measure.LINE + 3.0
+
+
+def row_widths(row: list[Item]) -> list[float]:
+    """The widths in em of a row's tables' columns (minipages): each table's estimate,
+    scaled down to share the frame's width when the estimates together exceed it (the
+    row was packed by :data:`TABLE_FIT` of them, so each keeps at least that); one
+    table with its heading beside it gets the rest of the line."""
+    if heading_beside(row):
+        return [min(table_width(row[0].table), measure.TEXT_WIDTH - HEADING - GUTTER)]
+    widths = [table_width(i.table) for i in row]
+    room = measure.TEXT_WIDTH - GUTTER * (len(row) - 1)
+    scale = min(1.0, room / sum(widths))
+    return [w * scale for w in widths]
 
 
 def heading_beside(row: list[Item]) -> bool:
     """Whether a row of tables is one table with room for its heading at its left
     (else the headings go above the tables)."""
-    return len(row) == 1 and (table_width(row[0].table) + HEADING + GUTTER
+    return len(row) == 1 and (TABLE_FIT * table_width(row[0].table) + HEADING + GUTTER
                               <= measure.TEXT_WIDTH)
 
 
