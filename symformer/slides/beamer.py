@@ -144,7 +144,8 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
              f"position {row_position(frame)}; rounded to {plural(decimals, 'decimal')}")
     if first.columns is not None:
         a, b = first.columns
-        where += f"; columns {a}\u2013{b - 1} of {len(first.stage.cols)}"
+        where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else
+                  f"; columns {a}\u2013{b - 1} of {len(first.stage.cols)}")
     lhs = [e.lhs for i in frame.items for e in i.equation] + [
         w.lhs for i in frame.items for w in i.lines]
     out = [f"\\setbeamertemplate{{frame footer}}{{{where}}}",

@@ -551,6 +551,12 @@ def _column_slices(table: Table) -> list[tuple[int, int]]:
             start, used = j, labels
         used += w
     slices.append((start, len(widths)))
+    # as many slices, of sizes as even as fit (no lone last column)
+    size = -(-len(widths) // len(slices))
+    even = [(a, min(a + size, len(widths))) for a in range(0, len(widths), size)]
+    if len(even) == len(slices) and all(
+            labels + sum(widths[a:b]) <= measure.TEXT_WIDTH for a, b in even):
+        return even
     return slices
 
 
