@@ -276,7 +276,11 @@ def _common_part(items: tuple[Item, ...]) -> tuple[str, ...]:
 def row_heading(frame: StageFrame, item: Item) -> str:
     """A table's heading on a frame of tables: its title and symbol, after where it
     sits beyond the frame's title (``Head 3: Query $q$``) when the frame spans parts."""
-    rest = part_of(item.stage)[len(_common_part(frame.items)):]
+    return _heading_words(item, frame.items)
+
+
+def _heading_words(item: Item, items: tuple[Item, ...]) -> str:
+    rest = part_of(item.stage)[len(_common_part(items)):]
     return (reader_text(", ".join(rest)) + ": " if rest else "") + item.heading
 
 
@@ -290,7 +294,8 @@ def height(frame: StageFrame) -> float:
     total = measure.text_height(frame.note) if frame.note else 0.0
     if frame.row:
         for row in rows(frame.items):
-            above = 0.0 if heading_beside(row) else max(_heading_height(i) for i in row)
+            above = 0.0 if heading_beside(row) else max(
+                _heading_height(i, frame.items) for i in row)
             total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
         return total
     lhs = _lhs_width(frame.items)
@@ -344,10 +349,10 @@ def rows(items: tuple[Item, ...]) -> list[list[Item]]:
     return out
 
 
-def _heading_height(item: Item) -> float:
-    """The height in pt of a table's heading set above it, as wide as the table (with
-    the part it sits in, on a frame spanning parts)."""
-    words = re.sub(r"\$[^$]*\$", "xx", f"Head 1: {item.heading}")
+def _heading_height(item: Item, items: tuple[Item, ...]) -> float:
+    """The height in pt of a table's heading set above it, as wide as the table, on a
+    frame of ``items`` (:func:`row_heading`)."""
+    words = re.sub(r"\$[^$]*\$", "xx", _heading_words(item, items))
     width = TABLE_FIT * table_width(item.table)
     return -(-measure.text_width(words) // width) * measure.LINE + 3.0
 
