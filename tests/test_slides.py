@@ -23,7 +23,7 @@ from symformer import derive, load_example
 from symformer.cli import main
 from symformer.latex.compile import compile_log
 from symformer.slides import Options, frames, page_count, slides_files
-from symformer.slides.deck import StageFrame
+from symformer.slides.deck import StageFrame, stage_frames
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 
@@ -85,17 +85,11 @@ def small_words(pdf: Path) -> list[tuple[int, float, str]]:
     return out
 
 
-#: The two-layer examples' decks are checked on their input, first layer and output:
-#: the second layer's frames are the first's kinds again (half the compile time).
-FIRST_LAYER = ("embeddings", "positional_encoding", "input", "layer1.*", "final_norm*",
-               "logits", "probabilities", "next_token")
-
-
 def _build(tmp_path_factory, example: str | None):
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed")
     g = derive(load_example(example) if example else load_example())
-    options = Options(token=1, decimals=3, stages=FIRST_LAYER if example else None)
+    options = Options(token=1, decimals=3)
     tex = slides_files(g, options)["slides.tex"]
     pdf_bytes, log = compile_log({"slides.tex": tex}, "slides.tex")
     pdf = tmp_path_factory.mktemp("slides") / "slides.pdf"
@@ -160,34 +154,46 @@ def frame_sources(tex: str) -> list[str]:
     return re.findall(r"\\begin\{frame\}\[t\].*?\\end\{frame\}", tex, re.S)
 
 
-def test_overlays_only_add_in_the_order_equation_numbers_results_table():
-    g = derive(load_example())
-    tex = slides_files(g, Options(token=1))["slides.tex"]
+def test_overlays_only_add_in_the_order_equation_numbers_results_table(block):
+    tex = slides_files(block, Options(token=1))["slides.tex"]
     # nothing is ever taken away: no \only, \alt, \temporal, no closed overlay range
     assert not re.search(r"\\only|\\alt<|\\temporal|\\onslide<\d+>|<\d+-\d+>|<\d+>", tex)
-    checked = 0
+    checked = revealed = 0
     for source in frame_sources(tex):
-        lines = [ln for ln in source.splitlines() if ln.startswith("\\symline")]
+        lines = [ln for ln in source.splitlines() if "\\symline" in ln]
         equation = [ln for ln in lines if "\\uncover" not in ln]
         worked = [ln for ln in lines if "\\uncover" in ln]
         if not worked:
             continue
         checked += 1
         assert equation, "the general equation comes first, shown from the start"
-        assert source.index(equation[-1]) < source.index(worked[0])
-        steps = [[int(n) for n in UNCOVER.findall(ln)] for ln in worked]
-        result = max(max(s) for s in steps)
+        assert source.index(equation[0]) < source.index(worked[0])
+        steps = [[int(n) for n in UNCOVER.findall(ln.split("\\symline")[-1])]
+                 for ln in worked]
         for s in steps:
             # the left-hand side comes with the line's first reveal, the substituted
-            # numbers one step before the results, the results all at once
-            assert s[0] == s[1] and s == sorted(s) and s[-1] == result, s
-            assert len(s) == 2 or s[1] == result - 1, s
-        assert min(s[0] for s in steps) == 2  # the first keystroke after the equation
-        table = source[source.find("\\begin{tabular}") - 40:] if "tabular" in source else ""
-        if table:  # the table with the token's row highlighted, last, the working kept
-            assert [int(n) for n in UNCOVER.findall(table)] == [result + 1]
-            assert "\\rowcolor" in table
-    assert checked >= 30
+            # numbers with it, the result with them or one keystroke later
+            assert s[0] == s[1] and s == sorted(s) and s[-1] - s[0] <= 1, s
+        revealed += any(s[-1] > s[0] for s in steps)
+        assert min(s[0] for s in steps) == 1  # the numbers come with the equation
+        result = max(max(s) for s in steps)
+        if "tabular" in source:  # the table with the token's row, last, the working kept
+            tables = [int(n) for n in re.findall(
+                r"\\uncover<(\d+)->\{(?:\{\\centering|\\begin\{minipage\})", source)]
+            assert all(t <= result for t in tables) and "\\rowcolor" in source
+            assert not tables or max(tables) == result
+    assert checked >= 15 and revealed >= 10
+
+
+#: A table's row for position 1, "think", at the end of a line of ``pdftotext -layout``
+#: (the working may stand left of the table).
+ROW = re.compile(r"(?:^|\s{2})\s*1\s+think((?:\s+[-\u2212]?\d+\.\d+)+)\s*$")
+
+
+def table_row(texts: list[str]) -> list[str]:
+    """The numbers of the row of "think" in the first table of the pages ``texts``."""
+    return next(m.group(1).split() for t in texts for line in t.splitlines()
+                if (m := ROW.search(line)))
 
 
 @needs_pgfplots
@@ -201,15 +207,11 @@ def test_slides_show_the_tokens_numbers_then_its_row(builtin_deck):
     frame = [t for t in texts if "Layer 1, Head 1: Attention weights" in t]
     assert not any(e in frame[0] for e in expected)  # step 1: the general formula only
     assert all(any(e in t for t in frame) for e in expected)  # the results, step by step
-    row = next(line for t in frame for line in t.splitlines()
-               if re.match(r"\s*1\s+think\s+\d", line))
-    assert row.split()[2:] == [rounded(w, 3) for w in weights]  # the table's row
+    assert table_row(frame) == [rounded(w, 3) for w in weights]  # the table's row
     q = [rounded(v, 3) for v in ref["layer1.head1.Q"][1]]
     frame = [t for t in texts if "Layer 1, Head 1: Query" in t]
     assert not any(v in frame[0] for v in q)
-    row = next(line for t in frame for line in t.splitlines()
-               if re.match(r"\s*1\s+think\s+\d", line))
-    assert row.split()[2:] == q
+    assert table_row(frame) == q
 
 
 @needs_pgfplots
@@ -239,6 +241,40 @@ def test_long_working_is_split_never_shrunk():
                                and x.stage is f.stage).title
 
 
+def test_repeated_steps_show_their_tables_and_say_so(block):
+    """The second head repeats the first's equations: its stages show their tables
+    (the token's row highlighted) under a sentence naming where they were worked, said
+    on its first frame, and ``full`` works them too; a frame takes several stages where
+    they fit."""
+    g = block
+    deck = [f for f in frames(g, Options(token=1)) if isinstance(f, StageFrame)]
+    second = [f for f in deck if f.stage.name.startswith("layer1.head2.")]
+    assert second and all(f.row and not any(i.lines for i in f.items) for f in second)
+    assert all(i.table.highlight_row == 1 for f in second for i in f.items)
+    assert "Worked as in Layer 1, Head 1," in second[0].note
+    assert all(f.said == second[0].note and not f.note for f in second[1:])
+    assert any(len(f.items) > 1 for f in deck)
+    full = [f for f in frames(g, Options(token=1, full=True)) if isinstance(f, StageFrame)]
+    assert all(any(i.lines for i in f.items) for f in full
+               if f.stage.name == "layer1.head2.Q" and f.part == 1)
+    assert page_count(deck) < page_count(full)
+
+
+def test_zero_weight_terms_are_said_to_be_left_out(block):
+    """The built-in example's Layer 1, Head 1 W_Q has entries exactly 0 (the example
+    file: W_Q = [[0.25, 0], [0.25, 0], [0, 0.25], [0, 0.25]]): the query's worked lines
+    leave those terms out (two terms of four) and the frame says so; the scaled scores
+    have no weight matrix and no such sentence."""
+    g = block
+    (q,) = [i for f in stage_frames(g["layer1.head1.Q"], Options(token=1))
+            for i in f.items if i.lines]
+    assert "Terms with a weight of exactly 0 are left out." in q.note
+    assert all(w.shown[0].count("+") == 1 for w in q.lines)
+    (m,) = [i for f in stage_frames(g["layer1.head1.scores"], Options(token=1))
+            for i in f.items if i.lines]
+    assert m.note == ""
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--token", "9"], "token position 9 is out of range"),
     (["--token", "banana"], "unknown token 'banana'"),
@@ -257,7 +293,8 @@ def test_slides_tex_for_a_stage_filter(tmp_path):
     assert run("slides", "--out", str(tmp_path), "--token", "think", "--stage",
                "layer1.head1.*") == 0
     tex = (tmp_path / "slides.tex").read_text(encoding="utf-8")
-    assert tex.count("\\setbeamertemplate{frame footer}{token \u201cthink\u201d, position 1}")
+    assert tex.count("\\setbeamertemplate{frame footer}{token \u201cthink\u201d, position 1; "
+                     "rounded to 3 decimals}")
     assert "\\begin{tikzpicture}" in tex  # the head's attention map
     assert "Layer 1, Head 1: Query" in tex and "Layer 1, Head 2" not in tex
 

@@ -28,9 +28,12 @@ examples:
   symformer slides gpt2_style --out talk --token 2 --decimals 2
   symformer slides --out talk --stage 'layer1.head1.*' --pdf
 
-For every stage, in order, overlays that only add: (1) the general equation,
-(2) the chosen token's numbers substituted, (3) their results, (4) the table with
-the token's row highlighted. Nothing is shrunk (no text below 9 pt): long working
+For every stage, in order, overlays that only add: the general equation with the
+chosen token's numbers substituted, then (one keystroke later, where there is
+something to predict) their results and the table with the token's row
+highlighted. Short stages of one part share a frame. A stage whose equation was
+worked before (the second head, the second layer) shows its table only (--full:
+every stage worked). Nothing is shrunk (no text below 9 pt): long working
 continues on the next frame, a table that does not fit under it gets its own.
 A frame with the figure follows each attention head's weights, the positional
 encoding, each LayerNorm and the next-token probabilities. Needs beamer, tikz and
@@ -58,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only stages matching this name or glob (repeatable)")
     add_decimals_argument(p)
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
+    p.add_argument("--full", action="store_true",
+                   help="work every stage (default: a stage whose equation an earlier "
+                        "frame worked, e.g. the second head or layer, shows its table only)")
     p.add_argument("--pdf", action="store_true",
                    help="also compile slides.pdf with pdflatex")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     g = derivation(args, example)
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
     options = Options(token=resolve_token(g, token), decimals=args.decimals,
-                      stages=tuple(args.stage) if args.stage else None)
+                      stages=tuple(args.stage) if args.stage else None, full=args.full)
     passes = 2 if args.pdf else 0  # pdflatex's, after the stages
     with Progress("symformer slides", quiet=args.quiet) as bar:
         deck = frames(g, options, lambda k, total, name: bar.step(k, total + passes, name))

@@ -69,6 +69,16 @@ def parameter_blocks(stage: Stage, seen: set) -> list:
     return [Prose((text + ":",)), Matrices(_lines(blocks))]
 
 
+#: What the notes and slides say where worked lines leave out terms
+#: (:func:`omits_zero_terms`).
+ZERO_TERMS = "terms with a weight of exactly 0 are left out"
+
+
+def zero_terms_note(stage: Stage) -> str:
+    """:data:`ZERO_TERMS` when the stage's worked lines leave out terms, else ``""``."""
+    return ZERO_TERMS if omits_zero_terms(stage) else ""
+
+
 def omits_zero_terms(stage: Stage) -> bool:
     """Whether the stage's worked lines leave out terms: a weight the formula names
     (:meth:`~symformer.ops.base.Operation.named_constants`) has an entry exactly 0."""

@@ -33,6 +33,11 @@ def column_label(stage: Stage, j: int) -> str:
     return entry(stage, j, fmt="latex")
 
 
+def rounding_legend(decimals: int) -> str:
+    """The legend of a table of correctly rounded values (slides say it in the footer)."""
+    return f"Values correctly rounded to {decimals} decimals."
+
+
 def first_position(stage: Stage) -> int:
     """The position of the stage's first row: 0, except for ``next_token``, whose one row
     is the last position of its logits."""
@@ -124,7 +129,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
             cells.append(Cell(latex, frozenset(marks), shade))
         rows.append(tuple(cells))
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
-              if any_exact else f"Values correctly rounded to {decimals} decimals."]
+              if any_exact else rounding_legend(decimals)]
     if integers is not None:
         legend = ["Every value is an exact integer."]
     if indicator:

@@ -17,20 +17,34 @@ from __future__ import annotations
 
 from symformer.engine import Derivation
 from symformer.figures import tikz
+from symformer.latex.blocks import Table
 from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
 from symformer.slides.deck import (
+    HEADING,
     FigureFrame,
     Frame,
+    Item,
     Options,
     StageFrame,
+    heading_beside,
+    legend,
     reader_text,
+    row_heading,
     row_position,
+    row_widths,
+    rows,
+    table_width,
 )
+from symformer.words import plural
 
 #: The font size figures are set in (``\\small`` inside a figure): figures are drawn for
 #: the frame and set at their natural size, never scaled, so this is their text's size.
 FIGURE_FONT = r"\fontsize{10.5}{12.6}\selectfont"
+
+#: The font size of tables (cells, labels, legend): 10.5 pt, the least that measures
+#: 9 pt and more in ``pdftotext -bbox``; rows at 12.6 pt.
+TABLE_FONT = r"\fontsize{10.5}{12.6}\selectfont"
 
 PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
 \usepackage[T1]{fontenc}
@@ -99,7 +113,7 @@ def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
     body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
     for frame in frames:
-        body.append(stage_frame(frame) if isinstance(frame, StageFrame)
+        body.append(stage_frame(frame, options.decimals) if isinstance(frame, StageFrame)
                     else figure_frame(frame))
     preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
     return preamble + title_page(g, options) + "\\begin{document}\n\n" + "\n\n".join(
@@ -120,41 +134,90 @@ def title_page(g: Derivation, options: Options) -> str:
             f"{options.decimals} decimals.}}\n")
 
 
-def stage_frame(frame: StageFrame) -> str:
-    """One frame of a stage: the equation; then the token's numbers substituted; then
-    their results; then the table with the token's row highlighted (each from its
-    overlay on, never removed)."""
-    lhs = [e.lhs for e in frame.equation] + [w.lhs for w in frame.lines]
-    where = (f"token \u201c{latex_text(frame.stage.rows[frame.token])}\u201d, "
-             f"position {row_position(frame)}")
-    if frame.columns is not None:
-        a, b = frame.columns
-        where += f"; columns {a}\u2013{b - 1} of {len(frame.stage.cols)}"
+def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
+    """One frame of one or more stages: each stage's equation and the token's numbers
+    substituted; then their results and the table with the token's row highlighted
+    (each from its overlay on, never removed; :meth:`StageFrame.steps`).  A frame of
+    tables of stages worked before sets them side by side under its sentence."""
+    first = frame.items[0]
+    where = (f"token \u201c{latex_text(first.stage.rows[first.token])}\u201d, "
+             f"position {row_position(frame)}; rounded to {plural(decimals, 'decimal')}")
+    if first.columns is not None:
+        a, b = first.columns
+        where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else
+                  f"; columns {a}\u2013{b - 1} of {len(first.stage.cols)}")
+    lhs = [e.lhs for i in frame.items for e in i.equation] + [
+        w.lhs for i in frame.items for w in i.lines]
     out = [f"\\setbeamertemplate{{frame footer}}{{{where}}}",
            f"\\begin{{frame}}[t]{{{frame.title}}}",
            "\\raggedright\\setlength{\\symlhs}{0pt}"
            + "".join(f"\\symwidest{{{x}}}" for x in lhs)]
-    for e in frame.equation:
+    if frame.note:
+        out.append(f"{frame.note}\\par\\smallskip")
+    if frame.row:
+        for row in rows(frame.items):
+            widths = row_widths(row)
+            if heading_beside(row):
+                (i,), (w,) = row, widths
+                out.append(f"\\noindent\\begin{{minipage}}[t]{{{HEADING}em}}\\vspace{{0pt}}"
+                           f"\\raggedright {row_heading(frame, i)}\\end{{minipage}}\\hfill"
+                           f"\\begin{{minipage}}[t]{{{w:.2f}em}}\\vspace{{0pt}}\\centering "
+                           f"{_table(i.table)}\\end{{minipage}}\\par\\medskip")
+                continue
+            cells = [f"\\begin{{minipage}}[t]{{{w:.2f}em}}\\centering {row_heading(frame, i)}"
+                     f"\\par\\smallskip{_table(i.table)}\\end{{minipage}}"
+                     for i, w in zip(row, widths)]
+            out.append("\\noindent" + "\\hfill".join(cells) + "\\par\\medskip")
+    else:
+        for k, (item, steps) in enumerate(zip(frame.items, frame.steps())):
+            out.append(("\\par\\medskip" if k else "") + _item(item, *steps))
+    out.append("\\par\\end{frame}")
+    return "\n".join(out)
+
+
+def _item(item: Item, numbers: int, results: int, step: int) -> str:
+    """One stage's equation, working and table on a frame, at their overlays."""
+    out = []
+    for e in item.equation:
         remark = f" \\quad ({reader_text(e.remark)})" if e.remark else ""
-        out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
-    if frame.equation and frame.lines:
-        out.append("\\par\\medskip")
-    numbers, results, step = frame.steps()
-    for w in frame.lines:
+        # in text style: a sum's limits beside it, a fraction one line high
+        out.append(f"\\symline{{{e.lhs}}}$\\textstyle {{}}= {e.rhs}$" + remark)
+    if item.note:
+        out.append(f"\\par\\smallskip\\uncover<{numbers or results}->{{{item.note}}}")
+    elif item.equation and item.lines:
+        out.append("\\par\\smallskip")
+    working = []
+    for w in item.lines:
         # the left-hand side comes with the line's first reveal; TeX may break the
         # line between its pieces and at their sums
         first = numbers if w.shown else results
         shown = "\\allowbreak".join(f"$\\displaystyle {{}}{p}$" for p in w.shown)
-        out.append(f"\\symline{{\\uncover<{first}->{{{w.lhs}}}}}"
-                   + (f"\\uncover<{numbers}->{{{shown}}}\\allowbreak" if shown else "")
-                   + f"\\uncover<{results}->{{$\\displaystyle {{}}{w.result}$}}")
-    if frame.table is not None:
-        legend = latex_text(" ".join(frame.table.legend))
-        table = (f"\\par\\medskip{{\\centering {table_body(frame.table)}\\par}}"
-                 + (f"\\smallskip{{\\small {legend}\\par}}" if legend else ""))
-        out.append(f"\\uncover<{step}->{{{table}}}" if step > 1 else table)
-    out.append("\\par\\end{frame}")
+        working.append(f"\\symline{{\\uncover<{first}->{{{w.lhs}}}}}"
+                       + (f"\\uncover<{numbers}->{{{shown}}}\\allowbreak" if shown else "")
+                       + f"\\uncover<{results}->{{$\\displaystyle {{}}{w.result}$}}")
+    table = ""
+    if item.table is not None:
+        table = f"{{\\centering {_table(item.table)}\\par}}"
+        table = f"\\uncover<{step}->{{{table}}}" if step > 1 else table
+    if item.beside and item.table is not None and working:
+        # the working in a column of its own, the table right of it, both top-aligned
+        out.append(f"\\par\\noindent\\begin{{minipage}}[t]{{{item.working_width:.1f}em}}"
+                   "\\raggedright"
+                   + "\n".join(working) + "\\par\\end{minipage}\\hfill"
+                   f"\\begin{{minipage}}[t]{{{table_width(item.table):.1f}em}}"
+                   "\\vspace{0pt}" + table + "\\end{minipage}")
+    else:
+        out.extend(working)
+        if table:
+            out.append("\\par\\medskip" + table)
     return "\n".join(out)
+
+
+def _table(table: Table) -> str:
+    """A table and its legend (without the rounding, which the footer says)."""
+    text = legend(table)
+    return f"{TABLE_FONT}" + table_body(table) + (f"\\par\\smallskip{{{latex_text(text)}\\par}}"
+                                if text else "")
 
 
 def figure_frame(frame: FigureFrame) -> str:

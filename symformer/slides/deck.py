@@ -1,25 +1,35 @@
-"""The plan of a slide deck: frames whose overlays add and never remove.
+"""The plan of a slide deck: well-filled frames whose overlays add and never remove.
 
-The deck is a title frame, then for every stage of the derivation, in order, frames
-whose overlays reveal, one keystroke each,
+The deck is a title frame, then the stages of the derivation in order.  A stage that is
+worked shows on its frame
 
-1. the stage's general equation (the operation's declared and proved index form, as in
-   the exported document: :func:`symformer.codegen.backward.equation_lines`),
-2. the same formula with the chosen token's numbers substituted (the worked lines of
-   :mod:`symformer.worked`, each recomputable from what it prints),
-3. the results of those lines,
-4. the stage's table with the token's row highlighted,
+1. its general equation (the operation's declared and proved index form, as in the
+   exported document: :func:`symformer.codegen.backward.equation_lines`) and the same
+   formula with the chosen token's numbers substituted (the worked lines of
+   :mod:`symformer.worked`, each recomputable from what it prints) -- the audience can
+   predict the result;
+2. one keystroke later, the results of those lines and the stage's table with the
+   token's row highlighted (beside the working when it is narrow), the working still
+   on the frame.  Lines with one operation each (``= 4 + 0.841``) have nothing to
+   predict: their results come with them.
 
-each step adding to the frame and nothing taken away.  Nothing is shrunk to fit: a
-block of working too tall for one frame continues on the next (the equation repeated
-at its top), and a table that does not fit under the working gets the next frame (so
-the working is one keystroke back); a table too wide is split by columns
-(:mod:`symformer.slides.measure` plans the room).  After the stage a figure draws (an
-attention map after each head's weights, the positional encoding, a LayerNorm's input
-and output, next-token probabilities) comes one frame with that figure.  A stage that
-only renames its input (a block without ``W_O``: ``m = c``) gets no frame, as it gets no
-section in the export.  Nothing here knows a stage kind: the stage's operation and the
-shared builders say what to show.
+Of a run of alike lines (``q_0``, ``q_1``, ...: more than two) the first is worked and a
+\\vdots stands for the others, whose results the table has.  Where the worked lines
+leave out terms whose weight is exactly 0, the frame says so in the notes' words.
+Nothing is shrunk to fit: a block of working too tall for one frame continues on the
+next (the equation repeated at its top), and a table that does not fit under the
+working gets the next frame (the working one keystroke back); a table too wide is split
+by columns (:mod:`symformer.slides.measure` plans the room).
+
+A stage whose general equation the deck has already worked (the second head, the second
+layer: same operation, same equation) shows its table only, several to a frame where
+they fit, under a sentence saying where it was worked; ``Options.full`` works every
+stage and every line.  After the stage a figure draws (an attention map after each
+head's weights, the positional encoding, a LayerNorm's input and output, next-token
+probabilities) comes one frame with that figure.  A stage that only renames its input
+(a block without ``W_O``: ``m = c``) gets no frame, as it gets no section in the export.
+Nothing here knows a stage kind: the stage's operation and the shared builders say what
+to show.
 """
 
 from __future__ import annotations
@@ -34,15 +44,30 @@ from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
-from symformer.latex.tables import first_position, stage_table
+from symformer.latex.parameters import zero_terms_note
+from symformer.latex.tables import first_position, rounding_legend, stage_table
+from symformer.notation import notation
+from symformer.placement import part_of
 from symformer.slides import measure
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain
 from symformer.worked.render_latex import latex as node_latex
 
-#: The most overlay steps a frame takes: equation, numbers, results, table.
-STEPS = 4
+#: The most overlay steps a stage takes on a frame: equation and numbers, then results
+#: and table.
+STEPS = 2
+#: The widest table set beside the working, as a share of the frame's width, and the
+#: gap between them (em).
+BESIDE = 0.45
+GUTTER = 1.0
+#: Tables are set narrower than the sum of their columns' estimates (measured: 0.88 of
+#: it on the shipped decks; pdflatex reports a table wider than its room as overfull).
+TABLE_FIT = 0.92
+#: The width (em) of a table's heading set at its left; the room (pt) a row of tables
+#: takes beyond its tables (its top alignment and the skip under it, measured).
+HEADING = 8.0
+ROW_SKIP = 10.0
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -50,11 +75,14 @@ _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
 
 @dataclass(frozen=True)
 class Options:
-    """What the deck shows: the token followed, decimals, a stage filter (globs)."""
+    """What the deck shows: the token followed, decimals, a stage filter (globs), and
+    ``full``: every stage worked (default: a stage whose equation the deck has worked
+    already shows its table only)."""
 
     token: int = 1
     decimals: int = 3
     stages: tuple[str, ...] | None = None
+    full: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,42 +106,87 @@ class WorkedLine:
 
 
 @dataclass(frozen=True)
-class StageFrame:
-    """A frame of one stage: the equation, a share of the working, maybe the table.
-
-    ``part``/``parts`` count the frames the stage takes; ``table`` is the table (or a
-    column slice of it) shown on this frame, ``columns`` the slice's 0-based range."""
+class Item:
+    """One stage's share of a frame: its equation, some of its working, maybe its table
+    (or a column slice of it: ``columns``, 0-based), and ``note``, a sentence said
+    before its working (LaTeX: terms with a weight of exactly 0 left out)."""
 
     stage: Stage
-    title: str
     token: int  # the row followed in this stage
     equation: tuple[EquationLine, ...]
     lines: tuple[WorkedLine, ...]
     table: Table | None
+    columns: tuple[int, int] | None = None
+    note: str = ""
+    beside: bool = False  # the table right of the working, not under it
+
+    @property
+    def working_width(self) -> float:
+        """The width in em of the working's column: the frame's, or what the table
+        beside it leaves."""
+        if self.beside and self.table is not None:
+            return measure.TEXT_WIDTH - table_width(self.table) - GUTTER
+        return measure.TEXT_WIDTH
+
+    @property
+    def heading(self) -> str:
+        """The stage's title and symbol, without where it sits (LaTeX): ``Query $q$``."""
+        return heading(self.stage)
+
+
+#: An operation in substituted numbers: what the audience would work out to predict.
+_OPERATION = re.compile(r"(?<![{(=])\s[+-]\s|\\cdot|\\frac|\^|\\sqrt|\\exp|\\max|\\tanh")
+
+
+def plain(item: Item) -> bool:
+    """Whether every worked line of the item has at most one operation in its numbers
+    (``= 4 + 0.841``): nothing worth predicting, so its result comes with them."""
+    return all(len(_OPERATION.findall(w.shown[-1])) <= 1 for w in item.lines if w.shown)
+
+
+@dataclass(frozen=True)
+class StageFrame:
+    """A frame of one worked stage, or of the tables of several stages worked before.
+
+    ``items`` is one worked stage's share, or (``row``) tables of stages worked before,
+    set side by side where they fit; ``note`` is a sentence under the title (LaTeX);
+    ``part``/``parts`` count the frames a stage too big for one frame takes."""
+
+    title: str
+    items: tuple[Item, ...]
+    note: str = ""
+    said: str = ""  # the note that holds for the frame, shown or not
+    row: bool = False
     part: int = 1
     parts: int = 1
-    columns: tuple[int, int] | None = None
 
-    def steps(self) -> tuple[int, int, int]:
-        """The overlays at which the substituted numbers, the results and the table
-        appear (0: not on this frame).  Each reveal that has something to show takes
-        the next keystroke; a frame of a table alone shows it at once."""
-        step = 1
-        numbers = results = table = 0
-        if any(w.shown for w in self.lines):
-            step = numbers = step + 1
-        if self.lines:
-            step = results = step + 1
-        if self.table is not None and (self.lines or self.part == 1):
-            step = table = step + 1
-        elif self.table is not None:
-            table = 1
-        return numbers, results, table
+    @property
+    def stage(self) -> Stage:
+        """The frame's first stage."""
+        return self.items[0].stage
+
+    @property
+    def token(self) -> int:
+        """The row followed in the frame's first stage."""
+        return self.items[0].token
+
+    def steps(self) -> list[tuple[int, int, int]]:
+        """Per item, the overlays at which its substituted numbers, its results and its
+        table appear (0: not on this frame).  The equation and the numbers come at once;
+        the results and the table one keystroke later, so the audience can predict them
+        (at once when the lines are :func:`plain`).  A table alone is shown at once."""
+        out = []
+        for item in self.items:
+            numbers = 1 if any(w.shown for w in item.lines) else 0
+            results = (2 if numbers and not plain(item) else 1) if item.lines else 0
+            table = (results or 1) if item.table is not None else 0
+            out.append((numbers, results, table))
+        return out
 
     @property
     def pages(self) -> int:
         """Overlay steps of the frame (pages in the PDF)."""
-        return max(1, *self.steps())
+        return max(1, *(max(s) for s in self.steps()))
 
 
 @dataclass(frozen=True)
@@ -135,36 +208,198 @@ def page_count(frames: list[Frame]) -> int:
 def frames(g: Derivation, options: Options,
            progress: Callable[[int, int, str], None] | None = None) -> list[Frame]:
     """The deck's frames, in the order of the stages; ``progress(k, total, name)`` is
-    called before stage ``k`` of ``total`` is rendered."""
+    called before stage ``k`` of ``total`` is planned."""
     names = {s.name for s in select(g, options.stages)}
     chosen = [s for s in g if s.name in names and not renames(s)]  # in the block's order
     drawn = figures(g, FigureOptions(token=options.token, decimals=options.decimals))
     after = _figures_after(chosen, drawn)
+    worked: dict[tuple, Stage] = {}  # each equation worked so far -> its stage
     out: list[Frame] = []
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
-        planned = stage_frames(stage, options)
-        out.extend(planned)
-        out.extend(FigureFrame(f, planned[0].title) for f in after.get(stage.name, ()))
+        key = _equation_key(stage)
+        first = worked.setdefault(key, stage)
+        if first is stage or options.full:
+            planned = stage_frames(stage, options)
+        else:
+            planned = table_frames(stage, first, options)
+        for frame in planned:
+            _add(out, frame)
+        for figure in after.get(stage.name, ()):
+            out.append(FigureFrame(figure, title(stage)))
     return out
 
 
+def _equation_key(stage: Stage) -> tuple:
+    """What makes two stages the same computation: their operation and their general
+    equation as printed."""
+    return (type(stage.op), tuple((e.lhs, e.rhs) for e in equation_lines(stage)))
+
+
+def _add(out: list[Frame], frame: StageFrame) -> None:
+    """Put ``frame`` at the end of the deck; a frame of tables of stages worked before
+    goes on the last frame when that is one too, with the same sentence (the heads
+    after the first of one layer), and the two fit together.  The sentence is said only
+    when the frame of tables before (maybe before a figure) does not say the same.  A
+    worked stage keeps its frames: with its table, two never fit one frame."""
+    previous = next((f for f in reversed(out) if isinstance(f, StageFrame)), None)
+    if frame.row and previous is not None and previous.row and previous.said == frame.said:
+        frame = replace(frame, note="")
+    last = out[-1] if out else None
+    if (frame.row and isinstance(last, StageFrame) and last.row and last.said == frame.said
+            and last.parts == 1 and frame.parts == 1):
+        items = last.items + frame.items
+        merged = replace(last, items=items, title=_row_title(items))
+        if fits(merged):
+            out[-1] = merged
+            return
+    out.append(frame)
+
+
+def _row_title(items: tuple[Item, ...]) -> str:
+    """A frame of tables is titled by the part its stages share (``Layer 1``)."""
+    return reader_text(", ".join(_common_part(items))) or title(items[0].stage)
+
+
+def _common_part(items: tuple[Item, ...]) -> tuple[str, ...]:
+    parts = [part_of(i.stage) for i in items]
+    common = parts[0]
+    for p in parts[1:]:
+        k = 0
+        while k < min(len(common), len(p)) and common[k] == p[k]:
+            k += 1
+        common = common[:k]
+    return common
+
+
+def row_heading(frame: StageFrame, item: Item) -> str:
+    """A table's heading on a frame of tables: its title and symbol, after where it
+    sits beyond the frame's title (``Head 3: Query $q$``) when the frame spans parts."""
+    return _heading_words(item, frame.items)
+
+
+def _heading_words(item: Item, items: tuple[Item, ...]) -> str:
+    rest = part_of(item.stage)[len(_common_part(items)):]
+    return (reader_text(", ".join(rest)) + ": " if rest else "") + item.heading
+
+
+def fits(frame: StageFrame) -> bool:
+    """Whether the frame's content fits under its title (an upper estimate)."""
+    return height(frame) <= measure.BODY_HEIGHT - measure.title_overflow(frame.title)
+
+
+def height(frame: StageFrame) -> float:
+    """The estimated height in pt of a frame's body."""
+    total = measure.text_height(frame.note) if frame.note else 0.0
+    if frame.row:
+        for row in rows(frame.items):
+            above = 0.0 if heading_beside(row) else max(
+                _heading_height(i, frame.items) for i in row)
+            total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
+        return total
+    lhs = _lhs_width(frame.items)
+    for item in frame.items:
+        total += item_height(item, lhs)
+    return total
+
+
+def item_height(item: Item, lhs: float) -> float:
+    """The estimated height in pt of one item under a left-hand side column ``lhs`` em."""
+    total = sum(measure.equation_height(e.lhs, e.rhs, e.remark, lhs) for e in item.equation)
+    total += measure.text_height(item.note) if item.note else 0.0
+    working = sum(measure.worked_height(w.lhs, (*w.shown, w.result), lhs, item.working_width)
+                  for w in item.lines)
+    table = _table_height(item.table) if item.table is not None else 0.0
+    return total + (max(working, table) if item.beside else working + table)
+
+
+def _lhs_width(items: tuple[Item, ...]) -> float:
+    return max([measure.width(e.lhs) for i in items for e in i.equation]
+               + [measure.width(w.lhs) for i in items for w in i.lines], default=0.0)
+
+
+def _table_height(table: Table) -> float:
+    return measure.table_height(len(table.row_labels), bool(legend(table)))
+
+
+def legend(table: Table) -> str:
+    """A table's legend as one paragraph."""
+    return " ".join(table.legend)
+
+
+def table_width(table: Table) -> float:
+    """The estimated width in em of a table on a frame."""
+    widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells])
+              for j in range(len(table.col_labels))]
+    return measure.label_columns_width([t for _, t in table.row_labels]) + sum(widths)
+
+
+def rows(items: tuple[Item, ...]) -> list[list[Item]]:
+    """The items' tables set side by side: as many to a row as fit the frame's width."""
+    out: list[list[Item]] = []
+    used = 0.0
+    for item in items:
+        w = TABLE_FIT * table_width(item.table) + GUTTER  # a long heading is broken
+        if not out or used + w > measure.TEXT_WIDTH:
+            out.append([])
+            used = 0.0
+        out[-1].append(item)
+        used += w
+    return out
+
+
+def _heading_height(item: Item, items: tuple[Item, ...]) -> float:
+    """The height in pt of a table's heading set above it, as wide as the table, on a
+    frame of ``items`` (:func:`row_heading`)."""
+    words = re.sub(r"\$[^$]*\$", "xx", _heading_words(item, items))
+    width = TABLE_FIT * table_width(item.table)
+    return -(-measure.text_width(words) // width) * measure.LINE + 3.0
+
+
+def row_widths(row: list[Item]) -> list[float]:
+    """The widths in em of a row's tables' columns (minipages): each table's estimate,
+    scaled down to share the frame's width when the estimates together exceed it (the
+    row was packed by :data:`TABLE_FIT` of them, so each keeps at least that); one
+    table with its heading beside it gets the rest of the line."""
+    if heading_beside(row):
+        return [min(table_width(row[0].table), measure.TEXT_WIDTH - HEADING - GUTTER)]
+    widths = [table_width(i.table) for i in row]
+    room = measure.TEXT_WIDTH - GUTTER * (len(row) - 1)
+    scale = min(1.0, room / sum(widths))
+    return [w * scale for w in widths]
+
+
+def heading_beside(row: list[Item]) -> bool:
+    """Whether a row of tables is one table with room for its heading at its left
+    (else the headings go above the tables)."""
+    return len(row) == 1 and (TABLE_FIT * table_width(row[0].table) + HEADING + GUTTER
+                              <= measure.TEXT_WIDTH)
+
+
 def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
-    """The frames of one stage for the token ``options.token``: working split so every
-    frame fits, the table under the working when it fits, else on frames of its own."""
+    """The frames of one worked stage for the token ``options.token``: working split so
+    every frame fits, the table under the working when it fits, else on frames of its
+    own."""
     row = min(options.token, stage.shape[0] - 1)  # a one-row stage: its only row
-    table = stage_table(stage, decimals=options.decimals, highlight=row,
-                        caption=caption(stage), label=f"tab:{stage.name}")
-    equation = tuple(EquationLine(ln.lhs, _spelled(ln.rhs), ln.remark)
-                     for ln in equation_lines(stage))
+    table = _table(stage, row, options)
+    equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark) for ln in equation_lines(stage))
     lines = worked_lines(stage, row, options.decimals)
-    base = StageFrame(stage=stage, title=title(stage), token=row, equation=equation,
-                      lines=(), table=None)
+    lines = lines if options.full else elided(lines)
+    omitted = zero_terms_note(stage) if lines else ""
+    note = reader_text(omitted[:1].upper() + omitted[1:] + ".") if omitted else ""
+    item = Item(stage=stage, token=row, equation=equation, lines=lines, table=table,
+                note=note)
+    whole = StageFrame(title=title(stage), items=(item,))
+    if len(_column_slices(table)) == 1:
+        beside = replace(whole, items=(replace(item, beside=True),))
+        for frame in (whole, beside):
+            if fits(frame) and (frame is whole or _narrow_enough(beside.items[0])):
+                return [frame]
+    base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
     room = measure.BODY_HEIGHT - measure.title_overflow(base.title)
-    lhs = max([measure.width(e.lhs) for e in equation]
-              + [measure.width(w.lhs) for w in lines], default=0.0)
-    top = sum(measure.equation_height(e.lhs, e.rhs, e.remark, lhs) for e in equation)
+    lhs = _lhs_width((item,))
+    top = item_height(replace(item, lines=(), table=None), lhs)
     chunks: list[list[WorkedLine]] = [[]]
     used = top
     for line in lines:
@@ -174,19 +409,58 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
             used = top
         chunks[-1].append(line)
         used += h
+    out = [replace(base, items=(replace(item, lines=tuple(c), table=None),)) for c in chunks]
     slices = _column_slices(table)
-    out = [replace(base, lines=tuple(c)) for c in chunks]
-    table_h = measure.table_height(len(table.row_labels), bool(table.legend))
-    if len(slices) == 1 and used + table_h <= room:
-        out[-1] = replace(out[-1], table=table)
+    if len(slices) == 1 and used + _table_height(table) <= room:
+        out[-1] = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
     else:
+        shown = equation if top + _table_height(table) <= room else ()
         for a, b in slices:
             part = _columns(table, a, b) if len(slices) > 1 else table
-            out.append(replace(base, table=part, columns=(a, b) if len(slices) > 1 else None,
-                               equation=equation if top + table_h <= room
-                               else ()))
-    out = [f for f in out if f.lines or f.table is not None] or out[:1]
+            out.append(replace(base, items=(replace(
+                item, lines=(), note="", table=part, equation=shown,
+                columns=(a, b) if len(slices) > 1 else None),)))
+    out = [f for f in out if f.items[0].lines or f.items[0].table is not None] or out[:1]
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _narrow_enough(item: Item) -> bool:
+    """Whether a table may sit beside the working: it is narrow, and every piece of the
+    working TeX cannot break (a bracketed sum) fits the column left to it."""
+    if table_width(item.table) > BESIDE * measure.TEXT_WIDTH:
+        return False
+    room = item.working_width - _lhs_width((item,)) - measure.HANG
+    return all(measure.widest_unbreakable(p) * measure.MARGIN <= room
+               for w in item.lines for p in (*w.shown, w.result))
+
+
+def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFrame]:
+    """The frames of a stage computed as ``first`` was worked: its table (split by
+    columns when too wide), under a sentence saying where it was worked."""
+    row = min(options.token, stage.shape[0] - 1)
+    table = _table(stage, row, options)
+    note = reader_text(f"Worked as in {where(first)}, with its own inputs and weights:"
+                       if where(first) != where(stage) else
+                       "Worked as above, with its own inputs and weights:")
+    slices = _column_slices(table)
+    out = []
+    for a, b in slices:
+        item = Item(stage=stage, token=row, equation=(), lines=(),
+                    table=_columns(table, a, b) if len(slices) > 1 else table,
+                    columns=(a, b) if len(slices) > 1 else None)
+        # titled by where it sits: each table has its heading beside or above it
+        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
+                              said=note, row=True))
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _table(stage: Stage, row: int, options: Options) -> Table:
+    """The stage's table, the token's row highlighted; its legend without the rounding,
+    which every frame's footer says."""
+    table = stage_table(stage, decimals=options.decimals, highlight=row,
+                        caption=caption(stage), label=f"tab:{stage.name}")
+    return replace(table, legend=tuple(t for t in table.legend
+                                       if t != rounding_legend(options.decimals)))
 
 
 def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...]:
@@ -205,36 +479,53 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
     return tuple(out)
 
 
-#: Names in generated equations that a frame spells as the notes' symbols.
-_SPELLING = ((r"\mathrm{eps}", r"\varepsilon"),)
+#: How many lines of a run of alike lines (``q_0 = ...``, ``q_1 = ...``, ...) a frame
+#: works before a \vdots stands for the rest (their results are in the table).
+ALIKE = 1
+#: The line that stands for the alike lines left out.
+ELLIPSIS = WorkedLine(r"\vdots", ("",), "")
 
 
-def _spelled(latex: str) -> str:
-    for name, symbol in _SPELLING:
-        latex = latex.replace(name, symbol)
-    return latex
+def elided(lines: tuple[WorkedLine, ...]) -> tuple[WorkedLine, ...]:
+    """The worked lines with each run of more than :data:`ALIKE` alike lines (their
+    left-hand sides differ only in their indices) cut to its first :data:`ALIKE` and a
+    \vdots: the entries of one stage are worked alike, and the table has them all."""
+    out: list[WorkedLine] = []
+    run: list[WorkedLine] = []
+    for line in (*lines, None):
+        if run and (line is None or _shape(line.lhs) != _shape(run[0].lhs)):
+            out.extend(run if len(run) <= ALIKE + 1 else (*run[:ALIKE], ELLIPSIS))
+            run = []
+        if line is not None:
+            run.append(line)
+    return tuple(out)
+
+
+def _shape(lhs: str) -> str:
+    return re.sub(r"\d+", "#", lhs)
 
 
 def _breakable(latex: str) -> str:
     return _ALIGN_BREAK.sub(" ", latex).replace(r"\cdot ", r"\cdot\nobreak ")
 
 
-#: Words in titles that are formulas: set as math, in the notes' notation.
-_TITLE_MATH = (
-    (re.compile(r"\s*sqrt\(ms \+ eps\)"), ""),
-    (re.compile(r"\s*act\(g\) \u2299 h"), ""),
-)
+def where(stage: Stage) -> str:
+    """Where the stage sits, in the reader's words: ``Layer 1, Head 1``."""
+    return ", ".join(part_of(stage))
+
+
+def heading(stage: Stage) -> str:
+    """The stage's title and symbol without where it sits (LaTeX): ``Query $q$``."""
+    text, place = caption(stage), where(stage)
+    text = text.removeprefix(place + ": ")
+    return f"{reader_text(text)} ${notation(stage).latex}$"
 
 
 def title(stage: Stage) -> str:
     """The frame title in the reader's words: where the stage sits, what it computes,
-    and its symbol (LaTeX): ``Layer 1, Head 1: Query $q$``."""
-    from symformer.notation import notation
-
-    text = caption(stage)
-    for pattern, math in _TITLE_MATH:
-        text = pattern.sub(math, text)
-    return f"{reader_text(text)} ${notation(stage).latex}$"
+    and its symbol (LaTeX): ``Layer 1, Head 1: Query $q$``.  The words and the symbol
+    are the shared notation's (:func:`symformer.notation.notation`)."""
+    return f"{reader_text(caption(stage))} ${notation(stage).latex}$"
 
 
 _SUBSCRIPTED = re.compile(r"\b([A-Za-z])_([A-Za-z0-9]+)\b")
@@ -265,6 +556,12 @@ def _column_slices(table: Table) -> list[tuple[int, int]]:
             start, used = j, labels
         used += w
     slices.append((start, len(widths)))
+    # as many slices, of sizes as even as fit (no lone last column)
+    size = -(-len(widths) // len(slices))
+    even = [(a, min(a + size, len(widths))) for a in range(0, len(widths), size)]
+    if len(even) == len(slices) and all(
+            labels + sum(widths[a:b]) <= measure.TEXT_WIDTH for a, b in even):
+        return even
     return slices
 
 

@@ -15,11 +15,12 @@ import re
 
 #: Widths in em of the body font: a character (letter or digit, rounded up), a binary
 #: operator with its spaces, a relation with its spaces, a delimiter, a script's scale.
-CHAR = 0.56
-BINARY = 1.3
-RELATION = 1.45
-DELIMITER = 0.45
-SCRIPT = 0.9
+CHAR = 0.5
+BINARY = 1.25
+CDOT = 0.65
+RELATION = 1.4
+DELIMITER = 0.35
+SCRIPT = 0.85
 TEXT_CHAR = 0.5
 _TOKEN = re.compile(r"\\(?:left|right|[Bb]igg?[lr]?)\s*(?:\\[{}|]|[()\[\].|])"
                     r"|\\[A-Za-z]+|\\.|[{}_^&]|\s+|.", re.S)
@@ -81,6 +82,8 @@ def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
         return (len(t) - 1) * CHAR * scale, k + 1
     if t in _SPACE:
         return _SPACE[t] * scale, k + 1
+    if t == r"\cdot" and scale == 1.0:
+        return CDOT, k + 1
     if t in _BINARY:
         return (BINARY if scale == 1.0 else CHAR) * scale, k + 1
     if t in _RELATION:
@@ -92,6 +95,21 @@ def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
     if t.startswith((r"\left", r"\right", r"\B", r"\b")):
         return DELIMITER * scale, k + 1
     return CHAR * scale, k + 1  # a letter, a digit, a Greek letter, punctuation
+
+
+def widest_unbreakable(latex: str) -> float:
+    """The width in em of the widest part of ``latex`` TeX cannot break: the pieces
+    between its sums and differences outside any group or ``\\left``...``\\right``."""
+    depth, piece, widest = 0, [], 0.0
+    for t in _TOKEN.findall(latex):
+        opens = t.startswith("\\left") or re.match(r"\\[Bb]igg?l", t) is not None
+        closes = t.startswith("\\right") or re.match(r"\\[Bb]igg?r", t) is not None
+        depth += (opens or t == "{") - (closes or t == "}")
+        if depth == 0 and t in ("+", "-") and piece:
+            widest = max(widest, width("".join(piece)))
+            piece = []
+        piece.append(t)
+    return max(widest, width("".join(piece)))
 
 
 def text_width(text: str) -> float:
@@ -108,9 +126,16 @@ EM = 12.0
 #: A frame title is set \large (14.4 pt, bold): its scale, and the height of its second line.
 TITLE_SCALE = 1.25
 TITLE_LINE = 19.0
-TEXT_WIDTH = 33.0
+TEXT_WIDTH = 33.19
 BODY_HEIGHT = 178.0
 LINE = 16.7
+#: A line of a general equation in text style with a sum, a fraction or a root in it:
+#: that much taller.
+TEXT_TALL = 5.0
+#: Tables are set at 10.5 pt (``beamer.TABLE_FONT``): a row's height, and the scale of
+#: their widths.
+TABLE_LINE = 14.6
+TABLE_SCALE = 0.9
 PARSKIP = 6.0
 HANG = 1.5
 FRACTION = 10.0
@@ -120,16 +145,17 @@ TALLEST = 22.0
 #: How much wider than the estimate a line may be set (pieces of 5 em or more were
 #: set at most 0.986 of their estimate), and how full TeX fills a line it breaks at
 #: operators (ragged right).
-MARGIN = 1.0
+MARGIN = 1.05
 FILL = 0.9
 
 
-def lines(total: float, lhs: float) -> int:
-    """Lines a paragraph of ``total`` em takes after a left-hand side ``lhs`` em wide."""
-    full = TEXT_WIDTH - lhs - 0.5
+def lines(total: float, lhs: float, room: float = TEXT_WIDTH) -> int:
+    """Lines a paragraph of ``total`` em takes after a left-hand side ``lhs`` em wide,
+    in a column ``room`` em wide."""
+    full = room - lhs - 0.5
     if total * MARGIN <= full:  # one line: no room is lost to a break
         return 1
-    first, rest = full * FILL, (TEXT_WIDTH - lhs - HANG) * FILL
+    first, rest = full * FILL, (room - lhs - HANG) * FILL
     over = total * MARGIN - first
     return 1 if over <= 0 else 1 + int(-(-over // rest))
 
@@ -150,13 +176,24 @@ def _height(math: str, n: int) -> float:
 def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
     """Height in pt of a general-equation line ``lhs = rhs`` and its remark."""
     total = RELATION + width(rhs) + (text_width(remark) + 2.0 if remark else 0.0)
-    return _height(rhs, lines(total, lhs_width))
+    tall = any(t in rhs for t in (r"\frac", r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
+    rows = rhs.count(r"\\")  # the rows of an array or matrix after its first
+    return lines(total, lhs_width) * (LINE + (TEXT_TALL if tall else 0.0)) + PARSKIP \
+        + rows * (LINE + 2.0)
 
 
-def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float) -> float:
-    """Height in pt of a worked line (its pieces start with their relations)."""
-    total = sum(width(p) + 0.4 for p in pieces)
-    return _height(" ".join(pieces), lines(total, lhs_width))
+def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float,
+                  room: float = TEXT_WIDTH) -> float:
+    """Height in pt of a worked line (its pieces start with their relations) in a
+    column ``room`` em wide."""
+    total = sum(width(p) for p in pieces)
+    return _height(" ".join(pieces), lines(total, lhs_width, room))
+
+
+def text_height(latex: str) -> float:
+    """Height in pt of a paragraph of text (LaTeX, maths counted as a few letters)."""
+    plain = re.sub(r"\$[^$]*\$", "xxx", latex)
+    return -(-text_width(plain) // TEXT_WIDTH) * LINE + PARSKIP
 
 
 def title_overflow(title: str) -> float:
@@ -168,14 +205,24 @@ def title_overflow(title: str) -> float:
 def table_height(rows: int, legend: bool) -> float:
     """Height in pt of a table of ``rows`` rows under a header, booktabs rules, and
     its one-line legend."""
-    return (rows + 1) * LINE + 14.0 + (LINE + PARSKIP if legend else 0.0) + PARSKIP
+    return (rows + 1) * TABLE_LINE + 12.0 + (TABLE_LINE + PARSKIP if legend else 0.0) \
+        + PARSKIP
 
 
 def column_width(label: str, cells: list[str]) -> float:
-    """Width in em of a table column (its label and cells are math)."""
-    return max([width(label)] + [width(c) for c in cells]) + 1.0
+    """Width in em of a table column (its label and cells are math, at the tables'
+    size)."""
+    return TABLE_SCALE * max([width(label)] + [_cell_width(c) for c in cells]) + 1.0
+
+
+def _cell_width(latex: str) -> float:
+    """A cell's width: its leading minus is a sign (a character), not an operator."""
+    if latex.startswith("-"):
+        return width(latex[1:]) + 1.6 * CHAR
+    return width(latex)
 
 
 def label_columns_width(tokens: list[str]) -> float:
     """Width in em of a table's position and token columns."""
-    return 2.5 + max([text_width("token")] + [text_width(t) for t in tokens]) + 1.0
+    return TABLE_SCALE * (2.5 + max([text_width("token")] + [text_width(t) for t in tokens])) \
+        + 1.0
