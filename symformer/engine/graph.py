@@ -407,6 +407,10 @@ class Derivation:
                  for b, r in enumerate(row) if r is None and first[a][b] is not NEG_INF]
         if not open_:
             return quick
+        # Every stage, as before any decision: a row undefined anywhere (a kink, a zero
+        # denominator) is reported as such, in stage order, rather than as this stage's
+        # wide balls (only the stages this one reads were evaluated so far)
+        self.evaluate(prec)
         # A ball around 0 is most likely an exact zero (a gradient whose terms cancel):
         # the cheap exact proof first, before any higher precision.
         zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
