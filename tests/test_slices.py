@@ -116,3 +116,29 @@ def test_a_finite_mask_or_an_encoder_is_not_cut():
     last = view([g["next_token"]], Slice(positions=(2,)), 3)
     assert [s.rows for s in last] == [(0,)]
     assert view([g["next_token"]], two, 3) == []
+
+
+def test_trace_of_one_head_derives_the_tokens_up_to_its_own(capsys):
+    """trace --heads 2 on the causal gpt2_style: head 1's steps are left out, the
+    sentence is cut after the token, and the token's numbers are the whole model's."""
+    assert main(["trace", "gpt2_style", "--token", "1", "--heads", "2", "--decimals", "10",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tokens"] == ["the", "cat"] and "tokens 0 to 1 of 3 derived" in doc["title"]
+    steps = {step["stage"]: step["values"] for step in doc["steps"] if "values" in step}
+    assert not any(".head1." in name for name in steps)
+    reference = forward(load_example("gpt2_style"))
+    assert reference["layer1.head2.weights"][1, 2] == 0  # the cut token has no weight
+    for name in ("layer1.head2.weights", "layer2.head2.output", "layer2.add_norm2",
+                 "logits"):
+        want = reference[name][1][:len(steps[name])]
+        assert np.allclose([float(v) for v in steps[name]], want, atol=1e-10), name
+
+
+def test_export_of_a_slice_leaves_out_the_other_heads_and_tokens(tmp_path):
+    assert main(["export", "gpt2_style", "--out", str(tmp_path), "--format", "json",
+                 "--positions", "0:2", "--heads", "1"]) == 0
+    worked = json.loads((tmp_path / "worked.json").read_text())["worked"]
+    assert worked and not any(".head2." in line["stage"] for line in worked)
+    assert all(op.get("row", 0) < 2 for line in worked for op in line["operands"])
+    assert main(["export", "gpt2_style", "--out", str(tmp_path), "--positions", "1:3"]) == 2

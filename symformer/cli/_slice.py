@@ -12,8 +12,10 @@ from symformer.blocks.slices import Slice, check_slice, parse_indices, truncated
 from symformer.example import Example
 
 
-def add_slice_arguments(parser: argparse.ArgumentParser, *, positions: bool = True) -> None:
-    """--positions (unless the command follows one token), --heads and --dims."""
+def add_slice_arguments(parser: argparse.ArgumentParser, *, positions: bool = True,
+                        dims: bool = True) -> None:
+    """--heads, and --positions and --dims unless the command says otherwise (``trace``
+    follows one token, whose whole vector it shows)."""
     if positions:
         parser.add_argument("--positions", metavar="RANGE",
                             help="only these positions' rows (and attention columns): "
@@ -22,10 +24,11 @@ def add_slice_arguments(parser: argparse.ArgumentParser, *, positions: bool = Tr
     parser.add_argument("--heads", metavar="RANGE",
                         help="only these heads' stages (1-based: 1, 1:3 for 1 and 2, 2,4); "
                              "the stages they read are still derived")
-    parser.add_argument("--dims", metavar="RANGE",
-                        help="only these columns of every stage with more than one "
-                             "(0-based: 0:8, 0,5); attention maps' columns follow "
-                             "--positions")
+    if dims:
+        parser.add_argument("--dims", metavar="RANGE",
+                            help="only these columns of every stage with more than one "
+                                 "(0-based: 0:8, 0,5); attention maps' columns follow "
+                                 "--positions")
 
 
 def slice_of(args: argparse.Namespace, example: Example) -> Slice:
