@@ -46,6 +46,38 @@ class Slice:
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.positions, self.heads, self.dims))
 
+    def describe(self) -> str:
+        """``positions 0:4, heads 1, dims 0:3,5``: the options' own notation."""
+        return ", ".join(f"{key} {spans(value)}" for key, value in vars(self).items()
+                         if value is not None)
+
+    def share(self, example: Example) -> float:
+        """About the share of ``example``'s entries the slice shows (its positions,
+        heads and columns over the example's): what the work estimate charges printing
+        for (:func:`symformer.blocks.cost.derive_work`'s ``shown``)."""
+        n, d = len(example.tokens), example.d_model
+        share = 1.0
+        if self.positions is not None:
+            share *= min(1.0, sum(p < n for p in self.positions) / n)
+        if self.dims is not None:
+            share *= min(1.0, len(self.dims) / d)
+        heads = max((len(layer.heads) for layer in example.layers), default=0)
+        if self.heads is not None and heads:
+            share *= min(1.0, len(self.heads) / heads)
+        return share
+
+
+def spans(indices: tuple[int, ...]) -> str:
+    """``(0, 1, 2, 5)`` as ``0:3,5``, the options' own notation."""
+    parts, start = [], None
+    for k, i in enumerate(indices):
+        if start is None:
+            start = i
+        if k + 1 == len(indices) or indices[k + 1] != i + 1:
+            parts.append(str(start) if i == start else f"{start}:{i + 1}")
+            start = None
+    return ",".join(parts)
+
 
 def parse_indices(text: str, option: str) -> tuple[int, ...]:
     """``"0:4"`` (0 to 3), ``"1,3"``, ``"2"``, ``"0:4,8"``: sorted distinct indices.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from symformer.blocks.slices import Shown, position_labels, view
+from symformer.blocks.slices import Shown, Slice, position_labels, view
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         cut = cut_example(example_with_conventions(args, example), chosen,
                           gradients=gradients)
         check_work(args, cut, "derive", reader_rounding=args.reader_rounding,
-                   gradients=gradients, shown=shown_fraction(cut, chosen))
+                   gradients=gradients, shown=chosen.share(cut))
         g = derive(cut, max_work=args.max_work)
     else:
         check_work(args, example, "derive", reader_rounding=args.reader_rounding,
@@ -139,39 +139,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def slice_note(chosen, derived: int, tokens: int) -> str:
+def slice_note(chosen: Slice, derived: int, tokens: int) -> str:
     """`` (slice: positions 0:4, heads 1, dims 0:8; tokens 0 to 3 of 16 derived)``."""
-    parts = [f"{key} {spans(value)}" for key, value in vars(chosen).items()
-             if value is not None]
     cut = f"; tokens 0 to {derived - 1} of {tokens} derived" if derived < tokens else ""
-    return f" (slice: {', '.join(parts)}{cut})"
-
-
-def spans(indices: tuple[int, ...]) -> str:
-    """``(0, 1, 2, 5)`` as ``0:3,5``, the options' own notation."""
-    parts, start = [], None
-    for k, i in enumerate(indices):
-        if start is None:
-            start = i
-        if k + 1 == len(indices) or indices[k + 1] != i + 1:
-            parts.append(str(start) if i == start else f"{start}:{i + 1}")
-            start = None
-    return ",".join(parts)
-
-
-def shown_fraction(example, chosen) -> float:
-    """About the share of the entries a slice shows: its positions, heads and columns
-    over the example's (for the work estimate: only shown entries are printed)."""
-    n, d = len(example.tokens), example.d_model
-    share = 1.0
-    if chosen.positions is not None:
-        share *= min(1.0, sum(p < n for p in chosen.positions) / n)
-    if chosen.dims is not None:
-        share *= min(1.0, len(chosen.dims) / d)
-    heads = max((len(layer.heads) for layer in example.layers), default=0)
-    if chosen.heads is not None and heads:
-        share *= min(1.0, len(chosen.heads) / heads)
-    return share
+    return f" (slice: {chosen.describe()}{cut})"
 
 
 def wants_gradients(patterns: list[str] | None, listing: bool) -> bool:
