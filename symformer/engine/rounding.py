@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from flint import arb, fmpz
+from flint import arb, fmpq, fmpz
 
 from symformer.engine.arbmath import precision
 from symformer.errors import NotSupportedError, UndecidedError, UndecidedWarning
@@ -316,27 +316,28 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
     """:func:`round_stage`'s loop: each ball decided in ball arithmetic where it can be,
     by ``read`` (the decimal read) otherwise.
 
-    With ``10**t`` a unit, ``z = x * 10**-t + 1/2`` is a ball (Arb's rigorous product
-    and sum); when ``floor(z)`` is one integer F and z lies strictly above F, every
-    point v of x has ``F - 1/2 < v * 10**-t < F + 1/2``.  Under ``decimals``, t is the
-    last kept digit's and v rounds to ``F * 10**t``, no tie.  Under ``significant``, t
-    is a finer unit (about :data:`_SPREAD` digits finer, guessed from the previous
-    entry's) and F's digit count, when F is no power of ten, proves v's lead digit;
-    the ``s`` kept digits are then F rounded at that digit, since the open interval
-    holds no rounding boundary of the coarser unit unless F's dropped digits are
-    exactly half of it (then ``read`` decides).  A guess too coarse (F with fewer than
-    ``s`` digits) moves once.  Four Arb calls and one integer per entry, where the
-    decimal read costs about twice that in Python integer work (a 64-token, 4-layer
-    model rounds 760,000 entries).  A ball this does not decide (an exact 0 under
-    ``significant``, a straddling or too wide ball, a huge value, an infinite one)
-    goes to ``read``; None stays None.
+    With ``10**t`` a unit, ``z = x * 10**-t + [-1/2, 1/2]`` is a ball (Arb's rigorous
+    product and sum); when it holds exactly one integer F (``unique_fmpz``), every
+    point v of x has ``F - 1/2 < v * 10**-t < F + 1/2`` (z holds an integer, so it is
+    at least one wide; two would fit if any point were at or past F +- 1/2).  Under
+    ``decimals``, t is the last kept digit's and v rounds to ``F * 10**t``, no tie.
+    Under ``significant``, t is a finer unit (about :data:`_SPREAD` digits finer,
+    guessed from the previous entry's) and F's digit count, when F is no power of ten,
+    proves v's lead digit; the ``s`` kept digits are then F rounded at that digit, since
+    the open interval holds no rounding boundary of the coarser unit unless F's dropped
+    digits are exactly half of it (then ``read`` decides).  A guess too coarse (F with
+    fewer than ``s`` digits) moves once.  Three Arb calls and one integer per entry,
+    where the decimal read costs about twice that in Python integer work (a 64-token,
+    4-layer model rounds 760,000 entries).  A ball this does not decide (an exact 0
+    under ``significant``, a straddling or too wide ball, a huge value, an infinite
+    one) goes to ``read``; None stays None.
     """
     wanted = significant if significant is not None else decimals
     # the digits read (for significant, up to 2 * _SPREAD decades above the guess), and
     # 64 bits below them: a ball of the working precision stays as narrow
     bits = (wanted + 3 * _SPREAD + _EXTRA) * 10 // 3 + 64
     new, scales = object.__new__, _scales(bits)
-    half = arb(1) / 2
+    widen = arb(0, fmpq(1, 2))  # [-1/2, 1/2], its radius rounded up by about 1e-9
     out = []
     with precision(bits):
         if significant is None:
@@ -346,10 +347,8 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
                 done = []
                 for x in row:
                     if x is not None:
-                        z = x * scale + half
-                        f = z.floor()
-                        digits = f.unique_fmpz()
-                        if digits is not None and z > f:
+                        digits = (x * scale + widen).unique_fmpz()
+                        if digits is not None:
                             made = new(Rounded)  # _rounded(int(digits), t), inline
                             fields = made.__dict__
                             fields["digits"], fields["exponent"] = int(digits), t
@@ -365,21 +364,34 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
         t = None  # the unit of the last entry's read: the next one's guess
         scale = None  # 10**-t
         zero = _rounded(0, 0)
+        # the usual case, first and inline: F has s + _SPREAD digits, no power of ten
+        usual_low, usual_high = powers[significant + _SPREAD - 1], powers[significant + _SPREAD]
+        usual_half, usual_unit = powers[_SPREAD], doubled[_SPREAD]
         for row in balls:
             done = []
             for x in row:
                 if x is None:
                     done.append(None)
                     continue
+                if scale is not None:
+                    fine = (x * scale + widen).unique_fmpz()
+                    if fine is not None:
+                        fine = int(fine)
+                        if usual_low < (fine if fine >= 0 else -fine) < usual_high:
+                            digits, rest = divmod(2 * fine + usual_half, usual_unit)
+                            if rest and digits != high and digits != -high:
+                                made = new(Rounded)  # _rounded(digits, t + _SPREAD)
+                                fields = made.__dict__
+                                fields["digits"], fields["exponent"] = digits, t + _SPREAD
+                                done.append(made)
+                                continue
                 made, tries = None, 2 if t is not None else 0  # the guess, then once moved
                 while tries:
                     tries -= 1
                     if scale is None:
                         scale = scales(t)
-                    z = x * scale + half
-                    f = z.floor()
-                    fine = f.unique_fmpz()
-                    if fine is None or not z > f:
+                    fine = (x * scale + widen).unique_fmpz()
+                    if fine is None:
                         break
                     fine = int(fine)
                     size = fine if fine >= 0 else -fine
