@@ -142,3 +142,21 @@ def test_export_of_a_slice_leaves_out_the_other_heads_and_tokens(tmp_path):
     assert worked and not any(".head2." in line["stage"] for line in worked)
     assert all(op.get("row", 0) < 2 for line in worked for op in line["operands"])
     assert main(["export", "gpt2_style", "--out", str(tmp_path), "--positions", "1:3"]) == 2
+
+
+def test_the_work_estimate_counts_what_the_slice_derives_and_prints(capsys):
+    """A limit between the slice's estimate and the whole's: the slice runs, the whole
+    derivation is refused before any work."""
+    from symformer.blocks.cost import estimate
+
+    example = load_example("gpt2_style")
+    chosen = Slice(positions=(0,), dims=(0,))
+    cut = truncated(example, chosen, causal=True)
+    small = estimate("derive", cut, shown=chosen.share(cut))
+    whole = estimate("derive", example)
+    assert small < whole
+    limit = str((small + whole) // 2)
+    assert main(["derive", "gpt2_style", "--max-work", limit, "--positions", "0",
+                 "--dims", "0", "--stage", "input"]) == 0
+    assert main(["derive", "gpt2_style", "--max-work", limit, "--stage", "input"]) == 2
+    assert "more than the limit" in capsys.readouterr().err
