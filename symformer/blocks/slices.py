@@ -152,6 +152,9 @@ class Shown:
     stage: Stage
     rows: tuple[int, ...]
     cols: tuple[int, ...]
+    #: Part of a slice: only the shown entries are rounded, and only the stages they
+    #: read evaluated (else the stage as a whole, after every stage).
+    sliced: bool = False
 
     @property
     def whole(self) -> bool:
@@ -160,7 +163,7 @@ class Shown:
 
     def values(self, **rounding: int) -> list[list[str]]:
         """The shown entries' certified strings (only they are rounded)."""
-        if self.whole:
+        if not self.sliced:
             return self.stage.values(**rounding)
         return self.stage.values(rows=self.rows, cols=self.cols, **rounding)
 
@@ -182,7 +185,7 @@ def view(stages: list[Stage], chosen: Slice, full_length: int) -> list[Shown]:
         else:
             cols = tuple(range(m))
         if rows and cols:
-            shown.append(Shown(stage, rows, cols))
+            shown.append(Shown(stage, rows, cols, bool(chosen)))
     return shown
 
 

@@ -128,10 +128,14 @@ def run(args: argparse.Namespace) -> int:
     if tables is not None:
         note += (f" (reader rounding: each stage from the previous ones at "
                  f"{plural(args.decimals, 'decimal')})")
+    # a slice evaluates stage by stage: every table made before any is printed
+    made = [tables[s.stage.name] if tables else s.values(decimals=args.decimals)
+            for s in shown] if chosen else [None] * len(shown)
     print(f"{g.example.title}{note}")
-    for s in shown:
+    for s, values in zip(shown, made):
         print()
-        values = tables[s.stage.name] if tables else s.values(decimals=args.decimals)
+        if values is None:
+            values = tables[s.stage.name] if tables else s.values(decimals=args.decimals)
         if args.exact:
             values = [[v if e is None else str(e) for v, e in zip(row, forms)]
                       for row, forms in zip(values, short_closed_forms(s, args.exact_max_ops))]

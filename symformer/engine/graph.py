@@ -381,7 +381,8 @@ class Derivation:
         decides is an :class:`~symformer.engine.rounding.Undecided` (printed
         ``low..high?``), with an :class:`~symformer.errors.UndecidedWarning` naming it.
         ``rows`` and ``cols`` (indices into the stage) round only that block: a slice
-        of a large stage costs its own entries (and the stages it reads, evaluated).
+        of a large stage costs its own entries, and only the stages it reads are
+        evaluated (while every entry is decided at the first precision).
         """
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
@@ -396,7 +397,10 @@ class Derivation:
         # escalating path.  Indices a, b are the block's; i, j the stage's.
         base = start_precision(decimals, significant)
         prec = start = self.working_precision(base)
-        first = self.evaluate(prec, name)[name]
+        # a block evaluates only the stages it reads (a slice of a big model); a whole
+        # stage, every stage (a row undefined anywhere is reported first, in order)
+        upto = name if block else None
+        first = self.evaluate(prec, upto)[name]
         if block:
             first = [[first[i][j] for j in at_col] for i in at_row]
         quick = round_stage(first, decimals=decimals, significant=significant)
@@ -409,7 +413,7 @@ class Derivation:
             return quick
         # Every stage, as before any decision: a row undefined anywhere (a kink, a zero
         # denominator) is reported as such, in stage order, rather than as this stage's
-        # wide balls (only the stages this one reads were evaluated so far)
+        # wide balls (a block evaluated only the stages it reads so far)
         self.evaluate(prec)
         # A ball around 0 is most likely an exact zero (a gradient whose terms cancel):
         # the cheap exact proof first, before any higher precision.
@@ -430,7 +434,7 @@ class Derivation:
             if not pending:
                 break
             prec *= 2
-            higher = self.evaluate(prec, name)[name]
+            higher = self.evaluate(prec, upto)[name]
             again = round_stage([[higher[at_row[a]][at_col[b]] for a, b in pending]],
                                 decimals=decimals, significant=significant)[0]
             for (a, b), r in zip(pending, again):
@@ -447,7 +451,7 @@ class Derivation:
             rounded = round_ball(ball, decimals=decimals, significant=significant)
             if rounded is None:
                 rounded = certified_rounding(
-                    lambda prec, i=i, j=j: self.evaluate(prec, name)[name][i][j],
+                    lambda prec, i=i, j=j: self.evaluate(prec, upto)[name][i][j],
                     f"{name}[{i},{j}]", decimals=decimals, significant=significant,
                     exact=lambda ball, prec, i=i, j=j: self._round_exact(
                         name, i, j, ball, decimals, significant, prec),
