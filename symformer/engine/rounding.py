@@ -396,7 +396,9 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
                     fine = int(fine)
                     size = fine if fine >= 0 else -fine
                     count = size.bit_length() * 30103 // 100000  # digits, or one less
-                    if count < top and size >= powers[count]:
+                    if count + 1 >= top:
+                        break  # past the table of powers (hundreds of digits): read it
+                    if size >= powers[count]:
                         count += 1
                     shift = count - significant  # F's digits below the last kept one
                     if shift > 0:
