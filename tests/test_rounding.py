@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import mpmath
 from flint import arb, ctx, fmpq
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from symformer.engine.rounding import (
@@ -148,6 +148,13 @@ def test_round_stage_matches_decimal_module(x, data):
     decimals, significant = _mode(data)
     ball = _ball(x, start_precision(decimals, significant))
     got = round_stage([[ball]], decimals=decimals, significant=significant)[0][0]
+    _check_entry(x, got, decimals, significant)
+
+
+def _check_entry(x: Fraction, got, decimals: int | None, significant: int | None) -> None:
+    """``got``, round_stage's entry for a ball around x at the start precision, is the
+    decimal module's rounding of x, and is decided unless x is near a tie or a power of
+    ten."""
     if x == 0 and significant is not None:  # an exact 0 prints as 0
         assert got == round_fraction(x, significant=significant) and got.significant() == "0"
         return
@@ -162,6 +169,32 @@ def test_round_stage_matches_decimal_module(x, data):
     else:
         assert _as_decimal(got, decimals) == want
         assert got == round_fraction(x, decimals=decimals, significant=significant)
+
+
+#: Values of a stage's row: magnitudes 10**-30 to 10**30, and the awkward ones (a
+#: carry 9.9996, a lead one digit short 0.99996, a dyadic tie, 0, powers of ten).
+row_values = st.builds(lambda n, d, k: Fraction(n, d) * Fraction(10) ** k,
+                       st.integers(-10**12, 10**12), st.integers(1, 10**6),
+                       st.integers(-30, 30)) | st.sampled_from(
+    [Fraction(99996, 100000), Fraction(-9996, 1000), Fraction(1, 8), Fraction(0),
+     Fraction(10) ** 5, Fraction(1, 10 ** 7), Fraction(5, 2)])
+
+
+@settings(max_examples=20)
+@given(st.lists(row_values, min_size=2, max_size=8), st.data())
+def test_round_stage_rows_of_mixed_magnitudes(xs, data):
+    """Whole rows: each entry's exponent is guessed from the previous entry's (a finer
+    unit, checked by the digits read); every entry still rounds as on its own, against
+    the decimal module."""
+    decimals, significant = _mode(data)
+    if decimals is not None:  # places of values below 10**9, as the start precision plans
+        xs = [x for x in xs if abs(x) < 10 ** 9]
+    prec = start_precision(decimals, significant)
+    row = [_ball(x, prec) for x in xs]
+    got = round_stage([row, row[::-1]], decimals=decimals, significant=significant)
+    for x, r, back in zip(xs, got[0], got[1][::-1]):
+        _check_entry(x, r, decimals, significant)
+        _check_entry(x, back, decimals, significant)
 
 
 @given(st.integers(-10**12, 10**12), st.integers(0, 20), st.integers(1, 40), st.data())

@@ -149,10 +149,13 @@ def _derived(s: Shape, passes: float = 1) -> int:
 
 
 def derive_work(example: Example, *, reader_rounding: bool = False,
-                gradients: bool = False) -> int:
+                gradients: bool = False, shown: float = 1.0) -> int:
     """``derive``: a forward pass and its tables (--reader-rounding: every stage again
-    from rounded ones); the backward pass too when gradients are asked for."""
+    from rounded ones); the backward pass too when gradients are asked for.  ``shown``:
+    the share of the entries printed (a slice: ``--positions``, ``--heads``, ``--dims``;
+    ``example`` is then the sentence the slice reads, :mod:`symformer.blocks.slices`)."""
     s = shape(example)
+    s = replace(s, entries=int(s.entries * min(1.0, max(0.0, shown))))
     work = _derived(s) + (_READER_START + _READER * s.forward if reader_rounding else 0)
     return work + (backward_work(example) - _START if gradients else 0)
 

@@ -12,10 +12,12 @@ from symformer.cli._common import (
     bounded_int,
     check_work,
     derivation,
+    example_with_conventions,
     load,
     plural,
     token_text,
 )
+from symformer.cli._slice import add_slice_arguments, cut_example, slice_of
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
 
@@ -34,6 +36,7 @@ examples:
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
+  symformer export gpt2.toml --out notes --positions 0:4 --heads 1   # a causal model's slice
 
 With a [decoder] table the document has two parts, Encoder and Decoder: masked
 self-attention, cross-attention (target tokens down, source tokens across), the
@@ -85,6 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--figures", action="store_true",
                    help="add a Figures part: the TikZ/PGFPlots figures of `symformer "
                         "figures` in figures/*.tex (LaTeX format only; needs pgfplots)")
+    add_slice_arguments(p, dims=False)
     p.set_defaults(func=run)
 
 
@@ -104,9 +108,20 @@ def run(args: argparse.Namespace) -> int:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
-    check_work(args, example, "export", figures=args.figures, steps=args.steps,
+    chosen = slice_of(args, example)
+    cut = _first_tokens(args, example, chosen) if chosen.positions is not None else None
+    check_work(args, cut or example, "export", figures=args.figures, steps=args.steps,
                exact=args.exact)
-    g = derivation(args, example)
+    if cut is not None:
+        from symformer.blocks.encoder import derive
+
+        g = derive(cut, max_work=args.max_work)
+    else:
+        g = derivation(args, example)
+    stages = tuple(args.stage) if args.stage else None
+    if chosen.heads is not None:  # the stages of the other heads left out, by name
+        stages = tuple(s.name for s in g.select(args.stage)
+                       if not s.head or s.head in chosen.heads)
     if args.steps and "next_token" not in g:
         raise InputError(f"{g.example.source}: --steps needs a [decoder] table with W_vocab "
                          "or an [lm_head] table (see symformer/examples/encoder_decoder.toml, "
@@ -115,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
-                      exact=args.exact, stages=tuple(args.stage) if args.stage else None,
+                      exact=args.exact, stages=stages,
                       target_token=target, steps=args.steps, max_work=args.max_work)
     extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
 
@@ -133,6 +148,26 @@ def run(args: argparse.Namespace) -> int:
     written = write_files(args.out, files)
     print(f"wrote {plural(len(written), 'file')} to {args.out}")
     return 0
+
+
+def _first_tokens(args: argparse.Namespace, example, chosen):
+    """``--positions 0:K``: the example cut to its first K tokens, which is exact for a
+    causal model with the -inf mask (:func:`~symformer.blocks.slices.truncated`); the
+    document's tables then show those positions.  Other positions (not a first range,
+    or a model whose rows read later tokens) are refused: the tables show every
+    derived position."""
+    from symformer.errors import InputError
+
+    k = len(chosen.positions)
+    if chosen.positions != tuple(range(k)):
+        raise InputError(f"export --positions takes the first positions, 0:K (found "
+                         f"{args.positions[:40]}): its tables show every derived row")
+    cut = cut_example(example_with_conventions(args, example), chosen)
+    if len(cut.tokens) != k and k < len(example.tokens):
+        raise InputError("export --positions needs a causal example with the -inf mask, "
+                         "no whole-matrix LayerNorm, no [decoder] and no [loss]: otherwise "
+                         "every position reads the later tokens and all are derived")
+    return cut
 
 
 def _torch(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 
+from symformer.blocks.slices import Slice
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
@@ -13,11 +14,13 @@ from symformer.cli._common import (
     check_work,
     conventions_note,
     derivation,
+    example_with_conventions,
     load,
     token_text,
 )
+from symformer.cli._slice import add_slice_arguments, cut_example, slice_of
 from symformer.files import output_file, write_file
-from symformer.trace import RENDERERS, render, trace_token
+from symformer.trace import RENDERERS, render, resolve_token, trace_token
 
 ORDER = 30
 
@@ -33,6 +36,7 @@ examples:
   symformer trace --token 1 --format latex --out think.tex   # pdflatex document
   symformer trace --token 1 --format json | jq '.steps[3]'
   symformer trace --token think --backward        # the loss, then the token's gradients
+  symformer trace gpt2.toml --token 3 --heads 1    # head 1's steps; tokens 0 to 3 derived
 
 With --backward (the example needs a [loss] table) the steps are the loss and the
 token's gradients dL/dx, from the loss back to the embeddings: each with the
@@ -68,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--side", choices=("encoder", "decoder"), default="encoder",
                    help="which stack to trace when the example has a [decoder] "
                         "(default encoder)")
+    add_slice_arguments(p, positions=False, dims=False)
     p.set_defaults(func=run)
 
 
@@ -76,11 +81,31 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
-    check_work(args, example, "trace", backward=args.backward)
-    g = derivation(args, example)
+    chosen = slice_of(args, example)
+    cut = None
+    if args.side == "encoder" and not args.backward:
+        # under a causal -inf mask the token's steps read the tokens up to it alone
+        position = resolve_token(example.tokens, args.token)
+        effective = example_with_conventions(args, example)
+        cut = cut_example(effective, Slice(positions=(position,)))
+        if len(cut.tokens) == len(example.tokens):
+            cut = None
+    if cut is not None:
+        from symformer.blocks.encoder import derive
+
+        check_work(args, cut, "trace", backward=args.backward)
+        g = derive(cut, max_work=args.max_work)
+    else:
+        check_work(args, example, "trace", backward=args.backward)
+        g = derivation(args, example)
     traced = trace_token(g, args.token, args.decimals, side=args.side,
-                         backward=args.backward)
+                         backward=args.backward, heads=chosen.heads)
     note = conventions_note(args, example)  # the header says what was replaced
+    if cut is not None:
+        note += (f" (causal: tokens 0 to {len(cut.tokens) - 1} of {len(example.tokens)} "
+                 f"derived, the later ones do not reach this token)")
+    if chosen.heads is not None:
+        note += f" (heads {', '.join(map(str, chosen.heads))})"
     text = render(replace(traced, title=traced.title + note) if note else traced,
                   args.format)
     if args.out:

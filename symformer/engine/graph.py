@@ -12,7 +12,7 @@ ball arithmetic.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -104,15 +104,20 @@ class Stage:
         """The matrix of closed forms (raises :class:`ClosedFormTooLarge` past ``max_ops``)."""
         return sympy.Matrix(*self.shape, lambda i, j: self.closed_form(i, j, max_ops))
 
-    def rounded(self, *, decimals: int | None = None,
-                significant: int | None = None) -> list[list[Rounded | None]]:
-        """Certified correct roundings; ``None`` marks a masked (-inf) score."""
-        return self.derivation.rounded(self.name, decimals=decimals, significant=significant)
+    def rounded(self, *, decimals: int | None = None, significant: int | None = None,
+                rows: Sequence[int] | None = None, cols: Sequence[int] | None = None
+                ) -> list[list[Rounded | None]]:
+        """Certified correct roundings; ``None`` marks a masked (-inf) score.  ``rows``
+        and ``cols`` (indices) round only that block of the stage."""
+        return self.derivation.rounded(self.name, decimals=decimals, significant=significant,
+                                       rows=rows, cols=cols)
 
-    def values(self, *, decimals: int | None = None, significant: int | None = None
+    def values(self, *, decimals: int | None = None, significant: int | None = None,
+               rows: Sequence[int] | None = None, cols: Sequence[int] | None = None
                ) -> list[list[str]]:
-        """Certified decimal strings ("-inf" for masked scores)."""
-        rows = self.rounded(decimals=decimals, significant=significant)
+        """Certified decimal strings ("-inf" for masked scores); ``rows`` and ``cols``
+        as in :meth:`rounded`."""
+        rows = self.rounded(decimals=decimals, significant=significant, rows=rows, cols=cols)
         if decimals is not None:
             return [["-inf" if r is None else r.fixed() for r in row] for row in rows]
         return [["-inf" if r is None else r.significant() for r in row] for row in rows]
@@ -292,17 +297,26 @@ class Derivation:
         return expr
 
     # -- certified --------------------------------------------------------------
-    def evaluate(self, prec: int) -> dict[str, ArbMatrix]:
+    def evaluate(self, prec: int, upto: str | None = None) -> dict[str, ArbMatrix]:
         """Every stage in ball arithmetic at ``prec`` bits (cached per precision).
 
         Incremental: stages added since the last call at ``prec`` are the only ones
         computed (a training step costs its own stages, not the steps before it).
+        ``upto``: only that stage and the stages it reads, directly or not (a table of
+        one head needs neither the other heads of its layer nor the layers after it);
+        the others are computed when a later call asks for them.
         """
         values = self._balls.setdefault(prec, {})
         if len(values) < len(self.stages):
+            needed = None
+            if upto is not None and upto not in values:
+                needed = self.ancestors(upto) | {upto}
+            elif upto is not None:
+                return values
             with precision(prec):
                 for stage in self:
-                    if stage.name in values:
+                    if stage.name in values or needed is not None and \
+                            stage.name not in needed:
                         continue
                     values[stage.name] = stage.op.arb([values[i] for i in stage.inputs])
                     try:
@@ -359,70 +373,90 @@ class Derivation:
                                max_unfold=_DENOMINATOR_UNFOLD, decide_relu=False)
 
     def rounded(self, name: str, *, decimals: int | None = None,
-                significant: int | None = None) -> list[list[Rounded | None]]:
+                significant: int | None = None, rows: Sequence[int] | None = None,
+                cols: Sequence[int] | None = None) -> list[list[Rounded | None]]:
         """Certified correct roundings of a stage (``None`` for a masked score).
 
         An entry that no precision up to :data:`MAX_PRECISION` and no exact proof
         decides is an :class:`~symformer.engine.rounding.Undecided` (printed
         ``low..high?``), with an :class:`~symformer.errors.UndecidedWarning` naming it.
+        ``rows`` and ``cols`` (indices into the stage) round only that block: a slice
+        of a large stage costs its own entries, and only the stages it reads are
+        evaluated (while every entry is decided at the first precision).
         """
         if (decimals is None) == (significant is None):
             raise ValueError("give exactly one of decimals and significant")
-        self[name]  # an unknown name is an InputError
-        # Most entries are decided by the first precision: round the whole stage from
-        # one evaluation, and give only the others the per-entry, escalating path.
+        n, m = self[name].shape  # an unknown name is an InputError
+        block = rows is not None or cols is not None
+        at_row = list(range(n)) if rows is None else list(rows)  # block row -> stage row
+        at_col = list(range(m)) if cols is None else list(cols)
+        if any(not 0 <= i < n for i in at_row) or any(not 0 <= j < m for j in at_col):
+            raise ValueError(f"a row or column outside stage {name} ({n}x{m})")
+        # Most entries are decided by the first precision: round the whole stage (the
+        # block) from one evaluation, and give only the others the per-entry,
+        # escalating path.  Indices a, b are the block's; i, j the stage's.
         base = start_precision(decimals, significant)
         prec = start = self.working_precision(base)
-        first = self.evaluate(prec)[name]
+        # a block evaluates only the stages it reads (a slice of a big model); a whole
+        # stage, every stage (a row undefined anywhere is reported first, in order)
+        upto = name if block else None
+        first = self.evaluate(prec, upto)[name]
+        if block:
+            first = [[first[i][j] for j in at_col] for i in at_row]
         quick = round_stage(first, decimals=decimals, significant=significant)
         # The entries left open (a masked score stays None): usually none at all.
         # (``NoneType in map(type, row)``: a scan in C, where ``None in row`` would call
         # Rounded's dataclass __eq__ on every entry)
-        open_ = [(i, j) for i, row in enumerate(quick) if _NONE in map(type, row)
-                 for j, r in enumerate(row) if r is None and first[i][j] is not NEG_INF]
+        open_ = [(a, b) for a, row in enumerate(quick) if _NONE in map(type, row)
+                 for b, r in enumerate(row) if r is None and first[a][b] is not NEG_INF]
         if not open_:
             return quick
+        # Every stage, as before any decision: a row undefined anywhere (a kink, a zero
+        # denominator) is reported as such, in stage order, rather than as this stage's
+        # wide balls (a block evaluated only the stages it reads so far)
+        self.evaluate(prec)
         # A ball around 0 is most likely an exact zero (a gradient whose terms cancel):
         # the cheap exact proof first, before any higher precision.
         zero = round_fraction(Fraction(0), decimals=decimals, significant=significant)
-        for i, j in open_:
-            ball = first[i][j]
+        for a, b in open_:
+            ball = first[a][b]
             if ball.contains(0):
-                quick[i][j] = round_ball(ball, decimals=decimals, significant=significant) \
-                    or (zero if self._cheap_zero(name, i, j) else None)
+                quick[a][b] = round_ball(ball, decimals=decimals, significant=significant) \
+                    or (zero if self._cheap_zero(name, at_row[a], at_col[b]) else None)
         # Entries whose balls were too wide (deep stages lose bits): the whole stage
         # again at twice and four times the precision, the precisions the per-entry
         # path would reach next anyway.  A narrow ball on a boundary (an exact tie or
         # zero) goes straight to the per-entry path and its proofs.
-        pending = [(i, j) for i, j in open_ if quick[i][j] is None
-                   and (missing_bits(first[i][j], decimals=decimals,
+        pending = [(a, b) for a, b in open_ if quick[a][b] is None
+                   and (missing_bits(first[a][b], decimals=decimals,
                                      significant=significant) or 0) > 0]
         for _ in range(2):
             if not pending:
                 break
             prec *= 2
-            higher = self.evaluate(prec)[name]
-            again = round_stage([[higher[i][j] for i, j in pending]], decimals=decimals,
-                                significant=significant)[0]
-            for (i, j), r in zip(pending, again):
-                quick[i][j] = r
+            higher = self.evaluate(prec, upto)[name]
+            again = round_stage([[higher[at_row[a]][at_col[b]] for a, b in pending]],
+                                decimals=decimals, significant=significant)[0]
+            for (a, b), r in zip(pending, again):
+                quick[a][b] = r
             pending = [where for where, r in zip(pending, again) if r is None]
             # later stages start here: no rounding at a precision known too low
             self._raised[base] = max(self._raised.get(base, 0), prec)
 
-        for i, j in open_:
-            if quick[i][j] is not None:
+        for a, b in open_:
+            if quick[a][b] is not None:
                 continue
-            ball = first[i][j]
+            i, j = at_row[a], at_col[b]
+            ball = first[a][b]
             rounded = round_ball(ball, decimals=decimals, significant=significant)
             if rounded is None:
                 rounded = certified_rounding(
-                    lambda prec, i=i, j=j: self.evaluate(prec)[name][i][j],
+                    lambda prec, i=i, j=j: self.evaluate(prec, upto)[name][i][j],
                     f"{name}[{i},{j}]", decimals=decimals, significant=significant,
                     exact=lambda ball, prec, i=i, j=j: self._round_exact(
                         name, i, j, ball, decimals, significant, prec),
                     start=start)
-            quick[i][j] = rounded
+            quick[a][b] = rounded
         return quick
 
     def working_precision(self, base: int, depth: int | None = None) -> int:

@@ -10,7 +10,7 @@ cross-attention (``Stage.side == "decoder"``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from symformer.blocks.backward import with_gradients
@@ -151,13 +151,15 @@ def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]
 
 
 def trace_token(g: Derivation, token: int | str, decimals: int = 3,
-                side: str = "encoder", backward: bool = False) -> Trace:
+                side: str = "encoder", backward: bool = False,
+                heads: Collection[int] | None = None) -> Trace:
     """Follow one token (a 0-based position or a word) through every stage of ``side``.
 
     Every number is a certified rounding to ``decimals`` places; the worked formulas
     substitute those rounded numbers into each entry's exact local formula.  With
     ``backward`` the steps are the loss and the token's gradients, from the loss back
-    to the embeddings (the example needs a ``[loss]``).
+    to the embeddings (the example needs a ``[loss]``).  ``heads`` (1-based): only
+    those heads' steps (the others are still derived where later steps read them).
     """
     sides = {s.side for s in g}
     if side not in sides:
@@ -175,6 +177,8 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
         steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
         shown.append(stages[0])
     for stage in stages:
+        if heads is not None and stage.head and stage.head not in heads:
+            continue
         builder = BUILDERS[stage.op.trace_step]
         if builder is not None and stage.rows == tokens:
             steps.append(builder(ctx, stage))
