@@ -22,6 +22,7 @@ import pytest
 import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import rationals
 
 from symformer import load_example
 from symformer.codegen.backward import equation_lines as lines
@@ -144,22 +145,9 @@ class Case:
     inputs: list[sympy.Matrix]
 
 
-def _rationals(low: Fraction, high: Fraction) -> st.SearchStrategy[Fraction]:
-    """The rationals in [low, high] with denominators up to 8 -- the values of
-    ``st.fractions(low, high, max_denominator=8)``, drawn from a list (ten times faster:
-    drawing them was most of this file's time).  Half the draws are integers or halves,
-    so that zeros, ties and equal entries stay frequent; the list is sorted from the
-    simplest value, where a failure shrinks to."""
-    values = sorted({Fraction(p, q) for q in range(1, 9)
-                     for p in range(int(low * q) - 1, int(high * q) + 2)
-                     if low <= Fraction(p, q) <= high},
-                    key=lambda v: (v.denominator, abs(v), v < 0))
-    return st.one_of(st.sampled_from([v for v in values if v.denominator <= 2]),
-                     st.sampled_from(values))
-
-
-small = _rationals(Fraction(-4), Fraction(4))
-POSITIVE = _rationals(Fraction(1, 8), Fraction(4))
+#: The values of ``st.fractions(-4, 4, max_denominator=8)`` (and of 1/8 to 4), faster.
+small = rationals(Fraction(-4), Fraction(4))
+POSITIVE = rationals(Fraction(1, 8), Fraction(4))
 
 
 def _matrix(draw, rows: int, cols: int, values=small) -> sympy.Matrix:
