@@ -17,12 +17,11 @@ from symformer.latex.refresh import EXPORTS
 EXPECTED = ["positional_encoding", "layer1-head1-weights", "layer1-head2-weights",
             "layer1-add_norm1-token1", "layer1-add_norm2-token1"]
 
-HAS_PGFPLOTS = not (
+needs_pgfplots = pytest.mark.skipif(
     shutil.which("pdflatex") is None or shutil.which("kpsewhich") is None
     or subprocess.run(["kpsewhich", "pgfplots.sty"], capture_output=True,
-                      text=True).stdout.strip() == "")
-needs_pgfplots = pytest.mark.skipif(
-    not HAS_PGFPLOTS, reason="pdflatex or pgfplots is not installed (Debian: texlive-pictures)")
+                      text=True).stdout.strip() == "",
+    reason="pdflatex or pgfplots is not installed (Debian: texlive-pictures)")
 
 
 def _export(out, *extra: str) -> None:
@@ -31,10 +30,9 @@ def _export(out, *extra: str) -> None:
 
 @pytest.fixture(scope="module")
 def with_figures(tmp_path_factory):
-    """``export --decimals 2 --figures`` of the built-in example, once for the file (with
-    ``--pdf`` where pgfplots is installed: test_export_with_figures_compiles reads it)."""
+    """``export --decimals 2 --figures`` of the built-in example, once for the file."""
     out = tmp_path_factory.mktemp("figures")
-    _export(out, "--figures", *(["--pdf"] if HAS_PGFPLOTS else []))
+    _export(out, "--figures")
     return out
 
 
@@ -88,11 +86,10 @@ def test_figures_need_latex(tmp_path, capsys, fmt):
 
 @needs_pgfplots
 @pytest.mark.parametrize("example", [None, "symformer/examples/encoder_decoder.toml"])
-def test_export_with_figures_compiles(tmp_path, with_figures, example):
-    out = with_figures if example is None else tmp_path  # the built-in: made with --pdf
-    if example is not None:
-        assert main(["export", example, "--out", str(out), "--figures", "--pdf"]) == 0
-    assert (out / "main.pdf").read_bytes().startswith(b"%PDF")
-    main_tex = (out / "main.tex").read_text()
-    names = sorted(p.stem for p in (out / "figures").glob("*.tex"))
+def test_export_with_figures_compiles(tmp_path, example):
+    args = [example] if example else []
+    assert main(["export", *args, "--out", str(tmp_path), "--figures", "--pdf"]) == 0
+    assert (tmp_path / "main.pdf").read_bytes().startswith(b"%PDF")
+    main_tex = (tmp_path / "main.tex").read_text()
+    names = sorted(p.stem for p in (tmp_path / "figures").glob("*.tex"))
     assert names and sorted(re.findall(r"\\input\{figures/([^}]+)\.tex\}", main_tex)) == names
