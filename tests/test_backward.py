@@ -22,7 +22,7 @@ import sympy
 from float_backward import float_backward
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_engine_random import examples
+from test_engine_random import examples, small
 
 from symformer import derive
 from symformer.blocks.backward import backward
@@ -70,7 +70,6 @@ def with_mse_loss(data: dict, draw_target) -> dict:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(examples(), st.booleans(), st.data())
 def test_random_gradients_match_float64(data, causal, draw):
-    small = st.fractions(min_value=-2, max_value=2, max_denominator=8).map(str)
     example = example_from_dict(with_mse_loss(data, lambda: draw.draw(small)), "random")
     assert compare_with_float(example, causal=causal) > 10
 

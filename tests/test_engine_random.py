@@ -8,11 +8,13 @@ import numpy as np
 from float_reference import float_forward
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import rationals
 
 from symformer import derive
 from symformer.example.loader import example_from_dict
 
-small = st.fractions(min_value=-2, max_value=2, max_denominator=8).map(str)
+#: The values of ``st.fractions(-2, 2, max_denominator=8)``, as strings.
+small = rationals(Fraction(-2), Fraction(2)).map(str)
 
 
 def mat(draw, rows: int, cols: int) -> list[list[str]]:

@@ -7,13 +7,16 @@ example (a whole-matrix LayerNorm, a finite -1e9 mask) or a deliberately wrong r
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import sympy
 
 from symformer import derive, load_example, parse_example
 from symformer.blocks.backward import backward
 from symformer.example.loader import builtin_text
 from symformer.ops import Projection, Softmax, calculus
-from symformer.verify.prove import FALSE, PROVED, VACUOUS, causal_gradient, prove_all
+from symformer.verify.prove import FALSE, PROVED, VACUOUS, causal_gradient
 
 
 def by_name(facts):
@@ -35,8 +38,12 @@ def variant(**changes: str) -> str:
     return "\n".join([*(f"{k} = {v}" for k, v in changes.items()), *lines]) + sep + rest
 
 
-def test_builtin_backward_facts_are_proved() -> None:
-    facts = by_name(prove_all(load_example()))
+def test_builtin_backward_facts_are_proved(builtin_prove_json) -> None:
+    """The built-in example's facts, as ``symformer prove --json`` reports them (the
+    session's one run, tests/conftest.py)."""
+    status, out = builtin_prove_json
+    assert status == 0
+    facts = {f["name"]: SimpleNamespace(**f) for f in json.loads(out)["facts"]}
     for name in ["grad.layer1.head1.scores.row_sums_zero",
                  "grad.layer1.head2.scores.row_sums_zero (causal)",
                  "grad.layer1.head1.scores.masked_zero (causal)",

@@ -273,7 +273,8 @@ def _modes(folder: Path) -> set[tuple[str, int]]:
 
 def test_files_of_every_command_get_the_umask_mode(tmp_path, umask, capsys):
     assert main(["export", "--out", str(tmp_path / "tex"), "--stage", "input"]) == 0
-    assert main(["export", "--out", str(tmp_path / "md"), "--format", "markdown"]) == 0
+    assert main(["export", "--out", str(tmp_path / "md"), "--format", "markdown",
+                 "--stage", "input"]) == 0  # one main.md, as with every stage
     for fmt in ("text", "html", "latex", "markdown", "json"):
         assert main(["trace", "--token", "1", "--format", fmt,
                      "--out", str(tmp_path / "trace" / f"t.{fmt}")]) == 0

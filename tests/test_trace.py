@@ -7,6 +7,7 @@ itself by position, and with an independent float64 forward pass
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from fractions import Fraction
@@ -25,6 +26,13 @@ from symformer.worked.to_json import item_dict
 FOLDED = {"mean", "variance"}  # shown inside the LayerNorm step
 
 
+@functools.cache
+def traced(g, position: int, decimals: int):
+    """``trace_token(g, position, decimals=decimals)``, traced once per file (read only:
+    the random draws below repeat their few combinations)."""
+    return trace_token(g, position, decimals=decimals)
+
+
 @pytest.fixture(scope="module")
 def reference(builtin):
     return {False: float_forward(builtin, causal=False), True: float_forward(builtin, causal=True)}
@@ -32,7 +40,7 @@ def reference(builtin):
 
 @pytest.mark.parametrize("position", [0, 1, 2, 3])
 def test_every_stage_once_in_order_with_the_engine_row(block, position):
-    trace = trace_token(block, position, decimals=4)
+    trace = traced(block, position, 4)
     expected = [s.name for s in block if s.kind not in FOLDED]
     assert [s.stage for s in trace.steps] == expected
     for step in trace.steps:
@@ -49,7 +57,7 @@ def test_every_stage_once_in_order_with_the_engine_row(block, position):
 def test_numbers_match_an_independent_float64_pass(block, causal_block, reference, position,
                                                     decimals, causal):
     g = causal_block if causal else block
-    trace = trace_token(g, position, decimals=decimals)
+    trace = traced(g, position, decimals)
     half_ulp = 0.5 * 10.0 ** -decimals + 1e-12
     for step in trace.steps:
         floats = reference[causal][step.stage][position]
@@ -67,7 +75,7 @@ def test_worked_formulas_recompute_their_values(block, causal_block, decimals):
     checked = 0
     for g in (block, causal_block):
         for position in range(4):
-            for step in trace_token(g, position, decimals=decimals).steps:
+            for step in traced(g, position, decimals).steps:
                 extra = [step.mean, step.variance] if isinstance(step, NormStep) else []
                 for entry in [*step.entries, *extra]:
                     for item in entry.worked.items if entry.worked else ():

@@ -8,6 +8,8 @@ confirmed by changing a future target token in the float64 decoder.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from test_decoder import EXAMPLE, TEXT, _with_vocab_columns
 from test_decoder_float import decoder_examples, float_decoder
 
+import symformer.cli.prove
 from symformer import derive, load_example, parse_example
 from symformer.cli import main
 from symformer.example.loader import example_from_dict
@@ -123,8 +126,34 @@ def test_crosscheck_cli_on_the_decoder_example(capsys) -> None:
 
 # -- prove ----------------------------------------------------------------------------
 
-def test_decoder_facts_are_proved(example) -> None:
-    facts = {f.name: f for f in prove_all(example)}
+def _prove(*argv: str) -> tuple[int, str, dict]:
+    """``symformer prove ARGV``: the exit status, stdout and the facts the command's
+    prove_all returned, by name."""
+    facts = []
+
+    def recording(*args, **kwargs):
+        facts.extend(prove_all(*args, **kwargs))
+        return facts
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setenv("SYMFORMER_DEBUG", "1")  # as the autouse fixture (function scope)
+        patch.setattr(symformer.cli.prove, "prove_all", recording)
+        status = main(["prove", *argv])
+    return status, out.getvalue(), {f.name: f for f in facts}
+
+
+@pytest.fixture(scope="module")
+def proved(tmp_path_factory) -> dict[str, tuple[int, str, dict]]:
+    """``symformer prove`` on the packaged example (text) and on its -1e9-mask variant
+    (``--json``), each proved once for the file."""
+    path = tmp_path_factory.mktemp("prove") / "mask.toml"
+    path.write_text(MASK_1E9, encoding="utf-8")
+    return {"packaged": _prove(str(EXAMPLE)), "mask": _prove(str(path), "--json")}
+
+
+def test_decoder_facts_are_proved(proved) -> None:
+    facts = proved["packaged"][2]
     for name in ("decoder.masked_weights_zero", "decoder.no_look_ahead",
                  "probabilities.row_sums", "decoder.layer1.cross.head1.weights.row_sums",
                  "decoder.layer1.cross.head2.weights.row_sums", "masked_weights_zero"):
@@ -133,8 +162,8 @@ def test_decoder_facts_are_proved(example) -> None:
     assert "vocabulary" in facts["probabilities.row_sums"].statement
 
 
-def test_a_finite_mask_makes_the_look_ahead_facts_false() -> None:
-    facts = {f.name: f for f in prove_all(parse_example(MASK_1E9))}
+def test_a_finite_mask_makes_the_look_ahead_facts_false(proved) -> None:
+    facts = proved["mask"][2]
     assert facts["decoder.masked_weights_zero"].status == FALSE
     no_look = facts["decoder.no_look_ahead"]
     assert no_look.status == FALSE
@@ -167,13 +196,13 @@ def test_decoder_facts_on_random_examples(data) -> None:
     assert facts["probabilities.row_sums"].status == PROVED
 
 
-def test_prove_cli_exit_status(tmp_path: Path, capsys) -> None:
-    assert main(["prove", str(EXAMPLE)]) == 0
-    assert "never looks ahead" in capsys.readouterr().out
-    path = tmp_path / "mask.toml"
-    path.write_text(MASK_1E9, encoding="utf-8")
-    assert main(["prove", str(path), "--json"]) == 1
-    data = json.loads(capsys.readouterr().out)
+def test_prove_cli_exit_status(proved) -> None:
+    status, out, _ = proved["packaged"]
+    assert status == 0
+    assert "never looks ahead" in out
+    status, out, _ = proved["mask"]
+    assert status == 1
+    data = json.loads(out)
     assert {f["name"]: f["status"] for f in data["facts"]}["decoder.no_look_ahead"] == FALSE
 
 

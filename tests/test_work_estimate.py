@@ -147,17 +147,29 @@ def test_long_commands_show_progress_on_a_terminal_only(tmp_path, monkeypatch, a
             assert stage in shown
 
 
-def test_many_claims_are_refused_within_the_default_limit(tmp_path, capsys):
-    """10^4 one-entry claims ran past 60 s (about 7 ms a claim): each claim counts, so
-    2,000 (about 14 s) are refused before any is checked."""
-    path = tmp_path / "claims.toml"
+def _one_entry_claims(tmp_path: Path, n: int) -> Path:
+    """``n`` one-entry claims on the built-in example's Q, each wrong (9.99)."""
+    path = tmp_path / f"claims{n}.toml"
     path.write_text("".join(f'[[claim]]\nname = "c{k}"\nstage = "layer1.head1.Q"\n'
                             f'decimals = 2\nentry = [{k % 4}, {k // 4 % 2}]\n'
-                            f'values = [[9.99]]\n\n' for k in range(2000)), encoding="utf-8")
+                            f'values = [[9.99]]\n\n' for k in range(n)), encoding="utf-8")
+    return path
+
+
+def test_many_claims_are_refused_within_the_default_limit(tmp_path, capsys):
+    """10^4 one-entry claims ran past 60 s (about 7 ms a claim): each claim counts, so
+    2,000 (about 14 s) are refused before any is checked.  The refusal names the
+    estimate of 2,000 claims of one number each, and a run given its own estimate as
+    the limit checks every claim (40 of them: checking 2,000 would cost 14 s here)."""
+    path = _one_entry_claims(tmp_path, 2000)
     assert main(["check", str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
-    assert "`symformer check` on this example needs about" in err
-    assert main(["check", str(path), "--max-work", str(estimate(
-        "check", load_example(), claims=2000, numbers=2000))]) == 1  # its own estimate
-    assert "0 of 2000 numbers correct" in capsys.readouterr().out
+    work = estimate("check", load_example(), claims=2000, numbers=2000)
+    assert f"`symformer check` on this example needs about {work:,} operations" in err
+    assert main(["check", str(path), "--max-work", str(work - 1)]) == 2
+    assert f"needs about {work:,} operations" in capsys.readouterr().err
+    few = _one_entry_claims(tmp_path, 40)
+    assert main(["check", str(few), "--max-work", str(estimate(
+        "check", load_example(), claims=40, numbers=40))]) == 1  # its own estimate
+    assert "0 of 40 numbers correct" in capsys.readouterr().out

@@ -172,7 +172,7 @@ def test_operands_are_the_numbers_the_tables_print(block):
     from symformer.latex.numbers import weight
     from symformer.latex.tables import stage_values
 
-    items = worked_items(block, decimals=2, token=1)
+    items = builtin_items(block, 1, 2)
     stages = {s.name for s in block}  # the forward stages (the backward's have no table)
     checked = 0
     for item in items:
@@ -195,7 +195,7 @@ def test_operands_are_the_numbers_the_tables_print(block):
 def test_a_line_that_differs_from_its_table_names_the_exact_value(block):
     """The reader's path: u_2 of "think" is 1.60·1.23 + 0.75·0.65 = 2.4555 ≈ 2.46 from
     the printed q and k, while the exact entry rounds to 2.45."""
-    items = worked_items(block, decimals=2, token=1)
+    items = builtin_items(block, 1, 2)
     (u2,) = [i for i in items if i["stage"] == "layer1.head1.raw_scores" and i["col"] == 2]
     assert u2["expression"] == "1.60*1.23 + 0.75*0.65"
     assert (u2["result"], u2["exact"]) == ("2.46", "2.45")
