@@ -14,6 +14,7 @@ array names, what ``equations.json`` writes).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Mapping
 
 from symformer.codegen import symbols as sym
@@ -129,10 +130,36 @@ def text(node: ast.expr, symbols: Mapping[str, Notation]) -> str:
     return EquationText(speller(symbols)).visit(node)
 
 
-def mathml(latex_source: str) -> str:
-    """The MathML of a LaTeX equation (latex2mathml, as the HTML trace uses)."""
+#: latexify's spacing hints around ``\\left(``: latex2mathml writes each as an ``<mo>``
+#: holding an ``<mrow>``, which is not MathML, and Chromium then shows the whole
+#: bracket as upright text (``(rj−μ)2``).  Without them the spacing is the same.
+_SPACING_HINTS = re.compile(r"\\math(?:open|close)\{\}")
+#: Function names (``\\exp``, ``\\sin``, ``\\max``) as latex2mathml writes them.
+_FUNCTION = re.compile(r"<m[io]>(exp|log|sin|cos|tan|tanh|max|min|erf)</m[io]>"
+                       r"(?=(<mrow><mo[^>]*>(?:&#x00028;|\[))?)")
+#: The slash of ``\\partial L/\\partial y``: a relation-like operator with space each
+#: side by default; TeX sets it as an ordinary symbol.
+_SLASH = "<mo>&#x0002F;</mo>"
+
+
+def _function(match: re.Match) -> str:
+    """``exp`` upright, then an invisible function application, and TeX's thin space
+    before an argument that is not bracketed (``exp s_{i,j}``, not ``exps``)."""
+    space = "" if match[2] else '<mspace width="0.1667em"/>'
+    return f"<mi>{match[1]}</mi><mo>&#x2061;</mo>{space}"
+
+
+def mathml(latex_source: str, display: bool = False) -> str:
+    """The MathML of a LaTeX equation (latex2mathml), as Chromium and Firefox render it:
+    the ``<math>`` element without ``xmlns`` (HTML needs none), ``display="block"`` for
+    a displayed equation.  Every LaTeX-to-MathML conversion of the project goes here."""
     from latex2mathml.converter import convert
-    return convert(latex_source)
+
+    out = convert(_SPACING_HINTS.sub("", latex_source),
+                  display="block" if display else "inline")
+    out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
+    out = _FUNCTION.sub(_function, out)
+    return out.replace(_SLASH, '<mo lspace="0em" rspace="0em">/</mo>')
 
 
 class _Plain(ast._Unparser):  # type: ignore[name-defined]  # ast.unparse's printer
@@ -155,3 +182,10 @@ class _Plain(ast._Unparser):  # type: ignore[name-defined]  # ast.unparse's prin
 def plain(node: ast.expr) -> str:
     """The plain Python-syntax form (``a[i, j]``, ``sum(x[i, m] for m in range(n))``)."""
     return _Plain().visit(node)
+
+
+def mathml_fragment(latex_source: str) -> str:
+    """:func:`mathml` without its ``<math>`` element, to go inside another (a symbol
+    such as ``\\sigma^2`` or ``\\partial L/\\partial h_{0}`` in a worked line)."""
+    out = mathml(latex_source)
+    return out[out.index(">") + 1:out.rindex("</math>")]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from symformer.colors import heat, hex_colour
 from symformer.engine.rounding import display_value
+from symformer.equations.render import mathml
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
 from symformer.trace.formula import mathml_number
@@ -146,11 +147,9 @@ def sentence_html(trace: Trace) -> str:
 
 
 def symbol_mathml(notation: Notation, index: int | None = None) -> str:
-    """A symbol (with its 0-based subscript) as inline MathML: ``q_0``, ``α``."""
-    base = f"<mi>{_e(notation.text)}</mi>"
-    if index is not None:
-        base = f"<msub>{base}<mn>{index}</mn></msub>"
-    return f"<math>{base}</math>"
+    """A symbol (with its 0-based subscript) as inline MathML: ``q_0``, ``α``, ``σ²``,
+    from the notation's LaTeX (the spelling every format shares)."""
+    return mathml(notation.entry(*(() if index is None else (index,)), fmt="latex"))
 
 
 def legend_html(trace: Trace) -> str:

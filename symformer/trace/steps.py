@@ -35,15 +35,11 @@ class General:
         return f"{self.lhs} = {self.rhs}"
 
     def mathml(self) -> str:
-        """The formula as a display ``<math>`` element (from its LaTeX).
+        """The formula as a display ``<math>`` element (from its LaTeX, through
+        :func:`symformer.equations.render.mathml`)."""
+        from symformer.equations.render import mathml
 
-        The converter's ``xmlns`` attribute is dropped: HTML needs none, and the
-        page names no outside address.
-        """
-        from latex2mathml.converter import convert
-
-        return convert(self.latex, display="block").replace(
-            ' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
+        return mathml(self.latex, display=True)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
+from symformer.equations.render import mathml_fragment
 from symformer.worked.model import (
     ADD,
     APPROX,
@@ -60,6 +61,11 @@ def _name(text: str) -> str:
 
 
 def _symbol(node: Sym) -> str:
+    """A symbol from its LaTeX, the notation every format shares (``\\sigma^2`` as σ
+    with a superscript 2, ``\\partial L/\\partial h_{0}`` in italics); the text form
+    only for a symbol without LaTeX."""
+    if node.latex:
+        return mathml_fragment(node.latex)
     base = _name(node.base or node.text)
     if not node.index:
         return base
