@@ -159,7 +159,19 @@ def mathml(latex_source: str, display: bool = False) -> str:
                   display="block" if display else "inline")
     out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
     out = _FUNCTION.sub(_function, out)
-    return out.replace(_SLASH, '<mo lspace="0em" rspace="0em">/</mo>')
+    out = out.replace(_SLASH, '<mo lspace="0em" rspace="0em">/</mo>')
+    return _ENTITY.sub(_character, out)
+
+
+#: latex2mathml writes every character as a numeric reference (``&#x003B1;``).
+_ENTITY = re.compile(r"&#x([0-9A-Fa-f]+);")
+
+
+def _character(match: re.Match) -> str:
+    """The character itself (the page is UTF-8: σ, ∑, = read as such in the source),
+    except the few that markup needs escaped."""
+    char = chr(int(match[1], 16))
+    return match[0] if char in "<>&\"'" or not char.isprintable() else char
 
 
 class _Plain(ast._Unparser):  # type: ignore[name-defined]  # ast.unparse's printer

@@ -19,7 +19,7 @@ from symformer.equations.render import mathml
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
 from symformer.trace.formula import mathml_number
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_mathml
 
 if TYPE_CHECKING:
@@ -186,8 +186,8 @@ def step_card(step: Step, n: int, total: int) -> str:
     note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
     return (f'<section class="step" id="step-{n}" data-index="{n}" '
             f'data-stage="{_e(step.stage)}" data-part="{_e(_part(step.part))}">'
-            f'<h2>{_e(step.title)}</h2><div class="where">Step {n} of {total} · '
-            f'{_e(" › ".join(step.part))} · stage <code>{_e(step.stage)}</code></div>'
+            f'<h2>{_e(step.title)}</h2><div class="where" title="stage {_e(step.stage)}">'
+            f'Step {n} of {total} · {_e(" › ".join(step.part))}</div>'
             f"{general}{body(step)}{note}</section>")
 
 
@@ -247,15 +247,6 @@ def _(step: AttentionStep) -> str:
             cells.append(_cell(e))
     heatmap = _heatmap(step) if step.matrix else ""
     return _row_table(step.entries, cells, keys=True) + heatmap + _worked(step.entries)
-
-
-@body.register
-def _(step: NormStep) -> str:
-    stats = "".join(
-        f'<div class="stat" data-stat="{name}">{as_mathml(e.worked) if e.worked else ""}'
-        f'<span hidden class="stat-value">{_e(e.value)}</span></div>'
-        for name, e in (("mean", step.mean), ("variance", step.variance)))
-    return stats + body.dispatch(Step)(step)
 
 
 @body.register

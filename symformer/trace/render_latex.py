@@ -16,7 +16,7 @@ from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import heat_of
 from symformer.trace.formula import latex_number
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 from symformer.worked.render_latex import chain, latex
 
@@ -103,13 +103,6 @@ def _(step: AttentionStep, trace: Trace) -> list:
                   tuple(f"{e.symbol('latex')}\\,{word_label(e.label.split(' ', 1)[1])}"
                         for e in step.entries), (cells,), 0)
     return _equations(step) + [table] + _worked(step.entries) + _note(step)
-
-
-@step_blocks.register(NormStep)
-def _(step: NormStep, trace: Trace) -> list:
-    vector = MatrixBlock(_symbol(step), (tuple(latex_number(v) for v in step.values),))
-    return (_equations(step) + _worked([step.mean, step.variance]) + [vector]
-            + _worked(step.entries) + _note(step))
 
 
 @step_blocks.register(ActivationStep)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
 from symformer.notation import INDEX_RULE
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def render_markdown(trace: Trace) -> str:
         if step.part != current:
             current = step.part
             out += ["", f"## {markdown_text(' / '.join(step.part))}"]
-        out += ["", f"### {n}. {markdown_text(step.title)} (`{step.stage}`)", ""]
+        out += ["", f"### {n}. {markdown_text(step.title)}", ""]
         out += [f"$${g.latex}$$" for g in step.general]
         out += [""] + body(step)
         if step.note:
@@ -64,11 +64,6 @@ def _(step: AttentionStep) -> list[str]:
             + [f"| ${e.symbol('latex')}$ | {markdown_text(e.label)} | {e.value} |"
                for e in step.entries]
             + _worked(step.entries))
-
-
-@body.register
-def _(step: NormStep) -> list[str]:
-    return _worked([step.mean, step.variance])[1:] + [""] + body.dispatch(Step)(step)
 
 
 @body.register

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
 from symformer.notation import legend_text
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_text
 
 if TYPE_CHECKING:
@@ -94,12 +94,6 @@ def _(step: AttentionStep) -> list[str]:
         lines.append(f"  {e.symbol().ljust(sym)}  key {e.label.ljust(width)}  "
                      f"{e.value.rjust(8)}{bar}")
     return lines + _worked(step.entries)
-
-
-@body.register
-def _(step: NormStep) -> list[str]:
-    lines = _worked([step.mean, step.variance])
-    return lines + _table(step.symbols(), step.values) + _worked(step.entries)
 
 
 @body.register

@@ -115,7 +115,9 @@ class AttentionStep(Step):
 
 @dataclass(frozen=True)
 class NormStep(Step):
-    """LayerNorm of the token's vector, with the row's mean and variance."""
+    """LayerNorm of the token's vector.  The row's mean and variance are steps of their
+    own before it (and before s = √(σ² + ε)); ``mean`` and ``variance`` repeat their
+    entries for readers of the JSON trace."""
 
     mean: Entry = field(default=None)
     variance: Entry = field(default=None)
