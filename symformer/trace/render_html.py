@@ -20,7 +20,8 @@ from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
 from symformer.trace.formula import mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
-from symformer.worked import as_mathml
+from symformer.worked.model import Step as WorkedStep
+from symformer.worked.render_mathml import step_pieces
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace
@@ -47,7 +48,9 @@ section.step{background:#fff;border:1px solid #d5d9de;border-radius:8px;padding:
 section.step h2{font-size:1.1em;margin:0 0 2px}
 .where{color:#5a6470;font-size:.85em;margin-bottom:8px}
 .general{margin:8px 0;font-size:1.15em}
-table.row{border-collapse:collapse;margin:10px 0}
+table.row{border-collapse:collapse;margin:10px 10px 0 0;display:inline-table;
+ vertical-align:top}
+div.rows{margin-bottom:10px}
 table.row th,table.row td{border:1px solid #d5d9de;padding:4px 10px;text-align:right;
  font-variant-numeric:tabular-nums}
 table.row th{background:#f0f2f5;font-weight:normal;color:#3b4450}
@@ -55,7 +58,10 @@ td.clipped{background:#e4e4e4;color:#666}
 td.masked{color:#999}
 .stat{margin:6px 0}
 ul.worked{list-style:none;padding-left:0;margin:8px 0}
-ul.worked li{margin:8px 0;overflow-x:auto;overflow-y:hidden;padding:2px 0}
+ul.worked li{margin:8px 0;padding:2px 0 2px 2em;text-indent:-2em;line-height:2.2;
+ overflow-x:auto;overflow-y:hidden}
+ul.worked math{text-indent:0}
+.general,.scroll{max-width:100%;overflow-x:auto;overflow-y:hidden}
 .heatmap{margin:10px 0}.heatmap caption{text-align:left;color:#5a6470;font-size:.85em}
 .heatmap td{width:3.2em;height:1.6em;text-align:center;font-size:.8em;border:1px solid #fff}
 .heatmap th{font-weight:normal;font-size:.8em;padding:0 6px;color:#3b4450}
@@ -191,11 +197,20 @@ def step_card(step: Step, n: int, total: int) -> str:
             f"{general}{body(step)}{note}</section>")
 
 
+#: Entries per table of a row: a wide row (a 16-unit hidden layer, a vocabulary's
+#: logits) continues in a second table beneath, as printed tables do, not off the page.
+ROW_CHUNK = 8
+
+
 def _row_table(entries: tuple[Entry, ...], cells: list[str], keys: bool = False) -> str:
     """The token's row; ``keys`` adds each key's position and token under its symbol."""
-    head = "".join(f"<th>{_symbol(e)}" + (f"<br><small>key {_e(e.label)}</small>" if keys
-                                          else "") + "</th>" for e in entries)
-    return f'<table class="row"><tr>{head}</tr><tr>{"".join(cells)}</tr></table>'
+    head = [f"<th>{_symbol(e)}" + (f"<br><small>key {_e(e.label)}</small>" if keys
+                                   else "") + "</th>" for e in entries]
+    tables = "".join(
+        f'<table class="row"><tr>{"".join(head[k:k + ROW_CHUNK])}</tr>'
+        f'<tr>{"".join(cells[k:k + ROW_CHUNK])}</tr></table>'
+        for k in range(0, len(entries), ROW_CHUNK))
+    return f'<div class="rows scroll">{tables}</div>'
 
 
 def _cell(e: Entry, cls: str = "", style: str = "") -> str:
@@ -204,8 +219,15 @@ def _cell(e: Entry, cls: str = "", style: str = "") -> str:
     return f'<td class="{classes}" data-label="{_e(e.label)}"{extra}>{_e(e.value)}</td>'
 
 
+def worked_line(step: WorkedStep) -> str:
+    """A worked line as a run of ``<math>`` pieces (a relation or a ``+`` starts one)
+    that wraps at the page's width like text, continuation lines indented."""
+    return " ".join(f'<math displaystyle="true"><mrow>{piece}</mrow></math>'
+                    for piece in step_pieces(step))
+
+
 def _worked(entries: list[Entry] | tuple[Entry, ...]) -> str:
-    items = "".join(f"<li>{as_mathml(e.worked)}</li>" for e in entries if e.worked)
+    items = "".join(f"<li>{worked_line(e.worked)}</li>" for e in entries if e.worked)
     return f'<ul class="worked">{items}</ul>' if items else ""
 
 
@@ -223,9 +245,9 @@ def _heatmap(step: AttentionStep) -> str:
         traced = ' class="traced"' if i == step.query else ""
         cells = "".join(f'<td style="{_heat_style(v)}">{_e(v)}</td>' for v in row)
         rows.append(f"<tr{traced}><th>{_e(label)}</th>{cells}</tr>")
-    return (f'<table class="heatmap"><caption>All queries (rows) against all keys '
-            f'(columns); the traced token\'s row is outlined.</caption>'
-            f"<tr><th></th>{keys}</tr>{''.join(rows)}</table>")
+    return (f'<div class="scroll"><table class="heatmap"><caption>All queries (rows) '
+            f'against all keys (columns); the traced token\'s row is outlined.</caption>'
+            f"<tr><th></th>{keys}</tr>{''.join(rows)}</table></div>")
 
 
 @singledispatch
