@@ -23,7 +23,6 @@ from symformer.trace import ActivationStep, AttentionStep, NormStep, resolve_tok
 from symformer.worked.to_json import item_dict
 
 
-
 def shown(g) -> list[str]:
     """The stages a trace steps through, in the order the math needs them: every stage
     but the checks of a LayerNorm output's mean and variance (a LayerNorm's own mean

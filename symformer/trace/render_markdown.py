@@ -6,6 +6,7 @@ from functools import singledispatch
 from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
+from symformer.latex.markdown import cell_math
 from symformer.notation import INDEX_RULE
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
@@ -42,7 +43,7 @@ def legend(trace: Trace) -> str:
 
 
 def _table(symbols: list[str], values: list[str]) -> list[str]:
-    return ["| " + " | ".join(f"${sym}$" for sym in symbols) + " |",
+    return ["| " + " | ".join(f"${cell_math(sym)}$" for sym in symbols) + " |",
             "|" + "---:|" * len(symbols),
             "| " + " | ".join(values) + " |"]
 
@@ -61,7 +62,7 @@ def body(step: Step) -> list[str]:
 @body.register
 def _(step: AttentionStep) -> list[str]:
     return (["| | key | value |", "|---|---|---:|"]
-            + [f"| ${e.symbol('latex')}$ | {markdown_text(e.label)} | {e.value} |"
+            + [f"| ${cell_math(e.symbol('latex'))}$ | {markdown_text(e.label)} | {e.value} |"
                for e in step.entries]
             + _worked(step.entries))
 
