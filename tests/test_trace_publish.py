@@ -154,3 +154,11 @@ def test_backward_html_worked_lines_are_pieces(traces):
     assert '<math displaystyle="true"><mrow><mo form="infix" lspace="0em">+</mo>' in line
     assert '<math displaystyle="true"><mrow><mo>\u2248</mo><mrow><mo>\u2212</mo><mn>0.068' \
         in line
+
+
+def test_heat_needs_markdown(tmp_path, capsys):
+    from symformer.cli import main
+
+    assert main(["export", "--heat", "--out", str(tmp_path / "out")]) == 2
+    assert "--heat needs --format markdown" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
