@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 from symformer.codegen import symbols as sym
 from symformer.codegen.latex import LatexCodegen
@@ -149,6 +150,7 @@ def _function(match: re.Match) -> str:
     return f"<mi>{match[1]}</mi><mo>&#x2061;</mo>{space}"
 
 
+@lru_cache(maxsize=4096)  # a trace converts the same symbols (x_{0}, σ²) many times
 def mathml(latex_source: str, display: bool = False) -> str:
     """The MathML of a LaTeX equation (latex2mathml), as Chromium and Firefox render it:
     the ``<math>`` element without ``xmlns`` (HTML needs none), ``display="block"`` for
