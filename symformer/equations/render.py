@@ -162,7 +162,35 @@ def mathml(latex_source: str, display: bool = False) -> str:
     out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
     out = _FUNCTION.sub(_function, out)
     out = out.replace(_SLASH, '<mo lspace="0em" rspace="0em">/</mo>')
-    return _ENTITY.sub(_character, out)
+    return _ENTITY.sub(_character, _overlines(out))
+
+
+_OVERLINE_OPEN = "<mover><mrow>"
+_OVERLINE_CLOSE = '<mo accent="true">&#x02015;</mo></mover>'
+
+
+def _overlines(out: str) -> str:
+    """``\\overline{x^2}`` as a rule above its whole base (a CSS border on the base's
+    ``<mrow>``): latex2mathml's bar character stretches only with a math font, and
+    without one Chromium drew it over the x alone, which reads as the square of a mean."""
+    start = out.find(_OVERLINE_OPEN)
+    while start >= 0:
+        depth, k = 1, start + len(_OVERLINE_OPEN)
+        while depth:
+            k = out.index("mrow", k)
+            tag_end = out.index(">", k)
+            if out[k - 2:k] == "</":
+                depth -= 1
+            elif not out[k:tag_end].endswith("/"):  # <mrow /> opens nothing
+                depth += 1
+            k += 4
+        end = k + 1  # after the base's </mrow>
+        if out.startswith(_OVERLINE_CLOSE, end):
+            base = out[start + len(_OVERLINE_OPEN):end - len("</mrow>")]
+            out = (out[:start] + '<mrow style="border-top:0.06em solid;padding-top:0.12em">'
+                   + base + "</mrow>" + out[end + len(_OVERLINE_CLOSE):])
+        start = out.find(_OVERLINE_OPEN, start + 1)
+    return out
 
 
 #: latex2mathml writes every character as a numeric reference (``&#x003B1;``).
