@@ -123,16 +123,15 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
 
 def _activation(ctx: _Context, stage: Stage) -> Step:
     clipped: tuple[bool, ...] = ()
-    note = ""
+    note, symbol = "", None
     if isinstance(stage.op, ReLU):
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
-        count = sum(clipped)
-        h = ctx.g[hidden].op.symbol.text
-        note = (f"{count} of {len(clipped)} entries clipped to 0 (certified sign of "
-                f"{h}_j <= 0)")
+        symbol = ctx.g[hidden].op.symbol
+        note = (f"{sum(clipped)} of {len(clipped)} entries clipped to 0 (certified sign of "
+                f"{symbol.entry('j', fmt='text')} ≤ 0)")
     return ActivationStep(**_common(ctx, stage), entries=_entries(ctx, stage), note=note,
-                          clipped=clipped)
+                          clipped=clipped, hidden=symbol)
 
 
 #: The builder of each shape of step an operation asks for (``Operation.trace_step``);

@@ -271,12 +271,17 @@ def _(step: AttentionStep) -> str:
     return _row_table(step.entries, cells, keys=True) + heatmap + _worked(step.entries)
 
 
+def _hidden(step: ActivationStep) -> str:
+    """The clipped input's entry, ``h_j``, in the hidden layer's notation."""
+    return mathml(step.hidden.entry("j", fmt="latex"))
+
+
 @body.register
 def _(step: ActivationStep) -> str:
     clipped = step.clipped or (False,) * len(step.entries)
     cells = [_cell(e, "clipped" if c else "") for e, c in zip(step.entries, clipped)]
-    legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 '
-              "(the certified sign of h<sub>j</sub> is ≤ 0).</p>") if any(clipped) else ""
+    legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 (the '
+              f"certified sign of {_hidden(step)} is ≤ 0).</p>") if any(clipped) else ""
     return _row_table(step.entries, cells) + legend + _worked(step.entries)
 
 

@@ -109,8 +109,8 @@ def _(step: AttentionStep, trace: Trace) -> list:
 def _(step: ActivationStep, trace: Trace) -> list:
     row = tuple(f"\\boxed{{{latex_number(v)}}}" if clip else latex_number(v)
                 for v, clip in zip(step.values, step.clipped or [False] * len(step.values)))
-    note = [Prose(("Boxed entries were clipped by ReLU (certified ", Math("h_j \\le 0"),
-                   ").",))] if any(step.clipped) else []
+    note = [Prose(("Boxed entries were clipped by ReLU (certified ",
+                   Math(f"{step.hidden.entry('j')} \\le 0"), ").",))] if any(step.clipped) else []
     return _equations(step) + [MatrixBlock(_symbol(step), (row,))] + note + _worked(step.entries)
 
 

@@ -103,5 +103,5 @@ def _(step: ActivationStep) -> list[str]:
     values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
     lines = _table([symbol + " " for symbol in step.symbols()], values)
     if any(step.clipped):
-        lines.append("  (* clipped: h_j <= 0, so ReLU gives 0)")
+        lines.append(f"  (* clipped: {step.hidden.entry('j', fmt='text')} ≤ 0, so ReLU gives 0)")
     return lines + _worked(step.entries)

@@ -125,6 +125,8 @@ class NormStep(Step):
 
 @dataclass(frozen=True)
 class ActivationStep(Step):
-    """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero."""
+    """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero, whose input
+    ``hidden`` (the notation of the hidden layer, ``h``) is certified ≤ 0."""
 
     clipped: tuple[bool, ...] = ()
+    hidden: Notation | None = None
