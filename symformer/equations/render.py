@@ -162,11 +162,29 @@ def mathml(latex_source: str, display: bool = False) -> str:
     out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
     out = _FUNCTION.sub(_function, out)
     out = out.replace(_SLASH, '<mo lspace="0em" rspace="0em">/</mo>')
-    return _ENTITY.sub(_character, _overlines(out))
+    return _ENTITY.sub(_character, _fences(_overlines(out)))
 
 
 _OVERLINE_OPEN = "<mover><mrow>"
 _OVERLINE_CLOSE = '<mo accent="true">&#x02015;</mo></mover>'
+_FENCE_OPEN = '<mrow><mo stretchy="true" fence="true" form="prefix">'
+_FENCE_CLOSE = '<mo stretchy="true" fence="true" form="postfix">'
+#: Elements taller than a line: brackets around one of them stretch.
+TALL = ("<mfrac", "<msqrt", "<mroot", "<munder", "<mover", "<mtable", "<msubsup><mo")
+
+
+def _mrow_end(out: str, start: int) -> int:
+    """The index just after the ``</mrow>`` closing the ``<mrow`` at ``start``."""
+    depth, k = 0, start
+    while True:
+        k = out.index("mrow", k)
+        if out[k - 2:k] == "</":
+            depth -= 1
+        elif not out[k:out.index(">", k)].endswith("/"):  # <mrow /> opens nothing
+            depth += 1
+        k += 4
+        if depth == 0:
+            return k + 1
 
 
 def _overlines(out: str) -> str:
@@ -175,21 +193,27 @@ def _overlines(out: str) -> str:
     without one Chromium drew it over the x alone, which reads as the square of a mean."""
     start = out.find(_OVERLINE_OPEN)
     while start >= 0:
-        depth, k = 1, start + len(_OVERLINE_OPEN)
-        while depth:
-            k = out.index("mrow", k)
-            tag_end = out.index(">", k)
-            if out[k - 2:k] == "</":
-                depth -= 1
-            elif not out[k:tag_end].endswith("/"):  # <mrow /> opens nothing
-                depth += 1
-            k += 4
-        end = k + 1  # after the base's </mrow>
+        end = _mrow_end(out, start + len("<mover>"))
         if out.startswith(_OVERLINE_CLOSE, end):
             base = out[start + len(_OVERLINE_OPEN):end - len("</mrow>")]
             out = (out[:start] + '<mrow style="border-top:0.06em solid;padding-top:0.12em">'
                    + base + "</mrow>" + out[end + len(_OVERLINE_CLOSE):])
         start = out.find(_OVERLINE_OPEN, start + 1)
+    return out
+
+
+def _fences(out: str) -> str:
+    """``\\left( r - \\mu \\right)`` around nothing taller than a line: brackets that
+    do not stretch (Chromium sets stretchy ones, without a math font, apart from their
+    contents: ``( r − μ )``)."""
+    start = out.find(_FENCE_OPEN)
+    while start >= 0:
+        end = _mrow_end(out, start)
+        group = out[start:end]
+        if not any(tag in group for tag in TALL) and _FENCE_CLOSE in group:
+            group = group.replace('stretchy="true" fence="true"', 'stretchy="false"')
+            out = out[:start] + group + out[end:]
+        start = out.find(_FENCE_OPEN, start + 1)
     return out
 
 

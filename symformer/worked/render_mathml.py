@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from symformer.equations.render import mathml_fragment
+from symformer.equations.render import TALL, mathml_fragment
 from symformer.worked.model import (
     ADD,
     APPROX,
@@ -47,7 +47,11 @@ def _mn(text: str) -> str:
 
 
 def _parens(body: str) -> str:
-    return f"<mrow>{_mo('(')}{body}{_mo(')')}</mrow>"
+    """``(body)``; the brackets stretch only around something taller than a line (a
+    fraction, a root): Chromium sets stretchy ones apart from a line of numbers."""
+    if any(tag in body for tag in TALL):
+        return f"<mrow>{_mo('(')}{body}{_mo(')')}</mrow>"
+    return f'<mrow><mo stretchy="false">(</mo>{body}<mo stretchy="false">)</mo></mrow>'
 
 
 def _name(text: str) -> str:
