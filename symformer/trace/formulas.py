@@ -15,7 +15,6 @@ import re
 from symformer.codegen.backward import equation_lines
 from symformer.engine.graph import Derivation, Stage
 from symformer.equations.stage import Line
-from symformer.latex.equations import remark_latex
 from symformer.trace.steps import General
 
 
@@ -33,8 +32,7 @@ def letter(stage: Stage) -> str:
 
 
 def _general(line: Line) -> General:
-    rhs = f"{line.rhs} {remark_latex(line.remark)}" if line.remark else line.rhs
-    return General(line.text, line.lhs, rhs)
+    return General(line.text, line.lhs, line.rhs, line.remark)
 
 
 def general(g: Derivation, stage: Stage) -> tuple[General, ...]:

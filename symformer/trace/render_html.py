@@ -47,7 +47,8 @@ section.step{background:#fff;border:1px solid #d5d9de;border-radius:8px;padding:
  margin-bottom:14px}
 section.step h2{font-size:1.1em;margin:0 0 2px}
 .where{color:#5a6470;font-size:.85em;margin-bottom:8px}
-.general{margin:8px 0;font-size:1.15em}
+.general{margin:8px 0;font-size:1.15em;text-align:center}
+.general .remark{font-family:serif;color:#3b4450;margin-left:1em}
 table.row{border-collapse:collapse;margin:10px 10px 0 0;display:inline-table;
  vertical-align:top}
 div.rows{margin-bottom:10px}
@@ -187,8 +188,9 @@ def _part(part: tuple[str, ...]) -> str:
 
 def step_card(step: Step, n: int, total: int) -> str:
     """One step: where it is, its general formula, the numbers, the worked lines."""
-    general = "".join(f'<div class="general">{g.mathml()}</div>'
-                      for g in step.general)
+    general = "".join(f'<div class="general">{g.mathml()}' + (
+        f' <span class="remark">({_e(g.remark)})</span>' if g.remark else "") + "</div>"
+        for g in step.general)
     note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
     return (f'<section class="step" id="step-{n}" data-index="{n}" '
             f'data-stage="{_e(step.stage)}" data-part="{_e(_part(step.part))}">'

@@ -59,7 +59,7 @@ def trace_blocks(trace: Trace) -> list:
 
 
 def _equations(step: Step) -> list:
-    lines = tuple((g.lhs, g.rhs) for g in step.general)
+    lines = tuple((g.lhs, g.full_rhs) for g in step.general)
     return [Equation(lines)] if lines else []
 
 

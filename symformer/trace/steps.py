@@ -20,26 +20,37 @@ from symformer.worked.model import Step as WorkedStep
 class General:
     """The formula of a whole step, over named vectors (``q = x W_Q``).
 
-    Generated from the NumPy function the step's operation runs
-    (:mod:`symformer.trace.formulas`): ``text`` for terminals, ``lhs``/``rhs`` in
-    LaTeX (printed by latexify), :meth:`mathml` converted from that LaTeX.
+    The step's operation's declared index equation (:mod:`symformer.trace.formulas`):
+    ``text`` for terminals (with its remark), ``lhs``/``rhs`` in LaTeX, ``remark`` the
+    operation's few plain words after it (``pairs c below d/2``), :meth:`mathml`
+    converted from the LaTeX.
     """
 
     text: str
     lhs: str
     rhs: str
+    remark: str = ""
+
+    @property
+    def full_rhs(self) -> str:
+        """The right-hand side in LaTeX with the remark as text after it."""
+        from symformer.latex.equations import remark_latex
+
+        return f"{self.rhs} {remark_latex(self.remark)}" if self.remark else self.rhs
 
     @property
     def latex(self) -> str:
-        """``lhs = rhs`` in LaTeX."""
-        return f"{self.lhs} = {self.rhs}"
+        """``lhs = rhs (remark)`` in LaTeX."""
+        return f"{self.lhs} = {self.full_rhs}"
 
     def mathml(self) -> str:
-        """The formula as a display ``<math>`` element (from its LaTeX, through
-        :func:`symformer.equations.render.mathml`)."""
+        """``lhs = rhs`` as an inline ``<math>`` element in display style (from its LaTeX,
+        through :func:`symformer.equations.render.mathml`); the remark is the page's
+        text beside it, so a narrow page wraps it under the equation."""
         from symformer.equations.render import mathml
 
-        return mathml(self.latex, display=True)
+        return mathml(f"{self.lhs} = {self.rhs}").replace(
+            '<math display="inline">', '<math displaystyle="true">', 1)
 
 
 @dataclass(frozen=True)
