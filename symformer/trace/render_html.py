@@ -41,6 +41,8 @@ nav.block li{padding:5px 8px;margin:3px 0;border:1px solid #c8ced6;border-radius
  background:#fff;font-size:.9em}
 nav.block li.current{background:#f0b429;border-color:#b7860b;font-weight:bold}
 main{flex:1;min-width:0}
+@media (max-width:800px){.layout{flex-direction:column}nav.block{flex:none}
+ nav.block ol{display:flex;flex-wrap:wrap;gap:4px}nav.block li{margin:0}}
 .controls{display:flex;align-items:center;gap:12px;margin-bottom:10px}
 .controls button{font-size:1em;padding:6px 16px}
 section.step{background:#fff;border:1px solid #d5d9de;border-radius:8px;padding:12px 18px;
