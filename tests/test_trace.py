@@ -166,7 +166,7 @@ def test_markdown_has_every_step(block, capsys):
     out = capsys.readouterr().out
     assert out.count("\n### ") == len(shown(block))
     assert "layer1." not in out  # no stage name in the published text
-    assert "$$\\alpha_{i,j} = " in out and "| 0.243 |" in out
+    assert "$$\\alpha_{i,j} = " in out and "| $0.243$ |" in out and "| $-0.305$ |" in out
 
 
 def test_latex_document_compiles(tmp_path, causal_block):

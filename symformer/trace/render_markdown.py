@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from symformer.latex.escape import markdown_text
 from symformer.latex.markdown import cell_math
 from symformer.notation import INDEX_RULE
+from symformer.trace.formula import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 
@@ -48,6 +49,12 @@ def _table(symbols: list[str], values: list[str]) -> list[str]:
             "| " + " | ".join(values) + " |"]
 
 
+def _number(value: str, bold: bool = False) -> str:
+    """A certified decimal as math (a true minus sign; ``-inf`` as −∞)."""
+    latex = latex_number(value)
+    return f"$\\mathbf{{{latex}}}$" if bold else f"${latex}$"
+
+
 def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
     lines = [f"- ${as_latex(e.worked)}$" for e in entries if e.worked is not None]
     return [""] + lines if lines else []
@@ -56,20 +63,22 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
 @singledispatch
 def body(step: Step) -> list[str]:
     """The token's row as a one-row table, then each entry's worked formula."""
-    return _table(step.symbols("latex"), step.values) + _worked(step.entries)
+    return (_table(step.symbols("latex"), [_number(v) for v in step.values])
+            + _worked(step.entries))
 
 
 @body.register
 def _(step: AttentionStep) -> list[str]:
     return (["| | key | value |", "|---|---|---:|"]
-            + [f"| ${cell_math(e.symbol('latex'))}$ | {markdown_text(e.label)} | {e.value} |"
+            + [f"| ${cell_math(e.symbol('latex'))}$ | {markdown_text(e.label)} "
+               f"| {_number(e.value)} |"
                for e in step.entries]
             + _worked(step.entries))
 
 
 @body.register
 def _(step: ActivationStep) -> list[str]:
-    values = [f"**{v}** (clipped)" if clip else v
+    values = [f"{_number(v, bold=True)} (clipped)" if clip else _number(v)
               for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
     return _table(step.symbols("latex"), values) + _worked(step.entries)
 
