@@ -138,9 +138,11 @@ _SPACING_HINTS = re.compile(r"\\math(?:open|close)\{\}")
 #: Function names (``\\exp``, ``\\sin``, ``\\max``) as latex2mathml writes them.
 _FUNCTION = re.compile(r"<m[io]>(exp|log|sin|cos|tan|tanh|max|min|erf)</m[io]>"
                        r"(?=(<mrow><mo[^>]*>(?:&#x00028;|\[))?)")
-#: The slash of ``\\partial L/\\partial y``: a relation-like operator with space each
-#: side by default; TeX sets it as an ordinary symbol.
+#: The slash of ``\\partial L/\\partial y``: an operator with space each side by default;
+#: TeX sets it as an ordinary symbol.
 _SLASH = "<mo>&#x0002F;</mo>"
+#: ∂, an ordinary symbol in TeX, which latex2mathml writes as a spaced operator.
+_PARTIAL = "<mo>&#x02202;</mo>"
 
 
 def _function(match: re.Match) -> str:
@@ -162,6 +164,7 @@ def mathml(latex_source: str, display: bool = False) -> str:
     out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
     out = _FUNCTION.sub(_function, out)
     out = out.replace(_SLASH, '<mo lspace="0em" rspace="0em">/</mo>')
+    out = out.replace(_PARTIAL, '<mo lspace="0em" rspace="0em">&#x02202;</mo>')
     return _ENTITY.sub(_character, _fences(_overlines(out)))
 
 
