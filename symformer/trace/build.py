@@ -128,8 +128,8 @@ def _activation(ctx: _Context, stage: Stage) -> Step:
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
         symbol = ctx.g[hidden].op.symbol
-        note = (f"{sum(clipped)} of {len(clipped)} entries clipped to 0 (certified sign of "
-                f"{symbol.entry('j', fmt='text')} ≤ 0)")
+        note = f"{sum(clipped)} of {len(clipped)} entries clipped to 0"  # each format says
+        # why beside its table, in its own math (the certified sign of h_j ≤ 0)
     return ActivationStep(**_common(ctx, stage), entries=_entries(ctx, stage), note=note,
                           clipped=clipped, hidden=symbol)
 
