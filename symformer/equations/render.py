@@ -7,8 +7,10 @@ prints as the symbol of the stage or parameter it is bound to (a
 (``h_{i,j}``, ``(W_Q)_{m,j}``, ``\\sigma^2_{i}``, ``\\partial L/\\partial \\alpha_{i,j}``),
 an indicator ``(1 if c else 0)`` as ``\\mathbf{1}[c]``.  The text form is the same
 tree through :class:`~symformer.codegen.text.TextCodegen`; MathML is latex2mathml's
-conversion of the LaTeX; the plain form is the tree unparsed (valid Python over the
-array names, what ``equations.json`` writes).
+conversion of the LaTeX (:func:`mathml`, the project's one such conversion, mended where
+Chromium would draw it wrongly: spacing hints, function names, overlines, brackets);
+the plain form is the tree unparsed (valid Python over the array names, what
+``equations.json`` writes).
 """
 
 from __future__ import annotations
