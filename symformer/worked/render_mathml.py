@@ -7,6 +7,7 @@ render as one number: ``2`` and ``0.000`` would read ``20.000``); subtraction is
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from symformer.equations.render import TALL, mathml_fragment
@@ -182,12 +183,20 @@ def pieces(node: Node) -> list[str]:
     return [mathml(node)]
 
 
+#: A bracketed expression of at most this many visible characters stays whole (its
+#: brackets then stretch around a tall term, ``(1 + tanh(√(2/π)·…))``); a longer one
+#: may wrap.
+SHORT = 45
+_TAG = re.compile(r"<[^>]*>")
+
+
 def _bracketed(node: Node) -> list[str]:
     """``(node)`` cut as :func:`pieces` cuts it; brackets split over two pieces do not
     stretch (each piece would stretch its half to a different height)."""
     cut = pieces(node)
-    if len(cut) == 1:
-        return [_parens(cut[0])]
+    whole = mathml(node)
+    if len(cut) == 1 or len(_TAG.sub("", whole)) <= SHORT:
+        return [_parens(whole)]
     cut[0] = '<mo stretchy="false">(</mo>' + cut[0]
     cut[-1] += '<mo stretchy="false">)</mo>'
     return cut
