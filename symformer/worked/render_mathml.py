@@ -183,9 +183,9 @@ def pieces(node: Node) -> list[str]:
     return [mathml(node)]
 
 
-#: A bracketed expression of at most this many visible characters stays whole (its
-#: brackets then stretch around a tall term, ``(1 + tanh(√(2/π)·…))``); a longer one
-#: may wrap.
+#: A bracketed expression with a tall term and at most this many visible characters
+#: stays whole (its brackets then stretch around the term, ``(1 + tanh(√(2/π)·…))``);
+#: any other may wrap.
 SHORT = 45
 _TAG = re.compile(r"<[^>]*>")
 
@@ -195,7 +195,7 @@ def _bracketed(node: Node) -> list[str]:
     stretch (each piece would stretch its half to a different height)."""
     cut = pieces(node)
     whole = mathml(node)
-    if len(cut) == 1 or len(_TAG.sub("", whole)) <= SHORT:
+    if len(cut) == 1 or any(tag in whole for tag in TALL) and len(_TAG.sub("", whole)) <= SHORT:
         return [_parens(whole)]
     cut[0] = '<mo stretchy="false">(</mo>' + cut[0]
     cut[-1] += '<mo stretchy="false">)</mo>'
