@@ -256,3 +256,43 @@ def test_products_of_numbers_show_a_visible_sign(tmp_path, page):
     assert re.search(r"0\.000\s*·\s*0\.4", text), text
     assert "0.0000.4" not in text.replace(" ", "")
     assert len(shown["widths"]) >= 3 and min(shown["widths"]) > 1  # laid out, not zero-width
+
+
+FITS = """(function(){
+  var steps = Array.prototype.slice.call(document.querySelectorAll('section.step'));
+  steps.forEach(function(s){ s.hidden = false; });  // every step laid out at once
+  var lines = Array.prototype.slice.call(document.querySelectorAll('ul.worked li'));
+  var sup = null, base = null, variance = document.querySelector(
+      'section.step[data-stage="layer1.add_norm1.variance"] .general msup');
+  if (variance) { base = variance.children[0].getBoundingClientRect();
+                  sup = variance.children[1].getBoundingClientRect(); }
+  return {page: document.documentElement.scrollWidth - window.innerWidth,
+          wide: steps.filter(function(s){ return s.scrollWidth > s.clientWidth + 1; })
+                     .map(function(s){ return s.dataset.stage; }),
+          lines: lines.length,
+          scrolled: lines.filter(function(l){ return l.scrollWidth > l.clientWidth + 1; })
+                         .length,
+          wrapped: lines.filter(function(l){
+              var m = l.querySelectorAll('math');
+              return m.length > 1 && m[m.length - 1].getBoundingClientRect().top >
+                                     m[0].getBoundingClientRect().bottom; }).length,
+          raised: sup ? sup.bottom < base.top + base.height / 2 : null};
+})()"""
+
+
+def test_every_step_fits_the_page_width(tmp_path, page):
+    """Forward and backward, no step is wider than the page at 1100 px: long chain-rule
+    lines wrap onto indented lines instead of scrolling; the variance's square is a
+    superscript (MathML laid out, not upright text)."""
+    browser, g, _ = page
+    with browser.tab(browser.eval("location.href").split("#")[0]):
+        forward = browser.eval(FITS)
+    path = tmp_path / "backward.html"
+    path.write_text(render(trace_token(g, "think", backward=True), "html"), encoding="utf-8")
+    with browser.tab(path.as_uri()):
+        backward = browser.eval(FITS)
+    for shown in (forward, backward):
+        assert shown["page"] <= 0 and shown["wide"] == [], shown
+        assert shown["scrolled"] == 0 and shown["lines"] > 40, shown
+    assert forward["raised"] is True
+    assert backward["wrapped"] >= 10  # the ∂L/∂r lines, the loss, the LayerNorm rules

@@ -42,7 +42,7 @@ def _text_indices(text: str, symbol: str) -> set[int]:
 
 def _mathml_indices(text: str, symbol: str) -> set[int]:
     return {int(k) for k in re.findall(
-        rf"<msub><mi>{re.escape(symbol)}</mi><mn>(\d+)</mn></msub>", text)}
+        rf"<msub><mi>{re.escape(symbol)}</mi>(?:<mrow>)?<mn>(\d+)</mn>", text)}
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +62,12 @@ def formats(block, trace):
         slug = stage.replace(".", "-")
         table = pdf[f"fragments/{slug}-table.tex"]
         md_table = markdown.split(f"*{CAPTIONS[stage]}.")[1].split("\n\n|")[1].split("\n")[0]
-        step = stage.removesuffix(".mean")  # a LayerNorm step shows its row's mean
+        step = stage
+        number = next(n for n, s in enumerate(trace.steps, start=1) if s.stage == stage)
         text_step = text.split(f"  stage {step}\n")[1].split("\n\n")[0]
         html_step = html.split(f'data-stage="{step}"')[1].split("</section>")[0]
         latex_step = latex.split(f"Stage {latex_text(step)}.")[1].split("\\subsection")[0]
-        md_step = md.split(f"(`{step}`)")[1].split("\n### ")[0]
+        md_step = md.split(f"\n### {number}. ")[1].split("\n### ")[0]
         parts[stage] = {"pdf table": table, "markdown table": md_table, "trace text": text_step,
                         "trace html": html_step, "trace latex": latex_step,
                         "trace markdown": md_step}
@@ -106,7 +107,7 @@ def test_a_whole_row_quantity_has_no_index(formats):
     parts = formats["parts"]["layer1.add_norm1.mean"]
     assert r"$\mu$" in parts["pdf table"] and r"\mu_{" not in parts["pdf table"]
     assert "$\\mu$" in parts["markdown table"]
-    norm = formats["documents"]["trace text"].split("  stage layer1.add_norm1\n")[1]
+    norm = formats["documents"]["trace text"].split("  stage layer1.add_norm1.mean\n")[1]
     # the token's value is μ; the general equation (index form) writes the row's μ_i,
     # never a column index
     assert re.search(r"^  μ = ", norm, re.M) and "μ_(" not in norm.split("\n\n")[0]

@@ -145,11 +145,13 @@ def test_trace_tables_stay_under_their_heading(tmp_path) -> None:
 
 
 def test_markdown_heat_map_darkens_with_the_weight() -> None:
+    """``heat=True`` (export --heat) colours the weights as math boxes, no HTML."""
     g = derive(load_example())
-    md = export_files(g, Options(), "markdown")["main.md"]
-    spans = re.findall(r'<span style="background-color:#(\w{6});color:#(\w{6});[^"]*">'
-                       r"(?:\*\*)?([-\d.]+)(?:\*\*)?</span>", md)
-    assert spans and "Darker: larger weight." in md
+    md = export_files(g, Options(), "markdown", heat=True)["main.md"]
+    boxes = re.findall(r"\$\\colorbox\{#(\w{6})\}\{(?:\\textcolor\{#(\w{6})\}\{)?"
+                       r"(?:\\textbf\{)?([-\d.]+)\}", md)
+    spans = [(c, ink or "000000", v) for c, ink, v in boxes]
+    assert spans and "Darker: larger weight." in md and "<span" not in md
     def brightness(colour: str) -> int:
         return sum(int(colour[k:k + 2], 16) for k in (0, 2, 4))
     by_value = sorted({(Fraction(v), brightness(c)) for c, _, v in spans})

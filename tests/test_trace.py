@@ -23,7 +23,13 @@ from symformer.errors import InputError
 from symformer.trace import ActivationStep, AttentionStep, NormStep, resolve_token, trace_token
 from symformer.worked.to_json import item_dict
 
-FOLDED = {"mean", "variance"}  # shown inside the LayerNorm step
+
+def shown(g) -> list[str]:
+    """The stages a trace steps through, in the order the math needs them: every stage
+    but the checks of a LayerNorm output's mean and variance (a LayerNorm's own mean
+    and variance are steps before its standard deviation and output)."""
+    read = {name for s in g if s.kind == "layer_norm" for name in s.inputs}
+    return [s.name for s in g if s.kind not in ("mean", "variance") or s.name in read]
 
 
 @functools.cache
@@ -41,8 +47,13 @@ def reference(builtin):
 @pytest.mark.parametrize("position", [0, 1, 2, 3])
 def test_every_stage_once_in_order_with_the_engine_row(block, position):
     trace = traced(block, position, 4)
-    expected = [s.name for s in block if s.kind not in FOLDED]
+    expected = shown(block)
     assert [s.stage for s in trace.steps] == expected
+    names = [s.stage for s in trace.steps]
+    for norm in ("layer1.add_norm1", "layer1.add_norm2"):  # mu, sigma^2, s, then y
+        assert [names.index(norm + suffix) for suffix in (".mean", ".variance", ".std", "")
+                ] == sorted(names.index(norm + suffix)
+                            for suffix in (".mean", ".variance", ".std", ""))
     for step in trace.steps:
         rows = block[step.stage].values(decimals=4)
         assert step.values == rows[position]
@@ -139,7 +150,7 @@ def test_cli_unwritable_out_exit_2_nothing_written(tmp_path, capsys):
 def test_cli_text_fits_80_columns(capsys):
     assert main(["trace", "--token", "think", "--decimals", "3"]) == 0
     out = capsys.readouterr().out
-    assert "[4/29] Layer 1 > Head 1 > Query" in out
+    assert "[4/33] Layer 1 > Head 1 > Query" in out
     assert "q_0 = 4.841·0.25 + 1.540·0.25 ≈ 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
     assert max(len(line) for line in out.splitlines()) <= 80
 
@@ -161,8 +172,9 @@ def test_cli_json_and_out_file(tmp_path, block):
 def test_markdown_has_every_step(block, capsys):
     assert main(["trace", "--token", "1", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert out.count("\n### ") == len([s for s in block if s.kind not in FOLDED])
-    assert "$$\\alpha_{i,j} = " in out and "| 0.243 |" in out
+    assert out.count("\n### ") == len(shown(block))
+    assert "layer1." not in out  # no stage name in the published text
+    assert "$$\\alpha_{i,j} = " in out and "| $0.243$ |" in out and "| $-0.305$ |" in out
 
 
 def test_latex_document_compiles(tmp_path, causal_block):

@@ -94,7 +94,7 @@ def test_cli_traces_the_whole_matrix_variant(capsys, course_block):
     assert "(over every entry of the" in whole  # the remark (wrapped to the terminal)
     assert "every entry of the matrix" not in per_token
     assert "μ_i = (1/d) Σ_(j=0..d−1) r_(i,j)" in per_token
-    block = per_token.split("[22/29]")[1].split("[23/29]")[0]  # + the sigma step
+    block = per_token.split("[24/33]")[1].split("[25/33]")[0]  # after mu, sigma^2, s
     row = course_block["layer1.add_norm1"].values(decimals=2)[1]
     lines = block.splitlines()
     header = next(k for k, line in enumerate(lines) if line.split()[:1] == ["y_0"])

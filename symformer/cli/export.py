@@ -81,6 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "json: worked.json, every worked line's operands and results, and "
                         "equations.json, every shown equation in a checkable plain form; "
                         "torch: model.py, a standalone PyTorch module (float64 weights)")
+    p.add_argument("--heat", action="store_true",
+                   help="colour the attention weights' cells as the PDF does (Markdown "
+                        "only; drawn by KaTeX and MathJax with \\colorbox; default: plain "
+                        "tables, no HTML)")
     p.add_argument("--pdf", action="store_true",
                    help="also compile main.pdf with pdflatex (LaTeX format only)")
     p.add_argument("--quiet", action="store_true",
@@ -102,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pdf needs --format latex")
     if args.figures and args.format != "latex":
         raise InputError("--figures needs --format latex")
+    if args.heat and args.format != "markdown":
+        raise InputError("--heat needs --format markdown (the PDF's tables are coloured "
+                         "already)")
     if args.format == "torch":
         return _torch(args)
     if args.pdf:
@@ -141,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
         if args.figures:
             bar.update("figures")
         files: dict[str, str | bytes] = dict(export_files(
-            g, options, args.format, **_figures(g, options, args.figures), progress=stage))
+            g, options, args.format, **_figures(g, options, args.figures), progress=stage,
+            heat=args.heat))
         if args.pdf:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]

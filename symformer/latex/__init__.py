@@ -18,7 +18,7 @@ __all__ = ["Options", "build", "export_files", "latex_files", "markdown_document
 
 def export_files(g, options: Options, fmt: str = "latex",
                  figures: dict[str, str] | None = None, figure_preamble: str = "",
-                 progress=None) -> dict[str, str]:
+                 progress=None, heat: bool = False) -> dict[str, str]:
     """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
     (main.md) or JSON (worked.json: every worked line's recomputable roundings, and
     equations.json: every shown stage's general equation in a checkable plain form).
@@ -26,13 +26,14 @@ def export_files(g, options: Options, fmt: str = "latex",
     ``figures`` (LaTeX only; relative path -> LaTeX, e.g. the TikZ files of
     :func:`symformer.figures.figure_files` as ``figures/NAME.tex``) are input in a final
     *Figures* part, ``figure_preamble`` added to the preamble; ``progress(k, total,
-    name)`` is called before each stage is rendered."""
+    name)`` is called before each stage is rendered; ``heat`` (Markdown only) colours the
+    attention weights' cells, as math, where by default the tables are plain."""
     if fmt == "json" and options.backward:  # the gradient stages, for equations.json
         from symformer.latex.backward import prepare
         g = prepare(g)
     outline = build(g, options, progress)
     if fmt == "markdown":
-        return {"main.md": markdown_document(g, outline)}
+        return {"main.md": markdown_document(g, outline, heat=heat)}
     if fmt == "json":
         from symformer.equations.export import equations_json
         from symformer.latex.blocks import Equation, Worked

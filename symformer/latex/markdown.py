@@ -1,10 +1,12 @@
 """Markdown rendering of the blocks, with ``$…$`` / ``$$…$$`` math for KaTeX and MathJax.
 
-Tables become pipe tables with math cells (bold for the chosen token's row,
-grey for masked entries, struck-through look for ReLU-clipped ones is not
-available, so they are marked with a dagger; heat-map cells are inline HTML
-spans with the LaTeX tables' background colour); equations and worked examples
-become ``aligned`` displays.
+Tables become plain GitHub-flavoured pipe tables with math cells (bold for the chosen
+token's row, grey for masked entries; ReLU-clipped ones are marked with a dagger).  No
+raw HTML is written, so a safe Markdown renderer (HTML disabled) shows every table;
+``heat=True`` colours the attention weights' cells with the LaTeX tables' shades, as
+math (``\\colorbox``, which KaTeX and MathJax draw), still without HTML.  A ``|``
+in a cell's math is written ``\\vert`` (it would end the cell).  Equations and worked
+examples become ``aligned`` displays.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from functools import singledispatch
 
 from symformer.latex.blocks import (
+    Cell,
     Equation,
     Fragment,
     Heading,
@@ -27,7 +30,7 @@ from symformer.latex.escape import markdown_text, unicode_math
 from symformer.latex.outline import Section
 from symformer.latex.render import bmatrix, heat_colour, step_lines
 
-#: A plain decimal, which a heat-map cell shows as text inside its coloured span.
+#: A plain decimal, which a heat-map cell shows in its coloured box.
 _DECIMAL = re.compile(r"-?\d+(\.\d+)?")
 
 
@@ -46,8 +49,9 @@ def _display(latex: str) -> str:
 
 
 @to_markdown.register
-def _(block: Fragment) -> str:
-    return "\n\n".join(to_markdown(b) for b in block.blocks)
+def _(block: Fragment, heat: bool = False) -> str:
+    return "\n\n".join(to_markdown(b, heat=heat) if isinstance(b, Table) else to_markdown(b)
+                         for b in block.blocks)
 
 
 @to_markdown.register
@@ -89,58 +93,68 @@ def _(block: MatrixBlock) -> str:
     return _display(f"{block.lhs} = {bmatrix(block.rows)}")
 
 
-def _heat_cell(cell, bold: bool) -> str | None:
-    """A heat-map cell as an inline HTML span with its background, or None when the
-    entry is not a plain decimal (math inside HTML is not rendered everywhere)."""
+def _heat_cell(cell: Cell, bold: bool) -> str | None:
+    """A heat-map cell as a coloured box of math (KaTeX and MathJax ``\\colorbox``,
+    the LaTeX table's shade and ink), or None when the entry is not a plain decimal."""
     if cell.heat is None or cell.marks or not _DECIMAL.fullmatch(cell.latex):
         return None
     colour, white = heat_colour(cell.heat)
-    text = f"**{cell.latex}**" if bold else cell.latex
-    ink = "#FFFFFF" if white else "#000000"
-    return (f'<span style="background-color:#{colour};color:{ink};'
-            f'padding:0 0.3em">{text}</span>')
+    text = rf"\textbf{{{cell.latex}}}" if bold else cell.latex
+    if white:
+        text = rf"\textcolor{{#FFFFFF}}{{{text}}}"
+    return rf"$\colorbox{{#{colour}}}{{{text}}}$"
 
 
-def _cell(cell, bold: bool) -> str:
-    heat = _heat_cell(cell, bold)
-    if heat is not None:
-        return heat
+def cell_math(latex: str) -> str:
+    """Math for a table cell: ``|`` (which would end the cell in every pipe-table
+    parser, before the math is seen) as ``\\vert``."""
+    return _math(latex).replace(r"\|", r"\Vert ").replace("|", r"\vert ")
+
+
+def _cell(cell: Cell, bold: bool, heat: bool = False) -> str:
+    coloured = _heat_cell(cell, bold) if heat else None
+    if coloured is not None:
+        return coloured
     latex = cell.latex
     if "masked" in cell.marks:
         latex = rf"\color{{gray}}{{{latex}}}"
     if bold:
         latex = rf"\mathbf{{{latex}}}"
     mark = "\u2020" if "clipped" in cell.marks else ""
-    return f"${_math(latex)}${mark}"
+    return f"${cell_math(latex)}${mark}"
 
 
 @to_markdown.register
-def _(block: Table) -> str:
+def _(block: Table, heat: bool = False) -> str:
     header = [*map(markdown_text, block.row_header),
-              *(f"${_math(c)}$" for c in block.col_labels)]
+              *(f"${cell_math(c)}$" for c in block.col_labels)]
     lines = ["| " + " | ".join(header) + " |",
              "|" + "---:|:---|" + "---:|" * len(block.col_labels)]
     for k, ((pos, token), cells) in enumerate(zip(block.row_labels, block.cells)):
         bold = k == block.highlight_row
         label = markdown_text(token) if block.row_math is None else \
-            (f"${_math(block.row_math[k])}$" if block.row_math[k] else "")  # escapes "|"
+            (f"${cell_math(block.row_math[k])}$" if block.row_math[k] else "")
         row = [str(pos), f"**{label}**" if bold else label,
-               *(_cell(c, bold) for c in cells)]
+               *(_cell(c, bold, heat) for c in cells)]
         lines.append("| " + " | ".join(row) + " |")
-    legend = " ".join(item.replace("Shaded:", "\u2020:") for item in block.legend)
+    shown = [item for item in block.legend  # a plain table has no shading to explain
+             if heat or not item.startswith("Darker:")]
+    legend = " ".join(item.replace("Shaded:", "\u2020:") for item in shown)
     caption = markdown_text(f"{block.caption} {legend}".strip())
     return f"*{caption}*\n\n" + "\n".join(lines)
 
 
-def markdown_document(g, outline: list) -> str:
-    """The whole outline (from :func:`symformer.latex.document.build`) as one Markdown file."""
+def markdown_document(g, outline: list, heat: bool = False) -> str:
+    """The whole outline (from :func:`symformer.latex.document.build`) as one Markdown
+    file; ``heat`` colours the attention weights (see the module doc)."""
     title = markdown_text(g.example.title) + (" (causal mask)" if g.causal else "")
     parts = [f"# {title}"]
     for item in outline:
         if isinstance(item, Section):
             parts.append(to_markdown(item.heading))
-            parts.extend(to_markdown(f) for f in item.fragments
+            parts.extend(to_markdown(f, heat=heat) for f in item.fragments
                          if not f.name.endswith("-matrix"))
         else:
-            parts.append(to_markdown(item))
+            parts.append(to_markdown(item, heat=heat) if isinstance(item, Fragment)
+                         else to_markdown(item))
     return "\n\n".join(parts) + "\n"

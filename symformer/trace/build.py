@@ -123,20 +123,21 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
 
 def _activation(ctx: _Context, stage: Stage) -> Step:
     clipped: tuple[bool, ...] = ()
-    note = ""
+    note, symbol = "", None
     if isinstance(stage.op, ReLU):
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
-        count = sum(clipped)
-        h = ctx.g[hidden].op.symbol.text
-        note = (f"{count} of {len(clipped)} entries clipped to 0 (certified sign of "
-                f"{h}_j <= 0)")
+        symbol = ctx.g[hidden].op.symbol
+        note = f"{sum(clipped)} of {len(clipped)} entries clipped to 0"  # each format says
+        # why beside its table, in its own math (the certified sign of h_j ≤ 0)
     return ActivationStep(**_common(ctx, stage), entries=_entries(ctx, stage), note=note,
-                          clipped=clipped)
+                          clipped=clipped, hidden=symbol)
 
 
 #: The builder of each shape of step an operation asks for (``Operation.trace_step``);
-#: a "folded" step is shown inside the step that reads it (a LayerNorm's mean).
+#: a "folded" stage is a step of its own only where a LayerNorm reads it (its mean
+#: and variance, in the order the math needs: μ, σ², then s and y), not the checks
+#: of the normalised output's mean and variance.
 BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
     "vector": _vector, "attention": _attention, "norm": _layer_norm,
     "activation": _activation, "folded": None,
@@ -176,14 +177,15 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
         stages = _gradients(g, side, tokens)
         steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
         shown.append(stages[0])
+    normalised = {name for s in stages if s.op.trace_step == "norm" for name in s.inputs}
     for stage in stages:
         if heads is not None and stage.head and stage.head not in heads:
             continue
         builder = BUILDERS[stage.op.trace_step]
+        if builder is None and stage.name in normalised:
+            builder = _vector  # a LayerNorm's mean and variance: steps before s and y
         if builder is not None and stage.rows == tokens:
             steps.append(builder(ctx, stage))
             shown.append(stage)
-            shown.extend(ctx.g[name] for name in stage.inputs
-                         if ctx.g[name].op.trace_step == "folded")  # a LayerNorm's mean
     return Trace(g.example.title, tuple(tokens), position, g.causal, side, decimals,
                  tuple(steps), legend(shown), backward)

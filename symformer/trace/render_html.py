@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 
 from symformer.colors import heat, hex_colour
 from symformer.engine.rounding import display_value
+from symformer.equations.render import mathml
 from symformer.notation import INDEX_RULE
 from symformer.ops import Notation
 from symformer.trace.formula import mathml_number
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
-from symformer.worked import as_mathml
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
+from symformer.worked.model import Step as WorkedStep
+from symformer.worked.render_mathml import step_pieces
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace
@@ -39,14 +41,19 @@ nav.block li{padding:5px 8px;margin:3px 0;border:1px solid #c8ced6;border-radius
  background:#fff;font-size:.9em}
 nav.block li.current{background:#f0b429;border-color:#b7860b;font-weight:bold}
 main{flex:1;min-width:0}
+@media (max-width:800px){.layout{flex-direction:column}nav.block{flex:none}
+ nav.block ol{display:flex;flex-wrap:wrap;gap:4px}nav.block li{margin:0}}
 .controls{display:flex;align-items:center;gap:12px;margin-bottom:10px}
 .controls button{font-size:1em;padding:6px 16px}
 section.step{background:#fff;border:1px solid #d5d9de;border-radius:8px;padding:12px 18px;
  margin-bottom:14px}
 section.step h2{font-size:1.1em;margin:0 0 2px}
 .where{color:#5a6470;font-size:.85em;margin-bottom:8px}
-.general{margin:8px 0;font-size:1.15em}
-table.row{border-collapse:collapse;margin:10px 0}
+.general{margin:8px 0;font-size:1.15em;text-align:center}
+.general .remark{font-family:serif;color:#3b4450;margin-left:1em}
+table.row{border-collapse:collapse;margin:10px 10px 0 0;display:inline-table;
+ vertical-align:top}
+div.rows{margin-bottom:10px}
 table.row th,table.row td{border:1px solid #d5d9de;padding:4px 10px;text-align:right;
  font-variant-numeric:tabular-nums}
 table.row th{background:#f0f2f5;font-weight:normal;color:#3b4450}
@@ -54,7 +61,10 @@ td.clipped{background:#e4e4e4;color:#666}
 td.masked{color:#999}
 .stat{margin:6px 0}
 ul.worked{list-style:none;padding-left:0;margin:8px 0}
-ul.worked li{margin:8px 0;overflow-x:auto;overflow-y:hidden;padding:2px 0}
+ul.worked li{margin:8px 0;padding:2px 0 2px 2em;text-indent:-2em;line-height:2.2;
+ overflow-x:auto;overflow-y:hidden}
+ul.worked math{text-indent:0}
+.general,.scroll{max-width:100%;overflow-x:auto;overflow-y:hidden}
 .heatmap{margin:10px 0}.heatmap caption{text-align:left;color:#5a6470;font-size:.85em}
 .heatmap td{width:3.2em;height:1.6em;text-align:center;font-size:.8em;border:1px solid #fff}
 .heatmap th{font-weight:normal;font-size:.8em;padding:0 6px;color:#3b4450}
@@ -146,11 +156,9 @@ def sentence_html(trace: Trace) -> str:
 
 
 def symbol_mathml(notation: Notation, index: int | None = None) -> str:
-    """A symbol (with its 0-based subscript) as inline MathML: ``q_0``, ``α``."""
-    base = f"<mi>{_e(notation.text)}</mi>"
-    if index is not None:
-        base = f"<msub>{base}<mn>{index}</mn></msub>"
-    return f"<math>{base}</math>"
+    """A symbol (with its 0-based subscript) as inline MathML: ``q_0``, ``α``, ``σ²``,
+    from the notation's LaTeX (the spelling every format shares)."""
+    return mathml(notation.entry(*(() if index is None else (index,)), fmt="latex"))
 
 
 def legend_html(trace: Trace) -> str:
@@ -182,21 +190,31 @@ def _part(part: tuple[str, ...]) -> str:
 
 def step_card(step: Step, n: int, total: int) -> str:
     """One step: where it is, its general formula, the numbers, the worked lines."""
-    general = "".join(f'<div class="general">{g.mathml()}</div>'
-                      for g in step.general)
+    general = "".join(f'<div class="general">{g.mathml()}' + (
+        f' <span class="remark">({_e(g.remark)})</span>' if g.remark else "") + "</div>"
+        for g in step.general)
     note = f'<p class="note">{_e(step.note)}</p>' if step.note else ""
     return (f'<section class="step" id="step-{n}" data-index="{n}" '
             f'data-stage="{_e(step.stage)}" data-part="{_e(_part(step.part))}">'
-            f'<h2>{_e(step.title)}</h2><div class="where">Step {n} of {total} · '
-            f'{_e(" › ".join(step.part))} · stage <code>{_e(step.stage)}</code></div>'
+            f'<h2>{_e(step.title)}</h2><div class="where" title="stage {_e(step.stage)}">'
+            f'Step {n} of {total} · {_e(" › ".join(step.part))}</div>'
             f"{general}{body(step)}{note}</section>")
+
+
+#: Entries per table of a row: a wide row (a 16-unit hidden layer, a vocabulary's
+#: logits) continues in a second table beneath, as printed tables do, not off the page.
+ROW_CHUNK = 8
 
 
 def _row_table(entries: tuple[Entry, ...], cells: list[str], keys: bool = False) -> str:
     """The token's row; ``keys`` adds each key's position and token under its symbol."""
-    head = "".join(f"<th>{_symbol(e)}" + (f"<br><small>key {_e(e.label)}</small>" if keys
-                                          else "") + "</th>" for e in entries)
-    return f'<table class="row"><tr>{head}</tr><tr>{"".join(cells)}</tr></table>'
+    head = [f"<th>{_symbol(e)}" + (f"<br><small>key {_e(e.label)}</small>" if keys
+                                   else "") + "</th>" for e in entries]
+    tables = "".join(
+        f'<table class="row"><tr>{"".join(head[k:k + ROW_CHUNK])}</tr>'
+        f'<tr>{"".join(cells[k:k + ROW_CHUNK])}</tr></table>'
+        for k in range(0, len(entries), ROW_CHUNK))
+    return f'<div class="rows scroll">{tables}</div>'
 
 
 def _cell(e: Entry, cls: str = "", style: str = "") -> str:
@@ -205,8 +223,15 @@ def _cell(e: Entry, cls: str = "", style: str = "") -> str:
     return f'<td class="{classes}" data-label="{_e(e.label)}"{extra}>{_e(e.value)}</td>'
 
 
+def worked_line(step: WorkedStep) -> str:
+    """A worked line as a run of ``<math>`` pieces (a relation or a ``+`` starts one)
+    that wraps at the page's width like text, continuation lines indented."""
+    return " ".join(f'<math displaystyle="true"><mrow>{piece}</mrow></math>'
+                    for piece in step_pieces(step))
+
+
 def _worked(entries: list[Entry] | tuple[Entry, ...]) -> str:
-    items = "".join(f"<li>{as_mathml(e.worked)}</li>" for e in entries if e.worked)
+    items = "".join(f"<li>{worked_line(e.worked)}</li>" for e in entries if e.worked)
     return f'<ul class="worked">{items}</ul>' if items else ""
 
 
@@ -224,9 +249,9 @@ def _heatmap(step: AttentionStep) -> str:
         traced = ' class="traced"' if i == step.query else ""
         cells = "".join(f'<td style="{_heat_style(v)}">{_e(v)}</td>' for v in row)
         rows.append(f"<tr{traced}><th>{_e(label)}</th>{cells}</tr>")
-    return (f'<table class="heatmap"><caption>All queries (rows) against all keys '
-            f'(columns); the traced token\'s row is outlined.</caption>'
-            f"<tr><th></th>{keys}</tr>{''.join(rows)}</table>")
+    return (f'<div class="scroll"><table class="heatmap"><caption>All queries (rows) '
+            f'against all keys (columns); the traced token\'s row is outlined.</caption>'
+            f"<tr><th></th>{keys}</tr>{''.join(rows)}</table></div>")
 
 
 @singledispatch
@@ -250,21 +275,17 @@ def _(step: AttentionStep) -> str:
     return _row_table(step.entries, cells, keys=True) + heatmap + _worked(step.entries)
 
 
-@body.register
-def _(step: NormStep) -> str:
-    stats = "".join(
-        f'<div class="stat" data-stat="{name}">{as_mathml(e.worked) if e.worked else ""}'
-        f'<span hidden class="stat-value">{_e(e.value)}</span></div>'
-        for name, e in (("mean", step.mean), ("variance", step.variance)))
-    return stats + body.dispatch(Step)(step)
+def _hidden(step: ActivationStep) -> str:
+    """The clipped input's entry, ``h_j``, in the hidden layer's notation."""
+    return mathml(step.hidden.entry("j", fmt="latex"))
 
 
 @body.register
 def _(step: ActivationStep) -> str:
     clipped = step.clipped or (False,) * len(step.entries)
     cells = [_cell(e, "clipped" if c else "") for e, c in zip(step.entries, clipped)]
-    legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 '
-              "(the certified sign of h<sub>j</sub> is ≤ 0).</p>") if any(clipped) else ""
+    legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 (the '
+              f"certified sign of {_hidden(step)} is ≤ 0).</p>") if any(clipped) else ""
     return _row_table(step.entries, cells) + legend + _worked(step.entries)
 
 

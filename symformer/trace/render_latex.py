@@ -16,7 +16,7 @@ from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import heat_of
 from symformer.trace.formula import latex_number
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 from symformer.worked.render_latex import chain, latex
 
@@ -59,7 +59,7 @@ def trace_blocks(trace: Trace) -> list:
 
 
 def _equations(step: Step) -> list:
-    lines = tuple((g.lhs, g.rhs) for g in step.general)
+    lines = tuple((g.lhs, g.full_rhs) for g in step.general)
     return [Equation(lines)] if lines else []
 
 
@@ -105,19 +105,12 @@ def _(step: AttentionStep, trace: Trace) -> list:
     return _equations(step) + [table] + _worked(step.entries) + _note(step)
 
 
-@step_blocks.register(NormStep)
-def _(step: NormStep, trace: Trace) -> list:
-    vector = MatrixBlock(_symbol(step), (tuple(latex_number(v) for v in step.values),))
-    return (_equations(step) + _worked([step.mean, step.variance]) + [vector]
-            + _worked(step.entries) + _note(step))
-
-
 @step_blocks.register(ActivationStep)
 def _(step: ActivationStep, trace: Trace) -> list:
     row = tuple(f"\\boxed{{{latex_number(v)}}}" if clip else latex_number(v)
                 for v, clip in zip(step.values, step.clipped or [False] * len(step.values)))
-    note = [Prose(("Boxed entries were clipped by ReLU (certified ", Math("h_j \\le 0"),
-                   ").",))] if any(step.clipped) else []
+    note = [Prose(("Boxed entries were clipped by ReLU (certified ",
+                   Math(f"{step.hidden.entry('j')} \\le 0"), ").",))] if any(step.clipped) else []
     return _equations(step) + [MatrixBlock(_symbol(step), (row,))] + note + _worked(step.entries)
 
 

@@ -6,8 +6,10 @@ from functools import singledispatch
 from typing import TYPE_CHECKING
 
 from symformer.latex.escape import markdown_text
+from symformer.latex.markdown import cell_math
 from symformer.notation import INDEX_RULE
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.formula import latex_number
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ def render_markdown(trace: Trace) -> str:
         if step.part != current:
             current = step.part
             out += ["", f"## {markdown_text(' / '.join(step.part))}"]
-        out += ["", f"### {n}. {markdown_text(step.title)} (`{step.stage}`)", ""]
+        out += ["", f"### {n}. {markdown_text(step.title)}", ""]
         out += [f"$${g.latex}$$" for g in step.general]
         out += [""] + body(step)
         if step.note:
@@ -42,9 +44,15 @@ def legend(trace: Trace) -> str:
 
 
 def _table(symbols: list[str], values: list[str]) -> list[str]:
-    return ["| " + " | ".join(f"${sym}$" for sym in symbols) + " |",
+    return ["| " + " | ".join(f"${cell_math(sym)}$" for sym in symbols) + " |",
             "|" + "---:|" * len(symbols),
             "| " + " | ".join(values) + " |"]
+
+
+def _number(value: str, bold: bool = False) -> str:
+    """A certified decimal as math (a true minus sign; ``-inf`` as −∞)."""
+    latex = latex_number(value)
+    return f"$\\mathbf{{{latex}}}$" if bold else f"${latex}$"
 
 
 def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
@@ -55,25 +63,24 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
 @singledispatch
 def body(step: Step) -> list[str]:
     """The token's row as a one-row table, then each entry's worked formula."""
-    return _table(step.symbols("latex"), step.values) + _worked(step.entries)
+    return (_table(step.symbols("latex"), [_number(v) for v in step.values])
+            + _worked(step.entries))
 
 
 @body.register
 def _(step: AttentionStep) -> list[str]:
     return (["| | key | value |", "|---|---|---:|"]
-            + [f"| ${e.symbol('latex')}$ | {markdown_text(e.label)} | {e.value} |"
+            + [f"| ${cell_math(e.symbol('latex'))}$ | {markdown_text(e.label)} "
+               f"| {_number(e.value)} |"
                for e in step.entries]
             + _worked(step.entries))
 
 
 @body.register
-def _(step: NormStep) -> list[str]:
-    return _worked([step.mean, step.variance])[1:] + [""] + body.dispatch(Step)(step)
-
-
-@body.register
 def _(step: ActivationStep) -> list[str]:
-    values = [f"**{v}** (clipped)" if clip else v
+    values = [f"{_number(v, bold=True)} (clipped)" if clip else _number(v)
               for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
-    return _table(step.symbols("latex"), values) + _worked(step.entries)
+    why = (["", f"Clipped: ReLU set the entry to 0 (the certified sign of "
+                f"${step.hidden.entry('j')}$ is ≤ 0)."] if any(step.clipped) else [])
+    return _table(step.symbols("latex"), values) + why + _worked(step.entries)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
 from symformer.notation import legend_text
-from symformer.trace.steps import ActivationStep, AttentionStep, Entry, NormStep, Step
+from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_text
 
 if TYPE_CHECKING:
@@ -97,17 +97,11 @@ def _(step: AttentionStep) -> list[str]:
 
 
 @body.register
-def _(step: NormStep) -> list[str]:
-    lines = _worked([step.mean, step.variance])
-    return lines + _table(step.symbols(), step.values) + _worked(step.entries)
-
-
-@body.register
 def _(step: ActivationStep) -> list[str]:
     if not step.clipped:
         return body.dispatch(Step)(step)
     values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
     lines = _table([symbol + " " for symbol in step.symbols()], values)
     if any(step.clipped):
-        lines.append("  (* clipped: h_j <= 0, so ReLU gives 0)")
+        lines.append(f"  (* clipped: {step.hidden.entry('j', fmt='text')} ≤ 0, so ReLU gives 0)")
     return lines + _worked(step.entries)

@@ -20,30 +20,37 @@ from symformer.worked.model import Step as WorkedStep
 class General:
     """The formula of a whole step, over named vectors (``q = x W_Q``).
 
-    Generated from the NumPy function the step's operation runs
-    (:mod:`symformer.trace.formulas`): ``text`` for terminals, ``lhs``/``rhs`` in
-    LaTeX (printed by latexify), :meth:`mathml` converted from that LaTeX.
+    The step's operation's declared index equation (:mod:`symformer.trace.formulas`):
+    ``text`` for terminals (with its remark), ``lhs``/``rhs`` in LaTeX, ``remark`` the
+    operation's few plain words after it (``pairs c below d/2``), :meth:`mathml`
+    converted from the LaTeX.
     """
 
     text: str
     lhs: str
     rhs: str
+    remark: str = ""
+
+    @property
+    def full_rhs(self) -> str:
+        """The right-hand side in LaTeX with the remark as text after it."""
+        from symformer.latex.equations import remark_latex
+
+        return f"{self.rhs} {remark_latex(self.remark)}" if self.remark else self.rhs
 
     @property
     def latex(self) -> str:
-        """``lhs = rhs`` in LaTeX."""
-        return f"{self.lhs} = {self.rhs}"
+        """``lhs = rhs (remark)`` in LaTeX."""
+        return f"{self.lhs} = {self.full_rhs}"
 
     def mathml(self) -> str:
-        """The formula as a display ``<math>`` element (from its LaTeX).
+        """``lhs = rhs`` as an inline ``<math>`` element in display style (from its LaTeX,
+        through :func:`symformer.equations.render.mathml`); the remark is the page's
+        text beside it, so a narrow page wraps it under the equation."""
+        from symformer.equations.render import mathml
 
-        The converter's ``xmlns`` attribute is dropped: HTML needs none, and the
-        page names no outside address.
-        """
-        from latex2mathml.converter import convert
-
-        return convert(self.latex, display="block").replace(
-            ' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
+        return mathml(f"{self.lhs} = {self.rhs}").replace(
+            '<math display="inline">', '<math displaystyle="true">', 1)
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,9 @@ class AttentionStep(Step):
 
 @dataclass(frozen=True)
 class NormStep(Step):
-    """LayerNorm of the token's vector, with the row's mean and variance."""
+    """LayerNorm of the token's vector.  The row's mean and variance are steps of their
+    own before it (and before s = √(σ² + ε)); ``mean`` and ``variance`` repeat their
+    entries for readers of the JSON trace."""
 
     mean: Entry = field(default=None)
     variance: Entry = field(default=None)
@@ -127,6 +136,8 @@ class NormStep(Step):
 
 @dataclass(frozen=True)
 class ActivationStep(Step):
-    """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero."""
+    """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero, whose input
+    ``hidden`` (the notation of the hidden layer, ``h``) is certified ≤ 0."""
 
     clipped: tuple[bool, ...] = ()
+    hidden: Notation | None = None

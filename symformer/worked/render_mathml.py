@@ -7,8 +7,10 @@ render as one number: ``2`` and ``0.000`` would read ``20.000``); subtraction is
 
 from __future__ import annotations
 
+import re
 from html import escape
 
+from symformer.equations.render import TALL, mathml_fragment
 from symformer.worked.model import (
     ADD,
     APPROX,
@@ -46,7 +48,11 @@ def _mn(text: str) -> str:
 
 
 def _parens(body: str) -> str:
-    return f"<mrow>{_mo('(')}{body}{_mo(')')}</mrow>"
+    """``(body)``; the brackets stretch only around something taller than a line (a
+    fraction, a root): Chromium sets stretchy ones apart from a line of numbers."""
+    if any(tag in body for tag in TALL):
+        return f"<mrow>{_mo('(')}{body}{_mo(')')}</mrow>"
+    return f'<mrow><mo stretchy="false">(</mo>{body}<mo stretchy="false">)</mo></mrow>'
 
 
 def _name(text: str) -> str:
@@ -60,6 +66,11 @@ def _name(text: str) -> str:
 
 
 def _symbol(node: Sym) -> str:
+    """A symbol from its LaTeX, the notation every format shares (``\\sigma^2`` as σ
+    with a superscript 2, ``\\partial L/\\partial h_{0}`` in italics); the text form
+    only for a symbol without LaTeX."""
+    if node.latex:
+        return mathml_fragment(node.latex)
     base = _name(node.base or node.text)
     if not node.index:
         return base
@@ -134,18 +145,109 @@ def _function(node: Func) -> str:
     return f"<mrow><mi>{node.name}</mi><mo>\u2061</mo>{_parens(args)}</mrow>"
 
 
-def step_mathml(step: Step, display: bool = False) -> str:
-    """A worked line as a ``<math>`` element: ``lhs = ... ≈ result``."""
-    parts, previous = [mathml(step.lhs)], None
-    for rel, form in step.chain:
+def pieces(node: Node) -> list[str]:
+    """``node`` as MathML cut where a line may break: before each ``+``/``−`` of a sum
+    that is not inside a fraction, power or function (``¼·(a`` | ``+ b`` | ``+ c)``).
+
+    Each piece is shown in a ``<math>`` element of its own, so a long worked line
+    wraps at the page's width as text does (MathML Core breaks no line).
+    """
+    if isinstance(node, Add):
+        out: list[str] = []
+        for k, term in enumerate(node.terms):
+            if isinstance(term, Neg):
+                sign, body = MINUS, [_wrap(term.arg, MUL)]
+            elif isinstance(term, Num) and term.text.startswith("-"):
+                sign, body = MINUS, [_mn(term.text[1:])]
+            else:
+                sign, body = "+", pieces(term)
+            first = (_mo(sign) if k or sign == MINUS else "") + body[0]
+            out += [first, *body[1:]]
+        return out
+    if isinstance(node, Mul):
+        out = [""]
+        for k, factor in enumerate(node.factors):
+            cut = _factor_pieces(factor)
+            if k:
+                numbers = is_numeric(factor) or is_numeric(node.factors[k - 1])
+                cut[0] = (_mo(TIMES) if numbers else "<mo>\u2062</mo>") + cut[0]
+            out[-1] += cut[0]
+            out += cut[1:]
+        return out
+    if isinstance(node, Div) and isinstance(node.num, Add) and len(node.num.terms) > 2:
+        # a long numerator over a denominator, as TeX sets a long inline fraction: (a +
+        # b + c)/d, so that the sum can wrap
+        cut = _bracketed(node.num)
+        cut[-1] += _mo("/") + _wrap(node.den, ATOM)
+        return cut
+    return [mathml(node)]
+
+
+#: A bracketed expression with a tall term and at most this many visible characters
+#: stays whole (its brackets then stretch around the term, ``(1 + tanh(√(2/π)·…))``);
+#: any other may wrap.
+SHORT = 45
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _bracketed(node: Node) -> list[str]:
+    """``(node)`` cut as :func:`pieces` cuts it; brackets split over two pieces do not
+    stretch (each piece would stretch its half to a different height)."""
+    cut = pieces(node)
+    whole = mathml(node)
+    if len(cut) == 1 or any(tag in whole for tag in TALL) and len(_TAG.sub("", whole)) <= SHORT:
+        return [_parens(whole)]
+    cut[0] = '<mo stretchy="false">(</mo>' + cut[0]
+    cut[-1] += '<mo stretchy="false">)</mo>'
+    return cut
+
+
+def _factor_pieces(factor: Node) -> list[str]:
+    """A factor of a product as :func:`_print` writes it (bracketed when it binds less
+    than a product), cut as :func:`pieces` cuts it."""
+    if isinstance(factor, Div):
+        return pieces(factor)
+    return _bracketed(factor) if _print(factor)[1] < MUL else pieces(factor)
+
+
+def step_pieces(step: Step) -> list[str]:
+    """A worked line as MathML pieces (see :func:`pieces`): ``lhs = a`` | ``+ b`` |
+    ``= 1.2`` | ``≈ 0.3``; each relation starts a piece."""
+    out, previous = [], None
+    for k, (rel, form) in enumerate(step.chain):
         body = mathml(form)
-        if body != previous:
-            parts.append(_mo("\u2248" if rel == APPROX else "=") + body)
+        if body == previous:
+            continue
         previous = body
+        cut = pieces(form)
+        cut[0] = (mathml(step.lhs) if k == 0 else "") + _mo(
+            "\u2248" if rel == APPROX else "=") + cut[0]
+        out += cut
+    if not out:
+        out = [mathml(step.lhs)]
+    return [out[0], *map(_binary, out[1:])] + _remarks(step)
+
+
+def _binary(piece: str) -> str:
+    """A piece that starts with + or − continues a sum: its sign is binary (spaced as
+    in the unbroken line), not the unary sign its first place would make it."""
+    for sign in ("+", MINUS):
+        if piece.startswith(f"<mo>{sign}</mo>"):
+            return f'<mo form="infix" lspace="0em">{sign}</mo>' + piece[len(sign) + 9:]
+    return piece
+
+
+def _remarks(step: Step) -> list[str]:
+    out = []
     if step.exact is not None:
-        parts.append(f"<mspace width=\"0.5em\"/><mtext>(exact:\u00a0</mtext>"
-                     f"{mathml(step.exact)}<mtext>)</mtext>")
+        out.append(f"<mspace width=\"0.5em\"/><mtext>(exact:\u00a0</mtext>"
+                   f"{mathml(step.exact)}<mtext>)</mtext>")
     if step.note:
-        parts.append(f"<mspace width=\"1em\"/><mtext>({escape(step.note)})</mtext>")
+        out.append(f"<mspace width=\"1em\"/><mtext>({escape(step.note)})</mtext>")
+    return out
+
+
+def step_mathml(step: Step, display: bool = False) -> str:
+    """A worked line as one ``<math>`` element: ``lhs = ... ≈ result``."""
     mode = ' display="block"' if display else ' displaystyle="true"'
-    return f"<math{mode}><mrow>{''.join(parts)}</mrow></math>"
+    return f"<math{mode}><mrow>{''.join(step_pieces(step))}</mrow></math>"
