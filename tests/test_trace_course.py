@@ -57,7 +57,7 @@ def test_trace_of_export(course_block):
     trace = trace_token(course_block, "export", decimals=3)
     assert trace.position == 1
     steps = {s.stage: s for s in trace.steps}
-    assert "after W_O" in steps["layer1.attention.output"].title
+    assert "Multi-head output" in steps["layer1.attention.output"].title
     assert "no W_O" in steps["layer1.attention.output"].general[0].text
     for name, step in steps.items():
         assert step.values == course_block[name].values(decimals=3)[1]

@@ -15,6 +15,7 @@ from functools import singledispatch
 from symformer.latex.blocks import (
     Equation,
     Fragment,
+    Glossary,
     Heading,
     Math,
     Matrices,
@@ -130,6 +131,13 @@ def _(block: Table) -> str:
     legend = " ".join(item.replace("Shaded:", "\u2020:") for item in block.legend)
     caption = markdown_text(f"{block.caption} {legend}".strip())
     return f"*{caption}*\n\n" + "\n".join(lines)
+
+
+@to_markdown.register
+def _(block: Glossary) -> str:
+    lines = ["| symbol | meaning |", "|:---|:---|"]
+    lines += [f"| ${_math(latex)}$ | {markdown_text(meaning)} |" for latex, meaning in block.rows]
+    return f"*{markdown_text(block.caption)}*\n\n" + "\n".join(lines)
 
 
 def markdown_document(g, outline: list) -> str:
