@@ -51,7 +51,7 @@ def test_textbook_forms(block, causal_block):
     assert _lines(block["layer1.head2.K"]) == [
         r"k_{i,j} = \sum_{m = 0}^{d_{\text{in}} - 1} x_{i,m} \left(W_{K}\right)_{m,j}"]
     # the attention output is m: its sum runs over another letter
-    assert r"\sum_{k = 0}" in _lines(block["layer1.attention.output"])[0]
+    assert r"\sum_{l = 0}" in _lines(block["layer1.attention.output"])[0]  # k is the key
     assert _lines(block["layer1.add_norm1.sum"]) == [r"r_{i,j} = x_{i,j} + m_{i,j}"]
     assert _lines(block["layer1.attention.concat"]) == [
         r"c_{i,j} = \left\{ \begin{array}{ll} o^{(1)}_{i,j}, & \mathrm{if} \ j < d_{v} \\ "
@@ -75,7 +75,7 @@ def test_conventions_change_the_equations():
     example = load_example()
     unbiased = derive_variant(example, Convention(layer_norm="unbiased"))
     assert _lines(unbiased["layer1.add_norm1.variance"])[0].startswith(
-        r"s^2_{i} = \frac{1}{d - 1} \sum_{j = 0}^{d - 1}")
+        r"\hat{\sigma}^2_{i} = \frac{1}{d - 1} \sum_{j = 0}^{d - 1}")
     assert r"\sqrt{ s^2_{i} } + \varepsilon" in _lines(unbiased["layer1.add_norm1"])[0]
     whole = derive_variant(example, Convention(layer_norm="whole_matrix"))
     assert _lines(whole["layer1.add_norm1.mean"])[0].startswith(

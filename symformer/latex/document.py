@@ -244,7 +244,11 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
     text = (f"The model: {architecture(g)}. "
             "Every number below is derived exactly and rounded with certified ball arithmetic "
-            f"to {options.decimals} decimals. The worked examples follow the token "
+            f"to {options.decimals} decimals. A worked line computes with the numbers the "
+            "tables print and rounds its result to the same decimals (an exact tie to "
+            "even); where that differs from the table, the line gives the table\u2019s "
+            "value too, as in \u201c\u2248 2.788 (exact: 2.789)\u201d. "
+            "The worked examples follow the token "
             f"\u201c{g.example.tokens[token]}\u201d at position {token}. "
             f"The sentence: {' '.join(g.example.tokens)}.")
     target = target_token(g, options)
