@@ -16,8 +16,14 @@ from symformer import derive, load_example
 from symformer.example.loader import packaged_examples
 from symformer.latex.backward import prepare
 from symformer.latex.blocks import Glossary, Prose
-from symformer.latex.document import _group, _title, architecture, caption, notation_blocks
-from symformer.latex.document import rope_prose
+from symformer.latex.document import (
+    _group,
+    _title,
+    architecture,
+    caption,
+    notation_blocks,
+    rope_prose,
+)
 from symformer.notation import glossary
 
 EXAMPLES = [None, "llama_style", "gpt2_style", "course_module", "encoder_decoder",
