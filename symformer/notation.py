@@ -57,7 +57,7 @@ def parameter(stage: Stage, name: str) -> Notation:
 #: Whether symbols carry their layer and head as a superscript (:func:`where`).  Off
 #: until every format's tests and the stored exports expect them: switching it on
 #: changes every symbol of a multi-head or multi-layer example in every format.
-SUPERSCRIPTS = False
+SUPERSCRIPTS = True
 _HEAD = re.compile(r"^(.*?)\.(kv_head|head)(\d+)(?:\.|$)")
 #: Per derivation: (its size when measured, the sides with several layers, and the
 #: (prefix, family) of head stages that have several heads).

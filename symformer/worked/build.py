@@ -33,6 +33,7 @@ from symformer.errors import ClosedFormTooLarge, UndecidedError
 from symformer.example.exact import ExactMatrix
 from symformer.lazy import sympy
 from symformer.notation import notation as stage_notation
+from symformer.notation import where as stage_where
 from symformer.ops.base import Notation, WorkedPart
 from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
 from symformer.worked.from_sympy import Converter
@@ -127,9 +128,11 @@ class _Row:
         if not names:
             return [self._decided(j, f) for j, f in enumerate(self.stage.local.row(self.i))]
         replace, zeros = {}, {}
+        located = stage_where(self.stage)  # a head's weights: W_Q^{(2)}, as its equation
         for field, notation in names.items():
             value = getattr(op, field)
             if isinstance(value, (sympy.MatrixBase, ExactMatrix)):
+                notation = notation.at(located)  # noqa: PLW2901
                 replace[field] = sympy.Matrix(*value.shape, lambda k, j, f=field, n=notation,
                                               v=value: self._constant(f, n, v, k, j, zeros))
             elif value is not None:
@@ -154,7 +157,8 @@ class _Row:
         s = sympy.Symbol(f"const:{field}[{k},{j}]")
         index = (max(k, j),) if 1 in value.shape else (k, j)
         if "_" in notation.latex:  # (W_{Q})_{0,1}, and W_Q[0,1] in text
-            leaf = symbol(Notation(f"({notation.latex})", notation.text, notation.title), index)
+            leaf = symbol(Notation(f"({notation.latex})", notation.text, notation.title,
+                                   where=notation.where), index)
             leaf = dataclasses.replace(leaf, text=f"{notation.text}[{','.join(map(str, index))}]")
         else:
             leaf = symbol(notation, index)
