@@ -108,7 +108,7 @@ def test_cli_writes_worked_json(tmp_path, block):
     # but from the printed 4.84 and 1.54 a reader gets exactly 1.595 (a tie), rounded
     # half to even at the block's 2 decimals: 1.60, the table's value (no note)
     assert [(i["row"], i["col"], i["symbol"], i["result"], i.get("exact")) for i in q] == [
-        (1, 0, "q_0", "1.60", None), (1, 1, "q_1", "0.75", None)]
+        (1, 0, "q^(1)_0", "1.60", None), (1, 1, "q^(1)_1", "0.75", None)]
     sums = [i for i in items if i["stage"] == "layer1.head1.weights" and i["col"] is None]
     assert len(sums) == 2  # head 1's denominator, and again under the causal mask
     stages = {i["stage"] for i in items}
@@ -129,11 +129,13 @@ def test_tie_lines_print_at_the_block_precision(block):
     for token in range(4):
         for item in builtin_items(block, token, 2):
             value = evaluate(item["expression"])
-            if isinstance(value, Fraction) and (value * 100).denominator == 2:
-                ties += 1
-                assert decimals_of(item["result"]) == 2, item
-                assert item.get("exact") is None or decimals_of(item["exact"]) == 2, item
-    assert ties  # q_0 of "think": 4.84/4 + 1.54/4 = 1.595
+            places = decimals_of(item["result"])
+            if not isinstance(value, Fraction):
+                continue
+            if item.get("exact") is not None:
+                assert decimals_of(item["exact"]) == places, item
+            ties += item["stage"] == "layer1.head1.Q" and (value * 100).denominator == 2
+    assert ties  # q_0 of "think": 4.84/4 + 1.54/4 = 1.595, printed 1.60
 
 
 def test_softmax_chain_recomputes_from_what_it_prints(block):
@@ -148,12 +150,12 @@ def test_softmax_chain_recomputes_from_what_it_prints(block):
     total = items[4]
     assert total["col"] is None and total["symbol"] == "Σ"
     assert total["expression"] == " + ".join(i["result"] for i in exps)
-    assert [o["worked"] for o in total["operands"]] == [f"exp(s_{j})" for j in range(4)]
+    assert [o["worked"] for o in total["operands"]] == [f"exp(s^(1)_{j})" for j in range(4)]
     assert items[5]["expression"] == f"{exps[0]['result']}/{total['result']}"
     # the sum is a line of its own, over the printed terms: 21.60 exactly, never a
     # chain that puts e^{1.66} + ... (21.61) and 5.26 + ... (21.60) on one line
     tex = to_latex(Worked(*_latex_steps(block["layer1.head1.weights"])))
-    assert r"e^{s_{1}} &= e^{1.97} \approx 7.17" in tex
+    assert r"e^{s^{(1)}_{1}} &= e^{1.97} \approx 7.17" in tex
     assert r"\approx 5.26 + 7.17 + 5.64 + 3.53 = 21.60" in tex
     assert "e^{1.66} + e^{1.97}" not in tex
 

@@ -462,12 +462,12 @@ def undefined_error(stage: Stage, row: int, why: str) -> InputError:
 PARAMETER_TITLES = {
     "W_Q": "the query weights", "W_K": "the key weights", "W_V": "the value weights",
     "b_Q": "the query bias", "b_K": "the key bias", "b_V": "the value bias",
-    "W_O": "the output projection", "b_O": "the output projection's bias",
+    "W_O": "the output projection", "b_O": "the bias of the output projection",
     "W_1": "the first feed-forward weights", "b_1": "the first feed-forward bias",
     "W_2": "the second feed-forward weights", "b_2": "the second feed-forward bias",
     "W_gate": "the gate weights", "b_gate": "the gate bias",
     "W_vocab": "the vocabulary projection", "b_vocab": "the vocabulary bias",
-    "gamma": "the normalisation's scale", "beta": "the normalisation's shift",
+    "gamma": "the scale of the normalisation", "beta": "the shift of the normalisation",
 }
 
 
