@@ -8,7 +8,6 @@ render as one number: ``2`` and ``0.000`` would read ``20.000``); subtraction is
 from __future__ import annotations
 
 import re
-
 from html import escape
 
 from symformer.worked.model import (
