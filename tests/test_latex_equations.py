@@ -80,7 +80,7 @@ def test_conventions_change_the_equations():
     assert r"\sqrt{ \hat{\sigma}^2_{i} } + \varepsilon" in _lines(unbiased["layer1.add_norm1"])[0]
     whole = derive_variant(example, Convention(layer_norm="whole_matrix"))
     assert _lines(whole["layer1.add_norm1.mean"])[0].startswith(
-        r"\mu_{i} = \frac{1}{n d} \sum_{k = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{k,j}")
+        r"\mu_{i} = \frac{1}{n d} \sum_{m = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{m,j}")
     nines = derive_variant(example, Convention(mask="-1e9"), causal=True)
     assert r"\frac{u^{(1)}_{i,j}}{\sqrt{ d_{k} }} + M, & \mathrm{otherwise}" in _lines(
         nines["layer1.head1.scores"])[0]
