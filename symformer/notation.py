@@ -283,8 +283,8 @@ def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
     if any(getattr(s.op, "name", "") == "scale_mask" for s in stages):
         add(Notation("d_{k}", "d_k", "Width of a query and a key (the scores are divided "
                      "by its square root)"))
-    add(Notation("n", "n", "Number of token positions (a table's rows)"))
-    add(Notation(r"d, d_{\text{in}}", "d, d_in", "Width of a row: of the step's row, "
+    add(Notation("n", "n", "Number of token positions (the rows of a table)"))
+    add(Notation(r"d, d_{\text{in}}", "d, d_in", "Width of a row: of the row a step computes, "
                  "of a projection's input"))
     return tuple(rows)
 

@@ -242,13 +242,13 @@ def target_token(g: Derivation, options: Options) -> int | None:
 
 def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
-    text = (f"The model: {architecture(g)}. "
+    lead = (f"The model: {architecture(g)}. "
             "Every number below is derived exactly and rounded with certified ball arithmetic "
             f"to {options.decimals} decimals. A worked line computes with the numbers the "
             "tables print and rounds its result to the same decimals (an exact tie to "
             "even); where that differs from the table, the line gives the table\u2019s "
-            "value too, as in \u201c\u2248 2.788 (exact: 2.789)\u201d. "
-            "The worked examples follow the token "
+            "value too, as in ")
+    text = (". The worked examples follow the token "
             f"\u201c{g.example.tokens[token]}\u201d at position {token}. "
             f"The sentence: {' '.join(g.example.tokens)}.")
     target = target_token(g, options)
@@ -258,7 +258,9 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
     stages = [s for s in select(g, options.stages) if not is_backward(s)]
-    return [Prose((text + _long_names(g),)), *notation_blocks(stages)]
+    example = Math(r"\approx 2.788\ (\text{exact: } 2.789)")
+    return [Prose((lead, example, text + _long_names(g))),
+            *notation_blocks(stages)]
 
 
 def notation_blocks(stages: list[Stage]) -> list[Glossary | Prose]:
