@@ -295,6 +295,13 @@ def architecture(g: Derivation) -> str:
     if kv:
         text += " sharing " + " or ".join(plural(h, "key/value head") for h in kv) + \
             " (grouped-query attention)"
+    if example.decoder is not None:
+        decoder = example.decoder.layers
+        heads = sorted({len(layer.self_heads) for layer in decoder})
+        text = (text.replace("; ", "; the encoder: ", 1) + f", the decoder: "
+                + plural(len(decoder), "layer") + " of "
+                + " or ".join(plural(h, "head") for h in heads) + " (masked self-attention "
+                "and cross-attention)")
     return text
 
 
