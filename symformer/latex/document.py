@@ -298,7 +298,7 @@ def architecture(g: Derivation) -> str:
     if example.decoder is not None:
         decoder = example.decoder.layers
         heads = sorted({len(layer.self_heads) for layer in decoder})
-        text = (text.replace("; ", "; the encoder: ", 1) + f", the decoder: "
+        text = (text.replace("; ", "; the encoder: ", 1) + ", the decoder: "
                 + plural(len(decoder), "layer") + " of "
                 + " or ".join(plural(h, "head") for h in heads) + " (masked self-attention "
                 "and cross-attention)")
