@@ -13,6 +13,7 @@ once at its start with :data:`INDEX_RULE`.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -29,11 +30,21 @@ from symformer.ops import (
 )
 
 if TYPE_CHECKING:
-    from symformer.engine.graph import Stage
+    from symformer.engine.graph import Derivation, Stage
 
-#: How every format counts, stated once at the start of every document and page.
-INDEX_RULE = ("Token positions and vector dimensions are counted from 0; sums over the n "
-              "key positions run over j = 0, …, n−1.")
+#: How every format counts and indexes, stated once at the start of every document and
+#: page: plain words and math (a :class:`Notation`, set as math where a format can).
+#: It matches the equations (:mod:`symformer.equations`): ``i`` is a row, ``j`` a column,
+#: a sum over the key positions runs over ``m`` (never ``k``, the key).
+INDEX_PIECES: tuple[str | Notation, ...] = (
+    "Token positions and vector dimensions are counted from 0. In the equations, ",
+    Notation("i", "i", ""), " is a token position (a table\u2019s row) and ",
+    Notation("j", "j", ""), " a column (in scores and attention weights: the key "
+    "position); every sum shows its own index and range, and a sum over the ",
+    Notation("n", "n", ""), " key positions runs over ",
+    Notation(r"m = 0, \dots, n-1", "m = 0, …, n−1", ""), ".")
+#: :data:`INDEX_PIECES` as plain text.
+INDEX_RULE = "".join(p if isinstance(p, str) else p.text for p in INDEX_PIECES)
 #: Operations giving one number per token row (their entries carry no subscript).
 #: Operations with one number per token row (a per-position loss L_i too).
 _PER_ROW = (RowMean, RowVariance, WholeMean, WholeVariance, PositionCrossEntropy,
@@ -42,8 +53,80 @@ _NUMBERED = re.compile(r"([^\d]*)0")
 
 
 def notation(stage: Stage) -> Notation:
-    """The symbol and title of ``stage`` (its operation's, or the role's it plays)."""
-    return stage.op.symbol
+    """The symbol and title of ``stage`` (its operation's, or the role's it plays), with
+    the superscript saying where it sits (:func:`where`): ``q^{(2)}`` in head 2."""
+    return stage.op.symbol.at(where(stage))
+
+
+def parameter(stage: Stage, name: str) -> Notation:
+    """The symbol of the weight ``name`` of ``stage``'s operation, with the stage's
+    superscript: head 2's query weights are ``W_Q^{(2)}``."""
+    return stage.op.parameter_notation(name).at(where(stage))
+
+
+#: Whether symbols carry their layer and head as a superscript (:func:`where`).  Off
+#: until every format's tests and the stored exports expect them: switching it on
+#: changes every symbol of a multi-head or multi-layer example in every format.
+SUPERSCRIPTS = True
+_HEAD = re.compile(r"^(.*?)\.(kv_head|head)(\d+)(?:\.|$)")
+#: Per derivation: (its size when measured, the sides with several layers, and the
+#: (prefix, family) of head stages that have several heads).
+_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _layout(g: Derivation) -> tuple[set[str], set[tuple[str, str]]]:
+    known = _LAYOUTS.get(g)
+    if known is not None and known[0] == len(g.stages):
+        return known[1], known[2]
+    layers: dict[str, set[int]] = {}
+    heads: dict[tuple[str, str], set[str]] = {}
+    for s in g.stages.values():
+        if s.name.startswith("grad."):
+            continue
+        if s.layer:
+            layers.setdefault(s.side, set()).add(s.layer)
+        m = _HEAD.match(s.name)
+        if m:
+            heads.setdefault((m.group(1), m.group(2)), set()).add(m.group(3))
+    many_layers = {side for side, found in layers.items() if len(found) > 1}
+    many_heads = {key for key, found in heads.items() if len(found) > 1}
+    _LAYOUTS[g] = (len(g.stages), many_layers, many_heads)
+    return many_layers, many_heads
+
+
+def _anchor(stage: Stage) -> Stage:
+    """The forward stage whose place a gradient takes (as :func:`placement.part_of`):
+    ``grad.S`` sits where S does, a weight's gradient where the weight's stage does."""
+    g = stage.derivation
+    if g is None or not stage.name.startswith("grad.") \
+            or stage.kind not in ("gradient", "weight_gradient"):
+        return stage
+    source = stage.name.removeprefix("grad.")
+    if source in g.stages:
+        return _anchor(g[source])
+    if stage.kind == "weight_gradient" and stage.inputs:
+        return _anchor(g[stage.inputs[-2] if len(stage.inputs) > 1 else stage.inputs[0]])
+    return stage
+
+
+def where(stage: Stage) -> str:
+    """The superscript saying where ``stage`` sits: its layer when its side (encoder,
+    decoder) has several, then its head when its layer has several (``"1,2"``: layer 1,
+    head 2; ``"2"``: head 2 of a one-layer model); empty in a model with one of each.
+    A grouped-query model's keys and values are numbered by their key/value head.
+    Off (always empty) unless :data:`SUPERSCRIPTS` is set."""
+    if not SUPERSCRIPTS:
+        return ""
+    anchor = _anchor(stage)
+    g = anchor.derivation
+    if g is None:
+        return ""
+    many_layers, many_heads = _layout(g)
+    parts = [str(anchor.layer)] if anchor.layer and anchor.side in many_layers else []
+    m = _HEAD.match(anchor.name)
+    if m and (m.group(1), m.group(2)) in many_heads:
+        parts.append(m.group(3))
+    return ",".join(parts)
 
 
 def per_row(stage: Stage) -> bool:
@@ -97,16 +180,25 @@ class EntrySymbol(sympy.Symbol):
 
     def _mathml_presentation(self, printer):
         dom = printer.dom
+        note = self.notation
         base = dom.createElement("mi")
-        base.appendChild(dom.createTextNode(self.notation.text))
-        if self.index is None:
+        base.appendChild(dom.createTextNode(
+            note.text.removesuffix(f"^({note.where})") if note.where else note.text))
+        scripts = []
+        if self.index is not None:
+            scripts.append(dom.createElement("mn"))
+            scripts[-1].appendChild(dom.createTextNode(str(self.index)))
+        if note.where:
+            scripts.append(dom.createElement("mtext"))
+            scripts[-1].appendChild(dom.createTextNode(f"({note.where})"))
+        if not scripts:
             return base
-        sub = dom.createElement("msub")
-        number = dom.createElement("mn")
-        number.appendChild(dom.createTextNode(str(self.index)))
-        sub.appendChild(base)
-        sub.appendChild(number)
-        return sub
+        tag = {(True, False): "msub", (False, True): "msup", (True, True): "msubsup"}[
+            (self.index is not None, bool(note.where))]
+        out = dom.createElement(tag)
+        for child in (base, *scripts):
+            out.appendChild(child)
+        return out
 
 
 def entry_symbol(stage: Stage, j: int) -> EntrySymbol:
@@ -150,14 +242,15 @@ def place(stage: Stage, i: int, j: int) -> str:
 
 
 def legend(stages: Iterable[Stage]) -> tuple[Notation, ...]:
-    """The symbols the stages use, each once, in order of first use.
+    """The symbols the stages use, each once, in order of first use, without the
+    superscripts saying where they sit (:func:`superscript_pieces` explains those).
 
     A symbol used with several titles (``z``: the encoder's and the decoder's output)
     gets them joined.
     """
     found: dict[str, Notation] = {}
     for stage in stages:
-        note = notation(stage)
+        note = stage.op.symbol
         known = found.get(note.latex)
         if known is None:
             found[note.latex] = note
@@ -172,3 +265,90 @@ def legend_text(notes: Iterable[Notation]) -> str:
     items = "; ".join(f"{n.text}: {n.title}" for n in notes)
     return f"Notation: {items}. {INDEX_RULE}"
 
+
+
+def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
+    """The notation table of a document: every symbol its stages' tables and equations
+    use, once, its title saying what it means: the stages' symbols (:func:`legend`),
+    then the weights (``W_Q``: query weights), ε and d_k where an operation uses them."""
+    stages = list(stages)
+    rows = list(legend(stages))
+    seen = {n.latex for n in rows}
+
+    def add(note: Notation) -> None:
+        if note.latex not in seen:
+            seen.add(note.latex)
+            rows.append(note)
+
+    for stage in stages:
+        for name in stage.op.parameters():
+            note = stage.op.parameter_notation(name)
+            title = note.title.removeprefix("the ")
+            add(Notation(note.latex, note.text, title[:1].upper() + title[1:]))
+    eps = [s.op.eps for s in stages if getattr(s.op, "eps", 0)]
+    if eps:
+        values = ", ".join(dict.fromkeys(_plain_number(e) for e in eps))
+        add(Notation(r"\varepsilon", "ε", "Small constant that keeps the denominator of a "
+                     f"normalisation away from 0 (here {values})"))
+    if any(getattr(s.op, "name", "") == "scale_mask" for s in stages):
+        add(Notation("d_{k}", "d_k", "Width of a query and a key (the scores are divided "
+                     "by its square root)"))
+    add(Notation("n", "n", "Number of token positions (the rows of a table)"))
+    add(Notation(r"d, d_{\text{in}}", "d, d_in", "Width of a row: of the row a step computes, "
+                 "of a projection's input"))
+    return tuple(rows)
+
+
+def _plain_number(value: object) -> str:
+    """An exact rational as a reader writes it: ``1/1000000`` as ``0.000001``."""
+    text = str(value)
+    num, _, den = text.partition("/")
+    if den and den.lstrip("1") and set(den[1:]) == {"0"} and den[0] == "1":
+        places = len(den) - 1
+        sign = "-" if num.startswith("-") else ""
+        digits = num.lstrip("-").rjust(places + 1, "0")
+        return f"{sign}{digits[:-places]}.{digits[-places:]}"
+    return text
+
+
+def superscript_pieces(stages: Iterable[Stage]) -> tuple[str | Notation, ...]:
+    """The sentence explaining the superscripts :func:`where` gives (empty when no
+    stage has one): what ``(1,2)`` means in this document."""
+    stages = list(stages)
+    located = [s for s in stages if where(s)]
+    if not located:
+        return ()
+    layered = any(s.layer and s.side in _layout(s.derivation)[0] for s in located)
+    headed = any("," in where(s) or not layered for s in located
+                 if _HEAD.match(s.name))
+    example = next((s for s in located if _HEAD.match(s.name)
+                    and _HEAD.match(s.name).group(2) == "head"), located[0])
+    note = notation(example)
+    meaning = {(True, True): "its layer, then its head", (True, False): "its layer",
+               (False, True): "its head"}[(layered, headed)]
+    pieces: list[str | Notation] = [
+        "A superscript in parentheses says where a quantity sits: ", meaning, " (",
+        Notation(note.latex, note.text, ""), ": ", _where_words(example), ")"]
+    if any(_HEAD.match(s.name) and _HEAD.match(s.name).group(2) == "kv_head"
+           for s in located):
+        pieces.append("; keys and values are numbered by their key/value head")
+    pieces.append(".")
+    return tuple(pieces)
+
+
+def _where_words(stage: Stage) -> str:
+    anchor = _anchor(stage)
+    parts = []
+    many_layers, many_heads = _layout(anchor.derivation)
+    if anchor.layer and anchor.side in many_layers:
+        parts.append(f"layer {anchor.layer}")
+    m = _HEAD.match(anchor.name)
+    if m and (m.group(1), m.group(2)) in many_heads:
+        kind = "key/value head" if m.group(2) == "kv_head" else "head"
+        parts.append(f"{kind} {m.group(3)}")
+    return ", ".join(parts)
+
+
+def pieces_text(pieces: Iterable[str | Notation]) -> str:
+    """Words and math pieces as plain text."""
+    return "".join(p if isinstance(p, str) else p.text for p in pieces)

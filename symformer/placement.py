@@ -17,6 +17,7 @@ _GROUPS = [
     (re.compile(r"^(?:(\w+)\.)?head(\d+)$"), lambda m: (
         f"{m.group(1).capitalize()}-attention head {m.group(2)}" if m.group(1)
         else f"Head {m.group(2)}")),
+    (re.compile(r"^kv_head(\d+)$"), lambda m: f"Key/value head {m.group(1)}"),
     (re.compile(r"^attention$"), lambda m: "Multi-head attention"),
     (re.compile(r"^(self|cross)$"), lambda m: f"{m.group(1).capitalize()}-attention"),
     (re.compile(r"^add_norm(\d+)$"), lambda m: f"Add & Norm {m.group(1)}"),

@@ -37,9 +37,11 @@ def graph():
 
 def test_softmax_backward_equation_is_its_index_rule(graph):
     (line,) = equation_lines(graph["grad.layer1.head1.scores"])
-    assert line.text == "∂L/∂s_(i,j) = α_(i,j) (∂L/∂α_(i,j) − Σ_(m=0..n−1) α_(i,m) ∂L/∂α_(i,m))"
-    assert line.lhs == r"\partial L/\partial s_{i,j}"
-    assert r"\sum_{m = 0}^{n - 1} \alpha_{i,m} \partial L/\partial \alpha_{i,m}" in line.rhs
+    assert line.text == ("∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1) "
+                         "α^(1)_(i,m) ∂L/∂α^(1)_(i,m))")
+    assert line.lhs == r"\partial L/\partial s^{(1)}_{i,j}"
+    assert (r"\sum_{m = 0}^{n - 1} \alpha^{(1)}_{i,m} \partial L/\partial \alpha^{(1)}_{i,m}"
+            in line.rhs)
     assert line.plain == ("ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * "
                           "dalpha[i, m] for m in range(n)))")
 
@@ -70,9 +72,10 @@ def test_backward_part_runs_from_the_loss_to_the_embeddings(graph):
              "Head 1, Gradient of the loss at Scaled scores",
              "Gradient of the loss at Token embedding", "### Gradients of the weights"]
     assert [part.index(o) for o in order] == sorted(part.index(o) for o in order)
-    assert r"\partial L/\partial s_{i,j} &= \alpha_{i,j}" in part  # the softmax rule
+    assert r"\partial L/\partial s^{(1)}_{i,j} &= \alpha^{(1)}_{i,j}" in part  # the softmax rule
     # ∂L/∂u_0 = ∂L/∂s_0/√2 with the printed ∂L/∂s_0 substituted
-    assert r"\partial L/\partial u_{0} &= \frac{\partial L/\partial s_{0}}{\sqrt{2}}" in part
+    assert (r"\partial L/\partial u^{(1)}_{0} &= \frac{\partial L/\partial s^{(1)}_{0}}{\sqrt{2}}"
+            in part)
 
 
 def test_no_loss_no_backward_part():
@@ -113,7 +116,8 @@ def test_trace_backward_every_format(tmp_path, fmt):
     text = out.read_text(encoding="utf-8")
     assert "Gradient of the loss at Scaled scores" in text
     if fmt == "text":
-        assert "∂L/∂s_(i,j) = α_(i,j) (∂L/∂α_(i,j) − Σ_(m=0..n−1) α_(i,m) ∂L/∂α_(i,m))" in text
+        # (wrapped at 80 columns after the sum's first term)
+        assert "∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1)" in text
         assert text.index("stage loss") < text.index("stage grad.output") \
             < text.index("stage grad.embeddings")
     if fmt == "latex" and shutil.which("pdflatex"):

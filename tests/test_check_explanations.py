@@ -56,7 +56,7 @@ def test_wrong_numbers_of_a_print_block_are_reported_with_their_line(tmp_path, c
     assert main(["check", str(doc), "--name", "Q=layer1.head1.Q"]) == 1
     out = capsys.readouterr().out
     wrong = [line for line in out.splitlines() if "claimed" in line]
-    assert wrong == [f"  line 8, q_1 of 'I' (position 2): claimed 9.999, correct {correct} "
+    assert wrong == [f"  line 8, q^(1)_1 of 'I' (position 2): claimed 9.999, correct {correct} "
                      f"(exact {wrong[0].split('(exact ')[1]}"]
     assert main(["check", str(doc), "--name", "Q=layer1.head1.Q", "--json"]) == 1
     details = json.loads(capsys.readouterr().out)["claims"][0]["details"]

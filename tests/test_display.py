@@ -75,4 +75,4 @@ def test_trace_reprs(block):
     assert "<script" not in html  # static in notebooks: every step shown
     assert trace._repr_markdown_().startswith("# I think I understand")
     latex = trace._repr_latex_()
-    assert latex.startswith("$$\\begin{aligned}") and "q_{0} &=" in latex
+    assert latex.startswith("$$\\begin{aligned}") and "q^{(1)}_{0} &=" in latex

@@ -234,9 +234,10 @@ def test_sheets_define_every_function_and_symbol(exercises):
     given = silu.index("## Given")
     assert r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}" in silu[:given]
     assert r"a_j = \operatorname{SiLU}(g_j)\, h_j" in silu[:given]
-    # the equation, from the gated product's proved source: SiLU written out
-    assert (r"a_{i,j} &= \frac{g_{i,j}}{1 + \exp \mathopen{}\left( -g_{i,j} "
-            r"\mathclose{}\right)} h_{i,j}") in silu
+    # the equation, from the gated product's proved source: SiLU written out (layer 1
+    # of two: every symbol carries the layer)
+    assert (r"a^{(1)}_{i,j} &= \frac{g^{(1)}_{i,j}}{1 + \exp \mathopen{}\left( -g^{(1)}_{i,j} "
+            r"\mathclose{}\right)} h^{(1)}_{i,j}") in silu
     relu = (exercises["relu"][1] / "v01" / "sheet.md").read_text()
     assert r"\operatorname{ReLU}(x) = \max(0, x)" in relu
 

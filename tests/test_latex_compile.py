@@ -48,6 +48,13 @@ def attention_only_with_loss():
                          "    [0, 1, 0],\n    [-1, 0, 1],\n]\n")
 
 
+#: Identifiers of the code that the notes' text must never show (pdftotext keeps an
+#: underscore only where it was typeset as one: W_O written as text, not W_{O}).
+INTERNAL = re.compile(r"W_[A-Za-z0-9]|b_\d|\bgamma\b|\bbeta\b|\beps\b|sqrt\(|U\+[0-9A-F]{4}|"
+                      r"\bff\d|\bd\d\b|[a-z_]+\d+\.[a-z_]+\d*\.|Other stages|act\(g\)|"
+                      r"source, target so far")
+
+
 #: Every shipped example's notes, as a user exports them (the built-in one with closed
 #: forms too), compiled once each.
 NOTES = {
@@ -78,6 +85,16 @@ def test_notes_compile_without_overfull_boxes(name, tmp_path):
         assert "Causal self-attention" in text and "Scaled scores" in text
     if name == "attention_only_loss":
         assert "Backward pass" in text
+    # one notation, declared once: what a reader sees holds no identifier of the code
+    leaks = INTERNAL.findall(text)
+    assert not leaks, leaks
+    decoder_only = name in ("gpt2_style", "llama_style")
+    assert ("Encoder output" in text) is not decoder_only
+    assert ("decoder-only" in text) is decoder_only
+    assert "Notation: every symbol of these notes, once." in text
+    if name == "llama_style":  # RoPE: a sentence, no all-zero table
+        assert "rotary position embeddings (RoPE)" in text
+        assert "Input: Positional encoding. Values" not in text
 
 
 @needs_pdflatex

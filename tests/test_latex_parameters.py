@@ -66,9 +66,9 @@ def test_every_builtin_weight_is_printed_once_exactly_as_in_the_file(builtin_fil
         return [[_fraction(v) for v in row] for row in rows]
 
     assert by_fragment[("embeddings", "E")] == want(data["embeddings"])
-    assert by_fragment[("layer1-head1-Q", "W_{Q}")] == want(head1["W_Q"])
-    assert by_fragment[("layer1-head1-K", "W_{K}")] == want(head1["W_K"])
-    assert by_fragment[("layer1-head1-V", "W_{V}")] == want(head1["W_V"])
+    assert by_fragment[("layer1-head1-Q", "W_{Q}^{(1)}")] == want(head1["W_Q"])
+    assert by_fragment[("layer1-head1-K", "W_{K}^{(1)}")] == want(head1["W_K"])
+    assert by_fragment[("layer1-head1-V", "W_{V}^{(1)}")] == want(head1["W_V"])
     assert by_fragment[("layer1-attention-output", "W_{O}")] == want(layer["W_O"])
     assert by_fragment[("layer1-ffn-hidden", "W_{1}")] == want(layer["W_1"])
     assert by_fragment[("layer1-ffn-hidden", "b_{1}")] == want(layer["b_1"])
@@ -91,8 +91,10 @@ def test_grouped_query_weights_print_once_each():
     layers = _file("llama_style")["layer"]
     heads = sum(len(layer["head"]) for layer in layers)
     kv_heads = sum(len(layer["kv_head"]) for layer in layers)
-    assert sum(lhs == "W_{Q}" for _, lhs, _ in printed) == heads
-    assert sum(lhs == "W_{K}" for _, lhs, _ in printed) == kv_heads < heads
+    # layer and (key/value) head as a superscript: W_{Q}^{(2,3)}
+    assert sum(lhs.startswith("W_{Q}^{(") for _, lhs, _ in printed) == heads
+    assert sum(lhs.startswith("W_{K}^{(") for _, lhs, _ in printed) == kv_heads < heads
+    assert "W_{K}^{(2,2)}" in {lhs for _, lhs, _ in printed}
     assert len(printed) == len({(p, lhs) for p, lhs, _ in printed})
 
 
@@ -101,7 +103,7 @@ def test_worked_lines_say_when_zero_weight_terms_are_left_out(builtin_files):
     softmax has no weights, so no sentence."""
     q = builtin_files["fragments/layer1-head1-Q-worked.tex"]
     assert "terms with a weight of exactly 0 are left out" in q
-    assert r"q_{0} &= x_{0} (W_{Q})_{0,0} + x_{1} (W_{Q})_{1,0}" in q
+    assert r"q^{(1)}_{0} &= x_{0} (W_{Q}^{(1)})_{0,0} + x_{1} (W_{Q}^{(1)})_{1,0}" in q
     softmax = builtin_files["fragments/layer1-head1-weights-worked.tex"]
     assert "left out" not in softmax
 
@@ -132,7 +134,8 @@ def test_caption_spacing_and_steps_kept_together(builtin_files):
 def test_short_worked_results_share_a_line(block):
     """The softmax's four exponentials stand two by two; the sum, wider, alone."""
     tex = to_latex(worked_example(block["layer1.head1.weights"], 1))
-    assert re.search(r"e\^\{s_\{0\}\} &= e\^\{1\.66\} \\approx 5\.26 & e\^\{s_\{1\}\} &=", tex)
+    assert re.search(r"e\^\{s\^\{\(1\)\}_\{0\}\} &= e\^\{1\.66\} \\approx 5\.26 & "
+                     r"e\^\{s\^\{\(1\)\}_\{1\}\} &=", tex)
     assert re.search(r"\n  \\Sigma &= [^\n&]*\n", tex)
 
 

@@ -53,7 +53,7 @@ def test_exact_cells_use_short_closed_forms(block):
 
 def test_labels_and_caption(block):
     q, w = block["layer1.head1.Q"], block["layer1.head1.weights"]
-    assert [column_label(q, j) for j in range(2)] == ["q_{0}", "q_{1}"]
+    assert [column_label(q, j) for j in range(2)] == ["q^{(1)}_{0}", "q^{(1)}_{1}"]
     assert column_label(block["layer1.ffn.hidden"], 5) == "h_{5}"
     assert column_label(block["layer1.add_norm1.mean"], 0) == r"\mu"
     assert column_label(w, 3) == r"\text{understand}_{3}"

@@ -13,10 +13,11 @@ from symformer.latex.worked import Style, worked_example
 
 def test_query_row_term_by_term(block):
     latex = to_latex(worked_example(block["layer1.head1.Q"], 1))
-    assert r"q_{0} &= x_{0} (W_{Q})_{0,0} + x_{1} (W_{Q})_{1,0}" in latex
-    # from the printed 4.84 and 1.54 a reader gets exactly 1.595, a tie; the line says
-    # so and gives the exact value's rounding ((4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...)
-    assert r"= 4.84 \cdot 0.25 + 1.54 \cdot 0.25 = 1.595\ (\text{exact: } {1.60})" in latex
+    assert r"q^{(1)}_{0} &= x_{0} (W_{Q}^{(1)})_{0,0} + x_{1} (W_{Q}^{(1)})_{1,0}" in latex
+    # from the printed 4.84 and 1.54 a reader gets exactly 1.595, a tie, rounded half
+    # to even at the block's 2 decimals: 1.60, also the exact value's rounding
+    # ((4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...), so no note
+    assert r"= 4.84 \cdot 0.25 + 1.54 \cdot 0.25 \approx 1.60" in latex
     assert r"= 0.01 \cdot 0.25 + 3.00 \cdot 0.25 \approx 0.75" in latex
 
 
@@ -30,7 +31,8 @@ def test_softmax_shows_exponentials_that_add_up(block, builtin):
     latex = to_latex(worked_example(block["layer1.head1.weights"], 1, Style(decimals=3)))
     scores = float_forward(builtin)["layer1.head1.scores"][1]
     # each exponential on a line of its own, rounded from the printed score
-    exps = re.findall(r"e\^\{s_\{\d\}\} &= e\^\{([-0-9.]+)\} \\approx ([-0-9.]+)", latex)
+    exps = re.findall(r"e\^\{s\^\{\(1\)\}_\{\d\}\} &= e\^\{([-0-9.]+)\} \\approx ([-0-9.]+)",
+                      latex)
     shown = [float(s) for s, _ in exps]
     assert shown == [round(s, 3) for s in scores]
     terms = [float(e) for _, e in exps]
@@ -43,7 +45,8 @@ def test_softmax_shows_exponentials_that_add_up(block, builtin):
     # each weight from its printed exponential and the printed sum; a reader's result
     # within one unit of the last digit of the exact weight (the float reference's)
     weights = float_forward(builtin)["layer1.head1.weights"][1]
-    alphas = re.findall(r"\\alpha_\{(\d)\} &= \\frac\{e\^\{s_\{\d\}\}\}\{\\Sigma\} = "
+    alphas = re.findall(r"\\alpha\^\{\(1\)\}_\{(\d)\} &= \\frac\{e\^\{s\^\{\(1\)\}_\{\d\}\}\}"
+                        r"\{\\Sigma\} = "
                         r"\\frac\{([-0-9.]+)\}\{([-0-9.]+)\} \\approx ([-0-9.]+)", latex)
     assert [int(j) for j, *_ in alphas] == [0, 1, 2, 3]
     for (j, num, den, result), weight in zip(alphas, weights):
@@ -55,7 +58,7 @@ def test_softmax_shows_exponentials_that_add_up(block, builtin):
 def test_masked_keys_get_zero_weight(causal_block):
     latex = to_latex(worked_example(causal_block["layer1.head1.weights"], 1))
     assert latex.count(r"(\text{masked})") == 2
-    assert "e^{s_{2}}" not in latex
+    assert "e^{s^{(1)}_{2}}" not in latex
 
 
 def test_layer_norm_shows_mean_variance_and_the_normalised_row(block, builtin):
@@ -66,7 +69,7 @@ def test_layer_norm_shows_mean_variance_and_the_normalised_row(block, builtin):
     var_latex = to_latex(worked_example(block["layer1.add_norm1.variance"], 1))
     assert rf"\approx {x.var():.2f}" in var_latex
     ln = to_latex(worked_example(block["layer1.add_norm1"], 1))
-    assert r"\sqrt{\sigma^2 + \epsilon}" in ln
+    assert r"\sqrt{\sigma^2 + \varepsilon}" in ln
     results = re.findall(r"\\approx ([-0-9.]+)", ln)
     assert [float(v) for v in results] == [round(v, 2) for v in ref["layer1.add_norm1"][1]]
 

@@ -19,10 +19,11 @@ from symformer.latex import Options, export_files
 from symformer.trace import render, trace_token
 
 TOKEN, POSITION = "think", 1
-#: stage -> (text symbol, LaTeX symbol, subscripts of the traced row; () for a whole row)
+#: stage -> (text symbol, LaTeX symbol, subscripts of the traced row; () for a whole row);
+#: the built-in example has two heads, so a head's symbols carry the head: q^(1)
 STAGES = {
-    "layer1.head1.Q": ("q", "q", (0, 1)),
-    "layer1.head1.weights": ("α", r"\alpha", (0, 1, 2, 3)),
+    "layer1.head1.Q": ("q^(1)", "q^{(1)}", (0, 1)),
+    "layer1.head1.weights": ("α^(1)", r"\alpha^{(1)}", (0, 1, 2, 3)),
     "layer1.add_norm1.mean": ("μ", r"\mu", ()),
 }
 LEGEND = "counted from 0"
@@ -41,6 +42,11 @@ def _text_indices(text: str, symbol: str) -> set[int]:
 
 
 def _mathml_indices(text: str, symbol: str) -> set[int]:
+    base, _, where = symbol.partition("^")
+    if where:  # q^(1): a subscript and the head as a superscript
+        return {int(k) for k in re.findall(
+            rf"<msubsup><mi>{re.escape(base)}</mi>(?:<mrow>)?<mn>(\d+)</mn>(?:</mrow>)?"
+            rf"<mtext>{re.escape(where)}</mtext></msubsup>", text)}
     return {int(k) for k in re.findall(
         rf"<msub><mi>{re.escape(symbol)}</mi>(?:<mrow>)?<mn>(\d+)</mn>", text)}
 
@@ -153,8 +159,8 @@ def test_check_names_entries_the_same_way(tmp_path, block, capsys):
     ]) + "\n")
     assert main(["check", str(claims)]) == 1
     out = capsys.readouterr().out
-    assert f"q_0 of '{TOKEN}' (position {POSITION}): claimed" in out
-    assert f"α_1 of '{TOKEN}' (position {POSITION}), column 'think': claimed" in out
+    assert f"q^(1)_0 of '{TOKEN}' (position {POSITION}): claimed" in out
+    assert f"α^(1)_1 of '{TOKEN}' (position {POSITION}), column 'think': claimed" in out
     assert f"μ of '{TOKEN}' (position {POSITION}): claimed" in out
     assert "row " not in out and "col " not in out
 
@@ -162,5 +168,5 @@ def test_check_names_entries_the_same_way(tmp_path, block, capsys):
 def test_pdf_worked_lines_use_the_same_indices(block):
     worked = export_files(block, Options(decimals=2, token=POSITION))[
         "fragments/layer1-head1-Q-worked.tex"]
-    lhs = {int(k) for k in re.findall(r"^\s*q_\{(\d+)\} &", worked, re.M)}
+    lhs = {int(k) for k in re.findall(r"^\s*q\^\{\(1\)\}_\{(\d+)\} &", worked, re.M)}
     assert lhs == {0, 1}

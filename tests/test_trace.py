@@ -151,7 +151,7 @@ def test_cli_text_fits_80_columns(capsys):
     assert main(["trace", "--token", "think", "--decimals", "3"]) == 0
     out = capsys.readouterr().out
     assert "[4/33] Layer 1 > Head 1 > Query" in out
-    assert "q_0 = 4.841·0.25 + 1.540·0.25 ≈ 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
+    assert "q^(1)_0 = 4.841·0.25 + 1.540·0.25 ≈ 1.595" in out  # (4 + sin 1 + 1 + cos 1) / 4
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
@@ -174,7 +174,7 @@ def test_markdown_has_every_step(block, capsys):
     out = capsys.readouterr().out
     assert out.count("\n### ") == len(shown(block))
     assert "layer1." not in out  # no stage name in the published text
-    assert "$$\\alpha_{i,j} = " in out and "| $0.243$ |" in out and "| $-0.305$ |" in out
+    assert "$$\\alpha^{(1)}_{i,j} = " in out and "| $0.243$ |" in out and "| $-0.305$ |" in out
 
 
 def test_latex_document_compiles(tmp_path, causal_block):
@@ -192,7 +192,7 @@ def test_latex_document_compiles(tmp_path, causal_block):
     assert run.returncode == 0, run.stdout[-2000:]
     assert (tmp_path / "trace.pdf").stat().st_size > 1000
     source = tex.read_text()
-    assert r"q_{0} &= 4.841 \cdot 0.25 + 1.540 \cdot 0.25 \approx 1.595" in source
+    assert r"q^{(1)}_{0} &= 4.841 \cdot 0.25 + 1.540 \cdot 0.25 \approx 1.595" in source
 
 
 def test_exact_tie_in_the_causal_first_row(causal_block, reference):

@@ -57,7 +57,7 @@ def test_trace_of_export(course_block):
     trace = trace_token(course_block, "export", decimals=3)
     assert trace.position == 1
     steps = {s.stage: s for s in trace.steps}
-    assert "after W_O" in steps["layer1.attention.output"].title
+    assert "Multi-head output" in steps["layer1.attention.output"].title
     assert "no W_O" in steps["layer1.attention.output"].general[0].text
     for name, step in steps.items():
         assert step.values == course_block[name].values(decimals=3)[1]
@@ -90,7 +90,7 @@ def test_cli_traces_the_whole_matrix_variant(capsys, course_block):
     assert main(["trace", path, "--token", "export", "--decimals", "2",
                  "--layer-norm", "whole_matrix"]) == 0
     whole = capsys.readouterr().out
-    assert "μ_i = (1/(n d)) Σ_(k=0..n−1) Σ_(j=0..d−1) r_(k,j)" in whole
+    assert "μ_i = (1/(n d)) Σ_(m=0..n−1) Σ_(j=0..d−1) r_(m,j)" in whole
     assert "(over every entry of the" in whole  # the remark (wrapped to the terminal)
     assert "every entry of the matrix" not in per_token
     assert "μ_i = (1/d) Σ_(j=0..d−1) r_(i,j)" in per_token

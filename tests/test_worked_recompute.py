@@ -105,9 +105,10 @@ def test_cli_writes_worked_json(tmp_path, block):
     check_all(items)
     q = [i for i in items if i["stage"] == "layer1.head1.Q"]
     # q_0 = x_0/4 + x_1/4 for "think" (row 1): (4 + sin 1)/4 + (1 + cos 1)/4 = 1.5954...,
-    # but from the printed 4.84 and 1.54 a reader gets exactly 1.595 (a tie)
+    # but from the printed 4.84 and 1.54 a reader gets exactly 1.595 (a tie), rounded
+    # half to even at the block's 2 decimals: 1.60, the table's value (no note)
     assert [(i["row"], i["col"], i["symbol"], i["result"], i.get("exact")) for i in q] == [
-        (1, 0, "q_0", "1.595", "1.60"), (1, 1, "q_1", "0.75", None)]
+        (1, 0, "q^(1)_0", "1.60", None), (1, 1, "q^(1)_1", "0.75", None)]
     sums = [i for i in items if i["stage"] == "layer1.head1.weights" and i["col"] is None]
     assert len(sums) == 2  # head 1's denominator, and again under the causal mask
     stages = {i["stage"] for i in items}
@@ -120,15 +121,21 @@ def test_builtin_every_line_recomputes(block, token, decimals):
     check_all(list(builtin_items(block, token, decimals)))
 
 
-def test_builtin_lines_are_never_ties(block):
-    """A printed line whose exact value is half-way between two roundings would let a
-    reader round either way; the built-in example has no exact ties, so none may show."""
+def test_tie_lines_print_at_the_block_precision(block):
+    """A line whose printed operands give exactly a tie (1.595 at 2 decimals) prints its
+    result at the block's decimals, rounded half to even (check_item recomputes it so),
+    and its exact note, if any, at the same decimals: never one decimal more."""
+    ties = 0
     for token in range(4):
         for item in builtin_items(block, token, 2):
             value = evaluate(item["expression"])
-            if isinstance(value, Fraction):
-                scaled = value * 10 ** decimals_of(item["result"])
-                assert scaled - (scaled.numerator // scaled.denominator) != Fraction(1, 2), item
+            places = decimals_of(item["result"])
+            if not isinstance(value, Fraction):
+                continue
+            if item.get("exact") is not None:
+                assert decimals_of(item["exact"]) == places, item
+            ties += item["stage"] == "layer1.head1.Q" and (value * 100).denominator == 2
+    assert ties  # q_0 of "think": 4.84/4 + 1.54/4 = 1.595, printed 1.60
 
 
 def test_softmax_chain_recomputes_from_what_it_prints(block):
@@ -143,12 +150,12 @@ def test_softmax_chain_recomputes_from_what_it_prints(block):
     total = items[4]
     assert total["col"] is None and total["symbol"] == "Σ"
     assert total["expression"] == " + ".join(i["result"] for i in exps)
-    assert [o["worked"] for o in total["operands"]] == [f"exp(s_{j})" for j in range(4)]
+    assert [o["worked"] for o in total["operands"]] == [f"exp(s^(1)_{j})" for j in range(4)]
     assert items[5]["expression"] == f"{exps[0]['result']}/{total['result']}"
     # the sum is a line of its own, over the printed terms: 21.60 exactly, never a
     # chain that puts e^{1.66} + ... (21.61) and 5.26 + ... (21.60) on one line
     tex = to_latex(Worked(*_latex_steps(block["layer1.head1.weights"])))
-    assert r"e^{s_{1}} &= e^{1.97} \approx 7.17" in tex
+    assert r"e^{s^{(1)}_{1}} &= e^{1.97} \approx 7.17" in tex
     assert r"\approx 5.26 + 7.17 + 5.64 + 3.53 = 21.60" in tex
     assert "e^{1.66} + e^{1.97}" not in tex
 
@@ -156,14 +163,15 @@ def test_softmax_chain_recomputes_from_what_it_prints(block):
 def test_a_tie_from_the_printed_operands_prints_the_tie_and_the_exact_value(block):
     """q_1 of "think" is (sin(1/100) + 2 + cos(1/100))/4 = 0.75248...; from the
     3-decimal inputs 0.010 and 3.000 (what the table shows) a reader gets exactly
-    0.7525, a tie: the line says so, and gives the exact value's rounding."""
+    0.7525, a tie, rounded half to even at the block's 3 decimals: 0.752, which is
+    also the exact value's rounding, so the line needs no note."""
     q = next(s for s in trace_token(block, 1, decimals=3).steps if s.stage == "layer1.head1.Q")
     line = as_text(q.entries[1].worked)
-    assert "0.010·0.25 + 3.000·0.25 = 0.7525 (exact: 0.752)" in line
+    assert "0.010·0.25 + 3.000·0.25 ≈ 0.752" in line and "exact" not in line
     (item,) = q.entries[1].worked.items
     shown = item_dict(item)
     check_item(shown)
-    assert (shown["result"], shown["exact"]) == ("0.7525", "0.752")
+    assert (shown["result"], shown.get("exact")) == ("0.752", None)
 
 
 def test_operands_are_the_numbers_the_tables_print(block):

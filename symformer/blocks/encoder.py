@@ -20,6 +20,8 @@ from symformer.example.schema import Example, Layer
 from symformer.ops import Identity, Notation
 
 OUTPUT = Notation("z", "z", "Encoder output")
+#: A decoder-only model's stack (causal, or read by an LM head) is a decoder's.
+DECODER_ONLY_OUTPUT = Notation("z", "z", "Decoder output")
 
 
 def derive(example: Example, causal: bool | None = None,
@@ -49,7 +51,9 @@ def derive(example: Example, causal: bool | None = None,
         x = encoder_block(g, number, x, layer)
     if example.final_norm is not None:
         x = layer_norm(g, "final_norm", x, example.final_norm, "f", 0)
-    out = g.add("output", "output", Identity(OUTPUT), (x,), example.tokens, g[x].cols)
+    decoder_only = example.decoder is None and (example.lm_head is not None or g.causal)
+    out = g.add("output", "output", Identity(DECODER_ONLY_OUTPUT if decoder_only else OUTPUT),
+                (x,), example.tokens, g[x].cols)
     if example.decoder is not None:
         decoder_stages(g, memory="output")
     if example.lm_head is not None:

@@ -18,10 +18,7 @@ from symformer.ops.base import Notation
 
 
 def input_notations(stage: Any) -> list[Notation]:
-    """The symbols of the stage's inputs; several heads' outputs get ``^(k)``."""
-    stages = [stage.derivation[name] for name in stage.inputs]
-    notations = [s.op.symbol for s in stages]
-    if len(stages) > 1 and len({n.latex for n in notations}) == 1 and all(s.head for s in stages):
-        return [Notation(f"{n.latex}^{{({s.head})}}", f"{n.text}^({s.head})", n.title)
-                for n, s in zip(notations, stages)]
-    return notations
+    """The symbols of the stage's inputs, each with the superscript saying where it
+    sits (several heads' outputs: ``o^{(1)}``, ``o^{(2)}``)."""
+    from symformer.notation import notation
+    return [notation(stage.derivation[name]) for name in stage.inputs]

@@ -22,6 +22,9 @@ FIXED = {
     "inf": Notation(r"\infty", "∞", ""),
     "max": Notation(r"\max", "max", ""),
     "pos": Notation(r"\mathit{pos}", "pos", ""),
+    # ε is written one way in every equation and worked line
+    "epsilon": Notation(r"\varepsilon", "ε", ""),
+    "varepsilon": Notation(r"\varepsilon", "ε", ""),
 }
 
 

@@ -78,6 +78,10 @@ class EquationLatex(LatexCodegen):
     def visit_BinOp(self, node: ast.BinOp) -> str:
         if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
             return f"{self.visit(node.left)}/{self.visit(node.right)}"
+        if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Subscript):
+            base = self.visit(node.left)
+            if "^" in base:  # h^{(1)}_{i,j} cubed: braced, never a double superscript
+                return f"{{{base}}}^{{{self.visit(node.right)}}}"
         return super().visit_BinOp(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> str:

@@ -91,7 +91,7 @@ class Bound:
 
 #: Letters a sum's index takes, in order of preference (the first that clashes with
 #: no symbol of the equation).
-_SUM_INDICES = ("m", "k", "l", "c", "p", "q", "r", "t")
+_SUM_INDICES = ("m", "l", "c", "p", "q", "r", "t", "k")
 
 
 class _Rename(ast.NodeTransformer):
@@ -140,7 +140,7 @@ def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
 
 
 #: ε, written one way in every equation.
-_EPS = Notation(r"\varepsilon", "ε", "")
+_EPS = sym.FIXED["epsilon"]
 
 
 class Symbols:
@@ -151,8 +151,9 @@ class Symbols:
     subclass passed to :func:`stage_equation`; every format then prints its symbols."""
 
     def stage(self, stage: Any) -> Notation:
-        """The symbol of a stage."""
-        return stage.op.symbol
+        """The symbol of a stage, with its layer and head superscript."""
+        from symformer.notation import notation
+        return notation(stage)
 
     def inputs(self, stage: Any) -> list[Notation]:
         """The symbols of a stage's inputs, as its equation writes them."""
@@ -160,8 +161,9 @@ class Symbols:
         return input_notations(stage)
 
     def parameter(self, stage: Any, name: str) -> Notation:
-        """The symbol of the parameter ``name`` of a stage's operation."""
-        return stage.op.parameter_notation(name)
+        """The symbol of the parameter ``name`` of a stage's operation (``W_Q^{(2)}``)."""
+        from symformer.notation import parameter
+        return parameter(stage, name)
 
 
 #: The operations' own notation.

@@ -91,6 +91,14 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Glossary:
+    """The notation table: one row per symbol, ``(math, meaning in words)``."""
+
+    caption: str
+    rows: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class MatrixBlock:
     """A stage as ``name = [bmatrix]`` for use inside equations."""
 

@@ -106,12 +106,14 @@ def _choice_label(step: GenerationStep) -> str:
 def generation_table(steps: list[GenerationStep], decimals: int) -> Table:
     """One row per step: the target so far, the certified probabilities, the choice."""
     vocab = steps[0].derivation["probabilities"].cols
+    decoder_only = steps[0].derivation.example.decoder is None
+    given = "tokens so far" if decoder_only else "source, target so far"
     rows = []
     for step in steps:
         values = step.probabilities(decimals)
         rows.append((*(Cell(v, heat=heat_of(v)) for v in values), Cell(_choice_label(step))))
     return Table(
-        caption=f"Greedy generation: P(next token | source, target so far) at the last "
+        caption=f"Greedy generation: P(next token | {given}) at the last "
                 f"position, one row per step. Values correctly rounded to {decimals} "
                 "decimals; the next token is the exact argmax.",
         label="tab:generation",
@@ -119,7 +121,7 @@ def generation_table(steps: list[GenerationStep], decimals: int) -> Table:
         col_labels=(*map(word_label, vocab), r"\text{next token}"),
         cells=tuple(rows),
         legend=("Darker: larger probability.",),
-        row_header=("step", "target so far"),
+        row_header=("step", given),
     )
 
 

@@ -21,7 +21,7 @@ from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
 from symformer.latex import decoder
 from symformer.latex.backward import backward_part, is_backward, prepare
-from symformer.latex.blocks import Fragment, Heading, Math, Prose
+from symformer.latex.blocks import Fragment, Glossary, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
@@ -29,9 +29,16 @@ from symformer.latex.parameters import omits_zero_terms, parameter_blocks
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import first_position, stage_matrix, stage_table
 from symformer.latex.worked import Style, worked_example
-from symformer.notation import legend, matrix_latex
+from symformer.notation import (
+    INDEX_PIECES,
+    glossary,
+    matrix_latex,
+    notation,
+    superscript_pieces,
+)
 from symformer.ops import Identity, Notation
 from symformer.placement import part_of
+from symformer.words import plural
 
 #: The group (second-level heading) of each stage kind.
 GROUPS = {
@@ -119,7 +126,7 @@ def _group(stage: Stage) -> str:
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
-    group = GROUPS.get(stage.kind, "Other stages")
+    group = GROUPS.get(stage.kind) or _title(stage)
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
         group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
@@ -166,7 +173,30 @@ def renaming_prose(stage: Stage) -> Prose:
     for k, piece in enumerate(text.split("W_O")):  # the matrix's name set as math
         parts += [Math("W_O")] if k else []
         parts += [piece] if piece else []
-    return Prose((*parts, Math(f"{stage.op.symbol.latex} = {source.op.symbol.latex}"), "."))
+    return Prose((*parts, Math(f"{notation(stage).latex} = {notation(source).latex}"), "."))
+
+
+def no_positional_table(stage: Stage) -> bool:
+    """True for a positional-encoding stage of a model without one (RoPE, or none):
+    its table would be all zeros, so a sentence stands for it."""
+    return stage.kind == "positional_encoding" and getattr(stage.op, "kind", "") in (
+        "rope", "none")
+
+
+def rope_prose(stage: Stage) -> Prose:
+    """Why a RoPE model (or one without positions) shows no positional-encoding table."""
+    pe = notation(stage).latex
+    if stage.op.kind == "none":
+        return Prose(("This model adds no positional encoding (", Math(f"{pe} = 0"),
+                      "): nothing in it depends on a token\u2019s position except through "
+                      "the causal mask, if any.",))
+    return Prose(("This model adds no positional encoding to the embeddings (",
+                  Math(f"{pe} = 0"), ", so ", Math("x = e"), "). Positions enter inside "
+                  "attention instead, by rotary position embeddings (RoPE): in every head "
+                  "the query and the key of position ", Math("i"), " are rotated by angles "
+                  "proportional to ", Math("i"), " (the rotated query ", Math(r"\tilde{q}"),
+                  " and key ", Math(r"\tilde{k}"), " below), so a score depends on how far "
+                  "apart the two positions are.",))
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
@@ -216,8 +246,13 @@ def target_token(g: Derivation, options: Options) -> int | None:
 
 def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
-    text = ("Every number below is derived exactly and rounded with certified ball arithmetic "
-            f"to {options.decimals} decimals. The worked examples follow the token "
+    lead = (f"The model: {architecture(g)}. "
+            "Every number below is derived exactly and rounded with certified ball arithmetic "
+            f"to {options.decimals} decimals. A worked line computes with the numbers the "
+            "tables print and rounds its result to the same decimals (an exact tie to "
+            "even); where that differs from the table, the line gives the table\u2019s "
+            "value too, as in ")
+    text = (". The worked examples follow the token "
             f"\u201c{g.example.tokens[token]}\u201d at position {token}. "
             f"The sentence: {' '.join(g.example.tokens)}.")
     target = target_token(g, options)
@@ -227,7 +262,51 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
     stages = [s for s in select(g, options.stages) if not is_backward(s)]
-    return [Prose((text + _long_names(g),)), legend_prose(legend(stages))]
+    example = Math(r"\approx 2.788\ (\text{exact: } 2.789)")
+    return [Prose((lead, example, text + _long_names(g))),
+            *notation_blocks(stages)]
+
+
+def notation_blocks(stages: list[Stage]) -> list[Glossary | Prose]:
+    """The notation, declared once: a table of every symbol (:func:`glossary`), how
+    indices run and what a superscript says."""
+    rows = tuple((n.latex, n.title) for n in glossary(stages))
+    caption = "Notation: every symbol of these notes, once."
+    return [Glossary(caption, rows),
+            _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages))]
+
+
+def _prose(pieces) -> Prose:
+    """Words and math pieces (:data:`symformer.notation.INDEX_PIECES`) as prose."""
+    return Prose(tuple(p if isinstance(p, str) else Math(p.latex) for p in pieces if p))
+
+
+def architecture(g: Derivation) -> str:
+    """What the model is, in words: ``a decoder-only Transformer, 2 layers of 2 heads``."""
+    example = g.example
+    if example.decoder is not None:
+        kind = "an encoder\u2013decoder Transformer"
+    elif example.lm_head is not None or g.causal:
+        kind = "a decoder-only Transformer (causal self-attention)"
+    else:
+        kind = "a Transformer encoder"
+    layers = len(example.layers)
+    heads = sorted({len(layer.heads) for layer in example.layers})
+    text = f"{kind}; {plural(layers, 'layer')}"
+    if heads:
+        text += " of " + " or ".join(plural(h, "head") for h in heads)
+    kv = sorted({len(layer.kv_heads) for layer in example.layers if layer.kv_heads})
+    if kv:
+        text += " sharing " + " or ".join(plural(h, "key/value head") for h in kv) + \
+            " (grouped-query attention)"
+    if example.decoder is not None:
+        decoder = example.decoder.layers
+        heads = sorted({len(layer.self_heads) for layer in decoder})
+        text = (text.replace("; ", "; the encoder: ", 1) + ", the decoder: "
+                + plural(len(decoder), "layer") + " of "
+                + " or ".join(plural(h, "head") for h in heads) + " (masked self-attention "
+                "and cross-attention)")
+    return text
 
 
 def _long_names(g: Derivation) -> str:
@@ -249,9 +328,7 @@ def legend_prose(notes: Iterable[Notation]) -> Prose:
     parts: list[str | Math] = ["Notation: "]
     for k, n in enumerate(notes):
         parts += ["; " if k else "", Math(n.latex), f": {n.title}"]
-    # notation.INDEX_RULE, with its math set as math
-    parts += [". Token positions and vector dimensions are counted from 0; sums over the ",
-              Math("n"), " key positions run over ", Math(r"j = 0, \dots, n-1"), "."]
+    parts += [". ", *_prose(INDEX_PIECES).parts]
     return Prose(tuple(p for p in parts if p != ""))
 
 
@@ -296,6 +373,11 @@ def build(g: Derivation, options: Options,
             causal_done = True
         if renames(stage):
             out.append(renaming_prose(stage))
+            continue
+        if no_positional_table(stage):
+            out.append(Section(Heading(_title(stage), 3 if _group(stage) != part else 2),
+                               [Fragment(f"{slug(stage.name)}-rope", [rope_prose(stage)])]))
+            group = _group(stage)
             continue
         if _group(stage) != group:
             group = _group(stage)

@@ -18,6 +18,7 @@ from symformer.latex.blocks import (
     Cell,
     Equation,
     Fragment,
+    Glossary,
     Heading,
     Math,
     Matrices,
@@ -142,6 +143,13 @@ def _(block: Table, heat: bool = False) -> str:
     legend = " ".join(item.replace("Shaded:", "\u2020:") for item in shown)
     caption = markdown_text(f"{block.caption} {legend}".strip())
     return f"*{caption}*\n\n" + "\n".join(lines)
+
+
+@to_markdown.register
+def _(block: Glossary) -> str:
+    lines = ["| symbol | meaning |", "|:---|:---|"]
+    lines += [f"| ${_math(latex)}$ | {markdown_text(meaning)} |" for latex, meaning in block.rows]
+    return f"*{markdown_text(block.caption)}*\n\n" + "\n".join(lines)
 
 
 def markdown_document(g, outline: list, heat: bool = False) -> str:

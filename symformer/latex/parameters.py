@@ -15,6 +15,7 @@ from symformer.latex.blocks import Matrices, MatrixBlock, Prose
 from symformer.latex.numbers import weight
 from symformer.latex.render import TEXT_WIDTH
 from symformer.lazy import sympy
+from symformer.notation import parameter
 from symformer.worked.render_latex import width
 
 #: The embedding table's name in ``op.parameters()``: its rows are the vocabulary.
@@ -57,8 +58,7 @@ def parameter_blocks(stage: Stage, seen: set) -> list:
         found.append((name, value))
     if not found:
         return []
-    op = stage.op
-    blocks = [_matrix(op.parameter_notation(name).latex, value) for name, value in found]
+    blocks = [_matrix(parameter(stage, name).latex, value) for name, value in found]
     text = "The weights, exactly as in the example file" if len(found) > 1 else \
         "The weight, exactly as in the example file"
     if any(name == TABLE for name, _ in found):

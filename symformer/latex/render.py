@@ -13,6 +13,7 @@ from functools import singledispatch
 from symformer.latex.blocks import (
     Equation,
     Fragment,
+    Glossary,
     Heading,
     Math,
     Matrices,
@@ -160,6 +161,26 @@ def step_lines(step: Step) -> tuple[str, str]:
             chain.append(f"{relation} {rhs}")
         previous = rhs
     return chain[0], " ".join(chain[1:])
+
+
+@to_latex.register
+def _(block: Glossary) -> str:
+    # two symbol-meaning pairs side by side, read down the left pair first
+    half = (len(block.rows) + 1) // 2
+    left, right = block.rows[:half], block.rows[half:]
+    lines = [r"\begin{table}", r"\centering\small",
+             f"\\caption{{{latex_text(block.caption, breaks=True)}}}\\label{{tab:notation}}",
+             r"\begin{tabular}{@{}lp{0.36\linewidth}@{\hspace{1.2em}}lp{0.36\linewidth}@{}}",
+             r"\toprule", r"symbol & meaning & symbol & meaning \\", r"\midrule"]
+    for k, (latex, meaning) in enumerate(left):
+        cells = [f"${latex}$", latex_text(meaning)]
+        if k < len(right):
+            cells += [f"${right[k][0]}$", latex_text(right[k][1])]
+        else:
+            cells += ["", ""]
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines)
 
 
 @to_latex.register

@@ -71,9 +71,20 @@ class Notation:
     text: str
     title: str
     bracket: bool = False
+    #: The superscript ``latex`` and ``text`` end with, saying where the quantity sits:
+    #: its layer and head (``"1,2"``, set by :meth:`at`), empty when one of each.
+    where: str = ""
+
+    def at(self, where: str) -> Notation:
+        """This symbol with the superscript ``(where)``: ``q`` -> ``q^{(2)}``."""
+        if not where:
+            return self
+        return Notation(f"{_script_base(self.latex)}^{{({where})}}",
+                        f"{self.text}^({where})", self.title, self.bracket, where)
 
     def entry(self, *index: int | str, fmt: str = "latex") -> str:
-        """The symbol with its subscript: ``\\alpha_{2}`` (latex) or ``α_2`` (text)."""
+        """The symbol with its subscript: ``\\alpha_{2}`` (latex) or ``α_2`` (text);
+        a superscript ``where`` stands over it (``q^{(2)}_{0}``)."""
         if not index:
             return self.latex if fmt == "latex" else self.text
         sub = ",".join(str(i) for i in index)
@@ -82,9 +93,20 @@ class Notation:
                     else f"({self.text})_{sub}" if len(index) == 1
                     else f"({self.text})_({sub})")
         if fmt == "latex":
-            base = f"{{{self.latex}}}" if "^" in self.latex else self.latex
+            base = self.latex if self.where else _script_base(self.latex)
             return f"{base}_{{{sub}}}"
         return f"{self.text}_{sub}" if len(index) == 1 else f"{self.text}_({sub})"
+
+
+def _script_base(latex: str) -> str:
+    """``latex`` ready to take a script: braced when it ends in a superscript of its own
+    (``\\sigma^2`` -> ``{\\sigma^2}``), so that a second one does not clash."""
+    depth = 0
+    for char in latex:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "^" and depth == 0:
+            return f"{{{latex}}}"
+    return latex
 
 
 @dataclass(frozen=True)
@@ -322,11 +344,13 @@ class Operation(ABC):
         return {}
 
     def parameter_notation(self, name: str) -> Notation:
-        """How the parameter ``name`` is written: ``gamma`` as γ, ``W_Q`` as W_Q."""
+        """How the parameter ``name`` is written: ``gamma`` as γ, ``W_Q`` as W_Q; its
+        title is what a lecturer calls it ("the query weights")."""
+        title = parameter_title(name)
         greek = {"gamma": (r"\gamma", "γ"), "beta": (r"\beta", "β")}.get(name)
         if greek is not None:
-            return Notation(*greek, greek[1])
-        return named(name, name)
+            return Notation(*greek, title)
+        return named(name, title)
 
     def staged(self) -> Operation | None:
         """This operation with its weights read from stages instead of constants.
@@ -431,6 +455,28 @@ def undefined_error(stage: Stage, row: int, why: str) -> InputError:
     """``STAGE: row i ('token') is undefined: WHY`` -- the error of a row that divides by 0."""
     token = stage.rows[row] if row < len(stage.rows) else str(row)
     return InputError(f"{stage.name}: row {row} ({token!r}) is undefined: {why}")
+
+
+#: What a lecturer calls each named weight (the titles of their gradients' sections):
+#: words, never the identifier (``W_O``), which the symbol beside them already shows.
+PARAMETER_TITLES = {
+    "W_Q": "the query weights", "W_K": "the key weights", "W_V": "the value weights",
+    "b_Q": "the query bias", "b_K": "the key bias", "b_V": "the value bias",
+    "W_O": "the output projection", "b_O": "the bias of the output projection",
+    "W_1": "the first feed-forward weights", "b_1": "the first feed-forward bias",
+    "W_2": "the second feed-forward weights", "b_2": "the second feed-forward bias",
+    "W_gate": "the gate weights", "b_gate": "the gate bias",
+    "W_vocab": "the vocabulary projection", "b_vocab": "the vocabulary bias",
+    "gamma": "the scale of the normalisation", "beta": "the shift of the normalisation",
+}
+
+
+def parameter_title(name: str) -> str:
+    """A weight's name in words (``W_1``: "the first feed-forward weights"); an
+    unknown name is called a weight (``W_x``: "a weight")."""
+    if name in PARAMETER_TITLES:
+        return PARAMETER_TITLES[name]
+    return "a bias" if name.startswith("b_") else "a weight"
 
 
 def named(name: str, title: str = "") -> Notation:

@@ -38,7 +38,7 @@ class GatedProduct(Operation):
 
     name = "gated_product"
     reference_function = gated
-    default_notation = Notation("a", "a", "Gated activation act(g) ⊙ h")
+    default_notation = Notation("a", "a", "Gated activation")
     trace_step = "activation"
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:

@@ -170,7 +170,7 @@ class Normalize(Operation):
     def named_constants(self) -> dict[str, Notation]:
         return {"gamma": Notation(r"\gamma", "γ", "scale"),
                 "beta": Notation(r"\beta", "β", "shift"),
-                "eps": Notation(r"\epsilon", "ε", "epsilon")}
+                "eps": Notation(r"\varepsilon", "ε", "epsilon")}
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X, mu, var = args

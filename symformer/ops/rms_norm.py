@@ -30,6 +30,9 @@ from symformer.ops.facts import FALSE, PROVED, Fact
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
 
+#: The mean square of a row, one symbol in every format (its input may be x, r or y).
+MEAN_SQUARE = Notation(r"\langle x^2 \rangle", "⟨x²⟩", "Mean square")
+
 
 def mean_square(x, d):
     """ms = (1/d) sum_j x_j^2 per token: (n, 1)."""
@@ -74,7 +77,7 @@ class RowMeanSquare(Operation):
 
     name = "mean_square"
     reference_function = mean_square
-    default_notation = Notation(r"\overline{x^2}", "ms", "Mean square")
+    default_notation = MEAN_SQUARE
     rational = True
     nonnegative = True
 
@@ -214,7 +217,7 @@ class RMSNormalize(Operation):
 
     def spelling(self) -> Spelling:
         return Spelling(index="j", indexed=frozenset({"x", "gamma"}),
-                        symbols={"ms": Notation(r"\overline{x^2}", "ms", "")})
+                        symbols={"ms": MEAN_SQUARE})
 
     def parameters(self) -> dict[str, sympy.Matrix]:
         """gamma."""

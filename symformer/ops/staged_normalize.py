@@ -32,7 +32,7 @@ class StagedNormalize(Operation):
 
     name = "staged_normalize"
     reference_function = layer_norm
-    default_notation = Notation("y", "y", "LayerNorm (trained gamma, beta)")
+    default_notation = Notation("y", "y", "LayerNorm (trained scale and shift)")
     trace_step = "norm"
 
     def _plain(self, d: int) -> Normalize:

@@ -30,7 +30,7 @@ class StagedRMSNormalize(Operation):
 
     name = "staged_rms_normalize"
     reference_function = rms_norm
-    default_notation = Notation("y", "y", "RMSNorm (trained gamma)")
+    default_notation = Notation("y", "y", "RMSNorm (trained scale)")
 
     def _plain(self, d: int) -> RMSNormalize:
         """The same RMSNorm with gamma = 1 on rows of width ``d``."""

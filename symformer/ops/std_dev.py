@@ -41,7 +41,7 @@ class StdDev(Operation):
 
     name = "std_dev"
     reference_function = std_dev
-    default_notation = Notation(r"\sigma", "σ", "Standard deviation")
+    default_notation = Notation(r"\tilde{\sigma}", "σ̃", "Standard deviation, stabilised")
     nonnegative = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:

@@ -26,12 +26,14 @@ from fractions import Fraction
 
 import flint
 
-from symformer.engine.arbmath import precision, rational_ball, sympy_to_arb
+from symformer.engine.arbmath import precision, sympy_to_arb
 from symformer.engine.graph import Stage
-from symformer.engine.rounding import Rounded, round_fraction
+from symformer.engine.rounding import round_fraction
 from symformer.errors import ClosedFormTooLarge, UndecidedError
 from symformer.example.exact import ExactMatrix
 from symformer.lazy import sympy
+from symformer.notation import notation as stage_notation
+from symformer.notation import where as stage_where
 from symformer.ops.base import Notation, WorkedPart
 from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
 from symformer.worked.from_sympy import Converter
@@ -85,14 +87,16 @@ def _decimal(text: str, source: Source | None = None) -> Num:
 
 def reader_result(numeric: Node, decimals: int) -> Num | None:
     """What a reader gets from a printed expression: its correct rounding to
-    ``decimals``; for an exact tie (1.595 at two decimals, which a reader may round
-    either way) the tie itself, one more decimal; None when undecidable."""
+    ``decimals``; an exact tie (1.595 at two decimals) is rounded half to even, as
+    NumPy and Python do and as the notes say, so that every result of a block has the
+    block's decimals; None when undecidable."""
     r = reader_rounding(numeric, decimals)
-    if r is not None:
-        return Num(r.fixed(), r.value())
-    value = exact_value(numeric)
-    text = terminating(value) if value is not None else None
-    return None if text is None else Num(text, value)
+    if r is None:
+        value = exact_value(numeric)
+        if value is None:
+            return None
+        r = round_fraction(value, decimals=decimals)  # ties to even
+    return Num(r.fixed(), r.value())
 
 
 class _Row:
@@ -124,9 +128,11 @@ class _Row:
         if not names:
             return [self._decided(j, f) for j, f in enumerate(self.stage.local.row(self.i))]
         replace, zeros = {}, {}
+        located = stage_where(self.stage)  # a head's weights: W_Q^{(2)}, as its equation
         for field, notation in names.items():
             value = getattr(op, field)
             if isinstance(value, (sympy.MatrixBase, ExactMatrix)):
+                notation = notation.at(located)  # noqa: PLW2901
                 replace[field] = sympy.Matrix(*value.shape, lambda k, j, f=field, n=notation,
                                               v=value: self._constant(f, n, v, k, j, zeros))
             elif value is not None:
@@ -151,7 +157,8 @@ class _Row:
         s = sympy.Symbol(f"const:{field}[{k},{j}]")
         index = (max(k, j),) if 1 in value.shape else (k, j)
         if "_" in notation.latex:  # (W_{Q})_{0,1}, and W_Q[0,1] in text
-            leaf = symbol(Notation(f"({notation.latex})", notation.text, notation.title), index)
+            leaf = symbol(Notation(f"({notation.latex})", notation.text, notation.title,
+                                   where=notation.where), index)
             leaf = dataclasses.replace(leaf, text=f"{notation.text}[{','.join(map(str, index))}]")
         else:
             leaf = symbol(notation, index)
@@ -198,15 +205,9 @@ class _Row:
         return symbol(self._input_notation(source), index)
 
     def _input_notation(self, source: Stage) -> Notation:
-        """The input's symbol; inputs of several heads sharing one (the gradient at x
-        reads every head's dL/dq) get the head as a superscript: q^{(2)}."""
-        note = source.op.symbol
-        if source.head and any(self.g[n].op.symbol.latex == note.latex
-                               and self.g[n].head not in (0, source.head)
-                               for n in self.stage.inputs):
-            return Notation(f"{note.latex}^{{({source.head})}}",
-                            f"{note.text}^({source.head})", note.title)
-        return note
+        """The input's symbol, with the superscript saying where it sits (q^{(2)}:
+        :func:`symformer.notation.notation`)."""
+        return stage_notation(source)
 
     def number_of(self, s: sympy.Symbol, decimals: int) -> Node:
         name, r, c = self.g.owner(s)
@@ -252,8 +253,7 @@ class _Row:
 
     # -- steps --------------------------------------------------------------------
     def lhs(self, j: int) -> Sym:
-        notation = self.stage.op.symbol
-        return symbol(notation, (j,) if self.stage.shape[1] > 1 else ())
+        return symbol(stage_notation(self.stage), (j,) if self.stage.shape[1] > 1 else ())
 
     def is_plain_row(self) -> bool:
         """Every entry a copy of an input entry or an exact rational: nothing to work out."""
@@ -267,7 +267,7 @@ class _Row:
             else:
                 items.append(_decimal(self.values.text(self.stage, self.i, j,
                                                       self.style.decimals)))
-        return Step(symbol(self.stage.op.symbol), ((EQUALS, Vector(tuple(items))),),
+        return Step(symbol(stage_notation(self.stage)), ((EQUALS, Vector(tuple(items))),),
                     stage=self.stage.name, row=self.i)
 
     def steps(self) -> list[Step]:
@@ -428,9 +428,6 @@ class _Row:
         if has_rounded_leaves(numeric):
             decimals = places(result.text)
             found = reader_result(numeric, decimals)
-            if found is not None and places(found.text) > decimals:  # a tie: is it exact?
-                tie = self._true_tie(j, numeric, decimals)
-                found = found if tie is None else Num(tie.fixed(), tie.value())
             if found is None:
                 return None
             if found.value != result.value:  # the reader's path differs from the table
@@ -442,21 +439,6 @@ class _Row:
         chain.append((relation, result))
         item = Item(name, self.i, j, lhs, numeric, result, table)
         return Step(lhs, tuple(chain), (item,), exact=table, **where)
-
-    def _true_tie(self, j: int, numeric: Node, decimals: int) -> Rounded | None:
-        """The half-to-even rounding of a printed expression whose value is a tie, when
-        that tie is the entry's exact value (proved): more digits cannot change it."""
-        value = exact_value(numeric)
-        if value is None:
-            return None
-        tie = sympy.Rational(value.numerator, value.denominator)
-        ball = self.stage.balls(1024)[self.i][j]  # cheap: the engine caches each precision
-        with precision(1024):
-            near = ball.overlaps(rational_ball(tie))
-        if not near or not self.g.prove_zero(
-                self._resolved(j) - tie):
-            return None
-        return round_fraction(value, decimals=decimals)
 
     def _resolved(self, j: int) -> sympy.Expr:
         """Entry j's local formula, data-dependent branches (ReLU) decided."""

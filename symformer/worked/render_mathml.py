@@ -55,8 +55,15 @@ def _parens(body: str) -> str:
     return f'<mrow><mo stretchy="false">(</mo>{body}<mo stretchy="false">)</mo></mrow>'
 
 
+#: A symbol's superscript saying where it sits (``q^(1)``: head 1; see symformer.notation).
+_WHERE = re.compile(r"(.+)\^(\([^()]*\))")
+
+
 def _name(text: str) -> str:
-    """A symbol name; ``W_Q`` becomes W with subscript Q."""
+    """A symbol name; ``W_Q`` becomes W with subscript Q, ``q^(1)`` q with (1) above."""
+    where = _WHERE.fullmatch(text)
+    if where:
+        return f"<msup>{_name(where.group(1))}<mtext>{escape(where.group(2))}</mtext></msup>"
     if text in ("inf", "\u221e"):
         return "<mi>\u221e</mi>"
     base, _, sub = text.partition("_")
@@ -74,9 +81,13 @@ def _symbol(node: Sym) -> str:
     base = _name(node.base or node.text)
     if not node.index:
         return base
+    index = _mo(",").join(f"<mn>{i}</mn>" for i in node.index)
+    where = _WHERE.fullmatch(node.base or "")
     if "_" in (node.base or ""):
         base = _parens(base)
-    index = _mo(",").join(f"<mn>{i}</mn>" for i in node.index)
+    elif where:  # q^(1)_0: the index below the superscript
+        return (f"<msubsup>{_name(where.group(1))}<mrow>{index}</mrow>"
+                f"<mtext>{escape(where.group(2))}</mtext></msubsup>")
     return f"<msub>{base}<mrow>{index}</mrow></msub>"
 
 
