@@ -300,7 +300,7 @@ values = [[0.5, 1.5], [1.59, 0.75], [0.37, 1.5], [0.54, 1.51]]
 """, "claims.toml")
     status, out, err = run(capsys, "check", claims)
     assert status == 1 and "Traceback" not in err
-    assert "q_0 of 'think' (position 1): claimed 1.59, correct 1.60" in out
+    assert "q^(1)_0 of 'think' (position 1): claimed 1.59, correct 1.60" in out
     assert "11 of 12 numbers correct" in out
 
 

@@ -337,7 +337,11 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
     # 64 bits below them: a ball of the working precision stays as narrow
     bits = (wanted + 3 * _SPREAD + _EXTRA) * 10 // 3 + 64
     new, scales = object.__new__, _scales(bits)
-    widen = arb(0, fmpq(1, 2))  # [-1/2, 1/2], its radius rounded up by about 1e-9
+    # [-1/2, 1/2] and a little more: a midpoint of 2**-bits keeps z's midpoint at a
+    # working exponent when x is tiny (a midpoint of 10**-(10**29) would make
+    # unique_fmpz's shift too large: FLINT aborts the process); z still holds
+    # x * 10**-t + [-1/2, 1/2], which is all the argument above needs
+    widen = arb(fmpq(1, 2**bits), fmpq(1, 2) + fmpq(1, 2**bits))
     out = []
     with precision(bits):
         if significant is None:
