@@ -9,6 +9,7 @@ confirmed by changing a future target token in the float64 decoder.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -22,7 +23,9 @@ from test_decoder_float import decoder_examples, float_decoder
 import symformer.cli.prove
 from symformer import derive, load_example, parse_example
 from symformer.cli import main
+from symformer.example.fields import Where
 from symformer.example.loader import example_from_dict
+from symformer.example.stages import parse_stages
 from symformer.reference import numpy_ref
 from symformer.verify.conventions import Convention, derive_variant
 from symformer.verify.crosscheck import crosscheck, next_token_error
@@ -61,6 +64,9 @@ def test_conventions_reach_the_decoder(example) -> None:
 
 
 def test_reference_decoder_agrees_with_the_independent_float64_decoder(example) -> None:
+    # with every LayerNorm output's mean and variance, which the independent decoder gives
+    example = dataclasses.replace(example, stages=parse_stages({"output_moments": True},
+                                                               Where("test")))
     ours, theirs = numpy_ref.forward(example), float_decoder(example)
     for name, expected in theirs.items():
         np.testing.assert_allclose(ours[name], expected, rtol=1e-13, atol=1e-15, err_msg=name)

@@ -11,14 +11,3 @@ general equation of a stage as every format shows it
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from symformer.ops.base import Notation
-
-
-def input_notations(stage: Any) -> list[Notation]:
-    """The symbols of the stage's inputs, each with the superscript saying where it
-    sits (several heads' outputs: ``o^{(1)}``, ``o^{(2)}``)."""
-    from symformer.notation import notation
-    return [notation(stage.derivation[name]) for name in stage.inputs]

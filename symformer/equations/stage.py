@@ -157,8 +157,8 @@ class Symbols:
 
     def inputs(self, stage: Any) -> list[Notation]:
         """The symbols of a stage's inputs, as its equation writes them."""
-        from symformer.codegen import input_notations
-        return input_notations(stage)
+        from symformer.notation import notation
+        return [notation(stage.derivation[name]) for name in stage.inputs]
 
     def parameter(self, stage: Any, name: str) -> Notation:
         """The symbol of the parameter ``name`` of a stage's operation (``W_Q^{(2)}``)."""

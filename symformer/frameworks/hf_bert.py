@@ -18,7 +18,7 @@ import numpy as np
 
 from symformer.errors import NotSupportedError
 from symformer.example.numbers import DecimalText
-from symformer.frameworks.hf_in import _activation, _get, _has, _number, _refuse
+from symformer.frameworks.hf_in import config_number, has_tensor, hf_activation, refuse, tensor
 from symformer.frameworks.weights import row, rows
 
 
@@ -71,8 +71,8 @@ def bert_data(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
               segments: Sequence[int] | None, kind: str) -> dict[str, Any]:
     """The example table of a BERT-family model (``kind``: bert, roberta, distilbert)."""
     names = FAMILY[kind]
-    _refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
-                     "add_cross_attention": "cross-attention"})
+    refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
+                    "add_cross_attention": "cross-attention"})
     positional = config.get("position_embedding_type", "absolute")
     if positional != "absolute":
         raise NotSupportedError(f"config.json: position_embedding_type = {positional!r} is not "
@@ -80,8 +80,8 @@ def bert_data(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
     p = (f"{kind}.", "")
     d, n_head = int(config[names.width]), int(config[names.heads])
     hd = d // n_head
-    word = _get(w, "embeddings.word_embeddings.weight", p)
-    positions = _get(w, "embeddings.position_embeddings.weight", p)
+    word = tensor(w, "embeddings.word_embeddings.weight", p)
+    positions = tensor(w, "embeddings.position_embeddings.weight", p)
     if kind == "roberta":  # position i is row pad_token_id + 1 + i (no padding read)
         positions = positions[int(config.get("pad_token_id") or 0) + 1:]
     data: dict[str, Any] = {
@@ -89,15 +89,15 @@ def bert_data(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
         "positional_encoding": "learned",
         "positional_embeddings": rows(positions, "position_embeddings"),
         "causal": False, "norm": "post", "layer_norm": "biased",
-        "activation": _activation(config, names.act),
-        "eps": _number(config, names.eps, "1e-12") if names.eps else DecimalText("1e-12"),
+        "activation": hf_activation(config, names.act),
+        "eps": config_number(config, names.eps, "1e-12") if names.eps else DecimalText("1e-12"),
         "embedding_norm": {
-            "gamma": row(_get(w, "embeddings.LayerNorm.weight", p), "embeddings.LayerNorm"),
-            "beta": row(_get(w, "embeddings.LayerNorm.bias", p), "embeddings.LayerNorm")},
+            "gamma": row(tensor(w, "embeddings.LayerNorm.weight", p), "embeddings.LayerNorm"),
+            "beta": row(tensor(w, "embeddings.LayerNorm.bias", p), "embeddings.LayerNorm")},
     }
-    if _has(w, "embeddings.token_type_embeddings.weight", p):  # not DistilBERT
+    if has_tensor(w, "embeddings.token_type_embeddings.weight", p):  # not DistilBERT
         data["token_type_embeddings"] = rows(
-            _get(w, "embeddings.token_type_embeddings.weight", p), "token_type_embeddings")
+            tensor(w, "embeddings.token_type_embeddings.weight", p), "token_type_embeddings")
         data["segments"] = [int(s) for s in (segments or [0] * n_tokens)]
     data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd)
                      for i in range(int(config[names.depth]))]
@@ -114,10 +114,10 @@ def _layer(w: dict[str, np.ndarray], names: Names, b: str, p: tuple[str, ...], n
     """One post-LayerNorm block: heads with biases, W_O, the FFN, two LayerNorms."""
 
     def lin(name: str) -> np.ndarray:  # nn.Linear stores W^T
-        return np.asarray(_get(w, f"{b}{name}.weight", p)).T
+        return np.asarray(tensor(w, f"{b}{name}.weight", p)).T
 
     def vec(name: str) -> list[Any]:
-        return row(_get(w, f"{b}{name}", p), f"{b}{name}")
+        return row(tensor(w, f"{b}{name}", p), f"{b}{name}")
 
     heads = []
     for h in range(n_head):
@@ -125,7 +125,7 @@ def _layer(w: dict[str, np.ndarray], names: Names, b: str, p: tuple[str, ...], n
         head = {}
         for letter, name in (("Q", names.query), ("K", names.key), ("V", names.value)):
             head[f"W_{letter}"] = rows(lin(name)[:, cols], f"{b}{name}")
-            head[f"b_{letter}"] = row(_get(w, f"{b}{name}.bias", p)[cols], f"{b}{name}.bias")
+            head[f"b_{letter}"] = row(tensor(w, f"{b}{name}.bias", p)[cols], f"{b}{name}.bias")
         heads.append(head)
     layer = {"W_O": rows(lin(names.out), f"{b}{names.out}"), "b_O": vec(f"{names.out}.bias"),
              "W_1": rows(lin(names.ffn_in), f"{b}{names.ffn_in}"),
@@ -149,9 +149,9 @@ def _mlm_head(w: dict[str, np.ndarray], names: Names, embeddings: np.ndarray
     dense, norm = names.head_dense, names.head_norm
     head: dict[str, Any] = {
         "W_transform": rows(np.asarray(w[f"{dense}.weight"]).T, f"{dense}.weight"),
-        "b_transform": row(_get(w, f"{dense}.bias", ("",)), f"{dense}.bias"),
-        "transform_norm": {"gamma": row(_get(w, f"{norm}.weight", ("",)), f"{norm}.weight"),
-                           "beta": row(_get(w, f"{norm}.bias", ("",)), f"{norm}.bias")},
+        "b_transform": row(tensor(w, f"{dense}.bias", ("",)), f"{dense}.bias"),
+        "transform_norm": {"gamma": row(tensor(w, f"{norm}.weight", ("",)), f"{norm}.weight"),
+                           "beta": row(tensor(w, f"{norm}.bias", ("",)), f"{norm}.bias")},
     }
     decoder = w.get(f"{names.head_decoder}.weight")
     if decoder is None or np.array_equal(decoder, embeddings):

@@ -216,18 +216,20 @@ def pick_tokens(tokens: Sequence[int | str], vocab: list[str], where: str) -> li
     return out
 
 
-def _get(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> np.ndarray:
+def tensor(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> np.ndarray:
+    """The tensor ``name`` under the first of ``prefixes`` that holds it."""
     for prefix in prefixes:
         if prefix + name in weights:
             return weights[prefix + name]
     raise InputError(f"model.safetensors: no tensor {name!r}")
 
 
-def _has(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> bool:
+def has_tensor(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> bool:
+    """True when a tensor ``name`` sits under one of ``prefixes``."""
     return any(p + name in weights for p in prefixes)
 
 
-def _refuse(config: dict[str, Any], checks: dict[str, str]) -> None:
+def refuse(config: dict[str, Any], checks: dict[str, str]) -> None:
     """Refuse every configured feature that symformer does not compute."""
     for key, what in checks.items():
         value = config.get(key)
@@ -236,7 +238,8 @@ def _refuse(config: dict[str, Any], checks: dict[str, str]) -> None:
                                     f"{what} is not supported")
 
 
-def _activation(config: dict[str, Any], key: str) -> str:
+def hf_activation(config: dict[str, Any], key: str) -> str:
+    """The symformer activation of the configuration's ``key``, or a refusal."""
     name = config.get(key)
     if name not in _HF_ACTIVATIONS:
         raise NotSupportedError(f"config.json: {key} = {name!r} is not supported (supported: "
@@ -244,37 +247,38 @@ def _activation(config: dict[str, Any], key: str) -> str:
     return _HF_ACTIVATIONS[name]
 
 
-def _number(config: dict[str, Any], key: str, default: str) -> Any:
+def config_number(config: dict[str, Any], key: str, default: str) -> Any:
+    """The configuration's number ``key`` as exact decimal text (``default`` if absent)."""
     value = config.get(key, DecimalText(default))
     return value if isinstance(value, (DecimalText, int)) else DecimalText(str(value))
 
 
 def _gpt2(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
     """GPT-2: learned positions, pre-LayerNorm, fused Conv1D c_attn, tied head."""
-    _refuse(config, {"scale_attn_by_inverse_layer_idx": "scaling attention by 1/layer",
-                     "add_cross_attention": "cross-attention"})
+    refuse(config, {"scale_attn_by_inverse_layer_idx": "scaling attention by 1/layer",
+                    "add_cross_attention": "cross-attention"})
     if config.get("scale_attn_weights") is False:
         raise NotSupportedError("config.json: scale_attn_weights = false is not supported")
     p = ("transformer.", "")
     d, n_head = int(config["n_embd"]), int(config["n_head"])
     hd = d // n_head
     data: dict[str, Any] = {
-        "embeddings": rows(_get(w, "wte.weight", p), "wte"),
+        "embeddings": rows(tensor(w, "wte.weight", p), "wte"),
         "positional_encoding": "learned",
-        "positional_embeddings": rows(_get(w, "wpe.weight", p), "wpe"),
+        "positional_embeddings": rows(tensor(w, "wpe.weight", p), "wpe"),
         "causal": True, "norm": "pre", "layer_norm": "biased",
-        "activation": _activation(config, "activation_function"),
-        "eps": _number(config, "layer_norm_epsilon", "1e-5"),
+        "activation": hf_activation(config, "activation_function"),
+        "eps": config_number(config, "layer_norm_epsilon", "1e-5"),
         "final_norm": True,
-        "gamma_f": row(_get(w, "ln_f.weight", p), "ln_f.weight"),
-        "beta_f": row(_get(w, "ln_f.bias", p), "ln_f.bias"),
+        "gamma_f": row(tensor(w, "ln_f.weight", p), "ln_f.weight"),
+        "beta_f": row(tensor(w, "ln_f.bias", p), "ln_f.bias"),
     }
-    data["lm_head"] = _lm_head(w, _get(w, "wte.weight", p), config.get("tie_word_embeddings",
-                                                                        True))
+    data["lm_head"] = _lm_head(w, tensor(w, "wte.weight", p), config.get("tie_word_embeddings",
+                                                                         True))
     layers = []
     for i in range(int(config["n_layer"])):
         b = f"h.{i}."
-        W, bias = _get(w, b + "attn.c_attn.weight", p), _get(w, b + "attn.c_attn.bias", p)
+        W, bias = tensor(w, b + "attn.c_attn.weight", p), tensor(w, b + "attn.c_attn.bias", p)
         heads = []
         for h in range(n_head):
             head = {}
@@ -284,16 +288,16 @@ def _gpt2(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
                 head[f"b_{letter}"] = row(bias[cols], f"{b}attn.c_attn.bias")
             heads.append(head)
         layers.append({
-            "W_O": rows(_get(w, b + "attn.c_proj.weight", p), f"{b}attn.c_proj.weight"),
-            "b_O": row(_get(w, b + "attn.c_proj.bias", p), f"{b}attn.c_proj.bias"),
-            "W_1": rows(_get(w, b + "mlp.c_fc.weight", p), f"{b}mlp.c_fc.weight"),
-            "b_1": row(_get(w, b + "mlp.c_fc.bias", p), f"{b}mlp.c_fc.bias"),
-            "W_2": rows(_get(w, b + "mlp.c_proj.weight", p), f"{b}mlp.c_proj.weight"),
-            "b_2": row(_get(w, b + "mlp.c_proj.bias", p), f"{b}mlp.c_proj.bias"),
-            "gamma_1": row(_get(w, b + "ln_1.weight", p), f"{b}ln_1.weight"),
-            "beta_1": row(_get(w, b + "ln_1.bias", p), f"{b}ln_1.bias"),
-            "gamma_2": row(_get(w, b + "ln_2.weight", p), f"{b}ln_2.weight"),
-            "beta_2": row(_get(w, b + "ln_2.bias", p), f"{b}ln_2.bias"),
+            "W_O": rows(tensor(w, b + "attn.c_proj.weight", p), f"{b}attn.c_proj.weight"),
+            "b_O": row(tensor(w, b + "attn.c_proj.bias", p), f"{b}attn.c_proj.bias"),
+            "W_1": rows(tensor(w, b + "mlp.c_fc.weight", p), f"{b}mlp.c_fc.weight"),
+            "b_1": row(tensor(w, b + "mlp.c_fc.bias", p), f"{b}mlp.c_fc.bias"),
+            "W_2": rows(tensor(w, b + "mlp.c_proj.weight", p), f"{b}mlp.c_proj.weight"),
+            "b_2": row(tensor(w, b + "mlp.c_proj.bias", p), f"{b}mlp.c_proj.bias"),
+            "gamma_1": row(tensor(w, b + "ln_1.weight", p), f"{b}ln_1.weight"),
+            "beta_1": row(tensor(w, b + "ln_1.bias", p), f"{b}ln_1.bias"),
+            "gamma_2": row(tensor(w, b + "ln_2.weight", p), f"{b}ln_2.weight"),
+            "beta_2": row(tensor(w, b + "ln_2.bias", p), f"{b}ln_2.bias"),
             "head": heads,
         })
     data["layer"] = layers
@@ -325,11 +329,11 @@ def _rope_theta(config: dict[str, Any]) -> Any:
 
 def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
     """Llama, Mistral, Qwen2: RMSNorm, RoPE ("half"), SwiGLU, grouped-query attention."""
-    _refuse(config, {"num_local_experts": "a mixture of experts",
-                     "num_experts": "a mixture of experts",
-                     "attn_logit_softcapping": "attention logit soft-capping",
-                     "final_logit_softcapping": "logit soft-capping",
-                     "alibi": "ALiBi"})
+    refuse(config, {"num_local_experts": "a mixture of experts",
+                    "num_experts": "a mixture of experts",
+                    "attn_logit_softcapping": "attention logit soft-capping",
+                    "final_logit_softcapping": "logit soft-capping",
+                    "alibi": "ALiBi"})
     if config.get("sliding_window") and config.get("use_sliding_window", True):
         raise NotSupportedError(f"config.json: sliding_window = {config['sliding_window']}: "
                                 f"sliding-window attention is not supported")
@@ -339,16 +343,16 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
     hd = int(config.get("head_dim") or d // n_head)
     if n_head % n_kv:
         raise InputError(f"config.json: {n_head} heads cannot share {n_kv} key/value heads")
-    embed = _get(w, "embed_tokens.weight", p)
+    embed = tensor(w, "embed_tokens.weight", p)
     data: dict[str, Any] = {
         "embeddings": rows(embed, "embed_tokens"),
         "positional_encoding": "rope", "rope_style": "half",
         "positional_encoding_base": _rope_theta(config),
         "causal": True, "norm": "pre", "layer_norm": "rms",
-        "activation": _activation(config, "hidden_act"),
-        "eps": _number(config, "rms_norm_eps", "1e-6"),
+        "activation": hf_activation(config, "hidden_act"),
+        "eps": config_number(config, "rms_norm_eps", "1e-6"),
         "final_norm": True,
-        "gamma_f": row(_get(w, "norm.weight", p), "norm.weight"),
+        "gamma_f": row(tensor(w, "norm.weight", p), "norm.weight"),
         "lm_head": _lm_head(w, embed, bool(config.get("tie_word_embeddings", False))),
     }
     layers = []
@@ -356,10 +360,10 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
         b = f"layers.{i}."
 
         def lin(name: str, b: str = b) -> np.ndarray:  # nn.Linear stores W^T
-            return np.asarray(_get(w, f"{b}{name}.weight", p)).T
+            return np.asarray(tensor(w, f"{b}{name}.weight", p)).T
 
         def bias(name: str, b: str = b) -> np.ndarray | None:
-            return _get(w, f"{b}{name}.bias", p) if _has(w, f"{b}{name}.bias", p) else None
+            return tensor(w, f"{b}{name}.bias", p) if has_tensor(w, f"{b}{name}.bias", p) else None
 
         q, k, v = lin("self_attn.q_proj"), lin("self_attn.k_proj"), lin("self_attn.v_proj")
         bq, bk, bv = (bias(f"self_attn.{x}_proj") for x in "qkv")
@@ -383,9 +387,9 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
             "W_gate": rows(lin("mlp.gate_proj"), f"{b}gate_proj"),
             "W_1": rows(lin("mlp.up_proj"), f"{b}up_proj"),
             "W_2": rows(lin("mlp.down_proj"), f"{b}down_proj"),
-            "gamma_1": row(_get(w, b + "input_layernorm.weight", p), f"{b}input_layernorm"),
-            "gamma_2": row(_get(w, b + "post_attention_layernorm.weight", p),
-                           f"{b}post_attention_layernorm"),
+            "gamma_1": row(tensor(w, b + "input_layernorm.weight", p), f"{b}input_layernorm"),
+            "gamma_2": row(tensor(w, b + "post_attention_layernorm.weight", p),
+                            f"{b}post_attention_layernorm"),
         }
         for key, name in (("b_O", "self_attn.o_proj"), ("b_gate", "mlp.gate_proj"),
                           ("b_1", "mlp.up_proj"), ("b_2", "mlp.down_proj")):
