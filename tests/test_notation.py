@@ -43,10 +43,11 @@ def _text_indices(text: str, symbol: str) -> set[int]:
 
 def _mathml_indices(text: str, symbol: str) -> set[int]:
     base, _, where = symbol.partition("^")
-    if where:  # q^(1): a subscript and the head as a superscript
+    if where:  # q^(1): a subscript and the head, (1), as a superscript
+        sup = "<mo[^>]*>,</mo>".join(rf"<mn>{n}</mn>" for n in where.strip("()").split(","))
         return {int(k) for k in re.findall(
             rf"<msubsup><mi>{re.escape(base)}</mi>(?:<mrow>)?<mn>(\d+)</mn>(?:</mrow>)?"
-            rf"<mtext>{re.escape(where)}</mtext></msubsup>", text)}
+            rf"<mrow><mo[^>]*>\(</mo>{sup}<mo[^>]*>\)</mo></mrow></msubsup>", text)}
     return {int(k) for k in re.findall(
         rf"<msub><mi>{re.escape(symbol)}</mi>(?:<mrow>)?<mn>(\d+)</mn>", text)}
 

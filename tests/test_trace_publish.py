@@ -74,9 +74,9 @@ def test_export_markdown_is_plain_gfm_unless_heat_is_asked(block):
     for markdown in (plain, coloured):
         tokens = _parse(markdown)
         assert _raw_html(tokens) == []
-        assert _check_tables(tokens) == 2
+        assert _check_tables(tokens) == 3  # the notation table, q's and alpha's
     weights = block["layer1.head1.weights"].values(decimals=2)
-    rows = _tables(_parse(plain))[1]
+    rows = _tables(_parse(plain))[2]
     for k, row in enumerate(rows[1:]):  # the weights' cells: math of the exact decimals
         maths = [c[0].content for c in row[2:]]
         assert maths == [rf"\mathbf{{{v}}}" if k == 1 else v for v in weights[k]]

@@ -30,9 +30,10 @@ from symformer.latex.markdown import to_markdown
 from symformer.latex.outline import fragments
 from symformer.latex.render import to_latex
 from symformer.trace import trace_token
-from symformer.worked import as_latex, as_mathml, as_text
+from symformer.worked import as_latex, as_text
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
+from symformer.worked.render_mathml import step_mathml as as_mathml
 from symformer.worked.to_json import item_dict, plain
 
 EXAMPLES = sorted(p for p in (Path(__file__).parents[1] / "symformer" / "examples").glob(

@@ -18,7 +18,13 @@ import numpy as np
 
 from symformer.errors import NotSupportedError
 from symformer.example.numbers import DecimalText
-from symformer.frameworks.hf_in import config_number, has_tensor, hf_activation, refuse, tensor
+from symformer.frameworks.hf_config import (
+    config_number,
+    has_tensor,
+    hf_activation,
+    refuse,
+    tensor,
+)
 from symformer.frameworks.weights import row, rows
 
 

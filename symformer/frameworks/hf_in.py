@@ -28,13 +28,18 @@ from symformer.errors import InputError, NotSupportedError
 from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
+from symformer.frameworks.hf_config import (
+    config_number,
+    has_tensor,
+    hf_activation,
+    refuse,
+    tensor,
+)
 from symformer.frameworks.weights import example_text, printable, row, rows
 
 #: The largest ``model.safetensors`` read, in bytes (exact examples of bigger models
 #: would not derive in any time a user waits for anyway).
 MAX_WEIGHT_BYTES = 256 * 2**20
-_HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                   "gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
 
 
 def from_pretrained(directory: str | Path, tokens: Sequence[int | str],
@@ -214,43 +219,6 @@ def pick_tokens(tokens: Sequence[int | str], vocab: list[str], where: str) -> li
             raise InputError(f"{where}: token {token!r} (position {position}) is not in the "
                              f"vocabulary (give ids, or names such as {vocab[0]!r})")
     return out
-
-
-def tensor(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> np.ndarray:
-    """The tensor ``name`` under the first of ``prefixes`` that holds it."""
-    for prefix in prefixes:
-        if prefix + name in weights:
-            return weights[prefix + name]
-    raise InputError(f"model.safetensors: no tensor {name!r}")
-
-
-def has_tensor(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> bool:
-    """True when a tensor ``name`` sits under one of ``prefixes``."""
-    return any(p + name in weights for p in prefixes)
-
-
-def refuse(config: dict[str, Any], checks: dict[str, str]) -> None:
-    """Refuse every configured feature that symformer does not compute."""
-    for key, what in checks.items():
-        value = config.get(key)
-        if value not in (None, False, 0, "0", [], {}):
-            raise NotSupportedError(f"config.json: {key} = {json.dumps(value, default=str)}: "
-                                    f"{what} is not supported")
-
-
-def hf_activation(config: dict[str, Any], key: str) -> str:
-    """The symformer activation of the configuration's ``key``, or a refusal."""
-    name = config.get(key)
-    if name not in _HF_ACTIVATIONS:
-        raise NotSupportedError(f"config.json: {key} = {name!r} is not supported (supported: "
-                                f"{', '.join(sorted(_HF_ACTIVATIONS))})")
-    return _HF_ACTIVATIONS[name]
-
-
-def config_number(config: dict[str, Any], key: str, default: str) -> Any:
-    """The configuration's number ``key`` as exact decimal text (``default`` if absent)."""
-    value = config.get(key, DecimalText(default))
-    return value if isinstance(value, (DecimalText, int)) else DecimalText(str(value))
 
 
 def _gpt2(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
-from symformer.notation import index, legend
+from symformer.notation import index, legend, notation
 from symformer.ops import DotScores, ReLU, RowMean, ScaleMask
 from symformer.placement import part_of
 from symformer.trace.formulas import general
@@ -81,7 +81,7 @@ def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
     """The token's row: each entry with its label, value, worked line and symbol."""
     labels = labels or list(stage.cols)
     return tuple(
-        Entry(label, value, worked, stage.op.symbol, index(stage, j))
+        Entry(label, value, worked, notation(stage), index(stage, j))
         for j, (label, value, worked) in enumerate(zip(labels, ctx.row_of(stage),
                                                        ctx.worked(stage))))
 
@@ -90,7 +90,7 @@ def _common(ctx: _Context, stage: Stage) -> dict:
     """The fields every step has; the title and symbol are the operation's."""
     return {"stage": stage.name, "kind": stage.kind, "part": part_of(stage),
             "title": stage.op.symbol.title, "general": general(ctx.g, stage),
-            "notation": stage.op.symbol}
+            "notation": notation(stage)}
 
 
 def _vector(ctx: _Context, stage: Stage) -> Step:
@@ -127,7 +127,7 @@ def _activation(ctx: _Context, stage: Stage) -> Step:
     if isinstance(stage.op, ReLU):
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
-        symbol = ctx.g[hidden].op.symbol
+        symbol = notation(ctx.g[hidden])
         note = f"{sum(clipped)} of {len(clipped)} entries clipped to 0"  # each format says
         # why beside its table, in its own math (the certified sign of h_j ≤ 0)
     return ActivationStep(**_common(ctx, stage), entries=_entries(ctx, stage), note=note,
