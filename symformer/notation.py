@@ -55,7 +55,26 @@ _NUMBERED = re.compile(r"([^\d]*)0")
 def notation(stage: Stage) -> Notation:
     """The symbol and title of ``stage`` (its operation's, or the role's it plays), with
     the superscript saying where it sits (:func:`where`): ``q^{(2)}`` in head 2."""
-    return stage.op.symbol.at(where(stage))
+    return symbol(stage).at(where(stage))
+
+
+def symbol(stage: Stage) -> Notation:
+    """The operation's symbol of ``stage``, before its superscript.  The residual sum
+    and normalised output of a block's second sub-layer are primed (r′, y′; the
+    decoder's third: r″, y″), so that one layer never writes r = r + f."""
+    note = stage.op.symbol
+    m = _SUBLAYER.search(stage.name)
+    if m is None or stage.kind not in _PRIMED or m.group(1) == "1":
+        return note
+    primes = int(m.group(1)) - 1
+    return Notation(note.latex + "'" * primes, note.text + "\u2032" * primes, note.title,
+                    note.bracket)
+
+
+#: A stage of sub-layer k's residual connection or normalisation (``layer1.add_norm2``,
+#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``), and the kinds whose symbol is primed.
+_SUBLAYER = re.compile(r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.sum)?$")
+_PRIMED = ("residual", "layer_norm", "rms_norm")
 
 
 def parameter(stage: Stage, name: str) -> Notation:

@@ -85,7 +85,7 @@ def test_conventions_change_the_equations():
     assert r"\frac{u^{(1)}_{i,j}}{\sqrt{ d_{k} }} + M, & \mathrm{otherwise}" in _lines(
         nines["layer1.head1.scores"])[0]
     pre = derive(example, causal=False)
-    assert _lines(pre["output"]) == ["z_{i,j} = y_{i,j}"]
+    assert _lines(pre["output"]) == ["z_{i,j} = y'_{i,j}"]  # the second sub-layer's y′
 
 
 def test_the_backward_rules_a_reader_found_wrong_are_right(block):
@@ -107,8 +107,8 @@ def test_the_backward_rules_a_reader_found_wrong_are_right(block):
     assert text("grad.layer1.head2.output") == ["∂L/∂o^(2)_(i,j) = ∂L/∂c_(i,j+2)"]
     assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) 𝟙[h_(i,j) > 0]"]
     total, *parts = text("grad.layer1.add_norm2.sum")
-    assert total == "∂L/∂r_(i,j) = δ^(μ)_(i,j) + δ^(σ²)_(i,j) + δ^(y)_(i,j)"
-    assert [p.split(" = ")[0] for p in parts] == ["δ^(μ)_(i,j)", "δ^(σ²)_(i,j)", "δ^(y)_(i,j)"]
+    assert total == "∂L/∂r′_(i,j) = δ^(μ)_(i,j) + δ^(σ²)_(i,j) + δ^(y′)_(i,j)"
+    assert [p.split(" = ")[0] for p in parts] == ["δ^(μ)_(i,j)", "δ^(σ²)_(i,j)", "δ^(y′)_(i,j)"]
     (variance,) = text("grad.layer1.add_norm2.variance")
     assert variance.endswith("/ (2 (σ²_i + ε)^(3/2))") and "1.5" not in variance
     for stage in g:  # every line converts to MathML (the HTML trace)
