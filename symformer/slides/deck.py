@@ -231,10 +231,17 @@ def frames(g: Derivation, options: Options,
     return out
 
 
+#: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
+#: :func:`symformer.notation.where` and ``Notation.at``).
+_WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
+
+
 def _equation_key(stage: Stage) -> tuple:
     """What makes two stages the same computation: their operation and their general
-    equation as printed."""
-    return (type(stage.op), tuple((e.lhs, e.rhs) for e in equation_lines(stage)))
+    equation as printed, up to the superscripts saying where symbols sit (head 2's
+    ``q^{(2)}`` is worked by the same rule as head 1's ``q^{(1)}``)."""
+    return (type(stage.op), tuple((_WHERE.sub("", e.lhs), _WHERE.sub("", e.rhs))
+                                  for e in equation_lines(stage)))
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:
