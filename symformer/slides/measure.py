@@ -260,11 +260,24 @@ def title_overflow(title: str) -> float:
     return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
 
 
-def table_height(rows: int, legend: bool) -> float:
+#: How much taller a table's row is when its label holds a symbol with two scripts
+#: (``a^{(2)}_{0}``; measured: 4.2 pt), or a bracketed one (``(W_Q^{(1)})_{0,0}``: 10.1 pt).
+TABLE_SCRIPTED = 4.5
+TABLE_BRACKETED = 10.5
+
+
+def table_height(rows: int, legend: bool, labels: tuple[str, ...] = ()) -> float:
     """Height in pt of a table of ``rows`` rows under a header, booktabs rules, and
-    its one-line legend."""
+    its one-line legend; ``labels`` (math) are those of its header, then of its rows
+    where they are math."""
     return (rows + 1) * TABLE_LINE + 12.0 + (TABLE_LINE + PARSKIP if legend else 0.0) \
-        + PARSKIP
+        + PARSKIP + sum(_label_extra(label) for label in labels)
+
+
+def _label_extra(label: str) -> float:
+    if not scripted(label):
+        return 0.0
+    return TABLE_BRACKETED if r"\left" in label or ")_" in label else TABLE_SCRIPTED
 
 
 def column_width(label: str, cells: list[str]) -> float:
