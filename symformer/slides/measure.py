@@ -68,7 +68,12 @@ def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
     if t == "{":
         return _sequence(tokens, k + 1, scale)
     if t in "_^":
-        return _group(tokens, k + 1, scale * SCRIPT)
+        w, k = _group(tokens, k + 1, scale * SCRIPT)
+        if k < len(tokens) and tokens[k] in "_^" and tokens[k] != t:
+            # a subscript and a superscript stand one over the other: the wider counts
+            other, k = _group(tokens, k + 1, scale * SCRIPT)
+            w = max(w, other)
+        return w, k
     if t == r"\frac":
         num, k = _group(tokens, k + 1, scale)
         den, k = _group(tokens, k, scale)
@@ -222,7 +227,7 @@ def _height(math: str, n: int, scripted_lines: int = 0) -> float:
     elif r"\frac" in math or tall:
         extra += TALL_FRACTION if tall else FRACTION
     rows = math.count(r"\\")  # the rows of an array or matrix after its first
-    scripts = _scripted_extra(math, SCRIPTED, SCRIPTED_FRACTION) if scripted_lines else 0.0
+    scripts = _scripted_extra(math, SCRIPTED, SCRIPTED_FRACTION / 2) if scripted_lines else 0.0
     return n * (LINE + extra) + scripted_lines * max(scripts, SCRIPTED) + PARSKIP \
         + rows * (LINE + 2.0)
 
