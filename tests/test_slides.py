@@ -22,8 +22,8 @@ import pytest
 from symformer import derive, load_example
 from symformer.cli import main
 from symformer.latex.compile import compile_log
-from symformer.slides import Options, frames, page_count, slides_files
-from symformer.slides.deck import StageFrame, stage_frames
+from symformer.slides import Options, frames, measure, page_count, slides_files
+from symformer.slides.deck import StageFrame, _opened, stage_frames
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 
@@ -258,6 +258,30 @@ def test_repeated_steps_show_their_tables_and_say_so(block):
     assert all(any(i.lines for i in f.items) for f in full
                if f.stage.name == "layer1.head2.Q" and f.part == 1)
     assert page_count(deck) < page_count(full)
+
+
+def test_a_bracketed_sum_too_wide_for_a_frame_may_break():
+    """``\\left(``...``\\right)`` is one box TeX never breaks: the outermost round pair
+    becomes ``\\Bigl(``...``\\Bigr)``; inner pairs and other delimiters stay."""
+    wide = r"= \frac{1}{4} \left(\left(r_{0} - \mu\right)^{2} + \left(r_{1} - \mu\right)^{2}\right)"
+    assert _opened(wide) == (r"= \frac{1}{4} \Bigl(\left(r_{0} - \mu\right)^{2}"
+                             r" + \left(r_{1} - \mu\right)^{2}\Bigr)")
+    assert _opened(r"\left[ a + b \right] + \left( c \right.") \
+        == r"\left[ a + b \right] + \left( c \right."
+
+
+def test_symbols_with_two_scripts_are_planned_taller_and_stacked():
+    """pdflatex in the deck's preamble set a worked line ``q^{(1)}_{0} = ...`` 4.2 pt
+    taller than ``q_{0} = ...``, ``e^{s^{(1)}_{0}}`` 5.2 pt taller than ``e^{s_{0}}``, and
+    a table header ``a^{(2)}_{0}`` 4.2 pt taller than ``a_{0}``; a sub- and superscript
+    stand one over the other (as wide as the wider)."""
+    def worked(lhs, rhs):
+        return measure.worked_height(lhs, (rhs,), measure.width(lhs))
+    assert worked("q^{(1)}_{0}", "= 1.660 + 2.3") - worked("q_{0}", "= 1.660 + 2.3") >= 4.2
+    assert worked("e^{s^{(1)}_{0}}", "= e^{1.660}") - worked("e^{s_{0}}", "= e^{1.660}") >= 5.2
+    assert measure.table_height(3, False, ("a^{(2)}_{0}",)) \
+        - measure.table_height(3, False, ("a_{0}",)) >= 4.2
+    assert measure.width("W_{V}^{(1)}") == measure.width("W^{(1)}")
 
 
 def test_zero_weight_terms_are_said_to_be_left_out(block):

@@ -231,10 +231,17 @@ def frames(g: Derivation, options: Options,
     return out
 
 
+#: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
+#: :func:`symformer.notation.where` and ``Notation.at``).
+_WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
+
+
 def _equation_key(stage: Stage) -> tuple:
     """What makes two stages the same computation: their operation and their general
-    equation as printed."""
-    return (type(stage.op), tuple((e.lhs, e.rhs) for e in equation_lines(stage)))
+    equation as printed, up to the superscripts saying where symbols sit (head 2's
+    ``q^{(2)}`` is worked by the same rule as head 1's ``q^{(1)}``)."""
+    return (type(stage.op), tuple((_WHERE.sub("", e.lhs), _WHERE.sub("", e.rhs))
+                                  for e in equation_lines(stage)))
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:
@@ -320,7 +327,9 @@ def _lhs_width(items: tuple[Item, ...]) -> float:
 
 
 def _table_height(table: Table) -> float:
-    return measure.table_height(len(table.row_labels), bool(legend(table)))
+    header = " ".join(table.col_labels)
+    return measure.table_height(len(table.row_labels), bool(legend(table)),
+                                (header, *(table.row_math or ())))
 
 
 def legend(table: Table) -> str:
@@ -475,8 +484,35 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
             if rhs != previous:
                 pieces.append(_breakable(f"{relation} {rhs}"))
             previous = rhs
-        out.append(WorkedLine(node_latex(step.lhs), tuple(pieces[:-1]), pieces[-1]))
+        lhs = node_latex(step.lhs)
+        room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
+        pieces = [_opened(p) if measure.widest_unbreakable(p) * measure.MARGIN > room else p
+                  for p in pieces]
+        out.append(WorkedLine(lhs, tuple(pieces[:-1]), pieces[-1]))
     return tuple(out)
+
+
+_DELIMITER = re.compile(r"\\(left|right)\s*(\\[{}|]|[()\[\].|])")
+
+
+def _opened(latex: str) -> str:
+    """``latex`` with its outermost ``\\left(``...``\\right)`` set as ``\\Bigl(``...``\\Bigr)``:
+    TeX may break a line at a sum inside those (never inside \\left...\\right), for a
+    bracketed sum wider than the frame (``\\frac{1}{4} (\\dots + \\dots)`` of head symbols)."""
+    pairs, stack = [], []
+    for m in _DELIMITER.finditer(latex):
+        if m.group(1) == "left":
+            stack.append(m)
+        elif stack:
+            opener = stack.pop()
+            if not stack and (opener.group(2), m.group(2)) == ("(", ")"):
+                pairs.append((opener, m))
+    out, k = [], 0
+    for opener, closer in pairs:
+        out.append(latex[k:opener.start()] + r"\Bigl(" + latex[opener.end():closer.start()]
+                   + r"\Bigr)")
+        k = closer.end()
+    return "".join(out) + latex[k:]
 
 
 #: How many lines of a run of alike lines (``q_0 = ...``, ``q_1 = ...``, ...) a frame

@@ -68,7 +68,12 @@ def _item(tokens: list[str], k: int, scale: float) -> tuple[float, int]:
     if t == "{":
         return _sequence(tokens, k + 1, scale)
     if t in "_^":
-        return _group(tokens, k + 1, scale * SCRIPT)
+        w, k = _group(tokens, k + 1, scale * SCRIPT)
+        if k < len(tokens) and tokens[k] in "_^" and tokens[k] != t:
+            # a subscript and a superscript stand one over the other: the wider counts
+            other, k = _group(tokens, k + 1, scale * SCRIPT)
+            w = max(w, other)
+        return w, k
     if t == r"\frac":
         num, k = _group(tokens, k + 1, scale)
         den, k = _group(tokens, k, scale)
@@ -160,17 +165,71 @@ def lines(total: float, lhs: float, room: float = TEXT_WIDTH) -> int:
     return 1 if over <= 0 else 1 + int(-(-over // rest))
 
 
-def _height(math: str, n: int) -> float:
+#: A symbol with a superscript and a subscript both (a head's ``q^{(1)}_{0}``, its weights
+#: ``W_{Q}^{(1)}``) reaches higher and lower than a letter: a line holding one is taller
+#: (measured with pdflatex in the deck's preamble: up to 7 pt a line in a worked line, 3
+#: in a general equation), and a fraction with one in its numerator or denominator taller
+#: still (up to 14 pt for each of them).
+SCRIPTED = 8.0
+SCRIPTED_EQUATION = 3.0
+SCRIPTED_FRACTION = 14.0
+_SCRIPTED = re.compile(r"\^\{[^{}]*\}_|_\{[^{}]*\}\^|\^\{[^{}]*\}\)_")
+
+
+def scripted(math: str) -> bool:
+    """Whether ``math`` holds a symbol with both a superscript and a subscript."""
+    return _SCRIPTED.search(math) is not None
+
+
+def _fraction_parts(math: str) -> tuple[str, ...]:
+    """The numerators and denominators of the fractions in ``math``."""
+    tokens = _TOKEN.findall(math)
+    parts = []
+    for k, t in enumerate(tokens):
+        if t != r"\frac":
+            continue
+        j = k + 1
+        for _ in range(2):
+            while j < len(tokens) and tokens[j].isspace():
+                j += 1
+            if j >= len(tokens):
+                break
+            if tokens[j] != "{":
+                parts.append(tokens[j])
+                j += 1
+                continue
+            depth, start = 0, j
+            while j < len(tokens):
+                depth += (tokens[j] == "{") - (tokens[j] == "}")
+                j += 1
+                if depth == 0:
+                    break
+            parts.append("".join(tokens[start:j]))
+    return tuple(parts)
+
+
+def _scripted_extra(math: str, line: float, fraction: float) -> float:
+    """How much taller a line of ``math`` is for its symbols with two scripts: ``line``
+    when it holds one, ``fraction`` for each numerator or denominator holding one."""
+    if not scripted(math):
+        return 0.0
+    return max(line, fraction * sum(scripted(p) for p in _fraction_parts(math)))
+
+
+def _height(math: str, n: int, scripted_lines: int = 0) -> float:
     """Lines of text, each as tall as the tallest thing the paragraph holds (a display
-    fraction, limits, a fraction under a root), and an array's rows."""
+    fraction, limits, a fraction under a root), the ``scripted_lines`` of them holding
+    a symbol with two scripts taller still, and an array's rows."""
     extra = 0.0
     tall = any(t in math for t in (r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
     if r"\frac" in math and r"\sqrt" in math:
-        extra = TALLEST
+        extra += TALLEST
     elif r"\frac" in math or tall:
-        extra = TALL_FRACTION if tall else FRACTION
+        extra += TALL_FRACTION if tall else FRACTION
     rows = math.count(r"\\")  # the rows of an array or matrix after its first
-    return n * (LINE + extra) + PARSKIP + rows * (LINE + 2.0)
+    scripts = _scripted_extra(math, SCRIPTED, SCRIPTED_FRACTION / 2) if scripted_lines else 0.0
+    return n * (LINE + extra) + scripted_lines * max(scripts, SCRIPTED) + PARSKIP \
+        + rows * (LINE + 2.0)
 
 
 def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
@@ -178,8 +237,9 @@ def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
     total = RELATION + width(rhs) + (text_width(remark) + 2.0 if remark else 0.0)
     tall = any(t in rhs for t in (r"\frac", r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
     rows = rhs.count(r"\\")  # the rows of an array or matrix after its first
-    return lines(total, lhs_width) * (LINE + (TEXT_TALL if tall else 0.0)) + PARSKIP \
-        + rows * (LINE + 2.0)
+    extra = (TEXT_TALL if tall else 0.0) \
+        + _scripted_extra(lhs + " " + rhs, SCRIPTED_EQUATION, SCRIPTED_FRACTION)
+    return lines(total, lhs_width) * (LINE + extra) + PARSKIP + rows * (LINE + 2.0)
 
 
 def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float,
@@ -187,7 +247,10 @@ def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float,
     """Height in pt of a worked line (its pieces start with their relations) in a
     column ``room`` em wide."""
     total = sum(width(p) for p in pieces)
-    return _height(" ".join(pieces), lines(total, lhs_width, room))
+    # the lines holding symbols with two scripts: the numbers after them have none
+    symbolic = sum(width(p) for p in pieces if scripted(p))
+    n = lines(symbolic, lhs_width, room) if symbolic else int(scripted(lhs))
+    return _height(" ".join(pieces), lines(total, lhs_width, room), n)
 
 
 def text_height(latex: str) -> float:
@@ -202,11 +265,24 @@ def title_overflow(title: str) -> float:
     return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
 
 
-def table_height(rows: int, legend: bool) -> float:
+#: How much taller a table's row is when its label holds a symbol with two scripts
+#: (``a^{(2)}_{0}``; measured: 4.2 pt), or a bracketed one (``(W_Q^{(1)})_{0,0}``: 10.1 pt).
+TABLE_SCRIPTED = 4.5
+TABLE_BRACKETED = 10.5
+
+
+def table_height(rows: int, legend: bool, labels: tuple[str, ...] = ()) -> float:
     """Height in pt of a table of ``rows`` rows under a header, booktabs rules, and
-    its one-line legend."""
+    its one-line legend; ``labels`` (math) are those of its header, then of its rows
+    where they are math."""
     return (rows + 1) * TABLE_LINE + 12.0 + (TABLE_LINE + PARSKIP if legend else 0.0) \
-        + PARSKIP
+        + PARSKIP + sum(_label_extra(label) for label in labels)
+
+
+def _label_extra(label: str) -> float:
+    if not scripted(label):
+        return 0.0
+    return TABLE_BRACKETED if r"\left" in label or ")_" in label else TABLE_SCRIPTED
 
 
 def column_width(label: str, cells: list[str]) -> float:
