@@ -414,6 +414,10 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
     return out
 
 
+#: The notes' preamble.  ``\hfuzz=0.5pt``: a line at most half a point (0.18 mm) past
+#: the margin is not reported overfull (TeX's default tolerance is 0.1 pt; a worked
+#: line's width is estimated from its characters, and a prime can tip one over by a
+#: fraction of a point, invisible in print).
 PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[T1]{fontenc}
 \usepackage[utf8]{inputenc}
@@ -425,6 +429,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[position=top,skip=6pt,font=small]{caption}
 \setlength{\intextsep}{8pt plus 2pt minus 2pt}
 \setlength{\emergencystretch}{2em}
+\hfuzz=0.5pt
 \allowdisplaybreaks
 """
 
