@@ -67,8 +67,9 @@ def symbol(stage: Stage) -> Notation:
     if m is None or stage.kind not in _PRIMED or m.group(1) == "1":
         return note
     primes = int(m.group(1)) - 1
-    return Notation(note.latex + "'" * primes, note.text + "\u2032" * primes, note.title,
-                    note.bracket)
+    which = ("second", "third", "fourth")[min(primes, 3) - 1]
+    return Notation(note.latex + "'" * primes, note.text + "\u2032" * primes,
+                    f"{note.title} ({which} sub-layer)", note.bracket)
 
 
 #: A stage of sub-layer k's residual connection or normalisation (``layer1.add_norm2``,
@@ -269,7 +270,7 @@ def legend(stages: Iterable[Stage]) -> tuple[Notation, ...]:
     """
     found: dict[str, Notation] = {}
     for stage in stages:
-        note = stage.op.symbol
+        note = symbol(stage)
         known = found.get(note.latex)
         if known is None:
             found[note.latex] = note
