@@ -62,11 +62,25 @@ def symbol(stage: Stage) -> Notation:
     """The operation's symbol of ``stage``, before its superscript.  The residual sum
     and normalised output of a block's second sub-layer are primed (r′, y′; the
     decoder's third: r″, y″), so that one layer never writes r = r + f."""
-    note = stage.op.symbol
+    return _primed(stage.op.symbol, _primes(stage))
+
+
+def parameter_symbol(stage: Stage, name: str) -> Notation:
+    """The symbol of the weight ``name`` of ``stage``'s operation, before its superscript;
+    a second sub-layer's normalisation has its own γ′ and β′ (as :func:`symbol`)."""
+    return _primed(stage.op.parameter_notation(name), _primes(stage))
+
+
+def _primes(stage: Stage) -> int:
+    """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum
+    and normalisation, else 0."""
     m = _SUBLAYER.search(stage.name)
-    if m is None or stage.kind not in _PRIMED or m.group(1) == "1":
+    return 0 if m is None or stage.kind not in _PRIMED else int(m.group(1)) - 1
+
+
+def _primed(note: Notation, primes: int) -> Notation:
+    if primes <= 0:
         return note
-    primes = int(m.group(1)) - 1
     which = ("second", "third", "fourth")[min(primes, 3) - 1]
     return Notation(note.latex + "'" * primes, note.text + "\u2032" * primes,
                     f"{note.title} ({which} sub-layer)", note.bracket)
@@ -81,7 +95,7 @@ _PRIMED = ("residual", "layer_norm", "rms_norm")
 def parameter(stage: Stage, name: str) -> Notation:
     """The symbol of the weight ``name`` of ``stage``'s operation, with the stage's
     superscript: head 2's query weights are ``W_Q^{(2)}``."""
-    return stage.op.parameter_notation(name).at(where(stage))
+    return parameter_symbol(stage, name).at(where(stage))
 
 
 #: Whether symbols carry their layer and head as a superscript (:func:`where`).  Off
@@ -286,7 +300,6 @@ def legend_text(notes: Iterable[Notation]) -> str:
     return f"Notation: {items}. {INDEX_RULE}"
 
 
-
 def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
     """The notation table of a document: every symbol its stages' tables and equations
     use, once, its title saying what it means: the stages' symbols (:func:`legend`),
@@ -302,7 +315,7 @@ def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
 
     for stage in stages:
         for name in stage.op.parameters():
-            note = stage.op.parameter_notation(name)
+            note = parameter_symbol(stage, name)
             title = note.title.removeprefix("the ")
             add(Notation(note.latex, note.text, title[:1].upper() + title[1:]))
     eps = [s.op.eps for s in stages if getattr(s.op, "eps", 0)]

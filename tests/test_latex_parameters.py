@@ -74,8 +74,10 @@ def test_every_builtin_weight_is_printed_once_exactly_as_in_the_file(builtin_fil
     assert by_fragment[("layer1-ffn-hidden", "b_{1}")] == want(layer["b_1"])
     assert by_fragment[("layer1-ffn-output", "W_{2}")] == want(layer["W_2"])
     assert by_fragment[("layer1-ffn-output", "b_{2}")] == want(layer["b_2"])
-    gammas = [rows for (_, lhs), rows in by_fragment.items() if lhs == r"\gamma"]
+    # the two Add & Norms' scales: γ, and the second sub-layer's own γ′
+    gammas = [rows for (_, lhs), rows in by_fragment.items() if lhs in (r"\gamma", r"\gamma'")]
     assert len(gammas) == 2 and all(len(g) == 1 and len(g[0]) == 4 for g in gammas)
+    assert ("layer1-add_norm2", r"\gamma'") in by_fragment  # the defaults, 1s
     assert len(printed) == len({(p, lhs) for p, lhs, _ in printed})  # each once
     text = " ".join(v for k, v in builtin_files.items() if k.endswith(("-weights.tex",
                                                                        "-worked.tex")))

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from symformer.blocks.lessons import add_per_position_loss, not_asked
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
+from symformer.notation import parameter_symbol
 from symformer.notation import symbol as stage_symbol
 from symformer.ops import (
     CrossEntropy,
@@ -331,7 +332,7 @@ def _notation(stage: Stage, parameter: str | None = None, part: str = "") -> Not
 
     A parameter with a subscript of its own is bracketed, so that an index can follow:
     (dL/dW_Q)_0 is column 0 of the gradient of W_Q."""
-    symbol = stage.op.parameter_notation(parameter) if parameter else stage_symbol(stage)
+    symbol = parameter_symbol(stage, parameter) if parameter else stage_symbol(stage)
     latex, text = rf"\partial L/\partial {symbol.latex}", f"∂L/∂{symbol.text}"
     title = f"Gradient of the loss at {symbol.title}" + (f", {part}" if part else "")
     if part in _PART_MARKS:  # one use of a tied table: marked, so that the sum reads
