@@ -14,7 +14,6 @@ import re
 import pytest
 
 from symformer.cli import main
-from symformer.escape import latex_text
 from symformer.latex import Options, export_files
 from symformer.trace import render, trace_token
 
@@ -71,9 +70,9 @@ def formats(block, trace):
         md_table = markdown.split(f"*{CAPTIONS[stage]}.")[1].split("\n\n|")[1].split("\n")[0]
         step = stage
         number = next(n for n, s in enumerate(trace.steps, start=1) if s.stage == stage)
-        text_step = text.split(f"  stage {step}\n")[1].split("\n\n")[0]
+        text_step = text.split(f"\n[{number}/")[1].split("\n\n")[0]
         html_step = html.split(f'data-stage="{step}"')[1].split("</section>")[0]
-        latex_step = latex.split(f"Stage {latex_text(step)}.")[1].split("\\subsection")[0]
+        latex_step = latex.split("\\subsection")[number]  # the steps' headings, in order
         md_step = md.split(f"\n### {number}. ")[1].split("\n### ")[0]
         parts[stage] = {"pdf table": table, "markdown table": md_table, "trace text": text_step,
                         "trace html": html_step, "trace latex": latex_step,
@@ -110,11 +109,13 @@ def test_same_symbol_and_indices_in_every_format(formats, stage):
         assert got == set(indices), f"{name}: {latex_symbol} with indices {sorted(got)}"
 
 
-def test_a_whole_row_quantity_has_no_index(formats):
+def test_a_whole_row_quantity_has_no_index(formats, trace):
     parts = formats["parts"]["layer1.add_norm1.mean"]
     assert r"$\mu$" in parts["pdf table"] and r"\mu_{" not in parts["pdf table"]
     assert "$\\mu$" in parts["markdown table"]
-    norm = formats["documents"]["trace text"].split("  stage layer1.add_norm1.mean\n")[1]
+    number = next(n for n, s in enumerate(trace.steps, start=1)
+                  if s.stage == "layer1.add_norm1.mean")
+    norm = formats["documents"]["trace text"].split(f"\n[{number}/")[1]
     # the token's value is μ; the general equation (index form) writes the row's μ_i,
     # never a column index
     assert re.search(r"^  μ = ", norm, re.M) and "μ_(" not in norm.split("\n\n")[0]

@@ -52,8 +52,7 @@ def trace_blocks(trace: Trace) -> list:
         if step.part != current:
             current = step.part
             blocks.append(Heading(" / ".join(step.part), level=1))
-        blocks.append(Heading(step.title, level=2))
-        blocks.append(Prose((f"Stage {step.stage}.",)))
+        blocks.append(Heading(step.title, level=2))  # no stage name: the title says it
         blocks.extend(step_blocks(step, trace))
     return blocks
 

@@ -42,7 +42,7 @@ def header(trace: Trace) -> str:
 def step_lines(step: Step, n: int, total: int) -> list[str]:
     """One step: a title line, its general formula(s), then its kind's body."""
     where = " > ".join(step.part)
-    lines = [f"[{n}/{total}] {where} > {step.title}", f"  stage {step.stage}"]
+    lines = [f"[{n}/{total}] {where} > {step.title}"]  # no stage name: the title says it
     lines.extend(_wrap(g.text, "  ") for g in step.general)
     lines.extend(body(step))
     if step.note:
