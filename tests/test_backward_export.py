@@ -118,8 +118,9 @@ def test_trace_backward_every_format(tmp_path, fmt):
     if fmt == "text":
         # (wrapped at 80 columns after the sum's first term)
         assert "∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1)" in text
-        assert text.index("stage loss") < text.index("stage grad.output") \
-            < text.index("stage grad.embeddings")
+        assert text.index("] Output > Loss (mean squared error)") \
+            < text.index("] Output > Gradient of the loss at Encoder output") \
+            < text.index("] Input > Gradient of the loss at Token embedding")
     if fmt == "latex" and shutil.which("pdflatex"):
         from symformer.latex.compile import compile_pdf
 
