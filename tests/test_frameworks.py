@@ -54,6 +54,16 @@ def hooked(model, modules: dict[str, object]) -> dict[str, np.ndarray]:
     return seen
 
 
+def tiny_gpt2(folder, seed: int, n_embd: int = 8, vocab_size: int = 16, n_positions: int = 8):
+    """A random one-layer, two-head GPT-2 (seeded), saved to ``folder`` as safetensors."""
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(n_layer=1, n_embd=n_embd, n_head=2,
+                                     vocab_size=vocab_size, n_positions=n_positions)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
 def _exact_weights_match(folder, example) -> None:
     """Every tensor of the file is in the example as exactly its dyadic value."""
     weights, _ = read_safetensors(folder / "model.safetensors")
@@ -65,11 +75,7 @@ def _exact_weights_match(folder, example) -> None:
 
 
 def test_gpt2_logits_and_stages_match_hugging_face(tmp_path) -> None:
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
-                                     n_positions=8)
-    model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(tmp_path, safe_serialization=True)
+    model = tiny_gpt2(tmp_path, 0)
     example = from_pretrained(tmp_path, TOKENS)
     _exact_weights_match(tmp_path, example)
     assert example.tokens == ("t3", "t5", "t7", "t1")
@@ -310,11 +316,7 @@ W_V = [[1, 0], [0, 2]]
 def test_cli_import_then_export_torch_round_trip(tmp_path) -> None:
     from symformer.cli import main
 
-    torch.manual_seed(4)
-    config = transformers.GPT2Config(n_layer=1, n_embd=4, n_head=2, vocab_size=8,
-                                     n_positions=4)
-    model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    model = tiny_gpt2(tmp_path / "hf", 4, n_embd=4, vocab_size=8, n_positions=4)
     out = tmp_path / "gpt2.toml"
     assert main(["import", str(tmp_path / "hf"), "--tokens", "1,t2,3", "--out", str(out)]) == 0
     assert "GPT2LMHeadModel" in out.read_text()
@@ -346,11 +348,7 @@ def test_crosscheck_torch_errors_are_consistent_with_the_dtype(capsys) -> None:
 
 
 def test_crosscheck_of_the_users_own_module(tmp_path) -> None:
-    torch.manual_seed(5)
-    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16,
-                                     n_positions=8)
-    model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(tmp_path, safe_serialization=True)
+    model = tiny_gpt2(tmp_path, 5)
     example = from_pretrained(tmp_path, TOKENS)
     g = symformer.derive(example)
     rows = {dt: module_crosscheck(model, example, dt, g) for dt in ("float64", "float32")}
