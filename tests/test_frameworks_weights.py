@@ -128,7 +128,8 @@ def test_safetensors_directory_imports_without_torch(tmp_path, dtype) -> None:
     assert f"{dtype} weights" in e.title
     from symformer.frameworks.hf_in import pretrained_text
 
-    text, source = pretrained_text(tmp_path / "m", ["the", 1, "sat"])
+    text, source, unused = pretrained_text(tmp_path / "m", ["the", 1, "sat"])
+    assert unused == ""
     again = parse_example(text, source)  # the file `symformer import` writes: the same
     assert again.embeddings == e.embeddings and again.layers == e.layers
     assert again.positional_embeddings == e.positional_embeddings

@@ -73,12 +73,18 @@ def check_size(example: Example, max_work: int | None, work: int | None = None,
     ``work`` is the estimate of what the caller will do (default: one forward pass);
     ``command`` names it in the message.  A limit of 0 means no limit.
     """
-    limit = work_limit(max_work)
     work = estimated_work(example) if work is None else work
+    doing = f"`symformer {command}` on this example" if command else "this example"
+    check_work(work, max_work, f"{example.source}: {doing}")
+
+
+def check_work(work: int, max_work: int | None, doing: str) -> None:
+    """Refuse, before it starts, work estimated at ``work`` operations over the limit
+    (``doing`` says what would do it, for the message)."""
+    limit = work_limit(max_work)
     if limit and work > limit:
-        doing = f"`symformer {command}` on this example" if command else "this example"
         raise InputError(
-            f"{example.source}: {doing} needs about {work:,} operations, more than the "
+            f"{doing} needs about {work:,} operations, more than the "
             f"limit of {limit:,}; raise it with --max-work N (or SYMFORMER_MAX_WORK=N; 0 "
             f"means no limit) if you are prepared to wait"
         )

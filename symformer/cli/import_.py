@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from symformer.cli._common import work_limit
 from symformer.errors import InputError
 from symformer.files import write_file
 
@@ -29,7 +30,17 @@ masked-LM head as [lm_head], else the example ends at the encoder's output; the 
 and classifier heads are not imported).
 Every weight is written as the exact dyadic rational the file stores: a short decimal
 where that is exact, else "p/2^k" (see docs/frameworks.md). A feature symformer does not compute
-(sliding windows, mixture of experts, rotary scaling, ...) is refused in one line.
+(sliding windows shorter than the sentence, mixture of experts, rotary scaling, ...) is
+refused in one line; a tensor of the file the example does not use (a pooler, a
+classifier) is named on stderr and in the file's comments.
+
+The directory is read as untrusted input: a file that is a symbolic link out of it is
+refused (the Hugging Face cache's snapshots/REV/FILE -> ../../blobs/SHA links are
+followed), every setting and the safetensors header are checked before any weight is
+read, .bin pickles are never opened, and the import is bounded: its work (about 20 µs
+of CPU a weight) is estimated from the header and refused over --max-work, and a model
+whose example would exceed the 8 MiB an example file may hold is refused before it is
+read.
 """
 
 
@@ -64,19 +75,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--segments", type=segment_list, metavar="TYPES",
                    help="BERT's token types (token_type_ids), comma-separated; default all 0")
     p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
+    p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
+                   help="refuse imports estimated to need more than N operations, each "
+                        "about 2 microseconds of CPU (default 5,000,000, about 10 s, or "
+                        "SYMFORMER_MAX_WORK; 0: no limit)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read the directory, check the example loads, write it."""
-    from symformer.example.loader import parse_example
+    """Read the directory, check the example loads and fits, write it."""
+    import sys
+
+    from symformer.blocks.cost import estimate
+    from symformer.blocks.work import DEFAULT_MAX_WORK
+    from symformer.display import Progress
+    from symformer.example.loader import MAX_FILE_BYTES, parse_example
+    from symformer.files import output_file
     from symformer.frameworks.hf_in import pretrained_text
 
-    text, source = pretrained_text(args.source, args.tokens, args.segments)
-    try:
-        parse_example(text, source)  # never write a file that does not load
-    except InputError as exc:
-        raise InputError(f"{source}: the imported example does not load: {exc}") from None
+    output_file(args.out)  # a path that cannot be written is refused before the work
+    with Progress("symformer import", quiet=args.quiet) as bar:
+        text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
+                                               args.max_work, bar.step)
+        bar.note("checking that the example loads")
+        size = len(text.encode("utf-8"))
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{source}: the example would be {size / 2**20:.1f} MiB, more "
+                             f"than the {MAX_FILE_BYTES // 2**20} MiB an example file may "
+                             f"hold; nothing written")
+        try:
+            example = parse_example(text, source)  # never write a file that does not load
+        except InputError as exc:
+            raise InputError(f"{source}: the imported example does not load: {exc}") from None
     path = write_file(args.out, text)
-    print(f"wrote {path}")
+    print(f"wrote {path}", flush=True)
+    if unused:
+        print(f"symformer import: note: {unused}", file=sys.stderr)
+    work = estimate("derive", example)
+    if work > DEFAULT_MAX_WORK:
+        print(f"symformer import: note: `symformer derive` on it needs about {work:,} "
+              f"operations, more than the default limit of {DEFAULT_MAX_WORK:,}: give "
+              f"--max-work N (0: no limit)", file=sys.stderr)
     return 0

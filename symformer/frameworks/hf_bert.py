@@ -10,7 +10,7 @@ Used by :mod:`symformer.frameworks.hf_in`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,13 +19,14 @@ import numpy as np
 from symformer.errors import NotSupportedError
 from symformer.example.numbers import DecimalText
 from symformer.frameworks.hf_config import (
-    config_number,
+    MAX_LAYERS,
+    Config,
     has_tensor,
     hf_activation,
     refuse,
     tensor,
 )
-from symformer.frameworks.weights import row, rows
+from symformer.frameworks.weights import printable, row, rows
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Names:
     heads: str = "num_attention_heads"
     depth: str = "num_hidden_layers"
     act: str = "hidden_act"
+    ffn: str = "intermediate_size"
     eps: str | None = "layer_norm_eps"  # None: 1e-12 always (DistilBERT)
 
 
@@ -69,44 +71,51 @@ FAMILY = {
                         "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1",
                         "ffn.lin2", "output_layer_norm", "vocab_transform", "vocab_layer_norm",
                         "vocab_projector", ("vocab_projector.bias",), width="dim",
-                        heads="n_heads", depth="n_layers", act="activation", eps=None),
+                        heads="n_heads", depth="n_layers", act="activation", ffn="hidden_dim",
+                        eps=None),
 }
 
 
-def bert_data(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
+def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
               segments: Sequence[int] | None, kind: str) -> dict[str, Any]:
     """The example table of a BERT-family model (``kind``: bert, roberta, distilbert)."""
     names = FAMILY[kind]
     refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
                     "add_cross_attention": "cross-attention"})
-    positional = config.get("position_embedding_type", "absolute")
+    positional = config.text("position_embedding_type", "absolute")
     if positional != "absolute":
-        raise NotSupportedError(f"config.json: position_embedding_type = {positional!r} is not "
-                                f"supported (only \"absolute\")")
+        raise NotSupportedError(f"config.json: position_embedding_type = "
+                                f"{printable(positional)[:40]!r} is not supported (only "
+                                f"\"absolute\")")
     p = (f"{kind}.", "")
-    d, n_head = int(config[names.width]), int(config[names.heads])
-    hd = d // n_head
-    word = tensor(w, "embeddings.word_embeddings.weight", p)
-    positions = tensor(w, "embeddings.position_embeddings.weight", p)
+    d, n_head = config.whole(names.width), config.whole(names.heads)
+    hd = config.divides(names.width, d, names.heads, n_head)
+    depth = config.whole(names.depth, high=MAX_LAYERS)
+    shapes = Shapes(d, config.whole(names.ffn))
+    word = tensor(w, "embeddings.word_embeddings.weight", p, (None, d))
+    positions = tensor(w, "embeddings.position_embeddings.weight", p, (None, d))
     if kind == "roberta":  # position i is row pad_token_id + 1 + i (no padding read)
-        positions = positions[int(config.get("pad_token_id") or 0) + 1:]
+        positions = positions[config.whole("pad_token_id", 0, low=0, high=2**62) + 1:]
     data: dict[str, Any] = {
         "embeddings": rows(word, "word_embeddings"),
         "positional_encoding": "learned",
         "positional_embeddings": rows(positions, "position_embeddings"),
         "causal": False, "norm": "post", "layer_norm": "biased",
         "activation": hf_activation(config, names.act),
-        "eps": config_number(config, names.eps, "1e-12") if names.eps else DecimalText("1e-12"),
+        "eps": config.number(names.eps, "1e-12") if names.eps else DecimalText("1e-12"),
         "embedding_norm": {
-            "gamma": row(tensor(w, "embeddings.LayerNorm.weight", p), "embeddings.LayerNorm"),
-            "beta": row(tensor(w, "embeddings.LayerNorm.bias", p), "embeddings.LayerNorm")},
+            "gamma": row(tensor(w, "embeddings.LayerNorm.weight", p, (d,)),
+                         "embeddings.LayerNorm"),
+            "beta": row(tensor(w, "embeddings.LayerNorm.bias", p, (d,)),
+                        "embeddings.LayerNorm")},
     }
     if has_tensor(w, "embeddings.token_type_embeddings.weight", p):  # not DistilBERT
         data["token_type_embeddings"] = rows(
-            tensor(w, "embeddings.token_type_embeddings.weight", p), "token_type_embeddings")
+            tensor(w, "embeddings.token_type_embeddings.weight", p, (None, d)),
+            "token_type_embeddings")
         data["segments"] = [int(s) for s in (segments or [0] * n_tokens)]
-    data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd)
-                     for i in range(int(config[names.depth]))]
+    data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd, shapes)
+                     for i in range(depth)]
     head = _mlm_head(w, names, word)
     if head is not None:
         if kind == "roberta":  # RobertaLMHead applies the erf GELU whatever hidden_act says
@@ -115,15 +124,35 @@ def bert_data(config: dict[str, Any], w: dict[str, np.ndarray], n_tokens: int,
     return data
 
 
-def _layer(w: dict[str, np.ndarray], names: Names, b: str, p: tuple[str, ...], n_head: int,
-           hd: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Shapes:
+    """The widths a layer's tensors must have: the model's and the FFN's."""
+
+    d: int
+    d_ff: int
+
+    def of(self, names: Names, name: str) -> tuple[int, ...]:
+        """The shape of tensor ``name`` of a layer (``…weight`` or ``…bias``)."""
+        module, _, part = name.rpartition(".")
+        out = self.d_ff if module == names.ffn_in else self.d
+        width = self.d_ff if module == names.ffn_out else self.d
+        if module in (names.norm1, names.norm2) or part == "bias":
+            return (out,)
+        return (out, width)
+
+
+def _layer(w: Mapping[str, np.ndarray], names: Names, b: str, p: tuple[str, ...],
+           n_head: int, hd: int, shapes: Shapes) -> dict[str, Any]:
     """One post-LayerNorm block: heads with biases, W_O, the FFN, two LayerNorms."""
 
+    def get(name: str) -> np.ndarray:
+        return tensor(w, f"{b}{name}", p, shapes.of(names, name))
+
     def lin(name: str) -> np.ndarray:  # nn.Linear stores W^T
-        return np.asarray(tensor(w, f"{b}{name}.weight", p)).T
+        return np.asarray(get(f"{name}.weight")).T
 
     def vec(name: str) -> list[Any]:
-        return row(tensor(w, f"{b}{name}", p), f"{b}{name}")
+        return row(get(name), f"{b}{name}")
 
     heads = []
     for h in range(n_head):
@@ -131,7 +160,7 @@ def _layer(w: dict[str, np.ndarray], names: Names, b: str, p: tuple[str, ...], n
         head = {}
         for letter, name in (("Q", names.query), ("K", names.key), ("V", names.value)):
             head[f"W_{letter}"] = rows(lin(name)[:, cols], f"{b}{name}")
-            head[f"b_{letter}"] = row(tensor(w, f"{b}{name}.bias", p)[cols], f"{b}{name}.bias")
+            head[f"b_{letter}"] = row(get(f"{name}.bias")[cols], f"{b}{name}.bias")
         heads.append(head)
     layer = {"W_O": rows(lin(names.out), f"{b}{names.out}"), "b_O": vec(f"{names.out}.bias"),
              "W_1": rows(lin(names.ffn_in), f"{b}{names.ffn_in}"),
@@ -145,7 +174,7 @@ def _layer(w: dict[str, np.ndarray], names: Names, b: str, p: tuple[str, ...], n
     return layer
 
 
-def _mlm_head(w: dict[str, np.ndarray], names: Names, embeddings: np.ndarray
+def _mlm_head(w: Mapping[str, np.ndarray], names: Names, embeddings: np.ndarray
               ) -> dict[str, Any] | None:
     """The masked-LM head: dense, activation, LayerNorm (the transform), then the
     vocabulary projection, tied to the word embeddings where the file stores no other
@@ -153,18 +182,26 @@ def _mlm_head(w: dict[str, np.ndarray], names: Names, embeddings: np.ndarray
     if f"{names.head_dense}.weight" not in w:
         return None
     dense, norm = names.head_dense, names.head_norm
+    d = embeddings.shape[1]
+    vocab = embeddings.shape[0]
     head: dict[str, Any] = {
-        "W_transform": rows(np.asarray(w[f"{dense}.weight"]).T, f"{dense}.weight"),
-        "b_transform": row(tensor(w, f"{dense}.bias", ("",)), f"{dense}.bias"),
-        "transform_norm": {"gamma": row(tensor(w, f"{norm}.weight", ("",)), f"{norm}.weight"),
-                           "beta": row(tensor(w, f"{norm}.bias", ("",)), f"{norm}.bias")},
+        "W_transform": rows(np.asarray(tensor(w, f"{dense}.weight", ("",), (d, d))).T,
+                            f"{dense}.weight"),
+        "b_transform": row(tensor(w, f"{dense}.bias", ("",), (d,)), f"{dense}.bias"),
+        "transform_norm": {
+            "gamma": row(tensor(w, f"{norm}.weight", ("",), (d,)), f"{norm}.weight"),
+            "beta": row(tensor(w, f"{norm}.bias", ("",), (d,)), f"{norm}.bias")},
     }
-    decoder = w.get(f"{names.head_decoder}.weight")
+    decoder = (tensor(w, f"{names.head_decoder}.weight", ("",), (vocab, d))
+               if f"{names.head_decoder}.weight" in w else None)
     if decoder is None or np.array_equal(decoder, embeddings):
         head["tied"] = True
     else:
         head["W_vocab"] = rows(np.asarray(decoder).T, f"{names.head_decoder}.weight")
-    bias = next((w[k] for k in names.head_bias if k in w), None)
-    if bias is not None:
-        head["b_vocab"] = row(bias, names.head_bias[0])
+    biases = [tensor(w, k, ("",), (vocab,)) for k in names.head_bias if k in w]
+    if any(not np.array_equal(b, biases[0]) for b in biases[1:]):
+        raise NotSupportedError(f"model.safetensors: {' and '.join(names.head_bias)} differ; "
+                                f"the masked-LM head has one output bias")
+    if biases:
+        head["b_vocab"] = row(biases[0], names.head_bias[0])
     return head

@@ -1,11 +1,17 @@
 """Reading a Hugging Face directory's ``config.json`` and tensors: what every model
 family's reader (:mod:`symformer.frameworks.hf_in`, :mod:`symformer.frameworks.hf_bert`)
-shares."""
+shares.
+
+A configuration comes from someone else: :class:`Config` hands each reader a key only
+as the type it needs (a whole number in its range, a JSON number read exactly, a
+string, a flag, a table), and anything else is one line naming the file and the key
+(``config.json: n_head = 0: must be a whole number from 1 to 65536``).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,40 +22,148 @@ from symformer.example.numbers import DecimalText
 #: Hugging Face's activation names, and symformer's.
 _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                    "gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
+#: The largest width, number of heads or layers a configuration may state.
+MAX_SIZE = 1 << 16
+#: The most layers a configuration may state.
+MAX_LAYERS = 1000
+_MISSING = object()
 
 
-def tensor(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> np.ndarray:
-    """The tensor ``name`` under the first of ``prefixes`` that holds it."""
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, DecimalText) else json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_text(value: Any) -> bool:
+    """A JSON string (a number's exact text, :class:`DecimalText`, is not one)."""
+    return isinstance(value, str) and not isinstance(value, DecimalText)
+
+
+class Config:
+    """A ``config.json`` object whose keys are read only as the type each reader needs."""
+
+    def __init__(self, data: Any, name: str) -> None:
+        if not isinstance(data, dict):
+            raise InputError(f"{name}: must be a JSON object of settings, found "
+                             f"{type(data).__name__}")
+        self.data, self.name = data, name
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The raw value of ``key`` (for refusals that only test whether it is set)."""
+        return self.data.get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.data
+
+    def items(self):
+        """The settings, as the file states them."""
+        return self.data.items()
+
+    def _bad(self, key: str, value: Any, need: str) -> InputError:
+        return InputError(f"{self.name}: {key} = {_shown(value)}: {need}")
+
+    def whole(self, key: str, default: Any = _MISSING, *, low: int = 1,
+              high: int = MAX_SIZE) -> int:
+        """``key`` as a whole number from ``low`` to ``high`` (``default`` if absent or
+        null; without a default, required)."""
+        value = self.data.get(key)
+        if value is None:
+            if default is _MISSING:
+                raise InputError(f"{self.name}: no {key} (a whole number from {low} to "
+                                 f"{high} is needed)")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self._bad(key, value, f"must be a whole number from {low} to {high}")
+        return value
+
+    def number(self, key: str, default: str) -> int | DecimalText:
+        """``key`` as a JSON number, kept as its exact text (``default`` if absent)."""
+        value = self.data.get(key)
+        if value is None:
+            return DecimalText(default)
+        if isinstance(value, bool) or not isinstance(value, (int, DecimalText)):
+            raise self._bad(key, value, "must be a number")
+        return value
+
+    def text(self, key: str, default: Any = _MISSING) -> str:
+        """``key`` as a string (``default`` if absent or null)."""
+        value = self.data.get(key)
+        if value is None and default is not _MISSING:
+            return default
+        if not _is_text(value):
+            raise self._bad(key, value, "must be a string")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        """``key`` as true or false (``default`` if absent or null)."""
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._bad(key, value, "must be true or false")
+        return value
+
+    def table(self, key: str) -> dict[str, Any]:
+        """``key`` as a table (an empty one if absent or null)."""
+        value = self.data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self._bad(key, value, "must be a table")
+        return value
+
+    def names(self, key: str) -> list[str]:
+        """``key`` as a list of strings (empty if absent or null)."""
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(_is_text(v) for v in value):
+            raise self._bad(key, value, "must be a list of strings")
+        return value
+
+    def divides(self, width_key: str, width: int, parts_key: str, parts: int) -> int:
+        """``width // parts``, refusing a width the parts do not divide."""
+        if width % parts:
+            raise InputError(f"{self.name}: {width_key} = {width} is not divisible by "
+                             f"{parts_key} = {parts}")
+        return width // parts
+
+
+def tensor(weights: Mapping[str, np.ndarray], name: str, prefixes: Sequence[str],
+           shape: Sequence[int | None] | None = None) -> np.ndarray:
+    """The tensor ``name`` under the first of ``prefixes`` that holds it, of ``shape``
+    (None in it: any size) when given."""
     for prefix in prefixes:
         if prefix + name in weights:
-            return weights[prefix + name]
+            array = weights[prefix + name]
+            if shape is not None and (len(shape) != array.ndim or any(
+                    want is not None and want != got for want, got in zip(shape, array.shape))):
+                want = "x".join("?" if s is None else str(s) for s in shape)
+                raise InputError(f"model.safetensors: {prefix + name} has shape "
+                                 f"{'x'.join(map(str, array.shape)) or 'scalar'}, expected "
+                                 f"{want} (from config.json)")
+            return array
     raise InputError(f"model.safetensors: no tensor {name!r}")
 
 
-def has_tensor(weights: dict[str, np.ndarray], name: str, prefixes: Sequence[str]) -> bool:
+def has_tensor(weights: Mapping[str, np.ndarray], name: str, prefixes: Sequence[str]) -> bool:
     """True when a tensor ``name`` sits under one of ``prefixes``."""
     return any(p + name in weights for p in prefixes)
 
 
-def refuse(config: dict[str, Any], checks: dict[str, str]) -> None:
+def refuse(config: Config, checks: dict[str, str]) -> None:
     """Refuse every configured feature that symformer does not compute."""
     for key, what in checks.items():
         value = config.get(key)
         if value not in (None, False, 0, "0", [], {}):
-            raise NotSupportedError(f"config.json: {key} = {json.dumps(value, default=str)}: "
+            raise NotSupportedError(f"{config.name}: {key} = {_shown(value)}: "
                                     f"{what} is not supported")
 
 
-def hf_activation(config: dict[str, Any], key: str) -> str:
+def hf_activation(config: Config, key: str) -> str:
     """The symformer activation of the configuration's ``key``, or a refusal."""
     name = config.get(key)
-    if name not in _HF_ACTIVATIONS:
-        raise NotSupportedError(f"config.json: {key} = {name!r} is not supported (supported: "
-                                f"{', '.join(sorted(_HF_ACTIVATIONS))})")
+    if not _is_text(name) or name not in _HF_ACTIVATIONS:
+        raise NotSupportedError(f"{config.name}: {key} = {_shown(name)} is not supported "
+                                f"(supported: {', '.join(sorted(_HF_ACTIVATIONS))})")
     return _HF_ACTIVATIONS[name]
-
-
-def config_number(config: dict[str, Any], key: str, default: str) -> Any:
-    """The configuration's number ``key`` as exact decimal text (``default`` if absent)."""
-    value = config.get(key, DecimalText(default))
-    return value if isinstance(value, (DecimalText, int)) else DecimalText(str(value))

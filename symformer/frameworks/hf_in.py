@@ -1,198 +1,231 @@
 """A Hugging Face model directory (``config.json`` + ``model.safetensors``) as an example.
 
-No torch: the weights are read with ``safetensors``' NumPy loader (bfloat16 tensors,
-which NumPy lacks, are widened to float32 bit for bit here), and every weight is kept
-as the exact dyadic rational it is (:mod:`symformer.frameworks.weights`).  Numbers of
+No torch: the weights are read from the safetensors file by
+:mod:`symformer.frameworks.model_dir`, which trusts nothing in the directory (no link
+out of it, every header entry checked, only the tensors used read; bfloat16, which
+NumPy lacks, widened to float32 bit for bit), and every weight is kept as the exact
+dyadic rational it is (:mod:`symformer.frameworks.weights`).  Numbers of
 ``config.json`` (``layer_norm_epsilon``, ``rope_theta``) are read from their JSON text
 exactly: ``1e-05`` is 1/100000, the value the configuration states (PyTorch itself
-adds the nearest float to it).
+adds the nearest float to it); every setting a reader needs is checked for its type
+and range (:class:`~symformer.frameworks.hf_config.Config`), and every tensor for the
+shape the configuration implies.
 
 Supported: GPT-2 (``gpt2``), Llama-style decoders (``llama``, ``mistral``, ``qwen2``:
 RMSNorm, rotary embeddings without scaling, SwiGLU, grouped-query attention), BERT
 encoders (``bert``, ``roberta``, ``distilbert``: token types, the embedding LayerNorm,
 the masked-LM head; :mod:`symformer.frameworks.hf_bert`).  What a
-model has that symformer does not compute is refused with one line naming it.
+model has that symformer does not compute is refused with one line naming it; a tensor
+of the file that the example does not use is reported (:func:`unused_note`), never
+dropped silently.
 """
 
 from __future__ import annotations
 
 import json
-import struct
-from collections.abc import Sequence
+import re
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from symformer.blocks.work import check_work
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.hf_config import (
-    config_number,
+    MAX_LAYERS,
+    Config,
     has_tensor,
     hf_activation,
     refuse,
     tensor,
 )
+from symformer.frameworks.model_dir import ModelDir, SafeTensors
 from symformer.frameworks.weights import example_text, printable, row, rows
 
-#: The largest ``model.safetensors`` read, in bytes (exact examples of bigger models
-#: would not derive in any time a user waits for anyway).
-MAX_WEIGHT_BYTES = 256 * 2**20
+#: Operations (about 2 µs of CPU each, :mod:`symformer.blocks.cost`) to start an
+#: import, and to convert one weight to its exact text and load it back.
+IMPORT_START = 250_000
+IMPORT_PER_WEIGHT = 10
+#: The fewest characters a weight takes in the written example ("0, ").
+_MIN_WEIGHT_CHARS = 3
+#: Tensors a model recomputes rather than learns (masks, rotary frequencies, position
+#: ids): not imported, and named as such.
+_BUFFERS = re.compile(r"(^|\.)(attn\.bias|attn\.masked_bias|rotary_emb\.inv_freq|"
+                      r"position_ids|token_type_ids)$")
+#: A layer's tensors are named together: ``transformer.h.1`` (12 tensors).
+_LAYER = re.compile(r"(.*?\.\d+)\.")
 
 
 def from_pretrained(directory: str | Path, tokens: Sequence[int | str],
-                    segments: Sequence[int] | None = None) -> Example:
+                    segments: Sequence[int] | None = None,
+                    max_work: int | None = None) -> Example:
     """The exact example of a Hugging Face model directory, on the sentence ``tokens``
     (ids, or token strings of the vocabulary the directory carries); ``segments``: a
-    BERT model's token types (``token_type_ids``; default all 0)."""
-    data, _, source = pretrained_data(directory, tokens, segments)
+    BERT model's token types (``token_type_ids``; default all 0).
+
+    ``max_work`` bounds the import as ``--max-work`` does (None: SYMFORMER_MAX_WORK or
+    the default; 0: no limit).  Tensors of the file the example does not use are named
+    in a :class:`UserWarning`."""
+    data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work)
+    if unused:
+        warnings.warn(unused, UserWarning, stacklevel=2)
     return example_from_dict(data, source)  # the same table the file holds, not re-read
 
 
 def pretrained_text(directory: str | Path, tokens: Sequence[int | str],
-                    segments: Sequence[int] | None = None) -> tuple[str, str]:
-    """The example file's TOML text of a Hugging Face directory, and its source name."""
-    data, comments, source = pretrained_data(directory, tokens, segments)
-    return example_text(data, comments), source
+                    segments: Sequence[int] | None = None, max_work: int | None = None,
+                    progress: Callable[[int, int, str], None] | None = None
+                    ) -> tuple[str, str, str]:
+    """The example file's TOML text of a Hugging Face directory, its source name, and
+    the note on the file's tensors it does not use ("" when it uses them all)."""
+    data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
+                                                     progress)
+    return example_text(data, comments), source, unused
+
+
+def import_work(weights: int) -> int:
+    """The operations an import converting ``weights`` numbers does."""
+    return IMPORT_START + IMPORT_PER_WEIGHT * weights
 
 
 def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
-                    segments: Sequence[int] | None = None
-                    ) -> tuple[dict[str, Any], list[str], str]:
-    """The example table of a Hugging Face directory, its provenance comments and its
-    source name."""
+                    segments: Sequence[int] | None = None, max_work: int | None = None,
+                    progress: Callable[[int, int, str], None] | None = None
+                    ) -> tuple[dict[str, Any], list[str], str, str]:
+    """The example table of a Hugging Face directory, its provenance comments, its
+    source name and the note on unused tensors.
+
+    Bounded before a weight is read: the file's floating-point numbers are counted from
+    its (checked) header, and an import over the work limit, or whose example could
+    not fit the example files' size limit, is refused."""
     if segments is not None and len(segments) != len(tokens):
         raise InputError(f"segments: {len(segments)} token types for {len(tokens)} tokens")
-    folder = Path(directory)
-    config = read_config(folder)
-    weights, dtypes = read_safetensors(folder / "model.safetensors")
-    kind = config.get("model_type")
+    folder = ModelDir(directory)
+    raw = folder.read_json("config.json")
+    if raw is None:
+        raise InputError(f"{directory}: no config.json (expected a Hugging Face model "
+                         f"directory)")
+    config = Config(raw, folder.name("config.json"))
+    weights = folder.safetensors()
+    count = weights.float_count()
+    check_work(import_work(count), max_work, f"{folder.given}: importing {count:,} weights")
+    if count * _MIN_WEIGHT_CHARS > MAX_FILE_BYTES:
+        raise NotSupportedError(f"{folder.given}: {count:,} weights would not fit the "
+                                f"{MAX_FILE_BYTES // 2**20} MiB an example file may hold")
+    if progress is not None:
+        weights.progress = progress
+    kind = config.text("model_type", None)
     if kind == "gpt2":
-        data = _gpt2(config, weights)
+        data = _gpt2(config, weights, len(tokens))
     elif kind in ("llama", "mistral", "qwen2"):
-        data = _llama(config, weights)
+        data = _llama(config, weights, len(tokens))
     elif kind in ("bert", "roberta", "distilbert"):
         from symformer.frameworks.hf_bert import bert_data  # it reads with this module
 
         data = bert_data(config, weights, len(tokens), segments, kind)
     else:
-        raise NotSupportedError(f"{folder}: model_type {kind!r} is not supported (supported: "
-                                f"gpt2, llama, mistral, qwen2, bert, roberta, distilbert)")
+        raise NotSupportedError(f"{folder.given}: model_type {printable(str(kind))[:40]!r} "
+                                f"is not supported (supported: gpt2, llama, mistral, qwen2, "
+                                f"bert, roberta, distilbert)")
     vocab_size = len(data["embeddings"])
     vocab = read_vocab(folder, vocab_size)
-    data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder)), "vocab": vocab,
-            **data}
-    pad = config.get("pad_token_id")
-    if kind == "roberta" and isinstance(pad, int) and 0 <= pad < vocab_size \
+    data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder.given)),
+            "vocab": vocab, **data}
+    pad = config.whole("pad_token_id", None, low=0, high=2**62)
+    if kind == "roberta" and pad is not None and pad < vocab_size \
             and vocab[pad] in data["tokens"]:  # RoBERTa counts positions past padding
-        raise NotSupportedError(f"{folder}: the padding token {vocab[pad]!r} in the sentence "
-                                f"(RoBERTa's positions skip it) is not supported")
-    architectures = ",".join(config.get("architectures") or [kind])
-    dtype = "/".join(sorted(set(dtypes)))
-    data["title"] = printable(f"{architectures} from {folder.name} ({dtype} weights, exact)")
+        raise NotSupportedError(f"{folder.given}: the padding token {vocab[pad]!r} in the "
+                                f"sentence (RoBERTa's positions skip it) is not supported")
+    architectures = ",".join(config.names("architectures") or [kind])
+    dtype = "/".join(weights.dtypes())
+    data["title"] = printable(f"{architectures} from {folder.given.name} ({dtype} weights, "
+                              f"exact)")
     if segments is not None and "token_type_embeddings" not in data:
-        raise NotSupportedError(f"{folder}: segments given, but model_type {kind!r} has no "
-                                f"token types")
+        raise NotSupportedError(f"{folder.given}: segments given, but model_type {kind!r} "
+                                f"has no token types")
+    unused = unused_note(weights)
     comments = [
-        f"Imported by `symformer import` from the Hugging Face directory {folder}",
+        f"Imported by `symformer import` from the Hugging Face directory {folder.given}",
         f"(class {architectures}, model_type {kind}, weights {dtype}).",
         "Every weight is the exact dyadic rational the file stores: a decimal where that",
         "is short, else \"p/2^k\". The configuration:",
-        *(f"  {k} = {json.dumps(v, default=str)}" for k, v in sorted(config.items())
+        *(f"  {k} = {v if isinstance(v, DecimalText) else json.dumps(v)}"
+          for k, v in sorted(config.items())
           if not isinstance(v, (dict, list)) or k in ("rope_scaling", "rope_parameters")),
     ]
     if kind in ("bert", "roberta", "distilbert"):
-        left = sorted({k.removeprefix(f"{kind}.").split(".")[0] for k in weights}
-                      - {"embeddings", "encoder", "transformer", "cls", "lm_head",
-                         "vocab_transform", "vocab_layer_norm", "vocab_projector"})
-        comments.append(("The masked-LM head is [lm_head] (its transform, then the "
-                         "vocabulary)" if "lm_head" in data else "The example ends at the "
-                         "encoder's output (last_hidden_state)")
-                        + (f"; not imported: {', '.join(left)}" if left else "") + ".")
-    return data, comments, str(folder)
+        comments.append("The masked-LM head is [lm_head] (its transform, then the "
+                        "vocabulary)." if "lm_head" in data else "The example ends at the "
+                        "encoder's output (last_hidden_state).")
+    comments += [unused] if unused else []
+    return data, comments, str(folder.given), unused
 
 
-def read_config(folder: Path) -> dict[str, Any]:
-    """``config.json``, its numbers kept as their JSON text (read exactly later)."""
-    path = folder / "config.json"
-    if not path.is_file():
-        raise InputError(f"{folder}: no config.json (expected a Hugging Face model directory)")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise InputError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB")
-    try:
-        return json.loads(path.read_text("utf-8"), parse_float=DecimalText)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a JSON configuration ({exc})") from None
+def unused_note(weights: SafeTensors) -> str:
+    """One sentence naming the file's tensors the example does not use ("" if none):
+    weights of parts symformer does not import (a pooler, a classifier, layers past
+    ``n_layer``), grouped by module, and buffers the model recomputes."""
+    left = weights.unused()
+    buffers = [k for k in left if _BUFFERS.search(k)]
+    groups: dict[str, int] = {}
+    for name in (k for k in left if k not in buffers):
+        layer = _LAYER.match(name)
+        key = layer.group(1) if layer else name.rpartition(".")[0] or name
+        groups[key] = groups.get(key, 0) + 1
+    parts = []
+    if groups:
+        count = sum(groups.values())
+        listed = [f"{k} ({n} tensors)" if n > 1 else k for k, n in groups.items()]
+        shown = ", ".join(listed[:8]) + (f" and {len(listed) - 8} more" if len(listed) > 8
+                                         else "")
+        parts.append(f"{count} tensor{'s' if count != 1 else ''} of {weights.name} not "
+                     f"imported (parts the example does not compute): {shown}")
+    if buffers:
+        shown = ", ".join(buffers[:3]) + (f" and {len(buffers) - 3} more" if len(buffers) > 3
+                                          else "")
+        parts.append(f"{len(buffers)} buffer{'s' if len(buffers) != 1 else ''} the model "
+                     f"recomputes not read: {shown}")
+    return printable("; ".join(parts) + ".") if parts else ""
 
 
-_BF16 = "BF16"
-
-
-def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Every tensor of a ``.safetensors`` file as a NumPy array, and the dtypes found.
-
-    Floating-point tensors only (F64, F32, F16, BF16); bfloat16 is widened to float32
-    exactly (its 16 bits are the upper half of a float32)."""
-    if not path.is_file():
-        raise InputError(f"{path.parent}: no model.safetensors (sharded or .bin weights are "
-                         f"not read; save with safe_serialization=True)")
-    if path.stat().st_size > MAX_WEIGHT_BYTES:
-        raise NotSupportedError(f"{path}: larger than {MAX_WEIGHT_BYTES // 2**20} MiB; exact "
-                                f"examples are for tiny models")
-    with open(path, "rb") as handle:
-        try:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(min(length, MAX_FILE_BYTES)))
-        except (struct.error, ValueError):
-            raise InputError(f"{path}: not a safetensors file") from None
-    entries = {k: v for k, v in header.items() if k != "__metadata__"}
-    dtypes = sorted({v.get("dtype", "?") for v in entries.values()})
-    bad = [d for d in dtypes if d not in ("F64", "F32", "F16", _BF16)]
-    if bad:
-        raise NotSupportedError(f"{path}: tensors of dtype {bad[0]} (only float weights "
-                                f"are read)")
-    if _BF16 not in dtypes:
-        from safetensors.numpy import load_file
-        return dict(load_file(str(path))), dtypes
-    raw = path.read_bytes()[8 + length:]
-    tensors = {}
-    for name, info in entries.items():
-        start, end = info["data_offsets"]
-        if info["dtype"] == _BF16:
-            bits = np.frombuffer(raw[start:end], dtype="<u2").astype(np.uint32) << 16
-            tensors[name] = bits.view(np.float32).reshape(info["shape"])
-        else:
-            kind = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}[info["dtype"]]
-            tensors[name] = np.frombuffer(raw[start:end], dtype=kind).reshape(info["shape"])
-    return tensors, dtypes
-
-
-def read_vocab(folder: Path, size: int) -> list[str]:
+def read_vocab(folder: ModelDir, size: int) -> list[str]:
     """Token names by id: ``vocab.txt`` (a token per line), ``vocab.json`` or
     ``tokenizer.json``'s model vocabulary, where the directory carries one; ``t17`` for
-    an id it does not name (or names twice)."""
+    an id it does not name (or names twice, or with a character that does not print).
+
+    A vocabulary file that is not what it should be (not UTF-8, not a table of token
+    to whole-number id) is refused in one line naming it."""
     names: dict[int, str] = {}
-    txt = folder / "vocab.txt"  # BERT's WordPiece vocabulary: a token per line, id = line
-    if txt.is_file() and txt.stat().st_size <= MAX_FILE_BYTES:
+    text = folder.read_bytes("vocab.txt")  # BERT's WordPiece vocabulary: id = line
+    if text is not None:
         try:
-            names = {i: t for i, t in enumerate(txt.read_text("utf-8").splitlines())
-                     if t.isprintable()}
+            lines = text.decode("utf-8").splitlines()
         except UnicodeDecodeError:
-            names = {}
-    for file, pick in () if names else (("vocab.json", lambda d: d),
-                       ("tokenizer.json", lambda d: d.get("model", {}).get("vocab"))):
-        path = folder / file
-        if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
-            try:
-                table = pick(json.loads(path.read_text("utf-8")))
-            except (ValueError, UnicodeDecodeError, AttributeError):
+            raise InputError(f"{folder.name('vocab.txt')}: not UTF-8 text") from None
+        names = {i: t for i, t in enumerate(lines) if t.isprintable()}
+    for file in () if text is not None else ("vocab.json", "tokenizer.json"):
+        table = folder.read_json(file)
+        if table is None:
+            continue
+        if file == "tokenizer.json":
+            model = table.get("model") if isinstance(table, dict) else None
+            table = model.get("vocab") if isinstance(model, dict) else None
+            if not isinstance(table, dict):  # a Unigram list, or no vocabulary: names t<k>
                 continue
-            if isinstance(table, dict):
-                names = {i: t for t, i in table.items()
-                         if isinstance(i, int) and isinstance(t, str) and t.isprintable()}
-                break
+        if not isinstance(table, dict):
+            raise InputError(f"{folder.name(file)}: must be a table of token to id")
+        for token, i in table.items():
+            if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+                raise InputError(f"{folder.name(file)}: token {printable(token)[:40]!r} has "
+                                 f"the id {printable(str(i))[:20]}; ids are whole numbers >= 0")
+            if i < size and token.isprintable():
+                names[i] = token
+        break
     vocab = [names.get(i, f"t{i}") for i in range(size)]
     seen: set[str] = set()
     for i, name in enumerate(vocab):
@@ -221,32 +254,39 @@ def pick_tokens(tokens: Sequence[int | str], vocab: list[str], where: str) -> li
     return out
 
 
-def _gpt2(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
+def _gpt2(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
     """GPT-2: learned positions, pre-LayerNorm, fused Conv1D c_attn, tied head."""
     refuse(config, {"scale_attn_by_inverse_layer_idx": "scaling attention by 1/layer",
                     "add_cross_attention": "cross-attention"})
-    if config.get("scale_attn_weights") is False:
+    if not config.flag("scale_attn_weights", True):
         raise NotSupportedError("config.json: scale_attn_weights = false is not supported")
     p = ("transformer.", "")
-    d, n_head = int(config["n_embd"]), int(config["n_head"])
-    hd = d // n_head
+    d, n_head = config.whole("n_embd"), config.whole("n_head")
+    hd = config.divides("n_embd", d, "n_head", n_head)
+    n_layer = config.whole("n_layer", high=MAX_LAYERS)
+    inner = config.whole("n_inner", 4 * d)
+    vec, mat = (d,), (d, d)
+    wte = tensor(w, "wte.weight", p, (None, d))
     data: dict[str, Any] = {
-        "embeddings": rows(tensor(w, "wte.weight", p), "wte"),
+        "embeddings": rows(wte, "wte"),
         "positional_encoding": "learned",
-        "positional_embeddings": rows(tensor(w, "wpe.weight", p), "wpe"),
+        "positional_embeddings": rows(tensor(w, "wpe.weight", p, (None, d)), "wpe"),
         "causal": True, "norm": "pre", "layer_norm": "biased",
         "activation": hf_activation(config, "activation_function"),
-        "eps": config_number(config, "layer_norm_epsilon", "1e-5"),
+        "eps": config.number("layer_norm_epsilon", "1e-5"),
         "final_norm": True,
-        "gamma_f": row(tensor(w, "ln_f.weight", p), "ln_f.weight"),
-        "beta_f": row(tensor(w, "ln_f.bias", p), "ln_f.bias"),
+        "gamma_f": row(tensor(w, "ln_f.weight", p, vec), "ln_f.weight"),
+        "beta_f": row(tensor(w, "ln_f.bias", p, vec), "ln_f.bias"),
     }
-    data["lm_head"] = _lm_head(w, tensor(w, "wte.weight", p), config.get("tie_word_embeddings",
-                                                                         True))
+    data["lm_head"] = _lm_head(w, wte, config.flag("tie_word_embeddings", True))
     layers = []
-    for i in range(int(config["n_layer"])):
+    for i in range(n_layer):
         b = f"h.{i}."
-        W, bias = tensor(w, b + "attn.c_attn.weight", p), tensor(w, b + "attn.c_attn.bias", p)
+
+        def t(name: str, shape: tuple[int, ...], b: str = b) -> np.ndarray:
+            return tensor(w, b + name, p, shape)
+
+        W, bias = t("attn.c_attn.weight", (d, 3 * d)), t("attn.c_attn.bias", (3 * d,))
         heads = []
         for h in range(n_head):
             head = {}
@@ -256,82 +296,99 @@ def _gpt2(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
                 head[f"b_{letter}"] = row(bias[cols], f"{b}attn.c_attn.bias")
             heads.append(head)
         layers.append({
-            "W_O": rows(tensor(w, b + "attn.c_proj.weight", p), f"{b}attn.c_proj.weight"),
-            "b_O": row(tensor(w, b + "attn.c_proj.bias", p), f"{b}attn.c_proj.bias"),
-            "W_1": rows(tensor(w, b + "mlp.c_fc.weight", p), f"{b}mlp.c_fc.weight"),
-            "b_1": row(tensor(w, b + "mlp.c_fc.bias", p), f"{b}mlp.c_fc.bias"),
-            "W_2": rows(tensor(w, b + "mlp.c_proj.weight", p), f"{b}mlp.c_proj.weight"),
-            "b_2": row(tensor(w, b + "mlp.c_proj.bias", p), f"{b}mlp.c_proj.bias"),
-            "gamma_1": row(tensor(w, b + "ln_1.weight", p), f"{b}ln_1.weight"),
-            "beta_1": row(tensor(w, b + "ln_1.bias", p), f"{b}ln_1.bias"),
-            "gamma_2": row(tensor(w, b + "ln_2.weight", p), f"{b}ln_2.weight"),
-            "beta_2": row(tensor(w, b + "ln_2.bias", p), f"{b}ln_2.bias"),
+            "W_O": rows(t("attn.c_proj.weight", mat), f"{b}attn.c_proj.weight"),
+            "b_O": row(t("attn.c_proj.bias", vec), f"{b}attn.c_proj.bias"),
+            "W_1": rows(t("mlp.c_fc.weight", (d, inner)), f"{b}mlp.c_fc.weight"),
+            "b_1": row(t("mlp.c_fc.bias", (inner,)), f"{b}mlp.c_fc.bias"),
+            "W_2": rows(t("mlp.c_proj.weight", (inner, d)), f"{b}mlp.c_proj.weight"),
+            "b_2": row(t("mlp.c_proj.bias", vec), f"{b}mlp.c_proj.bias"),
+            "gamma_1": row(t("ln_1.weight", vec), f"{b}ln_1.weight"),
+            "beta_1": row(t("ln_1.bias", vec), f"{b}ln_1.bias"),
+            "gamma_2": row(t("ln_2.weight", vec), f"{b}ln_2.weight"),
+            "beta_2": row(t("ln_2.bias", vec), f"{b}ln_2.bias"),
             "head": heads,
         })
     data["layer"] = layers
     return data
 
 
-def _lm_head(w: dict[str, np.ndarray], embeddings: np.ndarray, tied: bool) -> dict[str, Any]:
-    head = w.get("lm_head.weight")
-    if head is None or (tied and np.array_equal(head, embeddings)):
+def _lm_head(w: SafeTensors, embeddings: np.ndarray, tied: bool) -> dict[str, Any]:
+    if "lm_head.weight" not in w:
+        return {"tied": True}
+    head = tensor(w, "lm_head.weight", ("",), embeddings.shape)
+    if tied and np.array_equal(head, embeddings):
         return {"tied": True}
     return {"W_vocab": rows(np.asarray(head).T, "lm_head.weight")}
 
 
-def _rope_theta(config: dict[str, Any]) -> Any:
+def _rope_theta(config: Config) -> Any:
     """The rotary base; any rotary scaling (not an exact re-indexing) is refused."""
-    params = config.get("rope_parameters") or {}
-    scaling = config.get("rope_scaling") or {}
+    params = Config(config.table("rope_parameters"), f"{config.name}: rope_parameters")
+    scaling = Config(config.table("rope_scaling"), f"{config.name}: rope_scaling")
     for table in (params, scaling):
-        kind = table.get("rope_type", table.get("type", "default"))
+        kind = table.text("rope_type", None) or table.text("type", "default")
         if kind != "default":
-            raise NotSupportedError(f"config.json: rope scaling {kind!r} is not supported "
-                                    f"(only plain rotary embeddings)")
+            raise NotSupportedError(f"config.json: rope scaling {printable(kind)[:40]!r} is "
+                                    f"not supported (only plain rotary embeddings)")
     if config.get("partial_rotary_factor") not in (None, 1, DecimalText("1.0")):
         raise NotSupportedError("config.json: partial_rotary_factor (rotating part of each "
                                 "head) is not supported")
-    theta = params.get("rope_theta", config.get("rope_theta", 10000))
-    return theta if isinstance(theta, (int, DecimalText)) else DecimalText(str(theta))
+    if "rope_theta" in params:
+        return params.number("rope_theta", "10000")
+    return config.number("rope_theta", "10000")
 
 
-def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
+def _llama(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
     """Llama, Mistral, Qwen2: RMSNorm, RoPE ("half"), SwiGLU, grouped-query attention."""
     refuse(config, {"num_local_experts": "a mixture of experts",
                     "num_experts": "a mixture of experts",
                     "attn_logit_softcapping": "attention logit soft-capping",
                     "final_logit_softcapping": "logit soft-capping",
                     "alibi": "ALiBi"})
-    if config.get("sliding_window") and config.get("use_sliding_window", True):
-        raise NotSupportedError(f"config.json: sliding_window = {config['sliding_window']}: "
-                                f"sliding-window attention is not supported")
+    window = config.whole("sliding_window", None, high=2**62)
+    # a window as long as the sentence cuts nothing: the causal mask is exactly the same
+    if window is not None and config.flag("use_sliding_window", True) and window <= n_tokens:
+        raise NotSupportedError(f"config.json: sliding_window = {window}: sliding-window "
+                                f"attention over {n_tokens} tokens is not supported (a window "
+                                f"longer than the sentence is)")
     p = ("model.", "")
-    d, n_head = int(config["hidden_size"]), int(config["num_attention_heads"])
-    n_kv = int(config.get("num_key_value_heads") or n_head)
-    hd = int(config.get("head_dim") or d // n_head)
+    d, n_head = config.whole("hidden_size"), config.whole("num_attention_heads")
+    n_kv = config.whole("num_key_value_heads", n_head)
+    hd = config.whole("head_dim", None) or config.divides("hidden_size", d,
+                                                          "num_attention_heads", n_head)
     if n_head % n_kv:
-        raise InputError(f"config.json: {n_head} heads cannot share {n_kv} key/value heads")
-    embed = tensor(w, "embed_tokens.weight", p)
+        raise InputError(f"{config.name}: num_attention_heads = {n_head} heads cannot share "
+                         f"num_key_value_heads = {n_kv} key/value heads")
+    n_layer = config.whole("num_hidden_layers", high=MAX_LAYERS)
+    inner = config.whole("intermediate_size")
+    embed = tensor(w, "embed_tokens.weight", p, (None, d))
     data: dict[str, Any] = {
         "embeddings": rows(embed, "embed_tokens"),
         "positional_encoding": "rope", "rope_style": "half",
         "positional_encoding_base": _rope_theta(config),
         "causal": True, "norm": "pre", "layer_norm": "rms",
         "activation": hf_activation(config, "hidden_act"),
-        "eps": config_number(config, "rms_norm_eps", "1e-6"),
+        "eps": config.number("rms_norm_eps", "1e-6"),
         "final_norm": True,
-        "gamma_f": row(tensor(w, "norm.weight", p), "norm.weight"),
-        "lm_head": _lm_head(w, embed, bool(config.get("tie_word_embeddings", False))),
+        "gamma_f": row(tensor(w, "norm.weight", p, (d,)), "norm.weight"),
+        "lm_head": _lm_head(w, embed, config.flag("tie_word_embeddings", False)),
     }
+    out = {"q_proj": n_head * hd, "k_proj": n_kv * hd, "v_proj": n_kv * hd, "o_proj": d,
+           "gate_proj": inner, "up_proj": inner, "down_proj": d}
+    width = {"o_proj": n_head * hd, "down_proj": inner}
     layers = []
-    for i in range(int(config["num_hidden_layers"])):
+    for i in range(n_layer):
         b = f"layers.{i}."
 
         def lin(name: str, b: str = b) -> np.ndarray:  # nn.Linear stores W^T
-            return np.asarray(tensor(w, f"{b}{name}.weight", p)).T
+            short = name.split(".")[-1]
+            return np.asarray(tensor(w, f"{b}{name}.weight", p,
+                                     (out[short], width.get(short, d)))).T
 
         def bias(name: str, b: str = b) -> np.ndarray | None:
-            return tensor(w, f"{b}{name}.bias", p) if has_tensor(w, f"{b}{name}.bias", p) else None
+            if not has_tensor(w, f"{b}{name}.bias", p):
+                return None
+            return tensor(w, f"{b}{name}.bias", p, (out[name.split(".")[-1]],))
 
         q, k, v = lin("self_attn.q_proj"), lin("self_attn.k_proj"), lin("self_attn.v_proj")
         bq, bk, bv = (bias(f"self_attn.{x}_proj") for x in "qkv")
@@ -355,9 +412,10 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
             "W_gate": rows(lin("mlp.gate_proj"), f"{b}gate_proj"),
             "W_1": rows(lin("mlp.up_proj"), f"{b}up_proj"),
             "W_2": rows(lin("mlp.down_proj"), f"{b}down_proj"),
-            "gamma_1": row(tensor(w, b + "input_layernorm.weight", p), f"{b}input_layernorm"),
-            "gamma_2": row(tensor(w, b + "post_attention_layernorm.weight", p),
-                            f"{b}post_attention_layernorm"),
+            "gamma_1": row(tensor(w, b + "input_layernorm.weight", p, (d,)),
+                           f"{b}input_layernorm"),
+            "gamma_2": row(tensor(w, b + "post_attention_layernorm.weight", p, (d,)),
+                           f"{b}post_attention_layernorm"),
         }
         for key, name in (("b_O", "self_attn.o_proj"), ("b_gate", "mlp.gate_proj"),
                           ("b_1", "mlp.up_proj"), ("b_2", "mlp.down_proj")):
@@ -369,4 +427,3 @@ def _llama(config: dict[str, Any], w: dict[str, np.ndarray]) -> dict[str, Any]:
         layers.append(layer)
     data["layer"] = layers
     return data
-

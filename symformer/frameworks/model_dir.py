@@ -1,0 +1,334 @@
+"""A model directory from someone else: its files, read without trusting any of them.
+
+A Hugging Face directory is untrusted input, like an example file or a template:
+
+* **Nothing outside it is read.**  A file may be a symbolic link only when it resolves
+  inside the directory, or, in the Hugging Face cache's own layout
+  (``models--ORG--NAME/snapshots/REV/config.json -> ../../blobs/SHA``), inside that
+  model's ``blobs`` folder; any other link (``vocab.txt -> /etc/passwd``), a broken or
+  looping link, a device, FIFO or socket is refused with one line naming the file.
+* **Every file is bounded** (:data:`MAX_TEXT_BYTES` for JSON and vocabularies,
+  :data:`MAX_WEIGHT_BYTES` for the weights) and a JSON file must be one object with no
+  repeated key and no ``NaN``/``Infinity``.
+* **The safetensors header is checked whole before a byte of data is read**
+  (:class:`SafeTensors`): a table of tensors, each with a known dtype, a shape of
+  whole numbers and two whole ``data_offsets`` that index the data buffer exactly (in
+  bounds, of the shape's size, no overlap, no hole), as the format requires.  Tensors
+  are then read one by one, only those the import uses; the names it never asked for
+  are what :meth:`SafeTensors.unused` reports.
+
+No pickle is ever unpickled (``pytorch_model.bin`` is never opened).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from symformer.errors import InputError, NotSupportedError
+from symformer.example.numbers import DecimalText
+
+#: The largest JSON or vocabulary file read, in bytes (the example files' limit).
+MAX_TEXT_BYTES = 8 * 2**20
+#: The largest ``model.safetensors`` read, in bytes.
+MAX_WEIGHT_BYTES = 256 * 2**20
+#: The largest safetensors header, in bytes (the safetensors library's own limit).
+MAX_HEADER_BYTES = 100_000_000
+#: JSON nested deeper than this is refused (a configuration is a few levels deep).
+MAX_JSON_DEPTH = 32
+
+#: Every dtype of the safetensors format, and its item size in bytes.  Floating-point
+#: tensors are weights; the others (integer buffers such as BERT's ``position_ids``)
+#: can only be reported as not imported.
+ITEM_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
+              "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+              "F8_E4M3": 1, "F8_E5M2": 1}
+#: The floating-point dtypes read exactly, as NumPy dtypes (BF16 is widened by hand).
+FLOAT_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+
+
+class ModelDir:
+    """The files of one model directory, each resolved and checked before it is read."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.given = Path(directory)
+        try:
+            root = self.given.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise InputError(f"{directory}: no such directory") from None
+        if not root.is_dir():
+            raise InputError(f"{directory}: not a directory (expected a Hugging Face model "
+                             f"directory)")
+        self.root = root
+        #: Where a file's link may lead: the directory, and in the Hugging Face cache
+        #: (snapshots/REV/FILE -> ../../blobs/SHA) the same model's blobs.
+        self.allowed = [root]
+        blobs = root.parent.parent / "blobs"
+        if root.parent.name == "snapshots" and blobs.is_dir() and not blobs.is_symlink():
+            self.allowed.append(blobs.resolve())
+
+    def name(self, file: str) -> str:
+        """How messages name ``file`` of the directory."""
+        return str(self.given / file)
+
+    def path(self, file: str) -> Path | None:
+        """The real path of the directory's ``file``; None when there is no such file.
+
+        Refuses a link that leads outside the directory (or the cache's blobs), a
+        broken or looping link, and anything that is not a regular file."""
+        candidate = self.root / file
+        if not os.path.lexists(candidate):
+            return None
+        try:
+            real = candidate.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise InputError(f"{self.name(file)}: a broken or looping symbolic link") from None
+        if not any(real.is_relative_to(place) for place in self.allowed):
+            raise InputError(f"{self.name(file)}: a symbolic link to a file outside the "
+                             f"model directory; refused (copy the file into the directory "
+                             f"if you trust it)")
+        mode = real.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{self.name(file)}: not a regular file")
+        return real
+
+    def has(self, file: str) -> bool:
+        """True when the directory holds ``file`` (a refused link raises)."""
+        return self.path(file) is not None
+
+    def read_bytes(self, file: str, limit: int = MAX_TEXT_BYTES) -> bytes | None:
+        """The bytes of ``file`` (at most ``limit``), or None when it is absent."""
+        real = self.path(file)
+        if real is None:
+            return None
+        with _open(real, self.name(file)) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:
+                raise InputError(f"{self.name(file)}: larger than the limit of "
+                                 f"{_size(limit)}")
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"{self.name(file)}: larger than the limit of {_size(limit)}")
+        return data
+
+    def read_json(self, file: str) -> Any | None:
+        """``file`` as JSON (numbers with a point kept as their exact text), or None
+        when absent.  Repeated keys, ``NaN``/``Infinity`` and deep nesting are refused."""
+        data = self.read_bytes(file)
+        if data is None:
+            return None
+        return parse_json(data, self.name(file))
+
+    def safetensors(self, file: str = "model.safetensors") -> SafeTensors:
+        """The checked header of the weights file (its data read later, lazily)."""
+        real = self.path(file)
+        if real is None:
+            if self.path("model.safetensors.index.json") is not None:
+                raise NotSupportedError(f"{self.given}: sharded weights "
+                                        f"(model.safetensors.index.json) are not read; "
+                                        f"save the model in one file")
+            raise InputError(f"{self.given}: no model.safetensors (.bin weights are never "
+                             f"read: they are pickles; save with safe_serialization=True)")
+        return SafeTensors(real, self.name(file))
+
+
+def _open(real: Path, name: str):
+    """``real`` opened for reading without following a link or blocking on a FIFO."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{name}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
+
+
+def _unique(pairs: list[tuple[str, Any]], name: str) -> dict[str, Any]:
+    table: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in table:
+            raise InputError(f"{name}: the key {key[:60]!r} appears twice")
+        table[key] = value
+    return table
+
+
+def _no_constant(text: str, name: str) -> Any:
+    raise InputError(f"{name}: {text} is not a number JSON allows")
+
+
+def _depth(value: Any, name: str, level: int = 0) -> None:
+    if level > MAX_JSON_DEPTH:
+        raise InputError(f"{name}: nested more than {MAX_JSON_DEPTH} levels deep")
+    if isinstance(value, dict):
+        for item in value.values():
+            _depth(item, name, level + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _depth(item, name, level + 1)
+
+
+def parse_json(data: bytes, name: str, exact_decimals: bool = True) -> Any:
+    """JSON text from an untrusted file; one-line errors naming ``name``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{name}: not UTF-8 text") from None
+    try:
+        value = json.loads(text, object_pairs_hook=lambda p: _unique(p, name),
+                           parse_float=DecimalText if exact_decimals else float,
+                           parse_constant=lambda c: _no_constant(c, name))
+    except RecursionError:
+        raise InputError(f"{name}: nested too deeply") from None
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{name}: not valid JSON ({exc})") from None
+    _depth(value, name)
+    return value
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class SafeTensors(Mapping[str, np.ndarray]):
+    """A ``.safetensors`` file whose header has been checked; tensors read on access.
+
+    Indexing (``file["wte.weight"]``) reads one floating-point tensor exactly (bfloat16
+    widened to float32 bit for bit) and records that the import used it; iteration
+    lists every tensor name without reading.  :meth:`unused` names the tensors never
+    read, so that the import can report them instead of dropping them silently.
+    """
+
+    def __init__(self, real: Path, name: str) -> None:
+        self.real, self.name = real, name
+        with _open(real, name) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_WEIGHT_BYTES:
+                raise NotSupportedError(f"{name}: larger than {_size(MAX_WEIGHT_BYTES)}; "
+                                        f"exact examples are for small models")
+            start = handle.read(8)
+            if len(start) < 8:
+                raise InputError(f"{name}: not a safetensors file (shorter than its 8-byte "
+                                 f"header length)")
+            length = int.from_bytes(start, "little")
+            if length < 2 or length > MAX_HEADER_BYTES or 8 + length > size:
+                raise InputError(f"{name}: not a safetensors file (a header of {length:,} "
+                                 f"bytes in a file of {size:,})")
+            header = parse_json(handle.read(length), f"{name} (header)", exact_decimals=False)
+        self.data_start = 8 + length
+        self.data_bytes = size - self.data_start
+        self.entries = self._check(header)
+        self.used: set[str] = set()
+        #: Called as ``progress(k, total, name)`` before each tensor is read.
+        self.progress: Callable[[int, int, str], None] | None = None
+
+    def _check(self, header: Any) -> dict[str, tuple[str, tuple[int, ...], int, int]]:
+        """Every entry of the header as (dtype, shape, start, end), or one line naming
+        what is wrong."""
+        where = f"{self.name} (header)"
+        if not isinstance(header, dict):
+            raise InputError(f"{where}: must be a table of tensors, found "
+                             f"{type(header).__name__}")
+        entries = {}
+        for key, info in header.items():
+            if key == "__metadata__":
+                if not isinstance(info, dict) or not all(isinstance(v, str)
+                                                         for v in info.values()):
+                    raise InputError(f"{where}: __metadata__ must be a table of strings")
+                continue
+            label = f"{where}: tensor {key[:80]!r}"
+            if not key or not key.isprintable():
+                raise InputError(f"{where}: a tensor name that is empty or not printable")
+            if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+                raise InputError(f"{label} must be a table of exactly dtype, shape and "
+                                 f"data_offsets")
+            dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+            if not isinstance(dtype, str) or dtype not in ITEM_BYTES:
+                raise InputError(f"{label}: unknown dtype {str(dtype)[:20]!r} (the format's: "
+                                 f"{', '.join(ITEM_BYTES)})")
+            if not isinstance(shape, list) or len(shape) > 8 \
+                    or not all(_whole(s) and s >= 0 for s in shape):
+                raise InputError(f"{label}: shape must be a list of at most 8 whole numbers "
+                                 f">= 0")
+            if not isinstance(offsets, list) or len(offsets) != 2 \
+                    or not all(_whole(o) for o in offsets):
+                raise InputError(f"{label}: data_offsets must be two whole numbers [start, "
+                                 f"end]")
+            begin, end = offsets
+            if not 0 <= begin <= end <= self.data_bytes:
+                raise InputError(f"{label}: data_offsets [{begin}, {end}] outside the data "
+                                 f"buffer of {self.data_bytes:,} bytes")
+            if end - begin != math.prod(shape) * ITEM_BYTES[dtype]:
+                raise InputError(f"{label}: data_offsets hold {end - begin:,} bytes, but "
+                                 f"shape {shape} of {dtype} needs "
+                                 f"{math.prod(shape) * ITEM_BYTES[dtype]:,}")
+            entries[key] = (dtype, tuple(shape), begin, end)
+        at = 0
+        for key, (_, _, begin, end) in sorted(entries.items(), key=lambda e: (e[1][2],
+                                                                               e[1][3])):
+            if begin != at:
+                what = "overlaps the tensor before it" if begin < at else "leaves a hole " \
+                       "before it"
+                raise InputError(f"{where}: tensor {key[:80]!r} {what} (data_offsets start "
+                                 f"at {begin:,}, the data before ends at {at:,})")
+            at = end
+        if at != self.data_bytes:
+            raise InputError(f"{where}: the tensors index {at:,} of the {self.data_bytes:,} "
+                             f"data bytes (the format allows no unindexed bytes)")
+        return entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.entries
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        """The shape the header states for ``key`` (nothing read)."""
+        return self.entries[key][1]
+
+    def dtypes(self) -> list[str]:
+        """The dtypes of the floating-point tensors, sorted."""
+        return sorted({d for d, *_ in self.entries.values() if d in FLOAT_DTYPES})
+
+    def float_count(self) -> int:
+        """How many floating-point numbers the file holds (what an import may convert)."""
+        return sum(math.prod(s) for d, s, *_ in self.entries.values() if d in FLOAT_DTYPES)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        dtype, shape, begin, end = self.entries[key]
+        if self.progress is not None and key not in self.used:
+            self.progress(len(self.used), len(self.entries), key)
+        if dtype not in FLOAT_DTYPES:
+            raise NotSupportedError(f"{self.name}: tensor {key!r} has dtype {dtype}; only "
+                                    f"F64, F32, F16 and BF16 weights are read")
+        with _open(self.real, self.name) as handle:
+            handle.seek(self.data_start + begin)
+            raw = handle.read(end - begin)
+        if len(raw) != end - begin:
+            raise InputError(f"{self.name}: the file changed while it was read")
+        array = np.frombuffer(raw, dtype=FLOAT_DTYPES[dtype])
+        if dtype == "BF16":  # the upper half of a float32, exactly
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        self.used.add(key)
+        return array.reshape(shape)
+
+    def unused(self) -> list[str]:
+        """The tensors never read, in the file's order."""
+        return [k for k in self.entries if k not in self.used]
