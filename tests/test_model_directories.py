@@ -444,3 +444,9 @@ def test_any_config_mutation_ends_in_a_model_or_one_line(tmp_path_factory, key,
         status = main(["import", str(folder), "--tokens", "0", "--out",
                        str(folder / "x.toml")])
     assert status == 0 or (status == 2 and err.getvalue().count("\n") == 1), err.getvalue()
+
+
+def test_an_empty_embedding_table_is_one_line(tmp_path, capsys) -> None:
+    tensors = gpt2_tensors()
+    tensors["transformer.wte.weight"] = np.zeros((0, 4), np.float32)
+    refused(capsys, gpt2_dir(tmp_path / "m", tensors=tensors), tmp_path, "no rows")

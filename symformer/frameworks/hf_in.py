@@ -133,6 +133,8 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
                                 f"is not supported (supported: gpt2, llama, mistral, qwen2, "
                                 f"bert, roberta, distilbert)")
     vocab_size = len(data["embeddings"])
+    if not vocab_size:
+        raise InputError(f"{weights.name}: the embedding table has no rows")
     vocab = read_vocab(folder, vocab_size)
     data = {"title": "", "tokens": pick_tokens(tokens, vocab, str(folder.given)),
             "vocab": vocab, **data}

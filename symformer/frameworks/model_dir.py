@@ -43,6 +43,9 @@ MAX_WEIGHT_BYTES = 256 * 2**20
 MAX_HEADER_BYTES = 100_000_000
 #: JSON nested deeper than this is refused (a configuration is a few levels deep).
 MAX_JSON_DEPTH = 32
+#: The most tensors a weights file may list (GPT-2 small has 148, a 70-billion
+#: parameter Llama 723).
+MAX_TENSORS = 100_000
 
 #: Every dtype of the safetensors format, and its item size in bytes.  Floating-point
 #: tensors are weights; the others (integer buffers such as BERT's ``position_ids``)
@@ -242,6 +245,9 @@ class SafeTensors(Mapping[str, np.ndarray]):
         if not isinstance(header, dict):
             raise InputError(f"{where}: must be a table of tensors, found "
                              f"{type(header).__name__}")
+        if len(header) > MAX_TENSORS:
+            raise InputError(f"{where}: {len(header):,} tensors, more than the "
+                             f"{MAX_TENSORS:,} a weights file may list")
         entries = {}
         for key, info in header.items():
             if key == "__metadata__":
