@@ -225,6 +225,18 @@ class Example:
     #: BERT's embedding LayerNorm); its weights are ``gamma_f``, ``beta_f``.
     embedding_norm: FinalNorm | None = None
 
+    def __repr__(self) -> str:
+        """One line: the sentence, the shape, how many weights (never the weights)."""
+        from symformer.example.summary import example_repr
+
+        return example_repr(self)
+
+    def _repr_html_(self) -> str:
+        """A notebook's display: the example's shape, weights' summary and tokens."""
+        from symformer.example.summary import example_html
+
+        return example_html(self)
+
     @property
     def d_model(self) -> int:
         """Width of the embeddings and of every block's input and output."""
