@@ -18,6 +18,7 @@ EPILOG = """\
 examples:
   symformer import ./tiny-gpt2 --tokens 3,5,7 --out gpt2.toml
   symformer import ./tiny-llama --tokens "the,cat" --out llama.toml
+  symformer import ./tiny-gpt2 --text "Why did my export fail?" --out gpt2.toml
   symformer import ./tiny-bert --tokens "[CLS],the,cat,[SEP]" --segments 0,0,0,0 --out bert.toml
   symformer derive gpt2.toml --stage logits
 
@@ -70,8 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "model's weights exactly, on a sentence of your choice.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", metavar="SOURCE", help="a Hugging Face model directory")
-    p.add_argument("--tokens", required=True, type=token_list, metavar="IDS_OR_NAMES",
-                   help="the sentence: comma-separated token ids or vocabulary names")
+    sentence = p.add_mutually_exclusive_group(required=True)
+    sentence.add_argument("--tokens", type=token_list, metavar="IDS_OR_NAMES",
+                          help="the sentence: comma-separated token ids or vocabulary names")
+    sentence.add_argument("--text", metavar="TEXT",
+                          help="the sentence as text, tokenized by the directory's own "
+                               "tokenizer (tokenizer.json, vocab.txt or vocab.json + "
+                               "merges.txt; needs the tokenizers library)")
     p.add_argument("--segments", type=segment_list, metavar="TYPES",
                    help="BERT's token types (token_type_ids), comma-separated; default all 0")
     p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
@@ -97,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     output_file(args.out)  # a path that cannot be written is refused before the work
     with Progress("symformer import", quiet=args.quiet) as bar:
         text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
-                                               args.max_work, bar.step)
+                                               args.max_work, bar.step, args.text)
         bar.note("checking that the example loads")
         size = len(text.encode("utf-8"))
         if size > MAX_FILE_BYTES:

@@ -61,30 +61,32 @@ _BUFFERS = re.compile(r"(^|\.)(attn\.bias|attn\.masked_bias|rotary_emb\.inv_freq
 _LAYER = re.compile(r"(.*?\.\d+)\.")
 
 
-def from_pretrained(directory: str | Path, tokens: Sequence[int | str],
+def from_pretrained(directory: str | Path, tokens: Sequence[int | str] | None = None,
                     segments: Sequence[int] | None = None,
-                    max_work: int | None = None) -> Example:
+                    max_work: int | None = None, text: str | None = None) -> Example:
     """The exact example of a Hugging Face model directory, on the sentence ``tokens``
-    (ids, or token strings of the vocabulary the directory carries); ``segments``: a
+    (ids, or token strings of the vocabulary the directory carries) or ``text``
+    (tokenized by the directory's own tokenizer: :mod:`.hf_tokenizer`); ``segments``: a
     BERT model's token types (``token_type_ids``; default all 0).
 
     ``max_work`` bounds the import as ``--max-work`` does (None: SYMFORMER_MAX_WORK or
     the default; 0: no limit).  Tensors of the file the example does not use are named
     in a :class:`UserWarning`."""
-    data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work)
+    data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
+                                                     text=text)
     if unused:
         warnings.warn(unused, UserWarning, stacklevel=2)
     return example_from_dict(data, source)  # the same table the file holds, not re-read
 
 
-def pretrained_text(directory: str | Path, tokens: Sequence[int | str],
+def pretrained_text(directory: str | Path, tokens: Sequence[int | str] | None,
                     segments: Sequence[int] | None = None, max_work: int | None = None,
-                    progress: Callable[[int, int, str], None] | None = None
-                    ) -> tuple[str, str, str]:
+                    progress: Callable[[int, int, str], None] | None = None,
+                    text: str | None = None) -> tuple[str, str, str]:
     """The example file's TOML text of a Hugging Face directory, its source name, and
     the note on the file's tensors it does not use ("" when it uses them all)."""
     data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
-                                                     progress)
+                                                     progress, text)
     return example_text(data, comments), source, unused
 
 
@@ -93,9 +95,10 @@ def import_work(weights: int) -> int:
     return IMPORT_START + IMPORT_PER_WEIGHT * weights
 
 
-def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
+def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                     segments: Sequence[int] | None = None, max_work: int | None = None,
-                    progress: Callable[[int, int, str], None] | None = None
+                    progress: Callable[[int, int, str], None] | None = None,
+                    text: str | None = None
                     ) -> tuple[dict[str, Any], list[str], str, str]:
     """The example table of a Hugging Face directory, its provenance comments, its
     source name and the note on unused tensors.
@@ -103,9 +106,19 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
     Bounded before a weight is read: the file's floating-point numbers are counted from
     its (checked) header, and an import over the work limit, or whose example could
     not fit the example files' size limit, is refused."""
+    folder = ModelDir(directory)
+    if isinstance(tokens, str):
+        raise InputError(f"tokens: {tokens[:40]!r} is a string; give a list of token ids or "
+                         f"names, or text={tokens[:20]!r} to tokenize it with the "
+                         f"directory's tokenizer")
+    if (tokens is None) == (text is None):
+        raise InputError("give the sentence once: tokens (ids or names) or text")
+    if text is not None:
+        from symformer.frameworks.hf_tokenizer import tokenize
+
+        tokens, _ = tokenize(folder, text)
     if segments is not None and len(segments) != len(tokens):
         raise InputError(f"segments: {len(segments)} token types for {len(tokens)} tokens")
-    folder = ModelDir(directory)
     raw = folder.read_json("config.json")
     if raw is None:
         raise InputError(f"{directory}: no config.json (expected a Hugging Face model "
@@ -153,6 +166,8 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str],
     unused = unused_note(weights)
     comments = [
         f"Imported by `symformer import` from the Hugging Face directory {folder.given}",
+        *([f"on the text {text!r}, tokenized by the directory's tokenizer "
+           f"({len(tokens)} tokens)"] if text is not None else []),
         f"(class {architectures}, model_type {kind}, weights {dtype}).",
         "Every weight is the exact dyadic rational the file stores: a decimal where that",
         "is short, else \"p/2^k\". The configuration:",
