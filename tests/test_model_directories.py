@@ -450,3 +450,17 @@ def test_an_empty_embedding_table_is_one_line(tmp_path, capsys) -> None:
     tensors = gpt2_tensors()
     tensors["transformer.wte.weight"] = np.zeros((0, 4), np.float32)
     refused(capsys, gpt2_dir(tmp_path / "m", tensors=tensors), tmp_path, "no rows")
+
+
+def test_a_masked_lm_head_has_no_next_token(tmp_path, capsys) -> None:
+    import symformer
+
+    text = (Path(symformer.__file__).parent / "examples" / "gpt2_style.toml").read_text()
+    path = tmp_path / "masked.toml"
+    path.write_text(text.replace("\n[lm_head]\n", "\n[lm_head]\nmasked = true\n", 1))
+    g = symformer.derive(load_example(str(path)))
+    assert "probabilities" in g and "next_token" not in g
+    assert "next_token" in symformer.derive(load_example("gpt2_style"))
+    assert main(["generate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "masked-LM" in err and err.count("\n") == 1

@@ -59,7 +59,7 @@ def derive(example: Example, causal: bool | None = None,
     if example.lm_head is not None:
         head = example.lm_head
         z = out if head.W_transform is None else prediction_transform(g, out, head)
-        lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab)
+        lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab, head.masked)
     add_lesson_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 

@@ -363,13 +363,16 @@ def prediction_transform(g: Derivation, x: str, head: Any) -> str:
 
 
 def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,
-            vocab: tuple[str, ...]) -> str:
-    """``logits`` = x W_vocab + b_vocab, ``probabilities``, ``next_token`` (exact argmax)."""
+            vocab: tuple[str, ...], masked: bool = False) -> str:
+    """``logits`` = x W_vocab + b_vocab, ``probabilities``, ``next_token`` (exact argmax;
+    not for a ``masked`` LM head, which predicts each position's own token)."""
     tokens = g[x].rows
     logits = g.add("logits", "logits", Projection(W, b, LOGITS, "W_vocab", "b_vocab",
                                                              columns="vocab"), (x,),
                    tokens, vocab)
-    g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"), (logits,), tokens,
-          vocab)
+    probabilities = g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"),
+                          (logits,), tokens, vocab)
+    if masked:
+        return probabilities
     return g.add("next_token", "next_token", ArgmaxIndicator(TieProver(g, logits)),
                  (logits,), tokens[-1:], vocab)

@@ -123,6 +123,10 @@ class NextToken:
 
 def next_token(g: Derivation) -> NextToken:
     """The next token of a derivation with a ``next_token`` stage, decided exactly."""
+    head = g.example.lm_head
+    if "next_token" not in g and head is not None and head.masked:
+        raise InputError(f"{g.example.source}: no next token: its [lm_head] is a masked-LM "
+                         f"head (masked = true), which predicts each position's own token")
     if "next_token" not in g:
         raise InputError(
             f"{g.example.source}: no next token: the example needs a [decoder] table "

@@ -94,7 +94,7 @@ _LAYER_KEYS = {
 } | _CONVENTION_KEYS
 _QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
 _KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
-_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab"} | TRANSFORM_KEYS
+_LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab", "masked"} | TRANSFORM_KEYS
 #: C0 and C1 controls with DEL, the line and paragraph separators, the bidi overrides.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -503,7 +503,7 @@ def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab:
     else:
         W = matrix(table, "W_vocab", where, rows=d_model, cols=vocab)
     b = vector(table, "b_vocab", where, vocab) if "b_vocab" in table else None
-    return LMHead(W_vocab=W, b_vocab=b, tied=tied,
+    return LMHead(W_vocab=W, b_vocab=b, tied=tied, masked=_boolean(table, "masked", where, False),
                   **lm_head_transform(table, where, d_model, defaults))
 
 

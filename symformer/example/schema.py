@@ -155,6 +155,9 @@ class LMHead:
     b_transform: sympy.Matrix | None = None
     transform_activation: str = "gelu"
     transform_norm: FinalNorm | None = None
+    #: A masked-LM head (BERT's): it predicts every position's own token, so there is
+    #: no next token (no ``next_token`` stage; ``generate`` refuses).
+    masked: bool = False
 
 
 @dataclass(frozen=True)

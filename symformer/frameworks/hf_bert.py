@@ -191,6 +191,7 @@ def _mlm_head(w: Mapping[str, np.ndarray], names: Names, embeddings: np.ndarray
         "transform_norm": {
             "gamma": row(tensor(w, f"{norm}.weight", ("",), (d,)), f"{norm}.weight"),
             "beta": row(tensor(w, f"{norm}.bias", ("",), (d,)), f"{norm}.bias")},
+        "masked": True,  # it predicts each position's own token: no next token
     }
     decoder = (tensor(w, f"{names.head_decoder}.weight", ("",), (vocab, d))
                if f"{names.head_decoder}.weight" in w else None)
