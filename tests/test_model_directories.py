@@ -464,3 +464,29 @@ def test_a_masked_lm_head_has_no_next_token(tmp_path, capsys) -> None:
     assert main(["generate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "masked-LM" in err and err.count("\n") == 1
+
+
+def test_the_first_layers_of_a_deep_model(tmp_path, capsys, monkeypatch) -> None:
+    from symformer.frameworks import model_dir
+
+    folder = gpt2_dir(tmp_path / "m", tensors=gpt2_tensors(layers=3),
+                      config=gpt2_config(n_layer=3))
+    read: list[str] = []
+    original = model_dir.SafeTensors.__getitem__
+    monkeypatch.setattr(model_dir.SafeTensors, "__getitem__",
+                        lambda self, key: read.append(key) or original(self, key))
+    out = tmp_path / "x.toml"
+    status, err = run_import(capsys, folder, out, "--layers", "0:2")
+    assert status == 0 and "transformer.h.2 (12 tensors)" in err
+    assert not any(".h.2." in k for k in read)  # the third block is never read
+    example = load_example(str(out))
+    assert len(example.layers) == 2 and "first 2 of 3 layers" in example.title
+    full = from_pretrained(folder, [0, 1, 2])
+    assert example.layers == full.layers[:2] and example.final_norm == full.final_norm
+    assert "layer 2's output, not the model's" in out.read_text()
+    status, err = run_import(capsys, folder, tmp_path / "y.toml", "--layers", "0:4")
+    assert status == 2 and "has 3 layers" in err and err.count("\n") == 1
+    for bad in ("1:3", "0:0", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            run_import(capsys, folder, tmp_path / "y.toml", "--layers", bad)
+        assert exit_.value.code == 2 and "--layers" in capsys.readouterr().err

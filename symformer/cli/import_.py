@@ -20,6 +20,7 @@ examples:
   symformer import ./tiny-llama --tokens "the,cat" --out llama.toml
   symformer import ./tiny-gpt2 --text "Why did my export fail?" --out gpt2.toml
   symformer import ./tiny-bert --tokens "[CLS],the,cat,[SEP]" --segments 0,0,0,0 --out bert.toml
+  symformer import ./gpt2-small --text "Why did my export fail?" --layers 0:2 --out g.toml
   symformer derive gpt2.toml --stage logits
 
 SOURCE is a Hugging Face model directory: config.json and model.safetensors (read
@@ -63,6 +64,17 @@ def segment_list(text: str) -> list[int]:
     return [int(t) for t in items]
 
 
+def first_layers(text: str) -> int:
+    """``--layers``: ``0:K`` (or ``K``), the first K blocks."""
+    start, _, end = text.strip().rpartition(":")
+    if start.strip() not in ("", "0") or not (end.strip().isascii() and end.strip().isdigit()
+                                              and 0 < int(end) <= 10_000):
+        raise argparse.ArgumentTypeError(f"expected 0:K, the first K blocks (K >= 1), found "
+                                         f"{text[:40]!r}; only a model's first blocks can be "
+                                         f"imported (a later block needs the earlier ones)")
+    return int(end)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``import`` sub-command."""
     p = sub.add_parser("import", help="read a Hugging Face model directory into an exact "
@@ -80,6 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "merges.txt; needs the tokenizers library)")
     p.add_argument("--segments", type=segment_list, metavar="TYPES",
                    help="BERT's token types (token_type_ids), comma-separated; default all 0")
+    p.add_argument("--layers", type=first_layers, metavar="0:K", default=None,
+                   help="import only the model's first K blocks (its final norm and head "
+                        "then read block K's output); the rest is reported, not read")
     p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
                    help="refuse imports estimated to need more than N operations, each "
@@ -103,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     output_file(args.out)  # a path that cannot be written is refused before the work
     with Progress("symformer import", quiet=args.quiet) as bar:
         text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
-                                               args.max_work, bar.step, args.text)
+                                               args.max_work, bar.step, args.text,
+                                               args.layers)
         bar.note("checking that the example loads")
         size = len(text.encode("utf-8"))
         if size > MAX_FILE_BYTES:

@@ -29,14 +29,16 @@ def require_torch() -> Any:
 
 
 def from_pretrained(directory: Any, tokens: Any = None, segments: Any = None,
-                    max_work: int | None = None, text: str | None = None) -> Any:
+                    max_work: int | None = None, text: str | None = None,
+                    layers: int | None = None) -> Any:
     """The exact example of a Hugging Face model directory (see :mod:`.hf_in`) on
     ``tokens`` (ids or names) or ``text`` (tokenized by the directory's tokenizer);
     ``segments``: a BERT model's token types (default all 0); ``max_work``: the work
-    limit, as ``--max-work`` (None: SYMFORMER_MAX_WORK or the default; 0: none)."""
+    limit, as ``--max-work`` (None: SYMFORMER_MAX_WORK or the default; 0: none);
+    ``layers``: only the first ``layers`` blocks."""
     from symformer.frameworks.hf_in import from_pretrained as load
 
-    return load(directory, tokens, segments, max_work, text)
+    return load(directory, tokens, segments, max_work, text, layers)
 
 
 def from_torch(module: Any, tokens: Any, causal: bool = False, memory: Any = None,

@@ -19,10 +19,10 @@ import numpy as np
 from symformer.errors import NotSupportedError
 from symformer.example.numbers import DecimalText
 from symformer.frameworks.hf_config import (
-    MAX_LAYERS,
     Config,
     has_tensor,
     hf_activation,
+    kept_layers,
     refuse,
     tensor,
 )
@@ -77,7 +77,8 @@ FAMILY = {
 
 
 def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
-              segments: Sequence[int] | None, kind: str) -> dict[str, Any]:
+              segments: Sequence[int] | None, kind: str, layers: int | None = None
+              ) -> dict[str, Any]:
     """The example table of a BERT-family model (``kind``: bert, roberta, distilbert)."""
     names = FAMILY[kind]
     refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
@@ -90,7 +91,7 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
     p = (f"{kind}.", "")
     d, n_head = config.whole(names.width), config.whole(names.heads)
     hd = config.divides(names.width, d, names.heads, n_head)
-    depth = config.whole(names.depth, high=MAX_LAYERS)
+    depth = kept_layers(config, names.depth, layers)
     shapes = Shapes(d, config.whole(names.ffn))
     word = tensor(w, "embeddings.word_embeddings.weight", p, (None, d))
     positions = tensor(w, "embeddings.position_embeddings.weight", p, (None, d))

@@ -129,6 +129,17 @@ class Config:
         return width // parts
 
 
+def kept_layers(config: Config, key: str, layers: int | None) -> int:
+    """How many blocks to import: the configuration's ``key``, or the first ``layers``."""
+    depth = config.whole(key, high=MAX_LAYERS)
+    if layers is None:
+        return depth
+    if not 1 <= layers <= depth:
+        raise InputError(f"--layers 0:{layers}: the model has {depth} layer"
+                         f"{'s' if depth != 1 else ''} ({config.name}: {key} = {depth})")
+    return layers
+
+
 def tensor(weights: Mapping[str, np.ndarray], name: str, prefixes: Sequence[str],
            shape: Sequence[int | None] | None = None) -> np.ndarray:
     """The tensor ``name`` under the first of ``prefixes`` that holds it, of ``shape``

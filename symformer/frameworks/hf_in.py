@@ -37,10 +37,10 @@ from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.hf_config import (
-    MAX_LAYERS,
     Config,
     has_tensor,
     hf_activation,
+    kept_layers,
     refuse,
     tensor,
 )
@@ -63,17 +63,19 @@ _LAYER = re.compile(r"(.*?\.\d+)\.")
 
 def from_pretrained(directory: str | Path, tokens: Sequence[int | str] | None = None,
                     segments: Sequence[int] | None = None,
-                    max_work: int | None = None, text: str | None = None) -> Example:
+                    max_work: int | None = None, text: str | None = None,
+                    layers: int | None = None) -> Example:
     """The exact example of a Hugging Face model directory, on the sentence ``tokens``
     (ids, or token strings of the vocabulary the directory carries) or ``text``
     (tokenized by the directory's own tokenizer: :mod:`.hf_tokenizer`); ``segments``: a
     BERT model's token types (``token_type_ids``; default all 0).
 
     ``max_work`` bounds the import as ``--max-work`` does (None: SYMFORMER_MAX_WORK or
-    the default; 0: no limit).  Tensors of the file the example does not use are named
-    in a :class:`UserWarning`."""
+    the default; 0: no limit); ``layers``: import only the model's first ``layers``
+    blocks (its final norm and head then read the last of them).  Tensors of the file
+    the example does not use are named in a :class:`UserWarning`."""
     data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
-                                                     text=text)
+                                                     text=text, layers=layers)
     if unused:
         warnings.warn(unused, UserWarning, stacklevel=2)
     return example_from_dict(data, source)  # the same table the file holds, not re-read
@@ -82,11 +84,12 @@ def from_pretrained(directory: str | Path, tokens: Sequence[int | str] | None = 
 def pretrained_text(directory: str | Path, tokens: Sequence[int | str] | None,
                     segments: Sequence[int] | None = None, max_work: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    text: str | None = None) -> tuple[str, str, str]:
+                    text: str | None = None, layers: int | None = None
+                    ) -> tuple[str, str, str]:
     """The example file's TOML text of a Hugging Face directory, its source name, and
     the note on the file's tensors it does not use ("" when it uses them all)."""
     data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
-                                                     progress, text)
+                                                     progress, text, layers)
     return example_text(data, comments), source, unused
 
 
@@ -98,7 +101,7 @@ def import_work(weights: int) -> int:
 def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                     segments: Sequence[int] | None = None, max_work: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    text: str | None = None
+                    text: str | None = None, layers: int | None = None
                     ) -> tuple[dict[str, Any], list[str], str, str]:
     """The example table of a Hugging Face directory, its provenance comments, its
     source name and the note on unused tensors.
@@ -125,7 +128,7 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                          f"directory)")
     config = Config(raw, folder.name("config.json"))
     weights = folder.safetensors()
-    count = weights.float_count()
+    count = weights.float_count(skip=lambda name: _past(name, layers))
     check_work(import_work(count), max_work, f"{folder.given}: importing {count:,} weights")
     if count * _MIN_WEIGHT_CHARS > MAX_FILE_BYTES:
         raise NotSupportedError(f"{folder.given}: {count:,} weights would not fit the "
@@ -134,13 +137,13 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
         weights.progress = progress
     kind = config.text("model_type", None)
     if kind == "gpt2":
-        data = _gpt2(config, weights, len(tokens))
+        data = _gpt2(config, weights, len(tokens), layers)
     elif kind in ("llama", "mistral", "qwen2"):
-        data = _llama(config, weights, len(tokens))
+        data = _llama(config, weights, len(tokens), layers)
     elif kind in ("bert", "roberta", "distilbert"):
         from symformer.frameworks.hf_bert import bert_data  # it reads with this module
 
-        data = bert_data(config, weights, len(tokens), segments, kind)
+        data = bert_data(config, weights, len(tokens), segments, kind, layers)
     else:
         raise NotSupportedError(f"{folder.given}: model_type {printable(str(kind))[:40]!r} "
                                 f"is not supported (supported: gpt2, llama, mistral, qwen2, "
@@ -158,8 +161,10 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                                 f"sentence (RoBERTa's positions skip it) is not supported")
     architectures = ",".join(config.names("architectures") or [kind])
     dtype = "/".join(weights.dtypes())
-    data["title"] = printable(f"{architectures} from {folder.given.name} ({dtype} weights, "
-                              f"exact)")
+    depth = f"first {layers} of {config.get(_DEPTH_KEYS.get(kind, ''))} layers, " \
+        if layers else ""
+    data["title"] = printable(f"{architectures} from {folder.given.name} ({depth}{dtype} "
+                              f"weights, exact)")
     if segments is not None and "token_type_embeddings" not in data:
         raise NotSupportedError(f"{folder.given}: segments given, but model_type {kind!r} "
                                 f"has no token types")
@@ -179,8 +184,27 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
         comments.append("The masked-LM head is [lm_head] (its transform, then the "
                         "vocabulary)." if "lm_head" in data else "The example ends at the "
                         "encoder's output (last_hidden_state).")
+    if layers:
+        comments.append(f"Only the model's {depth.removesuffix(', ')}: `output` is layer "
+                        f"{layers}'s output, not the model's"
+                        + ("; the final norm and the head read it." if "lm_head" in data
+                           or "final_norm" in data else "."))
     comments += [unused] if unused else []
     return data, comments, str(folder.given), unused
+
+
+#: Where each family's configuration states its number of blocks.
+_DEPTH_KEYS = {"gpt2": "n_layer", "llama": "num_hidden_layers", "mistral": "num_hidden_layers",
+               "qwen2": "num_hidden_layers", "bert": "num_hidden_layers",
+               "roberta": "num_hidden_layers", "distilbert": "n_layers"}
+#: A block's tensors: ``transformer.h.3.``, ``model.layers.3.``, ``encoder.layer.3.``.
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:h|layers|layer)\.(\d+)\.")
+
+
+def _past(name: str, layers: int | None) -> bool:
+    """True when ``name`` belongs to a block past the first ``layers`` (None: none is)."""
+    found = _LAYER_INDEX.search(name) if layers is not None else None
+    return found is not None and int(found.group(1)) >= layers
 
 
 def unused_note(weights: SafeTensors) -> str:
@@ -271,7 +295,8 @@ def pick_tokens(tokens: Sequence[int | str], vocab: list[str], where: str) -> li
     return out
 
 
-def _gpt2(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
+def _gpt2(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
+          ) -> dict[str, Any]:
     """GPT-2: learned positions, pre-LayerNorm, fused Conv1D c_attn, tied head."""
     refuse(config, {"scale_attn_by_inverse_layer_idx": "scaling attention by 1/layer",
                     "add_cross_attention": "cross-attention"})
@@ -280,7 +305,7 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
     p = ("transformer.", "")
     d, n_head = config.whole("n_embd"), config.whole("n_head")
     hd = config.divides("n_embd", d, "n_head", n_head)
-    n_layer = config.whole("n_layer", high=MAX_LAYERS)
+    n_layer = kept_layers(config, "n_layer", layers)
     inner = config.whole("n_inner", 4 * d)
     vec, mat = (d,), (d, d)
     wte = tensor(w, "wte.weight", p, (None, d))
@@ -296,7 +321,7 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
         "beta_f": row(tensor(w, "ln_f.bias", p, vec), "ln_f.bias"),
     }
     data["lm_head"] = _lm_head(w, wte, config.flag("tie_word_embeddings", True))
-    layers = []
+    blocks = []
     for i in range(n_layer):
         b = f"h.{i}."
 
@@ -312,7 +337,7 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
                 head[f"W_{letter}"] = rows(W[:, cols], f"{b}attn.c_attn.weight")
                 head[f"b_{letter}"] = row(bias[cols], f"{b}attn.c_attn.bias")
             heads.append(head)
-        layers.append({
+        blocks.append({
             "W_O": rows(t("attn.c_proj.weight", mat), f"{b}attn.c_proj.weight"),
             "b_O": row(t("attn.c_proj.bias", vec), f"{b}attn.c_proj.bias"),
             "W_1": rows(t("mlp.c_fc.weight", (d, inner)), f"{b}mlp.c_fc.weight"),
@@ -325,7 +350,7 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
             "beta_2": row(t("ln_2.bias", vec), f"{b}ln_2.bias"),
             "head": heads,
         })
-    data["layer"] = layers
+    data["layer"] = blocks
     return data
 
 
@@ -355,7 +380,8 @@ def _rope_theta(config: Config) -> Any:
     return config.number("rope_theta", "10000")
 
 
-def _llama(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
+def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
+           ) -> dict[str, Any]:
     """Llama, Mistral, Qwen2: RMSNorm, RoPE ("half"), SwiGLU, grouped-query attention."""
     refuse(config, {"num_local_experts": "a mixture of experts",
                     "num_experts": "a mixture of experts",
@@ -376,7 +402,7 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
     if n_head % n_kv:
         raise InputError(f"{config.name}: num_attention_heads = {n_head} heads cannot share "
                          f"num_key_value_heads = {n_kv} key/value heads")
-    n_layer = config.whole("num_hidden_layers", high=MAX_LAYERS)
+    n_layer = kept_layers(config, "num_hidden_layers", layers)
     inner = config.whole("intermediate_size")
     embed = tensor(w, "embed_tokens.weight", p, (None, d))
     data: dict[str, Any] = {
@@ -393,7 +419,7 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
     out = {"q_proj": n_head * hd, "k_proj": n_kv * hd, "v_proj": n_kv * hd, "o_proj": d,
            "gate_proj": inner, "up_proj": inner, "down_proj": d}
     width = {"o_proj": n_head * hd, "down_proj": inner}
-    layers = []
+    blocks = []
     for i in range(n_layer):
         b = f"layers.{i}."
 
@@ -441,6 +467,6 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int) -> dict[str, Any]:
                 layer[key] = row(value, f"{b}{name}.bias")
         layer["kv_head"] = kv_heads
         layer["head"] = heads
-        layers.append(layer)
-    data["layer"] = layers
+        blocks.append(layer)
+    data["layer"] = blocks
     return data

@@ -313,9 +313,11 @@ class SafeTensors(Mapping[str, np.ndarray]):
         """The dtypes of the floating-point tensors, sorted."""
         return sorted({d for d, *_ in self.entries.values() if d in FLOAT_DTYPES})
 
-    def float_count(self) -> int:
-        """How many floating-point numbers the file holds (what an import may convert)."""
-        return sum(math.prod(s) for d, s, *_ in self.entries.values() if d in FLOAT_DTYPES)
+    def float_count(self, skip: Callable[[str], bool] | None = None) -> int:
+        """How many floating-point numbers the file holds (what an import may convert),
+        leaving out the tensors ``skip`` names."""
+        return sum(math.prod(s) for k, (d, s, *_) in self.entries.items()
+                   if d in FLOAT_DTYPES and not (skip and skip(k)))
 
     def __getitem__(self, key: str) -> np.ndarray:
         dtype, shape, begin, end = self.entries[key]
