@@ -179,6 +179,10 @@ class Operation(ABC):
     #: True when every output row sums to exactly 1 whatever the inputs (a softmax):
     #: the zero proofs use it (a softmax row's score gradient sums to 0).
     rows_sum_to_one: ClassVar[bool] = False
+    #: True when the step outputs exactly 0 wherever its input is <= 0 and passes no
+    #: gradient back there (a ReLU): a unit whose input is <= 0 for every token is dead
+    #: (:mod:`symformer.verify.inactive` says so, decided by certified signs).
+    clips: ClassVar[bool] = False
     #: True when each output entry is a rotation of its row by angles with exact cos and
     #: sin (RoPE): the exact pass uses sin^2 + cos^2 = 1 on products of rotated entries.
     rotates: ClassVar[bool] = False
