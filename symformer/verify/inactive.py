@@ -469,8 +469,8 @@ def _zero_gradient_pieces(g: Derivation, record: ZeroGradient) -> tuple[Piece, .
     a = notation(g[record.through])
     if record.reads:
         return (grad, " is exactly 0 at every entry: ", w, " multiplies ",
-                _equation(a, "0", "0"), " (every unit is clipped by the ReLU), so the "
-                "loss does not depend on it.")
+                _equation(a, "0", "0"), " (every unit is clipped by the ReLU), so it has "
+                "no effect on the output here.")
     return (grad, " is exactly 0 at every entry: every unit is clipped by the ReLU, which "
             "passes back no gradient (its derivative is 0 there), so nothing reaches ", w,
             ".")
