@@ -200,6 +200,8 @@ def _dead_units(g: Derivation, stage: Stage, prec: int) -> DeadUnits | None:
     rows, width = g[source].shape
     units, zero = [], False
     for j in range(width):
+        if any(balls[i][j] is not NEG_INF and balls[i][j] > 0 for i in range(rows)):
+            continue  # alive, by a ball alone: no sign to decide
         signs = []
         for i in range(rows):
             sign = _sign_at_most_zero(g, balls, source, i, j)
@@ -252,14 +254,15 @@ def _attention_pattern(g: Derivation, stage: Stage, prec: int) -> str | None:
     has two), else None."""
     scores = stage.inputs[0]
     balls = g.evaluate(prec, scores)[scores]
-    widest = 0
-    for i, row in enumerate(balls):
-        keys = [j for j, b in enumerate(row) if b is not NEG_INF]
-        widest = max(widest, len(keys))
-        for j in keys[1:]:
-            if not _equal(g, scores, (i, keys[0]), (i, j), balls):
-                return None
-    return "one_hot" if widest == 1 else "uniform"
+    keys = [[j for j, b in enumerate(row) if b is not NEG_INF] for row in balls]
+    pairs = [((i, row[0]), (i, j)) for i, row in enumerate(keys) for j in row[1:]]
+    for a, b in pairs:  # balls first: an exact comparison only when none differs
+        difference = balls[a[0]][a[1]] - balls[b[0]][b[1]]
+        if difference > 0 or difference < 0:
+            return None
+    if not all(_equal(g, scores, a, b, balls) for a, b in pairs):
+        return None
+    return "one_hot" if max(map(len, keys), default=0) == 1 else "uniform"
 
 
 def _equal(g: Derivation, name: str, a: tuple[int, int], b: tuple[int, int], balls,
@@ -327,12 +330,11 @@ def _identity(g: Derivation, name: str, source: str, prec: int, added: str = ""
 def _zero_gradient(g: Derivation, stage: Stage, prec: int, dead: dict[str, DeadUnits]
                    ) -> ZeroGradient | None:
     balls = g.evaluate(prec, stage.name)[stage.name]
-    for i, row in enumerate(balls):
-        for j, ball in enumerate(row):
-            if ball is NEG_INF or ball > 0 or ball < 0:
-                return None
-            if not ball == 0 and g.sign(stage.name, i, j) != 0:
-                return None
+    if any(b is NEG_INF or b > 0 or b < 0 for row in balls for b in row):
+        return None  # some entry is certainly not 0, by its ball alone
+    if any(not b == 0 and g.sign(stage.name, i, j) != 0  # 0 exactly: radius 0, or proved
+           for i, row in enumerate(balls) for j, b in enumerate(row)):
+        return None
     terms = getattr(stage.op, "terms", ())
     if len(terms) != 1 or not isinstance(terms[0].wrt, str) or len(stage.inputs) < 2:
         return None  # a tied table's total or its transposed use: said by its parts
