@@ -340,6 +340,13 @@ class Operation(ABC):
         """
         return []
 
+    def output_at_zero(self) -> str | None:
+        """What this step outputs in every row when its input is exactly 0: the name of
+        the parameter it then gives (an affine step's bias: x W + b = b at x = 0), ``""``
+        for exactly 0, None when not declared.  A wholly clipped FFN outputs b_2
+        (:mod:`symformer.verify.inactive`)."""
+        return None
+
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The exact weights of this step by name (``{"W_1": W, "b_1": b}``); none by default.
 

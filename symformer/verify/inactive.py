@@ -38,7 +38,6 @@ from fractions import Fraction
 from symformer.engine import Derivation, Stage
 from symformer.engine.arbmath import NEG_INF
 from symformer.engine.rounding import ball_bounds, start_precision
-from symformer.lazy import sympy
 from symformer.notation import notation, parameter, pieces_text
 from symformer.ops import Notation
 from symformer.placement import part_of
@@ -222,29 +221,16 @@ def _consumers(g: Derivation, name: str) -> list[Stage]:
 
 def _constant_outputs(g: Derivation, dead: DeadUnits, names: set[str] | None
                       ) -> list[ConstantOutput]:
-    """The steps that read only a wholly clipped activation: f(0), exactly, is their
-    bias (a weight of theirs equal to every row) or 0."""
+    """The steps that read only a wholly clipped activation (exactly 0): what each
+    declares it outputs at input 0 (``Operation.output_at_zero``: a projection's bias)."""
     found = []
     for consumer in _consumers(g, dead.stage):
         if consumer.inputs != (dead.stage,) or (names is not None
                                                  and consumer.name not in names):
             continue
-        try:  # f(0), exactly: SymPy on the operation's exact formula
-            zero = sympy.zeros(*g[dead.stage].shape)
-            value = consumer.op.sympy([zero])
-        except ImportError:  # no SymPy (derive runs without it): nothing claimed
-            continue
-        rows = {tuple(value.row(i)) for i in range(value.rows)}
-        if len(rows) != 1:
-            continue
-        (row,) = rows
-        if all(v == 0 for v in row):
-            found.append(ConstantOutput(consumer.name, dead.stage, None))
-            continue
-        bias = next((p for p, w in consumer.op.parameters().items()
-                     if w.rows == 1 and tuple(w.row(0)) == row), None)
-        if bias is not None:
-            found.append(ConstantOutput(consumer.name, dead.stage, bias))
+        value = consumer.op.output_at_zero()
+        if value is not None:
+            found.append(ConstantOutput(consumer.name, dead.stage, value or None))
     return found
 
 
