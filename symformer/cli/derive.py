@@ -133,8 +133,11 @@ def run(args: argparse.Namespace) -> int:
     made = [tables[s.stage.name] if tables else s.values(decimals=args.decimals)
             for s in shown] if chosen else [None] * len(shown)
     print(f"{g.example.title}{note}")
-    inactive = summary_lines(g, [s.stage.name for s in shown])
-    if inactive:  # what the example leaves inactive (a clipped FFN), said once
+    # what the example leaves inactive (a clipped FFN), said once; not for a slice that
+    # derives fewer tokens (its "every token" would not be the example's)
+    whole = len(g.example.tokens) == len(example.tokens)
+    inactive = summary_lines(g, [s.stage.name for s in shown]) if whole else []
+    if inactive:
         print("\n".join(inactive))
     for s, values in zip(shown, made):
         print()

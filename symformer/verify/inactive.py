@@ -152,7 +152,7 @@ def _analyse(g: Derivation, names: set[str] | None) -> tuple[Inactive, ...]:
     wanted = [s for s in g if names is None or s.name in names]
     found: list[Inactive] = []
     dead: dict[str, DeadUnits] = {}
-    for stage in g:  # every clipping step: its dead units explain zero gradients
+    for stage in _clipping(g, names):  # their dead units explain zero gradients too
         if stage.op.clips and stage.inputs and not stage.name.startswith("grad."):
             record = _dead_units(g, stage, prec)
             if record is not None:
@@ -180,6 +180,18 @@ def _analyse(g: Derivation, names: set[str] | None) -> tuple[Inactive, ...]:
               or name in explains]
     order = {name: k for k, name in enumerate(g.stages)}
     return tuple(sorted(found, key=lambda r: order[r.stage]))
+
+
+def _clipping(g: Derivation, names: set[str] | None) -> list[Stage]:
+    """The clipping steps to examine: every one, or (``names`` given) those named and
+    those next to a named weight gradient's step (a slice evaluates no more)."""
+    found = [s for s in g if s.op.clips and s.inputs and not s.name.startswith("grad.")]
+    if names is None:
+        return found
+    owners = {g[s.inputs[-2]].name for s in g if s.name in names
+              and s.kind == "weight_gradient" and len(s.inputs) >= 2}
+    return [s for s in found if s.name in names or s.inputs[0] in owners
+            or any(s.name in g[o].inputs for o in owners)]
 
 
 def _sign_at_most_zero(g: Derivation, balls, name: str, i: int, j: int) -> int | None:
