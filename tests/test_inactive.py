@@ -176,3 +176,19 @@ def test_nothing_inactive_no_sentence(name):
     g = derive(load_example(f"symformer/examples/{name}.toml"))
     assert inactive(g) == ()
     assert summary(g) == []
+
+
+def test_a_sublayer_exactly_the_identity(tmp_path):
+    """Every unit clipped and b_2 = 0, no norm: x + f = x exactly (decided by an exact
+    comparison, the balls alone cannot tell)."""
+    path = tmp_path / "all_dead.toml"
+    path.write_text(ONE_DEAD.replace("b_1 = [0, 0, -5]", "b_1 = [-9, -9, -9]"))
+    example = load_example(path)
+    g = derive(example)
+    found = inactive(g)
+    assert (float_forward(example)["layer1.ffn.hidden"] < 0).all()
+    assert ConstantOutput("layer1.ffn.output", "layer1.ffn.activation", "b_2") in found
+    assert NearIdentity("layer1.add_norm2", "layer1.add_norm1", None,
+                        "layer1.ffn.output") in found
+    text = " ".join(summary(g, found))
+    assert "the feed-forward sub-layer is exactly the identity" in text
