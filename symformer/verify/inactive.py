@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import singledispatch
 
 from symformer.engine import Derivation, Stage
 from symformer.engine.arbmath import NEG_INF
@@ -127,6 +128,8 @@ class NearIdentity:
 
 
 Inactive = DeadUnits | ConstantOutput | ZeroGradient | AttentionPattern | NearIdentity
+#: The records found in one derivation, in stage order.
+Found = tuple[Inactive, ...]
 
 #: Per derivation: (its number of stages when analysed, the records).
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -382,22 +385,21 @@ def _gradients(records: Iterable[Inactive], through: str) -> list[ZeroGradient]:
 
 def pieces(g: Derivation, record: Inactive, records: tuple[Inactive, ...] = (),
            notes: bool = False) -> tuple[Piece, ...]:
-    """One record in words and math pieces; ``records`` are the others found with it (a
-    dead FFN's sentence names its constant output and the gradients it makes 0).
-    ``notes``: the wording of the notes, where the gradient's sentence stands at its own
-    table (the terminal summary words it inside the dead units' sentence)."""
-    if isinstance(record, DeadUnits):
-        return _dead_pieces(g, record, records, notes)
-    if isinstance(record, ConstantOutput):
-        return _constant_pieces(g, record)
-    if isinstance(record, ZeroGradient):
-        return _zero_gradient_pieces(g, record)
-    if isinstance(record, AttentionPattern):
-        return _pattern_pieces(g, record)
-    return _identity_pieces(g, record, records)
+    """One record in words and math pieces (one registration per kind of record);
+    ``records`` are the others found with it (a dead FFN's sentence names its constant
+    output and the gradients it makes 0).  ``notes``: the notes' wording, which leaves
+    the constant output to the output's own table."""
+    return _words(record, g, records, notes)
 
 
-def _dead_pieces(g: Derivation, record: DeadUnits, records: tuple[Inactive, ...],
+@singledispatch
+def _words(record: object, g: Derivation, records: Found, notes: bool
+           ) -> tuple[Piece, ...]:
+    raise TypeError(f"no words for {type(record).__name__}")
+
+
+@_words.register
+def _dead_pieces(record: DeadUnits, g: Derivation, records: Found,
                  notes: bool) -> tuple[Piece, ...]:
     h, a = notation(g[record.source]), notation(g[record.stage])
     sign = "negative or 0" if record.touches_zero else "negative"
@@ -414,7 +416,7 @@ def _dead_pieces(g: Derivation, record: DeadUnits, records: tuple[Inactive, ...]
             out += [" The output is therefore exactly ", what,
                     *_constant_value(g, constant), ", whatever the token."]
     else:
-        units = plural_word(len(record.units), "unit")
+        units = "unit" if len(record.units) == 1 else "units"
         verb = "is" if len(record.units) == 1 else "are"
         out = [f"{units[0].upper()}{units[1:]} ", *_units(h, record.units, False),
                f" of the {what} {verb} {sign} for every token, so the ReLU clips "
@@ -443,11 +445,6 @@ def _dead_pieces(g: Derivation, record: DeadUnits, records: tuple[Inactive, ...]
     return tuple(out)
 
 
-def plural_word(n: int, word: str) -> str:
-    """``unit`` or ``units`` with its count in words for the sentence's start."""
-    return word if n == 1 else f"{word}s"
-
-
 def _constant_value(g: Derivation, record: ConstantOutput) -> list[Piece]:
     f = notation(g[record.stage])
     if record.parameter is None:
@@ -456,14 +453,18 @@ def _constant_value(g: Derivation, record: ConstantOutput) -> list[Piece]:
     return [_equation(f, b.latex, b.text)]
 
 
-def _constant_pieces(g: Derivation, record: ConstantOutput) -> tuple[Piece, ...]:
+@_words.register
+def _constant_pieces(record: ConstantOutput, g: Derivation, records: Found,
+                     notes: bool) -> tuple[Piece, ...]:
     a = notation(g[record.source])
     what = "its bias" if record.parameter is not None else "0"
     return ("With every unit clipped (", _equation(a, "0", "0"), "), this output is "
             f"exactly {what} for every token: ", *_constant_value(g, record), ".")
 
 
-def _zero_gradient_pieces(g: Derivation, record: ZeroGradient) -> tuple[Piece, ...]:
+@_words.register
+def _zero_gradient_pieces(record: ZeroGradient, g: Derivation, records: Found,
+                          notes: bool) -> tuple[Piece, ...]:
     grad = _math(notation(g[record.stage]))
     w = _math(parameter(g[record.owner], record.parameter))
     if record.through is None:
@@ -479,7 +480,9 @@ def _zero_gradient_pieces(g: Derivation, record: ZeroGradient) -> tuple[Piece, .
             ".")
 
 
-def _pattern_pieces(g: Derivation, record: AttentionPattern) -> tuple[Piece, ...]:
+@_words.register
+def _pattern_pieces(record: AttentionPattern, g: Derivation, records: Found,
+                    notes: bool) -> tuple[Piece, ...]:
     alpha = _math(notation(g[record.stage]))
     reader = next(iter(_consumers(g, record.stage)), None)
     if record.pattern == "one_hot":
@@ -497,8 +500,9 @@ def _pattern_pieces(g: Derivation, record: AttentionPattern) -> tuple[Piece, ...
     return (*out, ".")
 
 
-def _identity_pieces(g: Derivation, record: NearIdentity, records: tuple[Inactive, ...]
-                     ) -> tuple[Piece, ...]:
+@_words.register
+def _identity_pieces(record: NearIdentity, g: Derivation, records: Found,
+                     notes: bool) -> tuple[Piece, ...]:
     z, y = _math(notation(g[record.stage])), _math(notation(g[record.source]))
     added = g[record.added] if record.added else None
     what = (SUBLAYER_NAMES.get(added.kind, "sub-layer") if added is not None
