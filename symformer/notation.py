@@ -17,8 +17,6 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import sympy
-
 from symformer.ops import (
     Notation,
     PositionCrossEntropy,
@@ -31,6 +29,7 @@ from symformer.ops import (
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation, Stage
+    from symformer.entry_symbol import EntrySymbol
 
 #: How every format counts and indexes, stated once at the start of every document and
 #: page: plain words and math (a :class:`Notation`, set as math where a format can).
@@ -184,60 +183,22 @@ def entry(stage: Stage, j: int, fmt: str = "text") -> str:
     return notation(stage).entry(*(() if k is None else (k,)), fmt=fmt)
 
 
-class EntrySymbol(sympy.Symbol):
-    """A SymPy symbol that prints as a notation with its subscript in every printer.
-
-    ``α_2`` in text, ``\\alpha_{2}`` in LaTeX, ``<msub><mi>α</mi><mn>2</mn></msub>``
-    in MathML: the left-hand side of a worked line.
-    """
-
-    notation: Notation
-    index: int | None
-
-    def __new__(cls, note: Notation, k: int | None = None) -> EntrySymbol:
-        name = note.entry(*(() if k is None else (k,)), fmt="text")
-        obj = super().__new__(cls, name)
-        obj.notation, obj.index = note, k
-        return obj
-
-    def __getnewargs_ex__(self):
-        return (self.notation, self.index), {}
-
-    def _indices(self) -> tuple[int, ...]:
-        return () if self.index is None else (self.index,)
-
-    def _sympystr(self, printer) -> str:
-        return self.notation.entry(*self._indices(), fmt="text")
-
-    def _latex(self, printer) -> str:
-        return self.notation.entry(*self._indices(), fmt="latex")
-
-    def _mathml_presentation(self, printer):
-        dom = printer.dom
-        note = self.notation
-        base = dom.createElement("mi")
-        base.appendChild(dom.createTextNode(
-            note.text.removesuffix(f"^({note.where})") if note.where else note.text))
-        scripts = []
-        if self.index is not None:
-            scripts.append(dom.createElement("mn"))
-            scripts[-1].appendChild(dom.createTextNode(str(self.index)))
-        if note.where:
-            scripts.append(dom.createElement("mtext"))
-            scripts[-1].appendChild(dom.createTextNode(f"({note.where})"))
-        if not scripts:
-            return base
-        tag = {(True, False): "msub", (False, True): "msup", (True, True): "msubsup"}[
-            (self.index is not None, bool(note.where))]
-        out = dom.createElement(tag)
-        for child in (base, *scripts):
-            out.appendChild(child)
-        return out
-
-
 def entry_symbol(stage: Stage, j: int) -> EntrySymbol:
     """Column ``j``'s symbol as a SymPy symbol (the left-hand side of a worked line)."""
+    from symformer.entry_symbol import EntrySymbol
+
     return EntrySymbol(notation(stage), index(stage, j))
+
+
+def __getattr__(name: str) -> object:
+    """``EntrySymbol`` lives in :mod:`symformer.entry_symbol` (it subclasses SymPy's
+    Symbol, so importing it imports SymPy; this module's symbols do not need SymPy:
+    ``derive`` words its notes with them)."""
+    if name == "EntrySymbol":
+        from symformer.entry_symbol import EntrySymbol
+
+        return EntrySymbol
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def matrix_latex(stage: Stage) -> str:

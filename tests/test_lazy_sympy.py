@@ -177,7 +177,7 @@ def test_the_scan_finds_top_level_sympy():
 SUBCLASS_SYMPY = {
     "lazy.py": "the lazy module itself",
     "latex/numbers.py": "TextbookPrinter subclasses SymPy's LatexPrinter",
-    "notation.py": "EntrySymbol subclasses sympy.Symbol",
+    "entry_symbol.py": "EntrySymbol subclasses sympy.Symbol",
 }
 
 

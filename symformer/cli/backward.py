@@ -18,6 +18,7 @@ from symformer.cli._common import (
     load,
 )
 from symformer.cli.derive import as_json, format_table
+from symformer.verify.inactive import summary_lines
 
 ORDER = 15
 
@@ -77,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
     print(f"{g.example.title}{note}: backward pass ({g.example.loss.kind} loss)")
+    inactive = summary_lines(g, [s.name for s in stages])
+    if inactive:  # what the example leaves inactive (zero gradients and why), said once
+        print("\n".join(inactive))
     for s in stages:
         print()
         print(format_table(s, args.decimals))

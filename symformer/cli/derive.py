@@ -25,6 +25,7 @@ from symformer.engine import Derivation, Stage
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import ClosedFormTooLarge
 from symformer.lazy import sympy
+from symformer.verify.inactive import summary_lines
 
 ORDER = 10
 #: Closed forms up to this many operations are short enough to print (`--exact`).
@@ -132,6 +133,12 @@ def run(args: argparse.Namespace) -> int:
     made = [tables[s.stage.name] if tables else s.values(decimals=args.decimals)
             for s in shown] if chosen else [None] * len(shown)
     print(f"{g.example.title}{note}")
+    # what the example leaves inactive (a clipped FFN), said once; not for a slice that
+    # derives fewer tokens (its "every token" would not be the example's)
+    whole = len(g.example.tokens) == len(example.tokens)
+    inactive = summary_lines(g, [s.stage.name for s in shown]) if whole else []
+    if inactive:
+        print("\n".join(inactive))
     for s, values in zip(shown, made):
         print()
         if values is None:

@@ -25,6 +25,7 @@ from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
+from symformer.latex.inactive import inactive_fragments
 from symformer.latex.outline import Section
 from symformer.latex.tables import first_position, stage_table
 from symformer.latex.worked import Style, worked_example
@@ -95,6 +96,7 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragm
         out.append(Fragment(f"{name}-table", [stage_table(
             stage, decimals=decimals, exact=exact, caption=f"{stage.op.symbol.title}.",
             label=f"tab:{stage.name}")]))
+        out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
         if stage.kind == "weight_gradient":
             return out
     worked = worked_example(stage, row, Style(decimals, exact))

@@ -24,6 +24,7 @@ from symformer.latex.backward import backward_part, is_backward, prepare
 from symformer.latex.blocks import Fragment, Glossary, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
+from symformer.latex.inactive import inactive_fragments
 from symformer.latex.outline import Section
 from symformer.latex.parameters import omits_zero_terms, parameter_blocks
 from symformer.latex.render import PACKAGES, to_latex
@@ -231,6 +232,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),
             worked]))
+    fragments += inactive_fragments(stage, name)  # what the example leaves inactive
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
         stage, matrix_latex(stage), decimals=options.decimals, exact=options.exact)]))
     return fragments

@@ -179,6 +179,10 @@ class Operation(ABC):
     #: True when every output row sums to exactly 1 whatever the inputs (a softmax):
     #: the zero proofs use it (a softmax row's score gradient sums to 0).
     rows_sum_to_one: ClassVar[bool] = False
+    #: True when the step outputs exactly 0 wherever its input is <= 0 and passes no
+    #: gradient back there (a ReLU): a unit whose input is <= 0 for every token is dead
+    #: (:mod:`symformer.verify.inactive` says so, decided by certified signs).
+    clips: ClassVar[bool] = False
     #: True when each output entry is a rotation of its row by angles with exact cos and
     #: sin (RoPE): the exact pass uses sin^2 + cos^2 = 1 on products of rotated entries.
     rotates: ClassVar[bool] = False
@@ -335,6 +339,13 @@ class Operation(ABC):
         default; a softmax names its denominator.
         """
         return []
+
+    def output_at_zero(self) -> str | None:
+        """What this step outputs in every row when its input is exactly 0: the name of
+        the parameter it then gives (an affine step's bias: x W + b = b at x = 0), ``""``
+        for exactly 0, None when not declared.  A wholly clipped FFN outputs b_2
+        (:mod:`symformer.verify.inactive`)."""
+        return None
 
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The exact weights of this step by name (``{"W_1": W, "b_1": b}``); none by default.

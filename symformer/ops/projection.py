@@ -151,6 +151,10 @@ class Projection(Operation):
     def spelling(self) -> Spelling:
         return Spelling(names={"W": self.weight, "b": self.bias})
 
+    def output_at_zero(self) -> str:
+        """x W + b at x = 0 is the bias ``b`` in every row (exactly 0 without one)."""
+        return self.bias if self.b is not None else ""
+
     def parameters(self) -> dict[str, sympy.Matrix]:
         """The weight (named ``weight``, e.g. ``W_Q``) and the bias, if any."""
         found = {self.weight: self.W}

@@ -44,6 +44,7 @@ class ReLU(Elementwise):
     name = "relu"
     reference_function = relu
     default_notation = Notation("a", "a", "FFN activation (ReLU)")
+    clips = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = max(0, h[i, j])",), {"a": "out", "h": "in0"})
