@@ -10,6 +10,7 @@ compared with symformer's certified values of the imported example.
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -488,3 +489,26 @@ def test_what_bert_cannot_map_is_refused_in_one_line(tmp_path) -> None:
                                                          '"is_decoder": true'))
     with pytest.raises(NotSupportedError, match="is_decoder"):
         from_pretrained(tmp_path, [1, 2])
+
+
+def test_crosscheck_of_the_users_own_model_directory(tmp_path, capsys) -> None:
+    """``crosscheck DIR``: the user's GPT-2 in float32, each hooked stage's error; the
+    logits' row agrees with an independent comparison (the model run here, the exact
+    logits from the derivation)."""
+    from symformer.cli import main
+    from symformer.frameworks.torch_check import hook_paths
+
+    model = tiny_gpt2(tmp_path / "m", 11)
+    assert main(["crosscheck", str(tmp_path / "m"), "--tokens", "1,2,3", "--dtype",
+                 "float32", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {r["stage"]: r for r in report["stages"]}
+    assert {"layer1.norm1", "layer1.attention.output", "final_norm", "logits"} <= set(rows)
+    exact = symformer.derive(from_pretrained(tmp_path / "m", [1, 2, 3]))["logits"]
+    exact = np.array([[float(b.mid()) for b in row] for row in exact.balls(128)])
+    with torch.no_grad():
+        got = model(torch.tensor([[1, 2, 3]])).logits[0].double().numpy()
+    rel = np.abs(got - exact).max() / np.abs(exact).max()
+    assert rows["logits"]["rel_error"] == pytest.approx(rel, rel=1e-6)
+    assert hook_paths(model)["layer1.norm1"] == "transformer.h.0.ln_1"
+    assert main(["crosscheck", str(tmp_path / "m"), "--tokens", "1", "--causal"]) == 2

@@ -17,6 +17,7 @@ from symformer.cli._common import (
     load,
     tolerance,
 )
+from symformer.cli.import_ import token_list
 from symformer.verify.crosscheck import crosscheck
 
 ORDER = 50
@@ -29,6 +30,13 @@ examples:
   symformer crosscheck --layer-norm unbiased --norm pre --json
   symformer crosscheck symformer/examples/encoder_decoder.toml   # decoder stages too
   symformer crosscheck gpt2_style --torch --dtype bfloat16   # PyTorch's bfloat16, in eps
+  symformer crosscheck ./my-gpt2 --text "Why did it fail?" --dtype bfloat16   # YOUR model
+
+A model directory (Hugging Face: config.json + model.safetensors) in place of the
+example checks the user's own model: it is imported exactly (as `symformer import`
+reads it), loaded with transformers in --dtype, run with forward hooks on the modules
+each stage names (docs/frameworks.md lists the module paths), and every stage it
+reaches is compared with the exact values, in units of the dtype's epsilon.
 
 The relative error of a stage is its largest absolute error divided by the largest
 exact magnitude in the stage (entries that are exactly 0 do not blow it up). The
@@ -62,14 +70,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--dtype and give each stage's worst error in units of the dtype's "
                         "epsilon and its digits kept (needs PyTorch)")
     add_convention_arguments(p)
+    p.add_argument("--tokens", type=token_list, metavar="IDS_OR_NAMES", default=None,
+                   help="with a model directory: the sentence, as token ids or names")
+    p.add_argument("--text", metavar="TEXT", default=None,
+                   help="with a model directory: the sentence as text, tokenized by its "
+                        "own tokenizer")
     p.add_argument("--json", action="store_true", help="print the errors as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer crosscheck``."""
+    from pathlib import Path
+
+    from symformer.cli._common import example_path
     from symformer.errors import InputError
 
+    source = example_path(args)
+    if source is not None and Path(source).is_dir():
+        return _model_directory(args, source)
+    if args.tokens is not None or args.text is not None:
+        raise InputError("--tokens and --text go with a model directory (crosscheck DIR)")
     if args.torch:
         return _torch(args)
     if args.dtype == "bfloat16":
@@ -101,12 +122,39 @@ def _torch(args: argparse.Namespace) -> int:
     """``--torch``: PyTorch in --dtype against the exact values, in units of epsilon."""
     from symformer.cli._common import derivation, example_with_conventions
     from symformer.frameworks import require_torch
-    from symformer.frameworks.torch_check import torch_crosscheck, worst_stage
+    from symformer.frameworks.torch_check import torch_crosscheck
 
     require_torch()  # one line saying what to install, before any work
     example = example_with_conventions(args)
     check_work(args, example, "crosscheck")
     rows = torch_crosscheck(example, args.dtype, derivation(args, example))
+    return _print_torch_rows(args, rows, f"PyTorch {args.dtype}")
+
+
+def _model_directory(args: argparse.Namespace, directory: str) -> int:
+    """``crosscheck DIR``: the user's own Hugging Face model in --dtype, stage by stage."""
+    from symformer.errors import InputError
+    from symformer.frameworks import require_torch
+    from symformer.frameworks.hf_in import from_pretrained
+    from symformer.frameworks.torch_check import load_hf_model, module_crosscheck
+
+    if any(getattr(args, k, None) for k in ("causal", "mask", "layer_norm", "norm")):
+        raise InputError("the conventions (--causal, --mask, --layer-norm, --norm) are the "
+                         "model's own in crosscheck DIR")
+    require_torch()
+    example = from_pretrained(directory, args.tokens, max_work=args.max_work,
+                              text=args.text)
+    check_work(args, example, "crosscheck")
+    model = load_hf_model(directory, example)
+    rows = module_crosscheck(model, example, args.dtype)
+    return _print_torch_rows(args, rows, f"{type(model).__name__} of {directory} in "
+                                         f"{args.dtype}")
+
+
+def _print_torch_rows(args: argparse.Namespace, rows: list, title: str) -> int:
+    """The table of per-stage errors in units of epsilon, and the worst stage."""
+    from symformer.frameworks.torch_check import worst_stage
+
     worst = worst_stage(rows)
     failed = [r for r in rows if args.tol is not None and r.rel_error > args.tol]
     if args.json:
@@ -115,7 +163,7 @@ def _torch(args: argparse.Namespace) -> int:
                           "ok": not failed}, indent=1, default=str))
         return 1 if failed else 0
     width = max(len(r.stage) for r in rows)
-    print(f"PyTorch {args.dtype} vs exact (errors relative to each stage's largest exact "
+    print(f"{title} vs exact (errors relative to each stage's largest exact "
           f"magnitude; eps = {args.dtype}'s machine epsilon)")
     print(f"{'stage':<{width}}  {'max abs err':>11}  {'max rel err':>11}  {'x eps':>7}  "
           f"{'digits':>6}")

@@ -152,6 +152,60 @@ def _decode(model: Any, example: Example, g: Any, kind: Any) -> None:
           tgt_is_causal=dec.causal)
 
 
+def hook_paths(model: Any) -> dict[str, str]:
+    """Each hooked stage's module path in ``model`` (``layer1.norm1`` ->
+    ``transformer.h.0.ln_1``): the published table of where a stage is read."""
+    paths = {id(module): path for path, module in model.named_modules()}
+    return {stage: paths.get(id(module), "") or "(the model)"
+            for stage, module in hook_points(model).items()}
+
+
+#: The Hugging Face classes ``crosscheck DIR`` loads, by ``model_type`` (a masked-LM
+#: head where the example has one).
+_CAUSAL = ("gpt2", "llama", "mistral", "qwen2")
+
+
+def load_hf_model(directory: Any, example: Example) -> Any:
+    """The user's own Hugging Face model of ``directory``, loaded by ``transformers``
+    from the safetensors file only (never a pickle, never remote code), through a
+    private folder of links to the files :class:`~symformer.frameworks.model_dir.
+    ModelDir` has checked (so the library reads nothing else of the directory)."""
+    import tempfile
+    from pathlib import Path
+
+    require_torch()
+    try:
+        import transformers
+    except ImportError:
+        raise NotSupportedError("crosscheck of a model directory needs transformers: pip "
+                                "install 'symformer[torch]'") from None
+    from symformer.frameworks.model_dir import ModelDir
+
+    transformers.utils.logging.set_verbosity_error()  # its notes are not the user's
+    transformers.utils.logging.disable_progress_bar()
+    folder = ModelDir(directory)
+    config = folder.read_json("config.json")
+    kind = config.get("model_type") if isinstance(config, dict) else None
+    with tempfile.TemporaryDirectory(prefix="symformer-model-") as private:
+        for name in ("config.json", "model.safetensors"):
+            (Path(private) / name).symlink_to(folder.path(name))
+        if kind in _CAUSAL:
+            auto = transformers.AutoModelForCausalLM
+        elif example.lm_head is not None:
+            auto = transformers.AutoModelForMaskedLM
+        else:
+            auto = transformers.AutoModel
+        try:
+            model = auto.from_pretrained(private, use_safetensors=True,
+                                         trust_remote_code=False, local_files_only=True,
+                                         attn_implementation="eager")
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+            raise NotSupportedError(f"{folder.given}: transformers cannot load it ({first})"
+                                    ) from None
+    return model.eval()
+
+
 def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
                       derivation: Any = None) -> list[StageError]:
     """The user's own ``model`` (a copy of it, in ``dtype``, eval mode) run on
