@@ -283,7 +283,7 @@ def test_exported_torch_module_reproduces_the_exact_values(name, tmp_path) -> No
     path.write_text(symformer.to_torch(example))
     stages = _run_module_file(path, f"model_{name}").Model()()
     g = symformer.derive(example)
-    assert "output" in stages and len(stages) > 5
+    assert {s.name for s in g} <= set(stages)  # every stage, Q, K, V and statistics too
     for stage, value in stages.items():
         balls = g[stage].balls(128)
         exact = np.array([[np.nan if b is None else float(b.mid()) for b in row]

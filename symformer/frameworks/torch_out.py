@@ -16,6 +16,9 @@ from typing import Any
 from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
 
+#: The activations the module's ``act`` computes with PyTorch's own functions.
+TORCH_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+
 _MODULE = '''
 class Model(torch.nn.Module):
     """The example's forward pass; forward() returns its stages by symformer's names."""
@@ -30,25 +33,31 @@ class Model(torch.nn.Module):
     def t(self, name):
         return self.w.get(name)
 
-    def norm(self, x, kind, eps, gamma, beta):
+    def norm(self, x, kind, eps, gamma, beta, s=None, name=None):
+        """x normalised; its statistics are the stages ``name.mean`` ... when named."""
+        stats = {} if s is None else s
         if kind == "rms":
-            y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
-            return y * gamma
+            ms = stats[f"{name}.mean_square"] = (x * x).mean(-1, keepdim=True)
+            rms = stats[f"{name}.std"] = torch.sqrt(ms + eps)
+            return x / rms * gamma
         if kind == "whole_matrix":
             mu, var = x.mean(), ((x - x.mean()) ** 2).mean()
             return (x - mu) / torch.sqrt(var + eps) * gamma + beta
-        mu = x.mean(-1, keepdim=True)
+        mu = stats[f"{name}.mean"] = x.mean(-1, keepdim=True)
         if kind == "unbiased":
-            return (x - mu) / (x.std(-1, unbiased=True, keepdim=True) + eps) * gamma + beta
-        var = ((x - mu) ** 2).mean(-1, keepdim=True)
-        return (x - mu) / torch.sqrt(var + eps) * gamma + beta
+            stats[f"{name}.variance"] = x.var(-1, unbiased=True, keepdim=True)
+            std = stats[f"{name}.std"] = x.std(-1, unbiased=True, keepdim=True)
+            return (x - mu) / (std + eps) * gamma + beta
+        var = stats[f"{name}.variance"] = ((x - mu) ** 2).mean(-1, keepdim=True)
+        std = stats[f"{name}.std"] = torch.sqrt(var + eps)
+        return (x - mu) / std * gamma + beta
 
     def named_norm(self, x, setting, gamma, beta, s, name):
         """x normalised as ``setting`` = (kind, eps) says: the stage ``name`` (no setting:
         x as it is)."""
         if setting is None:
             return x
-        s[name] = self.norm(x, setting[0], setting[1], self.t(gamma), self.t(beta))
+        s[name] = self.norm(x, setting[0], setting[1], self.t(gamma), self.t(beta), s, name)
         return s[name]
 
     def act(self, x, name):
@@ -58,7 +67,9 @@ class Model(torch.nn.Module):
             return torch.nn.functional.gelu(x)
         if name == "gelu_tanh":
             return torch.nn.functional.gelu(x, approximate="tanh")
-        return torch.nn.functional.silu(x)
+        if name == "silu":
+            return torch.nn.functional.silu(x)
+        raise ValueError(f"no PyTorch function for the activation {name!r}")
 
     def rope(self, x, base, style):
         n, d = x.shape
@@ -88,27 +99,31 @@ class Model(torch.nn.Module):
         stage ``name``."""
         c, outs = self.config, []
         for k, H in enumerate(heads, 1):
+            name_q = f"{p}.{group}head{k}"
+            # grouped-query attention: K and V are the shared key/value head's stages
+            name_kv = name_q if H["kv"] is None else f"{p}.kv_head{H['kv']}"
             q = h @ self.t(H["W_Q"])
-            q = q if H["b_Q"] is None else q + self.t(H["b_Q"])
+            q = s[f"{name_q}.Q"] = q if H["b_Q"] is None else q + self.t(H["b_Q"])
             kk = kv @ self.t(H["W_K"])
-            kk = kk if H["b_K"] is None else kk + self.t(H["b_K"])
+            kk = s[f"{name_kv}.K"] = kk if H["b_K"] is None else kk + self.t(H["b_K"])
             v = kv @ self.t(H["W_V"])
-            v = v if H["b_V"] is None else v + self.t(H["b_V"])
+            v = s[f"{name_kv}.V"] = v if H["b_V"] is None else v + self.t(H["b_V"])
             if L["rope"]:
-                q = self.rope(q, c["base"], L["rope_style"])
-                kk = self.rope(kk, c["base"], L["rope_style"])
-            u = q @ kk.T
+                q = s[f"{name_q}.Q_rot"] = self.rope(q, c["base"], L["rope_style"])
+                kk = s[f"{name_kv}.K_rot"] = self.rope(kk, c["base"], L["rope_style"])
+            u = s[f"{name_q}.raw_scores"] = q @ kk.T
             scale = L["scale"] if L["scale"] is not None else q.shape[1] ** 0.5
             u = u / scale
             if causal:
                 above = torch.ones(u.shape[0], u.shape[1], dtype=torch.bool).triu(1)
                 u = (u.masked_fill(above, float("-inf")) if c["mask"] is None
                      else u + above * c["mask"])
+            s[f"{name_q}.scores"] = u
             a = torch.softmax(u, dim=-1)
             s[f"{p}.{group}head{k}.weights"] = a
             outs.append(a @ v)
             s[f"{p}.{group}head{k}.output"] = outs[-1]
-        o = torch.cat(outs, dim=-1)
+        o = s[f"{p}.{group or 'attention.'}concat"] = torch.cat(outs, dim=-1)
         if L["W_O"] is not None:
             o = o @ self.t(L["W_O"])
         if L["b_O"] is not None:
@@ -118,13 +133,15 @@ class Model(torch.nn.Module):
 
     def ffn(self, h, L, s, p):
         hidden = h @ self.t(L["W_1"])
-        hidden = hidden if L["b_1"] is None else hidden + self.t(L["b_1"])
+        hidden = s[f"{p}.ffn.hidden"] = (hidden if L["b_1"] is None
+                                         else hidden + self.t(L["b_1"]))
         if L["W_gate"] is not None:
             g = h @ self.t(L["W_gate"])
-            g = g if L["b_gate"] is None else g + self.t(L["b_gate"])
-            a = self.act(g, L["activation"]) * hidden
+            g = s[f"{p}.ffn.gate"] = g if L["b_gate"] is None else g + self.t(L["b_gate"])
+            s[f"{p}.ffn.gate_activation"] = self.act(g, L["activation"])
+            a = s[f"{p}.ffn.activation"] = s[f"{p}.ffn.gate_activation"] * hidden
         else:
-            a = self.act(hidden, L["activation"])
+            a = s[f"{p}.ffn.activation"] = self.act(hidden, L["activation"])
         out = a @ self.t(L["W_2"])
         out = out if L["b_2"] is None else out + self.t(L["b_2"])
         s[f"{p}.ffn.output"] = out
@@ -136,13 +153,14 @@ class Model(torch.nn.Module):
             gamma, beta = self.t(f"{p}.gamma_{k}"), self.t(f"{p}.beta_{k}")
             if L["norm"] == "post":
                 out = f(x)
-                total = x + out if L["residual"] else out
-                x = self.norm(total, L["layer_norm"], L["eps"], gamma, beta)
+                total = s[f"{p}.add_norm{k}.sum"] = x + out if L["residual"] else out
+                x = self.norm(total, L["layer_norm"], L["eps"], gamma, beta, s,
+                              f"{p}.add_norm{k}")
                 s[f"{p}.add_norm{k}"] = x
                 continue
             h = x
             if L["norm"] == "pre":
-                h = self.norm(x, L["layer_norm"], L["eps"], gamma, beta)
+                h = self.norm(x, L["layer_norm"], L["eps"], gamma, beta, s, f"{p}.norm{k}")
                 s[f"{p}.norm{k}"] = h
             out = f(h)
             x = x + out if L["residual"] else out
@@ -154,6 +172,9 @@ class Model(torch.nn.Module):
         logits = x @ self.t(W)
         s["logits"] = logits if b is None or self.t(b) is None else logits + self.t(b)
         s["probabilities"] = torch.softmax(s["logits"], dim=-1)
+        if not self.config["masked"]:  # the last position's argmax, one-hot
+            last = s["logits"][-1:]
+            s["next_token"] = (last == last.max()).to(last.dtype)
 
     def forward(self, ids=None):
         c, s = self.config, {}
@@ -166,6 +187,7 @@ class Model(torch.nn.Module):
             x = s["typed_embeddings"] = x + s["token_type_embeddings"]
         pe = self.positions(n, x.shape[1], c["positional_encoding"], c["base"],
                             "positional_embeddings")
+        s["positional_encoding"] = torch.zeros_like(x) if pe is None else pe  # RoPE: 0
         x = s["input"] = x if pe is None else x + pe
         x = self.named_norm(x, c["embedding_norm"], "gamma_e", "beta_e", s, "embedding_norm")
         for li, L in enumerate(c["layers"], 1):
@@ -194,6 +216,8 @@ class Model(torch.nn.Module):
         ids = torch.tensor(D["token_ids"])
         x = s["decoder.embeddings"] = self.t("decoder.embeddings")[ids]
         pe = self.positions(len(ids), x.shape[1], D["positional_encoding"], 10000)
+        if pe is not None:
+            s["decoder.positional_encoding"] = pe
         x = s["decoder.input"] = x if pe is None else x + pe
         for li, L in enumerate(D["layers"], 1):
             p = f"decoder.layer{li}"
@@ -254,13 +278,19 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
              else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
+    unknown = sorted({L.activation for L in example.layers} - set(TORCH_ACTIVATIONS))
+    if unknown:
+        raise NotSupportedError(f"the PyTorch module: the activation {unknown[0]!r} has no "
+                                f"PyTorch function here (supported: "
+                                f"{', '.join(TORCH_ACTIVATIONS)})")
     weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
         weights["positional_embeddings"] = float_rows(example.positional_embeddings)
     layers = []
     for li, L in enumerate(example.layers, 1):
         p = f"layer{li}"
-        layer: dict[str, Any] = {"heads": _head_names(L.heads, f"{p}.", weights)}
+        layer: dict[str, Any] = {"heads": _head_names(L.heads, f"{p}.", weights,
+                                                      L.kv_heads or None)}
         layer.update(_weight_names(L, ("W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate",
                                        "b_gate", "gamma_1", "beta_1", "gamma_2", "beta_2"),
                                    p, weights))
@@ -294,17 +324,22 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
               "mask": None if example.mask_value is None else _float(example.mask_value),
               "final_norm": final, "layers": layers, "segments": segments,
               "embedding_norm": first, "transform": transform,
+              "masked": example.lm_head is not None and example.lm_head.masked,
               "decoder": None if example.decoder is None else _decoder(example.decoder,
                                                                         weights)}
     return config, weights
 
 
-def _head_names(heads: Any, prefix: str, weights: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each head's weight names (None where it has none), its weights put in ``weights``."""
+def _head_names(heads: Any, prefix: str, weights: dict[str, Any], kv_heads: Any = None
+                ) -> list[dict[str, Any]]:
+    """Each head's weight names (None where it has none), its weights put in ``weights``;
+    ``kv_heads``: the layer's shared key/value heads (grouped-query attention)."""
     out = []
     for k, H in enumerate(heads, 1):
-        out.append(_weight_names(H, ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"),
-                                 f"{prefix}head{k}", weights))
+        names = _weight_names(H, ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"),
+                              f"{prefix}head{k}", weights)
+        names["kv"] = None if kv_heads is None else H.kv_head + 1  # its key/value head
+        out.append(names)
     return out
 
 
