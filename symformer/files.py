@@ -31,12 +31,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from symformer.errors import InputError
@@ -482,3 +484,14 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(code, os.strerror(code), str(b))
+
+
+@contextlib.contextmanager
+def private_links(links: Mapping[str, Path]) -> Iterator[Path]:
+    """A private temporary folder (mode 0700) holding a symbolic link NAME -> PATH for
+    each of ``links``, removed afterwards: what a library that opens a folder by itself
+    (``transformers``) is given, so that it reads only files already checked."""
+    with tempfile.TemporaryDirectory(prefix="symformer-") as folder:
+        for name, target in links.items():
+            os.symlink(target, os.path.join(folder, name))
+        yield Path(folder)

@@ -170,8 +170,7 @@ def load_hf_model(directory: Any, example: Example) -> Any:
     from the safetensors file only (never a pickle, never remote code), through a
     private folder of links to the files :class:`~symformer.frameworks.model_dir.
     ModelDir` has checked (so the library reads nothing else of the directory)."""
-    import tempfile
-    from pathlib import Path
+    from symformer.files import private_links
 
     require_torch()
     try:
@@ -186,9 +185,8 @@ def load_hf_model(directory: Any, example: Example) -> Any:
     folder = ModelDir(directory)
     config = folder.read_json("config.json")
     kind = config.get("model_type") if isinstance(config, dict) else None
-    with tempfile.TemporaryDirectory(prefix="symformer-model-") as private:
-        for name in ("config.json", "model.safetensors"):
-            (Path(private) / name).symlink_to(folder.path(name))
+    checked = {name: folder.path(name) for name in ("config.json", "model.safetensors")}
+    with private_links(checked) as private:
         if kind in _CAUSAL:
             auto = transformers.AutoModelForCausalLM
         elif example.lm_head is not None:
