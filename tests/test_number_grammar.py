@@ -19,7 +19,8 @@ from symformer.errors import InputError
 from symformer.example.expression import Constant
 from symformer.example.numbers import exact_rational, exact_value
 
-mpmath.mp.dps = 60
+#: mpmath's digits for the references (set per test: other modules set mp.dps globally).
+DIGITS = 60
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -49,6 +50,12 @@ def test_irrational_or_unproved_values_stay_constants(text):
         ball = value.ball()
     want = mpmath.mpf(mpmath.nstr(eval_mp(text), 60))
     assert abs(mpmath.mpf(ball.mid().str(60, radius=False)) - want) < mpmath.mpf(10) ** -50
+
+
+@pytest.fixture(autouse=True)
+def mp_digits():
+    with mpmath.workdps(DIGITS):
+        yield
 
 
 def eval_mp(text: str) -> mpmath.mpf:
