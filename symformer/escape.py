@@ -131,19 +131,36 @@ def markdown_text(text: str) -> str:
 
 #: Unicode categories never written raw to a terminal or a CSV cell: controls (ESC,
 #: NUL, ...), format characters (BOM, zero-width space, bidi overrides), line and
-#: paragraph separators, surrogates and unassigned code points.
-_INVISIBLE = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Cn"))
+#: paragraph separators, surrogates, unassigned code points, and every space but
+#: U+0020 (no-break, ideographic, thin spaces look like one, or like nothing).
+_INVISIBLE = frozenset(("Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Cn"))
+#: Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt: drawn
+#: as nothing, whatever their category: the Hangul fillers U+115F, U+1160, U+3164,
+#: U+FFA0 are letters, the variation selectors marks), and characters drawn blank
+#: (U+2800 BRAILLE PATTERN BLANK, U+1D159 MUSICAL SYMBOL NULL NOTEHEAD).
+_BLANK_RANGES = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+                 (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+                 (0x2060, 0x206F), (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F),
+                 (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                 (0x1D159, 0x1D159), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 
 
 def invisible(char: str) -> bool:
-    """Whether ``char`` is a control, format, separator or unassigned character."""
-    return unicodedata.category(char) in _INVISIBLE
+    """Whether ``char`` is a control, format, separator (but the ASCII space),
+    unassigned, default-ignorable or blank character: one a reader cannot see."""
+    if char == " ":
+        return False
+    if unicodedata.category(char) in _INVISIBLE:
+        return True
+    code = ord(char)
+    return any(low <= code <= high for low, high in _BLANK_RANGES)
 
 
 def plain_text(text: str) -> str:
     """``text`` safe for a terminal or a CSV cell: every invisible character
-    (:func:`invisible`) written as its Python escape (``\\x1b``, ``\\u200b``), so no
-    escape sequence reaches the terminal and nothing hides in a cell."""
+    (:func:`invisible`) written as its Python escape (``\\x1b``, ``\\u200b``,
+    ``\\u3164``), so no escape sequence reaches the terminal and nothing hides in a
+    cell (a name of Hangul fillers does not look blank)."""
     return "".join(c.encode("unicode_escape").decode("ascii") if invisible(c) else c
                    for c in text)
 

@@ -104,17 +104,18 @@ def write_file(path: str | Path, content: str | bytes, option: str = "--out") ->
     return Path(path)
 
 
-def output_directory(path: str | Path) -> Path:
+def output_directory(path: str | Path, option: str = "--out") -> Path:
     """The folder that ``path`` names (symbolic links followed), checked for writing.
 
-    Refuses a regular file, a device node, a FIFO, a socket, a symbolic link to one
-    of them and a dangling link, naming ``path``.  It need not exist yet.
+    Refuses an empty path, a regular file, a device node, a FIFO, a socket, a symbolic
+    link to one of them and a dangling link, naming ``path``.  It need not exist yet.
     """
+    _given(path, option, "a directory")
     real = _resolved(path)
     mode = _mode(real, path)
     if mode is not None and not stat.S_ISDIR(mode):
         what = "a regular file" if stat.S_ISREG(mode) else _kind(mode)
-        raise InputError(f"{path}: is {what}{_via_link(path, real)}; --out needs a "
+        raise InputError(f"{path}: is {what}{_via_link(path, real)}; {option} needs a "
                          "directory (or a path to create)")
     return real
 
@@ -122,10 +123,14 @@ def output_directory(path: str | Path) -> Path:
 def output_file(path: str | Path, option: str = "--out") -> Path:
     """The regular file that ``path`` names (symbolic links followed), checked for writing.
 
-    Refuses a directory, a device node, a FIFO, a socket, a symbolic link to one of
-    them and a dangling link, naming ``path`` and the ``option`` that gave it.  It need
-    not exist yet.
+    Refuses an empty path, a path ending in a slash (a folder's name), a directory, a
+    device node, a FIFO, a socket, a symbolic link to one of them and a dangling link,
+    naming ``path`` and the ``option`` that gave it.  It need not exist yet.
     """
+    _given(path, option, "a file")
+    if str(path).endswith(("/", os.sep)):
+        raise InputError(f"{path}: ends in '/', so it names a folder; {option} needs a "
+                         f"file name")
     real = _resolved(path)
     mode = _mode(real, path)
     if mode is not None and not stat.S_ISREG(mode):
@@ -133,6 +138,14 @@ def output_file(path: str | Path, option: str = "--out") -> Path:
         raise InputError(f"{path}: is {what}{_via_link(path, real)}; {option} needs a "
                          "regular file (or a path to create)")
     return real
+
+
+def _given(path: str | Path, option: str, what: str) -> None:
+    """Refuse an empty path: ``''`` would name the current folder."""
+    if not str(path).strip():
+        blank = "empty" if not str(path) else "blank"
+        raise InputError(f"{option} {str(path)!r}: the path is {blank}; give {what} to "
+                         f"write")
 
 
 def _resolved(path: str | Path) -> Path:

@@ -242,7 +242,7 @@ def test_tags_are_bounded(block, monkeypatch):
 
 
 def test_the_limits_are_the_documented_ones():
-    docs = (Path(__file__).parents[1] / "docs" / "figures.md").read_text()
+    docs = (Path(__file__).parents[1] / "docs" / "fill.md").read_text()
     for limit in (MAX_STEPS, MAX_TAGS, MAX_TAG_TOKENS, MAX_INTEGER, MAX_OUTPUT):
         assert f"{limit:,}" in docs
     assert f"nest at most {MAX_DEPTH} deep" in docs

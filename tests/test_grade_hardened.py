@@ -184,16 +184,49 @@ def test_control_characters_never_reach_the_terminal_or_the_csv(tmp_path, key, c
     assert "\\x1b[31mRED" in printed.out and "\\x1b[31mRED\\x00" in summary
 
 
-@pytest.mark.parametrize("lead", ["\ufeff", "\u200b", "\u2060", " \u200b\t", "\x00"])
+@pytest.mark.parametrize(("lead", "shown"), [
+    ("\ufeff", "\\ufeff"), ("\u200b", "\\u200b"), ("\u2060", "\\u2060"),
+    (" \u200b\t", "\\u200b\\t"), ("\x00", "\\x00"), ("\u3164", "\\u3164"), (" ", "'")])
 @pytest.mark.parametrize("formula", ["+1+1", "=1+1", "-1+1", "@SUM(A1)"])
-def test_formula_guard_after_invisible_characters(tmp_path, key, lead, formula):
+def test_formula_guard_after_invisible_characters(tmp_path, key, lead, shown, formula):
+    """Leading invisible characters are shown escaped (never dropped: the cell would
+    look like another name), and the cell then starts with a backslash, not a formula;
+    after leading ASCII spaces, the formula gets its quote."""
     answers = tmp_path / "f.csv"
     answers.write_text(f"student,{lead}{formula}\nvariant,v01\n", encoding="utf-8")
     out = tmp_path / "out"
     assert main(["grade", str(answers), "--key", str(key), "--out", str(out),
                  "--quiet"]) == 0
     raw = (out / "summary.csv").read_text(encoding="utf-8").splitlines()[1]
-    assert raw.startswith("'" + formula)
+    assert raw.startswith(shown + formula) and raw[:1] not in "=+-@"
+
+
+#: Names that look blank or like another: Hangul fillers (letters), a braille blank, a
+#: musical null notehead, variation selectors, a combining grapheme joiner, tags, and
+#: spaces other than U+0020; each with the escape the summary and terminal must show.
+FILLERS = ["\u3164", "\u115f", "\u1160", "\u2800", "\uffa0", "\u200b", "\u00a0", "\u3000",
+           "\u2007", "\u034f", "\ufe0f", "\U000e0041", "\U0001d159", "\u180e", "\u00ad"]
+
+
+@pytest.mark.parametrize("filler", FILLERS, ids=lambda c: f"U+{ord(c):04X}")
+def test_names_of_invisible_fillers_are_shown_escaped(tmp_path, key, capsys, filler):
+    answers = tmp_path / "f.csv"
+    name = filler * 3 + "B" + filler + "o"  # the reader strips leading Unicode spaces
+    answers.write_text(f"student,{name}\nvariant,v01\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["grade", str(answers), "--key", str(key), "--out", str(out)]) == 0
+    code = ord(filler)
+    escape = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    if code <= 0xFF:
+        escape = f"\\x{code:02x}"
+    with open(out / "summary.csv", encoding="utf-8", newline="") as f:
+        cell = next(iter(list(csv.reader(f))[1:]))[0]
+    want = ("" if filler.isspace() else escape * 3) + "B" + escape + "o"
+    assert cell == want
+    printed = capsys.readouterr().out
+    assert want in printed and filler not in printed
+    feedback = (out / "feedback" / "f.md").read_text(encoding="utf-8")
+    assert filler not in feedback
 
 
 @settings(max_examples=200, deadline=None)
@@ -202,7 +235,11 @@ def test_plain_text_shows_no_invisible_character(text):
     shown = plain_text(text)
     assert not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Cn")
                    for c in shown)
-    if all(c.isprintable() or c == " " for c in text):
+    regex = pytest.importorskip("regex", reason="regex (a dependency of transformers, "
+                                "the test extra) is the reference for Unicode properties")
+    blank = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{Zs}\u2800\U0001D159]")
+    assert not any(blank.match(c) and c != " " for c in shown)
+    if all((c.isprintable() or c == " ") and not blank.match(c) or c == " " for c in text):
         assert shown == text  # visible text is kept as typed
 
 

@@ -20,7 +20,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import torch
 from float_reference import float_forward
 
 from symformer import derive
@@ -35,6 +34,13 @@ from symformer.fill import fill
 from symformer.verify.check import Checker
 from symformer.verify.claims import claims_from_toml, validate
 from tests.test_irrational_inputs import LN2
+
+
+def torch_or_skip():
+    """PyTorch, the reference of two tests here; skipped without it (not in the test
+    extra: the README's test command runs on a machine without it)."""
+    return pytest.importorskip("torch", reason="PyTorch is these tests' reference "
+                                               "(pip install torch, the CPU wheel)")
 
 
 def run_cli(argv: list[str]) -> tuple[int, str]:
@@ -106,6 +112,7 @@ def mid(ball) -> float:
 def test_softmax_jacobian_against_torch(builtin):
     """J_jk = α_j(δ_jk − α_k) equals PyTorch's autograd Jacobian of softmax at the
     independent float64 scores, for every row of a head."""
+    torch = torch_or_skip()
     g = derive(_with(builtin, jacobian=["layer1.head2.weights"]))
     scores = float_forward(builtin)["layer1.head2.scores"]
     balls = g.evaluate(128)
@@ -166,6 +173,7 @@ def test_per_position_cross_entropy_against_torch():
     cross_entropy(reduction="none", ignore_index) on the float64 logits of the
     hand-derived outputs (sqrt(2)/4, sqrt(2)/6, sqrt(2)/6); the mean over the two
     targets is the loss."""
+    torch = torch_or_skip()
     g = backward(derive(parse_example(LM, "lm.toml")))
     z = np.sqrt(2) * np.array([[1 / 4], [1 / 6], [1 / 6]])  # hand-derived outputs
     logits = torch.tensor(z @ np.array([[1.0, 0.0, np.log(2.0)]]), dtype=torch.float64)

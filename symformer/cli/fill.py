@@ -23,7 +23,7 @@ examples:
   symformer fill notes.tex --out notes.filled.tex
   symformer fill post.md --example my_example.toml --out post.filled.md --decimals 3
 
-Placeholders (LaTeX: \\VAR{...}; Markdown: {{ ... }}):
+Placeholders (LaTeX: \\VAR{...}; Markdown: {{ ... }} or \\VAR{...}):
   \\VAR{ layer1.head1.weights[1,3] }                 the entry, --decimals places
   \\VAR{ layer1.head1.weights["think","understand"] | percent(1) }
   \\VAR{ input[1,0] | exact }                        4 + \\sin 1
@@ -31,15 +31,16 @@ Placeholders (LaTeX: \\VAR{...}; Markdown: {{ ... }}):
   \\VAR{ layer1.head1.weights | bmatrix(3) }         a matrix, 3 decimals
   \\VAR{ layer1.add_norm1[1] }                       a token's row
   \\BLOCK{ for h in [0, 1] } ... \\VAR{ layer1.head1.weights[h, 0] } ... \\BLOCK{ endfor }
-  \\COMMENT{ a comment }                             (Markdown: {% %} and {# #})
+  \\COMMENT{ a comment }                             (Markdown also: {% %} and {# #})
 Names are the stage names of `symformer derive --list`; positions count from 0.
 The template language is a small subset of Jinja2's syntax and runs no code: no
 attributes, calls, operators or other statements. An unknown stage, entry or format,
-a syntax error or a limit is an error naming the line; nothing is written.
+a syntax error or a limit is an error naming the line; nothing is written. In
+LaTeX, {{ ... }} naming a stage (Markdown's spelling) is such an error too.
 """ + (f"Limits: NOTES a regular UTF-8 file of at most {MAX_FILE_BYTES // 2**20} MiB; "
        f"{MAX_TAGS:,} tags;\nintegers within +-{MAX_INTEGER:,}; loops {MAX_DEPTH} deep; "
        f"{MAX_STEPS:,} steps; {MAX_OUTPUT // 2**20} MiB of output.\n"
-       "See docs/figures.md.\n")
+       "See docs/fill.md.\n")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ from symformer.cli._common import work_limit
 from symformer.display import Progress
 from symformer.errors import InputError
 from symformer.escape import plain_text
-from symformer.files import write_files
+from symformer.files import output_directory, write_files
 from symformer.grade.answers import AnswerSheet, read_answers
 from symformer.grade.grader import Grader, StudentGrade
 from symformer.grade.key import load_key
@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    output_directory(args.out)  # an empty path or a file is refused before any work
     key = load_key(args.key, args.max_work)
     points = load_points(args.points, key.asked) if args.points else Points()
     grader = Grader(key, points)

@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer trace``."""
-    if args.out:
+    if args.out is not None:
         output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
     chosen = slice_of(args, example)
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         note += f" (heads {', '.join(map(str, chosen.heads))})"
     text = render(replace(traced, title=traced.title + note) if note else traced,
                   args.format)
-    if args.out:
+    if args.out is not None:
         path = write_file(args.out, text)
         print(f"wrote {path}", file=sys.stderr)
     else:

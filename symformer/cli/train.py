@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     settings = options(args.optimizer, args.beta1, args.beta2, args.eps, args.weight_decay,
                        tuple(args.train), tuple(args.freeze), where="--")
     places = DEFAULT_DECIMALS if args.decimals is None else args.decimals
-    if args.write:  # a directory or device node is refused before any work
+    if args.write is not None:  # a directory or device node is refused before any work
         output_file(args.write, "--write")
     if example.loss is None:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         for s in training.graph.select(args.stage):
             print()
             print(format_table(s, places))
-    if args.write:
+    if args.write is not None:
         write_file(args.write, _written(training, example, args.decimals), "--write")
         print(f"wrote {args.write}")
     return 0

@@ -12,13 +12,19 @@ A hand-written recursive-descent parser over a fixed grammar; the text never rea
     function := sqrt | exp | log | ln | sin | cos | tanh      (log = ln, the natural log)
 
 Rational parts are folded exactly (``"3/2^4"`` is the rational 3/16, ``"2^-1"`` is 1/2);
-what is left is a :class:`Constant`, an exact irrational value held as a small tree that
+after the limits are certified, a few identities that are exact and cheap make a
+rational of what is one (``exp(log(q))`` and ``log(exp(q))`` are q, ``sqrt(q)^2`` and
+``(q^(1/3))^6`` are powers of q: :func:`_rational`).  What is left is a
+:class:`Constant`: a value not shown rational (irrational, or rational by an identity
+the folds do not know, such as ``sqrt(2)*sqrt(2)``), held as a small tree that
 evaluates itself in ball arithmetic (:meth:`Constant.ball`) and builds its SymPy form
 (:meth:`Constant.sympy`).  Every part of an expression obeys the limits of a plain
 number: each non-zero part lies between 1e-100 and 1e100 in magnitude (certified with
-balls), exponents are rationals of bounded size, nesting is at most :data:`MAX_DEPTH`
-deep, and the text at most ``MAX_LITERAL_LENGTH`` characters (checked by the caller).
-A value that balls cannot separate from 0 (``"sin(pi)"``) is refused: write 0.
+balls; a rational literal, and a part the identities show rational, exactly), exponents
+are rationals of bounded size, nesting is at most :data:`MAX_DEPTH` deep, and the text
+at most ``MAX_LITERAL_LENGTH`` characters (checked by the caller).  A value that balls
+cannot separate from 0 (``"sin(pi)"``) is refused, unless the identities show it is
+exactly 0 (``"exp(log(2)) - 2"``): write 0.
 """
 
 from __future__ import annotations
@@ -112,7 +118,8 @@ def parse(text: str) -> fmpq | Constant:
     if isinstance(value, fmpq):
         return value
     _certify(value)
-    return Constant(value)
+    rational = _rational(value)
+    return rational if rational is not None else Constant(value)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -334,6 +341,69 @@ def _function(name: str, argument: fmpq | Tree) -> fmpq | Tree:
     return ("f", name, _tree(argument))
 
 
+def _rational(tree: Tree) -> fmpq | None:
+    """The rational value of a certified ``tree`` when exact identities show it, else
+    None: ``exp(log(q)) = q`` (q > 0), ``log(exp(q)) = q``, a power of a power of a
+    positive rational (``sqrt(2)^2 = 2``), and rational arithmetic over those.  Not a
+    decision procedure: ``sqrt(2)*sqrt(2)`` stays a Constant."""
+    kind = tree[0]
+    if kind == "q":
+        return fmpq(tree[1], tree[2])
+    if kind in ("pi", "e"):
+        return None
+    if kind in ("+", "*"):
+        a, b = _rational(tree[1]), _rational(tree[2])
+        if a is None or b is None:
+            return None
+        return a + b if kind == "+" else a * b
+    if kind in ("neg", "inv"):
+        a = _rational(tree[1])
+        return None if a is None else (-a if kind == "neg" else 1 / a)
+    if kind == "^" or (kind == "f" and tree[1] == "sqrt"):
+        power = _as_power(tree)
+        return None if power is None else _rational_power(*power)
+    name, inner = tree[1], tree[2]
+    if inner[0] == "f" and {name, inner[1]} == {"exp", "log"}:
+        return _rational(inner[2])  # exp(log(x)) = x for x > 0 (certified); log(exp(x)) = x
+    argument = _rational(inner)
+    if argument is not None and argument == _FOLD[name][0]:
+        return fmpq(_FOLD[name][1])
+    return None
+
+
+def _as_power(tree: Tree) -> tuple[fmpq, fmpq] | None:
+    """``(b, x)`` with ``tree = b^x`` for a rational b (b > 0 unless x is whole)."""
+    if tree[0] == "f" and tree[1] == "sqrt":
+        base = _rational(tree[2])
+        return None if base is None else (base, fmpq(1, 2))  # certified: base >= 0
+    if tree[0] == "^":
+        inner = _as_power(tree[1])
+        if inner is None:
+            base = _rational(tree[1])
+            inner = None if base is None else (base, fmpq(1))
+        if inner is None:
+            return None
+        base, x = inner
+        exponent = fmpq(tree[2], tree[3])
+        if base > 0 or (x.q == 1 and exponent.q == 1):  # (b^x)^y = b^(xy)
+            return base, x * exponent
+        return None
+    base = _rational(tree)
+    return None if base is None else (base, fmpq(1))
+
+
+def _rational_power(base: fmpq, exponent: fmpq) -> fmpq | None:
+    """``base^exponent`` when it is rational (an exact root), else None."""
+    p, q = int(exponent.p), int(exponent.q)
+    if base == 0:
+        return fmpq(0) if p > 0 else None
+    bits = abs(p) * max(int(base.p).bit_length(), int(base.q).bit_length()) // q
+    if bits > 4000 or q > 4000:  # far beyond what a certified part can be: not folded
+        return None
+    root = base if q == 1 else _exact_root(base, q)
+    return None if root is None else root ** p
+
+
 class _Uncertain(Exception):
     """A ball did not decide a sign or a limit at this precision."""
 
@@ -369,7 +439,8 @@ def _ball(tree: Tree, check: bool = False) -> arb:
     elif kind == "inv":
         inner = _ball(tree[1], check)
         if check and _nonzero(inner) is not True:
-            raise _refuse_or_retry(_nonzero(inner) is False, "division by zero")
+            zero = _nonzero(inner) is False or _rational(tree[1]) == 0
+            raise _refuse_or_retry(zero, "division by zero")
         value = 1 / inner
     elif kind == "^":
         base = _ball(tree[1], check)
@@ -381,7 +452,15 @@ def _ball(tree: Tree, check: bool = False) -> arb:
     else:
         value = _apply(tree[1], _ball(tree[2], check), check)
     if check:
-        _check_range(value)
+        try:
+            _check_range(value, exact=kind == "q")
+        except _Uncertain:
+            # a part the balls cannot place (exactly 0, or exactly a limit, such as
+            # exp(log(1e-100))) is decided exactly when identities show it rational
+            rational = _rational(tree)
+            if rational is None:
+                raise
+            _in_range(rational)
     return value
 
 
@@ -407,8 +486,11 @@ def _nonzero(x: arb) -> bool | None:
     return True if (x > 0 or x < 0) else None
 
 
-def _check_range(x: arb) -> None:
-    if x.is_exact() and x == 0:
+def _check_range(x: arb, exact: bool = False) -> None:
+    """Is the part ``x`` zero or within the magnitudes?  ``exact``: a rational leaf,
+    whose range was checked exactly (1e-100 itself is never inside its own ball's
+    bounds test, at any precision)."""
+    if exact or (x.is_exact() and x == 0):
         return
     if not (x > 0 or x < 0):  # the ball holds 0: undecided at this precision
         raise _Uncertain()

@@ -137,8 +137,9 @@ def _exact(value: object, where: str, irrational: bool) -> fmpq | Constant:
                 f"an expression such as \"log(2)\" or \"sqrt(2)/2\" with ASCII digits)"
             ) from None
         if isinstance(number, Constant) and not irrational:
-            raise InputError(f"{where}: {shorten(repr(value))} is irrational; this number "
-                             f"must be rational (write an integer, a decimal or a fraction)")
+            raise InputError(f"{where}: {shorten(repr(value))} is not known to be "
+                             f"rational; this number must be written as a rational number "
+                             f"(an integer, a decimal or a fraction)")
         return number
     return _in_range(number, value, where)
 

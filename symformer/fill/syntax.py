@@ -3,7 +3,7 @@
 Parsed by hand, evaluated by :mod:`symformer.fill.template`; nothing in a template
 is ever handed to Python, Jinja2 or SymPy.  The whole grammar (``{{ }}``, ``{% %}``
 and ``{# #}`` are Markdown's delimiters; LaTeX writes ``\\VAR{ }``, ``\\BLOCK{ }``
-and ``\\COMMENT{ }``)::
+and ``\\COMMENT{ }``, which Markdown accepts too: :data:`ACCEPTED`)::
 
     value      {{ EXPR }}  or  {{ EXPR | FORMAT }}  or  {{ EXPR | FORMAT(ARG) }}
     loop       {% for NAME in LIST %} ... {% endfor %}
@@ -17,6 +17,12 @@ and ``\\COMMENT{ }``)::
     FORMAT     decimals | percent | exact | table | bmatrix
     ARG        INT | NAME                        decimals (a loop variable too)
     LIST       [ITEM, ...]  (ITEM: INT or STRING)  |  range(ARG)  |  range(ARG, ARG)
+
+Both spellings are unambiguous in Markdown, which has no ``\\VAR{``.  In LaTeX ``{{`` and
+``{%`` are ordinary TeX (a group in a group, a group and a comment), so they stay text;
+but text that reads as a Markdown tag naming a stage (``{{ layer1.head1.Q[0,0] }}``)
+or a loop (``{% for i in range(2) %}``) is refused with its line
+(:class:`Misspelled`), since it would otherwise be printed as it is.
 
 A ``-`` just inside a delimiter (``{{- x -}}``, ``\\VAR{- x}``) removes the
 whitespace before (after) the tag, as in Jinja2.  Limits: integers within
@@ -34,6 +40,9 @@ from typing import NamedTuple, NoReturn
 
 #: The largest integer a template may write (in a literal, an index or a range).
 MAX_INTEGER = 1_000_000
+#: The most Markdown-looking tags (``{{ x }}``) read in a LaTeX template's text to
+#: find a misspelled placeholder; TeX's own ``{{`` after that many stays unread text.
+MAX_LOOKED = 10_000
 #: The deepest nesting of loops.
 MAX_DEPTH = 16
 #: The most tags (values, statements, comments) in a template.
@@ -53,6 +62,11 @@ DELIMITERS: dict[str, dict[str, str]] = {
     "markdown": {"value": "{{", "statement": "{%", "comment": "{#",
                  "value_end": "}}", "statement_end": "%}", "comment_end": "#}"},
 }
+#: The delimiter spellings each format reads (Markdown reads LaTeX's too).
+ACCEPTED: dict[str, tuple[str, ...]] = {"latex": ("latex",), "markdown": ("markdown", "latex")}
+#: In LaTeX text, what may be a Markdown tag written by mistake: on one line, with no
+#: ``{`` inside (so that a search from each ``{{`` stops at the next one: linear time).
+_MARKDOWN_TAG = re.compile(r"\{\{(?P<value>[^\n{]*?)\}\}|\{%(?P<statement>[^\n{]*?)%\}")
 #: The formats (filters) a value can ask for.
 FORMATS = ("decimals", "percent", "exact", "table", "bmatrix")
 FORMAT_LIST = "decimals(n), percent(n), exact, table(n), bmatrix(n)"
@@ -128,16 +142,39 @@ class Loop:
     line: int
 
 
-Node = Text | Value | Loop
+@dataclass(frozen=True, slots=True)
+class Misspelled:
+    """LaTeX text that parses as a Markdown tag: ``value`` (a :class:`Value`) or a loop
+    statement (``value`` None).  It is copied as the text it is, unless it names a
+    stage (a dotted name, an index, a format or a spaced tag) or is a statement: then
+    filling stops with an error naming ``line`` (the renderer decides, knowing the
+    stage names)."""
+
+    text: str
+    value: Value | None
+    spaced: bool
+    line: int
+
+
+Node = Text | Value | Loop | Misspelled
 
 
 def parse(text: str, fmt: str) -> tuple[Node, ...]:
     """The template ``text`` (LaTeX or Markdown delimiters) as a tree."""
-    d = DELIMITERS[fmt]
-    starts = sorted(((d[k], k) for k in ("value", "statement", "comment")),
-                    key=lambda s: -len(s[0]))
-    pattern = re.compile("|".join(re.escape(s) for s, _ in starts))
-    kinds = {s: k for s, k in starts}
+    openers = {DELIMITERS[spelling][k]: (k, DELIMITERS[spelling][k + "_end"])
+               for spelling in ACCEPTED[fmt] for k in ("value", "statement", "comment")}
+    pattern = re.compile("|".join(re.escape(s) for s in sorted(openers, key=len,
+                                                                reverse=True)))
+
+    looked = [0]  # Markdown-looking tags read in LaTeX text: at most MAX_LOOKED
+
+    def add(body: list[Node], chunk: str, at: int) -> None:
+        """Text from line ``at``; in LaTeX, Markdown-looking tags as :class:`Misspelled`."""
+        if fmt == "latex" and looked[0] < MAX_LOOKED:
+            looked[0] += _add_latex_text(body, chunk, at, MAX_LOOKED - looked[0])
+        else:
+            _add_text(body, chunk)
+
     # stack of (loop being built or None for the top, its body)
     stack: list[tuple[tuple[str, tuple[Literal, ...] | Range, int] | None, list[Node]]]
     stack = [(None, [])]
@@ -145,11 +182,13 @@ def parse(text: str, fmt: str) -> tuple[Node, ...]:
     while True:
         m = pattern.search(text, pos)
         chunk = text[pos:m.start() if m else len(text)]
+        chunk_line = line
         line += chunk.count("\n")
         if m is None:
-            _add_text(stack[-1][1], chunk.lstrip() if trim_next else chunk)
+            kept = chunk.lstrip() if trim_next else chunk
+            add(stack[-1][1], kept, chunk_line + chunk[:len(chunk) - len(kept)].count("\n"))
             break
-        kind = kinds[m.group()]
+        kind, end = openers[m.group()]
         tags += 1
         if tags > MAX_TAGS:
             raise FillError(f"the template has more than the limit of {MAX_TAGS:,} tags "
@@ -159,11 +198,9 @@ def parse(text: str, fmt: str) -> tuple[Node, ...]:
         if trim_before:
             pos += 1
             chunk = chunk.rstrip()
-        if trim_next:
-            chunk = chunk.lstrip()
-        _add_text(stack[-1][1], chunk)
+        kept = chunk.lstrip() if trim_next else chunk
+        add(stack[-1][1], kept, chunk_line + chunk[:len(chunk) - len(kept)].count("\n"))
         tag_line = line
-        end = d[kind + "_end"]
         if kind == "comment":
             close = text.find(end, pos)
             if close < 0:
@@ -199,6 +236,38 @@ def parse(text: str, fmt: str) -> tuple[Node, ...]:
 def _add_text(body: list[Node], text: str) -> None:
     if text:
         body.append(Text(text))
+
+
+def _add_latex_text(body: list[Node], text: str, line: int, most: int) -> int:
+    """LaTeX text, each piece that parses as a Markdown value or loop tag kept apart
+    as a :class:`Misspelled` (anything else that looks like one is plain TeX); at most
+    ``most`` pieces are read (a bound on the work: the rest stays text).  Returns how
+    many were read."""
+    at = counted = read = 0
+    for m in _MARKDOWN_TAG.finditer(text):
+        if read >= most:
+            break
+        read += 1
+        line += text.count("\n", counted, m.start())
+        counted = m.start()
+        here = line
+        inner = m["value"] if m["value"] is not None else m["statement"]
+        end = "}}" if m["value"] is not None else "%}"
+        inner = inner.removeprefix("-")
+        try:
+            tokens, _, _, _ = _tokens(inner + end, 0, here, end, m.group()[:2])
+            if m["value"] is not None:
+                value: Value | None = _value(tokens, here)
+            else:
+                _statement(tokens, here)
+                value = None
+        except FillError:
+            continue  # not a tag of the language: TeX
+        _add_text(body, text[at:m.start()])
+        body.append(Misspelled(m.group(), value, inner[:1].isspace(), here))
+        at = m.end()
+    _add_text(body, text[at:])
+    return read
 
 
 def _tokens(text: str, pos: int, line: int, end: str, opener: str

@@ -3,7 +3,7 @@
 Placeholders (the delimiters differ by format, see :data:`DELIMITERS`)::
 
     LaTeX:     \\VAR{ layer1.head1.weights[1,3] | percent(1) }
-    Markdown:  {{ layer1.head1.weights[1,3] | percent(1) }}
+    Markdown:  {{ layer1.head1.weights[1,3] | percent(1) }}   (or LaTeX's \\VAR{ ... })
 
 The template language is our own small subset of Jinja2's syntax
 (:mod:`symformer.fill.syntax`): values, ``for`` loops over literal lists and
@@ -30,6 +30,7 @@ from symformer.fill.syntax import (
     FillError,
     Literal,
     Loop,
+    Misspelled,
     Node,
     Path,
     Range,
@@ -226,6 +227,9 @@ class _Renderer:
             if isinstance(node, Text):
                 self.emit(node.text)
                 continue
+            if isinstance(node, Misspelled):
+                self.misspelled(node)
+                continue
             try:
                 if isinstance(node, Value):
                     self.emit(self.value(node, scope))
@@ -235,6 +239,21 @@ class _Renderer:
                 if exc.line is None:
                     exc.line = node.line
                 raise
+
+    def misspelled(self, node: Misspelled) -> None:
+        """A Markdown tag in LaTeX: an error when it names a stage or is a loop, else
+        the TeX it is (``{{x}}``, a group in a group)."""
+        value, inner = node.value, node.text[2:-2]
+        if value is None:
+            raise FillError(f"{node.text} is the Markdown spelling of a loop tag; in "
+                            f"LaTeX write \\BLOCK{{{inner}}}", node.line)
+        expr = value.expr
+        if isinstance(expr, Path) and expr.parts[0] in self.names.tops and (
+                node.spaced or len(expr.parts) > 1 or expr.index is not None
+                or value.format is not None):
+            raise FillError(f"{node.text} is the Markdown spelling of a placeholder; in "
+                            f"LaTeX write \\VAR{{{inner}}}", node.line)
+        self.emit(node.text)
 
     def loop(self, node: Loop, scope: dict[str, int | str]) -> None:
         if node.var in self.names.tops:

@@ -39,17 +39,32 @@ def from_torch(module: Any, tokens: Any, causal: bool = False, memory: Any = Non
 
 
 def _rows(module: Any, value: Any, what: str) -> np.ndarray:
-    """One sequence's rows (n x d_model) of a tensor or array (a batch of one allowed)."""
+    """One sequence's rows (n x d_model) of a tensor or array (a batch of one allowed),
+    as wide as ``module`` reads them: a wrong width names the rows, not a weight."""
     import torch
 
     inputs = np.asarray(torch.as_tensor(value).detach().cpu().double().numpy())
     first = _batch_first(module)
     if inputs.ndim == 3 and inputs.shape[0 if first else 1] == 1:
         inputs = inputs[0] if first else inputs[:, 0]
+    width = _width(module)
     if inputs.ndim != 2:
-        raise InputError(f"{what}: expected the input rows (n x d_model), found shape "
+        raise InputError(f"{what}: expected the input rows (n x {width}), found shape "
                          f"{tuple(inputs.shape)}")
+    if inputs.shape[1] != width:
+        raise InputError(f"{what}: the input rows are {inputs.shape[1]} wide (shape "
+                         f"{inputs.shape[0]}x{inputs.shape[1]}), but "
+                         f"{type(module).__name__} reads rows of d_model = {width} "
+                         f"(expected n x {width})")
+    if inputs.shape[0] == 0:
+        raise InputError(f"{what}: no input rows (shape 0x{width}); give at least one")
     return inputs
+
+
+def _width(module: Any) -> int:
+    """The width of the rows ``module`` reads: its attention's ``embed_dim``."""
+    layer = _first_layer(module)
+    return int(getattr(layer, "self_attn", layer).embed_dim)
 
 
 def torch_text(module: Any, tokens: Any, causal: bool = False, memory: Any = None,
@@ -103,7 +118,8 @@ def torch_text(module: Any, tokens: Any, causal: bool = False, memory: Any = Non
     comments = [f"Imported by symformer.from_torch from torch.nn.{kind}, {dtype} weights:",
                 "every weight is the exact dyadic rational the module holds (a decimal",
                 "where that is short, else \"p/2^k\"); the inputs are the rows x0, x1, ...",
-                "Configuration: " + ", ".join(f"{k}={v}" for k, v in config.items())]
+                "Configuration: " + ", ".join(f"{k}={v}" for k, v in config.items()),
+                *_fast_path_note(data)]
     return example_text(data, comments)
 
 
@@ -232,14 +248,37 @@ def _heads_last(layer: dict[str, Any]) -> dict[str, Any]:
 
 
 def _activation_name(m: Any, kind: str) -> str:
+    """The example's name of a layer's activation: ``"relu"``, ``"gelu"`` (exact erf),
+    ``"gelu_tanh"`` (``nn.GELU(approximate="tanh")``) or ``"silu"`` (``F.silu``,
+    ``nn.SiLU``); a function or module of these kinds, or the names PyTorch takes."""
+    import torch
     import torch.nn.functional as F
 
-    if m.activation is F.relu or getattr(m, "activation_relu_or_gelu", 0) == 1:
+    act = m.activation
+    if isinstance(act, torch.nn.GELU):  # PyTorch's fast-path flag says "gelu" for both
+        if act.approximate == "tanh":
+            return "gelu_tanh"
+        if act.approximate == "none":
+            return "gelu"
+    elif act is F.relu or isinstance(act, torch.nn.ReLU):
         return "relu"
-    if m.activation is F.gelu or getattr(m, "activation_relu_or_gelu", 0) == 2:
+    elif act is F.gelu:
         return "gelu"
-    raise NotSupportedError(f"{kind}: activation {m.activation!r} is not supported "
-                            f"(relu, gelu)")
+    elif act is F.silu or isinstance(act, torch.nn.SiLU):
+        return "silu"
+    raise NotSupportedError(f"{kind}: activation {act!r} is not supported (relu, gelu, "
+                            f"GELU(approximate='tanh'), silu)")
+
+
+def _fast_path_note(data: dict[str, Any]) -> list[str]:
+    """A comment when an encoder layer's activation is the tanh GELU: PyTorch's
+    inference fast path computes the exact GELU for it instead."""
+    used = {data.get("activation")} | {layer.get("activation") for layer in data["layer"]}
+    if "gelu_tanh" not in used:
+        return []
+    return ["Note: nn.GELU(approximate='tanh') is computed here as PyTorch computes it",
+            "with gradients on; PyTorch's encoder fast path (eval mode under",
+            "torch.no_grad) computes the exact GELU for it instead."]
 
 
 def _decoder_layer(m: Any) -> dict[str, Any]:
@@ -313,5 +352,6 @@ def _decoder_text(module: Any, tokens: Any, causal: bool, memory: Any, encoder: 
                 "rows y0, y1, ...; the encoder's tokens m0, m1, ... are "
                 + ("the memory rows as given (no encoder layer: its output is the memory)."
                    if encoder is None else "the source rows the encoder turns into the memory."),
-                "Configuration: " + ", ".join(f"{k}={v}" for k, v in config.items())]
+                "Configuration: " + ", ".join(f"{k}={v}" for k, v in config.items()),
+                *_fast_path_note(data)]
     return example_text(data, comments)

@@ -11,7 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from symformer.engine.rounding import round_fraction
-from symformer.escape import invisible, markdown_text, plain_text
+from symformer.escape import markdown_text, plain_text
 from symformer.grade.grader import VERDICTS, EntryGrade, StudentGrade
 from symformer.grade.points import Points
 from symformer.worked.numbers import terminating
@@ -36,12 +36,11 @@ _FORMULA = ("=", "+", "-", "@")
 
 def _cell(text: str) -> str:
     """A text cell a spreadsheet will not run as a formula and that hides nothing:
-    leading blanks and invisible characters (a BOM, a zero-width space) are dropped
-    before the formula check, the rest's invisible characters escaped (:func:`plain_text`)."""
-    k = 0
-    while k < len(text) and (text[k].isspace() or invisible(text[k])):
-        k += 1
-    shown = plain_text(text[k:])
+    leading ASCII spaces are dropped, every invisible character (a BOM, a zero-width
+    space, a Hangul filler, a tab) escaped (:func:`plain_text`), leading ones too, so a
+    name never looks blank nor like another; a cell still starting with a formula
+    character gets a quote."""
+    shown = plain_text(text.lstrip(" "))
     return "'" + shown if shown[:1] in _FORMULA else shown
 
 
