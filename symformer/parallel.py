@@ -59,11 +59,13 @@ def _guarded(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:
 
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], names: Sequence[str], *,
               jobs: int = 1, scheduler: str | None = None,
-              progress: Callable[[int, int, str], None] | None = None) -> list[Outcome]:
+              progress: Callable[[int, int, str], None] | None = None,
+              connect_timeout: float = 30) -> list[Outcome]:
     """``fn(*task)`` for every task, as :class:`Outcome` s in the tasks' order.
 
     ``fn`` must be a module-level function (it is sent to other processes by name);
-    ``progress(k, total, name)`` is called as each task finishes."""
+    ``progress(k, total, name)`` is called as each task finishes; a scheduler that does
+    not answer within ``connect_timeout`` seconds is an error."""
     if len(names) != len(tasks):
         raise ValueError("one name a task")
     if not 1 <= jobs <= MAX_JOBS:
@@ -76,7 +78,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], names: Sequence[st
             progress(done, len(tasks), names[k])
 
     if scheduler is not None:
-        _on_dask(fn, tasks, names, scheduler, finished)
+        _on_dask(fn, tasks, names, scheduler, finished, connect_timeout)
     elif jobs == 1 or len(tasks) <= 1:
         for k, task in enumerate(tasks):
             finished(k, _guarded(fn, task), k + 1)
@@ -99,7 +101,8 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], names: Sequence[st
 
 
 def _on_dask(fn: Callable[..., Any], tasks: Sequence[tuple], names: Sequence[str],
-             scheduler: str, finished: Callable[[int, tuple[bool, Any], int], None]) -> None:
+             scheduler: str, finished: Callable[[int, tuple[bool, Any], int], None],
+             connect_timeout: float) -> None:
     """The tasks on the Dask scheduler at ``scheduler``, one Dask task each."""
     try:
         from distributed import Client, as_completed
@@ -107,7 +110,7 @@ def _on_dask(fn: Callable[..., Any], tasks: Sequence[tuple], names: Sequence[str
         raise NotSupportedError("--scheduler needs Dask's distributed scheduler: pip "
                                 "install 'symformer[distributed]'") from None
     try:
-        client = Client(scheduler, timeout=30, set_as_default=False)
+        client = Client(scheduler, timeout=connect_timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: no Dask scheduler answers there "
                          f"({_reason(exc)})") from None

@@ -512,3 +512,27 @@ def test_crosscheck_of_the_users_own_model_directory(tmp_path, capsys) -> None:
     assert rows["logits"]["rel_error"] == pytest.approx(rel, rel=1e-6)
     assert hook_paths(model)["layer1.norm1"] == "transformer.h.0.ln_1"
     assert main(["crosscheck", str(tmp_path / "m"), "--tokens", "1", "--causal"]) == 2
+
+
+def test_crosscheck_over_a_file_of_prompts(tmp_path, capsys) -> None:
+    """``crosscheck DIR --prompts``: each prompt's rows equal its own ``crosscheck DIR
+    --text`` run; a prompt that cannot be read is named, the others kept."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    from symformer.cli import main
+
+    tiny_gpt2(tmp_path / "m", 12)
+    tok = Tokenizer(WordLevel({f"w{i}": i for i in range(16)}, unk_token="w0"))
+    tok.pre_tokenizer = Whitespace()
+    (tmp_path / "m" / "tokenizer.json").write_text(tok.to_str())
+    (tmp_path / "p.txt").write_text("w1 w2\n# skipped\nw3 w4 w5\n")
+    assert main(["crosscheck", str(tmp_path / "m"), "--prompts", str(tmp_path / "p.txt"),
+                 "--dtype", "float32", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [p["prompt"] for p in report["prompts"]] == ["w1 w2", "w3 w4 w5"]
+    assert main(["crosscheck", str(tmp_path / "m"), "--text", "w3 w4 w5", "--dtype",
+                 "float32", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)["stages"]
+    assert report["prompts"][1]["stages"] == alone

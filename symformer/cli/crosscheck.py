@@ -11,6 +11,7 @@ import numpy as np
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
+    bounded_int,
     causal,
     check_work,
     convention,
@@ -18,6 +19,7 @@ from symformer.cli._common import (
     tolerance,
 )
 from symformer.cli.import_ import token_list
+from symformer.parallel import MAX_JOBS
 from symformer.verify.crosscheck import crosscheck
 
 ORDER = 50
@@ -75,6 +77,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--text", metavar="TEXT", default=None,
                    help="with a model directory: the sentence as text, tokenized by its "
                         "own tokenizer")
+    p.add_argument("--prompts", metavar="FILE", default=None,
+                   help="with a model directory: one prompt a line, each checked as --text "
+                        "would be; a summary over all of them")
+    p.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=1, metavar="N",
+                   help="with --prompts: run the prompts on N local processes (default 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="with --prompts: run each prompt as a task on the Dask scheduler at "
+                        "ADDRESS (tcp://host:8786; needs the distributed package)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print the errors as JSON")
     p.set_defaults(func=run)
 
@@ -89,8 +100,11 @@ def run(args: argparse.Namespace) -> int:
     source = example_path(args)
     if source is not None and Path(source).is_dir():
         return _model_directory(args, source)
-    if args.tokens is not None or args.text is not None:
-        raise InputError("--tokens and --text go with a model directory (crosscheck DIR)")
+    if args.tokens is not None or args.text is not None or args.prompts is not None:
+        raise InputError("--tokens, --text and --prompts go with a model directory "
+                         "(crosscheck DIR)")
+    if args.jobs != 1 or args.scheduler is not None:
+        raise InputError("--jobs and --scheduler go with --prompts")
     if args.torch:
         return _torch(args)
     if args.dtype == "bfloat16":
@@ -142,6 +156,10 @@ def _model_directory(args: argparse.Namespace, directory: str) -> int:
         raise InputError("the conventions (--causal, --mask, --layer-norm, --norm) are the "
                          "model's own in crosscheck DIR")
     require_torch()
+    if args.prompts is not None:
+        return _prompts(args, directory)
+    if args.jobs != 1 or args.scheduler is not None:
+        raise InputError("--jobs and --scheduler go with --prompts")
     example = from_pretrained(directory, args.tokens, max_work=args.max_work,
                               text=args.text)
     check_work(args, example, "crosscheck")
@@ -149,6 +167,56 @@ def _model_directory(args: argparse.Namespace, directory: str) -> int:
     rows = module_crosscheck(model, example, args.dtype)
     return _print_torch_rows(args, rows, f"{type(model).__name__} of {directory} in "
                                          f"{args.dtype}")
+
+
+def _prompts(args: argparse.Namespace, directory: str) -> int:
+    """``crosscheck DIR --prompts FILE``: every prompt a task (local processes or Dask),
+    each stage's worst error over all of them, in the prompts' order."""
+    from symformer.blocks.cost import estimate
+    from symformer.blocks.work import check_work as refuse_over
+    from symformer.display import Progress
+    from symformer.errors import InputError
+    from symformer.frameworks.prompts import crosscheck_prompt, prompt_examples, read_prompts
+    from symformer.parallel import run_tasks
+
+    if args.tokens is not None or args.text is not None:
+        raise InputError("--prompts gives the sentences: no --tokens or --text with it")
+    prompts = read_prompts(args.prompts)
+    examples = prompt_examples(directory, prompts, args.max_work)
+    work = sum(estimate("crosscheck", e) for e in examples)
+    refuse_over(work, args.max_work, f"{args.prompts}: {len(prompts):,} prompts")
+    tasks = [(str(directory), tuple(e.token_ids), args.dtype) for e in examples]
+    names = [f"prompt {k + 1}" for k in range(len(prompts))]
+    with Progress("symformer crosscheck", total=len(tasks), quiet=args.quiet) as bar:
+        outcomes = run_tasks(crosscheck_prompt, tasks, names, jobs=args.jobs,
+                             scheduler=args.scheduler, progress=bar.step)
+    failed = [o for o in outcomes if not o.ok]
+    worst: dict[str, dict] = {}
+    for outcome in outcomes:
+        for row in outcome.value or []:
+            if row["stage"] not in worst or row["rel_error"] > worst[row["stage"]]["rel_error"]:
+                worst[row["stage"]] = {**row, "prompt": outcome.name}
+    if args.json:
+        print(json.dumps({"dtype": args.dtype, "directory": str(directory),
+                          "prompts": [{"prompt": p, "name": o.name, "stages": o.value,
+                                       "error": o.error} for p, o in zip(prompts, outcomes)],
+                          "worst": list(worst.values()), "ok": not failed}, indent=1,
+                         default=str))
+        return 2 if failed else 0
+    print(f"{directory} in {args.dtype} vs exact over {len(prompts)} prompts (each stage's "
+          f"worst error; eps = {args.dtype}'s machine epsilon)")
+    if worst:
+        width = max(len(s) for s in worst)
+        print(f"{'stage':<{width}}  {'max rel err':>11}  {'x eps':>7}  {'digits':>6}  prompt")
+        for stage, r in worst.items():
+            print(f"{stage:<{width}}  {r['rel_error']:11.3e}  {r['ulps']:7.2f}  "
+                  f"{r['digits']:6.2f}  {r['prompt']}")
+        last = max(worst.values(), key=lambda r: r["rel_error"])
+        print(f"\nloses most digits: {last['stage']} ({last['digits']:.2f} digits kept, "
+              f"{last['ulps']:.2f} eps, {last['prompt']})")
+    for o in failed:
+        print(f"{o.name} failed: {o.error}")
+    return 2 if failed else 0
 
 
 def _print_torch_rows(args: argparse.Namespace, rows: list, title: str) -> int:

@@ -27,7 +27,7 @@ def read_prompts(path: str | Path) -> list[str]:
     """The prompts of ``path``: one a line, blank lines and ``#`` comments skipped."""
     from symformer.example.loader import read_text_file
 
-    text = read_text_file(path, "--prompts")
+    text = read_text_file(Path(path), "a prompts file (one prompt a line)")
     prompts = [line.strip() for line in text.splitlines()
                if line.strip() and not line.lstrip().startswith("#")]
     if not prompts:
