@@ -85,6 +85,6 @@ def check_work(work: int, max_work: int | None, doing: str) -> None:
     if limit and work > limit:
         raise InputError(
             f"{doing} needs about {work:,} operations, more than the "
-            f"limit of {limit:,}; raise it with --max-work N (or SYMFORMER_MAX_WORK=N; 0 "
-            f"means no limit) if you are prepared to wait"
+            f"limit of {limit:,}; raise it with --max-work N (max_work=N in Python, or "
+            f"SYMFORMER_MAX_WORK=N; 0 means no limit) if you are prepared to wait"
         )
