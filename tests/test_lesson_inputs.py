@@ -409,3 +409,27 @@ def test_random_given_attention_matches_float64(data):
     for name, value in want.items():
         got = np.array(g[name].values(decimals=10), dtype=float)
         assert np.allclose(got, value, atol=1e-9), name
+
+
+def test_alibi_slopes_per_layer() -> None:
+    """A [[layer]]'s own alibi_slopes replace the top level's for that layer only: each
+    layer's ALiBi scores are its scores minus its own m |i - j| (the bias by hand)."""
+    from fractions import Fraction
+
+    head = ("[[layer.head]]\nW_Q = [[1, 0], [0, 1]]\nW_K = [[1, 0], [0, 1]]\n"
+            "W_V = [[1, 0], [0, 1]]\n")
+    text = ('tokens = ["a", "b", "c"]\nvocab = ["a", "b", "c"]\n'
+            "embeddings = [[1, 0], [0, 1], [1, 1]]\npositional_encoding = \"none\"\n"
+            "norm = \"none\"\nalibi_slopes = [0.5]\n"
+            "[[layer]]\n" + head + "[[layer]]\nalibi_slopes = [0.125]\n" + head)
+    g = derive(parse_example(text))
+    for layer, m in ((1, Fraction(1, 2)), (2, Fraction(1, 8))):
+        plain = g[f"layer{layer}.head1.scores"].rounded(decimals=30)
+        biased = g[f"layer{layer}.head1.alibi_scores"].rounded(decimals=30)
+        for i in range(3):
+            for j in range(3):
+                gap = (Fraction(plain[i][j].digits) * Fraction(10) ** plain[i][j].exponent
+                       - Fraction(biased[i][j].digits) * Fraction(10) ** biased[i][j].exponent)
+                assert abs(gap - m * abs(i - j)) < Fraction(1, 10**28), (layer, i, j)
+    with pytest.raises(InputError, match="alibi_slopes"):
+        parse_example(text.replace("alibi_slopes = [0.125]", "alibi_slopes = [0.1, 0.2]"))

@@ -90,7 +90,7 @@ _TOP_KEYS = {
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
-    "gamma_1", "beta_1", "gamma_2", "beta_2",
+    "gamma_1", "beta_1", "gamma_2", "beta_2", "alibi", "alibi_slopes",
 } | _CONVENTION_KEYS
 _QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
 _KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
@@ -253,13 +253,16 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         _layer(layer, here.sub(f"layer {n}"), d_model, defaults, pe)
         for n, layer in enumerate(layers_data, start=1)
     )
-    if "alibi" in data or "alibi_slopes" in data:
+    own = [isinstance(t, dict) and ("alibi" in t or "alibi_slopes" in t) for t in layers_data]
+    if "alibi" in data or "alibi_slopes" in data or any(own):
         if "decoder" in data:
             raise InputError(f"{here}: alibi and alibi_slopes bias the encoder stack's (or a "
                              f"decoder-only model's) scores; a [decoder] table is not "
                              f"supported with them")
+        # a [[layer]]'s own alibi / alibi_slopes replace the top level's for that layer
         layers = tuple(replace(layer, alibi_slopes=alibi_slopes(
-            data, here.sub(f"layer {n}"), len(layer.heads))) if layer.heads else layer
+            layers_data[n - 1] if own[n - 1] else data, here.sub(f"layer {n}"),
+            len(layer.heads))) if layer.heads else layer
             for n, layer in enumerate(layers, start=1))
     _output_width(layers, d_model, data, here)
     decoder = None
