@@ -222,15 +222,33 @@ def numbered(stage: Stage) -> bool:
 _WEIGHT_KINDS = ("weight_gradient", "parameter", "optimizer_state")
 
 
+def first_position(stage: Stage) -> int:
+    """The position of the stage's first row: 0, except for ``next_token``, whose one row
+    is the last position of its logits."""
+    if stage.kind != "next_token":
+        return 0
+    return stage.derivation[stage.inputs[0]].shape[0] - stage.shape[0]
+
+
+def _weight_rows(stage: Stage) -> bool:
+    """True when the stage's rows are a weight's (a weight, its gradient, Adam's
+    moments; in a training run the gradient of a step's weight stage too)."""
+    if stage.kind in _WEIGHT_KINDS:
+        return True
+    of = stage.name.removeprefix("grad.")
+    g = stage.derivation
+    return of != stage.name and g is not None and of in g and g[of].kind in _WEIGHT_KINDS
+
+
 def place(stage: Stage, i: int, j: int) -> str:
     """An entry in words: ``q_0 of 'think' (position 1)``.
 
     Columns that name something add it: ``α_1 of 'I' (position 0), column 'think'``.
     """
-    if stage.kind in _WEIGHT_KINDS:  # a weight's rows are not token positions
+    if _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
     else:
-        text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i})"
+        text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i + first_position(stage)})"
     if not numbered(stage) and not per_row(stage):
         text += f", column {stage.cols[j]!r}"
     return text

@@ -8,6 +8,7 @@ with ``decimal``; the claims file's ``[train]`` table says which run they are ab
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import sympy
@@ -97,3 +98,33 @@ def test_an_example_files_run_serves_train_and_tagged_notes(tmp_path, capsys):
     assert "1 of 1 numbers correct" in capsys.readouterr().out
     assert main(["train"]) == 2
     assert "--lr is required" in capsys.readouterr().err
+
+
+def test_a_steps_next_token_is_claimable(tmp_path, capsys):
+    """``stepT.next_token`` (documented as stepT.<forward stage>): the argmax of step T's
+    own logits, judged by ``check``; step 0's is the untrained example's next token."""
+    import symformer
+
+    text = (Path(symformer.__file__).parent / "examples" / "gpt2_style.toml").read_text()
+    example = tmp_path / "g.toml"
+    example.write_text(text + '\n[loss]\nkind = "cross_entropy"\ntargets = ["cat", "sat", '
+                              '"the"]\n')
+    untrained = symformer.derive(symformer.load_example(str(example)))
+    first = untrained["next_token"].rounded(decimals=0)[0]
+    claims = tmp_path / "c.toml"
+    claims.write_text('[train]\nlr = 0.1\nsteps = 1\n\n[[claim]]\nstage = "step0.next_token"\n'
+                      f'values = [{[int(r.digits) for r in first]}]\n\n'
+                      '[[claim]]\nstage = "step1.next_token"\nvalues = [[0, 0, 0, 0, 1]]\n')
+    status = main(["check", str(claims), "--example", str(example)])
+    out = capsys.readouterr().out
+    assert "step0.next_token" in out and "step1.next_token" in out
+    assert status == 1 and out.count("wrong") >= 1  # step 1's argmax is not "mat"
+    assert "of 'sat' (position 2), column 'mat'" in out  # the last position's row
+    claims.write_text('[train]\nlr = 0.1\nsteps = 1\noptimizer = "adam"\n\n[[claim]]\n'
+                      'stage = "step1.adam_v.layer1.W_1"\nentry = [1, 0]\nvalues = 5\n\n'
+                      '[[claim]]\nstage = "grad.step0.embedding_table"\nentry = [1, 0]\n'
+                      'values = 5\n')
+    main(["check", str(claims), "--example", str(example)])
+    out = capsys.readouterr().out
+    assert "v_0 of row 1" in out and "m_0" not in out  # Adam's second moment is v
+    assert "embedding_table_0 of row 1 ('cat')" in out  # a vocabulary row, no position

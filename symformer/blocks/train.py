@@ -39,6 +39,7 @@ from symformer.blocks.backward import (
     add_loss,
     backward,
     decide_relu_zeros,
+    is_backward_stage,
     parameter_labels,
     parameter_names,
     position_labels,
@@ -59,7 +60,7 @@ from symformer.ops import (
     Transpose,
 )
 from symformer.ops.adam import DEFAULTS
-from symformer.ops.base import named
+from symformer.ops.base import Notation, named
 
 #: The most steps ``train`` takes (each step adds a forward and a backward pass).
 MAX_STEPS = 50
@@ -295,7 +296,9 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
                          f"matrices are given as they are); `symformer backward` gives "
                          f"their gradients")
     loss = add_loss(g)
-    forward = [s for s in g if s.name in g.ancestors(loss) | {loss}]
+    # every forward stage, so that a step's next token or lesson stage can be claimed
+    forward = [s for s in g if not is_backward_stage(s.name) or s.name in
+               g.ancestors(loss) | {loss}]
     by_stage: dict[str, list[Weight]] = {}
     for w in weights:
         by_stage.setdefault(w.stage, []).append(w)
@@ -341,7 +344,7 @@ def frozen_weights(weights: list[Weight], settings: Options) -> frozenset[str]:
 def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
     """Step t's copy of the forward stage ``s``, reading step t's weight stages."""
     inputs = [f"step{t}.{i}" for i in s.inputs]
-    op = s.op
+    op = s.op.for_graph(g, lambda name: f"step{t}.{name}")
     if weights:
         op = s.op.staged()
         inputs += [f"step{t}.{w.name}" for w in weights]
@@ -376,7 +379,8 @@ def _add_weight(training: Training, w: Weight, t: int) -> None:
         moment = f"step{t}.{label}.{w.name}"
         before = f"step{t - 1}.{label}.{w.name}"
         sources = (before, grad) if t > 1 else (grad,)
-        g.add(moment, "optimizer_state", AdamMoment(beta, power), sources, **where)
+        second = Notation("v", "v", "Adam second-moment estimate") if power == 2 else None
+        g.add(moment, "optimizer_state", AdamMoment(beta, power, second), sources, **where)
         moments.append(moment)
     g.add(name, "parameter", AdamStep(training.lr, t, beta1, beta2, eps, notation,
                                       settings.weight_decay), (previous, *moments), **where)

@@ -43,6 +43,10 @@ class TieProver:
         self._by_formula: dict[tuple[int, int, int], bool] = {}
         self._by_closed_form: dict[tuple[int, int, int], bool] = {}
 
+    def rebound(self, g: Derivation, rename) -> TieProver:
+        """The same prover over ``g``, whose logits stage is ``rename(logits)``."""
+        return type(self)(g, rename(self.logits))
+
     def equal(self, row: int, a: int, b: int, closed_forms: bool = False) -> bool:
         """True only when logits[row, a] = logits[row, b] is proved exactly."""
         key = (row, min(a, b), max(a, b))

@@ -15,7 +15,7 @@ from symformer.engine.rounding import display_value
 from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
-from symformer.notation import entry
+from symformer.notation import entry, first_position
 from symformer.ops import ALiBi, ReLU, ScaleMask
 from symformer.worked.numbers import integer_values
 
@@ -36,14 +36,6 @@ def column_label(stage: Stage, j: int) -> str:
 def rounding_legend(decimals: int) -> str:
     """The legend of a table of correctly rounded values (slides say it in the footer)."""
     return f"Values correctly rounded to {decimals} decimals."
-
-
-def first_position(stage: Stage) -> int:
-    """The position of the stage's first row: 0, except for ``next_token``, whose one row
-    is the last position of its logits."""
-    if stage.kind != "next_token":
-        return 0
-    return stage.derivation[stage.inputs[0]].shape[0] - stage.shape[0]
 
 
 def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:

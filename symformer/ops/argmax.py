@@ -7,9 +7,9 @@ that proves logits equal exactly; this operation only asks it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 from flint import arb
@@ -29,6 +29,9 @@ class ArgmaxProver(Protocol):
 
     def winners(self, row: int) -> frozenset[int]:
         """The exact argmax set of a row (raising the precision as needed)."""
+
+    def rebound(self, g: Any, rename: Callable[[str], str]) -> ArgmaxProver:
+        """The same prover over ``g``, whose logits stage is this one's renamed."""
 
 
 def argmax_indicator(z):
@@ -59,6 +62,9 @@ class ArgmaxIndicator(Operation):
             ("t[j] = 1 if l[n - 1, j] == max(l[n - 1, m] for m in range(V)) else 0",),
             {"t": "out", "l": "in0"}, sizes={"n": ("l", 0), "V": ("l", 1)},
             symbols={"V": ("|V|", "|V|")}, remark="the last position's logits")
+
+    def for_graph(self, g: Any, rename: Callable[[str], str]) -> Operation:
+        return replace(self, prover=self.prover.rebound(g, rename))
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         logits = args[0]

@@ -363,6 +363,12 @@ class Operation(ABC):
             return Notation(*greek, title)
         return named(name, title)
 
+    def for_graph(self, g: Any, rename: Callable[[str], str]) -> Operation:
+        """This operation in another derivation ``g`` whose stages are this one's renamed
+        by ``rename`` (a training step's copy: ``logits`` -> ``step1.logits``).  Only an
+        operation that reads a graph itself (the exact argmax's tie prover) changes."""
+        return self
+
     def staged(self) -> Operation | None:
         """This operation with its weights read from stages instead of constants.
 
