@@ -24,6 +24,7 @@ from symformer.example.loader import (
     read_text_file,
     read_toml,
 )
+from symformer.exercise.cells import short_path, token_path
 from symformer.exercise.generate import (
     MAX_VARIANTS,
     Search,
@@ -93,8 +94,11 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
     if request.margin is not None:
         settings = replace(settings, margin=margin_value(request.margin, "--margin"))
     g = derive(example_from_dict(data, source), max_work=request.max_work)
-    asked = asked_stages(g, list(request.ask), source)
     token = resolve_token(g, request.token)
+    names = asked_stages(g, list(request.ask), source)
+    # one token's path; the default ask within MAX_ENTRIES entries (docs/exercises.md)
+    asked = short_path(g, names, token) if request.ask == DEFAULT_ASK else \
+        token_path(g, names, token)
     header = (f"# symformer exercise: variant {{id}} of {name}, seed {request.seed}.\n"
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")

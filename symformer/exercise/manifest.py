@@ -16,6 +16,8 @@ def manifest_text(*, template: str, seed: int, decimals: int, margin: Fraction, 
     lines = ["[exercise]", f"format = {FORMAT}", f"template = {json.dumps(template)}",
              f"seed = {seed}", f"decimals = {decimals}",
              f"margin = {json.dumps(str(margin))}", f"token = {token}",
+             '# asked: the entries on this token\'s path (docs/exercises.md)',
+             'path = "token"',
              f"asked = [\n{names},\n]"]
     for vid in ids:
         lines += ["", "[[variant]]", f"id = {json.dumps(vid)}",

@@ -16,6 +16,7 @@
   lower bound of one entry minus the upper bound of another).  Rows with fewer than
   two unmasked keys (a causal mask's first row) are exempt.
 
+Only the asked entries count (one token's path: :mod:`symformer.exercise.cells`).
 Each function returns ``None`` when the constraint holds, else a short reason
 naming the first entry that fails it.
 """
@@ -29,6 +30,7 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
+from symformer.exercise.cells import asked_rows, entries_of
 from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
 from symformer.verify.chain import apply, ball, round_values
 from symformer.words import plural
@@ -82,9 +84,10 @@ def margin_failure(g: Derivation, asked: list[str], decimals: int, margin: Fract
     with precision(PRECISION):
         wide = margin_ball(margin)
         for name in asked:
+            cells = entries_of(asked, name, g[name].shape)
             for i, row in enumerate(balls[name]):
                 for j, ball in enumerate(row):
-                    if ball is NEG_INF:
+                    if ball is NEG_INF or (i, j) not in cells:
                         continue  # a masked score: -inf, printed as such
                     if not ball.is_finite() or not clears_margin(ball, decimals, wide):
                         return f"{name}[{i},{j}]"
@@ -99,7 +102,10 @@ def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction,
         if g[name].kind not in SOFTMAX_KINDS:
             continue
         scores = balls[g[name].inputs[0]]
+        rows = asked_rows(asked, name, g[name].shape)
         for i, row in enumerate(balls[name]):
+            if i not in rows:
+                continue
             live = [ball_bounds(b) for b, s in zip(row, scores[i])
                     if s is not NEG_INF and moderate(b)]
             if len(live) < 2:
@@ -143,10 +149,11 @@ def given_failure(g: Derivation, asked: list[str], decimals: int, margin: Fracti
                 return f"{given[0]} (its rounding to {plural(places, 'decimal')} is undecided)"
             values = apply(g[name].op, inputs)
             wide = margin_ball(margin)
+            cells = entries_of(asked, name, g[name].shape)
             for i, row in enumerate(values):
                 for j, entry in enumerate(row):
                     exact = balls[name][i][j]
-                    if entry is None or exact is NEG_INF:
+                    if entry is None or exact is NEG_INF or (i, j) not in cells:
                         continue
                     value = entry if isinstance(entry, arb) else \
                         ball(Fraction(int(entry.p), int(entry.q)))

@@ -69,7 +69,9 @@ class Range:
 
 #: Extra places of the given (not asked) input tables on a sheet: a sheet prints them
 #: at ``decimals + GIVEN_EXTRA_DECIMALS``, and the key's worked lines substitute them so.
-GIVEN_EXTRA_DECIMALS = 2
+#: None: a TA's sheet gives its numbers at the precision it asks (the ``given``
+#: constraint keeps only the draws whose answers these numbers still give).
+GIVEN_EXTRA_DECIMALS = 0
 
 
 @dataclass(frozen=True)
