@@ -6,7 +6,8 @@ its row of scores and weights, its output.  The asked entries are found from the
 stages' local formulas, never from their names: start from the token's row of every
 asked stage that no other asked stage reads (the last steps), and add every entry of
 an asked stage that an asked entry's formula reads.  A masked score (-inf) is asked
-(it is written as −∞) but reads nothing: the keys behind a causal mask are not asked, nor the values behind a masked weight (it is 0).
+(it is written as −∞) but reads nothing: the keys behind a causal mask are not asked,
+nor the values behind a masked weight (it is 0).
 
 :class:`Asked` is the list of asked stage names (in derivation order) carrying these
 entries; every constraint, the sheets, the key and ``grade`` look only at them

@@ -32,8 +32,8 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
-from symformer.exercise.margin import PRECISION, SOFTMAX_KINDS, clears_margin, margin_ball
 from symformer.exercise.cells import asked_rows, entries_of
+from symformer.exercise.margin import PRECISION, SOFTMAX_KINDS
 from symformer.exercise.path import student_chain
 from symformer.exercise.settings import Settings
 

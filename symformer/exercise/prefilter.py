@@ -189,7 +189,8 @@ class Prefilter:
         has them (asked ones at D, given ones at D + 2) lies clearly within the margin
         (a tenth of it for ``path``) or, read from given tables, in another cell; or a
         softmax row is clearly flatter than min_spread.  When an input's rounding is
-        not clear (within ``tol`` of a boundary), nothing is decided."""
+        not clear (within ``tol`` of a boundary: an exact tie of the student's chain),
+        that stage and the later ones are not decided here."""
         scale, margin = self._scale, self._margin
         recomputed: dict[str, np.ndarray] = {}
         for name in self._asked:
@@ -204,11 +205,15 @@ class Prefilter:
                     t = np.where(self._cells[source], t, values[source] * places)
                 live = np.isfinite(t)
                 if np.any(live & (np.abs(t - np.floor(t) - 0.5) <= tol * INPUT_SHARE * places)):
-                    return None  # a rounding the float cannot tell
+                    break  # a rounding the float cannot tell: this stage and later ones
                 inputs.append(np.where(live, np.round(t) / places, values[source]))
-            recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
-        for reason, names in (("given", [n for n in self._asked if self._given[n]]),
-                              ("spread", self._softmax), ("path", self._asked)):
+            else:
+                recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
+                continue
+            break
+        # the stages computed before any undecided input: what fails there fails
+        for reason, names in (("given", [n for n in recomputed if self._given[n]]),
+                              ("spread", self._softmax), ("path", list(recomputed))):
             if reason == "spread":
                 found = self._flat(values, tol)
                 if found is not None:

@@ -24,8 +24,7 @@ from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import round_fraction
 from symformer.exercise.cells import asked_rows, entries_of
 from symformer.exercise.definitions import activation_name, definitions
-from symformer.exercise.margin import asked_balls
-from symformer.exercise.margin import SOFTMAX_KINDS
+from symformer.exercise.margin import SOFTMAX_KINDS, asked_balls
 from symformer.exercise.path import (
     EXP_DIGITS,
     PathEntry,
