@@ -37,6 +37,7 @@ from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
 from symformer.latex.blocks import (
     Cell,
     Heading,
+    Math,
     MatrixBlock,
     Prose,
     Step,
@@ -174,10 +175,11 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                       for row in table.cells)
         table = replace(table, cells=blank, tall=True, highlight_row=None, legend=())
         if stage.kind in SOFTMAX_KINDS:
-            out.append(Prose(("In the box, write each exponential e^(s_j) (the largest to "
-                              f"{EXP_DIGITS} significant digits, the others at the same "
-                              "decimals) and their sum \u03a3, then each weight as "
-                              "e^(s_j) / \u03a3.",)))
+            out.append(Prose(("In the box, write each exponential ", Math("e^{s_j}"),
+                              f" (the largest to {EXP_DIGITS} significant digits, the "
+                              "others at the same decimals) and their sum ",
+                              Math(r"\Sigma"), ", then each weight as ",
+                              Math(r"e^{s_j} / \Sigma"), ".")))
         return [*out, table, Working()]
     if path is not None:
         table = _student_cells(table, rows, path)
