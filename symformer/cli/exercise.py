@@ -65,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no asked value within M units of the last decimal of a rounding "
                         "boundary (an exact number below 1/2; default: the template's "
                         "[exercise] margin, else 1/100)")
+    p.add_argument("--every-entry", action="store_true",
+                   help="ask every entry of the asked stages (default: the entries on "
+                        "the token's path, one token through the steps)")
     p.add_argument("--pdf", action="store_true",
                    help="also compile every sheet and key to PDF with pdflatex")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     output_directory(args.out)
     request = Request(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
-                      args.token, args.margin, args.max_work)
+                      args.token, args.margin, args.max_work, args.every_entry)
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
                              bar.note)

@@ -7,7 +7,8 @@
   to prove it counts as a failure (a rejection is always safe), so no acceptance
   depends on a float.
 * **The given numbers lead to the same answers**: an asked stage that reads tables
-  the sheet gives (not asked; printed at ``decimals + 2`` places), recomputed from
+  the sheet gives (not asked; printed at ``decimals`` places on one token's path,
+  ``decimals + 2`` when every entry is asked), recomputed from
   those printed numbers, also clears the margin and rounds to the same answer, so a
   student working from the sheet gets the key's value and the key's worked lines can
   substitute exactly the numbers given.
@@ -31,7 +32,7 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
 from symformer.exercise.cells import asked_rows, entries_of
-from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.exercise.settings import given_places
 from symformer.verify.chain import apply, ball, round_values
 from symformer.words import plural
 
@@ -134,10 +135,10 @@ def _printed(values: ArbMatrix, places: int) -> list | None:
 def given_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
                   balls: dict[str, ArbMatrix] | None = None) -> str | None:
     """``None`` when every asked stage that reads given tables, recomputed from them as
-    printed (``decimals + 2`` places), clears the margin and rounds as its exact value;
-    else the first entry that does not."""
+    printed (:func:`~symformer.exercise.settings.given_places`), clears the margin and
+    rounds as its exact value; else the first entry that does not."""
     balls = asked_balls(g, asked) if balls is None else balls
-    places = decimals + GIVEN_EXTRA_DECIMALS
+    places = given_places(asked, decimals)
     for name in asked:
         given = [i for i in g[name].inputs if i not in asked]
         if not given:

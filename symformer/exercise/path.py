@@ -1,8 +1,9 @@
 """The student's path: every asked entry recomputed from the numbers a student writes.
 
 A student computes an asked stage from the earlier asked answers *as they wrote them*
-(rounded to the sheet's ``decimals``) and from the given tables as the sheet prints
-them (``decimals + 2`` places).  The value of that line, correctly rounded, is the
+(rounded to the sheet's ``decimals``: the student's own chain, :func:`student_chain`)
+and from the given tables as the sheet prints them (at ``decimals``, or ``decimals +
+2`` when every entry is asked).  The value of that line, correctly rounded, is the
 answer ``grade`` accepts as reader rounding; it may differ from the exact value's
 rounding (from the sheet's 2-decimal q and k, u = 4.14*4.43 + 1.21*4.56 = 23.8758 gives
 23.88 where the exact value gives 23.84).  The key prints both, and ``key.json`` gives
@@ -28,7 +29,7 @@ from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import round_fraction
 from symformer.exercise.cells import entries_of
 from symformer.exercise.margin import SOFTMAX_KINDS, clears_margin, margin_ball
-from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.exercise.settings import given_places
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.verify.chain import apply, round_values
@@ -65,12 +66,12 @@ def student_tables(g: Derivation, name: str, asked: list[str], decimals: int,
                    ) -> dict[str, tuple[Table, int]] | None:
     """The input tables of asked stage ``name`` as a student has them, with their
     places: asked inputs at ``decimals`` (from ``chain``, the student's own earlier
-    answers, where given: :func:`student_chain`), given ones at ``decimals +
-    GIVEN_EXTRA_DECIMALS`` (certified roundings of ``balls``); None when a rounding is
-    undecided."""
+    answers, where given: :func:`student_chain`), given ones as the sheet prints them
+    (:func:`~symformer.exercise.settings.given_places`; certified roundings of
+    ``balls``); None when a rounding is undecided."""
     out: dict[str, tuple[Table, int]] = {}
     for source in g[name].inputs:
-        places = decimals if source in asked else decimals + GIVEN_EXTRA_DECIMALS
+        places = decimals if source in asked else given_places(asked, decimals)
         if chain is not None and source in chain:
             out[source] = (chain[source], places)
             continue

@@ -48,7 +48,7 @@ from symformer.exercise.cells import entries_of
 from symformer.exercise.draw import drawn_key
 from symformer.exercise.fair import PATH_SHARE, score_stages
 from symformer.exercise.margin import SOFTMAX_KINDS
-from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS, Settings
+from symformer.exercise.settings import Settings, given_places
 from symformer.ops.embedding import Embedding
 from symformer.ops.normalize import Normalize
 from symformer.ops.projection import Projection
@@ -186,18 +186,18 @@ class Prefilter:
               ) -> tuple[str, str] | None:
         """``given``, ``spread`` or ``path`` clearly failed (in the certified check's
         order): an asked stage recomputed in float from its inputs rounded as a student
-        has them (asked ones at D, given ones at D + 2) lies clearly within the margin
-        (a tenth of it for ``path``) or, read from given tables, in another cell; or a
-        softmax row is clearly flatter than min_spread.  When an input's rounding is
-        not clear (within ``tol`` of a boundary: an exact tie of the student's chain),
-        that stage and the later ones are not decided here."""
+        has them (asked ones at D, given ones as the sheet prints them) lies clearly
+        within the margin (a tenth of it for ``path``) or, read from given tables, in
+        another cell; or a softmax row is clearly flatter than min_spread.  When an
+        input's rounding is not clear (within ``tol`` of a boundary: an exact tie of
+        the student's chain), that stage and the later ones are not decided here."""
         scale, margin = self._scale, self._margin
         recomputed: dict[str, np.ndarray] = {}
         for name in self._asked:
             inputs = []
             for source in self._inputs[name]:
-                places = 10.0 ** (self._decimals + (0 if source in self._asked
-                                                    else GIVEN_EXTRA_DECIMALS))
+                places = 10.0 ** (self._decimals if source in self._asked
+                                  else given_places(self._asked, self._decimals))
                 # the student's chain: an asked input as the student computed it
                 t = (recomputed[source] / scale if source in recomputed
                      else values[source]) * places

@@ -3,7 +3,7 @@
 A sheet gives, for one variant: the sentence, the notation and the definition of every
 function and symbol the equations use (:mod:`~symformer.exercise.definitions`); the
 numbers the asked stages start from (the weights of the asked steps, and every input
-table that is not itself asked, rounded to ``decimals + 2`` places so the given
+table that is not itself asked, rounded as :func:`given_places` says, so the given
 rounding cannot move an answer across the margin); then for each asked stage, under
 its title (never its stage name), its general equation
 (:func:`symformer.latex.equations.stage_equation`), an empty table with ruled cells and
@@ -33,7 +33,7 @@ from symformer.exercise.path import (
     student_tables,
     weight_places,
 )
-from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.exercise.settings import given_places
 from symformer.latex.blocks import (
     Cell,
     Heading,
@@ -116,7 +116,7 @@ def given_blocks(g: Derivation, asked: list[str], decimals: int, tag: str) -> li
                          for i in range(matrix.rows))
             named = stage.op.named_constants().get(pname)  # gamma -> \gamma
             out.append(MatrixBlock(named.latex if named else _param_latex(pname), rows))
-    places = decimals + GIVEN_EXTRA_DECIMALS
+    places = given_places(asked, decimals)
     for stage in g:
         if stage.name in asked or not any(stage.name in g[a].inputs for a in asked):
             continue
@@ -433,7 +433,7 @@ def key_json(g: Derivation, asked: list[str], decimals: int, token: int,
                     "exact": e.exact, "student": e.student,
                     "line": None if e.line is None else plain(e.line)})
     data = {"format": 1, "title": g.example.title, "decimals": decimals,
-            "given_decimals": decimals + GIVEN_EXTRA_DECIMALS, "token": token,
+            "given_decimals": given_places(asked, decimals), "token": token,
             "asked": asked, "entries": entries}
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
