@@ -5,9 +5,8 @@ every entry of every table: the query of "think", every key and value it attends
 its row of scores and weights, its output.  The asked entries are found from the
 stages' local formulas, never from their names: start from the token's row of every
 asked stage that no other asked stage reads (the last steps), and add every entry of
-an asked stage that an asked entry's formula reads.  A masked score (-inf) is asked
-(it is written as −∞) but reads nothing: the keys behind a causal mask are not asked,
-nor the values behind a masked weight (it is 0).
+an asked stage that an asked entry's formula reads.  A masked score (−∞) and its weight
+(0) are not asked (the sheet prints them), nor the keys and values behind them.
 
 :class:`Asked` is the list of asked stage names (in derivation order) carrying these
 entries; every constraint, the sheets, the key and ``grade`` look only at them
@@ -52,10 +51,12 @@ def token_path(g: Derivation, names: list[str], token: int) -> Asked:
     names = list(names)
     read = {i for n in names for i in g[n].inputs}
     found: dict[str, set[tuple[int, int]]] = {n: set() for n in names}
+    masked, zero = _masked(g, names)
+    off = masked | zero  # known from the mask: printed, never asked
     for n in names:
         if n not in read:
-            found[n] |= {(token, j) for j in range(g[n].shape[1])}
-    masked, zero = _masked(g, names)
+            found[n] |= {(token, j) for j in range(g[n].shape[1])
+                         if (n, token, j) not in off}
     for n in reversed(names):
         if not found[n]:
             continue
@@ -70,7 +71,7 @@ def token_path(g: Derivation, names: list[str], token: int) -> Asked:
                 if str(s).startswith("const:"):
                     continue
                 source, r, c = g.owner(s)
-                if source in found:
+                if source in found and (source, r, c) not in off:
                     found[source].add((r, c))
     return Asked(names, {n: frozenset(c) for n, c in found.items()})
 

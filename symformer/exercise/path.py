@@ -231,7 +231,7 @@ def stage_path(g: Derivation, name: str, tables: dict[str, tuple[Table, int]],
             if (i, j) not in cells:
                 continue
             e = _entry(g, stage, i, j, formulas[i, j], tables, position, constants,
-                       exact[i][j], decimals, others)
+                       exact[i][j], decimals, others, asked)
             if parts is not None and e.line is not None and j in dict(parts.exps):
                 line = exp_line(parts, j)
                 with precision(PRECISION):
@@ -301,13 +301,17 @@ def _weight(v: sympy.Rational, places: int | None) -> Node:
 def _entry(g: Derivation, stage: Stage, i: int, j: int, formula: sympy.Expr,
            tables: dict[str, tuple[Table, int]], position: dict,
            constants: dict[sympy.Symbol, tuple[Node, Node]], exact: str,
-           decimals: int, indexed: set[str]) -> PathEntry:
+           decimals: int, indexed: set[str], asked: list[str] | None = None) -> PathEntry:
     def number(s: sympy.Symbol) -> Fraction | None:
         source, r, c = g.owner(s)
         return tables[source][0][r][c]
 
+    # a masked score is -oo; an entry off the student's path that is exactly 0 (a
+    # masked weight) drops its term, and the value it multiplies with it
     masked = {s: -sympy.oo for s in formula.free_symbols
               if s not in constants and number(s) is None}
+    masked.update({s: 0 for s in formula.free_symbols if s not in constants
+                   and s not in masked and number(s) == 0 and _off_path(g, s, asked)})
     if masked:
         formula = formula.xreplace(masked)
     if formula.is_infinite:
@@ -338,6 +342,13 @@ def _entry(g: Derivation, stage: Stage, i: int, j: int, formula: sympy.Expr,
         value = ball(line)
     return PathEntry(stage.name, i, j, line, tree(notation), exact,
                      rounded_text(value, decimals))
+
+
+def _off_path(g: Derivation, s: sympy.Symbol, asked: list[str] | None) -> bool:
+    """Whether ``s`` names an entry of an asked stage that is not asked."""
+    source, r, c = g.owner(s)
+    return asked is not None and source in asked and \
+        (r, c) not in entries_of(asked, source, g[source].shape)
 
 
 def _other_rows(g: Derivation, formulas: sympy.Matrix, i: int) -> set[str]:

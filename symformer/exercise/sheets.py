@@ -171,8 +171,9 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                                 f"{plural(decimals, 'decimal')}.")
     table = _rows_only(table, rows)
     if not key:
-        blank = tuple(tuple(Cell(rf"\underline{{{_BLANK}}}") for _ in row)
-                      for row in table.cells)
+        blank = tuple(tuple(Cell(rf"\underline{{{_BLANK}}}") if (i, j) in cells
+                            else _off_cell(c) for j, c in enumerate(row))
+                      for i, row in zip(rows, table.cells))
         table = replace(table, cells=blank, tall=True, highlight_row=None, legend=())
         if stage.kind in SOFTMAX_KINDS:
             out.append(Prose(("In the box, write each exponential ", Math("e^{s_j}"),
@@ -185,7 +186,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
         table = _student_cells(table, rows, path)
     else:
         table = replace(table, cells=tuple(
-            tuple(c if (i, j) in cells else Cell("") for j, c in enumerate(row))
+            tuple(c if (i, j) in cells else _off_cell(c) for j, c in enumerate(row))
             for i, row in zip(rows, table.cells)))
     out.append(replace(table, legend=_extra_legend(table)))
     worked = path_worked(stage, path) if path is not None else None
@@ -197,6 +198,18 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                           f"before it:",)))
         out.append(worked)
     return out
+
+
+#: A cell of an asked row that is not asked (a key behind the causal mask): left empty.
+_OFF = r"\text{---}"
+
+
+def _off_cell(cell: Cell) -> Cell:
+    """A cell that is not asked: a masked entry as the table prints it (−∞, 0: known
+    from the mask), any other left empty."""
+    if "masked" in cell.marks:
+        return replace(cell, latex=cell.latex.replace(r"\mathbf", ""))
+    return Cell(_OFF)
 
 
 def _rows_only(table: Table, rows: list[int]) -> Table:
@@ -223,7 +236,7 @@ def _student_cells(table: Table, rows: list[int], path: list[PathEntry]) -> Tabl
         for j, cell in enumerate(row):
             e = value.get((i, j))
             if e is None:
-                cells.append(Cell(""))
+                cells.append(_off_cell(cell))
             elif e.line is None or not e.student:
                 cells.append(cell)
             else:
@@ -391,7 +404,8 @@ def markdown_document(title: str, blocks: list) -> str:
     """``blocks`` as one Markdown file (KaTeX/MathJax math); answer cells left blank."""
     body = "\n\n".join(text for b in blocks if (text := _render(b, False)))
     return (f"# {markdown_text(title)}\n\n"
-            + body.replace(f"$\\underline{{{_BLANK}}}$", " ") + "\n")
+            + body.replace(f"$\\underline{{{_BLANK}}}$", " ").replace(f"${_OFF}$", "\u2014")
+            + "\n")
 
 
 def sheet_files(g: Derivation, asked: list[str], decimals: int, token: int, tag: str = ""
