@@ -22,7 +22,7 @@ def render_markdown(trace: Trace) -> str:
     mask = (" With the causal mask." if trace.causal else "") + trace.direction
     out = [f"# {markdown_text(trace.title)}: token “{markdown_text(trace.token)}”",
            "", f"Sentence: {sentence}. The token at position {trace.position} (positions "
-           f"{trace.positions}); numbers rounded to {trace.decimals} decimals (certified)."
+           f"{trace.positions}); numbers rounded to {trace.precision} (certified)."
            f"{mask}", "", legend(trace)]
     current: tuple[str, ...] = ()
     for n, step in enumerate(trace.steps, start=1):
@@ -64,7 +64,7 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
 def body(step: Step) -> list[str]:
     """The token's row as a one-row table, then each entry's worked formula."""
     return (_table(step.symbols("latex"), [_number(v) for v in step.values])
-            + _worked(step.entries))
+            + _worked(step.lines))
 
 
 @body.register
@@ -73,7 +73,7 @@ def _(step: AttentionStep) -> list[str]:
             + [f"| ${cell_math(e.symbol('latex'))}$ | {markdown_text(e.label)} "
                f"| {_number(e.value)} |"
                for e in step.entries]
-            + _worked(step.entries))
+            + _worked(step.lines))
 
 
 @body.register
@@ -82,5 +82,5 @@ def _(step: ActivationStep) -> list[str]:
               for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
     why = (["", f"Clipped: ReLU set the entry to 0 (the certified sign of "
                 f"${step.hidden.entry('j')}$ is ≤ 0)."] if any(step.clipped) else [])
-    return _table(step.symbols("latex"), values) + why + _worked(step.entries)
+    return _table(step.symbols("latex"), values) + why + _worked(step.lines)
 

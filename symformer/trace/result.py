@@ -39,6 +39,16 @@ class Trace:
                 "from the loss back to the embeddings." if self.backward else "")
 
     @property
+    def precision(self) -> str:
+        """How the numbers are rounded: ``3 decimals``, or the backward trace's
+        ``4 significant digits``."""
+        if self.backward:
+            from symformer.trace.build import DEFAULT_DIGITS
+
+            return f"{DEFAULT_DIGITS} significant digits"
+        return f"{self.decimals} decimal" + ("" if self.decimals == 1 else "s")
+
+    @property
     def token(self) -> str:
         """The traced token."""
         return self.tokens[self.position]

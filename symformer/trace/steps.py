@@ -88,6 +88,14 @@ class Step:
     entries: tuple[Entry, ...]
     note: str = ""
     notation: Notation | None = None  # the symbol of the token's vector at this step
+    #: Worked parts the entries' lines use, shown before them (a softmax row's each
+    #: e^{s_j} and their sum Σ, as the notes work it); each an entry with its line.
+    parts: tuple[Entry, ...] = ()
+
+    @property
+    def lines(self) -> tuple[Entry, ...]:
+        """The parts, then the entries: every worked line in reading order."""
+        return (*self.parts, *self.entries)
 
     @property
     def labels(self) -> list[str]:
