@@ -85,6 +85,7 @@ def _blocks(markdown: str) -> list[tuple[int, str, str]]:
 def _steps(body: str) -> list[str]:
     """The steps of a worked block, each on one line (continuations joined)."""
     steps: list[str] = []
+    body = body.replace("\\cr ", "\\\\")  # the Markdown's portable line break
     for line in body.split(" \\\\\n"):
         line = line.replace("\\\\ &\\qquad", "")
         if line.startswith("&") and steps:
