@@ -76,8 +76,11 @@ class SignificantValues(Values):
         digits = digits or self.chosen.get(stage.name, DEFAULT_DIGITS)
         key = (stage.name, digits)
         if key not in self._tables:
-            self._tables[key] = integer_values(stage, 0) or _zeros_exact(
-                stage, stage.values(significant=digits))
+            # fixed-point text (0.00000004792, not 4.792e-8): a worked line computes
+            # with it as printed
+            self._tables[key] = integer_values(stage, 0) or _zeros_exact(stage, [
+                ["-inf" if r is None else r.fixed() for r in row]
+                for row in stage.rounded(significant=digits)])
         return self._tables[key]
 
     def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:

@@ -228,10 +228,17 @@ def _row_table(entries: tuple[Entry, ...], cells: list[str], keys: bool = False)
 
 def number_text(value: str) -> str:
     """A certified number as the page prints it: a true minus sign (U+2212, as in the
-    PDFs), ``-inf`` as −∞."""
+    PDFs), ``-inf`` as −∞, ``1.2e-9`` as 1.2×10⁻⁹."""
     if value == "-inf":
         return "\u2212\u221e"
+    if "e" in value:  # 1.234e-9: 1.234×10⁻⁹
+        mantissa, exponent = value.split("e")
+        value = f"{mantissa}\u00d710{exponent.translate(_SUPERSCRIPT)}"
     return "\u2212" + value[1:] if value.startswith("-") else value
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075"
+                                             "\u2076\u2077\u2078\u2079")
 
 
 def _cell(e: Entry, cls: str = "", style: str = "") -> str:
