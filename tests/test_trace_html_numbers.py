@@ -105,7 +105,7 @@ def test_backward_at_significant_figures(pages):
 @pytest.mark.parametrize("which", ["forward", "backward"])
 def test_the_notation_is_a_collapsed_table(pages, which):
     head = pages[which].split("<main>", 1)[0]
-    legend = re.search(r'<details class="legend"><summary>Notation \((\d+) symbols\)'
+    legend = re.search(r'<details class="legend"><summary>Notation: (\d+) symbols'
                        r'</summary><table class="notation">(.*?)</table>', head, re.S)
     assert legend
     assert legend.group(2).count("<tr>") == int(legend.group(1)) + 1  # and the header

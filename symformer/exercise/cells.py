@@ -76,13 +76,17 @@ def token_path(g: Derivation, names: list[str], token: int) -> Asked:
     return Asked(names, {n: frozenset(c) for n, c in found.items()})
 
 
+#: Softmax stage kinds (their rows are what the spread and saturation constraints read).
+SOFTMAX_KINDS = ("weights",)
+
+
 def _masked(g: Derivation, names: list[str]
             ) -> tuple[set[tuple[str, int, int]], set[tuple[str, int, int]]]:
     """The entries that are -inf (masked scores), and the softmax weights that are 0
     because their score is masked (a value behind them is not needed)."""
-    from symformer.exercise.margin import SOFTMAX_KINDS, asked_balls
-
-    balls = asked_balls(g, names)
+    needed = set(names).union(*(g.ancestors(n) for n in names))
+    every = g.evaluate(192)
+    balls = {n: every[n] for n in needed}
     masked = {(n, i, j) for n in balls for i, row in enumerate(balls[n])
               for j, b in enumerate(row) if b is NEG_INF}
     zero = {(n, i, j) for n in balls if g[n].kind in SOFTMAX_KINDS

@@ -31,7 +31,7 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
-from symformer.exercise.cells import asked_rows, entries_of
+from symformer.exercise.cells import SOFTMAX_KINDS, asked_rows, entries_of
 from symformer.exercise.settings import given_places
 from symformer.verify.chain import apply, ball, round_values
 from symformer.words import plural
@@ -39,8 +39,6 @@ from symformer.words import plural
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
 PRECISION = 192
 _HALF = arb(1) / 2
-#: Softmax stage kinds whose rows the spread criterion applies to.
-SOFTMAX_KINDS = ("weights",)
 
 
 def clears_margin(ball: arb, decimals: int, margin: arb) -> bool:

@@ -23,6 +23,8 @@ from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
 from symformer.trace.steps import (
+    DEFAULT_DIGITS,
+    MOST_DIGITS,
     ActivationStep,
     AttentionStep,
     Entry,
@@ -52,9 +54,6 @@ def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
                      f"{listing})")
 
 
-#: The significant digits of a backward step's table; its lines' operands get from
-#: these up to :data:`MOST_DIGITS`, the fewest with which every line lands on the table.
-DEFAULT_DIGITS, MOST_DIGITS = 4, 8
 
 
 class SignificantValues(Values):

@@ -171,8 +171,8 @@ def legend_html(trace: Trace) -> str:
     it is), and how indices count."""
     rows = "".join(f"<tr><td>{symbol_mathml(n)}</td><td>{_e(n.title)}</td></tr>"
                    for n in trace.notation)
-    return (f'<details class="legend"><summary>Notation ({len(trace.notation)} '
-            f'symbols)</summary><table class="notation"><tr><th>symbol</th>'
+    return (f'<details class="legend"><summary>Notation: {len(trace.notation)} '
+            f'symbols</summary><table class="notation"><tr><th>symbol</th>'
             f'<th>what it is</th></tr>{rows}</table><p>{_e(INDEX_RULE)}</p></details>')
 
 

@@ -13,7 +13,7 @@ from symformer.ops import Notation
 from symformer.trace.render_html import notebook_html
 from symformer.trace.render_latex import notebook_latex
 from symformer.trace.render_markdown import render_markdown
-from symformer.trace.steps import Step
+from symformer.trace.steps import DEFAULT_DIGITS, Step
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,6 @@ class Trace:
         """How the numbers are rounded: ``3 decimals``, or the backward trace's
         ``4 significant digits``."""
         if self.backward:
-            from symformer.trace.build import DEFAULT_DIGITS
-
             return f"{DEFAULT_DIGITS} significant digits"
         return f"{self.decimals} decimal" + ("" if self.decimals == 1 else "s")
 
