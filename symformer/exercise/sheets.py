@@ -280,7 +280,7 @@ def path_worked(stage: Stage, path: list[PathEntry]) -> Worked | None:
 
 
 #: A worked line this short (LaTeX characters of its chain) stays on one line.
-ONE_LINE = 80
+ONE_LINE = 110
 
 
 def _one_line(step: ModelStep) -> Step:
