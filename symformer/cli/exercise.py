@@ -31,7 +31,11 @@ table (defaults: embeddings 0..2 integers, weights -1/2..1/2 and biases -1..1/2 
 quarters); no asked value lies within the margin of a rounding boundary, and every
 draw is fair (scores |s| <= 4, no softmax weight above 0.9, an FFN activation input of
 both signs, no nonzero answer rounding to 0), all proved with ball arithmetic.
-The same seed gives the same files on every machine. See docs/exercises.md.
+A sheet asks one token's path through the asked steps (--token; the default sheet at
+most 40 entries; --every-entry: every entry), gives its numbers at the asked decimals,
+and the key works each entry from the numbers it printed before (a softmax row with
+each e^s and their sum). The same seed gives the same files on every machine. See
+docs/exercises.md.
 """
 
 
