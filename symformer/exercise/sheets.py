@@ -324,9 +324,10 @@ def _exp_steps(stage: Stage, e: PathEntry) -> list[Step]:
         out.append(_one_line(step))
     terms = tuple(Num(v, Fraction(v)) for _, v in e.exps.exps)
     symbols = tuple(_exp_symbol(stage, j) for j, _ in e.exps.exps)
-    step = ModelStep(_sigma(), ((EQUALS, Add(symbols) if len(symbols) > 1 else symbols[0]),
-                                (EQUALS, Add(terms) if len(terms) > 1 else terms[0]),
-                                (EQUALS, Num(e.exps.total, Fraction(e.exps.total)))))
+    total = Num(e.exps.total, Fraction(e.exps.total))
+    chain = ((EQUALS, Add(symbols)), (EQUALS, Add(terms)), (EQUALS, total)) \
+        if len(symbols) > 1 else ((EQUALS, symbols[0]), (EQUALS, total))  # one key
+    step = ModelStep(_sigma(), chain)
     out.append(_one_line(step))
     return out
 
