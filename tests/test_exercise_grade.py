@@ -135,8 +135,9 @@ def graded(tmp_path_factory) -> tuple[dict, dict]:
     root = tmp_path_factory.mktemp("e2e")
     key = root / "class"
     ask = [a for s in ASKED for a in ("--ask", s)]
+    # every entry asked (not one token's path): the planted students fill whole tables
     assert main(["exercise", "--variants", "3", "--seed", "11", "--out", str(key), *ask,
-                 "--quiet"]) == 0
+                 "--every-entry", "--quiet"]) == 0
     manifest = tomllib.loads((key / "manifest.toml").read_text())
     assert manifest["exercise"]["asked"] == ASKED
     refs = {v["id"]: Reference(key / v["example"]) for v in manifest["variant"]}

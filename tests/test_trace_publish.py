@@ -146,13 +146,13 @@ def test_backward_lines_wrap_and_wide_rows_continue():
 
 
 def test_backward_html_worked_lines_are_pieces(traces):
-    """∂L/∂r_0 = ¼·(2·∂L/∂σ²·… + ∂L/∂μ + …) = … ≈ -0.068: one <math> per piece, the
-    sum cut before its + signs, which stay binary operators."""
+    """∂L/∂r_0 = ¼·(2·∂L/∂σ²·… + ∂L/∂μ + …) = … ≈ −0.06788 (4 significant digits): one
+    <math> per piece, the sum cut before its + signs, which stay binary operators."""
     step = next(s for s in traces["backward"].steps if s.stage == "grad.layer1.add_norm2.sum")
     line = worked_line(step.entries[0].worked)
     assert line.count("<math") > 5 and line.count("<math") == line.count("</math>")
     assert '<math displaystyle="true"><mrow><mo form="infix" lspace="0em">+</mo>' in line
-    assert '<math displaystyle="true"><mrow><mo>\u2248</mo><mrow><mo>\u2212</mo><mn>0.068' \
+    assert '<math displaystyle="true"><mrow><mo>\u2248</mo><mrow><mo>\u2212</mo><mn>0.06788' \
         in line
 
 

@@ -31,7 +31,11 @@ table (defaults: embeddings 0..2 integers, weights -1/2..1/2 and biases -1..1/2 
 quarters); no asked value lies within the margin of a rounding boundary, and every
 draw is fair (scores |s| <= 4, no softmax weight above 0.9, an FFN activation input of
 both signs, no nonzero answer rounding to 0), all proved with ball arithmetic.
-The same seed gives the same files on every machine. See docs/exercises.md.
+A sheet asks one token's path through the asked steps (--token; the default sheet at
+most 40 entries; --every-entry: every entry), gives its numbers at the asked decimals,
+and the key works each entry from the numbers it printed before (a softmax row with
+each e^s and their sum). The same seed gives the same files on every machine. See
+docs/exercises.md.
 """
 
 
@@ -65,6 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no asked value within M units of the last decimal of a rounding "
                         "boundary (an exact number below 1/2; default: the template's "
                         "[exercise] margin, else 1/100)")
+    p.add_argument("--every-entry", action="store_true",
+                   help="ask every entry of the asked stages (default: the entries on "
+                        "the token's path, one token through the steps)")
     p.add_argument("--pdf", action="store_true",
                    help="also compile every sheet and key to PDF with pdflatex")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
@@ -87,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     output_directory(args.out)
     request = Request(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
-                      args.token, args.margin, args.max_work)
+                      args.token, args.margin, args.max_work, args.every_entry)
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
                              bar.note)

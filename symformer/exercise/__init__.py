@@ -24,6 +24,7 @@ from symformer.example.loader import (
     read_text_file,
     read_toml,
 )
+from symformer.exercise.cells import Asked, short_path, token_path
 from symformer.exercise.generate import (
     MAX_VARIANTS,
     Search,
@@ -54,6 +55,7 @@ class Request:
     token: str = "1"
     margin: str | None = None  # overrides the template's [exercise] margin
     max_work: int | None = None  # the search's work limit (None: the default; 0: none)
+    every_entry: bool = False  # every entry of the asked stages, not the token's path
 
 
 @dataclass
@@ -93,8 +95,12 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
     if request.margin is not None:
         settings = replace(settings, margin=margin_value(request.margin, "--margin"))
     g = derive(example_from_dict(data, source), max_work=request.max_work)
-    asked = asked_stages(g, list(request.ask), source)
     token = resolve_token(g, request.token)
+    names = asked_stages(g, list(request.ask), source)
+    # one token's path (the default sheet within MAX_ENTRIES entries), or every entry
+    # of the asked stages (docs/exercises.md)
+    asked = names if request.every_entry else short_path(g, names, token) \
+        if request.ask == DEFAULT_ASK else token_path(g, names, token)
     header = (f"# symformer exercise: variant {{id}} of {name}, seed {request.seed}.\n"
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")
@@ -113,5 +119,6 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
     files["manifest.toml"] = manifest_text(
         template=request.template or "<built-in>", seed=request.seed,
         decimals=request.decimals, margin=settings.margin, token=token, asked=asked,
+        path=isinstance(asked, Asked),
         ids=[v.id for v in variants])
     return Exercise(files, variants, asked, search, settings)

@@ -32,8 +32,9 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
-from symformer.exercise.margin import PRECISION, SOFTMAX_KINDS, clears_margin, margin_ball
-from symformer.exercise.path import path_balls, student_tables
+from symformer.exercise.cells import asked_rows, entries_of
+from symformer.exercise.margin import PRECISION, SOFTMAX_KINDS
+from symformer.exercise.path import student_chain
 from symformer.exercise.settings import Settings
 
 #: Stage kinds of the scaled scores and of the feed-forward activation.
@@ -55,13 +56,23 @@ def score_failure(g: Derivation, asked: list[str], bound: Fraction | None,
     if bound is None:
         return None
     for name in score_stages(g, asked):
+        rows = _score_rows(g, asked, name)
         for i, row in enumerate(balls[name]):
             for j, b in enumerate(row):
-                if b is NEG_INF:
+                if b is NEG_INF or i not in rows:
                     continue
                 if not moderate(b) or not _within(b, -bound, bound):
                     return f"{name}[{i},{j}]"
     return None
+
+
+def _score_rows(g: Derivation, asked: list[str], name: str) -> set[int]:
+    """The rows of score stage ``name`` a student exponentiates or writes."""
+    rows = set(asked_rows(asked, name, g[name].shape)) if name in asked else set()
+    for n in asked:
+        if g[n].kind in SOFTMAX_KINDS and g[n].inputs[0] == name:
+            rows |= set(asked_rows(asked, n, g[n].shape))
+    return rows
 
 
 def _within(b: arb, low: Fraction, high: Fraction) -> bool:
@@ -76,7 +87,10 @@ def saturated_failure(g: Derivation, asked: list[str], bound: Fraction,
         if g[name].kind not in SOFTMAX_KINDS:
             continue
         scores = balls[g[name].inputs[0]]
+        rows = asked_rows(asked, name, g[name].shape)
         for i, row in enumerate(balls[name]):
+            if i not in rows:
+                continue
             live = [b for b, s in zip(row, scores[i]) if s is not NEG_INF]
             if len(live) < 2:
                 continue
@@ -110,9 +124,10 @@ def stated_failure(g: Derivation, asked: list[str], decimals: int,
     with precision(PRECISION):
         half = arb(1) / 2
         for name in asked:
+            cells = entries_of(asked, name, g[name].shape)
             for i, row in enumerate(balls[name]):
                 for j, b in enumerate(row):
-                    if b is NEG_INF or (b.is_exact() and b == 0):
+                    if b is NEG_INF or (b.is_exact() and b == 0) or (i, j) not in cells:
                         continue
                     if not abs(b * 10 ** decimals) > half:
                         return f"{name}[{i},{j}]"
@@ -126,20 +141,9 @@ PATH_SHARE = 10
 def path_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
                  balls: dict[str, ArbMatrix]) -> str | None:
     """The first asked entry whose student's-path line lies within ``margin`` units of
-    the last decimal of a rounding boundary (a tie, or nearly)."""
-    with precision(PRECISION):
-        wide = margin_ball(margin)
-        for name in asked:
-            tables = student_tables(g, name, asked, decimals, balls)
-            if tables is None:
-                return f"{name} (an input's rounding is undecided)"
-            for i, row in enumerate(path_balls(g, name, tables)):
-                for j, value in enumerate(row):
-                    if value is None or balls[name][i][j] is NEG_INF:
-                        continue
-                    if not (value.is_finite() and clears_margin(value, decimals, wide)):
-                        return f"{name}[{i},{j}]"
-    return None
+    the last decimal of a rounding boundary (a tie, or nearly), or whose softmax line
+    over the rounded exponentials rounds otherwise (:func:`~.path.student_chain`)."""
+    return student_chain(g, asked, decimals, balls, margin)[1]
 
 
 #: The constraints the float prefilter also decides (it checks them in this order).

@@ -7,7 +7,8 @@
   to prove it counts as a failure (a rejection is always safe), so no acceptance
   depends on a float.
 * **The given numbers lead to the same answers**: an asked stage that reads tables
-  the sheet gives (not asked; printed at ``decimals + 2`` places), recomputed from
+  the sheet gives (not asked; printed at ``decimals`` places on one token's path,
+  ``decimals + 2`` when every entry is asked), recomputed from
   those printed numbers, also clears the margin and rounds to the same answer, so a
   student working from the sheet gets the key's value and the key's worked lines can
   substitute exactly the numbers given.
@@ -16,6 +17,7 @@
   lower bound of one entry minus the upper bound of another).  Rows with fewer than
   two unmasked keys (a causal mask's first row) are exempt.
 
+Only the asked entries count (one token's path: :mod:`symformer.exercise.cells`).
 Each function returns ``None`` when the constraint holds, else a short reason
 naming the first entry that fails it.
 """
@@ -29,15 +31,14 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
-from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS
+from symformer.exercise.cells import SOFTMAX_KINDS, asked_rows, entries_of
+from symformer.exercise.settings import given_places
 from symformer.verify.chain import apply, ball, round_values
 from symformer.words import plural
 
 #: Working precision (bits) of the checks: far below any margin a teacher would use.
 PRECISION = 192
 _HALF = arb(1) / 2
-#: Softmax stage kinds whose rows the spread criterion applies to.
-SOFTMAX_KINDS = ("weights",)
 
 
 def clears_margin(ball: arb, decimals: int, margin: arb) -> bool:
@@ -82,9 +83,10 @@ def margin_failure(g: Derivation, asked: list[str], decimals: int, margin: Fract
     with precision(PRECISION):
         wide = margin_ball(margin)
         for name in asked:
+            cells = entries_of(asked, name, g[name].shape)
             for i, row in enumerate(balls[name]):
                 for j, ball in enumerate(row):
-                    if ball is NEG_INF:
+                    if ball is NEG_INF or (i, j) not in cells:
                         continue  # a masked score: -inf, printed as such
                     if not ball.is_finite() or not clears_margin(ball, decimals, wide):
                         return f"{name}[{i},{j}]"
@@ -99,7 +101,10 @@ def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction,
         if g[name].kind not in SOFTMAX_KINDS:
             continue
         scores = balls[g[name].inputs[0]]
+        rows = asked_rows(asked, name, g[name].shape)
         for i, row in enumerate(balls[name]):
+            if i not in rows:
+                continue
             live = [ball_bounds(b) for b, s in zip(row, scores[i])
                     if s is not NEG_INF and moderate(b)]
             if len(live) < 2:
@@ -128,10 +133,10 @@ def _printed(values: ArbMatrix, places: int) -> list | None:
 def given_failure(g: Derivation, asked: list[str], decimals: int, margin: Fraction,
                   balls: dict[str, ArbMatrix] | None = None) -> str | None:
     """``None`` when every asked stage that reads given tables, recomputed from them as
-    printed (``decimals + 2`` places), clears the margin and rounds as its exact value;
-    else the first entry that does not."""
+    printed (:func:`~symformer.exercise.settings.given_places`), clears the margin and
+    rounds as its exact value; else the first entry that does not."""
     balls = asked_balls(g, asked) if balls is None else balls
-    places = decimals + GIVEN_EXTRA_DECIMALS
+    places = given_places(asked, decimals)
     for name in asked:
         given = [i for i in g[name].inputs if i not in asked]
         if not given:
@@ -143,10 +148,11 @@ def given_failure(g: Derivation, asked: list[str], decimals: int, margin: Fracti
                 return f"{given[0]} (its rounding to {plural(places, 'decimal')} is undecided)"
             values = apply(g[name].op, inputs)
             wide = margin_ball(margin)
+            cells = entries_of(asked, name, g[name].shape)
             for i, row in enumerate(values):
                 for j, entry in enumerate(row):
                     exact = balls[name][i][j]
-                    if entry is None or exact is NEG_INF:
+                    if entry is None or exact is NEG_INF or (i, j) not in cells:
                         continue
                     value = entry if isinstance(entry, arb) else \
                         ball(Fraction(int(entry.p), int(entry.q)))

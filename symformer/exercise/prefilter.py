@@ -44,10 +44,11 @@ from typing import Any
 import numpy as np
 
 from symformer.engine import Derivation, Stage
+from symformer.exercise.cells import entries_of
 from symformer.exercise.draw import drawn_key
 from symformer.exercise.fair import PATH_SHARE, score_stages
 from symformer.exercise.margin import SOFTMAX_KINDS
-from symformer.exercise.settings import GIVEN_EXTRA_DECIMALS, Settings
+from symformer.exercise.settings import Settings, given_places
 from symformer.ops.embedding import Embedding
 from symformer.ops.normalize import Normalize
 from symformer.ops.projection import Projection
@@ -119,9 +120,23 @@ class Prefilter:
         computed = dict(steps)
         self._compute = {n: computed.get(n, lambda drawn, inputs, op=g[n].op:
                                           op.reference(inputs)) for n in asked}
-        self._given = {n: any(i not in asked for i in g[n].inputs) for n in asked}
+        # ``given`` is decided here only for a stage computed from given tables alone: the
+        # certified check reads a mixed stage's asked inputs exact, this chain rounded
+        self._given = {n: all(i not in asked for i in g[n].inputs) for n in asked}
         self._scores = score_stages(g, asked)
         self._softmax = [n for n in asked if g[n].kind in SOFTMAX_KINDS]
+        # the asked entries (one token's path), and the rows of each softmax and score
+        self._cells = {n: _mask(g[n].shape, entries_of(asked, n, g[n].shape))
+                       for n in asked}
+        self._rows = {n: self._cells[n].any(axis=1) for n in self._softmax}
+        for n in self._scores:
+            rows = np.zeros(g[n].shape[0], dtype=bool)
+            if n in asked:
+                rows |= self._cells[n].any(axis=1)
+            for m in self._softmax:
+                if self._inputs[m][0] == n:
+                    rows |= self._rows[m]
+            self._rows[n] = rows
 
     def _forward(self, drawn: dict[str, Any]) -> tuple[dict[str, np.ndarray], float]:
         """Every needed stage of the draw in float64, and the tolerance ``tol``."""
@@ -146,7 +161,8 @@ class Prefilter:
         with np.errstate(all="ignore"):
             for name in self._asked:
                 t = values[name] * self._scale
-                bad = np.isfinite(t) & (np.abs(t - np.floor(t) - 0.5) + tol <= self._margin)
+                bad = self._cells[name] & np.isfinite(t) & (
+                    np.abs(t - np.floor(t) - 0.5) + tol <= self._margin)
                 if bad.any():
                     i, j = np.argwhere(bad)[0]
                     return "margin", f"{name}[{i},{j}]"
@@ -161,7 +177,7 @@ class Prefilter:
         for name in self._softmax:
             w, live = values[name], np.isfinite(values[self._inputs[name][0]])
             for i, (row, keep) in enumerate(zip(w, live)):
-                if keep.sum() >= 2 and \
+                if self._rows[name][i] and keep.sum() >= 2 and \
                         row[keep].max() - row[keep].min() + 2 * tol < float(self._fair.min_spread):
                     return "spread", f"{name} row {i}"
         return None
@@ -170,25 +186,34 @@ class Prefilter:
               ) -> tuple[str, str] | None:
         """``given``, ``spread`` or ``path`` clearly failed (in the certified check's
         order): an asked stage recomputed in float from its inputs rounded as a student
-        has them (asked ones at D, given ones at D + 2) lies clearly within the margin
-        (a tenth of it for ``path``) or, read from given tables, in another cell; or a
-        softmax row is clearly flatter than min_spread.  When an input's rounding is
-        not clear (within ``tol`` of a boundary), nothing is decided."""
+        has them (asked ones at D, given ones as the sheet prints them) lies clearly
+        within the margin (a tenth of it for ``path``) or, read from given tables, in
+        another cell; or a softmax row is clearly flatter than min_spread.  When an
+        input's rounding is not clear (within ``tol`` of a boundary: an exact tie of
+        the student's chain), that stage and the later ones are not decided here."""
         scale, margin = self._scale, self._margin
         recomputed: dict[str, np.ndarray] = {}
         for name in self._asked:
             inputs = []
             for source in self._inputs[name]:
-                places = 10.0 ** (self._decimals + (0 if source in self._asked
-                                                    else GIVEN_EXTRA_DECIMALS))
-                t = values[source] * places
+                places = 10.0 ** (self._decimals if source in self._asked
+                                  else given_places(self._asked, self._decimals))
+                # the student's chain: an asked input as the student computed it
+                t = (recomputed[source] / scale if source in recomputed
+                     else values[source]) * places
+                if source in recomputed:  # off the path: not read, any number will do
+                    t = np.where(self._cells[source], t, values[source] * places)
                 live = np.isfinite(t)
                 if np.any(live & (np.abs(t - np.floor(t) - 0.5) <= tol * INPUT_SHARE * places)):
-                    return None  # a rounding the float cannot tell
+                    break  # a rounding the float cannot tell: this stage and later ones
                 inputs.append(np.where(live, np.round(t) / places, values[source]))
-            recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
-        for reason, names in (("given", [n for n in self._asked if self._given[n]]),
-                              ("spread", self._softmax), ("path", self._asked)):
+            else:
+                recomputed[name] = np.asarray(self._compute[name](drawn, inputs)) * scale
+                continue
+            break
+        # the stages computed before any undecided input: what fails there fails
+        for reason, names in (("given", [n for n in recomputed if self._given[n]]),
+                              ("spread", self._softmax), ("path", list(recomputed))):
             if reason == "spread":
                 found = self._flat(values, tol)
                 if found is not None:
@@ -196,7 +221,7 @@ class Prefilter:
                 continue
             for name in names:
                 p, t = recomputed[name], values[name] * scale
-                live = np.isfinite(p) & np.isfinite(t)
+                live = self._cells[name] & np.isfinite(p) & np.isfinite(t)
                 near = np.abs(p - np.floor(p) - 0.5) + tol * scale <= (
                     margin if reason == "given" else margin / PATH_SHARE)
                 if reason == "given":
@@ -215,24 +240,34 @@ class Prefilter:
         if fair.max_score is not None:
             for name in self._scores:
                 s = values[name]
-                bad = np.isfinite(s) & (np.abs(s) - tol > float(fair.max_score))
+                bad = self._rows[name][:, None] & np.isfinite(s) & (
+                    np.abs(s) - tol > float(fair.max_score))
                 if bad.any():
                     i, j = np.argwhere(bad)[0]
                     return "score", f"{name}[{i},{j}]"
         for name in self._softmax:
             w, live = values[name], np.isfinite(values[self._inputs[name][0]])
-            rows = (live.sum(axis=1) >= 2) & np.any(live & (w - tol > float(fair.max_weight)),
-                                                    axis=1)
+            rows = self._rows[name] & (live.sum(axis=1) >= 2) & np.any(
+                live & (w - tol > float(fair.max_weight)), axis=1)
             if rows.any():
                 return "saturated", f"{name} row {int(np.argmax(rows))}"
         if fair.stated:
             for name in self._asked:
                 t = np.abs(values[name] * self._scale)
-                bad = np.isfinite(t) & (t > tol * self._scale) & (t + tol * self._scale < 0.5)
+                bad = self._cells[name] & np.isfinite(t) & (t > tol * self._scale) & (
+                    t + tol * self._scale < 0.5)
                 if bad.any():
                     i, j = np.argwhere(bad)[0]
                     return "stated", f"{name}[{i},{j}]"
         return None
+
+
+def _mask(shape: tuple[int, int], cells: frozenset[tuple[int, int]]) -> np.ndarray:
+    """A boolean table of ``shape``, True at ``cells``."""
+    out = np.zeros(shape, dtype=bool)
+    for i, j in cells:
+        out[i, j] = True
+    return out
 
 
 def _step(stage: Stage, drawn_at: dict[str, tuple[Any, ...]]

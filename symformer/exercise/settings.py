@@ -67,9 +67,19 @@ class Range:
         return f"{self.low} to {self.high} in steps of {self.step}"
 
 
-#: Extra places of the given (not asked) input tables on a sheet: a sheet prints them
-#: at ``decimals + GIVEN_EXTRA_DECIMALS``, and the key's worked lines substitute them so.
+#: Extra places of the given (not asked) input tables of a sheet asking every entry
+#: (``--every-entry``): it prints them at ``decimals + GIVEN_EXTRA_DECIMALS``, and the
+#: key's worked lines substitute them so.  A sheet of one token's path (the default)
+#: gives them at the asked decimals, as a TA's sheet does (:func:`given_places`).
 GIVEN_EXTRA_DECIMALS = 2
+
+
+def given_places(asked: list[str], decimals: int) -> int:
+    """The decimals a sheet gives its (not asked) input tables at: the asked ones on
+    one token's path (:class:`~symformer.exercise.cells.Asked`), else
+    ``decimals + GIVEN_EXTRA_DECIMALS``; the ``given`` constraint keeps only the draws
+    whose answers these printed numbers still give."""
+    return decimals if hasattr(asked, "cells") else decimals + GIVEN_EXTRA_DECIMALS
 
 
 @dataclass(frozen=True)

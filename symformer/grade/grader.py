@@ -157,6 +157,10 @@ class Grader:
                 extra.append(Remark(e.line, f"{e.stage}{e.label} = {e.text}: outside the "
                                             f"stage ({rows}x{cols}, 0-based)"))
                 continue
+            if (e.row, e.col) not in self.key.variants[sheet.variant].cells(e.stage):
+                extra.append(Remark(e.line, f"{e.stage}{e.label} = {e.text}: not asked "
+                                            f"(off the token's path)"))
+                continue
             if where in seen:
                 if seen[where].text.strip() != e.text.strip():
                     answers.pop(where, None)
@@ -178,8 +182,9 @@ class Grader:
         g = variant.derivation
         half = self.key.half
         rows, cols = g[stage].shape
+        cells = variant.cells(stage)
         targets = {(r, c): (r, c, answers[stage, r, c][0], half)
-                   for r in range(rows) for c in range(cols) if (stage, r, c) in answers}
+                   for r, c in cells if (stage, r, c) in answers}
         verdicts = dict.fromkeys(targets, "wrong")
         right = decide(targets, lambda bits: g.evaluate(bits)[stage], g, stage, source)
         pending = {k: t for k, t in targets.items() if not right[k]}
@@ -196,6 +201,8 @@ class Grader:
         points = self.points.of(stage)
         for r in range(rows):
             for c in range(cols):
+                if (r, c) not in cells:
+                    continue
                 where = (stage, r, c)
                 note, line, text = "", None, None
                 if (r, c) in verdicts:
@@ -222,9 +229,11 @@ class Grader:
         if (variant.id, stage) not in self._reader:
             g = variant.derivation
             upstream = self._upstream(g, stage)
+            printed = variant.chain() or {}  # the key's own lines, where it has a path
             if upstream:
-                chain = Chain(g, stage, replaced={s: _exact(variant.correct(s))
-                                                  for s in upstream})
+                chain = Chain(g, stage, replaced={
+                    s: _exact(printed[s] if s in printed else variant.correct(s))
+                    for s in upstream})
             else:
                 chain = Chain(g, stage, rounded=dict.fromkeys(g.ancestors(stage),
                                                              self.key.decimals))

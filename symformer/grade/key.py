@@ -38,6 +38,10 @@ class Variant:
     decimals: int
     max_work: int | None = None
     asked_where: str = ""            # the manifest's asked line
+    #: the token whose path is asked (``path = "token"``); None: every entry is asked
+    token: int | None = None
+    _cells: dict | None = field(default=None, repr=False)
+    _chain: dict | None = field(default=None, repr=False)
     _g: Derivation | None = field(default=None, repr=False)
     _correct: dict[str, list[list[Fraction | None]]] = field(default_factory=dict, repr=False)
     _text: dict[str, list[list[str]]] = field(default_factory=dict, repr=False)
@@ -83,6 +87,32 @@ class Variant:
             self._correct[stage] = table
         return self._correct[stage]
 
+    def cells(self, stage: str) -> frozenset[tuple[int, int]]:
+        """The asked entries of ``stage``: the token's path, or every entry."""
+        from symformer.exercise.cells import entries_of, token_path
+
+        g = self.derivation
+        if self._cells is None:
+            self._cells = {} if self.token is None else \
+                token_path(g, list(self.asked), self.token).cells
+        return entries_of(_Cells(self._cells), stage, g[stage].shape)
+
+    def chain(self) -> dict[str, list[list[Fraction | None]]] | None:
+        """Every asked stage as the key's worked lines give it (the student's path from
+        the given numbers and the earlier answers as written); None without a path."""
+        from symformer.exercise.cells import Asked
+        from symformer.exercise.margin import asked_balls
+        from symformer.exercise.path import student_chain
+
+        if self.token is None:
+            return None
+        if self._chain is None:
+            g = self.derivation
+            self.cells(self.asked[0])
+            asked = Asked(self.asked, self._cells)
+            self._chain = student_chain(g, asked, self.decimals, asked_balls(g, asked))[0]
+        return self._chain
+
     def correct_text(self, stage: str, row: int, col: int) -> str:
         """The correct rounding of one entry as printed in the key."""
         if stage not in self._text:
@@ -104,6 +134,14 @@ class Key:
     def half(self) -> Fraction:
         """Half a unit in the last asked decimal: an answer's tolerance."""
         return Fraction(1, 2) * Fraction(10) ** -self.decimals
+
+
+class _Cells(list):
+    """An empty asked list carrying the cells (for :func:`entries_of`)."""
+
+    def __init__(self, cells: dict) -> None:
+        super().__init__()
+        self.cells = cells
 
 
 def fixed(value: Fraction, decimals: int) -> str:
@@ -143,6 +181,15 @@ def load_key(directory: str | Path, max_work: int | None = None) -> Key:
         raise InputError(f"{asked_at}: asked must be a non-empty list of stage names")
     if len(set(asked)) != len(asked):
         raise InputError(f"{asked_at}: asked names a stage twice")
+    token = None
+    if "path" in exercise:
+        token = exercise.get("token")
+        where = at_line(source, line_of(text, "path"))
+        if exercise["path"] != "token":
+            raise InputError(f"{where}: path must be \"token\", found {exercise['path']!r}")
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise InputError(f"{at_line(source, line_of(text, 'token'))}: token must be a "
+                             f"position (a whole number from 0), found {token!r}")
     tables = data.get("variant")
     if not isinstance(tables, list) or not tables:
         raise InputError(f"{source}: no [[variant]] tables")
@@ -160,7 +207,7 @@ def load_key(directory: str | Path, max_work: int | None = None) -> Key:
         if t["id"] in variants:
             raise InputError(f"{where}: variant id {t['id']!r} given twice")
         variants[t["id"]] = Variant(t["id"], _inside(folder, t["example"], where), where,
-                                    tuple(asked), decimals, max_work, asked_at)
+                                    tuple(asked), decimals, max_work, asked_at, token)
     return Key(path, decimals, tuple(asked), variants)
 
 

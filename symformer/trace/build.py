@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
@@ -22,6 +23,8 @@ from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
 from symformer.trace.steps import (
+    DEFAULT_DIGITS,
+    MOST_DIGITS,
     ActivationStep,
     AttentionStep,
     Entry,
@@ -29,8 +32,10 @@ from symformer.trace.steps import (
     Step,
     VectorStep,
 )
-from symformer.worked.build import Values, entry_steps
+from symformer.worked.build import Values, entry_steps, worked_steps
 from symformer.worked.model import Step as WorkedStep
+from symformer.worked.model import Style
+from symformer.worked.numbers import integer_values
 
 
 def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
@@ -49,6 +54,45 @@ def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
                      f"{listing})")
 
 
+
+
+class SignificantValues(Values):
+    """The backward trace's numbers at significant digits: a step's table (and its
+    lines' results) at :data:`DEFAULT_DIGITS`, its lines' operands at :attr:`digits`
+    (the step's: :meth:`_Context.worked`); an exact integer stage as integers, an exact
+    0 as ``0``, whatever decimals the line builder asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.digits = DEFAULT_DIGITS
+        self.current = ""  # the step whose lines are being built: its own digits
+        self.chosen: dict[str, int] = {}
+        self._tables: dict[tuple[str, int], list[list[str]]] = {}
+
+    def table(self, stage: Stage, digits: int | None = None) -> list[list[str]]:
+        """Every entry of ``stage`` at ``digits`` significant digits (default: the
+        digits chosen for its step, else :data:`DEFAULT_DIGITS`)."""
+        digits = digits or self.chosen.get(stage.name, DEFAULT_DIGITS)
+        key = (stage.name, digits)
+        if key not in self._tables:
+            # fixed-point text (0.00000004792, not 4.792e-8): a worked line computes
+            # with it as printed
+            self._tables[key] = integer_values(stage, 0) or _zeros_exact(stage, [
+                ["-inf" if r is None else r.fixed() for r in row]
+                for row in stage.rounded(significant=digits)])
+        return self._tables[key]
+
+    def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
+        own = stage.name == self.current
+        return self.table(stage, None if own else self.digits)[i][j]
+
+
+def _zeros_exact(stage: Stage, table: list[list[str]]) -> list[list[str]]:
+    """``table`` with an entry that is exactly 0 written ``0``."""
+    return [["0" if text not in ("-inf",) and Fraction(text) == 0 else text
+             for text in row] for row in table]
+
+
 @dataclass
 class _Context:
     """What every builder needs: the derivation, the token's row, rounded values."""
@@ -63,8 +107,14 @@ class _Context:
     symbolic: bool = False
 
     def values(self, name: str) -> list[list[str]]:
+        """A stage's numbers as the trace prints them: integers for a stage of exact
+        integers (4, not 4.000), the backward trace's at significant digits."""
+        if isinstance(self.printed, SignificantValues):
+            return self.printed.table(self.g[name])
         if name not in self._values:
-            self._values[name] = self.g[name].values(decimals=self.decimals)
+            stage = self.g[name]
+            self._values[name] = integer_values(stage, self.decimals) or \
+                stage.values(decimals=self.decimals)
         return self._values[name]
 
     def row_of(self, stage: Stage) -> list[str]:
@@ -72,18 +122,33 @@ class _Context:
 
     def worked(self, stage: Stage) -> list[WorkedStep | None]:
         """Each entry's local formula with its operands' printed numbers substituted
-        (recomputable from them: :func:`symformer.worked.build.entry_steps`)."""
-        return entry_steps(stage, self.row, self.decimals, self.printed, self.symbolic)
+        (recomputable from them: :func:`symformer.worked.build.entry_steps`).  In the
+        backward trace the step's table has :data:`DEFAULT_DIGITS` significant digits
+        and its lines' operands the fewest from there with which every line lands on
+        the table (no line whose printed operands give another value), at most
+        :data:`MOST_DIGITS`."""
+        if not isinstance(self.printed, SignificantValues):
+            return entry_steps(stage, self.row, self.decimals, self.printed, self.symbolic)
+        printed = self.printed
+        printed.current, printed.chosen[stage.name] = stage.name, DEFAULT_DIGITS
+        for digits in range(DEFAULT_DIGITS, MOST_DIGITS + 1):
+            printed.digits = digits
+            steps = entry_steps(stage, self.row, self.decimals, printed, self.symbolic)
+            if all(s is None or s.exact is None for s in steps):
+                break
+        printed.current = ""
+        return steps
 
 
-def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None
-             ) -> tuple[Entry, ...]:
+def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None,
+             worked: list[WorkedStep | None] | None = None) -> tuple[Entry, ...]:
     """The token's row: each entry with its label, value, worked line and symbol."""
     labels = labels or list(stage.cols)
+    if worked is None:
+        worked = ctx.worked(stage)  # first: the backward step's digits are chosen there
     return tuple(
-        Entry(label, value, worked, notation(stage), index(stage, j))
-        for j, (label, value, worked) in enumerate(zip(labels, ctx.row_of(stage),
-                                                       ctx.worked(stage))))
+        Entry(label, value, line, notation(stage), index(stage, j))
+        for j, (label, value, line) in enumerate(zip(labels, ctx.row_of(stage), worked)))
 
 
 def _common(ctx: _Context, stage: Stage) -> dict:
@@ -105,9 +170,33 @@ def _attention(ctx: _Context, stage: Stage) -> Step:
     if not isinstance(stage.op, DotScores) and blocked:
         note = "causal mask: keys after the token are blocked"
         masked = tuple((ctx.row, j) in blocked for j in range(stage.shape[1]))
-    return AttentionStep(**_common(ctx, stage), entries=_entries(ctx, stage, keys), note=note,
-        heat=stage.op.heat, query=ctx.row, masked=masked,
+    parts, worked = _parts(ctx, stage)
+    return AttentionStep(**_common(ctx, stage), entries=_entries(ctx, stage, keys, worked),
+        note=note, heat=stage.op.heat, query=ctx.row, masked=masked, parts=parts,
         matrix=tuple(map(tuple, ctx.values(stage.name))) if stage.op.heat else ())
+
+
+def _parts(ctx: _Context, stage: Stage
+           ) -> tuple[tuple[Entry, ...], list[WorkedStep | None] | None]:
+    """A forward softmax row as the notes work it: each e^{s_j} and their sum Σ (the
+    operation's worked parts, :func:`symformer.worked.build.worked_steps`), then each
+    entry over them; ``((), None)`` for any other step (its entries' own lines)."""
+    if isinstance(ctx.printed, SignificantValues) or not stage.op.worked_parts(
+            stage, ctx.row, list(stage.local.row(ctx.row))):
+        return (), None
+    steps = worked_steps(stage, ctx.row, Style(ctx.decimals), ctx.printed,
+                         symbolic=False, parts=True).steps
+    last = {s.col: k for k, s in enumerate(steps) if s.col is not None}
+    entries = {s.col: s for k, s in enumerate(steps) if last.get(s.col) == k}
+    parts = tuple(Entry("", _result(s), s) for k, s in enumerate(steps)
+                  if last.get(s.col) != k)
+    return parts, [entries.get(j) for j in range(stage.shape[1])]
+
+
+def _result(step: WorkedStep) -> str:
+    """A worked step's printed result."""
+    node = step.chain[-1][1]
+    return getattr(node, "text", "")
 
 
 def _layer_norm(ctx: _Context, stage: Stage) -> Step:
@@ -156,11 +245,15 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
                 heads: Collection[int] | None = None) -> Trace:
     """Follow one token (a 0-based position or a word) through every stage of ``side``.
 
-    Every number is a certified rounding to ``decimals`` places; the worked formulas
-    substitute those rounded numbers into each entry's exact local formula.  With
-    ``backward`` the steps are the loss and the token's gradients, from the loss back
-    to the embeddings (the example needs a ``[loss]``).  ``heads`` (1-based): only
-    those heads' steps (the others are still derived where later steps read them).
+    Every number is a certified rounding to ``decimals`` places (a stage of exact
+    integers as integers); the worked formulas substitute those rounded numbers into
+    each entry's exact local formula.  With ``backward`` the steps are the loss and the
+    token's gradients, from the loss back to the embeddings (the example needs a
+    ``[loss]``), every number at significant digits (:data:`DEFAULT_DIGITS` in the
+    tables, a step's operands at one number of digits chosen so its lines land on its
+    table: gradients span magnitudes, and fixed decimals print 0.001 for 0.001234).
+    ``heads`` (1-based): only those heads' steps (the others are still derived where
+    later steps read them).
     """
     sides = {s.side for s in g}
     if side not in sides:
@@ -171,9 +264,9 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
     position = resolve_token(tokens, token)
     ctx = _Context(g, position, decimals)
     steps, shown = [], []
-    if backward:
+    if backward:  # gradients span magnitudes: significant digits, not decimals
         g = with_gradients(g)
-        ctx = _Context(g, position, decimals, symbolic=True)
+        ctx = _Context(g, position, decimals, printed=SignificantValues(), symbolic=True)
         stages = _gradients(g, side, tokens)
         steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
         shown.append(stages[0])

@@ -72,6 +72,11 @@ ul.worked math{text-indent:0}
 .heatmap tr.traced td{outline:2px solid #24364b}
 .note{color:#5a6470;font-style:italic}
 .legend{font-size:.85em;margin:6px 0 0;max-width:70em}
+.legend summary{cursor:pointer}
+table.notation{border-collapse:collapse;margin:6px 0;background:#fff;color:#1b1b1b}
+table.notation th,table.notation td{border:1px solid #d5d9de;padding:2px 8px;
+ text-align:left}
+table.notation th{background:#f0f2f5;font-weight:normal}
 """
 
 _SCRIPT = """
@@ -151,7 +156,7 @@ def sentence_html(trace: Trace) -> str:
         f'<span{" class=traced" if i == trace.position else ""}>{i}: {_e(t)}</span>'
         for i, t in enumerate(trace.tokens))
     return (f'<div class="sentence">{spans} — token “{_e(trace.token)}” at position '
-            f'{trace.position} (positions {trace.positions}), {trace.decimals} decimals '
+            f'{trace.position} (positions {trace.positions}), {trace.precision} '
             f'(certified)</div>')
 
 
@@ -162,9 +167,13 @@ def symbol_mathml(notation: Notation, index: int | None = None) -> str:
 
 
 def legend_html(trace: Trace) -> str:
-    """The notation: every symbol the trace uses, and how indices count."""
-    items = "; ".join(f"{symbol_mathml(n)}: {_e(n.title)}" for n in trace.notation)
-    return f'<p class="legend">Notation: {items}. {_e(INDEX_RULE)}</p>'
+    """The notation, collapsed: a table of every symbol the trace uses (symbol, what
+    it is), and how indices count."""
+    rows = "".join(f"<tr><td>{symbol_mathml(n)}</td><td>{_e(n.title)}</td></tr>"
+                   for n in trace.notation)
+    return (f'<details class="legend"><summary>Notation: {len(trace.notation)} '
+            f'symbols</summary><table class="notation"><tr><th>symbol</th>'
+            f'<th>what it is</th></tr>{rows}</table><p>{_e(INDEX_RULE)}</p></details>')
 
 
 def _symbol(e: Entry) -> str:
@@ -217,10 +226,26 @@ def _row_table(entries: tuple[Entry, ...], cells: list[str], keys: bool = False)
     return f'<div class="rows scroll">{tables}</div>'
 
 
+def number_text(value: str) -> str:
+    """A certified number as the page prints it: a true minus sign (U+2212, as in the
+    PDFs), ``-inf`` as −∞, ``1.2e-9`` as 1.2×10⁻⁹."""
+    if value == "-inf":
+        return "\u2212\u221e"
+    if "e" in value:  # 1.234e-9: 1.234×10⁻⁹
+        mantissa, exponent = value.split("e")
+        value = f"{mantissa}\u00d710{exponent.translate(_SUPERSCRIPT)}"
+    return "\u2212" + value[1:] if value.startswith("-") else value
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075"
+                                             "\u2076\u2077\u2078\u2079")
+
+
 def _cell(e: Entry, cls: str = "", style: str = "") -> str:
     classes = f"value {cls}".strip()
     extra = f' style="{style}"' if style else ""
-    return f'<td class="{classes}" data-label="{_e(e.label)}"{extra}>{_e(e.value)}</td>'
+    return (f'<td class="{classes}" data-label="{_e(e.label)}"{extra}>'
+            f'{_e(number_text(e.value))}</td>')
 
 
 def worked_line(step: WorkedStep) -> str:
@@ -247,7 +272,8 @@ def _heatmap(step: AttentionStep) -> str:
     rows = []
     for i, (label, row) in enumerate(zip(step.labels, step.matrix)):
         traced = ' class="traced"' if i == step.query else ""
-        cells = "".join(f'<td style="{_heat_style(v)}">{_e(v)}</td>' for v in row)
+        cells = "".join(f'<td style="{_heat_style(v)}">{_e(number_text(v))}</td>'
+                        for v in row)
         rows.append(f"<tr{traced}><th>{_e(label)}</th>{cells}</tr>")
     return (f'<div class="scroll"><table class="heatmap"><caption>All queries (rows) '
             f'against all keys (columns); the traced token\'s row is outlined.</caption>'
@@ -257,7 +283,7 @@ def _heatmap(step: AttentionStep) -> str:
 @singledispatch
 def body(step: Step) -> str:
     """The token's row and its worked formulas (vector steps)."""
-    return _row_table(step.entries, [_cell(e) for e in step.entries]) + _worked(step.entries)
+    return _row_table(step.entries, [_cell(e) for e in step.entries]) + _worked(step.lines)
 
 
 @body.register
@@ -272,7 +298,7 @@ def _(step: AttentionStep) -> str:
         else:
             cells.append(_cell(e))
     heatmap = _heatmap(step) if step.matrix else ""
-    return _row_table(step.entries, cells, keys=True) + heatmap + _worked(step.entries)
+    return _row_table(step.entries, cells, keys=True) + heatmap + _worked(step.lines)
 
 
 def _hidden(step: ActivationStep) -> str:
@@ -286,7 +312,7 @@ def _(step: ActivationStep) -> str:
     cells = [_cell(e, "clipped" if c else "") for e, c in zip(step.entries, clipped)]
     legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 (the '
               f"certified sign of {_hidden(step)} is ≤ 0).</p>") if any(clipped) else ""
-    return _row_table(step.entries, cells) + legend + _worked(step.entries)
+    return _row_table(step.entries, cells) + legend + _worked(step.lines)
 
 
 __all__ = ["STYLE", "cards_html", "mathml_number", "notebook_html", "render_html",

@@ -40,7 +40,7 @@ def step_dict(step: Step) -> dict:
     data: dict = {"type": type(step).__name__, "labels": step.labels, "values": step.values}
     for f in dataclasses.fields(step):
         value = getattr(step, f.name)
-        if f.name == "entries":
+        if f.name in ("entries", "parts"):  # parts: a softmax row's e^{s_j} and Σ
             value = [_entry(e) for e in value]
         elif f.name == "general":
             value = [_general(g) for g in value]

@@ -45,7 +45,7 @@ def trace_blocks(trace: Trace) -> list:
     mask = (" With the causal mask." if trace.causal else "") + trace.direction
     blocks: list = [Prose((f"The sentence ({sentence}); the token at position "
                            f"{trace.position} (positions {trace.positions}), rounded to "
-                           f"{trace.decimals} decimals (certified).{mask}",)),
+                           f"{trace.precision} (certified).{mask}",)),
                     legend_prose(trace.notation)]
     current: tuple[str, ...] = ()
     for step in trace.steps:
@@ -88,7 +88,7 @@ def _symbol(step: Step) -> str:
 def step_blocks(step: Step, trace: Trace) -> list:
     """The blocks of one step (vector steps: the row as a ``bmatrix``)."""
     vector = MatrixBlock(_symbol(step), (tuple(latex_number(v) for v in step.values),))
-    return _equations(step) + [vector] + _worked(step.entries) + _note(step)
+    return _equations(step) + [vector] + _worked(step.lines) + _note(step)
 
 
 @step_blocks.register(AttentionStep)
@@ -101,7 +101,7 @@ def _(step: AttentionStep, trace: Trace) -> list:
                   f"tab:{step.stage}", ((trace.position, trace.token),),
                   tuple(f"{e.symbol('latex')}\\,{word_label(e.label.split(' ', 1)[1])}"
                         for e in step.entries), (cells,), 0)
-    return _equations(step) + [table] + _worked(step.entries) + _note(step)
+    return _equations(step) + [table] + _worked(step.lines) + _note(step)
 
 
 @step_blocks.register(ActivationStep)
@@ -110,7 +110,7 @@ def _(step: ActivationStep, trace: Trace) -> list:
                 for v, clip in zip(step.values, step.clipped or [False] * len(step.values)))
     note = [Prose(("Boxed entries were clipped by ReLU (certified ",
                    Math(f"{step.hidden.entry('j')} \\le 0"), ").",))] if any(step.clipped) else []
-    return _equations(step) + [MatrixBlock(_symbol(step), (row,))] + note + _worked(step.entries)
+    return _equations(step) + [MatrixBlock(_symbol(step), (row,))] + note + _worked(step.lines)
 
 
 def notebook_latex(trace: Trace) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
@@ -16,13 +17,33 @@ if TYPE_CHECKING:
     from symformer.trace.result import Trace
 
 
+#: Backslash sequences a Markdown parser reads as escapes before MathJax sees the math
+#: (CommonMark: a backslash before ASCII punctuation), written the way both MathJax and
+#: KaTeX read after it: ``\\`` as ``\cr``, ``\{`` as ``\lbrace``.
+PORTABLE = ((r"\\", r"\cr "), (r"\{", r"\lbrace "), (r"\}", r"\rbrace "),
+            (r"\,", r"\thinspace "), (r"\;", r"\medspace "), (r"\!", r"\negthinspace "))
+
+
+def portable(markdown: str) -> str:
+    """``markdown`` with the math in ``$...$`` and ``$$...$$`` written so MathJax
+    (which reads the page after the Markdown parser) renders it as KaTeX does: no
+    backslash before punctuation that the parser would eat (:data:`PORTABLE`)."""
+    def fix(m: re.Match) -> str:
+        math = m.group(0)
+        for old, new in PORTABLE:
+            math = math.replace(old, new)
+        return math
+    return re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", fix, markdown, flags=re.S)
+
+
 def render_markdown(trace: Trace) -> str:
-    """Every step as a heading, its formula, a table of the token's row, worked lines."""
+    """Every step as a heading, its formula, a table of the token's row, worked lines;
+    math that MathJax renders as KaTeX does (:func:`portable`)."""
     sentence = ", ".join(f"{i}: {markdown_text(t)}" for i, t in enumerate(trace.tokens))
     mask = (" With the causal mask." if trace.causal else "") + trace.direction
     out = [f"# {markdown_text(trace.title)}: token “{markdown_text(trace.token)}”",
            "", f"Sentence: {sentence}. The token at position {trace.position} (positions "
-           f"{trace.positions}); numbers rounded to {trace.decimals} decimals (certified)."
+           f"{trace.positions}); numbers rounded to {trace.precision} (certified)."
            f"{mask}", "", legend(trace)]
     current: tuple[str, ...] = ()
     for n, step in enumerate(trace.steps, start=1):
@@ -34,7 +55,7 @@ def render_markdown(trace: Trace) -> str:
         out += [""] + body(step)
         if step.note:
             out += ["", markdown_text(step.note)]
-    return "\n".join(out) + "\n"
+    return portable("\n".join(out) + "\n")
 
 
 def legend(trace: Trace) -> str:
@@ -64,7 +85,7 @@ def _worked(entries: list[Entry] | tuple[Entry, ...]) -> list[str]:
 def body(step: Step) -> list[str]:
     """The token's row as a one-row table, then each entry's worked formula."""
     return (_table(step.symbols("latex"), [_number(v) for v in step.values])
-            + _worked(step.entries))
+            + _worked(step.lines))
 
 
 @body.register
@@ -73,7 +94,7 @@ def _(step: AttentionStep) -> list[str]:
             + [f"| ${cell_math(e.symbol('latex'))}$ | {markdown_text(e.label)} "
                f"| {_number(e.value)} |"
                for e in step.entries]
-            + _worked(step.entries))
+            + _worked(step.lines))
 
 
 @body.register
@@ -82,5 +103,5 @@ def _(step: ActivationStep) -> list[str]:
               for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
     why = (["", f"Clipped: ReLU set the entry to 0 (the certified sign of "
                 f"${step.hidden.entry('j')}$ is ≤ 0)."] if any(step.clipped) else [])
-    return _table(step.symbols("latex"), values) + why + _worked(step.entries)
+    return _table(step.symbols("latex"), values) + why + _worked(step.lines)
 

@@ -33,7 +33,7 @@ def header(trace: Trace) -> str:
     sentence = "  ".join(f"{i}:{t}" for i, t in enumerate(trace.tokens))
     mask = ", causal mask" if trace.causal else ""
     return (f"{trace.title}: token {trace.token!r} at position {trace.position} "
-            f"(positions {trace.positions}{mask}; {trace.decimals} decimals)\n"
+            f"(positions {trace.positions}{mask}; {trace.precision})\n"
             + (_wrap(trace.direction.strip(), "") + "\n" if trace.backward else "")
             + _wrap(f"sentence: {sentence}", "") + "\n"
             + _wrap(legend_text(trace.notation), ""))
@@ -79,7 +79,7 @@ def _table(labels: list[str], values: list[str]) -> list[str]:
 @singledispatch
 def body(step: Step) -> list[str]:
     """The token's numbers and their worked formulas (vector steps)."""
-    return _table(step.symbols(), step.values) + _worked(step.entries)
+    return _table(step.symbols(), step.values) + _worked(step.lines)
 
 
 @body.register
@@ -93,7 +93,7 @@ def _(step: AttentionStep) -> list[str]:
             bar = "  " + "#" * round(40 * abs(float(display_value(e.value))))  # display only
         lines.append(f"  {e.symbol().ljust(sym)}  key {e.label.ljust(width)}  "
                      f"{e.value.rjust(8)}{bar}")
-    return lines + _worked(step.entries)
+    return lines + _worked(step.lines)
 
 
 @body.register
@@ -104,4 +104,4 @@ def _(step: ActivationStep) -> list[str]:
     lines = _table([symbol + " " for symbol in step.symbols()], values)
     if any(step.clipped):
         lines.append(f"  (* clipped: {step.hidden.entry('j', fmt='text')} ≤ 0, so ReLU gives 0)")
-    return lines + _worked(step.entries)
+    return lines + _worked(step.lines)

@@ -13,7 +13,7 @@ from symformer.ops import Notation
 from symformer.trace.render_html import notebook_html
 from symformer.trace.render_latex import notebook_latex
 from symformer.trace.render_markdown import render_markdown
-from symformer.trace.steps import Step
+from symformer.trace.steps import DEFAULT_DIGITS, Step
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,14 @@ class Trace:
         """A sentence saying what a backward trace shows (empty for the forward one)."""
         return (" Backward pass: the loss, then the token's gradients \u2202L/\u2202x, "
                 "from the loss back to the embeddings." if self.backward else "")
+
+    @property
+    def precision(self) -> str:
+        """How the numbers are rounded: ``3 decimals``, or the backward trace's
+        ``4 significant digits``."""
+        if self.backward:
+            return f"{DEFAULT_DIGITS} significant digits"
+        return f"{self.decimals} decimal" + ("" if self.decimals == 1 else "s")
 
     @property
     def token(self) -> str:

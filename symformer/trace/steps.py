@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from symformer.ops import Notation
 from symformer.worked.model import Step as WorkedStep
 
+#: The significant digits of a backward step's table; its lines' operands get from
+#: these up to :data:`MOST_DIGITS`, the fewest with which every line lands on the table.
+DEFAULT_DIGITS, MOST_DIGITS = 4, 8
+
 
 @dataclass(frozen=True)
 class General:
@@ -88,6 +92,14 @@ class Step:
     entries: tuple[Entry, ...]
     note: str = ""
     notation: Notation | None = None  # the symbol of the token's vector at this step
+    #: Worked parts the entries' lines use, shown before them (a softmax row's each
+    #: e^{s_j} and their sum Σ, as the notes work it); each an entry with its line.
+    parts: tuple[Entry, ...] = ()
+
+    @property
+    def lines(self) -> tuple[Entry, ...]:
+        """The parts, then the entries: every worked line in reading order."""
+        return (*self.parts, *self.entries)
 
     @property
     def labels(self) -> list[str]:
