@@ -416,6 +416,15 @@ def test_summary_is_whole_class(tmp_path, refs, key_dir):
     assert [r["variant"] for r in rows] == ["v01", "v02", "v01"]
     assert all(r["total"] == r["maximum"] == "64" for r in rows)
     assert sorted(p.name for p in (out / "feedback").iterdir()) == ["s0.md", "s1.md", "s2.md"]
+    # on two local processes: the same files, in the same order (symformer.parallel)
+    (tmp_path / "s1.csv").write_text("not,a\nsheet\n")  # a failure is named, others kept
+    parallel, serial = tmp_path / "par", tmp_path / "ser"
+    for folder, jobs in ((serial, "1"), (parallel, "2")):
+        assert main(["grade", *map(str, files), "--key", str(key_dir), "--out", str(folder),
+                     "--quiet", "--keep-going", "--jobs", jobs]) == 1
+    for name in ("summary.csv", "feedback/s0.md", "feedback/s2.md"):
+        assert (parallel / name).read_text() == (serial / name).read_text()
+    assert "s1.csv" in (parallel / "summary.csv").read_text()
 
 
 @given(st.sets(st.integers(0, 63), max_size=12), st.sets(st.integers(0, 63), max_size=12))

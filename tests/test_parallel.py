@@ -46,3 +46,11 @@ def test_a_dask_cluster_gives_the_same_results() -> None:
     with pytest.raises(InputError, match="no Dask scheduler"):
         run_tasks(certified_output, TASKS, NAMES, scheduler="tcp://127.0.0.1:9",
                   connect_timeout=2)
+
+
+def test_exercise_sheets_on_two_processes_are_the_same_files() -> None:
+    from symformer.exercise import Request, make_exercise
+
+    serial = make_exercise(Request(None, 2, seed=7)).files
+    parallel = make_exercise(Request(None, 2, seed=7, jobs=2)).files
+    assert parallel == serial and len(serial) > 10

@@ -7,6 +7,7 @@ import argparse
 from symformer.cli._common import bounded_int, token_text, work_limit
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
+from symformer.parallel import MAX_JOBS
 
 ORDER = 75
 #: Decimals an exercise may ask for (by hand: a few).
@@ -79,6 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "exceed N operations, and stop a search before it would pass N "
                         "(every draw counts; default 5,000,000, or SYMFORMER_MAX_WORK; 0: "
                         "no limit; see docs/exercises.md)")
+    p.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=1, metavar="N",
+                   help="build the variants' sheets and keys on N local processes (default "
+                        "1; the same files as one process)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="build each variant's sheets as a task on the Dask scheduler at "
+                        "ADDRESS (tcp://host:8786; needs the distributed package)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -94,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     output_directory(args.out)
     request = Request(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
-                      args.token, args.margin, args.max_work, args.every_entry)
+                      args.token, args.margin, args.max_work, args.every_entry, args.jobs,
+                      args.scheduler)
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
                              bar.note)

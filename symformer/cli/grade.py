@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import lru_cache
 from pathlib import Path
 
-from symformer.cli._common import work_limit
+from symformer.cli._common import bounded_int, work_limit
 from symformer.display import Progress
 from symformer.errors import InputError
 from symformer.escape import plain_text
@@ -16,6 +17,7 @@ from symformer.grade.grader import Grader, StudentGrade
 from symformer.grade.key import load_key
 from symformer.grade.points import Points, load_points
 from symformer.grade.report import class_table, feedback, feedback_names, summary_csv
+from symformer.parallel import MAX_JOBS, run_tasks
 
 ORDER = 47
 
@@ -54,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="skip an answer file that cannot be read or names an unknown "
                         "variant (listed in summary.csv; exit status 1)")
+    p.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=1, metavar="N",
+                   help="grade on N local processes (default 1); the results are the "
+                        "serial run's, in the same order")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="grade each answer file as a task on the Dask scheduler at ADDRESS "
+                        "(tcp://host:8786; needs the distributed package)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
                    help="refuse variants estimated to need more than N operations")
@@ -76,6 +84,40 @@ def answer_files(items: list[str]) -> list[Path]:
     return files
 
 
+def key_fingerprint(key_dir: str, points_path: str | None) -> str:
+    """A digest of what grading reads of the key (its manifest, the variants' examples)
+    and of the points file: a process's cached grader is reused only for the same."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    folder = Path(key_dir)
+    for path in [folder / "manifest.toml", *sorted(folder.glob("*/example.toml")),
+                 *([Path(points_path)] if points_path else [])]:
+        digest.update(str(path).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes()[:2**24] if path.is_file() else b"-")
+        except OSError:
+            digest.update(b"?")
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=4)
+def _grader(key_dir: str, points_path: str | None, max_work: int | None,
+            fingerprint: str) -> Grader:
+    """One key's grader, made once per process (it caches what every student shares)."""
+    key = load_key(key_dir, max_work)
+    return Grader(key, load_points(points_path, key.asked) if points_path else Points())
+
+
+def grade_file(key_dir: str, points_path: str | None, path: str, max_work: int | None,
+               fingerprint: str) -> StudentGrade:
+    """One task: the answer file ``path`` graded against the key of ``key_dir``."""
+    grader = _grader(key_dir, points_path, max_work, fingerprint)
+    sheet: AnswerSheet = read_answers(Path(path))
+    grader.variant(sheet)
+    return grader.grade(sheet)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer grade``; messages show answer files' names and text escaped
     (a file name in a students' folder is theirs to choose)."""
@@ -89,23 +131,23 @@ def _grade(args: argparse.Namespace) -> int:
     output_directory(args.out)  # an empty path or a file is refused before any work
     key = load_key(args.key, args.max_work)
     points = load_points(args.points, key.asked) if args.points else Points()
-    grader = Grader(key, points)
     grades: list[StudentGrade] = []
     skipped: list[tuple[Path, str]] = []
     paths = answer_files(args.answers)
+    fingerprint = key_fingerprint(str(args.key), args.points)
+    tasks = [(str(args.key), args.points, str(path), args.max_work, fingerprint)
+             for path in paths]
     with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:
-        for path in paths:
-            bar.update(plain_text(path.name))
-            try:
-                sheet: AnswerSheet = read_answers(path)
-                grader.variant(sheet)
-            except InputError as exc:
-                if not args.keep_going:
-                    raise
-                skipped.append((path, str(exc)))
-                print(f"symformer grade: skipped: {plain_text(str(exc))}", file=sys.stderr)
-                continue
-            grades.append(grader.grade(sheet))
+        outcomes = run_tasks(grade_file, tasks, [plain_text(p.name) for p in paths],
+                             jobs=args.jobs, scheduler=args.scheduler, progress=bar.step)
+    for path, outcome in zip(paths, outcomes):  # in the files' order, as a serial run
+        if outcome.ok:
+            grades.append(outcome.value)
+            continue
+        if not args.keep_going:
+            raise InputError(outcome.error)
+        skipped.append((path, outcome.error))
+        print(f"symformer grade: skipped: {plain_text(outcome.error)}", file=sys.stderr)
     files = {"summary.csv": summary_csv(grades, key.asked, skipped)}
     for name, g in zip(feedback_names(grades), grades):
         files[f"feedback/{name}"] = feedback(g, key.asked, points)

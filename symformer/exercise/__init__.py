@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from symformer.blocks import derive
+from symformer.errors import InputError
 from symformer.example.loader import (
     builtin_text,
     example_from_dict,
@@ -56,6 +57,8 @@ class Request:
     margin: str | None = None  # overrides the template's [exercise] margin
     max_work: int | None = None  # the search's work limit (None: the default; 0: none)
     every_entry: bool = False  # every entry of the asked stages, not the token's path
+    jobs: int = 1  # the variants' sheets and keys on this many local processes
+    scheduler: str | None = None  # ... or as tasks on this Dask scheduler
 
 
 @dataclass
@@ -81,6 +84,16 @@ def read_template(template: str | None) -> tuple[dict, str, str]:
     text = read_text_file(path, "a template .toml file",
                           f" (packaged examples: {', '.join(sorted(packaged))})")
     return read_toml(text, str(path)), str(path), path.name
+
+
+def variant_sheets(text: str, vid: str, asked: list[str], decimals: int, token: int,
+                   max_work: int | None) -> tuple[dict[str, str], list]:
+    """One task: a variant's sheets and key, from its example file's text (the variant
+    derived again where the task runs, exactly as the search derived it)."""
+    from symformer.example.loader import parse_example
+
+    g = derive(parse_example(text, f"{vid}/example.toml"), max_work=max_work)
+    return sheet_files(g, asked, decimals, token, f"{vid}:")
 
 
 def make_exercise(request: Request, progress: Callable[[int, int], None] | None = None,
@@ -110,9 +123,22 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
                                      token)
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
-    for v in variants:
+    if request.jobs == 1 and request.scheduler is None:
+        made_all = [sheet_files(v.derivation, asked, request.decimals, token, f"{v.id}:")
+                    for v in variants]
+    else:  # each variant's sheets a task (symformer.parallel), in the variants' order
+        from symformer.parallel import run_tasks
+
+        outcomes = run_tasks(variant_sheets, [(v.text, v.id, asked, request.decimals, token,
+                                               request.max_work) for v in variants],
+                             [v.id for v in variants], jobs=request.jobs,
+                             scheduler=request.scheduler)
+        failed = next((o for o in outcomes if not o.ok), None)
+        if failed is not None:
+            raise InputError(f"variant {failed.name}: {failed.error}")
+        made_all = [o.value for o in outcomes]
+    for v, (made, key) in zip(variants, made_all):
         files[f"{v.id}/example.toml"] = v.text
-        made, key = sheet_files(v.derivation, asked, request.decimals, token, f"{v.id}:")
         files.update({f"{v.id}/{k}": text for k, text in made.items()})
         keys.append((v.id, key))
     files.update(key_all_files(keys, str(data.get("title", name))))
