@@ -225,14 +225,6 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1."""
-    value = nonnegative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
-
-
 def bounded_int(low: int, high: int):
     """argparse type: a whole number from ``low`` to ``high``."""
     def parse(text: str) -> int:

@@ -20,8 +20,6 @@ from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
 from symformer.frameworks import require_torch
 
-DTYPES = ("float32", "float64", "bfloat16")
-
 
 @dataclass(frozen=True)
 class StageError:

@@ -25,9 +25,6 @@ import numpy as np
 
 from symformer.engine import Derivation
 
-MASKS = ("-inf", "-1e9")
-LAYER_NORMS = ("biased", "unbiased", "whole_matrix")
-NORMS = ("post", "pre")
 #: The kinds of the stages the engine's backward pass appends (not run here).
 BACKWARD_KINDS = ("gradient", "weight_gradient")
 
@@ -91,7 +88,8 @@ def forward(example: Any, causal: bool | None = None, dtype: type = np.float64,
     ``causal``, ``mask``, ``layer_norm`` and ``norm`` default to the example's own
     settings (``None``); give them to compute another convention.  ``mask`` is
     ``"-inf"`` or a negative number (text or float, e.g. ``"-1e9"``); ``layer_norm``
-    one of :data:`LAYER_NORMS`; ``norm`` ``"post"`` or ``"pre"``.  The decoder, if
+    one of :data:`~symformer.example.schema.LAYER_NORMS`; ``norm`` ``"post"`` or
+    ``"pre"``.  The decoder, if
     the example has one, follows the same conventions (its self-attention is
     always causal; ``causal`` concerns the encoder).
     """
