@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 
 from flint import arb
@@ -36,6 +37,7 @@ from symformer.engine.arbmath import precision
 from symformer.errors import InputError
 from symformer.example import Example
 from symformer.example.loader import builtin_text, example_from_dict, read_text_file, read_toml
+from symformer.exercise.settings import Range
 from symformer.verify import conventions
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, key_of, where_table
@@ -436,6 +438,13 @@ class Judge:
                 notes.append(f"it holds with its indices counted {counted}")
         except (InputError, Inapplicable):
             pass
+        try:
+            other = replace(claim, vectors="row" if claim.vectors == "column" else "column")
+            if self.outcome(other, chain.lhs, rhs, g, base).status == "holds":
+                notes.append(f"it holds with {other.vectors} vectors (vectors = "
+                             f"\"{other.vectors}\")")
+        except (InputError, Inapplicable):
+            pass
         if failed.ratio is not None:
             notes.append(f"it is {failed.ratio} times the stage at every entry "
                          f"(a sum for a mean, or a missing factor?)")
@@ -453,7 +462,8 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
         return None
     data = read_toml(text, example.source)
     data = {k: v for k, v in data.items() if k not in ("claim", "equation", "train")}
-    drawn = draw(data, Settings(), Stream(SEED, variant, 0))
+    stream = Stream(SEED, variant, 0)
+    drawn = _norm_weights(draw(data, Settings(), stream), stream)
     if drawn == data:
         return None
     try:
@@ -462,6 +472,29 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
         return None
     other = replace(other, source=f"random example {variant}")
     return derive(other, causal=causal)
+
+
+#: A normalisation's gain and shift drawn for random examples (exercise sheets keep
+#: the template's; an equation with the gain on the wrong index would pass at γ = 1).
+_GAINS = Range(Fraction(1, 2), Fraction(3, 2), Fraction(1, 4))
+_SHIFTS = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
+
+
+def _norm_weights(data: object, stream) -> object:
+    """``data`` with every ``gamma*``/``beta*`` list redrawn (in file order)."""
+    if isinstance(data, list):
+        return [_norm_weights(v, stream) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if key.startswith(("gamma", "beta")) and isinstance(value, list) and all(
+                isinstance(v, (int, str)) and not isinstance(v, bool) for v in value):
+            choices = (_GAINS if key.startswith("gamma") else _SHIFTS).entries()
+            out[key] = [choices[stream.below(len(choices))] for _ in value]
+        else:
+            out[key] = _norm_weights(value, stream)
+    return out
 
 
 # -- helpers ------------------------------------------------------------------------

@@ -105,6 +105,12 @@ def _product(a: object, b: object) -> object:
                 for row in a.rows])
 
 
+def _vectors(a: object, b: object) -> bool:
+    r"""Two rows (or two columns) of one length: ``\cdot`` is their dot product."""
+    return isinstance(a, Mat) and isinstance(b, Mat) and a.shape == b.shape \
+        and 1 in a.shape and a.shape != (1, 1)
+
+
 def _max(x: arb, y: arb) -> arb:
     return x.max(y)
 
@@ -235,6 +241,9 @@ class Evaluator:
                 if merged is not node:
                     return self.value(merged, env)
             a, b = self.value(node.left, env), self.value(node.right, env)
+            if node.op == "*" and _vectors(a, b):  # q_i \cdot k_j: a dot product
+                return sum((x * y for x, y in zip(*(
+                    [e for row in v.rows for e in row] for v in (a, b)))), arb(0))
             if node.op in ("*", "jux"):
                 return _product(a, b)
             if node.op == "+":
@@ -289,7 +298,9 @@ class Evaluator:
             value: object = self.scalar(target)
         else:
             rows = self.matrix(target)
-            if sym.sub and not sub_used:
+            if sym.bold and not target.matrix:
+                value = self.vector(rows, sym, None if sub_used else sym.sub, env)
+            elif sym.sub and not sub_used:
                 value = self.entry(rows, sym.show(), sym.sub, env)
             else:
                 value = self.whole(rows, target, env)
@@ -302,6 +313,26 @@ class Evaluator:
             e = self.value(exponent, env) if power is None else power
             return value.map(lambda x: x ** e) if isinstance(value, Mat) else value ** e
         return value
+
+    def vector(self, rows: list[list[arb]], sym: lm.Sym, sub: tuple | None, env: Env
+               ) -> Mat:
+        r"""``\mathbf{q}_i``: token i's row (the implicit row without a subscript), 1 x d
+        (d x 1 for column vectors)."""
+        if sub:
+            (part,) = lm.split_indices(sub, 1)
+            at = self.index(part, env)
+            if at.denominator != 1:
+                raise Inapplicable(f"{sym.show()}: an index is not a whole number")
+            i = int(at) - self.base
+        elif env.row is not None:
+            i = env.row
+        else:
+            return Mat(rows)
+        if not 0 <= i < len(rows):
+            raise Inapplicable(f"{sym.show()}: row {int(at)} is outside its "
+                               f"{len(rows)} rows")
+        row = Mat([list(rows[i])])
+        return row.t() if self.column else row
 
     def whole(self, rows: list[list[arb]], target: Target, env: Env) -> object:
         """A symbol written without indices: the matrix (``Q``, ``W_Q``), its row

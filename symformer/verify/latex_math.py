@@ -58,8 +58,10 @@ _IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right",
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
 _ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
-_FONTS = frozenset({"mathrm", "text", "mathit", "mathcal", "mathsf", "mathbf", "textrm",
+_FONTS = frozenset({"mathrm", "text", "mathit", "mathcal", "mathsf", "textrm",
                     "operatorname", "mathbb"})
+#: Bold (and arrowed) letters: a token's whole row as a vector.
+_BOLD = frozenset({"mathbf", "boldsymbol", "bm", "vec"})
 _COMPARISONS = {"<": "<", ">": ">", "le": "<=", "leq": "<=", "ge": ">=", "geq": ">=",
                 "lt": "<", "gt": ">", "ne": "!=", "neq": "!=", "=": "=="}
 _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "\\rbrack"}
@@ -159,6 +161,7 @@ class Sym(Node):
     sup: tuple[Token, ...] | None = None
     primes: int = 0
     grad: bool = False
+    bold: bool = False   # \mathbf{q}_i: token i's whole row (a vector)
 
     @property
     def sub_text(self) -> str:
@@ -568,7 +571,7 @@ class Parser:
             return self.reduction(name, t)
         if name == "partial":
             return self.slash_derivative(t)
-        if name in ("mathbb", "mathbf") and _text(self.peek_group(1)) in ("1", "I"):
+        if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
             self.k += 1
             self.raw_group()
             return self.indicator(t)
@@ -586,7 +589,7 @@ class Parser:
             return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
         if name == "delta" and self.peek(1) is not None and self.peek(1).text == "_":
             return self.symbol()  # δ_{jk}: Kronecker's unless bound (decided on binding)
-        if name in GREEK or name in _ACCENTS or name in _FONTS:
+        if name in GREEK or name in _ACCENTS or name in _FONTS or name in _BOLD:
             return self.symbol()
         if name in ("{", "lbrace"):
             self.k += 1
@@ -726,6 +729,7 @@ class Parser:
         """A symbol's base, then its scripts and primes in any order."""
         self.skip_layout()
         t = self.next()
+        bold = t.kind == "macro" and t.text[1:] in _BOLD
         base = self.base(t)
         sub = sup = None
         primes = 0
@@ -743,7 +747,7 @@ class Parser:
                 self.k += 1
                 primes += 1
             else:
-                return Sym(base, sub, sup, primes, col=t.col)
+                return Sym(base, sub, sup, primes, bold=bold, col=t.col)
 
     def base(self, t: Token) -> str:
         if t.kind == "letter":
@@ -755,7 +759,7 @@ class Parser:
             if name in _ACCENTS:
                 group = self.raw_group()
                 return f"{name}({Parser(list(group)).base(group[0]) if group else ''})"
-            if name in _FONTS:
+            if name in _FONTS or name in _BOLD:
                 text = _text(self.raw_group())
                 if not text.replace("_", "").isalnum():
                     raise fail(f"{t.text}{{{text}}}", t.col)
