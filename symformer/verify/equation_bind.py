@@ -21,7 +21,7 @@ from symformer.errors import InputError
 from symformer.notation import glossary, notation, parameter_symbol, symbol, where
 from symformer.verify.latex_math import Parser, Sym, tokenize
 
-_WHERE = re.compile(r"^\((\d+(?:,\d+)*)\)$")
+_WHERE = re.compile(r"^(.*?)\((\d+(?:,\d+)*)\)$")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ Key = tuple[str, str, str, int, bool]
 def read_symbol(latex: str) -> Sym:
     """A notation's LaTeX (``W_{Q}^{(1)}``, ``\\partial L/\\partial z``) as a symbol."""
     parser = Parser(tokenize(latex))
-    node = parser.atom()
+    node = parser.factor()
     if not isinstance(node, Sym):
         raise InputError(f"cannot read the symbol {latex!r}")
     parser.skip_layout()
@@ -67,7 +67,7 @@ def split_where(sym: Sym) -> tuple[str, str]:
     """(the superscript without a layer/head marker, the marker: ``1,2`` or '')."""
     sup = sym.sup_text
     m = _WHERE.match(sup)
-    return ("", m.group(1)) if m else (sup, "")
+    return (m.group(1), m.group(2)) if m else (sup, "")
 
 
 def _matrix_symbol(stage) -> str:
@@ -110,6 +110,11 @@ class SymbolTable:
             if _matrix_symbol(s) != symbol(s).latex:
                 self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),
                           forced_where=where(s))
+            if hasattr(s.op, "target"):  # the mse target, as its operation spells it
+                note = s.op.spelling().symbols.get("T")
+                if note is not None:
+                    self._add(note.latex, Target(stage=s.name, parameter="target",
+                                                 matrix=True))
             for name in s.op.parameters():
                 self._add(parameter_symbol(s, name).latex,
                           Target(stage=s.name, parameter=name, matrix=True),
@@ -118,16 +123,15 @@ class SymbolTable:
         for note in glossary([s for s in stages if not s.name.startswith("grad.")]):
             for part in note.latex.split(","):
                 part = part.strip()
-                if part == r"d_{\text{in}}":
-                    continue
                 try:
                     sym = read_symbol(part)
                 except InputError:
                     continue
-                if part in ("n", "d", "d_{k}", r"\varepsilon"):
+                if part in ("n", "d", "d_{k}", r"d_{\text{in}}", r"\varepsilon"):
                     self.scalars[key_of(sym)] = sym.show()
-        # d_model (the model's width) as the glossary's d
-        self.scalars[("d", "model", "", 0, False)] = "d"
+        # the glossary's d is the model's width; d_out and d_v as its d_in and d_k
+        for sub, name in (("model", "d"), ("out", "d_{out}"), ("v", "d_{v}")):
+            self.scalars[("d", sub, "", 0, False)] = name
 
     def _add(self, latex: str, target: Target, grad: bool = False,
              forced_where: str | None = None) -> None:
@@ -174,7 +178,7 @@ class SymbolTable:
 
 def _nearest(sym: Sym, targets: list[Target], near: str) -> Target:
     """The target sharing most leading name parts with ``near``."""
-    unique = list(dict.fromkeys(targets))
+    unique = list({(t.stage, t.parameter): t for t in reversed(targets)}.values())[::-1]
     if len(unique) == 1:
         return unique[0]
     anchor = near.removeprefix("grad.").split(".")
@@ -199,7 +203,7 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
                 ) -> dict[Key, Target]:
     """A claim's ``where``: author symbol -> stage name or ``BLOCK.WEIGHT``
     (``layer1.head1.W_Q``, the weight's name as ``backward --list`` prints its
-    gradient without ``grad.``) or ``loss.target`` (the mse loss's target)."""
+    gradient without ``grad.``) or ``loss.target`` (the mse loss's target, a cross-entropy's one-hot targets)."""
     out: dict[Key, Target] = {}
     weights = _weights(g)
     for written, name in where.items():
@@ -207,7 +211,8 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
             raise InputError(f"{source}: where[{written!r}] must be a stage name")
         sym = read_symbol(written)
         if name.endswith(".target") and name.removesuffix(".target") in g.stages \
-                and hasattr(g[name.removesuffix(".target")].op, "target"):
+                and any(hasattr(g[name.removesuffix(".target")].op, a)
+                        for a in ("target", "targets")):
             target = Target(stage=name.removesuffix(".target"), parameter="target",
                             matrix=True)
         elif name in g.stages:

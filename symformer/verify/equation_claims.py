@@ -342,6 +342,9 @@ class Judge:
               balls: Mapping) -> list[tuple[str, arb, arb]]:
         """(entry as shown, the equation's value, the stage's) at every entry of the
         stage the left-hand side covers."""
+        named = False
+        if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
+            lhs, named = replace(lhs.operand, sub=lhs.sub), True  # (W_2)_{mj}
         if not isinstance(lhs, lm.Sym):
             raise InputError(f"{claim.source}: cannot read the left-hand side at column "
                              f"{lhs.col}: it must be the stage's symbol (q_{{ic}}, Q, "
@@ -349,7 +352,7 @@ class Judge:
         stage = balls[claim.stage]
         r, c = len(stage), len(stage[0])
         out = []
-        if lhs.sub and not _sub_is_name(lhs, ev):
+        if lhs.sub and (named or not _sub_is_name(lhs, ev)):
             parts = lm.split_indices(lhs.sub, 2 if r > 1 and c > 1 else 1)
             free: list[str] = []
             for part in parts:
@@ -517,7 +520,10 @@ def _base(chain: lm.Chain) -> int:
 
 def _sub_is_name(sym: lm.Sym, ev: Evaluator) -> bool:
     """``W_Q`` on the left: the subscript is part of the name."""
-    found = ev.table.lookup(sym, ev.near)
+    try:
+        found = ev.table.lookup(sym, ev.near)
+    except InputError:
+        return False
     return found is not None and found[1]
 
 
@@ -578,6 +584,8 @@ def _at(i: int, j: int, base: int) -> str:
 
 
 def _shown_lhs(lhs: lm.Node) -> str:
+    if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
+        lhs = lhs.operand
     if isinstance(lhs, lm.Sym):
         if lhs.grad:
             return "d" + lm.Sym(lhs.base, None, lhs.sup, lhs.primes).show() \
@@ -657,7 +665,8 @@ def report(results: list[EquationCheck]) -> list[str]:
     held = sum(r.ok for r in results)
     if results:
         lines.append("")
-        lines.append(f"{held} of {plural(len(results), 'equation')} hold")
+        verb = "holds" if len(results) == 1 else "hold"
+        lines.append(f"{held} of {plural(len(results), 'equation')} {verb}")
     return lines
 
 

@@ -172,6 +172,8 @@ class Evaluator:
         """The entries of a stage (balls) or a weight (exact) as balls."""
         if target.parameter is not None:
             op = self.g[target.stage].op
+            if target.parameter == "target" and hasattr(op, "targets"):
+                return self.one_hot(target.stage, op.targets)
             m = op.target if target.parameter == "target" else \
                 op.parameters()[target.parameter]
             return [[_ball(m[i, j]) for j in range(m.cols)] for i in range(m.rows)]
@@ -179,6 +181,13 @@ class Evaluator:
         if any(x is None for row in values for x in row):
             return [[arb.neg_inf() if x is None else x for x in row] for row in values]
         return values
+
+    def one_hot(self, loss: str, targets) -> list[list[arb]]:
+        """A cross-entropy's targets as one-hot rows over the vocabulary (a position
+        without a target: a row of zeros)."""
+        width = self.g[self.g[loss].inputs[0]].shape[1]
+        return [[arb(1 if t is not None and j == t else 0) for j in range(width)]
+                for t in targets]
 
     def resolve(self, sym: lm.Sym) -> tuple[Target | str, bool, bool]:
         """(target or scalar name, subscript taken as a name, superscript taken as a name)."""
@@ -211,17 +220,40 @@ class Evaluator:
         if name == "d":
             return arb(self.g["input"].shape[1] if "input" in self.g.stages
                        else next(iter(self.g)).shape[1])
-        if name == "d_{k}":
-            stages = [s for s in self.g if s.kind == "K" and not s.name.startswith("grad.")]
+        if name in ("d_{in}", "d_{out}"):
+            rows, cols = self.projection()
+            return arb(rows if name == "d_{in}" else cols)
+        if name in ("d_{k}", "d_{v}"):
+            kind = "K" if name == "d_{k}" else "V"
+            stages = [s for s in self.g if s.kind == kind and not s.name.startswith("grad.")]
         else:  # ε
             stages = [s for s in self.g if getattr(s.op, "eps", None)
                       and not s.name.startswith("grad.")]
         if not stages:
             raise InputError(f"{name}: the example has no such quantity")
         best = max(stages, key=lambda s: _common(s.name, self.near))
-        if name == "d_{k}":
+        if name in ("d_{k}", "d_{v}"):
             return arb(best.shape[1])
         return _ball(best.op.eps)
+
+    def projection(self) -> tuple[int, int]:
+        """The shape of the weight the claimed stage's equation multiplies by: its own
+        operation's (``q = x W_Q``), a weight gradient's, or for a gradient the
+        consumer's (``∂L/∂a = ∂L/∂f W_2^T``)."""
+        near = self.g[self.near]
+        source = self.near.removeprefix("grad.")
+        if near.kind == "weight_gradient" and len(near.inputs) >= 2:
+            candidates = [self.g[near.inputs[-2]]]
+        elif source in self.g.stages and self.g[source].op.parameters():
+            candidates = [self.g[source]]
+        else:
+            candidates = [s for s in self.g if source in s.inputs and s.op.parameters()
+                          and not s.name.startswith("grad.")]
+        for stage in candidates:
+            for m in stage.op.parameters().values():
+                if m.rows > 1 and m.cols > 1:
+                    return m.rows, m.cols
+        raise InputError(f"d_in/d_out: {self.near} multiplies by no weight matrix")
 
     def size(self, name: str) -> int:
         return int(self.scalar(name).unique_fmpz())
@@ -271,8 +303,8 @@ class Evaluator:
         if isinstance(node, lm.Compare):
             raise InputError(f"cannot read a comparison at column {node.col} outside "
                              f"an indicator [..]")
-        if isinstance(node, lm.Subscripted):
-            v = self.value(node.operand, env)
+        if isinstance(node, lm.Subscripted):  # (..)_{ij}: the indices address the whole
+            v = self.value(node.operand, Env(env.indices, None))
             if not isinstance(v, Mat):
                 raise Inapplicable("a subscript on a single number")
             return self.entry(v.rows, "(..)", node.sub, env)
@@ -381,7 +413,7 @@ class Evaluator:
                 return Fraction(env.indices[node.base])
         if isinstance(node, lm.Sym):
             target, _, _ = self.resolve(node)
-            if isinstance(target, str) and target in ("n", "d", "d_{k}"):
+            if isinstance(target, str) and target in _SIZES:
                 return Fraction(self.size(target))
             raise InputError(f"cannot use {node.show()} in an index at column {node.col}")
         if isinstance(node, lm.Unary):
@@ -543,6 +575,10 @@ def _symbols(node: lm.Node):
                 stack.append(value)
             elif isinstance(value, tuple):
                 stack.extend(v for v in value if isinstance(v, lm.Node))
+
+
+#: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
+_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}")
 
 
 def _common(a: str, b: str) -> int:

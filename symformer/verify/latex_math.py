@@ -31,6 +31,7 @@ Input is bounded: :data:`MAX_LENGTH` characters and :data:`MAX_DEPTH` nested gro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -43,7 +44,7 @@ MAX_DEPTH = 60
 
 GREEK = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
 kappa lambda mu nu xi pi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta
-Lambda Xi Pi Sigma Phi Psi Omega""".split())
+Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
 #: Functions of one argument (the name the evaluator knows).
 FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "sin",
              "cos": "cos", "sqrt": "sqrt"}
@@ -65,6 +66,8 @@ _BOLD = frozenset({"mathbf", "boldsymbol", "bm", "vec"})
 _COMPARISONS = {"<": "<", ">": ">", "le": "<=", "leq": "<=", "ge": ">=", "geq": ">=",
                 "lt": "<", "gt": ">", "ne": "!=", "neq": "!=", "=": "=="}
 _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "\\rbrack"}
+#: A superscript saying where a symbol sits: its layer, head (``(1)``, ``(1,2)``).
+_MARKER = re.compile(r"^\((\d+(?:,\d+)*)\)$")
 _TRANSPOSE = frozenset({"T", "\\top", "\\intercal", "\\mathsf{T}", "\\mathrm{T}", "t"})
 
 
@@ -330,6 +333,10 @@ class Parser:
                 return
             if t.kind == "macro" and t.text[1:] in _IGNORED:
                 self.k += 1
+            elif t.kind == "macro" and t.text in ("\\mathopen", "\\mathclose"):
+                self.k += 1
+                if self.raw_group():
+                    raise fail(f"{t.text} with content", t.col)
             elif t.kind == "macro" and t.text in ("\\begin", "\\end", "\\label"):
                 self.k += 1
                 name = self.raw_group()
@@ -479,6 +486,11 @@ class Parser:
             if self.at("^"):
                 t = self.next()
                 sup = self.raw_group()
+                if grouped and isinstance(node, Sym) and _MARKER.match(_text(sup)):
+                    # {\sigma^2}^{(1)}: layer 1's σ², the superscript marks where
+                    node = Sym(node.base, node.sub, (*(node.sup or ()), *sup), node.primes,
+                               node.grad, node.bold, col=node.col)
+                    continue
                 if _text(sup) in _TRANSPOSE:
                     node = Transpose(node, col=t.col)
                 else:
@@ -610,12 +622,13 @@ class Parser:
     def fraction(self, t: Token) -> Node:
         num = self.raw_group()
         den = self.raw_group()
-        if num and num[0].text == "\\partial":
+        if num and num[0].text == "\\partial" and _text(num[1:]) == "L":
             return self.derivative(num, den, t.col)
         return Binary("/", self.sub_expression(num, t.col), self.sub_expression(den, t.col),
                       col=t.col)
 
-    def derivative(self, num: tuple[Token, ...], den: tuple[Token, ...], col: int) -> Node:
+    def derivative(self, num: tuple[Token, ...], den: tuple[Token, ...], col: int
+                   ) -> Node:
         """∂L/∂x: the gradient array of x (the numerator must be the loss L)."""
         top = Parser(list(num[1:])).symbol()
         if top.base != "L" or top.sub or top.sup:
@@ -623,11 +636,11 @@ class Parser:
         if not den or den[0].text != "\\partial":
             raise fail("a derivative without \\partial below", col)
         inner = Parser(list(den[1:]))
-        sym = inner.symbol()
+        node = inner.wrt()
         inner.skip_layout()
         if inner.peek() is not None:
             raise fail(inner.peek().text, inner.peek().col)
-        return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=col)
+        return _gradient(node, col)
 
     def slash_derivative(self, t: Token) -> Node:
         """``\\partial L/\\partial x_{ij}``."""
@@ -639,8 +652,23 @@ class Parser:
         self.expect("/")
         self.skip_layout()
         self.expect("\\partial")
+        return _gradient(self.wrt(), t.col)
+
+    def wrt(self) -> Node:
+        """What a derivative is taken with respect to: a symbol, or a weight in
+        parentheses with the entry's subscript, ``\\left(W_{2}\\right)_{m,j}`` (returned
+        with ``grad`` set by the caller)."""
+        self.skip_layout()
+        if not self.at("("):
+            return self.symbol()
+        self.k += 1
         sym = self.symbol()
-        return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
+        self.skip_layout()
+        self.expect(")")
+        if not self.at("_"):
+            return sym
+        t = self.next()
+        return Subscripted(sym, self.raw_group(), col=t.col)
 
     def argument(self, t: Token) -> Node:
         """A function's argument: ``(..)``, ``{..}``, or the next factor (``\\exp x``)."""
@@ -649,6 +677,8 @@ class Parser:
             raise fail(f"{t.text} without an argument", t.col)
         if self.at("^"):  # \log^2 x and the like
             raise fail(f"{t.text}^", t.col)
+        if self.at("("):  # f(x)_{ij}: the subscript is the value's entry
+            return self.atom()
         return self.factor()
 
     def reduction(self, name: str, t: Token) -> Node:
@@ -765,6 +795,15 @@ class Parser:
                     raise fail(f"{t.text}{{{text}}}", t.col)
                 return text
         raise fail(t.text, t.col)
+
+
+def _gradient(node: Node, col: int) -> Node:
+    """∂L/∂ of a symbol (or of a parenthesised symbol's entry)."""
+    if isinstance(node, Subscripted):
+        sym = node.operand
+        return Subscripted(Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=col),
+                           node.sub, col=node.col)
+    return Sym(node.base, node.sub, node.sup, node.primes, True, col=col)
 
 
 def _index_names(tokens: tuple[Token, ...], col: int) -> list[str]:
