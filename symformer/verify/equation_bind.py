@@ -203,7 +203,8 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
                 ) -> dict[Key, Target]:
     """A claim's ``where``: author symbol -> stage name or ``BLOCK.WEIGHT``
     (``layer1.head1.W_Q``, the weight's name as ``backward --list`` prints its
-    gradient without ``grad.``) or ``loss.target`` (the mse loss's target, a cross-entropy's one-hot targets)."""
+    gradient without ``grad.``) or ``loss.target`` (the mse loss's target, a
+    cross-entropy's one-hot targets)."""
     out: dict[Key, Target] = {}
     weights = _weights(g)
     for written, name in where.items():

@@ -326,6 +326,12 @@ class Judge:
                 tolerance = arb(10) ** -DIGITS
                 undecided = False
                 for at, mine, exact in pairs:
+                    if exact is None:  # a masked score, -inf
+                        if mine.is_finite():
+                            return _Outcome("fails", len(pairs),
+                                            f"your {shown} at {at} is {_show(mine)}, the "
+                                            f"stage is -inf (masked)")
+                        continue
                     d = mine - exact
                     if not d.contains(0) or not mine.is_finite():
                         return _Outcome("fails", len(pairs),
@@ -609,6 +615,8 @@ def _ratio(pairs: list[tuple[str, arb, arb]]) -> str | None:
     entry (a whole number or its reciprocal, up to 10,000)."""
     ratios = []
     for _, mine, exact in pairs:
+        if exact is None or not mine.is_finite():
+            continue
         if exact.contains(0):
             if not mine.contains(0):
                 return None

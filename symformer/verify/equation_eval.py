@@ -205,8 +205,8 @@ class Evaluator:
             return found
         if sym.base == "delta" and sym.sub:
             return "delta", False, False
-        if sym.base == "pi" and not sym.sub:
-            return "pi", False, False
+        if sym.base in ("pi", "infty", "|V|") and not sym.sub:
+            return sym.base, False, False
         raise InputError(f"cannot read {sym.show()} at column {sym.col}: not a symbol of "
                          f"the example's notation (bind it with where)")
 
@@ -214,6 +214,10 @@ class Evaluator:
         """A size or constant of the glossary, nearest the claimed stage."""
         if name == "pi":
             return arb.pi()
+        if name == "infty":
+            return arb.pos_inf()
+        if name == "|V|":
+            return arb(len(self.g.example.vocab))
         if name == "n":
             return arb(self.g["input"].shape[0] if "input" in self.g.stages
                        else next(iter(self.g)).shape[0])
@@ -244,11 +248,10 @@ class Evaluator:
         source = self.near.removeprefix("grad.")
         if near.kind == "weight_gradient" and len(near.inputs) >= 2:
             candidates = [self.g[near.inputs[-2]]]
-        elif source in self.g.stages and self.g[source].op.parameters():
-            candidates = [self.g[source]]
         else:
-            candidates = [s for s in self.g if source in s.inputs and s.op.parameters()
-                          and not s.name.startswith("grad.")]
+            own = [self.g[source]] if source in self.g.stages else []
+            candidates = own + [s for s in self.g if source in s.inputs
+                                and s.op.parameters() and not s.name.startswith("grad.")]
         for stage in candidates:
             for m in stage.op.parameters().values():
                 if m.rows > 1 and m.cols > 1:
@@ -300,6 +303,11 @@ class Evaluator:
             return self.reduce(node, env)
         if isinstance(node, lm.Indicator):
             return arb(1 if self.condition(node.condition, env) else 0)
+        if isinstance(node, lm.Cases):
+            for value, condition in node.rows:
+                if condition is None or self.condition(condition, env):
+                    return self.value(value, env)
+            raise Inapplicable("no case of the distinction holds")
         if isinstance(node, lm.Compare):
             raise InputError(f"cannot read a comparison at column {node.col} outside "
                              f"an indicator [..]")
@@ -578,7 +586,7 @@ def _symbols(node: lm.Node):
 
 
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
-_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}")
+_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "|V|")
 
 
 def _common(a: str, b: str) -> int:

@@ -267,6 +267,13 @@ class Indicator(Node):
 
 
 @dataclass(frozen=True)
+class Cases(Node):
+    """A case distinction: the first row whose condition holds (None: otherwise)."""
+
+    rows: tuple[tuple[Node, Node | None], ...]
+
+
+@dataclass(frozen=True)
 class Delta(Node):
     """Kronecker's ``\\delta_{jk}``."""
 
@@ -338,6 +345,8 @@ class Parser:
                 if self.raw_group():
                     raise fail(f"{t.text} with content", t.col)
             elif t.kind == "macro" and t.text in ("\\begin", "\\end", "\\label"):
+                if t.text != "\\label" and _text(self.peek_group(1)) in ("cases", "array"):
+                    return
                 self.k += 1
                 name = self.raw_group()
                 if t.text != "\\label" and _text(name) not in _ENVIRONMENTS:
@@ -471,7 +480,7 @@ class Parser:
         if t.kind in ("num", "letter"):
             return True
         if t.kind == "char":
-            return t.text in "([" or t.text == "|"
+            return t.text in "([{|"
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
                               "\\geq", "\\lt", "\\gt", "\\ne", "\\neq", "\\end")
@@ -544,6 +553,13 @@ class Parser:
             self.k += 1
             inner = self.condition("]", grouping=True)
             return Indicator(inner, col=t.col) if isinstance(inner, Compare) else inner
+        if t.kind == "char" and t.text == "|":  # |V|: the vocabulary's size
+            self.k += 1
+            inner = self.symbol()
+            self.expect("|")
+            if inner.sub or inner.sup:
+                raise fail("|..| (only |V|, the vocabulary's size)", t.col)
+            return Sym(f"|{inner.base}|", col=t.col)
         if t.kind == "letter":
             if t.text == "d" and (u := self.peek(1)) is not None and not u.spaced \
                     and u.kind == "letter" and u.text.isupper():
@@ -581,6 +597,9 @@ class Parser:
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
+        if name == "infty":
+            self.k += 1
+            return Sym("infty", col=t.col)
         if name == "partial":
             return self.slash_derivative(t)
         if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
@@ -603,10 +622,81 @@ class Parser:
             return self.symbol()  # δ_{jk}: Kronecker's unless bound (decided on binding)
         if name in GREEK or name in _ACCENTS or name in _FONTS or name in _BOLD:
             return self.symbol()
+        if name in ("{", "lbrace") and self.begins(1, ("array", "cases")):
+            self.k += 1
+            return self.cases(t, closing=True)
+        if name == "begin" and self.begins(0, ("cases",)):
+            return self.cases(t, closing=False)
         if name in ("{", "lbrace"):
             self.k += 1
             return Indicator(self.condition(_OPEN[t.text]), col=t.col)
         raise fail(t.text, t.col)
+
+    def begins(self, ahead: int, names: tuple[str, ...]) -> bool:
+        """Is the token ``ahead`` on a ``\\begin{NAME}`` of one of ``names``?"""
+        t = self.peek(ahead)
+        return t is not None and t.text == "\\begin" and _text(self.peek_group(ahead + 1)) \
+            in names
+
+    def cases(self, t: Token, closing: bool) -> Node:
+        """``\\left\\{ \\begin{array}{ll} a, & \\mathrm{if}\\ c \\\\ b, &
+        \\mathrm{otherwise} \\end{array} \\right.`` (or ``\\begin{cases}``)."""
+        self.k += 1  # \begin
+        name = _text(self.raw_group())
+        if name == "array":
+            self.raw_group()  # the column spec {ll}
+        rows: list[tuple[Node, Node | None]] = []
+        while True:
+            self.skip_layout()
+            if self.at("\\end"):
+                self.k += 1
+                self.raw_group()
+                break
+            value = self.expression()
+            self.skip_layout()
+            if self.at(","):
+                self.k += 1
+            self.skip_layout()
+            word = self.peek()
+            if word is not None and word.text in ("\\mathrm", "\\text", "\\textrm"):
+                self.k += 1
+                said = _text(self.raw_group()).strip()
+                self.skip_layout()
+                if said in ("otherwise", "else"):
+                    rows.append((value, None))
+                elif said == "if":
+                    rows.append((value, self.condition_until()))
+                else:
+                    raise fail(f"{word.text}{{{said}}} in a case", word.col)
+            else:
+                rows.append((value, self.condition_until()))
+            self.skip_layout()
+            if self.at("\\\\"):
+                self.k += 1
+        if closing:
+            self.skip_layout()
+            if self.at("."):
+                self.k += 1
+        if not rows:
+            raise fail("an empty case distinction", t.col)
+        return Cases(tuple(rows), col=t.col)
+
+    def condition_until(self) -> Node:
+        """A case's condition, up to ``\\\\`` or ``\\end``."""
+        operands = [self.expression()]
+        ops = []
+        while True:
+            self.skip_layout()
+            u = self.peek()
+            key = u.text.lstrip("\\") if u is not None else ""
+            if u is None or key not in _COMPARISONS:
+                break
+            self.k += 1
+            ops.append(_COMPARISONS[key])
+            operands.append(self.expression())
+        if not ops:
+            raise fail("a case without a condition", operands[0].col)
+        return Compare(tuple(ops), tuple(operands), col=operands[0].col)
 
     def peek_group(self, ahead: int) -> tuple[Token, ...]:
         """The tokens of the group starting ``ahead`` tokens on (without consuming)."""
