@@ -244,7 +244,17 @@ class Judge:
         self._tables: dict[int, SymbolTable] = {}
 
     def check(self, claim: EquationClaim) -> EquationCheck:
-        """Every link of every line of ``claim``."""
+        """Every link of every line of ``claim`` (an unreadable or unbound symbol: an
+        InputError naming the claim)."""
+        try:
+            return self._check(claim)
+        except InputError as error:
+            text = str(error)
+            if claim.source and not text.startswith(claim.source):
+                raise InputError(f"{claim.source}: {text}") from None
+            raise
+
+    def _check(self, claim: EquationClaim) -> EquationCheck:
         causal = self.causal if claim.causal is None else claim.causal
         g = self.derivation(causal, None, claim.stage)
         self._gradients(g, claim)
@@ -473,11 +483,22 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
     data = {k: v for k, v in data.items() if k not in ("claim", "equation", "train")}
     stream = Stream(SEED, variant, 0)
     drawn = _norm_weights(draw(data, Settings(), stream), stream)
+    loss = drawn.get("loss")
+    if isinstance(loss, dict) and isinstance(loss.get("target"), list):
+        choices = _TARGETS.entries()
+        drawn["loss"] = {**loss, "target": [[choices[stream.below(len(choices))]
+                                             for _ in row] for row in loss["target"]]}
     if drawn == data:
         return None
-    try:
-        other = example_from_dict(drawn, f"random example {variant}")
-    except InputError:
+    gains = _with_gains(drawn, example, stream)
+    other = None
+    for candidate in (gains, drawn):
+        try:
+            other = example_from_dict(candidate, f"random example {variant}")
+            break
+        except InputError:
+            continue
+    if other is None:
         return None
     other = replace(other, source=f"random example {variant}")
     return derive(other, causal=causal)
@@ -487,6 +508,32 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
 #: the template's; an equation with the gain on the wrong index would pass at γ = 1).
 _GAINS = Range(Fraction(1, 2), Fraction(3, 2), Fraction(1, 4))
 _SHIFTS = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
+
+
+#: An mse target's entries in random examples.
+_TARGETS = Range(Fraction(-1), Fraction(1), Fraction(1, 2))
+
+
+def _with_gains(data: dict, example: Example, stream) -> dict:
+    """``data`` with a gain (and shift) for every normalisation that takes the default
+    (1 and 0: an equation with a gain on the wrong index would pass there)."""
+    layers = data.get("layer")
+    if not isinstance(layers, list) or len(layers) != len(example.layers):
+        return data
+    gains, shifts = _GAINS.entries(), _SHIFTS.entries()
+    out = []
+    for table, layer in zip(layers, example.layers):
+        table = dict(table)
+        if layer.norm != "none":
+            for which in (1, 2):
+                if f"gamma_{which}" not in table:
+                    table[f"gamma_{which}"] = [gains[stream.below(len(gains))]
+                                               for _ in range(example.d_model)]
+                if layer.layer_norm != "rms" and f"beta_{which}" not in table:
+                    table[f"beta_{which}"] = [shifts[stream.below(len(shifts))]
+                                              for _ in range(example.d_model)]
+        out.append(table)
+    return {**data, "layer": out}
 
 
 def _norm_weights(data: object, stream) -> object:

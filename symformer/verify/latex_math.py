@@ -39,8 +39,9 @@ from symformer.errors import InputError
 
 #: The longest equation read (characters).
 MAX_LENGTH = 20_000
-#: The deepest nesting of groups, brackets and operators.
-MAX_DEPTH = 60
+#: The deepest nesting of groups, brackets and operators (counted per grammar level:
+#: about three per parenthesis).
+MAX_DEPTH = 150
 
 GREEK = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
 kappa lambda mu nu xi pi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta
@@ -620,7 +621,8 @@ class Parser:
             return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
         if name == "delta" and self.peek(1) is not None and self.peek(1).text == "_":
             return self.symbol()  # δ_{jk}: Kronecker's unless bound (decided on binding)
-        if name in GREEK or name in _ACCENTS or name in _FONTS or name in _BOLD:
+        if name in GREEK or name in _ACCENTS or name in _FONTS or name in _BOLD \
+                or name == "langle":
             return self.symbol()
         if name in ("{", "lbrace") and self.begins(1, ("array", "cases")):
             self.k += 1
@@ -876,6 +878,14 @@ class Parser:
             name = t.text[1:]
             if name in GREEK:
                 return name
+            if name == "langle":  # \langle x^2 \rangle: a mean square, one symbol
+                inner = []
+                while not self.at("\\rangle"):
+                    inner.append(self.next())
+                    if len(inner) > 20:
+                        raise fail("\\langle without \\rangle", t.col)
+                self.k += 1
+                return f"<{_text(tuple(inner))}>"
             if name in _ACCENTS:
                 group = self.raw_group()
                 return f"{name}({Parser(list(group)).base(group[0]) if group else ''})"
