@@ -429,3 +429,40 @@ def test_docs_examples_run(tmp_path, capsys):
     document = json.loads(capsys.readouterr().out)
     assert [e["links"][0]["status"] for e in document["equations"]] == expected
     assert len(expected) >= 4 and builtin_text()
+
+
+ADAM = """\
+[train]
+lr = 0.1
+steps = 1
+optimizer = "adam"
+
+[[equation]]
+name = "Adam"
+stage = "step1.layer1.W_O"
+latex = 'W = W_0 - \\eta \\frac{m/(1-\\beta_1^t)}{\\sqrt{v/(1-\\beta_2^t)} SQRT}'
+where = { W_0 = "step0.layer1.W_O", m = "step1.adam_m.layer1.W_O", v = "step1.adam_v.layer1.W_O" }
+examples = 1
+"""
+
+
+def test_adam_with_eps_inside_the_root_fails(tmp_path, capsys):
+    """PyTorch's Adam adds ε to the root of v̂ (docs/backward.md); a step written with ε
+    inside the root is refuted (the difference is about ε/√v̂ relative)."""
+    path = tmp_path / "adam.toml"
+    path.write_text(ADAM.replace("SQRT", "+ \\epsilon"))
+    assert main(["check", str(path)]) == 0
+    assert "holds: agrees at all 16 entries of this example and of 1 random example" \
+        in capsys.readouterr().out
+    path.write_text(ADAM.replace("} SQRT}", " + \\epsilon}}"))
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    (i, j), mine, stage = _numbers(out.splitlines()[0])
+    ex = load_example()
+    grads = float_backward(ex)
+    assert "fails" in out.splitlines()[0]
+    g = grads["grad.layer1.W_O"][i, j]
+    w = float(ex.layers[0].W_O[i, j])
+    m_hat, v_hat = g, g * g  # one step: the bias corrections undo (1 - beta)
+    assert mine == pytest.approx(w - 0.1 * m_hat / np.sqrt(v_hat + 1e-8), rel=1e-12)
+    assert stage == pytest.approx(w - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rel=1e-12)

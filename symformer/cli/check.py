@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                random_examples=max((e.examples for e in equations), default=0))
     with Progress("symformer check", quiet=args.quiet) as bar:
         results = checker.check_all(claims, bar.step)
-    judge = Judge(g.example, checker.derivation, checker.causal)
+    judge = Judge(g.example, checker.derivation, checker.causal, checker.run)
     checked = [judge.check(e) for e in equations]
     right, total = summary(results)
     if args.json:

@@ -132,6 +132,11 @@ class SymbolTable:
         # the glossary's d is the model's width; d_out and d_v as its d_in and d_k
         for sub, name in (("model", "d"), ("out", "d_{out}"), ("v", "d_{v}")):
             self.scalars[("d", sub, "", 0, False)] = name
+        if any(s.op.name in ("adam_step", "sgd_step") for s in stages):
+            # a training run's: the learning rate, Adam's betas, the step t
+            for key, name in ((("eta", ""), "lr"), (("beta", "1"), "beta1"),
+                              (("beta", "2"), "beta2"), (("t", ""), "t")):
+                self.scalars[(*key, "", 0, False)] = name
 
     def _add(self, latex: str, target: Target, grad: bool = False,
              forced_where: str | None = None) -> None:
@@ -170,7 +175,7 @@ class SymbolTable:
         for use_sub in (True, False):
             if not use_sub and sym.sub:
                 return None
-            k = key_of(sym, use_sub)
+            k = key_of(sym, use_sub, sup=False)  # a superscript is a power (β_1^t)
             if k in self.scalars:
                 return self.scalars[k]
         return None

@@ -32,6 +32,7 @@ from flint import arb
 
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
+from symformer.blocks.train import Run, is_training_stage, train
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.errors import InputError
@@ -236,11 +237,12 @@ class Judge:
     """Checks equation claims on one example (and its random variants)."""
 
     def __init__(self, example: Example, derivation: Callable[..., Derivation],
-                 causal: bool) -> None:
+                 causal: bool, run: Run | None = None) -> None:
         self.example = example
         self.derivation = derivation  # (causal, convention, stage) -> Derivation
         self.causal = causal
-        self._random: dict[tuple[int, bool], Derivation | None] = {}
+        self.run = run  # the [train] run a training stage's equation is about
+        self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
 
     def check(self, claim: EquationClaim) -> EquationCheck:
@@ -267,7 +269,8 @@ class Judge:
     def _gradients(self, g: Derivation, claim: EquationClaim) -> None:
         """The backward pass, when the example has a loss (an equation may read any
         gradient)."""
-        if self.example.loss is not None and "grad.loss" not in g.stages:
+        if self.example.loss is not None and "grad.loss" not in g.stages \
+                and not is_training_stage(claim.stage):
             stage_of(g, "grad.loss")
 
     def table(self, g: Derivation) -> SymbolTable:
@@ -422,11 +425,18 @@ class Judge:
     def random(self, variant: int, causal: bool, stage: str) -> Derivation | None:
         """Random example ``variant``: the example's file with its embeddings and
         weights drawn anew (exact small rationals), derived (None: nothing to redraw)."""
-        key = (variant, causal)
+        training = is_training_stage(stage)
+        key = (variant, causal, training)
         if key not in self._random:
-            self._random[key] = _random_derivation(self.example, variant, causal)
+            g = _random_derivation(self.example, variant, causal)
+            if g is not None and training and self.run is not None:
+                run = self.run
+                g = train(g, run.lr, run.steps, run.optimizer, settings=run.options).graph
+            self._random[key] = g
         g = self._random[key]
-        if g is not None:
+        if g is not None and training:
+            g[stage]  # unknown: the message with the close names
+        elif g is not None:
             if self.example.loss is not None and "grad.loss" not in g.stages:
                 stage_of(g, "grad.loss")
             if stage not in g.stages:

@@ -224,6 +224,15 @@ class Evaluator:
         if name == "d":
             return arb(self.g["input"].shape[1] if "input" in self.g.stages
                        else next(iter(self.g)).shape[1])
+        if name == "t":
+            from symformer.blocks.train import step_of
+            return arb(step_of(self.near))
+        if name in ("lr", "beta1", "beta2"):
+            stages = [s for s in self.g if getattr(s.op, name, None) is not None]
+            if not stages:
+                raise InputError(f"{name}: the run has no such setting")
+            best = max(stages, key=lambda s: _common(s.name, self.near))
+            return _ball(getattr(best.op, name))
         if name in ("d_{in}", "d_{out}"):
             rows, cols = self.projection()
             return arb(rows if name == "d_{in}" else cols)
@@ -586,7 +595,7 @@ def _symbols(node: lm.Node):
 
 
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
-_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "|V|")
+_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "|V|", "t")
 
 
 def _common(a: str, b: str) -> int:
