@@ -466,3 +466,12 @@ def test_adam_with_eps_inside_the_root_fails(tmp_path, capsys):
     m_hat, v_hat = g, g * g  # one step: the bias corrections undo (1 - beta)
     assert mine == pytest.approx(w - 0.1 * m_hat / np.sqrt(v_hat + 1e-8), rel=1e-12)
     assert stage == pytest.approx(w - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rel=1e-12)
+
+
+def test_an_example_file_with_equations_about_itself(tmp_path, capsys):
+    path = tmp_path / "self.toml"
+    path.write_text(SQUARE.read_text() + "\n[[equation]]\nstage = 'layer1.head1.scores'\n"
+                    "latex = 'S = QK^\\top/\\sqrt{d_k}'\nexamples = 1\n")
+    assert main(["check", str(path)]) == 0
+    assert "agrees at all 9 entries of this example and of 1 random example" \
+        in capsys.readouterr().out
