@@ -88,6 +88,15 @@ TEXTBOOK = [
     ("positional_encoding", r"\begin{align} PE_{pos,2i} &= \sin(pos/10000^{2i/d}) \\ "
      r"PE_{pos,2i+1} &= \cos(pos/10000^{2i/d}) \end{align}", {}),
     ("loss", r"L = \frac{1}{nd}\sum_{i}\sum_{j} (z_{ij} - T_{ij})^2", {}),
+    ("layer1.head1.output", r"O = \mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d_k}}\right) V",
+     {}),
+    ("layer1.ffn.output", r"f = \max(0, y W_1 + b_1) W_2 + b_2", {}),
+    ("positional_encoding", r"PE_{(pos,2i)} = \sin\left(\frac{pos}{10000^{2i/d_{\text{model}}}}"
+     r"\right)", {}),
+    ("grad.layer1.b_1", r"\frac{\partial L}{\partial b_1} = \sum_i \frac{\partial L}"
+     r"{\partial h_i}", {}),
+    ("grad.layer1.ffn.hidden", r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}"
+     r"{\partial a_{ij}} \mathbb{1}_{h_{ij} > 0}", {}),
 ]
 
 

@@ -396,7 +396,9 @@ class Evaluator:
         row = Mat([list(rows[env.row])])
         return row.t() if self.column else row
 
-    def entry(self, rows: list[list[arb]], shown: str, sub: tuple, env: Env) -> arb:
+    def entry(self, rows: list[list[arb]], shown: str, sub: tuple, env: Env) -> object:
+        """One entry (``q_{ic}``; one index: the column in the implicit row), or outside
+        any row (matrix form: ``\\sum_i \\partial L/\\partial h_i``) token i's row."""
         r, c = len(rows), len(rows[0])
         parts = lm.split_indices(sub, 2 if r > 1 and c > 1 else 1)
         at = [self.index(p, env) for p in parts]
@@ -410,9 +412,11 @@ class Evaluator:
         elif len(k) == 1 and r == 1:
             i, j = 0, k[0]
         elif len(k) == 1:
-            if env.row is None:
-                raise InputError(f"{shown} has one index but its stage is {r}x{c}: "
-                                 f"give the row too ({shown.split('_')[0]}_{{ij}})")
+            if env.row is None:  # matrix form: token i's row
+                if not 0 <= k[0] < r:
+                    raise Inapplicable(f"{shown}: row {int(at[0])} is outside its {r} rows")
+                row = Mat([list(rows[k[0]])])
+                return row.t() if self.column else row
             i, j = env.row, k[0]
         else:
             raise InputError(f"{shown}: a stage has at most two indices")
@@ -555,6 +559,8 @@ class Evaluator:
                 if isinstance(part, lm.Sym) and part.base == name and not part.sub:
                     if len(parts) == 2:
                         return (r, c)[position]
+                    if r > 1 and c > 1:  # a column in a row; a row in matrix form
+                        return c if env.row is not None else r
                     return r if c == 1 else c
         raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
                          f"(\\sum_{{{name}=0}}^{{n-1}})")

@@ -950,6 +950,9 @@ def split_indices(sub: tuple[Token, ...], axes: int) -> list[Node]:
     """A symbol's subscript as index expressions: ``i,c`` (comma-separated, each an
     expression in which a run of letters is one name, ``pos``), or ``ic`` (as many
     letters as ``axes``), or one expression (``2i+1``)."""
+    if len(sub) > 2 and sub[0].text == "(" and sub[-1].text == ")" and not any(
+            t.text in "()" for t in sub[1:-1]):
+        sub = sub[1:-1]  # PE_{(pos,2i)}
     parts: list[list[Token]] = [[]]
     level = 0
     for t in sub:
