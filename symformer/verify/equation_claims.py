@@ -22,6 +22,7 @@ counted from the other base, and as a constant multiple (a mean for a sum).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -231,6 +232,7 @@ class _Outcome:
     entries: int = 0
     message: str = ""
     ratio: object = None  # rhs / stage when every entry's ratio is one constant
+    total: int = 0       # the stage's entries (more than ``entries``: a line covers some)
 
 
 class Judge:
@@ -298,14 +300,14 @@ class Judge:
             there = self.outcome(claim, chain.lhs, rhs, other, base)
             if there.status == "fails":
                 return Link(chain.line, k, "example only",
-                            f"{lhs} agrees at {_all(here.entries)} of this "
+                            f"{lhs} agrees at {_all(here)} of this "
                             f"example but not on random example {variant}: "
                             f"{there.message}", here.entries)
         others = f" and of {plural(tried, 'random example')}" if tried else \
             " (no random examples: this example's weights cannot be redrawn)" \
             if claim.examples else ""
         return Link(chain.line, k, "holds",
-                    f"agrees at {_all(here.entries)} of this example{others}"
+                    f"agrees at {_all(here)} of this example{others}"
                     f" (certified to {DIGITS} digits)", here.entries)
 
     def outcome(self, claim: EquationClaim, lhs: lm.Node, rhs: lm.Node, g: Derivation,
@@ -316,18 +318,16 @@ class Judge:
             stage_of(g, claim.stage)
         table = self.table(g)
         where = where_table(claim.where, g, claim.source)
-        words = {k[0] for k in table.entries if len(k[0]) > 1 and k[0].isalpha()}
+        words = frozenset(k[0] for k in table.entries if len(k[0]) > 1 and k[0].isalpha())
         if isinstance(lhs, lm.Binary) and lhs.op == "jux":
-            merger = Evaluator(g, table, where, claim.stage, {}, base)
-            merger.words = words
+            merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)
             lhs = merger.merge_words(lhs, Env())
         shown = _shown_lhs(lhs)
         for bits in PRECISIONS:
             with precision(bits):
                 balls = g.evaluate(bits)
                 ev = Evaluator(g, table, where, claim.stage, balls, base,
-                               claim.vectors == "column")
-                ev.words = words
+                               claim.vectors == "column", words)
                 try:
                     pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
                 except Inapplicable as error:
@@ -354,7 +354,8 @@ class Judge:
                     if not d.abs_upper() < tolerance:
                         undecided = True
                 if not undecided:
-                    return _Outcome("holds", len(pairs))
+                    stage = balls[claim.stage]
+                    return _Outcome("holds", len(pairs), total=len(stage) * len(stage[0]))
         return _Outcome("undecided", 0, f"{shown}: not decided at {PRECISIONS[-1]} bits")
 
     def pairs(self, ev: Evaluator, lhs: lm.Node, rhs: lm.Node, claim: EquationClaim,
@@ -382,7 +383,7 @@ class Judge:
             rows = range(r) if implicit else [None]
             seen = set()
             for row in rows:
-                for values in _product(len(free), ev.base, max(r, c)):
+                for values in _assignments(len(free), ev.base, max(r, c)):
                     env = Env(dict(zip(free, values)), row)
                     at = [ev.index(p, env) for p in parts]
                     if any(v.denominator != 1 for v in at):
@@ -607,8 +608,8 @@ def _is_size(name: str, ev: Evaluator) -> bool:
     return ev.table.scalar(lm.Sym(name)) is not None
 
 
-def _product(count: int, base: int, size: int):
-    import itertools
+def _assignments(count: int, base: int, size: int):
+    """Every value of ``count`` free indices, each from ``base`` over ``size`` values."""
     return itertools.product(range(base, base + size), repeat=count)
 
 
@@ -706,7 +707,11 @@ def _candidates(x: arb):
             yield arb(1) / int(n), f"1/{int(n)}"
 
 
-def _all(n: int) -> str:
+def _all(outcome: _Outcome) -> str:
+    """``all 16 entries``, ``its one entry``, ``the 8 entries it covers (of 16)``."""
+    n = outcome.entries
+    if outcome.total > n:
+        return f"the {plural(n, 'entry')} it covers (of {outcome.total})"
     return "its one entry" if n == 1 else f"all {n} entries"
 
 

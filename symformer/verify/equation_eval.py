@@ -160,12 +160,14 @@ class Evaluator:
     """Values of an equation's nodes over one derivation at ``bits`` bits."""
 
     def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
-                 balls: Mapping[str, list], base: int = 0, column: bool = False) -> None:
+                 balls: Mapping[str, list], base: int = 0, column: bool = False,
+                 words: frozenset[str] = frozenset()) -> None:
         self.g, self.table, self.where, self.near = g, table, where, near
         self.balls = balls
         self.base = base
         self.column = column
-        self.words: set[str] = set()
+        #: several-letter symbol names juxtaposed letters may spell (``PE``)
+        self.words = words
 
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
