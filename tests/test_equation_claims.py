@@ -97,6 +97,8 @@ TEXTBOOK = [
      r"{\partial h_i}", {}),
     ("grad.layer1.ffn.hidden", r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}"
      r"{\partial a_{ij}} \mathbb{1}_{h_{ij} > 0}", {}),
+    ("grad.layer1.head1.scores", r"\frac{\partial L}{\partial s_{ij}} = \sum_k \frac{"
+     r"\partial L}{\partial \alpha_{ik}} \alpha_{ik} (\delta_{kj} - \alpha_{ij})", {}),
 ]
 
 
@@ -484,3 +486,17 @@ def test_an_example_file_with_equations_about_itself(tmp_path, capsys):
     assert main(["check", str(path)]) == 0
     assert "agrees at all 9 entries of this example and of 1 random example" \
         in capsys.readouterr().out
+
+
+def test_causal_scores(language_model):
+    """The language model masks: a case distinction with -inf holds; the unmasked
+    formula fails at the first masked entry."""
+    cases = (r"s_{ij} = \begin{cases} \frac{u_{ij}}{\sqrt{d_k}} & j \le i \\ -\infty & "
+             r"\text{otherwise} \end{cases}")
+    where = {"s": "layer1.head1.scores", "u": "layer1.head1.raw_scores"}
+    (link,) = verdict(language_model, "layer1.head1.scores", cases, where=where)
+    assert link.status == "holds", link.message
+    (link,) = verdict(language_model, "layer1.head1.scores", r"s_{ij} = \frac{u_{ij}}"
+                      r"{\sqrt{d_k}}", where=where)
+    assert link.status == "fails" and "at [0,1] is" in link.message
+    assert link.message.endswith("the stage is -inf (masked)")

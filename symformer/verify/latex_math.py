@@ -308,6 +308,7 @@ class Parser:
         self.tokens = tokens
         self.k = 0
         self.depth = 0
+        self.in_cases = False  # inside a case distinction, & ends a value
 
     # helpers
     def peek(self, ahead: int = 0) -> Token | None:
@@ -352,7 +353,7 @@ class Parser:
                 name = self.raw_group()
                 if t.text != "\\label" and _text(name) not in _ENVIRONMENTS:
                     raise fail(f"\\begin{{{_text(name)}}}", t.col)
-            elif t.kind == "char" and t.text == "&":
+            elif t.kind == "char" and t.text == "&" and not self.in_cases:
                 self.k += 1
             else:
                 return
@@ -648,6 +649,7 @@ class Parser:
         if name == "array":
             self.raw_group()  # the column spec {ll}
         rows: list[tuple[Node, Node | None]] = []
+        outer, self.in_cases = self.in_cases, True
         while True:
             self.skip_layout()
             if self.at("\\end"):
@@ -657,6 +659,9 @@ class Parser:
             value = self.expression()
             self.skip_layout()
             if self.at(","):
+                self.k += 1
+                self.skip_layout()
+            if self.at("&"):
                 self.k += 1
             self.skip_layout()
             word = self.peek()
@@ -675,6 +680,7 @@ class Parser:
             self.skip_layout()
             if self.at("\\\\"):
                 self.k += 1
+        self.in_cases = outer
         if closing:
             self.skip_layout()
             if self.at("."):
