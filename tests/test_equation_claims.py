@@ -72,6 +72,7 @@ TEXTBOOK = [
     ("layer1.head1.scores", r"s_{ij} = \frac{\mathbf{q}_i \cdot \mathbf{k}_j}{\sqrt{d_k}}", {}),
     ("layer1.head1.Q", r"Q = XW_Q", {}),
     ("layer1.head1.Q", r"q = x W_Q", {}),
+    ("layer1.head1.Q", r"q_{ic} = \sum_m x_{im} W^{Q}_{mc}", {}),
     ("layer1.head2.Q", r"q_{ic} = \sum_{m=1}^{d} x_{im} (W_Q)_{mc}", {}),
     ("layer1.add_norm1.mean", r"\mu = \frac{1}{d}\sum_j r_j", {}),
     ("layer1.add_norm1.variance", r"\sigma^2 = \frac{1}{d}\sum_{j=0}^{d-1} (r_j - \mu)^2", {}),

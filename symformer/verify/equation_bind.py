@@ -168,6 +168,12 @@ class SymbolTable:
                     raise InputError(f"{sym.show()}: no such layer/head ({marker}) in "
                                      f"the example")
             return _nearest(sym, [t for t, _ in found], near), use_sub, use_sup
+        sup, _ = split_where(sym)
+        if sup and sup.isalnum():  # W^{Q}: the weight the notation writes W_Q
+            moved = Sym(sym.base, sym.sup, None, sym.primes, sym.grad)
+            found = self.entries.get(key_of(moved))
+            if found:
+                return _nearest(sym, [t for t, _ in found], near), False, True
         return None
 
     def scalar(self, sym: Sym) -> str | None:
