@@ -98,6 +98,12 @@ TEXTBOOK = [
      r"{\partial h_i}", {}),
     ("grad.layer1.ffn.hidden", r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}"
      r"{\partial a_{ij}} \mathbb{1}_{h_{ij} > 0}", {}),
+    ("layer1.head1.output", r"\text{Attention}(Q, K, V) = \text{softmax}\left("
+     r"\frac{QK^T}{\sqrt{d_k}}\right)V", {}),
+    ("layer1.ffn.output", r"\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2",
+     {"x": "layer1.add_norm1"}),
+    ("layer1.head1.weights", r"\mathrm{softmax}(x)_i = \frac{e^{x_i}}{\sum_j e^{x_j}}",
+     {"x": "layer1.head1.scores"}),
     ("grad.layer1.head1.scores", r"\frac{\partial L}{\partial s_{ij}} = \sum_k \frac{"
      r"\partial L}{\partial \alpha_{ik}} \alpha_{ik} (\delta_{kj} - \alpha_{ij})", {}),
 ]
@@ -118,6 +124,15 @@ def test_column_vectors_as_the_claim_states(square):
     (link,) = verdict(square, "layer1.head1.Q", r"\mathbf{q} = W_Q^\top \mathbf{x}")
     assert link.status == "fails" and link.notes == [
         'it holds with column vectors (vectors = "column")']
+
+
+def test_the_cross_entropy_with_target_ids(language_model):
+    t = {"t": "loss.target"}
+    (link,) = verdict(language_model, "loss", r"L = -\frac{1}{n}\sum_{i=1}^{n} \log p_{i,t_i}",
+                      where=t)
+    assert link.status == "holds"
+    (link,) = verdict(language_model, "loss", r"L = -\sum_{i} \log p_{i,t_i}", where=t)
+    assert link.status == "fails" and "it is 3 times the stage" in link.notes[-1]
 
 
 def test_the_softmax_cross_entropy_gradient(language_model):

@@ -130,7 +130,8 @@ class SymbolTable:
                 if part in ("n", "d", "d_{k}", r"d_{\text{in}}", r"\varepsilon"):
                     self.scalars[key_of(sym)] = sym.show()
         # the glossary's d is the model's width; d_out and d_v as its d_in and d_k
-        for sub, name in (("model", "d"), ("out", "d_{out}"), ("v", "d_{v}")):
+        for sub, name in (("model", "d"), ("out", "d_{out}"), ("v", "d_{v}"),
+                          ("ff", "d_{ff}")):
             self.scalars[("d", sub, "", 0, False)] = name
         if any(s.op.name in ("adam_step", "sgd_step") for s in stages):
             # a training run's: the learning rate, Adam's betas, the step t

@@ -363,8 +363,10 @@ class Judge:
         """(entry as shown, the equation's value, the stage's) at every entry of the
         stage the left-hand side covers."""
         named = False
-        if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
-            lhs, named = replace(lhs.operand, sub=lhs.sub), True  # (W_2)_{mj}
+        lhs, row_form = _function_form(lhs)
+        if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
+            operand = lhs.operand if isinstance(lhs.operand, lm.Sym) else lm.Sym("f")
+            lhs, named = replace(operand, sub=lhs.sub), True
         if not isinstance(lhs, lm.Sym):
             raise InputError(f"{claim.source}: cannot read the left-hand side at column "
                              f"{lhs.col}: it must be the stage's symbol (q_{{ic}}, Q, "
@@ -404,7 +406,7 @@ class Judge:
                                 stage[i][j]))
             return out
         # a bare symbol: a number (L), one per row (μ), a row (q) or the matrix (Q)
-        matrix_form = _matrix_form(lhs, ev, r, c)
+        matrix_form = not row_form if row_form is not None else _matrix_form(lhs, ev, r, c)
         if (r, c) == (1, 1) or (c == 1 and not matrix_form):
             for i in range(r):
                 value = ev.value(rhs, Env({}, i))
@@ -580,6 +582,26 @@ def _base(chain: lm.Chain) -> int:
             elif isinstance(value, tuple):
                 stack.extend(v for v in value if isinstance(v, lm.Node))
     return 0
+
+
+def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
+    """A left-hand side written as a function, ``\\mathrm{Attention}(Q, K, V)``,
+    ``\\mathrm{FFN}(x)``, ``\\operatorname{softmax}(x)_i``: the stage itself, in row
+    form when every argument is a lowercase symbol (x: one token's row), else as a
+    matrix (None: not a function form)."""
+    inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
+    if isinstance(inner, lm.Call) and inner.name in ("softmax", "relu", "exp"):
+        args = inner.args
+    elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
+            and len(inner.left.base) > 1 and not inner.left.sub:
+        args = inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,)
+    else:
+        return lhs, None
+    row = all(isinstance(a, lm.Sym) and a.base[:1].islower() for a in args)
+    name = lm.Sym(inner.name if isinstance(inner, lm.Call) else inner.left.base, col=lhs.col)
+    if isinstance(lhs, lm.Subscripted):
+        return lm.Subscripted(name, lhs.sub, col=lhs.col), row
+    return name, row
 
 
 def _sub_is_name(sym: lm.Sym, ev: Evaluator) -> bool:

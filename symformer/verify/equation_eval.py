@@ -235,6 +235,11 @@ class Evaluator:
                 raise InputError(f"{name}: the run has no such setting")
             best = max(stages, key=lambda s: _common(s.name, self.near))
             return _ball(getattr(best.op, name))
+        if name == "d_{ff}":
+            stages = [s for s in self.g if s.kind == "ffn_hidden"]
+            if not stages:
+                raise InputError("d_ff: the example has no feed-forward network")
+            return arb(max(stages, key=lambda s: _common(s.name, self.near)).shape[1])
         if name in ("d_{in}", "d_{out}"):
             rows, cols = self.projection()
             return arb(rows if name == "d_{in}" else cols)
@@ -322,6 +327,9 @@ class Evaluator:
         if isinstance(node, lm.Compare):
             raise InputError(f"cannot read a comparison at column {node.col} outside "
                              f"an indicator [..]")
+        if isinstance(node, lm.Arguments):
+            raise InputError(f"cannot read the list at column {node.col}: (a, b) is only "
+                             f"a left-hand side's arguments (\\mathrm{{Attention}}(Q, K, V))")
         if isinstance(node, lm.Subscripted):  # (..)_{ij}: the indices address the whole
             v = self.value(node.operand, Env(env.indices, None))
             if not isinstance(v, Mat):
@@ -435,9 +443,18 @@ class Evaluator:
             if node.base in env.indices:
                 return Fraction(env.indices[node.base])
         if isinstance(node, lm.Sym):
-            target, _, _ = self.resolve(node)
+            target, sub_used, _ = self.resolve(node)
             if isinstance(target, str) and target in _SIZES:
                 return Fraction(self.size(target))
+            targets = getattr(self.g[target.stage].op, "targets", None) \
+                if isinstance(target, Target) and target.parameter == "target" else None
+            if targets is not None and node.sub and not sub_used:  # t_i: a target's id
+                (part,) = lm.split_indices(node.sub, 1)
+                k = self.index(part, env)
+                if k.denominator != 1 or not 0 <= int(k) - self.base < len(targets) \
+                        or targets[int(k) - self.base] is None:
+                    raise Inapplicable(f"{node.show()}: no target there")
+                return Fraction(targets[int(k) - self.base] + self.base)
             raise InputError(f"cannot use {node.show()} in an index at column {node.col}")
         if isinstance(node, lm.Unary):
             return -self.index(node.operand, env)
@@ -603,7 +620,7 @@ def _symbols(node: lm.Node):
 
 
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
-_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "|V|", "t")
+_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "d_{ff}", "|V|", "t")
 
 
 def _common(a: str, b: str) -> int:

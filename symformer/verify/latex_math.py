@@ -268,6 +268,14 @@ class Indicator(Node):
 
 
 @dataclass(frozen=True)
+class Arguments(Node):
+    """``(Q, K, V)``: what a named function of the left-hand side is written over
+    (``\\mathrm{Attention}(Q, K, V) = ...``); nowhere else."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
 class Cases(Node):
     """A case distinction: the first row whose condition holds (None: otherwise)."""
 
@@ -548,9 +556,14 @@ class Parser:
             self.enter(t.col)
             node = self.expression()
             self.skip_layout()
+            items = [node]
+            while self.at(","):  # (Q, K, V): a name's arguments on a left-hand side
+                self.k += 1
+                items.append(self.expression())
+                self.skip_layout()
             self.expect(")")
             self.depth -= 1
-            return node
+            return Arguments(tuple(items), col=t.col) if len(items) > 1 else node
         if t.kind == "char" and t.text == "[":
             self.k += 1
             inner = self.condition("]", grouping=True)
