@@ -516,3 +516,17 @@ def test_causal_scores(language_model):
                       r"{\sqrt{d_k}}", where=where)
     assert link.status == "fails" and "at [0,1] is" in link.message
     assert link.message.endswith("the stage is -inf (masked)")
+
+
+@pytest.mark.parametrize("stage, latex, status", [
+    ("layer1.ffn.gate_activation", r"\phi_{ij} = g_{ij}\,\sigma(g_{ij})", "holds"),
+    ("layer1.ffn.gate_activation", r"\phi_{ij} = \mathrm{SiLU}(g_{ij})", "holds"),
+    ("layer1.ffn.activation", r"a = \mathrm{SiLU}(g) \odot h", "holds"),
+    ("layer1.ffn.activation", r"a = \mathrm{SiLU}(h) \odot g", "fails"),
+    # SwiGLU as its paper writes it: the product binds tighter than the Hadamard one
+    ("layer1.ffn.output", r"F = (\mathrm{SiLU}(Y W_{gate}) \odot Y W_1) W_2", "holds"),
+])
+def test_gated_feed_forward(stage, latex, status):
+    judge = _judge(load_example("llama_style"))
+    (link,) = verdict(judge, stage, latex, examples=1, where={"Y": "layer1.norm2"})
+    assert link.status == status, link.message

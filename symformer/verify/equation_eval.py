@@ -129,7 +129,9 @@ def _softmax(v: object) -> Mat:
 _FUNCTIONS: dict[str, Callable[[arb], arb]] = {
     "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
     "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
-    "relu": lambda x: x.max(arb(0)),
+    "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
+    "sigmoid": lambda x: 1 / (1 + (-x).exp()), "silu": lambda x: x / (1 + (-x).exp()),
+    "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
 }
 
 
@@ -291,6 +293,10 @@ class Evaluator:
                 merged = self.merge_words(node, env)
                 if merged is not node:
                     return self.value(merged, env)
+                if node.op == "jux":
+                    applied = self.sigmoids(node)
+                    if applied is not node:
+                        return self.value(applied, env)
             a, b = self.value(node.left, env), self.value(node.right, env)
             if node.op == "*" and _vectors(a, b):  # q_i \cdot k_j: a dot product
                 return sum((x * y for x, y in zip(*(
@@ -336,6 +342,47 @@ class Evaluator:
                 raise Inapplicable("a subscript on a single number")
             return self.entry(v.rows, "(..)", node.sub, env)
         raise InputError(f"cannot read the node at column {node.col}")
+
+    def sigmoids(self, node: lm.Binary) -> lm.Node:
+        """A juxtaposed product with each unbound ``\\sigma`` applied to the factor
+        after it (``g \\, \\sigma(g)``: SiLU), or ``node`` itself."""
+        factors: list[lm.Node] = []
+
+        def flat(n: lm.Node) -> None:
+            if isinstance(n, lm.Binary) and n.op == "jux":
+                flat(n.left)
+                flat(n.right)
+            else:
+                factors.append(n)
+
+        flat(node)
+        if not any(self.sigmoid(f) for f in factors[:-1]):
+            return node
+        out: list[lm.Node] = []
+        k = 0
+        while k < len(factors):
+            if k + 1 < len(factors) and self.sigmoid(factors[k]):
+                out.append(lm.Call("sigmoid", (factors[k + 1],), col=factors[k].col))
+                k += 2
+            else:
+                out.append(factors[k])
+                k += 1
+        result = out[0]
+        for f in out[1:]:
+            result = lm.Binary("jux", result, f, col=node.col)
+        return result
+
+    def sigmoid(self, node: lm.Node) -> bool:
+        """A bare ``\\sigma`` the notation does not bind (its σ is ``\\sigma^2`` or
+        ``\\tilde\\sigma``): the logistic function applied to what follows."""
+        if not (isinstance(node, lm.Sym) and node.base == "sigma" and not node.sub
+                and not node.sup and not node.primes and not node.grad):
+            return False
+        try:
+            self.resolve(node)
+        except InputError:
+            return True
+        return False
 
     def exact_power(self, node: lm.Node, env: Env) -> int | None:
         """An integer exponent as an int (x^2 stays exact), else None."""

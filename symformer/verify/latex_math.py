@@ -51,7 +51,9 @@ FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "si
              "cos": "cos", "sqrt": "sqrt"}
 #: Functions written with \operatorname{..} or \mathrm{..}.
 NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
-                   "tanh": "tanh", "max": "max"}
+                   "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
+                   "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
+                   "erf": "erf"}
 #: Macros that only set spacing or size.
 _IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right", "bigl",
                       "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg", "biggl", "biggr",
@@ -234,7 +236,8 @@ class Transpose(Node):
 
 @dataclass(frozen=True)
 class Call(Node):
-    """``f(args)``: exp, log, sqrt, tanh, sin, cos, relu, softmax (row-wise), max."""
+    """``f(args)``: exp, log, sqrt, tanh, sin, cos, erf, relu, sigmoid, silu, gelu (the
+    exact one, with erf), softmax (row-wise), max."""
 
     name: str
     args: tuple[Node, ...]
@@ -455,7 +458,22 @@ class Parser:
         return node
 
     def term(self) -> Node:
-        """Factors joined by products (written or juxtaposed), / and ⊙."""
+        """Products joined by ⊙, which binds less tightly than a product written or
+        juxtaposed (``\\mathrm{SiLU}(xW) \\odot xV`` is SiLU(xW) ⊙ (xV))."""
+        self.skip_layout()
+        t = self.peek()
+        col = t.col if t else 0
+        node = self.product()
+        while True:
+            self.skip_layout()
+            if self.at("\\odot", "\\circ"):
+                self.k += 1
+                node = Binary("odot", node, self.product(), col=col)
+            else:
+                return node
+
+    def product(self) -> Node:
+        """Factors joined by products (written or juxtaposed) and /."""
         self.skip_layout()
         t = self.peek()
         col = t.col if t else 0
@@ -470,9 +488,6 @@ class Parser:
             if self.at("\\cdot", "\\times", "*"):
                 self.k += 1
                 node = Binary("*", node, self.factor(), col=col)
-            elif self.at("\\odot", "\\circ"):
-                self.k += 1
-                node = Binary("odot", node, self.factor(), col=col)
             elif self.at("/"):
                 self.k += 1
                 node = Binary("/", node, self.factor(), col=col)
