@@ -530,3 +530,29 @@ def test_gated_feed_forward(stage, latex, status):
     judge = _judge(load_example("llama_style"))
     (link,) = verdict(judge, stage, latex, examples=1, where={"Y": "layer1.norm2"})
     assert link.status == status, link.message
+
+
+_SOUP = st.sampled_from([
+    "q_{ij}", "q_{i}", "Q", "K^\\top", "s_{ij}", "\\alpha_j", "+", "-", "(", ")", "\\frac{1}{2}",
+    "\\sum_{j}", "\\sum_{m=0}^{n-1}", "\\sqrt{d_k}", "0.5", "\\cdot", "\\odot", "[j \\le i]",
+    "\\delta_{jk}", "\\delta_{ijk}", "\\mathbf{q}_{i,j}", "\\mathbf{q}_i", "(W_Q)_{mc}",
+    "e^{s_{ij}}", "\\log", "\\max_j", "dS", "\\mu", "\\sigma^2", "/", "\\operatorname{softmax}(S)",
+    "\\frac{\\partial L}{\\partial s_{ij}}", "n", "i", "^2", "_{ij}", "\\mathbb{1}[h_{ij} > 0]",
+    "\\sigma(q)", "(Q, K)", "|V|"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([("layer1.head1.scores", "s_{ij}"), ("layer1.head1.Q", "Q"),
+                        ("layer1.head1.weights", "\\alpha_j"), ("grad.layer1.head1.K", "dK"),
+                        ("loss", "L")]), st.lists(_SOUP, min_size=1, max_size=6))
+def test_any_right_hand_side_gets_a_verdict_or_one_line(builtin, lhs, pieces):
+    """Whatever is written on the right, the checker gives a verdict or refuses in one
+    line: never a traceback."""
+    stage, symbol = lhs
+    try:
+        links = verdict(builtin, stage, f"{symbol} = {' '.join(pieces)}", examples=1)
+    except InputError as error:
+        assert "\n" not in str(error)
+    else:
+        assert all(k.status in ("holds", "fails", "example only", "undecided") for k in links)

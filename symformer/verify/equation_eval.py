@@ -398,7 +398,7 @@ class Evaluator:
             return arb(env.indices[sym.base])
         target, sub_used, sup_used = self.resolve(sym)
         if target == "delta":
-            a, b = lm.split_indices(sym.sub, 2)
+            a, b = _exactly(lm.split_indices(sym.sub, 2), 2, sym)
             return arb(1 if self.index(a, env) == self.index(b, env) else 0)
         if isinstance(target, str):
             value: object = self.scalar(target)
@@ -425,7 +425,7 @@ class Evaluator:
         r"""``\mathbf{q}_i``: token i's row (the implicit row without a subscript), 1 x d
         (d x 1 for column vectors)."""
         if sub:
-            (part,) = lm.split_indices(sub, 1)
+            (part,) = _exactly(lm.split_indices(sub, 1), 1, sym)
             at = self.index(part, env)
             if at.denominator != 1:
                 raise Inapplicable(f"{sym.show()}: an index is not a whole number")
@@ -496,7 +496,7 @@ class Evaluator:
             targets = getattr(self.g[target.stage].op, "targets", None) \
                 if isinstance(target, Target) and target.parameter == "target" else None
             if targets is not None and node.sub and not sub_used:  # t_i: a target's id
-                (part,) = lm.split_indices(node.sub, 1)
+                (part,) = _exactly(lm.split_indices(node.sub, 1), 1, node)
                 k = self.index(part, env)
                 if k.denominator != 1 or not 0 <= int(k) - self.base < len(targets) \
                         or targets[int(k) - self.base] is None:
@@ -650,6 +650,14 @@ class Evaluator:
             if not _TESTS[op](s):
                 return False
         return True
+
+
+def _exactly(parts: list, count: int, sym: lm.Sym) -> list:
+    """``parts`` when there are ``count`` of them, else the one-line error."""
+    if len(parts) != count:
+        raise InputError(f"cannot read {sym.show()} at column {sym.col}: it takes "
+                         f"{count} {'index' if count == 1 else 'indices'}, not {len(parts)}")
+    return parts
 
 
 def _symbols(node: lm.Node):
