@@ -556,3 +556,9 @@ def test_any_right_hand_side_gets_a_verdict_or_one_line(builtin, lhs, pieces):
         assert "\n" not in str(error)
     else:
         assert all(k.status in ("holds", "fails", "example only", "undecided") for k in links)
+
+
+def test_an_unbound_index_is_named(builtin):
+    with pytest.raises(InputError, match=r"cannot read j at column 21: it is not an index "
+                                         r"of the left-hand side, not bound by a sum"):
+        verdict(builtin, "layer1.add_norm1.mean", r"\mu = \frac{1}{d} r_j j")

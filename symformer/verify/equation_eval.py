@@ -211,6 +211,10 @@ class Evaluator:
             return "delta", False, False
         if sym.base in ("pi", "infty", "|V|") and not sym.sub:
             return sym.base, False, False
+        if len(sym.base) == 1 and sym.base.islower() and not (sym.sub or sym.sup or sym.grad):
+            raise InputError(f"cannot read {sym.show()} at column {sym.col}: it is not an "
+                             f"index of the left-hand side, not bound by a sum, and not a "
+                             f"symbol of the example's notation (bind it with where)")
         raise InputError(f"cannot read {sym.show()} at column {sym.col}: not a symbol of "
                          f"the example's notation (bind it with where)")
 
