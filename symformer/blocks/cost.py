@@ -261,10 +261,10 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: b
     for all equations), up to three precisions each."""
     s = shape(example)
     work = _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
-    if equations:
-        passes = backward_work(example) - _START
-        work += random_examples * passes + equations * (1 + random_examples + 5) * (
-            _CLAIM + 3 * _ENTRY * s.entries)
+    if equations:  # the backward pass's start once; each random example's own passes
+        one = backward_work(example) - _START - _BACKWARD_START
+        work += _BACKWARD_START + random_examples * one + equations * (
+            1 + random_examples + 5) * (_CLAIM + 3 * _ENTRY * s.entries)
     if gradients:
         work += 5 * (backward_work(example) - _START)
     if train_steps is not None:
