@@ -249,14 +249,22 @@ def trace_work(example: Example, *, backward: bool = False) -> int:
 
 
 def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: bool = False,
-               train_steps: int | None = None) -> int:
+               train_steps: int | None = None, equations: int = 0,
+               random_examples: int = 0) -> int:
     """``check``: the derivation and the other conventions that might explain a wrong
     number, then each claim (located, rounded, compared) and each claimed number; with
     claims on gradients, a backward pass under the example's conventions and each
     alternative one (5); with claims on a training run of ``train_steps`` steps, the run
-    twice (the check and reader rounding)."""
+    twice (the check and reader rounding).  ``equations`` claimed equations: each
+    evaluated at every entry of the example, of its variants and of
+    ``random_examples`` random examples (each a forward and backward pass, derived once
+    for all equations), up to three precisions each."""
     s = shape(example)
     work = _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
+    if equations:  # the backward pass's start once; each random example's own passes
+        one = backward_work(example) - _START - _BACKWARD_START
+        work += _BACKWARD_START + random_examples * one + equations * (
+            1 + random_examples + 5) * (_CLAIM + 3 * _ENTRY * s.entries)
     if gradients:
         work += 5 * (backward_work(example) - _START)
     if train_steps is not None:

@@ -25,6 +25,9 @@ from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims, training_run
+from symformer.verify.equation_claims import Judge, load_equations
+from symformer.verify.equation_claims import as_json as equations_json
+from symformer.verify.equation_claims import report as equations_report
 
 ORDER = 40
 
@@ -43,7 +46,10 @@ with a [loss]), and a training run's (step2.layer1.W_1, step1.loss, with a [trai
 table in the claims or example file). A claimed number with d decimals is right when
 |exact - claimed| <= 0.5e-d, decided with certified digits. A claim with `inputs` is
 checked as a step: recomputed from the named claims' printed numbers, and consistent
-when some inputs within their rounding intervals produce it. Claims file format:
+when some inputs within their rounding intervals produce it. An [[equation]] table
+(or a '% symformer: equation STAGE' tag before an equation/align block in notes)
+checks an author's LaTeX equation at every entry of the stage, on the example and on
+random examples of the same shape. Claims file format:
 docs/verify.md. Exit status: 0 every number right, 1 some wrong, 2 bad input.
 """
 
@@ -97,17 +103,28 @@ def run(args: argparse.Namespace) -> int:
     # the run claims on a step's stages mean: the claims file's [train], else the example's
     run = training_run(args.claims) or training_run(example.source)
     checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
+    equations = load_equations(args.claims)
     claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
     check_work(args, example, "check", claims=len(claims),
-               numbers=sum(len(row) for c in claims for row in c.values))
+               numbers=sum(len(row) for c in claims for row in c.values),
+               equations=len(equations),
+               random_examples=max((e.examples for e in equations), default=0))
     with Progress("symformer check", quiet=args.quiet) as bar:
         results = checker.check_all(claims, bar.step)
+    judge = Judge(g.example, checker.derivation, checker.causal, checker.run)
+    checked = [judge.check(e) for e in equations]
     right, total = summary(results)
     if args.json:
-        print(json.dumps(as_json(results, right, total), indent=1, ensure_ascii=False))
+        document = as_json(results, right, total)
+        if checked:
+            document["equations"] = equations_json(checked)
+            document["ok"] = document["ok"] and all(e.ok for e in checked)
+        print(json.dumps(document, indent=1, ensure_ascii=False))
     else:
-        print(report(results, right, total))
-    return 0 if right == total else 1
+        text = report(results, right, total) if claims else ""
+        lines = equations_report(checked)
+        print("\n".join(([text, ""] if text else []) + lines) if lines else text)
+    return 0 if right == total and all(e.ok for e in checked) else 1
 
 
 def _bounded(args: argparse.Namespace, example, checker: Checker

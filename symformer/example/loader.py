@@ -84,6 +84,7 @@ _TOP_KEYS = {
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss", "stages",
     "token_type_embeddings", "segments", "embedding_norm",  # BERT (bert_extras.py)
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
+    "equation",  # [[equation]] tables about the example itself, read by `symformer check`
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
     "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",

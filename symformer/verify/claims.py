@@ -46,6 +46,7 @@ from symformer.example.expression import Constant
 from symformer.example.lesson import INPUT_KEYS
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_value
+from symformer.verify.equation_claims import has_equation_tags
 from symformer.verify.prose import prose_numbers
 
 #: Claims may state 0 to MAX_DECIMALS decimals.
@@ -245,10 +246,12 @@ class StageLabels(Mapping):
 def claims_from_toml(text: str, source: str) -> list[Claim]:
     """Parse the ``[[claim]]`` tables of a claims file (shapes are checked by validate)."""
     data = read_toml(text, source)
-    unknown = sorted(set(data) - {"claim", "title", "description", "train"})
+    unknown = sorted(set(data) - {"claim", "equation", "title", "description", "train"})
     if unknown and not holds_example(data):
         raise InputError(f"{source}: unknown key {unknown[0]!r} (expected [[claim]] tables)")
     tables = data.get("claim")
+    if tables is None and "equation" in data:  # only [[equation]] tables: equation_claims
+        return []
     if not isinstance(tables, list) or not tables:
         raise InputError(f"{source}: no [[claim]] tables found")
     return [_claim(t, f"{source}, claim {n}") for n, t in enumerate(tables, start=1)]
@@ -373,6 +376,8 @@ def claims_from_document(text: str, source: str, names: list[str],
                    where=f"{source}, line {p.line}", entry_given=True)
              for p in prose_numbers(text, source, stages or {})]
     printed = list(_printed_arrays(text, source))
+    if not printed and not prose and has_equation_tags(text):
+        return []  # only tagged equations (symformer.verify.equation_claims)
     if not printed and not prose:
         raise InputError(f"{source}: no recognisable numbers: expected a line "
                          f"print(np.round(NAME, k)) followed by the printed array as "

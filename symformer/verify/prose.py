@@ -71,6 +71,8 @@ def prose_numbers(text: str, source: str, stages: Mapping[str, tuple[tuple[str, 
         for match in (*_HTML.finditer(line), *_LATEX.finditer(line)):
             if match.re is _LATEX and _HTML.search(line[:match.start()] + "-->"):
                 continue  # a "%" inside an HTML annotation
+            if match.group("body").startswith("equation "):
+                continue  # an equation's tag (symformer.verify.equation_claims)
             where = f"{source}, line {n}"
             before = _without_annotations(line[:match.start()])
             number_line = n

@@ -1,0 +1,253 @@
+"""An author's symbols bound to an example: stages, weights, sizes and indices.
+
+The table is the example's own notation (:mod:`symformer.notation`): every stage's
+symbol (``q^{(1)}``, ``\\alpha``, ``\\sigma^2``, ``y'``), its matrix symbol (``Q``),
+every weight's (``W_{Q}^{(1)}``, ``\\gamma'``), every gradient's (``\\partial
+L/\\partial k^{(1)}``) and the glossary's sizes and constants (``n``, ``d``, ``d_k``,
+``\\varepsilon``).  Each notation is read with the equation grammar itself, so an
+author's ``W_Q`` and the notes' ``W_{Q}`` are one symbol.  A symbol written without
+its layer/head superscript means the one nearest the claimed stage (most leading
+name parts in common); two equally near are an error asking for ``where``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from symformer.engine import Derivation
+from symformer.errors import InputError
+from symformer.notation import glossary, notation, parameter_symbol, symbol, where
+from symformer.verify.latex_math import Parser, Sym, tokenize
+
+_WHERE = re.compile(r"^(.*?)\((\d+(?:,\d+)*)\)$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a symbol stands for: a stage (``stage``), a weight of a stage's operation
+    (``stage`` and ``parameter``), or a size/constant (``scalar``, its name)."""
+
+    stage: str | None = None
+    parameter: str | None = None
+    scalar: str | None = None
+    matrix: bool = False   # written as the whole matrix (Q, W_Q), not one row (q)
+
+    @property
+    def anchor(self) -> str:
+        """The stage the symbol sits at (for nearness)."""
+        return (self.stage or "").removeprefix("grad.")
+
+    def describe(self) -> str:
+        """For messages: the stage or ``stage's W_Q``."""
+        if self.parameter:
+            return f"{self.stage}'s {self.parameter}"
+        return self.stage or self.scalar or "?"
+
+
+#: A symbol's key: (base, subscript as a name, superscript as a name, primes, grad).
+Key = tuple[str, str, str, int, bool]
+
+
+def read_symbol(latex: str) -> Sym:
+    """A notation's LaTeX (``W_{Q}^{(1)}``, ``\\partial L/\\partial z``) as a symbol."""
+    parser = Parser(tokenize(latex))
+    node = parser.factor()
+    if not isinstance(node, Sym):
+        raise InputError(f"cannot read the symbol {latex!r}")
+    parser.skip_layout()
+    if parser.peek() is not None:
+        raise InputError(f"cannot read the symbol {latex!r}: "
+                         f"{parser.peek().text} at column {parser.peek().col}")
+    return node
+
+
+def split_where(sym: Sym) -> tuple[str, str]:
+    """(the superscript without a layer/head marker, the marker: ``1,2`` or '')."""
+    sup = sym.sup_text
+    m = _WHERE.match(sup)
+    return (m.group(1), m.group(2)) if m else (sup, "")
+
+
+def _matrix_symbol(stage) -> str:
+    """The whole stage's symbol before its superscript: ``Q`` for rows of ``q`` (the rule
+    of :func:`symformer.notation.matrix_latex`, which adds the superscript)."""
+    latex = symbol(stage).latex
+    return latex.upper() if re.fullmatch(r"[a-z]", latex) else latex
+
+
+def key_of(sym: Sym, sub: bool = True, sup: bool = True) -> Key:
+    """The key of ``sym``, with or without its subscript and superscript as names."""
+    sup_text, _ = split_where(sym)
+    return (_canonical(sym.base), sym.sub_text if sub else "", sup_text if sup else "",
+            sym.primes, sym.grad)
+
+
+def _canonical(base: str) -> str:
+    return "varepsilon" if base == "epsilon" else base
+
+
+class SymbolTable:
+    """Every symbol of a derivation's notation, what it stands for, where it sits."""
+
+    def __init__(self, g: Derivation) -> None:
+        self.g = g
+        self.entries: dict[Key, list[tuple[Target, str]]] = {}
+        stages = list(g)
+        for s in stages:
+            grad = s.name.startswith("grad.")
+            if grad and s.kind not in ("gradient", "weight_gradient"):
+                continue
+            self._add(notation(s).latex,
+                      Target(stage=s.name, matrix=s.kind == "weight_gradient"), grad)
+            if grad and s.kind == "gradient" and s.name.removeprefix("grad.") in g.stages:
+                source = g[s.name.removeprefix("grad.")]
+                self._add(_matrix_symbol(source), Target(stage=s.name, matrix=True), True,
+                          forced_where=where(source))
+            if grad:
+                continue
+            if _matrix_symbol(s) != symbol(s).latex:
+                self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),
+                          forced_where=where(s))
+            if hasattr(s.op, "target"):  # the mse target, as its operation spells it
+                note = s.op.spelling().symbols.get("T")
+                if note is not None:
+                    self._add(note.latex, Target(stage=s.name, parameter="target",
+                                                 matrix=True))
+            for name in s.op.parameters():
+                self._add(parameter_symbol(s, name).latex,
+                          Target(stage=s.name, parameter=name, matrix=True),
+                          forced_where=where(s))
+        self.scalars: dict[Key, str] = {}
+        for note in glossary([s for s in stages if not s.name.startswith("grad.")]):
+            for part in note.latex.split(","):
+                part = part.strip()
+                try:
+                    sym = read_symbol(part)
+                except InputError:
+                    continue
+                if part in ("n", "d", "d_{k}", r"d_{\text{in}}", r"\varepsilon"):
+                    self.scalars[key_of(sym)] = sym.show()
+        # the glossary's d is the model's width; d_out and d_v as its d_in and d_k
+        for sub, name in (("model", "d"), ("out", "d_{out}"), ("v", "d_{v}"),
+                          ("ff", "d_{ff}")):
+            self.scalars[("d", sub, "", 0, False)] = name
+        if any(s.op.name in ("adam_step", "sgd_step") for s in stages):
+            # a training run's: the learning rate, Adam's betas, the step t
+            for key, name in ((("eta", ""), "lr"), (("beta", "1"), "beta1"),
+                              (("beta", "2"), "beta2"), (("t", ""), "t")):
+                self.scalars[(*key, "", 0, False)] = name
+
+    def _add(self, latex: str, target: Target, grad: bool = False,
+             forced_where: str | None = None) -> None:
+        try:
+            sym = read_symbol(latex)
+        except InputError:
+            return
+        if grad and not sym.grad:
+            sym = Sym(sym.base, sym.sub, sym.sup, sym.primes, True)
+        sup, marker = split_where(sym)
+        if forced_where is not None:
+            marker = forced_where
+        key = (_canonical(sym.base), sym.sub_text, sup, sym.primes, sym.grad)
+        self.entries.setdefault(key, []).append((target, marker))
+
+    def lookup(self, sym: Sym, near: str) -> tuple[Target, bool, bool] | None:
+        """(target, subscript used as a name, superscript used as a name) of an
+        author's symbol, nearest ``near`` (a stage name); None: not in the table."""
+        _, marker = split_where(sym)
+        for use_sub, use_sup in ((True, True), (True, False), (False, True), (False, False)):
+            if (use_sub and not sym.sub) or (use_sup and not split_where(sym)[0]):
+                continue
+            found = self.entries.get(key_of(sym, use_sub, use_sup))
+            if not found:
+                continue
+            if marker:
+                found = [f for f in found if f[1] == marker]
+                if not found:
+                    raise InputError(f"{sym.show()}: no such layer/head ({marker}) in "
+                                     f"the example")
+            return _nearest(sym, [t for t, _ in found], near), use_sub, use_sup
+        sup, _ = split_where(sym)
+        if sup and sup.isalnum():  # W^{Q}: the weight the notation writes W_Q
+            moved = Sym(sym.base, sym.sup, None, sym.primes, sym.grad)
+            found = self.entries.get(key_of(moved))
+            if found:
+                return _nearest(sym, [t for t, _ in found], near), False, True
+        return None
+
+    def scalar(self, sym: Sym) -> str | None:
+        """The glossary name of a size or constant (``d_k``, ``n``, ``ε``), or None."""
+        for use_sub in (True, False):
+            if not use_sub and sym.sub:
+                return None
+            k = key_of(sym, use_sub, sup=False)  # a superscript is a power (β_1^t)
+            if k in self.scalars:
+                return self.scalars[k]
+        return None
+
+
+def _nearest(sym: Sym, targets: list[Target], near: str) -> Target:
+    """The target sharing most leading name parts with ``near``."""
+    unique = list({(t.stage, t.parameter): t for t in reversed(targets)}.values())[::-1]
+    if len(unique) == 1:
+        return unique[0]
+    anchor = near.removeprefix("grad.").split(".")
+
+    def common(t: Target) -> int:
+        parts = t.anchor.split(".")
+        k = 0
+        while k < min(len(parts), len(anchor)) and parts[k] == anchor[k]:
+            k += 1
+        return k
+
+    best = max(common(t) for t in unique)
+    top = [t for t in unique if common(t) == best]
+    if len(top) > 1:
+        names = " or ".join(t.describe() for t in top[:3])
+        raise InputError(f"{sym.show()} could be {names}; say which with "
+                         f"where = {{ \"{sym.show()}\" = \"STAGE\" }}")
+    return top[0]
+
+
+def where_table(where: Mapping[str, str], g: Derivation, source: str
+                ) -> dict[Key, Target]:
+    """A claim's ``where``: author symbol -> stage name or ``BLOCK.WEIGHT``
+    (``layer1.head1.W_Q``, the weight's name as ``backward --list`` prints its
+    gradient without ``grad.``) or ``loss.target`` (the mse loss's target, a
+    cross-entropy's one-hot targets)."""
+    out: dict[Key, Target] = {}
+    weights = _weights(g)
+    for written, name in where.items():
+        if not isinstance(name, str):
+            raise InputError(f"{source}: where[{written!r}] must be a stage name")
+        sym = read_symbol(written)
+        if name.endswith(".target") and name.removesuffix(".target") in g.stages \
+                and any(hasattr(g[name.removesuffix(".target")].op, a)
+                        for a in ("target", "targets")):
+            target = Target(stage=name.removesuffix(".target"), parameter="target",
+                            matrix=True)
+        elif name in g.stages:
+            target = Target(stage=name, matrix=written[:1].isupper())
+        elif name in weights:
+            target = weights[name]
+        elif name.startswith("grad.") or name == "loss":
+            from symformer.blocks.backward import stage_of
+            stage_of(g, name)
+            target = Target(stage=name, matrix=written[:1].isupper())
+        else:
+            g[name]  # the unknown stage's message, with the close names
+            raise InputError(f"{source}: where[{written!r}]: unknown stage {name!r}")
+        out[key_of(sym)] = target
+    return out
+
+
+def _weights(g: Derivation) -> dict[str, Target]:
+    """``layer1.head1.W_Q`` -> the weight (the address of its gradient, without grad.)."""
+    from symformer.blocks.backward import parameter_names
+    names = parameter_names(g, {s.name for s in g if not s.name.startswith("grad.")},
+                            contributions=False)
+    return {address.removeprefix("grad."): Target(stage=stage, parameter=parameter,
+                                                  matrix=True)
+            for (stage, parameter), address in names.items()}

@@ -1,0 +1,771 @@
+"""Equations as claims: an author's general equation checked against the derivation.
+
+A claims file's ``[[equation]]`` table (or a ``% symformer: equation STAGE`` tag in
+notes, before an ``equation``/``align``/``$$`` block) gives a stage and the LaTeX an
+author printed for it.  The left-hand side is the stage (its index letters are free:
+every entry); every other symbol is bound through the example's notation
+(:mod:`symformer.verify.equation_bind`) or the claim's ``where``.  Each right-hand
+side (an ``align`` chain: each link) is evaluated at every entry in certified ball
+arithmetic (:mod:`symformer.verify.equation_eval`) and compared with the stage's
+certified value -- on the example and on a few random examples of the same shape
+and conventions (other exact small rational weights, drawn as exercise sheets draw
+theirs: :mod:`symformer.exercise.draw`), so that a wrong equation cannot pass by
+coincidence at one example's numbers.
+
+Verdicts (:class:`EquationCheck`): ``holds`` (every entry of every example tried
+agrees to :data:`DIGITS` digits: checked, not proved), ``fails`` (a certified
+difference, with the first entry and both values), ``example only`` (holds on the
+example, fails on a random one), ``undecided``.  A failing equation is also tried
+under the other conventions of :mod:`symformer.verify.conventions`, with its indices
+counted from the other base, and as a constant multiple (a mean for a sum).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+
+from flint import arb
+
+from symformer.blocks import derive
+from symformer.blocks.backward import stage_of
+from symformer.blocks.train import Run, is_training_stage, train
+from symformer.engine import Derivation
+from symformer.engine.arbmath import precision
+from symformer.errors import InputError
+from symformer.example import Example
+from symformer.example.loader import builtin_text, example_from_dict, read_text_file, read_toml
+from symformer.exercise.settings import Range
+from symformer.verify import conventions
+from symformer.verify import latex_math as lm
+from symformer.verify.equation_bind import SymbolTable, key_of, where_table
+from symformer.verify.equation_eval import Env, Evaluator, Inapplicable, Mat, Undecided
+
+#: Digits to which an equation's value must agree with the stage's at every entry.
+DIGITS = 50
+#: Precisions (bits) tried in turn.
+PRECISIONS = (200, 400, 800)
+#: Random examples tried by default (``examples = k`` in a claim: 0 to MAX_EXAMPLES).
+EXAMPLES = 4
+MAX_EXAMPLES = 8
+#: Seed of the random examples' draws (the same examples on every machine).
+SEED = 31
+_KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal"}
+_TAG = re.compile(r"(?:(?<!\\)%|<!--)\s*symformer:\s*equation\s+(?P<body>.*?)\s*(?:-->)?\s*$")
+
+
+@dataclass
+class EquationClaim:
+    """One claimed equation: the stage it describes, its LaTeX, its bindings."""
+
+    name: str
+    stage: str
+    latex: str
+    where: dict[str, str] = field(default_factory=dict)
+    vectors: str = "row"          # "row" (q = x W_Q) or "column" (q = W_Q^T x)
+    examples: int = EXAMPLES      # random examples besides the example itself
+    causal: bool | None = None
+    source: str = ""              # for messages: file and claim number or line
+    line: int | None = None       # a document's line of the block
+    chains: list[lm.Chain] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.chains:
+            try:
+                self.chains = lm.parse_equations(self.latex)
+            except InputError as error:
+                raise InputError(f"{self.source}: {error}") from None
+
+
+@dataclass
+class Link:
+    """The verdict on one right-hand side of one line."""
+
+    line: int
+    link: int
+    status: str                 # holds, fails, example only, undecided
+    message: str
+    entries: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EquationCheck:
+    """The verdicts on every link of one claimed equation."""
+
+    claim: EquationClaim
+    links: list[Link]
+
+    @property
+    def ok(self) -> bool:
+        """Does every link hold?"""
+        return all(k.status == "holds" for k in self.links)
+
+
+# -- reading ------------------------------------------------------------------------
+def equations_from_toml(data: Mapping, source: str) -> list[EquationClaim]:
+    """The ``[[equation]]`` tables of a parsed claims file."""
+    tables = data.get("equation", [])
+    if not isinstance(tables, list):
+        raise InputError(f"{source}: equation must be [[equation]] tables")
+    out = []
+    for n, t in enumerate(tables, start=1):
+        where = f"{source}, equation {n}"
+        if not isinstance(t, dict):
+            raise InputError(f"{where}: must be a table")
+        unknown = sorted(set(t) - _KEYS)
+        if unknown:
+            raise InputError(f"{where}: unknown key {unknown[0]!r} "
+                             f"(known keys: {', '.join(sorted(_KEYS))})")
+        for key in ("stage", "latex"):
+            if not isinstance(t.get(key), str):
+                raise InputError(f"{where}: {key} must be a string")
+        bindings = t.get("where", {})
+        if not isinstance(bindings, dict) or not all(
+                isinstance(v, str) for v in bindings.values()):
+            raise InputError(f"{where}: where must map symbols to stage names, "
+                             f"e.g. {{ s = \"layer1.head1.scores\" }}")
+        vectors = t.get("vectors", "row")
+        if vectors not in ("row", "column"):
+            raise InputError(f"{where}: vectors must be \"row\" or \"column\"")
+        examples = t.get("examples", EXAMPLES)
+        if isinstance(examples, bool) or not isinstance(examples, int) \
+                or not 0 <= examples <= MAX_EXAMPLES:
+            raise InputError(f"{where}: examples must be a whole number from 0 to "
+                             f"{MAX_EXAMPLES}")
+        causal = t.get("causal")
+        if causal is not None and not isinstance(causal, bool):
+            raise InputError(f"{where}: causal must be true or false")
+        name = t.get("name", t["stage"])
+        out.append(EquationClaim(str(name), t["stage"], t["latex"], dict(bindings),
+                                 vectors, examples, causal, f"{where} ({name})"))
+    return out
+
+
+def has_equation_tags(text: str) -> bool:
+    """Does a document hold ``symformer: equation`` tags?"""
+    return any(_TAG.search(line) for line in text.splitlines())
+
+
+def equations_from_document(text: str, source: str) -> list[EquationClaim]:
+    """The tagged ``equation``/``align``/``$$``/``\\[`` blocks of LaTeX or Markdown notes."""
+    lines = text.splitlines()
+    out = []
+    for n, line in enumerate(lines, start=1):
+        match = _TAG.search(line)
+        if not match:
+            continue
+        where = f"{source}, line {n}"
+        stage, bindings = _tag_body(match.group("body"), where)
+        start = n
+        while start < len(lines) and not lines[start].strip():
+            start += 1
+        if start >= len(lines):
+            raise InputError(f"{where}: no equation block after the tag")
+        block, first = _block(lines, start, where)
+        out.append(EquationClaim(f"line {first}", stage, block, bindings,
+                                 source=f"{source}, line {first}", line=first))
+    return out
+
+
+def _tag_body(body: str, where: str) -> tuple[str, dict[str, str]]:
+    stage, _, rest = body.partition(" ")
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", stage):
+        raise InputError(f"{where}: expected 'symformer: equation STAGE' "
+                         f"(optionally 'where s=STAGE, ...'), found {body!r}")
+    rest = rest.strip()
+    bindings: dict[str, str] = {}
+    if rest:
+        if not rest.startswith("where "):
+            raise InputError(f"{where}: expected 'where SYMBOL=STAGE, ...' after the "
+                             f"stage, found {rest!r}")
+        for item in rest.removeprefix("where ").split(","):
+            symbol, sep, target = item.partition("=")
+            if not sep or not symbol.strip() or not target.strip():
+                raise InputError(f"{where}: expected SYMBOL=STAGE, found {item.strip()!r}")
+            bindings[symbol.strip()] = target.strip()
+    return stage, bindings
+
+
+_BEGIN = re.compile(r"\\begin\{(equation\*?|align\*?|gather\*?)\}")
+
+
+def _block(lines: list[str], start: int, where: str) -> tuple[str, int]:
+    """The math block starting at ``lines[start]`` and its 1-based line."""
+    first = lines[start].strip()
+    begin = _BEGIN.match(first)
+    if begin:
+        end = f"\\end{{{begin.group(1)}}}"
+        for k in range(start, len(lines)):
+            if end in lines[k]:
+                body = "\n".join(lines[start:k + 1])
+                return body[body.index("}") + 1:body.rindex(end)], start + 1
+        raise InputError(f"{where}: no {end} after \\begin{{{begin.group(1)}}}")
+    for open_, close in (("$$", "$$"), ("\\[", "\\]")):
+        if first.startswith(open_):
+            rest = "\n".join(lines[start:])[len(open_):]
+            stop = rest.find(close)
+            if stop < 0:
+                raise InputError(f"{where}: no closing {close}")
+            return rest[:stop], start + 1
+    raise InputError(f"{where}: the tag must stand on the line before an equation, "
+                     f"align or $$ block (found {first[:40]!r})")
+
+
+def load_equations(path: str | Path) -> list[EquationClaim]:
+    """The equation claims of a claims TOML file or of tagged notes (none: [])."""
+    path = Path(path)
+    text = read_text_file(path, "a claims file")
+    if path.suffix == ".toml":
+        return equations_from_toml(read_toml(text, str(path)), str(path))
+    return equations_from_document(text, str(path))
+
+
+# -- judging ------------------------------------------------------------------------
+@dataclass
+class _Outcome:
+    status: str          # holds, fails, undecided
+    entries: int = 0
+    message: str = ""
+    ratio: object = None  # rhs / stage when every entry's ratio is one constant
+    total: int = 0       # the stage's entries (more than ``entries``: a line covers some)
+
+
+class Judge:
+    """Checks equation claims on one example (and its random variants)."""
+
+    def __init__(self, example: Example, derivation: Callable[..., Derivation],
+                 causal: bool, run: Run | None = None) -> None:
+        self.example = example
+        self.derivation = derivation  # (causal, convention, stage) -> Derivation
+        self.causal = causal
+        self.run = run  # the [train] run a training stage's equation is about
+        self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
+        self._tables: dict[int, SymbolTable] = {}
+
+    def check(self, claim: EquationClaim) -> EquationCheck:
+        """Every link of every line of ``claim`` (an unreadable or unbound symbol: an
+        InputError naming the claim)."""
+        try:
+            return self._check(claim)
+        except InputError as error:
+            text = str(error)
+            if claim.source and not text.startswith(claim.source):
+                raise InputError(f"{claim.source}: {text}") from None
+            raise
+
+    def _check(self, claim: EquationClaim) -> EquationCheck:
+        causal = self.causal if claim.causal is None else claim.causal
+        g = self.derivation(causal, None, claim.stage)
+        self._gradients(g, claim)
+        links = []
+        for chain in claim.chains:
+            for k, rhs in enumerate(chain.rhs, start=1):
+                links.append(self.link(claim, chain, rhs, k, g, causal))
+        return EquationCheck(claim, links)
+
+    def _gradients(self, g: Derivation, claim: EquationClaim) -> None:
+        """The backward pass, when the example has a loss (an equation may read any
+        gradient)."""
+        if self.example.loss is not None and "grad.loss" not in g.stages \
+                and not is_training_stage(claim.stage):
+            stage_of(g, "grad.loss")
+
+    def table(self, g: Derivation) -> SymbolTable:
+        key = id(g)
+        if key not in self._tables or self._tables[key].g is not g:
+            self._tables[key] = SymbolTable(g)
+        return self._tables[key]
+
+    def link(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, k: int,
+             g: Derivation, causal: bool) -> Link:
+        base = _base(chain)
+        here = self.outcome(claim, chain.lhs, rhs, g, base)
+        lhs = _shown_lhs(chain.lhs)
+        if here.status == "undecided":
+            return Link(chain.line, k, "undecided", here.message, here.entries)
+        if here.status == "fails":
+            return Link(chain.line, k, "fails", here.message, here.entries,
+                        self.explain(claim, chain, rhs, g, causal, base, here))
+        tried = 0
+        for variant in range(1, claim.examples + 1):
+            other = self.random(variant, causal, claim.stage)
+            if other is None:
+                break
+            tried += 1
+            there = self.outcome(claim, chain.lhs, rhs, other, base)
+            if there.status == "fails":
+                return Link(chain.line, k, "example only",
+                            f"{lhs} agrees at {_all(here)} of this "
+                            f"example but not on random example {variant}: "
+                            f"{there.message}", here.entries)
+        others = f" and of {plural(tried, 'random example')}" if tried else \
+            " (no random examples: this example's weights cannot be redrawn)" \
+            if claim.examples else ""
+        return Link(chain.line, k, "holds",
+                    f"agrees at {_all(here)} of this example{others}"
+                    f" (certified to {DIGITS} digits)", here.entries)
+
+    def outcome(self, claim: EquationClaim, lhs: lm.Node, rhs: lm.Node, g: Derivation,
+                base: int) -> _Outcome:
+        """Compare ``rhs`` with the stage at every entry of ``lhs``, raising the
+        precision until every entry is decided."""
+        if claim.stage not in g.stages:
+            stage_of(g, claim.stage)
+        table = self.table(g)
+        where = where_table(claim.where, g, claim.source)
+        words = frozenset(k[0] for k in table.entries if len(k[0]) > 1 and k[0].isalpha())
+        if isinstance(lhs, lm.Binary) and lhs.op == "jux":
+            merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)
+            lhs = merger.merge_words(lhs, Env())
+        shown = _shown_lhs(lhs)
+        for bits in PRECISIONS:
+            with precision(bits):
+                balls = g.evaluate(bits)
+                ev = Evaluator(g, table, where, claim.stage, balls, base,
+                               claim.vectors == "column", words)
+                try:
+                    pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
+                except Inapplicable as error:
+                    return _Outcome("fails", 0, f"{shown}: {error}")
+                except Undecided:
+                    continue
+                except ZeroDivisionError:
+                    return _Outcome("fails", 0, f"{shown}: a division by 0")
+                tolerance = arb(10) ** -DIGITS
+                undecided = False
+                for at, mine, exact in pairs:
+                    if exact is None:  # a masked score, -inf
+                        if mine.is_finite():
+                            return _Outcome("fails", len(pairs),
+                                            f"your {shown} at {at} is {_show(mine)}, the "
+                                            f"stage is -inf (masked)")
+                        continue
+                    d = mine - exact
+                    if not d.contains(0) or not mine.is_finite():
+                        return _Outcome("fails", len(pairs),
+                                        f"your {shown} at {at} is {_show(mine)}, the "
+                                        f"stage is {_show(exact)}",
+                                        _ratio(pairs))
+                    if not d.abs_upper() < tolerance:
+                        undecided = True
+                if not undecided:
+                    stage = balls[claim.stage]
+                    return _Outcome("holds", len(pairs), total=len(stage) * len(stage[0]))
+        return _Outcome("undecided", 0, f"{shown}: not decided at {PRECISIONS[-1]} bits")
+
+    def pairs(self, ev: Evaluator, lhs: lm.Node, rhs: lm.Node, claim: EquationClaim,
+              balls: Mapping) -> list[tuple[str, arb, arb]]:
+        """(entry as shown, the equation's value, the stage's) at every entry of the
+        stage the left-hand side covers."""
+        named = False
+        lhs, row_form = _function_form(lhs)
+        if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
+            operand = lhs.operand if isinstance(lhs.operand, lm.Sym) else lm.Sym("f")
+            lhs, named = replace(operand, sub=lhs.sub), True
+        if not isinstance(lhs, lm.Sym):
+            raise InputError(f"{claim.source}: cannot read the left-hand side at column "
+                             f"{lhs.col}: it must be the stage's symbol (q_{{ic}}, Q, "
+                             f"\\partial L/\\partial k_{{ic}})")
+        stage = balls[claim.stage]
+        r, c = len(stage), len(stage[0])
+        out = []
+        if lhs.sub and (named or not _sub_is_name(lhs, ev)):
+            parts = lm.split_indices(lhs.sub, 2 if r > 1 and c > 1 else 1)
+            free: list[str] = []
+            for part in parts:
+                for sym in _index_names(part):
+                    if sym not in free and not _is_size(sym, ev):
+                        free.append(sym)
+            implicit = len(parts) == 1 and r > 1 and c > 1
+            rows = range(r) if implicit else [None]
+            seen = set()
+            for row in rows:
+                for values in _assignments(len(free), ev.base, max(r, c)):
+                    env = Env(dict(zip(free, values)), row)
+                    at = [ev.index(p, env) for p in parts]
+                    if any(v.denominator != 1 for v in at):
+                        continue
+                    k = [int(v) - ev.base for v in at]
+                    if len(k) == 2:
+                        i, j = k
+                    elif implicit:
+                        i, j = row, k[0]
+                    else:
+                        i, j = (k[0], 0) if c == 1 else (0, k[0])
+                    if not (0 <= i < r and 0 <= j < c) or (i, j) in seen:
+                        continue
+                    seen.add((i, j))
+                    env.row = i
+                    value = ev.value(rhs, env)
+                    out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}"),
+                                stage[i][j]))
+            return out
+        # a bare symbol: a number (L), one per row (μ), a row (q) or the matrix (Q)
+        matrix_form = not row_form if row_form is not None else _matrix_form(lhs, ev, r, c)
+        if (r, c) == (1, 1) or (c == 1 and not matrix_form):
+            for i in range(r):
+                value = ev.value(rhs, Env({}, i))
+                out.append((_at(i, 0, ev.base), _scalar(value, f"{i},0"), stage[i][0]))
+            return out
+        if matrix_form:
+            value = ev.value(rhs, Env())
+            _fits(value, (r, c), _shown_lhs(lhs))
+            return [(_at(i, j, ev.base), value.rows[i][j], stage[i][j])
+                    for i in range(r) for j in range(c)]
+        for i in range(r):
+            value = ev.value(rhs, Env({}, i))
+            wanted = (c, 1) if ev.column else (1, c)
+            _fits(value, wanted, _shown_lhs(lhs))
+            flat = [x for row in value.rows for x in row]
+            out.extend((_at(i, j, ev.base), flat[j], stage[i][j]) for j in range(c))
+        return out
+
+    def random(self, variant: int, causal: bool, stage: str) -> Derivation | None:
+        """Random example ``variant``: the example's file with its embeddings and
+        weights drawn anew (exact small rationals), derived (None: nothing to redraw)."""
+        training = is_training_stage(stage)
+        key = (variant, causal, training)
+        if key not in self._random:
+            g = _random_derivation(self.example, variant, causal)
+            if g is not None and training and self.run is not None:
+                run = self.run
+                g = train(g, run.lr, run.steps, run.optimizer, settings=run.options).graph
+            self._random[key] = g
+        g = self._random[key]
+        if g is not None and training:
+            g[stage]  # unknown: the message with the close names
+        elif g is not None:
+            if self.example.loss is not None and "grad.loss" not in g.stages:
+                stage_of(g, "grad.loss")
+            if stage not in g.stages:
+                stage_of(g, stage)
+        return g
+
+    def explain(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, g: Derivation,
+                causal: bool, base: int, failed: _Outcome) -> list[str]:
+        """Other conventions, index bases or a constant factor under which it holds."""
+        notes = []
+        for convention in conventions.ALTERNATIVES:
+            if convention.mask is not None or not conventions.replaced(self.example,
+                                                                       convention):
+                continue
+            try:
+                other = self.derivation(causal, convention, claim.stage)
+                if self.example.loss is not None and "grad.loss" not in other.stages:
+                    stage_of(other, "grad.loss")
+                if self.outcome(claim, chain.lhs, rhs, other, base).status == "holds":
+                    notes.append(f"it holds under another convention: "
+                                 f"{convention.describe()}")
+            except (InputError, Inapplicable):
+                continue
+        try:
+            flipped = self.outcome(claim, chain.lhs, rhs, g, 1 - base)
+            if flipped.status == "holds":
+                counted = "from 1" if base == 0 else "from 0"
+                notes.append(f"it holds with its indices counted {counted}")
+        except (InputError, Inapplicable):
+            pass
+        try:
+            other = replace(claim, vectors="row" if claim.vectors == "column" else "column")
+            if self.outcome(other, chain.lhs, rhs, g, base).status == "holds":
+                notes.append(f"it holds with {other.vectors} vectors (vectors = "
+                             f"\"{other.vectors}\")")
+        except (InputError, Inapplicable):
+            pass
+        if failed.ratio is not None:
+            notes.append(f"it is {failed.ratio} times the stage at every entry "
+                         f"(a sum for a mean, or a missing factor?)")
+        return notes
+
+
+def _random_derivation(example: Example, variant: int, causal: bool) -> Derivation | None:
+    from symformer.exercise.draw import Stream, draw
+    from symformer.exercise.settings import Settings
+    if example.source == "<built-in>":
+        text = builtin_text()
+    elif Path(example.source).is_file():
+        text = read_text_file(Path(example.source), "an example file")
+    else:
+        return None
+    data = read_toml(text, example.source)
+    data = {k: v for k, v in data.items() if k not in ("claim", "equation", "train")}
+    stream = Stream(SEED, variant, 0)
+    drawn = _norm_weights(draw(data, Settings(), stream), stream)
+    loss = drawn.get("loss")
+    if isinstance(loss, dict) and isinstance(loss.get("target"), list):
+        choices = _TARGETS.entries()
+        drawn["loss"] = {**loss, "target": [[choices[stream.below(len(choices))]
+                                             for _ in row] for row in loss["target"]]}
+    if drawn == data:
+        return None
+    gains = _with_gains(drawn, example, stream)
+    other = None
+    for candidate in (gains, drawn):
+        try:
+            other = example_from_dict(candidate, f"random example {variant}")
+            break
+        except InputError:
+            continue
+    if other is None:
+        return None
+    other = replace(other, source=f"random example {variant}")
+    return derive(other, causal=causal)
+
+
+#: A normalisation's gain and shift drawn for random examples (exercise sheets keep
+#: the template's; an equation with the gain on the wrong index would pass at γ = 1).
+_GAINS = Range(Fraction(1, 2), Fraction(3, 2), Fraction(1, 4))
+_SHIFTS = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
+
+
+#: An mse target's entries in random examples.
+_TARGETS = Range(Fraction(-1), Fraction(1), Fraction(1, 2))
+
+
+def _with_gains(data: dict, example: Example, stream) -> dict:
+    """``data`` with a gain (and shift) for every normalisation that takes the default
+    (1 and 0: an equation with a gain on the wrong index would pass there)."""
+    layers = data.get("layer")
+    if not isinstance(layers, list) or len(layers) != len(example.layers):
+        return data
+    gains, shifts = _GAINS.entries(), _SHIFTS.entries()
+    out = []
+    for table, layer in zip(layers, example.layers):
+        table = dict(table)
+        if layer.norm != "none":
+            for which in (1, 2):
+                if f"gamma_{which}" not in table:
+                    table[f"gamma_{which}"] = [gains[stream.below(len(gains))]
+                                               for _ in range(example.d_model)]
+                if layer.layer_norm != "rms" and f"beta_{which}" not in table:
+                    table[f"beta_{which}"] = [shifts[stream.below(len(shifts))]
+                                              for _ in range(example.d_model)]
+        out.append(table)
+    return {**data, "layer": out}
+
+
+def _norm_weights(data: object, stream) -> object:
+    """``data`` with every ``gamma*``/``beta*`` list redrawn (in file order)."""
+    if isinstance(data, list):
+        return [_norm_weights(v, stream) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if key.startswith(("gamma", "beta")) and isinstance(value, list) and all(
+                isinstance(v, (int, str)) and not isinstance(v, bool) for v in value):
+            choices = (_GAINS if key.startswith("gamma") else _SHIFTS).entries()
+            out[key] = [choices[stream.below(len(choices))] for _ in value]
+        else:
+            out[key] = _norm_weights(value, stream)
+    return out
+
+
+# -- helpers ------------------------------------------------------------------------
+def _base(chain: lm.Chain) -> int:
+    """1 when a sum of the line starts at 1 (``\\sum_{j=1}^{n}``: indices counted from
+    1), else 0."""
+    nodes = [chain.lhs, *chain.rhs]
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, lm.Reduce) and isinstance(n.low, lm.Num) and n.low.value == 1:
+            return 1
+        for value in vars(n).values():
+            if isinstance(value, lm.Node):
+                stack.append(value)
+            elif isinstance(value, tuple):
+                stack.extend(v for v in value if isinstance(v, lm.Node))
+    return 0
+
+
+def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
+    """A left-hand side written as a function, ``\\mathrm{Attention}(Q, K, V)``,
+    ``\\mathrm{FFN}(x)``, ``\\operatorname{softmax}(x)_i``: the stage itself, in row
+    form when every argument is a lowercase symbol (x: one token's row), else as a
+    matrix (None: not a function form)."""
+    inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
+    if isinstance(inner, lm.Call) and inner.name in ("softmax", "relu", "exp"):
+        args = inner.args
+    elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
+            and len(inner.left.base) > 1 and not inner.left.sub:
+        args = inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,)
+    else:
+        return lhs, None
+    row = all(isinstance(a, lm.Sym) and a.base[:1].islower() for a in args)
+    name = lm.Sym(inner.name if isinstance(inner, lm.Call) else inner.left.base, col=lhs.col)
+    if isinstance(lhs, lm.Subscripted):
+        return lm.Subscripted(name, lhs.sub, col=lhs.col), row
+    return name, row
+
+
+def _sub_is_name(sym: lm.Sym, ev: Evaluator) -> bool:
+    """``W_Q`` on the left: the subscript is part of the name."""
+    try:
+        found = ev.table.lookup(sym, ev.near)
+    except InputError:
+        return False
+    return found is not None and found[1]
+
+
+def _index_names(node: lm.Node) -> list[str]:
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, lm.Sym) and not n.sub and not n.sup:
+            out.append(n.base)
+        for value in vars(n).values():
+            if isinstance(value, lm.Node):
+                stack.append(value)
+    return out[::-1]
+
+
+def _is_size(name: str, ev: Evaluator) -> bool:
+    return ev.table.scalar(lm.Sym(name)) is not None
+
+
+def _assignments(count: int, base: int, size: int):
+    """Every value of ``count`` free indices, each from ``base`` over ``size`` values."""
+    return itertools.product(range(base, base + size), repeat=count)
+
+
+def _matrix_form(lhs: lm.Sym, ev: Evaluator, r: int, c: int) -> bool:
+    """Is a bare left-hand side the whole matrix (``Q``, ``dK``) rather than one row?"""
+    k = key_of(lhs)
+    if k in ev.where:
+        return ev.where[k].matrix
+    try:
+        found = ev.table.lookup(lhs, ev.near)
+    except InputError:
+        found = None
+    if found is not None:
+        return found[0].matrix
+    return lhs.base[:1].isupper()
+
+
+def _fits(value: object, shape: tuple[int, int], shown: str) -> None:
+    got = value.shape if isinstance(value, Mat) else (1, 1)
+    if got != shape:
+        raise Inapplicable(f"the right-hand side is {got[0]}x{got[1]} but {shown} is "
+                           f"{shape[0]}x{shape[1]}")
+
+
+def _scalar(value: object, at: str) -> arb:
+    if isinstance(value, Mat):
+        if value.shape == (1, 1):
+            return value.rows[0][0]
+        raise Inapplicable(f"the right-hand side is a {value.shape[0]}x{value.shape[1]} "
+                           f"matrix where one number is meant (entry {at})")
+    return value
+
+
+def _at(i: int, j: int, base: int) -> str:
+    return f"[{i + base},{j + base}]"
+
+
+def _shown_lhs(lhs: lm.Node) -> str:
+    if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
+        lhs = lhs.operand
+    if isinstance(lhs, lm.Sym):
+        if lhs.grad:
+            return "d" + lm.Sym(lhs.base, None, lhs.sup, lhs.primes).show() \
+                if lhs.base[:1].isupper() else f"dL/d{lm.Sym(lhs.base).show()}"
+        return lm.Sym(lhs.base, None, lhs.sup, lhs.primes).show()
+    return "the left-hand side"
+
+
+def _show(x: arb) -> str:
+    """A ball's value to 12 significant digits (trailing zeros dropped)."""
+    if not x.is_finite():
+        return "not finite"
+    text = x.str(12, radius=False)
+    if "e" not in text and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _ratio(pairs: list[tuple[str, arb, arb]]) -> str | None:
+    """``1/16`` (or ``16``) when the equation is that multiple of the stage at every
+    entry (a whole number or its reciprocal, up to 10,000)."""
+    ratios = []
+    for _, mine, exact in pairs:
+        if exact is None or not mine.is_finite():
+            continue
+        if exact.contains(0):
+            if not mine.contains(0):
+                return None
+            continue
+        ratios.append(mine / exact)
+    if not ratios:
+        return None
+    first = ratios[0]
+    for candidate, text in _candidates(first):
+        if all(r.contains(candidate) and r.rad() < arb(10) ** -20 for r in ratios):
+            return text
+    return None
+
+
+def _candidates(x: arb):
+    if not x.is_finite() or x.contains(0):
+        return
+    for value in (x, 1 / x):
+        n = value.mid().unique_fmpz() if value.rad() < 0.25 else None
+        if n is None:
+            try:
+                n = (value + arb(1) / 2).floor().unique_fmpz()
+            except Exception:
+                n = None
+        if n is None or abs(int(n)) < 2 or abs(int(n)) > 10_000:
+            continue
+        if value is x:
+            yield arb(int(n)), str(int(n))
+        else:
+            yield arb(1) / int(n), f"1/{int(n)}"
+
+
+def _all(outcome: _Outcome) -> str:
+    """``all 16 entries``, ``its one entry``, ``the 8 entries it covers (of 16)``."""
+    n = outcome.entries
+    if outcome.total > n:
+        return f"the {plural(n, 'entry')} it covers (of {outcome.total})"
+    return "its one entry" if n == 1 else f"all {n} entries"
+
+
+def plural(n: int, word: str) -> str:
+    """``16 entries``, ``1 random example``."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
+
+
+def report(results: list[EquationCheck]) -> list[str]:
+    """The plain-text lines of the equation verdicts."""
+    lines = []
+    for r in results:
+        c = r.claim
+        for link in r.links:
+            place = f"line {link.line}" + (f", link {link.link}" if link.link > 1 else "")
+            lines.append(f"equation {c.name} -> {c.stage} ({place}): {link.status}: "
+                         f"{link.message}")
+            lines.extend(f"  why: {note}" for note in link.notes)
+    held = sum(r.ok for r in results)
+    if results:
+        lines.append("")
+        verb = "holds" if len(results) == 1 else "hold"
+        lines.append(f"{held} of {plural(len(results), 'equation')} {verb}")
+    return lines
+
+
+def as_json(results: list[EquationCheck]) -> list[dict]:
+    """The ``--json`` form of the equation verdicts."""
+    return [{"name": r.claim.name, "stage": r.claim.stage, "latex": r.claim.latex,
+             "ok": r.ok,
+             "links": [{"line": k.line, "link": k.link, "status": k.status,
+                        "message": k.message, "entries": k.entries, "notes": k.notes}
+                       for k in r.links]} for r in results]

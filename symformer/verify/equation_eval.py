@@ -1,0 +1,690 @@
+"""An author's equation evaluated over an example's certified values, entry by entry.
+
+The right-hand side's tree (:mod:`symformer.verify.latex_math`) is walked (never
+``eval``) in ball arithmetic at a given precision: a stage's entries are the engine's
+certified balls, a weight's its exact rationals, numbers exact.  Index expressions
+(subscripts, a sum's limits, ``[j \\le i]``) are exact integers.  A value is a ball or
+a matrix of balls (matrix form: ``XW_Q``, ``QK^\\top``, row-wise softmax, ``\\odot``,
+transposes; a row ``q`` is 1 x d, a column vector d x 1 when the claim says so).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from flint import arb, fmpq
+
+from symformer.engine import Derivation
+from symformer.errors import InputError
+from symformer.verify import latex_math as lm
+from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
+
+
+class Inapplicable(Exception):
+    """The equation cannot hold as written here (shapes that do not fit, an index
+    outside its stage): a wrong equation, with the reason."""
+
+
+class Undecided(Exception):
+    """A comparison inside the equation (an indicator) is not decided at this
+    precision."""
+
+
+@dataclass
+class Mat:
+    """A matrix of balls."""
+
+    rows: list[list[arb]]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.rows), len(self.rows[0]) if self.rows else 0
+
+    def map(self, f: Callable[[arb], arb]) -> Mat:
+        return Mat([[f(x) for x in row] for row in self.rows])
+
+    def t(self) -> Mat:
+        return Mat([list(col) for col in zip(*self.rows)])
+
+
+Value = "arb | Mat"
+
+
+def _ball(value: object) -> arb:
+    """An exact rational (SymPy, Fraction or int) as a ball."""
+    if isinstance(value, arb):
+        return value
+    if isinstance(value, int):
+        return arb(value)
+    if isinstance(value, Fraction):
+        return arb(fmpq(value.numerator, value.denominator))
+    if getattr(value, "is_Rational", False):
+        return arb(fmpq(int(value.p), int(value.q)))
+    raise InputError(f"the weight {value} is not rational")
+
+
+def _shape(v: object) -> str:
+    if isinstance(v, Mat):
+        return "x".join(map(str, v.shape))
+    return "1x1"
+
+
+def _elementwise(a: object, b: object, f: Callable[[arb, arb], arb], what: str) -> object:
+    """``f`` entry by entry, broadcasting a number, a row (1 x d) or a column (n x 1)."""
+    if not isinstance(a, Mat) and not isinstance(b, Mat):
+        return f(a, b)
+    if not isinstance(a, Mat):
+        return b.map(lambda x: f(a, x))
+    if not isinstance(b, Mat):
+        return a.map(lambda x: f(x, b))
+    (ra, ca), (rb, cb) = a.shape, b.shape
+    r, c = max(ra, rb), max(ca, cb)
+    if ra not in (1, r) or rb not in (1, r) or ca not in (1, c) or cb not in (1, c):
+        raise Inapplicable(f"cannot {what} a {ra}x{ca} matrix and a {rb}x{cb} one")
+    return Mat([[f(a.rows[i if ra > 1 else 0][j if ca > 1 else 0],
+                   b.rows[i if rb > 1 else 0][j if cb > 1 else 0]) for j in range(c)]
+                for i in range(r)])
+
+
+def _product(a: object, b: object) -> object:
+    if not isinstance(a, Mat) or not isinstance(b, Mat) or a.shape == (1, 1) \
+            or b.shape == (1, 1):
+        if isinstance(a, Mat) and a.shape == (1, 1) and isinstance(b, Mat):
+            a = a.rows[0][0]
+        if isinstance(b, Mat) and b.shape == (1, 1) and isinstance(a, Mat):
+            b = b.rows[0][0]
+        return _elementwise(a, b, lambda x, y: x * y, "multiply")
+    (ra, ca), (rb, cb) = a.shape, b.shape
+    if ca != rb:
+        raise Inapplicable(f"cannot multiply a {ra}x{ca} matrix by a {rb}x{cb} one")
+    cols = b.t().rows
+    return Mat([[sum((x * y for x, y in zip(row, col)), arb(0)) for col in cols]
+                for row in a.rows])
+
+
+def _vectors(a: object, b: object) -> bool:
+    r"""Two rows (or two columns) of one length: ``\cdot`` is their dot product."""
+    return isinstance(a, Mat) and isinstance(b, Mat) and a.shape == b.shape \
+        and 1 in a.shape and a.shape != (1, 1)
+
+
+def _max(x: arb, y: arb) -> arb:
+    return x.max(y)
+
+
+def _softmax(v: object) -> Mat:
+    if not isinstance(v, Mat):
+        raise Inapplicable("softmax of a single number")
+    out = []
+    for row in v.rows:
+        exps = [x.exp() for x in row]
+        total = sum(exps, arb(0))
+        out.append([e / total for e in exps])
+    return Mat(out)
+
+
+_FUNCTIONS: dict[str, Callable[[arb], arb]] = {
+    "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
+    "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
+    "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
+    "sigmoid": lambda x: 1 / (1 + (-x).exp()), "silu": lambda x: x / (1 + (-x).exp()),
+    "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
+}
+
+
+def _sign(d: arb) -> int:
+    if d.is_exact() and d.is_zero():
+        return 0
+    if d.contains(0):
+        raise Undecided("a comparison")
+    return 1 if d > 0 else -1
+
+
+_TESTS = {"<": lambda s: s < 0, "<=": lambda s: s <= 0, ">": lambda s: s > 0,
+          ">=": lambda s: s >= 0, "==": lambda s: s == 0, "!=": lambda s: s != 0}
+
+
+@dataclass
+class Env:
+    """Index values in scope, and the implicit token row (``q_c`` in row i)."""
+
+    indices: dict[str, int] = field(default_factory=dict)
+    row: int | None = None
+
+    def bind(self, names: Mapping[str, int]) -> Env:
+        return Env({**self.indices, **names}, self.row)
+
+
+class Evaluator:
+    """Values of an equation's nodes over one derivation at ``bits`` bits."""
+
+    def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
+                 balls: Mapping[str, list], base: int = 0, column: bool = False,
+                 words: frozenset[str] = frozenset()) -> None:
+        self.g, self.table, self.where, self.near = g, table, where, near
+        self.balls = balls
+        self.base = base
+        self.column = column
+        #: several-letter symbol names juxtaposed letters may spell (``PE``)
+        self.words = words
+
+    # -- symbols ------------------------------------------------------------------
+    def matrix(self, target: Target) -> list[list[arb]]:
+        """The entries of a stage (balls) or a weight (exact) as balls."""
+        if target.parameter is not None:
+            op = self.g[target.stage].op
+            if target.parameter == "target" and hasattr(op, "targets"):
+                return self.one_hot(target.stage, op.targets)
+            m = op.target if target.parameter == "target" else \
+                op.parameters()[target.parameter]
+            return [[_ball(m[i, j]) for j in range(m.cols)] for i in range(m.rows)]
+        values = self.balls[target.stage]
+        if any(x is None for row in values for x in row):
+            return [[arb.neg_inf() if x is None else x for x in row] for row in values]
+        return values
+
+    def one_hot(self, loss: str, targets) -> list[list[arb]]:
+        """A cross-entropy's targets as one-hot rows over the vocabulary (a position
+        without a target: a row of zeros)."""
+        width = self.g[self.g[loss].inputs[0]].shape[1]
+        return [[arb(1 if t is not None and j == t else 0) for j in range(width)]
+                for t in targets]
+
+    def resolve(self, sym: lm.Sym) -> tuple[Target | str, bool, bool]:
+        """(target or scalar name, subscript taken as a name, superscript taken as a name)."""
+        for use_sub, use_sup in ((True, True), (True, False), (False, True), (False, False)):
+            if (use_sub and not sym.sub) or (use_sup and not split_where(sym)[0]):
+                continue
+            k = key_of(sym, use_sub, use_sup)
+            if k in self.where:
+                return self.where[k], use_sub, use_sup
+        scalar = self.table.scalar(sym)
+        if scalar is not None and not sym.grad:
+            return scalar, bool(sym.sub), False
+        found = self.table.lookup(sym, self.near)
+        if found is not None:
+            return found
+        if sym.base == "delta" and sym.sub:
+            return "delta", False, False
+        if sym.base in ("pi", "infty", "|V|") and not sym.sub:
+            return sym.base, False, False
+        if len(sym.base) == 1 and sym.base.islower() and not (sym.sub or sym.sup or sym.grad):
+            raise InputError(f"cannot read {sym.show()} at column {sym.col}: it is not an "
+                             f"index of the left-hand side, not bound by a sum, and not a "
+                             f"symbol of the example's notation (bind it with where)")
+        raise InputError(f"cannot read {sym.show()} at column {sym.col}: not a symbol of "
+                         f"the example's notation (bind it with where)")
+
+    def scalar(self, name: str) -> arb:
+        """A size or constant of the glossary, nearest the claimed stage."""
+        if name == "pi":
+            return arb.pi()
+        if name == "infty":
+            return arb.pos_inf()
+        if name == "|V|":
+            return arb(len(self.g.example.vocab))
+        if name == "n":
+            return arb(self.g["input"].shape[0] if "input" in self.g.stages
+                       else next(iter(self.g)).shape[0])
+        if name == "d":
+            return arb(self.g["input"].shape[1] if "input" in self.g.stages
+                       else next(iter(self.g)).shape[1])
+        if name == "t":
+            from symformer.blocks.train import step_of
+            return arb(step_of(self.near))
+        if name in ("lr", "beta1", "beta2"):
+            stages = [s for s in self.g if getattr(s.op, name, None) is not None]
+            if not stages:
+                raise InputError(f"{name}: the run has no such setting")
+            best = max(stages, key=lambda s: _common(s.name, self.near))
+            return _ball(getattr(best.op, name))
+        if name == "d_{ff}":
+            stages = [s for s in self.g if s.kind == "ffn_hidden"]
+            if not stages:
+                raise InputError("d_ff: the example has no feed-forward network")
+            return arb(max(stages, key=lambda s: _common(s.name, self.near)).shape[1])
+        if name in ("d_{in}", "d_{out}"):
+            rows, cols = self.projection()
+            return arb(rows if name == "d_{in}" else cols)
+        if name in ("d_{k}", "d_{v}"):
+            kind = "K" if name == "d_{k}" else "V"
+            stages = [s for s in self.g if s.kind == kind and not s.name.startswith("grad.")]
+        else:  # ε
+            stages = [s for s in self.g if getattr(s.op, "eps", None)
+                      and not s.name.startswith("grad.")]
+        if not stages:
+            raise InputError(f"{name}: the example has no such quantity")
+        best = max(stages, key=lambda s: _common(s.name, self.near))
+        if name in ("d_{k}", "d_{v}"):
+            return arb(best.shape[1])
+        return _ball(best.op.eps)
+
+    def projection(self) -> tuple[int, int]:
+        """The shape of the weight the claimed stage's equation multiplies by: its own
+        operation's (``q = x W_Q``), a weight gradient's, or for a gradient the
+        consumer's (``∂L/∂a = ∂L/∂f W_2^T``)."""
+        near = self.g[self.near]
+        source = self.near.removeprefix("grad.")
+        if near.kind == "weight_gradient" and len(near.inputs) >= 2:
+            candidates = [self.g[near.inputs[-2]]]
+        else:
+            own = [self.g[source]] if source in self.g.stages else []
+            candidates = own + [s for s in self.g if source in s.inputs
+                                and s.op.parameters() and not s.name.startswith("grad.")]
+        for stage in candidates:
+            for m in stage.op.parameters().values():
+                if m.rows > 1 and m.cols > 1:
+                    return m.rows, m.cols
+        raise InputError(f"d_in/d_out: {self.near} multiplies by no weight matrix")
+
+    def size(self, name: str) -> int:
+        return int(self.scalar(name).unique_fmpz())
+
+    # -- values -------------------------------------------------------------------
+    def value(self, node: lm.Node, env: Env) -> object:  # noqa: C901 (one dispatch)
+        if isinstance(node, lm.Num):
+            return _ball(node.value)
+        if isinstance(node, lm.Sym):
+            return self.symbol(node, env)
+        if isinstance(node, lm.Unary):
+            v = self.value(node.operand, env)
+            return v.map(lambda x: -x) if isinstance(v, Mat) else -v
+        if isinstance(node, lm.Binary):
+            if node.op in ("*", "jux"):
+                merged = self.merge_words(node, env)
+                if merged is not node:
+                    return self.value(merged, env)
+                if node.op == "jux":
+                    applied = self.sigmoids(node)
+                    if applied is not node:
+                        return self.value(applied, env)
+            a, b = self.value(node.left, env), self.value(node.right, env)
+            if node.op == "*" and _vectors(a, b):  # q_i \cdot k_j: a dot product
+                return sum((x * y for x, y in zip(*(
+                    [e for row in v.rows for e in row] for v in (a, b)))), arb(0))
+            if node.op in ("*", "jux"):
+                return _product(a, b)
+            if node.op == "+":
+                return _elementwise(a, b, lambda x, y: x + y, "add")
+            if node.op == "-":
+                return _elementwise(a, b, lambda x, y: x - y, "subtract")
+            if node.op == "/":
+                return _elementwise(a, b, lambda x, y: x / y, "divide")
+            if node.op == "odot":
+                return _elementwise(a, b, lambda x, y: x * y, "multiply entrywise")
+            if isinstance(b, Mat):
+                raise Inapplicable("a power with a matrix exponent")
+            exponent = self.exact_power(node.right, env)
+            return _elementwise(a, b, lambda x, y: x ** (exponent if exponent is not None
+                                                         else y), "raise")
+        if isinstance(node, lm.Transpose):
+            v = self.value(node.operand, env)
+            return v.t() if isinstance(v, Mat) else v
+        if isinstance(node, lm.Call):
+            return self.call(node, env)
+        if isinstance(node, lm.Reduce):
+            return self.reduce(node, env)
+        if isinstance(node, lm.Indicator):
+            return arb(1 if self.condition(node.condition, env) else 0)
+        if isinstance(node, lm.Cases):
+            for value, condition in node.rows:
+                if condition is None or self.condition(condition, env):
+                    return self.value(value, env)
+            raise Inapplicable("no case of the distinction holds")
+        if isinstance(node, lm.Compare):
+            raise InputError(f"cannot read a comparison at column {node.col} outside "
+                             f"an indicator [..]")
+        if isinstance(node, lm.Arguments):
+            raise InputError(f"cannot read the list at column {node.col}: (a, b) is only "
+                             f"a left-hand side's arguments (\\mathrm{{Attention}}(Q, K, V))")
+        if isinstance(node, lm.Subscripted):  # (..)_{ij}: the indices address the whole
+            v = self.value(node.operand, Env(env.indices, None))
+            if not isinstance(v, Mat):
+                raise Inapplicable("a subscript on a single number")
+            return self.entry(v.rows, "(..)", node.sub, env)
+        raise InputError(f"cannot read the node at column {node.col}")
+
+    def sigmoids(self, node: lm.Binary) -> lm.Node:
+        """A juxtaposed product with each unbound ``\\sigma`` applied to the factor
+        after it (``g \\, \\sigma(g)``: SiLU), or ``node`` itself."""
+        factors: list[lm.Node] = []
+
+        def flat(n: lm.Node) -> None:
+            if isinstance(n, lm.Binary) and n.op == "jux":
+                flat(n.left)
+                flat(n.right)
+            else:
+                factors.append(n)
+
+        flat(node)
+        if not any(self.sigmoid(f) for f in factors[:-1]):
+            return node
+        out: list[lm.Node] = []
+        k = 0
+        while k < len(factors):
+            if k + 1 < len(factors) and self.sigmoid(factors[k]):
+                out.append(lm.Call("sigmoid", (factors[k + 1],), col=factors[k].col))
+                k += 2
+            else:
+                out.append(factors[k])
+                k += 1
+        result = out[0]
+        for f in out[1:]:
+            result = lm.Binary("jux", result, f, col=node.col)
+        return result
+
+    def sigmoid(self, node: lm.Node) -> bool:
+        """A bare ``\\sigma`` the notation does not bind (its σ is ``\\sigma^2`` or
+        ``\\tilde\\sigma``): the logistic function applied to what follows."""
+        if not (isinstance(node, lm.Sym) and node.base == "sigma" and not node.sub
+                and not node.sup and not node.primes and not node.grad):
+            return False
+        try:
+            self.resolve(node)
+        except InputError:
+            return True
+        return False
+
+    def exact_power(self, node: lm.Node, env: Env) -> int | None:
+        """An integer exponent as an int (x^2 stays exact), else None."""
+        try:
+            v = self.index(node, env)
+        except (InputError, Inapplicable):
+            return None
+        return int(v) if v.denominator == 1 else None
+
+    def symbol(self, sym: lm.Sym, env: Env) -> object:
+        if not sym.sub and not sym.sup and not sym.grad and not sym.primes \
+                and sym.base in env.indices:
+            return arb(env.indices[sym.base])
+        target, sub_used, sup_used = self.resolve(sym)
+        if target == "delta":
+            a, b = _exactly(lm.split_indices(sym.sub, 2), 2, sym)
+            return arb(1 if self.index(a, env) == self.index(b, env) else 0)
+        if isinstance(target, str):
+            value: object = self.scalar(target)
+        else:
+            rows = self.matrix(target)
+            if sym.bold and not target.matrix:
+                value = self.vector(rows, sym, None if sub_used else sym.sub, env)
+            elif sym.sub and not sub_used:
+                value = self.entry(rows, sym.show(), sym.sub, env)
+            else:
+                value = self.whole(rows, target, env)
+        sup, _ = split_where(sym)
+        if sup and not sup_used:
+            if sup in lm._TRANSPOSE:
+                return value.t() if isinstance(value, Mat) else value
+            exponent = lm.Parser(list(sym.sup)).sub_expression(sym.sup, sym.col)
+            power = self.exact_power(exponent, env)
+            e = self.value(exponent, env) if power is None else power
+            return value.map(lambda x: x ** e) if isinstance(value, Mat) else value ** e
+        return value
+
+    def vector(self, rows: list[list[arb]], sym: lm.Sym, sub: tuple | None, env: Env
+               ) -> Mat:
+        r"""``\mathbf{q}_i``: token i's row (the implicit row without a subscript), 1 x d
+        (d x 1 for column vectors)."""
+        if sub:
+            (part,) = _exactly(lm.split_indices(sub, 1), 1, sym)
+            at = self.index(part, env)
+            if at.denominator != 1:
+                raise Inapplicable(f"{sym.show()}: an index is not a whole number")
+            i = int(at) - self.base
+        elif env.row is not None:
+            i = env.row
+        else:
+            return Mat(rows)
+        if not 0 <= i < len(rows):
+            raise Inapplicable(f"{sym.show()}: row {int(at)} is outside its "
+                               f"{len(rows)} rows")
+        row = Mat([list(rows[i])])
+        return row.t() if self.column else row
+
+    def whole(self, rows: list[list[arb]], target: Target, env: Env) -> object:
+        """A symbol written without indices: the matrix (``Q``, ``W_Q``), its row
+        ``q`` in the implicit row, a per-row number ``μ``, or the number ``L``."""
+        r, c = len(rows), len(rows[0])
+        if (r, c) == (1, 1):
+            return rows[0][0]
+        if target.matrix or env.row is None:
+            return Mat(rows)
+        if c == 1:
+            return rows[env.row][0]
+        row = Mat([list(rows[env.row])])
+        return row.t() if self.column else row
+
+    def entry(self, rows: list[list[arb]], shown: str, sub: tuple, env: Env) -> object:
+        """One entry (``q_{ic}``; one index: the column in the implicit row), or outside
+        any row (matrix form: ``\\sum_i \\partial L/\\partial h_i``) token i's row."""
+        r, c = len(rows), len(rows[0])
+        parts = lm.split_indices(sub, 2 if r > 1 and c > 1 else 1)
+        at = [self.index(p, env) for p in parts]
+        if any(v.denominator != 1 for v in at):
+            raise Inapplicable(f"{shown}: an index is not a whole number")
+        k = [int(v) - self.base for v in at]
+        if len(k) == 2:
+            i, j = k
+        elif len(k) == 1 and c == 1:
+            i, j = k[0], 0
+        elif len(k) == 1 and r == 1:
+            i, j = 0, k[0]
+        elif len(k) == 1:
+            if env.row is None:  # matrix form: token i's row
+                if not 0 <= k[0] < r:
+                    raise Inapplicable(f"{shown}: row {int(at[0])} is outside its {r} rows")
+                row = Mat([list(rows[k[0]])])
+                return row.t() if self.column else row
+            i, j = env.row, k[0]
+        else:
+            raise InputError(f"{shown}: a stage has at most two indices")
+        if not (0 <= i < r and 0 <= j < c):
+            shown_at = ", ".join(str(v) for v in at)
+            raise Inapplicable(f"{shown} at [{shown_at}] is outside its {r}x{c} stage")
+        return rows[i][j]
+
+    def index(self, node: lm.Node, env: Env) -> Fraction:
+        """An index expression's exact value."""
+        if isinstance(node, lm.Num):
+            return node.value
+        if isinstance(node, lm.Sym) and not node.sub and not node.sup and not node.grad:
+            if node.base in env.indices:
+                return Fraction(env.indices[node.base])
+        if isinstance(node, lm.Sym):
+            target, sub_used, _ = self.resolve(node)
+            if isinstance(target, str) and target in _SIZES:
+                return Fraction(self.size(target))
+            targets = getattr(self.g[target.stage].op, "targets", None) \
+                if isinstance(target, Target) and target.parameter == "target" else None
+            if targets is not None and node.sub and not sub_used:  # t_i: a target's id
+                (part,) = _exactly(lm.split_indices(node.sub, 1), 1, node)
+                k = self.index(part, env)
+                if k.denominator != 1 or not 0 <= int(k) - self.base < len(targets) \
+                        or targets[int(k) - self.base] is None:
+                    raise Inapplicable(f"{node.show()}: no target there")
+                return Fraction(targets[int(k) - self.base] + self.base)
+            raise InputError(f"cannot use {node.show()} in an index at column {node.col}")
+        if isinstance(node, lm.Unary):
+            return -self.index(node.operand, env)
+        if isinstance(node, lm.Binary) and node.op in ("+", "-", "*", "jux", "/"):
+            a, b = self.index(node.left, env), self.index(node.right, env)
+            if node.op == "+":
+                return a + b
+            if node.op == "-":
+                return a - b
+            if node.op == "/":
+                if b == 0:
+                    raise Inapplicable("an index divided by 0")
+                return a / b
+            return a * b
+        raise InputError(f"cannot read an index expression at column {node.col}")
+
+    def merge_words(self, node: lm.Binary, env: Env) -> lm.Node:
+        """Juxtaposed letters that spell an index in scope (``pos``) or a symbol of the
+        notation (``PE``) as that one name."""
+        factors: list[lm.Node] = []
+
+        def flat(n: lm.Node) -> None:
+            if isinstance(n, lm.Binary) and n.op == "jux":
+                flat(n.left)
+                flat(n.right)
+            else:
+                factors.append(n)
+
+        flat(node)
+        words = set(env.indices) | self.words
+
+        def plain(n: lm.Node) -> bool:
+            return isinstance(n, lm.Sym) and len(n.base) == 1 and not n.grad \
+                and not n.primes and not n.sub and not n.sup
+
+        out: list[lm.Node] = []
+        k, changed = 0, False
+        while k < len(factors):
+            best = None
+            for end in range(len(factors), k + 1, -1):
+                run = factors[k:end]
+                if all(plain(f) for f in run[:-1]) and isinstance(run[-1], lm.Sym) \
+                        and len(run[-1].base) == 1 and not run[-1].grad:
+                    word = "".join(f.base for f in run)
+                    if word in words and (plain(run[-1]) or word in self.words):
+                        last = run[-1]
+                        best = (end, lm.Sym(word, last.sub, last.sup, last.primes,
+                                            col=run[0].col))
+                        break
+            if best is None:
+                out.append(factors[k])
+                k += 1
+            else:
+                k, merged = best
+                out.append(merged)
+                changed = True
+        if not changed:
+            return node
+        result = out[0]
+        for f in out[1:]:
+            result = lm.Binary("jux", result, f, col=node.col)
+        return result
+
+    def call(self, node: lm.Call, env: Env) -> object:
+        if node.name == "softmax":
+            (arg,) = node.args
+            return _softmax(self.value(arg, env))
+        if node.name == "max":
+            values = [self.value(a, env) for a in node.args]
+            out = values[0]
+            for v in values[1:]:
+                out = _elementwise(out, v, _max, "compare")
+            return out
+        (arg,) = node.args
+        v = self.value(arg, env)
+        f = _FUNCTIONS[node.name]
+        return v.map(f) if isinstance(v, Mat) else f(v)
+
+    def reduce(self, node: lm.Reduce, env: Env) -> object:
+        ranges = []
+        for k, name in enumerate(node.indices):
+            if node.low is not None and k == len(node.indices) - 1:
+                low = self.index(node.low, env)
+                high = self.index(node.high, env) if node.high is not None else \
+                    Fraction(self.base + self.axis(name, node.body, env) - 1)
+            elif node.low is not None or node.high is not None:
+                raise InputError(f"cannot read the limits of the sum at column "
+                                 f"{node.col} over several indices")
+            else:
+                low = Fraction(self.base)
+                high = Fraction(self.base + self.axis(name, node.body, env) - 1)
+            if low.denominator != 1 or high.denominator != 1:
+                raise Inapplicable("a sum's limit is not a whole number")
+            ranges.append(range(int(low), int(high) + 1))
+        total: object = None
+        for values in itertools.product(*ranges):
+            term = self.value(node.body, env.bind(dict(zip(node.indices, values))))
+            if total is None:
+                total = term
+            elif node.op == "sum":
+                total = _elementwise(total, term, lambda x, y: x + y, "add")
+            else:
+                total = _elementwise(total, term, _max, "compare")
+        return arb(0) if total is None else total
+
+    def axis(self, name: str, body: lm.Node, env: Env) -> int:
+        """The length of the axis index ``name`` runs over in ``body``."""
+        for sym in _symbols(body):
+            if not sym.sub:
+                continue
+            try:
+                target, sub_used, _ = self.resolve(sym)
+            except InputError:
+                continue
+            if isinstance(target, str) or sub_used:
+                continue
+            rows = self.matrix(target)
+            r, c = len(rows), len(rows[0])
+            parts = lm.split_indices(sym.sub, 2 if r > 1 and c > 1 else 1)
+            for position, part in enumerate(parts):
+                if isinstance(part, lm.Sym) and part.base == name and not part.sub:
+                    if len(parts) == 2:
+                        return (r, c)[position]
+                    if r > 1 and c > 1:  # a column in a row; a row in matrix form
+                        return c if env.row is not None else r
+                    return r if c == 1 else c
+        raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
+                         f"(\\sum_{{{name}=0}}^{{n-1}})")
+
+    def condition(self, node: lm.Node, env: Env) -> bool:
+        if not isinstance(node, lm.Compare):
+            raise InputError(f"cannot read an indicator at column {node.col}")
+        values = []
+        for operand in node.operands:
+            try:
+                values.append(self.index(operand, env))
+            except (InputError, Inapplicable):
+                values.append(self.value(operand, env))
+        for op, a, b in zip(node.ops, values, values[1:]):
+            if isinstance(a, Fraction) and isinstance(b, Fraction):
+                s = (a > b) - (a < b)
+            else:
+                if isinstance(a, Mat) or isinstance(b, Mat):
+                    raise Inapplicable("a comparison of matrices")
+                s = _sign(_ball(a) - _ball(b))
+            if not _TESTS[op](s):
+                return False
+        return True
+
+
+def _exactly(parts: list, count: int, sym: lm.Sym) -> list:
+    """``parts`` when there are ``count`` of them, else the one-line error."""
+    if len(parts) != count:
+        raise InputError(f"cannot read {sym.show()} at column {sym.col}: it takes "
+                         f"{count} {'index' if count == 1 else 'indices'}, not {len(parts)}")
+    return parts
+
+
+def _symbols(node: lm.Node):
+    """Every symbol of a tree."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, lm.Sym):
+            yield n
+        for value in vars(n).values():
+            if isinstance(value, lm.Node):
+                stack.append(value)
+            elif isinstance(value, tuple):
+                stack.extend(v for v in value if isinstance(v, lm.Node))
+
+
+#: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
+_SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "d_{ff}", "|V|", "t")
+
+
+def _common(a: str, b: str) -> int:
+    x, y = a.removeprefix("grad.").split("."), b.removeprefix("grad.").split(".")
+    k = 0
+    while k < min(len(x), len(y)) and x[k] == y[k]:
+        k += 1
+    return k

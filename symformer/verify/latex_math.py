@@ -1,0 +1,1044 @@
+"""A small, strict LaTeX-math grammar: an author's equation as a tree, never ``eval``.
+
+:func:`parse_equations` reads the math of one ``equation``/``align``/``$$`` block into
+:class:`Chain` objects: a left-hand side and one or more right-hand sides (``a = b =
+c`` is the chain a = b, a = c; an ``align`` line starting ``&=`` continues the line
+before).  The tokenizer and the recursive-descent parser are this module's own; a
+macro or character outside the grammar is an :class:`InputError` naming it and its
+column ("cannot read \\foo at column 12"), never a guess.
+
+The grammar (docs/verify.md, "Equations"):
+
+* numbers ``2``, ``0.5`` (read exactly), symbols: a letter, a Greek macro, an accent
+  (``\\tilde\\sigma``, ``\\hat x``), ``\\mathrm{PE}``/``\\text{pos}``/``\\mathcal{L}``,
+  each with a subscript (``q_{i,c}``, ``q_{ic}``, ``W_Q``), a superscript (``^{(1)}``,
+  ``^2``, ``^\\top``, ``^T``) and primes;
+* ``+ - \\cdot \\times \\odot /``, juxtaposition, ``\\frac{}{}``, ``^``, ``\\sqrt{}``,
+  ``\\exp``, ``e^{}``, ``\\log``, ``\\ln``, ``\\tanh``, ``\\sin``, ``\\cos``, ``\\max``
+  (``\\max(0, h)`` or ``\\max_j s_j``), ``\\operatorname{softmax}``,
+  ``\\mathrm{ReLU}``;
+* ``\\sum_{j=0}^{n-1}``, ``\\sum_{j=1}^{n}``, ``\\sum_{j}``, ``\\sum_{j,k}``;
+* indicators ``\\mathbb{1}[\\cdot]``, ``\\mathbf{1}\\{\\cdot\\}``, ``[j \\le i]`` and
+  ``\\delta_{jk}``;
+* gradients ``\\frac{\\partial L}{\\partial x_{ij}}``, ``\\partial L/\\partial x_{ij}``
+  and ``dK`` (a ``d`` written against a capital letter);
+* layout, ignored: ``\\left \\right \\bigl \\Bigr`` ..., ``\\, \\! \\; \\quad``, ``&``,
+  ``\\\\`` (a new line), ``\\begin{align}``/``\\end{align}`` (and equation, aligned,
+  split), ``\\label{..}``, ``\\nonumber``, a final ``.`` or ``,``.
+
+Input is bounded: :data:`MAX_LENGTH` characters and :data:`MAX_DEPTH` nested groups.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from symformer.errors import InputError
+
+#: The longest equation read (characters).
+MAX_LENGTH = 20_000
+#: The deepest nesting of groups, brackets and operators (counted per grammar level:
+#: about three per parenthesis).
+MAX_DEPTH = 150
+
+GREEK = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
+kappa lambda mu nu xi pi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta
+Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
+#: Functions of one argument (the name the evaluator knows).
+FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "sin",
+             "cos": "cos", "sqrt": "sqrt"}
+#: Functions written with \operatorname{..} or \mathrm{..}.
+NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
+                   "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
+                   "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
+                   "erf": "erf"}
+#: Macros that only set spacing or size.
+_IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right", "bigl",
+                      "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg", "biggl", "biggr",
+                      "Biggl", "Biggr", "middle", "displaystyle", "limits", "nonumber",
+                      "notag"})
+_ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
+                           "gather", "gather*"})
+_ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
+_FONTS = frozenset({"mathrm", "text", "mathit", "mathcal", "mathsf", "textrm",
+                    "operatorname", "mathbb"})
+#: Bold (and arrowed) letters: a token's whole row as a vector.
+_BOLD = frozenset({"mathbf", "boldsymbol", "bm", "vec"})
+_COMPARISONS = {"<": "<", ">": ">", "le": "<=", "leq": "<=", "ge": ">=", "geq": ">=",
+                "lt": "<", "gt": ">", "ne": "!=", "neq": "!=", "=": "=="}
+_OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "\\rbrack"}
+#: A superscript saying where a symbol sits: its layer, head (``(1)``, ``(1,2)``).
+_MARKER = re.compile(r"^\((\d+(?:,\d+)*)\)$")
+_TRANSPOSE = frozenset({"T", "\\top", "\\intercal", "\\mathsf{T}", "\\mathrm{T}", "t"})
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: kind ``num``, ``letter``, ``macro`` (text with its backslash) or
+    ``char``; its 1-based column; whether a space came before it."""
+
+    kind: str
+    text: str
+    col: int
+    spaced: bool = False
+
+
+def fail(what: str, col: int) -> InputError:
+    """The one-line error for what cannot be read at ``col``."""
+    return InputError(f"cannot read {what} at column {col}")
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of ``text`` (comments after an unescaped ``%`` dropped)."""
+    if len(text) > MAX_LENGTH:
+        raise InputError(f"the equation is {len(text):,} characters long; at most "
+                         f"{MAX_LENGTH:,} are read")
+    out: list[Token] = []
+    k, spaced = 0, False
+    while k < len(text):
+        c = text[k]
+        col = k + 1
+        if c in " \t\r\n~":
+            spaced, k = True, k + 1
+            continue
+        if c == "%":  # a comment to the end of the line
+            while k < len(text) and text[k] != "\n":
+                k += 1
+            continue
+        if c.isdigit() or (c == "." and k + 1 < len(text) and text[k + 1].isdigit()):
+            end = k
+            while end < len(text) and text[end].isdigit():
+                end += 1
+            if end < len(text) - 1 and text[end] == "." and text[end + 1].isdigit():
+                end += 1
+                while end < len(text) and text[end].isdigit():
+                    end += 1
+            out.append(Token("num", text[k:end], col, spaced))
+            k = end
+        elif c.isascii() and c.isalpha():
+            out.append(Token("letter", c, col, spaced))
+            k += 1
+        elif c == "\\":
+            end = k + 1
+            while end < len(text) and text[end].isascii() and text[end].isalpha():
+                end += 1
+            if end == k + 1:
+                end = min(k + 2, len(text))
+            out.append(Token("macro", text[k:end], col, spaced))
+            k = end
+        elif c in "+-*/^_{}()[]=<>',&|.!:;":
+            out.append(Token("char", c, col, spaced))
+            k += 1
+        elif c == "\u2212":
+            out.append(Token("char", "-", col, spaced))
+            k += 1
+        else:
+            raise fail(repr(c), col)
+        spaced = False
+    return out
+
+
+# -- the tree -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Node:
+    """A node of an equation's tree; ``col`` is where it starts (for messages)."""
+
+    col: int = field(default=0, compare=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Num(Node):
+    """An exact number."""
+
+    value: Fraction
+
+
+@dataclass(frozen=True)
+class Sym(Node):
+    """A symbol with its scripts as written: ``base`` (``q``, ``alpha``,
+    ``tilde(sigma)``, ``PE``), the subscript's and superscript's tokens (unparsed: a
+    subscript may be a name, ``W_Q``, or indices, ``q_{ic}``), primes, and ``grad``
+    for ∂L/∂ of it."""
+
+    base: str
+    sub: tuple[Token, ...] | None = None
+    sup: tuple[Token, ...] | None = None
+    primes: int = 0
+    grad: bool = False
+    bold: bool = False   # \mathbf{q}_i: token i's whole row (a vector)
+
+    @property
+    def sub_text(self) -> str:
+        """The subscript as one word (``Q``, ``ic``, ``i,c``, ``model``)."""
+        return _text(self.sub)
+
+    @property
+    def sup_text(self) -> str:
+        """The superscript as one word (``(1)``, ``2``, ``\\top``)."""
+        return _text(self.sup)
+
+    def show(self) -> str:
+        """The symbol as an author would write it (for messages)."""
+        out = ("\\partial L/\\partial " if self.grad else "") + _shown_base(self.base)
+        out += "'" * self.primes
+        if self.sub:
+            out += f"_{{{self.sub_text}}}"
+        if self.sup:
+            out += f"^{{{self.sup_text}}}"
+        return out
+
+
+def _shown_base(base: str) -> str:
+    if base.endswith(")") and "(" in base:
+        accent, inner = base[:-1].split("(", 1)
+        return f"\\{accent}{{{_shown_base(inner)}}}"
+    return f"\\{base}" if base in GREEK else base
+
+
+def _text(tokens: tuple[Token, ...] | None) -> str:
+    if not tokens:
+        return ""
+    out = []
+    for t in tokens:
+        if t.kind == "macro" and t.text[1:] in _FONTS | {"{", "}"}:
+            continue
+        if t.kind == "char" and t.text in "{}":
+            continue
+        out.append(t.text)
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    """``-x``."""
+
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    """``a op b``: op one of ``+ - * jux / odot pow``; ``*`` (written) and ``jux``
+    (juxtaposed) are a product of scalars or a matrix product."""
+
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Transpose(Node):
+    """``X^\\top``."""
+
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    """``f(args)``: exp, log, sqrt, tanh, sin, cos, erf, relu, sigmoid, silu, gelu (the
+    exact one, with erf), softmax (row-wise), max."""
+
+    name: str
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Reduce(Node):
+    """``\\sum`` (or ``\\max``) over ``indices``, from ``low`` to ``high`` inclusive (None:
+    the whole axis the index reads)."""
+
+    op: str
+    indices: tuple[str, ...]
+    low: Node | None
+    high: Node | None
+    body: Node
+
+
+@dataclass(frozen=True)
+class Compare(Node):
+    """A chain of comparisons ``a <= b < c`` (ops: ``< <= > >= == !=``)."""
+
+    ops: tuple[str, ...]
+    operands: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Indicator(Node):
+    """``1[condition]``: 1 where it holds, else 0."""
+
+    condition: Node
+
+
+@dataclass(frozen=True)
+class Arguments(Node):
+    """``(Q, K, V)``: what a named function of the left-hand side is written over
+    (``\\mathrm{Attention}(Q, K, V) = ...``); nowhere else."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Cases(Node):
+    """A case distinction: the first row whose condition holds (None: otherwise)."""
+
+    rows: tuple[tuple[Node, Node | None], ...]
+
+
+@dataclass(frozen=True)
+class Delta(Node):
+    """Kronecker's ``\\delta_{jk}``."""
+
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Subscripted(Node):
+    """``(expr)_{ij}``: an entry of a matrix-valued expression."""
+
+    operand: Node
+    sub: tuple[Token, ...]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One line of a derivation: ``lhs = rhs[0] = rhs[1] ...`` (``line``: 1-based,
+    within the block)."""
+
+    lhs: Node
+    rhs: tuple[Node, ...]
+    line: int = 1
+
+
+# -- the parser -----------------------------------------------------------------------
+class Parser:
+    """Recursive descent over the tokens of one block (see the module doc)."""
+
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.k = 0
+        self.depth = 0
+        self.in_cases = False  # inside a case distinction, & ends a value
+
+    # helpers
+    def peek(self, ahead: int = 0) -> Token | None:
+        k = self.k + ahead
+        return self.tokens[k] if k < len(self.tokens) else None
+
+    def next(self) -> Token:
+        t = self.peek()
+        if t is None:
+            raise InputError("cannot read the equation: it ends too early")
+        self.k += 1
+        return t
+
+    def at(self, *texts: str) -> bool:
+        t = self.peek()
+        return t is not None and t.text in texts and t.kind in ("char", "macro")
+
+    def expect(self, text: str) -> Token:
+        t = self.peek()
+        if t is None:
+            raise InputError(f"cannot read the equation: expected {text} at the end")
+        if t.text != text:
+            raise fail(f"{t.text} (expected {text})", t.col)
+        self.k += 1
+        return t
+
+    def skip_layout(self) -> None:
+        while True:
+            t = self.peek()
+            if t is None:
+                return
+            if t.kind == "macro" and t.text[1:] in _IGNORED:
+                self.k += 1
+            elif t.kind == "macro" and t.text in ("\\mathopen", "\\mathclose"):
+                self.k += 1
+                if self.raw_group():
+                    raise fail(f"{t.text} with content", t.col)
+            elif t.kind == "macro" and t.text in ("\\begin", "\\end", "\\label"):
+                if t.text != "\\label" and _text(self.peek_group(1)) in ("cases", "array"):
+                    return
+                self.k += 1
+                name = self.raw_group()
+                if t.text != "\\label" and _text(name) not in _ENVIRONMENTS:
+                    raise fail(f"\\begin{{{_text(name)}}}", t.col)
+            elif t.kind == "char" and t.text == "&" and not self.in_cases:
+                self.k += 1
+            else:
+                return
+
+    def enter(self, col: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise InputError(f"cannot read the equation: nested more than {MAX_DEPTH} "
+                             f"deep at column {col}")
+
+    def raw_group(self) -> tuple[Token, ...]:
+        """The tokens of ``{...}`` (balanced) or of one token."""
+        self.skip_layout()
+        t = self.next()
+        if t.text != "{" or t.kind != "char":
+            return (t,)
+        out, level = [], 1
+        while True:
+            u = self.next()
+            if u.kind == "char" and u.text == "{":
+                level += 1
+                if level > MAX_DEPTH:
+                    raise InputError(f"cannot read the equation: nested more than "
+                                     f"{MAX_DEPTH} deep at column {u.col}")
+            elif u.kind == "char" and u.text == "}":
+                level -= 1
+                if level == 0:
+                    return tuple(out)
+            out.append(u)
+
+    # the grammar
+    def block(self) -> list[Chain]:
+        """Every line of the block as a chain."""
+        chains: list[Chain] = []
+        line = 1
+        while True:
+            self.skip_layout()
+            if self.peek() is None:
+                break
+            if self.at("\\\\"):
+                self.k += 1
+                line += 1
+                continue
+            if self.at("="):  # `&= ...` continues the line before
+                if not chains:
+                    raise fail("= (no left-hand side before it)", self.peek().col)
+                lhs, rhs = chains[-1].lhs, []
+            else:
+                lhs, rhs = self.expression(), []
+            while True:
+                self.skip_layout()
+                if not self.at("="):
+                    break
+                self.k += 1
+                rhs.append(self.expression())
+            self.skip_layout()
+            if self.at(".", ","):
+                self.k += 1
+                self.skip_layout()
+            t = self.peek()
+            if t is not None and not self.at("\\\\"):
+                raise fail(t.text, t.col)
+            if not rhs:
+                raise InputError(f"cannot read line {line} of the equation: no '='")
+            chains.append(Chain(lhs, tuple(rhs), line))
+        if not chains:
+            raise InputError("cannot read the equation: it is empty")
+        return chains
+
+    def expression(self) -> Node:
+        """Terms joined by + and -."""
+        self.skip_layout()
+        t = self.peek()
+        col = t.col if t else 0
+        self.enter(col)
+        if self.at("-"):
+            self.k += 1
+            node: Node = Unary(self.term(), col=col)
+        else:
+            if self.at("+"):
+                self.k += 1
+            node = self.term()
+        while True:
+            self.skip_layout()
+            if self.at("+", "-"):
+                op = self.next().text
+                node = Binary(op, node, self.term(), col=col)
+            else:
+                break
+        self.depth -= 1
+        return node
+
+    def term(self) -> Node:
+        """Products joined by ⊙, which binds less tightly than a product written or
+        juxtaposed (``\\mathrm{SiLU}(xW) \\odot xV`` is SiLU(xW) ⊙ (xV))."""
+        self.skip_layout()
+        t = self.peek()
+        col = t.col if t else 0
+        node = self.product()
+        while True:
+            self.skip_layout()
+            if self.at("\\odot", "\\circ"):
+                self.k += 1
+                node = Binary("odot", node, self.product(), col=col)
+            else:
+                return node
+
+    def product(self) -> Node:
+        """Factors joined by products (written or juxtaposed) and /."""
+        self.skip_layout()
+        t = self.peek()
+        col = t.col if t else 0
+        self.enter(col)
+        if self.at("-"):  # a sign inside a product: \cdot -x
+            self.k += 1
+            node: Node = Unary(self.factor(), col=col)
+        else:
+            node = self.factor()
+        while True:
+            self.skip_layout()
+            if self.at("\\cdot", "\\times", "*"):
+                self.k += 1
+                node = Binary("*", node, self.factor(), col=col)
+            elif self.at("/"):
+                self.k += 1
+                node = Binary("/", node, self.factor(), col=col)
+            elif self.starts_factor():
+                node = Binary("jux", node, self.factor(), col=col)
+            else:
+                break
+        self.depth -= 1
+        return node
+
+    def starts_factor(self) -> bool:
+        t = self.peek()
+        if t is None:
+            return False
+        if t.kind in ("num", "letter"):
+            return True
+        if t.kind == "char":
+            return t.text in "([{|"
+        return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
+                              "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
+                              "\\geq", "\\lt", "\\gt", "\\ne", "\\neq", "\\end")
+
+    def factor(self) -> Node:
+        """An atom with its scripts; ``^`` binds tighter than products."""
+        self.skip_layout()
+        t = self.peek()
+        grouped = t is not None and t.kind == "char" and t.text in "({"
+        node = self.atom()
+        while True:
+            if self.at("^"):
+                t = self.next()
+                sup = self.raw_group()
+                if grouped and isinstance(node, Sym) and _MARKER.match(_text(sup)):
+                    # {\sigma^2}^{(1)}: layer 1's σ², the superscript marks where
+                    node = Sym(node.base, node.sub, (*(node.sup or ()), *sup), node.primes,
+                               node.grad, node.bold, col=node.col)
+                    continue
+                if _text(sup) in _TRANSPOSE:
+                    node = Transpose(node, col=t.col)
+                else:
+                    node = Binary("pow", node, self.sub_expression(sup, t.col), col=t.col)
+            elif self.at("_") and (grouped or not isinstance(node, Sym)):
+                t = self.next()
+                node = Subscripted(node, self.raw_group(), col=t.col)
+            else:
+                return node
+
+    def sub_expression(self, tokens: tuple[Token, ...], col: int) -> Node:
+        """A script's tokens as an expression."""
+        inner = Parser(list(tokens))
+        inner.depth = self.depth
+        node = inner.expression()
+        inner.skip_layout()
+        rest = inner.peek()
+        if rest is not None:
+            raise fail(rest.text, rest.col)
+        if not tokens:
+            raise fail("an empty group", col)
+        return node
+
+    def group_expression(self) -> Node:
+        """``{expr}`` or a single factor."""
+        self.skip_layout()
+        t = self.peek()
+        if t is not None and t.kind == "char" and t.text == "{":
+            return self.sub_expression(self.raw_group(), t.col)
+        return self.factor()
+
+    def atom(self) -> Node:  # noqa: C901 (one dispatch over the grammar's atoms)
+        self.skip_layout()
+        t = self.peek()
+        if t is None:
+            raise InputError("cannot read the equation: it ends too early")
+        if t.kind == "num":
+            self.k += 1
+            return Num(Fraction(t.text), col=t.col)
+        if t.kind == "char" and t.text == "{":
+            return self.sub_expression(self.raw_group(), t.col)
+        if t.kind == "char" and t.text == "(":
+            self.k += 1
+            self.enter(t.col)
+            node = self.expression()
+            self.skip_layout()
+            items = [node]
+            while self.at(","):  # (Q, K, V): a name's arguments on a left-hand side
+                self.k += 1
+                items.append(self.expression())
+                self.skip_layout()
+            self.expect(")")
+            self.depth -= 1
+            return Arguments(tuple(items), col=t.col) if len(items) > 1 else node
+        if t.kind == "char" and t.text == "[":
+            self.k += 1
+            inner = self.condition("]", grouping=True)
+            return Indicator(inner, col=t.col) if isinstance(inner, Compare) else inner
+        if t.kind == "char" and t.text == "|":  # |V|: the vocabulary's size
+            self.k += 1
+            inner = self.symbol()
+            self.expect("|")
+            if inner.sub or inner.sup:
+                raise fail("|..| (only |V|, the vocabulary's size)", t.col)
+            return Sym(f"|{inner.base}|", col=t.col)
+        if t.kind == "letter":
+            if t.text == "d" and (u := self.peek(1)) is not None and not u.spaced \
+                    and u.kind == "letter" and u.text.isupper():
+                self.k += 1  # dK: the gradient of K
+                sym = self.symbol()
+                return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
+            if t.text == "e" and self.at_euler():
+                self.k += 1
+                self.expect("^")
+                return Call("exp", (self.sub_expression(self.raw_group(), t.col),), col=t.col)
+            return self.symbol()
+        if t.kind == "macro":
+            return self.macro_atom(t)
+        raise fail(t.text, t.col)
+
+    def at_euler(self) -> bool:
+        """``e^{...}`` with no subscript: Euler's number to a power."""
+        u = self.peek(1)
+        return u is not None and u.text == "^"
+
+    def macro_atom(self, t: Token) -> Node:  # noqa: C901
+        name = t.text[1:]
+        if name in ("frac", "dfrac", "tfrac"):
+            self.k += 1
+            return self.fraction(t)
+        if name == "sqrt":
+            self.k += 1
+            self.skip_layout()
+            if self.at("["):
+                raise fail("\\sqrt[...] (only square roots)", t.col)
+            return Call("sqrt", (self.group_expression(),), col=t.col)
+        if name in FUNCTIONS:
+            self.k += 1
+            return Call(FUNCTIONS[name], (self.argument(t),), col=t.col)
+        if name in ("sum", "max"):
+            self.k += 1
+            return self.reduction(name, t)
+        if name == "infty":
+            self.k += 1
+            return Sym("infty", col=t.col)
+        if name == "partial":
+            return self.slash_derivative(t)
+        if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
+            self.k += 1
+            self.raw_group()
+            return self.indicator(t)
+        if name in ("operatorname", "mathrm", "text") and \
+                _text(self.peek_group(1)) in NAMED_FUNCTIONS:
+            self.k += 1
+            fn = NAMED_FUNCTIONS[_text(self.raw_group())]
+            if fn == "max":
+                return self.reduction("max", t)
+            return Call(fn, (self.argument(t),), col=t.col)
+        if name == "mathrm" and _text(self.peek_group(1)) == "d":
+            self.k += 1
+            self.raw_group()
+            sym = self.symbol()
+            return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
+        if name == "delta" and self.peek(1) is not None and self.peek(1).text == "_":
+            return self.symbol()  # δ_{jk}: Kronecker's unless bound (decided on binding)
+        if name in GREEK or name in _ACCENTS or name in _FONTS or name in _BOLD \
+                or name == "langle":
+            return self.symbol()
+        if name in ("{", "lbrace") and self.begins(1, ("array", "cases")):
+            self.k += 1
+            return self.cases(t, closing=True)
+        if name == "begin" and self.begins(0, ("cases",)):
+            return self.cases(t, closing=False)
+        if name in ("{", "lbrace"):
+            self.k += 1
+            return Indicator(self.condition(_OPEN[t.text]), col=t.col)
+        raise fail(t.text, t.col)
+
+    def begins(self, ahead: int, names: tuple[str, ...]) -> bool:
+        """Is the token ``ahead`` on a ``\\begin{NAME}`` of one of ``names``?"""
+        t = self.peek(ahead)
+        return t is not None and t.text == "\\begin" and _text(self.peek_group(ahead + 1)) \
+            in names
+
+    def cases(self, t: Token, closing: bool) -> Node:
+        """``\\left\\{ \\begin{array}{ll} a, & \\mathrm{if}\\ c \\\\ b, &
+        \\mathrm{otherwise} \\end{array} \\right.`` (or ``\\begin{cases}``)."""
+        self.k += 1  # \begin
+        name = _text(self.raw_group())
+        if name == "array":
+            self.raw_group()  # the column spec {ll}
+        rows: list[tuple[Node, Node | None]] = []
+        outer, self.in_cases = self.in_cases, True
+        while True:
+            self.skip_layout()
+            if self.at("\\end"):
+                self.k += 1
+                self.raw_group()
+                break
+            value = self.expression()
+            self.skip_layout()
+            if self.at(","):
+                self.k += 1
+                self.skip_layout()
+            if self.at("&"):
+                self.k += 1
+            self.skip_layout()
+            word = self.peek()
+            if word is not None and word.text in ("\\mathrm", "\\text", "\\textrm"):
+                self.k += 1
+                said = _text(self.raw_group()).strip()
+                self.skip_layout()
+                if said in ("otherwise", "else"):
+                    rows.append((value, None))
+                elif said == "if":
+                    rows.append((value, self.condition_until()))
+                else:
+                    raise fail(f"{word.text}{{{said}}} in a case", word.col)
+            else:
+                rows.append((value, self.condition_until()))
+            self.skip_layout()
+            if self.at("\\\\"):
+                self.k += 1
+        self.in_cases = outer
+        if closing:
+            self.skip_layout()
+            if self.at("."):
+                self.k += 1
+        if not rows:
+            raise fail("an empty case distinction", t.col)
+        return Cases(tuple(rows), col=t.col)
+
+    def condition_until(self) -> Node:
+        """A case's condition, up to ``\\\\`` or ``\\end``."""
+        operands = [self.expression()]
+        ops = []
+        while True:
+            self.skip_layout()
+            u = self.peek()
+            key = u.text.lstrip("\\") if u is not None else ""
+            if u is None or key not in _COMPARISONS:
+                break
+            self.k += 1
+            ops.append(_COMPARISONS[key])
+            operands.append(self.expression())
+        if not ops:
+            raise fail("a case without a condition", operands[0].col)
+        return Compare(tuple(ops), tuple(operands), col=operands[0].col)
+
+    def peek_group(self, ahead: int) -> tuple[Token, ...]:
+        """The tokens of the group starting ``ahead`` tokens on (without consuming)."""
+        saved = self.k
+        self.k += ahead
+        try:
+            return self.raw_group()
+        except InputError:
+            return ()
+        finally:
+            self.k = saved
+
+    def fraction(self, t: Token) -> Node:
+        num = self.raw_group()
+        den = self.raw_group()
+        if num and num[0].text == "\\partial" and _text(num[1:]) == "L":
+            return self.derivative(num, den, t.col)
+        return Binary("/", self.sub_expression(num, t.col), self.sub_expression(den, t.col),
+                      col=t.col)
+
+    def derivative(self, num: tuple[Token, ...], den: tuple[Token, ...], col: int
+                   ) -> Node:
+        """∂L/∂x: the gradient array of x (the numerator must be the loss L)."""
+        top = Parser(list(num[1:])).symbol()
+        if top.base != "L" or top.sub or top.sup:
+            raise fail(f"\\partial {top.show()} (only derivatives of the loss L)", col)
+        if not den or den[0].text != "\\partial":
+            raise fail("a derivative without \\partial below", col)
+        inner = Parser(list(den[1:]))
+        node = inner.wrt()
+        inner.skip_layout()
+        if inner.peek() is not None:
+            raise fail(inner.peek().text, inner.peek().col)
+        return _gradient(node, col)
+
+    def slash_derivative(self, t: Token) -> Node:
+        """``\\partial L/\\partial x_{ij}``."""
+        self.k += 1
+        top = self.symbol()
+        if top.base != "L" or top.sub or top.sup:
+            raise fail(f"\\partial {top.show()} (only derivatives of the loss L)", t.col)
+        self.skip_layout()
+        self.expect("/")
+        self.skip_layout()
+        self.expect("\\partial")
+        return _gradient(self.wrt(), t.col)
+
+    def wrt(self) -> Node:
+        """What a derivative is taken with respect to: a symbol, or a weight in
+        parentheses with the entry's subscript, ``\\left(W_{2}\\right)_{m,j}`` (returned
+        with ``grad`` set by the caller)."""
+        self.skip_layout()
+        if not self.at("("):
+            return self.symbol()
+        self.k += 1
+        sym = self.symbol()
+        self.skip_layout()
+        self.expect(")")
+        if not self.at("_"):
+            return sym
+        t = self.next()
+        return Subscripted(sym, self.raw_group(), col=t.col)
+
+    def argument(self, t: Token) -> Node:
+        """A function's argument: ``(..)``, ``{..}``, or the next factor (``\\exp x``)."""
+        self.skip_layout()
+        if self.peek() is None:
+            raise fail(f"{t.text} without an argument", t.col)
+        if self.at("^"):  # \log^2 x and the like
+            raise fail(f"{t.text}^", t.col)
+        if self.at("("):  # f(x)_{ij}: the subscript is the value's entry
+            return self.atom()
+        return self.factor()
+
+    def reduction(self, name: str, t: Token) -> Node:
+        """``\\sum_{j=0}^{n-1} body``, ``\\sum_j``, ``\\max_j``; ``\\max(a, b)``."""
+        self.skip_layout()
+        if name == "max" and self.at("("):
+            self.k += 1
+            args = [self.expression()]
+            while self.at(","):
+                self.k += 1
+                args.append(self.expression())
+            self.expect(")")
+            return Call("max", tuple(args), col=t.col)
+        if not self.at("_"):
+            raise fail(f"\\{name} without an index below it", t.col)
+        self.k += 1
+        below = self.raw_group()
+        low = high = None
+        indices: list[str]
+        eq = [k for k, u in enumerate(below) if u.text == "="]
+        if eq:
+            names, low_tokens = below[:eq[0]], below[eq[0] + 1:]
+            indices = _index_names(names, t.col)
+            low = self.sub_expression(low_tokens, t.col)
+        else:
+            indices = _index_names(below, t.col)
+        self.skip_layout()
+        if self.at("^"):
+            self.k += 1
+            high = self.sub_expression(self.raw_group(), t.col)
+        body = self.term()
+        return Reduce(name, tuple(indices), low, high, body, col=t.col)
+
+    def indicator(self, t: Token) -> Node:
+        self.skip_layout()
+        if self.at("_"):
+            self.k += 1
+            tokens = list(self.raw_group())
+            if tokens and tokens[0].text in ("\\{", "\\lbrace"):
+                tokens = tokens[1:-1] if tokens[-1].text in ("\\}", "\\rbrace") else tokens
+            inner = Parser(tokens)
+            cond = inner.condition(None)
+            return Indicator(cond, col=t.col)
+        u = self.peek()
+        if u is None or u.text not in _OPEN:
+            raise fail(f"{t.text} without [condition]", t.col)
+        self.k += 1
+        return Indicator(self.condition(_OPEN[u.text]), col=t.col)
+
+    def condition(self, close: str | None, grouping: bool = False) -> Node:
+        """``a <= b < c`` up to ``close``."""
+        self.enter(self.peek().col if self.peek() else 0)
+        operands = [self.expression()]
+        ops = []
+        while True:
+            self.skip_layout()
+            t = self.peek()
+            if t is None or (close is not None and t.text == close):
+                break
+            key = t.text.lstrip("\\")
+            if key not in _COMPARISONS:
+                raise fail(f"{t.text} in a condition", t.col)
+            self.k += 1
+            ops.append(_COMPARISONS[key])
+            operands.append(self.expression())
+        if close is not None:
+            self.expect(close)
+        if not ops and grouping:
+            self.depth -= 1
+            return operands[0]
+        if not ops:
+            raise fail("a bracket without a comparison ([j \\le i])",
+                       operands[0].col)
+        self.depth -= 1
+        return Compare(tuple(ops), tuple(operands), col=operands[0].col)
+
+    def symbol(self) -> Sym:
+        """A symbol's base, then its scripts and primes in any order."""
+        self.skip_layout()
+        t = self.next()
+        bold = t.kind == "macro" and t.text[1:] in _BOLD
+        base = self.base(t)
+        sub = sup = None
+        primes = 0
+        while True:
+            if self.at("_") and sub is None:
+                self.k += 1
+                sub = self.raw_group()
+            elif self.at("^") and sup is None:
+                self.k += 1
+                sup = self.raw_group()
+                while sup and sup[0].text == "\\prime":
+                    primes += 1
+                    sup = sup[1:] or None
+            elif self.at("'"):
+                self.k += 1
+                primes += 1
+            else:
+                return Sym(base, sub, sup, primes, bold=bold, col=t.col)
+
+    def base(self, t: Token) -> str:
+        if t.kind == "letter":
+            return t.text
+        if t.kind == "macro":
+            name = t.text[1:]
+            if name in GREEK:
+                return name
+            if name == "langle":  # \langle x^2 \rangle: a mean square, one symbol
+                inner = []
+                while not self.at("\\rangle"):
+                    inner.append(self.next())
+                    if len(inner) > 20:
+                        raise fail("\\langle without \\rangle", t.col)
+                self.k += 1
+                return f"<{_text(tuple(inner))}>"
+            if name in _ACCENTS:
+                group = self.raw_group()
+                return f"{name}({Parser(list(group)).base(group[0]) if group else ''})"
+            if name in _FONTS or name in _BOLD:
+                text = _text(self.raw_group())
+                if not text.replace("_", "").isalnum():
+                    raise fail(f"{t.text}{{{text}}}", t.col)
+                return text
+        raise fail(t.text, t.col)
+
+
+def _gradient(node: Node, col: int) -> Node:
+    """∂L/∂ of a symbol (or of a parenthesised symbol's entry)."""
+    if isinstance(node, Subscripted):
+        sym = node.operand
+        return Subscripted(Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=col),
+                           node.sub, col=node.col)
+    return Sym(node.base, node.sub, node.sup, node.primes, True, col=col)
+
+
+def _index_names(tokens: tuple[Token, ...], col: int) -> list[str]:
+    """``j`` or ``j,k`` or ``jk`` below a sum: the index letters."""
+    names: list[str] = []
+    word = ""
+    for t in tokens:
+        if t.kind == "letter":
+            word += t.text
+        elif t.kind == "char" and t.text == ",":
+            names.append(word)
+            word = ""
+        elif t.kind == "macro" and t.text[1:] in GREEK:
+            word += t.text[1:]
+        else:
+            raise fail(f"{t.text} in the index of a sum", t.col)
+    names.append(word)
+    if any(not n for n in names):
+        raise fail("a sum without an index", col)
+    if len(names) == 1 and len(names[0]) > 1 and names[0].isalpha() and \
+            all(c.isalpha() and c.islower() for c in names[0]) and len(names[0]) <= 3:
+        return list(names[0]) if len(names[0]) == 2 else names
+    return names
+
+
+def parse_equations(text: str) -> list[Chain]:
+    """Every line of a block of LaTeX math (without its ``$$``; ``\\begin{align}`` and
+    its ``&``, ``\\\\`` read) as a chain."""
+    stripped = text.strip()
+    for open_, close in (("$$", "$$"), ("\\[", "\\]"), ("$", "$")):
+        if stripped.startswith(open_) and stripped.endswith(close) and len(stripped) > 1:
+            stripped = stripped[len(open_):len(stripped) - len(close)]
+            break
+    if "$" in stripped:
+        raise fail("$", text.index("$") + 1)
+    try:
+        return Parser(tokenize(stripped)).block()
+    except RecursionError:
+        raise InputError(f"cannot read the equation: nested more than {MAX_DEPTH} "
+                         f"deep") from None
+
+
+def split_indices(sub: tuple[Token, ...], axes: int) -> list[Node]:
+    """A symbol's subscript as index expressions: ``i,c`` (comma-separated, each an
+    expression in which a run of letters is one name, ``pos``), or ``ic`` (as many
+    letters as ``axes``), or one expression (``2i+1``)."""
+    if len(sub) > 2 and sub[0].text == "(" and sub[-1].text == ")" and not any(
+            t.text in "()" for t in sub[1:-1]):
+        sub = sub[1:-1]  # PE_{(pos,2i)}
+    parts: list[list[Token]] = [[]]
+    level = 0
+    for t in sub:
+        if t.kind == "char" and t.text in "({[":
+            level += 1
+        elif t.kind == "char" and t.text in ")}]":
+            level -= 1
+        if t.kind == "char" and t.text == "," and level == 0:
+            parts.append([])
+        else:
+            parts[-1].append(t)
+    if len(parts) == 1 and axes > 1 and len(parts[0]) == axes and \
+            all(t.kind in ("letter", "num") for t in parts[0]):
+        return [_one(t) for t in parts[0]]
+    return [_index_expression(p) for p in parts]
+
+
+def _one(t: Token) -> Node:
+    return Num(Fraction(t.text), col=t.col) if t.kind == "num" else Sym(t.text, col=t.col)
+
+
+def _index_expression(tokens: list[Token]) -> Node:
+    """An index expression; adjacent letters (``pos``) join into one name."""
+    merged: list[Token] = []
+    for t in tokens:
+        if t.kind == "letter" and merged and merged[-1].kind == "letter" and not t.spaced:
+            last = merged.pop()
+            merged.append(Token("letter", last.text + t.text, last.col, last.spaced))
+        else:
+            merged.append(t)
+    if not merged:
+        raise InputError("cannot read an empty subscript")
+    parser = _IndexParser(merged)
+    node = parser.expression()
+    parser.skip_layout()
+    if parser.peek() is not None:
+        raise fail(parser.peek().text, parser.peek().col)
+    return node
+
+
+class _IndexParser(Parser):
+    """Index expressions: a letter token may be a several-letter name."""
+
+    def symbol(self) -> Sym:
+        t = self.peek()
+        if t is not None and t.kind == "letter" and len(t.text) > 1:
+            self.k += 1
+            return Sym(t.text, col=t.col)
+        return super().symbol()
+
+    def atom(self) -> Node:
+        t = self.peek()
+        if t is not None and t.kind == "letter":
+            return self.symbol()
+        return super().atom()
