@@ -27,6 +27,7 @@ from symformer.ops import (
     RowVariance,
     WholeMean,
     WholeVariance,
+    scripts,
 )
 
 if TYPE_CHECKING:
@@ -72,24 +73,31 @@ def parameter_symbol(stage: Stage, name: str) -> Notation:
 
 
 def _primes(stage: Stage) -> int:
-    """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum
-    and normalisation, else 0."""
+    """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum,
+    normalisation and the normalisation's statistics (μ′, σ′², σ̃′), else 0."""
     m = _SUBLAYER.search(stage.name)
     return 0 if m is None or stage.kind not in _PRIMED else int(m.group(1)) - 1
 
 
 def _primed(note: Notation, primes: int) -> Notation:
+    """``note`` with ``primes`` primes, before a power of its own: σ² -> σ′²."""
     if primes <= 0:
         return note
     which = ("second", "third", "fourth")[min(primes, 3) - 1]
-    return Notation(note.latex + "'" * primes, note.text + "\u2032" * primes,
-                    f"{note.title} ({which} sub-layer)", note.bracket)
+    prefix, base, power = scripts.split_power(note.latex)
+    cut = len(prefix) + len(base)
+    latex = note.latex[:cut] + "'" * primes + note.latex[cut:]
+    power_text = re.search(r"[²³]*$", note.text).group(0)
+    text = note.text[:len(note.text) - len(power_text)] + "\u2032" * primes + power_text
+    return Notation(latex, text, f"{note.title} ({which} sub-layer)", note.bracket)
 
 
 #: A stage of sub-layer k's residual connection or normalisation (``layer1.add_norm2``,
-#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``), and the kinds whose symbol is primed.
-_SUBLAYER = re.compile(r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.sum)?$")
-_PRIMED = ("residual", "layer_norm", "rms_norm")
+#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``, a statistic ``.norm2.variance``),
+#: and the kinds whose symbol is primed.
+_SUBLAYER = re.compile(
+    r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.(?:sum|mean|variance|std|mean_square))?$")
+_PRIMED = ("residual", "layer_norm", "rms_norm", "mean", "variance", "std", "mean_square")
 
 
 def parameter(stage: Stage, name: str) -> Notation:
@@ -215,24 +223,51 @@ class EntrySymbol(sympy.Symbol):
     def _mathml_presentation(self, printer):
         dom = printer.dom
         note = self.notation
-        base = dom.createElement("mi")
-        base.appendChild(dom.createTextNode(
-            note.text.removesuffix(f"^({note.where})") if note.where else note.text))
-        scripts = []
-        if self.index is not None:
-            scripts.append(dom.createElement("mn"))
-            scripts[-1].appendChild(dom.createTextNode(str(self.index)))
+        text, power, prefix = note.text, "", ""
         if note.where:
-            scripts.append(dom.createElement("mtext"))
-            scripts[-1].appendChild(dom.createTextNode(f"({note.where})"))
-        if not scripts:
+            text = text.removesuffix(f"^({note.where})")
+            m = re.fullmatch(rf"(∂L/∂)?\((.*)\^\({re.escape(note.where)}\)\)([²³])", text)
+            if m:  # (σ^(1))²: the scripts inside the parentheses, the power outside
+                prefix, text, power = m.group(1) or "", m.group(2), {"²": "2", "³": "3"}[
+                    m.group(3)]
+        base = dom.createElement("mi")
+        base.appendChild(dom.createTextNode(text))
+        scripts_ = []
+        if self.index is not None:
+            scripts_.append(dom.createElement("mn"))
+            scripts_[-1].appendChild(dom.createTextNode(str(self.index)))
+        if note.where:
+            scripts_.append(dom.createElement("mtext"))
+            scripts_[-1].appendChild(dom.createTextNode(f"({note.where})"))
+        if not scripts_:
             return base
         tag = {(True, False): "msub", (False, True): "msup", (True, True): "msubsup"}[
             (self.index is not None, bool(note.where))]
         out = dom.createElement(tag)
-        for child in (base, *scripts):
+        for child in (base, *scripts_):
             out.appendChild(child)
-        return out
+        if not power:
+            return out
+        row = dom.createElement("mrow")
+        for part in ("(", out, ")"):
+            if isinstance(part, str):
+                mo = dom.createElement("mo")
+                mo.appendChild(dom.createTextNode(part))
+                part = mo  # noqa: PLW2901
+            row.appendChild(part)
+        sup = dom.createElement("msup")
+        sup.appendChild(row)
+        exponent = dom.createElement("mn")
+        exponent.appendChild(dom.createTextNode(power))
+        sup.appendChild(exponent)
+        if not prefix:
+            return sup
+        whole = dom.createElement("mrow")
+        head = dom.createElement("mi")
+        head.appendChild(dom.createTextNode(prefix))
+        whole.appendChild(head)
+        whole.appendChild(sup)
+        return whole
 
 
 def entry_symbol(stage: Stage, j: int) -> EntrySymbol:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from symformer.ops import scripts
 from symformer.worked.model import (
     ADD,
     APPROX,
@@ -92,8 +93,8 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
         if denominator is None:
             return sign + numerator, (ADD if sign else ATOM)
         return rf"{sign}\frac{{{numerator}}}{{{denominator}}}", (ADD if sign else ATOM)
-    if isinstance(node, Sym):
-        return node.latex, ATOM
+    if isinstance(node, Sym):  # a derivative as a display fraction: worked lines are displayed
+        return scripts.display(node.latex), ATOM
     if isinstance(node, Neg):
         return "-" + _wrap(node.arg, MUL), ADD
     if isinstance(node, Add):
@@ -110,6 +111,8 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
             return rf"\frac{{1}}{{{denominator}}} \Bigl({body}\Bigr)", MUL
         return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
     if isinstance(node, Pow):
+        if isinstance(node.base, Sym):  # (h^{(2)}_{0})^{3}, never a script on a script
+            return scripts.powered(scripts.display(node.base.latex), latex(node.exp)), POW
         return f"{_wrap(node.base, ATOM)}^{{{latex(node.exp)}}}", POW
     if isinstance(node, Func):
         return _function(node), ATOM
@@ -164,9 +167,18 @@ def _product(node: Mul, wrap: bool, reserve: int = 0) -> str:
             before = node.factors[k - 1]
             numbers = is_numeric(factor) or is_numeric(before)
             leading_fraction = k == 1 and isinstance(before, Div) and isinstance(factor, Add)
-            out += " " if leading_fraction or not numbers else r" \cdot "
+            # a factor printed starting with a number or a number's fraction (a nested
+            # product 1/4 (x - y)) is never juxtaposed: x \frac{1}{4} reads as one symbol
+            starts_numeric = text[:1].isdigit() or (text.startswith(r"\frac")
+                                                    and is_numeric(_first(factor)))
+            out += " " if leading_fraction or not (numbers or starts_numeric) else r" \cdot "
         out += text
     return out
+
+
+def _first(node: Node) -> Node:
+    """The factor a product prints first (the node itself when it is no product)."""
+    return _first(node.factors[0]) if isinstance(node, Mul) and node.factors else node
 
 
 def _function(node: Func) -> str:
