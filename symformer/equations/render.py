@@ -91,6 +91,13 @@ class EquationLatex(LatexCodegen):
             numerator = self.visit(node.left)
             if r"\frac" in numerator:  # 1/d times dL/dmu, not a fraction over a fraction
                 return self._reciprocal(node, numerator)
+        if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Call) \
+                and isinstance(node.left.func, ast.Name) \
+                and node.left.func.id in ("tanh", "sin", "cos") \
+                and isinstance(node.right, ast.Constant) and len(node.left.args) == 1:
+            call = self.visit(node.left)  # tanh^2 xi, as a textbook writes it
+            name = rf"\{node.left.func.id}"
+            return f"{name}^{{{self.visit(node.right)}}}{call[len(name):]}"
         if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Subscript):
             base = self.visit(node.left)
             if "^" in base or "'" in base:  # (h^{(1)}_{i,j})^3, never h^{(1)}_{i,j}{}^3

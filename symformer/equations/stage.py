@@ -23,7 +23,14 @@ from typing import Any
 from symformer.codegen import symbols as sym
 from symformer.equations import render
 from symformer.equations.evaluate import entries
-from symformer.equations.ir import CONSTANTS, FUNCTIONS, IndexEquation, array_name, free_indices
+from symformer.equations.ir import (
+    CONSTANTS,
+    FUNCTIONS,
+    IndexEquation,
+    array_name,
+    free_indices,
+    inline_lets,
+)
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.gradient import Term
@@ -70,18 +77,32 @@ class Bound:
             self.symbols[name] = Notation(latex, text, "")
         for name in self.eq.arrays:
             self.symbols.setdefault(name, sym.spell(name))
-        self.statements = _renamed(self)
+        printed = _renamed(self, self.eq.statements + self.eq.let_statements)
+        count = len(self.eq.statements)
+        #: The lines as printed (a named inner quantity by its name) and as evaluated
+        #: and proved (the quantity read in: ``statements``).
+        self.printed, self.where = printed[:count], printed[count:]
+        definitions = {array_name(t): v for t, v in self.where}
+        self.statements = [(t, inline_lets(definitions, v)) for t, v in self.printed]
 
-    def lines(self) -> list[Line]:
-        """The printed lines (the remark on the last)."""
+    def lines(self, where: bool = True) -> list[Line]:
+        """The printed lines (the remark on the last), then (``where``) the named inner
+        quantities they use.  A line's plain form reads those quantities in, so that it
+        is evaluated on its own."""
         out = []
-        for k, (target, value) in enumerate(self.statements):
-            remark = self.remark if k == len(self.statements) - 1 else ""
-            lhs, rhs = render.latex(target, self.symbols), render.latex(value, self.symbols)
-            shown = f"{render.text(target, self.symbols)} = {render.text(value, self.symbols)}"
-            out.append(Line(lhs, rhs, f"{shown}  ({remark})" if remark else shown,
-                            f"{render.plain(target)} = {render.plain(value)}", remark))
+        for k, (target, value) in enumerate(self.printed):
+            remark = self.remark if k == len(self.printed) - 1 else ""
+            out.append(self._line(target, value, self.statements[k][1], remark))
+        if where:
+            out.extend(self._line(t, v, v, "where") for t, v in self.where)
         return out
+
+    def _line(self, target: ast.expr, value: ast.expr, evaluated: ast.expr,
+              remark: str) -> Line:
+        lhs, rhs = render.latex(target, self.symbols), render.latex(value, self.symbols)
+        shown = f"{render.text(target, self.symbols)} = {render.text(value, self.symbols)}"
+        return Line(lhs, rhs, f"{shown}  ({remark})" if remark else shown,
+                    f"{render.plain(target)} = {render.plain(evaluated)}", remark)
 
     def values(self) -> dict[tuple[int, int], sympy.Expr]:
         """Every entry's exact value from the equation (over the bound matrices)."""
@@ -102,7 +123,8 @@ class _Rename(ast.NodeTransformer):
         return ast.Name(id=self.names.get(node.id, node.id), ctx=node.ctx)
 
 
-def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
+def _renamed(bound: Bound, statements: Sequence[tuple[ast.expr, ast.expr]]
+             ) -> list[tuple[ast.expr, ast.expr]]:
     """The equation's trees with each array named as it prints when that is a plain
     identifier (``k``, ``W_Q``; ``alpha`` stays: ``α`` is not ASCII), and each sum's
     index renamed when its letter is also a symbol of the equation (the attention
@@ -126,7 +148,7 @@ def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
     bound.arrays = {arrays[n]: role for n, role in eq.arrays.items()}
     shown = {bound.symbols[n].text for n in bound.arrays} | set(arrays.values())
     out = []
-    for target, value in eq.statements:
+    for target, value in statements:
         target, value = _Rename(arrays).visit(target), _Rename(arrays).visit(value)
         free = set(free_indices(target, eq))
         sums: dict[str, str] = {}
@@ -200,6 +222,8 @@ def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]]
             symbols[name], stage = stages[role]
             matrices[name] = g.symbols(stage.name)
             sources[name] = {"stage": stage.name}
+        elif role == "let":  # a named inner quantity: read into the lines it is used in
+            continue
         elif role.startswith("const:"):
             matrices[name], value = _constant(owner.op, role, owner.shape)
             sources[name] = {"constant": value}

@@ -320,6 +320,19 @@ class Operation(ABC):
         """
         return None
 
+    def backward_worked_tree(self, formula: sympy.Expr,
+                             convert: Callable[[sympy.Expr], Node]) -> Node | None:
+        """One entry of this operation's backward rule (the only term of a gradient)
+        as a worked-line tree, written as its displayed rule is; None by default (the
+        generic conversion of the SymPy form)."""
+        return None
+
+    def backward_worked_parts(self, stage: Stage, row: int,
+                              formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """Parts of a row of this operation's backward rule (the only term of a
+        gradient) worked as steps of their own (GELU's ξ); none by default."""
+        return []
+
     def worked_parts(self, stage: Stage, row: int,
                      formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
         """Parts of a row's local formulas that worked lines show as steps of their own.

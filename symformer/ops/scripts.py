@@ -82,7 +82,7 @@ def located_text(text: str, where: str) -> str:
 def subscripted(latex: str, sub: str, is_located: bool) -> str:
     """An entry: the symbol with subscript ``sub`` (``i,j``), the subscript inside a
     located power's parentheses: ``(\\sigma^{(1)}_{i})^{2}``; an unlocated power stacks
-    with it (``\\sigma^{2}_{i}``: σ with 2 over i)."""
+    with it (``\\sigma^2_{i}``: σ with 2 over i)."""
     prefix, rest = _prefix(latex)
     if is_located:
         m = _LOCATED_POWER.match(rest)
@@ -91,7 +91,7 @@ def subscripted(latex: str, sub: str, is_located: bool) -> str:
         return f"{latex}_{{{sub}}}"
     prefix, base, power = split_power(latex)
     if power:
-        return f"{prefix}{base}^{{{power}}}_{{{sub}}}"
+        return f"{latex}_{{{sub}}}"
     m = _ENDS_IN_SCRIPT.search(base)  # a subscript after a superscript stacks with it
     ends_in_subscript = m is not None and m.group(0).startswith("_")
     return f"{prefix}{{{base}}}_{{{sub}}}" if ends_in_subscript else f"{prefix}{base}_{{{sub}}}"

@@ -111,6 +111,10 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
             return rf"\frac{{1}}{{{denominator}}} \Bigl({body}\Bigr)", MUL
         return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
     if isinstance(node, Pow):
+        if isinstance(node.base, Func) and node.base.name in ("tanh", "sin", "cos"):
+            call = _function(node.base)  # \tanh^{2}(x), not tanh((x)^2) read
+            name = _FUNCTIONS[node.base.name]
+            return f"{name}^{{{latex(node.exp)}}}{call[len(name):]}", ATOM
         if isinstance(node.base, Sym):  # (h^{(2)}_{0})^{3}, never a script on a script
             return scripts.powered(scripts.display(node.base.latex), latex(node.exp)), POW
         return f"{_wrap(node.base, ATOM)}^{{{latex(node.exp)}}}", POW
@@ -191,7 +195,7 @@ def _function(node: Func) -> str:
     inner = ", ".join(latex(a) for a in args)
     atom = len(args) == 1 and (isinstance(args[0], Sym) or (
         isinstance(args[0], Const) and args[0].value.is_Integer and args[0].value >= 0))
-    if atom and node.name in ("sin", "cos"):
+    if atom and (node.name in ("sin", "cos") or (node.name == "tanh" and isinstance(args[0], Sym))):
         return f"{name} {inner}"  # \sin 1, as a textbook writes it
     return rf"{name}\left({inner}\right)"
 
