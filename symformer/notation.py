@@ -27,11 +27,16 @@ from symformer.ops import (
     RowVariance,
     WholeMean,
     WholeVariance,
+    rope,
     scripts,
 )
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation, Stage
+
+#: RoPE's position and pair indices (its equations' ``p`` and ``c``): the figures and
+#: their captions write the same letters.
+ROPE_POSITION, ROPE_PAIR = rope.POSITION, rope.PAIR
 
 #: How every format counts and indexes, stated once at the start of every document and
 #: page: plain words and math (a :class:`Notation`, set as math where a format can).
@@ -169,6 +174,12 @@ def where(stage: Stage) -> str:
     if m and (m.group(1), m.group(2)) in many_heads:
         parts.append(m.group(3))
     return ",".join(parts)
+
+
+def position_label(p: int) -> str:
+    """A learned positional table's row as the notes name a position: ``position 0``
+    (never an identifier such as ``pos0``)."""
+    return f"position {p}"
 
 
 def per_row(stage: Stage) -> bool:

@@ -109,6 +109,10 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
             body = _sum(node.num, True, start=width(denominator) + 8,  # + lhs and =
                         reserve=reserve)
             return rf"\frac{{1}}{{{denominator}}} \Bigl({body}\Bigr)", MUL
+        if r"\frac{\partial L}" in numerator:  # 1/den ∂L/∂x: no fraction over a fraction
+            if isinstance(node.num, Add):
+                numerator = rf"\left({numerator}\right)"
+            return rf"\frac{{1}}{{{latex(node.den)}}} {numerator}", MUL
         return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
     if isinstance(node, Pow):
         if isinstance(node.base, Func) and node.base.name in ("tanh", "sin", "cos"):
