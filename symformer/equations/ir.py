@@ -63,10 +63,10 @@ class IndexEquation:
     remark: str = ""
     #: A free index's range when it is not the whole axis (RoPE's pair c < d // 2).
     ranges: Mapping[str, str] = field(default_factory=dict)
-    #: Named inner quantities, printed after the lines as "where" lines and read into
+    #: Named inner quantities, (line, what it is), printed after the lines and read into
     #: them wherever they are used (``xi[i, j] = sqrt(2 / pi) * (h[i, j] + ...)``: GELU's
     #: tanh argument); each is an array of role ``"let"`` written with the lines' indices.
-    lets: tuple[str, ...] = ()
+    lets: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def statements(self) -> tuple[tuple[ast.expr, ast.expr], ...]:
@@ -76,7 +76,7 @@ class IndexEquation:
     @cached_property
     def let_statements(self) -> tuple[tuple[ast.expr, ast.expr], ...]:
         """Each named inner quantity as (lhs, rhs) trees, validated."""
-        out = tuple(parse(line, self) for line in self.lets)
+        out = tuple(parse(line, self) for line, _ in self.lets)
         for target, _ in out:
             if self.arrays.get(array_name(target)) != "let":
                 raise EquationError(f"{ast.unparse(target)!r}: a let's array has role 'let'")

@@ -94,7 +94,8 @@ class Bound:
             remark = self.remark if k == len(self.printed) - 1 else ""
             out.append(self._line(target, value, self.statements[k][1], remark))
         if where:
-            out.extend(self._line(t, v, v, "where") for t, v in self.where)
+            out.extend(self._line(t, v, v, remark)
+                       for (t, v), (_, remark) in zip(self.where, self.eq.lets))
         return out
 
     def _line(self, target: ast.expr, value: ast.expr, evaluated: ast.expr,

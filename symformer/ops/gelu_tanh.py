@@ -83,7 +83,8 @@ class GELUTanh(Smooth):
              "(1 - tanh(xi[i, j]) ** 2) * sqrt(2 / pi) * (1 + 3 * 0.044715 * h[i, j] ** 2))",),
             {"dh": "result", "da": "grad", "h": "in0", "xi": "let"},
             symbols={"xi": (r"\xi", "ξ")},
-            lets=("xi[i, j] = sqrt(2 / pi) * (h[i, j] + 0.044715 * h[i, j] ** 3)",))
+            lets=(("xi[i, j] = sqrt(2 / pi) * (h[i, j] + 0.044715 * h[i, j] ** 3)",
+                   "the argument of tanh"),))
 
     def worked_tree(self, formula: sympy.Expr, convert: Callable[[sympy.Expr], Node]
                     ) -> Node | None:

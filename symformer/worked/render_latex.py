@@ -96,6 +96,8 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
     if isinstance(node, Sym):  # a derivative as a display fraction: worked lines are displayed
         return scripts.display(node.latex), ATOM
     if isinstance(node, Neg):
+        if wrap and isinstance(node.arg, Mul):  # -1/(2 m^{3/2}) (a long sum that breaks)
+            return "-" + _product(node.arg, wrap, reserve), ADD
         return "-" + _wrap(node.arg, MUL), ADD
     if isinstance(node, Add):
         return _sum(node, wrap, reserve=reserve), ADD
@@ -114,6 +116,9 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
                 numerator = rf"\left({numerator}\right)"
             return rf"\frac{{1}}{{{latex(node.den)}}} {numerator}", MUL
         return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
+    if isinstance(node, Pow) and isinstance(node.exp, Const) and node.exp.value.q != 1:
+        exponent = f"{node.exp.value.p}/{node.exp.value.q}"  # ^{3/2}, as the equation
+        return f"{_wrap(node.base, ATOM)}^{{{exponent}}}", POW
     if isinstance(node, Pow):
         if isinstance(node.base, Func) and node.base.name in ("tanh", "sin", "cos"):
             call = _function(node.base)  # \tanh^{2}(x), not tanh((x)^2) read
