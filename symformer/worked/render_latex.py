@@ -37,6 +37,9 @@ LINE_WIDTH = 56
 #: A fraction whose numerator is a sum wider than this is printed 1/den (sum), so the
 #: sum may break its line (a fraction's numerator cannot).
 FRACTION_WIDTH = 40
+#: How far past LINE_WIDTH a line may run with its result (the width is a rough count:
+#: a line of 67 counted characters fits the notes' text width, one of 69 did not).
+RESULT_SLACK = 8
 _COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
 _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
               "min": r"\min", "erf": r"\operatorname{erf}", "log": r"\log"}
@@ -229,6 +232,11 @@ def chain(step: Step) -> tuple[tuple[str, str], ...]:
     if out and (step.note or step.exact is not None):
         rel, text = out[-1]
         out[-1] = (rel, text + remark(step))
+    if len(out) > 1:  # a result that would run past the margin goes on a line of its own
+        rel, text = out[-2]
+        last_line = text.rsplit(r"\\", 1)[-1]
+        if width(last_line) + width(out[-1][1]) + 3 > LINE_WIDTH + RESULT_SLACK:
+            out[-2] = (rel, text + r" \\ &\qquad")
     return tuple(out)
 
 
