@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
+from symformer import math_scripts as scripts
 from symformer.ops import (
     Notation,
     PositionCrossEntropy,
@@ -28,7 +29,6 @@ from symformer.ops import (
     WholeMean,
     WholeVariance,
     rope,
-    scripts,
 )
 
 if TYPE_CHECKING:

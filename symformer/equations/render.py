@@ -20,10 +20,10 @@ import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
+from symformer import math_scripts as scripts
 from symformer.codegen import symbols as sym
 from symformer.codegen.latex import LatexCodegen
 from symformer.codegen.text import TextCodegen
-from symformer.ops import scripts
 from symformer.ops.base import Notation
 
 _GRADIENT = scripts.GRADIENT_PREFIXES

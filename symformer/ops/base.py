@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from symformer import math_scripts as scripts
 from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError, NotSupportedError
 from symformer.lazy import sympy
-from symformer.ops import scripts
 from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Notation:
 
     def at(self, where: str) -> Notation:
         """This symbol with the superscript ``(where)``: ``q`` -> ``q^{(2)}``; a power
-        goes outside, ``\\sigma^2`` -> ``(\\sigma^{(1)})^{2}`` (:mod:`symformer.ops.scripts`)."""
+        goes outside, ``\\sigma^2`` -> ``(\\sigma^{(1)})^{2}`` (:mod:`symformer.math_scripts`)."""
         if not where:
             return self
         return Notation(scripts.located(self.latex, where),

@@ -25,8 +25,8 @@ from symformer.ops.base import (
     undefined_error,
 )
 from symformer.ops.calculus import Arithmetic, Rows
-from symformer.worked.model import Add, Const, Div, Mul, Neg, Pow
 from symformer.ops.facts import FALSE, PROVED, Fact
+from symformer.worked.model import Add, Const, Div, Mul, Neg, Pow
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage

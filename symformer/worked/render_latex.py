@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from symformer.ops import scripts
+from symformer import math_scripts as scripts
 from symformer.worked.model import (
     ADD,
     APPROX,
