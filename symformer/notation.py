@@ -369,6 +369,10 @@ def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
         values = ", ".join(dict.fromkeys(_plain_number(e) for e in eps))
         add(Notation(r"\varepsilon", "ε", "Small constant that keeps the denominator of a "
                      f"normalisation away from 0 (here {values})"))
+    for stage in stages:  # a derivative's named inner quantity, where the notes have one
+        if getattr(stage.derivation.example, "loss", None) is not None:
+            for note in stage.op.backward_symbols:
+                add(note)
     if any(getattr(s.op, "name", "") == "scale_mask" for s in stages):
         add(Notation("d_{k}", "d_k", "Width of a query and a key (the scores are divided "
                      "by its square root)"))

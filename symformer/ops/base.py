@@ -320,6 +320,10 @@ class Operation(ABC):
         """
         return None
 
+    #: Symbols the backward rule names besides the stages' (GELU-tanh's ξ), for the
+    #: notation table of a document with a Backward part.
+    backward_symbols: ClassVar[tuple[Notation, ...]] = ()
+
     def backward_worked_tree(self, formula: sympy.Expr,
                              convert: Callable[[sympy.Expr], Node]) -> Node | None:
         """One entry of this operation's backward rule (the only term of a gradient)

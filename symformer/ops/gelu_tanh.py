@@ -63,6 +63,8 @@ class GELUTanh(Smooth):
     name = "gelu_tanh"
     reference_function = gelu_tanh
     default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
+    backward_symbols = (Notation(r"\xi", "ξ", "Argument of the tanh in the derivative of GELU "
+                                 "(tanh approximation)"),)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
@@ -117,7 +119,7 @@ class GELUTanh(Smooth):
 
     def backward_worked_tree(self, formula: sympy.Expr,
                              convert: Callable[[sympy.Expr], Node]) -> Node | None:
-        """dL/da ((1 + tanh ξ)/2 + h/2 (1 - tanh² ξ) sqrt(2/pi) (1 + 0.134145 h²)) and
+        """dL/da ((1 + tanh ξ)/2 + h/2 (1 - tanh² ξ) sqrt(2/pi) (1 + 3 · 0.044715 h²)) and
         ξ = sqrt(2/pi) (h + 0.044715 h³) as the displayed rule writes them (ξ read in
         where it has no worked step of its own), rather than SymPy's
         ``26829 h^2/200000``."""
@@ -140,8 +142,8 @@ class GELUTanh(Smooth):
         x = convert(h)
         tanh = Func("tanh", (xi(h) if u is None else convert(u),))
         first = Div(Add((one, tanh)), two)
-        slope = Add((one, Mul((Const(3 * sympy.Rational(44715, 10**6)),
-                               Pow(x, Const(sympy.Integer(2)))))))
+        slope = Add((one, Mul((Const(sympy.Integer(3)), Const(CUBIC),
+                               Pow(x, Const(sympy.Integer(2)))))))  # 3 · 0.044715, as displayed
         second = Mul((Div(x, two), Add((one, Neg(Pow(tanh, two)))), root, slope))
         return Mul((convert(g), Add((first, second))))
 
