@@ -60,7 +60,8 @@ def _entry(symbol: str, index: list[str]) -> str:
 
 
 def entry_text(symbol: str, index: list[str]) -> str:
-    """A symbol's entry in text: ``h_(i,j)``, ``h_j``, ``(W_Q)_(m,j)``, ``∂L/∂α_(i,j)``."""
+    """A symbol's entry in text: ``h_(i,j)``, ``h_j``, ``(W_Q)_(m,j)``, ``∂L/∂α_(i,j)``,
+    ``(σ^(1)_i)²``."""
     if not index:
         return symbol
     if symbol.startswith("∂L/∂"):
@@ -68,7 +69,7 @@ def entry_text(symbol: str, index: list[str]) -> str:
     sub = index[0] if len(index) == 1 else f"({','.join(index)})"
     if "_" in symbol or "/" in symbol:
         return f"({symbol})_{sub}"
-    return f"{symbol}_{sub}"
+    return scripts.subscripted_text(symbol, sub, "^(" in symbol)
 
 
 class EquationLatex(LatexCodegen):
