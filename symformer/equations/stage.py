@@ -16,6 +16,7 @@ stage or parameter each array name stands for.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -333,6 +334,45 @@ def _index_names(shape: tuple[int, int], per_row: bool) -> list[str]:
     return ["j"] if shape[0] == 1 and not per_row else ["i", "j"]
 
 
+class _RenameIndices(_Rename):
+    """Index names renamed, array names (an entry's base, a bare 1 x 1 array) kept."""
+
+    def __init__(self, names: dict[str, str], arrays: set[str]) -> None:
+        super().__init__(names)
+        self.arrays = arrays
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return node if node.id in self.arrays else super().visit_Name(node)
+
+
+def _align_indices(bound: Bound, wanted: list[str]) -> None:
+    """A contribution's lines written with the first line's free indices: δ_{i,j} =
+    Σ_m ..., not δ_{i,m} = Σ_j ... under ∂L/∂y_{i,j} = δ_{i,j} + ... (the names swapped,
+    a renaming of bound indices that changes no entry)."""
+    if bound.eq.ranges or not bound.printed:
+        return
+    target = bound.printed[0][0]
+    free = free_indices(target, bound.eq)
+    if len(free) != len(wanted) or free == wanted or not all(
+            isinstance(p, ast.Name) for p in ast.walk(target.slice)
+            if not isinstance(p, (ast.Tuple, ast.Load))):
+        return
+    swap: dict[str, str] = {}
+    for old, new in zip(free, wanted):
+        if old != new:
+            swap.setdefault(old, new)
+            swap.setdefault(new, old)
+    arrays = set(bound.arrays)
+    if len(set(swap.values())) != len(swap) or arrays & set(swap):
+        return
+    def renamed(trees: list) -> list:  # on copies: the lists share their trees
+        rename = _RenameIndices(swap, arrays)
+        return [(rename.visit(copy.deepcopy(t)), rename.visit(copy.deepcopy(v)))
+                for t, v in trees]
+    bound.printed, bound.where, bound.statements = (
+        renamed(bound.printed), renamed(bound.where), renamed(bound.statements))
+
+
 def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notation:
     symbol = names.stage(consumer)
     mark = symbol if unique else Notation(str(k + 1), str(k + 1), "")
@@ -356,6 +396,7 @@ def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | 
                      names=names)
         if bound is None:
             return None
+        _align_indices(bound, _index_names(stage.shape, False))
         parts.append(bound)
         terms.append(mark)
     index = _index_names(stage.shape, False)
