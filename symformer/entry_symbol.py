@@ -7,6 +7,8 @@ not need.
 
 from __future__ import annotations
 
+import re
+
 import sympy
 
 from symformer.ops import Notation
@@ -43,21 +45,48 @@ class EntrySymbol(sympy.Symbol):
     def _mathml_presentation(self, printer):
         dom = printer.dom
         note = self.notation
-        base = dom.createElement("mi")
-        base.appendChild(dom.createTextNode(
-            note.text.removesuffix(f"^({note.where})") if note.where else note.text))
-        scripts = []
-        if self.index is not None:
-            scripts.append(dom.createElement("mn"))
-            scripts[-1].appendChild(dom.createTextNode(str(self.index)))
+        text, power, prefix = note.text, "", ""
         if note.where:
-            scripts.append(dom.createElement("mtext"))
-            scripts[-1].appendChild(dom.createTextNode(f"({note.where})"))
-        if not scripts:
+            text = text.removesuffix(f"^({note.where})")
+            m = re.fullmatch(rf"(∂L/∂)?\((.*)\^\({re.escape(note.where)}\)\)([²³])", text)
+            if m:  # (σ^(1))²: the scripts inside the parentheses, the power outside
+                prefix, text, power = m.group(1) or "", m.group(2), {"²": "2", "³": "3"}[
+                    m.group(3)]
+        base = dom.createElement("mi")
+        base.appendChild(dom.createTextNode(text))
+        scripts_ = []
+        if self.index is not None:
+            scripts_.append(dom.createElement("mn"))
+            scripts_[-1].appendChild(dom.createTextNode(str(self.index)))
+        if note.where:
+            scripts_.append(dom.createElement("mtext"))
+            scripts_[-1].appendChild(dom.createTextNode(f"({note.where})"))
+        if not scripts_:
             return base
         tag = {(True, False): "msub", (False, True): "msup", (True, True): "msubsup"}[
             (self.index is not None, bool(note.where))]
         out = dom.createElement(tag)
-        for child in (base, *scripts):
+        for child in (base, *scripts_):
             out.appendChild(child)
-        return out
+        if not power:
+            return out
+        row = dom.createElement("mrow")
+        for part in ("(", out, ")"):
+            if isinstance(part, str):
+                mo = dom.createElement("mo")
+                mo.appendChild(dom.createTextNode(part))
+                part = mo  # noqa: PLW2901
+            row.appendChild(part)
+        sup = dom.createElement("msup")
+        sup.appendChild(row)
+        exponent = dom.createElement("mn")
+        exponent.appendChild(dom.createTextNode(power))
+        sup.appendChild(exponent)
+        if not prefix:
+            return sup
+        whole = dom.createElement("mrow")
+        head = dom.createElement("mi")
+        head.appendChild(dom.createTextNode(prefix))
+        whole.appendChild(head)
+        whole.appendChild(sup)
+        return whole

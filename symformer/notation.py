@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from symformer import math_scripts as scripts
 from symformer.ops import (
     Notation,
     PositionCrossEntropy,
@@ -25,11 +26,16 @@ from symformer.ops import (
     RowVariance,
     WholeMean,
     WholeVariance,
+    rope,
 )
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation, Stage
     from symformer.entry_symbol import EntrySymbol
+
+#: RoPE's position and pair indices (its equations' ``p`` and ``c``): the figures and
+#: their captions write the same letters.
+ROPE_POSITION, ROPE_PAIR = rope.POSITION, rope.PAIR
 
 #: How every format counts and indexes, stated once at the start of every document and
 #: page: plain words and math (a :class:`Notation`, set as math where a format can).
@@ -71,24 +77,31 @@ def parameter_symbol(stage: Stage, name: str) -> Notation:
 
 
 def _primes(stage: Stage) -> int:
-    """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum
-    and normalisation, else 0."""
+    """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum,
+    normalisation and the normalisation's statistics (μ′, σ′², σ̃′), else 0."""
     m = _SUBLAYER.search(stage.name)
     return 0 if m is None or stage.kind not in _PRIMED else int(m.group(1)) - 1
 
 
 def _primed(note: Notation, primes: int) -> Notation:
+    """``note`` with ``primes`` primes, before a power of its own: σ² -> σ′²."""
     if primes <= 0:
         return note
     which = ("second", "third", "fourth")[min(primes, 3) - 1]
-    return Notation(note.latex + "'" * primes, note.text + "\u2032" * primes,
-                    f"{note.title} ({which} sub-layer)", note.bracket)
+    prefix, base, power = scripts.split_power(note.latex)
+    cut = len(prefix) + len(base)
+    latex = note.latex[:cut] + "'" * primes + note.latex[cut:]
+    power_text = re.search(r"[²³]*$", note.text).group(0)
+    text = note.text[:len(note.text) - len(power_text)] + "\u2032" * primes + power_text
+    return Notation(latex, text, f"{note.title} ({which} sub-layer)", note.bracket)
 
 
 #: A stage of sub-layer k's residual connection or normalisation (``layer1.add_norm2``,
-#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``), and the kinds whose symbol is primed.
-_SUBLAYER = re.compile(r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.sum)?$")
-_PRIMED = ("residual", "layer_norm", "rms_norm")
+#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``, a statistic ``.norm2.variance``),
+#: and the kinds whose symbol is primed.
+_SUBLAYER = re.compile(
+    r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.(?:sum|mean|variance|std|mean_square))?$")
+_PRIMED = ("residual", "layer_norm", "rms_norm", "mean", "variance", "std", "mean_square")
 
 
 def parameter(stage: Stage, name: str) -> Notation:
@@ -160,6 +173,12 @@ def where(stage: Stage) -> str:
     if m and (m.group(1), m.group(2)) in many_heads:
         parts.append(m.group(3))
     return ",".join(parts)
+
+
+def position_label(p: int) -> str:
+    """A learned positional table's row as the notes name a position: ``position 0``
+    (never an identifier such as ``pos0``)."""
+    return f"position {p}"
 
 
 def per_row(stage: Stage) -> bool:
@@ -302,6 +321,10 @@ def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
         values = ", ".join(dict.fromkeys(_plain_number(e) for e in eps))
         add(Notation(r"\varepsilon", "ε", "Small constant that keeps the denominator of a "
                      f"normalisation away from 0 (here {values})"))
+    for stage in stages:  # a derivative's named inner quantity, where the notes have one
+        if getattr(stage.derivation.example, "loss", None) is not None:
+            for note in stage.op.backward_symbols:
+                add(note)
     if any(getattr(s.op, "name", "") == "scale_mask" for s in stages):
         add(Notation("d_{k}", "d_k", "Width of a query and a key (the scores are divided "
                      "by its square root)"))

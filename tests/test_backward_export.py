@@ -39,9 +39,10 @@ def test_softmax_backward_equation_is_its_index_rule(graph):
     (line,) = equation_lines(graph["grad.layer1.head1.scores"])
     assert line.text == ("∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1) "
                          "α^(1)_(i,m) ∂L/∂α^(1)_(i,m))")
-    assert line.lhs == r"\partial L/\partial s^{(1)}_{i,j}"
-    assert (r"\sum_{m = 0}^{n - 1} \alpha^{(1)}_{i,m} \partial L/\partial \alpha^{(1)}_{i,m}"
-            in line.rhs)
+    # a displayed derivative is a display fraction (issue 29)
+    assert line.lhs == r"\frac{\partial L}{\partial s^{(1)}_{i,j}}"
+    assert (r"\sum_{m = 0}^{n - 1} \alpha^{(1)}_{i,m} \frac{\partial L}{\partial "
+            r"\alpha^{(1)}_{i,m}}" in line.rhs)
     assert line.plain == ("ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * "
                           "dalpha[i, m] for m in range(n)))")
 
@@ -72,9 +73,11 @@ def test_backward_part_runs_from_the_loss_to_the_embeddings(graph):
              "Head 1, Gradient of the loss at Scaled scores",
              "Gradient of the loss at Token embedding", "### Gradients of the weights"]
     assert [part.index(o) for o in order] == sorted(part.index(o) for o in order)
-    assert r"\partial L/\partial s^{(1)}_{i,j} &= \alpha^{(1)}_{i,j}" in part  # the softmax rule
-    # ∂L/∂u_0 = ∂L/∂s_0/√2 with the printed ∂L/∂s_0 substituted
-    assert (r"\partial L/\partial u^{(1)}_{0} &= \frac{\partial L/\partial s^{(1)}_{0}}{\sqrt{2}}"
+    # the softmax rule
+    assert r"\frac{\partial L}{\partial s^{(1)}_{i,j}} &= \alpha^{(1)}_{i,j}" in part
+    # ∂L/∂u_0 = (1/√2) ∂L/∂s_0 with the printed ∂L/∂s_0 substituted
+    assert (r"\frac{\partial L}{\partial u^{(1)}_{0}} &= \frac{1}{\sqrt{2}} "
+            r"\frac{\partial L}{\partial s^{(1)}_{0}} \\" + "\n" + r"&= \frac{-0.0011}{\sqrt{2}}"
             in part)
 
 

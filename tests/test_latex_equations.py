@@ -107,10 +107,12 @@ def test_the_backward_rules_a_reader_found_wrong_are_right(block):
     assert text("grad.layer1.head2.output") == ["∂L/∂o^(2)_(i,j) = ∂L/∂c_(i,j+2)"]
     assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) 𝟙[h_(i,j) > 0]"]
     total, *parts = text("grad.layer1.add_norm2.sum")
-    assert total == "∂L/∂r′_(i,j) = δ^(μ)_(i,j) + δ^(σ²)_(i,j) + δ^(y′)_(i,j)"
-    assert [p.split(" = ")[0] for p in parts] == ["δ^(μ)_(i,j)", "δ^(σ²)_(i,j)", "δ^(y′)_(i,j)"]
+    # the second sub-layer's statistics are primed as its r' and y' are (issue 29)
+    assert total == "∂L/∂r′_(i,j) = δ^(μ′)_(i,j) + δ^(σ′²)_(i,j) + δ^(y′)_(i,j)"
+    assert [p.split(" = ")[0] for p in parts] == ["δ^(μ′)_(i,j)", "δ^(σ′²)_(i,j)",
+                                                  "δ^(y′)_(i,j)"]
     (variance,) = text("grad.layer1.add_norm2.variance")
-    assert variance.endswith("/ (2 (σ²_i + ε)^(3/2))") and "1.5" not in variance
+    assert variance.endswith("/ (2 (σ′²_i + ε)^(3/2))") and "1.5" not in variance
     for stage in g:  # every line converts to MathML (the HTML trace)
         for line in equation_lines(stage):
             assert mathml(line.latex).startswith("<math")

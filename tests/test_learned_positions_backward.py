@@ -58,7 +58,7 @@ def test_central_differences_of_the_exact_forward(tmp_path, i, j):
         / (2 * mpmath.mpf(10) ** -25)
     g = backward(derive(example))
     stage = g["grad.positional_embeddings"]
-    assert stage.rows == ("pos0", "pos1", "pos2") and stage.shape == (3, 4)
+    assert stage.rows == ("position 0", "position 1", "position 2") and stage.shape == (3, 4)
     ball = g.evaluate(400)["grad.positional_embeddings"][i][j]
     exact = mpmath.mpf(ball.mid().str(110, radius=False))
     assert abs(difference - exact) <= mpmath.mpf(10) ** -40, (i, j, difference, exact)

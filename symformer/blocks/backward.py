@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from symformer.blocks.lessons import add_per_position_loss, not_asked
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
-from symformer.notation import parameter_symbol
+from symformer.notation import parameter_symbol, position_label
 from symformer.notation import symbol as stage_symbol
 from symformer.ops import (
     CrossEntropy,
@@ -322,8 +322,9 @@ def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
 
 
 def position_labels(positions) -> tuple[str, ...]:
-    """The row labels of a learned positional table's rows: ``pos0``, ``pos1``, ..."""
-    return tuple(f"pos{p}" for p in positions)
+    """The row labels of a learned positional table's rows: ``position 0``, ... (as
+    :func:`symformer.notation.position_label` names them)."""
+    return tuple(position_label(p) for p in positions)
 
 
 def _notation(stage: Stage, parameter: str | None = None, part: str = "") -> Notation:

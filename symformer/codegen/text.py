@@ -63,6 +63,8 @@ class TextCodegen(ast.NodeVisitor):
         prec = _PREC[type(node.op)]
         if isinstance(node.op, ast.Pow):
             base = self._wrap(node.left, prec, strict=True)
+            if "^" in base and not base.startswith("("):
+                base = f"({base})"  # (h^(1)_(i,j))³, as the LaTeX: no script on a script
             if isinstance(node.right, ast.Constant) and isinstance(node.right.value, int):
                 return base + str(node.right.value).translate(_SUPERSCRIPTS)
             if isinstance(node.right, ast.Name) and node.right.id == "top":
@@ -76,6 +78,8 @@ class TextCodegen(ast.NodeVisitor):
         if isinstance(node.op, ast.Mult) and isinstance(node.left, ast.BinOp) \
                 and isinstance(node.left.op, ast.Div):
             left = f"({left})"  # (1/d) Σ ..., not 1/d Σ ...
+        if isinstance(node.op, ast.Mult) and right[:1] in tuple("0123456789"):
+            return f"{left}·{right}"  # 3·0.044715: two numbers are never juxtaposed
         return left + _OPS[type(node.op)] + right
 
     def visit_Compare(self, node: ast.Compare) -> str:

@@ -34,7 +34,9 @@ def _part(bound: Bound, contribution: int | None) -> dict[str, Any]:
         arrays[name] = entry
     return {
         "lines": [{"latex": line.latex, "text": line.text, "plain": line.plain}
-                  for line in bound.lines()],
+                  for line in bound.lines(where=False)],
+        "where": [{"latex": line.latex, "text": line.text, "plain": line.plain}
+                  for line in bound.lines()[len(bound.printed):]],
         "arrays": arrays,
         "sizes": dict(bound.sizes),
         "scalars": {name: _exact(value) for name, value in bound.eq.scalars.items()},

@@ -20,6 +20,7 @@ parsed here (never user input).
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -62,15 +63,43 @@ class IndexEquation:
     remark: str = ""
     #: A free index's range when it is not the whole axis (RoPE's pair c < d // 2).
     ranges: Mapping[str, str] = field(default_factory=dict)
+    #: Named inner quantities, (line, what it is), printed after the lines and read into
+    #: them wherever they are used (``xi[i, j] = sqrt(2 / pi) * (h[i, j] + ...)``: GELU's
+    #: tanh argument); each is an array of role ``"let"`` written with the lines' indices.
+    lets: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def statements(self) -> tuple[tuple[ast.expr, ast.expr], ...]:
         """Each line as (lhs, rhs) trees, validated (:func:`parse`)."""
         return tuple(parse(line, self) for line in self.lines)
 
+    @cached_property
+    def let_statements(self) -> tuple[tuple[ast.expr, ast.expr], ...]:
+        """Each named inner quantity as (lhs, rhs) trees, validated."""
+        out = tuple(parse(line, self) for line, _ in self.lets)
+        for target, _ in out:
+            if self.arrays.get(array_name(target)) != "let":
+                raise EquationError(f"{ast.unparse(target)!r}: a let's array has role 'let'")
+        return out
+
     def names_of(self, role: str) -> list[str]:
         """The array names with ``role``."""
         return [name for name, r in self.arrays.items() if r == role]
+
+
+def inline_lets(definitions: Mapping[str, ast.expr], node: ast.expr) -> ast.expr:
+    """``node`` with each named inner quantity (``xi[i, j]``: array name -> its
+    definition's tree) read in: the form that is evaluated and proved (a definition
+    uses the same indices as the lines)."""
+    if not definitions:
+        return node
+
+    class Inline(ast.NodeTransformer):
+        def visit_Subscript(self, sub: ast.Subscript) -> ast.expr:
+            if isinstance(sub.value, ast.Name) and sub.value.id in definitions:
+                return Inline().visit(copy.deepcopy(definitions[sub.value.id]))
+            return self.generic_visit(sub)
+    return Inline().visit(copy.deepcopy(node))
 
 
 def _lhs_indices(target: ast.expr) -> list[ast.expr]:

@@ -20,12 +20,15 @@ import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
+from symformer import math_scripts as scripts
 from symformer.codegen import symbols as sym
 from symformer.codegen.latex import LatexCodegen
 from symformer.codegen.text import TextCodegen
 from symformer.ops.base import Notation
 
-_GRADIENT = (r"\partial L/\partial ", r"\partial L / \partial ")
+_GRADIENT = scripts.GRADIENT_PREFIXES
+#: The superscript saying where a symbol sits (``q^{(2)}``: :func:`symformer.notation.where`).
+_LOCATED = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
 _INF = Notation(r"\infty", "∞", "")
 
 
@@ -36,22 +39,29 @@ def _indicator(node: ast.IfExp) -> bool:
 
 
 def entry_latex(symbol: str, index: list[str]) -> str:
-    """A symbol's entry in LaTeX: ``h_{i,j}``; a symbol with a subscript of its own is
-    bracketed, ``\\left(W_{Q}\\right)_{m,j}``; a gradient's index goes on the symbol it
-    differentiates, ``\\partial L/\\partial \\alpha_{i,j}``."""
-    if not index:
-        return symbol
+    """A symbol's entry in LaTeX, as a displayed equation sets it: ``h_{i,j}``; a symbol
+    with a subscript of its own is bracketed, ``\\left(W_{Q}\\right)_{m,j}``; a located
+    power's subscript goes inside its parentheses, ``(\\sigma^{(1)}_{i})^{2}``; a
+    gradient is a display fraction with the index on the symbol it differentiates,
+    ``\\frac{\\partial L}{\\partial \\alpha_{i,j}}``."""
     for prefix in _GRADIENT:
         if symbol.startswith(prefix):
-            return prefix + entry_latex(symbol[len(prefix):], index)
+            return scripts.display(prefix + _entry(symbol[len(prefix):], index))
+    return scripts.display(_entry(symbol, index))
+
+
+def _entry(symbol: str, index: list[str]) -> str:
+    if not index:
+        return symbol
     sub = ",".join(index)
     if "_" in symbol or symbol.startswith(r"\frac"):
         return rf"\left({symbol}\right)_{{{sub}}}"
-    return f"{symbol}_{{{sub}}}"
+    return scripts.subscripted(symbol, sub, _LOCATED.search(symbol) is not None)
 
 
 def entry_text(symbol: str, index: list[str]) -> str:
-    """A symbol's entry in text: ``h_(i,j)``, ``h_j``, ``(W_Q)_(m,j)``, ``∂L/∂α_(i,j)``."""
+    """A symbol's entry in text: ``h_(i,j)``, ``h_j``, ``(W_Q)_(m,j)``, ``∂L/∂α_(i,j)``,
+    ``(σ^(1)_i)²``."""
     if not index:
         return symbol
     if symbol.startswith("∂L/∂"):
@@ -59,7 +69,7 @@ def entry_text(symbol: str, index: list[str]) -> str:
     sub = index[0] if len(index) == 1 else f"({','.join(index)})"
     if "_" in symbol or "/" in symbol:
         return f"({symbol})_{sub}"
-    return f"{symbol}_{sub}"
+    return scripts.subscripted_text(symbol, sub, "^(" in symbol)
 
 
 class EquationLatex(LatexCodegen):
@@ -78,16 +88,56 @@ class EquationLatex(LatexCodegen):
     def visit_BinOp(self, node: ast.BinOp) -> str:
         if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
             return f"{self.visit(node.left)}/{self.visit(node.right)}"
+        if isinstance(node.op, ast.Div):
+            numerator = self.visit(node.left)
+            if r"\frac" in numerator:  # 1/d times dL/dmu, not a fraction over a fraction
+                return self._reciprocal(node, numerator)
+        if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Call) \
+                and isinstance(node.left.func, ast.Name) \
+                and node.left.func.id in ("tanh", "sin", "cos") \
+                and isinstance(node.right, ast.Constant) and len(node.left.args) == 1:
+            call = self.visit(node.left)  # tanh^2 xi, as a textbook writes it
+            name = rf"\{node.left.func.id}"
+            return f"{name}^{{{self.visit(node.right)}}}{call[len(name):]}"
         if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Subscript):
             base = self.visit(node.left)
-            if "^" in base:  # h^{(1)}_{i,j} cubed: braced, never a double superscript
-                return f"{{{base}}}^{{{self.visit(node.right)}}}"
+            if "^" in base or "'" in base:  # (h^{(1)}_{i,j})^3, never h^{(1)}_{i,j}{}^3
+                return scripts.powered(base, self.visit(node.right))
         return super().visit_BinOp(node)
 
-    def visit_IfExp(self, node: ast.IfExp) -> str:
-        if _indicator(node):
-            return rf"\mathbf{{1}}\left[{self.visit(node.test)}\right]"
-        return super().visit_IfExp(node)
+    def visit_Name(self, node: ast.Name) -> str:
+        return scripts.display(super().visit_Name(node))
+
+    def _reciprocal(self, node: ast.BinOp, numerator: str) -> str:
+        """``c x / den`` as ``\\frac{c}{den} x`` (``c`` the numerator's number, 1 when it
+        has none; a sum bracketed, a minus in front), the way a textbook factors a
+        derivative out of a fraction."""
+        sign, top = "", node.left
+        if isinstance(top, ast.UnaryOp) and isinstance(top.op, ast.USub):
+            sign, top = "-", top.operand
+        coefficient, rest = _coefficient(top)
+        if coefficient is None:
+            coefficient, rest = 1, top
+        if coefficient < 0:
+            sign, coefficient = ("" if sign else "-"), -coefficient
+        numerator = self.visit(rest)
+        if isinstance(rest, ast.BinOp) and isinstance(rest.op, (ast.Add, ast.Sub)):
+            numerator = rf"\left( {numerator} \right)"
+        return rf"{sign}\frac{{{coefficient}}}{{{self.visit(node.right)}}} {numerator}"
+
+
+def _coefficient(node: ast.expr) -> tuple[int | float | None, ast.expr | None]:
+    """The number a product starts with and the rest: ``-2 * a * b`` -> (-2, a * b)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value, None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+            and isinstance(node.operand, ast.Constant):
+        return -node.operand.value, None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        value, rest = _coefficient(node.left)
+        if value is not None:
+            return value, node.right if rest is None else ast.BinOp(rest, ast.Mult(), node.right)
+    return None, None
 
 
 class EquationText(TextCodegen):

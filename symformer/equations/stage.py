@@ -16,6 +16,7 @@ stage or parameter each array name stands for.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,14 @@ from typing import Any
 from symformer.codegen import symbols as sym
 from symformer.equations import render
 from symformer.equations.evaluate import entries
-from symformer.equations.ir import CONSTANTS, FUNCTIONS, IndexEquation, array_name, free_indices
+from symformer.equations.ir import (
+    CONSTANTS,
+    FUNCTIONS,
+    IndexEquation,
+    array_name,
+    free_indices,
+    inline_lets,
+)
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.gradient import Term
@@ -70,18 +78,33 @@ class Bound:
             self.symbols[name] = Notation(latex, text, "")
         for name in self.eq.arrays:
             self.symbols.setdefault(name, sym.spell(name))
-        self.statements = _renamed(self)
+        printed = _renamed(self, self.eq.statements + self.eq.let_statements)
+        count = len(self.eq.statements)
+        #: The lines as printed (a named inner quantity by its name) and as evaluated
+        #: and proved (the quantity read in: ``statements``).
+        self.printed, self.where = printed[:count], printed[count:]
+        definitions = {array_name(t): v for t, v in self.where}
+        self.statements = [(t, inline_lets(definitions, v)) for t, v in self.printed]
 
-    def lines(self) -> list[Line]:
-        """The printed lines (the remark on the last)."""
+    def lines(self, where: bool = True) -> list[Line]:
+        """The printed lines (the remark on the last), then (``where``) the named inner
+        quantities they use.  A line's plain form reads those quantities in, so that it
+        is evaluated on its own."""
         out = []
-        for k, (target, value) in enumerate(self.statements):
-            remark = self.remark if k == len(self.statements) - 1 else ""
-            lhs, rhs = render.latex(target, self.symbols), render.latex(value, self.symbols)
-            shown = f"{render.text(target, self.symbols)} = {render.text(value, self.symbols)}"
-            out.append(Line(lhs, rhs, f"{shown}  ({remark})" if remark else shown,
-                            f"{render.plain(target)} = {render.plain(value)}", remark))
+        for k, (target, value) in enumerate(self.printed):
+            remark = self.remark if k == len(self.printed) - 1 else ""
+            out.append(self._line(target, value, self.statements[k][1], remark))
+        if where:
+            out.extend(self._line(t, v, v, remark)
+                       for (t, v), (_, remark) in zip(self.where, self.eq.lets))
         return out
+
+    def _line(self, target: ast.expr, value: ast.expr, evaluated: ast.expr,
+              remark: str) -> Line:
+        lhs, rhs = render.latex(target, self.symbols), render.latex(value, self.symbols)
+        shown = f"{render.text(target, self.symbols)} = {render.text(value, self.symbols)}"
+        return Line(lhs, rhs, f"{shown}  ({remark})" if remark else shown,
+                    f"{render.plain(target)} = {render.plain(evaluated)}", remark)
 
     def values(self) -> dict[tuple[int, int], sympy.Expr]:
         """Every entry's exact value from the equation (over the bound matrices)."""
@@ -102,7 +125,8 @@ class _Rename(ast.NodeTransformer):
         return ast.Name(id=self.names.get(node.id, node.id), ctx=node.ctx)
 
 
-def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
+def _renamed(bound: Bound, statements: Sequence[tuple[ast.expr, ast.expr]]
+             ) -> list[tuple[ast.expr, ast.expr]]:
     """The equation's trees with each array named as it prints when that is a plain
     identifier (``k``, ``W_Q``; ``alpha`` stays: ``α`` is not ASCII), and each sum's
     index renamed when its letter is also a symbol of the equation (the attention
@@ -126,7 +150,7 @@ def _renamed(bound: Bound) -> list[tuple[ast.expr, ast.expr]]:
     bound.arrays = {arrays[n]: role for n, role in eq.arrays.items()}
     shown = {bound.symbols[n].text for n in bound.arrays} | set(arrays.values())
     out = []
-    for target, value in eq.statements:
+    for target, value in statements:
         target, value = _Rename(arrays).visit(target), _Rename(arrays).visit(value)
         free = set(free_indices(target, eq))
         sums: dict[str, str] = {}
@@ -200,6 +224,8 @@ def _bind(eq: IndexEquation, owner: Any, stages: dict[str, tuple[Notation, Any]]
             symbols[name], stage = stages[role]
             matrices[name] = g.symbols(stage.name)
             sources[name] = {"stage": stage.name}
+        elif role == "let":  # a named inner quantity: read into the lines it is used in
+            continue
         elif role.startswith("const:"):
             matrices[name], value = _constant(owner.op, role, owner.shape)
             sources[name] = {"constant": value}
@@ -308,6 +334,45 @@ def _index_names(shape: tuple[int, int], per_row: bool) -> list[str]:
     return ["j"] if shape[0] == 1 and not per_row else ["i", "j"]
 
 
+class _RenameIndices(_Rename):
+    """Index names renamed, array names (an entry's base, a bare 1 x 1 array) kept."""
+
+    def __init__(self, names: dict[str, str], arrays: set[str]) -> None:
+        super().__init__(names)
+        self.arrays = arrays
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return node if node.id in self.arrays else super().visit_Name(node)
+
+
+def _align_indices(bound: Bound, wanted: list[str]) -> None:
+    """A contribution's lines written with the first line's free indices: δ_{i,j} =
+    Σ_m ..., not δ_{i,m} = Σ_j ... under ∂L/∂y_{i,j} = δ_{i,j} + ... (the names swapped,
+    a renaming of bound indices that changes no entry)."""
+    if bound.eq.ranges or not bound.printed:
+        return
+    target = bound.printed[0][0]
+    free = free_indices(target, bound.eq)
+    if len(free) != len(wanted) or free == wanted or not all(
+            isinstance(p, ast.Name) for p in ast.walk(target.slice)
+            if not isinstance(p, (ast.Tuple, ast.Load))):
+        return
+    swap: dict[str, str] = {}
+    for old, new in zip(free, wanted):
+        if old != new:
+            swap.setdefault(old, new)
+            swap.setdefault(new, old)
+    arrays = set(bound.arrays)
+    if len(set(swap.values())) != len(swap) or arrays & set(swap):
+        return
+    def renamed(trees: list) -> list:  # on copies: the lists share their trees
+        rename = _RenameIndices(swap, arrays)
+        return [(rename.visit(copy.deepcopy(t)), rename.visit(copy.deepcopy(v)))
+                for t, v in trees]
+    bound.printed, bound.where, bound.statements = (
+        renamed(bound.printed), renamed(bound.where), renamed(bound.statements))
+
+
 def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notation:
     symbol = names.stage(consumer)
     mark = symbol if unique else Notation(str(k + 1), str(k + 1), "")
@@ -331,6 +396,7 @@ def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | 
                      names=names)
         if bound is None:
             return None
+        _align_indices(bound, _index_names(stage.shape, False))
         parts.append(bound)
         terms.append(mark)
     index = _index_names(stage.shape, False)

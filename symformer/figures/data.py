@@ -18,6 +18,7 @@ import numpy as np
 from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import Rounded, Undecided
 from symformer.latex.escape import latex_text, short_name
+from symformer.notation import ROPE_PAIR, ROPE_POSITION
 from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.positional import sinusoidal_base
 from symformer.ops.rope import RoPE
@@ -86,16 +87,17 @@ class Rotations:
     texts: tuple[tuple[str, ...], ...]  # [pair][position]: the angle, certified decimals
 
     def labels(self, pair: int, apart: bool) -> tuple[list[str], str]:
-        """Pair ``pair``'s labels: one per point (``m = 2: 2.00``) when the points are
+        """Pair ``pair``'s labels: one per point (``p = 2: 2.00``) when the points are
         ``apart``, else none and one line listing the angles."""
-        texts = self.texts[pair]
+        texts, p = self.texts[pair], ROPE_POSITION.text
         if apart:
-            return [f"m = {m}: {t}" for m, t in enumerate(texts)], ""
-        return [], f"m = 0–{len(texts) - 1}: " + ", ".join(texts)
+            return [f"{p} = {m}: {t}" for m, t in enumerate(texts)], ""
+        return [], f"{p} = 0–{len(texts) - 1}: " + ", ".join(texts)
 
     def note(self) -> str:
-        """The line under the figure: which token is at which position m."""
-        return "positions m: " + ", ".join(self.tokens) + "; angles in radians"
+        """The line under the figure: which token is at which position p."""
+        return (f"positions {ROPE_POSITION.text}: " + ", ".join(self.tokens)
+                + "; angles in radians")
 
 
 @dataclass(frozen=True)
@@ -385,13 +387,16 @@ def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
         texts.append(tuple(row_texts))
         theta = "1" if i == 0 else f"{b}^{{-{2 * i}/{d}}}"
         pairs.append(f"pair {i}: dimensions {first}, {second}; $\\theta_{{{i}}} = {theta}$")
+    p, c = ROPE_POSITION, ROPE_PAIR  # the notes' letters (their equations' p and c)
     caption = (f"What RoPE does: in every head the query and key dimensions are taken in "
-               f"pairs, and pair $i$ of the token at position $m$ is rotated by the angle "
-               f"$m\\theta_i$, $\\theta_i = {b}^{{-2i/{d}}}$ ($d_k = {d}$). Each dot is where "
+               f"pairs, and pair ${c.latex}$ of the token at position ${p.latex}$ is rotated "
+               f"by the angle ${p.latex}\\theta_{{{c.latex}}}$, $\\theta_{{{c.latex}}} = "
+               f"{b}^{{-2{c.latex}/{d}}}$ ($d_k = {d}$). Each dot is where "
                "the pair $(1, 0)$ goes, labelled with its angle in radians; the positional "
                "table itself is zero.")
-    title = (f"What RoPE does: pair i of a query or key at position m is rotated by the "
-             f"angle m·θ_i, θ_i = {_number_latex(base)}^(-2i/{d}); each dot is where the "
+    title = (f"What RoPE does: pair {c.text} of a query or key at position {p.text} is "
+             f"rotated by the angle {p.text}·θ_{c.text}, θ_{c.text} = "
+             f"{_number_latex(base)}^(-2{c.text}/{d}); each dot is where the "
              "pair (1, 0) goes, labelled with its angle in radians.")
     start = op.start
     return Rotations(name=_slug(stage.name), caption=caption, title=title,

@@ -43,6 +43,7 @@ from symformer.figures.data import (
 )
 from symformer.figures.layout import LINE_EM, bar_labels, spread
 from symformer.latex.escape import latex_text
+from symformer.notation import ROPE_POSITION
 
 #: What a document needs to typeset the figures.
 PREAMBLE = r"""\usepackage{tikz}
@@ -272,7 +273,8 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
     takes the pair (1, 0), labelled with m and the certified angle.  The circles are
     as large as the canvas allows (at most 1.6 cm), as many side by side as fit."""
     n = len(r.pairs)
-    longest = max(_width(f"m = {len(row)}: {t}", canvas) for row in r.texts for t in row)
+    longest = max(_width(f"{ROPE_POSITION.text} = {len(row)}: {t}", canvas)
+                  for row in r.texts for t in row)
     best = (0.0, 1)
     for per_row in range(n, 0, -1):
         rows = -(-n // per_row)
@@ -309,15 +311,17 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
     rows = -(-n // per_row)
     bottom = -(rows - 1) * panel_h - radius - 0.6
     middle = (min(n, per_row) - 1) * panel_w / 2
-    note = latex_text(r.note()).replace("positions m:", "positions $m$:", 1)
+    p = ROPE_POSITION
+    note = latex_text(r.note()).replace(f"positions {p.text}:", f"positions ${p.latex}$:", 1)
     lines.append(f"\\node[anchor=north] at ({number(middle)},{number(bottom)}) {{{note}}};")
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
 
 
 def _m(text: str) -> str:
-    """A RoPE label in LaTeX, the position m in italics: ``$m$ = 2: 2.00``."""
-    return latex_text(text).replace("m =", "$m$ =", 1)
+    """A RoPE label in LaTeX, the position p in italics: ``$p$ = 2: 2.00``."""
+    p = ROPE_POSITION
+    return latex_text(text).replace(f"{p.text} =", f"${p.latex}$ =", 1)
 
 
 #: A line break inside a TikZ node or a PGFPlots title.

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from symformer import math_scripts as scripts
 from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError, NotSupportedError
 from symformer.lazy import sympy
@@ -76,15 +77,18 @@ class Notation:
     where: str = ""
 
     def at(self, where: str) -> Notation:
-        """This symbol with the superscript ``(where)``: ``q`` -> ``q^{(2)}``."""
+        """This symbol with the superscript ``(where)``: ``q`` -> ``q^{(2)}``; a power
+        goes outside, ``\\sigma^2`` -> ``(\\sigma^{(1)})^{2}`` (:mod:`symformer.math_scripts`)."""
         if not where:
             return self
-        return Notation(f"{_script_base(self.latex)}^{{({where})}}",
-                        f"{self.text}^({where})", self.title, self.bracket, where)
+        return Notation(scripts.located(self.latex, where),
+                        scripts.located_text(self.text, where), self.title, self.bracket,
+                        where)
 
     def entry(self, *index: int | str, fmt: str = "latex") -> str:
         """The symbol with its subscript: ``\\alpha_{2}`` (latex) or ``α_2`` (text);
-        a superscript ``where`` stands over it (``q^{(2)}_{0}``)."""
+        a superscript ``where`` stands over it (``q^{(2)}_{0}``), a located power's
+        subscript goes inside its parentheses (``(\\sigma^{(1)}_{0})^{2}``)."""
         if not index:
             return self.latex if fmt == "latex" else self.text
         sub = ",".join(str(i) for i in index)
@@ -93,20 +97,9 @@ class Notation:
                     else f"({self.text})_{sub}" if len(index) == 1
                     else f"({self.text})_({sub})")
         if fmt == "latex":
-            base = self.latex if self.where else _script_base(self.latex)
-            return f"{base}_{{{sub}}}"
-        return f"{self.text}_{sub}" if len(index) == 1 else f"{self.text}_({sub})"
-
-
-def _script_base(latex: str) -> str:
-    """``latex`` ready to take a script: braced when it ends in a superscript of its own
-    (``\\sigma^2`` -> ``{\\sigma^2}``), so that a second one does not clash."""
-    depth = 0
-    for char in latex:
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if char == "^" and depth == 0:
-            return f"{{{latex}}}"
-    return latex
+            return scripts.subscripted(self.latex, sub, bool(self.where))
+        return scripts.subscripted_text(self.text, sub if len(index) == 1 else f"({sub})",
+                                        bool(self.where))
 
 
 @dataclass(frozen=True)
@@ -330,6 +323,23 @@ class Operation(ABC):
         (``(8943 h^3 + 200000 h)/200000`` for ``h + 0.044715 h^3``).
         """
         return None
+
+    #: Symbols the backward rule names besides the stages' (GELU-tanh's ξ), for the
+    #: notation table of a document with a Backward part.
+    backward_symbols: ClassVar[tuple[Notation, ...]] = ()
+
+    def backward_worked_tree(self, formula: sympy.Expr,
+                             convert: Callable[[sympy.Expr], Node]) -> Node | None:
+        """One entry of this operation's backward rule (the only term of a gradient)
+        as a worked-line tree, written as its displayed rule is; None by default (the
+        generic conversion of the SymPy form)."""
+        return None
+
+    def backward_worked_parts(self, stage: Stage, row: int,
+                              formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
+        """Parts of a row of this operation's backward rule (the only term of a
+        gradient) worked as steps of their own (GELU's ξ); none by default."""
+        return []
 
     def worked_parts(self, stage: Stage, row: int,
                      formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:

@@ -32,6 +32,7 @@ from symformer.ops.facts import Fact
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.worked.model import Node
 
 #: A sum shared by every entry of a gradient's row, shown as its own worked step.
 SHARED = Notation(r"\Sigma", "Σ", "Sum shared by the row's entries")
@@ -161,10 +162,23 @@ class Gradient(Operation):
             return entry
         return entry.xreplace({steps.pop(): sympy.S.One if sign() > 0 else sympy.S.Zero})
 
+    def worked_tree(self, formula: sympy.Expr, convert: Callable[[sympy.Expr], Node]
+                    ) -> Node | None:
+        """A gradient with one term: its rule's own textbook tree (GELU's derivative
+        with its named inner and the paper's constant), when the rule gives one."""
+        if len(self.terms) != 1:
+            return None
+        return self.terms[0].op.backward_worked_tree(formula, convert)
+
     def worked_parts(self, stage, row: int,
                      formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:
         """A sum shared by every entry of the row (a softmax's sum_k alpha_k dL/dalpha_k),
-        worked out once as its own step: dL/ds_j = alpha_j (dL/dalpha_j - Σ)."""
+        worked out once as its own step: dL/ds_j = alpha_j (dL/dalpha_j - Σ); a single
+        rule's own parts (``Operation.backward_worked_parts``) first."""
+        if len(self.terms) == 1:
+            own = self.terms[0].op.backward_worked_parts(stage, row, formulas)
+            if own:
+                return own
         if len(formulas) < 2:
             return []
         sums = [[set(e.args) for e in sympy.preorder_traversal(f) if e.is_Add]

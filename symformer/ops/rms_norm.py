@@ -6,7 +6,7 @@ the normalisation; no mean is subtracted and there is no beta.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,11 @@ from symformer.ops.base import (
 )
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
+from symformer.worked.model import Add, Const, Div, Mul, Neg, Pow
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
+    from symformer.worked.model import Node
 
 #: The mean square of a row, one symbol in every format (its input may be x, r or y).
 MEAN_SQUARE = Notation(r"\langle x^2 \rangle", "⟨x²⟩", "Mean square")
@@ -156,6 +158,36 @@ class RMSNormalize(Operation):
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
         return sympy.Matrix(X.rows, X.cols, lambda i, j: self.sympy_entry(args, i, j))
+
+    def backward_worked_tree(self, formula: sympy.Expr,
+                             convert: Callable[[sympy.Expr], Node]) -> Node | None:
+        """dL/d⟨x²⟩ = -1/(2 (⟨x²⟩ + ε)^{3/2}) Σ_j γ_j dL/dy_j x_j, as the displayed rule
+        writes it (γ kept when it is 1, the power 3/2 not SymPy's (2m + 2ε) √(m + ε)).
+        The formula's symbols are told apart by their stages: the upstream gradient's,
+        the d inputs', the one mean square; the rule recomputed over them must give the
+        formula exactly."""
+        if convert.parameter is None:
+            return None
+        by_stage: dict[str, list[sympy.Symbol]] = {}
+        for s in formula.free_symbols:
+            by_stage.setdefault(s.name.split("[")[0], []).append(s)
+        grads = [v for k, v in by_stage.items() if k.startswith("grad.")]
+        rest = [v for k, v in by_stage.items() if not k.startswith("grad.")]
+        d = len(self.gamma)
+        if len(grads) != 1 or len(rest) != 2 or sorted(map(len, rest)) != [1, d] \
+                or len(grads[0]) != d:
+            return None
+        column = lambda s: int(s.name.split(",")[-1].rstrip("]"))  # noqa: E731
+        (m,), xs = sorted(rest, key=len)
+        xs, gs = sorted(xs, key=column), sorted(grads[0], key=column)
+        from symformer.ops.calculus import EXACT
+        if self.backward([[xs], [[m]]], [[]], [gs], 1, EXACT)[0][0] != formula:
+            return None
+        two = Const(sympy.Integer(2))
+        root = Pow(Add((convert(m), Const(self.eps))), Const(sympy.Rational(3, 2)))
+        total = Add(tuple(Mul((convert.parameter("gamma", (j,)), convert(g), convert(x)))
+                          for j, (g, x) in enumerate(zip(gs, xs))))
+        return Neg(Mul((Div(Const(sympy.S.One), Mul((two, root))), total)))
 
     def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
         X, ms = args

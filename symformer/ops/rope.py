@@ -26,6 +26,11 @@ from symformer.ops.base import Notation, Operation, Spelling
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
+#: RoPE's two indices, one spelling for the equations, the figures and their captions:
+#: the token's position and the pair of dimensions turned together.
+POSITION = Notation("p", "p", "the token's position")
+PAIR = Notation("c", "c", "the pair of dimensions rotated together")
+
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
 
@@ -89,34 +94,37 @@ class RoPE(Operation):
 
     def _pair(self) -> tuple[str, str, str]:
         """The two columns rotated together (pair c) and the angle of position p."""
-        start = f"(p + {self.start})" if self.start else "p"
+        p, c = POSITION.text, PAIR.text
+        start = f"({p} + {self.start})" if self.start else p
         if self.angles is not None:
-            angle = f"phi[{'p + ' + str(self.start) if self.start else 'p'}, c]"
+            angle = f"phi[{p + ' + ' + str(self.start) if self.start else p}, {c}]"
         elif self.thetas is not None:
-            angle = f"{start} * theta[c]"
+            angle = f"{start} * theta[{c}]"
         else:
-            angle = f"{start} * base ** (-2 * c / d)"
+            angle = f"{start} * base ** (-2 * {c} / d)"
         if self.style == "half":
-            return "c", "c + d // 2", angle
-        return "2 * c", "2 * c + 1", angle
+            return c, f"{c} + d // 2", angle
+        return f"2 * {c}", f"2 * {c} + 1", angle
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         a, b, angle = self._pair()
+        p, c = POSITION.text, PAIR.text
         return IndexEquation(
-            (f"y[p, {a}] = x[p, {a}] * cos({angle}) - x[p, {b}] * sin({angle})",
-             f"y[p, {b}] = x[p, {a}] * sin({angle}) + x[p, {b}] * cos({angle})"),
+            (f"y[{p}, {a}] = x[{p}, {a}] * cos({angle}) - x[{p}, {b}] * sin({angle})",
+             f"y[{p}, {b}] = x[{p}, {a}] * sin({angle}) + x[{p}, {b}] * cos({angle})"),
             {"y": "out", "x": "in0", **self._given()}, sizes={"d": ("x", 1)},
-            ranges={"c": "d // 2"}, remark="pairs c below d/2; p: the position",
+            ranges={c: "d // 2"}, remark=f"pairs {c} below d/2; {p}: the position",
             **self._constants())
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
         a, b, angle = self._pair()
+        p = POSITION.text
         return IndexEquation(
-            (f"dx[p, {a}] = dy[p, {a}] * cos({angle}) + dy[p, {b}] * sin({angle})",
-             f"dx[p, {b}] = -dy[p, {a}] * sin({angle}) + dy[p, {b}] * cos({angle})"),
+            (f"dx[{p}, {a}] = dy[{p}, {a}] * cos({angle}) + dy[{p}, {b}] * sin({angle})",
+             f"dx[{p}, {b}] = -dy[{p}, {a}] * sin({angle}) + dy[{p}, {b}] * cos({angle})"),
             {"dx": "result", "dy": "grad", **self._given()}, sizes={"d": ("dy", 1)},
-            ranges={"c": "d // 2"}, **self._constants())
+            ranges={PAIR.text: "d // 2"}, **self._constants())
 
     def _given(self) -> dict[str, str]:
         """The given frequencies or angles as constant arrays of the equation."""

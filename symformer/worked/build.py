@@ -244,10 +244,33 @@ class _Row:
             if s in self.placeholders:
                 return self.placeholders[s][1]
             return self.number_of(s, decimals)
-        return self._tree(expr, Converter(leaf, self.position))
+        return self._tree(expr, Converter(leaf, self.position), symbolic=False)
 
-    def _tree(self, expr: sympy.Expr, convert: Converter) -> Node:
+    def _rule_owner(self) -> Stage | None:
+        """The consumer whose backward rule is a one-term gradient's formula (its
+        weights are that stage's), else None."""
+        terms = getattr(self.stage.op, "terms", ())
+        if self.stage.kind not in ("gradient", "weight_gradient") or len(terms) != 1:
+            return None
+        return self.g[self.stage.inputs[terms[0].arity]]
+
+    def _weight(self, owner: Stage, name: str, index: tuple, symbolic: bool) -> Node:
+        """Entry ``index`` of ``owner``'s weight ``name``: its symbol (γ^{(1)}_{0}) or its
+        exact value, sourced as the weight's entry."""
+        from symformer.notation import parameter
+        leaf = symbol(parameter(owner, name), index)
+        if symbolic:
+            return leaf
+        weight = owner.op.parameters()[name]
+        value = sympy.sympify(weight[index[0]] if len(index) == 1 else weight[index])
+        where = Source("parameter", leaf.base, index)
+        return Const(value, where) if value >= 0 else Neg(Const(-value, where))
+
+    def _tree(self, expr: sympy.Expr, convert: Converter, symbolic: bool = True) -> Node:
         """The operation's textbook tree of an entry's formula, else SymPy's form."""
+        owner = self._rule_owner()
+        if owner is not None:
+            convert.parameter = lambda name, index: self._weight(owner, name, index, symbolic)
         tree = self.stage.op.worked_tree(expr, convert)
         return convert(expr) if tree is None else tree
 

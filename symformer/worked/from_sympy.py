@@ -36,6 +36,10 @@ class Converter:
         self.leaf = leaf
         self.position = position or (lambda s: None)
         self.constants_first = constants_first
+        #: A named weight's entry as a leaf (``parameter("gamma", (j,))``: γ_j on the
+        #: symbolic line, its exact value on the numeric one), where the builder knows
+        #: whose weight it is (a backward rule's consumer); else None.
+        self.parameter: Callable[[str, tuple], Node] | None = None
 
     def __call__(self, expr: sympy.Expr) -> Node:
         return self.convert(sympy.sympify(expr))

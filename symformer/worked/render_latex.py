@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from symformer import math_scripts as scripts
 from symformer.worked.model import (
     ADD,
     APPROX,
@@ -36,6 +37,9 @@ LINE_WIDTH = 56
 #: A fraction whose numerator is a sum wider than this is printed 1/den (sum), so the
 #: sum may break its line (a fraction's numerator cannot).
 FRACTION_WIDTH = 40
+#: How far past LINE_WIDTH a line may run with its result (the width is a rough count:
+#: a line of 67 counted characters fits the notes' text width, one of 69 did not).
+RESULT_SLACK = 8
 _COMMAND = re.compile(r"\\(left|right)|\\[A-Za-z]+|[{}^_]")
 _FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tanh": r"\tanh", "max": r"\max",
               "min": r"\min", "erf": r"\operatorname{erf}", "log": r"\log"}
@@ -92,9 +96,11 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
         if denominator is None:
             return sign + numerator, (ADD if sign else ATOM)
         return rf"{sign}\frac{{{numerator}}}{{{denominator}}}", (ADD if sign else ATOM)
-    if isinstance(node, Sym):
-        return node.latex, ATOM
+    if isinstance(node, Sym):  # a derivative as a display fraction: worked lines are displayed
+        return scripts.display(node.latex), ATOM
     if isinstance(node, Neg):
+        if wrap and isinstance(node.arg, Mul):  # -1/(2 m^{3/2}) (a long sum that breaks)
+            return "-" + _product(node.arg, wrap, reserve), ADD
         return "-" + _wrap(node.arg, MUL), ADD
     if isinstance(node, Add):
         return _sum(node, wrap, reserve=reserve), ADD
@@ -108,8 +114,21 @@ def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
             body = _sum(node.num, True, start=width(denominator) + 8,  # + lhs and =
                         reserve=reserve)
             return rf"\frac{{1}}{{{denominator}}} \Bigl({body}\Bigr)", MUL
+        if r"\frac{\partial L}" in numerator:  # 1/den ∂L/∂x: no fraction over a fraction
+            if isinstance(node.num, Add):
+                numerator = rf"\left({numerator}\right)"
+            return rf"\frac{{1}}{{{latex(node.den)}}} {numerator}", MUL
         return rf"\frac{{{numerator}}}{{{latex(node.den)}}}", ATOM
+    if isinstance(node, Pow) and isinstance(node.exp, Const) and node.exp.value.q != 1:
+        exponent = f"{node.exp.value.p}/{node.exp.value.q}"  # ^{3/2}, as the equation
+        return f"{_wrap(node.base, ATOM)}^{{{exponent}}}", POW
     if isinstance(node, Pow):
+        if isinstance(node.base, Func) and node.base.name in ("tanh", "sin", "cos"):
+            call = _function(node.base)  # \tanh^{2}(x), not tanh((x)^2) read
+            name = _FUNCTIONS[node.base.name]
+            return f"{name}^{{{latex(node.exp)}}}{call[len(name):]}", ATOM
+        if isinstance(node.base, Sym):  # (h^{(2)}_{0})^{3}, never a script on a script
+            return scripts.powered(scripts.display(node.base.latex), latex(node.exp)), POW
         return f"{_wrap(node.base, ATOM)}^{{{latex(node.exp)}}}", POW
     if isinstance(node, Func):
         return _function(node), ATOM
@@ -164,9 +183,18 @@ def _product(node: Mul, wrap: bool, reserve: int = 0) -> str:
             before = node.factors[k - 1]
             numbers = is_numeric(factor) or is_numeric(before)
             leading_fraction = k == 1 and isinstance(before, Div) and isinstance(factor, Add)
-            out += " " if leading_fraction or not numbers else r" \cdot "
+            # a factor printed starting with a number or a number's fraction (a nested
+            # product 1/4 (x - y)) is never juxtaposed: x \frac{1}{4} reads as one symbol
+            starts_numeric = text[:1].isdigit() or (text.startswith(r"\frac")
+                                                    and is_numeric(_first(factor)))
+            out += " " if leading_fraction or not (numbers or starts_numeric) else r" \cdot "
         out += text
     return out
+
+
+def _first(node: Node) -> Node:
+    """The factor a product prints first (the node itself when it is no product)."""
+    return _first(node.factors[0]) if isinstance(node, Mul) and node.factors else node
 
 
 def _function(node: Func) -> str:
@@ -179,7 +207,7 @@ def _function(node: Func) -> str:
     inner = ", ".join(latex(a) for a in args)
     atom = len(args) == 1 and (isinstance(args[0], Sym) or (
         isinstance(args[0], Const) and args[0].value.is_Integer and args[0].value >= 0))
-    if atom and node.name in ("sin", "cos"):
+    if atom and (node.name in ("sin", "cos") or (node.name == "tanh" and isinstance(args[0], Sym))):
         return f"{name} {inner}"  # \sin 1, as a textbook writes it
     return rf"{name}\left({inner}\right)"
 
@@ -204,6 +232,11 @@ def chain(step: Step) -> tuple[tuple[str, str], ...]:
     if out and (step.note or step.exact is not None):
         rel, text = out[-1]
         out[-1] = (rel, text + remark(step))
+    if len(out) > 1:  # a result that would run past the margin goes on a line of its own
+        rel, text = out[-2]
+        last_line = text.rsplit(r"\\", 1)[-1]
+        if width(last_line) + width(out[-1][1]) + 3 > LINE_WIDTH + RESULT_SLACK:
+            out[-2] = (rel, text + r" \\ &\qquad")
     return tuple(out)
 
 

@@ -75,8 +75,10 @@ class TextPrinter:
             num = node.num.text if isinstance(node.num, Num) else self._wrap(node.num, MUL)
             return f"{num}/{self._wrap(node.den, POW)}", MUL
         if isinstance(node, Pow):
-            return f"{self._wrap(node.base, ATOM)}{self.power}{self._wrap(node.exp, ATOM)}", \
-                POW
+            exponent = self._wrap(node.exp, ATOM)
+            if isinstance(node.exp, Const) and node.exp.value.q != 1:  # (3/2), as displayed
+                exponent = f"({node.exp.value.p}/{node.exp.value.q})"
+            return f"{self._wrap(node.base, ATOM)}{self.power}{exponent}", POW
         if isinstance(node, Func):
             args = ", ".join(self.print(a) for a in node.args)
             return f"{self.functions[node.name]}({args})", ATOM

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from symformer.worked.model import PI, Const, Item, Node, Num, Sym, children
+from symformer.worked.model import PI, Const, Item, Node, Num, Pow, Sym, children
 from symformer.worked.render_text import TextPrinter, constant_text, text
 
 
@@ -54,6 +54,8 @@ def operands(node: Node) -> list[dict]:
         elif where is not None:
             out["worked"] = where.name
         return [out]
+    if isinstance(node, Pow) and isinstance(node.exp, Const) and node.exp.value.q != 1:
+        return [*operands(node.base), {"value": f"{node.exp.value.p}/{node.exp.value.q}"}]
     return [o for child in children(node) for o in operands(child)]
 
 
