@@ -223,9 +223,9 @@ def test_rmsnorm_wrong_index_passes_at_gamma_one_but_not_on_random_examples(tmp_
         in link.message
 
 
-LN_BACKWARD = (r"\frac{\partial L}{\partial r'_j} = \frac{1}{\tilde\sigma}\left(\gamma'_j g_j"
-               r" MEAN - \frac{r'_j - \mu}{\tilde\sigma}\frac{1}{d}\sum_k \gamma'_k g_k"
-               r"\frac{r'_k - \mu}{\tilde\sigma}\right)")
+LN_BACKWARD = (r"\frac{\partial L}{\partial r'_j} = \frac{1}{\tilde\sigma'}\left(\gamma'_j g_j"
+               r" MEAN - \frac{r'_j - \mu'}{\tilde\sigma'}\frac{1}{d}\sum_k \gamma'_k g_k"
+               r"\frac{r'_k - \mu'}{\tilde\sigma'}\right)")  # the second norm's: primed
 
 
 def test_layernorm_backward_missing_the_sum_of_g_fails(tmp_path):

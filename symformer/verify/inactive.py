@@ -39,6 +39,7 @@ from functools import singledispatch
 from symformer.engine import Derivation, Stage
 from symformer.engine.arbmath import NEG_INF
 from symformer.engine.rounding import ball_bounds, start_precision
+from symformer.errors import NotSupportedError, UndecidedError
 from symformer.notation import notation, parameter, pieces_text
 from symformer.ops import Notation
 from symformer.placement import part_of
@@ -328,12 +329,30 @@ def _identity(g: Derivation, name: str, source: str, prec: int, added: str = ""
     return NearIdentity(name, source, digits, added)
 
 
+def _proved_zero(g: Derivation, name: str, i: int, j: int) -> bool:
+    """True when the entry is proved exactly 0 (its exact rational value, or its local
+    formula cancelling), with a bounded effort; False when no proof is found (the notes
+    then say nothing: a gradient that is 0 without a proof is not called 0)."""
+    try:
+        value = g.exact_rational(name, i, j)
+        if value is not None:
+            return value == 0
+        return g.prove_zero(g.local(name)[i, j], max_ops=_PROOF_OPS, max_unfold=_PROOF_UNFOLD,
+                            decide_relu=False)
+    except (UndecidedError, NotSupportedError):
+        return False
+
+
+#: The effort spent proving a gradient entry exactly 0 (as the argmax's tie proofs).
+_PROOF_OPS, _PROOF_UNFOLD = 800, 12
+
+
 def _zero_gradient(g: Derivation, stage: Stage, prec: int, dead: dict[str, DeadUnits]
                    ) -> ZeroGradient | None:
     balls = g.evaluate(prec, stage.name)[stage.name]
     if any(b is NEG_INF or b > 0 or b < 0 for row in balls for b in row):
         return None  # some entry is certainly not 0, by its ball alone
-    if any(not b == 0 and g.sign(stage.name, i, j) != 0  # 0 exactly: radius 0, or proved
+    if any(not b == 0 and not _proved_zero(g, stage.name, i, j)  # radius 0, or proved
            for i, row in enumerate(balls) for j, b in enumerate(row)):
         return None
     terms = getattr(stage.op, "terms", ())
