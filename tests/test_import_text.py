@@ -35,7 +35,7 @@ def test_text_is_tokenized_by_tokenizer_json(tmp_path, capsys) -> None:
     assert main(["import", str(folder), "--text", "the cat sat .", "--out", str(out)]) == 0
     example = load_example(str(out))
     assert example.tokens == ("the", "cat", "sat", ".")
-    assert "on the text 'the cat sat .'" in out.read_text()
+    assert "The sentence is the text 'the cat sat .'" in out.read_text()
     assert from_pretrained(folder, text="cat sat").tokens == ("cat", "sat")
 
 

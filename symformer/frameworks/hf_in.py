@@ -171,9 +171,9 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
     unused = unused_note(weights)
     comments = [
         f"Imported by `symformer import` from the Hugging Face directory {folder.given}",
-        *([f"on the text {text!r}, tokenized by the directory's tokenizer "
-           f"({len(tokens)} tokens)"] if text is not None else []),
         f"(class {architectures}, model_type {kind}, weights {dtype}).",
+        *([f"The sentence is the text {text!r}, tokenized by the directory's tokenizer "
+           f"({len(tokens)} tokens)."] if text is not None else []),
         "Every weight is the exact dyadic rational the file stores: a decimal where that",
         "is short, else \"p/2^k\". The configuration:",
         *(f"  {k} = {v if isinstance(v, DecimalText) else json.dumps(v)}"

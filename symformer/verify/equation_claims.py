@@ -265,7 +265,7 @@ class Judge:
         links = []
         for chain in claim.chains:
             for k, rhs in enumerate(chain.rhs, start=1):
-                links.append(self.link(claim, chain, rhs, k, g, causal))
+                links.append(self.judge_link(claim, chain, rhs, k, g, causal))
         return EquationCheck(claim, links)
 
     def _gradients(self, g: Derivation, claim: EquationClaim) -> None:
@@ -281,7 +281,7 @@ class Judge:
             self._tables[key] = SymbolTable(g)
         return self._tables[key]
 
-    def link(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, k: int,
+    def judge_link(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, k: int,
              g: Derivation, causal: bool) -> Link:
         base = _base(chain)
         here = self.outcome(claim, chain.lhs, rhs, g, base)
