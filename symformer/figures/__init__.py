@@ -1,7 +1,9 @@
 """Figures of a derivation: attention maps, positional encoding, LayerNorm, probabilities.
 
 :func:`figure_files` gives the files to write for one output format: TikZ/PGFPlots
-(``NAME.tex`` per figure and a ``main.tex`` that compiles with pdflatex) or
+(``NAME.tex`` per figure, the block diagram of the architecture
+:mod:`symformer.figures.diagram` among them, and a ``main.tex`` that compiles with
+pdflatex) or
 matplotlib's SVG, PNG and PDF.  Every value written or plotted is a certified value
 of the derivation (:mod:`symformer.figures.data`).
 """
@@ -43,7 +45,9 @@ def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
 
             files[f"{figure.name}.{fmt}"] = mpl.render(figure, fmt)
     if fmt == "tikz":
-        from symformer.figures import tikz
+        from symformer.figures import diagram, tikz
 
-        files["main.tex"] = tikz.document([f.name for f in chosen])
+        # the block diagram first: the architecture before its numbers
+        files[f"{diagram.NAME}.tex"] = diagram.figure_latex(g)
+        files["main.tex"] = tikz.document([diagram.NAME] + [f.name for f in chosen])
     return files

@@ -21,6 +21,7 @@ from symformer.latex.escape import latex_text, short_name
 from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.positional import sinusoidal_base
 from symformer.ops.rope import RoPE
+from symformer.notation import symbol as notation_symbol
 from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
@@ -432,7 +433,7 @@ def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
     for legend, s in (("input", source), ("output", stage)):
         fine = s.rounded(significant=POSITION_DIGITS)[i]
         texts = s.values(decimals=options.decimals)[i]
-        symbol = s.op.symbol
+        symbol = notation_symbol(s)  # the second sub-layer's r′ and y′, as the notes
         letters.append((symbol.latex, symbol.text))
         series.append((f"{legend} ${symbol.latex}$", f"{legend} {symbol.text}",
                        tuple(_value(r) for r in fine), tuple(texts)))

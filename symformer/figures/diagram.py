@@ -71,7 +71,8 @@ class Box:
     @property
     def row_height(self) -> float:
         """The height its row takes: the box or the box beside it."""
-        return max(self.height, len(self.side) * LINE_CM + PAD_CM if self.side else 0.0)
+        # a box beside reaches into the gaps above and below (only arrows pass there)
+        return max(self.height, len(self.side) * LINE_CM + PAD_CM - 0.3 if self.side else 0.0)
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ def _attention_box(layer: Block, heads: int, kv: int, d_k: int, causal: bool,
         lines.append("ALiBi distance bias")
     if cross:
         lines.append("keys, values: encoder output")
-    side = ("RoPE: rotate", "$q$ and $k$") if rope else ()
+    side = ("RoPE:", "rotate $q$, $k$") if rope else ()
     return Box(tuple(lines), "attention", out=symbols.next("attention_output"), side=side,
                encoder=cross)
 
@@ -425,6 +426,9 @@ class Layout:
     takes beside a box and the room of the symbols beside the arrows."""
 
     gap: float = 0.5
+    #: The most characters a line of box text has (longer lines are broken at a space);
+    #: 0: as written.
+    wrap: int = 0
     frame_pad: float = 0.25
     segment_gap: float = 0.55
     column_gap: float = 0.6
@@ -434,7 +438,13 @@ class Layout:
 
 #: The notes' page has room; a slide's frame is low, so its spacing is tighter.
 NOTES_LAYOUT = Layout(column_gap=0.4)
-SLIDES_LAYOUT = Layout(gap=0.36, frame_pad=0.18, segment_gap=0.42, column_gap=0.5)
+SLIDES_LAYOUT = Layout(gap=0.36, frame_pad=0.15, segment_gap=0.42, column_gap=0.35,
+                       residual=0.35, label=0.45, wrap=15)
+#: A slide's plain frame of its own for the diagram (16 cm x 9 cm less its margins and
+#: a title line).
+SLIDES = Canvas(width=14.6, height=7.8, font=r"\small", em=10 / 72.27 * 2.54)
+#: The height the connectors above and below the columns take (cm).
+OVER = 0.9
 
 
 @dataclass
@@ -468,13 +478,13 @@ def _pieces(d: Diagram, canvas: Canvas, lay: Layout) -> list[_Piece]:
     out = []
     for k, seg in enumerate(d.segments):
         whole = _Piece(seg, k, seg.boxes)
-        if whole.height(lay) <= canvas.height or not seg.repeat:
+        if whole.height(lay) <= canvas.height - OVER or not seg.repeat:
             out.append(whole)
             continue
         current: list[Box] = []
         for group in _sublayers(seg.boxes):
             trial = _Piece(seg, k, tuple(current + group), first=not out or out[-1].index != k)
-            if current and trial.height(lay) > canvas.height:
+            if current and trial.height(lay) > canvas.height - OVER:
                 out.append(_Piece(seg, k, tuple(current),
                                   first=not out or out[-1].index != k))
                 current = list(group)
@@ -492,9 +502,20 @@ class _Column:
     side_width: float = 0.0  # the boxes beside them
     x: float = 0.0  # the boxes' centre line
     right_residual: bool = False
+    base: float = 0.0  # where its first piece starts: a block's continuation at its bottom
 
     def height(self, lay: Layout) -> float:
-        return sum(p.height(lay) for p in self.pieces) + lay.segment_gap * (len(self.pieces) - 1)
+        return self.base + sum(p.height(lay) for p in self.pieces) + lay.segment_gap * (
+            len(self.pieces) - 1)
+
+    def bottom_of(self, piece: _Piece, lay: Layout) -> float:
+        """Where ``piece`` starts in this column."""
+        y = self.base
+        for p in self.pieces:
+            if p is piece:
+                return y
+            y += p.height(lay) + lay.segment_gap
+        return y
 
 
 def columns(d: Diagram, canvas: Canvas, lay: Layout) -> list[_Column]:
@@ -507,11 +528,17 @@ def columns(d: Diagram, canvas: Canvas, lay: Layout) -> list[_Column]:
         last = out[-1] if out else None
         if (last is not None and last.pieces[-1].segment.side == piece.segment.side
                 and last.pieces[-1].index != piece.index
-                and last.height(lay) + lay.segment_gap + piece.height(lay) <= canvas.height):
+                and last.height(lay) + lay.segment_gap + piece.height(lay)
+                <= canvas.height - OVER):
             last.pieces.append(piece)
         else:
+            base = 0.0
+            if not piece.first and last is not None:  # level with the block's first piece
+                starts = [c.bottom_of(p, lay) for c in out for p in c.pieces
+                          if p.index == piece.index and p.first]
+                base = starts[0] if starts else 0.0
             out.append(_Column([piece], right_residual=two_sides
-                               and piece.segment.side == "decoder"))
+                               and piece.segment.side == "decoder", base=base))
     x = 0.0
     for col in out:
         boxes = [b for p in col.pieces for b in p.boxes]
@@ -528,9 +555,38 @@ def columns(d: Diagram, canvas: Canvas, lay: Layout) -> list[_Column]:
     return out
 
 
+def width(d: Diagram, canvas: Canvas, lay: Layout) -> float:
+    """The diagram's estimated width in cm."""
+    cols = columns(_wrap_boxes(d, lay), canvas, lay)
+    last = cols[-1]
+    right = max(lay.label, 0.5 + last.side_width if last.side_width else 0.0,
+                lay.residual + lay.frame_pad + 0.1)
+    return last.x + last.width / 2 + right
+
+
+def parts(d: Diagram, canvas: Canvas, lay: Layout) -> list[Diagram]:
+    """The diagram, or when it is too wide for ``canvas`` and has two sides, the
+    encoder's and the decoder's diagrams (each then has a frame of its own)."""
+    sides = list(dict.fromkeys(s.side for s in d.segments))
+    if len(sides) < 2 or width(d, canvas, lay) <= canvas.width:
+        return [d]
+    return [replace(d, segments=tuple(s for s in d.segments if s.side == side),
+                    name=f"{d.name}-{side}", extra={**d.extra, "part": side})
+            for side in sides]
+
+
+def _wrap_boxes(d: Diagram, lay: Layout) -> Diagram:
+    if not lay.wrap:
+        return d
+    return replace(d, segments=tuple(
+        replace(seg, boxes=tuple(replace(b, lines=_wrapped(b.lines, lay.wrap))
+                                 for b in seg.boxes)) for seg in d.segments))
+
+
 def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
     """The diagram's ``tikzpicture`` for ``canvas``: boxes bottom to top in columns,
     each arrow labelled with the notes' symbol of what flows in it."""
+    d = _wrap_boxes(d, lay)
     cols = columns(d, canvas, lay)
     lines = [f"\\begin{{tikzpicture}}[font={canvas.font}, >=stealth, semithick, "
              "box/.style={draw, rounded corners=2pt, align=center, inner sep=2pt}, "
@@ -541,7 +597,7 @@ def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
     counter = 0
     top = max(c.height(lay) for c in cols)
     for col in cols:
-        y = 0.0
+        y = col.base
         for piece in col.pieces:
             bottom = y
             if piece.segment.repeat:
@@ -572,6 +628,24 @@ def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
     lines.extend(_arrows(placed, d, lay, top))
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(lines: tuple[str, ...], most: int) -> tuple[str, ...]:
+    """The lines broken at spaces (never inside math) to at most ``most`` characters
+    as printed, where they can be."""
+    out: list[str] = []
+    for line in lines:
+        words = re.findall(r"\$[^$]*\$[,;:]?|\([^)]*\)[,;:]?|[^\s$(]+", line)
+        current = ""
+        for w in words:
+            trial = f"{current} {w}" if current else w
+            if current and len(_plain(trial)) > most:
+                out.append(current)
+                current = w
+            else:
+                current = trial
+        out.append(current)
+    return tuple(out)
 
 
 def _box(name: str, box: Box, col: _Column, yc: float) -> list[str]:
@@ -655,7 +729,7 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
                 over = top + 0.35
                 gap_x = n_col.x - n_col.width / 2 - (
                     lay.label if n_col.right_residual else lay.residual + lay.frame_pad) - 0.25
-                entry = -0.3
+                entry = n_col.base - 0.3
                 out.append(f"\\draw[->] ({name}.north) |- ({number(gap_x)},{number(over)}) -- "
                            f"({number(gap_x)},{number(entry)}) -| ({n_name}.south);")
                 out.append(f"\\node[sym, anchor=south] at ({number((col.x + gap_x) / 2)},"

@@ -53,6 +53,9 @@ NORMAL = 11
 #: The widest figure, in inches (16 cm: a slide's or an A4 page's text width).
 MAX_WIDTH = 6.3
 MINUS = "\u2212"
+#: The mathematics of PNG and PDF figures: Computer Modern (italic letters), as in the
+#: notes and slides.
+MATH_CM = {"mathtext.fontset": "cm"}
 STYLE = {
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans"],
@@ -78,7 +81,9 @@ def render(figure: Figure, fmt: str) -> bytes:
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    with matplotlib.rc_context(STYLE):
+    # PNG and PDF set their mathematics in Computer Modern, italic letters as in the
+    # LaTeX documents; SVG keeps DejaVu Sans, whose text a browser can draw as text
+    with matplotlib.rc_context(STYLE if fmt == "svg" else {**STYLE, **MATH_CM}):
         fig = draw(plt, figure)
         buffer = io.BytesIO()
         metadata = {"svg": {"Date": None},

@@ -111,13 +111,35 @@ def _extension_unicode() -> str:
 
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
-    body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
+    body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}", *diagram_frames(g)]
     for frame in frames:
         body.append(stage_frame(frame, options.decimals) if isinstance(frame, StageFrame)
                     else figure_frame(frame))
     preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
     return preamble + title_page(g, options) + "\\begin{document}\n\n" + "\n\n".join(
         body) + "\n\n\\end{document}\n"
+
+
+def diagram_frames(g: Derivation) -> list[str]:
+    """The block diagram of the example's architecture (:mod:`symformer.figures.diagram`)
+    on a plain frame of its own (its height is the whole frame's), titled in the frame
+    title's font; an encoder-decoder too wide for one frame gets one per side."""
+    from symformer.figures import diagram
+
+    whole = diagram.plan(g.example, g, g.causal)
+    out = []
+    for part in diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT):
+        side = part.extra.get("part")
+        name = f"The {side}" if side else "The architecture"
+        out.append("\\setbeamertemplate{frame footer}{}\n\\begin{frame}[plain,t]\n"
+                   f"\\vspace*{{-0.4em}}{{\\usebeamerfont{{frametitle}}{name}\\par}}"
+                   "\\centering"
+                   + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
+                             for size in ("small", "footnotesize", "scriptsize", "tiny"))
+                   + "\\small\n"
+                   + diagram.draw(part, diagram.SLIDES, diagram.SLIDES_LAYOUT)
+                   + "\\end{frame}")
+    return out
 
 
 def title_page(g: Derivation, options: Options) -> str:
