@@ -391,7 +391,9 @@ def test_slide_figures_are_legible(tmp_path, path):
     assert done.returncode == 0, done.stdout[-2000:]
     assert "Overfull" not in (tmp_path / "s.log").read_text(errors="replace")
     pdf = tmp_path / "s.pdf"
-    pages = len(frames) + 2
+    from symformer.slides.beamer import diagram_frames
+
+    pages = len(frames) + len(diagram_frames(g)) + 2  # title, diagram, figures, reference
     (nine,) = [h for h, _, w in _word_heights(pdf, pages) if w == "Xyzzyx"]
     for page in range(2, pages):
         words = [(h, w) for h, top, w in _word_heights(pdf, page)

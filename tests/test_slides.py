@@ -23,6 +23,7 @@ from symformer import derive, load_example
 from symformer.cli import main
 from symformer.latex.compile import compile_log
 from symformer.slides import Options, frames, measure, page_count, slides_files
+from symformer.slides.beamer import diagram_frames
 from symformer.slides.deck import StageFrame, _opened, stage_frames
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, needs_pgfplots, rounded
@@ -95,7 +96,7 @@ def _build(tmp_path_factory, example: str | None):
     pdf = tmp_path_factory.mktemp("slides") / "slides.pdf"
     pdf.write_bytes(pdf_bytes)
     return {"g": g, "tex": tex, "pdf": pdf, "log": log,
-            "pages": page_count(frames(g, options))}
+            "pages": page_count(frames(g, options)) + len(diagram_frames(g))}
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +228,8 @@ def test_the_fallback_theme_builds_alike(tmp_path):
     pdf, log = compile_log({"slides.tex": tex}, "slides.tex")
     assert not OVERFULL.search(log) and "metropolis" not in log
     (tmp_path / "slides.pdf").write_bytes(pdf)
-    assert pages(tmp_path / "slides.pdf") == page_count(frames(g, options))
+    assert pages(tmp_path / "slides.pdf") == page_count(frames(g, options)) + len(
+        diagram_frames(g))  # the block diagram's frames after the title
     assert not small_words(tmp_path / "slides.pdf")
 
 

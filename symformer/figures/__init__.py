@@ -21,11 +21,12 @@ __all__ = ["FORMATS", "Figure", "Options", "figure_files", "figures", "label"]
 
 
 def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
-                 progress: Callable[[int, int, str], None] | None = None
-                 ) -> dict[str, str | bytes]:
+                 progress: Callable[[int, int, str], None] | None = None,
+                 diagram: bool = True) -> dict[str, str | bytes]:
     """The files of every figure in format ``fmt``, by relative path.
 
-    ``progress(k, total, name)`` is called before each figure is drawn.
+    ``progress(k, total, name)`` is called before each figure is drawn.  ``diagram``:
+    the block diagram too (TikZ only; the exported notes start with it already).
     """
     if fmt not in FORMATS:
         from symformer.errors import InputError
@@ -45,9 +46,12 @@ def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
 
             files[f"{figure.name}.{fmt}"] = mpl.render(figure, fmt)
     if fmt == "tikz":
-        from symformer.figures import diagram, tikz
+        from symformer.figures import diagram as block
+        from symformer.figures import tikz
 
-        # the block diagram first: the architecture before its numbers
-        files[f"{diagram.NAME}.tex"] = diagram.figure_latex(g)
-        files["main.tex"] = tikz.document([diagram.NAME] + [f.name for f in chosen])
+        names = [f.name for f in chosen]
+        if diagram:  # the block diagram first: the architecture before its numbers
+            files[f"{block.NAME}.tex"] = block.figure_latex(g)
+            names.insert(0, block.NAME)
+        files["main.tex"] = tikz.document(names)
     return files

@@ -17,11 +17,11 @@ import numpy as np
 
 from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import Rounded, Undecided
-from symformer.latex.escape import latex_text, short_name
+from symformer.escape import latex_text, short_name
+from symformer.notation import symbol as notation_symbol
 from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.positional import sinusoidal_base
 from symformer.ops.rope import RoPE
-from symformer.notation import symbol as notation_symbol
 from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).

@@ -710,7 +710,7 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
     next column), the encoder's output into each cross-attention, the last output."""
     out = []
     encoder_out = None
-    for k, (name, box, col, piece, y0, y1) in enumerate(placed):
+    for k, (name, box, col, piece, _y0, y1) in enumerate(placed):
         nxt = placed[k + 1] if k + 1 < len(placed) else None
         side = piece.segment.side
         if nxt is not None and nxt[3].segment.side == side:

@@ -27,6 +27,7 @@ from symformer.colors import (
     sequential,
     text_colour,
 )
+from symformer.escape import latex_text
 from symformer.figures.data import (
     LABEL_MODES,
     Bars,
@@ -42,7 +43,6 @@ from symformer.figures.data import (
     positions_key,
 )
 from symformer.figures.layout import LINE_EM, bar_labels, spread
-from symformer.latex.escape import latex_text
 
 #: What a document needs to typeset the figures.
 PREAMBLE = r"""\usepackage{tikz}
