@@ -85,16 +85,19 @@ class Segment:
     repeat: int = 0
     title: str = ""
 
-    @property
-    def height(self) -> float:
-        """The segment's height in cm, gaps and the frame's margins included."""
-        h = sum(b.row_height for b in self.boxes) + GAP * (len(self.boxes) - 1)
-        return h + (2 * FRAME_PAD + LINE_CM if self.repeat else 0.0)
+    def label(self) -> tuple[str, ...]:
+        """The frame's title, in lines short enough for the left half of the frame
+        (the arrow out of the block runs up its middle): ``×2 layers``."""
+        text = self.title
+        if self.repeat > 1:
+            text = (f"{text} ($\\times\\,{self.repeat}$)" if any(c.isdigit() for c in text)
+                    else f"$\\times\\,{self.repeat}$ {text.lower()}s")
+        return _wrapped((text,), TITLE_CHARS)
 
 
-#: The vertical gap between boxes and the frame's padding around a block (cm).
-GAP = 0.42
-FRAME_PAD = 0.22
+#: The most characters of a line of a frame's title.
+TITLE_CHARS = 11
+
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,9 @@ def _activation(name: str) -> str:
     op = ACTIVATION_OPS.get(name)
     title = op.default_notation.title if op is not None else name
     m = re.search(r"\((.*)\)", title)
-    return m.group(1) if m else title
+    name = m.group(1) if m else title
+    # "GELU, tanh approximation" -> "GELU (tanh)": one short line in a box
+    return re.sub(r"^(\w+), (\w+) approximation$", r"\1 (\2)", name)
 
 
 #: The gated FFNs' names by their activation (Shazeer, "GLU variants", 2020).
@@ -429,6 +434,7 @@ class Layout:
     #: The most characters a line of box text has (longer lines are broken at a space);
     #: 0: as written.
     wrap: int = 0
+    side_wrap: int = 0  # the same for the boxes beside (the positional encoding, RoPE)
     frame_pad: float = 0.25
     segment_gap: float = 0.55
     column_gap: float = 0.6
@@ -438,13 +444,15 @@ class Layout:
 
 #: The notes' page has room; a slide's frame is low, so its spacing is tighter.
 NOTES_LAYOUT = Layout(column_gap=0.4)
-SLIDES_LAYOUT = Layout(gap=0.36, frame_pad=0.15, segment_gap=0.42, column_gap=0.35,
-                       residual=0.35, label=0.45, wrap=15)
+SLIDES_LAYOUT = Layout(gap=0.44, frame_pad=0.15, segment_gap=0.42, column_gap=0.25,
+                       residual=0.35, label=0.4, wrap=17, side_wrap=12)
 #: A slide's plain frame of its own for the diagram (16 cm x 9 cm less its margins and
 #: a title line).
-SLIDES = Canvas(width=14.6, height=7.8, font=r"\small", em=10 / 72.27 * 2.54)
-#: The height the connectors above and below the columns take (cm).
-OVER = 0.9
+SLIDES = Canvas(width=14.6, height=8.0, font=r"\small", em=10 / 72.27 * 2.54)
+#: The height the connectors above the columns take (cm), and how far under a column
+#: the arrow into it from the column before runs.
+OVER = 0.8
+ENTRY = 0.3
 
 
 @dataclass
@@ -460,7 +468,8 @@ class _Piece:
     def height(self, lay: Layout) -> float:
         h = sum(b.row_height for b in self.boxes) + lay.gap * (len(self.boxes) - 1)
         if self.segment.repeat:
-            h += 2 * lay.frame_pad + (LINE_CM if self.first else 0.0)
+            h += 2 * lay.frame_pad + (LINE_CM * len(self.segment.label()) if self.first
+                                      else 0.0)
         return h
 
 
@@ -502,20 +511,11 @@ class _Column:
     side_width: float = 0.0  # the boxes beside them
     x: float = 0.0  # the boxes' centre line
     right_residual: bool = False
-    base: float = 0.0  # where its first piece starts: a block's continuation at its bottom
+    base: float = 0.0  # where its first piece starts (above the arrow coming in under it)
 
     def height(self, lay: Layout) -> float:
         return self.base + sum(p.height(lay) for p in self.pieces) + lay.segment_gap * (
             len(self.pieces) - 1)
-
-    def bottom_of(self, piece: _Piece, lay: Layout) -> float:
-        """Where ``piece`` starts in this column."""
-        y = self.base
-        for p in self.pieces:
-            if p is piece:
-                return y
-            y += p.height(lay) + lay.segment_gap
-        return y
 
 
 def columns(d: Diagram, canvas: Canvas, lay: Layout) -> list[_Column]:
@@ -533,26 +533,45 @@ def columns(d: Diagram, canvas: Canvas, lay: Layout) -> list[_Column]:
             last.pieces.append(piece)
         else:
             base = 0.0
-            if not piece.first and last is not None:  # level with the block's first piece
-                starts = [c.bottom_of(p, lay) for c in out for p in c.pieces
-                          if p.index == piece.index and p.first]
-                base = starts[0] if starts else 0.0
+            if last is not None and last.pieces[-1].segment.side == piece.segment.side:
+                base = max(base, ENTRY + 0.05)  # room for the arrow coming in from below
             out.append(_Column([piece], right_residual=two_sides
                                and piece.segment.side == "decoder", base=base))
     x = 0.0
-    for col in out:
+    for k, col in enumerate(out):
         boxes = [b for p in col.pieces for b in p.boxes]
         col.width = max([_text_width(b.lines, canvas) + 0.2 for b in boxes if b.kind != "add"]
                         + [1.6])
         sides = [_text_width(b.side, canvas) + 0.2 for b in boxes if b.side]
         col.side_width = max(sides) if sides else 0.0
-        left = lay.label if col.right_residual else lay.residual + lay.frame_pad + 0.1
-        right = lay.residual + lay.frame_pad + 0.1 if col.right_residual else lay.label
-        if col.side_width:
-            right = max(right, 0.5 + col.side_width)
+        frame = lay.residual + lay.frame_pad + 0.1
+        left = lay.label if col.right_residual else frame
+        right = frame if col.right_residual else max(lay.label, frame)
+        nxt = out[k + 1] if k + 1 < len(out) else None
+        # the boxes beside need room unless the next column starts above them
+        if col.side_width and (nxt is None or nxt.base - ENTRY < _side_top(col, lay) + 0.2):
+            framed = any(b.side for p in col.pieces if p.segment.repeat for b in p.boxes)
+            right = max(right, 0.5 + col.side_width + (lay.frame_pad + 0.1 if framed else 0.0))
         col.x = x + left + col.width / 2
         x = col.x + col.width / 2 + right + lay.column_gap
     return out
+
+
+def _side_top(col: _Column, lay: Layout) -> float:
+    """The top of the highest box beside a box of the column (as :func:`draw` sets it)."""
+    y, top = col.base, 0.0
+    for piece in col.pieces:
+        if piece.segment.repeat:
+            y += lay.frame_pad
+        for box in piece.boxes:
+            if box.side:
+                h = len(box.side) * LINE_CM + PAD_CM
+                top = max(top, y + box.row_height / 2 + h / 2)
+            y += box.row_height + lay.gap
+        y += lay.segment_gap - lay.gap
+        if piece.segment.repeat:
+            y += lay.frame_pad + (LINE_CM * len(piece.segment.label()) if piece.first else 0.0)
+    return top
 
 
 def width(d: Diagram, canvas: Canvas, lay: Layout) -> float:
@@ -579,7 +598,8 @@ def _wrap_boxes(d: Diagram, lay: Layout) -> Diagram:
     if not lay.wrap:
         return d
     return replace(d, segments=tuple(
-        replace(seg, boxes=tuple(replace(b, lines=_wrapped(b.lines, lay.wrap))
+        replace(seg, boxes=tuple(replace(b, lines=_wrapped(b.lines, lay.wrap),
+                                         side=_wrapped(b.side, lay.side_wrap or lay.wrap))
                                  for b in seg.boxes)) for seg in d.segments))
 
 
@@ -591,7 +611,7 @@ def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
     lines = [f"\\begin{{tikzpicture}}[font={canvas.font}, >=stealth, semithick, "
              "box/.style={draw, rounded corners=2pt, align=center, inner sep=2pt}, "
              "add/.style={draw, circle, inner sep=0pt, "
-             f"minimum size={number(ADD_CM)}cm}}, sym/.style={{inner sep=1.5pt}}]"]
+             f"minimum size={number(ADD_CM)}cm}}, sym/.style={{inner sep=0.8pt}}]"]
     placed: list[tuple[str, Box, _Column, _Piece, float, float]] = []  # name, box, ...
     frames: dict[int, list[tuple[float, float, float, float, _Piece]]] = {}
     counter = 0
@@ -619,10 +639,15 @@ def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
                 y += h + lay.gap
             y -= lay.gap
             if piece.segment.repeat:
-                y += lay.frame_pad + (LINE_CM if piece.first else 0.0)
+                y += lay.frame_pad
                 half = col.width / 2 + lay.residual + lay.frame_pad
+                right = half
+                if any(b.side for b in piece.boxes):  # RoPE's box beside: inside the frame
+                    right = max(half, col.width / 2 + 0.5 + col.side_width + lay.frame_pad)
+                if piece.first:
+                    y += LINE_CM * len(piece.segment.label())  # its title, inside
                 frames.setdefault(piece.index, []).append(
-                    (col.x - half, col.x + half, bottom, y, piece))
+                    (col.x - half, col.x + right, bottom, y, piece))
             y += lay.segment_gap
     lines.extend(_frames(frames, d))
     lines.extend(_arrows(placed, d, lay, top))
@@ -679,22 +704,17 @@ def _residual(col: _Column, y: float, name: str, lay: Layout) -> list[str]:
 
 
 def _frames(frames: dict, d: Diagram) -> list[str]:
-    """One frame per repeated block (around all its pieces), its title and ×N."""
+    """A frame around each repeated block (around each of its pieces, when it is cut
+    over columns), its title and ×N inside its top left corner."""
     out = []
     for parts in frames.values():
-        x0 = min(p[0] for p in parts)
-        x1 = max(p[1] for p in parts)
-        y0 = min(p[2] for p in parts)
-        y1 = max(p[3] for p in parts)
-        seg = parts[0][4].segment
-        out.append(f"\\draw[black!50, thin, rounded corners=4pt] ({number(x0)},{number(y0)}) "
-                   f"rectangle ({number(x1)},{number(y1)});")
-        label = seg.title
-        if seg.repeat > 1:
-            label = (f"{label} ($\\times\\,{seg.repeat}$)" if any(c.isdigit() for c in label)
-                     else f"$\\times\\,{seg.repeat}$ {label.lower()}s")
-        out.append(f"\\node[anchor=north west, inner sep=3pt] at ({number(x0)},{number(y1)}) "
-                   f"{{{label}}};")
+        for x0, x1, y0, y1, piece in parts:
+            out.append(f"\\draw[black!50, thin, rounded corners=4pt] ({number(x0)},{number(y0)})"
+                       f" rectangle ({number(x1)},{number(y1)});")
+            if piece.first:
+                label = " \\\\ ".join(piece.segment.label())
+                out.append(f"\\node[anchor=north west, align=left, inner sep=2pt] at "
+                           f"({number(x0 + 0.05)},{number(y1)}) {{{label}}};")
     return out
 
 
@@ -720,7 +740,7 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
                 lo, hi = y1, n_y0
                 if n_piece is not piece:  # the label outside the frames
                     if piece.segment.repeat:
-                        lo += lay.frame_pad + (LINE_CM if piece.first else 0.0)
+                        lo += lay.frame_pad
                     if n_piece.segment.repeat:
                         hi -= lay.frame_pad
                 out.append(_symbol(box.out, col.x + (-0.08 if col.right_residual else 0.08),
@@ -729,7 +749,7 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
                 over = top + 0.35
                 gap_x = n_col.x - n_col.width / 2 - (
                     lay.label if n_col.right_residual else lay.residual + lay.frame_pad) - 0.25
-                entry = n_col.base - 0.3
+                entry = n_col.base - ENTRY
                 out.append(f"\\draw[->] ({name}.north) |- ({number(gap_x)},{number(over)}) -- "
                            f"({number(gap_x)},{number(entry)}) -| ({n_name}.south);")
                 out.append(f"\\node[sym, anchor=south] at ({number((col.x + gap_x) / 2)},"
@@ -739,6 +759,8 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
         elif nxt is None:
             last_title = d.segments[-1].title if not d.segments[-1].boxes else ""
             symbol = last_title or box.out
+            if d.extra.get("part") == "encoder":  # the encoder's own frame: its output z
+                symbol = d.extra.get("encoder_output", "") or symbol
             rise = max(0.45, (top - y1) + 0.3) if last_title else 0.45
             out.append(f"\\draw[->] ({name}.north) -- ++(0,{number(rise)})"
                        + (f" node[anchor=south, sym] {{${symbol}$}}" if symbol else "") + ";")

@@ -132,12 +132,14 @@ def diagram_frames(g: Derivation) -> list[str]:
         side = part.extra.get("part")
         name = f"The {side}" if side else "The architecture"
         out.append("\\setbeamertemplate{frame footer}{}\n\\begin{frame}[plain,t]\n"
-                   f"\\vspace*{{-0.4em}}{{\\usebeamerfont{{frametitle}}{name}\\par}}"
+                   f"\\noindent{{\\usebeamerfont{{frametitle}}{name}\\par}}\\smallskip"
                    "\\centering"
                    + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
                              for size in ("small", "footnotesize", "scriptsize", "tiny"))
                    + "\\small\n"
-                   + diagram.draw(part, diagram.SLIDES, diagram.SLIDES_LAYOUT)
+                   # centred on the frame, into its side margins if need be (never scaled)
+                   + "\\makebox[\\textwidth][c]{%\n"
+                   + diagram.draw(part, diagram.SLIDES, diagram.SLIDES_LAYOUT) + "}\n"
                    + "\\end{frame}")
     return out
 
