@@ -740,7 +740,8 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
                 lo, hi = y1, n_y0
                 if n_piece is not piece:  # the label outside the frames
                     if piece.segment.repeat:
-                        lo += lay.frame_pad
+                        lo += lay.frame_pad + (LINE_CM * len(piece.segment.label())
+                                               if piece.first else 0.0)
                     if n_piece.segment.repeat:
                         hi -= lay.frame_pad
                 out.append(_symbol(box.out, col.x + (-0.08 if col.right_residual else 0.08),
