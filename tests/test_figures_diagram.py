@@ -21,8 +21,8 @@ CASES = [
      ["LayerNorm", "Sinusoidal", "Learned", "ReLU", "Add \\&"]),
     ("gpt2_style", ["Learned positional", "LayerNorm", "pre-norm", "GELU", "tied",
                     "Final LayerNorm"], ["RoPE", "RMSNorm", "Sinusoidal", "ReLU", "Gated"]),
-    ("encoder_decoder", ["Cross-attention", "Masked multi-head", "Encoder layer",
-                         "Decoder layer", "Linear $W_{\\mathrm{vocab}}$"], ["RoPE", "Gated"]),
+    ("encoder_decoder", ["Cross-attention", "Masked multi-head", "Encoder \\\\ layer",
+                         "Decoder \\\\ layer", "Linear $W_{\\mathrm{vocab}}$"], ["RoPE", "Gated"]),
     ("attention_only", ["Self-attention", "1 head", "not scaled"],
      ["LayerNorm", "Feed-forward", "Sinusoidal", "$+$"]),
 ]

@@ -26,7 +26,8 @@ def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
     """The files of every figure in format ``fmt``, by relative path.
 
     ``progress(k, total, name)`` is called before each figure is drawn.  ``diagram``:
-    the block diagram too (TikZ only; the exported notes start with it already).
+    the block diagram too (the exported notes start with it already); in SVG, PNG and
+    PDF it is compiled from its TikZ with pdflatex, and left out without pdflatex.
     """
     if fmt not in FORMATS:
         from symformer.errors import InputError
@@ -45,6 +46,12 @@ def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
             from symformer.figures import mpl
 
             files[f"{figure.name}.{fmt}"] = mpl.render(figure, fmt)
+    if fmt != "tikz" and diagram:  # the block diagram first, compiled from its TikZ
+        from symformer.figures import diagram as block
+
+        drawn = block.compiled(g, fmt)
+        if drawn is not None:
+            files = {f"{block.NAME}.{fmt}": drawn, **files}
     if fmt == "tikz":
         from symformer.figures import diagram as block
         from symformer.figures import tikz

@@ -789,3 +789,53 @@ def figure_latex(g: Derivation) -> str:
     """The block diagram of ``g``'s example as a ``figure`` environment (the notes
     start with it; the preamble needs ``\\usepackage{tikz}``)."""
     return render(plan(g.example, g, g.causal), NOTES)
+
+
+#: A standalone document of the picture alone (``symformer figures --format pdf|png|svg``).
+STANDALONE = r"""\documentclass[border=6pt]{standalone}
+\usepackage[T1]{fontenc}
+\usepackage{lmodern}
+\usepackage{tikz}
+\begin{document}
+%s\end{document}
+"""
+
+
+def compiled(g: Derivation, fmt: str) -> bytes | None:
+    """The diagram as a PDF, a 200 dpi PNG or an SVG, compiled from its TikZ with
+    pdflatex (and converted by Poppler's ``pdftoppm``/``pdftocairo``); None when those
+    are not installed.  An SVG names the caption in its ``<title>``; its text is drawn
+    as outlines (no ``<text>``)."""
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    tools = {"pdf": "pdflatex", "png": "pdftoppm", "svg": "pdftocairo"}
+    if shutil.which("pdflatex") is None or shutil.which(tools[fmt]) is None:
+        return None
+    d = plan(g.example, g, g.causal)
+    with tempfile.TemporaryDirectory() as tmp:
+        here = Path(tmp)
+        (here / "d.tex").write_text(STANDALONE % draw(d, NOTES), encoding="utf-8")
+        done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                               "d.tex"], cwd=here, capture_output=True)
+        if done.returncode != 0:
+            return None
+        if fmt == "pdf":
+            return (here / "d.pdf").read_bytes()
+        if fmt == "png":
+            subprocess.run(["pdftoppm", "-r", "200", "-png", "-singlefile", "d.pdf", "d"],
+                           cwd=here, check=True, capture_output=True)
+            return (here / "d.png").read_bytes()
+        subprocess.run(["pdftocairo", "-svg", "d.pdf", "d.svg"], cwd=here, check=True,
+                       capture_output=True)
+        svg = (here / "d.svg").read_text(encoding="utf-8")
+        from symformer.escape import plain_text
+
+        title = f"<title>{_xml(plain_text(d.title))}</title>"
+        return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + title, svg, count=1).encode()
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
