@@ -66,6 +66,8 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
   \setbeamertemplate{footline}{\usebeamerfont{page number in head/foot}\hspace*{1em}%%
     \usebeamertemplate*{frame footer}\hfill\insertframenumber\hspace*{1em}\vspace*{0.6em}}}
 \usefonttheme{serif}
+%% Frame titles are never hyphenated ("approx-imation"): broken between words, ragged.
+\addtobeamertemplate{frametitle}{\hyphenpenalty=10000\exhyphenpenalty=10000\raggedright}{}
 %% One title page for both themes (metropolis's own is a paper-high box, overfull).
 \setbeamertemplate{title page}{\vspace*{1.5em}%%
   {\usebeamerfont{title}\usebeamercolor[fg]{title}\inserttitle\par}\medskip
@@ -144,11 +146,21 @@ def diagram_frames(g: Derivation) -> list[str]:
     return out
 
 
+def _with_mask(title: str, causal: bool) -> str:
+    """The title with ``causal mask`` said once, in its own parenthesis when it ends in
+    one: ``A model (RMSNorm, GQA; causal mask)``, never ``(GQA) (causal mask)``."""
+    if not causal or "causal" in title.lower():
+        return title
+    if title.endswith(")"):
+        return title[:-1] + "; causal mask)"
+    return title + " (causal mask)"
+
+
 def title_page(g: Derivation, options: Options) -> str:
     """The title page's fields: the example, the sentence, the token followed, how
     numbers are rounded."""
     tokens = g.example.tokens
-    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
+    title = latex_text(_with_mask(g.example.title, g.causal))
     sentence = " ".join(latex_text(t) for t in tokens)
     return (f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
             f"\\author{{The sentence: \u201c{sentence}\u201d}}\n"
@@ -204,8 +216,8 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
     out = []
     for e in item.equation:
         remark = f" \\quad ({reader_text(e.remark)})" if e.remark else ""
-        # in text style: a sum's limits beside it, a fraction one line high
-        out.append(f"\\symline{{{e.lhs}}}$\\textstyle {{}}= {e.rhs}$" + remark)
+        # in display style, as the notes set it: limits under a sum, full-size fractions
+        out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
     if item.note:
         out.append(f"\\par\\smallskip\\uncover<{numbers or results}->{{{item.note}}}")
     elif item.equation and item.lines:

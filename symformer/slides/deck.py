@@ -486,10 +486,34 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
             previous = rhs
         lhs = node_latex(step.lhs)
         room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
-        pieces = [_opened(p) if measure.widest_unbreakable(p) * measure.MARGIN > room else p
-                  for p in pieces]
+        pieces = [_opened(p) if measure.widest_unbreakable(p) * measure.MARGIN > room
+                  else _kept(p, room) for p in pieces]
         out.append(WorkedLine(lhs, tuple(pieces[:-1]), pieces[-1]))
     return tuple(out)
+
+
+#: A bracket sized by a command (``\left(``, ``\Bigl(``; ``\right)``, ``\Bigr)``).
+_SIZED = re.compile(r"\\(?:left|[Bb]igg?l?)\s*$")
+_SIZED_CLOSE = re.compile(r"\\(?:right|[Bb]igg?r?)\s*$")
+
+
+def _kept(latex: str, room: float) -> str:
+    """``latex`` with each outermost plain bracket ``(5.557 - 3.587)`` set as one group,
+    so TeX never breaks a line inside it, where the group fits the ``room`` (em)."""
+    out, k, depth, start = [], 0, 0, 0
+    for j, char in enumerate(latex):
+        if char == "(" and not _SIZED.search(latex[:j]):
+            if depth == 0:
+                start = j
+            depth += 1
+        elif char == ")" and depth and not _SIZED_CLOSE.search(latex[:j]):
+            depth -= 1
+            if depth == 0:
+                group = latex[start:j + 1]
+                if measure.width(group) * measure.MARGIN <= room:
+                    out.append(latex[k:start] + "{" + group + "}")
+                    k = j + 1
+    return "".join(out) + latex[k:]
 
 
 _DELIMITER = re.compile(r"\\(left|right)\s*(\\[{}|]|[()\[\].|])")
