@@ -369,19 +369,24 @@ def _word_heights(pdf: Path, page: int) -> list[tuple[float, float, str]]:
 @pytest.mark.parametrize("path", [None, EXAMPLES / "llama_style.toml"],
                          ids=["builtin", "llama_style"])
 def test_slide_figures_are_legible(tmp_path, path):
-    """Every text word of every figure frame is at least as tall as 9 pt text in the
+    """Every text word of every figure frame (the block diagram's too) is at least as tall
+    as 9 pt text in the
     same font (a reference word on a frame of its own), outside the footline; the
     frames compile unscaled and without an overfull box.  (Numbers are set in the math
     font, whose heights pdftotext measures on another scale: the TikZ source test above
     checks their size switch.)"""
     import subprocess
 
+    from symformer.figures import diagram
     from symformer.slides.beamer import document
-    from symformer.slides.deck import FigureFrame
+    from symformer.slides.deck import DiagramFrame, FigureFrame
     from symformer.slides.deck import Options as SlideOptions
 
     g = derive(load_example(path))
-    frames = [FigureFrame(figure=f) for f in figures(g, Options())]
+    whole = diagram.plan(g.example, g, g.causal)
+    frames = [DiagramFrame(p) for p in diagram.parts(whole, diagram.SLIDES,
+                                                      diagram.SLIDES_LAYOUT)]
+    frames += [FigureFrame(figure=f) for f in figures(g, Options())]
     reference = "\\begin{frame}{Reference}\\fontsize{9}{11}\\selectfont Xyzzyx\\end{frame}\n"
     text = document(g, SlideOptions(), frames).replace("\\end{document}",
                                                        reference + "\\end{document}")
@@ -391,9 +396,7 @@ def test_slide_figures_are_legible(tmp_path, path):
     assert done.returncode == 0, done.stdout[-2000:]
     assert "Overfull" not in (tmp_path / "s.log").read_text(errors="replace")
     pdf = tmp_path / "s.pdf"
-    from symformer.slides.beamer import diagram_frames
-
-    pages = len(frames) + len(diagram_frames(g)) + 2  # title, diagram, figures, reference
+    pages = len(frames) + 2  # the title, the diagram and the figures, the reference
     (nine,) = [h for h, _, w in _word_heights(pdf, pages) if w == "Xyzzyx"]
     for page in range(2, pages):
         words = [(h, w) for h, top, w in _word_heights(pdf, page)

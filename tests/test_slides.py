@@ -23,7 +23,6 @@ from symformer import derive, load_example
 from symformer.cli import main
 from symformer.latex.compile import compile_log
 from symformer.slides import Options, frames, measure, page_count, slides_files
-from symformer.slides.beamer import diagram_frames
 from symformer.slides.deck import StageFrame, _opened, stage_frames
 from tests.float_reference import float_forward
 from tests.test_figures import far_from_tie, needs_pgfplots, rounded
@@ -96,7 +95,7 @@ def _build(tmp_path_factory, example: str | None):
     pdf = tmp_path_factory.mktemp("slides") / "slides.pdf"
     pdf.write_bytes(pdf_bytes)
     return {"g": g, "tex": tex, "pdf": pdf, "log": log,
-            "pages": page_count(frames(g, options)) + len(diagram_frames(g))}
+            "pages": page_count(frames(g, options))}
 
 
 @pytest.fixture(scope="module")
@@ -228,8 +227,7 @@ def test_the_fallback_theme_builds_alike(tmp_path):
     pdf, log = compile_log({"slides.tex": tex}, "slides.tex")
     assert not OVERFULL.search(log) and "metropolis" not in log
     (tmp_path / "slides.pdf").write_bytes(pdf)
-    assert pages(tmp_path / "slides.pdf") == page_count(frames(g, options)) + len(
-        diagram_frames(g))  # the block diagram's frames after the title
+    assert pages(tmp_path / "slides.pdf") == page_count(frames(g, options))
     assert not small_words(tmp_path / "slides.pdf")
 
 
@@ -344,3 +342,16 @@ def test_slides_out_that_is_a_file_or_unwritable(tmp_path, capsys):
         assert list(locked.iterdir()) == []
     finally:
         locked.chmod(0o700)
+
+
+def test_the_deck_starts_with_the_block_diagram():
+    """The first frame after the title is the architecture's block diagram; an
+    encoder-decoder too wide for one frame has one per side, each before the stages."""
+    from symformer.slides.deck import DiagramFrame
+
+    for name, sides in ((None, [None]), ("encoder_decoder", ["encoder", "decoder"])):
+        deck = frames(derive(load_example(name)), Options(token=1))
+        kinds = [isinstance(f, DiagramFrame) for f in deck]
+        first = kinds.index(False)
+        assert not any(kinds[first:]) and first == len(sides)
+        assert [f.diagram.extra.get("part") for f in deck[:first]] == sides

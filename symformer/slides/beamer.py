@@ -22,6 +22,7 @@ from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
 from symformer.slides.deck import (
     HEADING,
+    DiagramFrame,
     FigureFrame,
     Frame,
     Item,
@@ -113,37 +114,34 @@ def _extension_unicode() -> str:
 
 def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
-    body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}", *diagram_frames(g)]
+    body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
     for frame in frames:
-        body.append(stage_frame(frame, options.decimals) if isinstance(frame, StageFrame)
-                    else figure_frame(frame))
+        if isinstance(frame, StageFrame):
+            body.append(stage_frame(frame, options.decimals))
+        elif isinstance(frame, DiagramFrame):
+            body.append(diagram_frame(frame))
+        else:
+            body.append(figure_frame(frame))
     preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
     return preamble + title_page(g, options) + "\\begin{document}\n\n" + "\n\n".join(
         body) + "\n\n\\end{document}\n"
 
 
-def diagram_frames(g: Derivation) -> list[str]:
-    """The block diagram of the example's architecture (:mod:`symformer.figures.diagram`)
-    on a plain frame of its own (its height is the whole frame's), titled in the frame
-    title's font; an encoder-decoder too wide for one frame gets one per side."""
+def diagram_frame(frame: DiagramFrame) -> str:
+    """The block diagram (:mod:`symformer.figures.diagram`) on a plain frame of its own
+    (the diagram has the whole frame's height), titled in the frame title's font, set at
+    its natural size and centred, into the side margins if need be (never scaled)."""
     from symformer.figures import diagram
 
-    whole = diagram.plan(g.example, g, g.causal)
-    out = []
-    for part in diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT):
-        side = part.extra.get("part")
-        name = f"The {side}" if side else "The architecture"
-        out.append("\\setbeamertemplate{frame footer}{}\n\\begin{frame}[plain,t]\n"
-                   f"\\noindent{{\\usebeamerfont{{frametitle}}{name}\\par}}\\smallskip"
-                   "\\centering"
-                   + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
-                             for size in ("small", "footnotesize", "scriptsize", "tiny"))
-                   + "\\small\n"
-                   # centred on the frame, into its side margins if need be (never scaled)
-                   + "\\makebox[\\textwidth][c]{%\n"
-                   + diagram.draw(part, diagram.SLIDES, diagram.SLIDES_LAYOUT) + "}\n"
-                   + "\\end{frame}")
-    return out
+    side = frame.diagram.extra.get("part")
+    name = f"The {side}" if side else "The architecture"
+    return ("\\setbeamertemplate{frame footer}{}\n\\begin{frame}[plain,t]\n"
+            f"\\noindent{{\\usebeamerfont{{frametitle}}{name}\\par}}\\smallskip\\centering"
+            + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
+                      for size in ("small", "footnotesize", "scriptsize", "tiny"))
+            + "\\small\n\\makebox[\\textwidth][c]{%\n"
+            + diagram.draw(frame.diagram, diagram.SLIDES, diagram.SLIDES_LAYOUT) + "}\n"
+            + "\\end{frame}")
 
 
 def _with_mask(title: str, causal: bool) -> str:

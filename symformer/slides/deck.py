@@ -1,6 +1,7 @@
 """The plan of a slide deck: well-filled frames whose overlays add and never remove.
 
-The deck is a title frame, then the stages of the derivation in order.  A stage that is
+The deck is a title frame, the block diagram of the example's architecture
+(:mod:`symformer.figures.diagram`), then the stages of the derivation in order.  A stage that is
 worked shows on its frame
 
 1. its general equation (the operation's declared and proved index form, as in the
@@ -40,8 +41,10 @@ from dataclasses import dataclass, replace
 
 from symformer.codegen.backward import equation_lines
 from symformer.engine import Derivation, Stage
+from symformer.figures import diagram
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
+from symformer.figures.diagram import Diagram
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
@@ -197,7 +200,15 @@ class FigureFrame:
     title: str = ""  # LaTeX; empty: the figure's own title, up to its first colon
 
 
-Frame = StageFrame | FigureFrame
+@dataclass(frozen=True)
+class DiagramFrame:
+    """The block diagram of the example's architecture (or of one side of an
+    encoder-decoder, ``diagram.extra["part"]``) on a frame of its own."""
+
+    diagram: Diagram
+
+
+Frame = StageFrame | FigureFrame | DiagramFrame
 
 
 def page_count(frames: list[Frame]) -> int:
@@ -214,7 +225,10 @@ def frames(g: Derivation, options: Options,
     drawn = figures(g, FigureOptions(token=options.token, decimals=options.decimals))
     after = _figures_after(chosen, drawn)
     worked: dict[tuple, Stage] = {}  # each equation worked so far -> its stage
-    out: list[Frame] = []
+    # the architecture first, as the notes open with it
+    whole = diagram.plan(g.example, g, g.causal)
+    out: list[Frame] = [DiagramFrame(part) for part in
+                        diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT)]
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
