@@ -116,7 +116,8 @@ def _check_learned(h: HeatMap, example) -> None:
 
 
 def _check_rope(r: Rotations, g, base: float) -> None:
-    """RoPE's angles m*theta_i, theta_i = base^(-2i/d_k), evaluated with mpmath."""
+    """RoPE's angles p*theta_c, theta_c = base^(-2c/d_k), evaluated with mpmath, and each
+    drawn key pair turned by its angle."""
     assert isinstance(r, Rotations)
     d_k = next(s for s in g if s.kind == "Q").shape[1]
     assert len(r.pairs) == d_k // 2
@@ -129,7 +130,13 @@ def _check_rope(r: Rotations, g, base: float) -> None:
             c, s = r.points[i][m]
             assert abs(float(c) - float(mpmath.cos(angle))) < 1e-5
             assert abs(float(s) - float(mpmath.sin(angle))) < 1e-5
-    assert "RoPE" in r.caption and "rotated" in r.caption
+            # the solid arrow is the dashed one turned by the angle (the keys' own pairs)
+            (x0, y0), (x1, y1) = r.before[i][m], r.after[i][m]
+            cos, sin = float(mpmath.cos(angle)), float(mpmath.sin(angle))
+            assert abs(float(x1) - (cos * float(x0) - sin * float(y0))) < 1e-4
+            assert abs(float(y1) - (sin * float(x0) + cos * float(y0))) < 1e-4
+    assert len(r.before[0]) == len(r.tokens) and any(x or y for x, y in r.before[0])
+    assert "RoPE" in r.caption and "rotated" in r.caption and "$p" in r.caption
 
 
 @pytest.mark.parametrize("base", ["100", "7/2"])
