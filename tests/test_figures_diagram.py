@@ -60,3 +60,16 @@ def test_diagrams_compile(tmp_path):
                           text=True).stdout
     for word in ("Sinusoidal positional", "RoPE", "SwiGLU", "Cross-attention"):
         assert word in text
+
+
+def test_second_norm_figures_are_primed_and_png_math_is_italic():
+    """The second sub-layer's LayerNorm figure is labelled r′ and y′, as the notes write
+    them; PNG and PDF set mathematics in Computer Modern (italic letters), SVG keeps
+    DejaVu Sans."""
+    from symformer.figures import Options, figures, mpl
+
+    g = derive(load_example(None))
+    second = next(f for f in figures(g, Options()) if f.name.startswith("layer1-add_norm2"))
+    assert [legend for legend, *_ in second.series] == ["input $r'$", "output $y'$"]
+    assert "$r'$" in second.caption and "$y'$" in second.caption
+    assert mpl.MATH_CM["mathtext.fontset"] == "cm" and mpl.STYLE["mathtext.fontset"] != "cm"
