@@ -107,10 +107,17 @@ class Rotations:
             return [f"p = {m}: {t}" for m, t in enumerate(texts)], ""
         return [], f"angles pθ, p = 0–{len(texts) - 1}: " + ", ".join(texts)
 
-    def note(self) -> str:
-        """The line under the figure: which token is at which position p."""
-        return ("positions p: " + ", ".join(self.tokens) + "; dashed: before RoPE, solid: "
-                "rotated; angles in radians")
+    def note(self, latex: bool = False) -> str:
+        """The line under the figure: which token is at which position p, and what the
+        arrows are (LaTeX with ``latex``, the positions' words escaped)."""
+        from symformer.escape import latex_text
+
+        if latex:
+            words = ", ".join(latex_text(t) for t in self.tokens)
+            return (f"positions $p$: {words}; dashed: ${self.symbols[0]}$ before RoPE, "
+                    f"solid: the rotated ${self.symbols[1]}$; angles in radians")
+        return (f"positions p: {', '.join(self.tokens)}; dashed: {self.symbols[2]} before "
+                f"RoPE, solid: the rotated {self.symbols[3]}; angles in radians")
 
 
 @dataclass(frozen=True)

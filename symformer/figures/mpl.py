@@ -305,7 +305,9 @@ def rotations(plt, r: Rotations):
         ax.set_xlim(-2.2, 2.2)
         ax.set_ylim(-1.5, 1.45)
         ax.axis("off")
-    fig.supxlabel(plain(r.note()).replace("; dashed", "\ndashed"), fontsize=SMALL)
+    fig.supxlabel(plain("positions p: " + ", ".join(r.tokens)) + f"\ndashed: ${r.symbols[0]}$ "
+                  f"before RoPE, solid: the rotated ${r.symbols[1]}$; angles in radians",
+                  fontsize=SMALL)
     fig.tight_layout()
     return fig
 

@@ -323,8 +323,7 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
     rows = -(-n // per_row)
     bottom = -(rows - 1) * panel_h - radius - 0.9
     middle = (min(n, per_row) - 1) * panel_w / 2
-    note = latex_text(r.note()).replace("positions p:", "positions $p$:", 1).replace(
-        "; dashed", NEWLINE + "dashed", 1)
+    note = r.note(latex=True).replace("; dashed", NEWLINE + "dashed", 1)
     lines.append(f"\\node[anchor=north, align=center] at ({number(middle)},{number(bottom)}) "
                  f"{{{note}}};")
     lines.append("\\end{tikzpicture}")
