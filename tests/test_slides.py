@@ -374,3 +374,23 @@ def test_general_equations_are_display_style_and_brackets_stay_whole():
     assert _kept(r"(1 + 2 + 3)", 0.5) == r"(1 + 2 + 3)"  # too wide: TeX may break it
     assert _with_mask("A model (RMSNorm, GQA)", True) == "A model (RMSNorm, GQA; causal mask)"
     assert _with_mask("A model", True) == "A model (causal mask)"
+
+
+def test_a_deck_with_a_loss_ends_with_its_backward_section():
+    """The built-in example has a [loss]: after the forward stages a Backward section
+    opens, then the loss and every gradient's table (dL/dL = 1 left out); without a loss,
+    or with ``backward=False``, there is none."""
+    from symformer.slides.deck import SectionFrame
+
+    g = derive(load_example())
+    deck = frames(g, Options(token=1))
+    (k,) = [i for i, f in enumerate(deck) if isinstance(f, SectionFrame)]
+    assert deck[k].title == "Backward pass"
+    after = [f for f in deck[k + 1:] if isinstance(f, StageFrame)]
+    names = [f.stage.name for f in after]
+    assert names[0] == "loss" and "grad.loss" not in names
+    assert "grad.output" in names and "grad.layer1.head1.W_Q" in names
+    assert all(f.stage.name in ("loss",) or f.stage.name.startswith("grad.") for f in after)
+    assert not any(isinstance(f, SectionFrame) for f in frames(g, Options(backward=False)))
+    gpt2 = derive(load_example("gpt2_style"))
+    assert not any(isinstance(f, SectionFrame) for f in frames(gpt2, Options(token=1)))

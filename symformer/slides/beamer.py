@@ -27,6 +27,7 @@ from symformer.slides.deck import (
     Frame,
     Item,
     Options,
+    SectionFrame,
     StageFrame,
     heading_beside,
     legend,
@@ -120,6 +121,9 @@ def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
             body.append(stage_frame(frame, options.decimals))
         elif isinstance(frame, DiagramFrame):
             body.append(diagram_frame(frame))
+        elif isinstance(frame, SectionFrame):
+            body.append("\\setbeamertemplate{frame footer}{}\n"
+                        f"\\begin{{frame}}[t]{{{frame.title}}}\n{frame.text}\n\\end{{frame}}")
         else:
             body.append(figure_frame(frame))
     preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
@@ -176,6 +180,8 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
     first = frame.items[0]
     where = (f"token \u201c{latex_text(first.stage.rows[first.token])}\u201d, "
              f"position {row_position(frame)}; rounded to {plural(decimals, 'decimal')}")
+    if first.stage.kind == "weight_gradient":  # its rows are the weight's, not tokens
+        where = f"rounded to {plural(decimals, 'decimal')}"
     if first.columns is not None:
         a, b = first.columns
         where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else

@@ -45,6 +45,7 @@ from symformer.figures import diagram
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
 from symformer.figures.diagram import Diagram
+from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
@@ -86,6 +87,9 @@ class Options:
     decimals: int = 3
     stages: tuple[str, ...] | None = None
     full: bool = False
+    #: With a ``[loss]`` in the example: a Backward section after the forward pass (the
+    #: loss worked, then every gradient's table; the notes' Backward part works them).
+    backward: bool = True
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,14 @@ class FigureFrame:
 
 
 @dataclass(frozen=True)
+class SectionFrame:
+    """A frame that opens a part of the deck: its title and a sentence (LaTeX)."""
+
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
 class DiagramFrame:
     """The block diagram of the example's architecture (or of one side of an
     encoder-decoder, ``diagram.extra["part"]``) on a frame of its own."""
@@ -208,7 +220,7 @@ class DiagramFrame:
     diagram: Diagram
 
 
-Frame = StageFrame | FigureFrame | DiagramFrame
+Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame
 
 
 def page_count(frames: list[Frame]) -> int:
@@ -242,7 +254,65 @@ def frames(g: Derivation, options: Options,
             _add(out, frame)
         for figure in after.get(stage.name, ()):
             out.append(FigureFrame(figure, title(stage)))
+    if options.backward and g.example.loss is not None:
+        out.extend(backward_frames(g, options))
     return out
+
+
+#: What the Backward section's first frame says.
+BACKWARD_TEXT = (
+    "The loss $L$ of the forward pass, then its gradient at every step, from the output "
+    "back to the input, each by its operation's backward rule (the chain rule), shown "
+    "as its table, the token's row highlighted; the notes' Backward part works every "
+    "one of them.")
+#: A gradient table's columns (``\partial L/\partial u_{0}``) are wider than the
+#: estimate of them: their slices are planned this much wider.
+GRADIENT_WIDTH = 1.3
+
+
+def backward_frames(g: Derivation, options: Options) -> list[Frame]:
+    """The Backward section: a frame saying what it is, the loss (its equation and its
+    table), then each gradient's table on a frame of its own."""
+    from symformer.latex.backward import prepare
+
+    full = prepare(g)
+    names = {s.name for s in select(full, options.stages)}
+    stages = [s for s in full if is_backward(s) and s.name in names]
+    if not stages:
+        return []
+    out: list[Frame] = [SectionFrame("Backward pass", BACKWARD_TEXT)]
+    note = reader_text("The gradient of the loss, by the backward rule of this step:")
+    for stage in stages:
+        if stage.kind in ("loss", "position_losses"):  # its equation and its table
+            row = min(options.token, stage.shape[0] - 1)
+            equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
+                             for ln in equation_lines(stage))
+            out.append(StageFrame(title=title(stage), items=(Item(
+                stage=stage, token=row, equation=equation, lines=(),
+                table=_table(stage, row, options)),)))
+        elif stage.shape != (1, 1) or stage.name != "grad.loss":  # not dL/dL = 1
+            out.extend(_gradient_frames(stage, options, note))
+    return out
+
+
+def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFrame]:
+    """A gradient's table (split by columns when too wide) under ``note``, titled by
+    where it sits; a weight's gradient has no highlighted row (its rows are the
+    weight's, not token positions)."""
+    row = min(options.token, stage.shape[0] - 1)
+    table = _table(stage, row, options)
+    if stage.kind == "weight_gradient":
+        table = replace(stage_table(stage, decimals=options.decimals, caption=caption(stage),
+                                    label=f"tab:{stage.name}"), legend=table.legend)
+    slices = _column_slices(table, GRADIENT_WIDTH)
+    out = []
+    for a, b in slices:
+        item = Item(stage=stage, token=row, equation=(), lines=(),
+                    table=_columns(table, a, b) if len(slices) > 1 else table,
+                    columns=(a, b) if len(slices) > 1 else None)
+        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
+                              said=note, row=True))
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
 #: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
@@ -384,9 +454,11 @@ def row_widths(row: list[Item]) -> list[float]:
     """The widths in em of a row's tables' columns (minipages): each table's estimate,
     scaled down to share the frame's width when the estimates together exceed it (the
     row was packed by :data:`TABLE_FIT` of them, so each keeps at least that); one
-    table with its heading beside it gets the rest of the line."""
-    if heading_beside(row):
-        return [min(table_width(row[0].table), measure.TEXT_WIDTH - HEADING - GUTTER)]
+    table gets the frame's width, or the rest of the line beside its heading."""
+    if heading_beside(row):  # the rest of the line: an estimate too short never overflows
+        return [measure.TEXT_WIDTH - HEADING - GUTTER]
+    if len(row) == 1:
+        return [measure.TEXT_WIDTH]
     widths = [table_width(i.table) for i in row]
     room = measure.TEXT_WIDTH - GUTTER * (len(row) - 1)
     scale = min(1.0, room / sum(widths))
@@ -396,8 +468,9 @@ def row_widths(row: list[Item]) -> list[float]:
 def heading_beside(row: list[Item]) -> bool:
     """Whether a row of tables is one table with room for its heading at its left
     (else the headings go above the tables)."""
-    return len(row) == 1 and (TABLE_FIT * table_width(row[0].table) + HEADING + GUTTER
-                              <= measure.TEXT_WIDTH)
+    wider = GRADIENT_WIDTH if is_backward(row[0].stage) else 1.0
+    return len(row) == 1 and (TABLE_FIT * wider * table_width(row[0].table) + HEADING
+                              + GUTTER <= measure.TEXT_WIDTH)
 
 
 def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
@@ -618,9 +691,11 @@ def reader_text(text: str) -> str:
     return "".join(out)
 
 
-def _column_slices(table: Table) -> list[tuple[int, int]]:
-    """Column ranges of a table, each as wide as fits the frame (at least one column)."""
-    widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells])
+def _column_slices(table: Table, scale: float = 1.0) -> list[tuple[int, int]]:
+    """Column ranges of a table, each as wide as fits the frame (at least one column);
+    ``scale``: the columns' estimates taken that much wider."""
+    widths = [scale * measure.column_width(table.col_labels[j],
+                                           [row[j].latex for row in table.cells])
               for j in range(len(table.col_labels))]
     labels = measure.label_columns_width([t for _, t in table.row_labels])
     slices, start, used = [], 0, labels
