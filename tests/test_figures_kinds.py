@@ -116,7 +116,8 @@ def _check_learned(h: HeatMap, example) -> None:
 
 
 def _check_rope(r: Rotations, g, base: float) -> None:
-    """RoPE's angles m*theta_i, theta_i = base^(-2i/d_k), evaluated with mpmath."""
+    """RoPE's angles p*theta_c, theta_c = base^(-2c/d_k), evaluated with mpmath, and each
+    drawn key pair turned by its angle."""
     assert isinstance(r, Rotations)
     d_k = next(s for s in g if s.kind == "Q").shape[1]
     assert len(r.pairs) == d_k // 2
@@ -129,7 +130,13 @@ def _check_rope(r: Rotations, g, base: float) -> None:
             c, s = r.points[i][m]
             assert abs(float(c) - float(mpmath.cos(angle))) < 1e-5
             assert abs(float(s) - float(mpmath.sin(angle))) < 1e-5
-    assert "RoPE" in r.caption and "rotated" in r.caption
+            # the solid arrow is the dashed one turned by the angle (the keys' own pairs)
+            (x0, y0), (x1, y1) = r.before[i][m], r.after[i][m]
+            cos, sin = float(mpmath.cos(angle)), float(mpmath.sin(angle))
+            assert abs(float(x1) - (cos * float(x0) - sin * float(y0))) < 1e-4
+            assert abs(float(y1) - (sin * float(x0) + cos * float(y0))) < 1e-4
+    assert len(r.before[0]) == len(r.tokens) and any(x or y for x, y in r.before[0])
+    assert "RoPE" in r.caption and "rotated" in r.caption and "$p" in r.caption
 
 
 @pytest.mark.parametrize("base", ["100", "7/2"])
@@ -369,19 +376,24 @@ def _word_heights(pdf: Path, page: int) -> list[tuple[float, float, str]]:
 @pytest.mark.parametrize("path", [None, EXAMPLES / "llama_style.toml"],
                          ids=["builtin", "llama_style"])
 def test_slide_figures_are_legible(tmp_path, path):
-    """Every text word of every figure frame is at least as tall as 9 pt text in the
+    """Every text word of every figure frame (the block diagram's too) is at least as tall
+    as 9 pt text in the
     same font (a reference word on a frame of its own), outside the footline; the
     frames compile unscaled and without an overfull box.  (Numbers are set in the math
     font, whose heights pdftotext measures on another scale: the TikZ source test above
     checks their size switch.)"""
     import subprocess
 
+    from symformer.figures import diagram
     from symformer.slides.beamer import document
-    from symformer.slides.deck import FigureFrame
+    from symformer.slides.deck import DiagramFrame, FigureFrame
     from symformer.slides.deck import Options as SlideOptions
 
     g = derive(load_example(path))
-    frames = [FigureFrame(figure=f) for f in figures(g, Options())]
+    whole = diagram.plan(g.example, g, g.causal)
+    frames = [DiagramFrame(p) for p in diagram.parts(whole, diagram.SLIDES,
+                                                      diagram.SLIDES_LAYOUT)]
+    frames += [FigureFrame(figure=f) for f in figures(g, Options())]
     reference = "\\begin{frame}{Reference}\\fontsize{9}{11}\\selectfont Xyzzyx\\end{frame}\n"
     text = document(g, SlideOptions(), frames).replace("\\end{document}",
                                                        reference + "\\end{document}")
@@ -391,7 +403,7 @@ def test_slide_figures_are_legible(tmp_path, path):
     assert done.returncode == 0, done.stdout[-2000:]
     assert "Overfull" not in (tmp_path / "s.log").read_text(errors="replace")
     pdf = tmp_path / "s.pdf"
-    pages = len(frames) + 2
+    pages = len(frames) + 2  # the title, the diagram and the figures, the reference
     (nine,) = [h for h, _, w in _word_heights(pdf, pages) if w == "Xyzzyx"]
     for page in range(2, pages):
         words = [(h, w) for h, top, w in _word_heights(pdf, page)

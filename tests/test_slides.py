@@ -342,3 +342,55 @@ def test_slides_out_that_is_a_file_or_unwritable(tmp_path, capsys):
         assert list(locked.iterdir()) == []
     finally:
         locked.chmod(0o700)
+
+
+def test_the_deck_starts_with_the_block_diagram():
+    """The first frame after the title is the architecture's block diagram; an
+    encoder-decoder too wide for one frame has one per side, each before the stages."""
+    from symformer.slides.deck import DiagramFrame
+
+    for name, sides in ((None, [None]), ("encoder_decoder", ["encoder", "decoder"])):
+        deck = frames(derive(load_example(name)), Options(token=1))
+        kinds = [isinstance(f, DiagramFrame) for f in deck]
+        first = kinds.index(False)
+        assert not any(kinds[first:]) and first == len(sides)
+        assert [f.diagram.extra.get("part") for f in deck[:first]] == sides
+
+
+def test_general_equations_are_display_style_and_brackets_stay_whole():
+    """A general equation is set in display style (limits under a sum, full fractions);
+    a plain bracket of a worked line is one group TeX cannot break inside, where it fits;
+    titles are never hyphenated; "causal mask" joins the title's own parenthesis."""
+    from symformer.slides.beamer import _with_mask
+    from symformer.slides.deck import _kept
+
+    g = derive(load_example("llama_style"))
+    tex = slides_files(g, Options(token=1, stages=("layer1.ffn.gate_activation",)))[
+        "slides.tex"]
+    assert "$\\displaystyle {}= \\frac{" in tex and "\\textstyle" not in tex
+    assert "\\hyphenpenalty=10000" in tex
+    assert _kept(r"= \frac{1}{4} \left((5.557 - 3.587)^{2} + 1\right)", 30) == \
+        r"= \frac{1}{4} \left({(5.557 - 3.587)}^{2} + 1\right)"
+    assert _kept(r"(1 + 2 + 3)", 0.5) == r"(1 + 2 + 3)"  # too wide: TeX may break it
+    assert _with_mask("A model (RMSNorm, GQA)", True) == "A model (RMSNorm, GQA; causal mask)"
+    assert _with_mask("A model", True) == "A model (causal mask)"
+
+
+def test_a_deck_with_a_loss_ends_with_its_backward_section():
+    """The built-in example has a [loss]: after the forward stages a Backward section
+    opens, then the loss and every gradient's table (dL/dL = 1 left out); without a loss,
+    or with ``backward=False``, there is none."""
+    from symformer.slides.deck import SectionFrame
+
+    g = derive(load_example())
+    deck = frames(g, Options(token=1))
+    (k,) = [i for i, f in enumerate(deck) if isinstance(f, SectionFrame)]
+    assert deck[k].title == "Backward pass"
+    after = [f for f in deck[k + 1:] if isinstance(f, StageFrame)]
+    names = [f.stage.name for f in after]
+    assert names[0] == "loss" and "grad.loss" not in names
+    assert "grad.output" in names and "grad.layer1.head1.W_Q" in names
+    assert all(f.stage.name in ("loss",) or f.stage.name.startswith("grad.") for f in after)
+    assert not any(isinstance(f, SectionFrame) for f in frames(g, Options(backward=False)))
+    gpt2 = derive(load_example("gpt2_style"))
+    assert not any(isinstance(f, SectionFrame) for f in frames(gpt2, Options(token=1)))

@@ -86,12 +86,13 @@ def shape(example: Example) -> Shape:
     """The counts of ``example``, from its shapes alone (nothing is derived)."""
     n, d = len(example.tokens), example.d_model
     forward = estimated_work(example)
-    formulas, entries, cells, figures = forward, 3 * n * d, 0, 1
+    # figures: the positional encoding's and the block diagram
+    formulas, entries, cells, figures = forward, 3 * n * d, 0, 2
     if example.attention is not None:  # given Q, K, V: one head's stages
         m = example.attention.K.rows
         formulas += n * m * m
         entries += m * (d + example.attention.V.cols) + 4 * n * m
-        cells, figures = n * m, 2
+        cells, figures = n * m, 3
     for layer in example.layers:
         heads = len(layer.heads)
         formulas += heads * n ** 3 + 2 * n * d * d

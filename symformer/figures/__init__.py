@@ -1,7 +1,9 @@
 """Figures of a derivation: attention maps, positional encoding, LayerNorm, probabilities.
 
 :func:`figure_files` gives the files to write for one output format: TikZ/PGFPlots
-(``NAME.tex`` per figure and a ``main.tex`` that compiles with pdflatex) or
+(``NAME.tex`` per figure, the block diagram of the architecture
+:mod:`symformer.figures.diagram` among them, and a ``main.tex`` that compiles with
+pdflatex) or
 matplotlib's SVG, PNG and PDF.  Every value written or plotted is a certified value
 of the derivation (:mod:`symformer.figures.data`).
 """
@@ -19,11 +21,13 @@ __all__ = ["FORMATS", "Figure", "Options", "figure_files", "figures", "label"]
 
 
 def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
-                 progress: Callable[[int, int, str], None] | None = None
-                 ) -> dict[str, str | bytes]:
+                 progress: Callable[[int, int, str], None] | None = None,
+                 diagram: bool = True) -> dict[str, str | bytes]:
     """The files of every figure in format ``fmt``, by relative path.
 
-    ``progress(k, total, name)`` is called before each figure is drawn.
+    ``progress(k, total, name)`` is called before each figure is drawn.  ``diagram``:
+    the block diagram too (the exported notes start with it already); in SVG, PNG and
+    PDF it is compiled from its TikZ with pdflatex, and left out without pdflatex.
     """
     if fmt not in FORMATS:
         from symformer.errors import InputError
@@ -42,8 +46,19 @@ def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
             from symformer.figures import mpl
 
             files[f"{figure.name}.{fmt}"] = mpl.render(figure, fmt)
+    if fmt != "tikz" and diagram:  # the block diagram first, compiled from its TikZ
+        from symformer.figures import diagram as block
+
+        drawn = block.compiled(g, fmt)
+        if drawn is not None:
+            files = {f"{block.NAME}.{fmt}": drawn, **files}
     if fmt == "tikz":
+        from symformer.figures import diagram as block
         from symformer.figures import tikz
 
-        files["main.tex"] = tikz.document([f.name for f in chosen])
+        names = [f.name for f in chosen]
+        if diagram:  # the block diagram first: the architecture before its numbers
+            files[f"{block.NAME}.tex"] = block.figure_latex(g)
+            names.insert(0, block.NAME)
+        files["main.tex"] = tikz.document(names)
     return files

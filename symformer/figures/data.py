@@ -17,8 +17,9 @@ import numpy as np
 
 from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import Rounded, Undecided
-from symformer.latex.escape import latex_text, short_name
+from symformer.escape import latex_text, short_name
 from symformer.notation import ROPE_PAIR, ROPE_POSITION
+from symformer.notation import symbol as notation_symbol
 from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.positional import sinusoidal_base
 from symformer.ops.rope import RoPE
@@ -26,6 +27,10 @@ from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
 POSITION_DIGITS = 6
+#: One colour per token position in RoPE's figure: Okabe and Ito's palette (told apart
+#: with every common colour-vision deficiency), black first.
+POSITION_COLOURS = ((0, 0, 0), (230, 159, 0), (86, 180, 233), (0, 158, 115),
+                    (213, 94, 0), (0, 114, 178), (204, 121, 167), (240, 228, 66))
 
 
 @dataclass(frozen=True)
@@ -71,33 +76,50 @@ class Curves:
 
 @dataclass(frozen=True)
 class Rotations:
-    """RoPE: each pair of a head's query/key dimensions turned by the angle m*theta_i.
+    """RoPE: each pair c of a head's key (or query) dimensions turned by the angle
+    p*theta_c at position p (the notes' symbols).
 
-    One panel per pair i: the unit circle, and for each position m the point at angle
-    m*theta_i (where the pair (1, 0) goes), labelled with the angle.
+    One panel per pair c: for each position p, the pair of the key of the token there
+    before RoPE (dashed) and after (solid, the rotated key: the notes' table), drawn as
+    arrows from the origin in one colour per position, on a circle as large as the
+    longest of them; the angles p*theta_c are listed under it.  ``points`` are the
+    (cos, sin) of the angles (where the pair (1, 0) goes).
     """
 
     name: str
     caption: str  # LaTeX
     title: str  # the same in plain text (SVG <title>, PNG metadata)
-    tokens: tuple[str, ...]  # one label per position m
-    pairs: tuple[str, ...]  # panel titles (LaTeX math): pair i, its dimensions, theta_i
+    tokens: tuple[str, ...]  # one label per position p
+    pairs: tuple[str, ...]  # panel titles (LaTeX math): pair c, its dimensions, theta_c
     #: [pair][position]: (cos, sin) of the angle, certified to POSITION_DIGITS
     points: tuple[tuple[tuple[Fraction, Fraction], ...], ...]
     texts: tuple[tuple[str, ...], ...]  # [pair][position]: the angle, certified decimals
+    #: [pair][position]: the pair before and after the rotation (certified, the stages')
+    before: tuple[tuple[tuple[Fraction, Fraction], ...], ...] = ()
+    after: tuple[tuple[tuple[Fraction, Fraction], ...], ...] = ()
+    #: the symbols (LaTeX, plain) of the vector before and after: ``k``, ``\tilde{k}``
+    symbols: tuple[str, str, str, str] = ("k", r"\tilde{k}", "k", "k̃")
 
-    def labels(self, pair: int, apart: bool) -> tuple[list[str], str]:
-        """Pair ``pair``'s labels: one per point (``p = 2: 2.00``) when the points are
-        ``apart``, else none and one line listing the angles."""
+    def labels(self, pair: int, apart: bool = False) -> tuple[list[str], str]:
+        """Pair ``pair``'s angles: one line listing them (``p = 0–3: 0.00, 1.00, ...``);
+        ``apart``: one label per position instead (``p = 2: 2.00``)."""
         texts, p = self.texts[pair], ROPE_POSITION.text
         if apart:
             return [f"{p} = {m}: {t}" for m, t in enumerate(texts)], ""
-        return [], f"{p} = 0–{len(texts) - 1}: " + ", ".join(texts)
+        return [], f"angles {p}θ, {p} = 0–{len(texts) - 1}: " + ", ".join(texts)
 
-    def note(self) -> str:
-        """The line under the figure: which token is at which position p."""
-        return (f"positions {ROPE_POSITION.text}: " + ", ".join(self.tokens)
-                + "; angles in radians")
+    def note(self, latex: bool = False) -> str:
+        """The line under the figure: which token is at which position p, and what the
+        arrows are (LaTeX with ``latex``, the positions' words escaped)."""
+        from symformer.escape import latex_text
+
+        p = ROPE_POSITION
+        if latex:
+            words = ", ".join(latex_text(t) for t in self.tokens)
+            return (f"positions ${p.latex}$: {words}; dashed: ${self.symbols[0]}$ before "
+                    f"RoPE, solid: the rotated ${self.symbols[1]}$; angles in radians")
+        return (f"positions {p.text}: {', '.join(self.tokens)}; dashed: {self.symbols[2]} "
+                f"before RoPE, solid: the rotated {self.symbols[3]}; angles in radians")
 
 
 @dataclass(frozen=True)
@@ -284,7 +306,8 @@ def positional_figure(g: Derivation, stage: Stage, options: Options) -> list[Fig
         return [positional_curves(stage, options)]
     if kind == "rope" and stage.side == "encoder":
         rope = next((s for s in g if isinstance(s.op, RoPE)), None)
-        return [rope_rotations(rope, stage, options)] if rope is not None else []
+        return [rope_rotations(rope, stage, options, g[rope.inputs[0]])] \
+            if rope is not None else []
     return []
 
 
@@ -351,14 +374,17 @@ def learned_map(stage: Stage, options: Options) -> HeatMap:
                    row_title="position $p$", col_title="dimension")
 
 
-def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
-    """RoPE's rotation of one head's query/key pairs: pair i at position m is turned by
-    m*theta_i, theta_i = base^(-2i/d_k); the points are the exact cos and sin, rounded
-    (certified), the angles written are certified decimals."""
+def rope_rotations(rope: Stage, stage: Stage, options: Options,
+                   source: Stage | None = None) -> Rotations:
+    """RoPE's rotation of one head's key (or query) pairs: pair c at position p is turned
+    by p*theta_c, theta_c = base^(-2c/d_k); the angles written are certified decimals,
+    the points their exact cos and sin rounded (certified), and the arrows the stage
+    ``source`` (the keys before RoPE) and ``rope`` (after), rounded (certified)."""
     from flint import arb, fmpq
 
     from symformer.engine.arbmath import rational_ball
     from symformer.engine.rounding import certified_rounding
+    from symformer.notation import notation
 
     op = rope.op
     base = Fraction(int(op.base.p), int(op.base.q)) if hasattr(op.base, "p") \
@@ -387,21 +413,35 @@ def rope_rotations(rope: Stage, stage: Stage, options: Options) -> Rotations:
         texts.append(tuple(row_texts))
         theta = "1" if i == 0 else f"{b}^{{-{2 * i}/{d}}}"
         pairs.append(f"pair {i}: dimensions {first}, {second}; $\\theta_{{{i}}} = {theta}$")
-    p, c = ROPE_POSITION, ROPE_PAIR  # the notes' letters (their equations' p and c)
+    before: list = []
+    after: list = []
+    symbols = ("k", r"\tilde{k}", "k", "k̃")
+    if source is not None:
+        old = [[_value(r) for r in row] for row in source.rounded(significant=POSITION_DIGITS)]
+        new = [[_value(r) for r in row] for row in rope.rounded(significant=POSITION_DIGITS)]
+        before = [tuple((row[a], row[b_]) for row in old) for a, b_ in op.pairs]
+        after = [tuple((row[a], row[b_]) for row in new) for a, b_ in op.pairs]
+        was, now = notation(source), notation(rope)
+        symbols = (was.latex, now.latex, was.text, now.text)
+    what = "query" if rope.kind.startswith("Q") else "key"
+    p, c = ROPE_POSITION.latex, ROPE_PAIR.latex  # the notes' letters (their equations')
+    pt, ct = ROPE_POSITION.text, ROPE_PAIR.text
     caption = (f"What RoPE does: in every head the query and key dimensions are taken in "
-               f"pairs, and pair ${c.latex}$ of the token at position ${p.latex}$ is rotated "
-               f"by the angle ${p.latex}\\theta_{{{c.latex}}}$, $\\theta_{{{c.latex}}} = "
-               f"{b}^{{-2{c.latex}/{d}}}$ ($d_k = {d}$). Each dot is where "
-               "the pair $(1, 0)$ goes, labelled with its angle in radians; the positional "
-               "table itself is zero.")
-    title = (f"What RoPE does: pair {c.text} of a query or key at position {p.text} is "
-             f"rotated by the angle {p.text}·θ_{c.text}, θ_{c.text} = "
-             f"{_number_latex(base)}^(-2{c.text}/{d}); each dot is where the "
-             "pair (1, 0) goes, labelled with its angle in radians.")
+               f"pairs, and pair ${c}$ of the token at position ${p}$ is rotated by the angle "
+               f"${p}\\theta_{{{c}}}$, $\\theta_{{{c}}} = {b}^{{-2{c}/{d}}}$ ($d_k = {d}$). "
+               f"Drawn: pair ${c}$ of each token\u2019s {what} ${symbols[0]}$ before the "
+               f"rotation (dashed) and after it, ${symbols[1]}$ (solid, one colour per "
+               f"position), so each solid arrow is its dashed one turned by "
+               f"${p}\\theta_{{{c}}}$ radians (listed under the circle); the positional table "
+               "itself is zero.")
+    title = (f"What RoPE does: pair {ct} of a query or key at position {pt} is rotated by "
+             f"the angle {pt}·θ_{ct}, θ_{ct} = {_number_latex(base)}^(-2{ct}/{d}); drawn: "
+             f"each token's {what} {symbols[2]} (dashed) and the rotated {symbols[3]} (solid).")
     start = op.start
     return Rotations(name=_slug(stage.name), caption=caption, title=title,
                      tokens=tuple(token_label(t, start + m) for m, t in enumerate(rope.rows)),
-                     pairs=tuple(pairs), points=tuple(points), texts=tuple(texts))
+                     pairs=tuple(pairs), points=tuple(points), texts=tuple(texts),
+                     before=tuple(before), after=tuple(after), symbols=symbols)
 
 
 def _rate(base: Fraction, two_i: int, d: int) -> str:
@@ -437,7 +477,7 @@ def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
     for legend, s in (("input", source), ("output", stage)):
         fine = s.rounded(significant=POSITION_DIGITS)[i]
         texts = s.values(decimals=options.decimals)[i]
-        symbol = s.op.symbol
+        symbol = notation_symbol(s)  # the second sub-layer's r′ and y′, as the notes
         letters.append((symbol.latex, symbol.text))
         series.append((f"{legend} ${symbol.latex}$", f"{legend} {symbol.text}",
                        tuple(_value(r) for r in fine), tuple(texts)))

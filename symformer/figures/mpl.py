@@ -33,6 +33,7 @@ from symformer.colors import (
 )
 from symformer.figures.data import (
     LABEL_MODES,
+    POSITION_COLOURS,
     Bars,
     Curves,
     Figure,
@@ -44,7 +45,7 @@ from symformer.figures.data import (
     pe_curve,
     positions_key,
 )
-from symformer.figures.layout import bar_labels, spread, text_width
+from symformer.figures.layout import bar_labels, text_width
 
 DPI = 200
 #: Text sizes in points: tick labels, values and legends; axis titles and panel titles.
@@ -53,6 +54,9 @@ NORMAL = 11
 #: The widest figure, in inches (16 cm: a slide's or an A4 page's text width).
 MAX_WIDTH = 6.3
 MINUS = "\u2212"
+#: The mathematics of PNG and PDF figures: Computer Modern (italic letters), as in the
+#: notes and slides.
+MATH_CM = {"mathtext.fontset": "cm"}
 STYLE = {
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans"],
@@ -78,7 +82,9 @@ def render(figure: Figure, fmt: str) -> bytes:
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    with matplotlib.rc_context(STYLE):
+    # PNG and PDF set their mathematics in Computer Modern, italic letters as in the
+    # LaTeX documents; SVG keeps DejaVu Sans, whose text a browser can draw as text
+    with matplotlib.rc_context(STYLE if fmt == "svg" else {**STYLE, **MATH_CM}):
         fig = draw(plt, figure)
         buffer = io.BytesIO()
         metadata = {"svg": {"Date": None},
@@ -264,31 +270,44 @@ def curves(plt, c: Curves):
 
 
 def rotations(plt, r: Rotations):
-    """RoPE: per pair, the unit circle and where position m turns the pair (1, 0)."""
-    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 2), 2.9)
+    """RoPE: per pair c, each token's key pair before the rotation (dashed) and after it
+    (solid), arrows from the origin in one colour per position p, on a circle as large
+    as the longest; the angles listed under it."""
+    fig, axes = _panels(plt, len(r.pairs), min(len(r.pairs), 2), 3.1)
     for pair, ax in enumerate(axes):
         t = [k / 200 * 2 * math.pi for k in range(201)]
         ax.plot([math.cos(a) for a in t], [math.sin(a) for a in t], color="#bbbbbb",
                 linewidth=1)
         ax.plot([-1, 1], [0, 0], color="#dddddd", linewidth=0.6)
         ax.plot([0, 0], [-1, 1], color="#dddddd", linewidth=0.6)
-        labels, listed = r.labels(pair, spread(r.points[pair]))
-        for m, (c, s) in enumerate(r.points[pair]):
-            x, y = float(c), float(s)
-            ax.plot([0, x], [0, y], color=_rgb(LINE), linewidth=1.2)
-            ax.plot([x], [y], "o", color=_rgb(MARK), markersize=5, zorder=3)
-            if labels:  # outside the circle, on the side the point faces
-                ax.text(1.1 * x, 1.1 * y, number(labels[m]), fontsize=SMALL,
-                        ha="left" if x > 0.3 else "right" if x < -0.3 else "center",
-                        va="bottom" if y > 0.3 else "top" if y < -0.3 else "center")
-        if listed:
-            ax.text(0, -1.15, number(listed), ha="center", va="top", fontsize=SMALL)
+        if r.before:
+            longest = max(math.hypot(float(x), float(y)) for x, y in r.before[pair]) or 1.0
+            for m, ((x0, y0), (x1, y1)) in enumerate(zip(r.before[pair], r.after[pair])):
+                ink = _rgb(POSITION_COLOURS[m % len(POSITION_COLOURS)])
+                for (x, y), style, width in (((x0, y0), "--", 1.0), ((x1, y1), "-", 2.2)):
+                    x, y = float(x) / longest, float(y) / longest
+                    ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=dict(
+                        arrowstyle="-|>", color=ink, linestyle=style, linewidth=width,
+                        shrinkA=0, shrinkB=0))
+                x, y = float(x1) / longest, float(y1) / longest
+                ax.text(x * 1.12, y * 1.12 if abs(y) > 0.05 else y + 0.08, str(m),
+                        fontsize=SMALL, ha="left" if x > 0.3 else "right" if x < -0.3
+                        else "center", va="bottom" if y > 0.3 else "top" if y < -0.3
+                        else "center")
+        else:
+            for c, s in r.points[pair]:
+                ax.plot([0, float(c)], [0, float(s)], color=_rgb(LINE), linewidth=1.2)
+        angles = ", ".join(number(t) for t in r.texts[pair])
+        ax.text(0, -1.18, f"angles $p\\theta_{{{pair}}}$, $p = 0, \\ldots, "
+                f"{len(r.texts[pair]) - 1}$: {angles}", ha="center", va="top", fontsize=SMALL)
         ax.set_title(r.pairs[pair], fontsize=SMALL)
         ax.set_aspect("equal")
         ax.set_xlim(-2.2, 2.2)
-        ax.set_ylim(-1.45, 1.45)
+        ax.set_ylim(-1.5, 1.45)
         ax.axis("off")
-    fig.supxlabel(plain(r.note()), fontsize=SMALL)
+    fig.supxlabel(plain("positions p: " + ", ".join(r.tokens)) + f"\ndashed: ${r.symbols[0]}$ "
+                  f"before RoPE, solid: the rotated ${r.symbols[1]}$; angles in radians",
+                  fontsize=SMALL)
     fig.tight_layout()
     return fig
 

@@ -27,8 +27,10 @@ from symformer.colors import (
     sequential,
     text_colour,
 )
+from symformer.escape import latex_text
 from symformer.figures.data import (
     LABEL_MODES,
+    POSITION_COLOURS,
     Bars,
     Curves,
     Figure,
@@ -41,9 +43,7 @@ from symformer.figures.data import (
     pe_curve,
     positions_key,
 )
-from symformer.figures.layout import LINE_EM, bar_labels, spread
-from symformer.latex.escape import latex_text
-from symformer.notation import ROPE_POSITION
+from symformer.figures.layout import LINE_EM, bar_labels
 
 #: What a document needs to typeset the figures.
 PREAMBLE = r"""\usepackage{tikz}
@@ -269,25 +269,30 @@ def curves(c: Curves, canvas: Canvas = NOTES) -> str:
 
 
 def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
-    """RoPE: per pair, the unit circle and, for each position m, where the angle m*theta_i
-    takes the pair (1, 0), labelled with m and the certified angle.  The circles are
-    as large as the canvas allows (at most 1.6 cm), as many side by side as fit."""
+    """RoPE: per pair c, each token's key pair before the rotation (dashed) and after
+    it (solid), arrows from the origin in one colour per position p, on a circle as
+    large as the longest of them (it is the same length after the rotation), each
+    solid arrow's tip labelled with its position; the angles listed under the circle.
+    The circles are as large as the canvas allows (at most 1.8 cm)."""
     n = len(r.pairs)
-    longest = max(_width(f"{ROPE_POSITION.text} = {len(row)}: {t}", canvas)
-                  for row in r.texts for t in row)
+    listing = max(_width(r.labels(k)[1], canvas) for k in range(n)) / 2
     best = (0.0, 1)
     for per_row in range(n, 0, -1):
         rows = -(-n // per_row)
-        radius = min(1.6, (canvas.width / per_row - 2 * longest - 0.4) / 2,
-                     (canvas.height - 0.8) / rows / 2 - 0.9)
+        radius = min(1.8, (canvas.width / per_row - 1.2) / 2,
+                     (canvas.height - 1.2) / rows / 2 - 1.0)
         best = max(best, (radius, per_row))
     radius, per_row = max(best[0], 0.6), best[1]
-    panel_w, panel_h = 2 * (radius + longest) + 0.4, 2 * radius + 1.8
-    lines = [f"\\begin{{tikzpicture}}[font={canvas.font}]"]
+    panel_w = max(2 * radius + 1.4, 2 * listing + 0.6)
+    panel_h = 2 * radius + 2.2
+    lines = [f"\\begin{{tikzpicture}}[font={canvas.font}, >=stealth]"]
     for k, title in enumerate(r.pairs):
         row, col = divmod(k, per_row)
         cx, cy = col * panel_w, -row * panel_h
         at = f"({number(cx)},{number(cy)})"
+        vectors = r.before[k] if r.before else ()
+        longest = max([float(x) ** 2 + float(y) ** 2 for x, y in vectors] + [0.0]) ** 0.5
+        scale = radius / longest if longest > 0 else radius
         lines.append(f"\\draw[gray!40] ({number(cx - radius)},{number(cy)}) -- "
                      f"({number(cx + radius)},{number(cy)});")
         lines.append(f"\\draw[gray!40] ({number(cx)},{number(cy - radius)}) -- "
@@ -295,33 +300,34 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
         lines.append(f"\\draw[gray!70] {at} circle ({number(radius)});")
         lines.append(f"\\node[anchor=south] at ({number(cx)},{number(cy + radius + 0.3)}) "
                      f"{{{title}}};")
-        labels, listed = r.labels(k, spread(r.points[k]))
-        for m, (c, s) in enumerate(r.points[k]):
-            x, y = cx + radius * float(c), cy + radius * float(s)
-            lines.append(f"\\draw[color={colour(LINE)}, thick] {at} -- "
-                         f"({number(x)},{number(y)});")
-            lines.append(f"\\fill[color={colour(MARK)}] ({number(x)},{number(y)}) "
-                         "circle (2pt);")
-            if labels:
-                lines.append(f"\\node[anchor={_anchor(float(c), float(s))}, inner sep=3pt] "
-                             f"at ({number(x)},{number(y)}) {{{_m(labels[m])}}};")
-        if listed:
-            lines.append(f"\\node[anchor=north] at ({number(cx)},{number(cy - radius - 0.1)})"
-                         f" {{{_m(listed)}}};")
+        if vectors:
+            for m, ((x0, y0), (x1, y1)) in enumerate(zip(r.before[k], r.after[k])):
+                ink = colour(POSITION_COLOURS[m % len(POSITION_COLOURS)])
+                a = (cx + scale * float(x0), cy + scale * float(y0))
+                b = (cx + scale * float(x1), cy + scale * float(y1))
+                lines.append(f"\\draw[->, dashed, color={ink}] {at} -- "
+                             f"({number(a[0])},{number(a[1])});")
+                lines.append(f"\\draw[->, very thick, color={ink}] {at} -- "
+                             f"({number(b[0])},{number(b[1])}) node[anchor="
+                             f"{_anchor(float(x1), float(y1))}, inner sep=2pt, text=black] "
+                             f"{{${m}$}};")
+        else:  # no stages given: where the pair (1, 0) goes
+            for c, s_ in r.points[k]:
+                x, y = cx + radius * float(c), cy + radius * float(s_)
+                lines.append(f"\\draw[color={colour(LINE)}, thick] {at} -- "
+                             f"({number(x)},{number(y)});")
+        angles = ", ".join(f"${t}$" for t in r.texts[k])
+        lines.append(f"\\node[anchor=north] at ({number(cx)},{number(cy - radius - 0.25)})"
+                     f" {{angles $p\\theta_{{{k}}}$, $p = 0, \\dots, {len(r.texts[k]) - 1}$: "
+                     f"{angles}}};")
     rows = -(-n // per_row)
-    bottom = -(rows - 1) * panel_h - radius - 0.6
+    bottom = -(rows - 1) * panel_h - radius - 0.9
     middle = (min(n, per_row) - 1) * panel_w / 2
-    p = ROPE_POSITION
-    note = latex_text(r.note()).replace(f"positions {p.text}:", f"positions ${p.latex}$:", 1)
-    lines.append(f"\\node[anchor=north] at ({number(middle)},{number(bottom)}) {{{note}}};")
+    note = r.note(latex=True).replace("; dashed", NEWLINE + "dashed", 1)
+    lines.append(f"\\node[anchor=north, align=center] at ({number(middle)},{number(bottom)}) "
+                 f"{{{note}}};")
     lines.append("\\end{tikzpicture}")
     return "\n".join(lines) + "\n"
-
-
-def _m(text: str) -> str:
-    """A RoPE label in LaTeX, the position p in italics: ``$p$ = 2: 2.00``."""
-    p = ROPE_POSITION
-    return latex_text(text).replace(f"{p.text} =", f"${p.latex}$ =", 1)
 
 
 #: A line break inside a TikZ node or a PGFPlots title.

@@ -427,6 +427,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[a4paper,margin=2.2cm]{geometry}
 %(packages)s
 \usepackage{float}
+\usepackage{tikz}
 \floatplacement{table}{H}
 \usepackage[position=top,skip=6pt,font=small]{caption}
 \setlength{\intextsep}{8pt plus 2pt minus 2pt}
@@ -485,9 +486,12 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
             files[path] = text
             body.append(f"\\input{{{path}}}")
     title = latex_text(g.example.title, breaks=True) + (" (causal mask)" if g.causal else "")
+    from symformer.figures.diagram import figure_latex  # the block diagram opens the notes
+
     main = (PREAMBLE % {"packages": packages} + STEP_MACROS
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
-            + "\\begin{document}\n\\maketitle\n\n" + "\n\n".join(body)
+            + "\\begin{document}\n\\maketitle\n\n" + figure_latex(g) + "\n"
+            + "\n\n".join(body)
             + "\n\n\\end{document}\n")
     files["main.tex"] = main
     return files

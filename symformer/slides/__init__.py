@@ -11,9 +11,19 @@ True
 from __future__ import annotations
 
 from symformer.engine import Derivation
-from symformer.slides.deck import STEPS, FigureFrame, Frame, Options, StageFrame, frames, page_count
+from symformer.slides.deck import (
+    STEPS,
+    DiagramFrame,
+    FigureFrame,
+    Frame,
+    Options,
+    StageFrame,
+    frames,
+    page_count,
+)
 
-__all__ = ["STEPS", "FigureFrame", "Frame", "Options", "StageFrame", "frames", "page_count",
+__all__ = ["STEPS", "DiagramFrame", "FigureFrame", "Frame", "Options", "StageFrame", "frames",
+           "page_count",
            "slides_files"]
 
 

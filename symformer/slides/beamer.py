@@ -22,10 +22,12 @@ from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
 from symformer.slides.deck import (
     HEADING,
+    DiagramFrame,
     FigureFrame,
     Frame,
     Item,
     Options,
+    SectionFrame,
     StageFrame,
     heading_beside,
     legend,
@@ -66,6 +68,8 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
   \setbeamertemplate{footline}{\usebeamerfont{page number in head/foot}\hspace*{1em}%%
     \usebeamertemplate*{frame footer}\hfill\insertframenumber\hspace*{1em}\vspace*{0.6em}}}
 \usefonttheme{serif}
+%% Frame titles are never hyphenated ("approx-imation"): broken between words, ragged.
+\addtobeamertemplate{frametitle}{\hyphenpenalty=10000\exhyphenpenalty=10000\raggedright}{}
 %% One title page for both themes (metropolis's own is a paper-high box, overfull).
 \setbeamertemplate{title page}{\vspace*{1.5em}%%
   {\usebeamerfont{title}\usebeamercolor[fg]{title}\inserttitle\par}\medskip
@@ -113,18 +117,52 @@ def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
     body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
     for frame in frames:
-        body.append(stage_frame(frame, options.decimals) if isinstance(frame, StageFrame)
-                    else figure_frame(frame))
+        if isinstance(frame, StageFrame):
+            body.append(stage_frame(frame, options.decimals))
+        elif isinstance(frame, DiagramFrame):
+            body.append(diagram_frame(frame))
+        elif isinstance(frame, SectionFrame):
+            body.append("\\setbeamertemplate{frame footer}{}\n"
+                        f"\\begin{{frame}}[t]{{{frame.title}}}\n{frame.text}\n\\end{{frame}}")
+        else:
+            body.append(figure_frame(frame))
     preamble = PREAMBLE % {"figures": tikz.PREAMBLE, "extension": _extension_unicode()}
     return preamble + title_page(g, options) + "\\begin{document}\n\n" + "\n\n".join(
         body) + "\n\n\\end{document}\n"
+
+
+def diagram_frame(frame: DiagramFrame) -> str:
+    """The block diagram (:mod:`symformer.figures.diagram`) on a plain frame of its own
+    (the diagram has the whole frame's height), titled in the frame title's font, set at
+    its natural size and centred, into the side margins if need be (never scaled)."""
+    from symformer.figures import diagram
+
+    side = frame.diagram.extra.get("part")
+    name = f"The {side}" if side else "The architecture"
+    return ("\\setbeamertemplate{frame footer}{}\n\\begin{frame}[plain,t]\n"
+            f"\\noindent{{\\usebeamerfont{{frametitle}}{name}\\par}}\\smallskip\\centering"
+            + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
+                      for size in ("small", "footnotesize", "scriptsize", "tiny"))
+            + "\\small\n\\makebox[\\textwidth][c]{%\n"
+            + diagram.draw(frame.diagram, diagram.SLIDES, diagram.SLIDES_LAYOUT) + "}\n"
+            + "\\end{frame}")
+
+
+def _with_mask(title: str, causal: bool) -> str:
+    """The title with ``causal mask`` said once, in its own parenthesis when it ends in
+    one: ``A model (RMSNorm, GQA; causal mask)``, never ``(GQA) (causal mask)``."""
+    if not causal or "causal" in title.lower():
+        return title
+    if title.endswith(")"):
+        return title[:-1] + "; causal mask)"
+    return title + " (causal mask)"
 
 
 def title_page(g: Derivation, options: Options) -> str:
     """The title page's fields: the example, the sentence, the token followed, how
     numbers are rounded."""
     tokens = g.example.tokens
-    title = latex_text(g.example.title) + (" (causal mask)" if g.causal else "")
+    title = latex_text(_with_mask(g.example.title, g.causal))
     sentence = " ".join(latex_text(t) for t in tokens)
     return (f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
             f"\\author{{The sentence: \u201c{sentence}\u201d}}\n"
@@ -142,6 +180,8 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
     first = frame.items[0]
     where = (f"token \u201c{latex_text(first.stage.rows[first.token])}\u201d, "
              f"position {row_position(frame)}; rounded to {plural(decimals, 'decimal')}")
+    if first.stage.kind == "weight_gradient":  # its rows are the weight's, not tokens
+        where = f"rounded to {plural(decimals, 'decimal')}"
     if first.columns is not None:
         a, b = first.columns
         where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else
@@ -180,8 +220,8 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
     out = []
     for e in item.equation:
         remark = f" \\quad ({reader_text(e.remark)})" if e.remark else ""
-        # in text style: a sum's limits beside it, a fraction one line high
-        out.append(f"\\symline{{{e.lhs}}}$\\textstyle {{}}= {e.rhs}$" + remark)
+        # in display style, as the notes set it: limits under a sum, full-size fractions
+        out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
     if item.note:
         out.append(f"\\par\\smallskip\\uncover<{numbers or results}->{{{item.note}}}")
     elif item.equation and item.lines:

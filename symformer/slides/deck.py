@@ -1,6 +1,7 @@
 """The plan of a slide deck: well-filled frames whose overlays add and never remove.
 
-The deck is a title frame, then the stages of the derivation in order.  A stage that is
+The deck is a title frame, the block diagram of the example's architecture
+(:mod:`symformer.figures.diagram`), then the stages of the derivation in order.  A stage that is
 worked shows on its frame
 
 1. its general equation (the operation's declared and proved index form, as in the
@@ -40,8 +41,11 @@ from dataclasses import dataclass, replace
 
 from symformer.codegen.backward import equation_lines
 from symformer.engine import Derivation, Stage
+from symformer.figures import diagram
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
+from symformer.figures.diagram import Diagram
+from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
@@ -83,6 +87,9 @@ class Options:
     decimals: int = 3
     stages: tuple[str, ...] | None = None
     full: bool = False
+    #: With a ``[loss]`` in the example: a Backward section after the forward pass (the
+    #: loss worked, then every gradient's table; the notes' Backward part works them).
+    backward: bool = True
 
 
 @dataclass(frozen=True)
@@ -197,7 +204,23 @@ class FigureFrame:
     title: str = ""  # LaTeX; empty: the figure's own title, up to its first colon
 
 
-Frame = StageFrame | FigureFrame
+@dataclass(frozen=True)
+class SectionFrame:
+    """A frame that opens a part of the deck: its title and a sentence (LaTeX)."""
+
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DiagramFrame:
+    """The block diagram of the example's architecture (or of one side of an
+    encoder-decoder, ``diagram.extra["part"]``) on a frame of its own."""
+
+    diagram: Diagram
+
+
+Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame
 
 
 def page_count(frames: list[Frame]) -> int:
@@ -214,7 +237,10 @@ def frames(g: Derivation, options: Options,
     drawn = figures(g, FigureOptions(token=options.token, decimals=options.decimals))
     after = _figures_after(chosen, drawn)
     worked: dict[tuple, Stage] = {}  # each equation worked so far -> its stage
-    out: list[Frame] = []
+    # the architecture first, as the notes open with it
+    whole = diagram.plan(g.example, g, g.causal)
+    out: list[Frame] = [DiagramFrame(part) for part in
+                        diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT)]
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
@@ -228,7 +254,65 @@ def frames(g: Derivation, options: Options,
             _add(out, frame)
         for figure in after.get(stage.name, ()):
             out.append(FigureFrame(figure, title(stage)))
+    if options.backward and g.example.loss is not None:
+        out.extend(backward_frames(g, options))
     return out
+
+
+#: What the Backward section's first frame says.
+BACKWARD_TEXT = (
+    "The loss $L$ of the forward pass, then its gradient at every step, from the output "
+    "back to the input, each by its operation's backward rule (the chain rule), shown "
+    "as its table, the token's row highlighted; the notes' Backward part works every "
+    "one of them.")
+#: A gradient table's columns (``\partial L/\partial u_{0}``) are wider than the
+#: estimate of them: their slices are planned this much wider.
+GRADIENT_WIDTH = 1.3
+
+
+def backward_frames(g: Derivation, options: Options) -> list[Frame]:
+    """The Backward section: a frame saying what it is, the loss (its equation and its
+    table), then each gradient's table on a frame of its own."""
+    from symformer.latex.backward import prepare
+
+    full = prepare(g)
+    names = {s.name for s in select(full, options.stages)}
+    stages = [s for s in full if is_backward(s) and s.name in names]
+    if not stages:
+        return []
+    out: list[Frame] = [SectionFrame("Backward pass", BACKWARD_TEXT)]
+    note = reader_text("The gradient of the loss, by the backward rule of this step:")
+    for stage in stages:
+        if stage.kind in ("loss", "position_losses"):  # its equation and its table
+            row = min(options.token, stage.shape[0] - 1)
+            equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
+                             for ln in equation_lines(stage))
+            out.append(StageFrame(title=title(stage), items=(Item(
+                stage=stage, token=row, equation=equation, lines=(),
+                table=_table(stage, row, options)),)))
+        elif stage.shape != (1, 1) or stage.name != "grad.loss":  # not dL/dL = 1
+            out.extend(_gradient_frames(stage, options, note))
+    return out
+
+
+def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFrame]:
+    """A gradient's table (split by columns when too wide) under ``note``, titled by
+    where it sits; a weight's gradient has no highlighted row (its rows are the
+    weight's, not token positions)."""
+    row = min(options.token, stage.shape[0] - 1)
+    table = _table(stage, row, options)
+    if stage.kind == "weight_gradient":
+        table = replace(stage_table(stage, decimals=options.decimals, caption=caption(stage),
+                                    label=f"tab:{stage.name}"), legend=table.legend)
+    slices = _column_slices(table, GRADIENT_WIDTH)
+    out = []
+    for a, b in slices:
+        item = Item(stage=stage, token=row, equation=(), lines=(),
+                    table=_columns(table, a, b) if len(slices) > 1 else table,
+                    columns=(a, b) if len(slices) > 1 else None)
+        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
+                              said=note, row=True))
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
 #: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
@@ -370,9 +454,11 @@ def row_widths(row: list[Item]) -> list[float]:
     """The widths in em of a row's tables' columns (minipages): each table's estimate,
     scaled down to share the frame's width when the estimates together exceed it (the
     row was packed by :data:`TABLE_FIT` of them, so each keeps at least that); one
-    table with its heading beside it gets the rest of the line."""
-    if heading_beside(row):
-        return [min(table_width(row[0].table), measure.TEXT_WIDTH - HEADING - GUTTER)]
+    table gets the frame's width, or the rest of the line beside its heading."""
+    if heading_beside(row):  # the rest of the line: an estimate too short never overflows
+        return [measure.TEXT_WIDTH - HEADING - GUTTER]
+    if len(row) == 1:
+        return [measure.TEXT_WIDTH]
     widths = [table_width(i.table) for i in row]
     room = measure.TEXT_WIDTH - GUTTER * (len(row) - 1)
     scale = min(1.0, room / sum(widths))
@@ -382,8 +468,9 @@ def row_widths(row: list[Item]) -> list[float]:
 def heading_beside(row: list[Item]) -> bool:
     """Whether a row of tables is one table with room for its heading at its left
     (else the headings go above the tables)."""
-    return len(row) == 1 and (TABLE_FIT * table_width(row[0].table) + HEADING + GUTTER
-                              <= measure.TEXT_WIDTH)
+    wider = GRADIENT_WIDTH if is_backward(row[0].stage) else 1.0
+    return len(row) == 1 and (TABLE_FIT * wider * table_width(row[0].table) + HEADING
+                              + GUTTER <= measure.TEXT_WIDTH)
 
 
 def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
@@ -486,10 +573,34 @@ def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...
             previous = rhs
         lhs = node_latex(step.lhs)
         room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
-        pieces = [_opened(p) if measure.widest_unbreakable(p) * measure.MARGIN > room else p
-                  for p in pieces]
+        pieces = [_opened(p) if measure.widest_unbreakable(p) * measure.MARGIN > room
+                  else _kept(p, room) for p in pieces]
         out.append(WorkedLine(lhs, tuple(pieces[:-1]), pieces[-1]))
     return tuple(out)
+
+
+#: A bracket sized by a command (``\left(``, ``\Bigl(``; ``\right)``, ``\Bigr)``).
+_SIZED = re.compile(r"\\(?:left|[Bb]igg?l?)\s*$")
+_SIZED_CLOSE = re.compile(r"\\(?:right|[Bb]igg?r?)\s*$")
+
+
+def _kept(latex: str, room: float) -> str:
+    """``latex`` with each outermost plain bracket ``(5.557 - 3.587)`` set as one group,
+    so TeX never breaks a line inside it, where the group fits the ``room`` (em)."""
+    out, k, depth, start = [], 0, 0, 0
+    for j, char in enumerate(latex):
+        if char == "(" and not _SIZED.search(latex[:j]):
+            if depth == 0:
+                start = j
+            depth += 1
+        elif char == ")" and depth and not _SIZED_CLOSE.search(latex[:j]):
+            depth -= 1
+            if depth == 0:
+                group = latex[start:j + 1]
+                if measure.width(group) * measure.MARGIN <= room:
+                    out.append(latex[k:start] + "{" + group + "}")
+                    k = j + 1
+    return "".join(out) + latex[k:]
 
 
 _DELIMITER = re.compile(r"\\(left|right)\s*(\\[{}|]|[()\[\].|])")
@@ -580,9 +691,11 @@ def reader_text(text: str) -> str:
     return "".join(out)
 
 
-def _column_slices(table: Table) -> list[tuple[int, int]]:
-    """Column ranges of a table, each as wide as fits the frame (at least one column)."""
-    widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells])
+def _column_slices(table: Table, scale: float = 1.0) -> list[tuple[int, int]]:
+    """Column ranges of a table, each as wide as fits the frame (at least one column);
+    ``scale``: the columns' estimates taken that much wider."""
+    widths = [scale * measure.column_width(table.col_labels[j],
+                                           [row[j].latex for row in table.cells])
               for j in range(len(table.col_labels))]
     labels = measure.label_columns_width([t for _, t in table.row_labels])
     slices, start, used = [], 0, labels

@@ -134,9 +134,6 @@ TITLE_LINE = 19.0
 TEXT_WIDTH = 33.19
 BODY_HEIGHT = 178.0
 LINE = 16.7
-#: A line of a general equation in text style with a sum, a fraction or a root in it:
-#: that much taller.
-TEXT_TALL = 5.0
 #: Tables are set at 10.5 pt (``beamer.TABLE_FONT``): a row's height, and the scale of
 #: their widths.
 TABLE_LINE = 14.6
@@ -167,11 +164,10 @@ def lines(total: float, lhs: float, room: float = TEXT_WIDTH) -> int:
 
 #: A symbol with a superscript and a subscript both (a head's ``q^{(1)}_{0}``, its weights
 #: ``W_{Q}^{(1)}``) reaches higher and lower than a letter: a line holding one is taller
-#: (measured with pdflatex in the deck's preamble: up to 7 pt a line in a worked line, 3
-#: in a general equation), and a fraction with one in its numerator or denominator taller
-#: still (up to 14 pt for each of them).
+#: (measured with pdflatex in the deck's preamble: up to 7 pt a line in a worked line or
+#: a general equation, both in display style), and a fraction with one in its numerator
+#: or denominator taller still (up to 14 pt for each of them).
 SCRIPTED = 8.0
-SCRIPTED_EQUATION = 3.0
 SCRIPTED_FRACTION = 14.0
 _SCRIPTED = re.compile(r"\^\{[^{}]*\}_|_\{[^{}]*\}\^|\^\{[^{}]*\}\)_")
 
@@ -233,13 +229,12 @@ def _height(math: str, n: int, scripted_lines: int = 0) -> float:
 
 
 def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
-    """Height in pt of a general-equation line ``lhs = rhs`` and its remark."""
+    """Height in pt of a general-equation line ``lhs = rhs`` and its remark, set in
+    display style as the worked lines are (limits under a sum, full-size fractions)."""
     total = RELATION + width(rhs) + (text_width(remark) + 2.0 if remark else 0.0)
-    tall = any(t in rhs for t in (r"\frac", r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
-    rows = rhs.count(r"\\")  # the rows of an array or matrix after its first
-    extra = (TEXT_TALL if tall else 0.0) \
-        + _scripted_extra(lhs + " " + rhs, SCRIPTED_EQUATION, SCRIPTED_FRACTION)
-    return lines(total, lhs_width) * (LINE + extra) + PARSKIP + rows * (LINE + 2.0)
+    n = lines(total, lhs_width)
+    math = lhs + " " + rhs
+    return _height(math, n, n if scripted(math) else 0)
 
 
 def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float,
