@@ -14,8 +14,12 @@ first -- the order this part follows.  Each gradient stage of a token's rows get
   generic worked-line machinery (:mod:`symformer.worked`), so every line is
   recomputable from numbers printed before it.
 
-The weights' gradients (sums over every token) follow as tables.  Gradients are
-small, so this part prints :data:`EXTRA_DECIMALS` more decimals than the forward one.
+The weights' gradients (sums over every token) follow as tables.  Gradients span
+magnitudes, so each block (a gradient's table and worked lines) prints its numbers at
+one number of significant digits, the fewest from 4 up with which every worked line
+lands on its table (:mod:`symformer.worked.significant`).  A gradient computed by the
+same rules as one worked before (the other heads, the other layers) shows its table
+under one sentence (:mod:`symformer.latex.repeats`), unless ``full``.
 """
 
 from __future__ import annotations
@@ -26,13 +30,15 @@ from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.outline import Section
+from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
 from symformer.latex.worked import Style, worked_example
 from symformer.placement import part_of
+from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues, choose_digits
 
 #: The stage kinds the backward pass adds.
 KINDS = ("loss", "position_losses", "gradient", "weight_gradient")
-#: More decimals than the forward part prints (gradients are small numbers).
+#: More decimals than the forward part prints, for closed forms' decimals (``--exact``).
 EXTRA_DECIMALS = 2
 
 
@@ -85,19 +91,38 @@ def _title(stage: Stage) -> str:
     return ", ".join([*_where(stage)[1], stage.op.symbol.title])
 
 
-def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragment]:
+def _worked(stage: Stage, row: int, decimals: int, exact: bool):
+    """The worked lines and the values they and the table print: at the fewest
+    significant digits (from :data:`DEFAULT_DIGITS`) with which every line lands on
+    its table (no line's result differs from the table's)."""
+    found: dict[int, tuple] = {}
+
+    def lands(digits: int) -> bool:
+        values = SignificantValues(digits)
+        worked = worked_example(stage, row, Style(decimals, exact), values=values)
+        found[digits] = (worked, values)
+        return worked is None or all(item.exact is None for item in worked.items)
+
+    return found[choose_digits(lands)]
+
+
+def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
+               repeated: bool = False) -> list[Fragment]:
     name = stage.name.replace(".", "-")
     out = []
-    equation = stage_equation(stage)
-    if equation.lines:
+    equation = None if repeated else stage_equation(stage)
+    if equation is not None and equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
-    if stage.kind in ("weight_gradient", "position_losses"):
+    taught = not repeated and stage.kind != "weight_gradient" and _taught(stage)
+    worked, values = _worked(stage, row, decimals, exact) if taught else \
+        (None, SignificantValues(DEFAULT_DIGITS))
+    if stage.kind in ("weight_gradient", "position_losses") or repeated:
         out.append(Fragment(f"{name}-table", [stage_table(
-            stage, decimals=decimals, exact=exact, caption=f"{stage.op.symbol.title}.",
-            label=f"tab:{stage.name}")]))
-        if stage.kind == "weight_gradient":
+            stage, decimals=decimals, exact=exact, caption=_caption(stage),
+            label=f"tab:{stage.name}", significant=values,
+            highlight=row if stage.kind == "gradient" else None)]))
+        if stage.kind == "weight_gradient" or repeated:
             return out
-    worked = worked_example(stage, row, Style(decimals, exact))
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
             f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)}):")
@@ -105,17 +130,27 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragm
     return out
 
 
-def _introduction(g: Derivation, token: int, target: int | None, decimals: int) -> Prose:
+def _caption(stage: Stage) -> str:
+    """A table's caption: where the gradient sits, and its title."""
+    part, within = _where(stage)
+    where = ", ".join(p for p in (part if part not in ("Loss", "Gradients of the weights")
+                                  else "", *within) if p)
+    return f"{where}: {stage.op.symbol.title}." if where else f"{stage.op.symbol.title}."
+
+
+def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
     loss = g.example.loss
     how = "the sum" if loss.reduction == "sum" else "the mean"
     some = "" if loss.positions is None and "" not in (loss.targets or ()) else \
         " that have a target"
     if loss.kind == "upstream":
-        what = ("the sum of ", Math("G_{ij} S_{ij}"), f" over {loss.stage} (G: the given "
-                "gradient, so that the backward pass starts there with it)")
+        what = ("the sum of ", Math("G_{ij} S_{ij}"), " over the stage ", Math("S"),
+                " where the backward pass starts (", Math("G"), ": the gradient given "
+                "there)")
     elif loss.kind == "mse":
         rows = f" of the rows{some}" if some else ""
-        what = (f"{how} over every entry{rows} of ", Math("(z - T)^2"), " (T: the target)")
+        what = (f"{how} over every entry{rows} of ", Math("(z - T)^2"), ", where ",
+                Math("T"), " is the target")
     else:
         what = (f"{how} over the positions{some} of ", Math(r"-\log p"),
                 " of the target token")
@@ -124,17 +159,22 @@ def _introduction(g: Derivation, token: int, target: int | None, decimals: int) 
         follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "
                    f"at position {target})")
     return Prose((
-        "The loss ", Math("L"), " is ", *what, ", as the example\u2019s [loss] table says. "
+        "The loss ", Math("L"), " is ", *what, ". "
         "Read from the loss backwards, each gradient ", Math(r"\partial L/\partial x"),
         " (the derivative of the loss with respect to every entry of ", Math("x"),
         ") is the sum of the chain-rule terms of the steps that read ", Math("x"),
         ", each computed from the gradient at that step. The general equations are the "
-        f"backward rules of the operations; the worked lines follow {follow} and "
-        f"substitute the numbers printed above them, with {decimals} decimals.",))
+        f"backward rules of the operations; the worked lines follow {follow}. "
+        "Gradients span several orders of magnitude, so fixed decimals would drop the "
+        "digits that matter: each gradient\u2019s table and worked lines print every "
+        "number, operands included, at one number of significant digits, at least "
+        f"{DEFAULT_DIGITS} (more where a line needs them to land on its table). A "
+        "gradient computed by the same rules as one worked before (another head or "
+        "layer) shows its table only.",))
 
 
 def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
-                  decimals: int, exact: bool, top: int) -> list:
+                  decimals: int, exact: bool, top: int, full: bool = False) -> list:
     """The Backward part's outline (headings at ``top``, ``top + 1``, ``top + 2``):
     the loss, each token gradient from the loss back to the embeddings, the weights'."""
     decimals += EXTRA_DECIMALS
@@ -142,8 +182,8 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     if not shown:
         return []
     shown.sort(key=lambda s: s.kind == "weight_gradient")  # stable: the weights last
-    out: list = [Heading("Backward pass", top), _introduction(g, token, target, decimals)]
-    part = None
+    out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
+    part, repeats, said = None, Repeats(), None
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
@@ -154,8 +194,19 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
                 stage, _row(stage, token, target), decimals, exact)))
             continue
         if _where(stage)[0] != part:
-            part = _where(stage)[0]
+            part, said = _where(stage)[0], None
             out.append(Heading(part, top + 1))
+        first = repeats.first(stage)
+        if first is not stage and not full:
+            sentence = Prose((f"Computed as {_title(first)} in {_where(first)[0]} above, "
+                              "by the same rules, with its own numbers:",))
+            if sentence != said:
+                out.append(sentence)
+                said = sentence
+            out.append(Section(None, _fragments(stage, _row(stage, token, target), decimals,
+                                                exact, repeated=True)))
+            continue
+        said = None
         out.append(Section(Heading(_title(stage), top + 2),
                            _fragments(stage, _row(stage, token, target), decimals, exact)))
     return out

@@ -27,7 +27,8 @@ from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
 from symformer.latex.parameters import omits_zero_terms, parameter_blocks
 from symformer.latex.render import PACKAGES, to_latex
-from symformer.latex.tables import first_position, stage_matrix, stage_table
+from symformer.latex.repeats import Repeats
+from symformer.latex.tables import first_position, masked_entries, stage_matrix, stage_table
 from symformer.latex.worked import Style, worked_example
 from symformer.notation import (
     INDEX_PIECES,
@@ -70,7 +71,9 @@ class Options:
 
     ``target_token`` is the decoder's worked token (None: the last target position);
     ``steps`` > 0 adds a greedy-generation section of that many steps; ``backward``
-    adds the Backward part when the example has a ``[loss]``.
+    adds the Backward part when the example has a ``[loss]``; ``full`` works every
+    stage (default: a stage computed as one worked before, the second head or layer,
+    shows its weights and table under one sentence, :mod:`symformer.latex.repeats`).
     """
 
     decimals: int = 2
@@ -81,6 +84,7 @@ class Options:
     steps: int = 0
     max_work: int | None = None
     backward: bool = True
+    full: bool = False
 
 
 def resolve_token(g: Derivation, text: str | int, side: str = "encoder") -> int:
@@ -121,12 +125,32 @@ def slug(name: str) -> str:
     return name.replace(".", "-")
 
 
+#: Pre-norm blocks: the norm and the residual are sub-layers of their own, named for
+#: what they are (an "Add & Norm" would add nothing), by the block's stage names.
+PRE_NORM = {"norm1": "Norm before attention", "norm2": "Norm before the feed-forward network",
+            "add_norm1": "Residual connection around attention",
+            "add_norm2": "Residual connection around the feed-forward network",
+            "final_norm": "Final norm"}
+
+
+def _pre_norm_group(stage: Stage) -> str | None:
+    """The group of a pre-norm block's norm or residual stage (None for a post-norm
+    block's, whose norm follows its residual: "Add & Norm")."""
+    if GROUPS.get(stage.kind) != "Add & Norm":
+        return None
+    parts = stage.name.split(".")
+    where = parts[0] if parts[0] == "final_norm" else parts[1] if len(parts) > 1 else ""
+    if where.startswith("add_norm") and (len(parts) > 2 or stage.kind != "residual"):
+        return None  # post-norm: layer1.add_norm1.sum, .mean, ... and layer1.add_norm1
+    return PRE_NORM.get(where)
+
+
 def _group(stage: Stage) -> str:
     if stage.kind == "jacobian":  # a softmax row's Jacobian sits with its softmax
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
-    group = GROUPS.get(stage.kind) or _title(stage)
+    group = _pre_norm_group(stage) or GROUPS.get(stage.kind) or _title(stage)
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
         group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
@@ -199,17 +223,29 @@ def rope_prose(stage: Stage) -> Prose:
                   "apart the two positions are.",))
 
 
+def masked_note(stage: Stage, row: int) -> str:
+    """What the worked lines of ``row`` say of the entries the causal mask sets (they
+    are not worked), or ``""`` when the row has none."""
+    if not any(i == row for i, _ in masked_entries(stage)):
+        return ""
+    what = "their weight is exactly 0" if stage.kind == "weights" else \
+        "their score is \u2212\u221e, so their weight is exactly 0"
+    return f"; the later keys are masked ({what}) and not worked"
+
+
 def stage_fragments(stage: Stage, token: int, options: Options,
-                    prefix: str = "", seen: set | None = None) -> list[Fragment]:
+                    prefix: str = "", seen: set | None = None,
+                    repeated: bool = False) -> list[Fragment]:
     """The equation, weights, table, worked example and matrix fragments of one stage.
 
     ``seen`` holds the weights printed so far (:func:`parameter_blocks`): a stage
-    prints those it is the first to use; None prints none."""
+    prints those it is the first to use; None prints none.  A ``repeated`` stage
+    (computed as one worked before) prints its weights and its table only."""
     name = prefix + slug(stage.name)
     label = ("causal:" if prefix else "") + stage.name
     style = Style(options.decimals, options.exact)
     fragments = []
-    equation = stage_equation(stage)
+    equation = None if repeated else stage_equation(stage)
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
@@ -220,14 +256,14 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     fragments.append(Fragment(f"{name}-table", [stage_table(
         stage, decimals=options.decimals, exact=options.exact, highlight=token,
         caption=text + ".", label=f"tab:{label}")]))
-    worked = worked_example(stage, token, style)
+    worked = None if repeated else worked_example(stage, token, style, masked=False)
     if stage.kind == "next_token":
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
             stage.derivation)]))
     if worked is not None:
         word, position = stage.rows[token], token + first_position(stage)
-        omitted = "; terms with a weight of exactly 0 are left out" \
-            if omits_zero_terms(stage) else ""
+        omitted = ("; terms with a weight of exactly 0 are left out"
+                   if omits_zero_terms(stage) else "") + masked_note(stage, token)
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),
             worked]))
@@ -355,6 +391,7 @@ def build(g: Derivation, options: Options,
     causal_done = g.causal
     chosen = {s.name for s in stages}
     seen: set = set()  # the weights printed so far
+    repeats, said = Repeats(), None  # the first stage of each computation; the sentence
     for k, stage in enumerate(stages, start=1):
         if progress:
             progress(k, len(stages), stage.name)
@@ -369,10 +406,12 @@ def build(g: Derivation, options: Options,
                                   "its input is the previous layer\u2019s output.",)))
         if not causal_done and stage.layer == 1 and group and group.startswith(
                 "Attention head") and not _group(stage).startswith("Attention head"):
-            out.extend(causal_section(g, chosen, token, options))
+            out.extend(causal_section(g, chosen, token, options, repeats))
             causal_done = True
         if renames(stage):
             out.append(renaming_prose(stage))
+            continue
+        if no_positional_input(stage):  # x = e, said with the positional encoding
             continue
         if no_positional_table(stage):
             out.append(Section(Heading(_title(stage), 3 if _group(stage) != part else 2),
@@ -386,6 +425,16 @@ def build(g: Derivation, options: Options,
         row = decoder.worked_row(stage, token, target) if target is not None else token
         row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
         level = 2 if group == part else 3
+        first = repeats.first(stage)
+        if first is not stage and not options.full:
+            sentence = repeat_prose(first)
+            if sentence != said or out[-1] == Heading(group, 2):
+                out.append(sentence)
+                said = sentence
+            out.append(Section(None, stage_fragments(stage, row, options, seen=seen,
+                                                     repeated=True)))
+            continue
+        said = None
         out.append(Section(Heading(_title(stage), level),
                            stage_fragments(stage, row, options, seen=seen)))
     if options.steps:
@@ -394,12 +443,29 @@ def build(g: Derivation, options: Options,
     if options.backward:
         out.extend(backward_part(g, [s for s in selected if is_backward(s)], token, target,
                                  options.decimals, options.exact,
-                                 0 if target is not None else 1))
+                                 0 if target is not None else 1, options.full))
     return out
 
 
-def causal_section(g: Derivation, chosen: set[str], token: int, options: Options) -> list:
-    """Layer 1's scores and weights again under the causal mask."""
+def repeat_prose(first: Stage) -> Prose:
+    """The sentence over the tables of stages computed as ``first`` was worked."""
+    where = ", ".join(part_of(first))
+    return Prose((f"Computed as in {where} above, by the same equations, with its own "
+                  "inputs and weights; the results:",))
+
+
+def no_positional_input(stage: Stage) -> bool:
+    """True for the input row ``x = e + PE`` of a model without a positional table
+    (RoPE, or none): it equals the embeddings, as the positional section says."""
+    g = stage.derivation
+    return stage.kind == "input" and any(
+        no_positional_table(g[name]) for name in stage.inputs if name in g)
+
+
+def causal_section(g: Derivation, chosen: set[str], token: int, options: Options,
+                   repeats: Repeats | None = None) -> list:
+    """Layer 1's scores and weights again under the causal mask (a head computed as
+    one before shows its tables only, unless ``options.full``)."""
     causal = derive(g.example, causal=True, max_work=options.max_work)
     stages = [s for s in causal if s.layer == 1 and s.kind in CAUSAL_KINDS
               and s.side == "encoder" and s.name in chosen]
@@ -408,7 +474,19 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
     out: list = [Heading("Causal self-attention", 2), Prose((
         "A decoder may not look ahead: the causal mask sets every score of a later key to ",
         Math(r"-\infty"), ", so its weight is exactly 0.",))]
+    repeats = repeats or Repeats()
+    said = None
     for stage in stages:
+        first = repeats.first(stage)
+        if first is not stage and not options.full:
+            sentence = Prose((f"Computed as for head {first.head} under the mask, by the "
+                              "same equations; the results:",))
+            if sentence != said:
+                out.append(sentence)
+                said = sentence
+            out.append(Section(None, stage_fragments(stage, token, options, prefix="causal-",
+                                                     repeated=True)))
+            continue
         out.append(Section(Heading(f"{_title(stage)}, head {stage.head}, causal", 3),
                            stage_fragments(stage, token, options, prefix="causal-")))
     return out
@@ -464,13 +542,17 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
     pending: list[str] = []  # headings and prose that open the next step: kept with it
     for item in outline:
         if isinstance(item, Section):
-            step, pending = [*pending, to_latex(item.heading)], []
+            heading = [to_latex(item.heading)] if item.heading is not None else []
+            step, after, pending = [*pending, *heading], [], []
             for fragment in item.fragments:
                 path = f"{directory}/{fragment.name}.tex"
                 files[path] = to_latex(fragment)
-                if not fragment.name.endswith("-matrix"):
+                if fragment.name.endswith("-worked"):  # may start the next page
+                    after.append(f"\\input{{{path}}}")
+                elif not fragment.name.endswith("-matrix"):
                     step.append(f"\\input{{{path}}}")
-            body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}")
+            body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}"
+                        + "".join(f"\n{line}" for line in after))
         else:
             pending.append(to_latex(item))
     body += pending

@@ -45,6 +45,7 @@ from symformer.figures.data import Options as FigureOptions
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
+from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.placement import part_of
@@ -229,19 +230,6 @@ def frames(g: Derivation, options: Options,
         for figure in after.get(stage.name, ()):
             out.append(FigureFrame(figure, title(stage)))
     return out
-
-
-#: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
-#: :func:`symformer.notation.where` and ``Notation.at``).
-_WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
-
-
-def _equation_key(stage: Stage) -> tuple:
-    """What makes two stages the same computation: their operation and their general
-    equation as printed, up to the superscripts saying where symbols sit (head 2's
-    ``q^{(2)}`` is worked by the same rule as head 1's ``q^{(1)}``)."""
-    return (type(stage.op), tuple((_WHERE.sub("", e.lhs), _WHERE.sub("", e.rhs))
-                                  for e in equation_lines(stage)))
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:

@@ -1,0 +1,42 @@
+"""Which stages repeat a computation shown before: the second head, the second layer.
+
+Two stages are the same computation when they have the same operation and print the
+same general equation up to the superscripts saying where symbols sit (head 2's
+``q^{(2)}`` is computed by the same rule as head 1's ``q^{(1)}``).  The notes and the
+slides work the first such stage in full and show the others as their tables, with a
+sentence saying where the rule was worked (``--full`` works every one).
+"""
+
+from __future__ import annotations
+
+import re
+
+from symformer.codegen.backward import equation_lines
+from symformer.engine import Stage
+
+#: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
+#: :func:`symformer.notation.where` and ``Notation.at``).
+WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
+
+
+def equation_key(stage: Stage) -> tuple:
+    """What makes two stages the same computation: their operation and their general
+    equation as printed, up to the superscripts saying where symbols sit."""
+    return (type(stage.op), tuple((WHERE.sub("", e.lhs), WHERE.sub("", e.rhs))
+                                  for e in equation_lines(stage)))
+
+
+class Repeats:
+    """Remembers the first stage of each computation: :meth:`first` gives the stage a
+    later one repeats (or itself, the first time)."""
+
+    def __init__(self) -> None:
+        self._first: dict[tuple, Stage] = {}
+
+    def first(self, stage: Stage) -> Stage:
+        """The first stage seen with ``stage``'s computation (``stage`` if none)."""
+        return self._first.setdefault(equation_key(stage), stage)
+
+    def repeats(self, stage: Stage) -> bool:
+        """Whether a stage with the same computation was seen before (records it)."""
+        return self.first(stage) is not stage

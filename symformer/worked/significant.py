@@ -1,0 +1,105 @@
+"""Backward quantities at significant figures, not fixed decimals.
+
+Gradients span magnitudes: at 5 decimals ``0.01588`` keeps 4 significant digits and
+``0.0001591`` only 3, and a worked line that multiplies such operands drifts off its
+table (``-0.06088`` for a table's ``-0.06086``).  Numerical-methods texts print such
+quantities at significant figures; so do the notes' Backward part and the HTML trace:
+
+* :class:`SignificantValues` prints every entry at ``digits`` significant digits
+  (the engine's certified rounding, ``Stage.values(significant=...)``), whatever
+  precision a worked line asks for, so a block's operands and results share one
+  number of significant digits;
+* :func:`choose_digits` picks that number for a block: the fewest, from
+  :data:`DEFAULT_DIGITS` up, with which every line of the block lands on its table
+  (a caller's test), at most :data:`MOST_DIGITS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+from symformer.engine import Stage
+from symformer.worked.build import Values
+from symformer.worked.numbers import integer_values
+
+#: The fewest significant digits a backward block prints.
+DEFAULT_DIGITS = 4
+#: The most :func:`choose_digits` tries.
+MOST_DIGITS = 8
+
+
+class SignificantValues(Values):
+    """Certified entries at ``digits`` significant digits (an exact 0 as ``0``, a stage
+    of exact integers as integers); the ``decimals`` a caller passes are ignored."""
+
+    def __init__(self, digits: int = DEFAULT_DIGITS) -> None:
+        super().__init__()
+        self.digits = digits
+        self._significant: dict[str, list[list[str]]] = {}
+
+    def table(self, stage: Stage) -> list[list[str]]:
+        """Every entry of ``stage`` as :meth:`text` prints it."""
+        if stage.name not in self._significant:
+            self._significant[stage.name] = integer_values(stage, 0) or \
+                self._rounded(stage)
+        return self._significant[stage.name]
+
+    def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
+        """Entry (i, j) at :attr:`digits` significant digits."""
+        return self.table(stage)[i][j]
+
+    def _rounded(self, stage: Stage) -> list[list[str]]:
+        """Each entry rounded at the decimals that show ``digits`` significant digits
+        of it (read from a first rounding at :data:`PROBE` decimals).  An entry that
+        is 0 at those decimals prints as ``0`` when its ball is exactly 0 (a proved
+        zero), else as that rounding (``0.000000000000``: certified, if long)."""
+        probe = stage.values(decimals=PROBE)
+        balls = None
+        by_decimals: dict[int, list[list[str]]] = {PROBE: probe}
+        out = []
+        for i, row in enumerate(probe):
+            line = []
+            for j, text in enumerate(row):
+                if text == "-inf":
+                    line.append(text)
+                    continue
+                value = Fraction(text)
+                if value == 0:
+                    balls = balls or stage.balls(128)
+                    ball = balls[i][j]
+                    exact_zero = ball.mid() == 0 and ball.rad() == 0
+                    line.append("0" if exact_zero else text)
+                    continue
+                places = max(0, self.digits - 1 - _exponent(value))
+                if places not in by_decimals:
+                    by_decimals[places] = stage.values(decimals=places)
+                line.append(by_decimals[places][i][j])
+            out.append(line)
+        return out
+
+
+#: The decimals of the first rounding that finds each entry's magnitude.
+PROBE = 12
+
+
+def _exponent(value: Fraction) -> int:
+    """floor(log10 |value|) for a nonzero value, exactly."""
+    value = abs(value)
+    k = len(str(value.numerator)) - len(str(value.denominator))
+    while Fraction(10) ** k > value:
+        k -= 1
+    while Fraction(10) ** (k + 1) <= value:
+        k += 1
+    return k
+
+
+def choose_digits(lands: Callable[[int], bool], start: int = DEFAULT_DIGITS,
+                  most: int = MOST_DIGITS) -> int:
+    """The fewest significant digits from ``start`` up to ``most`` for which
+    ``lands(digits)`` holds (every worked line of a block gives its table's value);
+    ``most`` when none does."""
+    for digits in range(start, most + 1):
+        if lands(digits):
+            return digits
+    return most
