@@ -27,12 +27,15 @@ from __future__ import annotations
 from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
-from symformer.latex.blocks import Fragment, Heading, Math, Prose
+from symformer.latex.blocks import Fragment, Heading, Math, Matrices, MatrixBlock, Prose
 from symformer.latex.equations import stage_equation
+from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
+from symformer.latex.parameters import matrix_lines
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
-from symformer.latex.worked import Style, worked_example
+from symformer.latex.worked import Style, worked_and_left
+from symformer.notation import notation
 from symformer.placement import part_of
 from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues, choose_digits
 
@@ -91,32 +94,48 @@ def _title(stage: Stage) -> str:
     return ", ".join([*_where(stage)[1], stage.op.symbol.title])
 
 
-def _worked(stage: Stage, row: int, decimals: int, exact: bool):
+#: Of a run of entries worked alike (``dL/dq_0``, ``dL/dq_1``, ...), how many lines a
+#: gradient's block works (its table has every entry), unless ``full``.
+ALIKE = 1
+
+
+def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | None):
     """The worked lines and the values they and the table print: at the fewest
     significant digits (from :data:`DEFAULT_DIGITS`) with which every line lands on
-    its table (no line's result differs from the table's)."""
+    its table (no line's result differs from the table's); when none up to
+    :data:`~symformer.worked.significant.MOST_DIGITS` does, the digits with the
+    fewest lines off (each then gives its table's value too)."""
     found: dict[int, tuple] = {}
 
     def lands(digits: int) -> bool:
         values = SignificantValues(digits)
-        worked = worked_example(stage, row, Style(decimals, exact), values=values)
-        found[digits] = (worked, values)
-        return worked is None or all(item.exact is None for item in worked.items)
+        worked, left = worked_and_left(stage, row, Style(decimals, exact), values,
+                                       alike=alike)
+        off = 0 if worked is None else sum(i.exact is not None for i in worked.items)
+        found[digits] = (worked, values, left, off)
+        return off == 0
 
-    return found[choose_digits(lands)]
+    digits = choose_digits(lands)
+    if found[digits][3]:
+        digits = min(found, key=lambda d: (found[d][3], d))
+    return found[digits][:3]
 
 
 def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
-               repeated: bool = False) -> list[Fragment]:
+               repeated: bool = False, full: bool = False) -> list[Fragment]:
     name = stage.name.replace(".", "-")
     out = []
     equation = None if repeated else stage_equation(stage)
     if equation is not None and equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
     taught = not repeated and stage.kind != "weight_gradient" and _taught(stage)
-    worked, values = _worked(stage, row, decimals, exact) if taught else \
-        (None, SignificantValues(DEFAULT_DIGITS))
-    if stage.kind in ("weight_gradient", "position_losses") or repeated:
+    alike = None if full or stage.kind != "gradient" else ALIKE
+    worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
+        (None, SignificantValues(DEFAULT_DIGITS), 0)
+    if stage.kind == "weight_gradient" and as_matrix(stage):
+        out.append(Fragment(f"{name}-table", [Matrices(((gradient_matrix(stage, values),),))]))
+        return out
+    if stage.kind in ("weight_gradient", "position_losses") or repeated or left:
         out.append(Fragment(f"{name}-table", [stage_table(
             stage, decimals=decimals, exact=exact, caption=_caption(stage),
             label=f"tab:{stage.name}", significant=values,
@@ -125,9 +144,61 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
             return out
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
-            f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)}):")
+            f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)})"
+            + ("; the other entries are computed alike, and the table has them:" if left
+               else ":"))
         out.append(Fragment(f"{name}-worked", [Prose((text,)), worked]))
     return out
+
+
+#: The sentence over the weights' gradients computed by a rule shown before.
+WEIGHTS_SAID = ("The gradients of the other weights follow the same rules as those "
+                "worked above, summed over the tokens in the same way:")
+
+
+def as_matrix(stage: Stage) -> bool:
+    """Whether a weight's gradient prints as a matrix, as the weight itself does: its
+    rows are the weight's (not the embedding table's tokens)."""
+    source = stage.derivation[stage.inputs[0]]
+    return stage.shape[0] == 1 or stage.rows == source.cols
+
+
+def gradient_matrix(stage: Stage, values: SignificantValues) -> MatrixBlock:
+    """A weight's gradient as ``dL/dW = [matrix]`` at significant digits."""
+    return MatrixBlock(notation(stage).latex, tuple(
+        tuple(decimal(t) for t in row) for row in values.table(stage)))
+
+
+def packed(outline: list) -> list:
+    """The outline with each run of heading-less sections that hold one matrix each
+    (the gradients of weights shown before) merged into one display, the matrices side
+    by side where they fit (:func:`symformer.latex.parameters.matrix_lines`)."""
+    out: list = []
+    for item in outline:
+        block = _lone_matrix(item)
+        last = _lone_matrix(out[-1]) if out and block is not None else None
+        if block is not None and last is not None:
+            previous = out[-1].fragments[0]
+            blocks = [m for line in previous.blocks[0].lines for m in line]
+            previous.blocks = [Matrices(matrix_lines([*blocks, block]))]
+            continue
+        out.append(item)
+    return out
+
+
+def _lone_matrix(item) -> MatrixBlock | None:
+    if not isinstance(item, Section) or item.heading is not None or len(item.fragments) != 1:
+        return None
+    blocks = item.fragments[0].blocks
+    if len(blocks) == 1 and isinstance(blocks[0], Matrices):
+        return blocks[0].lines[-1][-1] if len(blocks[0].lines) == 1 and len(
+            blocks[0].lines[0]) == 1 else None
+    return None
+
+
+def _repeat_where(first: Stage) -> str:
+    """Where the stage that a repeated one follows was worked (``Layer 2, Head 2``)."""
+    return ", ".join(part_of(first)) or _where(first)[0]
 
 
 def _caption(stage: Stage) -> str:
@@ -197,16 +268,23 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
             part, said = _where(stage)[0], None
             out.append(Heading(part, top + 1))
         first = repeats.first(stage)
+        if first is not stage and not full and stage.kind == "weight_gradient":
+            if said != WEIGHTS_SAID:
+                out.append(Prose((WEIGHTS_SAID,)))
+                said = WEIGHTS_SAID
+            out.append(Section(None, _fragments(stage, 0, decimals, exact, repeated=True)))
+            continue
         if first is not stage and not full:
-            sentence = Prose((f"Computed as {_title(first)} in {_where(first)[0]} above, "
-                              "by the same rules, with its own numbers:",))
+            sentence = Prose((f"Computed by the same rules as in {_repeat_where(first)} "
+                              "above, with its own numbers:",))
             if sentence != said:
                 out.append(sentence)
                 said = sentence
             out.append(Section(None, _fragments(stage, _row(stage, token, target), decimals,
-                                                exact, repeated=True)))
+                                                exact, repeated=True, full=full)))
             continue
         said = None
         out.append(Section(Heading(_title(stage), top + 2),
-                           _fragments(stage, _row(stage, token, target), decimals, exact)))
-    return out
+                           _fragments(stage, _row(stage, token, target), decimals, exact,
+                                      full=full)))
+    return packed(out)

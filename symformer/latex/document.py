@@ -21,7 +21,7 @@ from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
 from symformer.latex import decoder
 from symformer.latex.backward import backward_part, is_backward, prepare
-from symformer.latex.blocks import Fragment, Glossary, Heading, Math, Prose
+from symformer.latex.blocks import Fragment, Glossary, Heading, Math, Prose, Table
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
@@ -40,6 +40,7 @@ from symformer.notation import (
 from symformer.ops import Identity, Notation
 from symformer.placement import part_of
 from symformer.words import plural
+from symformer.worked.render_latex import width
 
 #: The group (second-level heading) of each stage kind.
 GROUPS = {
@@ -511,21 +512,90 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \allowdisplaybreaks
 """
 
-#: A step (heading, equation, weights, table, worked lines) is set in a box first; when
-#: it fits on one page but not on the rest of this one, it starts a new page (what the
-#: needspace package does, measured instead of guessed).  Unboxed, its contents may still
-#: break across pages when the step is longer than a page.
+#: A step (heading, equation, weights, table) is set in a box first.  When it fits on
+#: the rest of this page it stays; when it does not and less than :data:`BREAK_ROOM`
+#: of the page is left, it starts a new page (what the needspace package does, measured
+#: instead of guessed); with more room left, its contents break where TeX may (never
+#: right after a heading, never inside a table), so no page is left half empty.  The
+#: worked lines follow outside the box: they may start the next page, between their
+#: displays' lines.
+BREAK_ROOM = r"0.3\textheight"
 STEP_MACROS = r"""\makeatletter
 \newsavebox{\symformer@step}
 \newcommand{\symformerneed}[1]{\par\penalty-100\begingroup\setlength{\dimen@}{#1}%
   \dimen@ii\pagegoal\advance\dimen@ii-\pagetotal
-  \ifdim\dimen@>\dimen@ii\ifdim\dimen@ii>\z@\vfil\fi\penalty-\@M\fi\endgroup}
+  \ifdim\dimen@>\dimen@ii\ifdim\dimen@ii<ROOM
+    \ifdim\dimen@ii>\z@\vfil\fi\penalty-\@M\fi\fi\endgroup}
 \newenvironment{step}{\par\setbox\symformer@step\vbox\bgroup}{\par\egroup
   \ifdim\dimexpr\ht\symformer@step+\dp\symformer@step\relax<\textheight
     \symformerneed{\dimexpr\ht\symformer@step+\dp\symformer@step\relax}\fi
   \unvbox\symformer@step}
 \makeatother
-"""
+""".replace("ROOM", BREAK_ROOM)
+
+
+#: The most tables set side by side (in small type), and the widest table
+#: (:func:`table_chars`; a character is about 5 pt in small type, the line 470 pt; a
+#: table up to a tenth wider than its share is shrunk to it) for each count.
+SIDE_BY_SIDE = {3: 31, 2: 49}
+
+
+def _share(count: int) -> str:
+    """The width of one of ``count`` minipages side by side, as a share of the line."""
+    return {1: "1.0", 2: "0.48", 3: "0.31"}[count]
+
+
+def table_chars(table: Table) -> int:
+    """A table's width in characters of visible math: its label columns and each
+    column's widest entry or label, with the gaps between columns."""
+    labels = max((len(t) for _, t in table.row_labels), default=0) + 6
+    columns = [max([width(table.col_labels[j])] + [width(row[j].latex) for row in table.cells])
+               for j in range(len(table.col_labels))]
+    return labels + sum(w + 3 for w in columns)
+
+
+def _tables_only(item) -> Table | None:
+    """The table of a heading-less section that shows nothing but it."""
+    if not isinstance(item, Section) or item.heading is not None:
+        return None
+    shown = [f for f in item.fragments if not f.name.endswith("-matrix")]
+    if len(shown) != 1 or not shown[0].name.endswith("-table"):
+        return None
+    block = shown[0].blocks[0]
+    return block if isinstance(block, Table) else None
+
+
+def _side_by_side(outline: list) -> list:
+    """The outline with each run of heading-less table-only sections grouped into rows
+    of tables set side by side (a list of rows, each a list of sections), as many to
+    a row as :data:`SIDE_BY_SIDE` lets fit."""
+    out: list = []
+    run: list[Section] = []
+
+    def flush() -> None:
+        rows: list[list[Section]] = []
+        for section in run:
+            chars = table_chars(_tables_only(section))
+            if rows:
+                row = rows[-1]
+                count = len(row) + 1
+                widest = max(chars, *(table_chars(_tables_only(s)) for s in row))
+                if count in SIDE_BY_SIDE and widest <= SIDE_BY_SIDE[count]:
+                    row.append(section)
+                    continue
+            rows.append([section])
+        if rows:
+            out.append(rows)
+        run.clear()
+
+    for item in outline:
+        if _tables_only(item) is not None:
+            run.append(item)
+            continue
+        flush()
+        out.append(item)
+    flush()
+    return out
 
 
 def latex_files(g: Derivation, outline: list, directory: str = "fragments",
@@ -540,7 +610,25 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
     files: dict[str, str] = {}
     body: list[str] = []
     pending: list[str] = []  # headings and prose that open the next step: kept with it
-    for item in outline:
+    for item in _side_by_side(outline):
+        if isinstance(item, list):  # tables only, set side by side
+            for row in item:
+                cells = []
+                for section in row:
+                    fragment = next(f for f in section.fragments
+                                    if f.name.endswith("-table"))
+                    path = f"{directory}/{fragment.name}.tex"
+                    files[path] = to_latex(fragment)
+                    for other in section.fragments:
+                        if other is not fragment:
+                            files[f"{directory}/{other.name}.tex"] = to_latex(other)
+                    small = "\\small" if len(row) > 1 else ""
+                    cells.append(f"\\begin{{minipage}}[t]{{{_share(len(row))}\\linewidth}}"
+                                 f"{small}\n\\input{{{path}}}\n\\end{{minipage}}")
+                body.append("\\begin{step}\n" + "".join(p + "\n\n" for p in pending)
+                            + "\\noindent" + "\\hfill\n".join(cells) + "\n\\end{step}")
+                pending = []
+            continue
         if isinstance(item, Section):
             heading = [to_latex(item.heading)] if item.heading is not None else []
             step, after, pending = [*pending, *heading], [], []

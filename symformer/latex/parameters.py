@@ -32,7 +32,7 @@ def _width(block: MatrixBlock) -> int:
     return width(block.lhs) + 4 + sum(max(width(v) for v in col) + 2 for col in columns)
 
 
-def _lines(blocks: list[MatrixBlock]) -> tuple[tuple[MatrixBlock, ...], ...]:
+def matrix_lines(blocks: list[MatrixBlock]) -> tuple[tuple[MatrixBlock, ...], ...]:
     """The matrices side by side, a new display line where the next would not fit."""
     lines: list[list[MatrixBlock]] = []
     used = 0
@@ -59,14 +59,14 @@ def parameter_blocks(stage: Stage, seen: set) -> list:
     if not found:
         return []
     blocks = [_matrix(parameter(stage, name).latex, value) for name, value in found]
-    text = "The weights, exactly as in the example file" if len(found) > 1 else \
-        "The weight, exactly as in the example file"
+    text = "This example\u2019s weights" if len(found) > 1 else \
+        "This example\u2019s weight"
     if any(name == TABLE for name, _ in found):
         example = stage.derivation.example
         vocab = example.decoder.vocab if stage.side == "decoder" else example.vocab
         text += (" (the rows of E are the vocabulary in order: "
                  + ", ".join(f"\u201c{w}\u201d" for w in vocab) + ")")
-    return [Prose((text + ":",)), Matrices(_lines(blocks))]
+    return [Prose((text + ":",)), Matrices(matrix_lines(blocks))]
 
 
 #: What the notes and slides say where worked lines leave out terms

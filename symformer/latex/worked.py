@@ -7,23 +7,67 @@ it prints; the block keeps the recomputable items for ``export --format json``.
 
 from __future__ import annotations
 
+import re
+
 from symformer.engine import Stage
 from symformer.latex.blocks import Step, Worked
 from symformer.worked.build import MASKED, Values, worked_steps
+from symformer.worked.model import Step as WorkedStep
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain, latex
 
-__all__ = ["Style", "worked_example"]
+__all__ = ["Style", "worked_and_left", "worked_example"]
 
 
 def worked_example(stage: Stage, token: int, style: Style | None = None,
-                   values: Values | None = None, masked: bool = True) -> Worked | None:
-    """The worked example of ``stage`` for the token at position ``token``;
+                   values: Values | None = None, masked: bool = True,
+                   alike: int | None = None) -> Worked | None:
+    """The worked example of ``stage`` for the token at position ``token``.
+
     ``masked=False`` leaves out the lines of entries the causal mask sets (``s_2 =
-    -\\infty``, ``\\alpha_2 = 0``: nothing to work out, one sentence says so)."""
+    -\\infty``, ``\\alpha_2 = 0``: nothing to work out, one sentence says so);
+    ``alike`` keeps only that many lines of each run of entries worked alike (their
+    left-hand sides differ only in indices: the table holds the others' results;
+    lines whose results later lines use are always kept)."""
+    return worked_and_left(stage, token, style, values, masked, alike)[0]
+
+
+def worked_and_left(stage: Stage, token: int, style: Style | None = None,
+                    values: Values | None = None, masked: bool = True,
+                    alike: int | None = None) -> tuple[Worked | None, int]:
+    """:func:`worked_example` and how many entry lines ``alike`` left out."""
     worked = worked_steps(stage, token, style or Style(), values)
     kept = [s for s in worked.steps if masked or s.note != MASKED]
+    before = len(kept)
+    if alike is not None:
+        kept = _alike_kept(kept, alike)
     if not kept:
-        return None
+        return None, 0
     steps = tuple(Step(latex(s.lhs), chain(s)) for s in kept)
-    return Worked(steps, worked.items)
+    return Worked(steps, tuple(item for s in kept for item in s.items)), before - len(kept)
+
+
+def _entry(step: WorkedStep) -> bool:
+    """A line whose result is an entry of the stage's table (no later line uses it)."""
+    return step.col is not None and bool(step.items) and all(
+        item.result.source is None for item in step.items)
+
+
+def _shape(step: WorkedStep) -> str:
+    return re.sub(r"\d+", "#", latex(step.lhs))
+
+
+def _alike_kept(steps: list[WorkedStep], alike: int) -> list[WorkedStep]:
+    out: list[WorkedStep] = []
+    count, shape = 0, None
+    for step in steps:
+        if not _entry(step):
+            out.append(step)
+            count, shape = 0, None
+            continue
+        if _shape(step) != shape:
+            count, shape = 0, _shape(step)
+        count += 1
+        if count <= alike:
+            out.append(step)
+    return out

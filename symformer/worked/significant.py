@@ -26,7 +26,7 @@ from symformer.worked.numbers import integer_values
 #: The fewest significant digits a backward block prints.
 DEFAULT_DIGITS = 4
 #: The most :func:`choose_digits` tries.
-MOST_DIGITS = 8
+MOST_DIGITS = 6
 
 
 class SignificantValues(Values):
