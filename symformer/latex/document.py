@@ -14,21 +14,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
 from symformer.latex import decoder
 from symformer.latex.backward import backward_part, is_backward, prepare
-from symformer.latex.blocks import Fragment, Glossary, Heading, Math, Prose, Table
+from symformer.latex.blocks import (
+    Fragment,
+    Glossary,
+    Heading,
+    Math,
+    Matrices,
+    Prose,
+    Table,
+    Worked,
+)
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
-from symformer.latex.parameters import omits_zero_terms, parameter_blocks
-from symformer.latex.render import PACKAGES, to_latex
+from symformer.latex.parameters import matrix_lines, omits_zero_terms, parameter_blocks
+from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
 from symformer.latex.repeats import Repeats
-from symformer.latex.tables import first_position, masked_entries, stage_matrix, stage_table
+from symformer.latex.tables import (
+    first_position,
+    masked_entries,
+    rounding_legend,
+    stage_matrix,
+    stage_table,
+)
 from symformer.latex.worked import Style, worked_example
 from symformer.notation import (
     INDEX_PIECES,
@@ -254,9 +269,11 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     if weights:
         fragments.append(Fragment(f"{name}-weights", weights))
     text = caption(stage) + (", causal mask" if prefix else "")
-    fragments.append(Fragment(f"{name}-table", [stage_table(
-        stage, decimals=options.decimals, exact=options.exact, highlight=token,
-        caption=text + ".", label=f"tab:{label}")]))
+    table = stage_table(stage, decimals=options.decimals, exact=options.exact,
+                        highlight=token, caption=text + ".", label=f"tab:{label}")
+    said = rounding_legend(options.decimals)  # the introduction says it once
+    fragments.append(Fragment(f"{name}-table", [
+        replace(table, legend=tuple(t for t in table.legend if t != said))]))
     worked = None if repeated else worked_example(stage, token, style, masked=False)
     if stage.kind == "next_token":
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
@@ -285,7 +302,8 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
     lead = (f"The model: {architecture(g)}. "
             "Every number below is derived exactly and rounded with certified ball arithmetic "
-            f"to {options.decimals} decimals. A worked line computes with the numbers the "
+            f"to {options.decimals} decimals (a table says so where it differs). "
+            "A worked line computes with the numbers the "
             "tables print and rounds its result to the same decimals (an exact tie to "
             "even); where that differs from the table, the line gives the table\u2019s "
             "value too, as in ")
@@ -438,6 +456,7 @@ def build(g: Derivation, options: Options,
         said = None
         out.append(Section(Heading(_title(stage), level),
                            stage_fragments(stage, row, options, seen=seen)))
+    out = _weights_first(out)
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
@@ -445,6 +464,36 @@ def build(g: Derivation, options: Options,
         out.extend(backward_part(g, [s for s in selected if is_backward(s)], token, target,
                                  options.decimals, options.exact,
                                  0 if target is not None else 1, options.full))
+    return out
+
+
+def _weights_first(outline: list) -> list:
+    """Each run of heading-less sections (stages shown by their tables) with their
+    weights' matrices gathered into one display before the tables, side by side
+    where they fit, so the tables can stand side by side too."""
+    out: list = []
+    run: list[Section] = []
+
+    def flush() -> None:
+        weights = [f for s in run for f in s.fragments if f.name.endswith("-weights")]
+        if weights:
+            blocks = [m for f in weights for b in f.blocks if isinstance(b, Matrices)
+                      for line in b.lines for m in line]
+            words = "Their weights:" if len(blocks) > 1 else "Its weight:"
+            out.append(Section(None, [Fragment(weights[0].name, [
+                Prose((words,)), Matrices(matrix_lines(blocks))])]))
+        for s in run:
+            out.append(Section(None, [f for f in s.fragments
+                                      if not f.name.endswith("-weights")]))
+        run.clear()
+
+    for item in outline:
+        if isinstance(item, Section) and item.heading is None:
+            run.append(item)
+            continue
+        flush()
+        out.append(item)
+    flush()
     return out
 
 
@@ -519,7 +568,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 #: right after a heading, never inside a table), so no page is left half empty.  The
 #: worked lines follow outside the box: they may start the next page, between their
 #: displays' lines.
-BREAK_ROOM = r"0.3\textheight"
+BREAK_ROOM = r"0.15\textheight"
 STEP_MACROS = r"""\makeatletter
 \newsavebox{\symformer@step}
 \newcommand{\symformerneed}[1]{\par\penalty-100\begingroup\setlength{\dimen@}{#1}%
@@ -598,6 +647,58 @@ def _side_by_side(outline: list) -> list:
     return out
 
 
+#: The widest table (:func:`table_chars`) set beside its worked lines, and the fewest
+#: characters those lines keep.
+BESIDE_TABLE, BESIDE_ROOM = 30, 30
+
+
+def _parts(section: Section) -> tuple[Table | None, Worked | None]:
+    table = next((b for f in section.fragments if f.name.endswith("-table")
+                  for b in f.blocks if isinstance(b, Table)), None)
+    worked = next((b for f in section.fragments if f.name.endswith("-worked")
+                   for b in f.blocks if isinstance(b, Worked)), None)
+    return table, worked
+
+
+def _beside(section: Section) -> int:
+    """The characters left to a section's worked lines when its table is set beside
+    them (0: under them): a narrow table, and lines that fit the rest of the line."""
+    table, worked = _parts(section)
+    if table is None or worked is None or section.heading is None:
+        return 0
+    chars = table_chars(table)
+    room = TEXT_WIDTH - chars - 4
+    if chars > BESIDE_TABLE or room < BESIDE_ROOM or worked_width(worked) > room:
+        return 0
+    return room
+
+
+def _beside_latex(section: Section, pending: list[str], directory: str,
+                  files: dict[str, str]) -> str:
+    """A step whose worked lines stand left of its table (minipages, top-aligned)."""
+    room = _beside(section)
+    step = [*pending, to_latex(section.heading)]
+    left = right = ""
+    for fragment in section.fragments:
+        path = f"{directory}/{fragment.name}.tex"
+        if fragment.name.endswith("-worked"):
+            files[path] = "\n\n".join(worked_latex(b, room) if isinstance(b, Worked)
+                                        else to_latex(b) for b in fragment.blocks) + "\n"
+            left = f"\\input{{{path}}}"
+            continue
+        files[path] = to_latex(fragment)
+        if fragment.name.endswith("-table"):
+            right = f"\\input{{{path}}}"
+        elif not fragment.name.endswith("-matrix"):
+            step.append(f"\\input{{{path}}}")
+    share = round((TEXT_WIDTH - room - 2) / TEXT_WIDTH, 2)
+    step.append(f"\\noindent\\begin{{minipage}}[t]{{{1 - share - 0.02:.2f}\\linewidth}}\n"
+                f"{left}\n\\end{{minipage}}\\hfill\n"
+                f"\\begin{{minipage}}[t]{{{share:.2f}\\linewidth}}\n{right}\n"
+                "\\end{minipage}")
+    return "\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}"
+
+
 def latex_files(g: Derivation, outline: list, directory: str = "fragments",
                 figures: dict[str, str] | None = None, figure_preamble: str = ""
                 ) -> dict[str, str]:
@@ -628,6 +729,10 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
                 body.append("\\begin{step}\n" + "".join(p + "\n\n" for p in pending)
                             + "\\noindent" + "\\hfill\n".join(cells) + "\n\\end{step}")
                 pending = []
+            continue
+        if isinstance(item, Section) and _beside(item):
+            body.append(_beside_latex(item, pending, directory, files))
+            pending = []
             continue
         if isinstance(item, Section):
             heading = [to_latex(item.heading)] if item.heading is not None else []

@@ -19,10 +19,19 @@ from symformer.engine import Stage
 WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
 
 
-def equation_key(stage: Stage) -> tuple:
+#: The primes that tell a block's second sub-layer's symbols from its first's
+#: (``\\mu'``, ``y'``, ``\\gamma^{\\prime}``).
+PRIMES = re.compile(r"'|\^\{\\prime\}|\\prime")
+
+
+def equation_key(stage: Stage, primes: bool = False) -> tuple:
     """What makes two stages the same computation: their operation and their general
-    equation as printed, up to the superscripts saying where symbols sit."""
-    return (type(stage.op), tuple((WHERE.sub("", e.lhs), WHERE.sub("", e.rhs))
+    equation as printed, up to the superscripts saying where symbols sit; with
+    ``primes``, also up to primes (the second norm is computed as the first)."""
+    def plain(text: str) -> str:
+        text = WHERE.sub("", text)
+        return PRIMES.sub("", text) if primes else text
+    return (type(stage.op), tuple((plain(e.lhs), plain(e.rhs))
                                   for e in equation_lines(stage)))
 
 
@@ -30,12 +39,14 @@ class Repeats:
     """Remembers the first stage of each computation: :meth:`first` gives the stage a
     later one repeats (or itself, the first time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, primes: bool = True) -> None:
         self._first: dict[tuple, Stage] = {}
+        self.primes = primes
 
     def first(self, stage: Stage) -> Stage:
-        """The first stage seen with ``stage``'s computation (``stage`` if none)."""
-        return self._first.setdefault(equation_key(stage), stage)
+        """The first stage seen with ``stage``'s computation (``stage`` if none); with
+        ``primes`` (the notes' default) a second sub-layer's norm repeats the first's."""
+        return self._first.setdefault(equation_key(stage, self.primes), stage)
 
     def repeats(self, stage: Stage) -> bool:
         """Whether a stage with the same computation was seen before (records it)."""
