@@ -44,7 +44,7 @@ from symformer.latex.tables import (
     stage_matrix,
     stage_table,
 )
-from symformer.latex.worked import Style, worked_example
+from symformer.latex.worked import Style, worked_and_left
 from symformer.notation import (
     INDEX_PIECES,
     glossary,
@@ -77,6 +77,10 @@ GROUPS = {
     "logits": "Output", "probabilities": "Output", "next_token": "Output",
     "products": "head",
 }
+#: Of a run of entries worked alike whose lines are too long for one line of the page
+#: (``q_0``, ``q_1``: a sum over the input row), how many are worked (the table has
+#: every entry), unless ``Options.full``.
+ALIKE = 1
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
 
@@ -274,14 +278,18 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     said = rounding_legend(options.decimals)  # the introduction says it once
     fragments.append(Fragment(f"{name}-table", [
         replace(table, legend=tuple(t for t in table.legend if t != said))]))
-    worked = None if repeated else worked_example(stage, token, style, masked=False)
+    worked, left = (None, 0) if repeated else worked_and_left(
+        stage, token, style, masked=False, alike=None if options.full else ALIKE,
+        long_only=True)
     if stage.kind == "next_token":
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
             stage.derivation)]))
     if worked is not None:
         word, position = stage.rows[token], token + first_position(stage)
         omitted = ("; terms with a weight of exactly 0 are left out"
-                   if omits_zero_terms(stage) else "") + masked_note(stage, token)
+                   if omits_zero_terms(stage) else "") + masked_note(stage, token) + (
+            "; the other entries are computed alike, and the table has them" if left
+            else "")
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),
             worked]))
