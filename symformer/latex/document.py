@@ -248,9 +248,7 @@ def masked_note(stage: Stage, row: int) -> str:
     are not worked), or ``""`` when the row has none."""
     if not any(i == row for i, _ in masked_entries(stage)):
         return ""
-    what = "their weight is exactly 0" if stage.kind == "weights" else \
-        "their score is \u2212\u221e, so their weight is exactly 0"
-    return f"; the later keys are masked ({what}) and not worked"
+    return "; the later keys are masked (their weight is exactly 0) and not worked"
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
@@ -331,12 +329,39 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
 
 
 def notation_blocks(stages: list[Stage]) -> list[Glossary | Prose]:
-    """The notation, declared once: a table of every symbol (:func:`glossary`), how
-    indices run and what a superscript says."""
-    rows = tuple((n.latex, n.title) for n in glossary(stages))
+    """The notation, declared once: a table of every symbol (:func:`glossary`, made
+    true for this example by :func:`true_rows`), how indices run and what a
+    superscript says."""
+    rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages)))
     caption = "Notation: every symbol of these notes, once."
     return [Glossary(caption, rows),
             _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages))]
+
+
+#: The notation table's row of d_k, and what it says of the scores.
+D_K = "d_{k}"
+
+
+def true_rows(stages: list[Stage], rows: tuple[tuple[str, str], ...]
+              ) -> tuple[tuple[str, str], ...]:
+    """The notation table's rows as true for these stages: d_k says the scores are
+    divided by its square root only when some are (an unscaled or otherwise scaled
+    model divides by tau, defined in a row of its own, or by nothing)."""
+    scales = {getattr(s.op, "scale", None) for s in stages
+              if getattr(s.op, "name", "") == "scale_mask"}
+    if not scales:
+        return rows
+    out = []
+    for latex, meaning in rows:
+        if latex == D_K and None not in scales:  # no score is divided by sqrt(d_k)
+            meaning = "Width of a query and a key"
+        out.append((latex, meaning))
+    taus = sorted(str(c) for c in scales if c is not None)
+    if taus:
+        what = ("1: the scores are not scaled" if taus == ["1"] else
+                "the scores are divided by it; here " + ", ".join(taus))
+        out.append((r"\tau", f"Divisor of the scores ({what})"))
+    return tuple(out)
 
 
 def _prose(pieces) -> Prose:
