@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
-from symformer.latex import decoder
+from symformer.latex import decoder, matrix_form
 from symformer.latex.backward import backward_part, is_backward, prepare
 from symformer.latex.blocks import (
+    Equation,
     Fragment,
     Glossary,
     Heading,
@@ -444,6 +445,7 @@ def build(g: Derivation, options: Options,
     chosen = {s.name for s in stages}
     seen: set = set()  # the weights printed so far
     repeats, said = Repeats(), None  # the first stage of each computation; the sentence
+    matrix_said = False  # the sentence that introduces the matrix forms
     for k, stage in enumerate(stages, start=1):
         if progress:
             progress(k, len(stages), stage.name)
@@ -474,6 +476,11 @@ def build(g: Derivation, options: Options,
             group = _group(stage)
             if group != part:  # "3 Output / 3.1 Output" says it twice
                 out.append(Heading(group, 2))
+            if not options.full:
+                shown = [s for s in _run(stages, k - 1, part, group)
+                         if not repeats.seen(s)]
+                out.extend(matrix_blocks(shown, first=not matrix_said))
+                matrix_said = matrix_said or bool(shown and matrix_lines_of(shown))
         row = decoder.worked_row(stage, token, target) if target is not None else token
         row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
         level = 2 if group == part else 3
@@ -528,6 +535,34 @@ def _weights_first(outline: list) -> list:
         out.append(item)
     flush()
     return out
+
+
+def _run(stages: list[Stage], k: int, part: str, group: str) -> list[Stage]:
+    """The stages from ``stages[k]`` on that stay in ``part`` and ``group``."""
+    out = []
+    for stage in stages[k:]:
+        if _part(stage) != part or _group(stage) != group:
+            break
+        out.append(stage)
+    return out
+
+
+def matrix_lines_of(stages: list[Stage]) -> tuple[tuple[str, str], ...]:
+    """The matrix-form display lines of a group's stages (:mod:`.matrix_form`)."""
+    return matrix_form.equation_lines(stages)
+
+
+def matrix_blocks(stages: list[Stage], first: bool) -> list:
+    """A group's sub-layer in matrix form, as textbooks write it, before its stages'
+    index forms: a sentence (the first time saying what the capitals are) and one
+    numbered display."""
+    rows = matrix_lines_of(stages)
+    if not rows:
+        return []
+    words = ("In matrix form, as textbooks write it (a capital letter is a table as a "
+             "matrix, one row per token; a one-row bias is added to every row):"
+             if first else "In matrix form:")
+    return [Prose((words,)), Equation(rows, f"eq:matrix:{stages[0].name}")]
 
 
 def repeat_prose(first: Stage) -> Prose:

@@ -48,6 +48,10 @@ class Repeats:
         ``primes`` (the notes' default) a second sub-layer's norm repeats the first's."""
         return self._first.setdefault(equation_key(stage, self.primes), stage)
 
+    def seen(self, stage: Stage) -> bool:
+        """Whether a stage with ``stage``'s computation was recorded (records nothing)."""
+        return equation_key(stage, self.primes) in self._first
+
     def repeats(self, stage: Stage) -> bool:
         """Whether a stage with the same computation was seen before (records it)."""
         return self.first(stage) is not stage
