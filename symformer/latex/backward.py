@@ -156,6 +156,19 @@ WEIGHTS_SAID = ("The gradients of the other weights follow the same rules as tho
                 "worked above, summed over the tokens in the same way:")
 
 
+def _preferred(shown: list[Stage]) -> Repeats:
+    """The gradients worked in full: of stages computed alike, the first met from the
+    loss, except that of a layer's heads the first head is worked (as in the forward
+    part), its other heads shown by their tables."""
+    layers = {}
+    for k, stage in enumerate(shown):
+        layers.setdefault((stage.side, stage.layer), k)
+    repeats = Repeats()
+    for stage in sorted(shown, key=lambda s: (layers[(s.side, s.layer)], s.head or 0)):
+        repeats.first(stage)
+    return repeats
+
+
 def as_matrix(stage: Stage) -> bool:
     """Whether a weight's gradient prints as a matrix, as the weight itself does: its
     rows are the weight's (not the embedding table's tokens)."""
@@ -254,7 +267,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
         return []
     shown.sort(key=lambda s: s.kind == "weight_gradient")  # stable: the weights last
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
-    part, repeats, said = None, Repeats(), None
+    part, repeats, said = None, _preferred(shown), None
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
@@ -275,8 +288,9 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
             out.append(Section(None, _fragments(stage, 0, decimals, exact, repeated=True)))
             continue
         if first is not stage and not full:
+            where = "above" if shown.index(first) < shown.index(stage) else "below"
             sentence = Prose((f"Computed by the same rules as in {_repeat_where(first)} "
-                              "above, with its own numbers:",))
+                              f"{where}, with its own numbers:",))
             if sentence != said:
                 out.append(sentence)
                 said = sentence
