@@ -31,7 +31,7 @@ from symformer.latex.blocks import Fragment, Heading, Math, Matrices, MatrixBloc
 from symformer.latex.equations import stage_equation
 from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
-from symformer.latex.parameters import matrix_lines
+from symformer.latex.parameters import MATRIX_WIDTH, matrix_lines
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
 from symformer.latex.worked import Style, worked_and_left
@@ -132,7 +132,8 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     alike = None if full or stage.kind != "gradient" else ALIKE
     worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
-    if stage.kind == "weight_gradient" and as_matrix(stage):
+    if (stage.kind == "weight_gradient" and as_matrix(stage)) or (
+            repeated and stage.kind == "gradient"):
         out.append(Fragment(f"{name}-table", [Matrices(((gradient_matrix(stage, values),),))]))
         return out
     if stage.kind in ("weight_gradient", "position_losses") or repeated or left:
@@ -177,7 +178,8 @@ def as_matrix(stage: Stage) -> bool:
 
 
 def gradient_matrix(stage: Stage, values: SignificantValues) -> MatrixBlock:
-    """A weight's gradient as ``dL/dW = [matrix]`` at significant digits."""
+    """A gradient as ``dL/dW = [matrix]`` at significant digits (a weight's, or the
+    rows of a stage computed as one worked before)."""
     return MatrixBlock(notation(stage).latex, tuple(
         tuple(decimal(t) for t in row) for row in values.table(stage)))
 
@@ -193,7 +195,7 @@ def packed(outline: list) -> list:
         if block is not None and last is not None:
             previous = out[-1].fragments[0]
             blocks = [m for line in previous.blocks[0].lines for m in line]
-            previous.blocks = [Matrices(matrix_lines([*blocks, block]))]
+            previous.blocks = [Matrices(matrix_lines([*blocks, block], MATRIX_WIDTH))]
             continue
         out.append(item)
     return out
@@ -210,8 +212,8 @@ def _lone_matrix(item) -> MatrixBlock | None:
 
 
 def _repeat_where(first: Stage) -> str:
-    """Where the stage that a repeated one follows was worked (``Layer 2, Head 2``)."""
-    return ", ".join(part_of(first)) or _where(first)[0]
+    """The part where the stage a repeated one follows was worked (``Layer 2``)."""
+    return _where(first)[0]
 
 
 def _caption(stage: Stage) -> str:
@@ -290,7 +292,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
         if first is not stage and not full:
             where = "above" if shown.index(first) < shown.index(stage) else "below"
             sentence = Prose((f"Computed by the same rules as in {_repeat_where(first)} "
-                              f"{where}, with its own numbers:",))
+                              f"{where}, with its own numbers (one row per token):",))
             if sentence != said:
                 out.append(sentence)
                 said = sentence

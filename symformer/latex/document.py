@@ -20,7 +20,7 @@ from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
 from symformer.latex import decoder, matrix_form
-from symformer.latex.backward import backward_part, is_backward, prepare
+from symformer.latex.backward import backward_part, is_backward, packed, prepare
 from symformer.latex.blocks import (
     Equation,
     Fragment,
@@ -35,7 +35,12 @@ from symformer.latex.blocks import (
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.outline import Section
-from symformer.latex.parameters import matrix_lines, omits_zero_terms, parameter_blocks
+from symformer.latex.parameters import (
+    MATRIX_WIDTH,
+    matrix_lines,
+    omits_zero_terms,
+    parameter_blocks,
+)
 from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import (
@@ -271,6 +276,11 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     weights = parameter_blocks(stage, seen) if seen is not None else []
     if weights:
         fragments.append(Fragment(f"{name}-weights", weights))
+    if repeated:  # its values as a matrix, beside the others computed alike
+        fragments.append(Fragment(f"{name}-table", [Matrices(((stage_matrix(
+            stage, matrix_form.symbol(stage), decimals=options.decimals,
+            exact=options.exact),),))]))
+        return fragments
     text = caption(stage) + (", causal mask" if prefix else "")
     table = stage_table(stage, decimals=options.decimals, exact=options.exact,
                         highlight=token, caption=text + ".", label=f"tab:{label}")
@@ -496,7 +506,7 @@ def build(g: Derivation, options: Options,
         said = None
         out.append(Section(Heading(_title(stage), level),
                            stage_fragments(stage, row, options, seen=seen)))
-    out = _weights_first(out)
+    out = packed(_weights_first(out))
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
@@ -521,7 +531,7 @@ def _weights_first(outline: list) -> list:
                       for line in b.lines for m in line]
             words = "Their weights:" if len(blocks) > 1 else "Its weight:"
             out.append(Section(None, [Fragment(weights[0].name, [
-                Prose((words,)), Matrices(matrix_lines(blocks))])]))
+                Prose((words,)), Matrices(matrix_lines(blocks, MATRIX_WIDTH))])]))
         for s in run:
             out.append(Section(None, [f for f in s.fragments
                                       if not f.name.endswith("-weights")]))
@@ -569,7 +579,7 @@ def repeat_prose(first: Stage) -> Prose:
     """The sentence over the tables of stages computed as ``first`` was worked."""
     where = ", ".join(part_of(first))
     return Prose((f"Computed as in {where} above, by the same equations, with its own "
-                  "inputs and weights; the results:",))
+                  "inputs and weights; the results, one row per token:",))
 
 
 def no_positional_input(stage: Stage) -> bool:
@@ -598,7 +608,7 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
         first = repeats.first(stage)
         if first is not stage and not options.full:
             sentence = Prose((f"Computed as for head {first.head} under the mask, by the "
-                              "same equations; the results:",))
+                              "same equations; the results, one row per token:",))
             if sentence != said:
                 out.append(sentence)
                 said = sentence
