@@ -24,6 +24,8 @@ under one sentence (:mod:`symformer.latex.repeats`), unless ``full``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
@@ -137,10 +139,12 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
         out.append(Fragment(f"{name}-table", [Matrices(((gradient_matrix(stage, values),),))]))
         return out
     if stage.kind in ("weight_gradient", "position_losses") or repeated or left:
-        out.append(Fragment(f"{name}-table", [stage_table(
-            stage, decimals=decimals, exact=exact, caption=_caption(stage),
-            label=f"tab:{stage.name}", significant=values,
-            highlight=row if stage.kind == "gradient" else None)]))
+        table = stage_table(stage, decimals=decimals, exact=exact, caption=_caption(stage),
+                            label=f"tab:{stage.name}", significant=values,
+                            highlight=row if stage.kind == "gradient" else None)
+        said = f"Values correctly rounded to {DEFAULT_DIGITS} significant digits."
+        out.append(Fragment(f"{name}-table", [  # the introduction says the default
+            replace(table, legend=tuple(t for t in table.legend if t != said))]))
         if stage.kind == "weight_gradient" or repeated:
             return out
     if worked is not None:
@@ -253,8 +257,9 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         f"backward rules of the operations; the worked lines follow {follow}. "
         "Gradients span several orders of magnitude, so fixed decimals would drop the "
         "digits that matter: each gradient\u2019s table and worked lines print every "
-        "number, operands included, at one number of significant digits, at least "
-        f"{DEFAULT_DIGITS} (more where a line needs them to land on its table). A "
+        "number, operands included, at one number of significant digits: "
+        f"{DEFAULT_DIGITS} unless its table says more (more where a line needs them to "
+        "land on its table). A "
         "gradient computed by the same rules as one worked before (another head or "
         "layer) shows its table only.",))
 

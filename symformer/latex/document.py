@@ -470,7 +470,7 @@ def build(g: Derivation, options: Options,
                                   "its input is the previous layer\u2019s output.",)))
         if not causal_done and stage.layer == 1 and group and group.startswith(
                 "Attention head") and not _group(stage).startswith("Attention head"):
-            out.extend(causal_section(g, chosen, token, options, repeats))
+            out.extend(causal_section(g, chosen, token, options))
             causal_done = True
         if renames(stage):
             out.append(renaming_prose(stage))
@@ -590,8 +590,7 @@ def no_positional_input(stage: Stage) -> bool:
         no_positional_table(g[name]) for name in stage.inputs if name in g)
 
 
-def causal_section(g: Derivation, chosen: set[str], token: int, options: Options,
-                   repeats: Repeats | None = None) -> list:
+def causal_section(g: Derivation, chosen: set[str], token: int, options: Options) -> list:
     """Layer 1's scores and weights again under the causal mask (a head computed as
     one before shows its tables only, unless ``options.full``)."""
     causal = derive(g.example, causal=True, max_work=options.max_work)
@@ -602,7 +601,7 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
     out: list = [Heading("Causal self-attention", 2), Prose((
         "A decoder may not look ahead: the causal mask sets every score of a later key to ",
         Math(r"-\infty"), ", so its weight is exactly 0.",))]
-    repeats = repeats or Repeats()
+    repeats = Repeats()  # the masked scores are worked again: their rule differs
     said = None
     for stage in stages:
         first = repeats.first(stage)
@@ -637,6 +636,12 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \setlength{\emergencystretch}{2em}
 \hfuzz=0.5pt
 \allowdisplaybreaks
+\makeatletter
+\renewcommand\subsection{\@startsection{subsection}{2}{\z@}{-2.5ex\@plus -1ex \@minus -.2ex}%%
+  {1ex \@plus .2ex}{\normalfont\large\bfseries}}
+\renewcommand\subsubsection{\@startsection{subsubsection}{3}{\z@}%%
+  {-2.25ex\@plus -.75ex \@minus -.2ex}{.75ex \@plus .2ex}{\normalfont\normalsize\bfseries}}
+\makeatother
 """
 
 #: A step (heading, equation, weights, table) is set in a box first.  When it fits on
@@ -646,7 +651,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 #: right after a heading, never inside a table), so no page is left half empty.  The
 #: worked lines follow outside the box: they may start the next page, between their
 #: displays' lines.
-BREAK_ROOM = r"0.15\textheight"
+BREAK_ROOM = r"0.1\textheight"
 STEP_MACROS = r"""\makeatletter
 \newsavebox{\symformer@step}
 \newcommand{\symformerneed}[1]{\par\penalty-100\begingroup\setlength{\dimen@}{#1}%

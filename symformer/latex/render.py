@@ -89,7 +89,7 @@ def _remark_below(lhs: str, rhs: str) -> tuple[str, str]:
 #: Rough width (characters of visible math, :func:`symformer.worked.render_latex.width`)
 #: of one line of the text block, and the most worked results set side by side.
 TEXT_WIDTH = 70
-MAX_COLUMNS = 3
+MAX_COLUMNS = 4
 
 
 @to_latex.register

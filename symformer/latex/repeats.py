@@ -35,22 +35,37 @@ def equation_key(stage: Stage, primes: bool = False) -> tuple:
                                   for e in equation_lines(stage)))
 
 
+def slot_key(stage: Stage) -> tuple:
+    """Where a stage sits up to its layer and head numbers (``layer#.head#.Q``), with
+    its operation and shape: the same step of another layer or head (whose equation
+    reads that layer's own input, ``r'^{(1)}`` for ``x``)."""
+    return (type(stage.op), stage.shape, re.sub(r"\d+", "#", stage.name))
+
+
 class Repeats:
     """Remembers the first stage of each computation: :meth:`first` gives the stage a
-    later one repeats (or itself, the first time)."""
+    later one repeats (or itself, the first time).  A stage repeats an earlier one
+    with the same equation (:func:`equation_key`, up to primes by default) or at the
+    same place of another layer or head (:func:`slot_key`)."""
 
     def __init__(self, primes: bool = True) -> None:
         self._first: dict[tuple, Stage] = {}
         self.primes = primes
 
+    def _keys(self, stage: Stage) -> tuple[tuple, tuple]:
+        return (("equation", equation_key(stage, self.primes)), ("slot", slot_key(stage)))
+
     def first(self, stage: Stage) -> Stage:
-        """The first stage seen with ``stage``'s computation (``stage`` if none); with
-        ``primes`` (the notes' default) a second sub-layer's norm repeats the first's."""
-        return self._first.setdefault(equation_key(stage, self.primes), stage)
+        """The first stage seen with ``stage``'s computation (``stage`` if none)."""
+        keys = self._keys(stage)
+        found = next((self._first[k] for k in keys if k in self._first), stage)
+        for k in keys:
+            self._first.setdefault(k, found)
+        return found
 
     def seen(self, stage: Stage) -> bool:
         """Whether a stage with ``stage``'s computation was recorded (records nothing)."""
-        return equation_key(stage, self.primes) in self._first
+        return any(k in self._first for k in self._keys(stage))
 
     def repeats(self, stage: Stage) -> bool:
         """Whether a stage with the same computation was seen before (records it)."""
