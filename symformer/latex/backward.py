@@ -34,11 +34,11 @@ from symformer.latex.equations import stage_equation
 from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
 from symformer.latex.parameters import MATRIX_WIDTH, matrix_lines
+from symformer.latex.places import where as part_of
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
 from symformer.latex.worked import Style, worked_and_left
 from symformer.notation import notation
-from symformer.placement import part_of
 from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues, choose_digits
 
 #: The stage kinds the backward pass adds.
@@ -168,7 +168,7 @@ def _preferred(shown: list[Stage]) -> Repeats:
     layers = {}
     for k, stage in enumerate(shown):
         layers.setdefault((stage.side, stage.layer), k)
-    repeats = Repeats()
+    repeats = Repeats(sides=False)  # the encoder's gradients follow the decoder's rules
     for stage in sorted(shown, key=lambda s: (layers[(s.side, s.layer)], s.head or 0)):
         repeats.first(stage)
     return repeats

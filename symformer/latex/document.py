@@ -41,6 +41,7 @@ from symformer.latex.parameters import (
     omits_zero_terms,
     parameter_blocks,
 )
+from symformer.latex.places import where as part_of
 from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import (
@@ -59,7 +60,6 @@ from symformer.notation import (
     superscript_pieces,
 )
 from symformer.ops import Identity, Notation
-from symformer.placement import part_of
 from symformer.words import plural
 from symformer.worked.render_latex import width
 
@@ -631,8 +631,8 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 %(packages)s
 \usepackage{float}
 \floatplacement{table}{H}
-\usepackage[position=top,skip=6pt,font=small]{caption}
-\setlength{\intextsep}{8pt plus 2pt minus 2pt}
+\usepackage[position=top,skip=4pt,font=small]{caption}
+\setlength{\intextsep}{6pt plus 2pt minus 2pt}
 \setlength{\emergencystretch}{2em}
 \hfuzz=0.5pt
 \allowdisplaybreaks

@@ -36,10 +36,18 @@ def equation_key(stage: Stage, primes: bool = False) -> tuple:
 
 
 def slot_key(stage: Stage) -> tuple:
-    """Where a stage sits up to its layer and head numbers (``layer#.head#.Q``), with
-    its operation and shape: the same step of another layer or head (whose equation
-    reads that layer's own input, ``r'^{(1)}`` for ``x``)."""
-    return (type(stage.op), stage.shape, re.sub(r"\d+", "#", stage.name))
+    """Where a stage sits up to its layer and head numbers (``layer#.head#.Q``) and
+    its side (a decoder's FFN is the encoder's), with its operation and width: the same
+    step of another layer or head (whose equation reads that layer's own input,
+    ``r'^{(1)}`` for ``x``)."""
+    name = stage.name.removeprefix("grad.").removeprefix("decoder.")
+    return (type(stage.op), stage.shape[1], re.sub(r"\d+", "#", name))
+
+
+#: The stage kinds of attention proper (its projections are the encoder's): a
+#: decoder's (masked, or across to the encoder) are worked even where the encoder's
+#: are the same rule.
+ATTENTION = frozenset({"raw_scores", "scores", "weights", "head_output"})
 
 
 class Repeats:
@@ -48,12 +56,17 @@ class Repeats:
     with the same equation (:func:`equation_key`, up to primes by default) or at the
     same place of another layer or head (:func:`slot_key`)."""
 
-    def __init__(self, primes: bool = True) -> None:
+    def __init__(self, primes: bool = True, sides: bool = True) -> None:
         self._first: dict[tuple, Stage] = {}
-        self.primes = primes
+        self.primes, self.sides = primes, sides
 
     def _keys(self, stage: Stage) -> tuple[tuple, tuple]:
-        return (("equation", equation_key(stage, self.primes)), ("slot", slot_key(stage)))
+        """The stage's keys; with ``sides``, an attention stage's within its side: a
+        decoder's masked self-attention and its cross-attention are worked, not shown as
+        the encoder's attention again (its norms and FFN are)."""
+        side = stage.side if self.sides and stage.kind in ATTENTION else ""
+        return (("equation", side, equation_key(stage, self.primes)),
+                ("slot", side, slot_key(stage)))
 
     def first(self, stage: Stage) -> Stage:
         """The first stage seen with ``stage``'s computation (``stage`` if none)."""
