@@ -61,8 +61,10 @@ def with_loss(name: str):
     return parse_example(text + f'\n[loss]\nkind = "mse"\ntarget = [\n{target},\n]\n')
 
 
-EXAMPLES = ["builtin", "llama_style", "gpt2_style", "course_module", "encoder_decoder",
-            "attention_only", "illustrated_self_attention", "scaled_identity_attention"]
+#: Compiled in the suite (a few seconds each): the built-in block, the largest shipped
+#: example (RoPE, GQA, pre-norm) and an unscaled one without positions; the others'
+#: page counts are measured by hand (docs/export.md lists them all).
+EXAMPLES = ["builtin", "llama_style", "attention_only"]
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
@@ -95,7 +97,7 @@ def test_no_file_format_words(notes):
     name, _, _, text = notes
     found = FILE_WORDS.findall(text)
     assert not found, (name, found)
-    assert "this example\u2019s weights" in text or "this example\u2019s weight" in text
+    assert "this example\u2019s weight" in text.lower()
 
 
 @needs_tools

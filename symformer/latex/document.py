@@ -238,7 +238,8 @@ def rope_prose(stage: Stage) -> Prose:
     pe = notation(stage).latex
     if stage.op.kind == "none":
         return Prose(("This model adds no positional encoding (", Math(f"{pe} = 0"),
-                      "): nothing in it depends on a token\u2019s position except through "
+                      ", so ", Math("x = e"), ": the input rows are the embeddings): "
+                      "nothing in it depends on a token\u2019s position except through "
                       "the causal mask, if any.",))
     return Prose(("This model adds no positional encoding to the embeddings (",
                   Math(f"{pe} = 0"), ", so ", Math("x = e"), "). Positions enter inside "

@@ -53,7 +53,8 @@ class SignificantValues(Values):
         """Each entry rounded at the decimals that show ``digits`` significant digits
         of it (read from a first rounding at :data:`PROBE` decimals).  An entry that
         is 0 at those decimals prints as ``0`` when its ball is exactly 0 (a proved
-        zero), else as that rounding (``0.000000000000``: certified, if long)."""
+        zero), else rounded to ``digits`` decimals (``0.0000``, certified: a value
+        this small is zero to every digit a worked line can carry)."""
         probe = stage.values(decimals=PROBE)
         balls = None
         by_decimals: dict[int, list[list[str]]] = {PROBE: probe}
@@ -68,8 +69,13 @@ class SignificantValues(Values):
                 if value == 0:
                     balls = balls or stage.balls(128)
                     ball = balls[i][j]
-                    exact_zero = ball.mid() == 0 and ball.rad() == 0
-                    line.append("0" if exact_zero else text)
+                    if ball.mid() == 0 and ball.rad() == 0:
+                        line.append("0")
+                        continue
+                    places = self.digits  # below 10^-12: its first digits say nothing
+                    if places not in by_decimals:
+                        by_decimals[places] = stage.values(decimals=places)
+                    line.append(by_decimals[places][i][j])
                     continue
                 places = max(0, self.digits - 1 - _exponent(value))
                 if places not in by_decimals:
