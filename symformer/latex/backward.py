@@ -110,9 +110,11 @@ def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | Non
     found: dict[int, tuple] = {}
 
     def lands(digits: int) -> bool:
-        values = SignificantValues(digits)
-        worked, left = worked_and_left(stage, row, Style(decimals, exact), values,
-                                       alike=alike)
+        values = SignificantValues(digits, table_stage=stage.name)
+        # a part's sum (Σ_k α_k ∂L/∂α_k) is rounded at the style's decimals: enough
+        # for its significant digits too
+        style = Style(max(decimals, digits + 2), exact)
+        worked, left = worked_and_left(stage, row, style, values, alike=alike)
         off = 0 if worked is None else sum(i.exact is not None for i in worked.items)
         found[digits] = (worked, values, left, off)
         return off == 0
@@ -256,10 +258,10 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         ", each computed from the gradient at that step. The general equations are the "
         f"backward rules of the operations; the worked lines follow {follow}. "
         "Gradients span several orders of magnitude, so fixed decimals would drop the "
-        "digits that matter: each gradient\u2019s table and worked lines print every "
-        "number, operands included, at one number of significant digits: "
-        f"{DEFAULT_DIGITS} unless its table says more (more where a line needs them to "
-        "land on its table). A "
+        "digits that matter: each gradient\u2019s table prints its values at "
+        f"{DEFAULT_DIGITS} significant digits, and its worked lines print their operands "
+        f"at one number of significant digits, {DEFAULT_DIGITS} or more: as many as "
+        "its lines need to land on its table. A "
         "gradient computed by the same rules as one worked before (another head or "
         "layer) shows its table only.",))
 

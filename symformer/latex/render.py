@@ -43,7 +43,15 @@ def to_latex(block: object) -> str:
 
 @to_latex.register
 def _(block: Fragment) -> str:
-    return "\n\n".join(to_latex(b) for b in block.blocks) + "\n"
+    # a sentence that introduces a display stays in its paragraph: no page break
+    # between them (TeX's \predisplaypenalty)
+    out = ""
+    for k, b in enumerate(block.blocks):
+        if k:
+            glued = isinstance(block.blocks[k - 1], Prose) and isinstance(b, (Worked, Matrices))
+            out += "\n" if glued else "\n\n"
+        out += to_latex(b)
+    return out + "\n"
 
 
 @to_latex.register

@@ -5,10 +5,10 @@ Gradients span magnitudes: at 5 decimals ``0.01588`` keeps 4 significant digits 
 table (``-0.06088`` for a table's ``-0.06086``).  Numerical-methods texts print such
 quantities at significant figures; so do the notes' Backward part and the HTML trace:
 
-* :class:`SignificantValues` prints every entry at ``digits`` significant digits
-  (the engine's certified rounding, ``Stage.values(significant=...)``), whatever
-  precision a worked line asks for, so a block's operands and results share one
-  number of significant digits;
+* :class:`SignificantValues` prints every entry at significant digits (certified
+  roundings), whatever precision a worked line asks for: a block's table (its lines'
+  results) at :data:`DEFAULT_DIGITS`, the operands its lines read at one number of
+  significant digits;
 * :func:`choose_digits` picks that number for a block: the fewest, from
   :data:`DEFAULT_DIGITS` up, with which every line of the block lands on its table
   (a caller's test), at most :data:`MOST_DIGITS`.
@@ -26,30 +26,35 @@ from symformer.worked.numbers import integer_values
 #: The fewest significant digits a backward block prints.
 DEFAULT_DIGITS = 4
 #: The most :func:`choose_digits` tries.
-MOST_DIGITS = 6
+MOST_DIGITS = 8
 
 
 class SignificantValues(Values):
     """Certified entries at ``digits`` significant digits (an exact 0 as ``0``, a stage
-    of exact integers as integers); the ``decimals`` a caller passes are ignored."""
+    of exact integers as integers); the ``decimals`` a caller passes are ignored.
 
-    def __init__(self, digits: int = DEFAULT_DIGITS) -> None:
+    ``table_stage``, when given, is the stage whose table a block prints: its entries
+    (the worked lines' results) keep :data:`DEFAULT_DIGITS`, while the operands read
+    from every other stage get ``digits``."""
+
+    def __init__(self, digits: int = DEFAULT_DIGITS, table_stage: str | None = None) -> None:
         super().__init__()
-        self.digits = digits
+        self.digits, self.table_stage = digits, table_stage
         self._significant: dict[str, list[list[str]]] = {}
 
     def table(self, stage: Stage) -> list[list[str]]:
         """Every entry of ``stage`` as :meth:`text` prints it."""
         if stage.name not in self._significant:
+            digits = DEFAULT_DIGITS if stage.name == self.table_stage else self.digits
             self._significant[stage.name] = integer_values(stage, 0) or \
-                self._rounded(stage)
+                self._rounded(stage, digits)
         return self._significant[stage.name]
 
     def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
         """Entry (i, j) at :attr:`digits` significant digits."""
         return self.table(stage)[i][j]
 
-    def _rounded(self, stage: Stage) -> list[list[str]]:
+    def _rounded(self, stage: Stage, digits: int) -> list[list[str]]:
         """Each entry rounded at the decimals that show ``digits`` significant digits
         of it (read from a first rounding at :data:`PROBE` decimals).  An entry that
         is 0 at those decimals prints as ``0`` when its ball is exactly 0 (a proved
@@ -72,12 +77,12 @@ class SignificantValues(Values):
                     if ball.mid() == 0 and ball.rad() == 0:
                         line.append("0")
                         continue
-                    places = self.digits  # below 10^-12: its first digits say nothing
+                    places = digits  # below 10^-12: its first digits say nothing
                     if places not in by_decimals:
                         by_decimals[places] = stage.values(decimals=places)
                     line.append(by_decimals[places][i][j])
                     continue
-                places = max(0, self.digits - 1 - _exponent(value))
+                places = max(0, digits - 1 - _exponent(value))
                 if places not in by_decimals:
                     by_decimals[places] = stage.values(decimals=places)
                 line.append(by_decimals[places][i][j])
