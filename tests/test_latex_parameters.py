@@ -126,7 +126,7 @@ def test_table_columns_align_on_the_decimal_point():
 
 def test_caption_spacing_and_steps_kept_together(builtin_files):
     main = builtin_files["main.tex"]
-    assert r"\usepackage[position=top,skip=6pt,font=small]{caption}" in main
+    assert r"\usepackage[position=top,skip=4pt,font=small]{caption}" in main
     sections = main.count(r"\subsubsection{") + main.count(r"\subsection{")
     assert main.count(r"\begin{step}") == main.count(r"\end{step}") >= sections // 2
     # a group heading opens the step below it, never ends a page on its own

@@ -60,13 +60,15 @@ class Repeats:
         self._first: dict[tuple, Stage] = {}
         self.primes, self.sides = primes, sides
 
-    def _keys(self, stage: Stage) -> tuple[tuple, tuple]:
+    def _keys(self, stage: Stage) -> tuple[tuple, ...]:
         """The stage's keys; with ``sides``, an attention stage's within its side: a
         decoder's masked self-attention and its cross-attention are worked, not shown as
         the encoder's attention again (its norms and FFN are)."""
         side = stage.side if self.sides and stage.kind in ATTENTION else ""
-        return (("equation", side, equation_key(stage, self.primes)),
-                ("slot", side, slot_key(stage)))
+        keys = [("equation", side, equation_key(stage, self.primes))]
+        if stage.layer:  # a step inside a layer (a decoder's output is not the encoder's)
+            keys.append(("slot", side, slot_key(stage)))
+        return tuple(keys)
 
     def first(self, stage: Stage) -> Stage:
         """The first stage seen with ``stage``'s computation (``stage`` if none)."""
