@@ -134,7 +134,8 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
               if any_exact else rounding_legend(decimals)]
     if significant is not None and not any_exact:
-        legend = [f"Values correctly rounded to {significant.digits} significant digits."]
+        legend = [f"Values correctly rounded to {significant.digits_of(stage)} significant "
+                  "digits."]
     if integers is not None:
         legend = ["Every value is an exact integer."]
     if indicator:

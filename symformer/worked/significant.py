@@ -42,10 +42,14 @@ class SignificantValues(Values):
         self.digits, self.table_stage = digits, table_stage
         self._significant: dict[str, list[list[str]]] = {}
 
+    def digits_of(self, stage: Stage) -> int:
+        """The significant digits ``stage``'s entries print at."""
+        return DEFAULT_DIGITS if stage.name == self.table_stage else self.digits
+
     def table(self, stage: Stage) -> list[list[str]]:
         """Every entry of ``stage`` as :meth:`text` prints it."""
         if stage.name not in self._significant:
-            digits = DEFAULT_DIGITS if stage.name == self.table_stage else self.digits
+            digits = self.digits_of(stage)
             self._significant[stage.name] = integer_values(stage, 0) or \
                 self._rounded(stage, digits)
         return self._significant[stage.name]
