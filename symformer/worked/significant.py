@@ -87,15 +87,24 @@ class SignificantValues(Values):
                     line.append(by_decimals[places][i][j])
                     continue
                 places = max(0, digits - 1 - _exponent(value))
-                if places not in by_decimals:
-                    by_decimals[places] = stage.values(decimals=places)
-                line.append(by_decimals[places][i][j])
+                for shown in (places, places - 1):  # 0.999996 at 5 digits: 1.0000
+                    if shown not in by_decimals:
+                        by_decimals[shown] = stage.values(decimals=shown)
+                    text = by_decimals[shown][i][j]
+                    if shown == 0 or _count(text) <= digits:
+                        break
+                line.append(text)
             out.append(line)
         return out
 
 
 #: The decimals of the first rounding that finds each entry's magnitude.
 PROBE = 12
+
+
+def _count(text: str) -> int:
+    """The significant digits a printed decimal shows."""
+    return len(text.lstrip("-").replace(".", "").lstrip("0"))
 
 
 def _exponent(value: Fraction) -> int:
