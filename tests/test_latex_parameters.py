@@ -126,7 +126,7 @@ def test_table_columns_align_on_the_decimal_point():
 
 def test_caption_spacing_and_steps_kept_together(builtin_files):
     main = builtin_files["main.tex"]
-    assert r"\usepackage[position=top,skip=6pt,font=small]{caption}" in main
+    assert r"\usepackage[position=top,skip=4pt,font=small]{caption}" in main
     sections = main.count(r"\subsubsection{") + main.count(r"\subsection{")
     assert main.count(r"\begin{step}") == main.count(r"\end{step}") >= sections // 2
     # a group heading opens the step below it, never ends a page on its own
@@ -141,10 +141,12 @@ def test_short_worked_results_share_a_line(block):
     assert re.search(r"\n  \\Sigma &= [^\n&]*\n", tex)
 
 
-def test_weight_gradient_rows_are_labelled_as_a_lecturer_writes_them(builtin_files):
-    """A row of dL/dW_2 multiplies the hidden activation a_k: labelled $a_{k}$, never the
-    internal column name ff0; dL/dγ, one row, needs no label (never "gamma")."""
+def test_weight_gradients_print_as_matrices_as_the_weights_do(builtin_files):
+    """dL/dW_2 is a matrix of W_2's shape (6 x 4: row k multiplies the hidden activation
+    a_k), printed as the weight itself is, never with the internal row names (ff0);
+    dL/dγ' is one row.  Every FFN gradient of the built-in block is exactly 0."""
     w2 = builtin_files["fragments/grad-layer1-W_2-table.tex"]
-    assert "\n0 & $a_{0}$ & " in w2 and "ff0" not in w2
+    assert r"\partial L/\partial W_{2} = \left[\begin{array}" in w2 and "ff0" not in w2
+    assert w2.count(r" \\ ") == 5 and "0 & 0 & 0 & 0" in w2
     gamma = builtin_files["fragments/grad-layer1-add_norm2-gamma-table.tex"]
-    assert "\n0 &  & " in gamma and "& gamma &" not in gamma
+    assert r"\gamma" in gamma and r" \\ " not in gamma and "gamma &" not in gamma

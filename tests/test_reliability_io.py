@@ -144,7 +144,7 @@ def test_ligature_names_print_literally_in_the_pdf(tmp_path):
     files = export_files(g, Options(stages=("input", "layer1.head1.weights"), token=1))
     pdf, _ = compile_log(files)
     text = _pdftext(pdf, tmp_path)
-    sentence = re.search(r"The sentence: (.*?)\.\n", text, flags=re.S)[1]
+    sentence = re.search(r"The sentence:\s+(.*?)\.\n", text, flags=re.S)[1]
     assert sentence.split() == LIGATURE_NAMES
     assert "lig --- ''t''" in text
     lines = text.splitlines()

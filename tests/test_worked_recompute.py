@@ -50,8 +50,9 @@ def worked_items(g, **options) -> list[dict]:
 
 @functools.cache
 def builtin_items(block, token: int, decimals: int) -> tuple[dict, ...]:
-    """The worked items of ``block`` (the built-in example, unmasked), rendered once."""
-    return tuple(worked_items(block, decimals=decimals, token=token))
+    """The worked items of ``block`` (the built-in example, unmasked), rendered once,
+    every line worked (``full``: the notes otherwise work the first of entries alike)."""
+    return tuple(worked_items(block, decimals=decimals, token=token, full=True))
 
 
 def check_all(items: list[dict]) -> None:
@@ -83,23 +84,32 @@ def check_operands(item: dict) -> None:
             assert set(o) == {"value", "parameter", "index"}, o
 
 
+def significant_of(text: str) -> int | None:
+    """The significant digits a printed decimal shows (None for a zero)."""
+    digits = text.lstrip("-").replace(".", "").lstrip("0")
+    return len(digits) or None
+
+
 def check_one_precision(items: list[dict]) -> None:
     """Within one worked block (a stage's row), every operand read from an earlier
     stage shows the same number of decimals (an integer is a table of exact integers,
-    printed as such: ``2``, not ``2.000``)."""
+    printed as such: ``2``, not ``2.000``); in the Backward part (the loss and the
+    gradients), the same number of significant digits."""
     blocks: dict[tuple, set[int]] = {}
     for item in items:
+        backward = item["stage"] == "loss" or item["stage"].startswith("grad.")
         for o in item["operands"]:
             if "stage" in o and "." in o["value"]:
-                blocks.setdefault((item["stage"], item["row"]), set()).add(
-                    decimals_of(o["value"]))
+                shown = significant_of(o["value"]) if backward else decimals_of(o["value"])
+                if shown is not None:
+                    blocks.setdefault((item["stage"], item["row"]), set()).add(shown)
     for block, decimals in blocks.items():
         assert len(decimals) == 1, (block, decimals)
 
 
 def test_cli_writes_worked_json(tmp_path, block):
     assert main(["export", "--out", str(tmp_path), "--format", "json", "--token", "think",
-                 "--decimals", "2"]) == 0
+                 "--decimals", "2", "--full"]) == 0  # --full: every stage worked
     assert sorted(p.name for p in tmp_path.iterdir()) == ["equations.json", "worked.json"]
     data = json.loads((tmp_path / "worked.json").read_text(encoding="utf-8"))
     items = data["worked"]
@@ -245,7 +255,7 @@ def _literals(expression: str) -> list[str]:
 def test_renderings_show_the_json_operands_and_results(block):
     """The LaTeX and Markdown fragments, the text and the MathML of every step print the
     operands and results that worked.json lists."""
-    outline = build(block, Options(decimals=2, token=1))
+    outline = build(block, Options(decimals=2, token=1, full=True))  # every line
     seen = 0
     for fragment in fragments(outline):
         worked = [b for b in fragment.blocks if isinstance(b, Worked)]
@@ -296,7 +306,7 @@ def test_gelu_tanh_lines_are_the_textbook_formula():
     import math
 
     g = derive(load_example("gpt2_style"))
-    items = [i for i in worked_items(g, decimals=3, token=2)
+    items = [i for i in worked_items(g, decimals=3, token=2, full=True)
              if i["stage"].endswith("ffn.activation")]
     assert len(items) == 8
     number = r"\(?(-?\d+\.\d+)\)?"

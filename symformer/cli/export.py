@@ -75,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only stages matching this name or glob (repeatable)")
     p.add_argument("--exact", action="store_true",
                    help="print short closed forms (4 + \\sin 1) instead of decimals")
+    p.add_argument("--full", action="store_true",
+                   help="work every stage in full (default: a head or layer computed as "
+                        "one before shows its tables under one sentence)")
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
     p.add_argument("--format", choices=("latex", "markdown", "json", "torch"), default="latex",
                    help="latex: main.tex and fragments/ (default); markdown: main.md; "
@@ -137,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
     options = Options(decimals=args.decimals, token=resolve_token(g, token),
-                      exact=args.exact, stages=stages,
+                      exact=args.exact, stages=stages, full=args.full,
                       target_token=target, steps=args.steps, max_work=args.max_work)
     extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
 

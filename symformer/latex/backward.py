@@ -14,26 +14,37 @@ first -- the order this part follows.  Each gradient stage of a token's rows get
   generic worked-line machinery (:mod:`symformer.worked`), so every line is
   recomputable from numbers printed before it.
 
-The weights' gradients (sums over every token) follow as tables.  Gradients are
-small, so this part prints :data:`EXTRA_DECIMALS` more decimals than the forward one.
+The weights' gradients (sums over every token) follow as tables.  Gradients span
+magnitudes, so each block (a gradient's table and worked lines) prints its numbers at
+one number of significant digits, the fewest from 4 up with which every worked line
+lands on its table (:mod:`symformer.worked.significant`).  A gradient computed by the
+same rules as one worked before (the other heads, the other layers) shows its table
+under one sentence (:mod:`symformer.latex.repeats`), unless ``full``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
-from symformer.latex.blocks import Fragment, Heading, Math, Prose
+from symformer.latex.blocks import Fragment, Heading, Math, Matrices, MatrixBlock, Prose
 from symformer.latex.equations import stage_equation
 from symformer.latex.inactive import inactive_fragments
+from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
+from symformer.latex.parameters import MATRIX_WIDTH, matrix_lines
+from symformer.latex.places import where as part_of
+from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
-from symformer.latex.worked import Style, worked_example
-from symformer.placement import part_of
+from symformer.latex.worked import Style, worked_and_left
+from symformer.notation import notation
+from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues, choose_digits
 
 #: The stage kinds the backward pass adds.
 KINDS = ("loss", "position_losses", "gradient", "weight_gradient")
-#: More decimals than the forward part prints (gradients are small numbers).
+#: More decimals than the forward part prints, for closed forms' decimals (``--exact``).
 EXTRA_DECIMALS = 2
 
 
@@ -86,38 +97,155 @@ def _title(stage: Stage) -> str:
     return ", ".join([*_where(stage)[1], stage.op.symbol.title])
 
 
-def _fragments(stage: Stage, row: int, decimals: int, exact: bool) -> list[Fragment]:
+#: Of a run of entries worked alike (``dL/dq_0``, ``dL/dq_1``, ...), how many lines a
+#: gradient's block works (its table has every entry), unless ``full``.
+ALIKE = 1
+
+
+def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | None):
+    """The worked lines and the values they and the table print: at the fewest
+    significant digits (from :data:`DEFAULT_DIGITS`) with which every line lands on
+    its table (no line's result differs from the table's); when none up to
+    :data:`~symformer.worked.significant.MOST_DIGITS` does, the digits with the
+    fewest lines off (each then gives its table's value too)."""
+    found: dict[int, tuple] = {}
+
+    def lands(digits: int) -> bool:
+        values = SignificantValues(digits, table_stage=stage.name)
+        # a part's sum (Σ_k α_k ∂L/∂α_k) is rounded at the style's decimals: enough
+        # for its significant digits too
+        style = Style(max(decimals, digits + 2), exact)
+        worked, left = worked_and_left(stage, row, style, values, alike=alike)
+        off = 0 if worked is None else sum(i.exact is not None for i in worked.items)
+        found[digits] = (worked, values, left, off)
+        return off == 0
+
+    digits = choose_digits(lands)
+    if found[digits][3]:
+        digits = min(found, key=lambda d: (found[d][3], d))
+    return found[digits][:3]
+
+
+def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
+               repeated: bool = False, full: bool = False) -> list[Fragment]:
     name = stage.name.replace(".", "-")
     out = []
-    equation = stage_equation(stage)
-    if equation.lines:
+    equation = None if repeated else stage_equation(stage)
+    if equation is not None and equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
-    if stage.kind in ("weight_gradient", "position_losses"):
-        out.append(Fragment(f"{name}-table", [stage_table(
-            stage, decimals=decimals, exact=exact, caption=f"{stage.op.symbol.title}.",
-            label=f"tab:{stage.name}")]))
+    taught = not repeated and stage.kind != "weight_gradient" and _taught(stage)
+    alike = None if full or stage.kind != "gradient" else ALIKE
+    worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
+        (None, SignificantValues(DEFAULT_DIGITS), 0)
+    if (stage.kind == "weight_gradient" and as_matrix(stage)) or (
+            repeated and stage.kind == "gradient"):
+        out.append(Fragment(f"{name}-table", [Matrices(((gradient_matrix(stage, values),),))]))
         out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
-        if stage.kind == "weight_gradient":
+        return out
+    if stage.kind in ("weight_gradient", "position_losses") or repeated or left:
+        table = stage_table(stage, decimals=decimals, exact=exact, caption=_caption(stage),
+                            label=f"tab:{stage.name}", significant=values,
+                            highlight=row if stage.kind == "gradient" else None)
+        said = f"Values correctly rounded to {DEFAULT_DIGITS} significant digits."
+        out.append(Fragment(f"{name}-table", [  # the introduction says the default
+            replace(table, legend=tuple(t for t in table.legend if t != said))]))
+        out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
+        if stage.kind == "weight_gradient" or repeated:
             return out
-    worked = worked_example(stage, row, Style(decimals, exact))
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
-            f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)}):")
+            f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)})"
+            + ("; the other entries are computed alike, and the table has them:" if left
+               else ":"))
         out.append(Fragment(f"{name}-worked", [Prose((text,)), worked]))
     return out
 
 
-def _introduction(g: Derivation, token: int, target: int | None, decimals: int) -> Prose:
+#: The sentence over the weights' gradients computed by a rule shown before.
+WEIGHTS_SAID = ("The gradients of the other weights follow the same rules as those "
+                "worked above, summed over the tokens in the same way:")
+
+
+def _preferred(shown: list[Stage]) -> Repeats:
+    """The gradients worked in full: of stages computed alike, the first met from the
+    loss, except that of a layer's heads the first head is worked (as in the forward
+    part), its other heads shown by their tables."""
+    layers = {}
+    for k, stage in enumerate(shown):
+        layers.setdefault((stage.side, stage.layer), k)
+    repeats = Repeats(sides=False)  # the encoder's gradients follow the decoder's rules
+    for stage in sorted(shown, key=lambda s: (layers[(s.side, s.layer)], s.head or 0)):
+        repeats.first(stage)
+    return repeats
+
+
+def as_matrix(stage: Stage) -> bool:
+    """Whether a weight's gradient prints as a matrix, as the weight itself does: its
+    rows are the weight's (not the embedding table's tokens)."""
+    source = stage.derivation[stage.inputs[0]]
+    return stage.shape[0] == 1 or stage.rows == source.cols
+
+
+def gradient_matrix(stage: Stage, values: SignificantValues) -> MatrixBlock:
+    """A gradient as ``dL/dW = [matrix]`` at significant digits (a weight's, or the
+    rows of a stage computed as one worked before)."""
+    return MatrixBlock(notation(stage).latex, tuple(
+        tuple(decimal(t) for t in row) for row in values.table(stage)))
+
+
+def packed(outline: list) -> list:
+    """The outline with each run of heading-less sections that hold one matrix each
+    (the gradients of weights shown before) merged into one display, the matrices side
+    by side where they fit (:func:`symformer.latex.parameters.matrix_lines`)."""
+    out: list = []
+    for item in outline:
+        block = _lone_matrix(item)
+        last = _lone_matrix(out[-1]) if out and block is not None else None
+        if block is not None and last is not None:
+            previous = out[-1].fragments[0]
+            blocks = [m for line in previous.blocks[0].lines for m in line]
+            previous.blocks = [Matrices(matrix_lines([*blocks, block], MATRIX_WIDTH))]
+            continue
+        out.append(item)
+    return out
+
+
+def _lone_matrix(item) -> MatrixBlock | None:
+    if not isinstance(item, Section) or item.heading is not None or len(item.fragments) != 1:
+        return None
+    blocks = item.fragments[0].blocks
+    if len(blocks) == 1 and isinstance(blocks[0], Matrices):
+        return blocks[0].lines[-1][-1] if len(blocks[0].lines) == 1 and len(
+            blocks[0].lines[0]) == 1 else None
+    return None
+
+
+def _repeat_where(first: Stage) -> str:
+    """The part where the stage a repeated one follows was worked (``Layer 2``)."""
+    return _where(first)[0]
+
+
+def _caption(stage: Stage) -> str:
+    """A table's caption: where the gradient sits, and its title."""
+    part, within = _where(stage)
+    where = ", ".join(p for p in (part if part not in ("Loss", "Gradients of the weights")
+                                  else "", *within) if p)
+    return f"{where}: {stage.op.symbol.title}." if where else f"{stage.op.symbol.title}."
+
+
+def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
     loss = g.example.loss
     how = "the sum" if loss.reduction == "sum" else "the mean"
     some = "" if loss.positions is None and "" not in (loss.targets or ()) else \
         " that have a target"
     if loss.kind == "upstream":
-        what = ("the sum of ", Math("G_{ij} S_{ij}"), f" over {loss.stage} (G: the given "
-                "gradient, so that the backward pass starts there with it)")
+        what = ("the sum of ", Math("G_{ij} S_{ij}"), " over the stage ", Math("S"),
+                " where the backward pass starts (", Math("G"), ": the gradient given "
+                "there)")
     elif loss.kind == "mse":
         rows = f" of the rows{some}" if some else ""
-        what = (f"{how} over every entry{rows} of ", Math("(z - T)^2"), " (T: the target)")
+        what = (f"{how} over every entry{rows} of ", Math("(z - T)^2"), ", where ",
+                Math("T"), " is the target")
     else:
         what = (f"{how} over the positions{some} of ", Math(r"-\log p"),
                 " of the target token")
@@ -126,17 +254,23 @@ def _introduction(g: Derivation, token: int, target: int | None, decimals: int) 
         follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "
                    f"at position {target})")
     return Prose((
-        "The loss ", Math("L"), " is ", *what, ", as the example\u2019s [loss] table says. "
+        "The loss ", Math("L"), " is ", *what, ". "
         "Read from the loss backwards, each gradient ", Math(r"\partial L/\partial x"),
         " (the derivative of the loss with respect to every entry of ", Math("x"),
         ") is the sum of the chain-rule terms of the steps that read ", Math("x"),
         ", each computed from the gradient at that step. The general equations are the "
-        f"backward rules of the operations; the worked lines follow {follow} and "
-        f"substitute the numbers printed above them, with {decimals} decimals.",))
+        f"backward rules of the operations; the worked lines follow {follow}. "
+        "Gradients span several orders of magnitude, so fixed decimals would drop the "
+        "digits that matter: each gradient\u2019s table prints its values at "
+        f"{DEFAULT_DIGITS} significant digits, and its worked lines print their operands "
+        f"at one number of significant digits, {DEFAULT_DIGITS} or more: as many as "
+        "its lines need to land on its table. A "
+        "gradient computed by the same rules as one worked before (another head or "
+        "layer) shows its table only.",))
 
 
 def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
-                  decimals: int, exact: bool, top: int) -> list:
+                  decimals: int, exact: bool, top: int, full: bool = False) -> list:
     """The Backward part's outline (headings at ``top``, ``top + 1``, ``top + 2``):
     the loss, each token gradient from the loss back to the embeddings, the weights'."""
     decimals += EXTRA_DECIMALS
@@ -144,8 +278,8 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     if not shown:
         return []
     shown.sort(key=lambda s: s.kind == "weight_gradient")  # stable: the weights last
-    out: list = [Heading("Backward pass", top), _introduction(g, token, target, decimals)]
-    part = None
+    out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
+    part, repeats, said = None, _preferred(shown), None
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
@@ -156,8 +290,27 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
                 stage, _row(stage, token, target), decimals, exact)))
             continue
         if _where(stage)[0] != part:
-            part = _where(stage)[0]
+            part, said = _where(stage)[0], None
             out.append(Heading(part, top + 1))
+        first = repeats.first(stage)
+        if first is not stage and not full and stage.kind == "weight_gradient":
+            if said != WEIGHTS_SAID:
+                out.append(Prose((WEIGHTS_SAID,)))
+                said = WEIGHTS_SAID
+            out.append(Section(None, _fragments(stage, 0, decimals, exact, repeated=True)))
+            continue
+        if first is not stage and not full:
+            where = "above" if shown.index(first) < shown.index(stage) else "below"
+            sentence = Prose((f"Computed by the same rules as in {_repeat_where(first)} "
+                              f"{where}, with its own numbers (one row per token):",))
+            if sentence != said:
+                out.append(sentence)
+                said = sentence
+            out.append(Section(None, _fragments(stage, _row(stage, token, target), decimals,
+                                                exact, repeated=True, full=full)))
+            continue
+        said = None
         out.append(Section(Heading(_title(stage), top + 2),
-                           _fragments(stage, _row(stage, token, target), decimals, exact)))
-    return out
+                           _fragments(stage, _row(stage, token, target), decimals, exact,
+                                      full=full)))
+    return packed(out)

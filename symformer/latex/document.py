@@ -14,22 +14,45 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
 from symformer.errors import InputError
-from symformer.latex import decoder
-from symformer.latex.backward import backward_part, is_backward, prepare
-from symformer.latex.blocks import Fragment, Glossary, Heading, Math, Prose
+from symformer.latex import decoder, matrix_form
+from symformer.latex.backward import backward_part, is_backward, packed, prepare
+from symformer.latex.blocks import (
+    Equation,
+    Fragment,
+    Glossary,
+    Heading,
+    Math,
+    Matrices,
+    Prose,
+    Table,
+    Worked,
+)
 from symformer.latex.equations import stage_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.outline import Section
-from symformer.latex.parameters import omits_zero_terms, parameter_blocks
-from symformer.latex.render import PACKAGES, to_latex
-from symformer.latex.tables import first_position, stage_matrix, stage_table
-from symformer.latex.worked import Style, worked_example
+from symformer.latex.parameters import (
+    MATRIX_WIDTH,
+    matrix_lines,
+    omits_zero_terms,
+    parameter_blocks,
+)
+from symformer.latex.places import where as part_of
+from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
+from symformer.latex.repeats import Repeats
+from symformer.latex.tables import (
+    first_position,
+    masked_entries,
+    rounding_legend,
+    stage_matrix,
+    stage_table,
+)
+from symformer.latex.worked import Style, worked_and_left
 from symformer.notation import (
     INDEX_PIECES,
     glossary,
@@ -38,8 +61,8 @@ from symformer.notation import (
     superscript_pieces,
 )
 from symformer.ops import Identity, Notation
-from symformer.placement import part_of
 from symformer.words import plural
+from symformer.worked.render_latex import width
 
 #: The group (second-level heading) of each stage kind.
 GROUPS = {
@@ -61,6 +84,10 @@ GROUPS = {
     "logits": "Output", "probabilities": "Output", "next_token": "Output",
     "products": "head",
 }
+#: Of a run of entries worked alike whose lines are too long for one line of the page
+#: (``q_0``, ``q_1``: a sum over the input row), how many are worked (the table has
+#: every entry), unless ``Options.full``.
+ALIKE = 1
 #: Kinds shown again under the causal mask.
 CAUSAL_KINDS = ("scores", "weights")
 
@@ -71,7 +98,9 @@ class Options:
 
     ``target_token`` is the decoder's worked token (None: the last target position);
     ``steps`` > 0 adds a greedy-generation section of that many steps; ``backward``
-    adds the Backward part when the example has a ``[loss]``.
+    adds the Backward part when the example has a ``[loss]``; ``full`` works every
+    stage (default: a stage computed as one worked before, the second head or layer,
+    shows its weights and table under one sentence, :mod:`symformer.latex.repeats`).
     """
 
     decimals: int = 2
@@ -82,6 +111,7 @@ class Options:
     steps: int = 0
     max_work: int | None = None
     backward: bool = True
+    full: bool = False
 
 
 def resolve_token(g: Derivation, text: str | int, side: str = "encoder") -> int:
@@ -122,12 +152,32 @@ def slug(name: str) -> str:
     return name.replace(".", "-")
 
 
+#: Pre-norm blocks: the norm and the residual are sub-layers of their own, named for
+#: what they are (an "Add & Norm" would add nothing), by the block's stage names.
+PRE_NORM = {"norm1": "Norm before attention", "norm2": "Norm before the feed-forward network",
+            "add_norm1": "Residual connection around attention",
+            "add_norm2": "Residual connection around the feed-forward network",
+            "final_norm": "Final norm"}
+
+
+def _pre_norm_group(stage: Stage) -> str | None:
+    """The group of a pre-norm block's norm or residual stage (None for a post-norm
+    block's, whose norm follows its residual: "Add & Norm")."""
+    if GROUPS.get(stage.kind) != "Add & Norm":
+        return None
+    parts = stage.name.split(".")
+    where = parts[0] if parts[0] == "final_norm" else parts[1] if len(parts) > 1 else ""
+    if where.startswith("add_norm") and (len(parts) > 2 or stage.kind != "residual"):
+        return None  # post-norm: layer1.add_norm1.sum, .mean, ... and layer1.add_norm1
+    return PRE_NORM.get(where)
+
+
 def _group(stage: Stage) -> str:
     if stage.kind == "jacobian":  # a softmax row's Jacobian sits with its softmax
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
-    group = GROUPS.get(stage.kind) or _title(stage)
+    group = _pre_norm_group(stage) or GROUPS.get(stage.kind) or _title(stage)
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
         group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
@@ -189,7 +239,8 @@ def rope_prose(stage: Stage) -> Prose:
     pe = notation(stage).latex
     if stage.op.kind == "none":
         return Prose(("This model adds no positional encoding (", Math(f"{pe} = 0"),
-                      "): nothing in it depends on a token\u2019s position except through "
+                      ", so ", Math("x = e"), ": the input rows are the embeddings): "
+                      "nothing in it depends on a token\u2019s position except through "
                       "the causal mask, if any.",))
     return Prose(("This model adds no positional encoding to the embeddings (",
                   Math(f"{pe} = 0"), ", so ", Math("x = e"), "). Positions enter inside "
@@ -200,35 +251,56 @@ def rope_prose(stage: Stage) -> Prose:
                   "apart the two positions are.",))
 
 
+def masked_note(stage: Stage, row: int) -> str:
+    """What the worked lines of ``row`` say of the entries the causal mask sets (they
+    are not worked), or ``""`` when the row has none."""
+    if not any(i == row for i, _ in masked_entries(stage)):
+        return ""
+    return "; the later keys are masked (their weight is exactly 0) and not worked"
+
+
 def stage_fragments(stage: Stage, token: int, options: Options,
-                    prefix: str = "", seen: set | None = None) -> list[Fragment]:
+                    prefix: str = "", seen: set | None = None,
+                    repeated: bool = False) -> list[Fragment]:
     """The equation, weights, table, worked example and matrix fragments of one stage.
 
     ``seen`` holds the weights printed so far (:func:`parameter_blocks`): a stage
-    prints those it is the first to use; None prints none."""
+    prints those it is the first to use; None prints none.  A ``repeated`` stage
+    (computed as one worked before) prints its weights and its table only."""
     name = prefix + slug(stage.name)
     label = ("causal:" if prefix else "") + stage.name
     style = Style(options.decimals, options.exact)
     fragments = []
-    equation = stage_equation(stage)
+    equation = None if repeated else stage_equation(stage)
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))
     weights = parameter_blocks(stage, seen) if seen is not None else []
     if weights:
         fragments.append(Fragment(f"{name}-weights", weights))
+    if repeated:  # its values as a matrix, beside the others computed alike
+        fragments.append(Fragment(f"{name}-table", [Matrices(((stage_matrix(
+            stage, matrix_form.symbol(stage), decimals=options.decimals,
+            exact=options.exact),),))]))
+        return fragments
     text = caption(stage) + (", causal mask" if prefix else "")
-    fragments.append(Fragment(f"{name}-table", [stage_table(
-        stage, decimals=options.decimals, exact=options.exact, highlight=token,
-        caption=text + ".", label=f"tab:{label}")]))
-    worked = worked_example(stage, token, style)
+    table = stage_table(stage, decimals=options.decimals, exact=options.exact,
+                        highlight=token, caption=text + ".", label=f"tab:{label}")
+    said = rounding_legend(options.decimals)  # the introduction says it once
+    fragments.append(Fragment(f"{name}-table", [
+        replace(table, legend=tuple(t for t in table.legend if t != said))]))
+    worked, left = (None, 0) if repeated else worked_and_left(
+        stage, token, style, masked=False, alike=None if options.full else ALIKE,
+        long_only=True)
     if stage.kind == "next_token":
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
             stage.derivation)]))
     if worked is not None:
         word, position = stage.rows[token], token + first_position(stage)
-        omitted = "; terms with a weight of exactly 0 are left out" \
-            if omits_zero_terms(stage) else ""
+        omitted = ("; terms with a weight of exactly 0 are left out"
+                   if omits_zero_terms(stage) else "") + masked_note(stage, token) + (
+            "; the other entries are computed alike, and the table has them" if left
+            else "")
         fragments.append(Fragment(f"{name}-worked", [Prose((
             f"Worked example for \u201c{word}\u201d (position {position}){omitted}:",)),
             worked]))
@@ -250,7 +322,8 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
     token = options.token
     lead = (f"The model: {architecture(g)}. "
             "Every number below is derived exactly and rounded with certified ball arithmetic "
-            f"to {options.decimals} decimals. A worked line computes with the numbers the "
+            f"to {options.decimals} decimals (a table says so where it differs). "
+            "A worked line computes with the numbers the "
             "tables print and rounds its result to the same decimals (an exact tie to "
             "even); where that differs from the table, the line gives the table\u2019s "
             "value too, as in ")
@@ -270,12 +343,39 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
 
 
 def notation_blocks(stages: list[Stage]) -> list[Glossary | Prose]:
-    """The notation, declared once: a table of every symbol (:func:`glossary`), how
-    indices run and what a superscript says."""
-    rows = tuple((n.latex, n.title) for n in glossary(stages))
+    """The notation, declared once: a table of every symbol (:func:`glossary`, made
+    true for this example by :func:`true_rows`), how indices run and what a
+    superscript says."""
+    rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages)))
     caption = "Notation: every symbol of these notes, once."
     return [Glossary(caption, rows),
             _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages))]
+
+
+#: The notation table's row of d_k, and what it says of the scores.
+D_K = "d_{k}"
+
+
+def true_rows(stages: list[Stage], rows: tuple[tuple[str, str], ...]
+              ) -> tuple[tuple[str, str], ...]:
+    """The notation table's rows as true for these stages: d_k says the scores are
+    divided by its square root only when some are (an unscaled or otherwise scaled
+    model divides by tau, defined in a row of its own, or by nothing)."""
+    scales = {getattr(s.op, "scale", None) for s in stages
+              if getattr(s.op, "name", "") == "scale_mask"}
+    if not scales:
+        return rows
+    out = []
+    for latex, meaning in rows:
+        if latex == D_K and None not in scales:  # no score is divided by sqrt(d_k)
+            meaning = "Width of a query and a key"
+        out.append((latex, meaning))
+    taus = sorted(str(c) for c in scales if c is not None)
+    if taus:
+        what = ("1: the scores are not scaled" if taus == ["1"] else
+                "the scores are divided by it; here " + ", ".join(taus))
+        out.append((r"\tau", f"Divisor of the scores ({what})"))
+    return tuple(out)
 
 
 def _prose(pieces) -> Prose:
@@ -357,6 +457,8 @@ def build(g: Derivation, options: Options,
     causal_done = g.causal
     chosen = {s.name for s in stages}
     seen: set = set()  # the weights printed so far
+    repeats, said = Repeats(), None  # the first stage of each computation; the sentence
+    matrix_said = False  # the sentence that introduces the matrix forms
     for k, stage in enumerate(stages, start=1):
         if progress:
             progress(k, len(stages), stage.name)
@@ -376,6 +478,8 @@ def build(g: Derivation, options: Options,
         if renames(stage):
             out.append(renaming_prose(stage))
             continue
+        if no_positional_input(stage):  # x = e, said with the positional encoding
+            continue
         if no_positional_table(stage):
             out.append(Section(Heading(_title(stage), 3 if _group(stage) != part else 2),
                                [Fragment(f"{slug(stage.name)}-rope", [rope_prose(stage)])]))
@@ -385,23 +489,113 @@ def build(g: Derivation, options: Options,
             group = _group(stage)
             if group != part:  # "3 Output / 3.1 Output" says it twice
                 out.append(Heading(group, 2))
+            if not options.full:
+                shown = [s for s in _run(stages, k - 1, part, group)
+                         if not repeats.seen(s)]
+                out.extend(matrix_blocks(shown, first=not matrix_said))
+                matrix_said = matrix_said or bool(shown and matrix_lines_of(shown))
         row = decoder.worked_row(stage, token, target) if target is not None else token
         row = min(row, stage.shape[0] - 1)  # next_token: one row, the last position's
         level = 2 if group == part else 3
+        first = repeats.first(stage)
+        if first is not stage and not options.full:
+            sentence = repeat_prose(first)
+            if sentence != said or out[-1] == Heading(group, 2):
+                out.append(sentence)
+                said = sentence
+            out.append(Section(None, stage_fragments(stage, row, options, seen=seen,
+                                                     repeated=True)))
+            continue
+        said = None
         out.append(Section(Heading(_title(stage), level),
                            stage_fragments(stage, row, options, seen=seen)))
+    out = packed(_weights_first(out))
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
     if options.backward:
         out.extend(backward_part(g, [s for s in selected if is_backward(s)], token, target,
                                  options.decimals, options.exact,
-                                 0 if target is not None else 1))
+                                 0 if target is not None else 1, options.full))
     return out
 
 
+def _weights_first(outline: list) -> list:
+    """Each run of heading-less sections (stages shown by their tables) with their
+    weights' matrices gathered into one display before the tables, side by side
+    where they fit, so the tables can stand side by side too."""
+    out: list = []
+    run: list[Section] = []
+
+    def flush() -> None:
+        weights = [f for s in run for f in s.fragments if f.name.endswith("-weights")]
+        if weights:
+            blocks = [m for f in weights for b in f.blocks if isinstance(b, Matrices)
+                      for line in b.lines for m in line]
+            words = "Their weights:" if len(blocks) > 1 else "Its weight:"
+            out.append(Section(None, [Fragment(weights[0].name, [
+                Prose((words,)), Matrices(matrix_lines(blocks, MATRIX_WIDTH))])]))
+        for s in run:
+            out.append(Section(None, [f for f in s.fragments
+                                      if not f.name.endswith("-weights")]))
+        run.clear()
+
+    for item in outline:
+        if isinstance(item, Section) and item.heading is None:
+            run.append(item)
+            continue
+        flush()
+        out.append(item)
+    flush()
+    return out
+
+
+def _run(stages: list[Stage], k: int, part: str, group: str) -> list[Stage]:
+    """The stages from ``stages[k]`` on that stay in ``part`` and ``group``."""
+    out = []
+    for stage in stages[k:]:
+        if _part(stage) != part or _group(stage) != group:
+            break
+        out.append(stage)
+    return out
+
+
+def matrix_lines_of(stages: list[Stage]) -> tuple[tuple[str, str], ...]:
+    """The matrix-form display lines of a group's stages (:mod:`.matrix_form`)."""
+    return matrix_form.equation_lines(stages)
+
+
+def matrix_blocks(stages: list[Stage], first: bool) -> list:
+    """A group's sub-layer in matrix form, as textbooks write it, before its stages'
+    index forms: a sentence (the first time saying what the capitals are) and one
+    numbered display."""
+    rows = matrix_lines_of(stages)
+    if not rows:
+        return []
+    words = ("In matrix form, as textbooks write it (a capital letter is a table as a "
+             "matrix, one row per token; a one-row bias is added to every row):"
+             if first else "In matrix form:")
+    return [Prose((words,)), Equation(rows, f"eq:matrix:{stages[0].name}")]
+
+
+def repeat_prose(first: Stage) -> Prose:
+    """The sentence over the tables of stages computed as ``first`` was worked."""
+    where = ", ".join(part_of(first))
+    return Prose((f"Computed as in {where} above, by the same equations, with its own "
+                  "inputs and weights; the results, one row per token:",))
+
+
+def no_positional_input(stage: Stage) -> bool:
+    """True for the input row ``x = e + PE`` of a model without a positional table
+    (RoPE, or none): it equals the embeddings, as the positional section says."""
+    g = stage.derivation
+    return stage.kind == "input" and any(
+        no_positional_table(g[name]) for name in stage.inputs if name in g)
+
+
 def causal_section(g: Derivation, chosen: set[str], token: int, options: Options) -> list:
-    """Layer 1's scores and weights again under the causal mask."""
+    """Layer 1's scores and weights again under the causal mask (a head computed as
+    one before shows its tables only, unless ``options.full``)."""
     causal = derive(g.example, causal=True, max_work=options.max_work)
     stages = [s for s in causal if s.layer == 1 and s.kind in CAUSAL_KINDS
               and s.side == "encoder" and s.name in chosen]
@@ -410,7 +604,19 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
     out: list = [Heading("Causal self-attention", 2), Prose((
         "A decoder may not look ahead: the causal mask sets every score of a later key to ",
         Math(r"-\infty"), ", so its weight is exactly 0.",))]
+    repeats = Repeats()  # the masked scores are worked again: their rule differs
+    said = None
     for stage in stages:
+        first = repeats.first(stage)
+        if first is not stage and not options.full:
+            sentence = Prose((f"Computed as for head {first.head} under the mask, by the "
+                              "same equations; the results, one row per token:",))
+            if sentence != said:
+                out.append(sentence)
+                said = sentence
+            out.append(Section(None, stage_fragments(stage, token, options, prefix="causal-",
+                                                     repeated=True)))
+            continue
         out.append(Section(Heading(f"{_title(stage)}, head {stage.head}, causal", 3),
                            stage_fragments(stage, token, options, prefix="causal-")))
     return out
@@ -429,28 +635,155 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage{float}
 \usepackage{tikz}
 \floatplacement{table}{H}
-\usepackage[position=top,skip=6pt,font=small]{caption}
-\setlength{\intextsep}{8pt plus 2pt minus 2pt}
+\usepackage[position=top,skip=4pt,font=small]{caption}
+\setlength{\intextsep}{6pt plus 2pt minus 2pt}
 \setlength{\emergencystretch}{2em}
 \hfuzz=0.5pt
 \allowdisplaybreaks
+\makeatletter
+\renewcommand\subsection{\@startsection{subsection}{2}{\z@}{-2.5ex\@plus -1ex \@minus -.2ex}%%
+  {1ex \@plus .2ex}{\normalfont\large\bfseries}}
+\renewcommand\subsubsection{\@startsection{subsubsection}{3}{\z@}%%
+  {-2.25ex\@plus -.75ex \@minus -.2ex}{.75ex \@plus .2ex}{\normalfont\normalsize\bfseries}}
+\makeatother
 """
 
-#: A step (heading, equation, weights, table, worked lines) is set in a box first; when
-#: it fits on one page but not on the rest of this one, it starts a new page (what the
-#: needspace package does, measured instead of guessed).  Unboxed, its contents may still
-#: break across pages when the step is longer than a page.
+#: A step (heading, equation, weights, table) is set in a box first.  When it fits on
+#: the rest of this page it stays; when it does not and less than :data:`BREAK_ROOM`
+#: of the page is left, it starts a new page (what the needspace package does, measured
+#: instead of guessed); with more room left, its contents break where TeX may (never
+#: right after a heading, never inside a table), so no page is left half empty.  The
+#: worked lines follow outside the box: they may start the next page, between their
+#: displays' lines.
+BREAK_ROOM = r"0.1\textheight"
 STEP_MACROS = r"""\makeatletter
 \newsavebox{\symformer@step}
 \newcommand{\symformerneed}[1]{\par\penalty-100\begingroup\setlength{\dimen@}{#1}%
   \dimen@ii\pagegoal\advance\dimen@ii-\pagetotal
-  \ifdim\dimen@>\dimen@ii\ifdim\dimen@ii>\z@\vfil\fi\penalty-\@M\fi\endgroup}
+  \ifdim\dimen@>\dimen@ii\ifdim\dimen@ii<ROOM
+    \ifdim\dimen@ii>\z@\vfil\fi\penalty-\@M\fi\fi\endgroup}
 \newenvironment{step}{\par\setbox\symformer@step\vbox\bgroup}{\par\egroup
   \ifdim\dimexpr\ht\symformer@step+\dp\symformer@step\relax<\textheight
     \symformerneed{\dimexpr\ht\symformer@step+\dp\symformer@step\relax}\fi
   \unvbox\symformer@step}
 \makeatother
-"""
+""".replace("ROOM", BREAK_ROOM)
+
+
+#: The most tables set side by side (in small type), and the widest table
+#: (:func:`table_chars`; a character is about 5 pt in small type, the line 470 pt; a
+#: table up to a tenth wider than its share is shrunk to it) for each count.
+SIDE_BY_SIDE = {3: 31, 2: 49}
+
+
+def _share(count: int) -> str:
+    """The width of one of ``count`` minipages side by side, as a share of the line."""
+    return {1: "1.0", 2: "0.48", 3: "0.31"}[count]
+
+
+def table_chars(table: Table) -> int:
+    """A table's width in characters of visible math: its label columns and each
+    column's widest entry or label, with the gaps between columns."""
+    labels = max((len(t) for _, t in table.row_labels), default=0) + 6
+    columns = [max([width(table.col_labels[j])] + [width(row[j].latex) for row in table.cells])
+               for j in range(len(table.col_labels))]
+    return labels + sum(w + 3 for w in columns)
+
+
+def _tables_only(item) -> Table | None:
+    """The table of a heading-less section that shows nothing but it."""
+    if not isinstance(item, Section) or item.heading is not None:
+        return None
+    shown = [f for f in item.fragments if not f.name.endswith("-matrix")]
+    if len(shown) != 1 or not shown[0].name.endswith("-table"):
+        return None
+    block = shown[0].blocks[0]
+    return block if isinstance(block, Table) else None
+
+
+def _side_by_side(outline: list) -> list:
+    """The outline with each run of heading-less table-only sections grouped into rows
+    of tables set side by side (a list of rows, each a list of sections), as many to
+    a row as :data:`SIDE_BY_SIDE` lets fit."""
+    out: list = []
+    run: list[Section] = []
+
+    def flush() -> None:
+        rows: list[list[Section]] = []
+        for section in run:
+            chars = table_chars(_tables_only(section))
+            if rows:
+                row = rows[-1]
+                count = len(row) + 1
+                widest = max(chars, *(table_chars(_tables_only(s)) for s in row))
+                if count in SIDE_BY_SIDE and widest <= SIDE_BY_SIDE[count]:
+                    row.append(section)
+                    continue
+            rows.append([section])
+        if rows:
+            out.append(rows)
+        run.clear()
+
+    for item in outline:
+        if _tables_only(item) is not None:
+            run.append(item)
+            continue
+        flush()
+        out.append(item)
+    flush()
+    return out
+
+
+#: The widest table (:func:`table_chars`) set beside its worked lines, and the fewest
+#: characters those lines keep.
+BESIDE_TABLE, BESIDE_ROOM = 30, 30
+
+
+def _parts(section: Section) -> tuple[Table | None, Worked | None]:
+    table = next((b for f in section.fragments if f.name.endswith("-table")
+                  for b in f.blocks if isinstance(b, Table)), None)
+    worked = next((b for f in section.fragments if f.name.endswith("-worked")
+                   for b in f.blocks if isinstance(b, Worked)), None)
+    return table, worked
+
+
+def _beside(section: Section) -> int:
+    """The characters left to a section's worked lines when its table is set beside
+    them (0: under them): a narrow table, and lines that fit the rest of the line."""
+    table, worked = _parts(section)
+    if table is None or worked is None or section.heading is None:
+        return 0
+    chars = table_chars(table)
+    room = TEXT_WIDTH - chars - 4
+    if chars > BESIDE_TABLE or room < BESIDE_ROOM or worked_width(worked) > room:
+        return 0
+    return room
+
+
+def _beside_latex(section: Section, pending: list[str], directory: str,
+                  files: dict[str, str]) -> str:
+    """A step whose worked lines stand left of its table (minipages, top-aligned)."""
+    room = _beside(section)
+    step = [*pending, to_latex(section.heading)]
+    left = right = ""
+    for fragment in section.fragments:
+        path = f"{directory}/{fragment.name}.tex"
+        if fragment.name.endswith("-worked"):
+            files[path] = "\n\n".join(worked_latex(b, room) if isinstance(b, Worked)
+                                        else to_latex(b) for b in fragment.blocks) + "\n"
+            left = f"\\input{{{path}}}"
+            continue
+        files[path] = to_latex(fragment)
+        if fragment.name.endswith("-table"):
+            right = f"\\input{{{path}}}"
+        elif not fragment.name.endswith("-matrix"):
+            step.append(f"\\input{{{path}}}")
+    share = round((TEXT_WIDTH - room - 2) / TEXT_WIDTH, 2)
+    step.append(f"\\noindent\\begin{{minipage}}[t]{{{1 - share - 0.02:.2f}\\linewidth}}\n"
+                f"{left}\n\\end{{minipage}}\\hfill\n"
+                f"\\begin{{minipage}}[t]{{{share:.2f}\\linewidth}}\n{right}\n"
+                "\\end{minipage}")
+    return "\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}"
 
 
 def latex_files(g: Derivation, outline: list, directory: str = "fragments",
@@ -465,15 +798,41 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
     files: dict[str, str] = {}
     body: list[str] = []
     pending: list[str] = []  # headings and prose that open the next step: kept with it
-    for item in outline:
+    for item in _side_by_side(outline):
+        if isinstance(item, list):  # tables only, set side by side
+            for row in item:
+                cells = []
+                for section in row:
+                    fragment = next(f for f in section.fragments
+                                    if f.name.endswith("-table"))
+                    path = f"{directory}/{fragment.name}.tex"
+                    files[path] = to_latex(fragment)
+                    for other in section.fragments:
+                        if other is not fragment:
+                            files[f"{directory}/{other.name}.tex"] = to_latex(other)
+                    small = "\\small" if len(row) > 1 else ""
+                    cells.append(f"\\begin{{minipage}}[t]{{{_share(len(row))}\\linewidth}}"
+                                 f"{small}\n\\input{{{path}}}\n\\end{{minipage}}")
+                body.append("\\begin{step}\n" + "".join(p + "\n\n" for p in pending)
+                            + "\\noindent" + "\\hfill\n".join(cells) + "\n\\end{step}")
+                pending = []
+            continue
+        if isinstance(item, Section) and _beside(item):
+            body.append(_beside_latex(item, pending, directory, files))
+            pending = []
+            continue
         if isinstance(item, Section):
-            step, pending = [*pending, to_latex(item.heading)], []
+            heading = [to_latex(item.heading)] if item.heading is not None else []
+            step, after, pending = [*pending, *heading], [], []
             for fragment in item.fragments:
                 path = f"{directory}/{fragment.name}.tex"
                 files[path] = to_latex(fragment)
-                if not fragment.name.endswith("-matrix"):
+                if fragment.name.endswith("-worked"):  # may start the next page
+                    after.append(f"\\input{{{path}}}")
+                elif not fragment.name.endswith("-matrix"):
                     step.append(f"\\input{{{path}}}")
-            body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}")
+            body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}"
+                        + "".join(f"\n{line}" for line in after))
         else:
             pending.append(to_latex(item))
     body += pending

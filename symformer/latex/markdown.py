@@ -159,7 +159,8 @@ def markdown_document(g, outline: list, heat: bool = False) -> str:
     parts = [f"# {title}"]
     for item in outline:
         if isinstance(item, Section):
-            parts.append(to_markdown(item.heading))
+            if item.heading is not None:
+                parts.append(to_markdown(item.heading))
             parts.extend(to_markdown(f, heat=heat) for f in item.fragments
                          if not f.name.endswith("-matrix"))
         else:

@@ -14,9 +14,10 @@ from symformer.latex.blocks import Fragment, Heading
 
 @dataclass
 class Section:
-    """A heading and the fragments under it (``inline`` ones are not written alone)."""
+    """A heading and the fragments under it (``inline`` ones are not written alone);
+    no heading for a stage shown by its table under a sentence said before."""
 
-    heading: Heading
+    heading: Heading | None
     fragments: list[Fragment]
 
 

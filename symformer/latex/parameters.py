@@ -32,12 +32,20 @@ def _width(block: MatrixBlock) -> int:
     return width(block.lhs) + 4 + sum(max(width(v) for v in col) + 2 for col in columns)
 
 
-def _lines(blocks: list[MatrixBlock]) -> tuple[tuple[MatrixBlock, ...], ...]:
-    """The matrices side by side, a new display line where the next would not fit."""
+#: The characters of visible math a display line of matrices holds: more than a line
+#: of text (:data:`~symformer.latex.render.TEXT_WIDTH`, which counts an operator's
+#: spacing), since a matrix is mostly digits (measured: 84 fit the 470 pt line).
+MATRIX_WIDTH = 80
+
+
+def matrix_lines(blocks: list[MatrixBlock], room: int = TEXT_WIDTH
+                 ) -> tuple[tuple[MatrixBlock, ...], ...]:
+    """The matrices side by side, a new display line where the next would not fit
+    ``room`` characters."""
     lines: list[list[MatrixBlock]] = []
     used = 0
     for block in blocks:
-        if lines and used + 4 + _width(block) <= TEXT_WIDTH:
+        if lines and used + 4 + _width(block) <= room:
             lines[-1].append(block)
             used += 4 + _width(block)
         else:
@@ -59,14 +67,14 @@ def parameter_blocks(stage: Stage, seen: set) -> list:
     if not found:
         return []
     blocks = [_matrix(parameter(stage, name).latex, value) for name, value in found]
-    text = "The weights, exactly as in the example file" if len(found) > 1 else \
-        "The weight, exactly as in the example file"
+    text = "This example\u2019s weights" if len(found) > 1 else \
+        "This example\u2019s weight"
     if any(name == TABLE for name, _ in found):
         example = stage.derivation.example
         vocab = example.decoder.vocab if stage.side == "decoder" else example.vocab
         text += (" (the rows of E are the vocabulary in order: "
                  + ", ".join(f"\u201c{w}\u201d" for w in vocab) + ")")
-    return [Prose((text + ":",)), Matrices(_lines(blocks))]
+    return [Prose((text + ":",)), Matrices(matrix_lines(blocks, MATRIX_WIDTH))]
 
 
 #: What the notes and slides say where worked lines leave out terms

@@ -43,7 +43,15 @@ def to_latex(block: object) -> str:
 
 @to_latex.register
 def _(block: Fragment) -> str:
-    return "\n\n".join(to_latex(b) for b in block.blocks) + "\n"
+    # a sentence that introduces a display stays in its paragraph: no page break
+    # between them (TeX's \predisplaypenalty)
+    out = ""
+    for k, b in enumerate(block.blocks):
+        if k:
+            glued = isinstance(block.blocks[k - 1], Prose) and isinstance(b, (Worked, Matrices))
+            out += "\n" if glued else "\n\n"
+        out += to_latex(b)
+    return out + "\n"
 
 
 @to_latex.register
@@ -89,15 +97,21 @@ def _remark_below(lhs: str, rhs: str) -> tuple[str, str]:
 #: Rough width (characters of visible math, :func:`symformer.worked.render_latex.width`)
 #: of one line of the text block, and the most worked results set side by side.
 TEXT_WIDTH = 70
-MAX_COLUMNS = 3
+MAX_COLUMNS = 4
 
 
 @to_latex.register
 def _(block: Worked) -> str:
     """Runs of steps that fit on one line are set one line each, several side by side
     where they fit; a longer step takes two lines (the formula, then its numbers)."""
+    return worked_latex(block)
+
+
+def worked_latex(block: Worked, room: int = 0) -> str:
+    """A worked block's LaTeX for a line of ``room`` characters (default: the text
+    block's, :data:`TEXT_WIDTH`)."""
     out = []
-    for packed, steps in _runs(block.steps):
+    for packed, steps in _runs(block.steps, room or TEXT_WIDTH):
         rows = []
         if packed:
             cells = [f"{step.lhs} &{' '.join(step_lines(step)).rstrip()}" for step in steps]
@@ -115,20 +129,20 @@ def _one_line(step: Step) -> str:
     return " ".join([step.lhs, *step_lines(step)]).rstrip()
 
 
-def _runs(steps: tuple[Step, ...]) -> list[tuple[int, list[Step]]]:
+def _runs(steps: tuple[Step, ...], room: int = TEXT_WIDTH) -> list[tuple[int, list[Step]]]:
     """Consecutive steps grouped as (columns, steps): 0 columns for steps that need two
     lines, else how many one-line steps stand side by side (:func:`worked_columns`)."""
     runs: list[tuple[int, list[Step]]] = []
     for step in steps:
         line = _one_line(step)
-        kind = 0 if not worked_columns([line]) else 1 if width(line) > TEXT_WIDTH // 2 else 2
+        kind = 0 if not worked_columns([line], room) else 1 if width(line) > room // 2 else 2
         if runs and runs[-1][0] == kind:
             runs[-1][1].append(step)
         else:
             runs.append((kind, [step]))
     merged: list[tuple[int, list[Step]]] = []
     for kind, run in runs:
-        columns = worked_columns([_one_line(s) for s in run]) if kind else 0
+        columns = worked_columns([_one_line(s) for s in run], room) if kind else 0
         if merged and columns == 1 and merged[-1][0] == 1:  # one line each: one display
             merged[-1][1].extend(run)
         else:
@@ -136,18 +150,33 @@ def _runs(steps: tuple[Step, ...]) -> list[tuple[int, list[Step]]]:
     return merged
 
 
-def worked_columns(lines: list[str]) -> int:
-    """How many one-line steps fit side by side (0: a step needs two lines).
+def worked_columns(lines: list[str], room: int = TEXT_WIDTH) -> int:
+    """How many one-line steps fit side by side on a line of ``room`` characters (0: a
+    step needs two lines).
 
     A step with a line break of its own (a long sum) keeps the two-line layout."""
     if not lines or any("\\\\" in line for line in lines):
         return 0
     widest = max(width(line) for line in lines)
-    if widest > TEXT_WIDTH:
+    if widest > room:
         return 0
-    fit = max(1, min(MAX_COLUMNS, (TEXT_WIDTH + 6) // (widest + 6), len(lines)))  # 6: gap
+    fit = max(1, min(MAX_COLUMNS, (room + 6) // (widest + 6), len(lines)))  # 6: gap
     rows = -(-len(lines) // fit)
     return -(-len(lines) // rows)  # as many columns as rows need: 4 steps in 2 x 2
+
+
+def worked_width(block: Worked) -> int:
+    """The widest line of a worked block as :func:`worked_latex` sets it (characters of
+    visible math): a one-line step whole, a longer one's formula and numbers apart."""
+    out = 0
+    for step in block.steps:
+        first, rest = step_lines(step)
+        if "\\\\" in first + rest:
+            return TEXT_WIDTH + 1  # a line broken by hand: the full width
+        one = width(_one_line(step))
+        out = max(out, one if one <= TEXT_WIDTH else max(width(f"{step.lhs} {first}"),
+                                                         width(rest) + 4))
+    return out
 
 
 def step_lines(step: Step) -> tuple[str, str]:

@@ -88,15 +88,18 @@ def heat_scale(values: list[list[str]]) -> tuple[Fraction, Fraction]:
 def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
                 max_ops: int = numbers.TABLE_MAX_OPS, highlight: int | None = None,
                 heat: bool | None = None, caption: str | None = None,
-                label: str | None = None) -> Table:
+                label: str | None = None, significant=None) -> Table:
     """The table of one stage.
 
     ``exact`` prints closed forms with at most ``max_ops`` operations (decimals
     otherwise); ``highlight`` shades one token's row; ``heat`` colours attention
-    weights and probabilities by size (default: on for those stages).
+    weights and probabilities by size (default: on for those stages);
+    ``significant`` (a :class:`~symformer.worked.significant.SignificantValues`)
+    prints every entry at its significant digits instead of ``decimals``.
     """
     integers = integer_values(stage, decimals)
-    values = integers or stage.values(decimals=decimals)
+    values = integers or (significant.table(stage) if significant is not None
+                          else stage.values(decimals=decimals))
     indicator = stage.kind == "next_token"  # exact 0s and 1s
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
@@ -122,6 +125,9 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         rows.append(tuple(cells))
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
               if any_exact else rounding_legend(decimals)]
+    if significant is not None and not any_exact:
+        legend = [f"Values correctly rounded to {significant.digits_of(stage)} significant "
+                  "digits."]
     if integers is not None:
         legend = ["Every value is an exact integer."]
     if indicator:

@@ -49,6 +49,7 @@ from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
+from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.placement import part_of
@@ -313,19 +314,6 @@ def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFra
         out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
                               said=note, row=True))
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
-
-
-#: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
-#: :func:`symformer.notation.where` and ``Notation.at``).
-_WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
-
-
-def _equation_key(stage: Stage) -> tuple:
-    """What makes two stages the same computation: their operation and their general
-    equation as printed, up to the superscripts saying where symbols sit (head 2's
-    ``q^{(2)}`` is worked by the same rule as head 1's ``q^{(1)}``)."""
-    return (type(stage.op), tuple((_WHERE.sub("", e.lhs), _WHERE.sub("", e.rhs))
-                                  for e in equation_lines(stage)))
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:

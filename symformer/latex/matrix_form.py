@@ -1,0 +1,295 @@
+"""Each sub-layer in matrix form, as textbooks write it, before its index form.
+
+``Q = X W_Q``, ``A = softmax(Q K^T / sqrt(d_k) + M)``, ``O = A V``, ``[O^(1) ... O^(h)]
+W_O``, ``F = act(Y W_1 + b_1) W_2 + b_2``, ``Y = LayerNorm(R)``: one :class:`Line`
+per stage a textbook names, its right-hand side a small expression tree over the
+stages (as matrices: one row per token) and the operations' weights.  The same tree
+prints the LaTeX (:func:`latex`) and is what a test evaluates, with its own NumPy, on
+the example's weights, to compare with the stage at every entry
+(tests/test_matrix_form.py): every displayed matrix equation is checked.
+
+The tree is built from the stage graph (an attention weight's line walks back from the
+softmax to the query and key it reads); a stage no line names (a row mean, a raw dot
+product) is folded into the line that uses it.  Nothing here computes a value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from symformer.engine import Stage
+from symformer.notation import notation, parameter
+from symformer.ops import (
+    Add,
+    Concat,
+    DotScores,
+    GatedProduct,
+    Identity,
+    Normalize,
+    Projection,
+    RMSNormalize,
+    RoPE,
+    ScaleMask,
+    Softmax,
+    WeightedSum,
+)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A stage as a matrix (row i: token i)."""
+
+    stage: str
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A weight of a stage's operation (``op.parameters()[name]``)."""
+
+    stage: str
+    name: str
+
+
+@dataclass(frozen=True)
+class MatMul:
+    """``left @ right``."""
+
+    left: object
+    right: object
+
+
+@dataclass(frozen=True)
+class Sum:
+    """``a + b + ...`` (a one-row bias is added to every row)."""
+
+    terms: tuple
+
+
+@dataclass(frozen=True)
+class Transpose:
+    """``arg`` transposed."""
+
+    arg: object
+
+
+@dataclass(frozen=True)
+class Scores:
+    """``Q K^T`` divided by ``sqrt(d_k)`` (``scale`` None), by ``scale`` or not at all
+    (1), plus the causal mask's -inf where ``masked`` (the scores stage says where)."""
+
+    product: MatMul
+    stage: str  # the scale-and-mask stage
+
+
+@dataclass(frozen=True)
+class RowSoftmax:
+    """Softmax of each row."""
+
+    arg: object
+
+
+@dataclass(frozen=True)
+class Apply:
+    """An elementwise function (``stage``'s operation: ReLU, GELU, SiLU, ...)."""
+
+    stage: str
+    arg: object
+
+
+@dataclass(frozen=True)
+class Hadamard:
+    """Entrywise product."""
+
+    left: object
+    right: object
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Matrices side by side (the heads' outputs concatenated)."""
+
+    parts: tuple
+
+
+@dataclass(frozen=True)
+class RowNorm:
+    """A LayerNorm or RMSNorm of each row, with the norm stage's own weights and ε."""
+
+    stage: str
+    arg: object
+
+
+@dataclass(frozen=True)
+class Rotate:
+    """RoPE: each pair of columns of row m turned by position m's angle."""
+
+    stage: str
+    arg: object
+
+
+@dataclass(frozen=True)
+class Line:
+    """``stage`` (as a matrix) equals ``rhs``."""
+
+    stage: str
+    rhs: object
+
+
+def symbol(stage: Stage) -> str:
+    """The stage as a matrix: its row symbol's letter as a capital (``q^{(1)}`` ->
+    ``Q^{(1)}``, ``\\alpha`` -> ``A``, ``\\tilde{k}`` -> ``\\tilde{K}``)."""
+    latex = notation(stage).latex
+    m = re.match(r"(\\tilde\{)?(\\alpha|[a-z])(\})?(.*)$", latex)
+    if m is None:
+        return latex
+    letter = "A" if m.group(2) == r"\alpha" else m.group(2).upper()
+    return f"{m.group(1) or ''}{letter}{m.group(3) or ''}{m.group(4)}"
+
+
+def lines(stage: Stage) -> list[Line]:
+    """The matrix-form lines of ``stage`` (none for a stage a textbook does not name:
+    it is folded into the line of the stage that reads it)."""
+    g, op = stage.derivation, stage.op
+    if isinstance(op, Projection) and stage.kind in ("Q", "K", "V"):
+        return [Line(stage.name, _affine(stage, Ref(stage.inputs[0])))]
+    if isinstance(op, RoPE):
+        return [Line(stage.name, Rotate(stage.name, Ref(stage.inputs[0])))]
+    if isinstance(op, Softmax) and stage.kind == "weights":
+        scores = g[stage.inputs[0]]
+        if not isinstance(scores.op, ScaleMask):
+            return []
+        raw = g[scores.inputs[0]]
+        if not isinstance(raw.op, DotScores):
+            return []
+        q, k = raw.inputs
+        product = MatMul(Ref(q), Transpose(Ref(k)))
+        return [Line(stage.name, RowSoftmax(Scores(product, scores.name)))]
+    if isinstance(op, WeightedSum) and stage.kind == "head_output":
+        a, v = stage.inputs
+        return [Line(stage.name, MatMul(Ref(a), Ref(v)))]
+    if isinstance(op, Projection) and stage.kind == "attention_output":
+        concat = g[stage.inputs[0]]
+        if not isinstance(concat.op, Concat):
+            return []
+        heads = Columns(tuple(Ref(name) for name in concat.inputs))
+        return [Line(stage.name, _affine(stage, heads))]
+    if isinstance(op, Add) and stage.kind == "residual":
+        return [Line(stage.name, Sum(tuple(Ref(name) for name in stage.inputs)))]
+    if isinstance(op, (Normalize, RMSNormalize)):
+        return [Line(stage.name, RowNorm(stage.name, Ref(stage.inputs[0])))]
+    if isinstance(op, Projection) and stage.kind == "ffn_output":
+        inner = _ffn_inner(g[stage.inputs[0]])
+        return [] if inner is None else [Line(stage.name, _affine(stage, inner))]
+    if isinstance(op, Softmax) and stage.kind == "probabilities":
+        logits = g[stage.inputs[0]]
+        if not isinstance(logits.op, Projection):
+            return []
+        return [Line(stage.name, RowSoftmax(_affine(logits, Ref(logits.inputs[0]))))]
+    return []
+
+
+def _affine(stage: Stage, arg: object) -> object:
+    """``arg W (+ b)`` with the stage's projection weight and bias."""
+    op = stage.op
+    names = [n for n, v in op.parameters().items() if v is not None]
+    product = MatMul(arg, Weight(stage.name, names[0]))
+    return Sum((product, Weight(stage.name, names[1]))) if len(names) > 1 else product
+
+
+def _ffn_inner(activation: Stage) -> object | None:
+    """The FFN's activation as a tree over its input: ``act(Y W_1 + b_1)``, or a gated
+    ``SiLU(Y W_gate) ⊙ (Y W_1)``."""
+    g = activation.derivation
+    if isinstance(activation.op, GatedProduct):
+        gate, hidden = (g[n] for n in activation.inputs)
+        return Hadamard(Apply(activation.name, _affine(gate, Ref(gate.inputs[0]))),
+                        _affine(hidden, Ref(hidden.inputs[0])))
+    if isinstance(activation.op, Identity) or len(activation.inputs) != 1:
+        return None
+    hidden = g[activation.inputs[0]]
+    if not isinstance(hidden.op, Projection):
+        return None
+    return Apply(activation.name, _affine(hidden, Ref(hidden.inputs[0])))
+
+
+#: How each elementwise operation is named in a matrix equation.
+FUNCTIONS = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "silu": "SiLU",
+             "identity": ""}
+
+
+def latex(node: object, g) -> str:
+    """A tree as LaTeX, over the derivation ``g``'s stages."""
+    if isinstance(node, Ref):
+        return symbol(g[node.stage])
+    if isinstance(node, Weight):
+        return parameter(g[node.stage], node.name).latex
+    if isinstance(node, MatMul):
+        return f"{_factor(node.left, g)} {_factor(node.right, g)}"
+    if isinstance(node, Sum):
+        return " + ".join(latex(t, g) for t in node.terms)
+    if isinstance(node, Transpose):
+        inner = latex(node.arg, g)
+        return f"{inner}^{{\\top}}" if "^" not in inner else \
+            f"\\bigl({inner}\\bigr)^{{\\top}}"
+    if isinstance(node, Scores):
+        op = g[node.stage].op
+        product = latex(node.product, g)
+        if op.scale is None:
+            product = f"\\frac{{{product}}}{{\\sqrt{{d_{{k}}}}}}"
+        elif op.scale != 1:
+            product = f"\\frac{{{product}}}{{\\tau}}"
+        return product + (" + \\mathcal{M}" if op.masked else "")
+    if isinstance(node, RowSoftmax):
+        return f"\\operatorname{{softmax}}\\Bigl({latex(node.arg, g)}\\Bigr)"
+    if isinstance(node, Apply):
+        op = g[node.stage].op
+        op = op.activation if isinstance(op, GatedProduct) else op
+        name = FUNCTIONS.get(op.name, op.name)
+        return f"\\operatorname{{{name}}}\\bigl({latex(node.arg, g)}\\bigr)"
+    if isinstance(node, Hadamard):
+        return f"{latex(node.left, g)} \\odot \\bigl({latex(node.right, g)}\\bigr)"
+    if isinstance(node, Columns):
+        return "\\bigl[\\," + " \\;\\; ".join(latex(p, g) for p in node.parts) + "\\,\\bigr]"
+    if isinstance(node, RowNorm):
+        name = "RMSNorm" if isinstance(g[node.stage].op, RMSNormalize) else "LayerNorm"
+        return f"\\operatorname{{{name}}}\\bigl({latex(node.arg, g)}\\bigr)"
+    if isinstance(node, Rotate):
+        return f"\\operatorname{{RoPE}}\\bigl({latex(node.arg, g)}\\bigr)"
+    raise TypeError(f"no LaTeX for {type(node).__name__}")
+
+
+def _factor(node: object, g) -> str:
+    text = latex(node, g)
+    return f"\\bigl({text}\\bigr)" if isinstance(node, Sum) else text
+
+
+def remark(line: Line, g) -> str:
+    """What a line's functions do, as LaTeX after the formula (row-wise softmax, the
+    causal mask's entries, what the norm does), or ``""``."""
+    node = line.rhs
+    words = ""
+    if isinstance(node, RowSoftmax) and isinstance(node.arg, Scores) \
+            and g[node.arg.stage].op.masked:
+        return (r"\quad \text{(softmax of each row; }\mathcal{M}_{ij} = 0"
+                r"\text{ for } j \le i,\ -\infty \text{ for } j > i\text{)}")
+    if isinstance(node, RowSoftmax):
+        words = "softmax of each row"
+    if isinstance(node, RowNorm):
+        words = ("each row divided by its root mean square, then scaled"
+                 if isinstance(g[node.stage].op, RMSNormalize) else
+                 "each row less its mean, divided by its standard deviation, scaled, shifted")
+    if isinstance(node, Rotate):
+        words = "each pair of columns of row i turned by the angle of position i"
+    return rf"\quad \text{{({words})}}" if words else ""
+
+
+def equation_lines(stages: list[Stage]) -> tuple[tuple[str, str], ...]:
+    """The (lhs, rhs) display lines of the stages' matrix forms, in order."""
+    out = []
+    for stage in stages:
+        g = stage.derivation
+        for line in lines(stage):
+            text = remark(line, g)
+            out.append((symbol(g[line.stage]), latex(line.rhs, g) + (f" {text}" if text else "")))
+    return tuple(out)
