@@ -139,12 +139,15 @@ def test_no_sympy_printed_constants(notes):
 
 def test_second_norm_statistics_are_primed(notes):
     name, files = notes
-    equations = {path: tex for path, tex in files.items() if path.endswith("-equation.tex")}
+    # the second norm's statistics wherever they are shown: worked (their equation) or,
+    # repeating the first norm's rule, as their table
+    equations = {path: tex for path, tex in files.items()
+                 if path.endswith(("-equation.tex", "-table.tex"))}
     second = [tex for path, tex in equations.items()
-              if re.search(r"(add_norm|-norm)2-(variance|std)-equation", path)]
+              if re.search(r"(add_norm|-norm)2-(variance|std)-(equation|table)", path)]
     if name == "llama_style":  # RMSNorm: its mean square and rms
         second = [tex for path, tex in equations.items()
-                  if re.search(r"-norm2-(mean_square|std)-equation", path)]
+                  if re.search(r"-norm2-(mean_square|std)-(equation|table)", path)]
     if name == "attention_only":  # no normalisation
         assert not second
         return
@@ -154,8 +157,9 @@ def test_second_norm_statistics_are_primed(notes):
                          tex), tex
         assert not re.search(r"\\mu(?!')[_^ ]|\\sigma\^2", tex.split("=", 1)[1]), tex
     if name == "encoder_decoder":
-        third = equations["fragments/decoder-layer1-add_norm3-variance-equation.tex"]
-        assert r"\mu''" in third and r"\sigma''^2" in third
+        third = equations["fragments/decoder-layer1-add_norm3-variance-table.tex"]
+        assert r"\sigma''^2" in third
+        assert r"\mu''" in equations["fragments/grad-decoder-layer1-add_norm3-mean-equation.tex"]
     table = files["main.tex"]  # the notation table has its own row for them
     if name in ("builtin", "gpt2_style", "course_module", "encoder_decoder"):
         assert "Mean (second sub-layer)" in table and "Variance (second sub-layer)" in table
@@ -163,17 +167,19 @@ def test_second_norm_statistics_are_primed(notes):
 
 def test_gelu_tanh_derivative_in_textbook_form():
     files = tex_files("gpt2_style")  # its FFN's activation is GELU-tanh
-    equation = files["fragments/grad-layer1-ffn-hidden-equation.tex"]
+    # the backward part works the last layer first (layer 1 repeats its rule)
+    equation = files["fragments/grad-layer2-ffn-hidden-equation.tex"]
     assert r"\xi_{i,j} &= \sqrt{ \frac{2}{\pi} }" in equation and "0.044715" in equation
     assert r"\tanh^{2} \xi_{i,j}" in equation
-    worked = files["fragments/grad-layer1-ffn-hidden-worked.tex"]
+    worked = files["fragments/grad-layer2-ffn-hidden-worked.tex"]
     assert r"\xi_{0} &= \sqrt{\frac{2}{\pi}}" in worked and r"3 \cdot 0.044715" in worked
 
 
 def test_rms_norm_rule_worked_as_displayed():
     files = tex_files("llama_style")  # RMSNorm
-    equation = files["fragments/grad-layer1-norm1-mean_square-equation.tex"]
-    worked = files["fragments/grad-layer1-norm1-mean_square-worked.tex"]
-    assert r"\gamma^{(1)}_{j}" in equation and "^{3/2}" in equation
-    assert r"\gamma^{(1)}_{0} \frac{\partial L}{\partial y^{(1)}_{0}} x_{0}" in worked
+    # worked first at the final norm (the layers' norms repeat its rule)
+    equation = files["fragments/grad-final_norm-mean_square-equation.tex"]
+    worked = files["fragments/grad-final_norm-mean_square-worked.tex"]
+    assert r"\gamma_{j}" in equation and "^{3/2}" in equation
+    assert r"\gamma_{0} \frac{\partial L}{\partial y_{0}} r'^{(2)}_{0}" in worked
     assert r"+ 0.000001\right)^{3/2}}" in worked and "1.5" not in worked

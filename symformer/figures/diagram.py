@@ -409,34 +409,26 @@ def compiled(g: Derivation, fmt: str) -> bytes | None:
     are not installed.  An SVG names the caption in its ``<title>``; its text is drawn
     as outlines (no ``<text>``)."""
     import shutil
-    import subprocess
-    import tempfile
-    from pathlib import Path
 
-    tools = {"pdf": "pdflatex", "png": "pdftoppm", "svg": "pdftocairo"}
-    if shutil.which("pdflatex") is None or shutil.which(tools[fmt]) is None:
+    from symformer.errors import InputError
+    from symformer.escape import plain_text
+    from symformer.latex.compile import compile_log, convert_pdf
+
+    if shutil.which("pdflatex") is None:
         return None
     d = plan(g.example, g, g.causal)
-    with tempfile.TemporaryDirectory() as tmp:
-        here = Path(tmp)
-        (here / "d.tex").write_text(STANDALONE % draw(d, NOTES), encoding="utf-8")
-        done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-                               "d.tex"], cwd=here, capture_output=True)
-        if done.returncode != 0:
-            return None
-        if fmt == "pdf":
-            return (here / "d.pdf").read_bytes()
-        if fmt == "png":
-            subprocess.run(["pdftoppm", "-r", "200", "-png", "-singlefile", "d.pdf", "d"],
-                           cwd=here, check=True, capture_output=True)
-            return (here / "d.png").read_bytes()
-        subprocess.run(["pdftocairo", "-svg", "d.pdf", "d.svg"], cwd=here, check=True,
-                       capture_output=True)
-        svg = (here / "d.svg").read_text(encoding="utf-8")
-        from symformer.escape import plain_text
-
-        title = f"<title>{_xml(plain_text(d.title))}</title>"
-        return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + title, svg, count=1).encode()
+    try:
+        pdf = compile_log({"d.tex": STANDALONE % draw(d, NOTES)}, main="d.tex", passes=1)[0]
+    except InputError:
+        return None
+    if fmt == "pdf":
+        return pdf
+    converted = convert_pdf(pdf, fmt)
+    if converted is None or fmt == "png":
+        return converted
+    title = f"<title>{_xml(plain_text(d.title))}</title>"
+    return re.sub(rb"(<svg[^>]*>)", lambda m: m.group(1) + title.encode(), converted,
+                  count=1)
 
 
 def _xml(text: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from symformer import math_scripts as scripts
 from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
@@ -189,7 +190,7 @@ def as_matrix(stage: Stage) -> bool:
 def gradient_matrix(stage: Stage, values: SignificantValues) -> MatrixBlock:
     """A gradient as ``dL/dW = [matrix]`` at significant digits (a weight's, or the
     rows of a stage computed as one worked before)."""
-    return MatrixBlock(notation(stage).latex, tuple(
+    return MatrixBlock(scripts.display(notation(stage).latex), tuple(
         tuple(decimal(t) for t in row) for row in values.table(stage)))
 
 

@@ -52,3 +52,18 @@ def compile_log(files: dict[str, str], main: str = "main.tex",
                 raise InputError(f"pdflatex failed: {lines[0] if lines else run.stdout[-500:]}")
         log = (root / main).with_suffix(".log").read_text(encoding="utf-8", errors="replace")
         return (root / main).with_suffix(".pdf").read_bytes(), log
+
+
+def convert_pdf(pdf: bytes, fmt: str, dpi: int = 200) -> bytes | None:
+    """A one-page PDF as a PNG (``pdftoppm`` at ``dpi``) or an SVG (``pdftocairo``), by
+    Poppler in a scratch directory; None when that tool is not installed."""
+    tool = {"png": "pdftoppm", "svg": "pdftocairo"}[fmt]
+    if shutil.which(tool) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="symformer-pdf-") as tmp:
+        root = Path(tmp)
+        (root / "d.pdf").write_bytes(pdf)
+        command = (["pdftoppm", "-r", str(dpi), "-png", "-singlefile", "d.pdf", "d"]
+                   if fmt == "png" else ["pdftocairo", "-svg", "d.pdf", "d.svg"])
+        subprocess.run(command, cwd=root, check=True, capture_output=True, timeout=300)
+        return (root / f"d.{fmt}").read_bytes()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from symformer import math_scripts as scripts
 from symformer.engine import Stage
 from symformer.engine.rounding import display_value
 from symformer.latex import numbers
@@ -189,6 +190,6 @@ def stage_matrix(stage: Stage, lhs: str, *, decimals: int = 2, exact: bool = Fal
     """The stage as ``lhs = [bmatrix]`` (certified decimals or short closed forms)."""
     values = stage_values(stage, decimals)
     rows, cols = stage.shape
-    return MatrixBlock(lhs, tuple(
+    return MatrixBlock(scripts.display(lhs), tuple(  # a derivative: a display fraction
         tuple(numbers.entry(stage, i, j, decimals, max_ops if exact else None, values)[0]
               for j in range(cols)) for i in range(rows)))
