@@ -146,7 +146,7 @@ def test_weight_gradients_print_as_matrices_as_the_weights_do(builtin_files):
     a_k), printed as the weight itself is, never with the internal row names (ff0);
     dL/dγ' is one row.  Every FFN gradient of the built-in block is exactly 0."""
     w2 = builtin_files["fragments/grad-layer1-W_2-table.tex"]
-    assert r"\partial L/\partial W_{2} = \left[\begin{array}" in w2 and "ff0" not in w2
+    assert r"\frac{\partial L}{\partial W_{2}} = \left[\begin{array}" in w2 and "ff0" not in w2
     assert w2.count(r" \\ ") == 5 and "0 & 0 & 0 & 0" in w2
     gamma = builtin_files["fragments/grad-layer1-add_norm2-gamma-table.tex"]
     assert r"\gamma" in gamma and r" \\ " not in gamma and "gamma &" not in gamma

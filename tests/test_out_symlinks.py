@@ -197,7 +197,7 @@ def test_a_deeper_link_and_a_dangling_link_are_refused(in_place, tmp_path, monke
 _WRITING = {"write_text", "write_bytes", "mkdir", "makedirs", "symlink_to", "touch",
             "rename", "replace", "link", "copy", "copy2", "copyfile", "copytree", "move"}
 #: Modules allowed to write: the one place, and a scratch folder of pdflatex's own.
-_WRITERS = {"symformer/files.py", "symformer/latex/compile.py"}
+_WRITERS = {"symformer/files.py", "symformer/tex.py"}
 
 
 def _writes(path: Path) -> list[str]:

@@ -412,7 +412,7 @@ def compiled(g: Derivation, fmt: str) -> bytes | None:
 
     from symformer.errors import InputError
     from symformer.escape import plain_text
-    from symformer.latex.compile import compile_log, convert_pdf
+    from symformer.tex import compile_log, convert_pdf
 
     if shutil.which("pdflatex") is None:
         return None
