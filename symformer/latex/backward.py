@@ -35,7 +35,7 @@ from symformer.latex.equations import stage_equation
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
-from symformer.latex.parameters import MATRIX_WIDTH, matrix_lines
+from symformer.latex.parameters import MATRIX_WIDTH, fits_line, matrix_lines
 from symformer.latex.places import where as part_of
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
@@ -138,9 +138,10 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     alike = None if full or stage.kind != "gradient" else ALIKE
     worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
-    if (stage.kind == "weight_gradient" and as_matrix(stage)) or (
-            repeated and stage.kind == "gradient"):
-        out.append(Fragment(f"{name}-table", [Matrices(((gradient_matrix(stage, values),),))]))
+    matrix = gradient_matrix(stage, values)
+    if ((stage.kind == "weight_gradient" and as_matrix(stage)) or (
+            repeated and stage.kind == "gradient")) and fits_line(matrix):
+        out.append(Fragment(f"{name}-table", [Matrices(((matrix,),))]))
         out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
         return out
     if stage.kind in ("weight_gradient", "position_losses") or repeated or left:

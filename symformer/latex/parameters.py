@@ -32,6 +32,11 @@ def _width(block: MatrixBlock) -> int:
     return width(block.lhs) + 4 + sum(max(width(v) for v in col) + 2 for col in columns)
 
 
+def fits_line(block: MatrixBlock) -> bool:
+    """Whether ``block`` fits a display line on its own (else a table shows it)."""
+    return _width(block) <= MATRIX_WIDTH
+
+
 #: The characters of visible math a display line of matrices holds: more than a line
 #: of text (:data:`~symformer.latex.render.TEXT_WIDTH`, which counts an operator's
 #: spacing), since a matrix is mostly digits (measured: 84 fit the 470 pt line).
