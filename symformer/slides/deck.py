@@ -300,11 +300,14 @@ def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFra
     """A gradient's table (split by columns when too wide) under ``note``, titled by
     where it sits; a weight's gradient has no highlighted row (its rows are the
     weight's, not token positions)."""
+    from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
+
     row = min(options.token, stage.shape[0] - 1)
-    table = _table(stage, row, options)
-    if stage.kind == "weight_gradient":
-        table = replace(stage_table(stage, decimals=options.decimals, caption=caption(stage),
-                                    label=f"tab:{stage.name}"), legend=table.legend)
+    # gradients span magnitudes: at significant digits, as the notes print them
+    digits = SignificantValues(DEFAULT_DIGITS)
+    table = stage_table(stage, decimals=options.decimals, caption=caption(stage),
+                        label=f"tab:{stage.name}", significant=digits,
+                        highlight=None if stage.kind == "weight_gradient" else row)
     slices = _column_slices(table, GRADIENT_WIDTH)
     out = []
     for a, b in slices:
