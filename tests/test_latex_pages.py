@@ -130,3 +130,17 @@ def test_masked_entries_are_not_worked(notes):
     if g.causal or name == "builtin":  # the built-in block shows its causal variant too
         assert "the later keys are masked (their weight is exactly 0) and not worked" in flat
         assert "(masked)" not in flat, name
+
+
+def test_no_file_format_words_in_the_trace_or_the_slides(tmp_path):
+    """The step-through page and the deck say "the target", as the notes do."""
+    from symformer.cli import main
+
+    assert main(["trace", "--token", "1", "--backward", "--format", "html", "--out",
+                 str(tmp_path / "t.html")]) == 0
+    assert main(["slides", "--out", str(tmp_path / "deck"), "--quiet"]) == 0
+    for path in (tmp_path / "t.html", tmp_path / "deck" / "slides.tex"):
+        text = path.read_text(encoding="utf-8")
+        assert "the target" in text, path
+        assert not FILE_WORDS.findall(re.sub(r"<script.*?</script>", "", text, flags=re.S)), \
+            path

@@ -12,17 +12,10 @@ from symformer.engine import Stage
 from symformer.equations.stage import Line
 from symformer.latex.blocks import Equation
 
-#: Words of the example file's format an operation's remark may use, and what the
-#: reader of the notes is told instead.
-FILE_WORDS = (("the [loss] target", "the target"),
-              ("the [loss] gradient given at the stage", "the gradient given at the stage"))
-
 
 def remark_latex(remark: str) -> str:
     """A remark (plain words written by an operation) as LaTeX text, parenthesised;
-    valid in pdflatex, KaTeX and MathML converters alike; no file-format words."""
-    for words, instead in FILE_WORDS:
-        remark = remark.replace(words, instead)
+    valid in pdflatex, KaTeX and MathML converters alike."""
     for char in "\\{}_&%#$^~":
         remark = remark.replace(char, " ")
     return rf"\quad \text{{({remark})}}"

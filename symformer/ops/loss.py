@@ -178,7 +178,7 @@ class MeanSquaredError(Operation):
             arrays["r"] = "const:rows"
             row = "r[i]"
         mean = " / (n * d)" if self.reduction == "mean" else ""
-        remark = "T: the [loss] target" + (
+        remark = "T: the target" + (
             "" if self.positions is None else "; r: the positions that have a target")
         return IndexEquation(
             (f"L = sum((z[{row}, j] - T[i, j]) ** 2 for i in range(n) for j in range(d)){mean}",),
@@ -223,10 +223,10 @@ class MeanSquaredError(Operation):
         if self.reduction == "sum":
             return Spelling(function=mse_sum_equation, indexed=frozenset({"z", "T"}),
                             symbols={"T": Notation("T", "T", "target")},
-                            remark="T is the [loss] target; the sum over its rows")
+                            remark="T is the target; the sum over its rows")
         return Spelling(function=mse_equation, indexed=frozenset({"z", "T"}),
                         symbols={"T": Notation("T", "T", "target")},
-                        remark="T is the [loss] target" + (
+                        remark="T is the target" + (
                             "" if self.positions is None else
                             "; n counts the positions with a target"))
 
@@ -403,7 +403,7 @@ class UpstreamGradient(Operation):
     def spelling(self) -> Spelling:
         return Spelling(function=upstream_equation, indexed=frozenset({"s", "G"}),
                         symbols={"G": Notation("G", "G", "given gradient")},
-                        remark="G is the [loss] gradient given at the stage")
+                        remark="G is the gradient given at the stage")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

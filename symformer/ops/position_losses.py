@@ -118,13 +118,13 @@ class PositionSquaredErrors(Operation):
             return IndexEquation(("L[i] = sum((z[i, j] - T[i, j]) ** 2 for j in range(d))",),
                                  {"L": "out", "z": "in0", "T": "const:target"},
                                  sizes={"d": ("T", 1)}, symbols={"T": ("T", "T")},
-                                 remark="T: the [loss] target")
+                                 remark="T: the target")
         return IndexEquation(
             ("L[i] = sum((1 if r[k] == i else 0) * (z[i, j] - T[k, j]) ** 2 "
              "for k in range(m) for j in range(d))",),
             {"L": "out", "z": "in0", "T": "const:target", "r": "const:rows"},
             sizes={"m": ("T", 0), "d": ("T", 1)}, symbols={"T": ("T", "T"), "r": ("r", "r")},
-            remark="T: the [loss] target; r: the positions that have a target (L_i = 0 "
+            remark="T: the target; r: the positions that have a target (L_i = 0 "
                    "at the others)")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
@@ -150,4 +150,4 @@ class PositionSquaredErrors(Operation):
         return (args[0], *placed_target(self.target, self.rows(), len(args[0]), dtype))
 
     def spelling(self) -> Spelling:
-        return Spelling(remark="T is the [loss] target, placed at its positions")
+        return Spelling(remark="T is the target, placed at its positions")
