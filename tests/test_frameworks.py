@@ -107,7 +107,7 @@ def _llama_float64(monkeypatch, kind: str) -> None:
     import importlib
 
     ml = importlib.import_module(f"transformers.models.{kind}.modeling_{kind}")
-    prefix = {"llama": "Llama", "qwen2": "Qwen2"}[kind]
+    prefix = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}[kind]
 
     def rms(self, x):
         variance = x.pow(2).mean(-1, keepdim=True)
@@ -257,14 +257,33 @@ def test_unsupported_features_are_refused_in_one_line(tmp_path) -> None:
     with pytest.raises(NotSupportedError, match="activation"):
         decoder.activation = torch.tanh
         from_torch(decoder, torch.zeros(2, 4), memory=torch.zeros(3, 4))
+
+
+@pytest.mark.parametrize("window", [2, 4096])
+def test_mistral_sliding_window_matches_hugging_face(tmp_path, monkeypatch, window) -> None:
+    """A window shorter than the sentence masks the keys w or more positions back (the
+    example's sliding_window); Mistral's default 4096 masks nothing more than causal."""
+    _llama_float64(monkeypatch, "mistral")
     torch.manual_seed(0)
     config = transformers.MistralConfig(vocab_size=16, hidden_size=8, intermediate_size=8,
                                         num_hidden_layers=1, num_attention_heads=2,
-                                        num_key_value_heads=1, sliding_window=2)
-    transformers.MistralForCausalLM(config).save_pretrained(tmp_path,
-                                                            safe_serialization=True)
-    with pytest.raises(NotSupportedError, match="sliding"):
-        from_pretrained(tmp_path, TOKENS)
+                                        num_key_value_heads=1, sliding_window=window)
+    model = transformers.MistralForCausalLM(config).eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    example = from_pretrained(tmp_path, TOKENS)
+    assert example.sliding_window == (2 if window == 2 else None)
+    g = symformer.derive(example)
+    weights = g["layer1.head1.weights"].rounded(decimals=6)
+    assert (float(weights[3][0].digits) == 0) == (window == 2)  # 3 back: masked by w = 2
+    model = model.double()
+    with torch.no_grad():
+        logits = model(torch.tensor([TOKENS])).logits[0].numpy()
+    exact = np.array([[float(b.mid()) for b in row] for row in g["logits"].balls(128)])
+    close(exact, logits)
+    from symformer.frameworks.torch_check import torch_crosscheck
+
+    rows = torch_crosscheck(example, "float64", g)  # the exported module masks alike
+    assert max(r.ulps for r in rows) < 100, max(rows, key=lambda r: r.ulps)
 
 
 def _run_module_file(path, name: str):

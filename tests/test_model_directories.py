@@ -303,7 +303,8 @@ def test_config_json_that_is_not_plain_json_is_one_line(tmp_path, capsys, text, 
     ({"num_key_value_heads": 0}, "num_key_value_heads"),
     ({"head_dim": [2]}, "head_dim"),
     ({"sliding_window": "x"}, "sliding_window"),
-    ({"sliding_window": 2}, "sliding_window"),
+    ({"sliding_window": 2, "layer_types": ["sliding_attention", "full_attention"]},
+     "layer_types"),
     ({"intermediate_size": 5}, "gate_proj"),
 ])
 def test_a_malformed_llama_config_is_one_line(tmp_path, capsys, changes, key) -> None:

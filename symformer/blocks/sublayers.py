@@ -253,8 +253,10 @@ def attend(g: Derivation, p: str, Q: str, K: str, V: str, causal: bool,
     ``Pweights`` and ``Poutput``."""
     queries, keys = g[Q].rows, g[K].rows
     raw = g.add(f"{p}raw_scores", "raw_scores", DotScores(), (Q, K), queries, keys, **where)
+    window = g.example.sliding_window if causal and g.example is not None else None
+    # the causal mask; a sliding window also masks the keys w or more positions back
     masked = frozenset((i, j) for i in range(len(queries)) for j in range(len(keys))
-                       if causal and j > i)
+                       if causal and (j > i or (window is not None and i - j >= window)))
     scores = g.add(f"{p}scores", "scores",
                    ScaleMask(g[Q].shape[1], masked, g.example.mask_value, scale=scale),
                    (raw,), queries, keys, **where)

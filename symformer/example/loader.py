@@ -78,7 +78,7 @@ MAX_NESTING = 32
 _CONVENTION_KEYS = {"eps", "activation", "norm", "layer_norm", "scale", "residual",
                     "rope_style"}
 _TOP_KEYS = {
-    "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal",
+    "title", "tokens", "vocab", "embeddings", "positional_encoding", "causal", "sliding_window",
     "layer", "mask", "decoder", "description", "positional_encoding_base",
     "rope_theta", "rope_angles",
     "positional_embeddings", "final_norm", "gamma_f", "beta_f", "lm_head", "loss", "stages",
@@ -296,6 +296,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         layers=layers,
         positional_encoding=pe,
         causal=causal,
+        sliding_window=_sliding_window(data, here, causal),
         mask_value=_mask(data, here),
         source=source,
         decoder=decoder,
@@ -485,6 +486,24 @@ def _embeddings(data: dict[str, Any], here: Where, vocab: list[str], tokens: lis
 def _missing(vocab: list[str], embedded: tuple[str, ...]) -> str:
     missing = [word for word in vocab if word not in embedded]
     return ", ".join(map(repr, missing[:3])) + (" ..." if len(missing) > 3 else "")
+
+
+def _sliding_window(data: dict[str, Any], here: Where, causal: bool) -> int | None:
+    """``sliding_window = w``: each query reads the last w positions (with ``causal``)."""
+    if "sliding_window" not in data:
+        return None
+    w = data["sliding_window"]
+    if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 1_000_000:
+        raise InputError(f"{here}: sliding_window must be a whole number of positions from 1 "
+                         f"to 1000000, found {str(w)[:40]!r}")
+    if not causal:
+        raise InputError(f"{here}: sliding_window needs causal = true (it narrows the causal "
+                         f"mask to the last {w} positions)")
+    if "decoder" in data:
+        raise InputError(f"{here}: sliding_window is for a decoder-only model's (or the "
+                         f"encoder stack's) self-attention; a [decoder] table is not "
+                         f"supported with it")
+    return w
 
 
 def _lm_head(data: dict[str, Any], here: Where, embeddings: sympy.Matrix, vocab: int,

@@ -186,6 +186,9 @@ class Example:
     layers: tuple[Layer, ...]
     positional_encoding: str = "sinusoidal"
     causal: bool = False
+    #: Sliding-window attention (Mistral's): with the causal mask, query i reads only the
+    #: last ``sliding_window`` positions (keys j with i - w < j <= i); None: all of them.
+    sliding_window: int | None = None
     #: None masks with -inf (exact zero weights); a number (e.g. -10**9) is added
     #: to the masked scores instead, as some implementations do.
     mask_value: sympy.Rational | None = None

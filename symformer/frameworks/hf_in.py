@@ -37,6 +37,7 @@ from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.hf_config import (
+    MAX_LAYERS,
     Config,
     has_tensor,
     hf_activation,
@@ -389,11 +390,18 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
                     "final_logit_softcapping": "logit soft-capping",
                     "alibi": "ALiBi"})
     window = config.whole("sliding_window", None, high=2**62)
-    # a window as long as the sentence cuts nothing: the causal mask is exactly the same
-    if window is not None and config.flag("use_sliding_window", True) and window <= n_tokens:
-        raise NotSupportedError(f"config.json: sliding_window = {window}: sliding-window "
-                                f"attention over {n_tokens} tokens is not supported (a window "
-                                f"longer than the sentence is)")
+    if not config.flag("use_sliding_window", True) or (window is not None and
+                                                       window > n_tokens):
+        window = None  # a window longer than the sentence masks nothing more
+    # Qwen2 windows only the layers from max_window_layers on (none when it is the depth)
+    full = config.whole("max_window_layers", 0, low=0, high=MAX_LAYERS * 2)
+    if window is not None and full >= config.whole("num_hidden_layers", high=MAX_LAYERS):
+        window = None
+    kinds = config.get("layer_types")
+    if window is not None and (full or (isinstance(kinds, list)
+                                        and len(set(map(str, kinds))) > 1)):
+        raise NotSupportedError(f"{config.name}: sliding-window attention in some layers "
+                                f"only (layer_types / max_window_layers) is not supported")
     p = ("model.", "")
     d, n_head = config.whole("hidden_size"), config.whole("num_attention_heads")
     n_kv = config.whole("num_key_value_heads", n_head)
@@ -408,6 +416,7 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
     data: dict[str, Any] = {
         "embeddings": rows(embed, "embed_tokens"),
         "positional_encoding": "rope", "rope_style": "half",
+        **({"sliding_window": window} if window is not None else {}),
         "positional_encoding_base": _rope_theta(config),
         "causal": True, "norm": "pre", "layer_norm": "rms",
         "activation": hf_activation(config, "hidden_act"),

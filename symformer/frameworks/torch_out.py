@@ -116,6 +116,8 @@ class Model(torch.nn.Module):
             u = u / scale
             if causal:
                 above = torch.ones(u.shape[0], u.shape[1], dtype=torch.bool).triu(1)
+                if c.get("window") and not group:  # a sliding window: keys w back too
+                    above |= torch.ones_like(above).tril(-c["window"])
                 u = (u.masked_fill(above, float("-inf")) if c["mask"] is None
                      else u + above * c["mask"])
             s[f"{name_q}.scores"] = u
@@ -321,6 +323,7 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
               "vocab": list(example.vocab),
               "positional_encoding": example.positional_encoding,
               "base": _float(example.positional_encoding_base), "causal": example.causal,
+              "window": example.sliding_window,
               "mask": None if example.mask_value is None else _float(example.mask_value),
               "final_norm": final, "layers": layers, "segments": segments,
               "embedding_norm": first, "transform": transform,

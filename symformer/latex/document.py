@@ -254,9 +254,12 @@ def rope_prose(stage: Stage) -> Prose:
 def masked_note(stage: Stage, row: int) -> str:
     """What the worked lines of ``row`` say of the entries the causal mask sets (they
     are not worked), or ``""`` when the row has none."""
-    if not any(i == row for i, _ in masked_entries(stage)):
+    masked = [j for i, j in masked_entries(stage) if i == row]
+    if not masked:
         return ""
-    return "; the later keys are masked (their weight is exactly 0) and not worked"
+    keys = "the later keys are" if all(j > row for j in masked) else \
+        "the keys outside the attention window are"
+    return f"; {keys} masked (their weight is exactly 0) and not worked"
 
 
 def stage_fragments(stage: Stage, token: int, options: Options,
