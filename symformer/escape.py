@@ -194,3 +194,22 @@ def unicode_math(latex: str) -> str:
     for char, command in _STRAIGHT.items():  # KaTeX curls quotes everywhere but \verb
         latex = latex.replace(command, f"\\verb!{char}!")
     return _CODEPOINT.sub(lambda m: chr(int(m[1], 16)), latex)
+
+
+#: Backslash sequences a Markdown parser reads as escapes before MathJax sees the math
+#: (CommonMark: a backslash before ASCII punctuation), written the way both MathJax and
+#: KaTeX read after it: ``\\`` as ``\cr``, ``\{`` as ``\lbrace``.
+PORTABLE = ((r"\\", r"\cr "), (r"\{", r"\lbrace "), (r"\}", r"\rbrace "),
+            (r"\,", r"\thinspace "), (r"\;", r"\medspace "), (r"\!", r"\negthinspace "))
+
+
+def portable(markdown: str) -> str:
+    """``markdown`` with the math in ``$...$`` and ``$$...$$`` written so MathJax
+    (which reads the page after the Markdown parser) renders it as KaTeX does: no
+    backslash before punctuation that the parser would eat (:data:`PORTABLE`)."""
+    def fix(m: re.Match) -> str:
+        math = m.group(0)
+        for old, new in PORTABLE:
+            math = math.replace(old, new)
+        return math
+    return re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", fix, markdown, flags=re.S)

@@ -81,7 +81,7 @@ def test_backward_part_runs_from_the_loss_to_the_embeddings(graph):
     # ∂L/∂u_0 = (1/√2) ∂L/∂s_0 with the printed ∂L/∂s_0 substituted
     # (at the block's significant digits: -0.001077..., the table's value)
     assert re.search(re.escape(r"\frac{\partial L}{\partial u^{(1)}_{0}} &= \frac{1}{\sqrt{2}} "
-                               r"\frac{\partial L}{\partial s^{(1)}_{0}} \\" + "\n"
+                               r"\frac{\partial L}{\partial s^{(1)}_{0}} \cr " + "\n"
                                + r"&= \frac{-0.00107") + r"\d*\}\{\\sqrt\{2\}\}", part)
 
 

@@ -29,7 +29,10 @@ ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
 def pages() -> dict[str, str]:
     g = derive(load_example())
     made = make_exercise(Request(None, 1, 3, max_work=0))
-    return {"forward": render(trace_token(g, "think"), "markdown"),
+    from symformer.latex import Options, export_files
+
+    notes = export_files(g, Options(), "markdown")["main.md"]  # the notes, Backward too
+    return {"notes": notes, "forward": render(trace_token(g, "think"), "markdown"),
             "backward": render(trace_token(g, "think", backward=True), "markdown"),
             "key": made.files["v01/key.md"], "sheet": made.files["v01/sheet.md"]}
 
@@ -38,7 +41,7 @@ def _math(markdown: str) -> list[str]:
     return re.findall(r"\$\$.*?\$\$|\$[^$\n]+\$", markdown, flags=re.S)
 
 
-@pytest.mark.parametrize("which", ["forward", "backward", "key", "sheet"])
+@pytest.mark.parametrize("which", ["notes", "forward", "backward", "key", "sheet"])
 def test_math_survives_a_markdown_parser(pages, which):
     maths = _math(pages[which])
     assert len(maths) > 20

@@ -403,8 +403,8 @@ def latex_document(title: str, blocks: list) -> str:
 
 def markdown_document(title: str, blocks: list) -> str:
     """``blocks`` as one Markdown file (math that KaTeX and MathJax render alike:
-    :func:`symformer.trace.render_markdown.portable`); answer cells left blank."""
-    from symformer.trace.render_markdown import portable
+    :func:`symformer.escape.portable`); answer cells left blank."""
+    from symformer.escape import portable
 
     body = portable("\n\n".join(text for b in blocks if (text := _render(b, False))))
     return (f"# {markdown_text(title)}\n\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from functools import singledispatch
 
+from symformer.escape import portable
 from symformer.latex.blocks import (
     Cell,
     Equation,
@@ -166,4 +167,4 @@ def markdown_document(g, outline: list, heat: bool = False) -> str:
         else:
             parts.append(to_markdown(item, heat=heat) if isinstance(item, Fragment)
                          else to_markdown(item))
-    return "\n\n".join(parts) + "\n"
+    return portable("\n\n".join(parts) + "\n")  # MathJax reads it as KaTeX does

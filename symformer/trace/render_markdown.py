@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
+from symformer.escape import portable
 from symformer.latex.escape import markdown_text
 from symformer.latex.markdown import cell_math
 from symformer.notation import INDEX_RULE
@@ -15,25 +15,6 @@ from symformer.worked import as_latex
 
 if TYPE_CHECKING:
     from symformer.trace.result import Trace
-
-
-#: Backslash sequences a Markdown parser reads as escapes before MathJax sees the math
-#: (CommonMark: a backslash before ASCII punctuation), written the way both MathJax and
-#: KaTeX read after it: ``\\`` as ``\cr``, ``\{`` as ``\lbrace``.
-PORTABLE = ((r"\\", r"\cr "), (r"\{", r"\lbrace "), (r"\}", r"\rbrace "),
-            (r"\,", r"\thinspace "), (r"\;", r"\medspace "), (r"\!", r"\negthinspace "))
-
-
-def portable(markdown: str) -> str:
-    """``markdown`` with the math in ``$...$`` and ``$$...$$`` written so MathJax
-    (which reads the page after the Markdown parser) renders it as KaTeX does: no
-    backslash before punctuation that the parser would eat (:data:`PORTABLE`)."""
-    def fix(m: re.Match) -> str:
-        math = m.group(0)
-        for old, new in PORTABLE:
-            math = math.replace(old, new)
-        return math
-    return re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", fix, markdown, flags=re.S)
 
 
 def render_markdown(trace: Trace) -> str:
