@@ -636,6 +636,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[a4paper,margin=2.2cm]{geometry}
 %(packages)s
 \usepackage{float}
+\usepackage{longtable}
 \usepackage{tikz}
 \floatplacement{table}{H}
 \usepackage[position=top,skip=4pt,font=small]{caption}
@@ -836,6 +837,9 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
                     step.append(f"\\input{{{path}}}")
             body.append("\\begin{step}\n" + "\n\n".join(step) + "\n\\end{step}"
                         + "".join(f"\n{line}" for line in after))
+        elif isinstance(item, Glossary):  # may break across pages: never in a step's box
+            body += [*pending, to_latex(item)]
+            pending = []
         else:
             pending.append(to_latex(item))
     body += pending

@@ -197,10 +197,14 @@ def _(block: Glossary) -> str:
     # two symbol-meaning pairs side by side, read down the left pair first
     half = (len(block.rows) + 1) // 2
     left, right = block.rows[:half], block.rows[half:]
-    lines = [r"\begin{table}", r"\centering\small",
-             f"\\caption{{{latex_text(block.caption, breaks=True)}}}\\label{{tab:notation}}",
-             r"\begin{tabular}{@{}lp{0.36\linewidth}@{\hspace{1.2em}}lp{0.36\linewidth}@{}}",
-             r"\toprule", r"symbol & meaning & symbol & meaning \\", r"\midrule"]
+    # a longtable: the table may begin under the introduction and go on overleaf (a
+    # float would leave the first page half empty)
+    head = r"\toprule symbol & meaning & symbol & meaning \\ \midrule"
+    lines = [r"{\small",
+             r"\begin{longtable}{@{}lp{0.36\linewidth}@{\hspace{1.2em}}lp{0.36\linewidth}@{}}",
+             f"\\caption{{{latex_text(block.caption, breaks=True)}}}\\label{{tab:notation}}"
+             r" \\", head, r"\endfirsthead",
+             r"\multicolumn{4}{@{}l}{\emph{Notation, continued}} \\", head, r"\endhead"]
     for k, (latex, meaning) in enumerate(left):
         cells = [f"${latex}$", latex_text(meaning)]
         if k < len(right):
@@ -208,7 +212,7 @@ def _(block: Glossary) -> str:
         else:
             cells += ["", ""]
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{longtable}", "}"]
     return "\n".join(lines)
 
 
