@@ -427,11 +427,6 @@ def result_name(bound: Bound) -> str:
     return array_name(bound.statements[0][0])
 
 
-def lhs_arrays(parts: Sequence[Bound]) -> list[str]:
-    """The left-hand array of each part (for the plain form of a gradient's sum)."""
-    return [result_name(p) for p in parts]
-
-
 def unparse(node: ast.expr) -> str:
     """The plain form of a tree (re-exported for the JSON writer)."""
     return render.plain(node)

@@ -6,9 +6,9 @@ the loss and the gradient stages (``grad.S`` = dL/dS) to the derivation, latest 
 first -- the order this part follows.  Each gradient stage of a token's rows gets
 
 * its general equation: the backward rule of each step that reads S (its consumers),
-  rendered by latexify from the operation's NumPy vector-Jacobian product
-  (``Operation.backward_function``, :mod:`symformer.codegen.backward`) -- for
-  instance dL/ds_j = alpha_j (dL/dalpha_j - sum_k alpha_k dL/dalpha_k);
+  the operation's declared index equation (``Operation.backward_equation``, printed
+  by :mod:`symformer.equations.render` and proved equal to its exact local formula)
+  -- for instance dL/ds_j = alpha_j (dL/dalpha_j - sum_k alpha_k dL/dalpha_k);
 * the chosen token's chain-rule lines: the gradient stage's local formula (a sum of
   its consumers' rules over stage symbols) with every number substituted, built by the
   generic worked-line machinery (:mod:`symformer.worked`), so every line is

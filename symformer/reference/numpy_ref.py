@@ -4,9 +4,9 @@ There is no second implementation here.  Each operation (:mod:`symformer.ops`)
 owns a small NumPy function (``op.function()``); :func:`run` walks the derivation
 graph in order and calls, for every stage,
 ``stage.op.reference([out[i] for i in stage.inputs], dtype)``, which runs that
-function.  The LaTeX export renders the same functions with latexify-py, so the
-printed general equation is the code this module runs; :class:`Run` records which
-function ran for each stage so that this can be checked.
+function.  The printed general equations are the operations' declared index
+equations (:mod:`symformer.equations`), proved equal to their exact formulas; this
+module is the float64 path, and :class:`Run` records which function ran for each stage.
 
 Other conventions (mask, LayerNorm variant including whole-matrix, pre/post norm)
 are other graphs: :func:`forward` derives the variant graph

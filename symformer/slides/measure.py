@@ -123,14 +123,13 @@ def text_width(text: str) -> float:
     return TEXT_CHAR * len(text)
 
 
+#: A frame title is set \large (14.4 pt, bold): its scale, and the height of its second line.
+TITLE_SCALE = 1.25
+TITLE_LINE = 19.0
 #: The frame (160 mm x 90 mm, 12 pt, metropolis or the fallback theme): the text width
 #: in em (398 pt), the height under the frame title in pt (measured: 193 pt; some
 #: room kept), a line of text and the gap between paragraphs (pt), the hanging indent
 #: of a worked line's continuation (em), the extra height of a line with a fraction.
-EM = 12.0
-#: A frame title is set \large (14.4 pt, bold): its scale, and the height of its second line.
-TITLE_SCALE = 1.25
-TITLE_LINE = 19.0
 TEXT_WIDTH = 33.19
 BODY_HEIGHT = 178.0
 LINE = 16.7
