@@ -57,7 +57,8 @@ def mids(stage) -> list[list[mpmath.mpf]]:
     return [[mpmath.mpf(v) for v in row] for row in stage.values(decimals=30)]
 
 
-def close(got, expected, tol=mpmath.mpf(10) ** -28) -> None:
+def close(got, expected, tol=None) -> None:
+    tol = mpmath.mpf(10) ** -28 if tol is None else tol
     assert len(got) == len(expected)
     for r, e in zip(got, expected):
         assert len(r) == len(e)

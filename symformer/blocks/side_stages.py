@@ -32,7 +32,7 @@ from symformer.errors import InputError
 from symformer.notation import position_label
 from symformer.ops import Notation, Parameter
 from symformer.ops.gradient import Gradient
-from symformer.ops.side_terms import AdamPart, Constant, Exponentials, ExpSums, Squares
+from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpSums, Squares
 
 #: The kind of every side stage this module adds.
 KIND = "side"
@@ -147,11 +147,11 @@ def _rope_stage(g: Derivation, name: str, s: Stage, key: str, where: dict) -> No
         value = sympy.Matrix(1, rope.d // 2, lambda _, i: sympy.sympify(rope.thetas[i])
                              if rope.thetas is not None
                              else rope.base ** sympy.Rational(-2 * i, rope.d))
-        op = Constant(value, Notation(r"\theta", "θ", f"RoPE frequencies θ_i of {s.name}"))
+        op = ConstantTable(value, Notation(r"\theta", "θ", f"RoPE frequencies θ_i of {s.name}"))
         g.add(name, KIND, op, (), ("θ",), pairs, **where)
         return
     value = sympy.Matrix(rope.n, rope.d // 2, lambda m, i: rope.angle(m, i))
-    op = Constant(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"))
+    op = ConstantTable(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"))
     g.add(name, KIND, op, (), s.rows, pairs, **where)
 
 

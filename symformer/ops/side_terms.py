@@ -8,7 +8,7 @@ prints is claimable (docs/verify.md, "Addresses of the terms").
 * :class:`ExpSums` -- the softmax's denominator Σ_j e^{s_ij}, one per row;
 * :class:`Squares` -- the squares inside a mean square (x_ij²) or a variance
   ((x_ij - μ_i)²);
-* :class:`Constant` -- an exact matrix of given values (RoPE's θ_i and angles p θ_i);
+* :class:`ConstantTable` -- an exact matrix of given values (RoPE's θ_i and angles p θ_i);
 * :class:`AdamPart` -- a part of an Adam step: m̂, v̂, √v̂ + ε, the update
   lr m̂ / (√v̂ + ε), or AdamW's decayed weight W (1 - lr λ).
 """
@@ -131,7 +131,7 @@ class Squares(Operation):
 
 
 @dataclass(frozen=True)
-class Constant(Operation):
+class ConstantTable(Operation):
     """The exact matrix ``value`` (exact expressions: RoPE's θ_i = 10000^(-2i/d))."""
 
     value: sympy.Matrix
