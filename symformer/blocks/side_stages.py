@@ -9,6 +9,8 @@ other stages, verdicts and labels stay as they were.  The addresses (docs/verify
 * ``S.exp``, ``S.exp_sum`` -- S a softmax: each e^{s_j} of its input, each row's Σ;
 * ``S.products.rowR``, ``S.jacobian.rowR`` -- the lesson stages of
   :mod:`symformer.blocks.lessons`, without asking for them in ``[stages]``;
+* ``S.output_mean``, ``S.output_variance``, ``loss.per_position`` -- the other lesson
+  stages, without ``[stages]``;
 * ``S.squares`` -- S a variance ((x_j - μ)²) or a mean square (x_j²);
 * ``S.theta``, ``S.angles`` -- S a RoPE stage (``layer1.head1.Q_rot``): θ_i, p·θ_i;
 * ``P`` -- an operation's weight, named as its gradient ``grad.P`` is
@@ -39,6 +41,7 @@ KIND = "side"
 
 _ROW = re.compile(r"(?P<stage>.+)\.(?P<key>products|jacobian)\.row(?P<row>\d+)")
 _SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles)")
+_OUTPUT = re.compile(r"(?P<stage>.+)\.(?P<key>output_mean|output_variance)")
 _VIA = re.compile(r"grad\.(?P<stage>.+?)\.via\.(?P<consumer>.+)")
 _ADAM = re.compile(r"(?P<step>step[0-9]+)\.(?P<key>adam_mhat|adam_vhat|adam_denominator|"
                    r"adam_update|adamw_decayed)\.(?P<weight>.+)")
@@ -58,7 +61,11 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     such address.  An address about a stage of the wrong kind raises InputError."""
     if name in g:
         return True
-    for add in (_row_stage, _suffix_stage, _via_stage, _adam_stage, _parameter_stage):
+    if name == lessons.PER_POSITION and "loss" in g:
+        lessons.add_per_position_loss(g, "loss", force=True)
+        return True
+    for add in (_row_stage, _suffix_stage, _output_stage, _via_stage, _adam_stage,
+                _parameter_stage):
         if add(g, name):
             return True
     return False
@@ -76,6 +83,8 @@ def side_addresses(g: Derivation) -> Iterator[str]:
                 yield from (f"{s.name}.{key}.row{r}" for r in range(s.shape[0]))
             elif key != "theta" or s.op.angles is None:
                 yield f"{s.name}.{key}"
+        if op == "normalize":
+            yield from (f"{s.name}.output_mean", f"{s.name}.output_variance")
         if op == "gradient" and len({c for c, _ in _terms(g, s)}) > 1:
             yield from (f"{s.name}.via.{c}" for c in dict.fromkeys(c for c, _ in _terms(g, s)))
         if op == "adam_step":
@@ -84,6 +93,8 @@ def side_addresses(g: Derivation) -> Iterator[str]:
                 yield f"{step}.{key}.{weight}"
             if s.op.decay:
                 yield f"{step}.adamw_decayed.{weight}"
+    if "loss" in g and g["loss"].op.name in ("cross_entropy", "mse"):
+        yield lessons.PER_POSITION
     yield from _parameters(g, every=True)
 
 
@@ -132,6 +143,32 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
               tuple(s.inputs[:2]) if centred else (x.name,), x.rows, x.cols, **where)
     else:
         _rope_stage(g, name, s, key, where)
+    return True
+
+
+def _output_stage(g: Derivation, name: str) -> bool:
+    """A LayerNorm output's own mean and variance (what ``[stages] output_moments``
+    adds), read from the output."""
+    from symformer.blocks.sublayers import OUTPUT_MEAN, OUTPUT_VARIANCE
+    from symformer.ops import RowMean, RowVariance, WholeMean, WholeVariance
+
+    match = _OUTPUT.fullmatch(name)
+    if not match or match["stage"] not in g:
+        return False
+    s = g[match["stage"]]
+    if s.op.name != "normalize":
+        raise InputError(f"{name}: {s.name} is not a LayerNorm stage, so it has no "
+                         f"{match['key']}")
+    whole = g[s.inputs[1]].op.name == "whole_mean"
+    mean = f"{s.name}.output_mean"
+    if mean not in g:
+        g.add(mean, "mean", WholeMean(notation=OUTPUT_MEAN) if whole
+              else RowMean(notation=OUTPUT_MEAN), (s.name,), s.rows, ("mean",),
+              layer=s.layer)
+    if match["key"] == "output_variance":
+        g.add(name, "variance", WholeVariance(notation=OUTPUT_VARIANCE) if whole
+              else RowVariance(notation=OUTPUT_VARIANCE), (s.name, mean), s.rows,
+              ("variance",), layer=s.layer)
     return True
 
 
