@@ -233,7 +233,7 @@ def test_fill_takes_loss_and_lesson_stages():
 
 @pytest.mark.parametrize(("stage", "value"), [
     ("layer1.head1.weights.jacobian.row2", None),
-    ("layer1.head2.raw_scores.products.row0", "0.75"),  # x_0 = (1, 1, 3, 3): q_0 = (1, 1), k_0 = (3/4, 3/2)
+    ("layer1.head2.raw_scores.products.row0", "0.75"),  # q_0 = (1,1), k_0 = (3/4,3/2)
     ("layer1.add_norm1.output_mean", "0.000"),  # gamma = 1, beta = 0: mean 0 exactly
     ("layer1.add_norm1.output_variance", None),
     ("loss.per_position", None)])

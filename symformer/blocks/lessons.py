@@ -62,6 +62,12 @@ def _products(g: Derivation, s: Stage, row: int) -> None:
           (q, k), g[k].rows, g[q].cols, layer=s.layer, head=s.head, side=s.side)
 
 
+def add_row_stage(g: Derivation, stage: Stage, key: str, row: int) -> None:
+    """Append ``stage``'s lesson stage ``key`` ("jacobian" or "products") of ``row``
+    (appended last: a claim asked for it, :mod:`symformer.blocks.side_stages`)."""
+    (_products if key == "products" else _jacobian)(g, stage, row)
+
+
 def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: type,
               what: str, add: Callable[[Derivation, Stage, int], None]) -> None:
     if request.stage not in g:

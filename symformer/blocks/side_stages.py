@@ -27,17 +27,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from weakref import WeakKeyDictionary
 
 from symformer.blocks import lessons
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import position_label
+from symformer.notation import symbol as stage_symbol
 from symformer.ops import Notation, Parameter
 from symformer.ops.gradient import Gradient
 from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpSums, Squares
 
-#: The kind of every side stage this module adds.
+#: The kind of the side stages this module adds (a weight's is "parameter", an Adam
+#: part's "optimizer_state", so that labels name a weight's rows as a weight's).
 KIND = "side"
+#: The side stages added to each derivation.
+_ADDED: WeakKeyDictionary[Derivation, set[str]] = WeakKeyDictionary()
+
+
+def is_side_stage(g: Derivation, name: str) -> bool:
+    """Was the stage ``name`` of ``g`` added by :func:`add_side_stage`?"""
+    return name in _ADDED.get(g, ())
 
 _ROW = re.compile(r"(?P<stage>.+)\.(?P<key>products|jacobian)\.row(?P<row>\d+)")
 _SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles)")
@@ -61,14 +71,18 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     such address.  An address about a stage of the wrong kind raises InputError."""
     if name in g:
         return True
-    if name == lessons.PER_POSITION and "loss" in g:
+    before = set(g.stages)
+    added = name == lessons.PER_POSITION and "loss" in g
+    if added:
         lessons.add_per_position_loss(g, "loss", force=True)
-        return True
     for add in (_row_stage, _suffix_stage, _output_stage, _via_stage, _adam_stage,
                 _parameter_stage):
-        if add(g, name):
-            return True
-    return False
+        if added:
+            break
+        added = add(g, name)
+    if added:
+        _ADDED.setdefault(g, set()).update(set(g.stages) - before)
+    return added
 
 
 def side_addresses(g: Derivation) -> Iterator[str]:
@@ -116,7 +130,7 @@ def _row_stage(g: Derivation, name: str) -> bool:
     row = int(match["row"])
     if row >= s.shape[0]:
         raise InputError(f"{name}: {s.name} has {s.shape[0]} rows (0 to {s.shape[0] - 1})")
-    (lessons._products if match["key"] == "products" else lessons._jacobian)(g, s, row)
+    lessons.add_row_stage(g, s, match["key"], row)
     return True
 
 
@@ -207,11 +221,8 @@ def _via_stage(g: Derivation, name: str) -> bool:
     if not match:
         return False
     grad = f"grad.{match['stage']}"
-    if grad not in g:
-        from symformer.blocks.backward import stage_of
-
-        if not grad.split(".")[1].startswith("step"):
-            stage_of(g, grad)  # the backward pass first (its message when it has none)
+    if grad not in g:  # no backward pass yet (stage_of appends it first) or no such stage
+        return False
     s = g[grad]
     if s.op.name != "gradient":
         raise InputError(f"{name}: {grad} is not a gradient with paths to split")
@@ -220,7 +231,8 @@ def _via_stage(g: Derivation, name: str) -> bool:
         consumers = ", ".join(dict.fromkeys(c for c, _ in _terms(g, s)))
         raise InputError(f"{name}: {match['consumer']} does not read {match['stage']}; "
                          f"the paths of {grad} go through {consumers}")
-    notation = Notation(rf"\delta^{{({match['consumer']})}}", f"δ^({match['consumer']})",
+    mark = stage_symbol(g[match["consumer"]])  # δ^(q), as the notes print it
+    notation = Notation(rf"\delta^{{({mark.latex})}}", f"δ^({mark.text})",
                         f"The term of {grad} through {match['consumer']}")
     g.add(name, KIND, Gradient(tuple(t for t, _ in terms), notation),
           tuple(i for _, inputs in terms for i in inputs), s.rows, s.cols,
@@ -252,24 +264,58 @@ def _adam_stage(g: Derivation, name: str) -> bool:
                           "Adam's update (taken off the weight)"),
                "decayed": (r"W(1 - \eta\lambda)", "W(1 - ηλ)", "AdamW's decayed weight")}
     latex, text, title = symbols[part]
-    g.add(name, KIND, AdamPart(part, op.lr, op.t, op.beta1, op.beta2, op.eps, op.decay,
+    g.add(name, "optimizer_state", AdamPart(part, op.lr, op.t, op.beta1, op.beta2, op.eps, op.decay,
                                Notation(latex, text, f"{title} of {match['weight']}")),
           s.inputs, s.rows, s.cols, layer=s.layer, head=s.head, side=s.side)
     return True
 
 
+#: Name components of sub-layer groups, left out of a weight's address (as of its
+#: gradient's: :func:`symformer.blocks.backward.parameter_names`).
+_GROUPS = ("attention", "ffn")
+
+
 def _parameters(g: Derivation, every: bool = False) -> dict[str, tuple[Stage, str]]:
     """Every operation weight's address not yet a stage (``every``: with those that are),
-    with its stage and parameter name."""
-    from symformer.blocks.backward import parameter_names
-
-    names = parameter_names(g, {s.name for s in g if not s.name.startswith("grad.")
-                                and s.kind != KIND}, contributions=False)
+    with its stage and parameter name: ``grad.P``'s P (the stage's block and the
+    parameter; a norm's gamma and beta under the norm's own name; the stage's own name
+    where two stages of a block have weights of one name)."""
+    short: dict[tuple[str, str], str] = {}
+    for s in g:
+        if s.name.startswith("grad.") or is_side_stage(g, s.name):
+            continue
+        block = [c for c in s.name.split(".")[:-1] if c not in _GROUPS]
+        for parameter in s.op.parameters():
+            where = [s.name] if parameter in ("gamma", "beta") else block
+            short[(s.name, parameter)] = ".".join([*where, parameter])
+    counts: dict[str, int] = {}
+    for v in short.values():
+        counts[v] = counts.get(v, 0) + 1
     found: dict[str, tuple[Stage, str]] = {}
-    for (stage, parameter), grad in names.items():
-        found.setdefault(grad.removeprefix("grad."), (g[stage], parameter))
-    return {name: v for name, v in found.items()
-            if every or name not in g and name not in names.values()}
+    for (stage, parameter), v in short.items():
+        found.setdefault(v if counts[v] == 1 else f"{stage}.{parameter}", (g[stage], parameter))
+    return {name: v for name, v in found.items() if every or name not in g}
+
+
+def _weight_labels(g: Derivation, stage: Stage, parameter: str, value
+                   ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A weight's row and column labels: a table's vocabulary or positions, a weight
+    W's input columns, a row vector's name."""
+    if stage.op.name == "embedding" and len(g.example.vocab) == value.rows:
+        rows = tuple(g.example.vocab)
+    elif stage.op.name == "learned_positional":
+        rows = tuple(position_label(p) for p in range(value.rows))
+    elif value.rows == 1:
+        rows = (parameter,)
+    elif stage.inputs and value.rows == g[stage.inputs[0]].shape[1]:
+        rows = g[stage.inputs[0]].cols
+    else:
+        rows = tuple(f"r{i}" for i in range(value.rows))
+    if len(rows) != value.rows:
+        rows = tuple(position_label(p) for p in range(value.rows))
+    cols = stage.cols if value.cols == stage.shape[1] else tuple(
+        f"c{j}" for j in range(value.cols))
+    return rows, cols
 
 
 def _parameter_stage(g: Derivation, name: str) -> bool:
@@ -278,16 +324,10 @@ def _parameter_stage(g: Derivation, name: str) -> bool:
     found = _parameters(g).get(name)
     if found is None:
         return False
-    from symformer.blocks.backward import parameter_labels
-
     stage, parameter = found
     value = stage.op.parameters()[parameter]
-    rows, cols = parameter_labels(g, stage, parameter, value)
-    if len(rows) != value.rows:  # a table: every row, not only the rows used
-        vocab = tuple(g.example.vocab) if g.example is not None else ()
-        rows = vocab if stage.op.name == "embedding" and len(vocab) == value.rows else \
-            tuple(position_label(p) for p in range(value.rows))
+    rows, cols = _weight_labels(g, stage, parameter, value)
     symbol = parameter.split(".")[-1]
-    g.add(name, KIND, Parameter(value, Notation(symbol, symbol, f"The weight {name}")), (),
-          rows, cols, layer=stage.layer, head=stage.head, side=stage.side)
+    g.add(name, "parameter", Parameter(value, Notation(symbol, symbol, f"The weight {name}")),
+          (), rows, cols, layer=stage.layer, head=stage.head, side=stage.side)
     return True

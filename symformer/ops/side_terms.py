@@ -24,7 +24,6 @@ from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
 from symformer.lazy import sympy
-from symformer.ops.adam import _root
 from symformer.ops.base import Notation, Operation, matrix
 
 
@@ -55,6 +54,12 @@ def adam_part(W, M, V, eta, c1, c2, epsilon, keep, part):
     denominator = np.sqrt(vhat) + epsilon
     return {"mhat": mhat, "vhat": vhat, "denominator": denominator,
             "update": eta * mhat / denominator, "decayed": keep * W}[part]
+
+
+def _root(v: arb) -> arb:
+    """sqrt(v) for v >= 0 (a second moment): a ball reaching below 0 gives
+    [0, sqrt(upper end)], never NaN (as Adam's step takes it)."""
+    return v.sqrt() if v > 0 else arb(0).union(v.upper().sqrt())
 
 
 def _exp(s: sympy.Expr) -> sympy.Expr:
