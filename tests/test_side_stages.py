@@ -190,3 +190,47 @@ def test_adam_parts_against_pytorch():
         got = torch.tensor([[float(v) for v in row] for row in g[add].values(decimals=20)],
                            dtype=torch.float64)
         assert torch.allclose(got, want, rtol=1e-9, atol=1e-12), part
+
+
+def test_weight_addresses_are_named_as_their_gradients(builtin):
+    """Every weight gradient grad.P of the example has the weight's own address P."""
+    from symformer.blocks.side_stages import side_addresses
+
+    stage_of(builtin, "grad.loss")
+    addresses = set(side_addresses(builtin))
+    weights = [s.name.removeprefix("grad.") for s in builtin if s.kind == "weight_gradient"]
+    assert weights and all(w in addresses for w in weights), set(weights) - addresses
+
+
+def test_squares_of_a_mean_square():
+    """RMSNorm's x_j² (llama_style), from its input's entries by mpmath."""
+    from symformer.example.loader import packaged_examples
+
+    g = derive(load_example(packaged_examples()["llama_style"]))
+    x = mids(g[g["layer1.norm1.mean_square"].inputs[0]])
+    close(mids(stage_of(g, "layer1.norm1.mean_square.squares")),
+          [[v ** 2 for v in r] for r in x], tol=mpmath.mpf(10) ** -27)
+
+
+def test_tagged_notes_and_a_training_runs_stages(tmp_path):
+    """check NOTES takes the addresses; a run's step takes a forward side stage (Σ of
+    step 1's exponentials, by mpmath from step 1's own scores) and a gradient's path."""
+    notes = tmp_path / "notes.tex"
+    notes.write_text("The sum is 19.41. % symformer: layer1.head1.weights.exp_sum[0,0]\n"
+                     "And $W_Q$ starts 0.26. % symformer: layer1.head1.W_Q[0,0]\n")
+    code, out = run_cli(["check", str(notes)])
+    assert code == 1 and "1 of 2 numbers correct" in out and "claimed 0.26, correct 0.25" \
+        in out, out
+    from symformer.blocks.train import train
+
+    run = train(derive(load_example()), sympy.Rational(1, 20), 1, "adam")
+    scores = mids(run.graph["step1.layer1.head1.scores"])
+    want = mpmath.fsum(mpmath.exp(s) for s in scores[0])
+    claims = tmp_path / "claims.toml"
+    claims.write_text('[train]\nlr = 0.05\nsteps = 1\noptimizer = "adam"\n\n'
+                      f'[[claim]]\nstage = "step1.layer1.head1.weights.exp_sum"\n'
+                      f'entry = [0, 0]\nvalues = {mpmath.nstr(want, 8)}\ndecimals = 6\n\n'
+                      '[[claim]]\nstage = "grad.step0.input.via.step0.layer1.head1.Q"\n'
+                      'entry = [0, 0]\nvalues = 0.1\n')
+    code, out = run_cli(["check", str(claims)])
+    assert code == 1 and "1 of 2 numbers correct" in out and "δ^(q)_0" in out, out
