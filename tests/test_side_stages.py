@@ -234,3 +234,14 @@ def test_tagged_notes_and_a_training_runs_stages(tmp_path):
                       'entry = [0, 0]\nvalues = 0.1\n')
     code, out = run_cli(["check", str(claims)])
     assert code == 1 and "1 of 2 numbers correct" in out and "δ^(q)_0" in out, out
+
+
+def test_the_side_stages_equations_hold(qkv, builtin):
+    """Each side stage's declared general equation is proved at every entry."""
+    from test_equations_proved import prove_stage
+
+    g = derive(parse_example(ROPE, "rope.toml"))
+    for graph, name in ((qkv, "weights.exp"), (qkv, "weights.exp_sum"),
+                        (builtin, "layer1.add_norm2.variance.squares"),
+                        (g, "layer1.head1.Q_rot.theta"), (g, "layer1.head1.Q_rot.angles")):
+        assert prove_stage(graph, stage_of(graph, name)) > 0, name

@@ -23,6 +23,7 @@ import numpy as np
 from flint import arb
 
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.ops.base import Notation, Operation, matrix
 
@@ -76,6 +77,9 @@ class Exponentials(Operation):
     reference_function = exponentials
     default_notation = Notation(r"e^{s}", "e^s", "Exponentials of the softmax's inputs")
 
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("e[i, j] = exp(s[i, j])",), {"e": "out", "s": "in0"})
+
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return args[0].applyfunc(_exp)
 
@@ -95,6 +99,10 @@ class ExpSums(Operation):
     name = "exp_sums"
     reference_function = exp_sums
     default_notation = Notation(r"\Sigma", "Σ", "Sum of the exponentials")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("S[i, 0] = sum(exp(s[i, m]) for m in range(n))",),
+                             {"S": "out", "s": "in0"}, sizes={"n": ("s", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         S = args[0]
@@ -118,6 +126,12 @@ class Squares(Operation):
     reference_function = squares
     default_notation = Notation(r"x^2", "x²", "Squares inside the mean")
     rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        if len(shapes) == 2:
+            return IndexEquation(("q[i, j] = (x[i, j] - mu[i, 0]) ** 2",),
+                                 {"q": "out", "x": "in0", "mu": "in1"})
+        return IndexEquation(("q[i, j] = x[i, j] ** 2",), {"q": "out", "x": "in0"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
@@ -145,6 +159,11 @@ class ConstantTable(Operation):
     name = "constant"
     reference_function = constant
     default_notation = Notation(r"\theta", "θ", "Given constants")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("C[i, j] = C0[i, j]",), {"C": "out", "C0": "const:value"},
+                             symbols={"C0": (r"C^{(0)}", "C⁽⁰⁾")},
+                             remark="the exact values the example implies")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix(self.value)
