@@ -245,3 +245,12 @@ def test_the_side_stages_equations_hold(qkv, builtin):
                         (builtin, "layer1.add_norm2.variance.squares"),
                         (g, "layer1.head1.Q_rot.theta"), (g, "layer1.head1.Q_rot.angles")):
         assert prove_stage(graph, stage_of(graph, name)) > 0, name
+
+
+def test_a_mistyped_address_gets_the_close_side_stages(tmp_path):
+    claims = tmp_path / "claims.toml"
+    claims.write_text('[[claim]]\nstage = "layer1.head1.weights.exps"\nentry = [0, 0]\n'
+                      'values = 1\n')
+    code, out = run_cli(["check", str(claims)])
+    assert code == 2 and "did you mean layer1.head1.weights.exp," in out \
+        and "--list --all" in out, out

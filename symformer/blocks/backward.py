@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from symformer.blocks.lessons import add_per_position_loss, not_asked
-from symformer.blocks.side_stages import add_side_stage
+from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.notation import parameter_symbol, position_label
@@ -248,6 +248,8 @@ def stage_of(g: Derivation, name: str) -> Stage:
         return g[name]
     if name not in g and not_asked(name) is not None:  # a lesson stage not asked for
         raise InputError(not_asked(name))
+    if name not in g and unknown_message(g, name) is not None:  # close to a side stage
+        raise InputError(unknown_message(g, name))
     return g[name]
 
 

@@ -85,6 +85,21 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     return added
 
 
+def unknown_message(g: Derivation, name: str) -> str | None:
+    """The unknown-stage message for ``name`` when the closest name is a side stage's
+    address (None otherwise: the usual message stands)."""
+    import difflib
+
+    known = [s.name for s in g]
+    extra = [a for a in side_addresses(g) if a not in g]
+    close = difflib.get_close_matches(name, known + extra, n=5, cutoff=0.5)
+    if not close or close[0] not in extra:  # the closest is a stage: the usual message
+        return None
+    return (f"unknown stage {name!r}; did you mean {', '.join(close)}? (`symformer derive "
+            f"--list --all` lists all {len(known) + len(extra)} addresses, the side "
+            f"stages' included)")
+
+
 def side_addresses(g: Derivation) -> Iterator[str]:
     """Every address :func:`add_side_stage` takes on ``g`` as it stands (for
     ``derive --list --all``), stage by stage."""
