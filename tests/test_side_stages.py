@@ -254,3 +254,7 @@ def test_a_mistyped_address_gets_the_close_side_stages(tmp_path):
     code, out = run_cli(["check", str(claims)])
     assert code == 2 and "did you mean layer1.head1.weights.exp," in out \
         and "--list --all" in out, out
+    notes = tmp_path / "notes.md"
+    notes.write_text("{{ layer1.head1.weights.exp_summ[0, 0] }}\n")
+    code, out = run_cli(["fill", str(notes), "--out", str(tmp_path / "o.md")])
+    assert code == 2 and "did you mean layer1.head1.weights.exp_sum," in out, out
