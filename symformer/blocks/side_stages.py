@@ -49,6 +49,7 @@ def is_side_stage(g: Derivation, name: str) -> bool:
     """Was the stage ``name`` of ``g`` added by :func:`add_side_stage`?"""
     return name in _ADDED.get(g, ())
 
+
 _ROW = re.compile(r"(?P<stage>.+)\.(?P<key>products|jacobian)\.row(?P<row>\d+)")
 _SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles)")
 _OUTPUT = re.compile(r"(?P<stage>.+)\.(?P<key>output_mean|output_variance)")
