@@ -59,7 +59,8 @@ _ADAM = re.compile(r"(?P<step>step[0-9]+)\.(?P<key>adam_mhat|adam_vhat|adam_deno
 #: What each suffix needs S to be: operation names, and the words of the message.
 _NEEDS = {"exp": (("softmax",), "a softmax stage (attention weights or probabilities)"),
           "exp_sum": (("softmax",), "a softmax stage (attention weights or probabilities)"),
-          "squares": (("variance", "mean_square"), "a variance or mean-square stage"),
+          "squares": (("variance", "whole_variance", "mean_square"),
+                      "a variance or mean-square stage"),
           "theta": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
           "angles": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
           "products": (("dot_scores",), "a dot-product stage (raw_scores)"),
@@ -167,7 +168,7 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
               **where)
     elif key == "squares":
         x = g[s.inputs[0]]
-        centred = s.op.name == "variance"
+        centred = s.op.name in ("variance", "whole_variance")
         title = f"Squares {'(x_j - μ)²' if centred else 'x_j²'} inside {s.name}"
         g.add(name, KIND, Squares(Notation("x^2", "x²", title)),
               tuple(s.inputs[:2]) if centred else (x.name,), x.rows, x.cols, **where)
