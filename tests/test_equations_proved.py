@@ -33,7 +33,7 @@ EXAMPLES = sorted(p for p in glob.glob(str(Path(__file__).parent.parent / "symfo
                                            "examples" / "*.toml")) if "claims" not in p)
 #: Operations whose stages are never displayed with a general equation (training's
 #: update steps and its weight-reading variants print tables, not equations).
-NOT_DISPLAYED = {"adam_moment", "adam_step", "sgd_step", "staged_embedding",
+NOT_DISPLAYED = {"adam_moment", "adam_step", "adam_part", "sgd_step", "staged_embedding",
                  "staged_normalize", "staged_positional", "staged_projection",
                  "staged_rms_normalize", "gradient"}
 #: The argmax indicator compares values (1 where l_j is the row's maximum): its

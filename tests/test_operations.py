@@ -83,6 +83,8 @@ from symformer.ops.loss import (
     UpstreamGradient,
 )
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
+from symformer.ops.side_terms import ADAM_PARTS, AdamPart, Exponentials, ExpSums, Squares
+from symformer.ops.side_terms import ConstantTable as GivenConstant
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
@@ -566,6 +568,42 @@ def _(draw):
     first = draw(st.booleans())
     return Case(AdamMoment(sympy.Rational(9, 10), draw(st.sampled_from([1, 2]))),
                 ([] if first else [_matrix(draw, *shape)]) + [_matrix(draw, *shape)])
+
+
+@factory("exponentials")
+def _(draw):
+    return Case(Exponentials(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("exp_sums")
+def _(draw):
+    return Case(ExpSums(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("squares")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(Squares(), [_matrix(draw, n, d)] + ([_matrix(draw, n, 1)]
+                                                   if draw(st.booleans()) else []))
+
+
+@factory("constant")
+def _(draw):
+    n, d = _shape(draw)
+    value = sympy.Matrix(n, d, lambda i, j: sympy.Integer(10000) ** sympy.Rational(-2 * j, d)
+                         * (i + draw(st.integers(0, 3))))  # RoPE's angles p theta_j
+    return Case(GivenConstant(value), [])
+
+
+@factory("adam_part")
+def _(draw):
+    n, d = _shape(draw)
+    v = sympy.Matrix(n, d, lambda i, j: _positive(draw, 1)[0, 0])
+    return Case(AdamPart(draw(st.sampled_from(ADAM_PARTS)), sympy.Rational(1, 100),
+                         draw(st.integers(1, 5)), sympy.Rational(9, 10),
+                         sympy.Rational(999, 1000), sympy.Rational(1, 10 ** 8),
+                         decay=sympy.Rational(1, 100)),
+                [_matrix(draw, n, d), _matrix(draw, n, d), v])
 
 
 @factory("adam_step")

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from symformer.blocks.lessons import add_per_position_loss, not_asked
+from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.notation import parameter_symbol, position_label
@@ -225,12 +226,16 @@ def is_backward_stage(name: str) -> bool:
 def stage_of(g: Derivation, name: str) -> Stage:
     """``g[name]``, appending the loss and every gradient first when ``name`` needs them.
 
+    A side stage's address (``layer1.head1.weights.exp``, ``layer1.W_1``,
+    ``grad.S.via.C``: :mod:`symformer.blocks.side_stages`) adds that stage.
     A forward-only derivation stays forward-only until a backward stage is asked for
     (forward checks stay as fast).  A name that is not a stage at all gets the unknown
     stage message over every stage the example has, its gradients included (the count
     ``derive --list`` shows); a backward stage of an example without ``[loss]`` gets the
     message saying how to add one.
     """
+    if name not in g and not is_backward_stage(name) and add_side_stage(g, name):
+        return g[name]  # a side stage on demand (symformer.blocks.side_stages)
     if name not in g and "grad.loss" not in g:
         if is_backward_stage(name):
             backward(g)  # raises the "no [loss] table" message when there is none
@@ -239,8 +244,12 @@ def stage_of(g: Derivation, name: str) -> Stage:
                 backward(g)
             except InputError:  # a backward pass that cannot be built: name the forward ones
                 pass
+    if name not in g and add_side_stage(g, name):  # a gradient's path, say
+        return g[name]
     if name not in g and not_asked(name) is not None:  # a lesson stage not asked for
         raise InputError(not_asked(name))
+    if name not in g and unknown_message(g, name) is not None:  # close to a side stage
+        raise InputError(unknown_message(g, name))
     return g[name]
 
 

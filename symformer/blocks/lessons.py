@@ -62,6 +62,12 @@ def _products(g: Derivation, s: Stage, row: int) -> None:
           (q, k), g[k].rows, g[q].cols, layer=s.layer, head=s.head, side=s.side)
 
 
+def add_row_stage(g: Derivation, stage: Stage, key: str, row: int) -> None:
+    """Append ``stage``'s lesson stage ``key`` ("jacobian" or "products") of ``row``
+    (appended last: a claim asked for it, :mod:`symformer.blocks.side_stages`)."""
+    (_products if key == "products" else _jacobian)(g, stage, row)
+
+
 def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: type,
               what: str, add: Callable[[Derivation, Stage, int], None]) -> None:
     if request.stage not in g:
@@ -93,11 +99,13 @@ def _place_after(g: Derivation, name: str, anchor: str) -> None:
     g.stages = {s: g.stages[s] for s in order}
 
 
-def add_per_position_loss(g: Derivation, loss: str) -> None:
-    """``loss.per_position`` after the loss stage, when ``[stages]`` asks for it."""
+def add_per_position_loss(g: Derivation, loss: str, force: bool = False) -> None:
+    """``loss.per_position`` after the loss stage, when ``[stages]`` asks for it (or
+    ``force``: a claim names it, :mod:`symformer.blocks.side_stages`)."""
     asked = g.example.stages if g.example is not None else None
-    if asked is None or not asked.per_position_loss or PER_POSITION in g:
+    if not force and (asked is None or not asked.per_position_loss) or PER_POSITION in g:
         return
+    where = asked.where if asked is not None else PER_POSITION
     stage = g[loss]
     op: Operation
     if isinstance(stage.op, CrossEntropy):
@@ -105,7 +113,7 @@ def add_per_position_loss(g: Derivation, loss: str) -> None:
     elif isinstance(stage.op, MeanSquaredError):
         op = PositionSquaredErrors(stage.op.target, positions=stage.op.positions)
     else:
-        raise InputError(f"{asked.where}: per_position_loss needs a [loss] of kind "
+        raise InputError(f"{where}: per_position_loss needs a [loss] of kind "
                          f"\"cross_entropy\" or \"mse\" (an upstream gradient has no "
                          f"positions)")
     source = g[stage.inputs[0]]

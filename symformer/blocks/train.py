@@ -44,6 +44,7 @@ from symformer.blocks.backward import (
     parameter_names,
     position_labels,
 )
+from symformer.blocks.side_stages import is_side_stage
 from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
@@ -297,8 +298,9 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
                          f"their gradients")
     loss = add_loss(g)
     # every forward stage, so that a step's next token or lesson stage can be claimed
-    forward = [s for s in g if not is_backward_stage(s.name) or s.name in
-               g.ancestors(loss) | {loss}]
+    # (not the side stages claims added on demand: a step adds its own when asked)
+    forward = [s for s in g if not is_side_stage(g, s.name) and (
+        not is_backward_stage(s.name) or s.name in g.ancestors(loss) | {loss})]
     by_stage: dict[str, list[Weight]] = {}
     for w in weights:
         by_stage.setdefault(w.stage, []).append(w)

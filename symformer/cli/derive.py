@@ -35,6 +35,8 @@ EPILOG = """\
 examples:
   symformer derive                                  # every stage, 3 decimals
   symformer derive --list                           # stage names and shapes
+  symformer derive --list --all                     # and every side stage's address
+  symformer derive --stage layer1.head1.weights.exp # each e^s_j (a side stage)
   symformer derive --stage 'layer1.head1.*' --decimals 5
   symformer derive --causal --stage layer1.head1.weights
   symformer derive my_example.toml --json --digits 30
@@ -59,6 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stage", action="append", metavar="NAME",
                    help="stage name or glob pattern (repeatable), e.g. 'layer1.head1.*'")
     p.add_argument("--list", action="store_true", help="list stage names with shapes")
+    p.add_argument("--all", action="store_true",
+                   help="also the side stages added on demand (each e^s_j and Σ, the "
+                        "products, squares, RoPE's θ and angles, the weights, each "
+                        "gradient's paths; docs/verify.md): what claims can name")
     add_convention_arguments(p)
     add_decimals_argument(p, "the tables", json=True)
     p.add_argument("--exact", action="store_true",
@@ -96,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         check_work(args, example, "derive", reader_rounding=args.reader_rounding,
                    gradients=gradients)
         g = derivation(args, example)
-    shown = view(with_gradients(g, args.stage, args.list), chosen, len(example.tokens))
+    shown = view(with_gradients(g, args.stage, args.list, args.all), chosen,
+                 len(example.tokens))
     if args.list:
         width = max(len(s.stage.name) for s in shown)
         for s in shown:
@@ -161,14 +168,24 @@ def wants_gradients(patterns: list[str] | None, listing: bool) -> bool:
     return listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
 
 
-def with_gradients(g: Derivation, patterns: list[str] | None, listing: bool) -> list[Stage]:
+def with_gradients(g: Derivation, patterns: list[str] | None, listing: bool,
+                   side: bool = False) -> list[Stage]:
     """The selected stages; the loss and its gradients (``symformer backward``) are
     appended for ``--list`` and for a ``--stage`` that names them (``'grad.*'``), when
-    the example has a ``[loss]``."""
+    the example has a ``[loss]``; ``side`` (``--all``): every side stage too, and a
+    ``--stage`` naming one adds it (:mod:`symformer.blocks.side_stages`)."""
+    from symformer.blocks.side_stages import add_side_stage, side_addresses
+
     if wants_gradients(patterns, listing) and g.example.loss is not None:
         from symformer.blocks.backward import backward
 
         backward(g)
+    for name in patterns or []:
+        if not any(c in name for c in "*?[") and name not in g:
+            add_side_stage(g, name)
+    if side:
+        for name in list(side_addresses(g)):
+            add_side_stage(g, name)
     return g.select(patterns)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from symformer.blocks.backward import is_backward_stage, stage_of
 from symformer.blocks.lessons import not_asked
+from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.fill.syntax import FillError
@@ -79,8 +80,18 @@ class Names:
                 raise FillError(str(exc)) from None
             self._read(self.g)
         full = ".".join(parts)
+        if full not in self.labels:  # a side stage's address (blocks/side_stages.py)
+            try:
+                added = add_side_stage(self.g, full)
+            except InputError as exc:
+                raise FillError(str(exc)) from None
+            if added:
+                self._read(self.g)
         if full not in self.labels and not_asked(full) is not None:
             raise FillError(not_asked(full))
+        if full not in self.labels and full not in self.prefixes \
+                and unknown_message(self.g, full) is not None:
+            raise FillError(unknown_message(self.g, full))  # close to a side stage's
         for k in range(1, len(parts) + 1):
             name = ".".join(parts[:k])
             if name not in self.labels and name not in self.prefixes:

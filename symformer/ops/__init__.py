@@ -36,6 +36,7 @@ from symformer.ops.rms_norm import RMSNormalize, RowMeanSquare
 from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.sgd import SgdStep
+from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpSums, Squares
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
@@ -52,7 +53,8 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "ALiBi", "AdamMoment", "AdamStep", "Add", "ArgmaxIndicator", "Concat", "CrossEntropy",
+    "ALiBi", "AdamMoment", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator", "Concat",
+    "ConstantTable", "CrossEntropy", "ExpSums", "Exponentials", "Squares",
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
     "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",

@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
+from symformer.blocks.side_stages import add_side_stage
 from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
 from symformer.engine.graph import Stage
@@ -102,6 +103,7 @@ class Checker:
             if convention is not None:
                 raise InputError(f"{stage}: other conventions are not tried on a training run")
             g = self.training(causal, stage)
+            add_side_stage(g, stage)  # an Adam step's parts, a path of a gradient
             g[stage]  # unknown: the message with the close names
             return g
         key = (causal, convention)

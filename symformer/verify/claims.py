@@ -36,6 +36,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from symformer.blocks.backward import is_backward_stage, stage_of
+from symformer.blocks.side_stages import add_side_stage
 from symformer.blocks.train import Run, is_training_stage, train_table
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
@@ -225,6 +226,8 @@ class StageLabels(Mapping):
             return tuple(stage.rows), tuple(stage.cols)
         if name not in self.g and is_backward_stage(name):
             stage_of(self.g, name)  # an unknown gradient's message names every stage
+        if name not in self.g and add_side_stage(self.g, name):  # a term, a weight
+            return tuple(self.g[name].rows), tuple(self.g[name].cols)
         if name not in self.g:
             raise KeyError(name)
         stage = self.g[name]
