@@ -41,7 +41,6 @@ from symformer.ops import (
     MeanSquaredError,
     Notation,
     Operation,
-    ReLU,
     TableSum,
     Transpose,
     UpstreamGradient,
@@ -139,7 +138,7 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
             for k, source in enumerate(stage.inputs):
                 consumers[source].append((stage, k))
     if relu_zeros:
-        decide_relu_zeros(g, [name for name in needed if isinstance(g[name].op, ReLU)])
+        decide_relu_zeros(g, [name for name in needed if g[name].op.kinked])
     g.add(f"grad.{loss}", "gradient", Seed(), (), ("loss",), ("L",))
     names = parameter_names(g, needed) if parameters else {}
     for name in reversed([s.name for s in g if s.name in needed and s.name != loss]):

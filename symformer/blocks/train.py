@@ -55,7 +55,6 @@ from symformer.ops import (
     Embedding,
     LearnedPositional,
     Parameter,
-    ReLU,
     SgdStep,
     Transpose,
 )
@@ -317,7 +316,7 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
         for s in forward:
             _copy(t_graph, s, t, by_stage.get(s.name, []))
         decide_relu_zeros(t_graph, [f"step{t}.{s.name}" for s in forward
-                                    if isinstance(s.op, ReLU)], training.precision)
+                                    if s.op.kinked], training.precision)
         training.steps = t
         if each is not None:
             each(training, t)

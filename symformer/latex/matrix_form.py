@@ -213,11 +213,6 @@ def _ffn_inner(activation: Stage) -> object | None:
     return Apply(activation.name, _affine(hidden, Ref(hidden.inputs[0])))
 
 
-#: How each elementwise operation is named in a matrix equation.
-FUNCTIONS = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "silu": "SiLU",
-             "identity": ""}
-
-
 def latex(node: object, g) -> str:
     """A tree as LaTeX, over the derivation ``g``'s stages."""
     if isinstance(node, Ref):
@@ -245,7 +240,7 @@ def latex(node: object, g) -> str:
     if isinstance(node, Apply):
         op = g[node.stage].op
         op = op.activation if isinstance(op, GatedProduct) else op
-        name = FUNCTIONS.get(op.name, op.name)
+        name = op.name if op.function_name is None else op.function_name
         return f"\\operatorname{{{name}}}\\bigl({latex(node.arg, g)}\\bigr)"
     if isinstance(node, Hadamard):
         return f"{latex(node.left, g)} \\odot \\bigl({latex(node.right, g)}\\bigr)"

@@ -45,6 +45,7 @@ from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError, NotSupportedError
 from symformer.lazy import sympy
 from symformer.ops.facts import Fact
+from symformer.registry import OPERATIONS
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     from symformer.ops.gradient import Part
     from symformer.worked.model import Node
 
-#: Every concrete operation class, by its ``name`` (filled as classes are defined).
-OPERATIONS: dict[str, type[Operation]] = {}
 
 
 @dataclass(frozen=True)
@@ -191,6 +190,34 @@ class Operation(ABC):
     columns: ClassVar[str] = "dims"
     #: Whether tables shade the values as a heat map (entries in [0, 1]).
     heat: ClassVar[bool] = False
+
+    # What an FFN activation declares (:mod:`symformer.ops.registry` lists them): a new
+    # activation is one module, read by the example file, the blocks, the exercise
+    # sheet, the matrix form, the figures and the PyTorch module alike.
+    #: The example file's ``activation = "..."`` value choosing this operation as the
+    #: FFN's activation; None: not an activation.
+    activation_key: ClassVar[str | None] = None
+    #: Where the activation sits in the lists that name them all (the example file's
+    #: message, the PyTorch module's dispatch): smaller first, then by definition.
+    activation_rank: ClassVar[int] = 100
+    #: How an equation names the function (``\operatorname{ReLU}``; ``""``: no name,
+    #: the identity); None: the operation's ``name``.
+    function_name: ClassVar[str | None] = None
+    #: The gated FFN's name with this activation (Shazeer 2020: ``"SwiGLU"``).
+    gated_name: ClassVar[str] = ""
+    #: The exercise sheet's definition of the function: text and inline LaTeX in turn
+    #: (``("ReLU keeps ...: ", r"\operatorname{ReLU}(x) = \max(0, x)", ".")``).
+    definition: ClassVar[tuple[str, ...]] = ()
+    #: The PyTorch form, an expression in the tensor ``x`` over torch's own functions
+    #: (``"torch.relu(x)"``), written into the exported module's fixed dispatch; None:
+    #: ``export --format torch`` refuses an example using it.
+    torch_function: ClassVar[str | None] = None
+    #: The Hugging Face ``hidden_act`` names that mean this activation.
+    hf_names: ClassVar[tuple[str, ...]] = ()
+    #: True when the backward step at an input exactly 0 is a subgradient decided by a
+    #: proof, the operation keeping those entries in a ``zeros`` field (ReLU: a ball
+    #: around an exact 0 never decides the step).
+    kinked: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -35,6 +35,7 @@ class Identity(Operation):
     reference_function = identity
     default_notation = Notation("z", "z", "Output")
     rational = True
+    function_name = ""  # a matrix equation writes the argument alone
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("z[i, j] = y[i, j]",), {"z": "out", "y": "in0"},

@@ -18,7 +18,7 @@ from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import index, legend, notation
-from symformer.ops import DotScores, ReLU, RowMean, ScaleMask
+from symformer.ops import DotScores, RowMean, ScaleMask
 from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
@@ -213,7 +213,7 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
 def _activation(ctx: _Context, stage: Stage) -> Step:
     clipped: tuple[bool, ...] = ()
     note, symbol = "", None
-    if isinstance(stage.op, ReLU):
+    if stage.op.clips:  # ReLU-like: each entry with h <= 0 is 0
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
         symbol = notation(ctx.g[hidden])
