@@ -36,8 +36,6 @@ from symformer.notation import parameter_symbol, position_label
 from symformer.notation import symbol as stage_symbol
 from symformer.ops import (
     CrossEntropy,
-    Embedding,
-    LearnedPositional,
     MeanSquaredError,
     Notation,
     Operation,
@@ -309,9 +307,9 @@ def parameter_names(g: Derivation, needed: set[str], contributions: bool = True
 def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
                     ) -> tuple[str, ...]:
     # the tables first: one token or one position read is still a row of the table
-    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
+    if stage.op.lookup == "positions":  # the learned table: the positions read
         return position_labels(stage.op.used_rows())
-    if isinstance(stage.op, Embedding):  # the embedding table: the tokens used
+    if stage.op.lookup == "tokens":  # the embedding table: the tokens used
         return tuple(dict.fromkeys(stage.rows))
     if rows == 1:
         return (parameter,)

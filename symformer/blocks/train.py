@@ -52,8 +52,6 @@ from symformer.lazy import sympy
 from symformer.ops import (
     AdamMoment,
     AdamStep,
-    Embedding,
-    LearnedPositional,
     Parameter,
     SgdStep,
     Transpose,
@@ -264,10 +262,10 @@ def _labels(g: Derivation, stage: Stage, parameter: str, value: sympy.Matrix
             ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Row and column labels of a trained weight: a table is trained whole (every
     vocabulary entry, every position), the others as their gradient is labelled."""
-    if isinstance(stage.op, Embedding):
+    if stage.op.lookup == "tokens":
         side = g.example.decoder if stage.side == "decoder" else g.example
         return tuple(getattr(side, "table_vocab", side.vocab)), stage.cols
-    if isinstance(stage.op, LearnedPositional):
+    if stage.op.lookup == "positions":
         return position_labels(range(value.rows)), stage.cols
     return parameter_labels(g, stage, parameter, value)
 

@@ -15,9 +15,7 @@ from fractions import Fraction
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
 from symformer.latex.equations import stage_equation
-from symformer.ops.gated import GatedProduct
 from symformer.ops.rope import RoPE
-from symformer.ops.scale_mask import ScaleMask
 from symformer.worked.render_text import constant_text
 
 
@@ -37,7 +35,7 @@ def definition(op: object) -> Prose | None:
 
 def _activation(op: object) -> list[Prose]:
     """The definitions of an activation (inside a gated product too)."""
-    if isinstance(op, GatedProduct):
+    if getattr(op, "gates", False):
         inner = _activation(op.activation)
         name = activation_name(op.activation)
         return [*inner, Prose(("The gated activation multiplies the activated gate by the "
@@ -93,12 +91,12 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
         stage = g[name]
         op = stage.op
         found: list[Prose] = []
-        if isinstance(op, ScaleMask) and op.scale is None:
+        if op.scales_and_masks and op.scale is None:
             found = [Prose((Math(f"d_k = {op.d_k}"), " is the width of a query and of a key "
                             "(the head's dimension), so ", Math(rf"\sqrt{{d_k}} = "
                                                                 rf"\sqrt{{{op.d_k}}}"),
                             "."))]
-        elif isinstance(op, RoPE):
+        elif op.rotates:
             equation = stage_equation(stage)
             found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex,
                           "".join(rhs for _, rhs in equation.lines) if equation else "")

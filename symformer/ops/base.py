@@ -190,6 +190,33 @@ class Operation(ABC):
     columns: ClassVar[str] = "dims"
     #: Whether tables shade the values as a heat map (entries in [0, 1]).
     heat: ClassVar[bool] = False
+    #: How the matrix form (:mod:`symformer.latex.matrix_form`) writes the step, named
+    #: by the tree it becomes: "affine" (``X W + b``), "rotate" (RoPE), "softmax",
+    #: "scores" (``Q K^T / sqrt(d_k) + M``), "dot_products" (``Q K^T``, folded into the
+    #: scores), "product" (``A V``), "columns" (heads side by side), "sum" (a residual),
+    #: "layer_norm", "rms_norm", "hadamard" (a gated activation), "identity" (a step
+    #: that only names its input anew); None: folded into the step that reads it, or an
+    #: activation (``ReLU(...)``, named by ``function_name``).
+    matrix_form: ClassVar[str | None] = None
+    #: True for the step that scales the scores and applies the causal mask (its
+    #: ``masked`` entries); ``keeps_mask``: the step carries the mask's entries in a
+    #: ``masked`` field (that step, and ALiBi's after it).
+    scales_and_masks: ClassVar[bool] = False
+    keeps_mask: ClassVar[bool] = False
+    #: True when mean and variance are taken over every entry of the matrix, not per row.
+    whole_matrix: ClassVar[bool] = False
+    #: True when the step only names its input anew (``m = c``): a sentence, not a section.
+    renames: ClassVar[bool] = False
+    #: True when the step multiplies an activated gate by a hidden entry (a gated FFN):
+    #: its ``activation`` field is the gate's activation.
+    gates: ClassVar[bool] = False
+    #: A table lookup's rows: "tokens" (an embedding table, one row per token read) or
+    #: "positions" (a learned positional table); its gradient has only the rows read,
+    #: and a trained table is shown whole.  None: not a table.
+    lookup: ClassVar[str | None] = None
+    #: True when the output jumps as its input crosses a tie (an argmax indicator): no
+    #: value between two is reached, so intervals over the input say nothing.
+    jumps: ClassVar[bool] = False
 
     # What an FFN activation declares (:mod:`symformer.ops.registry` lists them): a new
     # activation is one module, read by the example file, the blocks, the exercise

@@ -32,6 +32,8 @@ class Identity(Operation):
     remark: str = ""  # said after its equation ("no W_O: the concatenation is the output")
 
     name = "identity"
+    matrix_form = "identity"
+    renames = True
     reference_function = identity
     default_notation = Notation("z", "z", "Output")
     rational = True
