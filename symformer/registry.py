@@ -38,6 +38,12 @@ def activation(name: str) -> type[Operation]:
     return activations()[name]
 
 
+def per_position_form(loss: str) -> type[Operation] | None:
+    """The operation giving the per-position terms of the loss named ``loss`` (None:
+    the loss has none, an upstream gradient)."""
+    return next((cls for cls in OPERATIONS.values() if cls.per_position_of == loss), None)
+
+
 def torch_activations() -> dict[str, str]:
     """The activations with a PyTorch form, by name: their torch expression in ``x``."""
     return {name: cls.torch_function for name, cls in activations().items()

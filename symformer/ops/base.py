@@ -203,6 +203,9 @@ class Operation(ABC):
     #: ``masked`` field (that step, and ALiBi's after it).
     scales_and_masks: ClassVar[bool] = False
     keeps_mask: ClassVar[bool] = False
+    #: True when the step gives one number per token row (a row mean, a per-position
+    #: loss L_i): its entries carry no subscript.
+    per_row: ClassVar[bool] = False
     #: True when mean and variance are taken over every entry of the matrix, not per row.
     whole_matrix: ClassVar[bool] = False
     #: True when the step only names its input anew (``m = c``): a sentence, not a section.
@@ -214,6 +217,12 @@ class Operation(ABC):
     #: "positions" (a learned positional table); its gradient has only the rows read,
     #: and a trained table is shown whole.  None: not a table.
     lookup: ClassVar[str | None] = None
+    #: True for a gradient stage's step: the sum over the paths from the loss of its
+    #: consumers' backward rules (``parts(stage)``), displayed one rule per path.
+    sums_paths: ClassVar[bool] = False
+    #: The loss (its ``name``) whose per-position terms this step gives, built from that
+    #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
+    per_position_of: ClassVar[str | None] = None
     #: True when the output jumps as its input crosses a tie (an argmax indicator): no
     #: value between two is reached, so intervals over the input say nothing.
     jumps: ClassVar[bool] = False
@@ -252,6 +261,11 @@ class Operation(ABC):
             if cls.name in OPERATIONS:
                 raise TypeError(f"two operations named {cls.name!r}")
             OPERATIONS[cls.name] = cls
+
+    @classmethod
+    def from_loss(cls, loss: Operation) -> Operation:
+        """This per-position step for the loss step ``loss`` (see ``per_position_of``)."""
+        raise NotSupportedError(f"the operation {cls.name!r} is not a loss's per-position form")
 
     @property
     def symbol(self) -> Notation:
