@@ -226,3 +226,38 @@ def test_an_activation_without_a_pytorch_form_is_refused(relu2, example, monkeyp
     monkeypatch.setattr(relu2, "torch_function", None)
     with pytest.raises(NotSupportedError, match="relu2"):
         to_torch(example)
+
+
+def test_nothing_outside_ops_asks_for_a_concrete_operation_class():
+    """Every list and dispatch asks the operation (its declarations), never
+    ``isinstance(op, SomeOperation)``: read from the source, each name an ``isinstance``
+    tests resolved through the module's own ``from symformer.ops... import``."""
+    import ast
+    import importlib
+    import inspect
+    from pathlib import Path
+
+    import symformer
+    from symformer.ops.base import Operation
+
+    root = Path(symformer.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.is_relative_to(root / "ops"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        classes: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "symformer.ops"):
+                module = importlib.import_module(node.module)
+                classes |= {a.asname or a.name for a in node.names
+                            if inspect.isclass(getattr(module, a.name, None))
+                            and issubclass(getattr(module, a.name), Operation)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                tested = node.args[1] if len(node.args) == 2 else None
+                names = tested.elts if isinstance(tested, ast.Tuple) else [tested]
+                if any(getattr(n, "id", None) in classes for n in names):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not found, found
