@@ -20,12 +20,6 @@ from typing import TYPE_CHECKING
 from symformer import math_scripts as scripts
 from symformer.ops import (
     Notation,
-    PositionCrossEntropy,
-    PositionSquaredErrors,
-    RowMean,
-    RowVariance,
-    WholeMean,
-    WholeVariance,
     rope,
 )
 
@@ -50,10 +44,6 @@ INDEX_PIECES: tuple[str | Notation, ...] = (
     Notation(r"m = 0, \dots, n-1", "m = 0, …, n−1", ""), ".")
 #: :data:`INDEX_PIECES` as plain text.
 INDEX_RULE = "".join(p if isinstance(p, str) else p.text for p in INDEX_PIECES)
-#: Operations giving one number per token row (their entries carry no subscript).
-#: Operations with one number per token row (a per-position loss L_i too).
-_PER_ROW = (RowMean, RowVariance, WholeMean, WholeVariance, PositionCrossEntropy,
-            PositionSquaredErrors)
 _NUMBERED = re.compile(r"([^\d]*)0")
 
 
@@ -187,7 +177,7 @@ def per_row(stage: Stage) -> bool:
     source = stage.name.removeprefix("grad.")
     if source != stage.name and stage.derivation is not None and source in stage.derivation:
         return per_row(stage.derivation[source])
-    return isinstance(stage.op, _PER_ROW)
+    return stage.op.per_row  # as the operation declares (a row mean, a loss L_i)
 
 
 def index(stage: Stage, j: int) -> int | None:

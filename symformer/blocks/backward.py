@@ -37,12 +37,9 @@ from symformer.notation import parameter_symbol, position_label
 from symformer.notation import symbol as stage_symbol
 from symformer.ops import (
     CrossEntropy,
-    Embedding,
-    LearnedPositional,
     MeanSquaredError,
     Notation,
     Operation,
-    ReLU,
     TableSum,
     Transpose,
     UpstreamGradient,
@@ -140,7 +137,7 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
             for k, source in enumerate(stage.inputs):
                 consumers[source].append((stage, k))
     if relu_zeros:
-        decide_relu_zeros(g, [name for name in needed if isinstance(g[name].op, ReLU)])
+        decide_relu_zeros(g, [name for name in needed if g[name].op.kinked])
     g.add(f"grad.{loss}", "gradient", Seed(), (), ("loss",), ("L",))
     names = parameter_names(g, needed) if parameters else {}
     for name in reversed([s.name for s in g if s.name in needed and s.name != loss]):
@@ -319,9 +316,9 @@ def parameter_names(g: Derivation, needed: set[str], contributions: bool = True
 def _parameter_rows(g: Derivation, stage: Stage, parameter: str, rows: int
                     ) -> tuple[str, ...]:
     # the tables first: one token or one position read is still a row of the table
-    if isinstance(stage.op, LearnedPositional):  # the learned table: the positions read
+    if stage.op.lookup == "positions":  # the learned table: the positions read
         return position_labels(stage.op.used_rows())
-    if isinstance(stage.op, Embedding):  # the embedding table: the tokens used
+    if stage.op.lookup == "tokens":  # the embedding table: the tokens used
         return tuple(dict.fromkeys(stage.rows))
     if rows == 1:
         return (parameter,)

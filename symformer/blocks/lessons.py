@@ -19,17 +19,13 @@ from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.example.stages import StageRequest
 from symformer.ops import (
-    CrossEntropy,
     DotProducts,
     DotScores,
-    MeanSquaredError,
     Notation,
-    Operation,
-    PositionCrossEntropy,
-    PositionSquaredErrors,
     Softmax,
     SoftmaxJacobian,
 )
+from symformer.registry import per_position_form
 
 #: The name of the per-position loss stage.
 PER_POSITION = "loss.per_position"
@@ -107,15 +103,12 @@ def add_per_position_loss(g: Derivation, loss: str, force: bool = False) -> None
         return
     where = asked.where if asked is not None else PER_POSITION
     stage = g[loss]
-    op: Operation
-    if isinstance(stage.op, CrossEntropy):
-        op = PositionCrossEntropy(stage.op.targets)
-    elif isinstance(stage.op, MeanSquaredError):
-        op = PositionSquaredErrors(stage.op.target, positions=stage.op.positions)
-    else:
+    form = per_position_form(stage.op.name)
+    if form is None:
         raise InputError(f"{where}: per_position_loss needs a [loss] of kind "
                          f"\"cross_entropy\" or \"mse\" (an upstream gradient has no "
                          f"positions)")
+    op = form.from_loss(stage.op)
     source = g[stage.inputs[0]]
     g.add(PER_POSITION, "position_losses", op, (source.name,), source.rows, ("L",),
           side=source.side)

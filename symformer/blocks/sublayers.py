@@ -18,7 +18,6 @@ from symformer.errors import InputError
 from symformer.example.schema import Block, Head, KVHead
 from symformer.lazy import sympy
 from symformer.ops import (
-    GELU,
     Add,
     ALiBi,
     ArgmaxIndicator,
@@ -26,7 +25,6 @@ from symformer.ops import (
     DotScores,
     Embedding,
     GatedProduct,
-    GELUTanh,
     Identity,
     LearnedPositional,
     Normalize,
@@ -35,20 +33,19 @@ from symformer.ops import (
     Parameter,
     PositionalEncoding,
     Projection,
-    ReLU,
     RMSNormalize,
     RoPE,
     RowMean,
     RowMeanSquare,
     RowVariance,
     ScaleMask,
-    SiLU,
     Softmax,
     StdDev,
     WeightedSum,
     WholeMean,
     WholeVariance,
 )
+from symformer.registry import activation as activation_op
 
 #: The notation of each role an operation plays (one symbol per kind of vector).
 INPUT = Notation("x", "x", "Input row (embedding + positional encoding)")
@@ -76,10 +73,6 @@ TYPED = Notation(r"\hat{e}", "ê", "Token embedding + token-type embedding")
 TRANSFORM = Notation(r"\tilde{z}", "z̃", "Prediction-head transform")
 LOGITS = Notation(r"\ell", "ℓ", "Logits (one score per vocabulary entry)")
 PROBABILITIES = Notation("p", "p", "Next-token probabilities (softmax)")
-#: The activation operation of each ``activation`` value.
-ACTIVATION_OPS: dict[str, type[Operation]] = {
-    "relu": ReLU, "gelu": GELU, "gelu_tanh": GELUTanh, "silu": SiLU,
-}
 
 #: A sub-layer: reads one stage, returns the name of its output stage.
 Sublayer = Callable[[str], str]
@@ -276,7 +269,7 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
     """
     rows = g[x].rows
     ff = tuple(f"ff{j}" for j in range(block.d_ff))
-    activation = ACTIVATION_OPS[block.activation]()
+    activation = activation_op(block.activation)()
     gate = None
     if block.W_gate is not None:
         gate = g.add(f"{p}.ffn.gate", "ffn_gate",
@@ -291,7 +284,7 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
     else:
         # act(g) on its own, as lessons print it (a side stage: the product reads the gate)
         g.add(f"{p}.ffn.gate_activation", "ffn_gate_activation",
-              ACTIVATION_OPS[block.activation](notation=FFN_GATE_ACTIVATION), (gate,), rows,
+              activation_op(block.activation)(notation=FFN_GATE_ACTIVATION), (gate,), rows,
               ff, layer=number)
         act = g.add(f"{p}.ffn.activation", "ffn_activation", GatedProduct(activation),
                     (gate, hidden), rows, ff, layer=number)
@@ -358,7 +351,7 @@ def prediction_transform(g: Derivation, x: str, head: Any) -> str:
               Projection(head.W_transform, head.b_transform, TRANSFORM, "W_transform",
                          "b_transform"), (x,), rows, cols)
     a = g.add("lm_head.transform_activation", "ffn_activation",
-              ACTIVATION_OPS[head.transform_activation](), (h,), rows, cols)
+              activation_op(head.transform_activation)(), (h,), rows, cols)
     if head.transform_norm is None:
         return a
     return layer_norm(g, "lm_head.transform_norm", a, head.transform_norm, "f", 0)

@@ -53,10 +53,7 @@ from symformer.lazy import sympy
 from symformer.ops import (
     AdamMoment,
     AdamStep,
-    Embedding,
-    LearnedPositional,
     Parameter,
-    ReLU,
     SgdStep,
     Transpose,
 )
@@ -266,10 +263,10 @@ def _labels(g: Derivation, stage: Stage, parameter: str, value: sympy.Matrix
             ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Row and column labels of a trained weight: a table is trained whole (every
     vocabulary entry, every position), the others as their gradient is labelled."""
-    if isinstance(stage.op, Embedding):
+    if stage.op.lookup == "tokens":
         side = g.example.decoder if stage.side == "decoder" else g.example
         return tuple(getattr(side, "table_vocab", side.vocab)), stage.cols
-    if isinstance(stage.op, LearnedPositional):
+    if stage.op.lookup == "positions":
         return position_labels(range(value.rows)), stage.cols
     return parameter_labels(g, stage, parameter, value)
 
@@ -319,7 +316,7 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
         for s in forward:
             _copy(t_graph, s, t, by_stage.get(s.name, []))
         decide_relu_zeros(t_graph, [f"step{t}.{s.name}" for s in forward
-                                    if isinstance(s.op, ReLU)], training.precision)
+                                    if s.op.kinked], training.precision)
         training.steps = t
         if each is not None:
             each(training, t)

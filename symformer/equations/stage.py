@@ -415,8 +415,7 @@ def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | 
 def stage_equation(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
     """The general equation of any stage (None: its operation declares none), with the
     symbols ``names`` gives (default: the operations' own notation)."""
-    from symformer.ops.gradient import Gradient
-    if isinstance(stage.op, Gradient):
+    if stage.op.sums_paths:
         return gradient(stage, names)
     bound = forward(stage, names)
     return None if bound is None else StageEquation(stage, (bound,))

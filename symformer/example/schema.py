@@ -13,6 +13,7 @@ from flint import fmpq
 
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
+from symformer.registry import ACTIVATION_NAMES
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
@@ -33,7 +34,8 @@ LAYER_NORMS = ("biased", "unbiased", "whole_matrix", "rms")
 #: Where LayerNorm sits: after the residual sum (the original paper, the post),
 #: before each sub-layer (most modern decoders), or nowhere.
 NORM_PLACEMENTS = ("post", "pre", "none")
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+#: The FFN activations, as their operations declare them (one registered later too).
+ACTIVATIONS = ACTIVATION_NAMES
 #: ``"learned"`` adds rows of ``positional_embeddings``; ``"rope"`` adds nothing and
 #: rotates every head's queries and keys instead.
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "rope", "none")

@@ -15,44 +15,34 @@ from fractions import Fraction
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
 from symformer.latex.equations import stage_equation
-from symformer.ops.gated import GatedProduct
-from symformer.ops.gelu import GELU
-from symformer.ops.gelu_tanh import GELUTanh
-from symformer.ops.relu import ReLU
 from symformer.ops.rope import RoPE
-from symformer.ops.scale_mask import ScaleMask
-from symformer.ops.silu import SiLU
 from symformer.worked.render_text import constant_text
-
-_RELU = Prose(("ReLU keeps positive numbers and replaces negative ones by 0: ",
-               Math(r"\operatorname{ReLU}(x) = \max(0, x)"), "."))
-_SILU = Prose(("SiLU (the sigmoid-weighted linear unit): ",
-               Math(r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}"), "."))
-_GELU = Prose(("GELU: ", Math(r"\operatorname{GELU}(x) = x\,\Phi(x) = \frac{x}{2}"
-                              r"\left(1 + \operatorname{erf}\frac{x}{\sqrt{2}}\right)"),
-               ", with ", Math(r"\Phi"), " the standard normal distribution function."))
-_GELU_TANH = Prose(("GELU (tanh approximation): ", Math(
-    r"\operatorname{GELU}(x) = \frac{x}{2}\left(1 + \tanh\left(\sqrt{2/\pi}\,"
-    r"(x + 0.044715\,x^{3})\right)\right)"), "."))
 
 
 def activation_name(op: object) -> str:
-    """How a sheet names an activation function: SiLU, GELU, ReLU (``act`` otherwise)."""
-    return {SiLU: "SiLU", GELU: "GELU", GELUTanh: "GELU", ReLU: "ReLU"}.get(type(op), "act")
+    """How a sheet names an activation function, as the operation declares it: SiLU,
+    GELU, ReLU (``act`` for an operation that names none)."""
+    return getattr(op, "function_name", None) or "act"
+
+
+def definition(op: object) -> Prose | None:
+    """The operation's declared definition (text and inline math in turn) as a paragraph."""
+    pieces = getattr(op, "definition", ())
+    if not pieces:
+        return None
+    return Prose(tuple(Math(p) if k % 2 else p for k, p in enumerate(pieces)))
 
 
 def _activation(op: object) -> list[Prose]:
     """The definitions of an activation (inside a gated product too)."""
-    if isinstance(op, GatedProduct):
+    if getattr(op, "gates", False):
         inner = _activation(op.activation)
         name = activation_name(op.activation)
         return [*inner, Prose(("The gated activation multiplies the activated gate by the "
                                "hidden entry, entry by entry: ",
                                Math(rf"a_j = \operatorname{{{name}}}(g_j)\, h_j"), "."))]
-    for kind, text in ((ReLU, _RELU), (SiLU, _SILU), (GELU, _GELU), (GELUTanh, _GELU_TANH)):
-        if isinstance(op, kind):
-            return [text]
-    return []
+    text = definition(op)
+    return [] if text is None else [text]
 
 
 def _rope(op: RoPE, x: str, rotated: str, equation: str) -> list[Prose]:
@@ -101,12 +91,12 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
         stage = g[name]
         op = stage.op
         found: list[Prose] = []
-        if isinstance(op, ScaleMask) and op.scale is None:
+        if op.scales_and_masks and op.scale is None:
             found = [Prose((Math(f"d_k = {op.d_k}"), " is the width of a query and of a key "
                             "(the head's dimension), so ", Math(rf"\sqrt{{d_k}} = "
                                                                 rf"\sqrt{{{op.d_k}}}"),
                             "."))]
-        elif isinstance(op, RoPE):
+        elif op.rotates:
             equation = stage_equation(stage)
             found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex,
                           "".join(rhs for _, rhs in equation.lines) if equation else "")

@@ -49,9 +49,6 @@ from symformer.exercise.draw import drawn_key
 from symformer.exercise.fair import PATH_SHARE, score_stages
 from symformer.exercise.margin import SOFTMAX_KINDS
 from symformer.exercise.settings import Settings, given_places
-from symformer.ops.embedding import Embedding
-from symformer.ops.normalize import Normalize
-from symformer.ops.projection import Projection
 
 #: Relative tolerance of the float estimate (see the module docstring).
 TOLERANCE = 2.0 ** -30
@@ -276,7 +273,7 @@ def _step(stage: Stage, drawn_at: dict[str, tuple[Any, ...]]
     op = stage.op
     if not drawn_at:
         return lambda drawn, inputs: op.reference(inputs)
-    if isinstance(op, Embedding):
+    if op.lookup == "tokens":
         path = drawn_at["embedding_table"]
         ids = list(op.token_ids)
         return lambda drawn, inputs: op.function()(_array(_get(drawn, path)), ids)
@@ -299,9 +296,9 @@ def _placed(data: dict[str, Any], stage: Stage) -> dict[str, tuple[Any, ...]] | 
     A LayerNorm's gamma and beta come from ``gamma_*``/``beta_*`` keys, never drawn;
     an embedding's or a projection's parameters must be found in the template at
     the path :func:`_locate` gives, holding exactly the derivation's numbers."""
-    if isinstance(stage.op, Normalize):
+    if stage.op.matrix_form == "layer_norm":
         return {}
-    if not isinstance(stage.op, (Embedding, Projection)):
+    if not (stage.op.lookup == "tokens" or stage.op.matrix_form == "affine"):
         return None if stage.op.parameters() else {}
     drawn_at: dict[str, tuple[Any, ...]] = {}
     for name, exact in stage.op.parameters().items():

@@ -51,7 +51,6 @@ from symformer.latex.markdown import to_markdown
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import stage_table
 from symformer.notation import legend
-from symformer.ops.gated import GatedProduct
 from symformer.words import plural
 from symformer.worked.build import symbol
 from symformer.worked.evaluate import exact_value
@@ -355,7 +354,7 @@ def document_blocks(g: Derivation, asked: list[str], decimals: int, token: int, 
     for name in asked:
         out += stage_blocks(g[name], decimals, token, key, level, tag,
                             paths.get(name) if paths else None, asked)
-    gated = [g[n].op for n in asked if isinstance(g[n].op, GatedProduct)]
+    gated = [g[n].op for n in asked if g[n].op.gates]
     if gated:  # the operation's title says "act(g) ⊙ h": name the function, in words
         words = {"act(g) \u2299 h": f"{activation_name(gated[0].activation)}(g) times h"}
         out = [_reworded(b, words) for b in out]

@@ -3,7 +3,7 @@
 What the diagram shows is read from the example's structure (:class:`~symformer.example.
 schema.Example`: its layers, heads, key/value heads, FFN, norm placement, positional
 encoding, final norm, LM head, decoder) and the names of the blocks' activations
-(:data:`~symformer.blocks.sublayers.ACTIVATION_OPS`); the symbols written beside its
+(:func:`~symformer.registry.activations`); the symbols written beside its
 arrows are the notes' own (:func:`symformer.notation.symbol` of the stages of the first
 layer), so the diagram and the notes never spell a quantity differently.
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+from symformer.registry import activations
 
 if TYPE_CHECKING:
     from symformer.engine import Derivation
@@ -153,9 +155,7 @@ def _norm_name(convention: str) -> str:
 def _activation(name: str) -> str:
     """The activation's name as its operation's notation gives it (``GELU, tanh
     approximation``)."""
-    from symformer.blocks.sublayers import ACTIVATION_OPS
-
-    op = ACTIVATION_OPS.get(name)
+    op = activations().get(name)
     title = op.default_notation.title if op is not None else name
     m = re.search(r"\((.*)\)", title)
     name = m.group(1) if m else title
@@ -163,8 +163,11 @@ def _activation(name: str) -> str:
     return re.sub(r"^(\w+), (\w+) approximation$", r"\1 (\2)", name)
 
 
-#: The gated FFNs' names by their activation (Shazeer, "GLU variants", 2020).
-GATED_NAMES = {"silu": "SwiGLU", "gelu": "GEGLU", "gelu_tanh": "GEGLU", "relu": "ReGLU"}
+def _gated(name: str) -> str:
+    """The gated FFN's name by its activation (Shazeer, "GLU variants", 2020), as the
+    activation declares it (``SwiGLU``); else the activation's name and "gate"."""
+    op = activations().get(name)
+    return op.gated_name if op is not None and op.gated_name else f"{_activation(name)} gate"
 
 
 def _heads(n: int) -> str:
@@ -200,7 +203,7 @@ def _attention_box(layer: Block, heads: int, kv: int, d_k: int, causal: bool,
 def _ffn_box(layer: Block, symbols: _Symbols) -> Box:
     act = layer.activation
     if layer.W_gate is not None:
-        lines = (f"Gated FFN ({GATED_NAMES.get(act, _activation(act) + ' gate')})",
+        lines = (f"Gated FFN ({_gated(act)})",
                  f"{_activation(act)} gate, $d_{{\\mathrm{{ff}}}} = {layer.d_ff}$")
     else:
         lines = ("Feed-forward network",

@@ -20,9 +20,7 @@ from symformer.engine.rounding import Rounded, Undecided
 from symformer.escape import latex_text, short_name
 from symformer.notation import ROPE_PAIR, ROPE_POSITION
 from symformer.notation import symbol as notation_symbol
-from symformer.ops.learned_positional import LearnedPositional
 from symformer.ops.positional import sinusoidal_base
-from symformer.ops.rope import RoPE
 from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
@@ -299,13 +297,13 @@ def positional_figure(g: Derivation, stage: Stage, options: Options) -> list[Fig
     """The figure of the example's positional encoding, by its kind: the sinusoids, the
     learned table, RoPE's rotation angles, or none (no positions added or rotated)."""
     op = stage.op
-    if isinstance(op, LearnedPositional):
+    if op.lookup == "positions":
         return [learned_map(stage, options)]
     kind = getattr(op, "kind", "sinusoidal")
     if kind == "sinusoidal":
         return [positional_curves(stage, options)]
     if kind == "rope" and stage.side == "encoder":
-        rope = next((s for s in g if isinstance(s.op, RoPE)), None)
+        rope = next((s for s in g if s.op.rotates), None)
         return [rope_rotations(rope, stage, options, g[rope.inputs[0]])] \
             if rope is not None else []
     return []

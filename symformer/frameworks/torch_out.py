@@ -10,14 +10,18 @@ a language model); ``Model()(...)`` returns every stage by the engine's stage na
 
 from __future__ import annotations
 
+import json
 import pprint
 from typing import Any
 
 from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
+from symformer.registry import torch_activations
 
-#: The activations the module's ``act`` computes with PyTorch's own functions.
-TORCH_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+#: Where the module's activation dispatch goes: one branch per activation with a PyTorch
+#: form (its operation's ``torch_function``, code of the operation's module, never text
+#: of the example).
+_ACT = "    # ACTIVATIONS\n"
 
 _MODULE = '''
 class Model(torch.nn.Module):
@@ -61,14 +65,7 @@ class Model(torch.nn.Module):
         return s[name]
 
     def act(self, x, name):
-        if name == "relu":
-            return torch.relu(x)
-        if name == "gelu":
-            return torch.nn.functional.gelu(x)
-        if name == "gelu_tanh":
-            return torch.nn.functional.gelu(x, approximate="tanh")
-        if name == "silu":
-            return torch.nn.functional.silu(x)
+    # ACTIVATIONS
         raise ValueError(f"no PyTorch function for the activation {name!r}")
 
     def rope(self, x, base, style):
@@ -246,6 +243,14 @@ if __name__ == "__main__":
 '''
 
 
+def module_code() -> str:
+    """The module's fixed code, its activation dispatch built from the registered
+    activations' PyTorch forms (``if name == "relu": return torch.relu(x)``)."""
+    branches = "".join(f"        if name == {json.dumps(name)}:\n            return {function}\n"
+                       for name, function in torch_activations().items())
+    return _MODULE.replace(_ACT, branches)
+
+
 def to_torch(example: Example) -> str:
     """The text of a standalone PyTorch module file computing ``example`` in float64."""
     config, weights = settings(example)
@@ -253,7 +258,7 @@ def to_torch(example: Example) -> str:
             '--format torch).\n\nEvery weight is the float64 nearest the example\'s exact '
             'value.  Run it: python model.py\n"""\n\nimport torch\n\n')
     return (head + f"TITLE = {example.title!r}\n\nCONFIG = {pprint.pformat(config, width=100)}\n"
-            f"\nWEIGHTS = {pprint.pformat(weights, width=100)}\n" + _MODULE)
+            f"\nWEIGHTS = {pprint.pformat(weights, width=100)}\n" + module_code())
 
 
 def model_class(example: Example) -> Any:
@@ -266,7 +271,7 @@ def model_class(example: Example) -> Any:
     namespace: dict[str, Any] = {"__name__": "symformer_torch_model", "torch": torch,
                                  "CONFIG": config, "WEIGHTS": weights,
                                  "TITLE": example.title}
-    exec(compile(_MODULE, "<symformer torch model>", "exec"), namespace)
+    exec(compile(module_code(), "<symformer torch model>", "exec"), namespace)
     return namespace["Model"]
 
 
@@ -280,11 +285,12 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
              else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
-    unknown = sorted({L.activation for L in example.layers} - set(TORCH_ACTIVATIONS))
+    supported = torch_activations()
+    unknown = sorted({L.activation for L in example.layers} - set(supported))
     if unknown:
         raise NotSupportedError(f"the PyTorch module: the activation {unknown[0]!r} has no "
                                 f"PyTorch function here (supported: "
-                                f"{', '.join(TORCH_ACTIVATIONS)})")
+                                f"{', '.join(supported)})")
     weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
         weights["positional_embeddings"] = float_rows(example.positional_embeddings)

@@ -40,8 +40,6 @@ from symformer.grade.key import Key, Variant
 from symformer.grade.points import Points
 from symformer.lazy import sympy
 from symformer.notation import place
-from symformer.ops.argmax import ArgmaxIndicator
-from symformer.ops.softmax import Softmax
 from symformer.verify.chain import PRECISIONS, Chain, Values, ball, decide
 from symformer.verify.check import meets
 from symformer.words import plural
@@ -258,7 +256,7 @@ class Grader:
         upstream = self._upstream(g, stage)
         own = {s: _own(variant, s, answers) for s in upstream}
         half = self.key.half
-        if isinstance(g[stage].op, Softmax):
+        if g[stage].op.rows_sum_to_one:
             rows = _summable_rows(g, stage, answers, variant, half)
             pending = {k: t for k, t in pending.items() if k[0] in rows}
         if not pending:
@@ -276,7 +274,7 @@ class Grader:
         boxes = Chain(g, stage, replaced={s: intervals(m) for s, m in own.items()})
         enclosure = boxes.evaluate(PRECISIONS[0])[stage]
         rest = {k: t for k, t in rest.items() if meets(enclosure[k[0]][k[1]], t[2], half)}
-        if not rest or any(isinstance(g[s].op, ArgmaxIndicator) for s in boxes.affected):
+        if not rest or any(g[s].op.jumps for s in boxes.affected):
             return as_written  # an argmax jumps: no value between two is reached
         if not all(_finite(enclosure[r][c]) for r, c in rest):  # huge inputs: more bits
             enclosure = boxes.evaluate(POINT_PRECISIONS[-1])[stage]

@@ -60,7 +60,7 @@ from symformer.notation import (
     notation,
     superscript_pieces,
 )
-from symformer.ops import Identity, Notation
+from symformer.ops import Notation
 from symformer.words import plural
 from symformer.worked.render_latex import width
 
@@ -212,7 +212,7 @@ def renames(stage: Stage) -> bool:
     """True for a stage inside a part that only names its input anew (a block without
     W_O: ``m = c``); it gets a sentence, not a section.  A part's final output keeps its
     section."""
-    return isinstance(stage.op, Identity) and stage.kind != "output"
+    return stage.op.renames and stage.kind != "output"
 
 
 def renaming_prose(stage: Stage) -> Prose:

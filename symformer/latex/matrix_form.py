@@ -20,20 +20,6 @@ from dataclasses import dataclass
 
 from symformer.engine import Stage
 from symformer.notation import notation, parameter
-from symformer.ops import (
-    Add,
-    Concat,
-    DotScores,
-    GatedProduct,
-    Identity,
-    Normalize,
-    Projection,
-    RMSNormalize,
-    RoPE,
-    ScaleMask,
-    Softmax,
-    WeightedSum,
-)
 
 
 @dataclass(frozen=True)
@@ -151,39 +137,39 @@ def lines(stage: Stage) -> list[Line]:
     """The matrix-form lines of ``stage`` (none for a stage a textbook does not name:
     it is folded into the line of the stage that reads it)."""
     g, op = stage.derivation, stage.op
-    if isinstance(op, Projection) and stage.kind in ("Q", "K", "V"):
+    if op.matrix_form == "affine" and stage.kind in ("Q", "K", "V"):
         return [Line(stage.name, _affine(stage, Ref(stage.inputs[0])))]
-    if isinstance(op, RoPE):
+    if op.matrix_form == "rotate":
         return [Line(stage.name, Rotate(stage.name, Ref(stage.inputs[0])))]
-    if isinstance(op, Softmax) and stage.kind == "weights":
+    if op.matrix_form == "softmax" and stage.kind == "weights":
         scores = g[stage.inputs[0]]
-        if not isinstance(scores.op, ScaleMask):
+        if scores.op.matrix_form != "scores":
             return []
         raw = g[scores.inputs[0]]
-        if not isinstance(raw.op, DotScores):
+        if raw.op.matrix_form != "dot_products":
             return []
         q, k = raw.inputs
         product = MatMul(Ref(q), Transpose(Ref(k)))
         return [Line(stage.name, RowSoftmax(Scores(product, scores.name)))]
-    if isinstance(op, WeightedSum) and stage.kind == "head_output":
+    if op.matrix_form == "product" and stage.kind == "head_output":
         a, v = stage.inputs
         return [Line(stage.name, MatMul(Ref(a), Ref(v)))]
-    if isinstance(op, Projection) and stage.kind == "attention_output":
+    if op.matrix_form == "affine" and stage.kind == "attention_output":
         concat = g[stage.inputs[0]]
-        if not isinstance(concat.op, Concat):
+        if concat.op.matrix_form != "columns":
             return []
         heads = Columns(tuple(Ref(name) for name in concat.inputs))
         return [Line(stage.name, _affine(stage, heads))]
-    if isinstance(op, Add) and stage.kind == "residual":
+    if op.matrix_form == "sum" and stage.kind == "residual":
         return [Line(stage.name, Sum(tuple(Ref(name) for name in stage.inputs)))]
-    if isinstance(op, (Normalize, RMSNormalize)):
+    if op.matrix_form in ("layer_norm", "rms_norm"):
         return [Line(stage.name, RowNorm(stage.name, Ref(stage.inputs[0])))]
-    if isinstance(op, Projection) and stage.kind == "ffn_output":
+    if op.matrix_form == "affine" and stage.kind == "ffn_output":
         inner = _ffn_inner(g[stage.inputs[0]])
         return [] if inner is None else [Line(stage.name, _affine(stage, inner))]
-    if isinstance(op, Softmax) and stage.kind == "probabilities":
+    if op.matrix_form == "softmax" and stage.kind == "probabilities":
         logits = g[stage.inputs[0]]
-        if not isinstance(logits.op, Projection):
+        if logits.op.matrix_form != "affine":
             return []
         return [Line(stage.name, RowSoftmax(_affine(logits, Ref(logits.inputs[0]))))]
     return []
@@ -201,21 +187,16 @@ def _ffn_inner(activation: Stage) -> object | None:
     """The FFN's activation as a tree over its input: ``act(Y W_1 + b_1)``, or a gated
     ``SiLU(Y W_gate) ⊙ (Y W_1)``."""
     g = activation.derivation
-    if isinstance(activation.op, GatedProduct):
+    if activation.op.matrix_form == "hadamard":
         gate, hidden = (g[n] for n in activation.inputs)
         return Hadamard(Apply(activation.name, _affine(gate, Ref(gate.inputs[0]))),
                         _affine(hidden, Ref(hidden.inputs[0])))
-    if isinstance(activation.op, Identity) or len(activation.inputs) != 1:
+    if activation.op.matrix_form == "identity" or len(activation.inputs) != 1:
         return None
     hidden = g[activation.inputs[0]]
-    if not isinstance(hidden.op, Projection):
+    if hidden.op.matrix_form != "affine":
         return None
     return Apply(activation.name, _affine(hidden, Ref(hidden.inputs[0])))
-
-
-#: How each elementwise operation is named in a matrix equation.
-FUNCTIONS = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "silu": "SiLU",
-             "identity": ""}
 
 
 def latex(node: object, g) -> str:
@@ -244,15 +225,15 @@ def latex(node: object, g) -> str:
         return f"\\operatorname{{softmax}}\\Bigl({latex(node.arg, g)}\\Bigr)"
     if isinstance(node, Apply):
         op = g[node.stage].op
-        op = op.activation if isinstance(op, GatedProduct) else op
-        name = FUNCTIONS.get(op.name, op.name)
+        op = op.activation if op.gates else op
+        name = op.name if op.function_name is None else op.function_name
         return f"\\operatorname{{{name}}}\\bigl({latex(node.arg, g)}\\bigr)"
     if isinstance(node, Hadamard):
         return f"{latex(node.left, g)} \\odot \\bigl({latex(node.right, g)}\\bigr)"
     if isinstance(node, Columns):
         return "\\bigl[\\," + " \\;\\; ".join(latex(p, g) for p in node.parts) + "\\,\\bigr]"
     if isinstance(node, RowNorm):
-        name = "RMSNorm" if isinstance(g[node.stage].op, RMSNormalize) else "LayerNorm"
+        name = "RMSNorm" if g[node.stage].op.matrix_form == "rms_norm" else "LayerNorm"
         return f"\\operatorname{{{name}}}\\bigl({latex(node.arg, g)}\\bigr)"
     if isinstance(node, Rotate):
         return f"\\operatorname{{RoPE}}\\bigl({latex(node.arg, g)}\\bigr)"
@@ -277,7 +258,7 @@ def remark(line: Line, g) -> str:
         words = "softmax of each row"
     if isinstance(node, RowNorm):
         words = ("each row divided by its root mean square, then scaled"
-                 if isinstance(g[node.stage].op, RMSNormalize) else
+                 if g[node.stage].op.matrix_form == "rms_norm" else
                  "each row less its mean, divided by its standard deviation, scaled, shifted")
     if isinstance(node, Rotate):
         words = "each pair of columns of row i turned by the angle of position i"

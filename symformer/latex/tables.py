@@ -17,7 +17,6 @@ from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry, first_position
-from symformer.ops import ALiBi, ReLU, ScaleMask
 from symformer.worked.numbers import integer_values
 
 #: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
@@ -45,14 +44,15 @@ def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:
     for name in (stage.name, *stage.inputs):
         op = g[name].op
         # the scale-and-mask step, or ALiBi's after it (which keeps the mask's entries)
-        if isinstance(op, (ScaleMask, ALiBi)) and stage.kind in ("scores", "weights"):
+        if op.keeps_mask and stage.kind in ("scores", "weights"):
             return op.masked
     return frozenset()
 
 
 def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
-    """ReLU entries whose input is not positive (certified sign): clipped to 0."""
-    if not isinstance(stage.op, ReLU):
+    """Entries of a clipping step (ReLU) whose input is not positive (certified sign):
+    clipped to 0."""
+    if not stage.op.clips:
         return frozenset()
     g, hidden = stage.derivation, stage.inputs[0]
     rows, cols = stage.shape

@@ -31,6 +31,7 @@ class Add(Operation):
     notation: Notation | None = None
 
     name = "add"
+    matrix_form = "sum"
     reference_function = add
     default_notation = Notation("r", "r", "Residual sum")
     rational = True

@@ -64,6 +64,7 @@ class ALiBi(Operation):
     notation: Notation | None = None
 
     name = "alibi"
+    keeps_mask = True
     reference_function = alibi_scores
     default_notation = Notation(r"\hat{s}", "ŝ", "Scores with the ALiBi bias")
     trace_step = "attention"

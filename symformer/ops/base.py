@@ -45,6 +45,7 @@ from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError, NotSupportedError
 from symformer.lazy import sympy
 from symformer.ops.facts import Fact
+from symformer.registry import OPERATIONS
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     from symformer.ops.gradient import Part
     from symformer.worked.model import Node
 
-#: Every concrete operation class, by its ``name`` (filled as classes are defined).
-OPERATIONS: dict[str, type[Operation]] = {}
 
 
 @dataclass(frozen=True)
@@ -191,6 +190,70 @@ class Operation(ABC):
     columns: ClassVar[str] = "dims"
     #: Whether tables shade the values as a heat map (entries in [0, 1]).
     heat: ClassVar[bool] = False
+    #: How the matrix form (:mod:`symformer.latex.matrix_form`) writes the step, named
+    #: by the tree it becomes: "affine" (``X W + b``), "rotate" (RoPE), "softmax",
+    #: "scores" (``Q K^T / sqrt(d_k) + M``), "dot_products" (``Q K^T``, folded into the
+    #: scores), "product" (``A V``), "columns" (heads side by side), "sum" (a residual),
+    #: "layer_norm", "rms_norm", "hadamard" (a gated activation), "identity" (a step
+    #: that only names its input anew); None: folded into the step that reads it, or an
+    #: activation (``ReLU(...)``, named by ``function_name``).
+    matrix_form: ClassVar[str | None] = None
+    #: True for the step that scales the scores and applies the causal mask (its
+    #: ``masked`` entries); ``keeps_mask``: the step carries the mask's entries in a
+    #: ``masked`` field (that step, and ALiBi's after it).
+    scales_and_masks: ClassVar[bool] = False
+    keeps_mask: ClassVar[bool] = False
+    #: True when the step gives one number per token row (a row mean, a per-position
+    #: loss L_i): its entries carry no subscript.
+    per_row: ClassVar[bool] = False
+    #: True when mean and variance are taken over every entry of the matrix, not per row.
+    whole_matrix: ClassVar[bool] = False
+    #: True when the step only names its input anew (``m = c``): a sentence, not a section.
+    renames: ClassVar[bool] = False
+    #: True when the step multiplies an activated gate by a hidden entry (a gated FFN):
+    #: its ``activation`` field is the gate's activation.
+    gates: ClassVar[bool] = False
+    #: A table lookup's rows: "tokens" (an embedding table, one row per token read) or
+    #: "positions" (a learned positional table); its gradient has only the rows read,
+    #: and a trained table is shown whole.  None: not a table.
+    lookup: ClassVar[str | None] = None
+    #: True for a gradient stage's step: the sum over the paths from the loss of its
+    #: consumers' backward rules (``parts(stage)``), displayed one rule per path.
+    sums_paths: ClassVar[bool] = False
+    #: The loss (its ``name``) whose per-position terms this step gives, built from that
+    #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
+    per_position_of: ClassVar[str | None] = None
+    #: True when the output jumps as its input crosses a tie (an argmax indicator): no
+    #: value between two is reached, so intervals over the input say nothing.
+    jumps: ClassVar[bool] = False
+
+    # What an FFN activation declares (:mod:`symformer.ops.registry` lists them): a new
+    # activation is one module, read by the example file, the blocks, the exercise
+    # sheet, the matrix form, the figures and the PyTorch module alike.
+    #: The example file's ``activation = "..."`` value choosing this operation as the
+    #: FFN's activation; None: not an activation.
+    activation_key: ClassVar[str | None] = None
+    #: Where the activation sits in the lists that name them all (the example file's
+    #: message, the PyTorch module's dispatch): smaller first, then by definition.
+    activation_rank: ClassVar[int] = 100
+    #: How an equation names the function (``\operatorname{ReLU}``; ``""``: no name,
+    #: the identity); None: the operation's ``name``.
+    function_name: ClassVar[str | None] = None
+    #: The gated FFN's name with this activation (Shazeer 2020: ``"SwiGLU"``).
+    gated_name: ClassVar[str] = ""
+    #: The exercise sheet's definition of the function: text and inline LaTeX in turn
+    #: (``("ReLU keeps ...: ", r"\operatorname{ReLU}(x) = \max(0, x)", ".")``).
+    definition: ClassVar[tuple[str, ...]] = ()
+    #: The PyTorch form, an expression in the tensor ``x`` over torch's own functions
+    #: (``"torch.relu(x)"``), written into the exported module's fixed dispatch; None:
+    #: ``export --format torch`` refuses an example using it.
+    torch_function: ClassVar[str | None] = None
+    #: The Hugging Face ``hidden_act`` names that mean this activation.
+    hf_names: ClassVar[tuple[str, ...]] = ()
+    #: True when the backward step at an input exactly 0 is a subgradient decided by a
+    #: proof, the operation keeping those entries in a ``zeros`` field (ReLU: a ball
+    #: around an exact 0 never decides the step).
+    kinked: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -198,6 +261,11 @@ class Operation(ABC):
             if cls.name in OPERATIONS:
                 raise TypeError(f"two operations named {cls.name!r}")
             OPERATIONS[cls.name] = cls
+
+    @classmethod
+    def from_loss(cls, loss: Operation) -> Operation:
+        """This per-position step for the loss step ``loss`` (see ``per_position_of``)."""
+        raise NotSupportedError(f"the operation {cls.name!r} is not a loss's per-position form")
 
     @property
     def symbol(self) -> Notation:

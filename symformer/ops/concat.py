@@ -33,6 +33,7 @@ class Concat(Operation):
     notation: Notation | None = None
 
     name = "concat"
+    matrix_form = "columns"
     reference_function = concat
     default_notation = Notation("c", "c", "Concatenation of the heads")
     rational = True

@@ -36,6 +36,7 @@ class DotScores(Operation):
     notation: Notation | None = None
 
     name = "dot_scores"
+    matrix_form = "dot_products"
     reference_function = raw_scores
     default_notation = Notation("u", "u", "Dot products with every key")
     trace_step = "attention"

@@ -39,6 +39,7 @@ class Embedding(Operation):
     of_types: bool = False
 
     name = "embedding"
+    lookup = "tokens"
     reference_function = embed
     default_notation = Notation("e", "e", "Token embedding")
     rational = True

@@ -37,6 +37,8 @@ class GatedProduct(Operation):
     notation: Notation | None = None
 
     name = "gated_product"
+    matrix_form = "hadamard"
+    gates = True
     reference_function = gated
     default_notation = Notation("a", "a", "Gated activation")
     trace_step = "activation"

@@ -39,6 +39,13 @@ class GELU(Smooth):
     name = "gelu"
     reference_function = gelu
     default_notation = Notation("a", "a", "FFN activation (GELU)")
+    activation_key, activation_rank = "gelu", 1
+    function_name, gated_name = "GELU", "GEGLU"
+    definition = ("GELU: ", r"\operatorname{GELU}(x) = x\,\Phi(x) = \frac{x}{2}"
+                  r"\left(1 + \operatorname{erf}\frac{x}{\sqrt{2}}\right)",
+                  ", with ", r"\Phi", " the standard normal distribution function.")
+    torch_function = "torch.nn.functional.gelu(x)"
+    hf_names = ("gelu",)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = h[i, j] * (1 + erf(h[i, j] / sqrt(2))) / 2",),

@@ -63,6 +63,13 @@ class GELUTanh(Smooth):
     name = "gelu_tanh"
     reference_function = gelu_tanh
     default_notation = Notation("a", "a", "FFN activation (GELU, tanh approximation)")
+    activation_key, activation_rank = "gelu_tanh", 2
+    function_name, gated_name = "GELU", "GEGLU"
+    definition = ("GELU (tanh approximation): ",
+                  r"\operatorname{GELU}(x) = \frac{x}{2}\left(1 + \tanh\left(\sqrt{2/\pi}\,"
+                  r"(x + 0.044715\,x^{3})\right)\right)", ".")
+    torch_function = 'torch.nn.functional.gelu(x, approximate="tanh")'
+    hf_names = ("gelu_new", "gelu_pytorch_tanh")
     backward_symbols = (Notation(r"\xi", "ξ", "Argument of the tanh in the derivative of GELU "
                                  "(tanh approximation)"),)
 

@@ -84,6 +84,7 @@ class Gradient(Operation):
         default_factory=dict, init=False, repr=False, compare=False)
 
     name = "gradient"
+    sums_paths = True
     reference_function = gradient_sum
     default_notation = Notation(r"\partial L", "∂L", "Gradient")
 

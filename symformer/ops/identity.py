@@ -32,9 +32,12 @@ class Identity(Operation):
     remark: str = ""  # said after its equation ("no W_O: the concatenation is the output")
 
     name = "identity"
+    matrix_form = "identity"
+    renames = True
     reference_function = identity
     default_notation = Notation("z", "z", "Output")
     rational = True
+    function_name = ""  # a matrix equation writes the argument alone
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("z[i, j] = y[i, j]",), {"z": "out", "y": "in0"},

@@ -37,6 +37,7 @@ class LearnedPositional(Operation):
     notation: Notation | None = None
 
     name = "learned_positional"
+    lookup = "positions"
     reference_function = learned_positions
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional embedding (learned)")
     rational = True

@@ -33,6 +33,7 @@ class RowMean(Operation):
     notation: Notation | None = None
 
     name = "mean"
+    per_row = True
     reference_function = mean
     default_notation = Notation(r"\mu", "μ", "Mean")
     trace_step = "folded"

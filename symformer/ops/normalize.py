@@ -116,6 +116,7 @@ class Normalize(Operation):
     notation: Notation | None = None
 
     name = "normalize"
+    matrix_form = "layer_norm"
     reference_function = layer_norm
     default_notation = Notation("y", "y", "LayerNorm")
     trace_step = "norm"

@@ -49,9 +49,15 @@ class PositionCrossEntropy(Operation):
     notation: Notation | None = None
 
     name = "position_cross_entropy"
+    per_row = True
     reference_function = position_cross_entropy
     default_notation = POSITION_LOSS
     nonnegative = True
+    per_position_of = "cross_entropy"
+
+    @classmethod
+    def from_loss(cls, loss: Operation) -> Operation:
+        return cls(loss.targets)
 
     def target_mask(self) -> tuple[int, ...]:
         """1 for each row with a target, 0 for the others."""
@@ -103,10 +109,16 @@ class PositionSquaredErrors(Operation):
     positions: tuple[int, ...] | None = None
 
     name = "position_squared_errors"
+    per_row = True
     reference_function = position_squared_error
     default_notation = POSITION_LOSS
     rational = True
     nonnegative = True
+    per_position_of = "mse"
+
+    @classmethod
+    def from_loss(cls, loss: Operation) -> Operation:
+        return cls(loss.target, positions=loss.positions)
 
     def rows(self) -> tuple[int, ...]:
         """The rows of z that have a target, in the target's order."""

@@ -66,6 +66,7 @@ class Projection(Operation):
     columns: str = "dims"
 
     name = "projection"
+    matrix_form = "affine"
     reference_function = project
     default_notation = Notation("y", "y", "Projection")
     rational = True

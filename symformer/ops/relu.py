@@ -45,6 +45,13 @@ class ReLU(Elementwise):
     reference_function = relu
     default_notation = Notation("a", "a", "FFN activation (ReLU)")
     clips = True
+    kinked = True
+    activation_key, activation_rank = "relu", 0
+    function_name, gated_name = "ReLU", "ReGLU"
+    definition = ("ReLU keeps positive numbers and replaces negative ones by 0: ",
+                  r"\operatorname{ReLU}(x) = \max(0, x)", ".")
+    torch_function = "torch.relu(x)"
+    hf_names = ("relu",)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = max(0, h[i, j])",), {"a": "out", "h": "in0"})

@@ -134,6 +134,7 @@ class RMSNormalize(Operation):
     notation: Notation | None = None
 
     name = "rms_normalize"
+    matrix_form = "rms_norm"
     reference_function = rms_norm
     default_notation = Notation("y", "y", "RMSNorm")
 

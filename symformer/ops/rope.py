@@ -64,6 +64,7 @@ class RoPE(Operation):
 
     name = "rope"
     rotates = True
+    matrix_form = "rotate"
     reference_function = rope
     default_notation = Notation(r"\tilde{x}", "x̃", "Rotated (RoPE)")
 

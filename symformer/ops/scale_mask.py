@@ -91,6 +91,8 @@ class ScaleMask(Operation):
     scale: sympy.Rational | None = None
 
     name = "scale_mask"
+    matrix_form = "scores"
+    scales_and_masks = keeps_mask = True
     reference_function = scaled_scores
     default_notation = Notation("s", "s", "Scaled scores")
     trace_step = "attention"

@@ -36,6 +36,12 @@ class SiLU(Smooth):
     name = "silu"
     reference_function = silu
     default_notation = Notation("a", "a", "FFN activation (SiLU)")
+    activation_key, activation_rank = "silu", 3
+    function_name, gated_name = "SiLU", "SwiGLU"
+    definition = ("SiLU (the sigmoid-weighted linear unit): ",
+                  r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}", ".")
+    torch_function = "torch.nn.functional.silu(x)"
+    hf_names = ("silu", "swish")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = h[i, j] / (1 + exp(-h[i, j]))",),

@@ -48,6 +48,7 @@ class Softmax(Operation):
     default_notation = Notation(r"\alpha", "α", "Attention weights (softmax)")
     heat = True
     rows_sum_to_one = True
+    matrix_form = "softmax"
 
     @property
     def trace_step(self) -> str:  # one weight per key; a vocabulary row is a vector

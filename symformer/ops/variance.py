@@ -39,6 +39,7 @@ class RowVariance(Operation):
     notation: Notation | None = None
 
     name = "variance"
+    per_row = True
     reference_function = variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance")
     trace_step = "folded"

@@ -36,6 +36,7 @@ class WeightedSum(Operation):
     notation: Notation | None = None
 
     name = "weighted_sum"
+    matrix_form = "product"
     reference_function = weighted_sum
     default_notation = Notation("o", "o", "Head output (weighted sum of values)")
     rational = True

@@ -64,6 +64,8 @@ class WholeMean(Operation):
     notation: Notation | None = None
 
     name = "whole_mean"
+    per_row = True
+    whole_matrix = True
     reference_function = whole_mean
     default_notation = Notation(r"\mu", "μ", "Mean (whole matrix)")
     trace_step = "folded"
@@ -119,6 +121,8 @@ class WholeVariance(Operation):
     notation: Notation | None = None
 
     name = "whole_variance"
+    per_row = True
+    whole_matrix = True
     reference_function = whole_variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance (whole matrix)")
     trace_step = "folded"

@@ -18,7 +18,6 @@ from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import index, legend, notation
-from symformer.ops import DotScores, ReLU, RowMean, ScaleMask
 from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
@@ -165,9 +164,9 @@ def _vector(ctx: _Context, stage: Stage) -> Step:
 def _attention(ctx: _Context, stage: Stage) -> Step:
     keys = [f"{j} {t}" for j, t in enumerate(stage.cols)]
     note, masked = "", ()
-    scaled = stage if isinstance(stage.op, ScaleMask) else ctx.g[stage.inputs[0]]
+    scaled = stage if stage.op.scales_and_masks else ctx.g[stage.inputs[0]]
     blocked = getattr(scaled.op, "masked", frozenset())
-    if not isinstance(stage.op, DotScores) and blocked:
+    if stage.op.matrix_form != "dot_products" and blocked:
         note = "causal mask: keys after the token are blocked"
         masked = tuple((ctx.row, j) in blocked for j in range(stage.shape[1]))
     parts, worked = _parts(ctx, stage)
@@ -204,7 +203,7 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
     mean, var = ctx.g[mean_name], ctx.g[var_name]
     mu = _entries(ctx, mean, ["mean"])[0]
     sigma2 = _entries(ctx, var, ["variance"])[0]
-    note = "" if isinstance(mean.op, RowMean) else (
+    note = "" if not mean.op.whole_matrix else (
         "mean and variance over the whole matrix (every token), not over the row of this token")
     return NormStep(**_common(ctx, stage), entries=_entries(ctx, stage), mean=mu,
                     variance=sigma2, note=note)
@@ -213,7 +212,7 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
 def _activation(ctx: _Context, stage: Stage) -> Step:
     clipped: tuple[bool, ...] = ()
     note, symbol = "", None
-    if isinstance(stage.op, ReLU):
+    if stage.op.clips:  # ReLU-like: each entry with h <= 0 is 0
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
         symbol = notation(ctx.g[hidden])
