@@ -37,10 +37,10 @@ def add_lesson_stages(g: Derivation) -> None:
     if asked is None:
         return
     for request in asked.jacobian:
-        _add_rows(g, request, asked.where, "jacobian", Softmax, "a softmax stage "
+        _add_rows(g, request, asked.where, "jacobian", Softmax.name, "a softmax stage "
                   "(attention weights or probabilities)", _jacobian)
     for request in asked.products:
-        _add_rows(g, request, asked.where, "products", DotScores, "a dot-product stage "
+        _add_rows(g, request, asked.where, "products", DotScores.name, "a dot-product stage "
                   "(raw_scores)", _products)
 
 
@@ -64,13 +64,13 @@ def add_row_stage(g: Derivation, stage: Stage, key: str, row: int) -> None:
     (_products if key == "products" else _jacobian)(g, stage, row)
 
 
-def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: type,
+def _add_rows(g: Derivation, request: StageRequest, where: str, key: str, kind: str,
               what: str, add: Callable[[Derivation, Stage, int], None]) -> None:
     if request.stage not in g:
         raise InputError(f"{where}: {key} names {request.text!r}: "
                          + unknown_stage_message(request.stage, [s.name for s in g]))
     stage = g[request.stage]
-    if not isinstance(stage.op, kind):
+    if stage.op.name != kind:  # the operation's declared name
         raise InputError(f"{where}: {key} names {request.stage}, which is not {what}")
     n = stage.shape[0]
     if request.row is not None and request.row >= n:

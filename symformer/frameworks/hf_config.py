@@ -19,9 +19,14 @@ import numpy as np
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.numbers import DecimalText
 
-#: Hugging Face's activation names, and symformer's.
-_HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                   "gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
+
+def hf_activations() -> dict[str, str]:
+    """Hugging Face's activation names, and symformer's: what each activation declares
+    (``hf_names``, :mod:`symformer.registry`)."""
+    from symformer.registry import activations
+
+    return {n: key for key, cls in activations().items() for n in cls.hf_names}
+
 #: The largest width, number of heads or layers a configuration may state.
 MAX_SIZE = 1 << 16
 #: The most layers a configuration may state.
@@ -173,8 +178,8 @@ def refuse(config: Config, checks: dict[str, str]) -> None:
 
 def hf_activation(config: Config, key: str) -> str:
     """The symformer activation of the configuration's ``key``, or a refusal."""
-    name = config.get(key)
-    if not _is_text(name) or name not in _HF_ACTIVATIONS:
+    name, known = config.get(key), hf_activations()
+    if not _is_text(name) or name not in known:
         raise NotSupportedError(f"{config.name}: {key} = {_shown(name)} is not supported "
-                                f"(supported: {', '.join(sorted(_HF_ACTIVATIONS))})")
-    return _HF_ACTIVATIONS[name]
+                                f"(supported: {', '.join(sorted(known))})")
+    return known[name]
