@@ -491,3 +491,15 @@ def test_the_first_layers_of_a_deep_model(tmp_path, capsys, monkeypatch) -> None
         with pytest.raises(SystemExit) as exit_:
             run_import(capsys, folder, tmp_path / "y.toml", "--layers", bad)
         assert exit_.value.code == 2 and "--layers" in capsys.readouterr().err
+
+
+def test_a_large_real_tokenizer_file_is_read(tmp_path, capsys) -> None:
+    """Llama 3's tokenizer.json is 9 MB: vocabulary files may be larger than a
+    configuration (64 MiB), and are still bounded."""
+    folder = gpt2_dir(tmp_path / "m")
+    words = {w: i for i, w in enumerate(WORDS)}
+    (folder / "vocab.json").write_text(json.dumps(words) + " " * (9 * 2**20))
+    assert run_import(capsys, folder, tmp_path / "x.toml")[0] == 0
+    assert load_example(str(tmp_path / "x.toml")).tokens == ("the", "cat", "sat")
+    (folder / "config.json").write_text(json.dumps(gpt2_config()) + " " * (9 * 2**20))
+    refused(capsys, folder, tmp_path, "config.json", "8 MiB")

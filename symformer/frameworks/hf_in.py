@@ -45,7 +45,7 @@ from symformer.frameworks.hf_config import (
     refuse,
     tensor,
 )
-from symformer.frameworks.model_dir import ModelDir, SafeTensors
+from symformer.frameworks.model_dir import MAX_VOCAB_BYTES, ModelDir, SafeTensors
 from symformer.frameworks.weights import example_text, printable, row, rows
 
 #: Operations (about 2 µs of CPU each, :mod:`symformer.blocks.cost`) to start an
@@ -243,7 +243,7 @@ def read_vocab(folder: ModelDir, size: int) -> list[str]:
     A vocabulary file that is not what it should be (not UTF-8, not a table of token
     to whole-number id) is refused in one line naming it."""
     names: dict[int, str] = {}
-    text = folder.read_bytes("vocab.txt")  # BERT's WordPiece vocabulary: id = line
+    text = folder.read_bytes("vocab.txt", MAX_VOCAB_BYTES)  # BERT's WordPiece: id = line
     if text is not None:
         try:
             lines = text.decode("utf-8").splitlines()
@@ -251,7 +251,7 @@ def read_vocab(folder: ModelDir, size: int) -> list[str]:
             raise InputError(f"{folder.name('vocab.txt')}: not UTF-8 text") from None
         names = {i: t for i, t in enumerate(lines) if t.isprintable()}
     for file in () if text is not None else ("vocab.json", "tokenizer.json"):
-        table = folder.read_json(file)
+        table = folder.read_json(file, MAX_VOCAB_BYTES)
         if table is None:
             continue
         if file == "tokenizer.json":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from symformer.errors import InputError, NotSupportedError
-from symformer.frameworks.model_dir import ModelDir
+from symformer.frameworks.model_dir import MAX_VOCAB_BYTES, ModelDir
 
 #: The longest text tokenized (the example is for a sentence, not a document).
 MAX_TEXT_CHARS = 10_000
@@ -40,10 +40,10 @@ def _decoded(data: bytes, name: str) -> str:
 def _tokenizer(folder: ModelDir) -> Any:
     """The directory's tokenizer, from the first of its files that makes one."""
     tokenizers = _library()
-    data = folder.read_bytes("tokenizer.json")
+    data = folder.read_bytes("tokenizer.json", MAX_VOCAB_BYTES)
     if data is not None:
         return tokenizers.Tokenizer.from_str(_decoded(data, folder.name("tokenizer.json")))
-    words = folder.read_bytes("vocab.txt")
+    words = folder.read_bytes("vocab.txt", MAX_VOCAB_BYTES)
     if words is not None:
         config = folder.read_json("tokenizer_config.json")
         lower = config.get("do_lower_case", True) if isinstance(config, dict) else True
@@ -55,7 +55,8 @@ def _tokenizer(folder: ModelDir) -> Any:
         from tokenizers.implementations import BertWordPieceTokenizer
 
         return BertWordPieceTokenizer(vocab, lowercase=lower)
-    table, merges = folder.read_json("vocab.json"), folder.read_bytes("merges.txt")
+    table = folder.read_json("vocab.json", MAX_VOCAB_BYTES)
+    merges = folder.read_bytes("merges.txt", MAX_VOCAB_BYTES)
     if table is not None and merges is not None:
         if not isinstance(table, dict) or not all(
                 isinstance(i, int) and not isinstance(i, bool) for i in table.values()):

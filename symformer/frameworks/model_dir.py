@@ -35,8 +35,11 @@ import numpy as np
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.numbers import DecimalText
 
-#: The largest JSON or vocabulary file read, in bytes (the example files' limit).
+#: The largest configuration read, in bytes (the example files' limit).
 MAX_TEXT_BYTES = 8 * 2**20
+#: The largest vocabulary or tokenizer file read (Llama 3's tokenizer.json is 9 MB,
+#: Gemma's 17 MB), in bytes.
+MAX_VOCAB_BYTES = 64 * 2**20
 #: The largest ``model.safetensors`` read, in bytes.
 MAX_WEIGHT_BYTES = 256 * 2**20
 #: The largest safetensors header, in bytes (the safetensors library's own limit).
@@ -121,10 +124,10 @@ class ModelDir:
             raise InputError(f"{self.name(file)}: larger than the limit of {_size(limit)}")
         return data
 
-    def read_json(self, file: str) -> Any | None:
+    def read_json(self, file: str, limit: int = MAX_TEXT_BYTES) -> Any | None:
         """``file`` as JSON (numbers with a point kept as their exact text), or None
         when absent.  Repeated keys, ``NaN``/``Infinity`` and deep nesting are refused."""
-        data = self.read_bytes(file)
+        data = self.read_bytes(file, limit)
         if data is None:
             return None
         return parse_json(data, self.name(file))
