@@ -394,3 +394,26 @@ def test_a_deck_with_a_loss_ends_with_its_backward_section():
     assert not any(isinstance(f, SectionFrame) for f in frames(g, Options(backward=False)))
     gpt2 = derive(load_example("gpt2_style"))
     assert not any(isinstance(f, SectionFrame) for f in frames(gpt2, Options(token=1)))
+
+
+def test_each_weight_is_shown_once_where_it_is_first_used(tmp_path):
+    """As the notes do: every weight of the built-in block as a matrix, once, on a frame
+    before the first stage that uses it."""
+    from symformer import derive, load_example
+    from symformer.cli import main
+    from symformer.notation import parameter
+
+    assert main(["slides", "--out", str(tmp_path / "deck"), "--quiet"]) == 0
+    tex = (tmp_path / "deck" / "slides.tex").read_text(encoding="utf-8")
+    g = derive(load_example())
+    shown = set()
+    for stage in g:
+        for name, value in stage.op.parameters().items():
+            lhs = parameter(stage, name).latex
+            if value is None or lhs in shown:
+                continue
+            shown.add(lhs)
+            assert tex.count(f"{lhs} = \\left[") == 1, lhs
+            before = tex.index(f"{lhs} = \\left[")
+            assert "This example" in tex[:before].rsplit("\\begin{frame}", 1)[1], lhs
+    assert len(shown) >= 10

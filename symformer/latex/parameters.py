@@ -32,9 +32,10 @@ def _width(block: MatrixBlock) -> int:
     return width(block.lhs) + 4 + sum(max(width(v) for v in col) + 2 for col in columns)
 
 
-def fits_line(block: MatrixBlock) -> bool:
-    """Whether ``block`` fits a display line on its own (else a table shows it)."""
-    return _width(block) <= MATRIX_WIDTH
+def fits_line(block: MatrixBlock, room: int | None = None) -> bool:
+    """Whether ``block`` fits a display line (``room`` characters; default the notes'
+    :data:`MATRIX_WIDTH`) on its own (else a table shows it)."""
+    return _width(block) <= (MATRIX_WIDTH if room is None else room)
 
 
 #: The characters of visible math a display line of matrices holds: more than a line

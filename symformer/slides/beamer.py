@@ -29,6 +29,7 @@ from symformer.slides.deck import (
     Options,
     SectionFrame,
     StageFrame,
+    WeightsFrame,
     heading_beside,
     legend,
     reader_text,
@@ -121,6 +122,9 @@ def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
             body.append(stage_frame(frame, options.decimals))
         elif isinstance(frame, DiagramFrame):
             body.append(diagram_frame(frame))
+        elif isinstance(frame, WeightsFrame):
+            body.append(f"\\begin{{frame}}[t]{{{frame.title}}}\n{frame.text}\n"
+                        + "\n".join(frame.lines) + "\n\\end{frame}")
         elif isinstance(frame, SectionFrame):
             body.append("\\setbeamertemplate{frame footer}{}\n"
                         f"\\begin{{frame}}[t]{{{frame.title}}}\n{frame.text}\n\\end{{frame}}")

@@ -35,6 +35,7 @@ to show.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -221,7 +222,52 @@ class DiagramFrame:
     diagram: Diagram
 
 
-Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame
+@dataclass(frozen=True)
+class WeightsFrame:
+    """The weights a stage is the first to use, as matrices (the notes' "this
+    example's weights"), on a frame before the stage's: ``lines`` of matrices, LaTeX."""
+
+    title: str
+    text: str
+    lines: tuple[str, ...]
+
+
+Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame | WeightsFrame
+
+#: The most rows and (estimated) characters a matrix of weights may have on a frame;
+#: a larger one (an imported vocabulary's table) is left to the notes, and said so.
+WEIGHT_ROWS = 7
+WEIGHT_LINE = 60
+WEIGHT_LINES = 2
+
+
+def weights_frames(stage: Stage, group: list[Stage], seen: set) -> list[WeightsFrame]:
+    """The frames of the weights first used by ``stage`` and the stages of its ``group``
+    after it (nothing when there are none new; those of a later stage wait for it when
+    it has none yet), each as a matrix, as many side by side as fit, at most
+    :data:`WEIGHT_LINES` display lines a frame; one too large for a frame is named
+    instead (the notes print it)."""
+    from symformer.latex.blocks import Matrices
+    from symformer.latex.parameters import fits_line, matrix_lines, parameter_blocks
+    from symformer.latex.render import to_latex
+
+    first = parameter_blocks(stage, seen)
+    if not first:
+        return []
+    found = [first] + [b for s in group[1:] if (b := parameter_blocks(s, seen))]
+    every = [m for _, matrices in found for line in matrices.lines for m in line]
+    shown = [m for m in every if len(m.rows) <= WEIGHT_ROWS and fits_line(m, WEIGHT_LINE)]
+    left = [m.lhs for m in every if m not in shown]
+    prose = first[0] if len(found) == 1 else None
+    text = to_latex(prose).strip() if prose is not None else "This example\u2019s weights:"
+    if left:
+        text += (" (" + ", ".join(f"${lhs}$" for lhs in left)
+                 + (" is" if len(left) == 1 else " are") + " printed in the notes)")
+    lines = matrix_lines(shown, WEIGHT_LINE) if shown else []
+    pages = [lines[k:k + WEIGHT_LINES] for k in range(0, len(lines), WEIGHT_LINES)] or [[]]
+    return [WeightsFrame(title(stage), text if k == 0 else "This example\u2019s weights, "
+                         "continued:", tuple(to_latex(Matrices(tuple(page))).split("\n"))
+                         if page else ()) for k, page in enumerate(pages)]
 
 
 def page_count(frames: list[Frame]) -> int:
@@ -242,9 +288,16 @@ def frames(g: Derivation, options: Options,
     whole = diagram.plan(g.example, g, g.causal)
     out: list[Frame] = [DiagramFrame(part) for part in
                         diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT)]
+    seen: set = set()  # the weights shown so far
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
+        # the weights of this stage and of the next ones of the same head or sub-layer,
+        # on one frame before them
+        part = title(stage).split(":")[0]  # "Layer 1, Head 2", "Layer 1, Feed-forward"
+        group = list(itertools.takewhile(lambda s, part=part: title(s).split(":")[0]
+                                         == part, chosen[k - 1:]))
+        out.extend(weights_frames(stage, group, seen))
         key = _equation_key(stage)
         first = worked.setdefault(key, stage)
         if first is stage or options.full:
