@@ -361,7 +361,14 @@ def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFra
     table = stage_table(stage, decimals=options.decimals, caption=caption(stage),
                         label=f"tab:{stage.name}", significant=digits,
                         highlight=None if stage.kind == "weight_gradient" else row)
-    slices = _column_slices(table, GRADIENT_WIDTH)
+    return _table_only_frames(stage, row, table, note, GRADIENT_WIDTH)
+
+
+def _table_only_frames(stage: Stage, row: int, table: Table, note: str,
+                       width: float = 1.0) -> list[StageFrame]:
+    """``table`` alone under ``note``, split by columns over frames when too wide
+    (planned ``width`` times wider), each titled by where it sits."""
+    slices = _column_slices(table, width)
     out = []
     for a, b in slices:
         item = Item(stage=stage, token=row, equation=(), lines=(),
@@ -582,16 +589,7 @@ def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFram
     note = reader_text(f"Worked as in {where(first)}, with its own inputs and weights:"
                        if where(first) != where(stage) else
                        "Worked as above, with its own inputs and weights:")
-    slices = _column_slices(table)
-    out = []
-    for a, b in slices:
-        item = Item(stage=stage, token=row, equation=(), lines=(),
-                    table=_columns(table, a, b) if len(slices) > 1 else table,
-                    columns=(a, b) if len(slices) > 1 else None)
-        # titled by where it sits: each table has its heading beside or above it
-        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
-                              said=note, row=True))
-    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+    return _table_only_frames(stage, row, table, note)
 
 
 def _table(stage: Stage, row: int, options: Options) -> Table:
