@@ -129,12 +129,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     output_directory(args.out)  # an empty path or a file is refused before any work
-    key = load_key(args.key, args.max_work)
-    points = load_points(args.points, key.asked) if args.points else Points()
+    fingerprint = key_fingerprint(str(args.key), args.points)
+    # made (and checked) here once; the serial run's tasks reuse it from the cache
+    grader = _grader(str(args.key), args.points, args.max_work, fingerprint)
+    key, points = grader.key, grader.points
     grades: list[StudentGrade] = []
     skipped: list[tuple[Path, str]] = []
     paths = answer_files(args.answers)
-    fingerprint = key_fingerprint(str(args.key), args.points)
     tasks = [(str(args.key), args.points, str(path), args.max_work, fingerprint)
              for path in paths]
     with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:

@@ -79,14 +79,22 @@ def _tokenizer(folder: ModelDir) -> Any:
 
 def tokenize(directory: str | ModelDir, text: str) -> tuple[list[int], list[str]]:
     """The token ids of ``text`` and their pieces, by the directory's own tokenizer."""
-    if not isinstance(text, str) or not text.strip():
-        raise InputError("text: give a non-empty sentence to tokenize")
-    if len(text) > MAX_TEXT_CHARS:
-        raise InputError(f"text: {len(text):,} characters, more than the {MAX_TEXT_CHARS:,} "
-                         f"tokenized at once")
+    return tokenize_all(directory, [text])[0]
+
+
+def tokenize_all(directory: str | ModelDir, texts: list[str]
+                 ) -> list[tuple[list[int], list[str]]]:
+    """Each text's token ids and pieces, the directory's tokenizer read once."""
+    for text in texts:
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("text: give a non-empty sentence to tokenize")
+        if len(text) > MAX_TEXT_CHARS:
+            raise InputError(f"text: {len(text):,} characters, more than the "
+                             f"{MAX_TEXT_CHARS:,} tokenized at once")
     folder = directory if isinstance(directory, ModelDir) else ModelDir(directory)
     try:
-        encoding = _tokenizer(folder).encode(text)
+        tokenizer = _tokenizer(folder)
+        encodings = [tokenizer.encode(text) for text in texts]
     except (InputError, NotSupportedError):
         raise
     except BaseException as exc:  # the library's own errors, a Rust panic among them
@@ -94,6 +102,8 @@ def tokenize(directory: str | ModelDir, text: str) -> tuple[list[int], list[str]
             raise
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
         raise InputError(f"{folder.given}: its tokenizer cannot be used ({first})") from None
-    if not encoding.ids:
-        raise InputError(f"{folder.given}: the tokenizer makes no token of {text[:40]!r}")
-    return list(encoding.ids), list(encoding.tokens)
+    for text, encoding in zip(texts, encodings):
+        if not encoding.ids:
+            raise InputError(f"{folder.given}: the tokenizer makes no token of "
+                             f"{text[:40]!r}")
+    return [(list(e.ids), list(e.tokens)) for e in encodings]

@@ -105,10 +105,6 @@ class ModelDir:
             raise InputError(f"{self.name(file)}: not a regular file")
         return real
 
-    def has(self, file: str) -> bool:
-        """True when the directory holds ``file`` (a refused link raises)."""
-        return self.path(file) is not None
-
     def read_bytes(self, file: str, limit: int = MAX_TEXT_BYTES) -> bytes | None:
         """The bytes of ``file`` (at most ``limit``), or None when it is absent."""
         real = self.path(file)
@@ -307,10 +303,6 @@ class SafeTensors(Mapping[str, np.ndarray]):
 
     def __contains__(self, key: object) -> bool:
         return key in self.entries
-
-    def shape(self, key: str) -> tuple[int, ...]:
-        """The shape the header states for ``key`` (nothing read)."""
-        return self.entries[key][1]
 
     def dtypes(self) -> list[str]:
         """The dtypes of the floating-point tensors, sorted."""

@@ -42,14 +42,12 @@ def prompt_examples(directory: str, prompts: list[str], max_work: int | None
     """The example of the directory on each prompt (imported once: the prompts only
     change the sentence)."""
     from symformer.frameworks.hf_in import from_pretrained
-    from symformer.frameworks.hf_tokenizer import tokenize
+    from symformer.frameworks.hf_tokenizer import tokenize_all
 
-    first = from_pretrained(directory, text=prompts[0], max_work=max_work)
-    examples = []
-    for k, prompt in enumerate(prompts):
-        ids, _ = tokenize(directory, prompt)
-        examples.append(_on_tokens(first, ids, f"prompt {k + 1}"))
-    return examples
+    tokenized = tokenize_all(directory, prompts)  # the tokenizer read once
+    first = from_pretrained(directory, tokenized[0][0], max_work=max_work)
+    return [_on_tokens(first, ids, f"prompt {k + 1}")
+            for k, (ids, _) in enumerate(tokenized)]
 
 
 def _on_tokens(example: Example, ids: list[int], where: str) -> Example:

@@ -119,9 +119,9 @@ class Model(torch.nn.Module):
                      else u + above * c["mask"])
             s[f"{name_q}.scores"] = u
             a = torch.softmax(u, dim=-1)
-            s[f"{p}.{group}head{k}.weights"] = a
+            s[f"{name_q}.weights"] = a
             outs.append(a @ v)
-            s[f"{p}.{group}head{k}.output"] = outs[-1]
+            s[f"{name_q}.output"] = outs[-1]
         o = s[f"{p}.{group or 'attention.'}concat"] = torch.cat(outs, dim=-1)
         if L["W_O"] is not None:
             o = o @ self.t(L["W_O"])

@@ -23,6 +23,12 @@ from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
 
 
+def juxtaposed(node: lm.Node) -> list[lm.Node]:
+    """The factors of a product written side by side (``a b c``), left to right."""
+    if isinstance(node, lm.Binary) and node.op == "jux":
+        return juxtaposed(node.left) + juxtaposed(node.right)
+    return [node]
+
 class Inapplicable(Exception):
     """The equation cannot hold as written here (shapes that do not fit, an index
     outside its stage): a wrong equation, with the reason."""
@@ -350,16 +356,7 @@ class Evaluator:
     def sigmoids(self, node: lm.Binary) -> lm.Node:
         """A juxtaposed product with each unbound ``\\sigma`` applied to the factor
         after it (``g \\, \\sigma(g)``: SiLU), or ``node`` itself."""
-        factors: list[lm.Node] = []
-
-        def flat(n: lm.Node) -> None:
-            if isinstance(n, lm.Binary) and n.op == "jux":
-                flat(n.left)
-                flat(n.right)
-            else:
-                factors.append(n)
-
-        flat(node)
+        factors = juxtaposed(node)
         if not any(self.sigmoid(f) for f in factors[:-1]):
             return node
         out: list[lm.Node] = []
@@ -525,16 +522,7 @@ class Evaluator:
     def merge_words(self, node: lm.Binary, env: Env) -> lm.Node:
         """Juxtaposed letters that spell an index in scope (``pos``) or a symbol of the
         notation (``PE``) as that one name."""
-        factors: list[lm.Node] = []
-
-        def flat(n: lm.Node) -> None:
-            if isinstance(n, lm.Binary) and n.op == "jux":
-                flat(n.left)
-                flat(n.right)
-            else:
-                factors.append(n)
-
-        flat(node)
+        factors = juxtaposed(node)
         words = set(env.indices) | self.words
 
         def plain(n: lm.Node) -> bool:
