@@ -231,6 +231,11 @@ def numbered(stage: Stage) -> bool:
 _WEIGHT_KINDS = ("weight_gradient", "parameter", "optimizer_state")
 
 
+#: The kind of a stage that holds constants the example implies, in one row (√d_k,
+#: RoPE's θ_i, log V): its row is no token position.
+CONSTANT_KIND = "constant"
+
+
 def first_position(stage: Stage) -> int:
     """The position of the stage's first row: 0, except for ``next_token``, whose one row
     is the last position of its logits."""
@@ -256,6 +261,10 @@ def place(stage: Stage, i: int, j: int) -> str:
     """
     if _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
+    elif stage.kind == CONSTANT_KIND and stage.shape[0] == 1:  # √d_k, log V, θ_i
+        text = entry(stage, j)
+        if stage.shape[1] == 1:
+            return text
     else:
         text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i + first_position(stage)})"
     if not numbered(stage) and not per_row(stage):
