@@ -42,7 +42,7 @@ from symformer.example.loader import builtin_text, example_from_dict, read_text_
 from symformer.exercise.settings import Range
 from symformer.verify import conventions
 from symformer.verify import latex_math as lm
-from symformer.verify.equation_bind import SymbolTable, key_of, where_table
+from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
 from symformer.verify.equation_eval import Env, Evaluator, Inapplicable, Mat, Undecided
 
 #: Digits to which an equation's value must agree with the stage's at every entry.
@@ -317,12 +317,14 @@ class Judge:
         if claim.stage not in g.stages:
             stage_of(g, claim.stage)
         table = self.table(g)
-        where = where_table(claim.where, g, claim.source)
+        where = {**_argument_bindings(lhs, g, claim.stage),
+                 **where_table(claim.where, g, claim.source)}
         words = frozenset(k[0] for k in table.entries if len(k[0]) > 1 and k[0].isalpha())
         if isinstance(lhs, lm.Binary) and lhs.op == "jux":
             merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)
             lhs = merger.merge_words(lhs, Env())
-        shown = _shown_lhs(lhs)
+        name, row_form = _function_form(lhs)
+        shown = _shown_lhs(lhs if row_form is None else name)
         for bits in PRECISIONS:
             with precision(bits):
                 balls = g.evaluate(bits)
@@ -602,6 +604,42 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     if isinstance(lhs, lm.Subscripted):
         return lm.Subscripted(name, lhs.sub, col=lhs.col), row
     return name, row
+
+
+def _argument_bindings(lhs: lm.Node, g: Derivation, stage: str) -> dict:
+    """A function's row arguments on the left (``\\mathrm{FFN}(x)``,
+    ``\\mathrm{softmax}(x)_i``) stand for what the claimed stage reads: a sub-layer
+    output's (``layer1.ffn.output``) the one stage its sub-layer reads from outside, an
+    operation's stage its own input.  Bound only when the count matches (a ``where``
+    binding overrides)."""
+    name, row_form = _function_form(lhs)
+    if not row_form:
+        return {}
+    inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
+    args = inner.args if isinstance(inner, lm.Call) else (
+        inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,))
+    if stage not in g.stages:
+        return {}
+    reads = _reads_from_outside(g, stage)
+    if len(reads) != len(args):
+        return {}
+    return {key_of(a): Target(stage=r) for a, r in zip(args, reads)}
+
+
+def _reads_from_outside(g: Derivation, stage: str) -> list[str]:
+    """The stages ``stage`` reads; for a sub-layer's output (``layer1.ffn.output``,
+    ``layer1.attention.output``), the stages its sub-layer reads from outside it."""
+    own = [i for i in g[stage].inputs if i in g.stages]
+    group, _, last = stage.rpartition(".")
+    if last != "output" or not group:
+        return own
+    inside = {s.name for s in g if s.name.startswith(group + ".")}
+    found: list[str] = []
+    for s in g:
+        if s.name in inside:
+            found.extend(i for i in s.inputs if i in g.stages and i not in inside
+                         and i not in found)
+    return found
 
 
 def _sub_is_name(sym: lm.Sym, ev: Evaluator) -> bool:

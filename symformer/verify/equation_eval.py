@@ -334,7 +334,7 @@ class Evaluator:
         if isinstance(node, lm.Reduce):
             return self.reduce(node, env)
         if isinstance(node, lm.Indicator):
-            return arb(1 if self.condition(node.condition, env) else 0)
+            return self.indicator(node.condition, env)
         if isinstance(node, lm.Cases):
             for value, condition in node.rows:
                 if condition is None or self.condition(condition, env):
@@ -623,7 +623,25 @@ class Evaluator:
         raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
                          f"(\\sum_{{{name}=0}}^{{n-1}})")
 
+    def indicator(self, node: lm.Node, env: Env) -> Value:
+        """``\\mathbb{1}[...]``: 1 or 0; entry by entry over a matrix (``\\mathbb{1}[H > 0]``,
+        a number compared with every entry)."""
+        values = self._compared(node, env)
+        shapes = {v.shape for v in values if isinstance(v, Mat)}
+        if not shapes:
+            return arb(1 if self._holds(node, values) else 0)
+        if len(shapes) > 1:
+            raise Inapplicable("an indicator comparing matrices of different shapes")
+        r, c = shapes.pop()
+        return Mat([[arb(1 if self._holds(node, [v.rows[i][j] if isinstance(v, Mat) else v
+                                                 for v in values]) else 0)
+                     for j in range(c)] for i in range(r)])
+
     def condition(self, node: lm.Node, env: Env) -> bool:
+        return self._holds(node, self._compared(node, env))
+
+    def _compared(self, node: lm.Node, env: Env) -> list:
+        """The values a comparison compares (an index stays an exact rational)."""
         if not isinstance(node, lm.Compare):
             raise InputError(f"cannot read an indicator at column {node.col}")
         values = []
@@ -632,6 +650,9 @@ class Evaluator:
                 values.append(self.index(operand, env))
             except (InputError, Inapplicable):
                 values.append(self.value(operand, env))
+        return values
+
+    def _holds(self, node: lm.Compare, values: list) -> bool:
         for op, a, b in zip(node.ops, values, values[1:]):
             if isinstance(a, Fraction) and isinstance(b, Fraction):
                 s = (a > b) - (a < b)
