@@ -553,6 +553,23 @@ def test_gated_feed_forward(stage, latex, status):
     assert link.status == status, link.message
 
 
+@pytest.mark.parametrize("stage, latex, status", [
+    # a function's own name on the left, its argument what the stage reads (g, the gate)
+    ("layer1.ffn.gate_activation", r"\mathrm{SiLU}(x) = x\,\sigma(x) = \frac{x}{1+e^{-x}}",
+     "holds"),
+    ("layer1.ffn.gate_activation", r"\mathrm{SiLU}(x) = \frac{x}{1+e^{x}}", "fails"),
+    # a subscript that is a word names the function; x is the FFN's input (the norm)
+    ("layer1.ffn.output", r"\mathrm{FFN}_{\mathrm{SwiGLU}}(x) = (\mathrm{SiLU}(x W_{gate})"
+     r" \odot x W_1) W_2", "holds"),
+    ("layer1.ffn.output", r"\mathrm{FFN}_{\mathrm{SwiGLU}}(x) = (\mathrm{SiLU}(x W_1)"
+     r" \odot x W_{gate}) W_2", "fails"),
+])
+def test_functions_on_the_left_read_the_stage_input(stage, latex, status):
+    judge = _judge(load_example("llama_style"))
+    for link in verdict(judge, stage, latex, examples=1):
+        assert link.status == status, link.message
+
+
 _SOUP = st.sampled_from([
     "q_{ij}", "q_{i}", "Q", "K^\\top", "s_{ij}", "\\alpha_j", "+", "-", "(", ")", "\\frac{1}{2}",
     "\\sum_{j}", "\\sum_{m=0}^{n-1}", "\\sqrt{d_k}", "0.5", "\\cdot", "\\odot", "[j \\le i]",

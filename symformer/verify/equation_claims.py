@@ -592,10 +592,11 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     form when every argument is a lowercase symbol (x: one token's row), else as a
     matrix (None: not a function form)."""
     inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
-    if isinstance(inner, lm.Call) and inner.name in ("softmax", "relu", "exp"):
+    if isinstance(inner, lm.Call) and inner.name != "max":  # softmax(x)_i, SiLU(x)
         args = inner.args
     elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
-            and len(inner.left.base) > 1 and not inner.left.sub:
+            and len(inner.left.base) > 1 and _name_subscript(inner.left):
+        # FFN(x), Attention(Q, K, V), FFN_{SwiGLU}(x): a name, its subscript a word
         args = inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,)
     else:
         return lhs, None
@@ -604,6 +605,16 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     if isinstance(lhs, lm.Subscripted):
         return lm.Subscripted(name, lhs.sub, col=lhs.col), row
     return name, row
+
+
+def _name_subscript(sym: lm.Sym) -> bool:
+    """No subscript, or one that is a word (``\\mathrm{FFN}_{\\mathrm{SwiGLU}}``), not an
+    index."""
+    if not sym.sub:
+        return True
+    letters = [t.text for t in sym.sub if t.kind == "letter"]
+    return len(letters) > 1 and all(t.kind in ("letter", "macro") or t.text in "{}"
+                                    for t in sym.sub)
 
 
 def _argument_bindings(lhs: lm.Node, g: Derivation, stage: str) -> dict:
@@ -618,6 +629,8 @@ def _argument_bindings(lhs: lm.Node, g: Derivation, stage: str) -> dict:
     inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
     args = inner.args if isinstance(inner, lm.Call) else (
         inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,))
+    if any(not isinstance(a, lm.Sym) for a in args):
+        return {}
     if stage not in g.stages:
         return {}
     reads = _reads_from_outside(g, stage)

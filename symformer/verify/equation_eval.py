@@ -104,6 +104,8 @@ def _product(a: object, b: object) -> object:
             b = b.rows[0][0]
         return _elementwise(a, b, lambda x, y: x * y, "multiply")
     (ra, ca), (rb, cb) = a.shape, b.shape
+    if ra == rb == 1 and ca == cb:  # two rows of one width: x σ(x), entry by entry
+        return _elementwise(a, b, lambda x, y: x * y, "multiply")
     if ca != rb:
         raise Inapplicable(f"cannot multiply a {ra}x{ca} matrix by a {rb}x{cb} one")
     cols = b.t().rows
