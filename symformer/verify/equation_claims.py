@@ -43,6 +43,7 @@ from symformer.exercise.settings import Range
 from symformer.verify import conventions
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
+from symformer.verify.equation_defs import expand, split_definitions
 from symformer.verify.equation_eval import Env, Evaluator, Inapplicable, Mat, Undecided
 
 #: Digits to which an equation's value must agree with the stage's at every entry.
@@ -263,7 +264,9 @@ class Judge:
         g = self.derivation(causal, None, claim.stage)
         self._gradients(g, claim)
         links = []
-        for chain in claim.chains:
+        claimed, definitions = split_definitions(claim.chains)
+        for chain in claimed:
+            chain = expand(chain, definitions)
             for k, rhs in enumerate(chain.rhs, start=1):
                 links.append(self.judge_link(claim, chain, rhs, k, g, causal))
         return EquationCheck(claim, links)

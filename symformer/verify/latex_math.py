@@ -54,6 +54,8 @@ NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": 
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
                    "erf": "erf"}
+#: Words set between two equations of one line (``, \\quad \\text{where} ...``).
+_SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
 _IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right", "bigl",
                       "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg", "biggl", "biggr",
@@ -421,18 +423,33 @@ class Parser:
                 self.k += 1
                 rhs.append(self.expression())
             self.skip_layout()
-            if self.at(".", ","):
+            separated = self.at(".", ",")
+            if separated:
                 self.k += 1
                 self.skip_layout()
+            separated = self.separator_word() or separated
             t = self.peek()
-            if t is not None and not self.at("\\\\"):
+            if t is not None and not self.at("\\\\") and not separated:
                 raise fail(t.text, t.col)
             if not rhs:
                 raise InputError(f"cannot read line {line} of the equation: no '='")
             chains.append(Chain(lhs, tuple(rhs), line))
+            if t is not None and not self.at("\\\\"):  # `, \quad RMS(x) = ...`: one more
+                line += 1
         if not chains:
             raise InputError("cannot read the equation: it is empty")
         return chains
+
+    def separator_word(self) -> bool:
+        """``\\text{where}`` (with, and, for) between two equations of one line: taken."""
+        t = self.peek()
+        if t is None or t.text not in ("\\text", "\\mathrm", "\\textrm") \
+                or _text(self.peek_group(1)).strip() not in _SEPARATORS:
+            return False
+        self.k += 1
+        self.raw_group()
+        self.skip_layout()
+        return True
 
     def expression(self) -> Node:
         """Terms joined by + and -."""
@@ -506,6 +523,9 @@ class Parser:
             return True
         if t.kind == "char":
             return t.text in "([{|"
+        if t.text in ("\\text", "\\mathrm", "\\textrm") \
+                and _text(self.peek_group(1)).strip() in _SEPARATORS:
+            return False
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
                               "\\geq", "\\lt", "\\gt", "\\ne", "\\neq", "\\end")
