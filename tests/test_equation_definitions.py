@@ -122,3 +122,36 @@ def _entry_and_value(message: str) -> tuple[tuple[int, int], float]:
     import re
     m = re.search(r"at \[(\d+),(\d+)\] is (-?[0-9.e-]+)", message)
     return (int(m[1]), int(m[2])), float(m[3])
+
+
+@pytest.mark.parametrize("latex, status", [
+    (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \ldots, "
+     r"\mathrm{head}_h) W^O", "holds"),
+    (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, "
+     r"\mathrm{head}_4) W^O", "holds"),
+    (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_2, \mathrm{head}_1, "
+     r"\mathrm{head}_3, \mathrm{head}_4) W^O", "fails"),
+    (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \ldots, "
+     r"\mathrm{head}_h)", "fails"),
+])
+def test_the_papers_multi_head_equation(llama, latex, status):
+    """Attention Is All You Need's MultiHead = Concat(head_1, ..., head_h) W^O on
+    llama_style's four heads: in order it holds; heads swapped, or W^O dropped, fails."""
+    (link,) = _links(llama, "layer1.attention.output", latex)
+    assert link.status == status, link.message
+
+
+def test_concat_by_hand(llama):
+    """Concat(head_1, head_2) is 3 x 4 (two 3 x 2 heads), which W^O (8 x 4) cannot
+    multiply: the shapes are named."""
+    (link,) = _links(llama, "layer1.attention.output", r"A = \mathrm{Concat}(\mathrm{head}_1,"
+                     r" \mathrm{head}_2) W^O", where={"A": "layer1.attention.output"})
+    assert link.status == "fails" and "cannot multiply a 3x4 matrix by a 8x4 one" \
+        in link.message
+
+
+def test_an_ellipsis_outside_a_run_is_one_line(llama):
+    with pytest.raises(InputError, match="ldots"):
+        _links(llama, "layer1.attention.output",
+               r"A = \mathrm{Concat}(\ldots, \mathrm{head}_2) W^O",
+               where={"A": "layer1.attention.output"})

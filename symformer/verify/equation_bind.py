@@ -107,6 +107,8 @@ class SymbolTable:
                           forced_where=where(source))
             if grad:
                 continue
+            if s.kind == "head_output" and s.head:  # the paper's head_i (Concat's items)
+                self._add(rf"\mathrm{{head}}_{{{s.head}}}", Target(stage=s.name, matrix=True))
             if _matrix_symbol(s) != symbol(s).latex:
                 self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),
                           forced_where=where(s))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from flint import arb, fmpq
@@ -560,6 +560,13 @@ class Evaluator:
         return result
 
     def call(self, node: lm.Call, env: Env) -> object:
+        if node.name == "concat":
+            parts = [self.value(a, env) for a in self.run(node.args)]
+            mats = [p if isinstance(p, Mat) else Mat([[p]]) for p in parts]
+            if len({m.shape[0] for m in mats}) != 1:
+                raise Inapplicable("Concat of matrices with different numbers of rows")
+            return Mat([[x for m in mats for x in m.rows[i]]
+                        for i in range(mats[0].shape[0])])
         if node.name == "softmax":
             (arg,) = node.args
             return _softmax(self.value(arg, env))
@@ -573,6 +580,36 @@ class Evaluator:
         v = self.value(arg, env)
         f = _FUNCTIONS[node.name]
         return v.map(f) if isinstance(v, Mat) else f(v)
+
+    def run(self, items: tuple[lm.Node, ...]) -> list[lm.Node]:
+        """Concat's items with ``a_1, \\ldots, a_h`` written out: a_2, ... up to the last
+        number written, or (a letter: ``h``, the heads) as far as the example has them."""
+        out: list[lm.Node] = []
+        k = 0
+        while k < len(items):
+            item = items[k]
+            if not (isinstance(item, lm.Sym) and item.base == lm.ELLIPSIS):
+                out.append(item)
+                k += 1
+                continue
+            first = out[-1] if out else None
+            last = items[k + 1] if k + 1 < len(items) else None
+            if not (isinstance(first, lm.Sym) and isinstance(last, lm.Sym)
+                    and first.base == last.base and first.sub and last.sub
+                    and first.sub_text.isdigit()):
+                raise InputError(f"cannot read \\ldots at column {item.col}: write it "
+                                 f"between two items of one name, the first numbered "
+                                 f"(\\mathrm{{head}}_1, \\ldots, \\mathrm{{head}}_h)")
+            numbered = last.sub_text.isdigit()
+            n = int(first.sub_text) + 1
+            while n < (int(last.sub_text) if numbered else _MAX_RUN):
+                sym = replace(first, sub=(lm.Token("num", str(n), first.col),))
+                if not numbered and self.table.lookup(sym, self.near) is None:
+                    break  # head_h: as many as the example has
+                out.append(sym)
+                n += 1
+            k += 2 if not numbered else 1
+        return out
 
     def reduce(self, node: lm.Reduce, env: Env) -> object:
         ranges = []
@@ -689,6 +726,8 @@ def _symbols(node: lm.Node):
                 stack.extend(v for v in value if isinstance(v, lm.Node))
 
 
+#: The longest run ``a_1, \\ldots, a_h`` is written out to.
+_MAX_RUN = 1000
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
 _SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "d_{ff}", "|V|", "t")
 

@@ -49,11 +49,13 @@ Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
 #: Functions of one argument (the name the evaluator knows).
 FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "sin",
              "cos": "cos", "sqrt": "sqrt"}
+#: The symbol ``\\ldots`` (``\\dots``, ``\\cdots``) reads as: a run of items (Concat's).
+ELLIPSIS = "..."
 #: Functions written with \operatorname{..} or \mathrm{..}.
 NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
-                   "erf": "erf"}
+                   "erf": "erf", "Concat": "concat", "concat": "concat"}
 #: Words set between two equations of one line (``, \\quad \\text{where} ...``).
 _SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
@@ -647,6 +649,9 @@ class Parser:
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
+        if name in ("ldots", "dots", "cdots"):  # only inside Concat(..): its items' run
+            self.k += 1
+            return Sym(ELLIPSIS, col=t.col)
         if name == "infty":
             self.k += 1
             return Sym("infty", col=t.col)
@@ -662,6 +667,10 @@ class Parser:
             fn = NAMED_FUNCTIONS[_text(self.raw_group())]
             if fn == "max":
                 return self.reduction("max", t)
+            if fn == "concat":  # Concat(head_1, ..., head_h): side by side
+                arg = self.argument(t)
+                return Call(fn, arg.items if isinstance(arg, Arguments) else (arg,),
+                            col=t.col)
             return Call(fn, (self.argument(t),), col=t.col)
         if name == "mathrm" and _text(self.peek_group(1)) == "d":
             self.k += 1
