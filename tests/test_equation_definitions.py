@@ -155,3 +155,29 @@ def test_an_ellipsis_outside_a_run_is_one_line(llama):
         _links(llama, "layer1.attention.output",
                r"A = \mathrm{Concat}(\ldots, \mathrm{head}_2) W^O",
                where={"A": "layer1.attention.output"})
+
+
+def test_the_additive_mask_of_the_scores(tmp_path):
+    """softmax(QK^T/sqrt(d_k) + M) V with M bound to the causal mask holds on a decoder;
+    without M it fails at the first row, whose one visible key gets weight 1 (so the
+    output row is v_0 exactly)."""
+    from symformer.example.loader import load_example as load
+
+    path = tmp_path / "lm.toml"
+    path.write_text(open(load_example("gpt2_style").source, encoding="utf-8").read())
+    example = load(path)
+    checker = Checker(example)
+    judge = Judge(example, checker.derivation, checker.causal)
+    attention = (r"\mathrm{Attention}(Q,K,V) = \mathrm{softmax}\left(\frac{QK^\top}"
+                 r"{\sqrt{d_k}} MASK\right)V")
+    (link,) = _links(judge, "layer1.head1.output", attention.replace("MASK", "+ M"),
+                     where={"M": "layer1.head1.scores.mask"})
+    assert link.status == "holds", link.message
+    (link,) = _links(judge, "layer1.head1.output", attention.replace("MASK", ""))
+    assert link.status == "fails" and "at [0,0]" in link.message
+
+
+def test_a_mask_of_a_stage_without_one_is_unknown(llama):
+    with pytest.raises(InputError, match="layer1.head1.weights.mask"):
+        _links(llama, "layer1.head1.output", r"O = \mathrm{softmax}(S + M) V",
+               where={"M": "layer1.head1.weights.mask"})

@@ -182,6 +182,8 @@ class Evaluator:
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
         """The entries of a stage (balls) or a weight (exact) as balls."""
+        if target.parameter == "mask":
+            return self.mask(target.stage)
         if target.parameter is not None:
             op = self.g[target.stage].op
             if target.parameter == "target" and hasattr(op, "targets"):
@@ -193,6 +195,15 @@ class Evaluator:
         if any(x is None for row in values for x in row):
             return [[arb.neg_inf() if x is None else x for x in row] for row in values]
         return values
+
+    def mask(self, scores: str) -> list[list[arb]]:
+        """The additive mask of a score stage: 0, and -inf (or the finite mask value the
+        example adds) at its masked entries."""
+        op = self.g[scores].op
+        blocked = arb.neg_inf() if op.mask_value is None else _ball(op.mask_value)
+        r, c = self.g[scores].shape
+        return [[blocked if (i, j) in op.masked else arb(0) for j in range(c)]
+                for i in range(r)]
 
     def one_hot(self, loss: str, targets) -> list[list[arb]]:
         """A cross-entropy's targets as one-hot rows over the vocabulary (a position
