@@ -181,3 +181,26 @@ def test_a_mask_of_a_stage_without_one_is_unknown(llama):
     with pytest.raises(InputError, match="layer1.head1.weights.mask"):
         _links(llama, "layer1.head1.output", r"O = \mathrm{softmax}(S + M) V",
                where={"M": "layer1.head1.weights.mask"})
+
+
+def test_an_unreadable_equation_does_not_stop_the_others(tmp_path, capsys):
+    """Of three equations, the readable one is judged; each other gets the verdict
+    "cannot be read" and one line on stderr naming it; the exit status is 2."""
+    claims = tmp_path / "mixed.toml"
+    claims.write_text(
+        "[[equation]]\nname = 'good'\nstage = 'layer1.head1.scores'\n"
+        "latex = 'S = QK^\\top/\\sqrt{d_k}'\nexamples = 1\n\n"
+        "[[equation]]\nname = 'macro'\nstage = 'layer1.head1.weights'\n"
+        "latex = 'A = \\foo{S}'\n\n"
+        "[[equation]]\nname = 'symbol'\nstage = 'layer1.head1.weights'\n"
+        "latex = 'A = \\operatorname{diag}(S)'\n")
+    assert main(["check", str(claims)]) == 2
+    captured = capsys.readouterr()
+    assert "equation good -> layer1.head1.scores (line 1): holds" in captured.out
+    assert "equation macro -> layer1.head1.weights (line 1): cannot be read: cannot read " \
+           "\\foo at column 5" in captured.out
+    assert "1 of 3 equations hold" in captured.out
+    err = captured.err.splitlines()
+    assert len(err) == 2
+    assert err[0].endswith("mixed.toml, equation 2 (macro): cannot read \\foo at column 5")
+    assert "mixed.toml, equation 3 (symbol): cannot read diag at column" in err[1]

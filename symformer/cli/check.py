@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer check", quiet=args.quiet) as bar:
         results = checker.check_all(claims, bar.step)
     judge = Judge(g.example, checker.derivation, checker.causal, checker.run)
-    checked = [judge.check(e) for e in equations]
+    checked = judge.check_each(equations)
     right, total = summary(results)
     if args.json:
         document = as_json(results, right, total)
@@ -124,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
         text = report(results, right, total) if claims else ""
         lines = equations_report(checked)
         print("\n".join(([text, ""] if text else []) + lines) if lines else text)
+    unreadable = [e.unreadable for e in checked if e.unreadable]
+    for line in unreadable:  # each one line, as every bad input is; the rest was judged
+        print(f"symformer check: error: {line}", file=sys.stderr)
+    if unreadable:
+        return 2
     return 0 if right == total and all(e.ok for e in checked) else 1
 
 

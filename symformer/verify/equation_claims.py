@@ -73,13 +73,22 @@ class EquationClaim:
     source: str = ""              # for messages: file and claim number or line
     line: int | None = None       # a document's line of the block
     chains: list[lm.Chain] = field(default_factory=list)
+    #: Why the LaTeX cannot be read, when ``lenient`` (else that is raised at once).
+    unreadable: str = ""
+    lenient: bool = False
 
     def __post_init__(self) -> None:
         if not self.chains:
             try:
                 self.chains = lm.parse_equations(self.latex)
             except InputError as error:
-                raise InputError(f"{self.source}: {error}") from None
+                if not self.lenient:
+                    raise InputError(f"{self.source}: {error}") from None
+                self.unreadable = f"{self.source}: {error}"
+
+
+#: The verdict on an equation that cannot be read (an unknown macro or symbol).
+UNREADABLE = "cannot be read"
 
 
 @dataclass
@@ -100,6 +109,13 @@ class EquationCheck:
 
     claim: EquationClaim
     links: list[Link]
+
+    @property
+    def unreadable(self) -> str:
+        """The one line saying why the equation cannot be read, naming the claim ("": it
+        was read)."""
+        why = next((k.message for k in self.links if k.status == UNREADABLE), "")
+        return f"{self.claim.source}: {why}" if why and self.claim.source else why
 
     @property
     def ok(self) -> bool:
@@ -143,7 +159,8 @@ def equations_from_toml(data: Mapping, source: str) -> list[EquationClaim]:
             raise InputError(f"{where}: causal must be true or false")
         name = t.get("name", t["stage"])
         out.append(EquationClaim(str(name), t["stage"], t["latex"], dict(bindings),
-                                 vectors, examples, causal, f"{where} ({name})"))
+                                 vectors, examples, causal, f"{where} ({name})",
+                                 lenient=True))
     return out
 
 
@@ -169,7 +186,7 @@ def equations_from_document(text: str, source: str) -> list[EquationClaim]:
             raise InputError(f"{where}: no equation block after the tag")
         block, first = _block(lines, start, where)
         out.append(EquationClaim(f"line {first}", stage, block, bindings,
-                                 source=f"{source}, line {first}", line=first))
+                                 source=f"{source}, line {first}", line=first, lenient=True))
     return out
 
 
@@ -248,9 +265,24 @@ class Judge:
         self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
 
+    def check_each(self, claims: list[EquationClaim]) -> list[EquationCheck]:
+        """Every claim's verdicts; one that cannot be read (its LaTeX, or a symbol the
+        notation does not have) gets the verdict :data:`UNREADABLE` with its one line,
+        and the others are judged all the same."""
+        out = []
+        for claim in claims:
+            try:
+                out.append(self.check(claim))
+            except InputError as error:
+                why = str(error).removeprefix(f"{claim.source}: ")
+                out.append(EquationCheck(claim, [Link(1, 1, UNREADABLE, why)]))
+        return out
+
     def check(self, claim: EquationClaim) -> EquationCheck:
         """Every link of every line of ``claim`` (an unreadable or unbound symbol: an
         InputError naming the claim)."""
+        if claim.unreadable:
+            raise InputError(claim.unreadable)
         try:
             return self._check(claim)
         except InputError as error:
