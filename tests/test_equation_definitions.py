@@ -204,3 +204,22 @@ def test_an_unreadable_equation_does_not_stop_the_others(tmp_path, capsys):
     assert len(err) == 2
     assert err[0].endswith("mixed.toml, equation 2 (macro): cannot read \\foo at column 5")
     assert "mixed.toml, equation 3 (symbol): cannot read diag at column" in err[1]
+
+
+FA2 = {"P": "layer1.head1.weights", "dP": "grad.layer1.head1.weights",
+       "dO": "grad.layer1.head1.output", "O": "layer1.head1.output"}
+
+
+@pytest.mark.parametrize("latex, status", [
+    # FlashAttention-2's backward (Algorithm 2): dS = P ∘ (dP − D), D = rowsum(dO ∘ O)
+    (r"dS = P \circ (dP - D), \quad D = \mathrm{rowsum}(dO \circ O)", "holds"),
+    (r"dS_{ij} = P_{ij}(dP_{ij} - D_i), \quad D_i = \sum_c dO_{ic} O_{ic}", "holds"),
+    # D without the weights: rowsum(dP) is not the softmax's correction Σ_k P_ik dP_ik
+    (r"dS = P \circ (dP - D), \quad D = \mathrm{rowsum}(dP)", "fails"),
+])
+def test_flashattention2_softmax_backward(latex, status):
+    example = load_example()
+    checker = Checker(example)
+    judge = Judge(example, checker.derivation, checker.causal)
+    (link,) = _links(judge, "grad.layer1.head1.scores", latex, where=FA2)
+    assert link.status == status, link.message

@@ -578,6 +578,11 @@ class Evaluator:
                 raise Inapplicable("Concat of matrices with different numbers of rows")
             return Mat([[x for m in mats for x in m.rows[i]]
                         for i in range(mats[0].shape[0])])
+        if node.name == "rowsum":  # FlashAttention's rowsum(dO ∘ O): an n x 1 column
+            (arg,) = node.args
+            v = self.value(arg, env)
+            rows = v.rows if isinstance(v, Mat) else [[v]]
+            return Mat([[sum(row, arb(0))] for row in rows])
         if node.name == "softmax":
             (arg,) = node.args
             return _softmax(self.value(arg, env))

@@ -55,7 +55,8 @@ ELLIPSIS = "..."
 NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
-                   "erf": "erf", "Concat": "concat", "concat": "concat"}
+                   "erf": "erf", "Concat": "concat", "concat": "concat",
+                   "rowsum": "rowsum"}
 #: Words set between two equations of one line (``, \\quad \\text{where} ...``).
 _SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
