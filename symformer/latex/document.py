@@ -32,7 +32,7 @@ from symformer.latex.blocks import (
     Table,
     Worked,
 )
-from symformer.latex.equations import stage_equation
+from symformer.latex.equations import numbered_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.outline import Section
@@ -274,7 +274,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     label = ("causal:" if prefix else "") + stage.name
     style = Style(options.decimals, options.exact)
     fragments = []
-    equation = None if repeated else stage_equation(stage)
+    equation = None if repeated else numbered_equation(stage)
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))

@@ -5,7 +5,7 @@ The deck is a title frame, the block diagram of the example's architecture
 worked shows on its frame
 
 1. its general equation (the operation's declared and proved index form, as in the
-   exported document: :func:`symformer.codegen.backward.equation_lines`) and the same
+   exported document: :func:`symformer.equations.stage.equation_lines`) and the same
    formula with the chosen token's numbers substituted (the worked lines of
    :mod:`symformer.worked`, each recomputable from what it prints) -- the audience can
    predict the result;
@@ -40,8 +40,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from symformer.codegen.backward import equation_lines
 from symformer.engine import Derivation, Stage
+from symformer.equations.stage import equation_lines
 from symformer.figures import diagram
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
