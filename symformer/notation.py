@@ -25,7 +25,6 @@ from symformer.ops import (
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation, Stage
-    from symformer.entry_symbol import EntrySymbol
 
 #: RoPE's position and pair indices (its equations' ``p`` and ``c``): the figures and
 #: their captions write the same letters.
@@ -190,24 +189,6 @@ def entry(stage: Stage, j: int, fmt: str = "text") -> str:
     """Column ``j``'s symbol: ``q_0`` (text), ``q_{0}`` (latex); ``μ`` for a whole row."""
     k = index(stage, j)
     return notation(stage).entry(*(() if k is None else (k,)), fmt=fmt)
-
-
-def entry_symbol(stage: Stage, j: int) -> EntrySymbol:
-    """Column ``j``'s symbol as a SymPy symbol (the left-hand side of a worked line)."""
-    from symformer.entry_symbol import EntrySymbol
-
-    return EntrySymbol(notation(stage), index(stage, j))
-
-
-def __getattr__(name: str) -> object:
-    """``EntrySymbol`` lives in :mod:`symformer.entry_symbol` (it subclasses SymPy's
-    Symbol, so importing it imports SymPy; this module's symbols do not need SymPy:
-    ``derive`` words its notes with them)."""
-    if name == "EntrySymbol":
-        from symformer.entry_symbol import EntrySymbol
-
-        return EntrySymbol
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def matrix_latex(stage: Stage) -> str:

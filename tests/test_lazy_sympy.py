@@ -177,7 +177,6 @@ def test_the_scan_finds_top_level_sympy():
 SUBCLASS_SYMPY = {
     "lazy.py": "the lazy module itself",
     "latex/numbers.py": "TextbookPrinter subclasses SymPy's LatexPrinter",
-    "entry_symbol.py": "EntrySymbol subclasses sympy.Symbol",
 }
 
 

@@ -257,8 +257,3 @@ def _remarks(step: Step) -> list[str]:
         out.append(f"<mspace width=\"1em\"/><mtext>({escape(step.note)})</mtext>")
     return out
 
-
-def step_mathml(step: Step, display: bool = False) -> str:
-    """A worked line as one ``<math>`` element: ``lhs = ... ≈ result``."""
-    mode = ' display="block"' if display else ' displaystyle="true"'
-    return f"<math{mode}><mrow>{''.join(step_pieces(step))}</mrow></math>"
