@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from symformer.blocks.lessons import add_per_position_loss, not_asked
+from symformer.blocks.requested_stages import add_per_position_loss, not_asked
 from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError

@@ -8,7 +8,7 @@ other stages, verdicts and labels stay as they were.  The addresses (docs/verify
 
 * ``S.exp``, ``S.exp_sum`` -- S a softmax: each e^{s_j} of its input, each row's Σ;
 * ``S.products.rowR``, ``S.jacobian.rowR`` -- the lesson stages of
-  :mod:`symformer.blocks.lessons`, without asking for them in ``[stages]``;
+  :mod:`symformer.blocks.requested_stages`, without asking for them in ``[stages]``;
 * ``S.output_mean``, ``S.output_variance``, ``loss.per_position`` -- the other lesson
   stages, without ``[stages]``;
 * ``S.squares`` -- S a variance ((x_j - μ)²) or a mean square (x_j²);
@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterator
 from weakref import WeakKeyDictionary
 
-from symformer.blocks import lessons
+from symformer.blocks import requested_stages
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import CONSTANT_KIND, position_label
@@ -81,9 +81,9 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     if name in g:
         return True
     before = set(g.stages)
-    added = name == lessons.PER_POSITION and "loss" in g
+    added = name == requested_stages.PER_POSITION and "loss" in g
     if added:
-        lessons.add_per_position_loss(g, "loss", force=True)
+        requested_stages.add_per_position_loss(g, "loss", force=True)
     for add in (_row_stage, _suffix_stage, _output_stage, _via_stage, _adam_stage,
                 _uniform_loss_stage, _parameter_stage):
         if added:
@@ -132,7 +132,7 @@ def side_addresses(g: Derivation) -> Iterator[str]:
             if s.op.decay:
                 yield f"{step}.adamw_decayed.{weight}"
     if "loss" in g and g["loss"].op.name in ("cross_entropy", "mse"):
-        yield lessons.PER_POSITION
+        yield requested_stages.PER_POSITION
     if "loss" in g and g["loss"].op.name == "cross_entropy":
         yield UNIFORM_LOSS
     yield from _parameters(g, every=True)
@@ -156,7 +156,7 @@ def _row_stage(g: Derivation, name: str) -> bool:
     row = int(match["row"])
     if row >= s.shape[0]:
         raise InputError(f"{name}: {s.name} has {s.shape[0]} rows (0 to {s.shape[0] - 1})")
-    lessons.add_row_stage(g, s, match["key"], row)
+    requested_stages.add_row_stage(g, s, match["key"], row)
     return True
 
 

@@ -8,7 +8,7 @@ a finite number (-1e9) gets the bias too, as the float implementations add it.  
 bias is a constant: the backward rule passes the gradient unchanged.
 
 ``alibi = true`` gives the paper's slopes (2^(-8k/h) for head k of h, h a power of 2;
-:func:`symformer.example.lesson.paper_slopes`).
+:func:`symformer.example.alibi.paper_slopes`).
 """
 
 from __future__ import annotations
