@@ -9,10 +9,9 @@ LayerNorm's mean, ...).  Its module holds everything about it, side by side:
   stage exactly from them, as ``check`` does with an author's printed numbers);
 * ``arb(args)`` -- the same operation in ball arithmetic (certified digits);
 * ``reference(args, dtype)`` -- the float reference: it calls the module's NumPy
-  function (``function()``) on ``arguments(args, dtype)``; ``crosscheck`` runs it;
-* ``equation()`` -- the general equation in index form, declared once and printed in
-  every format (:mod:`symformer.equations`), proved equal to ``sympy()`` at every
-  entry;
+  function (``function()``) on ``arguments(args, dtype)``; ``crosscheck`` runs it
+  and latexify-py renders the same function as the general equation, spelled as
+  :meth:`Operation.spelling` says (which parameter is which symbol, which index);
 * ``notation`` -- the symbol of the token's vector at this step and the step's
   title, used by every format;
 * ``facts(stage)`` -- the identities ``prove`` states about the step, if any;
@@ -159,7 +158,7 @@ class Operation(ABC):
 
     #: The registry key (a short lower-case name, unique per class).
     name: ClassVar[str]
-    #: The NumPy function the float reference runs (``crosscheck``).
+    #: The NumPy function the float reference runs and latexify renders.
     reference_function: ClassVar[Callable[..., Any]]
     #: The default notation; a composition may give a stage another role's notation
     #: (a projection makes queries ``q`` or keys ``k``) through the ``notation`` field.
@@ -273,12 +272,8 @@ class Operation(ABC):
         """The notation of this step (the role's, else the operation's default)."""
         return getattr(self, "notation", None) or self.default_notation
 
-    #: True when consumers' equations may show this step substituted into theirs
-    #: (the scaled score written q·k_j / sqrt(d_k) as well as u_j / sqrt(d_k)).
-    inline: ClassVar[bool] = False
-
     def function(self) -> Callable[..., Any]:
-        """The NumPy function this instance's float reference runs."""
+        """The NumPy function this instance runs (and latexify renders)."""
         return type(self).reference_function
 
     def spelling(self) -> Spelling | tuple[Spelling, ...]:
@@ -510,9 +505,9 @@ class Operation(ABC):
 
         Written from the textbook formula in matrix form (``softmax_backward(alpha, g)
         = alpha * (g - sum(alpha * g))``), independently of :meth:`backward`'s row
-        arithmetic: ``crosscheck`` runs it as the float64 backward reference (the rule's
-        printed general equation is :meth:`backward_equation`).  None: the operation
-        has no float backward reference yet.
+        arithmetic: ``crosscheck`` runs it as the float64 backward reference and the
+        export's Backward part renders it with latexify as the rule's general
+        equation.  None: the operation has no float backward reference yet.
         """
         return None
 

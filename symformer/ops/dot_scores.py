@@ -42,7 +42,6 @@ class DotScores(Operation):
     trace_step = "attention"
     columns = "keys"
     rational = True
-    inline = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("u[i, j] = sum(q[i, c] * k[j, c] for c in range(d_k))",),

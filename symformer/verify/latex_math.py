@@ -291,14 +291,6 @@ class Cases(Node):
 
 
 @dataclass(frozen=True)
-class Delta(Node):
-    """Kronecker's ``\\delta_{jk}``."""
-
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True)
 class Subscripted(Node):
     """``(expr)_{ij}``: an entry of a matrix-valued expression."""
 
