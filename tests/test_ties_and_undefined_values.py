@@ -1,4 +1,4 @@
-"""Reproducers of issue 14, part 3: undefined values are errors; ties are decided.
+"""Undefined values are errors naming the stage and row; ties are decided (issue 14).
 
 Expected values are computed here independently: exact fractions with Python's
 decimal module (half to even), and mpmath at high precision for the sign of what a
