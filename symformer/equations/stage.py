@@ -1,5 +1,9 @@
 """A stage's general equation: its operation's index equation bound to the stage.
 
+The bind stage of :mod:`symformer.equations`' pipeline, and its entry point:
+:func:`stage_equation` (bound lines) and :func:`equation_lines` (their printed form,
+what every format shows) run parse, bind, transform and render for one stage.
+
 A forward stage's equation is ``stage.op.equation()`` with its arrays bound to the
 stage, its input stages and its operation's parameters.  A gradient stage dL/dS sums
 one backward rule per consumer C of S (``C.op.backward_equation(wrt)``); with one
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symformer.equations import render, transform
 from symformer.equations.evaluate import entries
@@ -27,7 +31,9 @@ from symformer.equations.symbols import FIXED, spell
 from symformer.equations.text import entry_text
 from symformer.lazy import sympy
 from symformer.ops.base import Notation
-from symformer.ops.gradient import Term
+
+if TYPE_CHECKING:
+    from symformer.ops.gradient import Term
 
 
 @dataclass(frozen=True)
