@@ -61,11 +61,6 @@ from symformer.ops import (
     SgdStep,
     SiLU,
     Softmax,
-    StagedEmbedding,
-    StagedNormalize,
-    StagedPositional,
-    StagedProjection,
-    StagedRMSNormalize,
     StdDev,
     TableSum,
     Transpose,
@@ -546,13 +541,18 @@ def _(draw):
     return Case(Parameter(_matrix(draw, *_shape(draw))), [])
 
 
-@factory("staged_projection")
+# An operation reading its weights from stages (``Operation.staged``, what ``train``'s
+# steps run) has a factory of its own, "<name>.from_stages": its weights are drawn as
+# input stages, apart from the constants it was made from (which it must not read).
+
+@factory("projection.from_stages")
 def _(draw):
     n, d_in, d_out = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
     bias = draw(st.booleans())
+    start = Projection(_matrix(draw, d_in, d_out), _matrix(draw, 1, d_out) if bias else None,
+                       weight="W_1", bias="b_1")
     inputs = [_matrix(draw, n, d_in), _matrix(draw, d_in, d_out)]
-    return Case(StagedProjection(bias, weight="W_1", bias="b_1"),
-                inputs + ([_matrix(draw, 1, d_out)] if bias else []))
+    return Case(start.staged(), inputs + ([_matrix(draw, 1, d_out)] if bias else []))
 
 
 @factory("sgd_step")
@@ -616,33 +616,36 @@ def _(draw):
                 [_matrix(draw, n, d), _matrix(draw, n, d), v])
 
 
-@factory("staged_normalize")
+@factory("normalize.from_stages")
 def _(draw):
     n, d = _shape(draw)
     x = _matrix(draw, n, d)
-    return Case(StagedNormalize(sympy.Rational(1, 1000), draw(st.booleans())),
-                [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d), _matrix(draw, 1, d)])
+    start = Normalize(sympy.Rational(1, 1000), _matrix(draw, 1, d), _matrix(draw, 1, d),
+                      draw(st.booleans()))
+    return Case(start.staged(), [x, _mean_of(x), _positive(draw, n), _matrix(draw, 1, d),
+                                 _matrix(draw, 1, d)])
 
 
-@factory("staged_rms_normalize")
+@factory("rms_normalize.from_stages")
 def _(draw):
     n, d = _shape(draw)
-    return Case(StagedRMSNormalize(sympy.Rational(1, 1000)),
-                [_matrix(draw, n, d), _positive(draw, n), _matrix(draw, 1, d)])
+    start = RMSNormalize(sympy.Rational(1, 1000), _matrix(draw, 1, d))
+    return Case(start.staged(), [_matrix(draw, n, d), _positive(draw, n), _matrix(draw, 1, d)])
 
 
-@factory("staged_embedding")
+@factory("embedding.from_stages")
 def _(draw):
     vocab, d = draw(st.integers(1, 4)), draw(st.integers(1, 3))
     ids = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=4)))
-    return Case(StagedEmbedding(ids), [_matrix(draw, vocab, d)])
+    return Case(Embedding(_matrix(draw, vocab, d), ids).staged(), [_matrix(draw, vocab, d)])
 
 
-@factory("staged_positional")
+@factory("learned_positional.from_stages")
 def _(draw):
     rows, d = draw(st.integers(1, 5)), draw(st.integers(1, 3))
     n = draw(st.integers(1, rows))
-    return Case(StagedPositional(n, draw(st.integers(0, rows - n))), [_matrix(draw, rows, d)])
+    start = LearnedPositional(_matrix(draw, rows, d), n, draw(st.integers(0, rows - n)))
+    return Case(start.staged(), [_matrix(draw, rows, d)])
 
 
 @factory("transpose")
@@ -661,9 +664,10 @@ def _(draw):
 # -- backward: the NumPy VJP against the rule and against finite differences ----------
 
 def _differentiable() -> list[str]:
-    """The operations with a backward rule (Gradient and Seed are the backward pass)."""
-    return sorted(name for name, cls in OPERATIONS.items()
-                  if cls.backward is not Operation.backward and name in FACTORIES)
+    """The factories of operations with a backward rule (Gradient and Seed are the
+    backward pass), those reading their weights from stages included."""
+    return sorted(name for name in FACTORIES
+                  if OPERATIONS[name.partition(".")[0]].backward is not Operation.backward)
 
 
 def _field(op: Operation, value: sympy.Matrix) -> str:

@@ -40,11 +40,6 @@ from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpS
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
-from symformer.ops.staged_embedding import StagedEmbedding
-from symformer.ops.staged_normalize import StagedNormalize
-from symformer.ops.staged_positional import StagedPositional
-from symformer.ops.staged_projection import StagedProjection
-from symformer.ops.staged_rms_norm import StagedRMSNormalize
 from symformer.ops.std_dev import StdDev
 from symformer.ops.table_sum import TableSum
 from symformer.ops.transpose import Transpose
@@ -61,8 +56,7 @@ __all__ = [
     "Operation", "Parameter", "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StagedEmbedding", "StagedNormalize",
-    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
+    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StdDev", "TableSum", "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",
 ]

@@ -450,10 +450,13 @@ class Operation(ABC):
     def staged(self) -> Operation | None:
         """This operation with its weights read from stages instead of constants.
 
-        The variant's inputs are this operation's inputs followed by one stage per
-        entry of :meth:`parameters` (in that order), so a training step's updated
-        weights (exact, no longer rational) are stage symbols in its local formula.
-        None: no such variant (``train`` keeps these weights as they are).
+        The same operation with ``from_stages`` set (one class: a weight is a constant
+        or read from a stage): its inputs are this operation's inputs followed by one
+        stage per entry of :meth:`parameters` (in that order), so a training step's
+        updated weights (exact, no longer rational) are stage symbols in its local
+        formula.  It declares no equation, parameters or facts of its own.  None: no
+        such form (``train`` keeps these weights as they are), or already read from
+        stages.
         """
         return None
 

@@ -2,7 +2,7 @@
 
 ``train`` starts every trained weight as a parameter stage (``step0.layer1.W_1``)
 so that every step reads its weights the same way, from stages
-(:mod:`symformer.ops.staged_projection`).
+(:meth:`~symformer.ops.base.Operation.staged`).
 """
 
 from __future__ import annotations
