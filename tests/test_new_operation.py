@@ -44,7 +44,7 @@ def _define() -> type:
     from symformer.engine.arbmath import ArbMatrix, relu_ball
     from symformer.equations.ir import IndexEquation
     from symformer.lazy import sympy
-    from symformer.ops.base import Notation
+    from symformer.notation_types import Notation
     from symformer.ops.calculus import Arithmetic
     from symformer.ops.elementwise import Smooth
 

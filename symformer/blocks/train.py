@@ -50,6 +50,7 @@ from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
 from symformer.example.numbers import exact_number
 from symformer.lazy import sympy
+from symformer.notation_types import Notation, named
 from symformer.ops import (
     AdamMoment,
     AdamStep,
@@ -58,7 +59,6 @@ from symformer.ops import (
     Transpose,
 )
 from symformer.ops.adam import DEFAULTS
-from symformer.ops.base import Notation, named
 
 #: The most steps ``train`` takes (each step adds a forward and a backward pass).
 MAX_STEPS = 50

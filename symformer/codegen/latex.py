@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from latexify.codegen import ExpressionCodegen, expression_rules
 
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 
 class _Converter:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 #: Binding strength of each operator (higher binds tighter).
 _PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.MatMult: 20, ast.Div: 20, ast.Pow: 30,

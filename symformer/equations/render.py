@@ -3,7 +3,7 @@
 The LaTeX comes from latexify-py's expression codegen (as the rest of
 :mod:`symformer.codegen`), told how this project's arrays print: an array name
 prints as the symbol of the stage or parameter it is bound to (a
-:class:`~symformer.ops.base.Notation`), an entry with its indices as subscript
+:class:`~symformer.notation_types.Notation`), an entry with its indices as subscript
 (``h_{i,j}``, ``(W_Q)_{m,j}``, ``\\sigma^2_{i}``, ``\\partial L/\\partial \\alpha_{i,j}``),
 an indicator ``(1 if c else 0)`` as ``\\mathbf{1}[c]``.  The text form is the same
 tree through :class:`~symformer.codegen.text.TextCodegen`; MathML is latex2mathml's
@@ -24,7 +24,7 @@ from symformer import math_scripts as scripts
 from symformer.codegen import symbols as sym
 from symformer.codegen.latex import LatexCodegen
 from symformer.codegen.text import TextCodegen
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 _GRADIENT = scripts.GRADIENT_PREFIXES
 #: The superscript saying where a symbol sits (``q^{(2)}``: :func:`symformer.notation.where`).

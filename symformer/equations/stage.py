@@ -8,7 +8,7 @@ named contribution ``δ^{(C)}`` and a first line adds them up -- a path's
 contribution is never written as the whole derivative.
 
 :class:`Bound` keeps what the printers, the proofs and ``equations.json`` need: the
-symbols (from the operations' :class:`~symformer.ops.base.Notation`), the exact
+symbols (from the operations' :class:`~symformer.notation_types.Notation`), the exact
 matrices (the stage symbols the local formula is written over, the weights) and the
 stage or parameter each array name stands for.
 """
@@ -33,7 +33,7 @@ from symformer.equations.ir import (
     inline_lets,
 )
 from symformer.lazy import sympy
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 from symformer.ops.gradient import Term
 
 
@@ -169,7 +169,7 @@ _EPS = sym.FIXED["epsilon"]
 
 class Symbols:
     """Where an equation's symbols come from: by default each operation's
-    :class:`~symformer.ops.base.Notation` (a stage's ``op.symbol``, several heads'
+    :class:`~symformer.notation_types.Notation` (a stage's ``op.symbol``, several heads'
     outputs with ``^(k)``, a parameter's ``parameter_notation``).  A per-example
     notation table (one symbol per quantity, layer and head superscripts) is a
     subclass passed to :func:`stage_equation`; every format then prints its symbols."""

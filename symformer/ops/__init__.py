@@ -4,11 +4,12 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 ``docs/architecture.md`` for how to add one.
 """
 
+from symformer.notation_types import Notation
 from symformer.ops.adam import AdamMoment, AdamStep
 from symformer.ops.add import Add
 from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
-from symformer.ops.base import OPERATIONS, Notation, Operation
+from symformer.ops.base import OPERATIONS, Operation
 from symformer.ops.concat import Concat
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores

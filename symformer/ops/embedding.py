@@ -21,7 +21,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 

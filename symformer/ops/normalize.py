@@ -22,7 +22,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix, undefined_error
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label
 from symformer.ops.projection import bias_backward

@@ -16,7 +16,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix
 
 
 def given(W):

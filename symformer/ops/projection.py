@@ -25,7 +25,8 @@ from symformer.engine.arbmath import (
 )
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix, named
+from symformer.notation_types import Notation, named
+from symformer.ops.base import Operation, matrix
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
 

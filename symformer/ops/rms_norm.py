@@ -19,7 +19,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix, undefined_error
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 from symformer.worked.model import Add, Const, Div, Mul, Neg, Pow

@@ -25,7 +25,8 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix
 
 
 def exponentials(s):
