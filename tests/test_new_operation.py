@@ -142,6 +142,15 @@ def test_registered_from_its_own_module(relu2):
     assert list(activations())[:4] == ["relu", "gelu", "gelu_tanh", "silu"]
 
 
+def test_a_hugging_face_config_names_it_by_its_declared_hf_names(relu2):
+    from symformer.frameworks.hf_config import hf_activations
+
+    known = hf_activations()  # hidden_act / activation_function -> the example's key
+    assert known["relu2"] == "relu2"
+    assert known["gelu_new"] == known["gelu_pytorch_tanh"] == "gelu_tanh"
+    assert known["swish"] == known["silu"] == "silu" and known["relu"] == "relu"
+
+
 def test_derive_and_backward_values(graph):
     """a = max(0, h)^2 and dL/dh = 2 max(0, h) dL/da, against float64 of the engine's h."""
     g = graph
