@@ -44,7 +44,7 @@ def _define() -> type:
     from symformer.engine.arbmath import ArbMatrix, relu_ball
     from symformer.equations.ir import IndexEquation
     from symformer.lazy import sympy
-    from symformer.ops.base import Notation
+    from symformer.notation_types import Notation
     from symformer.ops.calculus import Arithmetic
     from symformer.ops.elementwise import Smooth
 
@@ -140,6 +140,15 @@ def _floats(g, name: str) -> np.ndarray:
 def test_registered_from_its_own_module(relu2):
     assert activations()["relu2"] is relu2
     assert list(activations())[:4] == ["relu", "gelu", "gelu_tanh", "silu"]
+
+
+def test_a_hugging_face_config_names_it_by_its_declared_hf_names(relu2):
+    from symformer.frameworks.hf_config import hf_activations
+
+    known = hf_activations()  # hidden_act / activation_function -> the example's key
+    assert known["relu2"] == "relu2"
+    assert known["gelu_new"] == known["gelu_pytorch_tanh"] == "gelu_tanh"
+    assert known["swish"] == known["silu"] == "silu" and known["relu"] == "relu"
 
 
 def test_derive_and_backward_values(graph):

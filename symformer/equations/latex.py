@@ -31,7 +31,7 @@ from collections.abc import Callable
 from latexify.codegen import ExpressionCodegen, expression_rules
 
 from symformer import math_scripts as scripts
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 _GRADIENT = scripts.GRADIENT_PREFIXES
 #: The superscript saying where a symbol sits (``q^{(2)}``: :func:`symformer.notation.where`).

@@ -3,7 +3,7 @@ text, MathML and the plain form.
 
 * LaTeX: :class:`~symformer.equations.latex.LatexCodegen`, latexify-py's expression
   codegen told how this project's arrays print: an array name as the symbol of the
-  stage or parameter it is bound to (a :class:`~symformer.ops.base.Notation`), an
+  stage or parameter it is bound to (a :class:`~symformer.notation_types.Notation`), an
   entry with its indices as subscript (``h_{i,j}``, ``\\left(W_{Q}\\right)_{m,j}``,
   ``\\frac{\\partial L}{\\partial \\alpha_{i,j}}``), every other identifier as
   :func:`symformer.equations.symbols.spell` writes it;
@@ -26,7 +26,7 @@ from functools import lru_cache
 from symformer.equations.latex import LatexCodegen
 from symformer.equations.symbols import spell
 from symformer.equations.text import TextCodegen
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 
 def speller(symbols: Mapping[str, Notation]) -> Callable[[str], Notation]:

@@ -12,7 +12,7 @@ named contribution ``δ^{(C)}`` and a first line adds them up -- a path's
 contribution is never written as the whole derivative.
 
 :class:`Bound` keeps what the printers, the proofs and ``equations.json`` need: the
-symbols (from the operations' :class:`~symformer.ops.base.Notation`), the exact
+symbols (from the operations' :class:`~symformer.notation_types.Notation`), the exact
 matrices (the stage symbols the local formula is written over, the weights) and the
 stage or parameter each array name stands for.
 """
@@ -30,7 +30,7 @@ from symformer.equations.latex import entry_latex
 from symformer.equations.symbols import FIXED, spell
 from symformer.equations.text import entry_text
 from symformer.lazy import sympy
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 if TYPE_CHECKING:
     from symformer.ops.gradient import Term
@@ -133,7 +133,7 @@ _EPS = FIXED["epsilon"]
 
 class Symbols:
     """Where an equation's symbols come from: by default each operation's
-    :class:`~symformer.ops.base.Notation` (a stage's ``op.symbol``, several heads'
+    :class:`~symformer.notation_types.Notation` (a stage's ``op.symbol``, several heads'
     outputs with ``^(k)``, a parameter's ``parameter_notation``).  A per-example
     notation table (one symbol per quantity, layer and head superscripts) is a
     subclass passed to :func:`stage_equation`; every format then prints its symbols."""

@@ -2,7 +2,7 @@
 
 Part of the render stage (:mod:`symformer.equations.render`).  Identifiers are the
 names an operation's index equation uses (``d_k``, ``pos``, ``gamma``, ``eps``).  A
-table of :class:`~symformer.ops.base.Notation` gives the symbols of the arrays bound
+table of :class:`~symformer.notation_types.Notation` gives the symbols of the arrays bound
 to stages and parameters; :func:`spell` writes every other identifier the way a
 textbook does: Greek names as letters, ``d_k`` with its subscript, ``d_model`` with a
 word subscript, longer names upright.
@@ -14,7 +14,7 @@ import unicodedata
 
 from latexify.codegen import expression_rules
 
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 #: Identifiers with a fixed spelling.
 FIXED = {

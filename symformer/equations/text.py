@@ -15,7 +15,7 @@ import ast
 from collections.abc import Callable
 
 from symformer import math_scripts as scripts
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
 #: Binding strength of each operator (higher binds tighter).
 _PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.Div: 20, ast.Pow: 30,

@@ -217,8 +217,11 @@ def renames(stage: Stage) -> bool:
 
 def renaming_prose(stage: Stage) -> Prose:
     """The sentence that stands for a renaming stage's section (``m = c``, and why)."""
-    source = stage.derivation[stage.inputs[0]]
-    remark = stage.op.spelling().remark or f"{_title(stage)} is {_title(source)}"
+    g = stage.derivation
+    source = g[stage.inputs[0]]
+    equation = stage.op.equation([g[name].shape for name in stage.inputs])
+    remark = (equation.remark if equation is not None else "") \
+        or f"{_title(stage)} is {_title(source)}"
     text = remark[0].upper() + remark[1:] + ": "
     parts: list[str | Math] = []
     for k, piece in enumerate(text.split("W_O")):  # the matrix's name set as math

@@ -23,7 +23,8 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -153,12 +154,6 @@ class ALiBi(Operation):
 
     def function(self):
         return alibi_masked_scores if self.infinite_mask and self.masked else alibi_scores
-
-    def spelling(self) -> Spelling:
-        rational = getattr(self.slope, "is_Rational", True)
-        return Spelling(names={"m": str(self.slope)} if rational else {}, index="j",
-                        indexed=frozenset({"S", "D"}),
-                        remark="D: the distance |i - j| of query i and key j")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

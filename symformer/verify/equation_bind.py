@@ -112,11 +112,10 @@ class SymbolTable:
             if _matrix_symbol(s) != symbol(s).latex:
                 self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),
                           forced_where=where(s))
-            if hasattr(s.op, "target"):  # the mse target, as its operation spells it
-                note = s.op.spelling().symbols.get("T")
-                if note is not None:
-                    self._add(note.latex, Target(stage=s.name, parameter="target",
-                                                 matrix=True))
+            note = s.op.target_symbol  # the mse target, as its operation names it
+            if note is not None:
+                self._add(note.latex, Target(stage=s.name, parameter="target",
+                                             matrix=True))
             for name in s.op.parameters():
                 self._add(parameter_symbol(s, name).latex,
                           Target(stage=s.name, parameter=name, matrix=True),
