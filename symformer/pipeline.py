@@ -83,7 +83,7 @@ class Request:
     decimals: int = DEFAULT_DECIMALS
     reader_rounding: bool = False
     max_work: int | None = None
-    work: Mapping[str, object] = field(default_factory=dict)
+    work: Mapping[str, object] = field(default_factory=dict, hash=False)
     derive: bool = True
 
 
