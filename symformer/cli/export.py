@@ -119,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     chosen = slice_of(args, example)
     # --positions 0:K: the first K tokens alone, exact for a causal model with the -inf
-    # mask; the document's tables then show those positions (others are refused)
+    # mask; the document's tables then show those positions (others are refused, here
+    # in the words given)
+    first = None if chosen.positions is None else tuple(range(len(chosen.positions)))
+    if chosen.positions != first:
+        raise InputError(f"export --positions takes the first positions, 0:K (found "
+                         f"{args.positions[:40]}): its tables show every derived row")
     g = prepare(example, request(args, "export", slice=chosen, reads="first", work={
         "figures": args.figures, "steps": args.steps, "exact": args.exact})).derivation
     stages = tuple(args.stage) if args.stage else None
