@@ -82,7 +82,7 @@ def test_a_table_of_one_head_evaluates_only_what_it_reads():
 
     g = derive(load_example("gpt2_style"))
     g["layer1.head1.weights"].values(decimals=3, rows=[2], cols=[0, 1])
-    prec = g.working_precision(start_precision(3, None))
+    prec = g.certification.working_precision(start_precision(3, None))
     done = set(g._balls[prec])
     assert "layer1.head1.weights" in done and "layer1.norm1" in done
     assert not done & {"layer1.head2.Q", "layer2.head1.Q", "logits"}

@@ -35,6 +35,8 @@ _.beta_3
 _.angle_table  # ops/rope.py: the equation's array role "const:angle_table"
 
 # -- public, used outside the package ------------------------------------------------
+derive_text  # documents.py: the notebook's `symformer derive` (README, docs/architecture.md)
+backward_text  # documents.py: the notebook's `symformer backward` (README)
 _.PER_SECOND  # blocks/cost.py: the work unit's calibration, tests/test_work_estimate.py
 _.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py
 _.prefilter_seconds  # same

@@ -14,16 +14,16 @@ from symformer.blocks.train import is_training_stage
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
-    causal,
     check_work,
-    derivation,
     example_path,
     load,
+    request,
 )
 from symformer.display import Progress
 from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
+from symformer.pipeline import prepare
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims, training_run
 from symformer.verify.equation_claims import Judge, load_equations
@@ -99,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     if example_path(args) is None and claims_file_is_example(args.claims):
         args.example = args.claims  # an example file with claims about itself
     example = load(args)
-    check_work(args, example, "check")
-    g = derivation(args, example)
+    p = prepare(example, request(args, "check"))
+    g = p.derivation
     # the run claims on a step's stages mean: the claims file's [train], else the example's
     run = training_run(args.claims) or training_run(example.source)
-    checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
+    checker = Checker(g.example, args.max_work, causal=p.request.causal, run=run)
     equations = load_equations(args.claims)
     claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
     check_work(args, example, "check", claims=len(claims),

@@ -152,7 +152,7 @@ def inactive(g: Derivation, stages: Iterable[str] | None = None) -> tuple[Inacti
 
 
 def _analyse(g: Derivation, names: set[str] | None) -> tuple[Inactive, ...]:
-    prec = g.working_precision(start_precision(3, None))
+    prec = g.certification.working_precision(start_precision(3, None))
     wanted = [s for s in g if names is None or s.name in names]
     found: list[Inactive] = []
     dead: dict[str, DeadUnits] = {}
