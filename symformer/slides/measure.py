@@ -296,3 +296,117 @@ def label_columns_width(tokens: list[str]) -> float:
     """Width in em of a table's position and token columns."""
     return TABLE_SCALE * (2.5 + max([text_width("token")] + [text_width(t) for t in tokens])) \
         + 1.0
+
+
+# --- Heights from the layout model (symformer.slides.layout) -----------------------
+#
+# The widths above plan tables and brackets; the heights of a frame's equations,
+# working, notes and tables come from the model of TeX's layout, which sets them as
+# pdflatex does (checked against pdflatex in tests/test_slides_fill.py).
+
+#: The room (pt) under the frame title, from the top of the body to the bottom of the
+#: frame's box (measured with pdflatex: 187.2 pt for a title on one line), less a
+#: margin for the model's error; a title on two lines takes :data:`TITLE_LINE` more.
+ROOM = 185.0
+#: ``\smallskip`` and ``\medskip`` (pt).
+SMALLSKIP, MEDSKIP = 3.0, 6.0
+
+
+def _pt(em: float) -> float:
+    return em * 12.0
+
+
+def lhs_width(lhs: str) -> float:
+    """The width (pt) of a left-hand side set in display style."""
+    from symformer.slides import layout
+
+    return layout.box(lhs).w
+
+
+def worked_lines(lhs: str, pieces: tuple[str, ...], lhs_pt: float,
+                 room: float = TEXT_WIDTH) -> tuple:
+    """The lines (:class:`~symformer.slides.layout.Line`) of a worked line or general
+    equation ``lhs`` then ``pieces`` (each starting with its relation, set as
+    ``$\\displaystyle {}piece$``, a break allowed between them), its left-hand side in a
+    box ``lhs_pt`` wide, in a column ``room`` em wide (continuations indented)."""
+    from symformer.slides import layout
+
+    head = layout.box(lhs)
+    first = layout.Box(lhs_pt, head.h, head.d)
+    return _paragraph(first, tuple(("math", "{}" + p) for p in pieces), _pt(room),
+                      lhs_pt + _pt(HANG))
+
+
+def equation_lines(lhs: str, rhs: str, remark: str, lhs_pt: float) -> tuple:
+    """The lines of a general equation ``lhs = rhs`` and its remark in words."""
+    from symformer.slides import layout
+
+    head = layout.box(lhs)
+    parts: tuple[tuple[str, str], ...] = (("math", "{}= " + rhs),)
+    if remark:
+        parts += (("text", "\u2003 (" + _plain(remark) + ")"),)
+    return _paragraph(layout.Box(lhs_pt, head.h, head.d), parts, _pt(TEXT_WIDTH),
+                      lhs_pt + _pt(HANG))
+
+
+def _paragraph(first, parts, room: float, hang: float) -> tuple:
+    from symformer.slides import layout
+
+    return _cached_paragraph(first, parts, round(room, 2), round(hang, 2), layout)
+
+
+def _cached_paragraph(first, parts, room, hang, layout):
+    return layout.paragraph(first, parts, room, hang)
+
+
+def _plain(latex: str) -> str:
+    """Text of a LaTeX paragraph, maths counted as a few letters."""
+    text = re.sub(r"\$[^$]*\$", "xxx", latex)
+    return re.sub(r"\\[A-Za-z]+\s*|[{}]", "", text)
+
+
+def text_lines(latex: str, room: float = TEXT_WIDTH) -> tuple:
+    """The lines of a paragraph of text (LaTeX, maths counted as a few letters)."""
+    from symformer.slides import layout
+
+    words = _plain(latex).split()
+    space = layout.text_box(" ").w
+    n, used = 1, 0.0
+    for word in words:
+        w = layout.text_box(word).w
+        if used and used + space + w > _pt(room):
+            n, used = n + 1, w
+        else:
+            used += (space if used else 0.0) + w
+    return tuple(layout.Line(8.5, 2.5) for _ in range(n))
+
+
+#: A table at the tables' 10.5 pt (``\fontsize{10.5}{12.6}``): its rows' struts, its
+#: booktabs rules and their separations (pt), its lines' baseline skip, the scale of
+#: its maths.
+TABLE_STRUT_H, TABLE_STRUT_D, TABLE_RULES, TABLE_BASELINE = 8.82, 3.78, 11.7, 12.6
+#: What pdflatex sets beyond that (measured on the shipped decks): per row (the header
+#: too), and per table.
+TABLE_ROW_EXTRA, TABLE_EXTRA = 1.9, 2.0
+TABLE_MATH = 10.5 / 12.0
+
+
+def tabular_height(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> float:
+    """The height plus depth (pt) of a table's ``tabular``: its header's and rows'
+    cells (maths), each row at least a strut, and the booktabs rules."""
+    from symformer.slides import layout
+
+    total = TABLE_RULES + TABLE_EXTRA
+    for cells in (header, *rows):
+        total += TABLE_ROW_EXTRA
+        boxes = [layout.box(c, display=False) for c in cells if c]
+        h = max([TABLE_STRUT_H] + [_table_scale(c, b.h) for c, b in zip(cells, boxes)])
+        d = max([TABLE_STRUT_D] + [_table_scale(c, b.d) for c, b in zip(cells, boxes)])
+        total += h + d
+    return total
+
+
+def _table_scale(latex: str, size: float) -> float:
+    # a table's scripts are as large as its text (10.5 pt both): scripted cells are
+    # a little taller than the text's scale gives
+    return size * TABLE_MATH + (1.0 if ("^" in latex or "_" in latex) else 0.0)
