@@ -470,12 +470,23 @@ def height(frame: StageFrame) -> float:
         column.paragraph(measure.text_lines(frame.note))
         column.skip(measure.SMALLSKIP)
     if frame.row:
-        total = column.total
+        from symformer.slides.layout import Line
+
         for row in rows(frame.items):
-            above = 0.0 if heading_beside(row) else max(
-                _heading_height(i, frame.items) for i in row)
-            total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
-        return total
+            if heading_beside(row):  # two top-aligned minipages: the line hangs down
+                (item,), (w,) = row, row_widths(row)
+                words = measure.text_lines(row_heading(frame, item), HEADING)
+                heading = 8.5 + (len(words) - 1) * measure.LINE + 2.5
+                column.paragraph((Line(0.0, max(heading, _table_block(item.table, w))),))
+            else:  # minipages aligned on their headings' first lines
+                depths = []
+                for item, w in zip(row, row_widths(row)):
+                    words = measure.text_lines(row_heading(frame, item), w)
+                    depths.append((len(words) - 1) * measure.LINE + 2.5 + measure.SMALLSKIP
+                                  + 1.0 + _table_block(item.table, w))
+                column.paragraph((Line(8.5, max(depths)),))
+            column.skip(measure.MEDSKIP)
+        return column.total
     lhs = _lhs_pt(frame.items)
     for k, item in enumerate(frame.items):
         if k:
@@ -550,15 +561,29 @@ def _lhs_width(items: tuple[Item, ...]) -> float:
                + [measure.width(w.lhs) for i in items for w in i.lines], default=0.0)
 
 
+def _table_block(table: Table, room: float) -> float:
+    """The height in pt of a table and its legend in a minipage ``room`` em wide (no
+    paragraph skip there): the ``tabular``, a small skip, the legend's lines."""
+    total = measure.tabular_height(tuple(table.col_labels), _table_rows(table))
+    text = legend(table)
+    if text:
+        n = len(measure.text_lines(text, room / measure.TABLE_MATH))
+        total += measure.SMALLSKIP + 1.0 + 9.5 + (n - 1) * measure.TABLE_BASELINE
+    return total
+
+
+def _table_rows(table: Table) -> list[tuple[str, ...]]:
+    math = table.row_math or ("",) * len(table.cells)
+    return [(m or "", *(c.latex for c in cells)) for m, cells in zip(math, table.cells)]
+
+
 def _table_height(table: Table, room: float = measure.TEXT_WIDTH) -> float:
     """The height in pt of a table paragraph and its legend (:func:`beamer._table`):
     the ``tabular`` (centred on the axis, so its line is spaced by ``\\lineskip``
     from the line above), a small skip, the legend's lines at the tables' baseline
     skip, in a column ``room`` em wide."""
-    math = [r.row_math[k] if r.row_math else "" for k, r in enumerate([table] * len(
-        table.row_labels))] if table.row_math else [""] * len(table.row_labels)
-    rows = [(m, *(c.latex for c in cells)) for m, cells in zip(math, table.cells)]
-    total = measure_parskip() + 1.0 + measure.tabular_height(tuple(table.col_labels), rows)
+    total = measure_parskip() + 1.0 + measure.tabular_height(tuple(table.col_labels),
+                                                            _table_rows(table))
     text = legend(table)
     if text:
         n = len(measure.text_lines(text, room / measure.TABLE_MATH))
