@@ -184,12 +184,20 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
     first = frame.items[0]
     where = (f"token \u201c{latex_text(first.stage.rows[first.token])}\u201d, "
              f"position {row_position(frame)}; rounded to {plural(decimals, 'decimal')}")
+    if first.stage.name.startswith("grad."):  # gradients span magnitudes
+        from symformer.worked.significant import DEFAULT_DIGITS
+
+        where = where.replace(f"rounded to {plural(decimals, 'decimal')}",
+                              f"rounded to {DEFAULT_DIGITS} significant digits")
     if first.stage.kind == "weight_gradient":  # its rows are the weight's, not tokens
-        where = f"rounded to {plural(decimals, 'decimal')}"
+        where = where.split("; ", 1)[1]
     if first.columns is not None:
         a, b = first.columns
         where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else
                   f"; columns {a}\u2013{b - 1} of {len(first.stage.cols)}")
+    if first.row_range is not None:
+        a, b = first.row_range
+        where += f"; rows {a}\u2013{b - 1} of {first.stage.shape[0]}"
     lhs = [e.lhs for i in frame.items for e in i.equation] + [
         w.lhs for i in frame.items for w in i.lines]
     out = [f"\\setbeamertemplate{{frame footer}}{{{where}}}",

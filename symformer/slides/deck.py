@@ -127,6 +127,8 @@ class Item:
     table: Table | None
     columns: tuple[int, int] | None = None
     note: str = ""
+    #: the rows (0-based, end excluded) of a table too tall for one frame
+    row_range: tuple[int, int] | None = None
     beside: bool = False  # the table right of the working, not under it
 
     @property
@@ -374,9 +376,38 @@ def _table_only_frames(stage: Stage, row: int, table: Table, note: str,
         item = Item(stage=stage, token=row, equation=(), lines=(),
                     table=_columns(table, a, b) if len(slices) > 1 else table,
                     columns=(a, b) if len(slices) > 1 else None)
-        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
-                              said=note, row=True))
+        frame = StageFrame(title=_row_title((item,)), items=(item,), note=note,
+                           said=note, row=True)
+        out.extend(_row_parts(frame))
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _row_parts(frame: StageFrame) -> list[StageFrame]:
+    """A frame of one table, its rows split over frames where it is too tall for one
+    (each part as many rows as fit; the footer says which)."""
+    if fits(frame):
+        return [frame]
+    item = frame.items[0]
+    table = item.table
+    n = len(table.cells)
+    out, start = [], 0
+    while start < n:
+        end = start + 1
+        while end < n and fits(replace(frame, items=(_row_slice(item, start, end + 1),))):
+            end += 1
+        out.append(replace(frame, items=(_row_slice(item, start, end),)))
+        start = end
+    return out
+
+
+def _row_slice(item: Item, a: int, b: int) -> Item:
+    table = item.table
+    highlight = table.highlight_row
+    part = replace(table, row_labels=table.row_labels[a:b], cells=table.cells[a:b],
+                   row_math=table.row_math[a:b] if table.row_math else None,
+                   highlight_row=highlight - a if highlight is not None
+                   and a <= highlight < b else None)
+    return replace(item, table=part, row_range=(a, b))
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:

@@ -369,11 +369,16 @@ def text_lines(latex: str, room: float = TEXT_WIDTH) -> tuple:
     """The lines of a paragraph of text (LaTeX, maths counted as a few letters)."""
     from symformer.slides import layout
 
-    words = _plain(latex).split()
+    # words, and each piece of maths as one word of its own width
+    words = []
+    for k, part in enumerate(re.split(r"\$([^$]*)\$", latex)):
+        if k % 2:
+            words.append(layout.box(part, display=False).w)
+        else:
+            words += [layout.text_box(word).w for word in _plain(part).split()]
     space = layout.text_box(" ").w
     n, used = 1, 0.0
-    for word in words:
-        w = layout.text_box(word).w
+    for w in words:
         if used and used + space + w > _pt(room):
             n, used = n + 1, w
         else:
@@ -388,6 +393,8 @@ TABLE_STRUT_H, TABLE_STRUT_D, TABLE_RULES, TABLE_BASELINE = 8.82, 3.78, 11.7, 12
 #: What pdflatex sets beyond that (measured on the shipped decks): per row (the header
 #: too), and per table.
 TABLE_ROW_EXTRA, TABLE_EXTRA = 1.9, 2.0
+#: A scripted cell's extra height and depth (its scripts are 10.5 pt as its text is).
+TABLE_SCRIPTS = 0.0
 TABLE_MATH = 10.5 / 12.0
 
 
@@ -409,4 +416,4 @@ def tabular_height(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> floa
 def _table_scale(latex: str, size: float) -> float:
     # a table's scripts are as large as its text (10.5 pt both): scripted cells are
     # a little taller than the text's scale gives
-    return size * TABLE_MATH + (1.0 if ("^" in latex or "_" in latex) else 0.0)
+    return size * TABLE_MATH + (TABLE_SCRIPTS if ("^" in latex or "_" in latex) else 0.0)
