@@ -365,6 +365,11 @@ def _plain(latex: str) -> str:
     return re.sub(r"\\[A-Za-z]+\s*|[{}]", "", text)
 
 
+#: How full a line of text is planned at most (a line within this of its room may be
+#: broken by TeX: the words' kerns and ligatures are not modelled).
+TEXT_FILL = 0.97
+
+
 def text_lines(latex: str, room: float = TEXT_WIDTH) -> tuple:
     """The lines of a paragraph of text (LaTeX, maths counted as a few letters)."""
     from symformer.slides import layout
@@ -379,7 +384,7 @@ def text_lines(latex: str, room: float = TEXT_WIDTH) -> tuple:
     space = layout.text_box(" ").w
     n, used = 1, 0.0
     for w in words:
-        if used and used + space + w > _pt(room):
+        if used and used + space + w > TEXT_FILL * _pt(room):
             n, used = n + 1, w
         else:
             used += (space if used else 0.0) + w
