@@ -707,6 +707,8 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
         if chunks[-1] and height(trial) > space:
             chunks.append([])
         chunks[-1].append(line)
+    if len(chunks) > 1 and all(w is ELLIPSIS for w in chunks[-1]):
+        chunks.pop()  # a lone \vdots says nothing a frame of its own should show
     out = [replace(base, items=(replace(item, lines=tuple(c), table=None),)) for c in chunks]
     slices = _column_slices(table)
     last = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
