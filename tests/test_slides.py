@@ -30,7 +30,8 @@ from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 needs_poppler = pytest.mark.skipif(
     shutil.which("pdfinfo") is None or shutil.which("pdftotext") is None,
     reason="pdfinfo/pdftotext (poppler-utils) are not installed")
-OVERFULL = re.compile(r"Overfull \\[hv]box")
+#: An overfull box (text past the frame) or an underfull line (words spaced out).
+OVERFULL = re.compile(r"Overfull \\[hv]box|Underfull \\hbox")
 #: The least height of a word on a frame, in PDF points at the frame's size (160 mm
 #: wide), and the band at the foot of the page kept for the footline (frame number,
 #: token followed).
