@@ -649,14 +649,6 @@ def rows(items: tuple[Item, ...]) -> list[list[Item]]:
     return out
 
 
-def _heading_height(item: Item, items: tuple[Item, ...]) -> float:
-    """The height in pt of a table's heading set above it, as wide as the table, on a
-    frame of ``items`` (:func:`row_heading`)."""
-    words = re.sub(r"\$[^$]*\$", "xx", _heading_words(item, items))
-    width = TABLE_FIT * table_width(item.table)
-    return -(-measure.text_width(words) // width) * measure.LINE + 3.0
-
-
 def row_widths(row: list[Item]) -> list[float]:
     """The widths in em of a row's tables' columns (minipages): each table's estimate,
     scaled down to share the frame's width when the estimates together exceed it (the

@@ -1,12 +1,12 @@
-"""How wide a piece of math or text will be on a frame: an upper estimate, in em.
+"""How wide and how tall a piece of a frame will be: the deck's plan of its frames.
 
 The deck never shrinks a line to fit (its text stays at least 10.5 pt): a long worked
 line is broken by TeX at its operators, and a block too tall for a frame is split over
-frames.  To split in Python, the deck needs each line's height, hence its width; this
-module gives an estimate that errs on the wide side (calibrated on the worked lines of
-the shipped examples, set by pdflatex in Latin Modern at the deck's sizes), so a frame
-planned to fit does fit.  Sub- and superscripts are set at 10.5 pt in 12 pt maths
-(:data:`symformer.slides.beamer.PREAMBLE`), hence ``SCRIPT``.
+frames.  Widths in em (an upper estimate, erring on the wide side) plan tables side by
+side, their column slices and the brackets kept whole; heights in pt come from the
+model of TeX's layout (:mod:`symformer.slides.layout`): the lines of a worked line, a
+general equation, a paragraph of text, a table.  Sub- and superscripts are set at 10.5
+pt in 12 pt maths (:data:`symformer.slides.beamer.PREAMBLE`), hence ``SCRIPT``.
 """
 
 from __future__ import annotations
@@ -127,156 +127,22 @@ def text_width(text: str) -> float:
 TITLE_SCALE = 1.25
 TITLE_LINE = 19.0
 #: The frame (160 mm x 90 mm, 12 pt, metropolis or the fallback theme): the text width
-#: in em (398 pt), the height under the frame title in pt (measured: 193 pt; some
-#: room kept), a line of text and the gap between paragraphs (pt), the hanging indent
-#: of a worked line's continuation (em), the extra height of a line with a fraction.
+#: in em (398 pt), the baseline skip of its text (pt), the hanging indent of a worked
+#: line's continuation (em).
 TEXT_WIDTH = 33.19
-BODY_HEIGHT = 178.0
 LINE = 16.7
-#: Tables are set at 10.5 pt (``beamer.TABLE_FONT``): a row's height, and the scale of
-#: their widths.
-TABLE_LINE = 14.6
-TABLE_SCALE = 0.9
-PARSKIP = 6.0
 HANG = 1.5
-FRACTION = 10.0
-#: ... and of a fraction with a root or a sum in it (taller still).
-TALL_FRACTION = 15.0
-TALLEST = 22.0
-#: How much wider than the estimate a line may be set (pieces of 5 em or more were
-#: set at most 0.986 of their estimate), and how full TeX fills a line it breaks at
-#: operators (ragged right).
+#: Tables are set at 10.5 pt (``beamer.TABLE_FONT``): the scale of their widths.
+TABLE_SCALE = 0.9
+#: How much wider than the estimate a piece may be set (pieces of 5 em or more were
+#: set at most 0.986 of their estimate): the room a bracket kept whole must leave.
 MARGIN = 1.05
-FILL = 0.9
-
-
-def lines(total: float, lhs: float, room: float = TEXT_WIDTH) -> int:
-    """Lines a paragraph of ``total`` em takes after a left-hand side ``lhs`` em wide,
-    in a column ``room`` em wide."""
-    full = room - lhs - 0.5
-    if total * MARGIN <= full:  # one line: no room is lost to a break
-        return 1
-    first, rest = full * FILL, (room - lhs - HANG) * FILL
-    over = total * MARGIN - first
-    return 1 if over <= 0 else 1 + int(-(-over // rest))
-
-
-#: A symbol with a superscript and a subscript both (a head's ``q^{(1)}_{0}``, its weights
-#: ``W_{Q}^{(1)}``) reaches higher and lower than a letter: a line holding one is taller
-#: (measured with pdflatex in the deck's preamble: up to 7 pt a line in a worked line or
-#: a general equation, both in display style), and a fraction with one in its numerator
-#: or denominator taller still (up to 14 pt for each of them).
-SCRIPTED = 8.0
-SCRIPTED_FRACTION = 14.0
-_SCRIPTED = re.compile(r"\^\{[^{}]*\}_|_\{[^{}]*\}\^|\^\{[^{}]*\}\)_")
-
-
-def scripted(math: str) -> bool:
-    """Whether ``math`` holds a symbol with both a superscript and a subscript."""
-    return _SCRIPTED.search(math) is not None
-
-
-def _fraction_parts(math: str) -> tuple[str, ...]:
-    """The numerators and denominators of the fractions in ``math``."""
-    tokens = _TOKEN.findall(math)
-    parts = []
-    for k, t in enumerate(tokens):
-        if t != r"\frac":
-            continue
-        j = k + 1
-        for _ in range(2):
-            while j < len(tokens) and tokens[j].isspace():
-                j += 1
-            if j >= len(tokens):
-                break
-            if tokens[j] != "{":
-                parts.append(tokens[j])
-                j += 1
-                continue
-            depth, start = 0, j
-            while j < len(tokens):
-                depth += (tokens[j] == "{") - (tokens[j] == "}")
-                j += 1
-                if depth == 0:
-                    break
-            parts.append("".join(tokens[start:j]))
-    return tuple(parts)
-
-
-def _scripted_extra(math: str, line: float, fraction: float) -> float:
-    """How much taller a line of ``math`` is for its symbols with two scripts: ``line``
-    when it holds one, ``fraction`` for each numerator or denominator holding one."""
-    if not scripted(math):
-        return 0.0
-    return max(line, fraction * sum(scripted(p) for p in _fraction_parts(math)))
-
-
-def _height(math: str, n: int, scripted_lines: int = 0) -> float:
-    """Lines of text, each as tall as the tallest thing the paragraph holds (a display
-    fraction, limits, a fraction under a root), the ``scripted_lines`` of them holding
-    a symbol with two scripts taller still, and an array's rows."""
-    extra = 0.0
-    tall = any(t in math for t in (r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
-    if r"\frac" in math and r"\sqrt" in math:
-        extra += TALLEST
-    elif r"\frac" in math or tall:
-        extra += TALL_FRACTION if tall else FRACTION
-    rows = math.count(r"\\")  # the rows of an array or matrix after its first
-    scripts = _scripted_extra(math, SCRIPTED, SCRIPTED_FRACTION / 2) if scripted_lines else 0.0
-    return n * (LINE + extra) + scripted_lines * max(scripts, SCRIPTED) + PARSKIP \
-        + rows * (LINE + 2.0)
-
-
-def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
-    """Height in pt of a general-equation line ``lhs = rhs`` and its remark, set in
-    display style as the worked lines are (limits under a sum, full-size fractions)."""
-    total = RELATION + width(rhs) + (text_width(remark) + 2.0 if remark else 0.0)
-    n = lines(total, lhs_width)
-    math = lhs + " " + rhs
-    return _height(math, n, n if scripted(math) else 0)
-
-
-def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float,
-                  room: float = TEXT_WIDTH) -> float:
-    """Height in pt of a worked line (its pieces start with their relations) in a
-    column ``room`` em wide."""
-    total = sum(width(p) for p in pieces)
-    # the lines holding symbols with two scripts: the numbers after them have none
-    symbolic = sum(width(p) for p in pieces if scripted(p))
-    n = lines(symbolic, lhs_width, room) if symbolic else int(scripted(lhs))
-    return _height(" ".join(pieces), lines(total, lhs_width, room), n)
-
-
-def text_height(latex: str) -> float:
-    """Height in pt of a paragraph of text (LaTeX, maths counted as a few letters)."""
-    plain = re.sub(r"\$[^$]*\$", "xxx", latex)
-    return -(-text_width(plain) // TEXT_WIDTH) * LINE + PARSKIP
 
 
 def title_overflow(title: str) -> float:
     """Height in pt a frame title (LaTeX, set large) takes beyond one line."""
     plain = re.sub(r"\$[^$]*\$", "xxx", title)  # a symbol in maths: a few letters' width
     return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
-
-
-#: How much taller a table's row is when its label holds a symbol with two scripts
-#: (``a^{(2)}_{0}``; measured: 4.2 pt), or a bracketed one (``(W_Q^{(1)})_{0,0}``: 10.1 pt).
-TABLE_SCRIPTED = 4.5
-TABLE_BRACKETED = 10.5
-
-
-def table_height(rows: int, legend: bool, labels: tuple[str, ...] = ()) -> float:
-    """Height in pt of a table of ``rows`` rows under a header, booktabs rules, and
-    its one-line legend; ``labels`` (math) are those of its header, then of its rows
-    where they are math."""
-    return (rows + 1) * TABLE_LINE + 12.0 + (TABLE_LINE + PARSKIP if legend else 0.0) \
-        + PARSKIP + sum(_label_extra(label) for label in labels)
-
-
-def _label_extra(label: str) -> float:
-    if not scripted(label):
-        return 0.0
-    return TABLE_BRACKETED if r"\left" in label or ")_" in label else TABLE_SCRIPTED
 
 
 def column_width(label: str, cells: list[str]) -> float:
@@ -352,10 +218,6 @@ def equation_lines(lhs: str, rhs: str, remark: str, lhs_pt: float) -> tuple:
 def _paragraph(first, parts, room: float, hang: float) -> tuple:
     from symformer.slides import layout
 
-    return _cached_paragraph(first, parts, round(room, 2), round(hang, 2), layout)
-
-
-def _cached_paragraph(first, parts, room, hang, layout):
     return layout.paragraph(first, parts, room, hang)
 
 
