@@ -95,3 +95,25 @@ def test_tables_frames_are_planned_at_their_measured_height(measured):
 def test_no_frame_is_taller_than_its_room(measured):
     """A frame planned to fit is measured to fit."""
     assert all(got <= room + 0.01 for _, _, got, room in measured)
+
+
+def test_a_table_too_tall_for_a_frame_is_split_by_rows():
+    """llama_style with a loss: W_O's gradient (8 rows, each labelled c^{(2)}_{k}, taller
+    than a frame) is set over frames of rows; every part fits, the parts cover every row
+    once, in order, and the footer says which rows and that the values are at 4
+    significant digits (gradients span magnitudes)."""
+    from symformer.slides.beamer import stage_frame
+    from symformer.slides.deck import fits
+    from tests.test_latex_pages import with_loss
+
+    g = derive(with_loss("llama_style"))
+    deck = [f for f in frames(g, Options(token=1, decimals=3)) if isinstance(f, StageFrame)
+            and f.stage.name == "grad.layer1.W_O"]
+    parts = [f.items[0] for f in deck]
+    assert {p.row_range for p in parts} == {(0, 4), (4, 8)}
+    for columns in {p.columns for p in parts}:
+        ranges = [p.row_range for p in parts if p.columns == columns]
+        assert [r for a, b in ranges for r in range(a, b)] == list(range(8))
+    assert all(fits(f) for f in deck)
+    footer = stage_frame(deck[0]).split("\n")[0]
+    assert "rounded to 4 significant digits" in footer and "rows 0\u20133 of 8" in footer
