@@ -195,6 +195,15 @@ def test_trace(example_file, capsys):
     assert main(["trace", example_file, "--token", "export"]) == 0
     out = capsys.readouterr().out
     assert "squared ReLU" in out and "clipped to 0" in out
+    # the clipped entries' sentence names this activation, not "ReLU"
+    assert "so ReLU^2 gives 0)" in out and "so ReLU gives" not in out
+
+
+def test_inactive_sentences_name_the_activation(graph):
+    """A sentence about clipped units names the clipping step by its declaration."""
+    from symformer.verify.inactive import activation_name
+
+    assert activation_name(graph["layer1.ffn.activation"]) == "ReLU^2"
 
 
 def test_slides(example_file, tmp_path):
