@@ -94,8 +94,9 @@ class ArgmaxIndicator(Operation):
         logits = stage.derivation[stage.inputs[0]]
         last = logits.shape[0] - 1
         symbol = logits.op.symbol
-        sub = f"{last},w" if logits.shape[0] > 1 else "w"
+        # the index m of the equation's max_m l_{n-1,m}
+        sub = f"{last},m" if logits.shape[0] > 1 else "m"
         base = f"{{{symbol.latex}}}" if "^" in symbol.latex else symbol.latex
-        notation = Notation(rf"\max_{{w}} {base}_{{{sub}}}", f"max_w {symbol.text}_{sub}",
+        notation = Notation(rf"\max_{{m}} {base}_{{{sub}}}", f"max_m {symbol.text}_{sub}",
                             "Largest logit")
         return [WorkedPart(notation, sympy.Max(*logits.symbols.row(last)))]
