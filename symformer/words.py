@@ -19,3 +19,13 @@ def in_sentence(title: str) -> str:
     if len(first) > 1 and first[1:].islower() and first[:1].isupper():
         title = title[:1].lower() + title[1:]
     return title if title.startswith("the ") else f"the {title}"
+
+
+def with_causal_mask(title: str, causal: bool) -> str:
+    """The title with ``causal mask`` said once, in its own parenthesis when it ends in
+    one: ``A model (RMSNorm, GQA; causal mask)``, never ``(GQA) (causal mask)``."""
+    if not causal or "causal" in title.lower():
+        return title
+    if title.endswith(")"):
+        return title[:-1] + "; causal mask)"
+    return title + " (causal mask)"

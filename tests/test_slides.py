@@ -394,7 +394,7 @@ def test_general_equations_are_display_style_and_brackets_stay_whole():
     """A general equation is set in display style (limits under a sum, full fractions);
     a plain bracket of a worked line is one group TeX cannot break inside, where it fits;
     titles are never hyphenated; "causal mask" joins the title's own parenthesis."""
-    from symformer.slides.beamer import _with_mask
+    from symformer.words import with_causal_mask
     from symformer.slides.deck import _kept
 
     g = derive(load_example("llama_style"))
@@ -405,8 +405,8 @@ def test_general_equations_are_display_style_and_brackets_stay_whole():
     assert _kept(r"= \frac{1}{4} \left((5.557 - 3.587)^{2} + 1\right)", 30) == \
         r"= \frac{1}{4} \left({(5.557 - 3.587)}^{2} + 1\right)"
     assert _kept(r"(1 + 2 + 3)", 0.5) == r"(1 + 2 + 3)"  # too wide: TeX may break it
-    assert _with_mask("A model (RMSNorm, GQA)", True) == "A model (RMSNorm, GQA; causal mask)"
-    assert _with_mask("A model", True) == "A model (causal mask)"
+    assert with_causal_mask("A model (RMSNorm, GQA)", True) == "A model (RMSNorm, GQA; causal mask)"
+    assert with_causal_mask("A model", True) == "A model (causal mask)"
 
 
 def test_a_deck_with_a_loss_ends_with_its_backward_section():

@@ -61,7 +61,7 @@ from symformer.notation import (
     superscript_pieces,
 )
 from symformer.ops import Notation
-from symformer.words import plural
+from symformer.words import plural, with_causal_mask
 from symformer.worked.render_latex import width
 
 #: The group (second-level heading) of each stage kind.
@@ -854,7 +854,7 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
         for path, text in figures.items():
             files[path] = text
             body.append(f"\\input{{{path}}}")
-    title = latex_text(g.example.title, breaks=True) + (" (causal mask)" if g.causal else "")
+    title = latex_text(with_causal_mask(g.example.title, g.causal), breaks=True)
     from symformer.figures.diagram import figure_latex  # the block diagram opens the notes
 
     main = (PREAMBLE % {"packages": packages} + STEP_MACROS

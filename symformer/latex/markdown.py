@@ -31,6 +31,7 @@ from symformer.latex.blocks import (
 from symformer.latex.escape import markdown_text, unicode_math
 from symformer.latex.outline import Section
 from symformer.latex.render import bmatrix, heat_colour, step_lines
+from symformer.words import with_causal_mask
 
 #: A plain decimal, which a heat-map cell shows in its coloured box.
 _DECIMAL = re.compile(r"-?\d+(\.\d+)?")
@@ -156,7 +157,7 @@ def _(block: Glossary) -> str:
 def markdown_document(g, outline: list, heat: bool = False) -> str:
     """The whole outline (from :func:`symformer.latex.document.build`) as one Markdown
     file; ``heat`` colours the attention weights (see the module doc)."""
-    title = markdown_text(g.example.title) + (" (causal mask)" if g.causal else "")
+    title = markdown_text(with_causal_mask(g.example.title, g.causal))
     parts = [f"# {title}"]
     for item in outline:
         if isinstance(item, Section):

@@ -39,7 +39,7 @@ from symformer.slides.deck import (
     rows,
     table_width,
 )
-from symformer.words import plural
+from symformer.words import plural, with_causal_mask
 
 #: The font size figures are set in (``\\small`` inside a figure): figures are drawn for
 #: the frame and set at their natural size, never scaled, so this is their text's size.
@@ -162,21 +162,11 @@ def diagram_frame(frame: DiagramFrame) -> str:
             + "\\end{frame}")
 
 
-def _with_mask(title: str, causal: bool) -> str:
-    """The title with ``causal mask`` said once, in its own parenthesis when it ends in
-    one: ``A model (RMSNorm, GQA; causal mask)``, never ``(GQA) (causal mask)``."""
-    if not causal or "causal" in title.lower():
-        return title
-    if title.endswith(")"):
-        return title[:-1] + "; causal mask)"
-    return title + " (causal mask)"
-
-
 def title_page(g: Derivation, options: Options) -> str:
     """The title page's fields: the example, the sentence, the token followed, how
     numbers are rounded."""
     tokens = g.example.tokens
-    title = latex_text(_with_mask(g.example.title, g.causal))
+    title = latex_text(with_causal_mask(g.example.title, g.causal))
     sentence = " ".join(latex_text(t) for t in tokens)
     return (f"\\title{{{title}}}\n\\subtitle{{step by step}}\n"
             f"\\author{{The sentence: \u201c{sentence}\u201d}}\n"
