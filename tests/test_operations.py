@@ -74,6 +74,7 @@ from symformer.ops import (
     WholeVariance,
     calculus,
 )
+from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.loss import (
@@ -82,9 +83,11 @@ from symformer.ops.loss import (
     PositionSquaredError,
     UpstreamGradient,
 )
+from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
 from symformer.ops.side_terms import ADAM_PARTS, AdamPart, Exponentials, ExpSums, Squares
 from symformer.ops.side_terms import ConstantTable as GivenConstant
+from symformer.ops.sigmoid import Sigmoid
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
@@ -366,6 +369,29 @@ def _(draw):
 @factory("silu")
 def _(draw):
     return Case(SiLU(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("sigmoid")
+def _(draw):
+    return Case(Sigmoid(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("pool")
+def _(draw):
+    n, d = _shape(draw)
+    how = draw(st.sampled_from(["mean", "row"]))
+    return Case(Pool(how, draw(st.integers(0, n - 1))), [_matrix(draw, n, d)])
+
+
+@factory("binary_cross_entropy")
+def _(draw):
+    n, d = _shape(draw)
+    inside = st.integers(1, 4).map(lambda k: sympy.Rational(k, 5))  # strictly in (0, 1)
+    labels = st.sampled_from([sympy.Integer(0), sympy.Integer(1), sympy.Rational(1, 4)])
+    y = sympy.Matrix(n, d, lambda i, j: draw(inside))
+    T = sympy.Matrix(n, d, lambda i, j: draw(labels))
+    return Case(BinaryCrossEntropy(T, reduction=draw(st.sampled_from(["mean", "sum"]))),
+                [y])
 
 
 @factory("gated_product")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from symformer.blocks.head import head_loss_source
 from symformer.blocks.lessons import add_per_position_loss, not_asked
 from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
@@ -44,6 +45,7 @@ from symformer.ops import (
     Transpose,
     UpstreamGradient,
 )
+from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
 from symformer.ops.gradient import Gradient, Seed, Term
 
 #: Name components of sub-layer groups, left out of a parameter's name.
@@ -80,7 +82,10 @@ def add_loss(g: Derivation) -> str:
     elif loss.kind == "mse":
         op = MeanSquaredError(loss.target, positions=loss.positions,
                               reduction=loss.reduction)
-        source = "output"
+        source = head_loss_source(g, loss.kind) or "output"
+    elif loss.kind == "bce":  # the sigmoid head's probabilities (checked at load)
+        op = BinaryCrossEntropy(loss.target, reduction=loss.reduction)
+        source = head_loss_source(g, loss.kind)
     else:
         found = [s for s in g if s.kind == "probabilities"]
         if not found:

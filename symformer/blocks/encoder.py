@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
+from symformer.blocks.head import output_head
 from symformer.blocks.lesson import given_attention
 from symformer.blocks.lessons import add_lesson_stages
 from symformer.blocks.sublayers import (
@@ -60,6 +61,8 @@ def derive(example: Example, causal: bool | None = None,
         head = example.lm_head
         z = out if head.W_transform is None else prediction_transform(g, out, head)
         lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab, head.masked)
+    if example.head is not None:  # a classification or regression head, no vocabulary
+        output_head(g, out, example.head)
     add_lesson_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 

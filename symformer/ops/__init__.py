@@ -9,6 +9,7 @@ from symformer.ops.add import Add
 from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
+from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
 from symformer.ops.concat import Concat
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
@@ -28,6 +29,7 @@ from symformer.ops.loss import (
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
 from symformer.ops.parameter import Parameter
+from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
 from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
@@ -37,6 +39,7 @@ from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.sgd import SgdStep
 from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpSums, Squares
+from symformer.ops.sigmoid import Sigmoid
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
@@ -53,15 +56,17 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "ALiBi", "AdamMoment", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator", "Concat",
+    "ALiBi", "AdamMoment", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
+    "BinaryCrossEntropy", "Concat",
     "ConstantTable", "CrossEntropy", "ExpSums", "Exponentials", "Squares",
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
     "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
-    "Operation", "Parameter", "PositionCrossEntropy", "PositionSquaredError",
+    "Operation", "Parameter", "Pool", "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StagedEmbedding", "StagedNormalize",
+    "Seed", "SgdStep", "SiLU", "Sigmoid", "Softmax", "SoftmaxJacobian", "StagedEmbedding",
+    "StagedNormalize",
     "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",

@@ -1,0 +1,314 @@
+"""Classification and regression heads (``[head]``) and their losses: a sigmoid with
+binary cross-entropy, a softmax over C classes with cross-entropy, an identity with mse.
+
+References, all independent of the engine:
+
+* the whole forward pass of the small examples (one attention head, no norm, a
+  residual, a head) written again with mpmath at 110 digits, and the loss by PyTorch's
+  definitions (``F.binary_cross_entropy``, ``F.cross_entropy``, ``F.mse_loss``);
+* hand-derived gradients: at the logit ŷ − T (sigmoid + bce) and p − onehot (softmax +
+  cross-entropy), divided by the number of entries or positions for the mean;
+* central finite differences of that mpmath loss in a weight entry (h = 1e-30);
+* PyTorch autograd in float64 (skipped without torch);
+* bad tables: one-line messages naming the file and key, exit status 2.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import mpmath
+import pytest
+
+from symformer import derive
+from symformer.blocks.backward import with_gradients
+from symformer.cli import main
+from symformer.errors import InputError
+from symformer.example.loader import load_example, parse_example
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "symformer" / "examples"
+SENTIMENT = EXAMPLES / "sentiment_classifier.toml"
+
+
+@pytest.fixture(autouse=True)
+def _precision():
+    with mpmath.workdps(110):
+        yield
+
+
+def mp(ball) -> mpmath.mpf:
+    return mpmath.mpf(ball.mid().str(110, radius=False))
+
+
+def values(g, name: str) -> list[list[mpmath.mpf]]:
+    return [[mp(b) for b in row] for row in g.evaluate(400)[name]]
+
+
+def number(v) -> mpmath.mpf:
+    """A TOML number or fraction text as an mpmath number."""
+    if isinstance(v, str) and "/" in v:
+        a, b = v.split("/")
+        return mpmath.mpf(a) / mpmath.mpf(b)
+    return mpmath.mpf(v)
+
+
+def mat(rows) -> list[list[mpmath.mpf]]:
+    return [[number(v) for v in row] for row in rows]
+
+
+def matmul(a, b):
+    return [[mpmath.fsum(a[i][k] * b[k][j] for k in range(len(b))) for j in range(len(b[0]))]
+            for i in range(len(a))]
+
+
+def forward(data: dict, delta: dict | None = None):
+    """The example's forward pass and loss with mpmath: embeddings, one head's attention
+    (scores / sqrt(d_k), softmax), the residual, the head, the loss.  ``delta`` adds a
+    number to one weight entry: {("W_C", i, j): h}."""
+    delta = delta or {}
+
+    def weight(name, rows):
+        w = mat(rows)
+        for (key, i, j), h in delta.items():
+            if key == name:
+                w[i][j] += h
+        return w
+
+    table = dict(zip(data["vocab"], weight("E", data["embeddings"])))
+    x = [list(table[t]) for t in data["tokens"]]
+    head = data["layer"][0]["head"][0]
+    Q, K, V = (matmul(x, weight(w, head[w])) for w in ("W_Q", "W_K", "W_V"))
+    d_k = len(Q[0])
+    z = []
+    for i, q in enumerate(Q):
+        s = [mpmath.fsum(a * b for a, b in zip(q, k)) / mpmath.sqrt(d_k) for k in K]
+        e = [mpmath.exp(v) for v in s]
+        a = [v / mpmath.fsum(e) for v in e]
+        z.append([x[i][c] + mpmath.fsum(a[m] * V[m][c] for m in range(len(V)))
+                  for c in range(len(V[0]))])
+    spec = data["head"]
+    pooling = spec.get("pooling", "first")
+    if pooling == "first":
+        z = [z[0]]
+    elif pooling == "last":
+        z = [z[-1]]
+    elif pooling == "mean":
+        z = [[mpmath.fsum(r[c] for r in z) / len(z) for c in range(len(z[0]))]]
+    W = weight("W_C", spec["W_C"])
+    b = [number(v) for v in spec.get("b_C", [0] * len(W[0]))]
+    for (key, _, j), h in delta.items():
+        if key == "b_C":
+            b[j] += h
+    logits = [[v + b[j] for j, v in enumerate(row)] for row in matmul(z, W)]
+    loss = data["loss"]
+    reduction = loss.get("reduction", "mean")
+    if spec["output"] == "sigmoid":
+        y = [[1 / (1 + mpmath.exp(-v)) for v in row] for row in logits]
+        T = mat(loss["target"])
+        terms = [t * mpmath.log(p) + (1 - t) * mpmath.log(1 - p)
+                 for rp, rt in zip(y, T) for p, t in zip(rp, rt)]
+        L = -mpmath.fsum(terms) / (len(terms) if reduction == "mean" else 1)
+        return logits, y, L
+    if spec["output"] == "softmax":
+        probs = []
+        for row in logits:
+            e = [mpmath.exp(v) for v in row]
+            probs.append([v / mpmath.fsum(e) for v in e])
+        classes = spec["classes"]
+        ids = [classes.index(t) for t in loss["targets"]]
+        terms = [-mpmath.log(p[t]) for p, t in zip(probs, ids)]
+        L = mpmath.fsum(terms) / (len(terms) if reduction == "mean" else 1)
+        return logits, probs, L
+    T = mat(loss["target"])
+    terms = [(a - t) ** 2 for ra, rt in zip(logits, T) for a, t in zip(ra, rt)]
+    return logits, logits, mpmath.fsum(terms) / (len(terms) if reduction == "mean" else 1)
+
+
+def central(data: dict, key: tuple) -> mpmath.mpf:
+    h = mpmath.mpf(10) ** -30
+    return (forward(data, {key: h})[2] - forward(data, {key: -h})[2]) / (2 * h)
+
+
+def close(a, b, tol: mpmath.mpf | None = None) -> bool:
+    """|a - b| within ``tol`` (default 1e-40), relative to b when |b| > 1."""
+    tol = mpmath.mpf(10) ** -40 if tol is None else tol
+    return abs(a - b) <= tol * max(1, abs(b))
+
+
+def derived(text: str, name: str = "test.toml"):
+    return with_gradients(derive(parse_example(text, name)))
+
+
+# -- (a) sigmoid + binary cross-entropy ----------------------------------------------
+
+def test_sentiment_forward_and_loss_match_mpmath():
+    data = tomllib.loads(SENTIMENT.read_text())
+    g = with_gradients(derive(load_example(SENTIMENT)))
+    logits, y, L = forward(data)
+    assert close(values(g, "head.logits")[0][0], logits[0][0])
+    assert close(values(g, "head.probabilities")[0][0], y[0][0])
+    assert close(values(g, "loss")[0][0], L)
+    assert 0 < y[0][0] < 1 and L > 0
+
+
+def test_sentiment_gradient_at_the_logit_is_yhat_minus_t():
+    """Hand-derived: d/dl of -[T log s(l) + (1-T) log(1-s(l))] = s(l) - T."""
+    g = with_gradients(derive(load_example(SENTIMENT)))
+    y = values(g, "head.probabilities")[0][0]
+    assert close(values(g, "grad.head.logits")[0][0], y - 1)
+    assert close(values(g, "grad.head.b_C")[0][0], y - 1)
+    # dL/dy = -T/y at a hard label 1
+    assert close(values(g, "grad.head.probabilities")[0][0], -1 / y)
+
+
+@pytest.mark.parametrize("key", [("W_C", 0, 0), ("W_C", 1, 0), ("b_C", 0, 0),
+                                 ("W_Q", 1, 0), ("W_V", 0, 1), ("E", 1, 0)])
+def test_sentiment_weight_gradients_match_finite_differences(key):
+    data = tomllib.loads(SENTIMENT.read_text())
+    g = with_gradients(derive(load_example(SENTIMENT)))
+    name, i, j = key
+    stage = {"W_C": "grad.head.W_C", "b_C": "grad.head.b_C", "W_Q": "grad.layer1.head1.W_Q",
+             "W_V": "grad.layer1.head1.W_V", "E": "grad.embedding_table"}[name]
+    found = values(g, stage)
+    if name == "E":  # the gradient has the rows of the tokens used, in the table's order
+        i = list(g[stage].rows).index(data["vocab"][i])
+    assert close(found[i][j], central(data, key), mpmath.mpf(10) ** -25)
+
+
+BCE_EACH = """
+title = "token-level sigmoid"
+tokens = ["a", "b", "c"]
+vocab = ["a", "b", "c"]
+embeddings = [[1, 0], [0, 1], [1, 1]]
+positional_encoding = "none"
+norm = "none"
+[[layer]]
+[[layer.head]]
+W_Q = [[1, 0], [0, 1]]
+W_K = [[0, 1], [1, 0]]
+W_V = [[1, 1], [0, 1]]
+[head]
+pooling = "none"
+output = "sigmoid"
+W_C = [[1, -1], [-2, 1]]
+b_C = ["1/2", 0]
+[loss]
+kind = "bce"
+reduction = "REDUCTION"
+target = [[1, 0], [0, "1/4"], [1, 1]]
+"""
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_bce_per_position_soft_labels_and_reductions(reduction):
+    """Every position classified, a soft label 1/4: the loss is PyTorch's, the gradient
+    at the logits (ŷ − T)/c with c = 6 entries (mean) or 1 (sum)."""
+    text = BCE_EACH.replace("REDUCTION", reduction)
+    data = tomllib.loads(text)
+    g = derived(text)
+    _, y, L = forward(data)
+    assert close(values(g, "loss")[0][0], L)
+    c = 6 if reduction == "mean" else 1
+    T = mat(data["loss"]["target"])
+    got = values(g, "grad.head.logits")
+    for i in range(3):
+        for j in range(2):
+            assert close(got[i][j], (y[i][j] - T[i][j]) / c)
+    assert close(values(g, "grad.head.W_C")[1][0], central(data, ("W_C", 1, 0)),
+                 mpmath.mpf(10) ** -25)
+
+
+def test_bce_against_torch_autograd():
+    torch = pytest.importorskip("torch")
+    text = BCE_EACH.replace("REDUCTION", "mean")
+    data = tomllib.loads(text)
+    g = derived(text)
+    f = torch.float64
+
+    def t(rows):
+        return torch.tensor([[float(number(v)) for v in r] for r in rows], dtype=f,
+                            requires_grad=True)
+
+    E = t(data["embeddings"])
+    head = data["layer"][0]["head"][0]
+    WQ, WK, WV = t(head["W_Q"]), t(head["W_K"]), t(head["W_V"])
+    WC = t(data["head"]["W_C"])
+    bC = torch.tensor([0.5, 0.0], dtype=f, requires_grad=True)
+    Q, K, V = E @ WQ, E @ WK, E @ WV
+    z = E + torch.softmax(Q @ K.T / 2 ** 0.5, dim=-1) @ V
+    y = torch.sigmoid(z @ WC + bC)
+    T = torch.tensor([[1, 0], [0, 0.25], [1, 1]], dtype=f)
+    L = torch.nn.functional.binary_cross_entropy(y, T)
+    L.backward()
+    assert abs(float(values(g, "loss")[0][0]) - L.item()) < 1e-12
+    for stage, tensor in (("grad.head.W_C", WC), ("grad.layer1.head1.W_K", WK),
+                          ("grad.layer1.head1.W_Q", WQ)):
+        got = values(g, stage)
+        for i, row in enumerate(tensor.grad.tolist()):
+            for j, v in enumerate(row):
+                assert abs(float(got[i][j]) - v) < 1e-12, (stage, i, j)
+    assert [float(v) for v in values(g, "grad.head.b_C")[0]] == pytest.approx(
+        bC.grad.tolist(), abs=1e-12)
+
+
+def test_sigmoid_equations_and_rules_are_the_textbooks():
+    from symformer.equations.stage import stage_equation
+
+    g = with_gradients(derive(load_example(SENTIMENT)))
+    (line,) = stage_equation(g["head.probabilities"]).lines()
+    assert "= 1 / (1 + exp(-" in line.plain, line.plain
+    (rule,) = stage_equation(g["grad.head.logits"]).lines()
+    assert "* (1 - " in rule.plain, rule.plain
+    (loss,) = stage_equation(g["loss"]).lines()
+    assert "log(1 - " in loss.plain and "/ (n * d)" in loss.plain
+
+
+def test_sigmoid_symbol_is_not_sigma():
+    """σ is LayerNorm's standard deviation: the sigmoid's output is ŷ, its function
+    \\operatorname{sigmoid}."""
+    g = derive(load_example(SENTIMENT))
+    op = g["head.probabilities"].op
+    assert op.symbol.latex == r"\hat{y}" and op.symbol.text == "ŷ"
+    assert "sigma" not in op.function_name
+
+
+def test_check_judges_head_claims(tmp_path, capsys):
+    g = with_gradients(derive(load_example(SENTIMENT)))
+    y = float(values(g, "head.probabilities")[0][0])
+    claims = tmp_path / "c.toml"
+    claims.write_text(
+        f'[[claim]]\nstage = "head.probabilities"\ndecimals = 3\nvalues = [[{y:.3f}]]\n\n'
+        f'[[claim]]\nstage = "grad.head.logits"\ndecimals = 3\nvalues = [[{y - 1:.3f}]]\n\n'
+        f'[[claim]]\nstage = "loss"\ndecimals = 3\nvalues = [[0.5]]\n')
+    status = main(["check", str(claims), "--example", str(SENTIMENT)])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert out.count("wrong") >= 1 and "loss" in out
+    lines = [ln for ln in out.splitlines() if "head.probabilities" in ln or
+             "grad.head.logits" in ln]
+    assert lines and not any("wrong" in ln for ln in lines), out
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[head]\noutput = "softmax"\nW_C = [[1], [0]]\n[loss]\nkind = "bce"\ntarget = [[1]]',
+     "output = \"sigmoid\""),
+    ('[head]\noutput = "sigmoid"\nW_C = [[1], [0]]\n[loss]\nkind = "bce"\ntarget = [[2]]',
+     "[0, 1]"),
+    ('[head]\noutput = "sigmoid"\nW_C = [[1], [0]]\n[loss]\nkind = "bce"\n'
+     'target = [[1], [0]]', "target"),
+    ('[head]\noutput = "sigmoid"\nW_C = [[1], [0], [1]]\n', "W_C"),
+    ('[head]\noutput = "sigmoid"\nW_C = [[1], [0]]\nclasses = 2\n', "classes = 2"),
+    ('[head]\nW_C = [[1], [0]]\n', "missing key 'output'"),
+    ('[head]\noutput = "sigmoid"\npooling = "cls"\nW_C = [[1], [0]]\n', "pooling"),
+    ('[loss]\nkind = "bce"\ntarget = [[1]]', "[head]"),
+])
+def test_bad_head_tables_are_one_line_errors(table, message, tmp_path, capsys):
+    base = SENTIMENT.read_text().split("\n[head]")[0]
+    with pytest.raises(InputError) as err:
+        parse_example(base + "\n" + table + "\n", "t.toml")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    path = tmp_path / "t.toml"
+    path.write_text(base + "\n" + table + "\n")
+    assert main(["derive", str(path)]) == 2
+    assert message in capsys.readouterr().err
