@@ -83,9 +83,11 @@ def forward(data: dict, delta: dict | None = None):
     z = []
     for i, q in enumerate(Q):
         s = [mpmath.fsum(a * b for a, b in zip(q, k)) / mpmath.sqrt(d_k) for k in K]
+        if data.get("causal"):
+            s = s[:i + 1]
         e = [mpmath.exp(v) for v in s]
         a = [v / mpmath.fsum(e) for v in e]
-        z.append([x[i][c] + mpmath.fsum(a[m] * V[m][c] for m in range(len(V)))
+        z.append([x[i][c] + mpmath.fsum(a[m] * V[m][c] for m in range(len(a)))
                   for c in range(len(V[0]))])
     spec = data["head"]
     pooling = spec.get("pooling", "first")
@@ -116,8 +118,8 @@ def forward(data: dict, delta: dict | None = None):
             e = [mpmath.exp(v) for v in row]
             probs.append([v / mpmath.fsum(e) for v in e])
         classes = spec["classes"]
-        ids = [classes.index(t) for t in loss["targets"]]
-        terms = [-mpmath.log(p[t]) for p, t in zip(probs, ids)]
+        ids = [classes.index(t) if t else None for t in loss["targets"]]
+        terms = [-mpmath.log(p[t]) for p, t in zip(probs, ids) if t is not None]
         L = mpmath.fsum(terms) / (len(terms) if reduction == "mean" else 1)
         return logits, probs, L
     T = mat(loss["target"])
@@ -312,3 +314,192 @@ def test_bad_head_tables_are_one_line_errors(table, message, tmp_path, capsys):
     path.write_text(base + "\n" + table + "\n")
     assert main(["derive", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+# -- (b) a head d -> C: classes (softmax + cross-entropy) and regression (mse) ---------
+
+TOPIC = EXAMPLES / "topic_classifier.toml"
+
+
+def test_topic_forward_loss_and_gradient_at_the_logits():
+    """Mean pooling, three classes: the loss is PyTorch's cross-entropy of the mpmath
+    forward pass, the gradient at the logits the hand-derived p - onehot(t)."""
+    data = tomllib.loads(TOPIC.read_text())
+    g = with_gradients(derive(load_example(TOPIC)))
+    logits, p, L = forward(data)
+    assert g["head.pooled"].shape == (1, 2) and g["head.probabilities"].cols == (
+        "sport", "politics", "science")
+    for j in range(3):
+        assert close(values(g, "head.logits")[0][j], logits[0][j])
+        assert close(values(g, "head.probabilities")[0][j], p[0][j])
+        assert close(values(g, "grad.head.logits")[0][j], p[0][j] - (j == 0))
+    assert close(values(g, "loss")[0][0], L)
+
+
+@pytest.mark.parametrize("key", [("W_C", 0, 1), ("W_C", 1, 2), ("b_C", 0, 2),
+                                 ("W_K", 0, 1), ("E", 2, 1)])
+def test_topic_weight_gradients_match_finite_differences(key):
+    data = tomllib.loads(TOPIC.read_text())
+    g = with_gradients(derive(load_example(TOPIC)))
+    name, i, j = key
+    stage = {"W_C": "grad.head.W_C", "b_C": "grad.head.b_C", "W_K": "grad.layer1.head1.W_K",
+             "E": "grad.embedding_table"}[name]
+    if name == "E":
+        i_row = list(g[stage].rows).index(data["vocab"][i])
+    else:
+        i_row = i
+    assert close(values(g, stage)[i_row][j], central(data, key), mpmath.mpf(10) ** -25)
+
+
+def test_topic_against_torch_autograd():
+    torch = pytest.importorskip("torch")
+    data = tomllib.loads(TOPIC.read_text())
+    g = with_gradients(derive(load_example(TOPIC)))
+    f = torch.float64
+
+    def t(rows):
+        return torch.tensor([[float(number(v)) for v in r] for r in rows], dtype=f,
+                            requires_grad=True)
+
+    table = t(data["embeddings"])
+    ids = torch.tensor([data["vocab"].index(w) for w in data["tokens"]])
+    head = data["layer"][0]["head"][0]
+    WQ, WK, WV, WC = (t(m) for m in (head["W_Q"], head["W_K"], head["W_V"],
+                                     data["head"]["W_C"]))
+    bC = torch.tensor([0.0, 0.0, 0.5], dtype=f, requires_grad=True)
+    X = table[ids]
+    z = X + torch.softmax((X @ WQ) @ (X @ WK).T / 2 ** 0.5, dim=-1) @ (X @ WV)
+    logits = z.mean(dim=0, keepdim=True) @ WC + bC
+    L = torch.nn.functional.cross_entropy(logits, torch.tensor([0]))
+    L.backward()
+    assert abs(float(values(g, "loss")[0][0]) - L.item()) < 1e-12
+    for stage, grad in (("grad.head.W_C", WC.grad), ("grad.layer1.head1.W_V", WV.grad),
+                        ("grad.head.b_C", bC.grad[None])):
+        got = values(g, stage)
+        for i, row in enumerate(grad.tolist()):
+            for j, v in enumerate(row):
+                assert abs(float(got[i][j]) - v) < 1e-12, (stage, i, j)
+    rows = list(g["grad.embedding_table"].rows)
+    got = values(g, "grad.embedding_table")
+    for word, row in zip(data["vocab"], table.grad.tolist()):
+        if word in rows:
+            assert [float(v) for v in got[rows.index(word)]] == pytest.approx(row, abs=1e-12)
+
+
+TOKENS = TOPIC.read_text().split("\n[head]")[0] + """
+[head]
+pooling = "none"
+output = "softmax"
+classes = ["sport", "politics", "science"]
+W_C = [[1, -1, 0], [0, 1, -1]]
+
+[loss]
+kind = "cross_entropy"
+reduction = "REDUCTION"
+targets = ["sport", "", "science", "politics"]
+"""
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_token_classifier_every_position(reduction):
+    """pooling = "none": a class per position, "" = no target there; the mean divides by
+    the 3 positions with a target, the gradient at the logits is (p - onehot)/c and 0 in
+    the row without one."""
+    text = TOKENS.replace("REDUCTION", reduction)
+    data = tomllib.loads(text)
+    g = derived(text)
+    assert "head.pooled" not in g and g["head.logits"].shape == (4, 3)
+    _, p, L = forward(data)
+    assert close(values(g, "loss")[0][0], L)
+    c = 3 if reduction == "mean" else 1
+    got = values(g, "grad.head.logits")
+    for i, target in enumerate([0, None, 2, 1]):
+        for j in range(3):
+            want = 0 if target is None else (p[i][j] - (j == target)) / c
+            assert close(got[i][j], want)
+    assert close(values(g, "grad.head.W_C")[1][1], central(data, ("W_C", 1, 1)),
+                 mpmath.mpf(10) ** -25)
+
+
+REGRESSION = TOPIC.read_text().split("\n[head]")[0].replace(
+    'norm = "none"', 'norm = "none"\ncausal = true') + """
+[head]
+output = "identity"      # a regression: two outputs; causal, so the last row by default
+W_C = [[1, 0], ["1/2", -1]]
+b_C = [0, 1]
+
+[loss]
+kind = "mse"
+target = [[1, "-1/2"]]
+"""
+
+
+def test_regression_head_reads_the_last_row_and_its_mse():
+    data = tomllib.loads(REGRESSION)
+    data["head"]["pooling"] = "last"  # the default under the causal mask, for forward()
+    g = derived(REGRESSION)
+    assert g["head.pooled"].rows == ("time",)  # the last token's row
+    out, _, L = forward(data)
+    y = values(g, "head.output")[0]
+    assert close(y[0], out[0][0]) and close(y[1], out[0][1])
+    assert close(values(g, "loss")[0][0], L)
+    T = [1, mpmath.mpf(-1) / 2]
+    for j in range(2):  # hand-derived: 2 (y - T) / (1 x 2)
+        assert close(values(g, "grad.head.output")[0][j], (y[j] - T[j]))
+    assert close(values(g, "grad.head.W_C")[1][0], central(data, ("W_C", 1, 0)),
+                 mpmath.mpf(10) ** -25)
+    # only the last row reaches the head: the others' gradient at the output is exactly 0
+    grad = g.evaluate(400)["grad.output"]
+    assert all(b.is_exact() and b == 0 for row in grad[:-1] for b in row)
+
+
+def test_first_pooling_reads_the_first_row():
+    text = TOPIC.read_text().replace('pooling = "mean"', 'pooling = "first"')
+    data = tomllib.loads(text)
+    g = derived(text)
+    assert g["head.pooled"].rows == ("goal",)
+    assert close(values(g, "loss")[0][0], forward(data)[2])
+
+
+def test_check_judges_class_claims_and_names_the_class(tmp_path, capsys):
+    g = with_gradients(derive(load_example(TOPIC)))
+    p = [float(v) for v in values(g, "head.probabilities")[0]]
+    claims = tmp_path / "c.toml"
+    claims.write_text(f'[[claim]]\nstage = "head.probabilities"\ndecimals = 3\nvalues = '
+                      f'[[{p[0]:.3f}, {p[1]:.3f}, 0.5]]\n')
+    assert main(["check", str(claims), "--example", str(TOPIC)]) == 1
+    out = capsys.readouterr().out
+    assert "2 of 3" in out and "column 'science'" in out, out
+
+
+def test_a_training_step_updates_the_head(tmp_path, capsys):
+    """One SGD step: step1.head.W_C = W_C - lr dL/dW_C, the gradient by finite
+    differences of the mpmath loss."""
+    data = tomllib.loads(TOPIC.read_text())
+    W = mat(data["head"]["W_C"])
+    want = W[0][1] - central(data, ("W_C", 0, 1)) / 2
+    claims = tmp_path / "c.toml"
+    claims.write_text('[train]\nlr = "1/2"\nsteps = 1\n\n[[claim]]\n'
+                      'stage = "step1.head.W_C"\nentry = [0, 1]\ndecimals = 6\n'
+                      f'values = {mpmath.nstr(want, 12)}\n')
+    status = main(["check", str(claims), "--example", str(TOPIC)])
+    out = capsys.readouterr().out
+    assert status == 0 and "all right" in out, out
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[head]\noutput = "sigmoid"\nW_C = [[1], [0]]\n[loss]\nkind = "cross_entropy"\n'
+     'targets = ["x"]', "output = \"softmax\""),
+    ('[head]\noutput = "softmax"\nclasses = ["a", "b"]\nW_C = [[1, 0], [0, 1]]\n[loss]\n'
+     'kind = "cross_entropy"\ntargets = ["c"]', "'c'"),
+    ('[head]\noutput = "softmax"\nclasses = ["a", "a"]\nW_C = [[1, 0], [0, 1]]\n', "twice"),
+    ('[head]\noutput = "identity"\nW_C = [[1, 0], [0, 1]]\n[loss]\nkind = "mse"\n'
+     'target = [[1, 0, 0]]', "target"),
+    ('[head]\noutput = "softmax"\nW_C = [[1, 0], [0, 1]]\n[lm_head]\n'
+     'W_vocab = [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0]]', "[lm_head]"),
+])
+def test_bad_class_heads_are_one_line_errors(table, message):
+    base = TOPIC.read_text().split("\n[head]")[0]
+    with pytest.raises(InputError) as err:
+        parse_example(base + "\n" + table + "\n", "t.toml")
+    assert message in str(err.value) and "\n" not in str(err.value)
