@@ -83,6 +83,7 @@ from symformer.ops.loss import (
     PositionSquaredError,
     UpstreamGradient,
 )
+from symformer.ops.objective import Objective, StagedObjective
 from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
 from symformer.ops.side_terms import ADAM_PARTS, AdamPart, Exponentials, ExpSums, Squares
@@ -392,6 +393,25 @@ def _(draw):
     T = sympy.Matrix(n, d, lambda i, j: draw(labels))
     return Case(BinaryCrossEntropy(T, reduction=draw(st.sampled_from(["mean", "sum"]))),
                 [y])
+
+
+def _objective_tree():
+    from symformer.example.objective import parse_objective
+
+    return parse_objective("(theta - 3)^2 + exp(phi/2) * sqrt(theta^2 + 1) - log(2 + phi^2)",
+                           {"theta", "phi"}, "test")
+
+
+@factory("objective")
+def _(draw):
+    theta = sympy.Matrix([[sympy.Rational(draw(rationals(Fraction(-2), Fraction(2))))
+                           for _ in range(2)]])
+    return Case(Objective(_objective_tree(), ("theta", "phi"), theta), [])
+
+
+@factory("staged_objective")
+def _(draw):
+    return Case(StagedObjective(_objective_tree(), ("theta", "phi")), [_matrix(draw, 1, 2)])
 
 
 @factory("gated_product")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
-from symformer.blocks.head import output_head
+from symformer.blocks.head import objective_stages, output_head
 from symformer.blocks.lesson import given_attention
 from symformer.blocks.lessons import add_lesson_stages
 from symformer.blocks.sublayers import (
@@ -35,6 +35,9 @@ def derive(example: Example, causal: bool | None = None,
     causal = example.causal if causal is None else causal
     check_size(example, max_work)
     g = Derivation(example, causal)
+    if example.objective is not None:  # an optimiser lesson: f(theta, ...) is the loss
+        objective_stages(g, example.objective)
+        return g
     if example.attention is not None:
         given_attention(g, example.attention)
         add_lesson_stages(g)  # e.g. the Jacobian of a row of the given attention's weights

@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 from symformer.engine.graph import Derivation
-from symformer.example.schema import OutputHead
+from symformer.example.exact import ExactMatrix
+from symformer.example.schema import GivenObjective, OutputHead
 from symformer.ops import Notation, Projection, Softmax
+from symformer.ops.objective import Objective
 from symformer.ops.pooling import POOLED, Pool
 from symformer.ops.sigmoid import PREDICTED, Sigmoid
 
@@ -54,3 +56,16 @@ def head_loss_source(g: Derivation, kind: str) -> str | None:
     if head is None:
         return None
     return "head.output" if head.output == "identity" else "head.probabilities"
+
+
+#: An optimiser lesson's loss: the objective itself.
+OBJECTIVE_LOSS = Notation("f", "f", "Objective (the loss)")
+
+
+def objective_stages(g: Derivation, given: GivenObjective) -> str:
+    """``loss`` = f(θ), the objective, with the parameter row θ as its weight ``theta``
+    (one column per parameter name): ``grad.theta``, and ``stepT.theta`` in training."""
+    names = tuple(n for n, _ in given.starts)
+    theta = ExactMatrix([[v for _, v in given.starts]])
+    return g.add("loss", "loss", Objective(given.tree, names, theta, given.text,
+                                           OBJECTIVE_LOSS), (), ("loss",), ("L",))

@@ -90,6 +90,7 @@ _TOP_KEYS = {
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
     "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
     "head",  # a classification or regression head (symformer.example.head)
+    "objective",  # an optimiser lesson (symformer.example.objective)
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -231,6 +232,10 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     here = Where(source)
     no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
+    if "objective" in data:  # an optimiser lesson: a scalar objective of parameters
+        from symformer.example.objective import objective_example
+
+        return objective_example(data, here)
     if "attention" in data:  # given Q, K and V: a file of its own shape
         data = lift_attention_settings(data, here)
         return attention_example(data, here, _boolean(data, "causal", here, False),

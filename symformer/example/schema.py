@@ -181,6 +181,16 @@ class OutputHead:
 
 
 @dataclass(frozen=True)
+class GivenObjective:
+    """An optimiser lesson's objective f (``[objective]``): its text, its parsed tree
+    (:mod:`symformer.example.objective`) and each parameter's exact starting value."""
+
+    text: str
+    tree: tuple
+    starts: tuple[tuple[str, sympy.Rational], ...]
+
+
+@dataclass(frozen=True)
 class GivenAttention:
     """An attention-only example that starts from given queries, keys and values (the
     ``[attention]`` table): no embeddings, no projections."""
@@ -234,6 +244,8 @@ class Example:
     loss: Loss | None = None
     #: A classification or regression head (``[head]``, :mod:`symformer.example.head`).
     head: OutputHead | None = None
+    #: An optimiser lesson: a scalar objective of named parameters (``[objective]``).
+    objective: GivenObjective | None = None
     #: The optional ``[stages]`` table: stages lessons print, asked for by name
     #: (:mod:`symformer.example.stages`).
     stages: LessonStages | None = None

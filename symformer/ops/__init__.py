@@ -28,6 +28,7 @@ from symformer.ops.loss import (
 )
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
+from symformer.ops.objective import Objective, StagedObjective
 from symformer.ops.parameter import Parameter
 from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
@@ -62,11 +63,11 @@ __all__ = [
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
     "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
-    "Operation", "Parameter", "Pool", "PositionCrossEntropy", "PositionSquaredError",
+    "Objective", "Operation", "Parameter", "Pool", "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
     "Seed", "SgdStep", "SiLU", "Sigmoid", "Softmax", "SoftmaxJacobian", "StagedEmbedding",
-    "StagedNormalize",
+    "StagedNormalize", "StagedObjective",
     "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",
