@@ -503,3 +503,19 @@ def test_bad_class_heads_are_one_line_errors(table, message):
     with pytest.raises(InputError) as err:
         parse_example(base + "\n" + table + "\n", "t.toml")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_notes_word_the_bce_and_write_the_sigmoid_as_the_textbook(tmp_path):
+    """The Backward part says what the loss is; the sigmoid's worked line is
+    1/(1 + e^(−ℓ)) and its rule ∂L/∂ŷ · ŷ (1 − ŷ), with the numbers substituted."""
+    assert main(["export", str(SENTIMENT), "--format", "markdown", "--out",
+                 str(tmp_path)]) == 0
+    text = (tmp_path / "main.md").read_text()
+    assert "(binary cross-entropy), where $T$ is the target" in text
+    assert r"\hat{y} &= \frac{1}{1 + e^{-\ell}}" in text
+    assert r"\frac{1}{1 + e^{-3.006}} \approx 0.953" in text
+    assert (r"\frac{\partial L}{\partial \hat{y}} \hat{y} \left(1 - \hat{y}\right)"
+            in text)
+    assert main(["export", str(TOPIC), "--format", "markdown", "--out",
+                 str(tmp_path / "topic")]) == 0
+    assert "of the target class." in (tmp_path / "topic" / "main.md").read_text()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -146,6 +146,8 @@ class _ObjectiveForms(Operation):
     text: str
 
     default_notation = Notation("f", "f", "Objective")
+    #: Where the equations read θ: the operation's weight, or its input stage.
+    theta_role: ClassVar[str] = "param:theta"
 
     def _row(self, args: Sequence[Any], num: Arithmetic) -> list[Any]:
         raise NotImplementedError
@@ -192,6 +194,16 @@ class _ObjectiveForms(Operation):
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return (grad.astype(dtype), *self.arguments(args, dtype))
 
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        """dL/dθ_j = dL/df · ∂f/∂θ_j, each derivative taken rule by rule."""
+        parts = [f"({_text(derivative(self.tree, n), self.names)})" for n in self.names]
+        body = parts[-1]
+        for k in range(len(parts) - 2, -1, -1):
+            body = f"({parts[k]} if j == {k} else {body})"
+        return IndexEquation((f"dtheta[i, j] = dL * {body}",),
+                             {"dtheta": "result", "dL": "grad", "theta": self.theta_role})
+
 
 @dataclass(frozen=True, eq=False)
 class Objective(_ObjectiveForms):
@@ -222,16 +234,6 @@ class Objective(_ObjectiveForms):
                              remark="the objective as the example file gives it; " + ", ".join(
                                  f"theta_{k} = {n}" for k, n in enumerate(self.names)))
 
-    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
-                          ) -> IndexEquation:
-        """dL/dθ_j = dL/df · ∂f/∂θ_j, each derivative taken rule by rule."""
-        parts = [f"({_text(derivative(self.tree, n), self.names)})" for n in self.names]
-        body = parts[-1]
-        for k in range(len(parts) - 2, -1, -1):
-            body = f"({parts[k]} if j == {k} else {body})"
-        return IndexEquation((f"dtheta[i, j] = dL * {body}",),
-                             {"dtheta": "result", "dL": "grad", "theta": "param:theta"})
-
     def staged(self) -> Operation:
         return StagedObjective(self.tree, self.names, self.text, self.notation)
 
@@ -255,6 +257,7 @@ class StagedObjective(_ObjectiveForms):
 
     name = "staged_objective"
     reference_function = objective
+    theta_role = "in0"
 
     def _row(self, args: Sequence[Any], num: Arithmetic) -> list[Any]:
         first = args[0]

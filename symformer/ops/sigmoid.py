@@ -8,7 +8,8 @@ rule reads the output, as textbooks write it: dL/dz = dL/dŷ ŷ (1 − ŷ).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from symformer.lazy import sympy
 from symformer.ops.base import Notation
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.elementwise import Smooth
+from symformer.worked.model import Add, Const, Div, Func, Mul, Neg, Node
 
 #: The sigmoid's output: a predicted probability.
 PREDICTED = Notation(r"\hat{y}", "ŷ", "Predicted probability (sigmoid)")
@@ -64,6 +66,30 @@ class Sigmoid(Smooth):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[1 / (1 + (-z).exp()) for z in row] for row in args[0]]
+
+    def worked_tree(self, formula: sympy.Expr, convert: Callable[[sympy.Expr], Node]
+                    ) -> Node | None:
+        """1 / (1 + e^(−ℓ)) as the equation writes it, rather than SymPy's
+        ``1/(exp(-l) + 1)``."""
+        if len(formula.free_symbols) != 1:
+            return None
+        (z,) = formula.free_symbols
+        if formula != 1 / (1 + sympy.exp(-z)):
+            return None
+        one = Const(sympy.S.One)
+        return Div(one, Add((one, Func("exp", (Neg(convert(z)),)))))
+
+    def backward_worked_tree(self, formula: sympy.Expr,
+                             convert: Callable[[sympy.Expr], Node]) -> Node | None:
+        """∂L/∂ŷ · ŷ (1 − ŷ) as the displayed rule writes it."""
+        found = formula.free_symbols
+        if len(found) != 2:
+            return None
+        for g, y in itertools.permutations(found):
+            if sympy.expand(formula - g * y * (1 - y)) == 0:
+                return Mul((convert(g), convert(y),
+                            Add((Const(sympy.S.One), Neg(convert(y))))))
+        return None
 
     def slope(self, h: Any, num: Arithmetic) -> Any:
         """sigmoid'(z) = s (1 - s) with s = 1 / (1 + exp(-z)) (the finite-mask bound)."""
