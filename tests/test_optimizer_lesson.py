@@ -191,7 +191,7 @@ def test_hostile_or_malformed_objectives_are_one_line_errors(f, message, tmp_pat
 @pytest.mark.parametrize("text, message", [
     ('[objective]\nf = "theta^2"\ntheta = 1\nphi = 2\n', "phi is not used"),
     ('[objective]\nf = "theta^2"\n', "starting value"),
-    ('[objective]\ntheta = 1\n', "missing key 'f'"),
+    ('[objective]\ntheta = 1\n', "one of the two"),
     ('[objective]\nf = "theta^2"\ntheta = 1\ntokens = ["a"]\n', "tokens"),
     ('tokens = ["a"]\n[objective]\nf = "theta^2"\ntheta = 1\n', "tokens has no meaning"),
     ('[objective]\nf = "theta^2"\ntheta = "abc"\n', "theta"),
@@ -200,3 +200,67 @@ def test_bad_objective_tables(text, message):
     with pytest.raises(InputError) as err:
         parse_example(text, "o.toml")
     assert message in str(err.value), str(err.value)
+
+
+GIVEN = """
+title = "Adam with given gradients"
+[objective]
+gradients = [[-4, 1], [2, "1/2"], [-1, 0]]   # g_1, g_2, g_3, one entry per parameter
+w = 1
+b = 0
+[train]
+optimizer = "adam"
+lr = "1/10"
+steps = 3
+"""
+
+
+def test_given_gradients_adam_against_the_definition_and_torch(tmp_path, capsys):
+    """Each step reads its own given gradient: the moments, m̂, v̂, the update and the
+    weights are Adam's (mpmath, from the definition) and torch.optim.Adam's with the
+    same gradients set by hand."""
+    grads = [[mpmath.mpf(-4), mpmath.mpf(1)], [mpmath.mpf(2), mpmath.mpf(1) / 2],
+             [mpmath.mpf(-1), mpmath.mpf(0)]]
+    columns = []
+    for k, start in enumerate((1, 0)):
+        steps = iter(g[k] for g in grads)
+        columns.append(adam_by_hand(lambda _th, s=steps: next(s), start,
+                                    mpmath.mpf(1) / 10, 3))
+    path = tmp_path / "given.toml"
+    path.write_text(GIVEN)
+    claims = []
+    for t in range(1, 4):
+        for stage, key in (("grad.step{}.theta", "g"), ("step{}.theta", "theta"),
+                           ("step{}.adam_mhat.theta", "mhat"),
+                           ("step{}.adam_denominator.theta", "den"),
+                           ("step{}.adam_update.theta", "update")):
+            name = stage.format(t - 1 if key == "g" else t)
+            row = ", ".join(mpmath.nstr(c[t - 1][key], 25, min_fixed=-1, max_fixed=2)
+                            for c in columns)
+            claims.append(f'[[claim]]\nstage = "{name}"\ndecimals = 12\nvalues = [[{row}]]\n')
+    (tmp_path / "c.toml").write_text("\n".join(claims))
+    assert main(["check", str(tmp_path / "c.toml"), "--example", str(path)]) == 0
+    assert capsys.readouterr().out.count("all right") == 15
+    torch = pytest.importorskip("torch")
+    theta = torch.tensor([1.0, 0.0], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([theta], lr=0.1)
+    g = derive(parse_example(GIVEN, "given.toml"))
+    run = train(g, sympy.Rational(1, 10), 3, "adam", settings=options("adam"))
+    balls = run.graph.evaluate(run.precision)
+    for t, grad in enumerate(grads, start=1):
+        theta.grad = torch.tensor([float(v) for v in grad], dtype=torch.float64)
+        opt.step()
+        got = [float(mp(b)) for b in balls[f"step{t}.theta"][0]]
+        assert got == pytest.approx(theta.tolist(), abs=1e-12), t
+
+
+@pytest.mark.parametrize("table, message", [
+    ('f = "w^2"\ngradients = [[1]]\nw = 1\n', "one of the two"),
+    ('gradients = [[1, 2]]\nw = 1\n', "expected 1"),
+    ('gradients = []\nw = 1\n', "one gradient per step"),
+    ('gradients = [["x"]]\nw = 1\n', "gradients[0]"),
+])
+def test_bad_given_gradients(table, message):
+    with pytest.raises(InputError) as err:
+        parse_example("[objective]\n" + table, "o.toml")
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)

@@ -68,4 +68,4 @@ def objective_stages(g: Derivation, given: GivenObjective) -> str:
     names = tuple(n for n, _ in given.starts)
     theta = ExactMatrix([[v for _, v in given.starts]])
     return g.add("loss", "loss", Objective(given.tree, names, theta, given.text,
-                                           OBJECTIVE_LOSS), (), ("loss",), ("L",))
+                                           OBJECTIVE_LOSS, given.trees), (), ("loss",), ("L",))

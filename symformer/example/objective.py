@@ -13,6 +13,10 @@ lr = "1/10"
 steps = 3
 ```
 
+Or, for a lesson that gives each step's gradient instead of an objective, ``gradients =
+[[g_11, g_12], [g_21, g_22], ...]`` in place of ``f``: step t's objective is the linear
+sum_k g_(t+1),k theta_k, whose gradient is the given row.
+
 A hand-written recursive-descent parser; the text never reaches ``eval`` or
 ``sympify``::
 
@@ -187,17 +191,20 @@ def parse_objective_table(data: Any, where: str) -> tuple[str, tuple, dict[str, 
     (every other key of the table, in the file's order)."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: [objective] must be a table")
-    if "f" not in data:
-        raise InputError(f"{where}: missing key 'f' (the objective, e.g. f = \"theta^2\")")
+    if ("f" in data) == ("gradients" in data):
+        raise InputError(f"{where}: give the objective, f = \"theta^2\", or each step's "
+                         f"gradient, gradients = [[...], ...] (one of the two)")
     starts = {}
     for key, value in data.items():
-        if key == "f":
+        if key in ("f", "gradients"):
             continue
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", key) or key in FUNCTIONS:
             raise InputError(f"{where}: {key!r} cannot name a parameter")
         starts[key] = exact_scalar(value, f"{where}: {key}")
     if not starts:
         raise InputError(f"{where}: give each parameter's starting value, e.g. theta = 1")
+    if "gradients" in data:
+        return "", (), starts
     tree = parse_objective(data["f"], set(starts), where)
     used = _names(tree)
     unused = [k for k in starts if k not in used]
@@ -224,7 +231,16 @@ def objective_example(data: dict[str, Any], here: Any) -> Any:
     if extra:
         raise InputError(f"{here}: {extra[0]} has no meaning in a file with an [objective] "
                          f"table (an optimiser lesson: no tokens, layers or heads)")
-    text, tree, starts = parse_objective_table(data["objective"], str(here.sub("objective")))
+    where = str(here.sub("objective"))
+    text, tree, starts = parse_objective_table(data["objective"], where)
+    trees: tuple = ()
+    if not tree:  # given gradients: step t's objective is the linear sum_k g_tk theta_k
+        from symformer.ops.objective import linear
+
+        rows = given_gradients(data["objective"]["gradients"], len(starts), where)
+        trees = tuple(linear(row, tuple(starts)) for row in rows)
+        tree = trees[0]
+        text = "given gradients"
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
@@ -232,4 +248,27 @@ def objective_example(data: dict[str, Any], here: Any) -> Any:
                    embeddings=ExactMatrix([[0]]), layers=(), positional_encoding="none",
                    source=here.parts[0], given_inputs=True,
                    loss=Loss("objective", str(here.sub("objective"))),
-                   objective=GivenObjective(text, tree, tuple(starts.items())))
+                   objective=GivenObjective(text, tree, tuple(starts.items()), trees))
+
+
+#: The most steps whose gradients a lesson may give.
+MAX_GIVEN_STEPS = 50
+
+
+def given_gradients(value: Any, width: int, where: str) -> list[list[Fraction]]:
+    """``gradients``: one row per step, one exact rational per parameter (a flat list
+    when there is one parameter)."""
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{where}: gradients must be a list with one gradient per step")
+    if len(value) > MAX_GIVEN_STEPS:
+        raise InputError(f"{where}: gradients gives {len(value)} steps, more than "
+                         f"{MAX_GIVEN_STEPS}")
+    rows = []
+    for t, row in enumerate(value):
+        row = row if isinstance(row, list) else [row]
+        if len(row) != width:
+            raise InputError(f"{where}: gradients row {t} has {len(row)} entries, expected "
+                             f"{width} (one per parameter, in the table's order)")
+        exact = [exact_scalar(v, f"{where}: gradients[{t}]") for v in row]
+        rows.append([Fraction(int(e.p), int(e.q)) for e in exact])
+    return rows

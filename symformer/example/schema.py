@@ -188,6 +188,8 @@ class GivenObjective:
     text: str
     tree: tuple
     starts: tuple[tuple[str, sympy.Rational], ...]
+    #: Given gradients (``gradients``): step t's objective is Σ_k g_(t,k) θ_k.
+    trees: tuple[tuple, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ any arithmetic of :mod:`symformer.ops.calculus` (exact SymPy, balls, floats) and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -49,6 +49,14 @@ def _mul(a: Tree, b: Tree) -> Tree:
     if _is(b, 1):
         return a
     return ("*", a, b)
+
+
+def linear(gradient: Sequence[Fraction], names: Sequence[str]) -> Tree:
+    """Σ_k g_k θ_k: the objective whose gradient is the given row g."""
+    tree: Tree = _num(0)
+    for g, n in zip(gradient, names):
+        tree = _add(tree, _mul(_num(g), ("var", n)))
+    return tree
 
 
 def derivative(tree: Tree, name: str) -> Tree:
@@ -215,6 +223,8 @@ class Objective(_ObjectiveForms):
     theta: sympy.Matrix
     text: str = ""
     notation: Notation | None = None
+    #: Given gradients: step t's objective is trees[t] (the linear Σ_k g_(t,k) θ_k).
+    trees: tuple[Tree, ...] = ()
 
     name = "objective"
     reference_function = objective
@@ -235,7 +245,7 @@ class Objective(_ObjectiveForms):
                                  f"theta_{k} = {n}" for k, n in enumerate(self.names)))
 
     def staged(self) -> Operation:
-        return StagedObjective(self.tree, self.names, self.text, self.notation)
+        return StagedObjective(self.tree, self.names, self.text, self.notation, self.trees)
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return (np.array([[float(v) for v in self.theta.row(0)]], dtype=dtype),)
@@ -254,10 +264,19 @@ class StagedObjective(_ObjectiveForms):
     names: tuple[str, ...]
     text: str = ""
     notation: Notation | None = None
+    trees: tuple[Tree, ...] = ()
 
     name = "staged_objective"
     reference_function = objective
     theta_role = "in0"
+
+    def for_graph(self, g: Any, rename: Callable[[str], str]) -> Operation:
+        """Step t's objective when the gradients are given per step (``rename`` names
+        step t's stages): trees[t], or 0 past the last given gradient."""
+        if not self.trees:
+            return self
+        t = int(rename("").removeprefix("step").rstrip("."))
+        return replace(self, tree=self.trees[t] if t < len(self.trees) else _num(0))
 
     def _row(self, args: Sequence[Any], num: Arithmetic) -> list[Any]:
         first = args[0]
