@@ -519,3 +519,11 @@ def test_notes_word_the_bce_and_write_the_sigmoid_as_the_textbook(tmp_path):
     assert main(["export", str(TOPIC), "--format", "markdown", "--out",
                  str(tmp_path / "topic")]) == 0
     assert "of the target class." in (tmp_path / "topic" / "main.md").read_text()
+
+
+def test_the_summary_names_the_head_and_counts_its_weights():
+    from symformer.example.summary import summary_rows, weight_counts
+
+    example = load_example(TOPIC)
+    assert dict(summary_rows(example))["head"] == "softmax over 3 outputs (pooling: mean)"
+    assert weight_counts(example)["classifier head"] == 2 * 3 + 3  # W_C and b_C

@@ -235,8 +235,6 @@ def objective_example(data: dict[str, Any], here: Any) -> Any:
     text, tree, starts = parse_objective_table(data["objective"], where)
     trees: tuple = ()
     if not tree:  # given gradients: step t's objective is the linear sum_k g_tk theta_k
-        from symformer.ops.objective import linear
-
         rows = given_gradients(data["objective"]["gradients"], len(starts), where)
         trees = tuple(linear(row, tuple(starts)) for row in rows)
         tree = trees[0]
@@ -249,6 +247,16 @@ def objective_example(data: dict[str, Any], here: Any) -> Any:
                    source=here.parts[0], given_inputs=True,
                    loss=Loss("objective", str(here.sub("objective"))),
                    objective=GivenObjective(text, tree, tuple(starts.items()), trees))
+
+
+def linear(gradient: list[Fraction], names: tuple[str, ...]) -> tuple:
+    """The tree of sum_k g_k theta_k: the objective whose gradient is the given row g."""
+    tree: tuple = ("num", Fraction(0))
+    for g, n in zip(gradient, names):
+        if g != 0:
+            term = ("*", ("num", g), ("var", n))
+            tree = term if tree == ("num", Fraction(0)) else ("+", tree, term)
+    return tree
 
 
 #: The most steps whose gradients a lesson may give.

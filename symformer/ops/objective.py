@@ -51,14 +51,6 @@ def _mul(a: Tree, b: Tree) -> Tree:
     return ("*", a, b)
 
 
-def linear(gradient: Sequence[Fraction], names: Sequence[str]) -> Tree:
-    """Σ_k g_k θ_k: the objective whose gradient is the given row g."""
-    tree: Tree = _num(0)
-    for g, n in zip(gradient, names):
-        tree = _add(tree, _mul(_num(g), ("var", n)))
-    return tree
-
-
 def derivative(tree: Tree, name: str) -> Tree:
     """∂tree/∂name, rule by rule (sum, product, quotient, power, chain rule)."""
     kind = tree[0]
