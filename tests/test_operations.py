@@ -74,7 +74,7 @@ from symformer.ops import (
     WholeVariance,
     calculus,
 )
-from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
+from symformer.ops.binary_cross_entropy import BinaryCrossEntropy, PositionBinaryCrossEntropy
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.loss import (
@@ -412,6 +412,12 @@ def _(draw):
 @factory("staged_objective")
 def _(draw):
     return Case(StagedObjective(_objective_tree(), ("theta", "phi")), [_matrix(draw, 1, 2)])
+
+
+@factory("position_binary_cross_entropy")
+def _(draw):
+    case = FACTORIES["binary_cross_entropy"](draw)
+    return Case(PositionBinaryCrossEntropy(case.op.target), case.inputs)
 
 
 @factory("gated_product")

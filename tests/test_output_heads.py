@@ -527,3 +527,19 @@ def test_the_summary_names_the_head_and_counts_its_weights():
     example = load_example(TOPIC)
     assert dict(summary_rows(example))["head"] == "softmax over 3 outputs (pooling: mean)"
     assert weight_counts(example)["classifier head"] == 2 * 3 + 3  # W_C and b_C
+
+
+def test_per_position_bce_is_each_rows_sum():
+    """[stages] per_position_loss = true: L_i = -sum_j [T log y + (1 - T) log(1 - y)] per
+    row (PyTorch's reduction="none" summed over the row), and L = (1/6) sum_i L_i."""
+    text = BCE_EACH.replace("REDUCTION", "mean") + "\n[stages]\nper_position_loss = true\n"
+    data = tomllib.loads(text)
+    g = derived(text)
+    _, y, L = forward(data)
+    T = mat(data["loss"]["target"])
+    got = values(g, "loss.per_position")
+    for i in range(3):
+        want = -mpmath.fsum(t * mpmath.log(p) + (1 - t) * mpmath.log(1 - p)
+                            for p, t in zip(y[i], T[i]))
+        assert close(got[i][0], want)
+    assert close(mpmath.fsum(r[0] for r in got) / 6, L)

@@ -9,7 +9,10 @@ from symformer.ops.add import Add
 from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Notation, Operation
-from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
+from symformer.ops.binary_cross_entropy import (
+    BinaryCrossEntropy,
+    PositionBinaryCrossEntropy,
+)
 from symformer.ops.concat import Concat
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
@@ -63,7 +66,8 @@ __all__ = [
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
     "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
-    "Objective", "Operation", "Parameter", "Pool", "PositionCrossEntropy", "PositionSquaredError",
+    "Objective", "Operation", "Parameter", "Pool", "PositionBinaryCrossEntropy",
+    "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
     "Seed", "SgdStep", "SiLU", "Sigmoid", "Softmax", "SoftmaxJacobian", "StagedEmbedding",

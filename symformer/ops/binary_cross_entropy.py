@@ -130,3 +130,68 @@ class BinaryCrossEntropy(Operation):
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return grad.astype(dtype), args[0].astype(dtype), matrix(self.target, dtype), \
             self.divisor()
+
+
+def position_binary_cross_entropy(y, T):
+    """L_i = -sum_j [T_ij log y_ij + (1 - T_ij) log(1 - y_ij)]: each row's own sum."""
+    return -np.sum(T * np.log(y) + (1 - T) * np.log(1 - y), axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True, eq=False)
+class PositionBinaryCrossEntropy(BinaryCrossEntropy):
+    """Each row's binary cross-entropy (``[stages] per_position_loss``): L_i = −Σ_j [T_ij
+    log ŷ_ij + (1 − T_ij) log(1 − ŷ_ij)]; L = (1/c) Σ_i L_i."""
+
+    name = "position_binary_cross_entropy"
+    per_row = True
+    reference_function = position_binary_cross_entropy
+    default_notation = Notation("L", "L", "Loss at each position")
+    per_position_of = "binary_cross_entropy"
+
+    @classmethod
+    def from_loss(cls, loss: Operation) -> Operation:
+        return cls(loss.target)
+
+    def function(self):
+        return position_binary_cross_entropy
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(
+            ("L[i] = -sum(T[i, j] * log(y[i, j]) + (1 - T[i, j]) * log(1 - y[i, j]) "
+             "for j in range(d))",),
+            {"L": "out", "y": "in0", "T": "const:target"}, sizes={"d": ("T", 1)},
+            symbols={"T": ("T", "T")}, remark="T: the target")
+
+    #: Nothing reads the stage: it has no backward rule of its own.
+    backward = Operation.backward
+    backward_equation = Operation.backward_equation
+    backward_function = Operation.backward_function
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        Y = args[0]
+        rows = []
+        for i in range(Y.rows):
+            terms = []
+            for j in range(Y.cols):
+                t, u = self._terms(i, j)
+                if t != 0:
+                    terms.append(t * sympy.log(Y[i, j]))
+                if u != 0:
+                    terms.append(u * sympy.log(1 - Y[i, j]))
+            rows.append([-sympy.Add(*terms)])
+        return sympy.Matrix(rows)
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        T = constant_balls(self.target)
+        out = []
+        for i, row in enumerate(args[0]):
+            total = arb(0)
+            for j, y in enumerate(row):
+                t, u = self._terms(i, j)
+                if t != 0:
+                    total += T[i][j] * y.log()
+                if u != 0:
+                    total += (1 - T[i][j]) * (1 - y).log()
+            out.append([-total])
+        return out
+
