@@ -264,3 +264,19 @@ def test_bad_given_gradients(table, message):
     with pytest.raises(InputError) as err:
         parse_example("[objective]\n" + table, "o.toml")
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("f, message", [
+    ("((theta^100)^100)^100", "multiply to more than"),
+    ("exp(exp(exp(theta + 2)))", "exceeds 1e100"),
+    ("log(theta - 1)", "log of a number that is not positive"),
+    ("1/(theta - 1)", "divides by 0"),
+    ("(theta - 2)^(1/2)", "fractional power"),
+])
+def test_objectives_that_cannot_be_printed_are_refused(f, message):
+    """Limits, as for the example's numbers: nothing is computed that cannot be printed
+    (2^(10^6) exactly, e^(e^(e^10))), and a log, root or division undefined at the start
+    is a one-line error at load."""
+    with pytest.raises(InputError) as err:
+        parse_example(f'[objective]\nf = "{f}"\ntheta = 1\n', "o.toml")
+    assert message in str(err.value), str(err.value)

@@ -210,7 +210,72 @@ def parse_objective_table(data: Any, where: str) -> tuple[str, tuple, dict[str, 
     unused = [k for k in starts if k not in used]
     if unused:
         raise InputError(f"{where}: {unused[0]} is not used by the objective f")
+    if _degree(tree) > MAX_POWER:
+        raise InputError(f"{where}: the objective's powers multiply to more than "
+                         f"{MAX_POWER} (a power of a power); write a smaller one")
+    _check_magnitudes(tree, starts, where)
     return data["f"], tree, starts
+
+
+def _degree(tree: tuple) -> Fraction:
+    """The largest product of |exponents| along a path of nested powers."""
+    if tree[0] == "^":
+        return abs(tree[2]) * max(_degree(tree[1]), Fraction(1))
+    inner = [_degree(t) for t in tree[1:] if isinstance(t, tuple)]
+    return max(inner, default=Fraction(1))
+
+
+#: Every part of the objective at the starting values lies below this in magnitude.
+MAX_MAGNITUDE = 10**100
+
+
+def _check_magnitudes(tree: tuple, starts: dict[str, Any], where: str) -> None:
+    """Every part of f at the starting values is a finite number of magnitude at most
+    1e100, and log/sqrt get a positive argument, certified with balls (128 bits): the
+    steps that follow start from numbers that can be printed."""
+    from flint import arb, ctx
+
+    def ball(t: tuple) -> arb:
+        kind = t[0]
+        if kind == "num":
+            value = arb(t[1].numerator) / t[1].denominator
+        elif kind == "var":
+            value = arb(int(starts[t[1]].p)) / int(starts[t[1]].q)
+        elif kind == "neg":
+            value = -ball(t[1])
+        elif kind == "^":
+            base, q = ball(t[1]), t[2]
+            if q.denominator != 1 and not base > 0:
+                raise InputError(f"{where}: a fractional power of a number that is not "
+                                 f"positive at the starting values")
+            if q.denominator == 1 and q < 0 and not (base > 0 or base < 0):
+                raise InputError(f"{where}: a negative power of 0 at the starting values")
+            value = base ** int(q) if q.denominator == 1 else (
+                arb(q.numerator) / q.denominator * base.log()).exp()
+        elif kind == "f":
+            x = ball(t[2])
+            if t[1] in ("log", "sqrt") and not x > 0:
+                raise InputError(f"{where}: {t[1]} of a number that is not positive at "
+                                 f"the starting values")
+            value = getattr(x, t[1])()
+        else:
+            a, b = ball(t[1]), ball(t[2])
+            if kind == "/" and not (b > 0 or b < 0):
+                raise InputError(f"{where}: the objective divides by 0 at the starting "
+                                 f"values")
+            value = a + b if kind == "+" else a - b if kind == "-" else a * b if kind == "*" \
+                else a / b
+        if not value.is_finite() or abs(value) > MAX_MAGNITUDE:
+            raise InputError(f"{where}: a part of the objective exceeds 1e100 in magnitude "
+                             f"at the starting values")
+        return value
+
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        ball(tree)
+    finally:
+        ctx.prec = old
 
 
 def _names(tree: tuple) -> set[str]:
