@@ -280,3 +280,16 @@ def test_objectives_that_cannot_be_printed_are_refused(f, message):
     with pytest.raises(InputError) as err:
         parse_example(f'[objective]\nf = "{f}"\ntheta = 1\n', "o.toml")
     assert message in str(err.value), str(err.value)
+
+
+def test_the_parameters_are_claimable_and_labelled_by_name(tmp_path, capsys):
+    """The weight address ``theta`` (the example's starting values) and its gradient
+    carry the parameters' names as columns."""
+    g = with_gradients(derive(parse_example(TWO, "two.toml")))
+    assert g["grad.theta"].cols == ("x", "y")
+    path = tmp_path / "two.toml"
+    path.write_text(TWO + '\n[[claim]]\nstage = "theta"\nvalues = [[0.5, -0.4]]\n'
+                    'decimals = 1\n')
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "column 'y'" in out and "claimed -0.4" in out, out
