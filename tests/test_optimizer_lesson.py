@@ -293,3 +293,14 @@ def test_the_parameters_are_claimable_and_labelled_by_name(tmp_path, capsys):
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "column 'y'" in out and "claimed -0.4" in out, out
+
+
+def test_train_write_puts_the_trained_parameters_back_by_name(tmp_path):
+    """``train --write``: the trained θ goes back into [objective] under each name (exact
+    when rational: one SGD step of f = (θ − 3)² from 1 with lr 1/4 gives 2)."""
+    out = tmp_path / "trained.toml"
+    assert main(["train", str(LESSON), "--optimizer", "sgd", "--lr", "1/4", "--steps", "1",
+                 "--write", str(out), "--quiet"]) == 0
+    written = parse_example(out.read_text(), str(out))
+    assert dict(written.objective.starts) == {"theta": 2}
+    assert "theta = [" not in out.read_text()  # nothing at the top level
