@@ -543,3 +543,18 @@ def test_per_position_bce_is_each_rows_sum():
                             for p, t in zip(y[i], T[i]))
         assert close(got[i][0], want)
     assert close(mpmath.fsum(r[0] for r in got) / 6, L)
+
+
+def test_train_write_keeps_the_head_and_its_trained_weights(tmp_path):
+    """``train --write``: W_C and b_C are written back into [head] (rounded: the
+    softmax makes them irrational), the head's other keys kept."""
+    out = tmp_path / "trained.toml"
+    assert main(["train", str(TOPIC), "--lr", "1/2", "--steps", "1", "--write", str(out),
+                 "--quiet"]) == 0
+    written = load_example(out)
+    g = with_gradients(derive(load_example(TOPIC)))
+    grad = values(g, "grad.head.b_C")[0]
+    assert written.head.classes == ("sport", "politics", "science")
+    assert written.head.pooling == "mean" and written.head.output == "softmax"
+    for j, start in enumerate((0, 0, mpmath.mpf(1) / 2)):  # b_C - lr * grad, 3 decimals
+        assert abs(mpmath.mpf(float(written.head.b_C[0, j])) - (start - grad[j] / 2)) <= 5e-4
