@@ -558,3 +558,22 @@ def test_train_write_keeps_the_head_and_its_trained_weights(tmp_path):
     assert written.head.pooling == "mean" and written.head.output == "softmax"
     for j, start in enumerate((0, 0, mpmath.mpf(1) / 2)):  # b_C - lr * grad, 3 decimals
         assert abs(mpmath.mpf(float(written.head.b_C[0, j])) - (start - grad[j] / 2)) <= 5e-4
+
+
+@pytest.mark.parametrize("pooling, label", [
+    ("last", "of the pooled row ('time': position 3)"),
+    ("mean", "of the pooled row ('mean': the mean over positions)"),
+    ("first", "of the pooled row ('goal': position 0)"),
+])
+def test_check_labels_the_pooled_row_by_what_it_pooled(pooling, label, tmp_path, capsys):
+    """A pooled head's one row is not position 0: the last token's row is position n - 1,
+    the mean is no position (the labels of issue 31's item 3)."""
+    example = tmp_path / "t.toml"
+    example.write_text(TOPIC.read_text().replace('pooling = "mean"', f'pooling = "{pooling}"'))
+    claims = tmp_path / "c.toml"
+    claims.write_text('[[claim]]\nstage = "grad.head.logits"\ndecimals = 2\n'
+                      'values = [[9, 9, 9]]\n')
+    assert main(["check", str(claims), "--example", str(example)]) == 1
+    out = capsys.readouterr().out
+    assert label in out, out
+    assert "(position 0), column" not in out or pooling == "first"
