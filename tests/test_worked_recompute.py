@@ -33,7 +33,7 @@ from symformer.trace import trace_token
 from symformer.worked import as_latex, as_text
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
-from symformer.worked.render_mathml import step_mathml as as_mathml
+from symformer.worked.render_mathml import step_pieces
 from symformer.worked.to_json import item_dict, plain
 
 #: An optimiser lesson ([objective]: no token rows, no block) has no worked lines to follow
@@ -43,6 +43,11 @@ EXAMPLES = sorted(p for p in (Path(__file__).parents[1] / "symformer" / "example
     "*.toml") if "claims" not in p.stem and p.stem not in NO_TOKENS)
 LITERAL = re.compile(r"\d+(?:\.\d+)?")
 KEYS = {"stage", "row", "col", "symbol", "expression", "result", "operands"}
+
+
+def as_mathml(step) -> str:
+    """A worked line's MathML as the trace's page writes it (its pieces, in order)."""
+    return "".join(step_pieces(step))
 
 
 def worked_items(g, **options) -> list[dict]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
+from symformer.blocks.given_attention import given_attention
 from symformer.blocks.head import objective_stages, output_head
-from symformer.blocks.lesson import given_attention
-from symformer.blocks.lessons import add_lesson_stages
+from symformer.blocks.requested_stages import add_requested_stages
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
@@ -40,7 +40,7 @@ def derive(example: Example, causal: bool | None = None,
         return g
     if example.attention is not None:
         given_attention(g, example.attention)
-        add_lesson_stages(g)  # e.g. the Jacobian of a row of the given attention's weights
+        add_requested_stages(g)  # e.g. the Jacobian of a row of the given attention's weights
         return g
     x = input_stages(g, "", example.tokens, example.embeddings,
                      () if example.given_inputs else example.embedding_ids,
@@ -66,7 +66,7 @@ def derive(example: Example, causal: bool | None = None,
         lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab, head.masked)
     if example.head is not None:  # a classification or regression head, no vocabulary
         output_head(g, out, example.head)
-    add_lesson_stages(g)  # the [stages] table's Jacobians and products, if any
+    add_requested_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 
 

@@ -4,11 +4,12 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 ``docs/architecture.md`` for how to add one.
 """
 
+from symformer.notation_types import Notation
 from symformer.ops.adam import AdamMoment, AdamStep
 from symformer.ops.add import Add
 from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
-from symformer.ops.base import OPERATIONS, Notation, Operation
+from symformer.ops.base import OPERATIONS, Operation
 from symformer.ops.binary_cross_entropy import (
     BinaryCrossEntropy,
     PositionBinaryCrossEntropy,
@@ -31,7 +32,7 @@ from symformer.ops.loss import (
 )
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
-from symformer.ops.objective import Objective, StagedObjective
+from symformer.ops.objective import Objective
 from symformer.ops.parameter import Parameter
 from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
@@ -47,11 +48,6 @@ from symformer.ops.sigmoid import Sigmoid
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
-from symformer.ops.staged_embedding import StagedEmbedding
-from symformer.ops.staged_normalize import StagedNormalize
-from symformer.ops.staged_positional import StagedPositional
-from symformer.ops.staged_projection import StagedProjection
-from symformer.ops.staged_rms_norm import StagedRMSNormalize
 from symformer.ops.std_dev import StdDev
 from symformer.ops.table_sum import TableSum
 from symformer.ops.transpose import Transpose
@@ -70,9 +66,8 @@ __all__ = [
     "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Sigmoid", "Softmax", "SoftmaxJacobian", "StagedEmbedding",
-    "StagedNormalize", "StagedObjective",
-    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
+    "Seed", "SgdStep", "SiLU", "Sigmoid", "Softmax", "SoftmaxJacobian", "StdDev", "TableSum",
+    "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",
 ]

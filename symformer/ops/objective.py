@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -137,20 +137,33 @@ def _text(tree: Tree, names: tuple[str, ...]) -> str:
     return f"({_text(tree[1], names)} {kind} {_text(tree[2], names)})"
 
 
-class _ObjectiveForms(Operation):
-    """What the objective and its staged form share: f of the parameter row θ, whose
-    column k is the parameter ``names[k]``."""
+@dataclass(frozen=True, eq=False)
+class Objective(Operation):
+    """f(θ) (1 x 1) of the parameter row θ (1 x k; column k the parameter ``names[k]``):
+    the weight ``theta`` that ``train`` updates.
+
+    ``from_stages``: θ is the input stage (a training step's parameters; see
+    :meth:`Operation.staged`), the field ``theta`` then unused.  ``trees``: given
+    gradients, step t's objective trees[t] (the linear Σ_k g_(t,k) θ_k).
+    """
 
     tree: Tree
     names: tuple[str, ...]
-    text: str
+    theta: sympy.Matrix | None = None
+    text: str = ""
+    notation: Notation | None = None
+    trees: tuple[Tree, ...] = ()
+    from_stages: bool = False
 
+    name = "objective"
+    reference_function = objective
     default_notation = Notation("f", "f", "Objective")
-    #: Where the equations read θ: the operation's weight, or its input stage.
-    theta_role: ClassVar[str] = "param:theta"
 
     def _row(self, args: Sequence[Any], num: Arithmetic) -> list[Any]:
-        raise NotImplementedError
+        if not self.from_stages:
+            return [num.const(v) for v in self.theta.row(0)]
+        first = args[0]
+        return list(first.row(0)) if isinstance(first, sympy.MatrixBase) else list(first[0])
 
     def _env(self, args: Sequence[Any], num: Arithmetic) -> dict[str, Any]:
         return dict(zip(self.names, self._row(args, num)))
@@ -165,9 +178,46 @@ class _ObjectiveForms(Operation):
 
         return objective
 
+    def parameters(self) -> dict[str, sympy.Matrix]:
+        return {} if self.from_stages else {"theta": self.theta}
+
     def parameter_columns(self, parameter: str) -> tuple[str, ...]:
         """The parameter row's column labels: the parameters' names."""
         return self.names
+
+    def parameter_notation(self, name: str) -> Notation:
+        return Notation(r"\theta", "θ", "the parameters")
+
+    def staged(self) -> Operation | None:
+        return None if self.from_stages else replace(self, from_stages=True)
+
+    def for_graph(self, g: Any, rename: Callable[[str], str]) -> Operation:
+        """Step t's objective when the gradients are given per step (``rename`` names
+        step t's stages): trees[t], or 0 past the last given gradient."""
+        if not self.trees or not self.from_stages:
+            return self
+        t = int(rename("").removeprefix("step").rstrip("."))
+        return replace(self, tree=self.trees[t] if t < len(self.trees) else _num(0))
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
+        if self.from_stages:
+            return None
+        return IndexEquation((f"f[i, j] = {_text(self.tree, self.names)}",),
+                             {"f": "out", "theta": "param:theta"},
+                             remark="the objective as the example file gives it; " + ", ".join(
+                                 f"theta_{k} = {n}" for k, n in enumerate(self.names)))
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation | None:
+        """dL/dθ_j = dL/df · ∂f/∂θ_j, each derivative taken rule by rule."""
+        if self.from_stages:
+            return None
+        parts = [f"({_text(derivative(self.tree, n), self.names)})" for n in self.names]
+        body = parts[-1]
+        for k in range(len(parts) - 2, -1, -1):
+            body = f"({parts[k]} if j == {k} else {body})"
+        return IndexEquation((f"dtheta[i, j] = dL * {body}",),
+                             {"dtheta": "result", "dL": "grad", "theta": "param:theta"})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([[evaluate(self.tree, self._env(args, EXACT), EXACT)]])
@@ -175,7 +225,15 @@ class _ObjectiveForms(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[evaluate(self.tree, self._env(args, BALLS), BALLS)]]
 
-    def _gradient_row(self, args: Sequence[Any], grad: Rows, num: Arithmetic) -> Rows:
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.from_stages:
+            return (np.asarray(args[0], dtype=dtype),)
+        return (np.array([[float(v) for v in self.theta.row(0)]], dtype=dtype),)
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """∂L/∂θ_k = ∂L/∂f · ∂f/∂θ_k, each derivative evaluated at θ (the parameter
+        ``theta``, or input 0 when read from a stage)."""
         env = self._env(args, num)
         return [[grad[0][0] * evaluate(derivative(self.tree, n), env, num)
                  for n in self.names]]
@@ -193,95 +251,3 @@ class _ObjectiveForms(Operation):
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return (grad.astype(dtype), *self.arguments(args, dtype))
-
-    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
-                          ) -> IndexEquation:
-        """dL/dθ_j = dL/df · ∂f/∂θ_j, each derivative taken rule by rule."""
-        parts = [f"({_text(derivative(self.tree, n), self.names)})" for n in self.names]
-        body = parts[-1]
-        for k in range(len(parts) - 2, -1, -1):
-            body = f"({parts[k]} if j == {k} else {body})"
-        return IndexEquation((f"dtheta[i, j] = dL * {body}",),
-                             {"dtheta": "result", "dL": "grad", "theta": self.theta_role})
-
-
-@dataclass(frozen=True, eq=False)
-class Objective(_ObjectiveForms):
-    """f(θ) (1 x 1) with the parameter row θ (1 x k) an exact constant, the weight
-    ``theta`` (``parameters()``) that ``train`` updates."""
-
-    tree: Tree
-    names: tuple[str, ...]
-    theta: sympy.Matrix
-    text: str = ""
-    notation: Notation | None = None
-    #: Given gradients: step t's objective is trees[t] (the linear Σ_k g_(t,k) θ_k).
-    trees: tuple[Tree, ...] = ()
-
-    name = "objective"
-    reference_function = objective
-
-    def _row(self, args: Sequence[Any], num: Arithmetic) -> list[Any]:
-        return [num.const(v) for v in self.theta.row(0)]
-
-    def parameters(self) -> dict[str, sympy.Matrix]:
-        return {"theta": self.theta}
-
-    def parameter_notation(self, name: str) -> Notation:
-        return Notation(r"\theta", "θ", "the parameters")
-
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation((f"f[i, j] = {_text(self.tree, self.names)}",),
-                             {"f": "out", "theta": "param:theta"},
-                             remark="the objective as the example file gives it; " + ", ".join(
-                                 f"theta_{k} = {n}" for k, n in enumerate(self.names)))
-
-    def staged(self) -> Operation:
-        return StagedObjective(self.tree, self.names, self.text, self.notation, self.trees)
-
-    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
-        return (np.array([[float(v) for v in self.theta.row(0)]], dtype=dtype),)
-
-    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
-                 num: Arithmetic) -> Rows:
-        """∂L/∂θ_k = ∂L/∂f · ∂f/∂θ_k, each derivative evaluated at θ."""
-        return self._gradient_row(args, grad, num)
-
-
-@dataclass(frozen=True, eq=False)
-class StagedObjective(_ObjectiveForms):
-    """The objective reading θ from a stage (a training step's parameters)."""
-
-    tree: Tree
-    names: tuple[str, ...]
-    text: str = ""
-    notation: Notation | None = None
-    trees: tuple[Tree, ...] = ()
-
-    name = "staged_objective"
-    reference_function = objective
-    theta_role = "in0"
-
-    def for_graph(self, g: Any, rename: Callable[[str], str]) -> Operation:
-        """Step t's objective when the gradients are given per step (``rename`` names
-        step t's stages): trees[t], or 0 past the last given gradient."""
-        if not self.trees:
-            return self
-        t = int(rename("").removeprefix("step").rstrip("."))
-        return replace(self, tree=self.trees[t] if t < len(self.trees) else _num(0))
-
-    def _row(self, args: Sequence[Any], num: Arithmetic) -> list[Any]:
-        first = args[0]
-        return list(first.row(0)) if isinstance(first, sympy.MatrixBase) else list(first[0])
-
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation((f"f[i, j] = {_text(self.tree, self.names)}",),
-                             {"f": "out", "theta": "in0"})
-
-    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
-        return (np.asarray(args[0], dtype=dtype),)
-
-    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
-                 num: Arithmetic) -> Rows:
-        """∂L/∂θ_k at the step's θ (input 0)."""
-        return self._gradient_row(args, grad, num)
