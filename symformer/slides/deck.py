@@ -70,10 +70,8 @@ GUTTER = 1.0
 #: Tables are set narrower than the sum of their columns' estimates (measured: 0.88 of
 #: it on the shipped decks; pdflatex reports a table wider than its room as overfull).
 TABLE_FIT = 0.92
-#: The width (em) of a table's heading set at its left; the room (pt) a row of tables
-#: takes beyond its tables (its top alignment and the skip under it, measured).
+#: The width (em) of a table's heading set at its left.
 HEADING = 8.0
-ROW_SKIP = 10.0
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -523,13 +521,6 @@ def height(frame: StageFrame) -> float:
         if k:
             column.skip(measure.MEDSKIP)
         _stack_item(column, item, lhs)
-    return column.total
-
-
-def item_height(item: Item, lhs: float) -> float:
-    """The height in pt of one item alone under a left-hand side column ``lhs`` pt."""
-    column = Column()
-    _stack_item(column, item, lhs)
     return column.total
 
 
