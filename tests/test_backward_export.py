@@ -71,10 +71,10 @@ def test_backward_part_lines_recompute(graph, token, decimals):
 def test_backward_part_runs_from_the_loss_to_the_embeddings(graph):
     text = export_files(graph, Options(decimals=2, token=1), "markdown")["main.md"]
     part = text[text.index("## Backward pass"):]
-    order = ["### Loss", "Gradient of the loss at Encoder output",
-             "Add & Norm 2, Gradient of the loss at LayerNorm",
-             "Head 1, Gradient of the loss at Scaled scores",
-             "Gradient of the loss at Token embedding", "### Gradients of the weights"]
+    order = ["### Loss", "Gradient of the loss at the encoder output",
+             "Add & Norm 2, Gradient of the loss at the LayerNorm",
+             "Head 1, Gradient of the loss at the scaled scores",
+             "Gradient of the loss at the token embedding", "### Gradients of the weights"]
     assert [part.index(o) for o in order] == sorted(part.index(o) for o in order)
     # the softmax rule
     assert r"\frac{\partial L}{\partial s^{(1)}_{i,j}} &= \alpha^{(1)}_{i,j}" in part
@@ -124,13 +124,13 @@ def test_trace_backward_every_format(tmp_path, fmt):
     assert main(["trace", "--token", "1", "--backward", "--format", fmt, "--decimals", "3",
                  "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
-    assert "Gradient of the loss at Scaled scores" in text
+    assert "Gradient of the loss at the scaled scores" in text
     if fmt == "text":
         # (wrapped at 80 columns after the sum's first term)
         assert "∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1)" in text
         assert text.index("] Output > Loss (mean squared error)") \
-            < text.index("] Output > Gradient of the loss at Encoder output") \
-            < text.index("] Input > Gradient of the loss at Token embedding")
+            < text.index("] Output > Gradient of the loss at the encoder output") \
+            < text.index("] Input > Gradient of the loss at the token embedding")
     if fmt == "latex" and shutil.which("pdflatex"):
         from symformer.latex.compile import compile_pdf
 

@@ -47,6 +47,7 @@ from symformer.ops import (
 )
 from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
 from symformer.ops.gradient import Gradient, Seed, Term
+from symformer.words import in_sentence
 
 #: Name components of sub-layer groups, left out of a parameter's name.
 _GROUPS = ("attention", "ffn")
@@ -356,7 +357,8 @@ def _notation(stage: Stage, parameter: str | None = None, part: str = "") -> Not
     (dL/dW_Q)_0 is column 0 of the gradient of W_Q."""
     symbol = parameter_symbol(stage, parameter) if parameter else stage_symbol(stage)
     latex, text = rf"\partial L/\partial {symbol.latex}", f"∂L/∂{symbol.text}"
-    title = f"Gradient of the loss at {symbol.title}" + (f", {part}" if part else "")
+    title = f"Gradient of the loss at {in_sentence(symbol.title)}" + (
+        f", {part}" if part else "")
     if part in _PART_MARKS:  # one use of a tied table: marked, so that the sum reads
         mark = _PART_MARKS[part]
         return Notation(rf"{latex}^{{\text{{{mark}}}}}", f"{text}^{mark}", title, bracket=True)

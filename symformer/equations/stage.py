@@ -31,6 +31,7 @@ from symformer.equations.symbols import FIXED, spell
 from symformer.equations.text import entry_text
 from symformer.lazy import sympy
 from symformer.notation_types import Notation
+from symformer.words import in_sentence
 
 if TYPE_CHECKING:
     from symformer.ops.gradient import Term
@@ -299,7 +300,7 @@ def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notati
     symbol = names.stage(consumer)
     mark = symbol if unique else Notation(str(k + 1), str(k + 1), "")
     return Notation(rf"\delta^{{({mark.latex})}}", f"δ^({mark.text})",
-                    f"the term through {symbol.title.lower()}")
+                    f"the term through {in_sentence(symbol.title)}")
 
 
 def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:

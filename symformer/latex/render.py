@@ -218,7 +218,7 @@ def _(block: Glossary) -> str:
 
 @to_latex.register
 def _(block: MatrixBlock) -> str:
-    return f"\\[\n  {block.lhs} = {bmatrix(block.rows)}\n\\]"
+    return f"\\[\n  {block.lhs} = {aligned_matrix(block.rows)}\n\\]"
 
 
 @to_latex.register
