@@ -235,17 +235,34 @@ def _weight_rows(stage: Stage) -> bool:
     return of != stage.name and g is not None and of in g and g[of].kind in _WEIGHT_KINDS
 
 
+def _pooled_row(stage: Stage) -> str:
+    """What the one row of a pooled classifier head's stage (``head.*``, its gradients)
+    stands for: "position 0", "position n-1" or "the mean over positions"; "" otherwise."""
+    g = stage.derivation
+    head = getattr(g.example, "head", None) if g is not None else None
+    name = stage.name.removeprefix("grad.")
+    if head is None or head.pooling == "none" or not name.startswith("head."):
+        return ""
+    if head.pooling == "mean":
+        return "the mean over positions"
+    n = len(g.example.tokens)
+    return f"position {0 if head.pooling == 'first' else n - 1}"
+
+
 def place(stage: Stage, i: int, j: int) -> str:
     """An entry in words: ``q_0 of 'think' (position 1)``.
 
     Columns that name something add it: ``α_1 of 'I' (position 0), column 'think'``.
     """
+    pooled = _pooled_row(stage)
     if _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
     elif stage.kind == CONSTANT_KIND and stage.shape[0] == 1:  # √d_k, log V, θ_i
         text = entry(stage, j)
         if stage.shape[1] == 1:
             return text
+    elif pooled:  # a classifier head's one row: what it pooled, not a position of its own
+        text = f"{entry(stage, j)} of the pooled row ({stage.rows[i]!r}: {pooled})"
     else:
         text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i + first_position(stage)})"
     if not numbered(stage) and not per_row(stage):

@@ -68,6 +68,7 @@ from symformer.ops import (
     WholeVariance,
     calculus,
 )
+from symformer.ops.binary_cross_entropy import BinaryCrossEntropy, PositionBinaryCrossEntropy
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.ops.loss import (
@@ -76,9 +77,12 @@ from symformer.ops.loss import (
     PositionSquaredError,
     UpstreamGradient,
 )
+from symformer.ops.objective import Objective
+from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
 from symformer.ops.side_terms import ADAM_PARTS, AdamPart, Exponentials, ExpSums, Squares
 from symformer.ops.side_terms import ConstantTable as GivenConstant
+from symformer.ops.sigmoid import Sigmoid
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
@@ -360,6 +364,55 @@ def _(draw):
 @factory("silu")
 def _(draw):
     return Case(SiLU(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("sigmoid")
+def _(draw):
+    return Case(Sigmoid(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("pool")
+def _(draw):
+    n, d = _shape(draw)
+    how = draw(st.sampled_from(["mean", "row"]))
+    return Case(Pool(how, draw(st.integers(0, n - 1))), [_matrix(draw, n, d)])
+
+
+@factory("binary_cross_entropy")
+def _(draw):
+    n, d = _shape(draw)
+    inside = st.integers(1, 4).map(lambda k: sympy.Rational(k, 5))  # strictly in (0, 1)
+    labels = st.sampled_from([sympy.Integer(0), sympy.Integer(1), sympy.Rational(1, 4)])
+    y = sympy.Matrix(n, d, lambda i, j: draw(inside))
+    T = sympy.Matrix(n, d, lambda i, j: draw(labels))
+    return Case(BinaryCrossEntropy(T, reduction=draw(st.sampled_from(["mean", "sum"]))),
+                [y])
+
+
+def _objective_tree():
+    from symformer.example.objective import parse_objective
+
+    return parse_objective("(theta - 3)^2 + exp(phi/2) * sqrt(theta^2 + 1) - log(2 + phi^2)",
+                           {"theta", "phi"}, "test")
+
+
+@factory("objective")
+def _(draw):
+    theta = sympy.Matrix([[sympy.Rational(draw(rationals(Fraction(-2), Fraction(2))))
+                           for _ in range(2)]])
+    return Case(Objective(_objective_tree(), ("theta", "phi"), theta), [])
+
+
+@factory("objective.from_stages")
+def _(draw):
+    return Case(Objective(_objective_tree(), ("theta", "phi"), from_stages=True),
+                [_matrix(draw, 1, 2)])
+
+
+@factory("position_binary_cross_entropy")
+def _(draw):
+    case = FACTORIES["binary_cross_entropy"](draw)
+    return Case(PositionBinaryCrossEntropy(case.op.target), case.inputs)
 
 
 @factory("gated_product")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from symformer.blocks.head import head_loss_source
 from symformer.blocks.requested_stages import add_per_position_loss, not_asked
 from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
@@ -44,6 +45,7 @@ from symformer.ops import (
     Transpose,
     UpstreamGradient,
 )
+from symformer.ops.binary_cross_entropy import BinaryCrossEntropy
 from symformer.ops.gradient import Gradient, Seed, Term
 from symformer.words import in_sentence
 
@@ -53,6 +55,8 @@ _GROUPS = ("attention", "ffn")
 
 def add_loss(g: Derivation) -> str:
     """Append the ``loss`` stage of the example's ``[loss]`` table; returns its name."""
+    if "loss" in g:  # the example's own (an optimiser lesson's objective), or added
+        return "loss"
     loss = g.example.loss
     if loss is None:
         example = g.example
@@ -81,7 +85,10 @@ def add_loss(g: Derivation) -> str:
     elif loss.kind == "mse":
         op = MeanSquaredError(loss.target, positions=loss.positions,
                               reduction=loss.reduction)
-        source = "output"
+        source = head_loss_source(g, loss.kind) or "output"
+    elif loss.kind == "bce":  # the sigmoid head's probabilities (checked at load)
+        op = BinaryCrossEntropy(loss.target, reduction=loss.reduction)
+        source = head_loss_source(g, loss.kind)
     else:
         found = [s for s in g if s.kind == "probabilities"]
         if not found:
@@ -149,19 +156,26 @@ def backward(g: Derivation, loss: str | None = None, stop: frozenset[str] = froz
             inputs += [*consumer.inputs, consumer.name, f"grad.{consumer.name}"]
         grad = g.add(f"grad.{name}", "gradient", Gradient(tuple(terms), _notation(stage)),
                      inputs, stage.rows, stage.cols, **_where(stage))
-        if not parameters:
-            continue
-        for parameter, value in stage.op.parameters().items():
-            rows, cols = parameter_labels(g, stage, parameter, value)
-            g.add(names[(name, parameter)], "weight_gradient",
-                  Gradient((Term(stage.op, parameter, len(stage.inputs)),),
-                           _notation(stage, parameter, "the lookup's use" if names[
-                               (name, parameter)].endswith(TIED_PARTS[0]) else "")),
-                  (*stage.inputs, name, grad), rows, cols, **_where(stage))
+        if parameters:
+            _weight_gradients(g, stage, grad, names)
+    if parameters and g[loss].op.parameters():  # an objective: the loss has weights itself
+        _weight_gradients(g, g[loss], f"grad.{loss}", names)
     for part in tied_table_stages(g, names):
         g.add(part.name, "weight_gradient", part.op, part.inputs, part.rows, part.cols,
               **_where(part.owner))
     return g
+
+
+def _weight_gradients(g: Derivation, stage: Stage, grad: str,
+                      names: dict[tuple[str, str], str]) -> None:
+    """The gradient of each weight of ``stage``'s operation (``grad`` is dL/d stage)."""
+    for parameter, value in stage.op.parameters().items():
+        rows, cols = parameter_labels(g, stage, parameter, value)
+        g.add(names[(stage.name, parameter)], "weight_gradient",
+              Gradient((Term(stage.op, parameter, len(stage.inputs)),),
+                       _notation(stage, parameter, "the lookup's use" if names[
+                           (stage.name, parameter)].endswith(TIED_PARTS[0]) else "")),
+              (*stage.inputs, stage.name, grad), rows, cols, **_where(stage))
 
 
 #: The name suffixes of a tied table's two contributions: the lookup's, the head's.
@@ -282,8 +296,9 @@ def parameter_labels(g: Derivation, stage: Stage, parameter: str, value
                      ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Row and column labels of ``stage``'s weight ``parameter`` (and of its gradient)."""
     rows = _parameter_rows(g, stage, parameter, value.rows)
-    cols = stage.cols if value.cols == stage.shape[1] else tuple(
-        f"c{j}" for j in range(value.cols))
+    named = getattr(stage.op, "parameter_columns", None)  # an objective's parameter names
+    cols = named(parameter) if named is not None else stage.cols \
+        if value.cols == stage.shape[1] else tuple(f"c{j}" for j in range(value.cols))
     return rows, cols
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
 from symformer.blocks.given_attention import given_attention
+from symformer.blocks.head import objective_stages, output_head
 from symformer.blocks.requested_stages import add_requested_stages
 from symformer.blocks.sublayers import (
     feed_forward,
@@ -34,6 +35,9 @@ def derive(example: Example, causal: bool | None = None,
     causal = example.causal if causal is None else causal
     check_size(example, max_work)
     g = Derivation(example, causal)
+    if example.objective is not None:  # an optimiser lesson: f(theta, ...) is the loss
+        objective_stages(g, example.objective)
+        return g
     if example.attention is not None:
         given_attention(g, example.attention)
         add_requested_stages(g)  # e.g. the Jacobian of a row of the given attention's weights
@@ -60,6 +64,8 @@ def derive(example: Example, causal: bool | None = None,
         head = example.lm_head
         z = out if head.W_transform is None else prediction_transform(g, out, head)
         lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab, head.masked)
+    if example.head is not None:  # a classification or regression head, no vocabulary
+        output_head(g, out, example.head)
     add_requested_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 

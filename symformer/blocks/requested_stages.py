@@ -106,8 +106,8 @@ def add_per_position_loss(g: Derivation, loss: str, force: bool = False) -> None
     form = per_position_form(stage.op.name)
     if form is None:
         raise InputError(f"{where}: per_position_loss needs a [loss] of kind "
-                         f"\"cross_entropy\" or \"mse\" (an upstream gradient has no "
-                         f"positions)")
+                         f"\"cross_entropy\", \"mse\" or \"bce\" (an upstream gradient "
+                         f"has no positions)")
     op = form.from_loss(stage.op)
     source = g[stage.inputs[0]]
     g.add(PER_POSITION, "position_losses", op, (source.name,), source.rows, ("L",),

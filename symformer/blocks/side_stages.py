@@ -373,8 +373,9 @@ def _weight_labels(g: Derivation, stage: Stage, parameter: str, value
         rows = tuple(f"r{i}" for i in range(value.rows))
     if len(rows) != value.rows:
         rows = tuple(position_label(p) for p in range(value.rows))
-    cols = stage.cols if value.cols == stage.shape[1] else tuple(
-        f"c{j}" for j in range(value.cols))
+    named = getattr(stage.op, "parameter_columns", None)  # an objective's parameter names
+    cols = named(parameter) if named is not None else stage.cols \
+        if value.cols == stage.shape[1] else tuple(f"c{j}" for j in range(value.cols))
     return rows, cols
 
 

@@ -345,8 +345,8 @@ def _copy(g: Derivation, s: Stage, t: int, weights: list[Weight]) -> None:
     """Step t's copy of the forward stage ``s``, reading step t's weight stages."""
     inputs = [f"step{t}.{i}" for i in s.inputs]
     op = s.op.for_graph(g, lambda name: f"step{t}.{name}")
-    if weights:
-        op = s.op.staged()
+    if weights:  # the staged form in step t's graph (a given-gradient objective: step t's)
+        op = s.op.staged().for_graph(g, lambda name: f"step{t}.{name}")
         inputs += [f"step{t}.{w.name}" for w in weights]
     g.add(f"step{t}.{s.name}", s.kind, op, inputs, s.rows, s.cols,
           layer=s.layer, head=s.head, side=s.side)

@@ -41,6 +41,7 @@ from symformer.example.given_inputs import (
     given_inputs,
     lift_attention_settings,
 )
+from symformer.example.head import parse_head
 from symformer.example.loss import parse_loss
 from symformer.example.numbers import (
     MAX_LITERAL_LENGTH,
@@ -88,6 +89,8 @@ _TOP_KEYS = {
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
     "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
+    "head",  # a classification or regression head (symformer.example.head)
+    "objective",  # an optimiser lesson (symformer.example.objective)
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -229,6 +232,10 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     here = Where(source)
     no_unknown_keys(data, _TOP_KEYS, here)
     _printable_names(data, here)
+    if "objective" in data:  # an optimiser lesson: a scalar objective of parameters
+        from symformer.example.objective import objective_example
+
+        return objective_example(data, here)
     if "attention" in data:  # given Q, K and V: a file of its own shape
         data = lift_attention_settings(data, here)
         return attention_example(data, here, _boolean(data, "causal", here, False),
@@ -270,10 +277,18 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     if "decoder" in data:
         decoder = parse_decoder(data["decoder"], here.sub("decoder"), d_model, defaults, pe,
                                 _final_norm)
+    width = _output_width(layers, d_model, data, here)
+    out_head = None
+    if "head" in data:
+        for other in ("lm_head", "decoder"):
+            if other in data:
+                raise InputError(f"{here}: [head] (a classification or regression head) "
+                                 f"cannot be combined with [{other}]")
+        out_head = parse_head(data["head"], here.sub("head"), width, causal)
     loss = None
     if "loss" in data:
         loss = parse_loss(data["loss"], here.sub("loss"), data, vocab, len(tokens),
-                          _output_width(layers, d_model, data, here), decoder)
+                          width, decoder, out_head)
     title = data.get("title", "Untitled example")
     if not isinstance(title, str):
         raise InputError(f"{here}: title must be a string, found {title!r}")
@@ -306,6 +321,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         positional_embeddings=_learned_table(data, here, pe, len(tokens), d_model),
         final_norm=_final_norm(data, here, d_model, defaults),
         lm_head=lm_head,
+        head=out_head,
         loss=loss,
         stages=parse_stages(data["stages"], here.sub("stages")) if "stages" in data else None,
         given_inputs=given,

@@ -12,6 +12,11 @@ cross-entropy target ``""`` means "no target" at its position (``ignore_index``)
 mean is over the positions that have a target.  ``kind = "upstream"`` with ``stage =
 "layer1.head1.output"`` and ``gradient = [[...]]`` starts the backward pass at that
 stage with the given gradient (the loss is sum_ij G_ij S_ij).
+
+With a ``[head]`` (:mod:`symformer.example.head`) the losses read the head: ``kind =
+"bce"`` with ``target = [[...]]`` (0/1 labels or probabilities, the shape of a sigmoid
+head's output) is -(1/c) sum_ij [T log y + (1 - T) log(1 - y)]; ``cross_entropy`` takes
+class names as ``targets`` (one per pooled row); ``mse`` a target of the head's shape.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from symformer.lazy import sympy
 if TYPE_CHECKING:
     from symformer.example.fields import Where
 
-KINDS = ("mse", "cross_entropy", "upstream")
+KINDS = ("mse", "cross_entropy", "bce", "upstream")
 REDUCTIONS = ("mean", "sum")
 #: A cross-entropy target meaning "no target at this position" (PyTorch's ignore_index).
 NO_TARGET = ""
@@ -86,10 +91,10 @@ def check_targets(targets: Sequence[str], vocab: Sequence[str], positions: int,
 
 
 def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str],
-               n_tokens: int, d_model: int, decoder: Any) -> Loss:
+               n_tokens: int, d_model: int, decoder: Any, head: Any = None) -> Loss:
     """Validate the whole ``[loss]`` table at load, so that every command accepts or
     refuses the same file (``top`` is the whole file, ``vocab`` its vocabulary,
-    ``decoder`` the parsed ``[decoder]`` or None)."""
+    ``decoder`` the parsed ``[decoder]`` or None, ``head`` the parsed ``[head]``)."""
 
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
@@ -104,6 +109,11 @@ def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str]
             raise InputError(f"{here}: {key} belongs to kind = \"upstream\" (a gradient "
                              f"given at a stage), not to kind = \"{kind}\"")
     reduction = choice(data, "reduction", REDUCTIONS, here, "mean")
+    if kind == "bce":
+        return _bce(data, here, head, n_tokens, reduction)
+    if head is not None:  # the head's rows and columns, not the encoder output's
+        n_tokens = n_tokens if head.pooling == "none" else 1
+        d_model, vocab = head.W_C.cols, head.classes
     rows = _positions(data, here, n_tokens if kind == "mse" else None)
     if kind == "mse":
         if "targets" in data:
@@ -124,7 +134,13 @@ def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str]
         raise InputError(f"{here}: targets has {len(targets)} entries but positions names "
                          f"{len(rows)}; give one target token per position listed")
     loss = Loss(kind, str(here), targets=tuple(targets), reduction=reduction, positions=rows)
-    if decoder is not None and decoder.W_vocab is not None:
+    if head is not None:
+        if head.output != "softmax":
+            raise InputError(f"{here}: kind = \"cross_entropy\" reads class probabilities: "
+                             f"[head] output = \"softmax\" (found {head.output!r}; a sigmoid "
+                             f"head takes kind = \"bce\", an identity head kind = \"mse\")")
+        loss.target_ids(head.classes, n_tokens)
+    elif decoder is not None and decoder.W_vocab is not None:
         loss.target_ids(decoder.vocab, len(decoder.tokens))
     elif "lm_head" in top:  # a language model: one row of probabilities per token
         loss.target_ids(vocab, n_tokens)
@@ -132,6 +148,31 @@ def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str]
         raise InputError(f"{here}: kind = \"cross_entropy\" needs next-token probabilities: "
                          f"give a [decoder] table with W_vocab (or an [lm_head])")
     return loss
+
+
+def _bce(data: dict[str, Any], here: Where, head: Any, n_tokens: int, reduction: str
+         ) -> Loss:
+    """``kind = "bce"``: a ``target`` of the sigmoid head's shape, every entry in [0, 1]."""
+    if head is None or head.output != "sigmoid":
+        raise InputError(f"{here}: kind = \"bce\" (binary cross-entropy) reads a sigmoid's "
+                         f"probabilities: give a [head] table with output = \"sigmoid\"")
+    for key in ("targets", "positions"):
+        if key in data:
+            raise InputError(f"{here}: kind = \"bce\" takes target = [[...]] (one 0/1 or "
+                             f"probability per output entry), not {key}")
+    rows = n_tokens if head.pooling == "none" else 1
+    target = matrix(data, "target", here, rows=rows, cols=head.W_C.cols)
+    for (i, j), t in ((ij, t) for ij, t in _entries(target.tolist())):
+        if not 0 <= t <= 1:
+            raise InputError(f"{here}: target entry [{i}, {j}] is {t}; a binary "
+                             f"cross-entropy target lies in [0, 1] (a label 0 or 1, or a "
+                             f"probability)")
+    return Loss("bce", str(here), target=target, reduction=reduction)
+
+
+def _entries(rows: list[list[Any]]):
+    """((i, j), value) of every entry of a matrix's rows."""
+    return (((i, j), v) for i, row in enumerate(rows) for j, v in enumerate(row))
 
 
 def _positions(data: dict[str, Any], here: Where, rows: int | None

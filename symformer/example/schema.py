@@ -163,6 +163,36 @@ class LMHead:
 
 
 @dataclass(frozen=True)
+class OutputHead:
+    """A classification or regression head (``[head]``): d_model -> C, no vocabulary.
+
+    ``pooling``: the row it reads ("first": BERT's [CLS], "last": GPT's last token,
+    "mean": the mean over positions, "none": every position, a token classifier).
+    ``logits`` = pooled W_C + b_C (W_C: d_model x C), then ``output``: "softmax" (C
+    classes), "sigmoid" (C independent probabilities; C = 1: a binary classifier) or
+    "identity" (C regression outputs).  ``classes`` name the C columns.
+    """
+
+    W_C: sympy.Matrix
+    b_C: sympy.Matrix | None
+    pooling: str
+    output: str
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GivenObjective:
+    """An optimiser lesson's objective f (``[objective]``): its text, its parsed tree
+    (:mod:`symformer.example.objective`) and each parameter's exact starting value."""
+
+    text: str
+    tree: tuple
+    starts: tuple[tuple[str, sympy.Rational], ...]
+    #: Given gradients (``gradients``): step t's objective is Σ_k g_(t,k) θ_k.
+    trees: tuple[tuple, ...] = ()
+
+
+@dataclass(frozen=True)
 class GivenAttention:
     """An attention-only example that starts from given queries, keys and values (the
     ``[attention]`` table): no embeddings, no projections."""
@@ -214,6 +244,10 @@ class Example:
     lm_head: LMHead | None = None
     #: The optional ``[loss]`` table, see :mod:`symformer.example.loss`.
     loss: Loss | None = None
+    #: A classification or regression head (``[head]``, :mod:`symformer.example.head`).
+    head: OutputHead | None = None
+    #: An optimiser lesson: a scalar objective of named parameters (``[objective]``).
+    objective: GivenObjective | None = None
     #: The optional ``[stages]`` table: stages lessons print, asked for by name
     #: (:mod:`symformer.example.stages`).
     stages: LessonStages | None = None

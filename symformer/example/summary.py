@@ -25,7 +25,7 @@ _WEIGHT_FIELDS = {"embeddings": "embeddings", "positional_embeddings": "position
                   "token_type_embeddings": "token types", "embedding_norm": "norms",
                   "layers": "blocks", "final_norm": "norms", "lm_head": "head",
                   "decoder": "decoder", "rope_theta": "positions",
-                  "attention": "given Q, K, V"}
+                  "attention": "given Q, K, V", "head": "classifier head"}
 
 
 def _numbers(value: object, seen: set[int]) -> int:
@@ -70,6 +70,9 @@ def _architecture(example: Example) -> str:
     layers = example.layers
     if example.attention is not None:
         return "one attention step on given Q, K, V"
+    if example.objective is not None:
+        names = ", ".join(n for n, _ in example.objective.starts)
+        return f"an objective of {names} (an optimiser lesson)"
     if not layers:
         return "no layers"
     first = layers[0]
@@ -101,6 +104,10 @@ def summary_rows(example: Example) -> list[tuple[str, str]]:
     if example.lm_head is not None:
         rows.append(("head", "tied to the embeddings" if example.lm_head.tied
                      else "its own vocabulary weights"))
+    if example.head is not None:
+        head = example.head
+        rows.append(("head", f"{head.output} over {head.W_C.cols} output"
+                     f"{'s' if head.W_C.cols != 1 else ''} (pooling: {head.pooling})"))
     if example.decoder is not None:
         rows.append(("decoder", "yes (encoder-decoder)"))
     if example.loss is not None:

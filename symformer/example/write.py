@@ -45,6 +45,9 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix | list[lis
     data = read_toml(text, example.source)
     keyed = isinstance(data.get("embeddings"), dict)  # a table keyed by word
     for name, value in weights.items():
+        if name == "theta" and isinstance(data.get("objective"), dict):
+            _objective_start(data["objective"], value)  # the lesson's parameters, by name
+            continue
         table, key = _place(data, name)
         vector = key.startswith(("b_", "gamma", "beta"))
         if isinstance(value, list):  # decimal text, kept as written
@@ -56,6 +59,15 @@ def updated_example(example: Example, weights: dict[str, sympy.Matrix | list[lis
             table[key] = dict(zip(example.table_vocab, table[key]))
     head = "".join(f"# {line}\n" for line in note.splitlines()) + "\n" if note else ""
     return head + dump(data)
+
+
+def _objective_start(table: dict[str, Any], value: sympy.Matrix | list[list[str]]) -> None:
+    """An optimiser lesson's trained row θ: each parameter's starting value, by name."""
+    names = [k for k in table if k not in ("f", "gradients")]
+    row = [DecimalText(v) for v in value[0]] if isinstance(value, list) else [
+        _number(v) for v in value.row(0)]
+    for name, v in zip(names, row):
+        table[name] = v
 
 
 def _place(data: dict[str, Any], name: str) -> tuple[dict[str, Any], str]:

@@ -248,9 +248,16 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         rows = f" of the rows{some}" if some else ""
         what = (f"{how} over every entry{rows} of ", Math("(z - T)^2"), ", where ",
                 Math("T"), " is the target")
+    elif loss.kind == "bce":
+        what = (f"{how} over every entry of ", Math(r"-[T \log \hat{y} + (1 - T) "
+                                                   r"\log(1 - \hat{y})]"),
+                " (binary cross-entropy), where ", Math("T"), " is the target")
+    elif loss.kind == "objective":
+        what = ("the objective ", Math("f"), " itself, a function of the parameters ",
+                Math(r"\theta"))
     else:
         what = (f"{how} over the positions{some} of ", Math(r"-\log p"),
-                " of the target token")
+                " of the target " + ("class" if g.example.head is not None else "token"))
     follow = f"\u201c{g.example.tokens[token]}\u201d at position {token}"
     if target is not None:
         follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "

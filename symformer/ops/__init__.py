@@ -10,6 +10,10 @@ from symformer.ops.add import Add
 from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
 from symformer.ops.base import OPERATIONS, Operation
+from symformer.ops.binary_cross_entropy import (
+    BinaryCrossEntropy,
+    PositionBinaryCrossEntropy,
+)
 from symformer.ops.concat import Concat
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
@@ -28,7 +32,9 @@ from symformer.ops.loss import (
 )
 from symformer.ops.mean import RowMean
 from symformer.ops.normalize import Normalize
+from symformer.ops.objective import Objective
 from symformer.ops.parameter import Parameter
+from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
 from symformer.ops.positional import PositionalEncoding, positional_encoding
 from symformer.ops.projection import Projection
@@ -38,6 +44,7 @@ from symformer.ops.rope import RoPE
 from symformer.ops.scale_mask import ScaleMask
 from symformer.ops.sgd import SgdStep
 from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpSums, Squares
+from symformer.ops.sigmoid import Sigmoid
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
@@ -49,15 +56,18 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "ALiBi", "AdamMoment", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator", "Concat",
+    "ALiBi", "AdamMoment", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
+    "BinaryCrossEntropy", "Concat",
     "ConstantTable", "CrossEntropy", "ExpSums", "Exponentials", "Squares",
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
     "Identity",
     "LearnedPositional", "MeanSquaredError", "Normalize", "Notation", "OPERATIONS",
-    "Operation", "Parameter", "PositionCrossEntropy", "PositionSquaredError",
+    "Objective", "Operation", "Parameter", "Pool", "PositionBinaryCrossEntropy",
+    "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StdDev", "TableSum", "Term",
+    "Seed", "SgdStep", "SiLU", "Sigmoid", "Softmax", "SoftmaxJacobian", "StdDev", "TableSum",
+    "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",
 ]

@@ -42,7 +42,7 @@ class Softmax(Operation):
     """Each row's exponentials over their sum; a -inf score gets weight exactly 0."""
 
     notation: Notation | None = None
-    count: str = "n"  # the entries of a row: "n" keys, or "V" (the vocabulary, |V|)
+    count: str = "n"  # the entries of a row: "n" keys, "V" (the vocabulary, |V|), "C" classes
 
     name = "softmax"
     reference_function = softmax
@@ -60,20 +60,20 @@ class Softmax(Operation):
         return "keys" if self.count == "n" else "vocab"
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        size = "V" if self.count == "V" else "n"
+        size = self.count if self.count in ("V", "C") else "n"
         return IndexEquation(
             (f"alpha[i, j] = exp(s[i, j]) / sum(exp(s[i, m]) for m in range({size}))",),
             {"alpha": "out", "s": "in0"}, sizes={size: ("s", 1)},
-            symbols={"V": ("|V|", "|V|")})
+            symbols={"V": ("|V|", "|V|"), "C": ("C", "C")})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
-        size = "V" if self.count == "V" else "n"
+        size = self.count if self.count in ("V", "C") else "n"
         return IndexEquation(
             (f"ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * dalpha[i, m] "
              f"for m in range({size})))",),
             {"ds": "result", "alpha": "out", "dalpha": "grad"}, sizes={size: ("alpha", 1)},
-            symbols={"V": ("|V|", "|V|")})
+            symbols={"V": ("|V|", "|V|"), "C": ("C", "C")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([_row(row) for row in args[0].tolist()])

@@ -263,11 +263,12 @@ def claims_from_toml(text: str, source: str) -> list[Claim]:
 def holds_example(data: dict) -> bool:
     """True when a claims file is also an example file (claims about its own model).
 
-    Such a file has ``embeddings`` (or a lesson's given rows, positions or Q, K, V:
-    :data:`~symformer.example.given_inputs.INPUT_KEYS`); its example keys are validated by
+    Such a file has ``embeddings`` or an ``[objective]`` (or a lesson's given rows,
+    positions or Q, K, V: :data:`~symformer.example.given_inputs.INPUT_KEYS`); its
+    example keys are validated by
     the example loader, its ``[[claim]]`` tables here.
     """
-    return any(key in data for key in ("embeddings", *INPUT_KEYS))
+    return any(key in data for key in ("embeddings", "objective", *INPUT_KEYS))
 
 
 def claims_file_is_example(path: str | Path) -> bool:
