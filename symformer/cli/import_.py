@@ -96,6 +96,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="import only the model's first K blocks (its final norm and head "
                         "then read block K's output); the rest is reported, not read")
     p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
+    p.add_argument("--weights", choices=("auto", "inline", "reference"), default="auto",
+                   help="write every weight's exact number into the example (inline), or "
+                        "refer to the directory's model.safetensors with its SHA-256 "
+                        "(reference); auto (default): inline up to 150,000 weights")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
                    help="refuse imports estimated to need more than N operations, each "
                         "about 2 microseconds of CPU (default 5,000,000, about 10 s, or "
@@ -119,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer import", quiet=args.quiet) as bar:
         text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
                                                args.max_work, bar.step, args.text,
-                                               args.layers)
+                                               args.layers, args.weights, args.out)
         bar.note("checking that the example loads")
         size = len(text.encode("utf-8"))
         if size > MAX_FILE_BYTES:
@@ -127,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
                              f"than the {MAX_FILE_BYTES // 2**20} MiB an example file may "
                              f"hold; nothing written")
         try:
-            example = parse_example(text, source)  # never write a file that does not load
+            # never write a file that does not load (weights read relative to --out)
+            example = parse_example(text, str(args.out) if "\n[weights]\n" in text
+                                    else source)
         except InputError as exc:
             raise InputError(f"{source}: the imported example does not load: {exc}") from None
     path = write_file(args.out, text)

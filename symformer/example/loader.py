@@ -88,6 +88,7 @@ _TOP_KEYS = {
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
     "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
+    "weights",  # [weights]: a safetensors file the weights are read from (weights_file.py)
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -228,6 +229,10 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     """Validate a parsed TOML table and build the :class:`Example`."""
     here = Where(source)
     no_unknown_keys(data, _TOP_KEYS, here)
+    if "weights" in data:  # references to a weights file: read them first
+        from symformer.example.weights_file import read_weights
+
+        data = read_weights(data, here, source)
     _printable_names(data, here)
     if "attention" in data:  # given Q, K and V: a file of its own shape
         data = lift_attention_settings(data, here)
