@@ -37,7 +37,7 @@ _BITS = {np.dtype(np.float64): 53, np.dtype(np.float32): 24, np.dtype(np.float16
 #: Entries of the ``arb_mat`` s kept across evaluations (each about 48 bytes): an
 #: example is evaluated at a few precisions, and building a matrix again costs about
 #: 0.3 µs an entry; beyond this budget the oldest are dropped.
-KEPT_ENTRIES = 16_000_000
+KEPT_ENTRIES = 8_000_000
 #: The largest magnitude an example entry may have (:mod:`symformer.example.numbers`).
 _LIMIT = 10**100
 
@@ -211,6 +211,17 @@ class DyadicMatrix(ExactMatrix):
             _kept_entries += size
         return value
 
+    def product(self, X: arb_mat, transpose: bool = False) -> list[list[arb]]:
+        """The rows of X W (X W^T with ``transpose``), W converted and multiplied a
+        block of :data:`BLOCK_COLUMNS` columns at a time (never held whole as balls)."""
+        W = self.array.T if transpose else self.array
+        rows: list[list[arb]] = [[] for _ in range(X.nrows())]
+        for start in range(0, W.shape[1], BLOCK_COLUMNS):
+            part = (X * dyadic_arb_mat(W[:, start:start + BLOCK_COLUMNS])).tolist()
+            for row, more in zip(rows, part):
+                row.extend(more)
+        return rows
+
     def balls(self) -> Sequence[list[arb]]:
         """The rows of balls at the current precision; a large table's rows are each
         built when read (only a sentence's tokens of an embedding table are)."""
@@ -308,6 +319,10 @@ def _within(k: int, n: int) -> int:
     return k % n
 
 
+#: Matrices of more entries are never held whole as balls (GPT-2's tied head is 38.6
+#: million): products with them go a block of columns at a time.
+BLOCKED_ENTRIES = 4_000_000
+BLOCK_COLUMNS = 2048
 #: Matrices of more entries give their rows of balls lazily (:class:`_Rows`).
 _LAZY_ENTRIES = 65_536
 #: The kept ``arb_mat`` s by (matrix id, precision): the matrix (kept alive, so its id
