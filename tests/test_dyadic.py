@@ -17,7 +17,7 @@ from symformer.cli import main
 from symformer.engine.arbmath import constant_balls, constant_mat
 from symformer.engine.dyadic import DyadicMatrix, dyadic_arb_mat, dyadic_parts, rationals
 from symformer.errors import InputError
-from tests.model_dirs import gpt2_dir, gpt2_tensors
+from tests.model_dirs import gpt2_config, gpt2_dir, gpt2_tensors
 
 DTYPES = (np.float64, np.float32, np.float16)
 
@@ -208,3 +208,33 @@ def test_a_changed_or_hostile_weights_file_is_refused(tmp_path, capsys, monkeypa
         assert main(["derive", str(path)]) == 2, message
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, (message, err)
+
+
+def test_a_wide_model_is_estimated_as_cheap_as_it_is(tmp_path) -> None:
+    """The 6.9-million-operation refusal of a sub-second derive is gone: products with
+    constant weights and the weights they read are charged at their own rates."""
+    from symformer import from_pretrained
+    from symformer.blocks.cost import PER_SECOND, estimate
+    from symformer.blocks.work import DEFAULT_MAX_WORK
+
+    folder = gpt2_dir(tmp_path / "m", config=gpt2_config(n_embd=256, n_head=4),
+                      tensors=gpt2_tensors(d=256))
+    example = from_pretrained(folder, [0, 1, 2, 3])
+    work = estimate("derive", example)
+    # measured: 0.7 s of CPU for 8 tokens (benchmarks/bench_scale.py --size 8,256,4,1,512)
+    assert PER_SECOND // 4 < work < DEFAULT_MAX_WORK // 4
+
+
+def test_a_refusal_names_the_limit_the_caller_gave(tmp_path, capsys) -> None:
+    from symformer import derive, from_pretrained
+
+    folder = gpt2_dir(tmp_path / "m")
+    with pytest.raises(InputError) as caught:
+        from_pretrained(folder, [0], max_work=1000)
+    assert "max_work=N" in str(caught.value) and "--max-work" not in str(caught.value)
+    with pytest.raises(InputError) as caught:
+        derive(from_pretrained(folder, [0]), max_work=1000)
+    assert "max_work=N" in str(caught.value) and "--max-work" not in str(caught.value)
+    assert run_import(folder, tmp_path / "x.toml", "--max-work", "1000") == 2
+    err = capsys.readouterr().err
+    assert "--max-work N" in err and "max_work=" not in err
