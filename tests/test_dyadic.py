@@ -238,3 +238,39 @@ def test_a_refusal_names_the_limit_the_caller_gave(tmp_path, capsys) -> None:
     assert run_import(folder, tmp_path / "x.toml", "--max-work", "1000") == 2
     err = capsys.readouterr().err
     assert "--max-work N" in err and "max_work=" not in err
+
+
+def _same_by_reference(folder: Path, tmp_path: Path, capsys, tokens: str) -> str:
+    """Import ``folder`` by reference and inline; the two derive the same JSON. Returns
+    the referring example's text."""
+    for mode in ("reference", "inline"):
+        assert main(["import", str(folder), "--tokens", tokens, "--out",
+                     str(tmp_path / f"{mode}.toml"), "--quiet", "--weights", mode]) == 0
+    capsys.readouterr()
+    printed = []
+    for mode in ("reference", "inline"):
+        assert main(["derive", str(tmp_path / f"{mode}.toml"), "--json"]) == 0
+        printed.append(json.loads(capsys.readouterr().out)["stages"])
+    assert printed[0] == printed[1]
+    return (tmp_path / "reference.toml").read_text()
+
+
+def test_llama_weights_stored_transposed_are_referred_to_transposed(tmp_path, capsys) -> None:
+    from tests.model_dirs import llama_dir
+
+    text = _same_by_reference(llama_dir(tmp_path / "ll"), tmp_path, capsys, "0,1,2")
+    assert 'W_O = {tensor = "model.layers.0.self_attn.o_proj.weight", transpose = true}' \
+        in text
+    assert "/2^" not in text  # no weight written out
+
+
+def test_bert_by_reference(tmp_path, capsys) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.test_frameworks import _tiny_bert
+
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    _tiny_bert(folder, seed=3, layers=1)
+    text = _same_by_reference(folder, tmp_path, capsys, "1,2,3")
+    assert "/2^" not in text and "\n[weights]\n" in text

@@ -113,6 +113,10 @@ def pretrained_text(directory: str | Path, tokens: Sequence[int | str] | None,
         if not file.is_absolute():
             base = Path(out).parent if out is not None else Path(".")
             file = Path(os.path.relpath(Path.cwd() / file, Path.cwd() / base))
+        written = comments.index("Every weight is the exact dyadic rational the file "
+                                 "stores: a decimal where that")
+        comments[written:written + 2] = ["Every weight is the exact dyadic rational the "
+                                         "file stores. The configuration:"]
         data = {"weights": {"file": file.as_posix(),
                             "sha256": folder.safetensors().sha256()},
                 **weights_table(data, True)}

@@ -332,7 +332,10 @@ class SafeTensors(Mapping[str, np.ndarray]):
         if dtype == "BF16":  # the upper half of a float32, exactly
             array = (array.astype(np.uint32) << 16).view(np.float32)
         self.used.add(key)
-        tensor = array.reshape(shape).view(Tensor)
+        # a Tensor owning its memory: every view of it (np.asarray, .T, a slice) has it
+        # as its base, and so knows where in the file it comes from
+        tensor = Tensor(tuple(shape), dtype=array.dtype)
+        tensor[...] = array.reshape(shape)
         tensor.tensor_name = key
         return tensor
 
