@@ -41,7 +41,3 @@ if TYPE_CHECKING:
 else:
     sympy = LazyModule("sympy")
 
-
-def imported(name: str = "sympy") -> bool:
-    """Whether the module ``name`` has been imported (by anyone) in this process."""
-    return name in sys.modules

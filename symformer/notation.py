@@ -25,7 +25,6 @@ from symformer.ops import (
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation, Stage
-    from symformer.entry_symbol import EntrySymbol
 
 #: RoPE's position and pair indices (its equations' ``p`` and ``c``): the figures and
 #: their captions write the same letters.
@@ -192,24 +191,6 @@ def entry(stage: Stage, j: int, fmt: str = "text") -> str:
     return notation(stage).entry(*(() if k is None else (k,)), fmt=fmt)
 
 
-def entry_symbol(stage: Stage, j: int) -> EntrySymbol:
-    """Column ``j``'s symbol as a SymPy symbol (the left-hand side of a worked line)."""
-    from symformer.entry_symbol import EntrySymbol
-
-    return EntrySymbol(notation(stage), index(stage, j))
-
-
-def __getattr__(name: str) -> object:
-    """``EntrySymbol`` lives in :mod:`symformer.entry_symbol` (it subclasses SymPy's
-    Symbol, so importing it imports SymPy; this module's symbols do not need SymPy:
-    ``derive`` words its notes with them)."""
-    if name == "EntrySymbol":
-        from symformer.entry_symbol import EntrySymbol
-
-        return EntrySymbol
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def matrix_latex(stage: Stage) -> str:
     """The symbol of the whole stage as a matrix: ``Q`` for rows of ``q``, else the symbol."""
     latex = notation(stage).latex
@@ -229,6 +210,11 @@ def numbered(stage: Stage) -> bool:
 #: Stages whose rows are a weight's rows (a weight's gradient, a training run's weights
 #: and Adam's moments), not token positions.
 _WEIGHT_KINDS = ("weight_gradient", "parameter", "optimizer_state")
+
+
+#: The kind of a stage that holds constants the example implies, in one row (√d_k,
+#: RoPE's θ_i, log V): its row is no token position.
+CONSTANT_KIND = "constant"
 
 
 def first_position(stage: Stage) -> int:
@@ -256,6 +242,10 @@ def place(stage: Stage, i: int, j: int) -> str:
     """
     if _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
+    elif stage.kind == CONSTANT_KIND and stage.shape[0] == 1:  # √d_k, log V, θ_i
+        text = entry(stage, j)
+        if stage.shape[1] == 1:
+            return text
     else:
         text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i + first_position(stage)})"
     if not numbered(stage) and not per_row(stage):

@@ -233,7 +233,7 @@ def test_clipped_relu_units_get_gradient_exactly_zero():
     for i in range(4):
         for j in range(6):
             assert g.sign("layer1.ffn.hidden", i, j) == -1
-            assert g._resolved_local("grad.layer1.ffn.hidden", i, j) == 0
+            assert g.certification.resolved_local("grad.layer1.ffn.hidden", i, j) == 0
             assert g.sign("grad.layer1.ffn.hidden", i, j) == 0
     assert all(v == "0" for row in g["grad.layer1.W_1"].values(significant=5) for v in row)
 

@@ -67,7 +67,7 @@ def _proved_zeros_are_float_zeros(example) -> int:
         stage.values(significant=30)  # a zero ball is not rounded: proved
     want = float_backward(example)
     forward = float_forward(example)  # forward stages proved 0 too (a LayerNorm's output mean)
-    zeros = [key for key, proved in g._cheap_zeros.items() if proved]
+    zeros = [key for key, proved in g.certification.cheap_zeros.items() if proved]
     for name, i, j in zeros:
         if not name.startswith("grad."):
             value, scale = forward[name][i, j], float(np.abs(forward[name]).max())
@@ -104,6 +104,6 @@ def test_random_proved_zeros_are_zero_in_float64(data, draw):
         picks.append((n, draw.draw(st.integers(0, want[n].shape[0] - 1)),
                       draw.draw(st.integers(0, want[n].shape[1] - 1))))
     for name, i, j in picks:
-        if g._cheap_zero(name, i, j):
+        if g.certification.cheap_zero(name, i, j):
             scale = max(1.0, float(np.abs(want[name]).max()))
             assert abs(want[name][i, j]) <= 1e-9 * scale, (name, i, j)

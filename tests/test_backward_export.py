@@ -1,7 +1,7 @@
 """The worked backpropagation: the export's Backward part and ``trace --backward``.
 
-* the backward rules' general equations are rendered from each operation's NumPy
-  vector-Jacobian product (softmax's, and a small fake operation's in matrix form);
+* the backward rules' general equations, printed from each operation's declared
+  index rule (softmax's, a bias's and LayerNorm's sums, the loss's without dL/dL);
 * every worked line of the Backward part recomputes from what it prints
   (tests/recompute.py, which knows nothing of symformer);
 * ``trace --backward`` in every format, its JSON numbers against an independent
@@ -23,7 +23,7 @@ from recompute import check_item
 from symformer import derive, load_example
 from symformer.blocks.backward import backward
 from symformer.cli import main
-from symformer.codegen.backward import equation_lines
+from symformer.equations.stage import equation_lines
 from symformer.latex import Options, export_files
 from symformer.latex.compile import compile_log
 

@@ -121,8 +121,8 @@ def test_local_step_consistent_and_inconsistent(example, g) -> None:
            [0.746, 1.813, 0.996, 1.563], [0.748, 1.808, 0.992, 1.564]]
     # The FFN step recomputed by hand in NumPy (independent of the engine's ops).
     layer = example.layers[0]
-    W_1, b_1 = numpy_ref.to_array(layer.W_1), numpy_ref.to_array(layer.b_1)
-    W_2, b_2 = numpy_ref.to_array(layer.W_2), numpy_ref.to_array(layer.b_2)
+    W_1, b_1, W_2, b_2 = (np.array(m.tolist(), dtype=np.float64)
+                          for m in (layer.W_1, layer.b_1, layer.W_2, layer.b_2))
     ffn = np.maximum(0, np.array(mha) @ W_1 + b_1) @ W_2 + b_2
     good = [[f"{v:.3f}" for v in row] for row in ffn]
     bad = [list(r) for r in good]

@@ -106,6 +106,12 @@ TEXTBOOK = [
      {"x": "layer1.head1.scores"}),
     ("grad.layer1.head1.scores", r"\frac{\partial L}{\partial s_{ij}} = \sum_k \frac{"
      r"\partial L}{\partial \alpha_{ik}} \alpha_{ik} (\delta_{kj} - \alpha_{ij})", {}),
+    # a function's argument is what the stage reads (no where needed)
+    ("layer1.ffn.output", r"\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2", {}),
+    ("layer1.head1.weights", r"\mathrm{softmax}(x)_i = \frac{e^{x_i}}{\sum_j e^{x_j}}", {}),
+    # an indicator over a matrix, entry by entry
+    ("grad.layer1.W_1", r"\frac{\partial L}{\partial W_1} = Y^\top \left(\frac{\partial L}"
+     r"{\partial A} \odot \mathbb{1}[H > 0]\right)", {}),
 ]
 
 
@@ -288,6 +294,20 @@ def test_holds_only_on_this_example(tmp_path):
                       r"s_{ij} = \frac{1}{\sqrt{d_k}}\sum_c q_{jc} k_{ic}")
     assert link.status == "example only" and "random example 1" in link.message
     assert _numbers(link.message)
+
+
+@pytest.mark.parametrize("stage, latex, message", [
+    # b_2 dropped: the builtin's FFN is b_2 exactly (every hidden unit is clipped)
+    ("layer1.ffn.output", r"\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2",
+     "your FFN at [0,0] is 0, the stage is 0.1"),
+    # ReLU's derivative dropped: nonzero where every unit is clipped
+    ("grad.layer1.W_1", r"\frac{\partial L}{\partial W_1} = Y^\top \frac{\partial L}"
+     r"{\partial A}", "the stage is 0"),
+])
+def test_function_arguments_and_matrix_indicators_fail_when_wrong(builtin, stage, latex,
+                                                                   message):
+    (link,) = verdict(builtin, stage, latex)
+    assert link.status == "fails" and message in link.message
 
 
 # -- mutations of correct equations all fail -----------------------------------------
@@ -531,6 +551,23 @@ def test_gated_feed_forward(stage, latex, status):
     judge = _judge(load_example("llama_style"))
     (link,) = verdict(judge, stage, latex, examples=1, where={"Y": "layer1.norm2"})
     assert link.status == status, link.message
+
+
+@pytest.mark.parametrize("stage, latex, status", [
+    # a function's own name on the left, its argument what the stage reads (g, the gate)
+    ("layer1.ffn.gate_activation", r"\mathrm{SiLU}(x) = x\,\sigma(x) = \frac{x}{1+e^{-x}}",
+     "holds"),
+    ("layer1.ffn.gate_activation", r"\mathrm{SiLU}(x) = \frac{x}{1+e^{x}}", "fails"),
+    # a subscript that is a word names the function; x is the FFN's input (the norm)
+    ("layer1.ffn.output", r"\mathrm{FFN}_{\mathrm{SwiGLU}}(x) = (\mathrm{SiLU}(x W_{gate})"
+     r" \odot x W_1) W_2", "holds"),
+    ("layer1.ffn.output", r"\mathrm{FFN}_{\mathrm{SwiGLU}}(x) = (\mathrm{SiLU}(x W_1)"
+     r" \odot x W_{gate}) W_2", "fails"),
+])
+def test_functions_on_the_left_read_the_stage_input(stage, latex, status):
+    judge = _judge(load_example("llama_style"))
+    for link in verdict(judge, stage, latex, examples=1):
+        assert link.status == status, link.message
 
 
 _SOUP = st.sampled_from([

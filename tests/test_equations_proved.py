@@ -32,10 +32,9 @@ from symformer.verify.conventions import Convention, derive_variant
 EXAMPLES = sorted(p for p in glob.glob(str(Path(__file__).parent.parent / "symformer" /
                                            "examples" / "*.toml")) if "claims" not in p)
 #: Operations whose stages are never displayed with a general equation (training's
-#: update steps and its weight-reading variants print tables, not equations).
-NOT_DISPLAYED = {"adam_moment", "adam_step", "adam_part", "sgd_step", "staged_embedding",
-                 "staged_normalize", "staged_positional", "staged_projection",
-                 "staged_rms_normalize", "gradient"}
+#: update steps print tables, not equations; so do its steps' operations reading their
+#: weights from stages, ``Operation.staged``, whose ``equation()`` is None).
+NOT_DISPLAYED = {"adam_moment", "adam_step", "adam_part", "sgd_step", "gradient"}
 #: The argmax indicator compares values (1 where l_j is the row's maximum): its
 #: equation's comparisons are decided with certified balls (prove_argmax).
 DECIDED = {"argmax"}

@@ -94,6 +94,13 @@ def mp_head(path: Path, digits: int = 60) -> dict[str, list[list[mpmath.mpf]]]:
     return {**dict(zip(ASKED, (q, k, v, raw, scores, weights, out))), "input": x}
 
 
+def boundary_distance(value: mpmath.mpf, decimals: int) -> mpmath.mpf:
+    """How far ``value`` lies from a rounding boundary at ``decimals`` decimals, in units
+    of the last decimal (0: exactly halfway; 1/2: on a printed value)."""
+    t = value * 10 ** decimals - mpmath.mpf(1) / 2
+    return abs(t - mpmath.nint(t))
+
+
 def run(args: list[str]) -> int:
     """The command's exit status (argparse's errors exit through SystemExit)."""
     try:
@@ -365,7 +372,8 @@ def test_prefilter_decides_nothing(made, monkeypatch):
 @settings(max_examples=25, deadline=None)
 def test_prefilter_rejects_only_draws_within_the_margin(seed, decimals):
     """mpmath at 60 digits: a draw the prefilter rejects has an asked value within the
-    margin of a rounding boundary (so the certified check would reject it too)."""
+    margin of a rounding boundary (so the certified check would reject it too), and a
+    draw it lets through has none clearly within it (it misses no clear case)."""
     from symformer.blocks import derive
     from symformer.example.loader import example_from_dict
     from symformer.exercise import read_template
@@ -378,36 +386,47 @@ def test_prefilter_rejects_only_draws_within_the_margin(seed, decimals):
     config = read_settings(data.pop("exercise", None), source)
     quick = prefilter(data, derive(example_from_dict(data, source)), ASKED, decimals,
                       config.margin)
-    assert quick is not None
     drawn = draw(data, config, Stream(seed, 1, 0))
     failed = quick.failure(drawn)
-    if failed is None:
-        return
     with tempfile.TemporaryDirectory() as folder:  # hypothesis: no tmp_path fixture
         path = Path(folder) / "draw.toml"
         path.write_text(toml_text(drawn))
         values = mp_head(path)
-    stage, index = failed.split("[")
-    i, j = map(int, index.rstrip("]").split(","))
-    t = values[stage][i][j] * 10 ** decimals - mpmath.mpf(1) / 2
-    assert abs(t - mpmath.nint(t)) < mpmath.mpf(config.margin.numerator) / \
-        config.margin.denominator
+    margin = mpmath.mpf(config.margin.numerator) / config.margin.denominator
+    if failed is not None:
+        stage, index = failed.split("[")
+        i, j = map(int, index.rstrip("]").split(","))
+        assert boundary_distance(values[stage][i][j], decimals) < margin
+        return
+    closest = min(boundary_distance(v, decimals) for stage in ASKED
+                  for row in values[stage] for v in row)
+    assert closest > margin - mpmath.mpf(10) ** -6
 
 
-def test_prefilter_is_off_when_it_cannot_place_the_numbers():
+def test_prefilter_is_off_when_it_cannot_place_the_numbers(tmp_path):
     """A template whose asked stages read a table the prefilter does not place (a
-    decoder's) gets none: every draw is then built and certified."""
+    decoder's) gets none: every draw is then built and certified.  The encoder's
+    numbers it places: its verdict on the template's own numbers is mpmath's."""
     from symformer.blocks import derive
     from symformer.example.loader import example_from_dict
     from symformer.exercise import read_template
     from symformer.exercise.prefilter import prefilter
+    from symformer.exercise.toml_text import toml_text
 
     data, source, _ = read_template("encoder_decoder")
     g = derive(example_from_dict(data, source))
     decoder = [s.name for s in g if s.side == "decoder" and s.op.parameters()][:1]
     assert decoder and prefilter(data, g, decoder, 2, Fraction(1, 100)) is None
-    encoder = ["layer1.head1.Q"]
-    assert prefilter(data, g, encoder, 2, Fraction(1, 100)) is not None
+    path = tmp_path / "template.toml"
+    path.write_text(toml_text(data))
+    q = mp_head(path)["layer1.head1.Q"]
+    # first entry within the margin: none; Q[2,1]; Q[1,0]
+    for margin in (Fraction(1, 1000), Fraction(1, 100), Fraction(49, 100)):
+        near = [f"layer1.head1.Q[{i},{j}]" for i, row in enumerate(q)
+                for j, v in enumerate(row)
+                if boundary_distance(v, 2) < mpmath.mpf(margin.numerator) / margin.denominator]
+        quick = prefilter(data, g, ["layer1.head1.Q"], 2, margin)
+        assert quick.failure(data) == (near[0] if near else None), margin
 
 
 def test_worked_lines_substitute_the_given_numbers(made):

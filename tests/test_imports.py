@@ -153,6 +153,21 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+#: The bottom floor: what the operations, the equations and every renderer read (errors,
+#: SymPy on first use, scripts on symbols, a symbol's notation, the operations' registry).
+BOTTOM = {"symformer.errors", "symformer.lazy", "symformer.math_scripts",
+          "symformer.notation_types", "symformer.registry"}
+
+
+def test_the_bottom_floor_imports_nothing_above_it():
+    graph = _graph()
+    for name in sorted(BOTTOM):
+        assert graph[name] <= BOTTOM, f"{name} imports {sorted(graph[name] - BOTTOM)}"
+    # the notation every operation declares is defined there, not in the operations
+    from symformer.ops import Notation
+    assert Notation.__module__ == "symformer.notation_types"
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_private_name_imported_from_another_module(name):
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))

@@ -22,7 +22,7 @@ from symformer import derive
 from symformer.blocks.backward import backward
 from symformer.cli import main
 from symformer.errors import InputError, NotSupportedError
-from symformer.example.lesson import paper_slopes
+from symformer.example.alibi import paper_slopes
 from symformer.example.loader import parse_example
 from symformer.frameworks.torch_out import settings as torch_settings
 from symformer.latex.tables import masked_entries

@@ -44,7 +44,7 @@ def _define() -> type:
     from symformer.engine.arbmath import ArbMatrix, relu_ball
     from symformer.equations.ir import IndexEquation
     from symformer.lazy import sympy
-    from symformer.ops.base import Notation
+    from symformer.notation_types import Notation
     from symformer.ops.calculus import Arithmetic
     from symformer.ops.elementwise import Smooth
 
@@ -142,6 +142,15 @@ def test_registered_from_its_own_module(relu2):
     assert list(activations())[:4] == ["relu", "gelu", "gelu_tanh", "silu"]
 
 
+def test_a_hugging_face_config_names_it_by_its_declared_hf_names(relu2):
+    from symformer.frameworks.hf_config import hf_activations
+
+    known = hf_activations()  # hidden_act / activation_function -> the example's key
+    assert known["relu2"] == "relu2"
+    assert known["gelu_new"] == known["gelu_pytorch_tanh"] == "gelu_tanh"
+    assert known["swish"] == known["silu"] == "silu" and known["relu"] == "relu"
+
+
 def test_derive_and_backward_values(graph):
     """a = max(0, h)^2 and dL/dh = 2 max(0, h) dL/da, against float64 of the engine's h."""
     g = graph
@@ -186,6 +195,15 @@ def test_trace(example_file, capsys):
     assert main(["trace", example_file, "--token", "export"]) == 0
     out = capsys.readouterr().out
     assert "squared ReLU" in out and "clipped to 0" in out
+    # the clipped entries' sentence names this activation, not "ReLU"
+    assert "so ReLU^2 gives 0)" in out and "so ReLU gives" not in out
+
+
+def test_inactive_sentences_name_the_activation(graph):
+    """A sentence about clipped units names the clipping step by its declaration."""
+    from symformer.verify.inactive import activation_name
+
+    assert activation_name(graph["layer1.ffn.activation"]) == "ReLU^2"
 
 
 def test_slides(example_file, tmp_path):

@@ -90,8 +90,8 @@ def test_builtin_equal_values_zero_is_proved_by_canonical_polynomials():
     prover = PolyProver(g)
     for i in range(4):
         assert abs(want[i, 0]) < 1e-12
-        assert prover.with_canonical(g._resolved_local("grad.layer1.head2.weights", i, 0),
-                                     g._resolved_local)
+        resolve = g.certification.resolved_local
+        assert prover.with_canonical(resolve("grad.layer1.head2.weights", i, 0), resolve)
     for j in range(1, 4):  # the other columns are not 0: never called zero
         assert abs(want[0, j]) > 1e-6
         assert not g.structural_zero(g.local("grad.layer1.head2.weights")[0, j])
@@ -129,9 +129,9 @@ def test_called_zero_only_when_zero_in_float64(data, causal, draw):
     for name, i, j in picks:
         value = want[name]
         scale = max(1.0, float(np.abs(value).max()))
-        local = g._resolved_local(name, i, j)
-        for proved in (prover.with_canonical(local, g._resolved_local),
-                       prover.structural(local, g._resolved_local),
+        local = g.certification.resolved_local(name, i, j)
+        for proved in (prover.with_canonical(local, g.certification.resolved_local),
+                       prover.structural(local, g.certification.resolved_local),
                        g.structural_zero(local)):
             if proved:
                 assert abs(value[i, j]) <= 1e-9 * scale, (name, i, j)

@@ -236,6 +236,24 @@ def test_tagged_notes_and_a_training_runs_stages(tmp_path):
     assert code == 1 and "1 of 2 numbers correct" in out and "δ^(q)_0" in out, out
 
 
+def test_a_training_steps_layer_norm_has_its_output_moments():
+    """A step's LayerNorm reads its trained gamma and beta from stages and is still a
+    LayerNorm: its output's mean and variance (now moved by the trained gamma, beta),
+    by mpmath from the step's own output rows."""
+    from symformer.blocks.side_stages import add_side_stage
+    from symformer.blocks.train import train
+
+    g = train(derive(load_example()), sympy.Rational(1, 10), 1).graph
+    norm = "step1.layer1.add_norm1"
+    assert add_side_stage(g, f"{norm}.output_variance")  # the mean with it
+    rows = mids(g[norm])
+    means = [mpmath.fsum(r) / len(r) for r in rows]
+    close(mids(g[f"{norm}.output_mean"]), [[m] for m in means])
+    close(mids(g[f"{norm}.output_variance"]),
+          [[mpmath.fsum((x - m) ** 2 for x in r) / len(r)] for r, m in zip(rows, means)])
+    assert any(abs(m) > mpmath.mpf(1) / 100 for m in means)  # gamma and beta trained
+
+
 def test_the_side_stages_equations_hold(qkv, builtin):
     """Each side stage's declared general equation is proved at every entry."""
     from test_equations_proved import prove_stage

@@ -82,7 +82,7 @@ def test_a_table_of_one_head_evaluates_only_what_it_reads():
 
     g = derive(load_example("gpt2_style"))
     g["layer1.head1.weights"].values(decimals=3, rows=[2], cols=[0, 1])
-    prec = g.working_precision(start_precision(3, None))
+    prec = g.certification.working_precision(start_precision(3, None))
     done = set(g._balls[prec])
     assert "layer1.head1.weights" in done and "layer1.norm1" in done
     assert not done & {"layer1.head2.Q", "layer2.head1.Q", "logits"}
@@ -106,12 +106,13 @@ def test_a_finite_mask_or_an_encoder_is_not_cut():
 
     from symformer.blocks import derive
 
-    example = load_example("gpt2_style")
+    example = load_example("gpt2_style")  # tokens = ["the", "cat", "sat"]
     two = Slice(positions=(0, 1))
-    assert len(truncated(example, two, causal=True).tokens) == 2
-    assert truncated(replace(example, mask_value=-10**9), two, causal=True) is not None
-    assert len(truncated(replace(example, mask_value=-10**9), two, causal=True).tokens) == 3
-    assert len(truncated(example, two, causal=False).tokens) == 3
+    assert truncated(example, two, causal=True).tokens == ("the", "cat")
+    finite = replace(example, mask_value=-10**9)
+    assert truncated(finite, two, causal=True) == finite  # nothing cut, nothing changed
+    assert truncated(finite, two, causal=True).tokens == ("the", "cat", "sat")
+    assert truncated(example, two, causal=False).tokens == ("the", "cat", "sat")
     g = derive(example)
     last = view([g["next_token"]], Slice(positions=(2,)), 3)
     assert [s.rows for s in last] == [(0,)]

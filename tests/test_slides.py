@@ -30,7 +30,8 @@ from tests.test_figures import far_from_tie, needs_pgfplots, rounded
 needs_poppler = pytest.mark.skipif(
     shutil.which("pdfinfo") is None or shutil.which("pdftotext") is None,
     reason="pdfinfo/pdftotext (poppler-utils) are not installed")
-OVERFULL = re.compile(r"Overfull \\[hv]box")
+#: An overfull box (text past the frame) or an underfull line (words spaced out).
+OVERFULL = re.compile(r"Overfull \\[hv]box|Underfull \\hbox")
 #: The least height of a word on a frame, in PDF points at the frame's size (160 mm
 #: wide), and the band at the foot of the page kept for the footline (frame number,
 #: token followed).
@@ -270,17 +271,49 @@ def test_a_bracketed_sum_too_wide_for_a_frame_may_break():
         == r"\left[ a + b \right] + \left( c \right."
 
 
+#: Width, height and depth (pt) pdflatex gave these pieces in the deck's preamble
+#: (``\setbox0\hbox{$\displaystyle{}...$}``, ``\wd0``, ``\ht0``, ``\dp0``).
+SET_BY_PDFLATEX = {
+    "q^{(1)}_{0}": (19.557, 14.633, 4.079),
+    "q_{0}": (10.960, 5.167, 2.479),
+    r"\mathrm{PE}_{p,2c}": (34.482, 8.384, 4.520),
+    r"\sigma^2": (12.859, 11.567, 0.0),
+    r"\tilde{\sigma}": (7.109, 7.557, 0.0),
+    r"{}= \frac{\exp s^{(1)}_{i,j}}{\sum_{m = 0}^{n - 1} \exp s^{(1)}_{i,m}}":
+        (95.636, 25.467, 19.467),
+    r"{}= \sqrt{\sigma^2 + 0.000001}": (97.526, 15.023, 3.377),
+    r"{}= \sum_{m = 0}^{d_{\text{in}} - 1} x_{i,m} \left(W_{Q}^{(1)}\right)_{m,j}":
+        (129.792, 23.398, 14.279),
+}
+
+
+@pytest.mark.parametrize("latex", list(SET_BY_PDFLATEX))
+def test_the_layout_model_sets_pieces_as_pdflatex(latex):
+    """Scripts one over the other, a display fraction with a sum under it, a radical, a
+    sum's limits, a sized bracket: as wide, tall and deep as pdflatex set them."""
+    from symformer.slides import layout
+
+    got = layout.box(latex)
+    w, h, d = SET_BY_PDFLATEX[latex]
+    assert abs(got.w - w) <= 0.02 * w + 0.5 and abs(got.h - h) <= 0.6 and abs(got.d - d) <= 0.6
+
+
 def test_symbols_with_two_scripts_are_planned_taller_and_stacked():
-    """pdflatex in the deck's preamble set a worked line ``q^{(1)}_{0} = ...`` 4.2 pt
-    taller than ``q_{0} = ...``, ``e^{s^{(1)}_{0}}`` 5.2 pt taller than ``e^{s_{0}}``, and
-    a table header ``a^{(2)}_{0}`` 4.2 pt taller than ``a_{0}``; a sub- and superscript
-    stand one over the other (as wide as the wider)."""
+    """A worked line ``q^{(1)}_{0} = ...`` is planned taller than ``q_{0} = ...`` (its
+    scripts reach above the baseline skip), a table header ``a^{(2)}_{0}`` taller than
+    ``a_{0}``; a sub- and superscript stand one over the other (as wide as the wider)."""
+    from symformer.slides.deck import Column
+
     def worked(lhs, rhs):
-        return measure.worked_height(lhs, (rhs,), measure.width(lhs))
-    assert worked("q^{(1)}_{0}", "= 1.660 + 2.3") - worked("q_{0}", "= 1.660 + 2.3") >= 4.2
+        column = Column()
+        column.depth = 3.0  # under a line of text
+        column.paragraph(measure.worked_lines(lhs, (rhs,), measure.lhs_width(lhs)))
+        return column.total
+    assert worked("q^{(1)}_{0}", "= 1.660 + 2.3") - worked("q_{0}", "= 1.660 + 2.3") >= 3.5
     assert worked("e^{s^{(1)}_{0}}", "= e^{1.660}") - worked("e^{s_{0}}", "= e^{1.660}") >= 5.2
-    assert measure.table_height(3, False, ("a^{(2)}_{0}",)) \
-        - measure.table_height(3, False, ("a_{0}",)) >= 4.2
+    rows = [("", "1")] * 3
+    assert measure.tabular_height(("a^{(2)}_{0}",), rows) \
+        - measure.tabular_height(("a_{0}",), rows) >= 3.5
     assert measure.width("W_{V}^{(1)}") == measure.width("W^{(1)}")
 
 

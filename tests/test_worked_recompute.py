@@ -33,13 +33,18 @@ from symformer.trace import trace_token
 from symformer.worked import as_latex, as_text
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
-from symformer.worked.render_mathml import step_mathml as as_mathml
+from symformer.worked.render_mathml import step_pieces
 from symformer.worked.to_json import item_dict, plain
 
 EXAMPLES = sorted(p for p in (Path(__file__).parents[1] / "symformer" / "examples").glob(
     "*.toml") if "claims" not in p.stem)
 LITERAL = re.compile(r"\d+(?:\.\d+)?")
 KEYS = {"stage", "row", "col", "symbol", "expression", "result", "operands"}
+
+
+def as_mathml(step) -> str:
+    """A worked line's MathML as the trace's page writes it (its pieces, in order)."""
+    return "".join(step_pieces(step))
 
 
 def worked_items(g, **options) -> list[dict]:

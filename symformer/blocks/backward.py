@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from symformer.blocks.lessons import add_per_position_loss, not_asked
+from symformer.blocks.requested_stages import add_per_position_loss, not_asked
 from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
@@ -102,10 +102,10 @@ def decide_relu_zeros(g: Derivation, relus: list[str], prec: int | None = None) 
     Entries whose ball at ``prec`` bits contains 0 have their sign decided exactly
     (:meth:`~symformer.engine.graph.Derivation.sign`: higher precision, the exact
     forward pass, a proof); the exact zeros are given to the ReLU operation.
-    ``prec`` defaults to :meth:`~symformer.engine.graph.Derivation.backward_precision`
+    ``prec`` defaults to :meth:`~symformer.engine.certify.Certification.backward_precision`
     (the evaluation that printing the stages then reuses).
     """
-    prec = prec or g.backward_precision()
+    prec = prec or g.certification.backward_precision()
     for stage in (g[name] for name in relus):
         h = stage.inputs[0]
         balls = g.evaluate(prec)[h]

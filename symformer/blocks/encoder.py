@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from symformer.blocks.decoder import decoder_stages
-from symformer.blocks.lesson import given_attention
-from symformer.blocks.lessons import add_lesson_stages
+from symformer.blocks.given_attention import given_attention
+from symformer.blocks.requested_stages import add_requested_stages
 from symformer.blocks.sublayers import (
     feed_forward,
     input_stages,
@@ -36,7 +36,7 @@ def derive(example: Example, causal: bool | None = None,
     g = Derivation(example, causal)
     if example.attention is not None:
         given_attention(g, example.attention)
-        add_lesson_stages(g)  # e.g. the Jacobian of a row of the given attention's weights
+        add_requested_stages(g)  # e.g. the Jacobian of a row of the given attention's weights
         return g
     x = input_stages(g, "", example.tokens, example.embeddings,
                      () if example.given_inputs else example.embedding_ids,
@@ -60,7 +60,7 @@ def derive(example: Example, causal: bool | None = None,
         head = example.lm_head
         z = out if head.W_transform is None else prediction_transform(g, out, head)
         lm_head(g, z, head.W_vocab, head.b_vocab, example.vocab, head.masked)
-    add_lesson_stages(g)  # the [stages] table's Jacobians and products, if any
+    add_requested_stages(g)  # the [stages] table's Jacobians and products, if any
     return g
 
 

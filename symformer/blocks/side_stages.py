@@ -8,11 +8,15 @@ other stages, verdicts and labels stay as they were.  The addresses (docs/verify
 
 * ``S.exp``, ``S.exp_sum`` -- S a softmax: each e^{s_j} of its input, each row's Σ;
 * ``S.products.rowR``, ``S.jacobian.rowR`` -- the lesson stages of
-  :mod:`symformer.blocks.lessons`, without asking for them in ``[stages]``;
+  :mod:`symformer.blocks.requested_stages`, without asking for them in ``[stages]``;
 * ``S.output_mean``, ``S.output_variance``, ``loss.per_position`` -- the other lesson
   stages, without ``[stages]``;
 * ``S.squares`` -- S a variance ((x_j - μ)²) or a mean square (x_j²);
 * ``S.theta``, ``S.angles`` -- S a RoPE stage (``layer1.head1.Q_rot``): θ_i, p·θ_i;
+* ``S.scale`` -- S a scaled-score stage (``layer1.head1.scores``): what its raw scores
+  are divided by, √d_k (``√8``) or the example's scale τ;
+* ``loss.uniform`` -- a cross-entropy's loss at a uniform prediction, −log(1/V) = log V
+  for V classes (``−log(1/6)``): the loss an untrained model starts near;
 * ``P`` -- an operation's weight, named as its gradient ``grad.P`` is
   (``layer1.head1.W_Q``, ``layer1.W_1``, ``layer1.add_norm1.gamma``,
   ``embedding_table``, ``W_vocab``);
@@ -29,10 +33,10 @@ import re
 from collections.abc import Iterator
 from weakref import WeakKeyDictionary
 
-from symformer.blocks import lessons
+from symformer.blocks import requested_stages
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
-from symformer.notation import position_label
+from symformer.notation import CONSTANT_KIND, position_label
 from symformer.notation import symbol as stage_symbol
 from symformer.ops import Notation, Parameter
 from symformer.ops.gradient import Gradient
@@ -51,7 +55,9 @@ def is_side_stage(g: Derivation, name: str) -> bool:
 
 
 _ROW = re.compile(r"(?P<stage>.+)\.(?P<key>products|jacobian)\.row(?P<row>\d+)")
-_SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles)")
+_SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles|scale)")
+#: The address of a cross-entropy's loss at a uniform prediction.
+UNIFORM_LOSS = "loss.uniform"
 _OUTPUT = re.compile(r"(?P<stage>.+)\.(?P<key>output_mean|output_variance)")
 _VIA = re.compile(r"grad\.(?P<stage>.+?)\.via\.(?P<consumer>.+)")
 _ADAM = re.compile(r"(?P<step>step[0-9]+)\.(?P<key>adam_mhat|adam_vhat|adam_denominator|"
@@ -63,6 +69,7 @@ _NEEDS = {"exp": (("softmax",), "a softmax stage (attention weights or probabili
                       "a variance or mean-square stage"),
           "theta": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
           "angles": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
+          "scale": (("scale_mask",), "a scaled-score stage (scores)"),
           "products": (("dot_scores",), "a dot-product stage (raw_scores)"),
           "jacobian": (("softmax",), "a softmax stage (attention weights or probabilities)")}
 
@@ -74,11 +81,11 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     if name in g:
         return True
     before = set(g.stages)
-    added = name == lessons.PER_POSITION and "loss" in g
+    added = name == requested_stages.PER_POSITION and "loss" in g
     if added:
-        lessons.add_per_position_loss(g, "loss", force=True)
+        requested_stages.add_per_position_loss(g, "loss", force=True)
     for add in (_row_stage, _suffix_stage, _output_stage, _via_stage, _adam_stage,
-                _parameter_stage):
+                _uniform_loss_stage, _parameter_stage):
         if added:
             break
         added = add(g, name)
@@ -125,7 +132,9 @@ def side_addresses(g: Derivation) -> Iterator[str]:
             if s.op.decay:
                 yield f"{step}.adamw_decayed.{weight}"
     if "loss" in g and g["loss"].op.name in ("cross_entropy", "mse"):
-        yield lessons.PER_POSITION
+        yield requested_stages.PER_POSITION
+    if "loss" in g and g["loss"].op.name == "cross_entropy":
+        yield UNIFORM_LOSS
     yield from _parameters(g, every=True)
 
 
@@ -147,7 +156,7 @@ def _row_stage(g: Derivation, name: str) -> bool:
     row = int(match["row"])
     if row >= s.shape[0]:
         raise InputError(f"{name}: {s.name} has {s.shape[0]} rows (0 to {s.shape[0] - 1})")
-    lessons.add_row_stage(g, s, match["key"], row)
+    requested_stages.add_row_stage(g, s, match["key"], row)
     return True
 
 
@@ -166,6 +175,8 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
             ExpSums(Notation(r"\Sigma", "Σ", title))
         g.add(name, KIND, op, (source.name,), s.rows, s.cols if key == "exp" else ("Σ",),
               **where)
+    elif key == "scale":
+        _scale_stage(g, name, s, where)
     elif key == "squares":
         x = g[s.inputs[0]]
         centred = s.op.name in ("variance", "whole_variance")
@@ -203,6 +214,38 @@ def _output_stage(g: Derivation, name: str) -> bool:
     return True
 
 
+def _scale_stage(g: Derivation, name: str, s: Stage, where: dict) -> None:
+    """What the scores ``s`` divide their raw scores by: √d_k, or the example's scale."""
+    from symformer.lazy import sympy
+
+    op = s.op
+    value = sympy.sqrt(op.d_k) if op.scale is None else sympy.Rational(op.scale)
+    notation = (Notation(r"\sqrt{d_k}", "√d_k", f"The divisor √d_k of {s.name}")
+                if op.scale is None else
+                Notation(r"\tau", "τ", f"The divisor τ of {s.name}"))
+    g.add(name, CONSTANT_KIND, ConstantTable(sympy.Matrix([[value]]), notation), (),
+          (notation.text,), ("value",), **where)
+
+
+def _uniform_loss_stage(g: Derivation, name: str) -> bool:
+    """``loss.uniform``: −log(1/V) = log V, V the classes the cross-entropy is over."""
+    from symformer.lazy import sympy
+
+    if name != UNIFORM_LOSS or "loss" not in g:
+        return False
+    loss = g["loss"]
+    if loss.op.name != "cross_entropy":
+        raise InputError(f"{name}: the example's loss is not a cross-entropy, so it has no "
+                         f"loss at a uniform prediction")
+    classes = g[loss.inputs[0]].shape[1]
+    notation = Notation(r"\log V", "log V",
+                        f"The loss at a uniform prediction over V = {classes} classes, "
+                        f"-log(1/{classes})")
+    g.add(name, CONSTANT_KIND, ConstantTable(sympy.Matrix([[sympy.log(classes)]]), notation), (),
+          ("L",), ("uniform",), side=loss.side)
+    return True
+
+
 def _rope_stage(g: Derivation, name: str, s: Stage, key: str, where: dict) -> None:
     from symformer.lazy import sympy
 
@@ -216,7 +259,7 @@ def _rope_stage(g: Derivation, name: str, s: Stage, key: str, where: dict) -> No
                              if rope.thetas is not None
                              else rope.base ** sympy.Rational(-2 * i, rope.d))
         op = ConstantTable(value, Notation(r"\theta", "θ", f"RoPE frequencies θ_i of {s.name}"))
-        g.add(name, KIND, op, (), ("θ",), pairs, **where)
+        g.add(name, CONSTANT_KIND, op, (), ("θ",), pairs, **where)
         return
     value = sympy.Matrix(rope.n, rope.d // 2, lambda m, i: rope.angle(m, i))
     op = ConstantTable(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"))

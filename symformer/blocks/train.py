@@ -17,8 +17,8 @@
 Every local formula is one line over the stage symbols of the step before, so
 steps do not swell: step 5 costs what step 1 costs.  The weights are exact (no
 longer rational after a softmax or a square root has entered them); only their
-digits are certified when printed.  Trained: the weights of every operation with a
-staged variant (the projections: W_Q, W_K, W_V, W_O, W_1, b_1, W_2, b_2, W_vocab;
+digits are certified when printed.  Trained: the weights of every operation that can
+read them from stages (the projections: W_Q, W_K, W_V, W_O, W_1, b_1, W_2, b_2, W_vocab;
 the LayerNorms' gamma and beta, RMSNorm's gamma; the embedding tables and a learned positional
 table, each whole: the rows the sentence does not read get the gradient exactly 0
 and stay exactly as they were).  A tied language-model head (``[lm_head] tied =
@@ -50,6 +50,7 @@ from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
 from symformer.example.numbers import exact_number
 from symformer.lazy import sympy
+from symformer.notation_types import Notation, named
 from symformer.ops import (
     AdamMoment,
     AdamStep,
@@ -58,7 +59,6 @@ from symformer.ops import (
     Transpose,
 )
 from symformer.ops.adam import DEFAULTS
-from symformer.ops.base import Notation, named
 
 #: The most steps ``train`` takes (each step adds a forward and a backward pass).
 MAX_STEPS = 50
@@ -242,7 +242,8 @@ def check_steps(steps: int) -> int:
 
 
 def trained_weights(g: Derivation) -> list[Weight]:
-    """The weights ``train`` updates: those of operations with a staged variant."""
+    """The weights ``train`` updates: those of operations that can read them from stages
+    (:meth:`~symformer.ops.base.Operation.staged`)."""
     loss = add_loss(g)
     needed = g.ancestors(loss) | {loss}
     names = parameter_names(g, needed, contributions=False)

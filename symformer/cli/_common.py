@@ -3,7 +3,9 @@
 Every option that several commands have is defined here once, with its limits,
 so that the commands agree: the example file (positional, or ``--example``), the
 work limit, the conventions (``--causal``, ``--mask``, ``--layer-norm``,
-``--norm``) and ``--decimals``.
+``--norm``) and ``--decimals``.  :func:`request` turns them into the
+:class:`~symformer.pipeline.Request` every command prepares its example with
+(:func:`symformer.pipeline.prepare`).
 """
 
 from __future__ import annotations
@@ -11,26 +13,18 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
-from symformer.blocks.cost import estimate
-from symformer.blocks.work import check_size, parse_work_limit
-from symformer.engine import Derivation
+from symformer import pipeline
+from symformer.blocks.work import parse_work_limit
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
 from symformer.example import Example, load_example
 from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
-from symformer.verify.conventions import (
-    Convention,
-    derive_variant,
-    replaced,
-    with_conventions,
-)
+from symformer.pipeline import DEFAULT_DECIMALS, Request
+from symformer.verify.conventions import Convention
 from symformer.words import plural  # noqa: F401  (the commands count their nouns with it)
 
-#: Decimals of every printed value unless --decimals says otherwise (every command).
-DEFAULT_DECIMALS = 3
 #: The most decimals (--decimals) or significant digits (--digits) a command prints.
 MAX_DECIMALS = 100
 #: The most greedy steps one run generates (generate --steps, export --steps).
@@ -79,13 +73,6 @@ def add_convention_arguments(parser: argparse.ArgumentParser, *,
                         help="where the normalisation sits (default: the example's): post "
                              "(after each residual sum), pre (before each sub-layer) or "
                              "none")
-
-
-def conventions_note(args: argparse.Namespace, example: Example) -> str:
-    """`` (--layer-norm biased: biased LayerNorm in place of the example's RMSNorm)``
-    for a header: what the command line's conventions replaced (empty: nothing)."""
-    notes = replaced(example, convention(args))
-    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def add_decimals_argument(parser: argparse.ArgumentParser,
@@ -193,27 +180,19 @@ def causal(args: argparse.Namespace) -> bool | None:
     return True if getattr(args, "causal", False) else None
 
 
-def example_with_conventions(args: argparse.Namespace, example: Example | None = None
-                             ) -> Example:
-    """The example with --causal, --mask, --layer-norm and --norm applied."""
-    example = with_conventions(load(args) if example is None else example, convention(args))
-    return replace(example, causal=True) if causal(args) else example
-
-
-def derivation(args: argparse.Namespace, example: Example | None = None) -> Derivation:
-    """Load and derive the example named on the command line, under its conventions."""
-    example = load(args) if example is None else example
-    return derive_variant(example, convention(args), causal(args), args.max_work)
+def request(args: argparse.Namespace, command: str, **fields: object) -> Request:
+    """The request of ``symformer COMMAND`` (:func:`symformer.pipeline.prepare`): the
+    command line's conventions, --causal and --max-work, and ``fields``."""
+    return Request(command=command, conventions=convention(args), causal=causal(args),
+                   max_work=getattr(args, "max_work", None), **fields)
 
 
 def check_work(args: argparse.Namespace, example: Example, command: str,
                **options: object) -> None:
-    """Refuse, before any work, a command estimated to exceed the work limit.
-
-    The estimate is :func:`symformer.blocks.cost.estimate` of ``command`` with
-    ``options`` (the options its cost depends on: ``steps``, ``fmt``, ``claims``, ...).
-    """
-    check_size(example, args.max_work, estimate(command, example, **options), command)
+    """Refuse, before any work, a command estimated to exceed the work limit (a check
+    after :func:`~symformer.pipeline.prepare`'s, once the options it depends on are
+    known: ``check``'s claims): :func:`symformer.pipeline.check_work`."""
+    pipeline.check_work(example, command, args.max_work, **options)
 
 
 # -- argparse types -----------------------------------------------------------------

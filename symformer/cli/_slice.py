@@ -1,14 +1,15 @@
 """``--positions``, ``--heads``, ``--dims``: the slice a command shows (derive, trace).
 
 The options and the slice they make are defined here once; what a slice is and what
-showing it needs are :mod:`symformer.blocks.slices`'.
+showing it needs are :mod:`symformer.blocks.slices`', and the cut of the sentence to
+the tokens it reads is :func:`symformer.pipeline.prepare`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from symformer.blocks.slices import Slice, check_slice, parse_indices, truncated
+from symformer.blocks.slices import Slice, check_slice, parse_indices
 from symformer.example import Example
 
 
@@ -40,9 +41,3 @@ def slice_of(args: argparse.Namespace, example: Example) -> Slice:
     check_slice(example, chosen)
     return chosen
 
-
-def cut_example(example: Example, chosen: Slice, *, gradients: bool = False) -> Example:
-    """``example`` (its conventions applied) cut to the tokens the slice reads
-    (:func:`~symformer.blocks.slices.truncated`), or itself (gradients read every
-    position's loss)."""
-    return example if gradients else truncated(example, chosen, causal=example.causal)

@@ -5,20 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from symformer.blocks.backward import backward
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
     add_json_arguments,
-    check_work,
-    conventions_note,
-    derivation,
     json_rounding,
     load,
+    request,
 )
-from symformer.cli.derive import as_json, format_table
-from symformer.verify.inactive import summary_lines
+from symformer.pipeline import prepare
 
 ORDER = 15
 
@@ -62,26 +58,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``symformer backward``."""
+    """Run ``symformer backward``: parse, prepare (the backward pass), build and print."""
+    from symformer.documents import as_json, backward_lines, listing
+
     rounding = json_rounding(args)
-    example = load(args)
-    check_work(args, example, "backward")
-    g = backward(derivation(args, example))
-    stages = g.select(args.stage or ["loss", "grad.*"])
+    p = prepare(load(args), request(args, "backward", backward=True,
+                                    stages=tuple(args.stage or ["loss", "grad.*"]),
+                                    decimals=args.decimals))
     if args.list:
-        width = max(len(s.name) for s in stages)
-        for s in stages:
-            print(f"{s.name:<{width}}  {s.shape[0]}x{s.shape[1]}  {s.kind}")
-        return 0
-    if args.json:
-        print(json.dumps(as_json(g, stages, rounding), ensure_ascii=False))
-        return 0
-    note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
-    print(f"{g.example.title}{note}: backward pass ({g.example.loss.kind} loss)")
-    inactive = summary_lines(g, [s.name for s in stages])
-    if inactive:  # what the example leaves inactive (zero gradients and why), said once
-        print("\n".join(inactive))
-    for s in stages:
-        print()
-        print(format_table(s, args.decimals))
+        print(listing(p.shown))
+    elif args.json:
+        print(json.dumps(as_json(p.derivation, p.shown, rounding), ensure_ascii=False))
+    else:
+        for piece in backward_lines(p):
+            print(piece)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,16 +14,16 @@ from symformer.blocks.train import is_training_stage
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
-    causal,
     check_work,
-    derivation,
     example_path,
     load,
+    request,
 )
 from symformer.display import Progress
 from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
+from symformer.pipeline import prepare
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import claims_file_is_example, load_claims, training_run
 from symformer.verify.equation_claims import Judge, load_equations
@@ -98,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     if example_path(args) is None and claims_file_is_example(args.claims):
         args.example = args.claims  # an example file with claims about itself
     example = load(args)
-    check_work(args, example, "check")
-    g = derivation(args, example)
+    p = prepare(example, request(args, "check"))
+    g = p.derivation
     # the run claims on a step's stages mean: the claims file's [train], else the example's
     run = training_run(args.claims) or training_run(example.source)
-    checker = Checker(g.example, args.max_work, causal=causal(args), run=run)
+    checker = Checker(g.example, args.max_work, causal=p.request.causal, run=run)
     equations = load_equations(args.claims)
     claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
     check_work(args, example, "check", claims=len(claims),
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer check", quiet=args.quiet) as bar:
         results = checker.check_all(claims, bar.step)
     judge = Judge(g.example, checker.derivation, checker.causal, checker.run)
-    checked = [judge.check(e) for e in equations]
+    checked = judge.check_each(equations)
     right, total = summary(results)
     if args.json:
         document = as_json(results, right, total)
@@ -124,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
         text = report(results, right, total) if claims else ""
         lines = equations_report(checked)
         print("\n".join(([text, ""] if text else []) + lines) if lines else text)
+    unreadable = [e.unreadable for e in checked if e.unreadable]
+    for line in unreadable:  # each one line, as every bad input is; the rest was judged
+        print(f"symformer check: error: {line}", file=sys.stderr)
+    if unreadable:
+        return 2
     return 0 if right == total and all(e.ok for e in checked) else 1
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -12,14 +12,15 @@ from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
     bounded_int,
-    causal,
     check_work,
-    convention,
     load,
+    request,
     tolerance,
 )
 from symformer.cli.import_ import token_list
 from symformer.parallel import MAX_JOBS
+from symformer.pipeline import applied, prepare
+from symformer.verify.conventions import Convention
 from symformer.verify.crosscheck import crosscheck
 
 ORDER = 50
@@ -110,10 +111,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dtype == "bfloat16":
         raise InputError("--dtype bfloat16 needs --torch (NumPy has no bfloat16)")
     args.tol = 1e-12 if args.tol is None else args.tol
-    example = load(args)
-    check_work(args, example, "crosscheck")
-    conventions = convention(args)
-    rows = crosscheck(example, conventions, causal=causal(args),
+    asked = request(args, "crosscheck")
+    # the reference applies the conventions itself: only the work is checked here
+    example = prepare(load(args), replace(asked, conventions=Convention(), causal=None,
+                                          derive=False)).example
+    conventions = asked.conventions
+    rows = crosscheck(example, conventions, causal=asked.causal,
                       dtype=np.dtype(args.dtype).type, tol=args.tol, max_work=args.max_work)
     failed = [r for r in rows if not r.ok]
     if args.json:
@@ -134,14 +137,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _torch(args: argparse.Namespace) -> int:
     """``--torch``: PyTorch in --dtype against the exact values, in units of epsilon."""
-    from symformer.cli._common import derivation, example_with_conventions
     from symformer.frameworks import require_torch
     from symformer.frameworks.torch_check import torch_crosscheck
 
     require_torch()  # one line saying what to install, before any work
-    example = example_with_conventions(args)
-    check_work(args, example, "crosscheck")
-    rows = torch_crosscheck(example, args.dtype, derivation(args, example))
+    asked = request(args, "crosscheck")
+    example = applied(load(args), asked)  # the module is built under the conventions
+    rows = torch_crosscheck(example, args.dtype, prepare(example, asked).derivation)
     return _print_torch_rows(args, rows, f"PyTorch {args.dtype}")
 
 

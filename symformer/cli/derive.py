@@ -5,27 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 
-from symformer.blocks.slices import Shown, Slice, position_labels, view
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
     add_json_arguments,
     bounded_int,
-    check_work,
-    conventions_note,
-    derivation,
-    example_with_conventions,
     json_rounding,
     load,
-    plural,
+    request,
 )
-from symformer.cli._slice import add_slice_arguments, cut_example, slice_of
-from symformer.engine import Derivation, Stage
+from symformer.cli._slice import add_slice_arguments, slice_of
 from symformer.engine.graph import DEFAULT_MAX_OPS
-from symformer.errors import ClosedFormTooLarge
-from symformer.lazy import sympy
-from symformer.verify.inactive import summary_lines
+from symformer.pipeline import prepare
 
 ORDER = 10
 #: Closed forms up to this many operations are short enough to print (`--exact`).
@@ -85,179 +77,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``symformer derive``."""
+    """Run ``symformer derive``: parse, prepare, build and print."""
+    from symformer.documents import derive_json, derive_lines, listing
+
     rounding = json_rounding(args)
     example = load(args)
     chosen = slice_of(args, example)
     gradients = wants_gradients(args.stage, args.list) and example.loss is not None
-    if chosen:  # the example cut to the tokens the slice reads, where that is exact
-        from symformer.blocks.encoder import derive
-
-        cut = cut_example(example_with_conventions(args, example), chosen,
-                          gradients=gradients)
-        check_work(args, cut, "derive", reader_rounding=args.reader_rounding,
-                   gradients=gradients, shown=chosen.share(cut))
-        g = derive(cut, max_work=args.max_work)
-    else:
-        check_work(args, example, "derive", reader_rounding=args.reader_rounding,
-                   gradients=gradients)
-        g = derivation(args, example)
-    shown = view(with_gradients(g, args.stage, args.list, args.all), chosen,
-                 len(example.tokens))
+    p = prepare(example, request(
+        args, "derive", slice=chosen, reads="slice",
+        stages=tuple(args.stage) if args.stage else None, side_stages=True,
+        every_side_stage=args.all, backward=gradients, decimals=args.decimals,
+        reader_rounding=args.reader_rounding,
+        work={"reader_rounding": args.reader_rounding, "gradients": gradients}))
+    exact = args.exact_max_ops if args.exact else None
     if args.list:
-        width = max(len(s.stage.name) for s in shown)
-        for s in shown:
-            print(f"{s.stage.name:<{width}}  {len(s.rows)}x{len(s.cols)}  {s.stage.kind}")
-        return 0
-    tables = None
-    if args.reader_rounding:
-        from symformer.verify.chain import reader_rounding
-
-        tables = reader_rounding(g, args.decimals, [s.stage.name for s in shown])
-        tables = {s.stage.name: [[tables[s.stage.name][i][j] for j in s.cols]
-                                 for i in s.rows] for s in shown}
-    if args.json:
-        doc = as_json(g, shown, rounding, tables)
-        if chosen:
-            doc["tokens"] = list(example.tokens)
-            doc["slice"] = {key: None if value is None else list(value)
-                            for key, value in vars(chosen).items()}
-            doc["slice"]["derived_tokens"] = len(g.example.tokens)
-        if args.exact:
-            for s in shown:
-                doc["stages"][s.stage.name]["exact"] = [
-                    [None if e is None else str(e) for e in row]
-                    for row in short_closed_forms(s, args.exact_max_ops)]
-        print(json.dumps(doc, ensure_ascii=False))
-        return 0
-    note = (" (causal mask)" if g.causal else "") + conventions_note(args, example)
-    if chosen:
-        note += slice_note(chosen, len(g.example.tokens), len(example.tokens))
-    if tables is not None:
-        note += (f" (reader rounding: each stage from the previous ones at "
-                 f"{plural(args.decimals, 'decimal')})")
-    # a slice evaluates stage by stage: every table made before any is printed
-    made = [tables[s.stage.name] if tables else s.values(decimals=args.decimals)
-            for s in shown] if chosen else [None] * len(shown)
-    print(f"{g.example.title}{note}")
-    # what the example leaves inactive (a clipped FFN), said once; not for a slice that
-    # derives fewer tokens (its "every token" would not be the example's)
-    whole = len(g.example.tokens) == len(example.tokens)
-    inactive = summary_lines(g, [s.stage.name for s in shown]) if whole else []
-    if inactive:
-        print("\n".join(inactive))
-    for s, values in zip(shown, made):
-        print()
-        if values is None:
-            values = tables[s.stage.name] if tables else s.values(decimals=args.decimals)
-        if args.exact:
-            values = [[v if e is None else str(e) for v, e in zip(row, forms)]
-                      for row, forms in zip(values, short_closed_forms(s, args.exact_max_ops))]
-        print(format_table(s.stage, args.decimals, values, shown=s))
+        print(listing(p.shown))
+    elif args.json:
+        print(json.dumps(derive_json(p, rounding, exact), ensure_ascii=False))
+    else:
+        for piece in derive_lines(p, exact):
+            print(piece)
     return 0
 
 
-def slice_note(chosen: Slice, derived: int, tokens: int) -> str:
-    """`` (slice: positions 0:4, heads 1, dims 0:8; tokens 0 to 3 of 16 derived)``."""
-    cut = f"; tokens 0 to {derived - 1} of {tokens} derived" if derived < tokens else ""
-    return f" (slice: {chosen.describe()}{cut})"
-
-
 def wants_gradients(patterns: list[str] | None, listing: bool) -> bool:
-    """Whether ``--list`` or a ``--stage`` pattern asks for the loss or its gradients."""
+    """Whether ``--list`` or a ``--stage`` pattern asks for the loss or its gradients
+    (the example's ``[loss]``: the backward pass, ``symformer backward``)."""
     return listing or any(p == "loss" or p.startswith("grad") for p in patterns or [])
-
-
-def with_gradients(g: Derivation, patterns: list[str] | None, listing: bool,
-                   side: bool = False) -> list[Stage]:
-    """The selected stages; the loss and its gradients (``symformer backward``) are
-    appended for ``--list`` and for a ``--stage`` that names them (``'grad.*'``), when
-    the example has a ``[loss]``; ``side`` (``--all``): every side stage too, and a
-    ``--stage`` naming one adds it (:mod:`symformer.blocks.side_stages`)."""
-    from symformer.blocks.side_stages import add_side_stage, side_addresses
-
-    if wants_gradients(patterns, listing) and g.example.loss is not None:
-        from symformer.blocks.backward import backward
-
-        backward(g)
-    for name in patterns or []:
-        if not any(c in name for c in "*?[") and name not in g:
-            add_side_stage(g, name)
-    if side:
-        for name in list(side_addresses(g)):
-            add_side_stage(g, name)
-    return g.select(patterns)
-
-
-def as_json(g: Derivation, stages: list[Stage] | list[Shown], rounding: dict[str, int],
-            tables: dict[str, list[list[str]]] | None = None) -> dict:
-    """The JSON document of ``derive --json``: values rounded as ``rounding`` says
-    (``{"decimals": N}`` or ``{"significant": N}``); ``tables`` replaces the values, e.g.
-    with reader-rounded ones, which are then marked by ``"reader_rounding": true``.
-    A slice's stages (:class:`~symformer.blocks.slices.Shown`) give their shown rows and
-    columns, with their indices (``"positions"``, ``"columns"``) when not whole."""
-    doc = {
-        "title": g.example.title,
-        "tokens": list(g.example.tokens),
-        "causal": g.causal,
-        "stages": {},
-    }
-    for item in stages:
-        s = item if isinstance(item, Shown) else Shown(item, tuple(range(item.shape[0])),
-                                                        tuple(range(item.shape[1])))
-        entry = {"shape": [len(s.rows), len(s.cols)],
-                 "rows": [s.stage.rows[i] for i in s.rows],
-                 "cols": [s.stage.cols[j] for j in s.cols],
-                 "values": tables[s.stage.name] if tables else s.values(**rounding)}
-        if not s.whole:
-            entry["positions"] = position_labels(s)
-            entry["columns"] = list(s.cols)
-        doc["stages"][s.stage.name] = entry
-    if tables:
-        doc["reader_rounding"] = True
-    return doc
-
-
-def short_closed_forms(shown: Stage | Shown, max_ops: int) -> list[list[sympy.Expr | None]]:
-    """Each (shown) entry's closed form if it has at most ``max_ops`` operations, else
-    None."""
-    if isinstance(shown, Stage):
-        shown = Shown(shown, tuple(range(shown.shape[0])), tuple(range(shown.shape[1])))
-    forms: list[list[sympy.Expr | None]] = []
-    for i in shown.rows:
-        row = []
-        for j in shown.cols:
-            try:
-                form = shown.stage.closed_form(i, j, max_ops=max_ops)
-            except ClosedFormTooLarge:
-                form = None
-            row.append(form if form is None or form.is_finite is not False else None)
-        forms.append(row)
-    return forms
-
-
-def format_table(stage: Stage, decimals: int, values: list[list[str]] | None = None,
-                 shown: Shown | None = None) -> str:
-    """A stage as an aligned plain-text table with token and column labels.
-
-    ``values`` replaces the stage's certified values (e.g. reader-rounded ones);
-    ``shown``: only a slice's rows and columns (``values`` are then the slice's),
-    labelled with their positions and columns.
-    """
-    if shown is None:
-        shown = Shown(stage, tuple(range(stage.shape[0])), tuple(range(stage.shape[1])))
-    values = values if values is not None else shown.values(decimals=decimals)
-    positions = range(stage.shape[0]) if shown.whole else position_labels(shown)
-    rows = [f"{pos} {stage.rows[i]}" for pos, i in zip(positions, shown.rows)]
-    cols = [stage.cols[j] for j in shown.cols]
-    head_width = max(len(r) for r in rows)
-    widths = [max(len(c), *(len(v[j]) for v in values)) for j, c in enumerate(cols)]
-    size = f"{stage.shape[0]}x{stage.shape[1]}"
-    if not shown.whole:
-        size = f"{len(shown.rows)}x{len(shown.cols)} of {size}"
-    lines = [f"{stage.name}  ({size})",
-             " " * head_width + "  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
-    for label, row in zip(rows, values):
-        lines.append(label.ljust(head_width) + "  "
-                     + "  ".join(v.rjust(w) for v, w in zip(row, widths)))
-    return "\n".join(lines)

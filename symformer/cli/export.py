@@ -10,16 +10,15 @@ from symformer.cli._common import (
     add_decimals_argument,
     add_example_argument,
     bounded_int,
-    check_work,
-    derivation,
-    example_with_conventions,
     load,
     plural,
+    request,
     token_text,
 )
-from symformer.cli._slice import add_slice_arguments, cut_example, slice_of
+from symformer.cli._slice import add_slice_arguments, slice_of
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
+from symformer.pipeline import prepare
 
 ORDER = 30
 
@@ -119,15 +118,15 @@ def run(args: argparse.Namespace) -> int:
     output_directory(args.out)  # a file or device node is refused before any work
     example = load(args)
     chosen = slice_of(args, example)
-    cut = _first_tokens(args, example, chosen) if chosen.positions is not None else None
-    check_work(args, cut or example, "export", figures=args.figures, steps=args.steps,
-               exact=args.exact)
-    if cut is not None:
-        from symformer.blocks.encoder import derive
-
-        g = derive(cut, max_work=args.max_work)
-    else:
-        g = derivation(args, example)
+    # --positions 0:K: the first K tokens alone, exact for a causal model with the -inf
+    # mask; the document's tables then show those positions (others are refused, here
+    # in the words given)
+    first = None if chosen.positions is None else tuple(range(len(chosen.positions)))
+    if chosen.positions != first:
+        raise InputError(f"export --positions takes the first positions, 0:K (found "
+                         f"{args.positions[:40]}): its tables show every derived row")
+    g = prepare(example, request(args, "export", slice=chosen, reads="first", work={
+        "figures": args.figures, "steps": args.steps, "exact": args.exact})).derivation
     stages = tuple(args.stage) if args.stage else None
     if chosen.heads is not None:  # the stages of the other heads left out, by name
         stages = tuple(s.name for s in g.select(args.stage)
@@ -161,33 +160,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _first_tokens(args: argparse.Namespace, example, chosen):
-    """``--positions 0:K``: the example cut to its first K tokens, which is exact for a
-    causal model with the -inf mask (:func:`~symformer.blocks.slices.truncated`); the
-    document's tables then show those positions.  Other positions (not a first range,
-    or a model whose rows read later tokens) are refused: the tables show every
-    derived position."""
-    from symformer.errors import InputError
-
-    k = len(chosen.positions)
-    if chosen.positions != tuple(range(k)):
-        raise InputError(f"export --positions takes the first positions, 0:K (found "
-                         f"{args.positions[:40]}): its tables show every derived row")
-    cut = cut_example(example_with_conventions(args, example), chosen)
-    if len(cut.tokens) != k and k < len(example.tokens):
-        raise InputError("export --positions needs a causal example with the -inf mask, "
-                         "no whole-matrix LayerNorm, no [decoder] and no [loss]: otherwise "
-                         "every position reads the later tokens and all are derived")
-    return cut
-
-
 def _torch(args: argparse.Namespace) -> int:
     """``--format torch``: model.py, the example as a standalone PyTorch module."""
-    from symformer.cli._common import example_with_conventions
     from symformer.frameworks.torch_out import to_torch
+    from symformer.pipeline import applied
 
     output_directory(args.out)
-    written = write_files(args.out, {"model.py": to_torch(example_with_conventions(args))})
+    example = applied(load(args), request(args, "export"))
+    written = write_files(args.out, {"model.py": to_torch(example)})
     print(f"wrote {plural(len(written), 'file')} to {args.out} (run: python "
           f"{args.out}/model.py)")
     return 0

@@ -8,13 +8,13 @@ from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
-    check_work,
-    derivation,
     load,
     plural,
+    request,
 )
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
+from symformer.pipeline import prepare
 
 ORDER = 35
 
@@ -68,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from symformer.latex import resolve_token
 
     output_directory(args.out)  # a file or device node is refused before any work
-    example = load(args)
-    check_work(args, example, "figures", fmt=args.format)
-    g = derivation(args, example)
+    g = prepare(load(args), request(args, "figures", work={"fmt": args.format})).derivation
     options = Options(token=resolve_token(g, args.token), decimals=args.decimals,
                       absolute_scale=args.absolute_scale)
 

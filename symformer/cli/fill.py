@@ -8,13 +8,13 @@ from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
-    check_work,
-    derivation,
     load,
+    request,
 )
 from symformer.example.loader import MAX_FILE_BYTES
 from symformer.files import output_file, write_file
 from symformer.fill.syntax import MAX_DEPTH, MAX_INTEGER, MAX_OUTPUT, MAX_STEPS, MAX_TAGS
+from symformer.pipeline import prepare
 
 ORDER = 45
 
@@ -72,9 +72,7 @@ def run(args: argparse.Namespace) -> int:
     # the syntax is checked before any work (nothing is derived for a bad template)
     template = Template(text, fmt, source=args.notes)
     output_file(args.out)  # a directory or device node is refused before any work
-    example = load(args)
-    check_work(args, example, "fill")
-    g = derivation(args, example)
+    g = prepare(load(args), request(args, "fill")).derivation
     filled = template.render(g, args.decimals)
     write_file(args.out, filled)
     print(f"wrote {args.out}")

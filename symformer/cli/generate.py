@@ -13,13 +13,12 @@ from symformer.cli._common import (
     add_decimals_argument,
     add_example_argument,
     bounded_int,
-    check_work,
-    conventions_note,
     example_path,
-    example_with_conventions,
+    request,
 )
 from symformer.display import Progress
 from symformer.example import load_example
+from symformer.pipeline import prepare
 
 ORDER = 60
 
@@ -67,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer generate``."""
     given = load_example(example_path(args) or DEFAULT_EXAMPLE)
-    example = example_with_conventions(args, given)
-    check_work(args, example, "generate", steps=args.steps)
+    p = prepare(given, request(args, "generate", derive=False, work={"steps": args.steps}))
+    example = p.example
     with Progress("symformer generate", total=args.steps, quiet=args.quiet) as bar:
         steps = generate(example, args.steps, max_work=args.max_work,
                          on_step=lambda step: bar.update(f"next token {step.choice}"))
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(as_json(example.title, steps, args.decimals), indent=1,
                          ensure_ascii=False))
     else:
-        print(format_steps(example.title + conventions_note(args, given), steps,
+        print(format_steps(example.title + p.note, steps,
                            args.decimals))
     return 0
 

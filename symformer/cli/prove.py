@@ -9,10 +9,11 @@ from dataclasses import asdict
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
-    check_work,
-    example_with_conventions,
+    load,
+    request,
 )
 from symformer.display import Progress
+from symformer.pipeline import prepare
 from symformer.verify.prove import prove_all
 
 ORDER = 45
@@ -45,8 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer prove``."""
-    example = example_with_conventions(args)
-    check_work(args, example, "prove")
+    example = prepare(load(args), request(args, "prove", derive=False)).example
     with Progress("symformer prove", quiet=args.quiet) as bar:
         facts = prove_all(example, args.max_work, bar.update)
     if args.json:

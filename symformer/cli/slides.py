@@ -10,14 +10,14 @@ from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
-    check_work,
-    derivation,
     load,
     plural,
+    request,
     token_text,
 )
 from symformer.display import Progress
 from symformer.files import output_directory, write_files
+from symformer.pipeline import prepare
 
 ORDER = 37
 
@@ -80,9 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
-    example = load(args)
-    check_work(args, example, "slides")
-    g = derivation(args, example)
+    g = prepare(load(args), request(args, "slides")).derivation
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
     options = Options(token=resolve_token(g, token), decimals=args.decimals,
                       stages=tuple(args.stage) if args.stage else None, full=args.full)

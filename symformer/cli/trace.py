@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 
-from symformer.blocks.slices import Slice
 from symformer.cli._common import (
     add_convention_arguments,
     add_decimals_argument,
     add_example_argument,
-    check_work,
-    conventions_note,
-    derivation,
-    example_with_conventions,
     load,
+    request,
     token_text,
 )
-from symformer.cli._slice import add_slice_arguments, cut_example, slice_of
+from symformer.cli._slice import add_slice_arguments, slice_of
 from symformer.files import output_file, write_file
-from symformer.trace import RENDERERS, render, resolve_token, trace_token
+from symformer.pipeline import prepare
+from symformer.trace import RENDERERS, render, resolve_token
 
 ORDER = 30
 
@@ -77,36 +73,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``symformer trace``."""
+    """Run ``symformer trace``: parse, prepare, build the trace, render, write."""
+    from symformer.documents import trace_document
+
     if args.out is not None:
         output_file(args.out)  # a directory or device node is refused before any work
     example = load(args)
     chosen = slice_of(args, example)
-    cut = None
-    if args.side == "encoder" and not args.backward:
-        # under a causal -inf mask the token's steps read the tokens up to it alone
-        position = resolve_token(example.tokens, args.token)
-        effective = example_with_conventions(args, example)
-        cut = cut_example(effective, Slice(positions=(position,)))
-        if len(cut.tokens) == len(example.tokens):
-            cut = None
-    if cut is not None:
-        from symformer.blocks.encoder import derive
-
-        check_work(args, cut, "trace", backward=args.backward)
-        g = derive(cut, max_work=args.max_work)
-    else:
-        check_work(args, example, "trace", backward=args.backward)
-        g = derivation(args, example)
-    traced = trace_token(g, args.token, args.decimals, side=args.side,
-                         backward=args.backward, heads=chosen.heads)
-    note = conventions_note(args, example)  # the header says what was replaced
-    if cut is not None:
-        note += (f" (causal: tokens 0 to {len(cut.tokens) - 1} of {len(example.tokens)} "
-                 f"derived, the later ones do not reach this token)")
-    if chosen.heads is not None:
-        note += f" (heads {', '.join(map(str, chosen.heads))})"
-    text = render(replace(traced, title=traced.title + note) if note else traced,
+    # under a causal -inf mask the token's steps read the tokens up to it alone
+    cut = args.side == "encoder" and not args.backward
+    p = prepare(example, request(
+        args, "trace", slice=chosen, reads="token" if cut else "all",
+        token=resolve_token(example.tokens, args.token) if cut else None,
+        decimals=args.decimals, work={"backward": args.backward}))
+    text = render(trace_document(p, args.token, side=args.side, backward=args.backward),
                   args.format)
     if args.out is not None:
         path = write_file(args.out, text)

@@ -26,21 +26,20 @@ from symformer.cli._common import (
     MAX_DECIMALS,
     add_convention_arguments,
     add_example_argument,
-    check_work,
-    conventions_note,
     decimals,
-    derivation,
     load,
     nonnegative_int,
     plural,
+    request,
 )
-from symformer.cli.derive import format_table
 from symformer.display import Progress
+from symformer.documents import format_table
 from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.write import updated_example
 from symformer.files import output_file, write_file
+from symformer.pipeline import prepare
 
 ORDER = 16
 
@@ -129,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if example.loss is None:
         raise InputError(f"{example.source}: the example has no [loss] table; add one, "
                          f"e.g. [loss] kind = \"mse\" with target = [[...]]")
-    check_work(args, example, "train", steps=steps)
+    p = prepare(example, request(args, "train", work={"steps": steps}))
     progress = Progress("symformer train", total=steps + 1, quiet=args.quiet)
     losses: list[str] = []
 
@@ -137,11 +136,10 @@ def run(args: argparse.Namespace) -> int:
         losses.append(loss_value(training, t, decimals=places))
         progress.update(f"step {t}/{steps}: loss {losses[-1]}")
 
-    training = train(derivation(args, example), lr, steps, args.optimizer, each,
+    training = train(p.derivation, lr, steps, args.optimizer, each,
                      start_precision(places, None), settings)
     progress.done()
-    note = (" (causal mask)" if training.graph.causal else "") + conventions_note(args,
-                                                                                   example)
+    note = p.note
     rate = f"lr = {lr} ({args.optimizer})"
     print(f"{example.title}{note}: {plural(steps, 'step')}, {rate}, "
           f"{example.loss.kind} loss")

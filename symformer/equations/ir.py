@@ -6,10 +6,11 @@ k[m, c] for m in range(n))``, over *named arrays* whose roles the operation stat
 (an input stage, its output, a parameter, the upstream gradient).  Every index is
 bound: by the left-hand side (free indices, each entry of the stage) or by a
 ``sum``/``max`` over ``range(size)`` -- :func:`parse` refuses anything else, so a
-declared equation cannot use an undefined symbol.  The same parsed tree gives the
-LaTeX, text and MathML (:mod:`symformer.equations.render`), the exact SymPy value of
-any entry (:mod:`symformer.equations.evaluate`, which the proofs compare with the
-operation's local formula) and the plain form written to ``equations.json``.
+declared equation cannot use an undefined symbol.  This is the parse stage
+of :mod:`symformer.equations`: the same parsed tree, bound to a stage and transformed,
+gives the LaTeX, text and MathML (:mod:`symformer.equations.render`), the exact SymPy
+value of any entry (:mod:`symformer.equations.evaluate`, which the proofs compare with
+the operation's local formula) and the plain form written to ``equations.json``.
 
 An array written with one index is a column (n x 1: the index is the row, a
 LayerNorm's mean ``mu[i]``) or a row (1 x d: the column, ``gamma[j]``); an array
@@ -20,7 +21,6 @@ parsed here (never user input).
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -85,21 +85,6 @@ class IndexEquation:
     def names_of(self, role: str) -> list[str]:
         """The array names with ``role``."""
         return [name for name, r in self.arrays.items() if r == role]
-
-
-def inline_lets(definitions: Mapping[str, ast.expr], node: ast.expr) -> ast.expr:
-    """``node`` with each named inner quantity (``xi[i, j]``: array name -> its
-    definition's tree) read in: the form that is evaluated and proved (a definition
-    uses the same indices as the lines)."""
-    if not definitions:
-        return node
-
-    class Inline(ast.NodeTransformer):
-        def visit_Subscript(self, sub: ast.Subscript) -> ast.expr:
-            if isinstance(sub.value, ast.Name) and sub.value.id in definitions:
-                return Inline().visit(copy.deepcopy(definitions[sub.value.id]))
-            return self.generic_visit(sub)
-    return Inline().visit(copy.deepcopy(node))
 
 
 def _lhs_indices(target: ast.expr) -> list[ast.expr]:

@@ -1,16 +1,19 @@
-"""An index equation printed: LaTeX (KaTeX-safe), text, MathML and the plain form.
+"""The render stage: an equation's transformed tree printed as LaTeX (KaTeX-safe),
+text, MathML and the plain form.
 
-The LaTeX comes from latexify-py's expression codegen (as the rest of
-:mod:`symformer.codegen`), told how this project's arrays print: an array name
-prints as the symbol of the stage or parameter it is bound to (a
-:class:`~symformer.ops.base.Notation`), an entry with its indices as subscript
-(``h_{i,j}``, ``(W_Q)_{m,j}``, ``\\sigma^2_{i}``, ``\\partial L/\\partial \\alpha_{i,j}``),
-an indicator ``(1 if c else 0)`` as ``\\mathbf{1}[c]``.  The text form is the same
-tree through :class:`~symformer.codegen.text.TextCodegen`; MathML is latex2mathml's
-conversion of the LaTeX (:func:`mathml`, the project's one such conversion, mended where
-Chromium would draw it wrongly: spacing hints, function names, overlines, brackets);
-the plain form is the tree unparsed (valid Python over the array names, what
-``equations.json`` writes).
+* LaTeX: :class:`~symformer.equations.latex.LatexCodegen`, latexify-py's expression
+  codegen told how this project's arrays print: an array name as the symbol of the
+  stage or parameter it is bound to (a :class:`~symformer.notation_types.Notation`), an
+  entry with its indices as subscript (``h_{i,j}``, ``\\left(W_{Q}\\right)_{m,j}``,
+  ``\\frac{\\partial L}{\\partial \\alpha_{i,j}}``), every other identifier as
+  :func:`symformer.equations.symbols.spell` writes it;
+* text: the same tree through :class:`~symformer.equations.text.TextCodegen`
+  (``h_(i,j)``, an indicator ``(1 if c else 0)`` as ``𝟙[c]``);
+* MathML: latex2mathml's conversion of the LaTeX (:func:`mathml`, the project's one
+  such conversion, mended where Chromium would draw it wrongly: spacing hints,
+  function names, overlines, brackets);
+* plain: the tree unparsed (:func:`plain`: valid Python over the array names, what
+  ``equations.json`` writes).
 """
 
 from __future__ import annotations
@@ -20,171 +23,27 @@ import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
-from symformer import math_scripts as scripts
-from symformer.codegen import symbols as sym
-from symformer.codegen.latex import LatexCodegen
-from symformer.codegen.text import TextCodegen
-from symformer.ops.base import Notation
-
-_GRADIENT = scripts.GRADIENT_PREFIXES
-#: The superscript saying where a symbol sits (``q^{(2)}``: :func:`symformer.notation.where`).
-_LOCATED = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
-_INF = Notation(r"\infty", "∞", "")
-
-
-def _indicator(node: ast.IfExp) -> bool:
-    def constant(e: ast.expr, v: int) -> bool:
-        return isinstance(e, ast.Constant) and e.value == v
-    return constant(node.body, 1) and constant(node.orelse, 0)
-
-
-def entry_latex(symbol: str, index: list[str]) -> str:
-    """A symbol's entry in LaTeX, as a displayed equation sets it: ``h_{i,j}``; a symbol
-    with a subscript of its own is bracketed, ``\\left(W_{Q}\\right)_{m,j}``; a located
-    power's subscript goes inside its parentheses, ``(\\sigma^{(1)}_{i})^{2}``; a
-    gradient is a display fraction with the index on the symbol it differentiates,
-    ``\\frac{\\partial L}{\\partial \\alpha_{i,j}}``."""
-    for prefix in _GRADIENT:
-        if symbol.startswith(prefix):
-            return scripts.display(prefix + _entry(symbol[len(prefix):], index))
-    return scripts.display(_entry(symbol, index))
-
-
-def _entry(symbol: str, index: list[str]) -> str:
-    if not index:
-        return symbol
-    sub = ",".join(index)
-    if "_" in symbol or symbol.startswith(r"\frac"):
-        return rf"\left({symbol}\right)_{{{sub}}}"
-    return scripts.subscripted(symbol, sub, _LOCATED.search(symbol) is not None)
-
-
-def entry_text(symbol: str, index: list[str]) -> str:
-    """A symbol's entry in text: ``h_(i,j)``, ``h_j``, ``(W_Q)_(m,j)``, ``∂L/∂α_(i,j)``,
-    ``(σ^(1)_i)²``."""
-    if not index:
-        return symbol
-    if symbol.startswith("∂L/∂"):
-        return "∂L/∂" + entry_text(symbol[4:], index)
-    sub = index[0] if len(index) == 1 else f"({','.join(index)})"
-    if "_" in symbol or "/" in symbol:
-        return f"({symbol})_{sub}"
-    return scripts.subscripted_text(symbol, sub, "^(" in symbol)
-
-
-class EquationLatex(LatexCodegen):
-    """latexify's codegen with array entries and indicators written as above."""
-
-    def __init__(self, spelling: Callable[[str], Notation]) -> None:
-        super().__init__(spelling)
-        self._spell = spelling
-
-    def visit_Subscript(self, node: ast.Subscript) -> str:
-        index = node.slice
-        parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        return entry_latex(self._spell(node.value.id).latex,
-                           [self.visit(p).replace(" ", "") for p in parts])
-
-    def visit_BinOp(self, node: ast.BinOp) -> str:
-        if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
-            return f"{self.visit(node.left)}/{self.visit(node.right)}"
-        if isinstance(node.op, ast.Div):
-            numerator = self.visit(node.left)
-            if r"\frac" in numerator:  # 1/d times dL/dmu, not a fraction over a fraction
-                return self._reciprocal(node, numerator)
-        if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Call) \
-                and isinstance(node.left.func, ast.Name) \
-                and node.left.func.id in ("tanh", "sin", "cos") \
-                and isinstance(node.right, ast.Constant) and len(node.left.args) == 1:
-            call = self.visit(node.left)  # tanh^2 xi, as a textbook writes it
-            name = rf"\{node.left.func.id}"
-            return f"{name}^{{{self.visit(node.right)}}}{call[len(name):]}"
-        if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Subscript):
-            base = self.visit(node.left)
-            if "^" in base or "'" in base:  # (h^{(1)}_{i,j})^3, never h^{(1)}_{i,j}{}^3
-                return scripts.powered(base, self.visit(node.right))
-        return super().visit_BinOp(node)
-
-    def visit_Name(self, node: ast.Name) -> str:
-        return scripts.display(super().visit_Name(node))
-
-    def _reciprocal(self, node: ast.BinOp, numerator: str) -> str:
-        """``c x / den`` as ``\\frac{c}{den} x`` (``c`` the numerator's number, 1 when it
-        has none; a sum bracketed, a minus in front), the way a textbook factors a
-        derivative out of a fraction."""
-        sign, top = "", node.left
-        if isinstance(top, ast.UnaryOp) and isinstance(top.op, ast.USub):
-            sign, top = "-", top.operand
-        coefficient, rest = _coefficient(top)
-        if coefficient is None:
-            coefficient, rest = 1, top
-        if coefficient < 0:
-            sign, coefficient = ("" if sign else "-"), -coefficient
-        numerator = self.visit(rest)
-        if isinstance(rest, ast.BinOp) and isinstance(rest.op, (ast.Add, ast.Sub)):
-            numerator = rf"\left( {numerator} \right)"
-        return rf"{sign}\frac{{{coefficient}}}{{{self.visit(node.right)}}} {numerator}"
-
-
-def _coefficient(node: ast.expr) -> tuple[int | float | None, ast.expr | None]:
-    """The number a product starts with and the rest: ``-2 * a * b`` -> (-2, a * b)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value, None
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
-            and isinstance(node.operand, ast.Constant):
-        return -node.operand.value, None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        value, rest = _coefficient(node.left)
-        if value is not None:
-            return value, node.right if rest is None else ast.BinOp(rest, ast.Mult(), node.right)
-    return None, None
-
-
-class EquationText(TextCodegen):
-    """The text codegen with array entries and indicators written as above."""
-
-    def _wrap(self, node: ast.AST, parent: int, strict: bool = False) -> str:
-        if isinstance(node, ast.IfExp) and _indicator(node):
-            return self.visit(node)  # 𝟙[…] is bracketed already
-        return super()._wrap(node, parent, strict)
-
-    def visit_Subscript(self, node: ast.Subscript) -> str:
-        index = node.slice
-        parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        return entry_text(self._spelling(node.value.id).text,
-                          [self.visit(p).replace(" ", "") for p in parts])
-
-    def visit_IfExp(self, node: ast.IfExp) -> str:
-        if _indicator(node):
-            return f"𝟙[{self.visit(node.test)}]"
-        return super().visit_IfExp(node)
-
-    def visit_BinOp(self, node: ast.BinOp) -> str:
-        if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
-            return f"{self.visit(node.left)}/{self.visit(node.right)}"
-        if isinstance(node.op, ast.Pow) and not (
-                isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)):
-            return f"{self._wrap(node.left, 30, strict=True)}^({self.visit(node.right)})"
-        return super().visit_BinOp(node)
+from symformer.equations.latex import LatexCodegen
+from symformer.equations.symbols import spell
+from symformer.equations.text import TextCodegen
+from symformer.notation_types import Notation
 
 
 def speller(symbols: Mapping[str, Notation]) -> Callable[[str], Notation]:
-    """A spelling function: the bound symbols first, then ``inf``, then the defaults."""
-    def spell(name: str) -> Notation:
-        if name in symbols:
-            return symbols[name]
-        return _INF if name == "inf" else sym.spell(name)
-    return spell
+    """A spelling function: the bound symbols first, then the defaults (:func:`spell`)."""
+    def spelled(name: str) -> Notation:
+        return symbols[name] if name in symbols else spell(name)
+    return spelled
 
 
 def latex(node: ast.expr, symbols: Mapping[str, Notation]) -> str:
     """The LaTeX of an expression or left-hand side."""
-    return EquationLatex(speller(symbols)).visit(node)
+    return LatexCodegen(speller(symbols)).visit(node)
 
 
 def text(node: ast.expr, symbols: Mapping[str, Notation]) -> str:
     """The text form of an expression or left-hand side."""
-    return EquationText(speller(symbols)).visit(node)
+    return TextCodegen(speller(symbols)).visit(node)
 
 
 #: latexify's spacing hints around ``\\left(``: latex2mathml writes each as an ``<mo>``

@@ -1,5 +1,9 @@
 """A stage's general equation: its operation's index equation bound to the stage.
 
+The bind stage of :mod:`symformer.equations`' pipeline, and its entry point:
+:func:`stage_equation` (bound lines) and :func:`equation_lines` (their printed form,
+what every format shows) run parse, bind, transform and render for one stage.
+
 A forward stage's equation is ``stage.op.equation()`` with its arrays bound to the
 stage, its input stages and its operation's parameters.  A gradient stage dL/dS sums
 one backward rule per consumer C of S (``C.op.backward_equation(wrt)``); with one
@@ -8,7 +12,7 @@ named contribution ``δ^{(C)}`` and a first line adds them up -- a path's
 contribution is never written as the whole derivative.
 
 :class:`Bound` keeps what the printers, the proofs and ``equations.json`` need: the
-symbols (from the operations' :class:`~symformer.ops.base.Notation`), the exact
+symbols (from the operations' :class:`~symformer.notation_types.Notation`), the exact
 matrices (the stage symbols the local formula is written over, the weights) and the
 stage or parameter each array name stands for.
 """
@@ -16,25 +20,20 @@ stage or parameter each array name stands for.
 from __future__ import annotations
 
 import ast
-import copy
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from symformer.codegen import symbols as sym
-from symformer.equations import render
+from symformer.equations import render, transform
 from symformer.equations.evaluate import entries
-from symformer.equations.ir import (
-    CONSTANTS,
-    FUNCTIONS,
-    IndexEquation,
-    array_name,
-    free_indices,
-    inline_lets,
-)
+from symformer.equations.ir import IndexEquation, array_name
+from symformer.equations.latex import entry_latex
+from symformer.equations.symbols import FIXED, spell
+from symformer.equations.text import entry_text
 from symformer.lazy import sympy
-from symformer.ops.base import Notation
-from symformer.ops.gradient import Term
+from symformer.notation_types import Notation
+
+if TYPE_CHECKING:
+    from symformer.ops.gradient import Term
 
 
 @dataclass(frozen=True)
@@ -73,18 +72,34 @@ class Bound:
         for size, (array, axis) in self.eq.sizes.items():
             self.sizes[size] = self.matrices[array].shape[axis]
         for name in self.eq.scalars:
-            self.symbols.setdefault(name, _EPS if name == "eps" else sym.spell(name))
+            self.symbols.setdefault(name, _EPS if name == "eps" else spell(name))
         for name, (latex, text) in self.eq.symbols.items():
             self.symbols[name] = Notation(latex, text, "")
         for name in self.eq.arrays:
-            self.symbols.setdefault(name, sym.spell(name))
-        printed = _renamed(self, self.eq.statements + self.eq.let_statements)
+            self.symbols.setdefault(name, spell(name))
+        printed = self._renamed(self.eq.statements + self.eq.let_statements)
         count = len(self.eq.statements)
         #: The lines as printed (a named inner quantity by its name) and as evaluated
         #: and proved (the quantity read in: ``statements``).
         self.printed, self.where = printed[:count], printed[count:]
         definitions = {array_name(t): v for t, v in self.where}
-        self.statements = [(t, inline_lets(definitions, v)) for t, v in self.printed]
+        self.statements = [(t, transform.inline_lets(definitions, v))
+                           for t, v in self.printed]
+
+    def _renamed(self, statements: list[tuple[ast.expr, ast.expr]]
+                 ) -> list[tuple[ast.expr, ast.expr]]:
+        """The equation's trees with each array named as it prints and each sum's index
+        off the symbols shown (:func:`~symformer.equations.transform.renamed`); the
+        names are moved in the tables too."""
+        arrays = transform.printed_names(self.eq, {name: self.symbols[name].text
+                                                   for name in self.eq.arrays})
+        for old, new in arrays.items():
+            for table in (self.symbols, self.matrices, self.sources):
+                if old in table:
+                    table[new] = table.pop(old) if new != old else table[old]
+        self.arrays = {arrays[n]: role for n, role in self.eq.arrays.items()}
+        shown = {self.symbols[n].text for n in self.arrays} | set(arrays.values())
+        return transform.renamed(statements, arrays, self.eq, shown)
 
     def lines(self, where: bool = True) -> list[Line]:
         """The printed lines (the remark on the last), then (``where``) the named inner
@@ -112,64 +127,13 @@ class Bound:
         return {key: value for key, (_, value) in found.items()}
 
 
-#: Letters a sum's index takes, in order of preference (the first that clashes with
-#: no symbol of the equation).
-_SUM_INDICES = ("m", "l", "c", "p", "q", "r", "t", "k")
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, names: dict[str, str]) -> None:
-        self.names = names
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        return ast.Name(id=self.names.get(node.id, node.id), ctx=node.ctx)
-
-
-def _renamed(bound: Bound, statements: Sequence[tuple[ast.expr, ast.expr]]
-             ) -> list[tuple[ast.expr, ast.expr]]:
-    """The equation's trees with each array named as it prints when that is a plain
-    identifier (``k``, ``W_Q``; ``alpha`` stays: ``α`` is not ASCII), and each sum's
-    index renamed when its letter is also a symbol of the equation (the attention
-    output m summed over m).  Names are moved in ``bound``'s tables too."""
-    eq = bound.eq
-    taken = set(eq.sizes) | set(eq.scalars) | set(CONSTANTS) | set(FUNCTIONS)
-    arrays: dict[str, str] = {}
-    for name in eq.arrays:
-        text = bound.symbols[name].text
-        wanted = text if text.isidentifier() and text.isascii() and text not in taken \
-            and text not in arrays.values() else name
-        if wanted in arrays.values() or wanted in taken:
-            wanted = name
-        arrays[name] = wanted
-    if len(set(arrays.values())) != len(arrays):
-        arrays = {name: name for name in eq.arrays}
-    for old, new in arrays.items():
-        for table in (bound.symbols, bound.matrices, bound.sources):
-            if old in table:
-                table[new] = table.pop(old) if new != old else table[old]
-    bound.arrays = {arrays[n]: role for n, role in eq.arrays.items()}
-    shown = {bound.symbols[n].text for n in bound.arrays} | set(arrays.values())
-    out = []
-    for target, value in statements:
-        target, value = _Rename(arrays).visit(target), _Rename(arrays).visit(value)
-        free = set(free_indices(target, eq))
-        sums: dict[str, str] = {}
-        for node in ast.walk(value):
-            if isinstance(node, ast.comprehension) and node.target.id in shown:
-                used = shown | free | set(sums.values()) | {
-                    n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-                sums[node.target.id] = next(c for c in _SUM_INDICES if c not in used)
-        out.append((target, _Rename(sums).visit(value) if sums else value))
-    return out
-
-
 #: ε, written one way in every equation.
-_EPS = sym.FIXED["epsilon"]
+_EPS = FIXED["epsilon"]
 
 
 class Symbols:
     """Where an equation's symbols come from: by default each operation's
-    :class:`~symformer.ops.base.Notation` (a stage's ``op.symbol``, several heads'
+    :class:`~symformer.notation_types.Notation` (a stage's ``op.symbol``, several heads'
     outputs with ``^(k)``, a parameter's ``parameter_notation``).  A per-example
     notation table (one symbol per quantity, layer and head superscripts) is a
     subclass passed to :func:`stage_equation`; every format then prints its symbols."""
@@ -263,28 +227,11 @@ def rule(stage: Any, consumer: Any, grad: Any, wrt: int | str,
     if eq is None:
         return None
     if grad.op.constant is not None:  # dL/dL = 1: the loss's own gradient, as a number
-        eq = _constant_grad(eq, grad.op.constant)
+        eq = transform.constant_grad(eq, grad.op.constant)
     roles = {"result": (result or names.stage(stage), stage),
              "out": (names.stage(consumer), consumer), "grad": (names.stage(grad), grad),
              **_inputs(consumer, names)}
     return Bound(eq, *_bind(eq, consumer, roles, names), stage.shape, remark or eq.remark)
-
-
-def _constant_grad(eq: IndexEquation, value: int) -> IndexEquation:
-    """The rule with its upstream gradient written as the number it is (dL/dL = 1)."""
-    from dataclasses import replace
-
-    from symformer.codegen.transformers import DropOne
-    names = set(eq.names_of("grad"))
-
-    class Number(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.expr:
-            return ast.Constant(value) if node.id in names else node
-
-    lines = tuple(f"{render.plain(t)} = {render.plain(DropOne().visit(Number().visit(v)))}"
-                  for t, v in eq.statements)
-    return replace(eq, lines=lines, arrays={n: r for n, r in eq.arrays.items()
-                                            if n not in names})
 
 
 @dataclass(frozen=True)
@@ -334,43 +281,18 @@ def _index_names(shape: tuple[int, int], per_row: bool) -> list[str]:
     return ["j"] if shape[0] == 1 and not per_row else ["i", "j"]
 
 
-class _RenameIndices(_Rename):
-    """Index names renamed, array names (an entry's base, a bare 1 x 1 array) kept."""
-
-    def __init__(self, names: dict[str, str], arrays: set[str]) -> None:
-        super().__init__(names)
-        self.arrays = arrays
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        return node if node.id in self.arrays else super().visit_Name(node)
-
-
 def _align_indices(bound: Bound, wanted: list[str]) -> None:
-    """A contribution's lines written with the first line's free indices: δ_{i,j} =
-    Σ_m ..., not δ_{i,m} = Σ_j ... under ∂L/∂y_{i,j} = δ_{i,j} + ... (the names swapped,
-    a renaming of bound indices that changes no entry)."""
+    """A contribution's lines written with the free indices ``wanted`` of the sum it is
+    a term of (:func:`~symformer.equations.transform.index_swap`)."""
     if bound.eq.ranges or not bound.printed:
         return
-    target = bound.printed[0][0]
-    free = free_indices(target, bound.eq)
-    if len(free) != len(wanted) or free == wanted or not all(
-            isinstance(p, ast.Name) for p in ast.walk(target.slice)
-            if not isinstance(p, (ast.Tuple, ast.Load))):
-        return
-    swap: dict[str, str] = {}
-    for old, new in zip(free, wanted):
-        if old != new:
-            swap.setdefault(old, new)
-            swap.setdefault(new, old)
     arrays = set(bound.arrays)
-    if len(set(swap.values())) != len(swap) or arrays & set(swap):
+    swap = transform.index_swap(bound.printed[0][0], bound.eq, arrays, wanted)
+    if swap is None:
         return
-    def renamed(trees: list) -> list:  # on copies: the lists share their trees
-        rename = _RenameIndices(swap, arrays)
-        return [(rename.visit(copy.deepcopy(t)), rename.visit(copy.deepcopy(v)))
-                for t, v in trees]
-    bound.printed, bound.where, bound.statements = (
-        renamed(bound.printed), renamed(bound.where), renamed(bound.statements))
+    bound.printed, bound.where, bound.statements = (  # copies: the lists share trees
+        transform.rename_indices(trees, swap, arrays)
+        for trees in (bound.printed, bound.where, bound.statements))
 
 
 def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notation:
@@ -401,10 +323,10 @@ def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | 
         terms.append(mark)
     index = _index_names(stage.shape, False)
     symbol = names.stage(stage)
-    lhs = render.entry_latex(symbol.latex, index)
-    lhs_text = render.entry_text(symbol.text, index)
-    rhs = " + ".join(render.entry_latex(n.latex, index) for n in terms)
-    rhs_text = " + ".join(render.entry_text(n.text, index) for n in terms)
+    lhs = entry_latex(symbol.latex, index)
+    lhs_text = entry_text(symbol.text, index)
+    rhs = " + ".join(entry_latex(n.latex, index) for n in terms)
+    rhs_text = " + ".join(entry_text(n.text, index) for n in terms)
     sub = f"[{', '.join(index)}]" if index else ""
     plain = f"d{sub} = " + " + ".join(f"t{k}{sub}" for k in range(len(terms)))
     return StageEquation(stage, tuple(parts),
@@ -414,18 +336,31 @@ def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | 
 
 def stage_equation(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
     """The general equation of any stage (None: its operation declares none), with the
-    symbols ``names`` gives (default: the operations' own notation)."""
+    symbols ``names`` gives (default: the operations' own notation).
+
+    The whole pipeline: the operation's declared lines are parsed
+    (:attr:`IndexEquation.statements <symformer.equations.ir.IndexEquation.statements>`),
+    bound to the stage (:func:`forward`, or :func:`gradient`'s rules), transformed
+    (:class:`Bound`, :mod:`symformer.equations.transform`) and, by
+    :meth:`StageEquation.lines`, rendered (:mod:`symformer.equations.render`)."""
     if stage.op.sums_paths:
         return gradient(stage, names)
     bound = forward(stage, names)
     return None if bound is None else StageEquation(stage, (bound,))
 
 
+def equation_lines(stage: Any) -> tuple[Line, ...]:
+    """The general equation of any stage as printed everywhere (the export, the trace,
+    slides, exercise sheets): :func:`stage_equation`'s lines; a gradient's lines are its
+    consumers' backward rules, each path's contribution named, and their sum.  Raises
+    NotImplementedError for an operation that declares no equation."""
+    found = stage_equation(stage)
+    if found is None:
+        raise NotImplementedError(f"{stage.name}: the operation {stage.op.name!r} declares "
+                                  f"no equation (Operation.equation/backward_equation)")
+    return tuple(found.lines())
+
+
 def result_name(bound: Bound) -> str:
     """The array name on the left-hand side of a bound equation's lines."""
     return array_name(bound.statements[0][0])
-
-
-def unparse(node: ast.expr) -> str:
-    """The plain form of a tree (re-exported for the JSON writer)."""
-    return render.plain(node)

@@ -71,14 +71,9 @@ class ExactMatrix(_SympyBacked):
         """(rows, cols), as SymPy's."""
         return self.rows, self.cols
 
-    def rationals(self) -> tuple[tuple[fmpq, ...], ...] | None:
-        """The entries as ``fmpq`` rows, or None once the SymPy matrix exists (it may
-        have been changed in place: then it holds the values)."""
-        return self._entries if self._sympy is None and self._rational else None
-
     def entries(self) -> tuple[tuple[fmpq | Constant, ...], ...] | None:
         """The entries (``fmpq`` or :class:`Constant`), or None once the SymPy matrix
-        exists (as :meth:`rationals`)."""
+        exists (it may have been changed in place: then it holds the values)."""
         return self._entries if self._sympy is None else None
 
     def _build(self) -> sympy.Matrix:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from symformer.errors import InputError
+from symformer.example.alibi import alibi_slopes
 from symformer.example.bert_extras import (
     TRANSFORM_KEYS,
     embedding_norm,
@@ -35,8 +36,7 @@ from symformer.example.fields import (
     vector,
     vocab_and_tokens,
 )
-from symformer.example.lesson import (
-    alibi_slopes,
+from symformer.example.given_inputs import (
     attention_example,
     given_inputs,
     lift_attention_settings,

@@ -12,7 +12,7 @@ They are opt-in so that every other example's notes stay as long as they were::
 A ``jacobian`` entry names a softmax stage (attention ``weights`` or ``probabilities``),
 a ``products`` entry a dot-product stage (``raw_scores``); ``NAME`` asks for every row,
 ``NAME[ROW]`` (0-based) for one.  The names are checked against the derivation when it
-is built (:func:`symformer.blocks.lessons.add_lesson_stages`).
+is built (:func:`symformer.blocks.requested_stages.add_requested_stages`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
-from symformer.latex.equations import stage_equation
+from symformer.latex.equations import numbered_equation
 from symformer.ops.rope import RoPE
 from symformer.worked.render_text import constant_text
 
@@ -97,13 +97,13 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
                                                                 rf"\sqrt{{{op.d_k}}}"),
                             "."))]
         elif op.rotates:
-            equation = stage_equation(stage)
+            equation = numbered_equation(stage)
             found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex,
                           "".join(rhs for _, rhs in equation.lines) if equation else "")
         elif stage.kind == "ffn_activation":
             found = _activation(op)
         if getattr(op, "eps", None) is not None:
-            equation = stage_equation(stage)
+            equation = numbered_equation(stage)
             shown = "".join(rhs for _, rhs in equation.lines) if equation else ""
             name = r"\mathrm{eps}" if r"\mathrm{eps}" in shown else r"\varepsilon"
             found = [*found, Prose((Math(rf"{name} = {constant_text(op.eps)}"),

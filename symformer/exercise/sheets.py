@@ -6,7 +6,7 @@ numbers the asked stages start from (the weights of the asked steps, and every i
 table that is not itself asked, rounded as :func:`given_places` says, so the given
 rounding cannot move an answer across the margin); then for each asked stage, under
 its title (never its stage name), its general equation
-(:func:`symformer.latex.equations.stage_equation`), an empty table with ruled cells and
+(:func:`symformer.latex.equations.numbered_equation`), an empty table with ruled cells and
 a box for the working.  The key has the same parts with the tables filled (certified
 roundings) and the worked lines for the chosen token on the student's path
 (:mod:`~symformer.exercise.path`): each entry from the earlier answers as written, the
@@ -45,7 +45,7 @@ from symformer.latex.blocks import (
     Worked,
 )
 from symformer.latex.document import PREAMBLE, caption, legend_prose
-from symformer.latex.equations import stage_equation
+from symformer.latex.equations import numbered_equation
 from symformer.latex.escape import latex_text, markdown_text
 from symformer.latex.markdown import to_markdown
 from symformer.latex.render import PACKAGES, to_latex
@@ -156,7 +156,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
     path (``path``: each asked entry from the earlier answers as written) and its
     worked lines follow, one per asked entry."""
     out: list = [Together(0.3 if key else 0.44), Heading(caption(stage), level)]
-    equation = stage_equation(stage)
+    equation = numbered_equation(stage)
     if equation is not None:
         out.append(replace(equation, label=f"eq:{tag}{stage.name}"))
     rows = asked_rows(asked if asked is not None else [], stage.name, stage.shape)

@@ -336,7 +336,7 @@ def _arrows(placed: list, d: Diagram, lay: Layout, top: float) -> list[str]:
         nxt = placed[k + 1] if k + 1 < len(placed) else None
         side = piece.segment.side
         if nxt is not None and nxt[3].segment.side == side:
-            n_name, n_box, n_col, n_piece, n_y0, _ = nxt
+            n_name, _, n_col, n_piece, n_y0, _ = nxt
             if n_col is col:
                 out.append(f"\\draw[->] ({name}.north) -- ({n_name}.south);")
                 lo, hi = y1, n_y0

@@ -14,7 +14,7 @@ import difflib
 from dataclasses import dataclass
 
 from symformer.blocks.backward import is_backward_stage, stage_of
-from symformer.blocks.lessons import not_asked
+from symformer.blocks.requested_stages import not_asked
 from symformer.blocks.side_stages import add_side_stage, unknown_message
 from symformer.engine import Derivation
 from symformer.errors import InputError

@@ -27,6 +27,7 @@ def hf_activations() -> dict[str, str]:
 
     return {n: key for key, cls in activations().items() for n in cls.hf_names}
 
+
 #: The largest width, number of heads or layers a configuration may state.
 MAX_SIZE = 1 << 16
 #: The most layers a configuration may state.

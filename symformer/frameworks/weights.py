@@ -11,7 +11,6 @@ float32 is 13421773/2^27 = 0.100000001490116119384765625, not 1/10.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -24,11 +23,6 @@ from symformer.example.write import InlineTable, dump
 #: A weight whose exact decimal expansion has at most this many characters is written
 #: as that decimal; a longer one as ``"p/2^k"``.
 MAX_DECIMAL_CHARS = 24
-
-
-def dyadic(value: float) -> Fraction:
-    """The exact rational value of a finite float (``Fraction(0.1)`` is 3602879701896397/2^55)."""
-    return Fraction(float(value))
 
 
 def number_text(value: float, where: str) -> int | DecimalText | str:

@@ -31,7 +31,7 @@ from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
 from symformer.latex import decoder
 from symformer.latex.blocks import Fragment, Heading, Math, Matrices, MatrixBlock, Prose
-from symformer.latex.equations import stage_equation
+from symformer.latex.equations import numbered_equation
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
@@ -131,7 +131,7 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
                repeated: bool = False, full: bool = False) -> list[Fragment]:
     name = stage.name.replace(".", "-")
     out = []
-    equation = None if repeated else stage_equation(stage)
+    equation = None if repeated else numbered_equation(stage)
     if equation is not None and equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
     taught = not repeated and stage.kind != "weight_gradient" and _taught(stage)

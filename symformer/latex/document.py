@@ -32,7 +32,7 @@ from symformer.latex.blocks import (
     Table,
     Worked,
 )
-from symformer.latex.equations import stage_equation
+from symformer.latex.equations import numbered_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.outline import Section
@@ -217,8 +217,11 @@ def renames(stage: Stage) -> bool:
 
 def renaming_prose(stage: Stage) -> Prose:
     """The sentence that stands for a renaming stage's section (``m = c``, and why)."""
-    source = stage.derivation[stage.inputs[0]]
-    remark = stage.op.spelling().remark or f"{_title(stage)} is {_title(source)}"
+    g = stage.derivation
+    source = g[stage.inputs[0]]
+    equation = stage.op.equation([g[name].shape for name in stage.inputs])
+    remark = (equation.remark if equation is not None else "") \
+        or f"{_title(stage)} is {_title(source)}"
     text = remark[0].upper() + remark[1:] + ": "
     parts: list[str | Math] = []
     for k, piece in enumerate(text.split("W_O")):  # the matrix's name set as math
@@ -274,7 +277,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     label = ("causal:" if prefix else "") + stage.name
     style = Style(options.decimals, options.exact)
     fragments = []
-    equation = None if repeated else stage_equation(stage)
+    equation = None if repeated else numbered_equation(stage)
     if equation is not None:
         fragments.append(Fragment(f"{name}-equation", [
             type(equation)(equation.lines, f"eq:{label}")]))

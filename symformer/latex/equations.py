@@ -7,9 +7,8 @@ tests/test_equations_proved.py).  Nothing here knows a stage kind.
 
 from __future__ import annotations
 
-from symformer.codegen.backward import equation_lines
 from symformer.engine import Stage
-from symformer.equations.stage import Line
+from symformer.equations.stage import Line, equation_lines
 from symformer.latex.blocks import Equation
 
 
@@ -26,8 +25,11 @@ def _rhs(line: Line) -> str:
     return f"{line.rhs} {remark_latex(line.remark)}" if line.remark else line.rhs
 
 
-def stage_equation(stage: Stage) -> Equation | None:
-    """The numbered general formula of ``stage`` (rendered from its op's function)."""
+def numbered_equation(stage: Stage) -> Equation:
+    """The numbered general formula of ``stage``, labelled ``eq:<stage name>``: its
+    operation's declared index equation as printed
+    (:func:`~symformer.equations.stage.equation_lines`), each remark as text after its
+    line."""
     return Equation(tuple((line.lhs, _rhs(line)) for line in equation_lines(stage)),
                     label=f"eq:{stage.name}")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from symformer.codegen.backward import equation_lines
 from symformer.engine import Stage
+from symformer.equations.stage import equation_lines
 
 #: The superscript saying where a symbol sits (``q^{(2)}``, ``W_Q^{(1,2)}``: see
 #: :func:`symformer.notation.where` and ``Notation.at``).

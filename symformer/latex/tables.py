@@ -135,7 +135,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
         legend = ["1 marks the exact argmax of the last position\u2019s logits (several 1s: "
                   "an exact tie)."]
     if clipped:
-        legend.append("Shaded: clipped to 0 by ReLU.")
+        legend.append(f"Shaded: clipped to 0 by {stage.op.function_name or 'the activation'}.")
     if masked:
         legend.append("Grey: masked by the causal mask.")
     if heat and not indicator:

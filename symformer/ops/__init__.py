@@ -4,11 +4,12 @@ See :mod:`symformer.ops.base` for what an operation provides, and
 ``docs/architecture.md`` for how to add one.
 """
 
+from symformer.notation_types import Notation
 from symformer.ops.adam import AdamMoment, AdamStep
 from symformer.ops.add import Add
 from symformer.ops.alibi import ALiBi
 from symformer.ops.argmax import ArgmaxIndicator
-from symformer.ops.base import OPERATIONS, Notation, Operation
+from symformer.ops.base import OPERATIONS, Operation
 from symformer.ops.concat import Concat
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
@@ -40,11 +41,6 @@ from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpS
 from symformer.ops.silu import SiLU
 from symformer.ops.softmax import Softmax
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
-from symformer.ops.staged_embedding import StagedEmbedding
-from symformer.ops.staged_normalize import StagedNormalize
-from symformer.ops.staged_positional import StagedPositional
-from symformer.ops.staged_projection import StagedProjection
-from symformer.ops.staged_rms_norm import StagedRMSNormalize
 from symformer.ops.std_dev import StdDev
 from symformer.ops.table_sum import TableSum
 from symformer.ops.transpose import Transpose
@@ -61,8 +57,7 @@ __all__ = [
     "Operation", "Parameter", "PositionCrossEntropy", "PositionSquaredError",
     "PositionSquaredErrors", "PositionalEncoding", "Projection",
     "RMSNormalize", "ReLU", "RoPE", "RowMean", "RowMeanSquare", "RowVariance", "ScaleMask",
-    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StagedEmbedding", "StagedNormalize",
-    "StagedPositional", "StagedProjection", "StagedRMSNormalize", "StdDev", "TableSum", "Term",
+    "Seed", "SgdStep", "SiLU", "Softmax", "SoftmaxJacobian", "StdDev", "TableSum", "Term",
     "Transpose", "UpstreamGradient", "WeightedSum", "WholeMean", "WholeVariance",
     "positional_encoding",
 ]

@@ -26,7 +26,8 @@ from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 
 #: The defaults, as text read exactly (``symformer.example.numbers.exact_number``).
 DEFAULTS = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-8", "weight_decay": "0.01"}
@@ -78,9 +79,6 @@ class AdamMoment(Operation):
         old = args[0] if len(args) == 2 else np.zeros_like(G)
         return old, G, dtype(float(self.beta)), self.power
 
-    def spelling(self) -> Spelling:
-        return Spelling(names={"beta": "beta"})
-
 
 @dataclass(frozen=True)
 class AdamStep(Operation):
@@ -123,10 +121,6 @@ class AdamStep(Operation):
         found = (W, M, V, dtype(float(self.lr)), dtype(float(self.beta1)),
                  dtype(float(self.beta2)), self.t, dtype(float(self.eps)))
         return (*found, dtype(float(self.decay))) if self.decay else found
-
-    def spelling(self) -> Spelling:
-        return Spelling(names={"eta": "eta", "beta1": "beta_1", "beta2": "beta_2",
-                               "epsilon": "epsilon", "lam": "lambda"})
 
 
 def _root(v: arb) -> arb:

@@ -8,7 +8,7 @@ a finite number (-1e9) gets the bias too, as the float implementations add it.  
 bias is a constant: the backward rule passes the gradient unchanged.
 
 ``alibi = true`` gives the paper's slopes (2^(-8k/h) for head k of h, h a power of 2;
-:func:`symformer.example.lesson.paper_slopes`).
+:func:`symformer.example.alibi.paper_slopes`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -153,12 +154,6 @@ class ALiBi(Operation):
 
     def function(self):
         return alibi_masked_scores if self.infinite_mask and self.masked else alibi_scores
-
-    def spelling(self) -> Spelling:
-        rational = getattr(self.slope, "is_Rational", True)
-        return Spelling(names={"m": str(self.slope)} if rational else {}, index="j",
-                        indexed=frozenset({"S", "D"}),
-                        remark="D: the distance |i - j| of query i and key j")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

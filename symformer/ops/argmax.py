@@ -18,7 +18,8 @@ from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.rounding import ball_bounds
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, WorkedPart
 
 
 class ArgmaxProver(Protocol):
@@ -86,10 +87,6 @@ class ArgmaxIndicator(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return [args[0][-1:]]
-
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"z"}), axis=("k", "V"),
-                        remark="the last position's logits")
 
     def worked_parts(self, stage, row: int,
                      formulas: Sequence[sympy.Expr]) -> list[WorkedPart]:

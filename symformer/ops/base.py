@@ -9,9 +9,10 @@ LayerNorm's mean, ...).  Its module holds everything about it, side by side:
   stage exactly from them, as ``check`` does with an author's printed numbers);
 * ``arb(args)`` -- the same operation in ball arithmetic (certified digits);
 * ``reference(args, dtype)`` -- the float reference: it calls the module's NumPy
-  function (``function()``) on ``arguments(args, dtype)``; ``crosscheck`` runs it
-  and latexify-py renders the same function as the general equation, spelled as
-  :meth:`Operation.spelling` says (which parameter is which symbol, which index);
+  function (``function()``) on ``arguments(args, dtype)``; ``crosscheck`` runs it;
+* ``equation()`` -- the general equation in index form over named arrays, declared
+  once (:mod:`symformer.equations`): every format prints it and a test proves it
+  equal to ``sympy()`` at every entry;
 * ``notation`` -- the symbol of the token's vector at this step and the step's
   title, used by every format;
 * ``facts(stage)`` -- the identities ``prove`` states about the step, if any;
@@ -23,9 +24,11 @@ LayerNorm's mean, ...).  Its module holds everything about it, side by side:
 Worked lines and trace steps are built from the local formula by
 :mod:`symformer.worked`, so an operation does not write its formula a second
 time.  Weights are exact constants baked into the operation (part of the
-formula, as in ``q = x1/4 + x2/4``), never stages of their own; an operation may
-*name* them (``named_constants``: ``q_0 = x_0 (W_Q)_{0,0} + ...``) and may name a
-part of its formula shared by a row (``worked_parts``: a softmax's denominator).
+formula, as in ``q = x1/4 + x2/4``), or -- in a training step, where they are no
+longer rational -- stages the same operation reads (``from_stages``, made by
+:meth:`Operation.staged`); an operation may *name* them (``named_constants``:
+``q_0 = x_0 (W_Q)_{0,0} + ...``) and may name a part of its formula shared by a row
+(``worked_parts``: a softmax's denominator).
 
 Every concrete subclass is registered in :data:`OPERATIONS` by defining it; a
 test checks that each provides all of the above.
@@ -35,15 +38,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from symformer import math_scripts as scripts
 from symformer.engine.arbmath import ArbMatrix
 from symformer.errors import InputError, NotSupportedError
 from symformer.lazy import sympy
+from symformer.notation_types import Notation, named
 from symformer.ops.facts import Fact
 from symformer.registry import OPERATIONS
 
@@ -54,83 +57,6 @@ if TYPE_CHECKING:
     from symformer.ops.gradient import Part
     from symformer.worked.model import Node
 
-
-
-@dataclass(frozen=True)
-class Notation:
-    """How the token's vector at a step is written: one symbol, in every format.
-
-    ``latex`` is the symbol in LaTeX (``\\alpha``), ``text`` in a terminal (``α``);
-    indices are appended by :meth:`entry` (0-based, as positions and JSON rows
-    are: ``α_2``).  ``title`` names the step for a reader ("Attention weights").
-    ``bracket``: an entry is bracketed, the symbol having a subscript of its own
-    (``(∂L/∂W_Q)_0``).
-    """
-
-    latex: str
-    text: str
-    title: str
-    bracket: bool = False
-    #: The superscript ``latex`` and ``text`` end with, saying where the quantity sits:
-    #: its layer and head (``"1,2"``, set by :meth:`at`), empty when one of each.
-    where: str = ""
-
-    def at(self, where: str) -> Notation:
-        """This symbol with the superscript ``(where)``: ``q`` -> ``q^{(2)}``; a power
-        goes outside, ``\\sigma^2`` -> ``(\\sigma^{(1)})^{2}`` (:mod:`symformer.math_scripts`)."""
-        if not where:
-            return self
-        return Notation(scripts.located(self.latex, where),
-                        scripts.located_text(self.text, where), self.title, self.bracket,
-                        where)
-
-    def entry(self, *index: int | str, fmt: str = "latex") -> str:
-        """The symbol with its subscript: ``\\alpha_{2}`` (latex) or ``α_2`` (text);
-        a superscript ``where`` stands over it (``q^{(2)}_{0}``), a located power's
-        subscript goes inside its parentheses (``(\\sigma^{(1)}_{0})^{2}``)."""
-        if not index:
-            return self.latex if fmt == "latex" else self.text
-        sub = ",".join(str(i) for i in index)
-        if self.bracket:
-            return (rf"\left({self.latex}\right)_{{{sub}}}" if fmt == "latex"
-                    else f"({self.text})_{sub}" if len(index) == 1
-                    else f"({self.text})_({sub})")
-        if fmt == "latex":
-            return scripts.subscripted(self.latex, sub, bool(self.where))
-        return scripts.subscripted_text(self.text, sub if len(index) == 1 else f"({sub})",
-                                        bool(self.where))
-
-
-@dataclass(frozen=True)
-class Spelling:
-    """How an operation's NumPy function is written as a general equation.
-
-    The renderer (:mod:`symformer.codegen`) names the function's first parameters
-    after the stage's inputs (their notation); ``names`` spells the other
-    parameters as Python expressions (``{"W": "W_Q", "m": "d - 1"}``), and
-    ``symbols`` says how an identifier appearing there prints (LaTeX and text).
-    ``index`` is the entry the equation is written for (``j``: ``a_j = max(0, h_j)``);
-    ``indexed`` are the parameters written with that index (``h``);  a reduction
-    over the last axis (``np.sum(e, axis=-1)``) runs over ``axis`` = (index, count),
-    e.g. ``("k", "n")`` for ``Σ_{k=0}^{n-1}``; a sum over the rows
-    (``np.sum(e, axis=0)``, a bias's gradient) runs over ``i``, and inside it the
-    ``indexed`` and ``rows`` parameters are written with ``i`` first (``g_{i,j}``, or
-    the row ``g_i`` in matrix form) and the ``per_row`` ones (one value per row, a
-    mean) with ``i`` alone; elsewhere ``per_row`` parameters have no index.  ``lhs``
-    replaces the left-hand side (default: the stage's symbol with ``index``);
-    ``remark`` is printed after it.
-    """
-
-    names: dict[str, str] = field(default_factory=dict)
-    symbols: dict[str, Notation] = field(default_factory=dict)
-    index: str | None = None
-    indexed: frozenset[str] = frozenset()
-    axis: tuple[str, str] = ("j", "d")
-    rows: frozenset[str] = frozenset()
-    per_row: frozenset[str] = frozenset()
-    lhs: Notation | None = None
-    remark: str = ""
-    function: Callable[..., Any] | None = None
 
 
 def bilinear_difference(op: Operation, x0: Sequence[ArbMatrix],
@@ -158,7 +84,7 @@ class Operation(ABC):
 
     #: The registry key (a short lower-case name, unique per class).
     name: ClassVar[str]
-    #: The NumPy function the float reference runs and latexify renders.
+    #: The NumPy function the float reference runs (``crosscheck``).
     reference_function: ClassVar[Callable[..., Any]]
     #: The default notation; a composition may give a stage another role's notation
     #: (a projection makes queries ``q`` or keys ``k``) through the ``notation`` field.
@@ -226,6 +152,9 @@ class Operation(ABC):
     #: True when the output jumps as its input crosses a tie (an argmax indicator): no
     #: value between two is reached, so intervals over the input say nothing.
     jumps: ClassVar[bool] = False
+    #: The symbol a claim's equation may write this step's given target matrix with
+    #: (the mse loss's ``T``: :mod:`symformer.verify.equation_bind`); None: none.
+    target_symbol: ClassVar[Notation | None] = None
 
     # What an FFN activation declares (:mod:`symformer.ops.registry` lists them): a new
     # activation is one module, read by the example file, the blocks, the exercise
@@ -272,18 +201,9 @@ class Operation(ABC):
         """The notation of this step (the role's, else the operation's default)."""
         return getattr(self, "notation", None) or self.default_notation
 
-    #: True when consumers' equations may show this step substituted into theirs
-    #: (the scaled score written q·k_j / sqrt(d_k) as well as u_j / sqrt(d_k)).
-    inline: ClassVar[bool] = False
-
     def function(self) -> Callable[..., Any]:
-        """The NumPy function this instance runs (and latexify renders)."""
+        """The NumPy function this instance's float reference runs."""
         return type(self).reference_function
-
-    def spelling(self) -> Spelling | tuple[Spelling, ...]:
-        """How :meth:`function` is written as an equation (several lines: a tuple,
-        each naming the ``function`` it renders, one the run function calls)."""
-        return Spelling()
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
         """This step's general equation in index form, declared once
@@ -450,10 +370,13 @@ class Operation(ABC):
     def staged(self) -> Operation | None:
         """This operation with its weights read from stages instead of constants.
 
-        The variant's inputs are this operation's inputs followed by one stage per
-        entry of :meth:`parameters` (in that order), so a training step's updated
-        weights (exact, no longer rational) are stage symbols in its local formula.
-        None: no such variant (``train`` keeps these weights as they are).
+        The same operation with ``from_stages`` set (one class: a weight is a constant
+        or read from a stage): its inputs are this operation's inputs followed by one
+        stage per entry of :meth:`parameters` (in that order), so a training step's
+        updated weights (exact, no longer rational) are stage symbols in its local
+        formula.  It declares no equation, parameters or facts of its own.  None: no
+        such form (``train`` keeps these weights as they are), or already read from
+        stages.
         """
         return None
 
@@ -509,9 +432,9 @@ class Operation(ABC):
 
         Written from the textbook formula in matrix form (``softmax_backward(alpha, g)
         = alpha * (g - sum(alpha * g))``), independently of :meth:`backward`'s row
-        arithmetic: ``crosscheck`` runs it as the float64 backward reference and the
-        export's Backward part renders it with latexify as the rule's general
-        equation.  None: the operation has no float backward reference yet.
+        arithmetic: ``crosscheck`` runs it as the float64 backward reference (the
+        displayed rule is :meth:`backward_equation`).  None: the operation has no
+        float backward reference yet.
         """
         return None
 
@@ -572,12 +495,3 @@ def parameter_title(name: str) -> str:
     if name in PARAMETER_TITLES:
         return PARAMETER_TITLES[name]
     return "a bias" if name.startswith("b_") else "a weight"
-
-
-def named(name: str, title: str = "") -> Notation:
-    """The notation of a named matrix such as ``W_Q``, ``W_vocab`` or ``b_1``."""
-    base, _, sub = name.partition("_")
-    if not sub:
-        return Notation(base, base, title)
-    sub_latex = rf"\text{{{sub}}}" if len(sub) > 1 else sub
-    return Notation(f"{base}_{{{sub_latex}}}", name, title)

@@ -11,7 +11,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -77,10 +78,6 @@ class Concat(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return [list(args)]
-
-    def spelling(self) -> Spelling:
-        # ``heads`` is the list of every input (head k's output is written o^(k)).
-        return Spelling(symbols={"concatenate": Notation(r"\operatorname{Concat}", "Concat", "")})
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

@@ -18,7 +18,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 
 
 def dot_products(Q, K, r):
@@ -56,6 +57,3 @@ class DotProducts(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], args[1], self.row
-
-    def spelling(self) -> Spelling:
-        return Spelling(remark=f"the products of query {self.row} with every key")

@@ -10,7 +10,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, bilinear_difference
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 
 
@@ -42,7 +43,6 @@ class DotScores(Operation):
     trace_step = "attention"
     columns = "keys"
     rational = True
-    inline = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("u[i, j] = sum(q[i, c] * k[j, c] for c in range(d_k))",),
@@ -75,10 +75,6 @@ class DotScores(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args
-
-    def spelling(self) -> Spelling:
-        # Entry j: the query against key j, u_j = q . k_j.
-        return Spelling(index="j", indexed=frozenset({"K"}))
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

@@ -1,7 +1,7 @@
 """What element-wise activations (a = f(h), entry by entry) share.
 
-:class:`Elementwise` gives the NumPy arguments, the spelling ``a_j = f(h_j)`` and the
-backward reference's arguments (h, dL/da).  :class:`Smooth` adds, from one derivative
+:class:`Elementwise` gives the NumPy arguments and the backward reference's arguments
+(h, dL/da).  :class:`Smooth` adds, from one derivative
 written once (:meth:`Smooth.slope`, in any arithmetic of :mod:`symformer.ops.calculus`),
 the backward rule dL/dh = dL/da f'(h) and the mean-value enclosure of f(h + d) - f(h)
 for finite masks: f'(xi) d with xi the ball joining h and h + d.
@@ -19,7 +19,7 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Operation, Spelling
+from symformer.ops.base import Operation
 from symformer.ops.calculus import BALLS, EXACT, Arithmetic, Rows
 
 
@@ -30,9 +30,6 @@ class Elementwise(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args
-
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"h"}))
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return args[0].astype(dtype), grad.astype(dtype)

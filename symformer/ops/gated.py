@@ -10,7 +10,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -90,10 +91,6 @@ class GatedProduct(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         gate, hidden = args
         return self.activation.reference([gate], dtype), hidden
-
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"act_g", "h"}), symbols={
-            "act_g": Notation(r"\operatorname{act}(g)", "act(g)", "")})
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

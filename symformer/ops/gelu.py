@@ -13,7 +13,7 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Spelling
+from symformer.notation_types import Notation
 from symformer.ops.calculus import Arithmetic
 from symformer.ops.elementwise import Smooth
 
@@ -58,10 +58,6 @@ class GELU(Smooth):
         root2 = arb(2).sqrt()
         # 1 + erf(x) = erfc(-x): no cancellation for h << 0
         return [[h * (-h / root2).erfc() / 2 for h in row] for row in args[0]]
-
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"h"}), symbols={
-            "erf": Notation(r"\operatorname{erf}", "erf", "")})
 
     def slope(self, h: Any, num: Arithmetic) -> Any:
         """gelu'(h) = (1 + erf(h / sqrt 2)) / 2 + h exp(-h^2 / 2) / sqrt(2 pi)."""

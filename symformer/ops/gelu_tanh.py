@@ -17,7 +17,8 @@ from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, WorkedPart
+from symformer.notation_types import Notation
+from symformer.ops.base import WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, Arithmetic
 from symformer.ops.elementwise import Smooth
 from symformer.worked.model import PI, Add, Const, Div, Func, Mul, Neg, Node, Pow

@@ -26,7 +26,8 @@ from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.exact import expression_matrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, WorkedPart
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, WorkedPart
 from symformer.ops.calculus import BALLS, EXACT, FLOATS, Arithmetic, Rows, rows
 from symformer.ops.facts import Fact
 

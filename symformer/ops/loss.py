@@ -20,7 +20,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_balls, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, matrix
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -48,35 +49,6 @@ def upstream(s, G):
     """L = sum_ij G_ij s_ij: the loss whose gradient at s is the given G."""
     return np.sum(G * s, keepdims=True).reshape(1, 1)
 
-
-def mse_equation(z, T):
-    """The mse as the textbook writes it (the general equation; same value as mse)."""
-    return np.sum((z - T) ** 2) / (n * d)  # noqa: F821 -- n, d: the sizes, as symbols
-
-
-def cross_entropy_equation(p, t):
-    """The cross-entropy as the textbook writes it (same value as cross_entropy)."""
-    return -np.sum(np.log(p_target), axis=-1) / n  # noqa: F821 -- p[i, t_i], as a symbol
-
-
-def mse_sum_equation(z, T):
-    """The summed squared error as the textbook writes it (same value as mse_sum)."""
-    return np.sum((z - T) ** 2)
-
-
-def cross_entropy_sum_equation(p, t):
-    """The summed cross-entropy as the textbook writes it (same value as
-    cross_entropy_sum)."""
-    return -np.sum(np.log(p_target), axis=-1)  # noqa: F821 -- p[i, t_i], as a symbol
-
-
-def upstream_equation(s, G):
-    """The upstream loss as the textbook writes it (same value as upstream)."""
-    return np.sum(G * s)
-
-
-#: The target entries of the cross-entropy, p_{i,t_i}.
-P_TARGET = Notation("p_{i,t_i}", "p_(i,t_i)", "probability of the target token")
 
 def position_mse(z, T, i):
     """L_i = (1/d) sum_j (z_ij - T_ij)^2: the squared error of position i alone."""
@@ -153,6 +125,7 @@ class MeanSquaredError(Operation):
     default_notation = Notation("L", "L", "Loss (mean squared error)")
     rational = True
     nonnegative = True
+    target_symbol = Notation("T", "T", "target")
 
     def rows(self) -> tuple[int, ...]:
         """The rows of z that have a target, in the target's order."""
@@ -218,17 +191,6 @@ class MeanSquaredError(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         z = args[0] if self.positions is None else args[0][list(self.positions)]
         return z, matrix(self.target, dtype)
-
-    def spelling(self) -> Spelling:
-        if self.reduction == "sum":
-            return Spelling(function=mse_sum_equation, indexed=frozenset({"z", "T"}),
-                            symbols={"T": Notation("T", "T", "target")},
-                            remark="T is the target; the sum over its rows")
-        return Spelling(function=mse_equation, indexed=frozenset({"z", "T"}),
-                        symbols={"T": Notation("T", "T", "target")},
-                        remark="T is the target" + (
-                            "" if self.positions is None else
-                            "; n counts the positions with a target"))
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
@@ -332,16 +294,6 @@ class CrossEntropy(Operation):
         rows, cols = zip(*self.pairs())
         return args[0][list(rows)], np.array(cols)
 
-    def spelling(self) -> Spelling:
-        every = all(t is not None for t in self.targets)
-        remark = "t_i is the target token of position i" + (
-            "" if every else "; only the positions with a target")
-        if self.reduction == "sum":
-            return Spelling(function=cross_entropy_sum_equation, axis=("i", "n"),
-                            symbols={"p_target": P_TARGET}, remark=remark)
-        return Spelling(function=cross_entropy_equation, axis=("i", "n"),
-                        symbols={"p_target": P_TARGET}, remark=remark)
-
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
         """dL/dp[i, t_i] = -1 / (c p[i, t_i]) (c: the divisor); 0 at every other entry and
@@ -399,11 +351,6 @@ class UpstreamGradient(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args[0], matrix(self.gradient, dtype)
-
-    def spelling(self) -> Spelling:
-        return Spelling(function=upstream_equation, indexed=frozenset({"s", "G"}),
-                        symbols={"G": Notation("G", "G", "given gradient")},
-                        remark="G is the gradient given at the stage")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

@@ -12,7 +12,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -60,9 +61,6 @@ class RowMean(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], dtype(args[0].shape[-1])
-
-    def spelling(self) -> Spelling:
-        return Spelling(indexed=frozenset({"x"}))
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

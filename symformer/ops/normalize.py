@@ -3,12 +3,17 @@
 ``unbiased=False``: denominator sqrt(sigma^2 + eps), the biased variance, eps inside
 the root (PyTorch, the post).  ``unbiased=True``: denominator sqrt(s^2) + eps with the
 unbiased variance s^2, eps outside the root (the Annotated Transformer).
+
+gamma and beta are exact constants, or (``from_stages``, a training step's:
+:mod:`symformer.blocks.train`) 1 x d stages read after x, mu and sigma^2: the step is
+then the LayerNorm with gamma = 1 and beta = 0 (the normalised row n, its formula,
+balls and backward rule written once) followed by ``gamma_j n_j + beta_j``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +22,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, undefined_error
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label
 from symformer.ops.projection import bias_backward
@@ -107,13 +113,19 @@ def root(v: arb) -> arb:
 
 @dataclass(frozen=True)
 class Normalize(Operation):
-    """gamma * (x - mu) / denominator + beta, with exact gamma, beta and eps."""
+    """gamma * (x - mu) / denominator + beta, with exact gamma, beta and eps.
+
+    ``from_stages``: gamma and beta are inputs 3 and 4 (1 x d stages) after x, mu and
+    sigma^2; the fields ``gamma`` and ``beta`` are then the values they started from,
+    not read (see :meth:`Operation.staged`).
+    """
 
     eps: sympy.Rational
     gamma: sympy.Matrix
     beta: sympy.Matrix
     unbiased: bool = False
     notation: Notation | None = None
+    from_stages: bool = False
 
     name = "normalize"
     matrix_form = "layer_norm"
@@ -127,14 +139,23 @@ class Normalize(Operation):
     def _denominator(self) -> str:
         return "(sqrt(sigma2[i]) + eps)" if self.unbiased else "sqrt(sigma2[i] + eps)"
 
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+    def _plain(self, d: int) -> Normalize:
+        """The same LayerNorm with gamma = 1 and beta = 0 on rows of width ``d``, constant
+        (what a LayerNorm reading gamma and beta from stages scales and shifts)."""
+        return Normalize(self.eps, sympy.ones(1, d), sympy.zeros(1, d), self.unbiased)
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
+        if self.from_stages:
+            return None
         return IndexEquation(
             (f"y[i, j] = gamma[j] * (r[i, j] - mu[i]) / {self._denominator()} + beta[j]",),
             {"y": "out", "r": "in0", "mu": "in1", "sigma2": "in2", "gamma": "param:gamma",
              "beta": "param:beta"}, scalars={"eps": self.eps})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
-                          ) -> IndexEquation:
+                          ) -> IndexEquation | None:
+        if self.from_stages:
+            return None
         D = self._denominator()
         arrays = {"dy": "grad", "r": "in0", "mu": "in1", "sigma2": "in2",
                   "gamma": "param:gamma"}
@@ -157,6 +178,11 @@ class Normalize(Operation):
                              scalars=scalars)
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        if self.from_stages:
+            X, _, _, gamma, beta = args
+            n = self._plain(X.cols).sympy(args[:3])
+            return sympy.Matrix(X.rows, X.cols,
+                                lambda i, j: gamma[0, j] * n[i, j] + beta[0, j])
         X, mu, var = args
 
         def entry(i: int, j: int) -> sympy.Expr:
@@ -169,11 +195,17 @@ class Normalize(Operation):
         return sympy.Matrix(X.rows, X.cols, entry)
 
     def named_constants(self) -> dict[str, Notation]:
+        if self.from_stages:
+            return {}
         return {"gamma": Notation(r"\gamma", "γ", "scale"),
                 "beta": Notation(r"\beta", "β", "shift"),
                 "eps": Notation(r"\varepsilon", "ε", "epsilon")}
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        if self.from_stages:
+            (gamma,), (beta,) = args[3], args[4]
+            n = self._plain(len(args[0][0])).arb(args[:3])
+            return [[g * x + b for x, g, b in zip(row, gamma, beta)] for row in n]
         X, mu, var = args
         eps = rational_ball(self.eps)
         gamma = constant_vector(self.gamma)
@@ -192,6 +224,8 @@ class Normalize(Operation):
 
     def backward_denominators(self, wrt: int | str, row: int) -> list[tuple[int, int, int]]:
         # unbiased: D = sqrt(s^2) + eps, whose derivative 1 / (2 sqrt(s^2)) needs s^2 > 0
+        # (the variance is input 2 whether gamma and beta are constants or stages, so
+        # that a training step names an undefined gradient instead of overflowing)
         return [(2, row, 0)] if self.unbiased and wrt == 2 else []
 
     def backward_undefined(self, stage, row: int) -> Exception:
@@ -204,7 +238,9 @@ class Normalize(Operation):
         return undefined_error(stage, row, "eps = 0 and every entry of the row equals its "
                                "mean, so LayerNorm divides 0 by 0 (give eps > 0)")
 
-    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix | None:
+        if self.from_stages:
+            return None
         (x, mu, var), (d, dmu, dvar) = x0, dx
         eps = rational_ball(self.eps)
         gamma = constant_vector(self.gamma)
@@ -225,9 +261,10 @@ class Normalize(Operation):
         """Each row has mean 0 and variance sigma^2/(sigma^2+eps) -- not 1.
 
         Stated after removing gamma and beta; none when some gamma is 0 (that
-        column carries no information about the normalised row).
+        column carries no information about the normalised row); none either when gamma
+        and beta are stages.
         """
-        if any(gm == 0 for gm in self.gamma):
+        if self.from_stages or any(gm == 0 for gm in self.gamma):
             return []
         g, name = stage.derivation, stage.name
         _x, mu_name, var_name = stage.inputs
@@ -289,17 +326,16 @@ class Normalize(Operation):
         return Fact(f"{name}.unit_variance", statement, FALSE, detail)
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.from_stages:
+            x, mu, sigma2, gamma, beta = (np.asarray(a, dtype=dtype) for a in args)
+            return x, mu, sigma2, gamma, beta, dtype(float(self.eps))
         x, mu, sigma2 = args
         return (x, mu, sigma2, matrix(self.gamma, dtype), matrix(self.beta, dtype),
                 dtype(float(self.eps)))
 
-    def spelling(self) -> Spelling:
-        return Spelling(names={"eps": "varepsilon"}, index="j",
-                        indexed=frozenset({"x", "gamma", "beta"}))
-
     def parameters(self) -> dict[str, sympy.Matrix]:
-        """gamma and beta."""
-        return {"gamma": self.gamma, "beta": self.beta}
+        """gamma and beta (none when they are stages)."""
+        return {} if self.from_stages else {"gamma": self.gamma, "beta": self.beta}
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
@@ -310,7 +346,18 @@ class Normalize(Operation):
         dL/dsigma^2 = -sum_j gamma_j g_j (x_j - mu) / D^2 * dD/dsigma^2, where dD/dsigma^2 is
         1 / (2 D) (biased) or 1 / (2 sqrt(s^2)) (unbiased);
         dL/dgamma_j = sum_i g_ij (x_ij - mu_i) / D_i;  dL/dbeta_j = sum_i g_ij.
+
+        From stages (gamma and beta inputs 3 and 4): dL/dn_j = gamma_j g_j through the
+        rule of the LayerNorm with gamma = 1 and beta = 0, whose own gamma and beta
+        gradients (with g) are those of inputs 3 and 4.
         """
+        if self.from_stages:
+            plain = self._plain(len(args[0][0]))
+            if wrt in _PARAMETER:
+                return plain.backward(args[:3], out, grad, _PARAMETER[wrt], num)
+            (gamma,) = args[3]
+            scaled = [[g * c for g, c in zip(row, gamma)] for row in grad]
+            return plain.backward(args[:3], out, scaled, wrt, num)
         X, mu, var = args
         if wrt == "beta":
             return [[num.total(column) for column in zip(*grad)]]
@@ -335,10 +382,10 @@ class Normalize(Operation):
                      for ds, cs in zip(zip(*grad), zip(*centred))]]
         return result
 
-    def staged(self) -> Operation:
-        """The same LayerNorm reading gamma and beta from stages
-        (:mod:`symformer.ops.staged_normalize`, found in the registry)."""
-        return OPERATIONS["staged_normalize"](self.eps, self.unbiased, self.notation)
+    def staged(self) -> Operation | None:
+        """The same LayerNorm reading gamma and beta from stages."""
+        return None if self.from_stages else replace(
+            self, from_stages=True, notation=self.notation or TRAINED)
 
     def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
         """The LayerNorm's gradient at its input sums to exactly 0 over each row.
@@ -349,7 +396,7 @@ class Normalize(Operation):
         written as its local formula -sum_j gamma_j g_j / D.  False for the
         whole-matrix mean and variance (only the sum over the whole matrix cancels).
         """
-        if part.wrt != 0:
+        if part.wrt != 0 or self.from_stages:
             return []
         g, norm = gradient.derivation, part.consumer
         mine = [p for p in gradient.op.parts(gradient)
@@ -369,9 +416,20 @@ class Normalize(Operation):
                      "2 (x_j - mu) / m) = 0 with dL/dmu = -sum_j gamma_j g_j / D")]
 
     def backward_function(self, wrt: int | str):
-        return BACKWARD_RULES[self.unbiased][wrt]
+        return BACKWARD_RULES[self.unbiased][_PARAMETER.get(wrt, wrt) if self.from_stages
+                                             else wrt]
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        x, mu, sigma2, gamma, _beta, eps = self.arguments([a.astype(dtype) for a in args],
-                                                          dtype)
+        if self.from_stages:
+            x, mu, sigma2, gamma, _beta, eps = self.arguments(args, dtype)
+            wrt = _PARAMETER.get(wrt, wrt)
+        else:
+            x, mu, sigma2, gamma, _beta, eps = self.arguments(
+                [a.astype(dtype) for a in args], dtype)
         return backward_arguments(wrt, x, mu, sigma2, gamma, eps, grad.astype(dtype))
+
+
+#: gamma and beta: inputs 3 and 4 of a LayerNorm reading them from stages.
+_PARAMETER = {3: "gamma", 4: "beta"}
+#: A LayerNorm's notation reading trained gamma and beta, when its role gives it none.
+TRAINED = Notation("y", "y", "LayerNorm (trained scale and shift)")

@@ -2,7 +2,7 @@
 
 ``train`` starts every trained weight as a parameter stage (``step0.layer1.W_1``)
 so that every step reads its weights the same way, from stages
-(:mod:`symformer.ops.staged_projection`).
+(:meth:`~symformer.ops.base.Operation.staged`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix
 
 
 def given(W):

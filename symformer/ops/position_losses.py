@@ -24,7 +24,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_balls
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.loss import placed_target, target_columns, target_mask
 
 #: The per-position loss's notation: L_i (ℓ already names the logits).
@@ -92,10 +93,6 @@ class PositionCrossEntropy(Operation):
         return (args[0], np.array(self.target_columns()),
                 np.array(self.target_mask(), dtype=dtype))
 
-    def spelling(self) -> Spelling:
-        return Spelling(remark="t_i is the target token of position i; w_i = 0 at a "
-                               "position without a target")
-
 
 @dataclass(frozen=True, eq=False)
 class PositionSquaredErrors(Operation):
@@ -160,6 +157,3 @@ class PositionSquaredErrors(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return (args[0], *placed_target(self.target, self.rows(), len(args[0]), dtype))
-
-    def spelling(self) -> Spelling:
-        return Spelling(remark="T is the target, placed at its positions")

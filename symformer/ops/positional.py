@@ -18,7 +18,8 @@ from flint import arb, fmpq
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.facts import FALSE, PROVED, Fact
 
 if TYPE_CHECKING:
@@ -53,15 +54,6 @@ def sinusoidal_base(pos, two_i, even, d_model, base):
 def no_positions(n, d_model):
     """No positional encoding: the zero table (n, d_model)."""
     return np.zeros((n, d_model))
-
-
-def _pe(column: str, text: str) -> Notation:
-    return Notation(rf"\mathrm{{PE}}_{{\mathit{{pos}},\,{column}}}", f"PE_(pos,{text})", "")
-
-
-#: The two lines of the sinusoidal table's equation (functions that ``sinusoidal`` calls).
-_SINUSOIDAL = (Spelling(lhs=_pe("2i", "2i"), function=pe_even),
-               Spelling(lhs=_pe("2i+1", "2i+1"), function=pe_odd))
 
 
 def positional_encoding(seq_len: int, d_model: int, kind: str = "sinusoidal",
@@ -150,8 +142,3 @@ class PositionalEncoding(Operation):
             pos, j = np.arange(self.n)[:, None], np.arange(self.d_model)[None, :]
             return pos, j - j % 2, j % 2 == 0, self.d_model, dtype(float(self.base))
         return self.n, self.d_model
-
-    def spelling(self) -> Spelling | tuple[Spelling, ...]:
-        if self.kind == "sinusoidal" and self.base != 10000:
-            return Spelling(names={"base": str(self.base)})
-        return Spelling() if self.function() is no_positions else _SINUSOIDAL

@@ -1,4 +1,10 @@
-"""A projection ``x W + b`` with exact constant weights: Q, K, V, W_O, the FFN's layers, logits."""
+"""A projection ``x W + b``: Q, K, V, W_O, the FFN's layers, logits.
+
+The weights are exact constants of the operation, or (``from_stages``, a training
+step's: :mod:`symformer.blocks.train`) stages the projection reads by name: after an
+exact optimisation step they are no longer rational, so the local formula stays
+``q_0 = x_0 W[0,0] + x_1 W[1,0]`` however many steps came before.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from symformer.engine.arbmath import (
 )
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import OPERATIONS, Notation, Operation, Spelling, matrix, named
+from symformer.notation_types import Notation, named
+from symformer.ops.base import Operation, matrix
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
 
@@ -55,7 +62,12 @@ def bias_backward(G):
 
 @dataclass(frozen=True)
 class Projection(Operation):
-    """``X @ W (+ b)``; ``weight``/``bias`` name the matrices in formulas (``W_Q``, ``b_1``)."""
+    """``X @ W (+ b)``; ``weight``/``bias`` name the matrices in formulas (``W_Q``, ``b_1``).
+
+    ``from_stages``: W (and b) are the input stages after X, a 1 x d_out stage for b;
+    the fields ``W`` and ``b`` are then the values they started from, read only for
+    whether there is a bias (see :meth:`Operation.staged`).
+    """
 
     W: sympy.Matrix
     b: sympy.Matrix | None = None
@@ -64,6 +76,7 @@ class Projection(Operation):
     bias: str = "b"
     #: What the output columns are ("vocab" for logits; see Operation.columns).
     columns: str = "dims"
+    from_stages: bool = False
 
     name = "projection"
     matrix_form = "affine"
@@ -78,7 +91,9 @@ class Projection(Operation):
         return [[(k, row[j]) for k, row in enumerate(rows) if row[j] != 0]
                 for j in range(self.W.cols)]
 
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
+        if self.from_stages:
+            return None
         bias = f" + {self.bias}[j]" if self.b is not None else ""
         arrays = {"q": "out", "x": "in0", self.weight: f"param:{self.weight}"}
         if self.b is not None:
@@ -88,7 +103,9 @@ class Projection(Operation):
             arrays, sizes={"d_in": ("x", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
-                          ) -> IndexEquation:
+                          ) -> IndexEquation | None:
+        if self.from_stages:
+            return None
         W = self.weight
         if wrt == 0:
             return IndexEquation((f"dx[i, m] = sum(dq[i, j] * {W}[m, j] for j in range(d_out))",),
@@ -102,11 +119,16 @@ class Projection(Operation):
                              {f"d{self.bias}": "result", "dq": "grad"}, sizes={"n": ("dq", 0)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        if self.from_stages:
+            out = args[0] * args[1]
+            if self.b is not None:
+                out += sympy.Matrix.vstack(*[args[2]] * out.rows)
+            return out
         return sympy.Matrix([[self._entry(row, j) for j in range(len(self._columns))]
                              for row in args[0].tolist()])
 
-    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
-        return self._entry(args[0].row(i), j)
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr | None:
+        return None if self.from_stages else self._entry(args[0].row(i), j)
 
     def _entry(self, x: Sequence[sympy.Expr], j: int) -> sympy.Expr:
         """Entry j of the row x W + b."""
@@ -116,10 +138,15 @@ class Projection(Operation):
         return sympy.Add(*terms)
 
     def named_constants(self) -> dict[str, Notation]:
-        return {"W": named(self.weight), "b": named(self.bias)}
+        return {} if self.from_stages else {"W": named(self.weight), "b": named(self.bias)}
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]
+        if self.from_stages:
+            W = args[1]
+            return [[sum((x * W[k][j] for k, x in enumerate(row)),
+                         args[2][0][j] if self.b is not None else arb(0))
+                     for j in range(len(W[0]))] for row in X]
         bias = constant_vector(self.b) if self.b is not None else None
         XW = product(X, constant_mat(self.W)) if self.W.rows else None
         if XW is not None:
@@ -139,25 +166,30 @@ class Projection(Operation):
         return out
 
     def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
-        return replace(self, b=None).arb(dx)  # affine: the bias cancels
+        # affine: the bias cancels; a finite mask perturbs X only (never the weights)
+        return replace(self, b=None).arb([dx[0], x0[1]] if self.from_stages else dx)
 
     def function(self):
         return project if self.b is None else affine
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.from_stages:
+            return tuple(np.asarray(a, dtype=dtype) for a in args)
         if self.b is None:
             return args[0], matrix(self.W, dtype)
         return args[0], matrix(self.W, dtype), matrix(self.b, dtype)
 
-    def spelling(self) -> Spelling:
-        return Spelling(names={"W": self.weight, "b": self.bias})
-
-    def output_at_zero(self) -> str:
+    def output_at_zero(self) -> str | None:
         """x W + b at x = 0 is the bias ``b`` in every row (exactly 0 without one)."""
+        if self.from_stages:
+            return None
         return self.bias if self.b is not None else ""
 
     def parameters(self) -> dict[str, sympy.Matrix]:
-        """The weight (named ``weight``, e.g. ``W_Q``) and the bias, if any."""
+        """The weight (named ``weight``, e.g. ``W_Q``) and the bias, if any (none when
+        they are stages)."""
+        if self.from_stages:
+            return {}
         found = {self.weight: self.W}
         if self.b is not None:
             found[self.bias] = self.b
@@ -165,26 +197,33 @@ class Projection(Operation):
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
-        """Y = X W + b: dL/dX = G W^T, dL/dW = X^T G, dL/db = the column sums of G."""
+        """Y = X W + b: dL/dX = G W^T, dL/dW = X^T G, dL/db = the column sums of G.
+
+        ``wrt``: 0 (X), then the weight and the bias by name, or (``from_stages``) as
+        inputs 1 and 2."""
         if wrt == 0:
             # W's own constants (kept per weight), transposed: W.T would be a new matrix
-            return matmul(grad, transpose(num.constants(self.W)), num)
-        if wrt == self.weight:
+            W = args[1] if self.from_stages else num.constants(self.W)
+            return matmul(grad, transpose(W), num)
+        if self._is_weight(wrt):
             return matmul(transpose(args[0]), grad, num)
         return [[num.total(column) for column in transpose(grad)]]
+
+    def _is_weight(self, wrt: int | str) -> bool:
+        """Is ``wrt`` the weight W (input 1 when the weights are stages)?"""
+        return wrt == (1 if self.from_stages else self.weight)
 
     def backward_entry(self, args: Sequence[sympy.Matrix], out: sympy.Matrix,
                        grad: sympy.Matrix, wrt: int | str, i: int, j: int
                        ) -> sympy.Expr | None:
-        if wrt != 0:
+        if wrt != 0 or self.from_stages:
             return None
         return matmul_entry(grad.row(i), EXACT.constants(self.W.row(j))[0], EXACT)
 
-    def staged(self) -> Operation:
-        """The same projection reading its weight (and bias) from stages
-        (:mod:`symformer.ops.staged_projection`, found in the registry)."""
-        return OPERATIONS["staged_projection"](self.b is not None, self.notation, self.weight,
-                                               self.bias, self.columns)
+    def staged(self) -> Operation | None:
+        """The same projection reading its weight (and bias) from stages."""
+        return None if self.from_stages else replace(
+            self, from_stages=True, notation=self.notation or TRAINED)
 
     def backward_facts(self, gradient: Stage, part: Part) -> list[Fact]:
         """dL/db equals the column sums of dL/dY (b is added to every row)."""
@@ -203,10 +242,14 @@ class Projection(Operation):
     def backward_function(self, wrt: int | str):
         if wrt == 0:
             return project_backward_X
-        return project_backward_W if wrt == self.weight else bias_backward
+        return project_backward_W if self._is_weight(wrt) else bias_backward
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
         G = grad.astype(dtype)
         if wrt == 0:
-            return G, matrix(self.W, dtype)
-        return (args[0].astype(dtype), G) if wrt == self.weight else (G,)
+            return G, args[1].astype(dtype) if self.from_stages else matrix(self.W, dtype)
+        return (args[0].astype(dtype), G) if self._is_weight(wrt) else (G,)
+
+
+#: A projection's notation reading trained weights, when its role gives it none.
+TRAINED = Notation("y", "y", "Projection (trained weights)")

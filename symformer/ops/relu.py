@@ -12,7 +12,7 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.elementwise import Elementwise
 from symformer.ops.facts import FALSE, PROVED, VACUOUS, Fact, label

@@ -1,13 +1,16 @@
 """RMSNorm (Zhang & Sennrich 2019; Llama): y = gamma x / sqrt(mean(x^2) + eps).
 
 Two steps: each row's mean square ms = (1/d) sum_j x_j^2 (a stage of its own), then
-the normalisation; no mean is subtracted and there is no beta.
+the normalisation; no mean is subtracted and there is no beta.  gamma is an exact
+constant, or (``from_stages``, a training step's: :mod:`symformer.blocks.train`) a
+1 x d stage read after x and ms: the step is then the RMSNorm with gamma = 1 (its
+formula, balls and backward rule written once) followed by ``gamma_j n_j``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,14 +19,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball, relu_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import (
-    OPERATIONS,
-    Notation,
-    Operation,
-    Spelling,
-    matrix,
-    undefined_error,
-)
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 from symformer.worked.model import Add, Const, Div, Mul, Neg, Pow
@@ -121,30 +118,42 @@ class RowMeanSquare(Operation):
     def backward_arguments(self, wrt, args, out, grad, dtype):
         return grad.astype(dtype), args[0].astype(dtype), args[0].shape[-1]
 
-    def spelling(self) -> Spelling:
-        return Spelling(indexed=frozenset({"x"}))
-
 
 @dataclass(frozen=True)
 class RMSNormalize(Operation):
-    """gamma * x / sqrt(ms + eps) from (x, ms), with exact gamma and eps."""
+    """gamma * x / sqrt(ms + eps) from (x, ms), with exact gamma and eps.
+
+    ``from_stages``: gamma is input 2 (a 1 x d stage) after x and ms; the field
+    ``gamma`` is then the value it started from, not read (see
+    :meth:`Operation.staged`).
+    """
 
     eps: sympy.Rational
     gamma: sympy.Matrix
     notation: Notation | None = None
+    from_stages: bool = False
 
     name = "rms_normalize"
     matrix_form = "rms_norm"
     reference_function = rms_norm
     default_notation = Notation("y", "y", "RMSNorm")
 
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+    def _plain(self, d: int) -> RMSNormalize:
+        """The same RMSNorm with gamma = 1 on rows of width ``d``, constant (what an
+        RMSNorm reading gamma from a stage scales)."""
+        return RMSNormalize(self.eps, sympy.ones(1, d))
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
+        if self.from_stages:
+            return None
         return IndexEquation(("y[i, j] = gamma[j] * x[i, j] / sqrt(ms[i] + eps)",),
                              {"y": "out", "x": "in0", "ms": "in1", "gamma": "param:gamma"},
                              scalars={"eps": self.eps})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
-                          ) -> IndexEquation:
+                          ) -> IndexEquation | None:
+        if self.from_stages:
+            return None
         if wrt == 0:
             line = "dx[i, j] = gamma[j] * dy[i, j] / sqrt(ms[i] + eps)"
         elif wrt == 1:
@@ -158,6 +167,10 @@ class RMSNormalize(Operation):
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         X = args[0]
+        if self.from_stages:
+            gamma = args[2]
+            n = self._plain(X.cols).sympy(args[:2])
+            return sympy.Matrix(X.rows, X.cols, lambda i, j: gamma[0, j] * n[i, j])
         return sympy.Matrix(X.rows, X.cols, lambda i, j: self.sympy_entry(args, i, j))
 
     def backward_worked_tree(self, formula: sympy.Expr,
@@ -167,7 +180,7 @@ class RMSNormalize(Operation):
         The formula's symbols are told apart by their stages: the upstream gradient's,
         the d inputs', the one mean square; the rule recomputed over them must give the
         formula exactly."""
-        if convert.parameter is None:
+        if convert.parameter is None or self.from_stages:
             return None
         by_stage: dict[str, list[sympy.Symbol]] = {}
         for s in formula.free_symbols:
@@ -190,11 +203,17 @@ class RMSNormalize(Operation):
                           for j, (g, x) in enumerate(zip(gs, xs))))
         return Neg(Mul((Div(Const(sympy.S.One), Mul((two, root))), total)))
 
-    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr:
+    def sympy_entry(self, args: Sequence[sympy.Matrix], i: int, j: int) -> sympy.Expr | None:
+        if self.from_stages:
+            return None
         X, ms = args
         return self.gamma[j] * X[i, j] / sympy.sqrt(ms[i, 0] + self.eps)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        if self.from_stages:
+            (gamma,) = args[2]
+            n = self._plain(len(args[0][0])).arb(args[:2])
+            return [[g * x for x, g in zip(row, gamma)] for row in n]
         X, ms = args
         eps = rational_ball(self.eps)
         gamma = constant_vector(self.gamma)
@@ -208,9 +227,10 @@ class RMSNormalize(Operation):
         """Each row, gamma removed, has mean square exactly ms / (ms + eps) -- not 1.
 
         Proved on the local formula: (1/d) sum_j (x_j / sqrt(ms + eps))^2 with
-        ms = (1/d) sum_j x_j^2 substituted.  None when some gamma is 0.
+        ms = (1/d) sum_j x_j^2 substituted.  None when some gamma is 0, or when gamma is
+        a stage.
         """
-        if any(g == 0 for g in self.gamma):
+        if self.from_stages or any(g == 0 for g in self.gamma):
             return []
         derivation, name = stage.derivation, stage.name
         ms_name = stage.inputs[1]
@@ -232,7 +252,10 @@ class RMSNormalize(Operation):
         return undefined_error(stage, row, "eps = 0 and the row is all zeros, so RMSNorm "
                                "divides 0 by 0 (give eps > 0)")
 
-    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]) -> ArbMatrix:
+    def difference(self, x0: Sequence[ArbMatrix], dx: Sequence[ArbMatrix]
+                   ) -> ArbMatrix | None:
+        if self.from_stages:
+            return None
         (x, ms), (d, dms) = x0, dx
         eps = rational_ball(self.eps)
         gamma = constant_vector(self.gamma)
@@ -245,27 +268,36 @@ class RMSNormalize(Operation):
         return out
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        if self.from_stages:
+            x, ms, gamma = (np.asarray(a, dtype=dtype) for a in args)
+            return x, ms, gamma, dtype(float(self.eps))
         x, ms = args
         return x, ms, matrix(self.gamma, dtype), dtype(float(self.eps))
 
-    def spelling(self) -> Spelling:
-        return Spelling(index="j", indexed=frozenset({"x", "gamma"}),
-                        symbols={"ms": MEAN_SQUARE})
-
     def parameters(self) -> dict[str, sympy.Matrix]:
-        """gamma."""
-        return {"gamma": self.gamma}
+        """gamma (none when it is a stage)."""
+        return {} if self.from_stages else {"gamma": self.gamma}
 
-    def staged(self) -> Operation:
-        """The same RMSNorm reading gamma from a stage (``train``'s trained gamma,
-        :mod:`symformer.ops.staged_rms_norm`, found in the registry)."""
-        return OPERATIONS["staged_rms_normalize"](self.eps, self.notation)
+    def staged(self) -> Operation | None:
+        """The same RMSNorm reading gamma from a stage (``train``'s trained gamma)."""
+        return None if self.from_stages else replace(
+            self, from_stages=True, notation=self.notation or TRAINED)
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
         """y_j = gamma_j x_j / R with R = sqrt(ms + eps), ms a stage of its own:
         dL/dx_j = gamma_j g_j / R;  dL/dms = -sum_j gamma_j g_j x_j / (2 R^3);
-        dL/dgamma_j = sum_i g_ij x_ij / R_i."""
+        dL/dgamma_j = sum_i g_ij x_ij / R_i.
+
+        From a stage (gamma input 2): dL/dn_j = gamma_j g_j through the rule of the
+        RMSNorm with gamma = 1, whose own gamma gradient (with g) is input 2's."""
+        if self.from_stages:
+            plain = self._plain(len(args[0][0]))
+            if wrt == 2:
+                return plain.backward(args[:2], out, grad, "gamma", num)
+            (gamma,) = args[2]
+            scaled = [[g * c for g, c in zip(row, gamma)] for row in grad]
+            return plain.backward(args[:2], out, scaled, wrt, num)
         X, ms = args
         eps = num.const(self.eps)
         gamma = [num.const(v) for v in self.gamma]
@@ -283,10 +315,21 @@ class RMSNormalize(Operation):
                      for ds, cs in zip(zip(*grad), zip(*scaled))]]
         return result
 
+    def _wrt(self, wrt: int | str) -> int | str:
+        """``wrt`` as the constant form names it (gamma from a stage is input 2)."""
+        return "gamma" if self.from_stages and wrt == 2 else wrt
+
     def backward_function(self, wrt: int | str):
         return {0: rms_norm_backward_x, 1: rms_norm_backward_ms,
-                "gamma": rms_norm_backward_gamma}[wrt]
+                "gamma": rms_norm_backward_gamma}[self._wrt(wrt)]
 
     def backward_arguments(self, wrt, args, out, grad, dtype):
-        x, ms, gamma, eps = self.arguments([a.astype(dtype) for a in args], dtype)
-        return rms_backward_arguments(wrt, x, ms, gamma, eps, grad.astype(dtype))
+        if self.from_stages:
+            x, ms, gamma, eps = self.arguments(args, dtype)
+        else:
+            x, ms, gamma, eps = self.arguments([a.astype(dtype) for a in args], dtype)
+        return rms_backward_arguments(self._wrt(wrt), x, ms, gamma, eps, grad.astype(dtype))
+
+
+#: An RMSNorm's notation reading a trained gamma, when its role gives it none.
+TRAINED = Notation("y", "y", "RMSNorm (trained scale)")

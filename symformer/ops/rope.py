@@ -22,7 +22,8 @@ from symformer.equations.ir import IndexEquation
 from symformer.errors import InputError
 from symformer.example.schema import DEFAULT_BASE
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
 
@@ -210,10 +211,6 @@ class RoPE(Operation):
             S[:, a] = S[:, b] = np.sin(theta)
             R[b, a], R[a, b] = -1, 1  # (X R)_a = -x_b, (X R)_b = x_a
         return X, C, S, R
-
-    def spelling(self) -> Spelling:
-        return Spelling(symbols={"C": Notation(r"\cos(m\theta)", "cos(mθ)", ""),
-                                 "S": Notation(r"\sin(m\theta)", "sin(mθ)", "")})
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

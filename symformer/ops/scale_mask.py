@@ -20,7 +20,8 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact, label
 
@@ -220,20 +221,6 @@ class ScaleMask(Operation):
         if self.mask_value is None:
             return U, d, self.mask_matrix(U.shape)
         return U, d, self.mask_matrix(U.shape), dtype(float(self.mask_value))
-
-    def spelling(self) -> Spelling:
-        causal = all(j > i for i, j in self.masked)
-        names = {"M": "j > i"} if causal else {}
-        if self.scale is not None:
-            names["c"] = str(self.scale)
-        if self.mask_value is not None:  # the number itself: -10 ** 9 prints -10^9
-            value = sympy.Rational(self.mask_value)
-            power = sympy.log(-value, 10) if value < 0 else None
-            names["m"] = (f"-10 ** {power}" if power is not None and power.is_Integer
-                          else str(value))
-        return Spelling(names=names, index="j",
-                        indexed=frozenset({"U"} if causal else {"U", "M"}),
-                        remark="" if causal else "M: the masked entries")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

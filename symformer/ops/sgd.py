@@ -10,7 +10,8 @@ import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 
 
 def sgd_step(W, G, eta):
@@ -39,6 +40,3 @@ class SgdStep(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], args[1], dtype(float(self.lr))
-
-    def spelling(self) -> Spelling:
-        return Spelling(names={"eta": "eta"})

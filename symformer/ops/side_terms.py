@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 from flint import arb
 
-from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, sympy_to_arb
+from symformer.engine.arbmath import NEG_INF, ArbMatrix, rational_ball, relu_ball, sympy_to_arb
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, matrix
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, matrix
 
 
 def exponentials(s):
@@ -140,7 +141,10 @@ class Squares(Operation):
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         mu = args[1] if len(args) == 2 else [[arb(0)] for _ in args[0]]
-        return [[(x - m[0]) ** 2 for x in row] for row, m in zip(args[0], mu)]
+        # d * d, not d ** 2 (NaN on a ball containing 0: an entry at its mean, or 0),
+        # clipped at 0 like a square
+        return [[relu_ball((x - m[0]) * (x - m[0])) for x in row]
+                for row, m in zip(args[0], mu)]
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x = np.asarray(args[0], dtype=dtype)

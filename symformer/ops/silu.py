@@ -11,7 +11,7 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 from symformer.ops.calculus import Arithmetic
 from symformer.ops.elementwise import Smooth
 

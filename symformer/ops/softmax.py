@@ -12,7 +12,8 @@ from flint import arb
 from symformer.engine.arbmath import NEG_INF, ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, WorkedPart
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, WorkedPart
 from symformer.ops.calculus import EXACT, Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact, Tally, cancels, label
 
@@ -119,13 +120,6 @@ class Softmax(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args
-
-    def spelling(self) -> Spelling:
-        # Written as the textbook's exp(s_j) / sum_k exp(s_k): the code's
-        # subtraction of the row maximum changes no value (see the remark).
-        return Spelling(index="j", indexed=frozenset({"s"}), axis=("k", self.count),
-                        symbols={"V": Notation("|V|", "|V|", "")},
-                        remark="the code first subtracts the row maximum: same value")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

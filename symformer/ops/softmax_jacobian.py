@@ -19,7 +19,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.facts import FALSE, PROVED, Fact, cancels, label
 
 if TYPE_CHECKING:
@@ -61,9 +62,6 @@ class SoftmaxJacobian(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], self.row
-
-    def spelling(self) -> Spelling:
-        return Spelling(remark=f"the Jacobian of softmax row {self.row}")
 
     def facts(self, stage: Stage) -> list[Fact]:
         """J is symmetric (alpha_j alpha_k both ways), and every row sums to exactly 0

@@ -17,7 +17,8 @@ from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.equations.ir import IndexEquation
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.normalize import root
 
@@ -69,10 +70,6 @@ class StdDev(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], dtype(float(self.eps))
-
-    def spelling(self) -> Spelling:
-        return Spelling(names={} if self.eps else {"eps": "0"},
-                        symbols={"sigma2": Notation(r"\sigma^2", "σ²", "")})
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

@@ -21,10 +21,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
-
-#: The selection matrix R, as the equation writes it.
-PLACEMENT = Notation("R", "R", "placement of the rows read (R[v, k] = 1: row k is token v)")
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 
 
 def table_sum(L, H, R):
@@ -75,7 +73,3 @@ class TableSum(Operation):
             {"E": "out", "A": "in0", "B": "in1", "u": "const:rows"},
             sizes={"m": ("A", 0)}, symbols={"u": ("u", "u")},
             remark="u_k: the vocabulary row of the lookup's row k")
-
-    def spelling(self) -> Spelling:
-        return Spelling(symbols={"R": PLACEMENT},
-                        remark="R places each row read at its token's row")

@@ -17,7 +17,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows, transpose
 
 

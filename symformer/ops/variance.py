@@ -12,7 +12,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix, relu_ball
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -93,10 +94,6 @@ class RowVariance(Operation):
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         x, mu = args
         return x, mu, dtype(x.shape[-1] - 1 if self.unbiased else x.shape[-1])
-
-    def spelling(self) -> Spelling:
-        return Spelling(names={"m": "d - 1" if self.unbiased else "d"},
-                        indexed=frozenset({"x"}))
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

@@ -10,7 +10,8 @@ import numpy as np
 from symformer.engine.arbmath import ArbMatrix, dot, product
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling, bilinear_difference
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation, bilinear_difference
 from symformer.ops.calculus import EXACT, Arithmetic, Rows, matmul, matmul_entry, transpose
 
 
@@ -77,10 +78,6 @@ class WeightedSum(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[np.ndarray]:
         return args
-
-    def spelling(self) -> Spelling:
-        # V is the matrix of every key's value row v_j.
-        return Spelling(names={"V": "V"}, remark="V: the value rows, one per key")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

@@ -17,7 +17,8 @@ from flint import arb
 from symformer.engine.arbmath import ArbMatrix
 from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
-from symformer.ops.base import Notation, Operation, Spelling
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
 
 
@@ -50,11 +51,6 @@ def whole_variance_backward_mu(g, x, mu, e, n, d):
     one the exact formula reads; e = (1, 0, ..., 0) as a column), the others get 0.
     """
     return -np.sum(g) * 2 / (n * d) * np.sum(x - mu) * e
-
-
-#: How both functions are written: sums over every entry, x_(i,j).
-_WHOLE = Spelling(indexed=frozenset({"x"}), names={"n": "n", "d": "d"},
-                  remark="over every entry of the matrix: all tokens at once")
 
 
 @dataclass(frozen=True)
@@ -95,9 +91,6 @@ class WholeMean(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], *args[0].shape
-
-    def spelling(self) -> Spelling:
-        return _WHOLE
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
@@ -164,9 +157,6 @@ class WholeVariance(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return args[0], args[1], *args[0].shape
-
-    def spelling(self) -> Spelling:
-        return _WHOLE
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:

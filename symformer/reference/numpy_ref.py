@@ -64,12 +64,6 @@ def run(g: Derivation, dtype: type = np.float64, into: Run | None = None) -> Run
     return result
 
 
-def to_array(matrix: Any, dtype: type = np.float64) -> np.ndarray:
-    """An exact SymPy matrix (rationals, sin(1), ...) as a float array."""
-    return np.array([[float(v) for v in matrix.row(i)] for i in range(matrix.rows)],
-                    dtype=dtype)
-
-
 def variant(example: Any, causal: bool | None = None, mask: str | float | None = None,
             layer_norm: str | None = None, norm: str | None = None,
             max_work: int | None = None) -> Derivation:

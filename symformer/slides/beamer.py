@@ -64,7 +64,8 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
   \setbeamercolor{frametitle}{fg=white,bg=black!80}%%
   \setbeamercolor{title}{fg=black!85}%%
   \setbeamertemplate{frametitle}{\nointerlineskip\begin{beamercolorbox}[wd=\paperwidth,
-    ht=2.3em,dp=0.9em,leftskip=1em]{frametitle}\usebeamerfont{frametitle}%%
+    ht=2.3em,dp=0.9em,leftskip=1em]{frametitle}\rightskip=1em plus 1fil\relax
+    \usebeamerfont{frametitle}%%
     \insertframetitle\end{beamercolorbox}}%%
   \setbeamertemplate{footline}{\usebeamerfont{page number in head/foot}\hspace*{1em}%%
     \usebeamertemplate*{frame footer}\hfill\insertframenumber\hspace*{1em}\vspace*{0.6em}}}
@@ -79,6 +80,15 @@ PREAMBLE = r"""\documentclass[12pt,aspectratio=169,xcolor=table]{beamer}
   \insertauthor\par\medskip{\small\insertinstitute\par\smallskip\insertdate\par}}
 \setbeamertemplate{navigation symbols}{}
 \setbeamerfont{frametitle}{size=\large}
+%% ... ragged inside the title's box too (metropolis's own, its right skip stretching:
+%% a long title's first line is not spaced out, no underfull box).
+\makeatletter\@ifundefined{metropolis@frametitle@padding}{}{%%
+  \setbeamertemplate{frametitle}{\nointerlineskip\begin{beamercolorbox}[wd=\paperwidth,
+    sep=0pt,leftskip=\metropolis@frametitle@padding,
+    rightskip=\metropolis@frametitle@padding]{frametitle}%%
+    \rightskip=\dimexpr\metropolis@frametitle@padding\relax plus 1fil\relax
+    \metropolis@frametitlestrut@start\insertframetitle\nolinebreak
+    \metropolis@frametitlestrut@end\end{beamercolorbox}}}\makeatother
 \setbeamerfont{page number in head/foot}{size=\small}
 \setbeamerfont{institute}{size=\small}\setbeamerfont{author}{size=\normalsize}
 \setbeamerfont{date}{size=\small}
@@ -184,12 +194,20 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
     first = frame.items[0]
     where = (f"token \u201c{latex_text(first.stage.rows[first.token])}\u201d, "
              f"position {row_position(frame)}; rounded to {plural(decimals, 'decimal')}")
+    if first.stage.name.startswith("grad."):  # gradients span magnitudes
+        from symformer.worked.significant import DEFAULT_DIGITS
+
+        where = where.replace(f"rounded to {plural(decimals, 'decimal')}",
+                              f"rounded to {DEFAULT_DIGITS} significant digits")
     if first.stage.kind == "weight_gradient":  # its rows are the weight's, not tokens
-        where = f"rounded to {plural(decimals, 'decimal')}"
+        where = where.split("; ", 1)[1]
     if first.columns is not None:
         a, b = first.columns
         where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else
                   f"; columns {a}\u2013{b - 1} of {len(first.stage.cols)}")
+    if first.row_range is not None:
+        a, b = first.row_range
+        where += f"; rows {a}\u2013{b - 1} of {first.stage.shape[0]}"
     lhs = [e.lhs for i in frame.items for e in i.equation] + [
         w.lhs for i in frame.items for w in i.lines]
     out = [f"\\setbeamertemplate{{frame footer}}{{{where}}}",

@@ -5,7 +5,7 @@ The deck is a title frame, the block diagram of the example's architecture
 worked shows on its frame
 
 1. its general equation (the operation's declared and proved index form, as in the
-   exported document: :func:`symformer.codegen.backward.equation_lines`) and the same
+   exported document: :func:`symformer.equations.stage.equation_lines`) and the same
    formula with the chosen token's numbers substituted (the worked lines of
    :mod:`symformer.worked`, each recomputable from what it prints) -- the audience can
    predict the result;
@@ -40,8 +40,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from symformer.codegen.backward import equation_lines
 from symformer.engine import Derivation, Stage
+from symformer.equations.stage import equation_lines
 from symformer.figures import diagram
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
@@ -70,10 +70,8 @@ GUTTER = 1.0
 #: Tables are set narrower than the sum of their columns' estimates (measured: 0.88 of
 #: it on the shipped decks; pdflatex reports a table wider than its room as overfull).
 TABLE_FIT = 0.92
-#: The width (em) of a table's heading set at its left; the room (pt) a row of tables
-#: takes beyond its tables (its top alignment and the skip under it, measured).
+#: The width (em) of a table's heading set at its left.
 HEADING = 8.0
-ROW_SKIP = 10.0
 #: A line break the worked-line printer puts in for the notes' ``align*``: the deck
 #: lets TeX break its lines at operators instead, for the frame's width.
 _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
@@ -127,6 +125,8 @@ class Item:
     table: Table | None
     columns: tuple[int, int] | None = None
     note: str = ""
+    #: the rows (0-based, end excluded) of a table too tall for one frame
+    row_range: tuple[int, int] | None = None
     beside: bool = False  # the table right of the working, not under it
 
     @property
@@ -374,9 +374,38 @@ def _table_only_frames(stage: Stage, row: int, table: Table, note: str,
         item = Item(stage=stage, token=row, equation=(), lines=(),
                     table=_columns(table, a, b) if len(slices) > 1 else table,
                     columns=(a, b) if len(slices) > 1 else None)
-        out.append(StageFrame(title=_row_title((item,)), items=(item,), note=note,
-                              said=note, row=True))
+        frame = StageFrame(title=_row_title((item,)), items=(item,), note=note,
+                           said=note, row=True)
+        out.extend(_row_parts(frame))
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _row_parts(frame: StageFrame) -> list[StageFrame]:
+    """A frame of one table, its rows split over frames where it is too tall for one
+    (each part as many rows as fit; the footer says which)."""
+    if fits(frame):
+        return [frame]
+    item = frame.items[0]
+    table = item.table
+    n = len(table.cells)
+    out, start = [], 0
+    while start < n:
+        end = start + 1
+        while end < n and fits(replace(frame, items=(_row_slice(item, start, end + 1),))):
+            end += 1
+        out.append(replace(frame, items=(_row_slice(item, start, end),)))
+        start = end
+    return out
+
+
+def _row_slice(item: Item, a: int, b: int) -> Item:
+    table = item.table
+    highlight = table.highlight_row
+    part = replace(table, row_labels=table.row_labels[a:b], cells=table.cells[a:b],
+                   row_math=table.row_math[a:b] if table.row_math else None,
+                   highlight_row=highlight - a if highlight is not None
+                   and a <= highlight < b else None)
+    return replace(item, table=part, row_range=(a, b))
 
 
 def _add(out: list[Frame], frame: StageFrame) -> None:
@@ -427,33 +456,126 @@ def _heading_words(item: Item, items: tuple[Item, ...]) -> str:
 
 
 def fits(frame: StageFrame) -> bool:
-    """Whether the frame's content fits under its title (an upper estimate)."""
-    return height(frame) <= measure.BODY_HEIGHT - measure.title_overflow(frame.title)
+    """Whether the frame's content fits under its title (the layout model's height,
+    :func:`height`, against the room pdflatex gives)."""
+    return height(frame) <= room(frame.title)
+
+
+def room(title: str) -> float:
+    """The height in pt under a frame title."""
+    return measure.ROOM - measure.title_overflow(title)
+
+
+class Column:
+    """The height of a vertical list as TeX stacks it: paragraphs (their lines joined by
+    the baseline skip, each after ``\\parskip``) and skips; ``depth``: the last line's,
+    which the next paragraph's first line is spaced from (the top of a frame's body
+    counts as a line of depth 0: measured, its first line is spaced as any other)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.depth: float | None = 0.0
+
+    def paragraph(self, lines: tuple, baseline: float | None = None) -> None:
+        from symformer.slides import layout
+
+        previous = layout.BASELINE
+        if baseline is not None:
+            layout.BASELINE = baseline
+        try:
+            extra, self.depth = layout.stacked(lines, self.depth)
+        finally:
+            layout.BASELINE = previous
+        self.total += layout.PARSKIP + extra
+
+    def skip(self, pt: float) -> None:
+        self.total += pt
 
 
 def height(frame: StageFrame) -> float:
-    """The estimated height in pt of a frame's body."""
-    total = measure.text_height(frame.note) if frame.note else 0.0
+    """The height in pt of a frame's body, as pdflatex sets it (the layout model)."""
+    column = Column()
+    if frame.note:
+        column.paragraph(measure.text_lines(frame.note))
+        column.skip(measure.SMALLSKIP)
     if frame.row:
+        from symformer.slides.layout import Line
+
         for row in rows(frame.items):
-            above = 0.0 if heading_beside(row) else max(
-                _heading_height(i, frame.items) for i in row)
-            total += above + max(_table_height(i.table) for i in row) + ROW_SKIP
-        return total
-    lhs = _lhs_width(frame.items)
-    for item in frame.items:
-        total += item_height(item, lhs)
-    return total
+            if heading_beside(row):  # two top-aligned minipages: the line hangs down
+                (item,), (w,) = row, row_widths(row)
+                words = measure.text_lines(row_heading(frame, item), HEADING)
+                heading = 8.5 + (len(words) - 1) * measure.LINE + 2.5
+                column.paragraph((Line(0.0, max(heading, _table_block(item.table, w))),))
+            else:  # minipages aligned on their headings' first lines
+                depths = []
+                for item, w in zip(row, row_widths(row)):
+                    words = measure.text_lines(row_heading(frame, item), w)
+                    depths.append((len(words) - 1) * measure.LINE + 2.5 + measure.SMALLSKIP
+                                  + 1.0 + _table_block(item.table, w))
+                column.paragraph((Line(8.5, max(depths)),))
+            column.skip(measure.MEDSKIP)
+        return column.total
+    lhs = _lhs_pt(frame.items)
+    for k, item in enumerate(frame.items):
+        if k:
+            column.skip(measure.MEDSKIP)
+        _stack_item(column, item, lhs)
+    return column.total
 
 
-def item_height(item: Item, lhs: float) -> float:
-    """The estimated height in pt of one item under a left-hand side column ``lhs`` em."""
-    total = sum(measure.equation_height(e.lhs, e.rhs, e.remark, lhs) for e in item.equation)
-    total += measure.text_height(item.note) if item.note else 0.0
-    working = sum(measure.worked_height(w.lhs, (*w.shown, w.result), lhs, item.working_width)
-                  for w in item.lines)
-    table = _table_height(item.table) if item.table is not None else 0.0
-    return total + (max(working, table) if item.beside else working + table)
+def _stack_item(column: Column, item: Item, lhs: float) -> None:
+    """One item's equation, note, working and table, as :func:`beamer._item` sets them."""
+    for e in item.equation:
+        column.paragraph(measure.equation_lines(e.lhs, e.rhs, e.remark, lhs))
+    if item.note:
+        column.skip(measure.SMALLSKIP)
+        column.paragraph(measure.text_lines(item.note))
+    elif item.equation and item.lines:
+        column.skip(measure.SMALLSKIP)
+    if item.beside and item.table is not None and item.lines:
+        inner = Column()
+        for w in item.lines:
+            inner.paragraph(_worked(w, lhs, item.working_width))
+        table = _table_height(item.table)
+        column.paragraph((_line(inner.total - measure_parskip(), inner.depth or 0.0,
+                                table),))
+        return
+    for w in item.lines:
+        column.paragraph(_worked(w, lhs, item.working_width))
+    if item.table is not None:
+        column.skip(measure.MEDSKIP)
+        column.total += _table_height(item.table)
+        column.depth = TABLE_DEPTH
+
+
+def measure_parskip() -> float:
+    from symformer.slides import layout
+
+    return layout.PARSKIP
+
+
+def _line(working: float, depth: float, table: float):
+    """The line holding the working's minipage (its first line on the baseline) and the
+    table's beside it (hanging from the top)."""
+    from symformer.slides import layout
+
+    first = min(working, 14.0)
+    return layout.Line(first, max(working - first, table - first))
+
+
+def _worked(w: WorkedLine, lhs: float, room: float) -> tuple:
+    return measure.worked_lines(w.lhs, (*w.shown, w.result), lhs, room)
+
+
+#: The depth (pt) a table's last line (its legend) leaves for what follows.
+TABLE_DEPTH = 3.0
+
+
+def _lhs_pt(items: tuple[Item, ...]) -> float:
+    """The width (pt) of the frame's left-hand side column (``\\symlhs``)."""
+    return max([measure.lhs_width(e.lhs) for i in items for e in i.equation]
+               + [measure.lhs_width(w.lhs) for i in items for w in i.lines], default=0.0)
 
 
 def _lhs_width(items: tuple[Item, ...]) -> float:
@@ -461,10 +583,35 @@ def _lhs_width(items: tuple[Item, ...]) -> float:
                + [measure.width(w.lhs) for i in items for w in i.lines], default=0.0)
 
 
-def _table_height(table: Table) -> float:
-    header = " ".join(table.col_labels)
-    return measure.table_height(len(table.row_labels), bool(legend(table)),
-                                (header, *(table.row_math or ())))
+def _table_block(table: Table, room: float) -> float:
+    """The height in pt of a table and its legend in a minipage ``room`` em wide (no
+    paragraph skip there): the ``tabular``, a small skip, the legend's lines."""
+    total = measure.tabular_height(tuple(table.col_labels), _table_rows(table))
+    text = legend(table)
+    if text:
+        n = len(measure.text_lines(text, room / measure.TABLE_MATH))
+        total += measure.SMALLSKIP + 1.0 + 9.5 + (n - 1) * measure.TABLE_BASELINE
+    return total
+
+
+def _table_rows(table: Table) -> list[tuple[str, ...]]:
+    math = table.row_math or ("",) * len(table.cells)
+    return [(m or "", *(c.latex for c in cells)) for m, cells in zip(math, table.cells)]
+
+
+def _table_height(table: Table, room: float = measure.TEXT_WIDTH) -> float:
+    """The height in pt of a table paragraph and its legend (:func:`beamer._table`):
+    the ``tabular`` (centred on the axis, so its line is spaced by ``\\lineskip``
+    from the line above), a small skip, the legend's lines at the tables' baseline
+    skip, in a column ``room`` em wide."""
+    total = measure_parskip() + 1.0 + measure.tabular_height(tuple(table.col_labels),
+                                                            _table_rows(table))
+    text = legend(table)
+    if text:
+        n = len(measure.text_lines(text, room / measure.TABLE_MATH))
+        total += measure.SMALLSKIP + measure_parskip() + 1.0 + 9.5 \
+            + (n - 1) * measure.TABLE_BASELINE
+    return total
 
 
 def legend(table: Table) -> str:
@@ -491,14 +638,6 @@ def rows(items: tuple[Item, ...]) -> list[list[Item]]:
         out[-1].append(item)
         used += w
     return out
-
-
-def _heading_height(item: Item, items: tuple[Item, ...]) -> float:
-    """The height in pt of a table's heading set above it, as wide as the table, on a
-    frame of ``items`` (:func:`row_heading`)."""
-    words = re.sub(r"\$[^$]*\$", "xx", _heading_words(item, items))
-    width = TABLE_FIT * table_width(item.table)
-    return -(-measure.text_width(words) // width) * measure.LINE + 3.0
 
 
 def row_widths(row: list[Item]) -> list[float]:
@@ -544,24 +683,23 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
             if fits(frame) and (frame is whole or _narrow_enough(beside.items[0])):
                 return [frame]
     base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
-    room = measure.BODY_HEIGHT - measure.title_overflow(base.title)
-    lhs = _lhs_width((item,))
-    top = item_height(replace(item, lines=(), table=None), lhs)
+    space = room(base.title)
     chunks: list[list[WorkedLine]] = [[]]
-    used = top
     for line in lines:
-        h = measure.worked_height(line.lhs, (*line.shown, line.result), lhs)
-        if chunks[-1] and used + h > room:
+        trial = replace(base, items=(replace(item, lines=(*chunks[-1], line), table=None),))
+        if chunks[-1] and height(trial) > space:
             chunks.append([])
-            used = top
         chunks[-1].append(line)
-        used += h
+    if len(chunks) > 1 and all(w is ELLIPSIS for w in chunks[-1]):
+        chunks.pop()  # a lone \vdots says nothing a frame of its own should show
     out = [replace(base, items=(replace(item, lines=tuple(c), table=None),)) for c in chunks]
     slices = _column_slices(table)
-    if len(slices) == 1 and used + _table_height(table) <= room:
-        out[-1] = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
+    last = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
+    if len(slices) == 1 and fits(last):
+        out[-1] = last
     else:
-        shown = equation if top + _table_height(table) <= room else ()
+        alone = replace(base, items=(replace(item, lines=(), note="", table=table),))
+        shown = equation if fits(alone) else ()
         for a, b in slices:
             part = _columns(table, a, b) if len(slices) > 1 else table
             out.append(replace(base, items=(replace(

@@ -1,12 +1,12 @@
-"""How wide a piece of math or text will be on a frame: an upper estimate, in em.
+"""How wide and how tall a piece of a frame will be: the deck's plan of its frames.
 
 The deck never shrinks a line to fit (its text stays at least 10.5 pt): a long worked
 line is broken by TeX at its operators, and a block too tall for a frame is split over
-frames.  To split in Python, the deck needs each line's height, hence its width; this
-module gives an estimate that errs on the wide side (calibrated on the worked lines of
-the shipped examples, set by pdflatex in Latin Modern at the deck's sizes), so a frame
-planned to fit does fit.  Sub- and superscripts are set at 10.5 pt in 12 pt maths
-(:data:`symformer.slides.beamer.PREAMBLE`), hence ``SCRIPT``.
+frames.  Widths in em (an upper estimate, erring on the wide side) plan tables side by
+side, their column slices and the brackets kept whole; heights in pt come from the
+model of TeX's layout (:mod:`symformer.slides.layout`): the lines of a worked line, a
+general equation, a paragraph of text, a table.  Sub- and superscripts are set at 10.5
+pt in 12 pt maths (:data:`symformer.slides.beamer.PREAMBLE`), hence ``SCRIPT``.
 """
 
 from __future__ import annotations
@@ -127,156 +127,22 @@ def text_width(text: str) -> float:
 TITLE_SCALE = 1.25
 TITLE_LINE = 19.0
 #: The frame (160 mm x 90 mm, 12 pt, metropolis or the fallback theme): the text width
-#: in em (398 pt), the height under the frame title in pt (measured: 193 pt; some
-#: room kept), a line of text and the gap between paragraphs (pt), the hanging indent
-#: of a worked line's continuation (em), the extra height of a line with a fraction.
+#: in em (398 pt), the baseline skip of its text (pt), the hanging indent of a worked
+#: line's continuation (em).
 TEXT_WIDTH = 33.19
-BODY_HEIGHT = 178.0
 LINE = 16.7
-#: Tables are set at 10.5 pt (``beamer.TABLE_FONT``): a row's height, and the scale of
-#: their widths.
-TABLE_LINE = 14.6
-TABLE_SCALE = 0.9
-PARSKIP = 6.0
 HANG = 1.5
-FRACTION = 10.0
-#: ... and of a fraction with a root or a sum in it (taller still).
-TALL_FRACTION = 15.0
-TALLEST = 22.0
-#: How much wider than the estimate a line may be set (pieces of 5 em or more were
-#: set at most 0.986 of their estimate), and how full TeX fills a line it breaks at
-#: operators (ragged right).
+#: Tables are set at 10.5 pt (``beamer.TABLE_FONT``): the scale of their widths.
+TABLE_SCALE = 0.9
+#: How much wider than the estimate a piece may be set (pieces of 5 em or more were
+#: set at most 0.986 of their estimate): the room a bracket kept whole must leave.
 MARGIN = 1.05
-FILL = 0.9
-
-
-def lines(total: float, lhs: float, room: float = TEXT_WIDTH) -> int:
-    """Lines a paragraph of ``total`` em takes after a left-hand side ``lhs`` em wide,
-    in a column ``room`` em wide."""
-    full = room - lhs - 0.5
-    if total * MARGIN <= full:  # one line: no room is lost to a break
-        return 1
-    first, rest = full * FILL, (room - lhs - HANG) * FILL
-    over = total * MARGIN - first
-    return 1 if over <= 0 else 1 + int(-(-over // rest))
-
-
-#: A symbol with a superscript and a subscript both (a head's ``q^{(1)}_{0}``, its weights
-#: ``W_{Q}^{(1)}``) reaches higher and lower than a letter: a line holding one is taller
-#: (measured with pdflatex in the deck's preamble: up to 7 pt a line in a worked line or
-#: a general equation, both in display style), and a fraction with one in its numerator
-#: or denominator taller still (up to 14 pt for each of them).
-SCRIPTED = 8.0
-SCRIPTED_FRACTION = 14.0
-_SCRIPTED = re.compile(r"\^\{[^{}]*\}_|_\{[^{}]*\}\^|\^\{[^{}]*\}\)_")
-
-
-def scripted(math: str) -> bool:
-    """Whether ``math`` holds a symbol with both a superscript and a subscript."""
-    return _SCRIPTED.search(math) is not None
-
-
-def _fraction_parts(math: str) -> tuple[str, ...]:
-    """The numerators and denominators of the fractions in ``math``."""
-    tokens = _TOKEN.findall(math)
-    parts = []
-    for k, t in enumerate(tokens):
-        if t != r"\frac":
-            continue
-        j = k + 1
-        for _ in range(2):
-            while j < len(tokens) and tokens[j].isspace():
-                j += 1
-            if j >= len(tokens):
-                break
-            if tokens[j] != "{":
-                parts.append(tokens[j])
-                j += 1
-                continue
-            depth, start = 0, j
-            while j < len(tokens):
-                depth += (tokens[j] == "{") - (tokens[j] == "}")
-                j += 1
-                if depth == 0:
-                    break
-            parts.append("".join(tokens[start:j]))
-    return tuple(parts)
-
-
-def _scripted_extra(math: str, line: float, fraction: float) -> float:
-    """How much taller a line of ``math`` is for its symbols with two scripts: ``line``
-    when it holds one, ``fraction`` for each numerator or denominator holding one."""
-    if not scripted(math):
-        return 0.0
-    return max(line, fraction * sum(scripted(p) for p in _fraction_parts(math)))
-
-
-def _height(math: str, n: int, scripted_lines: int = 0) -> float:
-    """Lines of text, each as tall as the tallest thing the paragraph holds (a display
-    fraction, limits, a fraction under a root), the ``scripted_lines`` of them holding
-    a symbol with two scripts taller still, and an array's rows."""
-    extra = 0.0
-    tall = any(t in math for t in (r"\sqrt", r"\sum", r"\max_", r"\min_", r"\prod"))
-    if r"\frac" in math and r"\sqrt" in math:
-        extra += TALLEST
-    elif r"\frac" in math or tall:
-        extra += TALL_FRACTION if tall else FRACTION
-    rows = math.count(r"\\")  # the rows of an array or matrix after its first
-    scripts = _scripted_extra(math, SCRIPTED, SCRIPTED_FRACTION / 2) if scripted_lines else 0.0
-    return n * (LINE + extra) + scripted_lines * max(scripts, SCRIPTED) + PARSKIP \
-        + rows * (LINE + 2.0)
-
-
-def equation_height(lhs: str, rhs: str, remark: str, lhs_width: float) -> float:
-    """Height in pt of a general-equation line ``lhs = rhs`` and its remark, set in
-    display style as the worked lines are (limits under a sum, full-size fractions)."""
-    total = RELATION + width(rhs) + (text_width(remark) + 2.0 if remark else 0.0)
-    n = lines(total, lhs_width)
-    math = lhs + " " + rhs
-    return _height(math, n, n if scripted(math) else 0)
-
-
-def worked_height(lhs: str, pieces: tuple[str, ...], lhs_width: float,
-                  room: float = TEXT_WIDTH) -> float:
-    """Height in pt of a worked line (its pieces start with their relations) in a
-    column ``room`` em wide."""
-    total = sum(width(p) for p in pieces)
-    # the lines holding symbols with two scripts: the numbers after them have none
-    symbolic = sum(width(p) for p in pieces if scripted(p))
-    n = lines(symbolic, lhs_width, room) if symbolic else int(scripted(lhs))
-    return _height(" ".join(pieces), lines(total, lhs_width, room), n)
-
-
-def text_height(latex: str) -> float:
-    """Height in pt of a paragraph of text (LaTeX, maths counted as a few letters)."""
-    plain = re.sub(r"\$[^$]*\$", "xxx", latex)
-    return -(-text_width(plain) // TEXT_WIDTH) * LINE + PARSKIP
 
 
 def title_overflow(title: str) -> float:
     """Height in pt a frame title (LaTeX, set large) takes beyond one line."""
     plain = re.sub(r"\$[^$]*\$", "xxx", title)  # a symbol in maths: a few letters' width
     return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
-
-
-#: How much taller a table's row is when its label holds a symbol with two scripts
-#: (``a^{(2)}_{0}``; measured: 4.2 pt), or a bracketed one (``(W_Q^{(1)})_{0,0}``: 10.1 pt).
-TABLE_SCRIPTED = 4.5
-TABLE_BRACKETED = 10.5
-
-
-def table_height(rows: int, legend: bool, labels: tuple[str, ...] = ()) -> float:
-    """Height in pt of a table of ``rows`` rows under a header, booktabs rules, and
-    its one-line legend; ``labels`` (math) are those of its header, then of its rows
-    where they are math."""
-    return (rows + 1) * TABLE_LINE + 12.0 + (TABLE_LINE + PARSKIP if legend else 0.0) \
-        + PARSKIP + sum(_label_extra(label) for label in labels)
-
-
-def _label_extra(label: str) -> float:
-    if not scripted(label):
-        return 0.0
-    return TABLE_BRACKETED if r"\left" in label or ")_" in label else TABLE_SCRIPTED
 
 
 def column_width(label: str, cells: list[str]) -> float:
@@ -296,3 +162,125 @@ def label_columns_width(tokens: list[str]) -> float:
     """Width in em of a table's position and token columns."""
     return TABLE_SCALE * (2.5 + max([text_width("token")] + [text_width(t) for t in tokens])) \
         + 1.0
+
+
+# --- Heights from the layout model (symformer.slides.layout) -----------------------
+#
+# The widths above plan tables and brackets; the heights of a frame's equations,
+# working, notes and tables come from the model of TeX's layout, which sets them as
+# pdflatex does (checked against pdflatex in tests/test_slides_fill.py).
+
+#: The room (pt) under the frame title, from the top of the body to the bottom of the
+#: frame's box (measured with pdflatex: 187.2 pt for a title on one line), less a
+#: margin for the model's error; a title on two lines takes :data:`TITLE_LINE` more.
+ROOM = 185.0
+#: ``\smallskip`` and ``\medskip`` (pt).
+SMALLSKIP, MEDSKIP = 3.0, 6.0
+
+
+def _pt(em: float) -> float:
+    return em * 12.0
+
+
+def lhs_width(lhs: str) -> float:
+    """The width (pt) of a left-hand side set in display style."""
+    from symformer.slides import layout
+
+    return layout.box(lhs).w
+
+
+def worked_lines(lhs: str, pieces: tuple[str, ...], lhs_pt: float,
+                 room: float = TEXT_WIDTH) -> tuple:
+    """The lines (:class:`~symformer.slides.layout.Line`) of a worked line or general
+    equation ``lhs`` then ``pieces`` (each starting with its relation, set as
+    ``$\\displaystyle {}piece$``, a break allowed between them), its left-hand side in a
+    box ``lhs_pt`` wide, in a column ``room`` em wide (continuations indented)."""
+    from symformer.slides import layout
+
+    head = layout.box(lhs)
+    first = layout.Box(lhs_pt, head.h, head.d)
+    return _paragraph(first, tuple(("math", "{}" + p) for p in pieces), _pt(room),
+                      lhs_pt + _pt(HANG))
+
+
+def equation_lines(lhs: str, rhs: str, remark: str, lhs_pt: float) -> tuple:
+    """The lines of a general equation ``lhs = rhs`` and its remark in words."""
+    from symformer.slides import layout
+
+    head = layout.box(lhs)
+    parts: tuple[tuple[str, str], ...] = (("math", "{}= " + rhs),)
+    if remark:
+        parts += (("text", "\u2003 (" + _plain(remark) + ")"),)
+    return _paragraph(layout.Box(lhs_pt, head.h, head.d), parts, _pt(TEXT_WIDTH),
+                      lhs_pt + _pt(HANG))
+
+
+def _paragraph(first, parts, room: float, hang: float) -> tuple:
+    from symformer.slides import layout
+
+    return layout.paragraph(first, parts, room, hang)
+
+
+def _plain(latex: str) -> str:
+    """Text of a LaTeX paragraph, maths counted as a few letters."""
+    text = re.sub(r"\$[^$]*\$", "xxx", latex)
+    return re.sub(r"\\[A-Za-z]+\s*|[{}]", "", text)
+
+
+#: How full a line of text is planned at most (a line within this of its room may be
+#: broken by TeX: the words' kerns and ligatures are not modelled).
+TEXT_FILL = 0.97
+
+
+def text_lines(latex: str, room: float = TEXT_WIDTH) -> tuple:
+    """The lines of a paragraph of text (LaTeX, maths counted as a few letters)."""
+    from symformer.slides import layout
+
+    # words, and each piece of maths as one word of its own width
+    words = []
+    for k, part in enumerate(re.split(r"\$([^$]*)\$", latex)):
+        if k % 2:
+            words.append(layout.box(part, display=False).w)
+        else:
+            words += [layout.text_box(word).w for word in _plain(part).split()]
+    space = layout.text_box(" ").w
+    n, used = 1, 0.0
+    for w in words:
+        if used and used + space + w > TEXT_FILL * _pt(room):
+            n, used = n + 1, w
+        else:
+            used += (space if used else 0.0) + w
+    return tuple(layout.Line(8.5, 2.5) for _ in range(n))
+
+
+#: A table at the tables' 10.5 pt (``\fontsize{10.5}{12.6}``): its rows' struts, its
+#: booktabs rules and their separations (pt), its lines' baseline skip, the scale of
+#: its maths.
+TABLE_STRUT_H, TABLE_STRUT_D, TABLE_RULES, TABLE_BASELINE = 8.82, 3.78, 11.7, 12.6
+#: What pdflatex sets beyond that (measured on the shipped decks): per row (the header
+#: too), and per table.
+TABLE_ROW_EXTRA, TABLE_EXTRA = 1.9, 2.0
+#: A scripted cell's extra height and depth (its scripts are 10.5 pt as its text is).
+TABLE_SCRIPTS = 0.0
+TABLE_MATH = 10.5 / 12.0
+
+
+def tabular_height(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> float:
+    """The height plus depth (pt) of a table's ``tabular``: its header's and rows'
+    cells (maths), each row at least a strut, and the booktabs rules."""
+    from symformer.slides import layout
+
+    total = TABLE_RULES + TABLE_EXTRA
+    for cells in (header, *rows):
+        total += TABLE_ROW_EXTRA
+        boxes = [layout.box(c, display=False) for c in cells if c]
+        h = max([TABLE_STRUT_H] + [_table_scale(c, b.h) for c, b in zip(cells, boxes)])
+        d = max([TABLE_STRUT_D] + [_table_scale(c, b.d) for c, b in zip(cells, boxes)])
+        total += h + d
+    return total
+
+
+def _table_scale(latex: str, size: float) -> float:
+    # a table's scripts are as large as its text (10.5 pt both): scripted cells are
+    # a little taller than the text's scale gives
+    return size * TABLE_MATH + (TABLE_SCRIPTS if ("^" in latex or "_" in latex) else 0.0)

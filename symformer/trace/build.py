@@ -211,15 +211,16 @@ def _layer_norm(ctx: _Context, stage: Stage) -> Step:
 
 def _activation(ctx: _Context, stage: Stage) -> Step:
     clipped: tuple[bool, ...] = ()
-    note, symbol = "", None
+    note, symbol, function = "", None, ""
     if stage.op.clips:  # ReLU-like: each entry with h <= 0 is 0
+        function = stage.op.function_name or stage.op.symbol.title
         hidden = stage.inputs[0]
         clipped = tuple(ctx.g.sign(hidden, ctx.row, j) <= 0 for j in range(stage.shape[1]))
         symbol = notation(ctx.g[hidden])
         note = f"{sum(clipped)} of {len(clipped)} entries clipped to 0"  # each format says
         # why beside its table, in its own math (the certified sign of h_j ≤ 0)
     return ActivationStep(**_common(ctx, stage), entries=_entries(ctx, stage), note=note,
-                          clipped=clipped, hidden=symbol)
+                          clipped=clipped, hidden=symbol, function=function)
 
 
 #: The builder of each shape of step an operation asks for (``Operation.trace_step``);

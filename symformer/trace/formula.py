@@ -1,6 +1,6 @@
 """Certified decimals as LaTeX and MathML, for the trace's tables.
 
-General formulas come from each operation's NumPy function (:mod:`symformer.codegen`);
+General formulas are the operations' declared index equations (:mod:`symformer.equations`);
 worked lines are built and printed by :mod:`symformer.worked`.
 """
 

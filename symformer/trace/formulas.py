@@ -2,7 +2,7 @@
 
 Nothing is written here per kind of step: a stage's general formula is its
 operation's declared, proved index equation (:mod:`symformer.equations`, through
-:func:`symformer.codegen.backward.equation_lines`), the same the LaTeX export
+:func:`symformer.equations.stage.equation_lines`), the same the LaTeX export
 prints, with its text form for terminals.  Each step shows its own equation only: the
 quantities it reads (a LayerNorm's mean and variance, an RMSNorm's mean square) are
 steps of their own, before it (:mod:`symformer.trace.build`).
@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import re
 
-from symformer.codegen.backward import equation_lines
 from symformer.engine.graph import Derivation, Stage
-from symformer.equations.stage import Line
+from symformer.equations.stage import Line, equation_lines
 from symformer.trace.steps import General
 
 

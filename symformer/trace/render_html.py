@@ -310,7 +310,8 @@ def _hidden(step: ActivationStep) -> str:
 def _(step: ActivationStep) -> str:
     clipped = step.clipped or (False,) * len(step.entries)
     cells = [_cell(e, "clipped" if c else "") for e, c in zip(step.entries, clipped)]
-    legend = ('<p class="note">Grey entries were clipped: ReLU set them to 0 (the '
+    legend = (f'<p class="note">Grey entries were clipped: {html.escape(step.function)} '
+              'set them to 0 (the '
               f"certified sign of {_hidden(step)} is ≤ 0).</p>") if any(clipped) else ""
     return _row_table(step.entries, cells) + legend + _worked(step.lines)
 

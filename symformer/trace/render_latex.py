@@ -108,7 +108,7 @@ def _(step: AttentionStep, trace: Trace) -> list:
 def _(step: ActivationStep, trace: Trace) -> list:
     row = tuple(f"\\boxed{{{latex_number(v)}}}" if clip else latex_number(v)
                 for v, clip in zip(step.values, step.clipped or [False] * len(step.values)))
-    note = [Prose(("Boxed entries were clipped by ReLU (certified ",
+    note = [Prose((f"Boxed entries were clipped by {step.function} (certified ",
                    Math(f"{step.hidden.entry('j')} \\le 0"), ").",))] if any(step.clipped) else []
     return _equations(step) + [MatrixBlock(_symbol(step), (row,))] + note + _worked(step.lines)
 

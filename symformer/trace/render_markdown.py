@@ -82,7 +82,7 @@ def _(step: AttentionStep) -> list[str]:
 def _(step: ActivationStep) -> list[str]:
     values = [f"{_number(v, bold=True)} (clipped)" if clip else _number(v)
               for v, clip in zip(step.values, step.clipped or [False] * len(step.values))]
-    why = (["", f"Clipped: ReLU set the entry to 0 (the certified sign of "
+    why = (["", f"Clipped: {step.function} set the entry to 0 (the certified sign of "
                 f"${step.hidden.entry('j')}$ is ≤ 0)."] if any(step.clipped) else [])
     return _table(step.symbols("latex"), values) + why + _worked(step.lines)
 

@@ -103,5 +103,6 @@ def _(step: ActivationStep) -> list[str]:
     values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
     lines = _table([symbol + " " for symbol in step.symbols()], values)
     if any(step.clipped):
-        lines.append(f"  (* clipped: {step.hidden.entry('j', fmt='text')} ≤ 0, so ReLU gives 0)")
+        lines.append(f"  (* clipped: {step.hidden.entry('j', fmt='text')} ≤ 0, "
+                     f"so {step.function} gives 0)")
     return lines + _worked(step.lines)

@@ -148,8 +148,10 @@ class NormStep(Step):
 
 @dataclass(frozen=True)
 class ActivationStep(Step):
-    """The FFN's activation; ``clipped[j]`` marks entries ReLU set to zero, whose input
+    """The FFN's activation; ``clipped[j]`` marks entries the clipping activation (named
+    ``function``, its operation's ``function_name``: ``ReLU``) set to zero, whose input
     ``hidden`` (the notation of the hidden layer, ``h``) is certified ≤ 0."""
 
     clipped: tuple[bool, ...] = ()
     hidden: Notation | None = None
+    function: str = ""

@@ -44,7 +44,7 @@ from symformer.engine.graph import Stage
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
 from symformer.example.expression import Constant
-from symformer.example.lesson import INPUT_KEYS
+from symformer.example.given_inputs import INPUT_KEYS
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_value
 from symformer.verify.equation_claims import has_equation_tags
@@ -264,7 +264,7 @@ def holds_example(data: dict) -> bool:
     """True when a claims file is also an example file (claims about its own model).
 
     Such a file has ``embeddings`` (or a lesson's given rows, positions or Q, K, V:
-    :data:`~symformer.example.lesson.INPUT_KEYS`); its example keys are validated by
+    :data:`~symformer.example.given_inputs.INPUT_KEYS`); its example keys are validated by
     the example loader, its ``[[claim]]`` tables here.
     """
     return any(key in data for key in ("embeddings", *INPUT_KEYS))

@@ -59,7 +59,7 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
     """Per-stage errors of the NumPy reference against the exact derivation.
 
     The reference is :func:`numpy_ref.run` on the same variant graph: each stage's
-    operation runs its own NumPy function (the one the export renders).  With a
+    operation runs its own NumPy function (``op.function()``).  With a
     ``[loss]`` the loss and every gradient stage (``grad.*``) are compared too, with
     :func:`numpy_backward.run`: the operations' NumPy VJPs run backwards over the
     forward graph, never reading the engine's gradient stages.  A stage the

@@ -107,14 +107,15 @@ class SymbolTable:
                           forced_where=where(source))
             if grad:
                 continue
+            if s.kind == "head_output" and s.head:  # the paper's head_i (Concat's items)
+                self._add(rf"\mathrm{{head}}_{{{s.head}}}", Target(stage=s.name, matrix=True))
             if _matrix_symbol(s) != symbol(s).latex:
                 self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),
                           forced_where=where(s))
-            if hasattr(s.op, "target"):  # the mse target, as its operation spells it
-                note = s.op.spelling().symbols.get("T")
-                if note is not None:
-                    self._add(note.latex, Target(stage=s.name, parameter="target",
-                                                 matrix=True))
+            note = s.op.target_symbol  # the mse target, as its operation names it
+            if note is not None:
+                self._add(note.latex, Target(stage=s.name, parameter="target",
+                                             matrix=True))
             for name in s.op.parameters():
                 self._add(parameter_symbol(s, name).latex,
                           Target(stage=s.name, parameter=name, matrix=True),
@@ -215,8 +216,9 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
                 ) -> dict[Key, Target]:
     """A claim's ``where``: author symbol -> stage name or ``BLOCK.WEIGHT``
     (``layer1.head1.W_Q``, the weight's name as ``backward --list`` prints its
-    gradient without ``grad.``) or ``loss.target`` (the mse loss's target, a
-    cross-entropy's one-hot targets)."""
+    gradient without ``grad.``), ``loss.target`` (the mse loss's target, a
+    cross-entropy's one-hot targets) or ``S.mask`` (S a masked score stage: its additive
+    mask, 0 or -inf, or the example's finite mask value)."""
     out: dict[Key, Target] = {}
     weights = _weights(g)
     for written, name in where.items():
@@ -228,6 +230,10 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
                         for a in ("target", "targets")):
             target = Target(stage=name.removesuffix(".target"), parameter="target",
                             matrix=True)
+        elif name.endswith(".mask") and name.removesuffix(".mask") in g.stages \
+                and g[name.removesuffix(".mask")].op.scales_and_masks:
+            # the additive mask M of softmax(QK^T/sqrt(d_k) + M): 0, or -inf where masked
+            target = Target(stage=name.removesuffix(".mask"), parameter="mask", matrix=True)
         elif name in g.stages:
             target = Target(stage=name, matrix=written[:1].isupper())
         elif name in weights:

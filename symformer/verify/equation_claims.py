@@ -42,7 +42,8 @@ from symformer.example.loader import builtin_text, example_from_dict, read_text_
 from symformer.exercise.settings import Range
 from symformer.verify import conventions
 from symformer.verify import latex_math as lm
-from symformer.verify.equation_bind import SymbolTable, key_of, where_table
+from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
+from symformer.verify.equation_defs import expand, split_definitions
 from symformer.verify.equation_eval import Env, Evaluator, Inapplicable, Mat, Undecided
 
 #: Digits to which an equation's value must agree with the stage's at every entry.
@@ -72,13 +73,22 @@ class EquationClaim:
     source: str = ""              # for messages: file and claim number or line
     line: int | None = None       # a document's line of the block
     chains: list[lm.Chain] = field(default_factory=list)
+    #: Why the LaTeX cannot be read, when ``lenient`` (else that is raised at once).
+    unreadable: str = ""
+    lenient: bool = False
 
     def __post_init__(self) -> None:
         if not self.chains:
             try:
                 self.chains = lm.parse_equations(self.latex)
             except InputError as error:
-                raise InputError(f"{self.source}: {error}") from None
+                if not self.lenient:
+                    raise InputError(f"{self.source}: {error}") from None
+                self.unreadable = f"{self.source}: {error}"
+
+
+#: The verdict on an equation that cannot be read (an unknown macro or symbol).
+UNREADABLE = "cannot be read"
 
 
 @dataclass
@@ -99,6 +109,13 @@ class EquationCheck:
 
     claim: EquationClaim
     links: list[Link]
+
+    @property
+    def unreadable(self) -> str:
+        """The one line saying why the equation cannot be read, naming the claim ("": it
+        was read)."""
+        why = next((k.message for k in self.links if k.status == UNREADABLE), "")
+        return f"{self.claim.source}: {why}" if why and self.claim.source else why
 
     @property
     def ok(self) -> bool:
@@ -142,7 +159,8 @@ def equations_from_toml(data: Mapping, source: str) -> list[EquationClaim]:
             raise InputError(f"{where}: causal must be true or false")
         name = t.get("name", t["stage"])
         out.append(EquationClaim(str(name), t["stage"], t["latex"], dict(bindings),
-                                 vectors, examples, causal, f"{where} ({name})"))
+                                 vectors, examples, causal, f"{where} ({name})",
+                                 lenient=True))
     return out
 
 
@@ -168,7 +186,7 @@ def equations_from_document(text: str, source: str) -> list[EquationClaim]:
             raise InputError(f"{where}: no equation block after the tag")
         block, first = _block(lines, start, where)
         out.append(EquationClaim(f"line {first}", stage, block, bindings,
-                                 source=f"{source}, line {first}", line=first))
+                                 source=f"{source}, line {first}", line=first, lenient=True))
     return out
 
 
@@ -247,9 +265,24 @@ class Judge:
         self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
 
+    def check_each(self, claims: list[EquationClaim]) -> list[EquationCheck]:
+        """Every claim's verdicts; one that cannot be read (its LaTeX, or a symbol the
+        notation does not have) gets the verdict :data:`UNREADABLE` with its one line,
+        and the others are judged all the same."""
+        out = []
+        for claim in claims:
+            try:
+                out.append(self.check(claim))
+            except InputError as error:
+                why = str(error).removeprefix(f"{claim.source}: ")
+                out.append(EquationCheck(claim, [Link(1, 1, UNREADABLE, why)]))
+        return out
+
     def check(self, claim: EquationClaim) -> EquationCheck:
         """Every link of every line of ``claim`` (an unreadable or unbound symbol: an
         InputError naming the claim)."""
+        if claim.unreadable:
+            raise InputError(claim.unreadable)
         try:
             return self._check(claim)
         except InputError as error:
@@ -263,7 +296,9 @@ class Judge:
         g = self.derivation(causal, None, claim.stage)
         self._gradients(g, claim)
         links = []
-        for chain in claim.chains:
+        claimed, definitions = split_definitions(claim.chains)
+        for chain in claimed:
+            chain = expand(chain, definitions)
             for k, rhs in enumerate(chain.rhs, start=1):
                 links.append(self.judge_link(claim, chain, rhs, k, g, causal))
         return EquationCheck(claim, links)
@@ -317,12 +352,14 @@ class Judge:
         if claim.stage not in g.stages:
             stage_of(g, claim.stage)
         table = self.table(g)
-        where = where_table(claim.where, g, claim.source)
+        where = {**_argument_bindings(lhs, g, claim.stage),
+                 **where_table(claim.where, g, claim.source)}
         words = frozenset(k[0] for k in table.entries if len(k[0]) > 1 and k[0].isalpha())
         if isinstance(lhs, lm.Binary) and lhs.op == "jux":
             merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)
             lhs = merger.merge_words(lhs, Env())
-        shown = _shown_lhs(lhs)
+        name, row_form = _function_form(lhs)
+        shown = _shown_lhs(lhs if row_form is None else name)
         for bits in PRECISIONS:
             with precision(bits):
                 balls = g.evaluate(bits)
@@ -590,10 +627,11 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     form when every argument is a lowercase symbol (x: one token's row), else as a
     matrix (None: not a function form)."""
     inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
-    if isinstance(inner, lm.Call) and inner.name in ("softmax", "relu", "exp"):
+    if isinstance(inner, lm.Call) and inner.name != "max":  # softmax(x)_i, SiLU(x)
         args = inner.args
     elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
-            and len(inner.left.base) > 1 and not inner.left.sub:
+            and len(inner.left.base) > 1 and _name_subscript(inner.left):
+        # FFN(x), Attention(Q, K, V), FFN_{SwiGLU}(x): a name, its subscript a word
         args = inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,)
     else:
         return lhs, None
@@ -602,6 +640,54 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     if isinstance(lhs, lm.Subscripted):
         return lm.Subscripted(name, lhs.sub, col=lhs.col), row
     return name, row
+
+
+def _name_subscript(sym: lm.Sym) -> bool:
+    """No subscript, or one that is a word (``\\mathrm{FFN}_{\\mathrm{SwiGLU}}``), not an
+    index."""
+    if not sym.sub:
+        return True
+    letters = [t.text for t in sym.sub if t.kind == "letter"]
+    return len(letters) > 1 and all(t.kind in ("letter", "macro") or t.text in "{}"
+                                    for t in sym.sub)
+
+
+def _argument_bindings(lhs: lm.Node, g: Derivation, stage: str) -> dict:
+    """A function's row arguments on the left (``\\mathrm{FFN}(x)``,
+    ``\\mathrm{softmax}(x)_i``) stand for what the claimed stage reads: a sub-layer
+    output's (``layer1.ffn.output``) the one stage its sub-layer reads from outside, an
+    operation's stage its own input.  Bound only when the count matches (a ``where``
+    binding overrides)."""
+    name, row_form = _function_form(lhs)
+    if not row_form:
+        return {}
+    inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
+    args = inner.args if isinstance(inner, lm.Call) else (
+        inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,))
+    if any(not isinstance(a, lm.Sym) for a in args):
+        return {}
+    if stage not in g.stages:
+        return {}
+    reads = _reads_from_outside(g, stage)
+    if len(reads) != len(args):
+        return {}
+    return {key_of(a): Target(stage=r) for a, r in zip(args, reads)}
+
+
+def _reads_from_outside(g: Derivation, stage: str) -> list[str]:
+    """The stages ``stage`` reads; for a sub-layer's output (``layer1.ffn.output``,
+    ``layer1.attention.output``), the stages its sub-layer reads from outside it."""
+    own = [i for i in g[stage].inputs if i in g.stages]
+    group, _, last = stage.rpartition(".")
+    if last != "output" or not group:
+        return own
+    inside = {s.name for s in g if s.name.startswith(group + ".")}
+    found: list[str] = []
+    for s in g:
+        if s.name in inside:
+            found.extend(i for i in s.inputs if i in g.stages and i not in inside
+                         and i not in found)
+    return found
 
 
 def _sub_is_name(sym: lm.Sym, ev: Evaluator) -> bool:

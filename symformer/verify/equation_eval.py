@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from flint import arb, fmpq
@@ -104,6 +104,8 @@ def _product(a: object, b: object) -> object:
             b = b.rows[0][0]
         return _elementwise(a, b, lambda x, y: x * y, "multiply")
     (ra, ca), (rb, cb) = a.shape, b.shape
+    if ra == rb == 1 and ca == cb:  # two rows of one width: x σ(x), entry by entry
+        return _elementwise(a, b, lambda x, y: x * y, "multiply")
     if ca != rb:
         raise Inapplicable(f"cannot multiply a {ra}x{ca} matrix by a {rb}x{cb} one")
     cols = b.t().rows
@@ -180,6 +182,8 @@ class Evaluator:
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
         """The entries of a stage (balls) or a weight (exact) as balls."""
+        if target.parameter == "mask":
+            return self.mask(target.stage)
         if target.parameter is not None:
             op = self.g[target.stage].op
             if target.parameter == "target" and hasattr(op, "targets"):
@@ -191,6 +195,15 @@ class Evaluator:
         if any(x is None for row in values for x in row):
             return [[arb.neg_inf() if x is None else x for x in row] for row in values]
         return values
+
+    def mask(self, scores: str) -> list[list[arb]]:
+        """The additive mask of a score stage: 0, and -inf (or the finite mask value the
+        example adds) at its masked entries."""
+        op = self.g[scores].op
+        blocked = arb.neg_inf() if op.mask_value is None else _ball(op.mask_value)
+        r, c = self.g[scores].shape
+        return [[blocked if (i, j) in op.masked else arb(0) for j in range(c)]
+                for i in range(r)]
 
     def one_hot(self, loss: str, targets) -> list[list[arb]]:
         """A cross-entropy's targets as one-hot rows over the vocabulary (a position
@@ -334,7 +347,7 @@ class Evaluator:
         if isinstance(node, lm.Reduce):
             return self.reduce(node, env)
         if isinstance(node, lm.Indicator):
-            return arb(1 if self.condition(node.condition, env) else 0)
+            return self.indicator(node.condition, env)
         if isinstance(node, lm.Cases):
             for value, condition in node.rows:
                 if condition is None or self.condition(condition, env):
@@ -558,6 +571,18 @@ class Evaluator:
         return result
 
     def call(self, node: lm.Call, env: Env) -> object:
+        if node.name == "concat":
+            parts = [self.value(a, env) for a in self.run(node.args)]
+            mats = [p if isinstance(p, Mat) else Mat([[p]]) for p in parts]
+            if len({m.shape[0] for m in mats}) != 1:
+                raise Inapplicable("Concat of matrices with different numbers of rows")
+            return Mat([[x for m in mats for x in m.rows[i]]
+                        for i in range(mats[0].shape[0])])
+        if node.name == "rowsum":  # FlashAttention's rowsum(dO ∘ O): an n x 1 column
+            (arg,) = node.args
+            v = self.value(arg, env)
+            rows = v.rows if isinstance(v, Mat) else [[v]]
+            return Mat([[sum(row, arb(0))] for row in rows])
         if node.name == "softmax":
             (arg,) = node.args
             return _softmax(self.value(arg, env))
@@ -571,6 +596,36 @@ class Evaluator:
         v = self.value(arg, env)
         f = _FUNCTIONS[node.name]
         return v.map(f) if isinstance(v, Mat) else f(v)
+
+    def run(self, items: tuple[lm.Node, ...]) -> list[lm.Node]:
+        """Concat's items with ``a_1, \\ldots, a_h`` written out: a_2, ... up to the last
+        number written, or (a letter: ``h``, the heads) as far as the example has them."""
+        out: list[lm.Node] = []
+        k = 0
+        while k < len(items):
+            item = items[k]
+            if not (isinstance(item, lm.Sym) and item.base == lm.ELLIPSIS):
+                out.append(item)
+                k += 1
+                continue
+            first = out[-1] if out else None
+            last = items[k + 1] if k + 1 < len(items) else None
+            if not (isinstance(first, lm.Sym) and isinstance(last, lm.Sym)
+                    and first.base == last.base and first.sub and last.sub
+                    and first.sub_text.isdigit()):
+                raise InputError(f"cannot read \\ldots at column {item.col}: write it "
+                                 f"between two items of one name, the first numbered "
+                                 f"(\\mathrm{{head}}_1, \\ldots, \\mathrm{{head}}_h)")
+            numbered = last.sub_text.isdigit()
+            n = int(first.sub_text) + 1
+            while n < (int(last.sub_text) if numbered else _MAX_RUN):
+                sym = replace(first, sub=(lm.Token("num", str(n), first.col),))
+                if not numbered and self.table.lookup(sym, self.near) is None:
+                    break  # head_h: as many as the example has
+                out.append(sym)
+                n += 1
+            k += 2 if not numbered else 1
+        return out
 
     def reduce(self, node: lm.Reduce, env: Env) -> object:
         ranges = []
@@ -623,7 +678,25 @@ class Evaluator:
         raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
                          f"(\\sum_{{{name}=0}}^{{n-1}})")
 
+    def indicator(self, node: lm.Node, env: Env) -> Value:
+        """``\\mathbb{1}[...]``: 1 or 0; entry by entry over a matrix (``\\mathbb{1}[H > 0]``,
+        a number compared with every entry)."""
+        values = self._compared(node, env)
+        shapes = {v.shape for v in values if isinstance(v, Mat)}
+        if not shapes:
+            return arb(1 if self._holds(node, values) else 0)
+        if len(shapes) > 1:
+            raise Inapplicable("an indicator comparing matrices of different shapes")
+        r, c = shapes.pop()
+        return Mat([[arb(1 if self._holds(node, [v.rows[i][j] if isinstance(v, Mat) else v
+                                                 for v in values]) else 0)
+                     for j in range(c)] for i in range(r)])
+
     def condition(self, node: lm.Node, env: Env) -> bool:
+        return self._holds(node, self._compared(node, env))
+
+    def _compared(self, node: lm.Node, env: Env) -> list:
+        """The values a comparison compares (an index stays an exact rational)."""
         if not isinstance(node, lm.Compare):
             raise InputError(f"cannot read an indicator at column {node.col}")
         values = []
@@ -632,6 +705,9 @@ class Evaluator:
                 values.append(self.index(operand, env))
             except (InputError, Inapplicable):
                 values.append(self.value(operand, env))
+        return values
+
+    def _holds(self, node: lm.Compare, values: list) -> bool:
         for op, a, b in zip(node.ops, values, values[1:]):
             if isinstance(a, Fraction) and isinstance(b, Fraction):
                 s = (a > b) - (a < b)
@@ -666,6 +742,8 @@ def _symbols(node: lm.Node):
                 stack.extend(v for v in value if isinstance(v, lm.Node))
 
 
+#: The longest run ``a_1, \\ldots, a_h`` is written out to.
+_MAX_RUN = 1000
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
 _SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "d_{ff}", "|V|", "t")
 

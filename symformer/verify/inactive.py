@@ -7,9 +7,9 @@ second Add & Norm nearly gives back its input, and the gradients of W_1, b_1 and
 are exactly 0.  :func:`inactive` finds such facts in a derivation (and its backward
 pass, when it has one) and returns them as plain records:
 
-* :class:`DeadUnits` -- a clipping step (an operation with ``clips``, the ReLU) whose
-  input is <= 0 in some column for every token: those units are 0 everywhere and pass
-  no gradient back;
+* :class:`DeadUnits` -- a clipping step (an operation with ``clips``, the ReLU; the
+  sentences name it by its ``function_name``) whose input is <= 0 in some column for
+  every token: those units are 0 everywhere and pass no gradient back;
 * :class:`ConstantOutput` -- the step reading a wholly clipped activation outputs its
   bias (or 0) for every token: f = b_2;
 * :class:`ZeroGradient` -- a weight whose gradient is exactly 0 at every entry, with
@@ -152,7 +152,7 @@ def inactive(g: Derivation, stages: Iterable[str] | None = None) -> tuple[Inacti
 
 
 def _analyse(g: Derivation, names: set[str] | None) -> tuple[Inactive, ...]:
-    prec = g.working_precision(start_precision(3, None))
+    prec = g.certification.working_precision(start_precision(3, None))
     wanted = [s for s in g if names is None or s.name in names]
     found: list[Inactive] = []
     dead: dict[str, DeadUnits] = {}
@@ -398,6 +398,12 @@ def _equation(lhs: Notation, rhs: str, rhs_text: str) -> Notation:
     return Notation(f"{lhs.latex} = {rhs}", f"{lhs.text} = {rhs_text}", "")
 
 
+def activation_name(stage: Stage) -> str:
+    """The name a sentence gives a clipping step: its operation's ``function_name``
+    (``ReLU``), else its title."""
+    return stage.op.function_name or stage.op.symbol.title
+
+
 def _gradients(records: Iterable[Inactive], through: str) -> list[ZeroGradient]:
     return [r for r in records if isinstance(r, ZeroGradient) and r.through == through]
 
@@ -421,12 +427,13 @@ def _words(record: object, g: Derivation, records: Found, notes: bool
 def _dead_pieces(record: DeadUnits, g: Derivation, records: Found,
                  notes: bool) -> tuple[Piece, ...]:
     h, a = notation(g[record.source]), notation(g[record.stage])
+    relu = activation_name(g[record.stage])
     sign = "negative or 0" if record.touches_zero else "negative"
     what = g[record.source].op.symbol.title
     out: list[Piece]
     if record.every:
         out = [f"Every unit of the {what} (", *_units(h, record.units, True),
-               f") is {sign} for every token, so the ReLU clips them all: ",
+               f") is {sign} for every token, so the {relu} clips them all: ",
                _equation(a, "0", "0"), " for every token."]
         constant = next((r for r in records if isinstance(r, ConstantOutput)
                          and r.source == record.stage), None)
@@ -438,12 +445,12 @@ def _dead_pieces(record: DeadUnits, g: Derivation, records: Found,
         units = "unit" if len(record.units) == 1 else "units"
         verb = "is" if len(record.units) == 1 else "are"
         out = [f"{units[0].upper()}{units[1:]} ", *_units(h, record.units, False),
-               f" of the {what} {verb} {sign} for every token, so the ReLU clips "
+               f" of the {what} {verb} {sign} for every token, so the {relu} clips "
                f"{'it' if len(record.units) == 1 else 'them'} everywhere (",
                *_join([_math(a, j) for j in record.units]),
                " = 0 for every token): " + ("this unit plays" if len(record.units) == 1
                                             else "these units play")
-               + " no part in this example, and the ReLU passes back no gradient "
+               + f" no part in this example, and the {relu} passes back no gradient "
                "through " + ("it." if len(record.units) == 1 else "them.")]
     gradients = sorted(_gradients(records, record.stage), key=lambda r: r.reads)
     if gradients:
@@ -451,7 +458,7 @@ def _dead_pieces(record: DeadUnits, g: Derivation, records: Found,
         reads = [r for r in gradients if r.reads]
         why: list[Piece] = []
         if behind:
-            why.append("the ReLU passes back no gradient through a clipped unit (its "
+            why.append(f"the {relu} passes back no gradient through a clipped unit (its "
                        "derivative is 0 there)")
         if reads:
             weights = _join([_math(parameter(g[r.owner], r.parameter)) for r in reads])
@@ -489,14 +496,14 @@ def _zero_gradient_pieces(record: ZeroGradient, g: Derivation, records: Found,
     if record.through is None:
         return ("This gradient is exactly 0 at every entry: a small change of ", w,
                 " does not change the loss to first order.")
-    a = notation(g[record.through])
+    a, relu = notation(g[record.through]), activation_name(g[record.through])
     if record.reads:
         return (grad, " is exactly 0 at every entry: ", w, " multiplies ",
-                _equation(a, "0", "0"), " (every unit is clipped by the ReLU), so it has "
-                "no effect on the output here.")
-    return (grad, " is exactly 0 at every entry: every unit is clipped by the ReLU, which "
-            "passes back no gradient (its derivative is 0 there), so nothing reaches ", w,
-            ".")
+                _equation(a, "0", "0"), f" (every unit is clipped by the {relu}), so it "
+                "has no effect on the output here.")
+    return (grad, " is exactly 0 at every entry: every unit is clipped by the "
+            f"{relu}, which passes back no gradient (its derivative is 0 there), so nothing "
+            "reaches ", w, ".")
 
 
 @_words.register

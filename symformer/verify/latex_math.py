@@ -49,11 +49,16 @@ Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
 #: Functions of one argument (the name the evaluator knows).
 FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "sin",
              "cos": "cos", "sqrt": "sqrt"}
+#: The symbol ``\\ldots`` (``\\dots``, ``\\cdots``) reads as: a run of items (Concat's).
+ELLIPSIS = "..."
 #: Functions written with \operatorname{..} or \mathrm{..}.
 NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
-                   "erf": "erf"}
+                   "erf": "erf", "Concat": "concat", "concat": "concat",
+                   "rowsum": "rowsum"}
+#: Words set between two equations of one line (``, \\quad \\text{where} ...``).
+_SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
 _IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right", "bigl",
                       "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg", "biggl", "biggr",
@@ -286,14 +291,6 @@ class Cases(Node):
 
 
 @dataclass(frozen=True)
-class Delta(Node):
-    """Kronecker's ``\\delta_{jk}``."""
-
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True)
 class Subscripted(Node):
     """``(expr)_{ij}``: an entry of a matrix-valued expression."""
 
@@ -421,18 +418,33 @@ class Parser:
                 self.k += 1
                 rhs.append(self.expression())
             self.skip_layout()
-            if self.at(".", ","):
+            separated = self.at(".", ",")
+            if separated:
                 self.k += 1
                 self.skip_layout()
+            separated = self.separator_word() or separated
             t = self.peek()
-            if t is not None and not self.at("\\\\"):
+            if t is not None and not self.at("\\\\") and not separated:
                 raise fail(t.text, t.col)
             if not rhs:
                 raise InputError(f"cannot read line {line} of the equation: no '='")
             chains.append(Chain(lhs, tuple(rhs), line))
+            if t is not None and not self.at("\\\\"):  # `, \quad RMS(x) = ...`: one more
+                line += 1
         if not chains:
             raise InputError("cannot read the equation: it is empty")
         return chains
+
+    def separator_word(self) -> bool:
+        """``\\text{where}`` (with, and, for) between two equations of one line: taken."""
+        t = self.peek()
+        if t is None or t.text not in ("\\text", "\\mathrm", "\\textrm") \
+                or _text(self.peek_group(1)).strip() not in _SEPARATORS:
+            return False
+        self.k += 1
+        self.raw_group()
+        self.skip_layout()
+        return True
 
     def expression(self) -> Node:
         """Terms joined by + and -."""
@@ -506,6 +518,9 @@ class Parser:
             return True
         if t.kind == "char":
             return t.text in "([{|"
+        if t.text in ("\\text", "\\mathrm", "\\textrm") \
+                and _text(self.peek_group(1)).strip() in _SEPARATORS:
+            return False
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
                               "\\geq", "\\lt", "\\gt", "\\ne", "\\neq", "\\end")
@@ -627,6 +642,9 @@ class Parser:
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
+        if name in ("ldots", "dots", "cdots"):  # only inside Concat(..): its items' run
+            self.k += 1
+            return Sym(ELLIPSIS, col=t.col)
         if name == "infty":
             self.k += 1
             return Sym("infty", col=t.col)
@@ -642,6 +660,10 @@ class Parser:
             fn = NAMED_FUNCTIONS[_text(self.raw_group())]
             if fn == "max":
                 return self.reduction("max", t)
+            if fn == "concat":  # Concat(head_1, ..., head_h): side by side
+                arg = self.argument(t)
+                return Call(fn, arg.items if isinstance(arg, Arguments) else (arg,),
+                            col=t.col)
             return Call(fn, (self.argument(t),), col=t.col)
         if name == "mathrm" and _text(self.peek_group(1)) == "d":
             self.k += 1

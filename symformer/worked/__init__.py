@@ -3,7 +3,7 @@
 ``build`` makes the intermediate representation (``model``) from a stage's local
 formula; ``render_latex``, ``render_text``, ``render_mathml`` and ``to_json`` print
 it.  See :func:`symformer.worked.build.worked_steps`.  The MathML printer
-(:func:`symformer.worked.render_mathml.step_mathml`) is imported from its module: it
+(:func:`symformer.worked.render_mathml.step_pieces`) is imported from its module: it
 reads the equations' MathML conversion, which reads the operations (an operation
 importing this package for :mod:`.model` must not close that loop).
 """

@@ -208,6 +208,8 @@ def _bracketed(node: Node) -> list[str]:
     whole = mathml(node)
     if len(cut) == 1 or any(tag in whole for tag in TALL) and len(_TAG.sub("", whole)) <= SHORT:
         return [_parens(whole)]
+    if cut[0].startswith("<mo>−</mo>"):  # a sign after the bracket: no spaces round it
+        cut[0] = '<mo form="prefix">−</mo>' + cut[0][len("<mo>−</mo>"):]
     cut[0] = '<mo stretchy="false">(</mo>' + cut[0]
     cut[-1] += '<mo stretchy="false">)</mo>'
     return cut
@@ -257,8 +259,3 @@ def _remarks(step: Step) -> list[str]:
         out.append(f"<mspace width=\"1em\"/><mtext>({escape(step.note)})</mtext>")
     return out
 
-
-def step_mathml(step: Step, display: bool = False) -> str:
-    """A worked line as one ``<math>`` element: ``lhs = ... ≈ result``."""
-    mode = ' display="block"' if display else ' displaystyle="true"'
-    return f"<math{mode}><mrow>{''.join(step_pieces(step))}</mrow></math>"

@@ -1,10 +1,12 @@
-"""A tiny text codegen: the same transformed AST as latexify prints, for terminals.
+"""The text codegen: the same transformed tree the LaTeX codegen prints, for terminals.
 
-It prints what :class:`~symformer.codegen.latex.LatexCodegen` prints, in plain
-Unicode: ``α_j = exp(s_j) / Σ_{k=0}^{n−1} exp(s_k)``, ``y_j = γ_j (r_j − μ) /
-√(σ² + ε) + β_j``.  Subtraction is a minus sign; products of symbols are
-juxtaposed.  Only the nodes the operations' functions use are supported; any
-other node raises, so a new operation's function cannot print silently wrong.
+Part of the render stage (:mod:`symformer.equations.render`).  It prints what
+:class:`~symformer.equations.latex.LatexCodegen` prints, in plain Unicode:
+``α_(i,j) = exp(s_(i,j)) / Σ_(m=0..n−1) exp(s_(i,m))``, ``y_(i,j) = γ_j (r_(i,j) −
+μ_i) / √(σ²_i + ε) + β_j``.  Subtraction is a minus sign; products of symbols are
+juxtaposed; an indicator ``(1 if c else 0)`` is ``𝟙[c]``.  Only the nodes of the
+index language (:mod:`symformer.equations.ir`) are supported; any other node
+raises, so a new operation's equation cannot print silently wrong.
 """
 
 from __future__ import annotations
@@ -12,17 +14,37 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from symformer.ops.base import Notation
+from symformer import math_scripts as scripts
+from symformer.notation_types import Notation
 
 #: Binding strength of each operator (higher binds tighter).
-_PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.MatMult: 20, ast.Div: 20, ast.Pow: 30,
+_PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.Div: 20, ast.Pow: 30,
          ast.FloorDiv: 20, ast.Mod: 20}
-_OPS = {ast.Add: " + ", ast.Sub: " − ", ast.Mult: " ", ast.MatMult: " ", ast.Div: " / "}
+_OPS = {ast.Add: " + ", ast.Sub: " − ", ast.Mult: " ", ast.Div: " / "}
 _COMPARE = {ast.Gt: " > ", ast.Lt: " < ", ast.GtE: " ≥ ", ast.LtE: " ≤ ", ast.Eq: " = ",
             ast.NotEq: " ≠ "}
 _SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 #: Functions printed with their argument in parentheses.
 _FUNCTIONS = {"exp": "exp", "sin": "sin", "cos": "cos", "tanh": "tanh", "log": "log"}
+
+
+def entry_text(symbol: str, index: list[str]) -> str:
+    """A symbol's entry in text: ``h_(i,j)``, ``h_j``, ``(W_Q)_(m,j)``, ``∂L/∂α_(i,j)``,
+    ``(σ^(1)_i)²``."""
+    if not index:
+        return symbol
+    if symbol.startswith("∂L/∂"):
+        return "∂L/∂" + entry_text(symbol[4:], index)
+    sub = index[0] if len(index) == 1 else f"({','.join(index)})"
+    if "_" in symbol or "/" in symbol:
+        return f"({symbol})_{sub}"
+    return scripts.subscripted_text(symbol, sub, "^(" in symbol)
+
+
+def _indicator(node: ast.IfExp) -> bool:
+    def constant(e: ast.expr, v: int) -> bool:
+        return isinstance(e, ast.Constant) and e.value == v
+    return constant(node.body, 1) and constant(node.orelse, 0)
 
 
 def _precedence(node: ast.AST) -> int:
@@ -36,7 +58,7 @@ def _precedence(node: ast.AST) -> int:
 
 
 class TextCodegen(ast.NodeVisitor):
-    """Plain-text codegen over an expression AST, with a spelling for identifiers."""
+    """Plain-text codegen over an equation's tree, with a spelling for identifiers."""
 
     def __init__(self, spelling: Callable[[str], Notation]) -> None:
         self._spelling = spelling
@@ -46,6 +68,8 @@ class TextCodegen(ast.NodeVisitor):
 
     def _wrap(self, node: ast.AST, parent: int, strict: bool = False) -> str:
         text = self.visit(node)
+        if isinstance(node, ast.IfExp) and _indicator(node):
+            return text  # 𝟙[…] is bracketed already
         child = _precedence(node)
         return f"({text})" if child < parent or (strict and child == parent) else text
 
@@ -60,16 +84,16 @@ class TextCodegen(ast.NodeVisitor):
         return sign + self._wrap(node.operand, 25)
 
     def visit_BinOp(self, node: ast.BinOp) -> str:
+        if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
+            return f"{self.visit(node.left)}/{self.visit(node.right)}"
         prec = _PREC[type(node.op)]
         if isinstance(node.op, ast.Pow):
             base = self._wrap(node.left, prec, strict=True)
+            if not (isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)):
+                return f"{base}^({self.visit(node.right)})"
             if "^" in base and not base.startswith("("):
                 base = f"({base})"  # (h^(1)_(i,j))³, as the LaTeX: no script on a script
-            if isinstance(node.right, ast.Constant) and isinstance(node.right.value, int):
-                return base + str(node.right.value).translate(_SUPERSCRIPTS)
-            if isinstance(node.right, ast.Name) and node.right.id == "top":
-                return base + self.visit(node.right)
-            return f"{base}^({self.visit(node.right)})"
+            return base + str(node.right.value).translate(_SUPERSCRIPTS)
         left = self._wrap(node.left, prec)
         strict = isinstance(node.op, (ast.Sub, ast.Div))
         right = self._wrap(node.right, prec, strict=strict)
@@ -89,31 +113,30 @@ class TextCodegen(ast.NodeVisitor):
         return "".join(parts)
 
     def visit_IfExp(self, node: ast.IfExp) -> str:
+        if _indicator(node):
+            return f"𝟙[{self.visit(node.test)}]"
         return (f"{self.visit(node.body)} if {self.visit(node.test)}, "
                 f"else {self.visit(node.orelse)}")
 
     def visit_Subscript(self, node: ast.Subscript) -> str:
         index = node.slice
-        parts = [self.visit(p) for p in (index.elts if isinstance(index, ast.Tuple)
-                                         else [index])]
-        base = self.visit(node.value)
-        return f"{base}_{parts[0]}" if len(parts) == 1 else f"{base}_({','.join(parts)})"
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        return entry_text(self._spelling(node.value.id).text,
+                          [self.visit(p).replace(" ", "") for p in parts])
 
     def visit_Call(self, node: ast.Call) -> str:
         name = node.func.id if isinstance(node.func, ast.Name) else None
         args = node.args
         if name in ("sum", "max") and args and isinstance(args[0], ast.GeneratorExp):
             gen = args[0]
-            scripts = []
+            limits = []
             for comp in gen.generators:
                 index = self.visit(comp.target)
                 if name == "sum":
-                    scripts.append(f"Σ_({index}=0..{self.visit(comp.iter.args[0])}−1)")
+                    limits.append(f"Σ_({index}=0..{self.visit(comp.iter.args[0])}−1)")
                 else:
-                    scripts.append(f"max_{index}")
-            return " ".join(scripts) + " " + self._wrap(gen.elt, 20)
-        if name == "dot":
-            return " · ".join(self._wrap(a, 20) for a in args)
+                    limits.append(f"max_{index}")
+            return " ".join(limits) + " " + self._wrap(gen.elt, 20)
         if name == "sqrt":
             inner = self.visit(args[0])
             return f"√{inner}" if _precedence(args[0]) == 100 and len(inner) <= 3 \

@@ -31,7 +31,7 @@ from symformer.registry import per_position_form
 PER_POSITION = "loss.per_position"
 
 
-def add_lesson_stages(g: Derivation) -> None:
+def add_requested_stages(g: Derivation) -> None:
     """Append the Jacobians and products the example's ``[stages]`` asks for."""
     asked = g.example.stages if g.example is not None else None
     if asked is None:

@@ -1,4 +1,4 @@
-"""Reproducers of issue 14, part 3: undefined values are errors; ties are decided.
+"""Undefined values are errors naming the stage and row; ties are decided (issue 14).
 
 Expected values are computed here independently: exact fractions with Python's
 decimal module (half to even), and mpmath at high precision for the sign of what a
@@ -153,9 +153,9 @@ def test_undecided_entries_are_printed_with_their_enclosure(monkeypatch, capsys,
     # Disable every exact proof and lower the ceiling: the tie 0.15 at one place (not a
     # binary fraction, so no ball is exact) can then only be reported undecided, in
     # the documented form, and the run goes on.
-    from symformer.engine.graph import Derivation
+    from symformer.engine.certify import Certification
 
-    monkeypatch.setattr(Derivation, "_round_exact", lambda *args, **kw: None)
+    monkeypatch.setattr(Certification, "_round_exact", lambda *args, **kw: None)
     monkeypatch.setattr(rounding, "MAX_PRECISION", 512)
     path = tmp_path / "tie.toml"
     path.write_text((DATA / "tie_two_tokens.toml").read_text().replace(

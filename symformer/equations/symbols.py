@@ -1,11 +1,11 @@
 """How an identifier of an equation prints: LaTeX and text, from one table.
 
-Identifiers come from the operations' NumPy functions (``d_k``, ``pos``,
-``gamma``) or from their :class:`~symformer.ops.base.Spelling` (role symbols
-such as ``W_Q``).  A table of :class:`~symformer.ops.base.Notation` gives the
-stage's own symbols; :func:`spell` writes every other identifier the way a
-textbook does: Greek names as letters, ``d_k`` with its subscript, ``d_model``
-with a word subscript, longer names upright.
+Part of the render stage (:mod:`symformer.equations.render`).  Identifiers are the
+names an operation's index equation uses (``d_k``, ``pos``, ``gamma``, ``eps``).  A
+table of :class:`~symformer.notation_types.Notation` gives the symbols of the arrays bound
+to stages and parameters; :func:`spell` writes every other identifier the way a
+textbook does: Greek names as letters, ``d_k`` with its subscript, ``d_model`` with a
+word subscript, longer names upright.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import unicodedata
 
 from latexify.codegen import expression_rules
 
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 
-#: Identifiers with a fixed spelling (the transformers introduce ``top`` and ``dot``).
+#: Identifiers with a fixed spelling.
 FIXED = {
-    "top": Notation(r"\top", "ᵀ", ""),
     "inf": Notation(r"\infty", "∞", ""),
     "max": Notation(r"\max", "max", ""),
     "pos": Notation(r"\mathit{pos}", "pos", ""),

@@ -1,0 +1,165 @@
+"""Helper symbols an author defines beside the equation: ``, \\quad \\mathrm{RMS}(x) = ...``.
+
+A line of a claimed equation whose left-hand side is used on another line's right is a
+*definition*, not a claim about the stage: ``\\mathrm{RMS}(x) = \\sqrt{\\frac{1}{d}\\sum_i
+x_i^2 + \\epsilon}`` beside ``\\bar{x}_i = \\frac{x_i}{\\mathrm{RMS}(x)} g_i``; Adam's
+``\\hat{m}_t = m_t/(1-\\beta_1^t)`` above the update that divides by it.  Every use is
+replaced by the definition's right-hand side (a function's parameters by the arguments
+of the use), in the parsed tree — never in the text — and the lines left are judged.
+A symbol used with other indices than its definition's, a definition that uses itself
+or one nested deeper than :data:`MAX_EXPANSIONS`, is a one-line error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from symformer.errors import InputError
+from symformer.verify import latex_math as lm
+
+#: Definitions expanded inside one another at most this deep.
+MAX_EXPANSIONS = 8
+
+Key = tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    """``name(params) = body`` or ``name = body`` (``params`` empty)."""
+
+    key: Key
+    params: tuple[lm.Sym, ...]
+    body: lm.Node
+    shown: str
+
+
+def split_definitions(chains: list[lm.Chain]) -> tuple[list[lm.Chain], list[Definition]]:
+    """The chains that claim something of the stage, and the definitions among them."""
+    uses = [_uses(rhs) for chain in chains for rhs in chain.rhs]
+    claims, found = [], []
+    for k, chain in enumerate(chains):
+        definition = _definition(chain)
+        others = {_unindexed(key) for j, keys in enumerate(uses) if j != k for key in keys}
+        if definition is not None and _unindexed(definition.key) in others \
+                and len(chain.rhs) == 1:
+            found.append(definition)
+        else:
+            claims.append(chain)
+    if found and not claims:
+        raise InputError("cannot read the equation: every line defines a symbol another "
+                         "uses, and none is about the stage")
+    return claims, found
+
+
+def expand(chain: lm.Chain, definitions: list[Definition]) -> lm.Chain:
+    """``chain`` with every use of a definition replaced by its body."""
+    if not definitions:
+        return chain
+    table = {d.key: d for d in definitions}
+    return dataclasses.replace(chain, rhs=tuple(_expand(r, table, 0) for r in chain.rhs))
+
+
+def _expand(node: lm.Node, table: dict[Key, Definition], depth: int) -> lm.Node:
+    def visit(n: lm.Node) -> lm.Node | None:
+        found = _use(n, table)
+        if found is None:
+            return None
+        definition, args = found
+        if depth >= MAX_EXPANSIONS:
+            raise InputError(f"cannot read the definition of {definition.shown}: it uses "
+                             f"itself, or definitions nest more than {MAX_EXPANSIONS} deep")
+        body = definition.body
+        if definition.params:
+            if len(args) != len(definition.params):
+                raise InputError(f"cannot read {definition.shown} at column {n.col}: it "
+                                 f"takes {len(definition.params)} arguments, not {len(args)}")
+            mapping = {_sym_key(p): a for p, a in zip(definition.params, args)}
+            body = _map(body, lambda m: mapping.get(_sym_key(m)) if isinstance(m, lm.Sym)
+                        else None)
+        return _expand(body, table, depth + 1)
+
+    return _map(node, visit)
+
+
+def _use(n: lm.Node, table: dict[Key, Definition]) -> tuple[Definition, tuple] | None:
+    """(the definition, the arguments) when ``n`` uses one."""
+    if isinstance(n, lm.Binary) and n.op == "jux" and isinstance(n.left, lm.Sym):
+        d = table.get(_sym_key(n.left))
+        if d is not None and d.params:
+            right = n.right
+            return d, right.items if isinstance(right, lm.Arguments) else (right,)
+    if isinstance(n, lm.Sym):
+        key = _sym_key(n)
+        d = table.get(key)
+        if d is not None and not d.params:
+            return d, ()
+        other = next((d for k, d in table.items() if k[0] == key[0] and k[2:] == key[2:]
+                      and k[1] != key[1] and not d.params), None)
+        if d is None and other is not None:
+            raise InputError(f"cannot read {n.show()} at column {n.col}: {other.shown} is "
+                             f"defined with other indices (use the same letters)")
+    return None
+
+
+def _definition(chain: lm.Chain) -> Definition | None:
+    lhs = chain.lhs
+    if isinstance(lhs, lm.Binary) and lhs.op == "jux" and isinstance(lhs.left, lm.Sym):
+        args = lhs.right.items if isinstance(lhs.right, lm.Arguments) else (lhs.right,)
+        if all(isinstance(a, lm.Sym) for a in args):
+            return Definition(_sym_key(lhs.left), tuple(args), chain.rhs[0],
+                              f"{lhs.left.show()}({', '.join(a.show() for a in args)})")
+    if isinstance(lhs, lm.Sym) and not lhs.grad:
+        return Definition(_sym_key(lhs), (), chain.rhs[0], lhs.show())
+    return None
+
+
+def _uses(node: lm.Node) -> set[Key]:
+    found: set[Key] = set()
+
+    def visit(n: lm.Node) -> None:
+        if isinstance(n, lm.Sym):
+            found.add(_sym_key(n))
+        return None
+
+    _map(node, visit)
+    return found
+
+
+def _unindexed(key: Key) -> Key:
+    return (key[0], *key[2:])
+
+
+def _sym_key(sym: lm.Sym) -> Key:
+    return (sym.base, sym.sub_text if sym.sub else None,
+            sym.sup_text if sym.sup else None, sym.primes, sym.grad)
+
+
+def _map(node: lm.Node, f: Callable[[lm.Node], lm.Node | None]) -> lm.Node:
+    """``node`` rebuilt bottom-up where ``f`` returns a replacement (top-down: a node
+    ``f`` replaces is not entered)."""
+    replaced = f(node)
+    if replaced is not None:
+        return replaced
+    changes = {}
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if isinstance(value, lm.Node):
+            new = _map(value, f)
+            if new is not value:
+                changes[field.name] = new
+        elif isinstance(value, tuple) and any(isinstance(v, lm.Node) for v in value):
+            new_items = tuple(_map(v, f) if isinstance(v, lm.Node) else _map_pair(v, f)
+                              if isinstance(v, tuple) else v for v in value)
+            if new_items != value:
+                changes[field.name] = new_items
+        elif isinstance(value, tuple) and any(isinstance(v, tuple) for v in value):
+            new_items = tuple(_map_pair(v, f) if isinstance(v, tuple) else v for v in value)
+            if new_items != value:
+                changes[field.name] = new_items
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def _map_pair(items: tuple, f: Callable[[lm.Node], lm.Node | None]) -> tuple:
+    """A tuple inside a field (a case distinction's (value, condition) rows)."""
+    return tuple(_map(v, f) if isinstance(v, lm.Node) else v for v in items)

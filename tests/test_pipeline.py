@@ -1,0 +1,115 @@
+"""A notebook gets exactly what the command line prints: ``symformer.prepare`` and the
+public build and render calls give the bytes of ``derive``, ``backward`` and ``trace``,
+and the same refusals with the same messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from symformer import InputError, Request, load_example, prepare
+from symformer.blocks.slices import Slice
+from symformer.cli import main
+from symformer.documents import backward_text, derive_text, trace_document
+from symformer.trace import render
+from symformer.verify.conventions import Convention
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("name, argv, request_", [
+    ("built-in", [], Request()),
+    ("built-in", ["--causal", "--mask", "-1e9", "--stage", "layer1.head1.*"],
+     Request(causal=True, conventions=Convention(mask="-1e9"),
+             stages=("layer1.head1.*",))),
+    ("gpt2_style", ["--positions", "0:2", "--heads", "1", "--dims", "0:3",
+                    "--decimals", "4"],
+     Request(slice=Slice(positions=(0, 1), heads=(1,), dims=(0, 1, 2)), reads="slice",
+             decimals=4)),
+])
+def test_derive_text_is_what_derive_prints(capsys, name, argv, request_):
+    example = load_example(None if name == "built-in" else name)
+    status, out, _ = cli(capsys, "derive", *([] if name == "built-in" else [name]), *argv)
+    assert status == 0
+    assert derive_text(prepare(example, request_)) == out
+
+
+def test_the_slice_is_cut_and_said_in_the_header():
+    # gpt2_style is causal with the -inf mask: positions 0 and 1 read tokens 0 and 1 only
+    example = load_example("gpt2_style")
+    p = prepare(example, Request(slice=Slice(positions=(0, 1)), reads="slice"))
+    assert len(p.example.tokens) == 2 and len(example.tokens) > 2 and p.cut
+    assert p.note == (f" (causal mask) (slice: positions 0:2; tokens 0 to 1 of "
+                      f"{len(example.tokens)} derived)")
+    assert {s.rows for s in p.shown if s.stage.kind != "next_token"} == {(0, 1)}
+
+
+@pytest.mark.parametrize("name, argv, request_", [
+    ("built-in", [], Request(command="backward", backward=True,
+                             stages=("loss", "grad.*"))),
+    ("built-in", ["--layer-norm", "unbiased", "--stage", "grad.layer1.W_*",
+                  "--decimals", "5"],
+     Request(command="backward", backward=True, conventions=Convention(
+         layer_norm="unbiased"), stages=("grad.layer1.W_*",), decimals=5)),
+])
+def test_backward_text_is_what_backward_prints(capsys, name, argv, request_):
+    status, out, _ = cli(capsys, "backward", *argv)
+    assert status == 0
+    p = prepare(load_example(), request_)
+    assert backward_text(p) == out
+    if request_.conventions.layer_norm:
+        assert "(--layer-norm unbiased: unbiased LayerNorm in place of" in out
+
+
+@pytest.mark.parametrize("name, token, argv, request_, fmt", [
+    ("built-in", "1", [], Request(command="trace", reads="token", token=1), "text"),
+    ("built-in", "think", ["--backward", "--format", "markdown"],
+     Request(command="trace", work={"backward": True}), "markdown"),
+    ("gpt2_style", "1", ["--heads", "1"],
+     Request(command="trace", reads="token", token=1, slice=Slice(heads=(1,))), "text"),
+])
+def test_trace_document_is_what_trace_prints(capsys, name, token, argv, request_, fmt):
+    example = load_example(None if name == "built-in" else name)
+    status, out, _ = cli(capsys, "trace", *([] if name == "built-in" else [name]),
+                         "--token", token, *argv)
+    assert status == 0
+    p = prepare(example, request_)
+    backward = "--backward" in argv
+    assert render(trace_document(p, token, backward=backward), fmt) == out
+    if name == "gpt2_style":  # causal, -inf: the token reads tokens 0 and 1 alone
+        assert len(p.example.tokens) == 2 and len(example.tokens) == 3
+        assert out.splitlines()[0].startswith(
+            f"{example.title} (causal: tokens 0 to 1 of 3 derived, the later ones do not "
+            f"reach this token) (heads 1): token ")
+
+
+def test_a_refusal_is_the_command_lines(capsys):
+    status, _, err = cli(capsys, "derive", "--max-work", "10")
+    assert status == 2
+    with pytest.raises(InputError) as caught:
+        prepare(load_example(), Request(max_work=10))
+    assert err == f"symformer derive: error: {caught.value}\n"
+    assert "needs about 253,488 operations, more than the limit of 10" in err
+
+
+def test_bad_slice_and_first_positions_are_refused():
+    with pytest.raises(InputError, match=r"^--positions 9: the sentence has 4 tokens"):
+        prepare(load_example(), Request(slice=Slice(positions=(9,)), reads="slice"))
+    # the built-in example is not causal: a cut to the first positions is not exact
+    with pytest.raises(InputError, match="needs a causal example with the -inf mask"):
+        prepare(load_example(), Request(command="export", slice=Slice(positions=(0, 1)),
+                                        reads="first"))
+    with pytest.raises(InputError, match=r"takes the first positions, 0:K \(found 1\)"):
+        prepare(load_example("gpt2_style"), Request(
+            command="export", slice=Slice(positions=(1,)), reads="first"))
+
+
+def test_without_derivation_the_conventions_are_applied_and_work_checked():
+    p = prepare(load_example(), Request(command="prove", causal=True, derive=False,
+                                        conventions=Convention(norm="pre")))
+    assert p.derivation is None and p.example.causal
+    assert {layer.norm for layer in p.example.layers} == {"pre"}
+    assert p.note == " (--norm pre: pre-norm in place of the example's post-norm)"

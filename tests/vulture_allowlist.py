@@ -1,0 +1,45 @@
+# ruff: noqa: F821, B018
+"""Names vulture reports as unused in symformer/ that are used, where it cannot see.
+
+Read by tests/test_dead_code.py (and usable as ``vulture symformer
+tests/vulture_allowlist.py --ignore-decorators "@*.register"``).  Every entry says
+who reads the name; the test fails on an entry vulture no longer reports, so the list
+stays as short as the code allows.  A name used only by a test is dead code: move the
+test onto the public path and delete the name (as with ``step_mathml``), unless it is
+documented or declared data the tests read (``PER_SECOND``, ``ADAM_PARTS``).
+"""
+
+# -- protocols: called by IPython, SymPy, the warnings module, tqdm ------------------
+_._repr_html_  # IPython/Jupyter rich display (Derivation, Stage, Example, TraceResult)
+_._repr_markdown_  # IPython/Jupyter rich display
+_._repr_latex_  # IPython/Jupyter rich display
+_._sympy_  # sympify protocol (example/exact.py's ExactMatrix, ExactNumber)
+_._print_Add  # SymPy printer dispatch by class name (latex/numbers.py's TextbookPrinter)
+_.showwarning  # the warnings module's hook, replaced for one command (cli/__init__.py)
+filename  # warnings.showwarning's signature (cli/__init__.py)
+lineno  # warnings.showwarning's signature
+_.bar_format  # tqdm reads it on refresh (display.py)
+
+# -- latexify-py's ExpressionCodegen hooks (equations/latex.py) -----------------------
+_._identifier_converter  # read by ExpressionCodegen.visit_Name
+_._should_remove_multiply_op  # called by ExpressionCodegen.visit_BinOp
+l_latex  # its signature
+l_expr  # its signature
+r_expr  # its signature
+
+# -- read by name through getattr ------------------------------------------------------
+_.gamma_1  # blocks/sublayers.py: getattr(block, f"gamma_{which}")
+_.gamma_2
+_.gamma_3
+_.beta_3
+_.angle_table  # ops/rope.py: the equation's array role "const:angle_table"
+
+# -- public, used outside the package ------------------------------------------------
+derive_text  # documents.py: the notebook's `symformer derive` (README, docs/architecture.md)
+backward_text  # documents.py: the notebook's `symformer backward` (README)
+_.PER_SECOND  # blocks/cost.py: the work unit's calibration, tests/test_work_estimate.py
+_.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py
+_.prefilter_seconds  # same
+_.hook_paths  # frameworks/torch_check.py, the published hook table (docs/frameworks.md)
+_.ADAM_PARTS  # ops/side_terms.py: AdamPart's parts, tests/test_operations.py's factory
+
