@@ -393,8 +393,15 @@ def test_a_model_too_large_for_an_example_file_is_refused_before_reading(
     tensors = gpt2_tensors()
     tensors["transformer.wte.weight"] = np.zeros((700_000, 4), np.float32)  # 2.8 M weights
     folder = gpt2_dir(tmp_path / "m", tensors=tensors)
+    status, err = run_import(capsys, folder, tmp_path / "x.toml", "--max-work", "0",
+                             "--weights", "inline")
+    assert status == 2 and "8 MiB" in err and "--weights reference" in err \
+        and err.count("\n") == 1
+    # by default (auto) a model this large is written as references to its file
     status, err = run_import(capsys, folder, tmp_path / "x.toml", "--max-work", "0")
-    assert status == 2 and "8 MiB" in err and err.count("\n") == 1
+    text = (tmp_path / "x.toml").read_text()
+    assert status == 0 and "\n[weights]\n" in text \
+        and 'embeddings = {tensor = "transformer.wte.weight"}' in text
 
 
 def test_an_example_over_the_file_limit_is_never_written(tmp_path, capsys,

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from symformer.errors import InputError
 from symformer.example.schema import Example
@@ -37,6 +40,27 @@ def estimated_work(example: Example) -> int:
     if example.decoder is not None:
         work += example.decoder.estimated_work(n)
     return work
+
+
+def weight_products(example: Example) -> tuple[int, int]:
+    """The multiply-adds of a forward pass's products with constant weights (Q, K, V,
+    W_O, the FFN, the logits: each one ``arb_mat`` product, cheap per term) and the
+    weights those products and the embedding lookups read (each made a ball once per
+    precision: :mod:`symformer.engine.dyadic`); both counted in :func:`estimated_work`
+    too.  The encoder stack and the head only (a decoder's are left in the rest)."""
+    n, d = len(example.tokens), example.d_model
+    macs, weights = 0, 2 * n * d  # the rows looked up (embeddings, positions)
+    for layer in example.layers:
+        widths = sum(2 * h.d_k + h.d_v for h in layer.heads)
+        gated = 3 if layer.W_gate is not None else 2
+        value = sum(h.d_v for h in layer.heads)
+        count = d * widths + value * d + gated * d * layer.d_ff
+        macs += n * count
+        weights += count
+    if example.lm_head is not None:
+        macs += n * d * len(example.vocab)
+        weights += d * len(example.vocab)
+    return macs, weights
 
 
 def work_limit(max_work: int | None = None) -> int:
@@ -73,7 +97,10 @@ def check_size(example: Example, max_work: int | None, work: int | None = None,
     ``work`` is the estimate of what the caller will do (default: one forward pass);
     ``command`` names it in the message.  A limit of 0 means no limit.
     """
-    work = estimated_work(example) if work is None else work
+    if work is None:  # the Python API's derive: what `symformer derive` costs
+        from symformer.blocks.cost import derive_work
+
+        work = derive_work(example)
     doing = f"`symformer {command}` on this example" if command else "this example"
     check_work(work, max_work, f"{example.source}: {doing}")
 
@@ -83,8 +110,24 @@ def check_work(work: int, max_work: int | None, doing: str) -> None:
     (``doing`` says what would do it, for the message)."""
     limit = work_limit(max_work)
     if limit and work > limit:
+        option = "--max-work N" if _COMMAND_LINE.get() else "max_work=N"
         raise InputError(
             f"{doing} needs about {work:,} operations, more than the "
-            f"limit of {limit:,}; raise it with --max-work N (max_work=N in Python, or "
-            f"SYMFORMER_MAX_WORK=N; 0 means no limit) if you are prepared to wait"
+            f"limit of {limit:,}; raise it with {option} (or SYMFORMER_MAX_WORK=N; 0 "
+            f"means no limit) if you are prepared to wait"
         )
+
+
+#: True while a command of the command line runs: a refusal names ``--max-work``,
+#: else (the Python API) ``max_work=``.
+_COMMAND_LINE: ContextVar[bool] = ContextVar("command_line", default=False)
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Within it, work refusals name the command line's ``--max-work``."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)

@@ -90,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     name = f"symformer {args.command}"
     try:
-        with warnings.catch_warnings():
+        from symformer.blocks.work import command_line  # refusals name --max-work
+
+        with warnings.catch_warnings(), command_line():
             warnings.simplefilter("default", UndecidedWarning)
             warnings.showwarning = _warning_printer(args.command)
             return int(args.func(args) or 0)

@@ -21,6 +21,7 @@ examples:
   symformer import ./tiny-gpt2 --text "Why did my export fail?" --out gpt2.toml
   symformer import ./tiny-bert --tokens "[CLS],the,cat,[SEP]" --segments 0,0,0,0 --out bert.toml
   symformer import ./gpt2-small --text "Why did my export fail?" --layers 0:2 --out g.toml
+  symformer import ./gpt2-small --tokens 464,3290 --weights reference --out g.toml
   symformer derive gpt2.toml --stage logits
 
 SOURCE is a Hugging Face model directory: config.json and model.safetensors (read
@@ -30,8 +31,11 @@ Qwen2 (grouped-query attention; rotary embeddings without scaling), BERT, RoBERT
 DistilBERT encoders (token types from --segments, default all 0; the embedding LayerNorm; a
 masked-LM head as [lm_head], else the example ends at the encoder's output; the pooler
 and classifier heads are not imported).
-Every weight is written as the exact dyadic rational the file stores: a short decimal
-where that is exact, else "p/2^k" (see docs/frameworks.md). A feature symformer does not compute
+Every weight is the exact dyadic rational the file stores, written as a short decimal
+where that is exact, else "p/2^k"; or, for a model of more than 150,000 weights (or
+with --weights reference), referred to where it is in model.safetensors, whose path
+(relative to the example file) and SHA-256 the example records: a changed file is
+refused (see docs/frameworks.md). A feature symformer does not compute
 (sliding windows shorter than the sentence, mixture of experts, rotary scaling, ...) is
 refused in one line; a tensor of the file the example does not use (a pooler, a
 classifier) is named on stderr and in the file's comments.
@@ -40,9 +44,9 @@ The directory is read as untrusted input: a file that is a symbolic link out of 
 refused (the Hugging Face cache's snapshots/REV/FILE -> ../../blobs/SHA links are
 followed), every setting and the safetensors header are checked before any weight is
 read, .bin pickles are never opened, and the import is bounded: its work (about 20 µs
-of CPU a weight) is estimated from the header and refused over --max-work, and a model
-whose example would exceed the 8 MiB an example file may hold is refused before it is
-read.
+of CPU a weight written inline, 0.04 µs one referred to) is estimated from the header
+and refused over --max-work, and a model whose weights written inline would exceed the
+8 MiB an example file may hold is refused before it is read.
 """
 
 
@@ -96,6 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="import only the model's first K blocks (its final norm and head "
                         "then read block K's output); the rest is reported, not read")
     p.add_argument("--out", required=True, metavar="FILE", help="the example file to write")
+    p.add_argument("--weights", choices=("auto", "inline", "reference"), default="auto",
+                   help="write every weight's exact number into the example (inline), or "
+                        "refer to the directory's model.safetensors with its SHA-256 "
+                        "(reference); auto (default): inline up to 150,000 weights")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
                    help="refuse imports estimated to need more than N operations, each "
                         "about 2 microseconds of CPU (default 5,000,000, about 10 s, or "
@@ -119,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer import", quiet=args.quiet) as bar:
         text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
                                                args.max_work, bar.step, args.text,
-                                               args.layers)
+                                               args.layers, args.weights, args.out)
         bar.note("checking that the example loads")
         size = len(text.encode("utf-8"))
         if size > MAX_FILE_BYTES:
@@ -127,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
                              f"than the {MAX_FILE_BYTES // 2**20} MiB an example file may "
                              f"hold; nothing written")
         try:
-            example = parse_example(text, source)  # never write a file that does not load
+            # never write a file that does not load (weights read relative to --out)
+            example = parse_example(text, str(args.out) if "\n[weights]\n" in text
+                                    else source)
         except InputError as exc:
             raise InputError(f"{source}: the imported example does not load: {exc}") from None
     path = write_file(args.out, text)

@@ -13,6 +13,7 @@ import flint
 from flint import arb, arb_mat, fmpq, fmpz
 
 from symformer.arbcontext import precision  # noqa: F401  (re-exported: the engine's name for it)
+from symformer.engine.dyadic import BLOCKED_ENTRIES, DyadicMatrix
 from symformer.errors import NotSupportedError
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
@@ -37,6 +38,8 @@ def product(A: ArbMatrix, B: ArbMatrix | arb_mat, *, transpose: bool = False
     rows, or holds a masked score (the caller's entry-by-entry loop then decides)."""
     if not A or not A[0] or not all(v is not None for row in A for v in row):
         return None
+    if isinstance(B, DyadicMatrix):  # too large to hold as balls: by blocks of columns
+        return B.product(arb_mat(A), transpose=transpose)
     if not isinstance(B, arb_mat):
         if not B or not B[0] or not all(v is not None for row in B for v in row):
             return None
@@ -66,8 +69,11 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     matrices up to :data:`_MAX_KEPT_ENTRIES` entries), and given again only while the
     matrix still holds the same entries (a SymPy matrix is mutable: its sparse entries are
     compared with a copy).  Anything else (``sin(1)``, other ground types) goes
-    through :func:`sympy_to_arb`.
+    through :func:`sympy_to_arb`.  Floating-point weights
+    (:class:`~symformer.engine.dyadic.DyadicMatrix`) are converted in NumPy, whole.
     """
+    if isinstance(m, DyadicMatrix) and m.fresh():
+        return m.balls()
     entries = getattr(m, "entries", None)
     rows = entries() if callable(entries) else None
     if rows is not None:  # the example's exact matrix, not changed: its own entries
@@ -109,6 +115,10 @@ def _keep(key: tuple[int, int], m, entries, balls: ArbMatrix) -> ArbMatrix:
 
 def constant_mat(m: sympy.Matrix) -> arb_mat:
     """:func:`constant_balls` as an ``arb_mat`` (shared like the rows: never change it)."""
+    if isinstance(m, DyadicMatrix) and m.fresh():
+        # a matrix too large to hold as balls (a vocabulary's head) is given as itself:
+        # :func:`product` multiplies by it a block of columns at a time
+        return m if m.rows * m.cols > BLOCKED_ENTRIES else m.arb_mat()
     balls = constant_balls(m)
     kept = _CONSTANTS.get((id(m), flint.ctx.prec))
     if kept is None or kept[3] is not balls:

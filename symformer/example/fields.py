@@ -101,6 +101,8 @@ def matrix(table: dict[str, Any], key: str, here: Where, rows: int | None = None
         if required:
             raise InputError(f"{here}: missing key {key!r}")
         return None
+    if isinstance(value, ExactMatrix):  # weights read from a file (weights_file.py)
+        return _given(value, key, here, rows, cols, vector=False)
     if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
         raise InputError(f"{here}: {key} must be a non-empty list of rows (a matrix)")
     widths = {len(r) for r in value}
@@ -133,12 +135,32 @@ def vector(table: dict[str, Any], key: str, here: Where, width: int,
         if default is None:
             raise InputError(f"{here}: missing key {key!r}")
         return ExactMatrix([[fmpq(default)] * width])
+    if isinstance(value, ExactMatrix):  # weights read from a file (weights_file.py)
+        return _given(value, key, here, 1, width, vector=True)
     if not isinstance(value, list) or any(isinstance(v, list) for v in value):
         raise InputError(f"{here}: {key} must be a list of {width} numbers")
     if len(value) != width:
         raise InputError(f"{here}: {key} has {len(value)} entries, expected {width}")
     return ExactMatrix([[exact_value(v, f"{here}: {key}[{j}]")
                          for j, v in enumerate(value)]])
+
+
+def _given(value: ExactMatrix, key: str, here: Where, rows: int | None, cols: int | None,
+           vector: bool) -> ExactMatrix:
+    """A matrix (or vector) given already built, from a weights file: its shape checked
+    as a written one's."""
+    if getattr(value, "vector", not vector) != vector:
+        found = "a vector" if not vector else "a matrix"
+        raise InputError(f"{here}: {key} must be {'a vector' if vector else 'a matrix'}, "
+                         f"found {found} of shape {value.rows}x{value.cols}")
+    if vector and value.cols != cols:
+        raise InputError(f"{here}: {key} has {value.cols} entries, expected {cols}")
+    if not value.rows or not value.cols:
+        raise InputError(f"{here}: {key} has no entries")
+    if not vector and (rows not in (None, value.rows) or cols not in (None, value.cols)):
+        raise InputError(f"{here}: {key} has shape {value.rows}x{value.cols}, expected "
+                         f"{_shape_text(rows)}x{_shape_text(cols)}")
+    return value
 
 
 def _shape_text(n: int | None) -> str:

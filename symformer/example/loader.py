@@ -91,6 +91,7 @@ _TOP_KEYS = {
     "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
     "head",  # a classification or regression head (symformer.example.head)
     "objective",  # an optimiser lesson (symformer.example.objective)
+    "weights",  # [weights]: a safetensors file the weights are read from (weights_file.py)
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -231,6 +232,10 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
     """Validate a parsed TOML table and build the :class:`Example`."""
     here = Where(source)
     no_unknown_keys(data, _TOP_KEYS, here)
+    if "weights" in data:  # references to a weights file: read them first
+        from symformer.example.weights_file import read_weights
+
+        data = read_weights(data, here, source)
     _printable_names(data, here)
     if "objective" in data:  # an optimiser lesson: a scalar objective of parameters
         from symformer.example.objective import objective_example

@@ -114,11 +114,15 @@ def _number(v: sympy.Expr) -> int | str:
     return int(v) if v.q == 1 else f"{v.p}/{v.q}"
 
 
+class InlineTable(dict):
+    """A table :func:`dump` writes inline (``{ tensor = "...", columns = [0, 64] }``)."""
+
+
 def dump(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> str:
     """``data`` (as :func:`read_toml` returns it) as TOML text."""
     lines, tables = [], []
     for key, value in data.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not isinstance(value, InlineTable):
             tables.append((key, [value], False))
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             tables.append((key, value, True))

@@ -26,7 +26,9 @@ from symformer.frameworks.hf_config import (
     refuse,
     tensor,
 )
-from symformer.frameworks.weights import printable, row, rows
+from symformer.frameworks.weights import dyadic_row as row
+from symformer.frameworks.weights import dyadic_rows as rows
+from symformer.frameworks.weights import printable
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ dropped silently.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -46,12 +48,16 @@ from symformer.frameworks.hf_config import (
     tensor,
 )
 from symformer.frameworks.model_dir import MAX_VOCAB_BYTES, ModelDir, SafeTensors
-from symformer.frameworks.weights import example_text, printable, row, rows
+from symformer.frameworks.weights import dyadic_row as row
+from symformer.frameworks.weights import dyadic_rows as rows
+from symformer.frameworks.weights import example_text, printable, weights_table
 
 #: Operations (about 2 µs of CPU each, :mod:`symformer.blocks.cost`) to start an
 #: import, and to convert one weight to its exact text and load it back.
 IMPORT_START = 250_000
 IMPORT_PER_WEIGHT = 10
+#: Operations to read one weight as a float (the safetensors bytes, checked finite).
+IMPORT_PER_READ = 0.02
 #: The fewest characters a weight takes in the written example ("0, ").
 _MIN_WEIGHT_CHARS = 3
 #: Tensors a model recomputes rather than learns (masks, rotary frequencies, position
@@ -85,31 +91,75 @@ def from_pretrained(directory: str | Path, tokens: Sequence[int | str] | None = 
 def pretrained_text(directory: str | Path, tokens: Sequence[int | str] | None,
                     segments: Sequence[int] | None = None, max_work: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    text: str | None = None, layers: int | None = None
+                    text: str | None = None, layers: int | None = None,
+                    weights: str = "auto", out: str | Path | None = None
                     ) -> tuple[str, str, str]:
     """The example file's TOML text of a Hugging Face directory, its source name, and
-    the note on the file's tensors it does not use ("" when it uses them all)."""
+    the note on the file's tensors it does not use ("" when it uses them all).
+
+    ``weights``: ``"inline"`` writes every weight's exact number into the text,
+    ``"reference"`` refers to the directory's ``model.safetensors`` (its path relative
+    to the example file ``out``, or absolute when the directory was given so, and its
+    SHA-256), ``"auto"`` inlines up to :data:`INLINE_WEIGHTS` weights."""
+    if weights not in WEIGHT_MODES:
+        raise InputError(f"weights must be one of {', '.join(WEIGHT_MODES)}, found "
+                         f"{weights!r}")
     data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
-                                                     progress, text, layers)
+                                                     progress, text, layers, weights)
+    reference = data.pop("_reference")
+    if reference:
+        folder = ModelDir(directory)
+        file = folder.given / "model.safetensors"
+        if not file.is_absolute():
+            base = Path(out).parent if out is not None else Path(".")
+            file = Path(os.path.relpath(Path.cwd() / file, Path.cwd() / base))
+        written = comments.index("Every weight is the exact dyadic rational the file "
+                                 "stores: a decimal where that")
+        comments[written:written + 2] = ["Every weight is the exact dyadic rational the "
+                                         "file stores. The configuration:"]
+        data = {"weights": {"file": file.as_posix(),
+                            "sha256": folder.safetensors().sha256()},
+                **weights_table(data, True)}
+        comments += ["The weights are read from the file [weights] names, checked "
+                     "against its SHA-256:",
+                     "each matrix names its tensor there and the rows and columns it "
+                     "takes",
+                     "(of the tensor's transpose where the file stores W^T)."]
+    else:
+        data = weights_table(data, False)
     return example_text(data, comments), source, unused
 
 
-def import_work(weights: int) -> int:
-    """The operations an import converting ``weights`` numbers does."""
-    return IMPORT_START + IMPORT_PER_WEIGHT * weights
+#: ``--weights``: how an imported example holds its weights.
+WEIGHT_MODES = ("auto", "inline", "reference")
+#: ``--weights auto`` writes the weights into the example up to this many (about 3 MB
+#: of text), and refers to the weights file above.
+INLINE_WEIGHTS = 150_000
+
+
+def import_work(weights: int, inline: bool = True) -> int:
+    """The operations an import of ``weights`` numbers does: converting each to its
+    exact text (``inline``), or reading it as the array it is (the rationals are made
+    in NumPy when the example is evaluated: :mod:`symformer.engine.dyadic`)."""
+    per = IMPORT_PER_WEIGHT if inline else IMPORT_PER_READ
+    return IMPORT_START + math.ceil(per * weights)
 
 
 def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                     segments: Sequence[int] | None = None, max_work: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    text: str | None = None, layers: int | None = None
+                    text: str | None = None, layers: int | None = None,
+                    weights_mode: str | None = None
                     ) -> tuple[dict[str, Any], list[str], str, str]:
-    """The example table of a Hugging Face directory, its provenance comments, its
+    """The example table of a Hugging Face directory (its weights
+    :class:`~symformer.engine.dyadic.DyadicMatrix` s), its provenance comments, its
     source name and the note on unused tensors.
 
     Bounded before a weight is read: the file's floating-point numbers are counted from
-    its (checked) header, and an import over the work limit, or whose example could
-    not fit the example files' size limit, is refused."""
+    its (checked) header, and an import over the work limit, or (``weights_mode``, the
+    example file's ``--weights``: None for none) whose weights written inline could not
+    fit the example files' size limit, is refused.  With ``weights_mode``, the table's
+    ``"_reference"`` says whether the file refers to the weights (not inline)."""
     folder = ModelDir(directory)
     if isinstance(tokens, str):
         raise InputError(f"tokens: {tokens[:40]!r} is a string; give a list of token ids or "
@@ -130,10 +180,15 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
     config = Config(raw, folder.name("config.json"))
     weights = folder.safetensors()
     count = weights.float_count(skip=lambda name: _past(name, layers))
-    check_work(import_work(count), max_work, f"{folder.given}: importing {count:,} weights")
-    if count * _MIN_WEIGHT_CHARS > MAX_FILE_BYTES:
+    reference = weights_mode == "reference" or (weights_mode == "auto"
+                                                and count > INLINE_WEIGHTS)
+    inline = weights_mode is not None and not reference
+    check_work(import_work(count, inline), max_work,
+               f"{folder.given}: importing {count:,} weights")
+    if inline and count * _MIN_WEIGHT_CHARS > MAX_FILE_BYTES:
         raise NotSupportedError(f"{folder.given}: {count:,} weights would not fit the "
-                                f"{MAX_FILE_BYTES // 2**20} MiB an example file may hold")
+                                f"{MAX_FILE_BYTES // 2**20} MiB an example file may hold "
+                                f"written inline; give --weights reference")
     if progress is not None:
         weights.progress = progress
     kind = config.text("model_type", None)
@@ -149,7 +204,7 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
         raise NotSupportedError(f"{folder.given}: model_type {printable(str(kind))[:40]!r} "
                                 f"is not supported (supported: gpt2, llama, mistral, qwen2, "
                                 f"bert, roberta, distilbert)")
-    vocab_size = len(data["embeddings"])
+    vocab_size = data["embeddings"].rows
     if not vocab_size:
         raise InputError(f"{weights.name}: the embedding table has no rows")
     vocab = read_vocab(folder, vocab_size)
@@ -191,6 +246,8 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                         + ("; the final norm and the head read it." if "lm_head" in data
                            or "final_norm" in data else "."))
     comments += [unused] if unused else []
+    if weights_mode is not None:
+        data["_reference"] = reference
     return data, comments, str(folder.given), unused
 
 

@@ -22,6 +22,7 @@ No pickle is ever unpickled (``pytorch_model.bin`` is never opened).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -40,8 +41,9 @@ MAX_TEXT_BYTES = 8 * 2**20
 #: The largest vocabulary or tokenizer file read (Llama 3's tokenizer.json is 9 MB,
 #: Gemma's 17 MB), in bytes.
 MAX_VOCAB_BYTES = 64 * 2**20
-#: The largest ``model.safetensors`` read, in bytes.
-MAX_WEIGHT_BYTES = 256 * 2**20
+#: The largest ``model.safetensors`` read, in bytes (GPT-2 small's float32 file is
+#: 548 MB; a tensor is read only when used, and held as the floats it is).
+MAX_WEIGHT_BYTES = 2 * 2**30
 #: The largest safetensors header, in bytes (the safetensors library's own limit).
 MAX_HEADER_BYTES = 100_000_000
 #: JSON nested deeper than this is refused (a configuration is a few levels deep).
@@ -330,8 +332,34 @@ class SafeTensors(Mapping[str, np.ndarray]):
         if dtype == "BF16":  # the upper half of a float32, exactly
             array = (array.astype(np.uint32) << 16).view(np.float32)
         self.used.add(key)
-        return array.reshape(shape)
+        # a Tensor owning its memory: every view of it (np.asarray, .T, a slice) has it
+        # as its base, and so knows where in the file it comes from
+        tensor = Tensor(tuple(shape), dtype=array.dtype)
+        tensor[...] = array.reshape(shape)
+        tensor.tensor_name = key
+        return tensor
 
     def unused(self) -> list[str]:
         """The tensors never read, in the file's order."""
         return [k for k in self.entries if k not in self.used]
+
+    def sha256(self) -> str:
+        """The SHA-256 of the whole file, in hex."""
+        return file_sha256(self.real, self.name)
+
+
+def file_sha256(real: Path, name: str) -> str:
+    """The SHA-256 of the file ``real`` (named ``name`` in messages), in hex."""
+    digest = hashlib.sha256()
+    with _open(real, name) as handle:
+        for block in iter(lambda: handle.read(2**22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Tensor(np.ndarray):
+    """A tensor read from a weights file, knowing its name there: views of it (a head's
+    columns, a transpose) can be written as references to the file
+    (:func:`symformer.frameworks.weights.origin`)."""
+
+    tensor_name: str = ""

@@ -414,5 +414,10 @@ def _float(value: Any) -> float:
 
 def float_rows(matrix: Any, vector: bool = False) -> list[Any]:
     """An exact matrix as rows of the nearest float64s (one row: a list, if ``vector``)."""
-    rows = [[_float(v) for v in matrix.row(i)] for i in range(matrix.rows)]
+    from symformer.engine.dyadic import DyadicMatrix
+
+    if isinstance(matrix, DyadicMatrix) and matrix.fresh():  # floats already: exactly
+        rows = matrix.array.astype("float64").tolist()
+    else:
+        rows = [[_float(v) for v in matrix.row(i)] for i in range(matrix.rows)]
     return rows[0] if vector and len(rows) == 1 else rows

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from symformer.engine.dyadic import DyadicMatrix
 from symformer.errors import InputError
 from symformer.example.numbers import MAX_MAGNITUDE, DecimalText
-from symformer.example.write import dump
+from symformer.example.write import InlineTable, dump
 
 #: A weight whose exact decimal expansion has at most this many characters is written
 #: as that decimal; a longer one as ``"p/2^k"``.
@@ -82,3 +83,83 @@ def example_text(data: dict[str, Any], comments: list[str]) -> str:
     if isinstance(title, str):
         data = {**data, "title": printable(title)}
     return head + ("\n" if head else "") + dump(data)
+
+
+def dyadic_rows(array: Any, where: str) -> DyadicMatrix:
+    """A 2-D array of floats as the exact matrix it is (no text, no rational built),
+    knowing where in its weights file it comes from when it is a view of a tensor read
+    from one (:func:`origin`)."""
+    a = np.asarray(array)
+    if a.ndim != 2:
+        raise InputError(f"{where}: expected a matrix, found shape {a.shape}")
+    return DyadicMatrix(a, where, origin(array))
+
+
+def dyadic_row(array: Any, where: str) -> DyadicMatrix:
+    """A 1-D array of floats as an exact row vector (1 x n), as :func:`dyadic_rows`."""
+    a = np.asarray(array)
+    if a.ndim != 1:
+        raise InputError(f"{where}: expected a vector, found shape {a.shape}")
+    return DyadicMatrix(a, where, origin(array))
+
+
+def origin(array: Any) -> dict[str, Any] | None:
+    """Where ``array`` sits in the tensor of a weights file it is a view of, as the
+    example's reference table (``{"tensor": NAME, "transpose": True, "columns": [a, b]}``,
+    :mod:`symformer.example.weights_file`), or None when it is not such a view."""
+    base = array
+    while base is not None and not getattr(base, "tensor_name", ""):
+        base = getattr(base, "base", None)
+    if base is None or not isinstance(array, np.ndarray) or array.dtype != base.dtype \
+            or not base.flags.c_contiguous or base.ndim not in (1, 2) \
+            or array.ndim != base.ndim:
+        return None
+    offset, rest = divmod(_address(array) - _address(base), array.itemsize)
+    if rest or offset < 0:
+        return None
+    if base.ndim == 1:
+        candidates = [({"columns": [offset, offset + array.shape[0]]},
+                       base[offset:offset + array.shape[0]])]
+    else:
+        h, w = array.shape
+        first, second = divmod(offset, base.shape[1])
+        candidates = [({"rows": [first, first + h], "columns": [second, second + w]},
+                       base[first:first + h, second:second + w]),
+                      ({"transpose": True, "rows": [second, second + h],
+                        "columns": [first, first + w]},
+                       base.T[second:second + h, first:first + w])]
+    for ref, view in candidates:
+        if _same_view(view, array):
+            whole = (base.T if ref.get("transpose") else base).shape == array.shape
+            if whole:  # the whole tensor (or its transpose): no slice
+                ref.pop("rows", None)
+                ref.pop("columns", None)
+            return {"tensor": base.tensor_name, **ref}
+    return None
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _same_view(view: np.ndarray, array: np.ndarray) -> bool:
+    """True when ``view`` and ``array`` are the same numbers of the same memory."""
+    return view.shape == array.shape and _address(view) == _address(array) and all(
+        n <= 1 or a == b for n, a, b in zip(array.shape, view.strides, array.strides))
+
+
+def weights_table(data: Any, reference: bool) -> Any:
+    """``data`` with every :class:`DyadicMatrix` written out for an example file: its
+    exact numbers (:func:`rows`, :func:`row`), or with ``reference`` its reference to
+    the weights file where it has one (:func:`origin`)."""
+    if isinstance(data, DyadicMatrix):
+        if reference and data.origin is not None:
+            return InlineTable(data.origin)
+        if data.vector:
+            return row(data.array[0], data.where)
+        return rows(data.array, data.where)
+    if isinstance(data, dict):
+        return {k: weights_table(v, reference) for k, v in data.items()}
+    if isinstance(data, list):
+        return [weights_table(v, reference) for v in data]
+    return data
