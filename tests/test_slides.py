@@ -394,8 +394,8 @@ def test_general_equations_are_display_style_and_brackets_stay_whole():
     """A general equation is set in display style (limits under a sum, full fractions);
     a plain bracket of a worked line is one group TeX cannot break inside, where it fits;
     titles are never hyphenated; "causal mask" joins the title's own parenthesis."""
-    from symformer.words import with_causal_mask
     from symformer.slides.deck import _kept
+    from symformer.words import with_causal_mask
 
     g = derive(load_example("llama_style"))
     tex = slides_files(g, Options(token=1, stages=("layer1.ffn.gate_activation",)))[
