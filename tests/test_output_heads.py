@@ -577,3 +577,39 @@ def test_check_labels_the_pooled_row_by_what_it_pooled(pooling, label, tmp_path,
     out = capsys.readouterr().out
     assert label in out, out
     assert "(position 0), column" not in out or pooling == "first"
+
+
+@pytest.mark.parametrize("name, stages", [
+    ("sentiment_classifier", ("head.pooled", "head.logits", "head.probabilities")),
+    ("topic_classifier", ("head.pooled", "head.logits", "head.probabilities")),
+])
+def test_the_pytorch_module_computes_the_head(tmp_path, name, stages):
+    """export --format torch keeps the head (it used to stop at the encoder's output):
+    PyTorch's float64 forward of the module agrees with the exact stages to 1e-12."""
+    torch = pytest.importorskip("torch")  # noqa: F841 (the module needs it)
+    import importlib.util
+
+    assert main(["export", load_example(name).source, "--format", "torch", "--out",
+                str(tmp_path)]) == 0
+    spec = importlib.util.spec_from_file_location("exported_model", tmp_path / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = module.Model()()
+    g = derive(load_example(name))
+    for stage in stages:
+        exact = values(g, stage)
+        got = run[stage].tolist()
+        assert len(got) == len(exact) and len(got[0]) == len(exact[0]), stage
+        for row, want in zip(got, exact):
+            for x, y in zip(row, want):
+                assert abs(x - float(y)) < 1e-12, (stage, x, y)
+
+
+def test_the_pytorch_module_computes_a_regression_head(tmp_path):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from symformer.frameworks.torch_out import model_class
+
+    g = derived(REGRESSION)
+    run = model_class(g.example)()()
+    for x, y in zip(run["head.output"].tolist()[0], values(g, "head.output")[0]):
+        assert abs(x - float(y)) < 1e-12

@@ -207,7 +207,26 @@ class Model(torch.nn.Module):
                 x = s["lm_head.transform_activation"] = self.act(x, act)
                 x = self.named_norm(x, norm, "gamma_t", "beta_t", s, "lm_head.transform_norm")
             self.head(x, s, "W_vocab", "b_vocab")
+        if c["output_head"] is not None:
+            self.classify(x, s, *c["output_head"])
         return s
+
+    def classify(self, x, s, pooling, output):
+        """A classification or regression head: pool, then x W_C + b_C, then softmax,
+        sigmoid or nothing (symformer's head.pooled, head.logits, head.probabilities or
+        head.output)."""
+        if pooling != "none":
+            x = s["head.pooled"] = {"first": x[:1], "last": x[-1:],
+                                    "mean": x.mean(0, keepdim=True)}[pooling]
+        z = x @ self.t("W_C")
+        if self.t("b_C") is not None:
+            z = z + self.t("b_C")
+        if output == "identity":
+            s["head.output"] = z
+            return
+        s["head.logits"] = z
+        s["head.probabilities"] = torch.softmax(z, dim=-1) if output == "softmax" \
+            else torch.sigmoid(z)
 
     def decode(self, memory, s):
         """The decoder: self-attention, cross-attention over the memory, FFN per block."""
@@ -239,7 +258,8 @@ if __name__ == "__main__":
     torch.set_printoptions(precision=17)
     stages = Model()()
     print(TITLE)
-    print(stages.get("logits", stages["output"]))
+    print(next(stages[k] for k in ("logits", "head.probabilities", "head.output", "output")
+               if k in stages))
 '''
 
 
@@ -324,6 +344,12 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
         weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
         if example.lm_head.b_vocab is not None:
             weights["b_vocab"] = float_rows(example.lm_head.b_vocab, vector=True)
+    output_head = None
+    if example.head is not None:  # a classification or regression head, d -> C
+        weights["W_C"] = float_rows(example.head.W_C)
+        if example.head.b_C is not None:
+            weights["b_C"] = float_rows(example.head.b_C, vector=True)
+        output_head = (example.head.pooling, example.head.output)
     # the rows of the table (which may hold only the words the sentence uses)
     config = {"token_ids": list(example.embedding_ids), "tokens": list(example.tokens),
               "vocab": list(example.vocab),
@@ -334,6 +360,7 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
               "final_norm": final, "layers": layers, "segments": segments,
               "embedding_norm": first, "transform": transform,
               "masked": example.lm_head is not None and example.lm_head.masked,
+              "output_head": output_head,
               "decoder": None if example.decoder is None else _decoder(example.decoder,
                                                                         weights)}
     return config, weights
