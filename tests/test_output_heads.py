@@ -613,3 +613,19 @@ def test_the_pytorch_module_computes_a_regression_head(tmp_path):
     run = model_class(g.example)()()
     for x, y in zip(run["head.output"].tolist()[0], values(g, "head.output")[0]):
         assert abs(x - float(y)) < 1e-12
+
+
+def test_the_trace_follows_the_token_into_the_head(capsys):
+    """trace ends with the head's pooled row, logits and probability (it stopped at the
+    encoder's output); the last line's probability is the sigmoid of the logit it
+    prints, by hand."""
+    import re
+
+    assert main(["trace", load_example("sentiment_classifier").source, "--token", "0"]) == 0
+    out = capsys.readouterr().out
+    titles = re.findall(r"^\[\d+/\d+\] (.*)$", out, re.M)
+    assert [t.split(" > ")[-1].split(" (")[0] for t in titles[-3:]] == [
+        "Pooled output", "Logits", "Predicted probability"]
+    logit = float(re.search(r"exp\(-([0-9.]+)\)\) ≈", out)[1])
+    shown = float(re.search(r"≈ ([0-9.]+)\s*$", out.strip())[1])
+    assert abs(shown - 1 / (1 + mpmath.exp(-logit))) < 5e-4

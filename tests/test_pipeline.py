@@ -4,6 +4,8 @@ and the same refusals with the same messages."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from symformer import InputError, Request, load_example, prepare
@@ -86,13 +88,16 @@ def test_trace_document_is_what_trace_prints(capsys, name, token, argv, request_
             f"reach this token) (heads 1): token ")
 
 
-def test_a_refusal_is_the_command_lines(capsys):
+def test_a_refusal_is_the_command_lines_naming_the_api_option(capsys):
     status, _, err = cli(capsys, "derive", "--max-work", "10")
     assert status == 2
     with pytest.raises(InputError) as caught:
         prepare(load_example(), Request(max_work=10))
-    assert err == f"symformer derive: error: {caught.value}\n"
-    assert "needs about 253,488 operations, more than the limit of 10" in err
+    # the same sentence, naming the option each reader uses (issue 32)
+    api = str(caught.value)
+    assert "max_work=N" in api and "--max-work" not in api
+    assert err == f"symformer derive: error: {api.replace('max_work=N', '--max-work N')}\n"
+    assert re.search(r"needs about [0-9,]+ operations, more than the limit of 10;", err)
 
 
 def test_bad_slice_and_first_positions_are_refused():

@@ -240,6 +240,14 @@ def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]
                          and s.rows == tokens and s.name != "grad.loss")]
 
 
+def _after_the_token(stage: Stage, shown: list[Stage]) -> bool:
+    """Is ``stage`` one row read from the traced stages (a head's pooled row, its logits
+    and probabilities), not the loss and not the next token (said by generate)?"""
+    names = {s.name for s in shown}
+    return (stage.shape[0] == 1 and stage.kind not in ("loss", "next_token")
+            and bool(names.intersection(stage.inputs)))
+
+
 def trace_token(g: Derivation, token: int | str, decimals: int = 3,
                 side: str = "encoder", backward: bool = False,
                 heads: Collection[int] | None = None) -> Trace:
@@ -279,6 +287,10 @@ def trace_token(g: Derivation, token: int | str, decimals: int = 3,
             builder = _vector  # a LayerNorm's mean and variance: steps before s and y
         if builder is not None and stage.rows == tokens:
             steps.append(builder(ctx, stage))
+            shown.append(stage)
+        elif builder is not None and not backward and _after_the_token(stage, shown):
+            # a classification head's pooled row and what follows it: one row each
+            steps.append(builder(_Context(g, 0, decimals), stage))
             shown.append(stage)
     return Trace(g.example.title, tuple(tokens), position, g.causal, side, decimals,
                  tuple(steps), legend(shown), backward)
