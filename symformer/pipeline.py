@@ -138,6 +138,21 @@ def slice_note(chosen: Slice, derived: int, tokens: int) -> str:
     return f" (slice: {chosen.describe()}{cut})"
 
 
+#: The commands that follow tokens through a Transformer: an optimiser lesson (an
+#: ``[objective]``, no tokens) has nothing for them to draw, state or ask.
+NEEDS_TOKENS = ("figures", "prove", "exercise")
+
+
+def require_tokens(example: Example, command: str) -> None:
+    """Refuse ``command`` on an optimiser lesson in one line that says what it is and
+    what to run instead (it would fail later on a token it does not have)."""
+    if command in NEEDS_TOKENS and example.objective is not None:
+        where = f"{example.source}: " if example.source else ""
+        raise InputError(f"{where}an optimiser lesson ([objective]) has no tokens for "
+                         f"`symformer {command}`: derive, backward, train, check, trace, "
+                         f"export and slides work on it")
+
+
 def prepare(example: Example, request: Request = Request()) -> Prepared:
     """Derive ``example`` as ``request`` asks, after checking its work (see the module).
 
@@ -146,6 +161,7 @@ def prepare(example: Example, request: Request = Request()) -> Prepared:
     exact (``reads="first"``), a run over the work limit, an unknown stage, a backward
     pass without a ``[loss]``.
     """
+    require_tokens(example, request.command)
     check_slice(example, request.slice)
     cut = _cut(example, request)
     target = example if cut is None else cut

@@ -304,3 +304,21 @@ def test_train_write_puts_the_trained_parameters_back_by_name(tmp_path):
     written = parse_example(out.read_text(), str(out))
     assert dict(written.objective.starts) == {"theta": 2}
     assert "theta = [" not in out.read_text()  # nothing at the top level
+
+
+@pytest.mark.parametrize("argv", [["figures", "--out", "OUT"], ["prove"],
+                                  ["exercise", "--variants", "1", "--seed", "1", "--out",
+                                   "OUT"]])
+def test_commands_without_tokens_say_so_in_one_line(tmp_path, capsys, argv):
+    """figures, prove and exercise follow tokens; on an optimiser lesson each is one
+    line naming the file and the commands that do work (not a missing token 1)."""
+    from symformer.cli import main
+    from symformer.example import load_example
+
+    source = load_example("optimizer_lesson").source
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
+    assert main([argv[0], source, *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "optimizer_lesson.toml: an optimiser lesson ([objective]) has no tokens" in err
+    assert not (tmp_path / "out").exists()

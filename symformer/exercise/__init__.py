@@ -102,12 +102,15 @@ def make_exercise(request: Request, progress: Callable[[int, int], None] | None 
     after each variant, ``searching`` now and then during a long search)."""
     from symformer.exercise.settings import margin_value
     from symformer.latex import resolve_token
+    from symformer.pipeline import require_tokens
 
     data, source, name = read_template(request.template)
     settings = read_settings(data.pop("exercise", None), source)
     if request.margin is not None:
         settings = replace(settings, margin=margin_value(request.margin, "--margin"))
-    g = derive(example_from_dict(data, source), max_work=request.max_work)
+    template = example_from_dict(data, source)
+    require_tokens(template, "exercise")
+    g = derive(template, max_work=request.max_work)
     token = resolve_token(g, request.token)
     names = asked_stages(g, list(request.ask), source)
     # one token's path (the default sheet within MAX_ENTRIES entries), or every entry
