@@ -18,10 +18,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from symformer import math_scripts as scripts
-from symformer.ops import (
-    Notation,
-    rope,
-)
+from symformer.notation_types import Notation
+from symformer.ops import rope
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Derivation, Stage

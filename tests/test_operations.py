@@ -29,6 +29,7 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, precision, rational_ball
 from symformer.equations.stage import equation_lines as lines
 from symformer.equations.stage import stage_equation
+from symformer.notation_types import Notation
 from symformer.ops import (
     GELU,
     OPERATIONS,
@@ -45,7 +46,6 @@ from symformer.ops import (
     Identity,
     LearnedPositional,
     Normalize,
-    Notation,
     Operation,
     Parameter,
     PositionalEncoding,

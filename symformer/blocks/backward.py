@@ -36,10 +36,10 @@ from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
 from symformer.notation import parameter_symbol, position_label
 from symformer.notation import symbol as stage_symbol
+from symformer.notation_types import Notation
 from symformer.ops import (
     CrossEntropy,
     MeanSquaredError,
-    Notation,
     Operation,
     TableSum,
     Transpose,

@@ -21,7 +21,8 @@ from symformer.blocks.sublayers import (
 )
 from symformer.engine.graph import Derivation
 from symformer.example.decoder import DecoderLayer
-from symformer.ops import Identity, Notation
+from symformer.notation_types import Notation
+from symformer.ops import Identity
 
 OUTPUT = Notation("z", "z", "Decoder output")
 

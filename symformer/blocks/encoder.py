@@ -18,7 +18,8 @@ from symformer.blocks.sublayers import (
 from symformer.blocks.work import check_size
 from symformer.engine.graph import Derivation
 from symformer.example.schema import Example, Layer
-from symformer.ops import Identity, Notation
+from symformer.notation_types import Notation
+from symformer.ops import Identity
 
 OUTPUT = Notation("z", "z", "Encoder output")
 #: A decoder-only model's stack (causal, or read by an LM head) is a decoder's.

@@ -12,7 +12,8 @@ from __future__ import annotations
 from symformer.engine.graph import Derivation
 from symformer.example.exact import ExactMatrix
 from symformer.example.schema import GivenObjective, OutputHead
-from symformer.ops import Notation, Projection, Softmax
+from symformer.notation_types import Notation
+from symformer.ops import Projection, Softmax
 from symformer.ops.objective import Objective
 from symformer.ops.pooling import POOLED, Pool
 from symformer.ops.sigmoid import PREDICTED, Sigmoid

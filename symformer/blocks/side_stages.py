@@ -38,7 +38,8 @@ from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import CONSTANT_KIND, position_label
 from symformer.notation import symbol as stage_symbol
-from symformer.ops import Notation, Parameter
+from symformer.notation_types import Notation
+from symformer.ops import Parameter
 from symformer.ops.gradient import Gradient
 from symformer.ops.side_terms import AdamPart, ConstantTable, Exponentials, ExpSums, Squares
 

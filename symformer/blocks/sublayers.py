@@ -17,6 +17,7 @@ from symformer.engine.graph import Derivation
 from symformer.errors import InputError
 from symformer.example.schema import Block, Head, KVHead
 from symformer.lazy import sympy
+from symformer.notation_types import Notation
 from symformer.ops import (
     Add,
     ALiBi,
@@ -28,7 +29,6 @@ from symformer.ops import (
     Identity,
     LearnedPositional,
     Normalize,
-    Notation,
     Operation,
     Parameter,
     PositionalEncoding,

@@ -31,7 +31,7 @@ from symformer.exercise.cells import entries_of
 from symformer.exercise.margin import SOFTMAX_KINDS, clears_margin, margin_ball
 from symformer.exercise.settings import given_places
 from symformer.lazy import sympy
-from symformer.ops.base import Notation
+from symformer.notation_types import Notation
 from symformer.verify.chain import apply, round_values
 from symformer.verify.chain import ball as as_ball
 from symformer.worked.build import symbol

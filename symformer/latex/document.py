@@ -60,7 +60,7 @@ from symformer.notation import (
     notation,
     superscript_pieces,
 )
-from symformer.ops import Notation
+from symformer.notation_types import Notation
 from symformer.words import plural, with_causal_mask
 from symformer.worked.render_latex import width
 

@@ -17,7 +17,7 @@ from symformer.colors import heat, hex_colour
 from symformer.engine.rounding import display_value
 from symformer.equations.render import mathml
 from symformer.notation import INDEX_RULE
-from symformer.ops import Notation
+from symformer.notation_types import Notation
 from symformer.trace.formula import mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked.model import Step as WorkedStep

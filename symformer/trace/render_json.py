@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from symformer.notation import INDEX_RULE
-from symformer.ops import Notation
+from symformer.notation_types import Notation
 from symformer.trace.steps import Entry, General, Step
 from symformer.worked import as_latex, as_text
 from symformer.worked.model import Step as WorkedStep

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from symformer.ops import Notation
+from symformer.notation_types import Notation
 from symformer.trace.render_html import notebook_html
 from symformer.trace.render_latex import notebook_latex
 from symformer.trace.render_markdown import render_markdown

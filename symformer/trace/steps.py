@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from symformer.ops import Notation
+from symformer.notation_types import Notation
 from symformer.worked.model import Step as WorkedStep
 
 #: The significant digits of a backward step's table; its lines' operands get from

@@ -22,7 +22,7 @@ pass, when it has one) and returns them as plain records:
 Every decision is certified: signs are the engine's (:meth:`Derivation.sign`: balls,
 then the exact forward pass, then a proof), equalities are a ball of radius 0 or an
 exact proof (:meth:`Derivation.prove_zero`), bounds are ball bounds; no float enters.
-:func:`pieces` words a record (plain words and :class:`~symformer.ops.Notation` math,
+:func:`pieces` words a record (plain words and :class:`~symformer.notation_types.Notation` math,
 the symbols asked from :mod:`symformer.notation`), the one wording every format
 renders: :func:`summary` for a terminal (``derive``, ``backward``), and
 :mod:`symformer.latex.inactive` for the notes (LaTeX and Markdown).
@@ -41,7 +41,7 @@ from symformer.engine.arbmath import NEG_INF
 from symformer.engine.rounding import ball_bounds, start_precision
 from symformer.errors import NotSupportedError, UndecidedError
 from symformer.notation import notation, parameter, pieces_text
-from symformer.ops import Notation
+from symformer.notation_types import Notation
 from symformer.placement import part_of
 
 #: The largest k a near-identity bound states (|z - y| < 10^-k); and the smallest:

@@ -34,7 +34,8 @@ from symformer.example.exact import ExactMatrix
 from symformer.lazy import sympy
 from symformer.notation import notation as stage_notation
 from symformer.notation import where as stage_where
-from symformer.ops.base import Notation, WorkedPart
+from symformer.notation_types import Notation
+from symformer.ops.base import WorkedPart
 from symformer.worked.evaluate import exact_value, has_rounded_leaves, reader_rounding
 from symformer.worked.from_sympy import Converter
 from symformer.worked.model import (
