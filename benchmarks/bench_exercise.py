@@ -17,12 +17,12 @@ from __future__ import annotations
 import sys
 import time
 
-from symformer.exercise import Request, make_exercise
+from symformer.exercise import SheetRequest, make_exercise
 
 
 def main(count: int = 100) -> None:
     start = time.process_time()
-    made = make_exercise(Request(None, count, seed=2026, max_work=0))  # no work limit
+    made = make_exercise(SheetRequest(None, count, seed=2026, max_work=0))  # no work limit
     total = time.process_time() - start
     search = made.search
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(search.rejected.items())) or "none"

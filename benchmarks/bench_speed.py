@@ -247,10 +247,10 @@ def main() -> None:
           f" us/entry vs built-in {cpu_small * 1e6:.1f} us/entry ({small_entries} entries):"
           f" ratio {cpu_big / cpu_small:.2f}; peak memory {big['peak_mb']:.0f} MB")
 
-    from symformer.exercise import Request, make_exercise
+    from symformer.exercise import SheetRequest, make_exercise
 
     start = time.process_time()
-    make_exercise(Request(None, args.variants, seed=2026))
+    make_exercise(SheetRequest(None, args.variants, seed=2026))
     per_variant = (time.process_time() - start) / args.variants
     print(f"5. exercise generator, built-in example's default exercise: {args.variants}"
           f" variants, {per_variant * 1e3:.0f} ms CPU per variant")

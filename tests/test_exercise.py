@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from symformer.cli import main
 from symformer.engine.arbmath import precision
 from symformer.example import load_example
-from symformer.exercise import Request, make_exercise
+from symformer.exercise import SheetRequest, make_exercise
 from symformer.exercise.draw import Stream
 from symformer.exercise.margin import clears_margin, margin_ball
 from symformer.exercise.toml_text import number_text
@@ -39,7 +39,7 @@ ASKED = ["layer1.head1.Q", "layer1.head1.K", "layer1.head1.V", "layer1.head1.raw
 @pytest.fixture(scope="module")
 def made():
     """Four variants of the built-in example."""
-    return make_exercise(Request(None, COUNT, SEED, decimals=DECIMALS))
+    return make_exercise(SheetRequest(None, COUNT, SEED, decimals=DECIMALS))
 
 
 def key_tables(markdown: str, asked: list[str] = ASKED) -> dict[str, list[list[str]]]:
@@ -179,9 +179,9 @@ def test_no_asked_value_near_a_rounding_boundary(made, tmp_path):
 
 
 def test_same_seed_same_bytes_other_seed_other_numbers(made):
-    again = make_exercise(Request(None, COUNT, SEED, decimals=DECIMALS))
+    again = make_exercise(SheetRequest(None, COUNT, SEED, decimals=DECIMALS))
     assert again.files == made.files
-    other = make_exercise(Request(None, 2, SEED + 1, decimals=DECIMALS))
+    other = make_exercise(SheetRequest(None, 2, SEED + 1, decimals=DECIMALS))
     assert other.files["v01/example.toml"] != made.files["v01/example.toml"]
     assert other.files["v02/example.toml"] != made.files["v02/example.toml"]
     texts = [made.files[f"{v.id}/example.toml"].split("\n", 3)[3] for v in made.variants]
@@ -357,9 +357,9 @@ def test_prefilter_decides_nothing(made, monkeypatch):
     same files and as many rejected draws: it only rejects draws earlier."""
     assert made.search.prefiltered > 0
     # two variants (each has its own stream): 159 rejected draws, every one certified
-    fast = make_exercise(Request(None, 2, SEED, decimals=DECIMALS, max_work=0))
+    fast = make_exercise(SheetRequest(None, 2, SEED, decimals=DECIMALS, max_work=0))
     monkeypatch.setattr("symformer.exercise.generate.prefilter", lambda *args: None)
-    slow = make_exercise(Request(None, 2, SEED, decimals=DECIMALS, max_work=0))
+    slow = make_exercise(SheetRequest(None, 2, SEED, decimals=DECIMALS, max_work=0))
     assert slow.search.prefiltered == 0 and fast.search.prefiltered > 0
     assert slow.files == fast.files
     assert slow.files["v02/key.json"] == made.files["v02/key.json"]

@@ -125,7 +125,7 @@ def test_plural(n, word, text):
 def test_a_long_search_reports_its_progress(spread10k, monkeypatch):
     """The search says how far it is every NOTE_EVERY draws (the progress line)."""
     from symformer.errors import InputError
-    from symformer.exercise import Request, generate, make_exercise
+    from symformer.exercise import SheetRequest, generate, make_exercise
 
     every = 3
     monkeypatch.setattr(generate, "NOTE_EVERY", every)  # a note every 3 draws: fast
@@ -135,7 +135,7 @@ def test_a_long_search_reports_its_progress(spread10k, monkeypatch):
     limit = sheet_work(example) + full + (draws - 1) * cheap + cheap // 2
     notes: list[str] = []
     with pytest.raises(InputError, match=f"{draws} of {draws} rejected"):
-        make_exercise(Request(str(spread10k), 1, 1, max_work=limit), searching=notes.append)
+        make_exercise(SheetRequest(str(spread10k), 1, 1, max_work=limit), searching=notes.append)
     assert [n.split(",")[0] for n in notes] == [f"variant v01: {every} draws tried",
                                                f"variant v01: {2 * every} draws tried"]
     assert notes[-1].endswith("% of the work limit")

@@ -31,7 +31,7 @@ from recompute import correctly_rounded, evaluate
 
 from symformer.cli import main
 from symformer.example import load_example
-from symformer.exercise import Request, make_exercise
+from symformer.exercise import SheetRequest, make_exercise
 from symformer.exercise.cells import entries_of
 from symformer.exercise.settings import Settings
 
@@ -56,10 +56,10 @@ def exercises(tmp_path_factory) -> dict[str, tuple[object, Path]]:
     prefilter, so every draw is certified -- the expensive one), a few
     of the built-in feed-forward block (ReLU) and of llama_style's gated activation
     (SiLU), each generated once and written to its own folder."""
-    requests = {"default": Request(None, COUNT, 5),
-                "llama": Request("llama_style", LLAMA_COUNT, 5, max_work=0),  # no prefilter
-                "relu": Request(None, 3, 5, ask=("layer1.ffn.*",)),
-                "silu": Request("llama_style", 2, 5, ask=("layer1.ffn.activation",))}
+    requests = {"default": SheetRequest(None, COUNT, 5),
+                "llama": SheetRequest("llama_style", LLAMA_COUNT, 5, max_work=0),  # no prefilter
+                "relu": SheetRequest(None, 3, 5, ask=("layer1.ffn.*",)),
+                "silu": SheetRequest("llama_style", 2, 5, ask=("layer1.ffn.activation",))}
     out = {}
     for name, request in requests.items():
         made = make_exercise(request)
@@ -111,7 +111,7 @@ def test_every_draw_is_fair(exercises, which):
 @given(st.integers(0, 2 ** 63 - 1))
 @settings(max_examples=3, deadline=None)
 def test_any_seed_gives_fair_draws(seed):
-    made = make_exercise(Request(None, 1, seed))
+    made = make_exercise(SheetRequest(None, 1, seed))
     values = forward(made.variants[0].example)
     fair_draw(values, made.asked, 2, 1)
 

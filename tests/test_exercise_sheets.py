@@ -20,7 +20,7 @@ import mpmath
 import pytest
 
 from symformer.example.loader import packaged_examples
-from symformer.exercise import Request, make_exercise
+from symformer.exercise import SheetRequest, make_exercise
 
 #: An optimiser lesson ([objective]: no token rows, no block) has no sheet to draw
 #: (a sheet follows a token through a block); its numbers are its training run's stages
@@ -33,7 +33,7 @@ LIMIT = 40
 @pytest.fixture(scope="module")
 def made() -> dict:
     """One variant of each example's default exercise (seed 3)."""
-    return {ex: make_exercise(Request(ex, 1, 3, max_work=0)) for ex in EXAMPLES}
+    return {ex: make_exercise(SheetRequest(ex, 1, 3, max_work=0)) for ex in EXAMPLES}
 
 
 def _ids(ex) -> str:

@@ -49,8 +49,8 @@ def test_a_dask_cluster_gives_the_same_results() -> None:
 
 
 def test_exercise_sheets_on_two_processes_are_the_same_files() -> None:
-    from symformer.exercise import Request, make_exercise
+    from symformer.exercise import SheetRequest, make_exercise
 
-    serial = make_exercise(Request(None, 2, seed=7)).files
-    parallel = make_exercise(Request(None, 2, seed=7, jobs=2)).files
+    serial = make_exercise(SheetRequest(None, 2, seed=7)).files
+    parallel = make_exercise(SheetRequest(None, 2, seed=7, jobs=2)).files
     assert parallel == serial and len(serial) > 10

@@ -15,7 +15,7 @@ import pytest
 
 from symformer.blocks import derive
 from symformer.example import load_example
-from symformer.exercise import Request, make_exercise
+from symformer.exercise import SheetRequest, make_exercise
 from symformer.trace import render, trace_token
 
 #: Macros KaTeX defines that MathJax's TeX input (with its default packages) does not.
@@ -28,7 +28,7 @@ ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
 @pytest.fixture(scope="module")
 def pages() -> dict[str, str]:
     g = derive(load_example())
-    made = make_exercise(Request(None, 1, 3, max_work=0))
+    made = make_exercise(SheetRequest(None, 1, 3, max_work=0))
     from symformer.latex import Options, export_files
 
     notes = export_files(g, Options(), "markdown")["main.md"]  # the notes, Backward too

@@ -92,14 +92,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer exercise``."""
-    from symformer.exercise import DEFAULT_ASK, Request, make_exercise
+    from symformer.exercise import DEFAULT_ASK, SheetRequest, make_exercise
     from symformer.latex.compile import compile_pdf, pdflatex
     from symformer.words import plural
 
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)
-    request = Request(args.template, args.variants, args.seed,
+    request = SheetRequest(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
                       args.token, args.margin, args.max_work, args.every_entry, args.jobs,
                       args.scheduler)

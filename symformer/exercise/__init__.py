@@ -38,15 +38,17 @@ from symformer.exercise.manifest import manifest_text
 from symformer.exercise.settings import Settings, read_settings
 from symformer.exercise.sheets import key_all_files, sheet_files
 
-__all__ = ["MAX_VARIANTS", "Exercise", "Request", "make_exercise", "read_template"]
+__all__ = ["MAX_VARIANTS", "Exercise", "SheetRequest", "make_exercise", "read_template"]
 
 #: What ``--ask`` selects by default: every stage of the first head of layer 1.
 DEFAULT_ASK = ("layer1.head1.*",)
 
 
 @dataclass(frozen=True)
-class Request:
-    """What to make: template (None: built-in), counts, stages, precision, token."""
+class SheetRequest:
+    """What exercise sheets to make (``symformer exercise``'s settings): template (None:
+    built-in), counts, stages, precision, token.  Not :class:`symformer.Request`, the
+    pipeline's request to :func:`symformer.prepare`."""
 
     template: str | None
     variants: int
@@ -96,7 +98,7 @@ def variant_sheets(text: str, vid: str, asked: list[str], decimals: int, token: 
     return sheet_files(g, asked, decimals, token, f"{vid}:")
 
 
-def make_exercise(request: Request, progress: Callable[[int, int], None] | None = None,
+def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | None = None,
                   searching: Callable[[str], None] | None = None) -> Exercise:
     """Draw the variants and build every file of the exercise folder (``progress``
     after each variant, ``searching`` now and then during a long search)."""
