@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 import symformer.cli.train as train_cli
+import symformer.documents.train as train_document
 from symformer.cli import main
 from symformer.example.loader import _CONVENTION_KEYS, packaged_examples
 
@@ -41,9 +42,9 @@ def test_an_undecided_loss_comparison_claims_no_equality(monkeypatch):
     """``train --lr 1e100 --steps 3``: the enclosures of two losses overlap up to the
     precision ceiling; that says nothing about their order, and is not an equality."""
     signs = {1: 1, 2: None, 3: 0}
-    monkeypatch.setattr(train_cli, "change", lambda training, t: signs[t])
+    monkeypatch.setattr(train_document, "change", lambda training, t: signs[t])
     losses = ["1.000", "2.000", "2.001", "2.001"]
-    text = train_cli._report(SimpleNamespace(precision=300), 3, losses, 3)
+    text = train_document.report(SimpleNamespace(precision=300), 3, losses, 3)
     lines = text.splitlines()
     assert lines[0] == "step 1: the loss does not decrease (it increases)"
     assert lines[1].startswith("step 2: could not decide whether the loss decreased")
@@ -53,21 +54,21 @@ def test_an_undecided_loss_comparison_claims_no_equality(monkeypatch):
 
 
 def test_the_ceiling_named_is_the_one_used(monkeypatch):
-    monkeypatch.setattr(train_cli, "change", lambda training, t: None)
-    report = train_cli._report(SimpleNamespace(precision=5000), 1, ["1.5", "1.5"], 1)
+    monkeypatch.setattr(train_document, "change", lambda training, t: None)
+    report = train_document.report(SimpleNamespace(precision=5000), 1, ["1.5", "1.5"], 1)
     assert "up to 5000 bits" in report
 
 
 def test_printed_certified_losses_decide_what_the_balls_did_not(monkeypatch):
     """The reproducer printed 9.5e114, then 4.0e401: certified roundings that far apart
     decide the order even when the comparison of the balls did not."""
-    monkeypatch.setattr(train_cli, "change", lambda training, t: None)
+    monkeypatch.setattr(train_document, "change", lambda training, t: None)
     losses = ["2.024", "9534834448088467.991", "403312813775592987850782.731", "0.500"]
-    lines = train_cli._report(SimpleNamespace(precision=300), 3, losses, 3).splitlines()
+    lines = train_document.report(SimpleNamespace(precision=300), 3, losses, 3).splitlines()
     assert lines == [f"step {t}: the loss does not decrease (it increases; decided from "
                      f"the certified losses printed above)" for t in (1, 2)]
-    monkeypatch.setattr(train_cli, "change", lambda training, t: None)
-    assert train_cli._report(SimpleNamespace(precision=300), 1, ["2.024", "2.020"], 3) \
+    monkeypatch.setattr(train_document, "change", lambda training, t: None)
+    assert train_document.report(SimpleNamespace(precision=300), 1, ["2.024", "2.020"], 3) \
         == "the loss decreases at every step (certified)"
 
 
@@ -81,7 +82,7 @@ def test_printed_certified_losses_decide_what_the_balls_did_not(monkeypatch):
     ("1.000", "inf", 3, None),
 ])
 def test_printed_order(before, after, decimals, sign):
-    assert train_cli.printed_order(before, after, decimals) == sign
+    assert train_document.printed_order(before, after, decimals) == sign
 
 
 # -- item 10: train --write is checked first, and named -------------------------------

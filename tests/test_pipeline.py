@@ -118,3 +118,84 @@ def test_without_derivation_the_conventions_are_applied_and_work_checked():
     assert p.derivation is None and p.example.causal
     assert {layer.norm for layer in p.example.layers} == {"pre"}
     assert p.note == " (--norm pre: pre-norm in place of the example's post-norm)"
+
+
+# -- the commands that build their own output from the prepared request ---------------
+def test_check_text_and_json_are_what_check_prints(capsys):
+    """``check``: the claims judged by the checker, reported by documents.check_text."""
+    import json
+
+    from symformer.documents import check_json, check_text
+    from symformer.example.loader import packaged_files
+    from symformer.verify.check import Checker
+    from symformer.verify.claims import load_claims
+    from symformer.verify.equation_claims import Judge, load_equations
+
+    claims_file = packaged_files()["post_claims"]
+    status, out, _ = cli(capsys, "check", "post_claims")
+    json_status, json_out, _ = cli(capsys, "check", "post_claims", "--json")
+    p = prepare(load_example(), Request(command="check"))
+    checker = Checker(p.derivation.example, None, causal=p.request.causal)
+    claims = load_claims(claims_file, p.derivation, [], checker.stage)
+    results = checker.check_all(claims)
+    equations = Judge(p.derivation.example, checker.derivation, checker.causal,
+                      checker.run).check_each(load_equations(claims_file))
+    assert status == json_status == 1  # the post's claims have wrong numbers
+    assert check_text(claims, results, equations) + "\n" == out
+    document = check_json(results, equations)
+    assert json.dumps(document, indent=1, ensure_ascii=False) + "\n" == json_out
+    assert document["ok"] is False and out.splitlines()[-1].endswith("numbers correct")
+
+
+@pytest.mark.parametrize("argv", [[], ["--dtype", "float32", "--causal"]])
+def test_reference_text_is_what_crosscheck_prints(capsys, argv):
+    """``crosscheck``: the NumPy reference's rows, tabled by documents.reference_text."""
+    import numpy as np
+
+    from symformer.documents import reference_text
+    from symformer.verify.crosscheck import crosscheck
+
+    status, out, _ = cli(capsys, "crosscheck", *argv)
+    dtype = "float32" if argv else "float64"
+    rows = crosscheck(load_example(), Convention(), causal=True if argv else None,
+                      dtype=np.dtype(dtype).type, tol=1e-12)
+    assert reference_text(rows, dtype, 1e-12, Convention()) + "\n" == out
+    assert status == (0 if all(r.ok for r in rows) else 1)
+    assert status == (1 if argv else 0)  # float32 keeps about 7 digits: over 1e-12
+
+
+def test_generate_text_is_what_generate_prints(capsys):
+    """``generate``: the steps of greedy decoding, tabled by documents.generate_text."""
+    import json
+
+    from symformer.blocks import generate
+    from symformer.documents import generate_json, generate_text
+
+    status, out, _ = cli(capsys, "generate", "gpt2_style", "--steps", "2")
+    json_status, json_out, _ = cli(capsys, "generate", "gpt2_style", "--steps", "2",
+                                   "--json")
+    p = prepare(load_example("gpt2_style"), Request(command="generate", derive=False,
+                                                    work={"steps": 2}))
+    steps = generate(p.example, 2)
+    assert status == json_status == 0
+    assert generate_text(p, steps, 3) + "\n" == out
+    assert json.dumps(generate_json(p, steps, 3), indent=1, ensure_ascii=False) + "\n" \
+        == json_out
+    assert out.startswith(f"{p.example.title}: P(next token | tokens so far), certified")
+
+
+def test_train_text_is_what_train_prints(capsys):
+    """``train``: each step's certified loss, written by documents.train_text."""
+    from symformer.blocks.train import learning_rate, loss_value, options, train
+    from symformer.documents import train_text
+
+    status, out, _ = cli(capsys, "train", "--lr", "0.1", "--steps", "2",
+                         "--stage", "step2.layer1.W_1")
+    p = prepare(load_example(), Request(command="train", work={"steps": 2}))
+    losses: list[str] = []
+    training = train(p.derivation, learning_rate("0.1"), 2, "sgd",
+                     lambda run, t: losses.append(loss_value(run, t, decimals=3)),
+                     settings=options("sgd", where="--"))
+    assert status == 0
+    assert train_text(p, training, losses, 3, ["step2.layer1.W_1"]) == out
+    assert out.splitlines()[0].endswith(": 2 steps, lr = 1/10 (sgd), mse loss")

@@ -13,6 +13,7 @@ documented or declared data the tests read (``PER_SECOND``, ``ADAM_PARTS``).
 _._repr_html_  # IPython/Jupyter rich display (Derivation, Stage, Example, TraceResult)
 _._repr_markdown_  # IPython/Jupyter rich display
 _._repr_latex_  # IPython/Jupyter rich display
+__getattr__  # a module attribute looked up on first use (PEP 562: documents/__init__.py)
 _._sympy_  # sympify protocol (example/exact.py's ExactMatrix, ExactNumber)
 _._print_Add  # SymPy printer dispatch by class name (latex/numbers.py's TextbookPrinter)
 _.showwarning  # the warnings module's hook, replaced for one command (cli/__init__.py)
@@ -35,8 +36,6 @@ _.beta_3
 _.angle_table  # ops/rope.py: the equation's array role "const:angle_table"
 
 # -- public, used outside the package ------------------------------------------------
-derive_text  # documents.py: the notebook's `symformer derive` (README, docs/architecture.md)
-backward_text  # documents.py: the notebook's `symformer backward` (README)
 _.PER_SECOND  # blocks/cost.py: the work unit's calibration, tests/test_work_estimate.py
 _.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py
 _.prefilter_seconds  # same

@@ -20,15 +20,14 @@ from symformer.cli._common import (
     request,
 )
 from symformer.display import Progress
+from symformer.documents import check_json, check_text
 from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.pipeline import prepare
-from symformer.verify.check import Checker, ClaimCheck, summary
+from symformer.verify.check import Checker, summary
 from symformer.verify.claims import claims_file_is_example, load_claims, training_run
 from symformer.verify.equation_claims import Judge, load_equations
-from symformer.verify.equation_claims import as_json as equations_json
-from symformer.verify.equation_claims import report as equations_report
 
 ORDER = 40
 
@@ -114,22 +113,16 @@ def run(args: argparse.Namespace) -> int:
         results = checker.check_all(claims, bar.step)
     judge = Judge(g.example, checker.derivation, checker.causal, checker.run)
     checked = judge.check_each(equations)
-    right, total = summary(results)
     if args.json:
-        document = as_json(results, right, total)
-        if checked:
-            document["equations"] = equations_json(checked)
-            document["ok"] = document["ok"] and all(e.ok for e in checked)
-        print(json.dumps(document, indent=1, ensure_ascii=False))
+        print(json.dumps(check_json(results, checked), indent=1, ensure_ascii=False))
     else:
-        text = report(results, right, total) if claims else ""
-        lines = equations_report(checked)
-        print("\n".join(([text, ""] if text else []) + lines) if lines else text)
+        print(check_text(claims, results, checked))
     unreadable = [e.unreadable for e in checked if e.unreadable]
     for line in unreadable:  # each one line, as every bad input is; the rest was judged
         print(f"symformer check: error: {line}", file=sys.stderr)
     if unreadable:
         return 2
+    right, total = summary(results)
     return 0 if right == total and all(e.ok for e in checked) else 1
 
 
@@ -148,56 +141,3 @@ def _bounded(args: argparse.Namespace, example, checker: Checker
         return checker.stage(name)
     return stage
 
-
-def report(results: list[ClaimCheck], right: int, total: int) -> str:
-    """The plain-text report: every wrong number with its place, then the summary."""
-    lines = []
-    for r in results:
-        c = r.claim
-        kind = "step from " + ", ".join(f"{s} = {n}" for s, n in c.inputs.items()) \
-            if r.local else ("causal derivation" if c.causal else "")
-        head = f"{c.name} -> {c.stage}" + (f" ({kind})" if kind else "") + \
-            f", {c.precision}: "
-        n = len(r.entries)
-        if r.local:
-            verdict = "consistent" if not r.wrong else f"{len(r.wrong)} of {n} inconsistent"
-        else:
-            verdict = "all right" if not r.wrong else f"{len(r.wrong)} of {n} wrong"
-        lines.append(head + f"{n - len(r.wrong)} of {n} right, {verdict}")
-        for e in r.wrong:
-            what = "as printed" if r.local else "correct"
-            at = f"line {e.line}, " if e.line is not None else ""
-            lines.append(f"  {at}{e.place}: claimed {e.claimed}, {what} {e.correct} "
-                         f"(exact {e.exact}...)")
-        for text in r.explanations:
-            lines.append(f"  why: {text}")
-    lines.append("")
-    lines.append(f"{right} of {total} numbers correct")
-    return "\n".join(lines)
-
-
-def as_json(results: list[ClaimCheck], right: int, total: int) -> dict:
-    """The ``--json`` document; rows and columns are 0-based."""
-    return {
-        "claims": [{
-            "name": r.claim.name,
-            "stage": r.claim.stage,
-            "causal": r.claim.causal,
-            "decimals": r.claim.decimals,
-            "significant": r.claim.significant,
-            "local": r.local,
-            "inputs": r.claim.inputs,
-            "numbers": len(r.entries),
-            "right": len(r.entries) - len(r.wrong),
-            "wrong": [[e.row, e.col] for e in r.wrong],
-            "details": [{"row": e.row, "col": e.col, "token": e.row_label,
-                         "column": e.col_label, "symbol": e.symbol, "claimed": e.claimed,
-                         "as_printed" if r.local else "correct": e.correct,
-                         "exact": e.exact, **({"line": e.line} if e.line is not None else {})}
-                        for e in r.wrong],
-            "explanations": r.explanations,
-        } for r in results],
-        "right": right,
-        "numbers": total,
-        "ok": right == total,
-    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,6 +18,15 @@ from symformer.cli._common import (
     tolerance,
 )
 from symformer.cli.import_ import token_list
+from symformer.documents import (
+    over_tol,
+    prompts_json,
+    prompts_text,
+    reference_json,
+    reference_text,
+    torch_json,
+    torch_text,
+)
 from symformer.parallel import MAX_JOBS
 from symformer.pipeline import applied, prepare
 from symformer.verify.conventions import Convention
@@ -118,21 +127,11 @@ def run(args: argparse.Namespace) -> int:
     conventions = asked.conventions
     rows = crosscheck(example, conventions, causal=asked.causal,
                       dtype=np.dtype(args.dtype).type, tol=args.tol, max_work=args.max_work)
-    failed = [r for r in rows if not r.ok]
     if args.json:
-        print(json.dumps({"dtype": args.dtype, "tol": args.tol,
-                          "conventions": conventions.describe(),
-                          "stages": [asdict(r) for r in rows], "ok": not failed}, indent=1))
+        print(json.dumps(reference_json(rows, args.dtype, args.tol, conventions), indent=1))
     else:
-        width = max(len(r.stage) for r in rows)
-        print(f"{args.dtype} reference vs exact ({conventions.describe()}), tol {args.tol:g}")
-        print(f"{'stage':<{width}}  {'max abs err':>11}  {'max rel err':>11}")
-        for r in rows:
-            flag = "" if r.ok else ("  FAILED" if r.note else "  > tol")
-            note = f"  ({r.note})" if r.note else ""
-            print(f"{r.stage:<{width}}  {r.abs_error:11.3e}  {r.rel_error:11.3e}{flag}{note}")
-        print(f"\n{len(rows) - len(failed)} of {len(rows)} stages within tol")
-    return 1 if failed else 0
+        print(reference_text(rows, args.dtype, args.tol, conventions))
+    return 0 if all(r.ok for r in rows) else 1
 
 
 def _torch(args: argparse.Namespace) -> int:
@@ -192,55 +191,18 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     with Progress("symformer crosscheck", total=len(tasks), quiet=args.quiet) as bar:
         outcomes = run_tasks(crosscheck_prompt, tasks, names, jobs=args.jobs,
                              scheduler=args.scheduler, progress=bar.step)
-    failed = [o for o in outcomes if not o.ok]
-    worst: dict[str, dict] = {}
-    for outcome in outcomes:
-        for row in outcome.value or []:
-            if row["stage"] not in worst or row["rel_error"] > worst[row["stage"]]["rel_error"]:
-                worst[row["stage"]] = {**row, "prompt": outcome.name}
     if args.json:
-        print(json.dumps({"dtype": args.dtype, "directory": str(directory),
-                          "prompts": [{"prompt": p, "name": o.name, "stages": o.value,
-                                       "error": o.error} for p, o in zip(prompts, outcomes)],
-                          "worst": list(worst.values()), "ok": not failed}, indent=1,
+        print(json.dumps(prompts_json(directory, args.dtype, prompts, outcomes), indent=1,
                          default=str))
-        return 2 if failed else 0
-    print(f"{directory} in {args.dtype} vs exact over {len(prompts)} prompts (each stage's "
-          f"worst error; eps = {args.dtype}'s machine epsilon)")
-    if worst:
-        width = max(len(s) for s in worst)
-        print(f"{'stage':<{width}}  {'max rel err':>11}  {'x eps':>7}  {'digits':>6}  prompt")
-        for stage, r in worst.items():
-            print(f"{stage:<{width}}  {r['rel_error']:11.3e}  {r['ulps']:7.2f}  "
-                  f"{r['digits']:6.2f}  {r['prompt']}")
-        last = max(worst.values(), key=lambda r: r["rel_error"])
-        print(f"\nloses most digits: {last['stage']} ({last['digits']:.2f} digits kept, "
-              f"{last['ulps']:.2f} eps, {last['prompt']})")
-    for o in failed:
-        print(f"{o.name} failed: {o.error}")
-    return 2 if failed else 0
+    else:
+        print(prompts_text(directory, args.dtype, prompts, outcomes))
+    return 0 if all(o.ok for o in outcomes) else 2
 
 
 def _print_torch_rows(args: argparse.Namespace, rows: list, title: str) -> int:
     """The table of per-stage errors in units of epsilon, and the worst stage."""
-    from symformer.frameworks.torch_check import worst_stage
-
-    worst = worst_stage(rows)
-    failed = [r for r in rows if args.tol is not None and r.rel_error > args.tol]
     if args.json:
-        print(json.dumps({"dtype": args.dtype, "tol": args.tol, "torch": True,
-                          "stages": [asdict(r) for r in rows], "worst": worst.stage,
-                          "ok": not failed}, indent=1, default=str))
-        return 1 if failed else 0
-    width = max(len(r.stage) for r in rows)
-    print(f"{title} vs exact (errors relative to each stage's largest exact "
-          f"magnitude; eps = {args.dtype}'s machine epsilon)")
-    print(f"{'stage':<{width}}  {'max abs err':>11}  {'max rel err':>11}  {'x eps':>7}  "
-          f"{'digits':>6}")
-    for r in rows:
-        flag = "  > tol" if r in failed else ""
-        print(f"{r.stage:<{width}}  {r.abs_error:11.3e}  {r.rel_error:11.3e}  {r.ulps:7.2f}  "
-              f"{r.digits:6.2f}{flag}")
-    print(f"\nloses most digits: {worst.stage} ({worst.digits:.2f} digits kept, "
-          f"{worst.ulps:.2f} eps)")
-    return 1 if failed else 0
+        print(json.dumps(torch_json(rows, args.dtype, args.tol), indent=1, default=str))
+    else:
+        print(torch_text(rows, title, args.dtype, args.tol))
+    return 1 if over_tol(rows, args.tol) else 0

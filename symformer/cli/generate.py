@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from symformer.blocks import Step, generate
+from symformer.blocks import generate
 from symformer.cli._common import (
     MAX_STEPS,
     add_convention_arguments,
@@ -17,6 +17,7 @@ from symformer.cli._common import (
     request,
 )
 from symformer.display import Progress
+from symformer.documents import generate_json, generate_text
 from symformer.example import load_example
 from symformer.pipeline import prepare
 
@@ -72,50 +73,9 @@ def run(args: argparse.Namespace) -> int:
         steps = generate(example, args.steps, max_work=args.max_work,
                          on_step=lambda step: bar.update(f"next token {step.choice}"))
     if args.json:
-        print(json.dumps(as_json(example.title, steps, args.decimals), indent=1,
+        print(json.dumps(generate_json(p, steps, args.decimals), indent=1,
                          ensure_ascii=False))
     else:
-        print(format_steps(example.title + p.note, steps,
-                           args.decimals))
+        print(generate_text(p, steps, args.decimals))
     return 0
 
-
-def as_json(title: str, steps: list[Step], decimals: int) -> dict:
-    """The JSON document of ``generate --json``."""
-    return {
-        "title": title,
-        "vocab": list(steps[0].derivation["probabilities"].cols),
-        "steps": [
-            {"tokens": list(s.tokens), "probabilities": s.probabilities(decimals),
-             "next_token": s.choice.token, "tie": list(s.choice.tokens) if s.choice.is_tie
-             else None}
-            for s in steps
-        ],
-        "generated": [s.choice.token for s in steps if not s.choice.is_tie],
-    }
-
-
-def format_steps(title: str, steps: list[Step], decimals: int) -> str:
-    """The steps as a table: one row per step, one column per vocabulary entry."""
-    vocab = steps[0].derivation["probabilities"].cols
-    rows = [[str(n), " ".join(s.tokens), *s.probabilities(decimals), str(s.choice)]
-            for n, s in enumerate(steps, start=1)]
-    lm = steps[0].derivation.example.lm_head is not None  # a decoder-only language model
-    header = ["step", "tokens so far" if lm else "target so far", *vocab, "next token"]
-    widths = [max(len(r[j]) for r in [header, *rows]) for j in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if j in (1, len(cells) - 1) else c.rjust(w)
-                         for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    given = "tokens so far" if lm else "source, target so far"
-    out = [f"{title}: P(next token | {given}), certified", "",
-           line(header), *map(line, rows)]
-    final = steps[-1]
-    generated = [s.choice.token for s in steps if not s.choice.is_tie]
-    out.append("")
-    out.append("generated: " + " ".join(steps[0].tokens + tuple(generated)))
-    if final.choice.is_tie:
-        out.append(f"stopped at step {len(steps)}: exact {final.choice} (proved equal "
-                   f"logits; a tie is never broken)")
-    return "\n".join(out)

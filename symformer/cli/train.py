@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from fractions import Fraction
 from pathlib import Path
 
 from symformer.blocks.train import (
-    COMPARE_PRECISION,
     MAX_STEPS,
     OPTIMIZERS,
     Training,
-    change,
     check_steps,
     learning_rate,
     loss_value,
@@ -33,7 +30,7 @@ from symformer.cli._common import (
     request,
 )
 from symformer.display import Progress
-from symformer.documents import format_table
+from symformer.documents import train_lines
 from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
 from symformer.example.loader import read_text_file, read_toml
@@ -139,20 +136,8 @@ def run(args: argparse.Namespace) -> int:
     training = train(p.derivation, lr, steps, args.optimizer, each,
                      start_precision(places, None), settings)
     progress.done()
-    note = p.note
-    rate = f"lr = {lr} ({args.optimizer})"
-    print(f"{example.title}{note}: {plural(steps, 'step')}, {rate}, "
-          f"{example.loss.kind} loss")
-    if training.frozen:
-        print("frozen: " + ", ".join(sorted(training.frozen)))
-    width = len(str(steps))
-    for t, text in enumerate(losses):
-        print(f"step {t:>{width}}  loss {text}")
-    print(_report(training, steps, losses, places))
-    if args.stage:
-        for s in training.graph.select(args.stage):
-            print()
-            print(format_table(s, places))
+    for piece in train_lines(p, training, losses, places, args.stage):
+        print(piece)
     if args.write is not None:
         write_file(args.write, _written(training, example, args.decimals), "--write")
         print(f"wrote {args.write}")
@@ -197,42 +182,3 @@ def _written(training: Training, example, decimals: int | None) -> str:
             f"trained weight{why}; not the exact values.")
     return updated_example(example, rounded_weights(training, places), note)
 
-
-def _report(training: Training, steps: int, losses: list[str], decimals: int) -> str:
-    """Which steps did not decrease the loss (certified), or that every one did.
-
-    ``losses`` are the printed losses, each the exact loss rounded to ``decimals``
-    places (certified): when :func:`~symformer.blocks.train.change` cannot decide a
-    step, two printed losses further apart than their roundings allow still do.
-    """
-    notes = []
-    for t in range(1, steps + 1):
-        sign = change(training, t)
-        via = ""
-        if sign is None:
-            sign = printed_order(losses[t - 1], losses[t], decimals)
-            via = "; decided from the certified losses printed above"
-        if sign is None:
-            notes.append(f"step {t}: could not decide whether the loss decreased: the "
-                         f"enclosures of the two losses overlap at every precision up to "
-                         f"{max(COMPARE_PRECISION, training.precision)} bits, the "
-                         f"ceiling, and they are not both rational")
-        elif sign == 0:
-            notes.append(f"step {t}: the loss does not decrease (exactly equal)")
-        elif sign > 0:
-            notes.append(f"step {t}: the loss does not decrease (it increases{via})")
-    return "\n".join(notes) if notes else "the loss decreases at every step (certified)"
-
-
-def printed_order(before: str, after: str, decimals: int) -> int | None:
-    """The sign of after - before (1 or -1) when two certified roundings to
-    ``decimals`` places are more than two units of the last place apart (each lies
-    within half a unit of its exact value), else None.  A text that is not a plain
-    number (an undecided range) decides nothing."""
-    try:
-        a, b = Fraction(before), Fraction(after)
-    except ValueError:
-        return None
-    if abs(b - a) <= Fraction(2, 10 ** decimals):
-        return None
-    return 1 if b > a else -1

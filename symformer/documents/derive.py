@@ -1,18 +1,7 @@
-"""What ``derive``, ``backward`` and ``trace`` print, built from a prepared request.
-
-A command is *parse arguments → prepare → build → render → write*; the build and
-render steps of the plain-text commands are here, so that a notebook gets exactly
-what the command line prints::
-
-    >>> from symformer import Request, load_example, prepare
-    >>> from symformer.documents import derive_text
-    >>> text = derive_text(prepare(load_example(), Request(stages=("input",))))
-    >>> print(text.splitlines()[2])
-    input  (4x4)
-
-(:func:`derive_text` is ``symformer derive``'s output, :func:`backward_text`
-``symformer backward``'s, :func:`derive_json` their ``--json``,
-:func:`trace_document` with :func:`symformer.trace.render` ``symformer trace``'s.)
+"""What ``derive``, ``backward`` and ``trace`` print, built from a prepared request
+(:mod:`symformer.documents`): :func:`derive_text` is ``symformer derive``'s output,
+:func:`backward_text` ``symformer backward``'s, :func:`derive_json` their ``--json``,
+:func:`trace_document` with :func:`symformer.trace.render` ``symformer trace``'s.
 """
 
 from __future__ import annotations
