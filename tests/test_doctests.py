@@ -7,10 +7,11 @@ import doctest
 import pytest
 
 import symformer
+import symformer.documents
 import symformer.example.numbers
 
 
-@pytest.mark.parametrize("module", [symformer, symformer.example.numbers])
+@pytest.mark.parametrize("module", [symformer, symformer.documents, symformer.example.numbers])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
