@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from symformer.blocks.cost import derive_work
 from symformer.blocks.decoder import decoder_stages
 from symformer.blocks.given_attention import given_attention
 from symformer.blocks.head import objective_stages, output_head
@@ -33,7 +34,7 @@ def derive(example: Example, causal: bool | None = None,
     example's own setting.  ``max_work`` bounds the estimated operation count.
     """
     causal = example.causal if causal is None else causal
-    check_size(example, max_work)
+    check_size(example, max_work, derive_work(example))
     g = Derivation(example, causal)
     if example.objective is not None:  # an optimiser lesson: f(theta, ...) is the loss
         objective_stages(g, example.objective)
