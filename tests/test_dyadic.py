@@ -233,7 +233,7 @@ def test_a_refusal_names_the_limit_the_caller_gave(tmp_path, capsys) -> None:
         from_pretrained(folder, [0], max_work=1000)
     assert "max_work=N" in str(caught.value) and "--max-work" not in str(caught.value)
     with pytest.raises(InputError) as caught:
-        derive(from_pretrained(folder, [0]), max_work=1000)
+        derive(from_pretrained(folder, [0]), max_work=1)
     assert "max_work=N" in str(caught.value) and "--max-work" not in str(caught.value)
     assert run_import(folder, tmp_path / "x.toml", "--max-work", "1000") == 2
     err = capsys.readouterr().err

@@ -94,8 +94,8 @@ def check_size(example: Example, max_work: int | None, work: int,
                command: str = "") -> None:
     """Refuse examples whose derivation would not finish in reasonable time.
 
-    ``work`` is the estimate of what the caller will do (the Python API's derive:
-    :func:`symformer.blocks.cost.derive_work`, what `symformer derive` costs);
+    ``work`` is the estimate of what the caller will do (the Python API's derive: the
+    forward pass, :func:`estimated_work`; a command: :mod:`symformer.blocks.cost`);
     ``command`` names it in the message.  A limit of 0 means no limit.
     """
     doing = f"`symformer {command}` on this example" if command else "this example"
