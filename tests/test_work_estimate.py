@@ -185,10 +185,10 @@ def test_derive_shows_progress_only_after_a_second(tmp_path, monkeypatch, capsys
     from symformer import display
 
     printed = []
+    real = display.Progress.__init__
     for delay, quiet in ((1.0, False), (0.0, False), (0.0, True)):
         terminal = _Terminal()
         monkeypatch.setattr(sys, "stderr", terminal)
-        real = display.Progress.__init__
 
         def init(self, *a, delay_now=delay, **k):
             k["delay"] = delay_now  # 0: as if the run had already taken its second
