@@ -17,7 +17,7 @@ of two that certifies the logits to 30 digits: 128 bits lose them past a few lay
 each LayerNorm widening the balls): the tensors read with
 ``safetensors.numpy``, each weight matrix made an ``arb_mat`` the fastest way we know
 (NumPy's exponents, an ``fmpz_mat`` times a power of two:
-:func:`symformer.engine.dyadic.dyadic_arb_mat`), every product one ``arb_mat`` product
+:func:`symformer.example.dyadic.dyadic_arb_mat`), every product one ``arb_mat`` product
 (the tied head a block of columns at a time), Python loops only for LayerNorm, the
 softmax and GELU.  The ratio is symformer's CPU over the limit's, measured in one run
 (the machine is shared: wall time is noise).
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_frameworks import gpt2_directory  # noqa: E402
 
-from symformer.engine.dyadic import dyadic_arb_mat  # noqa: E402
+from symformer.example.dyadic import dyadic_arb_mat  # noqa: E402
 
 #: tokens,d_model,heads,layers,vocab: the issue's 768-wide case, and GPT-2 small's.
 WIDE = "8,768,12,1,512"

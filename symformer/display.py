@@ -11,6 +11,7 @@ column labels.  Every number is a certified rounding (:data:`DECIMALS` places).
 from __future__ import annotations
 
 import html
+import time
 
 from symformer.escape import latex_text, markdown_text
 
@@ -99,10 +100,11 @@ class Progress:
     Silent when stderr is not a terminal (piped, redirected) or when ``quiet``, so
     scripts and logs see only the result.  ``total`` steps (None: no bar); each
     :meth:`update` names the step now starting (the steps before it count as done).
+    ``delay``: seconds before the bar shows (a run shorter than that shows none).
     """
 
     def __init__(self, title: str, total: int | None = None, quiet: bool = False,
-                 stream=None) -> None:
+                 stream=None, delay: float = 0.0) -> None:
         import sys
 
         from tqdm import tqdm
@@ -111,22 +113,29 @@ class Progress:
         self.active = not quiet and bool(getattr(self.stream, "isatty", lambda: False)())
         self.title = title
         self.started = False
+        self.delay = delay
+        self.since = time.monotonic()
         self.bar = tqdm(total=total, desc=title, file=self.stream, leave=False,
                         disable=not self.active, dynamic_ncols=True,
-                        bar_format=_COUNTED if total else "{desc}")
+                        bar_format=_COUNTED if total else "{desc}", delay=delay)
 
     def update(self, message: str) -> None:
         """Show ``message``, the step now starting; the one before it is done."""
         if self.active:
             self.bar.set_description_str(f"{self.title}: {message}", refresh=False)
             self.bar.update(1 if self.started else 0)
-            self.bar.refresh()
+            if self._due():
+                self.bar.refresh()
             self.started = True
 
     def note(self, message: str) -> None:
         """Show ``message`` about the step under way (no step is counted done)."""
         if self.active:
-            self.bar.set_description_str(f"{self.title}: {message}")
+            self.bar.set_description_str(f"{self.title}: {message}", refresh=self._due())
+
+    def _due(self) -> bool:
+        """Has the run lasted its ``delay`` (the bar shows from then on)?"""
+        return time.monotonic() - self.since >= self.delay
 
     def set_total(self, total: int) -> None:
         """The number of steps, once known."""

@@ -306,3 +306,18 @@ def test_readme_limits_and_test_requirements():
     assert "`npm`;" not in README and "the `katex` package" in README
     for doc in ("docs/backward.md", "docs/export.md"):
         assert "[lm_head]" in (ROOT / doc).read_text(encoding="utf-8"), doc
+
+
+def test_the_help_names_every_shipped_example(capsys):
+    """`symformer --help` lists every example that ships by name (post_claims is a
+    claims file, not an example)."""
+    from pathlib import Path
+
+    import symformer
+
+    shipped = {p.stem for p in (Path(symformer.__file__).parent / "examples").glob("*.toml")}
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    missing = sorted(name for name in shipped - {"post_claims"} if name not in text)
+    assert not missing, f"symformer --help does not name {missing}"

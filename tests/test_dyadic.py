@@ -1,4 +1,4 @@
-"""Floating-point weights converted in NumPy (symformer/engine/dyadic.py), checked against
+"""Floating-point weights converted in NumPy (symformer/example/dyadic.py), checked against
 Python's own exact conversion (``fractions.Fraction(float(x))``) and against float64
 products; the weights-by-reference example file (symformer/example/weights_file.py)."""
 
@@ -15,8 +15,8 @@ from flint import arb, arb_mat, ctx, fmpq
 
 from symformer.cli import main
 from symformer.engine.arbmath import constant_balls, constant_mat
-from symformer.engine.dyadic import DyadicMatrix, dyadic_arb_mat, dyadic_parts, rationals
 from symformer.errors import InputError
+from symformer.example.dyadic import DyadicMatrix, dyadic_arb_mat, dyadic_parts, rationals
 from tests.model_dirs import gpt2_config, gpt2_dir, gpt2_tensors
 
 DTYPES = (np.float64, np.float32, np.float16)
@@ -233,7 +233,7 @@ def test_a_refusal_names_the_limit_the_caller_gave(tmp_path, capsys) -> None:
         from_pretrained(folder, [0], max_work=1000)
     assert "max_work=N" in str(caught.value) and "--max-work" not in str(caught.value)
     with pytest.raises(InputError) as caught:
-        derive(from_pretrained(folder, [0]), max_work=1000)
+        derive(from_pretrained(folder, [0]), max_work=1)
     assert "max_work=N" in str(caught.value) and "--max-work" not in str(caught.value)
     assert run_import(folder, tmp_path / "x.toml", "--max-work", "1000") == 2
     err = capsys.readouterr().err

@@ -21,9 +21,9 @@ transformers = pytest.importorskip("transformers")
 
 import symformer  # noqa: E402
 from symformer.errors import InputError, NotSupportedError  # noqa: E402
+from symformer.example.model_dir import ModelDir  # noqa: E402
 from symformer.frameworks import from_pretrained, from_torch  # noqa: E402
 from symformer.frameworks.hf_in import pretrained_text  # noqa: E402
-from symformer.frameworks.model_dir import ModelDir  # noqa: E402
 from symformer.frameworks.torch_check import module_crosscheck  # noqa: E402
 from symformer.frameworks.torch_out import model_class  # noqa: E402
 

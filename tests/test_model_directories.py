@@ -375,7 +375,7 @@ def test_a_vocab_txt_that_is_not_text_is_refused(tmp_path, capsys) -> None:
 # -- bounded before reading ------------------------------------------------------------
 def test_the_import_is_refused_over_the_work_limit_before_reading(tmp_path, capsys,
                                                                    monkeypatch) -> None:
-    from symformer.frameworks import model_dir
+    from symformer.example import model_dir
 
     def never(self, key):
         raise AssertionError("a tensor was read")
@@ -475,7 +475,7 @@ def test_a_masked_lm_head_has_no_next_token(tmp_path, capsys) -> None:
 
 
 def test_the_first_layers_of_a_deep_model(tmp_path, capsys, monkeypatch) -> None:
-    from symformer.frameworks import model_dir
+    from symformer.example import model_dir
 
     folder = gpt2_dir(tmp_path / "m", tensors=gpt2_tensors(layers=3),
                       config=gpt2_config(n_layer=3))

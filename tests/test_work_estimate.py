@@ -173,3 +173,36 @@ def test_many_claims_are_refused_within_the_default_limit(tmp_path, capsys):
     assert main(["check", str(few), "--max-work", str(estimate(
         "check", load_example(), claims=40, numbers=40))]) == 1  # its own estimate
     assert "0 of 40 numbers correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["derive", "backward"])
+def test_derive_shows_progress_only_after_a_second(tmp_path, monkeypatch, capsys, command):
+    """derive and backward show their bar on a terminal once a run passes a second
+    (the built-in example, far quicker, shows none), never with --quiet, and print the
+    same tables either way."""
+    import time
+
+    from symformer import display
+
+    printed = []
+    real = display.Progress.__init__
+    for delay, quiet in ((1.0, False), (0.0, False), (0.0, True)):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+
+        def init(self, *a, delay_now=delay, **k):
+            k["delay"] = delay_now  # 0: as if the run had already taken its second
+            real(self, *a, **k)
+
+        monkeypatch.setattr(display.Progress, "__init__", init)
+        started = time.perf_counter()
+        assert main([command, *(["--quiet"] if quiet else [])]) == 0
+        quick = time.perf_counter() - started < 1.0
+        shown = terminal.getvalue()
+        if quiet or (delay and quick):
+            assert shown == ""
+        elif not delay:
+            assert f"symformer {command}: " in shown
+        monkeypatch.setattr(display.Progress, "__init__", real)
+        printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] == printed[2] and printed[0].count("\n") > 10

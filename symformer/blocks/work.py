@@ -46,7 +46,7 @@ def weight_products(example: Example) -> tuple[int, int]:
     """The multiply-adds of a forward pass's products with constant weights (Q, K, V,
     W_O, the FFN, the logits: each one ``arb_mat`` product, cheap per term) and the
     weights those products and the embedding lookups read (each made a ball once per
-    precision: :mod:`symformer.engine.dyadic`); both counted in :func:`estimated_work`
+    precision: :mod:`symformer.example.dyadic`); both counted in :func:`estimated_work`
     too.  The encoder stack and the head only (a decoder's are left in the rest)."""
     n, d = len(example.tokens), example.d_model
     macs, weights = 0, 2 * n * d  # the rows looked up (embeddings, positions)
@@ -90,17 +90,14 @@ def parse_work_limit(text: str) -> int | None:
     return int(text)
 
 
-def check_size(example: Example, max_work: int | None, work: int | None = None,
+def check_size(example: Example, max_work: int | None, work: int,
                command: str = "") -> None:
     """Refuse examples whose derivation would not finish in reasonable time.
 
-    ``work`` is the estimate of what the caller will do (default: one forward pass);
+    ``work`` is the estimate of what the caller will do (the Python API's derive: the
+    forward pass, :func:`estimated_work`; a command: :mod:`symformer.blocks.cost`);
     ``command`` names it in the message.  A limit of 0 means no limit.
     """
-    if work is None:  # the Python API's derive: what `symformer derive` costs
-        from symformer.blocks.cost import derive_work
-
-        work = derive_work(example)
     doing = f"`symformer {command}` on this example" if command else "this example"
     check_work(work, max_work, f"{example.source}: {doing}")
 

@@ -27,8 +27,10 @@ Derive a small Transformer example exactly, stage by stage (forward and backward
 and turn the derivation into LaTeX, Markdown, figures, slides, worked lines, checks,
 training steps and exercise sheets. Every command works on the built-in example (the
 blog post's "I think I understand") when no example file is given; more ship by name
-(attention_only, gpt2_style, llama_style, encoder_decoder, course_module, and two
-published worked examples with their printed numbers: illustrated_self_attention,
+(attention_only, gpt2_style, llama_style, encoder_decoder, course_module; heads
+without a vocabulary: sentiment_classifier, a sigmoid with binary cross-entropy, and
+topic_classifier, a softmax over classes; optimizer_lesson, Adam on an objective; and
+two published worked examples with their printed numbers: illustrated_self_attention,
 scaled_identity_attention). `symformer COMMAND --help` shows examples.
 """
 

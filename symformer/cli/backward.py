@@ -14,6 +14,7 @@ from symformer.cli._common import (
     load,
     request,
 )
+from symformer.display import Progress
 from symformer.pipeline import prepare
 
 ORDER = 15
@@ -54,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_convention_arguments(p)
     add_decimals_argument(p, "the tables", json=True)
     add_json_arguments(p)
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown on a terminal when the run takes "
+                        "more than a second)")
     p.set_defaults(func=run)
 
 
@@ -62,14 +66,17 @@ def run(args: argparse.Namespace) -> int:
     from symformer.documents import as_json, backward_lines, listing
 
     rounding = json_rounding(args)
-    p = prepare(load(args), request(args, "backward", backward=True,
-                                    stages=tuple(args.stage or ["loss", "grad.*"]),
-                                    decimals=args.decimals))
-    if args.list:
-        print(listing(p.shown))
-    elif args.json:
-        print(json.dumps(as_json(p.derivation, p.shown, rounding), ensure_ascii=False))
-    else:
-        for piece in backward_lines(p):
-            print(piece)
+    with Progress("symformer backward", quiet=args.quiet, delay=1.0) as bar:
+        bar.update("deriving and differentiating")
+        p = prepare(load(args), request(args, "backward", backward=True,
+                                        stages=tuple(args.stage or ["loss", "grad.*"]),
+                                        decimals=args.decimals))
+        bar.update("certifying the digits")
+        if args.list:
+            text = listing(p.shown)
+        elif args.json:
+            text = json.dumps(as_json(p.derivation, p.shown, rounding), ensure_ascii=False)
+        else:
+            text = "\n".join(backward_lines(p))
+    print(text)  # after the bar is cleared: stdout and stderr never interleave
     return 0

@@ -16,6 +16,7 @@ from symformer.cli._common import (
     request,
 )
 from symformer.cli._slice import add_slice_arguments, slice_of
+from symformer.display import Progress
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.pipeline import prepare
 
@@ -73,6 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--decimals, as a reader working from printed tables does")
     add_json_arguments(p)
     add_slice_arguments(p)
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (shown on a terminal when a derive takes "
+                        "more than a second)")
     p.set_defaults(func=run)
 
 
@@ -84,20 +88,23 @@ def run(args: argparse.Namespace) -> int:
     example = load(args)
     chosen = slice_of(args, example)
     gradients = wants_gradients(args.stage, args.list) and example.loss is not None
-    p = prepare(example, request(
-        args, "derive", slice=chosen, reads="slice",
-        stages=tuple(args.stage) if args.stage else None, side_stages=True,
-        every_side_stage=args.all, backward=gradients, decimals=args.decimals,
-        reader_rounding=args.reader_rounding,
-        work={"reader_rounding": args.reader_rounding, "gradients": gradients}))
-    exact = args.exact_max_ops if args.exact else None
-    if args.list:
-        print(listing(p.shown))
-    elif args.json:
-        print(json.dumps(derive_json(p, rounding, exact), ensure_ascii=False))
-    else:
-        for piece in derive_lines(p, exact):
-            print(piece)
+    with Progress("symformer derive", quiet=args.quiet, delay=1.0) as bar:
+        bar.update("deriving")
+        p = prepare(example, request(
+            args, "derive", slice=chosen, reads="slice",
+            stages=tuple(args.stage) if args.stage else None, side_stages=True,
+            every_side_stage=args.all, backward=gradients, decimals=args.decimals,
+            reader_rounding=args.reader_rounding,
+            work={"reader_rounding": args.reader_rounding, "gradients": gradients}))
+        exact = args.exact_max_ops if args.exact else None
+        bar.update("certifying the digits")
+        if args.list:
+            text = listing(p.shown)
+        elif args.json:
+            text = json.dumps(derive_json(p, rounding, exact), ensure_ascii=False)
+        else:
+            text = "\n".join(derive_lines(p, exact))
+    print(text)  # after the bar is cleared: stdout and stderr never interleave
     return 0
 
 

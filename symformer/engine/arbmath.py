@@ -13,8 +13,8 @@ import flint
 from flint import arb, arb_mat, fmpq, fmpz
 
 from symformer.arbcontext import precision  # noqa: F401  (re-exported: the engine's name for it)
-from symformer.engine.dyadic import BLOCKED_ENTRIES, DyadicMatrix
 from symformer.errors import NotSupportedError
+from symformer.example.dyadic import BLOCKED_ENTRIES, DyadicMatrix
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
 
@@ -70,7 +70,7 @@ def constant_balls(m: sympy.Matrix) -> ArbMatrix:
     matrix still holds the same entries (a SymPy matrix is mutable: its sparse entries are
     compared with a copy).  Anything else (``sin(1)``, other ground types) goes
     through :func:`sympy_to_arb`.  Floating-point weights
-    (:class:`~symformer.engine.dyadic.DyadicMatrix`) are converted in NumPy, whole.
+    (:class:`~symformer.example.dyadic.DyadicMatrix`) are converted in NumPy, whole.
     """
     if isinstance(m, DyadicMatrix) and m.fresh():
         return m.balls()

@@ -14,10 +14,10 @@ its tensor there and the part of it the example uses::
     # transpose = true: the tensor's transpose (nn.Linear stores W^T); rows = [a, b]
 
 The file is untrusted input, read as a model directory is
-(:mod:`symformer.frameworks.model_dir`): no link out of its folder, its header checked
+(:mod:`symformer.example.model_dir`): no link out of its folder, its header checked
 whole, only floating-point tensors read, each exactly.  A file whose SHA-256 is not the
 recorded one is refused in one line naming it.  Each reference becomes a
-:class:`~symformer.engine.dyadic.DyadicMatrix` (the floats themselves, made rational
+:class:`~symformer.example.dyadic.DyadicMatrix` (the floats themselves, made rational
 only when evaluated) before the example's tables are read, so every other check (the
 shapes, the keys) is the one a written matrix gets.
 """
@@ -52,7 +52,7 @@ def read_weights(data: dict[str, Any], here: Where, source: str) -> dict[str, An
     path = Path(file)
     if not path.is_absolute() and source not in ("<string>", "<built-in>"):
         path = Path(source).parent / path
-    from symformer.frameworks.model_dir import ModelDir  # the directory rules
+    from symformer.example.model_dir import ModelDir  # the directory rules
 
     folder = ModelDir(path.parent)
     weights = folder.safetensors(path.name)
@@ -92,7 +92,7 @@ def _span(ref: dict[str, Any], key: str, size: int, where: str) -> slice:
 
 def _tensor(ref: dict[str, Any], here: Where, weights: Any, tensors: dict[str, Any]) -> Any:
     """The weights one reference table names, as a DyadicMatrix."""
-    from symformer.engine.dyadic import DyadicMatrix
+    from symformer.example.dyadic import DyadicMatrix
 
     where = str(here)
     no_unknown_keys(ref, REFERENCE_KEYS, here)

@@ -1,7 +1,7 @@
 """A Hugging Face model directory (``config.json`` + ``model.safetensors``) as an example.
 
 No torch: the weights are read from the safetensors file by
-:mod:`symformer.frameworks.model_dir`, which trusts nothing in the directory (no link
+:mod:`symformer.example.model_dir`, which trusts nothing in the directory (no link
 out of it, every header entry checked, only the tensors used read; bfloat16, which
 NumPy lacks, widened to float32 bit for bit), and every weight is kept as the exact
 dyadic rational it is (:mod:`symformer.frameworks.weights`).  Numbers of
@@ -36,6 +36,7 @@ import numpy as np
 from symformer.blocks.work import check_work
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
+from symformer.example.model_dir import MAX_VOCAB_BYTES, ModelDir, SafeTensors
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.hf_config import (
@@ -47,7 +48,6 @@ from symformer.frameworks.hf_config import (
     refuse,
     tensor,
 )
-from symformer.frameworks.model_dir import MAX_VOCAB_BYTES, ModelDir, SafeTensors
 from symformer.frameworks.weights import dyadic_row as row
 from symformer.frameworks.weights import dyadic_rows as rows
 from symformer.frameworks.weights import example_text, printable, weights_table
@@ -140,7 +140,7 @@ INLINE_WEIGHTS = 150_000
 def import_work(weights: int, inline: bool = True) -> int:
     """The operations an import of ``weights`` numbers does: converting each to its
     exact text (``inline``), or reading it as the array it is (the rationals are made
-    in NumPy when the example is evaluated: :mod:`symformer.engine.dyadic`)."""
+    in NumPy when the example is evaluated: :mod:`symformer.example.dyadic`)."""
     per = IMPORT_PER_WEIGHT if inline else IMPORT_PER_READ
     return IMPORT_START + math.ceil(per * weights)
 
@@ -152,7 +152,7 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                     weights_mode: str | None = None
                     ) -> tuple[dict[str, Any], list[str], str, str]:
     """The example table of a Hugging Face directory (its weights
-    :class:`~symformer.engine.dyadic.DyadicMatrix` s), its provenance comments, its
+    :class:`~symformer.example.dyadic.DyadicMatrix` s), its provenance comments, its
     source name and the note on unused tensors.
 
     Bounded before a weight is read: the file's floating-point numbers are counted from

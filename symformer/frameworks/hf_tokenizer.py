@@ -4,7 +4,7 @@
 tokenizers are); without it, BERT's ``vocab.txt`` (WordPiece, lower-cased unless
 ``tokenizer_config.json`` says ``do_lower_case = false``) or GPT-2's ``vocab.json`` with
 ``merges.txt`` (byte-level BPE).  Every file is read through
-:class:`~symformer.frameworks.model_dir.ModelDir` (no link out of the directory, size
+:class:`~symformer.example.model_dir.ModelDir` (no link out of the directory, size
 limits) and handed to the library as text, never as a path it would open itself.
 Special tokens are added as the tokenizer's post-processor adds them (BERT's ``[CLS]``
 … ``[SEP]``), as ``tokenizer(text)`` does in ``transformers``.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from symformer.errors import InputError, NotSupportedError
-from symformer.frameworks.model_dir import MAX_VOCAB_BYTES, ModelDir
+from symformer.example.model_dir import MAX_VOCAB_BYTES, ModelDir
 
 #: The longest text tokenized (the example is for a sentence, not a document).
 MAX_TEXT_CHARS = 10_000

@@ -2,7 +2,7 @@
 per prompt (``symformer crosscheck DIR --prompts FILE``).
 
 The directory is imported once, here (every check of
-:mod:`symformer.frameworks.model_dir`, the work bound), each prompt tokenized by its own
+:mod:`symformer.example.model_dir`, the work bound), each prompt tokenized by its own
 tokenizer, and each prompt becomes a task (:mod:`symformer.parallel`): the example on
 that prompt's tokens, derived exactly, against the model run in the dtype with hooks
 (:func:`~symformer.frameworks.torch_check.module_crosscheck`).  A worker imports the

@@ -166,7 +166,7 @@ _CAUSAL = ("gpt2", "llama", "mistral", "qwen2")
 def load_hf_model(directory: Any, example: Example) -> Any:
     """The user's own Hugging Face model of ``directory``, loaded by ``transformers``
     from the safetensors file only (never a pickle, never remote code), through a
-    private folder of links to the files :class:`~symformer.frameworks.model_dir.
+    private folder of links to the files :class:`~symformer.example.model_dir.
     ModelDir` has checked (so the library reads nothing else of the directory)."""
     from symformer.files import private_links
 
@@ -176,7 +176,7 @@ def load_hf_model(directory: Any, example: Example) -> Any:
     except ImportError:
         raise NotSupportedError("crosscheck of a model directory needs transformers: pip "
                                 "install 'symformer[torch]'") from None
-    from symformer.frameworks.model_dir import ModelDir
+    from symformer.example.model_dir import ModelDir
 
     transformers.utils.logging.set_verbosity_error()  # its notes are not the user's
     transformers.utils.logging.disable_progress_bar()

@@ -441,7 +441,7 @@ def _float(value: Any) -> float:
 
 def float_rows(matrix: Any, vector: bool = False) -> list[Any]:
     """An exact matrix as rows of the nearest float64s (one row: a list, if ``vector``)."""
-    from symformer.engine.dyadic import DyadicMatrix
+    from symformer.example.dyadic import DyadicMatrix
 
     if isinstance(matrix, DyadicMatrix) and matrix.fresh():  # floats already: exactly
         rows = matrix.array.astype("float64").tolist()

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from symformer.engine.dyadic import DyadicMatrix
 from symformer.errors import InputError
+from symformer.example.dyadic import DyadicMatrix
 from symformer.example.numbers import MAX_MAGNITUDE, DecimalText
 from symformer.example.write import InlineTable, dump
 
