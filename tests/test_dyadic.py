@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -182,12 +183,15 @@ def test_a_changed_or_hostile_weights_file_is_refused(tmp_path, capsys, monkeypa
     assert main(["derive", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "model.safetensors" in err and "changed" in err
+    assert not re.search(r"[0-9a-f]{12}", err)  # neither hash is shown
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
     text = out.read_text()
     cases = {
+        # content-addressed: another file is refused by its hash before a byte of it
+        # is parsed, and the message shows nothing of it (no header size, no hash)
         text.replace('file = "m/model.safetensors"', 'file = "/etc/passwd"'):
-            "not a safetensors file",
+            "/etc/passwd: not the weights file the example records (its SHA-256 differs",
         text.replace('{tensor = "transformer.wte.weight"}', '{tensor = "nope"}'):
             "no tensor 'nope'",
         text.replace('rows = [0, 4], columns = [0, 2]}', 'rows = [0, 4], columns = [0, 99]}',

@@ -14,12 +14,14 @@ its tensor there and the part of it the example uses::
     # transpose = true: the tensor's transpose (nn.Linear stores W^T); rows = [a, b]
 
 The file is untrusted input, read as a model directory is
-(:mod:`symformer.example.model_dir`): no link out of its folder, its header checked
-whole, only floating-point tensors read, each exactly.  A file whose SHA-256 is not the
-recorded one is refused in one line naming it.  Each reference becomes a
-:class:`~symformer.example.dyadic.DyadicMatrix` (the floats themselves, made rational
-only when evaluated) before the example's tables are read, so every other check (the
-shapes, the keys) is the one a written matrix gets.
+(:mod:`symformer.example.model_dir`): no link out of its folder, a regular file, its
+header checked whole, only floating-point tensors read, each exactly.  It is
+content-addressed: its SHA-256 is computed before anything of it is parsed, and a file
+whose SHA-256 is not the recorded one is refused in one line naming it (never its bytes
+or its hash), so an example can name only a file whose exact content its author has.
+Each reference becomes a :class:`~symformer.example.dyadic.DyadicMatrix` (the floats
+themselves, made rational only when evaluated) before the example's tables are read, so
+every other check (the shapes, the keys) is the one a written matrix gets.
 """
 
 from __future__ import annotations
@@ -52,15 +54,20 @@ def read_weights(data: dict[str, Any], here: Where, source: str) -> dict[str, An
     path = Path(file)
     if not path.is_absolute() and source not in ("<string>", "<built-in>"):
         path = Path(source).parent / path
-    from symformer.example.model_dir import ModelDir  # the directory rules
+    from symformer.example.model_dir import ModelDir, SafeTensors, file_sha256
 
-    folder = ModelDir(path.parent)
-    weights = folder.safetensors(path.name)
-    found = weights.sha256()
-    if found != digest:
-        raise InputError(f"{weights.name}: the weights file has changed since the example "
-                         f"was written (SHA-256 {found[:12]}..., the example records "
-                         f"{digest[:12]}...); import the model again")
+    folder = ModelDir(path.parent)  # the directory rules: a regular file, no link out
+    real = folder.path(path.name)
+    if real is None:
+        raise InputError(f"{where}: no weights file {folder.name(path.name)}")
+    # content-addressed: nothing of the file is parsed (or shown) before its SHA-256 is
+    # the recorded one, so an example reads only a file whose bytes its author has
+    if file_sha256(real, folder.name(path.name)) != digest:
+        raise InputError(f"{folder.name(path.name)}: not the weights file the example "
+                         f"records (its SHA-256 differs: the file has changed since the "
+                         f"example was written, or it is another file); import the "
+                         f"model again")
+    weights = SafeTensors(real, folder.name(path.name))
     tensors: dict[str, Any] = {}
     rest = {k: v for k, v in data.items() if k != "weights"}
     return _replace(rest, here, weights, tensors)
