@@ -16,6 +16,7 @@ from fractions import Fraction
 from flint import arb, fmpq, fmpz
 
 from symformer.engine.arbmath import precision
+from symformer.engine.fast import collection_paused
 from symformer.errors import NotSupportedError, UndecidedError, UndecidedWarning
 
 #: The working precision (bits) is never raised past this ceiling.  An entry still
@@ -343,7 +344,7 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
     # x * 10**-t + [-1/2, 1/2], which is all the argument above needs
     widen = arb(fmpq(1, 2**bits), fmpq(1, 2) + fmpq(1, 2**bits))
     out = []
-    with precision(bits):
+    with precision(bits), collection_paused():  # a Rounded per entry, no cycle
         if significant is None:
             t = -decimals
             scale = scales(t)
