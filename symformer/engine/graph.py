@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from symformer.engine.arbmath import ArbMatrix, precision
+from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.certify import Certification
 from symformer.engine.exact import Canonical, expression_matrix
-from symformer.engine.fast import collection_paused
+from symformer.engine.fast import collection_paused, working
 from symformer.engine.rounding import Rounded
 from symformer.errors import ClosedFormTooLarge, InputError
 from symformer.lazy import sympy
@@ -281,7 +281,7 @@ class Derivation:
                 needed = self.ancestors(upto) | {upto}
             elif upto is not None:
                 return values
-            with precision(prec), collection_paused():  # lists of balls, no cycle
+            with working(prec):  # the collector paused: lists of balls, no cycle
                 for stage in self:
                     if stage.name in values or needed is not None and \
                             stage.name not in needed:
