@@ -225,8 +225,8 @@ def scale_table(repeat: int) -> None:
         ours = min_cpu(lambda e=example, k=digits: exact_run(e, k), repeat)
         theirs = min_cpu(arb_mat_block(example, bits), repeat * 3)
         worst = max(worst, ours / theirs)
-        print(f"   | {label} | {digits} | {entries:,} | {ours:.3f} s | {theirs:.4f} s |"
-              f" {ours / theirs:.1f}x |", flush=True)
+        print(f"   | {label} | {digits} | {entries:,} | {ours * 1e3:.1f} ms |"
+              f" {theirs * 1e3:.2f} ms | {ours / theirs:.1f}x |", flush=True)
     print(f"   worst ratio {worst:.1f}x  (target <= 10x; load average"
           f" {os.getloadavg()[0]:.1f})")
 
