@@ -343,9 +343,10 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
         # [-1/2, 1/2] and a little more: a midpoint of 2**-bits keeps z's midpoint at a
         # working exponent when x is tiny (a midpoint of 10**-(10**29) would make
         # unique_fmpz's shift too large: FLINT aborts the process); z still holds
-        # x * 10**-t + [-1/2, 1/2], which is all the argument above needs.  Exact at
-        # any precision (a dyadic midpoint, a radius rounded up): kept per ``bits``.
-        widen = _WIDEN[bits] = arb(fmpq(1, 2**bits), fmpq(1, 2) + fmpq(1, 2**bits))
+        # x * 10**-t + [-1/2, 1/2], which is all the argument above needs (a dyadic
+        # midpoint, a radius rounded up): kept per ``bits``.
+        with precision(bits):  # made at ``bits``, whatever the caller's precision
+            widen = _WIDEN[bits] = arb(fmpq(1, 2**bits), fmpq(1, 2) + fmpq(1, 2**bits))
     out = []
     with working(bits):  # the collector paused: a Rounded per entry, no cycle
         if significant is None:
