@@ -63,3 +63,28 @@ def test_stage_rounding_is_independent_of_the_callers_precision(ambient):
     for v, r in zip(values, rounded):
         expected = context.divide(Decimal(v.numerator), Decimal(v.denominator))
         assert r is not None and r.value() == Fraction(expected), (v, r)
+
+
+@pytest.mark.parametrize("significant", [1, 2, 5, 30])
+def test_round_values_and_their_neighbours(significant):
+    """Powers of ten (0.1 as a ball, 1 and 100 exact) and values 1e-40 relatively just
+    below and above them, each read after an entry of its own size (so the stage's
+    guess, not a first read, decides it), against the decimal module."""
+    values = []
+    for k in range(-6, 7):
+        p = Fraction(10) ** k
+        for v in (p, p * (1 - Fraction(1, 10**40)), p * (1 + Fraction(1, 10**40))):
+            values += [v * Fraction(13, 7), v, -v * Fraction(13, 7), -v]  # no ties
+    saved = flint.ctx.prec
+    try:
+        flint.ctx.prec = 512
+        balls = [[arb(fmpq(v.numerator, v.denominator)) for v in values]]
+        rounded = round_stage(balls, significant=significant)[0]
+    finally:
+        flint.ctx.prec = saved
+    context = Context(prec=significant, rounding=ROUND_HALF_EVEN)
+    for v, r in zip(values, rounded):
+        expected = context.divide(Decimal(v.numerator), Decimal(v.denominator))
+        assert r is not None and r.value() == Fraction(expected), (v, r)
+        digits = abs(r.digits)
+        assert 10 ** (significant - 1) <= digits < 10 ** significant, (v, r)

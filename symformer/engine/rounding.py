@@ -417,7 +417,19 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
                     shift = count - significant  # F's digits below the last kept one
                     if shift > 0:
                         if size == powers[count - 1]:
-                            break  # 10**k: v may lie just below it, one digit shorter
+                            # F = +-10**k (a round value: 0.1, 1, 100): every point v has
+                            # |v| / 10**t in (10**k - 1/2, 10**k + 1/2).  From 10**k up it
+                            # rounds to 10**(s-1) units of 10**(t + shift), the dropped
+                            # part below half a unit; just below, its lead digit is one
+                            # lower and it rounds up (above the half: shift >= 1) to 10**s
+                            # units of 10**(t + shift - 1): the same value either way
+                            made = new(Rounded)  # _rounded(+-low, t + shift), inline
+                            fields = made.__dict__
+                            fields["digits"], fields["exponent"] = \
+                                low if fine > 0 else -low, t + shift
+                            if shift > 2 * _SPREAD:  # a guess far too fine
+                                t, scale = t + shift - _SPREAD, None
+                            break
                         digits, rest = divmod(2 * fine + powers[shift], doubled[shift])
                         if rest:  # no tie: every point rounds to ``digits``
                             made = new(Rounded)  # _rounded(digits, t + shift), inline
