@@ -208,6 +208,11 @@ def min_cpu(fn, repeat: int) -> float:
     return best
 
 
+def _seconds(t: float) -> str:
+    """A CPU time for the table: seconds from one second up, milliseconds below."""
+    return f"{t:.2f} s" if t >= 1 else f"{t * 1e3:.2f} ms"
+
+
 def scale_table(repeat: int) -> None:
     """Part 6: the engine against the ``arb_mat`` pass at every shape of the scale table."""
     from bench_engine import random_example
@@ -225,8 +230,8 @@ def scale_table(repeat: int) -> None:
         ours = min_cpu(lambda e=example, k=digits: exact_run(e, k), repeat)
         theirs = min_cpu(arb_mat_block(example, bits), repeat * 3)
         worst = max(worst, ours / theirs)
-        print(f"   | {label} | {digits} | {entries:,} | {ours * 1e3:.1f} ms |"
-              f" {theirs * 1e3:.2f} ms | {ours / theirs:.1f}x |", flush=True)
+        print(f"   | {label} | {digits} | {entries:,} | {_seconds(ours)} | {_seconds(theirs)} |"
+              f" {ours / theirs:.1f}x |", flush=True)
     print(f"   worst ratio {worst:.1f}x  (target <= 10x; load average"
           f" {os.getloadavg()[0]:.1f})")
 
