@@ -16,7 +16,13 @@ Prints, measured in one run (the machine is shared: read the ratios):
    default 32 x 32 x 4 heads x 2 layers, an mse loss) against the built-in example's
    backward pass, per stage entry, and its peak memory;
 5. the exercise generator: CPU time per variant of the built-in example's default
-   exercise (``benchmarks/bench_exercise.py`` breaks it down).
+   exercise (``benchmarks/bench_exercise.py`` breaks it down);
+6. the scale table (issue 32): derive + every stage to certified digits against the
+   hand-written ``arb_mat`` pass of the same encoder (:func:`arb_mat_block`), CPU time,
+   the minimum of ``--table-repeat`` runs of each side, all shapes in this one run: the
+   built-in block (50 digits, 200 bits) and random post-norm encoders
+   (:func:`bench_engine.random_example`, 30 digits, 128 bits) of 16 x 16 x 4 x 2,
+   64 x 64 x 8 x 4 and 32 x 128 x 8 x 2 (``--table-only`` prints this part alone).
 """
 
 from __future__ import annotations
@@ -46,33 +52,40 @@ def _mat(m) -> arb_mat:
     return arb_mat([[arb(fmpq(int(v.p), int(v.q))) for v in m.row(i)] for i in range(m.rows)])
 
 
-def arb_mat_block(example: Example):
-    """A hand-written ``arb_mat`` forward pass of the built-in block (output only).
+def arb_mat_block(example: Example, prec: int = 200):
+    """A hand-written ``arb_mat`` forward pass of a post-norm encoder (output only):
+    the built-in block, or :func:`bench_engine.random_example`'s, every layer.
 
-    Weights are converted once, outside the timing; the positional encoding is
-    computed with arb's sin/cos, as the engine does.
+    Weights are converted once, outside the timing, at ``prec`` bits (a weight such as
+    0.1 is no dyadic); the positional encoding is computed with arb's sin/cos, as the
+    engine does; every product is one ``arb_mat`` product, and only the softmax,
+    LayerNorm, ReLU and the biases loop over entries.
     """
     n, d = len(example.tokens), example.d_model
     ids = example.token_ids
-    layer = example.layers[0]
-    heads = [(_mat(h.W_Q), _mat(h.W_K), _mat(h.W_V), h.d_k) for h in layer.heads]
-    W_O = _mat(layer.W_O)
-    W_1, b_1, W_2, b_2 = (_mat(m) for m in (layer.W_1, layer.b_1, layer.W_2, layer.b_2))
-    eps = arb(fmpq(int(layer.eps.p), int(layer.eps.q)))
+    layers = []
+    saved, ctx.prec = ctx.prec, prec
+    for layer in example.layers:
+        heads = [(_mat(h.W_Q), _mat(h.W_K), _mat(h.W_V), h.d_k) for h in layer.heads]
+        gammas = [_mat(getattr(layer, k)).tolist()[0]
+                  for k in ("gamma_1", "beta_1", "gamma_2", "beta_2")]
+        layers.append((heads, _mat(layer.W_O), _mat(layer.W_1), _mat(layer.b_1).tolist()[0],
+                       _mat(layer.W_2), _mat(layer.b_2).tolist()[0], *gammas,
+                       fmpq(int(layer.eps.p), int(layer.eps.q))))
+    ctx.prec = saved
     E = example.embeddings
 
-    def layer_norm(x: arb_mat) -> arb_mat:
+    def layer_norm(x: arb_mat, eps: arb, gamma: list, beta: list) -> arb_mat:
         rows = []
-        for i in range(x.nrows()):
-            row = [x[i, j] for j in range(x.ncols())]
+        for row in x.tolist():
             mu = sum(row, arb(0)) / len(row)
             var = sum(((v - mu) * (v - mu) for v in row), arb(0)) / len(row)
             root = (var + eps).sqrt()
-            rows.append([(v - mu) / root for v in row])
+            rows.append([(v - mu) / root * g + b for v, g, b in zip(row, gamma, beta)])
         return arb_mat(rows)
 
     def run() -> arb_mat:
-        ctx.prec = 200
+        ctx.prec = prec
         rows = []
         for pos, t in enumerate(ids):
             rows.append([arb(fmpq(int(E[t, j].p), int(E[t, j].q)))
@@ -80,25 +93,26 @@ def arb_mat_block(example: Example):
                             else (arb(pos) / arb(10000) ** (arb(j - j % 2) / d)).cos())
                          for j in range(d)])
         x = arb_mat(rows)
-        outs = []
-        for W_Q, W_K, W_V, d_k in heads:
-            q, k, v = x * W_Q, x * W_K, x * W_V
-            s = q * k.transpose()
-            scale = 1 / arb(d_k).sqrt()
-            weights = []
-            for i in range(n):
-                e = [(s[i, j] * scale).exp() for j in range(n)]
-                total = sum(e, arb(0))
-                weights.append([w / total for w in e])
-            outs.append(arb_mat(weights) * v)
-        concat = arb_mat([[o[i, j] for o in outs for j in range(o.ncols())] for i in range(n)])
-        y = layer_norm(x + concat * W_O)
-        hidden = y * W_1
-        pre = [[hidden[i, j] + b_1[0, j] for j in range(hidden.ncols())] for i in range(n)]
-        act = arb_mat([[v if v > 0 else arb(0) for v in row] for row in pre])
-        f = act * W_2
-        f = arb_mat([[f[i, j] + b_2[0, j] for j in range(d)] for i in range(n)])
-        return layer_norm(y + f)
+        for heads, W_O, W_1, b_1, W_2, b_2, g1, be1, g2, be2, eps_q in layers:
+            eps = arb(eps_q)
+            outs = []
+            for W_Q, W_K, W_V, d_k in heads:
+                q, k, v = x * W_Q, x * W_K, x * W_V
+                s = q * k.transpose()
+                scale = 1 / arb(d_k).sqrt()
+                weights = []
+                for row in s.tolist():
+                    e = [(w * scale).exp() for w in row]
+                    total = sum(e, arb(0))
+                    weights.append([w / total for w in e])
+                outs.append((arb_mat(weights) * v).tolist())
+            concat = arb_mat([[v for o in outs for v in o[i]] for i in range(n)])
+            y = layer_norm(x + concat * W_O, eps, g1, be1)
+            act = arb_mat([[v if v > 0 else arb(0) for v in (h + b for h, b in zip(row, b_1))]
+                           for row in (y * W_1).tolist()])
+            f = arb_mat([[v + b for v, b in zip(row, b_2)] for row in (act * W_2).tolist()])
+            x = layer_norm(y + f, eps, g2, be2)
+        return x
 
     return run
 
@@ -179,6 +193,49 @@ def child(code: str) -> dict:
     return json.loads(out.stdout)
 
 
+#: The scale table's random encoders: tokens, d_model, heads, layers.
+TABLE = ((16, 16, 4, 2), (64, 64, 8, 4), (32, 128, 8, 2))
+
+
+def min_cpu(fn, repeat: int) -> float:
+    """The minimum CPU time of ``repeat`` runs of ``fn()`` (after one untimed run)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def _seconds(t: float) -> str:
+    """A CPU time for the table: seconds from one second up, milliseconds below."""
+    return f"{t:.2f} s" if t >= 1 else f"{t * 1e3:.2f} ms"
+
+
+def scale_table(repeat: int) -> None:
+    """Part 6: the engine against the ``arb_mat`` pass at every shape of the scale table."""
+    from bench_engine import random_example
+
+    cases = [("built-in (4 x 4 x 2 x 1)", load_example(), 50, 200)]
+    cases += [(" x ".join(map(str, shape)), random_example(*shape, seed=3), 30, 128)
+              for shape in TABLE]
+    print("6. scale table: derive + every stage to certified digits vs the arb_mat pass,"
+          f" CPU, min of {repeat} runs")
+    print("   | tokens x d_model x heads x layers | digits | entries | symformer |"
+          " arb_mat | ratio |")
+    worst = 0.0
+    for label, example, digits, bits in cases:
+        entries = exact_run(example, digits)
+        ours = min_cpu(lambda e=example, k=digits: exact_run(e, k), repeat)
+        theirs = min_cpu(arb_mat_block(example, bits), repeat * 3)
+        worst = max(worst, ours / theirs)
+        print(f"   | {label} | {digits} | {entries:,} | {_seconds(ours)} | {_seconds(theirs)} |"
+              f" {ours / theirs:.1f}x |", flush=True)
+    print(f"   worst ratio {worst:.1f}x  (target <= 10x; load average"
+          f" {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,9 +247,16 @@ def main() -> None:
                         help="tokens,d_model,heads,layers of the backward pass's example")
     parser.add_argument("--variants", type=int, default=20,
                         help="exercise variants to time")
+    parser.add_argument("--table-repeat", type=int, default=3,
+                        help="runs of each side per shape of the scale table (part 6)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="print the scale table (part 6) alone")
     parser.add_argument("--profile", type=int, metavar="N", default=0,
                         help="print the N top functions (own time) of the built-in run")
     args = parser.parse_args()
+    if args.table_only:
+        scale_table(args.table_repeat)
+        return
     example = load_example()
     exact_run(example, 50)
     if args.profile:
@@ -254,6 +318,7 @@ def main() -> None:
     per_variant = (time.process_time() - start) / args.variants
     print(f"5. exercise generator, built-in example's default exercise: {args.variants}"
           f" variants, {per_variant * 1e3:.0f} ms CPU per variant")
+    scale_table(args.table_repeat)
 
 
 if __name__ == "__main__":

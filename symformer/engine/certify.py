@@ -147,7 +147,8 @@ class Certification:
         block = rows is not None or cols is not None
         at_row = list(range(n)) if rows is None else list(rows)  # block row -> stage row
         at_col = list(range(m)) if cols is None else list(cols)
-        if any(not 0 <= i < n for i in at_row) or any(not 0 <= j < m for j in at_col):
+        if block and (any(not 0 <= i < n for i in at_row)
+                      or any(not 0 <= j < m for j in at_col)):  # a whole stage: in range
             raise ValueError(f"a row or column outside stage {name} ({n}x{m})")
         # Most entries are decided by the first precision: round the whole stage (the
         # block) from one evaluation, and give only the others the per-entry,

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from symformer.engine.arbmath import ArbMatrix, precision
+from symformer.engine.arbmath import ArbMatrix
 from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.certify import Certification
 from symformer.engine.exact import Canonical, expression_matrix
+from symformer.engine.fast import collection_paused, working
 from symformer.engine.rounding import Rounded
 from symformer.errors import ClosedFormTooLarge, InputError
 from symformer.lazy import sympy
@@ -90,9 +91,10 @@ class Stage:
         """Certified decimal strings ("-inf" for masked scores); ``rows`` and ``cols``
         as in :meth:`rounded`."""
         rows = self.rounded(decimals=decimals, significant=significant, rows=rows, cols=cols)
-        if decimals is not None:
-            return [["-inf" if r is None else r.fixed() for r in row] for row in rows]
-        return [["-inf" if r is None else r.significant() for r in row] for row in rows]
+        with collection_paused():  # a list per row, no cycle (engine.fast)
+            if decimals is not None:
+                return [["-inf" if r is None else r.fixed() for r in row] for row in rows]
+            return [["-inf" if r is None else r.significant() for r in row] for row in rows]
 
     def balls(self, prec: int = 128) -> ArbMatrix:
         """The stage in ball arithmetic at ``prec`` bits."""
@@ -279,7 +281,7 @@ class Derivation:
                 needed = self.ancestors(upto) | {upto}
             elif upto is not None:
                 return values
-            with precision(prec):
+            with working(prec):  # the collector paused: lists of balls, no cycle
                 for stage in self:
                     if stage.name in values or needed is not None and \
                             stage.name not in needed:

@@ -16,6 +16,7 @@ from fractions import Fraction
 from flint import arb, fmpq, fmpz
 
 from symformer.engine.arbmath import precision
+from symformer.engine.fast import working
 from symformer.errors import NotSupportedError, UndecidedError, UndecidedWarning
 
 #: The working precision (bits) is never raised past this ceiling.  An entry still
@@ -337,13 +338,17 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
     # 64 bits below them: a ball of the working precision stays as narrow
     bits = (wanted + 3 * _SPREAD + _EXTRA) * 10 // 3 + 64
     new, scales = object.__new__, _scales(bits)
-    # [-1/2, 1/2] and a little more: a midpoint of 2**-bits keeps z's midpoint at a
-    # working exponent when x is tiny (a midpoint of 10**-(10**29) would make
-    # unique_fmpz's shift too large: FLINT aborts the process); z still holds
-    # x * 10**-t + [-1/2, 1/2], which is all the argument above needs
-    widen = arb(fmpq(1, 2**bits), fmpq(1, 2) + fmpq(1, 2**bits))
+    widen = _WIDEN.get(bits)
+    if widen is None:
+        # [-1/2, 1/2] and a little more: a midpoint of 2**-bits keeps z's midpoint at a
+        # working exponent when x is tiny (a midpoint of 10**-(10**29) would make
+        # unique_fmpz's shift too large: FLINT aborts the process); z still holds
+        # x * 10**-t + [-1/2, 1/2], which is all the argument above needs (a dyadic
+        # midpoint, a radius rounded up): kept per ``bits``.
+        with precision(bits):  # made at ``bits``, whatever the caller's precision
+            widen = _WIDEN[bits] = arb(fmpq(1, 2**bits), fmpq(1, 2) + fmpq(1, 2**bits))
     out = []
-    with precision(bits):
+    with working(bits):  # the collector paused: a Rounded per entry, no cycle
         if significant is None:
             t = -decimals
             scale = scales(t)
@@ -377,7 +382,8 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
                 if x is None:
                     done.append(None)
                     continue
-                if scale is not None:
+                read_once = scale is not None  # the loop's first read, made here
+                if read_once:
                     fine = (x * scale + widen).unique_fmpz()
                     if fine is not None:
                         fine = int(fine)
@@ -392,12 +398,16 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
                 made, tries = None, 2 if t is not None else 0  # the guess, then once moved
                 while tries:
                     tries -= 1
-                    if scale is None:
-                        scale = scales(t)
-                    fine = (x * scale + widen).unique_fmpz()
+                    if read_once:  # F at this scale, read above: not again
+                        read_once = False
+                    else:
+                        if scale is None:
+                            scale = scales(t)
+                        fine = (x * scale + widen).unique_fmpz()
+                        if fine is not None:
+                            fine = int(fine)
                     if fine is None:
                         break
-                    fine = int(fine)
                     size = fine if fine >= 0 else -fine
                     count = size.bit_length() * 30103 // 100000  # digits, or one less
                     if count + 1 >= top:
@@ -407,7 +417,19 @@ def _round_scaled_balls(balls: list[list[arb | None]], read: Callable[[arb], Rou
                     shift = count - significant  # F's digits below the last kept one
                     if shift > 0:
                         if size == powers[count - 1]:
-                            break  # 10**k: v may lie just below it, one digit shorter
+                            # F = +-10**k (a round value: 0.1, 1, 100): every point v has
+                            # |v| / 10**t in (10**k - 1/2, 10**k + 1/2).  From 10**k up it
+                            # rounds to 10**(s-1) units of 10**(t + shift), the dropped
+                            # part below half a unit; just below, its lead digit is one
+                            # lower and it rounds up (above the half: shift >= 1) to 10**s
+                            # units of 10**(t + shift - 1): the same value either way
+                            made = new(Rounded)  # _rounded(+-low, t + shift), inline
+                            fields = made.__dict__
+                            fields["digits"], fields["exponent"] = \
+                                low if fine > 0 else -low, t + shift
+                            if shift > 2 * _SPREAD:  # a guess far too fine
+                                t, scale = t + shift - _SPREAD, None
+                            break
                         digits, rest = divmod(2 * fine + powers[shift], doubled[shift])
                         if rest:  # no tie: every point rounds to ``digits``
                             made = new(Rounded)  # _rounded(digits, t + shift), inline
@@ -459,6 +481,8 @@ def _scales(bits: int) -> Callable[[int], arb]:
 
 #: :func:`_scales`' balls by (exponent, precision).
 _SCALES: dict[tuple[int, int], arb] = {}
+#: :func:`_round_scaled_balls`' widening balls by precision.
+_WIDEN: dict[int, arb] = {}
 
 
 def _rounded(digits: int, exponent: int) -> Rounded:

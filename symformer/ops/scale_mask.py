@@ -161,6 +161,8 @@ class ScaleMask(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         S = args[0]
         scale = self._factor_ball()
+        if not self.masked:  # no mask: a product per entry, nothing to look up
+            return [[s * scale for s in row] for row in S]
         offset = rational_ball(self.mask_value) if self.mask_value is not None else None
         out = []
         for i, row in enumerate(S):
