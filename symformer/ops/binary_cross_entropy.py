@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from flint import arb
@@ -36,6 +37,19 @@ def binary_cross_entropy_backward(g, y, T, c):
     """dL/dy = -g (T / y - (1 - T) / (1 - y)) / c."""
     return -g * (T / y - (1 - T) / (1 - y)) / c
 
+
+
+def _log_terms(op: Any, Y: sympy.Matrix, i: int) -> list[sympy.Expr]:
+    """Row i's terms T log y + (1 - T) log(1 - y), the zero ones left out (a hard 0 or 1
+    target keeps one log of each entry)."""
+    out = []
+    for j in range(Y.cols):
+        t, u = op._terms(i, j)
+        if t != 0:
+            out.append(t * sympy.log(Y[i, j]))
+        if u != 0:
+            out.append(u * sympy.log(1 - Y[i, j]))
+    return out
 
 @dataclass(frozen=True, eq=False)
 class BinaryCrossEntropy(Operation):
@@ -80,14 +94,8 @@ class BinaryCrossEntropy(Operation):
             sizes={"n": ("y", 0), "d": ("y", 1)}, symbols={"T": ("T", "T")})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
-        Y, total = args[0], []
-        for i in range(Y.rows):
-            for j in range(Y.cols):
-                t, u = self._terms(i, j)
-                if t != 0:
-                    total.append(t * sympy.log(Y[i, j]))
-                if u != 0:
-                    total.append(u * sympy.log(1 - Y[i, j]))
+        Y = args[0]
+        total = [t for i in range(Y.rows) for t in _log_terms(self, Y, i)]
         return sympy.Matrix([[-sympy.Add(*total) / self.divisor()]])
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
@@ -169,17 +177,7 @@ class PositionBinaryCrossEntropy(BinaryCrossEntropy):
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         Y = args[0]
-        rows = []
-        for i in range(Y.rows):
-            terms = []
-            for j in range(Y.cols):
-                t, u = self._terms(i, j)
-                if t != 0:
-                    terms.append(t * sympy.log(Y[i, j]))
-                if u != 0:
-                    terms.append(u * sympy.log(1 - Y[i, j]))
-            rows.append([-sympy.Add(*terms)])
-        return sympy.Matrix(rows)
+        return sympy.Matrix([[-sympy.Add(*_log_terms(self, Y, i))] for i in range(Y.rows)])
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         T = constant_balls(self.target)
