@@ -759,10 +759,13 @@ def _shown_lhs(lhs: lm.Node) -> str:
     if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
         lhs = lhs.operand
     if isinstance(lhs, lm.Sym):
+        # a subscript that names (W_1, W_Q, b_2) stays; one of indices (K_{ij}) goes
+        sub = lhs.sub if lhs.sub and all(ch.isdigit() or ch.isupper()
+                                         for ch in lhs.sub_text) else None
         if lhs.grad:
-            return "d" + lm.Sym(lhs.base, None, lhs.sup, lhs.primes).show() \
-                if lhs.base[:1].isupper() else f"dL/d{lm.Sym(lhs.base).show()}"
-        return lm.Sym(lhs.base, None, lhs.sup, lhs.primes).show()
+            return "d" + lm.Sym(lhs.base, sub, lhs.sup, lhs.primes).show() \
+                if lhs.base[:1].isupper() else f"dL/d{lm.Sym(lhs.base, sub).show()}"
+        return lm.Sym(lhs.base, sub, lhs.sup, lhs.primes).show()
     return "the left-hand side"
 
 
