@@ -253,7 +253,9 @@ def place(stage: Stage, i: int, j: int) -> str:
     Columns that name something add it: ``α_1 of 'I' (position 0), column 'think'``.
     """
     pooled = _pooled_row(stage)
-    if _weight_rows(stage):  # a weight's rows are not token positions
+    if _weight_rows(stage) and stage.shape[0] == 1:  # a bias, a gain, θ: no rows to name
+        text = entry(stage, j)
+    elif _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
     elif stage.kind == CONSTANT_KIND and stage.shape[0] == 1:  # √d_k, log V, θ_i
         text = entry(stage, j)
@@ -263,7 +265,7 @@ def place(stage: Stage, i: int, j: int) -> str:
         text = f"{entry(stage, j)} of the pooled row ({stage.rows[i]!r}: {pooled})"
     else:
         text = f"{entry(stage, j)} of {stage.rows[i]!r} (position {i + first_position(stage)})"
-    if not numbered(stage) and not per_row(stage):
+    if not numbered(stage) and not per_row(stage) and text != stage.cols[j]:
         text += f", column {stage.cols[j]!r}"
     return text
 

@@ -390,6 +390,8 @@ def _parameter_stage(g: Derivation, name: str) -> bool:
     value = stage.op.parameters()[parameter]
     rows, cols = _weight_labels(g, stage, parameter, value)
     symbol = parameter.split(".")[-1]
-    g.add(name, "parameter", Parameter(value, Notation(symbol, symbol, f"The weight {name}")),
+    # a subscript of its own is bracketed, so that an index can follow: (b_1)_2
+    g.add(name, "parameter", Parameter(value, Notation(symbol, symbol, f"The weight {name}",
+                                                       bracket="_" in symbol)),
           (), rows, cols, layer=stage.layer, head=stage.head, side=stage.side)
     return True
