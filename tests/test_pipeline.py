@@ -122,27 +122,21 @@ def test_without_derivation_the_conventions_are_applied_and_work_checked():
 
 # -- the commands that build their own output from the prepared request ---------------
 def test_check_text_and_json_are_what_check_prints(capsys):
-    """``check``: the claims judged by the checker, reported by documents.check_text."""
+    """``check``: the claims judged by one library call (verify.judging.judge), reported
+    by documents.check_text / check_json, with the command's exit status."""
     import json
 
     from symformer.documents import check_json, check_text
     from symformer.example.loader import packaged_files
-    from symformer.verify.check import Checker
-    from symformer.verify.claims import load_claims
-    from symformer.verify.equation_claims import Judge, load_equations
+    from symformer.verify.judging import judge
 
     claims_file = packaged_files()["post_claims"]
     status, out, _ = cli(capsys, "check", "post_claims")
     json_status, json_out, _ = cli(capsys, "check", "post_claims", "--json")
-    p = prepare(load_example(), Request(command="check"))
-    checker = Checker(p.derivation.example, None, causal=p.request.causal)
-    claims = load_claims(claims_file, p.derivation, [], checker.stage)
-    results = checker.check_all(claims)
-    equations = Judge(p.derivation.example, checker.derivation, checker.causal,
-                      checker.run).check_each(load_equations(claims_file))
-    assert status == json_status == 1  # the post's claims have wrong numbers
-    assert check_text(claims, results, equations) + "\n" == out
-    document = check_json(results, equations)
+    judged = judge(prepare(load_example(), Request(command="check")), claims_file)
+    assert status == json_status == judged.status == 1  # the post has wrong numbers
+    assert check_text(judged.claims, judged.numbers, judged.equations) + "\n" == out
+    document = check_json(judged.numbers, judged.equations)
     assert json.dumps(document, indent=1, ensure_ascii=False) + "\n" == json_out
     assert document["ok"] is False and out.splitlines()[-1].endswith("numbers correct")
 

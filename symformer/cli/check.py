@@ -6,28 +6,22 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from symformer.blocks.backward import is_backward_stage
-from symformer.blocks.train import is_training_stage
 from symformer.cli._common import (
     add_convention_arguments,
     add_example_argument,
-    check_work,
     example_path,
     load,
     request,
 )
 from symformer.display import Progress
 from symformer.documents import check_json, check_text
-from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files
 from symformer.pipeline import prepare
-from symformer.verify.check import Checker, summary
-from symformer.verify.claims import claims_file_is_example, load_claims, training_run
-from symformer.verify.equation_claims import Judge, load_equations
+from symformer.verify.claims import claims_file_is_example
+from symformer.verify.judging import judge
 
 ORDER = 40
 
@@ -99,45 +93,15 @@ def run(args: argparse.Namespace) -> int:
         args.example = args.claims  # an example file with claims about itself
     example = load(args)
     p = prepare(example, request(args, "check"))
-    g = p.derivation
-    # the run claims on a step's stages mean: the claims file's [train], else the example's
-    run = training_run(args.claims) or training_run(example.source)
-    checker = Checker(g.example, args.max_work, causal=p.request.causal, run=run)
-    equations = load_equations(args.claims)
-    claims = load_claims(args.claims, g, args.name, _bounded(args, example, checker))
-    check_work(args, example, "check", claims=len(claims),
-               numbers=sum(len(row) for c in claims for row in c.values),
-               equations=len(equations),
-               random_examples=max((e.examples for e in equations), default=0))
     with Progress("symformer check", quiet=args.quiet) as bar:
-        results = checker.check_all(claims, bar.step)
-    judge = Judge(g.example, checker.derivation, checker.causal, checker.run)
-    checked = judge.check_each(equations)
+        judged = judge(p, args.claims, args.name or (), args.max_work, bar.step)
     if args.json:
-        print(json.dumps(check_json(results, checked), indent=1, ensure_ascii=False))
+        print(json.dumps(check_json(judged.numbers, judged.equations), indent=1,
+                         ensure_ascii=False))
     else:
-        print(check_text(claims, results, checked))
-    unreadable = [e.unreadable for e in checked if e.unreadable]
-    for line in unreadable:  # each one line, as every bad input is; the rest was judged
+        print(check_text(judged.claims, judged.numbers, judged.equations))
+    for line in judged.unreadable:  # each one line, as every bad input is; the rest judged
         print(f"symformer check: error: {line}", file=sys.stderr)
-    if unreadable:
-        return 2
-    right, total = summary(results)
-    return 0 if right == total and all(e.ok for e in checked) else 1
+    return judged.status
 
-
-def _bounded(args: argparse.Namespace, example, checker: Checker
-             ) -> Callable[[str], Stage]:
-    """The checker's stage lookup, refusing first (before any work) a backward pass or a
-    training run that the work limit does not allow: a claim on a gradient costs a
-    backward pass under the example's conventions and each alternative one, a claim on
-    a training step the run twice (the check and reader rounding):
-    :func:`symformer.blocks.cost.check_work`."""
-    def stage(name: str) -> Stage:
-        if is_training_stage(name) and checker.run is not None:
-            check_work(args, example, "check", train_steps=checker.run.steps)
-        elif is_backward_stage(name):
-            check_work(args, example, "check", gradients=True)
-        return checker.stage(name)
-    return stage
 

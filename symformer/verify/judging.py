@@ -1,0 +1,93 @@
+"""``symformer check``'s judging step as one call: a claims file (or tagged notes)
+judged on a prepared derivation, numbers and equations together.
+
+A notebook gets exactly what the command prints::
+
+    from symformer import Request, prepare
+    from symformer.documents import check_text
+    from symformer.verify.judging import judge
+
+    p = prepare(example, Request(command="check"))
+    judged = judge(p, "claims.toml")
+    print(check_text(judged.claims, judged.numbers, judged.equations))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from symformer.blocks.backward import is_backward_stage
+from symformer.blocks.train import is_training_stage
+from symformer.engine.graph import Stage
+from symformer.pipeline import Prepared, check_work
+from symformer.verify.check import Checker, ClaimCheck, summary
+from symformer.verify.claims import Claim, load_claims, training_run
+from symformer.verify.equation_claims import EquationCheck, Judge, load_equations
+
+
+@dataclass
+class Judged:
+    """The claims read, each claimed number's verdicts, each equation's."""
+
+    claims: list[Claim]
+    numbers: list[ClaimCheck]
+    equations: list[EquationCheck]
+
+    @property
+    def unreadable(self) -> list[str]:
+        """One line for each equation that cannot be read (the others were judged)."""
+        return [e.unreadable for e in self.equations if e.unreadable]
+
+    @property
+    def status(self) -> int:
+        """``check``'s exit status: 2 when an equation cannot be read, 0 when every
+        number and equation holds, else 1."""
+        if self.unreadable:
+            return 2
+        right, total = summary(self.numbers)
+        return 0 if right == total and all(e.ok for e in self.equations) else 1
+
+
+def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
+          max_work: int | None = None,
+          progress: Callable[[int, int, str], None] | None = None) -> Judged:
+    """Judge ``claims_file`` (a claims TOML file, an example with claims about itself,
+    or tagged notes; ``names``: a document's ``NAME=STAGE`` mappings) on ``p`` (from
+    :func:`symformer.prepare` with ``command="check"``).
+
+    Every piece of work is refused before it starts when over ``max_work``, as the
+    command line's: the claims and the equations' random examples counted once they
+    are read, a backward pass or a training run when a claim first names one of their
+    stages.  ``progress(k, total, name)``: each claim as it starts."""
+    g, example = p.derivation, p.given
+    # the run claims on a step's stages mean: the claims file's [train], else the example's
+    run = training_run(claims_file) or training_run(example.source)
+    checker = Checker(g.example, max_work, causal=p.request.causal, run=run)
+    equations = load_equations(claims_file)
+    claims = load_claims(claims_file, g, list(names), _bounded(example, checker, max_work))
+    check_work(example, "check", max_work, claims=len(claims),
+               numbers=sum(len(row) for c in claims for row in c.values),
+               equations=len(equations),
+               random_examples=max((e.examples for e in equations), default=0))
+    numbers = checker.check_all(claims, progress)
+    judged = Judge(g.example, checker.derivation, checker.causal, checker.run)
+    return Judged(claims, numbers, judged.check_each(equations))
+
+
+def _bounded(example: Any, checker: Checker, max_work: int | None
+             ) -> Callable[[str], Stage]:
+    """The checker's stage lookup, refusing first (before any work) a backward pass or a
+    training run that the work limit does not allow: a claim on a gradient costs a
+    backward pass under the example's conventions and each alternative one, a claim on
+    a training step the run twice (the check and reader rounding):
+    :func:`symformer.blocks.cost.check_work`."""
+    def stage(name: str) -> Stage:
+        if is_training_stage(name) and checker.run is not None:
+            check_work(example, "check", max_work, train_steps=checker.run.steps)
+        elif is_backward_stage(name):
+            check_work(example, "check", max_work, gradients=True)
+        return checker.stage(name)
+    return stage
