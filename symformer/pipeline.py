@@ -139,8 +139,9 @@ def slice_note(chosen: Slice, derived: int, tokens: int) -> str:
 
 
 #: The commands that follow tokens through a Transformer: an optimiser lesson (an
-#: ``[objective]``, no tokens) has nothing for them to draw, state or ask.
-NEEDS_TOKENS = ("figures", "prove", "exercise")
+#: ``[objective]``, no tokens) has nothing for them to draw, state, trace or ask, and
+#: notes or slides about its one "token" would be worded for a model it is not.
+NEEDS_TOKENS = ("figures", "prove", "exercise", "export", "slides", "trace")
 
 
 def require_tokens(example: Example, command: str) -> None:
@@ -149,8 +150,8 @@ def require_tokens(example: Example, command: str) -> None:
     if command in NEEDS_TOKENS and example.objective is not None:
         where = f"{example.source}: " if example.source else ""
         raise InputError(f"{where}an optimiser lesson ([objective]) has no tokens for "
-                         f"`symformer {command}`: derive, backward, train, check, trace, "
-                         f"export and slides work on it")
+                         f"`symformer {command}`: `symformer train FILE --stage 'step*'` "
+                         f"prints its steps, and derive, backward and check work on it")
 
 
 def prepare(example: Example, request: Request = Request()) -> Prepared:

@@ -308,10 +308,12 @@ def test_train_write_puts_the_trained_parameters_back_by_name(tmp_path):
 
 @pytest.mark.parametrize("argv", [["figures", "--out", "OUT"], ["prove"],
                                   ["exercise", "--variants", "1", "--seed", "1", "--out",
-                                   "OUT"]])
+                                   "OUT"], ["export", "--out", "OUT"],
+                                  ["slides", "--out", "OUT"], ["trace", "--token", "0"]])
 def test_commands_without_tokens_say_so_in_one_line(tmp_path, capsys, argv):
-    """figures, prove and exercise follow tokens; on an optimiser lesson each is one
-    line naming the file and the commands that do work (not a missing token 1)."""
+    """figures, prove, exercise, export, slides and trace follow tokens (notes about the
+    lesson's one "token" were worded for a Transformer it is not); on an optimiser
+    lesson each is one line naming the file and what to run instead."""
     from symformer.cli import main
     from symformer.example import load_example
 
@@ -321,4 +323,5 @@ def test_commands_without_tokens_say_so_in_one_line(tmp_path, capsys, argv):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "optimizer_lesson.toml: an optimiser lesson ([objective]) has no tokens" in err
+    assert "symformer train FILE --stage 'step*'" in err
     assert not (tmp_path / "out").exists()
