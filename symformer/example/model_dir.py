@@ -216,28 +216,80 @@ class SafeTensors(Mapping[str, np.ndarray]):
     read, so that the import can report them instead of dropping them silently.
     """
 
-    def __init__(self, real: Path, name: str) -> None:
+    def __init__(self, real: Path, name: str, sha256: str | None = None) -> None:
         self.real, self.name = real, name
-        with _open(real, name) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > MAX_WEIGHT_BYTES:
-                raise NotSupportedError(f"{name}: larger than {_size(MAX_WEIGHT_BYTES)}; "
-                                        f"exact examples are for small models")
-            start = handle.read(8)
-            if len(start) < 8:
-                raise InputError(f"{name}: not a safetensors file (shorter than its 8-byte "
-                                 f"header length)")
-            length = int.from_bytes(start, "little")
-            if length < 2 or length > MAX_HEADER_BYTES or 8 + length > size:
-                raise InputError(f"{name}: not a safetensors file (a header of {length:,} "
-                                 f"bytes in a file of {size:,})")
-            header = parse_json(handle.read(length), f"{name} (header)", exact_decimals=False)
-        self.data_start = 8 + length
-        self.data_bytes = size - self.data_start
-        self.entries = self._check(header)
+        #: The one open descriptor every byte is read through (hash, header, tensors),
+        #: so that a file renamed over this one meanwhile is never read.
+        self._handle = _open(real, name)
+        try:
+            self._start(sha256)
+        except BaseException:
+            self.close()
+            raise
         self.used: set[str] = set()
         #: Called as ``progress(k, total, name)`` before each tensor is read.
         self.progress: Callable[[int, int, str], None] | None = None
+
+    def _start(self, sha256: str | None) -> None:
+        """Check the size (before a byte is read), the recorded SHA-256 when ``sha256``
+        is given (before a byte is parsed), then the header."""
+        status = os.fstat(self._handle.fileno())
+        self._stamp = _stamp(status)
+        size = self.size = status.st_size
+        if size > MAX_WEIGHT_BYTES:
+            if sha256 is not None:  # no file the import wrote is this large
+                raise NotRecorded(self.name)
+            raise NotSupportedError(f"{self.name}: larger than {_size(MAX_WEIGHT_BYTES)}; "
+                                    f"exact examples are for small models")
+        if sha256 is not None:
+            try:
+                if self.sha256() != sha256:
+                    raise NotRecorded(self.name)
+            except InputError:
+                raise NotRecorded(self.name) from None
+        name = self.name
+        start = self._read(0, min(8, size))
+        if len(start) < 8:
+            raise InputError(f"{name}: not a safetensors file (shorter than its 8-byte "
+                             f"header length)")
+        length = int.from_bytes(start, "little")
+        if length < 2 or length > MAX_HEADER_BYTES or 8 + length > size:
+            raise InputError(f"{name}: not a safetensors file (a header of {length:,} "
+                             f"bytes in a file of {size:,})")
+        header = parse_json(self._read(8, length), f"{name} (header)", exact_decimals=False)
+        self.data_start = 8 + length
+        self.data_bytes = size - self.data_start
+        self.entries = self._check(header)
+
+    def _read(self, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start`` through the open descriptor; refused when the
+        file is not the one opened any more (shorter, or written since)."""
+        parts, at, left = [], start, length
+        try:
+            while left:
+                part = os.pread(self._handle.fileno(), min(left, _CHUNK), at)
+                if not part:
+                    break
+                parts.append(part)
+                at += len(part)
+                left -= len(part)
+            changed = _stamp(os.fstat(self._handle.fileno())) != self._stamp
+        except OSError as exc:
+            raise InputError(f"{self.name}: cannot be read ({exc.strerror})") from None
+        if left or changed:
+            raise InputError(f"{self.name}: the file changed while it was read; run again "
+                             f"once nothing writes to it")
+        return b"".join(parts)
+
+    def close(self) -> None:
+        """Close the file (tensors read so far stay usable)."""
+        self._handle.close()
+
+    def __enter__(self) -> SafeTensors:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _check(self, header: Any) -> dict[str, tuple[str, tuple[int, ...], int, int]]:
         """Every entry of the header as (dtype, shape, start, end), or one line naming
@@ -323,11 +375,7 @@ class SafeTensors(Mapping[str, np.ndarray]):
         if dtype not in FLOAT_DTYPES:
             raise NotSupportedError(f"{self.name}: tensor {key!r} has dtype {dtype}; only "
                                     f"F64, F32, F16 and BF16 weights are read")
-        with _open(self.real, self.name) as handle:
-            handle.seek(self.data_start + begin)
-            raw = handle.read(end - begin)
-        if len(raw) != end - begin:
-            raise InputError(f"{self.name}: the file changed while it was read")
+        raw = self._read(self.data_start + begin, end - begin)
         array = np.frombuffer(raw, dtype=FLOAT_DTYPES[dtype])
         if dtype == "BF16":  # the upper half of a float32, exactly
             array = (array.astype(np.uint32) << 16).view(np.float32)
@@ -344,17 +392,31 @@ class SafeTensors(Mapping[str, np.ndarray]):
         return [k for k in self.entries if k not in self.used]
 
     def sha256(self) -> str:
-        """The SHA-256 of the whole file, in hex."""
-        return file_sha256(self.real, self.name)
+        """The SHA-256 of the whole file, in hex, of the bytes read through the open
+        descriptor (those the tensors are read from)."""
+        digest = hashlib.sha256()
+        for at in range(0, self.size, _CHUNK):
+            digest.update(self._read(at, min(_CHUNK, self.size - at)))
+        return digest.hexdigest()
+
+    def contents(self) -> bytes:
+        """The whole file's bytes, read through the open descriptor."""
+        return self._read(0, self.size)
 
 
-def file_sha256(real: Path, name: str) -> str:
-    """The SHA-256 of the file ``real`` (named ``name`` in messages), in hex."""
-    digest = hashlib.sha256()
-    with _open(real, name) as handle:
-        for block in iter(lambda: handle.read(2**22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+#: Bytes read at once.
+_CHUNK = 2**22
+
+
+class NotRecorded(InputError):
+    """The weights file is not the one an example records (its size or SHA-256 differs,
+    or it cannot be read to tell): what it holds is never said."""
+
+
+def _stamp(status: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is replaced or written: its identity, size and times."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+            status.st_ctime_ns)
 
 
 class Tensor(np.ndarray):

@@ -5,7 +5,7 @@ names its weights file once, with the file's SHA-256, and each matrix or vector 
 its tensor there and the part of it the example uses::
 
     [weights]
-    file = "gpt2/model.safetensors"      # relative to the example file, or absolute
+    file = "gpt2/model.safetensors"      # relative to the example file's folder
     sha256 = "9f86d08..."
 
     [[layer.head]]
@@ -13,12 +13,20 @@ its tensor there and the part of it the example uses::
     b_Q = { tensor = "transformer.h.0.attn.c_attn.bias", columns = [0, 64] }
     # transpose = true: the tensor's transpose (nn.Linear stores W^T); rows = [a, b]
 
-The file is untrusted input, read as a model directory is
-(:mod:`symformer.example.model_dir`): no link out of its folder, a regular file, its
-header checked whole, only floating-point tensors read, each exactly.  It is
-content-addressed: its SHA-256 is computed before anything of it is parsed, and a file
-whose SHA-256 is not the recorded one is refused in one line naming it (never its bytes
-or its hash), so an example can name only a file whose exact content its author has.
+The file is untrusted input, and so is the example naming it.  ``file`` is a path
+relative to the example file's folder, without ``..``: an absolute path is refused
+before anything is opened, and the file is then read as a model directory's is
+(:mod:`symformer.example.model_dir`): a regular file, no folder on the way and no link
+leading out of the example's folder (the Hugging Face cache's ``snapshots/REV/FILE ->
+../../blobs/SHA`` excepted), its header checked whole, only floating-point tensors
+read, each exactly.  It is content-addressed: its size is checked before a byte is
+read and its SHA-256 before a byte is parsed; a file that is missing, not a regular
+file there, or not the recorded one is refused with one message worded the same in
+every case (naming ``file`` escaped, never the file's bytes or hash), so an example
+can read only a file whose exact content its author has, and learns nothing of any
+other.  The hash, the header and every tensor are read through one open descriptor
+(:class:`~symformer.example.model_dir.SafeTensors`): a file renamed over it meanwhile
+is never read, and one written in place is refused.
 Each reference becomes a :class:`~symformer.example.dyadic.DyadicMatrix` (the floats
 themselves, made rational only when evaluated) before the example's tables are read, so
 every other check (the shapes, the keys) is the one a written matrix gets.
@@ -27,11 +35,12 @@ every other check (the shapes, the keys) is the one a written matrix gets.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.fields import Where, no_unknown_keys
+from symformer.example.numbers import shorten
 
 #: The keys of a reference to a tensor.
 REFERENCE_KEYS = {"tensor", "transpose", "rows", "columns"}
@@ -51,26 +60,59 @@ def read_weights(data: dict[str, Any], here: Where, source: str) -> dict[str, An
         raise InputError(f"{where}: file must be the path of a .safetensors file")
     if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
         raise InputError(f"{where}: sha256 must be 64 lower-case hexadecimal digits")
-    path = Path(file)
-    if not path.is_absolute() and source not in ("<string>", "<built-in>"):
-        path = Path(source).parent / path
-    from symformer.example.model_dir import ModelDir, SafeTensors, file_sha256
+    from symformer.example.model_dir import NotRecorded, SafeTensors
 
-    folder = ModelDir(path.parent)  # the directory rules: a regular file, no link out
-    real = folder.path(path.name)
+    shown = repr(shorten(file, 40))[1:-1]  # a newline or an escape never printed raw
+    if not relative_inside(file):
+        raise InputError(f"{where}: file = \"{shown}\" must be a path relative to the "
+                         f"example's folder, without '..' (an example reads a weights file "
+                         f"only in its own folder or below)")
+    base = _folder(source)
+    try:
+        real = _located(base, file)
+        weights = SafeTensors(real, shown, sha256=digest)
+    except NotRecorded:  # one message whatever is (or is not) there: no oracle
+        raise InputError(f"{where}: file = \"{shown}\": no weights file with the recorded "
+                         f"SHA-256 there (missing, not a regular file inside the example's "
+                         f"folder, or changed since the example was written); import the "
+                         f"model again") from None
+    with weights:  # content-addressed: the bytes hashed are the bytes parsed and read
+        rest = {k: v for k, v in data.items() if k != "weights"}
+        return _replace(rest, here, weights, {})
+
+
+def relative_inside(file: str) -> bool:
+    """True when ``file`` is a relative path without ``..`` (nor a backslash, which
+    another system reads as a separator)."""
+    path = PurePosixPath(file)
+    return bool(path.parts) and not path.is_absolute() and ".." not in path.parts \
+        and "\\" not in file
+
+
+def _folder(source: str) -> Path:
+    """The real folder an example's weights file is read below: the example file's
+    (the current folder for an example given as text)."""
+    if source in ("<string>", "<built-in>"):
+        return Path.cwd().resolve()
+    return Path(source).parent.resolve()
+
+
+def _located(base: Path, file: str) -> Path:
+    """The real path of the weights file ``file`` below the real folder ``base``, by
+    the model-directory rules (a regular file; a link only inside its folder, or the
+    Hugging Face cache's to its blobs; no folder on the way a link out of ``base``);
+    :class:`NotRecorded` for anything else."""
+    from symformer.example.model_dir import ModelDir, NotRecorded
+
+    path = base / PurePosixPath(file)
+    try:
+        folder = ModelDir(path.parent)
+        real = folder.path(path.name) if folder.root.is_relative_to(base) else None
+    except (InputError, OSError):
+        real = None
     if real is None:
-        raise InputError(f"{where}: no weights file {folder.name(path.name)}")
-    # content-addressed: nothing of the file is parsed (or shown) before its SHA-256 is
-    # the recorded one, so an example reads only a file whose bytes its author has
-    if file_sha256(real, folder.name(path.name)) != digest:
-        raise InputError(f"{folder.name(path.name)}: not the weights file the example "
-                         f"records (its SHA-256 differs: the file has changed since the "
-                         f"example was written, or it is another file); import the "
-                         f"model again")
-    weights = SafeTensors(real, folder.name(path.name))
-    tensors: dict[str, Any] = {}
-    rest = {k: v for k, v in data.items() if k != "weights"}
-    return _replace(rest, here, weights, tensors)
+        raise NotRecorded(file)
+    return real
 
 
 def _replace(value: Any, here: Where, weights: Any, tensors: dict[str, Any]) -> Any:

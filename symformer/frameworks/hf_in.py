@@ -99,35 +99,68 @@ def pretrained_text(directory: str | Path, tokens: Sequence[int | str] | None,
 
     ``weights``: ``"inline"`` writes every weight's exact number into the text,
     ``"reference"`` refers to the directory's ``model.safetensors`` (its path relative
-    to the example file ``out``, or absolute when the directory was given so, and its
-    SHA-256), ``"auto"`` inlines up to :data:`INLINE_WEIGHTS` weights."""
+    to the example file ``out``'s folder and its SHA-256; copied beside ``out`` when it
+    is not in that folder or below: :func:`reference_file`), ``"auto"`` inlines up to
+    :data:`INLINE_WEIGHTS` weights.  The note also says where a weights file was
+    copied."""
     if weights not in WEIGHT_MODES:
         raise InputError(f"weights must be one of {', '.join(WEIGHT_MODES)}, found "
                          f"{weights!r}")
     data, comments, source, unused = pretrained_data(directory, tokens, segments, max_work,
                                                      progress, text, layers, weights)
     reference = data.pop("_reference")
-    if reference:
-        folder = ModelDir(directory)
-        file = folder.given / "model.safetensors"
-        if not file.is_absolute():
-            base = Path(out).parent if out is not None else Path(".")
-            file = Path(os.path.relpath(Path.cwd() / file, Path.cwd() / base))
+    if reference is not None:
+        with reference as file:
+            path, digest, copied = reference_file(ModelDir(directory), file, out)
         written = comments.index("Every weight is the exact dyadic rational the file "
                                  "stores: a decimal where that")
         comments[written:written + 2] = ["Every weight is the exact dyadic rational the "
                                          "file stores. The configuration:"]
-        data = {"weights": {"file": file.as_posix(),
-                            "sha256": folder.safetensors().sha256()},
-                **weights_table(data, True)}
+        data = {"weights": {"file": path, "sha256": digest}, **weights_table(data, True)}
         comments += ["The weights are read from the file [weights] names, checked "
                      "against its SHA-256:",
                      "each matrix names its tensor there and the rows and columns it "
                      "takes",
-                     "(of the tensor's transpose where the file stores W^T)."]
+                     "(of the tensor's transpose where the file stores W^T).",
+                     *([copied] if copied else [])]
+        unused = "; ".join(n for n in (unused, copied) if n)
     else:
         data = weights_table(data, False)
     return example_text(data, comments), source, unused
+
+
+def reference_file(folder: ModelDir, weights: SafeTensors, out: str | Path | None
+                   ) -> tuple[str, str, str]:
+    """Where an example written to ``out`` finds the weights file: its path relative to
+    the example's folder, its SHA-256 and a note ("" or how it was copied).
+
+    An example reads a weights file only in its own folder or below
+    (:mod:`symformer.example.weights_file`): a model directory there is referred to
+    where it is; any other's file is copied beside the example, as ``NAME.safetensors``
+    for ``--out NAME.toml`` (the bytes hashed are those written, read through the open
+    descriptor the import read)."""
+    from symformer.example.weights_file import relative_inside
+
+    given = Path(out).parent if out is not None else Path(".")
+    base = Path(os.path.realpath(given))
+    if folder.root.is_relative_to(base):
+        path = (folder.root.relative_to(base) / "model.safetensors").as_posix()
+        if relative_inside(path):
+            return path, weights.sha256(), ""
+    if out is None:
+        raise InputError(f"{folder.given}: its weights file is not in the current folder "
+                         f"or below, where an example given as text reads it; give out= "
+                         f"(the example file to write), and it is copied beside it")
+    import hashlib
+
+    from symformer.files import write_file
+
+    name = Path(out).stem.replace("\\", "_") + ".safetensors"
+    contents = weights.contents()
+    write_file(given / name, contents)
+    return name, hashlib.sha256(contents).hexdigest(), (
+        f"{weights.name} is outside the example's folder, where an example reads its "
+        f"weights file: copied to {given / name}")
 
 
 #: ``--weights``: how an imported example holds its weights.
@@ -159,7 +192,8 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
     its (checked) header, and an import over the work limit, or (``weights_mode``, the
     example file's ``--weights``: None for none) whose weights written inline could not
     fit the example files' size limit, is refused.  With ``weights_mode``, the table's
-    ``"_reference"`` says whether the file refers to the weights (not inline)."""
+    ``"_reference"`` is the open weights file when the example refers to it (not
+    inline), else None."""
     folder = ModelDir(directory)
     if isinstance(tokens, str):
         raise InputError(f"tokens: {tokens[:40]!r} is a string; give a list of token ids or "
@@ -179,6 +213,23 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                          f"directory)")
     config = Config(raw, folder.name("config.json"))
     weights = folder.safetensors()
+    handed = False
+    try:
+        found = _read_model(folder, config, weights, tokens, segments, max_work, progress,
+                            text, layers, weights_mode)
+        handed = found[0].get("_reference") is weights
+        return found
+    finally:
+        if not handed:  # the referring example's file stays open until it is hashed
+            weights.close()
+
+
+def _read_model(folder: ModelDir, config: Config, weights: SafeTensors,
+                tokens: Sequence[int | str], segments: Sequence[int] | None,
+                max_work: int | None, progress: Callable[[int, int, str], None] | None,
+                text: str | None, layers: int | None, weights_mode: str | None
+                ) -> tuple[dict[str, Any], list[str], str, str]:
+    """:func:`pretrained_data` once the directory's files are open."""
     count = weights.float_count(skip=lambda name: _past(name, layers))
     reference = weights_mode == "reference" or (weights_mode == "auto"
                                                 and count > INLINE_WEIGHTS)
@@ -247,7 +298,7 @@ def pretrained_data(directory: str | Path, tokens: Sequence[int | str] | None,
                            or "final_norm" in data else "."))
     comments += [unused] if unused else []
     if weights_mode is not None:
-        data["_reference"] = reference
+        data["_reference"] = weights if reference else None
     return data, comments, str(folder.given), unused
 
 
