@@ -30,6 +30,7 @@ from flint import arb, arb_mat, fmpq, fmpz_mat
 
 from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix
+from symformer.example.numbers import shorten
 from symformer.lazy import sympy
 
 #: Significant bits of each floating-point dtype (bfloat16 arrives widened to float32).
@@ -296,6 +297,9 @@ class DyadicMatrix(ExactMatrix):
         return np.asarray(self.array, dtype=dtype if dtype is not None else np.float64)
 
     def __repr__(self) -> str:
+        tensor = self.origin.get("tensor") if isinstance(self.origin, dict) else None
+        if isinstance(tensor, str):  # read from a weights file: named, never printed whole
+            return f"{{tensor = {shorten(tensor, 40)!r}}}"
         if self.rows * self.cols > 64:
             return f"DyadicMatrix({self.where}, {self.rows}x{self.cols} {self.array.dtype})"
         return super().__repr__()

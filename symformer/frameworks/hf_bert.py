@@ -23,8 +23,10 @@ from symformer.frameworks.hf_config import (
     has_tensor,
     hf_activation,
     kept_layers,
+    missing_head,
     refuse,
     tensor,
+    tie_embeddings,
 )
 from symformer.frameworks.weights import dyadic_row as row
 from symformer.frameworks.weights import dyadic_rows as rows
@@ -119,7 +121,7 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
         data["segments"] = [int(s) for s in (segments or [0] * n_tokens)]
     data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd, shapes)
                      for i in range(depth)]
-    head = _mlm_head(w, names, word)
+    head = _mlm_head(w, names, word, config)
     if head is not None:
         if kind == "roberta":  # RobertaLMHead applies the erf GELU whatever hidden_act says
             head["transform_activation"] = "gelu"
@@ -177,11 +179,12 @@ def _layer(w: Mapping[str, np.ndarray], names: Names, b: str, p: tuple[str, ...]
     return layer
 
 
-def _mlm_head(w: Mapping[str, np.ndarray], names: Names, embeddings: np.ndarray
-              ) -> dict[str, Any] | None:
+def _mlm_head(w: Mapping[str, np.ndarray], names: Names, embeddings: np.ndarray,
+              config: Config) -> dict[str, Any] | None:
     """The masked-LM head: dense, activation, LayerNorm (the transform), then the
     vocabulary projection, tied to the word embeddings where the file stores no other
-    weight; None without one."""
+    weight and the configuration ties them (refused untied without one); None without
+    a head."""
     if f"{names.head_dense}.weight" not in w:
         return None
     dense, norm = names.head_dense, names.head_norm
@@ -198,13 +201,16 @@ def _mlm_head(w: Mapping[str, np.ndarray], names: Names, embeddings: np.ndarray
     }
     decoder = (tensor(w, f"{names.head_decoder}.weight", ("",), (vocab, d))
                if f"{names.head_decoder}.weight" in w else None)
+    if decoder is None and not tie_embeddings(config, True):
+        raise missing_head(w, f"{names.head_decoder}.weight", config)
     if decoder is None or np.array_equal(decoder, embeddings):
         head["tied"] = True
     else:
         head["W_vocab"] = rows(np.asarray(decoder).T, f"{names.head_decoder}.weight")
     biases = [tensor(w, k, ("",), (vocab,)) for k in names.head_bias if k in w]
     if any(not np.array_equal(b, biases[0]) for b in biases[1:]):
-        raise NotSupportedError(f"model.safetensors: {' and '.join(names.head_bias)} differ; "
+        raise NotSupportedError(f"{getattr(w, 'name', 'model.safetensors')}: "
+                                f"{' and '.join(names.head_bias)} differ; "
                                 f"the masked-LM head has one output bias")
     if biases:
         head["b_vocab"] = row(biases[0], names.head_bias[0])

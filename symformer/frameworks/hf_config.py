@@ -156,11 +156,32 @@ def tensor(weights: Mapping[str, np.ndarray], name: str, prefixes: Sequence[str]
             if shape is not None and (len(shape) != array.ndim or any(
                     want is not None and want != got for want, got in zip(shape, array.shape))):
                 want = "x".join("?" if s is None else str(s) for s in shape)
-                raise InputError(f"model.safetensors: {prefix + name} has shape "
+                raise InputError(f"{_file(weights)}: {prefix + name} has shape "
                                  f"{'x'.join(map(str, array.shape)) or 'scalar'}, expected "
                                  f"{want} (from config.json)")
             return array
-    raise InputError(f"model.safetensors: no tensor {name!r}")
+    raise InputError(f"{_file(weights)}: no tensor {name!r}")
+
+
+def tie_embeddings(config: Config, default: bool) -> bool:
+    """``tie_word_embeddings``: whether the head is the embedding table when the file
+    stores no head of its own (``default``: the model type's, as transformers has it)."""
+    return config.flag("tie_word_embeddings", default)
+
+
+def missing_head(weights: Mapping[str, np.ndarray], name: str, config: Config) -> InputError:
+    """The refusal of an untied model whose file lacks its head ``name``: transformers
+    would draw that head at random, so no logits of it are the model's."""
+    stated = "sets" if config.get("tie_word_embeddings") is not None else "leaves at its " \
+        "default for this model type"
+    return InputError(f"{_file(weights)}: no tensor {name!r}, and {config.name} {stated} "
+                      f"tie_word_embeddings = false: the model's head is missing (not its "
+                      f"embedding table; transformers would draw it at random)")
+
+
+def _file(weights: Mapping[str, np.ndarray]) -> str:
+    """How messages name a weights file: its path when it knows it."""
+    return getattr(weights, "name", "model.safetensors")
 
 
 def has_tensor(weights: Mapping[str, np.ndarray], name: str, prefixes: Sequence[str]) -> bool:

@@ -45,8 +45,10 @@ from symformer.frameworks.hf_config import (
     has_tensor,
     hf_activation,
     kept_layers,
+    missing_head,
     refuse,
     tensor,
+    tie_embeddings,
 )
 from symformer.frameworks.weights import dyadic_row as row
 from symformer.frameworks.weights import dyadic_rows as rows
@@ -429,7 +431,7 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
         "gamma_f": row(tensor(w, "ln_f.weight", p, vec), "ln_f.weight"),
         "beta_f": row(tensor(w, "ln_f.bias", p, vec), "ln_f.bias"),
     }
-    data["lm_head"] = _lm_head(w, wte, config.flag("tie_word_embeddings", True))
+    data["lm_head"] = _lm_head(w, wte, config, tie_embeddings(config, True))
     blocks = []
     for i in range(n_layer):
         b = f"h.{i}."
@@ -463,8 +465,14 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
     return data
 
 
-def _lm_head(w: SafeTensors, embeddings: np.ndarray, tied: bool) -> dict[str, Any]:
+def _lm_head(w: SafeTensors, embeddings: np.ndarray, config: Config, tied: bool
+             ) -> dict[str, Any]:
+    """The head: tied to the embeddings when the configuration ties them and the file
+    stores no other head (transformers keeps a stored head that differs), refused
+    when it is untied and the file lacks it."""
     if "lm_head.weight" not in w:
+        if not tied:
+            raise missing_head(w, "lm_head.weight", config)
         return {"tied": True}
     head = tensor(w, "lm_head.weight", ("",), embeddings.shape)
     if tied and np.array_equal(head, embeddings):
@@ -531,7 +539,7 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
         "eps": config.number("rms_norm_eps", "1e-6"),
         "final_norm": True,
         "gamma_f": row(tensor(w, "norm.weight", p, (d,)), "norm.weight"),
-        "lm_head": _lm_head(w, embed, config.flag("tie_word_embeddings", False)),
+        "lm_head": _lm_head(w, embed, config, tie_embeddings(config, False)),
     }
     out = {"q_proj": n_head * hd, "k_proj": n_kv * hd, "v_proj": n_kv * hd, "o_proj": d,
            "gate_proj": inner, "up_proj": inner, "down_proj": d}
