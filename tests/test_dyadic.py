@@ -153,12 +153,20 @@ def test_an_example_by_reference_derives_the_models_logits(tmp_path, capsys,
     folder = gpt2_dir(tmp_path / "m", tensors=tensors)
     out = tmp_path / "ex" / "g.toml"
     out.parent.mkdir()
-    assert run_import(folder, out, "--weights", "reference") == 0  # absolute as given
-    assert f'\nfile = "{folder / "model.safetensors"}"\n' in out.read_text()
+    # a model directory below the example's folder is referred to where it is
+    assert run_import(folder, tmp_path / "h.toml", "--weights", "reference") == 0
+    assert '\nfile = "m/model.safetensors"\n' in (tmp_path / "h.toml").read_text()
+    assert not (tmp_path / "h.safetensors").exists()
+    # elsewhere (absolute or through ..), its file is copied beside the example, which
+    # reads a weights file only in its own folder or below
     monkeypatch.chdir(tmp_path)
-    assert run_import(Path("m"), Path("ex/g.toml"), "--weights", "reference") == 0
-    text = out.read_text()  # relative: to the example file
-    assert '\nfile = "../m/model.safetensors"\n' in text and "\nsha256 = " in text
+    for given in (folder, Path("m")):
+        assert run_import(given, Path("ex/g.toml"), "--weights", "reference") == 0
+        text = out.read_text()
+        assert '\nfile = "g.safetensors"\n' in text and "\nsha256 = " in text
+        assert (out.parent / "g.safetensors").read_bytes() == \
+            (folder / "model.safetensors").read_bytes()
+        assert "copied to ex/g.safetensors" in capsys.readouterr().err
     assert 'W_Q = {tensor = "transformer.h.0.attn.c_attn.weight", rows = [0, 4], ' \
            'columns = [0, 2]}' in text
     capsys.readouterr()
@@ -191,7 +199,9 @@ def test_a_changed_or_hostile_weights_file_is_refused(tmp_path, capsys, monkeypa
         # content-addressed: another file is refused by its hash before a byte of it
         # is parsed, and the message shows nothing of it (no header size, no hash)
         text.replace('file = "m/model.safetensors"', 'file = "/etc/passwd"'):
-            "/etc/passwd: not the weights file the example records (its SHA-256 differs",
+            'file = "/etc/passwd" must be a path relative to the example\'s folder',
+        text.replace('file = "m/model.safetensors"', 'file = "m/config.json"'):
+            'file = "m/config.json": no weights file with the recorded SHA-256 there',
         text.replace('{tensor = "transformer.wte.weight"}', '{tensor = "nope"}'):
             "no tensor 'nope'",
         text.replace('rows = [0, 4], columns = [0, 2]}', 'rows = [0, 4], columns = [0, 99]}',
@@ -204,7 +214,7 @@ def test_a_changed_or_hostile_weights_file_is_refused(tmp_path, capsys, monkeypa
     (tmp_path / "outside.safetensors").write_bytes(bytes(data))
     (tmp_path / "m" / "link.safetensors").symlink_to(tmp_path / "outside.safetensors")
     cases[text.replace('file = "m/model.safetensors"', 'file = "m/link.safetensors"')] = \
-        "outside the model directory"
+        'file = "m/link.safetensors": no weights file with the recorded SHA-256 there'
     for i, (changed, message) in enumerate(cases.items()):
         assert changed != text, message
         path = Path(f"bad{i}.toml")
