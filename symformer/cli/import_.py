@@ -34,8 +34,11 @@ and classifier heads are not imported).
 Every weight is the exact dyadic rational the file stores, written as a short decimal
 where that is exact, else "p/2^k"; or, for a model of more than 150,000 weights (or
 with --weights reference), referred to where it is in model.safetensors, whose path
-(relative to the example file) and SHA-256 the example records: a changed file is
-refused (see docs/frameworks.md). A feature symformer does not compute
+(relative to the example file's folder) and SHA-256 the example records: a changed file
+is refused (see docs/frameworks.md). An example reads a weights file only in its own
+folder or below: a model directory elsewhere has its model.safetensors copied beside
+the example (NAME.safetensors for --out NAME.toml). A model whose configuration unties
+its head (tie_word_embeddings = false) and whose file lacks it is refused. A feature symformer does not compute
 (sliding windows shorter than the sentence, mixture of experts, rotary scaling, ...) is
 refused in one line; a tensor of the file the example does not use (a pooler, a
 classifier) is named on stderr and in the file's comments.
