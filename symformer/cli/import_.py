@@ -10,6 +10,7 @@ import argparse
 
 from symformer.cli._common import work_limit
 from symformer.errors import InputError
+from symformer.example.numbers import shorten
 from symformer.files import write_file
 
 ORDER = 95
@@ -38,10 +39,10 @@ with --weights reference), referred to where it is in model.safetensors, whose p
 is refused (see docs/frameworks.md). An example reads a weights file only in its own
 folder or below: a model directory elsewhere has its model.safetensors copied beside
 the example (NAME.safetensors for --out NAME.toml). A model whose configuration unties
-its head (tie_word_embeddings = false) and whose file lacks it is refused. A feature symformer does not compute
-(sliding windows shorter than the sentence, mixture of experts, rotary scaling, ...) is
-refused in one line; a tensor of the file the example does not use (a pooler, a
-classifier) is named on stderr and in the file's comments.
+its head (tie_word_embeddings = false) and whose file lacks it is refused. A feature
+symformer does not compute (sliding windows shorter than the sentence, mixture of
+experts, rotary scaling, ...) is refused in one line; a tensor of the file the example
+does not use (a pooler, a classifier) is named on stderr and in the file's comments.
 
 The directory is read as untrusted input: a file that is a symbolic link out of it is
 refused (the Hugging Face cache's snapshots/REV/FILE -> ../../blobs/SHA links are
@@ -58,7 +59,7 @@ def token_list(text: str) -> list[int | str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
         raise argparse.ArgumentTypeError(f"expected comma-separated token ids or names, "
-                                         f"found {text!r}")
+                                         f"found {shorten(text)!r}")
     return [int(t) if t.isascii() and t.isdigit() else t for t in items]
 
 
@@ -67,7 +68,7 @@ def segment_list(text: str) -> list[int]:
     items = [t.strip() for t in text.split(",")]
     if not all(t.isascii() and t.isdigit() and len(t) < 6 for t in items):
         raise argparse.ArgumentTypeError(f"expected comma-separated token types (0, 1, ...), "
-                                         f"found {text!r}")
+                                         f"found {shorten(text)!r}")
     return [int(t) for t in items]
 
 
