@@ -160,3 +160,17 @@ def test_a_panicking_tokenizer_is_one_line_on_stderr(tmp_path, capfd, monkeypatc
     err = capfd.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "cannot be used" in err, err
     assert "panicked" not in err and "backtrace" not in err
+
+
+def test_a_weights_mistake_names_the_directory(tmp_path, capsys) -> None:
+    """Attack 5 M10: a non-finite weight or a wrong shape names the directory too."""
+    from model_dirs import gpt2_tensors
+
+    tensors = gpt2_tensors()
+    tensors["transformer.wte.weight"][0, 0] = np.nan
+    err = _refused(capsys, gpt2_dir(tmp_path / "nan", tensors=tensors))
+    assert f"{tmp_path / 'nan'}: wte[0][0]: the weight nan is not finite" in err
+    tensors["transformer.wte.weight"] = np.ones((), np.float32)
+    err = _refused(capsys, gpt2_dir(tmp_path / "scalar", tensors=tensors))
+    assert f"{tmp_path / 'scalar' / 'model.safetensors'}: transformer.wte.weight has shape " \
+           f"scalar" in err

@@ -245,18 +245,12 @@ def _read_model(folder: ModelDir, config: Config, weights: SafeTensors,
     if progress is not None:
         weights.progress = progress
     kind = config.text("model_type", None)
-    if kind == "gpt2":
-        data = _gpt2(config, weights, len(tokens), layers)
-    elif kind in ("llama", "mistral", "qwen2"):
-        data = _llama(config, weights, len(tokens), layers)
-    elif kind in ("bert", "roberta", "distilbert"):
-        from symformer.frameworks.hf_bert import bert_data  # it reads with this module
-
-        data = bert_data(config, weights, len(tokens), segments, kind, layers)
-    else:
-        raise NotSupportedError(f"{folder.given}: model_type {printable(str(kind))[:40]!r} "
-                                f"is not supported (supported: gpt2, llama, mistral, qwen2, "
-                                f"bert, roberta, distilbert)")
+    try:
+        data = _family_data(config, weights, len(tokens), segments, kind, layers)
+    except (InputError, NotSupportedError) as exc:  # every message names the directory
+        if str(exc).startswith(str(folder.given)):
+            raise
+        raise type(exc)(f"{folder.given}: {exc}") from None
     vocab_size = data["embeddings"].rows
     if not vocab_size:
         raise InputError(f"{weights.name}: the embedding table has no rows")
@@ -302,6 +296,23 @@ def _read_model(folder: ModelDir, config: Config, weights: SafeTensors,
     if weights_mode is not None:
         data["_reference"] = weights if reference else None
     return data, comments, str(folder.given), unused
+
+
+def _family_data(config: Config, weights: SafeTensors, n_tokens: int,
+                 segments: Sequence[int] | None, kind: str | None, layers: int | None
+                 ) -> dict[str, Any]:
+    """The example table of the model family ``kind`` (its ``model_type``)."""
+    if kind == "gpt2":
+        return _gpt2(config, weights, n_tokens, layers)
+    if kind in ("llama", "mistral", "qwen2"):
+        return _llama(config, weights, n_tokens, layers)
+    if kind in ("bert", "roberta", "distilbert"):
+        from symformer.frameworks.hf_bert import bert_data  # it reads with this module
+
+        return bert_data(config, weights, n_tokens, segments, kind, layers)
+    raise NotSupportedError(f"model_type {printable(str(kind))[:40]!r} is not supported "
+                            f"(supported: gpt2, llama, mistral, qwen2, bert, roberta, "
+                            f"distilbert)")
 
 
 #: Where each family's configuration states its number of blocks.
