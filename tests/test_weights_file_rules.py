@@ -182,3 +182,19 @@ def test_import_hashes_the_bytes_it_copies(tmp_path, capsys, monkeypatch) -> Non
         _old_logits_or_refused(out, tensors, capsys)
     else:
         assert status == 2 and "changed while it was read" in err and not out.exists()
+
+
+def test_an_example_written_through_a_link_to_another_folder_loads(tmp_path, capsys) -> None:
+    """Attack 5 M13: ``--out LINK/ex.toml``, LINK a folder elsewhere: the weights file is
+    copied into the folder the example really is in, and it derives the model's logits."""
+    tensors = gpt2_tensors(seed=5)
+    folder = gpt2_dir(tmp_path / "proj" / "gpt2", tensors=tensors)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "proj" / "outlink").symlink_to(tmp_path / "real")
+    out = tmp_path / "proj" / "outlink" / "ex.toml"
+    assert main(["import", str(folder), "--tokens", "0,1,2", "--out", str(out), "--quiet",
+                 "--weights", "reference"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "real" / "ex.safetensors").is_file()
+    _old_logits_or_refused(out, tensors, capsys)
+    assert main(["derive", str(out)]) == 0

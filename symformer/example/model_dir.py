@@ -16,6 +16,11 @@ A Hugging Face directory is untrusted input, like an example file or a template:
   bounds, of the shape's size, no overlap, no hole), as the format requires.  Tensors
   are then read one by one, only those the import uses; the names it never asked for
   are what :meth:`SafeTensors.unused` reports.
+* **What is hashed is what is read.**  The file is opened once; its size is checked
+  before a byte is read, and its SHA-256 (when an example records one), its header
+  and every tensor are read through that one descriptor, its identity, size and times
+  compared after each read: a file renamed over it or written in place meanwhile is
+  refused, never read in part (``the file changed while it was read``).
 
 No pickle is ever unpickled (``pytorch_model.bin`` is never opened).
 """
@@ -214,6 +219,12 @@ class SafeTensors(Mapping[str, np.ndarray]):
     widened to float32 bit for bit) and records that the import used it; iteration
     lists every tensor name without reading.  :meth:`unused` names the tensors never
     read, so that the import can report them instead of dropping them silently.
+
+    The file stays open (one descriptor, every read through it) until :meth:`close`
+    (or the end of a ``with`` block).  With ``sha256``, the file must be the one of
+    that SHA-256: a file over the size limit, or one that cannot be read to the end,
+    or of another hash, is :class:`NotRecorded` (nothing of it said), checked before
+    its header is parsed.
     """
 
     def __init__(self, real: Path, name: str, sha256: str | None = None) -> None:
