@@ -272,25 +272,28 @@ class SafeTensors(Mapping[str, np.ndarray]):
         self.data_bytes = size - self.data_start
         self.entries = self._check(header)
 
-    def _read(self, start: int, length: int) -> bytes:
-        """``length`` bytes from ``start`` through the open descriptor; refused when the
-        file is not the one opened any more (shorter, or written since)."""
-        parts, at, left = [], start, length
+    def _read(self, start: int, length: int) -> bytearray:
+        """``length`` bytes from ``start`` through the open descriptor (read into one
+        buffer); refused when the file is not the one opened any more (shorter, or
+        written since)."""
+        buffer = bytearray(length)
+        view, got = memoryview(buffer), 0
         try:
-            while left:
-                part = os.pread(self._handle.fileno(), min(left, _CHUNK), at)
-                if not part:
+            while got < length:
+                count = os.preadv(self._handle.fileno(), [view[got:got + _CHUNK]],
+                                  start + got)
+                if not count:
                     break
-                parts.append(part)
-                at += len(part)
-                left -= len(part)
+                got += count
             changed = _stamp(os.fstat(self._handle.fileno())) != self._stamp
         except OSError as exc:
             raise InputError(f"{self.name}: cannot be read ({exc.strerror})") from None
-        if left or changed:
+        finally:
+            view.release()
+        if got < length or changed:
             raise InputError(f"{self.name}: the file changed while it was read; run again "
                              f"once nothing writes to it")
-        return b"".join(parts)
+        return buffer
 
     def close(self) -> None:
         """Close the file (tensors read so far stay usable)."""
@@ -410,7 +413,7 @@ class SafeTensors(Mapping[str, np.ndarray]):
             digest.update(self._read(at, min(_CHUNK, self.size - at)))
         return digest.hexdigest()
 
-    def contents(self) -> bytes:
+    def contents(self) -> bytearray:
         """The whole file's bytes, read through the open descriptor."""
         return self._read(0, self.size)
 
