@@ -198,3 +198,27 @@ def test_an_example_written_through_a_link_to_another_folder_loads(tmp_path, cap
     assert (tmp_path / "real" / "ex.safetensors").is_file()
     _old_logits_or_refused(out, tensors, capsys)
     assert main(["derive", str(out)]) == 0
+
+
+def test_the_copy_is_never_written_through_a_link(tmp_path, capsys) -> None:
+    folder = gpt2_dir(tmp_path / "m")
+    (tmp_path / "ex").mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "ex" / "g.safetensors").symlink_to(victim)
+    status = main(["import", str(folder), "--tokens", "0,1,2", "--out",
+                   str(tmp_path / "ex" / "g.toml"), "--quiet", "--weights", "reference"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "symbolic link" in err
+    assert victim.read_text() == "keep" and not (tmp_path / "ex" / "g.toml").exists()
+
+
+def test_a_refused_import_leaves_no_copy(tmp_path, capsys, monkeypatch) -> None:
+    import symformer.example.loader as loader
+
+    folder = gpt2_dir(tmp_path / "m")
+    monkeypatch.setattr(loader, "MAX_FILE_BYTES", 1000)  # the example is larger
+    status = main(["import", str(folder), "--tokens", "0,1,2", "--out",
+                   str(tmp_path / "ex" / "g.toml"), "--quiet", "--weights", "reference"])
+    assert status == 2 and "an example file may hold" in capsys.readouterr().err
+    assert not (tmp_path / "ex" / "g.safetensors").exists()

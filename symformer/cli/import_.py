@@ -7,6 +7,8 @@ registers is ``import``.
 from __future__ import annotations
 
 import argparse
+import os
+from typing import Any
 
 from symformer.cli._common import work_limit
 from symformer.errors import InputError
@@ -83,6 +85,25 @@ def first_layers(text: str) -> int:
     return int(end)
 
 
+def _loads(text: str, source: str, out: str) -> Any:
+    """The example ``text`` loaded as it will be from ``out`` (its weights file read
+    relative to it), refused when it is over the example files' size limit or does not
+    load."""
+    from symformer.example.loader import MAX_FILE_BYTES as limit
+    from symformer.example.loader import parse_example as parse
+
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise InputError(f"{source}: the example would be {size / 2**20:.1f} MiB, more "
+                         f"than the {limit // 2**20} MiB an example file may hold; nothing "
+                         f"written")
+    try:
+        # never write a file that does not load (weights read relative to --out)
+        return parse(text, out if "\n[weights]\n" in text else source)
+    except InputError as exc:
+        raise InputError(f"{source}: the imported example does not load: {exc}") from None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``import`` sub-command."""
     p = sub.add_parser("import", help="read a Hugging Face model directory into an exact "
@@ -123,27 +144,23 @@ def run(args: argparse.Namespace) -> int:
     from symformer.blocks.cost import estimate
     from symformer.blocks.work import DEFAULT_MAX_WORK
     from symformer.display import Progress
-    from symformer.example.loader import MAX_FILE_BYTES, parse_example
     from symformer.files import output_file
-    from symformer.frameworks.hf_in import pretrained_text
+    from symformer.frameworks.hf_in import copied_weights, pretrained_text
 
     output_file(args.out)  # a path that cannot be written is refused before the work
-    with Progress("symformer import", quiet=args.quiet) as bar:
-        text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
-                                               args.max_work, bar.step, args.text,
-                                               args.layers, args.weights, args.out)
-        bar.note("checking that the example loads")
-        size = len(text.encode("utf-8"))
-        if size > MAX_FILE_BYTES:
-            raise InputError(f"{source}: the example would be {size / 2**20:.1f} MiB, more "
-                             f"than the {MAX_FILE_BYTES // 2**20} MiB an example file may "
-                             f"hold; nothing written")
-        try:
-            # never write a file that does not load (weights read relative to --out)
-            example = parse_example(text, str(args.out) if "\n[weights]\n" in text
-                                    else source)
-        except InputError as exc:
-            raise InputError(f"{source}: the imported example does not load: {exc}") from None
+    copy = copied_weights(args.out)  # where a weights file from elsewhere is copied
+    fresh = not os.path.lexists(copy)
+    try:
+        with Progress("symformer import", quiet=args.quiet) as bar:
+            text, source, unused = pretrained_text(args.source, args.tokens, args.segments,
+                                                   args.max_work, bar.step, args.text,
+                                                   args.layers, args.weights, args.out)
+            bar.note("checking that the example loads")
+            example = _loads(text, source, str(args.out))
+    except BaseException:
+        if fresh and os.path.lexists(copy):  # nothing left behind by a refused import
+            os.unlink(copy)
+        raise
     path = write_file(args.out, text)
     print(f"wrote {path}", flush=True)
     if unused:

@@ -157,12 +157,22 @@ def reference_file(folder: ModelDir, weights: SafeTensors, out: str | Path | Non
 
     from symformer.files import write_file
 
-    name = Path(out).stem.replace("\\", "_") + ".safetensors"
+    copy = copied_weights(out)
+    if os.path.islink(copy):  # a name the user did not give: never through a link
+        raise InputError(f"{copy}: a symbolic link where the example's weights file is to "
+                         f"be copied; refused (remove it, or give another --out)")
     contents = weights.contents()
-    write_file(given / name, contents)
-    return name, hashlib.sha256(contents).hexdigest(), (
+    write_file(copy, contents)
+    return copy.name, hashlib.sha256(contents).hexdigest(), (
         f"{weights.name} is outside the example's folder, where an example reads its "
-        f"weights file: copied to {given / name}")
+        f"weights file: copied to {copy}")
+
+
+def copied_weights(out: str | Path) -> Path:
+    """Where :func:`reference_file` copies a weights file for the example ``out``:
+    ``NAME.safetensors`` beside ``NAME.toml``."""
+    out = Path(out)
+    return out.parent / (out.stem.replace("\\", "_") + ".safetensors")
 
 
 #: ``--weights``: how an imported example holds its weights.
