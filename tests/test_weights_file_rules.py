@@ -103,60 +103,73 @@ def test_a_reference_where_a_value_belongs_is_named_not_printed(tmp_path, capsys
         assert "p.toml" in err and key in err and "{tensor = 'transformer.wte.weight'}" in err
 
 
-def _swap_after_hashing(monkeypatch, swap) -> None:
-    """Call ``swap()`` right after a weights file is hashed (before its header is read)."""
-    hashed = model_dir.SafeTensors.sha256
+def _after_first_read(monkeypatch, change, chunk: int | None = None) -> None:
+    """Call ``change()`` once, right after the first read of a weights file (with
+    ``chunk``: the file read ``chunk`` bytes at a time, so the pass goes on after it)."""
+    read = model_dir.SafeTensors._read
+    done = []
 
-    def hook(self):
-        digest = hashed(self)
-        swap()
-        return digest
+    def hook(self, start, length):
+        data = read(self, start, length)
+        if not done:
+            done.append(change())
+        return data
 
-    monkeypatch.setattr(model_dir.SafeTensors, "sha256", hook)
+    monkeypatch.setattr(model_dir.SafeTensors, "_read", hook)
+    if chunk is not None:
+        monkeypatch.setattr(model_dir, "_CHUNK", chunk)
 
 
-def _old_logits_or_refused(path: Path, tensors: dict, capsys) -> None:
+def _old_logits_or_refused(path: Path, tensors: dict, capsys) -> int:
     """``derive`` prints the logits of ``tensors`` (the file hashed), or refuses in one
-    line that the file changed: never other numbers with exit 0."""
+    line: never other numbers with exit 0.  Returns its exit status."""
     status = main(["derive", str(path), "--stage", "logits", "--json"])
     out, err = capsys.readouterr()
     if status == 0:
         got = np.array(json.loads(out)["stages"]["logits"]["values"], dtype=float)
         assert np.allclose(got, numpy_gpt2(tensors, [0, 1, 2]), rtol=0, atol=1e-9)
     else:
-        assert status == 2 and err.count("\n") == 1 and "changed while it was read" in err
+        assert status == 2 and err.count("\n") == 1, err
+        assert "changed since the example was written" in err
+    return status
 
 
-def test_a_file_renamed_over_it_while_hashed_is_never_read(tmp_path, capsys,
-                                                           monkeypatch) -> None:
-    """Attack 5 S2: the recorded file's logits, never the other file's with exit 0."""
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_a_file_renamed_over_it_while_hashed_is_never_read(tmp_path, capsys, monkeypatch,
+                                                           chunk) -> None:
+    """Attack 5 S2: the recorded file's logits (the bytes hashed are the bytes used),
+    or a refusal when the change is seen mid-pass; never the other file's, exit 0."""
     out, text, tensors = _referring(tmp_path, capsys)
     other = gpt2_dir(tmp_path / "other", tensors=gpt2_tensors(seed=9))
     weights = out.parent / "m" / "model.safetensors"
-    _swap_after_hashing(monkeypatch, lambda: os.replace(other / "model.safetensors", weights))
-    _old_logits_or_refused(out, tensors, capsys)
+    _after_first_read(monkeypatch, lambda: os.replace(other / "model.safetensors", weights),
+                      chunk)
+    status = _old_logits_or_refused(out, tensors, capsys)
+    assert status == (0 if chunk is None else 2)  # one read: the old bytes; more: refused
     assert not (other / "model.safetensors").exists()  # the swap happened
     monkeypatch.undo()
     assert main(["derive", str(out)]) == 2  # the next run sees the other file: refused
     assert "no weights file with the recorded SHA-256" in capsys.readouterr().err
 
 
-def test_a_file_written_in_place_while_read_is_refused(tmp_path, capsys,
-                                                       monkeypatch) -> None:
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_a_file_written_in_place_while_hashed_is_never_used(tmp_path, capsys, monkeypatch,
+                                                            chunk) -> None:
+    """Even where the file's times do not move (a write within one clock tick,
+    simulated), the header and tensors used are those of the pass that hashed them."""
     out, text, tensors = _referring(tmp_path, capsys)
     weights = out.parent / "m" / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-1] ^= 1
+    other = bytearray(gpt2_dir(tmp_path / "other", tensors=gpt2_tensors(seed=9))
+                      .joinpath("model.safetensors").read_bytes())
+    monkeypatch.setattr(model_dir, "_stamp", lambda status: (status.st_ino,))
 
     def write_in_place() -> None:
-        os.utime(weights, ns=(0, 0))  # an old time first, so the write surely moves it
         with open(weights, "r+b") as handle:
-            handle.write(data)
+            handle.write(other)
 
-    _swap_after_hashing(monkeypatch, write_in_place)
-    assert main(["derive", str(out), "--stage", "logits"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "changed while it was read" in err
+    _after_first_read(monkeypatch, write_in_place, chunk)
+    assert _old_logits_or_refused(out, tensors, capsys) == (0 if chunk is None else 2)
+    assert weights.read_bytes() == other  # the write happened
 
 
 def test_import_hashes_the_bytes_it_copies(tmp_path, capsys, monkeypatch) -> None:
@@ -166,7 +179,6 @@ def test_import_hashes_the_bytes_it_copies(tmp_path, capsys, monkeypatch) -> Non
     folder = gpt2_dir(tmp_path / "m", tensors=tensors)
     other = gpt2_dir(tmp_path / "other", tensors=gpt2_tensors(seed=9))
     out = tmp_path / "ex" / "g.toml"
-    _swap_after_hashing(monkeypatch, lambda: None)
     contents = model_dir.SafeTensors.contents
 
     def swap_then_copy(self):

@@ -16,11 +16,12 @@ A Hugging Face directory is untrusted input, like an example file or a template:
   bounds, of the shape's size, no overlap, no hole), as the format requires.  Tensors
   are then read one by one, only those the import uses; the names it never asked for
   are what :meth:`SafeTensors.unused` reports.
-* **What is hashed is what is read.**  The file is opened once; its size is checked
-  before a byte is read, and its SHA-256 (when an example records one), its header
-  and every tensor are read through that one descriptor, its identity, size and times
-  compared after each read: a file renamed over it or written in place meanwhile is
-  refused, never read in part (``the file changed while it was read``).
+* **What is hashed is what is read.**  The file is opened once and its size checked
+  before a byte is read.  When an example records its SHA-256, one pass over that
+  descriptor hashes it and keeps the header and the tensors the example names: the
+  bytes used are the bytes hashed.  Every read also compares the file's identity, size
+  and times with those it was opened with: a file renamed over it or written in place
+  meanwhile is refused (``the file changed while it was read``).
 
 No pickle is ever unpickled (``pytorch_model.bin`` is never opened).
 """
@@ -32,7 +33,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -223,17 +224,35 @@ class SafeTensors(Mapping[str, np.ndarray]):
     The file stays open (one descriptor, every read through it) until :meth:`close`
     (or the end of a ``with`` block).  With ``sha256``, the file must be the one of
     that SHA-256: a file over the size limit, or one that cannot be read to the end,
-    or of another hash, is :class:`NotRecorded` (nothing of it said), checked before
-    its header is parsed.
+    or of another hash, is :class:`NotRecorded` (nothing of it said, not even what is
+    wrong with its header); the header and the tensors ``keep`` names are then those
+    of the pass that hashed it.
     """
 
-    def __init__(self, real: Path, name: str, sha256: str | None = None) -> None:
+    def __init__(self, real: Path, name: str, sha256: str | None = None,
+                 keep: Collection[str] = ()) -> None:
         self.real, self.name = real, name
         #: The one open descriptor every byte is read through (hash, header, tensors),
         #: so that a file renamed over this one meanwhile is never read.
         self._handle = _open(real, name)
+        #: With ``sha256``: the bytes of the tensors ``keep`` names, kept from the one
+        #: pass that hashed them (what is read is what was hashed).
+        self._kept: dict[str, bytearray] = {}
         try:
-            self._start(sha256)
+            status = os.fstat(self._handle.fileno())
+            self._stamp = _stamp(status)
+            self.size = status.st_size
+            if self.size > MAX_WEIGHT_BYTES:
+                if sha256 is not None:  # no file the import wrote is this large
+                    raise NotRecorded(self.name)
+                raise NotSupportedError(f"{self.name}: larger than "
+                                        f"{_size(MAX_WEIGHT_BYTES)}; exact examples are "
+                                        f"for small models")
+            if sha256 is None:
+                length = self._header_length(self._read(0, min(8, self.size)))
+                self._set_header(length, self._read(8, length))
+            else:
+                self._verified(sha256, keep)
         except BaseException:
             self.close()
             raise
@@ -241,36 +260,66 @@ class SafeTensors(Mapping[str, np.ndarray]):
         #: Called as ``progress(k, total, name)`` before each tensor is read.
         self.progress: Callable[[int, int, str], None] | None = None
 
-    def _start(self, sha256: str | None) -> None:
-        """Check the size (before a byte is read), the recorded SHA-256 when ``sha256``
-        is given (before a byte is parsed), then the header."""
-        status = os.fstat(self._handle.fileno())
-        self._stamp = _stamp(status)
-        size = self.size = status.st_size
-        if size > MAX_WEIGHT_BYTES:
-            if sha256 is not None:  # no file the import wrote is this large
-                raise NotRecorded(self.name)
-            raise NotSupportedError(f"{self.name}: larger than {_size(MAX_WEIGHT_BYTES)}; "
-                                    f"exact examples are for small models")
-        if sha256 is not None:
-            try:
-                if self.sha256() != sha256:
-                    raise NotRecorded(self.name)
-            except InputError:
-                raise NotRecorded(self.name) from None
-        name = self.name
-        start = self._read(0, min(8, size))
+    def _header_length(self, start: bytes | bytearray) -> int:
+        """The header's length from the file's first 8 bytes, checked against its size."""
         if len(start) < 8:
-            raise InputError(f"{name}: not a safetensors file (shorter than its 8-byte "
+            raise InputError(f"{self.name}: not a safetensors file (shorter than its 8-byte "
                              f"header length)")
-        length = int.from_bytes(start, "little")
-        if length < 2 or length > MAX_HEADER_BYTES or 8 + length > size:
-            raise InputError(f"{name}: not a safetensors file (a header of {length:,} "
-                             f"bytes in a file of {size:,})")
-        header = parse_json(self._read(8, length), f"{name} (header)", exact_decimals=False)
+        length = int.from_bytes(start[:8], "little")
+        if length < 2 or length > MAX_HEADER_BYTES or 8 + length > self.size:
+            raise InputError(f"{self.name}: not a safetensors file (a header of {length:,} "
+                             f"bytes in a file of {self.size:,})")
+        return length
+
+    def _set_header(self, length: int, header: bytes | bytearray) -> None:
+        """The header's ``length`` bytes ``header`` parsed and checked whole."""
+        table = parse_json(header, f"{self.name} (header)", exact_decimals=False)
         self.data_start = 8 + length
-        self.data_bytes = size - self.data_start
-        self.entries = self._check(header)
+        self.data_bytes = self.size - self.data_start
+        self.entries = self._check(table)
+
+    def _verified(self, sha256: str, keep: Collection[str]) -> None:
+        """One pass over the file: its SHA-256, its header and the bytes of the tensors
+        ``keep`` names, all from the same reads.  Refused (:class:`NotRecorded`, before
+        anything parsed is said) when the hash is not ``sha256``; then a malformed
+        header is refused as any other."""
+        digest, regions = hashlib.sha256(), _Regions()
+        regions.add(_LENGTH, 0, min(8, self.size))
+        problem: InputError | None = None
+        try:
+            for at in range(0, max(self.size, 1), _CHUNK):
+                chunk = self._read(at, min(_CHUNK, self.size - at))
+                digest.update(chunk)
+                regions.feed(chunk, at)
+                while problem is None and (ready := regions.ready()):
+                    try:
+                        self._parsed(ready, regions, keep)
+                    except InputError as exc:  # said only once the hash is the recorded
+                        problem = exc
+                    regions.feed(chunk, at)  # the regions just added may start here
+        except InputError:  # unreadable, or changed while read: not the recorded file
+            raise NotRecorded(self.name) from None
+        if digest.hexdigest() != sha256:
+            raise NotRecorded(self.name)
+        if problem is not None:
+            raise problem
+        self._kept = regions.kept
+
+    def _parsed(self, ready: tuple[str, bytearray], regions: _Regions,
+                keep: Collection[str]) -> None:
+        """The next part of the file read whole: the header's length (then its header
+        is to be read), or the header (then the kept tensors are)."""
+        name, data = ready
+        if name == _LENGTH:
+            self._length = self._header_length(data)
+            regions.add(_HEADER, 8, 8 + self._length)
+            return
+        self._set_header(self._length, data)
+        for key in keep:
+            if key in self.entries and self.entries[key][0] in FLOAT_DTYPES:
+                _, _, begin, end = self.entries[key]
+                regions.add(key, self.data_start + begin, self.data_start + end,
+                            kept=True)
 
     def _read(self, start: int, length: int) -> bytearray:
         """``length`` bytes from ``start`` through the open descriptor (read into one
@@ -389,7 +438,9 @@ class SafeTensors(Mapping[str, np.ndarray]):
         if dtype not in FLOAT_DTYPES:
             raise NotSupportedError(f"{self.name}: tensor {key!r} has dtype {dtype}; only "
                                     f"F64, F32, F16 and BF16 weights are read")
-        raw = self._read(self.data_start + begin, end - begin)
+        raw = self._kept.pop(key, None)  # hashed with the file in one pass
+        if raw is None:
+            raw = self._read(self.data_start + begin, end - begin)
         array = np.frombuffer(raw, dtype=FLOAT_DTYPES[dtype])
         if dtype == "BF16":  # the upper half of a float32, exactly
             array = (array.astype(np.uint32) << 16).view(np.float32)
@@ -420,6 +471,43 @@ class SafeTensors(Mapping[str, np.ndarray]):
 
 #: Bytes read at once.
 _CHUNK = 2**22
+#: The parts of a file :meth:`SafeTensors._verified` reads before its tensors.
+_LENGTH, _HEADER = "\x00length", "\x00header"
+
+
+class _Regions:
+    """Byte ranges of a file filled from its chunks as they are read in order: the
+    header's length, the header, and the tensors kept."""
+
+    def __init__(self) -> None:
+        #: name -> [begin, end, filled up to, bytes]
+        self.parts: dict[str, list[Any]] = {}
+        self.kept: dict[str, bytearray] = {}
+
+    def add(self, name: str, begin: int, end: int, kept: bool = False) -> None:
+        """Collect ``[begin, end)`` as ``name`` (into :attr:`kept` when ``kept``)."""
+        data = bytearray(end - begin)
+        self.parts[name] = [begin, end, begin, data]
+        if kept:
+            self.kept[name] = data
+
+    def feed(self, chunk: bytearray, at: int) -> None:
+        """Copy what ``chunk`` (the file's bytes from ``at``) holds of each range."""
+        for part in self.parts.values():
+            begin, end, upto, data = part
+            low, high = max(upto, at), min(end, at + len(chunk))
+            if low < high:
+                data[low - begin:high - begin] = chunk[low - at:high - at]
+                part[2] = high
+
+    def ready(self) -> tuple[str, bytearray] | None:
+        """The header's length or the header once read whole (then forgotten)."""
+        for name in (_LENGTH, _HEADER):
+            part = self.parts.get(name)
+            if part is not None and part[2] >= part[1]:
+                del self.parts[name]
+                return name, part[3]
+        return None
 
 
 class NotRecorded(InputError):

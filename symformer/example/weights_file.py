@@ -20,13 +20,14 @@ before anything is opened, and the file is then read as a model directory's is
 leading out of the example's folder (the Hugging Face cache's ``snapshots/REV/FILE ->
 ../../blobs/SHA`` excepted), its header checked whole, only floating-point tensors
 read, each exactly.  It is content-addressed: its size is checked before a byte is
-read and its SHA-256 before a byte is parsed; a file that is missing, not a regular
-file there, or not the recorded one is refused with one message worded the same in
-every case (naming ``file`` escaped, never the file's bytes or hash), so an example
-can read only a file whose exact content its author has, and learns nothing of any
-other.  The hash, the header and every tensor are read through one open descriptor
-(:class:`~symformer.example.model_dir.SafeTensors`): a file renamed over it meanwhile
-is never read, and one written in place is refused.
+read, and nothing of it is used or said before its SHA-256 is the recorded one; a file
+that is missing, not a regular file there, or not the recorded one is refused with one
+message worded the same in every case (naming ``file`` escaped, never the file's bytes
+or hash), so an example can read only a file whose exact content its author has, and
+learns nothing of any other.  The hash, the header and the tensors the example names
+come from one pass over one open descriptor
+(:class:`~symformer.example.model_dir.SafeTensors`): the bytes used are the bytes
+hashed, whatever renames or writes the file meanwhile.
 Each reference becomes a :class:`~symformer.example.dyadic.DyadicMatrix` (the floats
 themselves, made rational only when evaluated) before the example's tables are read, so
 every other check (the shapes, the keys) is the one a written matrix gets.
@@ -70,7 +71,7 @@ def read_weights(data: dict[str, Any], here: Where, source: str) -> dict[str, An
     base = _folder(source)
     try:
         real = _located(base, file)
-        weights = SafeTensors(real, shown, sha256=digest)
+        weights = SafeTensors(real, shown, sha256=digest, keep=_named(data))
     except NotRecorded:  # one message whatever is (or is not) there: no oracle
         raise InputError(f"{where}: file = \"{shown}\": no weights file with the recorded "
                          f"SHA-256 there (missing, not a regular file inside the example's "
@@ -113,6 +114,21 @@ def _located(base: Path, file: str) -> Path:
     if real is None:
         raise NotRecorded(file)
     return real
+
+
+def _named(value: Any) -> set[str]:
+    """The tensor names the reference tables in ``value`` give (read in the same pass
+    over the file that hashes it)."""
+    names, stack = set(), [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("tensor"), str):
+                names.add(item["tensor"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return names
 
 
 def _replace(value: Any, here: Where, weights: Any, tensors: dict[str, Any]) -> Any:
