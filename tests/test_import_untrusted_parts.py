@@ -174,3 +174,21 @@ def test_a_weights_mistake_names_the_directory(tmp_path, capsys) -> None:
     err = _refused(capsys, gpt2_dir(tmp_path / "scalar", tensors=tensors))
     assert f"{tmp_path / 'scalar' / 'model.safetensors'}: transformer.wte.weight has shape " \
            f"scalar" in err
+
+
+def test_vocab_txt_lines_are_read_as_transformers_reads_them(tmp_path) -> None:
+    """A token holding U+2028 or \\x1c (``str.splitlines`` would split there) keeps its
+    line's id: the ids are those of Python's text-mode readlines, as transformers'
+    load_vocab reads them, so the sentence's embedding rows are the model's."""
+    from model_dirs import gpt2_tensors
+
+    words = ["[CLS]", "a\u2028b", "x\x1cy", "cat", "[SEP]", "sat"]
+    folder = gpt2_dir(tmp_path / "m", tensors=gpt2_tensors(vocab=len(words)))
+    (folder / "vocab.json").unlink()
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    with open(folder / "vocab.txt", encoding="utf-8") as handle:  # the reference reading
+        ids = {line.rstrip("\n"): i for i, line in enumerate(handle.readlines())}
+    example = from_pretrained(folder, [ids["cat"], ids["sat"]])
+    assert example.tokens == ("cat", "sat")
+    pytest.importorskip("tokenizers")
+    assert from_pretrained(folder, text="cat sat").tokens == ("[CLS]", "cat", "sat", "[SEP]")

@@ -50,6 +50,7 @@ from symformer.frameworks.hf_config import (
     tensor,
     tie_embeddings,
 )
+from symformer.frameworks.hf_tokenizer import vocab_lines
 from symformer.frameworks.weights import dyadic_row as row
 from symformer.frameworks.weights import dyadic_rows as rows
 from symformer.frameworks.weights import example_text, printable, weights_table
@@ -377,7 +378,7 @@ def read_vocab(folder: ModelDir, size: int) -> list[str]:
     text = folder.read_bytes("vocab.txt", MAX_VOCAB_BYTES)  # BERT's WordPiece: id = line
     if text is not None:
         try:
-            lines = text.decode("utf-8").splitlines()
+            lines = vocab_lines(text.decode("utf-8"))
         except UnicodeDecodeError:
             raise InputError(f"{folder.name('vocab.txt')}: not UTF-8 text") from None
         names = {i: t for i, t in enumerate(lines) if t.isprintable()}

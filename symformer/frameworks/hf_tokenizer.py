@@ -62,6 +62,20 @@ def _decoded(data: bytes, name: str) -> str:
         raise InputError(f"{name}: not UTF-8 text") from None
 
 
+def vocab_lines(text: str) -> list[str]:
+    """The tokens of a ``vocab.txt``, one a line, as transformers reads them (Python's
+    text mode, then ``rstrip("\\n")``): lines end at ``\\n``, ``\\r\\n`` or ``\\r`` only, so
+    a token holding another line separator (``\\x1c``, ``\\x85``, U+2028) keeps its id.
+
+    >>> vocab_lines("a\\x85b\\r\\nc\\n")
+    ['a\\x85b', 'c']
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _tokenizer(folder: ModelDir, longest: int) -> Any:
     """The directory's tokenizer, from the first of its files that makes one
     (``longest``: the longest text it will tokenize, for the normalizer's bound)."""
@@ -83,7 +97,7 @@ def _tokenizer(folder: ModelDir, longest: int) -> Any:
         if not isinstance(lower, bool):
             raise InputError(f"{folder.name('tokenizer_config.json')}: do_lower_case must be "
                              f"true or false")
-        lines = _decoded(words, folder.name("vocab.txt")).splitlines()
+        lines = vocab_lines(_decoded(words, folder.name("vocab.txt")))
         vocab = {token: i for i, token in reversed(list(enumerate(lines)))}
         from tokenizers.implementations import BertWordPieceTokenizer
 
