@@ -192,3 +192,42 @@ def test_vocab_txt_lines_are_read_as_transformers_reads_them(tmp_path) -> None:
     assert example.tokens == ("cat", "sat")
     pytest.importorskip("tokenizers")
     assert from_pretrained(folder, text="cat sat").tokens == ("[CLS]", "cat", "sat", "[SEP]")
+
+
+def _with_biases(folder, config_changes: dict, biases: bool) -> None:
+    """``folder``'s Llama with ``config_changes`` and, when ``biases``, a bias for every
+    projection stored."""
+    config = json.loads((folder / "config.json").read_text())
+    config.update(config_changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    tensors = {k: v for k, v in _tensors(folder).items() if not k.endswith(".bias")}
+    if biases:
+        for name, value in list(tensors.items()):
+            if name.endswith("_proj.weight"):
+                tensors[name[:-len("weight")] + "bias"] = np.ones(value.shape[0], np.float32)
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(tensors))
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({}, ()),  # Llama: attention_bias and mlp_bias false by default
+    ({"attention_bias": True}, ("q", "k", "v", "o")),
+    ({"mlp_bias": True}, ("gate", "up", "down")),
+    ({"model_type": "mistral"}, ()),  # Mistral: never
+    ({"model_type": "qwen2"}, ("q", "k", "v")),  # Qwen2: query, key and value always
+])
+def test_a_llama_familys_biases_are_those_transformers_builds(tmp_path, capsys, changes,
+                                                              expected) -> None:
+    """A bias the model has is read (and refused when the file lacks it); one it has
+    not is never read, only reported, as transformers ignores it."""
+    folder = llama_dir(tmp_path / "ll")
+    _with_biases(folder, changes, biases=True)
+    with pytest.warns(UserWarning, match="not imported"):  # every case leaves some
+        example = from_pretrained(folder, [0, 1])
+    layer, head = example.layers[0], example.layers[0].heads[0]
+    got = {"q": head.b_Q is not None, "k": example.layers[0].kv_heads[0].b_K is not None,
+           "o": layer.b_O is not None}
+    assert got == {k: k in expected for k in got}
+    if expected:
+        _with_biases(folder, {}, biases=False)
+        err = _refused(capsys, folder)
+        assert f"no tensor 'layers.0.{'mlp' if 'up' in expected else 'self_attn'}." in err

@@ -42,7 +42,6 @@ from symformer.example.schema import Example
 from symformer.frameworks.hf_config import (
     MAX_LAYERS,
     Config,
-    has_tensor,
     hf_activation,
     kept_layers,
     missing_head,
@@ -519,6 +518,19 @@ def _rope_theta(config: Config) -> Any:
     return config.number("rope_theta", "10000")
 
 
+def _llama_biases(config: Config) -> dict[str, bool]:
+    """Which projections have a bias, as transformers builds the model: Llama's
+    attention as ``attention_bias`` says and its MLP as ``mlp_bias`` (both false by
+    default), Qwen2's query, key and value always, Mistral's none.  A bias the model has
+    must be in the file; one it has not is never read (transformers ignores it too)."""
+    kind = config.text("model_type")
+    attention = config.flag("attention_bias", False) if kind == "llama" else kind == "qwen2"
+    mlp = config.flag("mlp_bias", False) if kind == "llama" else False
+    return {"q_proj": attention, "k_proj": attention, "v_proj": attention,
+            "o_proj": attention and kind == "llama", "gate_proj": mlp, "up_proj": mlp,
+            "down_proj": mlp}
+
+
 def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
            ) -> dict[str, Any]:
     """Llama, Mistral, Qwen2: RMSNorm, RoPE ("half"), SwiGLU, grouped-query attention."""
@@ -566,6 +578,7 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
     out = {"q_proj": n_head * hd, "k_proj": n_kv * hd, "v_proj": n_kv * hd, "o_proj": d,
            "gate_proj": inner, "up_proj": inner, "down_proj": d}
     width = {"o_proj": n_head * hd, "down_proj": inner}
+    biased = _llama_biases(config)
     blocks = []
     for i in range(n_layer):
         b = f"layers.{i}."
@@ -576,9 +589,10 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
                                      (out[short], width.get(short, d)))).T
 
         def bias(name: str, b: str = b) -> np.ndarray | None:
-            if not has_tensor(w, f"{b}{name}.bias", p):
+            short = name.split(".")[-1]
+            if not biased[short]:  # the model has none: a stored one is left unused
                 return None
-            return tensor(w, f"{b}{name}.bias", p, (out[name.split(".")[-1]],))
+            return tensor(w, f"{b}{name}.bias", p, (out[short],))
 
         q, k, v = lin("self_attn.q_proj"), lin("self_attn.k_proj"), lin("self_attn.v_proj")
         bq, bk, bv = (bias(f"self_attn.{x}_proj") for x in "qkv")
