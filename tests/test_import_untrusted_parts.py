@@ -140,8 +140,16 @@ def test_a_normalizer_that_lengthens_the_text_without_bound_is_refused(tmp_path)
     with pytest.raises(InputError, match="normalizer can make a text of 3 characters "
                                          "300,000 long"):
         from_pretrained(folder, text="cat")
-    # one character for one (Llama's " " -> "▁") and a short Prepend are fine
+    # a regular expression that may match nothing puts its content between characters
+    insert = {"type": "Replace", "pattern": {"Regex": "x*"}, "content": "ab"}
+    folder = _tokenizer_dir(tmp_path / "rx", normalizer={"type": "Sequence",
+                                                         "normalizers": [insert] * 11})
+    with pytest.raises(InputError, match="normalizer can make a text of 3 characters"):
+        from_pretrained(folder, text="cat")
+    # one character for one (Llama's " " -> "▁"), runs of spaces made one (T5's), and a
+    # short Prepend are fine, however many
     usual = [{"type": "Prepend", "prepend": "▁"},
+             *[{"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}] * 20,
              {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]
     folder = _tokenizer_dir(tmp_path / "ok", normalizer={"type": "Sequence",
                                                          "normalizers": usual},

@@ -27,6 +27,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -230,8 +231,27 @@ def _growth(normalizer: Any) -> tuple[int, int]:
         matched = pattern.get("String") if isinstance(pattern, dict) else None
         if isinstance(matched, str) and matched:
             return max(1, math.ceil(length / len(matched))), 0
-        return length + 1, length
+        regex = pattern.get("Regex") if isinstance(pattern, dict) else None
+        if isinstance(regex, str) and not _may_match_nothing(regex):
+            return max(1, length), 0  # each match takes a character at least
+        return length + 1, length  # content may go between any two characters
     return 1, 0
+
+
+#: What can make a regular expression match an empty string somewhere but not at the
+#: start of an empty text: anchors and look-arounds.
+_ZERO_WIDTH = ("(?=", "(?!", "(?<", "\\b", "\\B", "\\A", "\\Z", "\\z", "\\G", "^", "$")
+
+
+def _may_match_nothing(regex: str) -> bool:
+    """True unless ``regex`` surely matches at least one character each time (read
+    with Python's syntax, which Oniguruma's extends; anything unsure is True)."""
+    if any(mark in regex for mark in _ZERO_WIDTH):
+        return True
+    try:
+        return re.fullmatch(f"(?:{regex})", "") is not None
+    except (re.error, RecursionError, OverflowError):
+        return True
 
 
 @contextlib.contextmanager
