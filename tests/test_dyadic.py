@@ -199,7 +199,7 @@ def test_a_changed_or_hostile_weights_file_is_refused(tmp_path, capsys, monkeypa
         # content-addressed: another file is refused by its hash before a byte of it
         # is parsed, and the message shows nothing of it (no header size, no hash)
         text.replace('file = "m/model.safetensors"', 'file = "/etc/passwd"'):
-            'file = "/etc/passwd" must be a path relative to the example\'s folder',
+            'file = "/etc/passwd" must name a file by its path relative to the example\'s',
         text.replace('file = "m/model.safetensors"', 'file = "m/config.json"'):
             'file = "m/config.json": no weights file with the recorded SHA-256 there',
         text.replace('{tensor = "transformer.wte.weight"}', '{tensor = "nope"}'):

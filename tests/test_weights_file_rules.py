@@ -52,7 +52,7 @@ def test_a_path_out_of_the_examples_folder_is_refused_before_it_is_opened(
     for file in ("/etc/passwd", "/etc/passwd_nope", "/proc/self/mem", "../proj/m/x",
                  "m/../m/model.safetensors", "m\\\\model.safetensors"):
         err = _refusal(out.parent / "p.toml", text, file, capsys)
-        assert "must be a path relative to the example's folder, without '..'" in err, err
+        assert "by its path relative to the example's folder, without '..'" in err, err
     assert opened == []
 
 

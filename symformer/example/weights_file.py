@@ -65,9 +65,9 @@ def read_weights(data: dict[str, Any], here: Where, source: str) -> dict[str, An
 
     shown = repr(shorten(file, 40))[1:-1]  # a newline or an escape never printed raw
     if not relative_inside(file):
-        raise InputError(f"{where}: file = \"{shown}\" must be a path relative to the "
-                         f"example's folder, without '..' (an example reads a weights file "
-                         f"only in its own folder or below)")
+        raise InputError(f"{where}: file = \"{shown}\" must name a file by its path "
+                         f"relative to the example's folder, without '..' (an example "
+                         f"reads a weights file only in its own folder or below)")
     base = _folder(source)
     try:
         real = _located(base, file)
