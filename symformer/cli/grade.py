@@ -68,20 +68,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def answer_files(items: list[str]) -> list[Path]:
-    """The files named, a folder standing for its .csv and .toml files (sorted)."""
+def answer_files(items: list[str], keep_going: bool = False
+                 ) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The files named, a folder standing for its .csv and .toml files (sorted), and
+    the folders without any (each with its reason; an error unless ``keep_going``)."""
     files: list[Path] = []
+    empty: list[tuple[Path, str]] = []
     for item in items:
         path = Path(item)
         if path.is_dir():
             found = sorted(p for p in path.iterdir()
                            if p.suffix.lower() in (".csv", ".toml") and p.is_file())
             if not found:
-                raise InputError(f"{item}: a folder without .csv or .toml answer files")
+                reason = f"{item}: a folder without .csv or .toml answer files"
+                if not keep_going:
+                    raise InputError(reason)
+                empty.append((path, reason))
             files.extend(found)
         else:
             files.append(path)
-    return files
+    return files, empty
 
 
 def key_fingerprint(key_dir: str, points_path: str | None) -> str:
@@ -134,8 +140,9 @@ def _grade(args: argparse.Namespace) -> int:
     grader = _grader(str(args.key), args.points, args.max_work, fingerprint)
     key, points = grader.key, grader.points
     grades: list[StudentGrade] = []
-    skipped: list[tuple[Path, str]] = []
-    paths = answer_files(args.answers)
+    paths, skipped = answer_files(args.answers, args.keep_going)
+    for _, reason in skipped:
+        print(f"symformer grade: skipped: {plain_text(reason)}", file=sys.stderr)
     tasks = [(str(args.key), args.points, str(path), args.max_work, fingerprint)
              for path in paths]
     with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:
