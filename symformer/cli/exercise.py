@@ -73,6 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--every-entry", action="store_true",
                    help="ask every entry of the asked stages (default: the entries on "
                         "the token's path, one token through the steps)")
+    p.add_argument("--format", action="append", dest="formats", metavar="LMS",
+                   choices=("moodle", "prairielearn", "qti", "gift"),
+                   help="also write the exercise for an LMS (repeatable): moodle "
+                        "(moodle.xml, Cloze), prairielearn (question folders), qti "
+                        "(qti.zip, QTI 2.1 for Canvas/Blackboard), gift (gift.txt); "
+                        "see docs/lms.md")
     p.add_argument("--pdf", action="store_true",
                    help="also compile every sheet and key to PDF with pdflatex")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     request = SheetRequest(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
                       args.token, args.margin, args.max_work, args.every_entry, args.jobs,
-                      args.scheduler)
+                      args.scheduler, tuple(dict.fromkeys(args.formats or ())))
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
                              bar.note)
