@@ -37,15 +37,17 @@ def entry_name(b: Blank) -> str:
 
 
 def matrix_name(k: int) -> str:
-    """The answers-name of the k-th asked stage's matrix input: ``m3``."""
-    return f"m{k}"
+    """The answers-name of the k-th asked stage's matrix input: ``m3_`` (its entries are
+    submitted as ``m3_1``, ``m3_2``, ..., row by row)."""
+    return f"m{k}_"
 
 
-def _matrices(q: Question, asked: list[str]) -> dict[str, tuple[str, list[list[Blank]]]]:
+def _matrices(q: Question) -> dict[str, tuple[str, list[list[Blank]]]]:
     """The stages asked as whole rows, without a reader-rounding alternative: stage ->
     (answers-name, rows of blanks)."""
     out = {}
-    for k, stage in enumerate(asked, 1):
+    # k counts the stages with blanks, in order (grade --from reads m{k}_{entry} so)
+    for k, stage in enumerate(dict.fromkeys(b.stage for b in q.blanks), 1):
         blanks = [b for b in q.blanks if b.stage == stage]
         if not blanks or any(b.reader is not None for b in blanks):
             continue
@@ -62,7 +64,7 @@ def question_files(q: Question, asked: list[str], identity: str, topic: str
                    ) -> dict[str, str]:
     """The three files of one variant's question folder."""
     atol = tolerance_text(q.decimals)
-    matrices = _matrices(q, asked)
+    matrices = _matrices(q)
     in_matrix = {b.number for _, grid in matrices.values() for r in grid for b in r}
 
     def blank(b: Blank) -> str:
