@@ -262,7 +262,7 @@ def test_prairielearn_questions_state_the_key(made):
         parser.feed(made[folder + "question.html"])
         tags = [t for t, _ in parser.found]
         assert tags[0] == "pl-question-panel"
-        assert {"pl-number-input", "pl-matrix-component-input"} <= set(tags)
+        assert tags[1:] and set(tags[1:]) <= {"pl-number-input", "pl-matrix-component-input"}
         for _tag, attrs in parser.found[1:]:
             assert attrs["comparison"] == "relabs" and attrs["rtol"] == "0"
             assert attrs["atol"] == "0.005"
@@ -304,12 +304,13 @@ def _run_server(source: str, c: dict) -> None:
     for name, value in c["READER"].items():
         data["submitted_answers"][name] = float(value)
         data["partial_scores"][name] = {"score": 0, "weight": 1}
-    wrong = next(n for n in c["NUMBERS"] if n not in c["READER"])
-    data["submitted_answers"][wrong] = 99.0
-    data["partial_scores"][wrong] = {"score": 0, "weight": 1}
+    wrong = next((n for n in c["NUMBERS"] if n not in c["READER"]), None)
+    if wrong is not None:
+        data["submitted_answers"][wrong] = 99.0
+        data["partial_scores"][wrong] = {"score": 0, "weight": 1}
     space["grade"](data)
     assert all(data["partial_scores"][n]["score"] == 1 for n in c["READER"])
-    assert data["partial_scores"][wrong]["score"] == 0
+    assert wrong is None or data["partial_scores"][wrong]["score"] == 0
 
 
 def test_prairielearn_uuids_are_deterministic_and_distinct():
