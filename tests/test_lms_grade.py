@@ -116,11 +116,14 @@ def test_prairielearn_submissions_are_graded(tmp_path, capsys, key):
             submitted.update({f"{mname}{i}": a for i, a in enumerate(mine, 1)})
         uid = name.split()[0].lower() + "@uni.example"
         rows.append([uid, name, "1", f"symformer/symformer-7-{vid}", "{}"])  # an early try
+        rows.append(["mallory@uni.example", "M", "1", f"symformer/symformer-7-{vid}",
+                     "[" * 50_000 + "]" * 50_000])  # nested past the stack: unreadable
         rows.append([uid, name, "1", f"symformer/symformer-7-{vid}", json.dumps(submitted)])
     out = graded(tmp_path / "all_submissions.csv", csv_text(rows), "prairielearn", key, capsys)
     rows = {r["student"].split("@")[0]: r for r in csv.DictReader((out / "summary.csv").open())}
     assert rows["ada"]["right"] == str(len(blanks(key)["v01"]))
     assert int(rows["carl"]["follow_through"]) > 0
+    assert rows["mallory"]["missing"] == str(len(blanks(key)["v02"]))
     book = list(csv.DictReader((out / "gradebook.csv").open()))
     assert [b["qid"] for b in book][0] == "symformer/symformer-7-v01"
     assert {b["uid"]: b["score_perc"] for b in book}["ada@uni.example"] == "100"

@@ -215,7 +215,7 @@ def _prairielearn(path: Path, rows, key: LmsKey, out: Export) -> None:
         try:
             answer = json.loads(row.get("Submitted answer") or "{}", parse_float=str,
                                 parse_int=str)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             answer = None
         blanks = key.blanks[vid]
         if not isinstance(answer, dict):
