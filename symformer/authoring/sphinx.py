@@ -27,20 +27,20 @@ def _values(app) -> dict:
     return cached
 
 
-def symformer_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+def symformer_role(name, rawtext, text, line, inliner, options=None, content=None):
     """The value (a text node) or worked line (math) named by ``text``."""
     app = inliner.document.settings.env.app
     data = _values(app)
     key = "".join(text.split())
     if key.startswith("worked:"):
-        line = data["worked"].get(key[len("worked:"):])
-        if line is not None:
-            return [nodes.math(rawtext, line)], []
+        worked = data["worked"].get(key[len("worked:"):])
+        if worked is not None:
+            return [nodes.math(rawtext, worked)], []
     elif key in data["values"]:
         value = data["values"][key].replace("-", "\u2212")
         return [nodes.Text(value)], []
     message = inliner.reporter.error(f"symformer: no value named {key!r} in "
-                                     f"{app.config.symformer_values}", line=lineno)
+                                     f"{app.config.symformer_values}", line=line)
     return [inliner.problematic(rawtext, rawtext, message)], [message]
 
 

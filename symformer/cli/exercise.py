@@ -43,6 +43,7 @@ docs/exercises.md.
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``exercise`` sub-command."""
     from symformer.exercise import DEFAULT_ASK, MAX_VARIANTS
+    from symformer.lms import FORMATS
 
     p = sub.add_parser("exercise", help="exercise sheets and answer keys: variants of an "
                                         "example drawn for hand computation",
@@ -74,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ask every entry of the asked stages (default: the entries on "
                         "the token's path, one token through the steps)")
     p.add_argument("--format", action="append", dest="formats", metavar="LMS",
-                   choices=("moodle", "prairielearn", "qti", "gift"),
+                   choices=FORMATS,
                    help="also write the exercise for an LMS (repeatable): moodle "
                         "(moodle.xml, Cloze), prairielearn (question folders), qti "
                         "(qti.zip, QTI 2.1 for Canvas/Blackboard), gift (gift.txt); "

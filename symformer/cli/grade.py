@@ -15,6 +15,7 @@ from symformer.files import output_directory, write_files
 from symformer.grade.answers import AnswerSheet, read_answers
 from symformer.grade.grader import Grader, StudentGrade
 from symformer.grade.key import load_key
+from symformer.grade.lms import SOURCES
 from symformer.grade.points import Points, load_points
 from symformer.grade.report import (
     class_table,
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="points file (TOML): entry, reader_rounding, follow_through, "
                         "[stage] (default: 1 point an entry, reader rounding full, "
                         "follow-through half)")
-    p.add_argument("--from", dest="source", choices=("moodle", "prairielearn", "canvas"),
+    p.add_argument("--from", dest="source", choices=SOURCES,
                    default=None,
                    help="ANSWERS are an LMS's response export (Moodle's responses CSV, "
                         "PrairieLearn's submissions CSV, Canvas's Student Analysis CSV) of "

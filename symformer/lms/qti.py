@@ -94,9 +94,8 @@ def qti_package(questions: list[Question], asked: list[str], prefix: str) -> byt
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         def add(name: str, text: str) -> None:
-            info = zipfile.ZipInfo(name, _ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, text.encode("utf-8"))
+            z.writestr(zipfile.ZipInfo(name, _ZIP_TIME), text.encode("utf-8"),
+                       compress_type=zipfile.ZIP_DEFLATED)
         add("imsmanifest.xml", manifest_xml(items))
         for q, (ident, href) in zip(questions, items):
             add(href, item_xml(q, asked, ident))
