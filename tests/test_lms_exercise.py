@@ -21,9 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from symformer.exercise import SheetRequest, make_exercise
-from symformer.lms import FORMATS
+from symformer.lms import FORMATS, exercise_files
 from symformer.lms.numbers import decimal_text, tolerance_text
 from symformer.lms.prairielearn import question_uuid
+
+
+def lms_made(request: SheetRequest, formats) -> dict:
+    """An exercise's files with its LMS files (as ``exercise --format`` writes them)."""
+    made = make_exercise(request)
+    return {**made.files, **exercise_files(made, request, list(formats))}
 
 SEED = 7
 
@@ -31,7 +37,7 @@ SEED = 7
 @pytest.fixture(scope="module")
 def made():
     """Two variants of the built-in example in every format (about 2 s)."""
-    return make_exercise(SheetRequest(None, 2, SEED, formats=FORMATS)).files
+    return lms_made(SheetRequest(None, 2, SEED), FORMATS)
 
 
 def keys(files) -> dict[str, list[dict]]:
@@ -196,7 +202,7 @@ def test_qti_package_states_the_key(made):
 
 
 def test_the_files_are_the_same_bytes_every_run(made):
-    again = make_exercise(SheetRequest(None, 1, SEED, formats=("qti", "moodle"))).files
+    again = lms_made(SheetRequest(None, 1, SEED), ("qti", "moodle"))
     one = zipfile.ZipFile(io.BytesIO(made["qti.zip"]))
     two = zipfile.ZipFile(io.BytesIO(again["qti.zip"]))
     name = "items/symformer-7-v01.xml"

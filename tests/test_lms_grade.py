@@ -17,13 +17,19 @@ import pytest
 from symformer.cli import main
 from symformer.exercise import SheetRequest, make_exercise
 from symformer.files import write_files
-from symformer.lms import FORMATS
+from symformer.lms import FORMATS, exercise_files
+
+
+def lms_made(request: SheetRequest, formats) -> dict:
+    """An exercise's files with its LMS files (as ``exercise --format`` writes them)."""
+    made = make_exercise(request)
+    return {**made.files, **exercise_files(made, request, list(formats))}
 
 
 @pytest.fixture(scope="module")
 def key(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("lmskey") / "class"
-    write_files(str(folder), make_exercise(SheetRequest(None, 2, 7, formats=FORMATS)).files)
+    write_files(str(folder), lms_made(SheetRequest(None, 2, 7), FORMATS))
     return folder
 
 

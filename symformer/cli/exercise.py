@@ -109,11 +109,15 @@ def run(args: argparse.Namespace) -> int:
     request = SheetRequest(args.template, args.variants, args.seed,
                       tuple(args.ask) if args.ask else DEFAULT_ASK, args.decimals,
                       args.token, args.margin, args.max_work, args.every_entry, args.jobs,
-                      args.scheduler, tuple(dict.fromkeys(args.formats or ())))
+                      args.scheduler)
     with Progress("symformer exercise", total=args.variants, quiet=args.quiet) as bar:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
                              bar.note)
     files: dict[str, str | bytes] = dict(made.files)
+    if args.formats:
+        from symformer.lms import exercise_files
+
+        files.update(exercise_files(made, request, list(dict.fromkeys(args.formats))))
     if args.pdf:
         sources = [name for name in made.files if name.endswith(".tex")]
         with Progress("symformer exercise", total=len(sources), quiet=args.quiet) as bar:

@@ -61,18 +61,19 @@ class SheetRequest:
     every_entry: bool = False  # every entry of the asked stages, not the token's path
     jobs: int = 1  # the variants' sheets and keys on this many local processes
     scheduler: str | None = None  # ... or as tasks on this Dask scheduler
-    formats: tuple[str, ...] = ()  # LMS formats beside the sheets (symformer.lms.FORMATS)
 
 
 @dataclass
 class Exercise:
     """The files (relative path -> text) and how the search went."""
 
-    files: dict[str, str | bytes]
+    files: dict[str, str]
     variants: list[Variant]
     asked: list[str]
     search: Search
     settings: Settings
+    token: int = 1      # the token whose path the sheets ask
+    title: str = ""     # the template's title (or file name)
 
 
 def read_template(template: str | None) -> tuple[dict, str, str]:
@@ -127,7 +128,7 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
                                      request.decimals, settings, progress, header, g,
                                      request.max_work, sheet_work(g.example), searching,
                                      token)
-    files: dict[str, str | bytes] = {}
+    files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     if request.jobs == 1 and request.scheduler is None:
         made_all = [sheet_files(v.derivation, asked, request.decimals, token, f"{v.id}:")
@@ -153,22 +154,5 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
         decimals=request.decimals, margin=settings.margin, token=token, asked=asked,
         path=isinstance(asked, Asked),
         ids=[v.id for v in variants])
-    if request.formats:
-        files.update(_lms_files(request, variants, asked, token, files,
-                                str(data.get("title", name))))
-    return Exercise(files, variants, asked, search, settings)
-
-
-def _lms_files(request: SheetRequest, variants: list[Variant], asked: list[str],
-               token: int, files: dict[str, str | bytes], title: str
-               ) -> dict[str, str | bytes]:
-    """The LMS files of ``request.formats`` (docs/lms.md), from each variant's
-    derivation and the ``key.json`` just written."""
-    from symformer.lms import lms_files, make_question
-
-    questions = [make_question(v.id, v.derivation, asked, request.decimals, token,
-                               str(files[f"{v.id}/key.json"])) for v in variants]
-    identity = (f"{request.template or '<built-in>'}:{request.seed}:{request.decimals}:"
-                f"{token}:{','.join(asked)}")
-    return lms_files(questions, list(request.formats), asked=asked, seed=request.seed,
-                     identity=identity, title=title)
+    return Exercise(files, variants, asked, search, settings, token,
+                    str(data.get("title", name)))

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from symformer.lms.question import Question, make_question
 
-__all__ = ["FORMATS", "Question", "lms_files", "make_question"]
+if TYPE_CHECKING:
+    from symformer.exercise import Exercise, SheetRequest
+
+__all__ = ["FORMATS", "Question", "exercise_files", "lms_files", "make_question"]
 
 #: The formats of ``exercise --format``.
 FORMATS = ("moodle", "prairielearn", "qti", "gift")
@@ -53,3 +57,15 @@ def lms_files(questions: list[Question], formats: list[str], *, asked: list[str]
                          for q in questions]}
     files["lms.json"] = json.dumps(data, indent=1) + "\n"
     return files
+
+
+def exercise_files(made: Exercise, request: SheetRequest, formats: list[str]
+                   ) -> dict[str, str | bytes]:
+    """The LMS files of ``formats`` for an exercise just made (``exercise --format``),
+    from each variant's derivation and the ``key.json`` written for it."""
+    questions = [make_question(v.id, v.derivation, made.asked, request.decimals, made.token,
+                               str(made.files[f"{v.id}/key.json"])) for v in made.variants]
+    identity = (f"{request.template or '<built-in>'}:{request.seed}:{request.decimals}:"
+                f"{made.token}:{','.join(made.asked)}")
+    return lms_files(questions, formats, asked=made.asked, seed=request.seed,
+                     identity=identity, title=made.title)
