@@ -88,7 +88,7 @@ def values_files(g: Derivation, options: Options) -> dict[str, str]:
         {a: _worked_words(a, stage, row, col, wide.get(stage, True))
          for a, (_, stage, row, col) in worked.items()}, "symWorked")
     title = g.example.title
-    head = [f"% Certified values of {title.replace(chr(10), ' ')}, rounded to "
+    head = [f"% Certified values of {' '.join(title.split())}, rounded to "
             f"{options.decimals} decimals: written by `symformer export --format values`.",
             "% Do not edit: export again when the example changes (docs/values.md).",
             r"% \symLayerOneHeadOneWeightsOneThree is layer1.head1.weights[1,3]; "
