@@ -41,9 +41,15 @@ def made():
 
 
 def keys(files) -> dict[str, list[dict]]:
-    """Each variant's key.json entries (the reference every format must state)."""
-    return {name.split("/")[0]: json.loads(text)["entries"]
+    """Each variant's key.json entries (the reference every format must state; a masked
+    score, -inf with --every-entry, is printed, not asked)."""
+    return {name.split("/")[0]: [e for e in json.loads(text)["entries"] if e["exact"] != "-inf"]
             for name, text in files.items() if name.endswith("/key.json")}
+
+
+def tol(files) -> str:
+    """Half a unit in the last asked place, from key.json's decimals (an exact string)."""
+    return tolerance_text(json.loads(files["v01/key.json"])["decimals"])
 
 
 # -- exact decimals --------------------------------------------------------------
@@ -117,12 +123,12 @@ def test_moodle_xml_imports_and_states_the_key(made):
         assert len(blanks) == len(entries) > 0
         readers = 0
         for alternatives, e in zip(blanks, _in_question_order(entries)):
-            assert alternatives[0] == ("100", e["exact"], "0.005")  # bit for bit
+            assert alternatives[0] == ("100", e["exact"], tol(made))  # bit for bit
             # qtype_multianswer_validate_question: some answer has the full fraction
             assert any(f == "100" for f, _, _ in alternatives)
             if e["student"] != e["exact"]:
                 readers += 1
-                assert alternatives[1] == ("100", e["student"], "0.005")
+                assert alternatives[1] == ("100", e["student"], tol(made))
             else:
                 assert len(alternatives) == 1
         assert readers == sum(e["student"] != e["exact"] for e in entries)
@@ -162,9 +168,9 @@ def test_gift_states_the_key(made):
         got.setdefault(vid, []).append(m.group("ans").split())
     for vid, entries in reference.items():
         for answers, e in zip(got[vid], _in_question_order(entries)):
-            assert answers[0] == f"={e['exact']}:0.005"
+            assert answers[0] == f"={e['exact']}:{tol(made)}"
             if e["student"] != e["exact"]:
-                assert answers[1] == f"=%100%{e['student']}:0.005"
+                assert answers[1] == f"=%100%{e['student']}:{tol(made)}"
         assert len(got[vid]) == len(entries)
 
 
@@ -195,7 +201,8 @@ def test_qti_package_states_the_key(made):
             assert d.findtext(f"{QTI}correctResponse/{QTI}value") == e["exact"]
         equals = list(item.iter(f"{QTI}equal"))
         assert equals and all(x.get("toleranceMode") == "absolute"
-                              and x.get("tolerance") == "0.005 0.005" for x in equals)
+                              and x.get("tolerance") == f"{tol(made)} {tol(made)}"
+                              for x in equals)
         readers = sorted(v.text for v in item.iter(f"{QTI}baseValue")
                          if v.get("baseType") == "float" and v.text not in ("1", str(len(entries))))
         assert readers == sorted(e["student"] for e in entries if e["student"] != e["exact"])
@@ -271,7 +278,7 @@ def test_prairielearn_questions_state_the_key(made):
         assert tags[1:] and set(tags[1:]) <= {"pl-number-input", "pl-matrix-component-input"}
         for _tag, attrs in parser.found[1:]:
             assert attrs["comparison"] == "relabs" and attrs["rtol"] == "0"
-            assert attrs["atol"] == "0.005"
+            assert attrs["atol"] == tol(made)
         server = made[folder + "server.py"]
         tree = ast.parse(server)
         imports = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom | ast.Import)
