@@ -75,7 +75,8 @@ def moodle_export(key: Path, extra: list[list[str]] = ()) -> str:
             email = "=HYPERLINK(\"http://evil\")"  # CSV injection, neutralised on output
         rows.append([last, first, email, "Finished", "1", f"symformer variant {vid}: ...",
                      "; ".join(f"part {k}: {a}" for k, a in enumerate(answers, 1)), ""])
-    return csv_text(rows + list(extra))
+    average = ["Overall average", "", "", "", "0.5", "", "", ""]  # Moodle's summary row
+    return csv_text(rows + [average] + list(extra))
 
 
 def run(args: list[str], capsys) -> tuple[int, str]:
@@ -169,7 +170,7 @@ def test_a_row_that_cannot_be_graded_is_one_line(tmp_path, capsys, key, bad, wor
     status, err = run([str(export), "--key", str(key), "--out", str(out), "--from", "moodle",
                        "--quiet"], capsys)
     lines = err.strip().splitlines()
-    assert status == 2 and len(lines) == 1 and words in lines[0] and "responses.csv, line 6" \
+    assert status == 2 and len(lines) == 1 and words in lines[0] and "responses.csv, line 7" \
         in lines[0] and not out.exists()
     status, err = run([str(export), "--key", str(key), "--out", str(out), "--from", "moodle",
                        "--quiet", "--keep-going"], capsys)

@@ -169,6 +169,8 @@ def _moodle(path: Path, rows, key: LmsKey, out: Export) -> None:
     _need(path, rows, ("Surname", "First name"), "Moodle's responses report")
     latest: dict[str, tuple[int, dict[str, str]]] = {}
     for line, row in rows:
+        if row.get("Surname", "").strip() == "Overall average":  # Moodle's summary row
+            continue
         sid = (row.get("Email address") or row.get("Username") or row.get("ID number")
                or f"{row.get('First name', '')} {row.get('Surname', '')}").strip()
         if not sid:
