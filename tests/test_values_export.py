@@ -112,6 +112,16 @@ def test_the_cli_writes_the_files(tmp_path, capsys):
     assert "eval(" not in (tmp_path / "symformer.mjs").read_text()
 
 
+def test_stage_globs_choose_the_values(tmp_path, capsys):
+    assert main(["export", "attention_only", "--out", str(tmp_path), "--format", "values",
+                 "--stage", "layer1.head1.weights", "--quiet"]) == 0
+    data = json.loads((tmp_path / "symformer-values.json").read_text())
+    assert data["values"] and all(a.startswith("layer1.head1.weights[") for a in data["values"])
+    assert main(["export", "attention_only", "--out", str(tmp_path), "--format", "values",
+                 "--stage", "nonsense.*"]) == 2
+    assert "nonsense" in capsys.readouterr().err
+
+
 def test_overleaf_style_document_compiles(tmp_path, before):
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed")

@@ -30,11 +30,13 @@ FORMAT = 1
 SINGLE_DIGITS = 10
 
 
-def entry_values(g: Derivation, decimals: int) -> dict[str, str]:
+def entry_values(g: Derivation, decimals: int, stages: tuple[str, ...] | None = None
+                 ) -> dict[str, str]:
     """Address -> the certified rounding (``-inf`` for a masked score), every entry of
-    every stage, in derivation order."""
+    every stage (or of the stages matching the globs ``stages``), in derivation order."""
+    chosen = {s.name for s in g.select(list(stages) if stages else None)}
     out: dict[str, str] = {}
-    for stage in g:
+    for stage in (s for s in g if s.name in chosen):
         for i, row in enumerate(stage.rounded(decimals=decimals)):
             for j, r in enumerate(row):
                 out[f"{stage.name}[{i},{j}]"] = "-inf" if r is None else r.fixed()
@@ -79,7 +81,7 @@ def _latex_number(text: str) -> str:
 
 def values_files(g: Derivation, options: Options) -> dict[str, str]:
     """Every file of ``export --format values``."""
-    values = entry_values(g, options.decimals)
+    values = entry_values(g, options.decimals, options.stages)
     worked = worked_lines(g, options)
     wide = {s.name: max(s.shape) > SINGLE_DIGITS for s in g}
     value_names = macro_names(
