@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from symformer.engine import Derivation
 from symformer.escape import portable
@@ -67,7 +68,7 @@ class Question:
         """The blank of an asked cell (None: not asked)."""
         return self._index.get((stage, row, col))
 
-    @property
+    @cached_property
     def _index(self) -> dict[tuple[str, int, int], Blank]:
         return {(b.stage, b.row, b.col): b for b in self.blanks}
 
