@@ -32,6 +32,7 @@ examples:
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
   symformer export --out work --format json   # work/worked.json, work/equations.json
   symformer export gpt2_style --out pt --format torch   # pt/model.py (PyTorch)
+  symformer export --out book --format values   # LaTeX macros, MyST role, Quarto shortcode
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
