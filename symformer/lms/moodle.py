@@ -18,6 +18,8 @@ from symformer.lms.question import Blank, Question, question_html
 
 #: Credit for the reader-rounding answer, in percent: ``grade``'s default share (1).
 READER_PERCENT = 100
+#: The longest question name Moodle stores (its question table's name column).
+NAME_LENGTH = 255
 
 
 def cloze(b: Blank, decimals: int) -> str:
@@ -43,7 +45,7 @@ def moodle_xml(questions: list[Question], asked: list[str], category: str,
     for q in questions:
         text = question_html(q, lambda b, d=q.decimals: cloze(b, d), asked)
         out += ['  <question type="cloze">',
-                f"    <name><text>{html.escape(f'{q.vid}: {q.title}')}</text></name>",
+                f"    <name><text>{html.escape(f'{q.vid}: {q.title}'[:NAME_LENGTH])}</text></name>",
                 f'    <questiontext format="html"><text>{_cdata(text)}</text></questiontext>',
                 '    <generalfeedback format="html"><text></text></generalfeedback>',
                 "    <penalty>0</penalty>",
