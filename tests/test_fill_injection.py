@@ -343,3 +343,19 @@ def test_random_templates_end_in_a_result_or_one_error(block, pieces, fmt):
         assert message.startswith("NOTES") and "\n" not in message.split(": ", 1)[0]
     else:
         assert len(filled) <= MAX_OUTPUT
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "latex"])
+def test_text_after_a_loops_list_is_refused(block, fmt):
+    """Attack 5, M6: ``range(3).__class__.__mro__`` after a loop's list was dropped
+    silently and the loop ran; now it is a syntax error naming the tag's end."""
+    def loop(head: str) -> str:
+        return (f"{{% {head} %}}x{{% endfor %}}" if fmt == "markdown"
+                else rf"\BLOCK{{ {head} }}x\BLOCK{{ endfor }}")
+
+    assert render(loop("for x in range(3)"), block, fmt) == "xxx"
+    assert render(loop("for y in [1, 2]"), block, fmt) == "xx"
+    for head in ("for x in range(3).__class__.__mro__", "for y in [1, 2][0] junk junk",
+                 "for y in [1] junk", "for x in range(2) range(3)"):
+        message = refused(loop(head), block, fmt)
+        assert "expected the end of the tag after the loop's list" in message, message

@@ -518,3 +518,24 @@ def test_bad_points_file(tmp_path, capsys, refs, key_dir, text, line, words):
     status, err = run([str(good), "--key", str(key_dir), "--points", str(points)], capsys,
                       tmp_path / "out")
     assert status == 2 and f"points.toml, line {line}" in err and words in err
+
+
+def test_keep_going_skips_a_folder_without_answers(tmp_path, capsys, refs, key_dir):
+    """Attack 5, M9: a folder with no answer files stopped a --keep-going run; now it is
+    reported on stderr, listed in summary.csv as not graded, and the others are graded."""
+    good = write_csv(tmp_path / "good.csv", "G", "v01", refs["v01"].key)
+    empty = tmp_path / "dir.csv"
+    empty.mkdir()
+    out = tmp_path / "out"
+    status, err = run([str(good), str(empty), "--key", str(key_dir), "--out", str(out)],
+                      capsys)
+    assert status == 2 and "dir.csv: a folder without .csv or .toml answer files" in err
+    assert not out.exists()
+    status = main(["grade", str(empty), str(good), "--key", str(key_dir), "--out", str(out),
+                   "--keep-going", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1 and "skipped: " in err and "a folder without" in err
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert sorted(r["total"] for r in rows) == ["", "64"]
+    note = next(r["note"] for r in rows if not r["total"])
+    assert note.startswith("not graded: ") and "a folder without" in note

@@ -43,6 +43,7 @@ docs/exercises.md.
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``exercise`` sub-command."""
     from symformer.exercise import DEFAULT_ASK, MAX_VARIANTS
+    from symformer.lms import FORMATS
 
     p = sub.add_parser("exercise", help="exercise sheets and answer keys: variants of an "
                                         "example drawn for hand computation",
@@ -73,6 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--every-entry", action="store_true",
                    help="ask every entry of the asked stages (default: the entries on "
                         "the token's path, one token through the steps)")
+    p.add_argument("--format", action="append", dest="formats", metavar="LMS",
+                   choices=FORMATS,
+                   help="also write the exercise for an LMS (repeatable): moodle "
+                        "(moodle.xml, Cloze), prairielearn (question folders), qti "
+                        "(qti.zip, QTI 2.1 for Canvas/Blackboard), gift (gift.txt); "
+                        "see docs/lms.md")
     p.add_argument("--pdf", action="store_true",
                    help="also compile every sheet and key to PDF with pdflatex")
     p.add_argument("--max-work", type=work_limit, metavar="N", default=None,
@@ -107,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         made = make_exercise(request, lambda k, n: bar.update(f"variant {k}/{n} drawn"),
                              bar.note)
     files: dict[str, str | bytes] = dict(made.files)
+    if args.formats:
+        from symformer.lms import exercise_files
+
+        files.update(exercise_files(made, request, list(dict.fromkeys(args.formats))))
     if args.pdf:
         sources = [name for name in made.files if name.endswith(".tex")]
         with Progress("symformer exercise", total=len(sources), quiet=args.quiet) as bar:

@@ -32,6 +32,7 @@ examples:
   symformer export my_example.toml --out blog --format markdown   # blog/main.md
   symformer export --out work --format json   # work/worked.json, work/equations.json
   symformer export gpt2_style --out pt --format torch   # pt/model.py (PyTorch)
+  symformer export --out book --format values   # LaTeX macros, MyST role, Quarto shortcode
   symformer export symformer/examples/encoder_decoder.toml --out ed --pdf
   symformer export symformer/examples/encoder_decoder.toml --out ed --steps 3
   symformer export symformer/examples/encoder_decoder.toml --out ed --target-token '<s>'
@@ -78,11 +79,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="work every stage in full (default: a head or layer computed as "
                         "one before shows its tables under one sentence)")
     add_convention_arguments(p, causal_help="derive with the causal mask in every layer")
-    p.add_argument("--format", choices=("latex", "markdown", "json", "torch"), default="latex",
+    p.add_argument("--format", choices=("latex", "markdown", "json", "torch", "values"),
+                   default="latex",
                    help="latex: main.tex and fragments/ (default); markdown: main.md; "
                         "json: worked.json, every worked line's operands and results, and "
                         "equations.json, every shown equation in a checkable plain form; "
-                        "torch: model.py, a standalone PyTorch module (float64 weights)")
+                        "torch: model.py, a standalone PyTorch module (float64 weights); "
+                        "values: every value as LaTeX macros, a values file, a MyST role "
+                        "and a Quarto shortcode (docs/values.md)")
     p.add_argument("--heat", action="store_true",
                    help="colour the attention weights' cells as the PDF does (Markdown "
                         "only; drawn by KaTeX and MathJax with \\colorbox; default: plain "
@@ -149,9 +153,14 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer export", quiet=args.quiet) as bar:
         if args.figures:
             bar.update("figures")
-        files: dict[str, str | bytes] = dict(export_files(
-            g, options, args.format, **_figures(g, options, args.figures), progress=stage,
-            heat=args.heat))
+        if args.format == "values":
+            from symformer.authoring import values_files
+
+            files: dict[str, str | bytes] = dict(values_files(g, options))
+        else:
+            files = dict(export_files(g, options, args.format,
+                                      **_figures(g, options, args.figures),
+                                      progress=stage, heat=args.heat))
         if args.pdf:
             files["main.pdf"] = compile_log(
                 files, progress=lambda k, total: bar.update(f"pdflatex pass {k}/{total}"))[0]

@@ -15,8 +15,15 @@ from symformer.files import output_directory, write_files
 from symformer.grade.answers import AnswerSheet, read_answers
 from symformer.grade.grader import Grader, StudentGrade
 from symformer.grade.key import load_key
+from symformer.grade.lms import SOURCES
 from symformer.grade.points import Points, load_points
-from symformer.grade.report import class_table, feedback, feedback_names, summary_csv
+from symformer.grade.report import (
+    class_table,
+    feedback,
+    feedback_names,
+    gradebook_csv,
+    summary_csv,
+)
 from symformer.parallel import MAX_JOBS, run_tasks
 
 ORDER = 47
@@ -53,6 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="points file (TOML): entry, reader_rounding, follow_through, "
                         "[stage] (default: 1 point an entry, reader rounding full, "
                         "follow-through half)")
+    p.add_argument("--from", dest="source", choices=SOURCES,
+                   default=None,
+                   help="ANSWERS are an LMS's response export (Moodle's responses CSV, "
+                        "PrairieLearn's submissions CSV, Canvas's Student Analysis CSV) of "
+                        "an exercise written with --format; also writes gradebook.csv in "
+                        "the LMS's import layout (docs/lms.md)")
     p.add_argument("--keep-going", action="store_true",
                    help="skip an answer file that cannot be read or names an unknown "
                         "variant (listed in summary.csv; exit status 1)")
@@ -68,20 +81,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def answer_files(items: list[str]) -> list[Path]:
-    """The files named, a folder standing for its .csv and .toml files (sorted)."""
+def answer_files(items: list[str], keep_going: bool = False
+                 ) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The files named, a folder standing for its .csv and .toml files (sorted), and
+    the folders without any (each with its reason; an error unless ``keep_going``)."""
     files: list[Path] = []
+    empty: list[tuple[Path, str]] = []
     for item in items:
         path = Path(item)
         if path.is_dir():
             found = sorted(p for p in path.iterdir()
                            if p.suffix.lower() in (".csv", ".toml") and p.is_file())
             if not found:
-                raise InputError(f"{item}: a folder without .csv or .toml answer files")
+                reason = f"{item}: a folder without .csv or .toml answer files"
+                if not keep_going:
+                    raise InputError(reason)
+                empty.append((path, reason))
             files.extend(found)
         else:
             files.append(path)
-    return files
+    return files, empty
 
 
 def key_fingerprint(key_dir: str, points_path: str | None) -> str:
@@ -109,13 +128,44 @@ def _grader(key_dir: str, points_path: str | None, max_work: int | None,
     return Grader(key, load_points(points_path, key.asked) if points_path else Points())
 
 
-def grade_file(key_dir: str, points_path: str | None, path: str, max_work: int | None,
-               fingerprint: str) -> StudentGrade:
-    """One task: the answer file ``path`` graded against the key of ``key_dir``."""
+def grade_file(key_dir: str, points_path: str | None, path: str | AnswerSheet,
+               max_work: int | None, fingerprint: str) -> StudentGrade:
+    """One task: the answer file ``path`` (or a sheet read from an LMS export) graded
+    against the key of ``key_dir``."""
     grader = _grader(key_dir, points_path, max_work, fingerprint)
-    sheet: AnswerSheet = read_answers(Path(path))
+    sheet = path if isinstance(path, AnswerSheet) else read_answers(Path(path))
     grader.variant(sheet)
     return grader.grade(sheet)
+
+
+def _exports(args: argparse.Namespace, paths: list[Path], skipped: list[tuple[Path, str]]
+             ) -> tuple[list[AnswerSheet], dict[str, dict[str, str]]]:
+    """``--from``: every export's sheets and identities; a file or row that cannot be
+    graded stops the run, or with --keep-going is reported and added to ``skipped``."""
+    from symformer.grade.lms import load_lms_key, read_export
+
+    key = load_lms_key(args.key)
+    sheets: list[AnswerSheet] = []
+    identity: dict[str, dict[str, str]] = {}
+    for path in paths:
+        try:
+            export = read_export(path, args.source, key)
+        except InputError as exc:
+            if not args.keep_going:
+                raise
+            export = None
+            problems = [(path, str(exc))]
+        else:
+            problems = export.problems
+        for where, reason in problems:
+            if not args.keep_going:
+                raise InputError(reason)
+            skipped.append((where, reason))
+            print(f"symformer grade: skipped: {plain_text(reason)}", file=sys.stderr)
+        if export is not None:
+            sheets += export.sheets
+            identity.update(export.identity)
+    return sheets, identity
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,10 +184,16 @@ def _grade(args: argparse.Namespace) -> int:
     grader = _grader(str(args.key), args.points, args.max_work, fingerprint)
     key, points = grader.key, grader.points
     grades: list[StudentGrade] = []
-    skipped: list[tuple[Path, str]] = []
-    paths = answer_files(args.answers)
-    tasks = [(str(args.key), args.points, str(path), args.max_work, fingerprint)
-             for path in paths]
+    paths, skipped = answer_files(args.answers, args.keep_going)
+    for _, reason in skipped:
+        print(f"symformer grade: skipped: {plain_text(reason)}", file=sys.stderr)
+    identity: dict[str, dict[str, str]] = {}
+    items: list[str | AnswerSheet] = [str(p) for p in paths]
+    if args.source:
+        sheets, identity = _exports(args, paths, skipped)
+        items, paths = list(sheets), [s.path for s in sheets]
+    tasks = [(str(args.key), args.points, item, args.max_work, fingerprint)
+             for item in items]
     with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:
         outcomes = run_tasks(grade_file, tasks, [plain_text(p.name) for p in paths],
                              jobs=args.jobs, scheduler=args.scheduler, progress=bar.step)
@@ -150,8 +206,10 @@ def _grade(args: argparse.Namespace) -> int:
         skipped.append((path, outcome.error))
         print(f"symformer grade: skipped: {plain_text(outcome.error)}", file=sys.stderr)
     files = {"summary.csv": summary_csv(grades, key.asked, skipped)}
-    for name, g in zip(feedback_names(grades), grades):
+    for name, g in zip(feedback_names(grades, bool(args.source)), grades):
         files[f"feedback/{name}"] = feedback(g, key.asked, points)
+    if args.source:
+        files["gradebook.csv"] = gradebook_csv(args.source, grades, identity)
     write_files(args.out, files)
     if not args.quiet:
         if grades:

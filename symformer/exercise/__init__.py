@@ -72,6 +72,8 @@ class Exercise:
     asked: list[str]
     search: Search
     settings: Settings
+    token: int = 1      # the token whose path the sheets ask
+    title: str = ""     # the template's title (or file name)
 
 
 def read_template(template: str | None) -> tuple[dict, str, str]:
@@ -152,4 +154,5 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
         decimals=request.decimals, margin=settings.margin, token=token, asked=asked,
         path=isinstance(asked, Asked),
         ids=[v.id for v in variants])
-    return Exercise(files, variants, asked, search, settings)
+    return Exercise(files, variants, asked, search, settings, token,
+                    str(data.get("title", name)))

@@ -533,5 +533,5 @@ def _statement(tokens: list[Token], line: int) -> tuple[str, tuple[Literal, ...]
         items = Range(tuple(args))
     else:
         r.fail("a list [..] or range(..) after in")
-        r.done("the end of the tag after the loop's list")
+    r.done("the end of the tag after the loop's list")
     return var, items

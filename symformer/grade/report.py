@@ -65,11 +65,13 @@ def summary_csv(grades: list[StudentGrade], asked: tuple[str, ...],
     return out.getvalue()
 
 
-def feedback_names(grades: list[StudentGrade]) -> list[str]:
-    """A distinct file name per student, from the answer file's name."""
+def feedback_names(grades: list[StudentGrade], by_student: bool = False) -> list[str]:
+    """A distinct file name per student, from the answer file's name (``by_student``:
+    from the student's name, for the many students of one LMS export)."""
     names: list[str] = []
     for g in grades:
-        base = _UNSAFE.sub("_", g.sheet.path.stem).strip("._") or "student"
+        stem = g.sheet.student if by_student else g.sheet.path.stem
+        base = _UNSAFE.sub("_", stem).strip("._") or "student"
         name, k = f"{base}.md", 2
         while name in names:
             name, k = f"{base}-{k}.md", k + 1
@@ -167,3 +169,42 @@ def class_table(grades: list[StudentGrade]) -> str:
                     f"{score(g.total):>7} of {score(g.maximum):<6} " + ", ".join(flags)
                     + (f"  [{plain_text(g.copied)}]" if g.copied else ""))
     return "\n".join(rows)
+
+
+#: The gradebook's grade column (an LMS creates the grade item on import).
+GRADE_ITEM = "symformer exercise"
+
+
+def gradebook_csv(source: str, grades: list[StudentGrade],
+                  identity: dict[str, dict[str, str]]) -> str:
+    """The class's points in the LMS's gradebook import layout (docs/lms.md): Moodle
+    (Grades -> Import -> CSV: email, username, names, points), PrairieLearn (Upload new
+    question scores: uid, instance, qid, score_perc, feedback), Canvas (Gradebook ->
+    Import: Student, ID, SIS User ID, Section, points, with a Points Possible row).
+    Every text cell is written as :func:`_cell` writes it (no formula runs)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    ids = [identity.get(str(g.sheet.path), {}) for g in grades]
+    if source == "moodle":
+        writer.writerow(["Email address", "Username", "First name", "Surname", GRADE_ITEM])
+        for g, i in zip(grades, ids):
+            writer.writerow([*(_cell(i.get(k, "")) for k in ("Email address", "Username",
+                                                             "First name", "Surname")),
+                             score(g.total)])
+    elif source == "prairielearn":
+        writer.writerow(["uid", "instance", "qid", "score_perc", "feedback"])
+        for g, i in zip(grades, ids):
+            percent = g.total * 100 / g.maximum if g.maximum else Fraction(0)
+            words = ", ".join(f"{g.count(v)} {WORDS[v]}" for v in VERDICTS if g.count(v))
+            writer.writerow([_cell(i.get("uid", "")), _cell(i.get("instance", "1")),
+                             _cell(i.get("qid", "")), score(percent),
+                             _cell(f"symformer grade: {words}")])
+    else:
+        writer.writerow(["Student", "ID", "SIS User ID", "Section", GRADE_ITEM])
+        maximum = max((g.maximum for g in grades), default=Fraction(0))
+        writer.writerow(["Points Possible", "", "", "", score(maximum)])
+        for g, i in zip(grades, ids):
+            writer.writerow([_cell(i.get("name", "")), _cell(i.get("id", "")),
+                             _cell(i.get("sis_id", "")), _cell(i.get("section", "")),
+                             score(g.total)])
+    return out.getvalue()
