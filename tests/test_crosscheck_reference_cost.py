@@ -1,0 +1,42 @@
+"""The NumPy reference of ``crosscheck FILE`` reads a weights file's floats as the floats
+they are: no exact rational is built per weight (that made ``crosscheck`` of an imported
+model cost 5-10 times its ``derive``), and every float is the one ``float()`` of the exact
+value rounded to the dtype would give."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from symformer.example.dyadic import DyadicMatrix
+from symformer.ops.base import matrix
+
+FLOATS32 = arrays(np.float32, st.tuples(st.integers(1, 4), st.integers(1, 4)),
+                  elements=st.floats(width=32, allow_nan=False, allow_infinity=False,
+                                                 allow_subnormal=False))
+
+
+@settings(max_examples=40, deadline=None)
+@given(FLOATS32, st.sampled_from([np.float64, np.float32, np.float16]))
+def test_weights_file_floats_become_the_reference_floats_without_rationals(
+        array, dtype) -> None:
+    weights = DyadicMatrix(array, "w")
+
+    def no_rational(*_a):  # the slow path: a SymPy Rational per entry
+        raise AssertionError("a Rational was built for a weight")
+
+    with pytest.MonkeyPatch.context() as patch, np.errstate(over="ignore"):  # to float16
+        patch.setattr(DyadicMatrix, "_rational_at", no_rational)
+        got = matrix(weights, dtype)
+    # independent: each entry's exact rational (Fraction), then rounded to dtype
+    with np.errstate(over="ignore"):
+        want = np.array([[float(Fraction(float(v))) for v in row] for row in array]
+                        ).astype(dtype)
+    assert got.dtype == np.dtype(dtype) and got.shape == array.shape
+    assert np.array_equal(got, want, equal_nan=False)
+    assert weights.fresh()  # no SymPy matrix built either
