@@ -65,6 +65,8 @@ _TIKZ_FIGURE = 5_000
 _TIKZ_CELL = 100
 #: The NumPy reference of ``crosscheck`` (its import and float pass).
 _REFERENCE = 200_000
+#: ``crosscheck DIR``: importing torch and transformers and loading the model.
+_MODEL_LOAD = 2_000_000
 #: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
 #: facts of (softmax rows, LayerNorm rows, the mask's zeros).
 _PROOF_START = 1_000_000
@@ -173,9 +175,18 @@ def derive_work(example: Example, *, reader_rounding: bool = False,
     return work + (backward_work(example) - _START if gradients else 0)
 
 
-def crosscheck_work(example: Example) -> int:
-    """``crosscheck``: the derivation and a float64 pass compared entry by entry."""
+def crosscheck_work(example: Example, model: bool = False) -> int:
+    """``crosscheck``: the derivation and a float pass compared entry by entry (the
+    NumPy reference; ``model``: the user's model directory, loaded by transformers and
+    run with hooks, :func:`model_load_work`)."""
+    if model:
+        return _derived(shape(example)) + model_load_work()
     return _derived(shape(example), 2) + _REFERENCE
+
+
+def model_load_work() -> int:
+    """Loading a model directory with transformers (its import, the model built)."""
+    return _MODEL_LOAD
 
 
 def generate_work(example: Example, steps: int) -> int:
