@@ -40,3 +40,22 @@ def test_weights_file_floats_become_the_reference_floats_without_rationals(
     assert got.dtype == np.dtype(dtype) and got.shape == array.shape
     assert np.array_equal(got, want, equal_nan=False)
     assert weights.fresh()  # no SymPy matrix built either
+
+
+def test_exact_values_are_compared_at_one_shared_precision_unless_too_wide(
+        monkeypatch) -> None:
+    """The exact values are evaluated once, at the precision the next token is decided
+    at (the same cache), and at a finer one only when a stage's balls are not far
+    narrower than its largest magnitude."""
+    import symformer
+    from symformer.verify import crosscheck as module
+
+    g = symformer.derive(symformer.load_example("gpt2_style"))
+    exact, bits = module.exact_values(g)
+    assert bits == module.BITS and exact is g.evaluate(module.BITS)
+    for rows in exact.values():  # independently: each radius against 2^-80 of the scale
+        balls = [x for row in rows for x in row if x is not None]
+        scale = max(abs(float(x.mid())) for x in balls)
+        assert all(float(x.rad()) <= 2.0 ** -80 * scale for x in balls)
+    monkeypatch.setattr(module, "_NARROW", 0.0)  # no ball narrow enough: the finest
+    assert module.exact_values(g)[1] == max(module._FINER)
