@@ -193,6 +193,19 @@ def model_load_work() -> int:
     return _MODEL_LOAD
 
 
+def prompts_work(examples: list[Example], loads: int = 1) -> int:
+    """``crosscheck DIR --prompts``: each prompt's derivation and comparison (a task:
+    no start of its own), the model loaded ``loads`` times (once a process)."""
+    tasks = sum(prompt_work(e) for e in examples)
+    return _START + loads * _MODEL_LOAD + tasks
+
+
+def prompt_work(example: Example) -> int:
+    """One prompt's task of ``crosscheck DIR --prompts`` in a process that has loaded
+    the model: its derivation and its comparison."""
+    return _derived(shape(example)) - _START
+
+
 def generate_work(example: Example, steps: int) -> int:
     """``generate --steps N``: a forward pass per greedy step, each one token longer (the
     target, or a language model's own sentence)."""

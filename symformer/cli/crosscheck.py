@@ -197,7 +197,7 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     """``crosscheck DIR --prompts FILE``: every prompt a task (local processes or Dask),
     each stage's worst error over all of them, in the prompts' order; a prompt that
     cannot be checked is named by its line, the others still run (exit 2 at the end)."""
-    from symformer.blocks.cost import PER_SECOND, estimate, model_load_work
+    from symformer.blocks.cost import PER_SECOND, model_load_work, prompt_work, prompts_work
     from symformer.blocks.work import check_work as refuse_over
     from symformer.display import Progress
     from symformer.errors import InputError
@@ -210,15 +210,15 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     examples = prompt_examples(directory, prompts, args.max_work)
     names = [p.name(k + 1) for k, p in enumerate(prompts)]
     checked = [k for k, e in enumerate(examples) if not isinstance(e, str)]
-    costs = [estimate("crosscheck", examples[k], model=True) for k in checked]
     # a process loads the model once, whatever number of prompts it runs
     loads = min(len(checked), 1 if args.scheduler else args.jobs)
-    work = sum(costs) - max(0, len(checked) - loads) * model_load_work()
-    refuse_over(work, args.max_work, f"{args.prompts}: {len(checked):,} prompts")
+    refuse_over(prompts_work([examples[k] for k in checked], loads), args.max_work,
+                f"{args.prompts}: {len(checked):,} prompts")
     load = (args.load_dtype, args.attention)
     tasks = [(str(directory), tuple(examples[k].token_ids), args.dtype, load)
              for k in checked]
-    idle = max(120.0, 4 * max(costs, default=0) / PER_SECOND)  # the longest, with room
+    longest = max((prompt_work(examples[k]) for k in checked), default=0)
+    idle = max(120.0, 4 * (model_load_work() + longest) / PER_SECOND)  # with room
     with Progress("symformer crosscheck", total=len(tasks), quiet=args.quiet) as bar:
         ran = run_tasks(crosscheck_prompt, tasks, [names[k] for k in checked],
                         jobs=args.jobs, scheduler=args.scheduler, progress=bar.step,

@@ -233,7 +233,9 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
     ``dtype`` when its weights are in another, else the model itself, its hooks removed
     after) on ``example`` -- the example :func:`~symformer.frameworks.from_torch` or
     ``from_pretrained`` made of it -- and every stage a forward hook reaches (the
-    logits of a language model) compared with the exact values.  ``max_work`` bounds
+    logits of a language model) compared with the exact values.  The model runs on one
+    thread (PyTorch's sums are ordered by its thread count: one thread gives the same
+    floats serially, on ``--jobs`` processes and on Dask workers).  ``max_work`` bounds
     the whole comparison as ``--max-work`` does (:func:`symformer.blocks.cost.
     crosscheck_work`; 0: no limit)."""
     import copy
@@ -258,10 +260,13 @@ def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
             seen[name] = out.detach().reshape(-1, out.shape[-1])  # a batch of one
         handles.append(module.register_forward_hook(hook))
     g = derivation if derivation is not None else derive(example, max_work=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one order of summation: the same table in any process
     try:
         with torch.no_grad():
             _run(model, example, g, kind, seen)
     finally:
+        torch.set_num_threads(threads)
         for handle in handles:
             handle.remove()
         model.train(training)
