@@ -193,21 +193,25 @@ def _connect(address: str, timeout: float) -> Any:
     from distributed import Client
 
     box: dict[str, Any] = {}
+    answered = threading.Event()
 
     def connect() -> None:
         try:
             client = Client(address, timeout=timeout)
             box["client"] = client
+            answered.set()
             client.wait_for_workers(1, timeout=timeout)
         except BaseException as exc:  # noqa: BLE001 -- reported below, in one line
             box["error"] = exc
+        answered.set()
 
     thread = threading.Thread(target=connect, name="symformer-dask-connect", daemon=True)
     thread.start()
-    thread.join(2 * timeout + 1)  # the answer, then a worker
+    if answered.wait(timeout + 1):  # the answer, then a worker
+        thread.join(timeout + 1)
     client = box.get("client")
     if "error" in box or thread.is_alive():
-        if client is not None and "error" in box:
+        if client is not None:  # it answered: no worker joined
             _close(client)
             raise InputError(f"--scheduler {address}: the scheduler has no worker (none "
                              f"joined within {timeout:g} s)") from None

@@ -121,3 +121,25 @@ def test_the_model_is_loaded_as_the_user_loads_it(tmp_path, capsys) -> None:
     code, report = _run(capsys, folder, "--tokens", "1,2,3", "--dtype", "float16", "--json")
     assert code == 0 and report["dtype"] == "float16"
     assert all(r["ulps"] == pytest.approx(r["rel_error"] / 2**-10) for r in report["stages"])
+
+
+def test_prompts_on_a_two_thread_dask_worker_are_the_serial_run(tmp_path, capsys) -> None:
+    """The attack's case: a Dask worker running two threads (its tasks take turns: the
+    exact arithmetic's precision is process-wide) gives the serial run's every number,
+    and nothing of Dask's reaches stderr."""
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed scheduler")
+    from symformer.cli import main
+
+    _tiny(tmp_path / "m", "mistral", sliding_window=3)
+    (tmp_path / "p.txt").write_text("w1 w2 w3 w4 w5\nw3 w4 w5 w6 w7 w8\nw9 w2\nw5 w6 w7 w8\n")
+    args = [str(tmp_path / "m"), "--prompts", str(tmp_path / "p.txt"), "--dtype", "float32",
+            "--json", "--quiet", "--max-work", "0"]
+    code, serial = _run(capsys, *args)
+    assert code == 0
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        code = main(["crosscheck", *args, "--scheduler", cluster.scheduler_address])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out) == serial
+    assert captured.err == ""

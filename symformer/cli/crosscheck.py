@@ -43,12 +43,18 @@ examples:
   symformer crosscheck symformer/examples/encoder_decoder.toml   # decoder stages too
   symformer crosscheck gpt2_style --torch --dtype bfloat16   # PyTorch's bfloat16, in eps
   symformer crosscheck ./my-gpt2 --text "Why did it fail?" --dtype bfloat16   # YOUR model
+  symformer crosscheck ./my-llama --tokens 3,5,7 --dtype bfloat16 --attention eager
+  symformer crosscheck ./my-llama --prompts prompts.txt --dtype float16 --jobs 2
 
 A model directory (Hugging Face: config.json + model.safetensors) in place of the
 example checks the user's own model: it is imported exactly (as `symformer import`
-reads it), loaded with transformers in --dtype, run with forward hooks on the modules
-each stage names (docs/frameworks.md lists the module paths), and every stage it
-reaches is compared with the exact values, in units of the dtype's epsilon.
+reads it), loaded with transformers as a user loads it (from_pretrained with
+dtype=--load-dtype, default --dtype, and attn_implementation=--attention, default
+sdpa; the title says which), run in --dtype with forward hooks on the modules each
+stage names (docs/frameworks.md lists the module paths), and every stage it reaches
+is compared with the exact values, in units of the dtype's epsilon. With --prompts
+every prompt is checked as --text would check it; a prompt that cannot be is named
+by its line and the others still run (exit 2 at the end).
 
 The relative error of a stage is its largest absolute error divided by the largest
 exact magnitude in the stage (entries that are exactly 0 do not blow it up). The
