@@ -143,3 +143,21 @@ def test_prompts_on_a_two_thread_dask_worker_are_the_serial_run(tmp_path, capsys
     captured = capsys.readouterr()
     assert code == 0 and json.loads(captured.out) == serial
     assert captured.err == ""
+
+
+def test_a_worker_reading_another_model_refuses_the_prompt(tmp_path) -> None:
+    """A task carries the directory's fingerprint (config.json and weights hashed where
+    the run was checked); a worker whose directory holds another model refuses it."""
+    import hashlib
+
+    from model_dirs import gpt2_dir, gpt2_tensors
+
+    from symformer.errors import InputError
+    from symformer.frameworks.prompts import crosscheck_prompt, fingerprint
+
+    folder = gpt2_dir(tmp_path / "m", tensors=gpt2_tensors(seed=1))
+    config = hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
+    weights = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    assert fingerprint(str(folder)) == f"{config}:{weights}"
+    with pytest.raises(InputError, match="is not the one checked"):
+        crosscheck_prompt(str(folder), (1, 2), "float32", (None, "sdpa"), "0" * 64)

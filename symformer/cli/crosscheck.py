@@ -207,7 +207,12 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     from symformer.blocks.work import check_work as refuse_over
     from symformer.display import Progress
     from symformer.errors import InputError
-    from symformer.frameworks.prompts import crosscheck_prompt, prompt_examples, read_prompts
+    from symformer.frameworks.prompts import (
+        crosscheck_prompt,
+        fingerprint,
+        prompt_examples,
+        read_prompts,
+    )
     from symformer.parallel import Outcome, run_tasks
 
     if args.tokens is not None or args.text is not None:
@@ -221,7 +226,8 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     refuse_over(prompts_work([examples[k] for k in checked], loads), args.max_work,
                 f"{args.prompts}: {len(checked):,} prompts")
     load = (args.load_dtype, args.attention)
-    tasks = [(str(directory), tuple(examples[k].token_ids), args.dtype, load)
+    model = fingerprint(str(directory)) if checked else None  # each worker's must match
+    tasks = [(str(directory), tuple(examples[k].token_ids), args.dtype, load, model)
              for k in checked]
     longest = max((prompt_work(examples[k]) for k in checked), default=0)
     idle = max(120.0, 4 * (model_load_work() + longest) / PER_SECOND)  # with room

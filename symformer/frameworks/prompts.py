@@ -19,8 +19,10 @@ still run.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -118,16 +120,33 @@ def _model(directory: str, example: Example, dtype: str, attention: str) -> Any:
     return _MODELS[key]
 
 
+@lru_cache(maxsize=4)
+def fingerprint(directory: str) -> str:
+    """The model of ``directory`` as this process reads it: the SHA-256 of its
+    ``config.json`` and of its ``model.safetensors`` (hashed once a process)."""
+    from symformer.example.model_dir import ModelDir
+
+    folder = ModelDir(directory)
+    config = hashlib.sha256(folder.read_bytes("config.json") or b"").hexdigest()
+    return f"{config}:{folder.safetensors().sha256()}"
+
+
 def crosscheck_prompt(directory: str, ids: tuple[int, ...], dtype: str,
-                      load: tuple[str | None, str] = (None, "sdpa")) -> list[dict]:
+                      load: tuple[str | None, str] = (None, "sdpa"),
+                      expected: str | None = None) -> list[dict]:
     """One task: the model of ``directory`` (loaded as ``load``: the dtype given to
     ``from_pretrained``, None for --dtype, and the attention implementation) on the
     tokens ``ids`` in ``dtype``, every hooked stage's error (as plain dictionaries, the
     same from any process).  The example is imported here on these tokens, as
-    ``crosscheck DIR --tokens`` imports it; the work was bounded by the caller."""
+    ``crosscheck DIR --tokens`` imports it; the work was bounded by the caller.
+    ``expected``: the caller's :func:`fingerprint` of the directory; a worker that
+    reads another model there (another machine, a file replaced) refuses the task."""
     from symformer.frameworks.hf_in import from_pretrained
     from symformer.frameworks.torch_check import module_crosscheck
 
+    if expected is not None and fingerprint(directory) != expected:
+        raise InputError(f"{directory}: the model directory this worker reads is not the "
+                         f"one checked (its config.json or model.safetensors differ)")
     with warnings.catch_warnings():  # the unused tensors: named once, by the caller
         warnings.simplefilter("ignore")
         example = from_pretrained(directory, list(ids), max_work=0)
