@@ -180,10 +180,16 @@ def _address(scheduler: str) -> str:
 def _silence_dask() -> None:
     """Dask's loggers (and those of the event loop it runs on) print nothing: a lost
     scheduler or worker is reported by the task it failed, in one line."""
-    for name in _DASK_LOGGERS:
+    import distributed  # noqa: F401 -- its logging configured first, then silenced
+
+    names = [name for name in list(logging.root.manager.loggerDict)
+             if name.split(".")[0] in _DASK_LOGGERS]
+    for name in {*names, *_DASK_LOGGERS}:
         logger = logging.getLogger(name)
         logger.setLevel(logging.CRITICAL + 1)
         logger.propagate = False
+        for handler in logger.handlers:  # a child's records reach them whatever its level
+            handler.setLevel(logging.CRITICAL + 1)
 
 
 def _connect(address: str, timeout: float) -> Any:
@@ -243,11 +249,12 @@ def _on_dask(fn: Callable[..., Any], tasks: Sequence[tuple], scheduler: str,
                 done, pending = distributed.wait(pending, timeout=idle_timeout,
                                                  return_when="FIRST_COMPLETED")
             except TimeoutError:
-                for future in sorted(pending, key=lambda f: index[f.key]):
-                    future.cancel()
-                    finished(index[future.key],
-                             (False, f"no Dask worker finished a task for {idle_timeout:g} "
-                                     f"s (workers busy, frozen or gone); not run"))
+                _give_up(pending, index, finished, f"no Dask worker finished a task for "
+                         f"{idle_timeout:g} s (workers busy, frozen or gone); not run")
+                return
+            except Exception as exc:  # noqa: BLE001 -- the scheduler lost: every task left
+                _give_up(pending, index, finished, f"its Dask task failed (the scheduler "
+                         f"was lost: {type(exc).__name__})")
                 return
             for future in sorted(done, key=lambda f: index[f.key]):
                 try:
@@ -257,6 +264,18 @@ def _on_dask(fn: Callable[..., Any], tasks: Sequence[tuple], scheduler: str,
                              (False, f"its Dask task failed ({_reason(exc)})"))
     finally:
         _close(client)
+
+
+def _give_up(pending: set, index: dict, finished: Callable[[int, tuple[bool, Any]], None],
+             reason: str) -> None:
+    """Every task left failed with ``reason``, in the tasks' order (cancelled on the
+    scheduler, if it is still there)."""
+    for future in sorted(pending, key=lambda f: index[f.key]):
+        try:
+            future.cancel()
+        except Exception:  # noqa: BLE001,S110 -- a lost scheduler: nothing to cancel
+            pass
+        finished(index[future.key], (False, reason))
 
 
 def _close(client: Any) -> None:
