@@ -161,3 +161,15 @@ def test_a_worker_reading_another_model_refuses_the_prompt(tmp_path) -> None:
     assert fingerprint(str(folder)) == f"{config}:{weights}"
     with pytest.raises(InputError, match="is not the one checked"):
         crosscheck_prompt(str(folder), (1, 2), "float32", (None, "sdpa"), "0" * 64)
+
+
+def test_prompts_are_lines_numbered_as_in_the_file(tmp_path) -> None:
+    """A prompt is a line ending at a newline (a U+2028 inside stays in it; CRLF ends
+    are stripped), numbered as the file's lines; comments and blank lines skipped."""
+    from symformer.frameworks.prompts import Prompt, read_prompts
+
+    (tmp_path / "p.txt").write_text("# head\r\nfirst\u2028still first\r\n\n  second  \n",
+                                    newline="")
+    assert read_prompts(tmp_path / "p.txt") == [Prompt(2, "first\u2028still first"),
+                                                Prompt(4, "second")]
+    assert Prompt(4, "second").name(2) == "prompt 2 (line 4)"

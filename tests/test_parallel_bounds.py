@@ -132,3 +132,27 @@ def test_no_worker_and_frozen_workers_are_bounded(capfd) -> None:
     finally:
         _EVENTS["frozen"].set()
     assert capfd.readouterr().err == ""
+
+
+
+def pause(seconds: float) -> float:
+    """A task that takes ``seconds``."""
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_scheduler_lost_mid_run_fails_each_task_left_by_name(capfd) -> None:
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed scheduler")
+    cluster = _cluster(distributed, n_workers=1, threads_per_worker=1)
+    stopper = threading.Timer(0.5, cluster.close)
+    stopper.start()
+    try:
+        start = time.monotonic()
+        outcomes = run_tasks(pause, [(1.0,)] * 4, ["p1", "p2", "p3", "p4"],
+                             scheduler=cluster.scheduler_address, idle_timeout=20)
+        assert time.monotonic() - start < 10
+    finally:
+        stopper.join()
+    assert [o.name for o in outcomes] == ["p1", "p2", "p3", "p4"]
+    assert not outcomes[-1].ok and "Dask task failed" in outcomes[-1].error, outcomes
+    assert capfd.readouterr().err == ""
