@@ -244,8 +244,8 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     title = (f"{directory} (loaded with dtype=torch.{load[0] or args.dtype}, "
              f"attn_implementation={args.attention!r})")
     if args.json:
-        print(json.dumps(prompts_json(title, args.dtype, texts, outcomes) | {
-            "directory": str(directory), "load": _load(args)}, indent=1, default=str))
+        print(json.dumps(prompts_json(str(directory), args.dtype, texts, outcomes)
+                         | {"load": _load(args)}, indent=1, default=str))
     else:
         print(prompts_text(title, args.dtype, texts, outcomes))
     return 0 if all(o.ok for o in outcomes) else 2
