@@ -59,3 +59,28 @@ def test_exact_values_are_compared_at_one_shared_precision_unless_too_wide(
         assert all(float(x.rad()) <= 2.0 ** -80 * scale for x in balls)
     monkeypatch.setattr(module, "_NARROW", 0.0)  # no ball narrow enough: the finest
     assert module.exact_values(g)[1] == max(module._FINER)
+
+
+def test_crosscheck_is_bounded_by_its_own_estimate(tmp_path) -> None:
+    """A 256-wide imported model: its forward pass counts about 3.2 M multiply-adds, but
+    a crosscheck costs well under a second (products with constant weights are cheap):
+    a limit between the two admits it; a limit under the estimate refuses it in one line
+    naming the command."""
+    from model_dirs import gpt2_config, gpt2_dir, gpt2_tensors
+
+    from symformer.blocks.cost import estimate
+    from symformer.blocks.work import estimated_work
+    from symformer.errors import InputError
+    from symformer.frameworks import from_pretrained
+    from symformer.verify.conventions import Convention
+    from symformer.verify.crosscheck import crosscheck
+
+    folder = gpt2_dir(tmp_path / "m", config=gpt2_config(n_embd=256, n_head=2),
+                      tensors=gpt2_tensors(d=256))
+    example = from_pretrained(folder, [1, 2, 3, 4], max_work=0)
+    work = estimate("crosscheck", example)
+    assert work < estimated_work(example)
+    rows = crosscheck(example, Convention(), max_work=work)
+    assert rows and all(r.ok for r in rows)
+    with pytest.raises(InputError, match="`symformer crosscheck` on this example needs"):
+        crosscheck(example, Convention(), max_work=work - 1)

@@ -72,9 +72,15 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
     forward graph, never reading the engine's gradient stages.  A stage the
     reference does not compute (or computes with another shape) is reported with a
     note and ``ok`` False, never raised.  ``next_token`` is compared as a choice:
-    see :func:`next_token_error`.
+    see :func:`next_token_error`.  ``max_work`` bounds the whole comparison
+    (:func:`symformer.blocks.cost.crosscheck_work`; 0: no limit).
     """
-    g = derive_variant(example, convention, causal, max_work)
+    from symformer.blocks.cost import crosscheck_work
+    from symformer.blocks.work import check_size
+
+    # the whole comparison bounded by its own estimate, not the forward pass's count
+    check_size(example, max_work, crosscheck_work(example), "crosscheck")
+    g = derive_variant(example, convention, causal, 0)
     if example.loss is not None:
         backward(g)  # the loss and the gradient stages, compared below
     ran = numpy_ref.Run()
