@@ -36,7 +36,6 @@ _.beta_3
 _.angle_table  # ops/rope.py: the equation's array role "const:angle_table"
 
 # -- public, used outside the package ------------------------------------------------
-_.PER_SECOND  # blocks/cost.py: the work unit's calibration, tests/test_work_estimate.py
 _.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py
 _.prefilter_seconds  # same
 _.hook_paths  # frameworks/torch_check.py, the published hook table (docs/frameworks.md)

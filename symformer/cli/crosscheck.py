@@ -43,12 +43,18 @@ examples:
   symformer crosscheck symformer/examples/encoder_decoder.toml   # decoder stages too
   symformer crosscheck gpt2_style --torch --dtype bfloat16   # PyTorch's bfloat16, in eps
   symformer crosscheck ./my-gpt2 --text "Why did it fail?" --dtype bfloat16   # YOUR model
+  symformer crosscheck ./my-llama --tokens 3,5,7 --dtype bfloat16 --attention eager
+  symformer crosscheck ./my-llama --prompts prompts.txt --dtype float16 --jobs 2
 
 A model directory (Hugging Face: config.json + model.safetensors) in place of the
 example checks the user's own model: it is imported exactly (as `symformer import`
-reads it), loaded with transformers in --dtype, run with forward hooks on the modules
-each stage names (docs/frameworks.md lists the module paths), and every stage it
-reaches is compared with the exact values, in units of the dtype's epsilon.
+reads it), loaded with transformers as a user loads it (from_pretrained with
+dtype=--load-dtype, default --dtype, and attn_implementation=--attention, default
+sdpa; the title says which), run in --dtype with forward hooks on the modules each
+stage names (docs/frameworks.md lists the module paths), and every stage it reaches
+is compared with the exact values, in units of the dtype's epsilon. With --prompts
+every prompt is checked as --text would check it; a prompt that cannot be is named
+by its line and the others still run (exit 2 at the end).
 
 The relative error of a stage is its largest absolute error divided by the largest
 exact magnitude in the stage (entries that are exactly 0 do not blow it up). The
@@ -74,9 +80,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tol", type=tolerance, default=None,
                    help="largest relative error allowed per stage, a finite number >= 0 "
                         "(default 1e-12; with --torch, no limit unless given)")
-    p.add_argument("--dtype", choices=("float64", "float32", "bfloat16"), default="float64",
-                   help="floating-point type of the NumPy reference (default float64; "
-                        "bfloat16 with --torch only)")
+    p.add_argument("--dtype", choices=("float64", "float32", "float16", "bfloat16"),
+                   default="float64",
+                   help="floating-point type of the NumPy reference, of --torch or of the "
+                        "model directory's run (default float64; bfloat16 with --torch or "
+                        "a model directory only)")
+    p.add_argument("--load-dtype", choices=("float64", "float32", "float16", "bfloat16"),
+                   default=None,
+                   help="with a model directory: the dtype given to from_pretrained "
+                        "(default: --dtype, as a user running in that dtype loads it); "
+                        "the model is then run in --dtype")
+    p.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa",
+                   help="with a model directory: the attention implementation given to "
+                        "from_pretrained (default sdpa, transformers' own default)")
     p.add_argument("--torch", action="store_true",
                    help="run the example as a PyTorch module (export --format torch) in "
                         "--dtype and give each stage's worst error in units of the dtype's "
@@ -115,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
                          "(crosscheck DIR)")
     if args.jobs != 1 or args.scheduler is not None:
         raise InputError("--jobs and --scheduler go with --prompts")
+    if args.load_dtype is not None or args.attention != "sdpa":
+        raise InputError("--load-dtype and --attention go with a model directory "
+                         "(crosscheck DIR)")
     if args.torch:
         return _torch(args)
     if args.dtype == "bfloat16":
@@ -147,15 +166,19 @@ def _torch(args: argparse.Namespace) -> int:
 
 
 def _model_directory(args: argparse.Namespace, directory: str) -> int:
-    """``crosscheck DIR``: the user's own Hugging Face model in --dtype, stage by stage."""
+    """``crosscheck DIR``: the user's own Hugging Face model, loaded as the user loads it
+    (--load-dtype, --attention), run in --dtype, stage by stage."""
     from symformer.errors import InputError
     from symformer.frameworks import require_torch
     from symformer.frameworks.hf_in import from_pretrained
-    from symformer.frameworks.torch_check import load_hf_model, module_crosscheck
+    from symformer.frameworks.torch_check import load_hf_model, loaded_as, module_crosscheck
 
     if any(getattr(args, k, None) for k in ("causal", "mask", "layer_norm", "norm")):
         raise InputError("the conventions (--causal, --mask, --layer-norm, --norm) are the "
                          "model's own in crosscheck DIR")
+    if args.torch:
+        raise InputError("--torch runs an example file as a PyTorch module; a model "
+                         "directory is run by transformers already (drop --torch)")
     require_torch()
     if args.prompts is not None:
         return _prompts(args, directory)
@@ -163,46 +186,78 @@ def _model_directory(args: argparse.Namespace, directory: str) -> int:
         raise InputError("--jobs and --scheduler go with --prompts")
     example = from_pretrained(directory, args.tokens, max_work=args.max_work,
                               text=args.text)
-    check_work(args, example, "crosscheck")
-    model = load_hf_model(directory, example)
-    rows = module_crosscheck(model, example, args.dtype)
-    return _print_torch_rows(args, rows, f"{type(model).__name__} of {directory} in "
-                                         f"{args.dtype}")
+    check_work(args, example, "crosscheck", model=True)
+    model = load_hf_model(directory, example, args.load_dtype or args.dtype, args.attention)
+    rows = module_crosscheck(model, example, args.dtype, max_work=0)  # bounded above
+    return _print_torch_rows(args, rows, f"{type(model).__name__} of {directory} "
+                                         f"(loaded with {loaded_as(model)}) in {args.dtype}",
+                             load=_load(args))
+
+
+def _load(args: argparse.Namespace) -> dict[str, str]:
+    """How ``crosscheck DIR`` loads the model, for --json."""
+    return {"dtype": args.load_dtype or args.dtype, "attention": args.attention}
 
 
 def _prompts(args: argparse.Namespace, directory: str) -> int:
     """``crosscheck DIR --prompts FILE``: every prompt a task (local processes or Dask),
-    each stage's worst error over all of them, in the prompts' order."""
-    from symformer.blocks.cost import estimate
+    each stage's worst error over all of them, in the prompts' order; a prompt that
+    cannot be checked is named by its line, the others still run (exit 2 at the end)."""
+    from symformer.blocks.cost import PER_SECOND, model_load_work, prompt_work, prompts_work
     from symformer.blocks.work import check_work as refuse_over
     from symformer.display import Progress
     from symformer.errors import InputError
-    from symformer.frameworks.prompts import crosscheck_prompt, prompt_examples, read_prompts
-    from symformer.parallel import run_tasks
+    from symformer.frameworks.prompts import (
+        crosscheck_prompt,
+        fingerprint,
+        prompt_examples,
+        read_prompts,
+    )
+    from symformer.parallel import Outcome, run_tasks
 
     if args.tokens is not None or args.text is not None:
         raise InputError("--prompts gives the sentences: no --tokens or --text with it")
     prompts = read_prompts(args.prompts)
     examples = prompt_examples(directory, prompts, args.max_work)
-    work = sum(estimate("crosscheck", e) for e in examples)
-    refuse_over(work, args.max_work, f"{args.prompts}: {len(prompts):,} prompts")
-    tasks = [(str(directory), tuple(e.token_ids), args.dtype) for e in examples]
-    names = [f"prompt {k + 1}" for k in range(len(prompts))]
+    names = [p.name(k + 1) for k, p in enumerate(prompts)]
+    checked = [k for k, e in enumerate(examples) if not isinstance(e, str)]
+    # a process loads the model once, whatever number of prompts it runs
+    loads = min(len(checked), 1 if args.scheduler else args.jobs)
+    refuse_over(prompts_work([examples[k] for k in checked], loads), args.max_work,
+                f"{args.prompts}: {len(checked):,} prompts")
+    load = (args.load_dtype, args.attention)
+    model = fingerprint(str(directory)) if checked else None  # each worker's must match
+    tasks = [(str(directory), tuple(examples[k].token_ids), args.dtype, load, model)
+             for k in checked]
+    longest = max((prompt_work(examples[k]) for k in checked), default=0)
+    idle = max(120.0, 4 * (model_load_work() + longest) / PER_SECOND)  # with room
     with Progress("symformer crosscheck", total=len(tasks), quiet=args.quiet) as bar:
-        outcomes = run_tasks(crosscheck_prompt, tasks, names, jobs=args.jobs,
-                             scheduler=args.scheduler, progress=bar.step)
+        ran = run_tasks(crosscheck_prompt, tasks, [names[k] for k in checked],
+                        jobs=args.jobs, scheduler=args.scheduler, progress=bar.step,
+                        idle_timeout=idle)
+    outcomes = [Outcome(name, error=f"line {p.line} of {args.prompts}: {e}")
+                if isinstance(e, str) else None
+                for name, p, e in zip(names, prompts, examples)]
+    for k, outcome in zip(checked, ran):
+        outcomes[k] = outcome
+    texts = [p.text for p in prompts]
+    title = (f"{directory} (loaded with dtype=torch.{load[0] or args.dtype}, "
+             f"attn_implementation={args.attention!r})")
     if args.json:
-        print(json.dumps(prompts_json(directory, args.dtype, prompts, outcomes), indent=1,
-                         default=str))
+        print(json.dumps(prompts_json(str(directory), args.dtype, texts, outcomes)
+                         | {"load": _load(args)}, indent=1, default=str))
     else:
-        print(prompts_text(directory, args.dtype, prompts, outcomes))
+        print(prompts_text(title, args.dtype, texts, outcomes))
     return 0 if all(o.ok for o in outcomes) else 2
 
 
-def _print_torch_rows(args: argparse.Namespace, rows: list, title: str) -> int:
-    """The table of per-stage errors in units of epsilon, and the worst stage."""
+def _print_torch_rows(args: argparse.Namespace, rows: list, title: str,
+                      load: dict[str, str] | None = None) -> int:
+    """The table of per-stage errors in units of epsilon, and the worst stage
+    (``load``: how a model directory was loaded, in --json)."""
     if args.json:
-        print(json.dumps(torch_json(rows, args.dtype, args.tol), indent=1, default=str))
+        document = torch_json(rows, args.dtype, args.tol) | ({"load": load} if load else {})
+        print(json.dumps(document, indent=1, default=str))
     else:
         print(torch_text(rows, title, args.dtype, args.tol))
     return 1 if over_tol(rows, args.tol) else 0

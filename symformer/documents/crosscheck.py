@@ -82,11 +82,12 @@ def prompts_worst(outcomes: Sequence) -> dict[str, dict]:
     return worst
 
 
-def prompts_text(directory: str, dtype: str, prompts: list[str], outcomes: Sequence) -> str:
-    """The prompts' table (without its final newline): each stage's worst error and its
-    prompt, the stage losing the most digits, then the prompts that failed."""
+def prompts_text(title: str, dtype: str, prompts: list[str], outcomes: Sequence) -> str:
+    """The prompts' table (without its final newline; ``title``: the directory and how
+    its model was loaded): each stage's worst error and its prompt, the stage losing
+    the most digits, then the prompts that failed."""
     worst = prompts_worst(outcomes)
-    lines = [f"{directory} in {dtype} vs exact over {len(prompts)} prompts (each stage's "
+    lines = [f"{title} in {dtype} vs exact over {len(prompts)} prompts (each stage's "
              f"worst error; eps = {dtype}'s machine epsilon)"]
     if worst:
         width = max(len(s) for s in worst)

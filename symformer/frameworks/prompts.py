@@ -1,34 +1,57 @@
 """The user's own model over a file of prompts: one exact reference and one float run
 per prompt (``symformer crosscheck DIR --prompts FILE``).
 
-The directory is imported once, here (every check of
-:mod:`symformer.example.model_dir`, the work bound), each prompt tokenized by its own
-tokenizer, and each prompt becomes a task (:mod:`symformer.parallel`): the example on
-that prompt's tokens, derived exactly, against the model run in the dtype with hooks
-(:func:`~symformer.frameworks.torch_check.module_crosscheck`).  A worker imports the
-directory and loads the model once per process, however many prompts it runs.
+Every prompt is imported as ``crosscheck DIR --text PROMPT`` imports it: the
+directory on that prompt's own tokens (:func:`~symformer.frameworks.hf_in.
+from_pretrained`, every check of :mod:`symformer.example.model_dir`), so that what
+depends on the sentence (a sliding window that bites only on a long enough prompt,
+RoBERTa's padding rule) is the directory's, prompt by prompt.  The main process
+imports each prompt once to check it and to estimate the work; each prompt is then a
+task (:mod:`symformer.parallel`) that imports it again where it runs (an import reads
+no weight: a few milliseconds) and compares the model run in the dtype with hooks
+(:func:`~symformer.frameworks.torch_check.module_crosscheck`) with its exact
+derivation.  A worker loads the model once per process, however many prompts it runs.
+
+A prompt that cannot be checked (too long to tokenize, more tokens than the model's
+positions, ...) is named by its line in the file with the reason, and the others are
+still run.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+import hashlib
+import warnings
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from symformer.errors import InputError
+from symformer.errors import InputError, NotSupportedError
 from symformer.example.schema import Example
 
 #: The most prompts one file may hold.
 MAX_PROMPTS = 100_000
 
 
-def read_prompts(path: str | Path) -> list[str]:
-    """The prompts of ``path``: one a line, blank lines and ``#`` comments skipped."""
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of the file: its text and its line number (from 1)."""
+
+    line: int
+    text: str
+
+    def name(self, number: int) -> str:
+        """``prompt 2 (line 5)``: how a prompt is named in the output."""
+        return f"prompt {number} (line {self.line})"
+
+
+def read_prompts(path: str | Path) -> list[Prompt]:
+    """The prompts of ``path``: one a line (a line ends at ``\\n`` only: a U+2028 in a
+    prompt stays in it), blank lines and ``#`` comments skipped."""
     from symformer.example.loader import read_text_file
 
     text = read_text_file(Path(path), "a prompts file (one prompt a line)")
-    prompts = [line.strip() for line in text.splitlines()
+    prompts = [Prompt(n, line.strip()) for n, line in enumerate(text.split("\n"), 1)
                if line.strip() and not line.lstrip().startswith("#")]
     if not prompts:
         raise InputError(f"{path}: no prompt (one a line)")
@@ -37,51 +60,95 @@ def read_prompts(path: str | Path) -> list[str]:
     return prompts
 
 
-def prompt_examples(directory: str, prompts: list[str], max_work: int | None
-                    ) -> list[Example]:
-    """The example of the directory on each prompt (imported once: the prompts only
-    change the sentence)."""
-    from symformer.frameworks.hf_in import from_pretrained
-    from symformer.frameworks.hf_tokenizer import tokenize_all
-
-    tokenized = tokenize_all(directory, prompts)  # the tokenizer read once
-    first = from_pretrained(directory, tokenized[0][0], max_work=max_work)
-    return [_on_tokens(first, ids, f"prompt {k + 1}")
-            for k, (ids, _) in enumerate(tokenized)]
-
-
-def _on_tokens(example: Example, ids: list[int], where: str) -> Example:
-    """``example`` on the token ids ``ids`` (checked as the loader checks a sentence)."""
-    if any(not 0 <= i < len(example.vocab) for i in ids):
-        raise InputError(f"{where}: a token id outside the vocabulary of "
-                         f"{len(example.vocab)}")
-    table = example.positional_embeddings
-    if table is not None and len(ids) > table.rows:
-        raise InputError(f"{where}: {len(ids)} tokens, more than the model's "
-                         f"{table.rows} positions")
-    tokens = tuple(example.vocab[i] for i in ids)
-    segments = (0,) * len(ids) if example.token_type_embeddings is not None else ()
-    return replace(example, tokens=tokens, segments=segments)
-
-
-@lru_cache(maxsize=4)
-def _imported(directory: str) -> Example:
+def prompt_examples(directory: str, prompts: list[Prompt], max_work: int | None
+                    ) -> list[Example | str]:
+    """Each prompt's example (the directory imported on its tokens, as ``--text``
+    would), or the one-line reason that prompt cannot be checked.  A reason every
+    prompt shares (the directory's, not a prompt's) is raised instead."""
     from symformer.frameworks.hf_in import from_pretrained
 
-    return from_pretrained(directory, [0], max_work=0)  # bounded by the caller already
+    out: list[Example | str] = []
+    for ids in _token_ids(directory, [p.text for p in prompts]):
+        if isinstance(ids, str):
+            out.append(ids)
+            continue
+        try:
+            out.append(from_pretrained(directory, ids, max_work=max_work))
+        except (InputError, NotSupportedError) as exc:
+            out.append(str(exc))
+    reasons = {r for r in out if isinstance(r, str)}
+    if len(reasons) == 1 and len(out) > 1 and all(isinstance(r, str) for r in out):
+        raise InputError(reasons.pop())
+    return out
 
 
-@lru_cache(maxsize=4)
-def _model(directory: str) -> Any:
+def _token_ids(directory: str, texts: list[str]) -> list[list[int] | str]:
+    """Each text's token ids by the directory's tokenizer (read once), or the reason
+    it cannot be tokenized (too long, no token)."""
+    from symformer.frameworks.hf_tokenizer import MAX_TEXT_CHARS, tokenize, tokenize_all
+
+    out: list[list[int] | str] = [
+        f"{len(t):,} characters, more than the {MAX_TEXT_CHARS:,} tokenized at once"
+        if len(t) > MAX_TEXT_CHARS else [] for t in texts]
+    fit = [k for k, t in enumerate(out) if not isinstance(t, str)]
+    if not fit:
+        return out
+    try:
+        for k, (ids, _) in zip(fit, tokenize_all(directory, [texts[k] for k in fit])):
+            out[k] = ids
+    except InputError:  # one prompt's: find which, prompt by prompt
+        for k in fit:
+            try:
+                out[k] = tokenize(directory, texts[k])[0]
+            except InputError as exc:
+                out[k] = str(exc)
+    return out
+
+
+#: The models this process has loaded, by (directory, dtype, attention): a worker
+#: loads each once, however many prompts it runs.
+_MODELS: dict[tuple[str, str, str], Any] = {}
+
+
+def _model(directory: str, example: Example, dtype: str, attention: str) -> Any:
     from symformer.frameworks.torch_check import load_hf_model
 
-    return load_hf_model(directory, _imported(directory))
+    key = (directory, dtype, attention)
+    if key not in _MODELS:
+        _MODELS.clear()  # one model at a time in memory
+        _MODELS[key] = load_hf_model(directory, example, dtype, attention)
+    return _MODELS[key]
 
 
-def crosscheck_prompt(directory: str, ids: tuple[int, ...], dtype: str) -> list[dict]:
-    """One task: the model of ``directory`` on the tokens ``ids`` in ``dtype``, every
-    hooked stage's error (as plain dictionaries, the same from any process)."""
+@lru_cache(maxsize=4)
+def fingerprint(directory: str) -> str:
+    """The model of ``directory`` as this process reads it: the SHA-256 of its
+    ``config.json`` and of its ``model.safetensors`` (hashed once a process)."""
+    from symformer.example.model_dir import ModelDir
+
+    folder = ModelDir(directory)
+    config = hashlib.sha256(folder.read_bytes("config.json") or b"").hexdigest()
+    return f"{config}:{folder.safetensors().sha256()}"
+
+
+def crosscheck_prompt(directory: str, ids: tuple[int, ...], dtype: str,
+                      load: tuple[str | None, str] = (None, "sdpa"),
+                      expected: str | None = None) -> list[dict]:
+    """One task: the model of ``directory`` (loaded as ``load``: the dtype given to
+    ``from_pretrained``, None for --dtype, and the attention implementation) on the
+    tokens ``ids`` in ``dtype``, every hooked stage's error (as plain dictionaries, the
+    same from any process).  The example is imported here on these tokens, as
+    ``crosscheck DIR --tokens`` imports it; the work was bounded by the caller.
+    ``expected``: the caller's :func:`fingerprint` of the directory; a worker that
+    reads another model there (another machine, a file replaced) refuses the task."""
+    from symformer.frameworks.hf_in import from_pretrained
     from symformer.frameworks.torch_check import module_crosscheck
 
-    example = _on_tokens(_imported(directory), list(ids), "prompt")
-    return [asdict(r) for r in module_crosscheck(_model(directory), example, dtype)]
+    if expected is not None and fingerprint(directory) != expected:
+        raise InputError(f"{directory}: the model directory this worker reads is not the "
+                         f"one checked (its config.json or model.safetensors differ)")
+    with warnings.catch_warnings():  # the unused tensors: named once, by the caller
+        warnings.simplefilter("ignore")
+        example = from_pretrained(directory, list(ids), max_work=0)
+    model = _model(directory, example, load[0] or dtype, load[1])
+    return [asdict(r) for r in module_crosscheck(model, example, dtype, max_work=0)]

@@ -161,89 +161,143 @@ def hook_paths(model: Any) -> dict[str, str]:
 #: The Hugging Face classes ``crosscheck DIR`` loads, by ``model_type`` (a masked-LM
 #: head where the example has one).
 _CAUSAL = ("gpt2", "llama", "mistral", "qwen2")
+#: The dtypes a model may be run and loaded in, and the attention implementations it
+#: may be loaded with (``from_pretrained(attn_implementation=...)``; sdpa is
+#: transformers' default).
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+ATTENTIONS = ("sdpa", "eager")
 
 
-def load_hf_model(directory: Any, example: Example) -> Any:
-    """The user's own Hugging Face model of ``directory``, loaded by ``transformers``
-    from the safetensors file only (never a pickle, never remote code), through a
-    private folder of links to the files :class:`~symformer.example.model_dir.
-    ModelDir` has checked (so the library reads nothing else of the directory)."""
+def load_hf_model(directory: Any, example: Example, dtype: str = "float32",
+                  attention: str = "sdpa") -> Any:
+    """The user's own Hugging Face model of ``directory``, loaded as a user loads it:
+    ``from_pretrained(dtype=torch.<dtype>, attn_implementation=attention)`` (so that
+    what the model computes at load time, such as the rotary frequencies, is computed
+    as in the user's run), by ``transformers`` from the safetensors file only (never a
+    pickle, never remote code), through a private folder of links to the files
+    :class:`~symformer.example.model_dir.ModelDir` has checked (so the library reads
+    nothing else of the directory)."""
     from symformer.files import private_links
 
-    require_torch()
-    try:
-        import transformers
+    torch = require_torch()
+    if dtype not in DTYPES or attention not in ATTENTIONS:
+        raise NotSupportedError(f"load the model in one of {', '.join(DTYPES)} with "
+                                f"attention {' or '.join(ATTENTIONS)}, not {dtype!r}, "
+                                f"{attention!r}")
+    try:  # the submodule itself: transformers' lazy attributes race between threads
+        from transformers.models.auto import modeling_auto
+        from transformers.utils import logging as hf_logging
     except ImportError:
         raise NotSupportedError("crosscheck of a model directory needs transformers: pip "
                                 "install 'symformer[torch]'") from None
     from symformer.example.model_dir import ModelDir
 
-    transformers.utils.logging.set_verbosity_error()  # its notes are not the user's
-    transformers.utils.logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # its notes are not the user's
+    hf_logging.disable_progress_bar()
     folder = ModelDir(directory)
     config = folder.read_json("config.json")
     kind = config.get("model_type") if isinstance(config, dict) else None
     checked = {name: folder.path(name) for name in ("config.json", "model.safetensors")}
     with private_links(checked) as private:
         if kind in _CAUSAL:
-            auto = transformers.AutoModelForCausalLM
+            auto = modeling_auto.AutoModelForCausalLM
         elif example.lm_head is not None:
-            auto = transformers.AutoModelForMaskedLM
+            auto = modeling_auto.AutoModelForMaskedLM
         else:
-            auto = transformers.AutoModel
+            auto = modeling_auto.AutoModel
         try:
             model = auto.from_pretrained(private, use_safetensors=True,
                                          trust_remote_code=False, local_files_only=True,
-                                         attn_implementation="eager")
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+                                         dtype=getattr(torch, dtype),
+                                         attn_implementation=attention)
+        except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
             raise NotSupportedError(f"{folder.given}: transformers cannot load it ({first})"
                                     ) from None
     return model.eval()
 
 
+def loaded_as(model: Any) -> str:
+    """How a Hugging Face model was loaded, for a table's title:
+    ``dtype=torch.bfloat16, attn_implementation='sdpa'``."""
+    config = getattr(model, "config", None)
+    attention = getattr(config, "_attn_implementation", None) or "?"
+    dtype = next((p.dtype for p in model.parameters()), None)
+    return f"dtype={dtype}, attn_implementation={attention!r}"
+
+
 def module_crosscheck(model: Any, example: Example, dtype: str = "float32",
-                      derivation: Any = None) -> list[StageError]:
-    """The user's own ``model`` (a copy of it, in ``dtype``, eval mode) run on
-    ``example`` -- the example :func:`~symformer.frameworks.from_torch` or
+                      derivation: Any = None, max_work: int | None = None
+                      ) -> list[StageError]:
+    """The user's own ``model`` run in ``dtype`` (eval mode; a copy of it cast to
+    ``dtype`` when its weights are in another, else the model itself, its hooks removed
+    after) on ``example`` -- the example :func:`~symformer.frameworks.from_torch` or
     ``from_pretrained`` made of it -- and every stage a forward hook reaches (the
-    logits of a language model) compared with the exact values."""
+    logits of a language model) compared with the exact values.  The model runs on one
+    thread (PyTorch's sums are ordered by its thread count: one thread gives the same
+    floats serially, on ``--jobs`` processes and on Dask workers).  ``max_work`` bounds
+    the whole comparison as ``--max-work`` does (:func:`symformer.blocks.cost.
+    crosscheck_work`; 0: no limit)."""
     import copy
 
     torch = require_torch()
     from symformer.blocks import derive
-    from symformer.frameworks.torch_out import float_rows
+    from symformer.blocks.cost import crosscheck_work
+    from symformer.blocks.work import check_size
 
+    if derivation is None:
+        check_size(example, max_work, crosscheck_work(example, model=True), "crosscheck")
     kind = getattr(torch, dtype)
-    model = copy.deepcopy(model).eval().to(kind)
+    if any(p.dtype != kind for p in model.parameters()):
+        model = copy.deepcopy(model).to(kind)
+    training = model.training
+    model.eval()
     seen: dict[str, Any] = {}
+    handles = []
     for name, module in hook_points(model).items():
         def hook(_m: Any, _i: Any, out: Any, name: str = name) -> None:
             out = out[0] if isinstance(out, tuple) else out
             seen[name] = out.detach().reshape(-1, out.shape[-1])  # a batch of one
-        module.register_forward_hook(hook)
-    with torch.no_grad():
-        if isinstance(model, (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)):
-            x = torch.tensor(float_rows(example.embeddings), dtype=kind)[list(example.token_ids)]
-            attention = getattr(model, "self_attn", model)
-            x = x.unsqueeze(0 if attention.batch_first else 1)  # a batch of one
-            n = len(example.token_ids)
-            mask = (torch.nn.Transformer.generate_square_subsequent_mask(n, dtype=kind)
-                    if example.causal else None)
-            if isinstance(model, torch.nn.MultiheadAttention):
-                model(x, x, x, attn_mask=mask)
-            else:
-                model(x, src_mask=mask)
-        elif isinstance(model, torch.nn.TransformerDecoderLayer):
-            g = derivation if derivation is not None else derive(example)
-            _decode(model, example, g, kind)
-        elif _bert(model) is not None:
-            types = ({"token_type_ids": torch.tensor([list(example.segments)])}
-                     if example.segments else {})
-            out = model(torch.tensor([list(example.token_ids)]), **types)
-            if example.lm_head is not None and hasattr(out, "logits"):  # the masked-LM head
-                seen["logits"] = out.logits[0]
-        else:
-            seen["logits"] = model(torch.tensor([list(example.token_ids)])).logits[0]
-    g = derivation if derivation is not None else derive(example)
+        handles.append(module.register_forward_hook(hook))
+    g = derivation if derivation is not None else derive(example, max_work=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one order of summation: the same table in any process
+    try:
+        with torch.no_grad():
+            _run(model, example, g, kind, seen)
+    finally:
+        torch.set_num_threads(threads)
+        for handle in handles:
+            handle.remove()
+        model.train(training)
     return [_error(name, g, value, dtype) for name, value in seen.items()]
+
+
+def _run(model: Any, example: Example, g: Any, kind: Any, seen: dict[str, Any]) -> None:
+    """One forward pass of ``model`` on ``example``'s sentence in ``kind`` (the logits
+    of a language model into ``seen``; the hooks record the rest)."""
+    import torch
+
+    from symformer.frameworks.torch_out import float_rows
+
+    if isinstance(model, (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)):
+        x = torch.tensor(float_rows(example.embeddings), dtype=kind)[list(example.token_ids)]
+        attention = getattr(model, "self_attn", model)
+        x = x.unsqueeze(0 if attention.batch_first else 1)  # a batch of one
+        n = len(example.token_ids)
+        mask = (torch.nn.Transformer.generate_square_subsequent_mask(n, dtype=kind)
+                if example.causal else None)
+        if isinstance(model, torch.nn.MultiheadAttention):
+            model(x, x, x, attn_mask=mask)
+        else:
+            model(x, src_mask=mask)
+    elif isinstance(model, torch.nn.TransformerDecoderLayer):
+        _decode(model, example, g, kind)
+    elif _bert(model) is not None:
+        types = ({"token_type_ids": torch.tensor([list(example.segments)])}
+                 if example.segments else {})
+        out = model(torch.tensor([list(example.token_ids)]), **types)
+        if example.lm_head is not None and hasattr(out, "logits"):  # the masked-LM head
+            seen["logits"] = out.logits[0]
+    else:
+        seen["logits"] = model(torch.tensor([list(example.token_ids)])).logits[0]

@@ -75,6 +75,12 @@ def matrix(value: sympy.Matrix | None, dtype: type) -> np.ndarray | None:
     """
     if value is None:
         return None
+    from symformer.example.dyadic import DyadicMatrix
+
+    if isinstance(value, DyadicMatrix) and value.fresh():
+        # floats already (a weights file's): widened exactly, rounded once to dtype,
+        # as float() of each exact rational would be -- without a Rational per entry
+        return np.asarray(value.array, dtype=np.float64).astype(dtype)
     return np.array([[float(v) for v in value.row(i)] for i in range(value.rows)],
                     dtype=dtype)
 

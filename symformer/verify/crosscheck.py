@@ -34,7 +34,14 @@ from symformer.example import Example
 from symformer.reference import numpy_backward, numpy_ref
 from symformer.verify.conventions import Convention, derive_variant
 
-BITS = 200
+#: The precision the exact values are compared at: the one the next token is decided
+#: at first (one evaluation serves both), then finer ones where a stage's balls are not
+#: far narrower than its largest magnitude (a cancellation): :func:`exact_values`.
+BITS = 128
+_FINER = (256, 512)
+#: A stage's balls are narrow enough when every radius is at most this share of the
+#: stage's largest magnitude (float64's rounding is 2^-53 of it: 2^-27 of that).
+_NARROW = 2.0 ** -80
 
 
 @dataclass
@@ -65,9 +72,15 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
     forward graph, never reading the engine's gradient stages.  A stage the
     reference does not compute (or computes with another shape) is reported with a
     note and ``ok`` False, never raised.  ``next_token`` is compared as a choice:
-    see :func:`next_token_error`.
+    see :func:`next_token_error`.  ``max_work`` bounds the whole comparison
+    (:func:`symformer.blocks.cost.crosscheck_work`; 0: no limit).
     """
-    g = derive_variant(example, convention, causal, max_work)
+    from symformer.blocks.cost import crosscheck_work
+    from symformer.blocks.work import check_size
+
+    # the whole comparison bounded by its own estimate, not the forward pass's count
+    check_size(example, max_work, crosscheck_work(example), "crosscheck")
+    g = derive_variant(example, convention, causal, 0)
     if example.loss is not None:
         backward(g)  # the loss and the gradient stages, compared below
     ran = numpy_ref.Run()
@@ -82,9 +95,9 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
             floats.update(numpy_backward.run(g, dtype, floats))
         except Exception as exc:  # noqa: BLE001 -- reported per stage
             failure = f"the NumPy backward pass failed: {type(exc).__name__}: {exc}"
-    exact = g.evaluate(BITS)
+    exact, bits = exact_values(g)
     out = []
-    with precision(BITS):
+    with precision(bits):
         for stage in g:
             got = floats.get(stage.name)
             if got is None or np.shape(got) != stage.shape:
@@ -98,6 +111,27 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
                 out.append(_stage_error(stage.name, got, exact[stage.name], tol,
                                         _upstream_scale(g, stage, exact)))
     return out
+
+
+def exact_values(g: Derivation) -> tuple[dict, int]:
+    """Every stage's balls at :data:`BITS` bits, or at a finer precision when some
+    stage's balls are wider than :data:`_NARROW` of its largest magnitude; and the
+    precision used."""
+    for bits in (BITS, *_FINER):
+        exact = g.evaluate(bits)
+        if all(_narrow(rows) for rows in exact.values()):
+            break
+    return exact, bits
+
+
+def _narrow(rows: list) -> bool:
+    """True when every ball of a stage is far narrower than the stage's largest
+    magnitude (None entries, masked, do not count)."""
+    balls = [x for row in rows for x in row if x is not None]
+    if not all(x.is_finite() for x in balls):
+        return False
+    scale = max((abs(float(x.mid())) for x in balls), default=0.0)
+    return all(float(x.rad()) <= _NARROW * scale for x in balls)
 
 
 def _upstream_scale(g: Derivation, stage, exact: dict) -> arb:
