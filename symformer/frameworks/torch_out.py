@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import json
 import pprint
+import textwrap
 from typing import Any
 
 from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
-from symformer.registry import torch_activations
+from symformer.registry import refuse, torch_activations, torch_norms
 
 #: Where the module's activation dispatch goes: one branch per activation with a PyTorch
 #: form (its operation's ``torch_function``, code of the operation's module, never text
 #: of the example).
 _ACT = "    # ACTIVATIONS\n"
+#: Where the normalisation dispatch goes: one branch per normalisation with a PyTorch
+#: form (its operation's ``torch_norms``).
+_NORM = "    # NORMALISATIONS\n"
+#: Who refuses an example using a kind of step without a PyTorch form.
+CONSUMER = "the PyTorch module (export --format torch, crosscheck --torch)"
 
 _MODULE = '''
 class Model(torch.nn.Module):
@@ -40,21 +46,8 @@ class Model(torch.nn.Module):
     def norm(self, x, kind, eps, gamma, beta, s=None, name=None):
         """x normalised; its statistics are the stages ``name.mean`` ... when named."""
         stats = {} if s is None else s
-        if kind == "rms":
-            ms = stats[f"{name}.mean_square"] = (x * x).mean(-1, keepdim=True)
-            rms = stats[f"{name}.std"] = torch.sqrt(ms + eps)
-            return x / rms * gamma
-        if kind == "whole_matrix":
-            mu, var = x.mean(), ((x - x.mean()) ** 2).mean()
-            return (x - mu) / torch.sqrt(var + eps) * gamma + beta
-        mu = stats[f"{name}.mean"] = x.mean(-1, keepdim=True)
-        if kind == "unbiased":
-            stats[f"{name}.variance"] = x.var(-1, unbiased=True, keepdim=True)
-            std = stats[f"{name}.std"] = x.std(-1, unbiased=True, keepdim=True)
-            return (x - mu) / (std + eps) * gamma + beta
-        var = stats[f"{name}.variance"] = ((x - mu) ** 2).mean(-1, keepdim=True)
-        std = stats[f"{name}.std"] = torch.sqrt(var + eps)
-        return (x - mu) / std * gamma + beta
+    # NORMALISATIONS
+        raise ValueError(f"no PyTorch form for the normalisation {kind!r}")
 
     def named_norm(self, x, setting, gamma, beta, s, name):
         """x normalised as ``setting`` = (kind, eps) says: the stage ``name`` (no setting:
@@ -264,11 +257,27 @@ if __name__ == "__main__":
 
 
 def module_code() -> str:
-    """The module's fixed code, its activation dispatch built from the registered
-    activations' PyTorch forms (``if name == "relu": return torch.relu(x)``)."""
+    """The module's fixed code, its activation and normalisation dispatches built from
+    the registered operations' PyTorch forms (``if name == "relu": return
+    torch.relu(x)``; ``if kind == "rms":`` and the RMSNorm's statements)."""
     branches = "".join(f"        if name == {json.dumps(name)}:\n            return {function}\n"
                        for name, function in torch_activations().items())
-    return _MODULE.replace(_ACT, branches)
+    norms = "".join(f"        if kind == {json.dumps(key)}:\n"
+                    + textwrap.indent(code, " " * 12)
+                    for key, code in torch_norms().items())
+    return _MODULE.replace(_ACT, branches).replace(_NORM, norms)
+
+
+def _norm_keys(example: Example) -> list[str]:
+    """Every normalisation the example uses (its blocks', the final, embedding and
+    prediction-head norms', the decoder's)."""
+    blocks = [*example.layers, *(example.decoder.layers if example.decoder else ())]
+    keys = [L.layer_norm for L in blocks if L.norm != "none"]
+    head = example.lm_head
+    others = (example.final_norm, example.embedding_norm,
+              head.transform_norm if head is not None else None,
+              example.decoder.final_norm if example.decoder is not None else None)
+    return keys + [n.layer_norm for n in others if n is not None]
 
 
 def to_torch(example: Example) -> str:
@@ -306,11 +315,18 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
     supported = torch_activations()
-    unknown = sorted({L.activation for L in example.layers} - set(supported))
+    used = {L.activation for L in (*example.layers, *(
+        example.decoder.layers if example.decoder is not None else ())) if L.W_1 is not None}
+    if example.lm_head is not None and example.lm_head.W_transform is not None:
+        used.add(example.lm_head.transform_activation)
+    unknown = sorted(used - set(supported))
     if unknown:
         raise NotSupportedError(f"the PyTorch module: the activation {unknown[0]!r} has no "
                                 f"PyTorch function here (supported: "
                                 f"{', '.join(supported)})")
+    unknown = sorted(set(_norm_keys(example)) - set(torch_norms()))
+    if unknown:
+        raise refuse("normalisation", unknown[0], CONSUMER, "torch_norms (its PyTorch form)")
     weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
     if example.positional_embeddings is not None:
         weights["positional_embeddings"] = float_rows(example.positional_embeddings)

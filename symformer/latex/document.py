@@ -160,10 +160,16 @@ PRE_NORM = {"norm1": "Norm before attention", "norm2": "Norm before the feed-for
             "final_norm": "Final norm"}
 
 
+def _kind_group(stage: Stage) -> str | None:
+    """The group of the stage's kind; a normalisation's output (any registered one, by
+    its declaration) is in "Add & Norm"."""
+    return "Add & Norm" if stage.op.norm_keys else GROUPS.get(stage.kind)
+
+
 def _pre_norm_group(stage: Stage) -> str | None:
     """The group of a pre-norm block's norm or residual stage (None for a post-norm
     block's, whose norm follows its residual: "Add & Norm")."""
-    if GROUPS.get(stage.kind) != "Add & Norm":
+    if _kind_group(stage) != "Add & Norm":
         return None
     parts = stage.name.split(".")
     where = parts[0] if parts[0] == "final_norm" else parts[1] if len(parts) > 1 else ""
@@ -177,7 +183,7 @@ def _group(stage: Stage) -> str:
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
-    group = _pre_norm_group(stage) or GROUPS.get(stage.kind) or _title(stage)
+    group = _pre_norm_group(stage) or _kind_group(stage) or _title(stage)
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
         group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
