@@ -61,6 +61,7 @@ from symformer.notation import (
     superscript_pieces,
 )
 from symformer.notation_types import Notation
+from symformer.pipeline import Rendering
 from symformer.words import plural, with_causal_mask
 from symformer.worked.render_latex import width
 
@@ -93,8 +94,10 @@ CAUSAL_KINDS = ("scores", "weights")
 
 
 @dataclass(frozen=True)
-class Options:
-    """What to export: decimals, the worked examples' tokens, exact forms, stage filter.
+class Options(Rendering):
+    """What to export: how it is printed (:class:`~symformer.pipeline.Rendering`:
+    decimals, the worked examples' token, exact forms, ``full``; the command line's
+    defaults), and the stage filter.
 
     ``target_token`` is the decoder's worked token (None: the last target position);
     ``steps`` > 0 adds a greedy-generation section of that many steps; ``backward``
@@ -103,15 +106,11 @@ class Options:
     shows its weights and table under one sentence, :mod:`symformer.latex.repeats`).
     """
 
-    decimals: int = 2
-    token: int = 1
-    exact: bool = False
     stages: tuple[str, ...] | None = None
     target_token: int | None = None
     steps: int = 0
     max_work: int | None = None
     backward: bool = True
-    full: bool = False
 
 
 def resolve_token(g: Derivation, text: str | int, side: str = "encoder") -> int:
