@@ -17,6 +17,7 @@ from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry, first_position
+from symformer.pipeline import DEFAULT_DECIMALS
 from symformer.worked.numbers import integer_values
 
 #: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
@@ -86,7 +87,7 @@ def heat_scale(values: list[list[str]]) -> tuple[Fraction, Fraction]:
     return min(shown), max(shown)
 
 
-def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
+def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool = False,
                 max_ops: int = numbers.TABLE_MAX_OPS, highlight: int | None = None,
                 heat: bool | None = None, caption: str | None = None,
                 label: str | None = None, significant=None) -> Table:
@@ -185,7 +186,7 @@ def row_header(stage: Stage) -> tuple[str, str]:
     return ("row", "input" if stage.rows == g[stage.inputs[0]].cols else "token")
 
 
-def stage_matrix(stage: Stage, lhs: str, *, decimals: int = 2, exact: bool = False,
+def stage_matrix(stage: Stage, lhs: str, *, decimals: int = DEFAULT_DECIMALS, exact: bool = False,
                  max_ops: int = numbers.TABLE_MAX_OPS) -> MatrixBlock:
     """The stage as ``lhs = [bmatrix]`` (certified decimals or short closed forms)."""
     values = stage_values(stage, decimals)

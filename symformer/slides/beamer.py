@@ -20,6 +20,7 @@ from symformer.figures import tikz
 from symformer.latex.blocks import Table
 from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
+from symformer.pipeline import DEFAULT_DECIMALS
 from symformer.slides.deck import (
     HEADING,
     DiagramFrame,
@@ -176,7 +177,7 @@ def title_page(g: Derivation, options: Options) -> str:
             f"{options.decimals} decimals.}}\n")
 
 
-def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
+def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
     """One frame of one or more stages: each stage's equation and the token's numbers
     substituted; then their results and the table with the token's row highlighted
     (each from its overlay on, never removed; :meth:`StageFrame.steps`).  A frame of
