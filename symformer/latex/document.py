@@ -303,7 +303,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     worked, left = (None, 0) if repeated else worked_and_left(
         stage, token, style, masked=False, alike=None if options.full else ALIKE,
         long_only=True)
-    if stage.kind == "next_token":
+    if stage.op.jumps:  # the argmax indicator: the decision in words
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
             stage.derivation)]))
     if worked is not None:

@@ -102,7 +102,7 @@ def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool =
     integers = integer_values(stage, decimals)
     values = integers or (significant.table(stage) if significant is not None
                           else stage.values(decimals=decimals))
-    indicator = stage.kind == "next_token"  # exact 0s and 1s
+    indicator = stage.op.jumps  # the argmax indicator: exact 0s and 1s
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
     heat = stage.op.heat if heat is None else heat
@@ -144,7 +144,7 @@ def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool =
             legend.append("Darker: larger value (shaded from this table\u2019s smallest "
                           "to its largest value).")
         else:
-            legend.append("Darker: larger weight." if stage.kind == "weights"
+            legend.append("Darker: larger weight." if stage.op.columns == "keys"
                           else "Darker: larger probability.")
     return Table(
         caption=caption or f"{stage.name} ({stage.shape[0]}\u00d7{stage.shape[1]}).",
