@@ -30,13 +30,17 @@ if TYPE_CHECKING:
 OPERATIONS: dict[str, type[Operation]] = {}
 
 
+def _declaring(declaration: str, rank: str) -> list[type[Operation]]:
+    """The operations declaring ``declaration`` themselves (not by inheritance), in
+    listing order: their declared ``rank``, then definition order."""
+    found = [cls for cls in OPERATIONS.values() if cls.__dict__.get(declaration)]
+    return sorted(found, key=lambda cls: getattr(cls, rank))  # stable: definition order
+
+
 def activations() -> dict[str, type[Operation]]:
     """Every activation by its example-file name, in listing order (the declared rank,
     then definition order)."""
-    found = [cls for cls in OPERATIONS.values() if cls.__dict__.get("activation_key")]
-    order = {cls: k for k, cls in enumerate(found)}
-    found.sort(key=lambda cls: (cls.activation_rank, order[cls]))
-    return {cls.activation_key: cls for cls in found}
+    return {cls.activation_key: cls for cls in _declaring("activation_key", "activation_rank")}
 
 
 def activation(name: str) -> type[Operation]:
@@ -60,10 +64,7 @@ def normalisations() -> dict[str, type[Operation]]:
     """Every normalisation by its example-file name (``layer_norm = "rms"``), in listing
     order (the declared ``norm_rank``, then definition order): the class whose
     ``add_norm`` adds its stages."""
-    found = [cls for cls in OPERATIONS.values() if cls.__dict__.get("norm_keys")]
-    order = {cls: k for k, cls in enumerate(found)}
-    found.sort(key=lambda cls: (cls.norm_rank, order[cls]))
-    return {key: cls for cls in found for key in cls.norm_keys}
+    return {key: cls for cls in _declaring("norm_keys", "norm_rank") for key in cls.norm_keys}
 
 
 def normalisation(key: str) -> type[Operation]:
