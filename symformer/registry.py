@@ -30,17 +30,19 @@ if TYPE_CHECKING:
 OPERATIONS: dict[str, type[Operation]] = {}
 
 
-def _declaring(declaration: str, rank: str) -> list[type[Operation]]:
+def _declaring(declaration: str, rank: Callable[[type[Operation]], int]
+               ) -> list[type[Operation]]:
     """The operations declaring ``declaration`` themselves (not by inheritance), in
     listing order: their declared ``rank``, then definition order."""
     found = [cls for cls in OPERATIONS.values() if cls.__dict__.get(declaration)]
-    return sorted(found, key=lambda cls: getattr(cls, rank))  # stable: definition order
+    return sorted(found, key=rank)  # a stable sort: definition order among equals
 
 
 def activations() -> dict[str, type[Operation]]:
     """Every activation by its example-file name, in listing order (the declared rank,
     then definition order)."""
-    return {cls.activation_key: cls for cls in _declaring("activation_key", "activation_rank")}
+    return {cls.activation_key: cls for cls in _declaring(
+        "activation_key", lambda cls: cls.activation_rank)}
 
 
 def activation(name: str) -> type[Operation]:
@@ -64,7 +66,8 @@ def normalisations() -> dict[str, type[Operation]]:
     """Every normalisation by its example-file name (``layer_norm = "rms"``), in listing
     order (the declared ``norm_rank``, then definition order): the class whose
     ``add_norm`` adds its stages."""
-    return {key: cls for cls in _declaring("norm_keys", "norm_rank") for key in cls.norm_keys}
+    return {key: cls for cls in _declaring("norm_keys", lambda cls: cls.norm_rank)
+            for key in cls.norm_keys}
 
 
 def normalisation(key: str) -> type[Operation]:
