@@ -164,7 +164,7 @@ def row_math(stage: Stage) -> tuple[str, ...] | None:
     """A weight gradient's row labels as math: the input entry each row multiplies
     (``a_{0}`` for a row of dL/dW_2), or nothing for a single row (dL/dγ); None for
     every other table (its rows are tokens)."""
-    if stage.kind != "weight_gradient":
+    if not stage.op.of_weight:
         return None
     if stage.shape[0] == 1:
         return ("",)
@@ -178,7 +178,7 @@ def row_header(stage: Stage) -> tuple[str, str]:
     """The headers of a table's two label columns: a token's position and word, or for
     a weight's gradient the weight's row and the input column it multiplies (the
     embedding table's: the token it holds; a single row: none)."""
-    if stage.kind != "weight_gradient":
+    if not stage.op.of_weight:
         return ("pos", "token")
     if stage.shape[0] == 1:
         return ("", "")

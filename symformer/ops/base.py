@@ -146,6 +146,10 @@ class Operation(ABC):
     #: True for a gradient stage's step: the sum over the paths from the loss of its
     #: consumers' backward rules (``parts(stage)``), displayed one rule per path.
     sums_paths: ClassVar[bool] = False
+    #: True for a step giving the gradient of a weight (dL/dW_1, dL/dgamma, a tied
+    #: table's): its rows are the weight's rows, not tokens (one row for a bias or a
+    #: gain), and the notes gather it with the other weights' gradients.
+    of_weight: ClassVar[bool] = False
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None

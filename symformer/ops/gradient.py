@@ -89,6 +89,10 @@ class Gradient(Operation):
     reference_function = gradient_sum
     default_notation = Notation(r"\partial L", "∂L", "Gradient")
 
+    @property
+    def of_weight(self) -> bool:  # differentiated by a parameter, not an input stage
+        return any(isinstance(term.wrt, str) for term in self.terms)
+
     def _sum(self, args: Sequence, num: Arithmetic) -> Rows:
         total: Rows | None = None
         k = 0

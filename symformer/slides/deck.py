@@ -358,7 +358,7 @@ def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFra
     digits = SignificantValues(DEFAULT_DIGITS)
     table = stage_table(stage, decimals=options.decimals, caption=caption(stage),
                         label=f"tab:{stage.name}", significant=digits,
-                        highlight=None if stage.kind == "weight_gradient" else row)
+                        highlight=None if stage.op.of_weight else row)
     return _table_only_frames(stage, row, table, note, GRADIENT_WIDTH)
 
 
