@@ -112,3 +112,21 @@ def test_the_counter_counts_what_it_says():
     tree = ast.parse("a = stage.kind == 'Q'\nb = GROUPS.get(s.kind)\nc = G[g[n].kind]\n"
                      "d = token.kind == 'x'\ne = x.stage.kind in K\nf = print(stage.kind)")
     assert kind_tests(tree) == 4
+
+
+def test_a_weights_gradient_is_told_by_its_declaration():
+    """``op.of_weight`` (what the notes, tables and slides ask) marks exactly the stages
+    the backward pass adds as weights' gradients, a tied table's two parts included."""
+    from importlib import resources
+
+    from symformer import derive, parse_example
+    from symformer.blocks.backward import with_gradients
+
+    text = (resources.files("symformer.examples") / "gpt2_style.toml").read_text()
+    example = parse_example(text + '\n[loss]\nkind = "cross_entropy"\n'
+                            'targets = ["cat", "sat", "on"]\n', "tied.toml")
+    g = with_gradients(derive(example))
+    marked = {s.name for s in g if s.op.of_weight}
+    assert marked == {s.name for s in g if s.kind == "weight_gradient"}
+    assert {"grad.embedding_table", "grad.embedding_table.head", "grad.layer1.W_1",
+            "grad.layer1.norm1.gamma"} <= marked
