@@ -67,14 +67,14 @@ def _taught(stage: Stage) -> bool:
         return True
     source = stage.name.removeprefix("grad.")
     g = stage.derivation
-    return stage.kind == "gradient" and source in g and source != "loss" \
+    return stage.op.of_stage and source in g and source != "loss" \
         and g[source].rows == stage.rows
 
 
 def _row(stage: Stage, token: int, target: int | None) -> int:
-    if stage.kind == "position_losses":  # the loss of the token followed
+    if stage.op.per_position_of:  # the loss of the token followed
         return min(token if target is None else target, stage.shape[0] - 1)
-    if stage.kind != "gradient":
+    if not stage.op.of_stage:
         return 0
     source = stage.derivation[stage.name.removeprefix("grad.")]
     row = decoder.worked_row(source, token, target) if target is not None else token
@@ -135,19 +135,19 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     if equation is not None and equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
     taught = not repeated and not stage.op.of_weight and _taught(stage)
-    alike = None if full or stage.kind != "gradient" else ALIKE
+    alike = None if full or not stage.op.of_stage else ALIKE
     worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
     matrix = gradient_matrix(stage, values)
     if ((stage.op.of_weight and as_matrix(stage)) or (
-            repeated and stage.kind == "gradient")) and fits_line(matrix):
+            repeated and stage.op.of_stage)) and fits_line(matrix):
         out.append(Fragment(f"{name}-table", [Matrices(((matrix,),))]))
         out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
         return out
-    if stage.op.of_weight or stage.kind == "position_losses" or repeated or left:
+    if stage.op.of_weight or stage.op.per_position_of or repeated or left:
         table = stage_table(stage, decimals=decimals, exact=exact, caption=_caption(stage),
                             label=f"tab:{stage.name}", significant=values,
-                            highlight=row if stage.kind == "gradient" else None)
+                            highlight=row if stage.op.of_stage else None)
         said = f"Values correctly rounded to {DEFAULT_DIGITS} significant digits."
         out.append(Fragment(f"{name}-table", [  # the introduction says the default
             replace(table, legend=tuple(t for t in table.legend if t != said))]))
@@ -294,7 +294,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
             part = "Loss"
             out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
             continue
-        if stage.kind == "position_losses":  # in the loss's part, under its own title
+        if stage.op.per_position_of:  # in the loss's part, under its own title
             out.append(Section(Heading(_title(stage), top + 2), _fragments(
                 stage, _row(stage, token, target), decimals, exact)))
             continue

@@ -150,6 +150,9 @@ class Operation(ABC):
     #: table's): its rows are the weight's rows, not tokens (one row for a bias or a
     #: gain), and the notes gather it with the other weights' gradients.
     of_weight: ClassVar[bool] = False
+    #: True for a step giving the gradient of a stage (dL/dX, summed over the paths
+    #: from the loss; the loss's own dL/dL = 1): its rows are the stage's.
+    of_stage: ClassVar[bool] = False
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None

@@ -93,6 +93,10 @@ class Gradient(Operation):
     def of_weight(self) -> bool:  # differentiated by a parameter, not an input stage
         return any(isinstance(term.wrt, str) for term in self.terms)
 
+    @property
+    def of_stage(self) -> bool:  # differentiated by an input stage
+        return not self.of_weight
+
     def _sum(self, args: Sequence, num: Arithmetic) -> Rows:
         total: Rows | None = None
         k = 0
@@ -230,6 +234,7 @@ class Seed(Operation):
     name = "gradient_seed"
     reference_function = seed
     constant = 1
+    of_stage = True  # of the loss itself
     default_notation = Notation(r"\partial L / \partial L", "∂L/∂L", "Gradient of the loss")
     rational = True
 

@@ -237,7 +237,7 @@ BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
 def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]:
     """The loss, then the gradient at every stage of the side's token rows, from the
     loss back to the embeddings (the order the backward pass appends them in)."""
-    return [g["loss"], *(s for s in g if s.kind == "gradient" and s.side == side
+    return [g["loss"], *(s for s in g if s.op.of_stage and s.side == side
                          and s.rows == tokens and s.name != "grad.loss")]
 
 
