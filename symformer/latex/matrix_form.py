@@ -143,7 +143,7 @@ def lines(stage: Stage) -> list[Line]:
         return [Line(stage.name, _affine(stage, Ref(stage.inputs[0])))]
     if op.matrix_form == "rotate":
         return [Line(stage.name, Rotate(stage.name, Ref(stage.inputs[0])))]
-    if op.matrix_form == "softmax" and stage.kind == "weights":
+    if op.matrix_form == "softmax" and op.columns == "keys":  # attention weights
         scores = g[stage.inputs[0]]
         if scores.op.matrix_form != "scores":
             return []
@@ -153,7 +153,7 @@ def lines(stage: Stage) -> list[Line]:
         q, k = raw.inputs
         product = MatMul(Ref(q), Transpose(Ref(k)))
         return [Line(stage.name, RowSoftmax(Scores(product, scores.name)))]
-    if op.matrix_form == "product" and stage.kind == "head_output":
+    if op.matrix_form == "product":  # a head's weighted sum of the values
         a, v = stage.inputs
         return [Line(stage.name, MatMul(Ref(a), Ref(v)))]
     if op.matrix_form == "affine" and stage.kind == "attention_output":
@@ -169,7 +169,7 @@ def lines(stage: Stage) -> list[Line]:
     if op.matrix_form == "affine" and stage.kind == "ffn_output":
         inner = _ffn_inner(g[stage.inputs[0]])
         return [] if inner is None else [Line(stage.name, _affine(stage, inner))]
-    if op.matrix_form == "softmax" and stage.kind == "probabilities":
+    if op.matrix_form == "softmax":  # over the vocabulary (or the classes)
         logits = g[stage.inputs[0]]
         if logits.op.matrix_form != "affine":
             return []
