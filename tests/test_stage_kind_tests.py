@@ -13,6 +13,7 @@ at 0).  A new kind of step declares what the rest asks of it on its operation
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -83,7 +84,9 @@ def kind_tests(tree: ast.AST) -> int:
     return count
 
 
+@functools.cache
 def counts() -> Counter:
+    """The stage-kind tests of every module outside ``ops/`` (parsed once)."""
     root = Path(symformer.__file__).parent
     found: Counter = Counter()
     for path in sorted(root.rglob("*.py")):
