@@ -67,7 +67,8 @@ def _primes(stage: Stage) -> int:
     """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum,
     normalisation and the normalisation's statistics (μ′, σ′², σ̃′), else 0."""
     m = _SUBLAYER.search(stage.name)
-    return 0 if m is None or stage.kind not in _PRIMED else int(m.group(1)) - 1
+    primed = stage.kind in _PRIMED or stage.op.norm_keys  # any normalisation
+    return 0 if m is None or not primed else int(m.group(1)) - 1
 
 
 def _primed(note: Notation, primes: int) -> Notation:

@@ -21,9 +21,10 @@ from it (tables, a trace, a document) is in :mod:`symformer.documents`,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from symformer.blocks.cost import estimate
 from symformer.blocks.slices import Shown, Slice, check_slice, spans, truncated, view
@@ -34,13 +35,42 @@ from symformer.example import Example
 from symformer.verify.conventions import Convention, derive_variant, replaced, with_conventions
 from symformer.words import plural
 
-#: Decimals of every printed value unless a request says otherwise (every command).
+#: Decimals of every printed value unless a request says otherwise (every command, and
+#: every renderer called from Python: :class:`Rendering`).
 DEFAULT_DECIMALS = 3
 #: The commands whose header says "(causal mask)" when the mask is on (the others say
 #: it in their own words, or print no header).
 _SAYS_CAUSAL_MASK = frozenset({"derive", "backward", "train"})
+#: A renderer's options class (:meth:`Rendering.extended`).
+R = TypeVar("R", bound="Rendering")
 #: How much of the sentence a request derives (:attr:`Request.reads`).
 Reads = Literal["all", "slice", "first", "token"]
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How every renderer prints an example: one set of options, one default each.
+
+    ``decimals``: places of every printed value (tables, worked lines, figures, the
+    trace); ``token``: the position the worked examples follow (the command line
+    resolves a word to it); ``exact``: short closed forms (``4 + sin 1``) instead of
+    decimals where they are short; ``full``: every stage worked, not only the first
+    of each equation.  The command line carries it in its :class:`Request`
+    (``Request.rendering``), and each renderer's options extend it
+    (:class:`symformer.latex.Options`, :class:`symformer.slides.Options`), so a
+    notebook calling a renderer with its defaults prints what the command prints.
+    """
+
+    decimals: int = DEFAULT_DECIMALS
+    token: int = 1
+    exact: bool = False
+    full: bool = False
+
+    def extended(self, options: type[R], **fields: object) -> R:
+        """These options as a renderer's ``options`` class (one extending
+        :class:`Rendering`), with its own ``fields`` and any of these replaced."""
+        mine = {f.name: getattr(self, f.name) for f in dataclasses.fields(Rendering)}
+        return options(**(mine | fields))
 
 
 @dataclass(frozen=True)
@@ -65,9 +95,10 @@ class Request:
     ``stages``: names or glob patterns of the stages shown (None: all);
     ``side_stages``: a name in ``stages`` may be a side stage's address, added on
     demand, and ``every_side_stage`` adds them all (``derive --all``); ``backward``:
-    run the backward pass (the example needs a ``[loss]``).  ``derive=False``: the
-    command derives in its own way (``prove``, ``generate``, ``crosscheck``):
-    nothing is derived here.
+    run the backward pass (the example needs a ``[loss]``).  ``rendering``: how the
+    output is printed (:class:`Rendering`; ``request.decimals`` is its decimals).
+    ``derive=False``: the command derives in its own way (``prove``, ``generate``,
+    ``crosscheck``): nothing is derived here.
     """
 
     command: str = "derive"
@@ -80,11 +111,16 @@ class Request:
     side_stages: bool = False
     every_side_stage: bool = False
     backward: bool = False
-    decimals: int = DEFAULT_DECIMALS
+    rendering: Rendering = Rendering()
     reader_rounding: bool = False
     max_work: int | None = None
     work: Mapping[str, object] = field(default_factory=dict, hash=False)
     derive: bool = True
+
+    @property
+    def decimals(self) -> int:
+        """The decimals every value is printed with (``rendering.decimals``)."""
+        return self.rendering.decimals
 
 
 @dataclass

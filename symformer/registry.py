@@ -5,7 +5,11 @@ Defining a subclass of :class:`~symformer.ops.base.Operation` registers it in
 example file's value): everything that lists or dispatches on activations (the example
 file, the blocks, the exercise sheet, the matrix form, the figures, the PyTorch module)
 reads them here, so the tenth activation is added as the first was: one module under
-``symformer/ops/``, or one class defined at run time.
+``symformer/ops/``, or one class defined at run time.  A normalisation is one that
+declares its ``norm_keys`` (the example file's ``layer_norm`` values): the blocks, the
+example file, the diagram, the matrix form, the notes and the PyTorch module read it
+here too (:func:`normalisation`), and one that does not declare what a consumer asks
+is refused by that consumer in one line (:func:`refuse`), never given a default.
 
 This module imports nothing of the package (a bottom floor): the example schema reads
 the names without importing the operations, which ``import symformer`` has registered
@@ -14,8 +18,10 @@ before any example is read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
+
+from symformer.errors import InputError, NotSupportedError
 
 if TYPE_CHECKING:
     from symformer.ops.base import Operation
@@ -24,13 +30,19 @@ if TYPE_CHECKING:
 OPERATIONS: dict[str, type[Operation]] = {}
 
 
+def _declaring(declaration: str, rank: Callable[[type[Operation]], int]
+               ) -> list[type[Operation]]:
+    """The operations declaring ``declaration`` themselves (not by inheritance), in
+    listing order: their declared ``rank``, then definition order."""
+    found = [cls for cls in OPERATIONS.values() if cls.__dict__.get(declaration)]
+    return sorted(found, key=rank)  # a stable sort: definition order among equals
+
+
 def activations() -> dict[str, type[Operation]]:
     """Every activation by its example-file name, in listing order (the declared rank,
     then definition order)."""
-    found = [cls for cls in OPERATIONS.values() if cls.__dict__.get("activation_key")]
-    order = {cls: k for k, cls in enumerate(found)}
-    found.sort(key=lambda cls: (cls.activation_rank, order[cls]))
-    return {cls.activation_key: cls for cls in found}
+    return {cls.activation_key: cls for cls in _declaring(
+        "activation_key", lambda cls: cls.activation_rank)}
 
 
 def activation(name: str) -> type[Operation]:
@@ -50,18 +62,76 @@ def torch_activations() -> dict[str, str]:
             if cls.torch_function is not None}
 
 
-class ActivationNames(Sequence[str]):
-    """The activation names as a live tuple: one registered later is in it too."""
+def normalisations() -> dict[str, type[Operation]]:
+    """Every normalisation by its example-file name (``layer_norm = "rms"``), in listing
+    order (the declared ``norm_rank``, then definition order): the class whose
+    ``add_norm`` adds its stages."""
+    return {key: cls for cls in _declaring("norm_keys", lambda cls: cls.norm_rank)
+            for key in cls.norm_keys}
+
+
+def normalisation(key: str) -> type[Operation]:
+    """The normalisation the example file's ``layer_norm = key`` chooses (an unknown
+    name: an :class:`InputError` naming the known ones)."""
+    known = normalisations()
+    if key not in known:
+        raise InputError(f"layer_norm must be one of {', '.join(known)}, found {key!r}")
+    return known[key]
+
+
+def refuse(kind: str, key: str, consumer: str, missing: str) -> NotSupportedError:
+    """The one-line refusal of a consumer that does not know a kind of step: ``the
+    PyTorch module: the normalisation 'dyt' declares no torch_norms (its PyTorch form)``.
+    Never a default in its place."""
+    return NotSupportedError(f"{consumer}: the {kind} {key!r} declares no {missing}")
+
+
+def norm_title(key: str) -> str:
+    """The normalisation's name in a sentence (``biased LayerNorm``, ``RMSNorm``): its
+    declared ``norm_titles``, else its ``norm_label``; neither: refused."""
+    cls = normalisation(key)
+    title = cls.norm_titles.get(key, cls.norm_label)
+    if title is None:
+        raise refuse("normalisation", key, "the notes", "norm_label (its name)")
+    return title
+
+
+def norm_label(key: str, consumer: str) -> str:
+    """The normalisation's short name (``LayerNorm``, ``RMSNorm``): the block diagram's
+    box (``Add & LayerNorm``) and the matrix form's function; undeclared: ``consumer``
+    refuses."""
+    label = normalisation(key).norm_label
+    if label is None:
+        raise refuse("normalisation", key, consumer, "norm_label (its name in a box)")
+    return label
+
+
+def torch_norms() -> dict[str, str]:
+    """The normalisations with a PyTorch form, by example-file name: their code (see
+    ``Operation.torch_norms``)."""
+    return {key: cls.torch_norms[key] for key, cls in normalisations().items()
+            if key in cls.torch_norms}
+
+
+class LiveNames(Sequence[str]):
+    """The keys of a registry listing (``activations()``, ``normalisations()``) as a
+    live tuple: one registered later is in it too."""
+
+    def __init__(self, listing: Callable[[], dict[str, type[Operation]]]) -> None:
+        self.listing = listing
 
     def __getitem__(self, index):  # type: ignore[override]
-        return tuple(activations())[index]
+        return tuple(self.listing())[index]
 
     def __len__(self) -> int:
-        return len(activations())
+        return len(self.listing())
 
     def __repr__(self) -> str:
-        return repr(tuple(activations()))
+        return repr(tuple(self.listing()))
 
 
 #: Every activation's example-file name (``relu``, ``gelu``, ``gelu_tanh``, ``silu``, ...).
-ACTIVATION_NAMES = ActivationNames()
+ACTIVATION_NAMES = LiveNames(activations)
+#: Every normalisation's example-file name (``biased``, ``unbiased``, ``whole_matrix``,
+#: ``rms``, ...).
+NORM_NAMES = LiveNames(normalisations)

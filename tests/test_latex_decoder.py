@@ -37,12 +37,12 @@ def g(example):
 
 @pytest.fixture(scope="module")
 def files(g):
-    return export_files(g, Options(steps=STEPS))
+    return export_files(g, Options(steps=STEPS, decimals=2))
 
 
 @pytest.fixture(scope="module")
 def markdown(g):
-    return export_files(g, Options(steps=STEPS), "markdown")["main.md"]
+    return export_files(g, Options(steps=STEPS, decimals=2), "markdown")["main.md"]
 
 
 def float_greedy(example, steps: int) -> list[tuple[tuple[str, ...], np.ndarray]]:

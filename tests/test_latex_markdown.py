@@ -66,7 +66,7 @@ def test_hostile_tokens_stay_unicode_in_markdown_math():
 
 
 def test_markdown_has_tables_equations_and_worked_examples(block):
-    md = export_files(block, Options(), "markdown")["main.md"]
+    md = export_files(block, Options(decimals=2), "markdown")["main.md"]
     assert "| 1 | **think** | $\\mathbf{1.60}$ | $\\mathbf{0.75}$ |" in md
     assert r"s^{(1)}_{i,j} &= \frac{u^{(1)}_{i,j}}{\sqrt{ d_{k} }}" in md
     assert "&= 4.84 \\cdot 0.25 + 1.54 \\cdot 0.25 \\approx 1.60" in md

@@ -57,7 +57,7 @@ def test_labels_and_caption(block):
     assert column_label(block["layer1.ffn.hidden"], 5) == "h_{5}"
     assert column_label(block["layer1.add_norm1.mean"], 0) == r"\mu"
     assert column_label(w, 3) == r"\text{understand}_{3}"
-    latex = to_latex(stage_table(q, caption="Queries.", label="tab:q", highlight=1))
+    latex = to_latex(stage_table(q, caption="Queries.", label="tab:q", highlight=1, decimals=2))
     assert r"\caption{Queries. Values correctly rounded to 2 decimals.}\label{tab:q}" in latex
     assert r"\toprule" in latex and r"\bottomrule" in latex
     assert latex.count(r"\rowcolor") == 1 and r"\rowcolor{yellow!35}1 & think" in latex

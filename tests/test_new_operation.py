@@ -1,18 +1,27 @@
-"""A new activation is one module: ReLU², defined here and registered at run time.
+"""A new operation is one module: ReLU² and DyT, defined here and registered at run time.
 
-The operation below is the whole of it (``docs/architecture.md``, "Adding an
+ReLU² (an activation) is the whole of it (``docs/architecture.md``, "Adding an
 operation"): its exact formula, balls, NumPy reference, equation, backward rule (the
 step spelled ``(2 * h if h > 0 else 0)`` so the proof decides it by the certified sign
 of h), and the declarations the rest of the package reads (the example file's
-``activation = "relu2"``, the exercise sheet's definition, the PyTorch form).  No other
-source file changes, and every command works on an example that uses it: derive,
+``activation = "test_relu2"``, the exercise sheet's definition, the PyTorch form).  No
+other source file changes, and every command works on an example that uses it: derive,
 backward, export (LaTeX, JSON; the equations proved entry by entry), trace, slides,
 exercise, export --format torch and crosscheck (NumPy, and PyTorch where installed).
 
-The class is defined inside a fixture and removed from the registry afterwards, so the
-other test files see the shipped operations only.  Every value is checked against an
-independent reference: max(0, h)^2 and 2 max(0, h) g in float64 from the engine's own
-hidden layer h, and the notes' text scanned for the declared pieces.
+DyT (Dynamic Tanh, Zhu et al. 2025: y = gamma tanh(alpha x) + beta, alpha a learned
+scalar) is a normalisation in one class the same way: it declares its example-file key
+(``layer_norm = "test_dyt"``), its stages (``add_norm``), its label (the block diagram's
+"Add & DyT", the matrix form's DyT), its PyTorch form and its backward rule, and derive,
+backward, train (alpha trains), export (LaTeX, JSON; its equations proved), trace,
+slides, the diagram, check (its exported equation read back), export --format torch
+(equal to a hand-written torch DyT) and crosscheck (NumPy and PyTorch) work on it.
+
+The classes are defined inside fixtures and removed from the registry afterwards, so
+the other test files see the shipped operations only; their names start with ``test_``
+so that they never clash with a shipped one.  Every value is checked against an
+independent reference: max(0, h)^2, tanh(x / 2) and their gradients in float64 from the
+engine's own inputs, and the notes' text scanned for the declared pieces.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from symformer.registry import OPERATIONS, activations
 
 #: The shipped course example with its activation replaced, and a loss to differentiate.
 TEXT = (resources.files("symformer.examples") / "course_module.toml").read_text()
-TEXT = TEXT.replace('eps = "1e-5"\n', 'eps = "1e-5"\nactivation = "relu2"\n', 1) + (
+TEXT = TEXT.replace('eps = "1e-5"\n', 'eps = "1e-5"\nactivation = "test_relu2"\n', 1) + (
     '\n[loss]\nkind = "mse"\ntarget = [[0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 0.5, 0], '
     '[0, 0, 0, 0.5]]\n')
 
@@ -62,16 +71,16 @@ def _define() -> type:
 
         notation: Notation | None = None
 
-        name = "relu2"
+        name = "test_relu2"
         reference_function = relu2
         default_notation = Notation("a", "a", "FFN activation (squared ReLU)")
         clips = True  # 0 where h <= 0, and no gradient back there
-        activation_key = "relu2"
+        activation_key = "test_relu2"
         function_name = "ReLU^2"
         definition = ("Squared ReLU squares positive numbers and replaces negative ones "
                       "by 0: ", r"\operatorname{ReLU^2}(x) = \max(0, x)^2", ".")
         torch_function = "torch.relu(x) ** 2"
-        hf_names = ("relu2",)
+        hf_names = ("test_relu2",)
 
         def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
             return IndexEquation(("a[i, j] = max(0, h[i, j]) ** 2",), {"a": "out", "h": "in0"})
@@ -127,7 +136,7 @@ def graph(example):
 
 @pytest.fixture()
 def example_file(relu2, tmp_path):
-    path = tmp_path / "relu2.toml"
+    path = tmp_path / "test_relu2.toml"
     path.write_text(TEXT)
     return str(path)
 
@@ -138,7 +147,7 @@ def _floats(g, name: str) -> np.ndarray:
 
 
 def test_registered_from_its_own_module(relu2):
-    assert activations()["relu2"] is relu2
+    assert activations()["test_relu2"] is relu2
     assert list(activations())[:4] == ["relu", "gelu", "gelu_tanh", "silu"]
 
 
@@ -146,7 +155,7 @@ def test_a_hugging_face_config_names_it_by_its_declared_hf_names(relu2):
     from symformer.frameworks.hf_config import hf_activations
 
     known = hf_activations()  # hidden_act / activation_function -> the example's key
-    assert known["relu2"] == "relu2"
+    assert known["test_relu2"] == "test_relu2"
     assert known["gelu_new"] == known["gelu_pytorch_tanh"] == "gelu_tanh"
     assert known["swish"] == known["silu"] == "silu" and known["relu"] == "relu"
 
@@ -154,7 +163,7 @@ def test_a_hugging_face_config_names_it_by_its_declared_hf_names(relu2):
 def test_derive_and_backward_values(graph):
     """a = max(0, h)^2 and dL/dh = 2 max(0, h) dL/da, against float64 of the engine's h."""
     g = graph
-    assert g["layer1.ffn.activation"].op.name == "relu2"
+    assert g["layer1.ffn.activation"].op.name == "test_relu2"
     h = _floats(g, "layer1.ffn.hidden")
     assert (h > 0).any() and (h < 0).any()  # both branches are exercised
     a = _floats(g, "layer1.ffn.activation")
@@ -230,7 +239,7 @@ def test_torch_module_and_crosscheck(example_file, tmp_path, capsys):
     assert main(["export", example_file, "--format", "torch", "--out", str(out),
                  "--quiet"]) == 0
     code = "\n".join(p.read_text() for p in out.rglob("*.py"))
-    assert 'if name == "relu2":\n            return torch.relu(x) ** 2' in code
+    assert 'if name == "test_relu2":\n            return torch.relu(x) ** 2' in code
     pytest.importorskip("torch")
     assert main(["crosscheck", example_file, "--torch"]) == 0
     assert "layer1.ffn.activation" in capsys.readouterr().out
@@ -242,7 +251,7 @@ def test_an_activation_without_a_pytorch_form_is_refused(relu2, example, monkeyp
     from symformer.frameworks.torch_out import to_torch
 
     monkeypatch.setattr(relu2, "torch_function", None)
-    with pytest.raises(NotSupportedError, match="relu2"):
+    with pytest.raises(NotSupportedError, match="test_relu2"):
         to_torch(example)
 
 
@@ -279,3 +288,288 @@ def test_nothing_outside_ops_asks_for_a_concrete_operation_class():
                 if any(getattr(n, "id", None) in classes for n in names):
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert not found, found
+
+
+# -- a new normalisation: DyT, Dynamic Tanh (Zhu, Chen, He, LeCun, Liu 2025) ----------------
+
+#: The course example with DyT in place of its LayerNorms, and the same loss.
+DYT_TEXT = TEXT.replace('activation = "test_relu2"\n', 'layer_norm = "test_dyt"\n', 1)
+
+
+def _define_dyt() -> type:
+    """DyT, y = gamma tanh(alpha x) + beta with alpha a learned scalar: everything about
+    it, in one place (as ops/<name>.py would hold it)."""
+    from dataclasses import replace
+
+    from flint import arb
+
+    from symformer.engine.arbmath import ArbMatrix, constant_vector, rational_ball
+    from symformer.equations.ir import IndexEquation
+    from symformer.lazy import sympy
+    from symformer.notation_types import Notation
+    from symformer.ops.base import Operation
+    from symformer.ops.calculus import EXACT, Arithmetic, Rows
+
+    def dyt(x, alpha, gamma, beta):
+        """gamma tanh(alpha x) + beta, entry by entry (alpha a number)."""
+        return gamma * np.tanh(alpha * x) + beta
+
+    def dyt_backward_x(x, alpha, gamma, beta, g):
+        """dL/dx = dL/dy gamma alpha (1 - tanh(alpha x)^2)."""
+        return g * gamma * alpha * (1 - np.tanh(alpha * x) ** 2)
+
+    def dyt_backward_alpha(x, alpha, gamma, beta, g):
+        """dL/dalpha = sum_ij dL/dy_ij gamma_j x_ij (1 - tanh(alpha x_ij)^2), as 1 x 1."""
+        return np.sum(g * gamma * x * (1 - np.tanh(alpha * x) ** 2)).reshape(1, 1)
+
+    def dyt_backward_gamma(x, alpha, gamma, beta, g):
+        """dL/dgamma_j = sum_i dL/dy_ij tanh(alpha x_ij)."""
+        return np.sum(g * np.tanh(alpha * x), axis=0, keepdims=True)
+
+    def dyt_backward_beta(x, alpha, gamma, beta, g):
+        """dL/dbeta_j = sum_i dL/dy_ij."""
+        return np.sum(g, axis=0, keepdims=True)
+
+    rules = {0: dyt_backward_x, "alpha": dyt_backward_alpha, "gamma": dyt_backward_gamma,
+             "beta": dyt_backward_beta}
+    #: Inputs 1, 2, 3 of the form reading its weights from stages (a training step's).
+    staged_inputs = {1: "alpha", 2: "gamma", 3: "beta"}
+
+    @dataclass(frozen=True)
+    class DyT(Operation):
+        """``gamma_j tanh(alpha x_ij) + beta_j``: no mean, no variance; alpha starts at
+        the paper's 1/2.  ``from_stages``: alpha, gamma, beta are inputs 1, 2, 3."""
+
+        alpha: Any
+        gamma: Any
+        beta: Any
+        notation: Notation | None = None
+        from_stages: bool = False
+
+        name = "test_dyt"
+        reference_function = dyt
+        default_notation = Notation("y", "y", "DyT (dynamic tanh)")
+        norm_keys = ("test_dyt",)
+        norm_label = "DyT"
+        norm_remark = "each entry squashed by tanh of alpha times it, scaled, shifted"
+        torch_norms = {"test_dyt": "return gamma * torch.tanh(0.5 * x) + beta\n"}
+
+        @classmethod
+        def add_norm(cls, g, name, x, key, eps, gamma, beta, layer):
+            return g.add(name, "norm", cls(sympy.Rational(1, 2), gamma, beta), (x,),
+                         g[x].rows, g[x].cols, layer=layer)
+
+        def _weights(self, args, num: Arithmetic):
+            """(alpha, gamma row, beta row) in the arithmetic ``num``."""
+            if self.from_stages:
+                return args[1][0][0], list(args[2][0]), list(args[3][0])
+            return (num.const(self.alpha), [num.const(v) for v in self.gamma],
+                    [num.const(v) for v in self.beta])
+
+        def equation(self, shapes=()):
+            if self.from_stages:
+                return None
+            return IndexEquation(("y[i, j] = gamma[j] * tanh(alpha * x[i, j]) + beta[j]",),
+                                 {"y": "out", "x": "in0", "alpha": "param:alpha",
+                                  "gamma": "param:gamma", "beta": "param:beta"})
+
+        def backward_equation(self, wrt, shapes=()):
+            if self.from_stages:
+                return None
+            arrays = {"dy": "grad", "x": "in0", "alpha": "param:alpha",
+                      "gamma": "param:gamma"}
+            sizes = {"n": ("x", 0), "d": ("x", 1)}
+            line = {
+                0: "dx[i, j] = dy[i, j] * gamma[j] * alpha * (1 - tanh(alpha * x[i, j]) ** 2)",
+                "alpha": "dx = sum(dy[i, j] * gamma[j] * x[i, j] * (1 - tanh(alpha * x[i, j])"
+                         " ** 2) for i in range(n) for j in range(d))",
+                "gamma": "dx[j] = sum(dy[i, j] * tanh(alpha * x[i, j]) for i in range(n))",
+                "beta": "dx[j] = sum(dy[i, j] for i in range(n))"}[wrt]
+            return IndexEquation((line,), {"dx": "result", **arrays}, sizes=sizes)
+
+        def sympy(self, args):
+            X = args[0]
+            alpha, gamma, beta = self._weights(
+                [a.tolist() for a in args], EXACT)
+            return sympy.Matrix(X.rows, X.cols, lambda i, j: gamma[j] * sympy.tanh(
+                alpha * X[i, j]) + beta[j])
+
+        def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+            if self.from_stages:
+                (alpha,), gamma, beta = args[1][0], args[2][0], args[3][0]
+            else:
+                alpha = rational_ball(self.alpha)
+                gamma, beta = constant_vector(self.gamma), constant_vector(self.beta)
+            return [[c * arb.tanh(alpha * x) + b for x, c, b in zip(row, gamma, beta)]
+                    for row in args[0]]
+
+        def arguments(self, args, dtype):
+            if self.from_stages:
+                x, alpha, gamma, beta = (np.asarray(a, dtype=dtype) for a in args)
+                return x, alpha[0, 0], gamma, beta
+            return (args[0], dtype(float(self.alpha)), _floats_of(self.gamma, dtype),
+                    _floats_of(self.beta, dtype))
+
+        def parameters(self):
+            """alpha (1 x 1), gamma and beta; none when they are stages."""
+            if self.from_stages:
+                return {}
+            return {"alpha": sympy.Matrix([[self.alpha]]), "gamma": self.gamma,
+                    "beta": self.beta}
+
+        def parameter_notation(self, name: str) -> Notation:
+            if name == "alpha":
+                return Notation(r"\alpha", "α", "the scale inside tanh")
+            return super().parameter_notation(name)
+
+        def staged(self):
+            return None if self.from_stages else replace(self, from_stages=True)
+
+        def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt, num: Arithmetic
+                     ) -> Rows:
+            """dL/dx_ij = g_ij gamma_j alpha sech^2(alpha x_ij); dL/dalpha =
+            sum_ij g_ij gamma_j x_ij sech^2(alpha x_ij); dL/dgamma_j = sum_i g_ij
+            tanh(alpha x_ij); dL/dbeta_j = sum_i g_ij (sech^2 = 1 - tanh^2)."""
+            wrt = staged_inputs.get(wrt, wrt) if self.from_stages else wrt
+            alpha, gamma, _ = self._weights(args, num)
+            X = args[0]
+
+            def sech2(x):
+                t = num.tanh(alpha * x)
+                return 1 - t * t
+
+            if wrt == 0:
+                return [[d * c * alpha * sech2(x) for x, c, d in zip(row, gamma, ds)]
+                        for row, ds in zip(X, grad)]
+            if wrt == "alpha":
+                return [[num.total(d * c * x * sech2(x) for row, ds in zip(X, grad)
+                                   for x, c, d in zip(row, gamma, ds))]]
+            if wrt == "gamma":
+                return [[num.total(d * num.tanh(alpha * x) for x, d in zip(xs, ds))
+                         for xs, ds in zip(zip(*X), zip(*grad))]]
+            return [[num.total(column) for column in zip(*grad)]]
+
+        def backward_function(self, wrt):
+            return rules[staged_inputs.get(wrt, wrt) if self.from_stages else wrt]
+
+        def backward_arguments(self, wrt, args, out, grad, dtype):
+            x, alpha, gamma, beta = self.arguments([a.astype(dtype) for a in args], dtype)
+            return x, alpha, gamma, beta, grad.astype(dtype)
+
+    return DyT
+
+
+def _floats_of(m, dtype) -> np.ndarray:
+    return np.array([[float(v) for v in m]], dtype=dtype)
+
+
+@pytest.fixture(scope="module")
+def dyt():
+    """The normalisation, registered for this module's tests only."""
+    cls = _define_dyt()
+    try:
+        yield cls
+    finally:
+        OPERATIONS.pop(cls.name, None)
+
+
+@pytest.fixture(scope="module")
+def dyt_graph(dyt):
+    return with_gradients(derive(parse_example(DYT_TEXT, source="course_module+dyt")))
+
+
+@pytest.fixture()
+def dyt_file(dyt, tmp_path):
+    path = tmp_path / "test_dyt.toml"
+    path.write_text(DYT_TEXT)
+    return str(path)
+
+
+def test_dyt_values_and_gradients(dyt_graph):
+    """y = tanh(x / 2) (gamma = 1, beta = 0) and its gradients, against float64 of the
+    engine's own input x and dL/dy."""
+    g = dyt_graph
+    assert g["layer1.add_norm1"].op.name == "test_dyt"
+    assert {"layer1.add_norm1.mean", "layer1.add_norm1.variance"}.isdisjoint(s.name for s in g)
+    x = _floats(g, "layer1.add_norm1.sum")
+    y = _floats(g, "layer1.add_norm1")
+    assert np.allclose(y, np.tanh(x / 2), rtol=1e-14, atol=1e-15)
+    dy = _floats(g, "grad.layer1.add_norm1")
+    dalpha = _floats(g, "grad.layer1.add_norm1.alpha")
+    assert dalpha.shape == (1, 1)
+    assert np.allclose(dalpha, np.sum(dy * x * (1 - np.tanh(x / 2) ** 2)), rtol=1e-12)
+    assert np.allclose(_floats(g, "grad.layer1.add_norm1.gamma"),
+                       np.sum(dy * np.tanh(x / 2), axis=0), rtol=1e-12, atol=1e-15)
+
+
+def test_dyt_equations_proved(dyt_graph):
+    g = dyt_graph
+    assert prove_stage(g, g["layer1.add_norm1"]) == 4 * 4
+    assert prove_stage(g, g["grad.layer1.add_norm1.alpha"]) == 1
+    assert prove_stage(g, g["grad.layer1.add_norm1.sum"]) == 4 * 4
+
+
+def test_dyt_commands(dyt_file, tmp_path, capsys):
+    """derive, backward, trace, crosscheck: each names the step by its declarations."""
+    assert main(["derive", dyt_file, "--stage", "layer1.add_norm1"]) == 0
+    assert main(["backward", dyt_file, "--stage", "grad.layer1.add_norm1.alpha"]) == 0
+    assert main(["trace", dyt_file, "--token", "export"]) == 0
+    assert main(["crosscheck", dyt_file]) == 0
+    out = capsys.readouterr().out
+    assert "grad.layer1.add_norm1.alpha" in out and "DyT (dynamic tanh)" in out
+
+
+def test_dyt_alpha_trains(dyt_graph):
+    """One SGD step moves alpha by -lr dL/dalpha (float64 of the engine's gradient)."""
+    from symformer.blocks.train import train
+    from symformer.lazy import sympy
+
+    run = train(dyt_graph, sympy.Rational(1, 10), 1)
+    names = [w.name for w in run.weights]
+    assert "layer1.add_norm1.alpha" in names, names
+    after = _floats(run.graph, "step1.layer1.add_norm1.alpha")[0, 0]
+    dalpha = _floats(dyt_graph, "grad.layer1.add_norm1.alpha")[0, 0]
+    assert after != 0.5 and abs(after - (0.5 - 0.1 * dalpha)) < 1e-14
+
+
+def test_dyt_export_slides_diagram_and_check(dyt_file, tmp_path, capsys):
+    """The notes' matrix form and the block diagram name DyT (never LayerNorm); the
+    JSON has its equation; the slides show the step; check reads the exported
+    equation back and finds it holds."""
+    out = tmp_path / "tex"
+    assert main(["export", dyt_file, "--out", str(out), "--quiet", "--figures"]) == 0
+    text = "\n".join(p.read_text() for p in out.rglob("*.tex"))
+    assert r"\operatorname{DyT}" in text and r"\tanh" in text
+    assert "Add \\& DyT" in text and "LayerNorm" not in text
+    js = tmp_path / "json"
+    assert main(["export", dyt_file, "--format", "json", "--out", str(js), "--quiet"]) == 0
+    assert r"\tanh" in "\n".join(p.read_text() for p in js.rglob("*.json"))
+    slides = tmp_path / "slides"
+    assert main(["slides", dyt_file, "--out", str(slides), "--quiet",
+                 "--stage", "layer1.add_norm1*"]) == 0
+    assert "DyT" in "\n".join(p.read_text() for p in slides.rglob("*.tex"))
+    # its exported equation, read back by check (the gradient rules' \tanh^{2} is not
+    # read yet by the equation reader: checked here is the forward equation)
+    (line,) = {t.strip() for t in text.splitlines() if t.strip().startswith(
+        r"y_{i,j} = \gamma_{j} \tanh")}
+    claims = tmp_path / "claims.toml"
+    claims.write_text(f"[[equation]]\nstage = 'layer1.add_norm1'\nlatex = '{line}'\n")
+    assert main(["check", str(claims), dyt_file]) == 0
+    assert "holds" in capsys.readouterr().out
+
+
+def test_dyt_torch_module_equals_a_hand_written_dyt(dyt, dyt_file, tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    from symformer.frameworks.torch_out import model_class
+
+    example = parse_example(DYT_TEXT, source="course_module+dyt")
+    stages = model_class(example)()()
+    for k in (1, 2):
+        x = stages[f"layer1.add_norm{k}.sum"]
+        gamma = torch.ones(4, dtype=torch.float64)
+        beta = torch.zeros(4, dtype=torch.float64)
+        assert torch.equal(stages[f"layer1.add_norm{k}"], gamma * torch.tanh(0.5 * x) + beta)
+    assert main(["export", dyt_file, "--format", "torch", "--out", str(tmp_path / "pt"),
+                 "--quiet"]) == 0
+    assert main(["crosscheck", dyt_file, "--torch"]) == 0
+    assert "layer1.add_norm2" in capsys.readouterr().out

@@ -32,8 +32,8 @@ def test_integer_embeddings_print_without_decimals() -> None:
 
 
 def test_fractional_stage_keeps_its_decimals() -> None:
-    # Scaled scores are not integers: they keep two decimals.
-    table = _main()["fragments/layer1-head1-scores-table.tex"]
+    # Scaled scores are not integers: they keep their two decimals.
+    table = _main(decimals=2)["fragments/layer1-head1-scores-table.tex"]
     assert re.search(r"\$-?\d+\.\d\d\$", table)
 
 

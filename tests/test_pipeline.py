@@ -12,6 +12,7 @@ from symformer import InputError, Request, load_example, prepare
 from symformer.blocks.slices import Slice
 from symformer.cli import main
 from symformer.documents import backward_text, derive_text, trace_document
+from symformer.pipeline import Rendering
 from symformer.trace import render
 from symformer.verify.conventions import Convention
 
@@ -30,7 +31,7 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     ("gpt2_style", ["--positions", "0:2", "--heads", "1", "--dims", "0:3",
                     "--decimals", "4"],
      Request(slice=Slice(positions=(0, 1), heads=(1,), dims=(0, 1, 2)), reads="slice",
-             decimals=4)),
+             rendering=Rendering(decimals=4))),
 ])
 def test_derive_text_is_what_derive_prints(capsys, name, argv, request_):
     example = load_example(None if name == "built-in" else name)
@@ -55,7 +56,8 @@ def test_the_slice_is_cut_and_said_in_the_header():
     ("built-in", ["--layer-norm", "unbiased", "--stage", "grad.layer1.W_*",
                   "--decimals", "5"],
      Request(command="backward", backward=True, conventions=Convention(
-         layer_norm="unbiased"), stages=("grad.layer1.W_*",), decimals=5)),
+         layer_norm="unbiased"), stages=("grad.layer1.W_*",),
+         rendering=Rendering(decimals=5))),
 ])
 def test_backward_text_is_what_backward_prints(capsys, name, argv, request_):
     status, out, _ = cli(capsys, "backward", *argv)
@@ -193,3 +195,28 @@ def test_train_text_is_what_train_prints(capsys):
     assert status == 0
     assert train_text(p, training, losses, 3, ["step2.layer1.W_1"]) == out
     assert out.splitlines()[0].endswith(": 2 steps, lr = 1/10 (sgd), mse loss")
+
+
+def test_export_and_slides_with_default_options_are_what_the_commands_write(capsys, tmp_path):
+    """One set of rendering options with one default (:class:`Rendering`): a notebook
+    calling ``export_files(g, Options())`` or the slides with ``Options()`` gets the
+    bytes ``symformer export`` and ``symformer slides`` write (3 decimals, token 1)."""
+    from symformer.latex import Options, export_files
+    from symformer.slides import Options as SlideOptions
+    from symformer.slides import frames
+    from symformer.slides.beamer import document
+
+    assert Options().decimals == SlideOptions().decimals == Rendering().decimals == 3
+    stages = ("layer1.head1.*",)
+    assert main(["export", "--out", str(tmp_path / "notes"), "--quiet", "--stage",
+                 *stages]) == 0
+    assert main(["slides", "--out", str(tmp_path / "slides"), "--quiet", "--stage",
+                 *stages]) == 0
+    capsys.readouterr()
+    g = prepare(load_example(), Request(command="export")).derivation
+    files = export_files(g, Options(stages=stages))
+    assert files and all((tmp_path / "notes" / name).read_text() == text
+                         for name, text in files.items())
+    options = SlideOptions(stages=stages)
+    assert (tmp_path / "slides" / "slides.tex").read_text() == document(
+        g, options, frames(g, options))

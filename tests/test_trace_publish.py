@@ -75,7 +75,7 @@ def test_export_markdown_is_plain_gfm_unless_heat_is_asked(block):
         tokens = _parse(markdown)
         assert _raw_html(tokens) == []
         assert _check_tables(tokens) == 3  # the notation table, q's and alpha's
-    weights = block["layer1.head1.weights"].values(decimals=2)
+    weights = block["layer1.head1.weights"].values(decimals=options.decimals)
     rows = _tables(_parse(plain))[2]
     for k, row in enumerate(rows[1:]):  # the weights' cells: math of the exact decimals
         maths = [c[0].content for c in row[2:]]

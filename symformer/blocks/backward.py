@@ -222,7 +222,7 @@ def tied_table_stages(g: Derivation, names: dict[tuple[str, str], str]) -> list[
     total = names[lookup].removesuffix(TIED_PARTS[0])
     head = total + TIED_PARTS[1]
     rows = tuple(g.example.vocab)
-    return [TiedPart(head, Transpose(_notation(stage, lookup[1], "the head's use")),
+    return [TiedPart(head, Transpose(_notation(stage, lookup[1], "the head's use"), True),
                      (names[vocab],), rows, stage.cols, stage),
             TiedPart(total, TableSum(tuple(stage.op.used_rows()),
                                      _notation(stage, lookup[1], "both uses")),

@@ -28,24 +28,20 @@ from symformer.ops import (
     GatedProduct,
     Identity,
     LearnedPositional,
-    Normalize,
     Operation,
     Parameter,
     PositionalEncoding,
     Projection,
-    RMSNormalize,
     RoPE,
-    RowMean,
-    RowMeanSquare,
-    RowVariance,
     ScaleMask,
     Softmax,
-    StdDev,
     WeightedSum,
-    WholeMean,
-    WholeVariance,
 )
+
+# a LayerNorm's output moments' notation (side_stages.py reads it from here)
+from symformer.ops.normalize import OUTPUT_MEAN, OUTPUT_VARIANCE  # noqa: F401
 from symformer.registry import activation as activation_op
+from symformer.registry import normalisation
 
 #: The notation of each role an operation plays (one symbol per kind of vector).
 INPUT = Notation("x", "x", "Input row (embedding + positional encoding)")
@@ -59,11 +55,6 @@ VALUE = Notation("v", "v", "Value")
 MULTI_HEAD = Notation("m", "m", "Multi-head output")
 FFN_HIDDEN = Notation("h", "h", "FFN hidden layer")
 FFN_OUTPUT = Notation("f", "f", "FFN output")
-UNBIASED_VARIANCE = Notation(r"\hat{\sigma}^2", "σ̂²", "Unbiased variance")
-UNBIASED_STD = Notation(r"\hat{\sigma}", "σ̂", "Unbiased standard deviation")
-OUTPUT_MEAN = Notation(r"\mu_y", "μ_y", "Mean of the normalised output")
-OUTPUT_VARIANCE = Notation(r"\sigma_y^2", "σ_y²", "Variance of the normalised output")
-RMS = Notation(r"\mathrm{rms}", "rms", "Root mean square")
 QUERY_ROTATED = Notation(r"\tilde{q}", "q̃", "Rotated query (RoPE)")
 KEY_ROTATED = Notation(r"\tilde{k}", "k̃", "Rotated key (RoPE)")
 FFN_GATE = Notation("g", "g", "FFN gate")
@@ -299,47 +290,15 @@ def residual(g: Derivation, name: str, x: str, sub: str, number: int) -> str:
 
 
 def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number: int) -> str:
-    """The normalisation of ``x`` (``block.layer_norm``), its statistics as stages.
-
-    LayerNorm: ``NAME.mean``, ``NAME.variance``, ``NAME.std`` (sigma = sqrt(sigma^2 +
-    eps), printed by walkthroughs; the unbiased convention's sqrt(s^2)) and ``NAME``.
-    RMSNorm: ``NAME.mean_square``, ``NAME.std`` (the RMS sqrt(ms + eps)) and ``NAME``.
+    """The normalisation of ``x`` that ``block.layer_norm`` names, its statistics as
+    stages: the registered normalisation's own stages (:meth:`Operation.add_norm`:
+    LayerNorm's ``NAME.mean``, ``NAME.variance``, ``NAME.std``, RMSNorm's
+    ``NAME.mean_square`` and ``NAME.std``), the last one ``NAME``.
     ``gamma_WHICH``/``beta_WHICH`` of ``block`` scale and shift the result.
     """
-    rows = g[x].rows
-    kind = block.layer_norm
     gamma, beta = getattr(block, f"gamma_{which}"), getattr(block, f"beta_{which}")
-    if kind == "rms":
-        ms = g.add(f"{name}.mean_square", "mean_square", RowMeanSquare(), (x,), rows,
-                   ("mean_square",), layer=number)
-        g.add(f"{name}.std", "std", StdDev(block.eps, RMS), (ms,), rows, ("rms",),
-              layer=number)
-        return g.add(name, "rms_norm", RMSNormalize(block.eps, gamma), (x, ms), rows,
-                     g[x].cols, layer=number)
-    unbiased = kind == "unbiased"
-    whole = kind == "whole_matrix"
-    mean = g.add(f"{name}.mean", "mean", WholeMean() if whole else RowMean(), (x,), rows,
-                 ("mean",), layer=number)
-    variance_op = WholeVariance() if whole else RowVariance(
-        unbiased, UNBIASED_VARIANCE if unbiased else None)
-    var = g.add(f"{name}.variance", "variance", variance_op, (x, mean), rows, ("variance",),
-                layer=number)
-    # sigma, a number of its own (Normalize still reads the variance)
-    std = StdDev(sympy.S.Zero, UNBIASED_STD) if unbiased else StdDev(block.eps)
-    g.add(f"{name}.std", "std", std, (var,), rows, ("std",), layer=number)
-    out = g.add(name, "layer_norm", Normalize(block.eps, gamma, beta, unbiased),
-                (x, mean, var), rows, g[x].cols, layer=number)
-    asked = g.example.stages if g.example is not None else None
-    if asked is None or not asked.output_moments:  # opt-in: two sections per LayerNorm
-        return out
-    # the output's own mean and (biased) variance, as lessons check them (about 0 and 1
-    # with gamma = 1, beta = 0): side stages, nothing reads them
-    out_mean = g.add(f"{name}.output_mean", "mean", WholeMean(notation=OUTPUT_MEAN) if whole
-                     else RowMean(notation=OUTPUT_MEAN), (out,), rows, ("mean",), layer=number)
-    g.add(f"{name}.output_variance", "variance", WholeVariance(notation=OUTPUT_VARIANCE) if whole
-          else RowVariance(notation=OUTPUT_VARIANCE), (out, out_mean), rows, ("variance",),
-          layer=number)
-    return out
+    return normalisation(block.layer_norm).add_norm(g, name, x, block.layer_norm, block.eps,
+                                                    gamma, beta, number)
 
 
 def prediction_transform(g: Derivation, x: str, head: Any) -> str:

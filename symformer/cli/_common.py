@@ -21,7 +21,7 @@ from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
 from symformer.example import Example, load_example
 from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
-from symformer.pipeline import DEFAULT_DECIMALS, Request
+from symformer.pipeline import DEFAULT_DECIMALS, Rendering, Request
 from symformer.verify.conventions import Convention
 from symformer.words import plural  # noqa: F401  (the commands count their nouns with it)
 
@@ -180,11 +180,22 @@ def causal(args: argparse.Namespace) -> bool | None:
     return True if getattr(args, "causal", False) else None
 
 
+def rendering(args: argparse.Namespace) -> Rendering:
+    """How the command prints (:class:`~symformer.pipeline.Rendering`): the command
+    line's --decimals, --exact and --full where the command has them, the one default
+    otherwise."""
+    given = {key: getattr(args, key) for key in ("decimals", "exact", "full")
+             if getattr(args, key, None) is not None}
+    return Rendering(**given)
+
+
 def request(args: argparse.Namespace, command: str, **fields: object) -> Request:
     """The request of ``symformer COMMAND`` (:func:`symformer.pipeline.prepare`): the
-    command line's conventions, --causal and --max-work, and ``fields``."""
+    command line's conventions, --causal, --max-work and rendering options, and
+    ``fields``."""
     return Request(command=command, conventions=convention(args), causal=causal(args),
-                   max_work=getattr(args, "max_work", None), **fields)
+                   max_work=getattr(args, "max_work", None), rendering=rendering(args),
+                   **fields)
 
 
 def check_work(args: argparse.Namespace, example: Example, command: str,

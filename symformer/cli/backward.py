@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer backward", quiet=args.quiet, delay=1.0) as bar:
         bar.update("deriving and differentiating")
         p = prepare(load(args), request(args, "backward", backward=True,
-                                        stages=tuple(args.stage or ["loss", "grad.*"]),
-                                        decimals=args.decimals))
+                                        stages=tuple(args.stage or ["loss", "grad.*"])))
         bar.update("certifying the digits")
         if args.list:
             text = listing(p.shown)

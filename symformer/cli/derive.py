@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         p = prepare(example, request(
             args, "derive", slice=chosen, reads="slice",
             stages=tuple(args.stage) if args.stage else None, side_stages=True,
-            every_side_stage=args.all, backward=gradients, decimals=args.decimals,
+            every_side_stage=args.all, backward=gradients,
             reader_rounding=args.reader_rounding,
             work={"reader_rounding": args.reader_rounding, "gradients": gradients}))
         exact = args.exact_max_ops if args.exact else None

@@ -129,8 +129,9 @@ def run(args: argparse.Namespace) -> int:
     if chosen.positions != first:
         raise InputError(f"export --positions takes the first positions, 0:K (found "
                          f"{args.positions[:40]}): its tables show every derived row")
-    g = prepare(example, request(args, "export", slice=chosen, reads="first", work={
-        "figures": args.figures, "steps": args.steps, "exact": args.exact})).derivation
+    p = prepare(example, request(args, "export", slice=chosen, reads="first", work={
+        "figures": args.figures, "steps": args.steps, "exact": args.exact}))
+    g = p.derivation
     stages = tuple(args.stage) if args.stage else None
     if chosen.heads is not None:  # the stages of the other heads left out, by name
         stages = tuple(s.name for s in g.select(args.stage)
@@ -142,9 +143,9 @@ def run(args: argparse.Namespace) -> int:
     target = None if args.target_token is None else resolve_token(g, args.target_token,
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
-    options = Options(decimals=args.decimals, token=resolve_token(g, token),
-                      exact=args.exact, stages=stages, full=args.full,
-                      target_token=target, steps=args.steps, max_work=args.max_work)
+    options = p.request.rendering.extended(Options, token=resolve_token(g, token),
+                                           stages=stages, target_token=target,
+                                           steps=args.steps, max_work=args.max_work)
     extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
 
     def stage(k: int, total: int, name: str) -> None:

@@ -68,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from symformer.latex import resolve_token
 
     output_directory(args.out)  # a file or device node is refused before any work
-    g = prepare(load(args), request(args, "figures", work={"fmt": args.format})).derivation
-    options = Options(token=resolve_token(g, args.token), decimals=args.decimals,
+    p = prepare(load(args), request(args, "figures", work={"fmt": args.format}))
+    g = p.derivation
+    options = Options(token=resolve_token(g, args.token), decimals=p.request.decimals,
                       absolute_scale=args.absolute_scale)
 
     with Progress("symformer figures", quiet=args.quiet) as bar:

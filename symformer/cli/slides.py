@@ -80,10 +80,11 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         pdflatex()  # fail before any work when it is missing
     output_directory(args.out)  # a file or device node is refused before any work
-    g = prepare(load(args), request(args, "slides")).derivation
+    p = prepare(load(args), request(args, "slides"))
+    g = p.derivation
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
-    options = Options(token=resolve_token(g, token), decimals=args.decimals,
-                      stages=tuple(args.stage) if args.stage else None, full=args.full)
+    options = p.request.rendering.extended(Options, token=resolve_token(g, token),
+                                           stages=tuple(args.stage) if args.stage else None)
     passes = 2 if args.pdf else 0  # pdflatex's, after the stages
     with Progress("symformer slides", quiet=args.quiet) as bar:
         deck = frames(g, options, lambda k, total, name: bar.step(k, total + passes, name))

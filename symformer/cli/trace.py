@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     p = prepare(example, request(
         args, "trace", slice=chosen, reads="token" if cut else "all",
         token=resolve_token(example.tokens, args.token) if cut else None,
-        decimals=args.decimals, work={"backward": args.backward}))
+        work={"backward": args.backward}))
     text = render(trace_document(p, args.token, side=args.side, backward=args.backward),
                   args.format)
     if args.out is not None:

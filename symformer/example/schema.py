@@ -13,7 +13,7 @@ from flint import fmpq
 
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
-from symformer.registry import ACTIVATION_NAMES
+from symformer.registry import ACTIVATION_NAMES, NORM_NAMES
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 DEFAULT_EPS = ExactNumber(fmpq(1, 10**6))
 #: The sinusoidal encoding's default base.
 DEFAULT_BASE = ExactNumber(10000)
-#: LayerNorm conventions.  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
+#: The normalisations (``layer_norm``), as their operations declare them (one registered
+#: later too).  ``"biased"``: (x - mu) / sqrt(var + eps) with the biased
 #: variance, eps inside the root (PyTorch, the blog post).  ``"unbiased"``:
 #: (x - mu) / (std + eps) with the unbiased standard deviation, eps outside the root
 #: (the Annotated Transformer's LayerNorm).  ``"whole_matrix"``: mean and variance
 #: over every entry of the matrix (what ``x.mean()`` without an axis computes).
 #: ``"rms"``: RMSNorm, x / sqrt(mean(x^2) + eps) * gamma (no mean, no beta).
-LAYER_NORMS = ("biased", "unbiased", "whole_matrix", "rms")
+LAYER_NORMS = NORM_NAMES
 #: Where LayerNorm sits: after the residual sum (the original paper, the post),
 #: before each sub-layer (most modern decoders), or nowhere.
 NORM_PLACEMENTS = ("post", "pre", "none")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from symformer.registry import norm_title
+
 if TYPE_CHECKING:
     from symformer.example.schema import Example
 
@@ -82,8 +84,8 @@ def _architecture(example: Example) -> str:
     if first.kv_heads:
         parts.append(f"{len(first.kv_heads)} key/value head"
                      f"{'s' if len(first.kv_heads) != 1 else ''}")
-    norm = {"biased": "LayerNorm", "unbiased": "LayerNorm (unbiased std)",
-            "whole_matrix": "whole-matrix LayerNorm", "rms": "RMSNorm"}[first.layer_norm]
+    norm = {"biased": "LayerNorm", "unbiased": "LayerNorm (unbiased std)"}.get(
+        first.layer_norm) or norm_title(first.layer_norm)  # another: as it declares it
     parts.append(f"{first.norm}-norm {norm}" if first.norm != "none" else "no norm")
     if first.W_1 is not None:
         gated = "gated " if first.W_gate is not None else ""

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from symformer.registry import activations
+from symformer.registry import activations, norm_label
 
 if TYPE_CHECKING:
     from symformer.engine import Derivation
@@ -127,7 +127,7 @@ class _Symbols:
         for stage in g:
             if stage.name.startswith("grad.") or stage.side != side:
                 continue
-            kind = "norm" if stage.kind in _NORM_KINDS else stage.kind
+            kind = "norm" if stage.op.norm_keys else stage.kind
             text = symbol(stage).latex
             if stage.layer == 1:
                 self.queues.setdefault(kind, []).append(text)
@@ -145,11 +145,10 @@ class _Symbols:
         return self.single.get(kind, "")
 
 
-_NORM_KINDS = ("layer_norm", "rms_norm")
-
-
 def _norm_name(convention: str) -> str:
-    return "RMSNorm" if convention == "rms" else "LayerNorm"
+    """The normalisation's box label, as it declares it (``LayerNorm``, ``RMSNorm``);
+    one that declares none is refused, never drawn as another."""
+    return norm_label(convention, "the block diagram")
 
 
 def _activation(name: str) -> str:

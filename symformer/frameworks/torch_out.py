@@ -11,28 +11,73 @@ a language model); ``Model()(...)`` returns every stage by the engine's stage na
 from __future__ import annotations
 
 import json
+import os
 import pprint
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
-from symformer.registry import torch_activations
+from symformer.registry import refuse, torch_activations, torch_norms
 
 #: Where the module's activation dispatch goes: one branch per activation with a PyTorch
 #: form (its operation's ``torch_function``, code of the operation's module, never text
 #: of the example).
 _ACT = "    # ACTIVATIONS\n"
+#: Where the normalisation dispatch goes: one branch per normalisation with a PyTorch
+#: form (its operation's ``torch_norms``).
+_NORM = "    # NORMALISATIONS\n"
+#: Who refuses an example using a kind of step without a PyTorch form.
+CONSUMER = "the PyTorch module (export --format torch, crosscheck --torch)"
 
 _MODULE = '''
+def read_weights(weights, source, path=None):
+    """WEIGHTS, each reference to a tensor ({"tensor": ...}) read from the safetensors
+    file ``source`` names (or ``path``), float64: the file is read once, and its bytes
+    are parsed only when their SHA-256 is the recorded one."""
+    if source is None:
+        return weights
+    import hashlib
+
+    from safetensors.torch import load  # pip install safetensors
+
+    path = path or source["file"]
+    with open(path, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != source["sha256"]:
+        raise ValueError(f"{path}: not the weights file this module was written for "
+                         f"(its SHA-256 differs)")
+    tensors, out = load(data), {}
+    for name, w in weights.items():
+        if not isinstance(w, dict):
+            out[name] = w
+            continue
+        t = tensors[w["tensor"]].to(torch.float64)
+        t = t.T if w["transpose"] else t
+        columns = slice(*(w["columns"] or (0, t.shape[-1])))
+        if t.dim() == 1:
+            t = t[columns]
+        else:
+            t = t[slice(*(w["rows"] or (0, t.shape[0]))), columns]
+            t = t[0] if w["vector"] and t.shape[0] == 1 else t
+        out[name] = t.contiguous()  # laid out as a written weight is: the same sums
+    return out
+
+
 class Model(torch.nn.Module):
     """The example's forward pass; forward() returns its stages by symformer's names."""
 
-    def __init__(self, dtype=torch.float64):
+    def __init__(self, dtype=torch.float64, weights_file=None):
         super().__init__()
         self.dtype = dtype
         self.config = CONFIG
-        self.w = {k: None if v is None else torch.tensor(v, dtype=torch.float64).to(dtype)
-                  for k, v in WEIGHTS.items()}
+        weights = read_weights(WEIGHTS, WEIGHTS_FILE, weights_file)
+        self.w = {k: None if v is None else torch.as_tensor(v, dtype=torch.float64).to(dtype)
+                  for k, v in weights.items()}
 
     def t(self, name):
         return self.w.get(name)
@@ -40,21 +85,8 @@ class Model(torch.nn.Module):
     def norm(self, x, kind, eps, gamma, beta, s=None, name=None):
         """x normalised; its statistics are the stages ``name.mean`` ... when named."""
         stats = {} if s is None else s
-        if kind == "rms":
-            ms = stats[f"{name}.mean_square"] = (x * x).mean(-1, keepdim=True)
-            rms = stats[f"{name}.std"] = torch.sqrt(ms + eps)
-            return x / rms * gamma
-        if kind == "whole_matrix":
-            mu, var = x.mean(), ((x - x.mean()) ** 2).mean()
-            return (x - mu) / torch.sqrt(var + eps) * gamma + beta
-        mu = stats[f"{name}.mean"] = x.mean(-1, keepdim=True)
-        if kind == "unbiased":
-            stats[f"{name}.variance"] = x.var(-1, unbiased=True, keepdim=True)
-            std = stats[f"{name}.std"] = x.std(-1, unbiased=True, keepdim=True)
-            return (x - mu) / (std + eps) * gamma + beta
-        var = stats[f"{name}.variance"] = ((x - mu) ** 2).mean(-1, keepdim=True)
-        std = stats[f"{name}.std"] = torch.sqrt(var + eps)
-        return (x - mu) / std * gamma + beta
+    # NORMALISATIONS
+        raise ValueError(f"no PyTorch form for the normalisation {kind!r}")
 
     def named_norm(self, x, setting, gamma, beta, s, name):
         """x normalised as ``setting`` = (kind, eps) says: the stage ``name`` (no setting:
@@ -264,21 +296,51 @@ if __name__ == "__main__":
 
 
 def module_code() -> str:
-    """The module's fixed code, its activation dispatch built from the registered
-    activations' PyTorch forms (``if name == "relu": return torch.relu(x)``)."""
+    """The module's fixed code, its activation and normalisation dispatches built from
+    the registered operations' PyTorch forms (``if name == "relu": return
+    torch.relu(x)``; ``if kind == "rms":`` and the RMSNorm's statements)."""
     branches = "".join(f"        if name == {json.dumps(name)}:\n            return {function}\n"
                        for name, function in torch_activations().items())
-    return _MODULE.replace(_ACT, branches)
+    norms = "".join(f"        if kind == {json.dumps(key)}:\n"
+                    + textwrap.indent(code, " " * 12)
+                    for key, code in torch_norms().items())
+    return _MODULE.replace(_ACT, branches).replace(_NORM, norms)
+
+
+def _norm_keys(example: Example) -> list[str]:
+    """Every normalisation the example uses (its blocks', the final, embedding and
+    prediction-head norms', the decoder's)."""
+    blocks = [*example.layers, *(example.decoder.layers if example.decoder else ())]
+    keys = [L.layer_norm for L in blocks if L.norm != "none"]
+    head = example.lm_head
+    others = (example.final_norm, example.embedding_norm,
+              head.transform_norm if head is not None else None,
+              example.decoder.final_norm if example.decoder is not None else None)
+    return keys + [n.layer_norm for n in others if n is not None]
 
 
 def to_torch(example: Example) -> str:
-    """The text of a standalone PyTorch module file computing ``example`` in float64."""
+    """The text of a standalone PyTorch module file computing ``example`` in float64.
+
+    An example whose weights are read from a safetensors file (``[weights] file``, an
+    import with ``--weights reference``) gives a module that reads them from that file
+    too, checked against its SHA-256 when the model is built (the weights it takes
+    from no tensor as it is, written out); an example holding its weights gives them
+    as literals."""
     config, weights = settings(example)
+    source = weights_file(example)
+    refs = {k: w.reference() for k, w in weights.items()} if source is not None else {}
+    source = source if any(refs.values()) else None
+    written = {k: refs.get(k) or w.array().tolist() for k, w in weights.items()}
+    where = ("Every weight is the float64 nearest the example\'s exact value"
+             if source is None else "The weights are read from the safetensors file "
+             "WEIGHTS_FILE names (its SHA-256 checked; Model(weights_file=PATH) reads a "
+             "copy elsewhere), the float64s of its floats")
     head = ('"""A symformer example as a standalone PyTorch module (symformer export '
-            '--format torch).\n\nEvery weight is the float64 nearest the example\'s exact '
-            'value.  Run it: python model.py\n"""\n\nimport torch\n\n')
+            f'--format torch).\n\n{where}.  Run it: python model.py\n"""\n\nimport torch\n\n')
     return (head + f"TITLE = {example.title!r}\n\nCONFIG = {pprint.pformat(config, width=100)}\n"
-            f"\nWEIGHTS = {pprint.pformat(weights, width=100)}\n" + module_code())
+            f"\nWEIGHTS_FILE = {pprint.pformat(source, width=100)}\n"
+            f"\nWEIGHTS = {pprint.pformat(written, width=100)}\n" + module_code())
 
 
 def model_class(example: Example) -> Any:
@@ -289,14 +351,16 @@ def model_class(example: Example) -> Any:
 
     config, weights = settings(example)
     namespace: dict[str, Any] = {"__name__": "symformer_torch_model", "torch": torch,
-                                 "CONFIG": config, "WEIGHTS": weights,
+                                 "CONFIG": config, "WEIGHTS_FILE": None,
+                                 "WEIGHTS": {k: w.array() for k, w in weights.items()},
                                  "TITLE": example.title}
     exec(compile(module_code(), "<symformer torch model>", "exec"), namespace)
     return namespace["Model"]
 
 
-def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The module's CONFIG and WEIGHTS: the example's settings and float64 weights."""
+def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
+    """The module's CONFIG and its weights by name (:class:`Weight`: each exact matrix,
+    made float64 by :meth:`Weight.array` or referred to by :meth:`Weight.reference`)."""
     if example.rope_theta is not None or example.rope_angles is not None:
         raise NotSupportedError("the PyTorch module: RoPE with given angles (rope_theta, "
                                 "rope_angles) is not supported")
@@ -306,14 +370,21 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
     supported = torch_activations()
-    unknown = sorted({L.activation for L in example.layers} - set(supported))
+    used = {L.activation for L in (*example.layers, *(
+        example.decoder.layers if example.decoder is not None else ())) if L.W_1 is not None}
+    if example.lm_head is not None and example.lm_head.W_transform is not None:
+        used.add(example.lm_head.transform_activation)
+    unknown = sorted(used - set(supported))
     if unknown:
         raise NotSupportedError(f"the PyTorch module: the activation {unknown[0]!r} has no "
                                 f"PyTorch function here (supported: "
                                 f"{', '.join(supported)})")
-    weights: dict[str, Any] = {"embeddings": float_rows(example.embeddings)}
+    unknown = sorted(set(_norm_keys(example)) - set(torch_norms()))
+    if unknown:
+        raise refuse("normalisation", unknown[0], CONSUMER, "torch_norms (its PyTorch form)")
+    weights: dict[str, Any] = {"embeddings": Weight(example.embeddings)}
     if example.positional_embeddings is not None:
-        weights["positional_embeddings"] = float_rows(example.positional_embeddings)
+        weights["positional_embeddings"] = Weight(example.positional_embeddings)
     layers = []
     for li, L in enumerate(example.layers, 1):
         p = f"layer{li}"
@@ -332,23 +403,25 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Any]]:
     segments = None
     if example.token_type_embeddings is not None:
         segments = list(example.segments)
-        weights["token_type_embeddings"] = float_rows(example.token_type_embeddings)
+        weights["token_type_embeddings"] = Weight(example.token_type_embeddings)
     transform = None
     if example.lm_head is not None and example.lm_head.W_transform is not None:
         head = example.lm_head
-        weights["W_transform"] = float_rows(head.W_transform)
-        weights["b_transform"] = float_rows(head.b_transform, vector=True)
+        weights["W_transform"] = Weight(head.W_transform)
+        weights["b_transform"] = Weight(head.b_transform, vector=True)
         transform = (head.transform_activation,
                      _norm_setting(head.transform_norm, "gamma_t", "beta_t", weights))
     if example.lm_head is not None:
-        weights["W_vocab"] = float_rows(example.lm_head.W_vocab)
+        # tied: the embedding table's transpose (read from its tensor, transposed)
+        weights["W_vocab"] = Weight(example.lm_head.W_vocab, transpose_of=(
+            example.embeddings if example.lm_head.tied else None))
         if example.lm_head.b_vocab is not None:
-            weights["b_vocab"] = float_rows(example.lm_head.b_vocab, vector=True)
+            weights["b_vocab"] = Weight(example.lm_head.b_vocab, vector=True)
     output_head = None
     if example.head is not None:  # a classification or regression head, d -> C
-        weights["W_C"] = float_rows(example.head.W_C)
+        weights["W_C"] = Weight(example.head.W_C)
         if example.head.b_C is not None:
-            weights["b_C"] = float_rows(example.head.b_C, vector=True)
+            weights["b_C"] = Weight(example.head.b_C, vector=True)
         output_head = (example.head.pooling, example.head.output)
     # the rows of the table (which may hold only the words the sentence uses)
     config = {"token_ids": list(example.embedding_ids), "tokens": list(example.tokens),
@@ -388,16 +461,16 @@ def _weight_names(owner: Any, keys: tuple[str, ...], prefix: str, weights: dict[
         value = getattr(owner, key)
         names[key] = None if value is None else f"{prefix}.{key}"
         if value is not None:
-            weights[f"{prefix}.{key}"] = float_rows(value, vector=not key.startswith("W_"))
+            weights[f"{prefix}.{key}"] = Weight(value, vector=not key.startswith("W_"))
     return names
 
 
 def _decoder(dec: Any, weights: dict[str, Any]) -> dict[str, Any]:
     """The ``[decoder]``'s settings (its weights put in ``weights``): blocks of
     self-attention, cross-attention over the encoder's output and an FFN."""
-    weights["decoder.embeddings"] = float_rows(dec.embeddings)
+    weights["decoder.embeddings"] = Weight(dec.embeddings)
     if dec.W_vocab is not None:
-        weights["decoder.W_vocab"] = float_rows(dec.W_vocab)
+        weights["decoder.W_vocab"] = Weight(dec.W_vocab)
     layers = []
     for li, L in enumerate(dec.layers, 1):
         p = f"decoder.layer{li}"
@@ -424,8 +497,8 @@ def _norm_setting(norm: Any, gamma: str, beta: str, weights: dict[str, Any]
     ``weights`` under the given names; None for no norm."""
     if norm is None:
         return None
-    weights[gamma] = float_rows(norm.gamma_f, vector=True)
-    weights[beta] = float_rows(norm.beta_f, vector=True)
+    weights[gamma] = Weight(norm.gamma_f, vector=True)
+    weights[beta] = Weight(norm.beta_f, vector=True)
     return norm.layer_norm, _float(norm.eps)
 
 
@@ -441,10 +514,66 @@ def _float(value: Any) -> float:
 
 def float_rows(matrix: Any, vector: bool = False) -> list[Any]:
     """An exact matrix as rows of the nearest float64s (one row: a list, if ``vector``)."""
-    from symformer.example.dyadic import DyadicMatrix
+    return Weight(matrix, vector).array().tolist()
 
-    if isinstance(matrix, DyadicMatrix) and matrix.fresh():  # floats already: exactly
-        rows = matrix.array.astype("float64").tolist()
-    else:
-        rows = [[_float(v) for v in matrix.row(i)] for i in range(matrix.rows)]
-    return rows[0] if vector and len(rows) == 1 else rows
+
+@dataclass(frozen=True)
+class Weight:
+    """One weight of the module: an exact matrix (one row as a vector, if ``vector``);
+    ``transpose_of``: the matrix it is the transpose of (a tied W_vocab: the embedding
+    table's), so that it refers to that matrix's tensor."""
+
+    matrix: Any
+    vector: bool = False
+    transpose_of: Any = None
+
+    def array(self) -> np.ndarray:
+        """The float64s nearest the exact values (a weight imported from a float32,
+        float64 or bfloat16 file: exactly those floats)."""
+        from symformer.example.dyadic import DyadicMatrix
+
+        m = self.matrix
+        if isinstance(m, DyadicMatrix) and m.fresh():  # floats already: exactly
+            a = m.array.astype("float64")
+        else:
+            a = np.array([[_float(v) for v in m.row(i)] for i in range(m.rows)],
+                         dtype="float64").reshape(m.rows, m.cols)
+        return a[0] if self.vector and a.shape[0] == 1 else a
+
+    def reference(self) -> dict[str, Any] | None:
+        """Where the weight is in the example's weights file (``{"tensor": ...,
+        "transpose": ..., "rows": [a, b], "columns": [a, b], "vector": ...}``: the
+        tensor, transposed, then those rows and columns), None when it is not one
+        tensor's part as it is (a written matrix, a view)."""
+        from symformer.example.dyadic import DyadicMatrix
+
+        m = self.matrix if self.transpose_of is None else self.transpose_of
+        origin = getattr(m, "origin", None)
+        if not (isinstance(m, DyadicMatrix) and m.fresh() and isinstance(origin, dict)
+                and isinstance(origin.get("tensor"), str)):
+            return None
+        ref = {"tensor": origin["tensor"], "transpose": bool(origin.get("transpose")),
+               "rows": origin.get("rows"), "columns": origin.get("columns"),
+               "vector": self.vector}
+        if self.transpose_of is not None:  # (T[r, c])^T = (T^T)[c, r]
+            ref |= {"transpose": not ref["transpose"], "rows": ref["columns"],
+                    "columns": ref["rows"]}
+        return ref
+
+
+def weights_file(example: Example) -> dict[str, str] | None:
+    """The ``[weights]`` file the example's weights are read from, as ``{"file": its
+    absolute path, "sha256": ...}``; None for an example that holds its weights."""
+    from symformer.example.loader import read_text_file, read_toml
+
+    source = example.source
+    if not source or source.startswith("<") or not Path(source).is_file():
+        return None
+    table = read_toml(read_text_file(Path(source), "an example .toml file"),
+                      source).get("weights")
+    if not isinstance(table, dict):
+        return None
+    file = Path(table["file"])
+    if not file.is_absolute():
+        file = Path(source).parent / file
+    return {"file": os.path.abspath(file), "sha256": table["sha256"]}

@@ -67,14 +67,14 @@ def _taught(stage: Stage) -> bool:
         return True
     source = stage.name.removeprefix("grad.")
     g = stage.derivation
-    return stage.kind == "gradient" and source in g and source != "loss" \
+    return stage.op.of_stage and source in g and source != "loss" \
         and g[source].rows == stage.rows
 
 
 def _row(stage: Stage, token: int, target: int | None) -> int:
-    if stage.kind == "position_losses":  # the loss of the token followed
+    if stage.op.per_position_of:  # the loss of the token followed
         return min(token if target is None else target, stage.shape[0] - 1)
-    if stage.kind != "gradient":
+    if not stage.op.of_stage:
         return 0
     source = stage.derivation[stage.name.removeprefix("grad.")]
     row = decoder.worked_row(source, token, target) if target is not None else token
@@ -87,7 +87,7 @@ def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
     if stage.kind in ("loss", "position_losses"):
         return "Loss", ()
     where = part_of(stage)
-    if stage.kind == "weight_gradient":
+    if stage.op.of_weight:
         return "Gradients of the weights", where
     k = next((i for i, p in enumerate(where) if p.startswith("Layer")), len(where) - 1)
     return ", ".join(where[:k + 1]), where[k + 1:]
@@ -134,25 +134,25 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     equation = None if repeated else numbered_equation(stage)
     if equation is not None and equation.lines:
         out.append(Fragment(f"{name}-equation", [equation]))
-    taught = not repeated and stage.kind != "weight_gradient" and _taught(stage)
-    alike = None if full or stage.kind != "gradient" else ALIKE
+    taught = not repeated and not stage.op.of_weight and _taught(stage)
+    alike = None if full or not stage.op.of_stage else ALIKE
     worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
     matrix = gradient_matrix(stage, values)
-    if ((stage.kind == "weight_gradient" and as_matrix(stage)) or (
-            repeated and stage.kind == "gradient")) and fits_line(matrix):
+    if ((stage.op.of_weight and as_matrix(stage)) or (
+            repeated and stage.op.of_stage)) and fits_line(matrix):
         out.append(Fragment(f"{name}-table", [Matrices(((matrix,),))]))
         out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
         return out
-    if stage.kind in ("weight_gradient", "position_losses") or repeated or left:
+    if stage.op.of_weight or stage.op.per_position_of or repeated or left:
         table = stage_table(stage, decimals=decimals, exact=exact, caption=_caption(stage),
                             label=f"tab:{stage.name}", significant=values,
-                            highlight=row if stage.kind == "gradient" else None)
+                            highlight=row if stage.op.of_stage else None)
         said = f"Values correctly rounded to {DEFAULT_DIGITS} significant digits."
         out.append(Fragment(f"{name}-table", [  # the introduction says the default
             replace(table, legend=tuple(t for t in table.legend if t != said))]))
         out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
-        if stage.kind == "weight_gradient" or repeated:
+        if stage.op.of_weight or repeated:
             return out
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
@@ -283,10 +283,10 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     """The Backward part's outline (headings at ``top``, ``top + 1``, ``top + 2``):
     the loss, each token gradient from the loss back to the embeddings, the weights'."""
     decimals += EXTRA_DECIMALS
-    shown = [s for s in stages if _taught(s) or s.kind == "weight_gradient"]
+    shown = [s for s in stages if _taught(s) or s.op.of_weight]
     if not shown:
         return []
-    shown.sort(key=lambda s: s.kind == "weight_gradient")  # stable: the weights last
+    shown.sort(key=lambda s: s.op.of_weight)  # stable: the weights last
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
     part, repeats, said = None, _preferred(shown), None
     for stage in shown:
@@ -294,7 +294,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
             part = "Loss"
             out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
             continue
-        if stage.kind == "position_losses":  # in the loss's part, under its own title
+        if stage.op.per_position_of:  # in the loss's part, under its own title
             out.append(Section(Heading(_title(stage), top + 2), _fragments(
                 stage, _row(stage, token, target), decimals, exact)))
             continue
@@ -302,7 +302,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
             part, said = _where(stage)[0], None
             out.append(Heading(part, top + 1))
         first = repeats.first(stage)
-        if first is not stage and not full and stage.kind == "weight_gradient":
+        if first is not stage and not full and stage.op.of_weight:
             if said != WEIGHTS_SAID:
                 out.append(Prose((WEIGHTS_SAID,)))
                 said = WEIGHTS_SAID

@@ -74,7 +74,7 @@ def caption_note(stage: Stage) -> str:
 def worked_row(stage: Stage, source: int, target: int) -> int:
     """The row a worked example follows: the target token, or the source token for
     the cross-attention keys and values (whose rows are the source tokens)."""
-    if stage.kind == "next_token":
+    if stage.op.jumps:  # the next token: one row
         return 0
     if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
         return source

@@ -61,6 +61,7 @@ from symformer.notation import (
     superscript_pieces,
 )
 from symformer.notation_types import Notation
+from symformer.pipeline import Rendering
 from symformer.words import plural, with_causal_mask
 from symformer.worked.render_latex import width
 
@@ -93,8 +94,10 @@ CAUSAL_KINDS = ("scores", "weights")
 
 
 @dataclass(frozen=True)
-class Options:
-    """What to export: decimals, the worked examples' tokens, exact forms, stage filter.
+class Options(Rendering):
+    """What to export: how it is printed (:class:`~symformer.pipeline.Rendering`:
+    decimals, the worked examples' token, exact forms, ``full``; the command line's
+    defaults), and the stage filter.
 
     ``target_token`` is the decoder's worked token (None: the last target position);
     ``steps`` > 0 adds a greedy-generation section of that many steps; ``backward``
@@ -103,15 +106,11 @@ class Options:
     shows its weights and table under one sentence, :mod:`symformer.latex.repeats`).
     """
 
-    decimals: int = 2
-    token: int = 1
-    exact: bool = False
     stages: tuple[str, ...] | None = None
     target_token: int | None = None
     steps: int = 0
     max_work: int | None = None
     backward: bool = True
-    full: bool = False
 
 
 def resolve_token(g: Derivation, text: str | int, side: str = "encoder") -> int:
@@ -160,10 +159,16 @@ PRE_NORM = {"norm1": "Norm before attention", "norm2": "Norm before the feed-for
             "final_norm": "Final norm"}
 
 
+def _kind_group(stage: Stage) -> str | None:
+    """The group of the stage's kind; a normalisation's output (any registered one, by
+    its declaration) is in "Add & Norm"."""
+    return "Add & Norm" if stage.op.norm_keys else GROUPS.get(stage.kind)
+
+
 def _pre_norm_group(stage: Stage) -> str | None:
     """The group of a pre-norm block's norm or residual stage (None for a post-norm
     block's, whose norm follows its residual: "Add & Norm")."""
-    if GROUPS.get(stage.kind) != "Add & Norm":
+    if _kind_group(stage) != "Add & Norm":
         return None
     parts = stage.name.split(".")
     where = parts[0] if parts[0] == "final_norm" else parts[1] if len(parts) > 1 else ""
@@ -177,7 +182,7 @@ def _group(stage: Stage) -> str:
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
-    group = _pre_norm_group(stage) or GROUPS.get(stage.kind) or _title(stage)
+    group = _pre_norm_group(stage) or _kind_group(stage) or _title(stage)
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
         group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
@@ -298,7 +303,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     worked, left = (None, 0) if repeated else worked_and_left(
         stage, token, style, masked=False, alike=None if options.full else ALIKE,
         long_only=True)
-    if stage.kind == "next_token":
+    if stage.op.jumps:  # the argmax indicator: the decision in words
         fragments.append(Fragment(f"{name}-decision", [decoder.next_token_prose(
             stage.derivation)]))
     if worked is not None:

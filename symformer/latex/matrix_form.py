@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from symformer.engine import Stage
 from symformer.notation import notation, parameter
+from symformer.registry import refuse
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ class Columns:
 
 @dataclass(frozen=True)
 class RowNorm:
-    """A LayerNorm or RMSNorm of each row, with the norm stage's own weights and ε."""
+    """A normalisation of each row (LayerNorm, RMSNorm, ...: the operation's declared
+    ``norm_label``), with the norm stage's own weights and ε."""
 
     stage: str
     arg: object
@@ -141,7 +143,7 @@ def lines(stage: Stage) -> list[Line]:
         return [Line(stage.name, _affine(stage, Ref(stage.inputs[0])))]
     if op.matrix_form == "rotate":
         return [Line(stage.name, Rotate(stage.name, Ref(stage.inputs[0])))]
-    if op.matrix_form == "softmax" and stage.kind == "weights":
+    if op.matrix_form == "softmax" and op.columns == "keys":  # attention weights
         scores = g[stage.inputs[0]]
         if scores.op.matrix_form != "scores":
             return []
@@ -151,7 +153,7 @@ def lines(stage: Stage) -> list[Line]:
         q, k = raw.inputs
         product = MatMul(Ref(q), Transpose(Ref(k)))
         return [Line(stage.name, RowSoftmax(Scores(product, scores.name)))]
-    if op.matrix_form == "product" and stage.kind == "head_output":
+    if op.matrix_form == "product":  # a head's weighted sum of the values
         a, v = stage.inputs
         return [Line(stage.name, MatMul(Ref(a), Ref(v)))]
     if op.matrix_form == "affine" and stage.kind == "attention_output":
@@ -162,12 +164,12 @@ def lines(stage: Stage) -> list[Line]:
         return [Line(stage.name, _affine(stage, heads))]
     if op.matrix_form == "sum" and stage.kind == "residual":
         return [Line(stage.name, Sum(tuple(Ref(name) for name in stage.inputs)))]
-    if op.matrix_form in ("layer_norm", "rms_norm"):
+    if op.norm_keys:  # any normalisation: its declared name (none declared: refused)
         return [Line(stage.name, RowNorm(stage.name, Ref(stage.inputs[0])))]
     if op.matrix_form == "affine" and stage.kind == "ffn_output":
         inner = _ffn_inner(g[stage.inputs[0]])
         return [] if inner is None else [Line(stage.name, _affine(stage, inner))]
-    if op.matrix_form == "softmax" and stage.kind == "probabilities":
+    if op.matrix_form == "softmax":  # over the vocabulary (or the classes)
         logits = g[stage.inputs[0]]
         if logits.op.matrix_form != "affine":
             return []
@@ -233,8 +235,11 @@ def latex(node: object, g) -> str:
     if isinstance(node, Columns):
         return "\\bigl[\\," + " \\;\\; ".join(latex(p, g) for p in node.parts) + "\\,\\bigr]"
     if isinstance(node, RowNorm):
-        name = "RMSNorm" if g[node.stage].op.matrix_form == "rms_norm" else "LayerNorm"
-        return f"\\operatorname{{{name}}}\\bigl({latex(node.arg, g)}\\bigr)"
+        op = g[node.stage].op
+        if op.norm_label is None:
+            raise refuse("normalisation", op.norm_keys[0], "the matrix form",
+                         "norm_label (its function's name)")
+        return f"\\operatorname{{{op.norm_label}}}\\bigl({latex(node.arg, g)}\\bigr)"
     if isinstance(node, Rotate):
         return f"\\operatorname{{RoPE}}\\bigl({latex(node.arg, g)}\\bigr)"
     raise TypeError(f"no LaTeX for {type(node).__name__}")
@@ -257,9 +262,7 @@ def remark(line: Line, g) -> str:
     if isinstance(node, RowSoftmax):
         words = "softmax of each row"
     if isinstance(node, RowNorm):
-        words = ("each row divided by its root mean square, then scaled"
-                 if g[node.stage].op.matrix_form == "rms_norm" else
-                 "each row less its mean, divided by its standard deviation, scaled, shifted")
+        words = g[node.stage].op.norm_remark
     if isinstance(node, Rotate):
         words = "each pair of columns of row i turned by the angle of position i"
     return rf"\quad \text{{({words})}}" if words else ""

@@ -17,6 +17,7 @@ from symformer.latex import numbers
 from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry, first_position
+from symformer.pipeline import DEFAULT_DECIMALS
 from symformer.worked.numbers import integer_values
 
 #: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
@@ -86,7 +87,7 @@ def heat_scale(values: list[list[str]]) -> tuple[Fraction, Fraction]:
     return min(shown), max(shown)
 
 
-def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
+def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool = False,
                 max_ops: int = numbers.TABLE_MAX_OPS, highlight: int | None = None,
                 heat: bool | None = None, caption: str | None = None,
                 label: str | None = None, significant=None) -> Table:
@@ -101,7 +102,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
     integers = integer_values(stage, decimals)
     values = integers or (significant.table(stage) if significant is not None
                           else stage.values(decimals=decimals))
-    indicator = stage.kind == "next_token"  # exact 0s and 1s
+    indicator = stage.op.jumps  # the argmax indicator: exact 0s and 1s
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
     heat = stage.op.heat if heat is None else heat
@@ -143,7 +144,7 @@ def stage_table(stage: Stage, *, decimals: int = 2, exact: bool = False,
             legend.append("Darker: larger value (shaded from this table\u2019s smallest "
                           "to its largest value).")
         else:
-            legend.append("Darker: larger weight." if stage.kind == "weights"
+            legend.append("Darker: larger weight." if stage.op.columns == "keys"
                           else "Darker: larger probability.")
     return Table(
         caption=caption or f"{stage.name} ({stage.shape[0]}\u00d7{stage.shape[1]}).",
@@ -163,7 +164,7 @@ def row_math(stage: Stage) -> tuple[str, ...] | None:
     """A weight gradient's row labels as math: the input entry each row multiplies
     (``a_{0}`` for a row of dL/dW_2), or nothing for a single row (dL/dγ); None for
     every other table (its rows are tokens)."""
-    if stage.kind != "weight_gradient":
+    if not stage.op.of_weight:
         return None
     if stage.shape[0] == 1:
         return ("",)
@@ -177,7 +178,7 @@ def row_header(stage: Stage) -> tuple[str, str]:
     """The headers of a table's two label columns: a token's position and word, or for
     a weight's gradient the weight's row and the input column it multiplies (the
     embedding table's: the token it holds; a single row: none)."""
-    if stage.kind != "weight_gradient":
+    if not stage.op.of_weight:
         return ("pos", "token")
     if stage.shape[0] == 1:
         return ("", "")
@@ -185,7 +186,7 @@ def row_header(stage: Stage) -> tuple[str, str]:
     return ("row", "input" if stage.rows == g[stage.inputs[0]].cols else "token")
 
 
-def stage_matrix(stage: Stage, lhs: str, *, decimals: int = 2, exact: bool = False,
+def stage_matrix(stage: Stage, lhs: str, *, decimals: int = DEFAULT_DECIMALS, exact: bool = False,
                  max_ops: int = numbers.TABLE_MAX_OPS) -> MatrixBlock:
     """The stage as ``lhs = [bmatrix]`` (certified decimals or short closed forms)."""
     values = stage_values(stage, decimals)

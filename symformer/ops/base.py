@@ -152,6 +152,13 @@ class Operation(ABC):
     #: True for a gradient stage's step: the sum over the paths from the loss of its
     #: consumers' backward rules (``parts(stage)``), displayed one rule per path.
     sums_paths: ClassVar[bool] = False
+    #: True for a step giving the gradient of a weight (dL/dW_1, dL/dgamma, a tied
+    #: table's): its rows are the weight's rows, not tokens (one row for a bias or a
+    #: gain), and the notes gather it with the other weights' gradients.
+    of_weight: ClassVar[bool] = False
+    #: True for a step giving the gradient of a stage (dL/dX, summed over the paths
+    #: from the loss; the loss's own dL/dL = 1): its rows are the stage's.
+    of_stage: ClassVar[bool] = False
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None
@@ -189,6 +196,44 @@ class Operation(ABC):
     #: proof, the operation keeping those entries in a ``zeros`` field (ReLU: a ball
     #: around an exact 0 never decides the step).
     kinked: ClassVar[bool] = False
+
+    # What a normalisation declares (:func:`symformer.registry.normalisations` lists
+    # them): a new one is one module, read by the example file, the blocks, the block
+    # diagram, the matrix form, the notes and the PyTorch module alike.  A consumer
+    # asking a declaration that is missing refuses the example in one line.
+    #: The example file's ``layer_norm = "..."`` values choosing this operation as the
+    #: blocks' normalisation (its :meth:`add_norm` adds the stages); () : not one.
+    norm_keys: ClassVar[tuple[str, ...]] = ()
+    #: Where the normalisation sits in the lists that name them all (the example file's
+    #: message, ``--layer-norm``'s choices): smaller first, then by definition.
+    norm_rank: ClassVar[int] = 100
+    #: The normalisation's short name: the block diagram's box (``Add & LayerNorm``),
+    #: the matrix form's function (``\operatorname{LayerNorm}(R)``); None: both refuse.
+    norm_label: ClassVar[str | None] = None
+    #: Each key's name in a sentence (``{"biased": "biased LayerNorm"}``: the notes'
+    #: "in place of the example's ..."); a key not listed is named by ``norm_label``.
+    norm_titles: ClassVar[dict[str, str]] = {}
+    #: What the matrix form says the function does, after its line (``each row less
+    #: its mean, ...``); "" : nothing.
+    norm_remark: ClassVar[str] = ""
+    #: False when the normalisation has no shift beta (RMSNorm).
+    norm_shifts: ClassVar[bool] = True
+    #: The PyTorch form of each key: the body of the exported module's ``norm`` branch,
+    #: statements over the tensors ``x``, ``gamma``, ``beta``, the float ``eps`` and the
+    #: dict ``stats`` of named stages (``stats[f"{name}.mean"] = ...``), ending in
+    #: ``return`` of the normalised rows.  A key not listed: ``export --format torch``
+    #: and ``crosscheck --torch`` refuse the example (never another normalisation).
+    torch_norms: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,
+                 beta: Any, layer: int) -> str:
+        """Add the stages normalising the stage ``x`` of the derivation ``g`` as the
+        example file's ``layer_norm = key`` says: the last one named ``name``, each
+        statistic a stage ``name.WHAT`` (LayerNorm's ``.mean``, ``.variance``, ``.std``)
+        in ``layer``; ``eps``, ``gamma``, ``beta`` are the norm's exact constants (beta
+        a row of zeros when the normalisation does not shift).  Returns ``name``."""
+        raise NotSupportedError(f"the operation {cls.name!r} is not a normalisation")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -89,6 +89,14 @@ class Gradient(Operation):
     reference_function = gradient_sum
     default_notation = Notation(r"\partial L", "∂L", "Gradient")
 
+    @property
+    def of_weight(self) -> bool:  # differentiated by a parameter, not an input stage
+        return any(isinstance(term.wrt, str) for term in self.terms)
+
+    @property
+    def of_stage(self) -> bool:  # differentiated by an input stage
+        return not self.of_weight
+
     def _sum(self, args: Sequence, num: Arithmetic) -> Rows:
         total: Rows | None = None
         k = 0
@@ -226,6 +234,7 @@ class Seed(Operation):
     name = "gradient_seed"
     reference_function = seed
     constant = 1
+    of_stage = True  # of the loss itself
     default_notation = Notation(r"\partial L / \partial L", "∂L/∂L", "Gradient of the loss")
     rational = True
 

@@ -26,7 +26,11 @@ from symformer.notation_types import Notation
 from symformer.ops.base import Operation, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, Fact, cancels, label
+from symformer.ops.mean import RowMean
 from symformer.ops.projection import bias_backward
+from symformer.ops.std_dev import StdDev, root
+from symformer.ops.variance import RowVariance
+from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -105,12 +109,6 @@ def backward_arguments(wrt: int | str, x, mu, sigma2, gamma, eps, g) -> tuple:
             "beta": (g,)}[wrt]
 
 
-def root(v: arb) -> arb:
-    """sqrt of a variance ball; one reaching below 0 (an exact 0 variance) has its root
-    in [0, sqrt(upper)], where arb's sqrt would give NaN."""
-    return v.sqrt() if v > 0 else arb(0).union(v.upper().max(arb(0)).sqrt())
-
-
 @dataclass(frozen=True)
 class Normalize(Operation):
     """gamma * (x - mu) / denominator + beta, with exact gamma, beta and eps.
@@ -132,6 +130,61 @@ class Normalize(Operation):
     reference_function = layer_norm
     default_notation = Notation("y", "y", "LayerNorm")
     trace_step = "norm"
+    norm_keys, norm_rank = ("biased", "unbiased", "whole_matrix"), 0
+    norm_label = "LayerNorm"
+    norm_titles = {"biased": "biased LayerNorm", "unbiased": "unbiased LayerNorm",
+                   "whole_matrix": "whole-matrix LayerNorm"}
+    norm_remark = "each row less its mean, divided by its standard deviation, scaled, shifted"
+    torch_norms = {
+        "biased": (
+            'mu = stats[f"{name}.mean"] = x.mean(-1, keepdim=True)\n'
+            'var = stats[f"{name}.variance"] = ((x - mu) ** 2).mean(-1, keepdim=True)\n'
+            'std = stats[f"{name}.std"] = torch.sqrt(var + eps)\n'
+            "return (x - mu) / std * gamma + beta\n"),
+        "unbiased": (
+            'mu = stats[f"{name}.mean"] = x.mean(-1, keepdim=True)\n'
+            'stats[f"{name}.variance"] = x.var(-1, unbiased=True, keepdim=True)\n'
+            'std = stats[f"{name}.std"] = x.std(-1, unbiased=True, keepdim=True)\n'
+            "return (x - mu) / (std + eps) * gamma + beta\n"),
+        "whole_matrix": (
+            "mu, var = x.mean(), ((x - x.mean()) ** 2).mean()\n"
+            "return (x - mu) / torch.sqrt(var + eps) * gamma + beta\n"),
+    }
+
+    @classmethod
+    def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,
+                 beta: Any, layer: int) -> str:
+        """``NAME.mean``, ``NAME.variance``, ``NAME.std`` (sigma = sqrt(sigma^2 + eps),
+        printed by walkthroughs; the unbiased convention's sqrt(s^2)) and ``NAME``;
+        ``whole_matrix``: the mean and variance over every entry.  With ``[stages]
+        output_moments``, the output's own mean and variance too (side stages)."""
+        rows = g[x].rows
+        unbiased, whole = key == "unbiased", key == "whole_matrix"
+        mean = g.add(f"{name}.mean", "mean", WholeMean() if whole else RowMean(), (x,),
+                     rows, ("mean",), layer=layer)
+        variance_op = WholeVariance() if whole else RowVariance(
+            unbiased, UNBIASED_VARIANCE if unbiased else None)
+        var = g.add(f"{name}.variance", "variance", variance_op, (x, mean), rows,
+                    ("variance",), layer=layer)
+        # sigma, a number of its own (Normalize still reads the variance)
+        std = StdDev(sympy.S.Zero, UNBIASED_STD) if unbiased else StdDev(eps)
+        g.add(f"{name}.std", "std", std, (var,), rows, ("std",), layer=layer)
+        out = g.add(name, "layer_norm", cls(eps, gamma, beta, unbiased), (x, mean, var),
+                    rows, g[x].cols, layer=layer)
+        asked = g.example.stages if g.example is not None else None
+        if asked is None or not asked.output_moments:  # opt-in: two sections per LayerNorm
+            return out
+        # the output's own mean and (biased) variance, as lessons check them (about 0 and
+        # 1 with gamma = 1, beta = 0): side stages, nothing reads them
+        out_mean = g.add(f"{name}.output_mean", "mean",
+                         WholeMean(notation=OUTPUT_MEAN) if whole
+                         else RowMean(notation=OUTPUT_MEAN), (out,), rows, ("mean",),
+                         layer=layer)
+        g.add(f"{name}.output_variance", "variance",
+              WholeVariance(notation=OUTPUT_VARIANCE) if whole
+              else RowVariance(notation=OUTPUT_VARIANCE), (out, out_mean), rows,
+              ("variance",), layer=layer)
+        return out
 
     def function(self):
         return layer_norm_unbiased if self.unbiased else layer_norm
@@ -429,6 +482,12 @@ class Normalize(Operation):
         return backward_arguments(wrt, x, mu, sigma2, gamma, eps, grad.astype(dtype))
 
 
+#: The unbiased convention's variance s^2 and its root, a LayerNorm's output's own mean
+#: and variance (``[stages] output_moments``).
+UNBIASED_VARIANCE = Notation(r"\hat{\sigma}^2", "σ̂²", "Unbiased variance")
+UNBIASED_STD = Notation(r"\hat{\sigma}", "σ̂", "Unbiased standard deviation")
+OUTPUT_MEAN = Notation(r"\mu_y", "μ_y", "Mean of the normalised output")
+OUTPUT_VARIANCE = Notation(r"\sigma_y^2", "σ_y²", "Variance of the normalised output")
 #: gamma and beta: inputs 3 and 4 of a LayerNorm reading them from stages.
 _PARAMETER = {3: "gamma", 4: "beta"}
 #: A LayerNorm's notation reading trained gamma and beta, when its role gives it none.

@@ -23,12 +23,15 @@ from symformer.notation_types import Notation
 from symformer.ops.base import Operation, matrix, undefined_error
 from symformer.ops.calculus import Arithmetic, Rows
 from symformer.ops.facts import FALSE, PROVED, Fact
+from symformer.ops.std_dev import StdDev
 from symformer.worked.model import Add, Const, Div, Mul, Neg, Pow
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
     from symformer.worked.model import Node
 
+#: The root mean square sqrt(ms + eps), a stage of its own (walkthroughs print it).
+RMS = Notation(r"\mathrm{rms}", "rms", "Root mean square")
 #: The mean square of a row, one symbol in every format (its input may be x, r or y).
 MEAN_SQUARE = Notation(r"\langle x^2 \rangle", "⟨x²⟩", "Mean square")
 
@@ -137,6 +140,25 @@ class RMSNormalize(Operation):
     matrix_form = "rms_norm"
     reference_function = rms_norm
     default_notation = Notation("y", "y", "RMSNorm")
+    norm_keys, norm_rank = ("rms",), 1
+    norm_label = "RMSNorm"
+    norm_remark = "each row divided by its root mean square, then scaled"
+    norm_shifts = False
+    torch_norms = {"rms": (
+        'ms = stats[f"{name}.mean_square"] = (x * x).mean(-1, keepdim=True)\n'
+        'rms = stats[f"{name}.std"] = torch.sqrt(ms + eps)\n'
+        "return x / rms * gamma\n")}
+
+    @classmethod
+    def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,
+                 beta: Any, layer: int) -> str:
+        """``NAME.mean_square``, ``NAME.std`` (the RMS sqrt(ms + eps)) and ``NAME``."""
+        rows = g[x].rows
+        ms = g.add(f"{name}.mean_square", "mean_square", RowMeanSquare(), (x,), rows,
+                   ("mean_square",), layer=layer)
+        g.add(f"{name}.std", "std", StdDev(eps, RMS), (ms,), rows, ("rms",), layer=layer)
+        return g.add(name, "rms_norm", cls(eps, gamma), (x, ms), rows, g[x].cols,
+                     layer=layer)
 
     def _plain(self, d: int) -> RMSNormalize:
         """The same RMSNorm with gamma = 1 on rows of width ``d``, constant (what an

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from flint import arb
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
 from symformer.equations.ir import IndexEquation
@@ -20,7 +21,12 @@ from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops.base import Operation
 from symformer.ops.calculus import Arithmetic, Rows
-from symformer.ops.normalize import root
+
+
+def root(v: arb) -> arb:
+    """sqrt of a variance ball; one reaching below 0 (an exact 0 variance) has its root
+    in [0, sqrt(upper)], where arb's sqrt would give NaN."""
+    return v.sqrt() if v > 0 else arb(0).union(v.upper().max(arb(0)).sqrt())
 
 
 def std_dev(sigma2, eps):

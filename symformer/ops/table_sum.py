@@ -43,6 +43,7 @@ class TableSum(Operation):
     reference_function = table_sum
     default_notation = Notation("E", "E", "Tied table's gradient (both uses)")
     rational = True
+    of_weight = True  # the tied table's whole gradient
 
     def _lookup_row(self) -> dict[int, int]:
         """Vocabulary row -> the lookup gradient's row holding it."""

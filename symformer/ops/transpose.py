@@ -34,9 +34,11 @@ def transposed_backward(G):
 
 @dataclass(frozen=True)
 class Transpose(Operation):
-    """The input stage transposed (rows become columns)."""
+    """The input stage transposed (rows become columns); ``of_weight``: a weight's
+    gradient so (a tied table's, the head's use: dL/dW_vocab transposed)."""
 
     notation: Notation | None = None
+    of_weight: bool = False
 
     name = "transpose"
     reference_function = transposed

@@ -20,6 +20,7 @@ from symformer.figures import tikz
 from symformer.latex.blocks import Table
 from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
+from symformer.pipeline import DEFAULT_DECIMALS
 from symformer.slides.deck import (
     HEADING,
     DiagramFrame,
@@ -176,7 +177,7 @@ def title_page(g: Derivation, options: Options) -> str:
             f"{options.decimals} decimals.}}\n")
 
 
-def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
+def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
     """One frame of one or more stages: each stage's equation and the token's numbers
     substituted; then their results and the table with the token's row highlighted
     (each from its overlay on, never removed; :meth:`StageFrame.steps`).  A frame of
@@ -189,7 +190,7 @@ def stage_frame(frame: StageFrame, decimals: int = 3) -> str:
 
         where = where.replace(f"rounded to {plural(decimals, 'decimal')}",
                               f"rounded to {DEFAULT_DIGITS} significant digits")
-    if first.stage.kind == "weight_gradient":  # its rows are the weight's, not tokens
+    if first.stage.op.of_weight:  # its rows are the weight's, not tokens
         where = where.split("; ", 1)[1]
     if first.columns is not None:
         a, b = first.columns

@@ -53,6 +53,7 @@ from symformer.latex.parameters import zero_terms_note
 from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
+from symformer.pipeline import Rendering
 from symformer.placement import part_of
 from symformer.slides import measure
 from symformer.worked.build import worked_steps
@@ -78,15 +79,12 @@ _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
 
 
 @dataclass(frozen=True)
-class Options:
-    """What the deck shows: the token followed, decimals, a stage filter (globs), and
-    ``full``: every stage worked (default: a stage whose equation the deck has worked
-    already shows its table only)."""
+class Options(Rendering):
+    """What the deck shows: how it is printed (:class:`~symformer.pipeline.Rendering`:
+    the token followed, decimals, ``full``: every stage worked, default: a stage whose
+    equation the deck has worked already shows its table only), a stage filter (globs)."""
 
-    token: int = 1
-    decimals: int = 3
     stages: tuple[str, ...] | None = None
-    full: bool = False
     #: With a ``[loss]`` in the example: a Backward section after the forward pass (the
     #: loss worked, then every gradient's table; the notes' Backward part works them).
     backward: bool = True
@@ -360,7 +358,7 @@ def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFra
     digits = SignificantValues(DEFAULT_DIGITS)
     table = stage_table(stage, decimals=options.decimals, caption=caption(stage),
                         label=f"tab:{stage.name}", significant=digits,
-                        highlight=None if stage.kind == "weight_gradient" else row)
+                        highlight=None if stage.op.of_weight else row)
     return _table_only_frames(stage, row, table, note, GRADIENT_WIDTH)
 
 

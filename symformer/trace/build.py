@@ -18,6 +18,7 @@ from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import index, legend, notation
+from symformer.pipeline import DEFAULT_DECIMALS
 from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
@@ -236,7 +237,7 @@ BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
 def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]:
     """The loss, then the gradient at every stage of the side's token rows, from the
     loss back to the embeddings (the order the backward pass appends them in)."""
-    return [g["loss"], *(s for s in g if s.kind == "gradient" and s.side == side
+    return [g["loss"], *(s for s in g if s.op.of_stage and s.side == side
                          and s.rows == tokens and s.name != "grad.loss")]
 
 
@@ -248,7 +249,7 @@ def _after_the_token(stage: Stage, shown: list[Stage]) -> bool:
             and bool(names.intersection(stage.inputs)))
 
 
-def trace_token(g: Derivation, token: int | str, decimals: int = 3,
+def trace_token(g: Derivation, token: int | str, decimals: int = DEFAULT_DECIMALS,
                 side: str = "encoder", backward: bool = False,
                 heads: Collection[int] | None = None) -> Trace:
     """Follow one token (a 0-based position or a word) through every stage of ``side``.

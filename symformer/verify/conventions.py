@@ -21,12 +21,10 @@ from symformer.example import Example
 from symformer.example.numbers import exact_number
 from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
 from symformer.lazy import sympy
+from symformer.registry import norm_title, normalisation
 
 #: Norm placements (``--norm``).
 NORMS = NORM_PLACEMENTS
-#: How a header names each normalisation.
-_NORM_NAMES = {"biased": "biased LayerNorm", "unbiased": "unbiased LayerNorm",
-               "whole_matrix": "whole-matrix LayerNorm", "rms": "RMSNorm"}
 #: How a header names each placement.
 _PLACEMENT_NAMES = {"post": "post-norm", "pre": "pre-norm", "none": "no normalisation"}
 
@@ -45,7 +43,8 @@ class Convention:
         if self.mask is not None:
             parts.append(f"mask {self.mask}")
         if self.layer_norm is not None:
-            parts.append(_NORM_NAMES.get(self.layer_norm, self.layer_norm))
+            parts.append(norm_title(self.layer_norm) if self.layer_norm in LAYER_NORMS
+                         else self.layer_norm)
         if self.norm is not None:
             parts.append(_PLACEMENT_NAMES.get(self.norm, self.norm))
         return ", ".join(parts) or "the example's own conventions"
@@ -114,12 +113,12 @@ def replaced(example: Example, convention: Convention) -> list[str]:
         old = sorted({n for n in norms if n != convention.layer_norm})
         if old:
             lost = ""
-            if convention.layer_norm == "rms" and any(
+            title = norm_title(convention.layer_norm)
+            if not normalisation(convention.layer_norm).norm_shifts and any(
                     any(b.beta_1) or any(b.beta_2) for b in blocks):
-                lost = " (its beta is not used: RMSNorm has none)"
-            notes.append(f"--layer-norm {convention.layer_norm}: "
-                         f"{_NORM_NAMES[convention.layer_norm]} in place of the example's "
-                         f"{' and '.join(_NORM_NAMES[n] for n in old)}{lost}")
+                lost = f" (its beta is not used: {title} has none)"
+            notes.append(f"--layer-norm {convention.layer_norm}: {title} in place of the "
+                         f"example's {' and '.join(norm_title(n) for n in old)}{lost}")
     if convention.norm is not None:
         old = sorted({b.norm for b in blocks if b.norm != convention.norm})
         if old:
