@@ -154,12 +154,16 @@ class SymbolTable:
         key = (_canonical(sym.base), sym.sub_text, sup, sym.primes, sym.grad)
         self.entries.setdefault(key, []).append((target, marker))
 
-    def lookup(self, sym: Sym, near: str) -> tuple[Target, bool, bool] | None:
+    def lookup(self, sym: Sym, near: str, named: bool | None = None
+               ) -> tuple[Target, bool, bool] | None:
         """(target, subscript used as a name, superscript used as a name) of an
-        author's symbol, nearest ``near`` (a stage name); None: not in the table."""
+        author's symbol, nearest ``near`` (a stage name); None: not in the table.
+        ``named``: only with the subscript as a name (True) or only without (False)."""
         _, marker = split_where(sym)
         for use_sub, use_sup in ((True, True), (True, False), (False, True), (False, False)):
             if (use_sub and not sym.sub) or (use_sup and not split_where(sym)[0]):
+                continue
+            if named is not None and use_sub != named:
                 continue
             found = self.entries.get(key_of(sym, use_sub, use_sup))
             if not found:
@@ -171,16 +175,19 @@ class SymbolTable:
                                      f"the example")
             return _nearest(sym, [t for t, _ in found], near), use_sub, use_sup
         sup, _ = split_where(sym)
-        if sup and sup.isalnum():  # W^{Q}: the weight the notation writes W_Q
+        if sup and sup.isalnum() and named is not True:  # W^{Q}: the notation's W_Q
             moved = Sym(sym.base, sym.sup, None, sym.primes, sym.grad)
             found = self.entries.get(key_of(moved))
             if found:
                 return _nearest(sym, [t for t, _ in found], near), False, True
         return None
 
-    def scalar(self, sym: Sym) -> str | None:
-        """The glossary name of a size or constant (``d_k``, ``n``, ``ε``), or None."""
+    def scalar(self, sym: Sym, named: bool | None = None) -> str | None:
+        """The glossary name of a size or constant (``d_k``, ``n``, ``ε``), or None
+        (``named``: as :meth:`lookup`)."""
         for use_sub in (True, False):
+            if named is not None and use_sub != named:
+                continue
             if not use_sub and sym.sub:
                 return None
             k = key_of(sym, use_sub, sup=False)  # a superscript is a power (β_1^t)

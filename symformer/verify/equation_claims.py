@@ -44,7 +44,14 @@ from symformer.verify import conventions
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
 from symformer.verify.equation_defs import expand, split_definitions
-from symformer.verify.equation_eval import Env, Evaluator, Inapplicable, Mat, Undecided
+from symformer.verify.equation_eval import (
+    Env,
+    Evaluator,
+    Inapplicable,
+    Mat,
+    Undecided,
+    symbols_of,
+)
 
 #: Digits to which an equation's value must agree with the stage's at every entry.
 DIGITS = 50
@@ -101,6 +108,17 @@ class Link:
     message: str
     entries: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the entries (i, j) of the stage it was compared at, of ``total``
+    covered: frozenset = field(default=frozenset(), repr=False)
+    total: int = 0
+
+
+#: The verdict on an equation that agrees at every entry of the example but could not be
+#: tried on a random example (not "holds": it may agree by coincidence).
+UNTRIED = "holds on this example only"
+#: The verdict on an equation that agrees where it was compared but does not cover
+#: every entry of its stage (never "holds": a verdict only over what was compared).
+INCOMPLETE = "incomplete"
 
 
 @dataclass
@@ -251,6 +269,7 @@ class _Outcome:
     message: str = ""
     ratio: object = None  # rhs / stage when every entry's ratio is one constant
     total: int = 0       # the stage's entries (more than ``entries``: a line covers some)
+    covered: frozenset = frozenset()  # the entries (i, j) compared
 
 
 class Judge:
@@ -301,6 +320,7 @@ class Judge:
             chain = expand(chain, definitions)
             for k, rhs in enumerate(chain.rhs, start=1):
                 links.append(self.judge_link(claim, chain, rhs, k, g, causal))
+        _coverage(links, claim.stage)
         return EquationCheck(claim, links)
 
     def _gradients(self, g: Derivation, claim: EquationClaim) -> None:
@@ -323,6 +343,7 @@ class Judge:
         lhs = _shown_lhs(chain.lhs)
         if here.status == "undecided":
             return Link(chain.line, k, "undecided", here.message, here.entries)
+        covered = {"covered": here.covered, "total": here.total}
         if here.status == "fails":
             return Link(chain.line, k, "fails", here.message, here.entries,
                         self.explain(claim, chain, rhs, g, causal, base, here))
@@ -338,12 +359,18 @@ class Judge:
                             f"{lhs} agrees at {_all(here)} of this "
                             f"example but not on random example {variant}: "
                             f"{there.message}", here.entries)
-        others = f" and of {plural(tried, 'random example')}" if tried else \
-            " (no random examples: this example's weights cannot be redrawn)" \
-            if claim.examples else ""
+        if not tried:
+            why = "this example's weights cannot be redrawn" if claim.examples else \
+                "examples = 0"
+            return Link(chain.line, k, UNTRIED,
+                        f"agrees at {_all(here)} of this example (certified to {DIGITS} "
+                        f"digits), but no random example was tried ({why}): a check at "
+                        f"one example's numbers is not enough to say it holds",
+                        here.entries, **covered)
         return Link(chain.line, k, "holds",
-                    f"agrees at {_all(here)} of this example{others}"
-                    f" (certified to {DIGITS} digits)", here.entries)
+                    f"agrees at {_all(here)} of this example and of "
+                    f"{plural(tried, 'random example')} (certified to {DIGITS} digits)",
+                    here.entries, **covered)
 
     def outcome(self, claim: EquationClaim, lhs: lm.Node, rhs: lm.Node, g: Derivation,
                 base: int) -> _Outcome:
@@ -375,7 +402,7 @@ class Judge:
                     return _Outcome("fails", 0, f"{shown}: a division by 0")
                 tolerance = arb(10) ** -DIGITS
                 undecided = False
-                for at, mine, exact in pairs:
+                for at, mine, exact, _ in pairs:
                     if exact is None:  # a masked score, -inf
                         if mine.is_finite():
                             return _Outcome("fails", len(pairs),
@@ -392,13 +419,14 @@ class Judge:
                         undecided = True
                 if not undecided:
                     stage = balls[claim.stage]
-                    return _Outcome("holds", len(pairs), total=len(stage) * len(stage[0]))
+                    return _Outcome("holds", len(pairs), total=len(stage) * len(stage[0]),
+                                    covered=frozenset(key for *_, key in pairs))
         return _Outcome("undecided", 0, f"{shown}: not decided at {PRECISIONS[-1]} bits")
 
     def pairs(self, ev: Evaluator, lhs: lm.Node, rhs: lm.Node, claim: EquationClaim,
-              balls: Mapping) -> list[tuple[str, arb, arb]]:
-        """(entry as shown, the equation's value, the stage's) at every entry of the
-        stage the left-hand side covers."""
+              balls: Mapping) -> list[tuple[str, arb, arb, tuple[int, int]]]:
+        """(entry as shown, the equation's value, the stage's, the entry) at every entry
+        of the stage the left-hand side covers."""
         named = False
         lhs, row_form = _function_form(lhs)
         if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
@@ -416,7 +444,8 @@ class Judge:
             free: list[str] = []
             for part in parts:
                 for sym in _index_names(part):
-                    if sym not in free and not _is_size(sym, ev):
+                    if sym not in free and (not _is_size(sym, ev)
+                                            or _free_size(sym, part, lhs, rhs, ev)):
                         free.append(sym)
             implicit = len(parts) == 1 and r > 1 and c > 1
             rows = range(r) if implicit else [None]
@@ -440,26 +469,27 @@ class Judge:
                     env.row = i
                     value = ev.value(rhs, env)
                     out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}"),
-                                stage[i][j]))
+                                stage[i][j], (i, j)))
             return out
         # a bare symbol: a number (L), one per row (μ), a row (q) or the matrix (Q)
         matrix_form = not row_form if row_form is not None else _matrix_form(lhs, ev, r, c)
         if (r, c) == (1, 1) or (c == 1 and not matrix_form):
             for i in range(r):
                 value = ev.value(rhs, Env({}, i))
-                out.append((_at(i, 0, ev.base), _scalar(value, f"{i},0"), stage[i][0]))
+                out.append((_at(i, 0, ev.base), _scalar(value, f"{i},0"), stage[i][0],
+                            (i, 0)))
             return out
         if matrix_form:
             value = ev.value(rhs, Env())
             _fits(value, (r, c), _shown_lhs(lhs))
-            return [(_at(i, j, ev.base), value.rows[i][j], stage[i][j])
+            return [(_at(i, j, ev.base), value.rows[i][j], stage[i][j], (i, j))
                     for i in range(r) for j in range(c)]
         for i in range(r):
             value = ev.value(rhs, Env({}, i))
             wanted = (c, 1) if ev.column else (1, c)
             _fits(value, wanted, _shown_lhs(lhs))
             flat = [x for row in value.rows for x in row]
-            out.extend((_at(i, j, ev.base), flat[j], stage[i][j]) for j in range(c))
+            out.extend((_at(i, j, ev.base), flat[j], stage[i][j], (i, j)) for j in range(c))
         return out
 
     def random(self, variant: int, causal: bool, stage: str) -> Derivation | None:
@@ -604,6 +634,27 @@ def _norm_weights(data: object, stream) -> object:
 
 
 # -- helpers ------------------------------------------------------------------------
+def _coverage(links: list[Link], stage: str) -> None:
+    """Links that agree where they were compared, when the equation's lines together do
+    not cover every entry of the stage, are :data:`INCOMPLETE` (so is a line that covers
+    no entry at all: its indices name none of the stage's)."""
+    total = max((k.total for k in links), default=0)
+    if not total or any(k.status not in ("holds", UNTRIED) for k in links):
+        return  # a line that fails: the equation fails (its other lines hold where shown)
+    union = frozenset().union(*(k.covered for k in links))
+    if len(union) >= total:
+        return
+    for link in links:
+        if link.status not in ("holds", UNTRIED):
+            continue
+        if not link.covered:
+            link.message = (f"it covers none of the {plural(total, 'entry')} of {stage}: "
+                            f"its left-hand side's indices name no entry of the stage")
+        else:
+            link.message = (f"{link.message}; but the equation covers only "
+                            f"{len(union)} of the {plural(total, 'entry')} of {stage}")
+        link.status = INCOMPLETE
+
 def _base(chain: lm.Chain) -> int:
     """1 when a sum of the line starts at 1 (``\\sum_{j=1}^{n}``: indices counted from
     1), else 0."""
@@ -716,6 +767,23 @@ def _is_size(name: str, ev: Evaluator) -> bool:
     return ev.table.scalar(lm.Sym(name)) is not None
 
 
+def _free_size(name: str, part: lm.Node, lhs: lm.Sym, rhs: lm.Node, ev: Evaluator
+               ) -> bool:
+    """A size's letter written alone as an index of the left-hand side (``\\alpha_{in}``,
+    ``\\partial L/\\partial v_{mn}``) is that entry's free index -- unless the equation
+    also uses the letter as the size (``\\sum_{m=1}^{n}``), an ambiguity refused naming
+    the letter.  Any other use of a size in an index (``x_{n-1}``) is the size."""
+    if not (isinstance(part, lm.Sym) and part.base == name):
+        return False
+    if any(s.base == name and not s.sub and not s.sup and not s.grad
+           for s in symbols_of(rhs)):
+        what = ev.table.scalar(lm.Sym(name))
+        raise InputError(f"cannot read the left-hand side {lhs.show()}: its index {name} "
+                         f"is also the size {what} on the right-hand side; write the "
+                         f"index with another letter")
+    return True
+
+
 def _assignments(count: int, base: int, size: int):
     """Every value of ``count`` free indices, each from ``base`` over ``size`` values."""
     return itertools.product(range(base, base + size), repeat=count)
@@ -783,7 +851,7 @@ def _ratio(pairs: list[tuple[str, arb, arb]]) -> str | None:
     """``1/16`` (or ``16``) when the equation is that multiple of the stage at every
     entry (a whole number or its reciprocal, up to 10,000)."""
     ratios = []
-    for _, mine, exact in pairs:
+    for _, mine, exact, _ in pairs:
         if exact is None or not mine.is_finite():
             continue
         if exact.contains(0):

@@ -23,11 +23,13 @@ from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
 
 
-def juxtaposed(node: lm.Node) -> list[lm.Node]:
-    """The factors of a product written side by side (``a b c``), left to right."""
-    if isinstance(node, lm.Binary) and node.op == "jux":
-        return juxtaposed(node.left) + juxtaposed(node.right)
+def juxtaposed(node: lm.Node, top: bool = True) -> list[lm.Node]:
+    """The factors of a product written side by side (``a b c``), left to right; a
+    product in parentheses is one factor (``\\sigma(xW)``: σ of xW)."""
+    if isinstance(node, lm.Binary) and node.op == "jux" and (top or not node.grouped):
+        return juxtaposed(node.left, False) + juxtaposed(node.right, False)
     return [node]
+
 
 class Inapplicable(Exception):
     """The equation cannot hold as written here (shapes that do not fit, an index
@@ -117,6 +119,12 @@ def _vectors(a: object, b: object) -> bool:
     r"""Two rows (or two columns) of one length: ``\cdot`` is their dot product."""
     return isinstance(a, Mat) and isinstance(b, Mat) and a.shape == b.shape \
         and 1 in a.shape and a.shape != (1, 1)
+
+
+def _named_vectors(node: lm.Binary) -> bool:
+    r"""``\mathbf{q}_i \cdot \mathbf{k}_j``, ``q_i \cdot k_j``: a dot product is written
+    between two symbols; ``x \cdot \mathrm{erf}(x)`` multiplies entry by entry."""
+    return isinstance(node.left, lm.Sym) and isinstance(node.right, lm.Sym)
 
 
 def _max(x: arb, y: arb) -> arb:
@@ -214,18 +222,20 @@ class Evaluator:
 
     def resolve(self, sym: lm.Sym) -> tuple[Target | str, bool, bool]:
         """(target or scalar name, subscript taken as a name, superscript taken as a name)."""
-        for use_sub, use_sup in ((True, True), (True, False), (False, True), (False, False)):
-            if (use_sub and not sym.sub) or (use_sup and not split_where(sym)[0]):
-                continue
-            k = key_of(sym, use_sub, use_sup)
-            if k in self.where:
-                return self.where[k], use_sub, use_sup
-        scalar = self.table.scalar(sym)
-        if scalar is not None and not sym.grad:
-            return scalar, bool(sym.sub), False
-        found = self.table.lookup(sym, self.near)
-        if found is not None:
-            return found
+        # a subscript that is part of a name first (W_2 is W_2, not row 2 of a bound W)
+        for named in ((True,) if sym.sub else ()) + (False,):
+            for use_sup in (True, False):
+                if use_sup and not split_where(sym)[0]:
+                    continue
+                k = key_of(sym, named, use_sup)
+                if k in self.where:
+                    return self.where[k], named, use_sup
+            scalar = self.table.scalar(sym, named)
+            if scalar is not None and not sym.grad:
+                return scalar, named, False
+            found = self.table.lookup(sym, self.near, named)
+            if found is not None:
+                return found
         if sym.base == "delta" and sym.sub:
             return "delta", False, False
         if sym.base in ("pi", "infty", "|V|") and not sym.sub:
@@ -299,6 +309,10 @@ class Evaluator:
                     return m.rows, m.cols
         raise InputError(f"d_in/d_out: {self.near} multiplies by no weight matrix")
 
+    def is_step(self, letter: str) -> bool:
+        """Is ``letter`` the step t of a training run (the claimed stage is a step's)?"""
+        return self.table.scalar(lm.Sym(letter)) == "t" and _is_training(self.near)
+
     def size(self, name: str) -> int:
         return int(self.scalar(name).unique_fmpz())
 
@@ -321,7 +335,8 @@ class Evaluator:
                     if applied is not node:
                         return self.value(applied, env)
             a, b = self.value(node.left, env), self.value(node.right, env)
-            if node.op == "*" and _vectors(a, b):  # q_i \cdot k_j: a dot product
+            if node.op == "*" and _vectors(a, b) and _named_vectors(node):
+                # q_i \cdot k_j: a dot product (of two symbols; x \cdot erf(..) is not)
                 return sum((x * y for x, y in zip(*(
                     [e for row in v.rows for e in row] for v in (a, b)))), arb(0))
             if node.op in ("*", "jux"):
@@ -341,6 +356,9 @@ class Evaluator:
                                                          else y), "raise")
         if isinstance(node, lm.Transpose):
             v = self.value(node.operand, env)
+            if node.written == "t" and self.is_step("t"):  # β^t: a power of the step
+                step = self.size("t")
+                return v.map(lambda x: x ** step) if isinstance(v, Mat) else v ** step
             return v.t() if isinstance(v, Mat) else v
         if isinstance(node, lm.Call):
             return self.call(node, env)
@@ -426,7 +444,7 @@ class Evaluator:
                 value = self.whole(rows, target, env)
         sup, _ = split_where(sym)
         if sup and not sup_used:
-            if sup in lm._TRANSPOSE:
+            if sup in lm._TRANSPOSE and not (sup == "t" and self.is_step("t")):
                 return value.t() if isinstance(value, Mat) else value
             exponent = lm.Parser(list(sym.sup)).sub_expression(sym.sup, sym.col)
             power = self.exact_power(exponent, env)
@@ -656,7 +674,7 @@ class Evaluator:
 
     def axis(self, name: str, body: lm.Node, env: Env) -> int:
         """The length of the axis index ``name`` runs over in ``body``."""
-        for sym in _symbols(body):
+        for sym in symbols_of(body):
             if not sym.sub:
                 continue
             try:
@@ -728,7 +746,7 @@ def _exactly(parts: list, count: int, sym: lm.Sym) -> list:
     return parts
 
 
-def _symbols(node: lm.Node):
+def symbols_of(node: lm.Node):
     """Every symbol of a tree."""
     stack = [node]
     while stack:
@@ -746,6 +764,11 @@ def _symbols(node: lm.Node):
 _MAX_RUN = 1000
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
 _SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "d_{ff}", "|V|", "t")
+
+
+def _is_training(stage: str) -> bool:
+    from symformer.blocks.train import is_training_stage
+    return is_training_stage(stage)
 
 
 def _common(a: str, b: str) -> int:

@@ -32,13 +32,17 @@ Input is bounded: :data:`MAX_LENGTH` characters and :data:`MAX_DEPTH` nested gro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import unicodedata
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from symformer.errors import InputError
 
 #: The longest equation read (characters).
 MAX_LENGTH = 20_000
+#: The most digits of one number (a subscript, an exponent, a constant).
+MAX_DIGITS = 100
+_DIGITS = frozenset("0123456789")
 #: The deepest nesting of groups, brackets and operators (counted per grammar level:
 #: about three per parenthesis).
 MAX_DEPTH = 150
@@ -112,14 +116,17 @@ def tokenize(text: str) -> list[Token]:
             while k < len(text) and text[k] != "\n":
                 k += 1
             continue
-        if c.isdigit() or (c == "." and k + 1 < len(text) and text[k + 1].isdigit()):
+        if c in _DIGITS or (c == "." and k + 1 < len(text) and text[k + 1] in _DIGITS):
             end = k
-            while end < len(text) and text[end].isdigit():
+            while end < len(text) and text[end] in _DIGITS:
                 end += 1
-            if end < len(text) - 1 and text[end] == "." and text[end + 1].isdigit():
+            if end < len(text) - 1 and text[end] == "." and text[end + 1] in _DIGITS:
                 end += 1
-                while end < len(text) and text[end].isdigit():
+                while end < len(text) and text[end] in _DIGITS:
                     end += 1
+            if end - k > MAX_DIGITS:
+                raise InputError(f"cannot read the number at column {col}: "
+                                 f"{end - k:,} digits (at most {MAX_DIGITS} are read)")
             out.append(Token("num", text[k:end], col, spaced))
             k = end
         elif c.isascii() and c.isalpha():
@@ -140,9 +147,22 @@ def tokenize(text: str) -> list[Token]:
             out.append(Token("char", "-", col, spaced))
             k += 1
         else:
-            raise fail(repr(c), col)
+            raise fail(_character(c), col)
         spaced = False
     return out
+
+
+def _character(c: str) -> str:
+    """A character outside the grammar as a message names it: ``'²' (SUPERSCRIPT TWO:
+    write ^{2})``; a Unicode digit (``١``, ``１``, ``𝟙``) is never read as a number."""
+    name = unicodedata.name(c, f"U+{ord(c):04X}")
+    if "SUPERSCRIPT" in name and unicodedata.digit(c, None) is not None:
+        return f"{c!r} ({name}: write ^{{{unicodedata.digit(c)}}})"
+    if "SUBSCRIPT" in name and unicodedata.digit(c, None) is not None:
+        return f"{c!r} ({name}: write _{{{unicodedata.digit(c)}}})"
+    if unicodedata.digit(c, None) is not None or unicodedata.numeric(c, None) is not None:
+        return f"{c!r} ({name}: only the digits 0-9 are read)"
+    return repr(c)
 
 
 # -- the tree -------------------------------------------------------------------------
@@ -230,13 +250,17 @@ class Binary(Node):
     op: str
     left: Node
     right: Node
+    #: written in parentheses: ``\\sigma(xW)`` applies σ to the whole product
+    grouped: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
 class Transpose(Node):
-    """``X^\\top``."""
+    """``X^\\top``; ``written``: the superscript as written (``t`` is a power of the
+    step on a training run's stage, where t is the step)."""
 
     operand: Node
+    written: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -459,15 +483,16 @@ class Parser:
             if self.at("+"):
                 self.k += 1
             node = self.term()
+        terms: list[tuple[str, Node]] = [("+", node)]
         while True:
             self.skip_layout()
             if self.at("+", "-"):
                 op = self.next().text
-                node = Binary(op, node, self.term(), col=col)
+                terms.append((op, self.term()))
             else:
                 break
         self.depth -= 1
-        return node
+        return _sum_tree(terms, col)
 
     def term(self) -> Node:
         """Products joined by ⊙, which binds less tightly than a product written or
@@ -541,7 +566,7 @@ class Parser:
                                node.grad, node.bold, col=node.col)
                     continue
                 if _text(sup) in _TRANSPOSE:
-                    node = Transpose(node, col=t.col)
+                    node = Transpose(node, _text(sup), col=t.col)
                 else:
                     node = Binary("pow", node, self.sub_expression(sup, t.col), col=t.col)
             elif self.at("_") and (grouped or not isinstance(node, Sym)):
@@ -593,7 +618,11 @@ class Parser:
                 self.skip_layout()
             self.expect(")")
             self.depth -= 1
-            return Arguments(tuple(items), col=t.col) if len(items) > 1 else node
+            if len(items) > 1:
+                return Arguments(tuple(items), col=t.col)
+            if isinstance(node, Binary) and node.op == "jux":
+                node = replace(node, grouped=True)
+            return node
         if t.kind == "char" and t.text == "[":
             self.k += 1
             inner = self.condition("]", grouping=True)
@@ -607,8 +636,9 @@ class Parser:
             return Sym(f"|{inner.base}|", col=t.col)
         if t.kind == "letter":
             if t.text == "d" and (u := self.peek(1)) is not None and not u.spaced \
-                    and u.kind == "letter" and u.text.isupper():
-                self.k += 1  # dK: the gradient of K
+                    and (u.kind == "letter" or u.text[1:] in GREEK or u.text[1:] in _ACCENTS
+                         or u.text[1:] in _BOLD):
+                self.k += 1  # dK, d\alpha, dx: the gradient of K, α, x
                 sym = self.symbol()
                 return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
             if t.text == "e" and self.at_euler():
@@ -638,7 +668,7 @@ class Parser:
             return Call("sqrt", (self.group_expression(),), col=t.col)
         if name in FUNCTIONS:
             self.k += 1
-            return Call(FUNCTIONS[name], (self.argument(t),), col=t.col)
+            return self.function(FUNCTIONS[name], t)
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
@@ -823,11 +853,27 @@ class Parser:
         self.skip_layout()
         if self.peek() is None:
             raise fail(f"{t.text} without an argument", t.col)
-        if self.at("^"):  # \log^2 x and the like
-            raise fail(f"{t.text}^", t.col)
         if self.at("("):  # f(x)_{ij}: the subscript is the value's entry
             return self.atom()
         return self.factor()
+
+    def function(self, name: str, t: Token) -> Node:
+        """``\\tanh x``, ``\\tanh(x)``; ``\\tanh^{2} x`` is (tanh x)^2 (a positive whole
+        power: ``\\sin^{-1}`` is not read)."""
+        self.skip_layout()
+        power = None
+        if self.at("^"):
+            u = self.next()
+            power = self.raw_group()
+            if not (len(power) == 1 and power[0].kind == "num"
+                    and power[0].text.isdigit() and int(power[0].text) > 0):
+                raise fail(f"{t.text}^{{{_text(power)}}} (only a positive whole power, "
+                           f"\\tanh^{{2}} x)", u.col)
+        node: Node = Call(name, (self.argument(t),), col=t.col)
+        if power is not None:
+            node = Binary("pow", node, Num(Fraction(power[0].text), col=power[0].col),
+                          col=t.col)
+        return node
 
     def reduction(self, name: str, t: Token) -> Node:
         """``\\sum_{j=0}^{n-1} body``, ``\\sum_j``, ``\\max_j``; ``\\max(a, b)``."""
@@ -951,6 +997,26 @@ class Parser:
                     raise fail(f"{t.text}{{{text}}}", t.col)
                 return text
         raise fail(t.text, t.col)
+
+
+#: A sum of more terms than this is built as a balanced tree (its depth the logarithm of
+#: its length: a flat sum of 5,000 terms is not nested 5,000 deep).
+_FLAT = 32
+
+
+def _sum_tree(terms: list[tuple[str, Node]], col: int) -> Node:
+    """``a + b - c ...`` as a tree: left to right for a short sum, balanced (each
+    subtracted term negated) for a long one."""
+    if len(terms) <= _FLAT:
+        node = terms[0][1]
+        for op, term in terms[1:]:
+            node = Binary(op, node, term, col=col)
+        return node
+    items = [terms[0][1]] + [t if op == "+" else Unary(t, col=t.col) for op, t in terms[1:]]
+    while len(items) > 1:
+        items = [Binary("+", items[k], items[k + 1], col=col) if k + 1 < len(items)
+                 else items[k] for k in range(0, len(items), 2)]
+    return items[0]
 
 
 def _gradient(node: Node, col: int) -> Node:
