@@ -283,6 +283,7 @@ class Judge:
         self.run = run  # the [train] run a training stage's equation is about
         self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
+        self._sizes: dict[tuple[int, str], dict] = {}
 
     def check_each(self, claims: list[EquationClaim]) -> list[EquationCheck]:
         """Every claim's verdicts; one that cannot be read (its LaTeX, or a symbol the
@@ -329,6 +330,13 @@ class Judge:
         if self.example.loss is not None and "grad.loss" not in g.stages \
                 and not is_training_stage(claim.stage):
             stage_of(g, "grad.loss")
+
+    def sizes(self, g: Derivation, stage: str) -> dict:
+        """:func:`own_sizes`, once per derivation and stage."""
+        key = (id(g), stage)
+        if key not in self._sizes:
+            self._sizes[key] = own_sizes(g, stage)
+        return self._sizes[key]
 
     def table(self, g: Derivation) -> SymbolTable:
         key = id(g)
@@ -391,7 +399,7 @@ class Judge:
             with precision(bits):
                 balls = g.evaluate(bits)
                 ev = Evaluator(g, table, where, claim.stage, balls, base,
-                               claim.vectors == "column", words)
+                               claim.vectors == "column", words, self.sizes(g, claim.stage))
                 try:
                     pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
                 except Inapplicable as error:
@@ -634,6 +642,26 @@ def _norm_weights(data: object, stream) -> object:
 
 
 # -- helpers ------------------------------------------------------------------------
+def own_sizes(g: Derivation, stage: str) -> dict:
+    """The sizes the stage's own general equation names (its symbol's key -> value), as
+    ``export`` prints them: RoPE's ``d`` is the head's width, not d_model (none: {})."""
+    from symformer.equations.stage import stage_equation
+    from symformer.verify.equation_bind import read_symbol
+    found: dict = {}
+    try:
+        equation = stage_equation(g[stage])
+    except Exception:  # noqa: BLE001 (an operation without a printable equation)
+        equation = None
+    for part in equation.parts if equation is not None else ():
+        for name, value in part.sizes.items():
+            notation = part.symbols.get(name)
+            try:
+                sym = read_symbol(notation.latex if notation is not None else name)
+            except InputError:
+                continue
+            found[key_of(sym)] = int(value)
+    return found
+
 def _coverage(links: list[Link], stage: str) -> None:
     """Links that agree where they were compared, when the equation's lines together do
     not cover every entry of the stage, are :data:`INCOMPLETE` (so is a line that covers

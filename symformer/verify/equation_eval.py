@@ -179,13 +179,16 @@ class Evaluator:
 
     def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
                  balls: Mapping[str, list], base: int = 0, column: bool = False,
-                 words: frozenset[str] = frozenset()) -> None:
+                 words: frozenset[str] = frozenset(), sizes: Mapping = {}) -> None:
         self.g, self.table, self.where, self.near = g, table, where, near
         self.balls = balls
         self.base = base
         self.column = column
         #: several-letter symbol names juxtaposed letters may spell (``PE``)
         self.words = words
+        #: the sizes of the claimed stage's own equation (its key -> value): RoPE's d is
+        #: the head's width there, as ``export`` prints it
+        self.sizes = sizes
 
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
@@ -230,6 +233,9 @@ class Evaluator:
                 k = key_of(sym, named, use_sup)
                 if k in self.where:
                     return self.where[k], named, use_sup
+            own = self.sizes.get(key_of(sym, named, False))
+            if own is not None and not sym.grad:
+                return f"#{own}", named, False
             scalar = self.table.scalar(sym, named)
             if scalar is not None and not sym.grad:
                 return scalar, named, False
@@ -249,6 +255,8 @@ class Evaluator:
 
     def scalar(self, name: str) -> arb:
         """A size or constant of the glossary, nearest the claimed stage."""
+        if name.startswith("#"):  # a size of the stage's own equation
+            return arb(int(name[1:]))
         if name == "pi":
             return arb.pi()
         if name == "infty":
@@ -523,7 +531,7 @@ class Evaluator:
                 return Fraction(env.indices[node.base])
         if isinstance(node, lm.Sym):
             target, sub_used, _ = self.resolve(node)
-            if isinstance(target, str) and target in _SIZES:
+            if isinstance(target, str) and (target in _SIZES or target.startswith("#")):
                 return Fraction(self.size(target))
             targets = getattr(self.g[target.stage].op, "targets", None) \
                 if isinstance(target, Target) and target.parameter == "target" else None
@@ -674,17 +682,8 @@ class Evaluator:
 
     def axis(self, name: str, body: lm.Node, env: Env) -> int:
         """The length of the axis index ``name`` runs over in ``body``."""
-        for sym in symbols_of(body):
-            if not sym.sub:
-                continue
-            try:
-                target, sub_used, _ = self.resolve(sym)
-            except InputError:
-                continue
-            if isinstance(target, str) or sub_used:
-                continue
-            rows = self.matrix(target)
-            r, c = len(rows), len(rows[0])
+        for sym, shape in self._indexed(body, env):
+            r, c = shape
             parts = lm.split_indices(sym.sub, 2 if r > 1 and c > 1 else 1)
             for position, part in enumerate(parts):
                 if isinstance(part, lm.Sym) and part.base == name and not part.sub:
@@ -695,6 +694,34 @@ class Evaluator:
                     return r if c == 1 else c
         raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
                          f"(\\sum_{{{name}=0}}^{{n-1}})")
+
+    def _indexed(self, body: lm.Node, env: Env):
+        """(node with a subscript, the shape its subscript indexes) for every symbol of
+        ``body`` bound to a stage or weight, and every entry of an expression
+        (``(x + m)_k``)."""
+        stack = [body]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, lm.Sym) and n.sub:
+                try:
+                    target, sub_used, _ = self.resolve(n)
+                except InputError:
+                    target, sub_used = None, True
+                if isinstance(target, Target) and not sub_used:
+                    rows = self.matrix(target)
+                    yield n, (len(rows), len(rows[0]))
+            elif isinstance(n, lm.Subscripted):
+                try:
+                    v = self.value(n.operand, Env(env.indices, None))
+                except (InputError, Inapplicable, Undecided):
+                    v = None
+                if isinstance(v, Mat):
+                    yield n, v.shape
+            for value in vars(n).values():
+                if isinstance(value, lm.Node):
+                    stack.append(value)
+                elif isinstance(value, tuple):
+                    stack.extend(v for v in value if isinstance(v, lm.Node))
 
     def indicator(self, node: lm.Node, env: Env) -> Value:
         """``\\mathbb{1}[...]``: 1 or 0; entry by entry over a matrix (``\\mathbb{1}[H > 0]``,
