@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.notation import glossary, notation, parameter_symbol, symbol, where
-from symformer.verify.latex_math import Parser, Sym, tokenize
+from symformer.verify.latex_math import GREEK, Parser, Sym, tokenize
 
 _WHERE = re.compile(r"^(.*?)\((\d+(?:,\d+)*)\)$")
 
@@ -142,6 +142,8 @@ class SymbolTable:
 
     def _add(self, latex: str, target: Target, grad: bool = False,
              forced_where: str | None = None) -> None:
+        if latex in GREEK:  # an objective's parameter named theta: the author's \theta
+            latex = "\\" + latex
         try:
             sym = read_symbol(latex)
         except InputError:
@@ -245,13 +247,10 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
             target = Target(stage=name, matrix=written[:1].isupper())
         elif name in weights:
             target = weights[name]
-        elif name.startswith("grad.") or name == "loss":
+        else:  # a gradient, the loss, a side stage (an Adam step's m̂): added on demand
             from symformer.blocks.backward import stage_of
-            stage_of(g, name)
+            stage_of(g, name)  # unknown: the message with the close names
             target = Target(stage=name, matrix=written[:1].isupper())
-        else:
-            g[name]  # the unknown stage's message, with the close names
-            raise InputError(f"{source}: where[{written!r}]: unknown stage {name!r}")
         out[key_of(sym)] = target
     return out
 

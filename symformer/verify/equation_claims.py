@@ -33,7 +33,7 @@ from flint import arb
 
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
-from symformer.blocks.train import Run, is_training_stage, train
+from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.errors import InputError
@@ -41,6 +41,7 @@ from symformer.example import Example
 from symformer.example.loader import builtin_text, example_from_dict, read_text_file, read_toml
 from symformer.exercise.settings import Range
 from symformer.verify import conventions
+from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
 from symformer.verify.equation_defs import expand, split_definitions
@@ -49,6 +50,7 @@ from symformer.verify.equation_eval import (
     Evaluator,
     Inapplicable,
     Mat,
+    NotAtStep,
     Undecided,
     symbols_of,
 )
@@ -313,7 +315,13 @@ class Judge:
 
     def _check(self, claim: EquationClaim) -> EquationCheck:
         causal = self.causal if claim.causal is None else claim.causal
-        g = self.derivation(causal, None, claim.stage)
+        if is_training_stage(claim.stage):
+            return EquationCheck(claim, self._check_steps(claim, causal))
+        return EquationCheck(claim, self._check_at(claim, causal))
+
+    def _check_at(self, claim: EquationClaim, causal: bool) -> list[Link]:
+        """Every link of ``claim`` on its stage (one step of a run)."""
+        g = self._derivation(causal, claim.stage)
         self._gradients(g, claim)
         links = []
         claimed, definitions = split_definitions(claim.chains)
@@ -322,7 +330,60 @@ class Judge:
             for k, rhs in enumerate(chain.rhs, start=1):
                 links.append(self.judge_link(claim, chain, rhs, k, g, causal))
         _coverage(links, claim.stage)
-        return EquationCheck(claim, links)
+        return links
+
+    def _check_steps(self, claim: EquationClaim, causal: bool) -> list[Link]:
+        """A training stage's claim at its step, and -- an equation in t, general -- at
+        every step of the run (at least :data:`~.equation_steps.MIN_STEPS`), its stage
+        and ``where`` moved to each: the first step where a link does not hold is
+        reported."""
+        claimed = step_of(claim.stage)
+        general = steps.mentions_t(claim.chains)
+        run_steps = self.run.steps if self.run is not None else claimed
+        links: list[Link] = []
+        judged = []
+        for s in steps.steps_to_judge(claimed, run_steps, general):
+            stage = steps.shift(claim.stage, s - claimed)
+            where = steps.shifted_where(claim.where, s - claimed)
+            if stage is None or where is None:
+                continue
+            try:
+                found = self._check_at(replace(claim, stage=stage, where=where), causal)
+            except NotAtStep as error:
+                if s == claimed:
+                    raise InputError(str(error)) from None
+                continue  # a step the equation's symbols do not all exist at
+            judged.append(s)
+            if not links:
+                links = found
+                continue
+            for k, link in enumerate(found):
+                if links[k].status in ("holds", UNTRIED) and link.status != links[k].status:
+                    link.message = f"at step {s} ({stage}): {link.message}"
+                    links[k] = link
+        if general and len(judged) > 1:
+            for link in links:
+                if link.status in ("holds", UNTRIED):
+                    link.message += (f"; at each of the steps {_steps(judged)} of the run "
+                                     f"(t the step)")
+        return links
+
+    def _derivation(self, causal: bool, stage: str) -> Derivation:
+        """The derivation ``stage`` is in; a step past the run's own is in a longer run
+        of the same settings (a general equation is judged at every step, at least
+        :data:`~.equation_steps.MIN_STEPS`)."""
+        if not is_training_stage(stage) or self.run is None \
+                or step_of(stage) <= self.run.steps:
+            return self.derivation(causal, None, stage)
+        key = (-1, causal, True)
+        if key not in self._random:
+            run = self.run
+            longer = max(run.steps, steps.MIN_STEPS, step_of(stage))
+            self._random[key] = train(self.derivation(causal), run.lr, longer,
+                                      run.optimizer, settings=run.options).graph
+        g = self._random[key]
+        stage_of(g, stage)
+        return g
 
     def _gradients(self, g: Derivation, claim: EquationClaim) -> None:
         """The backward pass, when the example has a loss (an equation may read any
@@ -393,13 +454,20 @@ class Judge:
         if isinstance(lhs, lm.Binary) and lhs.op == "jux":
             merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)
             lhs = merger.merge_words(lhs, Env())
+        step = None
+        if is_training_stage(claim.stage):  # θ_t, θ_{t+1}: the left-hand side fixes t
+            step = step_of(claim.stage)
+            if isinstance(lhs, lm.Sym) and (k := steps.step_subscript(lhs)) is not None:
+                lhs, step = replace(lhs, sub=None), step - k
+            _moved_stages(g, claim, lm.Chain(lhs, (rhs,)), step)
         name, row_form = _function_form(lhs)
         shown = _shown_lhs(lhs if row_form is None else name)
         for bits in PRECISIONS:
             with precision(bits):
                 balls = g.evaluate(bits)
                 ev = Evaluator(g, table, where, claim.stage, balls, base,
-                               claim.vectors == "column", words, self.sizes(g, claim.stage))
+                               claim.vectors == "column", words, self.sizes(g, claim.stage),
+                               step)
                 try:
                     pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
                 except Inapplicable as error:
@@ -509,11 +577,12 @@ class Judge:
             g = _random_derivation(self.example, variant, causal)
             if g is not None and training and self.run is not None:
                 run = self.run
-                g = train(g, run.lr, run.steps, run.optimizer, settings=run.options).graph
+                g = train(g, run.lr, max(run.steps, steps.MIN_STEPS), run.optimizer,
+                          settings=run.options).graph
             self._random[key] = g
         g = self._random[key]
         if g is not None and training:
-            g[stage]  # unknown: the message with the close names
+            stage_of(g, stage)  # a side stage added; unknown: the message
         elif g is not None:
             if self.example.loss is not None and "grad.loss" not in g.stages:
                 stage_of(g, "grad.loss")
@@ -571,6 +640,8 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
     data = {k: v for k, v in data.items() if k not in ("claim", "equation", "train")}
     stream = Stream(SEED, variant, 0)
     drawn = _norm_weights(draw(data, Settings(), stream), stream)
+    if isinstance(data.get("objective"), dict):  # an optimiser lesson: new start values
+        drawn = {**drawn, "objective": _start_values(data["objective"], stream)}
     loss = drawn.get("loss")
     if isinstance(loss, dict) and isinstance(loss.get("target"), list):
         choices = _TARGETS.entries()
@@ -596,6 +667,32 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
 #: the template's; an equation with the gain on the wrong index would pass at γ = 1).
 _GAINS = Range(Fraction(1, 2), Fraction(3, 2), Fraction(1, 4))
 _SHIFTS = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
+
+
+#: An objective's start values in random examples (an optimiser lesson's θ_0).
+_STARTS = Range(Fraction(-2), Fraction(2), Fraction(1, 4))
+
+
+def _start_values(table: dict, stream) -> dict:
+    """An ``[objective]`` table with each parameter's start value (a number, or a list
+    of numbers) drawn anew; the objective ``f`` kept."""
+    choices = _STARTS.entries()
+
+    def one() -> object:
+        return choices[stream.below(len(choices))]
+
+    out = {}
+    for key, value in table.items():
+        if key == "f" or isinstance(value, bool):
+            out[key] = value
+        elif isinstance(value, (int, float, str)):
+            out[key] = one()
+        elif isinstance(value, list) and all(isinstance(v, (int, float, str))
+                                             and not isinstance(v, bool) for v in value):
+            out[key] = [one() for _ in value]
+        else:
+            out[key] = value
+    return out
 
 
 #: An mse target's entries in random examples.
@@ -661,6 +758,29 @@ def own_sizes(g: Derivation, stage: str) -> dict:
                 continue
             found[key_of(sym)] = int(value)
     return found
+
+def _moved_stages(g: Derivation, claim: EquationClaim, chain: lm.Chain, step: int) -> None:
+    """The stages ``where`` binds moved to the steps the equation reads them at
+    (``m_{t-1}`` with ``m`` bound at step t), added to ``g`` when they are side stages
+    (an Adam step's m̂, v̂); one before step 0 or past the run is left out."""
+    for k in steps.offsets([chain]):
+        delta = step + k - step_of(claim.stage)
+        for name in claim.where.values():
+            moved = steps.shift(name, delta)
+            if moved is not None and moved not in g.stages:
+                try:
+                    stage_of(g, moved)
+                except InputError:
+                    continue
+
+
+def _steps(judged: list[int]) -> str:
+    """``1 to 4`` (every step from the first), else ``2, 1, 3``."""
+    ordered = sorted(judged)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]} to {ordered[-1]}"
+    return ", ".join(map(str, judged))
+
 
 def _coverage(links: list[Link], stage: str) -> None:
     """Links that agree where they were compared, when the equation's lines together do

@@ -17,8 +17,10 @@ from fractions import Fraction
 
 from flint import arb, fmpq
 
+from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine import Derivation
 from symformer.errors import InputError
+from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
 
@@ -34,6 +36,11 @@ def juxtaposed(node: lm.Node, top: bool = True) -> list[lm.Node]:
 class Inapplicable(Exception):
     """The equation cannot hold as written here (shapes that do not fit, an index
     outside its stage): a wrong equation, with the reason."""
+
+
+class NotAtStep(Exception):
+    """A training equation reads a symbol at a step the run does not have (``θ_{t+1}``
+    at its last step): the equation is not judged at that step."""
 
 
 class Undecided(Exception):
@@ -179,7 +186,8 @@ class Evaluator:
 
     def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
                  balls: Mapping[str, list], base: int = 0, column: bool = False,
-                 words: frozenset[str] = frozenset(), sizes: Mapping = {}) -> None:
+                 words: frozenset[str] = frozenset(), sizes: Mapping = {},
+                 step: int | None = None) -> None:
         self.g, self.table, self.where, self.near = g, table, where, near
         self.balls = balls
         self.base = base
@@ -189,12 +197,17 @@ class Evaluator:
         #: the sizes of the claimed stage's own equation (its key -> value): RoPE's d is
         #: the head's width there, as ``export`` prints it
         self.sizes = sizes
+        #: a training equation's t (the claimed step, or one less for θ_{t+1} = ...)
+        self.step = step
 
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
         """The entries of a stage (balls) or a weight (exact) as balls."""
         if target.parameter == "mask":
             return self.mask(target.stage)
+        if target.stage is None or (target.parameter is None
+                                    and target.stage not in self.balls):
+            raise Inapplicable(f"{target.describe()}: no such stage in the run")
         if target.parameter is not None:
             op = self.g[target.stage].op
             if target.parameter == "target" and hasattr(op, "targets"):
@@ -225,6 +238,8 @@ class Evaluator:
 
     def resolve(self, sym: lm.Sym) -> tuple[Target | str, bool, bool]:
         """(target or scalar name, subscript taken as a name, superscript taken as a name)."""
+        if self.step is not None and (k := steps.step_subscript(sym)) is not None:
+            return self.at_step(sym, self.step + k - step_of(self.near))
         # a subscript that is part of a name first (W_2 is W_2, not row 2 of a bound W)
         for named in ((True,) if sym.sub else ()) + (False,):
             for use_sup in (True, False):
@@ -253,6 +268,21 @@ class Evaluator:
         raise InputError(f"cannot read {sym.show()} at column {sym.col}: not a symbol of "
                          f"the example's notation (bind it with where)")
 
+    def at_step(self, sym: lm.Sym, delta: int) -> tuple[Target | str, bool, bool]:
+        """``θ_{t-1}``, ``m_t``: the symbol as read at the claimed step, moved ``delta``
+        steps; Adam's moments before the first step are 0 (m_0 = v_0 = 0)."""
+        target, _, sup_used = self.resolve(replace(sym, sub=None))
+        if not isinstance(target, Target) or not delta:
+            return target, True, sup_used
+        moved = steps.shift(target.stage, delta)
+        if moved is not None and moved in self.g.stages:
+            return replace(target, stage=moved), True, sup_used
+        if moved is not None and step_of(moved) == 0 \
+                and self.g[target.stage].kind == "optimizer_state":
+            return "#0", True, sup_used
+        raise NotAtStep(f"{sym.show()}: the run has no such stage at step "
+                        f"{step_of(target.stage) + delta}")
+
     def scalar(self, name: str) -> arb:
         """A size or constant of the glossary, nearest the claimed stage."""
         if name.startswith("#"):  # a size of the stage's own equation
@@ -270,8 +300,7 @@ class Evaluator:
             return arb(self.g["input"].shape[1] if "input" in self.g.stages
                        else next(iter(self.g)).shape[1])
         if name == "t":
-            from symformer.blocks.train import step_of
-            return arb(step_of(self.near))
+            return arb(self.step if self.step is not None else step_of(self.near))
         if name in ("lr", "beta1", "beta2"):
             stages = [s for s in self.g if getattr(s.op, name, None) is not None]
             if not stages:
@@ -319,7 +348,7 @@ class Evaluator:
 
     def is_step(self, letter: str) -> bool:
         """Is ``letter`` the step t of a training run (the claimed stage is a step's)?"""
-        return self.table.scalar(lm.Sym(letter)) == "t" and _is_training(self.near)
+        return self.table.scalar(lm.Sym(letter)) == "t" and is_training_stage(self.near)
 
     def size(self, name: str) -> int:
         return int(self.scalar(name).unique_fmpz())
@@ -791,11 +820,6 @@ def symbols_of(node: lm.Node):
 _MAX_RUN = 1000
 #: The sizes of the glossary (whole numbers: they may stand in an index or a limit).
 _SIZES = ("n", "d", "d_{k}", "d_{v}", "d_{in}", "d_{out}", "d_{ff}", "|V|", "t")
-
-
-def _is_training(stage: str) -> bool:
-    from symformer.blocks.train import is_training_stage
-    return is_training_stage(stage)
 
 
 def _common(a: str, b: str) -> int:
