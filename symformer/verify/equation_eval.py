@@ -199,6 +199,10 @@ class Evaluator:
         self.sizes = sizes
         #: a training equation's t (the claimed step, or one less for θ_{t+1} = ...)
         self.step = step
+        #: the softmax row a Jacobian stage (``S.jacobian.row1``) is of: J_{jk} is
+        #: ∂p_j/∂s_k in that token's row, so p_k there is that row's entry
+        op = g[near].op if near in g.stages else None
+        self.token_row = getattr(op, "row", None) if ".jacobian.row" in near else None
 
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
@@ -345,6 +349,11 @@ class Evaluator:
                 if m.rows > 1 and m.cols > 1:
                     return m.rows, m.cols
         raise InputError(f"d_in/d_out: {self.near} multiplies by no weight matrix")
+
+    def row(self, env: Env) -> int:
+        """The token row a symbol with one index (``p_k``) or none (``q``) is read in:
+        the equation's own, or on a Jacobian of one softmax row, that row."""
+        return self.token_row if self.token_row is not None else env.row
 
     def is_step(self, letter: str) -> bool:
         """Is ``letter`` the step t of a training run (the claimed stage is a step's)?"""
@@ -500,7 +509,7 @@ class Evaluator:
                 raise Inapplicable(f"{sym.show()}: an index is not a whole number")
             i = int(at) - self.base
         elif env.row is not None:
-            i = env.row
+            i = self.row(env)
         else:
             return Mat(rows)
         if not 0 <= i < len(rows):
@@ -518,8 +527,8 @@ class Evaluator:
         if target.matrix or env.row is None:
             return Mat(rows)
         if c == 1:
-            return rows[env.row][0]
-        row = Mat([list(rows[env.row])])
+            return rows[self.row(env)][0]
+        row = Mat([list(rows[self.row(env)])])
         return row.t() if self.column else row
 
     def entry(self, rows: list[list[arb]], shown: str, sub: tuple, env: Env) -> object:
@@ -543,7 +552,7 @@ class Evaluator:
                     raise Inapplicable(f"{shown}: row {int(at[0])} is outside its {r} rows")
                 row = Mat([list(rows[k[0]])])
                 return row.t() if self.column else row
-            i, j = env.row, k[0]
+            i, j = self.row(env), k[0]
         else:
             raise InputError(f"{shown}: a stage has at most two indices")
         if not (0 <= i < r and 0 <= j < c):
