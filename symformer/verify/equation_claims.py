@@ -34,6 +34,7 @@ from flint import arb
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
 from symformer.blocks.train import Run, is_training_stage, step_of, train
+from symformer.blocks.work import check_work
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.errors import InputError
@@ -41,6 +42,7 @@ from symformer.example import Example
 from symformer.example.loader import builtin_text, example_from_dict, read_text_file, read_toml
 from symformer.exercise.settings import Range
 from symformer.verify import conventions
+from symformer.verify import equation_cost as cost
 from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
@@ -278,11 +280,13 @@ class Judge:
     """Checks equation claims on one example (and its random variants)."""
 
     def __init__(self, example: Example, derivation: Callable[..., Derivation],
-                 causal: bool, run: Run | None = None) -> None:
+                 causal: bool, run: Run | None = None, max_work: int | None = None) -> None:
         self.example = example
         self.derivation = derivation  # (causal, convention, stage) -> Derivation
         self.causal = causal
         self.run = run  # the [train] run a training stage's equation is about
+        #: the work limit each equation's estimate is held to (None: the default)
+        self.max_work = max_work
         self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
         self._sizes: dict[tuple[int, str], dict] = {}
@@ -325,8 +329,14 @@ class Judge:
         self._gradients(g, claim)
         links = []
         claimed, definitions = split_definitions(claim.chains)
-        for chain in claimed:
-            chain = expand(chain, definitions)
+        chains = [expand(chain, definitions) for chain in claimed]
+        work = 0
+        for chain in chains:
+            for rhs in chain.rhs:
+                cost.check_tree(rhs)
+                work += self.work(claim, rhs, g)
+        check_work(work, self.max_work, f"{claim.source}: judging the equation")
+        for chain in chains:
             for k, rhs in enumerate(chain.rhs, start=1):
                 links.append(self.judge_link(claim, chain, rhs, k, g, causal))
         _coverage(links, claim.stage)
@@ -391,6 +401,26 @@ class Judge:
         if self.example.loss is not None and "grad.loss" not in g.stages \
                 and not is_training_stage(claim.stage):
             stage_of(g, "grad.loss")
+
+    def work(self, claim: EquationClaim, rhs: lm.Node, g: Derivation) -> int:
+        """The estimated operations of judging one link (:mod:`.equation_cost`): its
+        nodes at every entry, a sum's terms counted from its limits."""
+        if claim.stage not in g.stages:
+            stage_of(g, claim.stage)
+        r, c = g[claim.stage].shape
+        widest = max(max(s.shape) for s in g)
+        ev = Evaluator(g, self.table(g), {}, claim.stage, {},
+                       sizes=self.sizes(g, claim.stage))
+
+        def size(sym: lm.Node) -> int | None:
+            try:
+                target, _, _ = ev.resolve(sym)
+                return ev.size(target) if isinstance(target, str) else None
+            except (InputError, Inapplicable, NotAtStep, ValueError, AttributeError):
+                return None
+
+        count = cost.nodes(rhs, size, widest)
+        return cost.equation_work(count, r * c, 1 + max(claim.examples, cost.EXPLAINED))
 
     def sizes(self, g: Derivation, stage: str) -> dict:
         """:func:`own_sizes`, once per derivation and stage."""

@@ -59,10 +59,17 @@ def expand(chain: lm.Chain, definitions: list[Definition]) -> lm.Chain:
     if not definitions:
         return chain
     table = {d.key: d for d in definitions}
-    return dataclasses.replace(chain, rhs=tuple(_expand(r, table, 0) for r in chain.rhs))
+    shared: dict[Key, lm.Node] = {}
+    return dataclasses.replace(chain, rhs=tuple(_expand(r, table, 0, shared)
+                                                for r in chain.rhs))
 
 
-def _expand(node: lm.Node, table: dict[Key, Definition], depth: int) -> lm.Node:
+def _expand(node: lm.Node, table: dict[Key, Definition], depth: int,
+            shared: dict[Key, lm.Node]) -> lm.Node:
+    """``node`` with its uses expanded; a plain symbol's expansion is built once and
+    shared by every use (a definition used 60 times in one used 60 times is one
+    subtree, not 3,600 copies: :mod:`.equation_cost` counts its uses before any
+    evaluation)."""
     def visit(n: lm.Node) -> lm.Node | None:
         found = _use(n, table)
         if found is None:
@@ -71,6 +78,9 @@ def _expand(node: lm.Node, table: dict[Key, Definition], depth: int) -> lm.Node:
         if depth >= MAX_EXPANSIONS:
             raise InputError(f"cannot read the definition of {definition.shown}: it uses "
                              f"itself, or definitions nest more than {MAX_EXPANSIONS} deep")
+        plain = not definition.params and not renamed
+        if plain and definition.key in shared:
+            return shared[definition.key]
         body = definition.body
         if definition.params:
             if len(args) != len(definition.params):
@@ -80,7 +90,10 @@ def _expand(node: lm.Node, table: dict[Key, Definition], depth: int) -> lm.Node:
             body = _map(body, lambda m: _argument(m, mapping))
         elif renamed:
             body = _renamed(body, renamed, definition, n)
-        return _expand(body, table, depth + 1)
+        out = _expand(body, table, depth + 1, shared)
+        if plain:
+            shared[definition.key] = out
+        return out
 
     return _map(node, visit)
 
