@@ -33,6 +33,8 @@ class Target:
     parameter: str | None = None
     scalar: str | None = None
     matrix: bool = False   # written as the whole matrix (Q, W_Q), not one row (q)
+    #: a constant array of an operation (token ids, a pooled position), exact rows
+    constant: tuple | None = None
 
     @property
     def anchor(self) -> str:
@@ -41,6 +43,8 @@ class Target:
 
     def describe(self) -> str:
         """For messages: the stage or ``stage's W_Q``."""
+        if self.constant is not None:
+            return "a constant of the stage's equation"
         if self.parameter:
             return f"{self.stage}'s {self.parameter}"
         return self.stage or self.scalar or "?"

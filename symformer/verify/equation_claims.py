@@ -53,6 +53,7 @@ from symformer.verify.equation_eval import (
     Inapplicable,
     Mat,
     NotAtStep,
+    Outside,
     Undecided,
     symbols_of,
 )
@@ -289,7 +290,7 @@ class Judge:
         self.max_work = max_work
         self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
-        self._sizes: dict[tuple[int, str], dict] = {}
+        self._own: dict[tuple[int, str], dict] = {}
 
     def check_each(self, claims: list[EquationClaim]) -> list[EquationCheck]:
         """Every claim's verdicts; one that cannot be read (its LaTeX, or a symbol the
@@ -410,7 +411,7 @@ class Judge:
         r, c = g[claim.stage].shape
         widest = max(max(s.shape) for s in g)
         ev = Evaluator(g, self.table(g), {}, claim.stage, {},
-                       sizes=self.sizes(g, claim.stage))
+                       own=self.own(g, claim.stage))
 
         def size(sym: lm.Node) -> int | None:
             try:
@@ -422,12 +423,12 @@ class Judge:
         count = cost.nodes(rhs, size, widest)
         return cost.equation_work(count, r * c, 1 + max(claim.examples, cost.EXPLAINED))
 
-    def sizes(self, g: Derivation, stage: str) -> dict:
-        """:func:`own_sizes`, once per derivation and stage."""
+    def own(self, g: Derivation, stage: str) -> dict:
+        """:func:`own_symbols`, once per derivation and stage."""
         key = (id(g), stage)
-        if key not in self._sizes:
-            self._sizes[key] = own_sizes(g, stage)
-        return self._sizes[key]
+        if key not in self._own:
+            self._own[key] = own_symbols(g, stage)
+        return self._own[key]
 
     def table(self, g: Derivation) -> SymbolTable:
         key = id(g)
@@ -496,7 +497,7 @@ class Judge:
             with precision(bits):
                 balls = g.evaluate(bits)
                 ev = Evaluator(g, table, where, claim.stage, balls, base,
-                               claim.vectors == "column", words, self.sizes(g, claim.stage),
+                               claim.vectors == "column", words, self.own(g, claim.stage),
                                step)
                 try:
                     pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
@@ -532,7 +533,10 @@ class Judge:
     def pairs(self, ev: Evaluator, lhs: lm.Node, rhs: lm.Node, claim: EquationClaim,
               balls: Mapping) -> list[tuple[str, arb, arb, tuple[int, int]]]:
         """(entry as shown, the equation's value, the stage's, the entry) at every entry
-        of the stage the left-hand side covers."""
+        of the stage the left-hand side covers.  On an equation of several lines about
+        the stage (RoPE's halves), an entry where a line reads outside a stage is not
+        one that line covers (:func:`_coverage` then requires another to)."""
+        several = len(split_definitions(claim.chains)[0]) > 1
         named = False
         lhs, row_form = _function_form(lhs)
         if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
@@ -573,7 +577,12 @@ class Judge:
                         continue
                     seen.add((i, j))
                     env.row = i
-                    value = ev.value(rhs, env)
+                    try:
+                        value = ev.value(rhs, env)
+                    except Outside:
+                        if not several:
+                            raise
+                        continue  # this line does not apply here: another must cover it
                     out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}"),
                                 stage[i][j], (i, j)))
             return out
@@ -769,25 +778,59 @@ def _norm_weights(data: object, stream) -> object:
 
 
 # -- helpers ------------------------------------------------------------------------
-def own_sizes(g: Derivation, stage: str) -> dict:
-    """The sizes the stage's own general equation names (its symbol's key -> value), as
-    ``export`` prints them: RoPE's ``d`` is the head's width, not d_model (none: {})."""
+def own_symbols(g: Derivation, stage: str) -> dict:
+    """The symbols of the stage's own general equation, as ``export`` prints it: each
+    array's printed symbol -> the stage, weight or constant it stands for, each size's
+    -> ``#VALUE``, each scalar's -> ``=VALUE`` (RoPE's ``d``: the head's width, not
+    d_model; a cross-attention key's ``z``: the encoder's output).  A symbol two rules
+    of a gradient bind differently is left out (none: {})."""
     from symformer.equations.stage import stage_equation
+    from symformer.equations.symbols import spell
     from symformer.verify.equation_bind import read_symbol
     found: dict = {}
+    clashes: set = set()
     try:
         equation = stage_equation(g[stage])
     except Exception:  # noqa: BLE001 (an operation without a printable equation)
         equation = None
+
+    def add(latex: str, value: object) -> None:
+        try:
+            key = key_of(read_symbol(latex))
+        except InputError:
+            return
+        if key in found and found[key] != value:
+            clashes.add(key)
+        found[key] = value
+
     for part in equation.parts if equation is not None else ():
-        for name, value in part.sizes.items():
+        for name, source in part.sources.items():
             notation = part.symbols.get(name)
-            try:
-                sym = read_symbol(notation.latex if notation is not None else name)
-            except InputError:
+            if notation is None or "contribution" in source or "term" in source:
                 continue
-            found[key_of(sym)] = int(value)
-    return found
+            if "constant" in source:
+                rows = part.matrices[name].tolist()
+                add(notation.latex, Target(constant=tuple(
+                    tuple(Fraction(int(v.p), int(v.q)) for v in row) for row in rows),
+                    matrix=True))
+            elif "parameter" in source:
+                add(notation.latex, Target(stage=source["stage"],
+                                           parameter=source["parameter"], matrix=True))
+            elif "stage" in source:
+                add(notation.latex, Target(stage=source["stage"],
+                                           matrix=notation.latex[:1].isupper()))
+        for name, value in part.sizes.items():
+            notation = part.symbols.get(name) or spell(name)
+            add(notation.latex, f"#{int(value)}")
+        for name, value in part.eq.scalars.items():
+            notation = part.symbols.get(name) or spell(name)
+            try:
+                exact = Fraction(str(value))
+            except (ValueError, TypeError):
+                continue
+            add(notation.latex, f"={exact}")
+    return {k: v for k, v in found.items() if k not in clashes}
+
 
 def _moved_stages(g: Derivation, claim: EquationClaim, chain: lm.Chain, step: int) -> None:
     """The stages ``where`` binds moved to the steps the equation reads them at

@@ -38,6 +38,12 @@ class Inapplicable(Exception):
     outside its stage): a wrong equation, with the reason."""
 
 
+class Outside(Inapplicable):
+    """An index of the right-hand side falls outside its stage at this entry: on an
+    equation of several lines (a rotation's first and second halves), the line does
+    not apply there -- the entry must be covered by another."""
+
+
 class NotAtStep(Exception):
     """A training equation reads a symbol at a step the run does not have (``θ_{t+1}``
     at its last step): the equation is not judged at that step."""
@@ -186,7 +192,7 @@ class Evaluator:
 
     def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
                  balls: Mapping[str, list], base: int = 0, column: bool = False,
-                 words: frozenset[str] = frozenset(), sizes: Mapping = {},
+                 words: frozenset[str] = frozenset(), own: Mapping = {},
                  step: int | None = None) -> None:
         self.g, self.table, self.where, self.near = g, table, where, near
         self.balls = balls
@@ -194,9 +200,10 @@ class Evaluator:
         self.column = column
         #: several-letter symbol names juxtaposed letters may spell (``PE``)
         self.words = words
-        #: the sizes of the claimed stage's own equation (its key -> value): RoPE's d is
-        #: the head's width there, as ``export`` prints it
-        self.sizes = sizes
+        #: the symbols of the claimed stage's own equation, as ``export`` prints it (key
+        #: -> target, ``#4`` a size, ``=1/2`` a constant): RoPE's d is the head's width
+        #: there, the encoder's output z on a cross-attention key
+        self.own = own
         #: a training equation's t (the claimed step, or one less for θ_{t+1} = ...)
         self.step = step
         #: the softmax row a Jacobian stage (``S.jacobian.row1``) is of: J_{jk} is
@@ -209,6 +216,8 @@ class Evaluator:
         """The entries of a stage (balls) or a weight (exact) as balls."""
         if target.parameter == "mask":
             return self.mask(target.stage)
+        if target.constant is not None:
+            return [[_ball(v) for v in row] for row in target.constant]
         if target.stage is None or (target.parameter is None
                                     and target.stage not in self.balls):
             raise Inapplicable(f"{target.describe()}: no such stage in the run")
@@ -252,9 +261,12 @@ class Evaluator:
                 k = key_of(sym, named, use_sup)
                 if k in self.where:
                     return self.where[k], named, use_sup
-            own = self.sizes.get(key_of(sym, named, False))
-            if own is not None and not sym.grad:
-                return f"#{own}", named, False
+            for use_sup in (True, False):  # the stage's own equation's symbols next
+                if use_sup and not split_where(sym)[0]:
+                    continue
+                own = self.own.get(key_of(sym, named, use_sup))
+                if own is not None:
+                    return own, named, use_sup
             scalar = self.table.scalar(sym, named)
             if scalar is not None and not sym.grad:
                 return scalar, named, False
@@ -291,6 +303,8 @@ class Evaluator:
         """A size or constant of the glossary, nearest the claimed stage."""
         if name.startswith("#"):  # a size of the stage's own equation
             return arb(int(name[1:]))
+        if name.startswith("="):  # a constant of the stage's own equation
+            return _ball(Fraction(name[1:]))
         if name == "pi":
             return arb.pi()
         if name == "infty":
@@ -425,9 +439,8 @@ class Evaluator:
                              f"a left-hand side's arguments (\\mathrm{{Attention}}(Q, K, V))")
         if isinstance(node, lm.Subscripted):  # (..)_{ij}: the indices address the whole
             v = self.value(node.operand, Env(env.indices, None))
-            if not isinstance(v, Mat):
-                raise Inapplicable("a subscript on a single number")
-            return self.entry(v.rows, "(..)", node.sub, env)
+            rows = v.rows if isinstance(v, Mat) else [[v]]  # (b_C)_j of one class
+            return self.entry(rows, "(..)", node.sub, env)
         raise InputError(f"cannot read the node at column {node.col}")
 
     def sigmoids(self, node: lm.Binary) -> lm.Node:
@@ -513,7 +526,7 @@ class Evaluator:
         else:
             return Mat(rows)
         if not 0 <= i < len(rows):
-            raise Inapplicable(f"{sym.show()}: row {int(at)} is outside its "
+            raise Outside(f"{sym.show()}: row {int(at)} is outside its "
                                f"{len(rows)} rows")
         row = Mat([list(rows[i])])
         return row.t() if self.column else row
@@ -549,7 +562,7 @@ class Evaluator:
         elif len(k) == 1:
             if env.row is None:  # matrix form: token i's row
                 if not 0 <= k[0] < r:
-                    raise Inapplicable(f"{shown}: row {int(at[0])} is outside its {r} rows")
+                    raise Outside(f"{shown}: row {int(at[0])} is outside its {r} rows")
                 row = Mat([list(rows[k[0]])])
                 return row.t() if self.column else row
             i, j = self.row(env), k[0]
@@ -557,7 +570,7 @@ class Evaluator:
             raise InputError(f"{shown}: a stage has at most two indices")
         if not (0 <= i < r and 0 <= j < c):
             shown_at = ", ".join(str(v) for v in at)
-            raise Inapplicable(f"{shown} at [{shown_at}] is outside its {r}x{c} stage")
+            raise Outside(f"{shown} at [{shown_at}] is outside its {r}x{c} stage")
         return rows[i][j]
 
     def index(self, node: lm.Node, env: Env) -> Fraction:
@@ -571,6 +584,8 @@ class Evaluator:
             target, sub_used, _ = self.resolve(node)
             if isinstance(target, str) and (target in _SIZES or target.startswith("#")):
                 return Fraction(self.size(target))
+            if isinstance(target, str) and target.startswith("="):  # a constant: P
+                return Fraction(target[1:])
             targets = getattr(self.g[target.stage].op, "targets", None) \
                 if isinstance(target, Target) and target.parameter == "target" else None
             if targets is not None and node.sub and not sub_used:  # t_i: a target's id
@@ -580,6 +595,12 @@ class Evaluator:
                         or targets[int(k) - self.base] is None:
                     raise Inapplicable(f"{node.show()}: no target there")
                 return Fraction(targets[int(k) - self.base] + self.base)
+            if isinstance(target, Target) and target.constant is not None:  # t_i: an id
+                rows = [list(row) for row in target.constant]
+                found = self.entry(rows, node.show(), node.sub, env) if node.sub and \
+                    not sub_used else rows[0][0] if len(rows) == len(rows[0]) == 1 else None
+                if isinstance(found, Fraction):
+                    return found + self.base
             raise InputError(f"cannot use {node.show()} in an index at column {node.col}")
         if isinstance(node, lm.Unary):
             return -self.index(node.operand, env)

@@ -565,6 +565,12 @@ class Parser:
                     node = Sym(node.base, node.sub, (*(node.sup or ()), *sup), node.primes,
                                node.grad, node.bold, col=node.col)
                     continue
+                if grouped and isinstance(node, Sym) and node.sup and _text(sup) == "2" \
+                        and _MARKER.match(_text(node.sup)) and node.base == "sigma":
+                    # (\sigma^{(1)}_{i})^{2}: layer 1's σ² (export's form), one symbol
+                    node = Sym(node.base, node.sub, (*sup, *node.sup), node.primes,
+                               node.grad, node.bold, col=node.col)
+                    continue
                 if _text(sup) in _TRANSPOSE:
                     node = Transpose(node, _text(sup), col=t.col)
                 else:
