@@ -134,6 +134,24 @@ def _vectors(a: object, b: object) -> bool:
         and 1 in a.shape and a.shape != (1, 1)
 
 
+def _power(x: arb, e: object) -> arb:
+    """``x ** e``; a whole exponent by products (python-flint's ``arb ** int`` goes
+    through exp and log: NaN for a ball around 0, and wide for a negative one)."""
+    if isinstance(e, int) and abs(e) <= _MAX_PRODUCT_POWER:
+        out, base, n = arb(1), x, abs(e)
+        while n:
+            if n & 1:
+                out = out * base
+            base = base * base
+            n >>= 1
+        return 1 / out if e < 0 else out
+    return x ** e
+
+
+#: The largest whole exponent taken by repeated products (larger: arb's own power).
+_MAX_PRODUCT_POWER = 1 << 20
+
+
 def _named_vectors(node: lm.Binary) -> bool:
     r"""``\mathbf{q}_i \cdot \mathbf{k}_j``, ``q_i \cdot k_j``: a dot product is written
     between two symbols; ``x \cdot \mathrm{erf}(x)`` multiplies entry by entry."""
@@ -412,13 +430,14 @@ class Evaluator:
             if isinstance(b, Mat):
                 raise Inapplicable("a power with a matrix exponent")
             exponent = self.exact_power(node.right, env)
-            return _elementwise(a, b, lambda x, y: x ** (exponent if exponent is not None
-                                                         else y), "raise")
+            return _elementwise(a, b, lambda x, y: _power(x, exponent if exponent is not None
+                                                          else y), "raise")
         if isinstance(node, lm.Transpose):
             v = self.value(node.operand, env)
             if node.written == "t" and self.is_step("t"):  # β^t: a power of the step
                 step = self.size("t")
-                return v.map(lambda x: x ** step) if isinstance(v, Mat) else v ** step
+                return v.map(lambda x: _power(x, step)) if isinstance(v, Mat) \
+                    else _power(v, step)
             return v.t() if isinstance(v, Mat) else v
         if isinstance(node, lm.Call):
             return self.call(node, env)
@@ -508,7 +527,8 @@ class Evaluator:
             exponent = lm.Parser(list(sym.sup)).sub_expression(sym.sup, sym.col)
             power = self.exact_power(exponent, env)
             e = self.value(exponent, env) if power is None else power
-            return value.map(lambda x: x ** e) if isinstance(value, Mat) else value ** e
+            return value.map(lambda x: _power(x, e)) if isinstance(value, Mat) \
+                else _power(value, e)
         return value
 
     def vector(self, rows: list[list[arb]], sym: lm.Sym, sub: tuple | None, env: Env
