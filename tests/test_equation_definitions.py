@@ -194,7 +194,7 @@ def test_an_unreadable_equation_does_not_stop_the_others(tmp_path, capsys):
         "[[equation]]\nname = 'macro'\nstage = 'layer1.head1.weights'\n"
         "latex = 'A = \\foo{S}'\n\n"
         "[[equation]]\nname = 'symbol'\nstage = 'layer1.head1.weights'\n"
-        "latex = 'A = \\operatorname{diag}(S)'\n")
+        "latex = 'A = \\operatorname{argsort}(S)'\n")
     assert main(["check", str(claims)]) == 2
     captured = capsys.readouterr()
     assert "equation good -> layer1.head1.scores (line 1): holds" in captured.out
@@ -204,7 +204,7 @@ def test_an_unreadable_equation_does_not_stop_the_others(tmp_path, capsys):
     err = captured.err.splitlines()
     assert len(err) == 2
     assert err[0].endswith("mixed.toml, equation 2 (macro): cannot read \\foo at column 5")
-    assert "mixed.toml, equation 3 (symbol): cannot read diag at column" in err[1]
+    assert "mixed.toml, equation 3 (symbol): cannot read argsort at column" in err[1]
 
 
 FA2 = {"P": "layer1.head1.weights", "dP": "grad.layer1.head1.weights",

@@ -22,6 +22,7 @@ from symformer.notation import glossary, notation, parameter_symbol, symbol, whe
 from symformer.verify.latex_math import GREEK, Parser, Sym, tokenize
 
 _WHERE = re.compile(r"^(.*?)\((\d+(?:,\d+)*)\)$")
+_ANY_LAYER = re.compile(r"^(?:\(([a-zA-Z])\)|\[([a-zA-Z])\]|<([a-zA-Z])>)$")
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,12 @@ def read_symbol(latex: str) -> Sym:
 
 
 def split_where(sym: Sym) -> tuple[str, str]:
-    """(the superscript without a layer/head marker, the marker: ``1,2`` or '')."""
+    """(the superscript without a layer/head marker, the marker: ``1,2`` or '').  A
+    marker in letters, ``W^{(l)}``, ``h^{[l]}`` (any layer), is the one nearest the
+    claimed stage: no marker."""
     sup = sym.sup_text
+    if _ANY_LAYER.match(sup):
+        return "", ""
     m = _WHERE.match(sup)
     return (m.group(1), m.group(2)) if m else (sup, "")
 

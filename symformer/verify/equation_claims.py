@@ -331,6 +331,8 @@ class Judge:
         links = []
         claimed, definitions = split_definitions(claim.chains)
         chains = [expand(chain, definitions) for chain in claimed]
+        if is_training_stage(claim.stage):  # θ ← θ − η g: θ on the right is θ_{t-1}
+            chains = [steps.before_update(chain) for chain in chains]
         work = 0
         for chain in chains:
             for rhs in chain.rhs:
@@ -349,7 +351,7 @@ class Judge:
         and ``where`` moved to each: the first step where a link does not hold is
         reported."""
         claimed = step_of(claim.stage)
-        general = steps.mentions_t(claim.chains)
+        general = steps.mentions_t(claim.chains) or any(c.update for c in claim.chains)
         run_steps = self.run.steps if self.run is not None else claimed
         links: list[Link] = []
         judged = []
@@ -549,6 +551,19 @@ class Judge:
         stage = balls[claim.stage]
         r, c = len(stage), len(stage[0])
         out = []
+        if lhs.bold and lhs.sub and c > 1 and not _sub_is_name(lhs, ev):
+            # \mathbf{y}_i = ...: token i's row, every row
+            (part,) = lm.split_indices(lhs.sub, 1)
+            if not isinstance(part, lm.Sym):
+                raise InputError(f"{claim.source}: cannot read the left-hand side at column "
+                                 f"{lhs.col}: a bold row's index must be one letter")
+            for i in range(r):
+                value = ev.value(rhs, Env({part.base: i + ev.base}, i))
+                _fits(value, (c, 1) if ev.column else (1, c), _shown_lhs(lhs))
+                flat = [x for row in value.rows for x in row]
+                out.extend((_at(i, j, ev.base), flat[j], stage[i][j], (i, j))
+                           for j in range(c))
+            return out
         if lhs.sub and (named or not _sub_is_name(lhs, ev)):
             parts = lm.split_indices(lhs.sub, 2 if r > 1 and c > 1 else 1)
             free: list[str] = []

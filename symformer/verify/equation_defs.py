@@ -252,3 +252,8 @@ def _map(node: lm.Node, f: Callable[[lm.Node], lm.Node | None]) -> lm.Node:
 def _map_pair(items: tuple, f: Callable[[lm.Node], lm.Node | None]) -> tuple:
     """A tuple inside a field (a case distinction's (value, condition) rows)."""
     return tuple(_map(v, f) if isinstance(v, lm.Node) else v for v in items)
+
+
+def rebuilt(node: lm.Node, f: Callable[[lm.Node], lm.Node | None]) -> lm.Node:
+    """``node`` with every node ``f`` replaces replaced (top-down)."""
+    return _map(node, f)

@@ -152,6 +152,16 @@ def _power(x: arb, e: object) -> arb:
 _MAX_PRODUCT_POWER = 1 << 20
 
 
+def _statistic(name: str, row: list[arb]) -> arb:
+    """A row's mean, (biased) variance or root mean square."""
+    mean = sum(row, arb(0)) / len(row)
+    if name == "mean":
+        return mean
+    if name == "var":
+        return sum(((x - mean) * (x - mean) for x in row), arb(0)) / len(row)
+    return (sum((x * x for x in row), arb(0)) / len(row)).sqrt()
+
+
 def _named_vectors(node: lm.Binary) -> bool:
     r"""``\mathbf{q}_i \cdot \mathbf{k}_j``, ``q_i \cdot k_j``: a dot product is written
     between two symbols; ``x \cdot \mathrm{erf}(x)`` multiplies entry by entry."""
@@ -430,6 +440,11 @@ class Evaluator:
             if isinstance(b, Mat):
                 raise Inapplicable("a power with a matrix exponent")
             exponent = self.exact_power(node.right, env)
+            if isinstance(node.left, lm.Call) and node.left.name == "diag":
+                # diag(ℓ)^{-1}: the inverse of a diagonal matrix, its entries powered
+                n = len(a.rows)
+                return Mat([[_power(a.rows[i][i], exponent if exponent is not None else b)
+                             if i == j else arb(0) for j in range(n)] for i in range(n)])
             return _elementwise(a, b, lambda x, y: _power(x, exponent if exponent is not None
                                                           else y), "raise")
         if isinstance(node, lm.Transpose):
@@ -691,6 +706,18 @@ class Evaluator:
         if node.name == "softmax":
             (arg,) = node.args
             return _softmax(self.value(arg, env))
+        if node.name in ("mean", "var", "rms"):  # E[x]: each row's statistic, a column
+            (arg,) = node.args
+            v = self.value(arg, env)
+            rows = v.rows if isinstance(v, Mat) else [[v]]
+            out = [[_statistic(node.name, row)] for row in rows]
+            return out[0][0] if len(out) == 1 else Mat(out)
+        if node.name == "diag":  # diag(v): the vector on a diagonal
+            (arg,) = node.args
+            v = self.value(arg, env)
+            flat = [x for row in v.rows for x in row] if isinstance(v, Mat) else [v]
+            return Mat([[x if i == j else arb(0) for j in range(len(flat))]
+                        for i, x in enumerate(flat)])
         if node.name == "max":
             values = [self.value(a, env) for a in node.args]
             out = values[0]
@@ -735,8 +762,9 @@ class Evaluator:
     def reduce(self, node: lm.Reduce, env: Env) -> object:
         ranges = []
         for k, name in enumerate(node.indices):
-            if node.low is not None and k == len(node.indices) - 1:
-                low = self.index(node.low, env)
+            if (node.low is not None or node.high is not None) and k == len(node.indices) - 1:
+                low = self.index(node.low, env) if node.low is not None else \
+                    Fraction(self.base)
                 high = self.index(node.high, env) if node.high is not None else \
                     Fraction(self.base + self.axis(name, node.body, env) - 1)
             elif node.low is not None or node.high is not None:

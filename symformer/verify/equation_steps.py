@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from symformer.verify import latex_math as lm
 
@@ -113,3 +114,22 @@ def steps_to_judge(claimed: int, run_steps: int, general: bool) -> list[int]:
         return [claimed]
     last = max(run_steps, MIN_STEPS, claimed)
     return [claimed] + [s for s in range(1, last + 1) if s != claimed]
+
+
+def before_update(chain: lm.Chain) -> lm.Chain:
+    """``\\theta \\leftarrow \\theta - \\eta g``: on the right of an update arrow the
+    symbol updated is its value before the update, ``\\theta_{t-1}``."""
+    lhs = chain.lhs
+    if not chain.update or not isinstance(lhs, lm.Sym) or lhs.sub:
+        return chain
+    earlier = tuple(lm.Token(kind, text, lhs.col) for kind, text in
+                    (("letter", "t"), ("char", "-"), ("num", "1")))
+
+    def visit(n: lm.Node) -> lm.Node | None:
+        if isinstance(n, lm.Sym) and not n.sub and (n.base, n.sup_text, n.primes, n.grad) \
+                == (lhs.base, lhs.sup_text, lhs.primes, lhs.grad):
+            return replace(n, sub=earlier)
+        return None
+
+    from symformer.verify.equation_defs import rebuilt
+    return replace(chain, rhs=tuple(rebuilt(r, visit) for r in chain.rhs))

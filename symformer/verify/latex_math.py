@@ -60,14 +60,33 @@ NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": 
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
                    "erf": "erf", "Concat": "concat", "concat": "concat",
-                   "rowsum": "rowsum"}
+                   "rowsum": "rowsum", "diag": "diag", "sin": "sin",
+                   "cos": "cos", "log": "log"}
+#: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
+#: ``\\mathrm{RMS}[x]`` (each row's mean, variance, root mean square: a column).
+STATISTICS = {"E": "mean", "mean": "mean", "Var": "var", "RMS": "rms", "rms": "rms"}
 #: Words set between two equations of one line (``, \\quad \\text{where} ...``).
 _SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
 _IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right", "bigl",
                       "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg", "biggl", "biggr",
                       "Biggl", "Biggr", "middle", "displaystyle", "limits", "nonumber",
-                      "notag"})
+                      "notag", "textstyle", "scriptstyle", "scriptscriptstyle", "enspace",
+                      "thinspace", "medspace", "thickspace", "negthinspace", "nolimits"})
+#: Macros that set spacing with an argument (``\hspace{1em}``) or a label (``\tag{3}``):
+#: skipped with their group.
+_IGNORED_WITH_GROUP = frozenset({"hspace", "vspace", "tag", "phantom", "hphantom",
+                                 "vphantom", "label"})
+#: What separates a left-hand side from its right: ``=``, an update arrow (``\leftarrow``,
+#: ``\gets``: the right-hand side reads the symbol's value before the update), ``:=``.
+_ARROWS = ("\\leftarrow", "\\gets", "\\longleftarrow")
+_EQUALS = ("=", ":=", "\\coloneqq", "\\triangleq", "\\doteq", *_ARROWS)
+#: Function names an author may write without a backslash (``sin(x)``), read as the
+#: function when the letters stand together before ``(``.
+_BARE_FUNCTIONS = {"sin": "sin", "cos": "cos", "tanh": "tanh", "exp": "exp", "log": "log",
+                   "ln": "log", "max": "max", "erf": "erf", "softmax": "softmax",
+                   "sigmoid": "sigmoid", "relu": "relu", "ReLU": "relu", "GELU": "gelu",
+                   "SiLU": "silu", "sqrt": "sqrt"}
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
 _ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
@@ -140,6 +159,9 @@ def tokenize(text: str) -> list[Token]:
                 end = min(k + 2, len(text))
             out.append(Token("macro", text[k:end], col, spaced))
             k = end
+        elif c == ":" and k + 1 < len(text) and text[k + 1] == "=":
+            out.append(Token("char", ":=", col, spaced))
+            k += 2
         elif c in "+-*/^_{}()[]=<>',&|.!:;":
             out.append(Token("char", c, col, spaced))
             k += 1
@@ -330,6 +352,8 @@ class Chain:
     lhs: Node
     rhs: tuple[Node, ...]
     line: int = 1
+    #: written with an update arrow (``\\theta \\leftarrow \\theta - \\eta g``)
+    update: bool = False
 
 
 # -- the parser -----------------------------------------------------------------------
@@ -374,6 +398,10 @@ class Parser:
                 return
             if t.kind == "macro" and t.text[1:] in _IGNORED:
                 self.k += 1
+            elif t.kind == "macro" and t.text[1:] in _IGNORED_WITH_GROUP \
+                    and t.text != "\\label":
+                self.k += 1
+                self.raw_group()
             elif t.kind == "macro" and t.text in ("\\mathopen", "\\mathclose"):
                 self.k += 1
                 if self.raw_group():
@@ -429,7 +457,10 @@ class Parser:
                 self.k += 1
                 line += 1
                 continue
-            if self.at("="):  # `&= ...` continues the line before
+            if self.label():
+                continue
+            update = False
+            if self.at(*_EQUALS):  # `&= ...` continues the line before
                 if not chains:
                     raise fail("= (no left-hand side before it)", self.peek().col)
                 lhs, rhs = chains[-1].lhs, []
@@ -437,8 +468,9 @@ class Parser:
                 lhs, rhs = self.expression(), []
             while True:
                 self.skip_layout()
-                if not self.at("="):
+                if not self.at(*_EQUALS):
                     break
+                update = update or self.at(*_ARROWS)
                 self.k += 1
                 rhs.append(self.expression())
             self.skip_layout()
@@ -452,12 +484,32 @@ class Parser:
                 raise fail(t.text, t.col)
             if not rhs:
                 raise InputError(f"cannot read line {line} of the equation: no '='")
-            chains.append(Chain(lhs, tuple(rhs), line))
+            chains.append(Chain(lhs, tuple(rhs), line, update))
             if t is not None and not self.at("\\\\"):  # `, \quad RMS(x) = ...`: one more
                 line += 1
         if not chains:
             raise InputError("cannot read the equation: it is empty")
         return chains
+
+    def label(self) -> bool:
+        """A text label before the equation (``\\text{ADAM:}``, ``\\textbf{Update}:``):
+        skipped."""
+        t = self.peek()
+        if t is None or t.text not in ("\\text", "\\textbf", "\\textit", "\\mathrm",
+                                       "\\mathbf", "\\textrm", "\\textsc"):
+            return False
+        said = _text(self.peek_group(1)).strip()
+        saved = self.k
+        self.k += 1
+        self.raw_group()
+        if said.endswith(":") and len(said) > 1:
+            return True
+        self.skip_layout()
+        if said and said.replace(" ", "").isalnum() and self.at(":"):
+            self.k += 1
+            return True
+        self.k = saved
+        return False
 
     def separator_word(self) -> bool:
         """``\\text{where}`` (with, and, for) between two equations of one line: taken."""
@@ -545,6 +597,8 @@ class Parser:
             return t.text in "([{|"
         if t.text in ("\\text", "\\mathrm", "\\textrm") \
                 and _text(self.peek_group(1)).strip() in _SEPARATORS:
+            return False
+        if t.text in _EQUALS:
             return False
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
@@ -647,6 +701,13 @@ class Parser:
                 self.k += 1  # dK, d\alpha, dx: the gradient of K, α, x
                 sym = self.symbol()
                 return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
+            word = self.bare_word()
+            if word is not None:
+                return word
+            if t.text == "E" and (u := self.peek(1)) is not None and u.text == "[" \
+                    and not u.spaced:  # E[x]: the expectation over the row
+                self.k += 1
+                return self.statistic("mean", t)
             if t.text == "e" and self.at_euler():
                 self.k += 1
                 self.expect("^")
@@ -655,6 +716,48 @@ class Parser:
         if t.kind == "macro":
             return self.macro_atom(t)
         raise fail(t.text, t.col)
+
+    def bracket_after(self, ahead: int) -> bool:
+        """Is the group starting ``ahead`` tokens on followed by ``[``?"""
+        saved = self.k
+        self.k += ahead
+        try:
+            self.raw_group()
+            return self.at("[")
+        except InputError:
+            return False
+        finally:
+            self.k = saved
+
+    def statistic(self, name: str, t: Token) -> Node:
+        """``E[x]``: each row's mean (``var``, ``rms`` likewise), after its name."""
+        self.expect("[")
+        inner = self.expression()
+        self.skip_layout()
+        self.expect("]")
+        return Call(name, (inner,), col=t.col)
+
+    def bare_word(self) -> Node | None:
+        """A function name written without its backslash, ``sin(x)``, ``exp(x)``,
+        ``max(0, x)``: letters standing together before ``(`` (or ``\\left(``)."""
+        end = self.k
+        while end < len(self.tokens) and self.tokens[end].kind == "letter" and (
+                end == self.k or not self.tokens[end].spaced):
+            end += 1
+        word = "".join(u.text for u in self.tokens[self.k:end])
+        after = self.tokens[end] if end < len(self.tokens) else None
+        name = _BARE_FUNCTIONS.get(word)
+        if name is None or after is None or after.text not in ("(", "\\left", "^"):
+            return None
+        t = self.tokens[self.k]
+        self.k = end
+        if name == "max":
+            return self.reduction("max", t)
+        if name == "softmax":
+            return Call(name, (self.argument(t),), col=t.col)
+        if name == "sqrt":
+            return Call("sqrt", (self.argument(t),), col=t.col)
+        return self.function(name, t)
 
     def at_euler(self) -> bool:
         """``e^{...}`` with no subscript: Euler's number to a power."""
@@ -690,6 +793,10 @@ class Parser:
             self.k += 1
             self.raw_group()
             return self.indicator(t)
+        if name in ("operatorname", "mathrm", "text", "mathbb") and \
+                _text(self.peek_group(1)) in STATISTICS and self.bracket_after(1):
+            self.k += 1
+            return self.statistic(STATISTICS[_text(self.raw_group())], t)
         if name in ("operatorname", "mathrm", "text") and \
                 _text(self.peek_group(1)) in NAMED_FUNCTIONS:
             self.k += 1
@@ -899,18 +1006,55 @@ class Parser:
         low = high = None
         indices: list[str]
         eq = [k for k, u in enumerate(below) if u.text == "="]
-        if eq:
+        if any(u.text.lstrip("\\") in _COMPARISONS and u.text != "=" for u in below):
+            indices, low, high = self.range_below(below, t)
+        elif eq:
             names, low_tokens = below[:eq[0]], below[eq[0] + 1:]
             indices = _index_names(names, t.col)
             low = self.sub_expression(low_tokens, t.col)
         else:
             indices = _index_names(below, t.col)
         self.skip_layout()
-        if self.at("^"):
+        if self.at("^") and high is None:
             self.k += 1
             high = self.sub_expression(self.raw_group(), t.col)
         body = self.term()
         return Reduce(name, tuple(indices), low, high, body, col=t.col)
+
+    def range_below(self, below: tuple[Token, ...], t: Token
+                    ) -> tuple[list[str], Node | None, Node | None]:
+        """``\\sum_{j \\le i}``, ``\\max_{1 \\le j \\le n}``, ``\\sum_{j < i}``: the index (the
+        one plain letter compared) and its limits (a strict bound moved by one)."""
+        inner = Parser(list(below))
+        cond = inner.condition(None)
+        if not isinstance(cond, Compare):
+            raise fail("the range under a sum", t.col)
+        letters = [k for k, o in enumerate(cond.operands) if isinstance(o, Sym)
+                   and len(o.base) == 1 and not (o.sub or o.sup or o.grad)]
+        if not letters or any(op in ("==", "!=") for op in cond.ops):
+            raise fail("the range under a sum (write \\sum_{j \\le i})", t.col)
+        at = letters[0] if len(cond.operands) == 2 else next(
+            (k for k in letters if 0 < k < len(cond.operands) - 1), letters[0])
+        index = cond.operands[at].base
+        low = high = None
+        one = Num(Fraction(1), col=t.col)
+        for k, op in enumerate(cond.ops):
+            left, right = cond.operands[k], cond.operands[k + 1]
+            if k + 1 == at:      # bound <op> j
+                bound, op = left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+            elif k == at:        # j <op> bound
+                bound = right
+            else:
+                continue
+            if op == "<":
+                high = Binary("-", bound, one, col=t.col)
+            elif op == "<=":
+                high = bound
+            elif op == ">":
+                low = Binary("+", bound, one, col=t.col)
+            else:
+                low = bound
+        return [index], low, high
 
     def indicator(self, t: Token) -> Node:
         self.skip_layout()
@@ -959,7 +1103,9 @@ class Parser:
         """A symbol's base, then its scripts and primes in any order."""
         self.skip_layout()
         t = self.next()
-        bold = t.kind == "macro" and t.text[1:] in _BOLD
+        bold = t.kind == "macro" and (t.text[1:] in _BOLD or (
+            t.text[1:] in _ACCENTS and any(u is not None and u.text[1:] in _BOLD
+                                           for u in (self.peek(), self.peek(1)))))
         base = self.base(t)
         sub = sup = None
         primes = 0
@@ -996,7 +1142,11 @@ class Parser:
                 return f"<{_text(tuple(inner))}>"
             if name in _ACCENTS:
                 group = self.raw_group()
-                return f"{name}({Parser(list(group)).base(group[0]) if group else ''})"
+                if not group:
+                    raise fail(f"{t.text} without a symbol", t.col)
+                inner = Parser(list(group))
+                inner.k = 1  # \hat{\mathbf{v}}: the accent over a bold letter
+                return f"{name}({inner.base(group[0])})"
             if name in _FONTS or name in _BOLD:
                 text = _text(self.raw_group())
                 if not text.replace("_", "").isalnum():
