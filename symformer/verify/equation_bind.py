@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from symformer.engine import Derivation
 from symformer.errors import InputError
@@ -231,18 +232,24 @@ def _nearest(sym: Sym, targets: list[Target], near: str) -> Target:
 
 
 def where_table(where: Mapping[str, str], g: Derivation, source: str
-                ) -> dict[Key, Target]:
-    """A claim's ``where``: author symbol -> stage name or ``BLOCK.WEIGHT``
+                ) -> dict[Key, Target | str]:
+    """A claim's ``where``: author symbol -> a number (``D = "4"``: a size or
+    constant), a size of the glossary (``N = "n"``, ``D = "d_model"``), a stage name or
+    ``BLOCK.WEIGHT``
     (``layer1.head1.W_Q``, the weight's name as ``backward --list`` prints its
     gradient without ``grad.``), ``loss.target`` (the mse loss's target, a
     cross-entropy's one-hot targets) or ``S.mask`` (S a masked score stage: its additive
     mask, 0 or -inf, or the example's finite mask value)."""
-    out: dict[Key, Target] = {}
+    out: dict[Key, Target | str] = {}
     weights = _weights(g)
     for written, name in where.items():
         if not isinstance(name, str):
             raise InputError(f"{source}: where[{written!r}] must be a stage name")
         sym = read_symbol(written)
+        number = _number(name)
+        if number is not None or name in _GLOSSARY_SIZES:  # D = "4", N = "n"
+            out[key_of(sym)] = number if number is not None else _GLOSSARY_SIZES[name]
+            continue
         if name.endswith(".target") and name.removesuffix(".target") in g.stages \
                 and any(hasattr(g[name.removesuffix(".target")].op, a)
                         for a in ("target", "targets")):
@@ -262,6 +269,21 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
             target = Target(stage=name, matrix=written[:1].isupper())
         out[key_of(sym)] = target
     return out
+
+
+#: Sizes ``where`` may name (``D = "d_model"``): the glossary's name for each.
+_GLOSSARY_SIZES = {"n": "n", "d": "d", "d_model": "d", "d_k": "d_{k}", "d_v": "d_{v}",
+                   "d_ff": "d_{ff}", "d_in": "d_{in}", "d_out": "d_{out}", "|V|": "|V|",
+                   "vocab": "|V|", "t": "t"}
+
+
+def _number(text: str) -> str | None:
+    """``"4"`` -> ``#4`` (a size), ``"1/2"`` or ``"0.5"`` -> ``=1/2`` (a constant); None
+    for anything else (a stage name)."""
+    if not re.fullmatch(r"-?\d{1,30}(?:\.\d{1,30})?(?:/\d{1,30})?", text.strip()):
+        return None
+    value = Fraction(text.strip())
+    return f"#{value}" if value.denominator == 1 and value >= 0 else f"={value}"
 
 
 def _weights(g: Derivation) -> dict[str, Target]:

@@ -539,6 +539,8 @@ class Judge:
         the stage (RoPE's halves), an entry where a line reads outside a stage is not
         one that line covers (:func:`_coverage` then requires another to)."""
         several = len(split_definitions(claim.chains)[0]) > 1
+        if isinstance(lhs, lm.Matrix):
+            return self.matrix_pairs(ev, lhs, rhs, claim, balls)
         named = False
         lhs, row_form = _function_form(lhs)
         if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
@@ -620,6 +622,42 @@ class Judge:
             _fits(value, wanted, _shown_lhs(lhs))
             flat = [x for row in value.rows for x in row]
             out.extend((_at(i, j, ev.base), flat[j], stage[i][j], (i, j)) for j in range(c))
+        return out
+
+    def matrix_pairs(self, ev: Evaluator, lhs: lm.Matrix, rhs: lm.Node,
+                     claim: EquationClaim, balls: Mapping) -> list:
+        """A left-hand side written as a matrix of the stage's entries (a rotation's
+        pair, ``[\\tilde q_{p,2c}; \\tilde q_{p,2c+1}] = R(p\\theta_c) [..]``): every value
+        of its indices, the right-hand side a matrix of its shape."""
+        stage = balls[claim.stage]
+        r, c = len(stage), len(stage[0])
+        cells = [(a, b, e) for a, row in enumerate(lhs.rows) for b, e in enumerate(row)]
+        if not all(isinstance(e, lm.Sym) and e.sub for _, _, e in cells):
+            raise InputError(f"{claim.source}: cannot read the left-hand side at column "
+                             f"{lhs.col}: a matrix of the stage's entries (q_{{p,2c}})")
+        parts = {(a, b): lm.split_indices(e.sub, 2) for a, b, e in cells}
+        free: list[str] = []
+        for found in parts.values():
+            for part in found:
+                free += [n for n in _index_names(part) if n not in free
+                         and (not _is_size(n, ev) or _free_size(n, part, cells[0][2], rhs, ev))]
+        out, seen = [], set()
+        for values in _assignments(len(free), ev.base, max(r, c)):
+            env = Env(dict(zip(free, values)))
+            at = {key: [ev.index(p, env) for p in found] for key, found in parts.items()}
+            if any(len(v) != 2 or any(x.denominator != 1 for x in v) for v in at.values()):
+                continue
+            places = {key: (int(v[0]) - ev.base, int(v[1]) - ev.base) for key, v in at.items()}
+            if not all(0 <= i < r and 0 <= j < c for i, j in places.values()) \
+                    or set(places.values()) <= seen:
+                continue
+            env.row = next(iter(places.values()))[0]
+            value = ev.value(rhs, env)
+            _fits(value, (len(lhs.rows), len(lhs.rows[0])), "the left-hand side")
+            for (a, b), (i, j) in places.items():
+                if (i, j) not in seen:
+                    seen.add((i, j))
+                    out.append((_at(i, j, ev.base), value.rows[a][b], stage[i][j], (i, j)))
         return out
 
     def random(self, variant: int, causal: bool, stage: str) -> Derivation | None:
@@ -992,7 +1030,7 @@ def _index_names(node: lm.Node) -> list[str]:
     while stack:
         n = stack.pop()
         if isinstance(n, lm.Sym) and not n.sub and not n.sup:
-            out.append(n.base)
+            out.append(n.base + "'" * n.primes)  # j' is an index of its own
         for value in vars(n).values():
             if isinstance(value, lm.Node):
                 stack.append(value)
@@ -1009,7 +1047,7 @@ def _free_size(name: str, part: lm.Node, lhs: lm.Sym, rhs: lm.Node, ev: Evaluato
     ``\\partial L/\\partial v_{mn}``) is that entry's free index -- unless the equation
     also uses the letter as the size (``\\sum_{m=1}^{n}``), an ambiguity refused naming
     the letter.  Any other use of a size in an index (``x_{n-1}``) is the size."""
-    if not (isinstance(part, lm.Sym) and part.base == name):
+    if not (isinstance(part, lm.Sym) and part.base + "'" * part.primes == name):
         return False
     if any(s.base == name and not s.sub and not s.sup and not s.grad
            for s in symbols_of(rhs)):
@@ -1029,7 +1067,7 @@ def _matrix_form(lhs: lm.Sym, ev: Evaluator, r: int, c: int) -> bool:
     """Is a bare left-hand side the whole matrix (``Q``, ``dK``) rather than one row?"""
     k = key_of(lhs)
     if k in ev.where:
-        return ev.where[k].matrix
+        return getattr(ev.where[k], "matrix", False)
     try:
         found = ev.table.lookup(lhs, ev.near)
     except InputError:
@@ -1060,6 +1098,8 @@ def _at(i: int, j: int, base: int) -> str:
 
 
 def _shown_lhs(lhs: lm.Node) -> str:
+    if isinstance(lhs, lm.Matrix):  # a rotation's pair: its first entry's symbol
+        lhs = lhs.rows[0][0]
     if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
         lhs = lhs.operand
     if isinstance(lhs, lm.Sym):

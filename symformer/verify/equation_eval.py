@@ -465,6 +465,14 @@ class Evaluator:
                 if condition is None or self.condition(condition, env):
                     return self.value(value, env)
             raise Inapplicable("no case of the distinction holds")
+        if isinstance(node, lm.Matrix):  # [a, b], bmatrix: each entry one number
+            out = []
+            for row in node.rows:
+                entries = [self.value(item, env) for item in row]
+                if any(isinstance(e, Mat) and e.shape != (1, 1) for e in entries):
+                    raise Inapplicable("a matrix written out with a matrix as an entry")
+                out.append([e.rows[0][0] if isinstance(e, Mat) else e for e in entries])
+            return Mat(out)
         if isinstance(node, lm.Compare):
             raise InputError(f"cannot read a comparison at column {node.col} outside "
                              f"an indicator [..]")
@@ -518,9 +526,9 @@ class Evaluator:
         return int(v) if v.denominator == 1 else None
 
     def symbol(self, sym: lm.Sym, env: Env) -> object:
-        if not sym.sub and not sym.sup and not sym.grad and not sym.primes \
-                and sym.base in env.indices:
-            return arb(env.indices[sym.base])
+        if not sym.sub and not sym.sup and not sym.grad \
+                and sym.base + "'" * sym.primes in env.indices:
+            return arb(env.indices[sym.base + "'" * sym.primes])
         target, sub_used, sup_used = self.resolve(sym)
         if target == "delta":
             a, b = _exactly(lm.split_indices(sym.sub, 2), 2, sym)
@@ -613,8 +621,9 @@ class Evaluator:
         if isinstance(node, lm.Num):
             return node.value
         if isinstance(node, lm.Sym) and not node.sub and not node.sup and not node.grad:
-            if node.base in env.indices:
-                return Fraction(env.indices[node.base])
+            name = node.base + "'" * node.primes  # j' is an index of its own
+            if name in env.indices:
+                return Fraction(env.indices[name])
         if isinstance(node, lm.Sym):
             target, sub_used, _ = self.resolve(node)
             if isinstance(target, str) and (target in _SIZES or target.startswith("#")):
@@ -793,7 +802,8 @@ class Evaluator:
             r, c = shape
             parts = lm.split_indices(sym.sub, 2 if r > 1 and c > 1 else 1)
             for position, part in enumerate(parts):
-                if isinstance(part, lm.Sym) and part.base == name and not part.sub:
+                if isinstance(part, lm.Sym) and part.base + "'" * part.primes == name \
+                        and not part.sub:
                     if len(parts) == 2:
                         return (r, c)[position]
                     if r > 1 and c > 1:  # a column in a row; a row in matrix form

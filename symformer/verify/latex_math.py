@@ -87,6 +87,7 @@ _BARE_FUNCTIONS = {"sin": "sin", "cos": "cos", "tanh": "tanh", "exp": "exp", "lo
                    "ln": "log", "max": "max", "erf": "erf", "softmax": "softmax",
                    "sigmoid": "sigmoid", "relu": "relu", "ReLU": "relu", "GELU": "gelu",
                    "SiLU": "silu", "sqrt": "sqrt"}
+_MATRICES = ("bmatrix", "pmatrix", "matrix", "Bmatrix")
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
 _ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
@@ -337,6 +338,14 @@ class Cases(Node):
 
 
 @dataclass(frozen=True)
+class Matrix(Node):
+    """A matrix written out, ``\\begin{bmatrix} .. \\end{bmatrix}`` or a row ``[a, b]``:
+    its entries' expressions, row by row."""
+
+    rows: tuple[tuple[Node, ...], ...]
+
+
+@dataclass(frozen=True)
 class Subscripted(Node):
     """``(expr)_{ij}``: an entry of a matrix-valued expression."""
 
@@ -407,7 +416,8 @@ class Parser:
                 if self.raw_group():
                     raise fail(f"{t.text} with content", t.col)
             elif t.kind == "macro" and t.text in ("\\begin", "\\end", "\\label"):
-                if t.text != "\\label" and _text(self.peek_group(1)) in ("cases", "array"):
+                if t.text != "\\label" and _text(self.peek_group(1)) in (
+                        "cases", "array", *_MATRICES):
                     return
                 self.k += 1
                 name = self.raw_group()
@@ -685,6 +695,14 @@ class Parser:
             return node
         if t.kind == "char" and t.text == "[":
             self.k += 1
+            if self.vector_ahead():  # [a, b]: a row of entries
+                items = [self.expression()]
+                while self.at(","):
+                    self.k += 1
+                    items.append(self.expression())
+                    self.skip_layout()
+                self.expect("]")
+                return Matrix((tuple(items),), col=t.col)
             inner = self.condition("]", grouping=True)
             return Indicator(inner, col=t.col) if isinstance(inner, Compare) else inner
         if t.kind == "char" and t.text == "|":  # |V|: the vocabulary's size
@@ -823,10 +841,57 @@ class Parser:
             return self.cases(t, closing=True)
         if name == "begin" and self.begins(0, ("cases",)):
             return self.cases(t, closing=False)
+        if name == "begin" and self.begins(0, _MATRICES):
+            return self.matrix(t)
         if name in ("{", "lbrace"):
             self.k += 1
             return Indicator(self.condition(_OPEN[t.text]), col=t.col)
         raise fail(t.text, t.col)
+
+    def vector_ahead(self) -> bool:
+        """Does the bracket just opened hold a comma at its own level (``[a, b]``)?"""
+        level = 0
+        for u in self.tokens[self.k:]:
+            if u.kind == "char" and u.text in "([{":
+                level += 1
+            elif u.kind == "char" and u.text in ")}":
+                level -= 1
+            elif u.kind == "char" and u.text == "]":
+                if level == 0:
+                    return False
+                level -= 1
+            elif u.kind == "char" and u.text == "," and level == 0:
+                return True
+        return False
+
+    def matrix(self, t: Token) -> Node:
+        """``\\begin{bmatrix} a & b \\\\ c & d \\end{bmatrix}`` (pmatrix, matrix): its
+        entries, row by row."""
+        self.k += 1  # \begin
+        self.raw_group()
+        rows: list[list[Node]] = [[]]
+        outer, self.in_cases = self.in_cases, True  # & separates entries
+        while True:
+            self.skip_layout()
+            if self.at("\\end"):
+                self.k += 1
+                self.raw_group()
+                break
+            if self.at("&"):
+                self.k += 1
+                continue
+            if self.at("\\\\"):
+                self.k += 1
+                rows.append([])
+                continue
+            if self.peek() is None:
+                raise fail("a matrix without \\end", t.col)
+            rows[-1].append(self.expression())
+        self.in_cases = outer
+        rows = [r for r in rows if r]
+        if not rows or len({len(r) for r in rows}) != 1:
+            raise fail("a matrix whose rows differ in length", t.col)
+        return Matrix(tuple(tuple(r) for r in rows), col=t.col)
 
     def begins(self, ahead: int, names: tuple[str, ...]) -> bool:
         """Is the token ``ahead`` on a ``\\begin{NAME}`` of one of ``names``?"""
@@ -915,6 +980,8 @@ class Parser:
         den = self.raw_group()
         if num and num[0].text == "\\partial" and _text(num[1:]) == "L":
             return self.derivative(num, den, t.col)
+        if num and den and num[0].text == den[0].text == "\\partial":
+            return _jacobian(num, den, t.col)
         return Binary("/", self.sub_expression(num, t.col), self.sub_expression(den, t.col),
                       col=t.col)
 
@@ -1175,6 +1242,18 @@ def _sum_tree(terms: list[tuple[str, Node]], col: int) -> Node:
     return items[0]
 
 
+def _jacobian(num: tuple[Token, ...], den: tuple[Token, ...], col: int) -> Node:
+    """``\\frac{\\partial p_j}{\\partial s_k}``: an entry of a Jacobian stage (a softmax
+    row's), the symbol ``∂p/∂s`` with the two indices ``j,k``; only as a left-hand side
+    (anywhere else it names no stage)."""
+    top, bottom = Parser(list(num[1:])).symbol(), Parser(list(den[1:])).symbol()
+    if not top.sub or not bottom.sub:
+        raise fail("a derivative without the entries' indices (\\partial p_j/\\partial "
+                   "s_k)", col)
+    comma = (Token("char", ",", col),)
+    return Sym(f"d{top.base}/d{bottom.base}", (*top.sub, *comma, *bottom.sub), col=col)
+
+
 def _gradient(node: Node, col: int) -> Node:
     """∂L/∂ of a symbol (or of a parenthesised symbol's entry)."""
     if isinstance(node, Subscripted):
@@ -1196,6 +1275,8 @@ def _index_names(tokens: tuple[Token, ...], col: int) -> list[str]:
             word = ""
         elif t.kind == "macro" and t.text[1:] in GREEK:
             word += t.text[1:]
+        elif t.kind == "char" and t.text == "'" and word:  # \sum_{j'}: j' of its own
+            word += "'"
         else:
             raise fail(f"{t.text} in the index of a sum", t.col)
     names.append(word)
@@ -1231,6 +1312,14 @@ def split_indices(sub: tuple[Token, ...], axes: int) -> list[Node]:
     if len(sub) > 2 and sub[0].text == "(" and sub[-1].text == ")" and not any(
             t.text in "()" for t in sub[1:-1]):
         sub = sub[1:-1]  # PE_{(pos,2i)}
+    primed: list[Token] = []
+    for t in sub:  # s_{ij'}: j' is one index
+        if t.kind == "char" and t.text == "'" and primed and primed[-1].kind == "letter":
+            last = primed.pop()
+            primed.append(Token("letter", last.text + "'", last.col, last.spaced))
+        else:
+            primed.append(t)
+    sub = tuple(primed)
     parts: list[list[Token]] = [[]]
     level = 0
     for t in sub:
