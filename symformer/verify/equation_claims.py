@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
-from flint import arb
+from flint import arb, fmpq
 
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
@@ -44,6 +44,7 @@ from symformer.exercise.settings import Range
 from symformer.verify import conventions
 from symformer.verify import equation_cost as cost
 from symformer.verify import equation_steps as steps
+from symformer.verify import equation_variants as variants
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
 from symformer.verify.equation_defs import expand, split_definitions
@@ -67,7 +68,8 @@ EXAMPLES = 4
 MAX_EXAMPLES = 8
 #: Seed of the random examples' draws (the same examples on every machine).
 SEED = 31
-_KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal"}
+_KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal", "tolerance",
+         "layout"}
 _TAG = re.compile(r"(?:(?<!\\)%|<!--)\s*symformer:\s*equation\s+(?P<body>.*?)\s*(?:-->)?\s*$")
 
 
@@ -88,6 +90,11 @@ class EquationClaim:
     #: Why the LaTeX cannot be read, when ``lenient`` (else that is raised at once).
     unreadable: str = ""
     lenient: bool = False
+    #: a relative tolerance (``tolerance = "1e-6"``: constants printed to a few digits)
+    tolerance: Fraction | None = None
+    #: ``"rows"`` (a token per row, the example's) or ``"columns"`` (a token per column:
+    #: every matrix the equation names is the stage's transpose, softmax per column)
+    layout: str = "rows"
 
     def __post_init__(self) -> None:
         if not self.chains:
@@ -183,8 +190,33 @@ def equations_from_toml(data: Mapping, source: str) -> list[EquationClaim]:
         name = t.get("name", t["stage"])
         out.append(EquationClaim(str(name), t["stage"], t["latex"], dict(bindings),
                                  vectors, examples, causal, f"{where} ({name})",
-                                 lenient=True))
+                                 lenient=True, tolerance=_tolerance(t, where),
+                                 layout=_layout(t, where)))
     return out
+
+
+def _layout(table: Mapping, where: str) -> str:
+    layout = table.get("layout", "rows")
+    if layout not in ("rows", "columns"):
+        raise InputError(f"{where}: layout must be \"rows\" or \"columns\" (a token per "
+                         f"column: Q = W_Q X)")
+    return layout
+
+
+def _tolerance(table: Mapping, where: str) -> Fraction | None:
+    """A claim's ``tolerance``: a relative tolerance, ``"1e-6"`` (a string or a number
+    above 0 and below 1), read exactly."""
+    value = table.get("tolerance")
+    if value is None:
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not re.fullmatch(r"\d{0,20}(?:\.\d{0,40})?(?:[eE]-?\d{1,3})?",
+                                                   text) or not re.search(r"\d", text):
+        raise InputError(f"{where}: tolerance must be a relative tolerance such as \"1e-6\"")
+    exact = Fraction(text)
+    if not 0 < exact < 1:
+        raise InputError(f"{where}: tolerance must be above 0 and below 1, found {text}")
+    return exact
 
 
 def has_equation_tags(text: str) -> bool:
@@ -469,15 +501,19 @@ class Judge:
                         f"digits), but no random example was tried ({why}): a check at "
                         f"one example's numbers is not enough to say it holds",
                         here.entries, **covered)
+        how = f"certified to {DIGITS} digits" if claim.tolerance is None else \
+            f"within the relative tolerance {_decimal(claim.tolerance)}, certified"
         return Link(chain.line, k, "holds",
                     f"agrees at {_all(here)} of this example and of "
-                    f"{plural(tried, 'random example')} (certified to {DIGITS} digits)",
+                    f"{plural(tried, 'random example')} ({how})",
                     here.entries, **covered)
 
     def outcome(self, claim: EquationClaim, lhs: lm.Node, rhs: lm.Node, g: Derivation,
-                base: int) -> _Outcome:
+                base: int, tolerance: Fraction | None = None) -> _Outcome:
         """Compare ``rhs`` with the stage at every entry of ``lhs``, raising the
-        precision until every entry is decided."""
+        precision until every entry is decided (within the relative ``tolerance``, else
+        the claim's, else to :data:`DIGITS` digits)."""
+        relative = tolerance if tolerance is not None else claim.tolerance
         if claim.stage not in g.stages:
             stage_of(g, claim.stage)
         table = self.table(g)
@@ -500,7 +536,7 @@ class Judge:
                 balls = g.evaluate(bits)
                 ev = Evaluator(g, table, where, claim.stage, balls, base,
                                claim.vectors == "column", words, self.own(g, claim.stage),
-                               step)
+                               step, claim.layout == "columns")
                 try:
                     pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
                 except Inapplicable as error:
@@ -519,12 +555,17 @@ class Judge:
                                             f"stage is -inf (masked)")
                         continue
                     d = mine - exact
-                    if not d.contains(0) or not mine.is_finite():
+                    bound = tolerance if relative is None else tolerance + abs(exact) * arb(
+                        fmpq(relative.numerator, relative.denominator))
+                    if not mine.is_finite() or (relative is None and not d.contains(0)) \
+                            or (relative is not None and abs(d) > bound):
+                        beyond = "" if relative is None else \
+                            f" (beyond the relative tolerance {_decimal(relative)})"
                         return _Outcome("fails", len(pairs),
                                         f"your {shown} at {at} is {_show(mine)}, the "
-                                        f"stage is {_show(exact)}",
+                                        f"stage is {_show(exact)}{beyond}",
                                         _ratio(pairs))
-                    if not d.abs_upper() < tolerance:
+                    if not abs(d) < bound:
                         undecided = True
                 if not undecided:
                     stage = balls[claim.stage]
@@ -613,9 +654,15 @@ class Judge:
             return out
         if matrix_form:
             value = ev.value(rhs, Env())
+            if ev.columns:  # a token per column: the value is the stage's transpose
+                _fits(value, (c, r), _shown_lhs(lhs))
+                value = value.t()
             _fits(value, (r, c), _shown_lhs(lhs))
             return [(_at(i, j, ev.base), value.rows[i][j], stage[i][j], (i, j))
                     for i in range(r) for j in range(c)]
+        if ev.columns:
+            raise InputError(f"{claim.source}: layout = \"columns\" reads an equation "
+                             f"about whole matrices (Q = W_Q X)")
         for i in range(r):
             value = ev.value(rhs, Env({}, i))
             wanted = (c, 1) if ev.column else (1, c)
@@ -716,6 +763,53 @@ class Judge:
         if failed.ratio is not None:
             notes.append(f"it is {failed.ratio} times the stage at every entry "
                          f"(a sum for a mean, or a missing factor?)")
+        if claim.layout == "rows":
+            try:
+                other = replace(claim, layout="columns")
+                if self.outcome(other, chain.lhs, rhs, g, base).status == "holds":
+                    notes.append("it holds if tokens are columns (layout = \"columns\")")
+            except (InputError, Inapplicable, NotAtStep):
+                pass
+        notes += self.rewritten(claim, chain, rhs, g, base)
+        return notes
+
+    def rewritten(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, g: Derivation,
+                  base: int) -> list[str]:
+        """The conventions authors differ on, each tried as a rewriting of ``rhs``:
+        constants printed to a few digits, ε inside or outside the root, √d_k missing
+        or extra, β^t for β^{t-1}."""
+        notes: list[str] = []
+        for k, text in variants.printed_constants(rhs) if claim.tolerance is None else ():
+            try:  # the constant printed with the most digits whose rounding explains it
+                if self.outcome(claim, chain.lhs, rhs, g, base,
+                                Fraction(1, 10 ** (k - 1))).status == "holds":
+                    notes.append(f"it holds to the {k} digits of {text} as printed "
+                                 f"(tolerance = \"1e-{k - 1}\")")
+                    break
+            except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
+                break
+        tries: list[tuple[lm.Node, str]] = []
+        moved = variants.epsilon_moved(rhs)
+        if moved is not None:
+            tries.append((moved[0], f"it holds with ε {moved[1]} the square root"))
+        if any(s.kind in ("scores", "raw_scores") for s in g) \
+                and not is_training_stage(claim.stage):
+            tries.append((variants.sqrt_dk(rhs, True), "it holds multiplied by √d_k "
+                          "(a 1/√d_k too many)"))
+            tries.append((variants.sqrt_dk(rhs, False), "it holds divided by √d_k "
+                          "(the scaling by 1/√d_k missing)"))
+        if is_training_stage(claim.stage):
+            shifted = variants.step_powers_shifted(rhs)
+            if shifted is not None:
+                old = "t-1" if shifted[1] == "t" else "t"
+                tries.append((shifted[0], f"it holds with β^{{{shifted[1]}}} for "
+                                          f"β^{{{old}}} (the bias correction a step off)"))
+        for node, note in tries:
+            try:
+                if self.outcome(claim, chain.lhs, node, g, base).status == "holds":
+                    notes.append(note)
+            except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
+                continue
         return notes
 
 
@@ -898,6 +992,13 @@ def _moved_stages(g: Derivation, claim: EquationClaim, chain: lm.Chain, step: in
                     stage_of(g, moved)
                 except InputError:
                     continue
+
+
+def _decimal(x: Fraction) -> str:
+    """``1e-6`` for 1/1000000, else the fraction."""
+    if x.numerator == 1 and str(x.denominator).strip("0") == "1":
+        return f"1e-{len(str(x.denominator)) - 1}"
+    return str(x)
 
 
 def _steps(judged: list[int]) -> str:

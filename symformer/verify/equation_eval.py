@@ -221,7 +221,7 @@ class Evaluator:
     def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
                  balls: Mapping[str, list], base: int = 0, column: bool = False,
                  words: frozenset[str] = frozenset(), own: Mapping = {},
-                 step: int | None = None) -> None:
+                 step: int | None = None, columns: bool = False) -> None:
         self.g, self.table, self.where, self.near = g, table, where, near
         self.balls = balls
         self.base = base
@@ -234,6 +234,9 @@ class Evaluator:
         self.own = own
         #: a training equation's t (the claimed step, or one less for θ_{t+1} = ...)
         self.step = step
+        #: a token per column (``layout = "columns"``): every matrix transposed, softmax
+        #: and rowsum per column
+        self.columns = columns
         #: the softmax row a Jacobian stage (``S.jacobian.row1``) is of: J_{jk} is
         #: ∂p_j/∂s_k in that token's row, so p_k there is that row's entry
         op = g[near].op if near in g.stages else None
@@ -241,7 +244,12 @@ class Evaluator:
 
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
-        """The entries of a stage (balls) or a weight (exact) as balls."""
+        """The entries of a stage (balls) or a weight (exact) as balls; transposed in a
+        column layout."""
+        rows = self._matrix(target)
+        return [list(col) for col in zip(*rows)] if self.columns else rows
+
+    def _matrix(self, target: Target) -> list[list[arb]]:
         if target.parameter == "mask":
             return self.mask(target.stage)
         if target.constant is not None:
@@ -714,6 +722,8 @@ class Evaluator:
             return Mat([[sum(row, arb(0))] for row in rows])
         if node.name == "softmax":
             (arg,) = node.args
+            if self.columns:  # each column (a token) normalised
+                return _softmax(self.value(arg, env).t()).t()
             return _softmax(self.value(arg, env))
         if node.name in ("mean", "var", "rms"):  # E[x]: each row's statistic, a column
             (arg,) = node.args

@@ -198,9 +198,11 @@ class Node:
 
 @dataclass(frozen=True)
 class Num(Node):
-    """An exact number."""
+    """An exact number; ``text``: a decimal as printed (``0.7978846``: a constant given
+    to 7 digits), else ""."""
 
     value: Fraction
+    text: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -673,7 +675,7 @@ class Parser:
             raise InputError("cannot read the equation: it ends too early")
         if t.kind == "num":
             self.k += 1
-            return Num(Fraction(t.text), col=t.col)
+            return Num(Fraction(t.text), t.text if "." in t.text else "", col=t.col)
         if t.kind == "char" and t.text == "{":
             return self.sub_expression(self.raw_group(), t.col)
         if t.kind == "char" and t.text == "(":
