@@ -128,3 +128,20 @@ def test_numbers_of_thousands_of_digits_are_one_line(builtin, latex):
     with pytest.raises(InputError, match=r"digits \(at most 100 are read\)"):
         _check(builtin, latex[:20_000])
     assert time.process_time() - start < 1
+
+
+@pytest.mark.parametrize("latex, where, message", [
+    (r"\mu = m", {"mu": STAGE}, r"where['mu']: write the symbol as in the equation, \mu"),
+    (r"\mu = m", {"m" * 100_000: STAGE}, "a where key of 100,000 characters"),
+    (r"\mu = \max_j \max_k r_j", {}, r"how far the maximum over k runs: give its limits "
+                                     r"(\max_{k=0}^{n-1})"),
+])
+def test_equation_messages_say_what_is_wrong(builtin, latex, where, message):
+    with pytest.raises(InputError) as error:
+        _check(builtin, latex, where=where)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_value_too_large_is_not_called_infinite(builtin):
+    (link,) = _check(builtin, r"\mu = 2^{2^{2^{100}}}").links
+    assert link.status == "fails" and "too large to evaluate" in link.message

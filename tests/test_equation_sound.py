@@ -252,3 +252,20 @@ def test_a_bias_correction_written_at_one_step_fails_at_another(adam):
     assert link.status == "fails" and "at step 1" in link.message
     _, _, v1 = _adam_float(1)[1]
     assert value_at(link.message)[1] == pytest.approx(v1 / (1 - 0.99 ** 2), rel=1e-9)
+
+
+def test_an_attention_table_example_is_redrawn_for_random_examples(tmp_path):
+    """Given Q, K, V (an [attention] table) and dL/dO: the random examples redraw them,
+    so dV = A^T dO holds (not "on this example only") and dV = A dO fails."""
+    path = tmp_path / "given.toml"
+    path.write_text('tokens = ["a", "b", "c"]\ncausal = true\n[attention]\n'
+                    'Q = [[1, 0], [0, 1], [1, 1]]\nK = [[1, 0], [0, 1], [1, -1]]\n'
+                    'V = [[1, 2], [3, 4], [5, 6]]\n[loss]\nkind = "upstream"\n'
+                    'stage = "output"\ngradient = [[1, 0], [0, 1], [1, 1]]\n')
+    example = load_example(path)
+    checker = Checker(example)
+    judge = Judge(example, checker.derivation, checker.causal)
+    (link,) = links(judge, "grad.V", r"dV = A^\top dO", examples=2, where={"A": "weights"})
+    assert link.status == "holds" and "2 random examples" in link.message
+    (link,) = links(judge, "grad.V", r"dV = A dO", where={"A": "weights"})
+    assert link.status in ("fails", "example only")

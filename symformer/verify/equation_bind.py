@@ -245,6 +245,12 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
     for written, name in where.items():
         if not isinstance(name, str):
             raise InputError(f"{source}: where[{written!r}] must be a stage name")
+        if len(written) > 200:
+            raise InputError(f"{source}: a where key of {len(written):,} characters; a "
+                             f"symbol is at most 200")
+        if written in GREEK:  # mu = ...: the author means \mu
+            raise InputError(f"{source}: where[{written!r}]: write the symbol as in the "
+                             f"equation, \\{written}")
         sym = read_symbol(written)
         number = _number(name)
         if number is not None or name in _GLOSSARY_SIZES:  # D = "4", N = "n"

@@ -557,6 +557,10 @@ class Judge:
                     d = mine - exact
                     bound = tolerance if relative is None else tolerance + abs(exact) * arb(
                         fmpq(relative.numerator, relative.denominator))
+                    if not mine.is_finite() and exact.is_finite():
+                        return _Outcome("fails", len(pairs),
+                                        f"your {shown} at {at} is too large to evaluate "
+                                        f"(or not finite), the stage is {_show(exact)}")
                     if not mine.is_finite() or (relative is None and not d.contains(0)) \
                             or (relative is not None and abs(d) > bound):
                         beyond = "" if relative is None else \
@@ -828,11 +832,17 @@ def _random_derivation(example: Example, variant: int, causal: bool) -> Derivati
     drawn = _norm_weights(draw(data, Settings(), stream), stream)
     if isinstance(data.get("objective"), dict):  # an optimiser lesson: new start values
         drawn = {**drawn, "objective": _start_values(data["objective"], stream)}
+    if isinstance(data.get("attention"), dict):  # given Q, K, V: each drawn anew
+        drawn = {**drawn, "attention": {
+            key: _redrawn(value, stream) if key in ("Q", "K", "V") else value
+            for key, value in data["attention"].items()}}
     loss = drawn.get("loss")
     if isinstance(loss, dict) and isinstance(loss.get("target"), list):
         choices = _TARGETS.entries()
         drawn["loss"] = {**loss, "target": [[choices[stream.below(len(choices))]
                                              for _ in row] for row in loss["target"]]}
+    if isinstance(loss, dict) and isinstance(loss.get("gradient"), list):  # dL/dO given
+        drawn["loss"] = {**drawn["loss"], "gradient": _redrawn(loss["gradient"], stream)}
     if drawn == data:
         return None
     gains = _with_gains(drawn, example, stream)
@@ -879,6 +889,15 @@ def _start_values(table: dict, stream) -> dict:
         else:
             out[key] = value
     return out
+
+
+def _redrawn(rows: object, stream) -> object:
+    """A given matrix (rows of numbers) with every entry drawn anew (:data:`_TARGETS`'s
+    range, halves from -1 to 1, and never all zero); anything else as it is."""
+    if not (isinstance(rows, list) and rows and all(isinstance(r, list) for r in rows)):
+        return rows
+    choices = [c for c in _TARGETS.entries() if c != 0] + list(_TARGETS.entries())
+    return [[choices[stream.below(len(choices))] for _ in row] for row in rows]
 
 
 #: An mse target's entries in random examples.

@@ -785,13 +785,13 @@ class Evaluator:
                 low = self.index(node.low, env) if node.low is not None else \
                     Fraction(self.base)
                 high = self.index(node.high, env) if node.high is not None else \
-                    Fraction(self.base + self.axis(name, node.body, env) - 1)
+                    Fraction(self.base + self.axis(name, node.body, env, node.op) - 1)
             elif node.low is not None or node.high is not None:
                 raise InputError(f"cannot read the limits of the sum at column "
                                  f"{node.col} over several indices")
             else:
                 low = Fraction(self.base)
-                high = Fraction(self.base + self.axis(name, node.body, env) - 1)
+                high = Fraction(self.base + self.axis(name, node.body, env, node.op) - 1)
             if low.denominator != 1 or high.denominator != 1:
                 raise Inapplicable("a sum's limit is not a whole number")
             ranges.append(range(int(low), int(high) + 1))
@@ -806,7 +806,7 @@ class Evaluator:
                 total = _elementwise(total, term, _max, "compare")
         return arb(0) if total is None else total
 
-    def axis(self, name: str, body: lm.Node, env: Env) -> int:
+    def axis(self, name: str, body: lm.Node, env: Env, op: str = "sum") -> int:
         """The length of the axis index ``name`` runs over in ``body``."""
         for sym, shape in self._indexed(body, env):
             r, c = shape
@@ -819,8 +819,9 @@ class Evaluator:
                     if r > 1 and c > 1:  # a column in a row; a row in matrix form
                         return c if env.row is not None else r
                     return r if c == 1 else c
-        raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
-                         f"(\\sum_{{{name}=0}}^{{n-1}})")
+        raise InputError(f"cannot tell how far the {'sum' if op == 'sum' else 'maximum'} "
+                         f"over {name} runs: give its limits "
+                         f"(\\{op}_{{{name}=0}}^{{n-1}})")
 
     def _indexed(self, body: lm.Node, env: Env):
         """(node with a subscript, the shape its subscript indexes) for every symbol of
