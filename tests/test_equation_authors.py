@@ -159,3 +159,46 @@ def test_the_grammar_reads_the_new_forms_into_trees():
                                       lm.Num(Fraction(2)))
     with pytest.raises(InputError, match="only a positive whole power"):
         lm.parse_equations(r"y = \sin^{-1} x")
+
+
+GELU_GRAD = r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}{\partial a_{ij}} " \
+    r"\mathrm{GELU}'(h_{ij})"
+
+
+@pytest.mark.parametrize("latex, holds", [
+    (r"\frac{\partial L}{\partial h} = \frac{\partial L}{\partial a} \odot "
+     r"\mathrm{GELU}'(h)", True),
+    (GELU_GRAD + r", \quad \mathrm{GELU}'(x) = \Phi(x) + x\phi(x)", True),
+    (GELU_GRAD + r", \quad \mathrm{GELU}'(x) = \Phi(x)", False),
+    (r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}{\partial a_{ij}} "
+     r"\tanh'(h_{ij})", False),
+])
+def test_derivative_forms_against_torch_autograd(latex, holds):
+    """GELU'(h) built in or defined beside the gradient (Φ + xφ); a wrong definition's
+    value and the stage's both recomputed with torch autograd."""
+    torch = pytest.importorskip("torch")
+    import tomllib
+    judge = _judge(load_example(DATA / "gelu.toml"))
+    found = judge.check(EquationClaim("t", "grad.layer1.ffn.hidden", latex, examples=1,
+                                      source="t"))
+    (link,) = found.links
+    assert link.status == ("holds" if holds else "fails"), link.message
+    if holds:
+        return
+    data = tomllib.loads((DATA / "gelu.toml").read_text())
+    layer = data["layer"][0]
+
+    def t(rows):
+        return torch.tensor([[float(Fraction(str(v))) for v in r] for r in rows],
+                            dtype=torch.float64)
+    h = (t(data["inputs"]) @ t(layer["W_1"]) + t([layer["b_1"]])).requires_grad_()
+    a = torch.nn.functional.gelu(h)
+    f = a @ t(layer["W_2"]) + t([layer["b_2"]])
+    (f * t(data["loss"]["gradient"])).sum().backward()
+    da = t(data["loss"]["gradient"]) @ t(layer["W_2"]).T
+    m = re.search(r"at \[(\d+),(\d+)\] is (\S+), the stage is (\S+)$", link.message)
+    i, j = int(m[1]), int(m[2])
+    assert float(m[4]) == pytest.approx(float(h.grad[i, j]), rel=1e-9)
+    x = h.detach()[i, j]
+    local = torch.special.ndtr(x) if "Phi" in latex else 1 - torch.tanh(x) ** 2
+    assert float(m[3]) == pytest.approx(float(da[i, j] * local), rel=1e-9)

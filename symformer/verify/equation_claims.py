@@ -1075,6 +1075,13 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     if isinstance(inner, lm.Call) and inner.name != "max":  # softmax(x)_i, SiLU(x)
         args = inner.args
     elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
+            and inner.left.primes and not inner.left.grad:
+        raise InputError(f"cannot read the left-hand side at column {lhs.col}: the "
+                         f"derivative of a function is not a stage; write it beside the "
+                         f"gradient it enters (\\frac{{\\partial L}}{{\\partial h}} = "
+                         f"\\frac{{\\partial L}}{{\\partial a}} \\mathrm{{GELU}}'(h), \\quad "
+                         f"\\mathrm{{GELU}}'(x) = ...)")
+    elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
             and len(inner.left.base) > 1 and _name_subscript(inner.left):
         # FFN(x), Attention(Q, K, V), FFN_{SwiGLU}(x): a name, its subscript a word
         args = inner.right.items if isinstance(inner.right, lm.Arguments) else (inner.right,)

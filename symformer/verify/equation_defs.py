@@ -71,6 +71,9 @@ def _expand(node: lm.Node, table: dict[Key, Definition], depth: int,
     subtree, not 3,600 copies: :mod:`.equation_cost` counts its uses before any
     evaluation)."""
     def visit(n: lm.Node) -> lm.Node | None:
+        regrouped = _applied(n, table)
+        if regrouped is not None:  # a \mathrm{RMS}(x): f(x) after other factors
+            return _expand(regrouped, table, depth, shared)
         found = _use(n, table)
         if found is None:
             return None
@@ -121,6 +124,27 @@ def _use(n: lm.Node, table: dict[Key, Definition]
                                  f"is defined with other indices (a use may rename index "
                                  f"letters one for one: g_j for g_i)")
             return other, (), renamed
+    return None
+
+
+def _applied(n: lm.Node, table: dict[Key, Definition]) -> lm.Node | None:
+    """A product written side by side in which a defined function is applied after
+    other factors (``a\\,\\mathrm{GELU}'(h)`` parses as (a GELU') h): the same product
+    with the function and its argument grouped, so that the use is expanded; None when
+    there is none to regroup."""
+    if not (isinstance(n, lm.Binary) and n.op == "jux"):
+        return None
+    from symformer.verify.equation_eval import juxtaposed
+    factors = juxtaposed(n)
+    for k, f in enumerate(factors[:-1]):
+        if k and isinstance(f, lm.Sym) and (d := table.get(_sym_key(f))) is not None \
+                and d.params:
+            grouped = lm.Binary("jux", f, factors[k + 1], col=f.col, grouped=True)
+            items = [*factors[:k], grouped, *factors[k + 2:]]
+            out = items[0]
+            for item in items[1:]:
+                out = lm.Binary("jux", out, item, col=n.col)
+            return out
     return None
 
 

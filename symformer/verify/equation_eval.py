@@ -183,12 +183,44 @@ def _softmax(v: object) -> Mat:
     return Mat(out)
 
 
+def _normal_pdf(x: arb) -> arb:
+    return (-x * x / 2).exp() / (2 * arb.pi()).sqrt()
+
+
+def _normal_cdf(x: arb) -> arb:
+    return (1 + (x / arb(2).sqrt()).erf()) / 2
+
+
+def _sigmoid(x: arb) -> arb:
+    return 1 / (1 + (-x).exp())
+
+
+def _relu_slope(x: arb) -> arb:
+    """ReLU's derivative: 1 above 0, 0 below (undecided at a ball around 0)."""
+    return arb(1 if _sign(x) > 0 else 0)
+
+
+#: Symbols the notation does not bind, read as a function of what follows them.
+_UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf"}
+#: A named function with a prime (``\\mathrm{GELU}'(x)``): its derivative.
+_DERIVATIVES = {"GELU": "d_gelu", "gelu": "d_gelu", "SiLU": "d_silu", "silu": "d_silu",
+                "Swish": "d_silu", "sigmoid": "d_sigmoid", "sigma": "d_sigmoid",
+                "tanh": "d_tanh", "ReLU": "d_relu", "relu": "d_relu", "exp": "exp",
+                "log": "d_log", "ln": "d_log", "sin": "cos", "erf": "d_erf",
+                "Phi": "normal_pdf"}
+
 _FUNCTIONS: dict[str, Callable[[arb], arb]] = {
     "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
     "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
     "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
     "sigmoid": lambda x: 1 / (1 + (-x).exp()), "silu": lambda x: x / (1 + (-x).exp()),
     "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
+    "normal_cdf": _normal_cdf, "normal_pdf": _normal_pdf,
+    "d_gelu": lambda x: _normal_cdf(x) + x * _normal_pdf(x),
+    "d_silu": lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x))),
+    "d_sigmoid": lambda x: _sigmoid(x) * (1 - _sigmoid(x)),
+    "d_tanh": lambda x: 1 - x.tanh() * x.tanh(), "d_relu": _relu_slope,
+    "d_log": lambda x: 1 / x, "d_erf": lambda x: 2 * (-x * x).exp() / arb.pi().sqrt(),
 }
 
 
@@ -503,7 +535,8 @@ class Evaluator:
         k = 0
         while k < len(factors):
             if k + 1 < len(factors) and self.sigmoid(factors[k]):
-                out.append(lm.Call("sigmoid", (factors[k + 1],), col=factors[k].col))
+                out.append(lm.Call(self.sigmoid(factors[k]), (factors[k + 1],),
+                                   col=factors[k].col))
                 k += 2
             else:
                 out.append(factors[k])
@@ -513,17 +546,26 @@ class Evaluator:
             result = lm.Binary("jux", result, f, col=node.col)
         return result
 
-    def sigmoid(self, node: lm.Node) -> bool:
-        """A bare ``\\sigma`` the notation does not bind (its σ is ``\\sigma^2`` or
-        ``\\tilde\\sigma``): the logistic function applied to what follows."""
-        if not (isinstance(node, lm.Sym) and node.base == "sigma" and not node.sub
-                and not node.sup and not node.primes and not node.grad):
-            return False
+    def sigmoid(self, node: lm.Node) -> str:
+        """The function a bare symbol the notation does not bind stands for, applied to
+        what follows ("": none): ``\\sigma`` the logistic function (the notation's σ is
+        ``\\sigma^2`` or ``\\tilde\\sigma``), ``\\Phi`` and ``\\phi`` the standard
+        normal's distribution and density, a named activation with a prime
+        (``\\mathrm{GELU}'``, or ``\\frac{d}{dx}\\mathrm{GELU}``) its derivative."""
+        if not (isinstance(node, lm.Sym) and not node.sub and not node.sup
+                and not node.grad):
+            return ""
+        if node.primes == 1 and node.base in _DERIVATIVES:
+            name = _DERIVATIVES[node.base]
+        elif not node.primes and node.base in _UNBOUND_FUNCTIONS:
+            name = _UNBOUND_FUNCTIONS[node.base]
+        else:
+            return ""
         try:
             self.resolve(node)
         except InputError:
-            return True
-        return False
+            return name
+        return ""
 
     def exact_power(self, node: lm.Node, env: Env) -> int | None:
         """An integer exponent as an int (x^2 stays exact), else None."""

@@ -737,6 +737,18 @@ class Parser:
             return self.macro_atom(t)
         raise fail(t.text, t.col)
 
+    def primed_after(self, ahead: int) -> bool:
+        """Is the group starting ``ahead`` tokens on followed by a prime?"""
+        saved = self.k
+        self.k += ahead
+        try:
+            self.raw_group()
+            return self.at("'")
+        except InputError:
+            return False
+        finally:
+            self.k = saved
+
     def bracket_after(self, ahead: int) -> bool:
         """Is the group starting ``ahead`` tokens on followed by ``[``?"""
         saved = self.k
@@ -795,6 +807,9 @@ class Parser:
             if self.at("["):
                 raise fail("\\sqrt[...] (only square roots)", t.col)
             return Call("sqrt", (self.group_expression(),), col=t.col)
+        if name in FUNCTIONS and (u := self.peek(1)) is not None and u.text == "'":
+            self.k += 2  # \tanh'(x): the derivative, applied to what follows
+            return Sym(FUNCTIONS[name], primes=1, col=t.col)
         if name in FUNCTIONS:
             self.k += 1
             return self.function(FUNCTIONS[name], t)
@@ -817,6 +832,9 @@ class Parser:
                 _text(self.peek_group(1)) in STATISTICS and self.bracket_after(1):
             self.k += 1
             return self.statistic(STATISTICS[_text(self.raw_group())], t)
+        if name in ("operatorname", "mathrm", "text") and \
+                _text(self.peek_group(1)) in NAMED_FUNCTIONS and self.primed_after(1):
+            return self.symbol()  # \mathrm{GELU}'(x): its derivative (or a definition)
         if name in ("operatorname", "mathrm", "text") and \
                 _text(self.peek_group(1)) in NAMED_FUNCTIONS:
             self.k += 1
@@ -982,10 +1000,30 @@ class Parser:
         den = self.raw_group()
         if num and num[0].text == "\\partial" and _text(num[1:]) == "L":
             return self.derivative(num, den, t.col)
+        if _text(num) in ("d", "\\partial") and len(den) >= 2 \
+                and den[0].text in ("d", "\\partial"):
+            return self.function_derivative(den, t)
         if num and den and num[0].text == den[0].text == "\\partial":
             return _jacobian(num, den, t.col)
         return Binary("/", self.sub_expression(num, t.col), self.sub_expression(den, t.col),
                       col=t.col)
+
+    def function_derivative(self, den: tuple[Token, ...], t: Token) -> Node:
+        """``\\frac{d}{dx}\\mathrm{GELU}(x)``: the derivative of a named function at its
+        argument (as ``\\mathrm{GELU}'(x)``); of anything else, refused."""
+        variable = _text(den[1:])
+        node = self.factor()
+        inner = node
+        if isinstance(node, Binary) and node.op == "jux" and isinstance(node.left, Sym):
+            name, args = node.left.base, node.right  # a symbol applied: \sigma(x)
+        elif isinstance(node, Call) and len(node.args) == 1:
+            name, args = node.name, node.args[0]
+        else:
+            raise fail("d/d" + variable + " of an expression (only of a named function: "
+                       "\\frac{d}{dx}\\mathrm{GELU}(x))", t.col)
+        if not (isinstance(args, Sym) and args.base == variable and not args.sub):
+            raise fail(f"d/d{variable} of a function of another variable", inner.col)
+        return Binary("jux", Sym(name, primes=1, col=t.col), args, col=t.col)
 
     def derivative(self, num: tuple[Token, ...], den: tuple[Token, ...], col: int
                    ) -> Node:
