@@ -202,3 +202,46 @@ def test_derivative_forms_against_torch_autograd(latex, holds):
     x = h.detach()[i, j]
     local = torch.special.ndtr(x) if "Phi" in latex else 1 - torch.tanh(x) ** 2
     assert float(m[3]) == pytest.approx(float(da[i, j] * local), rel=1e-9)
+
+
+ADAM_PAPER = (r"\begin{aligned} m_t &\leftarrow \beta_1 \cdot m_{t-1} + (1-\beta_1) \cdot g_t "
+              r"\\ v_t &\leftarrow \beta_2 \cdot v_{t-1} + (1-\beta_2) \cdot g_t^2 \\ "
+              r"\hat{m}_t &\leftarrow m_t/(1-\beta_1^t) \\ \hat{v}_t &\leftarrow "
+              r"v_t/(1-\beta_2^t) \\ \theta_t &\leftarrow \theta_{t-1} - \alpha \cdot "
+              r"\hat{m}_t/(\sqrt{\hat{v}_t} + \epsilon) \end{aligned}")
+
+
+@pytest.mark.parametrize("latex, statuses", [
+    (ADAM_PAPER, ["holds", "holds", "holds"]),
+    (ADAM_PAPER.replace(r"(1-\beta_1) \cdot g_t", "g_t"), ["fails", "holds", "holds"]),
+    (ADAM_PAPER.replace(r"\sqrt{\hat{v}_t} + \epsilon", r"\sqrt{\hat{v}_t + \epsilon}"),
+     ["holds", "holds", "fails"]),
+])
+def test_the_adam_papers_algorithm_each_line_about_its_stage(latex, statuses):
+    """Algorithm 1 of Kingma & Ba as printed: α the step size, g_t the gradient, m_t and
+    v_t judged against the run's moments, m̂ and v̂ read into θ's update, every step."""
+    from symformer.verify.claims import training_run
+    path = DATA / "adam1.toml"
+    example = load_example(path)
+    checker = Checker(example, run=training_run(path))
+    judge = Judge(example, checker.derivation, checker.causal, checker.run)
+    found = judge.check(EquationClaim("t", "step2.theta", latex, examples=1, source="t"))
+    assert [k.status for k in found.links] == statuses, [k.message for k in found.links]
+    assert "(of step2.adam_m.theta)" in found.links[0].message
+
+
+@pytest.mark.parametrize("stage, latex, where, status, note", [
+    ("layer1.head1.weights", r"P = \exp(S - \mathrm{rowmax}(S)) ./ "
+     r"\mathrm{rowsum}(\exp(S - \mathrm{rowmax}(S)))", {"P": "layer1.head1.weights"},
+     "holds", None),
+    ("layer1.add_norm1.mean", r"\mu = \mathrm{mean}(r)", {}, "holds", None),
+    ("layer1.add_norm1.mean", r"\mu_i = \frac{1}{n}\sum_{j} r_{ij}", {}, "fails",
+     'it holds with n the number of features (where = { n = "d_model" })'),
+])
+def test_row_functions_and_the_feature_count(stage, latex, where, status, note):
+    judge = _judge(load_example(DATA / "addnorm_post.toml"))  # 3 tokens, 4 features
+    found = judge.check(EquationClaim("t", stage, latex, examples=1, source="t",
+                                      where=where))
+    (link,) = found.links
+    assert link.status == status, link.message
+    assert note is None or note in link.notes

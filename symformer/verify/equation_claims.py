@@ -123,6 +123,8 @@ class Link:
     #: the entries (i, j) of the stage it was compared at, of ``total``
     covered: frozenset = field(default=frozenset(), repr=False)
     total: int = 0
+    #: the stage it is about (an align's line about another stage of a run: its own)
+    stage: str = field(default="", repr=False)
 
 
 #: The verdict on an equation that agrees at every entry of the example but could not be
@@ -361,21 +363,55 @@ class Judge:
         g = self._derivation(causal, claim.stage)
         self._gradients(g, claim)
         links = []
-        claimed, definitions = split_definitions(claim.chains)
+        training = is_training_stage(claim.stage)
+        claimed, definitions = split_definitions(
+            claim.chains, (lambda c: self.lhs_stage(claim, c, g) is not None)
+            if training else None)
         chains = [expand(chain, definitions) for chain in claimed]
-        if is_training_stage(claim.stage):  # θ ← θ − η g: θ on the right is θ_{t-1}
+        if training:  # θ ← θ − η g: θ on the right is θ_{t-1}
             chains = [steps.before_update(chain) for chain in chains]
+        # an align of several lines: a line whose left-hand side is another stage of the
+        # run (m_t above θ_t) is judged against that stage
+        about = [self.lhs_stage(claim, c, g) if training and len(chains) > 1 else None
+                 for c in chains]
         work = 0
         for chain in chains:
             for rhs in chain.rhs:
                 cost.check_tree(rhs)
                 work += self.work(claim, rhs, g)
         check_work(work, self.max_work, f"{claim.source}: judging the equation")
-        for chain in chains:
-            for k, rhs in enumerate(chain.rhs, start=1):
-                links.append(self.judge_link(claim, chain, rhs, k, g, causal))
-        _coverage(links, claim.stage)
+        for chain, stage in zip(chains, about):
+            mine = claim if stage is None else replace(claim, stage=stage)
+            found = [self.judge_link(mine, chain, rhs, k, g, causal)
+                     for k, rhs in enumerate(chain.rhs, start=1)]
+            for link in found:
+                link.stage = mine.stage
+                if stage is not None:
+                    link.message = f"(of {stage}) {link.message}"
+            links += found
+        for stage in {link.stage for link in links}:
+            _coverage([k for k in links if k.stage == stage], stage)
         return links
+
+    def lhs_stage(self, claim: EquationClaim, chain: lm.Chain, g: Derivation) -> str | None:
+        """The run's stage a training line's step-subscripted left-hand side names
+        (``m_t``: the first moment at the claimed step), when it is not the claimed one;
+        else None."""
+        lhs = chain.lhs
+        if not (isinstance(lhs, lm.Sym) and steps.step_subscript(lhs) is not None):
+            return None
+        ev = Evaluator(g, self.table(g), where_table(claim.where, g, claim.source),
+                       claim.stage, {}, own=self.own(g, claim.stage),
+                       step=step_of(claim.stage))
+        try:
+            target, _, _ = ev.resolve(lhs)
+        except (InputError, Inapplicable, NotAtStep):
+            return None
+        if not isinstance(target, Target) or target.parameter is not None \
+                or target.stage is None or target.stage == claim.stage \
+                or target.stage not in g.stages:
+            return None
+        return target.stage
 
     def _check_steps(self, claim: EquationClaim, causal: bool) -> list[Link]:
         """A training stage's claim at its step, and -- an equation in t, general -- at
@@ -767,6 +803,14 @@ class Judge:
         if failed.ratio is not None:
             notes.append(f"it is {failed.ratio} times the stage at every entry "
                          f"(a sum for a mean, or a missing factor?)")
+        if "n" not in claim.where and not is_training_stage(claim.stage):
+            try:  # the RMSNorm paper's n: the features, not the tokens
+                other = replace(claim, where={**claim.where, "n": "d_model"})
+                if self.outcome(other, chain.lhs, rhs, g, base).status == "holds":
+                    notes.append("it holds with n the number of features (where = "
+                                 "{ n = \"d_model\" })")
+            except (InputError, Inapplicable, NotAtStep):
+                pass
         if claim.layout == "rows":
             try:
                 other = replace(claim, layout="columns")

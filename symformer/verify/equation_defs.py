@@ -36,12 +36,16 @@ class Definition:
     lhs: lm.Sym | None = None  # a symbol's definition (``g_i``): its left-hand side
 
 
-def split_definitions(chains: list[lm.Chain]) -> tuple[list[lm.Chain], list[Definition]]:
-    """The chains that claim something of the stage, and the definitions among them."""
+def split_definitions(chains: list[lm.Chain],
+                      claimed: Callable[[lm.Chain], bool] | None = None
+                      ) -> tuple[list[lm.Chain], list[Definition]]:
+    """The chains that claim something of the stage, and the definitions among them
+    (``claimed``: a line that is a claim even when another uses its left-hand side --
+    a training recurrence's ``m_t``, a stage of the run)."""
     uses = [_uses(rhs) for chain in chains for rhs in chain.rhs]
     claims, found = [], []
     for k, chain in enumerate(chains):
-        definition = _definition(chain)
+        definition = None if claimed is not None and claimed(chain) else _definition(chain)
         others = {_unindexed(key) for j, keys in enumerate(uses) if j != k for key in keys}
         if definition is not None and _unindexed(definition.key) in others \
                 and len(chain.rhs) == 1:

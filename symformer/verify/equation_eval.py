@@ -11,6 +11,7 @@ transposes; a row ``q`` is 1 x d, a column vector d x 1 when the claim says so).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -152,6 +153,13 @@ def _power(x: arb, e: object) -> arb:
 _MAX_PRODUCT_POWER = 1 << 20
 
 
+def _row_max(row: list[arb]) -> arb:
+    out = row[0]
+    for x in row[1:]:
+        out = out.max(x)
+    return out
+
+
 def _statistic(name: str, row: list[arb]) -> arb:
     """A row's mean, (biased) variance or root mean square."""
     mean = sum(row, arb(0)) / len(row)
@@ -201,7 +209,8 @@ def _relu_slope(x: arb) -> arb:
 
 
 #: Symbols the notation does not bind, read as a function of what follows them.
-_UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf"}
+_UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf",
+                      "RMS": "rms", "mean": "mean", "Var": "var"}
 #: A named function with a prime (``\\mathrm{GELU}'(x)``): its derivative.
 _DERIVATIVES = {"GELU": "d_gelu", "gelu": "d_gelu", "SiLU": "d_silu", "silu": "d_silu",
                 "Swish": "d_silu", "sigmoid": "d_sigmoid", "sigma": "d_sigmoid",
@@ -341,6 +350,9 @@ class Evaluator:
             found = self.table.lookup(sym, self.near, named)
             if found is not None:
                 return found
+        training = self.training_symbol(sym)
+        if training is not None:
+            return training
         if sym.base == "delta" and sym.sub:
             return "delta", False, False
         if sym.base in ("pi", "infty", "|V|") and not sym.sub:
@@ -351,6 +363,23 @@ class Evaluator:
                              f"symbol of the example's notation (bind it with where)")
         raise InputError(f"cannot read {sym.show()} at column {sym.col}: not a symbol of "
                          f"the example's notation (bind it with where)")
+
+    def training_symbol(self, sym: lm.Sym) -> tuple[Target | str, bool, bool] | None:
+        """On a training run's stage, the optimiser papers' letters the notation does not
+        bind: α the step size (Adam's), λ the weight decay (AdamW's), g the gradient
+        the claimed weight's step reads (``g_t``: of the loss at step t-1)."""
+        if self.step is None or sym.sub or sym.grad or sym.primes:
+            return None
+        if sym.base == "alpha":
+            return "lr", False, False
+        if sym.base == "lambda":
+            return "decay", False, False
+        if sym.base == "g":
+            weight = re.sub(r"^step\d+\.(?:adamw?_[a-z]+\.)?", "", self.near)
+            stage = f"grad.step{step_of(self.near) - 1}.{weight}"
+            if stage in self.g.stages:
+                return Target(stage=stage), False, False
+        return None
 
     def at_step(self, sym: lm.Sym, delta: int) -> tuple[Target | str, bool, bool]:
         """``θ_{t-1}``, ``m_t``: the symbol as read at the claimed step, moved ``delta``
@@ -387,7 +416,7 @@ class Evaluator:
                        else next(iter(self.g)).shape[1])
         if name == "t":
             return arb(self.step if self.step is not None else step_of(self.near))
-        if name in ("lr", "beta1", "beta2"):
+        if name in ("lr", "beta1", "beta2", "decay"):
             stages = [s for s in self.g if getattr(s.op, name, None) is not None]
             if not stages:
                 raise InputError(f"{name}: the run has no such setting")
@@ -757,10 +786,12 @@ class Evaluator:
                 raise Inapplicable("Concat of matrices with different numbers of rows")
             return Mat([[x for m in mats for x in m.rows[i]]
                         for i in range(mats[0].shape[0])])
-        if node.name == "rowsum":  # FlashAttention's rowsum(dO ∘ O): an n x 1 column
+        if node.name in ("rowsum", "rowmax"):  # FlashAttention's rowsum(dO ∘ O), rowmax(S)
             (arg,) = node.args
             v = self.value(arg, env)
             rows = v.rows if isinstance(v, Mat) else [[v]]
+            if node.name == "rowmax":
+                return Mat([[_row_max(row)] for row in rows])
             return Mat([[sum(row, arb(0))] for row in rows])
         if node.name == "softmax":
             (arg,) = node.args

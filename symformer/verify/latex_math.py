@@ -60,7 +60,7 @@ NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": 
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
                    "erf": "erf", "Concat": "concat", "concat": "concat",
-                   "rowsum": "rowsum", "diag": "diag", "sin": "sin",
+                   "rowsum": "rowsum", "rowmax": "rowmax", "diag": "diag", "sin": "sin",
                    "cos": "cos", "log": "log"}
 #: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
 #: ``\\mathrm{RMS}[x]`` (each row's mean, variance, root mean square: a column).
@@ -589,8 +589,9 @@ class Parser:
             if self.at("\\cdot", "\\times", "*"):
                 self.k += 1
                 node = Binary("*", node, self.factor(), col=col)
-            elif self.at("/"):
-                self.k += 1
+            elif self.at("/") or (self.at(".") and (u := self.peek(1)) is not None
+                                  and u.text == "/" and not u.spaced):  # ./ entry by entry
+                self.k += 1 if self.at("/") else 2
                 node = Binary("/", node, self.factor(), col=col)
             elif self.starts_factor():
                 node = Binary("jux", node, self.factor(), col=col)
