@@ -23,6 +23,7 @@ counted from the other base, and as a constant multiple (a mean for a sum).
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -337,6 +338,14 @@ class Judge:
             except InputError as error:
                 why = str(error).removeprefix(f"{claim.source}: ")
                 out.append(EquationCheck(claim, [Link(1, 1, UNREADABLE, why)]))
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError,
+                    RecursionError) as error:
+                if os.environ.get("SYMFORMER_DEBUG"):  # the tests: a bug shows itself
+                    raise
+                # a form this reader does not handle: never a verdict, one line
+                why = (f"cannot read the equation: a form the checker does not read "
+                       f"({type(error).__name__})")
+                out.append(EquationCheck(claim, [Link(1, 1, UNREADABLE, why)]))
         return out
 
     def check(self, claim: EquationClaim) -> EquationCheck:
@@ -624,6 +633,10 @@ class Judge:
             return self.matrix_pairs(ev, lhs, rhs, claim, balls)
         named = False
         lhs, row_form = _function_form(lhs)
+        if ev.columns and (isinstance(lhs, lm.Subscripted) or not isinstance(lhs, lm.Sym)
+                           or lhs.sub or row_form):
+            raise InputError(f"{claim.source}: layout = \"columns\" reads an equation "
+                             f"about whole matrices (Q = W_Q X)")
         if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
             operand = lhs.operand if isinstance(lhs.operand, lm.Sym) else lm.Sym("f")
             lhs, named = replace(operand, sub=lhs.sub), True
@@ -681,7 +694,8 @@ class Judge:
                         if not several:
                             raise
                         continue  # this line does not apply here: another must cover it
-                    out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}"),
+                    out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}", (i, j),
+                                                            (r, c)),
                                 stage[i][j], (i, j)))
             return out
         # a bare symbol: a number (L), one per row (μ), a row (q) or the matrix (Q)
@@ -1115,6 +1129,12 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     ``\\mathrm{FFN}(x)``, ``\\operatorname{softmax}(x)_i``: the stage itself, in row
     form when every argument is a lowercase symbol (x: one token's row), else as a
     matrix (None: not a function form)."""
+    if isinstance(lhs, lm.Binary) and lhs.op == "jux" and isinstance(lhs.right, lm.Subscripted) \
+            and isinstance(lhs.left, lm.Sym) and len(lhs.left.base) > 1 \
+            and isinstance(lhs.right.operand, (lm.Sym, lm.Arguments)):
+        # \sigma(\mathbf{z})_i: the function's value at i
+        lhs = lm.Subscripted(lm.Binary("jux", lhs.left, lhs.right.operand, col=lhs.col),
+                             lhs.right.sub, col=lhs.col)
     inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
     if isinstance(inner, lm.Call) and inner.name != "max":  # softmax(x)_i, SiLU(x)
         args = inner.args
@@ -1165,6 +1185,9 @@ def _argument_bindings(lhs: lm.Node, g: Derivation, stage: str) -> dict:
     if stage not in g.stages:
         return {}
     reads = _reads_from_outside(g, stage)
+    if len(args) == 1 and len(reads) > 1:  # LN(x): the one input of the stage's shape
+        same = [r for r in reads if g[r].shape == g[stage].shape]
+        reads = same if len(same) == 1 else reads
     if len(reads) != len(args):
         return {}
     return {key_of(a): Target(stage=r) for a, r in zip(args, reads)}
@@ -1255,10 +1278,24 @@ def _fits(value: object, shape: tuple[int, int], shown: str) -> None:
                            f"{shape[0]}x{shape[1]}")
 
 
-def _scalar(value: object, at: str) -> arb:
+def _scalar(value: object, at: str, entry: tuple[int, int] | None = None,
+            shape: tuple[int, int] | None = None) -> arb:
+    """One number of an entry's right-hand side; in an equation of indices a row of the
+    stage's width (a gain written bare, ``y_j = \\gamma \\hat{x}_j + \\beta``) is read
+    at the entry's column, a column of its height at its row, a matrix of its shape at
+    the entry (entry by entry, as the author broadcasts it)."""
     if isinstance(value, Mat):
         if value.shape == (1, 1):
             return value.rows[0][0]
+        if entry is not None and shape is not None:
+            i, j = entry
+            r, c = shape
+            if value.shape == (1, c) and c > 1:
+                return value.rows[0][j]
+            if value.shape == (r, 1) and r > 1:
+                return value.rows[i][0]
+            if value.shape == (r, c):
+                return value.rows[i][j]
         raise Inapplicable(f"the right-hand side is a {value.shape[0]}x{value.shape[1]} "
                            f"matrix where one number is meant (entry {at})")
     return value

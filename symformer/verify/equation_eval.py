@@ -153,6 +153,16 @@ def _power(x: arb, e: object) -> arb:
 _MAX_PRODUCT_POWER = 1 << 20
 
 
+def _untransposed(node: lm.Node) -> lm.Node | None:
+    """``X^\\top`` (a transpose node, or a symbol whose superscript is one) without the
+    transpose; None for anything else."""
+    if isinstance(node, lm.Transpose):
+        return node.operand
+    if isinstance(node, lm.Sym) and node.sup and lm._text(node.sup) in lm._TRANSPOSE:
+        return replace(node, sup=None)
+    return None
+
+
 def _row_max(row: list[arb]) -> arb:
     out = row[0]
     for x in row[1:]:
@@ -353,6 +363,12 @@ class Evaluator:
         training = self.training_symbol(sym)
         if training is not None:
             return training
+        if sym.grad:  # dP with P bound by where: the gradient of that stage
+            bare = key_of(replace(sym, grad=False))
+            target = self.where.get(bare)
+            if isinstance(target, Target) and target.stage and target.parameter is None \
+                    and "grad." + target.stage in self.g.stages:
+                return replace(target, stage="grad." + target.stage), False, False
         if sym.base == "delta" and sym.sub:
             return "delta", False, False
         if sym.base in ("pi", "infty", "|V|") and not sym.sub:
@@ -491,6 +507,9 @@ class Evaluator:
                     applied = self.sigmoids(node)
                     if applied is not node:
                         return self.value(applied, env)
+            rows = self.token_rows(node, env)
+            if rows is not None:  # q_i^\top k_j: the dot product of two tokens' rows
+                return sum((x * y for x, y in zip(*rows)), arb(0))
             a, b = self.value(node.left, env), self.value(node.right, env)
             if node.op == "*" and _vectors(a, b) and _named_vectors(node):
                 # q_i \cdot k_j: a dot product (of two symbols; x \cdot erf(..) is not)
@@ -553,6 +572,35 @@ class Evaluator:
             rows = v.rows if isinstance(v, Mat) else [[v]]  # (b_C)_j of one class
             return self.entry(rows, "(..)", node.sub, env)
         raise InputError(f"cannot read the node at column {node.col}")
+
+    def token_rows(self, node: lm.Binary, env: Env) -> tuple[list, list] | None:
+        """``q_i^\\top k_j`` (or ``q_i k_j^\\top``): two symbols with one index each, one
+        transposed -- the rows of tokens i and j (None: not that form)."""
+        if node.op not in ("*", "jux"):
+            return None
+        left, right = _untransposed(node.left), _untransposed(node.right)
+        if (left is None) == (right is None):
+            return None
+        left, right = left or node.left, right or node.right
+        out = []
+        for sym in (left, right):
+            if not (isinstance(sym, lm.Sym) and sym.sub and not sym.sup) \
+                    or len(lm.split_indices(sym.sub, 1)) != 1:
+                return None
+            try:
+                target, sub_used, _ = self.resolve(sym)
+            except InputError:
+                return None
+            if not isinstance(target, Target) or sub_used:
+                return None
+            rows = self.matrix(target)
+            if len(rows) < 2 or len(rows[0]) < 2:
+                return None
+            out.append(self.vector(rows, sym, sym.sub, env).rows)
+        a, b = ([x for row in m for x in row] for m in out)
+        if len(a) != len(b):
+            raise Inapplicable(f"cannot multiply rows of {len(a)} and {len(b)} entries")
+        return a, b
 
     def sigmoids(self, node: lm.Binary) -> lm.Node:
         """A juxtaposed product with each unbound ``\\sigma`` applied to the factor
