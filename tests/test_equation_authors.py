@@ -75,9 +75,38 @@ HOLDS = [
 ]
 
 
+HOLDS += [
+    ("layer1.head1.weights", r"\sigma(\mathbf{z})_i = \frac{e^{z_i}}{\sum_{j=1}^{K} e^{z_j}}",
+     {"z": "layer1.head1.scores", "K": "n"}),
+    ("layer1.add_norm1", r"y_i = \gamma \hat{x}_i + \beta, \quad \hat{x}_i = "
+     r"\frac{x_i - \mu}{\sqrt{\sigma^2 + \epsilon}}", {"x": "layer1.add_norm1.sum"}),
+    ("layer1.add_norm1", r"\mathrm{LN}(x) = \frac{x - \mathrm{E}[x]}{\sqrt{\mathrm{Var}[x] "
+     r"+ \epsilon}} \odot \gamma + \beta", {}),
+    ("grad.layer1.head1.scores", r"dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))",
+     {"P": "layer1.head1.weights"}),
+    ("layer1.head1.scores", r"s_{ij} = \frac{q_i^\top k_j}{\sqrt{d_k}}", {}),
+]
+#: Each a wrong variant of one above: none may hold.
+FAILS = [
+    ("layer1.head1.weights", r"\sigma(\mathbf{z})_i = \frac{e^{z_i}}{\sum_{j=1}^{K} e^{z_i}}",
+     {"z": "layer1.head1.scores", "K": "n"}),
+    ("layer1.add_norm1", r"y_i = \gamma \hat{x}_i + \beta, \quad \hat{x}_i = "
+     r"\frac{x_i - \mu}{\sqrt{\sigma^2} + \epsilon}", {"x": "layer1.add_norm1.sum"}),
+    ("grad.layer1.head1.scores", r"dS = P \odot (dP - \mathrm{rowsum}(dP))",
+     {"P": "layer1.head1.weights"}),
+    ("layer1.head1.scores", r"s_{ij} = \frac{q_i^\top k_i}{\sqrt{d_k}}", {}),
+    ("layer1.head1.scores", r"s_{ij} = q_i^\top k_j", {}),
+]
+
+
 @pytest.mark.parametrize("stage, latex, where", HOLDS)
 def test_what_authors_print_holds(builtin, stage, latex, where):
     assert status(builtin, stage, latex, where=where) == {"holds"}
+
+
+@pytest.mark.parametrize("stage, latex, where", FAILS)
+def test_their_wrong_variants_fail(builtin, stage, latex, where):
+    assert status(builtin, stage, latex, where=where) <= {"fails", "example only"}
 
 
 def test_a_rotation_matrix_holds_and_its_sign_flip_fails(rope):
