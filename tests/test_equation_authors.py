@@ -199,6 +199,7 @@ GELU_GRAD = r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}{\partial a_
      r"\mathrm{GELU}'(h)", True),
     (GELU_GRAD + r", \quad \mathrm{GELU}'(x) = \Phi(x) + x\phi(x)", True),
     (GELU_GRAD + r", \quad \mathrm{GELU}'(x) = \Phi(x)", False),
+    (GELU_GRAD + r", \quad \frac{d}{dx}\mathrm{GELU}(x) = \Phi(x) + x\phi(x)", True),
     (r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}{\partial a_{ij}} "
      r"\tanh'(h_{ij})", False),
 ])

@@ -1013,12 +1013,17 @@ class Parser:
         """``\\frac{d}{dx}\\mathrm{GELU}(x)``: the derivative of a named function at its
         argument (as ``\\mathrm{GELU}'(x)``); of anything else, refused."""
         variable = _text(den[1:])
+        self.skip_layout()
+        first = self.peek()
+        written = _text(self.peek_group(1)) if first is not None and first.text in (
+            "\\mathrm", "\\operatorname", "\\text") else \
+            first.text.lstrip("\\") if first is not None else ""
         node = self.factor()
         inner = node
         if isinstance(node, Binary) and node.op == "jux" and isinstance(node.left, Sym):
-            name, args = node.left.base, node.right  # a symbol applied: \sigma(x)
+            name, args = node.left.base, node.right  # a symbol applied: sigma(x)
         elif isinstance(node, Call) and len(node.args) == 1:
-            name, args = node.name, node.args[0]
+            name, args = written or node.name, node.args[0]  # as written: GELU
         else:
             raise fail("d/d" + variable + " of an expression (only of a named function: "
                        "\\frac{d}{dx}\\mathrm{GELU}(x))", t.col)
