@@ -1002,6 +1002,11 @@ def _norm_weights(data: object, stream) -> object:
 
 
 # -- helpers ------------------------------------------------------------------------
+#: The most entries (the stage's and its inputs') whose own equation is bound for its
+#: symbols (a large imported model's stage is read through the notation alone).
+_OWN_ENTRIES = 20_000
+
+
 def own_symbols(g: Derivation, stage: str) -> dict:
     """The symbols of the stage's own general equation, as ``export`` prints it: each
     array's printed symbol -> the stage, weight or constant it stands for, each size's
@@ -1013,6 +1018,9 @@ def own_symbols(g: Derivation, stage: str) -> dict:
     from symformer.verify.equation_bind import read_symbol
     found: dict = {}
     clashes: set = set()
+    stages = [g[stage], *(g[i] for i in g[stage].inputs if i in g.stages)]
+    if sum(s.shape[0] * s.shape[1] for s in stages) > _OWN_ENTRIES:
+        return {}  # binding its arrays builds their symbols: not for a large stage
     try:
         equation = stage_equation(g[stage])
     except Exception:  # noqa: BLE001 (an operation without a printable equation)
