@@ -367,8 +367,9 @@ class Judge:
             return EquationCheck(claim, self._check_steps(claim, causal))
         return EquationCheck(claim, self._check_at(claim, causal))
 
-    def _check_at(self, claim: EquationClaim, causal: bool) -> list[Link]:
-        """Every link of ``claim`` on its stage (one step of a run)."""
+    def _check_at(self, claim: EquationClaim, causal: bool, repeats: int = 1) -> list[Link]:
+        """Every link of ``claim`` on its stage (one step of a run; ``repeats``: the
+        steps it is judged at, counted in the work estimate)."""
         g = self._derivation(causal, claim.stage)
         self._gradients(g, claim)
         links = []
@@ -388,7 +389,7 @@ class Judge:
             for rhs in chain.rhs:
                 cost.check_tree(rhs)
                 work += self.work(claim, rhs, g)
-        check_work(work, self.max_work, f"{claim.source}: judging the equation")
+        check_work(work * repeats, self.max_work, f"{claim.source}: judging the equation")
         for chain, stage in zip(chains, about):
             mine = claim if stage is None else replace(claim, stage=stage)
             found = [self.judge_link(mine, chain, rhs, k, g, causal)
@@ -432,13 +433,15 @@ class Judge:
         run_steps = self.run.steps if self.run is not None else claimed
         links: list[Link] = []
         judged = []
-        for s in steps.steps_to_judge(claimed, run_steps, general):
+        judging = steps.steps_to_judge(claimed, run_steps, general)
+        for s in judging:
             stage = steps.shift(claim.stage, s - claimed)
             where = steps.shifted_where(claim.where, s - claimed)
             if stage is None or where is None:
                 continue
             try:
-                found = self._check_at(replace(claim, stage=stage, where=where), causal)
+                found = self._check_at(replace(claim, stage=stage, where=where), causal,
+                                       len(judging))
             except NotAtStep as error:
                 if s == claimed:
                     raise InputError(str(error)) from None
