@@ -275,3 +275,21 @@ def test_row_functions_and_the_feature_count(stage, latex, where, status, note):
     (link,) = found.links
     assert link.status == status, link.message
     assert note is None or note in link.notes
+
+
+def test_the_four_index_jacobian_on_one_rows_stage(attn):
+    """∂A_{ij}/∂S_{mn} on S.jacobian.row2: i = m = 2; the wrong form's stage value is
+    torch autograd's."""
+    torch = pytest.importorskip("torch")
+    stage = "layer1.head1.weights.jacobian.row2"
+    where = {"A": "layer1.head1.weights"}
+    good = r"\frac{\partial A_{ij}}{\partial S_{mn}} = \delta_{im} A_{ij}(\delta_{jn} - A_{in})"
+    assert status(attn, stage, good, where=where) == {"holds"}
+    found = attn.check(EquationClaim("t", stage, good.replace("- A_{in}", "- A_{ij}"),
+                                     examples=1, source="t", where=where))
+    (link,) = found.links
+    assert link.status == "fails"
+    m = re.search(r"at \[(\d+),(\d+)\] is (\S+), the stage is (\S+)$", link.message)
+    s = torch.tensor(_softmax_row(2), dtype=torch.float64)
+    jacobian = torch.autograd.functional.jacobian(lambda v: torch.softmax(v, 0), s)
+    assert float(m[4]) == pytest.approx(float(jacobian[int(m[1]), int(m[2])]), rel=1e-9)

@@ -665,6 +665,16 @@ class Judge:
             return out
         if lhs.sub and (named or not _sub_is_name(lhs, ev)):
             parts = lm.split_indices(lhs.sub, 2 if r > 1 and c > 1 else 1)
+            fixed: dict[str, int] = {}
+            if len(parts) == 4 and ev.token_row is not None:
+                # ∂A_{ij}/∂S_{mn} on one softmax row's Jacobian: i = m = that row
+                rows_at = [parts[0], parts[2]]
+                if not all(isinstance(p, lm.Sym) and not p.sub for p in rows_at):
+                    raise InputError(f"{claim.source}: cannot read the left-hand side at "
+                                     f"column {lhs.col}: ∂A_{{ij}}/∂S_{{mn}} with letters "
+                                     f"for the rows i and m")
+                fixed = {p.base: ev.token_row + ev.base for p in rows_at}
+                parts = [parts[1], parts[3]]
             free: list[str] = []
             for part in parts:
                 for sym in _index_names(part):
@@ -676,7 +686,7 @@ class Judge:
             seen = set()
             for row in rows:
                 for values in _assignments(len(free), ev.base, max(r, c)):
-                    env = Env(dict(zip(free, values)), row)
+                    env = Env({**fixed, **dict(zip(free, values))}, row)
                     at = [ev.index(p, env) for p in parts]
                     if any(v.denominator != 1 for v in at):
                         continue

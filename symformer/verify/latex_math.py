@@ -1297,7 +1297,16 @@ def _jacobian(num: tuple[Token, ...], den: tuple[Token, ...], col: int) -> Node:
         raise fail("a derivative without the entries' indices (\\partial p_j/\\partial "
                    "s_k)", col)
     comma = (Token("char", ",", col),)
-    return Sym(f"d{top.base}/d{bottom.base}", (*top.sub, *comma, *bottom.sub), col=col)
+
+    def separated(sub: tuple[Token, ...]) -> tuple[Token, ...]:
+        """``ij`` as ``i,j`` (a Jacobian's indices are single letters)."""
+        inner = tuple(t for t in sub if t.text not in "{}")
+        if len(inner) > 1 and all(t.kind == "letter" for t in inner):
+            return tuple(x for t in inner for x in (t, *comma))[:-1]
+        return sub
+
+    return Sym(f"d{top.base}/d{bottom.base}", (*separated(top.sub), *comma,
+                                              *separated(bottom.sub)), col=col)
 
 
 def _gradient(node: Node, col: int) -> Node:
