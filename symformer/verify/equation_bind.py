@@ -300,3 +300,64 @@ def _weights(g: Derivation) -> dict[str, Target]:
     return {address.removeprefix("grad."): Target(stage=stage, parameter=parameter,
                                                   matrix=True)
             for (stage, parameter), address in names.items()}
+
+
+#: The most entries (the stage's and its inputs') whose own equation is bound for its
+#: symbols (a large imported model's stage is read through the notation alone).
+_OWN_ENTRIES = 20_000
+
+
+def own_symbols(g: Derivation, stage: str) -> dict:
+    """The symbols of the stage's own general equation, as ``export`` prints it: each
+    array's printed symbol -> the stage, weight or constant it stands for, each size's
+    -> ``#VALUE``, each scalar's -> ``=VALUE`` (RoPE's ``d``: the head's width, not
+    d_model; a cross-attention key's ``z``: the encoder's output).  A symbol two rules
+    of a gradient bind differently is left out (none: {})."""
+    from symformer.equations.stage import stage_equation
+    from symformer.equations.symbols import spell
+    found: dict = {}
+    clashes: set = set()
+    stages = [g[stage], *(g[i] for i in g[stage].inputs if i in g.stages)]
+    if sum(s.shape[0] * s.shape[1] for s in stages) > _OWN_ENTRIES:
+        return {}  # binding its arrays builds their symbols: not for a large stage
+    try:
+        equation = stage_equation(g[stage])
+    except Exception:  # noqa: BLE001 (an operation without a printable equation)
+        equation = None
+
+    def add(latex: str, value: object) -> None:
+        try:
+            key = key_of(read_symbol(latex))
+        except InputError:
+            return
+        if key in found and found[key] != value:
+            clashes.add(key)
+        found[key] = value
+
+    for part in equation.parts if equation is not None else ():
+        for name, source in part.sources.items():
+            notation = part.symbols.get(name)
+            if notation is None or "contribution" in source or "term" in source:
+                continue
+            if "constant" in source:
+                rows = part.matrices[name].tolist()
+                add(notation.latex, Target(constant=tuple(
+                    tuple(Fraction(int(v.p), int(v.q)) for v in row) for row in rows),
+                    matrix=True))
+            elif "parameter" in source:
+                add(notation.latex, Target(stage=source["stage"],
+                                           parameter=source["parameter"], matrix=True))
+            elif "stage" in source:
+                add(notation.latex, Target(stage=source["stage"],
+                                           matrix=notation.latex[:1].isupper()))
+        for name, value in part.sizes.items():
+            notation = part.symbols.get(name) or spell(name)
+            add(notation.latex, f"#{int(value)}")
+        for name, value in part.eq.scalars.items():
+            notation = part.symbols.get(name) or spell(name)
+            try:
+                exact = Fraction(str(value))
+            except (ValueError, TypeError):
+                continue
+            add(notation.latex, f"={exact}")
+    return {k: v for k, v in found.items() if k not in clashes}

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from flint import arb, fmpq
 
-from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
 from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.blocks.work import check_work
@@ -40,14 +39,19 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.errors import InputError
 from symformer.example import Example
-from symformer.example.loader import builtin_text, example_from_dict, read_text_file, read_toml
-from symformer.exercise.settings import Range
+from symformer.example.loader import read_text_file, read_toml
 from symformer.verify import conventions
 from symformer.verify import equation_cost as cost
 from symformer.verify import equation_steps as steps
 from symformer.verify import equation_variants as variants
 from symformer.verify import latex_math as lm
-from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
+from symformer.verify.equation_bind import (
+    SymbolTable,
+    Target,
+    key_of,
+    own_symbols,
+    where_table,
+)
 from symformer.verify.equation_defs import expand, split_definitions
 from symformer.verify.equation_eval import (
     Env,
@@ -59,6 +63,7 @@ from symformer.verify.equation_eval import (
     Undecided,
     symbols_of,
 )
+from symformer.verify.equation_random import random_derivation
 
 #: Digits to which an equation's value must agree with the stage's at every entry.
 DIGITS = 50
@@ -67,8 +72,6 @@ PRECISIONS = (200, 400, 800)
 #: Random examples tried by default (``examples = k`` in a claim: 0 to MAX_EXAMPLES).
 EXAMPLES = 4
 MAX_EXAMPLES = 8
-#: Seed of the random examples' draws (the same examples on every machine).
-SEED = 31
 _KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal", "tolerance",
          "layout"}
 _TAG = re.compile(r"(?:(?<!\\)%|<!--)\s*symformer:\s*equation\s+(?P<body>.*?)\s*(?:-->)?\s*$")
@@ -780,7 +783,7 @@ class Judge:
         training = is_training_stage(stage)
         key = (variant, causal, training)
         if key not in self._random:
-            g = _random_derivation(self.example, variant, causal)
+            g = random_derivation(self.example, variant, causal)
             if g is not None and training and self.run is not None:
                 run = self.run
                 g = train(g, run.lr, max(run.steps, steps.MIN_STEPS), run.optimizer,
@@ -886,195 +889,6 @@ class Judge:
             except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
                 continue
         return notes
-
-
-def _random_derivation(example: Example, variant: int, causal: bool) -> Derivation | None:
-    from symformer.exercise.draw import Stream, draw
-    from symformer.exercise.settings import Settings
-    if example.source == "<built-in>":
-        text = builtin_text()
-    elif Path(example.source).is_file():
-        text = read_text_file(Path(example.source), "an example file")
-    else:
-        return None
-    data = read_toml(text, example.source)
-    data = {k: v for k, v in data.items() if k not in ("claim", "equation", "train")}
-    stream = Stream(SEED, variant, 0)
-    drawn = _norm_weights(draw(data, Settings(), stream), stream)
-    if isinstance(data.get("objective"), dict):  # an optimiser lesson: new start values
-        drawn = {**drawn, "objective": _start_values(data["objective"], stream)}
-    if isinstance(data.get("attention"), dict):  # given Q, K, V: each drawn anew
-        drawn = {**drawn, "attention": {
-            key: _redrawn(value, stream) if key in ("Q", "K", "V") else value
-            for key, value in data["attention"].items()}}
-    loss = drawn.get("loss")
-    if isinstance(loss, dict) and isinstance(loss.get("target"), list):
-        choices = _TARGETS.entries()
-        drawn["loss"] = {**loss, "target": [[choices[stream.below(len(choices))]
-                                             for _ in row] for row in loss["target"]]}
-    if isinstance(loss, dict) and isinstance(loss.get("gradient"), list):  # dL/dO given
-        drawn["loss"] = {**drawn["loss"], "gradient": _redrawn(loss["gradient"], stream)}
-    if drawn == data:
-        return None
-    gains = _with_gains(drawn, example, stream)
-    other = None
-    for candidate in (gains, drawn):
-        try:
-            other = example_from_dict(candidate, f"random example {variant}")
-            break
-        except InputError:
-            continue
-    if other is None:
-        return None
-    other = replace(other, source=f"random example {variant}")
-    return derive(other, causal=causal)
-
-
-#: A normalisation's gain and shift drawn for random examples (exercise sheets keep
-#: the template's; an equation with the gain on the wrong index would pass at γ = 1).
-_GAINS = Range(Fraction(1, 2), Fraction(3, 2), Fraction(1, 4))
-_SHIFTS = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
-
-
-#: An objective's start values in random examples (an optimiser lesson's θ_0).
-_STARTS = Range(Fraction(-2), Fraction(2), Fraction(1, 4))
-
-
-def _start_values(table: dict, stream) -> dict:
-    """An ``[objective]`` table with each parameter's start value (a number, or a list
-    of numbers) drawn anew; the objective ``f`` kept."""
-    choices = _STARTS.entries()
-
-    def one() -> object:
-        return choices[stream.below(len(choices))]
-
-    out = {}
-    for key, value in table.items():
-        if key == "f" or isinstance(value, bool):
-            out[key] = value
-        elif isinstance(value, (int, float, str)):
-            out[key] = one()
-        elif isinstance(value, list) and all(isinstance(v, (int, float, str))
-                                             and not isinstance(v, bool) for v in value):
-            out[key] = [one() for _ in value]
-        else:
-            out[key] = value
-    return out
-
-
-def _redrawn(rows: object, stream) -> object:
-    """A given matrix (rows of numbers) with every entry drawn anew (:data:`_TARGETS`'s
-    range, halves from -1 to 1, and never all zero); anything else as it is."""
-    if not (isinstance(rows, list) and rows and all(isinstance(r, list) for r in rows)):
-        return rows
-    choices = [c for c in _TARGETS.entries() if c != 0] + list(_TARGETS.entries())
-    return [[choices[stream.below(len(choices))] for _ in row] for row in rows]
-
-
-#: An mse target's entries in random examples.
-_TARGETS = Range(Fraction(-1), Fraction(1), Fraction(1, 2))
-
-
-def _with_gains(data: dict, example: Example, stream) -> dict:
-    """``data`` with a gain (and shift) for every normalisation that takes the default
-    (1 and 0: an equation with a gain on the wrong index would pass there)."""
-    layers = data.get("layer")
-    if not isinstance(layers, list) or len(layers) != len(example.layers):
-        return data
-    gains, shifts = _GAINS.entries(), _SHIFTS.entries()
-    out = []
-    for table, layer in zip(layers, example.layers):
-        table = dict(table)
-        if layer.norm != "none":
-            for which in (1, 2):
-                if f"gamma_{which}" not in table:
-                    table[f"gamma_{which}"] = [gains[stream.below(len(gains))]
-                                               for _ in range(example.d_model)]
-                if layer.layer_norm != "rms" and f"beta_{which}" not in table:
-                    table[f"beta_{which}"] = [shifts[stream.below(len(shifts))]
-                                              for _ in range(example.d_model)]
-        out.append(table)
-    return {**data, "layer": out}
-
-
-def _norm_weights(data: object, stream) -> object:
-    """``data`` with every ``gamma*``/``beta*`` list redrawn (in file order)."""
-    if isinstance(data, list):
-        return [_norm_weights(v, stream) for v in data]
-    if not isinstance(data, dict):
-        return data
-    out = {}
-    for key, value in data.items():
-        if key.startswith(("gamma", "beta")) and isinstance(value, list) and all(
-                isinstance(v, (int, str)) and not isinstance(v, bool) for v in value):
-            choices = (_GAINS if key.startswith("gamma") else _SHIFTS).entries()
-            out[key] = [choices[stream.below(len(choices))] for _ in value]
-        else:
-            out[key] = _norm_weights(value, stream)
-    return out
-
-
-# -- helpers ------------------------------------------------------------------------
-#: The most entries (the stage's and its inputs') whose own equation is bound for its
-#: symbols (a large imported model's stage is read through the notation alone).
-_OWN_ENTRIES = 20_000
-
-
-def own_symbols(g: Derivation, stage: str) -> dict:
-    """The symbols of the stage's own general equation, as ``export`` prints it: each
-    array's printed symbol -> the stage, weight or constant it stands for, each size's
-    -> ``#VALUE``, each scalar's -> ``=VALUE`` (RoPE's ``d``: the head's width, not
-    d_model; a cross-attention key's ``z``: the encoder's output).  A symbol two rules
-    of a gradient bind differently is left out (none: {})."""
-    from symformer.equations.stage import stage_equation
-    from symformer.equations.symbols import spell
-    from symformer.verify.equation_bind import read_symbol
-    found: dict = {}
-    clashes: set = set()
-    stages = [g[stage], *(g[i] for i in g[stage].inputs if i in g.stages)]
-    if sum(s.shape[0] * s.shape[1] for s in stages) > _OWN_ENTRIES:
-        return {}  # binding its arrays builds their symbols: not for a large stage
-    try:
-        equation = stage_equation(g[stage])
-    except Exception:  # noqa: BLE001 (an operation without a printable equation)
-        equation = None
-
-    def add(latex: str, value: object) -> None:
-        try:
-            key = key_of(read_symbol(latex))
-        except InputError:
-            return
-        if key in found and found[key] != value:
-            clashes.add(key)
-        found[key] = value
-
-    for part in equation.parts if equation is not None else ():
-        for name, source in part.sources.items():
-            notation = part.symbols.get(name)
-            if notation is None or "contribution" in source or "term" in source:
-                continue
-            if "constant" in source:
-                rows = part.matrices[name].tolist()
-                add(notation.latex, Target(constant=tuple(
-                    tuple(Fraction(int(v.p), int(v.q)) for v in row) for row in rows),
-                    matrix=True))
-            elif "parameter" in source:
-                add(notation.latex, Target(stage=source["stage"],
-                                           parameter=source["parameter"], matrix=True))
-            elif "stage" in source:
-                add(notation.latex, Target(stage=source["stage"],
-                                           matrix=notation.latex[:1].isupper()))
-        for name, value in part.sizes.items():
-            notation = part.symbols.get(name) or spell(name)
-            add(notation.latex, f"#{int(value)}")
-        for name, value in part.eq.scalars.items():
-            notation = part.symbols.get(name) or spell(name)
-            try:
-                exact = Fraction(str(value))
-            except (ValueError, TypeError):
-                continue
-            add(notation.latex, f"={exact}")
-    return {k: v for k, v in found.items() if k not in clashes}
 
 
 def _moved_stages(g: Derivation, claim: EquationClaim, chain: lm.Chain, step: int) -> None:
