@@ -138,8 +138,7 @@ def _applied(n: lm.Node, table: dict[Key, Definition]) -> lm.Node | None:
     there is none to regroup."""
     if not (isinstance(n, lm.Binary) and n.op == "jux"):
         return None
-    from symformer.verify.equation_eval import juxtaposed
-    factors = juxtaposed(n)
+    factors = lm.juxtaposed(n)
     for k, f in enumerate(factors[:-1]):
         if k and isinstance(f, lm.Sym) and (d := table.get(_sym_key(f))) is not None \
                 and d.params:

@@ -24,14 +24,7 @@ from symformer.errors import InputError
 from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
-
-
-def juxtaposed(node: lm.Node, top: bool = True) -> list[lm.Node]:
-    """The factors of a product written side by side (``a b c``), left to right; a
-    product in parentheses is one factor (``\\sigma(xW)``: σ of xW)."""
-    if isinstance(node, lm.Binary) and node.op == "jux" and (top or not node.grouped):
-        return juxtaposed(node.left, False) + juxtaposed(node.right, False)
-    return [node]
+from symformer.verify.latex_math import juxtaposed
 
 
 class Inapplicable(Exception):

@@ -1430,3 +1430,11 @@ class _IndexParser(Parser):
         if t is not None and t.kind == "letter":
             return self.symbol()
         return super().atom()
+
+
+def juxtaposed(node: Node, top: bool = True) -> list[Node]:
+    """The factors of a product written side by side (``a b c``), left to right; a
+    product in parentheses is one factor (``\\sigma(xW)``: σ of xW)."""
+    if isinstance(node, Binary) and node.op == "jux" and (top or not node.grouped):
+        return juxtaposed(node.left, False) + juxtaposed(node.right, False)
+    return [node]
