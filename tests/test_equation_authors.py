@@ -85,6 +85,8 @@ HOLDS += [
     ("grad.layer1.head1.scores", r"dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))",
      {"P": "layer1.head1.weights"}),
     ("layer1.head1.scores", r"s_{ij} = \frac{q_i^\top k_j}{\sqrt{d_k}}", {}),
+    ("layer1.add_norm1.mean", r"\mu_i = \frac{1}{d}\sum_{j \in \{1, \ldots, d\}} r_{ij}", {}),
+    ("layer1.add_norm1.mean", r"\mu_i = \frac{1}{d}\sum_{j \in [d]} r_{ij}", {}),
 ]
 #: Each a wrong variant of one above: none may hold.
 FAILS = [
@@ -96,6 +98,7 @@ FAILS = [
      {"P": "layer1.head1.weights"}),
     ("layer1.head1.scores", r"s_{ij} = \frac{q_i^\top k_i}{\sqrt{d_k}}", {}),
     ("layer1.head1.scores", r"s_{ij} = q_i^\top k_j", {}),
+    ("layer1.add_norm1.mean", r"\mu_i = \frac{1}{d}\sum_{j \in \{2, \ldots, d\}} r_{ij}", {}),
 ]
 
 

@@ -1119,7 +1119,11 @@ class Parser:
         low = high = None
         indices: list[str]
         eq = [k for k, u in enumerate(below) if u.text == "="]
-        if any(u.text.lstrip("\\") in _COMPARISONS and u.text != "=" for u in below):
+        member = [k for k, u in enumerate(below) if u.text == "\\in"]
+        if member:
+            indices = _index_names(below[:member[0]], t.col)
+            low, high = self.set_below(below[member[0] + 1:], t)
+        elif any(u.text.lstrip("\\") in _COMPARISONS and u.text != "=" for u in below):
             indices, low, high = self.range_below(below, t)
         elif eq:
             names, low_tokens = below[:eq[0]], below[eq[0] + 1:]
@@ -1133,6 +1137,28 @@ class Parser:
             high = self.sub_expression(self.raw_group(), t.col)
         body = self.term()
         return Reduce(name, tuple(indices), low, high, body, col=t.col)
+
+    def set_below(self, tokens: tuple[Token, ...], t: Token) -> tuple[Node, Node]:
+        """``j \\in \\{1, \\ldots, n\\}`` (``\\{0, 1, \\dots, n-1\\}``), ``j \\in [n]``
+        (1 to n): the first and last members."""
+        inner = [u for u in tokens if not (u.kind == "macro" and u.text[1:] in _IGNORED)]
+        if len(inner) >= 2 and inner[0].text == "[" and inner[-1].text == "]":
+            return Num(Fraction(1), col=t.col), self.sub_expression(tuple(inner[1:-1]), t.col)
+        if len(inner) < 2 or inner[0].text not in ("\\{", "\\lbrace") \
+                or inner[-1].text not in ("\\}", "\\rbrace"):
+            raise fail("the set under a sum (write j \\in \\{1, \\ldots, n\\})", t.col)
+        items: list[list[Token]] = [[]]
+        for u in inner[1:-1]:
+            if u.kind == "char" and u.text == ",":
+                items.append([])
+            else:
+                items[-1].append(u)
+        items = [i for i in items if not (len(i) == 1 and i[0].text in
+                                          ("\\ldots", "\\dots", "\\cdots"))]
+        if len(items) < 2 or any(not i for i in items):
+            raise fail("the set under a sum (write j \\in \\{1, \\ldots, n\\})", t.col)
+        return (self.sub_expression(tuple(items[0]), t.col),
+                self.sub_expression(tuple(items[-1]), t.col))
 
     def range_below(self, below: tuple[Token, ...], t: Token
                     ) -> tuple[list[str], Node | None, Node | None]:
