@@ -296,3 +296,24 @@ def test_the_four_index_jacobian_on_one_rows_stage(attn):
     s = torch.tensor(_softmax_row(2), dtype=torch.float64)
     jacobian = torch.autograd.functional.jacobian(lambda v: torch.softmax(v, 0), s)
     assert float(m[4]) == pytest.approx(float(jacobian[int(m[1]), int(m[2])]), rel=1e-9)
+
+
+@pytest.mark.parametrize("latex, status", [
+    (r"W_t = W_{t-1} - \eta g_t", "holds"),
+    (r"W \leftarrow W - \eta \nabla_W L", "holds"),
+    (r"W \leftarrow W - \eta \nabla_{W} \mathcal{L}(W)", "holds"),
+    (r"W_t = W_{t-1} + \eta g_t", "fails"),
+])
+def test_sgd_as_written(tmp_path, latex, status):
+    """SGD on the built-in example: g_t the gradient the step reads, ∇_W L (before the
+    update on the right of an arrow), at every step of the run."""
+    from symformer.blocks.train import Run, learning_rate, options
+    example = load_example()
+    run = Run(learning_rate("1/10"), 2, "sgd", options("sgd"))
+    checker = Checker(example, run=run)
+    judge = Judge(example, checker.derivation, checker.causal, checker.run)
+    stage = "step2.layer1.W_O"
+    found = judge.check(EquationClaim("t", stage, latex, examples=1, source="t",
+                                      where={"W": stage}))
+    (link,) = found.links
+    assert link.status == status, link.message

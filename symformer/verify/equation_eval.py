@@ -392,7 +392,16 @@ class Evaluator:
 
     def at_step(self, sym: lm.Sym, delta: int) -> tuple[Target | str, bool, bool]:
         """``θ_{t-1}``, ``m_t``: the symbol as read at the claimed step, moved ``delta``
-        steps; Adam's moments before the first step are 0 (m_0 = v_0 = 0)."""
+        steps; Adam's moments before the first step are 0 (m_0 = v_0 = 0); a
+        gradient ``\\nabla_{W_{t-1}} L`` the gradient of the symbol at its step."""
+        if sym.grad:
+            target, _, sup_used = self.at_step(replace(sym, grad=False), delta)
+            if isinstance(target, Target) and target.stage and target.parameter is None:
+                name = target.stage if target.stage.startswith("grad.") \
+                    else "grad." + target.stage
+                if name in self.g.stages:
+                    return replace(target, stage=name), True, sup_used
+            raise NotAtStep(f"{sym.show()}: the run has no such gradient at that step")
         target, _, sup_used = self.resolve(replace(sym, sub=None))
         if not isinstance(target, Target) or not delta:
             return target, True, sup_used

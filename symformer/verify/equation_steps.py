@@ -126,8 +126,9 @@ def before_update(chain: lm.Chain) -> lm.Chain:
                     (("letter", "t"), ("char", "-"), ("num", "1")))
 
     def visit(n: lm.Node) -> lm.Node | None:
-        if isinstance(n, lm.Sym) and not n.sub and (n.base, n.sup_text, n.primes, n.grad) \
-                == (lhs.base, lhs.sup_text, lhs.primes, lhs.grad):
+        if isinstance(n, lm.Sym) and not n.sub and (n.base, n.sup_text, n.primes) \
+                == (lhs.base, lhs.sup_text, lhs.primes) and not lhs.grad:
+            # θ and its gradient ∇_θ L on the right: both before the update
             return replace(n, sub=earlier)
         return None
 

@@ -825,6 +825,8 @@ class Parser:
             return Sym("infty", col=t.col)
         if name == "partial":
             return self.slash_derivative(t)
+        if name == "nabla":
+            return self.nabla(t)
         if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
             self.k += 1
             self.raw_group()
@@ -1045,6 +1047,31 @@ class Parser:
         if inner.peek() is not None:
             raise fail(inner.peek().text, inner.peek().col)
         return _gradient(node, col)
+
+    def nabla(self, t: Token) -> Node:
+        """``\\nabla_W L``, ``\\nabla_{\\theta} f(\\theta)``: the gradient of the loss
+        (``L``, ``\\mathcal{L}``, ``f``, ``J``, with or without its arguments) with
+        respect to the symbol below."""
+        self.k += 1
+        self.skip_layout()
+        if not self.at("_"):
+            raise fail("\\nabla without the symbol below it (\\nabla_W L)", t.col)
+        self.k += 1
+        inner = Parser(list(self.raw_group()))
+        wrt = inner.wrt()
+        inner.skip_layout()
+        if inner.peek() is not None:
+            raise fail(inner.peek().text, inner.peek().col)
+        self.skip_layout()
+        loss = self.peek()
+        if loss is None or not (loss.text in ("L", "f", "J") or (
+                loss.text in ("\\mathcal", "\\ell") )):
+            raise fail("\\nabla_W of something other than the loss (\\nabla_W L)", t.col)
+        self.symbol()  # L, \mathcal{L}, f_t
+        self.skip_layout()
+        if self.at("("):  # f(\theta): its argument, the symbol differentiated
+            self.atom()
+        return _gradient(wrt, t.col)
 
     def slash_derivative(self, t: Token) -> Node:
         """``\\partial L/\\partial x_{ij}``."""
