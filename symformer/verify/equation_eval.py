@@ -845,9 +845,10 @@ class Evaluator:
             return Mat([[sum(row, arb(0))] for row in rows])
         if node.name == "softmax":
             (arg,) = node.args
-            if self.columns:  # each column (a token) normalised
-                return _softmax(self.value(arg, env).t()).t()
-            return _softmax(self.value(arg, env))
+            v = self.value(arg, env)
+            if self.columns and isinstance(v, Mat):  # each column (a token) normalised
+                return _softmax(v.t()).t()
+            return _softmax(v)
         if node.name in ("mean", "var", "rms"):  # E[x]: each row's statistic, a column
             (arg,) = node.args
             v = self.value(arg, env)
