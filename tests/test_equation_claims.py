@@ -92,8 +92,6 @@ TEXTBOOK = [
     ("layer1.head1.output", r"O = \mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d_k}}\right) V",
      {}),
     ("layer1.ffn.output", r"f = \max(0, y W_1 + b_1) W_2 + b_2", {}),
-    ("positional_encoding", r"PE_{(pos,2i)} = \sin\left(\frac{pos}{10000^{2i/d_{\text{model}}}}"
-     r"\right)", {}),
     ("grad.layer1.b_1", r"\frac{\partial L}{\partial b_1} = \sum_i \frac{\partial L}"
      r"{\partial h_i}", {}),
     ("grad.layer1.ffn.hidden", r"\frac{\partial L}{\partial h_{ij}} = \frac{\partial L}"

@@ -95,7 +95,8 @@ def test_parameters_are_replaced_by_the_arguments():
 
 
 @pytest.mark.parametrize("latex, message", [
-    (r"y = \omega_j, \quad \omega_i = 2", "defined with other indices"),
+    (r"y = \omega_{2j+1}, \quad \omega_i = 2", "defined with other indices"),
+    (r"y = g_j, \quad g_i = \sum_j r_{ij}", "sums over a letter of the use's index"),
     (r"y = a, \quad a = a + 1", "uses itself"),
     (r"y = f(a, b), \quad f(z) = z", "takes 1 arguments, not 2"),
 ])
@@ -193,7 +194,7 @@ def test_an_unreadable_equation_does_not_stop_the_others(tmp_path, capsys):
         "[[equation]]\nname = 'macro'\nstage = 'layer1.head1.weights'\n"
         "latex = 'A = \\foo{S}'\n\n"
         "[[equation]]\nname = 'symbol'\nstage = 'layer1.head1.weights'\n"
-        "latex = 'A = \\operatorname{diag}(S)'\n")
+        "latex = 'A = \\operatorname{argsort}(S)'\n")
     assert main(["check", str(claims)]) == 2
     captured = capsys.readouterr()
     assert "equation good -> layer1.head1.scores (line 1): holds" in captured.out
@@ -203,7 +204,7 @@ def test_an_unreadable_equation_does_not_stop_the_others(tmp_path, capsys):
     err = captured.err.splitlines()
     assert len(err) == 2
     assert err[0].endswith("mixed.toml, equation 2 (macro): cannot read \\foo at column 5")
-    assert "mixed.toml, equation 3 (symbol): cannot read diag at column" in err[1]
+    assert "mixed.toml, equation 3 (symbol): cannot read argsort at column" in err[1]
 
 
 FA2 = {"P": "layer1.head1.weights", "dP": "grad.layer1.head1.weights",
@@ -223,3 +224,41 @@ def test_flashattention2_softmax_backward(latex, status):
     judge = Judge(example, checker.derivation, checker.causal)
     (link,) = _links(judge, "grad.layer1.head1.scores", latex, where=FA2)
     assert link.status == status, link.message
+
+
+def test_a_use_renames_the_definitions_index_letters():
+    """llm.c's g_i used as g_j: the body's i read as j (in subscripts and indices)."""
+    chains = lm.parse_equations(r"y_j = g_j, \quad g_i = r_i + [i \le 1]")
+    claimed, defs = split_definitions(chains)
+    (rhs,) = expand(claimed[0], defs).rhs
+    assert rhs.left.sub_text == "j"
+    assert rhs.right.condition.operands[0] == lm.Sym("j")
+
+
+def test_an_indexed_parameter_is_an_entry_of_the_argument():
+    """M(z) = 1/d sum_k z_k used as M(x + m): z_k is (x + m)_k, x_k for a symbol x."""
+    chains = lm.parse_equations(r"\mu = M(x + m) + M(r), \quad M(z) = \sum_k z_k")
+    claimed, defs = split_definitions(chains)
+    (rhs,) = expand(claimed[0], defs).rhs
+    first, second = rhs.left.body, rhs.right.body
+    assert isinstance(first, lm.Subscripted) and first.sub[0].text == "k"
+    assert first.operand.op == "+"
+    assert second.base == "r" and second.sub_text == "k"
+
+
+def test_a_helper_with_an_indexed_parameter_holds_and_its_mutation_fails(tmp_path):
+    """The mean as a helper over an expression: holds; with 1/(d-1) it fails, at the
+    value recomputed in float64 from the example's inputs."""
+    example = load_example()
+    checker = Checker(example)
+    judge = Judge(example, checker.derivation, checker.causal)
+    good = r"\mu = \mathrm{M}(r), \quad \mathrm{M}(z) = \frac{1}{d}\sum_k z_k"
+    (link,) = _links(judge, "layer1.add_norm1.mean", good)
+    assert link.status == "holds", link.message
+    bad = good.replace(r"\frac{1}{d}", r"\frac{1}{d-1}")
+    (link,) = _links(judge, "layer1.add_norm1.mean", bad)
+    assert link.status == "fails"
+    (i, _), mine = _entry_and_value(link.message)
+    from float_reference import float_forward
+    r = float_forward(example)["layer1.add_norm1.sum"]
+    assert mine == pytest.approx(r[i].sum() / (r.shape[1] - 1), rel=1e-9)

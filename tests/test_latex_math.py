@@ -73,7 +73,7 @@ def test_trees():
     (r"q + x", "no '='"),
     (r"\sum = 1", "without an index"),
     (r"\begin{tikzpicture} x = 1", r"cannot read \begin{tikzpicture} at column 1"),
-    (r"q = \frac{\partial y}{\partial x}", "only derivatives of the loss L"),
+    (r"q = \frac{\partial y}{\partial x}", "a derivative without the entries' indices"),
 ])
 def test_unreadable_input_is_one_line_naming_the_token(latex, message):
     with pytest.raises(InputError) as error:

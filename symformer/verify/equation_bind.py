@@ -15,13 +15,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.notation import glossary, notation, parameter_symbol, symbol, where
-from symformer.verify.latex_math import Parser, Sym, tokenize
+from symformer.verify.latex_math import GREEK, Parser, Sym, tokenize
 
 _WHERE = re.compile(r"^(.*?)\((\d+(?:,\d+)*)\)$")
+_ANY_LAYER = re.compile(r"^(?:\(([a-zA-Z])\)|\[([a-zA-Z])\]|<([a-zA-Z])>)$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Target:
     parameter: str | None = None
     scalar: str | None = None
     matrix: bool = False   # written as the whole matrix (Q, W_Q), not one row (q)
+    #: a constant array of an operation (token ids, a pooled position), exact rows
+    constant: tuple | None = None
 
     @property
     def anchor(self) -> str:
@@ -41,6 +45,8 @@ class Target:
 
     def describe(self) -> str:
         """For messages: the stage or ``stage's W_Q``."""
+        if self.constant is not None:
+            return "a constant of the stage's equation"
         if self.parameter:
             return f"{self.stage}'s {self.parameter}"
         return self.stage or self.scalar or "?"
@@ -64,8 +70,12 @@ def read_symbol(latex: str) -> Sym:
 
 
 def split_where(sym: Sym) -> tuple[str, str]:
-    """(the superscript without a layer/head marker, the marker: ``1,2`` or '')."""
+    """(the superscript without a layer/head marker, the marker: ``1,2`` or '').  A
+    marker in letters, ``W^{(l)}``, ``h^{[l]}`` (any layer), is the one nearest the
+    claimed stage: no marker."""
     sup = sym.sup_text
+    if _ANY_LAYER.match(sup):
+        return "", ""
     m = _WHERE.match(sup)
     return (m.group(1), m.group(2)) if m else (sup, "")
 
@@ -142,6 +152,8 @@ class SymbolTable:
 
     def _add(self, latex: str, target: Target, grad: bool = False,
              forced_where: str | None = None) -> None:
+        if latex in GREEK:  # an objective's parameter named theta: the author's \theta
+            latex = "\\" + latex
         try:
             sym = read_symbol(latex)
         except InputError:
@@ -154,12 +166,16 @@ class SymbolTable:
         key = (_canonical(sym.base), sym.sub_text, sup, sym.primes, sym.grad)
         self.entries.setdefault(key, []).append((target, marker))
 
-    def lookup(self, sym: Sym, near: str) -> tuple[Target, bool, bool] | None:
+    def lookup(self, sym: Sym, near: str, named: bool | None = None
+               ) -> tuple[Target, bool, bool] | None:
         """(target, subscript used as a name, superscript used as a name) of an
-        author's symbol, nearest ``near`` (a stage name); None: not in the table."""
+        author's symbol, nearest ``near`` (a stage name); None: not in the table.
+        ``named``: only with the subscript as a name (True) or only without (False)."""
         _, marker = split_where(sym)
         for use_sub, use_sup in ((True, True), (True, False), (False, True), (False, False)):
             if (use_sub and not sym.sub) or (use_sup and not split_where(sym)[0]):
+                continue
+            if named is not None and use_sub != named:
                 continue
             found = self.entries.get(key_of(sym, use_sub, use_sup))
             if not found:
@@ -171,16 +187,19 @@ class SymbolTable:
                                      f"the example")
             return _nearest(sym, [t for t, _ in found], near), use_sub, use_sup
         sup, _ = split_where(sym)
-        if sup and sup.isalnum():  # W^{Q}: the weight the notation writes W_Q
+        if sup and sup.isalnum() and named is not True:  # W^{Q}: the notation's W_Q
             moved = Sym(sym.base, sym.sup, None, sym.primes, sym.grad)
             found = self.entries.get(key_of(moved))
             if found:
                 return _nearest(sym, [t for t, _ in found], near), False, True
         return None
 
-    def scalar(self, sym: Sym) -> str | None:
-        """The glossary name of a size or constant (``d_k``, ``n``, ``ε``), or None."""
+    def scalar(self, sym: Sym, named: bool | None = None) -> str | None:
+        """The glossary name of a size or constant (``d_k``, ``n``, ``ε``), or None
+        (``named``: as :meth:`lookup`)."""
         for use_sub in (True, False):
+            if named is not None and use_sub != named:
+                continue
             if not use_sub and sym.sub:
                 return None
             k = key_of(sym, use_sub, sup=False)  # a superscript is a power (β_1^t)
@@ -213,18 +232,30 @@ def _nearest(sym: Sym, targets: list[Target], near: str) -> Target:
 
 
 def where_table(where: Mapping[str, str], g: Derivation, source: str
-                ) -> dict[Key, Target]:
-    """A claim's ``where``: author symbol -> stage name or ``BLOCK.WEIGHT``
+                ) -> dict[Key, Target | str]:
+    """A claim's ``where``: author symbol -> a number (``D = "4"``: a size or
+    constant), a size of the glossary (``N = "n"``, ``D = "d_model"``), a stage name or
+    ``BLOCK.WEIGHT``
     (``layer1.head1.W_Q``, the weight's name as ``backward --list`` prints its
     gradient without ``grad.``), ``loss.target`` (the mse loss's target, a
     cross-entropy's one-hot targets) or ``S.mask`` (S a masked score stage: its additive
     mask, 0 or -inf, or the example's finite mask value)."""
-    out: dict[Key, Target] = {}
+    out: dict[Key, Target | str] = {}
     weights = _weights(g)
     for written, name in where.items():
         if not isinstance(name, str):
             raise InputError(f"{source}: where[{written!r}] must be a stage name")
+        if len(written) > 200:
+            raise InputError(f"{source}: a where key of {len(written):,} characters; a "
+                             f"symbol is at most 200")
+        if written in GREEK:  # mu = ...: the author means \mu
+            raise InputError(f"{source}: where[{written!r}]: write the symbol as in the "
+                             f"equation, \\{written}")
         sym = read_symbol(written)
+        number = _number(name)
+        if number is not None or name in _GLOSSARY_SIZES:  # D = "4", N = "n"
+            out[key_of(sym)] = number if number is not None else _GLOSSARY_SIZES[name]
+            continue
         if name.endswith(".target") and name.removesuffix(".target") in g.stages \
                 and any(hasattr(g[name.removesuffix(".target")].op, a)
                         for a in ("target", "targets")):
@@ -238,15 +269,27 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
             target = Target(stage=name, matrix=written[:1].isupper())
         elif name in weights:
             target = weights[name]
-        elif name.startswith("grad.") or name == "loss":
+        else:  # a gradient, the loss, a side stage (an Adam step's m̂): added on demand
             from symformer.blocks.backward import stage_of
-            stage_of(g, name)
+            stage_of(g, name)  # unknown: the message with the close names
             target = Target(stage=name, matrix=written[:1].isupper())
-        else:
-            g[name]  # the unknown stage's message, with the close names
-            raise InputError(f"{source}: where[{written!r}]: unknown stage {name!r}")
         out[key_of(sym)] = target
     return out
+
+
+#: Sizes ``where`` may name (``D = "d_model"``): the glossary's name for each.
+_GLOSSARY_SIZES = {"n": "n", "d": "d", "d_model": "d", "d_k": "d_{k}", "d_v": "d_{v}",
+                   "d_ff": "d_{ff}", "d_in": "d_{in}", "d_out": "d_{out}", "|V|": "|V|",
+                   "vocab": "|V|", "t": "t"}
+
+
+def _number(text: str) -> str | None:
+    """``"4"`` -> ``#4`` (a size), ``"1/2"`` or ``"0.5"`` -> ``=1/2`` (a constant); None
+    for anything else (a stage name)."""
+    if not re.fullmatch(r"-?\d{1,30}(?:\.\d{1,30})?(?:/\d{1,30})?", text.strip()):
+        return None
+    value = Fraction(text.strip())
+    return f"#{value}" if value.denominator == 1 and value >= 0 else f"={value}"
 
 
 def _weights(g: Derivation) -> dict[str, Target]:
@@ -257,3 +300,64 @@ def _weights(g: Derivation) -> dict[str, Target]:
     return {address.removeprefix("grad."): Target(stage=stage, parameter=parameter,
                                                   matrix=True)
             for (stage, parameter), address in names.items()}
+
+
+#: The most entries (the stage's and its inputs') whose own equation is bound for its
+#: symbols (a large imported model's stage is read through the notation alone).
+_OWN_ENTRIES = 20_000
+
+
+def own_symbols(g: Derivation, stage: str) -> dict:
+    """The symbols of the stage's own general equation, as ``export`` prints it: each
+    array's printed symbol -> the stage, weight or constant it stands for, each size's
+    -> ``#VALUE``, each scalar's -> ``=VALUE`` (RoPE's ``d``: the head's width, not
+    d_model; a cross-attention key's ``z``: the encoder's output).  A symbol two rules
+    of a gradient bind differently is left out (none: {})."""
+    from symformer.equations.stage import stage_equation
+    from symformer.equations.symbols import spell
+    found: dict = {}
+    clashes: set = set()
+    stages = [g[stage], *(g[i] for i in g[stage].inputs if i in g.stages)]
+    if sum(s.shape[0] * s.shape[1] for s in stages) > _OWN_ENTRIES:
+        return {}  # binding its arrays builds their symbols: not for a large stage
+    try:
+        equation = stage_equation(g[stage])
+    except Exception:  # noqa: BLE001 (an operation without a printable equation)
+        equation = None
+
+    def add(latex: str, value: object) -> None:
+        try:
+            key = key_of(read_symbol(latex))
+        except InputError:
+            return
+        if key in found and found[key] != value:
+            clashes.add(key)
+        found[key] = value
+
+    for part in equation.parts if equation is not None else ():
+        for name, source in part.sources.items():
+            notation = part.symbols.get(name)
+            if notation is None or "contribution" in source or "term" in source:
+                continue
+            if "constant" in source:
+                rows = part.matrices[name].tolist()
+                add(notation.latex, Target(constant=tuple(
+                    tuple(Fraction(int(v.p), int(v.q)) for v in row) for row in rows),
+                    matrix=True))
+            elif "parameter" in source:
+                add(notation.latex, Target(stage=source["stage"],
+                                           parameter=source["parameter"], matrix=True))
+            elif "stage" in source:
+                add(notation.latex, Target(stage=source["stage"],
+                                           matrix=notation.latex[:1].isupper()))
+        for name, value in part.sizes.items():
+            notation = part.symbols.get(name) or spell(name)
+            add(notation.latex, f"#{int(value)}")
+        for name, value in part.eq.scalars.items():
+            notation = part.symbols.get(name) or spell(name)
+            try:
+                exact = Fraction(str(value))
+            except (ValueError, TypeError):
+                continue
+            add(notation.latex, f"={exact}")
+    return {k: v for k, v in found.items() if k not in clashes}

@@ -23,28 +23,47 @@ counted from the other base, and as a constant multiple (a mean for a sum).
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
-from flint import arb
+from flint import arb, fmpq
 
-from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
-from symformer.blocks.train import Run, is_training_stage, train
+from symformer.blocks.train import Run, is_training_stage, step_of, train
+from symformer.blocks.work import check_work
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.errors import InputError
 from symformer.example import Example
-from symformer.example.loader import builtin_text, example_from_dict, read_text_file, read_toml
-from symformer.exercise.settings import Range
+from symformer.example.loader import read_text_file, read_toml
 from symformer.verify import conventions
+from symformer.verify import equation_cost as cost
+from symformer.verify import equation_steps as steps
+from symformer.verify import equation_variants as variants
 from symformer.verify import latex_math as lm
-from symformer.verify.equation_bind import SymbolTable, Target, key_of, where_table
+from symformer.verify.equation_bind import (
+    SymbolTable,
+    Target,
+    key_of,
+    own_symbols,
+    where_table,
+)
 from symformer.verify.equation_defs import expand, split_definitions
-from symformer.verify.equation_eval import Env, Evaluator, Inapplicable, Mat, Undecided
+from symformer.verify.equation_eval import (
+    Env,
+    Evaluator,
+    Inapplicable,
+    Mat,
+    NotAtStep,
+    Outside,
+    Undecided,
+    symbols_of,
+)
+from symformer.verify.equation_random import random_derivation
 
 #: Digits to which an equation's value must agree with the stage's at every entry.
 DIGITS = 50
@@ -53,9 +72,8 @@ PRECISIONS = (200, 400, 800)
 #: Random examples tried by default (``examples = k`` in a claim: 0 to MAX_EXAMPLES).
 EXAMPLES = 4
 MAX_EXAMPLES = 8
-#: Seed of the random examples' draws (the same examples on every machine).
-SEED = 31
-_KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal"}
+_KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal", "tolerance",
+         "layout"}
 _TAG = re.compile(r"(?:(?<!\\)%|<!--)\s*symformer:\s*equation\s+(?P<body>.*?)\s*(?:-->)?\s*$")
 
 
@@ -76,6 +94,11 @@ class EquationClaim:
     #: Why the LaTeX cannot be read, when ``lenient`` (else that is raised at once).
     unreadable: str = ""
     lenient: bool = False
+    #: a relative tolerance (``tolerance = "1e-6"``: constants printed to a few digits)
+    tolerance: Fraction | None = None
+    #: ``"rows"`` (a token per row, the example's) or ``"columns"`` (a token per column:
+    #: every matrix the equation names is the stage's transpose, softmax per column)
+    layout: str = "rows"
 
     def __post_init__(self) -> None:
         if not self.chains:
@@ -101,6 +124,19 @@ class Link:
     message: str
     entries: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the entries (i, j) of the stage it was compared at, of ``total``
+    covered: frozenset = field(default=frozenset(), repr=False)
+    total: int = 0
+    #: the stage it is about (an align's line about another stage of a run: its own)
+    stage: str = field(default="", repr=False)
+
+
+#: The verdict on an equation that agrees at every entry of the example but could not be
+#: tried on a random example (not "holds": it may agree by coincidence).
+UNTRIED = "holds on this example only"
+#: The verdict on an equation that agrees where it was compared but does not cover
+#: every entry of its stage (never "holds": a verdict only over what was compared).
+INCOMPLETE = "incomplete"
 
 
 @dataclass
@@ -160,8 +196,33 @@ def equations_from_toml(data: Mapping, source: str) -> list[EquationClaim]:
         name = t.get("name", t["stage"])
         out.append(EquationClaim(str(name), t["stage"], t["latex"], dict(bindings),
                                  vectors, examples, causal, f"{where} ({name})",
-                                 lenient=True))
+                                 lenient=True, tolerance=_tolerance(t, where),
+                                 layout=_layout(t, where)))
     return out
+
+
+def _layout(table: Mapping, where: str) -> str:
+    layout = table.get("layout", "rows")
+    if layout not in ("rows", "columns"):
+        raise InputError(f"{where}: layout must be \"rows\" or \"columns\" (a token per "
+                         f"column: Q = W_Q X)")
+    return layout
+
+
+def _tolerance(table: Mapping, where: str) -> Fraction | None:
+    """A claim's ``tolerance``: a relative tolerance, ``"1e-6"`` (a string or a number
+    above 0 and below 1), read exactly."""
+    value = table.get("tolerance")
+    if value is None:
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not re.fullmatch(r"\d{0,20}(?:\.\d{0,40})?(?:[eE]-?\d{1,3})?",
+                                                   text) or not re.search(r"\d", text):
+        raise InputError(f"{where}: tolerance must be a relative tolerance such as \"1e-6\"")
+    exact = Fraction(text)
+    if not 0 < exact < 1:
+        raise InputError(f"{where}: tolerance must be above 0 and below 1, found {text}")
+    return exact
 
 
 def has_equation_tags(text: str) -> bool:
@@ -251,19 +312,23 @@ class _Outcome:
     message: str = ""
     ratio: object = None  # rhs / stage when every entry's ratio is one constant
     total: int = 0       # the stage's entries (more than ``entries``: a line covers some)
+    covered: frozenset = frozenset()  # the entries (i, j) compared
 
 
 class Judge:
     """Checks equation claims on one example (and its random variants)."""
 
     def __init__(self, example: Example, derivation: Callable[..., Derivation],
-                 causal: bool, run: Run | None = None) -> None:
+                 causal: bool, run: Run | None = None, max_work: int | None = None) -> None:
         self.example = example
         self.derivation = derivation  # (causal, convention, stage) -> Derivation
         self.causal = causal
         self.run = run  # the [train] run a training stage's equation is about
+        #: the work limit each equation's estimate is held to (None: the default)
+        self.max_work = max_work
         self._random: dict[tuple[int, bool, bool], Derivation | None] = {}
         self._tables: dict[int, SymbolTable] = {}
+        self._own: dict[tuple[int, str], dict] = {}
 
     def check_each(self, claims: list[EquationClaim]) -> list[EquationCheck]:
         """Every claim's verdicts; one that cannot be read (its LaTeX, or a symbol the
@@ -275,6 +340,14 @@ class Judge:
                 out.append(self.check(claim))
             except InputError as error:
                 why = str(error).removeprefix(f"{claim.source}: ")
+                out.append(EquationCheck(claim, [Link(1, 1, UNREADABLE, why)]))
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError,
+                    RecursionError) as error:
+                if os.environ.get("SYMFORMER_DEBUG"):  # the tests: a bug shows itself
+                    raise
+                # a form this reader does not handle: never a verdict, one line
+                why = (f"cannot read the equation: a form the checker does not read "
+                       f"({type(error).__name__})")
                 out.append(EquationCheck(claim, [Link(1, 1, UNREADABLE, why)]))
         return out
 
@@ -293,15 +366,120 @@ class Judge:
 
     def _check(self, claim: EquationClaim) -> EquationCheck:
         causal = self.causal if claim.causal is None else claim.causal
-        g = self.derivation(causal, None, claim.stage)
+        if is_training_stage(claim.stage):
+            return EquationCheck(claim, self._check_steps(claim, causal))
+        return EquationCheck(claim, self._check_at(claim, causal))
+
+    def _check_at(self, claim: EquationClaim, causal: bool, repeats: int = 1) -> list[Link]:
+        """Every link of ``claim`` on its stage (one step of a run; ``repeats``: the
+        steps it is judged at, counted in the work estimate)."""
+        g = self._derivation(causal, claim.stage)
         self._gradients(g, claim)
         links = []
-        claimed, definitions = split_definitions(claim.chains)
-        for chain in claimed:
-            chain = expand(chain, definitions)
-            for k, rhs in enumerate(chain.rhs, start=1):
-                links.append(self.judge_link(claim, chain, rhs, k, g, causal))
-        return EquationCheck(claim, links)
+        training = is_training_stage(claim.stage)
+        claimed, definitions = split_definitions(
+            claim.chains, (lambda c: self.lhs_stage(claim, c, g) is not None)
+            if training else None)
+        chains = [expand(chain, definitions) for chain in claimed]
+        if training:  # θ ← θ − η g: θ on the right is θ_{t-1}
+            chains = [steps.before_update(chain) for chain in chains]
+        # an align of several lines: a line whose left-hand side is another stage of the
+        # run (m_t above θ_t) is judged against that stage
+        about = [self.lhs_stage(claim, c, g) if training and len(chains) > 1 else None
+                 for c in chains]
+        work = 0
+        for chain in chains:
+            for rhs in chain.rhs:
+                cost.check_tree(rhs)
+                work += self.work(claim, rhs, g)
+        check_work(work * repeats, self.max_work, f"{claim.source}: judging the equation")
+        for chain, stage in zip(chains, about):
+            mine = claim if stage is None else replace(claim, stage=stage)
+            found = [self.judge_link(mine, chain, rhs, k, g, causal)
+                     for k, rhs in enumerate(chain.rhs, start=1)]
+            for link in found:
+                link.stage = mine.stage
+                if stage is not None:
+                    link.message = f"(of {stage}) {link.message}"
+            links += found
+        for stage in {link.stage for link in links}:
+            _coverage([k for k in links if k.stage == stage], stage)
+        return links
+
+    def lhs_stage(self, claim: EquationClaim, chain: lm.Chain, g: Derivation) -> str | None:
+        """The run's stage a training line's step-subscripted left-hand side names
+        (``m_t``: the first moment at the claimed step), when it is not the claimed one;
+        else None."""
+        lhs = chain.lhs
+        if not (isinstance(lhs, lm.Sym) and steps.step_subscript(lhs) is not None):
+            return None
+        ev = Evaluator(g, self.table(g), where_table(claim.where, g, claim.source),
+                       claim.stage, {}, own=self.own(g, claim.stage),
+                       step=step_of(claim.stage))
+        try:
+            target, _, _ = ev.resolve(lhs)
+        except (InputError, Inapplicable, NotAtStep):
+            return None
+        if not isinstance(target, Target) or target.parameter is not None \
+                or target.stage is None or target.stage == claim.stage \
+                or target.stage not in g.stages:
+            return None
+        return target.stage
+
+    def _check_steps(self, claim: EquationClaim, causal: bool) -> list[Link]:
+        """A training stage's claim at its step, and -- an equation in t, general -- at
+        every step of the run (at least :data:`~.equation_steps.MIN_STEPS`), its stage
+        and ``where`` moved to each: the first step where a link does not hold is
+        reported."""
+        claimed = step_of(claim.stage)
+        general = steps.mentions_t(claim.chains) or any(c.update for c in claim.chains)
+        run_steps = self.run.steps if self.run is not None else claimed
+        links: list[Link] = []
+        judged = []
+        judging = steps.steps_to_judge(claimed, run_steps, general)
+        for s in judging:
+            stage = steps.shift(claim.stage, s - claimed)
+            where = steps.shifted_where(claim.where, s - claimed)
+            if stage is None or where is None:
+                continue
+            try:
+                found = self._check_at(replace(claim, stage=stage, where=where), causal,
+                                       len(judging))
+            except NotAtStep as error:
+                if s == claimed:
+                    raise InputError(str(error)) from None
+                continue  # a step the equation's symbols do not all exist at
+            judged.append(s)
+            if not links:
+                links = found
+                continue
+            for k, link in enumerate(found):
+                if links[k].status in ("holds", UNTRIED) and link.status != links[k].status:
+                    link.message = f"at step {s} ({stage}): {link.message}"
+                    links[k] = link
+        if general and len(judged) > 1:
+            for link in links:
+                if link.status in ("holds", UNTRIED):
+                    link.message += (f"; at each of the steps {_steps(judged)} of the run "
+                                     f"(t the step)")
+        return links
+
+    def _derivation(self, causal: bool, stage: str) -> Derivation:
+        """The derivation ``stage`` is in; a step past the run's own is in a longer run
+        of the same settings (a general equation is judged at every step, at least
+        :data:`~.equation_steps.MIN_STEPS`)."""
+        if not is_training_stage(stage) or self.run is None \
+                or step_of(stage) <= self.run.steps:
+            return self.derivation(causal, None, stage)
+        key = (-1, causal, True)
+        if key not in self._random:
+            run = self.run
+            longer = max(run.steps, steps.MIN_STEPS, step_of(stage))
+            self._random[key] = train(self.derivation(causal), run.lr, longer,
+                                      run.optimizer, settings=run.options).graph
+        g = self._random[key]
+        stage_of(g, stage)
+        return g
 
     def _gradients(self, g: Derivation, claim: EquationClaim) -> None:
         """The backward pass, when the example has a loss (an equation may read any
@@ -309,6 +487,33 @@ class Judge:
         if self.example.loss is not None and "grad.loss" not in g.stages \
                 and not is_training_stage(claim.stage):
             stage_of(g, "grad.loss")
+
+    def work(self, claim: EquationClaim, rhs: lm.Node, g: Derivation) -> int:
+        """The estimated operations of judging one link (:mod:`.equation_cost`): its
+        nodes at every entry, a sum's terms counted from its limits."""
+        if claim.stage not in g.stages:
+            stage_of(g, claim.stage)
+        r, c = g[claim.stage].shape
+        widest = max(max(s.shape) for s in g)
+        ev = Evaluator(g, self.table(g), {}, claim.stage, {},
+                       own=self.own(g, claim.stage))
+
+        def size(sym: lm.Node) -> int | None:
+            try:
+                target, _, _ = ev.resolve(sym)
+                return ev.size(target) if isinstance(target, str) else None
+            except (InputError, Inapplicable, NotAtStep, ValueError, AttributeError):
+                return None
+
+        count = cost.nodes(rhs, size, widest)
+        return cost.equation_work(count, r * c, 1 + max(claim.examples, cost.EXPLAINED))
+
+    def own(self, g: Derivation, stage: str) -> dict:
+        """:func:`own_symbols`, once per derivation and stage."""
+        key = (id(g), stage)
+        if key not in self._own:
+            self._own[key] = own_symbols(g, stage)
+        return self._own[key]
 
     def table(self, g: Derivation) -> SymbolTable:
         key = id(g)
@@ -323,6 +528,7 @@ class Judge:
         lhs = _shown_lhs(chain.lhs)
         if here.status == "undecided":
             return Link(chain.line, k, "undecided", here.message, here.entries)
+        covered = {"covered": here.covered, "total": here.total}
         if here.status == "fails":
             return Link(chain.line, k, "fails", here.message, here.entries,
                         self.explain(claim, chain, rhs, g, causal, base, here))
@@ -338,17 +544,27 @@ class Judge:
                             f"{lhs} agrees at {_all(here)} of this "
                             f"example but not on random example {variant}: "
                             f"{there.message}", here.entries)
-        others = f" and of {plural(tried, 'random example')}" if tried else \
-            " (no random examples: this example's weights cannot be redrawn)" \
-            if claim.examples else ""
+        if not tried:
+            why = "this example's weights cannot be redrawn" if claim.examples else \
+                "examples = 0"
+            return Link(chain.line, k, UNTRIED,
+                        f"agrees at {_all(here)} of this example (certified to {DIGITS} "
+                        f"digits), but no random example was tried ({why}): a check at "
+                        f"one example's numbers is not enough to say it holds",
+                        here.entries, **covered)
+        how = f"certified to {DIGITS} digits" if claim.tolerance is None else \
+            f"within the relative tolerance {_decimal(claim.tolerance)}, certified"
         return Link(chain.line, k, "holds",
-                    f"agrees at {_all(here)} of this example{others}"
-                    f" (certified to {DIGITS} digits)", here.entries)
+                    f"agrees at {_all(here)} of this example and of "
+                    f"{plural(tried, 'random example')} ({how})",
+                    here.entries, **covered)
 
     def outcome(self, claim: EquationClaim, lhs: lm.Node, rhs: lm.Node, g: Derivation,
-                base: int) -> _Outcome:
+                base: int, tolerance: Fraction | None = None) -> _Outcome:
         """Compare ``rhs`` with the stage at every entry of ``lhs``, raising the
-        precision until every entry is decided."""
+        precision until every entry is decided (within the relative ``tolerance``, else
+        the claim's, else to :data:`DIGITS` digits)."""
+        relative = tolerance if tolerance is not None else claim.tolerance
         if claim.stage not in g.stages:
             stage_of(g, claim.stage)
         table = self.table(g)
@@ -358,13 +574,20 @@ class Judge:
         if isinstance(lhs, lm.Binary) and lhs.op == "jux":
             merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)
             lhs = merger.merge_words(lhs, Env())
+        step = None
+        if is_training_stage(claim.stage):  # θ_t, θ_{t+1}: the left-hand side fixes t
+            step = step_of(claim.stage)
+            if isinstance(lhs, lm.Sym) and (k := steps.step_subscript(lhs)) is not None:
+                lhs, step = replace(lhs, sub=None), step - k
+            _moved_stages(g, claim, lm.Chain(lhs, (rhs,)), step)
         name, row_form = _function_form(lhs)
         shown = _shown_lhs(lhs if row_form is None else name)
         for bits in PRECISIONS:
             with precision(bits):
                 balls = g.evaluate(bits)
                 ev = Evaluator(g, table, where, claim.stage, balls, base,
-                               claim.vectors == "column", words)
+                               claim.vectors == "column", words, self.own(g, claim.stage),
+                               step, claim.layout == "columns")
                 try:
                     pairs = list(self.pairs(ev, lhs, rhs, claim, balls))
                 except Inapplicable as error:
@@ -375,7 +598,7 @@ class Judge:
                     return _Outcome("fails", 0, f"{shown}: a division by 0")
                 tolerance = arb(10) ** -DIGITS
                 undecided = False
-                for at, mine, exact in pairs:
+                for at, mine, exact, _ in pairs:
                     if exact is None:  # a masked score, -inf
                         if mine.is_finite():
                             return _Outcome("fails", len(pairs),
@@ -383,24 +606,43 @@ class Judge:
                                             f"stage is -inf (masked)")
                         continue
                     d = mine - exact
-                    if not d.contains(0) or not mine.is_finite():
+                    bound = tolerance if relative is None else tolerance + abs(exact) * arb(
+                        fmpq(relative.numerator, relative.denominator))
+                    if not mine.is_finite() and exact.is_finite():
+                        return _Outcome("fails", len(pairs),
+                                        f"your {shown} at {at} is too large to evaluate "
+                                        f"(or not finite), the stage is {_show(exact)}")
+                    if not mine.is_finite() or (relative is None and not d.contains(0)) \
+                            or (relative is not None and abs(d) > bound):
+                        beyond = "" if relative is None else \
+                            f" (beyond the relative tolerance {_decimal(relative)})"
                         return _Outcome("fails", len(pairs),
                                         f"your {shown} at {at} is {_show(mine)}, the "
-                                        f"stage is {_show(exact)}",
+                                        f"stage is {_show(exact)}{beyond}",
                                         _ratio(pairs))
-                    if not d.abs_upper() < tolerance:
+                    if not abs(d) < bound:
                         undecided = True
                 if not undecided:
                     stage = balls[claim.stage]
-                    return _Outcome("holds", len(pairs), total=len(stage) * len(stage[0]))
+                    return _Outcome("holds", len(pairs), total=len(stage) * len(stage[0]),
+                                    covered=frozenset(key for *_, key in pairs))
         return _Outcome("undecided", 0, f"{shown}: not decided at {PRECISIONS[-1]} bits")
 
     def pairs(self, ev: Evaluator, lhs: lm.Node, rhs: lm.Node, claim: EquationClaim,
-              balls: Mapping) -> list[tuple[str, arb, arb]]:
-        """(entry as shown, the equation's value, the stage's) at every entry of the
-        stage the left-hand side covers."""
+              balls: Mapping) -> list[tuple[str, arb, arb, tuple[int, int]]]:
+        """(entry as shown, the equation's value, the stage's, the entry) at every entry
+        of the stage the left-hand side covers.  On an equation of several lines about
+        the stage (RoPE's halves), an entry where a line reads outside a stage is not
+        one that line covers (:func:`_coverage` then requires another to)."""
+        several = len(split_definitions(claim.chains)[0]) > 1
+        if isinstance(lhs, lm.Matrix):
+            return self.matrix_pairs(ev, lhs, rhs, claim, balls)
         named = False
         lhs, row_form = _function_form(lhs)
+        if ev.columns and (isinstance(lhs, lm.Subscripted) or not isinstance(lhs, lm.Sym)
+                           or lhs.sub or row_form):
+            raise InputError(f"{claim.source}: layout = \"columns\" reads an equation "
+                             f"about whole matrices (Q = W_Q X)")
         if isinstance(lhs, lm.Subscripted):  # (W_2)_{mj}, softmax(x)_i
             operand = lhs.operand if isinstance(lhs.operand, lm.Sym) else lm.Sym("f")
             lhs, named = replace(operand, sub=lhs.sub), True
@@ -411,19 +653,43 @@ class Judge:
         stage = balls[claim.stage]
         r, c = len(stage), len(stage[0])
         out = []
+        if lhs.bold and lhs.sub and c > 1 and not _sub_is_name(lhs, ev):
+            # \mathbf{y}_i = ...: token i's row, every row
+            (part,) = lm.split_indices(lhs.sub, 1)
+            if not isinstance(part, lm.Sym):
+                raise InputError(f"{claim.source}: cannot read the left-hand side at column "
+                                 f"{lhs.col}: a bold row's index must be one letter")
+            for i in range(r):
+                value = ev.value(rhs, Env({part.base: i + ev.base}, i))
+                _fits(value, (c, 1) if ev.column else (1, c), _shown_lhs(lhs))
+                flat = [x for row in value.rows for x in row]
+                out.extend((_at(i, j, ev.base), flat[j], stage[i][j], (i, j))
+                           for j in range(c))
+            return out
         if lhs.sub and (named or not _sub_is_name(lhs, ev)):
             parts = lm.split_indices(lhs.sub, 2 if r > 1 and c > 1 else 1)
+            fixed: dict[str, int] = {}
+            if len(parts) == 4 and ev.token_row is not None:
+                # ∂A_{ij}/∂S_{mn} on one softmax row's Jacobian: i = m = that row
+                rows_at = [parts[0], parts[2]]
+                if not all(isinstance(p, lm.Sym) and not p.sub for p in rows_at):
+                    raise InputError(f"{claim.source}: cannot read the left-hand side at "
+                                     f"column {lhs.col}: ∂A_{{ij}}/∂S_{{mn}} with letters "
+                                     f"for the rows i and m")
+                fixed = {p.base: ev.token_row + ev.base for p in rows_at}
+                parts = [parts[1], parts[3]]
             free: list[str] = []
             for part in parts:
                 for sym in _index_names(part):
-                    if sym not in free and not _is_size(sym, ev):
+                    if sym not in free and (not _is_size(sym, ev)
+                                            or _free_size(sym, part, lhs, rhs, ev)):
                         free.append(sym)
             implicit = len(parts) == 1 and r > 1 and c > 1
             rows = range(r) if implicit else [None]
             seen = set()
             for row in rows:
                 for values in _assignments(len(free), ev.base, max(r, c)):
-                    env = Env(dict(zip(free, values)), row)
+                    env = Env({**fixed, **dict(zip(free, values))}, row)
                     at = [ev.index(p, env) for p in parts]
                     if any(v.denominator != 1 for v in at):
                         continue
@@ -438,28 +704,77 @@ class Judge:
                         continue
                     seen.add((i, j))
                     env.row = i
-                    value = ev.value(rhs, env)
-                    out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}"),
-                                stage[i][j]))
+                    try:
+                        value = ev.value(rhs, env)
+                    except Outside:
+                        if not several:
+                            raise
+                        continue  # this line does not apply here: another must cover it
+                    out.append((_at(i, j, ev.base), _scalar(value, f"{i},{j}", (i, j),
+                                                            (r, c)),
+                                stage[i][j], (i, j)))
             return out
         # a bare symbol: a number (L), one per row (μ), a row (q) or the matrix (Q)
         matrix_form = not row_form if row_form is not None else _matrix_form(lhs, ev, r, c)
         if (r, c) == (1, 1) or (c == 1 and not matrix_form):
             for i in range(r):
                 value = ev.value(rhs, Env({}, i))
-                out.append((_at(i, 0, ev.base), _scalar(value, f"{i},0"), stage[i][0]))
+                out.append((_at(i, 0, ev.base), _scalar(value, f"{i},0"), stage[i][0],
+                            (i, 0)))
             return out
         if matrix_form:
             value = ev.value(rhs, Env())
+            if ev.columns:  # a token per column: the value is the stage's transpose
+                _fits(value, (c, r), _shown_lhs(lhs))
+                value = value.t()
             _fits(value, (r, c), _shown_lhs(lhs))
-            return [(_at(i, j, ev.base), value.rows[i][j], stage[i][j])
+            return [(_at(i, j, ev.base), value.rows[i][j], stage[i][j], (i, j))
                     for i in range(r) for j in range(c)]
+        if ev.columns:
+            raise InputError(f"{claim.source}: layout = \"columns\" reads an equation "
+                             f"about whole matrices (Q = W_Q X)")
         for i in range(r):
             value = ev.value(rhs, Env({}, i))
             wanted = (c, 1) if ev.column else (1, c)
             _fits(value, wanted, _shown_lhs(lhs))
             flat = [x for row in value.rows for x in row]
-            out.extend((_at(i, j, ev.base), flat[j], stage[i][j]) for j in range(c))
+            out.extend((_at(i, j, ev.base), flat[j], stage[i][j], (i, j)) for j in range(c))
+        return out
+
+    def matrix_pairs(self, ev: Evaluator, lhs: lm.Matrix, rhs: lm.Node,
+                     claim: EquationClaim, balls: Mapping) -> list:
+        """A left-hand side written as a matrix of the stage's entries (a rotation's
+        pair, ``[\\tilde q_{p,2c}; \\tilde q_{p,2c+1}] = R(p\\theta_c) [..]``): every value
+        of its indices, the right-hand side a matrix of its shape."""
+        stage = balls[claim.stage]
+        r, c = len(stage), len(stage[0])
+        cells = [(a, b, e) for a, row in enumerate(lhs.rows) for b, e in enumerate(row)]
+        if not all(isinstance(e, lm.Sym) and e.sub for _, _, e in cells):
+            raise InputError(f"{claim.source}: cannot read the left-hand side at column "
+                             f"{lhs.col}: a matrix of the stage's entries (q_{{p,2c}})")
+        parts = {(a, b): lm.split_indices(e.sub, 2) for a, b, e in cells}
+        free: list[str] = []
+        for found in parts.values():
+            for part in found:
+                free += [n for n in _index_names(part) if n not in free
+                         and (not _is_size(n, ev) or _free_size(n, part, cells[0][2], rhs, ev))]
+        out, seen = [], set()
+        for values in _assignments(len(free), ev.base, max(r, c)):
+            env = Env(dict(zip(free, values)))
+            at = {key: [ev.index(p, env) for p in found] for key, found in parts.items()}
+            if any(len(v) != 2 or any(x.denominator != 1 for x in v) for v in at.values()):
+                continue
+            places = {key: (int(v[0]) - ev.base, int(v[1]) - ev.base) for key, v in at.items()}
+            if not all(0 <= i < r and 0 <= j < c for i, j in places.values()) \
+                    or set(places.values()) <= seen:
+                continue
+            env.row = next(iter(places.values()))[0]
+            value = ev.value(rhs, env)
+            _fits(value, (len(lhs.rows), len(lhs.rows[0])), "the left-hand side")
+            for (a, b), (i, j) in places.items():
+                if (i, j) not in seen:
+                    seen.add((i, j))
+                    out.append((_at(i, j, ev.base), value.rows[a][b], stage[i][j], (i, j)))
         return out
 
     def random(self, variant: int, causal: bool, stage: str) -> Derivation | None:
@@ -468,14 +783,15 @@ class Judge:
         training = is_training_stage(stage)
         key = (variant, causal, training)
         if key not in self._random:
-            g = _random_derivation(self.example, variant, causal)
+            g = random_derivation(self.example, variant, causal)
             if g is not None and training and self.run is not None:
                 run = self.run
-                g = train(g, run.lr, run.steps, run.optimizer, settings=run.options).graph
+                g = train(g, run.lr, max(run.steps, steps.MIN_STEPS), run.optimizer,
+                          settings=run.options).graph
             self._random[key] = g
         g = self._random[key]
         if g is not None and training:
-            g[stage]  # unknown: the message with the close names
+            stage_of(g, stage)  # a side stage added; unknown: the message
         elif g is not None:
             if self.example.loss is not None and "grad.loss" not in g.stages:
                 stage_of(g, "grad.loss")
@@ -517,93 +833,115 @@ class Judge:
         if failed.ratio is not None:
             notes.append(f"it is {failed.ratio} times the stage at every entry "
                          f"(a sum for a mean, or a missing factor?)")
+        if "n" not in claim.where and not is_training_stage(claim.stage):
+            try:  # the RMSNorm paper's n: the features, not the tokens
+                other = replace(claim, where={**claim.where, "n": "d_model"})
+                if self.outcome(other, chain.lhs, rhs, g, base).status == "holds":
+                    notes.append("it holds with n the number of features (where = "
+                                 "{ n = \"d_model\" })")
+            except (InputError, Inapplicable, NotAtStep):
+                pass
+        if claim.layout == "rows":
+            try:
+                other = replace(claim, layout="columns")
+                if self.outcome(other, chain.lhs, rhs, g, base).status == "holds":
+                    notes.append("it holds if tokens are columns (layout = \"columns\")")
+            except (InputError, Inapplicable, NotAtStep):
+                pass
+        notes += self.rewritten(claim, chain, rhs, g, base)
+        return notes
+
+    def rewritten(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, g: Derivation,
+                  base: int) -> list[str]:
+        """The conventions authors differ on, each tried as a rewriting of ``rhs``:
+        constants printed to a few digits, ε inside or outside the root, √d_k missing
+        or extra, β^t for β^{t-1}."""
+        notes: list[str] = []
+        for k, text in variants.printed_constants(rhs) if claim.tolerance is None else ():
+            try:  # the constant printed with the most digits whose rounding explains it
+                if self.outcome(claim, chain.lhs, rhs, g, base,
+                                Fraction(1, 10 ** (k - 1))).status == "holds":
+                    notes.append(f"it holds to the {k} digits of {text} as printed "
+                                 f"(tolerance = \"1e-{k - 1}\")")
+                    break
+            except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
+                break
+        tries: list[tuple[lm.Node, str]] = []
+        moved = variants.epsilon_moved(rhs)
+        if moved is not None:
+            tries.append((moved[0], f"it holds with ε {moved[1]} the square root"))
+        if any(s.kind in ("scores", "raw_scores") for s in g) \
+                and not is_training_stage(claim.stage):
+            tries.append((variants.sqrt_dk(rhs, True), "it holds multiplied by √d_k "
+                          "(a 1/√d_k too many)"))
+            tries.append((variants.sqrt_dk(rhs, False), "it holds divided by √d_k "
+                          "(the scaling by 1/√d_k missing)"))
+        if is_training_stage(claim.stage):
+            shifted = variants.step_powers_shifted(rhs)
+            if shifted is not None:
+                old = "t-1" if shifted[1] == "t" else "t"
+                tries.append((shifted[0], f"it holds with β^{{{shifted[1]}}} for "
+                                          f"β^{{{old}}} (the bias correction a step off)"))
+        for node, note in tries:
+            try:
+                if self.outcome(claim, chain.lhs, node, g, base).status == "holds":
+                    notes.append(note)
+            except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
+                continue
         return notes
 
 
-def _random_derivation(example: Example, variant: int, causal: bool) -> Derivation | None:
-    from symformer.exercise.draw import Stream, draw
-    from symformer.exercise.settings import Settings
-    if example.source == "<built-in>":
-        text = builtin_text()
-    elif Path(example.source).is_file():
-        text = read_text_file(Path(example.source), "an example file")
-    else:
-        return None
-    data = read_toml(text, example.source)
-    data = {k: v for k, v in data.items() if k not in ("claim", "equation", "train")}
-    stream = Stream(SEED, variant, 0)
-    drawn = _norm_weights(draw(data, Settings(), stream), stream)
-    loss = drawn.get("loss")
-    if isinstance(loss, dict) and isinstance(loss.get("target"), list):
-        choices = _TARGETS.entries()
-        drawn["loss"] = {**loss, "target": [[choices[stream.below(len(choices))]
-                                             for _ in row] for row in loss["target"]]}
-    if drawn == data:
-        return None
-    gains = _with_gains(drawn, example, stream)
-    other = None
-    for candidate in (gains, drawn):
-        try:
-            other = example_from_dict(candidate, f"random example {variant}")
-            break
-        except InputError:
+def _moved_stages(g: Derivation, claim: EquationClaim, chain: lm.Chain, step: int) -> None:
+    """The stages ``where`` binds moved to the steps the equation reads them at
+    (``m_{t-1}`` with ``m`` bound at step t), added to ``g`` when they are side stages
+    (an Adam step's m̂, v̂); one before step 0 or past the run is left out."""
+    for k in steps.offsets([chain]):
+        delta = step + k - step_of(claim.stage)
+        for name in claim.where.values():
+            moved = steps.shift(name, delta)
+            if moved is not None and moved not in g.stages:
+                try:
+                    stage_of(g, moved)
+                except InputError:
+                    continue
+
+
+def _decimal(x: Fraction) -> str:
+    """``1e-6`` for 1/1000000, else the fraction."""
+    if x.numerator == 1 and str(x.denominator).strip("0") == "1":
+        return f"1e-{len(str(x.denominator)) - 1}"
+    return str(x)
+
+
+def _steps(judged: list[int]) -> str:
+    """``1 to 4`` (every step from the first), else ``2, 1, 3``."""
+    ordered = sorted(judged)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]} to {ordered[-1]}"
+    return ", ".join(map(str, judged))
+
+
+def _coverage(links: list[Link], stage: str) -> None:
+    """Links that agree where they were compared, when the equation's lines together do
+    not cover every entry of the stage, are :data:`INCOMPLETE` (so is a line that covers
+    no entry at all: its indices name none of the stage's)."""
+    total = max((k.total for k in links), default=0)
+    if not total or any(k.status not in ("holds", UNTRIED) for k in links):
+        return  # a line that fails: the equation fails (its other lines hold where shown)
+    union = frozenset().union(*(k.covered for k in links))
+    if len(union) >= total:
+        return
+    for link in links:
+        if link.status not in ("holds", UNTRIED):
             continue
-    if other is None:
-        return None
-    other = replace(other, source=f"random example {variant}")
-    return derive(other, causal=causal)
-
-
-#: A normalisation's gain and shift drawn for random examples (exercise sheets keep
-#: the template's; an equation with the gain on the wrong index would pass at γ = 1).
-_GAINS = Range(Fraction(1, 2), Fraction(3, 2), Fraction(1, 4))
-_SHIFTS = Range(Fraction(-1, 2), Fraction(1, 2), Fraction(1, 4))
-
-
-#: An mse target's entries in random examples.
-_TARGETS = Range(Fraction(-1), Fraction(1), Fraction(1, 2))
-
-
-def _with_gains(data: dict, example: Example, stream) -> dict:
-    """``data`` with a gain (and shift) for every normalisation that takes the default
-    (1 and 0: an equation with a gain on the wrong index would pass there)."""
-    layers = data.get("layer")
-    if not isinstance(layers, list) or len(layers) != len(example.layers):
-        return data
-    gains, shifts = _GAINS.entries(), _SHIFTS.entries()
-    out = []
-    for table, layer in zip(layers, example.layers):
-        table = dict(table)
-        if layer.norm != "none":
-            for which in (1, 2):
-                if f"gamma_{which}" not in table:
-                    table[f"gamma_{which}"] = [gains[stream.below(len(gains))]
-                                               for _ in range(example.d_model)]
-                if layer.layer_norm != "rms" and f"beta_{which}" not in table:
-                    table[f"beta_{which}"] = [shifts[stream.below(len(shifts))]
-                                              for _ in range(example.d_model)]
-        out.append(table)
-    return {**data, "layer": out}
-
-
-def _norm_weights(data: object, stream) -> object:
-    """``data`` with every ``gamma*``/``beta*`` list redrawn (in file order)."""
-    if isinstance(data, list):
-        return [_norm_weights(v, stream) for v in data]
-    if not isinstance(data, dict):
-        return data
-    out = {}
-    for key, value in data.items():
-        if key.startswith(("gamma", "beta")) and isinstance(value, list) and all(
-                isinstance(v, (int, str)) and not isinstance(v, bool) for v in value):
-            choices = (_GAINS if key.startswith("gamma") else _SHIFTS).entries()
-            out[key] = [choices[stream.below(len(choices))] for _ in value]
+        if not link.covered:
+            link.message = (f"it covers none of the {plural(total, 'entry')} of {stage}: "
+                            f"its left-hand side's indices name no entry of the stage")
         else:
-            out[key] = _norm_weights(value, stream)
-    return out
+            link.message = (f"{link.message}; but the equation covers only "
+                            f"{len(union)} of the {plural(total, 'entry')} of {stage}")
+        link.status = INCOMPLETE
 
-
-# -- helpers ------------------------------------------------------------------------
 def _base(chain: lm.Chain) -> int:
     """1 when a sum of the line starts at 1 (``\\sum_{j=1}^{n}``: indices counted from
     1), else 0."""
@@ -626,9 +964,22 @@ def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:
     ``\\mathrm{FFN}(x)``, ``\\operatorname{softmax}(x)_i``: the stage itself, in row
     form when every argument is a lowercase symbol (x: one token's row), else as a
     matrix (None: not a function form)."""
+    if isinstance(lhs, lm.Binary) and lhs.op == "jux" and isinstance(lhs.right, lm.Subscripted) \
+            and isinstance(lhs.left, lm.Sym) and len(lhs.left.base) > 1 \
+            and isinstance(lhs.right.operand, (lm.Sym, lm.Arguments)):
+        # \sigma(\mathbf{z})_i: the function's value at i
+        lhs = lm.Subscripted(lm.Binary("jux", lhs.left, lhs.right.operand, col=lhs.col),
+                             lhs.right.sub, col=lhs.col)
     inner = lhs.operand if isinstance(lhs, lm.Subscripted) else lhs
     if isinstance(inner, lm.Call) and inner.name != "max":  # softmax(x)_i, SiLU(x)
         args = inner.args
+    elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
+            and inner.left.primes and not inner.left.grad:
+        raise InputError(f"cannot read the left-hand side at column {lhs.col}: the "
+                         f"derivative of a function is not a stage; write it beside the "
+                         f"gradient it enters (\\frac{{\\partial L}}{{\\partial h}} = "
+                         f"\\frac{{\\partial L}}{{\\partial a}} \\mathrm{{GELU}}'(h), \\quad "
+                         f"\\mathrm{{GELU}}'(x) = ...)")
     elif isinstance(inner, lm.Binary) and inner.op == "jux" and isinstance(inner.left, lm.Sym) \
             and len(inner.left.base) > 1 and _name_subscript(inner.left):
         # FFN(x), Attention(Q, K, V), FFN_{SwiGLU}(x): a name, its subscript a word
@@ -669,6 +1020,9 @@ def _argument_bindings(lhs: lm.Node, g: Derivation, stage: str) -> dict:
     if stage not in g.stages:
         return {}
     reads = _reads_from_outside(g, stage)
+    if len(args) == 1 and len(reads) > 1:  # LN(x): the one input of the stage's shape
+        same = [r for r in reads if g[r].shape == g[stage].shape]
+        reads = same if len(same) == 1 else reads
     if len(reads) != len(args):
         return {}
     return {key_of(a): Target(stage=r) for a, r in zip(args, reads)}
@@ -705,7 +1059,7 @@ def _index_names(node: lm.Node) -> list[str]:
     while stack:
         n = stack.pop()
         if isinstance(n, lm.Sym) and not n.sub and not n.sup:
-            out.append(n.base)
+            out.append(n.base + "'" * n.primes)  # j' is an index of its own
         for value in vars(n).values():
             if isinstance(value, lm.Node):
                 stack.append(value)
@@ -714,6 +1068,23 @@ def _index_names(node: lm.Node) -> list[str]:
 
 def _is_size(name: str, ev: Evaluator) -> bool:
     return ev.table.scalar(lm.Sym(name)) is not None
+
+
+def _free_size(name: str, part: lm.Node, lhs: lm.Sym, rhs: lm.Node, ev: Evaluator
+               ) -> bool:
+    """A size's letter written alone as an index of the left-hand side (``\\alpha_{in}``,
+    ``\\partial L/\\partial v_{mn}``) is that entry's free index -- unless the equation
+    also uses the letter as the size (``\\sum_{m=1}^{n}``), an ambiguity refused naming
+    the letter.  Any other use of a size in an index (``x_{n-1}``) is the size."""
+    if not (isinstance(part, lm.Sym) and part.base + "'" * part.primes == name):
+        return False
+    if any(s.base == name and not s.sub and not s.sup and not s.grad
+           for s in symbols_of(rhs)):
+        what = ev.table.scalar(lm.Sym(name))
+        raise InputError(f"cannot read the left-hand side {lhs.show()}: its index {name} "
+                         f"is also the size {what} on the right-hand side; write the "
+                         f"index with another letter")
+    return True
 
 
 def _assignments(count: int, base: int, size: int):
@@ -725,7 +1096,7 @@ def _matrix_form(lhs: lm.Sym, ev: Evaluator, r: int, c: int) -> bool:
     """Is a bare left-hand side the whole matrix (``Q``, ``dK``) rather than one row?"""
     k = key_of(lhs)
     if k in ev.where:
-        return ev.where[k].matrix
+        return getattr(ev.where[k], "matrix", False)
     try:
         found = ev.table.lookup(lhs, ev.near)
     except InputError:
@@ -742,10 +1113,24 @@ def _fits(value: object, shape: tuple[int, int], shown: str) -> None:
                            f"{shape[0]}x{shape[1]}")
 
 
-def _scalar(value: object, at: str) -> arb:
+def _scalar(value: object, at: str, entry: tuple[int, int] | None = None,
+            shape: tuple[int, int] | None = None) -> arb:
+    """One number of an entry's right-hand side; in an equation of indices a row of the
+    stage's width (a gain written bare, ``y_j = \\gamma \\hat{x}_j + \\beta``) is read
+    at the entry's column, a column of its height at its row, a matrix of its shape at
+    the entry (entry by entry, as the author broadcasts it)."""
     if isinstance(value, Mat):
         if value.shape == (1, 1):
             return value.rows[0][0]
+        if entry is not None and shape is not None:
+            i, j = entry
+            r, c = shape
+            if value.shape == (1, c) and c > 1:
+                return value.rows[0][j]
+            if value.shape == (r, 1) and r > 1:
+                return value.rows[i][0]
+            if value.shape == (r, c):
+                return value.rows[i][j]
         raise Inapplicable(f"the right-hand side is a {value.shape[0]}x{value.shape[1]} "
                            f"matrix where one number is meant (entry {at})")
     return value
@@ -756,6 +1141,8 @@ def _at(i: int, j: int, base: int) -> str:
 
 
 def _shown_lhs(lhs: lm.Node) -> str:
+    if isinstance(lhs, lm.Matrix):  # a rotation's pair: its first entry's symbol
+        lhs = lhs.rows[0][0]
     if isinstance(lhs, lm.Subscripted) and isinstance(lhs.operand, lm.Sym):
         lhs = lhs.operand
     if isinstance(lhs, lm.Sym):
@@ -783,7 +1170,7 @@ def _ratio(pairs: list[tuple[str, arb, arb]]) -> str | None:
     """``1/16`` (or ``16``) when the equation is that multiple of the stage at every
     entry (a whole number or its reciprocal, up to 10,000)."""
     ratios = []
-    for _, mine, exact in pairs:
+    for _, mine, exact, _ in pairs:
         if exact is None or not mine.is_finite():
             continue
         if exact.contains(0):

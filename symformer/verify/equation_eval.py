@@ -11,27 +11,36 @@ transposes; a row ``q`` is 1 x d, a column vector d x 1 when the claim says so).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from flint import arb, fmpq
 
+from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine import Derivation
 from symformer.errors import InputError
+from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
+from symformer.verify.latex_math import juxtaposed
 
-
-def juxtaposed(node: lm.Node) -> list[lm.Node]:
-    """The factors of a product written side by side (``a b c``), left to right."""
-    if isinstance(node, lm.Binary) and node.op == "jux":
-        return juxtaposed(node.left) + juxtaposed(node.right)
-    return [node]
 
 class Inapplicable(Exception):
     """The equation cannot hold as written here (shapes that do not fit, an index
     outside its stage): a wrong equation, with the reason."""
+
+
+class Outside(Inapplicable):
+    """An index of the right-hand side falls outside its stage at this entry: on an
+    equation of several lines (a rotation's first and second halves), the line does
+    not apply there -- the entry must be covered by another."""
+
+
+class NotAtStep(Exception):
+    """A training equation reads a symbol at a step the run does not have (``θ_{t+1}``
+    at its last step): the equation is not judged at that step."""
 
 
 class Undecided(Exception):
@@ -119,6 +128,57 @@ def _vectors(a: object, b: object) -> bool:
         and 1 in a.shape and a.shape != (1, 1)
 
 
+def _power(x: arb, e: object) -> arb:
+    """``x ** e``; a whole exponent by products (python-flint's ``arb ** int`` goes
+    through exp and log: NaN for a ball around 0, and wide for a negative one)."""
+    if isinstance(e, int) and abs(e) <= _MAX_PRODUCT_POWER:
+        out, base, n = arb(1), x, abs(e)
+        while n:
+            if n & 1:
+                out = out * base
+            base = base * base
+            n >>= 1
+        return 1 / out if e < 0 else out
+    return x ** e
+
+
+#: The largest whole exponent taken by repeated products (larger: arb's own power).
+_MAX_PRODUCT_POWER = 1 << 20
+
+
+def _untransposed(node: lm.Node) -> lm.Node | None:
+    """``X^\\top`` (a transpose node, or a symbol whose superscript is one) without the
+    transpose; None for anything else."""
+    if isinstance(node, lm.Transpose):
+        return node.operand
+    if isinstance(node, lm.Sym) and node.sup and lm._text(node.sup) in lm._TRANSPOSE:
+        return replace(node, sup=None)
+    return None
+
+
+def _row_max(row: list[arb]) -> arb:
+    out = row[0]
+    for x in row[1:]:
+        out = out.max(x)
+    return out
+
+
+def _statistic(name: str, row: list[arb]) -> arb:
+    """A row's mean, (biased) variance or root mean square."""
+    mean = sum(row, arb(0)) / len(row)
+    if name == "mean":
+        return mean
+    if name == "var":
+        return sum(((x - mean) * (x - mean) for x in row), arb(0)) / len(row)
+    return (sum((x * x for x in row), arb(0)) / len(row)).sqrt()
+
+
+def _named_vectors(node: lm.Binary) -> bool:
+    r"""``\mathbf{q}_i \cdot \mathbf{k}_j``, ``q_i \cdot k_j``: a dot product is written
+    between two symbols; ``x \cdot \mathrm{erf}(x)`` multiplies entry by entry."""
+    return isinstance(node.left, lm.Sym) and isinstance(node.right, lm.Sym)
+
+
 def _max(x: arb, y: arb) -> arb:
     return x.max(y)
 
@@ -134,12 +194,45 @@ def _softmax(v: object) -> Mat:
     return Mat(out)
 
 
+def _normal_pdf(x: arb) -> arb:
+    return (-x * x / 2).exp() / (2 * arb.pi()).sqrt()
+
+
+def _normal_cdf(x: arb) -> arb:
+    return (1 + (x / arb(2).sqrt()).erf()) / 2
+
+
+def _sigmoid(x: arb) -> arb:
+    return 1 / (1 + (-x).exp())
+
+
+def _relu_slope(x: arb) -> arb:
+    """ReLU's derivative: 1 above 0, 0 below (undecided at a ball around 0)."""
+    return arb(1 if _sign(x) > 0 else 0)
+
+
+#: Symbols the notation does not bind, read as a function of what follows them.
+_UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf",
+                      "RMS": "rms", "mean": "mean", "Var": "var"}
+#: A named function with a prime (``\\mathrm{GELU}'(x)``): its derivative.
+_DERIVATIVES = {"GELU": "d_gelu", "gelu": "d_gelu", "SiLU": "d_silu", "silu": "d_silu",
+                "Swish": "d_silu", "sigmoid": "d_sigmoid", "sigma": "d_sigmoid",
+                "tanh": "d_tanh", "ReLU": "d_relu", "relu": "d_relu", "exp": "exp",
+                "log": "d_log", "ln": "d_log", "sin": "cos", "erf": "d_erf",
+                "Phi": "normal_pdf"}
+
 _FUNCTIONS: dict[str, Callable[[arb], arb]] = {
     "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
     "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
     "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
     "sigmoid": lambda x: 1 / (1 + (-x).exp()), "silu": lambda x: x / (1 + (-x).exp()),
     "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
+    "normal_cdf": _normal_cdf, "normal_pdf": _normal_pdf,
+    "d_gelu": lambda x: _normal_cdf(x) + x * _normal_pdf(x),
+    "d_silu": lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x))),
+    "d_sigmoid": lambda x: _sigmoid(x) * (1 - _sigmoid(x)),
+    "d_tanh": lambda x: 1 - x.tanh() * x.tanh(), "d_relu": _relu_slope,
+    "d_log": lambda x: 1 / x, "d_erf": lambda x: 2 * (-x * x).exp() / arb.pi().sqrt(),
 }
 
 
@@ -171,19 +264,43 @@ class Evaluator:
 
     def __init__(self, g: Derivation, table: SymbolTable, where: Mapping, near: str,
                  balls: Mapping[str, list], base: int = 0, column: bool = False,
-                 words: frozenset[str] = frozenset()) -> None:
+                 words: frozenset[str] = frozenset(), own: Mapping = {},
+                 step: int | None = None, columns: bool = False) -> None:
         self.g, self.table, self.where, self.near = g, table, where, near
         self.balls = balls
         self.base = base
         self.column = column
         #: several-letter symbol names juxtaposed letters may spell (``PE``)
         self.words = words
+        #: the symbols of the claimed stage's own equation, as ``export`` prints it (key
+        #: -> target, ``#4`` a size, ``=1/2`` a constant): RoPE's d is the head's width
+        #: there, the encoder's output z on a cross-attention key
+        self.own = own
+        #: a training equation's t (the claimed step, or one less for θ_{t+1} = ...)
+        self.step = step
+        #: a token per column (``layout = "columns"``): every matrix transposed, softmax
+        #: and rowsum per column
+        self.columns = columns
+        #: the softmax row a Jacobian stage (``S.jacobian.row1``) is of: J_{jk} is
+        #: ∂p_j/∂s_k in that token's row, so p_k there is that row's entry
+        op = g[near].op if near in g.stages else None
+        self.token_row = getattr(op, "row", None) if ".jacobian.row" in near else None
 
     # -- symbols ------------------------------------------------------------------
     def matrix(self, target: Target) -> list[list[arb]]:
-        """The entries of a stage (balls) or a weight (exact) as balls."""
+        """The entries of a stage (balls) or a weight (exact) as balls; transposed in a
+        column layout."""
+        rows = self._matrix(target)
+        return [list(col) for col in zip(*rows)] if self.columns else rows
+
+    def _matrix(self, target: Target) -> list[list[arb]]:
         if target.parameter == "mask":
             return self.mask(target.stage)
+        if target.constant is not None:
+            return [[_ball(v) for v in row] for row in target.constant]
+        if target.stage is None or (target.parameter is None
+                                    and target.stage not in self.balls):
+            raise Inapplicable(f"{target.describe()}: no such stage in the run")
         if target.parameter is not None:
             op = self.g[target.stage].op
             if target.parameter == "target" and hasattr(op, "targets"):
@@ -214,18 +331,37 @@ class Evaluator:
 
     def resolve(self, sym: lm.Sym) -> tuple[Target | str, bool, bool]:
         """(target or scalar name, subscript taken as a name, superscript taken as a name)."""
-        for use_sub, use_sup in ((True, True), (True, False), (False, True), (False, False)):
-            if (use_sub and not sym.sub) or (use_sup and not split_where(sym)[0]):
-                continue
-            k = key_of(sym, use_sub, use_sup)
-            if k in self.where:
-                return self.where[k], use_sub, use_sup
-        scalar = self.table.scalar(sym)
-        if scalar is not None and not sym.grad:
-            return scalar, bool(sym.sub), False
-        found = self.table.lookup(sym, self.near)
-        if found is not None:
-            return found
+        if self.step is not None and (k := steps.step_subscript(sym)) is not None:
+            return self.at_step(sym, self.step + k - step_of(self.near))
+        # a subscript that is part of a name first (W_2 is W_2, not row 2 of a bound W)
+        for named in ((True,) if sym.sub else ()) + (False,):
+            for use_sup in (True, False):
+                if use_sup and not split_where(sym)[0]:
+                    continue
+                k = key_of(sym, named, use_sup)
+                if k in self.where:
+                    return self.where[k], named, use_sup
+            for use_sup in (True, False):  # the stage's own equation's symbols next
+                if use_sup and not split_where(sym)[0]:
+                    continue
+                own = self.own.get(key_of(sym, named, use_sup))
+                if own is not None:
+                    return own, named, use_sup
+            scalar = self.table.scalar(sym, named)
+            if scalar is not None and not sym.grad:
+                return scalar, named, False
+            found = self.table.lookup(sym, self.near, named)
+            if found is not None:
+                return found
+        training = self.training_symbol(sym)
+        if training is not None:
+            return training
+        if sym.grad:  # dP with P bound by where: the gradient of that stage
+            bare = key_of(replace(sym, grad=False))
+            target = self.where.get(bare)
+            if isinstance(target, Target) and target.stage and target.parameter is None \
+                    and "grad." + target.stage in self.g.stages:
+                return replace(target, stage="grad." + target.stage), False, False
         if sym.base == "delta" and sym.sub:
             return "delta", False, False
         if sym.base in ("pi", "infty", "|V|") and not sym.sub:
@@ -237,8 +373,53 @@ class Evaluator:
         raise InputError(f"cannot read {sym.show()} at column {sym.col}: not a symbol of "
                          f"the example's notation (bind it with where)")
 
+    def training_symbol(self, sym: lm.Sym) -> tuple[Target | str, bool, bool] | None:
+        """On a training run's stage, the optimiser papers' letters the notation does not
+        bind: α the step size (Adam's), λ the weight decay (AdamW's), g the gradient
+        the claimed weight's step reads (``g_t``: of the loss at step t-1)."""
+        if self.step is None or sym.sub or sym.grad or sym.primes:
+            return None
+        if sym.base == "alpha":
+            return "lr", False, False
+        if sym.base == "lambda":
+            return "decay", False, False
+        if sym.base == "g":
+            weight = re.sub(r"^step\d+\.(?:adamw?_[a-z]+\.)?", "", self.near)
+            stage = f"grad.step{step_of(self.near) - 1}.{weight}"
+            if stage in self.g.stages:
+                return Target(stage=stage), False, False
+        return None
+
+    def at_step(self, sym: lm.Sym, delta: int) -> tuple[Target | str, bool, bool]:
+        """``θ_{t-1}``, ``m_t``: the symbol as read at the claimed step, moved ``delta``
+        steps; Adam's moments before the first step are 0 (m_0 = v_0 = 0); a
+        gradient ``\\nabla_{W_{t-1}} L`` the gradient of the symbol at its step."""
+        if sym.grad:
+            target, _, sup_used = self.at_step(replace(sym, grad=False), delta)
+            if isinstance(target, Target) and target.stage and target.parameter is None:
+                name = target.stage if target.stage.startswith("grad.") \
+                    else "grad." + target.stage
+                if name in self.g.stages:
+                    return replace(target, stage=name), True, sup_used
+            raise NotAtStep(f"{sym.show()}: the run has no such gradient at that step")
+        target, _, sup_used = self.resolve(replace(sym, sub=None))
+        if not isinstance(target, Target) or not delta:
+            return target, True, sup_used
+        moved = steps.shift(target.stage, delta)
+        if moved is not None and moved in self.g.stages:
+            return replace(target, stage=moved), True, sup_used
+        if moved is not None and step_of(moved) == 0 \
+                and self.g[target.stage].kind == "optimizer_state":
+            return "#0", True, sup_used
+        raise NotAtStep(f"{sym.show()}: the run has no such stage at step "
+                        f"{step_of(target.stage) + delta}")
+
     def scalar(self, name: str) -> arb:
         """A size or constant of the glossary, nearest the claimed stage."""
+        if name.startswith("#"):  # a size of the stage's own equation
+            return arb(int(name[1:]))
+        if name.startswith("="):  # a constant of the stage's own equation
+            return _ball(Fraction(name[1:]))
         if name == "pi":
             return arb.pi()
         if name == "infty":
@@ -252,9 +433,8 @@ class Evaluator:
             return arb(self.g["input"].shape[1] if "input" in self.g.stages
                        else next(iter(self.g)).shape[1])
         if name == "t":
-            from symformer.blocks.train import step_of
-            return arb(step_of(self.near))
-        if name in ("lr", "beta1", "beta2"):
+            return arb(self.step if self.step is not None else step_of(self.near))
+        if name in ("lr", "beta1", "beta2", "decay"):
             stages = [s for s in self.g if getattr(s.op, name, None) is not None]
             if not stages:
                 raise InputError(f"{name}: the run has no such setting")
@@ -299,6 +479,15 @@ class Evaluator:
                     return m.rows, m.cols
         raise InputError(f"d_in/d_out: {self.near} multiplies by no weight matrix")
 
+    def row(self, env: Env) -> int:
+        """The token row a symbol with one index (``p_k``) or none (``q``) is read in:
+        the equation's own, or on a Jacobian of one softmax row, that row."""
+        return self.token_row if self.token_row is not None else env.row
+
+    def is_step(self, letter: str) -> bool:
+        """Is ``letter`` the step t of a training run (the claimed stage is a step's)?"""
+        return self.table.scalar(lm.Sym(letter)) == "t" and is_training_stage(self.near)
+
     def size(self, name: str) -> int:
         return int(self.scalar(name).unique_fmpz())
 
@@ -320,8 +509,12 @@ class Evaluator:
                     applied = self.sigmoids(node)
                     if applied is not node:
                         return self.value(applied, env)
+            rows = self.token_rows(node, env)
+            if rows is not None:  # q_i^\top k_j: the dot product of two tokens' rows
+                return sum((x * y for x, y in zip(*rows)), arb(0))
             a, b = self.value(node.left, env), self.value(node.right, env)
-            if node.op == "*" and _vectors(a, b):  # q_i \cdot k_j: a dot product
+            if node.op == "*" and _vectors(a, b) and _named_vectors(node):
+                # q_i \cdot k_j: a dot product (of two symbols; x \cdot erf(..) is not)
                 return sum((x * y for x, y in zip(*(
                     [e for row in v.rows for e in row] for v in (a, b)))), arb(0))
             if node.op in ("*", "jux"):
@@ -337,10 +530,19 @@ class Evaluator:
             if isinstance(b, Mat):
                 raise Inapplicable("a power with a matrix exponent")
             exponent = self.exact_power(node.right, env)
-            return _elementwise(a, b, lambda x, y: x ** (exponent if exponent is not None
-                                                         else y), "raise")
+            if isinstance(node.left, lm.Call) and node.left.name == "diag":
+                # diag(ℓ)^{-1}: the inverse of a diagonal matrix, its entries powered
+                n = len(a.rows)
+                return Mat([[_power(a.rows[i][i], exponent if exponent is not None else b)
+                             if i == j else arb(0) for j in range(n)] for i in range(n)])
+            return _elementwise(a, b, lambda x, y: _power(x, exponent if exponent is not None
+                                                          else y), "raise")
         if isinstance(node, lm.Transpose):
             v = self.value(node.operand, env)
+            if node.written == "t" and self.is_step("t"):  # β^t: a power of the step
+                step = self.size("t")
+                return v.map(lambda x: _power(x, step)) if isinstance(v, Mat) \
+                    else _power(v, step)
             return v.t() if isinstance(v, Mat) else v
         if isinstance(node, lm.Call):
             return self.call(node, env)
@@ -353,6 +555,14 @@ class Evaluator:
                 if condition is None or self.condition(condition, env):
                     return self.value(value, env)
             raise Inapplicable("no case of the distinction holds")
+        if isinstance(node, lm.Matrix):  # [a, b], bmatrix: each entry one number
+            out = []
+            for row in node.rows:
+                entries = [self.value(item, env) for item in row]
+                if any(isinstance(e, Mat) and e.shape != (1, 1) for e in entries):
+                    raise Inapplicable("a matrix written out with a matrix as an entry")
+                out.append([e.rows[0][0] if isinstance(e, Mat) else e for e in entries])
+            return Mat(out)
         if isinstance(node, lm.Compare):
             raise InputError(f"cannot read a comparison at column {node.col} outside "
                              f"an indicator [..]")
@@ -361,10 +571,38 @@ class Evaluator:
                              f"a left-hand side's arguments (\\mathrm{{Attention}}(Q, K, V))")
         if isinstance(node, lm.Subscripted):  # (..)_{ij}: the indices address the whole
             v = self.value(node.operand, Env(env.indices, None))
-            if not isinstance(v, Mat):
-                raise Inapplicable("a subscript on a single number")
-            return self.entry(v.rows, "(..)", node.sub, env)
+            rows = v.rows if isinstance(v, Mat) else [[v]]  # (b_C)_j of one class
+            return self.entry(rows, "(..)", node.sub, env)
         raise InputError(f"cannot read the node at column {node.col}")
+
+    def token_rows(self, node: lm.Binary, env: Env) -> tuple[list, list] | None:
+        """``q_i^\\top k_j`` (or ``q_i k_j^\\top``): two symbols with one index each, one
+        transposed -- the rows of tokens i and j (None: not that form)."""
+        if node.op not in ("*", "jux"):
+            return None
+        left, right = _untransposed(node.left), _untransposed(node.right)
+        if (left is None) == (right is None):
+            return None
+        left, right = left or node.left, right or node.right
+        out = []
+        for sym in (left, right):
+            if not (isinstance(sym, lm.Sym) and sym.sub and not sym.sup) \
+                    or len(lm.split_indices(sym.sub, 1)) != 1:
+                return None
+            try:
+                target, sub_used, _ = self.resolve(sym)
+            except InputError:
+                return None
+            if not isinstance(target, Target) or sub_used:
+                return None
+            rows = self.matrix(target)
+            if len(rows) < 2 or len(rows[0]) < 2:
+                return None
+            out.append(self.vector(rows, sym, sym.sub, env).rows)
+        a, b = ([x for row in m for x in row] for m in out)
+        if len(a) != len(b):
+            raise Inapplicable(f"cannot multiply rows of {len(a)} and {len(b)} entries")
+        return a, b
 
     def sigmoids(self, node: lm.Binary) -> lm.Node:
         """A juxtaposed product with each unbound ``\\sigma`` applied to the factor
@@ -376,7 +614,8 @@ class Evaluator:
         k = 0
         while k < len(factors):
             if k + 1 < len(factors) and self.sigmoid(factors[k]):
-                out.append(lm.Call("sigmoid", (factors[k + 1],), col=factors[k].col))
+                out.append(lm.Call(self.sigmoid(factors[k]), (factors[k + 1],),
+                                   col=factors[k].col))
                 k += 2
             else:
                 out.append(factors[k])
@@ -386,17 +625,26 @@ class Evaluator:
             result = lm.Binary("jux", result, f, col=node.col)
         return result
 
-    def sigmoid(self, node: lm.Node) -> bool:
-        """A bare ``\\sigma`` the notation does not bind (its σ is ``\\sigma^2`` or
-        ``\\tilde\\sigma``): the logistic function applied to what follows."""
-        if not (isinstance(node, lm.Sym) and node.base == "sigma" and not node.sub
-                and not node.sup and not node.primes and not node.grad):
-            return False
+    def sigmoid(self, node: lm.Node) -> str:
+        """The function a bare symbol the notation does not bind stands for, applied to
+        what follows ("": none): ``\\sigma`` the logistic function (the notation's σ is
+        ``\\sigma^2`` or ``\\tilde\\sigma``), ``\\Phi`` and ``\\phi`` the standard
+        normal's distribution and density, a named activation with a prime
+        (``\\mathrm{GELU}'``, or ``\\frac{d}{dx}\\mathrm{GELU}``) its derivative."""
+        if not (isinstance(node, lm.Sym) and not node.sub and not node.sup
+                and not node.grad):
+            return ""
+        if node.primes == 1 and node.base in _DERIVATIVES:
+            name = _DERIVATIVES[node.base]
+        elif not node.primes and node.base in _UNBOUND_FUNCTIONS:
+            name = _UNBOUND_FUNCTIONS[node.base]
+        else:
+            return ""
         try:
             self.resolve(node)
         except InputError:
-            return True
-        return False
+            return name
+        return ""
 
     def exact_power(self, node: lm.Node, env: Env) -> int | None:
         """An integer exponent as an int (x^2 stays exact), else None."""
@@ -407,9 +655,9 @@ class Evaluator:
         return int(v) if v.denominator == 1 else None
 
     def symbol(self, sym: lm.Sym, env: Env) -> object:
-        if not sym.sub and not sym.sup and not sym.grad and not sym.primes \
-                and sym.base in env.indices:
-            return arb(env.indices[sym.base])
+        if not sym.sub and not sym.sup and not sym.grad \
+                and sym.base + "'" * sym.primes in env.indices:
+            return arb(env.indices[sym.base + "'" * sym.primes])
         target, sub_used, sup_used = self.resolve(sym)
         if target == "delta":
             a, b = _exactly(lm.split_indices(sym.sub, 2), 2, sym)
@@ -426,12 +674,13 @@ class Evaluator:
                 value = self.whole(rows, target, env)
         sup, _ = split_where(sym)
         if sup and not sup_used:
-            if sup in lm._TRANSPOSE:
+            if sup in lm._TRANSPOSE and not (sup == "t" and self.is_step("t")):
                 return value.t() if isinstance(value, Mat) else value
             exponent = lm.Parser(list(sym.sup)).sub_expression(sym.sup, sym.col)
             power = self.exact_power(exponent, env)
             e = self.value(exponent, env) if power is None else power
-            return value.map(lambda x: x ** e) if isinstance(value, Mat) else value ** e
+            return value.map(lambda x: _power(x, e)) if isinstance(value, Mat) \
+                else _power(value, e)
         return value
 
     def vector(self, rows: list[list[arb]], sym: lm.Sym, sub: tuple | None, env: Env
@@ -445,11 +694,11 @@ class Evaluator:
                 raise Inapplicable(f"{sym.show()}: an index is not a whole number")
             i = int(at) - self.base
         elif env.row is not None:
-            i = env.row
+            i = self.row(env)
         else:
             return Mat(rows)
         if not 0 <= i < len(rows):
-            raise Inapplicable(f"{sym.show()}: row {int(at)} is outside its "
+            raise Outside(f"{sym.show()}: row {int(at)} is outside its "
                                f"{len(rows)} rows")
         row = Mat([list(rows[i])])
         return row.t() if self.column else row
@@ -463,8 +712,8 @@ class Evaluator:
         if target.matrix or env.row is None:
             return Mat(rows)
         if c == 1:
-            return rows[env.row][0]
-        row = Mat([list(rows[env.row])])
+            return rows[self.row(env)][0]
+        row = Mat([list(rows[self.row(env)])])
         return row.t() if self.column else row
 
     def entry(self, rows: list[list[arb]], shown: str, sub: tuple, env: Env) -> object:
@@ -485,15 +734,15 @@ class Evaluator:
         elif len(k) == 1:
             if env.row is None:  # matrix form: token i's row
                 if not 0 <= k[0] < r:
-                    raise Inapplicable(f"{shown}: row {int(at[0])} is outside its {r} rows")
+                    raise Outside(f"{shown}: row {int(at[0])} is outside its {r} rows")
                 row = Mat([list(rows[k[0]])])
                 return row.t() if self.column else row
-            i, j = env.row, k[0]
+            i, j = self.row(env), k[0]
         else:
             raise InputError(f"{shown}: a stage has at most two indices")
         if not (0 <= i < r and 0 <= j < c):
             shown_at = ", ".join(str(v) for v in at)
-            raise Inapplicable(f"{shown} at [{shown_at}] is outside its {r}x{c} stage")
+            raise Outside(f"{shown} at [{shown_at}] is outside its {r}x{c} stage")
         return rows[i][j]
 
     def index(self, node: lm.Node, env: Env) -> Fraction:
@@ -501,12 +750,15 @@ class Evaluator:
         if isinstance(node, lm.Num):
             return node.value
         if isinstance(node, lm.Sym) and not node.sub and not node.sup and not node.grad:
-            if node.base in env.indices:
-                return Fraction(env.indices[node.base])
+            name = node.base + "'" * node.primes  # j' is an index of its own
+            if name in env.indices:
+                return Fraction(env.indices[name])
         if isinstance(node, lm.Sym):
             target, sub_used, _ = self.resolve(node)
-            if isinstance(target, str) and target in _SIZES:
+            if isinstance(target, str) and (target in _SIZES or target.startswith("#")):
                 return Fraction(self.size(target))
+            if isinstance(target, str) and target.startswith("="):  # a constant: P
+                return Fraction(target[1:])
             targets = getattr(self.g[target.stage].op, "targets", None) \
                 if isinstance(target, Target) and target.parameter == "target" else None
             if targets is not None and node.sub and not sub_used:  # t_i: a target's id
@@ -516,6 +768,12 @@ class Evaluator:
                         or targets[int(k) - self.base] is None:
                     raise Inapplicable(f"{node.show()}: no target there")
                 return Fraction(targets[int(k) - self.base] + self.base)
+            if isinstance(target, Target) and target.constant is not None:  # t_i: an id
+                rows = [list(row) for row in target.constant]
+                found = self.entry(rows, node.show(), node.sub, env) if node.sub and \
+                    not sub_used else rows[0][0] if len(rows) == len(rows[0]) == 1 else None
+                if isinstance(found, Fraction):
+                    return found + self.base
             raise InputError(f"cannot use {node.show()} in an index at column {node.col}")
         if isinstance(node, lm.Unary):
             return -self.index(node.operand, env)
@@ -578,14 +836,31 @@ class Evaluator:
                 raise Inapplicable("Concat of matrices with different numbers of rows")
             return Mat([[x for m in mats for x in m.rows[i]]
                         for i in range(mats[0].shape[0])])
-        if node.name == "rowsum":  # FlashAttention's rowsum(dO ∘ O): an n x 1 column
+        if node.name in ("rowsum", "rowmax"):  # FlashAttention's rowsum(dO ∘ O), rowmax(S)
             (arg,) = node.args
             v = self.value(arg, env)
             rows = v.rows if isinstance(v, Mat) else [[v]]
+            if node.name == "rowmax":
+                return Mat([[_row_max(row)] for row in rows])
             return Mat([[sum(row, arb(0))] for row in rows])
         if node.name == "softmax":
             (arg,) = node.args
-            return _softmax(self.value(arg, env))
+            v = self.value(arg, env)
+            if self.columns and isinstance(v, Mat):  # each column (a token) normalised
+                return _softmax(v.t()).t()
+            return _softmax(v)
+        if node.name in ("mean", "var", "rms"):  # E[x]: each row's statistic, a column
+            (arg,) = node.args
+            v = self.value(arg, env)
+            rows = v.rows if isinstance(v, Mat) else [[v]]
+            out = [[_statistic(node.name, row)] for row in rows]
+            return out[0][0] if len(out) == 1 else Mat(out)
+        if node.name == "diag":  # diag(v): the vector on a diagonal
+            (arg,) = node.args
+            v = self.value(arg, env)
+            flat = [x for row in v.rows for x in row] if isinstance(v, Mat) else [v]
+            return Mat([[x if i == j else arb(0) for j in range(len(flat))]
+                        for i, x in enumerate(flat)])
         if node.name == "max":
             values = [self.value(a, env) for a in node.args]
             out = values[0]
@@ -630,16 +905,17 @@ class Evaluator:
     def reduce(self, node: lm.Reduce, env: Env) -> object:
         ranges = []
         for k, name in enumerate(node.indices):
-            if node.low is not None and k == len(node.indices) - 1:
-                low = self.index(node.low, env)
+            if (node.low is not None or node.high is not None) and k == len(node.indices) - 1:
+                low = self.index(node.low, env) if node.low is not None else \
+                    Fraction(self.base)
                 high = self.index(node.high, env) if node.high is not None else \
-                    Fraction(self.base + self.axis(name, node.body, env) - 1)
+                    Fraction(self.base + self.axis(name, node.body, env, node.op) - 1)
             elif node.low is not None or node.high is not None:
                 raise InputError(f"cannot read the limits of the sum at column "
                                  f"{node.col} over several indices")
             else:
                 low = Fraction(self.base)
-                high = Fraction(self.base + self.axis(name, node.body, env) - 1)
+                high = Fraction(self.base + self.axis(name, node.body, env, node.op) - 1)
             if low.denominator != 1 or high.denominator != 1:
                 raise Inapplicable("a sum's limit is not a whole number")
             ranges.append(range(int(low), int(high) + 1))
@@ -654,29 +930,50 @@ class Evaluator:
                 total = _elementwise(total, term, _max, "compare")
         return arb(0) if total is None else total
 
-    def axis(self, name: str, body: lm.Node, env: Env) -> int:
+    def axis(self, name: str, body: lm.Node, env: Env, op: str = "sum") -> int:
         """The length of the axis index ``name`` runs over in ``body``."""
-        for sym in _symbols(body):
-            if not sym.sub:
-                continue
-            try:
-                target, sub_used, _ = self.resolve(sym)
-            except InputError:
-                continue
-            if isinstance(target, str) or sub_used:
-                continue
-            rows = self.matrix(target)
-            r, c = len(rows), len(rows[0])
+        for sym, shape in self._indexed(body, env):
+            r, c = shape
             parts = lm.split_indices(sym.sub, 2 if r > 1 and c > 1 else 1)
             for position, part in enumerate(parts):
-                if isinstance(part, lm.Sym) and part.base == name and not part.sub:
+                if isinstance(part, lm.Sym) and part.base + "'" * part.primes == name \
+                        and not part.sub:
                     if len(parts) == 2:
                         return (r, c)[position]
                     if r > 1 and c > 1:  # a column in a row; a row in matrix form
                         return c if env.row is not None else r
                     return r if c == 1 else c
-        raise InputError(f"cannot tell how far the sum over {name} runs: give its limits "
-                         f"(\\sum_{{{name}=0}}^{{n-1}})")
+        raise InputError(f"cannot tell how far the {'sum' if op == 'sum' else 'maximum'} "
+                         f"over {name} runs: give its limits "
+                         f"(\\{op}_{{{name}=0}}^{{n-1}})")
+
+    def _indexed(self, body: lm.Node, env: Env):
+        """(node with a subscript, the shape its subscript indexes) for every symbol of
+        ``body`` bound to a stage or weight, and every entry of an expression
+        (``(x + m)_k``)."""
+        stack = [body]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, lm.Sym) and n.sub:
+                try:
+                    target, sub_used, _ = self.resolve(n)
+                except InputError:
+                    target, sub_used = None, True
+                if isinstance(target, Target) and not sub_used:
+                    rows = self.matrix(target)
+                    yield n, (len(rows), len(rows[0]))
+            elif isinstance(n, lm.Subscripted):
+                try:
+                    v = self.value(n.operand, Env(env.indices, None))
+                except (InputError, Inapplicable, Undecided):
+                    v = None
+                if isinstance(v, Mat):
+                    yield n, v.shape
+            for value in vars(n).values():
+                if isinstance(value, lm.Node):
+                    stack.append(value)
+                elif isinstance(value, tuple):
+                    stack.extend(v for v in value if isinstance(v, lm.Node))
 
     def indicator(self, node: lm.Node, env: Env) -> Value:
         """``\\mathbb{1}[...]``: 1 or 0; entry by entry over a matrix (``\\mathbb{1}[H > 0]``,
@@ -728,7 +1025,7 @@ def _exactly(parts: list, count: int, sym: lm.Sym) -> list:
     return parts
 
 
-def _symbols(node: lm.Node):
+def symbols_of(node: lm.Node):
     """Every symbol of a tree."""
     stack = [node]
     while stack:

@@ -73,7 +73,7 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
                equations=len(equations),
                random_examples=max((e.examples for e in equations), default=0))
     numbers = checker.check_all(claims, progress)
-    judged = Judge(g.example, checker.derivation, checker.causal, checker.run)
+    judged = Judge(g.example, checker.derivation, checker.causal, checker.run, max_work)
     return Judged(claims, numbers, judged.check_each(equations))
 
 

@@ -32,13 +32,17 @@ Input is bounded: :data:`MAX_LENGTH` characters and :data:`MAX_DEPTH` nested gro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import unicodedata
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from symformer.errors import InputError
 
 #: The longest equation read (characters).
 MAX_LENGTH = 20_000
+#: The most digits of one number (a subscript, an exponent, a constant).
+MAX_DIGITS = 100
+_DIGITS = frozenset("0123456789")
 #: The deepest nesting of groups, brackets and operators (counted per grammar level:
 #: about three per parenthesis).
 MAX_DEPTH = 150
@@ -56,14 +60,34 @@ NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": 
                    "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
                    "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
                    "erf": "erf", "Concat": "concat", "concat": "concat",
-                   "rowsum": "rowsum"}
+                   "rowsum": "rowsum", "rowmax": "rowmax", "diag": "diag", "sin": "sin",
+                   "cos": "cos", "log": "log"}
+#: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
+#: ``\\mathrm{RMS}[x]`` (each row's mean, variance, root mean square: a column).
+STATISTICS = {"E": "mean", "mean": "mean", "Var": "var", "RMS": "rms", "rms": "rms"}
 #: Words set between two equations of one line (``, \\quad \\text{where} ...``).
 _SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
 _IGNORED = frozenset({",", "!", ";", ":", " ", "quad", "qquad", "left", "right", "bigl",
                       "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg", "biggl", "biggr",
                       "Biggl", "Biggr", "middle", "displaystyle", "limits", "nonumber",
-                      "notag"})
+                      "notag", "textstyle", "scriptstyle", "scriptscriptstyle", "enspace",
+                      "thinspace", "medspace", "thickspace", "negthinspace", "nolimits"})
+#: Macros that set spacing with an argument (``\hspace{1em}``) or a label (``\tag{3}``):
+#: skipped with their group.
+_IGNORED_WITH_GROUP = frozenset({"hspace", "vspace", "tag", "phantom", "hphantom",
+                                 "vphantom", "label"})
+#: What separates a left-hand side from its right: ``=``, an update arrow (``\leftarrow``,
+#: ``\gets``: the right-hand side reads the symbol's value before the update), ``:=``.
+_ARROWS = ("\\leftarrow", "\\gets", "\\longleftarrow")
+_EQUALS = ("=", ":=", "\\coloneqq", "\\triangleq", "\\doteq", *_ARROWS)
+#: Function names an author may write without a backslash (``sin(x)``), read as the
+#: function when the letters stand together before ``(``.
+_BARE_FUNCTIONS = {"sin": "sin", "cos": "cos", "tanh": "tanh", "exp": "exp", "log": "log",
+                   "ln": "log", "max": "max", "erf": "erf", "softmax": "softmax",
+                   "sigmoid": "sigmoid", "relu": "relu", "ReLU": "relu", "GELU": "gelu",
+                   "SiLU": "silu", "sqrt": "sqrt"}
+_MATRICES = ("bmatrix", "pmatrix", "matrix", "Bmatrix")
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
 _ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
@@ -112,14 +136,17 @@ def tokenize(text: str) -> list[Token]:
             while k < len(text) and text[k] != "\n":
                 k += 1
             continue
-        if c.isdigit() or (c == "." and k + 1 < len(text) and text[k + 1].isdigit()):
+        if c in _DIGITS or (c == "." and k + 1 < len(text) and text[k + 1] in _DIGITS):
             end = k
-            while end < len(text) and text[end].isdigit():
+            while end < len(text) and text[end] in _DIGITS:
                 end += 1
-            if end < len(text) - 1 and text[end] == "." and text[end + 1].isdigit():
+            if end < len(text) - 1 and text[end] == "." and text[end + 1] in _DIGITS:
                 end += 1
-                while end < len(text) and text[end].isdigit():
+                while end < len(text) and text[end] in _DIGITS:
                     end += 1
+            if end - k > MAX_DIGITS:
+                raise InputError(f"cannot read the number at column {col}: "
+                                 f"{end - k:,} digits (at most {MAX_DIGITS} are read)")
             out.append(Token("num", text[k:end], col, spaced))
             k = end
         elif c.isascii() and c.isalpha():
@@ -133,6 +160,9 @@ def tokenize(text: str) -> list[Token]:
                 end = min(k + 2, len(text))
             out.append(Token("macro", text[k:end], col, spaced))
             k = end
+        elif c == ":" and k + 1 < len(text) and text[k + 1] == "=":
+            out.append(Token("char", ":=", col, spaced))
+            k += 2
         elif c in "+-*/^_{}()[]=<>',&|.!:;":
             out.append(Token("char", c, col, spaced))
             k += 1
@@ -140,9 +170,22 @@ def tokenize(text: str) -> list[Token]:
             out.append(Token("char", "-", col, spaced))
             k += 1
         else:
-            raise fail(repr(c), col)
+            raise fail(_character(c), col)
         spaced = False
     return out
+
+
+def _character(c: str) -> str:
+    """A character outside the grammar as a message names it: ``'²' (SUPERSCRIPT TWO:
+    write ^{2})``; a Unicode digit (``١``, ``１``, ``𝟙``) is never read as a number."""
+    name = unicodedata.name(c, f"U+{ord(c):04X}")
+    if "SUPERSCRIPT" in name and unicodedata.digit(c, None) is not None:
+        return f"{c!r} ({name}: write ^{{{unicodedata.digit(c)}}})"
+    if "SUBSCRIPT" in name and unicodedata.digit(c, None) is not None:
+        return f"{c!r} ({name}: write _{{{unicodedata.digit(c)}}})"
+    if unicodedata.digit(c, None) is not None or unicodedata.numeric(c, None) is not None:
+        return f"{c!r} ({name}: only the digits 0-9 are read)"
+    return repr(c)
 
 
 # -- the tree -------------------------------------------------------------------------
@@ -155,9 +198,11 @@ class Node:
 
 @dataclass(frozen=True)
 class Num(Node):
-    """An exact number."""
+    """An exact number; ``text``: a decimal as printed (``0.7978846``: a constant given
+    to 7 digits), else ""."""
 
     value: Fraction
+    text: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -230,13 +275,17 @@ class Binary(Node):
     op: str
     left: Node
     right: Node
+    #: written in parentheses: ``\\sigma(xW)`` applies σ to the whole product
+    grouped: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
 class Transpose(Node):
-    """``X^\\top``."""
+    """``X^\\top``; ``written``: the superscript as written (``t`` is a power of the
+    step on a training run's stage, where t is the step)."""
 
     operand: Node
+    written: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -291,6 +340,14 @@ class Cases(Node):
 
 
 @dataclass(frozen=True)
+class Matrix(Node):
+    """A matrix written out, ``\\begin{bmatrix} .. \\end{bmatrix}`` or a row ``[a, b]``:
+    its entries' expressions, row by row."""
+
+    rows: tuple[tuple[Node, ...], ...]
+
+
+@dataclass(frozen=True)
 class Subscripted(Node):
     """``(expr)_{ij}``: an entry of a matrix-valued expression."""
 
@@ -306,6 +363,8 @@ class Chain:
     lhs: Node
     rhs: tuple[Node, ...]
     line: int = 1
+    #: written with an update arrow (``\\theta \\leftarrow \\theta - \\eta g``)
+    update: bool = False
 
 
 # -- the parser -----------------------------------------------------------------------
@@ -350,12 +409,17 @@ class Parser:
                 return
             if t.kind == "macro" and t.text[1:] in _IGNORED:
                 self.k += 1
+            elif t.kind == "macro" and t.text[1:] in _IGNORED_WITH_GROUP \
+                    and t.text != "\\label":
+                self.k += 1
+                self.raw_group()
             elif t.kind == "macro" and t.text in ("\\mathopen", "\\mathclose"):
                 self.k += 1
                 if self.raw_group():
                     raise fail(f"{t.text} with content", t.col)
             elif t.kind == "macro" and t.text in ("\\begin", "\\end", "\\label"):
-                if t.text != "\\label" and _text(self.peek_group(1)) in ("cases", "array"):
+                if t.text != "\\label" and _text(self.peek_group(1)) in (
+                        "cases", "array", *_MATRICES):
                     return
                 self.k += 1
                 name = self.raw_group()
@@ -405,7 +469,10 @@ class Parser:
                 self.k += 1
                 line += 1
                 continue
-            if self.at("="):  # `&= ...` continues the line before
+            if self.label():
+                continue
+            update = False
+            if self.at(*_EQUALS):  # `&= ...` continues the line before
                 if not chains:
                     raise fail("= (no left-hand side before it)", self.peek().col)
                 lhs, rhs = chains[-1].lhs, []
@@ -413,8 +480,9 @@ class Parser:
                 lhs, rhs = self.expression(), []
             while True:
                 self.skip_layout()
-                if not self.at("="):
+                if not self.at(*_EQUALS):
                     break
+                update = update or self.at(*_ARROWS)
                 self.k += 1
                 rhs.append(self.expression())
             self.skip_layout()
@@ -428,12 +496,32 @@ class Parser:
                 raise fail(t.text, t.col)
             if not rhs:
                 raise InputError(f"cannot read line {line} of the equation: no '='")
-            chains.append(Chain(lhs, tuple(rhs), line))
+            chains.append(Chain(lhs, tuple(rhs), line, update))
             if t is not None and not self.at("\\\\"):  # `, \quad RMS(x) = ...`: one more
                 line += 1
         if not chains:
             raise InputError("cannot read the equation: it is empty")
         return chains
+
+    def label(self) -> bool:
+        """A text label before the equation (``\\text{ADAM:}``, ``\\textbf{Update}:``):
+        skipped."""
+        t = self.peek()
+        if t is None or t.text not in ("\\text", "\\textbf", "\\textit", "\\mathrm",
+                                       "\\mathbf", "\\textrm", "\\textsc"):
+            return False
+        said = _text(self.peek_group(1)).strip()
+        saved = self.k
+        self.k += 1
+        self.raw_group()
+        if said.endswith(":") and len(said) > 1:
+            return True
+        self.skip_layout()
+        if said and said.replace(" ", "").isalnum() and self.at(":"):
+            self.k += 1
+            return True
+        self.k = saved
+        return False
 
     def separator_word(self) -> bool:
         """``\\text{where}`` (with, and, for) between two equations of one line: taken."""
@@ -459,15 +547,16 @@ class Parser:
             if self.at("+"):
                 self.k += 1
             node = self.term()
+        terms: list[tuple[str, Node]] = [("+", node)]
         while True:
             self.skip_layout()
             if self.at("+", "-"):
                 op = self.next().text
-                node = Binary(op, node, self.term(), col=col)
+                terms.append((op, self.term()))
             else:
                 break
         self.depth -= 1
-        return node
+        return _sum_tree(terms, col)
 
     def term(self) -> Node:
         """Products joined by ⊙, which binds less tightly than a product written or
@@ -500,8 +589,9 @@ class Parser:
             if self.at("\\cdot", "\\times", "*"):
                 self.k += 1
                 node = Binary("*", node, self.factor(), col=col)
-            elif self.at("/"):
-                self.k += 1
+            elif self.at("/") or (self.at(".") and (u := self.peek(1)) is not None
+                                  and u.text == "/" and not u.spaced):  # ./ entry by entry
+                self.k += 1 if self.at("/") else 2
                 node = Binary("/", node, self.factor(), col=col)
             elif self.starts_factor():
                 node = Binary("jux", node, self.factor(), col=col)
@@ -520,6 +610,8 @@ class Parser:
             return t.text in "([{|"
         if t.text in ("\\text", "\\mathrm", "\\textrm") \
                 and _text(self.peek_group(1)).strip() in _SEPARATORS:
+            return False
+        if t.text in _EQUALS:
             return False
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
@@ -540,8 +632,14 @@ class Parser:
                     node = Sym(node.base, node.sub, (*(node.sup or ()), *sup), node.primes,
                                node.grad, node.bold, col=node.col)
                     continue
+                if grouped and isinstance(node, Sym) and node.sup and _text(sup) == "2" \
+                        and _MARKER.match(_text(node.sup)) and node.base == "sigma":
+                    # (\sigma^{(1)}_{i})^{2}: layer 1's σ² (export's form), one symbol
+                    node = Sym(node.base, node.sub, (*sup, *node.sup), node.primes,
+                               node.grad, node.bold, col=node.col)
+                    continue
                 if _text(sup) in _TRANSPOSE:
-                    node = Transpose(node, col=t.col)
+                    node = Transpose(node, _text(sup), col=t.col)
                 else:
                     node = Binary("pow", node, self.sub_expression(sup, t.col), col=t.col)
             elif self.at("_") and (grouped or not isinstance(node, Sym)):
@@ -578,7 +676,7 @@ class Parser:
             raise InputError("cannot read the equation: it ends too early")
         if t.kind == "num":
             self.k += 1
-            return Num(Fraction(t.text), col=t.col)
+            return Num(Fraction(t.text), t.text if "." in t.text else "", col=t.col)
         if t.kind == "char" and t.text == "{":
             return self.sub_expression(self.raw_group(), t.col)
         if t.kind == "char" and t.text == "(":
@@ -593,9 +691,21 @@ class Parser:
                 self.skip_layout()
             self.expect(")")
             self.depth -= 1
-            return Arguments(tuple(items), col=t.col) if len(items) > 1 else node
+            if len(items) > 1:
+                return Arguments(tuple(items), col=t.col)
+            if isinstance(node, Binary) and node.op == "jux":
+                node = replace(node, grouped=True)
+            return node
         if t.kind == "char" and t.text == "[":
             self.k += 1
+            if self.vector_ahead():  # [a, b]: a row of entries
+                items = [self.expression()]
+                while self.at(","):
+                    self.k += 1
+                    items.append(self.expression())
+                    self.skip_layout()
+                self.expect("]")
+                return Matrix((tuple(items),), col=t.col)
             inner = self.condition("]", grouping=True)
             return Indicator(inner, col=t.col) if isinstance(inner, Compare) else inner
         if t.kind == "char" and t.text == "|":  # |V|: the vocabulary's size
@@ -607,10 +717,18 @@ class Parser:
             return Sym(f"|{inner.base}|", col=t.col)
         if t.kind == "letter":
             if t.text == "d" and (u := self.peek(1)) is not None and not u.spaced \
-                    and u.kind == "letter" and u.text.isupper():
-                self.k += 1  # dK: the gradient of K
+                    and (u.kind == "letter" or u.text[1:] in GREEK or u.text[1:] in _ACCENTS
+                         or u.text[1:] in _BOLD):
+                self.k += 1  # dK, d\alpha, dx: the gradient of K, α, x
                 sym = self.symbol()
                 return Sym(sym.base, sym.sub, sym.sup, sym.primes, True, col=t.col)
+            word = self.bare_word()
+            if word is not None:
+                return word
+            if t.text == "E" and (u := self.peek(1)) is not None and u.text == "[" \
+                    and not u.spaced:  # E[x]: the expectation over the row
+                self.k += 1
+                return self.statistic("mean", t)
             if t.text == "e" and self.at_euler():
                 self.k += 1
                 self.expect("^")
@@ -619,6 +737,60 @@ class Parser:
         if t.kind == "macro":
             return self.macro_atom(t)
         raise fail(t.text, t.col)
+
+    def primed_after(self, ahead: int) -> bool:
+        """Is the group starting ``ahead`` tokens on followed by a prime?"""
+        saved = self.k
+        self.k += ahead
+        try:
+            self.raw_group()
+            return self.at("'")
+        except InputError:
+            return False
+        finally:
+            self.k = saved
+
+    def bracket_after(self, ahead: int) -> bool:
+        """Is the group starting ``ahead`` tokens on followed by ``[``?"""
+        saved = self.k
+        self.k += ahead
+        try:
+            self.raw_group()
+            return self.at("[")
+        except InputError:
+            return False
+        finally:
+            self.k = saved
+
+    def statistic(self, name: str, t: Token) -> Node:
+        """``E[x]``: each row's mean (``var``, ``rms`` likewise), after its name."""
+        self.expect("[")
+        inner = self.expression()
+        self.skip_layout()
+        self.expect("]")
+        return Call(name, (inner,), col=t.col)
+
+    def bare_word(self) -> Node | None:
+        """A function name written without its backslash, ``sin(x)``, ``exp(x)``,
+        ``max(0, x)``: letters standing together before ``(`` (or ``\\left(``)."""
+        end = self.k
+        while end < len(self.tokens) and self.tokens[end].kind == "letter" and (
+                end == self.k or not self.tokens[end].spaced):
+            end += 1
+        word = "".join(u.text for u in self.tokens[self.k:end])
+        after = self.tokens[end] if end < len(self.tokens) else None
+        name = _BARE_FUNCTIONS.get(word)
+        if name is None or after is None or after.text not in ("(", "\\left", "^"):
+            return None
+        t = self.tokens[self.k]
+        self.k = end
+        if name == "max":
+            return self.reduction("max", t)
+        if name == "softmax":
+            return Call(name, (self.argument(t),), col=t.col)
+        if name == "sqrt":
+            return Call("sqrt", (self.argument(t),), col=t.col)
+        return self.function(name, t)
 
     def at_euler(self) -> bool:
         """``e^{...}`` with no subscript: Euler's number to a power."""
@@ -636,9 +808,12 @@ class Parser:
             if self.at("["):
                 raise fail("\\sqrt[...] (only square roots)", t.col)
             return Call("sqrt", (self.group_expression(),), col=t.col)
+        if name in FUNCTIONS and (u := self.peek(1)) is not None and u.text == "'":
+            self.k += 2  # \tanh'(x): the derivative, applied to what follows
+            return Sym(FUNCTIONS[name], primes=1, col=t.col)
         if name in FUNCTIONS:
             self.k += 1
-            return Call(FUNCTIONS[name], (self.argument(t),), col=t.col)
+            return self.function(FUNCTIONS[name], t)
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
@@ -650,10 +825,19 @@ class Parser:
             return Sym("infty", col=t.col)
         if name == "partial":
             return self.slash_derivative(t)
+        if name == "nabla":
+            return self.nabla(t)
         if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
             self.k += 1
             self.raw_group()
             return self.indicator(t)
+        if name in ("operatorname", "mathrm", "text", "mathbb") and \
+                _text(self.peek_group(1)) in STATISTICS and self.bracket_after(1):
+            self.k += 1
+            return self.statistic(STATISTICS[_text(self.raw_group())], t)
+        if name in ("operatorname", "mathrm", "text") and \
+                _text(self.peek_group(1)) in NAMED_FUNCTIONS and self.primed_after(1):
+            return self.symbol()  # \mathrm{GELU}'(x): its derivative (or a definition)
         if name in ("operatorname", "mathrm", "text") and \
                 _text(self.peek_group(1)) in NAMED_FUNCTIONS:
             self.k += 1
@@ -680,10 +864,57 @@ class Parser:
             return self.cases(t, closing=True)
         if name == "begin" and self.begins(0, ("cases",)):
             return self.cases(t, closing=False)
+        if name == "begin" and self.begins(0, _MATRICES):
+            return self.matrix(t)
         if name in ("{", "lbrace"):
             self.k += 1
             return Indicator(self.condition(_OPEN[t.text]), col=t.col)
         raise fail(t.text, t.col)
+
+    def vector_ahead(self) -> bool:
+        """Does the bracket just opened hold a comma at its own level (``[a, b]``)?"""
+        level = 0
+        for u in self.tokens[self.k:]:
+            if u.kind == "char" and u.text in "([{":
+                level += 1
+            elif u.kind == "char" and u.text in ")}":
+                level -= 1
+            elif u.kind == "char" and u.text == "]":
+                if level == 0:
+                    return False
+                level -= 1
+            elif u.kind == "char" and u.text == "," and level == 0:
+                return True
+        return False
+
+    def matrix(self, t: Token) -> Node:
+        """``\\begin{bmatrix} a & b \\\\ c & d \\end{bmatrix}`` (pmatrix, matrix): its
+        entries, row by row."""
+        self.k += 1  # \begin
+        self.raw_group()
+        rows: list[list[Node]] = [[]]
+        outer, self.in_cases = self.in_cases, True  # & separates entries
+        while True:
+            self.skip_layout()
+            if self.at("\\end"):
+                self.k += 1
+                self.raw_group()
+                break
+            if self.at("&"):
+                self.k += 1
+                continue
+            if self.at("\\\\"):
+                self.k += 1
+                rows.append([])
+                continue
+            if self.peek() is None:
+                raise fail("a matrix without \\end", t.col)
+            rows[-1].append(self.expression())
+        self.in_cases = outer
+        rows = [r for r in rows if r]
+        if not rows or len({len(r) for r in rows}) != 1:
+            raise fail("a matrix whose rows differ in length", t.col)
+        return Matrix(tuple(tuple(r) for r in rows), col=t.col)
 
     def begins(self, ahead: int, names: tuple[str, ...]) -> bool:
         """Is the token ``ahead`` on a ``\\begin{NAME}`` of one of ``names``?"""
@@ -772,8 +1003,35 @@ class Parser:
         den = self.raw_group()
         if num and num[0].text == "\\partial" and _text(num[1:]) == "L":
             return self.derivative(num, den, t.col)
+        if _text(num) in ("d", "\\partial") and len(den) >= 2 \
+                and den[0].text in ("d", "\\partial"):
+            return self.function_derivative(den, t)
+        if num and den and num[0].text == den[0].text == "\\partial":
+            return _jacobian(num, den, t.col)
         return Binary("/", self.sub_expression(num, t.col), self.sub_expression(den, t.col),
                       col=t.col)
+
+    def function_derivative(self, den: tuple[Token, ...], t: Token) -> Node:
+        """``\\frac{d}{dx}\\mathrm{GELU}(x)``: the derivative of a named function at its
+        argument (as ``\\mathrm{GELU}'(x)``); of anything else, refused."""
+        variable = _text(den[1:])
+        self.skip_layout()
+        first = self.peek()
+        written = _text(self.peek_group(1)) if first is not None and first.text in (
+            "\\mathrm", "\\operatorname", "\\text") else \
+            first.text.lstrip("\\") if first is not None else ""
+        node = self.factor()
+        inner = node
+        if isinstance(node, Binary) and node.op == "jux" and isinstance(node.left, Sym):
+            name, args = node.left.base, node.right  # a symbol applied: sigma(x)
+        elif isinstance(node, Call) and len(node.args) == 1:
+            name, args = written or node.name, node.args[0]  # as written: GELU
+        else:
+            raise fail("d/d" + variable + " of an expression (only of a named function: "
+                       "\\frac{d}{dx}\\mathrm{GELU}(x))", t.col)
+        if not (isinstance(args, Sym) and args.base == variable and not args.sub):
+            raise fail(f"d/d{variable} of a function of another variable", inner.col)
+        return Binary("jux", Sym(name, primes=1, col=t.col), args, col=t.col)
 
     def derivative(self, num: tuple[Token, ...], den: tuple[Token, ...], col: int
                    ) -> Node:
@@ -789,6 +1047,31 @@ class Parser:
         if inner.peek() is not None:
             raise fail(inner.peek().text, inner.peek().col)
         return _gradient(node, col)
+
+    def nabla(self, t: Token) -> Node:
+        """``\\nabla_W L``, ``\\nabla_{\\theta} f(\\theta)``: the gradient of the loss
+        (``L``, ``\\mathcal{L}``, ``f``, ``J``, with or without its arguments) with
+        respect to the symbol below."""
+        self.k += 1
+        self.skip_layout()
+        if not self.at("_"):
+            raise fail("\\nabla without the symbol below it (\\nabla_W L)", t.col)
+        self.k += 1
+        inner = Parser(list(self.raw_group()))
+        wrt = inner.wrt()
+        inner.skip_layout()
+        if inner.peek() is not None:
+            raise fail(inner.peek().text, inner.peek().col)
+        self.skip_layout()
+        loss = self.peek()
+        if loss is None or not (loss.text in ("L", "f", "J") or (
+                loss.text in ("\\mathcal", "\\ell") )):
+            raise fail("\\nabla_W of something other than the loss (\\nabla_W L)", t.col)
+        self.symbol()  # L, \mathcal{L}, f_t
+        self.skip_layout()
+        if self.at("("):  # f(\theta): its argument, the symbol differentiated
+            self.atom()
+        return _gradient(wrt, t.col)
 
     def slash_derivative(self, t: Token) -> Node:
         """``\\partial L/\\partial x_{ij}``."""
@@ -823,11 +1106,27 @@ class Parser:
         self.skip_layout()
         if self.peek() is None:
             raise fail(f"{t.text} without an argument", t.col)
-        if self.at("^"):  # \log^2 x and the like
-            raise fail(f"{t.text}^", t.col)
         if self.at("("):  # f(x)_{ij}: the subscript is the value's entry
             return self.atom()
         return self.factor()
+
+    def function(self, name: str, t: Token) -> Node:
+        """``\\tanh x``, ``\\tanh(x)``; ``\\tanh^{2} x`` is (tanh x)^2 (a positive whole
+        power: ``\\sin^{-1}`` is not read)."""
+        self.skip_layout()
+        power = None
+        if self.at("^"):
+            u = self.next()
+            power = self.raw_group()
+            if not (len(power) == 1 and power[0].kind == "num"
+                    and power[0].text.isdigit() and int(power[0].text) > 0):
+                raise fail(f"{t.text}^{{{_text(power)}}} (only a positive whole power, "
+                           f"\\tanh^{{2}} x)", u.col)
+        node: Node = Call(name, (self.argument(t),), col=t.col)
+        if power is not None:
+            node = Binary("pow", node, Num(Fraction(power[0].text), col=power[0].col),
+                          col=t.col)
+        return node
 
     def reduction(self, name: str, t: Token) -> Node:
         """``\\sum_{j=0}^{n-1} body``, ``\\sum_j``, ``\\max_j``; ``\\max(a, b)``."""
@@ -847,18 +1146,81 @@ class Parser:
         low = high = None
         indices: list[str]
         eq = [k for k, u in enumerate(below) if u.text == "="]
-        if eq:
+        member = [k for k, u in enumerate(below) if u.text == "\\in"]
+        if member:
+            indices = _index_names(below[:member[0]], t.col)
+            low, high = self.set_below(below[member[0] + 1:], t)
+        elif any(u.text.lstrip("\\") in _COMPARISONS and u.text != "=" for u in below):
+            indices, low, high = self.range_below(below, t)
+        elif eq:
             names, low_tokens = below[:eq[0]], below[eq[0] + 1:]
             indices = _index_names(names, t.col)
             low = self.sub_expression(low_tokens, t.col)
         else:
             indices = _index_names(below, t.col)
         self.skip_layout()
-        if self.at("^"):
+        if self.at("^") and high is None:
             self.k += 1
             high = self.sub_expression(self.raw_group(), t.col)
         body = self.term()
         return Reduce(name, tuple(indices), low, high, body, col=t.col)
+
+    def set_below(self, tokens: tuple[Token, ...], t: Token) -> tuple[Node, Node]:
+        """``j \\in \\{1, \\ldots, n\\}`` (``\\{0, 1, \\dots, n-1\\}``), ``j \\in [n]``
+        (1 to n): the first and last members."""
+        inner = [u for u in tokens if not (u.kind == "macro" and u.text[1:] in _IGNORED)]
+        if len(inner) >= 2 and inner[0].text == "[" and inner[-1].text == "]":
+            return Num(Fraction(1), col=t.col), self.sub_expression(tuple(inner[1:-1]), t.col)
+        if len(inner) < 2 or inner[0].text not in ("\\{", "\\lbrace") \
+                or inner[-1].text not in ("\\}", "\\rbrace"):
+            raise fail("the set under a sum (write j \\in \\{1, \\ldots, n\\})", t.col)
+        items: list[list[Token]] = [[]]
+        for u in inner[1:-1]:
+            if u.kind == "char" and u.text == ",":
+                items.append([])
+            else:
+                items[-1].append(u)
+        items = [i for i in items if not (len(i) == 1 and i[0].text in
+                                          ("\\ldots", "\\dots", "\\cdots"))]
+        if len(items) < 2 or any(not i for i in items):
+            raise fail("the set under a sum (write j \\in \\{1, \\ldots, n\\})", t.col)
+        return (self.sub_expression(tuple(items[0]), t.col),
+                self.sub_expression(tuple(items[-1]), t.col))
+
+    def range_below(self, below: tuple[Token, ...], t: Token
+                    ) -> tuple[list[str], Node | None, Node | None]:
+        """``\\sum_{j \\le i}``, ``\\max_{1 \\le j \\le n}``, ``\\sum_{j < i}``: the index (the
+        one plain letter compared) and its limits (a strict bound moved by one)."""
+        inner = Parser(list(below))
+        cond = inner.condition(None)
+        if not isinstance(cond, Compare):
+            raise fail("the range under a sum", t.col)
+        letters = [k for k, o in enumerate(cond.operands) if isinstance(o, Sym)
+                   and len(o.base) == 1 and not (o.sub or o.sup or o.grad)]
+        if not letters or any(op in ("==", "!=") for op in cond.ops):
+            raise fail("the range under a sum (write \\sum_{j \\le i})", t.col)
+        at = letters[0] if len(cond.operands) == 2 else next(
+            (k for k in letters if 0 < k < len(cond.operands) - 1), letters[0])
+        index = cond.operands[at].base
+        low = high = None
+        one = Num(Fraction(1), col=t.col)
+        for k, op in enumerate(cond.ops):
+            left, right = cond.operands[k], cond.operands[k + 1]
+            if k + 1 == at:      # bound <op> j
+                bound, op = left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+            elif k == at:        # j <op> bound
+                bound = right
+            else:
+                continue
+            if op == "<":
+                high = Binary("-", bound, one, col=t.col)
+            elif op == "<=":
+                high = bound
+            elif op == ">":
+                low = Binary("+", bound, one, col=t.col)
+            else:
+                low = bound
+        return [index], low, high
 
     def indicator(self, t: Token) -> Node:
         self.skip_layout()
@@ -907,7 +1269,9 @@ class Parser:
         """A symbol's base, then its scripts and primes in any order."""
         self.skip_layout()
         t = self.next()
-        bold = t.kind == "macro" and t.text[1:] in _BOLD
+        bold = t.kind == "macro" and (t.text[1:] in _BOLD or (
+            t.text[1:] in _ACCENTS and any(u is not None and u.text[1:] in _BOLD
+                                           for u in (self.peek(), self.peek(1)))))
         base = self.base(t)
         sub = sup = None
         primes = 0
@@ -944,13 +1308,58 @@ class Parser:
                 return f"<{_text(tuple(inner))}>"
             if name in _ACCENTS:
                 group = self.raw_group()
-                return f"{name}({Parser(list(group)).base(group[0]) if group else ''})"
+                if not group:
+                    raise fail(f"{t.text} without a symbol", t.col)
+                inner = Parser(list(group))
+                inner.k = 1  # \hat{\mathbf{v}}: the accent over a bold letter
+                return f"{name}({inner.base(group[0])})"
             if name in _FONTS or name in _BOLD:
                 text = _text(self.raw_group())
                 if not text.replace("_", "").isalnum():
                     raise fail(f"{t.text}{{{text}}}", t.col)
                 return text
         raise fail(t.text, t.col)
+
+
+#: A sum of more terms than this is built as a balanced tree (its depth the logarithm of
+#: its length: a flat sum of 5,000 terms is not nested 5,000 deep).
+_FLAT = 32
+
+
+def _sum_tree(terms: list[tuple[str, Node]], col: int) -> Node:
+    """``a + b - c ...`` as a tree: left to right for a short sum, balanced (each
+    subtracted term negated) for a long one."""
+    if len(terms) <= _FLAT:
+        node = terms[0][1]
+        for op, term in terms[1:]:
+            node = Binary(op, node, term, col=col)
+        return node
+    items = [terms[0][1]] + [t if op == "+" else Unary(t, col=t.col) for op, t in terms[1:]]
+    while len(items) > 1:
+        items = [Binary("+", items[k], items[k + 1], col=col) if k + 1 < len(items)
+                 else items[k] for k in range(0, len(items), 2)]
+    return items[0]
+
+
+def _jacobian(num: tuple[Token, ...], den: tuple[Token, ...], col: int) -> Node:
+    """``\\frac{\\partial p_j}{\\partial s_k}``: an entry of a Jacobian stage (a softmax
+    row's), the symbol ``∂p/∂s`` with the two indices ``j,k``; only as a left-hand side
+    (anywhere else it names no stage)."""
+    top, bottom = Parser(list(num[1:])).symbol(), Parser(list(den[1:])).symbol()
+    if not top.sub or not bottom.sub:
+        raise fail("a derivative without the entries' indices (\\partial p_j/\\partial "
+                   "s_k)", col)
+    comma = (Token("char", ",", col),)
+
+    def separated(sub: tuple[Token, ...]) -> tuple[Token, ...]:
+        """``ij`` as ``i,j`` (a Jacobian's indices are single letters)."""
+        inner = tuple(t for t in sub if t.text not in "{}")
+        if len(inner) > 1 and all(t.kind == "letter" for t in inner):
+            return tuple(x for t in inner for x in (t, *comma))[:-1]
+        return sub
+
+    return Sym(f"d{top.base}/d{bottom.base}", (*separated(top.sub), *comma,
+                                              *separated(bottom.sub)), col=col)
 
 
 def _gradient(node: Node, col: int) -> Node:
@@ -974,6 +1383,8 @@ def _index_names(tokens: tuple[Token, ...], col: int) -> list[str]:
             word = ""
         elif t.kind == "macro" and t.text[1:] in GREEK:
             word += t.text[1:]
+        elif t.kind == "char" and t.text == "'" and word:  # \sum_{j'}: j' of its own
+            word += "'"
         else:
             raise fail(f"{t.text} in the index of a sum", t.col)
     names.append(word)
@@ -1009,6 +1420,14 @@ def split_indices(sub: tuple[Token, ...], axes: int) -> list[Node]:
     if len(sub) > 2 and sub[0].text == "(" and sub[-1].text == ")" and not any(
             t.text in "()" for t in sub[1:-1]):
         sub = sub[1:-1]  # PE_{(pos,2i)}
+    primed: list[Token] = []
+    for t in sub:  # s_{ij'}: j' is one index
+        if t.kind == "char" and t.text == "'" and primed and primed[-1].kind == "letter":
+            last = primed.pop()
+            primed.append(Token("letter", last.text + "'", last.col, last.spaced))
+        else:
+            primed.append(t)
+    sub = tuple(primed)
     parts: list[list[Token]] = [[]]
     level = 0
     for t in sub:
@@ -1064,3 +1483,11 @@ class _IndexParser(Parser):
         if t is not None and t.kind == "letter":
             return self.symbol()
         return super().atom()
+
+
+def juxtaposed(node: Node, top: bool = True) -> list[Node]:
+    """The factors of a product written side by side (``a b c``), left to right; a
+    product in parentheses is one factor (``\\sigma(xW)``: σ of xW)."""
+    if isinstance(node, Binary) and node.op == "jux" and (top or not node.grouped):
+        return juxtaposed(node.left, False) + juxtaposed(node.right, False)
+    return [node]
