@@ -159,14 +159,42 @@ class Chain:
                              f"within {PRECISIONS[-1]} bits")
 
 
+#: At most this many input entries are taken symbolically to keep the exact entries of
+#: a step whose inputs are partly exact (:func:`apply`).
+MIXED_LIMIT = 4096
+
+
 def apply(op: Operation, args: list[Values]) -> Values:
-    """``op`` on the given entries: exactly when it keeps rationals rational, else on balls."""
-    if op.rational and all(_is_rational(e) for a in args for r in a for e in r):
+    """``op`` on the given entries: exactly when it keeps rationals rational, else on
+    balls; when only some inputs are exact rationals (an author printed some rows),
+    the entries computed from those alone stay exact."""
+    exact = [_is_rational(e) for a in args for r in a for e in r]
+    if op.rational and all(exact):
         if args:  # a stage with no inputs is a constant: its balls are its value
             result = op.sympy([sympy.Matrix(a) for a in args])
             if all(e.is_Rational for e in result):
                 return result.tolist()
-    return op.arb([[[_as_ball(e) for e in row] for row in a] for a in args])
+    balls = op.arb([[[_as_ball(e) for e in row] for row in a] for a in args])
+    if op.rational and any(exact) and len(exact) <= MIXED_LIMIT:
+        found = _exact_entries(op, args)
+        if found is not None:
+            return [[e if e.is_Rational else b for e, b in zip(er, br)]
+                    for er, br in zip(found.tolist(), balls)]
+    return balls
+
+
+def _exact_entries(op: Operation, args: list[Values]) -> sympy.Matrix | None:
+    """``op`` with every entry that is not an exact rational taken as a symbol of its
+    own: the result's rational entries do not depend on them (None: the operation
+    cannot take symbols)."""
+    symbolic = [sympy.Matrix([[e if _is_rational(e) else sympy.Symbol(f"x{k}_{i}_{j}", real=True)
+                               for j, e in enumerate(row)] for i, row in enumerate(a)])
+                for k, a in enumerate(args)]
+    try:
+        result = op.sympy(symbolic)
+    except (TypeError, ValueError):  # a comparison a symbol cannot decide
+        return None
+    return result
 
 
 def round_values(values: Values, decimals: int) -> Values | None:
