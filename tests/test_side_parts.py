@@ -210,3 +210,20 @@ def test_the_side_parts_equations_hold(builtin):
                         (builtin, "grad.layer1.head1.weights.dot"),
                         (rope, "layer1.head1.Q_rot.cos")):
         assert prove_stage(graph, stage_of(graph, name)) > 0, name
+
+
+def test_a_glob_matches_side_stages_when_it_matches_no_stage():
+    """derive --stage 'layer1.head1.Q_rot.*' prints RoPE's θ, angles, cos and sin; a
+    glob matching stages prints only those (as before); one matching nothing is the
+    unknown-stage message."""
+    from symformer.example.loader import packaged_examples
+
+    llama = str(packaged_examples()["llama_style"])
+    code, out = run_cli(["derive", llama, "--stage", "layer1.head1.Q_rot.*"])
+    shown = [line.split()[0] for line in out.splitlines() if line.startswith("layer1.")]
+    assert code == 0 and shown == [f"layer1.head1.Q_rot.{k}" for k in
+                                   ("theta", "angles", "cos", "sin")], out
+    code, out = run_cli(["derive", "--stage", "layer1.head1.*"])
+    assert code == 0 and ".terms." not in out and ".shifted" not in out
+    code, out = run_cli(["derive", "--stage", "layer9.*"])
+    assert code == 2 and "unknown stage" in out, out

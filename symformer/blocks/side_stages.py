@@ -119,7 +119,6 @@ def side_addresses(g: Derivation) -> Iterator[str]:
     ``derive --list --all``), stage by stage."""
     for s in list(g):
         op = s.op.name
-        yield from side_parts.part_addresses(g, s)
         for key, (ops, _) in _NEEDS.items():
             if op not in ops:
                 continue
@@ -127,6 +126,7 @@ def side_addresses(g: Derivation) -> Iterator[str]:
                 yield from (f"{s.name}.{key}.row{r}" for r in range(s.shape[0]))
             elif key != "theta" or s.op.angles is None:
                 yield f"{s.name}.{key}"
+        yield from side_parts.part_addresses(g, s)
         if op == "normalize":
             yield from (f"{s.name}.output_mean", f"{s.name}.output_variance")
         if op == "gradient" and len({c for c, _ in _terms(g, s)}) > 1:
