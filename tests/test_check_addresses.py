@@ -141,3 +141,15 @@ def test_inputs_from_a_claim_of_some_rows(tmp_path):
                       '[[claim]]\nstage = "layer1.head1.Q"\nentry = [1, 0]\nvalues = 1.59\n'
                       'inputs = { "input" = "inp" }\n')
     assert code == 2 and "Traceback" not in out, out
+
+
+def test_masked_entries_of_the_log_and_the_shift_are_minus_infinity(tmp_path):
+    """Causal row 0 of head 1: α_0 = 1 (log 1 = 0, and 0 − max = 0), every later key
+    masked (log 0 = −inf, −inf − max = −inf): "-inf" is claimable there, a number is not."""
+    code, doc = check(tmp_path, '[[claim]]\nname = "log"\nstage = "layer1.head1.weights.log"\n'
+                                'causal = true\nrows = [0]\n'
+                                'values = [[0, "-inf", "-inf", "-inf"]]\n\n'
+                                '[[claim]]\nname = "z"\nstage = "layer1.head1.weights.shifted"\n'
+                                'causal = true\nrows = [0]\nvalues = [[0, "-inf", "-inf", -99]]\n')
+    claims = by_name(doc)
+    assert code == 1 and claims["log"]["wrong"] == [] and claims["z"]["wrong"] == [[0, 3]], doc

@@ -194,12 +194,12 @@ def _shifted(g: Derivation, s: Stage, key: str) -> None:
     shifted = f"{s.name}.shifted"
     source = g[s.inputs[0]]
     if shifted not in g:
-        g.add(shifted, KIND, MaxShift(Notation(r"s - \max s", "s − max s",
-                                               f"{source.name} minus each row's maximum")),
+        g.add(shifted, KIND, MaxShift(Notation("z", "z", f"z = s − max s: {source.name} "
+                                                         f"minus each row's maximum")),
               (source.name,), s.rows, s.cols, **_where(s))
     if key == "shifted_exp":
         g.add(f"{s.name}.{key}", KIND, Exponentials(Notation(
-            r"e^{s - \max s}", "e^(s − max s)", f"Exponentials of {shifted}")), (shifted,),
+            "e^{z}", "e^z", f"Exponentials e^(s − max s) of {shifted}")), (shifted,),
             s.rows, s.cols, **_where(s))
     elif key == "shifted_exp_sum":
         g.add(f"{s.name}.{key}", KIND, ExpSums(Notation(

@@ -25,6 +25,10 @@ from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops.base import Operation, matrix
 
+#: The operations here whose masked entries (a -inf score) stay -inf: a claim may
+#: print "-inf" for them, as for masked scores.
+MINUS_INF_OPS = ("max_shift", "log_softmax")
+
 
 def row_terms(A, B, r):
     """T[k, j] = A[r, k] B[k, j]: the terms of row r of A B (column j sums to (A B)[r, j])."""

@@ -48,6 +48,7 @@ from symformer.example.expression import Constant
 from symformer.example.given_inputs import INPUT_KEYS
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_value
+from symformer.ops.side_parts import MINUS_INF_OPS
 from symformer.verify.equation_claims import has_equation_tags
 from symformer.verify.prose import prose_numbers
 
@@ -497,7 +498,8 @@ def validate(claims: list[Claim], g: Derivation,
                              + "".join(f" and {x}" for x in named))
         for i in range(len(c.values)):
             for j in range(len(cols)):
-                if c.number(i, j) is None and stage.kind != "scores":  # every number parses
+                if c.number(i, j) is None and stage.kind != "scores" \
+                        and stage.op.name not in MINUS_INF_OPS:  # every number parses
                     raise InputError(f"{c.where}: values[{i}][{j}] is {c.values[i][j]!r}, but "
                                      f"{c.stage} has finite entries (only masked attention "
                                      f"scores are -inf)")
