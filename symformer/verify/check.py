@@ -216,7 +216,8 @@ class Checker:
     def check_local(self, claim: Claim, by_name: dict[str, Claim]) -> ClaimCheck:
         """The step from the claimed inputs: as printed, and interval consistency."""
         g = self.derivation(claim.causal, stage=claim.stage)
-        printed = {s: replacement([by_name[n]], exact_entry) for s, n in claim.inputs.items()}
+        printed = {s: replacement([by_name[n]], exact_entry, g[s].shape)
+                   for s, n in claim.inputs.items()}
         as_printed = Chain(g, claim.stage, replaced=printed)
         _, bits = as_printed.values()
         verdicts_printed = self._decide(claim, lambda b: as_printed.evaluate(b)[claim.stage])
@@ -224,7 +225,7 @@ class Checker:
         def interval(source: Claim, i: int, j: int) -> Callable[[], object]:
             return lambda: ball(source.number(i, j), source.half_at(i, j))
 
-        boxes = Chain(g, claim.stage, replaced={s: replacement([by_name[n]], interval)
+        boxes = Chain(g, claim.stage, replaced={s: replacement([by_name[n]], interval, g[s].shape)
                                                 for s, n in claim.inputs.items()})
         enclosure = boxes.evaluate(PRECISIONS[0])[claim.stage]
         consistent = {}
@@ -351,8 +352,10 @@ class Checker:
 
         Tries the printed tables upstream of the claim (in the order printed; the
         longest prefix first: a later table may have been printed but not used), each
-        replacing its stage exactly as printed.  Without any, every upstream stage is
-        rounded to the claim's decimals.
+        replacing its stage exactly as printed (a table of some rows, or single
+        entries, replaces those entries); only the tables the stage is then recomputed
+        from are cited.  Without a whole table, every upstream stage rounded to the
+        claim's decimals is tried too (last).
         """
         g = self.derivation(claim.causal, stage=claim.stage)
         upstream = g.ancestors(claim.stage)
@@ -371,17 +374,18 @@ class Checker:
             for c in printed[:k]:
                 by_stage.setdefault(c.stage, []).append(c)
             chain = Chain(g, claim.stage, replaced={
-                s: replacement(cs, exact_entry) for s, cs in by_stage.items()})
+                s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()})
             cited = tuple(c.name for c in printed[:k] if c.stage in chain.feeding())
             if cited and cited not in seen:  # tables only upstream of others: not read
                 seen.add(cited)
                 candidates.append((chain, "the tables printed before it, as printed ("
                                    + ", ".join(dict.fromkeys(cited)) + ")"))
-        if not candidates:
+        if not any(c.whole and len(c.values) == g[c.stage].shape[0] for c in printed):
+            # no whole table printed before: a reader may have rounded every stage
             decimals = max(0, max(claim.decimals_at(i, j) for i, row in enumerate(claim.values)
                                   for j in range(len(row))))
-            candidates = [(Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
-                           f"every stage before it rounded to {decimals} decimals")]
+            candidates.append((Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
+                               f"every stage before it rounded to {decimals} decimals"))
         best: tuple[int, str] = (0, "")
         for chain, source in candidates:
             try:
@@ -422,14 +426,17 @@ def exact_entry(claim: Claim, i: int, j: int) -> object:
                                                                          n.denominator)
 
 
-def replacement(claims: list[Claim], entry: Callable[[Claim, int, int], object]) -> object:
+def replacement(claims: list[Claim], entry: Callable[[Claim, int, int], object],
+                shape: tuple[int, int]) -> object:
     """What the claims' numbers (all of one stage, later ones first in a clash) put in
     place of the stage, for a :class:`~symformer.verify.chain.Chain`: ``entry(claim, i,
     j)`` of each number (a value, or a callable giving one at the chain's precision).
-    A single whole claim gives a matrix (a callable building it when ``entry`` gives
-    callables); claims of some rows or entries give a
-    :class:`~symformer.verify.chain.Partial`, the other entries staying exact."""
-    if len(claims) == 1 and claims[0].whole:
+    A single claim of the whole ``shape`` gives a matrix (a callable building it when
+    ``entry`` gives callables); claims of some rows or entries (a single row printed
+    without ``rows`` is row 0) give a :class:`~symformer.verify.chain.Partial`, the other
+    entries staying exact."""
+    if len(claims) == 1 and claims[0].whole \
+            and (len(claims[0].values), len(claims[0].values[0])) == shape:
         c = claims[0]
         cells = [[entry(c, i, j) for j in range(len(row))] for i, row in enumerate(c.values)]
         if any(callable(e) for row in cells for e in row):
