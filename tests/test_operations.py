@@ -80,7 +80,15 @@ from symformer.ops.loss import (
 from symformer.ops.objective import Objective
 from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
-from symformer.ops.side_parts import Affine, Centred, LogSoftmax, MaxShift, RowDot, RowTerms
+from symformer.ops.side_parts import (
+    Affine,
+    Centred,
+    LogSoftmax,
+    MaxShift,
+    RowDot,
+    RowSum,
+    RowTerms,
+)
 from symformer.ops.side_terms import ADAM_PARTS, AdamPart, Exponentials, ExpSums, Squares
 from symformer.ops.side_terms import ConstantTable as GivenConstant
 from symformer.ops.sigmoid import Sigmoid
@@ -650,6 +658,11 @@ def _(draw):
 def _(draw):
     n, d = _shape(draw)
     return Case(RowDot(), [_matrix(draw, n, d), _matrix(draw, n, d)])
+
+
+@factory("row_sum")
+def _(draw):
+    return Case(RowSum(), [_matrix(draw, *_shape(draw))])
 
 
 @factory("log_softmax")

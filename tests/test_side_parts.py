@@ -92,6 +92,16 @@ def test_layer_norms_centred_values_and_variance_plus_eps(builtin):
           [[mpmath.fsum((v - m) ** 2 for v in r) / len(r) + eps] for r, m in zip(x, mu)], TOL)
 
 
+def test_the_sums_a_mean_and_a_variance_divide(builtin):
+    """Σ_j x_j and Σ_j (x_j − μ)² by mpmath from the residual sum's rows."""
+    x = mids(builtin["layer1.add_norm2.sum"])
+    mu = [mpmath.fsum(r) / len(r) for r in x]
+    close(mids(stage_of(builtin, "layer1.add_norm2.mean.total")), [[mpmath.fsum(r)] for r in x],
+          TOL)
+    close(mids(stage_of(builtin, "layer1.add_norm2.variance.total")),
+          [[mpmath.fsum((v - m) ** 2 for v in r)] for r, m in zip(x, mu)], TOL)
+
+
 def test_an_rms_norms_mean_square_plus_eps():
     from symformer.example.loader import packaged_examples
 

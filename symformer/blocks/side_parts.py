@@ -9,6 +9,8 @@ stage of the kind named, added by :func:`add_part` when named (nothing reads the
 * ``S.shifted``, ``S.shifted_exp``, ``S.shifted_exp_sum`` -- S a softmax: s − max s,
   e^{s − max s} and each row's sum of them (the numerically stable softmax);
 * ``S.log`` (log-probabilities, log p), ``S.complement`` (1 − p) -- S a softmax;
+* ``S.total`` -- S a row mean (Σ_j x_j), a variance (Σ_j (x_j − μ)²) or a mean square
+  (Σ_j x_j²): the sum it divides;
 * ``S.centred`` (x − μ), ``S.variance_eps`` (σ² + ε) -- S a LayerNorm;
   ``S.mean_square_eps`` (⟨x²⟩ + ε) -- S an RMSNorm;
 * ``S.divisors`` (base^(2i/d)), ``S.angles`` (pos / base^(2i/d)) -- S a sinusoidal
@@ -33,7 +35,15 @@ from symformer.errors import InputError
 from symformer.lazy import sympy
 from symformer.notation import CONSTANT_KIND
 from symformer.notation_types import Notation
-from symformer.ops.side_parts import Affine, Centred, LogSoftmax, MaxShift, RowDot, RowTerms
+from symformer.ops.side_parts import (
+    Affine,
+    Centred,
+    LogSoftmax,
+    MaxShift,
+    RowDot,
+    RowSum,
+    RowTerms,
+)
 from symformer.ops.side_terms import ConstantTable, Exponentials, ExpSums
 
 #: The kind of these side stages (as :data:`symformer.blocks.side_stages.KIND`).
@@ -41,7 +51,7 @@ KIND = "side"
 _TERMS = re.compile(r"(?P<stage>.+)\.terms\.row(?P<row>\d+)")
 _SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>shifted|shifted_exp|shifted_exp_sum|log|"
                      r"complement|centred|variance_eps|mean_square_eps|divisors|angles|cos|"
-                     r"sin|inv_scale)")
+                     r"sin|inv_scale|total)")
 _DOT = re.compile(r"grad\.(?P<stage>.+)\.dot")
 _STEP = re.compile(r"(?P<step>step[0-9]+)\.(?P<key>sgd_update|adam_m_kept|adam_m_added|"
                    r"adam_v_kept|adam_v_added)\.(?P<weight>.+)")
@@ -61,7 +71,9 @@ NEEDS = {"terms": (("projection", "weighted_sum"),
                     "stage"),
          "cos": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
          "sin": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
-         "inv_scale": (("scale_mask",), "a scaled-score stage (scores)")}
+         "inv_scale": (("scale_mask",), "a scaled-score stage (scores)"),
+         "total": (("mean", "variance", "mean_square"),
+                 "a row mean, a variance or a mean square")}
 
 
 def add_part(g: Derivation, name: str) -> bool:
@@ -94,6 +106,8 @@ def part_addresses(g: Derivation, s: Stage) -> Iterator[str]:
         yield from (f"{s.name}.cos", f"{s.name}.sin")
     if op == "scale_mask":
         yield f"{s.name}.inv_scale"
+    if op in NEEDS["total"][0]:
+        yield f"{s.name}.total"
     step = s.name.split(".", 1)
     if op == "sgd_step" and s.op.lr != 0:
         yield f"{step[0]}.sgd_update.{step[1]}"
@@ -168,6 +182,8 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
                                                            f"One minus each entry of {s.name}"))
         g.add(name, KIND, op, (s.inputs[0] if key == "log" else s.name,), s.rows, s.cols,
               **_where(s))
+    elif key == "total":
+        _sum(g, name, s)
     elif key in ("centred", "variance_eps", "mean_square_eps"):
         _norm_part(g, name, s, key)
     elif key in ("divisors", "angles"):
@@ -205,6 +221,21 @@ def _shifted(g: Derivation, s: Stage, key: str) -> None:
         g.add(f"{s.name}.{key}", KIND, ExpSums(Notation(
             r"\Sigma", "Σ", f"Sum of the exponentials of each row of {shifted}")), (shifted,),
             s.rows, ("Σ",), **_where(s))
+
+
+def _sum(g: Derivation, name: str, s: Stage) -> None:
+    """The sum a row mean divides by d: of its input (a mean), of the squares (a
+    variance's (x_j − μ)², a mean square's x_j²: ``S.squares`` added first)."""
+    if s.op.name == "mean":
+        source, what = s.inputs[0], "Σ_j x_j"
+    else:
+        from symformer.blocks.side_stages import add_side_stage
+
+        source = f"{s.name}.squares"
+        add_side_stage(g, source)
+        what = "Σ_j (x_j − μ)²" if s.op.name == "variance" else "Σ_j x_j²"
+    g.add(name, KIND, RowSum(Notation(r"\Sigma", "Σ", f"{what}, the sum inside {s.name}")),
+          (source,), s.rows, ("Σ",), **_where(s))
 
 
 def _norm_part(g: Derivation, name: str, s: Stage, key: str) -> None:

@@ -7,6 +7,7 @@
 * :class:`Centred` -- x_ij − μ_i, LayerNorm's centred values;
 * :class:`Affine` -- a x^p + c entry by entry: σ² + ε, lr·g, β₁ m, (1 − β₂) g², 1 − p;
 * :class:`RowDot` -- Σ_j a_ij b_ij: the softmax backward's Σ_j α_j g_j;
+* :class:`RowSum` -- Σ_j x_ij: the sums a mean or a variance divides by d;
 * :class:`LogSoftmax` -- log p_ij = s_ij − log Σ_m e^{s_im}, log-probabilities.
 """
 
@@ -53,6 +54,11 @@ def affine(x, a, c, p):
 def row_dot(A, B):
     """Σ_j A_ij B_ij, a column."""
     return np.sum(A * B, axis=1, keepdims=True)
+
+
+def row_sum(x):
+    """Σ_j x_ij, a column."""
+    return np.sum(x, axis=1, keepdims=True)
 
 
 def log_softmax(s):
@@ -225,6 +231,32 @@ class RowDot(Operation):
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return np.asarray(args[0], dtype=dtype), np.asarray(args[1], dtype=dtype)
+
+
+@dataclass(frozen=True)
+class RowSum(Operation):
+    """Σ_j x_ij of the one input: one number per row."""
+
+    notation: Notation | None = None
+
+    name = "row_sum"
+    reference_function = row_sum
+    default_notation = Notation(r"\Sigma", "Σ", "Each row's sum")
+    rational = True
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        return IndexEquation(("S[i, 0] = sum(x[i, m] for m in range(n))",),
+                             {"S": "out", "x": "in0"}, sizes={"n": ("x", 1)})
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        X = args[0]
+        return sympy.Matrix(X.rows, 1, lambda i, _: sympy.Add(*X.row(i)))
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        return [[sum(row, arb(0))] for row in args[0]]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return (np.asarray(args[0], dtype=dtype),)
 
 
 @dataclass(frozen=True)
