@@ -161,7 +161,7 @@ class Chain:
 
 #: At most this many input entries are taken symbolically to keep the exact entries of
 #: a step whose inputs are partly exact (:func:`apply`).
-MIXED_LIMIT = 4096
+MIXED_LIMIT = 1024
 
 
 def apply(op: Operation, args: list[Values]) -> Values:
