@@ -339,8 +339,8 @@ def _correction_stage(g: Derivation, name: str) -> bool:
     op, k = steps[0].op, match["k"]
     beta = op.beta1 if k == "1" else op.beta2
     b = "β₁" if k == "1" else "β₂"
-    _constant(g, name, steps[0], sympy.Matrix([[1 - beta ** op.t]]),
-              Notation(rf"1 - \beta_{k}^t", f"1 − {b}^t", f"Adam's bias correction 1 − {b}^t "
-                                                          f"at step {op.t}"),
-              (f"1 − {b}^t",), ("value",))
+    notation = Notation(rf"1 - \beta_{k}^t", f"1 − {b}^t",
+                        f"Adam's bias correction 1 − {b}^t at step {op.t}")
+    g.add(name, CONSTANT_KIND, ConstantTable(sympy.Matrix([[1 - beta ** op.t]]), notation), (),
+          (f"1 − {b}^t",), ("value",))  # the step's, not one weight's
     return True
