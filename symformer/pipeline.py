@@ -22,6 +22,7 @@ from it (tables, a trace, a document) is in :mod:`symformer.documents`,
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
@@ -266,6 +267,10 @@ def _stages(g: Derivation, request: Request) -> list:
         for name in request.stages or ():
             if not any(c in name for c in "*?[") and name not in g:
                 add_side_stage(g, name)
+            elif not any(fnmatch.fnmatchcase(s, name) for s in g.stages):  # side stages'
+                for address in list(side_addresses(g)):  # glob ('layer1.head1.Q_rot.*')
+                    if fnmatch.fnmatchcase(address, name):
+                        add_side_stage(g, address)
         if request.every_side_stage:
             for name in list(side_addresses(g)):
                 add_side_stage(g, name)

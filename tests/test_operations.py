@@ -80,6 +80,15 @@ from symformer.ops.loss import (
 from symformer.ops.objective import Objective
 from symformer.ops.pooling import Pool
 from symformer.ops.position_losses import PositionCrossEntropy, PositionSquaredErrors
+from symformer.ops.side_parts import (
+    Affine,
+    Centred,
+    LogSoftmax,
+    MaxShift,
+    RowDot,
+    RowSum,
+    RowTerms,
+)
 from symformer.ops.side_terms import ADAM_PARTS, AdamPart, Exponentials, ExpSums, Squares
 from symformer.ops.side_terms import ConstantTable as GivenConstant
 from symformer.ops.sigmoid import Sigmoid
@@ -616,6 +625,49 @@ def test_a_square_at_its_mean_or_at_zero_is_a_ball_at_zero_not_nan(capsys):
     from symformer.cli import main
     assert main(["derive", "llama_style", "--stage", "layer1.norm2.mean_square.squares"]) == 0
     assert "0 the  1.000  0.000" in capsys.readouterr().out
+
+
+@factory("row_terms")
+def _(draw):
+    n, d, m = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    row = draw(st.integers(0, n - 1))
+    if draw(st.booleans()):  # a projection's constant weights
+        return Case(RowTerms(row, _matrix(draw, d, m)), [_matrix(draw, n, d)])
+    return Case(RowTerms(row), [_matrix(draw, n, d), _matrix(draw, d, m)])
+
+
+@factory("max_shift")
+def _(draw):
+    return Case(MaxShift(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("centred")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(Centred(), [_matrix(draw, n, d), _matrix(draw, n, 1)])
+
+
+@factory("affine")
+def _(draw):
+    return Case(Affine(sympy.Rational(draw(st.integers(-9, 9)), 10),
+                       sympy.Rational(draw(st.integers(-9, 9)), 8), draw(st.sampled_from([1, 2]))),
+                [_matrix(draw, *_shape(draw))])
+
+
+@factory("row_dot")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(RowDot(), [_matrix(draw, n, d), _matrix(draw, n, d)])
+
+
+@factory("row_sum")
+def _(draw):
+    return Case(RowSum(), [_matrix(draw, *_shape(draw))])
+
+
+@factory("log_softmax")
+def _(draw):
+    return Case(LogSoftmax(), [_matrix(draw, *_shape(draw))])
 
 
 @factory("constant")

@@ -24,7 +24,11 @@ other stages, verdicts and labels stay as they were.  The addresses (docs/verify
   the notes print for a gradient with several paths);
 * ``stepT.adam_mhat.W``, ``stepT.adam_vhat.W``, ``stepT.adam_denominator.W`` (√v̂ + ε),
   ``stepT.adam_update.W`` (lr m̂ / (√v̂ + ε), the amount taken off),
-  ``stepT.adamw_decayed.W`` (W_(t-1)(1 - lr λ)) -- a training run's Adam step t.
+  ``stepT.adamw_decayed.W`` (W_(t-1)(1 - lr λ)) -- a training run's Adam step t;
+* the terms of projections and weighted sums, the max-subtracted softmax, log p and
+  1 − p, LayerNorm's x − μ and σ² + ε, the sinusoid's divisors and angles, RoPE's cos
+  and sin, 1/√d_k, SGD's lr·g, Adam's partial products and bias corrections, the
+  softmax backward's Σ α g: :mod:`symformer.blocks.side_parts`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import re
 from collections.abc import Iterator
 from weakref import WeakKeyDictionary
 
-from symformer.blocks import requested_stages
+from symformer.blocks import requested_stages, side_parts
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
 from symformer.notation import CONSTANT_KIND, position_label
@@ -85,8 +89,8 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     added = name == requested_stages.PER_POSITION and "loss" in g
     if added:
         requested_stages.add_per_position_loss(g, "loss", force=True)
-    for add in (_row_stage, _suffix_stage, _output_stage, _via_stage, _adam_stage,
-                _uniform_loss_stage, _parameter_stage):
+    for add in (side_parts.add_part, _row_stage, _suffix_stage, _output_stage, _via_stage,
+                _adam_stage, _uniform_loss_stage, _parameter_stage):
         if added:
             break
         added = add(g, name)
@@ -122,6 +126,7 @@ def side_addresses(g: Derivation) -> Iterator[str]:
                 yield from (f"{s.name}.{key}.row{r}" for r in range(s.shape[0]))
             elif key != "theta" or s.op.angles is None:
                 yield f"{s.name}.{key}"
+        yield from side_parts.part_addresses(g, s)
         if op == "normalize":
             yield from (f"{s.name}.output_mean", f"{s.name}.output_variance")
         if op == "gradient" and len({c for c, _ in _terms(g, s)}) > 1:
@@ -132,6 +137,7 @@ def side_addresses(g: Derivation) -> Iterator[str]:
                 yield f"{step}.{key}.{weight}"
             if s.op.decay:
                 yield f"{step}.adamw_decayed.{weight}"
+    yield from side_parts.correction_addresses(g)
     if "loss" in g and g["loss"].op.name in ("cross_entropy", "mse"):
         yield requested_stages.PER_POSITION
     if "loss" in g and g["loss"].op.name == "cross_entropy":

@@ -17,6 +17,7 @@ untouched by replacement or rounding come from the engine's certified balls.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
 
@@ -63,8 +64,28 @@ def _as_ball(e: Entry) -> arb | None:
     return ball(Fraction(int(e.p), int(e.q)))
 
 
+@dataclass(frozen=True)
+class Partial:
+    """Some entries of a stage replaced (an author printed some rows, or one entry):
+    ``entries`` maps (row, col) to a value (or a callable of no argument giving one at
+    the current precision); every other entry is the engine's exact value."""
+
+    entries: Mapping[tuple[int, int], object]
+
+    def merged(self, exact: Values) -> Values:
+        """The stage's entries with the given ones in place of ``exact``'s."""
+        out = [list(row) for row in exact]
+        for (i, j), v in self.entries.items():
+            out[i][j] = v() if callable(v) else v
+        return out
+
+
 class Chain:
-    """Re-evaluate ``target`` from ``replaced`` and ``rounded`` upstream stages of ``g``."""
+    """Re-evaluate ``target`` from ``replaced`` and ``rounded`` upstream stages of ``g``.
+
+    A replaced stage's value is a matrix of entries, a callable of no argument giving
+    one (at the precision evaluated), or a :class:`Partial` (some entries replaced).
+    """
 
     def __init__(self, g: Derivation, target: str, replaced: dict[str, object] | None = None,
                  rounded: dict[str, int] | None = None) -> None:
@@ -95,7 +116,8 @@ class Chain:
                     continue
                 if stage.name in self.replaced:
                     v = self.replaced[stage.name]
-                    v = v() if callable(v) else v
+                    v = v.merged(engine[stage.name]) if isinstance(v, Partial) \
+                        else v() if callable(v) else v
                 else:
                     v = apply(stage.op, [values.get(i, engine[i]) for i in stage.inputs])
                 if stage.name in self.rounded:
@@ -109,6 +131,24 @@ class Chain:
             values[self.target] = engine[self.target]
         return values
 
+    def feeding(self) -> set[str]:
+        """The replaced stages the target is recomputed from: those reached from it
+        through stages that are not replaced themselves (a replaced stage upstream of
+        another, and only through it, is never read)."""
+        found, seen = set(), set()
+        pending = [self.target]
+        while pending:
+            name = pending.pop()
+            for i in self.g[name].inputs:
+                if i in seen:
+                    continue
+                seen.add(i)
+                if i in self.replaced:
+                    found.add(i)
+                else:
+                    pending.append(i)
+        return found
+
     def values(self) -> tuple[Values, int]:
         """The target's entries and the precision they were computed at."""
         for bits in PRECISIONS:
@@ -119,14 +159,42 @@ class Chain:
                              f"within {PRECISIONS[-1]} bits")
 
 
+#: At most this many input entries are taken symbolically to keep the exact entries of
+#: a step whose inputs are partly exact (:func:`apply`).
+MIXED_LIMIT = 1024
+
+
 def apply(op: Operation, args: list[Values]) -> Values:
-    """``op`` on the given entries: exactly when it keeps rationals rational, else on balls."""
-    if op.rational and all(_is_rational(e) for a in args for r in a for e in r):
+    """``op`` on the given entries: exactly when it keeps rationals rational, else on
+    balls; when only some inputs are exact rationals (an author printed some rows),
+    the entries computed from those alone stay exact."""
+    exact = [_is_rational(e) for a in args for r in a for e in r]
+    if op.rational and all(exact):
         if args:  # a stage with no inputs is a constant: its balls are its value
             result = op.sympy([sympy.Matrix(a) for a in args])
             if all(e.is_Rational for e in result):
                 return result.tolist()
-    return op.arb([[[_as_ball(e) for e in row] for row in a] for a in args])
+    balls = op.arb([[[_as_ball(e) for e in row] for row in a] for a in args])
+    if op.rational and any(exact) and len(exact) <= MIXED_LIMIT:
+        found = _exact_entries(op, args)
+        if found is not None:
+            return [[e if e.is_Rational else b for e, b in zip(er, br)]
+                    for er, br in zip(found.tolist(), balls)]
+    return balls
+
+
+def _exact_entries(op: Operation, args: list[Values]) -> sympy.Matrix | None:
+    """``op`` with every entry that is not an exact rational taken as a symbol of its
+    own: the result's rational entries do not depend on them (None: the operation
+    cannot take symbols)."""
+    symbolic = [sympy.Matrix([[e if _is_rational(e) else sympy.Symbol(f"x{k}_{i}_{j}", real=True)
+                               for j, e in enumerate(row)] for i, row in enumerate(a)])
+                for k, a in enumerate(args)]
+    try:
+        result = op.sympy(symbolic)
+    except (TypeError, ValueError):  # a comparison a symbol cannot decide
+        return None
+    return result
 
 
 def round_values(values: Values, decimals: int) -> Values | None:

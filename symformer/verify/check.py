@@ -13,6 +13,7 @@ refuted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -33,6 +34,7 @@ from symformer.verify import conventions
 from symformer.verify.chain import (
     PRECISIONS,
     Chain,
+    Partial,
     Values,
     ball,
     decide,
@@ -43,6 +45,8 @@ from symformer.words import plural
 
 #: Extra decimals shown for "the exact value to more digits".
 MORE_DIGITS = 6
+#: A softmax's exponentials or their sums (``S.exp``, ``S.exp_sum``).
+_EXP = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum)")
 
 
 @dataclass
@@ -212,17 +216,17 @@ class Checker:
     def check_local(self, claim: Claim, by_name: dict[str, Claim]) -> ClaimCheck:
         """The step from the claimed inputs: as printed, and interval consistency."""
         g = self.derivation(claim.causal, stage=claim.stage)
-        printed = {s: exact_matrix(by_name[n]) for s, n in claim.inputs.items()}
+        printed = {s: replacement([by_name[n]], exact_entry, g[s].shape)
+                   for s, n in claim.inputs.items()}
         as_printed = Chain(g, claim.stage, replaced=printed)
         _, bits = as_printed.values()
         verdicts_printed = self._decide(claim, lambda b: as_printed.evaluate(b)[claim.stage])
 
-        def intervals(source: Claim) -> Callable[[], Values]:
-            return lambda: [[ball(source.number(i, j), source.half_at(i, j))
-                             for j in range(len(row))] for i, row in enumerate(source.values)]
+        def interval(source: Claim, i: int, j: int) -> Callable[[], object]:
+            return lambda: ball(source.number(i, j), source.half_at(i, j))
 
-        boxes = Chain(g, claim.stage,
-                      replaced={s: intervals(by_name[n]) for s, n in claim.inputs.items()})
+        boxes = Chain(g, claim.stage, replaced={s: replacement([by_name[n]], interval, g[s].shape)
+                                                for s, n in claim.inputs.items()})
         enclosure = boxes.evaluate(PRECISIONS[0])[claim.stage]
         consistent = {}
         for i, r in enumerate(claim.row_indices):
@@ -267,10 +271,57 @@ class Checker:
             if all(verdicts.values()):
                 found.append(f"every number is right under another convention: "
                              f"{convention.describe()}" + self._mask_note(claim, convention))
+        found += [why for why in (self.explain_max_shift(claim), self.explain_truncation(claim))
+                  if why]
         reader = self.explain_reader_rounding(claim, before)
         if reader:
             found.append(reader)
         return found
+
+    def explain_max_shift(self, claim: Claim) -> str | None:
+        """Are a softmax's claimed exponentials (``S.exp``) or their sums (``S.exp_sum``)
+        the max-subtracted ones, e^{s − max s}, as numerically stable code computes them?"""
+        match = _EXP.fullmatch(claim.stage)
+        g = self.derivation(claim.causal, stage=claim.stage)
+        if match is None or match["stage"] not in g or g[match["stage"]].op.name != "softmax":
+            return None
+        other = f"{match['stage']}.shifted_{match['key']}"
+        add_side_stage(g, other)
+        try:
+            verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[other], g)
+        except UndecidedError:
+            return None
+        if not all(verdicts.values()):
+            return None
+        return (f"every number is right under another convention: the max-subtracted "
+                f"softmax (each row's largest score subtracted first, e^(s - max s), as "
+                f"numerically stable code computes it; its address is {other})")
+
+    def explain_truncation(self, claim: Claim) -> str | None:
+        """Is every claimed number the exact value cut off after its last printed digit
+        (truncated toward zero, as int() or astype(int) does) rather than rounded?"""
+        g = self.derivation(claim.causal, stage=claim.stage)
+        targets = {}
+        for i, r in enumerate(claim.row_indices):
+            for j, c in enumerate(claim.col_indices):
+                value = claim.number(i, j)
+                if value is None or isinstance(value, Constant) or claim.half_at(i, j) == 0:
+                    return None
+                unit = 2 * claim.half_at(i, j)
+                # x in [c, c + u] for c > 0, [c - u, c] for c < 0, [-u, u] for c = 0
+                centre = value + unit / 2 if value > 0 else value - unit / 2 if value < 0 \
+                    else value
+                targets[i, j] = (r, c, centre, unit / 2 if value else unit)
+        try:
+            verdicts = decide(targets, lambda bits: g.evaluate(bits)[claim.stage], g,
+                              claim.stage, claim.where)
+        except UndecidedError:
+            return None
+        if not all(verdicts.values()):
+            return None
+        return ("every number is right under another convention: truncation (each exact "
+                "value cut off after its last printed digit, toward zero, as int() or "
+                "astype(int) does, not rounded)")
 
     def alternatives(self) -> tuple[conventions.Convention, ...]:
         """The conventions tried on a wrong claim: the other mask (-inf when the example
@@ -301,31 +352,40 @@ class Checker:
 
         Tries the printed tables upstream of the claim (in the order printed; the
         longest prefix first: a later table may have been printed but not used), each
-        replacing its stage exactly as printed.  Without any, every upstream stage is
-        rounded to the claim's decimals.
+        replacing its stage exactly as printed (a table of some rows, or single
+        entries, replaces those entries); only the tables the stage is then recomputed
+        from are cited.  Without a whole table, every upstream stage rounded to the
+        claim's decimals is tried too (last).
         """
         g = self.derivation(claim.causal, stage=claim.stage)
         upstream = g.ancestors(claim.stage)
-        printed: list[tuple[str, Claim]] = []
+        printed: list[Claim] = []  # whole tables, some of their rows, single entries
         for c in before:
-            if c.inputs or not c.whole or c.stage not in upstream \
-                    or len(c.values) != g[c.stage].shape[0]:  # only whole printed tables
+            if c.inputs or c.stage not in upstream:
                 continue
             if c.causal == claim.causal or not any(
                     g[s].kind == "scores" for s in g.ancestors(c.stage) | {c.stage}):
-                printed.append((c.stage, c))
+                printed.append(c)
         wrong = [(i, j) for (i, j), ok in self._decide(
             claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]
-        candidates = [(Chain(g, claim.stage, replaced={s: exact_matrix(c)
-                                                       for s, c in printed[:k]}),
-                       "the tables printed before it, as printed ("
-                       + ", ".join(c.name for _, c in printed[:k]) + ")")
-                      for k in range(len(printed), 0, -1)]
-        if not candidates:
+        candidates, seen = [], set()
+        for k in range(len(printed), 0, -1):
+            by_stage: dict[str, list[Claim]] = {}
+            for c in printed[:k]:
+                by_stage.setdefault(c.stage, []).append(c)
+            chain = Chain(g, claim.stage, replaced={
+                s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()})
+            cited = tuple(c.name for c in printed[:k] if c.stage in chain.feeding())
+            if cited and cited not in seen:  # tables only upstream of others: not read
+                seen.add(cited)
+                candidates.append((chain, "the tables printed before it, as printed ("
+                                   + ", ".join(dict.fromkeys(cited)) + ")"))
+        if not any(c.whole and len(c.values) == g[c.stage].shape[0] for c in printed):
+            # no whole table printed before: a reader may have rounded every stage
             decimals = max(0, max(claim.decimals_at(i, j) for i, row in enumerate(claim.values)
                                   for j in range(len(row))))
-            candidates = [(Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
-                           f"every stage before it rounded to {decimals} decimals")]
+            candidates.append((Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
+                               f"every stage before it rounded to {decimals} decimals"))
         best: tuple[int, str] = (0, "")
         for chain, source in candidates:
             try:
@@ -358,12 +418,32 @@ def meets(enclosure, claimed: Fraction | None, half: Fraction) -> bool:
     return not (enclosure < centre - h or enclosure > centre + h)
 
 
-def exact_matrix(claim: Claim) -> Values:
-    """A claim's printed numbers as exact rationals (an irrational one as its
-    :class:`~symformer.example.expression.Constant`, taken in balls)."""
-    return [[n if (n := claim.number(i, j)) is None or isinstance(n, Constant)
-             else sympy.Rational(n.numerator, n.denominator)
-             for j in range(len(row))] for i, row in enumerate(claim.values)]
+def exact_entry(claim: Claim, i: int, j: int) -> object:
+    """The claim's number values[i][j] exactly: a rational (an irrational one as its
+    :class:`~symformer.example.expression.Constant`, taken in balls; None: -inf)."""
+    n = claim.number(i, j)
+    return n if n is None or isinstance(n, Constant) else sympy.Rational(n.numerator,
+                                                                         n.denominator)
+
+
+def replacement(claims: list[Claim], entry: Callable[[Claim, int, int], object],
+                shape: tuple[int, int]) -> object:
+    """What the claims' numbers (all of one stage, later ones first in a clash) put in
+    place of the stage, for a :class:`~symformer.verify.chain.Chain`: ``entry(claim, i,
+    j)`` of each number (a value, or a callable giving one at the chain's precision).
+    A single claim of the whole ``shape`` gives a matrix (a callable building it when
+    ``entry`` gives callables); claims of some rows or entries (a single row printed
+    without ``rows`` is row 0) give a :class:`~symformer.verify.chain.Partial`, the other
+    entries staying exact."""
+    if len(claims) == 1 and claims[0].whole \
+            and (len(claims[0].values), len(claims[0].values[0])) == shape:
+        c = claims[0]
+        cells = [[entry(c, i, j) for j in range(len(row))] for i, row in enumerate(c.values)]
+        if any(callable(e) for row in cells for e in row):
+            return lambda: [[e() for e in row] for row in cells]
+        return cells
+    return Partial({(r, col): entry(c, i, j) for c in claims
+                    for i, r in enumerate(c.row_indices) for j, col in enumerate(c.col_indices)})
 
 
 def as_text(values: Values, decimals: int) -> list[list[str]]:

@@ -13,7 +13,8 @@ Claims TOML (rows are 0-based token positions, as ``symformer derive`` numbers t
     rows = [1, 3]                    # optional: the rows of the stage that values gives
     cols = [0, 2]                    # optional: the columns of the stage that values gives
     entry = [1, 2]                   # optional, instead of rows/cols: one entry;
-                                     # values = 0.262 or [[0.262]]
+                                     # values = 0.262 or [[0.262]] (a bare number
+                                     # without entry: a 1x1 stage, loss = 1.383)
                                      # a value may be an exact expression, "log(2)" or
                                      # "sqrt(2)/2" (the example files' grammar): right
                                      # only when it equals the exact value (proved)
@@ -47,6 +48,7 @@ from symformer.example.expression import Constant
 from symformer.example.given_inputs import INPUT_KEYS
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_value
+from symformer.ops.side_parts import MINUS_INF_OPS
 from symformer.verify.equation_claims import has_equation_tags
 from symformer.verify.prose import prose_numbers
 
@@ -360,6 +362,9 @@ def _addressed_values(t: dict, where: str
         if isinstance(values, (list, dict)):
             raise InputError(f"{where}: with entry, values must be one number (x or [[x]])")
         return [[values]], [entry[0]], [entry[1]]
+    if isinstance(values, (str, int, float)) and not isinstance(values, bool) \
+            and not any(k in t for k in ("rows", "cols")):
+        return [[values]], None, None  # a bare number: a 1x1 stage (validate checks)
     if not isinstance(values, list) or not values:
         raise InputError(f"{where}: values must be a non-empty list of rows")
     if not isinstance(values[0], list):
@@ -481,6 +486,10 @@ def validate(claims: list[Claim], g: Derivation,
             if any(not 0 <= k < size for k in indices) or len(set(indices)) != len(indices):
                 raise InputError(f"{c.where}: {word} {indices} must be distinct 0-based "
                                  f"{word} of {c.stage} (0 to {size - 1})")
+        if c.whole and (len(c.values), len(c.values[0])) == (1, 1) != (n, m):
+            raise InputError(f"{c.where}: values is one number, but {c.stage} is {n}x{m}: "
+                             f"a bare number claims a 1x1 stage; give entry = [row, col] "
+                             f"for one entry of a larger one")
         if len(c.values) != len(rows) or any(len(r) != len(cols) for r in c.values):
             got = f"{len(c.values)}x{len(c.values[0])}"
             named = [f"{word} names {len(k)}" for word, k in (("rows", c.rows), ("cols", c.cols))
@@ -489,7 +498,8 @@ def validate(claims: list[Claim], g: Derivation,
                              + "".join(f" and {x}" for x in named))
         for i in range(len(c.values)):
             for j in range(len(cols)):
-                if c.number(i, j) is None and stage.kind != "scores":  # every number parses
+                if c.number(i, j) is None and stage.kind != "scores" \
+                        and stage.op.name not in MINUS_INF_OPS:  # every number parses
                     raise InputError(f"{c.where}: values[{i}][{j}] is {c.values[i][j]!r}, but "
                                      f"{c.stage} has finite entries (only masked attention "
                                      f"scores are -inf)")
@@ -506,13 +516,16 @@ def validate(claims: list[Claim], g: Derivation,
                 raise InputError(f"{c.where}: inputs replaces {stage_name}, which does not "
                                  f"feed {c.stage}")
             given = by_name[source]
-            if not given.whole or owner[stage_name].shape != (len(given.values),
-                                                                     len(given.values[0])):
+            n, m = owner[stage_name].shape
+            if given.whole and (n, m) != (len(given.values), len(given.values[0])):
                 raise InputError(f"{c.where}: claim {source!r} gives "
                                  f"{len(given.values)}x{len(given.values[0])} values; as an "
-                                 f"input to {stage_name} it must give all of its "
-                                 f"{owner[stage_name].shape[0]}x"
-                                 f"{owner[stage_name].shape[1]}")
+                                 f"input to {stage_name} it must give all of its {n}x{m}, "
+                                 f"or say which rows, columns or entry (rows, cols, entry)")
+            if not given.whole and (given.stage != stage_name and (
+                    max(given.row_indices) >= n or max(given.col_indices) >= m)):
+                raise InputError(f"{c.where}: claim {source!r} gives entries outside "
+                                 f"{stage_name}, which is {n}x{m}")
     _no_cycle(claims, by_name)
 
 
