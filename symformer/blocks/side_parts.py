@@ -228,11 +228,8 @@ def _sum(g: Derivation, name: str, s: Stage) -> None:
     variance's (x_j − μ)², a mean square's x_j²: ``S.squares`` added first)."""
     if s.op.name == "mean":
         source, what = s.inputs[0], "Σ_j x_j"
-    else:
-        from symformer.blocks.side_stages import add_side_stage
-
+    else:  # S.squares: added first by symformer.blocks.side_stages.add_side_stage
         source = f"{s.name}.squares"
-        add_side_stage(g, source)
         what = "Σ_j (x_j − μ)²" if s.op.name == "variance" else "Σ_j x_j²"
     g.add(name, KIND, RowSum(Notation(r"\Sigma", "Σ", f"{what}, the sum inside {s.name}")),
           (source,), s.rows, ("Σ",), **_where(s))

@@ -89,6 +89,9 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     added = name == requested_stages.PER_POSITION and "loss" in g
     if added:
         requested_stages.add_per_position_loss(g, "loss", force=True)
+    total = name.removesuffix(".total")
+    if total != name and total in g and g[total].op.name != "mean":
+        add_side_stage(g, f"{total}.squares")  # the sum inside a variance reads them
     for add in (side_parts.add_part, _row_stage, _suffix_stage, _output_stage, _via_stage,
                 _adam_stage, _uniform_loss_stage, _parameter_stage):
         if added:

@@ -467,7 +467,7 @@ class Evaluator:
         consumer's (``∂L/∂a = ∂L/∂f W_2^T``)."""
         near = self.g[self.near]
         source = self.near.removeprefix("grad.")
-        if near.kind == "weight_gradient" and len(near.inputs) >= 2:
+        if near.op.of_weight and len(near.inputs) >= 2:
             candidates = [self.g[near.inputs[-2]]]
         else:
             own = [self.g[source]] if source in self.g.stages else []
