@@ -1,4 +1,5 @@
-"""What ``symformer generate`` prints: greedy decoding, one exact argmax per step.
+"""What ``symformer generate`` prints: one exact decision per step (greedy, or a rule's
+stages with their margins).
 
 Built from the prepared request and the steps :func:`symformer.blocks.generate` took:
 :func:`generate_text` is the table, :func:`generate_json` the ``--json`` document.
@@ -29,8 +30,8 @@ def as_json(title: str, steps: list[Step], decimals: int) -> dict:
         "steps": [
             {"tokens": list(s.tokens), "probabilities": s.probabilities(decimals),
              "next_token": s.choice.token, "tie": list(s.choice.tokens) if s.choice.is_tie
-             else None}
-            for s in steps
+             else None, **_decisions_json(n, s, decimals)}
+            for n, s in enumerate(steps, start=1)
         ],
         "generated": [s.choice.token for s in steps if not s.choice.is_tie],
     }
@@ -59,4 +60,24 @@ def format_steps(title: str, steps: list[Step], decimals: int) -> str:
     if final.choice.is_tie:
         out.append(f"stopped at step {len(steps)}: exact {final.choice} (proved equal "
                    f"logits; a tie is never broken)")
+    for n, s in enumerate(steps, start=1):
+        if s.decoding is not None:
+            out.append("")
+            names = ", ".join(f"step{n}.{name}" for name in s.decoding.stages)
+            out.append(f"step {n} decisions (stages {names}):")
+            out.extend("  " + line for note in s.decoding.notes for line in note.split("\n"))
+            out.append(f"  next token: {s.choice}")
     return "\n".join(out)
+
+
+def _decisions_json(n: int, step: Step, decimals: int) -> dict:
+    """A step's decision stages and notes (nothing for the plain argmax)."""
+    d = step.decoding
+    if d is None:
+        return {}
+    g = step.derivation
+    return {"decoding": {
+        "stages": {f"step{n}.{name}": g[name].values(decimals=decimals) for name in d.stages},
+        "notes": d.notes,
+        "uniform": None if d.uniform is None else f"{d.uniform.numerator}/{d.uniform.denominator}",
+    }}
