@@ -44,10 +44,10 @@ from symformer.example.decoding import Decoding
 from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops import (
-    ArgmaxIndicator,
     BanTokens,
     Cumulative,
     Draw,
+    GreedyChoice,
     Identity,
     Kept,
     MassAbove,
@@ -216,9 +216,7 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         cur = add("logits_T", Temperature(settings.temperature), (cur,))
     decider = _Decider(g, cur)
     if not (warping or settings.sampling):
-        final = add("choice", ArgmaxIndicator(TieProver(g, cur)), (cur,))
-        winners = tuple(sorted(g[final].op.prover.winners(0)))
-        return StepDecoding(final, winners, None, added, notes)
+        return _greedy(g, cur, V, add, added, notes)
     p = add("probabilities_T", Softmax(Notation(r"p^{(T)}", "p_T",
                                                 "Probabilities after the processors"), "V"),
             (cur,))
@@ -290,9 +288,7 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
     if mask is not None:
         mask = add("kept", Identity(Notation(r"\kappa", "κ", "Kept tokens")), (mask,))
     if not settings.sampling:
-        final = add("choice", ArgmaxIndicator(TieProver(g, cur)), (cur,))
-        winners = tuple(sorted(g[final].op.prover.winners(0)))
-        return StepDecoding(final, winners, None, added, notes)
+        return _greedy(g, cur, V, add, added, notes)
     dist = add("distribution", Renormalize(), (p, mask)) if mask is not None else p
     cumulative = add("cumulative", Cumulative(), (dist,))
     u = uniform(settings.seed, step)
@@ -303,6 +299,14 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
     final = add("draw", Draw(chosen, V), (cumulative, "uniform"))
     notes.append(_draw_note(vocab, settings.seed, step, u, chosen, at, shown, cumulative))
     return StepDecoding(final, (chosen,), u, added, notes)
+
+
+def _greedy(g: Derivation, scores: str, V: int, add, added: list[str], notes: list[str]
+            ) -> StepDecoding:
+    """The exact argmax of the processed scores (a tie: every tied column)."""
+    winners = tuple(sorted(TieProver(g, scores).winners(0)))
+    add("choice", GreedyChoice(winners, V), (scores,))
+    return StepDecoding("choice", winners, None, added, notes)
 
 
 def _ball(value) -> arb:
@@ -324,10 +328,6 @@ def _order(decider: _Decider, allowed: list[int]) -> dict[tuple[int, int], int]:
                 s = decider.compare(a, b)
                 order[a, b], order[b, a] = s, -s
     return order
-
-
-def _tied(order: dict, j: int, among) -> list[int]:
-    return [i for i in among if order[i, j] == 0]
 
 
 def _top_k_note(vocab, ranks, kept, k, order) -> str:

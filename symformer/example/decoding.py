@@ -59,10 +59,6 @@ class Decoding:
         """The token step ``step`` (1-based) must produce, if any."""
         return dict(self.forced).get(step)
 
-    def overridden(self, **given: Any) -> Decoding:
-        """These settings with every key of ``given`` that is not None replacing them."""
-        return replace(self, **{k: v for k, v in given.items() if v is not None})
-
 
 def parse_decoding(data: Any, here: Where) -> Decoding:
     """Validate a ``[decoding]`` table (one line naming the file and the key if wrong)."""

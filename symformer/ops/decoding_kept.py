@@ -22,9 +22,6 @@ from symformer.notation_types import Notation
 from symformer.ops.base import Operation
 from symformer.ops.decoding_common import decided_balls, decided_row
 
-#: The comparisons a filter makes of its margin with its threshold.
-RELATIONS = ("<", ">=")
-
 
 def kept_mask(m, t, below, before):
     """1 where the margin m passes (m < t when ``below``, else m >= t) and ``before`` is 1."""
