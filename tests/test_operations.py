@@ -37,6 +37,7 @@ from symformer.ops import (
     AdamStep,
     Add,
     ALiBi,
+    AppendRow,
     ArgmaxIndicator,
     BanTokens,
     Concat,
@@ -448,6 +449,12 @@ def _(draw):
 @factory("cumulative")
 def _(draw):
     return Case(Cumulative(), [_distribution(draw)])
+
+
+@factory("append_row")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(AppendRow(), [_matrix(draw, n, d), _matrix(draw, draw(st.integers(1, 3)), d)])
 
 
 @factory("greedy_choice")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from symformer.blocks.decoding import StepDecoding, add_decoding, needs_decoding
 from symformer.blocks.encoder import derive
+from symformer.blocks.kv_cache import add_kv_cache
 from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.graph import Derivation
 from symformer.errors import InputError
@@ -101,9 +102,10 @@ def _appended(example: Example, token: str) -> Example | None:
     return dataclasses.replace(example, tokens=example.tokens + (token,), segments=segments)
 
 
-def run_derivation(steps: list[Step]) -> Derivation:
+def run_derivation(steps: list[Step], kv_cache: bool = False) -> Derivation:
     """Every step's stages in one derivation, step t's named ``step{t}.<stage>``
-    (1-based: ``step2.kept`` is the second token's decision)."""
+    (1-based: ``step2.kept`` is the second token's decision); ``kv_cache``: with the
+    KV cache's stages (``step2.layer1.head1.K_cache``, :mod:`symformer.blocks.kv_cache`)."""
     first = steps[0].derivation
     run = Derivation(first.example, first.causal)
     for t, step in enumerate(steps, start=1):
@@ -113,16 +115,19 @@ def run_derivation(steps: list[Step]) -> Derivation:
             run.add(rename(s.name), s.kind, s.op.for_graph(run, rename),
                     [rename(i) for i in s.inputs], s.rows, s.cols, layer=s.layer,
                     head=s.head, side=s.side)
+    if kv_cache:
+        add_kv_cache(run, len(steps))
     return run
 
 
 def generation_run(example: Example, stage: str, max_work: int | None = None) -> Derivation:
-    """The run ``check`` judges a claim on ``stage`` (``step2.kept``) against: the
-    example's ``[decoding]`` rule for its ``steps`` (default: the claimed stage's step)."""
+    """The run ``check`` judges a claim on ``stage`` (``step2.kept``,
+    ``step2.layer1.head1.K_cache``) against: the example's ``[decoding]`` rule for its
+    ``steps`` (default: the claimed stage's step), with the KV cache's stages."""
     settings = example.decoding
     wanted = int(stage.split(".")[0].removeprefix("step") or 0)
     steps = generate(example, settings.steps or wanted, max_work=max_work)
     if len(steps) < wanted:
         raise InputError(f"{stage}: generation stopped after {len(steps)} step"
                          f"{'' if len(steps) == 1 else 's'} (an end token or a tie)")
-    return run_derivation(steps)
+    return run_derivation(steps, kv_cache=True)

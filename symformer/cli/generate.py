@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from symformer.blocks import generate
+from symformer.blocks.generate import run_derivation
+from symformer.blocks.kv_cache import cached_heads, prove_cache
 from symformer.cli._common import (
     MAX_STEPS,
     add_convention_arguments,
@@ -19,6 +21,7 @@ from symformer.cli._common import (
 )
 from symformer.display import Progress
 from symformer.documents import generate_json, generate_text
+from symformer.documents.generate import RunExtras
 from symformer.errors import InputError
 from symformer.example import load_example
 from symformer.example.decoding import merged
@@ -37,6 +40,7 @@ examples:
   symformer generate my_example.toml --steps 3 --json
   symformer generate --top-p 0.9 --temperature 0.5 --seed 7     # nucleus sampling, exact
   symformer generate --min-new-tokens 2 --ban '<s>'              # no </s> before step 3
+  symformer generate gpt2_style --kv-cache --stage 'step*.layer1.head1.K_cache'
 
 Each step re-derives the decoder with the target tokens so far and appends the
 token whose logit at the last position is largest, decided exactly: balls that
@@ -96,6 +100,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="step STEP (1-based) produces TOKEN (repeatable)")
     rule.add_argument("--seed", type=int, metavar="N",
                       help="sample: draw u = k/2^53 from random.Random(N) at each step")
+    p.add_argument("--kv-cache", action="store_true",
+                   help="derive the run as prefill then decode steps with a KV cache "
+                        "(stepT.<head>.K_cache, V_cache, q_new, ..., output_new) and prove "
+                        "cached = uncached exactly")
+    p.add_argument("--stage", action="append", metavar="PATTERN",
+                   help="also print these stages of the run (repeatable; globs): "
+                        "'step2.kept', 'step*.decoder.layer1.self.head1.K_cache'")
     p.add_argument("--json", action="store_true", help="print the steps as one JSON object")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (shown only on a terminal anyway)")
@@ -112,11 +123,15 @@ def run(args: argparse.Namespace) -> int:
         steps = generate(example, args.steps, max_work=args.max_work,
                          on_step=lambda step: bar.update(f"next token {step.choice}"),
                          decoding=settings, decimals=args.decimals)
+    run = run_derivation(steps, kv_cache=args.kv_cache) if args.kv_cache or args.stage \
+        else None
+    extra = RunExtras(run, prove_cache(run, len(steps), cached_heads(run))
+                      if args.kv_cache else None, run.select(args.stage) if args.stage else [])
     if args.json:
-        print(json.dumps(generate_json(p, steps, args.decimals), indent=1,
+        print(json.dumps(generate_json(p, steps, args.decimals, extra), indent=1,
                          ensure_ascii=False))
     else:
-        print(generate_text(p, steps, args.decimals))
+        print(generate_text(p, steps, args.decimals, extra))
     return 0
 
 

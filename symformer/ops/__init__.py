@@ -16,6 +16,7 @@ from symformer.ops.binary_cross_entropy import (
 )
 from symformer.ops.concat import Concat
 from symformer.ops.decoding_ban import BanTokens
+from symformer.ops.decoding_cache import AppendRow
 from symformer.ops.decoding_draw import Cumulative, Draw
 from symformer.ops.decoding_greedy import GreedyChoice
 from symformer.ops.decoding_kept import Kept
@@ -66,9 +67,9 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "ALiBi", "AdamMoment", "BanTokens", "Cumulative", "Draw", "GreedyChoice", "Kept", "MassAbove",
-    "NucleusMass", "RankAbove", "RatioToTop", "Renormalize", "RepetitionPenalty",
-    "Temperature", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
+    "ALiBi", "AdamMoment", "AppendRow", "BanTokens", "Cumulative", "Draw", "GreedyChoice",
+    "Kept", "MassAbove", "NucleusMass", "RankAbove", "RatioToTop", "Renormalize",
+    "RepetitionPenalty", "Temperature", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
     "BinaryCrossEntropy", "Concat",
     "ConstantTable", "CrossEntropy", "ExpSums", "Exponentials", "Squares",
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",
