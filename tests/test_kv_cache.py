@@ -20,7 +20,8 @@ from symformer.blocks.kv_cache import _cache_step, cached_heads, prove_cache
 from symformer.cli import main
 
 
-@pytest.mark.parametrize("name", ["encoder_decoder", "gpt2_style", "llama_style"])
+@pytest.mark.parametrize("name", ["encoder_decoder", "gpt2_style", "llama_style",
+                                  "decoding_lesson", "decoder_only_block"])
 def test_cached_equals_uncached_is_proved_for_every_shipped_decoder(name):
     steps = generate(load_example(name), 2)
     run = run_derivation(steps, kv_cache=True)

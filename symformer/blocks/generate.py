@@ -19,7 +19,7 @@ from symformer.blocks.kv_cache import add_kv_cache
 from symformer.engine.argmax import NextToken, next_token
 from symformer.engine.graph import Derivation
 from symformer.errors import InputError
-from symformer.example.decoder import END_TOKEN
+from symformer.example.decoder import END_TOKENS
 from symformer.example.decoding import Decoding, check_tokens
 from symformer.example.schema import Example
 
@@ -46,7 +46,8 @@ def generate(example: Example, steps: int, max_work: int | None = None,
 
     ``decoding`` (default: the example's ``[decoding]``) is the rule; without one, or
     with only defaults, the exact argmax of the logits (greedy).  Stops early after
-    the end token ``</s>`` or a ``stop`` token (when the vocabulary has it) and at a
+    an end token (``</s>``, ``<eos>``, ``<EOS>``, ``<|endoftext|>``, ``[EOS]``) or a
+    ``stop`` token and at a
     tie, which is reported, never broken.  ``on_step`` sees each step as it is done;
     ``decimals``: the margins' digits in the decisions' notes.
     A decoder-only language model (``[lm_head]``) is causal and appends to its own
@@ -64,7 +65,7 @@ def generate(example: Example, steps: int, max_work: int | None = None,
                          f"generate (derive its logits instead)")
     settings = decoding if decoding is not None else example.decoding
     vocab = example.vocab if language_model else example.decoder.vocab
-    ends = (END_TOKEN, *(settings.stop if settings is not None else ()))
+    ends = (*END_TOKENS, *(settings.stop if settings is not None else ()))
     if settings is not None:
         check_tokens(settings, vocab, f"{example.source}: decoding")
     done: list[Step] = []

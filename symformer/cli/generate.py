@@ -4,6 +4,7 @@ shown as a table and, with a rule, each step's decisions with their margins."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -100,6 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="step STEP (1-based) produces TOKEN (repeatable)")
     rule.add_argument("--seed", type=int, metavar="N",
                       help="sample: draw u = k/2^53 from random.Random(N) at each step")
+    rule.add_argument("--greedy", action="store_true",
+                      help="the exact argmax even if the [decoding] table gives a seed")
     p.add_argument("--kv-cache", action="store_true",
                    help="derive the run as prefill then decode steps with a KV cache "
                         "(stepT.<head>.K_cache, V_cache, q_new, ..., output_new) and prove "
@@ -119,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     p = prepare(given, request(args, "generate", derive=False, work={"steps": args.steps}))
     example = p.example
     settings = merged(example.decoding, _rule(args), "generate")
+    if args.greedy and settings is not None:
+        settings = dataclasses.replace(settings, seed=None)
     with Progress("symformer generate", total=args.steps, quiet=args.quiet) as bar:
         steps = generate(example, args.steps, max_work=args.max_work,
                          on_step=lambda step: bar.update(f"next token {step.choice}"),
