@@ -21,6 +21,7 @@ from it (tables, a trace, a document) is in :mod:`symformer.documents`,
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -228,8 +229,13 @@ def _stages(g: Derivation, request: Request) -> list:
         from symformer.blocks.side_stages import add_side_stage, side_addresses
 
         for name in request.stages or ():
-            if not any(c in name for c in "*?[") and name not in g:
-                add_side_stage(g, name)
+            if not any(c in name for c in "*?["):
+                if name not in g:
+                    add_side_stage(g, name)
+            elif not any(fnmatch.fnmatchcase(s, name) for s in g.stages):
+                # a glob over side stages only ('layer1.head1.Q_rot.*'): those --list --all lists
+                for address in [a for a in side_addresses(g) if fnmatch.fnmatchcase(a, name)]:
+                    add_side_stage(g, address)
         if request.every_side_stage:
             for name in list(side_addresses(g)):
                 add_side_stage(g, name)

@@ -252,7 +252,7 @@ values = [[1, 1, 0, 1, 0]]
 [[claim]]
 stage = "step2.nucleus_mass"
 decimals = 3
-values = [[0.972]]
+values = 0.972        # a bare number claims a 1 x 1 stage
 """)
     assert main(["check", str(path)]) == 0
     out = capsys.readouterr().out

@@ -360,6 +360,8 @@ def _addressed_values(t: dict, where: str
         if isinstance(values, (list, dict)):
             raise InputError(f"{where}: with entry, values must be one number (x or [[x]])")
         return [[values]], [entry[0]], [entry[1]]
+    if not isinstance(values, (list, dict, bool)):
+        values = [[values]]  # a bare number: a 1 x 1 stage (a loss, a nucleus mass)
     if not isinstance(values, list) or not values:
         raise InputError(f"{where}: values must be a non-empty list of rows")
     if not isinstance(values[0], list):
