@@ -176,7 +176,7 @@ def _hf(logits, warper):
     return [j for j in range(len(logits)) if out[0, j] != float("-inf")], out
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(logits=st.lists(st.fractions(-3, 3, max_denominator=4), min_size=3, max_size=5,
                        unique=True),
        k=st.integers(1, 4), p=st.sampled_from(["1/3", "1/2", "9/10"]),
@@ -184,11 +184,18 @@ def _hf(logits, warper):
 def test_hugging_face_warpers_agree_without_ties(logits, k, p, m):
     hf = pytest.importorskip("transformers.generation.logits_process")
     vocab = VOCAB[:len(logits)]
+    combined = hf.LogitsProcessorList([  # Hugging Face's order, as generate() builds it
+        hf.TemperatureLogitsWarper(0.5), hf.TopKLogitsWarper(top_k=k),
+        hf.TopPLogitsWarper(top_p=float(Fraction(p))),
+        hf.MinPLogitsWarper(min_p=float(Fraction(m)))])
     for rule, warper in ((Decoding(top_k=k), hf.TopKLogitsWarper(top_k=k)),
                          (Decoding(top_p=sympy.Rational(p)),
                           hf.TopPLogitsWarper(top_p=float(Fraction(p)))),
                          (Decoding(min_p=sympy.Rational(m)),
-                          hf.MinPLogitsWarper(min_p=float(Fraction(m))))):
+                          hf.MinPLogitsWarper(min_p=float(Fraction(m)))),
+                         (Decoding(temperature=sympy.Rational(1, 2), top_k=k,
+                                   top_p=sympy.Rational(p), min_p=sympy.Rational(m)),
+                          combined)):
         g, d = decide_logits(logits, vocab, rule)
         kept = _kept(g, d, len(vocab))
         margins = g.stages.get("top_p.mass_above")
