@@ -37,7 +37,7 @@ from flint import arb
 from symformer.arbcontext import precision
 from symformer.engine.argmax import TieProver
 from symformer.engine.graph import Derivation
-from symformer.engine.rounding import ball_bounds, round_fraction
+from symformer.engine.rounding import ball_bounds, certified_rounding, round_fraction
 from symformer.engine.zero import is_zero
 from symformer.errors import ClosedFormTooLarge, InputError, UndecidedError
 from symformer.example.decoding import Decoding
@@ -241,7 +241,8 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         rank = add("top_k.rank", RankAbove(tuple(ranks)), (cur,))
         now = {j for j in kept if ranks[j] < k}
         mask = filtered("top_k", now, rank, k, "<", ())
-        notes.append(_top_k_note(vocab, ranks, now, k, order))
+        notes.append(_top_k_note(vocab, ranks, now, k, order,
+                                 lambda a, b: _certified(g, cur, a, b, decimals)))
         kept = now
     q = p
     if settings.top_p is not None:
@@ -309,6 +310,14 @@ def _greedy(g: Derivation, scores: str, V: int, add, added: list[str], notes: li
     return StepDecoding("choice", winners, None, added, notes)
 
 
+def _certified(g: Derivation, scores: str, a: int, b: int, decimals: int) -> str:
+    """z_a - z_b of a scores row, correctly rounded (certified)."""
+    rounded = certified_rounding(
+        lambda prec: g.evaluate(prec)[scores][0][a] - g.evaluate(prec)[scores][0][b],
+        f"{scores}[{a}] - {scores}[{b}]", decimals=decimals)
+    return rounded.fixed()
+
+
 def _ball(value) -> arb:
     value = sympy.S(value)
     return arb(int(value.p)) / int(value.q)
@@ -330,7 +339,7 @@ def _order(decider: _Decider, allowed: list[int]) -> dict[tuple[int, int], int]:
     return order
 
 
-def _top_k_note(vocab, ranks, kept, k, order) -> str:
+def _top_k_note(vocab, ranks, kept, k, order, gap: Callable[[int, int], str]) -> str:
     text = (f"top-k k = {k}: kept {_names(vocab, kept)} (rank = tokens with a larger "
             f"score < {k})")
     boundary = [j for j in kept if ranks[j] == max(ranks[i] for i in kept)]
@@ -338,6 +347,11 @@ def _top_k_note(vocab, ranks, kept, k, order) -> str:
         text += (f"; tie at the k-th place: {_names(vocab, boundary)} have proved equal "
                  f"scores, all kept (every score >= the k-th largest: Hugging Face's "
                  f"TopKLogitsWarper)")
+    dropped = [j for j in range(len(vocab)) if j not in kept and ranks[j] < len(vocab)]
+    if dropped:
+        first = min(dropped, key=lambda j: (ranks[j], j))
+        text += (f"\n  margin: the last kept {vocab[boundary[0]]!r} scores "
+                 f"{gap(boundary[0], first)} above the first dropped {vocab[first]!r}")
     return text
 
 
