@@ -278,3 +278,26 @@ def test_a_bad_decoding_table_is_one_line_and_exit_2(tmp_path, capsys):
     assert "decoding: top_p must be in (0, 1]" in err and "\n" not in err
     assert main(["generate", "--ban", "zzz"]) == 2
     assert "banned: 'zzz' is not in the vocabulary" in capsys.readouterr().err
+
+
+def test_a_claims_files_decoding_table_is_the_run_its_claims_mean(tmp_path, capsys):
+    from symformer.cli.generate import DEFAULT_EXAMPLE
+    claims = tmp_path / "claims.toml"
+    claims.write_text("""
+[decoding]
+top_p = 0.9
+min_new_tokens = 2
+seed = 3
+
+[[claim]]
+stage = "step2.kept"
+values = [[1, 1, 0, 1, 0]]
+
+[[claim]]
+stage = "step2.decoder.layer1.self.head1.K_cache"
+decimals = 12
+rows = [0]
+values = [[0.5, 0.5]]
+""")
+    assert main(["check", str(claims), "--example", str(DEFAULT_EXAMPLE)]) == 0
+    assert "7 of 7 numbers correct" in capsys.readouterr().out
