@@ -66,11 +66,12 @@ and the rule that decides it named.
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``generate`` sub-command."""
     p = sub.add_parser("generate", help="append the exact next token step by step",
-                       description="Greedy generation with the example's decoder: print the "
-                                   "next-token probabilities of every step and the exact "
-                                   "argmax. Without EXAMPLE.toml, the packaged encoder-decoder "
-                                   "example (symformer/examples/encoder_decoder.toml) is "
-                                   "used.",
+                       description="Generation with the example's decoder or language "
+                                   "model: print the next-token probabilities of every step "
+                                   "and the exact argmax, or the token a decoding rule "
+                                   "chooses, every decision exact. Without EXAMPLE.toml, the "
+                                   "packaged encoder-decoder example "
+                                   "(symformer/examples/encoder_decoder.toml) is used.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_example_argument(p, default="the packaged encoder_decoder example")
     p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=3, metavar="N",
