@@ -111,19 +111,34 @@ def test_random_rules_match_the_published_definitions(logits, rule):
         assert _kept(g, d, len(vocab)) == kept
 
 
+@settings(max_examples=20, deadline=None)
+@given(logits=st.lists(st.sampled_from([Fraction(0), Fraction(1), Fraction(-1, 2)]),
+                       min_size=3, max_size=5),
+       rule=rules.filter(lambda r: r.seed is not None))
+def test_ties_follow_the_stated_rules(logits, rule):
+    """Equal logits (proved ties): top-k keeps every score tied with the k-th, top-p
+    breaks a tie at its boundary by vocabulary order, the draw is the inverse CDF."""
+    vocab = VOCAB[:len(logits)]
+    g, d = decide_logits(logits, vocab, rule)
+    kept, chosen = reference(logits, rule)
+    assert d.chosen == (chosen,)
+    if rule.top_k or rule.top_p or rule.min_p:
+        assert _kept(g, d, len(vocab)) == kept
+
+
 def test_top_p_exactly_at_the_boundary_is_proved_and_the_crossing_token_kept():
     # probabilities 1/2, 1/4, 1/4: with p = 1/2 the first token alone reaches p
     g, d = decide_logits([sympy.log(2), 0, 0], VOCAB[:3], Decoding(top_p=sympy.Rational(1, 2)))
     assert _kept(g, d, 3) == [0]
     assert g["nucleus_mass"].values(decimals=6) == [["0.500000"]]
     assert "m = p exactly (proved)" in "\n".join(d.notes)
-    # just above: 'b' crosses and is included, with the tied 'c' (kept together)
+    # just above: 'b' crosses and is included; the tied 'c' is not (vocabulary order)
     g, d = decide_logits([sympy.log(2), 0, 0], VOCAB[:3],
                          Decoding(top_p=sympy.Rational(1, 2) + sympy.Rational(1, 10**30)))
-    assert _kept(g, d, 3) == [0, 1, 2]
-    assert "tie at the boundary" in "\n".join(d.notes)
-    # the margin: 'b' stays in the nucleus unless p drops to 0.5 or below
-    assert g["top_p.mass_above"].values(decimals=4) == [["0.0000", "0.5000", "0.5000"]]
+    assert _kept(g, d, 3) == [0, 1]
+    assert "tie at the boundary: 'b' and 'c'" in "\n".join(d.notes)
+    # the margins: 'b' stays unless p drops to 0.5 or below; 'c' enters above 0.75
+    assert g["top_p.mass_above"].values(decimals=4) == [["0.0000", "0.5000", "0.7500"]]
 
 
 def test_top_k_keeps_every_token_tied_with_the_kth():
@@ -218,15 +233,17 @@ def test_hugging_face_repetition_penalty_and_temperature_agree():
     assert [float(v) for v in g["logits_T"].values(decimals=6)[0]] == out[0].tolist()
 
 
-def test_the_named_disagreement_hugging_face_top_p_splits_a_tie_at_the_boundary():
-    """Probabilities 1/2, 1/4, 1/4 and p = 3/4: the nucleus must hold one of the tied
-    1/4s; HF's sort keeps exactly one (which one depends on its sort), symformer keeps
-    both (a set of probabilities, not of positions) and says so."""
+def test_the_named_disagreement_hugging_face_top_p_breaks_a_tie_the_other_way():
+    """Probabilities 1/2, 1/4, 1/4 and p = 3/4: the smallest set holds one of the tied
+    1/4s.  By the definition (sorted most probable first, a stable sort) it is the
+    earlier, 'b', and symformer says the tie was broken; Hugging Face's ascending sort
+    removes from the least probable end and keeps the later, 'c'."""
     hf = pytest.importorskip("transformers.generation.logits_process")
     logits = [float(mpmath.log(2)), 0.0, 0.0]
     hf_kept, _ = _hf(logits, hf.TopPLogitsWarper(top_p=0.75))
     g, d = decide_logits([sympy.log(2), 0, 0], VOCAB[:3], Decoding(top_p=sympy.Rational(3, 4)))
-    assert len(hf_kept) == 2 and _kept(g, d, 3) == [0, 1, 2]
+    assert _kept(g, d, 3) == [0, 1] and hf_kept == [0, 2]
+    assert "broken by vocabulary order" in "\n".join(d.notes)
 
 
 # -- generate and check -----------------------------------------------------------------

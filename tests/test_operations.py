@@ -421,7 +421,8 @@ def _(draw):
 @factory("mass_above")
 def _(draw):
     p = _distribution(draw)
-    return Case(MassAbove(tuple(tuple(i for i in range(p.cols) if p[0, i] > p[0, j])
+    return Case(MassAbove(tuple(tuple(i for i in range(p.cols) if p[0, i] > p[0, j]
+                                      or p[0, i] == p[0, j] and i < j)
                                 for j in range(p.cols))), [p])
 
 

@@ -248,8 +248,10 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
     if settings.top_p is not None:
         if mask is not None:
             q = renormalized("top_k")
-        above = tuple(tuple(i for i in kept if order[i, j] > 0) if j in kept
-                      else tuple(sorted(kept)) for j in range(V))  # dropped: p_j = 0
+        # the tokens before j: more probable, or equally probable and earlier in the
+        # vocabulary (ties broken by vocabulary order); a dropped token: all of them
+        above = tuple(tuple(i for i in kept if order[i, j] > 0 or order[i, j] == 0 and i < j)
+                      if j in kept else tuple(sorted(kept)) for j in range(V))
         mass = add("top_p.mass_above", MassAbove(above), (q,))
         top_p = settings.top_p
         now, exact = set(), []
@@ -358,10 +360,10 @@ def _top_k_note(vocab, ranks, kept, k, order, gap: Callable[[int, int], str]) ->
 def _top_p_note(vocab, before, kept, exact, top_p, order, shown, mass, nucleus) -> str:
     lines = [f"top-p p = {top_p}: nucleus {_names(vocab, kept)}, mass {nucleus} (the "
              f"smallest set of most probable tokens whose mass reaches p, the crossing "
-             f"token included: kept when the mass m of the more probable tokens is < p)"]
+             f"token included: kept when the mass m of the tokens before it is < p)"]
     for j in sorted(before, key=lambda j: (-len([i for i in before if order[j, i] > 0]), j)):
         m = shown(mass, j)
-        if not any(order[i, j] > 0 for i in before):
+        if not any(order[i, j] > 0 or order[i, j] == 0 and i < j for i in before):
             lines.append(f"  {vocab[j]!r} is the most probable: in the nucleus for every p > 0")
         elif j in kept:
             lines.append(f"  {vocab[j]!r} stays in the nucleus unless p drops to m = {m} "
@@ -371,11 +373,13 @@ def _top_p_note(vocab, before, kept, exact, top_p, order, shown, mass, nucleus) 
                          f"already reach p, so it is dropped (the boundary rule: m < p)")
         else:
             lines.append(f"  {vocab[j]!r} is dropped unless p rises above m = {m}")
-    lowest = [j for j in kept if not any(order[j, i] > 0 for i in kept)]
-    if len(lowest) > 1:
-        lines.append(f"  tie at the boundary: {_names(vocab, lowest)} have proved equal "
-                     f"probabilities and are kept together (Hugging Face keeps whichever "
-                     f"its sort puts last)")
+    split = [(j, i) for j in kept for i in before if i not in kept and order[i, j] == 0]
+    if split:
+        j, i = split[0]
+        lines.append(f"  tie at the boundary: {vocab[j]!r} and {vocab[i]!r} have proved "
+                     f"equal probabilities; broken by vocabulary order (a stable sort, most "
+                     f"probable first): {vocab[j]!r} is kept, {vocab[i]!r} dropped. Hugging "
+                     f"Face's TopPLogitsWarper keeps the later token of a tie instead")
     return "\n".join(lines)
 
 

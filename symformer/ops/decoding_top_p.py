@@ -1,13 +1,13 @@
 """Top-p (nucleus sampling, Holtzman et al. 2020): the margin of each token is the
-mass of the tokens strictly more probable than it,
+mass of the tokens before it in the order most probable first (ties: the earlier in
+the vocabulary first, a stable sort),
 
-    m_j = sum of p_i over the tokens with p_i > p_j,
+    m_j = sum of p_i over the tokens with p_i > p_j, or p_i = p_j and i < j,
 
 and token j is in the nucleus exactly when m_j < p: the smallest set of most probable
 tokens whose mass reaches p, the token that crosses p included (Hugging Face's
 ``TopPLogitsWarper``: it removes a token when the ascending cumulative sum up to it is
-<= 1 - p).  Tokens of equal probability are kept or dropped together (the nucleus is a
-set of probabilities; Hugging Face keeps whichever of them its sort puts last).
+<= 1 - p; of tied tokens at the boundary it keeps the later instead).
 ``nucleus_mass`` is the kept tokens' mass.
 """
 
@@ -27,9 +27,11 @@ from symformer.ops.base import Operation
 
 
 def mass_above(p):
-    """For each column j: the sum of the p_i > p_j."""
+    """For each column j: the sum of the p_i before it (p_i > p_j, or p_i = p_j, i < j)."""
     row = p[0]
-    return np.array([[np.sum(row[row > x]) for x in row]])
+    index = np.arange(row.size)
+    return np.array([[np.sum(row[(row > x) | ((row == x) & (index < j))])
+                      for j, x in enumerate(row)]])
 
 
 def nucleus_mass(p, k):
@@ -39,7 +41,7 @@ def nucleus_mass(p, k):
 
 @dataclass(frozen=True, eq=False)
 class MassAbove(Operation):
-    """m_j = sum over ``above[j]`` (the tokens decided strictly more probable) of p_i."""
+    """m_j = sum over ``above[j]`` (the tokens decided to come before j) of p_i."""
 
     above: tuple[tuple[int, ...], ...]
     notation: Notation | None = None
@@ -47,7 +49,7 @@ class MassAbove(Operation):
     name = "mass_above"
     columns = "vocab"
     reference_function = mass_above
-    default_notation = Notation(r"m", "m", "Mass of the more probable tokens")
+    default_notation = Notation(r"m", "m", "Mass of the tokens before (most probable first)")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> None:
         """None: sums over decided sets; shown as its table."""
