@@ -241,7 +241,7 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         rank = add("top_k.rank", RankAbove(tuple(ranks)), (cur,))
         now = {j for j in kept if ranks[j] < k}
         mask = filtered("top_k", now, rank, k, "<", ())
-        notes.append(_top_k_note(vocab, ranks, now, k, order,
+        notes.append(_top_k_note(vocab, ranks, now, k,
                                  lambda a, b: _certified(g, cur, a, b, decimals)))
         kept = now
     q = p
@@ -341,7 +341,7 @@ def _order(decider: _Decider, allowed: list[int]) -> dict[tuple[int, int], int]:
     return order
 
 
-def _top_k_note(vocab, ranks, kept, k, order, gap: Callable[[int, int], str]) -> str:
+def _top_k_note(vocab, ranks, kept, k, gap: Callable[[int, int], str]) -> str:
     text = (f"top-k k = {k}: kept {_names(vocab, kept)} (rank = tokens with a larger "
             f"score < {k})")
     boundary = [j for j in kept if ranks[j] == max(ranks[i] for i in kept)]
