@@ -87,5 +87,6 @@ def test_packaged_examples_load_by_name(tmp_path, monkeypatch, capsys):
     assert main(["derive", "course_module", "--list"]) == 0
     assert "layer1.head1.Q" in capsys.readouterr().out
     assert main(["derive", "course"]) == 2
-    assert ("packaged examples: attention_only, course_module, encoder_decoder, gpt2_style"
-            in capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert "packaged examples: attention_only, course_module, cross_attention_decoder" in err
+    assert "encoder_decoder, gpt2_style" in err

@@ -37,20 +37,32 @@ from symformer.ops import (
     AdamStep,
     Add,
     ALiBi,
+    AppendRow,
     ArgmaxIndicator,
+    BanTokens,
     Concat,
+    Cumulative,
     DotScores,
+    Draw,
     Embedding,
     GatedProduct,
     GELUTanh,
+    GreedyChoice,
     Identity,
+    Kept,
     LearnedPositional,
+    MassAbove,
     Normalize,
+    NucleusMass,
     Operation,
     Parameter,
     PositionalEncoding,
     Projection,
+    RankAbove,
+    RatioToTop,
     ReLU,
+    Renormalize,
+    RepetitionPenalty,
     RMSNormalize,
     RoPE,
     RowMean,
@@ -62,6 +74,7 @@ from symformer.ops import (
     Softmax,
     StdDev,
     TableSum,
+    Temperature,
     Transpose,
     WeightedSum,
     WholeMean,
@@ -363,6 +376,114 @@ def _(draw):
 def _(draw):
     logits = _matrix(draw, *_shape(draw), values=st.integers(-3, 3).map(Fraction))
     return Case(ArgmaxIndicator(ExactArgmax(logits)), [logits])
+
+
+# -- decoding (each decision computed here from the exact inputs, with Fractions) --------
+
+def _row(draw, lo: int = -3, hi: int = 3) -> sympy.Matrix:
+    return _matrix(draw, 1, draw(st.integers(2, 5)), values=st.integers(lo, hi).map(Fraction))
+
+
+def _distribution(draw) -> sympy.Matrix:
+    weights = draw(st.lists(st.integers(1, 6), min_size=2, max_size=5))
+    return sympy.Matrix([[sympy.Rational(w, sum(weights)) for w in weights]])
+
+
+@factory("repetition_penalty")
+def _(draw):
+    z = _row(draw)
+    seen = tuple(sorted(draw(st.sets(st.integers(0, z.cols - 1)))))
+    theta = draw(st.sampled_from([sympy.Rational(6, 5), sympy.Rational(1, 2), sympy.Integer(2)]))
+    return Case(RepetitionPenalty(theta, seen, tuple(j for j in seen if z[0, j] < 0)), [z])
+
+
+@factory("ban_tokens")
+def _(draw):
+    z = _row(draw)
+    return Case(BanTokens(tuple(sorted(draw(st.sets(st.integers(0, z.cols - 1)))))), [z])
+
+
+@factory("temperature")
+def _(draw):
+    return Case(Temperature(draw(st.sampled_from([sympy.Rational(1, 2), sympy.Integer(3)]))),
+                [_row(draw)])
+
+
+@factory("rank_above")
+def _(draw):
+    z = _row(draw)
+    return Case(RankAbove(tuple(sum(1 for x in z if x > y) for y in z)), [z])
+
+
+@factory("kept")
+def _(draw):
+    m = _distribution(draw)
+    t = draw(st.sampled_from([sympy.Rational(1, 3), sympy.Rational(1, 2)]))
+    below = draw(st.booleans())
+    before = sympy.Matrix([draw(st.lists(st.integers(0, 1), min_size=m.cols,
+                                         max_size=m.cols))])
+    kept = tuple(int(bool(before[0, j] == 1 and (m[0, j] < t if below else m[0, j] >= t)))
+                 for j in range(m.cols))
+    return Case(Kept(kept, t, "<" if below else ">="), [m, before])
+
+
+@factory("mass_above")
+def _(draw):
+    p = _distribution(draw)
+    return Case(MassAbove(tuple(tuple(i for i in range(p.cols) if p[0, i] > p[0, j]
+                                      or p[0, i] == p[0, j] and i < j)
+                                for j in range(p.cols))), [p])
+
+
+@factory("nucleus_mass")
+def _(draw):
+    p = _distribution(draw)
+    return Case(NucleusMass(), [p, sympy.Matrix([draw(st.lists(
+        st.integers(0, 1), min_size=p.cols, max_size=p.cols))])])
+
+
+@factory("ratio_to_top")
+def _(draw):
+    p = _distribution(draw)
+    return Case(RatioToTop(max(range(p.cols), key=lambda j: p[0, j])), [p])
+
+
+@factory("renormalize")
+def _(draw):
+    p = _distribution(draw)
+    kept = draw(st.lists(st.integers(0, 1), min_size=p.cols, max_size=p.cols))
+    kept[draw(st.integers(0, p.cols - 1))] = 1
+    return Case(Renormalize(), [p, sympy.Matrix([kept])])
+
+
+@factory("cumulative")
+def _(draw):
+    return Case(Cumulative(), [_distribution(draw)])
+
+
+@factory("append_row")
+def _(draw):
+    n, d = _shape(draw)
+    return Case(AppendRow(), [_matrix(draw, n, d), _matrix(draw, draw(st.integers(1, 3)), d)])
+
+
+@factory("greedy_choice")
+def _(draw):
+    z = _row(draw)
+    return Case(GreedyChoice(tuple(j for j in range(z.cols) if z[0, j] == max(z)), z.cols), [z])
+
+
+@factory("draw")
+def _(draw):
+    q = _distribution(draw)
+    u = sympy.Rational(draw(st.integers(0, 2 ** 10 - 1)), 2 ** 10)
+    total, chosen = 0, None
+    for j in range(q.cols):
+        total += q[0, j]
+        if chosen is None and total > u:
+            chosen = j
+    C = sympy.Matrix([[sum(q[0, i] for i in range(j + 1)) for j in range(q.cols)]])
+    return Case(Draw(chosen, q.cols), [C, sympy.Matrix([[u]])])
 
 
 @factory("gelu_tanh")

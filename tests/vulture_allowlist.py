@@ -42,3 +42,4 @@ _.hook_paths  # frameworks/torch_check.py, the published hook table (docs/framew
 _.ADAM_PARTS  # ops/side_terms.py: AdamPart's parts, tests/test_operations.py's factory
 
 _.setup  # authoring/sphinx.py: Sphinx calls an extension's setup(app) (docs/values.md)
+_.decide_logits  # blocks/decoding.py: a decision on given logits (tests/test_decoding.py)

@@ -51,7 +51,9 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
 
 
 def decoder_block(g: Derivation, number: int, x: str, layer: DecoderLayer, memory: str) -> str:
-    """One block: masked self-attention, cross-attention over ``memory``, feed-forward."""
+    """One block: masked self-attention, cross-attention over ``memory``, feed-forward;
+    a sub-layer the layer does not have (no self or cross head, no ``W_1``) is skipped,
+    the others keep their numbers (``add_norm2`` is cross-attention's)."""
     p = f"decoder.layer{number}"
 
     def self_attention(h: str) -> str:
@@ -67,6 +69,10 @@ def decoder_block(g: Derivation, number: int, x: str, layer: DecoderLayer, memor
     def ffn(h: str) -> str:
         return feed_forward(g, p, h, layer, number)
 
-    x = wrap(g, p, 1, x, self_attention, layer, number)
-    x = wrap(g, p, 2, x, cross_attention, layer, number)
-    return wrap(g, p, 3, x, ffn, layer, number)
+    if layer.self_heads:
+        x = wrap(g, p, 1, x, self_attention, layer, number)
+    if layer.cross_heads:
+        x = wrap(g, p, 2, x, cross_attention, layer, number)
+    if layer.W_1 is not None:
+        x = wrap(g, p, 3, x, ffn, layer, number)
+    return x

@@ -31,7 +31,9 @@ blog post's "I think I understand") when no example file is given; more ship by 
 without a vocabulary: sentiment_classifier, a sigmoid with binary cross-entropy, and
 topic_classifier, a softmax over classes; optimizer_lesson, Adam on an objective; and
 two published worked examples with their printed numbers: illustrated_self_attention,
-scaled_identity_attention). `symformer COMMAND --help` shows examples.
+scaled_identity_attention; decoders as people teach them: decoding_lesson (sampling
+rules), cross_attention_decoder, decoder_only_block). `symformer COMMAND --help`
+shows examples.
 """
 
 

@@ -1,4 +1,5 @@
-"""What ``symformer generate`` prints: greedy decoding, one exact argmax per step.
+"""What ``symformer generate`` prints: one exact decision per step (greedy, or a rule's
+stages with their margins).
 
 Built from the prepared request and the steps :func:`symformer.blocks.generate` took:
 :func:`generate_text` is the table, :func:`generate_json` the ``--json`` document.
@@ -6,19 +7,70 @@ Built from the prepared request and the steps :func:`symformer.blocks.generate` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from symformer.blocks import Step
+from symformer.blocks.kv_cache import CacheProof
+from symformer.engine.graph import Derivation, Stage
 from symformer.pipeline import Prepared
 
 
-def generate_text(p: Prepared, steps: list[Step], decimals: int) -> str:
+@dataclass
+class RunExtras:
+    """What ``--kv-cache`` and ``--stage`` add: the run, the cache's proof, the stages."""
+
+    run: Derivation | None = None
+    cache: CacheProof | None = None
+    stages: list[Stage] = field(default_factory=list)
+
+
+def generate_text(p: Prepared, steps: list[Step], decimals: int,
+                  extra: RunExtras | None = None) -> str:
     """``symformer generate``'s output (without its final newline): the steps' table,
-    its title followed by the header note."""
-    return format_steps(p.example.title + p.note, steps, decimals)
+    its title followed by the header note; the cache's proof and the stages asked for."""
+    out = [format_steps(p.example.title + p.note, steps, decimals)]
+    if extra is not None and extra.cache is not None:
+        out.append(_cache_text(extra.cache))
+    for stage in (extra.stages if extra is not None else []):
+        out.append(_stage_text(stage, decimals))
+    return "\n\n".join(out)
 
 
-def generate_json(p: Prepared, steps: list[Step], decimals: int) -> dict:
+def generate_json(p: Prepared, steps: list[Step], decimals: int,
+                  extra: RunExtras | None = None) -> dict:
     """``symformer generate --json``'s document."""
-    return as_json(p.example.title, steps, decimals)
+    document = as_json(p.example.title, steps, decimals)
+    if extra is not None and extra.cache is not None:
+        c = extra.cache
+        document["kv_cache"] = {"heads": c.heads, "equal": c.equal, "proved": c.proved,
+                                "failed": c.failed}
+    if extra is not None and extra.stages:
+        document["stages"] = {s.name: s.values(decimals=decimals) for s in extra.stages}
+    return document
+
+
+def _cache_text(c: CacheProof) -> str:
+    if not c.heads:
+        return "KV cache: no causal self-attention head to cache (nothing derived)"
+    lines = [f"KV cache: prefill at step 1 (the prompt's keys and values), then one row "
+             f"appended per step; heads {', '.join(c.heads)}"]
+    if c.equal:
+        lines.append(f"proved: cached = uncached exactly, at every step and head "
+                     f"({len(c.proved)} proofs: every K_cache and V_cache row is the full "
+                     f"pass's K and V row, output_new is the full pass's last row), by "
+                     f"formula; a difference a framework shows is rounding")
+    lines.extend("  not proved: " + f for f in c.failed)
+    return "\n".join(lines)
+
+
+def _stage_text(stage: Stage, decimals: int) -> str:
+    values = stage.values(decimals=decimals)
+    width = max(len(r) for r in stage.rows)
+    lines = [f"{stage.name}  ({stage.shape[0]}x{stage.shape[1]}; columns "
+             f"{', '.join(stage.cols)})"]
+    lines += [f"  {r.ljust(width)}  " + "  ".join(v.rjust(8) for v in row)
+              for r, row in zip(stage.rows, values)]
+    return "\n".join(lines)
 
 
 def as_json(title: str, steps: list[Step], decimals: int) -> dict:
@@ -29,8 +81,8 @@ def as_json(title: str, steps: list[Step], decimals: int) -> dict:
         "steps": [
             {"tokens": list(s.tokens), "probabilities": s.probabilities(decimals),
              "next_token": s.choice.token, "tie": list(s.choice.tokens) if s.choice.is_tie
-             else None}
-            for s in steps
+             else None, **_decisions_json(n, s, decimals)}
+            for n, s in enumerate(steps, start=1)
         ],
         "generated": [s.choice.token for s in steps if not s.choice.is_tie],
     }
@@ -59,4 +111,24 @@ def format_steps(title: str, steps: list[Step], decimals: int) -> str:
     if final.choice.is_tie:
         out.append(f"stopped at step {len(steps)}: exact {final.choice} (proved equal "
                    f"logits; a tie is never broken)")
+    for n, s in enumerate(steps, start=1):
+        if s.decoding is not None:
+            out.append("")
+            names = ", ".join(f"step{n}.{name}" for name in s.decoding.stages)
+            out.append(f"step {n} decisions (stages {names}):")
+            out.extend("  " + line for note in s.decoding.notes for line in note.split("\n"))
+            out.append(f"  next token: {s.choice}")
     return "\n".join(out)
+
+
+def _decisions_json(n: int, step: Step, decimals: int) -> dict:
+    """A step's decision stages and notes (nothing for the plain argmax)."""
+    d = step.decoding
+    if d is None:
+        return {}
+    g = step.derivation
+    return {"decoding": {
+        "stages": {f"step{n}.{name}": g[name].values(decimals=decimals) for name in d.stages},
+        "notes": d.notes,
+        "uniform": None if d.uniform is None else f"{d.uniform.numerator}/{d.uniform.denominator}",
+    }}

@@ -74,11 +74,12 @@ class TieProver:
     def argmax(self, balls: Sequence[arb], row: int,
                closed_forms: bool = False) -> frozenset[int] | None:
         """The argmax set decided from one row of balls, or None if undecided here."""
-        if not all(x.is_finite() for x in balls):
+        live = [j for j, x in enumerate(balls) if x is not None]  # None: -inf, a banned token
+        if not all(balls[j].is_finite() for j in live):
             return None  # an overflow or 0/0 upstream: more precision, or an UndecidedError
-        bounds = [ball_bounds(x) for x in balls]
-        best_low = max(low for low, _ in bounds)
-        candidates = sorted(j for j, (_, high) in enumerate(bounds) if high >= best_low)
+        bounds = {j: ball_bounds(balls[j]) for j in live}
+        best_low = max(low for low, _ in bounds.values())
+        candidates = sorted(j for j, (_, high) in bounds.items() if high >= best_low)
         first = balls[candidates[0]]
         # arb's == holds only for two exact balls (radius 0) of one value: a proof
         if all(balls[j] == first or self.equal(row, candidates[0], j, closed_forms)

@@ -167,15 +167,17 @@ def _shape_text(n: int | None) -> str:
     return "?" if n is None else str(n)
 
 
-def head(data: Any, here: Where, d_model: int) -> Head:
+def head(data: Any, here: Where, d_model: int, d_memory: int | None = None) -> Head:
     """One attention head's table: ``W_Q``, ``W_K`` (same width), ``W_V`` and their
-    optional biases ``b_Q``, ``b_K``, ``b_V``."""
+    optional biases ``b_Q``, ``b_K``, ``b_V``; ``d_memory``: the rows of ``W_K`` and
+    ``W_V`` when keys and values read another width (cross-attention's memory)."""
     if not isinstance(data, dict):
         raise InputError(f"{here}: must be a table")
     no_unknown_keys(data, HEAD_KEYS, here)
+    d_kv = d_model if d_memory is None else d_memory
     W_Q = matrix(data, "W_Q", here, rows=d_model)
-    W_K = matrix(data, "W_K", here, rows=d_model, cols=W_Q.cols)
-    W_V = matrix(data, "W_V", here, rows=d_model)
+    W_K = matrix(data, "W_K", here, rows=d_kv, cols=W_Q.cols)
+    W_V = matrix(data, "W_V", here, rows=d_kv)
     return Head(W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=optional_vector(data, "b_Q", here, W_Q.cols),
                 b_K=optional_vector(data, "b_K", here, W_K.cols),
                 b_V=optional_vector(data, "b_V", here, W_V.cols))

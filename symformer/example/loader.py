@@ -24,6 +24,7 @@ from symformer.example.bert_extras import (
     token_types,
 )
 from symformer.example.decoder import parse_decoder
+from symformer.example.decoding import parse_decoding
 from symformer.example.exact import ExactMatrix, ExactNumber
 from symformer.example.fields import (
     Where,
@@ -86,6 +87,7 @@ _TOP_KEYS = {
     "token_type_embeddings", "segments", "embedding_norm",  # BERT (bert_extras.py)
     "claim",  # [[claim]] tables about the example itself, read by `symformer check`
     "equation",  # [[equation]] tables about the example itself, read by `symformer check`
+    "decoding",  # how `generate` chooses the next token (symformer.example.decoding)
     "train",  # the training run its claims on step stages mean (symformer.blocks.train)
     "exercise",  # `symformer exercise`'s ranges (symformer/exercise/settings.py); ignored here
     "inputs", "positions", "d_model", "alibi", "alibi_slopes", "attention",
@@ -320,6 +322,8 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         mask_value=_mask(data, here),
         source=source,
         decoder=decoder,
+        decoding=parse_decoding(data["decoding"], here.sub("decoding"))
+        if "decoding" in data else None,
         positional_encoding_base=_base(data, here, pe),
         embedded_vocab=embedded,
         **_rope_given(data, here, pe, layers, len(tokens)),

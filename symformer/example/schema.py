@@ -17,6 +17,7 @@ from symformer.registry import ACTIVATION_NAMES, NORM_NAMES
 
 if TYPE_CHECKING:
     from symformer.example.decoder import Decoder
+    from symformer.example.decoding import Decoding
     from symformer.example.loss import Loss
     from symformer.example.stages import LessonStages
 
@@ -228,6 +229,9 @@ class Example:
     source: str = "<built-in>"
     #: The optional target side (``[decoder]`` table), see :mod:`symformer.example.decoder`.
     decoder: Decoder | None = None
+    #: How ``generate`` chooses the next token (``[decoding]`` table): temperature,
+    #: top-k, top-p, min-p, penalties, bans, a seed (:mod:`symformer.example.decoding`).
+    decoding: Decoding | None = None
     positional_encoding_base: sympy.Rational = DEFAULT_BASE
     #: RoPE's given frequencies (``rope_theta``, 1 x d_k/2: pair i of position m turns by
     #: m theta_i) or angles (``rope_angles``, a row per position, a column per pair);

@@ -236,12 +236,14 @@ def _layer_boxes(example: Example, layer: Block, side: str, symbols: _Symbols,
     rope = example.positional_encoding == "rope" and side == "encoder"
     boxes: list[Box] = []
     if side == "decoder":
-        heads = layer.self_heads
-        boxes += _wrap(_attention_box(layer, len(heads), 0, heads[0].d_k, True, False, False,
-                                      symbols), layer, symbols)
+        heads = layer.self_heads  # either may be absent (a decoder-only or cross-only block)
+        if heads:
+            boxes += _wrap(_attention_box(layer, len(heads), 0, heads[0].d_k, True, False,
+                                          False, symbols), layer, symbols)
         cross = layer.cross_heads
-        boxes += _wrap(_attention_box(layer, len(cross), 0, cross[0].d_k, False, False, True,
-                                      symbols), layer, symbols)
+        if cross:
+            boxes += _wrap(_attention_box(layer, len(cross), 0, cross[0].d_k, False, False,
+                                          True, symbols), layer, symbols)
     elif layer.heads:
         boxes += _wrap(_attention_box(layer, len(layer.heads), len(layer.kv_heads),
                                       layer.heads[0].d_k, causal, rope, False, symbols),

@@ -15,6 +15,17 @@ from symformer.ops.binary_cross_entropy import (
     PositionBinaryCrossEntropy,
 )
 from symformer.ops.concat import Concat
+from symformer.ops.decoding_ban import BanTokens
+from symformer.ops.decoding_cache import AppendRow
+from symformer.ops.decoding_draw import Cumulative, Draw
+from symformer.ops.decoding_greedy import GreedyChoice
+from symformer.ops.decoding_kept import Kept
+from symformer.ops.decoding_min_p import RatioToTop
+from symformer.ops.decoding_penalty import RepetitionPenalty
+from symformer.ops.decoding_renormalize import Renormalize
+from symformer.ops.decoding_temperature import Temperature
+from symformer.ops.decoding_top_k import RankAbove
+from symformer.ops.decoding_top_p import MassAbove, NucleusMass
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
 from symformer.ops.embedding import Embedding
@@ -56,7 +67,9 @@ from symformer.ops.weighted_sum import WeightedSum
 from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
-    "ALiBi", "AdamMoment", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
+    "ALiBi", "AdamMoment", "AppendRow", "BanTokens", "Cumulative", "Draw", "GreedyChoice",
+    "Kept", "MassAbove", "NucleusMass", "RankAbove", "RatioToTop", "Renormalize",
+    "RepetitionPenalty", "Temperature", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
     "BinaryCrossEntropy", "Concat",
     "ConstantTable", "CrossEntropy", "ExpSums", "Exponentials", "Squares",
     "DotProducts", "DotScores", "Embedding", "GELU", "GELUTanh", "GatedProduct", "Gradient",

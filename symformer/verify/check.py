@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
+from symformer.blocks.generate import generation_run
 from symformer.blocks.side_stages import add_side_stage
 from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
@@ -125,6 +126,8 @@ class Checker:
     def training(self, causal: bool, stage: str) -> Derivation:
         """The derivation of the ``[train]`` run (built once per masking)."""
         key = (causal, "train")
+        if key not in self._derived and self.run is None and self.example.decoding is not None:
+            self._derived[key] = generation_run(self.example, stage, self.max_work)
         if key not in self._derived:
             if self.run is None:
                 raise InputError(f"{stage} is a stage of a training run: give its settings in "

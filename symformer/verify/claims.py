@@ -44,7 +44,9 @@ from symformer.engine.arbmath import precision
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import leading_exponent
 from symformer.errors import InputError
+from symformer.example.decoding import Decoding, parse_decoding
 from symformer.example.expression import Constant
+from symformer.example.fields import Where
 from symformer.example.given_inputs import INPUT_KEYS
 from symformer.example.loader import read_text_file, read_toml
 from symformer.example.numbers import exact_value
@@ -213,6 +215,17 @@ def training_run(path: str | Path) -> Run | None:
     return train_table(data["train"], f"{path}, train") if "train" in data else None
 
 
+def decoding_rule(path: str | Path) -> Decoding | None:
+    """The ``[decoding]`` table of a claims file (the generation run claims on
+    ``step2.kept`` are about, overriding the example's), or None."""
+    path = Path(path)
+    if path.suffix != ".toml" or not path.is_file():
+        return None
+    data = read_toml(read_text_file(path, "a TOML file"), str(path))
+    return parse_decoding(data["decoding"], Where(str(path), "decoding")) \
+        if "decoding" in data else None
+
+
 class StageLabels(Mapping):
     """Each stage's (row labels, column labels), read from a derivation; a name it does
     not have yet (``loss``, ``grad.*``) appends the backward pass first
@@ -251,7 +264,8 @@ class StageLabels(Mapping):
 def claims_from_toml(text: str, source: str) -> list[Claim]:
     """Parse the ``[[claim]]`` tables of a claims file (shapes are checked by validate)."""
     data = read_toml(text, source)
-    unknown = sorted(set(data) - {"claim", "equation", "title", "description", "train"})
+    unknown = sorted(set(data) - {"claim", "equation", "title", "description", "train",
+                                  "decoding"})
     if unknown and not holds_example(data):
         raise InputError(f"{source}: unknown key {unknown[0]!r} (expected [[claim]] tables)")
     tables = data.get("claim")

@@ -15,7 +15,7 @@ A notebook gets exactly what the command prints::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from symformer.blocks.train import is_training_stage
 from symformer.engine.graph import Stage
 from symformer.pipeline import Prepared, check_work
 from symformer.verify.check import Checker, ClaimCheck, summary
-from symformer.verify.claims import Claim, load_claims, training_run
+from symformer.verify.claims import Claim, decoding_rule, load_claims, training_run
 from symformer.verify.equation_claims import EquationCheck, Judge, load_equations
 
 
@@ -65,7 +65,10 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
     g, example = p.derivation, p.given
     # the run claims on a step's stages mean: the claims file's [train], else the example's
     run = training_run(claims_file) or training_run(example.source)
-    checker = Checker(g.example, max_work, causal=p.request.causal, run=run)
+    # a generation run's rule (claims on step2.kept): the claims file's [decoding] first
+    rule = decoding_rule(claims_file)
+    checker = Checker(g.example if rule is None else replace(g.example, decoding=rule),
+                      max_work, causal=p.request.causal, run=run)
     equations = load_equations(claims_file)
     claims = load_claims(claims_file, g, list(names), _bounded(example, checker, max_work))
     check_work(example, "check", max_work, claims=len(claims),
