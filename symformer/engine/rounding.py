@@ -27,6 +27,11 @@ MAX_PRECISION = 2 ** 16
 _MARGIN = 20
 #: Values above 10**MAX_PRINTED_MAGNITUDE are refused rather than printed digit by digit.
 MAX_PRINTED_MAGNITUDE = 10_000
+#: A rounded value is made an exact fraction (:meth:`Rounded.value`) or written in
+#: positional notation (:meth:`Rounded.fixed`) only while its decimal exponent is within
+#: +-MAX_EXACT_EXPONENT: 6 significant digits of an exp(-1e9)-small attention weight
+#: have the exponent -434,294,487, a fraction no machine holds.
+MAX_EXACT_EXPONENT = 10_000
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,12 @@ class Rounded:
     exponent: int
 
     def fixed(self) -> str:
-        """Positional notation: ``-1.50``, ``0.000``, ``12``."""
+        """Positional notation: ``-1.50``, ``0.000``, ``12``.
+
+        Refused (:class:`~symformer.errors.NotSupportedError`) for an exponent past
+        :data:`MAX_EXACT_EXPONENT` (a string of millions of zeros)."""
         digits, exponent = self.digits, self.exponent
+        _check_exponent(exponent, "written out")
         if exponent < 0 and digits:
             text = str(digits)  # with its sign
             if len(text) - (digits < 0) > -exponent:  # d.dd, the common case
@@ -64,14 +73,30 @@ class Rounded:
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
     def value(self) -> Fraction:
-        """The rounded value as an exact fraction."""
+        """The rounded value as an exact fraction (refused, as :meth:`fixed`, for an
+        exponent past :data:`MAX_EXACT_EXPONENT`: see :meth:`clipped`)."""
+        _check_exponent(self.exponent, "made an exact number")
         return Fraction(self.digits) * Fraction(10) ** self.exponent
 
+    def clipped(self, places: int) -> Fraction:
+        """The value, or exactly 0 when its magnitude is below 10**-``places`` (a
+        position to draw at, finer than any drawing: never a 10**-434,294,487)."""
+        if not self.digits or self.exponent + digit_count(self.digits) <= -places:
+            return Fraction(0)  # |value| < 10**(exponent + digit count) <= 10**-places
+        return self.value()
+
     def __float__(self) -> float:  # for display helpers only, never for decisions
-        return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+        return float(f"{self.digits}e{self.exponent}")  # correctly rounded, any exponent
 
 
 _ZEROS = "0" * 7  # the zeros after "0." of significant()'s positional values
+
+
+def _check_exponent(exponent: int, what: str) -> None:
+    if abs(exponent) > MAX_EXACT_EXPONENT:
+        raise NotSupportedError(
+            f"a value of about 1e{exponent} is too {'small' if exponent < 0 else 'large'} "
+            f"to be {what} (decimal exponents past +-{MAX_EXACT_EXPONENT:,} are not)")
 
 
 def _fixed(sign: str, text: str, exponent: int) -> str:

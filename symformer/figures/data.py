@@ -25,6 +25,9 @@ from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
 POSITION_DIGITS = 6
+#: A position below 10**-POSITION_PLACES is drawn at 0 (no drawing tells them apart; an
+#: exp(-1e9)-small weight is never made a fraction of 10**-434,294,487).
+POSITION_PLACES = 300
 #: One colour per token position in RoPE's figure: Okabe and Ito's palette (told apart
 #: with every common colour-vision deficiency), black first.
 POSITION_COLOURS = ((0, 0, 0), (230, 159, 0), (86, 180, 233), (0, 158, 115),
@@ -173,10 +176,11 @@ def figures(g: Derivation, options: Options) -> list[Figure]:
 
 
 def _value(r: Rounded | None) -> Fraction:
-    """The rounded value (an undecided entry's lower end; a masked entry is 0)."""
+    """The rounded value as a position (an undecided entry's lower end; a masked entry,
+    or one below 10**-:data:`POSITION_PLACES`, is 0)."""
     if r is None:
         return Fraction(0)
-    return r.low.value() if isinstance(r, Undecided) else r.value()
+    return (r.low if isinstance(r, Undecided) else r).clipped(POSITION_PLACES)
 
 
 def _slug(name: str) -> str:
