@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 from flint import arb, fmpq, fmpz
@@ -49,17 +50,17 @@ class Rounded:
         digits, exponent = self.digits, self.exponent
         _check_exponent(exponent, "written out")
         if exponent < 0 and digits:
-            text = str(digits)  # with its sign
+            text = int_text(digits)  # with its sign
             if len(text) - (digits < 0) > -exponent:  # d.dd, the common case
                 return f"{text[:exponent]}.{text[exponent:]}"
-        return _fixed("-" if digits < 0 else "", str(abs(digits)), exponent)
+        return _fixed("-" if digits < 0 else "", int_text(abs(digits)), exponent)
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
         digits, exponent = self.digits, self.exponent
         if digits == 0:
             return "0"
-        text = str(digits)  # with its sign
+        text = int_text(digits)  # with its sign
         magnitude = exponent + len(text) - (1 if digits > 0 else 2)  # the leading digit's
         if exponent < 0 and 0 <= magnitude < 21:  # d.ddd, the common case
             return f"{text[:exponent]}.{text[exponent:]}"
@@ -90,6 +91,22 @@ class Rounded:
 
 
 _ZEROS = "0" * 7  # the zeros after "0." of significant()'s positional values
+
+
+def int_text(n: int) -> str:
+    """``str(n)`` for an integer of any number of digits (Python refuses to convert one
+    of more than 4,300: a value of 1e5000 printed to 3 decimals has 5,004)."""
+    if n.bit_length() <= _STR_BITS:
+        return str(n)
+    high, low = divmod(abs(n), _STR_CHUNK)
+    return ("-" if n < 0 else "") + int_text(high) + str(low).rjust(_STR_DIGITS, "0")
+
+
+#: :func:`int_text`'s pieces: 4,000 digits (below Python's 4,300), and the bits of an
+#: integer ``str`` converts whole (14,000 bits: fewer than 4,215 digits).
+_STR_DIGITS = 4000
+_STR_CHUNK = 10 ** _STR_DIGITS
+_STR_BITS = 14_000
 
 
 def _check_exponent(exponent: int, what: str) -> None:
@@ -139,9 +156,24 @@ class Undecided(Rounded):
 def display_value(text: str) -> Fraction:
     """A printed value as a fraction, for display helpers (heat maps) only.
 
-    Accepts the undecided form ``low..high?`` (its lower end).
+    Accepts the undecided form ``low..high?`` (its lower end).  A value below
+    10**-:data:`MAX_EXACT_EXPONENT` (``1.2e-434294482``) is 0 here: no display tells it
+    from 0, and its exact fraction would not fit in memory.
     """
-    return Fraction(text.split("..")[0].rstrip("?"))
+    number = Decimal(text.split("..")[0].rstrip("?"))
+    if number.is_finite() and (not number or number.adjusted() < -MAX_EXACT_EXPONENT):
+        return Fraction(0)
+    return decimal_fraction(number)
+
+
+def decimal_fraction(text: str | Decimal) -> Fraction:
+    """The exact value of a printed decimal (``-1.250``, ``3e-5``), of any number of
+    digits (``Fraction(text)`` refuses more than Python's 4,300); refused
+    (:class:`~symformer.errors.NotSupportedError`) past 10**+-:data:`MAX_EXACT_EXPONENT`."""
+    number = Decimal(text)
+    if number.is_finite() and number:
+        _check_exponent(number.adjusted(), "made an exact number")
+    return Fraction(number)
 
 
 def _round_int(numerator: int, denominator: int) -> int:
