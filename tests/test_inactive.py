@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+import mpmath
 import numpy as np
 import pytest
 from float_backward import float_backward
@@ -244,3 +245,33 @@ def test_a_huge_key_weight_is_no_internal_error(capsys):
     ref = float_forward(example)[last.name]
     got = np.array([[float(v) for v in row] for row in last.values(decimals=12)])
     assert np.abs(got - ref).max() < 1e-9
+
+
+@pytest.mark.parametrize("setting, angle", [
+    ('rope_theta = "1e100"', lambda p: p * mpmath.mpf(10) ** 100),  # one pair: p θ
+    ('rope_angles = [["1e100"], ["1e100"], ["1e100"], ["1e100"]]',
+     lambda p: mpmath.mpf(10) ** 100)])
+def test_huge_rope_settings_derive_in_full(setting, angle, tmp_path, capsys):
+    """RoPE with θ = 1e100 or angles of 1e100 rad in the built-in (was an internal error
+    in the header analysis): derive prints every stage (equal angles make exact ties of
+    the scores, printed as certified ranges with a warning), and the rotated keys are
+    the keys turned by the angle, computed with mpmath at 150 digits (cos(1e100) needs
+    the argument reduction)."""
+    text = builtin_text().replace('positional_encoding = "sinusoidal"',
+                                  f'positional_encoding = "rope"\n{setting}', 1)
+    path = tmp_path / "rope.toml"
+    path.write_text(text)
+    assert main(["derive", str(path)]) == 0
+    assert "internal error" not in capsys.readouterr().err
+    g = derive(parse_example(text))
+    keys = g["layer1.head1.K"].exact()
+    got = g["layer1.head1.K_rot"].values(decimals=12)
+    with mpmath.workdps(150):
+        for p in range(keys.rows):
+            a = angle(p)
+            k0, k1 = (mpmath.mpf(sympy.Rational(v).p) / sympy.Rational(v).q
+                      for v in keys.row(p))
+            expected = (k0 * mpmath.cos(a) - k1 * mpmath.sin(a),
+                        k0 * mpmath.sin(a) + k1 * mpmath.cos(a))
+            for j, value in enumerate(expected):
+                assert abs(mpmath.mpf(got[p][j]) - value) <= mpmath.mpf("5e-13"), (p, j)

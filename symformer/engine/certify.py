@@ -22,6 +22,7 @@ decide:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -43,7 +44,7 @@ from symformer.engine.rounding import (
     start_precision,
 )
 from symformer.engine.zero import is_zero
-from symformer.errors import NotSupportedError, UndecidedError
+from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.lazy import sympy
 
 if TYPE_CHECKING:
@@ -93,6 +94,9 @@ class Certification:
         denominator is 0 (a polynomial identity within a term budget, then
         :meth:`prove_zero` on small forms only: its expansions have no time limit).
         """
+        if not all(b is NEG_INF or b is None or b.is_finite()
+                   for row in values[stage.name] for b in row):
+            self._check_domain(stage, values)
         for row in range(stage.shape[0]):
             for k, i, j in stage.op.denominators(row):
                 name = stage.inputs[k]
@@ -104,6 +108,30 @@ class Certification:
                 self.g.canonical.upto(stage.name)  # raises for a denominator exactly 0
                 if self._denominator_zero(name, i, j, values):
                     raise undefined_row(stage, row)
+
+    def _check_domain(self, stage: Stage, values: dict[str, ArbMatrix]) -> None:
+        """A stage whose value is not finite because an objective (or its derivative, in
+        a gradient's terms) left its domain at a step's parameters: the one-line error
+        ``division by zero at step N`` (log of 0, the root of a negative number), decided
+        by balls or the parameters' exact rational values; nothing when not shown (the
+        rounding then raises the precision as for any wide ball)."""
+        found, k = [(stage.op, stage.inputs, False)], 0
+        for term in getattr(stage.op, "terms", ()):  # a gradient: each term's own inputs
+            found.append((term.op, stage.inputs[k:k + term.arity], True))
+            k += term.arity + 2
+        for op, inputs, gradient in found:
+            explain = getattr(op, "outside_domain", None)
+            if explain is None or len(inputs) != 1:
+                continue
+            name = inputs[0]
+            balls = values[name]
+            exact = [self.g.exact_rational(name, 0, j) for j in range(len(balls[0]))]
+            why = explain([balls], exact, gradient)
+            if why is not None:
+                step = re.search(r"(?:^|\.)step(\d+)\.", stage.name)
+                when = f"at step {step.group(1)}" if step else "at its parameters"
+                raise InputError(f"{self.g.example.source}, objective: {why} {when} "
+                                 f"({stage.name})")
 
     def _denominator_zero(self, name: str, i: int, j: int,
                           values: dict[str, ArbMatrix]) -> bool:
