@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from symformer.engine import Derivation, Stage
-from symformer.engine.rounding import Rounded, Undecided
+from symformer.engine.rounding import Rounded, Undecided, digit_count, int_text
 from symformer.escape import latex_text, short_name
 from symformer.notation import ROPE_PAIR, ROPE_POSITION
 from symformer.notation import symbol as notation_symbol
@@ -236,8 +236,8 @@ def nice_ticks(low: Fraction, high: Fraction, most: int = 6) -> tuple[Fraction, 
     span = high - low
     if span <= 0:
         return (low,)
-    exponent = len(str(span.numerator // span.denominator)) if span >= 1 else \
-        -len(str(span.denominator // span.numerator))
+    exponent = digit_count(span.numerator // span.denominator) if span >= 1 else \
+        -digit_count(span.denominator // span.numerator)
     for e in range(exponent, exponent - 3, -1):
         for mantissa in (5, 2, 1):
             step = Fraction(mantissa) * Fraction(10) ** e
@@ -257,7 +257,7 @@ def decimal_text(x: Fraction) -> str:
         places += 1
         if places > 12:
             return sign + f"{float(x):.6g}"
-    digits = str(int(x * 10 ** places)).rjust(places + 1, "0")
+    digits = int_text(int(x * 10 ** places)).rjust(places + 1, "0")
     text = digits if places == 0 else f"{digits[:-places]}.{digits[-places:]}"
     return sign + text
 
