@@ -32,7 +32,7 @@ MAX_PRINTED_MAGNITUDE = 10_000
 #: positional notation (:meth:`Rounded.fixed`) only while its decimal exponent is within
 #: +-MAX_EXACT_EXPONENT: 6 significant digits of an exp(-1e9)-small attention weight
 #: have the exponent -434,294,487, a fraction no machine holds.
-MAX_EXACT_EXPONENT = 10_000
+MAX_EXACT_EXPONENT = 100_000
 
 
 @dataclass(frozen=True)
