@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy
 
-from symformer import derive, parse_example
+from symformer import derive, load_example, parse_example
 
 # Two tokens, d_model 2, no positional encoding.  W_1 = [[1], [1]] makes the FFN's
 # hidden unit the sum of a LayerNorm row, which is exactly 0 (gamma 1, beta 0), but
@@ -50,3 +50,28 @@ def test_decimal_text_is_read_exactly():
     g = derive(parse_example(text))
     assert g["embeddings"].closed_form(0, 0) == sympy.Rational(1, 10)
     assert g["embeddings"].closed_form(0, 1) == sympy.Rational(1, 10**6)
+
+
+def test_failed_deciding_proofs_share_one_budget(monkeypatch):
+    """Proofs that decide a rounding or a sign give up after a bounded total of failed
+    steps per derivation (an exp(-1e5)-small gradient has hundreds of entries that look
+    0 at every precision: 111 s of proofs before); a proof that succeeds is not charged."""
+    from symformer.engine import certify
+
+    monkeypatch.setattr(certify, "_DECIDING_BUDGET", 3)
+    g = derive(load_example())
+    c = g.certification
+    q = g.symbols("layer1.head1.Q")
+    calls = []
+    original = c.prove_zero
+
+    def counted(expr, *args, **kwargs):
+        calls.append(expr)
+        return original(expr, *args, **kwargs)
+
+    c.prove_zero = counted
+    for _ in range(10):
+        assert not c._deciding_proof(q[0, 0] - q[1, 1])  # 1.60 vs 0.75: no proof
+    assert 0 < len(calls) <= certify._DECIDING_BUDGET
+    assert c._failed_steps >= certify._DECIDING_BUDGET
+    assert original(q[0, 0] - q[0, 0])  # an explicit proof is still made

@@ -188,3 +188,24 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+@pytest.mark.parametrize("command", [
+    ["figures", "--format", "tikz"], ["figures", "--format", "svg"], ["slides"],
+    ["export", "--figures"]])
+def test_a_weight_near_exp_minus_1e9_is_drawn_at_0_quickly(tmp_path, command):
+    """--causal --mask -1e9: the masked weights are about e^-1e9 (10^-434,294,482); their
+    positions are drawn at 0 and never made exact fractions (no answer in 120 s before).
+    The texts are float64's (3 decimals: the masked weights print as 0.000)."""
+    import time
+
+    start = time.process_time()
+    assert main([*command, "--causal", "--mask", "-1e9", "--out", str(tmp_path / "o")]) == 0
+    assert time.process_time() - start < 20
+    written = "".join(p.read_text() for p in (tmp_path / "o").rglob("*")
+                      if p.suffix in (".tex", ".svg") and "weights" in p.name)
+    if command[0] == "figures":
+        ref = float_forward(load_example(), causal=True)["layer1.head1.weights"]
+        assert ref[0, 1] == 0.0 and "0.000" in written  # float64's e^-1e9 underflows
+        for value in ref[1:, :2].flat:
+            assert rounded(value, 3) in written

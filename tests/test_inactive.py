@@ -9,6 +9,11 @@ textbook formulas; the engine's exactness is checked on its closed forms.
 
 from __future__ import annotations
 
+import re
+import time
+from pathlib import Path
+
+import mpmath
 import numpy as np
 import pytest
 from float_backward import float_backward
@@ -17,7 +22,8 @@ from float_reference import as_float, float_forward
 from symformer.blocks import derive
 from symformer.blocks.backward import with_gradients
 from symformer.cli import main
-from symformer.example import load_example
+from symformer.example import load_example, parse_example
+from symformer.example.loader import builtin_text
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.render import to_latex
 from symformer.lazy import sympy
@@ -192,3 +198,80 @@ def test_a_sublayer_exactly_the_identity(tmp_path):
                         "layer1.ffn.output") in found
     text = " ".join(summary(g, found))
     assert "the feed-forward sub-layer is exactly the identity" in text
+
+
+def test_near_identity_with_a_tiny_eps_is_decided_by_balls_quickly():
+    """eps = 1e-100 in the encoder-decoder: the second Add & Norm changes its input by
+    about 1e-101, which no ball at the working precision separates from 0; the analysis
+    decides it with balls at a higher precision (bounded), not with an unbounded
+    symbolic proof (81 s before).  float64 agrees that the change is below 10^-12."""
+    text = Path("symformer/examples/encoder_decoder.toml").read_text()
+    text = re.sub(r'(?m)^eps = .*$', 'eps = "1e-100"', text)
+    example = parse_example(text)
+    g = derive(example)
+    start = time.process_time()
+    found = inactive(g)
+    assert time.process_time() - start < 2
+    assert NearIdentity("layer1.add_norm2", "layer1.add_norm1", 12,
+                        "layer1.ffn.output") in found
+    ref = float_forward(example)
+    assert np.abs(ref["layer1.add_norm2"] - ref["layer1.add_norm1"]).max() < 1e-12
+
+
+def test_undecided_equalities_are_not_called_exact(monkeypatch):
+    """With no precision to spare and no proof, the same sub-layer is only 'nearly' the
+    identity (a certified bound), never 'exactly'."""
+    from symformer.verify import inactive as module
+
+    text = Path("symformer/examples/encoder_decoder.toml").read_text()
+    g = derive(parse_example(re.sub(r'(?m)^eps = .*$', 'eps = "1e-100"', text)))
+    monkeypatch.setattr(module, "REFINE_PRECISION", 64)
+    monkeypatch.setattr(module, "MAX_PROOFS", 0)
+    near = [r for r in module.inactive(g) if isinstance(r, NearIdentity)]
+    assert [r.digits for r in near] == [12]
+
+
+def test_a_huge_key_weight_is_no_internal_error(capsys):
+    """A key weight of 1e50 (within the examples' 1e100): the header analysis meets a
+    difference ball that is not finite at the working precision and says nothing of it
+    (was 'internal error: man_exp requires an exact, finite value'); the output is
+    float64's (the softmax is one-hot to 1e-40)."""
+    text = builtin_text().replace("[0, 0.25], [0.25, 0.25]]", '[0, "1e50"], [0.25, 0.25]]', 1)
+    assert '"1e50"' in text
+    example = parse_example(text)
+    g = derive(example)
+    inactive(g)  # no exception
+    last = g.stages[list(g.stages)[-1]]
+    ref = float_forward(example)[last.name]
+    got = np.array([[float(v) for v in row] for row in last.values(decimals=12)])
+    assert np.abs(got - ref).max() < 1e-9
+
+
+@pytest.mark.parametrize("setting, angle", [
+    ('rope_theta = "1e100"', lambda p: p * mpmath.mpf(10) ** 100),  # one pair: p θ
+    ('rope_angles = [["1e100"], ["1e100"], ["1e100"], ["1e100"]]',
+     lambda p: mpmath.mpf(10) ** 100)])
+def test_huge_rope_settings_derive_in_full(setting, angle, tmp_path, capsys):
+    """RoPE with θ = 1e100 or angles of 1e100 rad in the built-in (was an internal error
+    in the header analysis): derive prints every stage (equal angles make exact ties of
+    the scores, printed as certified ranges with a warning), and the rotated keys are
+    the keys turned by the angle, computed with mpmath at 150 digits (cos(1e100) needs
+    the argument reduction)."""
+    text = builtin_text().replace('positional_encoding = "sinusoidal"',
+                                  f'positional_encoding = "rope"\n{setting}', 1)
+    path = tmp_path / "rope.toml"
+    path.write_text(text)
+    assert main(["derive", str(path)]) == 0
+    assert "internal error" not in capsys.readouterr().err
+    g = derive(parse_example(text))
+    keys = g["layer1.head1.K"].exact()
+    got = g["layer1.head1.K_rot"].values(decimals=12)
+    with mpmath.workdps(150):
+        for p in range(keys.rows):
+            a = angle(p)
+            k0, k1 = (mpmath.mpf(sympy.Rational(v).p) / sympy.Rational(v).q
+                      for v in keys.row(p))
+            expected = (k0 * mpmath.cos(a) - k1 * mpmath.sin(a),
+                        k0 * mpmath.sin(a) + k1 * mpmath.cos(a))
+            for j, value in enumerate(expected):
+                assert abs(mpmath.mpf(got[p][j]) - value) <= mpmath.mpf("5e-13"), (p, j)

@@ -325,3 +325,45 @@ def test_commands_without_tokens_say_so_in_one_line(tmp_path, capsys, argv):
     assert "optimizer_lesson.toml: an optimiser lesson ([objective]) has no tokens" in err
     assert "symformer train FILE --stage 'step*'" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("f, theta, lr, message", [
+    # f'(2) = 101 - 1/(1/10)^2 = 1: theta_1 = 2 - 1/10 = 19/10, the pole (decided exactly:
+    # no ball at any precision excludes 0 there)
+    ("101*theta + 1/(theta - 19/10)", "2", "1/10", "division by zero at step 1 (step1.loss)"),
+    # f'(2) = 2 + 1 = 3: theta_1 = -1, log(-2)
+    ("theta^2/2 + log(theta - 1)", "2", "1", "log of a negative number at step 1"),
+    # f'(2) = 2 + 1/(2 sqrt(1/2)) > 2: theta_1 < 0, sqrt(theta_1 - 3/2)
+    ("theta^2/2 + sqrt(theta - 3/2)", "2", "1", "square root of a negative number at step 1"),
+    # f'(1/4) = 1 + 1/(2 * 1/2) = 2: theta_1 = 0, where f is 0 but f' = 1 + 1/(2 sqrt(0))
+    ("theta + sqrt(theta)", "1/4", "1/8", "division by zero at step 1 (grad.step1.theta)"),
+])
+def test_a_later_step_outside_the_domain_is_named(f, theta, lr, message, tmp_path, capsys):
+    """A step that lands on a pole (or a log/root of a negative number): one line naming
+    the step and what happens there, not an 'overflow' after the whole precision ladder."""
+    path = tmp_path / "o.toml"
+    path.write_text(f'[objective]\nf = "{f}"\ntheta = "{theta}"\n\n'
+                    f'[train]\noptimizer = "sgd"\nlr = "{lr}"\nsteps = 3\n')
+    assert main(["train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "overflow" not in err and err.count("\n") == 1, err
+
+
+def test_a_loss_of_9600_digits_is_printed_exactly(tmp_path, capsys):
+    """f = (theta^10)^10 from theta = 1, lr 1/10: theta_1 = 1 - 10 = -9, theta_2 = -9 +
+    10 * 9^99, and the loss theta_2^100 has 9,600 digits (Python's str refuses more than
+    4,300: an internal error before); the printed loss is that integer exactly."""
+    import sys
+
+    path = tmp_path / "o.toml"
+    path.write_text('[objective]\nf = "(theta^10)^10"\ntheta = 1\n\n'
+                    '[train]\noptimizer = "sgd"\nlr = "1/10"\nsteps = 2\n')
+    assert main(["train", str(path)]) == 0
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        expected = str((-9 + 10 * 9 ** 99) ** 100)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    assert len(expected) > 9000
+    assert f"step 2  loss {expected}.000" in capsys.readouterr().out

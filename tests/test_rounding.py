@@ -7,17 +7,23 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 
 import mpmath
+import pytest
 from flint import arb, ctx, fmpq
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from symformer.engine.rounding import (
+    Rounded,
     ball_bounds,
+    decimal_fraction,
+    display_value,
+    int_text,
     round_ball,
     round_fraction,
     round_stage,
     start_precision,
 )
+from symformer.errors import NotSupportedError
 
 fractions = st.fractions(min_value=-10**6, max_value=10**6, max_denominator=10**9)
 
@@ -357,3 +363,39 @@ def test_a_tie_read_at_the_precision_ceiling_does_not_raise():
         assert round_ball(arb(1) / 3, decimals=1).fixed() == "0.3"
     finally:
         ctx.prec = old
+
+
+def test_a_value_of_exp_minus_1e9_is_never_a_fraction():
+    """6 significant digits of an exp(-1e9)-small weight: 10**-434,294,487 is refused
+    as an exact number and as positional text in one line, drawn at 0, converted to
+    float as Python's own parser does (instantly: these hung for minutes)."""
+    tiny = Rounded(123457, -434294487)
+    for made in (tiny.value, tiny.fixed):
+        with pytest.raises(NotSupportedError, match="1e-434294487 is too small"):
+            made()
+    assert tiny.clipped(300) == 0 and float(tiny) == 0.0
+    assert tiny.significant() == "1.23457e-434294482"
+    assert display_value(tiny.significant()) == 0
+    assert Rounded(123457, -306).clipped(300) == 0  # 1.2e-301 < 10^-300
+    assert Rounded(123457, -305).clipped(300) == Fraction(123457, 10 ** 305)
+    assert float(Rounded(-15, -1)) == -1.5
+
+
+@given(st.integers(min_value=100, max_value=10 ** 9990), st.booleans())
+@example(10 ** 5000 + 7, True)
+@example(3 * 10 ** 9989 + 12345, False)
+@settings(max_examples=30, deadline=None)
+def test_numbers_past_python_4300_digits(n, negative):
+    """int_text, decimal_fraction and fixed() at any digit count (Python's str and
+    Fraction refuse more than 4,300 digits: an internal error before; values are
+    printed up to 1e10000), against str with the limit lifted."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        expected = str(n)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    sign, m = ("-", -n) if negative else ("", n)
+    assert int_text(m) == sign + expected
+    assert decimal_fraction(sign + expected + ".5") == m + (-1 if negative else 1) * Fraction(1, 2)
+    assert Rounded(m, -2).fixed() == f"{sign}{expected[:-2]}.{expected[-2:]}"

@@ -22,6 +22,7 @@ decide:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -43,7 +44,7 @@ from symformer.engine.rounding import (
     start_precision,
 )
 from symformer.engine.zero import is_zero
-from symformer.errors import NotSupportedError, UndecidedError
+from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.lazy import sympy
 
 if TYPE_CHECKING:
@@ -64,6 +65,14 @@ BITS_PER_DEPTH = 1
 #: unfolded stages (an unbounded attempt expanded a 3-layer RMSNorm's ReLU-clipped
 #: row for minutes).
 _DENOMINATOR_MAX_OPS = 400
+#: A proof expands no form larger than this many nodes per operation of its ``max_ops``.
+_PROOF_NODES = 2
+#: The steps of a proof that decides a rounding or a sign (a tie, a zero): proofs that
+#: succeed take a few (1 to 5 on the shipped examples and the tests); failing ones on
+#: an exp(-1e5)-small gradient took 1-3 s each with 200, for every entry.
+_DECIDING_UNFOLD = 24
+_DECIDING_OPS = 800
+_DECIDING_BUDGET = 10 * _DECIDING_UNFOLD
 _DENOMINATOR_UNFOLD = 12
 
 
@@ -82,6 +91,9 @@ class Certification:
         self.cheap_zeros: dict[tuple[str, int, int], bool] = {}
         self._won_attempt: dict[str | None, int] = {}  # stage -> proof attempt that worked
         self._raised: dict[int, int] = {}  # first precision -> the precision it needed
+        self._proof_steps: int | None = None  # what the proof under way has left
+        self.last_proof_steps = 0  # the steps the last proof took
+        self._failed_steps = 0  # the steps of the rounding and sign proofs that failed
 
     def check_denominators(self, stage: Stage, values: dict[str, ArbMatrix]) -> None:
         """A row that divides by an entry exactly 0 (LayerNorm, eps = 0, a constant row)
@@ -93,6 +105,9 @@ class Certification:
         denominator is 0 (a polynomial identity within a term budget, then
         :meth:`prove_zero` on small forms only: its expansions have no time limit).
         """
+        if not all(b is NEG_INF or b is None or b.is_finite()
+                   for row in values[stage.name] for b in row):
+            self._check_domain(stage, values)
         for row in range(stage.shape[0]):
             for k, i, j in stage.op.denominators(row):
                 name = stage.inputs[k]
@@ -104,6 +119,30 @@ class Certification:
                 self.g.canonical.upto(stage.name)  # raises for a denominator exactly 0
                 if self._denominator_zero(name, i, j, values):
                     raise undefined_row(stage, row)
+
+    def _check_domain(self, stage: Stage, values: dict[str, ArbMatrix]) -> None:
+        """A stage whose value is not finite because an objective (or its derivative, in
+        a gradient's terms) left its domain at a step's parameters: the one-line error
+        ``division by zero at step N`` (log of 0, the root of a negative number), decided
+        by balls or the parameters' exact rational values; nothing when not shown (the
+        rounding then raises the precision as for any wide ball)."""
+        found, k = [(stage.op, stage.inputs, False)], 0
+        for term in getattr(stage.op, "terms", ()):  # a gradient: each term's own inputs
+            found.append((term.op, stage.inputs[k:k + term.arity], True))
+            k += term.arity + 2
+        for op, inputs, gradient in found:
+            explain = getattr(op, "outside_domain", None)
+            if explain is None or len(inputs) != 1:
+                continue
+            name = inputs[0]
+            balls = values[name]
+            exact = [self.g.exact_rational(name, 0, j) for j in range(len(balls[0]))]
+            why = explain([balls], exact, gradient)
+            if why is not None:
+                step = re.search(r"(?:^|\.)step(\d+)\.", stage.name)
+                when = f"at step {step.group(1)}" if step else "at its parameters"
+                raise InputError(f"{self.g.example.source}, objective: {why} {when} "
+                                 f"({stage.name})")
 
     def _denominator_zero(self, name: str, i: int, j: int,
                           values: dict[str, ArbMatrix]) -> bool:
@@ -279,7 +318,7 @@ class Certification:
                 if boundary == 0 and significant is not None and self._masked_to_zero(
                         name, i, j):
                     continue  # exp(-1e9)-small, not a zero: no symbolic proof (minutes)
-                if self.prove_zero(self.resolved_local(name, i, j) - _rational(boundary)):
+                if self._deciding_proof(self.resolved_local(name, i, j) - _rational(boundary)):
                     self._exact_roundings[key] = round_fraction(
                         boundary, decimals=decimals, significant=significant)
                     break
@@ -394,7 +433,7 @@ class Certification:
                 value = self.g.exact_rational(name, i, j)
                 if value is not None:
                     return (value > 0) - (value < 0)
-                if self.prove_zero(self.resolved_local(name, i, j)):
+                if self._deciding_proof(self.resolved_local(name, i, j)):
                     return 0
             if prec >= MAX_PRECISION:
                 raise UndecidedError(
@@ -402,6 +441,21 @@ class Certification:
                     f"{MAX_PRECISION} bits its ball {ball.str(5, radius=True)} contains 0, "
                     f"and it could not be proved exactly 0")
             prec *= 2
+
+    def _deciding_proof(self, expr: sympy.Expr) -> bool:
+        """:meth:`prove_zero` for a rounding or a sign (a tie, a zero): at most
+        :data:`_DECIDING_OPS` operations and :data:`_DECIDING_UNFOLD` steps, and no more
+        once the derivation's failed ones have spent :data:`_DECIDING_BUDGET` steps (the
+        entries left then print as certified ranges: an exp(-1e5)-small gradient has
+        hundreds of entries no proof settles)."""
+        if self._proof_steps is not None:  # inside another proof: its budget
+            return self.prove_zero(expr, _DECIDING_OPS, _DECIDING_UNFOLD)
+        if self._failed_steps >= _DECIDING_BUDGET:
+            return False
+        proved = self.prove_zero(expr, _DECIDING_OPS, _DECIDING_UNFOLD)
+        if not proved:
+            self._failed_steps += self.last_proof_steps
+        return proved
 
     def prove_zero(self, expr: sympy.Expr, max_ops: int = 3000, max_unfold: int = 200,
                    decide_relu: bool = True) -> bool:
@@ -420,11 +474,28 @@ class Certification:
         certified sign, so nothing is evaluated (for proofs made while the graph itself
         is being evaluated).
         """
+        if self._proof_steps is not None:  # inside a proof: its budget is shared
+            return self._prove_zero(expr, max_ops, decide_relu)
+        self._proof_steps = max_unfold
+        try:
+            return self._prove_zero(expr, max_ops, decide_relu)
+        finally:
+            self.last_proof_steps = max_unfold - self._proof_steps
+            self._proof_steps = None
+
+    def _prove_zero(self, expr: sympy.Expr, max_ops: int, decide_relu: bool) -> bool:
+        """:meth:`prove_zero`'s loop: each step (over every factor, square and sign a
+        proof recurses into) takes one of the ``max_unfold`` steps of the outermost
+        call, and no form of more than :data:`_PROOF_NODES` times ``max_ops`` nodes is
+        expanded (SymPy's expansions of such forms took minutes)."""
         order = {name: k for k, name in enumerate(self.g.stages)}
         steps: list[sympy.Expr] = []  # each is 0 iff expr is: all proved by one proof
         proved = False
-        for _ in range(max_unfold):
+        while self._proof_steps > 0:
+            self._proof_steps -= 1
             expr = self.g.canonical.substitute(expr)  # rational values, shared symbols
+            if _larger_than(expr, _PROOF_NODES * max_ops):
+                break
             if _has_symbolic_denominator(expr):
                 numerator, denominator = sympy.together(expr).as_numer_denom()
                 if not self._nonzero(denominator):
@@ -432,14 +503,15 @@ class Certification:
                 expr = numerator
             squares = _sum_of_squares(expr)
             if squares:  # stage values are real: a sum of squares is 0 iff each base is
-                proved = all(self.prove_zero(b, max_ops, max_unfold, decide_relu)
-                             for b in squares)
+                proved = all(self._prove_zero(b, max_ops, decide_relu) for b in squares)
                 break
             expr = sympy.expand(expr, power_exp=False, power_base=False, log=False)
+            if expr != 0 and _larger_than(expr, _PROOF_NODES * max_ops):
+                break
             if expr == 0 or _normal(expr) in self._zeros:
                 proved = True
                 break
-            if decide_relu and self._every_term_has_a_zero_factor(expr, max_ops, max_unfold):
+            if decide_relu and self._every_term_has_a_zero_factor(expr, max_ops):
                 proved = True  # e.g. sum_j w_j V[j, 0] with the whole column V[:, 0] zero
                 break
             steps.append(expr)
@@ -448,7 +520,7 @@ class Certification:
             if expr.is_Mul or expr.is_Pow:  # a product is 0 iff one of its factors is
                 factors = _possibly_zero_factors(expr)
                 if len(factors) != 1:
-                    proved = any(self.prove_zero(f, max_ops, max_unfold, decide_relu)
+                    proved = any(self._prove_zero(f, max_ops, decide_relu)
                                  for f in factors)
                     break
                 expr = factors[0]
@@ -577,8 +649,7 @@ class Certification:
             return False
         return ball.is_finite() and not ball.contains(0)
 
-    def _every_term_has_a_zero_factor(self, expr: sympy.Expr, max_ops: int,
-                                      max_unfold: int) -> bool:
+    def _every_term_has_a_zero_factor(self, expr: sympy.Expr, max_ops: int) -> bool:
         """Prove a sum zero term by term, when every term has a factor that looks zero.
 
         "Looks zero": an entry whose ball (at the highest precision evaluated so far)
@@ -594,7 +665,7 @@ class Certification:
             if not looks_zero:
                 return False
             candidates.append(looks_zero[0])
-        return all(self.prove_zero(f, max_ops, max_unfold) for f in dict.fromkeys(candidates))
+        return all(self.prove_zero(f, max_ops) for f in dict.fromkeys(candidates))
 
     def resolved_local(self, name: str, i: int, j: int) -> sympy.Expr:
         """An entry's local formula with ReLU's max(0, h) resolved by the certified sign."""
@@ -614,6 +685,14 @@ def _boundaries(ball, decimals: int | None, significant: int | None) -> list[Fra
     if low != high:
         found.append((low.value() + high.value()) / 2)
     return found
+
+
+def _larger_than(expr: sympy.Expr, nodes: int) -> bool:
+    """Whether ``expr`` has more than ``nodes`` nodes (counted no further than that)."""
+    for count, _ in enumerate(sympy.preorder_traversal(expr)):
+        if count >= nodes:
+            return True
+    return False
 
 
 def _normal(expr: sympy.Expr) -> sympy.Expr:

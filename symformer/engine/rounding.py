@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 from flint import arb, fmpq, fmpz
@@ -27,6 +28,11 @@ MAX_PRECISION = 2 ** 16
 _MARGIN = 20
 #: Values above 10**MAX_PRINTED_MAGNITUDE are refused rather than printed digit by digit.
 MAX_PRINTED_MAGNITUDE = 10_000
+#: A rounded value is made an exact fraction (:meth:`Rounded.value`) or written in
+#: positional notation (:meth:`Rounded.fixed`) only while its decimal exponent is within
+#: +-MAX_EXACT_EXPONENT: 6 significant digits of an exp(-1e9)-small attention weight
+#: have the exponent -434,294,487, a fraction no machine holds.
+MAX_EXACT_EXPONENT = 100_000
 
 
 @dataclass(frozen=True)
@@ -37,20 +43,24 @@ class Rounded:
     exponent: int
 
     def fixed(self) -> str:
-        """Positional notation: ``-1.50``, ``0.000``, ``12``."""
+        """Positional notation: ``-1.50``, ``0.000``, ``12``.
+
+        Refused (:class:`~symformer.errors.NotSupportedError`) for an exponent past
+        :data:`MAX_EXACT_EXPONENT` (a string of millions of zeros)."""
         digits, exponent = self.digits, self.exponent
+        _check_exponent(exponent, "written out")
         if exponent < 0 and digits:
-            text = str(digits)  # with its sign
+            text = int_text(digits)  # with its sign
             if len(text) - (digits < 0) > -exponent:  # d.dd, the common case
                 return f"{text[:exponent]}.{text[exponent:]}"
-        return _fixed("-" if digits < 0 else "", str(abs(digits)), exponent)
+        return _fixed("-" if digits < 0 else "", int_text(abs(digits)), exponent)
 
     def significant(self) -> str:
         """Like :meth:`fixed`, but scientific (``1.234e-9``) for very large or small values."""
         digits, exponent = self.digits, self.exponent
         if digits == 0:
             return "0"
-        text = str(digits)  # with its sign
+        text = int_text(digits)  # with its sign
         magnitude = exponent + len(text) - (1 if digits > 0 else 2)  # the leading digit's
         if exponent < 0 and 0 <= magnitude < 21:  # d.ddd, the common case
             return f"{text[:exponent]}.{text[exponent:]}"
@@ -64,14 +74,46 @@ class Rounded:
         return f"{sign}{mantissa}e{magnitude:+d}".replace("e+", "e")
 
     def value(self) -> Fraction:
-        """The rounded value as an exact fraction."""
+        """The rounded value as an exact fraction (refused, as :meth:`fixed`, for an
+        exponent past :data:`MAX_EXACT_EXPONENT`: see :meth:`clipped`)."""
+        _check_exponent(self.exponent, "made an exact number")
         return Fraction(self.digits) * Fraction(10) ** self.exponent
 
+    def clipped(self, places: int) -> Fraction:
+        """The value, or exactly 0 when its magnitude is below 10**-``places`` (a
+        position to draw at, finer than any drawing: never a 10**-434,294,487)."""
+        if not self.digits or self.exponent + digit_count(self.digits) <= -places:
+            return Fraction(0)  # |value| < 10**(exponent + digit count) <= 10**-places
+        return self.value()
+
     def __float__(self) -> float:  # for display helpers only, never for decisions
-        return float(Fraction(self.digits) * Fraction(10) ** self.exponent)
+        return float(f"{self.digits}e{self.exponent}")  # correctly rounded, any exponent
 
 
 _ZEROS = "0" * 7  # the zeros after "0." of significant()'s positional values
+
+
+def int_text(n: int) -> str:
+    """``str(n)`` for an integer of any number of digits (Python refuses to convert one
+    of more than 4,300: a value of 1e5000 printed to 3 decimals has 5,004)."""
+    if n.bit_length() <= _STR_BITS:
+        return str(n)
+    high, low = divmod(abs(n), _STR_CHUNK)
+    return ("-" if n < 0 else "") + int_text(high) + str(low).rjust(_STR_DIGITS, "0")
+
+
+#: :func:`int_text`'s pieces: 4,000 digits (below Python's 4,300), and the bits of an
+#: integer ``str`` converts whole (14,000 bits: fewer than 4,215 digits).
+_STR_DIGITS = 4000
+_STR_CHUNK = 10 ** _STR_DIGITS
+_STR_BITS = 14_000
+
+
+def _check_exponent(exponent: int, what: str) -> None:
+    if abs(exponent) > MAX_EXACT_EXPONENT:
+        raise NotSupportedError(
+            f"a value of about 1e{exponent} is too {'small' if exponent < 0 else 'large'} "
+            f"to be {what} (decimal exponents past +-{MAX_EXACT_EXPONENT:,} are not)")
 
 
 def _fixed(sign: str, text: str, exponent: int) -> str:
@@ -114,9 +156,24 @@ class Undecided(Rounded):
 def display_value(text: str) -> Fraction:
     """A printed value as a fraction, for display helpers (heat maps) only.
 
-    Accepts the undecided form ``low..high?`` (its lower end).
+    Accepts the undecided form ``low..high?`` (its lower end).  A value below
+    10**-:data:`MAX_EXACT_EXPONENT` (``1.2e-434294482``) is 0 here: no display tells it
+    from 0, and its exact fraction would not fit in memory.
     """
-    return Fraction(text.split("..")[0].rstrip("?"))
+    number = Decimal(text.split("..")[0].rstrip("?"))
+    if number.is_finite() and (not number or number.adjusted() < -MAX_EXACT_EXPONENT):
+        return Fraction(0)
+    return decimal_fraction(number)
+
+
+def decimal_fraction(text: str | Decimal) -> Fraction:
+    """The exact value of a printed decimal (``-1.250``, ``3e-5``), of any number of
+    digits (``Fraction(text)`` refuses more than Python's 4,300); refused
+    (:class:`~symformer.errors.NotSupportedError`) past 10**+-:data:`MAX_EXACT_EXPONENT`."""
+    number = Decimal(text)
+    if number.is_finite() and number:
+        _check_exponent(number.adjusted(), "made an exact number")
+    return Fraction(number)
 
 
 def _round_int(numerator: int, denominator: int) -> int:

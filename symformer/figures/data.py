@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from symformer.engine import Derivation, Stage
-from symformer.engine.rounding import Rounded, Undecided
+from symformer.engine.rounding import Rounded, Undecided, digit_count, int_text
 from symformer.escape import latex_text, short_name
 from symformer.notation import ROPE_PAIR, ROPE_POSITION
 from symformer.notation import symbol as notation_symbol
@@ -25,6 +25,9 @@ from symformer.placement import part_of
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
 POSITION_DIGITS = 6
+#: A position below 10**-POSITION_PLACES is drawn at 0 (no drawing tells them apart; an
+#: exp(-1e9)-small weight is never made a fraction of 10**-434,294,487).
+POSITION_PLACES = 300
 #: One colour per token position in RoPE's figure: Okabe and Ito's palette (told apart
 #: with every common colour-vision deficiency), black first.
 POSITION_COLOURS = ((0, 0, 0), (230, 159, 0), (86, 180, 233), (0, 158, 115),
@@ -173,10 +176,11 @@ def figures(g: Derivation, options: Options) -> list[Figure]:
 
 
 def _value(r: Rounded | None) -> Fraction:
-    """The rounded value (an undecided entry's lower end; a masked entry is 0)."""
+    """The rounded value as a position (an undecided entry's lower end; a masked entry,
+    or one below 10**-:data:`POSITION_PLACES`, is 0)."""
     if r is None:
         return Fraction(0)
-    return r.low.value() if isinstance(r, Undecided) else r.value()
+    return (r.low if isinstance(r, Undecided) else r).clipped(POSITION_PLACES)
 
 
 def _slug(name: str) -> str:
@@ -232,8 +236,8 @@ def nice_ticks(low: Fraction, high: Fraction, most: int = 6) -> tuple[Fraction, 
     span = high - low
     if span <= 0:
         return (low,)
-    exponent = len(str(span.numerator // span.denominator)) if span >= 1 else \
-        -len(str(span.denominator // span.numerator))
+    exponent = digit_count(span.numerator // span.denominator) if span >= 1 else \
+        -digit_count(span.denominator // span.numerator)
     for e in range(exponent, exponent - 3, -1):
         for mantissa in (5, 2, 1):
             step = Fraction(mantissa) * Fraction(10) ** e
@@ -253,7 +257,7 @@ def decimal_text(x: Fraction) -> str:
         places += 1
         if places > 12:
             return sign + f"{float(x):.6g}"
-    digits = str(int(x * 10 ** places)).rjust(places + 1, "0")
+    digits = int_text(int(x * 10 ** places)).rjust(places + 1, "0")
     text = digits if places == 0 else f"{digits[:-places]}.{digits[-places:]}"
     return sign + text
 

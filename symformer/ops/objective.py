@@ -113,6 +113,70 @@ def evaluate(tree: Tree, env: dict[str, Any], num: Arithmetic) -> Any:
     return a + b if kind == "+" else a - b if kind == "-" else a * b if kind == "*" else a / b
 
 
+def _rational(tree: Tree, env: dict[str, Fraction | None]) -> Fraction | None:
+    """The tree's exact value when it is rational and every parameter it reads is known
+    (``env``), else None (a log, a root, a division by 0)."""
+    kind = tree[0]
+    if kind == "num":
+        return tree[1]
+    if kind == "var":
+        return env.get(tree[1])
+    if kind == "neg":
+        value = _rational(tree[1], env)
+        return None if value is None else -value
+    if kind == "^":
+        base, q = _rational(tree[1], env), tree[2]
+        if base is None or q.denominator != 1 or (base == 0 and q < 0):
+            return None
+        return base ** int(q)
+    if kind == "f":
+        return None
+    a, b = _rational(tree[1], env), _rational(tree[2], env)
+    if a is None or b is None or (kind == "/" and b == 0):
+        return None
+    return a + b if kind == "+" else a - b if kind == "-" else a * b if kind == "*" else a / b
+
+
+def _sign(tree: Tree, balls: dict[str, Any], exact: dict[str, Fraction | None]) -> int | None:
+    """The certified sign of the tree's value: its ball's, else its exact rational
+    value's; None when neither decides."""
+    ball = evaluate(tree, balls, BALLS)
+    if ball > 0 or ball < 0:
+        return 1 if ball > 0 else -1
+    if ball == 0:
+        return 0
+    value = _rational(tree, exact)
+    return None if value is None else (value > 0) - (value < 0)
+
+
+def outside_domain(tree: Tree, balls: dict[str, Any], exact: dict[str, Fraction | None]
+                   ) -> str | None:
+    """What the tree does outside its domain at these parameters, certified: ``division
+    by zero``, ``log of 0``, ``log of a negative number``, ``square root of a negative
+    number``, ``a fractional power of a number <= 0``; None when nothing is shown
+    (``balls``: the parameters' balls; ``exact``: their rational values when known)."""
+    kind = tree[0]
+    if kind in ("num", "var"):
+        return None
+    for child in tree[1:]:
+        if isinstance(child, tuple) and (found := outside_domain(child, balls, exact)):
+            return found
+    if kind == "/" or kind == "^" and tree[2] < 0 and tree[2].denominator == 1:
+        return "division by zero" if _sign(tree[2] if kind == "/" else tree[1],
+                                           balls, exact) == 0 else None
+    if kind == "^" and tree[2].denominator != 1:
+        sign = _sign(tree[1], balls, exact)
+        return "a fractional power of a number <= 0" if sign is not None and \
+            sign <= 0 and not (sign == 0 and tree[2] > 0) else None
+    if kind == "f" and tree[1] in ("log", "sqrt"):
+        sign = _sign(tree[2], balls, exact)
+        if sign is not None and sign < 0:
+            return f"{'log' if tree[1] == 'log' else 'square root'} of a negative number"
+        if sign == 0 and tree[1] == "log":
+            return "log of 0"
+    return None
+
+
 def objective(theta):
     """f(θ) at the parameter row θ; each instance runs its own tree (``function()``)."""
     raise NotImplementedError  # replaced per instance by the operation's function()
@@ -221,6 +285,16 @@ class Objective(Operation):
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         return sympy.Matrix([[evaluate(self.tree, self._env(args, EXACT), EXACT)]])
+
+    def outside_domain(self, args: Sequence[ArbMatrix], exact: Sequence[Fraction | None],
+                       gradient: bool = False) -> str | None:
+        """What f (``gradient``: one of its derivatives) does outside its domain at the
+        parameters ``args`` (balls; ``exact``: their rational values, None where not
+        known), certified (:func:`outside_domain`); None when nothing is shown."""
+        balls, known = self._env(args, BALLS), dict(zip(self.names, exact))
+        trees = [derivative(self.tree, n) for n in self.names] if gradient else [self.tree]
+        return next((found for tree in trees
+                     if (found := outside_domain(tree, balls, known))), None)
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         return [[evaluate(self.tree, self._env(args, BALLS), BALLS)]]

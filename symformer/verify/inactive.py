@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import singledispatch
 
+from flint import arb, fmpq
+
 from symformer.engine import Derivation, Stage
 from symformer.engine.arbmath import NEG_INF
-from symformer.engine.rounding import ball_bounds, start_precision
+from symformer.engine.rounding import ball_bounds, moderate, start_precision
 from symformer.errors import NotSupportedError, UndecidedError
 from symformer.notation import notation, parameter, pieces_text
 from symformer.notation_types import Notation
@@ -49,6 +51,17 @@ from symformer.placement import part_of
 #: (the tables' third decimal could show it).
 MAX_DIGITS = 12
 MIN_DIGITS = 3
+#: The effort of the analysis, so that it stays within what the work estimate charges:
+#: an equality the balls cannot decide at the working precision is tried again at up to
+#: REFINE_PRECISION bits (4 times more each time), then by at most MAX_PROOFS exact
+#: proofs of PROOF_OPS operations and PROOF_UNFOLD unfoldings each (as the argmax's tie
+#: proofs); past that nothing is called exactly equal or exactly 0.
+REFINE_PRECISION = 4096
+MAX_PROOFS = 64
+PROOF_OPS, PROOF_UNFOLD = 800, 12
+#: :func:`_upper`'s floor: 2^-60, below 10^-(MAX_DIGITS + 1).
+_TINY_EXACT = Fraction(1, 2 ** 60)
+_TINY = arb(fmpq(1, 2 ** 60))
 #: The stage kinds of a normalisation's output (post-norm: it reads the residual sum).
 NORM_KINDS = ("layer_norm", "rms_norm")
 #: What a sub-layer is called, by the kind of the stage its residual adds.
@@ -258,31 +271,63 @@ def _attention_pattern(g: Derivation, stage: Stage, prec: int) -> str | None:
     balls = g.evaluate(prec, scores)[scores]
     keys = [[j for j, b in enumerate(row) if b is not NEG_INF] for row in balls]
     pairs = [((i, row[0]), (i, j)) for i, row in enumerate(keys) for j in row[1:]]
+    undecided = []
     for a, b in pairs:  # balls first: an exact comparison only when none differs
         difference = balls[a[0]][a[1]] - balls[b[0]][b[1]]
         if difference > 0 or difference < 0:
             return None
-    if not all(_equal(g, scores, a, b, balls) for a, b in pairs):
+        if not difference == 0:
+            undecided.append(((scores, *a), (scores, *b)))
+    if not _all_equal(g, undecided, prec):
         return None
     return "one_hot" if max(map(len, keys), default=0) == 1 else "uniform"
 
 
-def _equal(g: Derivation, name: str, a: tuple[int, int], b: tuple[int, int], balls,
-           other: str | None = None, other_balls=None) -> bool:
-    """Whether entry ``a`` of stage ``name`` equals entry ``b`` (of ``other``, default
-    the same stage), exactly: a difference ball excluding 0 says no, a ball of radius 0
-    at 0 or an exact proof says yes."""
-    other, other_balls = other or name, other_balls if other_balls is not None else balls
-    x, y = balls[a[0]][a[1]], other_balls[b[0]][b[1]]
-    difference = x - y
-    if difference > 0 or difference < 0:
+Entry = tuple[str, int, int]
+
+
+def _all_equal(g: Derivation, pairs: list[tuple[Entry, Entry]], prec: int) -> bool:
+    """Whether the two entries of every pair are exactly equal, with a bounded effort
+    (the pairs are those whose difference ball at ``prec`` bits contains 0 but is not
+    exactly 0).  Balls first, at up to :data:`REFINE_PRECISION` bits (one difference
+    excluding 0 says no: a LayerNorm with eps = 1e-100 changes its input by 1e-101);
+    then the exact rational values; then at most :data:`MAX_PROOFS` proofs of
+    :data:`PROOF_OPS` operations and :data:`PROOF_UNFOLD` unfoldings each.  False when
+    the effort runs out: exact equality is said only when shown."""
+    while pairs and prec < REFINE_PRECISION:
+        prec = min(4 * prec, REFINE_PRECISION)
+        values: dict = {}
+        for (a, *_), (b, *_) in pairs:
+            values.setdefault(a, g.evaluate(prec, a)[a])
+            values.setdefault(b, g.evaluate(prec, b)[b])
+        still = []
+        for (a, i, j), (b, k, m) in pairs:
+            difference = values[a][i][j] - values[b][k][m]
+            if difference > 0 or difference < 0:
+                return False
+            if not difference == 0:
+                still.append(((a, i, j), (b, k, m)))
+        pairs = still
+    if len(pairs) > MAX_PROOFS:
         return False
-    if difference == 0:
-        return True
-    p, q = g.exact_rational(name, *a), g.exact_rational(other, *b)
-    if p is not None and q is not None:
-        return p == q
-    return g.prove_zero(g.symbols(name)[a] - g.symbols(other)[b])
+    for a, b in pairs:
+        p, q = g.exact_rational(*a), g.exact_rational(*b)
+        if p is not None and q is not None:
+            if p != q:
+                return False
+        elif not _proved(g, g.symbols(a[0])[a[1], a[2]] - g.symbols(b[0])[b[1], b[2]]):
+            return False
+    return True
+
+
+def _proved(g: Derivation, expr) -> bool:
+    """``expr`` proved exactly 0 within :data:`PROOF_OPS` and :data:`PROOF_UNFOLD` (no
+    ReLU sign decided: nothing evaluated); False when no proof is found in that."""
+    try:
+        return g.prove_zero(expr, max_ops=PROOF_OPS, max_unfold=PROOF_UNFOLD,
+                            decide_relu=False)
+    except (UndecidedError, NotSupportedError):
+        return False
 
 
 def _reads_residual(g: Derivation, stage: Stage) -> bool:
@@ -315,18 +360,30 @@ def _identity(g: Derivation, name: str, source: str, prec: int, added: str = ""
             if ball is NEG_INF or inp[i][j] is NEG_INF:
                 return None
             difference = ball - inp[i][j]
-            low, high = ball_bounds(difference)
-            bound = max(bound, -low, high)
+            bound = max(bound, _upper(difference))
             if bound >= Fraction(1, 10 ** MIN_DIGITS):
                 return None
             if not difference == 0:
-                undecided.append((i, j))
-    if all(_equal(g, name, where, where, out, source, inp) for where in undecided):
+                undecided.append(((name, i, j), (source, i, j)))
+    if _all_equal(g, undecided, prec):
         return NearIdentity(name, source, None, added)
     digits = MIN_DIGITS
     while digits < MAX_DIGITS and bound < Fraction(1, 10 ** (digits + 1)):
         digits += 1
     return NearIdentity(name, source, digits, added)
+
+
+def _upper(x) -> Fraction:
+    """An exact upper bound of |x|, at least 2^-60 (below 10^-MAX_DIGITS: all a bound
+    states); 1 for a ball that is not finite or not below 1 (then no identity is said)."""
+    if not x.is_finite():
+        return Fraction(1)
+    if not x.abs_upper() > _TINY:
+        return _TINY_EXACT
+    if not (x.abs_upper() < 1 and moderate(x)):
+        return Fraction(1)
+    low, high = ball_bounds(x)
+    return max(-low, high)
 
 
 def _proved_zero(g: Derivation, name: str, i: int, j: int) -> bool:
@@ -337,14 +394,9 @@ def _proved_zero(g: Derivation, name: str, i: int, j: int) -> bool:
         value = g.exact_rational(name, i, j)
         if value is not None:
             return value == 0
-        return g.prove_zero(g.local(name)[i, j], max_ops=_PROOF_OPS, max_unfold=_PROOF_UNFOLD,
-                            decide_relu=False)
     except (UndecidedError, NotSupportedError):
         return False
-
-
-#: The effort spent proving a gradient entry exactly 0 (as the argmax's tie proofs).
-_PROOF_OPS, _PROOF_UNFOLD = 800, 12
+    return _proved(g, g.local(name)[i, j])
 
 
 def _zero_gradient(g: Derivation, stage: Stage, prec: int, dead: dict[str, DeadUnits]

@@ -17,9 +17,9 @@ quantities at significant figures; so do the notes' Backward part and the HTML t
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
 
 from symformer.engine import Stage
+from symformer.engine.rounding import decimal_fraction, leading_exponent
 from symformer.worked.build import Values
 from symformer.worked.numbers import integer_values
 
@@ -74,7 +74,7 @@ class SignificantValues(Values):
                 if text == "-inf":
                     line.append(text)
                     continue
-                value = Fraction(text)
+                value = decimal_fraction(text)
                 if value == 0:
                     balls = balls or stage.balls(128)
                     ball = balls[i][j]
@@ -86,7 +86,7 @@ class SignificantValues(Values):
                         by_decimals[places] = stage.values(decimals=places)
                     line.append(by_decimals[places][i][j])
                     continue
-                places = max(0, digits - 1 - _exponent(value))
+                places = max(0, digits - 1 - leading_exponent(abs(value)))
                 for shown in (places, places - 1):  # 0.999996 at 5 digits: 1.0000
                     if shown not in by_decimals:
                         by_decimals[shown] = stage.values(decimals=shown)
@@ -105,17 +105,6 @@ PROBE = 12
 def _count(text: str) -> int:
     """The significant digits a printed decimal shows."""
     return len(text.lstrip("-").replace(".", "").lstrip("0"))
-
-
-def _exponent(value: Fraction) -> int:
-    """floor(log10 |value|) for a nonzero value, exactly."""
-    value = abs(value)
-    k = len(str(value.numerator)) - len(str(value.denominator))
-    while Fraction(10) ** k > value:
-        k -= 1
-    while Fraction(10) ** (k + 1) <= value:
-        k += 1
-    return k
 
 
 def choose_digits(lands: Callable[[int], bool], start: int = DEFAULT_DIGITS,
