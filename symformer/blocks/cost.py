@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from symformer.blocks.work import estimated_work, weight_products
+from symformer.blocks.work import PER_SECOND, estimated_work, weight_products
 from symformer.example.schema import Example
 
-#: Operations per second of CPU: DEFAULT_MAX_WORK (5,000,000) is about 10 s.
-PER_SECOND = 500_000
+__all__ = ["EXERCISE_START", "PER_SECOND", "Shape", "derivation_work", "estimate", "shape"]
 #: Starting a command: Python, the imports, parsing the example, the graph.
 _START = 250_000
+#: Importing what a command that writes formulas needs (SymPy, the notation, the
+#: rules): ``trace``.
+_SYMPY = 250_000
 #: A forward pass's multiply-add in ball arithmetic, and one printed number.
 _FORWARD = 2
 _ENTRY = 5
@@ -45,7 +47,7 @@ _STEP = 1
 #: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
 #: SymPy formula built and substituted (tables' exact values, equations, worked
 #: lines), and one rendered number.
-_RENDER_START = 750_000
+_RENDER_START = 350_000
 _FORMULA = 30
 _RENDER_ENTRY = 100
 #: One formula term of ``trace`` (one token's formulas, each substituted once).
@@ -57,7 +59,7 @@ _READER = 60
 #: matplotlib's start, one figure drawn with it (svg, png, pdf), one attention-map
 #: cell (a patch and its written value).
 _MATPLOTLIB = 500_000
-_MPL_FIGURE = 150_000
+_MPL_FIGURE = 100_000
 _MPL_CELL = 3_000
 #: The TikZ figures' start (their values), a figure and one of its cells (text only).
 _TIKZ_START = 200_000
@@ -67,10 +69,20 @@ _TIKZ_CELL = 100
 _REFERENCE = 200_000
 #: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
 #: facts of (softmax rows, LayerNorm rows, the mask's zeros).
-_PROOF_START = 1_000_000
+_PROOF_START = 300_000
 _PROOF = 125
-#: One claim checked (its stage located, its numbers rounded and compared).
+#: One claim checked (its stage located, its numbers rounded and compared), after
+#: ``check``'s start (the alternative conventions' rules, the explanations).
 _CLAIM = 3_500
+_CHECK_START = 200_000
+#: ``exercise``'s start (the template derived, the sheets' rendering imported), before
+#: its draws and each variant's sheets (:mod:`symformer.exercise.generate`'s own
+#: per-draw and per-variant costs, in these operations).
+EXERCISE_START = _START + 250_000
+#: ``grade``'s start (the key, the grader's rules) and each answer file graded (its
+#: entries' verdicts, follow-through proofs and feedback).
+_GRADE_START = 150_000
+_GRADE_FILE = 20_000
 #: The backward pass's start (the loss, its SymPy rules) and its cost in forward
 #: passes (gradients of every stage and weight).
 _BACKWARD_START = 250_000
@@ -161,6 +173,13 @@ def _derived(s: Shape, passes: float = 1) -> int:
     return int(_START + passes * forward + _ENTRY * s.entries)
 
 
+def derivation_work(example: Example) -> int:
+    """Deriving ``example`` once, nothing printed (the Python API's :func:`~symformer.
+    blocks.encoder.derive`: what it checks against ``max_work``)."""
+    s = shape(example)
+    return _derived(s) - _START - _ENTRY * s.entries
+
+
 def derive_work(example: Example, *, reader_rounding: bool = False,
                 gradients: bool = False, shown: float = 1.0) -> int:
     """``derive``: a forward pass and its tables (--reader-rounding: every stage again
@@ -205,6 +224,12 @@ def backward_work(example: Example, steps: int = 0) -> int:
     return _START + _BACKWARD_START + (steps + 1) * one
 
 
+def fill_work(example: Example) -> int:
+    """``fill``: the derivation and the template's values (a template is bounded in
+    tags, steps and output by :mod:`symformer.fill`: its rendering is a constant)."""
+    return _derived(shape(example))
+
+
 def render_work(example: Example, *, formulas: float = 1) -> int:
     """Tables, equations and worked lines of every stage (``export``, ``slides``,
     ``fill``): every stage's formulas built and substituted, every number printed.
@@ -232,7 +257,7 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
     with --steps."""
     work = render_work(example, formulas=2 if exact else 1)
     if figures:
-        work += figures_work(example, "tikz") - _derived(shape(example))
+        work += _tikz(shape(example))
     if steps:
         work += generate_work(example, steps) - _START
     return work
@@ -240,7 +265,13 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
 
 def slides_work(example: Example) -> int:
     """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
-    return render_work(example) + figures_work(example, "tikz") - _derived(shape(example))
+    return render_work(example) + _tikz(shape(example))
+
+
+def _tikz(s: Shape) -> int:
+    """The TikZ figures of a document that renders its stages anyway (its start is
+    rendering's)."""
+    return s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
 
 
 def prove_work(example: Example) -> int:
@@ -257,7 +288,7 @@ def trace_work(example: Example, *, backward: bool = False) -> int:
     """``trace``: one token's formulas and substitutions through every stage (the
     backward pass's too with --backward)."""
     s = shape(example)
-    work = _derived(s) + _TRACE_FORMULA * s.formulas
+    work = _derived(s) + _SYMPY + _TRACE_FORMULA * s.formulas
     return work + (backward_work(example) - _START if backward else 0)
 
 
@@ -273,7 +304,7 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: b
     ``random_examples`` random examples (each a forward and backward pass, derived once
     for all equations), up to three precisions each."""
     s = shape(example)
-    work = _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
+    work = _derived(s, 6) + _CHECK_START + claims * _CLAIM + numbers * _ENTRY
     if equations:  # the backward pass's start once; each random example's own passes
         one = backward_work(example) - _START - _BACKWARD_START
         work += _BACKWARD_START + random_examples * one + equations * (
@@ -285,12 +316,18 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: b
     return work
 
 
-#: The estimate of each command, by name (``fill`` renders what its template asks for:
-#: counted as every stage rendered).
+def grade_work(example: Example, variants: int, files: int) -> int:
+    """``grade``: each variant (``example`` the first) derived once, each answer file
+    graded."""
+    return _START + _GRADE_START + variants * derivation_work(example) + files * _GRADE_FILE
+
+
+#: The estimate of each command, by name.
 ESTIMATES = {"derive": derive_work, "crosscheck": crosscheck_work, "generate": generate_work,
              "backward": backward_work, "train": backward_work, "export": export_work,
-             "slides": slides_work, "fill": render_work, "figures": figures_work,
-             "prove": prove_work, "trace": trace_work, "check": check_work}
+             "slides": slides_work, "fill": fill_work, "figures": figures_work,
+             "prove": prove_work, "trace": trace_work, "check": check_work,
+             "grade": grade_work}
 
 
 def estimate(command: str, example: Example, **options: object) -> int:
