@@ -179,8 +179,10 @@ def child_env() -> dict[str, str]:
 def imported(folder: Path, kind: str, width: int) -> Path:
     """The example file of a random ``kind`` model ``width`` wide, 8 tokens."""
     directory = folder / f"{kind}_{width}_dir"
-    model_directory(directory, kind, width)
     path = folder / f"{kind}_{width}.toml"
+    if path.exists():  # kept from an earlier run (--models)
+        return path
+    model_directory(directory, kind, width)
     done = subprocess.run([sys.executable, "-m", "symformer", "import", str(directory),
                            "--tokens", "1,2,3,4,5,6,7,8", "--out", str(path), "--max-work",
                            "0"], capture_output=True, text=True, env=child_env())
@@ -304,8 +306,8 @@ def run(cases: list[Case], named: dict[str, str], timeout: float) -> Iterator[tu
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--commands", help="comma-separated case names' first words "
-                        "(default: every command)")
+    parser.add_argument("--commands", help="comma-separated commands (derive: every derive "
+                        "case) or case names ('derive --reader-rounding'; default: all)")
     parser.add_argument("--examples", help="comma-separated example names (default: all)")
     parser.add_argument("--widths", default="64,128,256,512,768",
                         help="imported models' widths (default 64,128,256,512,768)")
@@ -313,17 +315,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-imported", action="store_true")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a case")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--models", help="a folder to keep the imported examples in (and "
+                        "reuse them from on the next run)")
     args = parser.parse_args(argv)
-    cases = [c for c in CASES if not args.commands
-             or c.name.split()[0] in args.commands.split(",")
-             or c.name in args.commands.split(",")]
-    with tempfile.TemporaryDirectory() as folder:
+    asked = args.commands.split(",") if args.commands else None
+    cases = [c for c in CASES if asked is None or c.name in asked or c.name.split()[0] in asked]
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.models or scratch
         widths = [] if args.skip_imported else [int(w) for w in args.widths.split(",")]
         named = examples(Path(folder), widths, args.kinds.split(","))
         if args.examples:
             named = {k: v for k, v in named.items() if k in args.examples.split(",")}
         print(f"{'command':26} {'example':28} {'estimate':>12} {'est. s':>8} "
               f"{'CPU s':>8} {'ratio':>6}", flush=True)
+        # a first run compiles the modules' bytecode: not any case's CPU
+        subprocess.run([sys.executable, "-m", "symformer", "derive", "--stage", "input"],
+                       capture_output=True, env=child_env(), check=True)
         rows, started = [], time.perf_counter()
         for case, name, estimate, seconds, status, err in run(cases, named, args.timeout):
             implied = estimate / PER_SECOND

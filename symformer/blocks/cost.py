@@ -42,7 +42,9 @@ _ENTRY = 5
 #: wide, 8 tokens (2026-12-04).
 _PRODUCT = 0.005
 _WEIGHT = 0.15
-#: A greedy step's multiply-add (``generate``: the next token's probabilities only).
+#: A greedy step (``generate``: its graph, the certified argmax) and its multiply-add
+#: (the products with constant weights at ``_PRODUCT``).
+_STEP_START = 25_000
 _STEP = 1
 #: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
 #: SymPy formula built and substituted (tables' exact values, equations, worked
@@ -50,6 +52,9 @@ _STEP = 1
 _RENDER_START = 350_000
 _FORMULA = 30
 _RENDER_ENTRY = 100
+#: The inactive analysis's decisions, one a head or sub-layer (its ball checks and a
+#: few exact proofs: about 10 ms).
+_INACTIVE = 5_000
 #: One formula term of ``trace`` (one token's formulas, each substituted once).
 _TRACE_FORMULA = 15
 #: --reader-rounding: each stage again from the rounded ones, per multiply-add, after
@@ -65,11 +70,14 @@ _MPL_CELL = 3_000
 _TIKZ_START = 200_000
 _TIKZ_FIGURE = 5_000
 _TIKZ_CELL = 100
+#: A pair of bars whose labels are kept apart (measured: 27 s of CPU for 8 charts of
+#: 1,000 bars, an imported GPT-2's next-token probabilities; 2026-12-07).
+_BAR_PAIR = 1.7
 #: The NumPy reference of ``crosscheck`` (its import and float pass).
 _REFERENCE = 200_000
 #: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
 #: facts of (softmax rows, LayerNorm rows, the mask's zeros).
-_PROOF_START = 300_000
+_PROOF_START = 150_000
 _PROOF = 125
 #: One claim checked (its stage located, its numbers rounded and compared), after
 #: ``check``'s start (the alternative conventions' rules, the explanations).
@@ -101,6 +109,14 @@ class Shape:
     entries: int
     cells: int
     figures: int
+    #: Attention heads and sub-layers (residual and norm), each examined by the header's
+    #: analysis of what the example leaves inactive (:mod:`symformer.verify.inactive`).
+    sublayers: int = 0
+    #: The bar charts' bars, squared and summed (each LayerNorm's input and output over
+    #: d_model, each position's next-token probabilities over the vocabulary): their
+    #: value labels are placed clear of every other bar and label, pair by pair
+    #: (:func:`symformer.figures.layout.place_labels`).
+    bar_pairs: int = 0
 
 
 def shape(example: Example) -> Shape:
@@ -121,9 +137,12 @@ def shape(example: Example) -> Shape:
         entries += n * (6 * d + 2 * layer.d_ff + 8)
         cells += heads * n * n
         figures += heads + 2
+    norms = [layer.layer_norm for layer in example.layers if layer.norm != "none"] * 2
+    norms += [f.layer_norm for f in (example.final_norm, example.embedding_norm) if f]
     if example.lm_head is not None:
         entries += 2 * n * len(example.vocab)
-        figures += 1
+        figures += n - 1  # one figure a position (and the norm's, counted above)
+    bars = n * len(example.vocab) ** 2 if example.lm_head is not None else 0
     if example.decoder is not None:
         dec = example.decoder
         m = len(dec.tokens)
@@ -138,13 +157,20 @@ def shape(example: Example) -> Shape:
             formulas += 3 * m * d * d
             entries += m * (9 * d + 2 * layer.d_ff + 12)
             figures += 3
+            norms += [layer.layer_norm] * 3 if layer.norm != "none" else []
         if dec.W_vocab is not None:
             entries += 2 * m * len(dec.vocab)
-            figures += 1
+            figures += m
+            bars += m * len(dec.vocab) ** 2
+    bars += sum((2 * d) ** 2 for kind in norms if kind != "rms")  # RMSNorm: not drawn
     extra = _lesson_entries(example)  # [stages]: Jacobians, dot-product terms, ...
     products, weights = weight_products(example)
+    sublayers = sum(len(layer.heads) + 2 for layer in example.layers)
+    if example.decoder is not None:
+        sublayers += sum(len(layer.self_heads) + len(layer.cross_heads) + 3
+                         for layer in example.decoder.layers)
     return Shape(forward + extra, formulas + extra, products, weights, entries + extra, cells,
-                 figures)
+                 figures, sublayers, bars)
 
 
 def _lesson_entries(example: Example) -> int:
@@ -173,6 +199,14 @@ def _derived(s: Shape, passes: float = 1) -> int:
     return int(_START + passes * forward + _ENTRY * s.entries)
 
 
+def _inactive(s: Shape) -> int:
+    """The header's analysis of what the example leaves inactive (``derive``,
+    ``backward``, the notes): a head's pattern, a sub-layer's identity, decided once
+    each.  A simple term: the analysis's own bound (its exact proofs, e.g. a
+    near-identity at eps = 1e-100) is :mod:`symformer.verify.inactive`'s."""
+    return _INACTIVE * s.sublayers
+
+
 def derivation_work(example: Example) -> int:
     """Deriving ``example`` once, nothing printed (the Python API's :func:`~symformer.
     blocks.encoder.derive`: what it checks against ``max_work``)."""
@@ -188,7 +222,8 @@ def derive_work(example: Example, *, reader_rounding: bool = False,
     ``example`` is then the sentence the slice reads, :mod:`symformer.blocks.slices`)."""
     s = shape(example)
     s = replace(s, entries=int(s.entries * min(1.0, max(0.0, shown))))
-    work = _derived(s) + (_READER_START + _READER * s.forward if reader_rounding else 0)
+    work = _derived(s) + _inactive(s) + (_READER_START + _READER * s.forward
+                                         if reader_rounding else 0)
     return work + (backward_work(example) - _START if gradients else 0)
 
 
@@ -199,11 +234,14 @@ def crosscheck_work(example: Example) -> int:
 
 def generate_work(example: Example, steps: int) -> int:
     """``generate --steps N``: a forward pass per greedy step, each one token longer (the
-    target, or a language model's own sentence)."""
+    target, or a language model's own sentence); the weights are made balls once."""
     if example.lm_head is not None and example.positional_embeddings is not None:
         # it stops when the learned positional table has no row for another token
         steps = min(steps, example.positional_embeddings.rows - len(example.tokens) + 1)
-    return _START + sum(_STEP * shape(_grown(example, k)).forward for k in range(steps))
+    grown = [shape(_grown(example, k)) for k in range(steps)]
+    return int(_START + _WEIGHT * shape(example).weights  # the weights made balls once
+               + sum(_STEP_START + _STEP * (s.forward - s.products) + _PRODUCT * s.products
+                     for s in grown))
 
 
 def _grown(example: Example, k: int) -> Example:
@@ -221,7 +259,7 @@ def backward_work(example: Example, steps: int = 0) -> int:
     per step, and the final one."""
     s = shape(example)
     one = (1 + _BACKWARD) * _FORWARD * s.forward + 2 * _ENTRY * s.entries
-    return _START + _BACKWARD_START + (steps + 1) * one
+    return _START + _BACKWARD_START + _inactive(s) + (steps + 1) * one
 
 
 def fill_work(example: Example) -> int:
@@ -235,7 +273,7 @@ def render_work(example: Example, *, formulas: float = 1) -> int:
     ``fill``): every stage's formulas built and substituted, every number printed.
     ``formulas`` scales the formula part (``export --exact``: closed forms too)."""
     s = shape(example)
-    return int(_derived(s) + _RENDER_START + formulas * _FORMULA * s.formulas
+    return int(_derived(s) + _inactive(s) + _RENDER_START + formulas * _FORMULA * s.formulas
                + _RENDER_ENTRY * s.entries)
 
 
@@ -244,9 +282,9 @@ def figures_work(example: Example, fmt: str = "tikz") -> int:
     pdf: expensive per figure and per attention-map cell)."""
     s = shape(example)
     if fmt == "tikz":
-        drawing = _TIKZ_START + s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
+        drawing = _TIKZ_START + _tikz(s)
     else:
-        drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL
+        drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL + _bars(s)
     return _derived(s) + drawing
 
 
@@ -271,7 +309,12 @@ def slides_work(example: Example) -> int:
 def _tikz(s: Shape) -> int:
     """The TikZ figures of a document that renders its stages anyway (its start is
     rendering's)."""
-    return s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
+    return s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL + _bars(s)
+
+
+def _bars(s: Shape) -> int:
+    """Placing the bar charts' value labels (quadratic in a chart's bars)."""
+    return int(_BAR_PAIR * s.bar_pairs)
 
 
 def prove_work(example: Example) -> int:
