@@ -83,6 +83,11 @@ _PROOF = 125
 #: ``check``'s start (the alternative conventions' rules, the explanations).
 _CLAIM = 3_500
 _CHECK_START = 200_000
+#: A character of a claimed equation's LaTeX, read and evaluated, and per entry of a
+#: sentence's row by d_model (measured: a 330-link chain, 2,000 characters, 2.5 s of
+#: CPU on the built-in example; 2026-12-07).
+_EQUATION_CHAR = 300
+_EQUATION_CHAR_ENTRY = 20
 #: ``exercise``'s start (the template derived, the sheets' rendering imported), before
 #: its draws and each variant's sheets (:mod:`symformer.exercise.generate`'s own
 #: per-draw and per-variant costs, in these operations).
@@ -337,7 +342,7 @@ def trace_work(example: Example, *, backward: bool = False) -> int:
 
 def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: bool = False,
                train_steps: int | None = None, equations: int = 0,
-               random_examples: int = 0) -> int:
+               random_examples: int = 0, equation_chars: int = 0) -> int:
     """``check``: the derivation and the other conventions that might explain a wrong
     number, then each claim (located, rounded, compared) and each claimed number; with
     claims on gradients, a backward pass under the example's conventions and each
@@ -345,13 +350,17 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: b
     twice (the check and reader rounding).  ``equations`` claimed equations: each
     evaluated at every entry of the example, of its variants and of
     ``random_examples`` random examples (each a forward and backward pass, derived once
-    for all equations), up to three precisions each."""
+    for all equations), up to three precisions each; and each character of their LaTeX
+    (``equation_chars``: a chain's links, a sum's terms, a definition's uses are each
+    read and evaluated, more of them the longer the text)."""
     s = shape(example)
     work = _derived(s, 6) + _CHECK_START + claims * _CLAIM + numbers * _ENTRY
     if equations:  # the backward pass's start once; each random example's own passes
         one = backward_work(example) - _START - _BACKWARD_START
         work += _BACKWARD_START + random_examples * one + equations * (
             1 + random_examples + 5) * (_CLAIM + 3 * _ENTRY * s.entries)
+    n, d = len(example.tokens), example.d_model
+    work += equation_chars * (_EQUATION_CHAR + _EQUATION_CHAR_ENTRY * n * d)
     if gradients:
         work += 5 * (backward_work(example) - _START)
     if train_steps is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from symformer.blocks.cost import derivation_work
 from symformer.blocks.decoder import decoder_stages
 from symformer.blocks.given_attention import given_attention
 from symformer.blocks.head import objective_stages, output_head
@@ -15,7 +16,6 @@ from symformer.blocks.sublayers import (
     prediction_transform,
     wrap,
 )
-from symformer.blocks.cost import derivation_work
 from symformer.blocks.work import check_size
 from symformer.engine.graph import Derivation
 from symformer.example.schema import Example, Layer

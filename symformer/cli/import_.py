@@ -146,6 +146,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"symformer import: note: {unused}", file=sys.stderr)
     work = estimate("derive", example)
     if work > DEFAULT_MAX_WORK:  # the refusal `symformer derive` would print, as a note
-        print(f"symformer import: note: {refusal('`symformer derive` on it', work, DEFAULT_MAX_WORK)}",
-              file=sys.stderr)
+        note = refusal("`symformer derive` on it", work, DEFAULT_MAX_WORK)
+        print(f"symformer import: note: {note}", file=sys.stderr)
     return 0
