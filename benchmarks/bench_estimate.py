@@ -204,6 +204,8 @@ def examples(folder: Path, widths: list[int], kinds: list[str]) -> dict[str, str
 
 def applies(case: Case, name: str, text: str) -> bool:
     """Whether ``case`` runs on the example ``name`` (its file's ``text``)."""
+    if name == "post_claims":  # claims about the built-in example, not an example
+        return case.command == "check" and case.on != ("builtin",)
     if isinstance(case.on, tuple):
         return name in case.on
     if case.on == "loss":
