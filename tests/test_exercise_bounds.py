@@ -135,7 +135,7 @@ def test_a_long_search_reports_its_progress(spread10k, monkeypatch):
     example = load_example(None)
     draws = 2 * every + 1
     full, cheap = attempt_work(example)  # every flat draw is prefiltered: half a pass
-    limit = sheet_work(example) + full + (draws - 1) * cheap + cheap // 2
+    limit = EXERCISE_START + sheet_work(example) + full + (draws - 1) * cheap + cheap // 2
     notes: list[str] = []
     with pytest.raises(InputError, match=f"{draws} of {draws} rejected"):
         make_exercise(SheetRequest(str(spread10k), 1, 1, max_work=limit), searching=notes.append)
