@@ -124,10 +124,16 @@ def refusal(doing: str, work: int, limit: int) -> str:
         (about 2 min of CPU), over the limit of 5 M (about 10 s); raise it with
         --max-work N or SYMFORMER_MAX_WORK=N (0: no limit)
     """
-    option = "--max-work N" if _COMMAND_LINE.get() else "max_work=N"
     return (f"{doing} is estimated at {operations(work)} operations ({cpu_time(work)} of "
-            f"CPU), over the limit of {operations(limit)} ({cpu_time(limit)}); raise it "
-            f"with {option} or SYMFORMER_MAX_WORK=N (0: no limit)")
+            f"CPU), over the limit of {operations(limit)} ({cpu_time(limit)}); "
+            f"{how_to_raise()}")
+
+
+def how_to_raise() -> str:
+    """How to raise the work limit, naming the option the reader uses (``--max-work N``
+    on the command line, ``max_work=N`` from Python)."""
+    option = "--max-work N" if _COMMAND_LINE.get() else "max_work=N"
+    return f"raise it with {option} or SYMFORMER_MAX_WORK=N (0: no limit)"
 
 
 def operations(count: int) -> str:

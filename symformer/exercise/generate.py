@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symformer.blocks import derive
-from symformer.blocks.work import check_work, estimated_work, work_limit
+from symformer.blocks.work import (
+    check_work,
+    cpu_time,
+    estimated_work,
+    how_to_raise,
+    work_limit,
+)
 from symformer.engine import Derivation
 from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
@@ -173,8 +179,8 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
     tried = sum(counts.values())
     if not tried:
         return (f"{source}: variant {vid}: not drawn: the work limit of {limit:,} operations "
-                f"(--max-work) was reached by the earlier variants' draws; raise it with "
-                f"--max-work N (0 means no limit) or ask for fewer variants")
+                f"({cpu_time(limit)}) was reached by the earlier variants' draws; "
+                f"{how_to_raise()}, or ask for fewer variants")
     stop = (f"stopped at the work limit of {limit:,} operations (--max-work) after "
             f"{plural(tried, 'draw')} of the {plural(settings.attempts, 'attempt')} "
             f"allowed"
