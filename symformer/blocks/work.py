@@ -48,8 +48,9 @@ def estimated_work(example: Example) -> int:
 
 
 def weight_products(example: Example) -> tuple[int, int]:
-    """The multiply-adds of a forward pass's products with constant weights (Q, K, V,
-    W_O, the FFN, the logits: each one ``arb_mat`` product, cheap per term) and the
+    """The multiply-adds of a forward pass's whole-matrix products (with constant weights:
+    Q, K, V, W_O, the FFN, the logits; and each head's Q K^T and A V: each one
+    ``arb_mat`` product, cheap per term) and the
     weights those products and the embedding lookups read (each made a ball once per
     precision: :mod:`symformer.example.dyadic`); both counted in :func:`estimated_work`
     too.  The encoder stack and the head only (a decoder's are left in the rest)."""
@@ -60,7 +61,7 @@ def weight_products(example: Example) -> tuple[int, int]:
         gated = 3 if layer.W_gate is not None else 2
         value = sum(h.d_v for h in layer.heads)
         count = d * widths + value * d + gated * d * layer.d_ff
-        macs += n * count
+        macs += n * count + n * n * sum(h.d_k + h.d_v for h in layer.heads)  # Q K^T, A V
         weights += count
     if example.lm_head is not None:
         macs += n * d * len(example.vocab)
