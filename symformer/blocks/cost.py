@@ -55,6 +55,9 @@ _ARGMAX = 80
 #: lines), and one rendered number.
 _RENDER_START = 350_000
 _FORMULA = 30
+#: A formula term of a whole-matrix product (measured: `export --format json` of an
+#: imported 32-wide GPT-2, vocabulary 100, 8 tokens: 50 s of CPU for 128,000 terms).
+_FORMULA_PRODUCT = 180
 _RENDER_ENTRY = 100
 #: The inactive analysis's decisions, one a head or sub-layer (its ball checks and a
 #: few exact proofs: about 10 ms).
@@ -287,8 +290,15 @@ def render_work(example: Example, *, formulas: float = 1) -> int:
     ``fill``): every stage's formulas built and substituted, every number printed.
     ``formulas`` scales the formula part (``export --exact``: closed forms too)."""
     s = shape(example)
-    return int(_derived(s) + _inactive(s) + _RENDER_START + formulas * _FORMULA * s.formulas
+    return int(_derived(s) + _inactive(s) + _RENDER_START + formulas * _formulas(s)
                + _RENDER_ENTRY * s.entries)
+
+
+def _formulas(s: Shape) -> float:
+    """Building and substituting every stage's SymPy formulas: a product's term reads a
+    weight (an imported model's a float32 weight, p/2^k with k about 30: SymPy's
+    rationals cost more), the others (softmax, LayerNorm) computed values."""
+    return _FORMULA * (s.formulas - s.products) + _FORMULA_PRODUCT * s.products
 
 
 def figures_work(example: Example, fmt: str = "tikz") -> int:
