@@ -101,7 +101,7 @@ _EQUATION_CHAR_ENTRY = 20
 #: ``exercise``'s start (the template derived, the sheets' rendering imported), before
 #: its draws and each variant's sheets (:mod:`symformer.exercise.generate`'s own
 #: per-draw and per-variant costs, in these operations).
-EXERCISE_START = _START + 250_000
+EXERCISE_START = _START + 350_000
 #: ``grade``'s start (the key, the grader's rules) and each answer file graded (its
 #: entries' verdicts, follow-through proofs and feedback).
 _GRADE_START = 150_000
