@@ -6,7 +6,7 @@ tests/vulture_allowlist.py --ignore-decorators "@*.register"``).  Every entry sa
 who reads the name; the test fails on an entry vulture no longer reports, so the list
 stays as short as the code allows.  A name used only by a test is dead code: move the
 test onto the public path and delete the name (as with ``step_mathml``), unless it is
-documented or declared data the tests read (``PER_SECOND``, ``ADAM_PARTS``).
+documented or declared data the tests read (``ADAM_PARTS``).
 """
 
 # -- protocols: called by IPython, SymPy, the warnings module, tqdm ------------------
@@ -36,7 +36,6 @@ _.beta_3
 _.angle_table  # ops/rope.py: the equation's array role "const:angle_table"
 
 # -- public, used outside the package ------------------------------------------------
-_.PER_SECOND  # blocks/cost.py: the work unit's calibration, tests/test_work_estimate.py
 _.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py
 _.prefilter_seconds  # same
 _.hook_paths  # frameworks/torch_check.py, the published hook table (docs/frameworks.md)
