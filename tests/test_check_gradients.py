@@ -122,6 +122,7 @@ def test_cli_accepts_backward_stages(tmp_path, capsys, stage) -> None:
 def test_work_limit_counts_the_backward_pass(tmp_path, capsys):
     from symformer import load_example
     from symformer.blocks.cost import estimate
+    from symformer.blocks.work import operations
 
     path = tmp_path / "c.toml"
     forward = tmp_path / "f.toml"
@@ -134,4 +135,4 @@ def test_work_limit_counts_the_backward_pass(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", str(path), "--max-work", str(limit)]) == 2
     err = capsys.readouterr().err
-    assert f"more than the limit of {limit:,}" in err and len(err.strip().splitlines()) == 1
+    assert f"over the limit of {operations(limit)}" in err and len(err.strip().splitlines()) == 1

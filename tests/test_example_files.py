@@ -70,7 +70,7 @@ def test_size_limit_names_the_limit_and_how_to_raise_it(tmp_path, capsys):
     status, _ = run_cli(tmp_path, GOOD, "--max-work", "100")
     err = capsys.readouterr().err
     assert status == 2
-    assert "more than the limit of 100" in err and "--max-work" in err
+    assert "over the limit of 100 (under a second)" in err and "--max-work" in err
 
 
 def test_no_traceback_from_a_real_process(tmp_path):

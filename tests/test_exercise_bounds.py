@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from symformer.blocks.work import estimated_work
+from symformer.blocks.cost import EXERCISE_START
+from symformer.blocks.work import estimated_work, operations
 from symformer.cli import main
 from symformer.example.loader import builtin_text, load_example
 from symformer.exercise.generate import (
@@ -57,8 +58,8 @@ def test_hopeless_search_stops_at_the_work_limit(spread10k, tmp_path, capsys):
     example = load_example(None)
     full, cheap = attempt_work(example)
     # the float prefilter rejects every flat draw (half a pass each); a draw starts only
-    # while a derived one would still fit: room for 12 draws
-    limit = sheet_work(example) + full + 11 * cheap + cheap // 2
+    # while a derived one would still fit: room for 12 draws (after the command's start)
+    limit = EXERCISE_START + sheet_work(example) + full + 11 * cheap + cheap // 2
     out = tmp_path / "o"
     assert run(["exercise", str(spread10k), "--variants", "1", "--seed", "1", "--out",
                 str(out), "--max-work", str(limit), "--quiet"]) == 2
@@ -82,11 +83,13 @@ def test_attempts_run_out_before_the_limit(spread10k, tmp_path, capsys):
 
 def test_too_many_variants_for_the_limit_are_refused_before_any_draw(tmp_path, capsys):
     example = load_example(None)
-    least = 5 * (attempt_work(example)[0] + sheet_work(example))
+    least = EXERCISE_START + 5 * (attempt_work(example)[0] + sheet_work(example))
     assert run(["exercise", "--variants", "5", "--seed", "1", "--out", str(tmp_path / "o"),
                 "--max-work", str(least - 1)]) == 2
     err = capsys.readouterr().err
-    assert f"5 variants need at least {least:,} operations" in err
+    assert f"5 variants (at least one draw each, {attempt_work(example)[0]:,} operations " \
+           f"a draw" in err
+    assert f"is estimated at {operations(least)} operations" in err
     assert "a variant for its sheets and key" in err
     assert "--max-work" in err and not (tmp_path / "o").exists()
 
@@ -132,7 +135,7 @@ def test_a_long_search_reports_its_progress(spread10k, monkeypatch):
     example = load_example(None)
     draws = 2 * every + 1
     full, cheap = attempt_work(example)  # every flat draw is prefiltered: half a pass
-    limit = sheet_work(example) + full + (draws - 1) * cheap + cheap // 2
+    limit = EXERCISE_START + sheet_work(example) + full + (draws - 1) * cheap + cheap // 2
     notes: list[str] = []
     with pytest.raises(InputError, match=f"{draws} of {draws} rejected"):
         make_exercise(SheetRequest(str(spread10k), 1, 1, max_work=limit), searching=notes.append)

@@ -99,7 +99,9 @@ def test_a_refusal_is_the_command_lines_naming_the_api_option(capsys):
     api = str(caught.value)
     assert "max_work=N" in api and "--max-work" not in api
     assert err == f"symformer derive: error: {api.replace('max_work=N', '--max-work N')}\n"
-    assert re.search(r"needs about [0-9,]+ operations, more than the limit of 10;", err)
+    assert re.search(r"is estimated at [0-9,.]+( M)? operations \((about [0-9.]+ s|under a "
+                     r"second) of CPU\), "
+                     r"over the limit of 10 \(under a second\);", err)
 
 
 def test_bad_slice_and_first_positions_are_refused():

@@ -160,4 +160,4 @@ def test_the_work_estimate_counts_what_the_slice_derives_and_prints(capsys):
     assert main(["derive", "gpt2_style", "--max-work", limit, "--positions", "0",
                  "--dims", "0", "--stage", "input"]) == 0
     assert main(["derive", "gpt2_style", "--max-work", limit, "--stage", "input"]) == 2
-    assert "more than the limit" in capsys.readouterr().err
+    assert "over the limit of" in capsys.readouterr().err

@@ -1,15 +1,15 @@
-"""The work estimate against the work done: measured CPU time over the estimate stays
-within a band on several shapes and commands (a ratio, not a timing assertion), and
-the attack's 100-token example is refused, fast, by every command it kept busy for
-minutes (issue 20, item 3)."""
+"""The work estimate against the work done: measured CPU time over the estimate the
+command itself made stays within a band on several shapes and commands (a ratio, not a
+timing assertion), a refusal says the estimated time, and the attack's 100-token
+example is refused, fast, by every command it kept busy for minutes (issue 20, item 3).
+``benchmarks/bench_estimate.py`` measures every command on every shipped example and on
+imported models 64 to 768 wide (within 1/2 and 2 there); these are a quick sample."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
-import os
 import re
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from symformer.blocks.cost import PER_SECOND, estimate
+from symformer.blocks.work import DEFAULT_MAX_WORK, cpu_time, operations, refusal
 from symformer.cli import main
 from symformer.example import load_example
 from symformer.example.loader import builtin_text
@@ -24,8 +25,22 @@ from symformer.example.loader import builtin_text
 #: The repository (the child processes import symformer from here).
 ROOT = Path(__file__).resolve().parent.parent
 #: Measured CPU seconds times PER_SECOND over the estimate must lie within
-#: [1/BAND, BAND]: the calibration is 1 (measured on the project's machine).
-BAND = 4
+#: [1/BAND, BAND]: the calibration is 1/2 to 2 on the project's machine
+#: (benchmarks/bench_estimate.py); the band leaves room for a loaded CI machine.
+BAND = 3
+
+
+def _bench():
+    """benchmarks/bench_estimate.py as a module (its child-process measurement)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_estimate", ROOT / "benchmarks" / "bench_estimate.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _bench()
 
 
 def tokens_example(tmp_path: Path, n: int) -> str:
@@ -48,45 +63,121 @@ def no_end_decoder(tmp_path: Path) -> str:
     return str(path)
 
 
-def measured(argv: list[str]) -> float:
-    """CPU seconds (user + system) of one run of ``symformer ARGV`` in a child process,
-    as a user runs it (it must succeed)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-m", "symformer", *argv, "--max-work", "0"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    assert done.returncode in (0, 1), done.stderr
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+def imported_gpt2(tmp_path: Path, width: int) -> str:
+    """A random one-block GPT-2 ``width`` wide (heads of 64, a vocabulary of 1,000,
+    GPT-2's init scale), imported on 8 tokens (NumPy only: tests/model_dirs.py)."""
+    import numpy as np
+
+    from tests.model_dirs import gpt2_config, gpt2_dir, gpt2_tensors
+
+    tensors = gpt2_tensors(d=width, vocab=1000)
+    tensors["transformer.wpe.weight"] = np.ones((8, width), np.float32)
+    tensors = {k: (v * 0.02).astype(np.float32) for k, v in tensors.items()}
+    folder = gpt2_dir(tmp_path / f"gpt2_{width}", tensors=tensors,
+                      vocab={f"w{k}": k for k in range(1000)}, config=gpt2_config(
+                          n_embd=width, n_head=width // 64, vocab_size=1000, n_positions=8))
+    out = tmp_path / f"gpt2_{width}.toml"
+    assert main(["import", str(folder), "--tokens", "1,2,3,4,5,6,7,8", "--out", str(out),
+                 "--quiet"]) == 0
+    return str(out)
 
 
-CASES = [  # (command, argv after the command, example, the estimate's options)
-    ("derive", [], "tok24", {}),
-    ("crosscheck", [], "tok24", {}),
-    ("derive", ["--reader-rounding"], "gpt2_style", {"reader_rounding": True}),
-    ("backward", [], "builtin", {}),
-    ("generate", ["--steps", "2"], "encoder_decoder", {"steps": 2}),
-    ("generate", ["--steps", "40"], "no_end", {"steps": 40}),
-    ("export", ["--out", "OUT"], "encoder_decoder", {}),
-    ("slides", ["--out", "OUT"], "gpt2_style", {}),
-    ("figures", ["--out", "OUT", "--format", "svg"], "attention_only", {"fmt": "svg"}),
-    ("check", [], "illustrated_self_attention", {"claims": 8, "numbers": 72}),
+def measured(argv: list[str]) -> tuple[int, float]:
+    """The estimate ``symformer ARGV`` made (the largest it checked against the limit)
+    and its CPU seconds (user + system), in one child process run as a user runs it
+    (it must succeed)."""
+    work, seconds, status, err = BENCH.measure(argv, timeout=300)
+    assert status in (0, 1), err
+    assert work > 0, f"{argv[0]} checked no estimate against the limit"
+    return work, seconds
+
+
+def _equations(tmp_path: Path) -> str:
+    path = tmp_path / "equations.toml"
+    path.write_text(BENCH.EQUATIONS, encoding="utf-8")
+    return str(path)
+
+
+def _notes(tmp_path: Path) -> str:
+    path = tmp_path / "notes.md"
+    path.write_text(BENCH.TEMPLATE, encoding="utf-8")
+    return str(path)
+
+
+CASES = [  # (command, example, argv after it: OUT a fresh folder, EQUATIONS, NOTES)
+    ("derive", "tok24", []),
+    ("derive", "gpt2_256", []),
+    ("crosscheck", "tok24", []),
+    ("derive", "gpt2_style", ["--reader-rounding"]),
+    ("backward", "builtin", []),
+    ("generate", "encoder_decoder", ["--steps", "2"]),
+    ("generate", "no_end", ["--steps", "40"]),
+    ("export", "encoder_decoder", ["--out", "OUT"]),
+    ("slides", "gpt2_style", ["--out", "OUT"]),
+    ("figures", "attention_only", ["--out", "OUT", "--format", "svg"]),
+    ("trace", "builtin", ["--token", "0"]),
+    ("prove", "attention_only", []),
+    ("fill", "builtin", ["NOTES", "--out", "OUT"]),
+    ("check", "illustrated_self_attention", []),
+    ("check", "builtin", ["EQUATIONS"]),
 ]
 
 
-@pytest.mark.parametrize(("command", "argv", "name", "options"), CASES,
-                         ids=[f"{c[0]}-{c[2]}" for c in CASES])
-def test_measured_work_over_estimate_stays_in_the_band(tmp_path, command, argv, name,
-                                                       options):
-    path = tokens_example(tmp_path, int(name[3:])) if name.startswith("tok") else \
-        no_end_decoder(tmp_path) if name == "no_end" else None if name == "builtin" else name
-    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
-    seconds = measured([command, *([path] if path else []), *argv])
-    work = estimate(command, load_example(path), **options)
-    print(f"{command} {name}: {seconds:.2f} s, estimate {work / PER_SECOND:.2f} s")
+def _example(tmp_path: Path, name: str) -> str | None:
+    if name.startswith("tok"):
+        return tokens_example(tmp_path, int(name[3:]))
+    if name.startswith("gpt2_") and name[5:].isdigit():
+        return imported_gpt2(tmp_path, int(name[5:]))
+    return {"no_end": no_end_decoder(tmp_path) if name == "no_end" else None,
+            "builtin": None}.get(name, name)
+
+
+@pytest.mark.parametrize(("command", "name", "argv"), CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_measured_work_over_estimate_stays_in_the_band(tmp_path, command, name, argv):
+    path = _example(tmp_path, name)
+    files = {"OUT": str(tmp_path / "out") + ("/filled.md" if command == "fill" else ""),
+             "EQUATIONS": _equations(tmp_path) if "EQUATIONS" in argv else "",
+             "NOTES": _notes(tmp_path) if "NOTES" in argv else ""}
+    (tmp_path / "out").mkdir()
+    argv = [files.get(a, a) for a in argv]
+    example = [] if path is None else ["--example", path] if command == "fill" else [path]
+    work, seconds = measured([command, *argv, *example] if command in ("fill", "check")
+                             else [command, *example, *argv])
     ratio = seconds * PER_SECOND / work
+    print(f"{command} {name}: {seconds:.2f} s, estimate {work / PER_SECOND:.2f} s")
     assert 1 / BAND <= ratio <= BAND, (f"{command} {name}: {seconds:.2f} s of CPU for an "
                                        f"estimate of {work:,} ({work / PER_SECOND:.2f} s)")
+
+
+def test_an_imported_gpt2_of_a_few_seconds_is_not_refused(tmp_path):
+    """Issue 36, item 12: `derive` on an imported 256-wide GPT-2 (about 1 s of CPU) was
+    refused at "20 M operations", the Python API's derive counting multiply-adds; the
+    command and the API now check the cost model's estimate, well within the default
+    limit (the 768-wide one, 5 s of CPU, is about 6 s: benchmarks/bench_estimate.py)."""
+    from symformer import derive
+
+    example = load_example(imported_gpt2(tmp_path, 256))
+    assert estimate("derive", example) < DEFAULT_MAX_WORK // 2
+    assert derive(example).example is example  # no max_work: the default limit
+    assert main(["derive", example.source, "--stage", "logits", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize(("work", "shown", "time_"), [
+    (10, "10", "under a second"), (499_999, "499,999", "under a second"),
+    (600_000, "600,000", "about 1.2 s"), (5_000_000, "5 M", "about 10 s"),
+    (59_900_000, "59.9 M", "about 2 min"), (1_234_000_000, "1,234 M", "about 41 min"),
+    (10 ** 11, "100,000 M", "about 2.3 days"), (10 ** 12, "1,000,000 M", "about 23 days")])
+def test_operations_and_time_read_as_a_person_says_them(work, shown, time_):
+    assert operations(work) == shown and cpu_time(work) == time_
+
+
+def test_a_refusal_says_the_estimated_time_in_one_sentence():
+    """The issue's own example, word for word; the Python API names ``max_work=N``."""
+    assert refusal("x.toml: `symformer derive` on this example", 59_900_000, 5_000_000) == (
+        "x.toml: `symformer derive` on this example is estimated at 59.9 M operations "
+        "(about 2 min of CPU), over the limit of 5 M (about 10 s); raise it with "
+        "max_work=N or SYMFORMER_MAX_WORK=N (0: no limit)")
 
 
 @pytest.mark.parametrize("argv", [["export", "--out", "OUT"], ["slides", "--out", "OUT"],
@@ -103,8 +194,8 @@ def test_a_hundred_tokens_are_refused_within_the_default_limit(tmp_path, capsys,
     out, err = capsys.readouterr()
     assert status == 2 and out == ""
     assert len(err.strip().splitlines()) == 1, err
-    assert f"`symformer {argv[0]}` on this example needs about" in err
-    assert "more than the limit of 5,000,000" in err and "--max-work N" in err
+    assert f"`symformer {argv[0]}` on this example is estimated at" in err
+    assert "over the limit of 5 M (about 10 s); raise it with --max-work N" in err
     assert spent < 2
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
@@ -166,9 +257,10 @@ def test_many_claims_are_refused_within_the_default_limit(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
     work = estimate("check", load_example(), claims=2000, numbers=2000)
-    assert f"`symformer check` on this example needs about {work:,} operations" in err
+    assert f"`symformer check` on this example is estimated at {operations(work)} " \
+           f"operations ({cpu_time(work)} of CPU)" in err
     assert main(["check", str(path), "--max-work", str(work - 1)]) == 2
-    assert f"needs about {work:,} operations" in capsys.readouterr().err
+    assert f"is estimated at {operations(work)} operations" in capsys.readouterr().err
     few = _one_entry_claims(tmp_path, 40)
     assert main(["check", str(few), "--max-work", str(estimate(
         "check", load_example(), claims=40, numbers=40))]) == 1  # its own estimate

@@ -6,7 +6,7 @@ tests/vulture_allowlist.py --ignore-decorators "@*.register"``).  Every entry sa
 who reads the name; the test fails on an entry vulture no longer reports, so the list
 stays as short as the code allows.  A name used only by a test is dead code: move the
 test onto the public path and delete the name (as with ``step_mathml``), unless it is
-documented or declared data the tests read (``PER_SECOND``, ``ADAM_PARTS``).
+documented or declared data the tests read (``ADAM_PARTS``).
 """
 
 # -- protocols: called by IPython, SymPy, the warnings module, tqdm ------------------

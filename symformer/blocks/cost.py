@@ -3,9 +3,10 @@
 One function per command, in *operations*: units of about 2 µs of CPU on the
 project's machine, so that the default limit (:data:`~symformer.blocks.work.
 DEFAULT_MAX_WORK`, 5,000,000) is about 10 s.  The constants below were measured
-(CPU time, user + sys) on shapes from the built-in example to 100 tokens, the
-shipped examples and a decoder; ``tests/test_work_estimate.py`` keeps measured CPU
-time over estimate within a band.
+(process CPU time, user + sys) with ``benchmarks/bench_estimate.py``, which prints
+estimate against measured CPU for every command on every shipped example and on
+imported GPT-2 and Llama models 32 to 768 wide (within 1/2 and 2 there);
+``tests/test_work_estimate.py`` keeps a sample within a looser band.
 
 The estimates are built from a few counts of the example (:class:`Shape`):
 
@@ -17,20 +18,27 @@ The estimates are built from a few counts of the example (:class:`Shape`):
 * ``entries``: numbers printed over all stages;
 * ``cells``: cells of the attention maps (each a patch and a written value in a
   figure);
-* ``figures``: how many figures ``symformer figures`` draws.
+* ``figures``: how many figures ``symformer figures`` draws;
+* ``products``/``weights``: whole-matrix products (``arb_mat``: cheap per term, but a
+  formula term that reads a float32 weight is expensive to render) and the weights
+  made balls;
+* ``sublayers``, ``bar_pairs``: what the inactive analysis examines, and the bar
+  charts' label placement (quadratic in a chart's bars).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from symformer.blocks.work import estimated_work, weight_products
+from symformer.blocks.work import PER_SECOND, estimated_work, weight_products
 from symformer.example.schema import Example
 
-#: Operations per second of CPU: DEFAULT_MAX_WORK (5,000,000) is about 10 s.
-PER_SECOND = 500_000
-#: Starting a command: Python, the imports, parsing the example, the graph.
-_START = 250_000
+__all__ = ["EXERCISE_START", "PER_SECOND", "Shape", "derivation_work", "estimate", "shape"]
+#: Starting a command: Python, the imports, parsing the example, the graph (0.6 s).
+_START = 300_000
+#: Importing what a command that writes formulas needs (SymPy, the notation, the
+#: rules): ``trace``.
+_SYMPY = 250_000
 #: A forward pass's multiply-add in ball arithmetic, and one printed number.
 _FORWARD = 2
 _ENTRY = 5
@@ -40,16 +48,31 @@ _ENTRY = 5
 #: wide, 8 tokens (2026-12-04).
 _PRODUCT = 0.005
 _WEIGHT = 0.15
-#: A greedy step's multiply-add (``generate``: the next token's probabilities only).
+#: A greedy step (``generate``: its graph, the certified argmax) and its multiply-add
+#: (the products with constant weights at ``_PRODUCT``).
+_STEP_START = 5_000
 _STEP = 1
+#: Of a step: the share of the weights made balls again, and one vocabulary entry of
+#: the certified argmax.
+_STEP_WEIGHTS = 0.3
+_ARGMAX = 80
 #: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
 #: SymPy formula built and substituted (tables' exact values, equations, worked
 #: lines), and one rendered number.
-_RENDER_START = 750_000
+_RENDER_START = 350_000
 _FORMULA = 30
+#: A formula term of a whole-matrix product (measured: `export --format json` of an
+#: imported 32-wide GPT-2, vocabulary 100, 8 tokens: 50 s of CPU for 128,000 terms).
+_FORMULA_PRODUCT = 180
 _RENDER_ENTRY = 100
+#: The inactive analysis's decisions, one a head or sub-layer (its ball checks and a
+#: few exact proofs: about 10 ms).
+_INACTIVE = 5_000
 #: One formula term of ``trace`` (one token's formulas, each substituted once).
 _TRACE_FORMULA = 15
+#: One product term of ``trace`` (measured: an imported 32-wide GPT-2, vocabulary 100,
+#: 8 tokens: 11 s of CPU for 128,000 terms).
+_TRACE_PRODUCT = 40
 #: --reader-rounding: each stage again from the rounded ones, per multiply-add, after
 #: its start (SymPy's rationals).
 _READER_START = 300_000
@@ -57,12 +80,15 @@ _READER = 60
 #: matplotlib's start, one figure drawn with it (svg, png, pdf), one attention-map
 #: cell (a patch and its written value).
 _MATPLOTLIB = 500_000
-_MPL_FIGURE = 150_000
+_MPL_FIGURE = 100_000
 _MPL_CELL = 3_000
 #: The TikZ figures' start (their values), a figure and one of its cells (text only).
 _TIKZ_START = 200_000
 _TIKZ_FIGURE = 5_000
 _TIKZ_CELL = 100
+#: A pair of bars whose labels are kept apart (measured: 27 s of CPU for 8 charts of
+#: 1,000 bars, an imported GPT-2's next-token probabilities; 2026-12-07).
+_BAR_PAIR = 1.7
 #: The NumPy reference of ``crosscheck`` (its import and float pass).
 _REFERENCE = 200_000
 #: ``crosscheck``'s exact values in forward passes: one evaluation (at the precision
@@ -73,10 +99,25 @@ _COMPARED = 1.25
 _MODEL_LOAD = 2_500_000
 #: ``prove``'s start (SymPy, the facts' rules) and one term of the formulas it proves
 #: facts of (softmax rows, LayerNorm rows, the mask's zeros).
-_PROOF_START = 1_000_000
+_PROOF_START = 150_000
 _PROOF = 125
-#: One claim checked (its stage located, its numbers rounded and compared).
+#: One claim checked (its stage located, its numbers rounded and compared), after
+#: ``check``'s start (the alternative conventions' rules, the explanations).
 _CLAIM = 3_500
+_CHECK_START = 200_000
+#: A character of a claimed equation's LaTeX, read and evaluated, and per entry of a
+#: sentence's row by d_model (measured: a 330-link chain, 2,000 characters, 2.5 s of
+#: CPU on the built-in example; 2026-12-07).
+_EQUATION_CHAR = 300
+_EQUATION_CHAR_ENTRY = 20
+#: ``exercise``'s start (the template derived, the sheets' rendering imported), before
+#: its draws and each variant's sheets (:mod:`symformer.exercise.generate`'s own
+#: per-draw and per-variant costs, in these operations).
+EXERCISE_START = _START + 300_000
+#: ``grade``'s start (the key, the grader's rules) and each answer file graded (its
+#: entries' verdicts, follow-through proofs and feedback).
+_GRADE_START = 150_000
+_GRADE_FILE = 20_000
 #: The backward pass's start (the loss, its SymPy rules) and its cost in forward
 #: passes (gradients of every stage and weight).
 _BACKWARD_START = 250_000
@@ -95,6 +136,14 @@ class Shape:
     entries: int
     cells: int
     figures: int
+    #: Attention heads and sub-layers (residual and norm), each examined by the header's
+    #: analysis of what the example leaves inactive (:mod:`symformer.verify.inactive`).
+    sublayers: int = 0
+    #: The bar charts' bars, squared and summed (each LayerNorm's input and output over
+    #: d_model, each position's next-token probabilities over the vocabulary): their
+    #: value labels are placed clear of every other bar and label, pair by pair
+    #: (:func:`symformer.figures.layout.place_labels`).
+    bar_pairs: int = 0
 
 
 def shape(example: Example) -> Shape:
@@ -115,9 +164,12 @@ def shape(example: Example) -> Shape:
         entries += n * (6 * d + 2 * layer.d_ff + 8)
         cells += heads * n * n
         figures += heads + 2
+    norms = [layer.layer_norm for layer in example.layers if layer.norm != "none"] * 2
+    norms += [f.layer_norm for f in (example.final_norm, example.embedding_norm) if f]
     if example.lm_head is not None:
         entries += 2 * n * len(example.vocab)
-        figures += 1
+        figures += n - 1  # one figure a position (and the norm's, counted above)
+    bars = n * len(example.vocab) ** 2 if example.lm_head is not None else 0
     if example.decoder is not None:
         dec = example.decoder
         m = len(dec.tokens)
@@ -132,13 +184,20 @@ def shape(example: Example) -> Shape:
             formulas += 3 * m * d * d
             entries += m * (9 * d + 2 * layer.d_ff + 12)
             figures += 3
+            norms += [layer.layer_norm] * 3 if layer.norm != "none" else []
         if dec.W_vocab is not None:
             entries += 2 * m * len(dec.vocab)
-            figures += 1
+            figures += m
+            bars += m * len(dec.vocab) ** 2
+    bars += sum((2 * d) ** 2 for kind in norms if kind != "rms")  # RMSNorm: not drawn
     extra = _lesson_entries(example)  # [stages]: Jacobians, dot-product terms, ...
     products, weights = weight_products(example)
+    sublayers = sum(len(layer.heads) + 2 for layer in example.layers)
+    if example.decoder is not None:
+        sublayers += sum(len(layer.self_heads) + len(layer.cross_heads) + 3
+                         for layer in example.decoder.layers)
     return Shape(forward + extra, formulas + extra, products, weights, entries + extra, cells,
-                 figures)
+                 figures, sublayers, bars)
 
 
 def _lesson_entries(example: Example) -> int:
@@ -167,6 +226,21 @@ def _derived(s: Shape, passes: float = 1) -> int:
     return int(_START + passes * forward + _ENTRY * s.entries)
 
 
+def _inactive(s: Shape) -> int:
+    """The header's analysis of what the example leaves inactive (``derive``,
+    ``backward``, the notes): a head's pattern, a sub-layer's identity, decided once
+    each.  A simple term: the analysis's own bound (its exact proofs, e.g. a
+    near-identity at eps = 1e-100) is :mod:`symformer.verify.inactive`'s."""
+    return _INACTIVE * s.sublayers
+
+
+def derivation_work(example: Example) -> int:
+    """Deriving ``example`` once, nothing printed (the Python API's :func:`~symformer.
+    blocks.encoder.derive`: what it checks against ``max_work``)."""
+    s = shape(example)
+    return _derived(s) - _START - _ENTRY * s.entries
+
+
 def derive_work(example: Example, *, reader_rounding: bool = False,
                 gradients: bool = False, shown: float = 1.0) -> int:
     """``derive``: a forward pass and its tables (--reader-rounding: every stage again
@@ -175,7 +249,8 @@ def derive_work(example: Example, *, reader_rounding: bool = False,
     ``example`` is then the sentence the slice reads, :mod:`symformer.blocks.slices`)."""
     s = shape(example)
     s = replace(s, entries=int(s.entries * min(1.0, max(0.0, shown))))
-    work = _derived(s) + (_READER_START + _READER * s.forward if reader_rounding else 0)
+    work = _derived(s) + _inactive(s) + (_READER_START + _READER * s.forward
+                                         if reader_rounding else 0)
     return work + (backward_work(example) - _START if gradients else 0)
 
 
@@ -208,11 +283,19 @@ def prompt_work(example: Example) -> int:
 
 def generate_work(example: Example, steps: int) -> int:
     """``generate --steps N``: a forward pass per greedy step, each one token longer (the
-    target, or a language model's own sentence)."""
+    target, or a language model's own sentence): its products, part of its weights
+    made balls again (the longer sentence is a new example), the next token's certified
+    argmax over the vocabulary (measured on imported GPT-2 and Llama models 64 to 768
+    wide: a flat distribution, every probability about 1/1000, costs the most)."""
     if example.lm_head is not None and example.positional_embeddings is not None:
         # it stops when the learned positional table has no row for another token
         steps = min(steps, example.positional_embeddings.rows - len(example.tokens) + 1)
-    return _START + sum(_STEP * shape(_grown(example, k)).forward for k in range(steps))
+    grown = [shape(_grown(example, k)) for k in range(steps)]
+    vocab = len(example.vocab if example.lm_head is not None or example.decoder is None
+                else example.decoder.vocab)
+    return int(_START + _WEIGHT * shape(example).weights
+               + sum(_STEP_START + _STEP * (s.forward - s.products) + _PRODUCT * s.products
+                     + _STEP_WEIGHTS * _WEIGHT * s.weights + _ARGMAX * vocab for s in grown))
 
 
 def _grown(example: Example, k: int) -> Example:
@@ -230,7 +313,13 @@ def backward_work(example: Example, steps: int = 0) -> int:
     per step, and the final one."""
     s = shape(example)
     one = (1 + _BACKWARD) * _FORWARD * s.forward + 2 * _ENTRY * s.entries
-    return _START + _BACKWARD_START + (steps + 1) * one
+    return _START + _BACKWARD_START + _inactive(s) + (steps + 1) * one
+
+
+def fill_work(example: Example) -> int:
+    """``fill``: the derivation and the template's values (a template is bounded in
+    tags, steps and output by :mod:`symformer.fill`: its rendering is a constant)."""
+    return _derived(shape(example))
 
 
 def render_work(example: Example, *, formulas: float = 1) -> int:
@@ -238,8 +327,15 @@ def render_work(example: Example, *, formulas: float = 1) -> int:
     ``fill``): every stage's formulas built and substituted, every number printed.
     ``formulas`` scales the formula part (``export --exact``: closed forms too)."""
     s = shape(example)
-    return int(_derived(s) + _RENDER_START + formulas * _FORMULA * s.formulas
+    return int(_derived(s) + _inactive(s) + _RENDER_START + formulas * _formulas(s)
                + _RENDER_ENTRY * s.entries)
+
+
+def _formulas(s: Shape) -> float:
+    """Building and substituting every stage's SymPy formulas: a product's term reads a
+    weight (an imported model's a float32 weight, p/2^k with k about 30: SymPy's
+    rationals cost more), the others (softmax, LayerNorm) computed values."""
+    return _FORMULA * (s.formulas - s.products) + _FORMULA_PRODUCT * s.products
 
 
 def figures_work(example: Example, fmt: str = "tikz") -> int:
@@ -247,9 +343,9 @@ def figures_work(example: Example, fmt: str = "tikz") -> int:
     pdf: expensive per figure and per attention-map cell)."""
     s = shape(example)
     if fmt == "tikz":
-        drawing = _TIKZ_START + s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL
+        drawing = _TIKZ_START + _tikz(s)
     else:
-        drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL
+        drawing = _MATPLOTLIB + s.figures * _MPL_FIGURE + s.cells * _MPL_CELL + _bars(s)
     return _derived(s) + drawing
 
 
@@ -260,7 +356,7 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
     with --steps."""
     work = render_work(example, formulas=2 if exact else 1)
     if figures:
-        work += figures_work(example, "tikz") - _derived(shape(example))
+        work += _tikz(shape(example))
     if steps:
         work += generate_work(example, steps) - _START
     return work
@@ -268,7 +364,18 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
 
 def slides_work(example: Example) -> int:
     """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
-    return render_work(example) + figures_work(example, "tikz") - _derived(shape(example))
+    return render_work(example) + _tikz(shape(example))
+
+
+def _tikz(s: Shape) -> int:
+    """The TikZ figures of a document that renders its stages anyway (its start is
+    rendering's)."""
+    return s.figures * _TIKZ_FIGURE + s.cells * _TIKZ_CELL + _bars(s)
+
+
+def _bars(s: Shape) -> int:
+    """Placing the bar charts' value labels (quadratic in a chart's bars)."""
+    return int(_BAR_PAIR * s.bar_pairs)
 
 
 def prove_work(example: Example) -> int:
@@ -285,13 +392,14 @@ def trace_work(example: Example, *, backward: bool = False) -> int:
     """``trace``: one token's formulas and substitutions through every stage (the
     backward pass's too with --backward)."""
     s = shape(example)
-    work = _derived(s) + _TRACE_FORMULA * s.formulas
+    work = int(_derived(s) + _SYMPY + _TRACE_FORMULA * (s.formulas - s.products)
+               + _TRACE_PRODUCT * s.products)
     return work + (backward_work(example) - _START if backward else 0)
 
 
 def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: bool = False,
                train_steps: int | None = None, equations: int = 0,
-               random_examples: int = 0) -> int:
+               random_examples: int = 0, equation_chars: int = 0) -> int:
     """``check``: the derivation and the other conventions that might explain a wrong
     number, then each claim (located, rounded, compared) and each claimed number; with
     claims on gradients, a backward pass under the example's conventions and each
@@ -299,13 +407,17 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: b
     twice (the check and reader rounding).  ``equations`` claimed equations: each
     evaluated at every entry of the example, of its variants and of
     ``random_examples`` random examples (each a forward and backward pass, derived once
-    for all equations), up to three precisions each."""
+    for all equations), up to three precisions each; and each character of their LaTeX
+    (``equation_chars``: a chain's links, a sum's terms, a definition's uses are each
+    read and evaluated, more of them the longer the text)."""
     s = shape(example)
-    work = _derived(s, 6) + claims * _CLAIM + numbers * _ENTRY
+    work = _derived(s, 6) + _CHECK_START + claims * _CLAIM + numbers * _ENTRY
     if equations:  # the backward pass's start once; each random example's own passes
         one = backward_work(example) - _START - _BACKWARD_START
         work += _BACKWARD_START + random_examples * one + equations * (
             1 + random_examples + 5) * (_CLAIM + 3 * _ENTRY * s.entries)
+    n, d = len(example.tokens), example.d_model
+    work += equation_chars * (_EQUATION_CHAR + _EQUATION_CHAR_ENTRY * n * d)
     if gradients:
         work += 5 * (backward_work(example) - _START)
     if train_steps is not None:
@@ -313,12 +425,18 @@ def check_work(example: Example, claims: int = 0, numbers: int = 0, gradients: b
     return work
 
 
-#: The estimate of each command, by name (``fill`` renders what its template asks for:
-#: counted as every stage rendered).
+def grade_work(example: Example, variants: int, files: int) -> int:
+    """``grade``: each variant (``example`` the first) derived once, each answer file
+    graded."""
+    return _START + _GRADE_START + variants * derivation_work(example) + files * _GRADE_FILE
+
+
+#: The estimate of each command, by name.
 ESTIMATES = {"derive": derive_work, "crosscheck": crosscheck_work, "generate": generate_work,
              "backward": backward_work, "train": backward_work, "export": export_work,
-             "slides": slides_work, "fill": render_work, "figures": figures_work,
-             "prove": prove_work, "trace": trace_work, "check": check_work}
+             "slides": slides_work, "fill": fill_work, "figures": figures_work,
+             "prove": prove_work, "trace": trace_work, "check": check_work,
+             "grade": grade_work}
 
 
 def estimate(command: str, example: Example, **options: object) -> int:

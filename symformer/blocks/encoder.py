@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from symformer.blocks.cost import derivation_work
 from symformer.blocks.decoder import decoder_stages
 from symformer.blocks.given_attention import given_attention
 from symformer.blocks.head import objective_stages, output_head
@@ -15,7 +16,7 @@ from symformer.blocks.sublayers import (
     prediction_transform,
     wrap,
 )
-from symformer.blocks.work import check_size, estimated_work
+from symformer.blocks.work import check_size
 from symformer.engine.graph import Derivation
 from symformer.example.schema import Example, Layer
 from symformer.notation_types import Notation
@@ -34,7 +35,7 @@ def derive(example: Example, causal: bool | None = None,
     example's own setting.  ``max_work`` bounds the estimated operation count.
     """
     causal = example.causal if causal is None else causal
-    check_size(example, max_work, estimated_work(example))  # the forward pass it runs
+    check_size(example, max_work, derivation_work(example))  # the derivation it runs
     g = Derivation(example, causal)
     if example.objective is not None:  # an optimiser lesson: f(theta, ...) is the loss
         objective_stages(g, example.objective)

@@ -8,6 +8,7 @@ and refuses, before starting, a run over the limit: ``--max-work N``, else
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -21,6 +22,10 @@ from symformer.example.schema import Example
 #: 2 µs of CPU: :mod:`symformer.blocks.cost`, so about 10 s); --max-work or
 #: SYMFORMER_MAX_WORK changes it, and 0 turns the limit off.
 DEFAULT_MAX_WORK = 5_000_000
+#: Operations per second of CPU (process time, user + system) on the project's machine:
+#: what :mod:`symformer.blocks.cost`'s constants are calibrated to
+#: (``benchmarks/bench_estimate.py``), so DEFAULT_MAX_WORK is about 10 s.
+PER_SECOND = 500_000
 
 
 def estimated_work(example: Example) -> int:
@@ -43,8 +48,9 @@ def estimated_work(example: Example) -> int:
 
 
 def weight_products(example: Example) -> tuple[int, int]:
-    """The multiply-adds of a forward pass's products with constant weights (Q, K, V,
-    W_O, the FFN, the logits: each one ``arb_mat`` product, cheap per term) and the
+    """The multiply-adds of a forward pass's whole-matrix products (with constant weights:
+    Q, K, V, W_O, the FFN, the logits; and each head's Q K^T and A V: each one
+    ``arb_mat`` product, cheap per term) and the
     weights those products and the embedding lookups read (each made a ball once per
     precision: :mod:`symformer.example.dyadic`); both counted in :func:`estimated_work`
     too.  The encoder stack and the head only (a decoder's are left in the rest)."""
@@ -55,7 +61,7 @@ def weight_products(example: Example) -> tuple[int, int]:
         gated = 3 if layer.W_gate is not None else 2
         value = sum(h.d_v for h in layer.heads)
         count = d * widths + value * d + gated * d * layer.d_ff
-        macs += n * count
+        macs += n * count + n * n * sum(h.d_k + h.d_v for h in layer.heads)  # Q K^T, A V
         weights += count
     if example.lm_head is not None:
         macs += n * d * len(example.vocab)
@@ -104,15 +110,61 @@ def check_size(example: Example, max_work: int | None, work: int,
 
 def check_work(work: int, max_work: int | None, doing: str) -> None:
     """Refuse, before it starts, work estimated at ``work`` operations over the limit
-    (``doing`` says what would do it, for the message)."""
+    (``doing`` says what would do it, for the message: :func:`refusal`)."""
     limit = work_limit(max_work)
     if limit and work > limit:
-        option = "--max-work N" if _COMMAND_LINE.get() else "max_work=N"
-        raise InputError(
-            f"{doing} needs about {work:,} operations, more than the "
-            f"limit of {limit:,}; raise it with {option} (or SYMFORMER_MAX_WORK=N; 0 "
-            f"means no limit) if you are prepared to wait"
-        )
+        raise InputError(refusal(doing, work, limit))
+
+
+def refusal(doing: str, work: int, limit: int) -> str:
+    """The one sentence every refusal over the work limit says: what would do the work,
+    its estimate and the limit, each in operations and in CPU time, and how to raise
+    the limit (``--max-work N`` on the command line, ``max_work=N`` from Python)::
+
+        /x.toml: `symformer derive` on this example is estimated at 59.9 M operations
+        (about 2 min of CPU), over the limit of 5 M (about 10 s); raise it with
+        --max-work N or SYMFORMER_MAX_WORK=N (0: no limit)
+    """
+    return (f"{doing} is estimated at {operations(work)} operations ({cpu_time(work)} of "
+            f"CPU), over the limit of {operations(limit)} ({cpu_time(limit)}); "
+            f"{how_to_raise()}")
+
+
+def how_to_raise() -> str:
+    """How to raise the work limit, naming the option the reader uses (``--max-work N``
+    on the command line, ``max_work=N`` from Python)."""
+    option = "--max-work N" if _COMMAND_LINE.get() else "max_work=N"
+    return f"raise it with {option} or SYMFORMER_MAX_WORK=N (0: no limit)"
+
+
+def operations(count: int) -> str:
+    """An operation count as a reader takes it in: ``5 M``, ``59.9 M``, ``1,234 M``,
+    ``86,000`` (below a million: every digit)."""
+    if count < 1_000_000:
+        return f"{count:,}"
+    millions = count / 1_000_000
+    shown = f"{millions:,.1f}" if millions < 100 else f"{millions:,.0f}"
+    return f"{shown.removesuffix('.0')} M"
+
+
+def cpu_time(work: int) -> str:
+    """The CPU time ``work`` operations take (:data:`PER_SECOND` a second), rounded as
+    a person says it: ``about 10 s``, ``about 2 min``, ``about 3 h``, ``about 5 days``,
+    ``under a second``."""
+    seconds = work / PER_SECOND
+    if seconds < 1:
+        return "under a second"
+    for unit, size, up_to in (("s", 1, 90), ("min", 60, 90 * 60), ("h", 3600, 48 * 3600)):
+        if seconds < up_to:
+            return f"about {_round(seconds / size)} {unit}"
+    return f"about {_round(seconds / 86_400)} days"
+
+
+def _round(value: float) -> str:
+    """Two significant figures at most (``1.5``, ``12``, ``350``)."""
+    if value < 10:
+        return f"{value:.1f}".removesuffix(".0")
+    return f"{round(value, -int(math.log10(value)) + 1):,.0f}"
 
 
 #: True while a command of the command line runs: a refusal names ``--max-work``,

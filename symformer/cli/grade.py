@@ -14,7 +14,7 @@ from symformer.escape import plain_text
 from symformer.files import output_directory, write_files
 from symformer.grade.answers import AnswerSheet, read_answers
 from symformer.grade.grader import Grader, StudentGrade
-from symformer.grade.key import load_key
+from symformer.grade.key import Key, load_key
 from symformer.grade.lms import SOURCES
 from symformer.grade.points import Points, load_points
 from symformer.grade.report import (
@@ -25,6 +25,7 @@ from symformer.grade.report import (
     summary_csv,
 )
 from symformer.parallel import MAX_JOBS, run_tasks
+from symformer.words import plural
 
 ORDER = 47
 
@@ -177,6 +178,24 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(plain_text(str(exc))) from None
 
 
+def _check_work(key: Key, files: int, max_work: int | None) -> None:
+    """Refuse, before any is derived, grading ``files`` answer files over the work limit
+    (:func:`symformer.blocks.cost.grade_work`; the first variant's example gives the
+    shapes: a variant that cannot be read is left to the grading, which names it)."""
+    from symformer.blocks.cost import estimate
+    from symformer.blocks.work import check_work
+    from symformer.example.loader import load_example
+
+    first = next(iter(key.variants.values()))
+    try:
+        example = load_example(first.example)
+    except (InputError, OSError):
+        return
+    check_work(estimate("grade", example, variants=len(key.variants), files=files),
+               max_work, f"{key.path.parent}: `symformer grade` of "
+               f"{plural(files, 'answer file')}")
+
+
 def _grade(args: argparse.Namespace) -> int:
     output_directory(args.out)  # an empty path or a file is refused before any work
     fingerprint = key_fingerprint(str(args.key), args.points)
@@ -192,6 +211,7 @@ def _grade(args: argparse.Namespace) -> int:
     if args.source:
         sheets, identity = _exports(args, paths, skipped)
         items, paths = list(sheets), [s.path for s in sheets]
+    _check_work(key, len(items), args.max_work)
     tasks = [(str(args.key), args.points, item, args.max_work, fingerprint)
              for item in items]
     with Progress("symformer grade", total=len(paths), quiet=args.quiet) as bar:

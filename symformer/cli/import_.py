@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from symformer.blocks.cost import estimate
-    from symformer.blocks.work import DEFAULT_MAX_WORK
+    from symformer.blocks.work import DEFAULT_MAX_WORK, refusal
     from symformer.display import Progress
     from symformer.files import output_file
     from symformer.frameworks.hf_in import copied_weights, pretrained_text
@@ -166,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if unused:
         print(f"symformer import: note: {unused}", file=sys.stderr)
     work = estimate("derive", example)
-    if work > DEFAULT_MAX_WORK:
-        print(f"symformer import: note: `symformer derive` on it needs about {work:,} "
-              f"operations, more than the default limit of {DEFAULT_MAX_WORK:,}: give "
-              f"--max-work N (0: no limit)", file=sys.stderr)
+    if work > DEFAULT_MAX_WORK:  # the refusal `symformer derive` would print, as a note
+        note = refusal("`symformer derive` on it", work, DEFAULT_MAX_WORK)
+        print(f"symformer import: note: {note}", file=sys.stderr)
     return 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from symformer.blocks import derive
+from symformer.blocks.cost import EXERCISE_START
 from symformer.errors import InputError
 from symformer.example.loader import (
     builtin_text,
@@ -127,7 +128,7 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
     variants, search = draw_variants(data, source, request.variants, request.seed, asked,
                                      request.decimals, settings, progress, header, g,
                                      request.max_work, sheet_work(g.example), searching,
-                                     token)
+                                     token, EXERCISE_START)
     files: dict[str, str] = {}
     keys: list[tuple[str, list]] = []
     if request.jobs == 1 and request.scheduler is None:

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symformer.blocks import derive
-from symformer.blocks.work import estimated_work, work_limit
+from symformer.blocks.work import (
+    check_work,
+    cpu_time,
+    estimated_work,
+    how_to_raise,
+    work_limit,
+)
 from symformer.engine import Derivation
 from symformer.errors import InputError, NotSupportedError, UndecidedError
 from symformer.example import Example
@@ -173,8 +179,8 @@ def _explain(counts: Counter, examples: dict[str, str], settings: Settings, deci
     tried = sum(counts.values())
     if not tried:
         return (f"{source}: variant {vid}: not drawn: the work limit of {limit:,} operations "
-                f"(--max-work) was reached by the earlier variants' draws; raise it with "
-                f"--max-work N (0 means no limit) or ask for fewer variants")
+                f"({cpu_time(limit)}) was reached by the earlier variants' draws; "
+                f"{how_to_raise()}, or ask for fewer variants")
     stop = (f"stopped at the work limit of {limit:,} operations (--max-work) after "
             f"{plural(tried, 'draw')} of the {plural(settings.attempts, 'attempt')} "
             f"allowed"
@@ -190,8 +196,8 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
                   progress: Callable[[int, int], None] | None = None,
                   header: str = "", template: Derivation | None = None,
                   max_work: int | None = None, reserved: int = 0,
-                  searching: Callable[[str], None] | None = None, token: int = 1
-                  ) -> tuple[list[Variant], Search]:
+                  searching: Callable[[str], None] | None = None, token: int = 1,
+                  overhead: int = 0) -> tuple[list[Variant], Search]:
     """``count`` variants of the parsed template ``data`` meeting every constraint.
 
     ``header`` is put at the top of each variant's file (comment lines; ``{id}`` is
@@ -199,7 +205,9 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     when None).  Raises :class:`InputError` naming the failing
     constraint when a variant's attempts run out, or when the search's work would
     pass ``max_work`` (:func:`~symformer.blocks.work.work_limit`; 0: no limit) less
-    ``reserved`` a variant (what the caller does with each variant afterwards).
+    ``reserved`` a variant (what the caller does with each variant afterwards) and
+    ``overhead`` (what the caller spends once: ``exercise``'s start,
+    :data:`~symformer.blocks.cost.EXERCISE_START`).
     ``searching`` receives a line every :data:`NOTE_EVERY` draws of a variant (for a
     progress display); ``token`` is the row the key's worked lines follow (the ``relu``
     constraint looks there).
@@ -215,15 +223,12 @@ def draw_variants(data: dict[str, Any], source: str, count: int, seed: int,
     quick = prefilter(data, template, asked, decimals, settings.margin, settings)
     limit = work_limit(max_work)
     full, cheap = attempt_work(template.example)
-    least = count * (full + reserved)
-    if limit and least > limit:
-        raise InputError(f"{source}: {plural(count, 'variant')} need at least "
-                         f"{least:,} operations (one draw each, {full:,} a draw"
-                         + (f", and {reserved:,} a variant for its sheets and key"
-                            if reserved else "")
-                         + f"), more than the limit of {limit:,}; raise it with --max-work N "
-                         f"(0 means no limit) or ask for fewer variants")
-    budget = limit - count * reserved if limit else 0  # for the draws
+    # at least one draw a variant, its sheets and key, and the command's start
+    check_work(overhead + count * (full + reserved), max_work,
+               f"{source}: {plural(count, 'variant')} (at least one draw each, {full:,} "
+               f"operations a draw" + (f", and {reserved:,} a variant for its sheets and "
+                                       f"key" if reserved else "") + ")")
+    budget = limit - overhead - count * reserved if limit else 0  # for the draws
     spent = 0
     for k in range(1, count + 1):
         vid = variant_id(k, count)

@@ -74,7 +74,8 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
     check_work(example, "check", max_work, claims=len(claims),
                numbers=sum(len(row) for c in claims for row in c.values),
                equations=len(equations),
-               random_examples=max((e.examples for e in equations), default=0))
+               random_examples=max((e.examples for e in equations), default=0),
+               equation_chars=sum(len(e.latex) for e in equations))
     numbers = checker.check_all(claims, progress)
     judged = Judge(g.example, checker.derivation, checker.causal, checker.run, max_work)
     return Judged(claims, numbers, judged.check_each(equations))
