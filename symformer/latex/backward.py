@@ -14,16 +14,18 @@ first -- the order this part follows.  Each gradient stage of a token's rows get
   generic worked-line machinery (:mod:`symformer.worked`), so every line is
   recomputable from numbers printed before it.
 
-The weights' gradients (sums over every token) follow as tables.  Gradients span
+A weight's gradient (a sum over every token) follows the gradient at its step.  Gradients span
 magnitudes, so each block (a gradient's table and worked lines) prints its numbers at
 one number of significant digits, the fewest from 4 up with which every worked line
 lands on its table (:mod:`symformer.worked.significant`).  A gradient computed by the
-same rules as one worked before (the other heads, the other layers) shows its table
-under one sentence (:mod:`symformer.latex.repeats`), unless ``full``.
+same rules as one worked before (the other heads, the other layers) comes after it and
+shows its table under a heading of its part and one sentence
+(:mod:`symformer.latex.repeats`), unless ``full``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from symformer import math_scripts as scripts
@@ -87,8 +89,6 @@ def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
     if stage.kind in ("loss", "position_losses"):
         return "Loss", ()
     where = part_of(stage)
-    if stage.op.of_weight:
-        return "Gradients of the weights", where
     k = next((i for i, p in enumerate(where) if p.startswith("Layer")), len(where) - 1)
     return ", ".join(where[:k + 1]), where[k + 1:]
 
@@ -163,20 +163,11 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     return out
 
 
-#: The sentence over the weights' gradients computed by a rule shown before.
-WEIGHTS_SAID = ("The gradients of the other weights follow the same rules as those "
-                "worked above, summed over the tokens in the same way:")
-
-
 def _preferred(shown: list[Stage]) -> Repeats:
     """The gradients worked in full: of stages computed alike, the first met from the
-    loss, except that of a layer's heads the first head is worked (as in the forward
-    part), its other heads shown by their tables."""
-    layers = {}
-    for k, stage in enumerate(shown):
-        layers.setdefault((stage.side, stage.layer), k)
+    loss (:func:`ordered` puts a layer's first head first)."""
     repeats = Repeats(sides=False)  # the encoder's gradients follow the decoder's rules
-    for stage in sorted(shown, key=lambda s: (layers[(s.side, s.layer)], s.head or 0)):
+    for stage in shown:
         repeats.first(stage)
     return repeats
 
@@ -222,16 +213,10 @@ def _lone_matrix(item) -> MatrixBlock | None:
     return None
 
 
-def _repeat_where(first: Stage) -> str:
-    """The part where the stage a repeated one follows was worked (``Layer 2``)."""
-    return _where(first)[0]
-
-
 def _caption(stage: Stage) -> str:
     """A table's caption: where the gradient sits, and its title."""
     part, within = _where(stage)
-    where = ", ".join(p for p in (part if part not in ("Loss", "Gradients of the weights")
-                                  else "", *within) if p)
+    where = ", ".join(p for p in (part if part != "Loss" else "", *within) if p)
     return f"{where}: {stage.op.symbol.title}." if where else f"{stage.op.symbol.title}."
 
 
@@ -278,17 +263,76 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         "layer) shows its table only.",))
 
 
+def _no_gradient(stage: Stage) -> bool:
+    """A gradient the notes do not teach: at a stage that adds nothing (a RoPE model's
+    absent positional encoding: the model has none to differentiate)."""
+    source = stage.name.removeprefix("grad.")
+    g = stage.derivation
+    return stage.op.of_stage and source in g and g[source].op.adds_nothing
+
+
+#: A head's number in its part's name (``Head 2``, ``Key/value head 1``).
+_HEAD = re.compile(r"[Hh]ead (\d+)$")
+
+
+def _head_number(stage: Stage) -> int | None:
+    """The number of the (query or key/value) head a stage sits in, None outside heads."""
+    within = _where(stage)[1]
+    found = _HEAD.search(within[-1]) if within else None
+    return int(found.group(1)) if found else None
+
+
+def ordered(shown: list[Stage]) -> list[Stage]:
+    """The stages in the forward order reversed (the backward pass's own: each weight's
+    gradient right after the gradient at the step it belongs to), except that of a
+    layer's heads the first (query head 1, then the key/value head it reads) comes
+    first, the worked instance before the repeats tabulated after it."""
+    out: list[Stage] = []
+    k = 0
+    while k < len(shown):
+        if _head_number(shown[k]) is None:
+            out.append(shown[k])
+            k += 1
+            continue
+        run = []
+        layer = (shown[k].side, shown[k].layer)
+        while k < len(shown) and _head_number(shown[k]) is not None \
+                and (shown[k].side, shown[k].layer) == layer:
+            run.append(shown[k])
+            k += 1
+        position = {id(s): i for i, s in enumerate(run)}
+        out += sorted(run, key=lambda s: (_head_number(s) != 1, _head_number(s),
+                                          position[id(s)]))
+    return out
+
+
+def _group(stage: Stage) -> str:
+    """The heading over a repeated stage's table: the part of its layer it sits in
+    (``Head 2``, ``Add & Norm 1``), or its own title."""
+    within = _where(stage)[1]
+    return ", ".join(within) if within else stage.op.symbol.title
+
+
+def _place(stage: Stage) -> str:
+    """Where a stage sits, in words (``Layer 1, Head 1``, ``the output``)."""
+    return ", ".join(_where(stage)[0:1] + _where(stage)[1]) if _where(stage)[1] else \
+        _where(stage)[0]
+
+
 def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
                   decimals: int, exact: bool, top: int, full: bool = False) -> list:
     """The Backward part's outline (headings at ``top``, ``top + 1``, ``top + 2``):
-    the loss, each token gradient from the loss back to the embeddings, the weights'."""
+    the loss, then each gradient from the loss back to the embeddings in the forward
+    order reversed, a weight's gradient at the step it belongs to, each under its own
+    heading; a stage computed by the same rules as one worked before (another head or
+    layer) shows its table under a heading of its part (``Head 2``)."""
     decimals += EXTRA_DECIMALS
-    shown = [s for s in stages if _taught(s) or s.op.of_weight]
+    shown = ordered([s for s in stages if (_taught(s) or s.op.of_weight)
+                     and not _no_gradient(s)])
     if not shown:
         return []
-    shown.sort(key=lambda s: s.op.of_weight)  # stable: the weights last
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
-    part, repeats, said = None, _preferred(shown), None
+    part, repeats, group = None, _preferred(shown), None
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
@@ -299,26 +343,23 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
                 stage, _row(stage, token, target), decimals, exact)))
             continue
         if _where(stage)[0] != part:
-            part, said = _where(stage)[0], None
+            part, group = _where(stage)[0], None
             out.append(Heading(part, top + 1))
         first = repeats.first(stage)
-        if first is not stage and not full and stage.op.of_weight:
-            if said != WEIGHTS_SAID:
-                out.append(Prose((WEIGHTS_SAID,)))
-                said = WEIGHTS_SAID
-            out.append(Section(None, _fragments(stage, 0, decimals, exact, repeated=True)))
-            continue
         if first is not stage and not full:
-            where = "above" if shown.index(first) < shown.index(stage) else "below"
-            sentence = Prose((f"Computed by the same rules as in {_repeat_where(first)} "
-                              f"{where}, with its own numbers (one row per token):",))
-            if sentence != said:
-                out.append(sentence)
-                said = sentence
+            alike = _where(first) != _where(stage)  # another head, layer or sub-layer
+            heading = _group(stage) if alike else _title(stage)
+            if heading != group:
+                group = heading
+                rule = f"in {_place(first)}" if alike else \
+                    f"the {first.op.symbol.title[0].lower()}{first.op.symbol.title[1:]}"
+                out.append(Heading(heading, top + 2))
+                out.append(Prose((f"Computed by the same rules as {rule} above, with its "
+                                  "own numbers:",)))
             out.append(Section(None, _fragments(stage, _row(stage, token, target), decimals,
                                                 exact, repeated=True, full=full)))
             continue
-        said = None
+        group = None
         out.append(Section(Heading(_title(stage), top + 2),
                            _fragments(stage, _row(stage, token, target), decimals, exact,
                                       full=full)))
