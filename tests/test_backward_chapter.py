@@ -12,13 +12,15 @@ grouped-query attention and pre-norm (``llama_style`` with a cross-entropy loss)
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from symformer import derive, load_example
 from symformer.blocks.backward import backward
-from symformer.latex import Options, export_files
+from symformer.latex import Options, export_files, matrix_form
 from symformer.trace import trace_token
 
 LLAMA = Path("symformer/examples/llama_style.toml")
@@ -75,3 +77,63 @@ def test_no_positional_gradient_for_rope(llama, part):
     # pre-norm: nothing is added and normalised at a residual
     parts = {p for s in forward.steps for p in s.part}
     assert "Residual 1" in parts and not any(p.startswith("Add & Norm") for p in parts)
+
+
+def _floats(stage) -> np.ndarray:
+    return np.array([[float(Fraction(t)) for t in row] for row in stage.values(decimals=14)])
+
+
+@pytest.fixture(scope="module")
+def builtin():
+    """The built-in example (its mse loss) with its gradients."""
+    return backward(derive(load_example()))
+
+
+def test_backward_matrix_forms_hold(builtin):
+    """The printed matrix forms, evaluated here in float64 from the stages they name
+    (textbook identities, not the engine's rules), equal the gradient stages."""
+    g = builtin
+
+    def f(name: str) -> np.ndarray:
+        return _floats(g[name])
+
+    def d(name: str) -> np.ndarray:
+        return f(f"grad.{name}")
+
+    h = "layer1.head1"
+    checks = {  # stage: (printed right-hand side, its value)
+        f"grad.{h}.W_Q": (r"X^{\top}\, \frac{\partial L}{\partial Q^{(1)}}",
+                         f("input").T @ d(f"{h}.Q")),
+        f"grad.{h}.V": (r"A^{(1)}", f(f"{h}.weights").T @ d(f"{h}.output")),
+        f"grad.{h}.K": (r"\Bigl(\frac{\partial L}{\partial U^{(1)}}\Bigr)^{\top} Q^{(1)}",
+                       d(f"{h}.raw_scores").T @ f(f"{h}.Q")),
+        f"grad.{h}.weights": (r"V^{(1)}", d(f"{h}.output") @ f(f"{h}.V").T),
+        "grad.layer1.b_2": (r"\mathbf{1}^{\top}", d("layer1.ffn.output").sum(axis=0,
+                                                                           keepdims=True)),
+    }
+    for name, (text, value) in checks.items():
+        ((_, rhs),) = matrix_form.backward_lines(g[name])
+        assert text in rhs, (name, rhs)
+        assert np.allclose(value, f(name), atol=1e-12), name
+
+
+def test_cross_entropy_at_the_logits_is_one_line(llama):
+    """(P - Y)/n at the logits, against the one-hot targets written here."""
+    ((lhs, rhs),) = matrix_form.backward_lines(llama["grad.logits"])
+    assert rhs.startswith(r"\frac{1}{n}\,\bigl(P - Y\bigr)") or "- Y" in rhs
+    p = _floats(llama["probabilities"])
+    y = np.zeros_like(p)
+    for i, t in enumerate(["cat", "sat", "on"]):
+        y[i, llama.example.vocab.index(t)] = 1
+    assert np.allclose((p - y) / 3, _floats(llama["grad.logits"]), atol=1e-12)
+
+
+def test_every_worked_gradient_has_a_matrix_form(builtin):
+    """Every gradient the notes work in full, except a norm's (index form only), has
+    its matrix form."""
+    missing = [s.name for s in builtin if (s.op.of_stage or s.op.of_weight)
+               and s.name.startswith("grad.") and s.name != "grad.loss"
+               and not s.op.norm_keys and not matrix_form.backward_lines(s)]
+    # a norm's inputs and weights (its statistics, gamma, beta) keep their index form
+    assert missing and all(any(t.op.norm_keys or t.op.name in ("mean", "variance")
+                               for t in builtin[n].op.terms) for n in missing), missing

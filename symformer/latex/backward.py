@@ -31,8 +31,16 @@ from dataclasses import replace
 from symformer import math_scripts as scripts
 from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
-from symformer.latex import decoder
-from symformer.latex.blocks import Fragment, Heading, Math, Matrices, MatrixBlock, Prose
+from symformer.latex import decoder, matrix_form
+from symformer.latex.blocks import (
+    Equation,
+    Fragment,
+    Heading,
+    Math,
+    Matrices,
+    MatrixBlock,
+    Prose,
+)
 from symformer.latex.equations import numbered_equation
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.numbers import decimal
@@ -127,23 +135,47 @@ def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | Non
     return found[digits][:3]
 
 
+def weight_kind(stage: Stage) -> tuple | None:
+    """What kind of weight a weight's gradient is of: its step's operation and the
+    weight's place among the operation's (a projection's matrix, its bias; a norm's
+    gain, its shift; an embedding table), None for a stage's gradient."""
+    if not stage.op.of_weight or not getattr(stage.op, "terms", ()):
+        return None
+    term = stage.op.terms[0]
+    names = list(term.op.parameters())
+    return type(term.op), names.index(term.wrt) if term.wrt in names else term.wrt
+
+
 def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
-               repeated: bool = False, full: bool = False) -> list[Fragment]:
+               repeated: bool = False, full: bool = False,
+               said: set | None = None) -> list[Fragment]:
+    """A stage's fragments: its matrix form (said as such the first time, ``said``
+    remembering), index form, table and worked lines; a weight's gradient is worked
+    at one entry for the first weight of each kind (:func:`weight_kind`) not exactly 0
+    (``said`` remembers those too; every one with ``full``)."""
+    said = set() if said is None else said
     name = stage.name.replace(".", "-")
     out = []
     equation = None if repeated else numbered_equation(stage)
     if equation is not None and equation.lines:
+        out += _matrix_fragments(stage, name, "matrix" not in said)
+        said.add("matrix")
         out.append(Fragment(f"{name}-equation", [equation]))
-    taught = not repeated and not stage.op.of_weight and _taught(stage)
-    alike = None if full or not stage.op.of_stage else ALIKE
+    inactive = inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
+    weight = not repeated and stage.op.of_weight and not inactive and (
+        full or weight_kind(stage) not in said)
+    if weight:
+        said.add(weight_kind(stage))
+    taught = weight or (not repeated and not stage.op.of_weight and _taught(stage))
+    alike = None if full or not (stage.op.of_stage or weight) else ALIKE
     worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
     matrix = gradient_matrix(stage, values)
     if ((stage.op.of_weight and as_matrix(stage)) or (
             repeated and stage.op.of_stage)) and fits_line(matrix):
         out.append(Fragment(f"{name}-table", [Matrices(((matrix,),))]))
-        out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
-        return out
+        out += inactive
+        return out + _weight_worked(stage, name, worked, row)
     if stage.op.of_weight or stage.op.per_position_of or repeated or left:
         table = stage_table(stage, decimals=decimals, exact=exact, caption=_caption(stage),
                             label=f"tab:{stage.name}", significant=values,
@@ -151,15 +183,50 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
         said = f"Values correctly rounded to {DEFAULT_DIGITS} significant digits."
         out.append(Fragment(f"{name}-table", [  # the introduction says the default
             replace(table, legend=tuple(t for t in table.legend if t != said))]))
-        out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
+        out += inactive
         if stage.op.of_weight or repeated:
-            return out
+            return out + _weight_worked(stage, name, worked, row)
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
             f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)})"
             + ("; the other entries are computed alike, and the table has them:" if left
                else ":"))
         out.append(Fragment(f"{name}-worked", [Prose((text,)), worked]))
+    return out
+
+
+def _weight_worked(stage: Stage, name: str, worked, row: int) -> list[Fragment]:
+    """A weight's gradient worked at one entry of its row ``row``: a sum over the tokens
+    (the other entries are computed alike; the table above has them)."""
+    if worked is None or not stage.op.of_weight:
+        return []
+    what = "" if stage.shape == (1, 1) else " (the other entries are computed alike)"
+    return [Fragment(f"{name}-worked", [Prose((
+        f"Worked for one entry, a sum over the tokens{what}:",)), worked])]
+
+
+def _matrix_fragments(stage: Stage, name: str, first: bool) -> list[Fragment]:
+    """The step in matrix form before its index form (:func:`matrix_form.backward_lines`;
+    said so the ``first`` time); at the logits of a cross-entropy's probabilities the
+    textbook's one line, the softmax's general rule (which the worked lines follow)
+    then a remark."""
+    rows = matrix_form.backward_lines(stage)
+    if not rows:
+        return []
+    if matrix_form.cross_entropy_logits(stage) is not None:
+        words = ("In matrix form, the softmax and the cross-entropy in one line (",
+                 Math("Y"), ": the targets one-hot, one row per position; ", Math("n"),
+                 ": the positions with a target):")
+        after = ("The softmax\u2019s general rule, which the worked lines follow, gives "
+                 "the same:",)
+    else:
+        words, after = ("Each step in matrix form (a capital letter is a table as a "
+                        "matrix, one row per token), then entry by entry:",) \
+            if first else (), None
+    out = [Fragment(f"{name}-matrix-form", [
+        *([Prose(words)] if words else []), Equation(rows, f"eq:matrix:{stage.name}")])]
+    if after is not None:
+        out.append(Fragment(f"{name}-general", [Prose(after)]))
     return out
 
 
@@ -332,15 +399,16 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     if not shown:
         return []
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
-    part, repeats, group = None, _preferred(shown), None
+    part, repeats, group, said = None, _preferred(shown), None, set()
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
-            out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
+            out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact,
+                                                                    said=said)))
             continue
         if stage.op.per_position_of:  # in the loss's part, under its own title
             out.append(Section(Heading(_title(stage), top + 2), _fragments(
-                stage, _row(stage, token, target), decimals, exact)))
+                stage, _row(stage, token, target), decimals, exact, said=said)))
             continue
         if _where(stage)[0] != part:
             part, group = _where(stage)[0], None
@@ -362,5 +430,5 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
         group = None
         out.append(Section(Heading(_title(stage), top + 2),
                            _fragments(stage, _row(stage, token, target), decimals, exact,
-                                      full=full)))
+                                      full=full, said=said)))
     return packed(out)
