@@ -36,9 +36,20 @@ def llama(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def part(llama) -> str:
-    text = export_files(llama, Options(decimals=2, token=1), "markdown")["main.md"]
+def text(llama) -> str:
+    return export_files(llama, Options(decimals=2, token=1), "markdown")["main.md"]
+
+
+@pytest.fixture(scope="module")
+def part(text) -> str:
     return text[text.index("## Backward pass"):]
+
+
+def test_grouped_query_mapping_said_once(text):
+    """llama_style's query heads 1-2 read key/value head 1, 3-4 key/value head 2."""
+    said = re.findall(r"Grouped-query attention: [^.]*\.", text)
+    assert said == ["Grouped-query attention: query heads 1\u20132 read key/value head 1; "
+                    "query heads 3\u20134 read key/value head 2 (every layer alike)."]
 
 
 def _headings(part: str) -> list[str]:
@@ -137,3 +148,31 @@ def test_every_worked_gradient_has_a_matrix_form(builtin):
     # a norm's inputs and weights (its statistics, gamma, beta) keep their index form
     assert missing and all(any(t.op.norm_keys or t.op.name in ("mean", "variance")
                                for t in builtin[n].op.terms) for n in missing), missing
+
+
+def test_slides_backward_frames_teach():
+    """The slides' Backward section works as the forward one: every frame of a gradient
+    worked first has a display equation, the token's substituted numbers come in
+    overlays, the loss is a scalar (no one-row table whose token is "loss"), no table
+    is split by columns, and a dead FFN is said."""
+    from symformer.slides.beamer import stage_frame
+    from symformer.slides.deck import Options as DeckOptions
+    from symformer.slides.deck import StageFrame, frames
+
+    deck = [f for f in frames(derive(load_example()), DeckOptions(token=1, decimals=3))
+            if isinstance(f, StageFrame) and (f.stage.name == "loss"
+                                              or f.stage.name.startswith("grad."))]
+    assert deck
+    loss = [f for f in deck if f.stage.name == "loss"]
+    assert loss and all(i.table is None for f in loss for i in f.items)
+    assert all(i.columns is None for f in deck for i in f.items)
+    worked = [f for f in deck if not f.said.startswith("Computed by")]
+    names = {f.stage.name for f in worked}
+    assert len(names) > 20 and all(  # its first frame (a table alone may follow)
+        any(i.equation for i in next(f for f in worked if f.stage.name == n).items)
+        for n in names)
+    assert any(i.lines and any(w.shown for w in i.lines) for f in worked for i in f.items)
+    text = "\n".join(stage_frame(f) for f in deck)
+    assert "\\frac{\\partial L}{\\partial W_{Q}^{(1)}} = " not in text  # aligned, not inline
+    assert "X^{\\top}\\, \\frac{\\partial L}{\\partial Q^{(1)}}" in text
+    assert "every unit is clipped by the ReLU" in text

@@ -70,7 +70,7 @@ def prepare(g: Derivation) -> Derivation:
     return g if g.example.loss is None else with_gradients(g)
 
 
-def _taught(stage: Stage) -> bool:
+def taught(stage: Stage) -> bool:
     """A stage with worked lines: the loss, or the gradient at a stage of token rows
     (not the seed dL/dL = 1)."""
     if stage.kind in ("loss", "position_losses"):
@@ -81,7 +81,7 @@ def _taught(stage: Stage) -> bool:
         and g[source].rows == stage.rows
 
 
-def _row(stage: Stage, token: int, target: int | None) -> int:
+def worked_row(stage: Stage, token: int, target: int | None) -> int:
     if stage.op.per_position_of:  # the loss of the token followed
         return min(token if target is None else target, stage.shape[0] - 1)
     if not stage.op.of_stage:
@@ -111,7 +111,7 @@ def _title(stage: Stage) -> str:
 ALIKE = 1
 
 
-def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | None):
+def worked_values(stage: Stage, row: int, decimals: int, exact: bool, alike: int | None):
     """The worked lines and the values they and the table print: at the fewest
     significant digits (from :data:`DEFAULT_DIGITS`) with which every line lands on
     its table (no line's result differs from the table's); when none up to
@@ -166,9 +166,9 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
         full or weight_kind(stage) not in said)
     if weight:
         said.add(weight_kind(stage))
-    taught = weight or (not repeated and not stage.op.of_weight and _taught(stage))
+    works = weight or (not repeated and not stage.op.of_weight and taught(stage))
     alike = None if full or not (stage.op.of_stage or weight) else ALIKE
-    worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
+    worked, values, left = worked_values(stage, row, decimals, exact, alike) if works else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
     matrix = gradient_matrix(stage, values)
     if ((stage.op.of_weight and as_matrix(stage)) or (
@@ -230,7 +230,7 @@ def _matrix_fragments(stage: Stage, name: str, first: bool) -> list[Fragment]:
     return out
 
 
-def _preferred(shown: list[Stage]) -> Repeats:
+def preferred(shown: list[Stage]) -> Repeats:
     """The gradients worked in full: of stages computed alike, the first met from the
     loss (:func:`ordered` puts a layer's first head first)."""
     repeats = Repeats(sides=False)  # the encoder's gradients follow the decoder's rules
@@ -330,7 +330,7 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         "layer) shows its table only.",))
 
 
-def _no_gradient(stage: Stage) -> bool:
+def no_gradient(stage: Stage) -> bool:
     """A gradient the notes do not teach: at a stage that adds nothing (a RoPE model's
     absent positional encoding: the model has none to differentiate)."""
     source = stage.name.removeprefix("grad.")
@@ -394,12 +394,12 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     heading; a stage computed by the same rules as one worked before (another head or
     layer) shows its table under a heading of its part (``Head 2``)."""
     decimals += EXTRA_DECIMALS
-    shown = ordered([s for s in stages if (_taught(s) or s.op.of_weight)
-                     and not _no_gradient(s)])
+    shown = ordered([s for s in stages if (taught(s) or s.op.of_weight)
+                     and not no_gradient(s)])
     if not shown:
         return []
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
-    part, repeats, group, said = None, _preferred(shown), None, set()
+    part, repeats, group, said = None, preferred(shown), None, set()
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
@@ -408,7 +408,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
             continue
         if stage.op.per_position_of:  # in the loss's part, under its own title
             out.append(Section(Heading(_title(stage), top + 2), _fragments(
-                stage, _row(stage, token, target), decimals, exact, said=said)))
+                stage, worked_row(stage, token, target), decimals, exact, said=said)))
             continue
         if _where(stage)[0] != part:
             part, group = _where(stage)[0], None
@@ -424,11 +424,11 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
                 out.append(Heading(heading, top + 2))
                 out.append(Prose((f"Computed by the same rules as {rule} above, with its "
                                   "own numbers:",)))
-            out.append(Section(None, _fragments(stage, _row(stage, token, target), decimals,
+            out.append(Section(None, _fragments(stage, worked_row(stage, token, target), decimals,
                                                 exact, repeated=True, full=full)))
             continue
         group = None
         out.append(Section(Heading(_title(stage), top + 2),
-                           _fragments(stage, _row(stage, token, target), decimals, exact,
+                           _fragments(stage, worked_row(stage, token, target), decimals, exact,
                                       full=full, said=said)))
     return packed(out)
