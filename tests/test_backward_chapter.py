@@ -85,6 +85,12 @@ def test_no_positional_gradient_for_rope(llama, part):
     assert not any(s.stage == "positional_encoding" for s in forward.steps)
     back = trace_token(llama, 1, backward=True)
     assert not any(s.stage == "grad.positional_encoding" for s in back.steps)
+    # the trace steps through the gradients in the notes' order: head 1 and the
+    # key/value head it reads, then the others
+    order = [s.stage for s in back.steps]
+    assert order.index("grad.layer2.head1.output") < order.index(
+        "grad.layer2.kv_head1.V") < order.index("grad.layer2.head2.output") < order.index(
+        "grad.layer2.head4.output")
     # pre-norm: nothing is added and normalised at a residual
     parts = {p for s in forward.steps for p in s.part}
     assert "Residual 1" in parts and not any(p.startswith("Add & Norm") for p in parts)

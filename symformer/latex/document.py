@@ -215,10 +215,7 @@ def gqa_prose(stage: Stage) -> list[Prose]:
         return (f"query heads {h[0]}\u2013{h[-1]} read" if run else
                 "query heads " + ", ".join(map(str, h)) + " read")
     said = "; ".join(f"{heads(h)} key/value head {kv}" for kv, h in sorted(reads.items()))
-    return [Prose((f"Grouped-query attention: {said}{alike}. A key/value "
-                   "head\u2019s keys and values are computed once and shared by the "
-                   "query heads that read them; the superscript of k and v counts "
-                   "key/value heads, that of q query heads.",))]
+    return [Prose((f"Grouped-query attention: {said}{alike}.",))]
 
 
 def _part(stage: Stage) -> str:

@@ -236,9 +236,13 @@ BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
 
 def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]:
     """The loss, then the gradient at every stage of the side's token rows, from the
-    loss back to the embeddings (the order the backward pass appends them in)."""
-    return [g["loss"], *(s for s in g if s.op.of_stage and s.side == side
-                         and s.rows == tokens and s.name != "grad.loss")]
+    loss back to the embeddings in the notes' order (the forward order reversed, a
+    layer's first head and the key/value head it reads before the others:
+    :func:`symformer.latex.backward.ordered`)."""
+    from symformer.latex.backward import ordered
+
+    return [g["loss"], *ordered([s for s in g if s.op.of_stage and s.side == side
+                                 and s.rows == tokens and s.name != "grad.loss"])]
 
 
 def _absent(g: Derivation, stage: Stage) -> bool:
