@@ -182,3 +182,15 @@ def test_slides_backward_frames_teach():
     assert "\\frac{\\partial L}{\\partial W_{Q}^{(1)}} = " not in text  # aligned, not inline
     assert "X^{\\top}\\, \\frac{\\partial L}{\\partial Q^{(1)}}" in text
     assert "every unit is clipped by the ReLU" in text
+
+
+def test_pre_norm_slides_say_residual():
+    """A pre-norm deck's residual sums are "Residual", never "Add & Norm"."""
+    from symformer.slides.deck import Options as DeckOptions
+    from symformer.slides.deck import StageFrame, frames
+
+    titles = [f.title for f in frames(derive(load_example("llama_style")),
+                                      DeckOptions(token=1, decimals=3, backward=False))
+              if isinstance(f, StageFrame)]
+    assert any("Residual 1" in t for t in titles)
+    assert not any("Add" in t and "Norm" in t for t in titles)

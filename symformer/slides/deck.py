@@ -50,11 +50,11 @@ from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
+from symformer.latex.places import where as part_of
 from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.pipeline import Rendering
-from symformer.placement import part_of
 from symformer.slides import measure
 from symformer.verify.inactive import at_stage
 from symformer.worked.build import worked_steps
