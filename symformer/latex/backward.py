@@ -47,6 +47,7 @@ from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
 from symformer.latex.parameters import MATRIX_WIDTH, fits_line, matrix_lines
 from symformer.latex.places import where as part_of
+from symformer.latex.render import TEXT_WIDTH, width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
 from symformer.latex.worked import Style, worked_and_left
@@ -205,6 +206,20 @@ def _weight_worked(stage: Stage, name: str, worked, row: int) -> list[Fragment]:
         f"Worked for one entry, a sum over the tokens{what}:",)), worked])]
 
 
+def _broken(lhs: str, rhs: str) -> str:
+    """A sum of consumers' rules too wide for the page, broken after its terms (each
+    continuation line indented under the ``=``)."""
+    if width(f"{lhs} = {rhs}") <= TEXT_WIDTH - 6 or " + " not in rhs:  # 6: the number
+        return rhs
+    lines: list[str] = []
+    for term in rhs.split(" + "):
+        if lines and width(f"{lhs} = {lines[-1]} + {term}") <= TEXT_WIDTH - 6:
+            lines[-1] += f" + {term}"
+        else:
+            lines.append(term)
+    return r" \\ &\qquad + ".join(lines)
+
+
 def _matrix_fragments(stage: Stage, name: str, first: bool) -> list[Fragment]:
     """The step in matrix form before its index form (:func:`matrix_form.backward_lines`;
     said so the ``first`` time); at the logits of a cross-entropy's probabilities the
@@ -223,6 +238,7 @@ def _matrix_fragments(stage: Stage, name: str, first: bool) -> list[Fragment]:
         words, after = ("Each step in matrix form (a capital letter is a table as a "
                         "matrix, one row per token), then entry by entry:",) \
             if first else (), None
+    rows = tuple((lhs, _broken(lhs, rhs)) for lhs, rhs in rows)
     out = [Fragment(f"{name}-matrix-form", [
         *([Prose(words)] if words else []), Equation(rows, f"eq:matrix:{stage.name}")])]
     if after is not None:
