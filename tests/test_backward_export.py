@@ -64,18 +64,37 @@ def test_backward_part_lines_recompute(graph, token, decimals):
     for item in items:
         assert KEYS <= set(item) <= KEYS | {"exact"}
         check_item(item)
-        if item["stage"] != "loss":
+        if item["stage"] != "loss" and not graph[item["stage"]].op.of_weight:
             assert item["row"] == token
+    # a weight's gradient worked (one entry, a sum over the tokens) for the first weight
+    # of each kind whose gradient is not exactly 0 (W_2, W_1, b_1 are: the FFN is dead):
+    # a projection's matrix, its bias, a norm's gain and shift, the embedding table
+    # (issue 39); the other projections' by the same rule (their tables)
+    assert {"grad.layer1.W_O", "grad.layer1.b_2", "grad.layer1.add_norm2.gamma",
+            "grad.layer1.add_norm2.beta", "grad.embedding_table"} <= stages
+    assert "grad.layer1.head1.W_Q" not in stages and "grad.layer1.W_2" not in stages
 
 
 def test_backward_part_runs_from_the_loss_to_the_embeddings(graph):
     text = export_files(graph, Options(decimals=2, token=1), "markdown")["main.md"]
     part = text[text.index("## Backward pass"):]
+    # the forward order reversed, a weight's gradient at its step, the worked head
+    # before the one tabulated after it, each under its own heading (issue 39)
     order = ["### Loss", "Gradient of the loss at the encoder output",
              "Add & Norm 2, Gradient of the loss at the LayerNorm",
+             "Add & Norm 2, Gradient of the loss at the scale of the normalisation",
+             "Feed-forward, Gradient of the loss at the FFN output",
+             "Feed-forward, Gradient of the loss at the second feed-forward weights",
+             "Feed-forward, Gradient of the loss at the FFN activation",
+             "Feed-forward, Gradient of the loss at the first feed-forward bias",
+             "#### Add & Norm 1\n",
+             "Multi-head attention, Gradient of the loss at the output projection",
              "Head 1, Gradient of the loss at the scaled scores",
-             "Gradient of the loss at the token embedding", "### Gradients of the weights"]
+             "Head 1, Gradient of the loss at the query weights", "#### Head 2\n",
+             "Gradient of the loss at the token embedding",
+             "Gradient of the loss at the embedding table"]
     assert [part.index(o) for o in order] == sorted(part.index(o) for o in order)
+    assert "Gradients of the weights" not in part and " below" not in part
     # the softmax rule
     assert r"\frac{\partial L}{\partial s^{(1)}_{i,j}} &= \alpha^{(1)}_{i,j}" in part
     # ∂L/∂u_0 = (1/√2) ∂L/∂s_0 with the printed ∂L/∂s_0 substituted

@@ -14,29 +14,40 @@ first -- the order this part follows.  Each gradient stage of a token's rows get
   generic worked-line machinery (:mod:`symformer.worked`), so every line is
   recomputable from numbers printed before it.
 
-The weights' gradients (sums over every token) follow as tables.  Gradients span
+A weight's gradient (a sum over every token) follows the gradient at its step.  Gradients span
 magnitudes, so each block (a gradient's table and worked lines) prints its numbers at
 one number of significant digits, the fewest from 4 up with which every worked line
 lands on its table (:mod:`symformer.worked.significant`).  A gradient computed by the
-same rules as one worked before (the other heads, the other layers) shows its table
-under one sentence (:mod:`symformer.latex.repeats`), unless ``full``.
+same rules as one worked before (the other heads, the other layers) comes after it and
+shows its table under a heading of its part and one sentence
+(:mod:`symformer.latex.repeats`), unless ``full``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from symformer import math_scripts as scripts
 from symformer.blocks.backward import with_gradients
 from symformer.engine import Derivation, Stage
-from symformer.latex import decoder
-from symformer.latex.blocks import Fragment, Heading, Math, Matrices, MatrixBlock, Prose
+from symformer.latex import decoder, matrix_form
+from symformer.latex.blocks import (
+    Equation,
+    Fragment,
+    Heading,
+    Math,
+    Matrices,
+    MatrixBlock,
+    Prose,
+)
 from symformer.latex.equations import numbered_equation
 from symformer.latex.inactive import inactive_fragments
 from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
 from symformer.latex.parameters import MATRIX_WIDTH, fits_line, matrix_lines
 from symformer.latex.places import where as part_of
+from symformer.latex.render import TEXT_WIDTH, width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
 from symformer.latex.worked import Style, worked_and_left
@@ -60,7 +71,7 @@ def prepare(g: Derivation) -> Derivation:
     return g if g.example.loss is None else with_gradients(g)
 
 
-def _taught(stage: Stage) -> bool:
+def taught(stage: Stage) -> bool:
     """A stage with worked lines: the loss, or the gradient at a stage of token rows
     (not the seed dL/dL = 1)."""
     if stage.kind in ("loss", "position_losses"):
@@ -71,7 +82,7 @@ def _taught(stage: Stage) -> bool:
         and g[source].rows == stage.rows
 
 
-def _row(stage: Stage, token: int, target: int | None) -> int:
+def worked_row(stage: Stage, token: int, target: int | None) -> int:
     if stage.op.per_position_of:  # the loss of the token followed
         return min(token if target is None else target, stage.shape[0] - 1)
     if not stage.op.of_stage:
@@ -87,8 +98,6 @@ def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
     if stage.kind in ("loss", "position_losses"):
         return "Loss", ()
     where = part_of(stage)
-    if stage.op.of_weight:
-        return "Gradients of the weights", where
     k = next((i for i, p in enumerate(where) if p.startswith("Layer")), len(where) - 1)
     return ", ".join(where[:k + 1]), where[k + 1:]
 
@@ -103,7 +112,7 @@ def _title(stage: Stage) -> str:
 ALIKE = 1
 
 
-def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | None):
+def worked_values(stage: Stage, row: int, decimals: int, exact: bool, alike: int | None):
     """The worked lines and the values they and the table print: at the fewest
     significant digits (from :data:`DEFAULT_DIGITS`) with which every line lands on
     its table (no line's result differs from the table's); when none up to
@@ -127,23 +136,47 @@ def _worked(stage: Stage, row: int, decimals: int, exact: bool, alike: int | Non
     return found[digits][:3]
 
 
+def weight_kind(stage: Stage) -> tuple | None:
+    """What kind of weight a weight's gradient is of: its step's operation and the
+    weight's place among the operation's (a projection's matrix, its bias; a norm's
+    gain, its shift; an embedding table), None for a stage's gradient."""
+    if not stage.op.of_weight or not getattr(stage.op, "terms", ()):
+        return None
+    term = stage.op.terms[0]
+    names = list(term.op.parameters())
+    return type(term.op), names.index(term.wrt) if term.wrt in names else term.wrt
+
+
 def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
-               repeated: bool = False, full: bool = False) -> list[Fragment]:
+               repeated: bool = False, full: bool = False,
+               said: set | None = None) -> list[Fragment]:
+    """A stage's fragments: its matrix form (said as such the first time, ``said``
+    remembering), index form, table and worked lines; a weight's gradient is worked
+    at one entry for the first weight of each kind (:func:`weight_kind`) not exactly 0
+    (``said`` remembers those too; every one with ``full``)."""
+    said = set() if said is None else said
     name = stage.name.replace(".", "-")
     out = []
     equation = None if repeated else numbered_equation(stage)
     if equation is not None and equation.lines:
+        out += _matrix_fragments(stage, name, "matrix" not in said)
+        said.add("matrix")
         out.append(Fragment(f"{name}-equation", [equation]))
-    taught = not repeated and not stage.op.of_weight and _taught(stage)
-    alike = None if full or not stage.op.of_stage else ALIKE
-    worked, values, left = _worked(stage, row, decimals, exact, alike) if taught else \
+    inactive = inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
+    weight = not repeated and stage.op.of_weight and not inactive and (
+        full or weight_kind(stage) not in said)
+    if weight:
+        said.add(weight_kind(stage))
+    works = weight or (not repeated and not stage.op.of_weight and taught(stage))
+    alike = None if full or not (stage.op.of_stage or weight) else ALIKE
+    worked, values, left = worked_values(stage, row, decimals, exact, alike) if works else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
     matrix = gradient_matrix(stage, values)
     if ((stage.op.of_weight and as_matrix(stage)) or (
             repeated and stage.op.of_stage)) and fits_line(matrix):
         out.append(Fragment(f"{name}-table", [Matrices(((matrix,),))]))
-        out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
-        return out
+        out += inactive
+        return out + _weight_worked(stage, name, worked, row)
     if stage.op.of_weight or stage.op.per_position_of or repeated or left:
         table = stage_table(stage, decimals=decimals, exact=exact, caption=_caption(stage),
                             label=f"tab:{stage.name}", significant=values,
@@ -151,9 +184,9 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
         said = f"Values correctly rounded to {DEFAULT_DIGITS} significant digits."
         out.append(Fragment(f"{name}-table", [  # the introduction says the default
             replace(table, legend=tuple(t for t in table.legend if t != said))]))
-        out += inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
+        out += inactive
         if stage.op.of_weight or repeated:
-            return out
+            return out + _weight_worked(stage, name, worked, row)
     if worked is not None:
         text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
             f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)})"
@@ -163,20 +196,61 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     return out
 
 
-#: The sentence over the weights' gradients computed by a rule shown before.
-WEIGHTS_SAID = ("The gradients of the other weights follow the same rules as those "
-                "worked above, summed over the tokens in the same way:")
+def _weight_worked(stage: Stage, name: str, worked, row: int) -> list[Fragment]:
+    """A weight's gradient worked at one entry of its row ``row``: a sum over the tokens
+    (the other entries are computed alike; the table above has them)."""
+    if worked is None or not stage.op.of_weight:
+        return []
+    what = "" if stage.shape == (1, 1) else " (the other entries are computed alike)"
+    return [Fragment(f"{name}-worked", [Prose((
+        f"Worked for one entry, a sum over the tokens{what}:",)), worked])]
 
 
-def _preferred(shown: list[Stage]) -> Repeats:
+def _broken(lhs: str, rhs: str) -> str:
+    """A sum of consumers' rules too wide for the page, broken after its terms (each
+    continuation line indented under the ``=``)."""
+    if width(f"{lhs} = {rhs}") <= TEXT_WIDTH - 6 or " + " not in rhs:  # 6: the number
+        return rhs
+    lines: list[str] = []
+    for term in rhs.split(" + "):
+        if lines and width(f"{lhs} = {lines[-1]} + {term}") <= TEXT_WIDTH - 6:
+            lines[-1] += f" + {term}"
+        else:
+            lines.append(term)
+    return r" \\ &\qquad + ".join(lines)
+
+
+def _matrix_fragments(stage: Stage, name: str, first: bool) -> list[Fragment]:
+    """The step in matrix form before its index form (:func:`matrix_form.backward_lines`;
+    said so the ``first`` time); at the logits of a cross-entropy's probabilities the
+    textbook's one line, the softmax's general rule (which the worked lines follow)
+    then a remark."""
+    rows = matrix_form.backward_lines(stage)
+    if not rows:
+        return []
+    if matrix_form.cross_entropy_logits(stage) is not None:
+        words = ("In matrix form, the softmax and the cross-entropy in one line (",
+                 Math("Y"), ": the targets one-hot, one row per position; ", Math("n"),
+                 ": the positions with a target):")
+        after = ("The softmax\u2019s general rule, which the worked lines follow, gives "
+                 "the same:",)
+    else:
+        words, after = ("Each step in matrix form (a capital letter is a table as a "
+                        "matrix, one row per token), then entry by entry:",) \
+            if first else (), None
+    rows = tuple((lhs, _broken(lhs, rhs)) for lhs, rhs in rows)
+    out = [Fragment(f"{name}-matrix-form", [
+        *([Prose(words)] if words else []), Equation(rows, f"eq:matrix:{stage.name}")])]
+    if after is not None:
+        out.append(Fragment(f"{name}-general", [Prose(after)]))
+    return out
+
+
+def preferred(shown: list[Stage]) -> Repeats:
     """The gradients worked in full: of stages computed alike, the first met from the
-    loss, except that of a layer's heads the first head is worked (as in the forward
-    part), its other heads shown by their tables."""
-    layers = {}
-    for k, stage in enumerate(shown):
-        layers.setdefault((stage.side, stage.layer), k)
+    loss (:func:`ordered` puts a layer's first head first)."""
     repeats = Repeats(sides=False)  # the encoder's gradients follow the decoder's rules
-    for stage in sorted(shown, key=lambda s: (layers[(s.side, s.layer)], s.head or 0)):
+    for stage in shown:
         repeats.first(stage)
     return repeats
 
@@ -222,16 +296,10 @@ def _lone_matrix(item) -> MatrixBlock | None:
     return None
 
 
-def _repeat_where(first: Stage) -> str:
-    """The part where the stage a repeated one follows was worked (``Layer 2``)."""
-    return _where(first)[0]
-
-
 def _caption(stage: Stage) -> str:
     """A table's caption: where the gradient sits, and its title."""
     part, within = _where(stage)
-    where = ", ".join(p for p in (part if part not in ("Loss", "Gradients of the weights")
-                                  else "", *within) if p)
+    where = ", ".join(p for p in (part if part != "Loss" else "", *within) if p)
     return f"{where}: {stage.op.symbol.title}." if where else f"{stage.op.symbol.title}."
 
 
@@ -278,48 +346,105 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         "layer) shows its table only.",))
 
 
+def no_gradient(stage: Stage) -> bool:
+    """A gradient the notes do not teach: at a stage that adds nothing (a RoPE model's
+    absent positional encoding: the model has none to differentiate)."""
+    source = stage.name.removeprefix("grad.")
+    g = stage.derivation
+    return stage.op.of_stage and source in g and g[source].op.adds_nothing
+
+
+#: A head's number in its part's name (``Head 2``, ``Key/value head 1``).
+_HEAD = re.compile(r"[Hh]ead (\d+)$")
+
+
+def _head_number(stage: Stage) -> int | None:
+    """The number of the (query or key/value) head a stage sits in, None outside heads."""
+    within = _where(stage)[1]
+    found = _HEAD.search(within[-1]) if within else None
+    return int(found.group(1)) if found else None
+
+
+def ordered(shown: list[Stage]) -> list[Stage]:
+    """The stages in the forward order reversed (the backward pass's own: each weight's
+    gradient right after the gradient at the step it belongs to), except that of a
+    layer's heads the first (query head 1, then the key/value head it reads) comes
+    first, the worked instance before the repeats tabulated after it."""
+    out: list[Stage] = []
+    k = 0
+    while k < len(shown):
+        if _head_number(shown[k]) is None:
+            out.append(shown[k])
+            k += 1
+            continue
+        run = []
+        layer = (shown[k].side, shown[k].layer)
+        while k < len(shown) and _head_number(shown[k]) is not None \
+                and (shown[k].side, shown[k].layer) == layer:
+            run.append(shown[k])
+            k += 1
+        position = {id(s): i for i, s in enumerate(run)}
+        out += sorted(run, key=lambda s: (_head_number(s) != 1, _head_number(s),
+                                          position[id(s)]))
+    return out
+
+
+def _group(stage: Stage) -> str:
+    """The heading over a repeated stage's table: the part of its layer it sits in
+    (``Head 2``, ``Add & Norm 1``), or its own title."""
+    within = _where(stage)[1]
+    return ", ".join(within) if within else stage.op.symbol.title
+
+
+def _place(stage: Stage) -> str:
+    """Where a stage sits, in words (``Layer 1, Head 1``, ``the output``)."""
+    return ", ".join(_where(stage)[0:1] + _where(stage)[1]) if _where(stage)[1] else \
+        _where(stage)[0]
+
+
 def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | None,
                   decimals: int, exact: bool, top: int, full: bool = False) -> list:
     """The Backward part's outline (headings at ``top``, ``top + 1``, ``top + 2``):
-    the loss, each token gradient from the loss back to the embeddings, the weights'."""
+    the loss, then each gradient from the loss back to the embeddings in the forward
+    order reversed, a weight's gradient at the step it belongs to, each under its own
+    heading; a stage computed by the same rules as one worked before (another head or
+    layer) shows its table under a heading of its part (``Head 2``)."""
     decimals += EXTRA_DECIMALS
-    shown = [s for s in stages if _taught(s) or s.op.of_weight]
+    shown = ordered([s for s in stages if (taught(s) or s.op.of_weight)
+                     and not no_gradient(s)])
     if not shown:
         return []
-    shown.sort(key=lambda s: s.op.of_weight)  # stable: the weights last
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
-    part, repeats, said = None, _preferred(shown), None
+    part, repeats, group, said = None, preferred(shown), None, set()
     for stage in shown:
         if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
-            out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact)))
+            out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact,
+                                                                    said=said)))
             continue
         if stage.op.per_position_of:  # in the loss's part, under its own title
             out.append(Section(Heading(_title(stage), top + 2), _fragments(
-                stage, _row(stage, token, target), decimals, exact)))
+                stage, worked_row(stage, token, target), decimals, exact, said=said)))
             continue
         if _where(stage)[0] != part:
-            part, said = _where(stage)[0], None
+            part, group = _where(stage)[0], None
             out.append(Heading(part, top + 1))
         first = repeats.first(stage)
-        if first is not stage and not full and stage.op.of_weight:
-            if said != WEIGHTS_SAID:
-                out.append(Prose((WEIGHTS_SAID,)))
-                said = WEIGHTS_SAID
-            out.append(Section(None, _fragments(stage, 0, decimals, exact, repeated=True)))
-            continue
         if first is not stage and not full:
-            where = "above" if shown.index(first) < shown.index(stage) else "below"
-            sentence = Prose((f"Computed by the same rules as in {_repeat_where(first)} "
-                              f"{where}, with its own numbers (one row per token):",))
-            if sentence != said:
-                out.append(sentence)
-                said = sentence
-            out.append(Section(None, _fragments(stage, _row(stage, token, target), decimals,
+            alike = _where(first) != _where(stage)  # another head, layer or sub-layer
+            heading = _group(stage) if alike else _title(stage)
+            if heading != group:
+                group = heading
+                rule = f"in {_place(first)}" if alike else \
+                    f"the {first.op.symbol.title[0].lower()}{first.op.symbol.title[1:]}"
+                out.append(Heading(heading, top + 2))
+                out.append(Prose((f"Computed by the same rules as {rule} above, with its "
+                                  "own numbers:",)))
+            out.append(Section(None, _fragments(stage, worked_row(stage, token, target), decimals,
                                                 exact, repeated=True, full=full)))
             continue
-        said = None
+        group = None
         out.append(Section(Heading(_title(stage), top + 2),
-                           _fragments(stage, _row(stage, token, target), decimals, exact,
-                                      full=full)))
+                           _fragments(stage, worked_row(stage, token, target), decimals, exact,
+                                      full=full, said=said)))
     return packed(out)

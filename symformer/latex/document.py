@@ -190,6 +190,34 @@ def _group(stage: Stage) -> str:
     return group
 
 
+def gqa_prose(stage: Stage) -> list[Prose]:
+    """Grouped-query attention's mapping, said once: which query heads of ``stage``'s
+    layer read which key/value head (from the dot products' inputs)."""
+    layers: dict[int, dict[int, list[int]]] = {}
+    for s in stage.derivation:
+        if s.side == stage.side and s.head and s.op.matrix_form == "dot_products":
+            kv = next((re.search(r"\bkv_head(\d+)\.", n) for n in s.inputs
+                       if re.search(r"\bkv_head(\d+)\.", n)), None)
+            if kv is not None:
+                layers.setdefault(s.layer, {}).setdefault(int(kv.group(1)), []).append(
+                    s.head)
+    reads = layers.get(stage.layer)
+    if not reads:
+        return []
+    alike = " (every layer alike)" if all(r == reads for r in layers.values()) else \
+        f" (in layer {stage.layer})"
+
+    def heads(h: list[int]) -> str:
+        h = sorted(h)
+        if len(h) == 1:
+            return f"query head {h[0]} reads"
+        run = h == list(range(h[0], h[-1] + 1))
+        return (f"query heads {h[0]}\u2013{h[-1]} read" if run else
+                "query heads " + ", ".join(map(str, h)) + " read")
+    said = "; ".join(f"{heads(h)} key/value head {kv}" for kv, h in sorted(reads.items()))
+    return [Prose((f"Grouped-query attention: {said}{alike}.",))]
+
+
 def _part(stage: Stage) -> str:
     if stage.side == "decoder":
         return decoder.part(stage)
@@ -470,6 +498,7 @@ def build(g: Derivation, options: Options,
     seen: set = set()  # the weights printed so far
     repeats, said = Repeats(), None  # the first stage of each computation; the sentence
     matrix_said = False  # the sentence that introduces the matrix forms
+    gqa_said = False  # grouped-query attention's mapping
     for k, stage in enumerate(stages, start=1):
         if progress:
             progress(k, len(stages), stage.name)
@@ -500,6 +529,9 @@ def build(g: Derivation, options: Options,
             group = _group(stage)
             if group != part:  # "3 Output / 3.1 Output" says it twice
                 out.append(Heading(group, 2))
+            if group == "Key/value head 1" and not gqa_said:  # said once, where first met
+                out += gqa_prose(stage)
+                gqa_said = True
             if not options.full:
                 shown = [s for s in _run(stages, k - 1, part, group)
                          if not repeats.seen(s)]

@@ -277,3 +277,122 @@ def equation_lines(stages: list[Stage]) -> tuple[tuple[str, str], ...]:
             text = remark(line, g)
             out.append((symbol(g[line.stage]), latex(line.rhs, g) + (f" {text}" if text else "")))
     return tuple(out)
+
+
+# --- the backward pass in matrix form -------------------------------------------------
+#
+# A gradient stage sums its consumers' rules (``Gradient.terms``: each consumer's
+# operation, which input or weight it differentiates by, its arity); each rule has the
+# matrix form every textbook prints, keyed by the consumer's declared ``matrix_form``
+# (or its ``trace_step`` for an elementwise activation, its registry ``name`` for a
+# loss).  Norms keep their index form only (their matrix form is no shorter).
+
+
+def grad(latex_symbol: str) -> str:
+    """``∂L/∂X`` as a display fraction."""
+    return rf"\frac{{\partial L}}{{\partial {latex_symbol}}}"
+
+
+def _terms(stage: Stage):
+    """Each consumer term of a gradient stage: (operation's term, consumer, its inputs,
+    the consumer's gradient stage)."""
+    g, names, k = stage.derivation, stage.inputs, 0
+    for term in getattr(stage.op, "terms", ()):
+        inputs = names[k:k + term.arity]
+        consumer, upstream = names[k + term.arity], names[k + term.arity + 1]
+        k += term.arity + 2
+        yield term, g[consumer], inputs, upstream
+
+
+def cross_entropy_logits(stage: Stage) -> str | None:
+    """``(P - Y)/n`` when ``stage`` is the gradient at the logits of the probabilities a
+    cross-entropy loss reads: the softmax and the loss in one line."""
+    g = stage.derivation
+    loss = g.example.loss
+    if loss is None or loss.kind != "cross_entropy":
+        return None
+    for _, consumer, _, upstream in _terms(stage):
+        if consumer.op.matrix_form != "softmax":
+            return None
+        readers = [t for t in _terms(g[upstream])]
+        if not readers or any(c.op.name != "cross_entropy" for _, c, _, _ in readers):
+            return None
+        p = symbol(consumer)
+        scale = "" if loss.reduction == "sum" else r"\frac{1}{n}\,"
+        return rf"{scale}\bigl({p} - Y\bigr)"
+    return None
+
+
+def _rule(term, consumer: Stage, inputs: tuple[str, ...], upstream: str) -> str | None:
+    """One consumer's rule in matrix form, or None where there is none to print."""
+    g, op, wrt = consumer.derivation, consumer.op, term.wrt
+    up = grad(symbol(consumer))
+    ref = [symbol(g[n]) for n in inputs]
+    form = op.matrix_form
+    if form == "affine":
+        names = [n for n, v in op.parameters().items() if v is not None]
+        if wrt == 0:
+            return rf"{up}\, {_t(parameter(consumer, names[0]).latex)}"
+        if wrt == names[0]:
+            return rf"{_t(ref[0])}\, {up}"
+        return rf"\mathbf{{1}}^{{\top}} {up}"  # a bias: the sum of the rows
+    if form == "product":
+        return rf"{up}\, {_t(ref[1])}" if wrt == 0 else rf"{_t(ref[0])}\, {up}"
+    if form == "dot_products":
+        return rf"{up}\, {ref[1]}" if wrt == 0 else rf"\Bigl({up}\Bigr)^{{\top}} {ref[0]}"
+    if form == "scores":
+        if op.scale is None:
+            return rf"\frac{{1}}{{\sqrt{{d_{{k}}}}}}\, {up}"
+        return rf"\frac{{1}}{{\tau}}\, {up}" if op.scale != 1 else up
+    if form in ("sum", "identity"):
+        return up
+    if op.name == "embedding" and isinstance(wrt, str):
+        return (rf"\Pi^{{\top}} {up} \quad \text{{(}}\Pi\text{{: the tokens one-hot, "
+                r"one row per position)}")
+    if form == "columns":
+        return rf"\Bigl({up}\Bigr)_{{\text{{columns of }} {ref[wrt]}}}"
+    if form == "rotate" and wrt == 0:
+        return rf"\operatorname{{RoPE}}^{{-1}}\Bigl({up}\Bigr)"
+    if form == "softmax" and wrt == 0:
+        a = symbol(consumer)
+        return (rf"{a} \odot \Bigl({up} - \operatorname{{rowsum}}\bigl({a} \odot {up}\bigr)"
+                r"\Bigr) \quad \text{(rowsum: a row's sum, taken from each of its entries)}")
+    if op.trace_step == "activation" and form is None and wrt == 0:
+        if op.clips:
+            return rf"{up} \odot \mathbb{{1}}\bigl[{ref[0]} > 0\bigr]"
+        name = op.name if op.function_name is None else op.function_name
+        return rf"{up} \odot \operatorname{{{name}}}'\bigl({ref[0]}\bigr)"
+    if op.name == "mse" and wrt == 0:
+        loss = g.example.loss
+        if loss.reduction == "sum":
+            return rf"2\,\bigl({ref[0]} - T\bigr)"
+        return (rf"\frac{{2}}{{c}}\,\bigl({ref[0]} - T\bigr) \quad \text{{(}}c"
+                r"\text{: the number of entries with a target)}")
+    return None
+
+
+def _t(latex_symbol: str) -> str:
+    return f"{latex_symbol}^{{\\top}}" if not set("^'") & set(latex_symbol) else \
+        f"\\bigl({latex_symbol}\\bigr)^{{\\top}}"
+
+
+def backward_lines(stage: Stage) -> tuple[tuple[str, str], ...]:
+    """A gradient stage in matrix form: ``∂L/∂X`` (or ``∂L/∂W`` for a weight) equals
+    the sum of its consumers' rules, each as a textbook writes it (``∂L/∂W_Q = X^T
+    ∂L/∂Q``, ``∂L/∂V = A^T ∂L/∂O``); no line when a rule has none (a norm's)."""
+    g = stage.derivation
+    terms = list(_terms(stage))
+    if not terms:
+        return ()
+    if stage.op.of_weight:
+        term, consumer, _, _ = terms[0]
+        lhs = grad(parameter(consumer, term.wrt).latex)
+    else:
+        lhs = grad(symbol(g[stage.name.removeprefix("grad.")]))
+    one_line = cross_entropy_logits(stage)
+    if one_line is not None:
+        return ((lhs, one_line),)
+    rules = [_rule(*t) for t in terms]
+    if not rules or any(r is None for r in rules):
+        return ()
+    return ((lhs, " + ".join(rules)),)

@@ -159,6 +159,10 @@ class Operation(ABC):
     #: True for a step giving the gradient of a stage (dL/dX, summed over the paths
     #: from the loss; the loss's own dL/dL = 1): its rows are the stage's.
     of_stage: ClassVar[bool] = False
+    #: True for a stage that is identically 0 whatever the example's weights and adds
+    #: nothing to what reads it (a RoPE model's absent positional table): no gradient is
+    #: taught at it.
+    adds_nothing: ClassVar[bool] = False
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None

@@ -85,6 +85,11 @@ class PositionalEncoding(Operation):
     reference_function = sinusoidal
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional encoding")
 
+    @property
+    def adds_nothing(self) -> bool:  # type: ignore[override]
+        """A RoPE model's (or a model without positions') table: all zeros."""
+        return self.kind != "sinusoidal"
+
     @cached_property
     def table(self) -> sympy.Matrix:
         """The exact table."""

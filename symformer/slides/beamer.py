@@ -190,7 +190,8 @@ def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
 
         where = where.replace(f"rounded to {plural(decimals, 'decimal')}",
                               f"rounded to {DEFAULT_DIGITS} significant digits")
-    if first.stage.op.of_weight:  # its rows are the weight's, not tokens
+    if first.stage.op.of_weight or (  # its rows are the weight's, not tokens
+            first.stage.shape == (1, 1) and first.stage.name.startswith("loss")):  # a scalar
         where = where.split("; ", 1)[1]
     if first.columns is not None:
         a, b = first.columns

@@ -50,12 +50,13 @@ from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
 from symformer.latex.parameters import zero_terms_note
+from symformer.latex.places import where as part_of
 from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.pipeline import Rendering
-from symformer.placement import part_of
 from symformer.slides import measure
+from symformer.verify.inactive import at_stage
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain
@@ -314,51 +315,176 @@ def frames(g: Derivation, options: Options,
 #: What the Backward section's first frame says.
 BACKWARD_TEXT = (
     "The loss $L$ of the forward pass, then its gradient at every step, from the output "
-    "back to the input, each by its operation's backward rule (the chain rule), shown "
-    "as its table, the token's row highlighted; the notes' Backward part works every "
-    "one of them.")
+    "back to the input (the forward order reversed), each by its operation's backward "
+    "rule (the chain rule): in matrix form, entry by entry, worked for the token, then "
+    "its table, the token's row highlighted; a step computed by the same rules as one "
+    "worked before shows its table.")
 #: A gradient table's columns (``\partial L/\partial u_{0}``) are wider than the
 #: estimate of them: their slices are planned this much wider.
 GRADIENT_WIDTH = 1.3
+#: The layout model's heights of a gradient's frame are taken this much taller: its
+#: lines (fractions, sized brackets) are taller than the model's estimate of them.
+GRADIENT_HEIGHT = 1.5
+#: A weight's gradient is shown as matrices of at most this many rows each.
+MATRIX_ROWS = 4
+#: The layout model's height of a frame with such a matrix is taken this much taller.
+MATRIX_SLACK = 1.1
 
 
 def backward_frames(g: Derivation, options: Options) -> list[Frame]:
-    """The Backward section: a frame saying what it is, the loss (its equation and its
-    table), then each gradient's table on a frame of its own."""
-    from symformer.latex.backward import prepare
+    """The Backward section, as the forward one: a frame saying what it is, the loss (a
+    scalar: its equation and its worked line), then each gradient in the notes' order
+    (:func:`symformer.latex.backward.ordered`): a step worked first has its display
+    equations (matrix form, then entry by entry), its substituted numbers in overlays
+    and its table; a step computed by the same rules as one worked before its table."""
+    from symformer.latex import backward as notes
 
-    full = prepare(g)
+    full = notes.prepare(g)
     names = {s.name for s in select(full, options.stages)}
-    stages = [s for s in full if is_backward(s) and s.name in names]
+    stages = notes.ordered([s for s in full if is_backward(s) and s.name in names
+                            and (notes.taught(s) or s.op.of_weight)
+                            and not notes.no_gradient(s)])
     if not stages:
         return []
     out: list[Frame] = [SectionFrame("Backward pass", BACKWARD_TEXT)]
-    note = reader_text("The gradient of the loss, by the backward rule of this step:")
+    repeats = notes.preferred(stages)
     for stage in stages:
-        if stage.kind in ("loss", "position_losses"):  # its equation and its table
-            row = min(options.token, stage.shape[0] - 1)
-            equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
-                             for ln in equation_lines(stage))
-            out.append(StageFrame(title=title(stage), items=(Item(
-                stage=stage, token=row, equation=equation, lines=(),
-                table=_table(stage, row, options)),)))
-        elif stage.shape != (1, 1) or stage.name != "grad.loss":  # not dL/dL = 1
-            out.extend(_gradient_frames(stage, options, note))
+        first = repeats.first(stage)
+        if first is stage or options.full:
+            planned = _worked_gradient_frames(stage, options)
+        else:
+            where_first = ", ".join(part_of(first))
+            note = reader_text(f"Computed by the same rules as in {where_first}, with its "
+                               "own numbers:" if part_of(first) != part_of(stage) else
+                               "Computed by the same rules as above, with its own numbers:")
+            planned = _gradient_frames(stage, options, note)
+        for frame in planned:
+            _add(out, frame)
     return out
 
 
-def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFrame]:
-    """A gradient's table (split by columns when too wide) under ``note``, titled by
-    where it sits; a weight's gradient has no highlighted row (its rows are the
-    weight's, not token positions)."""
+def _worked_gradient_frames(stage: Stage, options: Options) -> list[StageFrame]:
+    """A gradient worked as the forward stages are (:func:`stage_frames`): its matrix
+    form and index form as display equations, the token's lines at the significant
+    digits with which they land on the table, then the table; the loss, a scalar, has
+    no table; a gradient exactly 0 says why (a dead FFN)."""
+    from symformer.latex import backward as notes
+    from symformer.latex import matrix_form
+
+    row = notes.worked_row(stage, options.token, None)
+    worked, values, _ = notes.worked_values(stage, row, options.decimals, False,
+                                            None if options.full else notes.ALIKE)
+    forms = tuple(EquationLine(lhs, rhs, "")
+                  for lhs, rhs in matrix_form.backward_lines(stage))
+    equation = forms + tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
+                             for ln in equation_lines(stage))
+    lines = () if worked is None or stage.op.of_weight else worked_lines(
+        stage, row, max(options.decimals, values.digits + 2), values)
+    scalar = stage.shape == (1, 1) and not stage.op.of_weight
+    if stage.op.of_weight and notes.as_matrix(stage):  # matrices, as the weight is shown
+        index = equation[len(forms):]
+        return _matrix_frames(stage, row, forms or index[:1], matrix_lines(stage, values),
+                              inactive_note(stage))
+    if scalar and lines and sum(measure.width(p) for p in lines[-1].shown) \
+            > 2 * measure.TEXT_WIDTH:  # a long sum (every output entry): its value
+        lines = (replace(lines[-1], shown=()),)
+    table = None if scalar else _gradient_table(stage, row, options, values)
+    said = inactive_note(stage)
+    space = room(title(stage)) / GRADIENT_HEIGHT
+    index = equation[len(forms):]
+
+    def frame(shown: tuple) -> StageFrame:
+        return StageFrame(title=title(stage), items=(Item(
+            stage=stage, token=row, equation=shown, lines=(), table=None, note=said),))
+    # a step read by many (the input row): its matrix form and the sum of its paths
+    equation = next((e for e in (equation, (*forms, *index[:1]), forms, index[:1])
+                     if e and height(frame(e)) <= space), forms or index[:1])
+    base = frame(equation)
+    lines = tuple(  # a line too tall for a frame of its own: its result only
+        line if height(replace(base, items=(replace(base.items[0], lines=(line,)),)))
+        <= space else replace(line, shown=()) for line in lines)
+    tallest = max((height(replace(base, items=(replace(base.items[0], lines=(line,)),)))
+                   for line in lines), default=height(base))
+    if tallest <= space:
+        return stage_frames(stage, options, parts=(equation, lines, table, said),
+                            slack=GRADIENT_HEIGHT)
+    # the equations leave no room for a line: a frame of their own, the working after
+    # (under the shortest of the equations: its matrix form, or its index form's first)
+    rest = stage_frames(stage, options, parts=((forms or index)[:1], lines, table, ""),
+                        slack=GRADIENT_HEIGHT)
+    out = [base, *rest]
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def matrix_lines(stage: Stage, values=None) -> tuple[EquationLine, ...]:
+    """A weight's gradient as matrices, as the weight itself is shown (no column
+    headings to widen it): ``∂L/∂W = [bmatrix]``, its rows :data:`MATRIX_ROWS` at a
+    time (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0."""
+    from symformer.latex import backward as notes
     from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
 
+    block = notes.gradient_matrix(stage, values or SignificantValues(DEFAULT_DIGITS))
+    if all(t == "0" for row in block.rows for t in row):  # the note says why
+        return (EquationLine(block.lhs, r"\mathbf{0}"),)
+    out = []
+    for a in range(0, len(block.rows), MATRIX_ROWS):
+        rows = block.rows[a:a + MATRIX_ROWS]
+        where = "" if len(block.rows) <= MATRIX_ROWS else \
+            rf"\quad \text{{(rows {a}\textendash{a + len(rows) - 1} of {len(block.rows)})}}"
+        body = r" \\ ".join(" & ".join(row) for row in rows)
+        out.append(EquationLine(block.lhs, rf"\begin{{bmatrix}} {body} \end{{bmatrix}}{where}"))
+    return tuple(out)
+
+
+def _matrix_frames(stage: Stage, row: int, equation: tuple, value: tuple, note: str,
+                   said: str = "") -> list[StageFrame]:
+    """A weight's gradient as matrices (:func:`matrix_lines`), one part a frame, the
+    first under ``equation`` when it fits."""
+    out = []
+    for k, line in enumerate(value):
+        shown = equation if k == 0 else ()
+        frame = StageFrame(title=title(stage), items=(Item(
+            stage=stage, token=row, equation=(*shown, line), lines=(), table=None,
+            note=note if k == 0 else ""),), said=said or note)
+        if shown and height(frame) * MATRIX_SLACK > room(frame.title):
+            frame = replace(frame, items=(replace(frame.items[0], equation=(line,)),))
+        out.append(frame)
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def inactive_note(stage: Stage) -> str:
+    """What the notes say is inactive at ``stage`` (a ReLU clipping every unit, a
+    weight's gradient exactly 0 and why), as a frame's sentence (LaTeX), or ``""``."""
+    return " ".join(reader_text(p) if isinstance(p, str) else f"${p.latex}$"
+                    for pieces in at_stage(stage.derivation, stage) for p in pieces)
+
+
+def _gradient_table(stage: Stage, row: int, options: Options, values=None) -> Table:
+    """A gradient's table at significant digits (as the notes print it); a weight's has
+    no highlighted row (its rows are the weight's, not token positions); fewer digits
+    when the default's would not fit the frame's width (never split by columns)."""
+    from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
+
+    for digits in (DEFAULT_DIGITS, 3, 2):
+        table = stage_table(stage, decimals=options.decimals, caption=caption(stage),
+                            label=f"tab:{stage.name}",
+                            significant=values if values is not None and
+                            digits == DEFAULT_DIGITS else SignificantValues(digits),
+                            highlight=None if stage.op.of_weight else row)
+        if len(_column_slices(table, GRADIENT_WIDTH)) == 1:
+            return table
+    return table
+
+
+def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFrame]:
+    """A gradient's table under ``note``, titled by where it sits (a weight's as
+    matrices, :func:`matrix_lines`)."""
+    from symformer.latex import backward as notes
+
     row = min(options.token, stage.shape[0] - 1)
-    # gradients span magnitudes: at significant digits, as the notes print them
-    digits = SignificantValues(DEFAULT_DIGITS)
-    table = stage_table(stage, decimals=options.decimals, caption=caption(stage),
-                        label=f"tab:{stage.name}", significant=digits,
-                        highlight=None if stage.op.of_weight else row)
+    if stage.op.of_weight and notes.as_matrix(stage):
+        return _matrix_frames(stage, row, (), matrix_lines(stage), note, said=note)
+    table = _gradient_table(stage, row, options)
     return _table_only_frames(stage, row, table, note, GRADIENT_WIDTH)
 
 
@@ -661,27 +787,68 @@ def heading_beside(row: list[Item]) -> bool:
                               + GUTTER <= measure.TEXT_WIDTH)
 
 
-def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
+def stage_frames(stage: Stage, options: Options, parts: tuple | None = None,
+                 slack: float = 1.0) -> list[StageFrame]:
     """The frames of one worked stage for the token ``options.token``: working split so
     every frame fits, the table under the working when it fits, else on frames of its
-    own."""
+    own.  ``parts``: the (equation, lines, table, note) to show instead of the stage's
+    own (a gradient's: :func:`_worked_gradient_frames`; table None: a scalar);
+    ``slack``: the layout model's heights taken that much taller."""
+
+    def fits(frame: StageFrame) -> bool:
+        return height(frame) * slack <= room(frame.title)
+
     row = min(options.token, stage.shape[0] - 1)  # a one-row stage: its only row
-    table = _table(stage, row, options)
-    equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark) for ln in equation_lines(stage))
-    lines = worked_lines(stage, row, options.decimals)
+    if parts is None:
+        table = _table(stage, row, options)
+        equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
+                         for ln in equation_lines(stage))
+        lines = worked_lines(stage, row, options.decimals)
+        omitted = zero_terms_note(stage) if lines else ""
+        note = " ".join(filter(None, (
+            reader_text(omitted[:1].upper() + omitted[1:] + ".") if omitted else "",
+            inactive_note(stage))))  # a dead FFN, said where it dies
+    else:
+        equation, lines, table, note = parts
     lines = lines if options.full else elided(lines)
-    omitted = zero_terms_note(stage) if lines else ""
-    note = reader_text(omitted[:1].upper() + omitted[1:] + ".") if omitted else ""
     item = Item(stage=stage, token=row, equation=equation, lines=lines, table=table,
                 note=note)
     whole = StageFrame(title=title(stage), items=(item,))
+    if table is None:  # a scalar (the loss): its working says its value
+        return _working_frames(whole, item, lines, slack)
     if len(_column_slices(table)) == 1:
         beside = replace(whole, items=(replace(item, beside=True),))
         for frame in (whole, beside):
             if fits(frame) and (frame is whole or _narrow_enough(beside.items[0])):
                 return [frame]
+    out = _working_frames(whole, item, lines, slack)
     base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
-    space = room(base.title)
+    slices = _column_slices(table)
+    last = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
+    if len(slices) == 1 and fits(last):
+        out[-1] = last
+    else:
+        alone = replace(base, items=(replace(item, lines=(), note="", table=table),))
+        # (with no working, the equation, or its first line, stays when it fits
+        # without the slack)
+        first = replace(alone, items=(replace(alone.items[0], equation=equation[:1]),))
+        shown = equation if fits(alone) or (not lines and height(alone) <= room(
+            alone.title)) else equation[:1] if not lines and height(first) <= room(
+                first.title) else ()
+        for a, b in slices:
+            part = _columns(table, a, b) if len(slices) > 1 else table
+            out.append(replace(base, items=(replace(
+                item, lines=(), note="", table=part, equation=shown,
+                columns=(a, b) if len(slices) > 1 else None),)))
+    out = [f for f in out if f.items[0].lines or f.items[0].table is not None] or out[:1]
+    return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _working_frames(whole: StageFrame, item: Item, lines, slack: float = 1.0
+                    ) -> list[StageFrame]:
+    """The working split over frames so each fits (no table)."""
+    base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
+    space = room(base.title) / slack
     chunks: list[list[WorkedLine]] = [[]]
     for line in lines:
         trial = replace(base, items=(replace(item, lines=(*chunks[-1], line), table=None),))
@@ -691,19 +858,6 @@ def stage_frames(stage: Stage, options: Options) -> list[StageFrame]:
     if len(chunks) > 1 and all(w is ELLIPSIS for w in chunks[-1]):
         chunks.pop()  # a lone \vdots says nothing a frame of its own should show
     out = [replace(base, items=(replace(item, lines=tuple(c), table=None),)) for c in chunks]
-    slices = _column_slices(table)
-    last = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
-    if len(slices) == 1 and fits(last):
-        out[-1] = last
-    else:
-        alone = replace(base, items=(replace(item, lines=(), note="", table=table),))
-        shown = equation if fits(alone) else ()
-        for a, b in slices:
-            part = _columns(table, a, b) if len(slices) > 1 else table
-            out.append(replace(base, items=(replace(
-                item, lines=(), note="", table=part, equation=shown,
-                columns=(a, b) if len(slices) > 1 else None),)))
-    out = [f for f in out if f.items[0].lines or f.items[0].table is not None] or out[:1]
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
@@ -737,13 +891,14 @@ def _table(stage: Stage, row: int, options: Options) -> Table:
                                        if t != rounding_legend(options.decimals)))
 
 
-def worked_lines(stage: Stage, row: int, decimals: int) -> tuple[WorkedLine, ...]:
+def worked_lines(stage: Stage, row: int, decimals: int, values=None
+                 ) -> tuple[WorkedLine, ...]:
     """The worked lines of ``stage`` for row ``row``: each step's chain with repeated
     right-hand sides dropped; the last one is the result, the others the substitution.
     Products keep their factors on one line (``\\cdot\\nobreak``): TeX breaks a long
     line at its sums only."""
     out = []
-    for step in worked_steps(stage, row, Style(decimals)).steps:
+    for step in worked_steps(stage, row, Style(decimals), values).steps:
         pieces, previous = [], None
         for relation, rhs in chain(step):
             if rhs != previous:

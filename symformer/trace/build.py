@@ -17,9 +17,9 @@ from fractions import Fraction
 from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
 from symformer.errors import InputError
+from symformer.latex.places import where as part_of
 from symformer.notation import index, legend, notation
 from symformer.pipeline import DEFAULT_DECIMALS
-from symformer.placement import part_of
 from symformer.trace.formulas import general
 from symformer.trace.result import Trace
 from symformer.trace.steps import (
@@ -236,9 +236,21 @@ BUILDERS: dict[str, Callable[[_Context, Stage], Step] | None] = {
 
 def _gradients(g: Derivation, side: str, tokens: tuple[str, ...]) -> list[Stage]:
     """The loss, then the gradient at every stage of the side's token rows, from the
-    loss back to the embeddings (the order the backward pass appends them in)."""
-    return [g["loss"], *(s for s in g if s.op.of_stage and s.side == side
-                         and s.rows == tokens and s.name != "grad.loss")]
+    loss back to the embeddings in the notes' order (the forward order reversed, a
+    layer's first head and the key/value head it reads before the others:
+    :func:`symformer.latex.backward.ordered`)."""
+    from symformer.latex.backward import ordered
+
+    return [g["loss"], *ordered([s for s in g if s.op.of_stage and s.side == side
+                                 and s.rows == tokens and s.name != "grad.loss"])]
+
+
+def _absent(g: Derivation, stage: Stage) -> bool:
+    """A step for something the model does not have: a stage that adds nothing (a
+    RoPE model's positional encoding, all zeros) or the gradient at one."""
+    source = g[stage.name.removeprefix("grad.")] if stage.op.of_stage and \
+        stage.name.removeprefix("grad.") in g else stage
+    return source.op.adds_nothing
 
 
 def _after_the_token(stage: Stage, shown: list[Stage]) -> bool:
@@ -282,6 +294,8 @@ def trace_token(g: Derivation, token: int | str, decimals: int = DEFAULT_DECIMAL
     normalised = {name for s in stages if s.op.trace_step == "norm" for name in s.inputs}
     for stage in stages:
         if heads is not None and stage.head and stage.head not in heads:
+            continue
+        if _absent(g, stage):  # said by the input row's step: x = e
             continue
         builder = BUILDERS[stage.op.trace_step]
         if builder is None and stage.name in normalised:
