@@ -42,3 +42,6 @@ _.hook_paths  # frameworks/torch_check.py, the published hook table (docs/framew
 _.ADAM_PARTS  # ops/side_terms.py: AdamPart's parts, tests/test_operations.py's factory
 
 _.setup  # authoring/sphinx.py: Sphinx calls an extension's setup(app) (docs/values.md)
+# latex/properties.py: read by tests/test_latex_properties.py until latex/document.py
+# (helper backward-chapter's) calls it after a stage's table (issue 39, item 8)
+_.property_prose
