@@ -51,3 +51,12 @@ def test_decoder_output_is_not_the_encoder_output():
     table = dict(notation_table(tex_files("encoder_decoder")["main.tex"]))
     assert table["$z$"] == "Encoder output"
     assert table[r"$\bar{z}$"].startswith("Decoder output")
+
+
+def test_u_is_only_the_dot_products():
+    """u is the dot products q·k; the token ids a table's gradient sums over are w."""
+    files = tex_files("builtin")
+    equation = files["fragments/grad-embedding_table-equation.tex"]
+    assert r"t_{i} = w_{r}" in equation and "u_{" not in equation
+    table = dict(notation_table(files["main.tex"]))
+    assert table["$u$"] == "Dot products with every key"
