@@ -24,8 +24,7 @@ from symformer.example.decoder import DecoderLayer
 from symformer.notation_types import Notation
 from symformer.ops import Identity
 
-OUTPUT = Notation(r"\bar{z}", "z\u0304", "Decoder output (not the encoder output z that "
-                  "cross-attention reads)")
+OUTPUT = Notation("z", "z", "Decoder output")
 
 
 def decoder_stages(g: Derivation, memory: str = "output") -> str:
