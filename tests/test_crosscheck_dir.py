@@ -86,7 +86,7 @@ def test_crosscheck_dir_honours_max_work(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("SYMFORMER_MAX_WORK", "1000")
     for args in (["--text", "w1 w2 w3"], ["--prompts", str(tmp_path / "p.txt")]):
         code, captured = _run(capsys, folder, *args)
-        assert code == 2 and "more than the limit of 1,000" in captured.err
+        assert code == 2 and "over the limit of 1,000" in captured.err
         assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
 
 

@@ -82,5 +82,5 @@ def test_crosscheck_is_bounded_by_its_own_estimate(tmp_path) -> None:
     assert work < estimated_work(example)
     rows = crosscheck(example, Convention(), max_work=work)
     assert rows and all(r.ok for r in rows)
-    with pytest.raises(InputError, match="`symformer crosscheck` on this example needs"):
+    with pytest.raises(InputError, match="`symformer crosscheck` on this example is estimated at"):
         crosscheck(example, Convention(), max_work=work - 1)
