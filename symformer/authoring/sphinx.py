@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from docutils import nodes
-
 
 def _values(app) -> dict:
     cached = getattr(app.env, "symformer_values_data", None)
@@ -29,6 +27,8 @@ def _values(app) -> dict:
 
 def symformer_role(name, rawtext, text, line, inliner, options=None, content=None):
     """The value (a text node) or worked line (math) named by ``text``."""
+    from docutils import nodes  # Sphinx's own dependency: imported where Sphinx runs us
+
     app = inliner.document.settings.env.app
     data = _values(app)
     key = "".join(text.split())
