@@ -123,32 +123,35 @@ def correction_addresses(g: Derivation) -> Iterator[str]:
         yield from (f"{step}.adam_correction1", f"{step}.adam_correction2")
 
 
-def _needed(g: Derivation, name: str, key: str, stage: str) -> Stage | None:
+def needed(g: Derivation, name: str, key: str, stage: str,
+           needs: dict[str, tuple[tuple[str, ...], str]] = NEEDS) -> Stage | None:
     """The stage ``stage`` of ``g`` the address ``name`` is about (None: no such stage);
-    InputError when it is not of the kind the suffix ``key`` needs."""
+    InputError when it is not of the kind the suffix ``key`` needs (``needs``: each
+    suffix's operations and their description)."""
     if stage not in g:
         return None
     s = g[stage]
-    ops, what = NEEDS[key]
+    ops, what = needs[key]
     if s.op.name not in ops:
         raise InputError(f"{name}: {stage} is not {what}, so it has no {key}")
     return s
 
 
-def _where(s: Stage) -> dict:
+def where(s: Stage) -> dict:
+    """The placement a side stage of ``s`` shares with it (layer, head, side)."""
     return {"layer": s.layer, "head": s.head, "side": s.side}
 
 
 def _constant(g: Derivation, name: str, s: Stage, value: sympy.Matrix, notation: Notation,
               rows: tuple, cols: tuple, kind: str = CONSTANT_KIND) -> None:
-    g.add(name, kind, ConstantTable(value, notation), (), rows, cols, **_where(s))
+    g.add(name, kind, ConstantTable(value, notation), (), rows, cols, **where(s))
 
 
 def _terms_stage(g: Derivation, name: str) -> bool:
     match = _TERMS.fullmatch(name)
     if not match or match["stage"] not in g:
         return False
-    s = _needed(g, name, "terms", match["stage"])
+    s = needed(g, name, "terms", match["stage"])
     row = int(match["row"])
     if row >= s.shape[0]:
         raise InputError(f"{name}: {s.name} has {s.shape[0]} rows (0 to {s.shape[0] - 1})")
@@ -162,7 +165,7 @@ def _terms_stage(g: Derivation, name: str) -> bool:
         staged = s.op.from_stages
         op = RowTerms(row, None if staged else s.op.W, Notation("T", "T", title))
         inputs, rows = (s.inputs[:2] if staged else s.inputs[:1]), a.cols
-    g.add(name, KIND, op, tuple(inputs), rows, s.cols, **_where(s))
+    g.add(name, KIND, op, tuple(inputs), rows, s.cols, **where(s))
     return True
 
 
@@ -173,7 +176,7 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
     key = match["key"]
     if key == "angles" and g[match["stage"]].op.name == "rope":
         return False  # RoPE's angles: symformer.blocks.side_stages
-    s = _needed(g, name, key, match["stage"])
+    s = needed(g, name, key, match["stage"])
     if key in ("shifted", "shifted_exp", "shifted_exp_sum"):
         _shifted(g, s, key)
     elif key in ("log", "complement"):
@@ -181,7 +184,7 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
             if key == "log" else Affine(-1, 1, 1, Notation("1 - p", "1 − p",
                                                            f"One minus each entry of {s.name}"))
         g.add(name, KIND, op, (s.inputs[0] if key == "log" else s.name,), s.rows, s.cols,
-              **_where(s))
+              **where(s))
     elif key == "total":
         _sum(g, name, s)
     elif key in ("centred", "variance_eps", "mean_square_eps"):
@@ -212,15 +215,15 @@ def _shifted(g: Derivation, s: Stage, key: str) -> None:
     if shifted not in g:
         g.add(shifted, KIND, MaxShift(Notation("z", "z", f"z = s − max s: {source.name} "
                                                          f"minus each row's maximum")),
-              (source.name,), s.rows, s.cols, **_where(s))
+              (source.name,), s.rows, s.cols, **where(s))
     if key == "shifted_exp":
         g.add(f"{s.name}.{key}", KIND, Exponentials(Notation(
             "e^{z}", "e^z", f"Exponentials e^(s − max s) of {shifted}")), (shifted,),
-            s.rows, s.cols, **_where(s))
+            s.rows, s.cols, **where(s))
     elif key == "shifted_exp_sum":
         g.add(f"{s.name}.{key}", KIND, ExpSums(Notation(
             r"\Sigma", "Σ", f"Sum of the exponentials of each row of {shifted}")), (shifted,),
-            s.rows, ("Σ",), **_where(s))
+            s.rows, ("Σ",), **where(s))
 
 
 def _sum(g: Derivation, name: str, s: Stage) -> None:
@@ -232,7 +235,7 @@ def _sum(g: Derivation, name: str, s: Stage) -> None:
         source = f"{s.name}.squares"
         what = "Σ_j (x_j − μ)²" if s.op.name == "variance" else "Σ_j x_j²"
     g.add(name, KIND, RowSum(Notation(r"\Sigma", "Σ", f"{what}, the sum inside {s.name}")),
-          (source,), s.rows, ("Σ",), **_where(s))
+          (source,), s.rows, ("Σ",), **where(s))
 
 
 def _norm_part(g: Derivation, name: str, s: Stage, key: str) -> None:
@@ -240,7 +243,7 @@ def _norm_part(g: Derivation, name: str, s: Stage, key: str) -> None:
     x = g[s.inputs[0]]
     if key == "centred":
         g.add(name, KIND, Centred(Notation(r"x - \mu", "x − μ", f"Centred values of {x.name}")),
-              tuple(s.inputs[:2]), x.rows, x.cols, **_where(s))
+              tuple(s.inputs[:2]), x.rows, x.cols, **where(s))
         return
     if s.op.name == "normalize" and s.op.unbiased:
         raise InputError(f"{name}: {s.name} is an unbiased LayerNorm (its denominator is "
@@ -250,7 +253,7 @@ def _norm_part(g: Derivation, name: str, s: Stage, key: str) -> None:
     latex = r"\sigma^2 + \epsilon" if key == "variance_eps" else r"\langle x^2\rangle + \epsilon"
     g.add(name, KIND, Affine(1, s.op.eps, 1, Notation(latex, f"{symbol} + ε",
                                                       f"{source.name} plus ε")),
-          (source.name,), source.rows, source.cols, **_where(s))
+          (source.name,), source.rows, source.cols, **where(s))
 
 
 def _sinusoid(g: Derivation, name: str, s: Stage, key: str) -> None:
@@ -275,11 +278,11 @@ def _dot_stage(g: Derivation, name: str) -> bool:
     match = _DOT.fullmatch(name)
     if not match or f"grad.{match['stage']}" not in g:
         return False
-    s = _needed(g, name, "dot", match["stage"])
+    s = needed(g, name, "dot", match["stage"])
     grad = f"grad.{s.name}"
     g.add(name, KIND, RowDot(Notation(r"\Sigma", "Σ", f"Σ_j α_j ∂L/∂α_j of each row of "
                                                       f"{s.name}")),
-          (s.name, grad), s.rows, ("Σ",), **_where(s))
+          (s.name, grad), s.rows, ("Σ",), **where(s))
     return True
 
 
@@ -298,7 +301,7 @@ def _step_stage(g: Derivation, name: str) -> bool:
                              f"not sgd, or the weight is frozen)")
         g.add(name, "optimizer_state", Affine(s.op.lr, 0, 1, Notation(
             r"\eta g", "η g", f"lr times the gradient of {weight}")), (s.inputs[1],), s.rows,
-              s.cols, **_where(s))
+              s.cols, **where(s))
         return True
     moment = key.rsplit("_", 1)[0]
     source = f"{step}.{moment}.{weight}"
@@ -313,15 +316,15 @@ def _step_stage(g: Derivation, name: str) -> bool:
         if len(s.inputs) == 1:  # step 1: m_0 = 0
             value = sympy.zeros(*s.shape)
             g.add(name, "optimizer_state", ConstantTable(value, notation), (), s.rows, s.cols,
-                  **_where(s))
+                  **where(s))
         else:
             g.add(name, "optimizer_state", Affine(beta, 0, 1, notation), (s.inputs[0],),
-                  s.rows, s.cols, **_where(s))
+                  s.rows, s.cols, **where(s))
         return True
     g.add(name, "optimizer_state", Affine(1 - beta, 0, power, Notation(
         rf"(1 - \beta) g{'^2' if power == 2 else ''}", f"(1 − {b}) g{'²' if power == 2 else ''}",
         f"The gradient's part of {m}_t of {weight}")), (s.inputs[-1],), s.rows, s.cols,
-        **_where(s))
+        **where(s))
     return True
 
 

@@ -148,21 +148,11 @@ def side_addresses(g: Derivation) -> Iterator[str]:
     yield from _parameters(g, every=True)
 
 
-def _needed(g: Derivation, name: str, key: str, stage: str) -> Stage | None:
-    if stage not in g:
-        return None
-    s = g[stage]
-    ops, what = _NEEDS[key]
-    if s.op.name not in ops:
-        raise InputError(f"{name}: {stage} is not {what}, so it has no {key}")
-    return s
-
-
 def _row_stage(g: Derivation, name: str) -> bool:
     match = _ROW.fullmatch(name)
     if not match or match["stage"] not in g:
         return False
-    s = _needed(g, name, match["key"], match["stage"])
+    s = side_parts.needed(g, name, match["key"], match["stage"], _NEEDS)
     row = int(match["row"])
     if row >= s.shape[0]:
         raise InputError(f"{name}: {s.name} has {s.shape[0]} rows (0 to {s.shape[0] - 1})")
@@ -175,8 +165,8 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
     if not match or match["stage"] not in g:
         return False
     key = match["key"]
-    s = _needed(g, name, key, match["stage"])
-    where = {"layer": s.layer, "head": s.head, "side": s.side}
+    s = side_parts.needed(g, name, key, match["stage"], _NEEDS)
+    where = side_parts.where(s)
     if key in ("exp", "exp_sum"):
         source = g[s.inputs[0]]
         title = f"Exponentials of {source.name}" if key == "exp" else \

@@ -738,25 +738,13 @@ class Parser:
             return self.macro_atom(t)
         raise fail(t.text, t.col)
 
-    def primed_after(self, ahead: int) -> bool:
-        """Is the group starting ``ahead`` tokens on followed by a prime?"""
+    def group_followed_by(self, ahead: int, text: str) -> bool:
+        """Is the group starting ``ahead`` tokens on followed by ``text`` (a prime, ``[``)?"""
         saved = self.k
         self.k += ahead
         try:
             self.raw_group()
-            return self.at("'")
-        except InputError:
-            return False
-        finally:
-            self.k = saved
-
-    def bracket_after(self, ahead: int) -> bool:
-        """Is the group starting ``ahead`` tokens on followed by ``[``?"""
-        saved = self.k
-        self.k += ahead
-        try:
-            self.raw_group()
-            return self.at("[")
+            return self.at(text)
         except InputError:
             return False
         finally:
@@ -832,11 +820,11 @@ class Parser:
             self.raw_group()
             return self.indicator(t)
         if name in ("operatorname", "mathrm", "text", "mathbb") and \
-                _text(self.peek_group(1)) in STATISTICS and self.bracket_after(1):
+                _text(self.peek_group(1)) in STATISTICS and self.group_followed_by(1, "["):
             self.k += 1
             return self.statistic(STATISTICS[_text(self.raw_group())], t)
         if name in ("operatorname", "mathrm", "text") and \
-                _text(self.peek_group(1)) in NAMED_FUNCTIONS and self.primed_after(1):
+                _text(self.peek_group(1)) in NAMED_FUNCTIONS and self.group_followed_by(1, "'"):
             return self.symbol()  # \mathrm{GELU}'(x): its derivative (or a definition)
         if name in ("operatorname", "mathrm", "text") and \
                 _text(self.peek_group(1)) in NAMED_FUNCTIONS:
