@@ -19,7 +19,7 @@ before any example is read.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from symformer.errors import InputError, NotSupportedError
 
@@ -84,6 +84,49 @@ def refuse(kind: str, key: str, consumer: str, missing: str) -> NotSupportedErro
     PyTorch module: the normalisation 'dyt' declares no torch_norms (its PyTorch form)``.
     Never a default in its place."""
     return NotSupportedError(f"{consumer}: the {kind} {key!r} declares no {missing}")
+
+
+#: What the frameworks' names of a kind of step are declared in, by kind and framework.
+_FRAMEWORK_NAMES = {("activation", "hf"): "hf_names", ("activation", "torch"): "torch_names",
+                    ("normalisation", "hf"): "hf_modules",
+                    ("normalisation", "torch"): "torch_modules"}
+
+
+def framework_names(kind: str, framework: str) -> dict[str, str]:
+    """A framework's names of the ``kind`` of step (``"activation"``, ``"normalisation"``)
+    -> the example-file key each means, as the operations declare them (``hf_names`` and
+    ``torch_names`` of an activation, ``hf_modules`` and ``torch_modules`` of a
+    normalisation), in listing
+    order: the one table the Hugging Face and PyTorch imports read."""
+    declaration = _FRAMEWORK_NAMES[kind, framework]
+    if kind == "activation":
+        return {name: key for key, cls in activations().items()
+                for name in getattr(cls, declaration)}
+    classes = dict.fromkeys(normalisations().values())  # each class once, in order
+    return {name: key for cls in classes for name, key in getattr(cls, declaration).items()}
+
+
+def framework_key(kind: str, framework: str, name: Any, consumer: str,
+                  shown: str | None = None) -> str:
+    """The example-file key of the framework's ``name`` for a ``kind`` of step; a name no
+    operation declares: ``consumer`` refuses it in one line naming both (``shown``: how
+    the name is written there), never another kind in its place."""
+    known = framework_names(kind, framework)
+    if not isinstance(name, str) or name not in known:
+        raise NotSupportedError(f"{consumer}: the {kind} {shown or name} is not supported (no "
+                                f"operation declares it in {_FRAMEWORK_NAMES[kind, framework]}"
+                                f"; supported: {', '.join(known)})")
+    return known[name]
+
+
+def norm_module(key: str, consumer: str) -> type[Operation]:
+    """The normalisation of the example-file ``key`` as a framework module computes it:
+    its class, whose ``module_weights`` name the module's parameters; none declared:
+    ``consumer`` refuses."""
+    cls = normalisation(key)
+    if not cls.module_weights:
+        raise refuse("normalisation", key, consumer, "module_weights (its module's weights)")
+    return cls
 
 
 def norm_title(key: str) -> str:

@@ -22,6 +22,7 @@ from symformer.frameworks.hf_config import (
     Config,
     has_tensor,
     hf_activation,
+    hf_norm,
     kept_layers,
     missing_head,
     refuse,
@@ -93,6 +94,7 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
                                 f"{printable(positional)[:40]!r} is not supported (only "
                                 f"\"absolute\")")
     p = (f"{kind}.", "")
+    norm_key, norm_weights = hf_norm(kind)
     d, n_head = config.whole(names.width), config.whole(names.heads)
     hd = config.divides(names.width, d, names.heads, n_head)
     depth = kept_layers(config, names.depth, layers)
@@ -105,7 +107,7 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
         "embeddings": rows(word, "word_embeddings"),
         "positional_encoding": "learned",
         "positional_embeddings": rows(positions, "position_embeddings"),
-        "causal": False, "norm": "post", "layer_norm": "biased",
+        "causal": False, "norm": "post", "layer_norm": norm_key,
         "activation": hf_activation(config, names.act),
         "eps": config.number(names.eps, "1e-12") if names.eps else DecimalText("1e-12"),
         "embedding_norm": {
@@ -119,8 +121,8 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
             tensor(w, "embeddings.token_type_embeddings.weight", p, (None, d)),
             "token_type_embeddings")
         data["segments"] = [int(s) for s in (segments or [0] * n_tokens)]
-    data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd, shapes)
-                     for i in range(depth)]
+    data["layer"] = [_layer(w, names, names.layer.format(i), p, n_head, hd, shapes,
+                            norm_weights) for i in range(depth)]
     head = _mlm_head(w, names, word, config)
     if head is not None:
         if kind == "roberta":  # RobertaLMHead applies the erf GELU whatever hidden_act says
@@ -147,8 +149,10 @@ class Shapes:
 
 
 def _layer(w: Mapping[str, np.ndarray], names: Names, b: str, p: tuple[str, ...],
-           n_head: int, hd: int, shapes: Shapes) -> dict[str, Any]:
-    """One post-LayerNorm block: heads with biases, W_O, the FFN, two LayerNorms."""
+           n_head: int, hd: int, shapes: Shapes, norm_weights: dict[str, str]
+           ) -> dict[str, Any]:
+    """One post-norm block: heads with biases, W_O, the FFN, two normalisations (their
+    weights ``norm_weights``: the example's name -> the module's parameter)."""
 
     def get(name: str) -> np.ndarray:
         return tensor(w, f"{b}{name}", p, shapes.of(names, name))
@@ -173,8 +177,8 @@ def _layer(w: Mapping[str, np.ndarray], names: Names, b: str, p: tuple[str, ...]
              "W_2": rows(lin(names.ffn_out), f"{b}{names.ffn_out}"),
              "b_2": vec(f"{names.ffn_out}.bias")}
     for k, norm in ((1, names.norm1), (2, names.norm2)):
-        layer[f"gamma_{k}"] = vec(f"{norm}.weight")
-        layer[f"beta_{k}"] = vec(f"{norm}.bias")
+        for name, attr in norm_weights.items():
+            layer[f"{name}_{k}"] = vec(f"{norm}.{attr}")
     layer["head"] = heads
     return layer
 

@@ -18,14 +18,31 @@ import numpy as np
 
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.numbers import DecimalText
+from symformer.registry import framework_key, framework_names, norm_module
 
 
 def hf_activations() -> dict[str, str]:
     """Hugging Face's activation names, and symformer's: what each activation declares
     (``hf_names``, :mod:`symformer.registry`)."""
-    from symformer.registry import activations
+    return framework_names("activation", "hf")
 
-    return {n: key for key, cls in activations().items() for n in cls.hf_names}
+
+#: Each family's normalisation, as transformers names the module class its blocks use
+#: (GPT-2's and BERT's ``nn.LayerNorm``, Llama's ``LlamaRMSNorm``): the normalisation
+#: declaring it (``hf_modules``) is the example's ``layer_norm``.
+FAMILY_NORMS = {"gpt2": "LayerNorm", "llama": "LlamaRMSNorm", "mistral": "MistralRMSNorm",
+                "qwen2": "Qwen2RMSNorm", "bert": "LayerNorm", "roberta": "LayerNorm",
+                "distilbert": "LayerNorm"}
+
+
+def hf_norm(family: str) -> tuple[str, dict[str, str]]:
+    """The example-file key of the ``family``'s normalisation and its weights (the
+    example's name -> the module's parameter: ``{"gamma": "weight", ...}``), as the
+    normalisation declares them; a module no normalisation declares is refused in one
+    line naming it and the family."""
+    consumer = f"the Hugging Face import (model_type {family!r})"
+    key = framework_key("normalisation", "hf", FAMILY_NORMS[family], consumer)
+    return key, norm_module(key, consumer).module_weights
 
 
 #: The largest width, number of heads or layers a configuration may state.
@@ -199,9 +216,8 @@ def refuse(config: Config, checks: dict[str, str]) -> None:
 
 
 def hf_activation(config: Config, key: str) -> str:
-    """The symformer activation of the configuration's ``key``, or a refusal."""
-    name, known = config.get(key), hf_activations()
-    if not _is_text(name) or name not in known:
-        raise NotSupportedError(f"{config.name}: {key} = {_shown(name)} is not supported "
-                                f"(supported: {', '.join(sorted(known))})")
-    return known[name]
+    """The symformer activation of the configuration's ``key`` (the activation declaring
+    it in ``hf_names``), or a refusal naming the key and the value."""
+    name = config.get(key)
+    return framework_key("activation", "hf", name if _is_text(name) else None,
+                         f"{config.name}: {key}", _shown(name))

@@ -43,6 +43,7 @@ from symformer.frameworks.hf_config import (
     MAX_LAYERS,
     Config,
     hf_activation,
+    hf_norm,
     kept_layers,
     missing_head,
     refuse,
@@ -440,17 +441,18 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
     n_layer = kept_layers(config, "n_layer", layers)
     inner = config.whole("n_inner", 4 * d)
     vec, mat = (d,), (d, d)
+    norm_key, norm_weights = hf_norm("gpt2")
     wte = tensor(w, "wte.weight", p, (None, d))
     data: dict[str, Any] = {
         "embeddings": rows(wte, "wte"),
         "positional_encoding": "learned",
         "positional_embeddings": rows(tensor(w, "wpe.weight", p, (None, d)), "wpe"),
-        "causal": True, "norm": "pre", "layer_norm": "biased",
+        "causal": True, "norm": "pre", "layer_norm": norm_key,
         "activation": hf_activation(config, "activation_function"),
         "eps": config.number("layer_norm_epsilon", "1e-5"),
         "final_norm": True,
-        "gamma_f": row(tensor(w, "ln_f.weight", p, vec), "ln_f.weight"),
-        "beta_f": row(tensor(w, "ln_f.bias", p, vec), "ln_f.bias"),
+        **{f"{name}_f": row(tensor(w, f"ln_f.{attr}", p, vec), f"ln_f.{attr}")
+           for name, attr in norm_weights.items()},
     }
     data["lm_head"] = _lm_head(w, wte, config, tie_embeddings(config, True))
     blocks = []
@@ -476,10 +478,8 @@ def _gpt2(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
             "b_1": row(t("mlp.c_fc.bias", (inner,)), f"{b}mlp.c_fc.bias"),
             "W_2": rows(t("mlp.c_proj.weight", (inner, d)), f"{b}mlp.c_proj.weight"),
             "b_2": row(t("mlp.c_proj.bias", vec), f"{b}mlp.c_proj.bias"),
-            "gamma_1": row(t("ln_1.weight", vec), f"{b}ln_1.weight"),
-            "beta_1": row(t("ln_1.bias", vec), f"{b}ln_1.bias"),
-            "gamma_2": row(t("ln_2.weight", vec), f"{b}ln_2.weight"),
-            "beta_2": row(t("ln_2.bias", vec), f"{b}ln_2.bias"),
+            **{f"{name}_{k}": row(t(f"ln_{k}.{attr}", vec), f"{b}ln_{k}.{attr}")
+               for k in (1, 2) for name, attr in norm_weights.items()},
             "head": heads,
         })
     data["layer"] = blocks
@@ -563,16 +563,18 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
     n_layer = kept_layers(config, "num_hidden_layers", layers)
     inner = config.whole("intermediate_size")
     embed = tensor(w, "embed_tokens.weight", p, (None, d))
+    norm_key, norm_weights = hf_norm(config.text("model_type"))
     data: dict[str, Any] = {
         "embeddings": rows(embed, "embed_tokens"),
         "positional_encoding": "rope", "rope_style": "half",
         **({"sliding_window": window} if window is not None else {}),
         "positional_encoding_base": _rope_theta(config),
-        "causal": True, "norm": "pre", "layer_norm": "rms",
+        "causal": True, "norm": "pre", "layer_norm": norm_key,
         "activation": hf_activation(config, "hidden_act"),
         "eps": config.number("rms_norm_eps", "1e-6"),
         "final_norm": True,
-        "gamma_f": row(tensor(w, "norm.weight", p, (d,)), "norm.weight"),
+        **{f"{name}_f": row(tensor(w, f"norm.{attr}", p, (d,)), f"norm.{attr}")
+           for name, attr in norm_weights.items()},
         "lm_head": _lm_head(w, embed, config, tie_embeddings(config, False)),
     }
     out = {"q_proj": n_head * hd, "k_proj": n_kv * hd, "v_proj": n_kv * hd, "o_proj": d,
@@ -616,10 +618,10 @@ def _llama(config: Config, w: SafeTensors, n_tokens: int, layers: int | None
             "W_gate": rows(lin("mlp.gate_proj"), f"{b}gate_proj"),
             "W_1": rows(lin("mlp.up_proj"), f"{b}up_proj"),
             "W_2": rows(lin("mlp.down_proj"), f"{b}down_proj"),
-            "gamma_1": row(tensor(w, b + "input_layernorm.weight", p, (d,)),
-                           f"{b}input_layernorm"),
-            "gamma_2": row(tensor(w, b + "post_attention_layernorm.weight", p, (d,)),
-                           f"{b}post_attention_layernorm"),
+            **{f"{name}_{k}": row(tensor(w, f"{b}{module}.{attr}", p, (d,)),
+                                  f"{b}{module}.{attr}")
+               for k, module in ((1, "input_layernorm"), (2, "post_attention_layernorm"))
+               for name, attr in norm_weights.items()},
         }
         for key, name in (("b_O", "self_attn.o_proj"), ("b_gate", "mlp.gate_proj"),
                           ("b_1", "mlp.up_proj"), ("b_2", "mlp.down_proj")):

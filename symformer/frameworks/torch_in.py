@@ -21,6 +21,7 @@ from symformer.example.loader import example_from_dict, read_toml
 from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.weights import example_text, row, rows
+from symformer.registry import framework_key, norm_module
 
 
 def from_torch(module: Any, tokens: Any, causal: bool = False, memory: Any = None,
@@ -171,10 +172,11 @@ def _encoder_layer(m: Any) -> dict[str, Any]:
     layer = _attention(m.self_attn, "self_attn.")
     layer.update(_linear(m.linear1, "W_1", "b_1", "linear1"))
     layer.update(_linear(m.linear2, "W_2", "b_2", "linear2"))
+    key = _norm_key({"norm1": m.norm1, "norm2": m.norm2}, "TransformerEncoderLayer")
     for k, norm in ((1, m.norm1), (2, m.norm2)):
-        layer.update(_norm_weights(norm, f"norm{k}", f"gamma_{k}", f"beta_{k}"))
+        layer.update(_norm_weights(norm, f"norm{k}", key, f"_{k}"))
     layer["head"] = layer.pop("head")
-    return {"norm": "pre" if m.norm_first else "post", "layer_norm": "biased",
+    return {"norm": "pre" if m.norm_first else "post", "layer_norm": key,
             "activation": _activation_name(m, "TransformerEncoderLayer"),
             "eps": DecimalText(repr(float(m.norm1.eps))), "layer": [layer]}
 
@@ -220,22 +222,40 @@ def _encoder(m: Any) -> dict[str, Any]:
         if m.norm.eps != m.layers[0].norm1.eps:
             raise NotSupportedError("TransformerEncoder: its final norm's eps differs from "
                                     "the layers'")
-        data.update(_norm_weights(m.norm, "norm", "gamma_f", "beta_f"))
+        data.update(_norm_weights(m.norm, "norm",
+                                  _norm_key({"norm": m.norm}, "TransformerEncoder"), "_f"))
         data["final_norm"] = True
     return data
 
 
-def _norm_weights(norm: Any, where: str, gamma: str, beta: str) -> dict[str, Any]:
-    """A LayerNorm's weights under the keys ``gamma``/``beta`` (none without them)."""
+def _norm_key(norms: dict[str, Any], kind: str) -> str:
+    """The example-file key of a layer's normalisation modules (by attribute name):
+    what the normalisations declare of ``torch.nn``'s modules (``torch_modules``), one
+    for them all; a module no normalisation declares is refused in one line."""
     import torch
 
-    if not isinstance(norm, torch.nn.LayerNorm):
-        raise NotSupportedError(f"{where}: {type(norm).__name__} is not supported (LayerNorm)")
+    keys = set()
+    for where, norm in norms.items():
+        cls = type(norm)
+        name = cls.__name__ if getattr(torch.nn, cls.__name__, None) is cls \
+            else f"{cls.__module__}.{cls.__qualname__}"
+        keys.add(framework_key("normalisation", "torch", name,
+                               f"the PyTorch import ({kind}.{where})"))
+    if len(keys) > 1:
+        raise NotSupportedError(f"{kind}: {', '.join(norms)} are different normalisations "
+                                f"({', '.join(sorted(keys))}); a layer has one")
+    return keys.pop()
+
+
+def _norm_weights(norm: Any, where: str, key: str, suffix: str) -> dict[str, Any]:
+    """A normalisation module's weights under the example's names (``gamma`` +
+    ``suffix``, ...), as the normalisation of ``key`` declares them (``module_weights``);
+    a parameter the module lacks (``bias=False``) is left out."""
     out = {}
-    if norm.weight is not None:
-        out[gamma] = row(norm.weight.detach().double().numpy(), f"{where}.weight")
-    if norm.bias is not None:
-        out[beta] = row(norm.bias.detach().double().numpy(), f"{where}.bias")
+    for name, attr in norm_module(key, "the PyTorch import").module_weights.items():
+        value = getattr(norm, attr, None)
+        if value is not None:
+            out[name + suffix] = row(value.detach().double().numpy(), f"{where}.{attr}")
     return out
 
 
@@ -248,26 +268,22 @@ def _heads_last(layer: dict[str, Any]) -> dict[str, Any]:
 
 
 def _activation_name(m: Any, kind: str) -> str:
-    """The example's name of a layer's activation: ``"relu"``, ``"gelu"`` (exact erf),
-    ``"gelu_tanh"`` (``nn.GELU(approximate="tanh")``) or ``"silu"`` (``F.silu``,
-    ``nn.SiLU``); a function or module of these kinds, or the names PyTorch takes."""
+    """The example's name of a layer's activation: the activation declaring its PyTorch
+    form (``torch_names``): a ``torch.nn`` module's class name (a GELU with its
+    ``approximate``) or a ``torch.nn.functional`` function's name; any other form is
+    refused in one line naming it."""
     import torch
     import torch.nn.functional as F
 
-    act = m.activation
-    if isinstance(act, torch.nn.GELU):  # PyTorch's fast-path flag says "gelu" for both
-        if act.approximate == "tanh":
-            return "gelu_tanh"
-        if act.approximate == "none":
-            return "gelu"
-    elif act is F.relu or isinstance(act, torch.nn.ReLU):
-        return "relu"
-    elif act is F.gelu:
-        return "gelu"
-    elif act is F.silu or isinstance(act, torch.nn.SiLU):
-        return "silu"
-    raise NotSupportedError(f"{kind}: activation {act!r} is not supported (relu, gelu, "
-                            f"GELU(approximate='tanh'), silu)")
+    act, cls = m.activation, type(m.activation)
+    if getattr(torch.nn, cls.__name__, None) is cls:
+        form = cls.__name__ + (f"(approximate={act.approximate!r})"
+                               if isinstance(act, torch.nn.GELU) else "")
+    elif getattr(F, getattr(act, "__name__", ""), None) is act:
+        form = act.__name__
+    else:
+        form = repr(act)
+    return framework_key("activation", "torch", form, f"the PyTorch import ({kind})")
 
 
 def _fast_path_note(data: dict[str, Any]) -> list[str]:
@@ -288,7 +304,9 @@ def _decoder_layer(m: Any) -> dict[str, Any]:
     if len(eps) != 1:
         raise NotSupportedError("TransformerDecoderLayer: norm1, norm2, norm3 with "
                                 "different eps")
-    out: dict[str, Any] = {"norm": "pre" if m.norm_first else "post", "layer_norm": "biased",
+    norm_key = _norm_key({"norm1": m.norm1, "norm2": m.norm2, "norm3": m.norm3},
+                         "TransformerDecoderLayer")
+    out: dict[str, Any] = {"norm": "pre" if m.norm_first else "post", "layer_norm": norm_key,
                            "activation": _activation_name(m, "TransformerDecoderLayer"),
                            "eps": DecimalText(repr(float(m.norm1.eps)))}
     for group, mha in (("self", m.self_attn), ("cross", m.multihead_attn)):
@@ -302,7 +320,7 @@ def _decoder_layer(m: Any) -> dict[str, Any]:
         out.update(_linear(linear, f"W_{key}", f"b_{key}", f"linear{key}"))
         out.setdefault(f"b_{key}", [0] * width)  # bias=False: the decoder's b_k is zero
     for k, norm in ((1, m.norm1), (2, m.norm2), (3, m.norm3)):
-        out.update(_norm_weights(norm, f"norm{k}", f"gamma_{k}", f"beta_{k}"))
+        out.update(_norm_weights(norm, f"norm{k}", norm_key, f"_{k}"))
     return _heads_last(out)
 
 
@@ -332,7 +350,8 @@ def _decoder_text(module: Any, tokens: Any, causal: bool, memory: Any, encoder: 
     data["decoder"] = {"tokens": names, "vocab": names, "embeddings": rows(target, "tokens"),
                        "positional_encoding": "none", "causal": bool(causal)}
     if final is not None:  # TransformerDecoder(norm=...): the decoder's final_norm
-        data["decoder"].update(_norm_weights(final, "decoder.norm", "gamma_f", "beta_f"),
+        key = _norm_key({"norm": final}, "TransformerDecoder")
+        data["decoder"].update(_norm_weights(final, "decoder.norm", key, "_f"),
                                final_norm=True, eps=DecimalText(repr(float(final.eps))))
     data["decoder"]["layer"] = [_decoder_layer(layer) for layer in layers]
     kind = kind or type(module).__name__

@@ -196,6 +196,12 @@ class Operation(ABC):
     torch_function: ClassVar[str | None] = None
     #: The Hugging Face ``hidden_act`` names that mean this activation.
     hf_names: ClassVar[tuple[str, ...]] = ()
+    #: The PyTorch forms that compute this activation, which ``from_torch`` reads from a
+    #: layer's ``activation``: a ``torch.nn`` module's class name (``"ReLU"``; a GELU
+    #: with its ``approximate``: ``"GELU(approximate='tanh')"``) or a
+    #: ``torch.nn.functional`` function's name (``"relu"``).  A form no activation
+    #: declares is refused by the import (never another activation).
+    torch_names: ClassVar[tuple[str, ...]] = ()
     #: True when the backward step at an input exactly 0 is a subgradient decided by a
     #: proof, the operation keeping those entries in a ``zeros`` field (ReLU: a ball
     #: around an exact 0 never decides the step).
@@ -228,6 +234,15 @@ class Operation(ABC):
     #: ``return`` of the normalised rows.  A key not listed: ``export --format torch``
     #: and ``crosscheck --torch`` refuse the example (never another normalisation).
     torch_norms: ClassVar[dict[str, str]] = {}
+    #: The ``torch.nn`` modules that compute this normalisation, by class name, each
+    #: with the example-file key it means (``{"LayerNorm": "biased"}``): ``from_torch``
+    #: reads a layer's norm named here and refuses one no normalisation declares
+    #: (:func:`symformer.registry.framework_key`), never reading it as another.
+    torch_modules: ClassVar[dict[str, str]] = {}
+    #: The same for the Hugging Face families: the module class their blocks use, as
+    #: transformers names it (GPT-2's and BERT's ``LayerNorm``, ``LlamaRMSNorm``).
+    hf_modules: ClassVar[dict[str, str]] = {}
+    module_weights: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,

@@ -46,6 +46,7 @@ class GELU(Smooth):
                   ", with ", r"\Phi", " the standard normal distribution function.")
     torch_function = "torch.nn.functional.gelu(x)"
     hf_names = ("gelu",)
+    torch_names = ("GELU(approximate='none')", "gelu")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = h[i, j] * (1 + erf(h[i, j] / sqrt(2))) / 2",),

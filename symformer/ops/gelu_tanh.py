@@ -71,6 +71,7 @@ class GELUTanh(Smooth):
                   r"(x + 0.044715\,x^{3})\right)\right)", ".")
     torch_function = 'torch.nn.functional.gelu(x, approximate="tanh")'
     hf_names = ("gelu_new", "gelu_pytorch_tanh")
+    torch_names = ("GELU(approximate='tanh')",)
     backward_symbols = (Notation(r"\xi", "ξ", "Argument of the tanh in the derivative of GELU "
                                  "(tanh approximation)"),)
 

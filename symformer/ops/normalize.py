@@ -150,6 +150,8 @@ class Normalize(Operation):
             "mu, var = x.mean(), ((x - x.mean()) ** 2).mean()\n"
             "return (x - mu) / torch.sqrt(var + eps) * gamma + beta\n"),
     }
+    torch_modules = hf_modules = {"LayerNorm": "biased"}
+    module_weights = {"gamma": "weight", "beta": "bias"}
 
     @classmethod
     def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,

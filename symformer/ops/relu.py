@@ -52,6 +52,7 @@ class ReLU(Elementwise):
                   r"\operatorname{ReLU}(x) = \max(0, x)", ".")
     torch_function = "torch.relu(x)"
     hf_names = ("relu",)
+    torch_names = ("ReLU", "relu")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = max(0, h[i, j])",), {"a": "out", "h": "in0"})

@@ -148,6 +148,8 @@ class RMSNormalize(Operation):
         'ms = stats[f"{name}.mean_square"] = (x * x).mean(-1, keepdim=True)\n'
         'rms = stats[f"{name}.std"] = torch.sqrt(ms + eps)\n'
         "return x / rms * gamma\n")}
+    hf_modules = {"LlamaRMSNorm": "rms", "MistralRMSNorm": "rms", "Qwen2RMSNorm": "rms"}
+    module_weights = {"gamma": "weight"}
 
     @classmethod
     def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,

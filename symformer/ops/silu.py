@@ -42,6 +42,7 @@ class SiLU(Smooth):
                   r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}", ".")
     torch_function = "torch.nn.functional.silu(x)"
     hf_names = ("silu", "swish")
+    torch_names = ("SiLU", "silu")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("a[i, j] = h[i, j] / (1 + exp(-h[i, j]))",),
