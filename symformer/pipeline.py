@@ -30,10 +30,10 @@ from typing import Literal, TypeVar
 from symformer.blocks.cost import estimate
 from symformer.blocks.slices import Shown, Slice, check_slice, spans, truncated, view
 from symformer.blocks.work import check_size
+from symformer.conventions import Convention, derive_variant, replaced, with_conventions
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.example import Example
-from symformer.verify.conventions import Convention, derive_variant, replaced, with_conventions
 from symformer.words import plural
 
 #: Decimals of every printed value unless a request says otherwise (every command, and

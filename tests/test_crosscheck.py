@@ -9,7 +9,7 @@ import pytest
 
 from symformer import load_example
 from symformer.cli import main
-from symformer.verify.conventions import Convention
+from symformer.conventions import Convention
 from symformer.verify.crosscheck import crosscheck
 
 

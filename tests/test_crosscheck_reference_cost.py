@@ -70,9 +70,9 @@ def test_crosscheck_is_bounded_by_its_own_estimate(tmp_path) -> None:
 
     from symformer.blocks.cost import estimate
     from symformer.blocks.work import estimated_work
+    from symformer.conventions import Convention
     from symformer.errors import InputError
     from symformer.frameworks import from_pretrained
-    from symformer.verify.conventions import Convention
     from symformer.verify.crosscheck import crosscheck
 
     folder = gpt2_dir(tmp_path / "m", config=gpt2_config(n_embd=256, n_head=2),

@@ -8,10 +8,10 @@ import pytest
 
 import symformer
 import symformer.documents
-import symformer.example.numbers
+import symformer.example.literals
 
 
-@pytest.mark.parametrize("module", [symformer, symformer.documents, symformer.example.numbers])
+@pytest.mark.parametrize("module", [symformer, symformer.documents, symformer.example.literals])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -22,12 +22,12 @@ from test_engine_random import examples
 
 from symformer import derive, load_example
 from symformer.blocks.backward import with_gradients
+from symformer.conventions import Convention, derive_variant
 from symformer.equations.stage import stage_equation
 from symformer.example.loader import example_from_dict, parse_example
 from symformer.lazy import sympy
 from symformer.ops.base import OPERATIONS
 from symformer.ops.gradient import Gradient
-from symformer.verify.conventions import Convention, derive_variant
 
 EXAMPLES = sorted(p for p in glob.glob(str(Path(__file__).parent.parent / "symformer" /
                                            "examples" / "*.toml")) if "claims" not in p)

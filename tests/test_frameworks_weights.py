@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from symformer.errors import InputError
+from symformer.example.literals import exact_rational
 from symformer.example.loader import parse_example
-from symformer.example.numbers import exact_rational
 from symformer.frameworks.weights import MAX_DECIMAL_CHARS, example_text, number_text
 
 

@@ -1,4 +1,4 @@
-"""What an example leaves inactive (symformer.verify.inactive), against float64 NumPy.
+"""What an example leaves inactive (symformer.analysis.inactive), against float64 NumPy.
 
 The built-in block (the blog post's weights): every FFN hidden unit is negative for
 every token, so the FFN outputs exactly b_2 and the gradients of W_1, b_1 and W_2 are
@@ -19,15 +19,7 @@ import pytest
 from float_backward import float_backward
 from float_reference import as_float, float_forward
 
-from symformer.blocks import derive
-from symformer.blocks.backward import with_gradients
-from symformer.cli import main
-from symformer.example import load_example, parse_example
-from symformer.example.loader import builtin_text
-from symformer.latex.inactive import inactive_fragments
-from symformer.latex.render import to_latex
-from symformer.lazy import sympy
-from symformer.verify.inactive import (
+from symformer.analysis.inactive import (
     AttentionPattern,
     ConstantOutput,
     DeadUnits,
@@ -36,6 +28,14 @@ from symformer.verify.inactive import (
     inactive,
     summary,
 )
+from symformer.blocks import derive
+from symformer.blocks.backward import with_gradients
+from symformer.cli import main
+from symformer.example import load_example, parse_example
+from symformer.example.loader import builtin_text
+from symformer.latex.inactive import inactive_fragments
+from symformer.latex.render import to_latex
+from symformer.lazy import sympy
 
 #: One unit (h_2) of three dead, and a head whose queries are 0 (uniform weights).
 ONE_DEAD = """
@@ -221,7 +221,7 @@ def test_near_identity_with_a_tiny_eps_is_decided_by_balls_quickly():
 def test_undecided_equalities_are_not_called_exact(monkeypatch):
     """With no precision to spare and no proof, the same sub-layer is only 'nearly' the
     identity (a certified bound), never 'exactly'."""
-    from symformer.verify import inactive as module
+    from symformer.analysis import inactive as module
 
     text = Path("symformer/examples/encoder_decoder.toml").read_text()
     g = derive(parse_example(re.sub(r'(?m)^eps = .*$', 'eps = "1e-100"', text)))

@@ -27,8 +27,8 @@ from symformer.engine.arbmath import constant_balls, precision
 from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix
 from symformer.example.expression import Constant, ExpressionError, parse
+from symformer.example.literals import exact_rational, exact_value
 from symformer.example.loader import parse_example
-from symformer.example.numbers import exact_rational, exact_value
 
 LN2 = """
 title = "softmax of ln 2, 0, 0"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from symformer import derive, load_example
+from symformer.conventions import Convention, derive_variant
 from symformer.latex.equations import numbered_equation
 from symformer.latex.render import to_latex
-from symformer.verify.conventions import Convention, derive_variant
 
 
 def _all_equations(g) -> str:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import symformer
 from symformer.engine.arbmath import constant_balls, precision, rational_ball, sympy_to_arb
 from symformer.example.exact import ExactMatrix, ExactNumber
-from symformer.example.numbers import exact_number, exact_rational, exact_scalar
+from symformer.example.literals import exact_number, exact_rational, exact_scalar
 
 fractions = st.fractions(min_value=-1000, max_value=1000, max_denominator=10**6)
 

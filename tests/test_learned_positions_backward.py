@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from symformer import derive, load_example
 from symformer.blocks.backward import backward
+from symformer.conventions import Convention
 from symformer.example.loader import parse_example
-from symformer.verify.conventions import Convention
 from symformer.verify.crosscheck import crosscheck
 
 LOSS = '\n[loss]\nkind = "cross_entropy"\ntargets = ["cat", "sat", "on"]\n'

@@ -210,7 +210,7 @@ def test_trace(example_file, capsys):
 
 def test_inactive_sentences_name_the_activation(graph):
     """A sentence about clipped units names the clipping step by its declaration."""
-    from symformer.verify.inactive import activation_name
+    from symformer.analysis.inactive import activation_name
 
     assert activation_name(graph["layer1.ffn.activation"]) == "ReLU^2"
 

@@ -17,7 +17,7 @@ from symformer.arbcontext import precision
 from symformer.cli import main
 from symformer.errors import InputError
 from symformer.example.expression import Constant
-from symformer.example.numbers import exact_rational, exact_value
+from symformer.example.literals import exact_rational, exact_value
 
 #: mpmath's digits for the references (set per test: other modules set mp.dps globally).
 DIGITS = 60

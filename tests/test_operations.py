@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from strategies import rationals
 
 from symformer import load_example
+from symformer.conventions import Convention, derive_variant
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, precision, rational_ball
 from symformer.equations.stage import equation_lines as lines
@@ -108,7 +109,6 @@ from symformer.ops.sigmoid import Sigmoid
 from symformer.ops.softmax_jacobian import SoftmaxJacobian
 from symformer.reference import numpy_ref
 from symformer.verify import crosscheck as crosscheck_module
-from symformer.verify.conventions import Convention, derive_variant
 
 mpmath.mp.dps = 50
 EXAMPLES = [None, "encoder_decoder", "course_module"]

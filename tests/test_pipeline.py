@@ -11,10 +11,10 @@ import pytest
 from symformer import InputError, Request, load_example, prepare
 from symformer.blocks.slices import Slice
 from symformer.cli import main
+from symformer.conventions import Convention
 from symformer.documents import backward_text, derive_text, trace_document
 from symformer.pipeline import Rendering
 from symformer.trace import render
-from symformer.verify.conventions import Convention
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

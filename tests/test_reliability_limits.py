@@ -28,8 +28,8 @@ from symformer.blocks.work import check_size, estimated_work, work_limit
 from symformer.cli import main
 from symformer.errors import InputError
 from symformer.example import load_example
+from symformer.example.literals import MAX_EXPONENT, MAX_LITERAL_LENGTH, exact_number
 from symformer.example.loader import MAX_FILE_BYTES, builtin_text, parse_example
-from symformer.example.numbers import MAX_EXPONENT, MAX_LITERAL_LENGTH, exact_number
 
 GOOD = builtin_text().rsplit("\n[loss]", 1)[0]  # the variants change shapes: no loss
 ED = Path(__file__).resolve().parent.parent / "symformer" / "examples" / "encoder_decoder.toml"

@@ -15,8 +15,8 @@ from float_reference import float_forward
 
 from symformer import derive, load_example
 from symformer.cli import main
+from symformer.conventions import Convention, derive_variant
 from symformer.trace import trace_token
-from symformer.verify.conventions import Convention, derive_variant
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_whole_matrix_layer_norm_changes_the_numbers(course, course_block):
     # ... and the whole-matrix version is a different matrix: export's row moves a lot
     assert np.abs(whole - per_token).max() > 0.5
     assert abs(whole[1].mean()) > 0.5 and abs(per_token[1].mean()) < 1e-9
-    # the exact whole-matrix variant (verify.conventions) agrees with the float one
+    # the exact whole-matrix variant (symformer.conventions) agrees with the float one
     variant = derive_variant(course, Convention(layer_norm="whole_matrix"))
     exact = np.array([[float(v) for v in row]
                       for row in variant["layer1.add_norm1"].values(decimals=12)])

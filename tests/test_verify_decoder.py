@@ -23,11 +23,11 @@ from test_decoder_float import decoder_examples, float_decoder
 import symformer.cli.prove
 from symformer import derive, load_example, parse_example
 from symformer.cli import main
+from symformer.conventions import Convention, derive_variant
 from symformer.example.fields import Where
 from symformer.example.loader import example_from_dict
 from symformer.example.stages import parse_stages
 from symformer.reference import numpy_ref
-from symformer.verify.conventions import Convention, derive_variant
 from symformer.verify.crosscheck import crosscheck, next_token_error
 from symformer.verify.prove import FALSE, PROVED, VACUOUS, prove_all
 

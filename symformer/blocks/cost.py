@@ -137,7 +137,7 @@ class Shape:
     cells: int
     figures: int
     #: Attention heads and sub-layers (residual and norm), each examined by the header's
-    #: analysis of what the example leaves inactive (:mod:`symformer.verify.inactive`).
+    #: analysis of what the example leaves inactive (:mod:`symformer.analysis.inactive`).
     sublayers: int = 0
     #: The bar charts' bars, squared and summed (each LayerNorm's input and output over
     #: d_model, each position's next-token probabilities over the vocabulary): their
@@ -230,7 +230,7 @@ def _inactive(s: Shape) -> int:
     """The header's analysis of what the example leaves inactive (``derive``,
     ``backward``, the notes): a head's pattern, a sub-layer's identity, decided once
     each.  A simple term: the analysis's own bound (its exact proofs, e.g. a
-    near-identity at eps = 1e-100) is :mod:`symformer.verify.inactive`'s."""
+    near-identity at eps = 1e-100) is :mod:`symformer.analysis.inactive`'s."""
     return _INACTIVE * s.sublayers
 
 

@@ -48,7 +48,7 @@ from symformer.blocks.side_stages import is_side_stage
 from symformer.engine.graph import Derivation, Stage
 from symformer.engine.rounding import round_ball
 from symformer.errors import InputError
-from symformer.example.numbers import exact_number
+from symformer.example.literals import exact_number
 from symformer.lazy import sympy
 from symformer.notation_types import Notation, named
 from symformer.ops import (

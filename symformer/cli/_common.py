@@ -17,12 +17,12 @@ from pathlib import Path
 
 from symformer import pipeline
 from symformer.blocks.work import parse_work_limit
+from symformer.conventions import Convention
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
 from symformer.example import Example, load_example
 from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
 from symformer.pipeline import DEFAULT_DECIMALS, Rendering, Request
-from symformer.verify.conventions import Convention
 from symformer.words import plural  # noqa: F401  (the commands count their nouns with it)
 
 #: The most decimals (--decimals) or significant digits (--digits) a command prints.

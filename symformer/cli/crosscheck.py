@@ -18,6 +18,7 @@ from symformer.cli._common import (
     tolerance,
 )
 from symformer.cli.import_ import token_list
+from symformer.conventions import Convention
 from symformer.documents import (
     over_tol,
     prompts_json,
@@ -29,7 +30,6 @@ from symformer.documents import (
 )
 from symformer.parallel import MAX_JOBS
 from symformer.pipeline import applied, prepare
-from symformer.verify.conventions import Convention
 from symformer.verify.crosscheck import crosscheck
 
 ORDER = 50

@@ -12,7 +12,7 @@ from typing import Any
 
 from symformer.cli._common import work_limit
 from symformer.errors import InputError
-from symformer.example.numbers import shorten
+from symformer.example.literals import shorten
 from symformer.files import write_file
 
 ORDER = 95

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from symformer.verify.conventions import Convention
+from symformer.conventions import Convention
 
 
 def reference_text(rows: list, dtype: str, tol: float, conventions: Convention) -> str:

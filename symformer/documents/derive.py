@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from symformer.analysis.inactive import summary_lines
 from symformer.blocks.slices import Shown, position_labels
 from symformer.engine import Derivation, Stage
 from symformer.errors import ClosedFormTooLarge
 from symformer.lazy import sympy
 from symformer.pipeline import Prepared
-from symformer.verify.inactive import summary_lines
 
 
 def listing(shown: list[Shown]) -> str:

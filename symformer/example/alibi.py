@@ -15,7 +15,7 @@ from flint import fmpq
 from symformer.errors import InputError
 from symformer.example.exact import ExactNumber
 from symformer.example.fields import Where
-from symformer.example.numbers import exact_value
+from symformer.example.literals import exact_value
 from symformer.lazy import sympy
 from symformer.words import plural
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.fields import Where, choice, matrix, sub_table, vector
-from symformer.example.numbers import exact_scalar
+from symformer.example.literals import exact_scalar
 from symformer.example.schema import ACTIVATIONS, FinalNorm
 
 _NORM_KEYS = {"gamma", "beta", "eps"}

@@ -31,7 +31,7 @@ from symformer.example.fields import (
     vector,
     vocab_and_tokens,
 )
-from symformer.example.numbers import exact_scalar
+from symformer.example.literals import exact_scalar
 from symformer.example.schema import (
     ACTIVATIONS,
     DECODER_POSITIONAL_ENCODINGS,

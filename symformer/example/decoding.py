@@ -15,7 +15,7 @@ from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.fields import Where, no_unknown_keys
-from symformer.example.numbers import exact_number
+from symformer.example.literals import exact_number
 from symformer.lazy import sympy
 
 #: The keys of a ``[decoding]`` table (and, with dashes, of ``generate``'s flags).

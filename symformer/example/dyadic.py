@@ -30,7 +30,7 @@ from flint import arb, arb_mat, fmpq, fmpz_mat
 
 from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix
-from symformer.example.numbers import shorten
+from symformer.example.literals import shorten
 from symformer.lazy import sympy
 
 #: Significant bits of each floating-point dtype (bfloat16 arrives widened to float32).
@@ -39,7 +39,7 @@ _BITS = {np.dtype(np.float64): 53, np.dtype(np.float32): 24, np.dtype(np.float16
 #: example is evaluated at a few precisions, and building a matrix again costs about
 #: 0.3 µs an entry; beyond this budget the oldest are dropped.
 KEPT_ENTRIES = 8_000_000
-#: The largest magnitude an example entry may have (:mod:`symformer.example.numbers`).
+#: The largest magnitude an example entry may have (:mod:`symformer.example.literals`).
 _LIMIT = 10**100
 
 

@@ -15,7 +15,7 @@ from flint import fmpq
 
 from symformer.errors import InputError
 from symformer.example.exact import ExactMatrix
-from symformer.example.numbers import exact_value
+from symformer.example.literals import exact_value
 from symformer.example.schema import Head
 from symformer.lazy import sympy
 

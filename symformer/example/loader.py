@@ -43,14 +43,14 @@ from symformer.example.given_inputs import (
     lift_attention_settings,
 )
 from symformer.example.head import parse_head
-from symformer.example.loss import parse_loss
-from symformer.example.numbers import (
+from symformer.example.literals import (
     MAX_LITERAL_LENGTH,
     exact_scalar,
     exact_value,
     parse_float_text,
     shorten,
 )
+from symformer.example.loss import parse_loss
 from symformer.example.schema import (
     ACTIVATIONS,
     DEFAULT_BASE,

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from symformer.errors import InputError, NotSupportedError
-from symformer.example.numbers import DecimalText
+from symformer.example.literals import DecimalText
 
 #: The largest configuration read, in bytes (the example files' limit).
 MAX_TEXT_BYTES = 8 * 2**20

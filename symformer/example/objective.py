@@ -42,7 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 from symformer.errors import InputError
-from symformer.example.numbers import exact_scalar
+from symformer.example.literals import exact_scalar
 
 MAX_TEXT = 400
 MAX_DEPTH = 20

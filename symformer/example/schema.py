@@ -1,6 +1,6 @@
 """The example a user describes: a sentence, its embeddings and every block's weights.
 
-All numbers are exact SymPy rationals (see :mod:`symformer.example.numbers`).
+All numbers are exact SymPy rationals (see :mod:`symformer.example.literals`).
 Shapes are validated by the loader, so the engine can trust them.
 """
 

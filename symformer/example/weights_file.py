@@ -41,7 +41,7 @@ from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.fields import Where, no_unknown_keys
-from symformer.example.numbers import shorten
+from symformer.example.literals import shorten
 
 #: The keys of a reference to a tensor.
 REFERENCE_KEYS = {"tensor", "transpose", "rows", "columns"}

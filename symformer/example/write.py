@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from symformer.errors import NotSupportedError
+from symformer.example.literals import DecimalText
 from symformer.example.loader import builtin_text, read_text_file, read_toml
-from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.lazy import sympy
 

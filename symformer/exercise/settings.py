@@ -30,7 +30,7 @@ from fractions import Fraction
 from typing import Any
 
 from symformer.errors import InputError
-from symformer.example.numbers import exact_number
+from symformer.example.literals import exact_number
 
 #: The most values one range may offer (keeps draws and messages small).
 MAX_CHOICES = 1000
@@ -57,7 +57,7 @@ class Range:
 
     def entries(self) -> tuple:
         """Every value as an example file holds it: an int, a decimal's text
-        (:class:`~symformer.example.numbers.DecimalText`) or a fraction's text."""
+        (:class:`~symformer.example.literals.DecimalText`) or a fraction's text."""
         from symformer.exercise.toml_text import toml_number
 
         return tuple(toml_number(self.value(k)) for k in range(self.count))

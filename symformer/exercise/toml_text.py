@@ -11,7 +11,7 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from symformer.example.numbers import DecimalText
+from symformer.example.literals import DecimalText
 
 
 def number_text(x: Fraction) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from symformer.errors import NotSupportedError
-from symformer.example.numbers import DecimalText
+from symformer.example.literals import DecimalText
 from symformer.frameworks.hf_config import (
     Config,
     has_tensor,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from symformer.errors import InputError, NotSupportedError
-from symformer.example.numbers import DecimalText
+from symformer.example.literals import DecimalText
 from symformer.registry import framework_key, framework_names, norm_module
 
 

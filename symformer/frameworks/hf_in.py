@@ -35,9 +35,9 @@ import numpy as np
 
 from symformer.blocks.work import check_work
 from symformer.errors import InputError, NotSupportedError
+from symformer.example.literals import DecimalText
 from symformer.example.loader import MAX_FILE_BYTES, example_from_dict
 from symformer.example.model_dir import MAX_VOCAB_BYTES, ModelDir, SafeTensors
-from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.hf_config import (
     MAX_LAYERS,

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from symformer.errors import InputError, NotSupportedError
+from symformer.example.literals import DecimalText
 from symformer.example.loader import example_from_dict, read_toml
-from symformer.example.numbers import DecimalText
 from symformer.example.schema import Example
 from symformer.frameworks.weights import example_text, row, rows
 from symformer.registry import framework_key, norm_module

@@ -4,7 +4,7 @@ Every finite float32, float64, float16 or bfloat16 number is a dyadic rational
 p / 2^k.  An imported weight keeps exactly that value: it is written as a bare TOML
 decimal when its exact decimal expansion is short (0.5, -1.25, 0.0078125), else as
 the string ``"p/2^k"`` (``"-7318349/2^26"``), which the example grammar reads exactly
-(:mod:`symformer.example.numbers`).  Never the float's shortest ``repr``: ``0.1`` as a
+(:mod:`symformer.example.literals`).  Never the float's shortest ``repr``: ``0.1`` as a
 float32 is 13421773/2^27 = 0.100000001490116119384765625, not 1/10.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from symformer.errors import InputError
 from symformer.example.dyadic import DyadicMatrix
-from symformer.example.numbers import MAX_MAGNITUDE, DecimalText
+from symformer.example.literals import MAX_MAGNITUDE, DecimalText
 from symformer.example.write import InlineTable, dump
 
 #: A weight whose exact decimal expansion has at most this many characters is written

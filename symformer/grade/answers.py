@@ -17,8 +17,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from symformer.errors import InputError
+from symformer.example.literals import exact_number
 from symformer.example.loader import read_text_file, read_toml
-from symformer.example.numbers import exact_number
 from symformer.grade.lines import at_line, line_of, table_line
 
 #: Answer texts meaning a masked score (the key's "-inf").

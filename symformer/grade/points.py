@@ -19,8 +19,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from symformer.errors import InputError
+from symformer.example.literals import exact_number
 from symformer.example.loader import read_text_file, read_toml
-from symformer.example.numbers import exact_number
 from symformer.grade.lines import at_line, line_of, table_line
 
 #: entry, reader_rounding and follow_through when the points file does not say.

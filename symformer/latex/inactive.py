@@ -7,9 +7,9 @@ math, which the LaTeX and the Markdown renderers both print.  Most stages get no
 
 from __future__ import annotations
 
+from symformer.analysis.inactive import at_stage
 from symformer.engine import Stage
 from symformer.latex.blocks import Fragment, Math, Prose
-from symformer.verify.inactive import at_stage
 
 
 def inactive_fragments(stage: Stage, name: str) -> list[Fragment]:

@@ -29,7 +29,7 @@ from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops.base import Operation
 
-#: The defaults, as text read exactly (``symformer.example.numbers.exact_number``).
+#: The defaults, as text read exactly (``symformer.example.literals.exact_number``).
 DEFAULTS = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-8", "weight_decay": "0.01"}
 
 

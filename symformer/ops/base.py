@@ -105,7 +105,7 @@ class Operation(ABC):
     rows_sum_to_one: ClassVar[bool] = False
     #: True when the step outputs exactly 0 wherever its input is <= 0 and passes no
     #: gradient back there (a ReLU): a unit whose input is <= 0 for every token is dead
-    #: (:mod:`symformer.verify.inactive` says so, decided by certified signs).
+    #: (:mod:`symformer.analysis.inactive` says so, decided by certified signs).
     clips: ClassVar[bool] = False
     #: True when each output entry is a rotation of its row by angles with exact cos and
     #: sin (RoPE): the exact pass uses sin^2 + cos^2 = 1 on products of rotated entries.
@@ -412,7 +412,7 @@ class Operation(ABC):
         """What this step outputs in every row when its input is exactly 0: the name of
         the parameter it then gives (an affine step's bias: x W + b = b at x = 0), ``""``
         for exactly 0, None when not declared.  A wholly clipped FFN outputs b_2
-        (:mod:`symformer.verify.inactive`)."""
+        (:mod:`symformer.analysis.inactive`)."""
         return None
 
     def parameters(self) -> dict[str, sympy.Matrix]:

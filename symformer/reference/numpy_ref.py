@@ -10,7 +10,7 @@ module is the float64 path, and :class:`Run` records which function ran for each
 
 Other conventions (mask, LayerNorm variant including whole-matrix, pre/post norm)
 are other graphs: :func:`forward` derives the variant graph
-(:func:`symformer.verify.conventions.derive_variant`, which builds no formula)
+(:func:`symformer.conventions.derive_variant`, which builds no formula)
 and runs it the same way.  The example's exact numbers become floats inside the
 operations (``symformer.ops.base.matrix``) and only there.
 """
@@ -68,7 +68,7 @@ def variant(example: Any, causal: bool | None = None, mask: str | float | None =
             layer_norm: str | None = None, norm: str | None = None,
             max_work: int | None = None) -> Derivation:
     """The graph of the example under the given conventions (``None``: the example's)."""
-    from symformer.verify.conventions import Convention, derive_variant
+    from symformer.conventions import Convention, derive_variant
 
     convention = Convention(None if mask is None else str(mask), layer_norm, norm)
     return derive_variant(example, convention, causal, max_work)

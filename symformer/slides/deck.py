@@ -40,6 +40,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from symformer.analysis.inactive import at_stage
 from symformer.engine import Derivation, Stage
 from symformer.equations.stage import equation_lines
 from symformer.figures import diagram
@@ -56,7 +57,6 @@ from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.pipeline import Rendering
 from symformer.slides import measure
-from symformer.verify.inactive import at_stage
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain

@@ -4,7 +4,6 @@
 * :mod:`~symformer.verify.check` decides them and explains the wrong ones;
 * :mod:`~symformer.verify.chain` recomputes steps from printed or rounded values
   (and :func:`~symformer.verify.chain.reader_rounding` for ``derive``);
-* :mod:`~symformer.verify.conventions` derives the example under other conventions;
 * :mod:`~symformer.verify.crosscheck` compares the NumPy reference with the exact values;
 * :mod:`~symformer.verify.prove` proves the identities lecture notes state.
 """

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from symformer import conventions
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
 from symformer.blocks.generate import generation_run
@@ -31,7 +32,6 @@ from symformer.example import Example
 from symformer.example.expression import Constant
 from symformer.lazy import sympy
 from symformer.notation import entry, place
-from symformer.verify import conventions
 from symformer.verify.chain import (
     PRECISIONS,
     Chain,

@@ -48,8 +48,8 @@ from symformer.example.decoding import Decoding, parse_decoding
 from symformer.example.expression import Constant
 from symformer.example.fields import Where
 from symformer.example.given_inputs import INPUT_KEYS
+from symformer.example.literals import exact_value
 from symformer.example.loader import read_text_file, read_toml
-from symformer.example.numbers import exact_value
 from symformer.ops.side_parts import MINUS_INF_OPS
 from symformer.verify.equation_claims import has_equation_tags
 from symformer.verify.prose import prose_numbers

@@ -27,12 +27,12 @@ import numpy as np
 from flint import arb
 
 from symformer.blocks.backward import backward
+from symformer.conventions import Convention, derive_variant
 from symformer.engine import Derivation
 from symformer.engine.arbmath import precision
 from symformer.engine.argmax import next_token
 from symformer.example import Example
 from symformer.reference import numpy_backward, numpy_ref
-from symformer.verify.conventions import Convention, derive_variant
 
 #: The precision the exact values are compared at: the one the next token is decided
 #: at first (one evaluation serves both), then finer ones where a stage's balls are not

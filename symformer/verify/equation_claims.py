@@ -16,7 +16,7 @@ Verdicts (:class:`EquationCheck`): ``holds`` (every entry of every example tried
 agrees to :data:`DIGITS` digits: checked, not proved), ``fails`` (a certified
 difference, with the first entry and both values), ``example only`` (holds on the
 example, fails on a random one), ``undecided``.  A failing equation is also tried
-under the other conventions of :mod:`symformer.verify.conventions`, with its indices
+under the other conventions of :mod:`symformer.conventions`, with its indices
 counted from the other base, and as a constant multiple (a mean for a sum).
 """
 
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from flint import arb, fmpq
 
+from symformer import conventions
 from symformer.blocks.backward import stage_of
 from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.blocks.work import check_work
@@ -40,7 +41,6 @@ from symformer.engine.arbmath import precision
 from symformer.errors import InputError
 from symformer.example import Example
 from symformer.example.loader import read_text_file, read_toml
-from symformer.verify import conventions
 from symformer.verify import equation_cost as cost
 from symformer.verify import equation_steps as steps
 from symformer.verify import equation_variants as variants

@@ -18,7 +18,7 @@ from symformer.blocks import derive
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.example import Example
-from symformer.example.numbers import exact_number
+from symformer.example.literals import exact_number
 from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
 from symformer.lazy import sympy
 from symformer.registry import norm_title, normalisation
