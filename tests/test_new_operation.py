@@ -152,9 +152,9 @@ def test_registered_from_its_own_module(relu2):
 
 
 def test_a_hugging_face_config_names_it_by_its_declared_hf_names(relu2):
-    from symformer.frameworks.hf_config import hf_activations
+    from symformer.registry import framework_names
 
-    known = hf_activations()  # hidden_act / activation_function -> the example's key
+    known = framework_names("activation", "hf")  # hidden_act -> the example's key
     assert known["test_relu2"] == "test_relu2"
     assert known["gelu_new"] == known["gelu_pytorch_tanh"] == "gelu_tanh"
     assert known["swish"] == known["silu"] == "silu" and known["relu"] == "relu"

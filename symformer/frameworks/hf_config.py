@@ -18,13 +18,7 @@ import numpy as np
 
 from symformer.errors import InputError, NotSupportedError
 from symformer.example.literals import DecimalText
-from symformer.registry import framework_key, framework_names, norm_module
-
-
-def hf_activations() -> dict[str, str]:
-    """Hugging Face's activation names, and symformer's: what each activation declares
-    (``hf_names``, :mod:`symformer.registry`)."""
-    return framework_names("activation", "hf")
+from symformer.registry import framework_key, norm_module
 
 
 #: Each family's normalisation, as transformers names the module class its blocks use
