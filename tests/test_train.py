@@ -27,7 +27,7 @@ from symformer import derive
 from symformer.blocks.backward import backward
 from symformer.blocks.train import rational_weights, train
 from symformer.cli import main
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.example import load_example
 from symformer.example.loader import parse_example
 from symformer.example.write import updated_example

@@ -274,7 +274,7 @@ def test_derive_shows_progress_only_after_a_second(tmp_path, monkeypatch, capsys
     same tables either way."""
     import time
 
-    from symformer import display
+    from symformer.cli import _progress as display
 
     printed = []
     real = display.Progress.__init__

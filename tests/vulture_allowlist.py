@@ -19,7 +19,7 @@ _._print_Add  # SymPy printer dispatch by class name (latex/numbers.py's Textboo
 _.showwarning  # the warnings module's hook, replaced for one command (cli/__init__.py)
 filename  # warnings.showwarning's signature (cli/__init__.py)
 lineno  # warnings.showwarning's signature
-_.bar_format  # tqdm reads it on refresh (display.py)
+_.bar_format  # tqdm reads it on refresh (cli/_progress.py)
 
 # -- latexify-py's ExpressionCodegen hooks (equations/latex.py) -----------------------
 _._identifier_converter  # read by ExpressionCodegen.visit_Name
@@ -34,6 +34,10 @@ _.gamma_2
 _.gamma_3
 _.beta_3
 _.angle_table  # ops/rope.py: the equation's array role "const:angle_table"
+_.hf_names  # registry.framework_names: getattr(cls, declaration) (the imports' table)
+_.torch_names  # same
+_.torch_modules  # same
+_.hf_modules  # same
 
 # -- public, used outside the package ------------------------------------------------
 _.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py

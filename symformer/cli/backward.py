@@ -14,7 +14,7 @@ from symformer.cli._common import (
     load,
     request,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.pipeline import prepare
 
 ORDER = 15

@@ -15,7 +15,7 @@ from symformer.cli._common import (
     load,
     request,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.documents import check_json, check_text
 from symformer.errors import InputError
 from symformer.example.loader import CLAIMS_ONLY, packaged_files

@@ -205,7 +205,7 @@ def _prompts(args: argparse.Namespace, directory: str) -> int:
     cannot be checked is named by its line, the others still run (exit 2 at the end)."""
     from symformer.blocks.cost import PER_SECOND, model_load_work, prompt_work, prompts_work
     from symformer.blocks.work import check_work as refuse_over
-    from symformer.display import Progress
+    from symformer.cli._progress import Progress
     from symformer.errors import InputError
     from symformer.frameworks.prompts import (
         crosscheck_prompt,

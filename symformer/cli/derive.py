@@ -15,8 +15,8 @@ from symformer.cli._common import (
     load,
     request,
 )
+from symformer.cli._progress import Progress
 from symformer.cli._slice import add_slice_arguments, slice_of
-from symformer.display import Progress
 from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.pipeline import prepare
 

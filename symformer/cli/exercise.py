@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from symformer.cli._common import bounded_int, token_text, work_limit
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.files import output_directory, write_files
 from symformer.parallel import MAX_JOBS
 

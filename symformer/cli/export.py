@@ -15,8 +15,8 @@ from symformer.cli._common import (
     request,
     token_text,
 )
+from symformer.cli._progress import Progress
 from symformer.cli._slice import add_slice_arguments, slice_of
-from symformer.display import Progress
 from symformer.files import output_directory, write_files
 from symformer.pipeline import prepare
 

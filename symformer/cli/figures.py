@@ -12,7 +12,7 @@ from symformer.cli._common import (
     plural,
     request,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.files import output_directory, write_files
 from symformer.pipeline import prepare
 

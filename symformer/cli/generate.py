@@ -20,7 +20,7 @@ from symformer.cli._common import (
     example_path,
     request,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.documents import generate_json, generate_text
 from symformer.documents.generate import RunExtras
 from symformer.errors import InputError

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from symformer.cli._common import bounded_int, work_limit
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.errors import InputError
 from symformer.escape import plain_text
 from symformer.files import output_directory, write_files

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
     from symformer.blocks.cost import estimate
     from symformer.blocks.work import DEFAULT_MAX_WORK, refusal
-    from symformer.display import Progress
+    from symformer.cli._progress import Progress
     from symformer.files import output_file
     from symformer.frameworks.hf_in import copied_weights, pretrained_text
 

@@ -12,7 +12,7 @@ from symformer.cli._common import (
     load,
     request,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.pipeline import prepare
 from symformer.verify.prove import prove_all
 

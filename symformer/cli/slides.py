@@ -15,7 +15,7 @@ from symformer.cli._common import (
     request,
     token_text,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.files import output_directory, write_files
 from symformer.pipeline import prepare
 

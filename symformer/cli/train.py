@@ -29,7 +29,7 @@ from symformer.cli._common import (
     plural,
     request,
 )
-from symformer.display import Progress
+from symformer.cli._progress import Progress
 from symformer.documents import train_lines
 from symformer.engine.rounding import start_precision
 from symformer.errors import InputError
