@@ -20,7 +20,7 @@ from symformer.errors import InputError
 from symformer.latex.places import where as part_of
 from symformer.notation import index, legend, notation
 from symformer.pipeline import DEFAULT_DECIMALS
-from symformer.trace.formulas import general
+from symformer.trace.general_formula import general
 from symformer.trace.result import Trace
 from symformer.trace.steps import (
     DEFAULT_DIGITS,

@@ -18,7 +18,7 @@ from symformer.engine.rounding import display_value
 from symformer.equations.render import mathml
 from symformer.notation import INDEX_RULE
 from symformer.notation_types import Notation
-from symformer.trace.formula import mathml_number
+from symformer.trace.number_markup import mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked.model import Step as WorkedStep
 from symformer.worked.render_mathml import step_pieces

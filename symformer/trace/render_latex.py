@@ -15,7 +15,7 @@ from symformer.latex.document import legend_prose
 from symformer.latex.escape import latex_text, word_label
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import heat_of
-from symformer.trace.formula import latex_number
+from symformer.trace.number_markup import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 from symformer.worked.render_latex import chain, latex

@@ -9,7 +9,7 @@ from symformer.escape import portable
 from symformer.latex.escape import markdown_text
 from symformer.latex.markdown import cell_math
 from symformer.notation import INDEX_RULE
-from symformer.trace.formula import latex_number
+from symformer.trace.number_markup import latex_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_latex
 

@@ -24,7 +24,7 @@ DEFAULT_DIGITS, MOST_DIGITS = 4, 8
 class General:
     """The formula of a whole step, over named vectors (``q = x W_Q``).
 
-    The step's operation's declared index equation (:mod:`symformer.trace.formulas`):
+    The step's operation's declared index equation (:mod:`symformer.trace.general_formula`):
     ``text`` for terminals (with its remark), ``lhs``/``rhs`` in LaTeX, ``remark`` the
     operation's few plain words after it (``pairs c below d/2``), :meth:`mathml`
     converted from the LaTeX.
