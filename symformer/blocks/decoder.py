@@ -20,7 +20,7 @@ from symformer.blocks.sublayers import (
     wrap,
 )
 from symformer.engine.graph import Derivation
-from symformer.example.decoder import DecoderLayer
+from symformer.example.schema import DecoderLayer
 from symformer.notation_types import Notation
 from symformer.ops import Identity
 

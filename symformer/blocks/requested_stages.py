@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from symformer.engine.graph import Derivation, Stage, unknown_stage_message
 from symformer.errors import InputError
-from symformer.example.stages import StageRequest
+from symformer.example.schema import StageRequest
 from symformer.notation_types import Notation
 from symformer.ops import DotProducts, DotScores, Softmax, SoftmaxJacobian
 from symformer.registry import per_position_form

@@ -17,7 +17,6 @@ to the encoder's and may be overridden for the whole decoder or for one layer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from symformer.errors import InputError
@@ -37,7 +36,8 @@ from symformer.example.schema import (
     DECODER_POSITIONAL_ENCODINGS,
     LAYER_NORMS,
     NORM_PLACEMENTS,
-    Block,
+    Decoder,
+    DecoderLayer,
     FinalNorm,
     Head,
 )
@@ -61,62 +61,6 @@ _LAYER_KEYS = {
     "activation", "norm", "eps", "layer_norm", "residual",
     "gamma_1", "beta_1", "gamma_2", "beta_2", "gamma_3", "beta_3",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class DecoderLayer(Block):
-    """One decoder block: masked self-attention, cross-attention, feed-forward.
-
-    Attribute names match :class:`~symformer.example.schema.Layer` where the meaning
-    is the same, so the encoder's stage builders (LayerNorm, FFN) apply unchanged;
-    ``gamma_k``/``beta_k`` belong to the k-th Add & Norm (k = 1, 2, 3).
-    """
-
-    self_heads: tuple[Head, ...]
-    cross_heads: tuple[Head, ...]
-    W_O_self: sympy.Matrix | None  # None: plain concatenation
-    W_O_cross: sympy.Matrix | None
-    gamma_3: sympy.Matrix
-    beta_3: sympy.Matrix
-    b_O_self: sympy.Matrix | None = None  # 1 x d_model
-    b_O_cross: sympy.Matrix | None = None
-
-
-@dataclass(frozen=True)
-class Decoder:
-    """The target side: tokens so far, vocabulary, embeddings, blocks, output projection."""
-
-    tokens: tuple[str, ...]
-    vocab: tuple[str, ...]
-    embeddings: sympy.Matrix  # len(vocab) x d_model
-    layers: tuple[DecoderLayer, ...]
-    W_vocab: sympy.Matrix | None = None  # d_model x len(vocab)
-    positional_encoding: str = "sinusoidal"
-    #: False: self-attention sees every target position (PyTorch without tgt_mask).
-    causal: bool = True
-    #: A normalisation after the last decoder block (``final_norm = true`` in the
-    #: ``[decoder]``; PyTorch's ``TransformerDecoder(norm=...)``).
-    final_norm: FinalNorm | None = None
-
-    @property
-    def token_ids(self) -> tuple[int, ...]:
-        """Vocabulary index of each target token."""
-        return tuple(self.vocab.index(t) for t in self.tokens)
-
-    def estimated_work(self, n_source: int) -> int:
-        """Multiply-adds of the decoder's forward pass over ``n_source`` encoder rows
-        (the memory's width taken as the decoder's: an estimate)."""
-        n, d = len(self.tokens), self.embeddings.cols
-        work = n * d
-        for layer in self.layers:
-            for heads, keys in ((layer.self_heads, n), (layer.cross_heads, n_source)):
-                for h in heads:
-                    work += (n + 2 * keys) * d * h.d_k + n * keys * (h.d_k + h.d_v + 2)
-                work += n * sum(h.d_v for h in heads) * d
-            work += 2 * n * d * layer.d_ff + 12 * n * d
-        if self.W_vocab is not None:
-            work += n * d * len(self.vocab) + 2 * n * len(self.vocab)
-        return work
 
 
 def parse_decoder(data: Any, here: Where, d_model: int, defaults: dict[str, Any],

@@ -22,72 +22,18 @@ class names as ``targets`` (one per pooled row); ``mse`` a target of the head's 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from symformer.errors import InputError
 from symformer.example.fields import choice, matrix, no_unknown_keys
-from symformer.lazy import sympy
+from symformer.example.schema import Loss
 
 if TYPE_CHECKING:
     from symformer.example.fields import Where
 
 KINDS = ("mse", "cross_entropy", "bce", "upstream")
 REDUCTIONS = ("mean", "sum")
-#: A cross-entropy target meaning "no target at this position" (PyTorch's ignore_index).
-NO_TARGET = ""
 _KEYS = {"kind", "target", "targets", "reduction", "positions", "stage", "gradient"}
-
-
-@dataclass(frozen=True)
-class Loss:
-    """A loss: ``kind`` with its exact ``target`` matrix (mse) or ``targets`` tokens,
-    its ``reduction`` and the ``positions`` that have a target (None: every one); or
-    (``kind = "upstream"``) a ``gradient`` given at the named ``stage``."""
-
-    kind: str
-    where: str
-    target: sympy.Matrix | None = None
-    targets: tuple[str, ...] | None = None
-    reduction: str = "mean"
-    positions: tuple[int, ...] | None = None
-    stage: str | None = None
-    gradient: sympy.Matrix | None = None
-
-    def target_ids(self, vocab: Sequence[str], positions: int) -> tuple[int | None, ...]:
-        """The targets as indices into ``vocab``, one per row of the probabilities (None:
-        no target there), checked against the probabilities' vocabulary and number of
-        rows (InputError naming the file and key otherwise)."""
-        return check_targets(self.targets, vocab, positions, self.where, self.positions)
-
-
-def check_targets(targets: Sequence[str], vocab: Sequence[str], positions: int,
-                  where: str, rows: Sequence[int] | None = None) -> tuple[int | None, ...]:
-    """Each target token's index in ``vocab`` (None for the no-target marker ``""``), one
-    per position: ``targets`` gives every position, or those of ``rows`` in order."""
-    if rows is None and len(targets) != positions:
-        raise InputError(f"{where}: targets has {len(targets)} entries, expected {positions} "
-                         f"(one target token per row of the probabilities; \"\" for none, "
-                         f"or give positions = [...])")
-    if rows is not None and any(r >= positions for r in rows):
-        raise InputError(f"{where}: positions {list(rows)}: the probabilities have "
-                         f"{positions} rows (0 to {positions - 1})")
-    if NO_TARGET in vocab and NO_TARGET in targets:
-        raise InputError(f"{where}: the vocabulary has the token \"\", so \"\" cannot mean "
-                         f"\"no target\"; give positions = [...] instead")
-    for k, token in enumerate(targets):
-        if token != NO_TARGET and token not in vocab:
-            raise InputError(f"{where}: targets entry {k} {token!r} is not in the "
-                             f"vocabulary {list(vocab)}")
-    ids = [None if t == NO_TARGET else vocab.index(t) for t in targets]
-    if rows is not None:
-        full: list[int | None] = [None] * positions
-        for r, t in zip(rows, ids):
-            full[r] = t
-        ids = full
-    if all(t is None for t in ids):
-        raise InputError(f"{where}: no position has a target (every targets entry is \"\")")
-    return tuple(ids)
 
 
 def parse_loss(data: Any, here: Where, top: dict[str, Any], vocab: Sequence[str],

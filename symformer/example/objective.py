@@ -288,8 +288,7 @@ def objective_example(data: dict[str, Any], here: Any) -> Any:
     """A file with an ``[objective]`` table: no sentence and no layers, the objective as
     the loss and its parameters as the weights ``train`` updates."""
     from symformer.example.exact import ExactMatrix
-    from symformer.example.loss import Loss
-    from symformer.example.schema import Example, GivenObjective
+    from symformer.example.schema import Example, GivenObjective, Loss
 
     extra = sorted(set(data) - {"title", "description", "objective", "train", "claim",
                                 "equation"})

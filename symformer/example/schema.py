@@ -6,20 +6,19 @@ Shapes are validated by the loader, so the engine can trust them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flint import fmpq
 
+from symformer.errors import InputError
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
 from symformer.registry import ACTIVATION_NAMES, NORM_NAMES
 
 if TYPE_CHECKING:
-    from symformer.example.decoder import Decoder
     from symformer.example.decoding import Decoding
-    from symformer.example.loss import Loss
-    from symformer.example.stages import LessonStages
 
 #: LayerNorm's default epsilon, 1e-6.
 DEFAULT_EPS = ExactNumber(fmpq(1, 10**6))
@@ -309,3 +308,136 @@ class Example:
         if self.given_inputs:
             return self.token_ids
         return tuple(self.table_vocab.index(t) for t in self.tokens)
+
+
+# -- the optional tables' parts (read by example/decoder.py, loss.py, stages.py) ------
+
+@dataclass(frozen=True, kw_only=True)
+class DecoderLayer(Block):
+    """One decoder block: masked self-attention, cross-attention, feed-forward.
+
+    Attribute names match :class:`~symformer.example.schema.Layer` where the meaning
+    is the same, so the encoder's stage builders (LayerNorm, FFN) apply unchanged;
+    ``gamma_k``/``beta_k`` belong to the k-th Add & Norm (k = 1, 2, 3).
+    """
+
+    self_heads: tuple[Head, ...]
+    cross_heads: tuple[Head, ...]
+    W_O_self: sympy.Matrix | None  # None: plain concatenation
+    W_O_cross: sympy.Matrix | None
+    gamma_3: sympy.Matrix
+    beta_3: sympy.Matrix
+    b_O_self: sympy.Matrix | None = None  # 1 x d_model
+    b_O_cross: sympy.Matrix | None = None
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """The target side: tokens so far, vocabulary, embeddings, blocks, output projection."""
+
+    tokens: tuple[str, ...]
+    vocab: tuple[str, ...]
+    embeddings: sympy.Matrix  # len(vocab) x d_model
+    layers: tuple[DecoderLayer, ...]
+    W_vocab: sympy.Matrix | None = None  # d_model x len(vocab)
+    positional_encoding: str = "sinusoidal"
+    #: False: self-attention sees every target position (PyTorch without tgt_mask).
+    causal: bool = True
+    #: A normalisation after the last decoder block (``final_norm = true`` in the
+    #: ``[decoder]``; PyTorch's ``TransformerDecoder(norm=...)``).
+    final_norm: FinalNorm | None = None
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        """Vocabulary index of each target token."""
+        return tuple(self.vocab.index(t) for t in self.tokens)
+
+    def estimated_work(self, n_source: int) -> int:
+        """Multiply-adds of the decoder's forward pass over ``n_source`` encoder rows
+        (the memory's width taken as the decoder's: an estimate)."""
+        n, d = len(self.tokens), self.embeddings.cols
+        work = n * d
+        for layer in self.layers:
+            for heads, keys in ((layer.self_heads, n), (layer.cross_heads, n_source)):
+                for h in heads:
+                    work += (n + 2 * keys) * d * h.d_k + n * keys * (h.d_k + h.d_v + 2)
+                work += n * sum(h.d_v for h in heads) * d
+            work += 2 * n * d * layer.d_ff + 12 * n * d
+        if self.W_vocab is not None:
+            work += n * d * len(self.vocab) + 2 * n * len(self.vocab)
+        return work
+
+
+#: A cross-entropy target meaning "no target at this position" (PyTorch's ignore_index).
+NO_TARGET = ""
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A loss: ``kind`` with its exact ``target`` matrix (mse) or ``targets`` tokens,
+    its ``reduction`` and the ``positions`` that have a target (None: every one); or
+    (``kind = "upstream"``) a ``gradient`` given at the named ``stage``."""
+
+    kind: str
+    where: str
+    target: sympy.Matrix | None = None
+    targets: tuple[str, ...] | None = None
+    reduction: str = "mean"
+    positions: tuple[int, ...] | None = None
+    stage: str | None = None
+    gradient: sympy.Matrix | None = None
+
+    def target_ids(self, vocab: Sequence[str], positions: int) -> tuple[int | None, ...]:
+        """The targets as indices into ``vocab``, one per row of the probabilities (None:
+        no target there), checked against the probabilities' vocabulary and number of
+        rows (InputError naming the file and key otherwise)."""
+        return check_targets(self.targets, vocab, positions, self.where, self.positions)
+
+
+def check_targets(targets: Sequence[str], vocab: Sequence[str], positions: int,
+                  where: str, rows: Sequence[int] | None = None) -> tuple[int | None, ...]:
+    """Each target token's index in ``vocab`` (None for the no-target marker ``""``), one
+    per position: ``targets`` gives every position, or those of ``rows`` in order."""
+    if rows is None and len(targets) != positions:
+        raise InputError(f"{where}: targets has {len(targets)} entries, expected {positions} "
+                         f"(one target token per row of the probabilities; \"\" for none, "
+                         f"or give positions = [...])")
+    if rows is not None and any(r >= positions for r in rows):
+        raise InputError(f"{where}: positions {list(rows)}: the probabilities have "
+                         f"{positions} rows (0 to {positions - 1})")
+    if NO_TARGET in vocab and NO_TARGET in targets:
+        raise InputError(f"{where}: the vocabulary has the token \"\", so \"\" cannot mean "
+                         f"\"no target\"; give positions = [...] instead")
+    for k, token in enumerate(targets):
+        if token != NO_TARGET and token not in vocab:
+            raise InputError(f"{where}: targets entry {k} {token!r} is not in the "
+                             f"vocabulary {list(vocab)}")
+    ids = [None if t == NO_TARGET else vocab.index(t) for t in targets]
+    if rows is not None:
+        full: list[int | None] = [None] * positions
+        for r, t in zip(rows, ids):
+            full[r] = t
+        ids = full
+    if all(t is None for t in ids):
+        raise InputError(f"{where}: no position has a target (every targets entry is \"\")")
+    return tuple(ids)
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """One asked-for stage: the stage it is about and its row (None: every row)."""
+
+    stage: str
+    row: int | None
+    text: str  # as written, for messages
+
+
+@dataclass(frozen=True)
+class LessonStages:
+    """What ``[stages]`` asks for (an example without the table asks for nothing)."""
+
+    per_position_loss: bool = False
+    output_moments: bool = False
+    jacobian: tuple[StageRequest, ...] = ()
+    products: tuple[StageRequest, ...] = ()
+    where: str = ""

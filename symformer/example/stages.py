@@ -18,37 +18,17 @@ is built (:func:`symformer.blocks.requested_stages.add_requested_stages`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.fields import Where, no_unknown_keys
+from symformer.example.schema import LessonStages, StageRequest
 
 _KEYS = {"per_position_loss", "output_moments", "jacobian", "products"}
 #: A stage name, optionally with one 0-based row: ``layer1.head1.weights[2]``.
 _ENTRY = re.compile(r"(?P<stage>[A-Za-z0-9_.]{1,200})(?:\[(?P<row>[0-9]{1,6})\])?", re.ASCII)
 #: At most this many entries per key (each row is a stage of its own).
 MAX_ENTRIES = 64
-
-
-@dataclass(frozen=True)
-class StageRequest:
-    """One asked-for stage: the stage it is about and its row (None: every row)."""
-
-    stage: str
-    row: int | None
-    text: str  # as written, for messages
-
-
-@dataclass(frozen=True)
-class LessonStages:
-    """What ``[stages]`` asks for (an example without the table asks for nothing)."""
-
-    per_position_loss: bool = False
-    output_moments: bool = False
-    jacobian: tuple[StageRequest, ...] = ()
-    products: tuple[StageRequest, ...] = ()
-    where: str = ""
 
 
 def parse_stages(data: Any, here: Where) -> LessonStages:
