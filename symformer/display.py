@@ -5,7 +5,8 @@ a cell; :class:`~symformer.engine.graph.Stage` and
 :class:`~symformer.engine.graph.Derivation` delegate to the functions here (a
 :class:`~symformer.trace.result.Trace` to its renderers), so
 ``derive(example)["layer1.head1.weights"]`` shows a table with token rows and
-column labels.  Every number is a certified rounding (:data:`DECIMALS` places).
+column labels.  Every number is a certified rounding, to the decimals every command
+prints (:data:`symformer.rendering.DEFAULT_DECIMALS`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from __future__ import annotations
 import html
 
 from symformer.escape import latex_text, markdown_text
-
-#: Decimals shown in notebook tables.
-DECIMALS = 3
+from symformer.rendering import DEFAULT_DECIMALS
 
 _e = html.escape
 _STYLE = ("<style>.symformer-stage td,.symformer-stage th{text-align:right;"
@@ -26,7 +25,7 @@ def _row_labels(stage) -> list[str]:
     return [f"{i} {t}" for i, t in enumerate(stage.rows)]
 
 
-def stage_html(stage, decimals: int = DECIMALS) -> str:
+def stage_html(stage, decimals: int = DEFAULT_DECIMALS) -> str:
     """A stage as an HTML table: tokens (with positions) down, column labels across."""
     values = stage.values(decimals=decimals)
     head = "".join(f"<th>{_e(c)}</th>" for c in stage.cols)
@@ -39,7 +38,7 @@ def stage_html(stage, decimals: int = DECIMALS) -> str:
             f"<tr><th></th>{head}</tr>{body}</table>")
 
 
-def stage_markdown(stage, decimals: int = DECIMALS) -> str:
+def stage_markdown(stage, decimals: int = DEFAULT_DECIMALS) -> str:
     """A stage as a Markdown table."""
     values = stage.values(decimals=decimals)
     lines = [f"`{stage.name}` ({stage.shape[0]}×{stage.shape[1]}, {stage.kind})", "",
@@ -50,7 +49,7 @@ def stage_markdown(stage, decimals: int = DECIMALS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stage_latex(stage, decimals: int = DECIMALS) -> str:
+def stage_latex(stage, decimals: int = DEFAULT_DECIMALS) -> str:
     """A stage as display math: a labelled ``array`` (rows: tokens, columns: labels)."""
     values = stage.values(decimals=decimals)
     cols = " & ".join(rf"\text{{{latex_text(c)}}}" for c in stage.cols)

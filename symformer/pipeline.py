@@ -21,11 +21,10 @@ from it (tables, a trace, a document) is in :mod:`symformer.documents`,
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypeVar
+from typing import Literal
 
 from symformer.blocks.cost import estimate
 from symformer.blocks.slices import Shown, Slice, check_slice, spans, truncated, view
@@ -34,44 +33,15 @@ from symformer.conventions import Convention, derive_variant, replaced, with_con
 from symformer.engine import Derivation
 from symformer.errors import InputError
 from symformer.example import Example
+from symformer.rendering import DEFAULT_DECIMALS as DEFAULT_DECIMALS  # its readers' name
+from symformer.rendering import Rendering
 from symformer.words import plural
 
-#: Decimals of every printed value unless a request says otherwise (every command, and
-#: every renderer called from Python: :class:`Rendering`).
-DEFAULT_DECIMALS = 3
 #: The commands whose header says "(causal mask)" when the mask is on (the others say
 #: it in their own words, or print no header).
 _SAYS_CAUSAL_MASK = frozenset({"derive", "backward", "train"})
-#: A renderer's options class (:meth:`Rendering.extended`).
-R = TypeVar("R", bound="Rendering")
 #: How much of the sentence a request derives (:attr:`Request.reads`).
 Reads = Literal["all", "slice", "first", "token"]
-
-
-@dataclass(frozen=True)
-class Rendering:
-    """How every renderer prints an example: one set of options, one default each.
-
-    ``decimals``: places of every printed value (tables, worked lines, figures, the
-    trace); ``token``: the position the worked examples follow (the command line
-    resolves a word to it); ``exact``: short closed forms (``4 + sin 1``) instead of
-    decimals where they are short; ``full``: every stage worked, not only the first
-    of each equation.  The command line carries it in its :class:`Request`
-    (``Request.rendering``), and each renderer's options extend it
-    (:class:`symformer.latex.Options`, :class:`symformer.slides.Options`), so a
-    notebook calling a renderer with its defaults prints what the command prints.
-    """
-
-    decimals: int = DEFAULT_DECIMALS
-    token: int = 1
-    exact: bool = False
-    full: bool = False
-
-    def extended(self, options: type[R], **fields: object) -> R:
-        """These options as a renderer's ``options`` class (one extending
-        :class:`Rendering`), with its own ``fields`` and any of these replaced."""
-        mine = {f.name: getattr(self, f.name) for f in dataclasses.fields(Rendering)}
-        return options(**(mine | fields))
 
 
 @dataclass(frozen=True)

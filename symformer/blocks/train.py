@@ -7,7 +7,7 @@
   the optimiser's update of step t-1's (``step1.layer1.W_1 = step0.layer1.W_1 -
   lr * grad.step0.layer1.W_1``, :class:`~symformer.ops.sgd.SgdStep`, or Adam's
   moments and update, :mod:`symformer.ops.adam`, AdamW's with its decoupled weight
-  decay; a frozen weight (:class:`Options` ``train``/``freeze``) is kept as it is);
+  decay; a frozen weight (:class:`OptimizerSettings` ``train``/``freeze``) is kept as it is);
 * a copy of the example's forward pass and loss (``step1.layer1.ffn.hidden``,
   ``step1.loss``) whose operations read those weight stages
   (:meth:`~symformer.ops.base.Operation.staged`);
@@ -89,7 +89,7 @@ def is_training_stage(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Options:
+class OptimizerSettings:
     """What ``train`` does besides lr and steps (PyTorch's conventions and defaults).
 
     ``beta1``, ``beta2``, ``eps``: Adam's and AdamW's; ``weight_decay``: AdamW's
@@ -108,7 +108,7 @@ class Options:
 
 def options(optimizer: str = "sgd", beta1: object = None, beta2: object = None,
             eps: object = None, weight_decay: object = None, train: tuple[str, ...] = (),
-            freeze: tuple[str, ...] = (), where: str = "") -> Options:
+            freeze: tuple[str, ...] = (), where: str = "") -> OptimizerSettings:
     """Read the optimiser's numbers exactly (text, TOML numbers) and check them:
     0 <= beta < 1, eps > 0, weight_decay >= 0 and only for AdamW (``where`` prefixes
     the names in messages: ``--`` for options, ``file.toml, train: `` for a table)."""
@@ -138,18 +138,18 @@ def options(optimizer: str = "sgd", beta1: object = None, beta2: object = None,
         raise InputError(f"{where}weight decay must be 0 or more, found "
                          f"{values['weight_decay']}")
     decay = values["weight_decay"] if optimizer == "adamw" else sympy.S.Zero
-    return Options(values["beta1"], values["beta2"], values["eps"], decay, tuple(train),
+    return OptimizerSettings(values["beta1"], values["beta2"], values["eps"], decay, tuple(train),
                    tuple(freeze))
 
 
 @dataclass(frozen=True)
 class Run:
-    """A training run's settings: lr, steps, optimiser and its :class:`Options`."""
+    """A training run's settings: lr, steps, optimiser and its :class:`OptimizerSettings`."""
 
     lr: sympy.Rational
     steps: int
     optimizer: str
-    options: Options
+    options: OptimizerSettings
 
 
 def train_table(table: object, where: str) -> Run:
@@ -213,7 +213,7 @@ class Training:
     #: The working precision (bits) every step is evaluated at (:func:`loss_value`).
     precision: int = 256
     #: The optimiser's numbers and which weights train.
-    options: Options | None = None
+    options: OptimizerSettings | None = None
     #: The names of the weights that do not train (``--freeze``, ``--train``).
     frozen: frozenset[str] = frozenset()
 
@@ -274,7 +274,7 @@ def _labels(g: Derivation, stage: Stage, parameter: str, value: sympy.Matrix
 
 def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
           each: Callable[[Training, int], None] | None = None,
-          precision: int = 128, settings: Options | None = None) -> Training:
+          precision: int = 128, settings: OptimizerSettings | None = None) -> Training:
     """Take ``steps`` exact optimisation steps from the derivation ``g`` (see the module).
 
     ``each(training, t)`` is called once step t's loss stage exists (t = 0 .. steps),
@@ -325,7 +325,7 @@ def train(g: Derivation, lr: sympy.Rational, steps: int, optimizer: str = "sgd",
     return training
 
 
-def frozen_weights(weights: list[Weight], settings: Options) -> frozenset[str]:
+def frozen_weights(weights: list[Weight], settings: OptimizerSettings) -> frozenset[str]:
     """The weights ``settings`` keeps fixed: those not matching a ``train`` pattern (when
     any is given) and those matching a ``freeze`` pattern.  A pattern matching no
     weight is an error naming the weights (a tied W_vocab follows its table)."""

@@ -22,7 +22,8 @@ from symformer.engine.graph import DEFAULT_MAX_OPS
 from symformer.errors import InputError
 from symformer.example import Example, load_example
 from symformer.example.schema import LAYER_NORMS, NORM_PLACEMENTS
-from symformer.pipeline import DEFAULT_DECIMALS, Rendering, Request
+from symformer.pipeline import Request
+from symformer.rendering import DEFAULT_DECIMALS, Rendering
 from symformer.words import plural  # noqa: F401  (the commands count their nouns with it)
 
 #: The most decimals (--decimals) or significant digits (--digits) a command prints.
@@ -181,7 +182,7 @@ def causal(args: argparse.Namespace) -> bool | None:
 
 
 def rendering(args: argparse.Namespace) -> Rendering:
-    """How the command prints (:class:`~symformer.pipeline.Rendering`): the command
+    """How the command prints (:class:`~symformer.rendering.Rendering`): the command
     line's --decimals, --exact and --full where the command has them, the one default
     otherwise."""
     given = {key: getattr(args, key) for key in ("decimals", "exact", "full")

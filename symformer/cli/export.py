@@ -191,8 +191,8 @@ def _figures(g, options, wanted: bool) -> dict[str, object]:
     from symformer.figures import figure_files
     from symformer.figures.tikz import PREAMBLE
 
-    drawn = figure_files(g, FigureOptions(token=options.token, decimals=options.decimals),
-                         "tikz", None, diagram=False)  # the notes start with it
+    drawn = figure_files(g, options.extended(FigureOptions), "tikz", None,
+                         diagram=False)  # the notes start with it
     return {"figures": {f"figures/{name}": str(text) for name, text in drawn.items()
                         if name != "main.tex"},
             "figure_preamble": PREAMBLE}

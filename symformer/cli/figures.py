@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     output_directory(args.out)  # a file or device node is refused before any work
     p = prepare(load(args), request(args, "figures", work={"fmt": args.format}))
     g = p.derivation
-    options = Options(token=resolve_token(g, args.token), decimals=p.request.decimals,
-                      absolute_scale=args.absolute_scale)
+    options = p.request.rendering.extended(Options, token=resolve_token(g, args.token),
+                                           absolute_scale=args.absolute_scale)
 
     with Progress("symformer figures", quiet=args.quiet) as bar:
         files = figure_files(g, options, args.format, bar.step)

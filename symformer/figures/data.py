@@ -22,6 +22,7 @@ from symformer.notation import ROPE_PAIR, ROPE_POSITION
 from symformer.notation import symbol as notation_symbol
 from symformer.ops.positional import sinusoidal_base
 from symformer.placement import part_of
+from symformer.rendering import Rendering
 
 #: Significant digits of the positions of marks and bars (finer than any printout).
 POSITION_DIGITS = 6
@@ -142,15 +143,14 @@ Figure = HeatMap | Curves | Rotations | Bars
 
 
 @dataclass(frozen=True)
-class Options:
-    """Which token, how many decimals, and the attention maps' colour scale.
+class Options(Rendering):
+    """Which token, how many decimals (:class:`~symformer.rendering.Rendering`'s, the
+    command line's defaults), and the attention maps' colour scale.
 
     ``absolute_scale``: attention maps coloured on the fixed scale [0, 1] (maps of
     different heads compare) instead of each map's own smallest to largest weight.
     """
 
-    token: int = 1
-    decimals: int = 2
     extra: dict = field(default_factory=dict)
     absolute_scale: bool = False
 

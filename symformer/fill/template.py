@@ -39,6 +39,7 @@ from symformer.fill.syntax import (
     parse,
 )
 from symformer.fill.values import Entry, Names, Row, Whole
+from symformer.rendering import DEFAULT_DECIMALS
 
 #: The places a format may ask for.
 MAX_PLACES = 100
@@ -322,7 +323,7 @@ class Template:
         except FillError as exc:
             raise self._error(exc) from None
 
-    def render(self, g: Derivation, decimals: int = 3) -> str:
+    def render(self, g: Derivation, decimals: int = DEFAULT_DECIMALS) -> str:
         """The text with every placeholder replaced by certified values of ``g``."""
         renderer = _Renderer(Names(g), Formatter(g, self.fmt, decimals))
         try:
@@ -336,7 +337,8 @@ class Template:
         return InputError(f"{where}: {exc}")
 
 
-def fill(text: str, g: Derivation, fmt: str, decimals: int = 3, source: str = "NOTES") -> str:
+def fill(text: str, g: Derivation, fmt: str, decimals: int = DEFAULT_DECIMALS,
+         source: str = "NOTES") -> str:
     """``text`` with every placeholder replaced by certified values.
 
     Raises :class:`~symformer.errors.InputError` naming ``source`` and the line of
