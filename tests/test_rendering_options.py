@@ -19,6 +19,18 @@ from symformer.cli import main
 from symformer.rendering import DEFAULT_DECIMALS, Rendering
 
 
+def _spy(monkeypatch, module, name: str) -> list:
+    """The options each call of the renderer ``module.name(g, options, ...)`` receives."""
+    received, real = [], getattr(module, name)
+
+    def spy(g, options, *args, **kwargs):
+        received.append(options)
+        return real(g, options, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return received
+
+
 def test_every_renderer_defaults_to_the_one_value():
     from symformer.display import stage_html, stage_latex, stage_markdown
     from symformer.figures import Options as FigureOptions
@@ -45,14 +57,7 @@ def test_figures_from_python_are_what_the_command_writes(tmp_path, capsys, monke
     import symformer.figures as figures_package
     from symformer.figures import Options, figure_files
 
-    received = []
-    real = figures_package.figure_files
-
-    def spy(g, options, *args, **kwargs):
-        received.append(options)
-        return real(g, options, *args, **kwargs)
-
-    monkeypatch.setattr(figures_package, "figure_files", spy)
+    received = _spy(monkeypatch, figures_package, "figure_files")
     argv = ["figures", "--out", str(tmp_path), "--format", "tikz", "--quiet"]
     assert main(argv + (["--decimals", str(given)] if given else [])) == 0
     capsys.readouterr()
@@ -69,14 +74,7 @@ def test_export_decimals_reach_the_notes(tmp_path, capsys, monkeypatch):
     rendering extended to the notes' options), as ``Options(decimals=5)`` from Python."""
     import symformer.latex as latex
 
-    received = []
-    real = latex.build
-
-    def spy(g, options, *args, **kwargs):
-        received.append(options)
-        return real(g, options, *args, **kwargs)
-
-    monkeypatch.setattr(latex, "build", spy)
+    received = _spy(monkeypatch, latex, "build")
     assert main(["export", "--out", str(tmp_path), "--quiet", "--decimals", "5",
                  "--stage", "layer1.head1.Q"]) == 0
     capsys.readouterr()
