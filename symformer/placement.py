@@ -32,12 +32,12 @@ def part_of(stage: Stage) -> tuple[str, ...]:
     A gradient ``grad.S`` sits where S does; a weight's gradient where the stage
     owning the weight does (the stage before its gradient among its inputs)."""
     parts = stage.name.split(".")
-    if parts[0] == "grad" and stage.kind in ("gradient", "weight_gradient"):
+    if parts[0] == "grad" and stage.op.is_gradient:
         g = stage.derivation
         source = stage.name.removeprefix("grad.")
         if source in g:
             return part_of(g[source])
-        if stage.kind == "weight_gradient":  # a contribution's: where its source sits
+        if stage.op.of_weight:  # a contribution's: where its source sits
             return part_of(g[stage.inputs[-2] if len(stage.inputs) > 1 else stage.inputs[0]])
     side = []
     if parts[0] in ("encoder", "decoder"):

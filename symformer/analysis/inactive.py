@@ -62,8 +62,6 @@ PROOF_OPS, PROOF_UNFOLD = 800, 12
 #: :func:`_upper`'s floor: 2^-60, below 10^-(MAX_DIGITS + 1).
 _TINY_EXACT = Fraction(1, 2 ** 60)
 _TINY = arb(fmpq(1, 2 ** 60))
-#: The stage kinds of a normalisation's output (post-norm: it reads the residual sum).
-NORM_KINDS = ("layer_norm", "rms_norm")
 #: What a sub-layer is called, by the kind of the stage its residual adds.
 SUBLAYER_NAMES = {"ffn_output": "feed-forward sub-layer",
                   "attention_output": "attention sub-layer"}
@@ -182,13 +180,13 @@ def _analyse(g: Derivation, names: set[str] | None) -> tuple[Inactive, ...]:
             pattern = _attention_pattern(g, stage, prec)
             if pattern is not None:
                 found.append(AttentionPattern(stage.name, pattern))
-        elif stage.kind == "residual" and len(stage.inputs) == 2:
+        elif getattr(stage.op, "residual", False) and len(stage.inputs) == 2:
             found.extend(_sublayer_identity(g, stage, prec, names))
-        elif stage.kind in NORM_KINDS and not _reads_residual(g, stage):
+        elif _normalises(stage) and not _reads_residual(g, stage):
             record = _identity(g, stage.name, stage.inputs[0], prec)
             if record is not None:
                 found.append(record)
-        elif stage.kind == "weight_gradient":
+        elif stage.op.of_weight:
             record = _zero_gradient(g, stage, prec, dead)
             if record is not None:
                 found.append(record)
@@ -206,7 +204,7 @@ def _clipping(g: Derivation, names: set[str] | None) -> list[Stage]:
     if names is None:
         return found
     owners = {g[s.inputs[-2]].name for s in g if s.name in names
-              and s.kind == "weight_gradient" and len(s.inputs) >= 2}
+              and s.op.of_weight and len(s.inputs) >= 2}
     return [s for s in found if s.name in names or s.inputs[0] in owners
             or any(s.name in g[o].inputs for o in owners)]
 
@@ -331,14 +329,20 @@ def _proved(g: Derivation, expr) -> bool:
 
 
 def _reads_residual(g: Derivation, stage: Stage) -> bool:
-    return bool(stage.inputs) and g[stage.inputs[0]].kind == "residual"
+    return bool(stage.inputs) and getattr(g[stage.inputs[0]].op, "residual", False)
+
+
+def _normalises(stage: Stage) -> bool:
+    """Is ``stage`` a normalisation's output (the step its operation's ``add_norm``
+    names: post-norm, it reads the residual sum)?"""
+    return bool(stage.op.norm_keys)
 
 
 def _sublayer_identity(g: Derivation, residual: Stage, prec: int, names: set[str] | None
                        ) -> list[NearIdentity]:
     """The sub-layer x + F(x) (pre-norm) or LN(x + F(x)) (post-norm) that gives back x."""
     x, added = residual.inputs
-    out = next((s for s in _consumers(g, residual.name) if s.kind in NORM_KINDS
+    out = next((s for s in _consumers(g, residual.name) if _normalises(s)
                 and s.inputs[0] == residual.name), residual)
     if names is not None and out.name not in names:
         return []

@@ -29,8 +29,6 @@ from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.example.schema import Example
 
-#: Stage kinds whose columns are key positions (sliced by ``positions``, not ``dims``).
-KEY_COLUMNS = frozenset({"raw_scores", "scores", "weights"})
 #: The most indices a slice's option may name (a range counts its members).
 MAX_INDICES = 100_000
 
@@ -178,7 +176,7 @@ def view(stages: list[Stage], chosen: Slice, full_length: int) -> list[Shown]:
             continue
         n, m = stage.shape
         rows = _positions(stage, chosen, full_length)
-        if chosen.positions is not None and stage.kind in KEY_COLUMNS:
+        if chosen.positions is not None and stage.op.columns == "keys":  # key positions
             cols = tuple(j for j in chosen.positions if j < m)
         elif chosen.dims is not None and m > 1:
             cols = tuple(j for j in chosen.dims if j < m)
@@ -195,7 +193,7 @@ def _positions(stage: Stage, chosen: Slice, full_length: int) -> tuple[int, ...]
     the sentence was not cut."""
     if chosen.positions is None:
         return tuple(range(stage.shape[0]))
-    if stage.kind == "next_token":
+    if stage.op.picks_token:
         side = _side(stage)
         cut = stage.side != "decoder" and len(side) < full_length
         return (0,) if not cut and len(side) - 1 in chosen.positions else ()
@@ -210,6 +208,6 @@ def _side(stage: Stage) -> tuple[str, ...]:
 
 def position_labels(shown: Shown) -> list[int]:
     """The sentence positions of the shown rows (the next-token stage's is n - 1)."""
-    if shown.stage.kind == "next_token":
+    if shown.stage.op.picks_token:
         return [len(_side(shown.stage)) - 1]
     return list(shown.rows)

@@ -286,7 +286,8 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
 
 def residual(g: Derivation, name: str, x: str, sub: str, number: int) -> str:
     """The residual connection x + Sublayer(x)."""
-    return g.add(name, "residual", Add(), (x, sub), g[x].rows, g[x].cols, layer=number)
+    return g.add(name, "residual", Add(residual=True), (x, sub), g[x].rows, g[x].cols,
+                 layer=number)
 
 
 def layer_norm(g: Derivation, name: str, x: str, block, which: int | str, number: int) -> str:

@@ -53,8 +53,6 @@ CANONICAL_DEPTH = 2
 #: A canonical polynomial (or a product on the way) larger than this is replaced by
 #: the entry's own variable.
 MAX_CANONICAL_TERMS = 64
-#: Stage kinds that are unfolded, not canonicalised, by the canonical strategy.
-GRADIENT_KINDS = frozenset({"gradient", "weight_gradient", "gradient_seed"})
 
 _ONE: Monomial = ()
 @cache
@@ -227,7 +225,7 @@ class PolyProver:
             for _ in range(MAX_UNFOLD):
                 if self._known(p, steps):
                     return True
-                stages = [s for s in self._stages(p) if self.g[s].kind in GRADIENT_KINDS]
+                stages = [s for s in self._stages(p) if self.g[s].op.is_gradient]
                 if not stages or len(p) > limit:
                     return False
                 latest = max(stages, key=order.get)
@@ -244,8 +242,7 @@ class PolyProver:
             stages = self._stages(self._poly(expr))
         except Refused:
             return False
-        kinds = {self.g[s].kind in GRADIENT_KINDS for s in stages}
-        return kinds == {True, False}
+        return {self.g[s].op.is_gradient for s in stages} == {True, False}
 
     # -- helpers ---------------------------------------------------------------------
     def _row_sums(self, p: Poly) -> Poly:
@@ -400,7 +397,7 @@ class PolyProver:
 
         def canonical(expr: sympy.Expr) -> Poly | None:
             owner = owners.get(expr)
-            if owner is None or self.g[owner[0]].kind in GRADIENT_KINDS:
+            if owner is None or self.g[owner[0]].op.is_gradient:
                 return None
             return self.canonical.of(expr)
 

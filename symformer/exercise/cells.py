@@ -76,10 +76,6 @@ def token_path(g: Derivation, names: list[str], token: int) -> Asked:
     return Asked(names, {n: frozenset(c) for n, c in found.items()})
 
 
-#: Softmax stage kinds (their rows are what the spread and saturation constraints read).
-SOFTMAX_KINDS = ("weights",)
-
-
 def _masked(g: Derivation, names: list[str]
             ) -> tuple[set[tuple[str, int, int]], set[tuple[str, int, int]]]:
     """The entries that are -inf (masked scores), and the softmax weights that are 0
@@ -89,7 +85,7 @@ def _masked(g: Derivation, names: list[str]
     balls = {n: every[n] for n in needed}
     masked = {(n, i, j) for n in balls for i, row in enumerate(balls[n])
               for j, b in enumerate(row) if b is NEG_INF}
-    zero = {(n, i, j) for n in balls if g[n].kind in SOFTMAX_KINDS
+    zero = {(n, i, j) for n in balls if g[n].op.weighs_keys
             for (s, i, j) in masked if s == g[n].inputs[0]}
     return masked, zero
 

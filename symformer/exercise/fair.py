@@ -33,20 +33,22 @@ from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
 from symformer.exercise.cells import asked_rows, entries_of
-from symformer.exercise.margin import PRECISION, SOFTMAX_KINDS
+from symformer.exercise.margin import PRECISION
 from symformer.exercise.path import student_chain
 from symformer.exercise.settings import Settings
 
-#: Stage kinds of the scaled scores and of the feed-forward activation.
-SCORE_KIND, ACTIVATION_KIND = "scores", "ffn_activation"
+#: The stage kind of the feed-forward activation (the attention weights, whose rows the
+#: spread and saturation constraints read, and the scaled scores are told by their
+#: operations: ``op.weighs_keys``, ``op.keeps_mask``).
+ACTIVATION_KIND = "ffn_activation"
 
 
 def score_stages(g: Derivation, asked: list[str]) -> list[str]:
     """The scaled-score stages a student exponentiates or writes: asked ones, and the
     scores an asked softmax reads."""
-    found = [n for n in asked if g[n].kind == SCORE_KIND]
-    found += [g[n].inputs[0] for n in asked if g[n].kind in SOFTMAX_KINDS
-              and g[g[n].inputs[0]].kind == SCORE_KIND and g[n].inputs[0] not in found]
+    found = [n for n in asked if g[n].op.keeps_mask]
+    found += [g[n].inputs[0] for n in asked if g[n].op.weighs_keys
+              and g[g[n].inputs[0]].op.keeps_mask and g[n].inputs[0] not in found]
     return found
 
 
@@ -70,7 +72,7 @@ def _score_rows(g: Derivation, asked: list[str], name: str) -> set[int]:
     """The rows of score stage ``name`` a student exponentiates or writes."""
     rows = set(asked_rows(asked, name, g[name].shape)) if name in asked else set()
     for n in asked:
-        if g[n].kind in SOFTMAX_KINDS and g[n].inputs[0] == name:
+        if g[n].op.weighs_keys and g[n].inputs[0] == name:
             rows |= set(asked_rows(asked, n, g[n].shape))
     return rows
 
@@ -84,7 +86,7 @@ def saturated_failure(g: Derivation, asked: list[str], bound: Fraction,
                       balls: dict[str, ArbMatrix]) -> str | None:
     """The first asked softmax row whose largest weight is not proved <= ``bound``."""
     for name in asked:
-        if g[name].kind not in SOFTMAX_KINDS:
+        if not g[name].op.weighs_keys:
             continue
         scores = balls[g[name].inputs[0]]
         rows = asked_rows(asked, name, g[name].shape)

@@ -31,7 +31,7 @@ from flint import arb
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import ball_bounds, moderate
-from symformer.exercise.cells import SOFTMAX_KINDS, asked_rows, entries_of
+from symformer.exercise.cells import asked_rows, entries_of
 from symformer.exercise.settings import given_places
 from symformer.verify.chain import apply, ball, round_values
 from symformer.words import plural
@@ -98,7 +98,7 @@ def spread_failure(g: Derivation, asked: list[str], min_spread: Fraction,
     """``None`` when every asked softmax row is spread enough, else the first flat row."""
     balls = asked_balls(g, asked) if balls is None else balls
     for name in asked:
-        if g[name].kind not in SOFTMAX_KINDS:
+        if not g[name].op.weighs_keys:
             continue
         scores = balls[g[name].inputs[0]]
         rows = asked_rows(asked, name, g[name].shape)

@@ -28,7 +28,7 @@ from symformer.engine import Derivation, Stage
 from symformer.engine.arbmath import NEG_INF, ArbMatrix, precision
 from symformer.engine.rounding import round_fraction
 from symformer.exercise.cells import entries_of
-from symformer.exercise.margin import SOFTMAX_KINDS, clears_margin, margin_ball
+from symformer.exercise.margin import clears_margin, margin_ball
 from symformer.exercise.settings import given_places
 from symformer.lazy import sympy
 from symformer.notation_types import Notation
@@ -162,7 +162,7 @@ def student_chain(g: Derivation, asked: list[str], decimals: int,
             table: Table = []
             for i, row in enumerate(values):
                 out: list[Fraction | None] = []
-                softmax = g[name].kind in SOFTMAX_KINDS and any(r == i for r, _ in cells)
+                softmax = g[name].op.weighs_keys and any(r == i for r, _ in cells)
                 parts = exp_row(tables[g[name].inputs[0]][0][i], decimals) \
                     if softmax else None
                 for j, value in enumerate(row):
@@ -222,7 +222,7 @@ def stage_path(g: Derivation, name: str, tables: dict[str, tuple[Table, int]],
     position = {s: (k, r, c) for k, source in enumerate(stage.inputs)
                 for r in range(g[source].shape[0]) for c in range(g[source].shape[1])
                 for s in [g.symbols(source)[r, c]]}
-    softmax = stage.kind in SOFTMAX_KINDS
+    softmax = stage.op.weighs_keys
     out = []
     for i in sorted({r for r, _ in cells}):
         others = _other_rows(g, formulas.row(i), i)

@@ -47,7 +47,6 @@ from symformer.engine import Derivation, Stage
 from symformer.exercise.cells import entries_of
 from symformer.exercise.draw import drawn_key
 from symformer.exercise.fair import PATH_SHARE, score_stages
-from symformer.exercise.margin import SOFTMAX_KINDS
 from symformer.exercise.settings import Settings, given_places
 
 #: Relative tolerance of the float estimate (see the module docstring).
@@ -121,7 +120,7 @@ class Prefilter:
         # certified check reads a mixed stage's asked inputs exact, this chain rounded
         self._given = {n: all(i not in asked for i in g[n].inputs) for n in asked}
         self._scores = score_stages(g, asked)
-        self._softmax = [n for n in asked if g[n].kind in SOFTMAX_KINDS]
+        self._softmax = [n for n in asked if g[n].op.weighs_keys]
         # the asked entries (one token's path), and the rows of each softmax and score
         self._cells = {n: _mask(g[n].shape, entries_of(asked, n, g[n].shape))
                        for n in asked}

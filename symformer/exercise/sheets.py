@@ -24,7 +24,7 @@ from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import round_fraction
 from symformer.exercise.cells import asked_rows, entries_of
 from symformer.exercise.definitions import activation_name, definitions
-from symformer.exercise.margin import SOFTMAX_KINDS, asked_balls
+from symformer.exercise.margin import asked_balls
 from symformer.exercise.path import (
     EXP_DIGITS,
     PathEntry,
@@ -174,7 +174,7 @@ def stage_blocks(stage: Stage, decimals: int, token: int, key: bool, level: int,
                             else _off_cell(c) for j, c in enumerate(row))
                       for i, row in zip(rows, table.cells))
         table = replace(table, cells=blank, tall=True, highlight_row=None, legend=())
-        if stage.kind in SOFTMAX_KINDS:
+        if stage.op.weighs_keys:
             out.append(Prose(("In the box, write each exponential ", Math("e^{s_j}"),
                               f" (the largest to {EXP_DIGITS} significant digits, the "
                               "others at the same decimals) and their sum ",

@@ -30,6 +30,10 @@ class Add(Operation):
     """``x + y`` (the input row, a residual sum)."""
 
     notation: Notation | None = None
+    #: True for a residual connection's sum x + F(x) (a sub-layer's input and its
+    #: output), not the input row's sum of embeddings: what the analysis of the
+    #: inactive sub-layers reads (:mod:`symformer.analysis.inactive`).
+    residual: bool = False
 
     name = "add"
     matrix_form = "sum"

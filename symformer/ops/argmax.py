@@ -53,7 +53,7 @@ class ArgmaxIndicator(Operation):
     notation: Notation | None = None
 
     name = "argmax"
-    jumps = True
+    jumps = picks_token = True
     reference_function = argmax_indicator
     default_notation = Notation(r"\hat{t}", "t̂", "Next token (exact argmax)")
     columns = "vocab"

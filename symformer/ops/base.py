@@ -166,6 +166,10 @@ class Operation(ABC):
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None
+    #: True for the step that picks the next token (the argmax indicator over the
+    #: vocabulary's probabilities): one row, the last position's, that may read every
+    #: token; the slices and the decoder's look-ahead proof tell it by this.
+    picks_token: ClassVar[bool] = False
     #: True when the output jumps as its input crosses a tie (an argmax indicator): no
     #: value between two is reached, so intervals over the input say nothing.
     jumps: ClassVar[bool] = False
@@ -265,6 +269,18 @@ class Operation(ABC):
     def from_loss(cls, loss: Operation) -> Operation:
         """This per-position step for the loss step ``loss`` (see ``per_position_of``)."""
         raise NotSupportedError(f"the operation {cls.name!r} is not a loss's per-position form")
+
+    @property
+    def is_gradient(self) -> bool:
+        """True for a step of the backward pass's gradients (of a stage, the loss's own
+        dL/dL included, or of a weight): ``of_stage`` or ``of_weight``."""
+        return bool(self.of_stage or self.of_weight)
+
+    @property
+    def weighs_keys(self) -> bool:
+        """True for attention weights: each row sums to 1 over the key positions (a
+        softmax over a head's scores)."""
+        return self.rows_sum_to_one and self.columns == "keys"
 
     @property
     def symbol(self) -> Notation:

@@ -25,9 +25,9 @@ import numpy as np
 
 from symformer.engine import Derivation
 
-#: The kinds of the stages the engine's backward pass appends (not run here).
+#: The kinds of the stages the engine's backward pass appends (``verify/crosscheck.py``
+#: reads it; here, and everywhere else, ``op.is_gradient`` tells them).
 BACKWARD_KINDS = ("gradient", "weight_gradient")
-
 
 @dataclass
 class Run:
@@ -43,7 +43,7 @@ class Run:
 
 def forward_stages(g: Derivation) -> list[Any]:
     """The stages of the forward pass (the loss included), in order."""
-    return [s for s in g if s.kind not in BACKWARD_KINDS]
+    return [s for s in g if not s.op.is_gradient]  # the backward pass's: not run here
 
 
 def run_stage(stage: Any, inputs: list[np.ndarray], dtype: type) -> np.ndarray:

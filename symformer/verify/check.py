@@ -367,7 +367,7 @@ class Checker:
             if c.inputs or c.stage not in upstream:
                 continue
             if c.causal == claim.causal or not any(
-                    g[s].kind == "scores" for s in g.ancestors(c.stage) | {c.stage}):
+                    g[s].op.keeps_mask for s in g.ancestors(c.stage) | {c.stage}):
                 printed.append(c)
         wrong = [(i, j) for (i, j), ok in self._decide(
             claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]

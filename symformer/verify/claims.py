@@ -512,7 +512,7 @@ def validate(claims: list[Claim], g: Derivation,
                              + "".join(f" and {x}" for x in named))
         for i in range(len(c.values)):
             for j in range(len(cols)):
-                if c.number(i, j) is None and stage.kind != "scores" \
+                if c.number(i, j) is None and not stage.op.keeps_mask \
                         and stage.op.name not in MINUS_INF_OPS:  # every number parses
                     raise InputError(f"{c.where}: values[{i}][{j}] is {c.values[i][j]!r}, but "
                                      f"{c.stage} has finite entries (only masked attention "

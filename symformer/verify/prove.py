@@ -24,7 +24,7 @@ gradient 0 at every later position.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 from symformer.blocks import derive
 from symformer.blocks.backward import backward
@@ -33,7 +33,6 @@ from symformer.example import Example
 from symformer.lazy import sympy
 from symformer.ops import PositionSquaredError
 from symformer.ops.facts import CERTIFIED, FALSE, PROVED, VACUOUS, Fact, Tally
-from symformer.reference.numpy_ref import BACKWARD_KINDS
 
 __all__ = ["CERTIFIED", "FALSE", "PROVED", "VACUOUS", "Fact", "backward_facts",
            "causal_gradient",
@@ -83,7 +82,8 @@ def backward_facts(example: Example, max_work: int | None = None,
     for causal in (False, True):
         g = backward(derive(example, causal=causal, max_work=max_work))
         g.evaluate(128)
-        facts += [f for s, f in stage_facts(g, progress=progress, kinds=BACKWARD_KINDS)]
+        facts += [f for s, f in stage_facts(g, progress=progress,
+                                                  which=lambda s: s.op.is_gradient)]
     if progress:
         progress("the causal mask's gradient")
     return [*facts, causal_gradient(example, max_work)]
@@ -91,12 +91,12 @@ def backward_facts(example: Example, max_work: int | None = None,
 
 def stage_facts(g: Derivation, side: str | None = None,
                 progress: Callable[[str], None] | None = None,
-                kinds: Collection[str] | None = None) -> list[tuple[Stage, Fact]]:
+                which: Callable[[Stage], bool] | None = None) -> list[tuple[Stage, Fact]]:
     """Every stage's facts, as its operation states them (``side``: only that side's;
-    ``kinds``: only stages of those kinds); ``progress(what)`` before each stage's."""
+    ``which``: only the stages it is true of); ``progress(what)`` before each stage's."""
     out = []
     for s in g:
-        if (side is None or s.side == side) and (kinds is None or s.kind in kinds):
+        if (side is None or s.side == side) and (which is None or which(s)):
             if progress:
                 progress(s.name + (" (causal)" if g.causal else ""))
             out += [(s, f) for f in s.op.facts(s)]
@@ -159,11 +159,12 @@ def no_look_ahead(g: Derivation) -> Fact:
     depends: dict[str, list[list[frozenset[int]]]] = {}
     count = 0
     for stage in g:
-        if stage.side != "decoder" or stage.kind == "next_token":
+        if stage.side != "decoder" or stage.op.picks_token:
             continue  # next_token is the last position: it may read every token
         n, m = stage.shape
         local, symbols = stage.local, g.symbols(stage.name)
-        pairs = stage.kind in ("raw_scores", "scores") and ".self." in stage.name
+        pairs = stage.op.columns == "keys" and not stage.op.weighs_keys \
+            and ".self." in stage.name  # a self-attention's scores: j is a key position
         table = []
         for i in range(n):
             row = []
@@ -171,7 +172,7 @@ def no_look_ahead(g: Derivation) -> Fact:
                 e = local[i, j].xreplace(known) if known else local[i, j]
                 if e == 0 or e == -sympy.oo:
                     known[symbols[i, j]] = e
-                reads: set[int] = {i} if stage.kind == "embeddings" else set()
+                reads: set[int] = {i} if stage.op.lookup == "tokens" else set()
                 worst = None
                 for sym in e.free_symbols:
                     owner, r, c = g.owner(sym)
@@ -182,7 +183,7 @@ def no_look_ahead(g: Derivation) -> Fact:
                 allowed = max(i, j) if pairs else i
                 if reads and max(reads) > allowed:
                     why = (" (a finite mask such as -1e9 leaves that weight exp(...) > 0)"
-                           if stage.kind == "weights" else "")
+                           if stage.op.weighs_keys else "")
                     return Fact("decoder.no_look_ahead", statement, FALSE,
                                 f"{stage.name}[{i},{j}] depends on target token "
                                 f"{max(reads)} > {allowed}: it reads {worst[1]}{why}")
