@@ -238,8 +238,9 @@ class Operation(ABC):
     #: ``return`` of the normalised rows.  A key not listed: ``export --format torch``
     #: and ``crosscheck --torch`` refuse the example (never another normalisation).
     torch_norms: ClassVar[dict[str, str]] = {}
-    #: The ``torch.nn`` modules that compute this normalisation, by class name, each
-    #: with the example-file key it means (``{"LayerNorm": "biased"}``): ``from_torch``
+    #: The PyTorch modules that compute this normalisation, each with the example-file
+    #: key it means: a ``torch.nn`` module by its class name (``{"LayerNorm":
+    #: "biased"}``), any other by its qualified name (``"mypkg.norms.DyT"``): ``from_torch``
     #: reads a layer's norm named here and refuses one no normalisation declares
     #: (:func:`symformer.registry.framework_key`), never reading it as another.
     torch_modules: ClassVar[dict[str, str]] = {}
