@@ -90,7 +90,7 @@ def add_loss(g: Derivation) -> str:
         op = BinaryCrossEntropy(loss.target, reduction=loss.reduction)
         source = head_loss_source(g, loss.kind)
     else:
-        found = [s for s in g if s.kind == "probabilities"]
+        found = [s for s in g if s.op.rows_sum_to_one and s.op.columns == "vocab"]
         if not found:
             raise InputError(f"{loss.where}: kind = \"cross_entropy\" needs a probabilities "
                              f"stage (a [decoder] with W_vocab, or an [lm_head])")
