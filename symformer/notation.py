@@ -326,10 +326,28 @@ def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
     if any(getattr(s.op, "name", "") == "scale_mask" for s in stages):
         add(Notation("d_{k}", "d_k", "Width of a query and a key (the scores are divided "
                      "by its square root)"))
+    if "d_v" in _sizes(stages):
+        add(Notation("d_{v}", "d_v", "Width of a value and of a head\u2019s output"))
     add(Notation("n", "n", "Number of token positions (the rows of a table)"))
     add(Notation(r"d, d_{\text{in}}", "d, d_in", "Width of a row: of the row a step computes, "
                  "of a projection's input"))
     return tuple(rows)
+
+
+def _sizes(stages: list[Stage]) -> set[str]:
+    """The size names (``d_v``) the stages' printed equations use, as the operations
+    declare them (:attr:`IndexEquation.sizes <symformer.equations.ir.IndexEquation.sizes>`)."""
+    from symformer.equations.stage import stage_equation
+
+    found: set[str] = set()
+    for stage in stages:
+        try:
+            equation = stage_equation(stage)
+        except NotImplementedError:
+            continue
+        for part in equation.parts if equation is not None else ():
+            found.update(part.eq.sizes)
+    return found
 
 
 def _plain_number(value: object) -> str:
