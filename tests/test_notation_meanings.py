@@ -60,3 +60,23 @@ def test_u_is_only_the_dot_products():
     assert r"t_{i} = w_{r}" in equation and "u_{" not in equation
     table = dict(notation_table(files["main.tex"]))
     assert table["$u$"] == "Dot products with every key"
+
+
+@pytest.mark.parametrize("module", ["symformer.notation", "symformer.equations.stage",
+                                    "symformer.latex.properties"])
+def test_imports_alone_in_a_fresh_interpreter(module):
+    """The notation and the equations import each alone, with nothing loaded before
+    (their sizes once made a cycle: notation -> equations.stage -> notation; the
+    import-graph scan of every module is tests/test_imports.py::test_no_import_cycle)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (f"import {module}, sys; print(sorted(m for m in sys.modules "
+            "if m == 'symformer.equations.stage'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, check=True)
+    loaded = out.stdout.strip()
+    if module == "symformer.notation":  # the notation reads no equation
+        assert loaded == "[]", loaded

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
+from symformer.equations.stage import equation_sizes
 from symformer.errors import InputError
 from symformer.latex import decoder, matrix_form
 from symformer.latex.backward import backward_part, is_backward, packed, prepare
@@ -375,17 +376,19 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
         text += (f" The decoder\u2019s worked examples follow the target token "
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
-    stages = [s for s in select(g, options.stages) if not is_backward(s)]
+    selected = select(g, options.stages)
+    stages = [s for s in selected if not is_backward(s)]
     example = Math(r"\approx 2.788\ (\text{exact: } 2.789)")
     return [Prose((lead, example, text + _long_names(g))),
-            *notation_blocks(stages)]
+            *notation_blocks(stages, equation_sizes(selected))]
 
 
-def notation_blocks(stages: list[Stage]) -> list[Glossary | Prose]:
+def notation_blocks(stages: list[Stage], sizes: Iterable[str] = ()
+                    ) -> list[Glossary | Prose]:
     """The notation, declared once: a table of every symbol (:func:`glossary`, made
-    true for this example by :func:`true_rows`), how indices run and what a
-    superscript says."""
-    rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages)))
+    true for this example by :func:`true_rows`; ``sizes``: the size names the
+    equations use), how indices run and what a superscript says."""
+    rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages, sizes)))
     caption = "Notation: every symbol of these notes, once."
     return [Glossary(caption, rows),
             _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages))]
