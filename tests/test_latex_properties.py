@@ -55,3 +55,38 @@ def test_nothing_said_without_a_proof(g, monkeypatch):
     monkeypatch.setattr(type(stage.op), "facts", lambda self, s: [
         Fact(f"{s.name}.row_sums", "every row sums to 1", FALSE, "row 0 does not")])
     assert property_prose(stage) is None
+
+
+def test_the_notes_state_them_after_the_table(g):
+    """latex/document.py's hook: the notes' fragments carry each paragraph right after
+    the stage's table, and the causal section adds only the last token's row."""
+    from symformer.latex import Options, export_files
+
+    files = export_files(g, Options(decimals=2, token=1), "latex")
+    order = [k for k in files if k.startswith("fragments/layer1-head1-weights-")]
+    assert order.index("fragments/layer1-head1-weights-property.tex") == \
+        order.index("fragments/layer1-head1-weights-table.tex") + 1
+    assert "convex combination" in files["fragments/layer1-head1-weights-property.tex"]
+    assert r"\varepsilon" in files["fragments/layer1-add_norm1-property.tex"]
+    causal = files["fragments/causal-layer1-head1-weights-property.tex"]
+    assert "last token" in causal and "convex" not in causal
+    main = files["main.tex"]
+    assert main.index("layer1-head1-weights-table") < main.index(
+        "layer1-head1-weights-property") < main.index("layer1-head1-weights-worked")
+
+
+def test_last_token_unchanged_by_the_mask(g):
+    """What the causal sentence says, checked on the values: the built-in block's last
+    output row is the same (to 30 decimals) with and without the mask, while an earlier
+    row differs; and the last row of the masked weights has no masked entry."""
+    from symformer import derive, load_example
+
+    masked = derive(load_example(), causal=True)
+    last = g["output"].shape[0] - 1
+    plain_rows, masked_rows = g["output"].values(decimals=30), masked["output"].values(
+        decimals=30)
+    assert plain_rows[last] == masked_rows[last]
+    assert plain_rows[0] != masked_rows[0]
+    weights = masked["layer1.head1.weights"].values(decimals=6)
+    assert all(Fraction(w) > 0 for w in weights[last])
+    assert "last token" in _text(property_prose(masked["layer1.head1.weights"], again=True))

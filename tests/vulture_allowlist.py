@@ -43,7 +43,3 @@ _.ADAM_PARTS  # ops/side_terms.py: AdamPart's parts, tests/test_operations.py's 
 
 _.setup  # authoring/sphinx.py: Sphinx calls an extension's setup(app) (docs/values.md)
 _.decide_logits  # blocks/decoding.py: a decision on given logits (tests/test_decoding.py)
-# latex/properties.py: read by tests/test_latex_properties.py until latex/document.py
-# calls it after a stage's table (issue 39, item 8; not hooked yet: page limits and the
-# proofs' cost to be measured first)
-_.property_prose

@@ -44,6 +44,7 @@ from symformer.latex.parameters import (
     parameter_blocks,
 )
 from symformer.latex.places import where as part_of
+from symformer.latex.properties import property_prose
 from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import (
@@ -329,6 +330,9 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     said = rounding_legend(options.decimals)  # the introduction says it once
     fragments.append(Fragment(f"{name}-table", [
         replace(table, legend=tuple(t for t in table.legend if t != said))]))
+    proved = property_prose(stage, again=bool(prefix))  # prove's facts (issue 39, item 8)
+    if proved is not None:
+        fragments.append(Fragment(f"{name}-property", [proved]))
     worked, left = (None, 0) if repeated else worked_and_left(
         stage, token, style, masked=False, alike=None if options.full else ALIKE,
         long_only=True)

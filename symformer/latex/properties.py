@@ -8,10 +8,13 @@ facts the step's operation proves on the example's own formulas
 shown false) is never stated, and no sentence is written for a step without one.
 
 :func:`property_prose` gives the paragraph for one stage (None when there is nothing
-proved to say); the notes put it after the stage's table.
+proved to say); the notes put it after the stage's table.  Under the causal mask, the
+weights of the first layer add prove's ``last_token_unchanged`` when it is proved.
 """
 
 from __future__ import annotations
+
+import weakref
 
 from symformer.engine import Stage
 from symformer.latex.blocks import Math, Prose
@@ -19,7 +22,7 @@ from symformer.notation import symbol
 from symformer.ops.facts import FALSE, PROVED, Fact
 
 #: The words that open every such paragraph: where the claim comes from.
-PROVED_HERE = "Proved on this example\u2019s exact formulas (as symformer prove does): "
+PROVED_HERE = "Proved exactly (symformer prove): "
 
 
 def _facts(stage: Stage) -> dict[str, Fact]:
@@ -31,25 +34,58 @@ def _facts(stage: Stage) -> dict[str, Fact]:
     return out
 
 
-def property_prose(stage: Stage) -> Prose | None:
+def _last_token(stage: Stage) -> tuple[str, ...]:
+    """Under the causal mask, in the first layer: prove's ``last_token_unchanged`` (the
+    last token's row is the same with and without the mask), as a sentence when it is
+    proved on the two derivations' local formulas; else nothing."""
+    g = stage.derivation
+    if not g.causal or stage.layer != 1 or stage.side != "encoder":
+        return ()
+    fact = _unchanged(g)
+    if fact.status != PROVED:
+        return ()
+    where = ("its output" if fact.statement.startswith("the last token's output") else
+             "its row to the end of the first layer")
+    return (" The last token\u2019s query sees every key with or without the causal "
+            f"mask, so {where} is the same either way.",)
+
+
+#: prove's last_token_unchanged per causal derivation (one proof per document).
+_UNCHANGED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _unchanged(masked) -> Fact:
+    """:func:`symformer.verify.prove.last_token_unchanged` of a causal derivation, with
+    its unmasked twin derived from the same example."""
+    if masked not in _UNCHANGED:
+        from symformer.blocks import derive
+        from symformer.verify.prove import last_token_unchanged
+
+        plain = derive(masked.example, causal=False)
+        _UNCHANGED[masked] = last_token_unchanged(plain, masked)
+    return _UNCHANGED[masked]
+
+
+def property_prose(stage: Stage, again: bool = False) -> Prose | None:
     """The paragraph stating what is proved about ``stage`` where a chapter teaches it,
-    or None.  Attention weights (the operation's columns are the keys): every row sums
-    to exactly 1 and is a convex combination.  Probabilities (its columns are the
-    vocabulary): a distribution.  A normalisation with mean and variance facts: mean 0
-    and variance σ²/(σ²+ε), and — when the "variance 1" claim is shown false — not 1."""
+    or None (``again``: the stage is shown a second time, under the causal mask, and
+    only what the mask adds is said).  Attention weights (the operation's columns are
+    the keys): every row sums to exactly 1 and is a convex combination, and under the
+    causal mask, in the first layer, the last token's row is unchanged.  A softmax over
+    the vocabulary gets none: being a distribution is its definition.  A normalisation
+    with mean and variance facts: mean 0 and variance σ²/(σ²+ε), and — when the
+    "variance 1" claim is shown false — not 1."""
     facts = _facts(stage)
     own = symbol(stage).latex
     sums = facts.get("row_sums")
     if sums is not None and sums.status == PROVED:
-        if stage.op.columns == "keys":
-            return Prose((PROVED_HERE, "every row of ", Math(own), " sums to exactly 1, and "
-                          "each entry, an exponential divided by the row\u2019s sum of "
-                          "exponentials, is at least 0. Each row is therefore a convex "
-                          "combination: the head\u2019s output for a token is a weighted "
-                          "average of the value rows, never outside their range."))
-        if stage.op.columns == "vocab":
-            return Prose((PROVED_HERE, "every row of ", Math(own), " sums to exactly 1: "
-                          "a probability distribution over the vocabulary."))
+        if stage.op.columns == "keys" and again:  # the rest was said unmasked
+            last = _last_token(stage)
+            return Prose((PROVED_HERE, last[0][1].lower() + last[0][2:])) if last else None
+        if stage.op.columns == "keys":  # causal by design: no unmasked twin to compare
+            return Prose((PROVED_HERE, "every row of ", Math(own), " sums to exactly 1 with "
+                          "no negative entry, so a token\u2019s head output is a weighted "
+                          "average (a convex combination) of the value rows."))
     mean, variance = facts.get("mean"), facts.get("variance")
     if mean is None or variance is None or {mean.status, variance.status} != {PROVED}:
         return None
