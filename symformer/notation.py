@@ -296,10 +296,13 @@ def legend_text(notes: Iterable[Notation]) -> str:
     return f"Notation: {items}. {INDEX_RULE}"
 
 
-def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
+def glossary(stages: Iterable[Stage], sizes: Iterable[str] = ()) -> tuple[Notation, ...]:
     """The notation table of a document: every symbol its stages' tables and equations
     use, once, its title saying what it means: the stages' symbols (:func:`legend`),
-    then the weights (``W_Q``: query weights), ε and d_k where an operation uses them."""
+    then the weights (``W_Q``: query weights), ε and d_k where an operation uses them,
+    and d_v when it is among ``sizes``, the size names the document's equations use
+    (:func:`symformer.equations.stage.equation_sizes`, which the caller reads: the
+    equations read this module's notation)."""
     stages = list(stages)
     rows = list(legend(stages))
     seen = {n.latex for n in rows}
@@ -326,6 +329,8 @@ def glossary(stages: Iterable[Stage]) -> tuple[Notation, ...]:
     if any(getattr(s.op, "name", "") == "scale_mask" for s in stages):
         add(Notation("d_{k}", "d_k", "Width of a query and a key (the scores are divided "
                      "by its square root)"))
+    if "d_v" in set(sizes):
+        add(Notation("d_{v}", "d_v", "Width of a value and of a head\u2019s output"))
     add(Notation("n", "n", "Number of token positions (the rows of a table)"))
     add(Notation(r"d, d_{\text{in}}", "d, d_in", "Width of a row: of the row a step computes, "
                  "of a projection's input"))

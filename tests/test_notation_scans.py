@@ -182,4 +182,4 @@ def test_rms_norm_rule_worked_as_displayed():
     worked = files["fragments/grad-final_norm-mean_square-worked.tex"]
     assert r"\gamma_{j}" in equation and "^{3/2}" in equation
     assert r"\gamma_{0} \frac{\partial L}{\partial y_{0}} r'^{(2)}_{0}" in worked
-    assert r"+ 0.000001\right)^{3/2}}" in worked and "1.5" not in worked
+    assert r"+ 10^{-6}\right)^{3/2}}" in worked and "1.5" not in worked  # ε: issue 39

@@ -24,7 +24,8 @@ from symformer.example.schema import DecoderLayer
 from symformer.notation_types import Notation
 from symformer.ops import Identity
 
-OUTPUT = Notation("z", "z", "Decoder output")
+OUTPUT = Notation(r"\bar{z}", "z\u0304", "Decoder output (not the encoder output z that "
+                  "cross-attention reads)")
 
 
 def decoder_stages(g: Derivation, memory: str = "output") -> str:

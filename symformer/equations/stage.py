@@ -20,6 +20,7 @@ stage or parameter each array name stands for.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -348,6 +349,22 @@ def stage_equation(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquat
         return gradient(stage, names)
     bound = forward(stage, names)
     return None if bound is None else StageEquation(stage, (bound,))
+
+
+def equation_sizes(stages: Iterable[Any]) -> set[str]:
+    """The size names (``d_v``) the stages' printed equations use, as the operations
+    declare them (:attr:`IndexEquation.sizes <symformer.equations.ir.IndexEquation.sizes>`):
+    what a document's notation table must define
+    (:func:`symformer.notation.glossary`'s ``sizes``)."""
+    found: set[str] = set()
+    for stage in stages:
+        try:
+            equation = stage_equation(stage)
+        except NotImplementedError:
+            continue
+        for part in equation.parts if equation is not None else ():
+            found.update(part.eq.sizes)
+    return found
 
 
 def equation_lines(stage: Any) -> tuple[Line, ...]:

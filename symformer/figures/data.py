@@ -10,6 +10,7 @@ certified.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -116,12 +117,51 @@ class Rotations:
         from symformer.escape import latex_text
 
         p = ROPE_POSITION
+        short = (f"; arrows under {SHORTEST_ARROW} of the longest drawn at {SHORTEST_ARROW}"
+                 if self.lengthened() else "")
         if latex:
             words = ", ".join(latex_text(t) for t in self.tokens)
             return (f"positions ${p.latex}$: {words}; dashed: ${self.symbols[0]}$ before "
-                    f"RoPE, solid: the rotated ${self.symbols[1]}$; angles in radians")
+                    f"RoPE, solid: the rotated ${self.symbols[1]}$; angles in "
+                    f"radians{short}")
         return (f"positions {p.text}: {', '.join(self.tokens)}; dashed: {self.symbols[2]} "
-                f"before RoPE, solid: the rotated {self.symbols[3]}; angles in radians")
+                f"before RoPE, solid: the rotated {self.symbols[3]}; angles in radians{short}")
+
+    def scale(self, pair: int, m: int) -> float:
+        """The factor from token ``m``'s pair ``pair`` (before and after RoPE: one length)
+        to the drawing, in radii of the circle: the longest arrow of the pair reaches the
+        circle, and none is shorter than :data:`SHORTEST_ARROW` of it, so that every
+        drawn rotation can be seen (a worked token's key may be a hundredth of the
+        longest).  A zero vector stays a point."""
+        lengths = self._lengths(pair)
+        longest, length = max(lengths, default=0.0), lengths[m]
+        if length == 0 or longest == 0:
+            return 0.0
+        return max(length / longest, SHORTEST_ARROW) / length
+
+    def lengthened(self) -> bool:
+        """Whether some arrow is drawn longer than its length (:meth:`scale`)."""
+        for pair in range(len(self.before)):
+            lengths = self._lengths(pair)
+            if any(0 < v < SHORTEST_ARROW * max(lengths) for v in lengths):
+                return True
+        return False
+
+    def _lengths(self, pair: int) -> list[float]:
+        """The length of each token's pair ``pair`` (for drawing only, never a value)."""
+        return [math.hypot(float(x), float(y)) for x, y in self.before[pair]]
+
+
+def heading(figure) -> str:
+    """The figure's heading, drawn above a standalone PNG, PDF or SVG: what it shows
+    and where (``Attention weights — layer 1, head 2``; ``LayerNorm — …, token 1
+    (“think”)``; ``Next-token probabilities after target position 1 (“cat”)``): its
+    title's first clause."""
+    return figure.title.split(": ", 1)[0].rstrip(".")
+
+
+#: The shortest arrow a RoPE figure draws, as a fraction of its circle's radius.
+SHORTEST_ARROW = 0.4
 
 
 @dataclass(frozen=True)

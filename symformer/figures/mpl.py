@@ -41,6 +41,7 @@ from symformer.figures.data import (
     Rotations,
     axis_labels,
     decimal_text,
+    heading,
     nice_ticks,
     pe_curve,
     positions_key,
@@ -86,6 +87,9 @@ def render(figure: Figure, fmt: str) -> bytes:
     # LaTeX documents; SVG keeps DejaVu Sans, whose text a browser can draw as text
     with matplotlib.rc_context(STYLE if fmt == "svg" else {**STYLE, **MATH_CM}):
         fig = draw(plt, figure)
+        # the heading above everything drawn (the saved box grows to hold it)
+        fig.text(0.5, 1.0, plain(heading(figure)), ha="center", va="bottom",
+                 fontsize=NORMAL, fontweight="bold")
         buffer = io.BytesIO()
         metadata = {"svg": {"Date": None},
                     "pdf": {"Title": figure.title, "CreationDate": None, "ModDate": None},
@@ -281,15 +285,15 @@ def rotations(plt, r: Rotations):
         ax.plot([-1, 1], [0, 0], color="#dddddd", linewidth=0.6)
         ax.plot([0, 0], [-1, 1], color="#dddddd", linewidth=0.6)
         if r.before:
-            longest = max(math.hypot(float(x), float(y)) for x, y in r.before[pair]) or 1.0
             for m, ((x0, y0), (x1, y1)) in enumerate(zip(r.before[pair], r.after[pair])):
                 ink = _rgb(POSITION_COLOURS[m % len(POSITION_COLOURS)])
+                scale = r.scale(pair, m)
                 for (x, y), style, width in (((x0, y0), "--", 1.0), ((x1, y1), "-", 2.2)):
-                    x, y = float(x) / longest, float(y) / longest
+                    x, y = float(x) * scale, float(y) * scale
                     ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=dict(
                         arrowstyle="-|>", color=ink, linestyle=style, linewidth=width,
                         shrinkA=0, shrinkB=0))
-                x, y = float(x1) / longest, float(y1) / longest
+                x, y = float(x1) * scale, float(y1) * scale
                 ax.text(x * 1.12, y * 1.12 if abs(y) > 0.05 else y + 0.08, str(m),
                         fontsize=SMALL, ha="left" if x > 0.3 else "right" if x < -0.3
                         else "center", va="bottom" if y > 0.3 else "top" if y < -0.3
@@ -305,9 +309,10 @@ def rotations(plt, r: Rotations):
         ax.set_xlim(-2.2, 2.2)
         ax.set_ylim(-1.5, 1.45)
         ax.axis("off")
+    short = r.note().partition("radians; ")[2]  # a lengthened arrow, said
     fig.supxlabel(plain("positions p: " + ", ".join(r.tokens)) + f"\ndashed: ${r.symbols[0]}$ "
-                  f"before RoPE, solid: the rotated ${r.symbols[1]}$; angles in radians",
-                  fontsize=SMALL)
+                  f"before RoPE, solid: the rotated ${r.symbols[1]}$; angles in radians"
+                  + (f"\n{short}" if short else ""), fontsize=SMALL)
     fig.tight_layout()
     return fig
 

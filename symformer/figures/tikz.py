@@ -291,8 +291,6 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
         cx, cy = col * panel_w, -row * panel_h
         at = f"({number(cx)},{number(cy)})"
         vectors = r.before[k] if r.before else ()
-        longest = max([float(x) ** 2 + float(y) ** 2 for x, y in vectors] + [0.0]) ** 0.5
-        scale = radius / longest if longest > 0 else radius
         lines.append(f"\\draw[gray!40] ({number(cx - radius)},{number(cy)}) -- "
                      f"({number(cx + radius)},{number(cy)});")
         lines.append(f"\\draw[gray!40] ({number(cx)},{number(cy - radius)}) -- "
@@ -303,6 +301,7 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
         if vectors:
             for m, ((x0, y0), (x1, y1)) in enumerate(zip(r.before[k], r.after[k])):
                 ink = colour(POSITION_COLOURS[m % len(POSITION_COLOURS)])
+                scale = radius * r.scale(k, m)  # every rotation visible: Rotations.scale
                 a = (cx + scale * float(x0), cy + scale * float(y0))
                 b = (cx + scale * float(x1), cy + scale * float(y1))
                 lines.append(f"\\draw[->, dashed, color={ink}] {at} -- "
@@ -323,7 +322,8 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
     rows = -(-n // per_row)
     bottom = -(rows - 1) * panel_h - radius - 0.9
     middle = (min(n, per_row) - 1) * panel_w / 2
-    note = r.note(latex=True).replace("; dashed", NEWLINE + "dashed", 1)
+    note = r.note(latex=True).replace("; dashed", NEWLINE + "dashed", 1).replace(
+        "; arrows under", NEWLINE + "arrows under", 1)
     lines.append(f"\\node[anchor=north, align=center] at ({number(middle)},{number(bottom)}) "
                  f"{{{note}}};")
     lines.append("\\end{tikzpicture}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from symformer.blocks import derive
 from symformer.engine import Derivation, Stage
+from symformer.equations.stage import equation_sizes
 from symformer.errors import InputError
 from symformer.latex import decoder, matrix_form
 from symformer.latex.backward import backward_part, is_backward, packed, prepare
@@ -43,6 +44,7 @@ from symformer.latex.parameters import (
     parameter_blocks,
 )
 from symformer.latex.places import where as part_of
+from symformer.latex.properties import property_prose
 from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import (
@@ -328,6 +330,9 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     said = rounding_legend(options.decimals)  # the introduction says it once
     fragments.append(Fragment(f"{name}-table", [
         replace(table, legend=tuple(t for t in table.legend if t != said))]))
+    proved = property_prose(stage, again=bool(prefix))  # prove's facts (issue 39, item 8)
+    if proved is not None:
+        fragments.append(Fragment(f"{name}-property", [proved]))
     worked, left = (None, 0) if repeated else worked_and_left(
         stage, token, style, masked=False, alike=None if options.full else ALIKE,
         long_only=True)
@@ -375,17 +380,19 @@ def _introduction(g: Derivation, options: Options) -> list[Prose]:
         text += (f" The decoder\u2019s worked examples follow the target token "
                  f"\u201c{tokens[target]}\u201d at position {target}. "
                  f"The target so far: {' '.join(tokens)}.")
-    stages = [s for s in select(g, options.stages) if not is_backward(s)]
+    selected = select(g, options.stages)
+    stages = [s for s in selected if not is_backward(s)]
     example = Math(r"\approx 2.788\ (\text{exact: } 2.789)")
     return [Prose((lead, example, text + _long_names(g))),
-            *notation_blocks(stages)]
+            *notation_blocks(stages, equation_sizes(selected))]
 
 
-def notation_blocks(stages: list[Stage]) -> list[Glossary | Prose]:
+def notation_blocks(stages: list[Stage], sizes: Iterable[str] = ()
+                    ) -> list[Glossary | Prose]:
     """The notation, declared once: a table of every symbol (:func:`glossary`, made
-    true for this example by :func:`true_rows`), how indices run and what a
-    superscript says."""
-    rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages)))
+    true for this example by :func:`true_rows`; ``sizes``: the size names the
+    equations use), how indices run and what a superscript says."""
+    rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages, sizes)))
     caption = "Notation: every symbol of these notes, once."
     return [Glossary(caption, rows),
             _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages))]

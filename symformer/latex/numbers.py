@@ -15,17 +15,23 @@ from sympy.printing.latex import LatexPrinter
 
 from symformer.engine import Stage
 from symformer.errors import ClosedFormTooLarge
-from symformer.worked.numbers import terminating
+from symformer.worked.numbers import latex_decimal, places, terminating
 
 #: Closed forms with more operations than this are shown as decimals in tables.
 TABLE_MAX_OPS = 8
 
 
 def decimal(text: str) -> str:
-    """A certified decimal string (``"-0.50"``, ``"-inf"``) as math."""
+    """A certified decimal string (``"-0.50"``, ``"-inf"``) as math; a nonzero value
+    below 10^-4 in scientific notation (``2.859 \\times 10^{-8}``, its printed digits)."""
     if text == "-inf":
         return r"-\infty"
-    return text
+    return latex_decimal(text)
+
+
+def places_of(text: str) -> int:
+    """The decimals a printed entry shows (0 for ``-inf`` or an integer)."""
+    return places(text) if text != "-inf" else 0
 
 
 class TextbookPrinter(LatexPrinter):

@@ -18,7 +18,7 @@ from symformer.latex.blocks import Cell, MatrixBlock, Table
 from symformer.latex.escape import token_label, word_label
 from symformer.notation import entry, first_position
 from symformer.pipeline import DEFAULT_DECIMALS
-from symformer.worked.numbers import integer_values
+from symformer.worked.numbers import SHORT_EXTRA, integer_values, printed_values
 
 #: Strongest heat-map shade, in percent of the heat scale (the text turns white on dark
 #: shades, so the whole scale stays legible).
@@ -62,8 +62,9 @@ def clipped_entries(stage: Stage) -> frozenset[tuple[int, int]]:
 
 
 def stage_values(stage: Stage, decimals: int) -> list[list[str]]:
-    """The entries as printed: integers for an all-integer stage, else certified decimals."""
-    return integer_values(stage, decimals) or stage.values(decimals=decimals)
+    """The entries as printed: integers for an all-integer stage, else certified decimals
+    with exact short decimals in full (:func:`~symformer.worked.numbers.printed_values`)."""
+    return printed_values(stage, decimals)
 
 
 def heat_of(text: str, scale: tuple[Fraction, Fraction] = (Fraction(0), Fraction(1))
@@ -101,7 +102,9 @@ def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool =
     """
     integers = integer_values(stage, decimals)
     values = integers or (significant.table(stage) if significant is not None
-                          else stage.values(decimals=decimals))
+                          else stage_values(stage, decimals))
+    extended = significant is None and integers is None and any(
+        numbers.places_of(t) > decimals for row in values for t in row)
     indicator = stage.op.jumps  # the argmax indicator: exact 0s and 1s
     exact = exact or indicator
     masked, clipped = masked_entries(stage), clipped_entries(stage)
@@ -127,6 +130,9 @@ def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool =
         rows.append(tuple(cells))
     legend = [f"Exact values where short, otherwise rounded to {decimals} decimals."
               if any_exact else rounding_legend(decimals)]
+    if extended and not any_exact:
+        legend = [f"Values correctly rounded to {decimals} decimals; a value exact with at "
+                  f"most {decimals + SHORT_EXTRA} decimals is printed in full."]
     if significant is not None and not any_exact:
         legend = [f"Values correctly rounded to {significant.digits_of(stage)} significant "
                   "digits."]

@@ -37,8 +37,10 @@ def worked_and_left(stage: Stage, token: int, style: Style | None = None,
                     values: Values | None = None, masked: bool = True,
                     alike: int | None = None, long_only: bool = False
                     ) -> tuple[Worked | None, int]:
-    """:func:`worked_example` and how many entry lines ``alike`` left out."""
-    worked = worked_steps(stage, token, style or Style(), values)
+    """:func:`worked_example` and how many entry lines ``alike`` left out.  By default
+    the operands print as the notes' tables do, exact short decimals in full
+    (``Values(short=True)``)."""
+    worked = worked_steps(stage, token, style or Style(), values or Values(short=True))
     kept = [s for s in worked.steps if masked or s.note != MASKED]
     before = len(kept)
     if alike is not None:

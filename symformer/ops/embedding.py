@@ -75,8 +75,8 @@ class Embedding(Operation):
         return IndexEquation(
             ("dE[r, j] = sum(de[i, j] * (1 if t[i] == u[r] else 0) for i in range(n))",),
             {"dE": "result", "de": "grad", "t": "const:token_ids", "u": "const:used_rows"},
-            sizes={"n": ("de", 0)}, symbols={"t": ("t", "t"), "u": ("u", "u")},
-            remark="u: the distinct token ids used, in order")
+            sizes={"n": ("de", 0)}, symbols={"t": ("t", "t"), "u": ("w", "w")},
+            remark="w: the distinct token ids used, in order")
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         table = args[0] if self.from_stages else self.E

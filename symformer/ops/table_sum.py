@@ -72,5 +72,5 @@ class TableSum(Operation):
         return IndexEquation(
             ("E[v, j] = B[v, j] + sum((1 if u[k] == v else 0) * A[k, j] for k in range(m))",),
             {"E": "out", "A": "in0", "B": "in1", "u": "const:rows"},
-            sizes={"m": ("A", 0)}, symbols={"u": ("u", "u")},
-            remark="u_k: the vocabulary row of the lookup's row k")
+            sizes={"m": ("A", 0)}, symbols={"u": ("w", "w")},
+            remark="w_k: the vocabulary row of the lookup's row k")

@@ -54,7 +54,7 @@ from symformer.worked.model import (
     Vector,
     Worked,
 )
-from symformer.worked.numbers import integer_values, places, terminating
+from symformer.worked.numbers import integer_values, places, printed_values, terminating
 
 #: At most this many more decimals than asked are tried for the operands.
 MAX_EXTRA = 30
@@ -64,16 +64,19 @@ MASKED = "masked"
 class Values:
     """Certified decimal strings of the derivation's stages, memoised per precision."""
 
-    def __init__(self) -> None:
+    def __init__(self, short: bool = False) -> None:
         self._cache: dict[tuple[str, int], list[list[str]]] = {}
+        self.short = short
 
     def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
         """Entry (i, j) as its table prints it: an integer for a stage of exact integers
-        (``2``, not ``2.000``), else the certified decimal."""
+        (``2``, not ``2.000``), else the certified decimal; with ``short`` (the notes,
+        whose tables do the same) an exact short decimal in full (``0.3125``,
+        :func:`~symformer.worked.numbers.printed_values`)."""
         key = (stage.name, decimals)
         if key not in self._cache:
-            self._cache[key] = integer_values(stage, decimals) or stage.values(
-                decimals=decimals)
+            self._cache[key] = printed_values(stage, decimals) if self.short else \
+                integer_values(stage, decimals) or stage.values(decimals=decimals)
         return self._cache[key][i][j]
 
 

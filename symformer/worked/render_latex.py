@@ -30,7 +30,7 @@ from symformer.worked.model import (
     Vector,
     is_numeric,
 )
-from symformer.worked.numbers import constant_parts
+from symformer.worked.numbers import constant_parts, latex_decimal, scientific
 
 #: Rough width (in characters of visible math) after which a long sum wraps.
 LINE_WIDTH = 56
@@ -89,12 +89,15 @@ def latex(node: Node, wrap: bool = False, reserve: int = 0) -> str:
 
 def _print(node: Node, wrap: bool = False, reserve: int = 0) -> tuple[str, int]:
     if isinstance(node, Num):
+        if scientific(node.text) is not None:  # 2.859 \times 10^{-8}: a product
+            return latex_decimal(node.text), (ADD if node.text.startswith("-") else MUL)
         return node.text, (ADD if node.text.startswith("-") else ATOM)
     if isinstance(node, Const):
         numerator, denominator = constant_parts(abs(node.value))
         sign = "-" if node.value < 0 else ""
         if denominator is None:
-            return sign + numerator, (ADD if sign else ATOM)
+            tex = latex_decimal(numerator)  # 0.000001 as 10^{-6}
+            return sign + tex, (ADD if sign else ATOM if tex == numerator else MUL)
         return rf"{sign}\frac{{{numerator}}}{{{denominator}}}", (ADD if sign else ATOM)
     if isinstance(node, Sym):  # a derivative as a display fraction: worked lines are displayed
         return scripts.display(node.latex), ATOM
@@ -220,7 +223,8 @@ def relation(rel: str) -> str:
 def remark(step: Step) -> str:
     """What follows a step's result: the table's value when the printed operands give
     another (``\\ (\\text{exact: } 2.789)``), and its note (``masked``)."""
-    out = rf"\ (\text{{exact: }} {{{step.exact.text}}})" if step.exact is not None else ""
+    out = "" if step.exact is None else \
+        rf"\ (\text{{exact: }} {{{latex_decimal(step.exact.text)}}})"
     return out + (rf" \quad (\text{{{step.note}}})" if step.note else "")
 
 

@@ -25,8 +25,10 @@ from symformer.worked.numbers import integer_values
 
 #: The fewest significant digits a backward block prints.
 DEFAULT_DIGITS = 4
-#: The most :func:`choose_digits` tries.
-MOST_DIGITS = 8
+#: The most :func:`choose_digits` tries (issue 39: a worked line past 6 significant
+#: digits is no longer read; where 6 do not land, the line prints the table's value as
+#: its ``(exact: …)`` remark, which says why).
+MOST_DIGITS = 6
 
 
 class SignificantValues(Values):
@@ -61,8 +63,9 @@ class SignificantValues(Values):
     def _rounded(self, stage: Stage, digits: int) -> list[list[str]]:
         """Each entry rounded at the decimals that show ``digits`` significant digits
         of it (read from a first rounding at :data:`PROBE` decimals).  An entry that
-        is 0 at those decimals prints as ``0`` when its ball is exactly 0 (a proved
-        zero), else rounded to ``digits`` decimals (``0.0000``, certified: a value
+        is 0 at those decimals prints as ``0`` when it is proved exactly 0 (its ball is
+        the point 0, or the engine's exact proof), else rounded to ``digits`` decimals
+        (``0.0000``, certified: a value
         this small is zero to every digit a worked line can carry)."""
         probe = stage.values(decimals=PROBE)
         balls = None
@@ -77,8 +80,7 @@ class SignificantValues(Values):
                 value = decimal_fraction(text)
                 if value == 0:
                     balls = balls or stage.balls(128)
-                    ball = balls[i][j]
-                    if ball.mid() == 0 and ball.rad() == 0:
+                    if _proved_zero(stage, balls[i][j], i, j):
                         line.append("0")
                         continue
                     places = digits  # below 10^-12: its first digits say nothing
@@ -100,6 +102,23 @@ class SignificantValues(Values):
 
 #: The decimals of the first rounding that finds each entry's magnitude.
 PROBE = 12
+
+
+#: The budget of the proof that an entry printing as 0 is exactly 0 (a LayerNorm
+#: mean's gradient takes a few unfoldings; a longer proof is not tried: the entry then
+#: prints as its rounding, 0.0000).
+ZERO_PROOF_OPS, ZERO_PROOF_UNFOLD = 400, 8
+
+
+def _proved_zero(stage: Stage, ball, i: int, j: int) -> bool:
+    """Whether entry (i, j), whose ball is ``ball``, is exactly 0: the ball is the point
+    0, or :meth:`~symformer.engine.Derivation.prove_zero` proves its local formula 0
+    (the gradient at a LayerNorm's mean: a sum that cancels)."""
+    if ball.mid() == 0 and ball.rad() == 0:
+        return True
+    g = stage.derivation
+    return g.prove_zero(g.certification.resolved_local(stage.name, i, j),
+                        max_ops=ZERO_PROOF_OPS, max_unfold=ZERO_PROOF_UNFOLD)
 
 
 def _count(text: str) -> int:
