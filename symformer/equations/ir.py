@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from symformer.equations.functions import index_functions
+
 #: Functions an equation may call (the plain form's vocabulary, documented in
-#: docs/export.md), besides ``sum``/``max`` over ``range``.
-FUNCTIONS = frozenset({"exp", "sqrt", "tanh", "sin", "cos", "log", "erf", "max", "sum",
-                       "range"})
+#: docs/export.md): the function table's index functions, and ``sum``/``max`` over
+#: ``range`` (:mod:`symformer.equations.functions`).
+FUNCTIONS = index_functions()
 #: Names every equation may use without declaring them.
 CONSTANTS = frozenset({"inf", "pi"})
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.FloorDiv, ast.Mod)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from latexify.codegen import ExpressionCodegen, expression_rules
 
 from symformer import math_scripts as scripts
+from symformer.equations.functions import printed
 from symformer.notation_types import Notation
 
 _GRADIENT = scripts.GRADIENT_PREFIXES
@@ -98,8 +99,23 @@ class LatexCodegen(ExpressionCodegen):
         return " ".join(limits) + " " + body
 
     def visit_Call(self, node: ast.Call) -> str:
+        """A reduction, or a function of the function table set as latexify sets its
+        own: ``\\sqrt{ x }``, an operator ``\\exp x`` with brackets only where the
+        argument needs them, any other name with its arguments in brackets; a name not
+        in the table raises."""
         reduction = self._reduction(node)
-        return reduction if reduction is not None else super().visit_Call(node)
+        if reduction is not None:
+            return reduction
+        fn = printed(node.func.id if isinstance(node.func, ast.Name) else "")
+        if fn.key == "sqrt":
+            return rf"\sqrt{{ {self.visit(node.args[0])} }}"
+        if fn.operator and len(node.args) == 1:
+            arg = node.args[0]
+            wrap = isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Pow)
+            precedence = expression_rules.get_precedence(node)
+            return f"{fn.latex} {self._wrap_operand(arg, precedence, wrap)}"
+        args = ", ".join(self.visit(arg) for arg in node.args)
+        return rf"{fn.latex} \mathopen{{}}\left( {args} \mathclose{{}}\right)"
 
     def visit_Subscript(self, node: ast.Subscript) -> str:
         index = node.slice
@@ -129,7 +145,7 @@ class LatexCodegen(ExpressionCodegen):
                 and node.left.func.id in ("tanh", "sin", "cos") \
                 and isinstance(node.right, ast.Constant) and len(node.left.args) == 1:
             call = self.visit(node.left)  # tanh^2 xi, as a textbook writes it
-            name = rf"\{node.left.func.id}"
+            name = printed(node.left.func.id).latex
             return f"{name}^{{{self.visit(node.right)}}}{call[len(name):]}"
         if isinstance(node.left, ast.Subscript):
             base = self.visit(node.left)

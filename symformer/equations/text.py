@@ -15,6 +15,7 @@ import ast
 from collections.abc import Callable
 
 from symformer import math_scripts as scripts
+from symformer.equations.functions import printed
 from symformer.notation_types import Notation
 
 #: Binding strength of each operator (higher binds tighter).
@@ -24,8 +25,6 @@ _OPS = {ast.Add: " + ", ast.Sub: " − ", ast.Mult: " ", ast.Div: " / "}
 _COMPARE = {ast.Gt: " > ", ast.Lt: " < ", ast.GtE: " ≥ ", ast.LtE: " ≤ ", ast.Eq: " = ",
             ast.NotEq: " ≠ "}
 _SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-#: Functions printed with their argument in parentheses.
-_FUNCTIONS = {"exp": "exp", "sin": "sin", "cos": "cos", "tanh": "tanh", "log": "log"}
 
 
 def entry_text(symbol: str, index: list[str]) -> str:
@@ -141,5 +140,5 @@ class TextCodegen(ast.NodeVisitor):
             inner = self.visit(args[0])
             return f"√{inner}" if _precedence(args[0]) == 100 and len(inner) <= 3 \
                 else f"√({inner})"
-        function = _FUNCTIONS.get(name) or self.visit(node.func)
+        function = printed(name).text  # an unknown function raises
         return f"{function}({', '.join(self.visit(a) for a in args)})"

@@ -20,6 +20,7 @@ from flint import arb, fmpq
 
 from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine import Derivation
+from symformer.equations import functions as fns
 from symformer.errors import InputError
 from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
@@ -194,18 +195,6 @@ def _softmax(v: object) -> Mat:
     return Mat(out)
 
 
-def _normal_pdf(x: arb) -> arb:
-    return (-x * x / 2).exp() / (2 * arb.pi()).sqrt()
-
-
-def _normal_cdf(x: arb) -> arb:
-    return (1 + (x / arb(2).sqrt()).erf()) / 2
-
-
-def _sigmoid(x: arb) -> arb:
-    return 1 / (1 + (-x).exp())
-
-
 def _relu_slope(x: arb) -> arb:
     """ReLU's derivative: 1 above 0, 0 below (undecided at a ball around 0)."""
     return arb(1 if _sign(x) > 0 else 0)
@@ -214,26 +203,26 @@ def _relu_slope(x: arb) -> arb:
 #: Symbols the notation does not bind, read as a function of what follows them.
 _UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf",
                       "RMS": "rms", "mean": "mean", "Var": "var"}
-#: A named function with a prime (``\\mathrm{GELU}'(x)``): its derivative.
-_DERIVATIVES = {"GELU": "d_gelu", "gelu": "d_gelu", "SiLU": "d_silu", "silu": "d_silu",
-                "Swish": "d_silu", "sigmoid": "d_sigmoid", "sigma": "d_sigmoid",
-                "tanh": "d_tanh", "ReLU": "d_relu", "relu": "d_relu", "exp": "exp",
-                "log": "d_log", "ln": "d_log", "sin": "cos", "erf": "d_erf",
-                "Phi": "normal_pdf"}
+#: Unbound symbols with a prime (``\\sigma'(x)``): their derivatives' keys (a function's
+#: own, ``\\mathrm{GELU}'``, is the function table's).
+_UNBOUND_DERIVATIVES = {"sigma": "d_sigmoid", "Phi": "normal_pdf"}
 
-_FUNCTIONS: dict[str, Callable[[arb], arb]] = {
-    "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
-    "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
-    "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
-    "sigmoid": lambda x: 1 / (1 + (-x).exp()), "silu": lambda x: x / (1 + (-x).exp()),
-    "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
-    "normal_cdf": _normal_cdf, "normal_pdf": _normal_pdf,
-    "d_gelu": lambda x: _normal_cdf(x) + x * _normal_pdf(x),
-    "d_silu": lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x))),
-    "d_sigmoid": lambda x: _sigmoid(x) * (1 - _sigmoid(x)),
-    "d_tanh": lambda x: 1 - x.tanh() * x.tanh(), "d_relu": _relu_slope,
-    "d_log": lambda x: 1 / x, "d_erf": lambda x: 2 * (-x * x).exp() / arb.pi().sqrt(),
-}
+
+def _derivative(name: str) -> str | None:
+    """The key of the derivative of the function written ``name`` (None: none known)."""
+    if name in _UNBOUND_DERIVATIVES:
+        return _UNBOUND_DERIVATIVES[name]
+    table = fns.functions()
+    fn = table.by_key.get(name) or table.by_word.get(name) or table.by_macro.get(name)
+    return fn.derivative if fn is not None else None
+
+
+def _value(key: str) -> Callable[[arb], arb]:
+    """The certified value of the element-wise function ``key``."""
+    f = _relu_slope if key == "d_relu" else fns.value(key)
+    if f is None:
+        raise InputError(f"no value is known for the function {key!r}")
+    return f
 
 
 def _sign(d: arb) -> int:
@@ -634,8 +623,8 @@ class Evaluator:
         if not (isinstance(node, lm.Sym) and not node.sub and not node.sup
                 and not node.grad):
             return ""
-        if node.primes == 1 and node.base in _DERIVATIVES:
-            name = _DERIVATIVES[node.base]
+        if node.primes == 1 and _derivative(node.base) is not None:
+            name = _derivative(node.base)
         elif not node.primes and node.base in _UNBOUND_FUNCTIONS:
             name = _UNBOUND_FUNCTIONS[node.base]
         else:
@@ -869,7 +858,7 @@ class Evaluator:
             return out
         (arg,) = node.args
         v = self.value(arg, env)
-        f = _FUNCTIONS[node.name]
+        f = _value(node.name)
         return v.map(f) if isinstance(v, Mat) else f(v)
 
     def run(self, items: tuple[lm.Node, ...]) -> list[lm.Node]:

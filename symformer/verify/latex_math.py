@@ -36,6 +36,7 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from symformer.equations.functions import functions
 from symformer.errors import InputError
 
 #: The longest equation read (characters).
@@ -50,18 +51,8 @@ MAX_DEPTH = 150
 GREEK = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
 kappa lambda mu nu xi pi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta
 Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
-#: Functions of one argument (the name the evaluator knows).
-FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "sin",
-             "cos": "cos", "sqrt": "sqrt"}
 #: The symbol ``\\ldots`` (``\\dots``, ``\\cdots``) reads as: a run of items (Concat's).
 ELLIPSIS = "..."
-#: Functions written with \operatorname{..} or \mathrm{..}.
-NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
-                   "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
-                   "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
-                   "erf": "erf", "Concat": "concat", "concat": "concat",
-                   "rowsum": "rowsum", "rowmax": "rowmax", "diag": "diag", "sin": "sin",
-                   "cos": "cos", "log": "log"}
 #: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
 #: ``\\mathrm{RMS}[x]`` (each row's mean, variance, root mean square: a column).
 STATISTICS = {"E": "mean", "mean": "mean", "Var": "var", "RMS": "rms", "rms": "rms"}
@@ -81,12 +72,6 @@ _IGNORED_WITH_GROUP = frozenset({"hspace", "vspace", "tag", "phantom", "hphantom
 #: ``\gets``: the right-hand side reads the symbol's value before the update), ``:=``.
 _ARROWS = ("\\leftarrow", "\\gets", "\\longleftarrow")
 _EQUALS = ("=", ":=", "\\coloneqq", "\\triangleq", "\\doteq", *_ARROWS)
-#: Function names an author may write without a backslash (``sin(x)``), read as the
-#: function when the letters stand together before ``(``.
-_BARE_FUNCTIONS = {"sin": "sin", "cos": "cos", "tanh": "tanh", "exp": "exp", "log": "log",
-                   "ln": "log", "max": "max", "erf": "erf", "softmax": "softmax",
-                   "sigmoid": "sigmoid", "relu": "relu", "ReLU": "relu", "GELU": "gelu",
-                   "SiLU": "silu", "sqrt": "sqrt"}
 _MATRICES = ("bmatrix", "pmatrix", "matrix", "Bmatrix")
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
@@ -767,7 +752,8 @@ class Parser:
             end += 1
         word = "".join(u.text for u in self.tokens[self.k:end])
         after = self.tokens[end] if end < len(self.tokens) else None
-        name = _BARE_FUNCTIONS.get(word)
+        fn = functions().by_bare.get(word)
+        name = fn.key if fn is not None else None
         if name is None or after is None or after.text not in ("(", "\\left", "^"):
             return None
         t = self.tokens[self.k]
@@ -796,12 +782,13 @@ class Parser:
             if self.at("["):
                 raise fail("\\sqrt[...] (only square roots)", t.col)
             return Call("sqrt", (self.group_expression(),), col=t.col)
-        if name in FUNCTIONS and (u := self.peek(1)) is not None and u.text == "'":
+        macro = functions().by_macro.get(name)
+        if macro is not None and (u := self.peek(1)) is not None and u.text == "'":
             self.k += 2  # \tanh'(x): the derivative, applied to what follows
-            return Sym(FUNCTIONS[name], primes=1, col=t.col)
-        if name in FUNCTIONS:
+            return Sym(macro.key, primes=1, col=t.col)
+        if macro is not None:
             self.k += 1
-            return self.function(FUNCTIONS[name], t)
+            return self.function(macro.key, t)
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
@@ -824,12 +811,13 @@ class Parser:
             self.k += 1
             return self.statistic(STATISTICS[_text(self.raw_group())], t)
         if name in ("operatorname", "mathrm", "text") and \
-                _text(self.peek_group(1)) in NAMED_FUNCTIONS and self.group_followed_by(1, "'"):
+                _text(self.peek_group(1)) in functions().by_word \
+                and self.group_followed_by(1, "'"):
             return self.symbol()  # \mathrm{GELU}'(x): its derivative (or a definition)
         if name in ("operatorname", "mathrm", "text") and \
-                _text(self.peek_group(1)) in NAMED_FUNCTIONS:
+                _text(self.peek_group(1)) in functions().by_word:
             self.k += 1
-            fn = NAMED_FUNCTIONS[_text(self.raw_group())]
+            fn = functions().by_word[_text(self.raw_group())].key
             if fn == "max":
                 return self.reduction("max", t)
             if fn == "concat":  # Concat(head_1, ..., head_h): side by side
@@ -1303,9 +1291,9 @@ class Parser:
                 return f"{name}({inner.base(group[0])})"
             if name in _FONTS or name in _BOLD:
                 text = _text(self.raw_group())
-                if not text.replace("_", "").isalnum():
+                if not text.replace("_", "").isalnum() and text not in functions().by_word:
                     raise fail(f"{t.text}{{{text}}}", t.col)
-                return text
+                return text  # a function's name too, \operatorname{ReLU^2}'
         raise fail(t.text, t.col)
 
 
