@@ -83,6 +83,7 @@ FIXED: tuple[Function, ...] = (
     _f("rowsum", r"\operatorname{rowsum}", words=("rowsum",)),
     _f("rowmax", r"\operatorname{rowmax}", words=("rowmax",)),
     _f("diag", r"\operatorname{diag}", words=("diag",)),
+    _f("abs", r"\operatorname{abs}", words=("abs",)),  # |x|, as the claim reader reads it
 )
 #: The index language's reduction and its range, callable in an operation's equation.
 INDEX_ONLY = frozenset({"sum", "range"})
@@ -170,7 +171,7 @@ def _sigmoid(x: arb) -> arb:
 VALUES: dict[str, Callable[[arb], arb]] = {
     "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
     "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
-    "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
+    "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(), "abs": abs,
     "sigmoid": _sigmoid, "silu": lambda x: x / (1 + (-x).exp()),
     "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
     "normal_cdf": _normal_cdf, "normal_pdf": _normal_pdf,

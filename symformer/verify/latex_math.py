@@ -333,6 +333,14 @@ class Matrix(Node):
 
 
 @dataclass(frozen=True)
+class Ones(Node):
+    """A vector of ones, ``\\mathbf{1}`` (``\\mathbb{1}``, ``\\mathbf 1_n``): a column of
+    ``size`` entries (None: as many as the matrix it multiplies needs)."""
+
+    size: Node | None = None
+
+
+@dataclass(frozen=True)
 class Subscripted(Node):
     """``(expr)_{ij}``: an entry of a matrix-valued expression."""
 
@@ -574,6 +582,9 @@ class Parser:
             if self.at("\\cdot", "\\times", "*"):
                 self.k += 1
                 node = Binary("*", node, self.factor(), col=col)
+            elif self.at("\\otimes"):  # u ⊗ v: the outer (Kronecker) product
+                self.k += 1
+                node = Binary("otimes", node, self.factor(), col=col)
             elif self.at("/") or (self.at(".") and (u := self.peek(1)) is not None
                                   and u.text == "/" and not u.spaced):  # ./ entry by entry
                 self.k += 1 if self.at("/") else 2
@@ -599,6 +610,7 @@ class Parser:
         if t.text in _EQUALS:
             return False
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
+                              "\\otimes", "\\rvert",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
                               "\\geq", "\\lt", "\\gt", "\\ne", "\\neq", "\\end")
 
@@ -693,13 +705,8 @@ class Parser:
                 return Matrix((tuple(items),), col=t.col)
             inner = self.condition("]", grouping=True)
             return Indicator(inner, col=t.col) if isinstance(inner, Compare) else inner
-        if t.kind == "char" and t.text == "|":  # |V|: the vocabulary's size
-            self.k += 1
-            inner = self.symbol()
-            self.expect("|")
-            if inner.sub or inner.sup:
-                raise fail("|..| (only |V|, the vocabulary's size)", t.col)
-            return Sym(f"|{inner.base}|", col=t.col)
+        if (t.kind == "char" and t.text == "|") or t.text == "\\lvert":
+            return self.absolute(t)
         if t.kind == "letter":
             if t.text == "d" and (u := self.peek(1)) is not None and not u.spaced \
                     and (u.kind == "letter" or u.text[1:] in GREEK or u.text[1:] in _ACCENTS
@@ -766,6 +773,29 @@ class Parser:
             return Call("sqrt", (self.argument(t),), col=t.col)
         return self.function(name, t)
 
+    def absolute(self, t: Token) -> Node:
+        """``|x|`` (``\\lvert x \\rvert``): the absolute value, entry by entry (ALiBi's
+        ``m |i - j|``); ``|V|`` of a bare symbol: the vocabulary's size."""
+        close = "|" if t.text == "|" else "\\rvert"
+        level, end = 0, self.k + 1
+        while end < len(self.tokens):
+            u = self.tokens[end]
+            if u.kind == "char" and u.text in "([{":
+                level += 1
+            elif u.kind == "char" and u.text in ")]}":
+                level -= 1
+            elif u.text == close and level == 0:
+                break
+            end += 1
+        else:
+            raise fail(f"{t.text} without its closing {close}", t.col)
+        inner = self.sub_expression(tuple(self.tokens[self.k + 1:end]), t.col)
+        self.k = end + 1
+        if isinstance(inner, Sym) and not (inner.sub or inner.sup or inner.grad
+                                           or inner.primes):
+            return Sym(f"|{inner.base}|", col=t.col)
+        return Call("abs", (inner,), col=t.col)
+
     def at_euler(self) -> bool:
         """``e^{...}`` with no subscript: Euler's number to a power."""
         u = self.peek(1)
@@ -802,6 +832,11 @@ class Parser:
             return self.slash_derivative(t)
         if name == "nabla":
             return self.nabla(t)
+        if name in ("mathbb", "mathbf", "bm", "boldsymbol") and _text(self.peek_group(1)) == "1" \
+                and self.ones_ahead():
+            self.k += 1
+            self.raw_group()
+            return self.ones(t)
         if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
             self.k += 1
             self.raw_group()
@@ -1197,6 +1232,35 @@ class Parser:
             else:
                 low = bound
         return [index], low, high
+
+    def ones_ahead(self) -> bool:
+        """After ``\\mathbf{1}``: a vector of ones, not an indicator -- no bracket follows
+        and a subscript holds no comparison (``\\mathbf{1}_n``, not ``\\mathbb{1}_{i=j}``)."""
+        saved = self.k
+        try:
+            self.k += 1
+            self.raw_group()
+            self.skip_layout()
+            u = self.peek()
+            if u is not None and u.text in _OPEN:
+                return False
+            if u is not None and u.text == "_":
+                self.k += 1
+                sub = self.raw_group()
+                return not any(v.text == "=" or v.text.lstrip("\\") in _COMPARISONS
+                               or v.text in _OPEN for v in sub)
+            return True
+        except InputError:
+            return False
+        finally:
+            self.k = saved
+
+    def ones(self, t: Token) -> Node:
+        """``\\mathbf{1}`` after its name, with its length as a subscript if written."""
+        if self.at("_"):
+            self.k += 1
+            return Ones(self.sub_expression(self.raw_group(), t.col), col=t.col)
+        return Ones(col=t.col)
 
     def indicator(self, t: Token) -> Node:
         self.skip_layout()
