@@ -153,7 +153,7 @@ def _check(node: ast.AST, eq: IndexEquation, bound: set[str], line: str) -> None
     elif isinstance(node, ast.BinOp) and isinstance(node.op, _BINOPS):
         _check(node.left, eq, bound, line)
         _check(node.right, eq, bound, line)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         _check(node.operand, eq, bound, line)
     elif isinstance(node, ast.Subscript):
         if not isinstance(node.value, ast.Name) or node.value.id not in eq.arrays:

@@ -33,10 +33,31 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from symformer.equations.functions import functions
+from symformer.equations.tree import FONTS as _FONTS
+from symformer.equations.tree import (  # the nodes (lm.Sym, ...): read from here too
+    GREEK,
+    Arguments,
+    Binary,
+    Call,
+    Cases,
+    Compare,
+    Indicator,
+    Matrix,
+    Node,
+    Num,
+    Ones,
+    Reduce,
+    Subscripted,
+    Sym,
+    Token,
+    Transpose,
+    Unary,
+)
+from symformer.equations.tree import text_of as _text
 from symformer.errors import InputError
 
 #: The longest equation read (characters).
@@ -48,9 +69,6 @@ _DIGITS = frozenset("0123456789")
 #: about three per parenthesis).
 MAX_DEPTH = 150
 
-GREEK = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
-kappa lambda mu nu xi pi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta
-Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
 #: The symbol ``\\ldots`` (``\\dots``, ``\\cdots``) reads as: a run of items (Concat's).
 ELLIPSIS = "..."
 #: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
@@ -76,8 +94,6 @@ _MATRICES = ("bmatrix", "pmatrix", "matrix", "Bmatrix")
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
 _ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
-_FONTS = frozenset({"mathrm", "text", "mathit", "mathcal", "mathsf", "textrm",
-                    "operatorname", "mathbb"})
 #: Bold (and arrowed) letters: a token's whole row as a vector.
 _BOLD = frozenset({"mathbf", "boldsymbol", "bm", "vec"})
 _COMPARISONS = {"<": "<", ">": ">", "le": "<=", "leq": "<=", "ge": ">=", "geq": ">=",
@@ -86,17 +102,6 @@ _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "
 #: A superscript saying where a symbol sits: its layer, head (``(1)``, ``(1,2)``).
 _MARKER = re.compile(r"^\((\d+(?:,\d+)*)\)$")
 _TRANSPOSE = frozenset({"T", "\\top", "\\intercal", "\\mathsf{T}", "\\mathrm{T}", "t"})
-
-
-@dataclass(frozen=True)
-class Token:
-    """One token: kind ``num``, ``letter``, ``macro`` (text with its backslash) or
-    ``char``; its 1-based column; whether a space came before it."""
-
-    kind: str
-    text: str
-    col: int
-    spaced: bool = False
 
 
 def fail(what: str, col: int) -> InputError:
@@ -173,181 +178,7 @@ def _character(c: str) -> str:
     return repr(c)
 
 
-# -- the tree -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Node:
-    """A node of an equation's tree; ``col`` is where it starts (for messages)."""
-
-    col: int = field(default=0, compare=False, kw_only=True)
-
-
-@dataclass(frozen=True)
-class Num(Node):
-    """An exact number; ``text``: a decimal as printed (``0.7978846``: a constant given
-    to 7 digits), else ""."""
-
-    value: Fraction
-    text: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class Sym(Node):
-    """A symbol with its scripts as written: ``base`` (``q``, ``alpha``,
-    ``tilde(sigma)``, ``PE``), the subscript's and superscript's tokens (unparsed: a
-    subscript may be a name, ``W_Q``, or indices, ``q_{ic}``), primes, and ``grad``
-    for ∂L/∂ of it."""
-
-    base: str
-    sub: tuple[Token, ...] | None = None
-    sup: tuple[Token, ...] | None = None
-    primes: int = 0
-    grad: bool = False
-    bold: bool = False   # \mathbf{q}_i: token i's whole row (a vector)
-
-    @property
-    def sub_text(self) -> str:
-        """The subscript as one word (``Q``, ``ic``, ``i,c``, ``model``)."""
-        return _text(self.sub)
-
-    @property
-    def sup_text(self) -> str:
-        """The superscript as one word (``(1)``, ``2``, ``\\top``)."""
-        return _text(self.sup)
-
-    def show(self) -> str:
-        """The symbol as an author would write it (for messages)."""
-        out = ("\\partial L/\\partial " if self.grad else "") + _shown_base(self.base)
-        out += "'" * self.primes
-        if self.sub:
-            out += f"_{{{self.sub_text}}}"
-        if self.sup:
-            out += f"^{{{self.sup_text}}}"
-        return out
-
-
-def _shown_base(base: str) -> str:
-    if base.endswith(")") and "(" in base:
-        accent, inner = base[:-1].split("(", 1)
-        return f"\\{accent}{{{_shown_base(inner)}}}"
-    return f"\\{base}" if base in GREEK else base
-
-
-def _text(tokens: tuple[Token, ...] | None) -> str:
-    if not tokens:
-        return ""
-    out = []
-    for t in tokens:
-        if t.kind == "macro" and t.text[1:] in _FONTS | {"{", "}"}:
-            continue
-        if t.kind == "char" and t.text in "{}":
-            continue
-        out.append(t.text)
-    return "".join(out)
-
-
-@dataclass(frozen=True)
-class Unary(Node):
-    """``-x``."""
-
-    operand: Node
-
-
-@dataclass(frozen=True)
-class Binary(Node):
-    """``a op b``: op one of ``+ - * jux / odot pow``; ``*`` (written) and ``jux``
-    (juxtaposed) are a product of scalars or a matrix product."""
-
-    op: str
-    left: Node
-    right: Node
-    #: written in parentheses: ``\\sigma(xW)`` applies σ to the whole product
-    grouped: bool = field(default=False, compare=False)
-
-
-@dataclass(frozen=True)
-class Transpose(Node):
-    """``X^\\top``; ``written``: the superscript as written (``t`` is a power of the
-    step on a training run's stage, where t is the step)."""
-
-    operand: Node
-    written: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class Call(Node):
-    """``f(args)``: exp, log, sqrt, tanh, sin, cos, erf, relu, sigmoid, silu, gelu (the
-    exact one, with erf), softmax (row-wise), max."""
-
-    name: str
-    args: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Reduce(Node):
-    """``\\sum`` (or ``\\max``) over ``indices``, from ``low`` to ``high`` inclusive (None:
-    the whole axis the index reads)."""
-
-    op: str
-    indices: tuple[str, ...]
-    low: Node | None
-    high: Node | None
-    body: Node
-
-
-@dataclass(frozen=True)
-class Compare(Node):
-    """A chain of comparisons ``a <= b < c`` (ops: ``< <= > >= == !=``)."""
-
-    ops: tuple[str, ...]
-    operands: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Indicator(Node):
-    """``1[condition]``: 1 where it holds, else 0."""
-
-    condition: Node
-
-
-@dataclass(frozen=True)
-class Arguments(Node):
-    """``(Q, K, V)``: what a named function of the left-hand side is written over
-    (``\\mathrm{Attention}(Q, K, V) = ...``); nowhere else."""
-
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Cases(Node):
-    """A case distinction: the first row whose condition holds (None: otherwise)."""
-
-    rows: tuple[tuple[Node, Node | None], ...]
-
-
-@dataclass(frozen=True)
-class Matrix(Node):
-    """A matrix written out, ``\\begin{bmatrix} .. \\end{bmatrix}`` or a row ``[a, b]``:
-    its entries' expressions, row by row."""
-
-    rows: tuple[tuple[Node, ...], ...]
-
-
-@dataclass(frozen=True)
-class Ones(Node):
-    """A vector of ones, ``\\mathbf{1}`` (``\\mathbb{1}``, ``\\mathbf 1_n``): a column of
-    ``size`` entries (None: as many as the matrix it multiplies needs)."""
-
-    size: Node | None = None
-
-
-@dataclass(frozen=True)
-class Subscripted(Node):
-    """``(expr)_{ij}``: an entry of a matrix-valued expression."""
-
-    operand: Node
-    sub: tuple[Token, ...]
-
-
+# -- a block's lines (the nodes: symformer.equations.tree) ----------------------------
 @dataclass(frozen=True)
 class Chain:
     """One line of a derivation: ``lhs = rhs[0] = rhs[1] ...`` (``line``: 1-based,
