@@ -12,9 +12,13 @@ every format (:func:`symformer.equations.stage.stage_equation` runs it):
 3. **transform** -- :mod:`.transform`: the trees written as a textbook writes them
    (arrays by their printed names, indices aligned, ``1 *`` dropped), and the form
    that is evaluated (named inner quantities read in);
-4. **render** -- :mod:`.render`: LaTeX (:mod:`.latex`, latexify-py's expression
-   codegen), text (:mod:`.text`), MathML and the plain Python-syntax form, every
-   other identifier spelled by :mod:`.symbols`.
+4. **render** -- :mod:`.render`: the trees lowered (:mod:`.lower`) to the one
+   expression tree (:mod:`.tree`, the nodes the claim reader
+   :mod:`symformer.verify.latex_math` gives an author's LaTeX), printed per node class
+   as LaTeX (:mod:`.latex`), text (:mod:`.text`) and MathML (from the LaTeX), and the
+   plain Python-syntax form; functions are named by the one function table
+   (:mod:`.functions`, built from the registry), every other identifier spelled by
+   :mod:`.symbols`.
 
 Beside it, :mod:`.evaluate` instantiates an equation at every entry exactly, so a
 test proves it equal to the operation's local formula, and :mod:`.export` writes

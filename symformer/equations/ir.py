@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from symformer.equations.functions import index_functions
+
 #: Functions an equation may call (the plain form's vocabulary, documented in
-#: docs/export.md), besides ``sum``/``max`` over ``range``.
-FUNCTIONS = frozenset({"exp", "sqrt", "tanh", "sin", "cos", "log", "erf", "max", "sum",
-                       "range"})
+#: docs/export.md): the function table's index functions, and ``sum``/``max`` over
+#: ``range`` (:mod:`symformer.equations.functions`).
+FUNCTIONS = index_functions()
 #: Names every equation may use without declaring them.
 CONSTANTS = frozenset({"inf", "pi"})
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.FloorDiv, ast.Mod)
@@ -151,7 +153,7 @@ def _check(node: ast.AST, eq: IndexEquation, bound: set[str], line: str) -> None
     elif isinstance(node, ast.BinOp) and isinstance(node.op, _BINOPS):
         _check(node.left, eq, bound, line)
         _check(node.right, eq, bound, line)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         _check(node.operand, eq, bound, line)
     elif isinstance(node, ast.Subscript):
         if not isinstance(node.value, ast.Name) or node.value.id not in eq.arrays:

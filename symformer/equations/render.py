@@ -1,13 +1,15 @@
 """The render stage: an equation's transformed tree printed as LaTeX (KaTeX-safe),
 text, MathML and the plain form.
 
-* LaTeX: :class:`~symformer.equations.latex.LatexCodegen`, latexify-py's expression
-  codegen told how this project's arrays print: an array name as the symbol of the
+* the transformed tree is lowered to the one expression tree
+  (:func:`symformer.equations.lower.lower`, the nodes the claim reader also gives);
+* LaTeX: :class:`~symformer.equations.latex.LatexPrinter`, one method per node class
+  (latexify-py's forms for operators and brackets): an array name as the symbol of the
   stage or parameter it is bound to (a :class:`~symformer.notation_types.Notation`), an
   entry with its indices as subscript (``h_{i,j}``, ``\\left(W_{Q}\\right)_{m,j}``,
   ``\\frac{\\partial L}{\\partial \\alpha_{i,j}}``), every other identifier as
   :func:`symformer.equations.symbols.spell` writes it;
-* text: the same tree through :class:`~symformer.equations.text.TextCodegen`
+* text: the same tree through :class:`~symformer.equations.text.TextPrinter`
   (``h_(i,j)``, an indicator ``(1 if c else 0)`` as ``𝟙[c]``);
 * MathML: latex2mathml's conversion of the LaTeX (:func:`mathml`, the project's one
   such conversion, mended where Chromium would draw it wrongly: spacing hints,
@@ -23,9 +25,10 @@ import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
-from symformer.equations.latex import LatexCodegen
+from symformer.equations.latex import LatexPrinter
+from symformer.equations.lower import lower
 from symformer.equations.symbols import spell
-from symformer.equations.text import TextCodegen
+from symformer.equations.text import TextPrinter
 from symformer.notation_types import Notation
 
 
@@ -37,13 +40,13 @@ def speller(symbols: Mapping[str, Notation]) -> Callable[[str], Notation]:
 
 
 def latex(node: ast.expr, symbols: Mapping[str, Notation]) -> str:
-    """The LaTeX of an expression or left-hand side."""
-    return LatexCodegen(speller(symbols)).visit(node)
+    """The LaTeX of an expression or left-hand side (lowered to the one tree)."""
+    return LatexPrinter(speller(symbols)).visit(lower(node))
 
 
 def text(node: ast.expr, symbols: Mapping[str, Notation]) -> str:
-    """The text form of an expression or left-hand side."""
-    return TextCodegen(speller(symbols)).visit(node)
+    """The text form of an expression or left-hand side (lowered to the one tree)."""
+    return TextPrinter(speller(symbols)).visit(lower(node))
 
 
 #: latexify's spacing hints around ``\\left(``: latex2mathml writes each as an ``<mo>``

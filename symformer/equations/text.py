@@ -1,31 +1,26 @@
-"""The text codegen: the same transformed tree the LaTeX codegen prints, for terminals.
+"""The text printer: the tree the LaTeX printer prints, for terminals.
 
 Part of the render stage (:mod:`symformer.equations.render`).  It prints what
-:class:`~symformer.equations.latex.LatexCodegen` prints, in plain Unicode:
+:class:`~symformer.equations.latex.LatexPrinter` prints, in plain Unicode, one method
+per node class of :mod:`symformer.equations.tree`:
 ``α_(i,j) = exp(s_(i,j)) / Σ_(m=0..n−1) exp(s_(i,m))``, ``y_(i,j) = γ_j (r_(i,j) −
 μ_i) / √(σ²_i + ε) + β_j``.  Subtraction is a minus sign; products of symbols are
-juxtaposed; an indicator ``(1 if c else 0)`` is ``𝟙[c]``.  Only the nodes of the
-index language (:mod:`symformer.equations.ir`) are supported; any other node
-raises, so a new operation's equation cannot print silently wrong.
+juxtaposed; an indicator (cases 1 if c, else 0) is ``𝟙[c]``.  A node or operator
+without a text form raises, so a new operation's equation cannot print silently wrong.
 """
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Callable
-
 from symformer import math_scripts as scripts
-from symformer.notation_types import Notation
+from symformer.equations import tree as t
+from symformer.equations.functions import printed
+from symformer.equations.latex import NotPrintable, count_of, number
 
 #: Binding strength of each operator (higher binds tighter).
-_PREC = {ast.Add: 10, ast.Sub: 10, ast.Mult: 20, ast.Div: 20, ast.Pow: 30,
-         ast.FloorDiv: 20, ast.Mod: 20}
-_OPS = {ast.Add: " + ", ast.Sub: " − ", ast.Mult: " ", ast.Div: " / "}
-_COMPARE = {ast.Gt: " > ", ast.Lt: " < ", ast.GtE: " ≥ ", ast.LtE: " ≤ ", ast.Eq: " = ",
-            ast.NotEq: " ≠ "}
+_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "pow": 30, "//": 20}
+_OPS = {"+": " + ", "-": " − ", "*": " ", "/": " / "}
+_COMPARE = {">": " > ", "<": " < ", ">=": " ≥ ", "<=": " ≤ ", "==": " = ", "!=": " ≠ "}
 _SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-#: Functions printed with their argument in parentheses.
-_FUNCTIONS = {"exp": "exp", "sin": "sin", "cos": "cos", "tanh": "tanh", "log": "log"}
 
 
 def entry_text(symbol: str, index: list[str]) -> str:
@@ -41,105 +36,124 @@ def entry_text(symbol: str, index: list[str]) -> str:
     return scripts.subscripted_text(symbol, sub, "^(" in symbol)
 
 
-def _indicator(node: ast.IfExp) -> bool:
-    def constant(e: ast.expr, v: int) -> bool:
-        return isinstance(e, ast.Constant) and e.value == v
-    return constant(node.body, 1) and constant(node.orelse, 0)
+def _indicator(node: t.Node) -> bool:
+    """An indicator, or cases 1 if c, else 0."""
+    def constant(e: t.Node, v: int) -> bool:
+        return isinstance(e, t.Num) and e.value == v
+    return isinstance(node, t.Indicator) or (
+        isinstance(node, t.Cases) and len(node.rows) == 2
+        and constant(node.rows[0][0], 1) and constant(node.rows[1][0], 0))
 
 
-def _precedence(node: ast.AST) -> int:
-    if isinstance(node, ast.BinOp):
-        return _PREC[type(node.op)]
-    if isinstance(node, ast.UnaryOp):
+def _precedence(node: t.Node) -> int:
+    if isinstance(node, t.Binary):
+        if node.op not in _PREC:
+            raise NotPrintable(f"no text form for the operator {node.op!r}")
+        return _PREC[node.op]
+    if isinstance(node, t.Unary):
         return 25
-    if isinstance(node, (ast.IfExp, ast.Compare)):
+    if isinstance(node, (t.Cases, t.Indicator, t.Compare)):
         return 0
     return 100
 
 
-class TextCodegen(ast.NodeVisitor):
-    """Plain-text codegen over an equation's tree, with a spelling for identifiers."""
+def _integer(node: t.Node) -> int | None:
+    """A whole-number exponent as written (``2``), else None."""
+    if isinstance(node, t.Num):
+        value = number(node)
+        return value if isinstance(value, int) else None
+    return None
 
-    def __init__(self, spelling: Callable[[str], Notation]) -> None:
-        self._spelling = spelling
 
-    def generic_visit(self, node: ast.AST) -> str:
-        raise NotImplementedError(f"no text form for {type(node).__name__}")
+class TextPrinter(t.Printer):
+    """Plain text of a tree's nodes, with a spelling for identifiers."""
 
-    def _wrap(self, node: ast.AST, parent: int, strict: bool = False) -> str:
+    form = "text"
+
+    def _wrap(self, node: t.Node, parent: int, strict: bool = False) -> str:
         text = self.visit(node)
-        if isinstance(node, ast.IfExp) and _indicator(node):
+        if _indicator(node):
             return text  # 𝟙[…] is bracketed already
         child = _precedence(node)
         return f"({text})" if child < parent or (strict and child == parent) else text
 
-    def visit_Name(self, node: ast.Name) -> str:
-        return self._spelling(node.id).text
+    def num(self, node: t.Num) -> str:
+        return str(number(node))
 
-    def visit_Constant(self, node: ast.Constant) -> str:
-        return str(node.value)
+    def sym(self, node: t.Sym) -> str:
+        if node.sub or node.sup or node.primes or node.grad or node.bold:
+            raise NotPrintable(f"no text form for the written symbol {node.show()}")
+        return self._spelling(node.base).text
 
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> str:
-        sign = {ast.USub: "−", ast.UAdd: "+"}[type(node.op)]
-        return sign + self._wrap(node.operand, 25)
+    def entry(self, node: t.Entry) -> str:
+        if not node.indices:
+            return self._spelling(node.name).text
+        return entry_text(self._spelling(node.name).text,
+                          [self.visit(p).replace(" ", "") for p in node.indices])
 
-    def visit_BinOp(self, node: ast.BinOp) -> str:
-        if isinstance(node.op, ast.FloorDiv):  # of an even size only (RoPE's d / 2)
+    def unary(self, node: t.Unary) -> str:
+        return "−" + self._wrap(node.operand, 25)
+
+    def binary(self, node: t.Binary) -> str:
+        if node.op == "//":  # of an even size only (RoPE's d / 2)
             return f"{self.visit(node.left)}/{self.visit(node.right)}"
-        prec = _PREC[type(node.op)]
-        if isinstance(node.op, ast.Pow):
+        prec = _precedence(node)
+        if node.op == "pow":
             base = self._wrap(node.left, prec, strict=True)
-            if not (isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)):
+            power = _integer(node.right)
+            if power is None:
                 return f"{base}^({self.visit(node.right)})"
             if "^" in base and not base.startswith("("):
                 base = f"({base})"  # (h^(1)_(i,j))³, as the LaTeX: no script on a script
-            return base + str(node.right.value).translate(_SUPERSCRIPTS)
+            return base + str(power).translate(_SUPERSCRIPTS)
+        if node.op not in _OPS:
+            raise NotPrintable(f"no text form for the operator {node.op!r}")
         left = self._wrap(node.left, prec)
-        strict = isinstance(node.op, (ast.Sub, ast.Div))
-        right = self._wrap(node.right, prec, strict=strict)
-        if isinstance(node.op, ast.Div) and isinstance(node.left, ast.Constant):
+        right = self._wrap(node.right, prec, strict=node.op in ("-", "/"))
+        if node.op == "/" and isinstance(node.left, t.Num):
             return f"{left}/{right}"  # a coefficient: 1/d
-        if isinstance(node.op, ast.Mult) and isinstance(node.left, ast.BinOp) \
-                and isinstance(node.left.op, ast.Div):
+        if node.op == "*" and isinstance(node.left, t.Binary) and node.left.op == "/":
             left = f"({left})"  # (1/d) Σ ..., not 1/d Σ ...
-        if isinstance(node.op, ast.Mult) and right[:1] in tuple("0123456789"):
+        if node.op == "*" and right[:1] in tuple("0123456789"):
             return f"{left}·{right}"  # 3·0.044715: two numbers are never juxtaposed
-        return left + _OPS[type(node.op)] + right
+        return left + _OPS[node.op] + right
 
-    def visit_Compare(self, node: ast.Compare) -> str:
-        parts = [self._wrap(node.left, 5)]
-        for op, right in zip(node.ops, node.comparators):
-            parts += [_COMPARE[type(op)], self._wrap(right, 5)]
+    def compare(self, node: t.Compare) -> str:
+        first, *rest = node.operands
+        parts = [self._wrap(first, 5)]
+        for op, right in zip(node.ops, rest):
+            parts += [_COMPARE[op], self._wrap(right, 5)]
         return "".join(parts)
 
-    def visit_IfExp(self, node: ast.IfExp) -> str:
+    def indicator(self, node: t.Indicator) -> str:
+        return f"𝟙[{self.visit(node.condition)}]"
+
+    def cases(self, node: t.Cases) -> str:
         if _indicator(node):
-            return f"𝟙[{self.visit(node.test)}]"
-        return (f"{self.visit(node.body)} if {self.visit(node.test)}, "
-                f"else {self.visit(node.orelse)}")
+            return f"𝟙[{self.visit(node.rows[0][1])}]"
+        out = ""
+        for value, condition in node.rows:
+            if condition is None:
+                return out + self.visit(value)
+            out += f"{self.visit(value)} if {self.visit(condition)}, else "
+        raise NotPrintable("a conditional without its otherwise")
 
-    def visit_Subscript(self, node: ast.Subscript) -> str:
-        index = node.slice
-        parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        return entry_text(self._spelling(node.value.id).text,
-                          [self.visit(p).replace(" ", "") for p in parts])
+    def reduce(self, node: t.Reduce) -> str:
+        (index,) = node.indices
+        name = self._spelling(index).text
+        if node.op == "sum":
+            limit = f"Σ_({name}=0..{self.visit(count_of(node))}−1)"
+        elif node.op == "max":
+            limit = f"max_{name}"
+        else:
+            raise NotPrintable(f"no text form for a reduction by {node.op!r}")
+        return f"{limit} {self._wrap(node.body, 20)}"
 
-    def visit_Call(self, node: ast.Call) -> str:
-        name = node.func.id if isinstance(node.func, ast.Name) else None
-        args = node.args
-        if name in ("sum", "max") and args and isinstance(args[0], ast.GeneratorExp):
-            gen = args[0]
-            limits = []
-            for comp in gen.generators:
-                index = self.visit(comp.target)
-                if name == "sum":
-                    limits.append(f"Σ_({index}=0..{self.visit(comp.iter.args[0])}−1)")
-                else:
-                    limits.append(f"max_{index}")
-            return " ".join(limits) + " " + self._wrap(gen.elt, 20)
-        if name == "sqrt":
-            inner = self.visit(args[0])
-            return f"√{inner}" if _precedence(args[0]) == 100 and len(inner) <= 3 \
+    def call(self, node: t.Call) -> str:
+        if node.name == "sqrt":
+            (arg,) = node.args
+            inner = self.visit(arg)
+            return f"√{inner}" if _precedence(arg) == 100 and len(inner) <= 3 \
                 else f"√({inner})"
-        function = _FUNCTIONS.get(name) or self.visit(node.func)
-        return f"{function}({', '.join(self.visit(a) for a in args)})"
+        function = printed(node.name).text  # an unknown function raises
+        return f"{function}({', '.join(self.visit(a) for a in node.args)})"

@@ -189,6 +189,9 @@ class Operation(ABC):
     #: How an equation names the function (``\operatorname{ReLU}``; ``""``: no name,
     #: the identity); None: the operation's ``name``.
     function_name: ClassVar[str | None] = None
+    #: The other names authors write the function with (``relu``, ``Swish``): a claim
+    #: reads them as it reads ``function_name`` (:mod:`symformer.equations.functions`).
+    function_aliases: ClassVar[tuple[str, ...]] = ()
     #: The gated FFN's name with this activation (Shazeer 2020: ``"SwiGLU"``).
     gated_name: ClassVar[str] = ""
     #: The exercise sheet's definition of the function: text and inline LaTeX in turn

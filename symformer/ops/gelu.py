@@ -41,6 +41,7 @@ class GELU(Smooth):
     default_notation = Notation("a", "a", "FFN activation (GELU)")
     activation_key, activation_rank = "gelu", 1
     function_name, gated_name = "GELU", "GEGLU"
+    function_aliases = ("gelu",)
     definition = ("GELU: ", r"\operatorname{GELU}(x) = x\,\Phi(x) = \frac{x}{2}"
                   r"\left(1 + \operatorname{erf}\frac{x}{\sqrt{2}}\right)",
                   ", with ", r"\Phi", " the standard normal distribution function.")

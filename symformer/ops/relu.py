@@ -48,6 +48,7 @@ class ReLU(Elementwise):
     kinked = True
     activation_key, activation_rank = "relu", 0
     function_name, gated_name = "ReLU", "ReGLU"
+    function_aliases = ("relu",)
     definition = ("ReLU keeps positive numbers and replaces negative ones by 0: ",
                   r"\operatorname{ReLU}(x) = \max(0, x)", ".")
     torch_function = "torch.relu(x)"

@@ -38,6 +38,7 @@ class SiLU(Smooth):
     default_notation = Notation("a", "a", "FFN activation (SiLU)")
     activation_key, activation_rank = "silu", 3
     function_name, gated_name = "SiLU", "SwiGLU"
+    function_aliases = ("silu", "Swish")
     definition = ("SiLU (the sigmoid-weighted linear unit): ",
                   r"\operatorname{SiLU}(x) = \frac{x}{1 + e^{-x}}", ".")
     torch_function = "torch.nn.functional.silu(x)"

@@ -109,8 +109,9 @@ class SymbolTable:
             grad = s.name.startswith("grad.")
             if grad and s.kind not in ("gradient", "weight_gradient"):
                 continue
-            self._add(notation(s).latex,
-                      Target(stage=s.name, matrix=s.kind == "weight_gradient"), grad)
+            self._add(notation(s).latex,  # a weight's gradient, a Jacobian: the matrix
+                      Target(stage=s.name, matrix=s.kind in ("weight_gradient", "jacobian")),
+                      grad)
             if grad and s.kind == "gradient" and s.name.removeprefix("grad.") in g.stages:
                 source = g[s.name.removeprefix("grad.")]
                 self._add(_matrix_symbol(source), Target(stage=s.name, matrix=True), True,

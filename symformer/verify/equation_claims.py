@@ -652,6 +652,8 @@ class Judge:
                              f"\\partial L/\\partial k_{{ic}})")
         stage = balls[claim.stage]
         r, c = len(stage), len(stage[0])
+        if _superscript_indices(lhs, r, c, ev):  # A^{ij} = ...: the entries A_{ij}
+            lhs = replace(lhs, sub=lhs.sup, sup=None)
         out = []
         if lhs.bold and lhs.sub and c > 1 and not _sub_is_name(lhs, ev):
             # \mathbf{y}_i = ...: token i's row, every row
@@ -957,6 +959,18 @@ def _base(chain: lm.Chain) -> int:
             elif isinstance(value, tuple):
                 stack.extend(v for v in value if isinstance(v, lm.Node))
     return 0
+
+
+def _superscript_indices(lhs: lm.Sym, r: int, c: int, ev: Evaluator) -> bool:
+    """A left-hand side ``A^{ij}`` of a matrix stage: two letters as a superscript, no
+    subscript, neither letter a size, the step t or a transpose's T -- its entries,
+    not a power."""
+    if lhs.sub or not lhs.sup or r < 2 or c < 2:
+        return False
+    letters = [u for u in lhs.sup if not (u.kind == "char" and u.text == ",")]
+    return len(letters) == 2 and all(
+        u.kind == "letter" and u.text.islower() and u.text != "t"
+        and not _is_size(u.text, ev) for u in letters)
 
 
 def _function_form(lhs: lm.Node) -> tuple[lm.Node, bool | None]:

@@ -20,6 +20,7 @@ from flint import arb, fmpq
 
 from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine import Derivation
+from symformer.equations import functions as fns
 from symformer.errors import InputError
 from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
@@ -179,6 +180,26 @@ def _named_vectors(node: lm.Binary) -> bool:
     return isinstance(node.left, lm.Sym) and isinstance(node.right, lm.Sym)
 
 
+def _unsized_ones(node: lm.Node) -> lm.Node | None:
+    """``\\mathbf{1}`` or ``\\mathbf{1}^\\top`` written without its length (else None)."""
+    inner = node.operand if isinstance(node, lm.Transpose) else node
+    return node if isinstance(inner, lm.Ones) and inner.size is None else None
+
+
+def _outer(a: object, b: object) -> object:
+    """``a ⊗ b``: of two vectors (rows or columns) the outer product a b^T (entry (i, j)
+    a_i b_j, as authors write p ⊗ p); of matrices the Kronecker product; with a
+    number, the product."""
+    if not isinstance(a, Mat) or not isinstance(b, Mat):
+        return _product(a, b)
+    if 1 in a.shape and 1 in b.shape:
+        u = [x for row in a.rows for x in row]
+        v = [x for row in b.rows for x in row]
+        return Mat([[x * y for y in v] for x in u])
+    return Mat([[x * y for x in row_a for y in row_b]
+                for row_a in a.rows for row_b in b.rows])
+
+
 def _max(x: arb, y: arb) -> arb:
     return x.max(y)
 
@@ -194,18 +215,6 @@ def _softmax(v: object) -> Mat:
     return Mat(out)
 
 
-def _normal_pdf(x: arb) -> arb:
-    return (-x * x / 2).exp() / (2 * arb.pi()).sqrt()
-
-
-def _normal_cdf(x: arb) -> arb:
-    return (1 + (x / arb(2).sqrt()).erf()) / 2
-
-
-def _sigmoid(x: arb) -> arb:
-    return 1 / (1 + (-x).exp())
-
-
 def _relu_slope(x: arb) -> arb:
     """ReLU's derivative: 1 above 0, 0 below (undecided at a ball around 0)."""
     return arb(1 if _sign(x) > 0 else 0)
@@ -214,26 +223,26 @@ def _relu_slope(x: arb) -> arb:
 #: Symbols the notation does not bind, read as a function of what follows them.
 _UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf",
                       "RMS": "rms", "mean": "mean", "Var": "var"}
-#: A named function with a prime (``\\mathrm{GELU}'(x)``): its derivative.
-_DERIVATIVES = {"GELU": "d_gelu", "gelu": "d_gelu", "SiLU": "d_silu", "silu": "d_silu",
-                "Swish": "d_silu", "sigmoid": "d_sigmoid", "sigma": "d_sigmoid",
-                "tanh": "d_tanh", "ReLU": "d_relu", "relu": "d_relu", "exp": "exp",
-                "log": "d_log", "ln": "d_log", "sin": "cos", "erf": "d_erf",
-                "Phi": "normal_pdf"}
+#: Unbound symbols with a prime (``\\sigma'(x)``): their derivatives' keys (a function's
+#: own, ``\\mathrm{GELU}'``, is the function table's).
+_UNBOUND_DERIVATIVES = {"sigma": "d_sigmoid", "Phi": "normal_pdf"}
 
-_FUNCTIONS: dict[str, Callable[[arb], arb]] = {
-    "exp": lambda x: x.exp(), "log": lambda x: x.log(), "sqrt": lambda x: x.sqrt(),
-    "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(), "cos": lambda x: x.cos(),
-    "relu": lambda x: x.max(arb(0)), "erf": lambda x: x.erf(),
-    "sigmoid": lambda x: 1 / (1 + (-x).exp()), "silu": lambda x: x / (1 + (-x).exp()),
-    "gelu": lambda x: x * (1 + (x / arb(2).sqrt()).erf()) / 2,
-    "normal_cdf": _normal_cdf, "normal_pdf": _normal_pdf,
-    "d_gelu": lambda x: _normal_cdf(x) + x * _normal_pdf(x),
-    "d_silu": lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x))),
-    "d_sigmoid": lambda x: _sigmoid(x) * (1 - _sigmoid(x)),
-    "d_tanh": lambda x: 1 - x.tanh() * x.tanh(), "d_relu": _relu_slope,
-    "d_log": lambda x: 1 / x, "d_erf": lambda x: 2 * (-x * x).exp() / arb.pi().sqrt(),
-}
+
+def _derivative(name: str) -> str | None:
+    """The key of the derivative of the function written ``name`` (None: none known)."""
+    if name in _UNBOUND_DERIVATIVES:
+        return _UNBOUND_DERIVATIVES[name]
+    table = fns.functions()
+    fn = table.by_key.get(name) or table.by_word.get(name) or table.by_macro.get(name)
+    return fn.derivative if fn is not None else None
+
+
+def _value(key: str) -> Callable[[arb], arb]:
+    """The certified value of the element-wise function ``key``."""
+    f = _relu_slope if key == "d_relu" else fns.value(key)
+    if f is None:
+        raise InputError(f"no value is known for the function {key!r}")
+    return f
 
 
 def _sign(d: arb) -> int:
@@ -512,7 +521,9 @@ class Evaluator:
             rows = self.token_rows(node, env)
             if rows is not None:  # q_i^\top k_j: the dot product of two tokens' rows
                 return sum((x * y for x, y in zip(*rows)), arb(0))
-            a, b = self.value(node.left, env), self.value(node.right, env)
+            a, b = self.operands(node, env)
+            if node.op == "otimes":
+                return _outer(a, b)
             if node.op == "*" and _vectors(a, b) and _named_vectors(node):
                 # q_i \cdot k_j: a dot product (of two symbols; x \cdot erf(..) is not)
                 return sum((x * y for x, y in zip(*(
@@ -546,6 +557,8 @@ class Evaluator:
             return v.t() if isinstance(v, Mat) else v
         if isinstance(node, lm.Call):
             return self.call(node, env)
+        if isinstance(node, lm.Ones):
+            return self.ones(node, None, env)
         if isinstance(node, lm.Reduce):
             return self.reduce(node, env)
         if isinstance(node, lm.Indicator):
@@ -574,6 +587,51 @@ class Evaluator:
             rows = v.rows if isinstance(v, Mat) else [[v]]  # (b_C)_j of one class
             return self.entry(rows, "(..)", node.sub, env)
         raise InputError(f"cannot read the node at column {node.col}")
+
+    def operands(self, node: lm.Binary, env: Env) -> tuple[object, object]:
+        """The values of a binary node's operands; a vector of ones without its length
+        (``X \\mathbf{1}``, ``\\mathbf{1}^\\top X``, ``\\mu \\mathbf{1}^\\top``) as long as
+        the product needs (:meth:`ones`)."""
+        left, right = _unsized_ones(node.left), _unsized_ones(node.right)
+        if node.op not in ("*", "jux", "otimes") or (left is None and right is None):
+            return self.value(node.left, env), self.value(node.right, env)
+        if left is not None and right is not None:
+            raise InputError(f"cannot read \\mathbf{{1}} at column {node.col}: give a "
+                             f"length (\\mathbf{{1}}_n) to one of two vectors of ones")
+        if right is not None:
+            a = self.value(node.left, env)
+            return a, self.ones(right, (a, "right", node.op), env)
+        b = self.value(node.right, env)
+        return self.ones(left, (b, "left", node.op), env), b
+
+    def ones(self, node: lm.Node, partner: tuple[object, str, str] | None,
+             env: Env) -> Mat:
+        """A vector of ones (``node``: an :class:`lm.Ones` or its transpose), a column
+        unless transposed.  Without its length, the product it is in decides it: the
+        matrix beside it (X 1: X's columns; 1^T X: X's rows), or beside a vector the
+        claimed stage's shape (μ 1^T: the stage's columns; 1 v: its rows)."""
+        transposed = isinstance(node, lm.Transpose)
+        ones = node.operand if transposed else node
+        if ones.size is not None:
+            size = self.index(ones.size, env)
+            if size.denominator != 1 or size < 1:
+                raise Inapplicable("a vector of ones whose length is not a whole number")
+            n = int(size)
+        elif partner is None:
+            raise InputError(f"cannot read \\mathbf{{1}} at column {ones.col}: write its "
+                             f"length (\\mathbf{{1}}_n) where no product decides it")
+        else:
+            other, side, op = partner
+            r, c = other.shape if isinstance(other, Mat) else (1, 1)
+            stage = self.g[self.near].shape
+            if op == "otimes":
+                n = stage[1] if side == "right" else stage[0]
+            elif side == "right":  # X 1 (X's columns), or v 1^T (the stage's columns)
+                n = stage[1] if transposed else c
+            else:  # 1^T X (X's rows), or 1 v (the stage's rows)
+                n = r if transposed else stage[0]
+        column = Mat([[arb(1)] for _ in range(n)])
+        return column.t() if transposed else column
 
     def token_rows(self, node: lm.Binary, env: Env) -> tuple[list, list] | None:
         """``q_i^\\top k_j`` (or ``q_i k_j^\\top``): two symbols with one index each, one
@@ -634,8 +692,8 @@ class Evaluator:
         if not (isinstance(node, lm.Sym) and not node.sub and not node.sup
                 and not node.grad):
             return ""
-        if node.primes == 1 and node.base in _DERIVATIVES:
-            name = _DERIVATIVES[node.base]
+        if node.primes == 1 and _derivative(node.base) is not None:
+            name = _derivative(node.base)
         elif not node.primes and node.base in _UNBOUND_FUNCTIONS:
             name = _UNBOUND_FUNCTIONS[node.base]
         else:
@@ -666,6 +724,8 @@ class Evaluator:
             value: object = self.scalar(target)
         else:
             rows = self.matrix(target)
+            if not sym.sub and not sup_used and self.index_superscript(sym, rows, env):
+                return self.entry(rows, sym.show(), sym.sup, env)  # A^{ij}: A_{ij}
             if sym.bold and not target.matrix:
                 value = self.vector(rows, sym, None if sub_used else sym.sub, env)
             elif sym.sub and not sub_used:
@@ -683,6 +743,15 @@ class Evaluator:
                 else _power(value, e)
         return value
 
+    def index_superscript(self, sym: lm.Sym, rows: list[list[arb]], env: Env) -> bool:
+        """Is ``A^{ij}`` an entry of the matrix A (not a power): A a matrix (more than one
+        row and column) and the superscript's letters, as many as its axes, each an
+        index in scope (the left-hand side's or a sum's), none the step t."""
+        letters = [u.text for u in sym.sup or () if not (u.kind == "char" and u.text == ",")]
+        return len(rows) > 1 and len(rows[0]) > 1 and len(letters) == 2 \
+            and all(u.kind == "letter" for u in sym.sup if u.text != ",") \
+            and all(x in env.indices and not self.is_step(x) for x in letters)
+
     def vector(self, rows: list[list[arb]], sym: lm.Sym, sub: tuple | None, env: Env
                ) -> Mat:
         r"""``\mathbf{q}_i``: token i's row (the implicit row without a subscript), 1 x d
@@ -693,7 +762,7 @@ class Evaluator:
             if at.denominator != 1:
                 raise Inapplicable(f"{sym.show()}: an index is not a whole number")
             i = int(at) - self.base
-        elif env.row is not None:
+        elif self.row(env) is not None:  # the implicit row, or a Jacobian's softmax row
             i = self.row(env)
         else:
             return Mat(rows)
@@ -869,7 +938,7 @@ class Evaluator:
             return out
         (arg,) = node.args
         v = self.value(arg, env)
-        f = _FUNCTIONS[node.name]
+        f = _value(node.name)
         return v.map(f) if isinstance(v, Mat) else f(v)
 
     def run(self, items: tuple[lm.Node, ...]) -> list[lm.Node]:

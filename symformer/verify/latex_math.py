@@ -33,9 +33,31 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from symformer.equations.functions import functions
+from symformer.equations.tree import FONTS as _FONTS
+from symformer.equations.tree import (  # the nodes (lm.Sym, ...): read from here too
+    GREEK,
+    Arguments,
+    Binary,
+    Call,
+    Cases,
+    Compare,
+    Indicator,
+    Matrix,
+    Node,
+    Num,
+    Ones,
+    Reduce,
+    Subscripted,
+    Sym,
+    Token,
+    Transpose,
+    Unary,
+)
+from symformer.equations.tree import text_of as _text
 from symformer.errors import InputError
 
 #: The longest equation read (characters).
@@ -47,21 +69,8 @@ _DIGITS = frozenset("0123456789")
 #: about three per parenthesis).
 MAX_DEPTH = 150
 
-GREEK = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
-kappa lambda mu nu xi pi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta
-Lambda Xi Pi Sigma Phi Psi Omega ell""".split())
-#: Functions of one argument (the name the evaluator knows).
-FUNCTIONS = {"exp": "exp", "log": "log", "ln": "log", "tanh": "tanh", "sin": "sin",
-             "cos": "cos", "sqrt": "sqrt"}
 #: The symbol ``\\ldots`` (``\\dots``, ``\\cdots``) reads as: a run of items (Concat's).
 ELLIPSIS = "..."
-#: Functions written with \operatorname{..} or \mathrm{..}.
-NAMED_FUNCTIONS = {"softmax": "softmax", "ReLU": "relu", "relu": "relu", "exp": "exp",
-                   "tanh": "tanh", "max": "max", "sigmoid": "sigmoid", "SiLU": "silu",
-                   "silu": "silu", "Swish": "silu", "GELU": "gelu", "gelu": "gelu",
-                   "erf": "erf", "Concat": "concat", "concat": "concat",
-                   "rowsum": "rowsum", "rowmax": "rowmax", "diag": "diag", "sin": "sin",
-                   "cos": "cos", "log": "log"}
 #: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
 #: ``\\mathrm{RMS}[x]`` (each row's mean, variance, root mean square: a column).
 STATISTICS = {"E": "mean", "mean": "mean", "Var": "var", "RMS": "rms", "rms": "rms"}
@@ -81,18 +90,10 @@ _IGNORED_WITH_GROUP = frozenset({"hspace", "vspace", "tag", "phantom", "hphantom
 #: ``\gets``: the right-hand side reads the symbol's value before the update), ``:=``.
 _ARROWS = ("\\leftarrow", "\\gets", "\\longleftarrow")
 _EQUALS = ("=", ":=", "\\coloneqq", "\\triangleq", "\\doteq", *_ARROWS)
-#: Function names an author may write without a backslash (``sin(x)``), read as the
-#: function when the letters stand together before ``(``.
-_BARE_FUNCTIONS = {"sin": "sin", "cos": "cos", "tanh": "tanh", "exp": "exp", "log": "log",
-                   "ln": "log", "max": "max", "erf": "erf", "softmax": "softmax",
-                   "sigmoid": "sigmoid", "relu": "relu", "ReLU": "relu", "GELU": "gelu",
-                   "SiLU": "silu", "sqrt": "sqrt"}
 _MATRICES = ("bmatrix", "pmatrix", "matrix", "Bmatrix")
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
 _ACCENTS = frozenset({"tilde", "hat", "bar", "widetilde", "widehat", "overline"})
-_FONTS = frozenset({"mathrm", "text", "mathit", "mathcal", "mathsf", "textrm",
-                    "operatorname", "mathbb"})
 #: Bold (and arrowed) letters: a token's whole row as a vector.
 _BOLD = frozenset({"mathbf", "boldsymbol", "bm", "vec"})
 _COMPARISONS = {"<": "<", ">": ">", "le": "<=", "leq": "<=", "ge": ">=", "geq": ">=",
@@ -101,17 +102,6 @@ _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\lbrace": "\\rbrace", "\\lbrack": "
 #: A superscript saying where a symbol sits: its layer, head (``(1)``, ``(1,2)``).
 _MARKER = re.compile(r"^\((\d+(?:,\d+)*)\)$")
 _TRANSPOSE = frozenset({"T", "\\top", "\\intercal", "\\mathsf{T}", "\\mathrm{T}", "t"})
-
-
-@dataclass(frozen=True)
-class Token:
-    """One token: kind ``num``, ``letter``, ``macro`` (text with its backslash) or
-    ``char``; its 1-based column; whether a space came before it."""
-
-    kind: str
-    text: str
-    col: int
-    spaced: bool = False
 
 
 def fail(what: str, col: int) -> InputError:
@@ -188,173 +178,7 @@ def _character(c: str) -> str:
     return repr(c)
 
 
-# -- the tree -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Node:
-    """A node of an equation's tree; ``col`` is where it starts (for messages)."""
-
-    col: int = field(default=0, compare=False, kw_only=True)
-
-
-@dataclass(frozen=True)
-class Num(Node):
-    """An exact number; ``text``: a decimal as printed (``0.7978846``: a constant given
-    to 7 digits), else ""."""
-
-    value: Fraction
-    text: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class Sym(Node):
-    """A symbol with its scripts as written: ``base`` (``q``, ``alpha``,
-    ``tilde(sigma)``, ``PE``), the subscript's and superscript's tokens (unparsed: a
-    subscript may be a name, ``W_Q``, or indices, ``q_{ic}``), primes, and ``grad``
-    for ∂L/∂ of it."""
-
-    base: str
-    sub: tuple[Token, ...] | None = None
-    sup: tuple[Token, ...] | None = None
-    primes: int = 0
-    grad: bool = False
-    bold: bool = False   # \mathbf{q}_i: token i's whole row (a vector)
-
-    @property
-    def sub_text(self) -> str:
-        """The subscript as one word (``Q``, ``ic``, ``i,c``, ``model``)."""
-        return _text(self.sub)
-
-    @property
-    def sup_text(self) -> str:
-        """The superscript as one word (``(1)``, ``2``, ``\\top``)."""
-        return _text(self.sup)
-
-    def show(self) -> str:
-        """The symbol as an author would write it (for messages)."""
-        out = ("\\partial L/\\partial " if self.grad else "") + _shown_base(self.base)
-        out += "'" * self.primes
-        if self.sub:
-            out += f"_{{{self.sub_text}}}"
-        if self.sup:
-            out += f"^{{{self.sup_text}}}"
-        return out
-
-
-def _shown_base(base: str) -> str:
-    if base.endswith(")") and "(" in base:
-        accent, inner = base[:-1].split("(", 1)
-        return f"\\{accent}{{{_shown_base(inner)}}}"
-    return f"\\{base}" if base in GREEK else base
-
-
-def _text(tokens: tuple[Token, ...] | None) -> str:
-    if not tokens:
-        return ""
-    out = []
-    for t in tokens:
-        if t.kind == "macro" and t.text[1:] in _FONTS | {"{", "}"}:
-            continue
-        if t.kind == "char" and t.text in "{}":
-            continue
-        out.append(t.text)
-    return "".join(out)
-
-
-@dataclass(frozen=True)
-class Unary(Node):
-    """``-x``."""
-
-    operand: Node
-
-
-@dataclass(frozen=True)
-class Binary(Node):
-    """``a op b``: op one of ``+ - * jux / odot pow``; ``*`` (written) and ``jux``
-    (juxtaposed) are a product of scalars or a matrix product."""
-
-    op: str
-    left: Node
-    right: Node
-    #: written in parentheses: ``\\sigma(xW)`` applies σ to the whole product
-    grouped: bool = field(default=False, compare=False)
-
-
-@dataclass(frozen=True)
-class Transpose(Node):
-    """``X^\\top``; ``written``: the superscript as written (``t`` is a power of the
-    step on a training run's stage, where t is the step)."""
-
-    operand: Node
-    written: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class Call(Node):
-    """``f(args)``: exp, log, sqrt, tanh, sin, cos, erf, relu, sigmoid, silu, gelu (the
-    exact one, with erf), softmax (row-wise), max."""
-
-    name: str
-    args: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Reduce(Node):
-    """``\\sum`` (or ``\\max``) over ``indices``, from ``low`` to ``high`` inclusive (None:
-    the whole axis the index reads)."""
-
-    op: str
-    indices: tuple[str, ...]
-    low: Node | None
-    high: Node | None
-    body: Node
-
-
-@dataclass(frozen=True)
-class Compare(Node):
-    """A chain of comparisons ``a <= b < c`` (ops: ``< <= > >= == !=``)."""
-
-    ops: tuple[str, ...]
-    operands: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Indicator(Node):
-    """``1[condition]``: 1 where it holds, else 0."""
-
-    condition: Node
-
-
-@dataclass(frozen=True)
-class Arguments(Node):
-    """``(Q, K, V)``: what a named function of the left-hand side is written over
-    (``\\mathrm{Attention}(Q, K, V) = ...``); nowhere else."""
-
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Cases(Node):
-    """A case distinction: the first row whose condition holds (None: otherwise)."""
-
-    rows: tuple[tuple[Node, Node | None], ...]
-
-
-@dataclass(frozen=True)
-class Matrix(Node):
-    """A matrix written out, ``\\begin{bmatrix} .. \\end{bmatrix}`` or a row ``[a, b]``:
-    its entries' expressions, row by row."""
-
-    rows: tuple[tuple[Node, ...], ...]
-
-
-@dataclass(frozen=True)
-class Subscripted(Node):
-    """``(expr)_{ij}``: an entry of a matrix-valued expression."""
-
-    operand: Node
-    sub: tuple[Token, ...]
-
-
+# -- a block's lines (the nodes: symformer.equations.tree) ----------------------------
 @dataclass(frozen=True)
 class Chain:
     """One line of a derivation: ``lhs = rhs[0] = rhs[1] ...`` (``line``: 1-based,
@@ -589,6 +413,9 @@ class Parser:
             if self.at("\\cdot", "\\times", "*"):
                 self.k += 1
                 node = Binary("*", node, self.factor(), col=col)
+            elif self.at("\\otimes"):  # u ⊗ v: the outer (Kronecker) product
+                self.k += 1
+                node = Binary("otimes", node, self.factor(), col=col)
             elif self.at("/") or (self.at(".") and (u := self.peek(1)) is not None
                                   and u.text == "/" and not u.spaced):  # ./ entry by entry
                 self.k += 1 if self.at("/") else 2
@@ -614,6 +441,7 @@ class Parser:
         if t.text in _EQUALS:
             return False
         return t.text not in ("\\\\", "\\cdot", "\\times", "\\odot", "\\circ", "\\right",
+                              "\\otimes", "\\rvert",
                               "\\}", "\\rbrace", "\\rbrack", "\\le", "\\leq", "\\ge",
                               "\\geq", "\\lt", "\\gt", "\\ne", "\\neq", "\\end")
 
@@ -708,13 +536,8 @@ class Parser:
                 return Matrix((tuple(items),), col=t.col)
             inner = self.condition("]", grouping=True)
             return Indicator(inner, col=t.col) if isinstance(inner, Compare) else inner
-        if t.kind == "char" and t.text == "|":  # |V|: the vocabulary's size
-            self.k += 1
-            inner = self.symbol()
-            self.expect("|")
-            if inner.sub or inner.sup:
-                raise fail("|..| (only |V|, the vocabulary's size)", t.col)
-            return Sym(f"|{inner.base}|", col=t.col)
+        if (t.kind == "char" and t.text == "|") or t.text == "\\lvert":
+            return self.absolute(t)
         if t.kind == "letter":
             if t.text == "d" and (u := self.peek(1)) is not None and not u.spaced \
                     and (u.kind == "letter" or u.text[1:] in GREEK or u.text[1:] in _ACCENTS
@@ -767,7 +590,8 @@ class Parser:
             end += 1
         word = "".join(u.text for u in self.tokens[self.k:end])
         after = self.tokens[end] if end < len(self.tokens) else None
-        name = _BARE_FUNCTIONS.get(word)
+        fn = functions().by_bare.get(word)
+        name = fn.key if fn is not None else None
         if name is None or after is None or after.text not in ("(", "\\left", "^"):
             return None
         t = self.tokens[self.k]
@@ -779,6 +603,29 @@ class Parser:
         if name == "sqrt":
             return Call("sqrt", (self.argument(t),), col=t.col)
         return self.function(name, t)
+
+    def absolute(self, t: Token) -> Node:
+        """``|x|`` (``\\lvert x \\rvert``): the absolute value, entry by entry (ALiBi's
+        ``m |i - j|``); ``|V|`` of a bare symbol: the vocabulary's size."""
+        close = "|" if t.text == "|" else "\\rvert"
+        level, end = 0, self.k + 1
+        while end < len(self.tokens):
+            u = self.tokens[end]
+            if u.kind == "char" and u.text in "([{":
+                level += 1
+            elif u.kind == "char" and u.text in ")]}":
+                level -= 1
+            elif u.text == close and level == 0:
+                break
+            end += 1
+        else:
+            raise fail(f"{t.text} without its closing {close}", t.col)
+        inner = self.sub_expression(tuple(self.tokens[self.k + 1:end]), t.col)
+        self.k = end + 1
+        if isinstance(inner, Sym) and not (inner.sub or inner.sup or inner.grad
+                                           or inner.primes):
+            return Sym(f"|{inner.base}|", col=t.col)
+        return Call("abs", (inner,), col=t.col)
 
     def at_euler(self) -> bool:
         """``e^{...}`` with no subscript: Euler's number to a power."""
@@ -796,12 +643,13 @@ class Parser:
             if self.at("["):
                 raise fail("\\sqrt[...] (only square roots)", t.col)
             return Call("sqrt", (self.group_expression(),), col=t.col)
-        if name in FUNCTIONS and (u := self.peek(1)) is not None and u.text == "'":
+        macro = functions().by_macro.get(name)
+        if macro is not None and (u := self.peek(1)) is not None and u.text == "'":
             self.k += 2  # \tanh'(x): the derivative, applied to what follows
-            return Sym(FUNCTIONS[name], primes=1, col=t.col)
-        if name in FUNCTIONS:
+            return Sym(macro.key, primes=1, col=t.col)
+        if macro is not None:
             self.k += 1
-            return self.function(FUNCTIONS[name], t)
+            return self.function(macro.key, t)
         if name in ("sum", "max"):
             self.k += 1
             return self.reduction(name, t)
@@ -815,6 +663,11 @@ class Parser:
             return self.slash_derivative(t)
         if name == "nabla":
             return self.nabla(t)
+        if name in ("mathbb", "mathbf", "bm", "boldsymbol") and _text(self.peek_group(1)) == "1" \
+                and self.ones_ahead():
+            self.k += 1
+            self.raw_group()
+            return self.ones(t)
         if name in ("mathbb", "mathbf", "bm") and _text(self.peek_group(1)) in ("1", "I"):
             self.k += 1
             self.raw_group()
@@ -824,12 +677,13 @@ class Parser:
             self.k += 1
             return self.statistic(STATISTICS[_text(self.raw_group())], t)
         if name in ("operatorname", "mathrm", "text") and \
-                _text(self.peek_group(1)) in NAMED_FUNCTIONS and self.group_followed_by(1, "'"):
+                _text(self.peek_group(1)) in functions().by_word \
+                and self.group_followed_by(1, "'"):
             return self.symbol()  # \mathrm{GELU}'(x): its derivative (or a definition)
         if name in ("operatorname", "mathrm", "text") and \
-                _text(self.peek_group(1)) in NAMED_FUNCTIONS:
+                _text(self.peek_group(1)) in functions().by_word:
             self.k += 1
-            fn = NAMED_FUNCTIONS[_text(self.raw_group())]
+            fn = functions().by_word[_text(self.raw_group())].key
             if fn == "max":
                 return self.reduction("max", t)
             if fn == "concat":  # Concat(head_1, ..., head_h): side by side
@@ -1210,6 +1064,35 @@ class Parser:
                 low = bound
         return [index], low, high
 
+    def ones_ahead(self) -> bool:
+        """After ``\\mathbf{1}``: a vector of ones, not an indicator -- no bracket follows
+        and a subscript holds no comparison (``\\mathbf{1}_n``, not ``\\mathbb{1}_{i=j}``)."""
+        saved = self.k
+        try:
+            self.k += 1
+            self.raw_group()
+            self.skip_layout()
+            u = self.peek()
+            if u is not None and u.text in _OPEN:
+                return False
+            if u is not None and u.text == "_":
+                self.k += 1
+                sub = self.raw_group()
+                return not any(v.text == "=" or v.text.lstrip("\\") in _COMPARISONS
+                               or v.text in _OPEN for v in sub)
+            return True
+        except InputError:
+            return False
+        finally:
+            self.k = saved
+
+    def ones(self, t: Token) -> Node:
+        """``\\mathbf{1}`` after its name, with its length as a subscript if written."""
+        if self.at("_"):
+            self.k += 1
+            return Ones(self.sub_expression(self.raw_group(), t.col), col=t.col)
+        return Ones(col=t.col)
+
     def indicator(self, t: Token) -> Node:
         self.skip_layout()
         if self.at("_"):
@@ -1303,9 +1186,9 @@ class Parser:
                 return f"{name}({inner.base(group[0])})"
             if name in _FONTS or name in _BOLD:
                 text = _text(self.raw_group())
-                if not text.replace("_", "").isalnum():
+                if not text.replace("_", "").isalnum() and text not in functions().by_word:
                     raise fail(f"{t.text}{{{text}}}", t.col)
-                return text
+                return text  # a function's name too, \operatorname{ReLU^2}'
         raise fail(t.text, t.col)
 
 
