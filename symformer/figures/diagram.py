@@ -330,9 +330,13 @@ def _frames(frames: dict, d: Diagram) -> list[str]:
     its title and ×N inside its top left corner."""
     out = []
     for parts in frames.values():
-        points = " -- ".join(f"({number(x)},{number(y)})"
-                             for x, y in outline([p[:4] for p in parts]))
-        out.append(f"\\draw[black!50, thin, rounded corners=4pt] {points} -- cycle;")
+        if len(parts) == 1:  # one piece: its rectangle
+            x0, x1, y0, y1, _ = parts[0]
+            shape = f"({number(x0)},{number(y0)}) rectangle ({number(x1)},{number(y1)})"
+        else:
+            shape = " -- ".join(f"({number(x)},{number(y)})"
+                                for x, y in outline([p[:4] for p in parts])) + " -- cycle"
+        out.append(f"\\draw[black!50, thin, rounded corners=4pt] {shape};")
         for x0, _, _, y1, piece in parts:
             if piece.first:
                 label = " \\\\ ".join(piece.segment.label())
