@@ -16,7 +16,9 @@ from symformer.figures import diagram, tikz
 CASES = [
     (None, ["post-norm", "Sinusoidal", "ReLU", "Add \\& LayerNorm", "2 heads"],
      ["RoPE", "RMSNorm", "Gated", "GELU", "Learned", "Masked", "key/value"]),
-    ("llama_style", ["RMSNorm", "RoPE", "SwiGLU", "2 key/value heads", "grouped-query",
+    # its 2 key/value heads, as which query heads read each (issue 39)
+    ("llama_style", ["RMSNorm", "RoPE", "SwiGLU", "heads 1\u20132 $\\to K,V$ 1",
+                     "heads 3\u20134 $\\to K,V$ 2", "grouped-query",
                      "Masked", "untied", "Final RMSNorm", "\\times\\,2"],
      ["LayerNorm", "Sinusoidal", "Learned", "ReLU", "Add \\&"]),
     ("gpt2_style", ["Learned positional", "LayerNorm", "pre-norm", "GELU", "tied",

@@ -173,6 +173,25 @@ def _heads(n: int) -> str:
     return f"{n} head" + ("" if n == 1 else "s")
 
 
+def _kv_reads(layer: Block) -> list[str]:
+    """Grouped-query attention's mapping, a line per shared key/value head
+    (``heads 1–2 → K,V 1``: query heads 1 and 2 read key/value head 1), from the head
+    each query head reads; nothing when none is shared."""
+    reads: dict[int, list[int]] = {}
+    for h, head in enumerate(getattr(layer, "heads", ()), start=1):
+        kv = getattr(head, "kv_head", None)
+        if kv is not None and getattr(layer, "kv_heads", ()):
+            reads.setdefault(kv + 1, []).append(h)
+    if len(reads) < 1 or all(len(h) == 1 for h in reads.values()):
+        return []
+
+    def heads(h: list[int]) -> str:
+        run = h == list(range(h[0], h[-1] + 1))
+        return (f"head {h[0]}" if len(h) == 1 else f"heads {h[0]}\u2013{h[-1]}" if run
+                else "heads " + ", ".join(map(str, h)))
+    return [f"{heads(h)} $\\to K,V$ {kv}" for kv, h in sorted(reads.items())]
+
+
 def _attention_box(layer: Block, heads: int, kv: int, d_k: int, causal: bool,
                    rope: bool, cross: bool, symbols: _Symbols) -> Box:
     """The attention sub-layer: its kind, heads, key/value heads, mask and scale."""
@@ -184,9 +203,11 @@ def _attention_box(layer: Block, heads: int, kv: int, d_k: int, causal: bool,
         name = "Multi-head attention" if heads > 1 else "Self-attention"
     if causal and not cross:
         name = "Masked " + name[0].lower() + name[1:]
-    detail = _heads(heads) + (f", {kv} key/value heads" if kv and kv < heads else "")
+    reads = _kv_reads(layer)  # says the key/value heads, and which head reads which
+    detail = _heads(heads) + (f", {kv} key/value heads" if kv and kv < heads and not reads
+                              else "")
     detail += f", $d_{{k}} = {d_k}$"
-    lines = [name, detail]
+    lines = [name, detail, *reads]
     scale = getattr(layer, "scale", None)
     if scale is not None and scale == 1:
         lines.append("scores not scaled")

@@ -227,11 +227,33 @@ def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
     """The diagram's ``tikzpicture`` for ``canvas``: boxes bottom to top in columns,
     each arrow labelled with the notes' symbol of what flows in it."""
     d = _wrap_boxes(d, lay)
-    cols = columns(d, canvas, lay)
+    boxes, placed, frames, top = _placed(d, canvas, lay)
     lines = [f"\\begin{{tikzpicture}}[font={canvas.font}, >=stealth, semithick, "
              "box/.style={draw, rounded corners=2pt, align=center, inner sep=2pt}, "
              "add/.style={draw, circle, inner sep=0pt, "
-             f"minimum size={number(ADD_CM)}cm}}, sym/.style={{inner sep=0.8pt}}]"]
+             f"minimum size={number(ADD_CM)}cm}}, sym/.style={{inner sep=0.8pt}}]", *boxes]
+    lines.extend(_frames(frames, d))
+    lines.extend(_arrows(placed, d, lay, top))
+    lines.append("\\end{tikzpicture}")
+    return "\n".join(lines) + "\n"
+
+
+def framed(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT
+           ) -> list[tuple[tuple[float, float], tuple[tuple[float, float], ...]]]:
+    """Each box of a repeated block as drawn: its centre and the outline of its block's
+    frame (:func:`outline`), which must hold it (a test checks it does)."""
+    d = _wrap_boxes(d, lay)
+    _, placed, frames, _ = _placed(d, canvas, lay)
+    shapes = {k: outline([r[:4] for r in rects]) for k, rects in frames.items()}
+    return [((col.x, (lo + hi) / 2), shapes[piece.index])
+            for _, _, col, piece, lo, hi in placed if piece.segment.repeat]
+
+
+def _placed(d: Diagram, canvas: Canvas, lay: Layout):
+    """The boxes' TikZ, where each is (name, box, column, piece, bottom, top), the
+    rectangles of each repeated block's pieces by segment, and the columns' top."""
+    cols = columns(d, canvas, lay)
+    lines: list[str] = []
     placed: list[tuple[str, Box, _Column, _Piece, float, float]] = []  # name, box, ...
     frames: dict[int, list[tuple[float, float, float, float, _Piece]]] = {}
     counter = 0
@@ -269,10 +291,7 @@ def draw(d: Diagram, canvas: Canvas = NOTES, lay: Layout = NOTES_LAYOUT) -> str:
                 frames.setdefault(piece.index, []).append(
                     (col.x - half, col.x + right, bottom, y, piece))
             y += lay.segment_gap
-    lines.extend(_frames(frames, d))
-    lines.extend(_arrows(placed, d, lay, top))
-    lines.append("\\end{tikzpicture}")
-    return "\n".join(lines) + "\n"
+    return lines, placed, frames, top
 
 
 def _box(name: str, box: Box, col: _Column, yc: float) -> list[str]:
@@ -306,18 +325,39 @@ def _residual(col: _Column, y: float, name: str, lay: Layout) -> list[str]:
 
 
 def _frames(frames: dict, d: Diagram) -> list[str]:
-    """A frame around each repeated block (around each of its pieces, when it is cut
-    over columns), its title and ×N inside its top left corner."""
+    """One frame around each repeated block, everything that repeats inside it: when
+    the block is cut over columns, one outline around all its pieces (:func:`outline`);
+    its title and ×N inside its top left corner."""
     out = []
     for parts in frames.values():
-        for x0, x1, y0, y1, piece in parts:
-            out.append(f"\\draw[black!50, thin, rounded corners=4pt] ({number(x0)},{number(y0)})"
-                       f" rectangle ({number(x1)},{number(y1)});")
+        if len(parts) == 1:  # one piece: its rectangle
+            x0, x1, y0, y1, _ = parts[0]
+            shape = f"({number(x0)},{number(y0)}) rectangle ({number(x1)},{number(y1)})"
+        else:
+            shape = " -- ".join(f"({number(x)},{number(y)})"
+                                for x, y in outline([p[:4] for p in parts])) + " -- cycle"
+        out.append(f"\\draw[black!50, thin, rounded corners=4pt] {shape};")
+        for x0, _, _, y1, piece in parts:
             if piece.first:
                 label = " \\\\ ".join(piece.segment.label())
                 out.append(f"\\node[anchor=north west, align=left, inner sep=2pt] at "
                            f"({number(x0 + 0.05)},{number(y1)}) {{{label}}};")
     return out
+
+
+def outline(rects: list[tuple[float, float, float, float]]
+            ) -> tuple[tuple[float, float], ...]:
+    """The outline of rectangles ``(x0, x1, y0, y1)`` side by side, left to right (the
+    pieces of one block cut over columns), each widened to meet the next: along the
+    bottoms left to right, then the tops right to left.  One rectangle: its corners."""
+    rects = sorted(rects)
+    xs = [r[0] for r in rects] + [rects[-1][1]]
+    for k in range(1, len(rects)):  # meet halfway across the gap between columns
+        xs[k] = (rects[k - 1][1] + rects[k][0]) / 2
+    bottom = [pt for k, r in enumerate(rects) for pt in ((xs[k], r[2]), (xs[k + 1], r[2]))]
+    top = [pt for k, r in reversed(list(enumerate(rects)))
+           for pt in ((xs[k + 1], r[3]), (xs[k], r[3]))]
+    return tuple(bottom + top)
 
 
 def _symbol(symbol: str, x: float, y: float, left: bool) -> str:

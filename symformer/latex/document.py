@@ -449,12 +449,25 @@ def architecture(g: Derivation) -> str:
             " (grouped-query attention)"
     if example.decoder is not None:
         decoder = example.decoder.layers
-        heads = sorted({len(layer.self_heads) for layer in decoder})
         text = (text.replace("; ", "; the encoder: ", 1) + ", the decoder: "
-                + plural(len(decoder), "layer") + " of "
-                + " or ".join(plural(h, "head") for h in heads) + " (masked self-attention "
-                "and cross-attention)")
+                + plural(len(decoder), "layer") + _decoder_heads(decoder))
     return text
+
+
+def _decoder_heads(layers) -> str:
+    """The decoder layers' attention in words, a kind only where a layer has it:
+    `` (masked self-attention of 2 heads and cross-attention of 1 head)``; layers that
+    differ are said one by one (``layer 1: cross-attention of 1 head; layer 2: ...``),
+    and a layer without self-attention is never said to have 0 heads."""
+    def said(layer) -> str:
+        kinds = [f"{kind} of {plural(len(heads), 'head')}" for kind, heads in
+                 (("masked self-attention", layer.self_heads),
+                  ("cross-attention", layer.cross_heads)) if heads]
+        return " and ".join(kinds) or "no attention"
+    each = [said(layer) for layer in layers]
+    if len(set(each)) == 1:
+        return f" ({each[0]})"
+    return " (" + "; ".join(f"layer {k}: {s}" for k, s in enumerate(each, 1)) + ")"
 
 
 def _long_names(g: Derivation) -> str:

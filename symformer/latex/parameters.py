@@ -27,6 +27,12 @@ def _matrix(lhs: str, value: sympy.Matrix) -> MatrixBlock:
     return MatrixBlock(lhs, tuple(tuple(weight(v) for v in row) for row in rows))
 
 
+def weight_block(stage: Stage, name: str, value: sympy.Matrix) -> MatrixBlock:
+    """The weight ``name`` of ``stage``'s operation as the notes print it: its symbol
+    and its exact entries."""
+    return _matrix(parameter(stage, name).latex, value)
+
+
 def _width(block: MatrixBlock) -> int:
     columns = zip(*block.rows)
     return width(block.lhs) + 4 + sum(max(width(v) for v in col) + 2 for col in columns)
@@ -72,7 +78,7 @@ def parameter_blocks(stage: Stage, seen: set) -> list:
         found.append((name, value))
     if not found:
         return []
-    blocks = [_matrix(parameter(stage, name).latex, value) for name, value in found]
+    blocks = [weight_block(stage, name, value) for name, value in found]
     text = "This example\u2019s weights" if len(found) > 1 else \
         "This example\u2019s weight"
     if any(name == TABLE for name, _ in found):

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from symformer.engine import Derivation
 from symformer.figures import tikz
-from symformer.latex.blocks import Table
 from symformer.latex.escape import latex_text
 from symformer.latex.render import table_body
 from symformer.pipeline import DEFAULT_DECIMALS
+from symformer.slides import fit
 from symformer.slides.deck import (
     HEADING,
     DiagramFrame,
@@ -193,10 +193,6 @@ def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
     if first.stage.op.of_weight or (  # its rows are the weight's, not tokens
             first.stage.shape == (1, 1) and first.stage.name.startswith("loss")):  # a scalar
         where = where.split("; ", 1)[1]
-    if first.columns is not None:
-        a, b = first.columns
-        where += (f"; column {a} of {len(first.stage.cols)}" if b - a == 1 else
-                  f"; columns {a}\u2013{b - 1} of {len(first.stage.cols)}")
     if first.row_range is not None:
         a, b = first.row_range
         where += f"; rows {a}\u2013{b - 1} of {first.stage.shape[0]}"
@@ -216,10 +212,10 @@ def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
                 out.append(f"\\noindent\\begin{{minipage}}[t]{{{HEADING}em}}\\vspace{{0pt}}"
                            f"\\raggedright {row_heading(frame, i)}\\end{{minipage}}\\hfill"
                            f"\\begin{{minipage}}[t]{{{w:.2f}em}}\\vspace{{0pt}}\\centering "
-                           f"{_table(i.table)}\\end{{minipage}}\\par\\medskip")
+                           f"{_table(i)}\\end{{minipage}}\\par\\medskip")
                 continue
             cells = [f"\\begin{{minipage}}[t]{{{w:.2f}em}}\\centering {row_heading(frame, i)}"
-                     f"\\par\\smallskip{_table(i.table)}\\end{{minipage}}"
+                     f"\\par\\smallskip{_table(i)}\\end{{minipage}}"
                      for i, w in zip(row, widths)]
             out.append("\\noindent" + "\\hfill".join(cells) + "\\par\\medskip")
     else:
@@ -251,14 +247,14 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
                        + f"\\uncover<{results}->{{$\\displaystyle {{}}{w.result}$}}")
     table = ""
     if item.table is not None:
-        table = f"{{\\centering {_table(item.table)}\\par}}"
+        table = f"{{\\centering {_table(item)}\\par}}"
         table = f"\\uncover<{step}->{{{table}}}" if step > 1 else table
     if item.beside and item.table is not None and working:
         # the working in a column of its own, the table right of it, both top-aligned
         out.append(f"\\par\\noindent\\begin{{minipage}}[t]{{{item.working_width:.1f}em}}"
                    "\\raggedright"
                    + "\n".join(working) + "\\par\\end{minipage}\\hfill"
-                   f"\\begin{{minipage}}[t]{{{table_width(item.table):.1f}em}}"
+                   f"\\begin{{minipage}}[t]{{{table_width(item.table, item.compact):.1f}em}}"
                    "\\vspace{0pt}" + table + "\\end{minipage}")
     else:
         out.extend(working)
@@ -267,11 +263,15 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
     return "\n".join(out)
 
 
-def _table(table: Table) -> str:
-    """A table and its legend (without the rounding, which the footer says)."""
-    text = legend(table)
-    return f"{TABLE_FONT}" + table_body(table) + (f"\\par\\smallskip{{{latex_text(text)}\\par}}"
-                                if text else "")
+def _table(item: Item) -> str:
+    """An item's table and its legend (without the rounding, which the footer says),
+    then its key (LaTeX: what its abbreviated headings and the unit of its entries are);
+    a compact table's columns closer (:mod:`symformer.slides.fit`)."""
+    table = item.table
+    text = fit.NEWLINE.join(filter(None, (latex_text(legend(table)), item.key)))
+    sep = f"\\setlength{{\\tabcolsep}}{{{fit.COMPACT_SEP}pt}}" if item.compact else ""
+    return f"{TABLE_FONT}{sep}" + table_body(table) + (f"\\par\\smallskip{{{text}\\par}}"
+                                                    if text else "")
 
 
 def figure_frame(frame: FigureFrame) -> str:

@@ -19,8 +19,10 @@ Of a run of alike lines (``q_0``, ``q_1``, ...: more than two) the first is work
 leave out terms whose weight is exactly 0, the frame says so in the notes' words.
 Nothing is shrunk to fit: a block of working too tall for one frame continues on the
 next (the equation repeated at its top), and a table that does not fit under the
-working gets the next frame (the working one keystroke back); a table too wide is split
-by columns (:mod:`symformer.slides.measure` plans the room).
+working gets the next frame (the working one keystroke back); a table too wide is never
+split by columns: its headings are abbreviated, its columns set closer, its small entries
+shown in units of a power of ten (:mod:`symformer.slides.fit`), a table too tall is split
+by rows (:mod:`symformer.slides.measure` plans the room).
 
 A stage whose general equation the deck has already worked (the second head, the second
 layer: same operation, same equation) shows its table only, several to a frame where
@@ -56,7 +58,8 @@ from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.pipeline import Rendering
-from symformer.slides import measure
+from symformer.slides import fit, measure
+from symformer.analysis.inactive import at_stage
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain
@@ -114,26 +117,29 @@ class WorkedLine:
 @dataclass(frozen=True)
 class Item:
     """One stage's share of a frame: its equation, some of its working, maybe its table
-    (or a column slice of it: ``columns``, 0-based), and ``note``, a sentence said
-    before its working (LaTeX: terms with a weight of exactly 0 left out)."""
+    (set as :func:`symformer.slides.fit.fitted` makes it fit: ``key``, LaTeX under it,
+    says what its abbreviated headings and the unit of its entries are; ``compact``: its
+    columns set closer), and ``note``, a sentence said before its working (LaTeX: terms
+    with a weight of exactly 0 left out)."""
 
     stage: Stage
     token: int  # the row followed in this stage
     equation: tuple[EquationLine, ...]
     lines: tuple[WorkedLine, ...]
     table: Table | None
-    columns: tuple[int, int] | None = None
     note: str = ""
     #: the rows (0-based, end excluded) of a table too tall for one frame
     row_range: tuple[int, int] | None = None
     beside: bool = False  # the table right of the working, not under it
+    key: str = ""
+    compact: bool = False
 
     @property
     def working_width(self) -> float:
         """The width in em of the working's column: the frame's, or what the table
         beside it leaves."""
         if self.beside and self.table is not None:
-            return measure.TEXT_WIDTH - table_width(self.table) - GUTTER
+            return measure.TEXT_WIDTH - table_width(self.table, self.compact) - GUTTER
         return measure.TEXT_WIDTH
 
     @property
@@ -325,6 +331,9 @@ GRADIENT_WIDTH = 1.3
 #: The layout model's heights of a gradient's frame are taken this much taller: its
 #: lines (fractions, sized brackets) are taller than the model's estimate of them.
 GRADIENT_HEIGHT = 1.5
+#: A table's key (:mod:`symformer.slides.fit`, its symbols with scripts) is wider than
+#: the estimate of its text: planned this much wider.
+KEY_WIDTH = 1.6
 #: A weight's gradient is shown as matrices of at most this many rows each.
 MATRIX_ROWS = 4
 #: The layout model's height of a frame with such a matrix is taken this much taller.
@@ -367,7 +376,8 @@ def _worked_gradient_frames(stage: Stage, options: Options) -> list[StageFrame]:
     """A gradient worked as the forward stages are (:func:`stage_frames`): its matrix
     form and index form as display equations, the token's lines at the significant
     digits with which they land on the table, then the table; the loss, a scalar, has
-    no table; a gradient exactly 0 says why (a dead FFN)."""
+    no table; a gradient exactly 0 says why (a dead FFN).  A weight's gradient not exactly 0
+    is worked at one entry (a sum over the tokens), before its matrices."""
     from symformer.latex import backward as notes
     from symformer.latex import matrix_form
 
@@ -378,42 +388,64 @@ def _worked_gradient_frames(stage: Stage, options: Options) -> list[StageFrame]:
                   for lhs, rhs in matrix_form.backward_lines(stage))
     equation = forms + tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
                              for ln in equation_lines(stage))
-    lines = () if worked is None or stage.op.of_weight else worked_lines(
+    said = inactive_note(stage)
+    entry = stage.op.of_weight and worked is not None and not said
+    lines = () if worked is None or (stage.op.of_weight and not entry) else worked_lines(
         stage, row, max(options.decimals, values.digits + 2), values)
+    lines = lines[:1] if stage.op.of_weight else lines  # one entry of a weight's
     scalar = stage.shape == (1, 1) and not stage.op.of_weight
+    matrices: tuple = ()
     if stage.op.of_weight and notes.as_matrix(stage):  # matrices, as the weight is shown
         index = equation[len(forms):]
-        return _matrix_frames(stage, row, forms or index[:1], matrix_lines(stage, values),
-                              inactive_note(stage))
+        matrices = matrix_lines(stage, values)
+        if not lines:
+            return _matrix_frames(stage, row, forms or index[:1], matrices, said)
+        # else its equations and the entry worked, then the matrices
     if scalar and lines and sum(measure.width(p) for p in lines[-1].shown) \
             > 2 * measure.TEXT_WIDTH:  # a long sum (every output entry): its value
         lines = (replace(lines[-1], shown=()),)
-    table = None if scalar else _gradient_table(stage, row, options, values)
-    said = inactive_note(stage)
+    table = None if scalar or matrices else _gradient_table(stage, row, options, values)
     space = room(title(stage)) / GRADIENT_HEIGHT
     index = equation[len(forms):]
-
-    def frame(shown: tuple) -> StageFrame:
-        return StageFrame(title=title(stage), items=(Item(
-            stage=stage, token=row, equation=shown, lines=(), table=None, note=said),))
     # a step read by many (the input row): its matrix form and the sum of its paths
-    equation = next((e for e in (equation, (*forms, *index[:1]), forms, index[:1])
-                     if e and height(frame(e)) <= space), forms or index[:1])
-    base = frame(equation)
-    lines = tuple(  # a line too tall for a frame of its own: its result only
-        line if height(replace(base, items=(replace(base.items[0], lines=(line,)),)))
-        <= space else replace(line, shown=()) for line in lines)
-    tallest = max((height(replace(base, items=(replace(base.items[0], lines=(line,)),)))
-                   for line in lines), default=height(base))
+    equation = _shortest(stage, equation, forms, index, said)
+    base = _equation_frame(stage, equation, said)
+    def alone(line: WorkedLine, under: StageFrame) -> float:
+        return height(replace(under, items=(replace(under.items[0], lines=(line,)),)))
+    # a line too tall for a frame of its own (under the shortest equation): its numbers
+    # only, else its result only
+    short = _equation_frame(stage, (forms or index)[:1], said)
+    lines = tuple(next((x for x in (line, replace(line, shown=line.shown[-1:]))
+                        if alone(x, short) <= space), replace(line, shown=()))
+                  for line in lines)
+    tallest = max((alone(line, base) for line in lines), default=height(base))
     if tallest <= space:
-        return stage_frames(stage, options, parts=(equation, lines, table, said),
-                            slack=GRADIENT_HEIGHT)
-    # the equations leave no room for a line: a frame of their own, the working after
-    # (under the shortest of the equations: its matrix form, or its index form's first)
-    rest = stage_frames(stage, options, parts=((forms or index)[:1], lines, table, ""),
-                        slack=GRADIENT_HEIGHT)
-    out = [base, *rest]
+        out = stage_frames(stage, options, parts=(equation, lines, table, said),
+                           slack=GRADIENT_HEIGHT)
+    else:  # the equations leave no room for a line: a frame of their own, the working
+        # after (under the shortest of the equations: its matrix form, or its index
+        # form's first)
+        out = [base, *stage_frames(stage, options, parts=((forms or index)[:1], lines,
+                                                          table, ""), slack=GRADIENT_HEIGHT)]
+    out = [*out, *_matrix_frames(stage, row, (), matrices, "")]
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _equation_frame(stage: Stage, equation: tuple, note: str) -> StageFrame:
+    """A frame of a gradient's display equations (and ``note``) only."""
+    row = min(1, stage.shape[0] - 1)
+    return StageFrame(title=title(stage), items=(Item(
+        stage=stage, token=row, equation=equation, lines=(), table=None, note=note),))
+
+
+def _shortest(stage: Stage, equation: tuple, forms: tuple, index: tuple, note: str
+              ) -> tuple:
+    """A gradient's display equations as many as fit a frame: all of them, else its
+    matrix form and its index form's first line, its matrix form, or that line."""
+    space = room(title(stage)) / GRADIENT_HEIGHT
+    return next((e for e in (equation, (*forms, *index[:1]), forms, index[:1])
+                 if e and height(_equation_frame(stage, e, note)) <= space),
+                forms or index[:1])
 
 
 def matrix_lines(stage: Stage, values=None) -> tuple[EquationLine, ...]:
@@ -471,7 +503,7 @@ def _gradient_table(stage: Stage, row: int, options: Options, values=None) -> Ta
                             significant=values if values is not None and
                             digits == DEFAULT_DIGITS else SignificantValues(digits),
                             highlight=None if stage.op.of_weight else row)
-        if len(_column_slices(table, GRADIENT_WIDTH)) == 1:
+        if _fits_width(fit.fitted(table, _width_fits(GRADIENT_WIDTH)), GRADIENT_WIDTH):
             return table
     return table
 
@@ -490,18 +522,33 @@ def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFra
 
 def _table_only_frames(stage: Stage, row: int, table: Table, note: str,
                        width: float = 1.0) -> list[StageFrame]:
-    """``table`` alone under ``note``, split by columns over frames when too wide
-    (planned ``width`` times wider), each titled by where it sits."""
-    slices = _column_slices(table, width)
-    out = []
-    for a, b in slices:
-        item = Item(stage=stage, token=row, equation=(), lines=(),
-                    table=_columns(table, a, b) if len(slices) > 1 else table,
-                    columns=(a, b) if len(slices) > 1 else None)
-        frame = StageFrame(title=_row_title((item,)), items=(item,), note=note,
-                           said=note, row=True)
-        out.extend(_row_parts(frame))
+    """``table`` alone under ``note``, made narrow enough when too wide (its columns
+    planned ``width`` times wider: :func:`_fitted_item`), its rows split over frames
+    when too tall, each titled by where it sits."""
+    item = _fitted_item(Item(stage=stage, token=row, equation=(), lines=(), table=table),
+                        width)
+    frame = StageFrame(title=_row_title((item,)), items=(item,), note=note, said=note,
+                       row=True)
+    out = _row_parts(frame)
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
+
+
+def _fitted_item(item: Item, width: float = 1.0) -> Item:
+    """``item`` with its table as wide as the frame allows (:func:`fit.fitted`, its
+    columns planned ``width`` times wider)."""
+    form = fit.fitted(item.table, _width_fits(width))
+    return replace(item, table=form.table, key=form.key, compact=form.compact)
+
+
+def _width_fits(scale: float) -> Callable[[fit.Fitted], bool]:
+    return lambda form: _fits_width(form, scale)
+
+
+def _fits_width(form: fit.Fitted, scale: float = 1.0) -> bool:
+    """Whether a table fits the frame's width, its columns planned ``scale`` times
+    wider (a correction for wide headings: none once they are cut to their index)."""
+    return table_width(form.table, form.compact, 1.0 if form.short else scale) \
+        <= measure.TEXT_WIDTH
 
 
 def _row_parts(frame: StageFrame) -> list[StageFrame]:
@@ -630,13 +677,14 @@ def height(frame: StageFrame) -> float:
                 (item,), (w,) = row, row_widths(row)
                 words = measure.text_lines(row_heading(frame, item), HEADING)
                 heading = 8.5 + (len(words) - 1) * measure.LINE + 2.5
-                column.paragraph((Line(0.0, max(heading, _table_block(item.table, w))),))
+                column.paragraph((Line(0.0, max(heading, _table_block(item.table, w,
+                                                                      item.key))),))
             else:  # minipages aligned on their headings' first lines
                 depths = []
                 for item, w in zip(row, row_widths(row)):
                     words = measure.text_lines(row_heading(frame, item), w)
                     depths.append((len(words) - 1) * measure.LINE + 2.5 + measure.SMALLSKIP
-                                  + 1.0 + _table_block(item.table, w))
+                                  + 1.0 + _table_block(item.table, w, item.key))
                 column.paragraph((Line(8.5, max(depths)),))
             column.skip(measure.MEDSKIP)
         return column.total
@@ -661,7 +709,7 @@ def _stack_item(column: Column, item: Item, lhs: float) -> None:
         inner = Column()
         for w in item.lines:
             inner.paragraph(_worked(w, lhs, item.working_width))
-        table = _table_height(item.table)
+        table = _table_height(item.table, key=item.key)
         column.paragraph((_line(inner.total - measure_parskip(), inner.depth or 0.0,
                                 table),))
         return
@@ -669,7 +717,7 @@ def _stack_item(column: Column, item: Item, lhs: float) -> None:
         column.paragraph(_worked(w, lhs, item.working_width))
     if item.table is not None:
         column.skip(measure.MEDSKIP)
-        column.total += _table_height(item.table)
+        column.total += _table_height(item.table, key=item.key)
         column.depth = TABLE_DEPTH
 
 
@@ -707,13 +755,13 @@ def _lhs_width(items: tuple[Item, ...]) -> float:
                + [measure.width(w.lhs) for i in items for w in i.lines], default=0.0)
 
 
-def _table_block(table: Table, room: float) -> float:
+def _table_block(table: Table, room: float, key: str = "") -> float:
     """The height in pt of a table and its legend in a minipage ``room`` em wide (no
-    paragraph skip there): the ``tabular``, a small skip, the legend's lines."""
+    paragraph skip there): the ``tabular``, a small skip, the legend's lines (and
+    ``key``'s, :class:`Item`)."""
     total = measure.tabular_height(tuple(table.col_labels), _table_rows(table))
-    text = legend(table)
-    if text:
-        n = len(measure.text_lines(text, room / measure.TABLE_MATH))
+    if table.legend or key:
+        n = _legend_lines(table, key, room)
         total += measure.SMALLSKIP + 1.0 + 9.5 + (n - 1) * measure.TABLE_BASELINE
     return total
 
@@ -723,16 +771,15 @@ def _table_rows(table: Table) -> list[tuple[str, ...]]:
     return [(m or "", *(c.latex for c in cells)) for m, cells in zip(math, table.cells)]
 
 
-def _table_height(table: Table, room: float = measure.TEXT_WIDTH) -> float:
+def _table_height(table: Table, room: float = measure.TEXT_WIDTH, key: str = "") -> float:
     """The height in pt of a table paragraph and its legend (:func:`beamer._table`):
     the ``tabular`` (centred on the axis, so its line is spaced by ``\\lineskip``
-    from the line above), a small skip, the legend's lines at the tables' baseline
-    skip, in a column ``room`` em wide."""
+    from the line above), a small skip, the legend's lines (and ``key``'s) at the
+    tables' baseline skip, in a column ``room`` em wide."""
     total = measure_parskip() + 1.0 + measure.tabular_height(tuple(table.col_labels),
                                                             _table_rows(table))
-    text = legend(table)
-    if text:
-        n = len(measure.text_lines(text, room / measure.TABLE_MATH))
+    if table.legend or key:
+        n = _legend_lines(table, key, room)
         total += measure.SMALLSKIP + measure_parskip() + 1.0 + 9.5 \
             + (n - 1) * measure.TABLE_BASELINE
     return total
@@ -743,11 +790,24 @@ def legend(table: Table) -> str:
     return " ".join(table.legend)
 
 
-def table_width(table: Table) -> float:
-    """The estimated width in em of a table on a frame."""
-    widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells])
-              for j in range(len(table.col_labels))]
-    return measure.label_columns_width([t for _, t in table.row_labels]) + sum(widths)
+def _legend_lines(table: Table, key: str, room: float) -> int:
+    """The lines of a table's legend and, on lines of its own, its ``key``
+    (:class:`Item`), in a column ``room`` em wide; a key's scripted symbols take a
+    line's height more (measured with pdflatex: about 10 pt)."""
+    return (1 if key else 0) + sum(len(measure.text_lines(text, room / measure.TABLE_MATH / wide))
+               for text, wide in ((legend(table), 1.0),
+                                  *((line, KEY_WIDTH) for line in key.split(fit.NEWLINE)))
+               if text)
+
+
+def table_width(table: Table, compact: bool = False, scale: float = 1.0) -> float:
+    """The estimated width in em of a table on a frame (``compact``: its columns set
+    closer, :mod:`symformer.slides.fit`), its columns planned ``scale`` times wider."""
+    pad = fit.COMPACT_PAD if compact else fit.PAD
+    widths = [measure.column_width(table.col_labels[j], [row[j].latex for row in table.cells],
+                                   pad) for j in range(len(table.col_labels))]
+    labels = measure.label_columns_width([t for _, t in table.row_labels], pad)
+    return labels + scale * sum(widths)
 
 
 def rows(items: tuple[Item, ...]) -> list[list[Item]]:
@@ -755,7 +815,7 @@ def rows(items: tuple[Item, ...]) -> list[list[Item]]:
     out: list[list[Item]] = []
     used = 0.0
     for item in items:
-        w = TABLE_FIT * table_width(item.table) + GUTTER  # a long heading is broken
+        w = TABLE_FIT * table_width(item.table, item.compact) + GUTTER  # a long heading is broken
         if not out or used + w > measure.TEXT_WIDTH:
             out.append([])
             used = 0.0
@@ -773,7 +833,7 @@ def row_widths(row: list[Item]) -> list[float]:
         return [measure.TEXT_WIDTH - HEADING - GUTTER]
     if len(row) == 1:
         return [measure.TEXT_WIDTH]
-    widths = [table_width(i.table) for i in row]
+    widths = [table_width(i.table, i.compact) for i in row]
     room = measure.TEXT_WIDTH - GUTTER * (len(row) - 1)
     scale = min(1.0, room / sum(widths))
     return [w * scale for w in widths]
@@ -783,7 +843,8 @@ def heading_beside(row: list[Item]) -> bool:
     """Whether a row of tables is one table with room for its heading at its left
     (else the headings go above the tables)."""
     wider = GRADIENT_WIDTH if is_backward(row[0].stage) else 1.0
-    return len(row) == 1 and (TABLE_FIT * wider * table_width(row[0].table) + HEADING
+    return len(row) == 1 and (TABLE_FIT * table_width(row[0].table, row[0].compact, wider)
+                              + HEADING
                               + GUTTER <= measure.TEXT_WIDTH)
 
 
@@ -816,16 +877,17 @@ def stage_frames(stage: Stage, options: Options, parts: tuple | None = None,
     whole = StageFrame(title=title(stage), items=(item,))
     if table is None:  # a scalar (the loss): its working says its value
         return _working_frames(whole, item, lines, slack)
-    if len(_column_slices(table)) == 1:
+    item = _fitted_item(item)
+    table, whole = item.table, replace(whole, items=(item,))
+    if _fits_width(fit.Fitted(table, item.key, item.compact)):
         beside = replace(whole, items=(replace(item, beside=True),))
         for frame in (whole, beside):
             if fits(frame) and (frame is whole or _narrow_enough(beside.items[0])):
                 return [frame]
     out = _working_frames(whole, item, lines, slack)
     base = StageFrame(title=whole.title, items=(replace(item, lines=(), table=None),))
-    slices = _column_slices(table)
     last = replace(out[-1], items=(replace(out[-1].items[0], table=table),))
-    if len(slices) == 1 and fits(last):
+    if fits(last):
         out[-1] = last
     else:
         alone = replace(base, items=(replace(item, lines=(), note="", table=table),))
@@ -835,12 +897,12 @@ def stage_frames(stage: Stage, options: Options, parts: tuple | None = None,
         shown = equation if fits(alone) or (not lines and height(alone) <= room(
             alone.title)) else equation[:1] if not lines and height(first) <= room(
                 first.title) else ()
-        for a, b in slices:
-            part = _columns(table, a, b) if len(slices) > 1 else table
-            out.append(replace(base, items=(replace(
-                item, lines=(), note="", table=part, equation=shown,
-                columns=(a, b) if len(slices) > 1 else None),)))
-    out = [f for f in out if f.items[0].lines or f.items[0].table is not None] or out[:1]
+        out.extend(_row_parts(replace(base, items=(replace(
+            item, lines=(), note="", table=table, equation=shown),))))
+    # a frame of the equation alone goes when a later frame shows the equation again
+    again = any(f.items[0].equation and f.items[0].table is not None for f in out[1:])
+    out = [f for f in out if f.items[0].lines or f.items[0].table is not None
+           or not again] or out[:1]
     return [replace(f, part=k, parts=len(out)) for k, f in enumerate(out, 1)]
 
 
@@ -864,7 +926,7 @@ def _working_frames(whole: StageFrame, item: Item, lines, slack: float = 1.0
 def _narrow_enough(item: Item) -> bool:
     """Whether a table may sit beside the working: it is narrow, and every piece of the
     working TeX cannot break (a bracketed sum) fits the column left to it."""
-    if table_width(item.table) > BESIDE * measure.TEXT_WIDTH:
+    if table_width(item.table, item.compact) > BESIDE * measure.TEXT_WIDTH:
         return False
     room = item.working_width - _lhs_width((item,)) - measure.HANG
     return all(measure.widest_unbreakable(p) * measure.MARGIN <= room
@@ -872,8 +934,8 @@ def _narrow_enough(item: Item) -> bool:
 
 
 def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFrame]:
-    """The frames of a stage computed as ``first`` was worked: its table (split by
-    columns when too wide), under a sentence saying where it was worked."""
+    """The frames of a stage computed as ``first`` was worked: its table (made narrow
+    enough when too wide), under a sentence saying where it was worked."""
     row = min(options.token, stage.shape[0] - 1)
     table = _table(stage, row, options)
     note = reader_text(f"Worked as in {where(first)}, with its own inputs and weights:"
@@ -1022,34 +1084,6 @@ def reader_text(text: str) -> str:
         if k + 2 < len(parts):
             out.append(f"${parts[k + 1]}_{{{parts[k + 2]}}}$")
     return "".join(out)
-
-
-def _column_slices(table: Table, scale: float = 1.0) -> list[tuple[int, int]]:
-    """Column ranges of a table, each as wide as fits the frame (at least one column);
-    ``scale``: the columns' estimates taken that much wider."""
-    widths = [scale * measure.column_width(table.col_labels[j],
-                                           [row[j].latex for row in table.cells])
-              for j in range(len(table.col_labels))]
-    labels = measure.label_columns_width([t for _, t in table.row_labels])
-    slices, start, used = [], 0, labels
-    for j, w in enumerate(widths):
-        if j > start and used + w > measure.TEXT_WIDTH:
-            slices.append((start, j))
-            start, used = j, labels
-        used += w
-    slices.append((start, len(widths)))
-    # as many slices, of sizes as even as fit (no lone last column)
-    size = -(-len(widths) // len(slices))
-    even = [(a, min(a + size, len(widths))) for a in range(0, len(widths), size)]
-    if len(even) == len(slices) and all(
-            labels + sum(widths[a:b]) <= measure.TEXT_WIDTH for a, b in even):
-        return even
-    return slices
-
-
-def _columns(table: Table, a: int, b: int) -> Table:
-    return replace(table, col_labels=table.col_labels[a:b],
-                   cells=tuple(row[a:b] for row in table.cells))
 
 
 def _figures_after(stages: list[Stage], drawn: list[Figure]) -> dict[str, list[Figure]]:

@@ -145,10 +145,10 @@ def title_overflow(title: str) -> float:
     return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
 
 
-def column_width(label: str, cells: list[str]) -> float:
+def column_width(label: str, cells: list[str], pad: float = 1.0) -> float:
     """Width in em of a table column (its label and cells are math, at the tables'
-    size)."""
-    return TABLE_SCALE * max([width(label)] + [_cell_width(c) for c in cells]) + 1.0
+    size) and its padding ``pad``."""
+    return TABLE_SCALE * max([width(label)] + [_cell_width(c) for c in cells]) + pad
 
 
 def _cell_width(latex: str) -> float:
@@ -158,10 +158,10 @@ def _cell_width(latex: str) -> float:
     return width(latex)
 
 
-def label_columns_width(tokens: list[str]) -> float:
-    """Width in em of a table's position and token columns."""
+def label_columns_width(tokens: list[str], pad: float = 1.0) -> float:
+    """Width in em of a table's position and token columns (their padding ``pad``)."""
     return TABLE_SCALE * (2.5 + max([text_width("token")] + [text_width(t) for t in tokens])) \
-        + 1.0
+        + pad
 
 
 # --- Heights from the layout model (symformer.slides.layout) -----------------------

@@ -152,10 +152,24 @@ def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None,
 
 
 def _common(ctx: _Context, stage: Stage) -> dict:
-    """The fields every step has; the title and symbol are the operation's."""
+    """The fields every step has; the title and symbol are the operation's; the weights
+    its operation reads and, for a gradient, its matrix form (as the notes print them)."""
+    from symformer.latex.matrix_form import backward_lines
+
     return {"stage": stage.name, "kind": stage.kind, "part": part_of(stage),
             "title": stage.op.symbol.title, "general": general(ctx.g, stage),
-            "notation": notation(stage)}
+            "notation": notation(stage), "weights": _weights(stage),
+            "matrix_form": tuple(backward_lines(stage)) if stage.op.of_stage else ()}
+
+
+def _weights(stage: Stage) -> tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]:
+    """The weights ``stage``'s operation reads, each ``(name, rows)`` in LaTeX, exact as
+    the notes print them (:func:`symformer.latex.parameters.weight_block`)."""
+    from symformer.latex.parameters import weight_block
+
+    return tuple((block.lhs, block.rows) for block in (
+        weight_block(stage, name, value)
+        for name, value in stage.op.parameters().items() if value is not None))
 
 
 def _vector(ctx: _Context, stage: Stage) -> Step:

@@ -10,6 +10,7 @@ a time, with Previous/Next buttons, the arrow keys and ``#step-N`` in the addres
 from __future__ import annotations
 
 import html
+import re
 from functools import singledispatch
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,8 @@ ul.worked math{text-indent:0}
 .heatmap tr.traced th{font-weight:bold;color:#000}
 .heatmap tr.traced td{outline:2px solid #24364b}
 .note{color:#5a6470;font-style:italic}
+details.weights{margin:4px 0 8px;font-size:.9em}details.weights summary{cursor:pointer;
+ color:#3b4450}
 .legend{font-size:.85em;margin:6px 0 0;max-width:70em}
 .legend summary{cursor:pointer}
 table.notation{border-collapse:collapse;margin:6px 0;background:#fff;color:#1b1b1b}
@@ -198,7 +201,10 @@ def _part(part: tuple[str, ...]) -> str:
 
 
 def step_card(step: Step, n: int, total: int) -> str:
-    """One step: where it is, its general formula, the numbers, the worked lines."""
+    """One step: where it is, its weights (collapsed), its matrix form (a gradient's, as
+    the notes state it), its general formula, the numbers, the worked lines."""
+    matrix = "".join(f'<div class="general matrix">{_display(f"{lhs} = {rhs}")}</div>'
+                     for lhs, rhs in step.matrix_form)
     general = "".join(f'<div class="general">{g.mathml()}' + (
         f' <span class="remark">({_e(g.remark)})</span>' if g.remark else "") + "</div>"
         for g in step.general)
@@ -207,7 +213,28 @@ def step_card(step: Step, n: int, total: int) -> str:
             f'data-stage="{_e(step.stage)}" data-part="{_e(_part(step.part))}">'
             f'<h2>{_e(step.title)}</h2><div class="where" title="stage {_e(step.stage)}">'
             f'Step {n} of {total} · {_e(" › ".join(step.part))}</div>'
-            f"{general}{body(step)}{note}</section>")
+            f"{_weights(step)}{matrix}{general}{body(step)}{note}</section>")
+
+
+def _display(latex: str) -> str:
+    """LaTeX as a ``<math>`` element in display style."""
+    return mathml(latex).replace('<math display="inline">', '<math displaystyle="true">', 1)
+
+
+def _weights(step: Step) -> str:
+    """The weights the step reads, exact as the notes print them, in a collapsed
+    ``<details>`` (its summary names them)."""
+    if not step.weights:
+        return ""
+    names = ", ".join(mathml(name) for name, _ in step.weights)
+    shown = "".join(
+        '<div class="general scroll">' + _display(
+            f"{name} = \\begin{{bmatrix}} "
+            + r" \\ ".join(" & ".join(row) for row in rows) + r" \end{bmatrix}") + "</div>"
+        for name, rows in step.weights)
+    what = "weight" if len(step.weights) == 1 else "weights"
+    return (f'<details class="weights"><summary>This step\u2019s {what}: {names}</summary>'
+            f"{shown}</details>")
 
 
 #: Entries per table of a row: a wide row (a 16-unit hidden layer, a vocabulary's
@@ -248,15 +275,41 @@ def _cell(e: Entry, cls: str = "", style: str = "") -> str:
             f'{_e(number_text(e.value))}</td>')
 
 
-def worked_line(step: WorkedStep) -> str:
+def worked_line(step: WorkedStep, notes: bool = False) -> str:
     """A worked line as a run of ``<math>`` pieces (a relation or a ``+`` starts one)
-    that wraps at the page's width like text, continuation lines indented."""
+    that wraps at the page's width like text, continuation lines indented.  ``notes``:
+    set as the notes set it (their LaTeX: display fractions ∂L/∂y, a power 3/2), one
+    piece per relation (a gradient's line, :func:`_worked`)."""
+    if notes:
+        return " ".join(_display(p) for p in latex_pieces(step))
     return " ".join(f'<math displaystyle="true"><mrow>{piece}</mrow></math>'
                     for piece in step_pieces(step))
 
 
-def _worked(entries: list[Entry] | tuple[Entry, ...]) -> str:
-    items = "".join(f"<li>{worked_line(e.worked)}</li>" for e in entries if e.worked)
+#: A negative number after a relation or an opening bracket: braced, so MathML sets its
+#: minus as a sign (``≈ −0.001``), not as an operator spaced on both sides.
+_SIGN = re.compile(r"(=|\\approx|\(|\\left\(|\\Bigl\()\s*-(\d[\d.]*)")
+#: A line break the notes' ``align*`` puts in a long worked line.
+_ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
+
+
+def latex_pieces(step: WorkedStep) -> list[str]:
+    """A worked line's LaTeX as the notes print it, in pieces: the left-hand side, then
+    each relation with its right-hand side (a repeated one once)."""
+    from symformer.worked.render_latex import chain
+    from symformer.worked.render_latex import latex as node_latex
+
+    out, previous = [node_latex(step.lhs)], None
+    for relation, rhs in chain(step):
+        if rhs != previous:
+            out.append(_SIGN.sub(r"\1 {-\2}", _ALIGN_BREAK.sub(" ", f"{{}} {relation} {rhs}")))
+        previous = rhs
+    return out
+
+
+def _worked(entries: list[Entry] | tuple[Entry, ...], notes: bool = False) -> str:
+    items = "".join(f"<li>{worked_line(e.worked, notes)}</li>"
+                    for e in entries if e.worked)
     return f'<ul class="worked">{items}</ul>' if items else ""
 
 
@@ -282,8 +335,10 @@ def _heatmap(step: AttentionStep) -> str:
 
 @singledispatch
 def body(step: Step) -> str:
-    """The token's row and its worked formulas (vector steps)."""
-    return _row_table(step.entries, [_cell(e) for e in step.entries]) + _worked(step.lines)
+    """The token's row and its worked formulas (vector steps; a gradient's set as the
+    notes set them)."""
+    return _row_table(step.entries, [_cell(e) for e in step.entries]) + _worked(
+        step.lines, bool(step.matrix_form) or step.stage.startswith(("grad.", "loss")))
 
 
 @body.register

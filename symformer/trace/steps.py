@@ -95,6 +95,12 @@ class Step:
     #: Worked parts the entries' lines use, shown before them (a softmax row's each
     #: e^{s_j} and their sum Σ, as the notes work it); each an entry with its line.
     parts: tuple[Entry, ...] = ()
+    #: The weights the step's operation reads, exactly as the notes print them: each
+    #: ``(name, rows)``, LaTeX (``W_{Q}^{(1)}``, rows of entries such as ``\frac{1}{2}``).
+    weights: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
+    #: A backward step's matrix form, as the notes state it before its index form
+    #: (:func:`symformer.latex.matrix_form.backward_lines`): ``(lhs, rhs)`` in LaTeX.
+    matrix_form: tuple[tuple[str, str], ...] = ()
 
     @property
     def lines(self) -> tuple[Entry, ...]:
