@@ -329,14 +329,13 @@ def test_alibi_with_three_heads_and_an_irrational_slope():
 
 def test_what_other_commands_cannot_do_is_refused_in_one_line(tmp_path, capsys):
     """train: given matrices are not weights; the PyTorch module: no given Q/K/V, no
-    FFN-only layer, no ALiBi (refused rather than written wrong).  Given input rows are
+    ALiBi (refused rather than written wrong).  Given input rows are
     read by position, whatever their labels."""
     path = tmp_path / "qkv.toml"
     path.write_text(QKV.format(top=""))
     assert main(["train", str(path), "--lr", "0.1"]) == 2
     assert "no weights to train" in capsys.readouterr().err
     for text, what in [(QKV.format(top=""), "[attention]"),
-                       ("inputs = [[1]]\n[[layer]]\nW_1 = [[1]]\nW_2 = [[1]]", "FFN-only"),
                        ("inputs = [[1]]\nalibi = true\nnorm = 'none'\n[[layer]]\n"
                         "[[layer.head]]\nW_Q = [[1]]\nW_K = [[1]]\nW_V = [[1]]", "ALiBi")]:
         with pytest.raises(NotSupportedError, match=what):

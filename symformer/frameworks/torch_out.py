@@ -179,8 +179,10 @@ class Model(torch.nn.Module):
         return out
 
     def wrap(self, x, subs, L, s, p):
-        """Each sub-layer with its residual connection and norm (post, pre or none)."""
-        for k, f in enumerate(subs, 1):
+        """Each sub-layer (number k, function f) with its residual connection and norm
+        (post, pre or none); a sub-layer the layer lacks is absent, the others keep
+        their numbers (a decoder's add_norm2 is cross-attention's)."""
+        for k, f in subs:
             gamma, beta = self.t(f"{p}.gamma_{k}"), self.t(f"{p}.beta_{k}")
             if L["norm"] == "post":
                 out = f(x)
@@ -224,10 +226,11 @@ class Model(torch.nn.Module):
         for li, L in enumerate(c["layers"], 1):
             p = f"layer{li}"
             subs = [lambda h, L=L, p=p: self.attend(h, h, L["heads"], L, c["causal"], s, p,
-                                                    "", f"{p}.attention.output")]
+                                                    "", f"{p}.attention.output")] \
+                if L["heads"] else []  # an FFN-only block: its Add & Norm is the first
             if L["W_1"] is not None:
                 subs.append(lambda h, L=L, p=p: self.ffn(h, L, s, p))
-            x = self.wrap(x, subs, L, s, p)
+            x = self.wrap(x, enumerate(subs, 1), L, s, p)
         x = s["output"] = self.named_norm(x, c["final_norm"], "gamma_f", "beta_f", s,
                                           "final_norm")
         if c["decoder"] is not None:
@@ -271,14 +274,15 @@ class Model(torch.nn.Module):
         x = s["decoder.input"] = x if pe is None else x + pe
         for li, L in enumerate(D["layers"], 1):
             p = f"decoder.layer{li}"
-            subs = [lambda h, L=L, p=p: self.attend(h, h, L["self_heads"], L["self"],
-                                                    D["causal"], s, p, "self.",
-                                                    f"{p}.self.output"),
-                    lambda h, L=L, p=p: self.attend(h, memory, L["cross_heads"], L["cross"],
-                                                    False, s, p, "cross.",
-                                                    f"{p}.cross.output"),
-                    lambda h, L=L, p=p: self.ffn(h, L, s, p)]
-            x = self.wrap(x, subs, L, s, p)
+            subs = [(1, lambda h, L=L, p=p: self.attend(h, h, L["self_heads"], L["self"],
+                                                        D["causal"], s, p, "self.",
+                                                        f"{p}.self.output")),
+                    (2, lambda h, L=L, p=p: self.attend(h, memory, L["cross_heads"],
+                                                        L["cross"], False, s, p, "cross.",
+                                                        f"{p}.cross.output")),
+                    (3, lambda h, L=L, p=p: self.ffn(h, L, s, p))]
+            present = (bool(L["self_heads"]), bool(L["cross_heads"]), L["W_1"] is not None)
+            x = self.wrap(x, [sub for sub, there in zip(subs, present) if there], L, s, p)
         x = s["decoder.output"] = self.named_norm(x, D["final_norm"], "decoder.gamma_f",
                                                   "decoder.beta_f", s, "decoder.final_norm")
         if self.t("decoder.W_vocab") is not None:
@@ -365,7 +369,6 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
         raise NotSupportedError("the PyTorch module: RoPE with given angles (rope_theta, "
                                 "rope_angles) is not supported")
     shape = ("an [attention] example (given Q, K, V)" if example.attention is not None
-             else "an FFN-only [[layer]]" if any(not L.heads for L in example.layers)
              else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
@@ -467,7 +470,8 @@ def _weight_names(owner: Any, keys: tuple[str, ...], prefix: str, weights: dict[
 
 def _decoder(dec: Any, weights: dict[str, Any]) -> dict[str, Any]:
     """The ``[decoder]``'s settings (its weights put in ``weights``): blocks of
-    self-attention, cross-attention over the encoder's output and an FFN."""
+    self-attention, cross-attention over the encoder's output and an FFN, each optional
+    (no heads: an empty list; no ``W_1``: None)."""
     weights["decoder.embeddings"] = Weight(dec.embeddings)
     if dec.W_vocab is not None:
         weights["decoder.W_vocab"] = Weight(dec.W_vocab)
