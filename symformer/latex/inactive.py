@@ -1,6 +1,6 @@
 """The notes' paragraph saying what an example leaves inactive at a stage.
 
-The findings and their words are :mod:`symformer.verify.inactive`'s (one wording for
+The findings and their words are :mod:`symformer.analysis.inactive`'s (one wording for
 every format); here they become :class:`~symformer.latex.blocks.Prose` with inline
 math, which the LaTeX and the Markdown renderers both print.  Most stages get none.
 """
