@@ -180,6 +180,17 @@ def _named_vectors(node: lm.Binary) -> bool:
     return isinstance(node.left, lm.Sym) and isinstance(node.right, lm.Sym)
 
 
+def _block(rows: list[list[arb]], target: Target) -> list[list[arb]]:
+    """The block of a matrix a ``where`` names (``V[0:2]``: FlashAttention's tile of
+    keys); one reaching past the matrix is an error naming it."""
+    r, c = len(rows), len(rows[0])
+    (r0, r1), (c0, c1) = (span or (0, n) for span, n in zip(target.block, (r, c)))
+    if r1 > r or c1 > c:
+        raise InputError(f"the block [{r0}:{r1}, {c0}:{c1}] of {target.describe()} reaches "
+                         f"past its {r}x{c} entries")
+    return [row[c0:c1] for row in rows[r0:r1]]
+
+
 def _unsized_ones(node: lm.Node) -> lm.Node | None:
     """``\\mathbf{1}`` or ``\\mathbf{1}^\\top`` written without its length (else None)."""
     inner = node.operand if isinstance(node, lm.Transpose) else node
@@ -300,6 +311,8 @@ class Evaluator:
         """The entries of a stage (balls) or a weight (exact) as balls; transposed in a
         column layout."""
         rows = self._matrix(target)
+        if target.block is not None:
+            rows = _block(rows, target)
         return [list(col) for col in zip(*rows)] if self.columns else rows
 
     def _matrix(self, target: Target) -> list[list[arb]]:
