@@ -183,23 +183,9 @@ VALUES: dict[str, Callable[[arb], arb]] = {
 }
 
 
-def value(key: str) -> Callable[[arb], arb] | None:
-    """The certified element-wise value of the function ``key``: the fixed formula, else
-    an activation's own balls (its operation applied to a 1 x 1 matrix, its derivative
-    the operation's declared slope); None: none."""
-    if key in VALUES:
-        return VALUES[key]
-    cls = registry.activations().get(key.removeprefix(_DERIVATIVE))
-    if cls is None:
-        return None
-    op = cls()
-    if key.startswith(_DERIVATIVE):  # its declared slope f'(x), in balls
-        from symformer.ops.calculus import BALLS
-
-        def slope(x: arb) -> arb:
-            return op.slope(x, BALLS)
-        return slope
-
-    def apply(x: arb) -> arb:
-        return op.arb([[[x]]])[0][0]
-    return apply
+def activation_of(key: str) -> tuple[type | None, bool]:
+    """The registered activation a function key is evaluated by (None: none), and
+    whether the key is its derivative (``\\operatorname{ReLU^2}'``: its declared
+    slope) -- the claim evaluator applies the operation's own balls."""
+    derivative = key.startswith(_DERIVATIVE)
+    return registry.activations().get(key.removeprefix(_DERIVATIVE)), derivative

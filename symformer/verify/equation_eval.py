@@ -22,6 +22,7 @@ from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine import Derivation
 from symformer.equations import functions as fns
 from symformer.errors import InputError
+from symformer.ops.calculus import BALLS
 from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
@@ -249,11 +250,20 @@ def _derivative(name: str) -> str | None:
 
 
 def _value(key: str) -> Callable[[arb], arb]:
-    """The certified value of the element-wise function ``key``."""
-    f = _relu_slope if key == "d_relu" else fns.value(key)
-    if f is None:
+    """The certified value of the element-wise function ``key``: the function table's
+    formula, else a registered activation's own balls (its operation applied to a 1 x 1
+    matrix; its derivative, the operation's declared slope)."""
+    if key == "d_relu":
+        return _relu_slope
+    if key in fns.VALUES:
+        return fns.VALUES[key]
+    cls, derivative = fns.activation_of(key)
+    if cls is None:
         raise InputError(f"no value is known for the function {key!r}")
-    return f
+    op = cls()
+    if derivative:
+        return lambda x: op.slope(x, BALLS)
+    return lambda x: op.arb([[[x]]])[0][0]
 
 
 def _sign(d: arb) -> int:
