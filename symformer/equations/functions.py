@@ -40,8 +40,11 @@ class Function:
     brackets; ``text`` the terminal spelling.  ``macros`` are the backslash names a
     claim may write it with (``\\ln``), ``words`` the names inside
     ``\\operatorname{..}``/``\\mathrm{..}``/``\\text{..}``, ``bare`` the names written
-    without a backslash before ``(`` (``sin(x)``).  ``index``: an operation's index
-    equation may call it.  ``derivative``: the key of its derivative (``\\tanh'(x)``).
+    without a backslash before ``(`` (``sin(x)``), ``symbols`` the symbols read as it
+    when the notation does not bind them (``\\sigma(x)``, ``\\Phi``), ``brackets`` the
+    names read as it before ``[..]`` (a row's statistic: ``E[x]``, ``\\mathrm{Var}[x]``).
+    ``index``: an operation's index equation may call it.  ``derivative``: the key of
+    its derivative (``\\tanh'(x)``).
     """
 
     key: str
@@ -53,13 +56,16 @@ class Function:
     bare: tuple[str, ...] = ()
     index: bool = False
     derivative: str | None = None
+    symbols: tuple[str, ...] = ()
+    brackets: tuple[str, ...] = ()
 
 
 def _f(key: str, latex: str = "", *, operator: bool = False, macros: tuple[str, ...] = (),
        words: tuple[str, ...] = (), bare: tuple[str, ...] = (), index: bool = False,
-       derivative: str | None = None) -> Function:
+       derivative: str | None = None, symbols: tuple[str, ...] = (),
+       brackets: tuple[str, ...] = ()) -> Function:
     return Function(key, latex or rf"\mathrm{{{key}}}", key, operator, macros, words, bare,
-                    index, derivative)
+                    index, derivative, symbols, brackets)
 
 
 #: The fixed functions, in the order a lookup tries them.
@@ -78,7 +84,13 @@ FIXED: tuple[Function, ...] = (
     _f("erf", words=("erf",), bare=("erf",), index=True, derivative="d_erf"),
     _f("max", r"\max", words=("max",), bare=("max",), index=True),
     _f("softmax", r"\operatorname{softmax}", words=("softmax",), bare=("softmax",)),
-    _f("sigmoid", words=("sigmoid",), bare=("sigmoid",), derivative="d_sigmoid"),
+    _f("sigmoid", words=("sigmoid",), bare=("sigmoid",), derivative="d_sigmoid",
+       symbols=("sigma",)),
+    _f("normal_cdf", r"\Phi", symbols=("Phi",), derivative="normal_pdf"),
+    _f("normal_pdf", r"\phi", symbols=("phi",)),
+    _f("mean", symbols=("mean",), brackets=("E", "mean")),  # each row's: a column
+    _f("var", r"\mathrm{Var}", symbols=("Var",), brackets=("Var",)),
+    _f("rms", r"\mathrm{RMS}", symbols=("RMS",), brackets=("RMS", "rms")),
     _f("concat", r"\operatorname{Concat}", words=("Concat", "concat")),
     _f("rowsum", r"\operatorname{rowsum}", words=("rowsum",)),
     _f("rowmax", r"\operatorname{rowmax}", words=("rowmax",)),
@@ -118,21 +130,21 @@ class Table:
     by_macro: Mapping[str, Function]
     by_word: Mapping[str, Function]
     by_bare: Mapping[str, Function]
+    by_symbol: Mapping[str, Function]
+    by_bracket: Mapping[str, Function]
 
 
 @lru_cache(maxsize=8)
 def _table(operations: tuple[type, ...]) -> Table:
     by_key: dict[str, Function] = {}
-    by_macro: dict[str, Function] = {}
-    by_word: dict[str, Function] = {}
-    by_bare: dict[str, Function] = {}
+    ways: tuple[dict[str, Function], ...] = ({}, {}, {}, {}, {})
     for fn in (*FIXED, *_activation_functions()):
         by_key.setdefault(fn.key, fn)
-        for names, into in ((fn.macros, by_macro), (fn.words, by_word),
-                            (fn.bare, by_bare)):
+        for names, into in zip((fn.macros, fn.words, fn.bare, fn.symbols, fn.brackets),
+                               ways):
             for name in names:
                 into.setdefault(name, fn)
-    return Table(by_key, by_macro, by_word, by_bare)
+    return Table(by_key, *ways)
 
 
 def functions() -> Table:

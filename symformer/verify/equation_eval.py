@@ -232,20 +232,11 @@ def _relu_slope(x: arb) -> arb:
     return arb(1 if _sign(x) > 0 else 0)
 
 
-#: Symbols the notation does not bind, read as a function of what follows them.
-_UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf",
-                      "RMS": "rms", "mean": "mean", "Var": "var"}
-#: Unbound symbols with a prime (``\\sigma'(x)``): their derivatives' keys (a function's
-#: own, ``\\mathrm{GELU}'``, is the function table's).
-_UNBOUND_DERIVATIVES = {"sigma": "d_sigmoid", "Phi": "normal_pdf"}
-
-
 def _derivative(name: str) -> str | None:
     """The key of the derivative of the function written ``name`` (None: none known)."""
-    if name in _UNBOUND_DERIVATIVES:
-        return _UNBOUND_DERIVATIVES[name]
     table = fns.functions()
-    fn = table.by_key.get(name) or table.by_word.get(name) or table.by_macro.get(name)
+    fn = table.by_symbol.get(name) or table.by_key.get(name) or table.by_word.get(name) \
+        or table.by_macro.get(name)
     return fn.derivative if fn is not None else None
 
 
@@ -717,8 +708,8 @@ class Evaluator:
             return ""
         if node.primes == 1 and _derivative(node.base) is not None:
             name = _derivative(node.base)
-        elif not node.primes and node.base in _UNBOUND_FUNCTIONS:
-            name = _UNBOUND_FUNCTIONS[node.base]
+        elif not node.primes and node.base in fns.functions().by_symbol:
+            name = fns.functions().by_symbol[node.base].key
         else:
             return ""
         try:
