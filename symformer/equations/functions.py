@@ -58,14 +58,18 @@ class Function:
     derivative: str | None = None
     symbols: tuple[str, ...] = ()
     brackets: tuple[str, ...] = ()
+    #: SymPy's function of the same name, for an operation's equation instantiated
+    #: exactly (``Max`` for ``max``); "": none
+    sympy: str = ""
 
 
 def _f(key: str, latex: str = "", *, operator: bool = False, macros: tuple[str, ...] = (),
        words: tuple[str, ...] = (), bare: tuple[str, ...] = (), index: bool = False,
        derivative: str | None = None, symbols: tuple[str, ...] = (),
        brackets: tuple[str, ...] = ()) -> Function:
+    sympy_name = {"max": "Max"}.get(key, key) if index else ""
     return Function(key, latex or rf"\mathrm{{{key}}}", key, operator, macros, words, bare,
-                    index, derivative, symbols, brackets)
+                    index, derivative, symbols, brackets, sympy_name)
 
 
 #: The fixed functions, in the order a lookup tries them.
