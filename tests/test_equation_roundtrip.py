@@ -191,3 +191,17 @@ def test_random_mutations_of_exported_equations_never_hold(name, which, kind, pl
     if mutant is None or mutant == latex:
         return
     assert _refuted(judge, stage, mutant), (name, stage, kind, latex, mutant)
+
+
+def test_sizes_that_differ_between_contributions_are_named_apart():
+    """d_k != d_v (attn_model: q and k 2 wide, v 3): the input's gradient through q, k
+    and v sums over d_k, d_k and d_v, not one d_out -- read back, it holds; with d_k
+    in the term through v it does not."""
+    from pathlib import Path
+    judge, records = exported(str(Path(__file__).parent / "data" / "equations"
+                                  / "attn_model.toml"))
+    latex = dict(records)["grad.input"]
+    assert r"d_{v} - 1} \frac{\partial L}{\partial v_{i,m}}" in latex
+    assert verdicts(judge, "grad.input", latex) == {"holds"}
+    wrong = latex.replace(r"d_{v} - 1}", r"d_{k} - 1}")
+    assert "holds" not in verdicts(judge, "grad.input", wrong)
