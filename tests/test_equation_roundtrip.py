@@ -205,3 +205,16 @@ def test_sizes_that_differ_between_contributions_are_named_apart():
     assert verdicts(judge, "grad.input", latex) == {"holds"}
     wrong = latex.replace(r"d_{v} - 1}", r"d_{k} - 1}")
     assert "holds" not in verdicts(judge, "grad.input", wrong)
+
+
+def test_an_unbiased_variance_of_two_layers_reads_back():
+    """export's (\\hat{\\sigma}^{(2)}_{i})^{2} (layer 2's unbiased variance) is one symbol,
+    as (\\sigma^{(2)}_{i})^{2} is; a 1/d in place of 1/(d - 1) fails."""
+    from pathlib import Path
+    judge, records = exported(str(Path(__file__).parent / "data" / "ties"
+                                  / "hypothesis_exact_zero.toml"))
+    latex = dict(records)["layer2.add_norm1.variance"]
+    assert latex.startswith(r"(\hat{\sigma}^{(2)}_{i})^{2} = \frac{1}{d - 1}")
+    assert verdicts(judge, "layer2.add_norm1.variance", latex) == {"holds"}
+    wrong = latex.replace(r"\frac{1}{d - 1}", r"\frac{1}{d}")
+    assert "holds" not in verdicts(judge, "layer2.add_norm1.variance", wrong)

@@ -458,8 +458,10 @@ class Parser:
                                node.grad, node.bold, col=node.col)
                     continue
                 if grouped and isinstance(node, Sym) and node.sup and _text(sup) == "2" \
-                        and _MARKER.match(_text(node.sup)) and node.base == "sigma":
-                    # (\sigma^{(1)}_{i})^{2}: layer 1's σ² (export's form), one symbol
+                        and _MARKER.match(_text(node.sup)) \
+                        and node.base.rstrip(")").rpartition("(")[2] == "sigma":
+                    # (\sigma^{(1)}_{i})^{2}: layer 1's σ² (export's form, \hat{\sigma}
+                    # too: an unbiased variance), one symbol
                     node = Sym(node.base, node.sub, (*sup, *node.sup), node.primes,
                                node.grad, node.bold, col=node.col)
                     continue
