@@ -259,3 +259,58 @@ def test_tile_in_a_claims_file_is_a_whole_number(bad):
     with pytest.raises(InputError, match="tile must be a whole number"):
         equations_from_toml({"equation": [{"stage": "s", "latex": "x = y", "tile": bad}]},
                             "c.toml")
+
+
+# -- ALiBi's bias as the paper prints it ----------------------------------------------------
+CAUSAL_ALIBI = ALIBI.replace('scale = "none"\n', 'causal = true\n')
+PAPER = (r"\mathbf{a}_i = \mathrm{softmax}\left(\frac{\mathbf{q}_i K^\top}{\sqrt{d_k}}"
+         r" + m \cdot [-i, \ldots, -2, -1, 0]\right)")
+
+
+@pytest.fixture(scope="module")
+def causal_alibi(tmp_path_factory) -> Judge:
+    path = tmp_path_factory.mktemp("alibi") / "causal_alibi.toml"
+    path.write_text(CAUSAL_ALIBI)
+    return _judge(path)
+
+
+def _causal_scores(sign: float) -> np.ndarray:
+    """q_i k_j / sqrt(2) + sign * 0.5 (i - j) where j <= i, -inf after (float64)."""
+    q = np.array([[1, 0], [0, 1], [1, 1]], float)
+    k = np.array([[1, 0], [0, 1], [1, -1]], float)
+    i, j = np.indices((3, 3))
+    s = q @ k.T / sqrt(2) + sign * 0.5 * (i - j)
+    return np.where(j <= i, s, -np.inf)
+
+
+def test_the_paper_s_bias_row_holds_in_a_causal_model(causal_alibi):
+    """[-i, ..., -1, 0] lists the keys query i sees; the masked ones after it get -∞."""
+    where = {"m": "1/2"}
+    assert _verdict(causal_alibi, "weights", PAPER, where) == {"holds"}
+    assert _verdict(causal_alibi, "alibi_scores",
+                    r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [-i, \ldots, -1, 0]") \
+        == {"holds"}
+
+
+def test_the_paper_s_bias_row_with_the_sign_flipped_fails(causal_alibi):
+    i, j, got, stage_value = _counterexample(
+        causal_alibi, "alibi_scores",
+        r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [i, \ldots, 1, 0]")
+    assert stage_value == pytest.approx(_causal_scores(-1)[i, j], abs=1e-12)
+    assert got == pytest.approx(_causal_scores(+1)[i, j], abs=1e-12)
+
+
+def test_the_paper_s_one_based_row_is_named_not_held(causal_alibi):
+    """-(i-1), ..., 0 counts the query from 1: not "holds", and the convention named."""
+    (link,) = _links(causal_alibi, "weights", PAPER.replace("[-i,", "[-(i-1),"), {"m": "1/2"})
+    assert link.status != "holds"
+    assert any("counted from 1" in note for note in link.notes)
+
+
+def test_a_written_row_is_not_padded_without_a_mask(alibi):
+    """Without a causal mask a short row is a shape error, never -∞ filled in."""
+    assert "holds" not in _verdict(
+        alibi, "alibi_scores", r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [-i, \ldots, -1, 0]")
+    with pytest.raises(InputError, match="step evenly"):  # no step to read
+        _links(alibi, "alibi_scores",
+               r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [-i, \ldots, 0]")
