@@ -192,3 +192,125 @@ def test_alibi_with_the_sign_flipped_fails(alibi):
 def test_the_vocabulary_size_stays_a_size():
     (chain,) = lm.parse_equations(r"p = \frac{1}{|V|}")
     assert chain.rhs[0].right == lm.Sym("|V|")
+
+
+# -- FlashAttention's tiles of keys -------------------------------------------------------
+ONLINE = r"""
+\begin{align}
+O &= \mathrm{diag}(\ell)^{-1} \left( \mathrm{diag}(e^{m_1 - m}) \tilde{O}_1
+     + \mathrm{diag}(e^{m_2 - m}) \tilde{O}_2 \right) \\
+m_1 &= \mathrm{rowmax}(S_1) \\
+m_2 &= \mathrm{rowmax}(S_2) \\
+m &= \max(m_1, m_2) \\
+\ell &= e^{m_1 - m} \odot \mathrm{rowsum}(e^{S_1 - m_1})
+       + e^{m_2 - m} \odot \mathrm{rowsum}(e^{S_2 - m_2}) \\
+\tilde{O}_1 &= e^{S_1 - m_1} V_1 \\
+\tilde{O}_2 &= e^{S_2 - m_2} V_2
+\end{align}"""
+TILES = {"S_1": "layer1.head1.scores[:, 0:2]", "S_2": "layer1.head1.scores[:, 2:3]",
+         "V_1": "layer1.head1.V[0:2]", "V_2": "layer1.head1.V[2:3]", "O": HEAD["O"]}
+
+
+def test_the_online_softmax_over_two_tiles_of_keys_is_attention(attn):
+    """FlashAttention's running max m, its rescaled sum ℓ and the rescaled outputs of
+    two tiles of keys (keys 0-1 and key 2), combined: the head's output."""
+    assert _verdict(attn, HEAD["O"], ONLINE, TILES) == {"holds"}
+
+
+def test_the_online_softmax_without_its_rescaling_fails(attn):
+    """ℓ without e^{m_2 - m} on the second tile's sum: the counterexample is recomputed
+    from the file's numbers."""
+    wrong = ONLINE.replace(r"+ e^{m_2 - m} \odot", "+")
+    i, j, got, stage_value = _counterexample(attn, HEAD["O"], wrong, TILES)
+    head = _head()
+    s, v = head["S"], head["V"]
+    m1, m2 = s[:, :2].max(axis=1), s[:, 2:].max(axis=1)
+    m = np.maximum(m1, m2)
+    p1, p2 = np.exp(s[:, :2] - m1[:, None]), np.exp(s[:, 2:] - m2[:, None])
+    ell = np.exp(m1 - m) * p1.sum(axis=1) + p2.sum(axis=1)
+    out = (np.exp(m1 - m)[:, None] * (p1 @ v[:2]) + np.exp(m2 - m)[:, None] * (p2 @ v[2:]))
+    assert stage_value == pytest.approx(head["O"][i, j], rel=1e-9)
+    assert got == pytest.approx(out[i, j] / ell[i], rel=1e-9)
+
+
+@pytest.mark.parametrize("block, message", [
+    ("layer1.head1.V[2:1]", "first < end"), ("layer1.head1.V[0:2", "cannot read the block"),
+    ("layer1.head1.V[0:9]", "reaches past its 3x3"),
+])
+def test_a_block_that_is_not_one_is_refused(attn, block, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        _links(attn, HEAD["O"], r"O = A V_1", {**HEAD, "V_1": block})
+
+
+def test_tile_names_the_blocks_of_keys(attn):
+    """``tile = 2``: S_1, S_2 the scores' columns 0-1 and 2, V_1, V_2 V's rows."""
+    where = {"S": HEAD["S"], "V": HEAD["V"], "O": HEAD["O"]}
+    found = attn.check(EquationClaim("t", HEAD["O"], ONLINE, where=where, examples=2,
+                                     source="t", tile=2))
+    assert {link.status for link in found.links} == {"holds"}
+    wrong = attn.check(EquationClaim("t", HEAD["O"], ONLINE.replace(r"V_2", r"V_1"),
+                                     where=where, examples=2, source="t", tile=2))
+    assert "holds" not in {link.status for link in wrong.links}
+
+
+@pytest.mark.parametrize("bad", [0, True, "2", 2.5])
+def test_tile_in_a_claims_file_is_a_whole_number(bad):
+    from symformer.verify.equation_claims import equations_from_toml
+    with pytest.raises(InputError, match="tile must be a whole number"):
+        equations_from_toml({"equation": [{"stage": "s", "latex": "x = y", "tile": bad}]},
+                            "c.toml")
+
+
+# -- ALiBi's bias as the paper prints it ----------------------------------------------------
+CAUSAL_ALIBI = ALIBI.replace('scale = "none"\n', 'causal = true\n')
+PAPER = (r"\mathbf{a}_i = \mathrm{softmax}\left(\frac{\mathbf{q}_i K^\top}{\sqrt{d_k}}"
+         r" + m \cdot [-i, \ldots, -2, -1, 0]\right)")
+
+
+@pytest.fixture(scope="module")
+def causal_alibi(tmp_path_factory) -> Judge:
+    path = tmp_path_factory.mktemp("alibi") / "causal_alibi.toml"
+    path.write_text(CAUSAL_ALIBI)
+    return _judge(path)
+
+
+def _causal_scores(sign: float) -> np.ndarray:
+    """q_i k_j / sqrt(2) + sign * 0.5 (i - j) where j <= i, -inf after (float64)."""
+    q = np.array([[1, 0], [0, 1], [1, 1]], float)
+    k = np.array([[1, 0], [0, 1], [1, -1]], float)
+    i, j = np.indices((3, 3))
+    s = q @ k.T / sqrt(2) + sign * 0.5 * (i - j)
+    return np.where(j <= i, s, -np.inf)
+
+
+def test_the_paper_s_bias_row_holds_in_a_causal_model(causal_alibi):
+    """[-i, ..., -1, 0] lists the keys query i sees; the masked ones after it get -∞."""
+    where = {"m": "1/2"}
+    assert _verdict(causal_alibi, "weights", PAPER, where) == {"holds"}
+    assert _verdict(causal_alibi, "alibi_scores",
+                    r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [-i, \ldots, -1, 0]") \
+        == {"holds"}
+
+
+def test_the_paper_s_bias_row_with_the_sign_flipped_fails(causal_alibi):
+    i, j, got, stage_value = _counterexample(
+        causal_alibi, "alibi_scores",
+        r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [i, \ldots, 1, 0]")
+    assert stage_value == pytest.approx(_causal_scores(-1)[i, j], abs=1e-12)
+    assert got == pytest.approx(_causal_scores(+1)[i, j], abs=1e-12)
+
+
+def test_the_paper_s_one_based_row_is_named_not_held(causal_alibi):
+    """-(i-1), ..., 0 counts the query from 1: not "holds", and the convention named."""
+    (link,) = _links(causal_alibi, "weights", PAPER.replace("[-i,", "[-(i-1),"), {"m": "1/2"})
+    assert link.status != "holds"
+    assert any("counted from 1" in note for note in link.notes)
+
+
+def test_a_written_row_is_not_padded_without_a_mask(alibi):
+    """Without a causal mask a short row is a shape error, never -∞ filled in."""
+    assert "holds" not in _verdict(
+        alibi, "alibi_scores", r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [-i, \ldots, -1, 0]")
+    with pytest.raises(InputError, match="step evenly"):  # no step to read
+        _links(alibi, "alibi_scores",
+               r"\hat{\mathbf{s}}_i = \mathbf{s}_i + m \cdot [-i, \ldots, 0]")

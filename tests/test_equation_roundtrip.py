@@ -191,3 +191,30 @@ def test_random_mutations_of_exported_equations_never_hold(name, which, kind, pl
     if mutant is None or mutant == latex:
         return
     assert _refuted(judge, stage, mutant), (name, stage, kind, latex, mutant)
+
+
+def test_sizes_that_differ_between_contributions_are_named_apart():
+    """d_k != d_v (attn_model: q and k 2 wide, v 3): the input's gradient through q, k
+    and v sums over d_k, d_k and d_v, not one d_out -- read back, it holds; with d_k
+    in the term through v it does not."""
+    from pathlib import Path
+    judge, records = exported(str(Path(__file__).parent / "data" / "equations"
+                                  / "attn_model.toml"))
+    latex = dict(records)["grad.input"]
+    assert r"d_{v} - 1} \frac{\partial L}{\partial v_{i,m}}" in latex
+    assert verdicts(judge, "grad.input", latex) == {"holds"}
+    wrong = latex.replace(r"d_{v} - 1}", r"d_{k} - 1}")
+    assert "holds" not in verdicts(judge, "grad.input", wrong)
+
+
+def test_an_unbiased_variance_of_two_layers_reads_back():
+    """export's (\\hat{\\sigma}^{(2)}_{i})^{2} (layer 2's unbiased variance) is one symbol,
+    as (\\sigma^{(2)}_{i})^{2} is; a 1/d in place of 1/(d - 1) fails."""
+    from pathlib import Path
+    judge, records = exported(str(Path(__file__).parent / "data" / "ties"
+                                  / "hypothesis_exact_zero.toml"))
+    latex = dict(records)["layer2.add_norm1.variance"]
+    assert latex.startswith(r"(\hat{\sigma}^{(2)}_{i})^{2} = \frac{1}{d - 1}")
+    assert verdicts(judge, "layer2.add_norm1.variance", latex) == {"holds"}
+    wrong = latex.replace(r"\frac{1}{d - 1}", r"\frac{1}{d}")
+    assert "holds" not in verdicts(judge, "layer2.add_norm1.variance", wrong)

@@ -40,8 +40,11 @@ class Function:
     brackets; ``text`` the terminal spelling.  ``macros`` are the backslash names a
     claim may write it with (``\\ln``), ``words`` the names inside
     ``\\operatorname{..}``/``\\mathrm{..}``/``\\text{..}``, ``bare`` the names written
-    without a backslash before ``(`` (``sin(x)``).  ``index``: an operation's index
-    equation may call it.  ``derivative``: the key of its derivative (``\\tanh'(x)``).
+    without a backslash before ``(`` (``sin(x)``), ``symbols`` the symbols read as it
+    when the notation does not bind them (``\\sigma(x)``, ``\\Phi``), ``brackets`` the
+    names read as it before ``[..]`` (a row's statistic: ``E[x]``, ``\\mathrm{Var}[x]``).
+    ``index``: an operation's index equation may call it.  ``derivative``: the key of
+    its derivative (``\\tanh'(x)``).
     """
 
     key: str
@@ -53,13 +56,20 @@ class Function:
     bare: tuple[str, ...] = ()
     index: bool = False
     derivative: str | None = None
+    symbols: tuple[str, ...] = ()
+    brackets: tuple[str, ...] = ()
+    #: SymPy's function of the same name, for an operation's equation instantiated
+    #: exactly (``Max`` for ``max``); "": none
+    sympy: str = ""
 
 
 def _f(key: str, latex: str = "", *, operator: bool = False, macros: tuple[str, ...] = (),
        words: tuple[str, ...] = (), bare: tuple[str, ...] = (), index: bool = False,
-       derivative: str | None = None) -> Function:
+       derivative: str | None = None, symbols: tuple[str, ...] = (),
+       brackets: tuple[str, ...] = ()) -> Function:
+    sympy_name = {"max": "Max"}.get(key, key) if index else ""
     return Function(key, latex or rf"\mathrm{{{key}}}", key, operator, macros, words, bare,
-                    index, derivative)
+                    index, derivative, symbols, brackets, sympy_name)
 
 
 #: The fixed functions, in the order a lookup tries them.
@@ -78,7 +88,13 @@ FIXED: tuple[Function, ...] = (
     _f("erf", words=("erf",), bare=("erf",), index=True, derivative="d_erf"),
     _f("max", r"\max", words=("max",), bare=("max",), index=True),
     _f("softmax", r"\operatorname{softmax}", words=("softmax",), bare=("softmax",)),
-    _f("sigmoid", words=("sigmoid",), bare=("sigmoid",), derivative="d_sigmoid"),
+    _f("sigmoid", words=("sigmoid",), bare=("sigmoid",), derivative="d_sigmoid",
+       symbols=("sigma",)),
+    _f("normal_cdf", r"\Phi", symbols=("Phi",), derivative="normal_pdf"),
+    _f("normal_pdf", r"\phi", symbols=("phi",)),
+    _f("mean", symbols=("mean",), brackets=("E", "mean")),  # each row's: a column
+    _f("var", r"\mathrm{Var}", symbols=("Var",), brackets=("Var",)),
+    _f("rms", r"\mathrm{RMS}", symbols=("RMS",), brackets=("RMS", "rms")),
     _f("concat", r"\operatorname{Concat}", words=("Concat", "concat")),
     _f("rowsum", r"\operatorname{rowsum}", words=("rowsum",)),
     _f("rowmax", r"\operatorname{rowmax}", words=("rowmax",)),
@@ -118,21 +134,21 @@ class Table:
     by_macro: Mapping[str, Function]
     by_word: Mapping[str, Function]
     by_bare: Mapping[str, Function]
+    by_symbol: Mapping[str, Function]
+    by_bracket: Mapping[str, Function]
 
 
 @lru_cache(maxsize=8)
 def _table(operations: tuple[type, ...]) -> Table:
     by_key: dict[str, Function] = {}
-    by_macro: dict[str, Function] = {}
-    by_word: dict[str, Function] = {}
-    by_bare: dict[str, Function] = {}
+    ways: tuple[dict[str, Function], ...] = ({}, {}, {}, {}, {})
     for fn in (*FIXED, *_activation_functions()):
         by_key.setdefault(fn.key, fn)
-        for names, into in ((fn.macros, by_macro), (fn.words, by_word),
-                            (fn.bare, by_bare)):
+        for names, into in zip((fn.macros, fn.words, fn.bare, fn.symbols, fn.brackets),
+                               ways):
             for name in names:
                 into.setdefault(name, fn)
-    return Table(by_key, by_macro, by_word, by_bare)
+    return Table(by_key, *ways)
 
 
 def functions() -> Table:
@@ -183,23 +199,9 @@ VALUES: dict[str, Callable[[arb], arb]] = {
 }
 
 
-def value(key: str) -> Callable[[arb], arb] | None:
-    """The certified element-wise value of the function ``key``: the fixed formula, else
-    an activation's own balls (its operation applied to a 1 x 1 matrix, its derivative
-    the operation's declared slope); None: none."""
-    if key in VALUES:
-        return VALUES[key]
-    cls = registry.activations().get(key.removeprefix(_DERIVATIVE))
-    if cls is None:
-        return None
-    op = cls()
-    if key.startswith(_DERIVATIVE):  # its declared slope f'(x), in balls
-        from symformer.ops.calculus import BALLS
-
-        def slope(x: arb) -> arb:
-            return op.slope(x, BALLS)
-        return slope
-
-    def apply(x: arb) -> arb:
-        return op.arb([[[x]]])[0][0]
-    return apply
+def activation_of(key: str) -> tuple[type | None, bool]:
+    """The registered activation a function key is evaluated by (None: none), and
+    whether the key is its derivative (``\\operatorname{ReLU^2}'``: its declared
+    slope) -- the claim evaluator applies the operation's own balls."""
+    derivative = key.startswith(_DERIVATIVE)
+    return registry.activations().get(key.removeprefix(_DERIVATIVE)), derivative

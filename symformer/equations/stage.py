@@ -304,6 +304,28 @@ def _contribution(k: int, consumer: Any, unique: bool, names: Symbols) -> Notati
                     f"the term through {in_sentence(symbol.title)}")
 
 
+#: The width of a head's query, key or value, by the stage's kind: what a size of a
+#: contribution through it is written as when the contributions' sizes differ.
+_HEAD_WIDTHS = {"Q": ("d_{k}", "d_k"), "K": ("d_{k}", "d_k"), "V": ("d_{v}", "d_v")}
+
+
+def _distinct_sizes(parts: list[Bound], consumers: list[Any]) -> None:
+    """A size two contributions name alike but that differs between them (``d_out``: the
+    width of q through W_Q, of v through W_V) is written as each consumer's width,
+    ``d_{k}`` and ``d_{v}``, so that the printed sum reads one size per symbol (and
+    ``check`` reads it back).  Only a head's q, k and v have such names: any other
+    clash prints as it did."""
+    for name in {n for part in parts for n in part.sizes}:
+        clashing = [(part, consumer) for part, consumer in zip(parts, consumers)
+                    if name in part.sizes]
+        if len({part.sizes[name] for part, _ in clashing}) < 2 \
+                or any(c.kind not in _HEAD_WIDTHS for _, c in clashing):
+            continue
+        for part, consumer in clashing:
+            latex, text = _HEAD_WIDTHS[consumer.kind]
+            part.symbols[name] = Notation(latex, text, "")
+
+
 def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | None:
     """A gradient stage's equation: its consumers' rules (None when one has no rule)."""
     found = rules(stage)
@@ -323,6 +345,7 @@ def gradient(stage: Any, names: Symbols = OPERATION_SYMBOLS) -> StageEquation | 
         _align_indices(bound, _index_names(stage.shape, False))
         parts.append(bound)
         terms.append(mark)
+    _distinct_sizes(parts, [r.consumer for r in found])
     index = _index_names(stage.shape, False)
     symbol = names.stage(stage)
     lhs = entry_latex(symbol.latex, index)

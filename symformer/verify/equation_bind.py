@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from symformer.engine import Derivation
@@ -35,6 +35,10 @@ class Target:
     parameter: str | None = None
     scalar: str | None = None
     matrix: bool = False   # written as the whole matrix (Q, W_Q), not one row (q)
+    #: a block of the matrix (``STAGE[0:2]``, ``STAGE[:, 0:2]``: FlashAttention's tile
+    #: of keys): (first row, end row), (first column, end column), 0-based and
+    #: half-open; None: every row (column)
+    block: tuple[tuple[int, int] | None, tuple[int, int] | None] | None = None
     #: a constant array of an operation (token ids, a pooled position), exact rows
     constant: tuple | None = None
 
@@ -232,8 +236,8 @@ def _nearest(sym: Sym, targets: list[Target], near: str) -> Target:
     return top[0]
 
 
-def where_table(where: Mapping[str, str], g: Derivation, source: str
-                ) -> dict[Key, Target | str]:
+def where_table(where: Mapping[str, str], g: Derivation, source: str,
+                tile: int | None = None) -> dict[Key, Target | str]:
     """A claim's ``where``: author symbol -> a number (``D = "4"``: a size or
     constant), a size of the glossary (``N = "n"``, ``D = "d_model"``), a stage name or
     ``BLOCK.WEIGHT``
@@ -243,9 +247,12 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
     mask, 0 or -inf, or the example's finite mask value)."""
     out: dict[Key, Target | str] = {}
     weights = _weights(g)
+    if tile is not None:
+        where = {**where, **tiles(where, g, tile)}
     for written, name in where.items():
         if not isinstance(name, str):
             raise InputError(f"{source}: where[{written!r}] must be a stage name")
+        name, block = _block(name, f"{source}: where[{written!r}]")
         if len(written) > 200:
             raise InputError(f"{source}: a where key of {len(written):,} characters; a "
                              f"symbol is at most 200")
@@ -274,8 +281,57 @@ def where_table(where: Mapping[str, str], g: Derivation, source: str
             from symformer.blocks.backward import stage_of
             stage_of(g, name)  # unknown: the message with the close names
             target = Target(stage=name, matrix=written[:1].isupper())
+        if block is not None:  # a tile: its own matrix
+            target = replace(target, block=block, matrix=True)
         out[key_of(sym)] = target
     return out
+
+
+def tiles(where: Mapping[str, str], g: Derivation, tile: int) -> dict[str, str]:
+    """FlashAttention's tiles of ``tile`` keys: each ``where`` symbol X (without a
+    subscript of its own) bound to a stage also names X_1, X_2, ... its blocks of keys,
+    from 1 as the paper numbers K_j and V_j -- columns of a stage whose columns are the
+    keys (scores, attention weights), else rows (K, V)."""
+    out = {}
+    for written, name in where.items():
+        if not isinstance(name, str) or name not in g.stages or "_" in written \
+                or "[" in name:
+            continue
+        stage = g[name]
+        by_keys = stage.op.columns == "keys" or any(
+            g[s].op.columns == "keys" for s in stage.inputs if s in g.stages)
+        count = stage.shape[1] if by_keys else stage.shape[0]
+        for j, start in enumerate(range(0, count, tile), 1):
+            span = f"{start}:{min(start + tile, count)}"
+            out.setdefault(f"{written}_{j}", f"{name}[:, {span}]" if by_keys
+                           else f"{name}[{span}]")
+    return out
+
+
+#: A block after a stage's or weight's name: ``[0:2]`` (rows), ``[:, 2:4]`` (columns),
+#: ``[0:2, 1:3]``.
+_BLOCK = re.compile(r"^(?P<name>[^\[\]]+)\[(?P<rows>[^,\]]*)(?:,(?P<cols>[^,\]]*))?\]$")
+_RANGE = re.compile(r"^\s*(?:(\d{1,6})\s*:\s*(\d{1,6})|:)\s*$")
+
+
+def _block(name: str, where: str) -> tuple[str, tuple | None]:
+    """``"layer1.head1.V[0:2]"`` -> (the name, ((0, 2), None)): a block of rows and
+    columns, 0-based and half-open as Python slices (``:`` every one); no brackets:
+    (the name, None)."""
+    m = _BLOCK.match(name.strip())
+    if m is None:
+        if "[" in name or "]" in name:
+            raise InputError(f"{where}: cannot read the block in {name!r}: write "
+                             f"STAGE[first:end] (rows) or STAGE[first:end, first:end]")
+        return name, None
+    ranges = []
+    for text in (m["rows"], m["cols"] or ":"):
+        r = _RANGE.match(text)
+        if r is None or (r[1] is not None and int(r[1]) >= int(r[2])):
+            raise InputError(f"{where}: cannot read the block {text.strip()!r}: write "
+                             f"first:end with first < end (0-based, end excluded), or :")
+        ranges.append(None if r[1] is None else (int(r[1]), int(r[2])))
+    return m["name"].strip(), tuple(ranges)
 
 
 #: Sizes ``where`` may name (``D = "d_model"``): the glossary's name for each.

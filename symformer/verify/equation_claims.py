@@ -73,7 +73,7 @@ PRECISIONS = (200, 400, 800)
 EXAMPLES = 4
 MAX_EXAMPLES = 8
 _KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal", "tolerance",
-         "layout"}
+         "layout", "tile"}
 _TAG = re.compile(r"(?:(?<!\\)%|<!--)\s*symformer:\s*equation\s+(?P<body>.*?)\s*(?:-->)?\s*$")
 
 
@@ -99,6 +99,9 @@ class EquationClaim:
     #: ``"rows"`` (a token per row, the example's) or ``"columns"`` (a token per column:
     #: every matrix the equation names is the stage's transpose, softmax per column)
     layout: str = "rows"
+    #: keys per tile (``tile = 2``): each ``where`` symbol X bound to a stage also names
+    #: its tiles of keys X_1, X_2, ... (FlashAttention's K_j, V_j, S_j); None: no tiles
+    tile: int | None = None
 
     def __post_init__(self) -> None:
         if not self.chains:
@@ -197,8 +200,19 @@ def equations_from_toml(data: Mapping, source: str) -> list[EquationClaim]:
         out.append(EquationClaim(str(name), t["stage"], t["latex"], dict(bindings),
                                  vectors, examples, causal, f"{where} ({name})",
                                  lenient=True, tolerance=_tolerance(t, where),
-                                 layout=_layout(t, where)))
+                                 layout=_layout(t, where), tile=_tile(t, where)))
     return out
+
+
+def _tile(table: Mapping, where: str) -> int | None:
+    """A claim's ``tile``: how many keys a tile holds (None: no tiles)."""
+    tile = table.get("tile")
+    if tile is None:
+        return None
+    if isinstance(tile, bool) or not isinstance(tile, int) or not 1 <= tile <= 1_000_000:
+        raise InputError(f"{where}: tile must be a whole number of keys from 1 to "
+                         f"1,000,000")
+    return tile
 
 
 def _layout(table: Mapping, where: str) -> str:
@@ -413,7 +427,7 @@ class Judge:
         lhs = chain.lhs
         if not (isinstance(lhs, lm.Sym) and steps.step_subscript(lhs) is not None):
             return None
-        ev = Evaluator(g, self.table(g), where_table(claim.where, g, claim.source),
+        ev = Evaluator(g, self.table(g), where_table(claim.where, g, claim.source, claim.tile),
                        claim.stage, {}, own=self.own(g, claim.stage),
                        step=step_of(claim.stage))
         try:
@@ -569,7 +583,7 @@ class Judge:
             stage_of(g, claim.stage)
         table = self.table(g)
         where = {**_argument_bindings(lhs, g, claim.stage),
-                 **where_table(claim.where, g, claim.source)}
+                 **where_table(claim.where, g, claim.source, claim.tile)}
         words = frozenset(k[0] for k in table.entries if len(k[0]) > 1 and k[0].isalpha())
         if isinstance(lhs, lm.Binary) and lhs.op == "jux":
             merger = Evaluator(g, table, where, claim.stage, {}, base, words=words)

@@ -22,6 +22,7 @@ from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine import Derivation
 from symformer.equations import functions as fns
 from symformer.errors import InputError
+from symformer.ops.calculus import BALLS
 from symformer.verify import equation_steps as steps
 from symformer.verify import latex_math as lm
 from symformer.verify.equation_bind import SymbolTable, Target, key_of, split_where
@@ -180,6 +181,29 @@ def _named_vectors(node: lm.Binary) -> bool:
     return isinstance(node.left, lm.Sym) and isinstance(node.right, lm.Sym)
 
 
+def _block(rows: list[list[arb]], target: Target) -> list[list[arb]]:
+    """The block of a matrix a ``where`` names (``V[0:2]``: FlashAttention's tile of
+    keys); one reaching past the matrix is an error naming it."""
+    r, c = len(rows), len(rows[0])
+    (r0, r1), (c0, c1) = (span or (0, n) for span, n in zip(target.block, (r, c)))
+    if r1 > r or c1 > c:
+        raise InputError(f"the block [{r0}:{r1}, {c0}:{c1}] of {target.describe()} reaches "
+                         f"past its {r}x{c} entries")
+    return [row[c0:c1] for row in rows[r0:r1]]
+
+
+def _is_ellipsis(node: lm.Node) -> bool:
+    return isinstance(node, lm.Sym) and node.base == lm.ELLIPSIS
+
+
+def _written_run(node: lm.Node) -> bool:
+    """A row written out with an ellipsis, or a number times one (``m \\cdot [..]``)."""
+    if isinstance(node, lm.Binary) and node.op in ("*", "jux"):
+        return _written_run(node.left) or _written_run(node.right)
+    return isinstance(node, lm.Matrix) and len(node.rows) == 1 \
+        and any(_is_ellipsis(item) for item in node.rows[0])
+
+
 def _unsized_ones(node: lm.Node) -> lm.Node | None:
     """``\\mathbf{1}`` or ``\\mathbf{1}^\\top`` written without its length (else None)."""
     inner = node.operand if isinstance(node, lm.Transpose) else node
@@ -220,29 +244,29 @@ def _relu_slope(x: arb) -> arb:
     return arb(1 if _sign(x) > 0 else 0)
 
 
-#: Symbols the notation does not bind, read as a function of what follows them.
-_UNBOUND_FUNCTIONS = {"sigma": "sigmoid", "Phi": "normal_cdf", "phi": "normal_pdf",
-                      "RMS": "rms", "mean": "mean", "Var": "var"}
-#: Unbound symbols with a prime (``\\sigma'(x)``): their derivatives' keys (a function's
-#: own, ``\\mathrm{GELU}'``, is the function table's).
-_UNBOUND_DERIVATIVES = {"sigma": "d_sigmoid", "Phi": "normal_pdf"}
-
-
 def _derivative(name: str) -> str | None:
     """The key of the derivative of the function written ``name`` (None: none known)."""
-    if name in _UNBOUND_DERIVATIVES:
-        return _UNBOUND_DERIVATIVES[name]
     table = fns.functions()
-    fn = table.by_key.get(name) or table.by_word.get(name) or table.by_macro.get(name)
+    fn = table.by_symbol.get(name) or table.by_key.get(name) or table.by_word.get(name) \
+        or table.by_macro.get(name)
     return fn.derivative if fn is not None else None
 
 
 def _value(key: str) -> Callable[[arb], arb]:
-    """The certified value of the element-wise function ``key``."""
-    f = _relu_slope if key == "d_relu" else fns.value(key)
-    if f is None:
+    """The certified value of the element-wise function ``key``: the function table's
+    formula, else a registered activation's own balls (its operation applied to a 1 x 1
+    matrix; its derivative, the operation's declared slope)."""
+    if key == "d_relu":
+        return _relu_slope
+    if key in fns.VALUES:
+        return fns.VALUES[key]
+    cls, derivative = fns.activation_of(key)
+    if cls is None:
         raise InputError(f"no value is known for the function {key!r}")
-    return f
+    op = cls()
+    if derivative:
+        return lambda x: op.slope(x, BALLS)
+    return lambda x: op.arb([[[x]]])[0][0]
 
 
 def _sign(d: arb) -> int:
@@ -300,6 +324,8 @@ class Evaluator:
         """The entries of a stage (balls) or a weight (exact) as balls; transposed in a
         column layout."""
         rows = self._matrix(target)
+        if target.block is not None:
+            rows = _block(rows, target)
         return [list(col) for col in zip(*rows)] if self.columns else rows
 
     def _matrix(self, target: Target) -> list[list[arb]]:
@@ -530,6 +556,8 @@ class Evaluator:
                     [e for row in v.rows for e in row] for v in (a, b)))), arb(0))
             if node.op in ("*", "jux"):
                 return _product(a, b)
+            if node.op in ("+", "-"):
+                a, b = self.masked_tail(node, a, b, env)
             if node.op == "+":
                 return _elementwise(a, b, lambda x, y: x + y, "add")
             if node.op == "-":
@@ -571,6 +599,9 @@ class Evaluator:
         if isinstance(node, lm.Matrix):  # [a, b], bmatrix: each entry one number
             out = []
             for row in node.rows:
+                if any(_is_ellipsis(item) for item in row):  # [-i, \ldots, -1, 0]
+                    out.append([_ball(v) for v in self.progression(row, env)])
+                    continue
                 entries = [self.value(item, env) for item in row]
                 if any(isinstance(e, Mat) and e.shape != (1, 1) for e in entries):
                     raise Inapplicable("a matrix written out with a matrix as an entry")
@@ -587,6 +618,65 @@ class Evaluator:
             rows = v.rows if isinstance(v, Mat) else [[v]]  # (b_C)_j of one class
             return self.entry(rows, "(..)", node.sub, env)
         raise InputError(f"cannot read the node at column {node.col}")
+
+    def progression(self, row: tuple[lm.Node, ...], env: Env) -> list[Fraction]:
+        """A row written with an ellipsis, ``[-i, \\ldots, -2, -1, 0]`` (ALiBi's
+        distances): the whole numbers from the first term to the last in the steps the
+        written terms take (at a small i the run is shorter than the terms written
+        after the ellipsis: ``[-1, 0]`` at i = 1)."""
+        k = next(n for n, item in enumerate(row) if _is_ellipsis(item))
+        before, after = row[:k], row[k + 1:]
+        if not before or not after or any(_is_ellipsis(item) for item in after):
+            raise InputError(f"cannot read \\ldots at column {row[k].col}: write it once, "
+                             f"between terms ([-i, \\ldots, -1, 0])")
+        values = [self.index(item, env) for item in (*before, *after)]
+        steps = {b - a for a, b in zip(values, values[1:len(before)])} | \
+            {b - a for a, b in zip(values[len(before):], values[len(before) + 1:])}
+        if len(steps) != 1 or 0 in steps:
+            raise InputError(f"cannot read \\ldots at column {row[k].col}: the terms "
+                             f"around it must step evenly ([0, 1, \\ldots, n-1])")
+        (step,) = steps
+        first, last = values[0], values[-1]
+        count = (last - first) / step
+        if count.denominator != 1 or count < 0 or count > _MAX_RUN:
+            raise Inapplicable(f"the run {first}, ..., {last} in steps of {step}")
+        return [first + step * n for n in range(int(count) + 1)]
+
+    def masked_tail(self, node: lm.Binary, a: object, b: object, env: Env
+                    ) -> tuple[object, object]:
+        """ALiBi's ``q_i K^\\top + m \\cdot [-i, \\ldots, -1, 0]`` in a causal model: a
+        row written out with an ellipsis that is shorter than the row it is added to
+        lists the keys the query sees; the keys after it, masked in the claimed
+        stage's row, get -∞ (the causal mask's).  Anything else is left as it is."""
+        short = next((side for side, child in ((0, node.left), (1, node.right))
+                      if _written_run(child)), None)
+        pair = [a, b]
+        mine, other = pair[short] if short is not None else None, pair[1 - (short or 0)]
+        if short is None or not (isinstance(mine, Mat) and isinstance(other, Mat)) \
+                or mine.shape[0] != 1 or other.shape[0] != 1 \
+                or mine.shape[1] >= other.shape[1] or env.row is None:
+            return a, b
+        masked = self.masked_columns(env.row)
+        width = other.shape[1]
+        if masked != set(range(mine.shape[1], width)):
+            return a, b
+        pair[short] = Mat([mine.rows[0] + [arb.neg_inf()] * (width - mine.shape[1])])
+        return pair[0], pair[1]
+
+    def masked_columns(self, row: int) -> set[int] | None:
+        """The columns the mask blocks in ``row`` of the claimed stage's scores (its own
+        or the nearest input's with a mask; None: none)."""
+        seen, todo = set(), [self.near]
+        while todo:
+            name = todo.pop(0)
+            if name in seen or name not in self.g.stages:
+                continue
+            seen.add(name)
+            masked = getattr(self.g[name].op, "masked", None)
+            if isinstance(masked, frozenset) and masked:
+                return {j for i, j in masked if i == row}
+            todo.extend(self.g[name].inputs)
+        return None
 
     def operands(self, node: lm.Binary, env: Env) -> tuple[object, object]:
         """The values of a binary node's operands; a vector of ones without its length
@@ -694,8 +784,8 @@ class Evaluator:
             return ""
         if node.primes == 1 and _derivative(node.base) is not None:
             name = _derivative(node.base)
-        elif not node.primes and node.base in _UNBOUND_FUNCTIONS:
-            name = _UNBOUND_FUNCTIONS[node.base]
+        elif not node.primes and node.base in fns.functions().by_symbol:
+            name = fns.functions().by_symbol[node.base].key
         else:
             return ""
         try:

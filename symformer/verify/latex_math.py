@@ -71,9 +71,6 @@ MAX_DEPTH = 150
 
 #: The symbol ``\\ldots`` (``\\dots``, ``\\cdots``) reads as: a run of items (Concat's).
 ELLIPSIS = "..."
-#: Statistics over a row written with brackets, ``E[x]``, ``\\mathrm{Var}[x]``,
-#: ``\\mathrm{RMS}[x]`` (each row's mean, variance, root mean square: a column).
-STATISTICS = {"E": "mean", "mean": "mean", "Var": "var", "RMS": "rms", "rms": "rms"}
 #: Words set between two equations of one line (``, \\quad \\text{where} ...``).
 _SEPARATORS = ("where", "with", "and", "for")
 #: Macros that only set spacing or size.
@@ -461,8 +458,10 @@ class Parser:
                                node.grad, node.bold, col=node.col)
                     continue
                 if grouped and isinstance(node, Sym) and node.sup and _text(sup) == "2" \
-                        and _MARKER.match(_text(node.sup)) and node.base == "sigma":
-                    # (\sigma^{(1)}_{i})^{2}: layer 1's σ² (export's form), one symbol
+                        and _MARKER.match(_text(node.sup)) \
+                        and node.base.rstrip(")").rpartition("(")[2] == "sigma":
+                    # (\sigma^{(1)}_{i})^{2}: layer 1's σ² (export's form, \hat{\sigma}
+                    # too: an unbiased variance), one symbol
                     node = Sym(node.base, node.sub, (*sup, *node.sup), node.primes,
                                node.grad, node.bold, col=node.col)
                     continue
@@ -551,7 +550,7 @@ class Parser:
             if t.text == "E" and (u := self.peek(1)) is not None and u.text == "[" \
                     and not u.spaced:  # E[x]: the expectation over the row
                 self.k += 1
-                return self.statistic("mean", t)
+                return self.statistic(functions().by_bracket["E"].key, t)
             if t.text == "e" and self.at_euler():
                 self.k += 1
                 self.expect("^")
@@ -673,9 +672,10 @@ class Parser:
             self.raw_group()
             return self.indicator(t)
         if name in ("operatorname", "mathrm", "text", "mathbb") and \
-                _text(self.peek_group(1)) in STATISTICS and self.group_followed_by(1, "["):
+                _text(self.peek_group(1)) in functions().by_bracket \
+                and self.group_followed_by(1, "["):  # \mathrm{Var}[x]: each row's
             self.k += 1
-            return self.statistic(STATISTICS[_text(self.raw_group())], t)
+            return self.statistic(functions().by_bracket[_text(self.raw_group())].key, t)
         if name in ("operatorname", "mathrm", "text") and \
                 _text(self.peek_group(1)) in functions().by_word \
                 and self.group_followed_by(1, "'"):
