@@ -249,6 +249,16 @@ class Operation(ABC):
     hf_modules: ClassVar[dict[str, str]] = {}
     module_weights: ClassVar[dict[str, str]] = {}
 
+    # What an attention score function declares (:func:`symformer.registry.
+    # score_functions` lists them): the step giving each head's raw scores u = f(Q, K),
+    # then scaled, masked and turned into weights as ever.  Built with no arguments
+    # (``cls()``) from the stages Q (n x d_k) and K (m x d_k); its columns are keys.
+    #: The example file's ``attention_scores = "..."`` value choosing this operation
+    #: (``"dot"``: Q K^T); None: not a score function.
+    score_key: ClassVar[str | None] = None
+    #: Where the score function sits in the lists that name them all: smaller first.
+    score_rank: ClassVar[int] = 100
+
     @classmethod
     def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,
                  beta: Any, layer: int) -> str:
