@@ -762,3 +762,39 @@ def test_an_unknown_score_function_is_named(distance):
                        "'test_distance'; found 'cosine'"):
         parse_example(TEXT.replace('activation = "test_relu2"\n',
                                    'attention_scores = "cosine"\n', 1), source="x.toml")
+
+
+def test_dyt_is_read_from_a_pytorch_layer_by_its_declared_module(dyt, monkeypatch):
+    """``from_torch`` maps a layer's norm modules by what the normalisations declare
+    (``torch_modules``, a module outside ``torch.nn`` by its qualified name; its weights
+    by ``module_weights``): DyT's own module in an encoder layer is read as DyT, and the
+    example computes what the layer computes (float64, alpha = 1/2)."""
+    torch = pytest.importorskip("torch")
+    import symformer
+
+    class TorchDyT(torch.nn.Module):
+        """y = weight * tanh(0.5 x) + bias, written here by hand."""
+
+        def __init__(self, d: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(1 + torch.randn(d) / 4)
+            self.bias = torch.nn.Parameter(torch.randn(d) / 4)
+            self.eps = 1e-5  # read by from_torch (the layer's eps); DyT does not use it
+
+        def forward(self, x):
+            return self.weight * torch.tanh(0.5 * x) + self.bias
+
+    qualified = f"{TorchDyT.__module__}.{TorchDyT.__qualname__}"
+    monkeypatch.setattr(dyt, "torch_modules", {qualified: "test_dyt"}, raising=False)
+    monkeypatch.setattr(dyt, "module_weights", {"gamma": "weight", "beta": "bias"},
+                        raising=False)
+    torch.manual_seed(3)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, dropout=0.0,
+                                             batch_first=True).eval()
+    layer.norm1, layer.norm2 = TorchDyT(4), TorchDyT(4)
+    x = torch.randn(3, 4)
+    example = symformer.from_torch(layer, x)
+    assert example.layers[0].layer_norm == "test_dyt"
+    want = layer.double()(x.double().unsqueeze(0))[0].detach().numpy()  # no fast path
+    got = _floats(derive(example), "output")
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
