@@ -288,6 +288,13 @@ class Operation(ABC):
         return bool(self.of_stage or self.of_weight)
 
     @property
+    def activates(self) -> bool:
+        """True for a step applying an activation function (an operation declaring its
+        ``activation_key``: the FFN's, a gate's, a prediction head's transform's), or
+        multiplying an activated gate by a hidden entry (``gates``)."""
+        return self.activation_key is not None or bool(self.gates)
+
+    @property
     def weighs_keys(self) -> bool:
         """True for attention weights: each row sums to 1 over the key positions (a
         softmax over a head's scores)."""
