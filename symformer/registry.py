@@ -105,7 +105,8 @@ def refuse(kind: str, key: str, consumer: str, missing: str) -> NotSupportedErro
 #: What the frameworks' names of a kind of step are declared in, by kind and framework.
 _FRAMEWORK_NAMES = {("activation", "hf"): "hf_names", ("activation", "torch"): "torch_names",
                     ("normalisation", "hf"): "hf_modules",
-                    ("normalisation", "torch"): "torch_modules"}
+                    ("normalisation", "torch"): "torch_modules",
+                    ("positional encoding", "hf"): "hf_positions"}
 
 
 def framework_names(kind: str, framework: str) -> dict[str, str]:
@@ -118,7 +119,8 @@ def framework_names(kind: str, framework: str) -> dict[str, str]:
     if kind == "activation":
         return {name: key for key, cls in activations().items()
                 for name in getattr(cls, declaration)}
-    classes = dict.fromkeys(normalisations().values())  # each class once, in order
+    classes = dict.fromkeys(normalisations().values()) if kind == "normalisation" \
+        else _declaring(declaration, lambda cls: 0)  # each class once, in order
     return {name: key for cls in classes for name, key in getattr(cls, declaration).items()}
 
 

@@ -247,6 +247,10 @@ class Operation(ABC):
     #: The same for the Hugging Face families: the module class their blocks use, as
     #: transformers names it (GPT-2's and BERT's ``LayerNorm``, ``LlamaRMSNorm``).
     hf_modules: ClassVar[dict[str, str]] = {}
+    #: A positional encoding's Hugging Face ``position_embedding_type`` values (BERT's),
+    #: each with the example's ``positional_encoding`` it means (``{"absolute":
+    #: "learned"}``); a value no operation declares is refused by the import.
+    hf_positions: ClassVar[dict[str, str]] = {}
     module_weights: ClassVar[dict[str, str]] = {}
 
     # What an attention score function declares (:func:`symformer.registry.
