@@ -79,6 +79,22 @@ def normalisation(key: str) -> type[Operation]:
     return known[key]
 
 
+def score_functions() -> dict[str, type[Operation]]:
+    """Every attention score function by its example-file name (``attention_scores =
+    "dot"``), in listing order (the declared ``score_rank``, then definition order)."""
+    return {cls.score_key: cls for cls in _declaring("score_key", lambda c: c.score_rank)}
+
+
+def score_function(key: str) -> type[Operation]:
+    """The score function the example file's ``attention_scores = key`` chooses (an
+    unknown name: an :class:`InputError` naming the known ones)."""
+    known = score_functions()
+    if key not in known:
+        raise InputError(f"attention_scores must be one of {', '.join(known)}, found "
+                         f"{key!r}")
+    return known[key]
+
+
 def refuse(kind: str, key: str, consumer: str, missing: str) -> NotSupportedError:
     """The one-line refusal of a consumer that does not know a kind of step: ``the
     PyTorch module: the normalisation 'dyt' declares no torch_norms (its PyTorch form)``.
@@ -89,7 +105,8 @@ def refuse(kind: str, key: str, consumer: str, missing: str) -> NotSupportedErro
 #: What the frameworks' names of a kind of step are declared in, by kind and framework.
 _FRAMEWORK_NAMES = {("activation", "hf"): "hf_names", ("activation", "torch"): "torch_names",
                     ("normalisation", "hf"): "hf_modules",
-                    ("normalisation", "torch"): "torch_modules"}
+                    ("normalisation", "torch"): "torch_modules",
+                    ("positional encoding", "hf"): "hf_positions"}
 
 
 def framework_names(kind: str, framework: str) -> dict[str, str]:
@@ -102,7 +119,8 @@ def framework_names(kind: str, framework: str) -> dict[str, str]:
     if kind == "activation":
         return {name: key for key, cls in activations().items()
                 for name in getattr(cls, declaration)}
-    classes = dict.fromkeys(normalisations().values())  # each class once, in order
+    classes = dict.fromkeys(normalisations().values()) if kind == "normalisation" \
+        else _declaring(declaration, lambda cls: 0)  # each class once, in order
     return {name: key for cls in classes for name, key in getattr(cls, declaration).items()}
 
 
@@ -178,3 +196,5 @@ ACTIVATION_NAMES = LiveNames(activations)
 #: Every normalisation's example-file name (``biased``, ``unbiased``, ``whole_matrix``,
 #: ``rms``, ...).
 NORM_NAMES = LiveNames(normalisations)
+#: Every attention score function's example-file name (``dot``, ...).
+SCORE_NAMES = LiveNames(score_functions)

@@ -107,3 +107,28 @@ def test_a_torch_activation_no_operation_declares_is_refused(torch):
                        r"\(TransformerEncoderLayer\): the activation Tanh is not "
                        r"supported \(no operation declares it in torch_names"):
         from_torch(layer, torch.zeros(2, 4))
+
+
+def test_bert_positions_are_mapped_by_their_declaration(tmp_path, capsys):
+    """``position_embedding_type`` is read through what the positional encodings declare
+    (``hf_positions``: ``absolute`` is the learned table); another value is refused in one
+    line naming it."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+
+    assert framework_names("positional encoding", "hf") == {"absolute": "learned"}
+    torch.manual_seed(0)
+    for kind, folder in (("absolute", tmp_path / "a"), ("relative_key", tmp_path / "r")):
+        config = transformers.BertConfig(vocab_size=12, hidden_size=4, num_hidden_layers=1,
+                                         num_attention_heads=2, intermediate_size=6,
+                                         max_position_embeddings=8,
+                                         position_embedding_type=kind)
+        transformers.BertForMaskedLM(config).save_pretrained(folder)
+    capsys.readouterr()  # transformers' own progress lines
+    from symformer.frameworks.hf_in import pretrained_data
+
+    assert pretrained_data(tmp_path / "a", [0, 1, 2])[0]["positional_encoding"] == "learned"
+    err = refused(capsys, tmp_path / "r", tmp_path)
+    assert "position_embedding_type: the positional encoding 'relative_key' is not " \
+           "supported (no operation declares it in hf_positions; supported: absolute)" \
+           in err, err

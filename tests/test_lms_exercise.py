@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from symformer.exercise import SheetRequest, make_exercise
 from symformer.lms import FORMATS, exercise_files
-from symformer.lms.numbers import decimal_text, tolerance_text
 from symformer.lms.prairielearn import question_uuid
+from symformer.lms.tolerances import decimal_text, tolerance_text
 
 
 def lms_made(request: SheetRequest, formats) -> dict:

@@ -1,4 +1,4 @@
-"""A new operation is one module: ReLU² and DyT, defined here and registered at run time.
+"""A new operation is one module: ReLU², DyT and a score function, registered at run time.
 
 ReLU² (an activation) is the whole of it (``docs/architecture.md``, "Adding an
 operation"): its exact formula, balls, NumPy reference, equation, backward rule (the
@@ -16,6 +16,12 @@ scalar) is a normalisation in one class the same way: it declares its example-fi
 backward, train (alpha trains), export (LaTeX, JSON; its equations proved), trace,
 slides, the diagram, check (its exported equation read back), export --format torch
 (equal to a hand-written torch DyT) and crosscheck (NumPy and PyTorch) work on it.
+
+A new attention score function (negative squared distances, u_ij = -|q_i - k_j|^2) is
+one class too: its example-file key (``attention_scores = "test_distance"``), equation,
+backward rules and NumPy forms; derive, backward, trace, export (LaTeX, JSON), check
+(its exported equation read back) and crosscheck work on it, and the PyTorch module,
+which computes q k^T only, refuses it in one line.
 
 The classes are defined inside fixtures and removed from the registry afterwards, so
 the other test files see the shipped operations only; their names start with ``test_``
@@ -573,3 +579,222 @@ def test_dyt_torch_module_equals_a_hand_written_dyt(dyt, dyt_file, tmp_path, cap
                  "--quiet"]) == 0
     assert main(["crosscheck", dyt_file, "--torch"]) == 0
     assert "layer1.add_norm2" in capsys.readouterr().out
+
+
+# -- a new attention score function: negative squared distances ---------------------------
+
+#: The course example with every head's raw scores u_ij = -|q_i - k_j|^2, and the loss.
+DISTANCE_TEXT = TEXT.replace('activation = "test_relu2"\n',
+                             'attention_scores = "test_distance"\n', 1)
+
+
+def _define_distance() -> type:
+    """Negative squared distance scores, u_ij = -sum_c (q_ic - k_jc)^2 (closer keys score
+    higher): everything about it, in one place (as ops/<name>.py would hold it)."""
+    from symformer.equations.ir import IndexEquation
+    from symformer.lazy import sympy
+    from symformer.notation_types import Notation
+    from symformer.ops.base import Operation
+    from symformer.ops.calculus import Arithmetic, Rows
+
+    def distance_scores(Q, K):
+        """-|q_i - k_j|^2 for every query i and key j: (n, d) and (m, d) -> (n, m)."""
+        return -((Q[:, None, :] - K[None, :, :]) ** 2).sum(-1)
+
+    def distance_backward_Q(Q, K, G):
+        """dL/dq_i = -2 sum_j G_ij (q_i - k_j)."""
+        return -2 * (G.sum(1)[:, None] * Q - G @ K)
+
+    def distance_backward_K(Q, K, G):
+        """dL/dk_j = 2 sum_i G_ij (q_i - k_j)."""
+        return 2 * (G.T @ Q - G.sum(0)[:, None] * K)
+
+    @dataclass(frozen=True)
+    class DistanceScores(Operation):
+        """``u_ij = -sum_c (q_ic - k_jc)^2``: each query against every key."""
+
+        notation: Notation | None = None
+
+        name = "test_distance"
+        reference_function = distance_scores
+        default_notation = Notation("u", "u", "Negative squared distances to every key")
+        trace_step = "attention"
+        columns = "keys"
+        rational = True
+        score_key = "test_distance"
+
+        def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+            return IndexEquation(
+                ("u[i, j] = -sum((q[i, c] - k[j, c]) ** 2 for c in range(d_k))",),
+                {"u": "out", "q": "in0", "k": "in1"}, sizes={"d_k": ("q", 1)})
+
+        def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                              ) -> IndexEquation:
+            if wrt == 0:
+                return IndexEquation(
+                    ("dq[i, c] = sum(-2 * du[i, m] * (q[i, c] - k[m, c]) "
+                     "for m in range(n))",),
+                    {"dq": "result", "du": "grad", "q": "in0", "k": "in1"},
+                    sizes={"n": ("du", 1)})
+            return IndexEquation(
+                ("dk[j, c] = sum(2 * du[m, j] * (q[m, c] - k[j, c]) for m in range(n))",),
+                {"dk": "result", "du": "grad", "q": "in0", "k": "in1"},
+                sizes={"n": ("du", 0)})
+
+        def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+            Q, K = args
+            return sympy.Matrix(Q.rows, K.rows, lambda i, j: -sum(
+                (Q[i, c] - K[j, c]) ** 2 for c in range(Q.cols)))
+
+        def arb(self, args):
+            Q, K = args
+            return [[-sum((a - b) ** 2 for a, b in zip(q, k)) for k in K] for q in Q]
+
+        def arguments(self, args, dtype):
+            return args
+
+        def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                     num: Arithmetic) -> Rows:
+            Q, K = args
+            if wrt == 0:
+                return [[num.total(num.const(sympy.Integer(-2)) * grad[i][m] * (Q[i][c] - K[m][c])
+                                   for m in range(len(K))) for c in range(len(Q[i]))]
+                        for i in range(len(Q))]
+            return [[num.total(num.const(sympy.Integer(2)) * grad[m][j] * (Q[m][c] - K[j][c])
+                               for m in range(len(Q))) for c in range(len(K[j]))]
+                    for j in range(len(K))]
+
+        def backward_function(self, wrt: int | str):
+            return distance_backward_Q if wrt == 0 else distance_backward_K
+
+        def backward_arguments(self, wrt, args, out, grad, dtype):
+            return args[0].astype(dtype), args[1].astype(dtype), grad.astype(dtype)
+
+    return DistanceScores
+
+
+@pytest.fixture(scope="module")
+def distance():
+    """The score function, registered for this module's tests only."""
+    cls = _define_distance()
+    try:
+        yield cls
+    finally:
+        OPERATIONS.pop(cls.name, None)
+
+
+@pytest.fixture(scope="module")
+def distance_graph(distance):
+    return with_gradients(derive(parse_example(DISTANCE_TEXT, source="course+distance")))
+
+
+@pytest.fixture()
+def distance_file(distance, tmp_path):
+    path = tmp_path / "test_distance.toml"
+    path.write_text(DISTANCE_TEXT)
+    return str(path)
+
+
+def test_distance_scores_values_and_gradients(distance_graph):
+    """u = -|q_i - k_j|^2 and its gradients, against float64 of the engine's Q, K, dL/du."""
+    g = distance_graph
+    p = "layer1.head1"
+    assert g[f"{p}.raw_scores"].op.name == "test_distance"
+    Q, K = _floats(g, f"{p}.Q"), _floats(g, f"{p}.K")
+    u = _floats(g, f"{p}.raw_scores")
+    assert np.allclose(u, [[-np.sum((q - k) ** 2) for k in K] for q in Q], rtol=1e-13)
+    G = _floats(g, f"grad.{p}.raw_scores")
+    dQ = [[-2 * sum(G[i, j] * (Q[i, c] - K[j, c]) for j in range(len(K)))
+           for c in range(Q.shape[1])] for i in range(len(Q))]
+    assert np.allclose(_floats(g, f"grad.{p}.Q"), dQ, rtol=1e-11, atol=1e-14)
+
+
+def test_distance_equations_proved(distance_graph):
+    g = distance_graph
+    n, d = g["layer1.head1.Q"].shape
+    assert prove_stage(g, g["layer1.head1.raw_scores"]) == n * n
+    assert prove_stage(g, g["grad.layer1.head1.Q"]) == n * d
+
+
+def test_distance_commands(distance_file, tmp_path, capsys):
+    """derive, backward, trace, crosscheck (NumPy, its float backward reference too),
+    export (LaTeX, JSON) and check (its exported equation read back): each shows the
+    step by its own declarations."""
+    assert main(["derive", distance_file, "--stage", "layer1.head1.raw_scores"]) == 0
+    assert main(["backward", distance_file, "--stage", "grad.layer1.head1.K"]) == 0
+    assert main(["trace", distance_file, "--token", "export"]) == 0
+    assert main(["crosscheck", distance_file]) == 0
+    out = capsys.readouterr().out
+    assert "grad.layer1.head1.K" in out and "Negative squared distances" in out
+    tex = tmp_path / "tex"
+    assert main(["export", distance_file, "--out", str(tex), "--quiet"]) == 0
+    text = "\n".join(p.read_text() for p in tex.rglob("*.tex"))
+    assert "Negative squared distances" in text and "dot product" not in text.lower()
+    # check reads its exported equation back and finds it holds
+    (line,) = {t.strip() for t in text.splitlines() if t.strip().startswith(
+        r"u^{(1)}_{i,j} = -\sum_{c = 0}")}
+    claims = tmp_path / "claims.toml"
+    claims.write_text(f"[[equation]]\nstage = 'layer1.head1.raw_scores'\nlatex = '{line}'\n")
+    assert main(["check", str(claims), distance_file]) == 0
+    assert "holds" in capsys.readouterr().out
+    js = tmp_path / "json"
+    assert main(["export", distance_file, "--format", "json", "--out", str(js),
+                 "--quiet"]) == 0
+    assert "layer1.head1.raw_scores" in "\n".join(p.read_text() for p in js.rglob("*.json"))
+
+
+def test_distance_without_a_pytorch_form_is_refused_in_one_line(distance_file, tmp_path,
+                                                               capsys):
+    """The PyTorch module computes q k^T scores only: never them in its place."""
+    assert main(["export", distance_file, "--format", "torch", "--out",
+                 str(tmp_path / "pt"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the PyTorch module (export --format torch, " \
+        "crosscheck --torch): the attention score function 'test_distance' declares no " \
+        "PyTorch form" in err, err
+    assert not (tmp_path / "pt" / "model.py").exists()
+
+
+def test_an_unknown_score_function_is_named(distance):
+    from symformer.errors import InputError
+
+    with pytest.raises(InputError, match="attention_scores must be one of 'dot', "
+                       "'test_distance'; found 'cosine'"):
+        parse_example(TEXT.replace('activation = "test_relu2"\n',
+                                   'attention_scores = "cosine"\n', 1), source="x.toml")
+
+
+def test_dyt_is_read_from_a_pytorch_layer_by_its_declared_module(dyt, monkeypatch):
+    """``from_torch`` maps a layer's norm modules by what the normalisations declare
+    (``torch_modules``, a module outside ``torch.nn`` by its qualified name; its weights
+    by ``module_weights``): DyT's own module in an encoder layer is read as DyT, and the
+    example computes what the layer computes (float64, alpha = 1/2)."""
+    torch = pytest.importorskip("torch")
+    import symformer
+
+    class TorchDyT(torch.nn.Module):
+        """y = weight * tanh(0.5 x) + bias, written here by hand."""
+
+        def __init__(self, d: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(1 + torch.randn(d) / 4)
+            self.bias = torch.nn.Parameter(torch.randn(d) / 4)
+            self.eps = 1e-5  # read by from_torch (the layer's eps); DyT does not use it
+
+        def forward(self, x):
+            return self.weight * torch.tanh(0.5 * x) + self.bias
+
+    qualified = f"{TorchDyT.__module__}.{TorchDyT.__qualname__}"
+    monkeypatch.setattr(dyt, "torch_modules", {qualified: "test_dyt"}, raising=False)
+    monkeypatch.setattr(dyt, "module_weights", {"gamma": "weight", "beta": "bias"},
+                        raising=False)
+    torch.manual_seed(3)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, dropout=0.0,
+                                             batch_first=True).eval()
+    layer.norm1, layer.norm2 = TorchDyT(4), TorchDyT(4)
+    x = torch.randn(3, 4)
+    example = symformer.from_torch(layer, x)
+    assert example.layers[0].layer_norm == "test_dyt"
+    want = layer.double()(x.double().unsqueeze(0))[0].detach().numpy()  # no fast path
+    got = _floats(derive(example), "output")
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

@@ -38,6 +38,7 @@ _.hf_names  # registry.framework_names: getattr(cls, declaration) (the imports' 
 _.torch_names  # same
 _.torch_modules  # same
 _.hf_modules  # same
+_.hf_positions  # same
 
 # -- public, used outside the package ------------------------------------------------
 _.check_seconds  # exercise/generate.py's search timings, benchmarks/bench_exercise.py

@@ -41,7 +41,7 @@ from symformer.ops import (
 # a LayerNorm's output moments' notation (side_stages.py reads it from here)
 from symformer.ops.normalize import OUTPUT_MEAN, OUTPUT_VARIANCE  # noqa: F401
 from symformer.registry import activation as activation_op
-from symformer.registry import normalisation
+from symformer.registry import normalisation, score_function
 
 #: The notation of each role an operation plays (one symbol per kind of vector).
 INPUT = Notation("x", "x", "Input row (embedding + positional encoding)")
@@ -236,7 +236,9 @@ def attend(g: Derivation, p: str, Q: str, K: str, V: str, causal: bool,
     by ``scale``, None: sqrt(d_k); masked), ``Palibi_scores`` (with an ALiBi ``slope``),
     ``Pweights`` and ``Poutput``."""
     queries, keys = g[Q].rows, g[K].rows
-    raw = g.add(f"{p}raw_scores", "raw_scores", DotScores(), (Q, K), queries, keys, **where)
+    scores_op = DotScores() if g.example is None \
+        else score_function(g.example.attention_scores)()  # Q K^T, or a declared one
+    raw = g.add(f"{p}raw_scores", "raw_scores", scores_op, (Q, K), queries, keys, **where)
     window = g.example.sliding_window if causal and g.example is not None else None
     # the causal mask; a sliding window also masks the keys w or more positions back
     masked = frozenset((i, j) for i in range(len(queries)) for j in range(len(keys))

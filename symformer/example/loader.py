@@ -60,6 +60,7 @@ from symformer.example.schema import (
     POSITIONAL_ENCODINGS,
     ROPE_STYLES,
     SCALES,
+    SCORE_FUNCTIONS,
     Example,
     FinalNorm,
     Head,
@@ -94,6 +95,7 @@ _TOP_KEYS = {
     "head",  # a classification or regression head (symformer.example.head)
     "objective",  # an optimiser lesson (symformer.example.objective)
     "weights",  # [weights]: a safetensors file the weights are read from (weights_file.py)
+    "attention_scores",  # every head's raw scores: a registered score function ("dot")
 } | _CONVENTION_KEYS
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
@@ -319,6 +321,7 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         positional_encoding=pe,
         causal=causal,
         sliding_window=_sliding_window(data, here, causal),
+        attention_scores=choice(data, "attention_scores", SCORE_FUNCTIONS, here, "dot"),
         mask_value=_mask(data, here),
         source=source,
         decoder=decoder,

@@ -15,7 +15,7 @@ from flint import fmpq
 from symformer.errors import InputError
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
-from symformer.registry import ACTIVATION_NAMES, NORM_NAMES
+from symformer.registry import ACTIVATION_NAMES, NORM_NAMES, SCORE_NAMES
 
 if TYPE_CHECKING:
     from symformer.example.decoding import Decoding
@@ -42,6 +42,9 @@ ACTIVATIONS = ACTIVATION_NAMES
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 #: What the decoder of an encoder-decoder example supports.
 DECODER_POSITIONAL_ENCODINGS = ("sinusoidal", "none")
+#: The attention score functions (``attention_scores``), as their operations declare them
+#: (one registered later too): ``"dot"`` is Q K^T.
+SCORE_FUNCTIONS = SCORE_NAMES
 #: The attention scale's named values (a positive number divides the scores by it).
 SCALES = ("sqrt_dk", "none")
 #: RoPE's pairs: (2i, 2i+1) as in the RoFormer paper, or (i, i + d/2) as in Hugging
@@ -222,6 +225,9 @@ class Example:
     #: Sliding-window attention (Mistral's): with the causal mask, query i reads only the
     #: last ``sliding_window`` positions (keys j with i - w < j <= i); None: all of them.
     sliding_window: int | None = None
+    #: Every head's raw scores u = f(Q, K) (``attention_scores = "dot"``: Q K^T), the
+    #: score function a registered operation declares (:data:`SCORE_FUNCTIONS`).
+    attention_scores: str = "dot"
     #: None masks with -inf (exact zero weights); a number (e.g. -10**9) is added
     #: to the masked scores instead, as some implementations do.
     mask_value: sympy.Rational | None = None

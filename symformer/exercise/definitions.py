@@ -100,7 +100,7 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
             equation = numbered_equation(stage)
             found = _rope(op, g[stage.inputs[0]].op.symbol.latex, op.symbol.latex,
                           "".join(rhs for _, rhs in equation.lines) if equation else "")
-        elif stage.kind == "ffn_activation":
+        elif op.activates:
             found = _activation(op)
         if getattr(op, "eps", None) is not None:
             equation = numbered_equation(stage)

@@ -37,11 +37,6 @@ from symformer.exercise.margin import PRECISION
 from symformer.exercise.path import student_chain
 from symformer.exercise.settings import Settings
 
-#: The stage kind of the feed-forward activation (the attention weights, whose rows the
-#: spread and saturation constraints read, and the scaled scores are told by their
-#: operations: ``op.weighs_keys``, ``op.keeps_mask``).
-ACTIVATION_KIND = "ffn_activation"
-
 
 def score_stages(g: Derivation, asked: list[str]) -> list[str]:
     """The scaled-score stages a student exponentiates or writes: asked ones, and the
@@ -108,7 +103,7 @@ def relu_failure(g: Derivation, asked: list[str], where: str, token: int,
     if where == "off":
         return None
     for name in asked:
-        if g[name].kind != ACTIVATION_KIND:
+        if not g[name].op.activates:
             continue
         source = g[name].inputs[0]
         rows = [balls[source][token]] if where == "token" else balls[source]

@@ -32,6 +32,7 @@ from symformer.frameworks.hf_config import (
 from symformer.frameworks.weights import dyadic_row as row
 from symformer.frameworks.weights import dyadic_rows as rows
 from symformer.frameworks.weights import printable
+from symformer.registry import framework_key
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,9 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
     refuse(config, {"is_decoder": "BERT as a decoder (causal, cross-attention)",
                     "add_cross_attention": "cross-attention"})
     positional = config.text("position_embedding_type", "absolute")
-    if positional != "absolute":
-        raise NotSupportedError(f"config.json: position_embedding_type = "
-                                f"{printable(positional)[:40]!r} is not supported (only "
-                                f"\"absolute\")")
+    positional = framework_key("positional encoding", "hf", positional,
+                               "config.json: position_embedding_type",
+                               repr(printable(positional)[:40]))  # {"absolute": "learned"}
     p = (f"{kind}.", "")
     norm_key, norm_weights = hf_norm(kind)
     d, n_head = config.whole(names.width), config.whole(names.heads)
@@ -105,7 +105,7 @@ def bert_data(config: Config, w: Mapping[str, np.ndarray], n_tokens: int,
         positions = positions[config.whole("pad_token_id", 0, low=0, high=2**62) + 1:]
     data: dict[str, Any] = {
         "embeddings": rows(word, "word_embeddings"),
-        "positional_encoding": "learned",
+        "positional_encoding": positional,
         "positional_embeddings": rows(positions, "position_embeddings"),
         "causal": False, "norm": "post", "layer_norm": norm_key,
         "activation": hf_activation(config, names.act),

@@ -372,6 +372,9 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
              else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
+    if example.attention_scores != "dot":  # its attention computes q k^T only
+        raise refuse("attention score function", example.attention_scores, CONSUMER,
+                     "PyTorch form (the module's attention computes q k^T scores only)")
     supported = torch_activations()
     used = {L.activation for L in (*example.layers, *(
         example.decoder.layers if example.decoder is not None else ())) if L.W_1 is not None}

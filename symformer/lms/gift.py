@@ -10,8 +10,8 @@ strings), and the reader-rounding answer where it differs.
 from __future__ import annotations
 
 from symformer.lms.moodle import READER_PERCENT
-from symformer.lms.numbers import tolerance_text
 from symformer.lms.question import Question
+from symformer.lms.tolerances import tolerance_text
 
 #: Characters GIFT gives a meaning to: written with a backslash in text.
 _SPECIAL = "~=#{}:\\"

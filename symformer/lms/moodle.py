@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import html
 
-from symformer.lms.numbers import tolerance_text
 from symformer.lms.question import Blank, Question, question_html
+from symformer.lms.tolerances import tolerance_text
 
 #: Credit for the reader-rounding answer, in percent: ``grade``'s default share (1).
 READER_PERCENT = 100

@@ -19,8 +19,8 @@ import html
 import json
 import uuid
 
-from symformer.lms.numbers import tolerance_text
 from symformer.lms.question import Blank, Question, question_html
+from symformer.lms.tolerances import tolerance_text
 
 #: The namespace of the questions' uuids (a UUID-5 of the project's name).
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/symformer/symformer/lms")

@@ -15,8 +15,8 @@ import html
 import io
 import zipfile
 
-from symformer.lms.numbers import tolerance_text
 from symformer.lms.question import Blank, Question, question_html
+from symformer.lms.tolerances import tolerance_text
 
 QTI_NS = "http://www.imsglobal.org/xsd/imsqti_v2p1"
 CP_NS = "http://www.imsglobal.org/xsd/imscp_v1p1"

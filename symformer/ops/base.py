@@ -250,7 +250,21 @@ class Operation(ABC):
     #: The same for the Hugging Face families: the module class their blocks use, as
     #: transformers names it (GPT-2's and BERT's ``LayerNorm``, ``LlamaRMSNorm``).
     hf_modules: ClassVar[dict[str, str]] = {}
+    #: A positional encoding's Hugging Face ``position_embedding_type`` values (BERT's),
+    #: each with the example's ``positional_encoding`` it means (``{"absolute":
+    #: "learned"}``); a value no operation declares is refused by the import.
+    hf_positions: ClassVar[dict[str, str]] = {}
     module_weights: ClassVar[dict[str, str]] = {}
+
+    # What an attention score function declares (:func:`symformer.registry.
+    # score_functions` lists them): the step giving each head's raw scores u = f(Q, K),
+    # then scaled, masked and turned into weights as ever.  Built with no arguments
+    # (``cls()``) from the stages Q (n x d_k) and K (m x d_k); its columns are keys.
+    #: The example file's ``attention_scores = "..."`` value choosing this operation
+    #: (``"dot"``: Q K^T); None: not a score function.
+    score_key: ClassVar[str | None] = None
+    #: Where the score function sits in the lists that name them all: smaller first.
+    score_rank: ClassVar[int] = 100
 
     @classmethod
     def add_norm(cls, g: Any, name: str, x: str, key: str, eps: Any, gamma: Any,
@@ -279,6 +293,13 @@ class Operation(ABC):
         """True for a step of the backward pass's gradients (of a stage, the loss's own
         dL/dL included, or of a weight): ``of_stage`` or ``of_weight``."""
         return bool(self.of_stage or self.of_weight)
+
+    @property
+    def activates(self) -> bool:
+        """True for a step applying an activation function (an operation declaring its
+        ``activation_key``: the FFN's, a gate's, a prediction head's transform's), or
+        multiplying an activated gate by a hidden entry (``gates``)."""
+        return self.activation_key is not None or bool(self.gates)
 
     @property
     def weighs_keys(self) -> bool:

@@ -43,6 +43,7 @@ class DotScores(Operation):
     trace_step = "attention"
     columns = "keys"
     rational = True
+    score_key, score_rank = "dot", 0
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("u[i, j] = sum(q[i, c] * k[j, c] for c in range(d_k))",),

@@ -52,6 +52,7 @@ class LearnedPositional(Operation):
 
     name = "learned_positional"
     lookup = "positions"
+    hf_positions = {"absolute": "learned"}
     reference_function = learned_positions
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional embedding (learned)")
     rational = True
