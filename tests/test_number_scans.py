@@ -102,3 +102,34 @@ def test_rms_statistic_printed_exactly():
     assert {row[0] for row in printed_values(g[name], 3)} == {"0.3125"}
     worked = [i for i in items if i["stage"] == name]
     assert worked and all(i["result"] == "0.3125" and "exact" not in i for i in worked)
+
+
+#: The HTML trace's numbers as text: a MathML number or a table cell (tags removed).
+TAGS = re.compile(r"<[^>]+>")
+
+
+def test_no_fixed_point_number_below_1e4_in_slides():
+    from symformer.slides import Options as SlideOptions
+    from symformer.slides import slides_files
+
+    files = slides_files(derive(_example("builtin")), SlideOptions())
+    assert files
+    assert {k: v for k, v in ((k, small_fixed(t)) for k, t in files.items()) if v} == {}
+
+
+@pytest.mark.parametrize("fmt", ["html", "markdown"])
+def test_no_fixed_point_number_below_1e4_in_the_trace(fmt, tmp_path):
+    """The trace forward and backward (HTML: its MathML and its table cells; Markdown):
+    ε is 10⁻⁶ and a tiny gradient 4.792 × 10⁻⁸, never in fixed point."""
+    from symformer.cli import main
+
+    out = tmp_path / f"trace.{fmt}"
+    assert main(["trace", "--token", "1", "--backward", "--format", fmt, "--out",
+                 str(out)]) == 0
+    text = out.read_text("utf-8")
+    if fmt == "html":
+        assert "<msup><mn>10</mn>" in text  # ε and the tiny gradients, as powers of ten
+        text = TAGS.sub(" ", text)
+    else:
+        assert r"\times 10^{" in text
+    assert small_fixed(text) == []
