@@ -35,7 +35,7 @@ EXAMPLES = ["builtin", *sorted(p.stem for p in (
     if "claims" not in p.stem)]
 #: The index letters of the equations (symformer.notation.INDEX_PIECES; RoPE's pair).
 INDICES = {"i": "row index", "j": "column index", "m": "key position summed over",
-           "c": "RoPE pair index"}
+           "c": "pair index of PE or RoPE", "p": "position in PE or RoPE"}
 WHERE = re.compile(r"\^\{\([^()]*\)\}")
 
 
@@ -44,8 +44,11 @@ def role(stage) -> tuple[str, str]:
     return stage.side, re.sub(r"\d+", "#", stage.name)
 
 
-def _rope(g) -> bool:
-    return any(getattr(s.op, "name", "") == "rope" for s in g)
+def _pairs(g) -> bool:
+    """Whether an equation writes position p and pair c: RoPE, sinusoidal PE."""
+    return any(getattr(s.op, "name", "") == "rope" or (
+        s.kind == "positional_encoding" and getattr(s.op, "kind", "") == "sinusoidal")
+        for s in g)
 
 
 @functools.cache
@@ -54,7 +57,7 @@ def meanings(name: str) -> dict[str, set]:
     g = derive(load_example() if name == "builtin" else load_example(name))
     found: dict[str, set] = {}
     for letter, what in INDICES.items():
-        if letter != "c" or _rope(g):
+        if letter not in "cp" or _pairs(g):
             found.setdefault(letter, set()).add(("index", what))
     for stage in g:
         if stage.name.startswith("grad."):
@@ -90,10 +93,11 @@ def test_the_scan_sees_a_collision():
 #: Collisions not yet resolved (issue 39, item 5), each a rename with consequences for
 #: the authors' equations that ``check`` binds to these letters: m, the multi-head
 #: output and the key index of the sums; A, the FFN activation's matrix and the attention
-#: matrix; c, the concatenation and RoPE's pair index; the final RMSNorm's statistics
-#: ⟨x²⟩ and rms, which a hat over the whole would not leave readable.  Nothing else
-#: may collide.
-REMAINING = {"m", "A", r"\bar{A}", "c", r"\langle x^2 \rangle", r"\mathrm{rms}"}
+#: matrix; c and p, the concatenation and the probabilities and the pair and position
+#: indices of the sinusoidal PE and RoPE (the exercise sheets and the figures write
+#: them too); the final RMSNorm's statistics ⟨x²⟩ and rms, which a hat over the whole
+#: would not leave readable.  Nothing else may collide.
+REMAINING = {"m", "A", r"\bar{A}", "c", "p", r"\langle x^2 \rangle", r"\mathrm{rms}"}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
