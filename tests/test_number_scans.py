@@ -133,3 +133,20 @@ def test_no_fixed_point_number_below_1e4_in_the_trace(fmt, tmp_path):
     else:
         assert r"\times 10^{" in text
     assert small_fixed(text) == []
+
+
+def _significant(text: str) -> int:
+    """The significant digits a printed decimal shows (0 for a zero)."""
+    return len(text.lstrip("-").replace(".", "").lstrip("0"))
+
+
+@pytest.mark.parametrize("name", ["builtin", "llama_style", "course_module", "attention_only"])
+def test_backward_operands_at_most_six_significant_digits(name):
+    """The Backward part's operands read from a table print at 4 significant digits by
+    default and never more than 6 (issue 39: a line 6 do not land keeps its ``(exact:
+    …)`` remark, which says why)."""
+    _, items = worked_items(name)
+    shown = [_significant(o["value"]) for i in items
+             if i["stage"] == "loss" or i["stage"].startswith("grad.")
+             for o in i["operands"] if "stage" in o and "." in o["value"]]
+    assert shown and max(shown) <= 6
