@@ -53,19 +53,106 @@ def notation(stage: Stage) -> Notation:
 def symbol(stage: Stage) -> Notation:
     """The operation's symbol of ``stage``, before its superscript.  The residual sum
     and normalised output of a block's second sub-layer are primed (r′, y′; the
-    decoder's third: r″, y″), so that one layer never writes r = r + f."""
-    return _primed(stage.op.symbol, _primes(stage))
+    decoder's third: r″, y″), so that one layer never writes r = r + f; a decoder's
+    quantity named like an encoder's is barred (q̄: not the encoder's q) and the final
+    normalisation's hatted (ŷ, μ̂: not the first sub-layer's y, μ) (:func:`marked`)."""
+    return marked(_primed(stage.op.symbol, _primes(stage)), _marks(stage, stage.op.symbol))
 
 
 def parameter_symbol(stage: Stage, name: str) -> Notation:
     """The symbol of the weight ``name`` of ``stage``'s operation, before its superscript;
-    a second sub-layer's normalisation has its own γ′ and β′ (as :func:`symbol`)."""
-    return _primed(stage.op.parameter_notation(name), _primes(stage))
+    a second sub-layer's normalisation has its own γ′ and β′, a decoder's weight named
+    like an encoder's is barred (W̄_O) and the final normalisation's hatted (γ̂) (as
+    :func:`symbol`)."""
+    note = stage.op.parameter_notation(name)
+    return marked(_primed(note, _primes(stage)), _marks(stage, note))
+
+
+#: The accents that set a quantity apart (issue 39: one meaning per symbol): LaTeX
+#: command (for one letter, for a longer base) and the combining character of the text.
+BAR = (r"\bar", r"\overline", "\u0304")
+HAT = (r"\hat", r"\widehat", "\u0302")
+#: Per derivation: (its size when measured, the unmarked symbols of its encoder side and
+#: of its layers, stages and weights).
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _unmarked(g: Derivation) -> tuple[set[str], set[str]]:
+    """The operations' own symbols (not primed, not accented) of the encoder side's
+    stages and weights, and of every stage and weight outside a final normalisation."""
+    known = _SHARED.get(g)
+    if known is not None and known[0] == len(g.stages):
+        return known[1], known[2]
+    encoder, layers = set(), set()
+    for s in g.stages.values():
+        if s.name.startswith("grad."):
+            continue
+        notes = [s.op.symbol, *(s.op.parameter_notation(n) for n in s.op.parameters())]
+        found = {n.latex for n in notes}
+        if s.side != "decoder":
+            encoder |= found
+        if not _FINAL.match(s.name):
+            layers |= found
+    _SHARED[g] = (len(g.stages), encoder, layers)
+    return encoder, layers
+
+
+def _marks(stage: Stage, note: Notation) -> tuple[tuple[str, str, str], ...]:
+    """The accents of a forward stage's symbol, whose operation writes ``note``: a bar on
+    the decoder side when the encoder side's operations write the same (q̄, and q̄′ in
+    the cross-attention), a hat in a final normalisation when a layer's write it.  A
+    gradient's symbol is made from its stage's (∂L/∂q̄), so it carries none itself."""
+    g = stage.derivation
+    if stage.name.startswith("grad.") or g is None:
+        return ()
+    encoder, layers = _unmarked(g)
+    out = []
+    if stage.side == "decoder" and note.latex in encoder:
+        out.append(BAR)
+    if _FINAL.match(stage.name) and note.latex in layers:
+        out.append(HAT)
+    return tuple(out)
+
+
+_FINAL = re.compile(r"(?:decoder\.)?final_norm(?:\.|$)")
+#: A symbol's base as :func:`marked` accents it: a letter or a command (a Greek letter),
+#: perhaps under an accent of its own (``\tilde{\sigma}``, ``\hat{t}``).
+_LETTER = re.compile(r"(\\(?:tilde|hat|bar|check)\{(?:\\[a-zA-Z]+|[a-zA-Z])\}|\\[a-zA-Z]+"
+                     r"|[a-zA-Z])(.*)$", re.S)
+
+
+def marked(note: Notation, accents: tuple[tuple[str, str, str], ...]) -> Notation:
+    r"""``note`` with each accent over its base letter (``q`` -> ``\bar{q}``, ``W_{O}``
+    -> ``\bar{W}_{O}``, ``\sigma'^2`` -> ``\bar{\sigma}'^2``), a bar over the whole of
+    a longer symbol (``\overline{\mathrm{PE}}``; a hat is not set over one: the final
+    RMSNorm's ⟨x²⟩ and rms stay unmarked); unchanged when it already has that accent
+    (the decoder's output z̄)."""
+    for short, long, combining in accents:
+        if note.latex.startswith(short + "{") or note.latex.startswith(long + "{"):
+            continue
+        if note.latex.startswith((r"\mathrm", r"\langle", r"\sqrt")):
+            if short == HAT[0]:
+                continue  # \widehat over ⟨x²⟩ or rms: too wide to read (and to print)
+            latex = f"{long}{{{note.latex}}}"  # the decoder's \overline{\mathrm{PE}}
+        else:
+            prefix, base, _ = scripts.split_power(note.latex)
+            rest = note.latex[len(prefix) + len(base):]
+            m = _LETTER.match(base)
+            latex = f"{prefix}{short}{{{m.group(1)}}}{m.group(2)}{rest}" if m else \
+                f"{prefix}{long}{{{base}}}{rest}"
+        text = note.text[:1] + combining + note.text[1:]
+        title = f"{note.title}, {'in the decoder' if short == BAR[0] else 'final norm'}"
+        note = Notation(latex, text, title, note.bracket)
+    return note
 
 
 def _primes(stage: Stage) -> int:
     """How many primes the stage's symbols carry: k − 1 in sub-layer k's residual sum,
-    normalisation and the normalisation's statistics (μ′, σ′², σ̃′), else 0."""
+    normalisation and the normalisation's statistics (μ′, σ′², σ̃′); 1 in a decoder's
+    cross-attention (its second sub-layer, after the self-attention); else 0."""
+    if _CROSS.search(stage.name) and stage.derivation is not None and any(
+            ".self." in name for name in stage.derivation.stages):
+        return 1  # a decoder's cross-attention, after its self-attention: q̄′, not q̄
     m = _SUBLAYER.search(stage.name)
     primed = stage.kind in _PRIMED or stage.op.norm_keys  # any normalisation
     return 0 if m is None or not primed else int(m.group(1)) - 1
@@ -89,6 +176,7 @@ def _primed(note: Notation, primes: int) -> Notation:
 #: and the kinds whose symbol is primed.
 _SUBLAYER = re.compile(
     r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.(?:sum|mean|variance|std|mean_square))?$")
+_CROSS = re.compile(r"^decoder\.layer\d+\.cross\.")
 _PRIMED = ("residual", "layer_norm", "rms_norm", "mean", "variance", "std", "mean_square")
 
 
@@ -191,9 +279,15 @@ def entry(stage: Stage, j: int, fmt: str = "text") -> str:
 
 
 def matrix_latex(stage: Stage) -> str:
-    """The symbol of the whole stage as a matrix: ``Q`` for rows of ``q``, else the symbol."""
+    """The symbol of the whole stage as a matrix: ``Q`` for rows of ``q`` (``\\bar{Q}``
+    for rows of ``\\bar{q}``), else the symbol."""
     latex = notation(stage).latex
-    return latex.upper() if re.fullmatch(r"[a-z]", latex) else latex
+    m = _MATRIX.fullmatch(latex)
+    return latex if m is None else m.group(1) + m.group(2).upper() + m.group(3)
+
+
+#: A row symbol that is one letter, perhaps under an accent (its matrix: the capital).
+_MATRIX = re.compile(r"((?:\\(?:bar|hat)\{)?)([a-z])(\}?)")
 
 
 def numbered(stage: Stage) -> bool:

@@ -65,7 +65,7 @@ def test_every_builtin_weight_is_printed_once_exactly_as_in_the_file(builtin_fil
         rows = matrix if isinstance(matrix[0], list) else [matrix]
         return [[_fraction(v) for v in row] for row in rows]
 
-    assert by_fragment[("embeddings", "E")] == want(data["embeddings"])
+    assert by_fragment[("embeddings", "W_{E}")] == want(data["embeddings"])
     assert by_fragment[("layer1-head1-Q", "W_{Q}^{(1)}")] == want(head1["W_Q"])
     assert by_fragment[("layer1-head1-K", "W_{K}^{(1)}")] == want(head1["W_K"])
     assert by_fragment[("layer1-head1-V", "W_{V}^{(1)}")] == want(head1["W_V"])

@@ -114,5 +114,7 @@ def test_hand_derived_without_layers():
     assert table == [[F(8, 3), F(8, 3)], [F(1), F(5, 3)]]
     assert g["grad.embedding_table"].rows == ("a", "b")
     # the tables' gradients are written with the tables' symbols
-    assert g["grad.positional_embeddings"].op.symbol.text == "∂L/∂P"
-    assert g["grad.embedding_table"].op.symbol.latex == r"\partial L/\partial E"
+    # (W_P and W_E as GPT writes them: P and E are the probabilities' and the embedding
+    # rows' matrices, issue 39)
+    assert g["grad.positional_embeddings"].op.symbol.text == "∂L/∂W_P"
+    assert g["grad.embedding_table"].op.symbol.latex == r"\partial L/\partial W_{E}"

@@ -153,13 +153,15 @@ def test_second_norm_statistics_are_primed(notes):
         return
     assert second, name
     for tex in second:
-        assert re.search(r"\\mu'|\\sigma'\^2|\\tilde\{\\sigma\}'|\\rangle'|\\mathrm\{rms\}'",
-                         tex), tex
-        assert not re.search(r"\\mu(?!')[_^ ]|\\sigma\^2", tex.split("=", 1)[1]), tex
+        # (a decoder's barred: \\bar{\\sigma}'^2, issue 39)
+        assert re.search(r"\\mu\}?'|\\sigma\}?'\^2|\\tilde\{\\sigma\}\}?'|\\rangle'|"
+                         r"\\mathrm\{rms\}'", tex), tex
+        assert not re.search(r"\\mu\}?(?!')[_^ ]|\\sigma\}?\^2", tex.split("=", 1)[1]), tex
     if name == "encoder_decoder":
         third = equations["fragments/decoder-layer1-add_norm3-variance-table.tex"]
-        assert r"\sigma''^2" in third
-        assert r"\mu''" in equations["fragments/grad-decoder-layer1-add_norm3-mean-equation.tex"]
+        assert r"\bar{\sigma}''^2" in third  # the decoder's, barred (issue 39)
+        assert r"\bar{\mu}''" in equations[
+            "fragments/grad-decoder-layer1-add_norm3-mean-equation.tex"]
     table = files["main.tex"]  # the notation table has its own row for them
     if name in ("builtin", "gpt2_style", "course_module", "encoder_decoder"):
         assert "Mean (second sub-layer)" in table and "Variance (second sub-layer)" in table
@@ -180,6 +182,7 @@ def test_rms_norm_rule_worked_as_displayed():
     # worked first at the final norm (the layers' norms repeat its rule)
     equation = files["fragments/grad-final_norm-mean_square-equation.tex"]
     worked = files["fragments/grad-final_norm-mean_square-worked.tex"]
-    assert r"\gamma_{j}" in equation and "^{3/2}" in equation
-    assert r"\gamma_{0} \frac{\partial L}{\partial y_{0}} r'^{(2)}_{0}" in worked
+    # the final norm's symbols are hatted (issue 39: not the first sub-layer's y, gamma)
+    assert r"\hat{\gamma}_{j}" in equation and "^{3/2}" in equation
+    assert r"\hat{\gamma}_{0} \frac{\partial L}{\partial \hat{y}_{0}} r'^{(2)}_{0}" in worked
     assert r"+ 10^{-6}\right)^{3/2}}" in worked and "1.5" not in worked  # ε: issue 39

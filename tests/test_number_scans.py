@@ -102,3 +102,51 @@ def test_rms_statistic_printed_exactly():
     assert {row[0] for row in printed_values(g[name], 3)} == {"0.3125"}
     worked = [i for i in items if i["stage"] == name]
     assert worked and all(i["result"] == "0.3125" and "exact" not in i for i in worked)
+
+
+#: The HTML trace's numbers as text: a MathML number or a table cell (tags removed).
+TAGS = re.compile(r"<[^>]+>")
+
+
+def test_no_fixed_point_number_below_1e4_in_slides():
+    from symformer.slides import Options as SlideOptions
+    from symformer.slides import slides_files
+
+    files = slides_files(derive(_example("builtin")), SlideOptions())
+    assert files
+    assert {k: v for k, v in ((k, small_fixed(t)) for k, t in files.items()) if v} == {}
+
+
+@pytest.mark.parametrize("fmt", ["html", "markdown"])
+def test_no_fixed_point_number_below_1e4_in_the_trace(fmt, tmp_path):
+    """The trace forward and backward (HTML: its MathML and its table cells; Markdown):
+    ε is 10⁻⁶ and a tiny gradient 4.792 × 10⁻⁸, never in fixed point."""
+    from symformer.cli import main
+
+    out = tmp_path / f"trace.{fmt}"
+    assert main(["trace", "--token", "1", "--backward", "--format", fmt, "--out",
+                 str(out)]) == 0
+    text = out.read_text("utf-8")
+    if fmt == "html":
+        assert "<msup><mn>10</mn>" in text  # ε and the tiny gradients, as powers of ten
+        text = TAGS.sub(" ", text)
+    else:
+        assert r"\times 10^{" in text
+    assert small_fixed(text) == []
+
+
+def _significant(text: str) -> int:
+    """The significant digits a printed decimal shows (0 for a zero)."""
+    return len(text.lstrip("-").replace(".", "").lstrip("0"))
+
+
+@pytest.mark.parametrize("name", ["builtin", "llama_style", "course_module", "attention_only"])
+def test_backward_operands_at_most_six_significant_digits(name):
+    """The Backward part's operands read from a table print at 4 significant digits by
+    default and never more than 6 (issue 39: a line 6 do not land keeps its ``(exact:
+    …)`` remark, which says why)."""
+    _, items = worked_items(name)
+    shown = [_significant(o["value"]) for i in items
+             if i["stage"] == "loss" or i["stage"].startswith("grad.")
+             for o in i["operands"] if "stage" in o and "." in o["value"]]
+    assert shown and max(shown) <= 6

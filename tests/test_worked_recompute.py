@@ -281,23 +281,45 @@ def _literals(expression: str) -> list[str]:
     return LITERAL.findall(expression)
 
 
+def _scientific(literal: str) -> tuple[str, int] | None:
+    """(mantissa, exponent) of an unsigned printed decimal that is nonzero and below
+    10^-4, with the printed digits (``0.00002859``: ("2.859", -5)); else None."""
+    if "." not in literal or not 0 < Fraction(literal) < Fraction(1, 10 ** 4):
+        return None
+    fraction = literal.split(".")[1]
+    digits = fraction.lstrip("0")
+    return digits[0] + ("." + digits[1:] if digits[1:] else ""), len(digits) - len(fraction) - 1
+
+
 def latex_form(literal: str) -> str:
     """How LaTeX sets an unsigned printed decimal (issue 39): as printed, or, nonzero
     below 10^-4, in scientific notation with the printed digits (``0.00002859`` is
     ``2.859 \\times 10^{-5}``, ``0.000001`` is ``10^{-6}``)."""
-    if "." not in literal or not 0 < Fraction(literal) < Fraction(1, 10 ** 4):
+    small = _scientific(literal)
+    if small is None:
         return literal
-    fraction = literal.split(".")[1]
-    digits = fraction.lstrip("0")
-    exponent = len(digits) - len(fraction) - 1
-    mantissa = digits[0] + ("." + digits[1:] if digits[1:] else "")
+    mantissa, exponent = small
     return f"10^{{{exponent}}}" if mantissa == "1" else rf"{mantissa} \times 10^{{{exponent}}}"
+
+
+def mathml_form(literal: str) -> str:
+    """How MathML sets an unsigned printed decimal: ``<mn>`` or, below 10^-4, the
+    mantissa times a power of ten (as :func:`latex_form`)."""
+    small = _scientific(literal)
+    if small is None:
+        return f"<mn>{literal}</mn>"
+    mantissa, exponent = small
+    power = f"<msup><mn>10</mn><mrow><mo>\u2212</mo><mn>{-exponent}</mn></mrow></msup>"
+    return power if mantissa == "1" else f"<mn>{mantissa}</mn><mo>\u00d7</mo>{power}"
 
 
 def test_latex_form_by_hand():
     assert latex_form("0.000001") == "10^{-6}"
     assert latex_form("0.00002859") == r"2.859 \times 10^{-5}"
     assert latex_form("0.0001") == "0.0001" and latex_form("1.5") == "1.5"
+    assert mathml_form("0.000001") == "<msup><mn>10</mn><mrow><mo>\u2212</mo><mn>6</mn>" \
+        "</mrow></msup>"
+    assert mathml_form("0.5") == "<mn>0.5</mn>"
 
 
 def test_renderings_show_the_json_operands_and_results(block):
@@ -323,10 +345,10 @@ def test_renderings_show_the_json_operands_and_results(block):
             text, tex, mathml = as_text(step), as_latex(step), as_mathml(step)
             for item in step.items:
                 assert item.result.text.lstrip("-") in text
-                assert f"<mn>{item.result.text.lstrip('-')}</mn>" in mathml
+                assert mathml_form(item.result.text.lstrip("-")) in mathml
                 for literal in _literals(plain(item.expression)):
                     assert literal in text and latex_form(literal) in tex
-                    assert f"<mn>{literal}</mn>" in mathml, (stage.name, literal)
+                    assert mathml_form(literal) in mathml, (stage.name, literal)
 
 
 def test_products_of_numbers_show_their_sign(block):

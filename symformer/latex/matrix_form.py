@@ -128,7 +128,7 @@ def symbol(stage: Stage) -> str:
     """The stage as a matrix: its row symbol's letter as a capital (``q^{(1)}`` ->
     ``Q^{(1)}``, ``\\alpha`` -> ``A``, ``\\tilde{k}`` -> ``\\tilde{K}``)."""
     latex = notation(stage).latex
-    m = re.match(r"(\\tilde\{)?(\\alpha|[a-z])(\})?(.*)$", latex)
+    m = re.match(r"(\\(?:tilde|bar|hat)\{)?(\\alpha|[a-z])(\})?(.*)$", latex)  # q̄: Q̄
     if m is None:
         return latex
     letter = "A" if m.group(2) == r"\alpha" else m.group(2).upper()

@@ -24,13 +24,19 @@ WHERE = re.compile(r"\^\{\(\d+(?:,\d+)*\)\}")
 PRIMES = re.compile(r"'|\^\{\\prime\}|\\prime")
 
 
+#: The accents that tell a final norm's or a decoder's symbols from a layer's or an
+#: encoder's (``\hat{y}``, ``\bar{q}``: :func:`symformer.notation.marked`).
+MARKS = re.compile(r"\\(?:bar|hat)\{((?:[^{}]|\{[^{}]*\})*)\}")
+
+
 def equation_key(stage: Stage, primes: bool = False) -> tuple:
     """What makes two stages the same computation: their operation and their general
     equation as printed, up to the superscripts saying where symbols sit; with
-    ``primes``, also up to primes (the second norm is computed as the first)."""
+    ``primes``, also up to primes and marks (the second norm and the final norm are
+    computed as the first)."""
     def plain(text: str) -> str:
         text = WHERE.sub("", text)
-        return PRIMES.sub("", text) if primes else text
+        return MARKS.sub(r"\1", PRIMES.sub("", text)) if primes else text
     return (type(stage.op), tuple((plain(e.lhs), plain(e.rhs))
                                   for e in equation_lines(stage)))
 

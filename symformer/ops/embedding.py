@@ -111,8 +111,9 @@ class Embedding(Operation):
             self, from_stages=True, notation=self.notation or TRAINED)
 
     def parameter_notation(self, name: str) -> Notation:
-        """The table the rows are read from: E (its gradient dL/dE)."""
-        return Notation("E", "E", "the token-type table" if self.of_types
+        """The table the rows are read from: W_E (its gradient dL/dW_E; as GPT's W_e: E
+        is the matrix of the embedding rows e it gives)."""
+        return Notation("W_{E}", "W_E", "the token-type table" if self.of_types
                         else "the embedding table")
 
     def used_rows(self) -> list[int]:

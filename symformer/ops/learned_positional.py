@@ -95,8 +95,9 @@ class LearnedPositional(Operation):
         return {} if self.from_stages else {"positional_embeddings": self.P}
 
     def parameter_notation(self, name: str) -> Notation:
-        """The table the rows are read from: P (its gradient dL/dP)."""
-        return Notation("P", "P", "the learned positional table")
+        """The table the rows are read from: W_P (its gradient dL/dW_P; as GPT's W_p: P
+        is the probabilities' matrix)."""
+        return Notation("W_{P}", "W_P", "the learned positional table")
 
     def staged(self) -> Operation | None:
         """The rows read from a stage holding the whole table (``train``'s trained table)."""

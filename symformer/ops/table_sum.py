@@ -41,7 +41,7 @@ class TableSum(Operation):
 
     name = "table_sum"
     reference_function = table_sum
-    default_notation = Notation("E", "E", "Tied table's gradient (both uses)")
+    default_notation = Notation("W_{E}", "W_E", "Tied table's gradient (both uses)")
     rational = True
     of_weight = True  # the tied table's whole gradient
 

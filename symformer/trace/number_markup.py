@@ -6,16 +6,19 @@ worked lines are built and printed by :mod:`symformer.worked`.
 
 from __future__ import annotations
 
+from symformer.worked.numbers import latex_decimal
+from symformer.worked.render_mathml import number_mathml
+
 
 def latex_number(text: str) -> str:
-    """A decimal as LaTeX (``-inf`` as ``-\\infty``)."""
-    return text.replace("-inf", r"-\infty")
+    """A decimal as LaTeX (``-inf`` as ``-\\infty``; below 10^-4 in scientific notation,
+    :func:`~symformer.worked.numbers.latex_decimal`)."""
+    return r"-\infty" if text == "-inf" else latex_decimal(text)
 
 
 def mathml_number(text: str) -> str:
-    """A decimal as MathML (``-inf`` as minus infinity)."""
+    """A decimal as MathML (``-inf`` as minus infinity; below 10^-4 in scientific
+    notation, :func:`~symformer.worked.render_mathml.number_mathml`)."""
     if text == "-inf":
         return "<mrow><mo>\u2212</mo><mi>\u221e</mi></mrow>"
-    if text.startswith("-"):
-        return f"<mrow><mo>\u2212</mo><mn>{text[1:]}</mn></mrow>"
-    return f"<mn>{text}</mn>"
+    return number_mathml(text)

@@ -22,6 +22,7 @@ from symformer.notation_types import Notation
 from symformer.trace.number_markup import mathml_number
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked.model import Step as WorkedStep
+from symformer.worked.numbers import scientific
 from symformer.worked.render_mathml import step_pieces
 
 if TYPE_CHECKING:
@@ -258,6 +259,9 @@ def number_text(value: str) -> str:
     PDFs), ``-inf`` as −∞, ``1.2e-9`` as 1.2×10⁻⁹."""
     if value == "-inf":
         return "\u2212\u221e"
+    small = scientific(value)  # 0.00000004792 as 4.792×10⁻⁸ (issue 39: below 10⁻⁴)
+    if small is not None:
+        value = f"{small[0]}e{small[1]}"
     if "e" in value:  # 1.234e-9: 1.234×10⁻⁹
         mantissa, exponent = value.split("e")
         value = f"{mantissa}\u00d710{exponent.translate(_SUPERSCRIPT)}"

@@ -31,10 +31,11 @@ from symformer.worked.model import (
     Vector,
     is_numeric,
 )
-from symformer.worked.numbers import constant_parts
+from symformer.worked.numbers import constant_parts, scientific
 
 MINUS = "\u2212"
 TIMES = "\u00b7"
+TIMES_SIGN = "\u00d7"  # of scientific notation: 2.859 × 10⁻⁸
 
 
 def _mo(op: str) -> str:
@@ -42,9 +43,25 @@ def _mo(op: str) -> str:
 
 
 def _mn(text: str) -> str:
+    if scientific(text) is not None:
+        return number_mathml(text)
     if text.startswith("-"):
         return f"<mrow>{_mo(MINUS)}<mn>{text[1:]}</mn></mrow>"
     return f"<mn>{text}</mn>"
+
+
+def number_mathml(text: str) -> str:
+    """A printed decimal as MathML: below 10^-4 in scientific notation with its printed
+    digits (``0.00000002859`` as 2.859 × 10⁻⁸, ``0.000001`` as 10⁻⁶; the LaTeX's
+    :func:`~symformer.worked.numbers.latex_decimal`), else as printed."""
+    small = scientific(text)
+    if small is None:
+        return _mn(text)
+    mantissa, exponent = small
+    power = f"<msup><mn>10</mn><mrow>{_mo(MINUS)}<mn>{-exponent}</mn></mrow></msup>"
+    body = mantissa.lstrip("-")
+    inner = power if body == "1" else f"<mn>{body}</mn>{_mo(TIMES_SIGN)}{power}"
+    return f"<mrow>{_mo(MINUS) if mantissa.startswith('-') else ''}{inner}</mrow>"
 
 
 def _parens(body: str) -> str:
@@ -98,14 +115,15 @@ def mathml(node: Node) -> str:
 
 def _print(node: Node) -> tuple[str, int]:
     if isinstance(node, Num):
-        return _mn(node.text), (ADD if node.text.startswith("-") else ATOM)
+        small = scientific(node.text) is not None  # 2.859 × 10⁻⁸: a product
+        return _mn(node.text), (ADD if node.text.startswith("-") else MUL if small else ATOM)
     if isinstance(node, Const):
         numerator, denominator = constant_parts(abs(node.value))
         body = _mn(numerator) if denominator is None else \
             f"<mfrac>{_mn(numerator)}{_mn(denominator)}</mfrac>"
         if node.value < 0:
             return f"<mrow>{_mo(MINUS)}{body}</mrow>", ADD
-        return body, ATOM
+        return body, MUL if scientific(numerator) is not None else ATOM
     if isinstance(node, Sym):
         return _symbol(node), ATOM
     if isinstance(node, Neg):
