@@ -21,12 +21,6 @@ filename  # warnings.showwarning's signature (cli/__init__.py)
 lineno  # warnings.showwarning's signature
 _.bar_format  # tqdm reads it on refresh (cli/_progress.py)
 
-# -- latexify-py's ExpressionCodegen hooks (equations/latex.py) -----------------------
-_._identifier_converter  # read by ExpressionCodegen.visit_Name
-_._should_remove_multiply_op  # called by ExpressionCodegen.visit_BinOp
-l_latex  # its signature
-l_expr  # its signature
-r_expr  # its signature
 
 # -- read by name through getattr ------------------------------------------------------
 _.gamma_1  # blocks/sublayers.py: getattr(block, f"gamma_{which}")
@@ -48,3 +42,4 @@ _.ADAM_PARTS  # ops/side_terms.py: AdamPart's parts, tests/test_operations.py's 
 
 _.setup  # authoring/sphinx.py: Sphinx calls an extension's setup(app) (docs/values.md)
 _.decide_logits  # blocks/decoding.py: a decision on given logits (tests/test_decoding.py)
+_.binary  # equations/tree.Printer.visit: getattr(self, the node class's name in lower case)
