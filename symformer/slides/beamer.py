@@ -26,6 +26,7 @@ from symformer.slides.deck import (
     DiagramFrame,
     FigureFrame,
     Frame,
+    HeadFlowFrame,
     Item,
     Options,
     SectionFrame,
@@ -133,6 +134,11 @@ def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
             body.append(stage_frame(frame, options.decimals))
         elif isinstance(frame, DiagramFrame):
             body.append(diagram_frame(frame))
+        elif isinstance(frame, HeadFlowFrame):
+            body.append("\\setbeamertemplate{frame footer}{}\n"
+                        f"\\begin{{frame}}[t]{{{frame.title}}}\n\\centering\n{frame.tikz}"
+                        f"\\par\\smallskip{{\\raggedright\\small {frame.caption}\\par}}\n"
+                        "\\end{frame}")
         elif isinstance(frame, WeightsFrame):
             body.append(f"\\begin{{frame}}[t]{{{frame.title}}}\n{frame.text}\n"
                         + "\n".join(frame.lines) + "\n\\end{frame}")

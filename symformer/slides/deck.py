@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 from symformer.engine import Derivation, Stage
 from symformer.equations.stage import equation_lines
-from symformer.figures import diagram
+from symformer.figures import diagram, head_flow
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
 from symformer.figures.diagram import Diagram
@@ -227,6 +227,16 @@ class DiagramFrame:
 
 
 @dataclass(frozen=True)
+class HeadFlowFrame:
+    """One attention head's data flow (:mod:`symformer.figures.head_flow`), before the
+    first head's frames: ``tikz`` and ``caption`` (LaTeX)."""
+
+    title: str
+    tikz: str
+    caption: str
+
+
+@dataclass(frozen=True)
 class WeightsFrame:
     """The weights a stage is the first to use, as matrices (the notes' "this
     example's weights"), on a frame before the stage's: ``lines`` of matrices, LaTeX."""
@@ -236,7 +246,7 @@ class WeightsFrame:
     lines: tuple[str, ...]
 
 
-Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame | WeightsFrame
+Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame | WeightsFrame | HeadFlowFrame
 
 #: The most rows and (estimated) characters a matrix of weights may have on a frame;
 #: a larger one (an imported vocabulary's table) is left to the notes, and said so.
@@ -293,9 +303,15 @@ def frames(g: Derivation, options: Options,
     out: list[Frame] = [DiagramFrame(part) for part in
                         diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT)]
     seen: set = set()  # the weights shown so far
+    flow = head_flow.first_head_output(g)
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
+        if flow is not None and head_flow.in_head(stage, flow):  # before its first stage
+            out.append(HeadFlowFrame(reader_text(", ".join(part_of(flow))) + ": data flow",
+                                     head_flow.draw(g, flow, SLIDE_FLOW_FONT, 1.85),
+                                     head_flow.caption(g, flow, forms=False)))
+            flow = None
         # the weights of this stage and of the next ones of the same head or sub-layer,
         # on one frame before them
         part = title(stage).split(":")[0]  # "Layer 1, Head 2", "Layer 1, Feed-forward"
@@ -317,6 +333,8 @@ def frames(g: Derivation, options: Options,
     return out
 
 
+#: The font of the head's data-flow figure on a slide.
+SLIDE_FLOW_FONT = r"\footnotesize"
 #: What the Backward section's first frame says.
 BACKWARD_TEXT = (
     "The loss $L$ of the forward pass, then its gradient at every step, from the output "
