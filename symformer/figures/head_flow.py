@@ -117,16 +117,17 @@ SIDE = 1.75
 
 
 def draw(g: Derivation, output: Stage, font: str = r"\small", pitch: float = PITCH,
-         upright: bool = False) -> str:
+         upright: bool = False, spread: float = 1.0) -> str:
     """The ``tikzpicture`` of the head's data flow: left to right, its columns ``pitch``
-    cm apart, or ``upright``, bottom to top as the block diagram is drawn."""
+    cm apart (the boxes of one column ``spread`` times :data:`GAP` apart), or
+    ``upright``, bottom to top as the block diagram is drawn."""
     boxes, edges = nodes(g, output)
 
     def at(b: Node) -> str:
         if upright:  # the projections' weights named in the room above the input
             return (f"({number(-b.y / GAP * SIDE)},"
                     f"{number(b.depth * RISE + (FIRST if b.depth else 0.0))})")
-        return f"({number(_x(b.depth, pitch))},{number(b.y)})"
+        return f"({number(_x(b.depth, pitch))},{number(b.y * spread)})"
     ids = {b.stage: f"h{k}" for k, b in enumerate(boxes)}
     lines = [f"\\begin{{tikzpicture}}[font={font}, >=stealth, semithick, "
              "hb/.style={draw, rounded corners=2pt, align=center, inner sep=2pt, "

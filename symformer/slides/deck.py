@@ -309,7 +309,8 @@ def frames(g: Derivation, options: Options,
             progress(k, len(chosen), stage.name)
         if flow is not None and head_flow.in_head(stage, flow):  # before its first stage
             out.append(HeadFlowFrame(reader_text(", ".join(part_of(flow))) + ": data flow",
-                                     head_flow.draw(g, flow, SLIDE_FLOW_FONT, 1.85),
+                                     head_flow.draw(g, flow, SLIDE_FLOW_FONT, 2.0,
+                                                    spread=1.3),
                                      head_flow.caption(g, flow, forms=False)))
             flow = None
         # the weights of this stage and of the next ones of the same head or sub-layer,
@@ -334,7 +335,7 @@ def frames(g: Derivation, options: Options,
 
 
 #: The font of the head's data-flow figure on a slide.
-SLIDE_FLOW_FONT = r"\footnotesize"
+SLIDE_FLOW_FONT = r"\small"
 #: What the Backward section's first frame says.
 BACKWARD_TEXT = (
     "The loss $L$ of the forward pass, then its gradient at every step, from the output "
