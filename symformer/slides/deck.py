@@ -468,21 +468,27 @@ def _shortest(stage: Stage, equation: tuple, forms: tuple, index: tuple, note: s
 
 def matrix_lines(stage: Stage, values=None) -> tuple[EquationLine, ...]:
     """A weight's gradient as matrices, as the weight itself is shown (no column
-    headings to widen it): ``∂L/∂W = [bmatrix]``, its rows :data:`MATRIX_ROWS` at a
-    time (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0."""
+    headings to widen it): ``∂L/∂W = [bmatrix]`` (``10^{-6} [bmatrix]`` when every
+    entry is small: :func:`fit.scaled_rows`), its rows :data:`MATRIX_ROWS` at a time
+    (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0."""
     from symformer.latex import backward as notes
     from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
 
     block = notes.gradient_matrix(stage, values or SignificantValues(DEFAULT_DIGITS))
     if all(t == "0" for row in block.rows for t in row):  # the note says why
         return (EquationLine(block.lhs, r"\mathbf{0}"),)
+    # entries all small: a power of ten taken out, as a textbook writes it (exact: the
+    # decimal point moved, every printed digit kept)
+    found = fit.scaled_rows([list(row) for row in block.rows])
+    factor, table = (rf"10^{{{found[0]}}} ", found[1]) if found else ("", block.rows)
     out = []
-    for a in range(0, len(block.rows), MATRIX_ROWS):
-        rows = block.rows[a:a + MATRIX_ROWS]
-        where = "" if len(block.rows) <= MATRIX_ROWS else \
-            rf"\quad \text{{(rows {a}\textendash{a + len(rows) - 1} of {len(block.rows)})}}"
+    for a in range(0, len(table), MATRIX_ROWS):
+        rows = table[a:a + MATRIX_ROWS]
+        where = "" if len(table) <= MATRIX_ROWS else \
+            rf"\quad \text{{(rows {a}\textendash{a + len(rows) - 1} of {len(table)})}}"
         body = r" \\ ".join(" & ".join(row) for row in rows)
-        out.append(EquationLine(block.lhs, rf"\begin{{bmatrix}} {body} \end{{bmatrix}}{where}"))
+        out.append(EquationLine(block.lhs, rf"{factor}\begin{{bmatrix}} {body} "
+                                           rf"\end{{bmatrix}}{where}"))
     return tuple(out)
 
 
