@@ -105,6 +105,9 @@ def test_fit_scales_exactly_and_abbreviates():
         for a, b in zip(row, out):
             assert Decimal(a) * 10**6 == Decimal(b)
     assert r"$\partial L/\partial h_{j}$" in form.key and "$10^{-6}$" in form.key
+    # a weight gradient's matrix: the same power of ten taken out, digits kept
+    assert fit.scaled_rows([["0.000001116", "-0.00000002092"]]) == (
+        -6, [["1.116", "-0.02092"]])
     # large entries are never scaled; a table that fits is left alone
     big = _table([["0.5", "-0.25"]], ("a_{0}", "a_{1}"))
     assert fit.scaled(fit.Fitted(big)) is None

@@ -82,7 +82,7 @@ def test_notes_compile_without_overfull_boxes(name, tmp_path):
     text = _pdftext(pdf, tmp_path)
     assert "this example\u2019s weight" in text.lower()  # the weights are printed
     if name == "builtin":
-        assert "Causal self-attention" in text and "Scaled scores" in text
+        assert "Variant: causal self-attention" in text and "Scaled scores" in text
     if name == "attention_only_loss":
         assert "Backward pass" in text
     # one notation, declared once: what a reader sees holds no identifier of the code

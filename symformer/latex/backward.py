@@ -331,19 +331,13 @@ def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
         follow += (f" (the decoder\u2019s: \u201c{g.example.decoder.tokens[target]}\u201d "
                    f"at position {target})")
     return Prose((
-        "The loss ", Math("L"), " is ", *what, ". "
-        "Read from the loss backwards, each gradient ", Math(r"\partial L/\partial x"),
-        " (the derivative of the loss with respect to every entry of ", Math("x"),
-        ") is the sum of the chain-rule terms of the steps that read ", Math("x"),
-        ", each computed from the gradient at that step. The general equations are the "
-        f"backward rules of the operations; the worked lines follow {follow}. "
-        "Gradients span several orders of magnitude, so fixed decimals would drop the "
-        "digits that matter: each gradient\u2019s table prints its values at "
-        f"{DEFAULT_DIGITS} significant digits, and its worked lines print their operands "
-        f"at one number of significant digits, {DEFAULT_DIGITS} or more: as many as "
-        "its lines need to land on its table. A "
-        "gradient computed by the same rules as one worked before (another head or "
-        "layer) shows its table only.",))
+        "The loss ", Math("L"), " is ", *what, ". Read backwards, each gradient ",
+        Math(r"\partial L/\partial x"), " (the derivative of ", Math("L"), " with respect "
+        "to every entry of ", Math("x"), ") sums the chain-rule terms of the steps that "
+        "read ", Math("x"), f"; the worked lines follow {follow}. Gradients span magnitudes: "
+        f"tables print {DEFAULT_DIGITS} significant digits, worked lines their operands at "
+        f"the fewest digits ({DEFAULT_DIGITS} or more) that land on the table. A gradient "
+        "computed by the same rules as one worked before shows its table only.",))
 
 
 def no_gradient(stage: Stage) -> bool:

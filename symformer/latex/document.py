@@ -47,6 +47,7 @@ from symformer.latex.places import where as part_of
 from symformer.latex.properties import property_prose
 from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
 from symformer.latex.repeats import Repeats
+from symformer.latex.scaling import scale_prose
 from symformer.latex.tables import (
     first_position,
     masked_entries,
@@ -351,6 +352,9 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     fragments += inactive_fragments(stage, name)  # what the example leaves inactive
     fragments.append(Fragment(f"{name}-matrix", [stage_matrix(
         stage, matrix_latex(stage), decimals=options.decimals, exact=options.exact)]))
+    if not prefix:  # the first head's scaled scores: why √d_k, with its numbers
+        fragments += [Fragment(f"{name}-scale", [p]) for p in
+                      scale_prose(stage, options.decimals)]
     return fragments
 
 
@@ -625,7 +629,7 @@ def _run(stages: list[Stage], k: int, part: str, group: str) -> list[Stage]:
 
 def matrix_lines_of(stages: list[Stage]) -> tuple[tuple[str, str], ...]:
     """The matrix-form display lines of a group's stages (:mod:`.matrix_form`)."""
-    return matrix_form.equation_lines(stages)
+    return matrix_form.equation_lines(stages, shapes=True)
 
 
 def matrix_blocks(stages: list[Stage], first: bool) -> list:
@@ -664,8 +668,9 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
               and s.side == "encoder" and s.name in chosen]
     if not stages:
         return []
-    out: list = [Heading("Causal self-attention", 2), Prose((
-        "A decoder may not look ahead: the causal mask sets every score of a later key to ",
+    out: list = [Heading("Variant: causal self-attention", 2), Prose((
+        "A variant the rest of these notes does not use: a decoder may not look ahead; "
+        "the causal mask sets every score of a later key to ",
         Math(r"-\infty"), ", so its weight is exactly 0.",))]
     repeats = Repeats()  # the masked scores are worked again: their rule differs
     said = None
@@ -912,11 +917,12 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
             files[path] = text
             body.append(f"\\input{{{path}}}")
     title = latex_text(with_causal_mask(g.example.title, g.causal), breaks=True)
-    from symformer.figures.diagram import figure_latex  # the block diagram opens the notes
+    # the block diagram opens the notes, one head's data flow beside it
+    from symformer.figures import head_flow
 
     main = (PREAMBLE % {"packages": packages} + STEP_MACROS
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"
-            + "\\begin{document}\n\\maketitle\n\n" + figure_latex(g) + "\n"
+            + "\\begin{document}\n\\maketitle\n\n" + head_flow.opening_latex(g) + "\n"
             + "\n\n".join(body)
             + "\n\n\\end{document}\n")
     files["main.tex"] = main

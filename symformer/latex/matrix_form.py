@@ -268,15 +268,63 @@ def remark(line: Line, g) -> str:
     return rf"\quad \text{{({words})}}" if words else ""
 
 
-def equation_lines(stages: list[Stage]) -> tuple[tuple[str, str], ...]:
-    """The (lhs, rhs) display lines of the stages' matrix forms, in order."""
+def equation_lines(stages: list[Stage], shapes: bool = False) -> tuple[tuple[str, str], ...]:
+    """The (lhs, rhs) display lines of the stages' matrix forms, in order; ``shapes``:
+    each line ends with its matrix's shape (``Q^{(1)} \\in \\mathbb{R}^{4 \\times 2}``)
+    where the line has room for it (:func:`shape_latex`)."""
+    from symformer.latex.render import TEXT_WIDTH
+    from symformer.worked.render_latex import width
+
     out = []
     for stage in stages:
         g = stage.derivation
         for line in lines(stage):
             text = remark(line, g)
-            out.append((symbol(g[line.stage]), latex(line.rhs, g) + (f" {text}" if text else "")))
+            lhs = symbol(g[line.stage])
+            rhs = latex(line.rhs, g) + (f" {text}" if text else "")
+            shape = rf" \qquad {shape_latex(g[line.stage])}"
+            if shapes and width(f"{lhs} = {rhs}{shape}") <= TEXT_WIDTH:
+                rhs += shape
+            out.append((lhs, rhs))
     return tuple(out)
+
+
+def shape_latex(stage: Stage) -> str:
+    """A stage as a matrix with its shape: ``Q^{(1)} \\in \\mathbb{R}^{4 \\times 2}``."""
+    rows, cols = stage.shape
+    return rf"{symbol(stage)} \in \mathbb{{R}}^{{{rows} \times {cols}}}"
+
+
+def _named(node: object) -> list[object]:
+    """The stages and weights a tree names, left to right."""
+    if isinstance(node, (Ref, Weight)):
+        return [node]
+    if isinstance(node, (Sum, Columns)):
+        parts = node.terms if isinstance(node, Sum) else node.parts
+        return [x for part in parts for x in _named(part)]
+    if isinstance(node, (MatMul, Hadamard)):
+        return _named(node.left) + _named(node.right)
+    if isinstance(node, Scores):
+        return _named(node.product)
+    return _named(node.arg) if hasattr(node, "arg") else []
+
+
+def shapes(stages: list[Stage]) -> tuple[tuple[str, int, int], ...]:
+    """Every matrix the stages' matrix-form lines name, once, with its shape (rows,
+    columns), in the order a reader meets them: each line's left-hand side, then what
+    its right-hand side reads (``Q ∈ ℝ^{4×2}``, ``X ∈ ℝ^{4×4}``, ``W_Q ∈ ℝ^{4×2}``)."""
+    out: dict[str, tuple[int, int]] = {}
+    for stage in stages:
+        g = stage.derivation
+        for line in lines(stage):
+            for node in [Ref(line.stage), *_named(line.rhs)]:
+                if isinstance(node, Ref):
+                    name, shape = symbol(g[node.stage]), g[node.stage].shape
+                else:
+                    value = g[node.stage].op.parameters()[node.name]
+                    name, shape = parameter(g[node.stage], node.name).latex, value.shape
+                out.setdefault(name, tuple(shape))
+    return tuple((name, rows, cols) for name, (rows, cols) in out.items())
 
 
 # --- the backward pass in matrix form -------------------------------------------------

@@ -26,6 +26,7 @@ from symformer.slides.deck import (
     DiagramFrame,
     FigureFrame,
     Frame,
+    HeadFlowFrame,
     Item,
     Options,
     SectionFrame,
@@ -133,6 +134,13 @@ def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
             body.append(stage_frame(frame, options.decimals))
         elif isinstance(frame, DiagramFrame):
             body.append(diagram_frame(frame))
+        elif isinstance(frame, HeadFlowFrame):  # its text at the figures' size
+            body.append("\\setbeamertemplate{frame footer}{}\n"
+                        f"\\begin{{frame}}[t]{{{frame.title}}}\n"  # (a group here: a subtitle)
+                        f"\\begingroup\\centering{_figure_sizes()}\\small\n"
+                        f"\\makebox[\\textwidth][c]{{%\n{frame.tikz}}}\\par"
+                        f"\\endgroup\\smallskip{{\\raggedright {frame.caption}\\par}}\n"
+                        "\\end{frame}")
         elif isinstance(frame, WeightsFrame):
             body.append(f"\\begin{{frame}}[t]{{{frame.title}}}\n{frame.text}\n"
                         + "\n".join(frame.lines) + "\n\\end{frame}")
@@ -156,9 +164,7 @@ def diagram_frame(frame: DiagramFrame) -> str:
     name = f"The {side}" if side else "The architecture"
     return ("\\setbeamertemplate{frame footer}{}\n\\begin{frame}[plain,t]\n"
             f"\\noindent{{\\usebeamerfont{{frametitle}}{name}\\par}}\\smallskip\\centering"
-            + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
-                      for size in ("small", "footnotesize", "scriptsize", "tiny"))
-            + "\\small\n\\makebox[\\textwidth][c]{%\n"
+            + _figure_sizes() + "\\small\n\\makebox[\\textwidth][c]{%\n"
             + diagram.draw(frame.diagram, diagram.SLIDES, diagram.SLIDES_LAYOUT) + "}\n"
             + "\\end{frame}")
 
@@ -282,8 +288,13 @@ def figure_frame(frame: FigureFrame) -> str:
     title = frame.title or latex_text(frame.figure.title.split(":")[0].rstrip("."))
     return (f"\\setbeamertemplate{{frame footer}}{{}}\n"
             f"\\begin{{frame}}[t]{{{title}}}\n\\centering"
-            + "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
-                      for size in ("small", "footnotesize", "scriptsize", "tiny"))
-            + "\\small\n"
+            + _figure_sizes() + "\\small\n"
             f"{tikz.draw(frame.figure, tikz.SLIDES)}\n\\end{{frame}}")
+
+
+def _figure_sizes() -> str:
+    """Every smaller size a figure asks for set at :data:`FIGURE_FONT` (never below
+    9 pt on a slide)."""
+    return "".join(f"\\renewcommand{{\\{size}}}{{{FIGURE_FONT}}}"
+                   for size in ("small", "footnotesize", "scriptsize", "tiny"))
 

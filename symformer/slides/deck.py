@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from symformer.analysis.inactive import at_stage
 from symformer.engine import Derivation, Stage
 from symformer.equations.stage import equation_lines
-from symformer.figures import diagram
+from symformer.figures import diagram, head_flow
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
 from symformer.figures.diagram import Diagram
@@ -228,6 +228,16 @@ class DiagramFrame:
 
 
 @dataclass(frozen=True)
+class HeadFlowFrame:
+    """One attention head's data flow (:mod:`symformer.figures.head_flow`), before the
+    first head's frames: ``tikz`` and ``caption`` (LaTeX)."""
+
+    title: str
+    tikz: str
+    caption: str
+
+
+@dataclass(frozen=True)
 class WeightsFrame:
     """The weights a stage is the first to use, as matrices (the notes' "this
     example's weights"), on a frame before the stage's: ``lines`` of matrices, LaTeX."""
@@ -237,7 +247,7 @@ class WeightsFrame:
     lines: tuple[str, ...]
 
 
-Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame | WeightsFrame
+Frame = StageFrame | FigureFrame | DiagramFrame | SectionFrame | WeightsFrame | HeadFlowFrame
 
 #: The most rows and (estimated) characters a matrix of weights may have on a frame;
 #: a larger one (an imported vocabulary's table) is left to the notes, and said so.
@@ -294,9 +304,16 @@ def frames(g: Derivation, options: Options,
     out: list[Frame] = [DiagramFrame(part) for part in
                         diagram.parts(whole, diagram.SLIDES, diagram.SLIDES_LAYOUT)]
     seen: set = set()  # the weights shown so far
+    flow = head_flow.first_head_output(g)
     for k, stage in enumerate(chosen, start=1):
         if progress:
             progress(k, len(chosen), stage.name)
+        if flow is not None and head_flow.in_head(stage, flow):  # before its first stage
+            out.append(HeadFlowFrame(reader_text(", ".join(part_of(flow))) + ": data flow",
+                                     head_flow.draw(g, flow, SLIDE_FLOW_FONT, 2.0,
+                                                    spread=1.3),
+                                     head_flow.caption(g, flow, forms=False)))
+            flow = None
         # the weights of this stage and of the next ones of the same head or sub-layer,
         # on one frame before them
         part = title(stage).split(":")[0]  # "Layer 1, Head 2", "Layer 1, Feed-forward"
@@ -318,6 +335,8 @@ def frames(g: Derivation, options: Options,
     return out
 
 
+#: The font of the head's data-flow figure on a slide.
+SLIDE_FLOW_FONT = r"\small"
 #: What the Backward section's first frame says.
 BACKWARD_TEXT = (
     "The loss $L$ of the forward pass, then its gradient at every step, from the output "
@@ -450,21 +469,27 @@ def _shortest(stage: Stage, equation: tuple, forms: tuple, index: tuple, note: s
 
 def matrix_lines(stage: Stage, values=None) -> tuple[EquationLine, ...]:
     """A weight's gradient as matrices, as the weight itself is shown (no column
-    headings to widen it): ``∂L/∂W = [bmatrix]``, its rows :data:`MATRIX_ROWS` at a
-    time (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0."""
+    headings to widen it): ``∂L/∂W = [bmatrix]`` (``10^{-6} [bmatrix]`` when every
+    entry is small: :func:`fit.scaled_rows`), its rows :data:`MATRIX_ROWS` at a time
+    (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0."""
     from symformer.latex import backward as notes
     from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
 
     block = notes.gradient_matrix(stage, values or SignificantValues(DEFAULT_DIGITS))
     if all(t == "0" for row in block.rows for t in row):  # the note says why
         return (EquationLine(block.lhs, r"\mathbf{0}"),)
+    # entries all small: a power of ten taken out, as a textbook writes it (exact: the
+    # decimal point moved, every printed digit kept)
+    found = fit.scaled_rows([list(row) for row in block.rows])
+    factor, table = (rf"10^{{{found[0]}}} ", found[1]) if found else ("", block.rows)
     out = []
-    for a in range(0, len(block.rows), MATRIX_ROWS):
-        rows = block.rows[a:a + MATRIX_ROWS]
-        where = "" if len(block.rows) <= MATRIX_ROWS else \
-            rf"\quad \text{{(rows {a}\textendash{a + len(rows) - 1} of {len(block.rows)})}}"
+    for a in range(0, len(table), MATRIX_ROWS):
+        rows = table[a:a + MATRIX_ROWS]
+        where = "" if len(table) <= MATRIX_ROWS else \
+            rf"\quad \text{{(rows {a}\textendash{a + len(rows) - 1} of {len(table)})}}"
         body = r" \\ ".join(" & ".join(row) for row in rows)
-        out.append(EquationLine(block.lhs, rf"\begin{{bmatrix}} {body} \end{{bmatrix}}{where}"))
+        out.append(EquationLine(block.lhs, rf"{factor}\begin{{bmatrix}} {body} "
+                                           rf"\end{{bmatrix}}{where}"))
     return tuple(out)
 
 

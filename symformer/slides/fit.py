@@ -82,7 +82,21 @@ def scaled(form: Fitted) -> Fitted | None:
     """``form`` with its entries in units of ``10^{e}``, ``e`` the exponent of the
     largest, when all are decimals (or ``a \\times 10^{b}``) smaller than
     :data:`SCALE_BELOW`; None otherwise (an entry not a number, or one large enough)."""
-    values = [[_value(c.latex) for c in row] for row in form.table.cells]
+    found = scaled_rows([[c.latex for c in row] for row in form.table.cells])
+    if found is None:
+        return None
+    exponent, rows = found
+    cells = tuple(tuple(replace(c, latex=text) for c, text in zip(row, texts))
+                  for row, texts in zip(form.table.cells, rows))
+    unit = rf"Entries in units of $10^{{{exponent}}}$."
+    return replace(form, table=replace(form.table, cells=cells),
+                   key=NEWLINE.join(filter(None, (form.key, unit))))
+
+
+def scaled_rows(rows: list[list[str]]) -> tuple[int, list[list[str]]] | None:
+    """Entries (LaTeX) in units of ``10^{e}``, ``e`` the exponent of the largest, when
+    all are decimals smaller than :data:`SCALE_BELOW`: ``(e, rows)``; else None."""
+    values = [[_value(t) for t in row] for row in rows]
     flat = [v for row in values for v in row]
     if not flat or any(v is None for v in flat):
         return None
@@ -90,12 +104,7 @@ def scaled(form: Fitted) -> Fitted | None:
     if largest == 0 or largest >= SCALE_BELOW:
         return None
     exponent = largest.adjusted()
-    cells = tuple(tuple(replace(c, latex=_plain(v.scaleb(-exponent)))
-                        for c, v in zip(row, vrow))
-                  for row, vrow in zip(form.table.cells, values))
-    unit = rf"Entries in units of $10^{{{exponent}}}$."
-    return replace(form, table=replace(form.table, cells=cells),
-                   key=NEWLINE.join(filter(None, (form.key, unit))))
+    return exponent, [[_plain(v.scaleb(-exponent)) for v in row] for row in values]
 
 
 def _value(latex: str) -> Decimal | None:

@@ -202,8 +202,8 @@ def _part(part: tuple[str, ...]) -> str:
 
 
 def step_card(step: Step, n: int, total: int) -> str:
-    """One step: where it is, its weights (collapsed), its matrix form (a gradient's, as
-    the notes state it), its general formula, the numbers, the worked lines."""
+    """One step: where it is, its matrix form (a gradient's, as the notes state it),
+    its general formula, its weights (collapsed), the numbers, the worked lines."""
     matrix = "".join(f'<div class="general matrix">{_display(f"{lhs} = {rhs}")}</div>'
                      for lhs, rhs in step.matrix_form)
     general = "".join(f'<div class="general">{g.mathml()}' + (
@@ -214,7 +214,7 @@ def step_card(step: Step, n: int, total: int) -> str:
             f'data-stage="{_e(step.stage)}" data-part="{_e(_part(step.part))}">'
             f'<h2>{_e(step.title)}</h2><div class="where" title="stage {_e(step.stage)}">'
             f'Step {n} of {total} · {_e(" › ".join(step.part))}</div>'
-            f"{_weights(step)}{matrix}{general}{body(step)}{note}</section>")
+            f"{matrix}{general}{_weights(step)}{body(step)}{note}</section>")
 
 
 def _display(latex: str) -> str:
@@ -306,9 +306,58 @@ def latex_pieces(step: WorkedStep) -> list[str]:
     out, previous = [node_latex(step.lhs)], None
     for relation, rhs in chain(step):
         if rhs != previous:
-            out.append(_SIGN.sub(r"\1 {-\2}", _ALIGN_BREAK.sub(" ", f"{{}} {relation} {rhs}")))
+            text = _SIGN.sub(r"\1 {-\2}", _ALIGN_BREAK.sub(" ", f"{relation} {rhs}"))
+            out += [f"{{}} {piece}" for piece in _terms(text)]
         previous = rhs
     return out
+
+
+#: What opens and closes a group a line may not be broken inside.
+_OPEN = re.compile(r"\\left\b|\\[Bb]igg?l\b|\{")
+_CLOSE = re.compile(r"\\right\b|\\[Bb]igg?r\b|\}")
+
+
+#: The visible characters of a piece that still fits a narrow page's line.
+PIECE = 60
+#: A sized bracket, unsized in a piece too long to keep whole.
+_SIZED = re.compile(r"\\(?:left|right|[Bb]igg?[lr])\s*([()\[\]])")
+
+
+def _terms(latex: str) -> list[str]:
+    """``latex`` cut before each ``+`` or ``-`` between terms (outside every brace and
+    sized bracket), so a long sum wraps at the page's width like the notes' lines; a
+    piece still longer than :data:`PIECE` (a long sum in brackets) is cut inside its
+    brackets too, which are then set at their natural size."""
+    from symformer.worked.render_latex import width
+
+    out = []
+    for piece in _top_terms(latex):
+        if width(piece) > PIECE and _SIZED.search(piece):
+            out += _top_terms(_SIZED.sub(r"\1", piece))
+        else:
+            out.append(piece)
+    return out
+
+
+def _top_terms(latex: str) -> list[str]:
+    """``latex`` cut before each ``+`` or ``-`` outside every brace and sized bracket."""
+    pieces, depth, start, k = [], 0, 0, 0
+    while k < len(latex):
+        opened, closed = _OPEN.match(latex, k), _CLOSE.match(latex, k)
+        if opened:
+            depth += 1
+            k = opened.end()
+            continue
+        if closed:
+            depth -= 1
+            k = closed.end()
+            continue
+        if depth == 0 and k > start + 2 and latex.startswith((" + ", " - "), k):
+            pieces.append(latex[start:k].strip())
+            start = k + 1
+        k += 1
+    pieces.append(latex[start:].strip())
+    return [p for p in pieces if p]
 
 
 def _worked(entries: list[Entry] | tuple[Entry, ...], notes: bool = False) -> str:
