@@ -380,7 +380,7 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
     """``export``: every stage rendered (:func:`render_work`; LaTeX, Markdown and JSON
     cost about the same, measured), the TikZ figures with --figures, the greedy steps
     with --steps."""
-    work = render_work(example, formulas=2 if exact else 1)
+    work = render_work(example, formulas=2 if exact else 1) + _decoding_part(example, steps)
     if figures:
         work += _tikz(shape(example))
     if steps:
@@ -390,7 +390,16 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
 
 def slides_work(example: Example) -> int:
     """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
-    return render_work(example) + _tikz(shape(example))
+    return render_work(example) + _tikz(shape(example)) + _decoding_part(example)
+
+
+def _decoding_part(example: Example, steps: int = 0) -> int:
+    """The notes' and slides' decoding sections (an example with ``[decoding]``): its
+    rule's run (``[decoding] steps``, else ``steps``, else 3) and the cache's proof."""
+    rule = example.decoding
+    if rule is None:
+        return 0
+    return generate_work(example, steps or rule.steps or 3, kv_cache=True) - _START
 
 
 def _tikz(s: Shape) -> int:

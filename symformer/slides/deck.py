@@ -309,7 +309,8 @@ def frames(g: Derivation, options: Options,
             out.append(FigureFrame(figure, title(stage)))
     if options.backward and g.example.loss is not None:
         out.extend(backward_frames(g, options))
-    return out
+    from symformer.slides.decoding import decoding_frames  # it reads this module
+    return out + decoding_frames(g, options)
 
 
 #: What the Backward section's first frame says.
