@@ -58,9 +58,10 @@ def _latex(value: str) -> str:
     return {"-inf": r"-\infty", "inf": r"\infty"}.get(value, value)
 
 
-def decision_table(r: Run, t: int, decimals: int) -> Table:
-    """Step ``t``'s decision stages, one row each, one column per vocabulary entry."""
-    names = [f"step{t}.{s}" for s in SHOWN if f"step{t}.{s}" in r.run.stages]
+def decision_table(r: Run, t: int, decimals: int, shown: tuple[str, ...] = SHOWN) -> Table:
+    """Step ``t``'s decision stages (those of ``shown`` it has), one row each, one
+    column per vocabulary entry."""
+    names = [f"step{t}.{s}" for s in shown if f"step{t}.{s}" in r.run.stages]
     vocab = r.run[names[0]].cols
     rows = []
     for name in names:

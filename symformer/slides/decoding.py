@@ -12,6 +12,11 @@ from symformer.latex.decoding import cache_table, decision_table, decoding_run, 
 from symformer.latex.escape import latex_text as escape_text
 from symformer.slides.deck import Frame, Options, SectionFrame, _table_only_frames
 
+#: The decision stages a frame shows, at most five (the notes show them all): the
+#: probabilities after temperature, the masses above, the kept set, the cumulative sums
+#: and the choice.
+FRAME_ROWS = ("probabilities_T", "top_p.mass_above", "kept", "cumulative", "draw", "choice")
+
 
 def decoding_frames(g: Derivation, options: Options) -> list[Frame]:
     """The frames (none without a ``[decoding]`` table)."""
@@ -21,8 +26,8 @@ def decoding_frames(g: Derivation, options: Options) -> list[Frame]:
     out: list[Frame] = [SectionFrame("Choosing the next token", escape_text(rule_text(r)))]
     for t in range(1, len(r.steps) + 1):
         said = _said(r, t)
-        table = decision_table(r, t, options.decimals)
-        stage = r.run[f"step{t}.next_logits"]
+        table = decision_table(r, t, options.decimals, FRAME_ROWS)
+        stage = r.run[f"step{t}.{table.row_labels[0][1]}"]
         out += [replace(f, title=f"Step {t}: the decision") for f in
                 _table_only_frames(stage, 0, table, escape_text(said))]
     if not r.heads:
