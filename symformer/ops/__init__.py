@@ -42,6 +42,7 @@ from symformer.ops.loss import (
     UpstreamGradient,
 )
 from symformer.ops.mean import RowMean
+from symformer.ops.moe import ExpertMask, Gates, MixtureSum
 from symformer.ops.normalize import Normalize
 from symformer.ops.objective import Objective
 from symformer.ops.parameter import Parameter
@@ -68,6 +69,7 @@ from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
     "ALiBi", "AdamMoment", "AppendRow", "BanTokens", "Cumulative", "Draw", "GreedyChoice",
+    "ExpertMask", "Gates", "MixtureSum",
     "Kept", "MassAbove", "NucleusMass", "RankAbove", "RatioToTop", "Renormalize",
     "RepetitionPenalty", "Temperature", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
     "BinaryCrossEntropy", "Concat",
