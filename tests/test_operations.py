@@ -44,6 +44,7 @@ from symformer.ops import (
     Cumulative,
     DotScores,
     Draw,
+    Dropout,
     Embedding,
     ExpertMask,
     GatedProduct,
@@ -403,6 +404,16 @@ def _routed(draw) -> tuple[sympy.Matrix, sympy.Matrix]:
     for row in m:
         row[draw(st.integers(0, E - 1))] = 1
     return p, sympy.Matrix(m)
+
+
+@factory("dropout")
+def _(draw):
+    n, d = _shape(draw)
+    mask = tuple(tuple(draw(st.lists(st.integers(0, 1), min_size=d, max_size=d)))
+                 for _ in range(n))
+    rate = draw(st.sampled_from([sympy.Integer(0), sympy.Rational(1, 10),
+                                 sympy.Rational(1, 2)]))
+    return Case(Dropout(mask, rate), [_matrix(draw, n, d)])
 
 
 @factory("expert_mask")
