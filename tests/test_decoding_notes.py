@@ -17,8 +17,8 @@ from symformer.cli import main
 from symformer.latex.blocks import Table
 from symformer.latex.decoding import decoding_sections
 from symformer.latex.outline import fragments
-from symformer.slides.deck import Options, SectionFrame
-from symformer.slides.decoding import decoding_frames
+from symformer.slides.deck import Options, SectionFrame, frames
+from symformer.slides.decoding import decoding_parts
 
 
 def _table(outline: list, name: str) -> Table:
@@ -71,9 +71,10 @@ def test_the_notes_the_slides_and_an_example_without_a_rule(tmp_path, capsys):
     text = (tmp_path / "md" / "main.md").read_text()
     assert "## Choosing the next token" in text and "## The KV cache" in text
     assert "stays in the nucleus unless p drops to m = " in text
-    frames = decoding_frames(derive(load_example("decoding_lesson")), Options())
-    titles = [f.title for f in frames]
-    assert [t for t in titles if isinstance(t, str) and t.startswith("Step 1")] and \
-        sum(isinstance(f, SectionFrame) for f in frames) == 2
+    deck = frames(derive(load_example("decoding_lesson")), Options())
+    titles = [getattr(f, "title", "") for f in deck]
+    assert "Step 1: the decision" in titles and "Step 3: the cache of layer1.head1" in titles
+    assert sum(isinstance(f, SectionFrame) and f.title in ("Choosing the next token",
+                                                            "The KV cache") for f in deck) == 2
     assert decoding_sections(derive(load_example("gpt2_style")), 0, 3) == []
-    assert decoding_frames(derive(load_example("gpt2_style")), Options()) == []
+    assert decoding_parts(derive(load_example("gpt2_style")), 3) == []

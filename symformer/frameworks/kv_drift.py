@@ -24,7 +24,7 @@ from typing import Any
 from symformer.errors import InputError
 from symformer.example.schema import Example
 from symformer.frameworks import require_torch
-from symformer.frameworks.torch_check import StageError, _error, hook_points
+from symformer.frameworks.torch_check import StageError, hook_points, stage_error
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ def cached_drift(model: Any, example: Example, dtype: str, steps: int,
     report = DriftReport(tokens=tuple(vocab[j] for j in ids))
     for name in cached:
         if name in g:
-            report.cached.append(_error(name, g, cached[name], dtype))
-            report.uncached.append(_error(name, g, uncached[name], dtype))
+            report.cached.append(stage_error(name, g, cached[name], dtype))
+            report.uncached.append(stage_error(name, g, uncached[name], dtype))
     for t, step in enumerate(chosen, start=1):
         row = prompt + t - 2
         report.flips.append(Flip(t, tuple(step.choice.tokens),
