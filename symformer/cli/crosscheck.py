@@ -223,6 +223,7 @@ def _cached(args: argparse.Namespace, directory: str) -> int:
     """``crosscheck DIR --kv-cache``: the model's own cached forward in --dtype against
     the exact values, stage by stage, with its uncached forward and the greedy flips."""
     from symformer.blocks.cost import generate_work, model_load_work
+    from symformer.blocks.work import check_work as refuse_over
     from symformer.errors import InputError
     from symformer.frameworks.hf_in import from_pretrained
     from symformer.frameworks.kv_drift import cached_drift
@@ -232,7 +233,6 @@ def _cached(args: argparse.Namespace, directory: str) -> int:
         raise InputError("--kv-cache checks one sentence (--tokens or --text), not --prompts")
     example = from_pretrained(directory, args.tokens, max_work=args.max_work,
                               text=args.text)
-    from symformer.blocks.work import check_work as refuse_over
     refuse_over(generate_work(example, args.steps) + model_load_work(), args.max_work,
                 "crosscheck --kv-cache")
     model = load_hf_model(directory, example, args.load_dtype or args.dtype, args.attention)
