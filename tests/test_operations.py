@@ -45,14 +45,18 @@ from symformer.ops import (
     Cumulative,
     DotScores,
     Draw,
+    Dropout,
     Embedding,
+    ExpertMask,
     GatedProduct,
+    Gates,
     GELUTanh,
     GreedyChoice,
     Identity,
     Kept,
     LearnedPositional,
     MassAbove,
+    MixtureSum,
     Normalize,
     NucleusMass,
     Operation,
@@ -387,6 +391,49 @@ def _row(draw, lo: int = -3, hi: int = 3) -> sympy.Matrix:
 def _distribution(draw) -> sympy.Matrix:
     weights = draw(st.lists(st.integers(1, 6), min_size=2, max_size=5))
     return sympy.Matrix([[sympy.Rational(w, sum(weights)) for w in weights]])
+
+
+def _routed(draw) -> tuple[sympy.Matrix, sympy.Matrix]:
+    """Router probabilities (rows of positive rationals summing to 1) and a mask keeping
+    at least one expert a row."""
+    n = draw(st.integers(1, 3))
+    rows = [_distribution(draw) for _ in range(n)]
+    E = min(r.cols for r in rows)
+    p = sympy.Matrix([[r[0, e] for e in range(E)] for r in rows])
+    m = [draw(st.lists(st.integers(0, 1), min_size=E, max_size=E)) for _ in range(n)]
+    for row in m:
+        row[draw(st.integers(0, E - 1))] = 1
+    return p, sympy.Matrix(m)
+
+
+@factory("dropout")
+def _(draw):
+    n, d = _shape(draw)
+    mask = tuple(tuple(draw(st.lists(st.integers(0, 1), min_size=d, max_size=d)))
+                 for _ in range(n))
+    rate = draw(st.sampled_from([sympy.Integer(0), sympy.Rational(1, 10),
+                                 sympy.Rational(1, 2)]))
+    return Case(Dropout(mask, rate), [_matrix(draw, n, d)])
+
+
+@factory("expert_mask")
+def _(draw):
+    p, m = _routed(draw)
+    return Case(ExpertMask(tuple(tuple(int(v) for v in m.row(i)) for i in range(m.rows))),
+                [p])
+
+
+@factory("gates")
+def _(draw):
+    p, m = _routed(draw)
+    return Case(Gates(draw(st.booleans())), [p, m])
+
+
+@factory("mixture_sum")
+def _(draw):
+    p, _ = _routed(draw)
+    d = draw(st.integers(1, 3))
+    return Case(MixtureSum(), [p, *(_matrix(draw, p.rows, d) for _ in range(p.cols))])
 
 
 @factory("repetition_penalty")

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from symformer.blocks.work import PER_SECOND, estimated_work, weight_products
+from symformer.example.decoding import Decoding
 from symformer.example.schema import Example
 
 __all__ = ["EXERCISE_START", "PER_SECOND", "Shape", "derivation_work", "estimate", "shape"]
@@ -56,6 +57,16 @@ _STEP = 1
 #: the certified argmax.
 _STEP_WEIGHTS = 0.3
 _ARGMAX = 80
+#: A decoding rule's decisions (temperature, top-k, top-p, min-p, a draw): a step's
+#: stages and notes, then per pair of vocabulary entries (their certified order, the
+#: masses above each, the margins printed); measured on imported GPT-2s of 50 to 1,000
+#: tokens (2026-12-07).
+_DECISION = 20_000
+_DECISION_PAIR = 5
+#: ``generate --kv-cache``: the proof cached = uncached, per formula term of every step
+#: but the last (each shared row's local formulas, substituted; measured on the shipped
+#: decoders and imported GPT-2s 16 to 64 wide, 2026-12-07).
+_KV_PROOF = 75
 #: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
 #: SymPy formula built and substituted (tables' exact values, equations, worked
 #: lines), and one rendered number.
@@ -281,21 +292,36 @@ def prompt_work(example: Example) -> int:
     return _derived(shape(example)) - _START
 
 
-def generate_work(example: Example, steps: int) -> int:
+def generate_work(example: Example, steps: int, kv_cache: bool = False,
+                  decoding: Decoding | None = None) -> int:
     """``generate --steps N``: a forward pass per greedy step, each one token longer (the
     target, or a language model's own sentence): its products, part of its weights
     made balls again (the longer sentence is a new example), the next token's certified
     argmax over the vocabulary (measured on imported GPT-2 and Llama models 64 to 768
-    wide: a flat distribution, every probability about 1/1000, costs the most)."""
+    wide: a flat distribution, every probability about 1/1000, costs the most).
+    ``decoding`` (default: the example's ``[decoding]``): a rule's decisions each step;
+    ``kv_cache``: the proof that the cached run equals the uncached one."""
     if example.lm_head is not None and example.positional_embeddings is not None:
         # it stops when the learned positional table has no row for another token
         steps = min(steps, example.positional_embeddings.rows - len(example.tokens) + 1)
     grown = [shape(_grown(example, k)) for k in range(steps)]
     vocab = len(example.vocab if example.lm_head is not None or example.decoder is None
                 else example.decoder.vocab)
-    return int(_START + _WEIGHT * shape(example).weights
+    rule = decoding if decoding is not None else example.decoding
+    decided = _decisions(rule, vocab) * steps
+    proof = _KV_PROOF * sum(s.formulas for s in grown[:-1]) if kv_cache else 0
+    return int(_START + _WEIGHT * shape(example).weights + decided + proof
                + sum(_STEP_START + _STEP * (s.forward - s.products) + _PRODUCT * s.products
                      + _STEP_WEIGHTS * _WEIGHT * s.weights + _ARGMAX * vocab for s in grown))
+
+
+def _decisions(rule: Decoding | None, vocab: int) -> int:
+    """One step's decisions under a decoding rule that warps or samples (each pair of
+    tokens ordered exactly, the masses and margins): 0 for greedy, a penalty or bans."""
+    if rule is None or not (rule.sampling or any(
+            x is not None for x in (rule.temperature, rule.top_k, rule.top_p, rule.min_p))):
+        return 0
+    return _DECISION + _DECISION_PAIR * vocab * vocab
 
 
 def _grown(example: Example, k: int) -> Example:
@@ -354,7 +380,7 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
     """``export``: every stage rendered (:func:`render_work`; LaTeX, Markdown and JSON
     cost about the same, measured), the TikZ figures with --figures, the greedy steps
     with --steps."""
-    work = render_work(example, formulas=2 if exact else 1)
+    work = render_work(example, formulas=2 if exact else 1) + _decoding_part(example, steps)
     if figures:
         work += _tikz(shape(example))
     if steps:
@@ -364,7 +390,16 @@ def export_work(example: Example, *, figures: bool = False, steps: int = 0,
 
 def slides_work(example: Example) -> int:
     """``slides``: every stage rendered, three overlays each, and the TikZ figures."""
-    return render_work(example) + _tikz(shape(example))
+    return render_work(example) + _tikz(shape(example)) + _decoding_part(example)
+
+
+def _decoding_part(example: Example, steps: int = 0) -> int:
+    """The notes' and slides' decoding sections (an example with ``[decoding]``): its
+    rule's run (``[decoding] steps``, else ``steps``, else 3) and the cache's proof."""
+    rule = example.decoding
+    if rule is None:
+        return 0
+    return generate_work(example, steps or rule.steps or 3, kv_cache=True) - _START
 
 
 def _tikz(s: Shape) -> int:

@@ -162,6 +162,12 @@ class _Decider:
                 self._closed[j] = None
         return self._closed[j]
 
+    def ratio_is(self, j: int, top: int, value) -> bool:
+        """Is e^{z_j - z_top} exactly ``value``?  (False: no proof.)  The closed forms
+        are built only here, when the balls have not separated."""
+        zj, zt = self.closed(j), self.closed(top)
+        return zj is not None and zt is not None and is_zero(sympy.exp(zj - zt) - value)
+
     def exp_sum_zero(self, terms: dict[int, sympy.Expr]) -> bool:
         """Is sum_j c_j e^{z_j} exactly 0?  (c_j exact rationals; False: no proof.)"""
         closed = {j: self.closed(j) for j in terms}
@@ -276,10 +282,8 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         ratio = add("min_p.ratio", RatioToTop(top), (p,))
         now, exact = set(), []
         for j in sorted(kept):
-            zj, zt = (decider.closed(j), decider.closed(top))
             s = decider.sign(lambda v, j=j: v[ratio][0][j] - _ball(settings.min_p),
-                             lambda zj=zj, zt=zt: zj is not None and zt is not None
-                             and is_zero(sympy.exp(zj - zt) - settings.min_p),
+                             lambda j=j: decider.ratio_is(j, top, settings.min_p),
                              f"whether p/p_max of {vocab[j]!r} reaches min_p")
             if s >= 0:
                 now.add(j)

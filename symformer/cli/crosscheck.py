@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from symformer.cli._common import (
+    MAX_STEPS,
     add_convention_arguments,
     add_example_argument,
     bounded_int,
@@ -20,6 +21,8 @@ from symformer.cli._common import (
 from symformer.cli.import_ import token_list
 from symformer.conventions import Convention
 from symformer.documents import (
+    drift_json,
+    drift_text,
     over_tol,
     prompts_json,
     prompts_text,
@@ -45,6 +48,7 @@ examples:
   symformer crosscheck ./my-gpt2 --text "Why did it fail?" --dtype bfloat16   # YOUR model
   symformer crosscheck ./my-llama --tokens 3,5,7 --dtype bfloat16 --attention eager
   symformer crosscheck ./my-llama --prompts prompts.txt --dtype float16 --jobs 2
+  symformer crosscheck ./my-gpt2 --tokens 3,5,7 --kv-cache --steps 4 --dtype bfloat16
 
 A model directory (Hugging Face: config.json + model.safetensors) in place of the
 example checks the user's own model: it is imported exactly (as `symformer import`
@@ -67,6 +71,14 @@ exact one (or one of an exact tie). With a [loss] the loss and every gradient
 graph); a gradient's relative error divides by the largest magnitude in it or in
 the gradients it is computed from. A stage the reference cannot compute is
 reported FAILED with the reason. Exit status 1 when a stage exceeds --tol or fails.
+
+With --kv-cache a causal language model's directory runs as generation does: a
+prefill of the sentence, then one token at a time with past_key_values (the tokens
+the exact greedy run chose), in --dtype; each stage's rows over the calls are the
+cached path's stage. The table gives its drift from the exact values (cached =
+uncached is proved exactly: `generate --kv-cache`), the same model's uncached drift
+beside it, and per step the exact greedy token and each path's (FLIPPED where the
+float argmax is not the exact one). --tol applies to the cached path.
 """
 
 
@@ -97,6 +109,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run the example as a PyTorch module (export --format torch) in "
                         "--dtype and give each stage's worst error in units of the dtype's "
                         "epsilon and its digits kept (needs PyTorch)")
+    p.add_argument("--kv-cache", action="store_true",
+                   help="with a causal LM's model directory: run it as generation does "
+                        "(a prefill, then one token at a time with past_key_values) in "
+                        "--dtype, and give each stage's drift from the exact values, "
+                        "cached and uncached, and whether each step's greedy token flips")
+    p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=3, metavar="N",
+                   help="with --kv-cache: the greedy steps (default 3)")
     add_convention_arguments(p)
     p.add_argument("--tokens", type=token_list, metavar="IDS_OR_NAMES", default=None,
                    help="with a model directory: the sentence, as token ids or names")
@@ -134,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     if args.load_dtype is not None or args.attention != "sdpa":
         raise InputError("--load-dtype and --attention go with a model directory "
                          "(crosscheck DIR)")
+    if args.kv_cache:
+        raise InputError("--kv-cache runs a model directory's own cached forward "
+                         "(crosscheck DIR --kv-cache); an example's exact cache: "
+                         "generate EXAMPLE --kv-cache")
     if args.torch:
         return _torch(args)
     if args.dtype == "bfloat16":
@@ -180,6 +203,8 @@ def _model_directory(args: argparse.Namespace, directory: str) -> int:
         raise InputError("--torch runs an example file as a PyTorch module; a model "
                          "directory is run by transformers already (drop --torch)")
     require_torch()
+    if args.kv_cache:
+        return _cached(args, directory)
     if args.prompts is not None:
         return _prompts(args, directory)
     if args.jobs != 1 or args.scheduler is not None:
@@ -192,6 +217,34 @@ def _model_directory(args: argparse.Namespace, directory: str) -> int:
     return _print_torch_rows(args, rows, f"{type(model).__name__} of {directory} "
                                          f"(loaded with {loaded_as(model)}) in {args.dtype}",
                              load=_load(args))
+
+
+def _cached(args: argparse.Namespace, directory: str) -> int:
+    """``crosscheck DIR --kv-cache``: the model's own cached forward in --dtype against
+    the exact values, stage by stage, with its uncached forward and the greedy flips."""
+    from symformer.blocks.cost import generate_work, model_load_work
+    from symformer.blocks.work import check_work as refuse_over
+    from symformer.errors import InputError
+    from symformer.frameworks.hf_in import from_pretrained
+    from symformer.frameworks.kv_drift import cached_drift
+    from symformer.frameworks.torch_check import load_hf_model, loaded_as
+
+    if args.prompts is not None:
+        raise InputError("--kv-cache checks one sentence (--tokens or --text), not --prompts")
+    example = from_pretrained(directory, args.tokens, max_work=args.max_work,
+                              text=args.text)
+    refuse_over(generate_work(example, args.steps) + model_load_work(), args.max_work,
+                "crosscheck --kv-cache")
+    model = load_hf_model(directory, example, args.load_dtype or args.dtype, args.attention)
+    report = cached_drift(model, example, args.dtype, args.steps, max_work=0)
+    title = (f"{type(model).__name__} of {directory} (loaded with {loaded_as(model)}) in "
+             f"{args.dtype}")
+    if args.json:
+        print(json.dumps(drift_json(report, args.dtype, args.tol) | {"load": _load(args)},
+                         indent=1, default=str))
+    else:
+        print(drift_text(report, title, args.dtype, args.tol))
+    return 1 if over_tol(report.cached, args.tol) else 0
 
 
 def _load(args: argparse.Namespace) -> dict[str, str]:

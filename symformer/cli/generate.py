@@ -120,11 +120,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer generate``."""
     given = load_example(example_path(args) or DEFAULT_EXAMPLE)
-    p = prepare(given, request(args, "generate", derive=False, work={"steps": args.steps}))
-    example = p.example
-    settings = merged(example.decoding, _rule(args), "generate")
+    settings = merged(given.decoding, _rule(args), "generate")
     if args.greedy and settings is not None:
         settings = dataclasses.replace(settings, seed=None)
+    work = {"steps": args.steps, "kv_cache": args.kv_cache, "decoding": settings}
+    p = prepare(given, request(args, "generate", derive=False, work=work))
+    example = p.example
     with Progress("symformer generate", total=args.steps, quiet=args.quiet) as bar:
         steps = generate(example, args.steps, max_work=args.max_work,
                          on_step=lambda step: bar.update(f"next token {step.choice}"),

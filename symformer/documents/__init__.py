@@ -43,6 +43,7 @@ _HOMES = {
     "over_tol": "crosscheck", "prompts_json": "crosscheck", "prompts_text": "crosscheck",
     "reference_json": "crosscheck", "reference_text": "crosscheck",
     "torch_json": "crosscheck", "torch_text": "crosscheck",
+    "drift_json": "crosscheck", "drift_text": "crosscheck",
     "generate_json": "generate", "generate_text": "generate",
     "train_lines": "train", "train_text": "train",
 }
@@ -58,7 +59,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "as_json", "backward_lines", "backward_text", "check_json", "check_text",
+    "as_json", "backward_lines", "backward_text", "check_json", "check_text", "drift_json",
+    "drift_text",
     "derive_json", "derive_lines", "derive_text", "format_table", "generate_json",
     "generate_text", "listing", "over_tol", "prompts_json", "prompts_text", "reader_tables",
     "reference_json", "reference_text", "short_closed_forms", "torch_json", "torch_text",

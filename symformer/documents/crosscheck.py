@@ -110,3 +110,41 @@ def prompts_json(directory: str, dtype: str, prompts: list[str], outcomes: Seque
                         for p, o in zip(prompts, outcomes)],
             "worst": list(prompts_worst(outcomes).values()),
             "ok": all(o.ok for o in outcomes)}
+
+
+def drift_text(report, title: str, dtype: str, tol: float | None) -> str:
+    """``crosscheck DIR --kv-cache``'s table (without its final newline): each stage's
+    cached and uncached error in units of epsilon and digits kept, then each step's
+    greedy token, exact and float."""
+    failed = over_tol(report.cached, tol)
+    width = max(len(r.stage) for r in report.cached)
+    lines = [f"{title}, cached (prefill, then past_key_values) and uncached, vs exact "
+             f"(eps = {dtype}'s machine epsilon; cached = uncached exactly)",
+             f"sentence: {' '.join(report.tokens)}",
+             f"{'stage':<{width}}  {'cached x eps':>12}  {'digits':>6}  "
+             f"{'uncached x eps':>14}  {'digits':>6}"]
+    for c, u in zip(report.cached, report.uncached):
+        flag = "  > tol" if c in failed else ""
+        lines.append(f"{c.stage:<{width}}  {c.ulps:12.2f}  {c.digits:6.2f}  "
+                     f"{u.ulps:14.2f}  {u.digits:6.2f}{flag}")
+    lines.append("")
+    for f in report.flips:
+        exact = " or ".join(repr(t) for t in f.exact)
+        lines.append(f"step {f.step}: exact {exact}; cached {f.cached!r}"
+                     f"{' FLIPPED' if f.cached_flipped else ''}; uncached {f.uncached!r}"
+                     f"{' FLIPPED' if f.uncached_flipped else ''}")
+    flipped = sum(f.cached_flipped for f in report.flips)
+    lines.append(f"the cached path's greedy token flips at {flipped} of "
+                 f"{len(report.flips)} steps")
+    return "\n".join(lines)
+
+
+def drift_json(report, dtype: str, tol: float | None) -> dict:
+    """``crosscheck DIR --kv-cache``'s ``--json`` document."""
+    return {"dtype": dtype, "tol": tol, "kv_cache": True, "tokens": list(report.tokens),
+            "cached": [asdict(r) for r in report.cached],
+            "uncached": [asdict(r) for r in report.uncached],
+            "steps": [asdict(f) | {"cached_flipped": f.cached_flipped,
+                                   "uncached_flipped": f.uncached_flipped}
+                      for f in report.flips],
+            "ok": not over_tol(report.cached, tol)}

@@ -61,6 +61,11 @@ def _error(name: str, g: Any, value: Any, dtype: str) -> StageError:
     return StageError(name, err, rel, rel / eps, digits)
 
 
+#: A stage's float values against its certified values, for other comparisons
+#: (``crosscheck DIR --kv-cache``: :mod:`symformer.frameworks.kv_drift`).
+stage_error = _error
+
+
 def worst_stage(rows: list[StageError]) -> StageError:
     """The stage that keeps the fewest digits."""
     return max(rows, key=lambda r: r.rel_error)

@@ -33,6 +33,7 @@ from symformer.latex.blocks import (
     Table,
     Worked,
 )
+from symformer.latex.decoding import decoding_sections
 from symformer.latex.equations import numbered_equation
 from symformer.latex.escape import LABEL_CHARS, latex_text, short_name
 from symformer.latex.inactive import inactive_fragments
@@ -580,6 +581,7 @@ def build(g: Derivation, options: Options,
     if options.steps:
         out.extend(decoder.generation_section(g, options.steps, options.decimals,
                                               options.max_work))
+    out.extend(decoding_sections(g, options.steps, options.decimals, options.max_work))
     if options.backward:
         out.extend(backward_part(g, [s for s in selected if is_backward(s)], token, target,
                                  options.decimals, options.exact,

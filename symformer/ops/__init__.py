@@ -28,6 +28,7 @@ from symformer.ops.decoding_top_k import RankAbove
 from symformer.ops.decoding_top_p import MassAbove, NucleusMass
 from symformer.ops.dot_products import DotProducts
 from symformer.ops.dot_scores import DotScores
+from symformer.ops.dropout import Dropout
 from symformer.ops.embedding import Embedding
 from symformer.ops.gated import GatedProduct
 from symformer.ops.gelu import GELU
@@ -42,6 +43,7 @@ from symformer.ops.loss import (
     UpstreamGradient,
 )
 from symformer.ops.mean import RowMean
+from symformer.ops.moe import ExpertMask, Gates, MixtureSum
 from symformer.ops.normalize import Normalize
 from symformer.ops.objective import Objective
 from symformer.ops.parameter import Parameter
@@ -68,6 +70,7 @@ from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
     "ALiBi", "AdamMoment", "AppendRow", "BanTokens", "Cumulative", "Draw", "GreedyChoice",
+    "Dropout", "ExpertMask", "Gates", "MixtureSum",
     "Kept", "MassAbove", "NucleusMass", "RankAbove", "RatioToTop", "Renormalize",
     "RepetitionPenalty", "Temperature", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
     "BinaryCrossEntropy", "Concat",

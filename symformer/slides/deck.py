@@ -59,7 +59,7 @@ from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.pipeline import Rendering
 from symformer.slides import fit, measure
-from symformer.analysis.inactive import at_stage
+from symformer.slides.decoding import decoding_parts
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
 from symformer.worked.render_latex import chain
@@ -332,6 +332,9 @@ def frames(g: Derivation, options: Options,
             out.append(FigureFrame(figure, title(stage)))
     if options.backward and g.example.loss is not None:
         out.extend(backward_frames(g, options))
+    for head, note, stage, table in decoding_parts(g, options.decimals):  # [decoding]
+        out += [SectionFrame(head, note)] if table is None else [
+            replace(f, title=head) for f in _table_only_frames(stage, 0, table, note)]
     return out
 
 

@@ -1,0 +1,51 @@
+"""Dropout with a given mask: y = x * m / (1 - p), m the example's 0/1 mask (inverted
+dropout, PyTorch's ``nn.Dropout`` in training: the kept entries scaled by 1/(1-p))."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.lazy import sympy
+from symformer.notation_types import Notation
+from symformer.ops.base import Operation
+
+
+def dropout(x, m, p):
+    """x m / (1 - p)."""
+    return x * m / (1 - p)
+
+
+@dataclass(frozen=True, eq=False)
+class Dropout(Operation):
+    """Reads x: each entry times its mask entry (0 or 1) over 1 - ``p``."""
+
+    mask: tuple[tuple[int, ...], ...]
+    p: Any
+    notation: Notation | None = None
+
+    name = "dropout"
+    reference_function = dropout
+    default_notation = Notation(r"\tilde{x}", "x̃", "After dropout (the given mask)")
+
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> None:
+        """None: one scaled copy or 0 per entry; shown as its table."""
+        return None
+
+    def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
+        x, scale = args[0], 1 / (1 - sympy.S(self.p))
+        return sympy.Matrix([[x[i, j] * scale if self.mask[i][j] else sympy.S.Zero
+                              for j in range(x.cols)] for i in range(x.rows)])
+
+    def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
+        scale = 1 / (1 - rational_ball(self.p))
+        return [[v * scale if self.mask[i][j] else v * 0 for j, v in enumerate(row)]
+                for i, row in enumerate(args[0])]
+
+    def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
+        return (args[0].astype(dtype), np.array(self.mask, dtype=dtype),
+                dtype(float(sympy.S(self.p))))
