@@ -91,7 +91,7 @@ def test_one_head_data_flow_figure(builtin):
     """The figure's boxes are the first head's stages back to the layer input, each with
     its shape; a projection's arrow names its weight; llama_style's keys come from the
     shared key/value head 1 that query head 1 reads, through RoPE."""
-    from symformer.figures import head_flow
+    from symformer.latex import head_flow
 
     out = head_flow.first_head_output(builtin)
     boxes, edges = head_flow.nodes(builtin, out)

@@ -20,7 +20,6 @@ from symformer.errors import InputError, NotSupportedError
 from symformer.example.literals import DecimalText
 from symformer.registry import framework_key, norm_module
 
-
 #: Each family's normalisation, as transformers names the module class its blocks use
 #: (GPT-2's and BERT's ``nn.LayerNorm``, Llama's ``LlamaRMSNorm``): the normalisation
 #: declaring it (``hf_modules``) is the example's ``layer_norm``.

@@ -920,7 +920,7 @@ def latex_files(g: Derivation, outline: list, directory: str = "fragments",
             body.append(f"\\input{{{path}}}")
     title = latex_text(with_causal_mask(g.example.title, g.causal), breaks=True)
     # the block diagram opens the notes, one head's data flow beside it
-    from symformer.figures import head_flow
+    from symformer.latex import head_flow
 
     main = (PREAMBLE % {"packages": packages} + STEP_MACROS
             + f"\\title{{{title}}}\n\\author{{Derived exactly by symformer}}\n\\date{{}}\n"

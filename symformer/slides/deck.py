@@ -45,10 +45,11 @@ from dataclasses import dataclass, replace
 from symformer.analysis.inactive import at_stage
 from symformer.engine import Derivation, Stage
 from symformer.equations.stage import equation_lines
-from symformer.figures import diagram, head_flow
+from symformer.figures import diagram
 from symformer.figures.data import Figure, figures
 from symformer.figures.data import Options as FigureOptions
 from symformer.figures.diagram import Diagram
+from symformer.latex import head_flow
 from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
@@ -229,7 +230,7 @@ class DiagramFrame:
 
 @dataclass(frozen=True)
 class HeadFlowFrame:
-    """One attention head's data flow (:mod:`symformer.figures.head_flow`), before the
+    """One attention head's data flow (:mod:`symformer.latex.head_flow`), before the
     first head's frames: ``tikz`` and ``caption`` (LaTeX)."""
 
     title: str
