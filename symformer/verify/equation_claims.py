@@ -72,6 +72,8 @@ PRECISIONS = (200, 400, 800)
 #: Random examples tried by default (``examples = k`` in a claim: 0 to MAX_EXAMPLES).
 EXAMPLES = 4
 MAX_EXAMPLES = 8
+#: The relative tolerances (10^-k) an approximation (``\\approx``) is tried within.
+APPROXIMATION_DIGITS = (8, 6, 4, 3, 2)
 _KEYS = {"name", "stage", "latex", "where", "vectors", "examples", "causal", "tolerance",
          "layout", "tile"}
 _TAG = re.compile(r"(?:(?<!\\)%|<!--)\s*symformer:\s*equation\s+(?P<body>.*?)\s*(?:-->)?\s*$")
@@ -867,6 +869,22 @@ class Judge:
         notes += self.rewritten(claim, chain, rhs, g, base)
         return notes
 
+    def approximation(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node,
+                      g: Derivation, base: int) -> list[str]:
+        """An equation written with ``\\approx`` that is not exact: the smallest relative
+        tolerance of 10^-8, 10^-6, 10^-4, 10^-3, 10^-2 within which it holds, named (it stays
+        *fails*: exactly, it does not hold; ``tolerance`` accepts it)."""
+        for k in APPROXIMATION_DIGITS:
+            try:
+                if self.outcome(claim, chain.lhs, rhs, g, base,
+                                Fraction(1, 10 ** k)).status == "holds":
+                    return [f"written with ≈, and not exact: it holds within a relative "
+                            f"1e-{k} (tolerance = \"1e-{k}\" accepts it)"]
+            except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
+                return []
+        return [f"written with ≈, and not within a relative 1e-{APPROXIMATION_DIGITS[-1]}"
+                " either"]
+
     def rewritten(self, claim: EquationClaim, chain: lm.Chain, rhs: lm.Node, g: Derivation,
                   base: int) -> list[str]:
         """The conventions authors differ on, each tried as a rewriting of ``rhs``:
@@ -882,6 +900,8 @@ class Judge:
                     break
             except (InputError, Inapplicable, NotAtStep, ZeroDivisionError):
                 break
+        if chain.approx and claim.tolerance is None and not notes:
+            notes += self.approximation(claim, chain, rhs, g, base)
         tries: list[tuple[lm.Node, str]] = []
         moved = variants.epsilon_moved(rhs)
         if moved is not None:

@@ -86,7 +86,10 @@ _IGNORED_WITH_GROUP = frozenset({"hspace", "vspace", "tag", "phantom", "hphantom
 #: What separates a left-hand side from its right: ``=``, an update arrow (``\leftarrow``,
 #: ``\gets``: the right-hand side reads the symbol's value before the update), ``:=``.
 _ARROWS = ("\\leftarrow", "\\gets", "\\longleftarrow")
-_EQUALS = ("=", ":=", "\\coloneqq", "\\triangleq", "\\doteq", *_ARROWS)
+#: an approximate equality (GELU's tanh form): judged exactly, and when it fails the
+#: relative tolerance within which it holds is named
+_APPROX = ("\\approx", "\\simeq")
+_EQUALS = ("=", ":=", "\\coloneqq", "\\triangleq", "\\doteq", *_ARROWS, *_APPROX)
 _MATRICES = ("bmatrix", "pmatrix", "matrix", "Bmatrix")
 _ENVIRONMENTS = frozenset({"equation", "equation*", "align", "align*", "aligned", "split",
                            "gather", "gather*"})
@@ -186,6 +189,8 @@ class Chain:
     line: int = 1
     #: written with an update arrow (``\\theta \\leftarrow \\theta - \\eta g``)
     update: bool = False
+    #: written with ``\\approx`` (or ``\\simeq``): an approximation
+    approx: bool = False
 
 
 # -- the parser -----------------------------------------------------------------------
@@ -292,7 +297,7 @@ class Parser:
                 continue
             if self.label():
                 continue
-            update = False
+            update = approx = False
             if self.at(*_EQUALS):  # `&= ...` continues the line before
                 if not chains:
                     raise fail("= (no left-hand side before it)", self.peek().col)
@@ -304,6 +309,7 @@ class Parser:
                 if not self.at(*_EQUALS):
                     break
                 update = update or self.at(*_ARROWS)
+                approx = approx or self.at(*_APPROX)
                 self.k += 1
                 rhs.append(self.expression())
             self.skip_layout()
@@ -317,7 +323,7 @@ class Parser:
                 raise fail(t.text, t.col)
             if not rhs:
                 raise InputError(f"cannot read line {line} of the equation: no '='")
-            chains.append(Chain(lhs, tuple(rhs), line, update))
+            chains.append(Chain(lhs, tuple(rhs), line, update, approx))
             if t is not None and not self.at("\\\\"):  # `, \quad RMS(x) = ...`: one more
                 line += 1
         if not chains:
