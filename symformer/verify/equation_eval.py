@@ -391,12 +391,12 @@ class Evaluator:
         training = self.training_symbol(sym)
         if training is not None:
             return training
-        if sym.grad:  # dP with P bound by where: the gradient of that stage
-            bare = key_of(replace(sym, grad=False))
-            target = self.where.get(bare)
-            if isinstance(target, Target) and target.stage and target.parameter is None \
-                    and "grad." + target.stage in self.g.stages:
-                return replace(target, stage="grad." + target.stage), False, False
+        if sym.grad:  # dP (dP_{ij}) with P bound by where: the gradient of that stage
+            for named in (True, False):
+                target = self.where.get(key_of(replace(sym, grad=False), named))
+                if isinstance(target, Target) and target.stage and target.parameter is None \
+                        and "grad." + target.stage in self.g.stages:
+                    return replace(target, stage="grad." + target.stage), named, False
         if sym.base == "delta" and sym.sub:
             return "delta", False, False
         if sym.base in ("pi", "infty", "|V|") and not sym.sub:

@@ -1166,6 +1166,9 @@ class Parser:
                 self.k += 1
                 primes += 1
             else:
+                if bold and len(base) == 2 and base[0] == "d" and base[1].isalpha():
+                    # \mathbf{dO}, \mathbf{dV}: FlashAttention's bold gradients
+                    return Sym(base[1], sub, sup, primes, True, bold, col=t.col)
                 return Sym(base, sub, sup, primes, bold=bold, col=t.col)
 
     def base(self, t: Token) -> str:
