@@ -204,13 +204,14 @@ def figures(g: Derivation, options: Options) -> list[Figure]:
     """Every figure of the derivation, in the order of its stages."""
     out: list[Figure] = []
     for stage in g:
-        if stage.kind == "positional_encoding":
+        op = stage.op
+        if op.encodes_positions:
             out.extend(positional_figure(g, stage, options))
-        elif stage.kind == "weights":
+        elif op.weighs_keys:
             out.append(attention_map(g, stage, options))
-        elif stage.kind == "layer_norm":
+        elif op.matrix_form == "layer_norm":  # a LayerNorm (its bars say "LayerNorm")
             out.append(layer_norm_bars(g, stage, options))
-        elif stage.kind == "probabilities":
+        elif op.rows_sum_to_one and op.columns == "vocab" and stage.side != "decoding":
             out.extend(probability_bars(stage, i, options) for i in range(stage.shape[0]))
     return out
 

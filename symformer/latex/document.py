@@ -92,8 +92,6 @@ GROUPS = {
 #: (``q_0``, ``q_1``: a sum over the input row), how many are worked (the table has
 #: every entry), unless ``Options.full``.
 ALIKE = 1
-#: Kinds shown again under the causal mask.
-CAUSAL_KINDS = ("scores", "weights")
 
 
 @dataclass(frozen=True)
@@ -181,7 +179,7 @@ def _pre_norm_group(stage: Stage) -> str | None:
 
 
 def _group(stage: Stage) -> str:
-    if stage.kind == "jacobian":  # a softmax row's Jacobian sits with its softmax
+    if stage.op.about_input:  # a softmax row's Jacobian sits with its softmax
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
@@ -248,7 +246,7 @@ def renames(stage: Stage) -> bool:
     """True for a stage inside a part that only names its input anew (a block without
     W_O: ``m = c``); it gets a sentence, not a section.  A part's final output keeps its
     section."""
-    return stage.op.renames and stage.kind != "output"
+    return stage.op.renames and not stage.op.final
 
 
 def renaming_prose(stage: Stage) -> Prose:
@@ -269,8 +267,7 @@ def renaming_prose(stage: Stage) -> Prose:
 def no_positional_table(stage: Stage) -> bool:
     """True for a positional-encoding stage of a model without one (RoPE, or none):
     its table would be all zeros, so a sentence stands for it."""
-    return stage.kind == "positional_encoding" and getattr(stage.op, "kind", "") in (
-        "rope", "none")
+    return stage.op.encodes_positions and stage.op.adds_nothing
 
 
 def rope_prose(stage: Stage) -> Prose:
@@ -656,7 +653,7 @@ def no_positional_input(stage: Stage) -> bool:
     """True for the input row ``x = e + PE`` of a model without a positional table
     (RoPE, or none): it equals the embeddings, as the positional section says."""
     g = stage.derivation
-    return stage.kind == "input" and any(
+    return stage.op.matrix_form == "sum" and any(
         no_positional_table(g[name]) for name in stage.inputs if name in g)
 
 
@@ -664,7 +661,7 @@ def causal_section(g: Derivation, chosen: set[str], token: int, options: Options
     """Layer 1's scores and weights again under the causal mask (a head computed as
     one before shows its tables only, unless ``options.full``)."""
     causal = derive(g.example, causal=True, max_work=options.max_work)
-    stages = [s for s in causal if s.layer == 1 and s.kind in CAUSAL_KINDS
+    stages = [s for s in causal if s.layer == 1 and s.op.shows_mask
               and s.side == "encoder" and s.name in chosen]
     if not stages:
         return []

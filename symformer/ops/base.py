@@ -142,6 +142,21 @@ class Operation(ABC):
     whole_matrix: ClassVar[bool] = False
     #: True when the step only names its input anew (``m = c``): a sentence, not a section.
     renames: ClassVar[bool] = False
+    #: True for a residual connection's sum x + F(x) (a sub-layer's input and its
+    #: output; :class:`~symformer.ops.add.Add` says which of its sums is one).
+    residual: ClassVar[bool] = False
+    #: True for a statistic a normalisation computes (a row's mean, variance, standard
+    #: deviation or mean square; the whole matrix's): it belongs to its normalisation.
+    norm_statistic: ClassVar[bool] = False
+    #: The sub-layer whose output this step gives, in words: "attention" (the heads'
+    #: outputs mixed, or only concatenated), "feed-forward"; None: no sub-layer's output.
+    sublayer_of: ClassVar[str | None] = None
+    #: True for a side's final output (the last block's result, named anew): the notes
+    #: give it a section of its own, not a renaming's sentence.
+    final: ClassVar[bool] = False
+    #: True for a side stage about one row of its input (a softmax row's Jacobian): the
+    #: notes show it with that input.
+    about_input: ClassVar[bool] = False
     #: True when the step multiplies an activated gate by a hidden entry (a gated FFN):
     #: its ``activation`` field is the gate's activation.
     gates: ClassVar[bool] = False
@@ -163,6 +178,13 @@ class Operation(ABC):
     #: nothing to what reads it (a RoPE model's absent positional table): no gradient is
     #: taught at it.
     adds_nothing: ClassVar[bool] = False
+    #: True for a step giving each position's encoding, added to the embeddings (a
+    #: sinusoidal or learned table), or standing for none (RoPE's, none's: all zeros).
+    encodes_positions: ClassVar[bool] = False
+    #: True for a step giving the loss L that the backward pass differentiates (one
+    #: number: a cross-entropy, a squared error, an objective); its per-position terms
+    #: are ``per_position_of``'s.
+    is_loss: ClassVar[bool] = False
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None
@@ -300,6 +322,13 @@ class Operation(ABC):
         ``activation_key``: the FFN's, a gate's, a prediction head's transform's), or
         multiplying an activated gate by a hidden entry (``gates``)."""
         return self.activation_key is not None or bool(self.gates)
+
+    @property
+    def shows_mask(self) -> bool:
+        """True for the steps whose masked entries tables mark and the causal variant
+        shows again: scores that carry the mask (``keeps_mask``) and the attention
+        weights over them (``weighs_keys``)."""
+        return bool(self.keeps_mask or self.weighs_keys)
 
     @property
     def weighs_keys(self) -> bool:

@@ -31,6 +31,11 @@ class Identity(Operation):
 
     notation: Notation | None = None
     remark: str = ""  # said after its equation ("no W_O: the concatenation is the output")
+    #: True for a side's final output (see :attr:`Operation.final`).
+    final: bool = False
+    #: "attention" for the heads concatenated with no W_O, the attention sub-layer's
+    #: output (see :attr:`Operation.sublayer_of`).
+    sublayer_of: str | None = None
 
     name = "identity"
     matrix_form = "identity"

@@ -51,6 +51,7 @@ class LearnedPositional(Operation):
     from_stages: bool = False
 
     name = "learned_positional"
+    encodes_positions = True
     lookup = "positions"
     hf_positions = {"absolute": "learned"}
     reference_function = learned_positions
