@@ -85,7 +85,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
-        rows = Parameter(table, GIVEN_INPUT, GIVEN_REMARK, ("X", "X"))
+        rows = Parameter(table, GIVEN_INPUT, GIVEN_REMARK, ("X", "X"), role="input")
         return g.add(f"{prefix}input", "input", rows, (), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
@@ -97,7 +97,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     if given == "zeros":  # no rows: the positional encoding alone is the input
         return g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens,
                      dims)
-    lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X")) if given
+    lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X"), role="input") if given
               else Embedding(table, token_ids))
     e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     if types is not None:

@@ -68,7 +68,7 @@ def loss_step(stage: Stage) -> bool:
     return stage.op.is_loss or stage.op.per_position_of is not None
 
 
-def prepare(g: Derivation) -> Derivation:
+def with_backward_pass(g: Derivation) -> Derivation:
     """``g`` with the loss and the gradients when the example has a ``[loss]`` (a copy:
     ``g`` is left as it is), else ``g``."""
     return g if g.example.loss is None else with_gradients(g)

@@ -45,6 +45,12 @@ class Identity(Operation):
     rational = True
     function_name = ""  # a matrix equation writes the argument alone
 
+    @property
+    def part_of_block(self) -> str | None:  # type: ignore[override]
+        """A side's final output is the output's; the heads concatenated with no W_O,
+        the heads'; any other renaming, none."""
+        return "output" if self.final else "heads" if self.sublayer_of else None
+
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("z[i, j] = y[i, j]",), {"z": "out", "y": "in0"},
                              remark=self.remark)

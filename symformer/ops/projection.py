@@ -77,11 +77,7 @@ class Projection(Operation):
     #: What the output columns are ("vocab" for logits; see Operation.columns).
     columns: str = "dims"
     from_stages: bool = False
-    #: What the projection gives in its block (the notes' matrix form and sections ask
-    #: it): "queries", "keys", "values" (a head's), "heads" (W_O over the concatenated
-    #: heads), "ffn_hidden", "ffn_gate", "ffn_output" (the FFN's), "transform" (a masked
-    #: LM's prediction transform), "logits" (the vocabulary's or a classifier's),
-    #: "regression" (a regression head's outputs).
+    #: What the projection gives in its block (see :attr:`Operation.role`).
     role: str = ""
 
     name = "projection"
