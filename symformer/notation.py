@@ -154,7 +154,8 @@ def _primes(stage: Stage) -> int:
             ".self." in name for name in stage.derivation.stages):
         return 1  # a decoder's cross-attention, after its self-attention: q̄′, not q̄
     m = _SUBLAYER.search(stage.name)
-    primed = stage.kind in _PRIMED or stage.op.norm_keys  # any normalisation
+    op = stage.op  # a residual sum, any normalisation and its statistics
+    primed = op.residual or op.norm_statistic or op.norm_keys
     return 0 if m is None or not primed else int(m.group(1)) - 1
 
 
@@ -172,12 +173,12 @@ def _primed(note: Notation, primes: int) -> Notation:
 
 
 #: A stage of sub-layer k's residual connection or normalisation (``layer1.add_norm2``,
-#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``, a statistic ``.norm2.variance``),
-#: and the kinds whose symbol is primed.
+#: ``.add_norm2.sum``, pre-norm's ``layer1.norm2``, a statistic ``.norm2.variance``);
+#: its symbol is primed when its operation is a residual sum, a normalisation or one's
+#: statistic.
 _SUBLAYER = re.compile(
     r"(?:^|\.)(?:add_norm|norm)(\d)(?:\.(?:sum|mean|variance|std|mean_square))?$")
 _CROSS = re.compile(r"^decoder\.layer\d+\.cross\.")
-_PRIMED = ("residual", "layer_norm", "rms_norm", "mean", "variance", "std", "mean_square")
 
 
 def parameter(stage: Stage, name: str) -> Notation:
@@ -221,12 +222,12 @@ def _anchor(stage: Stage) -> Stage:
     ``grad.S`` sits where S does, a weight's gradient where the weight's stage does."""
     g = stage.derivation
     if g is None or not stage.name.startswith("grad.") \
-            or stage.kind not in ("gradient", "weight_gradient"):
+            or not stage.op.is_gradient:
         return stage
     source = stage.name.removeprefix("grad.")
     if source in g.stages:
         return _anchor(g[source])
-    if stage.kind == "weight_gradient" and stage.inputs:
+    if stage.op.of_weight and stage.inputs:
         return _anchor(g[stage.inputs[-2] if len(stage.inputs) > 1 else stage.inputs[0]])
     return stage
 
@@ -313,7 +314,7 @@ CONSTANT_KIND = "constant"
 def first_position(stage: Stage) -> int:
     """The position of the stage's first row: 0, except for ``next_token``, whose one row
     is the last position of its logits."""
-    if stage.kind != "next_token":
+    if not stage.op.picks_token:
         return 0
     return stage.derivation[stage.inputs[0]].shape[0] - stage.shape[0]
 

@@ -2,8 +2,8 @@
 
 :class:`Rendering` is carried in the :class:`~symformer.pipeline.Request` every
 command builds (``Request.rendering``) and extended by every renderer's options
-(:class:`symformer.latex.Options`, :class:`symformer.slides.Options`,
-:class:`symformer.figures.Options`), and the notebook display reads
+(:class:`symformer.latex.NotesOptions`, :class:`symformer.slides.SlideOptions`,
+:class:`symformer.figures.FigureOptions`), and the notebook display reads
 :data:`DEFAULT_DECIMALS` too: a renderer called from Python with its defaults prints
 what the command line prints.  This module imports nothing of the package, so every
 renderer (and the engine's notebook display) may read it.
@@ -32,7 +32,7 @@ class Rendering:
     decimals where they are short; ``full``: every stage worked, not only the first
     of each equation.  The command line carries it in its :class:`Request`
     (``Request.rendering``), and each renderer's options extend it
-    (:class:`symformer.latex.Options`, :class:`symformer.slides.Options`), so a
+    (:class:`symformer.latex.NotesOptions`, :class:`symformer.slides.SlideOptions`), so a
     notebook calling a renderer with its defaults prints what the command prints.
     """
 

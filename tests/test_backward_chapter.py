@@ -162,7 +162,7 @@ def test_slides_backward_frames_teach():
     overlays, the loss is a scalar (no one-row table whose token is "loss"), no table
     is split by columns, and a dead FFN is said."""
     from symformer.slides.beamer import stage_frame
-    from symformer.slides.deck import Options as DeckOptions
+    from symformer.slides.deck import SlideOptions as DeckOptions
     from symformer.slides.deck import StageFrame, frames
 
     deck = [f for f in frames(derive(load_example()), DeckOptions(token=1, decimals=3))
@@ -186,7 +186,7 @@ def test_slides_backward_frames_teach():
 
 def test_pre_norm_slides_say_residual():
     """A pre-norm deck's residual sums are "Residual", never "Add & Norm"."""
-    from symformer.slides.deck import Options as DeckOptions
+    from symformer.slides.deck import SlideOptions as DeckOptions
     from symformer.slides.deck import StageFrame, frames
 
     titles = [f.title for f in frames(derive(load_example("llama_style")),

@@ -109,7 +109,7 @@ def test_one_head_data_flow_figure(builtin):
     assert not any("kv_head2" in n or "head2." in n for n in names)
     # in the notes (beside the block diagram) and on the slides, before head 1's frames
     from symformer.slides.deck import HeadFlowFrame, StageFrame, frames
-    from symformer.slides.deck import Options as DeckOptions
+    from symformer.slides.deck import SlideOptions as DeckOptions
 
     main = export_files(builtin, Options(decimals=2))["main.tex"]
     assert main.index(r"\label{fig:head-flow}") < main.index(r"\section")

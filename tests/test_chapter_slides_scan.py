@@ -23,7 +23,8 @@ from symformer.example.loader import packaged_examples
 from symformer.latex.blocks import Cell, Table
 from symformer.slides import fit
 from symformer.slides.beamer import stage_frame
-from symformer.slides.deck import Options, SectionFrame, StageFrame, frames, table_width
+from symformer.slides.deck import SectionFrame, StageFrame, frames, table_width
+from symformer.slides.deck import SlideOptions as Options
 
 CE = '\n[loss]\nkind = "cross_entropy"\ntargets = {}\n'
 

@@ -17,7 +17,7 @@ from symformer.cli import main
 from symformer.latex.blocks import Table
 from symformer.latex.decoding import decoding_sections
 from symformer.latex.outline import fragments
-from symformer.slides.deck import Options, SectionFrame, frames
+from symformer.slides.deck import SectionFrame, SlideOptions, frames
 from symformer.slides.decoding import decoding_parts
 
 
@@ -71,7 +71,7 @@ def test_the_notes_the_slides_and_an_example_without_a_rule(tmp_path, capsys):
     text = (tmp_path / "md" / "main.md").read_text()
     assert "## Choosing the next token" in text and "## The KV cache" in text
     assert "stays in the nucleus unless p drops to m = " in text
-    deck = frames(derive(load_example("decoding_lesson")), Options())
+    deck = frames(derive(load_example("decoding_lesson")), SlideOptions())
     titles = [getattr(f, "title", "") for f in deck]
     assert "Step 1: the decision" in titles and "Step 3: the cache of layer1.head1" in titles
     assert sum(isinstance(f, SectionFrame) and f.title in ("Choosing the next token",

@@ -27,8 +27,8 @@ from symformer.figures import mpl, tikz
 from symformer.figures.data import (
     Bars,
     Curves,
+    FigureOptions,
     HeatMap,
-    Options,
     Rotations,
     attention_map,
     decimal_text,
@@ -60,7 +60,7 @@ def _positional(path: Path | None):
     """(the example's own table, every positional stage with its figures)."""
     example = load_example(path)
     g = derive(example)
-    return example, g, [(s, positional_figure(g, s, Options(decimals=3)))
+    return example, g, [(s, positional_figure(g, s, FigureOptions(decimals=3)))
                         for s in g if s.kind == "positional_encoding"]
 
 
@@ -147,7 +147,7 @@ def test_sinusoids_use_the_examples_base(base):
                                   f'positional_encoding_base = "{base}"', 1)
     assert f'positional_encoding_base = "{base}"' in text
     g = derive(parse_example(text))
-    (figure,) = positional_figure(g, g["positional_encoding"], Options())
+    (figure,) = positional_figure(g, g["positional_encoding"], FigureOptions())
     _check_sinusoids(figure, float(Fraction(base)))
 
 
@@ -163,7 +163,7 @@ def test_no_positional_figure_and_no_file_without_positions(tmp_path):
 @pytest.fixture(scope="module")
 def builtin_figures():
     g = derive(load_example(None))
-    return g, {f.name: f for f in figures(g, Options(decimals=3))}
+    return g, {f.name: f for f in figures(g, FigureOptions(decimals=3))}
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +224,7 @@ def test_heat_map_scale_colour_bar_and_labels(builtin_figures, heat_map_svg):
     assert abs(float(low) - w.min()) < 1e-5 and abs(float(high) - w.max()) < 1e-5
     flat = [s for row in h.shades for s in row]
     assert min(flat) == 0 and max(flat) == 1  # the whole colour range is used
-    absolute = attention_map(g, g["layer1.head1.weights"], Options(absolute_scale=True))
+    absolute = attention_map(g, g["layer1.head1.weights"], FigureOptions(absolute_scale=True))
     assert absolute.scale == (0, 1)
     texts = [t.text for t in _texts(heat_map_svg)]
     assert "attention weight" in texts
@@ -242,7 +242,7 @@ def test_heat_map_scale_colour_bar_and_labels(builtin_figures, heat_map_svg):
 def test_backslash_and_dollar_names_drawn_as_typed(tmp_path):
     example = load_example(NAME_BS)
     g = derive(example)
-    h = attention_map(g, g["layer1.head1.weights"], Options())
+    h = attention_map(g, g["layer1.head1.weights"], FigureOptions())
     svg = mpl.render(h, "svg")
     texts = {t.text for t in _texts(svg)}
     assert "a\\b (0)" in texts and "c$d (1)" in texts
@@ -305,7 +305,7 @@ def test_tikz_text_is_at_least_nine_points(path):
     g = derive(load_example(path))
     for canvas in (tikz.NOTES, tikz.SLIDES):
         assert canvas.em >= 9 / 72.27 * 2.54 - 1e-9
-        for figure in figures(g, Options()):
+        for figure in figures(g, FigureOptions()):
             code = tikz.draw(figure, canvas)
             assert "\\scriptsize" not in code and "\\tiny" not in code
             assert "\\resizebox" not in code and "\\scalebox" not in code
@@ -353,7 +353,7 @@ def test_long_names_fall_back_to_positions_on_both_axes():
     than the page; both axes then show positions and the words are listed under it."""
     g = derive(load_example(Path(__file__).resolve().parent / "data" / "repro"
                             / "latex_long_token_1000.toml"))
-    h = attention_map(g, g["layer1.head1.weights"], Options())
+    h = attention_map(g, g["layer1.head1.weights"], FigureOptions())
     for canvas in (tikz.NOTES, tikz.SLIDES):
         code = tikz.draw(h, canvas)
         assert "\\shortstack" not in code and "positions: 0 " in code
@@ -386,14 +386,13 @@ def test_slide_figures_are_legible(tmp_path, path):
 
     from symformer.figures import diagram
     from symformer.slides.beamer import document
-    from symformer.slides.deck import DiagramFrame, FigureFrame
-    from symformer.slides.deck import Options as SlideOptions
+    from symformer.slides.deck import DiagramFrame, FigureFrame, SlideOptions
 
     g = derive(load_example(path))
     whole = diagram.plan(g.example, g, g.causal)
     frames = [DiagramFrame(p) for p in diagram.parts(whole, diagram.SLIDES,
                                                       diagram.SLIDES_LAYOUT)]
-    frames += [FigureFrame(figure=f) for f in figures(g, Options())]
+    frames += [FigureFrame(figure=f) for f in figures(g, FigureOptions())]
     reference = "\\begin{frame}{Reference}\\fontsize{9}{11}\\selectfont Xyzzyx\\end{frame}\n"
     text = document(g, SlideOptions(), frames).replace("\\end{document}",
                                                        reference + "\\end{document}")

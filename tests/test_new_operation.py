@@ -743,6 +743,23 @@ def test_distance_commands(distance_file, tmp_path, capsys):
     assert "layer1.head1.raw_scores" in "\n".join(p.read_text() for p in js.rglob("*.json"))
 
 
+def test_distance_weights_keep_their_matrix_form_line(distance_graph):
+    """The notes' matrix form writes the weights over the score function's own scores,
+    A = softmax(U / sqrt(d_k)) (never dropped, never Q K^T), says what U is, and the
+    line holds: softmax of each row of u / sqrt(d_k), in float64, is the weights."""
+    from symformer.latex import matrix_form as mf
+
+    g = distance_graph
+    p = "layer1.head1"
+    ((lhs, rhs),) = mf.equation_lines([g[f"{p}.weights"]])
+    assert lhs == "A^{(1)}" and r"\frac{U^{(1)}}{\sqrt{d_{k}}}" in rhs
+    assert "negative squared distances to every key" in rhs and "K^{" not in rhs
+    u = _floats(g, f"{p}.raw_scores") / np.sqrt(g[f"{p}.Q"].shape[1])
+    e = np.exp(u - u.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(e / e.sum(axis=1, keepdims=True),
+                               _floats(g, f"{p}.weights"), rtol=1e-12)
+
+
 def test_distance_without_a_pytorch_form_is_refused_in_one_line(distance_file, tmp_path,
                                                                capsys):
     """The PyTorch module computes q k^T scores only: never them in its place."""

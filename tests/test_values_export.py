@@ -20,7 +20,7 @@ from symformer.blocks import derive
 from symformer.cli import main
 from symformer.errors import InputError
 from symformer.example.loader import builtin_text, parse_example
-from symformer.latex.document import Options
+from symformer.latex.document import NotesOptions as Options
 
 #: The built-in example with its output projection's first entry changed (1/2 -> 1/4):
 #: everything before layer1.attention.output stays as it was.

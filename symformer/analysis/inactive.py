@@ -63,8 +63,6 @@ PROOF_OPS, PROOF_UNFOLD = 800, 12
 _TINY_EXACT = Fraction(1, 2 ** 60)
 _TINY = arb(fmpq(1, 2 ** 60))
 #: What a sub-layer is called, by the kind of the stage its residual adds.
-SUBLAYER_NAMES = {"ffn_output": "feed-forward sub-layer",
-                  "attention_output": "attention sub-layer"}
 
 Piece = str | Notation
 
@@ -587,8 +585,9 @@ def _identity_pieces(record: NearIdentity, g: Derivation, records: Found,
                      notes: bool) -> tuple[Piece, ...]:
     z, y = _math(notation(g[record.stage])), _math(notation(g[record.source]))
     added = g[record.added] if record.added else None
-    what = (SUBLAYER_NAMES.get(added.kind, "sub-layer") if added is not None
-            else g[record.stage].op.symbol.title.lower())
+    which = added.op.sublayer_of if added is not None else None  # its declared sub-layer
+    what = (f"{which} sub-layer" if which else "sub-layer") if added is not None \
+        else g[record.stage].op.symbol.title.lower()
     out: list[Piece] = []
     constant = next((r for r in records if isinstance(r, ConstantOutput)
                      and r.stage == record.added), None)

@@ -22,7 +22,7 @@ from importlib import resources
 from symformer.authoring.names import entry_words, macro_names, words
 from symformer.authoring.plugins import MYST_PLUGIN, QUARTO_EXTENSION, QUARTO_SHORTCODE
 from symformer.engine import Derivation
-from symformer.latex.document import Options
+from symformer.latex.document import NotesOptions
 
 #: The format number of symformer-values.json.
 FORMAT = 1
@@ -43,7 +43,8 @@ def entry_values(g: Derivation, decimals: int, stages: tuple[str, ...] | None = 
     return out
 
 
-def worked_lines(g: Derivation, options: Options) -> dict[str, tuple[str, str, int, int | None]]:
+def worked_lines(g: Derivation, options: NotesOptions
+                 ) -> dict[str, tuple[str, str, int, int | None]]:
     """Address -> (the worked line in LaTeX, stage, row, col): every line the export's
     worked examples print for the chosen token (a second line for the same entry gets
     ``#2``)."""
@@ -79,7 +80,7 @@ def _latex_number(text: str) -> str:
     return rf"\ensuremath{{{text}}}" if text.startswith("-") else text
 
 
-def values_files(g: Derivation, options: Options) -> dict[str, str]:
+def values_files(g: Derivation, options: NotesOptions) -> dict[str, str]:
     """Every file of ``export --format values``."""
     values = entry_values(g, options.decimals, options.stages)
     worked = worked_lines(g, options)

@@ -43,7 +43,7 @@ def decoder_stages(g: Derivation, memory: str = "output") -> str:
         x = decoder_block(g, number, x, layer, memory)
     if dec.final_norm is not None:
         x = layer_norm(g, "decoder.final_norm", x, dec.final_norm, "f", 0)
-    last = g.add("decoder.output", "output", Identity(OUTPUT), (x,), tokens, g[x].cols)
+    last = g.add("decoder.output", "output", Identity(OUTPUT, final=True), (x,), tokens, g[x].cols)
     if dec.W_vocab is not None:
         last = lm_head(g, last, dec.W_vocab, None, dec.vocab)
     for name in set(g.stages) - before:

@@ -58,7 +58,8 @@ def derive(example: Example, causal: bool | None = None,
     if example.final_norm is not None:
         x = layer_norm(g, "final_norm", x, example.final_norm, "f", 0)
     decoder_only = example.decoder is None and (example.lm_head is not None or g.causal)
-    out = g.add("output", "output", Identity(DECODER_ONLY_OUTPUT if decoder_only else OUTPUT),
+    out = g.add("output", "output",
+                Identity(DECODER_ONLY_OUTPUT if decoder_only else OUTPUT, final=True),
                 (x,), example.tokens, g[x].cols)
     if example.decoder is not None:
         decoder_stages(g, memory="output")

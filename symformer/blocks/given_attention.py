@@ -7,7 +7,7 @@ of :func:`~symformer.blocks.sublayers.attend`, nothing before it and nothing aft
 
 from __future__ import annotations
 
-from symformer.blocks.sublayers import GIVEN_REMARK, KEY, QUERY, VALUE, attend
+from symformer.blocks.sublayers import GIVEN_REMARK, KEY, QUERY, ROLES, VALUE, attend
 from symformer.engine.graph import Derivation
 from symformer.example.schema import GivenAttention
 from symformer.ops import Parameter
@@ -21,7 +21,7 @@ def given_attention(g: Derivation, given: GivenAttention) -> str:
                                         ("K", given.K, KEY, keys),
                                         ("V", given.V, VALUE, keys)):
         cols = tuple(f"{notation.text}{j}" for j in range(value.cols))
-        op = Parameter(value, notation, GIVEN_REMARK, (name, name))
+        op = Parameter(value, notation, GIVEN_REMARK, (name, name), role=ROLES[name])
         stages[name] = g.add(name, name, op, (), rows, cols)
     return attend(g, "", stages["Q"], stages["K"], stages["V"], g.causal, given.scale,
                   given.alibi_slope, {})

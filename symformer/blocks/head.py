@@ -39,10 +39,11 @@ def output_head(g: Derivation, x: str, head: OutputHead) -> str:
         rows = (label,)
     if head.output == "identity":
         return g.add("head.output", "head_output",
-                     Projection(head.W_C, head.b_C, REGRESSION, "W_C", "b_C"), (x,), rows,
-                     head.classes)
+                     Projection(head.W_C, head.b_C, REGRESSION, "W_C", "b_C",
+                                role="regression"), (x,), rows, head.classes)
     logits = g.add("head.logits", "logits",
-                   Projection(head.W_C, head.b_C, CLASS_LOGITS, "W_C", "b_C", columns="vocab"),
+                   Projection(head.W_C, head.b_C, CLASS_LOGITS, "W_C", "b_C", columns="vocab",
+                              role="logits"),
                    (x,), rows, head.classes)
     if head.output == "sigmoid":
         return g.add("head.probabilities", "sigmoid", Sigmoid(PREDICTED), (logits,), rows,

@@ -85,7 +85,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     """
     dims = tuple(f"d{j}" for j in range(table.cols))
     if given and pe == "none":  # the given rows are the input
-        rows = Parameter(table, GIVEN_INPUT, GIVEN_REMARK, ("X", "X"))
+        rows = Parameter(table, GIVEN_INPUT, GIVEN_REMARK, ("X", "X"), role="input")
         return g.add(f"{prefix}input", "input", rows, (), tokens, dims)
     if pe == "learned":
         if learned.rows < len(tokens):
@@ -97,7 +97,7 @@ def input_stages(g: Derivation, prefix: str, tokens: tuple[str, ...], table: sym
     if given == "zeros":  # no rows: the positional encoding alone is the input
         return g.add(f"{prefix}positional_encoding", "positional_encoding", op, (), tokens,
                      dims)
-    lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X")) if given
+    lookup = (Parameter(table, GIVEN, GIVEN_REMARK, ("X", "X"), role="input") if given
               else Embedding(table, token_ids))
     e = g.add(f"{prefix}embeddings", "embeddings", lookup, (), tokens, dims)
     if types is not None:
@@ -157,8 +157,9 @@ def multi_head_attention(g: Derivation, p: str, x: str, heads: tuple[Head, ...],
                    tuple(f"c{j}" for j in range(width)), layer=number)
     if W_O is None and b_O is not None:
         W_O = sympy.eye(width)  # no W_O, a bias: plain concatenation plus b_O
-    op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output") if W_O is None
-          else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O"))
+    op = (Identity(MULTI_HEAD, "no W_O: the concatenation is the output",
+                   sublayer_of="attention") if W_O is None
+          else Projection(W_O, b_O, MULTI_HEAD, "W_O", "b_O", role="heads"))
     # no W_O and a concatenation of another width (allowed as the last layer's output,
     # used as it is): its own columns
     cols = g[x].cols if W_O is not None or width == len(g[x].cols) else g[concat].cols
@@ -179,10 +180,15 @@ def _rope(g: Derivation, block: Block | None) -> dict[str, Any] | None:
                 tuple(angles.sympy.row(m)) for m in range(angles.rows))}
 
 
+#: A head's projections by the stage they give.
+ROLES = {"Q": "queries", "K": "keys", "V": "values"}
+
+
 def _project(g: Derivation, p: str, name: str, source: str, W: sympy.Matrix,
              b: sympy.Matrix | None, notation: Notation, where: dict[str, int]) -> str:
     cols = tuple(f"{notation.text}{j}" for j in range(W.cols))
-    return g.add(f"{p}.{name}", name, Projection(W, b, notation, f"W_{name}", f"b_{name}"),
+    return g.add(f"{p}.{name}", name, Projection(W, b, notation, f"W_{name}", f"b_{name}",
+                                            role=ROLES[name]),
                  (source,), g[source].rows, cols, **where)
 
 
@@ -266,11 +272,12 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
     gate = None
     if block.W_gate is not None:
         gate = g.add(f"{p}.ffn.gate", "ffn_gate",
-                     Projection(block.W_gate, block.b_gate, FFN_GATE, "W_gate", "b_gate"),
+                     Projection(block.W_gate, block.b_gate, FFN_GATE, "W_gate", "b_gate",
+                                role="ffn_gate"),
                      (x,), rows, ff, layer=number)
     hidden = g.add(f"{p}.ffn.hidden", "ffn_hidden",
-                   Projection(block.W_1, block.b_1, FFN_HIDDEN, "W_1", "b_1"), (x,), rows, ff,
-                   layer=number)
+                   Projection(block.W_1, block.b_1, FFN_HIDDEN, "W_1", "b_1", role="ffn_hidden"),
+                   (x,), rows, ff, layer=number)
     if gate is None:
         act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
                     layer=number)
@@ -282,8 +289,8 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
         act = g.add(f"{p}.ffn.activation", "ffn_activation", GatedProduct(activation),
                     (gate, hidden), rows, ff, layer=number)
     return g.add(f"{p}.ffn.output", "ffn_output",
-                 Projection(block.W_2, block.b_2, FFN_OUTPUT, "W_2", "b_2"), (act,), rows,
-                 g[x].cols, layer=number)
+                 Projection(block.W_2, block.b_2, FFN_OUTPUT, "W_2", "b_2", role="ffn_output"),
+                 (act,), rows, g[x].cols, layer=number)
 
 
 def residual(g: Derivation, name: str, x: str, sub: str, number: int) -> str:
@@ -311,7 +318,7 @@ def prediction_transform(g: Derivation, x: str, head: Any) -> str:
     rows, cols = g[x].rows, g[x].cols
     h = g.add("lm_head.transform", "ffn_hidden",
               Projection(head.W_transform, head.b_transform, TRANSFORM, "W_transform",
-                         "b_transform"), (x,), rows, cols)
+                         "b_transform", role="transform"), (x,), rows, cols)
     a = g.add("lm_head.transform_activation", "ffn_activation",
               activation_op(head.transform_activation)(), (h,), rows, cols)
     if head.transform_norm is None:
@@ -325,7 +332,7 @@ def lm_head(g: Derivation, x: str, W: sympy.Matrix, b: sympy.Matrix | None,
     not for a ``masked`` LM head, which predicts each position's own token)."""
     tokens = g[x].rows
     logits = g.add("logits", "logits", Projection(W, b, LOGITS, "W_vocab", "b_vocab",
-                                                             columns="vocab"), (x,),
+                                                             columns="vocab", role="logits"), (x,),
                    tokens, vocab)
     probabilities = g.add("probabilities", "probabilities", Softmax(PROBABILITIES, "V"),
                           (logits,), tokens, vocab)

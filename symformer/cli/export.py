@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer export``."""
     from symformer.errors import InputError
-    from symformer.latex import Options, export_files, resolve_token
+    from symformer.latex import NotesOptions, export_files, resolve_token
     from symformer.latex.compile import compile_log, pdflatex
 
     if args.pdf and args.format != "latex":
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     target = None if args.target_token is None else resolve_token(g, args.target_token,
                                                                   side="decoder")
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
-    options = p.request.rendering.extended(Options, token=resolve_token(g, token),
+    options = p.request.rendering.extended(NotesOptions, token=resolve_token(g, token),
                                            stages=stages, target_token=target,
                                            steps=args.steps, max_work=args.max_work)
     extra = (2 if args.pdf else 0) + args.figures  # pdflatex passes, the figures
@@ -187,8 +187,7 @@ def _figures(g, options, wanted: bool) -> dict[str, object]:
     """``export_files``' figure arguments: the TikZ figures under ``figures/``, or none."""
     if not wanted:
         return {}
-    from symformer.figures import Options as FigureOptions
-    from symformer.figures import figure_files
+    from symformer.figures import FigureOptions, figure_files
     from symformer.figures.tikz import PREAMBLE
 
     drawn = figure_files(g, options.extended(FigureOptions), "tikz", None,

@@ -64,13 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``symformer figures``."""
-    from symformer.figures import Options, figure_files
+    from symformer.figures import FigureOptions, figure_files
     from symformer.latex import resolve_token
 
     output_directory(args.out)  # a file or device node is refused before any work
     p = prepare(load(args), request(args, "figures", work={"fmt": args.format}))
     g = p.derivation
-    options = p.request.rendering.extended(Options, token=resolve_token(g, args.token),
+    options = p.request.rendering.extended(FigureOptions, token=resolve_token(g, args.token),
                                            absolute_scale=args.absolute_scale)
 
     with Progress("symformer figures", quiet=args.quiet) as bar:

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``symformer slides``."""
     from symformer.latex import resolve_token
     from symformer.latex.compile import compile_log, pdflatex
-    from symformer.slides import Options, frames, page_count
+    from symformer.slides import SlideOptions, frames, page_count
     from symformer.slides.beamer import document
 
     if args.pdf:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     p = prepare(load(args), request(args, "slides"))
     g = p.derivation
     token = args.token if args.token is not None else str(min(1, len(g.example.tokens) - 1))
-    options = p.request.rendering.extended(Options, token=resolve_token(g, token),
+    options = p.request.rendering.extended(SlideOptions, token=resolve_token(g, token),
                                            stages=tuple(args.stage) if args.stage else None)
     passes = 2 if args.pdf else 0  # pdflatex's, after the stages
     with Progress("symformer slides", quiet=args.quiet) as bar:

@@ -13,14 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from symformer.engine import Derivation
-from symformer.figures.data import Figure, Options, figures, label
+from symformer.figures.data import Figure, FigureOptions, figures, label
 
 FORMATS = ("tikz", "svg", "png", "pdf")
 
-__all__ = ["FORMATS", "Figure", "Options", "figure_files", "figures", "label"]
+#: The name docs/export.md gave these options before they were named apart from the other
+#: renderers': kept importable (the same class).
+Options = FigureOptions
+
+__all__ = ["FORMATS", "Figure", "FigureOptions", "Options", "figure_files", "figures", "label"]
 
 
-def figure_files(g: Derivation, options: Options, fmt: str = "tikz",
+def figure_files(g: Derivation, options: FigureOptions, fmt: str = "tikz",
                  progress: Callable[[int, int, str], None] | None = None,
                  diagram: bool = True) -> dict[str, str | bytes]:
     """The files of every figure in format ``fmt``, by relative path.

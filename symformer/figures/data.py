@@ -183,7 +183,7 @@ Figure = HeatMap | Curves | Rotations | Bars
 
 
 @dataclass(frozen=True)
-class Options(Rendering):
+class FigureOptions(Rendering):
     """Which token, how many decimals (:class:`~symformer.rendering.Rendering`'s, the
     command line's defaults), and the attention maps' colour scale.
 
@@ -200,17 +200,18 @@ def label(figure: Figure) -> str:
     return f"fig:{figure.name}"
 
 
-def figures(g: Derivation, options: Options) -> list[Figure]:
+def figures(g: Derivation, options: FigureOptions) -> list[Figure]:
     """Every figure of the derivation, in the order of its stages."""
     out: list[Figure] = []
     for stage in g:
-        if stage.kind == "positional_encoding":
+        op = stage.op
+        if op.encodes_positions:
             out.extend(positional_figure(g, stage, options))
-        elif stage.kind == "weights":
+        elif op.weighs_keys:
             out.append(attention_map(g, stage, options))
-        elif stage.kind == "layer_norm":
+        elif op.matrix_form == "layer_norm":  # a LayerNorm (its bars say "LayerNorm")
             out.append(layer_norm_bars(g, stage, options))
-        elif stage.kind == "probabilities":
+        elif op.rows_sum_to_one and op.columns == "vocab" and stage.side != "decoding":
             out.extend(probability_bars(stage, i, options) for i in range(stage.shape[0]))
     return out
 
@@ -302,7 +303,7 @@ def decimal_text(x: Fraction) -> str:
     return sign + text
 
 
-def attention_map(g: Derivation, stage: Stage, options: Options) -> HeatMap:
+def attention_map(g: Derivation, stage: Stage, options: FigureOptions) -> HeatMap:
     """The attention weights of one head, masked cells marked (their score is -inf).
 
     Coloured from the map's smallest to its largest weight (so weights of 0.15 and
@@ -337,7 +338,7 @@ def attention_map(g: Derivation, stage: Stage, options: Options) -> HeatMap:
                    scale=(low, high))
 
 
-def positional_figure(g: Derivation, stage: Stage, options: Options) -> list[Figure]:
+def positional_figure(g: Derivation, stage: Stage, options: FigureOptions) -> list[Figure]:
     """The figure of the example's positional encoding, by its kind: the sinusoids, the
     learned table, RoPE's rotation angles, or none (no positions added or rotated)."""
     op = stage.op
@@ -357,7 +358,7 @@ def _side(stage: Stage) -> str:
     return "decoder " if stage.side == "decoder" else ""
 
 
-def positional_curves(stage: Stage, options: Options) -> Curves:
+def positional_curves(stage: Stage, options: FigureOptions) -> Curves:
     """The sinusoids of the positional encoding with the tokens' positions marked.
 
     The curves are the engine's own formula with the example's base, so each certified
@@ -394,7 +395,7 @@ def pe_curve(dimension: int, d_model: int, last: float, base: Fraction = Fractio
     return pos, sinusoidal_base(pos, two_i, dimension % 2 == 0, d_model, float(base))
 
 
-def learned_map(stage: Stage, options: Options) -> HeatMap:
+def learned_map(stage: Stage, options: FigureOptions) -> HeatMap:
     """The learned positional embeddings of the sentence's positions, as a signed heat
     map (zero white, the colour bar symmetric about it)."""
     texts = stage.values(decimals=options.decimals)
@@ -416,7 +417,7 @@ def learned_map(stage: Stage, options: Options) -> HeatMap:
                    row_title="position $p$", col_title="dimension")
 
 
-def rope_rotations(rope: Stage, stage: Stage, options: Options,
+def rope_rotations(rope: Stage, stage: Stage, options: FigureOptions,
                    source: Stage | None = None) -> Rotations:
     """RoPE's rotation of one head's key (or query) pairs: pair c at position p is turned
     by p*theta_c, theta_c = base^(-2c/d_k); the angles written are certified decimals,
@@ -508,7 +509,7 @@ def _number_latex(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"({x.numerator}/{x.denominator})"
 
 
-def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
+def layer_norm_bars(g: Derivation, stage: Stage, options: FigureOptions) -> Bars:
     """The LayerNorm input (the residual sum, or the sub-layer's input before a pre-norm)
     and output of the chosen token."""
     rows = stage.shape[0]
@@ -535,7 +536,7 @@ def layer_norm_bars(g: Derivation, stage: Stage, options: Options) -> Bars:
                 category_title="dimension", series=tuple(series), value_title="value")
 
 
-def probability_bars(stage: Stage, i: int, options: Options) -> Bars:
+def probability_bars(stage: Stage, i: int, options: FigureOptions) -> Bars:
     """The next-token probabilities after target position ``i``."""
     fine = stage.rounded(significant=POSITION_DIGITS)[i]
     texts = stage.values(decimals=options.decimals)[i]

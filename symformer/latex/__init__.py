@@ -1,22 +1,26 @@
 """LaTeX and Markdown export: tables, equations, worked examples and whole documents.
 
 >>> from symformer import derive, load_example
->>> from symformer.latex import Options, export_files
->>> files = export_files(derive(load_example()), Options(decimals=2, token=1))
+>>> from symformer.latex import NotesOptions, export_files
+>>> files = export_files(derive(load_example()), NotesOptions(decimals=2, token=1))
 >>> sorted(files)[:2]
 ['fragments/embeddings-equation.tex', 'fragments/embeddings-matrix.tex']
 """
 
 from __future__ import annotations
 
-from symformer.latex.document import Options, build, latex_files, resolve_token
+from symformer.latex.document import NotesOptions, build, latex_files, resolve_token
 from symformer.latex.markdown import markdown_document
 
-__all__ = ["Options", "build", "export_files", "latex_files", "markdown_document",
+#: The name docs/export.md gave these options before they were named apart from the other
+#: renderers': kept importable (the same class).
+Options = NotesOptions
+
+__all__ = ["NotesOptions", "Options", "build", "export_files", "latex_files", "markdown_document",
            "resolve_token"]
 
 
-def export_files(g, options: Options, fmt: str = "latex",
+def export_files(g, options: NotesOptions, fmt: str = "latex",
                  figures: dict[str, str] | None = None, figure_preamble: str = "",
                  progress=None, heat: bool = False) -> dict[str, str]:
     """Every file of an export, by relative path: LaTeX (main.tex + fragments), Markdown
@@ -29,8 +33,8 @@ def export_files(g, options: Options, fmt: str = "latex",
     name)`` is called before each stage is rendered; ``heat`` (Markdown only) colours the
     attention weights' cells, as math, where by default the tables are plain."""
     if fmt == "json" and options.backward:  # the gradient stages, for equations.json
-        from symformer.latex.backward import prepare
-        g = prepare(g)
+        from symformer.latex.backward import with_backward_pass
+        g = with_backward_pass(g)
     outline = build(g, options, progress)
     if fmt == "markdown":
         return {"main.md": markdown_document(g, outline, heat=heat)}

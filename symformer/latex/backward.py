@@ -54,18 +54,21 @@ from symformer.latex.worked import Style, worked_and_left
 from symformer.notation import notation
 from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues, choose_digits
 
-#: The stage kinds the backward pass adds.
-KINDS = ("loss", "position_losses", "gradient", "weight_gradient")
 #: More decimals than the forward part prints, for closed forms' decimals (``--exact``).
 EXTRA_DECIMALS = 2
 
 
 def is_backward(stage: Stage) -> bool:
     """True for the loss and the gradient stages."""
-    return stage.kind in KINDS
+    return loss_step(stage) or stage.op.is_gradient
 
 
-def prepare(g: Derivation) -> Derivation:
+def loss_step(stage: Stage) -> bool:
+    """True for the loss or its per-position terms (by their operations' declarations)."""
+    return stage.op.is_loss or stage.op.per_position_of is not None
+
+
+def with_backward_pass(g: Derivation) -> Derivation:
     """``g`` with the loss and the gradients when the example has a ``[loss]`` (a copy:
     ``g`` is left as it is), else ``g``."""
     return g if g.example.loss is None else with_gradients(g)
@@ -74,7 +77,7 @@ def prepare(g: Derivation) -> Derivation:
 def taught(stage: Stage) -> bool:
     """A stage with worked lines: the loss, or the gradient at a stage of token rows
     (not the seed dL/dL = 1)."""
-    if stage.kind in ("loss", "position_losses"):
+    if loss_step(stage):
         return True
     source = stage.name.removeprefix("grad.")
     g = stage.derivation
@@ -95,7 +98,7 @@ def worked_row(stage: Stage, token: int, target: int | None) -> int:
 def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
     """The part a stage's section sits in (``Layer 1``, ``Decoder, Layer 1``, ``Output``)
     and where within it (``Head 1``)."""
-    if stage.kind in ("loss", "position_losses"):
+    if loss_step(stage):
         return "Loss", ()
     where = part_of(stage)
     k = next((i for i, p in enumerate(where) if p.startswith("Layer")), len(where) - 1)
@@ -188,7 +191,7 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
         if stage.op.of_weight or repeated:
             return out + _weight_worked(stage, name, worked, row)
     if worked is not None:
-        text = "The loss, from every token\u2019s output:" if stage.kind == "loss" else (
+        text = "The loss, from every token\u2019s output:" if stage.op.is_loss else (
             f"For \u201c{stage.rows[row]}\u201d (position {row + first_position(stage)})"
             + ("; the other entries are computed alike, and the table has them:" if left
                else ":"))
@@ -411,7 +414,7 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
     out: list = [Heading("Backward pass", top), _introduction(g, token, target)]
     part, repeats, group, said = None, preferred(shown), None, set()
     for stage in shown:
-        if stage.kind == "loss":  # a part of its own ("Loss / Loss" would say it twice)
+        if stage.op.is_loss:  # a part of its own ("Loss / Loss" would say it twice)
             part = "Loss"
             out.append(Section(Heading(part, top + 1), _fragments(stage, 0, decimals, exact,
                                                                     said=said)))

@@ -20,38 +20,36 @@ from symformer.latex.outline import Section
 from symformer.latex.tables import heat_of
 from symformer.words import plural
 
-#: Groups (second-level headings) of the decoder's stage kinds, where not by sub-layer.
-GROUPS = {"embeddings": "Embeddings and positional encoding",
-          "positional_encoding": "Embeddings and positional encoding",
-          "input": "Embeddings and positional encoding",
-          "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
-          "ffn_output": "Feed-forward network", "output": "Decoder output",
-          "logits": "Logits and probabilities", "probabilities": "Logits and probabilities",
-          "next_token": "The exact argmax"}
+#: Groups (second-level headings) of the decoder's steps by their declared block part
+#: (:attr:`~symformer.ops.base.Operation.block_part`), where not by sub-layer; the
+#: output's are told apart by what its steps declare (:func:`group`).
+GROUPS = {"input": "Embeddings and positional encoding", "ffn": "Feed-forward network"}
 _ATTENTION = {"self": "Masked self-attention", "cross": "Cross-attention"}
 _MULTI_HEAD = {"self": "Masked multi-head self-attention",
                "cross": "Multi-head cross-attention"}
-_HEAD_KINDS = frozenset({"Q", "K", "V", "raw_scores", "scores", "weights", "head_output",
-                         "products"})
 
 
 def part(stage: Stage) -> str:
     """The decoder section a stage belongs to."""
     if stage.layer:
         return f"Decoder layer {stage.layer}"
-    return "Decoder input" if stage.kind in ("embeddings", "positional_encoding", "input") \
+    return "Decoder input" if stage.op.block_part == "input" \
         else "Decoder output and next token"
 
 
 def group(stage: Stage) -> str:
     """The decoder subsection a stage belongs to."""
     which = sublayer(stage)
-    if which and stage.kind in _HEAD_KINDS:
+    if which and stage.op.block_part == "head":
         return f"{_ATTENTION[which]} head {stage.head}"
     if which:
         return _MULTI_HEAD[which]
-    if stage.kind in GROUPS:
-        return GROUPS[stage.kind]
+    op = stage.op
+    if op.block_part == "output":
+        return "Decoder output" if op.final else "The exact argmax" if op.picks_token \
+            else "Logits and probabilities"
+    if op.block_part in GROUPS:
+        return GROUPS[op.block_part]
     number = stage.name.split(".")[2].removeprefix("add_").removeprefix("norm")
     return f"Add & Norm {number}"  # residual, mean, variance, layer_norm of sub-layer k
 
@@ -59,7 +57,7 @@ def group(stage: Stage) -> str:
 def title(stage: Stage) -> str:
     """The heading of a decoder stage: its operation's title, and where keys come from."""
     text = stage.op.symbol.title
-    if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
+    if sublayer(stage) == "cross" and stage.op.role in ("keys", "values"):
         text += " (from the encoder output)"
     return text
 
@@ -76,7 +74,7 @@ def worked_row(stage: Stage, source: int, target: int) -> int:
     the cross-attention keys and values (whose rows are the source tokens)."""
     if stage.op.jumps:  # the next token: one row
         return 0
-    if sublayer(stage) == "cross" and stage.kind in ("K", "V"):
+    if sublayer(stage) == "cross" and stage.op.role in ("keys", "values"):
         return source
     return target if stage.side == "decoder" else source
 

@@ -1,9 +1,10 @@
 """The whole derivation as a document: every stage with equation, table, worked example.
 
-Stages are grouped by what they are, not by name: a stage's *kind* picks its
-group (:data:`GROUPS`), and its heading is its operation's title
-(``stage.op.symbol.title``), so stages of a new part (a decoder's ``decoder.*``
-stages, whose kinds match the encoder's) slot in without changes here; ``side``
+Stages are grouped by what they are, not by name: the part of the block its operation
+declares (``stage.op.block_part``) picks its group (:data:`GROUPS`), and its heading is
+its operation's title (``stage.op.symbol.title``), so stages of a new part (a
+decoder's ``decoder.*`` stages, whose operations match the encoder's) slot in without
+changes here; ``side``
 prefixes their headings.  The introduction states the notation once: every
 symbol the document uses, and that positions and dimensions count from 0.  Every stage becomes
 up to four fragments (``NAME-equation``, ``-table``, ``-worked``, ``-matrix``);
@@ -21,7 +22,7 @@ from symformer.engine import Derivation, Stage
 from symformer.equations.stage import equation_sizes
 from symformer.errors import InputError
 from symformer.latex import decoder, matrix_form
-from symformer.latex.backward import backward_part, is_backward, packed, prepare
+from symformer.latex.backward import backward_part, is_backward, packed, with_backward_pass
 from symformer.latex.blocks import (
     Equation,
     Fragment,
@@ -69,36 +70,21 @@ from symformer.pipeline import Rendering
 from symformer.words import plural, with_causal_mask
 from symformer.worked.render_latex import width
 
-#: The group (second-level heading) of each stage kind.
+#: The group (second-level heading) of each part of a block a step declares
+#: (:attr:`~symformer.ops.base.Operation.block_part`).
 GROUPS = {
-    "embeddings": "Embeddings and positional encoding",
-    "positional_encoding": "Embeddings and positional encoding",
-    "input": "Embeddings and positional encoding",
-    "Q": "head", "K": "head", "V": "head", "raw_scores": "head", "scores": "head",
-    "weights": "head", "head_output": "head",
-    "concat": "Multi-head attention", "attention_output": "Multi-head attention",
-    "residual": "Add & Norm", "mean": "Add & Norm", "variance": "Add & Norm",
-    "std": "Add & Norm",
-    "layer_norm": "Add & Norm",
-    "ffn_hidden": "Feed-forward network", "ffn_activation": "Feed-forward network",
-    "ffn_output": "Feed-forward network",
-    "output": "Output",
-    "Q_rot": "head", "K_rot": "head",
-    "mean_square": "Add & Norm", "rms_norm": "Add & Norm",
-    "ffn_gate": "Feed-forward network", "ffn_gate_activation": "Feed-forward network",
-    "logits": "Output", "probabilities": "Output", "next_token": "Output",
-    "products": "head",
+    "input": "Embeddings and positional encoding", "head": "head",
+    "heads": "Multi-head attention", "add_norm": "Add & Norm",
+    "ffn": "Feed-forward network", "output": "Output",
 }
 #: Of a run of entries worked alike whose lines are too long for one line of the page
 #: (``q_0``, ``q_1``: a sum over the input row), how many are worked (the table has
-#: every entry), unless ``Options.full``.
+#: every entry), unless ``NotesOptions.full``.
 ALIKE = 1
-#: Kinds shown again under the causal mask.
-CAUSAL_KINDS = ("scores", "weights")
 
 
 @dataclass(frozen=True)
-class Options(Rendering):
+class NotesOptions(Rendering):
     """What to export: how it is printed (:class:`~symformer.pipeline.Rendering`:
     decimals, the worked examples' token, exact forms, ``full``; the command line's
     defaults), and the stage filter.
@@ -163,30 +149,30 @@ PRE_NORM = {"norm1": "Norm before attention", "norm2": "Norm before the feed-for
             "final_norm": "Final norm"}
 
 
-def _kind_group(stage: Stage) -> str | None:
-    """The group of the stage's kind; a normalisation's output (any registered one, by
-    its declaration) is in "Add & Norm"."""
-    return "Add & Norm" if stage.op.norm_keys else GROUPS.get(stage.kind)
+def _part_group(stage: Stage) -> str | None:
+    """The group of the part of the block the stage's operation declares (a
+    normalisation, any registered one, and its statistics: "Add & Norm")."""
+    return GROUPS.get(stage.op.block_part)
 
 
 def _pre_norm_group(stage: Stage) -> str | None:
     """The group of a pre-norm block's norm or residual stage (None for a post-norm
     block's, whose norm follows its residual: "Add & Norm")."""
-    if _kind_group(stage) != "Add & Norm":
+    if _part_group(stage) != "Add & Norm":
         return None
     parts = stage.name.split(".")
     where = parts[0] if parts[0] == "final_norm" else parts[1] if len(parts) > 1 else ""
-    if where.startswith("add_norm") and (len(parts) > 2 or stage.kind != "residual"):
+    if where.startswith("add_norm") and (len(parts) > 2 or not stage.op.residual):
         return None  # post-norm: layer1.add_norm1.sum, .mean, ... and layer1.add_norm1
     return PRE_NORM.get(where)
 
 
 def _group(stage: Stage) -> str:
-    if stage.kind == "jacobian":  # a softmax row's Jacobian sits with its softmax
+    if stage.op.about_input:  # a softmax row's Jacobian sits with its softmax
         stage = stage.derivation[stage.inputs[0]]
     if stage.side == "decoder":
         return decoder.group(stage)
-    group = _pre_norm_group(stage) or _kind_group(stage) or _title(stage)
+    group = _pre_norm_group(stage) or _part_group(stage) or _title(stage)
     if group == "head":
         kv = re.search(r"\bkv_head(\d+)\.", stage.name)  # grouped-query attention
         group = (f"Key/value head {kv.group(1)}" if kv else f"Attention head {stage.head}"
@@ -249,7 +235,7 @@ def renames(stage: Stage) -> bool:
     """True for a stage inside a part that only names its input anew (a block without
     W_O: ``m = c``); it gets a sentence, not a section.  A part's final output keeps its
     section."""
-    return stage.op.renames and stage.kind != "output"
+    return stage.op.renames and not stage.op.final
 
 
 def renaming_prose(stage: Stage) -> Prose:
@@ -270,8 +256,7 @@ def renaming_prose(stage: Stage) -> Prose:
 def no_positional_table(stage: Stage) -> bool:
     """True for a positional-encoding stage of a model without one (RoPE, or none):
     its table would be all zeros, so a sentence stands for it."""
-    return stage.kind == "positional_encoding" and getattr(stage.op, "kind", "") in (
-        "rope", "none")
+    return stage.op.encodes_positions and stage.op.adds_nothing
 
 
 def rope_prose(stage: Stage) -> Prose:
@@ -302,7 +287,7 @@ def masked_note(stage: Stage, row: int) -> str:
     return f"; {keys} masked (their weight is exactly 0) and not worked"
 
 
-def stage_fragments(stage: Stage, token: int, options: Options,
+def stage_fragments(stage: Stage, token: int, options: NotesOptions,
                     prefix: str = "", seen: set | None = None,
                     repeated: bool = False) -> list[Fragment]:
     """The equation, weights, table, worked example and matrix fragments of one stage.
@@ -359,7 +344,7 @@ def stage_fragments(stage: Stage, token: int, options: Options,
     return fragments
 
 
-def target_token(g: Derivation, options: Options) -> int | None:
+def target_token(g: Derivation, options: NotesOptions) -> int | None:
     """The decoder's worked token: the chosen one, or the last target position."""
     if g.example.decoder is None:
         return None
@@ -367,7 +352,7 @@ def target_token(g: Derivation, options: Options) -> int | None:
     return last if options.target_token is None else options.target_token
 
 
-def _introduction(g: Derivation, options: Options) -> list[Prose]:
+def _introduction(g: Derivation, options: NotesOptions) -> list[Prose]:
     token = options.token
     lead = (f"The model: {architecture(g)}. "
             "Every number below is derived exactly and rounded with certified ball arithmetic "
@@ -499,7 +484,7 @@ def legend_prose(notes: Iterable[Notation]) -> Prose:
 
 
 
-def build(g: Derivation, options: Options,
+def build(g: Derivation, options: NotesOptions,
           progress: Callable[[int, int, str], None] | None = None
           ) -> list[Section | Heading | Prose]:
     """The document's outline: headings, prose, and each stage's fragments.
@@ -512,7 +497,7 @@ def build(g: Derivation, options: Options,
     (:mod:`symformer.latex.backward`), built on a copy of ``g`` with its gradients.
     """
     if options.backward:
-        g = prepare(g)
+        g = with_backward_pass(g)
     selected = select(g, options.stages)
     stages = [s for s in selected if not is_backward(s)]
     token, target = options.token, target_token(g, options)
@@ -533,7 +518,7 @@ def build(g: Derivation, options: Options,
         if _part(stage) != part:
             part, group = _part(stage), None
             out.append(Heading(part, 1))
-            if stage.layer > 1 and stage.kind in ("Q", "mean"):
+            if stage.layer > 1:
                 out.append(Prose((f"Layer {stage.layer} is stacked on layer {stage.layer - 1}: "
                                   "its input is the previous layer\u2019s output.",)))
         if not causal_done and stage.layer == 1 and group and group.startswith(
@@ -658,15 +643,15 @@ def no_positional_input(stage: Stage) -> bool:
     """True for the input row ``x = e + PE`` of a model without a positional table
     (RoPE, or none): it equals the embeddings, as the positional section says."""
     g = stage.derivation
-    return stage.kind == "input" and any(
+    return stage.op.matrix_form == "sum" and any(
         no_positional_table(g[name]) for name in stage.inputs if name in g)
 
 
-def causal_section(g: Derivation, chosen: set[str], token: int, options: Options) -> list:
+def causal_section(g: Derivation, chosen: set[str], token: int, options: NotesOptions) -> list:
     """Layer 1's scores and weights again under the causal mask (a head computed as
     one before shows its tables only, unless ``options.full``)."""
     causal = derive(g.example, causal=True, max_work=options.max_work)
-    stages = [s for s in causal if s.layer == 1 and s.kind in CAUSAL_KINDS
+    stages = [s for s in causal if s.layer == 1 and s.op.shows_mask
               and s.side == "encoder" and s.name in chosen]
     if not stages:
         return []

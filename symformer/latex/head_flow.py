@@ -105,9 +105,13 @@ def _x(depth: int, pitch: float = PITCH) -> float:
     return depth * pitch + (FIRST if depth else 0.0)
 
 
+#: Queries above keys above values (a projection's declared ``role``).
+_ORDER = {"queries": 0, "keys": 1, "values": 2}
+
+
 def _order(stage: Stage) -> int:
-    """Queries above keys above values."""
-    return {"Q": 0, "K": 1, "V": 2}.get(stage.kind, 3)
+    """Queries above keys above values (the projections), then the rest."""
+    return _ORDER.get(stage.op.role, 3) if stage.op.matrix_form == "affine" else 3
 
 
 #: The upright figure (beside the block diagram): levels this far apart, boxes of one

@@ -63,9 +63,10 @@ class Transpose:
 @dataclass(frozen=True)
 class Scores:
     """``Q K^T`` divided by ``sqrt(d_k)`` (``scale`` None), by ``scale`` or not at all
-    (1), plus the causal mask's -inf where ``masked`` (the scores stage says where)."""
+    (1), plus the causal mask's -inf where ``masked`` (the scores stage says where).
+    Another score function's raw scores (not ``Q K^T``) are its stage, a :class:`Ref`."""
 
-    product: MatMul
+    product: object
     stage: str  # the scale-and-mask stage
 
 
@@ -139,7 +140,7 @@ def lines(stage: Stage) -> list[Line]:
     """The matrix-form lines of ``stage`` (none for a stage a textbook does not name:
     it is folded into the line of the stage that reads it)."""
     g, op = stage.derivation, stage.op
-    if op.matrix_form == "affine" and stage.kind in ("Q", "K", "V"):
+    if op.matrix_form == "affine" and op.role in ("queries", "keys", "values"):
         return [Line(stage.name, _affine(stage, Ref(stage.inputs[0])))]
     if op.matrix_form == "rotate":
         return [Line(stage.name, Rotate(stage.name, Ref(stage.inputs[0])))]
@@ -148,25 +149,26 @@ def lines(stage: Stage) -> list[Line]:
         if scores.op.matrix_form != "scores":
             return []
         raw = g[scores.inputs[0]]
-        if raw.op.matrix_form != "dot_products":
-            return []
-        q, k = raw.inputs
-        product = MatMul(Ref(q), Transpose(Ref(k)))
+        if raw.op.matrix_form == "dot_products":
+            q, k = raw.inputs
+            product: object = MatMul(Ref(q), Transpose(Ref(k)))
+        else:  # another score function: its scores as a matrix, said in the remark
+            product = Ref(raw.name)
         return [Line(stage.name, RowSoftmax(Scores(product, scores.name)))]
     if op.matrix_form == "product":  # a head's weighted sum of the values
         a, v = stage.inputs
         return [Line(stage.name, MatMul(Ref(a), Ref(v)))]
-    if op.matrix_form == "affine" and stage.kind == "attention_output":
+    if op.matrix_form == "affine" and op.role == "heads":
         concat = g[stage.inputs[0]]
         if concat.op.matrix_form != "columns":
             return []
         heads = Columns(tuple(Ref(name) for name in concat.inputs))
         return [Line(stage.name, _affine(stage, heads))]
-    if op.matrix_form == "sum" and stage.kind == "residual":
+    if op.matrix_form == "sum" and op.residual:
         return [Line(stage.name, Sum(tuple(Ref(name) for name in stage.inputs)))]
     if op.norm_keys:  # any normalisation: its declared name (none declared: refused)
         return [Line(stage.name, RowNorm(stage.name, Ref(stage.inputs[0])))]
-    if op.matrix_form == "affine" and stage.kind == "ffn_output":
+    if op.matrix_form == "affine" and op.role == "ffn_output":
         inner = _ffn_inner(g[stage.inputs[0]])
         return [] if inner is None else [Line(stage.name, _affine(stage, inner))]
     if op.matrix_form == "softmax":  # over the vocabulary (or the classes)
@@ -255,10 +257,18 @@ def remark(line: Line, g) -> str:
     causal mask's entries, what the norm does), or ``""``."""
     node = line.rhs
     words = ""
+    own = ""
+    if isinstance(node, RowSoftmax) and isinstance(node.arg, Scores) \
+            and isinstance(node.arg.product, Ref):  # a score function other than Q K^T
+        raw = g[node.arg.product.stage]
+        own = (rf"{symbol(raw)}\text{{: {raw.op.symbol.title.lower()}, "
+               rf"in index form below; }}")
     if isinstance(node, RowSoftmax) and isinstance(node.arg, Scores) \
             and g[node.arg.stage].op.masked:
-        return (r"\quad \text{(softmax of each row; }\mathcal{M}_{ij} = 0"
+        return (r"\quad \text{(softmax of each row; }" + own + r"\mathcal{M}_{ij} = 0"
                 r"\text{ for } j \le i,\ -\infty \text{ for } j > i\text{)}")
+    if own:
+        return r"\quad \text{(softmax of each row; }" + own.removesuffix("; }") + ")}"
     if isinstance(node, RowSoftmax):
         words = "softmax of each row"
     if isinstance(node, RowNorm):

@@ -15,11 +15,11 @@ from pathlib import Path
 from symformer.blocks import derive
 from symformer.example import load_example
 from symformer.files import write_files
-from symformer.latex import Options, export_files
+from symformer.latex import NotesOptions, export_files
 
 #: The committed export, at the repository root.
 EXPORTS = Path(__file__).resolve().parents[2] / "exports"
-OPTIONS = Options(decimals=2, token=1)
+OPTIONS = NotesOptions(decimals=2, token=1)
 
 
 def expected_files() -> dict[str, str]:

@@ -50,10 +50,14 @@ def slot_key(stage: Stage) -> tuple:
     return (type(stage.op), stage.shape[1], re.sub(r"\d+", "#", name))
 
 
-#: The stage kinds of attention proper (its projections are the encoder's): a
-#: decoder's (masked, or across to the encoder) are worked even where the encoder's
-#: are the same rule.
-ATTENTION = frozenset({"raw_scores", "scores", "weights", "head_output"})
+
+
+def attends(stage: Stage) -> bool:
+    """True for a step of attention proper, by its operation's declarations: one entry
+    per key (scores, weights) or the weights' sum of the values.  Its projections are
+    the encoder's; a decoder's (masked, or across to the encoder) are worked even where
+    the encoder's are the same rule."""
+    return stage.op.columns == "keys" or stage.op.matrix_form == "product"
 
 
 class Repeats:
@@ -70,7 +74,7 @@ class Repeats:
         """The stage's keys; with ``sides``, an attention stage's within its side: a
         decoder's masked self-attention and its cross-attention are worked, not shown as
         the encoder's attention again (its norms and FFN are)."""
-        side = stage.side if self.sides and stage.kind in ATTENTION else ""
+        side = stage.side if self.sides and attends(stage) else ""
         keys = [("equation", side, equation_key(stage, self.primes))]
         if stage.layer:  # a step inside a layer (a decoder's output is not the encoder's)
             keys.append(("slot", side, slot_key(stage)))

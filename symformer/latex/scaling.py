@@ -81,7 +81,7 @@ def _place(stage: Stage) -> str | None:
     its first head's weights."""
     g = stage.derivation
     output = next((s for s in g if s.side == stage.side and s.layer == 1
-                   and s.kind == "attention_output" and not s.name.startswith("grad.")),
+                   and s.op.sublayer_of == "attention" and not s.name.startswith("grad.")),
                   None)
     if output is not None:
         return output.name

@@ -45,7 +45,7 @@ def masked_entries(stage: Stage) -> frozenset[tuple[int, int]]:
     for name in (stage.name, *stage.inputs):
         op = g[name].op
         # the scale-and-mask step, or ALiBi's after it (which keeps the mask's entries)
-        if op.keeps_mask and stage.kind in ("scores", "weights"):
+        if op.keeps_mask and stage.op.shows_mask:
             return op.masked
     return frozenset()
 

@@ -41,6 +41,12 @@ class Add(Operation):
     default_notation = Notation("r", "r", "Residual sum")
     rational = True
 
+    @property
+    def part_of_block(self) -> str:  # type: ignore[override]
+        """A residual sum is in its sub-layer's Add & Norm; the input row's sum of the
+        embeddings and the positional encoding is in the input."""
+        return "add_norm" if self.residual else "input"
+
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("r[i, j] = a[i, j] + b[i, j]",),
                              {"r": "out", "a": "in0", "b": "in1"})

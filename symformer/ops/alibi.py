@@ -65,6 +65,7 @@ class ALiBi(Operation):
     notation: Notation | None = None
 
     name = "alibi"
+    part_of_block = "head"
     keeps_mask = True
     reference_function = alibi_scores
     default_notation = Notation(r"\hat{s}", "ŝ", "Scores with the ALiBi bias")

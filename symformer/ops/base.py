@@ -142,6 +142,37 @@ class Operation(ABC):
     whole_matrix: ClassVar[bool] = False
     #: True when the step only names its input anew (``m = c``): a sentence, not a section.
     renames: ClassVar[bool] = False
+    #: True for a residual connection's sum x + F(x) (a sub-layer's input and its
+    #: output; :class:`~symformer.ops.add.Add` says which of its sums is one).
+    residual: ClassVar[bool] = False
+    #: True for a statistic a normalisation computes (a row's mean, variance, standard
+    #: deviation or mean square; the whole matrix's): it belongs to its normalisation.
+    norm_statistic: ClassVar[bool] = False
+    #: The sub-layer whose output this step gives, in words: "attention" (the heads'
+    #: outputs mixed, or only concatenated), "feed-forward"; None: no sub-layer's output.
+    sublayer_of: ClassVar[str | None] = None
+    #: What a projection or a given matrix stands for in its block: "queries", "keys",
+    #: "values" (a head's), "heads" (W_O over the concatenated heads), "ffn_hidden",
+    #: "ffn_gate", "ffn_output" (the FFN's), "transform" (a masked LM's prediction
+    #: transform), "logits" (the vocabulary's or a classifier's), "regression" (a
+    #: regression head's outputs), "input" (given input rows); "" : none of these (a
+    #: weight, any other step).
+    role: ClassVar[str] = ""
+    #: The part of a Transformer block the step belongs to, which the notes' sections
+    #: follow: "input" (embeddings and positional encoding), "head" (one attention
+    #: head's), "heads" (the heads together), "add_norm" (a residual sum, a
+    #: normalisation and its statistics), "ffn" (the feed-forward network), "output"
+    #: (the last output, logits, probabilities, the next token); None: none (a loss, a
+    #: gradient, a side stage).  By default read off the step's other declarations (a
+    #: score function's, a normalisation's, an activation's; a projection's role).
+    #: A score function, normalisation or activation needs nothing more.
+    part_of_block: ClassVar[str | None] = None
+    #: True for a side's final output (the last block's result, named anew): the notes
+    #: give it a section of its own, not a renaming's sentence.
+    final: ClassVar[bool] = False
+    #: True for a side stage about one row of its input (a softmax row's Jacobian): the
+    #: notes show it with that input.
+    about_input: ClassVar[bool] = False
     #: True when the step multiplies an activated gate by a hidden entry (a gated FFN):
     #: its ``activation`` field is the gate's activation.
     gates: ClassVar[bool] = False
@@ -163,6 +194,13 @@ class Operation(ABC):
     #: nothing to what reads it (a RoPE model's absent positional table): no gradient is
     #: taught at it.
     adds_nothing: ClassVar[bool] = False
+    #: True for a step giving each position's encoding, added to the embeddings (a
+    #: sinusoidal or learned table), or standing for none (RoPE's, none's: all zeros).
+    encodes_positions: ClassVar[bool] = False
+    #: True for a step giving the loss L that the backward pass differentiates (one
+    #: number: a cross-entropy, a squared error, an objective); its per-position terms
+    #: are ``per_position_of``'s.
+    is_loss: ClassVar[bool] = False
     #: The loss (its ``name``) whose per-position terms this step gives, built from that
     #: loss's step by :meth:`from_loss` (``[stages] per_position_loss``); None: not one.
     per_position_of: ClassVar[str | None] = None
@@ -300,6 +338,31 @@ class Operation(ABC):
         ``activation_key``: the FFN's, a gate's, a prediction head's transform's), or
         multiplying an activated gate by a hidden entry (``gates``)."""
         return self.activation_key is not None or bool(self.gates)
+
+    @property
+    def block_part(self) -> str | None:
+        """``part_of_block`` if declared, else the part the step's other declarations
+        say (see ``part_of_block``)."""
+        if self.part_of_block is not None:
+            return self.part_of_block
+        if self.role:
+            return ROLE_PARTS[self.role]
+        if self.score_key is not None:
+            return "head"
+        if self.norm_keys or self.norm_statistic or self.residual:
+            return "add_norm"
+        if self.activates:
+            return "ffn"
+        if self.picks_token:
+            return "output"
+        return None
+
+    @property
+    def shows_mask(self) -> bool:
+        """True for the steps whose masked entries tables mark and the causal variant
+        shows again: scores that carry the mask (``keeps_mask``) and the attention
+        weights over them (``weighs_keys``)."""
+        return bool(self.keeps_mask or self.weighs_keys)
 
     @property
     def weighs_keys(self) -> bool:
@@ -564,6 +627,12 @@ class Operation(ABC):
             return None
         result = function(*self.backward_arguments(wrt, args, out, grad, dtype))
         return np.asarray(result).astype(dtype, copy=False)
+
+
+#: The block part of each ``role`` (see :attr:`Operation.part_of_block`).
+ROLE_PARTS = {"queries": "head", "keys": "head", "values": "head", "heads": "heads",
+              "ffn_hidden": "ffn", "ffn_gate": "ffn", "ffn_output": "ffn", "transform": "ffn",
+              "logits": "output", "regression": "output", "input": "input"}
 
 
 @dataclass(frozen=True)

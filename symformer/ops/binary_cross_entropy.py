@@ -60,6 +60,7 @@ class BinaryCrossEntropy(Operation):
     reduction: str = "mean"
 
     name = "binary_cross_entropy"
+    is_loss = True
     reference_function = binary_cross_entropy
     default_notation = Notation("L", "L", "Loss (binary cross-entropy)")
     nonnegative = True
@@ -151,6 +152,7 @@ class PositionBinaryCrossEntropy(BinaryCrossEntropy):
     log ŷ_ij + (1 − T_ij) log(1 − ŷ_ij)]; L = (1/c) Σ_i L_i."""
 
     name = "position_binary_cross_entropy"
+    is_loss = False
     per_row = True
     reference_function = position_binary_cross_entropy
     default_notation = Notation("L", "L", "Loss at each position")

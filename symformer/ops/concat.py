@@ -34,6 +34,7 @@ class Concat(Operation):
     notation: Notation | None = None
 
     name = "concat"
+    part_of_block = "heads"
     matrix_form = "columns"
     reference_function = concat
     default_notation = Notation("c", "c", "Concatenation of the heads")

@@ -36,6 +36,7 @@ class DotProducts(Operation):
     notation: Notation | None = None
 
     name = "dot_products"
+    part_of_block = "head"
     reference_function = dot_products
     default_notation = Notation("P", "P", "Products q_c k_{j,c} inside each dot product")
     rational = True

@@ -54,6 +54,7 @@ class Embedding(Operation):
     from_stages: bool = False
 
     name = "embedding"
+    part_of_block = "input"
     lookup = "tokens"
     reference_function = embed
     default_notation = Notation("e", "e", "Token embedding")

@@ -31,6 +31,11 @@ class Identity(Operation):
 
     notation: Notation | None = None
     remark: str = ""  # said after its equation ("no W_O: the concatenation is the output")
+    #: True for a side's final output (see :attr:`Operation.final`).
+    final: bool = False
+    #: "attention" for the heads concatenated with no W_O, the attention sub-layer's
+    #: output (see :attr:`Operation.sublayer_of`).
+    sublayer_of: str | None = None
 
     name = "identity"
     matrix_form = "identity"
@@ -39,6 +44,12 @@ class Identity(Operation):
     default_notation = Notation("z", "z", "Output")
     rational = True
     function_name = ""  # a matrix equation writes the argument alone
+
+    @property
+    def part_of_block(self) -> str | None:  # type: ignore[override]
+        """A side's final output is the output's; the heads concatenated with no W_O,
+        the heads'; any other renaming, none."""
+        return "output" if self.final else "heads" if self.sublayer_of else None
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("z[i, j] = y[i, j]",), {"z": "out", "y": "in0"},

@@ -51,6 +51,8 @@ class LearnedPositional(Operation):
     from_stages: bool = False
 
     name = "learned_positional"
+    part_of_block = "input"
+    encodes_positions = True
     lookup = "positions"
     hf_positions = {"absolute": "learned"}
     reference_function = learned_positions

@@ -121,6 +121,7 @@ class MeanSquaredError(Operation):
     reduction: str = "mean"
 
     name = "mse"
+    is_loss = True
     reference_function = mse
     default_notation = Notation("L", "L", "Loss (mean squared error)")
     rational = True
@@ -226,6 +227,7 @@ class CrossEntropy(Operation):
     reduction: str = "mean"
 
     name = "cross_entropy"
+    is_loss = True
     reference_function = cross_entropy
     default_notation = Notation("L", "L", "Loss (cross-entropy)")
     nonnegative = True
@@ -322,6 +324,7 @@ class UpstreamGradient(Operation):
     notation: Notation | None = None
 
     name = "upstream"
+    is_loss = True
     reference_function = upstream
     default_notation = Notation("L", "L", "Loss with the given gradient G at its stage")
     rational = True
@@ -376,6 +379,7 @@ class PositionSquaredError(Operation):
     notation: Notation | None = None
 
     name = "position_mse"
+    is_loss = True
     reference_function = position_mse
     default_notation = Notation("L_i", "L_i", "Loss at one position (squared error)")
     rational = True

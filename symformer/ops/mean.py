@@ -34,6 +34,7 @@ class RowMean(Operation):
     notation: Notation | None = None
 
     name = "mean"
+    norm_statistic = True
     per_row = True
     reference_function = mean
     default_notation = Notation(r"\mu", "μ", "Mean")

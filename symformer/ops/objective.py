@@ -220,6 +220,7 @@ class Objective(Operation):
     from_stages: bool = False
 
     name = "objective"
+    is_loss = True
     reference_function = objective
     default_notation = Notation("f", "f", "Objective")
 

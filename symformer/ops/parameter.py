@@ -35,6 +35,8 @@ class Parameter(Operation):
     remark: str = "the weight as the example gives it"
     #: How the given matrix is written in the equation (LaTeX, text).
     source: tuple[str, str] = (r"W^{(0)}", "W⁽⁰⁾")
+    #: What a given matrix stands for (see :attr:`Operation.role`); "" : a weight.
+    role: str = ""
 
     name = "parameter"
     reference_function = given

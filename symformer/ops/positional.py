@@ -82,6 +82,8 @@ class PositionalEncoding(Operation):
     base: int | sympy.Rational = 10000
 
     name = "positional_encoding"
+    part_of_block = "input"
+    encodes_positions = True
     reference_function = sinusoidal
     default_notation = Notation(r"\mathrm{PE}", "PE", "Positional encoding")
 

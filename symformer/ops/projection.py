@@ -77,6 +77,8 @@ class Projection(Operation):
     #: What the output columns are ("vocab" for logits; see Operation.columns).
     columns: str = "dims"
     from_stages: bool = False
+    #: What the projection gives in its block (see :attr:`Operation.role`).
+    role: str = ""
 
     name = "projection"
     matrix_form = "affine"
@@ -90,6 +92,11 @@ class Projection(Operation):
         rows = self.W.tolist()  # one conversion: SymPy's entry indexing is slow
         return [[(k, row[j]) for k, row in enumerate(rows) if row[j] != 0]
                 for j in range(self.W.cols)]
+
+    @property
+    def sublayer_of(self) -> str | None:  # type: ignore[override]
+        """W_O's projection gives the attention sub-layer's output, W_2's the FFN's."""
+        return {"heads": "attention", "ffn_output": "feed-forward"}.get(self.role)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation | None:
         if self.from_stages:

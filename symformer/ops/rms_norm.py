@@ -78,6 +78,7 @@ class RowMeanSquare(Operation):
     notation: Notation | None = None
 
     name = "mean_square"
+    norm_statistic = True
     reference_function = mean_square
     default_notation = MEAN_SQUARE
     rational = True

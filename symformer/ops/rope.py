@@ -64,6 +64,7 @@ class RoPE(Operation):
     angles: tuple | None = None
 
     name = "rope"
+    part_of_block = "head"
     rotates = True
     matrix_form = "rotate"
     reference_function = rope

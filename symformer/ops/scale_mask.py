@@ -92,6 +92,7 @@ class ScaleMask(Operation):
     scale: sympy.Rational | None = None
 
     name = "scale_mask"
+    part_of_block = "head"
     matrix_form = "scores"
     scales_and_masks = keeps_mask = True
     reference_function = scaled_scores

@@ -56,6 +56,11 @@ class Softmax(Operation):
         return "attention" if self.count == "n" else "vector"
 
     @property
+    def part_of_block(self) -> str:  # type: ignore[override]
+        """Attention weights are a head's; probabilities (vocabulary, classes) the output's."""
+        return "head" if self.count == "n" else "output"
+
+    @property
     def columns(self) -> str:
         return "keys" if self.count == "n" else "vocab"
 

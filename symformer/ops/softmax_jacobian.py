@@ -44,6 +44,7 @@ class SoftmaxJacobian(Operation):
     reference_function = softmax_jacobian
     default_notation = Notation("J", "J", "Jacobian of a softmax row (dα_j/ds_k)")
     columns = "keys"
+    about_input = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("J[j, k] = alpha[r, j] * ((1 if j == k else 0) - alpha[r, k])",),

@@ -47,6 +47,7 @@ class StdDev(Operation):
     notation: Notation | None = None
 
     name = "std_dev"
+    norm_statistic = True
     reference_function = std_dev
     default_notation = Notation(r"\tilde{\sigma}", "σ̃", "Standard deviation, stabilised")
     nonnegative = True

@@ -40,6 +40,7 @@ class RowVariance(Operation):
     notation: Notation | None = None
 
     name = "variance"
+    norm_statistic = True
     per_row = True
     reference_function = variance
     default_notation = Notation(r"\sigma^2", "σ²", "Variance")

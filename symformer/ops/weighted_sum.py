@@ -37,6 +37,7 @@ class WeightedSum(Operation):
     notation: Notation | None = None
 
     name = "weighted_sum"
+    part_of_block = "head"
     matrix_form = "product"
     reference_function = weighted_sum
     default_notation = Notation("o", "o", "Head output (weighted sum of values)")

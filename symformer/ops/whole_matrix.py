@@ -60,6 +60,7 @@ class WholeMean(Operation):
     notation: Notation | None = None
 
     name = "whole_mean"
+    norm_statistic = True
     per_row = True
     whole_matrix = True
     reference_function = whole_mean
@@ -114,6 +115,7 @@ class WholeVariance(Operation):
     notation: Notation | None = None
 
     name = "whole_variance"
+    norm_statistic = True
     per_row = True
     whole_matrix = True
     reference_function = whole_variance

@@ -28,8 +28,8 @@ from symformer.slides.deck import (
     Frame,
     HeadFlowFrame,
     Item,
-    Options,
     SectionFrame,
+    SlideOptions,
     StageFrame,
     WeightsFrame,
     heading_beside,
@@ -126,7 +126,7 @@ def _extension_unicode() -> str:
                    for n in names for b in _EXTENSION if n.startswith(b))
 
 
-def document(g: Derivation, options: Options, frames: list[Frame]) -> str:
+def document(g: Derivation, options: SlideOptions, frames: list[Frame]) -> str:
     """The whole ``slides.tex``."""
     body = ["\\begin{frame}[plain]\n\\titlepage\n\\end{frame}"]
     for frame in frames:
@@ -169,7 +169,7 @@ def diagram_frame(frame: DiagramFrame) -> str:
             + "\\end{frame}")
 
 
-def title_page(g: Derivation, options: Options) -> str:
+def title_page(g: Derivation, options: SlideOptions) -> str:
     """The title page's fields: the example, the sentence, the token followed, how
     numbers are rounded."""
     tokens = g.example.tokens

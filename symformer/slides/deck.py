@@ -26,7 +26,7 @@ by rows (:mod:`symformer.slides.measure` plans the room).
 
 A stage whose general equation the deck has already worked (the second head, the second
 layer: same operation, same equation) shows its table only, several to a frame where
-they fit, under a sentence saying where it was worked; ``Options.full`` works every
+they fit, under a sentence saying where it was worked; ``SlideOptions.full`` works every
 stage and every line.  After the stage a figure draws (an attention map after each
 head's weights, the positional encoding, a LayerNorm's input and output, next-token
 probabilities) comes one frame with that figure.  A stage that only renames its input
@@ -46,8 +46,7 @@ from symformer.analysis.inactive import at_stage
 from symformer.engine import Derivation, Stage
 from symformer.equations.stage import equation_lines
 from symformer.figures import diagram
-from symformer.figures.data import Figure, figures
-from symformer.figures.data import Options as FigureOptions
+from symformer.figures.data import Figure, FigureOptions, figures
 from symformer.figures.diagram import Diagram
 from symformer.latex import head_flow
 from symformer.latex.backward import is_backward
@@ -84,7 +83,7 @@ _ALIGN_BREAK = re.compile(r"\s*\\\\\s*&\\qquad\s*")
 
 
 @dataclass(frozen=True)
-class Options(Rendering):
+class SlideOptions(Rendering):
     """What the deck shows: how it is printed (:class:`~symformer.pipeline.Rendering`:
     the token followed, decimals, ``full``: every stage worked, default: a stage whose
     equation the deck has worked already shows its table only), a stage filter (globs)."""
@@ -291,7 +290,7 @@ def page_count(frames: list[Frame]) -> int:
     return 1 + sum(f.pages if isinstance(f, StageFrame) else 1 for f in frames)
 
 
-def frames(g: Derivation, options: Options,
+def frames(g: Derivation, options: SlideOptions,
            progress: Callable[[int, int, str], None] | None = None) -> list[Frame]:
     """The deck's frames, in the order of the stages; ``progress(k, total, name)`` is
     called before stage ``k`` of ``total`` is planned."""
@@ -363,7 +362,7 @@ MATRIX_ROWS = 4
 MATRIX_SLACK = 1.1
 
 
-def backward_frames(g: Derivation, options: Options) -> list[Frame]:
+def backward_frames(g: Derivation, options: SlideOptions) -> list[Frame]:
     """The Backward section, as the forward one: a frame saying what it is, the loss (a
     scalar: its equation and its worked line), then each gradient in the notes' order
     (:func:`symformer.latex.backward.ordered`): a step worked first has its display
@@ -371,7 +370,7 @@ def backward_frames(g: Derivation, options: Options) -> list[Frame]:
     and its table; a step computed by the same rules as one worked before its table."""
     from symformer.latex import backward as notes
 
-    full = notes.prepare(g)
+    full = notes.with_backward_pass(g)
     names = {s.name for s in select(full, options.stages)}
     stages = notes.ordered([s for s in full if is_backward(s) and s.name in names
                             and (notes.taught(s) or s.op.of_weight)
@@ -395,7 +394,7 @@ def backward_frames(g: Derivation, options: Options) -> list[Frame]:
     return out
 
 
-def _worked_gradient_frames(stage: Stage, options: Options) -> list[StageFrame]:
+def _worked_gradient_frames(stage: Stage, options: SlideOptions) -> list[StageFrame]:
     """A gradient worked as the forward stages are (:func:`stage_frames`): its matrix
     form and index form as display equations, the token's lines at the significant
     digits with which they land on the table, then the table; the loss, a scalar, has
@@ -520,7 +519,7 @@ def inactive_note(stage: Stage) -> str:
                     for pieces in at_stage(stage.derivation, stage) for p in pieces)
 
 
-def _gradient_table(stage: Stage, row: int, options: Options, values=None) -> Table:
+def _gradient_table(stage: Stage, row: int, options: SlideOptions, values=None) -> Table:
     """A gradient's table at significant digits (as the notes print it); a weight's has
     no highlighted row (its rows are the weight's, not token positions); fewer digits
     when the default's would not fit the frame's width (never split by columns)."""
@@ -537,7 +536,7 @@ def _gradient_table(stage: Stage, row: int, options: Options, values=None) -> Ta
     return table
 
 
-def _gradient_frames(stage: Stage, options: Options, note: str) -> list[StageFrame]:
+def _gradient_frames(stage: Stage, options: SlideOptions, note: str) -> list[StageFrame]:
     """A gradient's table under ``note``, titled by where it sits (a weight's as
     matrices, :func:`matrix_lines`)."""
     from symformer.latex import backward as notes
@@ -877,7 +876,7 @@ def heading_beside(row: list[Item]) -> bool:
                               + GUTTER <= measure.TEXT_WIDTH)
 
 
-def stage_frames(stage: Stage, options: Options, parts: tuple | None = None,
+def stage_frames(stage: Stage, options: SlideOptions, parts: tuple | None = None,
                  slack: float = 1.0) -> list[StageFrame]:
     """The frames of one worked stage for the token ``options.token``: working split so
     every frame fits, the table under the working when it fits, else on frames of its
@@ -962,7 +961,7 @@ def _narrow_enough(item: Item) -> bool:
                for w in item.lines for p in (*w.shown, w.result))
 
 
-def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFrame]:
+def table_frames(stage: Stage, first: Stage, options: SlideOptions) -> list[StageFrame]:
     """The frames of a stage computed as ``first`` was worked: its table (made narrow
     enough when too wide), under a sentence saying where it was worked."""
     row = min(options.token, stage.shape[0] - 1)
@@ -973,7 +972,7 @@ def table_frames(stage: Stage, first: Stage, options: Options) -> list[StageFram
     return _table_only_frames(stage, row, table, note)
 
 
-def _table(stage: Stage, row: int, options: Options) -> Table:
+def _table(stage: Stage, row: int, options: SlideOptions) -> Table:
     """The stage's table, the token's row highlighted; its legend without the rounding,
     which every frame's footer says."""
     table = stage_table(stage, decimals=options.decimals, highlight=row,

@@ -271,7 +271,7 @@ def _after_the_token(stage: Stage, shown: list[Stage]) -> bool:
     """Is ``stage`` one row read from the traced stages (a head's pooled row, its logits
     and probabilities), not the loss and not the next token (said by generate)?"""
     names = {s.name for s in shown}
-    return (stage.shape[0] == 1 and stage.kind not in ("loss", "next_token")
+    return (stage.shape[0] == 1 and not (stage.op.is_loss or stage.op.picks_token)
             and bool(names.intersection(stage.inputs)))
 
 

@@ -111,18 +111,18 @@ class SymbolTable:
         stages = list(g)
         for s in stages:
             grad = s.name.startswith("grad.")
-            if grad and s.kind not in ("gradient", "weight_gradient"):
+            if grad and not s.op.is_gradient:
                 continue
             self._add(notation(s).latex,  # a weight's gradient, a Jacobian: the matrix
-                      Target(stage=s.name, matrix=s.kind in ("weight_gradient", "jacobian")),
+                      Target(stage=s.name, matrix=s.op.of_weight or s.op.about_input),
                       grad)
-            if grad and s.kind == "gradient" and s.name.removeprefix("grad.") in g.stages:
+            if grad and s.op.of_stage and s.name.removeprefix("grad.") in g.stages:
                 source = g[s.name.removeprefix("grad.")]
                 self._add(_matrix_symbol(source), Target(stage=s.name, matrix=True), True,
                           forced_where=where(source))
             if grad:
                 continue
-            if s.kind == "head_output" and s.head:  # the paper's head_i (Concat's items)
+            if s.op.matrix_form == "product" and s.head:  # the paper's head_i (Concat's)
                 self._add(rf"\mathrm{{head}}_{{{s.head}}}", Target(stage=s.name, matrix=True))
             if _matrix_symbol(s) != symbol(s).latex:
                 self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),

@@ -906,7 +906,7 @@ class Judge:
         moved = variants.epsilon_moved(rhs)
         if moved is not None:
             tries.append((moved[0], f"it holds with ε {moved[1]} the square root"))
-        if any(s.kind in ("scores", "raw_scores") for s in g) \
+        if any(s.op.score_key is not None or s.op.keeps_mask for s in g) \
                 and not is_training_stage(claim.stage):
             tries.append((variants.sqrt_dk(rhs, True), "it holds multiplied by √d_k "
                           "(a 1/√d_k too many)"))

@@ -476,7 +476,8 @@ class Evaluator:
             best = max(stages, key=lambda s: _common(s.name, self.near))
             return _ball(getattr(best.op, name))
         if name == "d_{ff}":
-            stages = [s for s in self.g if s.kind == "ffn_hidden"]
+            stages = [s for s in self.g
+                      if s.op.matrix_form == "affine" and s.op.role == "ffn_hidden"]
             if not stages:
                 raise InputError("d_ff: the example has no feed-forward network")
             return arb(max(stages, key=lambda s: _common(s.name, self.near)).shape[1])
@@ -484,8 +485,11 @@ class Evaluator:
             rows, cols = self.projection()
             return arb(rows if name == "d_{in}" else cols)
         if name in ("d_{k}", "d_{v}"):
-            kind = "K" if name == "d_{k}" else "V"
-            stages = [s for s in self.g if s.kind == kind and not s.name.startswith("grad.")]
+            # the keys the scores read (their second input), the values the heads sum
+            reader = (lambda s: s.op.score_key is not None) if name == "d_{k}" \
+                else (lambda s: s.op.matrix_form == "product")
+            stages = [self.g[s.inputs[1]] for s in self.g
+                      if reader(s) and not s.name.startswith("grad.")]
         else:  # ε
             stages = [s for s in self.g if getattr(s.op, "eps", None)
                       and not s.name.startswith("grad.")]

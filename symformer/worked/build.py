@@ -254,7 +254,7 @@ class _Row:
         """The consumer whose backward rule is a one-term gradient's formula (its
         weights are that stage's), else None."""
         terms = getattr(self.stage.op, "terms", ())
-        if self.stage.kind not in ("gradient", "weight_gradient") or len(terms) != 1:
+        if not self.stage.op.is_gradient or len(terms) != 1:
             return None
         return self.g[self.stage.inputs[terms[0].arity]]
 
