@@ -300,8 +300,8 @@ def _step_stage(g: Derivation, name: str) -> bool:
             raise InputError(f"{name}: {source} is not an SGD step (the run's optimizer is "
                              f"not sgd, or the weight is frozen)")
         g.add(name, "optimizer_state", Affine(s.op.lr, 0, 1, Notation(
-            r"\eta g", "η g", f"lr times the gradient of {weight}")), (s.inputs[1],), s.rows,
-              s.cols, **where(s))
+            r"\eta g", "η g", f"lr times the gradient of {weight}"), optimizer_state=True),
+              (s.inputs[1],), s.rows, s.cols, **where(s))
         return True
     moment = key.rsplit("_", 1)[0]
     source = f"{step}.{moment}.{weight}"
@@ -315,16 +315,16 @@ def _step_stage(g: Derivation, name: str) -> bool:
         notation = Notation(rf"\beta {m}", f"{b} {m}", f"{b} {m}_(t-1) of {weight}")
         if len(s.inputs) == 1:  # step 1: m_0 = 0
             value = sympy.zeros(*s.shape)
-            g.add(name, "optimizer_state", ConstantTable(value, notation), (), s.rows, s.cols,
-                  **where(s))
+            g.add(name, "optimizer_state", ConstantTable(value, notation, optimizer_state=True),
+                  (), s.rows, s.cols, **where(s))
         else:
-            g.add(name, "optimizer_state", Affine(beta, 0, 1, notation), (s.inputs[0],),
-                  s.rows, s.cols, **where(s))
+            g.add(name, "optimizer_state", Affine(beta, 0, 1, notation, optimizer_state=True),
+                  (s.inputs[0],), s.rows, s.cols, **where(s))
         return True
     g.add(name, "optimizer_state", Affine(1 - beta, 0, power, Notation(
         rf"(1 - \beta) g{'^2' if power == 2 else ''}", f"(1 − {b}) g{'²' if power == 2 else ''}",
-        f"The gradient's part of {m}_t of {weight}")), (s.inputs[-1],), s.rows, s.cols,
-        **where(s))
+        f"The gradient's part of {m}_t of {weight}"), optimizer_state=True), (s.inputs[-1],),
+        s.rows, s.cols, **where(s))
     return True
 
 

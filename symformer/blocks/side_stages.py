@@ -391,6 +391,6 @@ def _parameter_stage(g: Derivation, name: str) -> bool:
     symbol = parameter.split(".")[-1]
     # a subscript of its own is bracketed, so that an index can follow: (b_1)_2
     g.add(name, "parameter", Parameter(value, Notation(symbol, symbol, f"The weight {name}",
-                                                       bracket="_" in symbol)),
+                                                       bracket="_" in symbol), is_weight=True),
           (), rows, cols, layer=stage.layer, head=stage.head, side=stage.side)
     return True

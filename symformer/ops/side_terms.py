@@ -159,6 +159,9 @@ class ConstantTable(Operation):
 
     value: sympy.Matrix
     notation: Notation | None = None
+    #: True for an optimizer's state (Adam's m_0 = 0; see
+    #: :attr:`Operation.optimizer_state`).
+    optimizer_state: bool = False
 
     name = "constant"
     reference_function = constant
@@ -200,6 +203,7 @@ class AdamPart(Operation):
     notation: Notation | None = None
 
     name = "adam_part"
+    optimizer_state = True
     reference_function = adam_part
     default_notation = Notation(r"\hat{m}", "m̂", "Part of an Adam step")
 
