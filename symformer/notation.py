@@ -349,7 +349,7 @@ def place(stage: Stage, i: int, j: int) -> str:
         text = entry(stage, j)
     elif _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
-    elif stage.kind == CONSTANT_KIND and stage.shape[0] == 1:  # √d_k, log V, θ_i
+    elif stage.op.example_constant and stage.shape[0] == 1:  # √d_k, log V, θ_i
         text = entry(stage, j)
         if stage.shape[1] == 1:
             return text

@@ -262,7 +262,8 @@ def _rope_stage(g: Derivation, name: str, s: Stage, key: str, where: dict) -> No
         g.add(name, CONSTANT_KIND, op, (), ("θ",), pairs, **where)
         return
     value = sympy.Matrix(rope.n, rope.d // 2, lambda m, i: rope.angle(m, i))
-    op = ConstantTable(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"))
+    op = ConstantTable(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"),
+                       by_token=True)
     g.add(name, KIND, op, (), s.rows, pairs, **where)
 
 

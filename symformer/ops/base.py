@@ -174,6 +174,9 @@ class Operation(ABC):
     #: True for an optimizer's state about one weight (Adam's moments and the parts of
     #: its update, SGD's lr times the gradient): its rows are the weight's.
     optimizer_state: ClassVar[bool] = False
+    #: True for a constant of the example, the same for every token (√d_k, log V, RoPE's
+    #: θ_i, Adam's 1 − β^t): its entries have no position.
+    example_constant: ClassVar[bool] = False
     #: True for a side's final output (the last block's result, named anew): the notes
     #: give it a section of its own, not a renaming's sentence.
     final: ClassVar[bool] = False
