@@ -301,10 +301,6 @@ def numbered(stage: Stage) -> bool:
         f"{m.group(1)}{j}" for j in range(len(stage.cols)))
 
 
-#: Stages whose rows are a weight's rows (a weight's gradient, a training run's weights
-#: and Adam's moments), not token positions.
-_WEIGHT_KINDS = ("weight_gradient", "parameter", "optimizer_state")
-
 
 #: The kind of a stage that holds constants the example implies, in one row (√d_k,
 #: RoPE's θ_i, log V): its row is no token position.
@@ -322,11 +318,11 @@ def first_position(stage: Stage) -> int:
 def _weight_rows(stage: Stage) -> bool:
     """True when the stage's rows are a weight's (a weight, its gradient, Adam's
     moments; in a training run the gradient of a step's weight stage too)."""
-    if stage.kind in _WEIGHT_KINDS:
+    if stage.op.weight_rows:
         return True
     of = stage.name.removeprefix("grad.")
     g = stage.derivation
-    return of != stage.name and g is not None and of in g and g[of].kind in _WEIGHT_KINDS
+    return of != stage.name and g is not None and of in g and g[of].op.weight_rows
 
 
 def _pooled_row(stage: Stage) -> str:
@@ -353,7 +349,7 @@ def place(stage: Stage, i: int, j: int) -> str:
         text = entry(stage, j)
     elif _weight_rows(stage):  # a weight's rows are not token positions
         text = f"{entry(stage, j)} of row {i} ({stage.rows[i]!r})"
-    elif stage.kind == CONSTANT_KIND and stage.shape[0] == 1:  # √d_k, log V, θ_i
+    elif stage.op.example_constant and stage.shape[0] == 1:  # √d_k, log V, θ_i
         text = entry(stage, j)
         if stage.shape[1] == 1:
             return text

@@ -14,7 +14,7 @@ import pytest
 
 from symformer import derive, load_example
 from symformer.example.loader import packaged_examples
-from symformer.latex.backward import prepare
+from symformer.latex.backward import with_backward_pass
 from symformer.latex.blocks import Glossary, Prose
 from symformer.latex.document import (
     _group,
@@ -36,7 +36,7 @@ IDENTIFIER = re.compile(r"W_|b_\d|\bgamma\b|\bbeta\b|\beps\b|sqrt\(|U\+|\bff\d|\
 def _derivation(name):
     example = load_example(packaged_examples()[name] if name else None)
     g = derive(example)
-    return prepare(g) if example.loss is not None else g
+    return with_backward_pass(g) if example.loss is not None else g
 
 
 def _prose_text(block: Prose) -> str:

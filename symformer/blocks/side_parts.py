@@ -143,8 +143,11 @@ def where(s: Stage) -> dict:
 
 
 def _constant(g: Derivation, name: str, s: Stage, value: sympy.Matrix, notation: Notation,
-              rows: tuple, cols: tuple, kind: str = CONSTANT_KIND) -> None:
-    g.add(name, kind, ConstantTable(value, notation), (), rows, cols, **where(s))
+              rows: tuple, cols: tuple, by_token: bool = False) -> None:
+    """A constant side stage of ``s``: one of the example's, or (``by_token``) one row per
+    token."""
+    g.add(name, KIND if by_token else CONSTANT_KIND,
+          ConstantTable(value, notation, by_token=by_token), (), rows, cols, **where(s))
 
 
 def _terms_stage(g: Derivation, name: str) -> bool:
@@ -197,7 +200,7 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
         value = sympy.Matrix(rope.n, rope.d // 2, lambda m, i: f(rope.angle(m, i)))
         _constant(g, name, s, value, Notation(rf"\{key}", key, f"RoPE's {key}(p·θ_i) of "
                                                                f"{s.name}"),
-                  s.rows, tuple(f"i{i}" for i in range(rope.d // 2)), KIND)
+                  s.rows, tuple(f"i{i}" for i in range(rope.d // 2)), by_token=True)
     else:
         op = s.op
         value = 1 / sympy.sqrt(op.d_k) if op.scale is None else 1 / sympy.Rational(op.scale)
@@ -271,7 +274,8 @@ def _sinusoid(g: Derivation, name: str, s: Stage, key: str) -> None:
         return
     value = sympy.Matrix(op.n, half, lambda p, i: p * base ** sympy.Rational(-2 * i, op.d_model))
     _constant(g, name, s, value, Notation(r"\omega", "ω", f"The angles pos/10000^(2i/d) of "
-                                                          f"{s.name}"), s.rows, cols, KIND)
+                                                          f"{s.name}"), s.rows, cols,
+              by_token=True)
 
 
 def _dot_stage(g: Derivation, name: str) -> bool:
@@ -300,8 +304,8 @@ def _step_stage(g: Derivation, name: str) -> bool:
             raise InputError(f"{name}: {source} is not an SGD step (the run's optimizer is "
                              f"not sgd, or the weight is frozen)")
         g.add(name, "optimizer_state", Affine(s.op.lr, 0, 1, Notation(
-            r"\eta g", "η g", f"lr times the gradient of {weight}")), (s.inputs[1],), s.rows,
-              s.cols, **where(s))
+            r"\eta g", "η g", f"lr times the gradient of {weight}"), optimizer_state=True),
+              (s.inputs[1],), s.rows, s.cols, **where(s))
         return True
     moment = key.rsplit("_", 1)[0]
     source = f"{step}.{moment}.{weight}"
@@ -315,16 +319,16 @@ def _step_stage(g: Derivation, name: str) -> bool:
         notation = Notation(rf"\beta {m}", f"{b} {m}", f"{b} {m}_(t-1) of {weight}")
         if len(s.inputs) == 1:  # step 1: m_0 = 0
             value = sympy.zeros(*s.shape)
-            g.add(name, "optimizer_state", ConstantTable(value, notation), (), s.rows, s.cols,
-                  **where(s))
+            g.add(name, "optimizer_state", ConstantTable(value, notation, optimizer_state=True),
+                  (), s.rows, s.cols, **where(s))
         else:
-            g.add(name, "optimizer_state", Affine(beta, 0, 1, notation), (s.inputs[0],),
-                  s.rows, s.cols, **where(s))
+            g.add(name, "optimizer_state", Affine(beta, 0, 1, notation, optimizer_state=True),
+                  (s.inputs[0],), s.rows, s.cols, **where(s))
         return True
     g.add(name, "optimizer_state", Affine(1 - beta, 0, power, Notation(
         rf"(1 - \beta) g{'^2' if power == 2 else ''}", f"(1 − {b}) g{'²' if power == 2 else ''}",
-        f"The gradient's part of {m}_t of {weight}")), (s.inputs[-1],), s.rows, s.cols,
-        **where(s))
+        f"The gradient's part of {m}_t of {weight}"), optimizer_state=True), (s.inputs[-1],),
+        s.rows, s.cols, **where(s))
     return True
 
 

@@ -262,7 +262,8 @@ def _rope_stage(g: Derivation, name: str, s: Stage, key: str, where: dict) -> No
         g.add(name, CONSTANT_KIND, op, (), ("θ",), pairs, **where)
         return
     value = sympy.Matrix(rope.n, rope.d // 2, lambda m, i: rope.angle(m, i))
-    op = ConstantTable(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"))
+    op = ConstantTable(value, Notation(r"p\theta", "pθ", f"RoPE angles p·θ_i of {s.name}"),
+                       by_token=True)
     g.add(name, KIND, op, (), s.rows, pairs, **where)
 
 
@@ -391,6 +392,6 @@ def _parameter_stage(g: Derivation, name: str) -> bool:
     symbol = parameter.split(".")[-1]
     # a subscript of its own is bracketed, so that an index can follow: (b_1)_2
     g.add(name, "parameter", Parameter(value, Notation(symbol, symbol, f"The weight {name}",
-                                                       bracket="_" in symbol)),
+                                                       bracket="_" in symbol), is_weight=True),
           (), rows, cols, layer=stage.layer, head=stage.head, side=stage.side)
     return True

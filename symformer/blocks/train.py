@@ -358,10 +358,11 @@ def _add_weight(training: Training, w: Weight, t: int) -> None:
     notation = named(w.parameter.split(".")[-1], f"{w.name} after {t} step{'' if t == 1 else 's'}")
     where = {"rows": w.rows, "cols": w.cols}
     if w.tied is not None:  # the tied table's transpose, read from step t's table
-        g.add(name, "parameter", Transpose(notation), (f"step{t}.{w.tied}",), **where)
+        g.add(name, "parameter", Transpose(notation, is_weight=True), (f"step{t}.{w.tied}",),
+              **where)
         return
     if t == 0:
-        g.add(name, "parameter", Parameter(w.value, notation), (), **where)
+        g.add(name, "parameter", Parameter(w.value, notation, is_weight=True), (), **where)
         return
     previous = training.weight(t - 1, w)
     grad = f"grad.{previous}"

@@ -58,6 +58,7 @@ class AdamMoment(Operation):
     notation: Notation | None = None
 
     name = "adam_moment"
+    optimizer_state = True
     reference_function = adam_moment
     default_notation = Notation("m", "m", "Adam moment estimate")
     rational = True
@@ -94,6 +95,7 @@ class AdamStep(Operation):
     decay: sympy.Rational = 0
 
     name = "adam_step"
+    is_weight = True
     reference_function = adam_step
     default_notation = Notation("W'", "W'", "Weight after an Adam step")
 

@@ -167,6 +167,16 @@ class Operation(ABC):
     #: score function's, a normalisation's, an activation's; a projection's role).
     #: A score function, normalisation or activation needs nothing more.
     part_of_block: ClassVar[str | None] = None
+    #: True for a weight's own value as a stage (a training run's weights step by step:
+    #: the example's, each update's, a tied table's transpose; a claimed weight): its
+    #: rows are the weight's, not tokens.
+    is_weight: ClassVar[bool] = False
+    #: True for an optimizer's state about one weight (Adam's moments and the parts of
+    #: its update, SGD's lr times the gradient): its rows are the weight's.
+    optimizer_state: ClassVar[bool] = False
+    #: True for a constant of the example, the same for every token (√d_k, log V, RoPE's
+    #: θ_i, Adam's 1 − β^t): its entries have no position.
+    example_constant: ClassVar[bool] = False
     #: True for a side's final output (the last block's result, named anew): the notes
     #: give it a section of its own, not a renaming's sentence.
     final: ClassVar[bool] = False
@@ -356,6 +366,12 @@ class Operation(ABC):
         if self.picks_token:
             return "output"
         return None
+
+    @property
+    def weight_rows(self) -> bool:
+        """True when the step's rows are a weight's (a weight, its gradient, an
+        optimizer's state about it): ``is_weight``, ``of_weight`` or ``optimizer_state``."""
+        return bool(self.is_weight or self.of_weight or self.optimizer_state)
 
     @property
     def shows_mask(self) -> bool:

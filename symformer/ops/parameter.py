@@ -37,6 +37,8 @@ class Parameter(Operation):
     source: tuple[str, str] = (r"W^{(0)}", "W⁽⁰⁾")
     #: What a given matrix stands for (see :attr:`Operation.role`); "" : a weight.
     role: str = ""
+    #: True for a training run's or a claim's weight (see :attr:`Operation.is_weight`).
+    is_weight: bool = False
 
     name = "parameter"
     reference_function = given

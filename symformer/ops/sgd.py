@@ -27,6 +27,7 @@ class SgdStep(Operation):
     notation: Notation | None = None
 
     name = "sgd_step"
+    is_weight = True
     reference_function = sgd_step
     default_notation = Notation("W'", "W'", "Weight after a gradient-descent step")
     rational = True

@@ -182,6 +182,8 @@ class Affine(Operation):
     shift: sympy.Rational = 0
     power: int = 1
     notation: Notation | None = None
+    #: True for an optimizer's state (see :attr:`Operation.optimizer_state`).
+    optimizer_state: bool = False
 
     name = "affine"
     reference_function = affine

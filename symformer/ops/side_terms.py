@@ -159,8 +159,19 @@ class ConstantTable(Operation):
 
     value: sympy.Matrix
     notation: Notation | None = None
+    #: True for an optimizer's state (Adam's m_0 = 0; see
+    #: :attr:`Operation.optimizer_state`).
+    optimizer_state: bool = False
+    #: True when its rows are the tokens' positions (RoPE's cos and sin of each
+    #: position's angles, the sinusoids' angles).
+    by_token: bool = False
 
     name = "constant"
+
+    @property
+    def example_constant(self) -> bool:  # type: ignore[override]
+        """A constant of the example: neither one row per token nor an optimizer's state."""
+        return not (self.by_token or self.optimizer_state)
     reference_function = constant
     default_notation = Notation(r"\theta", "θ", "Given constants")
 
@@ -200,6 +211,7 @@ class AdamPart(Operation):
     notation: Notation | None = None
 
     name = "adam_part"
+    optimizer_state = True
     reference_function = adam_part
     default_notation = Notation(r"\hat{m}", "m̂", "Part of an Adam step")
 

@@ -39,6 +39,8 @@ class Transpose(Operation):
 
     notation: Notation | None = None
     of_weight: bool = False
+    #: True for a tied weight's own value (see :attr:`Operation.is_weight`).
+    is_weight: bool = False
 
     name = "transpose"
     reference_function = transposed

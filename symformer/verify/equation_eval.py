@@ -444,7 +444,7 @@ class Evaluator:
         if moved is not None and moved in self.g.stages:
             return replace(target, stage=moved), True, sup_used
         if moved is not None and step_of(moved) == 0 \
-                and self.g[target.stage].kind == "optimizer_state":
+                and self.g[target.stage].op.optimizer_state:
             return "#0", True, sup_used
         raise NotAtStep(f"{sym.show()}: the run has no such stage at step "
                         f"{step_of(target.stage) + delta}")
