@@ -30,6 +30,8 @@ from symformer.ops import AppendRow, Identity, Pool
 
 #: The stages of a head's new-row chain, in order, after ``raw_scores``.
 _CHAIN = ("raw_scores", "scores", "weights", "output")
+#: The names this module gives the stages it adds (a step's head's cache and new row).
+CACHE_STAGES = (".K_cache", ".V_cache", ".q_new", *(f".{c}_new" for c in _CHAIN))
 #: The operations a head's chain may have for the cache to be derived (its masks remapped).
 _CACHEABLE = ("dot_scores", "scale_mask", "softmax", "weighted_sum")
 
@@ -153,12 +155,12 @@ def prove_cache(g: Derivation, steps: int, heads: list[str]) -> CacheProof:
     same = _Same(g)
     proof = CacheProof(heads=list(heads))
     names = [s.name.removeprefix("step1.") for s in g if s.name.startswith("step1.")
-             and s.kind != "cache"]
+             and not s.name.endswith(CACHE_STAGES)]
     for t in range(1, steps + 1):
         if t > 1:  # rows shared with the step before: the same formulas
             for name in names:
                 a, b = g.stages.get(f"step{t - 1}.{name}"), g.stages.get(f"step{t}.{name}")
-                if a is None or b is None or a.kind == "decoding":
+                if a is None or b is None or a.side == "decoding":
                     continue
                 for i in range(min(a.shape[0], b.shape[0])):
                     for j in range(a.shape[1]):

@@ -25,9 +25,6 @@ import numpy as np
 
 from symformer.engine import Derivation
 
-#: The kinds of the stages the engine's backward pass appends (``verify/crosscheck.py``
-#: reads it; here, and everywhere else, ``op.is_gradient`` tells them).
-BACKWARD_KINDS = ("gradient", "weight_gradient")
 
 @dataclass
 class Run:

@@ -105,7 +105,7 @@ def crosscheck(example: Example, convention: Convention, causal: bool | None = N
                         if got is None else
                         f"the NumPy reference gives shape {np.shape(got)}, not {stage.shape}")
                 out.append(StageError(stage.name, math.nan, math.nan, math.nan, False, note))
-            elif stage.kind == "next_token":
+            elif stage.op.picks_token:
                 out.append(next_token_error(g, stage.name, got))
             else:
                 out.append(_stage_error(stage.name, got, exact[stage.name], tol,
@@ -144,7 +144,7 @@ def _upstream_scale(g: Derivation, stage, exact: dict) -> arb:
     """
     scale = arb(0)
     for name in stage.inputs:
-        if g[name].kind in numpy_ref.BACKWARD_KINDS:
+        if g[name].op.is_gradient:
             for row in exact[name]:
                 for x in row:
                     scale = scale.max(abs(x))
