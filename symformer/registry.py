@@ -85,6 +85,13 @@ def score_functions() -> dict[str, type[Operation]]:
     return {cls.score_key: cls for cls in _declaring("score_key", lambda c: c.score_rank)}
 
 
+def torch_scores() -> dict[str, str]:
+    """The score functions with a PyTorch form, by example-file name: their torch
+    expression in ``q`` and ``k``."""
+    return {key: cls.torch_scores for key, cls in score_functions().items()
+            if cls.torch_scores is not None}
+
+
 def score_function(key: str) -> type[Operation]:
     """The score function the example file's ``attention_scores = key`` chooses (an
     unknown name: an :class:`InputError` naming the known ones)."""

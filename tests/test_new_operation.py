@@ -622,6 +622,7 @@ def _define_distance() -> type:
         columns = "keys"
         rational = True
         score_key = "test_distance"
+        torch_scores = "-((q[:, None, :] - k[None, :, :]) ** 2).sum(-1)"
 
         def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
             return IndexEquation(
@@ -760,15 +761,37 @@ def test_distance_weights_keep_their_matrix_form_line(distance_graph):
                                _floats(g, f"{p}.weights"), rtol=1e-12)
 
 
-def test_distance_without_a_pytorch_form_is_refused_in_one_line(distance_file, tmp_path,
-                                                               capsys):
-    """The PyTorch module computes q k^T scores only: never them in its place."""
+def test_distance_torch_module_equals_a_hand_written_attention(distance, distance_file,
+                                                               tmp_path, capsys):
+    """The exported module computes the declared scores: each head's raw scores and
+    output equal float64 NumPy written here from the module's own Q, K, V."""
+    pytest.importorskip("torch")
+    from symformer.frameworks.torch_out import model_class
+
+    stages = model_class(parse_example(DISTANCE_TEXT, source="course+distance"))()()
+    p = "layer1.head1"
+    q, k, v = (stages[f"{p}.{m}"].numpy() for m in ("Q", "K", "V"))
+    u = -((q[:, None, :] - k[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(stages[f"{p}.raw_scores"].numpy(), u, rtol=1e-13)
+    e = np.exp(u / np.sqrt(q.shape[1]) - (u / np.sqrt(q.shape[1])).max(1, keepdims=True))
+    np.testing.assert_allclose(stages[f"{p}.output"].numpy(),
+                               e / e.sum(1, keepdims=True) @ v, rtol=1e-12)
+    assert main(["export", distance_file, "--format", "torch", "--out",
+                 str(tmp_path / "pt"), "--quiet"]) == 0
+    assert main(["crosscheck", distance_file, "--torch"]) == 0
+    assert f"{p}.raw_scores" in capsys.readouterr().out
+
+
+def test_distance_without_a_pytorch_form_is_refused_in_one_line(distance, distance_file,
+                                                               tmp_path, capsys, monkeypatch):
+    """A score function declaring no torch_scores: refused, never q k^T in its place."""
+    monkeypatch.setattr(distance, "torch_scores", None)
     assert main(["export", distance_file, "--format", "torch", "--out",
                  str(tmp_path / "pt"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the PyTorch module (export --format torch, " \
         "crosscheck --torch): the attention score function 'test_distance' declares no " \
-        "PyTorch form" in err, err
+        "torch_scores (its PyTorch form)" in err, err
     assert not (tmp_path / "pt" / "model.py").exists()
 
 

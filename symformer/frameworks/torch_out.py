@@ -22,7 +22,7 @@ import numpy as np
 
 from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
-from symformer.registry import refuse, torch_activations, torch_norms
+from symformer.registry import refuse, torch_activations, torch_norms, torch_scores
 
 #: Where the module's activation dispatch goes: one branch per activation with a PyTorch
 #: form (its operation's ``torch_function``, code of the operation's module, never text
@@ -31,6 +31,9 @@ _ACT = "    # ACTIVATIONS\n"
 #: Where the normalisation dispatch goes: one branch per normalisation with a PyTorch
 #: form (its operation's ``torch_norms``).
 _NORM = "    # NORMALISATIONS\n"
+#: Where the score-function dispatch goes: one branch per score function with a PyTorch
+#: form (its operation's ``torch_scores``).
+_SCORES = "    # SCORES\n"
 #: Who refuses an example using a kind of step without a PyTorch form.
 CONSUMER = "the PyTorch module (export --format torch, crosscheck --torch)"
 
@@ -96,6 +99,11 @@ class Model(torch.nn.Module):
         s[name] = self.norm(x, setting[0], setting[1], self.t(gamma), self.t(beta), s, name)
         return s[name]
 
+    def scores(self, q, k, kind):
+        """The raw scores of queries q against keys k, as the score function says."""
+    # SCORES
+        raise ValueError(f"no PyTorch form for the attention score function {kind!r}")
+
     def act(self, x, name):
     # ACTIVATIONS
         raise ValueError(f"no PyTorch function for the activation {name!r}")
@@ -140,7 +148,7 @@ class Model(torch.nn.Module):
             if L["rope"]:
                 q = s[f"{name_q}.Q_rot"] = self.rope(q, c["base"], L["rope_style"])
                 kk = s[f"{name_kv}.K_rot"] = self.rope(kk, c["base"], L["rope_style"])
-            u = s[f"{name_q}.raw_scores"] = q @ kk.T
+            u = s[f"{name_q}.raw_scores"] = self.scores(q, kk, c["scores"])
             scale = L["scale"] if L["scale"] is not None else q.shape[1] ** 0.5
             u = u / scale
             if causal:
@@ -308,7 +316,9 @@ def module_code() -> str:
     norms = "".join(f"        if kind == {json.dumps(key)}:\n"
                     + textwrap.indent(code, " " * 12)
                     for key, code in torch_norms().items())
-    return _MODULE.replace(_ACT, branches).replace(_NORM, norms)
+    scores = "".join(f"        if kind == {json.dumps(key)}:\n            return {code}\n"
+                     for key, code in torch_scores().items())
+    return _MODULE.replace(_ACT, branches).replace(_NORM, norms).replace(_SCORES, scores)
 
 
 def _norm_keys(example: Example) -> list[str]:
@@ -372,9 +382,9 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
              else "ALiBi" if any(L.alibi_slopes for L in example.layers) else None)
     if shape is not None:
         raise NotSupportedError(f"the PyTorch module: {shape} is not supported yet")
-    if example.attention_scores != "dot":  # its attention computes q k^T only
+    if example.attention_scores not in torch_scores():
         raise refuse("attention score function", example.attention_scores, CONSUMER,
-                     "PyTorch form (the module's attention computes q k^T scores only)")
+                     "torch_scores (its PyTorch form)")
     supported = torch_activations()
     used = {L.activation for L in (*example.layers, *(
         example.decoder.layers if example.decoder is not None else ())) if L.W_1 is not None}
@@ -434,6 +444,7 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
               "vocab": list(example.vocab),
               "positional_encoding": example.positional_encoding,
               "base": _float(example.positional_encoding_base), "causal": example.causal,
+              "scores": example.attention_scores,
               "window": example.sliding_window,
               "mask": None if example.mask_value is None else _float(example.mask_value),
               "final_norm": final, "layers": layers, "segments": segments,

@@ -311,6 +311,10 @@ class Operation(ABC):
     #: The example file's ``attention_scores = "..."`` value choosing this operation
     #: (``"dot"``: Q K^T); None: not a score function.
     score_key: ClassVar[str | None] = None
+    #: A score function's PyTorch form: an expression in the tensors ``q`` (n x d_k) and
+    #: ``k`` (m x d_k) giving the n x m raw scores (``"q @ k.T"``), written into the
+    #: exported module's fixed dispatch; None: ``export --format torch`` refuses it.
+    torch_scores: ClassVar[str | None] = None
     #: Where the score function sits in the lists that name them all: smaller first.
     score_rank: ClassVar[int] = 100
 

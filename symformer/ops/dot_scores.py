@@ -44,6 +44,7 @@ class DotScores(Operation):
     columns = "keys"
     rational = True
     score_key, score_rank = "dot", 0
+    torch_scores = "q @ k.T"
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(("u[i, j] = sum(q[i, c] * k[j, c] for c in range(d_k))",),
