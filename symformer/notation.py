@@ -37,10 +37,10 @@ INDEX_PIECES: tuple[str | Notation, ...] = (
     "Token positions and vector dimensions are counted from 0. In the equations, ",
     Notation("i", "i", ""), " is a token position (a table\u2019s row) and ",
     Notation("j", "j", ""), " a column (in scores and attention weights: the key "
-    "position); every sum shows its own index and range, and a sum beside the "
-    "equation\u2019s own ", Notation("j", "j", ""), " runs over ",
-    Notation("j'", "j\u2032", ""), " (a second column or key position; ",
-    Notation("i'", "i\u2032", ""), ": a second row).")
+    "position); every sum shows its own index and range: ",
+    Notation("j'", "j\u2032", ""), " (", Notation("i'", "i\u2032", ""),
+    ") beside an equation\u2019s own ", Notation("j", "j", ""), " (", Notation("i", "i", ""),
+    ").")
 #: :data:`INDEX_PIECES` as plain text.
 INDEX_RULE = "".join(p if isinstance(p, str) else p.text for p in INDEX_PIECES)
 _NUMBERED = re.compile(r"([^\d]*)0")
@@ -429,8 +429,7 @@ def glossary(stages: Iterable[Stage], sizes: Iterable[str] = ()) -> tuple[Notati
             rows.append(note)
 
     if any(capital(s, "a") == ACTIVATION_MATRIX for s in stages):
-        add(Notation(ACTIVATION_MATRIX, "H\u0303", "FFN activation as a matrix (its rows "
-                     "are a; A is the attention matrix)"))
+        add(Notation(ACTIVATION_MATRIX, "H\u0303", "FFN activation (the matrix)"))
     for stage in stages:
         for name in stage.op.parameters():
             note = parameter_symbol(stage, name)

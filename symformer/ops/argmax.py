@@ -98,6 +98,6 @@ class ArgmaxIndicator(Operation):
         sub = f"{last},j'" if logits.shape[0] > 1 else "j'"
         base = f"{{{symbol.latex}}}" if "^" in symbol.latex else symbol.latex
         text_sub = sub.replace("'", "\u2032")
-        notation = Notation(rf"\max_{{j'}} {base}_{{{sub}}}",
+        notation = Notation(rf"\max\nolimits_{{j'}} {base}_{{{sub}}}",
                             f"max_j\u2032 {symbol.text}_{text_sub}", "Largest logit")
         return [WorkedPart(notation, sympy.Max(*logits.symbols.row(last)))]
