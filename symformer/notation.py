@@ -31,14 +31,16 @@ ROPE_POSITION, ROPE_PAIR = rope.POSITION, rope.PAIR
 #: How every format counts and indexes, stated once at the start of every document and
 #: page: plain words and math (a :class:`Notation`, set as math where a format can).
 #: It matches the equations (:mod:`symformer.equations`): ``i`` is a row, ``j`` a column,
-#: a sum over the key positions runs over ``m`` (never ``k``, the key).
+#: a sum runs over ``j`` or, beside an equation's own ``j``, over ``j′`` (``i′`` over
+#: rows) -- never ``k`` (the key) nor ``m`` (the multi-head output).
 INDEX_PIECES: tuple[str | Notation, ...] = (
     "Token positions and vector dimensions are counted from 0. In the equations, ",
     Notation("i", "i", ""), " is a token position (a table\u2019s row) and ",
     Notation("j", "j", ""), " a column (in scores and attention weights: the key "
-    "position); every sum shows its own index and range, and a sum over the ",
-    Notation("n", "n", ""), " key positions runs over ",
-    Notation(r"m = 0, \dots, n-1", "m = 0, …, n−1", ""), ".")
+    "position); every sum shows its own index and range: ",
+    Notation("j'", "j\u2032", ""), " (", Notation("i'", "i\u2032", ""),
+    ") beside an equation\u2019s own ", Notation("j", "j", ""), " (", Notation("i", "i", ""),
+    ").")
 #: :data:`INDEX_PIECES` as plain text.
 INDEX_RULE = "".join(p if isinstance(p, str) else p.text for p in INDEX_PIECES)
 _NUMBERED = re.compile(r"([^\d]*)0")
@@ -115,6 +117,8 @@ def _marks(stage: Stage, note: Notation) -> tuple[tuple[str, str, str], ...]:
 
 
 _FINAL = re.compile(r"(?:decoder\.)?final_norm(?:\.|$)")
+#: A mean square's ⟨x²⟩: its opening and the letter a final normalisation's hat marks.
+_INNER = re.compile(r"(\\langle\s*)([a-zA-Z])")
 #: A symbol's base as :func:`marked` accents it: a letter or a command (a Greek letter),
 #: perhaps under an accent of its own (``\tilde{\sigma}``, ``\hat{t}``).
 _LETTER = re.compile(r"(\\(?:tilde|hat|bar|check)\{(?:\\[a-zA-Z]+|[a-zA-Z])\}|\\[a-zA-Z]+"
@@ -123,24 +127,29 @@ _LETTER = re.compile(r"(\\(?:tilde|hat|bar|check)\{(?:\\[a-zA-Z]+|[a-zA-Z])\}|\\
 
 def marked(note: Notation, accents: tuple[tuple[str, str, str], ...]) -> Notation:
     r"""``note`` with each accent over its base letter (``q`` -> ``\bar{q}``, ``W_{O}``
-    -> ``\bar{W}_{O}``, ``\sigma'^2`` -> ``\bar{\sigma}'^2``), a bar over the whole of
-    a longer symbol (``\overline{\mathrm{PE}}``; a hat is not set over one: the final
-    RMSNorm's ⟨x²⟩ and rms stay unmarked); unchanged when it already has that accent
-    (the decoder's output z̄)."""
+    -> ``\bar{W}_{O}``, ``\sigma'^2`` -> ``\bar{\sigma}'^2``), a bar or a hat over the
+    whole of a longer symbol (``\overline{\mathrm{PE}}``, the final RMSNorm's
+    ``\widehat{\mathrm{rms}}``), a mean square's hat over its letter (``\langle \hat{x}^2
+    \rangle``: one over the whole would not read); unchanged when it already has that
+    accent (the decoder's output z̄)."""
     for short, long, combining in accents:
         if note.latex.startswith(short + "{") or note.latex.startswith(long + "{"):
             continue
-        if note.latex.startswith((r"\mathrm", r"\langle", r"\sqrt")):
-            if short == HAT[0]:
-                continue  # \widehat over ⟨x²⟩ or rms: too wide to read (and to print)
-            latex = f"{long}{{{note.latex}}}"  # the decoder's \overline{\mathrm{PE}}
+        text = note.text[:1] + combining + note.text[1:]
+        inner = _INNER.match(note.latex)
+        if inner and short == HAT[0]:  # the final RMSNorm's ⟨x̂²⟩: a hat over the letter
+            latex = f"{inner.group(1)}{short}{{{inner.group(2)}}}{note.latex[inner.end():]}"
+            text = note.text[:2] + combining + note.text[2:]
+        elif note.latex.startswith((r"\mathrm", r"\langle", r"\sqrt")):
+            if short == HAT[0] and note.latex.startswith(r"\sqrt"):
+                continue
+            latex = f"{long}{{{note.latex}}}"  # \overline{\mathrm{PE}}, \widehat{\mathrm{rms}}
         else:
             prefix, base, _ = scripts.split_power(note.latex)
             rest = note.latex[len(prefix) + len(base):]
             m = _LETTER.match(base)
             latex = f"{prefix}{short}{{{m.group(1)}}}{m.group(2)}{rest}" if m else \
                 f"{prefix}{long}{{{base}}}{rest}"
-        text = note.text[:1] + combining + note.text[1:]
         title = f"{note.title}, {'in the decoder' if short == BAR[0] else 'final norm'}"
         note = Notation(latex, text, title, note.bracket)
     return note
@@ -281,10 +290,23 @@ def entry(stage: Stage, j: int, fmt: str = "text") -> str:
 
 def matrix_latex(stage: Stage) -> str:
     """The symbol of the whole stage as a matrix: ``Q`` for rows of ``q`` (``\\bar{Q}``
-    for rows of ``\\bar{q}``), else the symbol."""
+    for rows of ``\\bar{q}``; :func:`capital`), else the symbol."""
     latex = notation(stage).latex
     m = _MATRIX.fullmatch(latex)
-    return latex if m is None else m.group(1) + m.group(2).upper() + m.group(3)
+    return latex if m is None else m.group(1) + capital(stage, m.group(2)) + m.group(3)
+
+
+#: The FFN activation's matrix (its rows are ``a``): ``A`` is the attention matrix.
+ACTIVATION_MATRIX = r"\tilde{H}"
+
+
+def capital(stage: Stage, letter: str) -> str:
+    """The matrix letter of ``stage``'s rows, whose symbol's letter is ``letter``: its
+    capital (``Q`` for ``q``), except an FFN activation's, ``\\tilde{H}`` (the hidden
+    layer activated: ``A`` is the attention weights' matrix, one meaning per symbol)."""
+    if letter == "a" and stage.name.removeprefix("grad.").endswith("ffn.activation"):
+        return ACTIVATION_MATRIX
+    return letter.upper()
 
 
 #: A row symbol that is one letter, perhaps under an accent (its matrix: the capital).
@@ -403,6 +425,8 @@ def glossary(stages: Iterable[Stage], sizes: Iterable[str] = ()) -> tuple[Notati
             seen.add(note.latex)
             rows.append(note)
 
+    if any(capital(s, "a") == ACTIVATION_MATRIX for s in stages):
+        add(Notation(ACTIVATION_MATRIX, "H\u0303", "FFN activation (the matrix)"))
     for stage in stages:
         for name in stage.op.parameters():
             note = parameter_symbol(stage, name)

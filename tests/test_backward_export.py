@@ -38,14 +38,14 @@ def graph():
 
 def test_softmax_backward_equation_is_its_index_rule(graph):
     (line,) = equation_lines(graph["grad.layer1.head1.scores"])
-    assert line.text == ("∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1) "
-                         "α^(1)_(i,m) ∂L/∂α^(1)_(i,m))")
+    assert line.text == ("∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(j′=0..n−1) "
+                         "α^(1)_(i,j′) ∂L/∂α^(1)_(i,j′))")
     # a displayed derivative is a display fraction (issue 29)
     assert line.lhs == r"\frac{\partial L}{\partial s^{(1)}_{i,j}}"
-    assert (r"\sum_{m = 0}^{n - 1} \alpha^{(1)}_{i,m} \frac{\partial L}{\partial "
-            r"\alpha^{(1)}_{i,m}}" in line.rhs)
-    assert line.plain == ("ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * "
-                          "dalpha[i, m] for m in range(n)))")
+    assert (r"\sum_{j' = 0}^{n - 1} \alpha^{(1)}_{i,j'} \frac{\partial L}{\partial "
+            r"\alpha^{(1)}_{i,j'}}" in line.rhs)
+    assert line.plain == ("ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, jp] * "
+                          "dalpha[i, jp] for jp in range(n)))")
 
 
 def _backward_items(g, **options) -> list[dict]:
@@ -146,7 +146,7 @@ def test_trace_backward_every_format(tmp_path, fmt):
     assert "Gradient of the loss at the scaled scores" in text
     if fmt == "text":
         # (wrapped at 80 columns after the sum's first term)
-        assert "∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(m=0..n−1)" in text
+        assert "∂L/∂s^(1)_(i,j) = α^(1)_(i,j) (∂L/∂α^(1)_(i,j) − Σ_(j′=0..n−1)" in text
         assert text.index("] Output > Loss (mean squared error)") \
             < text.index("] Output > Gradient of the loss at the encoder output") \
             < text.index("] Input > Gradient of the loss at the token embedding")

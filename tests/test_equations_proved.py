@@ -106,7 +106,7 @@ def prove_stage(g, stage) -> int:
 
 
 def prove_argmax(g, stage) -> None:
-    """t_j = 1 if l_{n-1,j} = max_m l_{n-1,m} else 0: each comparison of the equation
+    """t_j = 1 if l_{n-1,j} = max_{j′} l_{n-1,j′} else 0: each comparison of the equation
     decided by certified balls (a strict inequality: a ball excluding 0; equality only
     between the same symbol), against the exact local formula."""
     (bound,) = stage_equation(stage).parts

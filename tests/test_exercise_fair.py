@@ -249,9 +249,10 @@ def test_sheets_define_every_function_and_symbol(exercises):
         needed = (r"position $m$", r"\theta_i = b^{-2i/d_k}", r"m\theta_i",
                   r"(a, b) \mapsto (-b, a)", r"\tilde{q}_{i} = q_{i} \cos(m\theta_i)",
                   "d_k = 2")
-    else:  # the equation q_{p,c} cos(p 10000^{-2c/d}) - q_{p,c+d/2} sin(...)
-        assert r"10000^{-2 c/d}" in llama
-        needed = (r"position $p$", r"p \cdot 10000^{-2c/d}", "d = d_k = 2", "(q_{p,c}, ")
+    else:  # the equation q_{pos,l} cos(pos 10000^{-2l/d}) - q_{pos,l+d/2} sin(...)
+        assert r"10000^{-2 l/d}" in llama
+        needed = (r"position $\mathit{pos}$", r"\mathit{pos} \cdot 10000^{-2l/d}",
+                  "d = d_k = 2", r"(q_{\mathit{pos},l}, ")
     for text in needed:
         assert text in llama[:given], text
     silu = (exercises["silu"][1] / "v01" / "sheet.md").read_text()

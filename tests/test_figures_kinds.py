@@ -136,7 +136,7 @@ def _check_rope(r: Rotations, g, base: float) -> None:
             assert abs(float(x1) - (cos * float(x0) - sin * float(y0))) < 1e-4
             assert abs(float(y1) - (sin * float(x0) + cos * float(y0))) < 1e-4
     assert len(r.before[0]) == len(r.tokens) and any(x or y for x, y in r.before[0])
-    assert "RoPE" in r.caption and "rotated" in r.caption and "$p" in r.caption
+    assert "RoPE" in r.caption and "rotated" in r.caption and r"$\mathit{pos}" in r.caption
 
 
 @pytest.mark.parametrize("base", ["100", "7/2"])

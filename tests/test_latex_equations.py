@@ -33,11 +33,12 @@ def test_textbook_forms(block, causal_block):
     """Index form, every index bound and every sum explicit (the equations' proofs are
     in test_equations_proved.py)."""
     assert _lines(block["layer1.head1.weights"])[0] == (
-        r"\alpha^{(1)}_{i,j} = \frac{\exp s^{(1)}_{i,j}}{\sum_{m = 0}^{n - 1} \exp s^{(1)}_{i,m}}")
+        r"\alpha^{(1)}_{i,j} = \frac{\exp s^{(1)}_{i,j}}"
+        r"{\sum_{j' = 0}^{n - 1} \exp s^{(1)}_{i,j'}}")
     assert _lines(block["layer1.head1.scores"]) == [
         r"s^{(1)}_{i,j} = \frac{u^{(1)}_{i,j}}{\sqrt{ d_{k} }}"]
     assert _lines(block["layer1.head1.raw_scores"]) == [
-        r"u^{(1)}_{i,j} = \sum_{c = 0}^{d_{k} - 1} q^{(1)}_{i,c} k^{(1)}_{j,c}"]
+        r"u^{(1)}_{i,j} = \sum_{j' = 0}^{d_{k} - 1} q^{(1)}_{i,j'} k^{(1)}_{j,j'}"]
     assert _lines(block["layer1.add_norm1"]) == [
         r"y_{i,j} = \frac{\gamma_{j} \mathopen{}\left( r_{i,j} - \mu_{i} \mathclose{}\right)}"
         r"{\sqrt{ \sigma^2_{i} + \varepsilon }} + \beta_{j}"]
@@ -47,12 +48,14 @@ def test_textbook_forms(block, causal_block):
     assert _lines(block["layer1.ffn.activation"]) == [
         r"a_{i,j} = \max \mathopen{}\left( 0, h_{i,j} \mathclose{}\right)"]
     assert _lines(block["positional_encoding"])[0] == (
-        r"\mathrm{PE}_{p,2c} = \sin \mathopen{}\left( \frac{p}{10000^{2 c/d_{\text{model}}}} "
+        r"\mathrm{PE}_{\mathit{pos},2l} = \sin \mathopen{}\left( "
+        r"\frac{\mathit{pos}}{10000^{2 l/d_{\text{model}}}} "
         r"\mathclose{}\right)")
     assert _lines(block["layer1.head2.K"]) == [
-        r"k^{(2)}_{i,j} = \sum_{m = 0}^{d_{\text{in}} - 1} x_{i,m} \left(W_{K}^{(2)}\right)_{m,j}"]
-    # the attention output is m: its sum runs over another letter
-    assert r"\sum_{l = 0}" in _lines(block["layer1.attention.output"])[0]  # k is the key
+        r"k^{(2)}_{i,j} = \sum_{j' = 0}^{d_{\text{in}} - 1} x_{i,j'} "
+        r"\left(W_{K}^{(2)}\right)_{j',j}"]
+    # no sum runs over m, the attention output, nor over k, the key (issue 39, item 5)
+    assert r"\sum_{j' = 0}" in _lines(block["layer1.attention.output"])[0]
     assert _lines(block["layer1.add_norm1.sum"]) == [r"r_{i,j} = x_{i,j} + m_{i,j}"]
     assert _lines(block["layer1.attention.concat"]) == [
         r"c_{i,j} = \left\{ \begin{array}{ll} o^{(1)}_{i,j}, & \mathrm{if} \ j < d_{v} \\ "
@@ -80,7 +83,7 @@ def test_conventions_change_the_equations():
     assert r"\sqrt{ \hat{\sigma}^2_{i} } + \varepsilon" in _lines(unbiased["layer1.add_norm1"])[0]
     whole = derive_variant(example, Convention(layer_norm="whole_matrix"))
     assert _lines(whole["layer1.add_norm1.mean"])[0].startswith(
-        r"\mu_{i} = \frac{1}{n d} \sum_{m = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{m,j}")
+        r"\mu_{i} = \frac{1}{n d} \sum_{i' = 0}^{n - 1} \sum_{j = 0}^{d - 1} r_{i',j}")
     nines = derive_variant(example, Convention(mask="-1e9"), causal=True)
     assert r"\frac{u^{(1)}_{i,j}}{\sqrt{ d_{k} }} + M, & \mathrm{otherwise}" in _lines(
         nines["layer1.head1.scores"])[0]
@@ -102,7 +105,7 @@ def test_the_backward_rules_a_reader_found_wrong_are_right(block):
         return [line.text for line in equation_lines(g[name])]
 
     assert text("grad.layer1.head1.Q") == [
-        "∂L/∂q^(1)_(i,c) = Σ_(m=0..n−1) ∂L/∂u^(1)_(i,m) k^(1)_(m,c)"]
+        "∂L/∂q^(1)_(i,j) = Σ_(j′=0..n−1) ∂L/∂u^(1)_(i,j′) k^(1)_(j′,j)"]
     assert text("grad.layer1.head1.output") == ["∂L/∂o^(1)_(i,j) = ∂L/∂c_(i,j)"]
     assert text("grad.layer1.head2.output") == ["∂L/∂o^(2)_(i,j) = ∂L/∂c_(i,j+2)"]
     assert text("grad.layer1.ffn.hidden") == ["∂L/∂h_(i,j) = ∂L/∂a_(i,j) 𝟙[h_(i,j) > 0]"]

@@ -90,7 +90,7 @@ def test_cli_traces_the_whole_matrix_variant(capsys, course_block):
     assert main(["trace", path, "--token", "export", "--decimals", "2",
                  "--layer-norm", "whole_matrix"]) == 0
     whole = capsys.readouterr().out
-    assert "μ_i = (1/(n d)) Σ_(m=0..n−1) Σ_(j=0..d−1) r_(m,j)" in whole
+    assert "μ_i = (1/(n d)) Σ_(i′=0..n−1) Σ_(j=0..d−1) r_(i′,j)" in whole
     assert "(over every entry of the" in whole  # the remark (wrapped to the terminal)
     assert "every entry of the matrix" not in per_token
     assert "μ_i = (1/d) Σ_(j=0..d−1) r_(i,j)" in per_token

@@ -21,6 +21,10 @@ FIXED = {
     "inf": Notation(r"\infty", "∞", ""),
     "max": Notation(r"\max", "max", ""),
     "pos": Notation(r"\mathit{pos}", "pos", ""),
+    # a second index over the same range as a free one: j′ (the keys a sum runs over
+    # where j is the equation's own column), i′ (the rows)
+    "jp": Notation("j'", "j\u2032", ""),
+    "ip": Notation("i'", "i\u2032", ""),
     # ε is written one way in every equation and worked line
     "epsilon": Notation(r"\varepsilon", "ε", ""),
     "varepsilon": Notation(r"\varepsilon", "ε", ""),

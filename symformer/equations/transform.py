@@ -29,7 +29,7 @@ Trees = list[tuple[ast.expr, ast.expr]]
 
 #: Letters a sum's index takes, in order of preference (the first that clashes with
 #: no symbol of the equation).
-_SUM_INDICES = ("m", "l", "c", "p", "q", "r", "t", "k")
+_SUM_INDICES = ("jp", "ip", "l", "r", "t", "k")
 
 
 class Rename(ast.NodeTransformer):

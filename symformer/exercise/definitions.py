@@ -15,7 +15,7 @@ from fractions import Fraction
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
 from symformer.latex.equations import numbered_equation
-from symformer.ops.rope import RoPE
+from symformer.ops.rope import PAIR, POSITION, RoPE
 from symformer.worked.render_text import constant_text
 
 
@@ -48,37 +48,40 @@ def _activation(op: object) -> list[Prose]:
 def _rope(op: RoPE, x: str, rotated: str, equation: str) -> list[Prose]:
     """RoPE's position, frequencies and rotation, for this example's style and width
     (``x`` the input's symbol, ``rotated`` the output's), in the letters of the
-    equation the sheet prints (``equation``: its LaTeX): position m, frequencies
-    theta_i and the matrix R, or position p and pair index c with d = d_k."""
+    equation the sheet prints (``equation``: its LaTeX, whose position is ``pos`` and
+    pair ``l``: :data:`symformer.ops.rope.POSITION`, :data:`~symformer.ops.rope.PAIR`):
+    frequencies theta_l and the matrix R, or the angle written out with d = d_k."""
     count = op.d // 2
-    if r"\theta" not in equation:  # q_{p,c} cos(p 10000^{-2c/d}) - q_{p,c+d/2} sin(...)
-        a, b = ("2c", "2c+1") if op.style == "interleaved" else ("c", "c+d/2")
-        which = "c = 0" if count == 1 else f"c = 0, \\dots, {count - 1}"
+    p, c = POSITION.latex, PAIR.latex
+    if r"\theta" not in equation:  # q_{pos,2l} cos(pos 10000^{-2l/d}) - ... sin(...)
+        a, b = (f"2{c}", f"2{c}+1") if op.style == "interleaved" else (c, f"{c}+d/2")
+        which = f"{c} = 0" if count == 1 else f"{c} = 0, \\dots, {count - 1}"
         return [Prose((
-            "RoPE rotates each pair of dimensions ", Math(f"({x}_{{p,{a}}}, {x}_{{p,{b}}})"),
+            "RoPE rotates each pair of dimensions ", Math(f"({x}_{{{p},{a}}}, {x}_{{{p},{b}}})"),
             ", ", Math(which), " (one pair)" if count == 1 else "",
-            ", of the query or key of the token at position ", Math("p"),
+            ", of the query or key of the token at position ", Math(p),
             " (counted from 0" + (f", plus {op.start}" if op.start else "") + ") by the "
-            "angle ", Math(f"p \\cdot {op.base}^{{-2c/d}}"), ", with ",
+            "angle ", Math(f"{p} \\cdot {op.base}^{{-2{c}/d}}"), ", with ",
             Math(f"d = d_k = {op.d}"), " the width of a query or key. Angles are in "
             "radians."))]
-    a, b = ("2i", "2i+1") if op.style == "interleaved" else ("i", f"i+{op.d // 2}")
-    which = "i = 0" if count == 1 else f"i = 0, \\dots, {count - 1}"
+    a, b = (f"2{c}", f"2{c}+1") if op.style == "interleaved" else (c, f"{c}+{op.d // 2}")
+    which = f"{c} = 0" if count == 1 else f"{c} = 0, \\dots, {count - 1}"
     start = (f" plus {op.start}" if op.start else "")
     thetas = ", ".join(rf"\theta_{{{i}}} = {op.base}^{{-{Fraction(2 * i, op.d)}}}" if i
                        else r"\theta_{0} = 1" for i in range(count))
+    angle = rf"{p}\,\theta_{{{c}}}"
     return [Prose((
         "RoPE rotates each pair of dimensions ", Math(f"({x}_{{{a}}}, {x}_{{{b}}})"),
         ", ", Math(which), " (one pair)" if count == 1 else "",
-        ", of a query or key at position ", Math("m"),
+        ", of a query or key at position ", Math(p),
         f" (the token's position, counted from 0{start}) by the angle ",
-        Math(r"m\theta_i"), ", with the frequencies ", Math(r"\theta_i = b^{-2i/d_k}"),
+        Math(angle), ", with the frequencies ", Math(rf"\theta_{{{c}}} = b^{{-2{c}/d_k}}"),
         ", base ", Math(f"b = {op.base}"), " and ", Math(f"d_k = {op.d}"), ": here ",
         Math(thetas), ". Written out, ",
-        Math(rf"{rotated}_{{{a}}} = {x}_{{{a}}} \cos(m\theta_i) - {x}_{{{b}}} "
-             rf"\sin(m\theta_i)"), " and ",
-        Math(rf"{rotated}_{{{b}}} = {x}_{{{a}}} \sin(m\theta_i) + {x}_{{{b}}} "
-             rf"\cos(m\theta_i)"),
+        Math(rf"{rotated}_{{{a}}} = {x}_{{{a}}} \cos({angle}) - {x}_{{{b}}} "
+             rf"\sin({angle})"), " and ",
+        Math(rf"{rotated}_{{{b}}} = {x}_{{{a}}} \sin({angle}) + {x}_{{{b}}} "
+             rf"\cos({angle})"),
         ". In the equation ", Math("R"), " maps each pair ", Math(r"(a, b) \mapsto (-b, a)"),
         ", and cos and sin act entry by entry, each with the angle of its entry's pair. "
         "Angles are in radians."))]

@@ -471,11 +471,11 @@ def rope_rotations(rope: Stage, stage: Stage, options: FigureOptions,
     pt, ct = ROPE_POSITION.text, ROPE_PAIR.text
     caption = (f"What RoPE does: in every head the query and key dimensions are taken in "
                f"pairs, and pair ${c}$ of the token at position ${p}$ is rotated by the angle "
-               f"${p}\\theta_{{{c}}}$, $\\theta_{{{c}}} = {b}^{{-2{c}/{d}}}$ ($d_k = {d}$). "
+               f"${p}\\,\\theta_{{{c}}}$, $\\theta_{{{c}}} = {b}^{{-2{c}/{d}}}$ ($d_k = {d}$). "
                f"Drawn: pair ${c}$ of each token\u2019s {what} ${symbols[0]}$ before the "
                f"rotation (dashed) and after it, ${symbols[1]}$ (solid, one colour per "
                f"position), so each solid arrow is its dashed one turned by "
-               f"${p}\\theta_{{{c}}}$ radians (listed under the circle); the positional table "
+               f"${p}\\,\\theta_{{{c}}}$ radians (listed under the circle); the positional table "
                "itself is zero.")
     title = (f"What RoPE does: pair {ct} of a query or key at position {pt} is rotated by "
              f"the angle {pt}·θ_{ct}, θ_{ct} = {_number_latex(base)}^(-2{ct}/{d}); drawn: "

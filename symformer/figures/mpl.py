@@ -47,6 +47,10 @@ from symformer.figures.data import (
     positions_key,
 )
 from symformer.figures.layout import bar_labels, text_width
+from symformer.notation import ROPE_POSITION
+
+#: RoPE's position letter, as the notes' equations write it.
+POS = ROPE_POSITION.latex
 
 DPI = 200
 #: Text sizes in points: tick labels, values and legends; axis titles and panel titles.
@@ -302,7 +306,7 @@ def rotations(plt, r: Rotations):
             for c, s in r.points[pair]:
                 ax.plot([0, float(c)], [0, float(s)], color=_rgb(LINE), linewidth=1.2)
         angles = ", ".join(number(t) for t in r.texts[pair])
-        ax.text(0, -1.18, f"angles $p\\theta_{{{pair}}}$, $p = 0, \\ldots, "
+        ax.text(0, -1.18, f"angles ${POS}\\,\\theta_{{{pair}}}$, ${POS} = 0, \\ldots, "
                 f"{len(r.texts[pair]) - 1}$: {angles}", ha="center", va="top", fontsize=SMALL)
         ax.set_title(r.pairs[pair], fontsize=SMALL)
         ax.set_aspect("equal")

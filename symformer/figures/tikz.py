@@ -44,6 +44,10 @@ from symformer.figures.data import (
     positions_key,
 )
 from symformer.figures.layout import LINE_EM, bar_labels
+from symformer.notation import ROPE_POSITION
+
+#: RoPE's position letter, as the notes' equations write it.
+POS = ROPE_POSITION.latex
 
 #: What a document needs to typeset the figures.
 PREAMBLE = r"""\usepackage{tikz}
@@ -317,8 +321,8 @@ def rotations(r: Rotations, canvas: Canvas = NOTES) -> str:
                              f"({number(x)},{number(y)});")
         angles = ", ".join(f"${t}$" for t in r.texts[k])
         lines.append(f"\\node[anchor=north] at ({number(cx)},{number(cy - radius - 0.25)})"
-                     f" {{angles $p\\theta_{{{k}}}$, $p = 0, \\dots, {len(r.texts[k]) - 1}$: "
-                     f"{angles}}};")
+                     f" {{angles ${POS}\\,\\theta_{{{k}}}$, "
+                     f"${POS} = 0, \\dots, {len(r.texts[k]) - 1}$: {angles}}};")
     rows = -(-n // per_row)
     bottom = -(rows - 1) * panel_h - radius - 0.9
     middle = (min(n, per_row) - 1) * panel_w / 2

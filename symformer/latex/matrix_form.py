@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from symformer.engine import Stage
-from symformer.notation import notation, parameter
+from symformer.notation import capital, notation, parameter
 from symformer.registry import refuse
 
 
@@ -127,12 +127,13 @@ class Line:
 
 def symbol(stage: Stage) -> str:
     """The stage as a matrix: its row symbol's letter as a capital (``q^{(1)}`` ->
-    ``Q^{(1)}``, ``\\alpha`` -> ``A``, ``\\tilde{k}`` -> ``\\tilde{K}``)."""
+    ``Q^{(1)}``, ``\\alpha`` -> ``A``, ``\\tilde{k}`` -> ``\\tilde{K}``; an FFN
+    activation's ``a`` -> ``\\tilde{H}``: :func:`symformer.notation.capital`)."""
     latex = notation(stage).latex
     m = re.match(r"(\\(?:tilde|bar|hat)\{)?(\\alpha|[a-z])(\})?(.*)$", latex)  # q̄: Q̄
     if m is None:
         return latex
-    letter = "A" if m.group(2) == r"\alpha" else m.group(2).upper()
+    letter = "A" if m.group(2) == r"\alpha" else capital(stage, m.group(2))
     return f"{m.group(1) or ''}{letter}{m.group(3) or ''}{m.group(4)}"
 
 

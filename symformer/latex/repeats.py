@@ -25,8 +25,9 @@ PRIMES = re.compile(r"'|\^\{\\prime\}|\\prime")
 
 
 #: The accents that tell a final norm's or a decoder's symbols from a layer's or an
-#: encoder's (``\hat{y}``, ``\bar{q}``: :func:`symformer.notation.marked`).
-MARKS = re.compile(r"\\(?:bar|hat)\{((?:[^{}]|\{[^{}]*\})*)\}")
+#: encoder's (``\hat{y}``, ``\bar{q}``, ``\widehat{\mathrm{rms}}``:
+#: :func:`symformer.notation.marked`).
+MARKS = re.compile(r"\\(?:bar|hat|widehat)\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
 def equation_key(stage: Stage, primes: bool = False) -> tuple:

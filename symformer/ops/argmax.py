@@ -61,7 +61,7 @@ class ArgmaxIndicator(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
-            ("t[j] = 1 if l[n - 1, j] == max(l[n - 1, m] for m in range(V)) else 0",),
+            ("t[j] = 1 if l[n - 1, j] == max(l[n - 1, jp] for jp in range(V)) else 0",),
             {"t": "out", "l": "in0"}, sizes={"n": ("l", 0), "V": ("l", 1)},
             symbols={"V": ("|V|", "|V|")}, remark="the last position's logits")
 
@@ -94,9 +94,10 @@ class ArgmaxIndicator(Operation):
         logits = stage.derivation[stage.inputs[0]]
         last = logits.shape[0] - 1
         symbol = logits.op.symbol
-        # the index m of the equation's max_m l_{n-1,m}
-        sub = f"{last},m" if logits.shape[0] > 1 else "m"
+        # the index j′ of the equation's max_{j′} l_{n-1,j′}
+        sub = f"{last},j'" if logits.shape[0] > 1 else "j'"
         base = f"{{{symbol.latex}}}" if "^" in symbol.latex else symbol.latex
-        notation = Notation(rf"\max_{{m}} {base}_{{{sub}}}", f"max_m {symbol.text}_{sub}",
-                            "Largest logit")
+        text_sub = sub.replace("'", "\u2032")
+        notation = Notation(rf"\max\nolimits_{{j'}} {base}_{{{sub}}}",
+                            f"max_j\u2032 {symbol.text}_{text_sub}", "Largest logit")
         return [WorkedPart(notation, sympy.Max(*logits.symbols.row(last)))]

@@ -47,16 +47,16 @@ class DotScores(Operation):
     torch_scores = "q @ k.T"
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("u[i, j] = sum(q[i, c] * k[j, c] for c in range(d_k))",),
+        return IndexEquation(("u[i, j] = sum(q[i, jp] * k[j, jp] for jp in range(d_k))",),
                              {"u": "out", "q": "in0", "k": "in1"}, sizes={"d_k": ("q", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
         if wrt == 0:
-            return IndexEquation(("dq[i, c] = sum(du[i, m] * k[m, c] for m in range(n))",),
+            return IndexEquation(("dq[i, j] = sum(du[i, jp] * k[jp, j] for jp in range(n))",),
                                  {"dq": "result", "du": "grad", "k": "in1"},
                                  sizes={"n": ("du", 1)})
-        return IndexEquation(("dk[j, c] = sum(du[i, j] * q[i, c] for i in range(n))",),
+        return IndexEquation(("dk[i, j] = sum(du[ip, i] * q[ip, j] for ip in range(n))",),
                              {"dk": "result", "du": "grad", "q": "in0"}, sizes={"n": ("du", 0)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:

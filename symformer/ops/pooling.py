@@ -64,7 +64,7 @@ class Pool(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         if self.how == "mean":
-            return IndexEquation(("c[i, j] = sum(z[m, j] for m in range(n)) / n",),
+            return IndexEquation(("c[i, j] = sum(z[ip, j] for ip in range(n)) / n",),
                                  {"c": "out", "z": "in0"}, sizes={"n": ("z", 0)})
         return IndexEquation(("c[i, j] = z[P, j]",), {"c": "out", "z": "in0"},
                              scalars={"P": self.position}, symbols={"P": ("P", "P")},

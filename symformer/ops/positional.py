@@ -21,6 +21,7 @@ from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops.base import Operation
 from symformer.ops.facts import FALSE, PROVED, Fact
+from symformer.ops.rope import PAIR, POSITION
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage
@@ -98,10 +99,12 @@ class PositionalEncoding(Operation):
         return positional_encoding(self.n, self.d_model, self.kind, self.base)
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        p, c = POSITION.text, PAIR.text  # RoPE's letters: pos, l
         if self.kind != "sinusoidal":
-            return IndexEquation(("PE[p, j] = 0",), {"PE": "out"})
-        angle = "p / base ** (2 * c / d_model)"
-        return IndexEquation((f"PE[p, 2 * c] = sin({angle})", f"PE[p, 2 * c + 1] = cos({angle})"),
+            return IndexEquation((f"PE[{p}, j] = 0",), {"PE": "out"})
+        angle = f"{p} / base ** (2 * {c} / d_model)"
+        return IndexEquation((f"PE[{p}, 2 * {c}] = sin({angle})",
+                              f"PE[{p}, 2 * {c} + 1] = cos({angle})"),
                              {"PE": "out"}, sizes={"d_model": ("PE", 1)},
                              scalars={"base": self.base},
                              symbols={"base": (sympy.latex(sympy.sympify(self.base)),

@@ -106,7 +106,7 @@ class Projection(Operation):
         if self.b is not None:
             arrays[self.bias] = f"param:{self.bias}"
         return IndexEquation(
-            (f"q[i, j] = sum(x[i, m] * {self.weight}[m, j] for m in range(d_in)){bias}",),
+            (f"q[i, j] = sum(x[i, jp] * {self.weight}[jp, j] for jp in range(d_in)){bias}",),
             arrays, sizes={"d_in": ("x", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()

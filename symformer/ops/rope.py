@@ -29,8 +29,10 @@ from symformer.ops.facts import FALSE, PROVED, Fact
 
 #: RoPE's two indices, one spelling for the equations, the figures and their captions:
 #: the token's position and the pair of dimensions turned together.
-POSITION = Notation("p", "p", "the token's position")
-PAIR = Notation("c", "c", "the pair of dimensions rotated together")
+#: ``pos`` as in Vaswani et al.'s PE_(pos, 2i); the pair ``l`` (``i`` is a row, ``c`` the
+#: heads' concatenation, ``p`` the probabilities: one meaning per symbol).
+POSITION = Notation(r"\mathit{pos}", "pos", "the token's position")
+PAIR = Notation("l", "l", "the pair of dimensions rotated together")
 
 if TYPE_CHECKING:
     from symformer.engine.graph import Stage

@@ -125,7 +125,7 @@ class MaxShift(Operation):
     default_notation = Notation(r"s - \max s", "s − max s", "Scores minus their row's maximum")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("z[i, j] = s[i, j] - max(s[i, m] for m in range(n))",),
+        return IndexEquation(("z[i, j] = s[i, j] - max(s[i, jp] for jp in range(n))",),
                              {"z": "out", "s": "in0"}, sizes={"n": ("s", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
@@ -220,7 +220,7 @@ class RowDot(Operation):
     rational = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("S[i, 0] = sum(a[i, m] * b[i, m] for m in range(n))",),
+        return IndexEquation(("S[i, 0] = sum(a[i, j] * b[i, j] for j in range(n))",),
                              {"S": "out", "a": "in0", "b": "in1"}, sizes={"n": ("a", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
@@ -247,7 +247,7 @@ class RowSum(Operation):
     rational = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("S[i, 0] = sum(x[i, m] for m in range(n))",),
+        return IndexEquation(("S[i, 0] = sum(x[i, j] for j in range(n))",),
                              {"S": "out", "x": "in0"}, sizes={"n": ("x", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
@@ -272,7 +272,7 @@ class LogSoftmax(Operation):
     default_notation = Notation(r"\log p", "log p", "Log-probabilities")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("y[i, j] = s[i, j] - log(sum(exp(s[i, m]) for m in range(n)))",),
+        return IndexEquation(("y[i, j] = s[i, j] - log(sum(exp(s[i, jp]) for jp in range(n)))",),
                              {"y": "out", "s": "in0"}, sizes={"n": ("s", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:

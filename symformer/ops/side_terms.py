@@ -102,7 +102,7 @@ class ExpSums(Operation):
     default_notation = Notation(r"\Sigma", "Σ", "Sum of the exponentials")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("S[i, 0] = sum(exp(s[i, m]) for m in range(n))",),
+        return IndexEquation(("S[i, 0] = sum(exp(s[i, j]) for j in range(n))",),
                              {"S": "out", "s": "in0"}, sizes={"n": ("s", 1)})
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:

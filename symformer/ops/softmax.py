@@ -67,7 +67,7 @@ class Softmax(Operation):
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         size = self.count if self.count in ("V", "C") else "n"
         return IndexEquation(
-            (f"alpha[i, j] = exp(s[i, j]) / sum(exp(s[i, m]) for m in range({size}))",),
+            (f"alpha[i, j] = exp(s[i, j]) / sum(exp(s[i, jp]) for jp in range({size}))",),
             {"alpha": "out", "s": "in0"}, sizes={size: ("s", 1)},
             symbols={"V": ("|V|", "|V|"), "C": ("C", "C")})
 
@@ -75,8 +75,8 @@ class Softmax(Operation):
                           ) -> IndexEquation:
         size = self.count if self.count in ("V", "C") else "n"
         return IndexEquation(
-            (f"ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, m] * dalpha[i, m] "
-             f"for m in range({size})))",),
+            (f"ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, jp] * dalpha[i, jp] "
+             f"for jp in range({size})))",),
             {"ds": "result", "alpha": "out", "dalpha": "grad"}, sizes={size: ("alpha", 1)},
             symbols={"V": ("|V|", "|V|"), "C": ("C", "C")})
 

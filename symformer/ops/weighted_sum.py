@@ -44,17 +44,17 @@ class WeightedSum(Operation):
     rational = True
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("o[i, j] = sum(alpha[i, m] * v[m, j] for m in range(n))",),
+        return IndexEquation(("o[i, j] = sum(alpha[i, jp] * v[jp, j] for jp in range(n))",),
                              {"o": "out", "alpha": "in0", "v": "in1"},
                              sizes={"n": ("alpha", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
         if wrt == 0:
-            return IndexEquation(("dalpha[i, m] = sum(do[i, j] * v[m, j] for j in range(d_v))",),
+            return IndexEquation(("dalpha[i, j] = sum(do[i, jp] * v[j, jp] for jp in range(d_v))",),
                                  {"dalpha": "result", "do": "grad", "v": "in1"},
                                  sizes={"d_v": ("v", 1)})
-        return IndexEquation(("dv[m, j] = sum(alpha[i, m] * do[i, j] for i in range(n))",),
+        return IndexEquation(("dv[i, j] = sum(alpha[ip, i] * do[ip, j] for ip in range(n))",),
                              {"dv": "result", "do": "grad", "alpha": "in0"},
                              sizes={"n": ("alpha", 0)})
 

@@ -70,13 +70,13 @@ class WholeMean(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
-            ("mu[i] = 1 / (n * d) * sum(r[m, j] for m in range(n) for j in range(d))",),
+            ("mu[i] = 1 / (n * d) * sum(r[ip, j] for ip in range(n) for j in range(d))",),
             {"mu": "out", "r": "in0"}, sizes={"n": ("r", 0), "d": ("r", 1)},
             remark="over every entry of the matrix: all tokens at once")
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
-        return IndexEquation(("dr[i, j] = sum(dmu[m] for m in range(n)) / (n * d)",),
+        return IndexEquation(("dr[i, j] = sum(dmu[ip] for ip in range(n)) / (n * d)",),
                              {"dr": "result", "dmu": "grad"},
                              sizes={"n": ("dr", 0), "d": ("dr", 1)})
 
@@ -126,7 +126,7 @@ class WholeVariance(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
-            ("sigma2[i] = 1 / (n * d) * sum((r[m, j] - mu[m]) ** 2 for m in range(n) "
+            ("sigma2[i] = 1 / (n * d) * sum((r[ip, j] - mu[ip]) ** 2 for ip in range(n) "
              "for j in range(d))",),
             {"sigma2": "out", "r": "in0", "mu": "in1"}, sizes={"n": ("r", 0), "d": ("r", 1)},
             remark="over every entry of the matrix: all tokens at once")
@@ -135,13 +135,13 @@ class WholeVariance(Operation):
                           ) -> IndexEquation:
         if wrt == 0:
             return IndexEquation(
-                ("dr[i, j] = 2 * sum(dsigma2[m] for m in range(n)) * (r[i, j] - mu[i]) "
+                ("dr[i, j] = 2 * sum(dsigma2[ip] for ip in range(n)) * (r[i, j] - mu[i]) "
                  "/ (n * d)",),
                 {"dr": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
                 sizes={"n": ("r", 0), "d": ("r", 1)})
         return IndexEquation(
-            ("dmu[i] = -2 * sum(dsigma2[m] for m in range(n)) * sum(r[m, j] - mu[m] "
-             "for m in range(n) for j in range(d)) / (n * d)",),
+            ("dmu[i] = -2 * sum(dsigma2[ip] for ip in range(n)) * sum(r[ip, j] - mu[ip] "
+             "for ip in range(n) for j in range(d)) / (n * d)",),
             {"dmu": "result", "dsigma2": "grad", "r": "in0", "mu": "in1"},
             sizes={"n": ("r", 0), "d": ("r", 1)},
             remark="zero: the entries are centred on their own mean")

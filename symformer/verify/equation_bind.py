@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from symformer.engine import Derivation
 from symformer.errors import InputError
-from symformer.notation import glossary, notation, parameter_symbol, symbol, where
+from symformer.notation import capital, glossary, notation, parameter_symbol, symbol, where
 from symformer.verify.latex_math import GREEK, Parser, Sym, tokenize
 
 _WHERE = re.compile(r"^(.*?)\((\d+(?:,\d+)*)\)$")
@@ -84,11 +84,15 @@ def split_where(sym: Sym) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m else (sup, "")
 
 
-def _matrix_symbol(stage) -> str:
-    """The whole stage's symbol before its superscript: ``Q`` for rows of ``q`` (the rule
-    of :func:`symformer.notation.matrix_latex`, which adds the superscript)."""
+def _matrix_symbols(stage) -> list[str]:
+    """The whole stage's symbols before their superscript: ``Q`` for rows of ``q`` (the
+    rule of :func:`symformer.notation.matrix_latex`, which adds the superscript); an
+    FFN activation's ``\\tilde{H}`` as the notes print it, and ``A`` as authors wrote
+    it before (the notes' A is the attention matrix, which ``where`` names)."""
     latex = symbol(stage).latex
-    return latex.upper() if re.fullmatch(r"[a-z]", latex) else latex
+    if not re.fullmatch(r"[a-z]", latex):
+        return [latex]
+    return list(dict.fromkeys((capital(stage, latex), latex.upper())))
 
 
 def key_of(sym: Sym, sub: bool = True, sup: bool = True) -> Key:
@@ -118,15 +122,17 @@ class SymbolTable:
                       grad)
             if grad and s.op.of_stage and s.name.removeprefix("grad.") in g.stages:
                 source = g[s.name.removeprefix("grad.")]
-                self._add(_matrix_symbol(source), Target(stage=s.name, matrix=True), True,
-                          forced_where=where(source))
+                for matrix in _matrix_symbols(source):
+                    self._add(matrix, Target(stage=s.name, matrix=True), True,
+                              forced_where=where(source))
             if grad:
                 continue
             if s.op.matrix_form == "product" and s.head:  # the paper's head_i (Concat's)
                 self._add(rf"\mathrm{{head}}_{{{s.head}}}", Target(stage=s.name, matrix=True))
-            if _matrix_symbol(s) != symbol(s).latex:
-                self._add(_matrix_symbol(s), Target(stage=s.name, matrix=True),
-                          forced_where=where(s))
+            for matrix in _matrix_symbols(s):
+                if matrix != symbol(s).latex:
+                    self._add(matrix, Target(stage=s.name, matrix=True),
+                              forced_where=where(s))
             note = s.op.target_symbol  # the mse target, as its operation names it
             if note is not None:
                 self._add(note.latex, Target(stage=s.name, parameter="target",
