@@ -129,7 +129,7 @@ def marked(note: Notation, accents: tuple[tuple[str, str, str], ...]) -> Notatio
     r"""``note`` with each accent over its base letter (``q`` -> ``\bar{q}``, ``W_{O}``
     -> ``\bar{W}_{O}``, ``\sigma'^2`` -> ``\bar{\sigma}'^2``), a bar or a hat over the
     whole of a longer symbol (``\overline{\mathrm{PE}}``, the final RMSNorm's
-    ``\widehat{\mathrm{rms}}``), a mean square's hat over its letter (``\langle \hat{x}^2
+    ``\hat{\mathrm{rms}}``), a mean square's hat over its letter (``\langle \hat{x}^2
     \rangle``: one over the whole would not read); unchanged when it already has that
     accent (the decoder's output z̄)."""
     for short, long, combining in accents:
@@ -143,7 +143,8 @@ def marked(note: Notation, accents: tuple[tuple[str, str, str], ...]) -> Notatio
         elif note.latex.startswith((r"\mathrm", r"\langle", r"\sqrt")):
             if short == HAT[0] and note.latex.startswith(r"\sqrt"):
                 continue
-            latex = f"{long}{{{note.latex}}}"  # \overline{\mathrm{PE}}, \widehat{\mathrm{rms}}
+            # \overline{\mathrm{PE}}; \hat{\mathrm{rms}} (a \widehat's glyph reads as a "d")
+            latex = f"{short if short == HAT[0] else long}{{{note.latex}}}"
         else:
             prefix, base, _ = scripts.split_power(note.latex)
             rest = note.latex[len(prefix) + len(base):]

@@ -112,7 +112,7 @@ def test_one_meaning_per_symbol(name):
     is j, or j′ beside an equation's own j (i′ over rows), never m (the multi-head
     output); PE's and RoPE's position is pos and their pair l (c is the concatenation,
     p the probabilities); the FFN activation's matrix is H̃ (A is the attention
-    matrix); the final RMSNorm's statistics are ⟨x̂²⟩ and rms under a wide hat."""
+    matrix); the final RMSNorm's statistics are ⟨x̂²⟩ and a hatted rms."""
     assert not collisions(name), collisions(name)
 
 
@@ -150,4 +150,4 @@ def test_renamed_letters(name):
     assert activation == {"layer#.ffn.activation"}, activation
     if name == "llama_style":
         assert {r[2] for r in found[r"\langle \hat{x}^2 \rangle"]} == {"final_norm.mean_square"}
-        assert {r[2] for r in found[r"\widehat{\mathrm{rms}}"]} == {"final_norm.std"}
+        assert {r[2] for r in found[r"\hat{\mathrm{rms}}"]} == {"final_norm.std"}

@@ -25,9 +25,8 @@ PRIMES = re.compile(r"'|\^\{\\prime\}|\\prime")
 
 
 #: The accents that tell a final norm's or a decoder's symbols from a layer's or an
-#: encoder's (``\hat{y}``, ``\bar{q}``, ``\widehat{\mathrm{rms}}``:
-#: :func:`symformer.notation.marked`).
-MARKS = re.compile(r"\\(?:bar|hat|widehat)\{((?:[^{}]|\{[^{}]*\})*)\}")
+#: encoder's (``\hat{y}``, ``\bar{q}``: :func:`symformer.notation.marked`).
+MARKS = re.compile(r"\\(?:bar|hat)\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
 def equation_key(stage: Stage, primes: bool = False) -> tuple:
