@@ -278,11 +278,11 @@ def test_readme_layer_conventions_are_the_schemas(tmp_path, capsys):
 
 
 def test_the_docs_state_ropes_angle_and_it_holds(capsys):
-    """docs/blocks.md: pair i at position m turns by m theta_i, theta_i =
-    base^(-2i/d_k); "half" pairs (x_i, x_{i+d_k/2}).  Checked on llama_style's first
+    """docs/blocks.md: pair l at position pos turns by pos theta_l, theta_l =
+    base^(-2l/d_k); "half" pairs (x_l, x_{l+d_k/2}).  Checked on llama_style's first
     head by rotating its Q by hand."""
     blocks = (ROOT / "docs/blocks.md").read_text(encoding="utf-8")
-    assert "θ_i = base^(−2i/d_k)" in blocks
+    assert "θ_l = base^(−2l/d_k)" in blocks and "(x_l, x_l+d_k/2)" in blocks
     assert main(["derive", "llama_style", "--json", "--digits", "20", "--stage",
                  "layer1.head1.Q", "--stage", "layer1.head1.Q_rot"]) == 0
     stages = json.loads(capsys.readouterr().out)["stages"]

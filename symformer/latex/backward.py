@@ -164,13 +164,15 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     if equation is not None and equation.lines:
         out += _matrix_fragments(stage, name, "matrix" not in said)
         said.add("matrix")
-        out.append(Fragment(f"{name}-equation", [equation]))
+        if not passes_through(stage):  # its index form would repeat the matrix form
+            out.append(Fragment(f"{name}-equation", [equation]))
     inactive = inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
     weight = not repeated and stage.op.of_weight and not inactive and (
         full or weight_kind(stage) not in said)
     if weight:
         said.add(weight_kind(stage))
-    works = weight or (not repeated and not stage.op.of_weight and taught(stage))
+    works = weight or (not repeated and not stage.op.of_weight and taught(stage)
+                       and not passes_through(stage))  # its numbers: the row above's
     alike = None if full or not (stage.op.of_stage or weight) else ALIKE
     worked, values, left = worked_values(stage, row, decimals, exact, alike) if works else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
@@ -197,6 +199,17 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
                else ":"))
         out.append(Fragment(f"{name}-worked", [Prose((text,)), worked]))
     return out
+
+
+def passes_through(stage: Stage) -> bool:
+    """Does the step hand its upstream gradient on unchanged (a residual's branch, the
+    input without an additive positional encoding, a final output): its matrix form is
+    ∂L/∂A = ∂L/∂B, and its index form would say the same entry by entry."""
+    rows = matrix_form.backward_lines(stage)
+    return bool(rows) and all(
+        rhs.startswith(r"\frac{\partial L}{\partial ") and rhs.count(r"\frac") == 1
+        and not any(op in rhs for op in ("+", "-", r"\,", r"\odot", r"\cdot", r"\bigl"))
+        for _, rhs in rows)
 
 
 def _weight_worked(stage: Stage, name: str, worked, row: int) -> list[Fragment]:
