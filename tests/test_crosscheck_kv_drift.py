@@ -45,6 +45,7 @@ def _logits(folder, ids: list[int], prompt: int, dtype: str, cached: bool) -> np
 
 @pytest.mark.parametrize("build", [_gpt2, llama_dir], ids=["gpt2", "llama"])
 def test_the_cached_drift_and_the_greedy_tokens_match_transformers(tmp_path, capsys, build):
+    pytest.importorskip("torch")  # the model runs in PyTorch
     pytest.importorskip("transformers")
     folder = build(tmp_path / "m")
     assert main(["crosscheck", str(folder), "--tokens", "0,1,2", "--kv-cache", "--steps",
@@ -71,6 +72,7 @@ def test_the_cached_drift_and_the_greedy_tokens_match_transformers(tmp_path, cap
 
 
 def test_the_text_table_and_the_refusals(tmp_path, capsys):
+    pytest.importorskip("torch")  # the model runs in PyTorch
     pytest.importorskip("transformers")
     folder = _gpt2(tmp_path / "m")
     assert main(["crosscheck", str(folder), "--tokens", "0,1", "--kv-cache", "--steps", "2",
