@@ -10,54 +10,18 @@ flags override the table's keys one by one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Any
 
 from symformer.errors import InputError
 from symformer.example.fields import Where, no_unknown_keys
 from symformer.example.literals import exact_number
+from symformer.example.schema import Decoding
 from symformer.lazy import sympy
 
 #: The keys of a ``[decoding]`` table (and, with dashes, of ``generate``'s flags).
 DECODING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "banned",
                  "min_new_tokens", "stop", "forced", "seed", "steps")
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """A decoding rule (every field optional; all defaults: today's greedy argmax).
-
-    ``forced`` maps a step (1-based) to the token that step must produce (every other
-    token is banned there, Hugging Face's ``forced_decoder_ids``); ``steps``: the tokens
-    ``check`` generates to reach a claimed ``stepN.*`` stage (``generate --steps`` wins).
-    """
-
-    temperature: Any = None  # sympy.Rational > 0
-    top_k: int | None = None
-    top_p: Any = None  # 0 < p <= 1
-    min_p: Any = None  # 0 <= min_p <= 1
-    repetition_penalty: Any = None  # > 0
-    banned: tuple[str, ...] = ()
-    min_new_tokens: int = 0
-    stop: tuple[str, ...] = ()
-    forced: tuple[tuple[int, str], ...] = field(default=())
-    seed: int | None = None
-    steps: int | None = None
-
-    @property
-    def sampling(self) -> bool:
-        """True when the next token is drawn (a seed is given), not the argmax."""
-        return self.seed is not None
-
-    @property
-    def plain(self) -> bool:
-        """True when nothing but the greedy argmax is asked (today's ``generate``)."""
-        return all(getattr(self, f.name) == f.default for f in fields(self)
-                   if f.name not in ("steps", "stop"))
-
-    def forced_at(self, step: int) -> str | None:
-        """The token step ``step`` (1-based) must produce, if any."""
-        return dict(self.forced).get(step)
 
 
 def parse_decoding(data: Any, here: Where) -> Decoding:

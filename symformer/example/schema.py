@@ -7,8 +7,8 @@ Shapes are validated by the loader, so the engine can trust them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from flint import fmpq
 
@@ -16,9 +16,6 @@ from symformer.errors import InputError
 from symformer.example.exact import ExactNumber
 from symformer.lazy import sympy
 from symformer.registry import ACTIVATION_NAMES, NORM_NAMES, SCORE_NAMES
-
-if TYPE_CHECKING:
-    from symformer.example.decoding import Decoding
 
 #: LayerNorm's default epsilon, 1e-6.
 DEFAULT_EPS = ExactNumber(fmpq(1, 10**6))
@@ -447,3 +444,40 @@ class LessonStages:
     jacobian: tuple[StageRequest, ...] = ()
     products: tuple[StageRequest, ...] = ()
     where: str = ""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A decoding rule (every field optional; all defaults: today's greedy argmax).
+
+    ``forced`` maps a step (1-based) to the token that step must produce (every other
+    token is banned there, Hugging Face's ``forced_decoder_ids``); ``steps``: the tokens
+    ``check`` generates to reach a claimed ``stepN.*`` stage (``generate --steps`` wins).
+    """
+
+    temperature: Any = None  # sympy.Rational > 0
+    top_k: int | None = None
+    top_p: Any = None  # 0 < p <= 1
+    min_p: Any = None  # 0 <= min_p <= 1
+    repetition_penalty: Any = None  # > 0
+    banned: tuple[str, ...] = ()
+    min_new_tokens: int = 0
+    stop: tuple[str, ...] = ()
+    forced: tuple[tuple[int, str], ...] = field(default=())
+    seed: int | None = None
+    steps: int | None = None
+
+    @property
+    def sampling(self) -> bool:
+        """True when the next token is drawn (a seed is given), not the argmax."""
+        return self.seed is not None
+
+    @property
+    def plain(self) -> bool:
+        """True when nothing but the greedy argmax is asked (today's ``generate``)."""
+        return all(getattr(self, f.name) == f.default for f in fields(self)
+                   if f.name not in ("steps", "stop"))
+
+    def forced_at(self, step: int) -> str | None:
+        """The token step ``step`` (1-based) must produce, if any."""
+        return dict(self.forced).get(step)
