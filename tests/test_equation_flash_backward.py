@@ -9,17 +9,15 @@ from __future__ import annotations
 import re
 import tomllib
 from fractions import Fraction
-from math import sqrt
-from pathlib import Path
 
 import numpy as np
 import pytest
+from test_equation_constructs import DATA, _head
 
 from symformer import load_example
 from symformer.verify.check import Checker
 from symformer.verify.equation_claims import EquationClaim, Judge
 
-DATA = Path(__file__).parent / "data" / "equations"
 WHERE = {"P": "layer1.head1.weights", "O": "layer1.head1.output"}
 D_S = r"dS_{ij} = P_{ij}(dP_{ij} - D_i), \quad D_i = \sum_j dO_{ij} O_{ij}"
 
@@ -31,19 +29,12 @@ def judge() -> Judge:
 
 
 def _reference() -> dict[str, np.ndarray]:
-    """The head forward and backward in float64 from the file's numbers."""
+    """The head backward in float64, from its forward (test_equation_constructs' float64
+    head, written from the file's numbers) and the file's dL/dO."""
+    head = _head()
+    p, v, o = head["A"], head["V"], head["O"]
     data = tomllib.loads((DATA / "attn_model.toml").read_text())
-
-    def floats(rows):
-        return np.array([[float(Fraction(str(v))) for v in r] for r in rows])
-    x = floats(data["inputs"])
-    head = data["layer"][0]["head"][0]
-    q, k, v = (x @ floats(head[w]) for w in ("W_Q", "W_K", "W_V"))
-    s = q @ k.T / sqrt(q.shape[1])
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    o = p @ v
-    d_o = floats(data["loss"]["gradient"])
+    d_o = np.array([[float(Fraction(str(x))) for x in r] for r in data["loss"]["gradient"]])
     d_p = d_o @ v.T
     d_s = p * (d_p - (d_o * o).sum(axis=1, keepdims=True))
     return {"P": p, "O": o, "dO": d_o, "dV": p.T @ d_o, "dP": d_p, "dS": d_s}
