@@ -160,11 +160,12 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     said = set() if said is None else said
     name = stage.name.replace(".", "-")
     out = []
+    through = passes_through(stage)  # its index form and numbers would repeat the row's
     equation = None if repeated else numbered_equation(stage)
     if equation is not None and equation.lines:
         out += _matrix_fragments(stage, name, "matrix" not in said)
         said.add("matrix")
-        if not passes_through(stage):  # its index form would repeat the matrix form
+        if not through:
             out.append(Fragment(f"{name}-equation", [equation]))
     inactive = inactive_fragments(stage, name)  # a weight's gradient exactly 0, and why
     weight = not repeated and stage.op.of_weight and not inactive and (
@@ -172,7 +173,7 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     if weight:
         said.add(weight_kind(stage))
     works = weight or (not repeated and not stage.op.of_weight and taught(stage)
-                       and not passes_through(stage))  # its numbers: the row above's
+                       and not through)
     alike = None if full or not (stage.op.of_stage or weight) else ALIKE
     worked, values, left = worked_values(stage, row, decimals, exact, alike) if works else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
