@@ -166,7 +166,7 @@ def _terms_stage(g: Derivation, name: str) -> bool:
     else:
         title = f"Terms x_c W_(c,j) inside row {row} ({s.rows[row]!r}) of {s.name}"
         staged = s.op.from_stages
-        op = RowTerms(row, None if staged else s.op.W, Notation("T", "T", title))
+        op = RowTerms(row, None if staged else s.op.W, Notation("T", "T", title), True)
         inputs, rows = (s.inputs[:2] if staged else s.inputs[:1]), a.cols
     g.add(name, KIND, op, tuple(inputs), rows, s.cols, **where(s))
     return True

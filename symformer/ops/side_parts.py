@@ -85,6 +85,9 @@ class RowTerms(Operation):
     row: int
     W: sympy.Matrix | None = None
     notation: Notation | None = None
+    #: True for a projection's terms: row c is the weight's row c (x_c W_{c,j}), not a
+    #: token position (a weighted sum's rows are its key positions).
+    weight_rows: bool = False  # type: ignore[assignment]
 
     name = "row_terms"
     reference_function = row_terms
@@ -139,12 +142,26 @@ class MaxShift(Operation):
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         out = []
         for row in args[0]:
-            top = _arb_max(row)
-            out.append([NEG_INF if s is NEG_INF else s - top for s in row])
+            top, first = _arb_max(row), _certified_argmax(row)
+            out.append([NEG_INF if s is NEG_INF else arb(0) if k == first else s - top
+                        for k, s in enumerate(row)])
         return out
 
     def arguments(self, args: Sequence[np.ndarray], dtype: type) -> Sequence[Any]:
         return (np.asarray(args[0], dtype=dtype),)
+
+
+def _certified_argmax(row: Sequence[arb]) -> int | None:
+    """The entry certainly above every other finite one (its shift is exactly 0, its
+    exponential exactly 1), or None when the balls do not separate the largest."""
+    finite = [k for k, s in enumerate(row) if s is not NEG_INF]
+    if not finite:
+        return None
+    k = finite[0]
+    for m in finite[1:]:  # the largest centre (exact points: decided), then certified
+        if row[m].mid() > row[k].mid():
+            k = m
+    return k if all(row[k] > row[m] for m in finite if m != k) else None
 
 
 @dataclass(frozen=True)

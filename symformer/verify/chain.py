@@ -169,6 +169,11 @@ def apply(op: Operation, args: list[Values]) -> Values:
     balls; when only some inputs are exact rationals (an author printed some rows),
     the entries computed from those alone stay exact."""
     exact = [_is_rational(e) for a in args for r in a for e in r]
+    if op.rational and any(exact) and len(exact) <= MIXED_LIMIT:
+        # the engine's balls of radius 0 (1/2, 3/2) are exact too: a printed 1.21 times
+        # them is decided exactly (0.5 · 1.21 + 1.5 · 1.14 = 2.315, a tie at 2 decimals)
+        args = [[[_exact_ball(e) for e in r] for r in a] for a in args]
+        exact = [_is_rational(e) for a in args for r in a for e in r]
     if op.rational and all(exact):
         if args:  # a stage with no inputs is a constant: its balls are its value
             result = op.sympy([sympy.Matrix(a) for a in args])
@@ -181,6 +186,14 @@ def apply(op: Operation, args: list[Values]) -> Values:
             return [[e if e.is_Rational else b for e, b in zip(er, br)]
                     for er, br in zip(found.tolist(), balls)]
     return balls
+
+
+def _exact_ball(e: Entry) -> Entry:
+    """A finite ball of radius 0 as the exact (dyadic) rational it is; else ``e``."""
+    if isinstance(e, arb) and e.is_exact() and e.is_finite():
+        man, exp = e.mid().man_exp()
+        return sympy.Rational(int(man)) * sympy.Rational(2) ** int(exp)
+    return e
 
 
 def _exact_entries(op: Operation, args: list[Values]) -> sympy.Matrix | None:
@@ -222,6 +235,7 @@ def within(e: Entry, claimed: Fraction | Constant, half: Fraction) -> bool | Non
     ``claimed``, whose half is 0, is never decided equal here: only a proof tells)."""
     if e is None:
         return False
+    e = _exact_ball(e)  # a ball of radius 0 is compared exactly (1 against 1.0000 ± ½·10⁻⁴)
     if isinstance(claimed, Constant):
         difference = _as_ball(e) - claimed.ball()
         return False if (difference > 0 or difference < 0) else None
@@ -238,7 +252,7 @@ def within(e: Entry, claimed: Fraction | Constant, half: Fraction) -> bool | Non
 
 def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
            values: Callable[[int], Values | None], g: Derivation | None = None,
-           stage: str = "", where: str = "") -> dict[K, bool]:
+           stage: str = "", where: str = "", all_or_none: bool = False) -> dict[K, bool]:
     """Is each target's claimed number within its half-unit of the value?
 
     ``targets`` maps a key to (row, col, claimed, half): ``claimed`` None means
@@ -249,7 +263,9 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
     there); it is raised until every target is decided.  A value still on the boundary
     claimed ± half at the last precision is proved equal to it on ``g``'s symbols of
     ``stage`` (a correct rounding), or the run ends with an :class:`UndecidedError`
-    naming ``where``.
+    naming ``where``.  ``all_or_none``: only whether every target is right matters (an
+    explanation): the first target decided wrong ends it, with that verdict (no proof
+    is tried for the others).
     """
     pending = set(targets)
     verdicts: dict[K, bool] = {}
@@ -273,6 +289,8 @@ def decide(targets: Mapping[K, tuple[int, int, Fraction | None, Fraction]],
             if verdict is not None:
                 verdicts[key] = verdict
                 pending.discard(key)
+                if all_or_none and not verdict:
+                    return verdicts
         if not pending:
             return verdicts
     for key in pending:  # on a boundary claimed ± half: only an exact proof can tell

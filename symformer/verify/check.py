@@ -183,12 +183,15 @@ class Checker:
                             lambda d: certified_rounding(g, claim.stage, d))
 
     def _decide(self, claim: Claim, values: Callable[[int], Values],
-                g: Derivation | None = None) -> dict[tuple[int, int], bool]:
-        """(i, j) of values -> right?, raising the precision until every entry is decided."""
+                g: Derivation | None = None, stage: str | None = None,
+                all_or_none: bool = False) -> dict[tuple[int, int], bool]:
+        """(i, j) of values -> right?, raising the precision until every entry is decided
+        (``values``: of ``stage`` of ``g``, the claim's by default, where a tie is
+        proved; ``all_or_none``: an explanation, ended by the first wrong entry)."""
         targets = {(i, j): (claim.row_indices[i], claim.col_indices[j], claim.number(i, j),
                             claim.half_at(i, j))
                    for i in range(len(claim.values)) for j in range(len(claim.values[0]))}
-        return decide(targets, values, g, claim.stage, claim.where)
+        return decide(targets, values, g, stage or claim.stage, claim.where, all_or_none)
 
     def _result(self, claim: Claim, g: Derivation, verdicts: dict[tuple[int, int], bool],
                 rounding: Callable[[int], list[list[str]]]) -> ClaimCheck:
@@ -238,11 +241,17 @@ class Checker:
                     enclosure[r][c], claim.number(i, j), claim.half_at(i, j))
 
         def rounding(decimals: int) -> list[list[str]]:
+            # only the claimed entries: an entry nobody claimed may sit on a rounding
+            # boundary its balls never leave (a row the printed inputs left exact)
+            claimed = [(r, c) for r in claim.row_indices for c in claim.col_indices]
             for b in PRECISIONS:
                 v = as_printed.evaluate(b)[claim.stage]
-                rounded = round_values(v, decimals)
+                rounded = round_values([[v[r][c] for r, c in claimed]], decimals)
                 if rounded is not None:
-                    return as_text(rounded, decimals)
+                    table = [[""] * len(row) for row in v]
+                    for (r, c), text in zip(claimed, as_text(rounded, decimals)[0]):
+                        table[r][c] = text
+                    return table
             raise UndecidedError(f"{claim.where}: cannot round the step as printed")
 
         result = self._result(claim, g, consistent, rounding)
@@ -270,7 +279,8 @@ class Checker:
                 g = self.derivation(claim.causal, convention, claim.stage)
             except InputError:  # no such stage (or no backward pass) under it
                 continue
-            verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g)
+            verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g,
+                                    all_or_none=True)
             if all(verdicts.values()):
                 found.append(f"every number is right under another convention: "
                              f"{convention.describe()}" + self._mask_note(claim, convention))
@@ -291,7 +301,8 @@ class Checker:
         other = f"{match['stage']}.shifted_{match['key']}"
         add_side_stage(g, other)
         try:
-            verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[other], g)
+            verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[other], g, other,
+                                    all_or_none=True)
         except UndecidedError:
             return None
         if not all(verdicts.values()):
@@ -317,7 +328,7 @@ class Checker:
                 targets[i, j] = (r, c, centre, unit / 2 if value else unit)
         try:
             verdicts = decide(targets, lambda bits: g.evaluate(bits)[claim.stage], g,
-                              claim.stage, claim.where)
+                              claim.stage, claim.where, all_or_none=True)
         except UndecidedError:
             return None
         if not all(verdicts.values()):
@@ -389,7 +400,7 @@ class Checker:
                                   for j in range(len(row))))
             candidates.append((Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
                                f"every stage before it rounded to {decimals} decimals"))
-        best: tuple[int, str] = (0, "")
+        best: tuple[int, str, int] = (0, "", 0)
         for chain, source in candidates:
             try:
                 verdicts = self._decide(claim, lambda bits, c=chain: _target(c, bits))
@@ -400,11 +411,17 @@ class Checker:
                        f"from {source}"
             explained = sum(verdicts[i, j] for i, j in wrong)
             if explained > best[0]:
-                best = (explained, source)
-        if best[0]:
-            return (f"reader rounding explains {best[0]} of the {len(wrong)} wrong numbers: "
-                    f"recomputed from {best[1]}; the rest do not follow from them")
-        return None
+                best = (explained, source, sum(not ok for ok in verdicts.values())
+                        - (len(wrong) - explained))
+        if not best[0]:
+            return None
+        explained, source, lost = best
+        if explained < len(wrong):
+            return (f"reader rounding explains {explained} of the {len(wrong)} wrong "
+                    f"numbers: recomputed from {source}; the rest do not follow from them")
+        every = "the 1 wrong number" if len(wrong) == 1 else f"all {len(wrong)} wrong numbers"
+        return (f"reader rounding explains {every}: recomputed from {source}; but "
+                f"{plural(lost, 'number')} claimed right would then be wrong")
 
 
 def _target(chain: Chain, bits: int) -> Values | None:

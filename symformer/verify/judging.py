@@ -22,6 +22,7 @@ from typing import Any
 from symformer.blocks.backward import is_backward_stage
 from symformer.blocks.train import is_training_stage
 from symformer.engine.graph import Stage
+from symformer.errors import InputError
 from symformer.pipeline import Prepared, check_work
 from symformer.verify.check import Checker, ClaimCheck, summary
 from symformer.verify.claims import Claim, decoding_rule, load_claims, training_run
@@ -71,6 +72,10 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
                       max_work, causal=p.request.causal, run=run)
     equations = load_equations(claims_file)
     claims = load_claims(claims_file, g, list(names), _bounded(example, checker, max_work))
+    if not equations and not any(c.check for c in claims):
+        # a verdict only over what was compared: no number, no "all right"
+        raise InputError(f"{claims_file}: nothing to check: every claim has check = false "
+                         f"(only an input of other claims), so no number is compared")
     check_work(example, "check", max_work, claims=len(claims),
                numbers=sum(len(row) for c in claims for row in c.values),
                equations=len(equations),
