@@ -144,6 +144,22 @@ def wrong_entries(M: Matrix, printed: list[list[str]], rows=None) -> list[list[i
     return found
 
 
+def truncates(M: Matrix, printed: list[list[str]], rows=None) -> bool:
+    """Is every printed number its reference value cut off toward zero after its last
+    digit: c <= x < c + u (c > 0), c - u < x <= c (c < 0), -u < x < u (c = 0)?  A value
+    within 1e-30 of an end is taken as that end (the examples' exact decimals)."""
+    rows = rows or range(len(M))
+    tiny = mpmath.mpf(10) ** -30
+    for i, r in zip(rows, printed):
+        for j, text in enumerate(r):
+            c, u = mpmath.mpf(text), mpmath.mpf(10) ** Decimal(text).as_tuple().exponent
+            x = abs(M[i][j]) if c >= 0 else -M[i][j]  # the same cut, mirrored
+            c = abs(c)
+            if not (x > c - tiny if c else x > -u + tiny) or not x < c + u - tiny:
+                return False
+    return True
+
+
 def claim(name: str, stage: str, values: list[list[str]] | str, **keys: str) -> str:
     text = values if isinstance(values, str) else \
         "[" + ", ".join("[" + ", ".join(r) + "]" for r in values) + "]"
@@ -248,6 +264,8 @@ def test_every_address_right_and_wrong_as_the_reference_says(checked):
         if name == "by hand":
             continue
         assert claims[name]["wrong"] == wrong_entries(M, printed, rows), (name, claims[name])
+        named = any("truncation" in why for why in claims[name]["explanations"])
+        assert named == (bool(claims[name]["wrong"]) and truncates(M, printed, rows)), name
         compared += 1
         assert name.endswith("(wrong)") == bool(claims[name]["wrong"]), name
     assert compared == 32

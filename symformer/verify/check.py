@@ -315,23 +315,29 @@ class Checker:
         """Is every claimed number the exact value cut off after its last printed digit
         (truncated toward zero, as int() or astype(int) does) rather than rounded?"""
         g = self.derivation(claim.causal, stage=claim.stage)
-        targets = {}
+        targets, ends = {}, {}
         for i, r in enumerate(claim.row_indices):
             for j, c in enumerate(claim.col_indices):
                 value = claim.number(i, j)
                 if value is None or isinstance(value, Constant) or claim.half_at(i, j) == 0:
                     return None
                 unit = 2 * claim.half_at(i, j)
-                # x in [c, c + u] for c > 0, [c - u, c] for c < 0, [-u, u] for c = 0
+                # x in [c, c + u) for c > 0, (c - u, c] for c < 0, (-u, u) for c = 0: the
+                # closed interval, then the far end excluded (c + u is cut off to c + u)
                 centre = value + unit / 2 if value > 0 else value - unit / 2 if value < 0 \
                     else value
                 targets[i, j] = (r, c, centre, unit / 2 if value else unit)
+                for k, end in enumerate([value + unit] if value > 0 else [value - unit]
+                                        if value < 0 else [-unit, unit]):
+                    ends[i, j, k] = (r, c, end, Fraction(0))
+        values = lambda bits: g.evaluate(bits)[claim.stage]  # noqa: E731
         try:
-            verdicts = decide(targets, lambda bits: g.evaluate(bits)[claim.stage], g,
-                              claim.stage, claim.where, all_or_none=True)
+            if not all(decide(targets, values, g, claim.stage, claim.where,
+                              all_or_none=True).values()):
+                return None
+            if any(decide(ends, values, g, claim.stage, claim.where).values()):
+                return None  # an exact value at the far end: cut off, it is the next number
         except UndecidedError:
-            return None
-        if not all(verdicts.values()):
             return None
         return ("every number is right under another convention: truncation (each exact "
                 "value cut off after its last printed digit, toward zero, as int() or "
