@@ -65,8 +65,10 @@ _CLAIM_KEYS = {"name", "stage", "decimals", "significant", "values", "rows", "co
 _PRINTED = re.compile(r"[+-]?(?P<int>[0-9_]*)(?:\.(?P<frac>[0-9_]*))?"
                       r"(?:[eE](?P<exp>[+-]?[0-9_]+))?", re.ASCII)
 _INFINITE = {"-inf", "-infinity"}
-_PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*,\s*(?:decimals\s*=\s*)?([0-9]{1,4})"
-                    r"\s*\)\s*\)", re.ASCII)
+_PRINT = re.compile(r"print\(\s*np\.round\(\s*([A-Za-z_]\w*)\s*((?:\[[-0-9:,\s]*\]\s*){0,2})"
+                    r",\s*(?:decimals\s*=\s*)?([0-9]{1,4})\s*\)\s*\)", re.ASCII)
+#: One index of a printed slice: a row or column number (negative: from the end) or ":".
+_INDEX = re.compile(r"\s*(-?[0-9]{1,6}|:)\s*", re.ASCII)
 _COMMENT = re.compile(r"^\s*#\s?(.*)$")
 _ROW = re.compile(r"\[([^\[\]]*)\]")
 
@@ -410,7 +412,7 @@ def claims_from_document(text: str, source: str, names: list[str],
     mapping = _name_mapping(names)
     claims = []
     skipped = []
-    for name, decimals, values, line, row_lines in printed:
+    for name, index, decimals, values, line, row_lines in printed:
         targets = mapping.get(name)
         if not targets:
             skipped.append(name)
@@ -420,13 +422,68 @@ def claims_from_document(text: str, source: str, names: list[str],
             continue
         causal = True if target.startswith("causal:") else None
         stage = target.removeprefix("causal:")
-        claims.append(Claim(name, stage, decimals, values, None, causal, {}, True,
-                            f"{source}, line {line} ({name})", row_lines=row_lines))
+        where = f"{source}, line {line} ({name}{index_text(index)})"
+        rows, cols, values = _sliced(index, values, stage, stages, where)
+        claims.append(Claim(name + index_text(index), stage, decimals, values, rows, causal,
+                            {}, True, where, cols,
+                            entry_given=None not in index and len(index) == 2,
+                            row_lines=row_lines * len(values) if cols else row_lines))
     if not claims and not prose:
         found = ", ".join(dict.fromkeys(n for n, *_ in printed))
         raise InputError(f"{source}: none of the printed arrays ({found}) is mapped to a "
                          f"stage; map each with --name NAME=STAGE (or NAME=- to skip)")
     return claims + prose
+
+
+def index_text(index: tuple[int | None, ...]) -> str:
+    """A printed slice as written: ``[1]``, ``[0, 2]``, ``[:, 1]`` ("" for none)."""
+    return f"[{', '.join(':' if k is None else str(k) for k in index)}]" if index else ""
+
+
+def _sliced(index: tuple[int | None, ...], values: list[list[str]], stage: str,
+            stages: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] | None,
+            where: str) -> tuple[list[int] | None, list[int] | None, list[list[str]]]:
+    """(rows, cols, values) of a printed slice of ``stage``: ``Q[1]`` and ``Q[1, :]`` a
+    row, ``A[0, 2]`` (or ``A[0][2]``) one entry, ``Q[:, 1]`` a column (printed as one
+    row of numbers); a negative index counts from the end."""
+    if all(k is None for k in index):
+        return None, None, values
+    try:
+        labels = stages[stage] if stages is not None else None
+    except KeyError:
+        labels = None  # an unknown stage: validation names it
+    sizes = (len(labels[0]), len(labels[1])) if labels is not None else None
+
+    def place(k: int, axis: int) -> int:
+        if k >= 0:
+            return k
+        if sizes is None or k < -sizes[axis]:
+            raise InputError(f"{where}: index {k} is outside {stage}")
+        return sizes[axis] + k
+
+    row = place(index[0], 0) if index[0] is not None else None
+    col = place(index[1], 1) if len(index) == 2 and index[1] is not None else None
+    if len(values) != 1:
+        raise InputError(f"{where}: a slice {index_text(index)} prints one row or one "
+                         f"number, not {len(values)} rows")
+    if row is None:  # a column, printed as a row of numbers
+        return None, [col], [[v] for v in values[0]]
+    if col is not None and len(values[0]) != 1:
+        raise InputError(f"{where}: the entry {index_text(index)} prints one number, not "
+                         f"{len(values[0])}")
+    return [row], None if col is None else [col], values
+
+
+def _index(text: str) -> tuple[int | None, ...] | None:
+    """The slice ``[1]``, ``[1, :]``, ``[0][2]``, ``[:, 1]`` as (row, col) indices (None
+    for ``:``); () for none; None when it is not such a slice (the print is skipped)."""
+    parts = [p for group in re.findall(r"\[([^\]]*)\]", text) for p in group.split(",")]
+    if not parts:
+        return ()
+    found = [_INDEX.fullmatch(p) for p in parts]
+    if len(parts) > 2 or not all(found):
+        return None
+    return tuple(None if m.group(1) == ":" else int(m.group(1)) for m in found)
 
 
 def _name_mapping(names: list[str]) -> dict[str, list[str]]:
@@ -441,9 +498,9 @@ def _name_mapping(names: list[str]) -> dict[str, list[str]]:
 
 
 def _printed_arrays(text: str, source: str):
-    """(name, decimals, rows of number text, line number, each row's line number) for
-    every printed array (line numbers 1-based; a row wrapped over several lines has the
-    line it starts on)."""
+    """(name, slice, decimals, rows of number text, line number, each row's line number)
+    for every printed array (line numbers 1-based; a row wrapped over several lines has
+    the line it starts on); the slice as :func:`_index` reads it (() for none)."""
     lines = text.splitlines()
     for n, line in enumerate(lines):
         match = _PRINT.search(line)
@@ -457,7 +514,13 @@ def _printed_arrays(text: str, source: str):
             starts.append(sum(len(b) + 1 for b in block))
             block.append(comment.group(1))
         body = " ".join(block)
+        index = _index(match.group(2))
+        if index is None:
+            continue
         if not body.strip().startswith("["):
+            if len(index) == 2 and None not in index and block:  # one entry: a bare number
+                yield match.group(1), index, int(match.group(3)), [body.split()[:1]], \
+                    n + 1, [n + 2]
             continue
 
         if body.strip().startswith("[["):
@@ -470,7 +533,7 @@ def _printed_arrays(text: str, source: str):
         if not values or not all(values) or len({len(r) for r in values}) != 1:
             raise InputError(f"{source}, line {n + 2}: the array printed for "
                              f"{match.group(1)} is not a rectangular matrix")
-        yield match.group(1), int(match.group(2)), values, n + 1, row_lines
+        yield match.group(1), index, int(match.group(3)), values, n + 1, row_lines
 
 
 def validate(claims: list[Claim], g: Derivation,
