@@ -21,7 +21,6 @@ from it (tables, a trace, a document) is in :mod:`symformer.documents`,
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -232,15 +231,9 @@ def _stages(g: Derivation, request: Request) -> list:
 
         backward(g)
     if request.side_stages or request.every_side_stage:
-        from symformer.blocks.side_stages import add_side_stage, side_addresses
+        from symformer.blocks.side_stages import add_requested, add_side_stage, side_addresses
 
-        for name in request.stages or ():
-            if not any(c in name for c in "*?[") and name not in g:
-                add_side_stage(g, name)
-            elif not any(fnmatch.fnmatchcase(s, name) for s in g.stages):  # side stages'
-                for address in list(side_addresses(g)):  # glob ('layer1.head1.Q_rot.*')
-                    if fnmatch.fnmatchcase(address, name):
-                        add_side_stage(g, address)
+        add_requested(g, request.stages or ())
         if request.every_side_stage:
             for name in list(side_addresses(g)):
                 add_side_stage(g, name)

@@ -218,3 +218,19 @@ def test_nothing_compared_is_no_verdict(tmp_path):
 def test_a_bare_number_is_read_from_its_text(value):
     """The bare number keeps its printed digits (3 decimals) as a claim of a 1x1 stage."""
     assert rounded(mpmath.mpf(value), 3) == value
+
+
+def test_train_prints_a_steps_side_stages():
+    """train --stage names a run's side stages (m's kept part at step 2, β₁ m_1 =
+    0.9 · (−0.4)) and a glob matching only side stages takes them all (1 − β₁^t at
+    every step: 0.1, 0.19, 0.271 by mpmath)."""
+    ref = adam_reference()
+    code, out = run_cli(["train", "optimizer_lesson", "--stage", "step2.adam_m_kept.theta",
+                         "--stage", "step*.adam_correction1", "--decimals", "4"])
+    assert code == 0 and "unknown stage" not in out, out
+    tables = out.split("\n\n")[1:]
+    assert [t.split()[0] for t in tables] == ["step2.adam_m_kept.theta"] + [
+        f"step{t}.adam_correction1" for t in (1, 2, 3)], out
+    shown = [mpmath.mpf(t.split()[-1]) for t in tables]
+    expected = [ref[1]["m_kept"]] + [ref[t]["correction1"] for t in range(3)]
+    assert all(abs(a - b) <= mpmath.mpf("0.00005") for a, b in zip(shown, expected)), out

@@ -33,8 +33,9 @@ other stages, verdicts and labels stay as they were.  The addresses (docs/verify
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from weakref import WeakKeyDictionary
 
 from symformer.blocks import requested_stages, side_parts
@@ -100,6 +101,19 @@ def add_side_stage(g: Derivation, name: str) -> bool:
     if added:
         _ADDED.setdefault(g, set()).update(set(g.stages) - before)
     return added
+
+
+def add_requested(g: Derivation, patterns: Iterable[str]) -> None:
+    """Add the side stages that ``--stage`` names or globs ask for: a name ``g`` lacks
+    that is an address, and every address a glob matches when it matches no stage of
+    ``g`` (``'layer1.head1.Q_rot.*'``, ``'step1.adam_*'``)."""
+    for name in patterns:
+        if not any(c in name for c in "*?[") and name not in g:
+            add_side_stage(g, name)
+        elif not any(fnmatch.fnmatchcase(s, name) for s in g.stages):
+            for address in list(side_addresses(g)):
+                if fnmatch.fnmatchcase(address, name):
+                    add_side_stage(g, address)
 
 
 def unknown_message(g: Derivation, name: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from fractions import Fraction
 
+from symformer.blocks.side_stages import add_requested
 from symformer.blocks.train import COMPARE_PRECISION, Training, change
 from symformer.documents.derive import format_table
 from symformer.pipeline import Prepared
@@ -33,6 +34,7 @@ def train_lines(p: Prepared, training: Training, losses: list[str], decimals: in
         yield f"step {t:>{width}}  loss {text}"
     yield report(training, steps, losses, decimals)
     if stages:
+        add_requested(training.graph, stages)  # a step's side stages: step1.sgd_update.W
         for s in training.graph.select(stages):
             yield ""
             yield format_table(s, decimals)
