@@ -32,6 +32,7 @@ from symformer.example import Example
 from symformer.example.expression import Constant
 from symformer.lazy import sympy
 from symformer.notation import entry, place
+from symformer.verify import recompose
 from symformer.verify.chain import (
     PRECISIONS,
     Chain,
@@ -343,6 +344,29 @@ class Checker:
                 "value cut off after its last printed digit, toward zero, as int() or "
                 "astype(int) does, not rounded)")
 
+    def _recomposed(self, g: Derivation, claim: Claim, before: list[Claim]
+                    ) -> list[tuple[Callable[[int], Values], str]]:
+        """The stage recomputed from the parts of it printed before (the terms of a
+        row, e^{s − max s}, x − μ, a sum: :mod:`symformer.verify.recompose`), read as
+        printed: (values at a precision, the tables cited)."""
+        found = []
+        for route in recompose.routes(g, claim.stage):
+            parts = route.parts + route.optional
+            used = [c for c in before if not c.inputs and c.stage in parts
+                    and c.causal == claim.causal]
+            if not used:
+                continue
+            for part in parts:
+                add_side_stage(g, part)
+            by_stage: dict[str, list[Claim]] = {}
+            for c in used:
+                by_stage.setdefault(c.stage, []).append(c)
+            printed = {s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()}
+            found.append((lambda bits, r=route, p=printed: recompose.evaluate(
+                g, claim.stage, r, p, bits), "the tables printed before it, as printed ("
+                + ", ".join(dict.fromkeys(c.name for c in used)) + ")"))
+        return found
+
     def alternatives(self) -> tuple[conventions.Convention, ...]:
         """The conventions tried on a wrong claim: the other mask (-inf when the example
         masks with a number such as -1e9, else -1e9), then the LayerNorm variants and
@@ -398,18 +422,21 @@ class Checker:
             cited = tuple(c.name for c in printed[:k] if c.stage in chain.feeding())
             if cited and cited not in seen:  # tables only upstream of others: not read
                 seen.add(cited)
-                candidates.append((chain, "the tables printed before it, as printed ("
+                candidates.append((lambda bits, c=chain: _target(c, bits),
+                                   "the tables printed before it, as printed ("
                                    + ", ".join(dict.fromkeys(cited)) + ")"))
+        candidates[:0] = self._recomposed(g, claim, before)
         if not any(c.whole and len(c.values) == g[c.stage].shape[0] for c in printed):
             # no whole table printed before: a reader may have rounded every stage
             decimals = max(0, max(claim.decimals_at(i, j) for i, row in enumerate(claim.values)
                                   for j in range(len(row))))
-            candidates.append((Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals)),
+            rounded = Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals))
+            candidates.append((lambda bits, c=rounded: _target(c, bits),
                                f"every stage before it rounded to {decimals} decimals"))
         best: tuple[int, str, int] = (0, "", 0)
-        for chain, source in candidates:
+        for values, source in candidates:
             try:
-                verdicts = self._decide(claim, lambda bits, c=chain: _target(c, bits))
+                verdicts = self._decide(claim, values)
             except UndecidedError:  # a reader's rounding nothing decides: no explanation
                 continue
             if all(verdicts.values()):

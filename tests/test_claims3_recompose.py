@@ -1,0 +1,74 @@
+"""Reader rounding from the parts a worked line prints before its result: α from the
+printed e^{s − max s}, the LayerNorm from the printed x − μ and σ² + ε, the mean from
+the printed Σ_j x_j, q_1 from the printed terms x_c W_{c,j}.  The reader's numbers are
+computed here in decimals from the printed parts (mpmath for the square root), the
+exact ones by the mpmath forward pass of tests/test_claims3_builtin.py; each result's
+wrong entries are the reference's, and the why cites the printed parts."""
+
+from __future__ import annotations
+
+import json
+from decimal import ROUND_HALF_EVEN, Decimal
+
+import mpmath
+import pytest
+from test_claims3_builtin import Builtin, claim, table, wrong_entries
+from test_side_stages import run_cli
+
+mpmath.mp.dps = 40
+
+
+def by_hand(values) -> list[list[str]]:
+    """Decimals rounded half to even to 2 places, as printed."""
+    return [[str(v.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)) for v in r]
+            for r in values]
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    ref = Builtin()
+    h, n1 = ref.heads[0], ref.norm1
+    shifted_exp = [[mpmath.exp(s - max(r)) for s in r] for r in h["scores"]]
+    e = table(shifted_exp, 2)
+    alpha = [[str((Decimal(v) / sum(Decimal(x) for x in r)).quantize(Decimal("0.001")))
+              for v in r] for r in e]
+    centred, var_eps = table(n1["centred"], 2), table([[v + ref.eps] for v in n1["var"]], 2)
+    y = [[mpmath.nstr(mpmath.mpf(c) / mpmath.sqrt(mpmath.mpf(v[0])), 20) for c in r]
+         for r, v in zip(centred, var_eps)]
+    y = by_hand([[Decimal(v) for v in r] for r in y])
+    total = table([[mpmath.fsum(r)] for r in n1["sum"]], 1)
+    mean = by_hand([[Decimal(t[0]) / 4] for t in total])
+    W = ref.W[0]["W_Q"]
+    terms = table([[ref.input[1][c] * W[c][j] for j in range(2)] for c in range(4)], 2)
+    q1 = by_hand([[sum(Decimal(r[j]) for r in terms) for j in range(2)]])
+    text = (claim("e", "layer1.head1.weights.shifted_exp", e)
+            + claim("alpha", "layer1.head1.weights", alpha)
+            + claim("x - mu", "layer1.add_norm1.centred", centred)
+            + claim("var + eps", "layer1.add_norm1.variance_eps", var_eps)
+            + claim("y", "layer1.add_norm1", y)
+            + claim("sum", "layer1.add_norm1.mean.total", total)
+            + claim("mean", "layer1.add_norm1.mean", mean)
+            + claim("terms", "layer1.head1.Q.terms.row1", terms)
+            + claim("q_1", "layer1.head1.Q", q1, rows="[1]"))
+    path = tmp_path_factory.mktemp("claims3rec") / "parts.toml"
+    path.write_text(text)
+    code, out = run_cli(["check", str(path), "--json"])
+    assert code == 1, out
+    claims = {c["name"]: c for c in json.loads(out)["claims"]}
+    expected = {"alpha": (wrong_entries(h["alpha"], alpha), "e"),
+                "y": (wrong_entries(n1["y"], y), "x - mu, var + eps"),
+                "mean": (wrong_entries([[m] for m in n1["mean"]], mean), "sum"),
+                "q_1": ([[1, j] for _, j in wrong_entries([h["Q"][1]], q1)], "terms")}
+    return claims, expected
+
+
+def test_results_from_printed_parts(checked):
+    claims, expected = checked
+    for name in ("e", "x - mu", "var + eps", "sum", "terms"):
+        assert claims[name]["wrong"] == [], claims[name]
+    for name, (wrong, cited) in expected.items():
+        assert claims[name]["wrong"] == wrong, (name, claims[name])
+        whys = [w for w in claims[name]["explanations"] if w.startswith("reader rounding")]
+        assert bool(whys) == bool(wrong), (name, claims[name])
+        assert not whys or whys[0].endswith(f"as printed ({cited})"), (name, whys)
+    assert all(expected[n][0] for n in ("alpha", "y", "mean")), expected
