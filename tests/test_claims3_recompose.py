@@ -72,3 +72,27 @@ def test_results_from_printed_parts(checked):
         assert bool(whys) == bool(wrong), (name, claims[name])
         assert not whys or whys[0].endswith(f"as printed ({cited})"), (name, whys)
     assert all(expected[n][0] for n in ("alpha", "y", "mean")), expected
+
+
+def test_an_rms_norm_from_its_printed_mean_square(tmp_path):
+    """llama_style's first RMSNorm (γ = 1) of the embeddings: ⟨x²⟩ + ε printed to one
+    decimal (0.3), then y = x / √0.3 by mpmath: the reader's y is wrong where the exact
+    x / √(⟨x²⟩ + 1e-6) rounds otherwise, and the why cites the printed mean square."""
+    from test_claims3_examples import example
+
+    data = example("llama_style")
+    emb = dict(zip(data["vocab"], data["embeddings"]))
+    x = [[mpmath.mpf(str(v)) for v in emb[t]] for t in data["tokens"]]
+    ms = [[mpmath.fsum(v * v for v in r) / 4 + mpmath.mpf("1e-6")] for r in x]
+    printed = table(ms, 1)
+    exact = [[v / mpmath.sqrt(m[0]) for v in r] for r, m in zip(x, ms)]
+    y = table([[v / mpmath.sqrt(mpmath.mpf(p[0])) for v in r] for r, p in zip(x, printed)], 2)
+    path = tmp_path / "rms.toml"
+    path.write_text(claim("ms", "layer1.norm1.mean_square_eps", printed)
+                    + claim("y", "layer1.norm1", y))
+    code, out = run_cli(["check", str(path), "--example", "llama_style", "--json"])
+    claims = {c["name"]: c for c in json.loads(out)["claims"]}
+    assert claims["ms"]["wrong"] == []
+    assert claims["y"]["wrong"] == wrong_entries(exact, y) != [], claims["y"]
+    assert any(w.startswith("reader rounding") and w.endswith("as printed (ms)")
+               for w in claims["y"]["explanations"]), claims["y"]

@@ -13,6 +13,7 @@ the numbers a reader gets from the printed parts:
 * a projection or weighted sum S from ``S.terms.rowR`` (row R = column sums, plus the
   bias);
 * a LayerNorm S from ``S.centred`` and/or ``S.variance_eps``: γ (x − μ) / √(σ² + ε) + β;
+  an RMSNorm S from ``S.mean_square_eps``: γ x / √(⟨x²⟩ + ε);
 * a row mean, a variance or a mean square S from ``S.total``: Σ / d.
 
 Entries are exact rationals while every number read is (the printed parts and the
@@ -84,6 +85,8 @@ def routes(g: Derivation, stage: str) -> list[Route]:
     if op == "normalize" and not s.op.unbiased and not s.op.from_stages:
         centred, denominator = f"{stage}.centred", f"{stage}.variance_eps"
         return [Route((centred, denominator), _layer_norm(s.op, centred, denominator))]
+    if op == "rms_normalize" and not s.op.from_stages:
+        return [Route((f"{stage}.mean_square_eps",), _rms_norm(s, f"{stage}.mean_square_eps"))]
     if op in ("mean", "variance", "mean_square") and not getattr(s.op, "unbiased", False):
         d = g[s.inputs[0]].shape[1]
         return [Route((f"{stage}.total",), lambda parts, _, t=f"{stage}.total": [
@@ -122,6 +125,14 @@ def _layer_norm(op, centred: str, denominator: str) -> Compute:
         return [[g * _as_ball(c) / _as_ball(v[0]).sqrt() + b
                  for c, g, b in zip(row, gamma, beta)]
                 for row, v in zip(parts[centred], parts[denominator])]
+    return compute
+
+
+def _rms_norm(s, denominator: str) -> Compute:
+    def compute(parts: dict[str, Values], engine: dict[str, Values]) -> Values:
+        gamma = constant_vector(s.op.gamma)
+        return [[g * _as_ball(x) / _as_ball(v[0]).sqrt() for x, g in zip(row, gamma)]
+                for row, v in zip(engine[s.inputs[0]], parts[denominator])]
     return compute
 
 
