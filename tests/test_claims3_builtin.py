@@ -217,6 +217,7 @@ def lecture(ref: Builtin) -> tuple[str, dict[str, tuple]]:
     text += claim("author e^s", "layer1.head1.weights.exp", table(shifted_exp, 4))
     text += claim("author sum e^s", "layer1.head1.weights.exp_sum",
                   table([[mpmath.fsum(r)] for r in shifted_exp], 4))
+    text += claim("author s - max s", "layer1.head1.scores", table(shifted, 4))
     # astype(int) of the raw scores: integers truncated toward zero
     text += claim("int raw scores", "layer1.head1.raw_scores",
                   table(h["raw"], 0, mode=ROUND_DOWN))
@@ -272,13 +273,14 @@ def test_every_address_right_and_wrong_as_the_reference_says(checked):
 
 
 def test_why_lines(ref, checked):
-    """The max-subtracted e^s and its sums on S.exp are named as that convention with
-    their own address; integer truncation is named as truncation (astype(int)); a score
+    """The max-subtracted e^s and its sums on S.exp, and s − max s on the scores, are
+    named as that convention with their own address; integer truncation is named as truncation (astype(int)); a score
     row computed by hand from the printed q_1 and K is wrong where mpmath's exact row
     rounds otherwise, and is reader rounding citing those two tables and not V
     (printed, but not read by the scores)."""
     claims, expect = checked
-    for name, address in (("author e^s", "shifted_exp"), ("author sum e^s", "shifted_exp_sum")):
+    for name, address in (("author e^s", "shifted_exp"), ("author sum e^s", "shifted_exp_sum"),
+                          ("author s - max s", "shifted")):
         assert claims[name]["wrong"], claims[name]
         assert any("max-subtracted softmax" in why and
                    f"layer1.head1.weights.{address})" in why

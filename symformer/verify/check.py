@@ -294,12 +294,19 @@ class Checker:
 
     def explain_max_shift(self, claim: Claim) -> str | None:
         """Are a softmax's claimed exponentials (``S.exp``) or their sums (``S.exp_sum``)
-        the max-subtracted ones, e^{s − max s}, as numerically stable code computes them?"""
+        the max-subtracted ones, e^{s − max s}, as numerically stable code computes them?
+        Or its claimed input (the scores, the logits) the shifted s − max s?"""
         match = _EXP.fullmatch(claim.stage)
         g = self.derivation(claim.causal, stage=claim.stage)
-        if match is None or match["stage"] not in g or g[match["stage"]].op.name != "softmax":
-            return None
-        other = f"{match['stage']}.shifted_{match['key']}"
+        if match is not None and match["stage"] in g \
+                and g[match["stage"]].op.name == "softmax":
+            other, what = f"{match['stage']}.shifted_{match['key']}", "e^(s - max s)"
+        else:
+            readers = [s.name for s in g if s.op.name == "softmax" and s.inputs
+                       and s.inputs[0] == claim.stage]
+            if not readers:
+                return None
+            other, what = f"{readers[0]}.shifted", "s - max s"
         add_side_stage(g, other)
         try:
             verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[other], g, other,
@@ -309,7 +316,7 @@ class Checker:
         if not all(verdicts.values()):
             return None
         return (f"every number is right under another convention: the max-subtracted "
-                f"softmax (each row's largest score subtracted first, e^(s - max s), as "
+                f"softmax (each row's largest score subtracted first, {what}, as "
                 f"numerically stable code computes it; its address is {other})")
 
     def explain_truncation(self, claim: Claim) -> str | None:
