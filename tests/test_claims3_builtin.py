@@ -274,10 +274,10 @@ def test_every_address_right_and_wrong_as_the_reference_says(checked):
 
 def test_why_lines(ref, checked):
     """The max-subtracted e^s and its sums on S.exp, and s − max s on the scores, are
-    named as that convention with their own address; integer truncation is named as truncation (astype(int)); a score
-    row computed by hand from the printed q_1 and K is wrong where mpmath's exact row
-    rounds otherwise, and is reader rounding citing those two tables and not V
-    (printed, but not read by the scores)."""
+    named as that convention with their own address; integer truncation is named as
+    truncation (astype(int)); a score row computed by hand from the printed q_1 and K
+    is wrong where mpmath's exact row rounds otherwise, and is reader rounding citing
+    those two tables and not V (printed, but not read by the scores)."""
     claims, expect = checked
     for name, address in (("author e^s", "shifted_exp"), ("author sum e^s", "shifted_exp_sum"),
                           ("author s - max s", "shifted")):

@@ -96,3 +96,28 @@ def test_an_rms_norm_from_its_printed_mean_square(tmp_path):
     assert claims["y"]["wrong"] == wrong_entries(exact, y) != [], claims["y"]
     assert any(w.startswith("reader rounding") and w.endswith("as printed (ms)")
                for w in claims["y"]["explanations"]), claims["y"]
+
+
+def test_a_local_check_from_printed_parts(tmp_path):
+    """α's row 0 from the printed e^{s − max s} of row 0 (inputs naming the side stage):
+    the reader's e / Σ e in decimals is consistent, one unit off in every entry is not
+    (each is more than the inputs' rounding allows, by mpmath's interval: e ± 0.005)."""
+    ref = Builtin().heads[0]
+    row = [mpmath.exp(s - max(ref["scores"][0])) for s in ref["scores"][0]]
+    e = table([row], 2)
+    alpha = [[str((Decimal(v) / sum(Decimal(x) for x in e[0])).quantize(Decimal("0.001")))
+              for v in e[0]]]
+    off = [[str(Decimal(v) + Decimal("0.05")) for v in alpha[0]]]
+    h, es = Decimal("0.005"), [Decimal(x) for x in e[0]]
+    for j, a in enumerate(off[0]):  # the largest α_j the inputs allow: e_j + h, others − h
+        top = (es[j] + h) / (es[j] + h + sum(x - h for k, x in enumerate(es) if k != j))
+        assert Decimal(a) - Decimal("0.0005") > top
+    inputs = '{ "layer1.head1.weights.shifted_exp" = "e" }'
+    path = tmp_path / "local.toml"
+    path.write_text(claim("e", "layer1.head1.weights.shifted_exp", e, rows="[0]")
+                    + claim("alpha", "layer1.head1.weights", alpha, rows="[0]", inputs=inputs)
+                    + claim("off", "layer1.head1.weights", off, rows="[0]", inputs=inputs))
+    code, out = run_cli(["check", str(path), "--json"])
+    claims = {c["name"]: c for c in json.loads(out)["claims"]}
+    assert claims["alpha"]["wrong"] == [] and claims["e"]["wrong"] == [], out
+    assert claims["off"]["wrong"] == [[0, j] for j in range(4)], claims["off"]

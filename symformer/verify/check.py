@@ -223,18 +223,13 @@ class Checker:
     def check_local(self, claim: Claim, by_name: dict[str, Claim]) -> ClaimCheck:
         """The step from the claimed inputs: as printed, and interval consistency."""
         g = self.derivation(claim.causal, stage=claim.stage)
-        printed = {s: replacement([by_name[n]], exact_entry, g[s].shape)
-                   for s, n in claim.inputs.items()}
-        as_printed = Chain(g, claim.stage, replaced=printed)
-        _, bits = as_printed.values()
-        verdicts_printed = self._decide(claim, lambda b: as_printed.evaluate(b)[claim.stage])
+        printed_at = self._step(g, claim, by_name, exact_entry)
+        verdicts_printed = self._decide(claim, printed_at)
 
         def interval(source: Claim, i: int, j: int) -> Callable[[], object]:
             return lambda: ball(source.number(i, j), source.half_at(i, j))
 
-        boxes = Chain(g, claim.stage, replaced={s: replacement([by_name[n]], interval, g[s].shape)
-                                                for s, n in claim.inputs.items()})
-        enclosure = boxes.evaluate(PRECISIONS[0])[claim.stage]
+        enclosure = self._step(g, claim, by_name, interval)(PRECISIONS[0])
         consistent = {}
         for i, r in enumerate(claim.row_indices):
             for j, c in enumerate(claim.col_indices):
@@ -246,7 +241,7 @@ class Checker:
             # boundary its balls never leave (a row the printed inputs left exact)
             claimed = [(r, c) for r in claim.row_indices for c in claim.col_indices]
             for b in PRECISIONS:
-                v = as_printed.evaluate(b)[claim.stage]
+                v = printed_at(b)
                 rounded = round_values([[v[r][c] for r, c in claimed]], decimals)
                 if rounded is not None:
                     table = [[""] * len(row) for row in v]
@@ -265,6 +260,22 @@ class Checker:
                 + ("; all are within what the inputs' rounding allows" if not inconsistent
                    else ""))
         return result
+
+    def _step(self, g: Derivation, claim: Claim, by_name: dict[str, Claim],
+              entry: Callable[[Claim, int, int], object]) -> Callable[[int], Values]:
+        """The claim's stage at a precision, recomputed from its ``inputs`` claims (each
+        number given by ``entry``): through the stages between (a chain), or, when the
+        inputs are parts of the stage a worked line prints (the terms of a row, e^(s -
+        max s), x - mu: :mod:`symformer.verify.recompose`), from them."""
+        route = recompose.reading(g, claim.stage, set(claim.inputs))
+        for name in claim.inputs:
+            add_side_stage(g, name)
+        replaced = {s: replacement([by_name[n]], entry, g[s].shape)
+                    for s, n in claim.inputs.items()}
+        if route is not None:
+            return lambda bits: recompose.evaluate(g, claim.stage, route, replaced, bits)
+        chain = Chain(g, claim.stage, replaced=replaced)
+        return lambda bits: chain.evaluate(bits)[claim.stage]
 
     # -- explanations ---------------------------------------------------------------
     def explain(self, claim: Claim, before: list[Claim]) -> list[str]:

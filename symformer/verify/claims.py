@@ -51,6 +51,7 @@ from symformer.example.given_inputs import INPUT_KEYS
 from symformer.example.literals import exact_value
 from symformer.example.loader import read_text_file, read_toml
 from symformer.ops.side_parts import MINUS_INF_OPS
+from symformer.verify import recompose
 from symformer.verify.equation_claims import has_equation_tags
 from symformer.verify.prose import prose_numbers
 
@@ -589,9 +590,14 @@ def validate(claims: list[Claim], g: Derivation,
             if source not in by_name:
                 raise InputError(f"{c.where}: inputs names the claim {source!r}, which this "
                                  f"file does not have (claims: {', '.join(by_name)})")
-            if stage_name not in upstream:
+            if stage_name not in upstream and recompose.reading(owner, c.stage,
+                                                                set(c.inputs)) is None:
                 raise InputError(f"{c.where}: inputs replaces {stage_name}, which does not "
-                                 f"feed {c.stage}")
+                                 f"feed {c.stage}" + (
+                                     " (parts of it, such as its terms or e^(s - max s), "
+                                     "are inputs only with no stage upstream)"
+                                     if recompose.reading(owner, c.stage, {stage_name})
+                                     else ""))
             given = by_name[source]
             n, m = owner[stage_name].shape
             if given.whole and (n, m) != (len(given.values), len(given.values[0])):

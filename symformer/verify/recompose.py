@@ -94,6 +94,17 @@ def routes(g: Derivation, stage: str) -> list[Route]:
     return []
 
 
+def reading(g: Derivation, stage: str, names: set[str]) -> Route | None:
+    """The route of ``stage`` whose parts include every one of ``names`` (None: none
+    does; ``names`` are then stages upstream, or not about the stage)."""
+    if not names or stage not in g:
+        return None
+    for route in routes(g, stage):
+        if names <= set(route.parts + route.optional):
+            return route
+    return None
+
+
 def _normalized(exp: str, total: str) -> Compute:
     def compute(parts: dict[str, Values], _: Values) -> Values:
         sums = parts.get(total) or [[_add([e for e in row if e is not None])]
