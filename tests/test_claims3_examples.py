@@ -234,3 +234,11 @@ def test_train_prints_a_steps_side_stages():
     shown = [mpmath.mpf(t.split()[-1]) for t in tables]
     expected = [ref[1]["m_kept"]] + [ref[t]["correction1"] for t in range(3)]
     assert all(abs(a - b) <= mpmath.mpf("0.00005") for a, b in zip(shown, expected)), out
+
+
+def test_a_mistyped_side_stage_names_the_close_addresses():
+    """derive --stage with a name close to a side stage's address lists those addresses
+    (one line, exit 2), as check and fill do."""
+    code, out = run_cli(["derive", "--stage", "layer1.head1.weights.shifted_expo"])
+    assert code == 2 and "did you mean layer1.head1.weights.shifted_exp" in out, out
+    assert len(out.strip().splitlines()) == 1 and "Traceback" not in out

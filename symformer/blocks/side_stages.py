@@ -106,10 +106,12 @@ def add_side_stage(g: Derivation, name: str) -> bool:
 def add_requested(g: Derivation, patterns: Iterable[str]) -> None:
     """Add the side stages that ``--stage`` names or globs ask for: a name ``g`` lacks
     that is an address, and every address a glob matches when it matches no stage of
-    ``g`` (``'layer1.head1.Q_rot.*'``, ``'step1.adam_*'``)."""
+    ``g`` (``'layer1.head1.Q_rot.*'``, ``'step1.adam_*'``).  A name close to a side
+    stage's address raises InputError naming the close addresses."""
     for name in patterns:
         if not any(c in name for c in "*?[") and name not in g:
-            add_side_stage(g, name)
+            if not add_side_stage(g, name) and unknown_message(g, name) is not None:
+                raise InputError(unknown_message(g, name))  # close to a side stage's
         elif not any(fnmatch.fnmatchcase(s, name) for s in g.stages):
             for address in list(side_addresses(g)):
                 if fnmatch.fnmatchcase(address, name):
