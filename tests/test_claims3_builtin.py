@@ -306,3 +306,23 @@ def test_rows_and_entries_as_inputs(ref, checked):
     for name in ("u_1 from q_1 and K", "u_0 from q_1 and K", "u_10 from q_10"):
         assert claims[name]["wrong"] == [], claims[name]
     assert ref.heads[0]["Q"][0] == [mpmath.mpf("0.5"), mpmath.mpf("1.5")]
+
+
+def test_a_printed_row_that_does_not_feed_the_entries_is_not_cited(ref, tmp_path):
+    """q_3 and K printed, then the score row 1 computed from the exact q_1 and the
+    printed K (mpmath): the why cites K, not q_3 (row 3 of Q feeds row 3 of the scores,
+    never row 1)."""
+    h = ref.heads[0]
+    K = table(h["K"], 2)
+    row = [[rounded(mpmath.fsum(q * mpmath.mpf(k) for q, k in zip(h["Q"][1], ks)), 2)
+            for ks in K]]
+    path = tmp_path / "feed.toml"
+    path.write_text(claim("q_3", "layer1.head1.Q", table([h["Q"][3]], 2), rows="[3]")
+                    + claim("K", "layer1.head1.K", K)
+                    + claim("u_1", "layer1.head1.raw_scores", row, rows="[1]"))
+    code, out = run_cli(["check", str(path), "--json"])
+    u = {c["name"]: c for c in json.loads(out)["claims"]}["u_1"]
+    assert u["wrong"] == [[1, j] for _, j in wrong_entries([h["raw"][1]], row)] != [], u
+    assert [w for w in u["explanations"] if w.startswith("reader rounding")] == [
+        "reader rounding: every number is what a reader gets recomputing from the tables "
+        "printed before it, as printed (K)"], u

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from flint import arb
+
 from symformer import conventions
 from symformer.blocks import derive
 from symformer.blocks.backward import stage_of
@@ -430,40 +432,68 @@ class Checker:
                 printed.append(c)
         wrong = [(i, j) for (i, j), ok in self._decide(
             claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]
-        candidates, seen = [], set()
-        for k in range(len(printed), 0, -1):
+        def replaced(used: list[Claim]) -> Chain:
             by_stage: dict[str, list[Claim]] = {}
-            for c in printed[:k]:
+            for c in used:
                 by_stage.setdefault(c.stage, []).append(c)
-            chain = Chain(g, claim.stage, replaced={
+            return Chain(g, claim.stage, replaced={
                 s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()})
-            cited = tuple(c.name for c in printed[:k] if c.stage in chain.feeding())
+
+        candidates: list[tuple[Callable[[int], Values | None], list[Claim] | None, str]] = []
+        seen = set()
+        for k in range(len(printed), 0, -1):
+            chain = replaced(printed[:k])
+            used = [c for c in printed[:k] if c.stage in chain.feeding()]
+            cited = tuple(c.name for c in used)
             if cited and cited not in seen:  # tables only upstream of others: not read
                 seen.add(cited)
-                candidates.append((lambda bits, c=chain: _target(c, bits),
-                                   "the tables printed before it, as printed ("
-                                   + ", ".join(dict.fromkeys(cited)) + ")"))
-        candidates[:0] = self._recomposed(g, claim, before)
+                candidates.append((lambda bits, c=chain: _target(c, bits), used, ""))
+        candidates[:0] = [(values, None, source)
+                          for values, source in self._recomposed(g, claim, before)]
         if not any(c.whole and len(c.values) == g[c.stage].shape[0] for c in printed):
             # no whole table printed before: a reader may have rounded every stage
             decimals = max(0, max(claim.decimals_at(i, j) for i, row in enumerate(claim.values)
                                   for j in range(len(row))))
             rounded = Chain(g, claim.stage, rounded=dict.fromkeys(upstream, decimals))
-            candidates.append((lambda bits, c=rounded: _target(c, bits),
+            candidates.append((lambda bits, c=rounded: _target(c, bits), None,
                                f"every stage before it rounded to {decimals} decimals"))
-        best: tuple[int, str, int] = (0, "", 0)
-        for values, source in candidates:
+
+        def verdicts_of(values: Callable[[int], Values | None]) -> dict | None:
             try:
-                verdicts = self._decide(claim, values)
+                return self._decide(claim, values)
             except UndecidedError:  # a reader's rounding nothing decides: no explanation
+                return None
+
+        claimed = [(r, c) for r in claim.row_indices for c in claim.col_indices]
+
+        def read(used: list[Claim]) -> list:
+            values = _target(replaced(used), PRECISIONS[0])
+            return [values[r][c] for r, c in claimed]
+
+        def cited(used: list[Claim]) -> str:
+            # only the tables the claimed entries are read from: one whose removal leaves
+            # every claimed entry as it was (q_3 for the row q_1 k_j) is not cited
+            values = read(used)
+            for c in list(used):
+                fewer = [u for u in used if u is not c]
+                if fewer and all(map(_same, read(fewer), values)):
+                    used = fewer
+            return ("the tables printed before it, as printed ("
+                    + ", ".join(dict.fromkeys(c.name for c in used)) + ")")
+
+        best: tuple[int, str, int] = (0, "", 0)
+        for values, used, source in candidates:
+            verdicts = verdicts_of(values)
+            if verdicts is None:
                 continue
             if all(verdicts.values()):
+                source = cited(used) if used is not None else source
                 return f"reader rounding: every number is what a reader gets recomputing " \
                        f"from {source}"
             explained = sum(verdicts[i, j] for i, j in wrong)
             if explained > best[0]:
-                best = (explained, source, sum(not ok for ok in verdicts.values())
-                        - (len(wrong) - explained))
+                best = (explained, cited(used) if used is not None else source,
+                        sum(not ok for ok in verdicts.values()) - (len(wrong) - explained))
         if not best[0]:
             return None
         explained, source, lost = best
@@ -473,6 +503,16 @@ class Checker:
         every = "the 1 wrong number" if len(wrong) == 1 else f"all {len(wrong)} wrong numbers"
         return (f"reader rounding explains {every}: recomputed from {source}; but "
                 f"{plural(lost, 'number')} claimed right would then be wrong")
+
+
+def _same(a: object, b: object) -> bool:
+    """Are two entries of a chain the same (an exact rational, or an identical ball:
+    the same computation from the same numbers)?"""
+    if isinstance(a, arb) and isinstance(b, arb):
+        return bool(a.mid() == b.mid() and a.rad() == b.rad())
+    if isinstance(a, arb) or isinstance(b, arb):
+        return False
+    return a == b
 
 
 def _target(chain: Chain, bits: int) -> Values | None:
