@@ -76,3 +76,19 @@ def test_a_slice_outside_the_stage_is_one_line(tmp_path):
     code, out = run_cli(["check", str(path), "--name", "Q=layer1.head1.Q"])
     assert code == 2 and "index -9 is outside layer1.head1.Q" in out, out
     assert len(out.strip().splitlines()) == 1 and "Traceback" not in out
+
+
+def test_arrays_nobody_mapped_are_named_as_not_compared(tmp_path):
+    """The count is over what was compared: an unmapped printed array is named after it
+    (text and --json), an array skipped with NAME=- is not (the author chose)."""
+    path = tmp_path / "notes.md"
+    path.write_text("print(np.round(Q, 1))\n# [[0.5 1.5]\n#  [1.6 0.8]\n#  [0.4 1.5]\n"
+                    "#  [0.5 1.5]]\nprint(np.round(V[0], 1))\n# [1.  1.8]\n"
+                    "print(np.round(K, 1))\n# [[1. 1.]\n#  [1.2 1.1]\n#  [1.2 0.7]\n"
+                    "#  [0.3 1.8]]\n")
+    code, out = run_cli(["check", str(path), "--name", "Q=layer1.head1.Q", "--name", "K=-"])
+    assert code == 0 and out.splitlines()[-2:] == [
+        "8 of 8 numbers correct", "not compared (no --name mapping): V[0] (line 6)"], out
+    code, out = run_cli(["check", str(path), "--name", "Q=layer1.head1.Q", "--name", "K=-",
+                         "--json"])
+    assert json.loads(out)["unchecked"] == ["V[0] (line 6)"], out

@@ -96,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
     with Progress("symformer check", quiet=args.quiet) as bar:
         judged = judge(p, args.claims, args.name or (), args.max_work, bar.step)
     if args.json:
-        print(json.dumps(check_json(judged.numbers, judged.equations), indent=1,
+        print(json.dumps(check_json(judged.numbers, judged.equations, judged.unchecked), indent=1,
                          ensure_ascii=False))
     else:
-        print(check_text(judged.claims, judged.numbers, judged.equations))
+        print(check_text(judged.claims, judged.numbers, judged.equations, judged.unchecked))
     for line in judged.unreadable:  # each one line, as every bad input is; the rest judged
         print(f"symformer check: error: {line}", file=sys.stderr)
     return judged.status

@@ -7,6 +7,8 @@ plain-text report, :func:`check_json` the ``--json`` document.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from symformer.verify.check import ClaimCheck, summary
 from symformer.verify.claims import Claim
 from symformer.verify.equation_claims import EquationCheck
@@ -15,20 +17,28 @@ from symformer.verify.equation_claims import report as equations_report
 
 
 def check_text(claims: list[Claim], results: list[ClaimCheck],
-               equations: list[EquationCheck]) -> str:
+               equations: list[EquationCheck], unchecked: Sequence[str] = ()) -> str:
     """``symformer check``'s output (without its final newline): the report on the
-    claimed numbers (none when the file claims none), then the equations' verdicts."""
+    claimed numbers (none when the file claims none; ``unchecked``: a document's
+    printed arrays no ``--name`` maps, named after the count), then the equations'
+    verdicts."""
     right, total = summary(results)
     text = report(results, right, total) if claims else ""
+    if text and unchecked:  # the verdict is over what was compared: say what was not
+        text += f"\nnot compared (no --name mapping): {', '.join(unchecked)}"
     lines = equations_report(equations)
     return "\n".join(([text, ""] if text else []) + lines) if lines else text
 
 
-def check_json(results: list[ClaimCheck], equations: list[EquationCheck]) -> dict:
+def check_json(results: list[ClaimCheck], equations: list[EquationCheck],
+               unchecked: Sequence[str] = ()) -> dict:
     """``symformer check --json``'s document: the claims' verdicts (:func:`as_json`) and,
-    with equations, theirs; ``ok`` when every number and every equation is right."""
+    with equations, theirs; ``ok`` when every number and every equation is right;
+    ``unchecked``, when given: a document's printed arrays no ``--name`` maps."""
     right, total = summary(results)
     document = as_json(results, right, total)
+    if unchecked:
+        document["unchecked"] = list(unchecked)
     if equations:
         document["equations"] = equations_json(equations)
         document["ok"] = document["ok"] and all(e.ok for e in equations)

@@ -436,6 +436,18 @@ def claims_from_document(text: str, source: str, names: list[str],
     return claims + prose
 
 
+def unmapped_arrays(path: str | Path, names: list[str]) -> list[str]:
+    """The arrays a document prints that no ``--name`` maps (so no number of them is
+    compared), each as ``NAME (line N)``; [] for a TOML file."""
+    path = Path(path)
+    if path.suffix == ".toml":
+        return []
+    mapping = _name_mapping(names)
+    return [f"{name}{index_text(index)} (line {line})"
+            for name, index, _, _, line, _ in _printed_arrays(
+                read_text_file(path, "a claims file"), str(path)) if name not in mapping]
+
+
 def index_text(index: tuple[int | None, ...]) -> str:
     """A printed slice as written: ``[1]``, ``[0, 2]``, ``[:, 1]`` ("" for none)."""
     return f"[{', '.join(':' if k is None else str(k) for k in index)}]" if index else ""

@@ -9,13 +9,13 @@ A notebook gets exactly what the command prints::
 
     p = prepare(example, Request(command="check"))
     judged = judge(p, "claims.toml")
-    print(check_text(judged.claims, judged.numbers, judged.equations))
+    print(check_text(judged.claims, judged.numbers, judged.equations, judged.unchecked))
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,13 @@ from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.pipeline import Prepared, check_work
 from symformer.verify.check import Checker, ClaimCheck, summary
-from symformer.verify.claims import Claim, decoding_rule, load_claims, training_run
+from symformer.verify.claims import (
+    Claim,
+    decoding_rule,
+    load_claims,
+    training_run,
+    unmapped_arrays,
+)
 from symformer.verify.equation_claims import EquationCheck, Judge, load_equations
 
 
@@ -36,6 +42,8 @@ class Judged:
     claims: list[Claim]
     numbers: list[ClaimCheck]
     equations: list[EquationCheck]
+    #: a document's printed arrays no ``--name`` maps: ``NAME (line N)``, not compared
+    unchecked: list[str] = field(default_factory=list)
 
     @property
     def unreadable(self) -> list[str]:
@@ -83,7 +91,8 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
                equation_chars=sum(len(e.latex) for e in equations))
     numbers = checker.check_all(claims, progress)
     judged = Judge(g.example, checker.derivation, checker.causal, checker.run, max_work)
-    return Judged(claims, numbers, judged.check_each(equations))
+    return Judged(claims, numbers, judged.check_each(equations),
+                  unmapped_arrays(claims_file, list(names)))
 
 
 def _bounded(example: Any, checker: Checker, max_work: int | None
