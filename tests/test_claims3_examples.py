@@ -242,3 +242,23 @@ def test_a_mistyped_side_stage_names_the_close_addresses():
     code, out = run_cli(["derive", "--stage", "layer1.head1.weights.shifted_expo"])
     assert code == 2 and "did you mean layer1.head1.weights.shifted_exp" in out, out
     assert len(out.strip().splitlines()) == 1 and "Traceback" not in out
+
+
+def test_adams_bias_correction_off_by_one_step_is_named(tmp_path):
+    """1 − β^(t−1) and m_t / (1 − β₁^(t−1)) (the step counted from 0) by mpmath, claimed
+    on steps 2 and 3: wrong, and named as that convention; the right ones get no why."""
+    ref = adam_reference()
+    b1, b2 = mpmath.mpf("0.9"), mpmath.mpf("0.999")
+    m2 = ref[1]["m_kept"] + ref[1]["m_added"]
+    cases = {"step2.adam_correction1": (1 - b1, 3), "step3.adam_correction2": (1 - b2 ** 2, 6),
+             "step2.adam_mhat.theta": (m2 / (1 - b1), 3)}
+    text = "".join(claim(stage, stage, rounded(v, d)) for stage, (v, d) in cases.items())
+    text += claim("right", "step2.adam_mhat.theta", rounded(ref[1]["mhat"], 3))
+    path = tmp_path / "adam.toml"
+    path.write_text(text)
+    code, out = run_cli(["check", str(path), "--example", "optimizer_lesson", "--json"])
+    claims = {c["name"]: c for c in json.loads(out)["claims"]}
+    for stage in cases:
+        assert claims[stage]["wrong"] == [[0, 0]] and any(
+            "β^(t−1)" in why for why in claims[stage]["explanations"]), claims[stage]
+    assert claims["right"]["wrong"] == [] and claims["right"]["explanations"] == []

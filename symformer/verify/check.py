@@ -27,6 +27,7 @@ from symformer.blocks.generate import generation_run
 from symformer.blocks.side_stages import add_side_stage
 from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
+from symformer.engine.arbmath import precision
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import round_fraction
 from symformer.errors import InputError, UndecidedError
@@ -51,6 +52,8 @@ from symformer.words import plural
 MORE_DIGITS = 6
 #: A softmax's exponentials or their sums (``S.exp``, ``S.exp_sum``).
 _EXP = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum)")
+#: An Adam step's bias correction or bias-corrected moment.
+_ADAM = re.compile(r"step(?P<step>[0-9]+)\.adam_(?:correction(?P<k>[12])|(?P<part>mhat|vhat)\..+)")
 
 
 @dataclass
@@ -298,8 +301,8 @@ class Checker:
             if all(verdicts.values()):
                 found.append(f"every number is right under another convention: "
                              f"{convention.describe()}" + self._mask_note(claim, convention))
-        found += [why for why in (self.explain_max_shift(claim), self.explain_truncation(claim))
-                  if why]
+        found += [why for why in (self.explain_max_shift(claim), self.explain_truncation(claim),
+                                  self.explain_adam_step(claim)) if why]
         reader = self.explain_reader_rounding(claim, before)
         if reader:
             found.append(reader)
@@ -331,6 +334,43 @@ class Checker:
         return (f"every number is right under another convention: the max-subtracted "
                 f"softmax (each row's largest score subtracted first, {what}, as "
                 f"numerically stable code computes it; its address is {other})")
+
+    def explain_adam_step(self, claim: Claim) -> str | None:
+        """Are a claimed Adam bias correction (``stepT.adam_correction1``: 1 − β₁^t) or
+        bias-corrected moment (``stepT.adam_mhat.W``: m_t / (1 − β₁^t)) the ones with
+        β^(t−1), the step counted from 0?"""
+        match = _ADAM.fullmatch(claim.stage)
+        if match is None or int(match["step"]) < 2:
+            return None
+        g = self.derivation(claim.causal, stage=claim.stage)
+        t, s = int(match["step"]), g[claim.stage]
+        if match["k"]:
+            steps = [x.op for x in g if x.name.startswith(f"step{t}.")
+                     and x.op.name == "adam_step"]
+            if not steps:
+                return None
+            beta = steps[0].beta1 if match["k"] == "1" else steps[0].beta2
+            earlier = 1 - sympy.Rational(beta) ** (t - 1)
+            def values(bits: int) -> Values:
+                return [[earlier]]
+        else:
+            beta = s.op.beta1 if match["part"] == "mhat" else s.op.beta2
+            earlier = 1 - sympy.Rational(beta) ** (t - 1)
+            moment = s.inputs[1 if match["part"] == "mhat" else 2]
+
+            def values(bits: int) -> Values:
+                with precision(bits):
+                    c = ball(Fraction(int(earlier.p), int(earlier.q)))
+                    return [[e / c for e in row] for row in g.evaluate(bits)[moment]]
+        try:
+            verdicts = self._decide(claim, values, all_or_none=True)
+        except UndecidedError:
+            return None
+        if not all(verdicts.values()):
+            return None
+        return ("every number is right under another convention: Adam's bias correction "
+                "with β^(t−1), the step counted from 0 (Adam, PyTorch and this run use "
+                f"1 − β^t at step t = {t})")
 
     def explain_truncation(self, claim: Claim) -> str | None:
         """Is every claimed number the exact value cut off after its last printed digit
