@@ -13,7 +13,6 @@ refuted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -27,7 +26,6 @@ from symformer.blocks.generate import generation_run
 from symformer.blocks.side_stages import add_side_stage
 from symformer.blocks.train import Run, is_training_stage, step_of, train
 from symformer.engine import Derivation
-from symformer.engine.arbmath import precision
 from symformer.engine.graph import Stage
 from symformer.engine.rounding import round_fraction
 from symformer.errors import InputError, UndecidedError
@@ -35,7 +33,7 @@ from symformer.example import Example
 from symformer.example.expression import Constant
 from symformer.lazy import sympy
 from symformer.notation import entry, place
-from symformer.verify import recompose
+from symformer.verify import named, recompose
 from symformer.verify.chain import (
     PRECISIONS,
     Chain,
@@ -50,10 +48,6 @@ from symformer.words import plural
 
 #: Extra decimals shown for "the exact value to more digits".
 MORE_DIGITS = 6
-#: A softmax's exponentials or their sums (``S.exp``, ``S.exp_sum``).
-_EXP = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum)")
-#: An Adam step's bias correction or bias-corrected moment.
-_ADAM = re.compile(r"step(?P<step>[0-9]+)\.adam_(?:correction(?P<k>[12])|(?P<part>mhat|vhat)\..+)")
 
 
 @dataclass
@@ -189,15 +183,10 @@ class Checker:
                             lambda d: certified_rounding(g, claim.stage, d))
 
     def _decide(self, claim: Claim, values: Callable[[int], Values],
-                g: Derivation | None = None, stage: str | None = None,
-                all_or_none: bool = False) -> dict[tuple[int, int], bool]:
+                g: Derivation | None = None) -> dict[tuple[int, int], bool]:
         """(i, j) of values -> right?, raising the precision until every entry is decided
-        (``values``: of ``stage`` of ``g``, the claim's by default, where a tie is
-        proved; ``all_or_none``: an explanation, ended by the first wrong entry)."""
-        targets = {(i, j): (claim.row_indices[i], claim.col_indices[j], claim.number(i, j),
-                            claim.half_at(i, j))
-                   for i in range(len(claim.values)) for j in range(len(claim.values[0]))}
-        return decide(targets, values, g, stage or claim.stage, claim.where, all_or_none)
+        (``values``: of the claim's stage of ``g``, where a tie is proved)."""
+        return decide(named.targets(claim), values, g, claim.stage, claim.where)
 
     def _result(self, claim: Claim, g: Derivation, verdicts: dict[tuple[int, int], bool],
                 rounding: Callable[[int], list[list[str]]]) -> ClaimCheck:
@@ -296,113 +285,14 @@ class Checker:
                 g = self.derivation(claim.causal, convention, claim.stage)
             except InputError:  # no such stage (or no backward pass) under it
                 continue
-            verdicts = self._decide(claim, lambda bits, g=g: g.evaluate(bits)[claim.stage], g,
-                                    all_or_none=True)
-            if all(verdicts.values()):
+            if named.right_under(g, claim, lambda bits, g=g: g.evaluate(bits)[claim.stage]):
                 found.append(f"every number is right under another convention: "
                              f"{convention.describe()}" + self._mask_note(claim, convention))
-        found += [why for why in (self.explain_max_shift(claim), self.explain_truncation(claim),
-                                  self.explain_adam_step(claim)) if why]
+        found += named.explanations(self.derivation(claim.causal, stage=claim.stage), claim)
         reader = self.explain_reader_rounding(claim, before)
         if reader:
             found.append(reader)
         return found
-
-    def explain_max_shift(self, claim: Claim) -> str | None:
-        """Are a softmax's claimed exponentials (``S.exp``) or their sums (``S.exp_sum``)
-        the max-subtracted ones, e^{s − max s}, as numerically stable code computes them?
-        Or its claimed input (the scores, the logits) the shifted s − max s?"""
-        match = _EXP.fullmatch(claim.stage)
-        g = self.derivation(claim.causal, stage=claim.stage)
-        if match is not None and match["stage"] in g \
-                and g[match["stage"]].op.name == "softmax":
-            other, what = f"{match['stage']}.shifted_{match['key']}", "e^(s - max s)"
-        else:
-            readers = [s.name for s in g if s.op.name == "softmax" and s.inputs
-                       and s.inputs[0] == claim.stage]
-            if not readers:
-                return None
-            other, what = f"{readers[0]}.shifted", "s - max s"
-        add_side_stage(g, other)
-        try:
-            verdicts = self._decide(claim, lambda bits: g.evaluate(bits)[other], g, other,
-                                    all_or_none=True)
-        except UndecidedError:
-            return None
-        if not all(verdicts.values()):
-            return None
-        return (f"every number is right under another convention: the max-subtracted "
-                f"softmax (each row's largest score subtracted first, {what}, as "
-                f"numerically stable code computes it; its address is {other})")
-
-    def explain_adam_step(self, claim: Claim) -> str | None:
-        """Are a claimed Adam bias correction (``stepT.adam_correction1``: 1 − β₁^t) or
-        bias-corrected moment (``stepT.adam_mhat.W``: m_t / (1 − β₁^t)) the ones with
-        β^(t−1), the step counted from 0?"""
-        match = _ADAM.fullmatch(claim.stage)
-        if match is None or int(match["step"]) < 2:
-            return None
-        g = self.derivation(claim.causal, stage=claim.stage)
-        t, s = int(match["step"]), g[claim.stage]
-        if match["k"]:
-            steps = [x.op for x in g if x.name.startswith(f"step{t}.")
-                     and x.op.name == "adam_step"]
-            if not steps:
-                return None
-            beta = steps[0].beta1 if match["k"] == "1" else steps[0].beta2
-            earlier = 1 - sympy.Rational(beta) ** (t - 1)
-            def values(bits: int) -> Values:
-                return [[earlier]]
-        else:
-            beta = s.op.beta1 if match["part"] == "mhat" else s.op.beta2
-            earlier = 1 - sympy.Rational(beta) ** (t - 1)
-            moment = s.inputs[1 if match["part"] == "mhat" else 2]
-
-            def values(bits: int) -> Values:
-                with precision(bits):
-                    c = ball(Fraction(int(earlier.p), int(earlier.q)))
-                    return [[e / c for e in row] for row in g.evaluate(bits)[moment]]
-        try:
-            verdicts = self._decide(claim, values, all_or_none=True)
-        except UndecidedError:
-            return None
-        if not all(verdicts.values()):
-            return None
-        return ("every number is right under another convention: Adam's bias correction "
-                "with β^(t−1), the step counted from 0 (Adam, PyTorch and this run use "
-                f"1 − β^t at step t = {t})")
-
-    def explain_truncation(self, claim: Claim) -> str | None:
-        """Is every claimed number the exact value cut off after its last printed digit
-        (truncated toward zero, as int() or astype(int) does) rather than rounded?"""
-        g = self.derivation(claim.causal, stage=claim.stage)
-        targets, ends = {}, {}
-        for i, r in enumerate(claim.row_indices):
-            for j, c in enumerate(claim.col_indices):
-                value = claim.number(i, j)
-                if value is None or isinstance(value, Constant) or claim.half_at(i, j) == 0:
-                    return None
-                unit = 2 * claim.half_at(i, j)
-                # x in [c, c + u) for c > 0, (c - u, c] for c < 0, (-u, u) for c = 0: the
-                # closed interval, then the far end excluded (c + u is cut off to c + u)
-                centre = value + unit / 2 if value > 0 else value - unit / 2 if value < 0 \
-                    else value
-                targets[i, j] = (r, c, centre, unit / 2 if value else unit)
-                for k, end in enumerate([value + unit] if value > 0 else [value - unit]
-                                        if value < 0 else [-unit, unit]):
-                    ends[i, j, k] = (r, c, end, Fraction(0))
-        values = lambda bits: g.evaluate(bits)[claim.stage]  # noqa: E731
-        try:
-            if not all(decide(targets, values, g, claim.stage, claim.where,
-                              all_or_none=True).values()):
-                return None
-            if any(decide(ends, values, g, claim.stage, claim.where).values()):
-                return None  # an exact value at the far end: cut off, it is the next number
-        except UndecidedError:
-            return None
-        return ("every number is right under another convention: truncation (each exact "
-                "value cut off after its last printed digit, toward zero, as int() or "
-                "astype(int) does, not rounded)")
 
     def _recomposed(self, g: Derivation, claim: Claim, before: list[Claim]
                     ) -> list[tuple[Callable[[int], Values], str]]:
