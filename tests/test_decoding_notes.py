@@ -27,7 +27,7 @@ def _table(outline: list, name: str) -> Table:
 
 
 def _row(table: Table, stage: str) -> list[str]:
-    k = [label for _, label in table.row_labels].index(stage)
+    k = [label.split(".", 1)[1] for _, label in table.row_labels].index(stage)
     return [c.latex for c in table.cells[k]]
 
 

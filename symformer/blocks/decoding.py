@@ -92,6 +92,13 @@ class StepDecoding:
     uniform: Fraction | None = None
     stages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The stage each note is about (``top_p.kept``), one a note.
+    about: list[str] = field(default_factory=list)
+
+    def addressed(self, step: int) -> list[str]:
+        """The notes, each opened by the address its stage is claimed at in a run
+        (``[step2.top_p.kept] top-p p = 9/10: ...``)."""
+        return [f"[step{step}.{stage}] {note}" for stage, note in zip(self.about, self.notes)]
 
 
 def needs_decoding(settings: Decoding | None) -> bool:
@@ -185,6 +192,11 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
     rows = (g[logits].rows[-1],)
     added: list[str] = []
     notes: list[str] = []
+    about: list[str] = []
+
+    def say(stage: str, text: str) -> None:
+        notes.append(text)
+        about.append(stage)
 
     def add(name: str, op, inputs: tuple[str, ...], cols: tuple[str, ...] = vocab) -> str:
         added.append(g.add(name, "decoding", op, inputs, rows, cols, side="decoding"))
@@ -201,7 +213,7 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         negative = tuple(j for j in seen if g.sign(cur, 0, j) < 0)
         cur = add("penalized", RepetitionPenalty(settings.repetition_penalty, seen, negative),
                   (cur,))
-        notes.append(f"repetition penalty {settings.repetition_penalty} on "
+        say("penalized", f"repetition penalty {settings.repetition_penalty} on "
                      f"{_names(vocab, seen) or 'no token'} (already in the sequence): a "
                      f"logit >= 0 divided by it, < 0 multiplied (certified signs)")
     banned, forced = banned_at(settings, step, vocab, end_tokens)
@@ -211,9 +223,9 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
                              f"forced): nothing can come next")
         cur = add("allowed", BanTokens(tuple(sorted(banned))), (cur,))
         if forced:
-            notes.append(f"forced {forced!r} at step {step}: every other token -inf")
+            say("allowed", f"forced {forced!r} at step {step}: every other token -inf")
         else:
-            notes.append("-inf (probability 0): " + ", ".join(
+            say("allowed", "-inf (probability 0): " + ", ".join(
                 f"{vocab[j]!r} ({why})" for j, why in sorted(banned.items())))
     allowed = [j for j in range(V) if j not in banned]
     warping = any(x is not None for x in (settings.temperature, settings.top_k,
@@ -222,12 +234,12 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         cur = add("logits_T", Temperature(settings.temperature), (cur,))
     decider = _Decider(g, cur)
     if not (warping or settings.sampling):
-        return _greedy(g, cur, V, add, added, notes)
+        return _greedy(g, cur, V, add, added, notes, about)
     p = add("probabilities_T", Softmax(Notation(r"p^{(T)}", "p_T",
                                                 "Probabilities after the processors"), "V"),
             (cur,))
     if settings.temperature is not None:
-        notes.append(f"temperature T = {settings.temperature}: probabilities_T = "
+        say("probabilities_T", f"temperature T = {settings.temperature}: probabilities_T = "
                      f"softmax(logits / T)")
     order = _order(decider, allowed)
     kept, mask = set(allowed), None
@@ -247,7 +259,7 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
         rank = add("top_k.rank", RankAbove(tuple(ranks)), (cur,))
         now = {j for j in kept if ranks[j] < k}
         mask = filtered("top_k", now, rank, k, "<", ())
-        notes.append(_top_k_note(vocab, ranks, now, k,
+        say("top_k.kept", _top_k_note(vocab, ranks, now, k,
                                  lambda a, b: _certified(g, cur, a, b, decimals)))
         kept = now
     q = p
@@ -274,7 +286,7 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
                 exact.append(j)
         mask = filtered("top_p", now, mass, top_p, "<", (mask,) if mask else ())
         nucleus = add("nucleus_mass", NucleusMass(), (q, mask), ("mass",))
-        notes.append(_top_p_note(vocab, kept, now, exact, top_p, order, shown, mass,
+        say("top_p.kept", _top_p_note(vocab, kept, now, exact, top_p, order, shown, mass,
                                  shown(nucleus)))
         kept = now
     if settings.min_p is not None:  # p_j / p_max: the same renormalised or not
@@ -290,12 +302,12 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
             if s == 0:
                 exact.append(j)
         mask = filtered("min_p", now, ratio, settings.min_p, ">=", (mask,) if mask else ())
-        notes.append(_min_p_note(vocab, kept, now, exact, settings.min_p, shown, ratio))
+        say("min_p.kept", _min_p_note(vocab, kept, now, exact, settings.min_p, shown, ratio))
         kept = now
     if mask is not None:
         mask = add("kept", Identity(Notation(r"\kappa", "κ", "Kept tokens")), (mask,))
     if not settings.sampling:
-        return _greedy(g, cur, V, add, added, notes)
+        return _greedy(g, cur, V, add, added, notes, about)
     dist = add("distribution", Renormalize(), (p, mask)) if mask is not None else p
     cumulative = add("cumulative", Cumulative(), (dist,))
     u = uniform(settings.seed, step)
@@ -304,16 +316,16 @@ def add_decoding(g: Derivation, settings: Decoding, vocab: tuple[str, ...],
                              source=("u", "u")), (), ("u",))
     chosen, at = _draw(decider, vocab, kept, cumulative, u)
     final = add("draw", Draw(chosen, V), (cumulative, "uniform"))
-    notes.append(_draw_note(vocab, settings.seed, step, u, chosen, at, shown, cumulative))
-    return StepDecoding(final, (chosen,), u, added, notes)
+    say("draw", _draw_note(vocab, settings.seed, step, u, chosen, at, shown, cumulative))
+    return StepDecoding(final, (chosen,), u, added, notes, about)
 
 
-def _greedy(g: Derivation, scores: str, V: int, add, added: list[str], notes: list[str]
-            ) -> StepDecoding:
+def _greedy(g: Derivation, scores: str, V: int, add, added: list[str], notes: list[str],
+            about: list[str]) -> StepDecoding:
     """The exact argmax of the processed scores (a tie: every tied column)."""
     winners = tuple(sorted(TieProver(g, scores).winners(0)))
     add("choice", GreedyChoice(winners, V), (scores,))
-    return StepDecoding("choice", winners, None, added, notes)
+    return StepDecoding("choice", winners, None, added, notes, about)
 
 
 def _certified(g: Derivation, scores: str, a: int, b: int, decimals: int) -> str:

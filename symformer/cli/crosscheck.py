@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,7 @@ examples:
   symformer crosscheck ./my-llama --tokens 3,5,7 --dtype bfloat16 --attention eager
   symformer crosscheck ./my-llama --prompts prompts.txt --dtype float16 --jobs 2
   symformer crosscheck ./my-gpt2 --tokens 3,5,7 --kv-cache --steps 4 --dtype bfloat16
+  symformer crosscheck gpt2_style --torch --kv-cache --dtype bfloat16   # the module's cache
 
 A model directory (Hugging Face: config.json + model.safetensors) in place of the
 example checks the user's own model: it is imported exactly (as `symformer import`
@@ -110,8 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--dtype and give each stage's worst error in units of the dtype's "
                         "epsilon and its digits kept (needs PyTorch)")
     p.add_argument("--kv-cache", action="store_true",
-                   help="with a causal LM's model directory: run it as generation does "
-                        "(a prefill, then one token at a time with past_key_values) in "
+                   help="with a causal LM's model directory, or an example's module "
+                        "(--torch): run it as generation does "
+                        "(a prefill, then one token at a time with its KV cache) in "
                         "--dtype, and give each stage's drift from the exact values, "
                         "cached and uncached, and whether each step's greedy token flips")
     p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=3, metavar="N",
@@ -153,10 +156,13 @@ def run(args: argparse.Namespace) -> int:
     if args.load_dtype is not None or args.attention != "sdpa":
         raise InputError("--load-dtype and --attention go with a model directory "
                          "(crosscheck DIR)")
-    if args.kv_cache:
-        raise InputError("--kv-cache runs a model directory's own cached forward "
-                         "(crosscheck DIR --kv-cache); an example's exact cache: "
+    if args.kv_cache and not args.torch:
+        raise InputError("--kv-cache runs a PyTorch cached forward: a model directory's "
+                         "(crosscheck DIR --kv-cache) or an example's module (crosscheck "
+                         "EXAMPLE --torch --kv-cache); an example's exact cache: "
                          "generate EXAMPLE --kv-cache")
+    if args.torch and args.kv_cache:
+        return _torch_cached(args)
     if args.torch:
         return _torch(args)
     if args.dtype == "bfloat16":
@@ -186,6 +192,36 @@ def _torch(args: argparse.Namespace) -> int:
     example = applied(load(args), asked)  # the module is built under the conventions
     rows = torch_crosscheck(example, args.dtype, prepare(example, asked).derivation)
     return _print_torch_rows(args, rows, f"PyTorch {args.dtype}")
+
+
+def _torch_cached(args: argparse.Namespace) -> int:
+    """``--torch --kv-cache``: the example's PyTorch module run as generation runs it (a
+    prefill, then one token a call with its KV cache) in --dtype against the exact
+    values, stage by stage, with its uncached forward and the greedy flips."""
+    from symformer.blocks.cost import crosscheck_work, generate_work
+    from symformer.blocks.work import check_work as refuse_over
+    from symformer.frameworks import require_torch
+    from symformer.frameworks.kv_drift import example_drift
+
+    require_torch()
+    asked = request(args, "crosscheck")
+    example = applied(load(args), asked)  # the module is built under the conventions
+    refuse_over(crosscheck_work(example) + generate_work(example, args.steps),
+                args.max_work, f"{example.source}: `symformer crosscheck --torch --kv-cache`")
+    report = example_drift(example, args.dtype, args.steps, max_work=0)  # bounded above
+    return _print_drift(args, report, f"{example.title}: the PyTorch module (export --format "
+                                      f"torch) in {args.dtype}")
+
+
+def _print_drift(args: argparse.Namespace, report: Any, title: str,
+                 load: dict[str, str] | None = None) -> int:
+    """The drift report as text or JSON; exit 1 when a cached stage is over --tol."""
+    if args.json:
+        print(json.dumps(drift_json(report, args.dtype, args.tol)
+                         | ({"load": load} if load else {}), indent=1, default=str))
+    else:
+        print(drift_text(report, title, args.dtype, args.tol))
+    return 1 if over_tol(report.cached, args.tol) else 0
 
 
 def _model_directory(args: argparse.Namespace, directory: str) -> int:
@@ -239,12 +275,7 @@ def _cached(args: argparse.Namespace, directory: str) -> int:
     report = cached_drift(model, example, args.dtype, args.steps, max_work=0)
     title = (f"{type(model).__name__} of {directory} (loaded with {loaded_as(model)}) in "
              f"{args.dtype}")
-    if args.json:
-        print(json.dumps(drift_json(report, args.dtype, args.tol) | {"load": _load(args)},
-                         indent=1, default=str))
-    else:
-        print(drift_text(report, title, args.dtype, args.tol))
-    return 1 if over_tol(report.cached, args.tol) else 0
+    return _print_drift(args, report, title, _load(args))
 
 
 def _load(args: argparse.Namespace) -> dict[str, str]:

@@ -118,7 +118,8 @@ def drift_text(report, title: str, dtype: str, tol: float | None) -> str:
     greedy token, exact and float."""
     failed = over_tol(report.cached, tol)
     width = max(len(r.stage) for r in report.cached)
-    lines = [f"{title}, cached (prefill, then past_key_values) and uncached, vs exact "
+    lines = [f"{title}, cached (a prefill, then one token a call with the KV cache) and "
+             f"uncached, vs exact "
              f"(eps = {dtype}'s machine epsilon; cached = uncached exactly)",
              f"sentence: {' '.join(report.tokens)}",
              f"{'stage':<{width}}  {'cached x eps':>12}  {'digits':>6}  "

@@ -114,11 +114,32 @@ def format_steps(title: str, steps: list[Step], decimals: int) -> str:
     for n, s in enumerate(steps, start=1):
         if s.decoding is not None:
             out.append("")
-            names = ", ".join(f"step{n}.{name}" for name in s.decoding.stages)
-            out.append(f"step {n} decisions (stages {names}):")
-            out.extend("  " + line for note in s.decoding.notes for line in note.split("\n"))
+            out.append(f"step {n} decisions (each row and note under the address `check` "
+                       f"claims it at):")
+            out.extend("  " + line for note in s.decoding.addressed(n)
+                       for line in note.split("\n"))
+            out.extend("  " + line for line in decision_rows(n, s, decimals))
             out.append(f"  next token: {s.choice}")
     return "\n".join(out)
+
+
+def decision_rows(n: int, step: Step, decimals: int) -> list[str]:
+    """Step ``n``'s decision stages as a table, each row labelled by its address in the
+    run (``step2.kept``), one column per vocabulary entry; a 1 x 1 stage (``uniform``,
+    ``nucleus_mass``) as ``address = value``."""
+    g, names = step.derivation, step.decoding.stages
+    wide = [(f"step{n}.{name}", g[name].values(decimals=decimals)[0]) for name in names
+            if g[name].shape[1] > 1]
+    single = [f"step{n}.{name} = {g[name].values(decimals=decimals)[0][0]}" for name in names
+              if g[name].shape[1] == 1]
+    if not wide:
+        return single
+    header = ("stage", *g[names[0]].cols)
+    rows = [header, *((label, *values) for label, values in wide)]
+    widths = [max(len(r[j]) for r in rows) for j in range(len(header))]
+    return [("  ".join(c.ljust(w) if j == 0 else c.rjust(w)
+                       for j, (c, w) in enumerate(zip(r, widths)))).rstrip()
+            for r in rows] + single
 
 
 def _decisions_json(n: int, step: Step, decimals: int) -> dict:

@@ -1,5 +1,6 @@
 """How far PyTorch's own cached forward drifts from the exact values (``crosscheck DIR
---kv-cache``).
+--kv-cache``; an example file's module: ``crosscheck EXAMPLE --torch --kv-cache``,
+:func:`example_drift`).
 
 The user's Hugging Face causal language model (GPT-2, Llama-style) runs, in ``dtype``,
 as generation runs it: a prefill of the prompt with ``use_cache=True``, then one token
@@ -17,7 +18,9 @@ one of an exact tie).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,30 +68,69 @@ def cached_drift(model: Any, example: Example, dtype: str, steps: int,
     import copy
 
     torch = require_torch()
-    from symformer.blocks import generate
-
     if example.lm_head is None or not hasattr(model, "generate"):
         raise InputError("--kv-cache: a causal language model (GPT-2, Llama-style) has a "
                          "cache to check; this model has no next-token head")
+    kind = getattr(torch, dtype)
+    if any(p.dtype != kind for p in model.parameters()):
+        model = copy.deepcopy(model).to(kind)
+    return _drift(example, dtype, steps, max_work,
+                  lambda calls, cache: _recorded(model, calls, cache))
+
+
+def example_drift(example: Example, dtype: str, steps: int, max_work: int | None = None
+                  ) -> DriftReport:
+    """The report for an example file's own PyTorch module (``export --format torch``,
+    ``crosscheck EXAMPLE --torch --kv-cache``) in ``dtype``: its forward with a cache
+    (``Model.forward(ids, cache)``: a prefill, then one token a call) against the exact
+    values, and its forward without.  A decoder-only language model (``[lm_head]``,
+    causal): an encoder-decoder's cache is its decoder's, which the module does not
+    run one token at a time."""
+    torch = require_torch()
+    from symformer.frameworks.torch_out import model_class
+
+    if example.lm_head is None or example.decoder is not None:
+        raise InputError(f"{example.source}: --kv-cache runs a decoder-only language model "
+                         f"([lm_head]) one token at a time; this example is not one (its "
+                         f"exact cache: generate EXAMPLE --kv-cache)")
+    # generation derives a language model causally, whatever the example's causal says
+    model = model_class(dataclasses.replace(example, causal=True))(dtype=getattr(torch, dtype))
+
+    def recorded(calls: list[list[int]], cache: bool) -> dict[str, Any]:
+        store: dict | None = {} if cache else None
+        seen: dict[str, list[Any]] = {}
+        for ids in calls:
+            for name, value in model(ids, cache=store).items():
+                seen.setdefault(name, []).append(value.detach().reshape(-1, value.shape[-1]))
+        return {name: torch.cat(rows) for name, rows in seen.items()
+                if len({r.shape[-1] for r in rows}) == 1}  # scores: a row per key, not stacked
+    return _drift(example, dtype, steps, max_work, recorded)
+
+
+def _drift(example: Example, dtype: str, steps: int, max_work: int | None,
+           recorded: Callable[[list[list[int]], bool], dict[str, Any]]) -> DriftReport:
+    """The report from ``recorded(calls, cache)`` (each stage's rows over the calls,
+    stacked; with ``cache`` the calls after the first read the cache) on the exact
+    greedy run's sentence: a prefill then one call a token, and one uncached call."""
+    torch = require_torch()
+    from symformer.blocks import generate
+
     chosen = generate(example, steps, max_work=max_work)
     g = chosen[-1].derivation  # the whole sentence fed: prompt + every chosen but the last
     ids = list(g.example.token_ids)
     vocab = example.vocab
-    kind = getattr(torch, dtype)
-    if any(p.dtype != kind for p in model.parameters()):
-        model = copy.deepcopy(model).to(kind)
     prompt = len(example.token_ids)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one order of summation, as module_crosscheck
     try:
         with torch.no_grad():
-            cached = _recorded(model, [ids[:prompt]] + [[t] for t in ids[prompt:]], True)
-            uncached = _recorded(model, [ids], False)
+            cached = recorded([ids[:prompt]] + [[t] for t in ids[prompt:]], True)
+            uncached = recorded([ids], False)
     finally:
         torch.set_num_threads(threads)
     report = DriftReport(tokens=tuple(vocab[j] for j in ids))
-    for name in cached:
-        if name in g:
+    for name in cached:  # a stage of every position (not next_token's last row alone)
+        if name in g and name in uncached and cached[name].shape[0] == g[name].shape[0]:
             report.cached.append(stage_error(name, g, cached[name], dtype))
             report.uncached.append(stage_error(name, g, uncached[name], dtype))
     for t, step in enumerate(chosen, start=1):

@@ -81,6 +81,7 @@ class Model(torch.nn.Module):
         weights = read_weights(WEIGHTS, WEIGHTS_FILE, weights_file)
         self.w = {k: None if v is None else torch.as_tensor(v, dtype=torch.float64).to(dtype)
                   for k, v in weights.items()}
+        self.cache, self.offset = None, 0  # forward(ids, cache): generation's KV cache
 
     def t(self, name):
         return self.w.get(name)
@@ -112,7 +113,8 @@ class Model(torch.nn.Module):
         n, d = x.shape
         i = torch.arange(d // 2, dtype=torch.float64)
         theta = torch.tensor(base, dtype=torch.float64) ** (-2 * i / d)
-        angle = (torch.arange(n, dtype=torch.float64)[:, None] * theta).to(self.dtype)
+        pos = torch.arange(self.offset, self.offset + n, dtype=torch.float64)
+        angle = (pos[:, None] * theta).to(self.dtype)
         cos, sin = torch.cos(angle), torch.sin(angle)
         if style == "half":
             a, b = x[:, : d // 2], x[:, d // 2:]
@@ -123,10 +125,10 @@ class Model(torch.nn.Module):
     def positions(self, n, d, pe, base, learned=None):
         """The positional rows added to n embeddings of width d (None: nothing added)."""
         if pe == "learned":
-            return self.t(learned)[:n]
+            return self.t(learned)[self.offset:self.offset + n]
         if pe != "sinusoidal":
             return None
-        pos = torch.arange(n, dtype=torch.float64)[:, None]
+        pos = torch.arange(self.offset, self.offset + n, dtype=torch.float64)[:, None]
         j = torch.arange(d)
         angle = pos / torch.tensor(base, dtype=torch.float64) ** ((2 * (j // 2)).double() / d)
         return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).to(self.dtype)
@@ -148,13 +150,16 @@ class Model(torch.nn.Module):
             if L["rope"]:
                 q = s[f"{name_q}.Q_rot"] = self.rope(q, c["base"], L["rope_style"])
                 kk = s[f"{name_kv}.K_rot"] = self.rope(kk, c["base"], L["rope_style"])
+            if self.cache is not None:  # the keys and values of the tokens before
+                kk, v = self.cached(name_kv, kk, v)
             u = s[f"{name_q}.raw_scores"] = self.scores(q, kk, c["scores"])
             scale = L["scale"] if L["scale"] is not None else q.shape[1] ** 0.5
             u = u / scale
             if causal:
-                above = torch.ones(u.shape[0], u.shape[1], dtype=torch.bool).triu(1)
+                late = u.shape[1] - u.shape[0]  # keys before the first query (a cache)
+                above = torch.ones(u.shape[0], u.shape[1], dtype=torch.bool).triu(1 + late)
                 if c.get("window") and not group:  # a sliding window: keys w back too
-                    above |= torch.ones_like(above).tril(-c["window"])
+                    above |= torch.ones_like(above).tril(late - c["window"])
                 u = (u.masked_fill(above, float("-inf")) if c["mask"] is None
                      else u + above * c["mask"])
             s[f"{name_q}.scores"] = u
@@ -169,6 +174,15 @@ class Model(torch.nn.Module):
             o = o + self.t(L["b_O"])
         s[name] = o
         return o
+
+    def cached(self, name, k, v):
+        """The cache's keys and values of ``name`` with this call's rows appended (once a
+        call: grouped-query heads share them)."""
+        old = self.cache.get(name)
+        if old is None or old[0].shape[0] < self.offset + k.shape[0]:
+            self.cache[name] = (k, v) if old is None else (torch.cat((old[0], k)),
+                                                           torch.cat((old[1], v)))
+        return self.cache[name]
 
     def ffn(self, h, L, s, p):
         hidden = h @ self.t(L["W_1"])
@@ -217,10 +231,17 @@ class Model(torch.nn.Module):
             last = s["logits"][-1:]
             s["next_token"] = (last == last.max()).to(last.dtype)
 
-    def forward(self, ids=None):
+    def forward(self, ids=None, cache=None):
+        """The stages of ``ids`` (default: the example's tokens).  With ``cache`` (a dict,
+        empty at the prefill), as generation runs: ``ids`` are the tokens after those
+        the cache holds, their keys and values are appended to it, and every stage has
+        their rows only (a decoder-only model's)."""
         c, s = self.config, {}
         ids = torch.tensor(c["token_ids"] if ids is None else ids)
         n = len(ids)
+        self.cache, self.offset = cache, 0 if cache is None else cache.get("length", 0)
+        if cache is not None:
+            cache["length"] = self.offset + n
         x = s["embeddings"] = self.t("embeddings")[ids]
         if c["segments"] is not None:  # BERT's token types (0 past the example's tokens)
             seg = torch.tensor((c["segments"] + [0] * n)[:n])

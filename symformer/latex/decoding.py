@@ -70,16 +70,19 @@ def decision_table(r: Run, t: int, decimals: int, shown: tuple[str, ...] = SHOWN
         rows.append(tuple(Cell(_latex(v), heat=heat_of(v) if heat else None)
                           for v in values))
     step = r.steps[t - 1]
-    u = (f" The uniform number u = {r.run[f'step{t}.uniform'].values(decimals=17)[0][0]}."
-         if f"step{t}.uniform" in r.run.stages else "")
+    single = [(f"step{t}.nucleus_mass", "The nucleus's mass", decimals),
+              (f"step{t}.uniform", "The uniform number u", 17)]
+    u = "".join(f" {what} = {r.run[name].values(decimals=d)[0][0]} ({name})."
+                for name, what, d in single if name in r.run.stages)
     return Table(
         caption=f"Step {t}: the decision on \u201c{' '.join(step.tokens)}\u201d, stage by "
-                f"stage (claimable as step{t}.STAGE), correctly rounded to {decimals} "
-                f"decimals; kept: 1 in, 0 out.{u}",
+                f"stage, each row labelled by the address a claim names it by (stage = "
+                f"\"{names[-1]}\"), correctly rounded to {decimals} decimals; kept: 1 in, "
+                f"0 out.{u}",
         label=f"tab:decoding-step{t}",
-        row_labels=tuple((k, n.split(".", 1)[1]) for k, n in enumerate(names)),
+        row_labels=tuple(enumerate(names)),
         col_labels=tuple(map(word_label, vocab)),
-        cells=tuple(rows), row_header=("", "stage"))
+        cells=tuple(rows), row_header=("", "claimed as"))
 
 
 def cache_table(r: Run, t: int, head: str, decimals: int) -> Table:
@@ -96,7 +99,8 @@ def cache_table(r: Run, t: int, head: str, decimals: int) -> Table:
             f"step {t - 1}'s cache with the new token's key and value row appended")
     return Table(
         caption=f"Step {t}, {head}: {what}; q_new is the one new query row (its scores "
-                f"read the whole cache).",
+                f"read the whole cache). Claimed as {p}.K_cache, {p}.V_cache and "
+                f"{p}.q_new.",
         label=f"tab:kv-{t}-{head.replace('.', '-')}",
         row_labels=tuple(enumerate(K.rows)),
         col_labels=(*(rf"K_{{{j}}}" for j in range(K.shape[1])),
@@ -129,8 +133,8 @@ def decoding_sections(g: Derivation, steps: int, decimals: int,
         return []
     out: list = [Heading("Choosing the next token", 1), Prose((rule_text(r),))]
     for t, step in enumerate(r.steps, start=1):
-        notes = tuple(line for note in step.decoding.notes for line in note.split("\n")) \
-            if step.decoding is not None else ()
+        notes = () if step.decoding is None else tuple(
+            line for note in step.decoding.addressed(t) for line in note.split("\n"))
         out.append(Section(Heading(f"Step {t}", 2), [Fragment(
             f"decoding-step{t}", [*(Prose((n.strip(),)) for n in notes),
                                   decision_table(r, t, decimals)])]))

@@ -199,6 +199,8 @@ def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
     if first.stage.op.of_weight or (  # its rows are the weight's, not tokens
             first.stage.shape == (1, 1) and first.stage.name.startswith("loss")):  # a scalar
         where = where.split("; ", 1)[1]
+    if frame.footer:  # a decision over the vocabulary, a cache: not a token's row
+        where = f"{frame.footer}; rounded to {plural(decimals, 'decimal')}"
     if first.row_range is not None:
         a, b = first.row_range
         where += f"; rows {a}\u2013{b - 1} of {first.stage.shape[0]}"

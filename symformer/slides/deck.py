@@ -173,6 +173,7 @@ class StageFrame:
     row: bool = False
     part: int = 1
     parts: int = 1
+    footer: str = ""  # what the frame is about, for the footer (default: the row's token)
 
     @property
     def stage(self) -> Stage:
@@ -332,9 +333,10 @@ def frames(g: Derivation, options: SlideOptions,
             out.append(FigureFrame(figure, title(stage)))
     if options.backward and g.example.loss is not None:
         out.extend(backward_frames(g, options))
-    for head, note, stage, table in decoding_parts(g, options.decimals):  # [decoding]
+    for head, note, stage, table, about in decoding_parts(g, options.decimals):  # [decoding]
         out += [SectionFrame(head, note)] if table is None else [
-            replace(f, title=head) for f in _table_only_frames(stage, 0, table, note)]
+            replace(f, title=head, footer=about)
+            for f in _table_only_frames(stage, 0, table, note)]
     return out
 
 

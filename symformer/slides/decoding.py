@@ -17,8 +17,10 @@ from symformer.latex.escape import latex_text
 #: and the choice.
 FRAME_ROWS = ("probabilities_T", "top_p.mass_above", "kept", "cumulative", "draw", "choice")
 
-#: One part: its frame's title, the note under it (LaTeX), the stage and its table.
-Part = tuple[str, str, Stage | None, Table | None]
+#: One part: its frame's title, the note under it (LaTeX), the stage, its table and what
+#: the frame is about for its footer (LaTeX: the step and the token chosen; not a row's
+#: position, which means nothing for a decision over the vocabulary).
+Part = tuple[str, str, Stage | None, Table | None, str]
 
 
 def decoding_parts(g: Derivation, decimals: int) -> list[Part]:
@@ -26,11 +28,11 @@ def decoding_parts(g: Derivation, decimals: int) -> list[Part]:
     r = decoding_run(g)
     if r is None:
         return []
-    out: list[Part] = [("Choosing the next token", latex_text(rule_text(r)), None, None)]
+    out: list[Part] = [("Choosing the next token", latex_text(rule_text(r)), None, None, "")]
     for t in range(1, len(r.steps) + 1):
         table = decision_table(r, t, decimals, FRAME_ROWS)
         out.append((f"Step {t}: the decision", latex_text(_said(r, t)),
-                    r.run[f"step{t}.{table.row_labels[0][1]}"], table))
+                    r.run[table.row_labels[0][1]], table, _about(r, t)))
     if not r.heads:
         return out
     head = r.heads[0]
@@ -38,11 +40,26 @@ def decoding_parts(g: Derivation, decimals: int) -> list[Part]:
         "The prefill computes the prompt's keys and values; each decode step appends one "
         "key and one value row and computes one new query row. "
         + ("Proved: cached = uncached, exactly." if r.proof.equal else "Not proved.")),
-        None, None))
+        None, None, ""))
     for t in range(1, len(r.steps) + 1):
-        out.append((f"Step {t}: the cache of {head}", "", r.run[f"step{t}.{head}.K_cache"],
-                    cache_table(r, t, head, decimals)))
+        K = r.run[f"step{t}.{head}.K_cache"]
+        grown = ("the prompt's rows (the prefill)" if t == 1 else
+                 f"{K.shape[0]} rows, the last appended at this step")
+        out.append((f"Step {t}: the cache of {head}", "", K, cache_table(r, t, head, decimals),
+                    latex_text(f"step {t}, {head}: the cache of {grown}")))
     return out
+
+
+def _about(r: Run, t: int) -> str:
+    """A decision frame's footer: the step, the sentence it extends and the token chosen."""
+    step = r.steps[t - 1]
+    verb = "drawn" if step.decoding is not None and step.decoding.uniform is not None \
+        else "chosen"
+    chosen = (str(step.choice) if step.choice.is_tie else
+              f"{verb} \u201c{step.choice.token}\u201d")
+    said = " ".join(step.tokens) if len(step.tokens) <= 5 else \
+        "\u2026 " + " ".join(step.tokens[-4:])
+    return latex_text(f"step {t}, the token after \u201c{said}\u201d: {chosen}")
 
 
 def _said(r: Run, t: int) -> str:

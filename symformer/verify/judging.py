@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from symformer.blocks.backward import is_backward_stage
-from symformer.blocks.train import is_training_stage
+from symformer.blocks.train import is_training_stage, step_of
 from symformer.engine.graph import Stage
 from symformer.errors import InputError
 from symformer.pipeline import Prepared, check_work
@@ -79,7 +79,9 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
     checker = Checker(g.example if rule is None else replace(g.example, decoding=rule),
                       max_work, causal=p.request.causal, run=run)
     equations = load_equations(claims_file)
-    claims = load_claims(claims_file, g, list(names), _bounded(example, checker, max_work))
+    generated: dict[str, int] = {}  # the generation run's steps, once a claim asks for it
+    claims = load_claims(claims_file, g, list(names),
+                         _bounded(example, checker, max_work, generated))
     if not equations and not any(c.check for c in claims):
         # a verdict only over what was compared: no number, no "all right"
         raise InputError(f"{claims_file}: nothing to check: every claim has check = false "
@@ -88,22 +90,30 @@ def judge(p: Prepared, claims_file: str | Path, names: Sequence[str] = (),
                numbers=sum(len(row) for c in claims for row in c.values),
                equations=len(equations),
                random_examples=max((e.examples for e in equations), default=0),
-               equation_chars=sum(len(e.latex) for e in equations))
+               equation_chars=sum(len(e.latex) for e in equations), **generated)
     numbers = checker.check_all(claims, progress)
     judged = Judge(g.example, checker.derivation, checker.causal, checker.run, max_work)
     return Judged(claims, numbers, judged.check_each(equations),
                   unmapped_arrays(claims_file, list(names)))
 
 
-def _bounded(example: Any, checker: Checker, max_work: int | None
-             ) -> Callable[[str], Stage]:
-    """The checker's stage lookup, refusing first (before any work) a backward pass or a
-    training run that the work limit does not allow: a claim on a gradient costs a
-    backward pass under the example's conventions and each alternative one, a claim on
-    a training step the run twice (the check and reader rounding):
+def _bounded(example: Any, checker: Checker, max_work: int | None,
+             generated: dict[str, Any]) -> Callable[[str], Stage]:
+    """The checker's stage lookup, refusing first (before any work) a backward pass, a
+    training run or a generation run that the work limit does not allow: a claim on a
+    gradient costs a backward pass under the example's conventions and each alternative
+    one, a claim on a training step the run twice (the check and reader rounding), a
+    claim on a generation step (``step2.kept``) the run's steps generated under its
+    rule (``generated`` keeps them for the estimate of the whole check):
     :func:`symformer.blocks.cost.check_work`."""
     def stage(name: str) -> Stage:
-        if is_training_stage(name) and checker.run is not None:
+        rule = checker.example.decoding
+        if is_training_stage(name) and checker.run is None and rule is not None:
+            if not generated:  # generation_run's steps: [decoding] steps, else the claim's
+                generated.update(generated_steps=rule.steps or step_of(name),
+                                 decoding=rule)
+            check_work(example, "check", max_work, **generated)
+        elif is_training_stage(name) and checker.run is not None:
             check_work(example, "check", max_work, train_steps=checker.run.steps)
         elif is_backward_stage(name):
             check_work(example, "check", max_work, gradients=True)
