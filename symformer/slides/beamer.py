@@ -39,6 +39,7 @@ from symformer.slides.deck import (
     row_position,
     row_widths,
     rows,
+    significant_digits,
     table_width,
 )
 from symformer.words import plural, with_causal_mask
@@ -194,8 +195,12 @@ def stage_frame(frame: StageFrame, decimals: int = DEFAULT_DECIMALS) -> str:
     if first.stage.name.startswith("grad."):  # gradients span magnitudes
         from symformer.worked.significant import DEFAULT_DIGITS
 
+        # a table at fewer digits (too wide at the default's) says so, and so does this
+        said = [d for i in frame.items if i.table is not None for t in i.table.legend
+                if (d := significant_digits(t)) is not None]
         where = where.replace(f"rounded to {plural(decimals, 'decimal')}",
-                              f"rounded to {DEFAULT_DIGITS} significant digits")
+                              f"rounded to {min(said, default=DEFAULT_DIGITS)} "
+                              "significant digits")
     if first.stage.op.of_weight or (  # its rows are the weight's, not tokens
             first.stage.shape == (1, 1) and first.stage.name.startswith("loss")):  # a scalar
         where = where.split("; ", 1)[1]
@@ -239,7 +244,8 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
     for e in item.equation:
         remark = f" \\quad ({reader_text(e.remark)})" if e.remark else ""
         # in display style, as the notes set it: limits under a sum, full-size fractions
-        out.append(f"\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
+        closer = f"\\setlength{{\\arraycolsep}}{{{fit.COMPACT_SEP}pt}}" if e.compact else ""
+        out.append(f"{closer}\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
     if item.note:
         out.append(f"\\par\\smallskip\\uncover<{numbers or results}->{{{item.note}}}")
     elif item.equation and item.lines:

@@ -48,7 +48,7 @@ from symformer.equations.stage import equation_lines
 from symformer.figures import diagram
 from symformer.figures.data import Figure, FigureOptions, figures
 from symformer.figures.diagram import Diagram
-from symformer.latex import head_flow
+from symformer.latex import decoder, head_flow
 from symformer.latex.backward import is_backward
 from symformer.latex.blocks import Table
 from symformer.latex.document import caption, renames, select, slug
@@ -58,7 +58,7 @@ from symformer.latex.repeats import equation_key as _equation_key
 from symformer.latex.tables import first_position, rounding_legend, stage_table
 from symformer.notation import notation
 from symformer.pipeline import Rendering
-from symformer.slides import fit, measure
+from symformer.slides import fit, layout, measure
 from symformer.slides.decoding import decoding_parts
 from symformer.worked.build import worked_steps
 from symformer.worked.model import Style
@@ -96,11 +96,24 @@ class SlideOptions(Rendering):
 
 @dataclass(frozen=True)
 class EquationLine:
-    """One line of the general equation: ``lhs = rhs`` and a remark in words."""
+    """One line of the general equation: ``lhs = rhs`` and a remark in words;
+    ``compact``: a matrix in it has its columns set closer (:mod:`fit`'s
+    :data:`~fit.COMPACT_SEP`)."""
 
     lhs: str
     rhs: str
     remark: str = ""
+    compact: bool = False
+
+
+def display(lhs: str, rhs: str, remark: str = "") -> EquationLine:
+    """A general equation's line as a frame sets it: a bracket around a sum too wide
+    for the frame sized as ``\\Bigl(``...``\\Bigr)`` (:func:`_opened`), so TeX may break
+    the line at the sum's operators (never inside ``\\left``...``\\right``)."""
+    room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
+    if measure.widest_unbreakable(rhs) * measure.MARGIN > room:
+        rhs = _opened(rhs)
+    return EquationLine(lhs, rhs, remark)
 
 
 @dataclass(frozen=True)
@@ -408,9 +421,8 @@ def _worked_gradient_frames(stage: Stage, options: SlideOptions) -> list[StageFr
     row = notes.worked_row(stage, options.token, None)
     worked, values, _ = notes.worked_values(stage, row, options.decimals, False,
                                             None if options.full else notes.ALIKE)
-    forms = tuple(EquationLine(lhs, rhs, "")
-                  for lhs, rhs in matrix_form.backward_lines(stage))
-    equation = forms + tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
+    forms = tuple(display(lhs, rhs) for lhs, rhs in matrix_form.backward_lines(stage))
+    equation = forms + tuple(display(ln.lhs, ln.rhs, ln.remark)
                              for ln in equation_lines(stage))
     said = inactive_note(stage)
     entry = stage.op.of_weight and worked is not None and not said
@@ -476,7 +488,9 @@ def matrix_lines(stage: Stage, values=None) -> tuple[EquationLine, ...]:
     """A weight's gradient as matrices, as the weight itself is shown (no column
     headings to widen it): ``∂L/∂W = [bmatrix]`` (``10^{-6} [bmatrix]`` when every
     entry is small: :func:`fit.scaled_rows`), its rows :data:`MATRIX_ROWS` at a time
-    (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0."""
+    (``rows 4–7``) when it has more; ``∂L/∂W = 0`` when it is exactly 0.  A matrix too
+    wide for the frame is made narrower as a table is, never split by columns nor
+    rounded again: in another unit (:func:`fit.scalings`), then its columns closer."""
     from symformer.latex import backward as notes
     from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
 
@@ -485,17 +499,71 @@ def matrix_lines(stage: Stage, values=None) -> tuple[EquationLine, ...]:
         return (EquationLine(block.lhs, r"\mathbf{0}"),)
     # entries all small: a power of ten taken out, as a textbook writes it (exact: the
     # decimal point moved, every printed digit kept)
-    found = fit.scaled_rows([list(row) for row in block.rows])
-    factor, table = (rf"10^{{{found[0]}}} ", found[1]) if found else ("", block.rows)
+    rows = [list(row) for row in block.rows]
+    first = fit.scaled_rows(rows) or (None, rows)
+    units = [first, *(u for u in fit.scalings(rows) if u[0] != first[0])]
+    forms = [_matrix_pieces(block.lhs, *unit, compact) for compact in (False, True)
+             for unit in units]
+    return next((f for f in forms if all(matrix_fits(line) for line in f)),
+                min(forms[len(units):], key=lambda f: max(map(_line_width, f))))
+
+
+def _matrix_pieces(lhs: str, exponent: int | None, table: list[list[str]],
+                   compact: bool) -> tuple[EquationLine, ...]:
+    """``lhs = 10^{exponent} [table]`` (no factor when ``exponent`` is None), its rows
+    :data:`MATRIX_ROWS` a line."""
+    factor = "" if exponent is None else rf"10^{{{exponent}}} "
     out = []
     for a in range(0, len(table), MATRIX_ROWS):
         rows = table[a:a + MATRIX_ROWS]
         where = "" if len(table) <= MATRIX_ROWS else \
             rf"\quad \text{{(rows {a}\textendash{a + len(rows) - 1} of {len(table)})}}"
         body = r" \\ ".join(" & ".join(row) for row in rows)
-        out.append(EquationLine(block.lhs, rf"{factor}\begin{{bmatrix}} {body} "
-                                           rf"\end{{bmatrix}}{where}"))
+        out.append(EquationLine(lhs, rf"{factor}\begin{{bmatrix}} {body} "
+                                     rf"\end{{bmatrix}}{where}", compact=compact))
     return tuple(out)
+
+
+def matrix_width(lhs: str, rhs: str, compact: bool = False) -> float:
+    """The width (pt) of a line ``lhs rhs`` (``rhs`` with its relation) as TeX sets it
+    (the layout model's; a ``compact`` matrix's columns closer)."""
+    closer = 0.0
+    if compact:
+        columns = rhs.split(r"\\")[0].count("&") + 1
+        closer = 2 * (layout.ARRAYCOLSEP - fit.COMPACT_SEP) * columns
+    return layout.box(lhs).w + layout.box(rhs).w - closer
+
+
+def matrix_fits(line: EquationLine) -> bool:
+    """Whether a line with a matrix fits the frame's width."""
+    return _line_width(line) <= layout.TEXT_WIDTH
+
+
+def _line_width(line: EquationLine) -> float:
+    return matrix_width(line.lhs, "{}= " + line.rhs, line.compact)
+
+
+#: A worked line's piece that is a matrix (a row of a vector step).
+_MATRIX = re.compile(r"^(?P<relation>[^\\]*)\\begin\{bmatrix\}(?P<body>.*)\\end\{bmatrix\}$",
+                     re.S)
+
+
+def narrower(piece: str, lhs: str) -> str:
+    """A worked line's matrix (``= [1.314 \\times 10^{-6} & 0 & ...]``) too wide for the
+    frame in the unit that prints it narrowest (``= 10^{-6} [1.314 & 0 & ...]``), as
+    :func:`matrix_lines` sets a weight's gradient; any other piece as it is."""
+    found = _MATRIX.match(piece)
+    if found is None or matrix_width(lhs, piece) * measure.MARGIN <= layout.TEXT_WIDTH:
+        return piece
+    rows = [[c.strip() for c in row.split("&")] for row in found["body"].split(r"\\")]
+    first = fit.scaled_rows(rows)
+    units = [u for u in (first, *fit.scalings(rows)) if u is not None]
+    forms = [f"{found['relation']}10^{{{e}}} \\begin{{bmatrix}} "
+             + r" \\ ".join(" & ".join(row) for row in table) + r" \end{bmatrix}"
+             for e, table in units]
+    return next((f for f in forms if matrix_width(lhs, f) * measure.MARGIN
+                 <= layout.TEXT_WIDTH), min(forms, key=lambda f: matrix_width(lhs, f),
+                                                  default=piece))
 
 
 def _matrix_frames(stage: Stage, row: int, equation: tuple, value: tuple, note: str,
@@ -524,7 +592,9 @@ def inactive_note(stage: Stage) -> str:
 def _gradient_table(stage: Stage, row: int, options: SlideOptions, values=None) -> Table:
     """A gradient's table at significant digits (as the notes print it); a weight's has
     no highlighted row (its rows are the weight's, not token positions); fewer digits
-    when the default's would not fit the frame's width (never split by columns)."""
+    when the default's would not fit the frame's width in any of its narrower forms
+    (:func:`fit.fitted`; never split by columns).  Its legend says the rounding only
+    when it is not the default's, which the footer says (:func:`significant_digits`)."""
     from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues
 
     for digits in (DEFAULT_DIGITS, 3, 2):
@@ -534,8 +604,20 @@ def _gradient_table(stage: Stage, row: int, options: SlideOptions, values=None) 
                             digits == DEFAULT_DIGITS else SignificantValues(digits),
                             highlight=None if stage.op.of_weight else row)
         if _fits_width(fit.fitted(table, _width_fits(GRADIENT_WIDTH)), GRADIENT_WIDTH):
-            return table
-    return table
+            break
+    return replace(table, legend=tuple(t for t in table.legend if significant_digits(t)
+                                       != DEFAULT_DIGITS))
+
+
+#: A table's legend saying its rounding at significant digits (a gradient's).
+_SIGNIFICANT = re.compile(r"^Values correctly rounded to (\d+) significant digits\.$")
+
+
+def significant_digits(legend: str) -> int | None:
+    """The significant digits a legend's sentence says a table is rounded to, or None
+    (a sentence about something else)."""
+    found = _SIGNIFICANT.match(legend)
+    return int(found[1]) if found else None
 
 
 def _gradient_frames(stage: Stage, options: SlideOptions, note: str) -> list[StageFrame]:
@@ -678,7 +760,6 @@ class Column:
         self.depth: float | None = 0.0
 
     def paragraph(self, lines: tuple, baseline: float | None = None) -> None:
-        from symformer.slides import layout
 
         previous = layout.BASELINE
         if baseline is not None:
@@ -752,16 +833,12 @@ def _stack_item(column: Column, item: Item, lhs: float) -> None:
 
 
 def measure_parskip() -> float:
-    from symformer.slides import layout
-
     return layout.PARSKIP
 
 
 def _line(working: float, depth: float, table: float):
     """The line holding the working's minipage (its first line on the baseline) and the
     table's beside it (hanging from the top)."""
-    from symformer.slides import layout
-
     first = min(working, 14.0)
     return layout.Line(first, max(working - first, table - first))
 
@@ -892,8 +969,7 @@ def stage_frames(stage: Stage, options: SlideOptions, parts: tuple | None = None
     row = min(options.token, stage.shape[0] - 1)  # a one-row stage: its only row
     if parts is None:
         table = _table(stage, row, options)
-        equation = tuple(EquationLine(ln.lhs, ln.rhs, ln.remark)
-                         for ln in equation_lines(stage))
+        equation = tuple(display(ln.lhs, ln.rhs, ln.remark) for ln in equation_lines(stage))
         lines = worked_lines(stage, row, options.decimals)
         omitted = zero_terms_note(stage) if lines else ""
         note = " ".join(filter(None, (
@@ -976,11 +1052,12 @@ def table_frames(stage: Stage, first: Stage, options: SlideOptions) -> list[Stag
 
 def _table(stage: Stage, row: int, options: SlideOptions) -> Table:
     """The stage's table, the token's row highlighted; its legend without the rounding,
-    which every frame's footer says."""
+    which every frame's footer says; a cross-attention table's says what its rows and
+    columns are (not the frame's title: :func:`_caption`)."""
     table = stage_table(stage, decimals=options.decimals, highlight=row,
                         caption=caption(stage), label=f"tab:{stage.name}")
-    return replace(table, legend=tuple(t for t in table.legend
-                                       if t != rounding_legend(options.decimals)))
+    return replace(table, legend=_rows_and_columns(stage) + tuple(
+        t for t in table.legend if t != rounding_legend(options.decimals)))
 
 
 def worked_lines(stage: Stage, row: int, decimals: int, values=None
@@ -998,6 +1075,7 @@ def worked_lines(stage: Stage, row: int, decimals: int, values=None
             previous = rhs
         lhs = node_latex(step.lhs)
         room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
+        pieces = [narrower(p, lhs) for p in pieces]
         pieces = [_opened(p) if measure.widest_unbreakable(p) * measure.MARGIN > room
                   else _kept(p, room) for p in pieces]
         out.append(WorkedLine(lhs, tuple(pieces[:-1]), pieces[-1]))
@@ -1086,9 +1164,23 @@ def where(stage: Stage) -> str:
     return ", ".join(part_of(stage))
 
 
+def _caption(stage: Stage) -> str:
+    """The stage's caption in a frame's title: without a cross-attention table's note on
+    its rows and columns, which its table's legend says (:func:`_table`), so a title
+    stays on two lines."""
+    return caption(stage).removesuffix(decoder.caption_note(stage))
+
+
+def _rows_and_columns(stage: Stage) -> tuple[str, ...]:
+    """The legend's sentence saying what a cross-attention table's rows and columns are
+    (none for another table)."""
+    note = decoder.caption_note(stage).removeprefix(". ")
+    return (note + ".",) if note else ()
+
+
 def heading(stage: Stage) -> str:
     """The stage's title and symbol without where it sits (LaTeX): ``Query $q$``."""
-    text, place = caption(stage), where(stage)
+    text, place = _caption(stage), where(stage)
     text = text.removeprefix(place + ": ")
     return f"{reader_text(text)} ${notation(stage).latex}$"
 
@@ -1097,7 +1189,7 @@ def title(stage: Stage) -> str:
     """The frame title in the reader's words: where the stage sits, what it computes,
     and its symbol (LaTeX): ``Layer 1, Head 1: Query $q$``.  The words and the symbol
     are the shared notation's (:func:`symformer.notation.notation`)."""
-    return f"{reader_text(caption(stage))} ${notation(stage).latex}$"
+    return f"{reader_text(_caption(stage))} ${notation(stage).latex}$"
 
 
 _SUBSCRIPTED = re.compile(r"\b([A-Za-z])_([A-Za-z0-9]+)\b")

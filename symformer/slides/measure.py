@@ -147,8 +147,19 @@ def title_overflow(title: str) -> float:
 
 def column_width(label: str, cells: list[str], pad: float = 1.0) -> float:
     """Width in em of a table column (its label and cells are math, at the tables'
-    size) and its padding ``pad``."""
-    return TABLE_SCALE * max([width(label)] + [_cell_width(c) for c in cells]) + pad
+    size) and its padding ``pad``.  A label is at least as wide as the layout model
+    sets it (:func:`label_width`)."""
+    return TABLE_SCALE * max([label_width(label)] + [_cell_width(c) for c in cells]) + pad
+
+
+def label_width(label: str) -> float:
+    """Width in em of a column's label (math): the estimate of :func:`width`, or the
+    layout model's (the fonts' metrics) where that is wider: a heading of wide letters
+    and scripts, ``(\\partial L/\\partial W_{E}^{\\text{lookup}})_{0}``, which the estimate's
+    half an em a character set 55 pt too narrow."""
+    from symformer.slides import layout
+
+    return max(width(label), layout.box(label, False).w / layout.EM)
 
 
 def _cell_width(latex: str) -> float:

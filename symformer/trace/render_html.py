@@ -19,10 +19,9 @@ from symformer.engine.rounding import display_value
 from symformer.equations.render import mathml
 from symformer.notation import INDEX_RULE
 from symformer.notation_types import Notation
-from symformer.trace.number_markup import mathml_number
+from symformer.trace.number_markup import mathml_number, number_text
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked.model import Step as WorkedStep
-from symformer.worked.numbers import scientific
 from symformer.worked.render_mathml import step_pieces
 
 if TYPE_CHECKING:
@@ -252,24 +251,6 @@ def _row_table(entries: tuple[Entry, ...], cells: list[str], keys: bool = False)
         f'<tr>{"".join(cells[k:k + ROW_CHUNK])}</tr></table>'
         for k in range(0, len(entries), ROW_CHUNK))
     return f'<div class="rows scroll">{tables}</div>'
-
-
-def number_text(value: str) -> str:
-    """A certified number as the page prints it: a true minus sign (U+2212, as in the
-    PDFs), ``-inf`` as −∞, ``1.2e-9`` as 1.2×10⁻⁹."""
-    if value == "-inf":
-        return "\u2212\u221e"
-    small = scientific(value)  # 0.00000004792 as 4.792×10⁻⁸ (issue 39: below 10⁻⁴)
-    if small is not None:
-        value = f"{small[0]}e{small[1]}"
-    if "e" in value:  # 1.234e-9: 1.234×10⁻⁹
-        mantissa, exponent = value.split("e")
-        value = f"{mantissa}\u00d710{exponent.translate(_SUPERSCRIPT)}"
-    return "\u2212" + value[1:] if value.startswith("-") else value
-
-
-_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075"
-                                             "\u2076\u2077\u2078\u2079")
 
 
 def _cell(e: Entry, cls: str = "", style: str = "") -> str:

@@ -1,4 +1,9 @@
-"""The trace as plain text for a terminal: aligned, readable at 80 columns."""
+"""The trace as plain text for a terminal: aligned, readable at 80 columns.
+
+Its numbers follow the notes' rule (:mod:`symformer.trace.number_markup`): below 10^-4
+in scientific notation (``2.859×10⁻⁸``), an exact short decimal in full, an exact 0 as
+``0``; a terminal's minus sign, ``-``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from symformer.engine.rounding import display_value
 from symformer.notation import legend_text
+from symformer.trace.number_markup import number_text, numbers_text
 from symformer.trace.steps import ActivationStep, AttentionStep, Entry, Step
 from symformer.worked import as_text
 
@@ -57,7 +63,13 @@ def _wrap(text: str, indent: str) -> str:
 
 
 def _worked(entries: tuple[Entry, ...] | list[Entry]) -> list[str]:
-    return [_wrap(as_text(e.worked), "  ") for e in entries if e.worked is not None]
+    return [_wrap(numbers_text(as_text(e.worked)), "  ") for e in entries
+            if e.worked is not None]
+
+
+def _number(value: str) -> str:
+    """A table's value as the terminal prints it."""
+    return number_text(value, "-")
 
 
 def _table(labels: list[str], values: list[str]) -> list[str]:
@@ -79,7 +91,7 @@ def _table(labels: list[str], values: list[str]) -> list[str]:
 @singledispatch
 def body(step: Step) -> list[str]:
     """The token's numbers and their worked formulas (vector steps)."""
-    return _table(step.symbols(), step.values) + _worked(step.lines)
+    return _table(step.symbols(), [_number(v) for v in step.values]) + _worked(step.lines)
 
 
 @body.register
@@ -92,7 +104,7 @@ def _(step: AttentionStep) -> list[str]:
         if step.heat and e.value != "-inf":
             bar = "  " + "#" * round(40 * abs(float(display_value(e.value))))  # display only
         lines.append(f"  {e.symbol().ljust(sym)}  key {e.label.ljust(width)}  "
-                     f"{e.value.rjust(8)}{bar}")
+                     f"{_number(e.value).rjust(8)}{bar}")
     return lines + _worked(step.lines)
 
 
@@ -100,7 +112,8 @@ def _(step: AttentionStep) -> list[str]:
 def _(step: ActivationStep) -> list[str]:
     if not step.clipped:
         return body.dispatch(Step)(step)
-    values = [v + ("*" if clip else " ") for v, clip in zip(step.values, step.clipped)]
+    values = [_number(v) + ("*" if clip else " ")
+              for v, clip in zip(step.values, step.clipped)]
     lines = _table([symbol + " " for symbol in step.symbols()], values)
     if any(step.clipped):
         lines.append(f"  (* clipped: {step.hidden.entry('j', fmt='text')} ≤ 0, "
