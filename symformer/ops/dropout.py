@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops.base import Operation
@@ -32,9 +33,16 @@ class Dropout(Operation):
     reference_function = dropout
     default_notation = Notation(r"\tilde{x}", "x̃", "After dropout (the given mask)")
 
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> None:
-        """None: one scaled copy or 0 per entry; shown as its table."""
-        return None
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        """Each entry times its mask entry over 1 - p."""
+        return IndexEquation(("y[i, j] = D[i, j] * x[i, j] / (1 - p)",),
+                             {"y": "out", "x": "in0", "D": "const:mask_matrix"},
+                             scalars={"p": sympy.S(self.p)}, symbols={"D": ("D", "D")},
+                             remark="D: the given 0/1 mask (1: kept), p the rate")
+
+    def mask_matrix(self) -> sympy.Matrix:
+        """The given mask."""
+        return sympy.Matrix([list(row) for row in self.mask])
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         x, scale = args[0], 1 / (1 - sympy.S(self.p))
