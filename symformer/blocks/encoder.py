@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symformer.blocks.cost import derivation_work
 from symformer.blocks.decoder import decoder_stages
-from symformer.blocks.dropout import add_dropout
+from symformer.blocks.dropout import ATTENTION_DROPPED, FFN_DROPPED, add_dropout
 from symformer.blocks.given_attention import given_attention
 from symformer.blocks.head import objective_stages, output_head
 from symformer.blocks.moe import mixture_of_experts
@@ -88,12 +88,13 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     def attention(h: str) -> str:
         return _dropped(g, multi_head_attention(
             g, p, h, layer.heads, layer.W_O, number, causal=g.causal, block=layer,
-            b_O=layer.b_O, kv_heads=layer.kv_heads), layer.attention_dropout)
+            b_O=layer.b_O, kv_heads=layer.kv_heads), layer.attention_dropout,
+            ATTENTION_DROPPED)
 
     def ffn(h: str) -> str:
         out = (feed_forward(g, p, h, layer, number) if layer.moe is None
                else mixture_of_experts(g, p, h, layer.moe, number))
-        return _dropped(g, out, layer.ffn_dropout)
+        return _dropped(g, out, layer.ffn_dropout, FFN_DROPPED)
 
     if not layer.heads:  # an FFN-only block: its Add & Norm is the first
         return wrap(g, p, 1, x, ffn, layer, number)
@@ -103,6 +104,8 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     return wrap(g, p, 2, x, ffn, layer, number)
 
 
-def _dropped(g: Derivation, stage: str, dropout: GivenDropout | None) -> str:
+def _dropped(g: Derivation, stage: str, dropout: GivenDropout | None,
+             notation: Notation) -> str:
     """``stage``, or ``STAGE.dropout`` with the example's given mask."""
-    return stage if dropout is None else add_dropout(g, stage, dropout.mask, dropout.p)
+    return stage if dropout is None else add_dropout(g, stage, dropout.mask, dropout.p,
+                                                     notation=notation)
