@@ -20,6 +20,7 @@ from symformer.blocks.sublayers import (
 )
 from symformer.blocks.work import check_size
 from symformer.engine.graph import Derivation
+from symformer.errors import InputError
 from symformer.example.schema import Example, GivenDropout, Layer
 from symformer.notation_types import Notation
 from symformer.ops import Identity
@@ -89,12 +90,12 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
         return _dropped(g, multi_head_attention(
             g, p, h, layer.heads, layer.W_O, number, causal=g.causal, block=layer,
             b_O=layer.b_O, kv_heads=layer.kv_heads), layer.attention_dropout,
-            ATTENTION_DROPPED)
+            ATTENTION_DROPPED, f"layer {number}, attention_dropout")
 
     def ffn(h: str) -> str:
         out = (feed_forward(g, p, h, layer, number) if layer.moe is None
                else mixture_of_experts(g, p, h, layer.moe, number))
-        return _dropped(g, out, layer.ffn_dropout, FFN_DROPPED)
+        return _dropped(g, out, layer.ffn_dropout, FFN_DROPPED, f"layer {number}, ffn_dropout")
 
     if not layer.heads:  # an FFN-only block: its Add & Norm is the first
         return wrap(g, p, 1, x, ffn, layer, number)
@@ -105,7 +106,13 @@ def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
 
 
 def _dropped(g: Derivation, stage: str, dropout: GivenDropout | None,
-             notation: Notation) -> str:
-    """``stage``, or ``STAGE.dropout`` with the example's given mask."""
-    return stage if dropout is None else add_dropout(g, stage, dropout.mask, dropout.p,
-                                                     notation=notation)
+             notation: Notation, key: str) -> str:
+    """``stage``, or ``STAGE.dropout`` with the example's given mask (``key`` names it)."""
+    if dropout is None:
+        return stage
+    if len(dropout.mask) != len(g[stage].rows):  # generate, the KV cache: more tokens
+        raise InputError(f"{g.example.source}: {key}: the mask has a row for each of the "
+                         f"example's {len(dropout.mask)} tokens, but this run has "
+                         f"{len(g[stage].rows)} (a given mask cannot follow generated "
+                         f"tokens)")
+    return add_dropout(g, stage, dropout.mask, dropout.p, notation=notation)
