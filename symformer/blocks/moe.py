@@ -121,7 +121,8 @@ def moe_stages(g: Derivation, x: str, W_router: Any, experts: list[Expert], top_
                                      f"e{first_out + 1}'s")
     mask = g.add(f"{prefix}.experts", "moe", ExpertMask(tuple(
         tuple(int(e in kept) for e in range(E)) for kept in routing.chosen),
-        notes=tuple(routing.notes)), (probs,), rows, names, **where)
+        notes=tuple(routing.notes), ties=tuple(routing.ties)), (probs,), rows, names,
+        **where)
     gate = g.add(f"{prefix}.gates", "moe", Gates(renormalize), (probs, mask), rows, names,
                  **where)
     outputs = []

@@ -93,8 +93,11 @@ class ExpertMask(Operation):
 
     kept: tuple[tuple[int, ...], ...]
     notation: Notation | None = None
-    #: The decision in words, a line per token (ties and margins named): the notes'.
+    #: The decision in words, a line per token (ties and margins named).
     notes: tuple[str, ...] = ()
+    #: The proved ties at the k-th place (``token 2: e2 and e3``), which the equation's
+    #: remark names.
+    ties: tuple[str, ...] = ()
 
     name = "expert_mask"
     rational = True
@@ -104,11 +107,13 @@ class ExpertMask(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         """The decision as a given 0/1 table (made by exact comparisons)."""
+        ties = (f"; proved ties: {', '.join(self.ties)}" if self.ties
+                else "; no tie at the k-th place")
         return IndexEquation(("m[i, j] = K[i, j]",), {"m": "out", "K": "const:decided"},
                              symbols={"K": ("K", "K")},
                              remark="K: 1 for the top-k router scores of the token, decided "
-                                    "exactly (a tie at the k-th place: the lower expert "
-                                    "index)")
+                                    "exactly (a tie at the k-th place goes to the lower "
+                                    f"expert index){ties}")
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
