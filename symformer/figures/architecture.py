@@ -242,11 +242,13 @@ def _moe_box(layer: Block, symbols: _Symbols) -> Box:
                 f"router: top-{moe.top_k}, {gates}"), "ffn", out=symbols.next("moe_output"))
 
 
-def _dropped(sub: Box, dropout: object) -> Box:
-    """A sub-layer's box with its dropout (a given mask) named under it."""
+def _dropped(sub: Box, dropout: object, symbols: _Symbols) -> Box:
+    """A sub-layer's box with its dropout (a given mask) named under it: what leaves it
+    is the dropped-out output."""
     if dropout is None:
         return sub
-    return replace(sub, lines=(*sub.lines, f"dropout $p = {dropout.p}$ (given mask)"))
+    return replace(sub, lines=(*sub.lines, f"dropout $p = {dropout.p}$ (given mask)"),
+                   out=symbols.next("dropout") or sub.out)
 
 
 def _wrap(sub: Box, layer: Block, symbols: _Symbols) -> list[Box]:
@@ -286,11 +288,13 @@ def _layer_boxes(example: Example, layer: Block, side: str, symbols: _Symbols,
     elif layer.heads:
         boxes += _wrap(_dropped(_attention_box(
             layer, len(layer.heads), len(layer.kv_heads), layer.heads[0].d_k, causal, rope,
-            False, symbols), layer.attention_dropout), layer, symbols)
+            False, symbols), layer.attention_dropout, symbols), layer, symbols)
     if layer.W_1 is not None:
-        boxes += _wrap(_dropped(_ffn_box(layer, symbols), layer.ffn_dropout), layer, symbols)
+        boxes += _wrap(_dropped(_ffn_box(layer, symbols), layer.ffn_dropout, symbols), layer,
+                       symbols)
     elif layer.moe is not None:
-        boxes += _wrap(_dropped(_moe_box(layer, symbols), layer.ffn_dropout), layer, symbols)
+        boxes += _wrap(_dropped(_moe_box(layer, symbols), layer.ffn_dropout, symbols), layer,
+                       symbols)
     return boxes
 
 
