@@ -9,7 +9,8 @@ mask), ``moe.gates``, each expert's FFN
 gate-weighted sum).  Which experts a token goes to is decided exactly: certified
 balls at rising precision; scores no precision separates are proved equal (their
 formulas, then closed forms) and the tie reported -- at the k-th place it is broken
-by the lower expert index (``torch.topk`` on CPU) and said so in the notes.
+by the lower expert index (a stated rule: ``torch.topk`` does not document its order
+among equal values) and said so in the notes.
 :func:`route` does it on given rows (a lecturer's worked example);
 :func:`mixture_of_experts` in a ``[[layer]]`` (``[layer.moe]``: ``layerN.moe.*``).
 """
@@ -68,7 +69,7 @@ def _compare(g: Derivation, prover: TieProver, scores: str, i: int, a: int, b: i
 def _ranked(g: Derivation, prover: TieProver, logits: str, i: int, E: int
             ) -> tuple[list[int], list[int]]:
     """Token ``i``'s experts from the highest score down, equal scores (proved) by the
-    lower index first (``torch.topk`` on CPU), and how many score above each."""
+    lower index first (the stated rule), and how many score above each."""
     order = {(a, b): _compare(g, prover, logits, i, a, b)
              for a in range(E) for b in range(E) if a < b}
     above = [sum(1 for b in range(E) if b != e and order.get((b, e), -order.get(
@@ -107,7 +108,7 @@ def moe_stages(g: Derivation, x: str, W_router: Any, experts: list[Expert], top_
                 routing.ties.append(f"token {i}: e{last + 1} and e{first_out + 1}")
                 line += (f"; tie at the k-th place: e{last + 1} and e{first_out + 1} have "
                          f"proved equal scores, broken by the lower expert index "
-                         f"(torch.topk on CPU): e{last + 1} kept")
+                         f"(the stated rule): e{last + 1} kept")
         routing.notes.append(line)
     if pairs:  # the certified margin of each token's decision
         margin = g.add(f"{prefix}.margin", "moe", RoutingMargin(tuple(pairs), top_k),
@@ -115,7 +116,7 @@ def moe_stages(g: Derivation, x: str, W_router: Any, experts: list[Expert], top_
         shown = g[margin].values(decimals=_DECIMALS)
         for i, (last, first_out) in enumerate(pairs):
             if i not in tied:
-                routing.notes[i] += (f"; margin r_e{last + 1} - r_e{first_out + 1} = "
+                routing.notes[i] += (f"; margin ρ_e{last + 1} - ρ_e{first_out + 1} ≈ "
                                      f"{shown[i][0]} > 0 (certified): e{last + 1} stays "
                                      f"chosen unless its score falls that much against "
                                      f"e{first_out + 1}'s")
