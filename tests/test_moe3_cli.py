@@ -1,7 +1,7 @@
 """``moe_dropout`` through every format: the notes (the mixture's equation and the
 decided table), slides, the HTML trace, the figures (a "Mixture of experts" box),
 ``check`` on claims about the router's probabilities, the chosen experts, the gates,
-the margin and the dropout output (right and wrong), and PyTorch's own float64
+the margin, the dropout output, mask and factor (right and wrong), and PyTorch's own float64
 forward of the exported module (``torch.topk``) against the exact stages."""
 
 from __future__ import annotations
@@ -34,6 +34,14 @@ values = [[2], [1], [0]]
 [[claim]]
 stage = "layer1.attention.output.dropout"
 values = [[1, 0], [0, 0], [1, 1]]
+
+[[claim]]
+stage = "layer1.moe.output.dropout.mask"
+values = [[1, 0], [1, 1], [0, 1]]
+
+[[claim]]
+stage = "layer1.attention.output.dropout.keep_scale"
+values = 1.5
 """
 
 
@@ -57,7 +65,7 @@ def test_check_judges_claims_on_the_routing(tmp_path, capsys):
     path = tmp_path / "claims.toml"
     path.write_text(TEXT + CLAIMS, encoding="utf-8")
     assert main(["check", str(path)]) == 0
-    assert "36 of 36 numbers correct" in capsys.readouterr().out
+    assert "43 of 43 numbers correct" in capsys.readouterr().out
     # the tied token's gates written as if the tie were not broken (1/3 each): wrong
     path.write_text(TEXT + CLAIMS.replace("[0.5, 0.5, 0]]", "[0.333, 0.333, 0.333]]"),
                     encoding="utf-8")
