@@ -161,7 +161,11 @@ class Block:
 
     @property
     def d_ff(self) -> int:
-        """Hidden width of the feed-forward network (0: no FFN)."""
+        """Hidden width of the feed-forward network (0: no FFN); a mixture's, its experts'
+        hidden widths added up and one per expert for the router (what its work grows
+        with: the work estimates read it)."""
+        if self.moe is not None:
+            return sum(e.W_1.cols + 1 for e in self.moe.experts)
         return 0 if self.W_1 is None else self.W_1.cols
 
 
