@@ -70,6 +70,7 @@ from symformer.ops import (
     RepetitionPenalty,
     RMSNormalize,
     RoPE,
+    RoutingMargin,
     RowMean,
     RowMeanSquare,
     RowVariance,
@@ -434,6 +435,14 @@ def _(draw):
     p, _ = _routed(draw)
     d = draw(st.integers(1, 3))
     return Case(MixtureSum(), [p, *(_matrix(draw, p.rows, d) for _ in range(p.cols))])
+
+
+@factory("routing_margin")
+def _(draw):
+    n, E = _shape(draw)
+    r, k = _matrix(draw, n, E), draw(st.integers(1, E - 1))
+    ranked = [sorted(range(E), key=lambda e: (-r[i, e], e)) for i in range(n)]
+    return Case(RoutingMargin(tuple((o[k - 1], o[k]) for o in ranked), k), [r])
 
 
 @factory("repetition_penalty")

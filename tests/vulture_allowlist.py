@@ -43,5 +43,5 @@ _.ADAM_PARTS  # ops/side_terms.py: AdamPart's parts, tests/test_operations.py's 
 _.setup  # authoring/sphinx.py: Sphinx calls an extension's setup(app) (docs/values.md)
 _.decide_logits  # blocks/decoding.py: a decision on given logits (tests/test_decoding.py)
 _.binary  # equations/tree.Printer.visit: getattr(self, the node class's name in lower case)
-add_dropout  # blocks/dropout.py: the Python API of docs/moe.md (no example-file table yet)
-route  # blocks/moe.py: the same
+route  # blocks/moe.py: the Python API of docs/moe.md (routing given rows)
+_.last_kept  # ops/moe.py: RoutingMargin's equations read it by name ("const:last_kept")

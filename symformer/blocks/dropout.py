@@ -9,13 +9,20 @@ from typing import Any
 from symformer.engine.graph import Derivation
 from symformer.errors import InputError
 from symformer.lazy import sympy
+from symformer.notation_types import Notation
 from symformer.ops.dropout import Dropout
 
+#: The symbols of a block's sub-layer outputs after dropout (one per sub-layer, so the
+#: attention's and the FFN's never share one).
+ATTENTION_DROPPED = Notation(r"\breve{m}", "m\u0306", "Attention output after dropout")
+FFN_DROPPED = Notation(r"\breve{f}", "f\u0306", "FFN output after dropout")
 
-def add_dropout(g: Derivation, stage: str, mask: Any, p: Any, name: str | None = None
-                ) -> str:
+
+def add_dropout(g: Derivation, stage: str, mask: Any, p: Any, name: str | None = None,
+                notation: Notation | None = None) -> str:
     """Append dropout of ``stage`` with the 0/1 ``mask`` (its shape) and rate ``p``
-    (0 <= p < 1, exact: 0.1 is 1/10); returns the new stage's name (``STAGE.dropout``)."""
+    (0 <= p < 1, exact: 0.1 is 1/10); returns the new stage's name (``STAGE.dropout``).
+    ``notation``: the result's symbol (default x̃)."""
     rows, cols = g[stage].shape
     if (not isinstance(mask, (list, tuple)) or len(mask) != rows
             or any(not isinstance(r, (list, tuple)) or len(r) != cols for r in mask)):
@@ -32,5 +39,5 @@ def add_dropout(g: Derivation, stage: str, mask: Any, p: Any, name: str | None =
         raise InputError(f"dropout of {stage}: p must be from 0 up to (not) 1, found {p}")
     s = g[stage]
     return g.add(name or f"{stage}.dropout", "dropout",
-                 Dropout(tuple(tuple(int(v) for v in r) for r in mask), rate),
+                 Dropout(tuple(tuple(int(v) for v in r) for r in mask), rate, notation),
                  (stage,), s.rows, s.cols, layer=s.layer, head=s.head, side=s.side)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from symformer.blocks.cost import derivation_work
 from symformer.blocks.decoder import decoder_stages
+from symformer.blocks.dropout import ATTENTION_DROPPED, FFN_DROPPED, add_dropout
 from symformer.blocks.given_attention import given_attention
 from symformer.blocks.head import objective_stages, output_head
+from symformer.blocks.moe import mixture_of_experts
 from symformer.blocks.requested_stages import add_requested_stages
 from symformer.blocks.sublayers import (
     feed_forward,
@@ -18,7 +20,8 @@ from symformer.blocks.sublayers import (
 )
 from symformer.blocks.work import check_size
 from symformer.engine.graph import Derivation
-from symformer.example.schema import Example, Layer
+from symformer.errors import InputError
+from symformer.example.schema import Example, GivenDropout, Layer
 from symformer.notation_types import Notation
 from symformer.ops import Identity
 
@@ -76,21 +79,40 @@ def derive(example: Example, causal: bool | None = None,
 def encoder_block(g: Derivation, number: int, x: str, layer: Layer) -> str:
     """One block: x = wrap(attention)(x); x = wrap(ffn)(x) (post-, pre- or no norm).
 
-    A block without ``W_1`` has no feed-forward sub-layer; one without heads, no
-    attention (its FFN's stages are ``P.ffn.*``, its Add & Norm ``P.add_norm1``).
+    A block without ``W_1`` (or ``[layer.moe]``) has no feed-forward sub-layer; one
+    without heads, no attention (its FFN's stages are ``P.ffn.*``, its Add & Norm
+    ``P.add_norm1``).  A mixture of experts takes the FFN's place (``P.moe.*``); a
+    sub-layer's dropout with a given mask follows its output (``STAGE.dropout``).
     """
     p = f"layer{number}"
 
     def attention(h: str) -> str:
-        return multi_head_attention(g, p, h, layer.heads, layer.W_O, number, causal=g.causal,
-                                    block=layer, b_O=layer.b_O, kv_heads=layer.kv_heads)
+        return _dropped(g, multi_head_attention(
+            g, p, h, layer.heads, layer.W_O, number, causal=g.causal, block=layer,
+            b_O=layer.b_O, kv_heads=layer.kv_heads), layer.attention_dropout,
+            ATTENTION_DROPPED, f"layer {number}, attention_dropout")
 
     def ffn(h: str) -> str:
-        return feed_forward(g, p, h, layer, number)
+        out = (feed_forward(g, p, h, layer, number) if layer.moe is None
+               else mixture_of_experts(g, p, h, layer.moe, number))
+        return _dropped(g, out, layer.ffn_dropout, FFN_DROPPED, f"layer {number}, ffn_dropout")
 
     if not layer.heads:  # an FFN-only block: its Add & Norm is the first
         return wrap(g, p, 1, x, ffn, layer, number)
     x = wrap(g, p, 1, x, attention, layer, number)
-    if layer.W_1 is None:
+    if layer.W_1 is None and layer.moe is None:
         return x
     return wrap(g, p, 2, x, ffn, layer, number)
+
+
+def _dropped(g: Derivation, stage: str, dropout: GivenDropout | None,
+             notation: Notation, key: str) -> str:
+    """``stage``, or ``STAGE.dropout`` with the example's given mask (``key`` names it)."""
+    if dropout is None:
+        return stage
+    if len(dropout.mask) != len(g[stage].rows):  # generate, the KV cache: more tokens
+        raise InputError(f"{g.example.source}: {key}: the mask has a row for each of the "
+                         f"example's {len(dropout.mask)} tokens, but this run has "
+                         f"{len(g[stage].rows)} (a given mask cannot follow generated "
+                         f"tokens)")
+    return add_dropout(g, stage, dropout.mask, dropout.p, notation=notation)

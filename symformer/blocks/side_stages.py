@@ -15,6 +15,8 @@ other stages, verdicts and labels stay as they were.  The addresses (docs/verify
 * ``S.theta``, ``S.angles`` -- S a RoPE stage (``layer1.head1.Q_rot``): θ_i, p·θ_i;
 * ``S.scale`` -- S a scaled-score stage (``layer1.head1.scores``): what its raw scores
   are divided by, √d_k (``√8``) or the example's scale τ;
+* ``S.mask``, ``S.keep_scale`` -- S a dropout stage (``layer1.moe.output.dropout``): its
+  given 0/1 mask D and the kept entries' factor 1/(1 − p);
 * ``loss.uniform`` -- a cross-entropy's loss at a uniform prediction, −log(1/V) = log V
   for V classes (``−log(1/6)``): the loss an untrained model starts near;
 * ``P`` -- an operation's weight, named as its gradient ``grad.P`` is
@@ -61,7 +63,8 @@ def is_side_stage(g: Derivation, name: str) -> bool:
 
 
 _ROW = re.compile(r"(?P<stage>.+)\.(?P<key>products|jacobian)\.row(?P<row>\d+)")
-_SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles|scale)")
+_SUFFIX = re.compile(r"(?P<stage>.+)\.(?P<key>exp|exp_sum|squares|theta|angles|scale|mask|"
+                     r"keep_scale)")
 #: The address of a cross-entropy's loss at a uniform prediction.
 UNIFORM_LOSS = "loss.uniform"
 _OUTPUT = re.compile(r"(?P<stage>.+)\.(?P<key>output_mean|output_variance)")
@@ -76,6 +79,8 @@ _NEEDS = {"exp": (("softmax",), "a softmax stage (attention weights or probabili
           "theta": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
           "angles": (("rope",), "a RoPE stage (Q_rot, K_rot)"),
           "scale": (("scale_mask",), "a scaled-score stage (scores)"),
+          "mask": (("dropout",), "a dropout stage (a sub-layer's output.dropout)"),
+          "keep_scale": (("dropout",), "a dropout stage (a sub-layer's output.dropout)"),
           "products": (("dot_scores",), "a dot-product stage (raw_scores)"),
           "jacobian": (("softmax",), "a softmax stage (attention weights or probabilities)")}
 
@@ -193,6 +198,8 @@ def _suffix_stage(g: Derivation, name: str) -> bool:
               **where)
     elif key == "scale":
         _scale_stage(g, name, s, where)
+    elif key in ("mask", "keep_scale"):
+        _dropout_stage(g, name, s, key, where)
     elif key == "squares":
         x = g[s.inputs[0]]
         centred = s.op.name in ("variance", "whole_variance")
@@ -241,6 +248,22 @@ def _scale_stage(g: Derivation, name: str, s: Stage, where: dict) -> None:
                 Notation(r"\tau", "τ", f"The divisor τ of {s.name}"))
     g.add(name, CONSTANT_KIND, ConstantTable(sympy.Matrix([[value]]), notation), (),
           (notation.text,), ("value",), **where)
+
+
+def _dropout_stage(g: Derivation, name: str, s: Stage, key: str, where: dict) -> None:
+    """A dropout stage's given mask D (its shape), or the kept entries' factor 1/(1 − p)."""
+    from symformer.lazy import sympy
+
+    if key == "mask":
+        g.add(name, CONSTANT_KIND, ConstantTable(s.op.mask_matrix(), Notation(
+            "D", "D", f"The given dropout mask of {s.name}"), by_token=True), (), s.rows,
+            s.cols, **where)
+        return
+    notation = Notation(r"\frac{1}{1 - p}", "1/(1 − p)", f"The factor of {s.name}'s kept "
+                        f"entries")
+    g.add(name, CONSTANT_KIND, ConstantTable(sympy.Matrix([[1 / (1 - sympy.S(s.op.p))]]),
+                                             notation), (), (notation.text,), ("value",),
+          **where)
 
 
 def _uniform_loss_stage(g: Derivation, name: str) -> bool:

@@ -261,14 +261,19 @@ def attend(g: Derivation, p: str, Q: str, K: str, V: str, causal: bool,
                  **where)
 
 
-def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> str:
+def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int,
+                 expert: int | None = None) -> str:
     """Position-wise FFN: hidden = x W_1 + b_1, activation, output = a W_2 + b_2.
 
     Gated (``W_gate``): gate = x W_gate + b_gate, activation = act(gate) * hidden.
+    ``expert``: the e-th expert of a mixture, its symbols marked ``h^[e]``, ``f^[e]``.
     """
     rows = g[x].rows
     ff = tuple(f"ff{j}" for j in range(block.d_ff))
-    activation = activation_op(block.activation)()
+    act_op = activation_op(block.activation)
+    mark = (lambda n: n) if expert is None else (lambda n: Notation(
+        f"{n.latex}^{{[{expert}]}}", f"{n.text}^[{expert}]", f"{n.title} (expert {expert})"))
+    activation = act_op() if expert is None else act_op(notation=mark(act_op.default_notation))
     gate = None
     if block.W_gate is not None:
         gate = g.add(f"{p}.ffn.gate", "ffn_gate",
@@ -276,7 +281,8 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
                                 role="ffn_gate"),
                      (x,), rows, ff, layer=number)
     hidden = g.add(f"{p}.ffn.hidden", "ffn_hidden",
-                   Projection(block.W_1, block.b_1, FFN_HIDDEN, "W_1", "b_1", role="ffn_hidden"),
+                   Projection(block.W_1, block.b_1, mark(FFN_HIDDEN), "W_1", "b_1",
+                              role="ffn_hidden"),
                    (x,), rows, ff, layer=number)
     if gate is None:
         act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
@@ -289,7 +295,8 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int) -> st
         act = g.add(f"{p}.ffn.activation", "ffn_activation", GatedProduct(activation),
                     (gate, hidden), rows, ff, layer=number)
     return g.add(f"{p}.ffn.output", "ffn_output",
-                 Projection(block.W_2, block.b_2, FFN_OUTPUT, "W_2", "b_2", role="ffn_output"),
+                 Projection(block.W_2, block.b_2, mark(FFN_OUTPUT), "W_2", "b_2",
+                            role="ffn_output"),
                  (act,), rows, g[x].cols, layer=number)
 
 

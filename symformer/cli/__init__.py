@@ -32,8 +32,9 @@ without a vocabulary: sentiment_classifier, a sigmoid with binary cross-entropy,
 topic_classifier, a softmax over classes; optimizer_lesson, Adam on an objective; and
 two published worked examples with their printed numbers: illustrated_self_attention,
 scaled_identity_attention; decoders as people teach them: decoding_lesson (sampling
-rules), cross_attention_decoder, decoder_only_block). `symformer COMMAND --help`
-shows examples.
+rules), cross_attention_decoder, decoder_only_block; moe_dropout, a mixture of
+experts with a proved routing tie and dropout with a given mask). `symformer COMMAND
+--help` shows examples.
 """
 
 

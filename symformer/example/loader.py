@@ -51,6 +51,8 @@ from symformer.example.literals import (
     shorten,
 )
 from symformer.example.loss import parse_loss
+from symformer.example.moe import LAYER_KEYS as _MOE_LAYER_KEYS
+from symformer.example.moe import layer_extras
 from symformer.example.schema import (
     ACTIVATIONS,
     DEFAULT_BASE,
@@ -100,7 +102,7 @@ _TOP_KEYS = {
 _LAYER_KEYS = {
     "head", "kv_head", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2", "W_gate", "b_gate",
     "gamma_1", "beta_1", "gamma_2", "beta_2", "alibi", "alibi_slopes",
-} | _CONVENTION_KEYS
+} | _CONVENTION_KEYS | _MOE_LAYER_KEYS
 _QUERY_HEAD_KEYS = {"W_Q", "b_Q", "kv_head"}
 _KV_HEAD_KEYS = {"W_K", "W_V", "b_K", "b_V"}
 _LM_HEAD_KEYS = {"W_vocab", "tied", "b_vocab", "masked"} | TRANSFORM_KEYS
@@ -270,6 +272,11 @@ def example_from_dict(data: dict[str, Any], source: str) -> Example:
         _layer(layer, here.sub(f"layer {n}"), d_model, defaults, pe)
         for n, layer in enumerate(layers_data, start=1)
     )
+    # a mixture of experts, dropout with given masks (symformer.example.moe)
+    layers = tuple(replace(layer, **layer_extras(
+        layers_data[n - 1], here.sub(f"layer {n}"), d_model, len(tokens), layer.activation,
+        (d_model if layer.W_O is not None else sum(h.d_v for h in layer.heads))
+        if layer.heads else None)) for n, layer in enumerate(layers, start=1))
     own = [isinstance(t, dict) and ("alibi" in t or "alibi_slopes" in t) for t in layers_data]
     if "alibi" in data or "alibi_slopes" in data or any(own):
         if "decoder" in data:
@@ -634,7 +641,7 @@ def _layer(data: Any, here: Where, d_model: int, defaults: dict[str, Any],
     W_O = matrix(data, "W_O", here, rows=width, cols=d_model, required=False)
     if W_O is None and width != d_model and not (
             conventions["residual"] is False and conventions["norm"] == "none"
-            and "W_1" not in data and "b_O" not in data):
+            and "W_1" not in data and "moe" not in data and "b_O" not in data):
         raise InputError(
             f"{here}: W_O is missing and the heads' value widths add up to {width}, not "
             f"d_model = {d_model}; give W_O ({width}x{d_model}), or use the concatenation "
@@ -659,9 +666,10 @@ def _ffn_only_layer(data: dict[str, Any], here: Where, d_model: int,
                     conventions: dict[str, Any]) -> Layer:
     """A ``[[layer]]`` without ``[[layer.head]]`` tables: the FFN alone, with its residual
     and normalisation (``gamma_1``/``beta_1``: its Add & Norm is the block's first)."""
-    if "W_1" not in data:
+    if "W_1" not in data and "moe" not in data:
         raise InputError(f"{here}: a [[layer]] needs [[layer.head]] tables (attention), "
-                         f"W_1 and W_2 (a feed-forward network), or both")
+                         f"W_1 and W_2 (a feed-forward network) or [layer.moe] (a mixture "
+                         f"of experts), or both")
     for key in ("W_O", "b_O", "gamma_2", "beta_2"):
         if key in data:
             raise InputError(f"{here}: {key} has no meaning in a layer without attention "

@@ -86,6 +86,43 @@ class KVHead:
     b_V: sympy.Matrix | None = None
 
 
+@dataclass(frozen=True)
+class Expert:
+    """One expert of a mixture (``[[layer.moe.expert]]``): an FFN
+    ``act(x W_1 + b_1) W_2 + b_2`` (W_1: d_model x d_ff, W_2: d_ff x d_model)."""
+
+    W_1: Any
+    W_2: Any
+    b_1: Any = None
+    b_2: Any = None
+    activation: str = "relu"
+
+
+@dataclass(frozen=True)
+class MixtureOfExperts:
+    """A mixture-of-experts feed-forward sub-layer (``[layer.moe]``): a router
+    (``router``, d_model x E) scores the E experts per token, each token goes to its
+    ``top_k`` (ties at the k-th place broken by the lower expert index) and the kept
+    experts' outputs are added weighted by their gates (the router's probabilities,
+    renormalised over the kept ones when ``renormalize``: Mixtral's; else as they are:
+    the Switch Transformer's)."""
+
+    router: Any  # d_model x E
+    experts: tuple[Expert, ...]
+    top_k: int
+    renormalize: bool = True
+
+
+@dataclass(frozen=True)
+class GivenDropout:
+    """Dropout with a given mask (``attention_dropout``, ``ffn_dropout``): the
+    sub-layer's output times the 0/1 ``mask`` (a row per token, d_model wide) over
+    1 - ``p`` (inverted dropout, exact)."""
+
+    p: Any  # 0 <= p < 1, exact
+    mask: tuple[tuple[int, ...], ...]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Block:
     """What every block has besides its attention: the FFN, the LayerNorms, conventions.
@@ -115,10 +152,20 @@ class Block:
     rope_style: str = "interleaved"
     #: ALiBi: one slope per attention head (``alibi``/``alibi_slopes``); None: no bias.
     alibi_slopes: tuple[sympy.Rational, ...] | None = None
+    #: A mixture of experts in place of the FFN (``[layer.moe]``); None: none.
+    moe: MixtureOfExperts | None = None
+    #: Dropout with a given mask on the attention's and the FFN's (or the mixture's)
+    #: output, before the residual sum; None: none.
+    attention_dropout: GivenDropout | None = None
+    ffn_dropout: GivenDropout | None = None
 
     @property
     def d_ff(self) -> int:
-        """Hidden width of the feed-forward network (0: no FFN)."""
+        """Hidden width of the feed-forward network (0: no FFN); a mixture's, its experts'
+        hidden widths added up and one per expert for the router (what its work grows
+        with: the work estimates read it)."""
+        if self.moe is not None:
+            return sum(e.W_1.cols + 1 for e in self.moe.experts)
         return 0 if self.W_1 is None else self.W_1.cols
 
 

@@ -90,6 +90,11 @@ def _architecture(example: Example) -> str:
     if first.W_1 is not None:
         gated = "gated " if first.W_gate is not None else ""
         parts.append(f"{gated}{first.activation} FFN {first.d_ff}")
+    elif first.moe is not None:
+        parts.append(f"{len(first.moe.experts)} {first.activation} experts, "
+                     f"top-{first.moe.top_k}")
+    if first.attention_dropout is not None or first.ffn_dropout is not None:
+        parts.append("dropout with given masks")
     return ", ".join(parts)
 
 

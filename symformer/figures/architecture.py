@@ -231,6 +231,26 @@ def _ffn_box(layer: Block, symbols: _Symbols) -> Box:
     return Box(lines, "ffn", out=symbols.next("ffn_output"))
 
 
+def _moe_box(layer: Block, symbols: _Symbols) -> Box:
+    """A mixture of experts in the FFN's place: its experts, top-k and gates."""
+    moe = layer.moe
+    width = moe.experts[0].W_1.cols
+    gates = "renormalised gates" if moe.renormalize else "gates: router probabilities"
+    return Box(("Mixture of experts",
+                f"{len(moe.experts)} {_activation(layer.activation)} experts, "
+                f"$d_{{\\mathrm{{ff}}}} = {width}$",
+                f"router: top-{moe.top_k}, {gates}"), "ffn", out=symbols.next("moe_output"))
+
+
+def _dropped(sub: Box, dropout: object, symbols: _Symbols) -> Box:
+    """A sub-layer's box with its dropout (a given mask) named under it: what leaves it
+    is the dropped-out output."""
+    if dropout is None:
+        return sub
+    return replace(sub, lines=(*sub.lines, f"dropout $p = {dropout.p}$ (given mask)"),
+                   out=symbols.next("dropout") or sub.out)
+
+
 def _wrap(sub: Box, layer: Block, symbols: _Symbols) -> list[Box]:
     """A sub-layer with its norm and residual connection where the block puts them:
     pre-norm (norm, sub-layer, sum), post-norm (sub-layer, then Add & Norm), none."""
@@ -266,11 +286,15 @@ def _layer_boxes(example: Example, layer: Block, side: str, symbols: _Symbols,
             boxes += _wrap(_attention_box(layer, len(cross), 0, cross[0].d_k, False, False,
                                           True, symbols), layer, symbols)
     elif layer.heads:
-        boxes += _wrap(_attention_box(layer, len(layer.heads), len(layer.kv_heads),
-                                      layer.heads[0].d_k, causal, rope, False, symbols),
-                       layer, symbols)
+        boxes += _wrap(_dropped(_attention_box(
+            layer, len(layer.heads), len(layer.kv_heads), layer.heads[0].d_k, causal, rope,
+            False, symbols), layer.attention_dropout, symbols), layer, symbols)
     if layer.W_1 is not None:
-        boxes += _wrap(_ffn_box(layer, symbols), layer, symbols)
+        boxes += _wrap(_dropped(_ffn_box(layer, symbols), layer.ffn_dropout, symbols), layer,
+                       symbols)
+    elif layer.moe is not None:
+        boxes += _wrap(_dropped(_moe_box(layer, symbols), layer.ffn_dropout, symbols), layer,
+                       symbols)
     return boxes
 
 
@@ -280,7 +304,7 @@ def _signature(layer: Block) -> tuple:
     return (len(heads), len(getattr(layer, "kv_heads", ())), heads[0].d_k if heads else 0,
             len(getattr(layer, "cross_heads", ())), layer.d_ff, layer.W_gate is not None,
             layer.activation, layer.norm, layer.layer_norm, layer.residual, layer.scale,
-            bool(layer.alibi_slopes))
+            bool(layer.alibi_slopes), layer.moe, layer.attention_dropout, layer.ffn_dropout)
 
 
 def _blocks(example: Example, layers: tuple, side: str, causal: bool, g) -> list[Segment]:

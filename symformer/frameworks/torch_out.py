@@ -22,6 +22,7 @@ import numpy as np
 
 from symformer.errors import NotSupportedError
 from symformer.example.schema import Example
+from symformer.lazy import sympy
 from symformer.registry import refuse, torch_activations, torch_norms, torch_scores
 
 #: Where the module's activation dispatch goes: one branch per activation with a PyTorch
@@ -200,6 +201,33 @@ class Model(torch.nn.Module):
         s[f"{p}.ffn.output"] = out
         return out
 
+    def moe(self, h, L, s, p):
+        """A mixture of experts (its stages ``P.moe.*``): the router's softmax, the
+        top-k experts by torch.topk, their gates and the gate-weighted sum."""
+        M, q = L["moe"], f"{p}.moe"
+        r = s[f"{q}.router_logits"] = h @ self.t(f"{q}.router")
+        prob = s[f"{q}.router_probabilities"] = torch.softmax(r, dim=-1)
+        k = M["top_k"]
+        if k < r.shape[1]:  # the k-th largest score minus the (k+1)-th, per token
+            top = torch.sort(r, dim=-1, descending=True).values
+            s[f"{q}.margin"] = top[:, k - 1:k] - top[:, k:k + 1]
+        mask = s[f"{q}.experts"] = torch.zeros_like(r).scatter(
+            -1, torch.topk(r, k, dim=-1).indices, 1.0)
+        kept = prob * mask
+        g = s[f"{q}.gates"] = kept / kept.sum(-1, keepdim=True) if M["renormalize"] else kept
+        out = 0
+        for e, E in enumerate(M["experts"], 1):
+            out = out + g[:, e - 1:e] * self.ffn(h, E, s, f"{q}.expert{e}")
+        s[f"{q}.output"] = out
+        return out
+
+    def dropout(self, x, given, s, name):
+        """x times the given 0/1 mask over 1 - p (the stage ``NAME.dropout``)."""
+        if given is None:
+            return x
+        s[f"{name}.dropout"] = x * self.t(given["mask"]) / (1 - given["p"])
+        return s[f"{name}.dropout"]
+
     def wrap(self, x, subs, L, s, p):
         """Each sub-layer (number k, function f) with its residual connection and norm
         (post, pre or none); a sub-layer the layer lacks is absent, the others keep
@@ -254,11 +282,16 @@ class Model(torch.nn.Module):
         x = self.named_norm(x, c["embedding_norm"], "gamma_e", "beta_e", s, "embedding_norm")
         for li, L in enumerate(c["layers"], 1):
             p = f"layer{li}"
-            subs = [lambda h, L=L, p=p: self.attend(h, h, L["heads"], L, c["causal"], s, p,
-                                                    "", f"{p}.attention.output")] \
+            subs = [lambda h, L=L, p=p: self.dropout(self.attend(
+                h, h, L["heads"], L, c["causal"], s, p, "", f"{p}.attention.output"),
+                L["attention_dropout"], s, f"{p}.attention.output")] \
                 if L["heads"] else []  # an FFN-only block: its Add & Norm is the first
             if L["W_1"] is not None:
-                subs.append(lambda h, L=L, p=p: self.ffn(h, L, s, p))
+                subs.append(lambda h, L=L, p=p: self.dropout(
+                    self.ffn(h, L, s, p), L["ffn_dropout"], s, f"{p}.ffn.output"))
+            elif L["moe"] is not None:  # a mixture of experts in the FFN's place
+                subs.append(lambda h, L=L, p=p: self.dropout(
+                    self.moe(h, L, s, p), L["ffn_dropout"], s, f"{p}.moe.output"))
             x = self.wrap(x, enumerate(subs, 1), L, s, p)
         x = s["output"] = self.named_norm(x, c["final_norm"], "gamma_f", "beta_f", s,
                                           "final_norm")
@@ -408,7 +441,9 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
                      "torch_scores (its PyTorch form)")
     supported = torch_activations()
     used = {L.activation for L in (*example.layers, *(
-        example.decoder.layers if example.decoder is not None else ())) if L.W_1 is not None}
+        example.decoder.layers if example.decoder is not None else ()))
+        if L.W_1 is not None or L.moe is not None}
+    used |= {e.activation for L in example.layers if L.moe is not None for e in L.moe.experts}
     if example.lm_head is not None and example.lm_head.W_transform is not None:
         used.add(example.lm_head.transform_activation)
     unknown = sorted(used - set(supported))
@@ -433,7 +468,11 @@ def settings(example: Example) -> tuple[dict[str, Any], dict[str, Weight]]:
         layer.update(activation=L.activation, norm=L.norm, layer_norm=L.layer_norm,
                      eps=_float(L.eps), residual=L.residual,
                      scale=None if L.scale is None else _float(L.scale),
-                     rope_style=L.rope_style, rope=example.positional_encoding == "rope")
+                     rope_style=L.rope_style, rope=example.positional_encoding == "rope",
+                     moe=_moe(L.moe, f"{p}.moe", weights),
+                     attention_dropout=_dropout(L.attention_dropout,
+                                                f"{p}.attention_dropout", weights),
+                     ffn_dropout=_dropout(L.ffn_dropout, f"{p}.ffn_dropout", weights))
         layers.append(layer)
     final = _norm_setting(example.final_norm, "gamma_f", "beta_f", weights)
     first = _norm_setting(example.embedding_norm, "gamma_e", "beta_e", weights)
@@ -501,6 +540,28 @@ def _weight_names(owner: Any, keys: tuple[str, ...], prefix: str, weights: dict[
         if value is not None:
             weights[f"{prefix}.{key}"] = Weight(value, vector=not key.startswith("W_"))
     return names
+
+
+def _moe(moe: Any, prefix: str, weights: dict[str, Any]) -> dict[str, Any] | None:
+    """A mixture of experts' settings (its router and experts' weights named)."""
+    if moe is None:
+        return None
+    weights[f"{prefix}.router"] = Weight(moe.router)
+    experts = []
+    for e, expert in enumerate(moe.experts, 1):
+        names = _weight_names(expert, ("W_1", "b_1", "W_2", "b_2"), f"{prefix}.expert{e}",
+                              weights)
+        experts.append({**names, "W_gate": None, "b_gate": None,
+                        "activation": expert.activation})
+    return {"top_k": moe.top_k, "renormalize": moe.renormalize, "experts": experts}
+
+
+def _dropout(given: Any, prefix: str, weights: dict[str, Any]) -> dict[str, Any] | None:
+    """Dropout with a given mask: the mask (a weight) and p as a float."""
+    if given is None:
+        return None
+    weights[f"{prefix}.mask"] = Weight(sympy.Matrix([list(row) for row in given.mask]))
+    return {"mask": f"{prefix}.mask", "p": _float(given.p)}
 
 
 def _decoder(dec: Any, weights: dict[str, Any]) -> dict[str, Any]:

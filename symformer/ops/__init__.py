@@ -43,7 +43,7 @@ from symformer.ops.loss import (
     UpstreamGradient,
 )
 from symformer.ops.mean import RowMean
-from symformer.ops.moe import ExpertMask, Gates, MixtureSum
+from symformer.ops.moe import ExpertMask, Gates, MixtureSum, RoutingMargin
 from symformer.ops.normalize import Normalize
 from symformer.ops.objective import Objective
 from symformer.ops.parameter import Parameter
@@ -70,7 +70,7 @@ from symformer.ops.whole_matrix import WholeMean, WholeVariance
 
 __all__ = [
     "ALiBi", "AdamMoment", "AppendRow", "BanTokens", "Cumulative", "Draw", "GreedyChoice",
-    "Dropout", "ExpertMask", "Gates", "MixtureSum",
+    "Dropout", "ExpertMask", "Gates", "MixtureSum", "RoutingMargin",
     "Kept", "MassAbove", "NucleusMass", "RankAbove", "RatioToTop", "Renormalize",
     "RepetitionPenalty", "Temperature", "AdamPart", "AdamStep", "Add", "ArgmaxIndicator",
     "BinaryCrossEntropy", "Concat",

@@ -684,6 +684,7 @@ PARAMETER_TITLES = {
     "W_1": "the first feed-forward weights", "b_1": "the first feed-forward bias",
     "W_2": "the second feed-forward weights", "b_2": "the second feed-forward bias",
     "W_gate": "the gate weights", "b_gate": "the gate bias",
+    "W_router": "the router weights",
     "W_vocab": "the vocabulary projection", "b_vocab": "the vocabulary bias",
     "gamma": "the scale of the normalisation", "beta": "the shift of the normalisation",
 }

@@ -10,14 +10,21 @@ from typing import Any
 import numpy as np
 
 from symformer.engine.arbmath import ArbMatrix, rational_ball
+from symformer.equations.ir import IndexEquation
 from symformer.lazy import sympy
 from symformer.notation_types import Notation
 from symformer.ops.base import Operation
+from symformer.ops.calculus import Arithmetic, Rows
 
 
 def dropout(x, m, p):
     """x m / (1 - p)."""
     return x * m / (1 - p)
+
+
+def dropout_backward(dy, m, p):
+    """dL/dx = dL/dy m / (1 - p)."""
+    return dy * m / (1 - p)
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,9 +39,36 @@ class Dropout(Operation):
     reference_function = dropout
     default_notation = Notation(r"\tilde{x}", "x̃", "After dropout (the given mask)")
 
-    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> None:
-        """None: one scaled copy or 0 per entry; shown as its table."""
-        return None
+    def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
+        """Each entry times its mask entry over 1 - p."""
+        return IndexEquation(("y[i, j] = D[i, j] * x[i, j] / (1 - p)",),
+                             {"y": "out", "x": "in0", "D": "const:mask_matrix"},
+                             scalars={"p": sympy.S(self.p)}, symbols={"D": ("D", "D")},
+                             remark="D: the given 0/1 mask (1: kept), p the rate")
+
+    def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
+                 num: Arithmetic) -> Rows:
+        """dL/dx = dL/dy m / (1 - p): a dropped entry passes no gradient."""
+        scale = num.const(1 / (1 - sympy.S(self.p)))
+        return [[d * scale if self.mask[i][j] else num.zero() for j, d in enumerate(row)]
+                for i, row in enumerate(grad)]
+
+    def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
+                          ) -> IndexEquation:
+        return IndexEquation(("dx[i, j] = D[i, j] * dy[i, j] / (1 - p)",),
+                             {"dx": "result", "dy": "grad", "D": "const:mask_matrix"},
+                             scalars={"p": sympy.S(self.p)}, symbols={"D": ("D", "D")})
+
+    def backward_function(self, wrt: int | str):
+        return dropout_backward
+
+    def backward_arguments(self, wrt, args, out, grad, dtype):
+        return (grad.astype(dtype), np.array(self.mask, dtype=dtype),
+                dtype(float(sympy.S(self.p))))
+
+    def mask_matrix(self) -> sympy.Matrix:
+        """The given mask."""
+        return sympy.Matrix([list(row) for row in self.mask])
 
     def sympy(self, args: Sequence[sympy.Matrix]) -> sympy.Matrix:
         x, scale = args[0], 1 / (1 - sympy.S(self.p))

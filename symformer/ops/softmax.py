@@ -42,7 +42,9 @@ class Softmax(Operation):
     """Each row's exponentials over their sum; a -inf score gets weight exactly 0."""
 
     notation: Notation | None = None
-    count: str = "n"  # the entries of a row: "n" keys, "V" (the vocabulary, |V|), "C" classes
+    #: the entries of a row: "n" keys, "V" (the vocabulary, |V|), "C" classes, "E" experts
+    #: (a mixture's router)
+    count: str = "n"
 
     name = "softmax"
     reference_function = softmax
@@ -57,15 +59,16 @@ class Softmax(Operation):
 
     @property
     def part_of_block(self) -> str:  # type: ignore[override]
-        """Attention weights are a head's; probabilities (vocabulary, classes) the output's."""
-        return "head" if self.count == "n" else "output"
+        """Attention weights are a head's; probabilities (vocabulary, classes) the output's;
+        a router's the mixture's, in the FFN's place."""
+        return {"n": "head", "E": "ffn"}.get(self.count, "output")
 
     @property
     def columns(self) -> str:
-        return "keys" if self.count == "n" else "vocab"
+        return {"n": "keys", "E": "dims"}.get(self.count, "vocab")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        size = self.count if self.count in ("V", "C") else "n"
+        size = self.count if self.count in ("V", "C", "E") else "n"
         return IndexEquation(
             (f"alpha[i, j] = exp(s[i, j]) / sum(exp(s[i, jp]) for jp in range({size}))",),
             {"alpha": "out", "s": "in0"}, sizes={size: ("s", 1)},
@@ -73,7 +76,7 @@ class Softmax(Operation):
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
-        size = self.count if self.count in ("V", "C") else "n"
+        size = self.count if self.count in ("V", "C", "E") else "n"
         return IndexEquation(
             (f"ds[i, j] = alpha[i, j] * (dalpha[i, j] - sum(alpha[i, jp] * dalpha[i, jp] "
              f"for jp in range({size})))",),
