@@ -5,7 +5,7 @@ would teach backpropagation on it), are compiled once each (pdflatex, one pass) 
 read back (pdfinfo, pdftotext):
 
 * page counts within the limits a chapter allows: the built-in block with its
-  Backward part within 30 pages, every other example within 40;
+  Backward part within 30 pages, every other example within 38;
 * no word of the example file's format in the visible text ("[loss]", "example file");
 * the notation table true for the example: no sentence that the scores are divided by
   the square root of d_k in a model that does not divide them, and every tau of the
@@ -33,7 +33,7 @@ needs_tools = pytest.mark.skipif(
 
 #: Most pages of each shipped example's notes with a Backward part.
 LIMITS = {"builtin": 30}
-DEFAULT_LIMIT = 40
+DEFAULT_LIMIT = 38
 #: Words of the example file's format, never shown to a reader of the notes.
 FILE_WORDS = re.compile(r"\[loss\]|\[decoder\]|\[lm_head\]|example file|\.toml|TOML")
 
@@ -62,9 +62,9 @@ def with_loss(name: str):
 
 
 #: Compiled in the suite (a few seconds each): the built-in block, the largest shipped
-#: example (RoPE, GQA, pre-norm) and an unscaled one without positions; the others'
-#: page counts are measured by hand (docs/export.md lists them all).
-EXAMPLES = ["builtin", "llama_style", "attention_only"]
+#: examples (RoPE, GQA, pre-norm; an encoder and a decoder) and an unscaled one without
+#: positions; the others' page counts are measured by hand (docs/export.md lists them).
+EXAMPLES = ["builtin", "llama_style", "attention_only", "encoder_decoder"]
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)

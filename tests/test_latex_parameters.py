@@ -142,11 +142,15 @@ def test_short_worked_results_share_a_line(block):
 
 
 def test_weight_gradients_print_as_matrices_as_the_weights_do(builtin_files):
-    """dL/dW_2 is a matrix of W_2's shape (6 x 4: row k multiplies the hidden activation
-    a_k), printed as the weight itself is, never with the internal row names (ff0);
-    dL/dγ' is one row.  Every FFN gradient of the built-in block is exactly 0."""
+    """dL/dW_O is a matrix of W_O's shape (4 x 4), printed as the weight itself is, never
+    with the internal row names; dL/dγ' is one row.  Every FFN gradient of the built-in
+    block is exactly 0: dL/dW_2 = 0, once (the sentence after it says why), not a 6 x 4
+    matrix of zeros."""
+    wo = builtin_files["fragments/grad-layer1-W_O-table.tex"]
+    assert r"\frac{\partial L}{\partial W_{O}} = \left[\begin{array}" in wo
+    assert wo.count(r" \\ ") == 3 and "ff0" not in wo
     w2 = builtin_files["fragments/grad-layer1-W_2-table.tex"]
-    assert r"\frac{\partial L}{\partial W_{2}} = \left[\begin{array}" in w2 and "ff0" not in w2
-    assert w2.count(r" \\ ") == 5 and "0 & 0 & 0 & 0" in w2
+    assert r"\frac{\partial L}{\partial W_{2}} = 0" in w2 and "array" not in w2
+    assert "is exactly 0 at every entry" in builtin_files["fragments/grad-layer1-W_2-inactive.tex"]
     gamma = builtin_files["fragments/grad-layer1-add_norm2-gamma-table.tex"]
     assert r"\gamma" in gamma and r" \\ " not in gamma and "gamma &" not in gamma

@@ -107,7 +107,26 @@ def _where(stage: Stage) -> tuple[str, tuple[str, ...]]:
 
 def _title(stage: Stage) -> str:
     """The stage's heading: where it sits within its part, and its gradient's title."""
-    return ", ".join([*_where(stage)[1], stage.op.symbol.title])
+    return ", ".join([*_where(stage)[1], _gradient_title(stage)])
+
+
+#: The words of a symbol's title that say where it sits (:mod:`symformer.notation`'s
+#: primes and bars), said again by a heading's or caption's place.
+_SUBLAYER_WORDS = re.compile(r" \((?:second|third|fourth) sub-layer\)")
+_DECODER_WORDS = ", in the decoder"
+
+
+def _gradient_title(stage: Stage) -> str:
+    """The gradient's title without the words its place already says: "(third
+    sub-layer)" under "Add & Norm 3" (or any place within a layer), ", in the decoder"
+    in the decoder's part."""
+    part, within = _where(stage)
+    title = stage.op.symbol.title
+    if within:
+        title = _SUBLAYER_WORDS.sub("", title)
+    if part.startswith("Decoder"):
+        title = title.replace(_DECODER_WORDS, "")
+    return title
 
 
 #: Of a run of entries worked alike (``dL/dq_0``, ``dL/dq_1``, ...), how many lines a
@@ -177,7 +196,7 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
     alike = None if full or not (stage.op.of_stage or weight) else ALIKE
     worked, values, left = worked_values(stage, row, decimals, exact, alike) if works else \
         (None, SignificantValues(DEFAULT_DIGITS), 0)
-    matrix = gradient_matrix(stage, values)
+    matrix = said_before(stage, gradient_matrix(stage, values), repeated)
     if ((stage.op.of_weight and as_matrix(stage)) or (
             repeated and stage.op.of_stage)) and fits_line(matrix):
         out.append(Fragment(f"{name}-table", [Matrices(((matrix,),))]))
@@ -200,6 +219,21 @@ def _fragments(stage: Stage, row: int, decimals: int, exact: bool,
                else ":"))
         out.append(Fragment(f"{name}-worked", [Prose((text,)), worked]))
     return out
+
+
+def said_before(stage: Stage, matrix: MatrixBlock, repeated: bool) -> MatrixBlock:
+    """A gradient the page need not print entry by entry: exactly 0 at every entry (each
+    printed ``0`` is proved 0) as ``∂L/∂W = 0``; a repeated step that hands its upstream
+    gradient on unchanged (:func:`passes_through`: a residual's branch), printed just
+    before, as ``∂L/∂m = ∂L/∂r′``."""
+    if all(v == "0" for row in matrix.rows for v in row):
+        return replace(matrix, value="0")
+    if repeated and stage.op.of_stage and passes_through(stage):
+        upstream = [u for *_, u in matrix_form.terms(stage)]
+        if len(upstream) == 1:
+            g = stage.derivation
+            return replace(matrix, value=scripts.display(notation(g[upstream[0]]).latex))
+    return matrix
 
 
 def passes_through(stage: Stage) -> bool:
@@ -317,7 +351,7 @@ def _caption(stage: Stage) -> str:
     """A table's caption: where the gradient sits, and its title."""
     part, within = _where(stage)
     where = ", ".join(p for p in (part if part != "Loss" else "", *within) if p)
-    return f"{where}: {stage.op.symbol.title}." if where else f"{stage.op.symbol.title}."
+    return f"{where}: {_gradient_title(stage)}." if where else f"{stage.op.symbol.title}."
 
 
 def _introduction(g: Derivation, token: int, target: int | None) -> Prose:
@@ -443,14 +477,18 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
         first = repeats.first(stage)
         if first is not stage and not full:
             alike = _where(first) != _where(stage)  # another head, layer or sub-layer
-            heading = _group(stage) if alike else _title(stage)
+            # another part's step outside any head or sub-layer (the encoder's input):
+            # under the part's own heading, every such step after one sentence
+            under_part = group == part or (isinstance(out[-1], Heading) and out[-1].text == part)
+            heading = _title(stage) if not alike else _group(stage) if _where(stage)[1] \
+                or not under_part else part
             if heading != group:
                 group = heading
                 rule = f"in {_place(first)}" if alike else \
                     f"the {first.op.symbol.title[0].lower()}{first.op.symbol.title[1:]}"
-                out.append(Heading(heading, top + 2))
-                out.append(Prose((f"Computed by the same rules as {rule} above, with its "
-                                  "own numbers:",)))
+                if heading != part:
+                    out.append(Heading(heading, top + 2))
+                out.append(Prose((f"Computed by the same rules as {rule} above:",)))
             out.append(Section(None, _fragments(stage, worked_row(stage, token, target), decimals,
                                                 exact, repeated=True, full=full)))
             continue

@@ -100,10 +100,12 @@ class Glossary:
 
 @dataclass(frozen=True)
 class MatrixBlock:
-    """A stage as ``name = [bmatrix]`` for use inside equations."""
+    """A stage as ``name = [bmatrix]`` for use inside equations; with ``value``, as
+    ``name = value`` (math: a gradient exactly 0, or equal to one printed before)."""
 
     lhs: str
     rows: tuple[tuple[str, ...], ...]
+    value: str | None = None
 
 
 @dataclass(frozen=True)

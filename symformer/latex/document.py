@@ -384,8 +384,27 @@ def notation_blocks(stages: list[Stage], sizes: Iterable[str] = ()
     equations use), how indices run and what a superscript says."""
     rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages, sizes)))
     caption = "Notation: every symbol of these notes, once."
+    rows, barred = _decoder_rows(rows)
     return [Glossary(caption, rows),
-            _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages))]
+            _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages) + barred)]
+
+
+#: What :func:`symformer.notation.marked` adds to a decoder quantity's title.
+IN_THE_DECODER = ", in the decoder"
+
+
+def _decoder_rows(rows: tuple[tuple[str, str], ...]
+                  ) -> tuple[tuple[tuple[str, str], ...], tuple[str | Notation, ...]]:
+    """The notation table's rows with a barred symbol's "in the decoder" said once, in
+    a sentence after the table (returned as pieces; none without a barred symbol)."""
+    barred = [latex for latex, meaning in rows if meaning.endswith(IN_THE_DECODER)]
+    if not barred:
+        return rows, ()
+    example = next((latex for latex in barred if latex == r"\bar{q}"), barred[0])
+    meaning = dict(rows)[example].removesuffix(IN_THE_DECODER).lower()
+    rows = tuple((latex, meaning.removesuffix(IN_THE_DECODER)) for latex, meaning in rows)
+    return rows, (" A bar marks the decoder’s quantity named like the encoder’s (",
+                  Notation(example, "", ""), f": the {meaning} in the decoder).")
 
 
 #: The notation table's row of d_k, and what it says of the scores.
@@ -503,7 +522,9 @@ def build(g: Derivation, options: NotesOptions,
     token, target = options.token, target_token(g, options)
     out: list = [*_introduction(g, options)]
     part = group = side = None
-    causal_done = g.causal
+    # no variant where the model is causal, or where its decoder's masked
+    # self-attention is worked (the variant would show that step twice)
+    causal_done = g.causal or g.example.decoder is not None
     chosen = {s.name for s in stages}
     seen: set = set()  # the weights printed so far
     repeats, said = Repeats(), None  # the first stage of each computation; the sentence
@@ -635,8 +656,7 @@ def matrix_blocks(stages: list[Stage], first: bool) -> list:
 def repeat_prose(first: Stage) -> Prose:
     """The sentence over the tables of stages computed as ``first`` was worked."""
     where = ", ".join(part_of(first))
-    return Prose((f"Computed as in {where} above, by the same equations, with its own "
-                  "inputs and weights; the results, one row per token:",))
+    return Prose((f"Computed as in {where} above, with its own inputs and weights:",))
 
 
 def no_positional_input(stage: Stage) -> bool:
@@ -685,7 +705,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[T1]{fontenc}
 \usepackage[utf8]{inputenc}
 \usepackage{lmodern}
-\usepackage[a4paper,margin=2.2cm]{geometry}
+\usepackage[a4paper,hmargin=2.1cm,top=1.7cm,bottom=1.9cm]{geometry}
 %(packages)s
 \usepackage{float}
 \usepackage{longtable}
@@ -697,10 +717,14 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \hfuzz=0.5pt
 \allowdisplaybreaks
 \makeatletter
-\renewcommand\subsection{\@startsection{subsection}{2}{\z@}{-2.5ex\@plus -1ex \@minus -.2ex}%%
+\renewcommand\subsection{\@startsection{subsection}{2}{\z@}{-2ex\@plus -1ex \@minus -.2ex}%%
   {1ex \@plus .2ex}{\normalfont\large\bfseries}}
 \renewcommand\subsubsection{\@startsection{subsubsection}{3}{\z@}%%
-  {-2.25ex\@plus -.75ex \@minus -.2ex}{.75ex \@plus .2ex}{\normalfont\normalsize\bfseries}}
+  {-1.75ex\@plus -.75ex \@minus -.2ex}{.75ex \@plus .2ex}{\normalfont\normalsize\bfseries}}
+\g@addto@macro\normalsize{\setlength\abovedisplayskip{6pt \@plus 2pt \@minus 2pt}%%
+  \setlength\belowdisplayskip{6pt \@plus 2pt \@minus 2pt}%%
+  \setlength\abovedisplayshortskip{2pt \@plus 2pt}%%
+  \setlength\belowdisplayshortskip{4pt \@plus 2pt \@minus 2pt}}
 \makeatother
 """
 

@@ -87,13 +87,17 @@ def _(block: Worked) -> str:
 
 @to_markdown.register
 def _(block: Matrices) -> str:
-    return "\n\n".join(_display(r" \qquad ".join(f"{m.lhs} = {bmatrix(m.rows)}"
-                                                  for m in line)) for line in block.lines)
+    return "\n\n".join(_display(r" \qquad ".join(_matrix_equation(m) for m in line))
+                       for line in block.lines)
 
 
 @to_markdown.register
 def _(block: MatrixBlock) -> str:
-    return _display(f"{block.lhs} = {bmatrix(block.rows)}")
+    return _display(_matrix_equation(block))
+
+
+def _matrix_equation(block: MatrixBlock) -> str:
+    return f"{block.lhs} = {block.value if block.value is not None else bmatrix(block.rows)}"
 
 
 def _heat_cell(cell: Cell, bold: bool) -> str | None:

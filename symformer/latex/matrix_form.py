@@ -352,7 +352,7 @@ def grad(latex_symbol: str) -> str:
     return rf"\frac{{\partial L}}{{\partial {latex_symbol}}}"
 
 
-def _terms(stage: Stage):
+def terms(stage: Stage):
     """Each consumer term of a gradient stage: (operation's term, consumer, its inputs,
     the consumer's gradient stage)."""
     g, names, k = stage.derivation, stage.inputs, 0
@@ -370,10 +370,10 @@ def cross_entropy_logits(stage: Stage) -> str | None:
     loss = g.example.loss
     if loss is None or loss.kind != "cross_entropy":
         return None
-    for _, consumer, _, upstream in _terms(stage):
+    for _, consumer, _, upstream in terms(stage):
         if consumer.op.matrix_form != "softmax":
             return None
-        readers = [t for t in _terms(g[upstream])]
+        readers = [t for t in terms(g[upstream])]
         if not readers or any(c.op.name != "cross_entropy" for _, c, _, _ in readers):
             return None
         p = symbol(consumer)
@@ -440,18 +440,18 @@ def backward_lines(stage: Stage) -> tuple[tuple[str, str], ...]:
     the sum of its consumers' rules, each as a textbook writes it (``∂L/∂W_Q = X^T
     ∂L/∂Q``, ``∂L/∂V = A^T ∂L/∂O``); no line when a rule has none (a norm's)."""
     g = stage.derivation
-    terms = list(_terms(stage))
-    if not terms:
+    found = list(terms(stage))
+    if not found:
         return ()
     if stage.op.of_weight:
-        term, consumer, _, _ = terms[0]
+        term, consumer, _, _ = found[0]
         lhs = grad(parameter(consumer, term.wrt).latex)
     else:
         lhs = grad(symbol(g[stage.name.removeprefix("grad.")]))
     one_line = cross_entropy_logits(stage)
     if one_line is not None:
         return ((lhs, one_line),)
-    rules = [_rule(*t) for t in terms]
+    rules = [_rule(*t) for t in found]
     if not rules or any(r is None for r in rules):
         return ()
     return ((lhs, " + ".join(rules)),)

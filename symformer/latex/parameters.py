@@ -34,6 +34,8 @@ def weight_block(stage: Stage, name: str, value: sympy.Matrix) -> MatrixBlock:
 
 
 def _width(block: MatrixBlock) -> int:
+    if block.value is not None:
+        return width(block.lhs) + 4 + width(block.value)
     columns = zip(*block.rows)
     return width(block.lhs) + 4 + sum(max(width(v) for v in col) + 2 for col in columns)
 

@@ -218,13 +218,17 @@ def _(block: Glossary) -> str:
 
 @to_latex.register
 def _(block: MatrixBlock) -> str:
-    return f"\\[\n  {block.lhs} = {aligned_matrix(block.rows)}\n\\]"
+    return f"\\[\n  {matrix_equation(block)}\n\\]"
+
+
+def matrix_equation(block: MatrixBlock) -> str:
+    """``lhs = [matrix]``, or ``lhs = value`` for a block with a value."""
+    return f"{block.lhs} = {block.value if block.value is not None else aligned_matrix(block.rows)}"
 
 
 @to_latex.register
 def _(block: Matrices) -> str:
-    lines = [r" \qquad ".join(f"{m.lhs} = {aligned_matrix(m.rows)}" for m in line)
-             for line in block.lines]
+    lines = [r" \qquad ".join(matrix_equation(m) for m in line) for line in block.lines]
     if len(lines) == 1:
         return f"\\[\n  {lines[0]}\n\\]"
     return "\\begin{gather*}\n  " + " \\\\\n  ".join(lines) + "\n\\end{gather*}"

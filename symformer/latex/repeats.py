@@ -25,8 +25,9 @@ PRIMES = re.compile(r"'|\^\{\\prime\}|\\prime")
 
 
 #: The accents that tell a final norm's or a decoder's symbols from a layer's or an
-#: encoder's (``\hat{y}``, ``\bar{q}``: :func:`symformer.notation.marked`).
-MARKS = re.compile(r"\\(?:bar|hat)\{((?:[^{}]|\{[^{}]*\})*)\}")
+#: encoder's (``\hat{y}``, ``\bar{q}``, ``\overline{\mathrm{PE}}``:
+#: :func:`symformer.notation.marked`).
+MARKS = re.compile(r"\\(?:bar|hat|overline)\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
 def equation_key(stage: Stage, primes: bool = False) -> tuple:
@@ -52,6 +53,11 @@ def slot_key(stage: Stage) -> tuple:
 
 
 
+#: A decoder's self- or cross-attention in a stage's name: a weight's gradient in one
+#: follows the rule of the same weight's in the other (``X^T dL/dQ`` reads another X).
+_ATTENTION = re.compile(r"\.(?:self|cross)\.")
+
+
 def attends(stage: Stage) -> bool:
     """True for a step of attention proper, by its operation's declarations: one entry
     per key (scores, weights) or the weights' sum of the values.  Its projections are
@@ -64,7 +70,8 @@ class Repeats:
     """Remembers the first stage of each computation: :meth:`first` gives the stage a
     later one repeats (or itself, the first time).  A stage repeats an earlier one
     with the same equation (:func:`equation_key`, up to primes by default) or at the
-    same place of another layer or head (:func:`slot_key`)."""
+    same place of another layer or head (:func:`slot_key`); without ``sides``, a weight's
+    gradient repeats the same weight's of the other attention sub-layer."""
 
     def __init__(self, primes: bool = True, sides: bool = True) -> None:
         self._first: dict[tuple, Stage] = {}
@@ -78,6 +85,9 @@ class Repeats:
         keys = [("equation", side, equation_key(stage, self.primes))]
         if stage.layer:  # a step inside a layer (a decoder's output is not the encoder's)
             keys.append(("slot", side, slot_key(stage)))
+            if not self.sides and stage.op.of_weight:  # X^T dL/dQ, whatever X is
+                kind, cols, name = slot_key(stage)
+                keys.append(("weight", kind, cols, _ATTENTION.sub(".", name)))
         return tuple(keys)
 
     def first(self, stage: Stage) -> Stage:
