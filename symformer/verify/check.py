@@ -362,12 +362,16 @@ class Checker:
                 printed.append(c)
         wrong = [(i, j) for (i, j), ok in self._decide(
             claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]
-        def replaced(used: list[Claim]) -> Chain:
+        def replaced(used: list[Claim], moved: Claim | None = None) -> Chain:
+            # moved: that table's numbers each moved by 1/7 (does the claim read it?)
+            def entry(c: Claim, i: int, j: int) -> object:
+                e = exact_entry(c, i, j)
+                return e + sympy.Rational(1, 7) if c is moved and e is not None else e
             by_stage: dict[str, list[Claim]] = {}
             for c in used:
                 by_stage.setdefault(c.stage, []).append(c)
             return Chain(g, claim.stage, replaced={
-                s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()})
+                s: replacement(cs, entry, g[s].shape) for s, cs in by_stage.items()})
 
         candidates: list[tuple[Callable[[int], Values | None], list[Claim] | None, str]] = []
         seen = set()
@@ -396,18 +400,16 @@ class Checker:
 
         claimed = [(r, c) for r in claim.row_indices for c in claim.col_indices]
 
-        def read(used: list[Claim]) -> list:
-            values = _target(replaced(used), PRECISIONS[0])
+        def read(used: list[Claim], moved: Claim | None = None) -> list:
+            values = _target(replaced(used, moved), PRECISIONS[0])
             return [values[r][c] for r, c in claimed]
 
         def cited(used: list[Claim]) -> str:
-            # only the tables the claimed entries are read from: one whose removal leaves
-            # every claimed entry as it was (q_3 for the row q_1 k_j) is not cited
+            # only the tables the claimed entries are read from: one whose numbers, each
+            # moved, leave every claimed entry as it was (q_3 for the row q_1 k_j, a
+            # table a later one of the same entries replaces) is not cited
             values = read(used)
-            for c in list(used):
-                fewer = [u for u in used if u is not c]
-                if fewer and all(map(_same, read(fewer), values)):
-                    used = fewer
+            used = [c for c in used if not all(map(_same, read(used, c), values))] or used
             return ("the tables printed before it, as printed ("
                     + ", ".join(dict.fromkeys(c.name for c in used)) + ")")
 
