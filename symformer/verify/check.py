@@ -366,7 +366,8 @@ class Checker:
             # moved: that table's numbers each moved by 1/7 (does the claim read it?)
             def entry(c: Claim, i: int, j: int) -> object:
                 e = exact_entry(c, i, j)
-                return e + sympy.Rational(1, 7) if c is moved and e is not None else e
+                return e + sympy.Rational(1, 7) if c is moved and isinstance(
+                    e, sympy.Basic) else e
             by_stage: dict[str, list[Claim]] = {}
             for c in used:
                 by_stage.setdefault(c.stage, []).append(c)
@@ -409,7 +410,8 @@ class Checker:
             # moved, leave every claimed entry as it was (q_3 for the row q_1 k_j, a
             # table a later one of the same entries replaces) is not cited
             values = read(used)
-            used = [c for c in used if not all(map(_same, read(used, c), values))] or used
+            used = [c for c in used if _irrational(c)
+                    or not all(map(_same, read(used, c), values))] or used
             return ("the tables printed before it, as printed ("
                     + ", ".join(dict.fromkeys(c.name for c in used)) + ")")
 
@@ -435,6 +437,12 @@ class Checker:
         every = "the 1 wrong number" if len(wrong) == 1 else f"all {len(wrong)} wrong numbers"
         return (f"reader rounding explains {every}: recomputed from {source}; but "
                 f"{plural(lost, 'number')} claimed right would then be wrong")
+
+
+def _irrational(claim: Claim) -> bool:
+    """Does the claim give an exact irrational number ("log(2)", never moved)?"""
+    return any(isinstance(claim.number(i, j), Constant) for i, row in enumerate(claim.values)
+               for j in range(len(row)))
 
 
 def _same(a: object, b: object) -> bool:
