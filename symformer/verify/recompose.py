@@ -60,11 +60,6 @@ def _add(values: Sequence[Entry]) -> Entry:
     return sum((as_ball(v) for v in values), arb(0))
 
 
-def _times(a: Entry, b: Entry) -> Entry:
-    a, b = _exact(a), _exact(b)
-    return a * b if is_rational(a) and is_rational(b) else as_ball(a) * as_ball(b)
-
-
 def _over(a: Entry, b: Entry) -> Entry:
     a, b = _exact(a), _exact(b)
     if is_rational(a) and is_rational(b) and b != 0:
