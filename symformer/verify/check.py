@@ -261,13 +261,13 @@ class Checker:
         number given by ``entry``): through the stages between (a chain), or, when the
         inputs are parts of the stage a worked line prints (the terms of a row, e^(s -
         max s), x - mu: :mod:`symformer.verify.recompose`), from them."""
-        route = recompose.reading(g, claim.stage, set(claim.inputs))
+        way = recompose.reading(g, claim.stage, set(claim.inputs))
         for name in claim.inputs:
             add_side_stage(g, name)
         replaced = {s: replacement([by_name[n]], entry, g[s].shape)
                     for s, n in claim.inputs.items()}
-        if route is not None:
-            return lambda bits: recompose.evaluate(g, claim.stage, route, replaced, bits)
+        if way is not None:
+            return lambda bits: recompose.evaluate(g, claim.stage, way, replaced, bits)
         chain = Chain(g, claim.stage, replaced=replaced)
         return lambda bits: chain.evaluate(bits)[claim.stage]
 
@@ -300,8 +300,8 @@ class Checker:
         row, e^{s − max s}, x − μ, a sum: :mod:`symformer.verify.recompose`), read as
         printed: (values at a precision, the tables cited)."""
         found = []
-        for route in recompose.routes(g, claim.stage):
-            parts = route.parts + route.optional
+        for way in recompose.routes(g, claim.stage):
+            parts = way.parts + way.optional
             used = [c for c in before if not c.inputs and c.stage in parts
                     and c.causal == claim.causal]
             if not used:
@@ -312,7 +312,7 @@ class Checker:
             for c in used:
                 by_stage.setdefault(c.stage, []).append(c)
             printed = {s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()}
-            found.append((lambda bits, r=route, p=printed: recompose.evaluate(
+            found.append((lambda bits, r=way, p=printed: recompose.evaluate(
                 g, claim.stage, r, p, bits), "the tables printed before it, as printed ("
                 + ", ".join(dict.fromkeys(c.name for c in used)) + ")"))
         return found

@@ -94,9 +94,9 @@ def reading(g: Derivation, stage: str, names: set[str]) -> Route | None:
     does; ``names`` are then stages upstream, or not about the stage)."""
     if not names or stage not in g:
         return None
-    for route in routes(g, stage):
-        if names <= set(route.parts + route.optional):
-            return route
+    for way in routes(g, stage):
+        if names <= set(way.parts + way.optional):
+            return way
     return None
 
 
@@ -142,23 +142,23 @@ def _rms_norm(s, denominator: str) -> Compute:
     return compute
 
 
-def evaluate(g: Derivation, stage: str, route: Route, printed: dict[str, object],
+def evaluate(g: Derivation, stage: str, way: Route, printed: dict[str, object],
              bits: int) -> Values:
-    """``stage`` recomputed by ``route`` at ``bits``: the printed parts (a matrix, a
+    """``stage`` recomputed by the route ``way`` at ``bits``: the printed parts (a matrix, a
     callable giving one, or a :class:`~symformer.verify.chain.Partial`) in place of the
     engine's, the parts not printed the engine's."""
-    for part in route.parts + route.optional:
-        if part in printed or part in route.parts:
+    for part in way.parts + way.optional:
+        if part in printed or part in way.parts:
             add_side_stage(g, part)
     engine = g.evaluate(bits)
     with precision(bits):
         parts = {}
-        for part in route.parts + route.optional:
+        for part in way.parts + way.optional:
             if part not in printed:
-                if part in route.parts:
+                if part in way.parts:
                     parts[part] = engine[part]
                 continue
             v = printed[part]
             parts[part] = v.merged(engine[part]) if hasattr(v, "merged") else \
                 v() if callable(v) else v
-        return route.compute(parts, engine)
+        return way.compute(parts, engine)
