@@ -52,11 +52,13 @@ def ball(value: Fraction | Constant, radius: Fraction = Fraction(0)) -> arb:
     return (centre - r).union(centre + r)
 
 
-def _is_rational(e: Entry) -> bool:
+def is_rational(e: Entry) -> bool:
+    """Is the entry an exact SymPy rational (not a ball, not -inf)?"""
     return isinstance(e, sympy.Basic) and e.is_Rational
 
 
-def _as_ball(e: Entry) -> arb | None:
+def as_ball(e: Entry) -> arb | None:
+    """The entry as a ball at the current precision (None, -inf, stays None)."""
     if e is None or isinstance(e, arb):
         return e
     if isinstance(e, Constant):  # a claimed irrational taken as printed
@@ -168,18 +170,18 @@ def apply(op: Operation, args: list[Values]) -> Values:
     """``op`` on the given entries: exactly when it keeps rationals rational, else on
     balls; when only some inputs are exact rationals (an author printed some rows),
     the entries computed from those alone stay exact."""
-    exact = [_is_rational(e) for a in args for r in a for e in r]
+    exact = [is_rational(e) for a in args for r in a for e in r]
     if op.rational and any(exact) and len(exact) <= MIXED_LIMIT:
         # the engine's balls of radius 0 (1/2, 3/2) are exact too: a printed 1.21 times
         # them is decided exactly (0.5 · 1.21 + 1.5 · 1.14 = 2.315, a tie at 2 decimals)
-        args = [[[_exact_ball(e) for e in r] for r in a] for a in args]
-        exact = [_is_rational(e) for a in args for r in a for e in r]
+        args = [[[exact_ball(e) for e in r] for r in a] for a in args]
+        exact = [is_rational(e) for a in args for r in a for e in r]
     if op.rational and all(exact):
         if args:  # a stage with no inputs is a constant: its balls are its value
             result = op.sympy([sympy.Matrix(a) for a in args])
             if all(e.is_Rational for e in result):
                 return result.tolist()
-    balls = op.arb([[[_as_ball(e) for e in row] for row in a] for a in args])
+    balls = op.arb([[[as_ball(e) for e in row] for row in a] for a in args])
     if op.rational and any(exact) and len(exact) <= MIXED_LIMIT:
         found = _exact_entries(op, args)
         if found is not None:
@@ -188,7 +190,7 @@ def apply(op: Operation, args: list[Values]) -> Values:
     return balls
 
 
-def _exact_ball(e: Entry) -> Entry:
+def exact_ball(e: Entry) -> Entry:
     """A finite ball of radius 0 as the exact (dyadic) rational it is; else ``e``."""
     if isinstance(e, arb) and e.is_exact() and e.is_finite():
         man, exp = e.mid().man_exp()
@@ -200,7 +202,7 @@ def _exact_entries(op: Operation, args: list[Values]) -> sympy.Matrix | None:
     """``op`` with every entry that is not an exact rational taken as a symbol of its
     own: the result's rational entries do not depend on them (None: the operation
     cannot take symbols)."""
-    symbolic = [sympy.Matrix([[e if _is_rational(e) else sympy.Symbol(f"x{k}_{i}_{j}", real=True)
+    symbolic = [sympy.Matrix([[e if is_rational(e) else sympy.Symbol(f"x{k}_{i}_{j}", real=True)
                                for j, e in enumerate(row)] for i, row in enumerate(a)])
                 for k, a in enumerate(args)]
     try:
@@ -219,7 +221,7 @@ def round_values(values: Values, decimals: int) -> Values | None:
             if e is None:
                 out_row.append(None)
                 continue
-            if _is_rational(e):
+            if is_rational(e):
                 r = round_fraction(Fraction(int(e.p), int(e.q)), decimals=decimals)
             else:
                 r = round_ball(e, decimals=decimals)
@@ -235,11 +237,11 @@ def within(e: Entry, claimed: Fraction | Constant, half: Fraction) -> bool | Non
     ``claimed``, whose half is 0, is never decided equal here: only a proof tells)."""
     if e is None:
         return False
-    e = _exact_ball(e)  # a ball of radius 0 is compared exactly (1 against 1.0000 ± ½·10⁻⁴)
+    e = exact_ball(e)  # a ball of radius 0 is compared exactly (1 against 1.0000 ± ½·10⁻⁴)
     if isinstance(claimed, Constant):
-        difference = _as_ball(e) - claimed.ball()
+        difference = as_ball(e) - claimed.ball()
         return False if (difference > 0 or difference < 0) else None
-    if _is_rational(e):
+    if is_rational(e):
         return abs(Fraction(int(e.p), int(e.q)) - claimed) <= half
     distance = abs(e - ball(claimed))
     h = ball(half)

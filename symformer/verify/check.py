@@ -261,13 +261,13 @@ class Checker:
         number given by ``entry``): through the stages between (a chain), or, when the
         inputs are parts of the stage a worked line prints (the terms of a row, e^(s -
         max s), x - mu: :mod:`symformer.verify.recompose`), from them."""
-        route = recompose.reading(g, claim.stage, set(claim.inputs))
+        way = recompose.reading(g, claim.stage, set(claim.inputs))
         for name in claim.inputs:
             add_side_stage(g, name)
         replaced = {s: replacement([by_name[n]], entry, g[s].shape)
                     for s, n in claim.inputs.items()}
-        if route is not None:
-            return lambda bits: recompose.evaluate(g, claim.stage, route, replaced, bits)
+        if way is not None:
+            return lambda bits: recompose.evaluate(g, claim.stage, way, replaced, bits)
         chain = Chain(g, claim.stage, replaced=replaced)
         return lambda bits: chain.evaluate(bits)[claim.stage]
 
@@ -300,8 +300,8 @@ class Checker:
         row, e^{s − max s}, x − μ, a sum: :mod:`symformer.verify.recompose`), read as
         printed: (values at a precision, the tables cited)."""
         found = []
-        for route in recompose.routes(g, claim.stage):
-            parts = route.parts + route.optional
+        for way in recompose.routes(g, claim.stage):
+            parts = way.parts + way.optional
             used = [c for c in before if not c.inputs and c.stage in parts
                     and c.causal == claim.causal]
             if not used:
@@ -312,7 +312,7 @@ class Checker:
             for c in used:
                 by_stage.setdefault(c.stage, []).append(c)
             printed = {s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()}
-            found.append((lambda bits, r=route, p=printed: recompose.evaluate(
+            found.append((lambda bits, r=way, p=printed: recompose.evaluate(
                 g, claim.stage, r, p, bits), "the tables printed before it, as printed ("
                 + ", ".join(dict.fromkeys(c.name for c in used)) + ")"))
         return found
@@ -362,12 +362,17 @@ class Checker:
                 printed.append(c)
         wrong = [(i, j) for (i, j), ok in self._decide(
             claim, lambda bits: g.evaluate(bits)[claim.stage], g).items() if not ok]
-        def replaced(used: list[Claim]) -> Chain:
+        def replaced(used: list[Claim], moved: Claim | None = None) -> Chain:
+            # moved: that table's numbers each moved by 1/7 (does the claim read it?)
+            def entry(c: Claim, i: int, j: int) -> object:
+                e = exact_entry(c, i, j)
+                return e + sympy.Rational(1, 7) if c is moved and isinstance(
+                    e, sympy.Basic) else e
             by_stage: dict[str, list[Claim]] = {}
             for c in used:
                 by_stage.setdefault(c.stage, []).append(c)
             return Chain(g, claim.stage, replaced={
-                s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()})
+                s: replacement(cs, entry, g[s].shape) for s, cs in by_stage.items()})
 
         candidates: list[tuple[Callable[[int], Values | None], list[Claim] | None, str]] = []
         seen = set()
@@ -396,18 +401,17 @@ class Checker:
 
         claimed = [(r, c) for r in claim.row_indices for c in claim.col_indices]
 
-        def read(used: list[Claim]) -> list:
-            values = _target(replaced(used), PRECISIONS[0])
+        def read(used: list[Claim], moved: Claim | None = None) -> list:
+            values = _target(replaced(used, moved), PRECISIONS[0])
             return [values[r][c] for r, c in claimed]
 
         def cited(used: list[Claim]) -> str:
-            # only the tables the claimed entries are read from: one whose removal leaves
-            # every claimed entry as it was (q_3 for the row q_1 k_j) is not cited
+            # only the tables the claimed entries are read from: one whose numbers, each
+            # moved, leave every claimed entry as it was (q_3 for the row q_1 k_j, a
+            # table a later one of the same entries replaces) is not cited
             values = read(used)
-            for c in list(used):
-                fewer = [u for u in used if u is not c]
-                if fewer and all(map(_same, read(fewer), values)):
-                    used = fewer
+            used = [c for c in used if _irrational(c)
+                    or not all(map(_same, read(used, c), values))] or used
             return ("the tables printed before it, as printed ("
                     + ", ".join(dict.fromkeys(c.name for c in used)) + ")")
 
@@ -433,6 +437,12 @@ class Checker:
         every = "the 1 wrong number" if len(wrong) == 1 else f"all {len(wrong)} wrong numbers"
         return (f"reader rounding explains {every}: recomputed from {source}; but "
                 f"{plural(lost, 'number')} claimed right would then be wrong")
+
+
+def _irrational(claim: Claim) -> bool:
+    """Does the claim give an exact irrational number ("log(2)", never moved)?"""
+    return any(isinstance(claim.number(i, j), Constant) for i, row in enumerate(claim.values)
+               for j in range(len(row)))
 
 
 def _same(a: object, b: object) -> bool:

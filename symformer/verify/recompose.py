@@ -31,7 +31,7 @@ from symformer.blocks.side_stages import add_side_stage
 from symformer.engine import Derivation
 from symformer.engine.arbmath import constant_vector, precision, sympy_to_arb
 from symformer.lazy import sympy
-from symformer.verify.chain import Entry, Values, _as_ball, _exact_ball, _is_rational
+from symformer.verify.chain import Entry, Values, as_ball, exact_ball, is_rational
 
 #: The parts a route reads, with their values (all rows), and the engine's values of
 #: every stage: the stage's values recomputed from the parts.
@@ -50,26 +50,21 @@ class Route:
 
 
 def _exact(e: Entry) -> Entry:
-    return _exact_ball(e) if isinstance(e, arb) else e
+    return exact_ball(e) if isinstance(e, arb) else e
 
 
 def _add(values: Sequence[Entry]) -> Entry:
     values = [_exact(v) for v in values]
-    if all(_is_rational(v) for v in values):
+    if all(is_rational(v) for v in values):
         return sympy.Add(*values)
-    return sum((_as_ball(v) for v in values), arb(0))
-
-
-def _times(a: Entry, b: Entry) -> Entry:
-    a, b = _exact(a), _exact(b)
-    return a * b if _is_rational(a) and _is_rational(b) else _as_ball(a) * _as_ball(b)
+    return sum((as_ball(v) for v in values), arb(0))
 
 
 def _over(a: Entry, b: Entry) -> Entry:
     a, b = _exact(a), _exact(b)
-    if _is_rational(a) and _is_rational(b) and b != 0:
+    if is_rational(a) and is_rational(b) and b != 0:
         return a / b
-    return _as_ball(a) / _as_ball(b)
+    return as_ball(a) / as_ball(b)
 
 
 def routes(g: Derivation, stage: str) -> list[Route]:
@@ -99,9 +94,9 @@ def reading(g: Derivation, stage: str, names: set[str]) -> Route | None:
     does; ``names`` are then stages upstream, or not about the stage)."""
     if not names or stage not in g:
         return None
-    for route in routes(g, stage):
-        if names <= set(route.parts + route.optional):
-            return route
+    for way in routes(g, stage):
+        if names <= set(way.parts + way.optional):
+            return way
     return None
 
 
@@ -133,7 +128,7 @@ def _summed(g: Derivation, stage: str, r: int) -> Compute:
 def _layer_norm(op, centred: str, denominator: str) -> Compute:
     def compute(parts: dict[str, Values], _: Values) -> Values:
         gamma, beta = constant_vector(op.gamma), constant_vector(op.beta)
-        return [[g * _as_ball(c) / _as_ball(v[0]).sqrt() + b
+        return [[g * as_ball(c) / as_ball(v[0]).sqrt() + b
                  for c, g, b in zip(row, gamma, beta)]
                 for row, v in zip(parts[centred], parts[denominator])]
     return compute
@@ -142,28 +137,28 @@ def _layer_norm(op, centred: str, denominator: str) -> Compute:
 def _rms_norm(s, denominator: str) -> Compute:
     def compute(parts: dict[str, Values], engine: dict[str, Values]) -> Values:
         gamma = constant_vector(s.op.gamma)
-        return [[g * _as_ball(x) / _as_ball(v[0]).sqrt() for x, g in zip(row, gamma)]
+        return [[g * as_ball(x) / as_ball(v[0]).sqrt() for x, g in zip(row, gamma)]
                 for row, v in zip(engine[s.inputs[0]], parts[denominator])]
     return compute
 
 
-def evaluate(g: Derivation, stage: str, route: Route, printed: dict[str, object],
+def evaluate(g: Derivation, stage: str, way: Route, printed: dict[str, object],
              bits: int) -> Values:
-    """``stage`` recomputed by ``route`` at ``bits``: the printed parts (a matrix, a
+    """``stage`` recomputed by the route ``way`` at ``bits``: the printed parts (a matrix, a
     callable giving one, or a :class:`~symformer.verify.chain.Partial`) in place of the
     engine's, the parts not printed the engine's."""
-    for part in route.parts + route.optional:
-        if part in printed or part in route.parts:
+    for part in way.parts + way.optional:
+        if part in printed or part in way.parts:
             add_side_stage(g, part)
     engine = g.evaluate(bits)
     with precision(bits):
         parts = {}
-        for part in route.parts + route.optional:
+        for part in way.parts + way.optional:
             if part not in printed:
-                if part in route.parts:
+                if part in way.parts:
                     parts[part] = engine[part]
                 continue
             v = printed[part]
             parts[part] = v.merged(engine[part]) if hasattr(v, "merged") else \
                 v() if callable(v) else v
-        return route.compute(parts, engine)
+        return way.compute(parts, engine)
