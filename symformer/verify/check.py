@@ -274,8 +274,8 @@ class Checker:
             if all(verdicts.values()):
                 found.append(f"every number is right under another convention: "
                              f"{convention.describe()}" + self._mask_note(claim, convention))
-        found += [why for why in (self.explain_max_shift(claim), self.explain_truncation(claim))
-                  if why]
+        found += [why for why in (self.explain_max_shift(claim), self.explain_truncation(claim),
+                                  self.explain_gates(claim)) if why]
         reader = self.explain_reader_rounding(claim, before)
         if reader:
             found.append(reader)
@@ -299,6 +299,35 @@ class Checker:
         return (f"every number is right under another convention: the max-subtracted "
                 f"softmax (each row's largest score subtracted first, e^(s - max s), as "
                 f"numerically stable code computes it; its address is {other})")
+
+    def explain_gates(self, claim: Claim) -> str | None:
+        """Are a mixture's claimed gates the other convention: the router's probabilities
+        as they are (the Switch Transformer's) where the example renormalises them over
+        the kept experts (Mixtral's), or the other way round?"""
+        from symformer.arbcontext import precision
+        from symformer.ops.moe import Gates
+
+        g = self.derivation(claim.causal, stage=claim.stage)
+        s = g[claim.stage]
+        if s.op.name != "gates":
+            return None
+        other = Gates(not s.op.renormalize)
+
+        def values(bits: int) -> Values:
+            found = g.evaluate(bits)
+            with precision(bits):
+                return other.arb([found[name] for name in s.inputs])
+        try:
+            verdicts = self._decide(claim, values, g)
+        except UndecidedError:
+            return None
+        if not all(verdicts.values()):
+            return None
+        return ("every number is right under another convention: "
+                + ("the kept experts' router probabilities as they are, not renormalised "
+                   "(the Switch Transformer's gates; renormalize = false)"
+                   if s.op.renormalize else "the kept experts' router probabilities "
+                   "renormalised over them (Mixtral's gates; renormalize = true)"))
 
     def explain_truncation(self, claim: Claim) -> str | None:
         """Is every claimed number the exact value cut off after its last printed digit
