@@ -72,6 +72,15 @@ def test_check_judges_claims_on_the_routing(tmp_path, capsys):
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "claimed 0.333, correct 0.500" in out and "claimed 0.333, correct 0.000" in out
+    # the Switch Transformer's gates (the router's probabilities, not renormalised): wrong
+    # here, and check names the convention that gives every one of them
+    switch = CLAIMS.replace("[[0.881, 0, 0.119], [0, 0.731, 0.269], [0.5, 0.5, 0]]",
+                            "[[0.867, 0, 0.117], [0, 0.665, 0.245], [0.333, 0.333, 0]]")
+    path.write_text(TEXT + switch, encoding="utf-8")
+    assert main(["check", str(path)]) == 1
+    assert "why: every number is right under another convention: the kept experts' router " \
+        "probabilities as they are, not renormalised (the Switch Transformer's gates" \
+        in capsys.readouterr().out
 
 
 def test_pytorch_forward_agrees_stage_by_stage(capsys):

@@ -162,6 +162,7 @@ BASE = PATH.read_text(encoding="utf-8")
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("top_k = 2", "top_k = 4", "layer 1, moe: top_k must be a whole number from 1 to 3"),
     ("top_k = 2", "top_k = true", "top_k must be a whole number from 1 to 3"),
+    ("top_k = 2", "", "layer 1, moe: missing key 'top_k' (how many experts each token goes"),
     ("router = [[2, 0, 1], [0, 2, 1]]", "router = [[2, 0, 1]]",
      "layer 1, moe: router has shape 1x3, expected 2x?"),
     ("router = [[2, 0, 1], [0, 2, 1]]", "router = [[2, 0], [0, 2]]",
@@ -197,6 +198,8 @@ def test_dropout_needs_its_sub_layer():
     with pytest.raises(InputError, match="x.toml, layer 1: attention_dropout has no meaning "
                                          "in a layer without attention heads"):
         parse_example(no_heads + "attention_dropout = { p = 0, mask = [[1, 1]] }\n", "x.toml")
+    with pytest.raises(InputError, match="x.toml, layer 1, moe: must be a table"):
+        parse_example("inputs = [[1, 0]]\n[[layer]]\nmoe = 3\n", "x.toml")
     no_ffn = ("inputs = [[1, 0]]\n[[layer]]\nffn_dropout = { p = 0, mask = [[1, 1]] }\n"
               "[[layer.head]]\nW_Q = [[1], [0]]\nW_K = [[1], [0]]\nW_V = [[1, 0], [0, 1]]\n")
     with pytest.raises(InputError, match="ffn_dropout has no meaning in a layer without "

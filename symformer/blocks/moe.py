@@ -128,10 +128,11 @@ def moe_stages(g: Derivation, x: str, W_router: Any, experts: list[Expert], top_
                  **where)
     outputs = []
     for e, expert in enumerate(experts, start=1):
-        W_1 = sympy.Matrix(expert.W_1)
-        block = SimpleNamespace(W_1=W_1, b_1=expert.b_1, W_2=sympy.Matrix(expert.W_2),
-                                b_2=expert.b_2, W_gate=None, b_gate=None,
-                                activation=expert.activation, d_ff=W_1.cols)
+        W_1, W_2 = (w if hasattr(w, "cols") else sympy.Matrix(w)  # an example's: exact
+                    for w in (expert.W_1, expert.W_2))
+        block = SimpleNamespace(W_1=W_1, b_1=expert.b_1, W_2=W_2, b_2=expert.b_2,
+                                W_gate=None, b_gate=None, activation=expert.activation,
+                                d_ff=W_1.cols)
         outputs.append(feed_forward(g, f"{prefix}.expert{e}", x, block, number or 1, e))
     g.add(f"{prefix}.output", "moe_output", MixtureSum(experts=E), (gate, *outputs), rows,
           g[x].cols, **where)

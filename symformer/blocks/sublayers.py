@@ -282,7 +282,7 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int,
                      (x,), rows, ff, layer=number)
     hidden = g.add(f"{p}.ffn.hidden", "ffn_hidden",
                    Projection(block.W_1, block.b_1, mark(FFN_HIDDEN), "W_1", "b_1",
-                              role="ffn_hidden"),
+                              role="ffn_hidden", weight_mark=str(expert or "")),
                    (x,), rows, ff, layer=number)
     if gate is None:
         act = g.add(f"{p}.ffn.activation", "ffn_activation", activation, (hidden,), rows, ff,
@@ -296,7 +296,7 @@ def feed_forward(g: Derivation, p: str, x: str, block: Block, number: int,
                     (gate, hidden), rows, ff, layer=number)
     return g.add(f"{p}.ffn.output", "ffn_output",
                  Projection(block.W_2, block.b_2, mark(FFN_OUTPUT), "W_2", "b_2",
-                            role="ffn_output"),
+                            role="ffn_output", weight_mark=str(expert or "")),
                  (act,), rows, g[x].cols, layer=number)
 
 

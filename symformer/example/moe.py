@@ -83,7 +83,10 @@ def _moe(data: dict[str, Any], here: Where, d_model: int, activation: str
     if len(experts) != count:
         raise InputError(f"{where}: router has {count} columns (one per expert) but there "
                          f"are {len(experts)} [[layer.moe.expert]] tables")
-    top_k = table.get("top_k")
+    if "top_k" not in table:
+        raise InputError(f"{where}: missing key 'top_k' (how many experts each token goes "
+                         f"to, 1 to {count})")
+    top_k = table["top_k"]
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= count:
         raise InputError(f"{where}: top_k must be a whole number from 1 to {count} (the "
                          f"experts), found {shorten(str(top_k))!r}")

@@ -127,13 +127,15 @@ class Line:
 
 def symbol(stage: Stage) -> str:
     """The stage as a matrix: its row symbol's letter as a capital (``q^{(1)}`` ->
-    ``Q^{(1)}``, ``\\alpha`` -> ``A``, ``\\tilde{k}`` -> ``\\tilde{K}``; an FFN
-    activation's ``a`` -> ``\\tilde{H}``: :func:`symformer.notation.capital`)."""
+    ``Q^{(1)}``, ``\\alpha`` -> ``A``, ``\\pi`` -> ``\\Pi``, ``\\tilde{k}`` ->
+    ``\\tilde{K}``, ``\\breve{m}`` -> ``\\breve{M}``; an FFN activation's ``a`` ->
+    ``\\tilde{H}``: :func:`symformer.notation.capital`)."""
     latex = notation(stage).latex
-    m = re.match(r"(\\(?:tilde|bar|hat)\{)?(\\alpha|[a-z])(\})?(.*)$", latex)  # q̄: Q̄
+    m = re.match(r"(\\(?:tilde|bar|hat|breve)\{)?(\\alpha|\\pi|[a-z])(\})?(.*)$",
+                 latex)  # q̄: Q̄
     if m is None:
         return latex
-    letter = "A" if m.group(2) == r"\alpha" else capital(stage, m.group(2))
+    letter = {r"\alpha": "A", r"\pi": r"\Pi"}.get(m.group(2)) or capital(stage, m.group(2))
     return f"{m.group(1) or ''}{letter}{m.group(3) or ''}{m.group(4)}"
 
 

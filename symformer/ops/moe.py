@@ -297,6 +297,7 @@ class MixtureSum(Operation):
     experts: int = 1
 
     name = "mixture_sum"
+    sublayer_of = "feed-forward"  # the mixture is the block's feed-forward sub-layer
     reference_function = mixture_sum
     default_notation = Notation(r"\tilde{f}", "f̃", "Mixture of the experts' outputs")
 

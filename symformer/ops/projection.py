@@ -79,12 +79,24 @@ class Projection(Operation):
     from_stages: bool = False
     #: What the projection gives in its block (see :attr:`Operation.role`).
     role: str = ""
+    #: A mark its weights' symbols carry (an expert of a mixture: ``W_1^[2]``); "": none.
+    weight_mark: str = ""
 
     name = "projection"
     matrix_form = "affine"
     reference_function = project
     default_notation = Notation("y", "y", "Projection")
     rational = True
+
+    def parameter_notation(self, name: str) -> Notation:
+        """The weight's symbol, with the projection's ``weight_mark`` over it."""
+        return self._marked(super().parameter_notation(name))
+
+    def _marked(self, note: Notation) -> Notation:
+        if not self.weight_mark:
+            return note
+        return Notation(f"{note.latex}^{{[{self.weight_mark}]}}",
+                        f"{note.text}^[{self.weight_mark}]", note.title)
 
     @cached_property
     def _columns(self) -> list[list[tuple[int, sympy.Expr]]]:
@@ -145,7 +157,8 @@ class Projection(Operation):
         return sympy.Add(*terms)
 
     def named_constants(self) -> dict[str, Notation]:
-        return {} if self.from_stages else {"W": named(self.weight), "b": named(self.bias)}
+        return {} if self.from_stages else {"W": self._marked(named(self.weight)),
+                                            "b": self._marked(named(self.bias))}
 
     def arb(self, args: Sequence[ArbMatrix]) -> ArbMatrix:
         X = args[0]

@@ -5,7 +5,9 @@ in a wrong claim's "why" (docs/verify.md, "Explanations"):
   ``S.exp_sum``), s − max s claimed on the softmax's input;
 * truncation: every number cut off after its last printed digit, toward zero;
 * Adam's step counted from 0: 1 − β^(t−1) claimed on ``stepT.adam_correction1``/``2``,
-  m_t / (1 − β₁^(t−1)) on ``stepT.adam_mhat.W`` (v̂ likewise).
+  m_t / (1 − β₁^(t−1)) on ``stepT.adam_mhat.W`` (v̂ likewise);
+* a mixture's gates under the other convention: the router's probabilities as they are
+  (the Switch Transformer's) or renormalised over the kept experts (Mixtral's).
 
 Each is decided on certified balls like the claim itself, and stops at the first
 number it does not make right.
@@ -57,8 +59,8 @@ def right_under(g: Derivation, claim: Claim, values: Callable[[int], Values],
 
 def explanations(g: Derivation, claim: Claim) -> list[str]:
     """The conventions of this module that make every number of ``claim`` right."""
-    return [why for why in (max_shift(g, claim), truncation(g, claim), adam_step(g, claim))
-            if why]
+    return [why for why in (max_shift(g, claim), truncation(g, claim), adam_step(g, claim),
+                            gates(g, claim)) if why]
 
 
 def max_shift(g: Derivation, claim: Claim) -> str | None:
@@ -112,6 +114,29 @@ def adam_step(g: Derivation, claim: Claim) -> str | None:
         return None
     return (f"{OTHER}Adam's bias correction with β^(t−1), the step counted from 0 (Adam, "
             f"PyTorch and this run use 1 − β^t at step t = {t})")
+
+
+def gates(g: Derivation, claim: Claim) -> str | None:
+    """Are a mixture's claimed gates the other convention: the router's probabilities
+    as they are (the Switch Transformer's) where the example renormalises them over
+    the kept experts (Mixtral's), or the other way round?"""
+    from symformer.ops.moe import Gates
+
+    s = g[claim.stage]
+    if s.op.name != "gates":
+        return None
+    other = Gates(not s.op.renormalize)
+
+    def values(bits: int) -> Values:
+        found = g.evaluate(bits)
+        with precision(bits):
+            return other.arb([found[name] for name in s.inputs])
+    if not right_under(g, claim, values):
+        return None
+    return OTHER + ("the kept experts' router probabilities as they are, not renormalised "
+                    "(the Switch Transformer's gates; renormalize = false)"
+                    if s.op.renormalize else "the kept experts' router probabilities "
+                    "renormalised over them (Mixtral's gates; renormalize = true)")
 
 
 def truncation(g: Derivation, claim: Claim) -> str | None:
