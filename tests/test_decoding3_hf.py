@@ -120,7 +120,7 @@ def _named(weights, rule: Decoding, defined: list[int], hf: list[int]) -> str | 
     return None
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(case=cases())
 def test_filters_against_the_definition_and_hugging_face(case):
     weights, rule = case
@@ -178,3 +178,25 @@ def test_no_bad_words_and_min_length_agree_with_the_definitions():
         assert masked == bool(by_length[0, end] == float("-inf")) \
             == bool(by_new[0, end] == float("-inf"))
         assert d.chosen == ((1,) if masked else (3,))
+
+
+@settings(max_examples=15, deadline=None)
+@given(logits=st.lists(st.fractions(-3, 3, max_denominator=4), min_size=3, max_size=5),
+       T=st.sampled_from(["1/2", "7/10", "2"]), theta=st.sampled_from(["6/5", "2"]))
+def test_temperature_and_repetition_penalty_values_match_hugging_face(logits, T, theta):
+    """The values, not a verdict: l / T, and a seen token's l / theta (l >= 0) or
+    l * theta (l < 0), exact and correctly rounded, against Hugging Face in float64
+    (its input_ids: the seen tokens a and c)."""
+    torch = pytest.importorskip("torch")
+    hf = pytest.importorskip("transformers.generation.logits_process")
+    vocab = VOCAB[:len(logits)]
+    scores = torch.tensor([[float(x) for x in logits]], dtype=torch.float64)
+    seen = torch.tensor([[0, 2]])
+    rule = Decoding(temperature=sympy.Rational(T), repetition_penalty=sympy.Rational(theta))
+    g, _ = decide_logits(logits, vocab, rule, history=("a", "c"))
+    penalized = hf.RepetitionPenaltyLogitsProcessor(penalty=float(Fraction(theta)))(
+        seen, scores.clone())
+    warped = hf.TemperatureLogitsWarper(temperature=float(Fraction(T)))(seen, penalized)
+    for stage, out in (("penalized", penalized), ("logits_T", warped)):
+        ours = [float(v) for v in g[stage].values(decimals=15)[0]]
+        assert ours == pytest.approx(out[0].tolist(), rel=1e-12, abs=1e-12), stage
