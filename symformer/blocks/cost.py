@@ -68,10 +68,13 @@ _DECISION_PAIR = 5
 #: with ``check`` on ``step4.*`` claims against ``generate`` alone on imported GPT-2s
 #: 64 and 256 wide, vocabulary 1,000 (2026-12-07).
 _RUN_STAGE = 0.1
-#: ``generate --kv-cache``: the proof cached = uncached, per formula term of every step
-#: but the last (each shared row's local formulas, substituted; measured on the shipped
-#: decoders and imported GPT-2s 16 to 64 wide, 2026-12-07).
-_KV_PROOF = 75
+#: ``generate --kv-cache``: the proof cached = uncached, per step but the last (its
+#: stages walked) and per printed entry of those steps (a row-local stage's rows are
+#: proved by structure, a dictionary look-up an entry; attention's by formula);
+#: measured on the shipped decoders and imported GPT-2s 64 and 256 wide, vocabulary
+#: 100 to 1,000, 4 to 8 tokens (2026-12-07: 0.7 to 2 times the estimate).
+_KV_PROOF_STEP = 150_000
+_KV_PROOF = 40
 #: Rendering's start (SymPy, the notation, the templates), one term of a stage-local
 #: SymPy formula built and substituted (tables' exact values, equations, worked
 #: lines), and one rendered number.
@@ -314,7 +317,8 @@ def generate_work(example: Example, steps: int, kv_cache: bool = False,
                 else example.decoder.vocab)
     rule = decoding if decoding is not None else example.decoding
     decided = _decisions(rule, vocab) * steps
-    proof = _KV_PROOF * sum(s.formulas for s in grown[:-1]) if kv_cache else 0
+    proof = sum(_KV_PROOF_STEP + _KV_PROOF * s.entries for s in grown[:-1]) if kv_cache \
+        else 0
     return int(_START + _WEIGHT * shape(example).weights + decided + proof
                + sum(_STEP_START + _STEP * (s.forward - s.products) + _PRODUCT * s.products
                      + _STEP_WEIGHTS * _WEIGHT * s.weights + _ARGMAX * vocab for s in grown))

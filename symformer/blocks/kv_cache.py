@@ -15,13 +15,17 @@ head ``P`` (``layer1.head1``, ``decoder.layer1.self.head1``):
 the step before has the same local formula over entries already proved equal (the
 causal mask makes the future invisible: a masked score is -inf, its weight exactly 0),
 so every cache row is the full pass's key/value row and the new row's attention output
-is the full pass's last row, entry by entry.  No value is compared: formulas are.
+is the full pass's last row, entry by entry.  No value is compared: a row-local
+stage's rows by structure (the same operation, its input rows proved equal:
+:data:`ROW_LOCAL`), attention's by formula; only the stages the cached heads read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from symformer.engine.graph import Derivation
 from symformer.lazy import sympy
@@ -115,12 +119,53 @@ def _cache_step(g: Derivation, t: int, head: str) -> None:
         g.add(f"{p}.{c}_new", "cache", op, inputs[c], rows[-1:], full.cols, **where)
 
 
+#: Operations whose output row i is a function of their inputs' rows i alone, the same
+#: function for every row (given equal operation fields): a projection x_i W + b, a sum,
+#: an activation, a norm and its row statistics, a concatenation of columns, RoPE (row
+#: i turned by the angles of position i), a softmax over a row of fixed width.  For
+#: these, row i of two steps is proved equal by structure (:meth:`_Same.same_rows`):
+#: no formula is built.  Any other operation's rows are compared by formula.
+ROW_LOCAL = frozenset({
+    "projection", "add", "concat", "identity", "gelu", "gelu_tanh", "relu", "silu",
+    "sigmoid", "gated_product", "mean", "variance", "std_dev", "mean_square", "normalize",
+    "rms_normalize", "rope", "softmax"})
+#: Of these, the operations whose entries are never a copy, an exact 0 or -inf the proof
+#: needs to know of (a masked score, a weight exactly 0): their symbols stand for
+#: themselves, and no formula is built to find out (a projection's is the costly one).
+OPAQUE = ROW_LOCAL - {"identity", "concat", "softmax"}
+
+
 class _Same:
     """Entries proved equal: each symbol's canonical representative (union by proof)."""
 
     def __init__(self, g: Derivation) -> None:
         self.g = g
         self.canon: dict[sympy.Symbol, sympy.Expr] = {}
+
+    def same_rows(self, a: str, b: str, rows: int) -> list[int]:
+        """Rows < ``rows`` of stages ``a`` (a step) and ``b`` (the next) proved equal by
+        structure: the same row-local operation (:data:`ROW_LOCAL`, equal fields), every
+        input as wide in both steps and one row per token (as the output), and the
+        input rows already proved equal.  Their entries are recorded as equal; the rows
+        returned need no formula."""
+        sa, sb = self.g[a], self.g[b]
+        if not _same_operation(sa.op, sb.op) or len(sa.inputs) != len(sb.inputs):
+            return []
+        pairs = [(self.g[x], self.g[y]) for x, y in zip(sa.inputs, sb.inputs)]
+        if sa.shape[1] != sb.shape[1] or any(
+                x.shape[1] != y.shape[1] or x.shape[0] != sa.shape[0]
+                or y.shape[0] != sb.shape[0] for x, y in pairs):
+            return []
+        done = []
+        out_a, out_b = self.g.symbols(a), self.g.symbols(b)
+        inputs = [(self.g.symbols(x.name), self.g.symbols(y.name)) for x, y in pairs]
+        for i in range(rows):
+            if all(self.resolve(x[i, j]) == self.resolve(y[i, j])
+                   for x, y in inputs for j in range(x.shape[1])):
+                for j in range(sa.shape[1]):
+                    self.canon[out_b[i, j]] = self.resolve(out_a[i, j])
+                done.append(i)
+        return done
 
     def _sub(self, expr: sympy.Expr) -> sympy.Expr:
         return expr.xreplace({s: self.resolve(s) for s in expr.free_symbols})
@@ -130,6 +175,8 @@ class _Same:
         if symbol not in self.canon:
             self.canon[symbol] = symbol  # no cycle while resolving
             name, i, j = self.g.owner(symbol)
+            if self.g[name].op.name in OPAQUE:
+                return symbol
             local = self._sub(self.g.local(name)[i, j])
             if local.is_Symbol or local == 0 or local == -sympy.oo:
                 self.canon[symbol] = local  # a copy, a masked score, a weight exactly 0
@@ -150,20 +197,58 @@ class _Same:
         return False
 
 
+def _same_operation(a: object, b: object) -> bool:
+    """Are ``a`` and ``b`` the same row-local operation (:data:`ROW_LOCAL`) with equal
+    fields (weights compared entry by entry unless the same object)?"""
+    if type(a) is not type(b) or a.name not in ROW_LOCAL or a.whole_matrix:
+        return False
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x is y:
+            continue
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
+                    and x.shape == y.shape and np.array_equal(x, y)):
+                return False
+            continue
+        try:
+            if not bool(x == y):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+def _feeding(g: Derivation, heads: list[str]) -> list[str]:
+    """The stages (step 1's names, without ``step1.``) the cached heads' keys, values,
+    queries and outputs are computed from, in the run's order: only their shared rows
+    need proving (what comes after the last head -- the logits, a softmax over the
+    vocabulary, the decision -- is no part of the cache)."""
+    wanted = [f"step1.{head}.{c}" for head in heads for c in _CHAIN]
+    seen: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name not in seen and name in g.stages:
+            seen.add(name)
+            wanted.extend(g[name].inputs)
+    return [s.name.removeprefix("step1.") for s in g if s.name in seen]
+
+
 def prove_cache(g: Derivation, steps: int, heads: list[str]) -> CacheProof:
     """Prove the cache stages equal to the uncached run's, exactly (see the docstring)."""
     same = _Same(g)
     proof = CacheProof(heads=list(heads))
-    names = [s.name.removeprefix("step1.") for s in g if s.name.startswith("step1.")
-             and not s.name.endswith(CACHE_STAGES)]
+    names = _feeding(g, heads)
     for t in range(1, steps + 1):
         if t > 1:  # rows shared with the step before: the same formulas
             for name in names:
                 a, b = g.stages.get(f"step{t - 1}.{name}"), g.stages.get(f"step{t}.{name}")
                 if a is None or b is None or a.side == "decoding":
                     continue
-                for i in range(min(a.shape[0], b.shape[0])):
-                    for j in range(a.shape[1]):
+                shared = min(a.shape[0], b.shape[0])
+                by_structure = set(same.same_rows(a.name, b.name, shared))
+                for i in range(shared):
+                    for j in range(a.shape[1] if i not in by_structure else 0):
                         same.same((a.name, i, j), (b.name, i, j))
         for head in heads:
             p = f"step{t}.{head}"
