@@ -59,7 +59,9 @@ from symformer.latex.tables import (
 )
 from symformer.latex.worked import Style, worked_and_left
 from symformer.notation import (
+    EPSILON_TITLE,
     INDEX_PIECES,
+    epsilon_values,
     glossary,
     matrix_latex,
     notation,
@@ -385,6 +387,13 @@ def notation_blocks(stages: list[Stage], sizes: Iterable[str] = ()
     rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages, sizes)))
     caption = "Notation: every symbol of these notes, once."
     rows, barred = _decoder_rows(rows)
+    values = epsilon_values(stages)  # ε's value as math, as the notes print numbers
+    pieces = [EPSILON_TITLE + " (here "]
+    for k, value in enumerate(values):
+        pieces += [", "] * (k > 0) + [Math(value.latex)]
+    epsilon = Prose((*pieces, ")"))
+    rows = tuple((latex, epsilon if latex == r"\varepsilon" and values else meaning)
+                 for latex, meaning in rows)
     return [Glossary(caption, rows),
             _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages) + barred)]
 

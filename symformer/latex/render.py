@@ -205,10 +205,13 @@ def _(block: Glossary) -> str:
              f"\\caption{{{latex_text(block.caption, breaks=True)}}}\\label{{tab:notation}}"
              r" \\", head, r"\endfirsthead",
              r"\multicolumn{4}{@{}l}{\emph{Notation, continued}} \\", head, r"\endhead"]
+    def words(meaning: str | Prose) -> str:
+        return latex_text(meaning) if isinstance(meaning, str) else to_latex(meaning)
+
     for k, (latex, meaning) in enumerate(left):
-        cells = [f"${latex}$", latex_text(meaning)]
+        cells = [f"${latex}$", words(meaning)]
         if k < len(right):
-            cells += [f"${right[k][0]}$", latex_text(right[k][1])]
+            cells += [f"${right[k][0]}$", words(right[k][1])]
         else:
             cells += ["", ""]
         lines.append(" & ".join(cells) + r" \\")
