@@ -47,7 +47,14 @@ from symformer.latex.parameters import (
 )
 from symformer.latex.places import where as part_of
 from symformer.latex.properties import property_prose
-from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
+from symformer.latex.render import (
+    PACKAGES,
+    TEXT_WIDTH,
+    table_chars,
+    to_latex,
+    worked_latex,
+    worked_width,
+)
 from symformer.latex.repeats import Repeats
 from symformer.latex.scaling import scale_prose
 from symformer.latex.tables import (
@@ -70,7 +77,6 @@ from symformer.notation import (
 from symformer.notation_types import Notation
 from symformer.pipeline import Rendering
 from symformer.words import plural, with_causal_mask
-from symformer.worked.render_latex import width
 
 #: The group (second-level heading) of each part of a block a step declares
 #: (:attr:`~symformer.ops.base.Operation.block_part`).
@@ -768,15 +774,6 @@ SIDE_BY_SIDE = {3: 31, 2: 49}
 def _share(count: int) -> str:
     """The width of one of ``count`` minipages side by side, as a share of the line."""
     return {1: "1.0", 2: "0.48", 3: "0.31"}[count]
-
-
-def table_chars(table: Table) -> int:
-    """A table's width in characters of visible math: its label columns and each
-    column's widest entry or label, with the gaps between columns."""
-    labels = max((len(t) for _, t in table.row_labels), default=0) + 6
-    columns = [max([width(table.col_labels[j])] + [width(row[j].latex) for row in table.cells])
-               for j in range(len(table.col_labels))]
-    return labels + sum(w + 3 for w in columns)
 
 
 def _tables_only(item) -> Table | None:
