@@ -64,3 +64,14 @@ def test_a_wide_table_is_set_small_not_shrunk():
 
     assert r"\small\setlength{\tabcolsep}{2pt}" in table(8)
     assert r"\tabcolsep" not in table(4) and r"\small" not in table(4)
+
+
+def test_no_positional_encoding_named_where_none_is_added():
+    """llama_style (RoPE) adds no positional table: its notation table and its backward
+    part call x the input row, never "(embedding + positional encoding)"; the built-in
+    block (sinusoidal PE) keeps the words."""
+    llama = "".join(tex_files("llama_style").values())
+    assert "positional encoding)" not in llama
+    assert r"\subsubsection{Gradient of the loss at the input row}" in llama
+    builtin = tex_files("builtin")["main.tex"]
+    assert "Input row (embedding + positional encoding)" in builtin

@@ -46,6 +46,7 @@ from symformer.latex.parameters import (
     parameter_blocks,
 )
 from symformer.latex.places import where as part_of
+from symformer.latex.positional import input_title, no_positional_input, no_positional_table
 from symformer.latex.properties import property_prose
 from symformer.latex.render import (
     PACKAGES,
@@ -261,12 +262,6 @@ def renaming_prose(stage: Stage) -> Prose:
     return Prose((*parts, Math(f"{notation(stage).latex} = {notation(source).latex}"), "."))
 
 
-def no_positional_table(stage: Stage) -> bool:
-    """True for a positional-encoding stage of a model without one (RoPE, or none):
-    its table would be all zeros, so a sentence stands for it."""
-    return stage.op.encodes_positions and stage.op.adds_nothing
-
-
 def rope_prose(stage: Stage) -> Prose:
     """Why a RoPE model (or one without positions) shows no positional-encoding table."""
     pe = notation(stage).latex
@@ -391,6 +386,9 @@ def notation_blocks(stages: list[Stage], sizes: Iterable[str] = ()
     true for this example by :func:`true_rows`; ``sizes``: the size names the
     equations use), how indices run and what a superscript says."""
     rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages, sizes)))
+    inputs = {notation(s).latex: s for s in stages if no_positional_input(s)}
+    rows = tuple((latex, input_title(inputs[latex], meaning) if latex in inputs else meaning)
+                 for latex, meaning in rows)
     caption = "Notation: every symbol of these notes, once."
     rows, barred = _decoder_rows(rows)
     values = epsilon_values(stages)  # ε's value as math, as the notes print numbers
@@ -672,14 +670,6 @@ def repeat_prose(first: Stage) -> Prose:
     """The sentence over the tables of stages computed as ``first`` was worked."""
     where = ", ".join(part_of(first))
     return Prose((f"Computed as in {where} above, with its own inputs and weights:",))
-
-
-def no_positional_input(stage: Stage) -> bool:
-    """True for the input row ``x = e + PE`` of a model without a positional table
-    (RoPE, or none): it equals the embeddings, as the positional section says."""
-    g = stage.derivation
-    return stage.op.matrix_form == "sum" and any(
-        no_positional_table(g[name]) for name in stage.inputs if name in g)
 
 
 def causal_section(g: Derivation, chosen: set[str], token: int, options: NotesOptions) -> list:
