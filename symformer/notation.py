@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from symformer import math_scripts as scripts
@@ -41,8 +42,16 @@ INDEX_PIECES: tuple[str | Notation, ...] = (
     Notation("j'", "j\u2032", ""), " (", Notation("i'", "i\u2032", ""),
     ") beside an equation\u2019s own ", Notation("j", "j", ""), " (", Notation("i", "i", ""),
     ").")
-#: :data:`INDEX_PIECES` as plain text.
-INDEX_RULE = "".join(p if isinstance(p, str) else p.text for p in INDEX_PIECES)
+#: The feature index (:mod:`symformer.equations.symbols`' ``lam``): a sum over a row's
+#: entries (a projection's input, a query's and a key's width) runs over a letter of its
+#: own, never a position's, a row's or a weight's.  The notes list it in their notation
+#: table (:func:`glossary`); a page without one says it after :data:`INDEX_PIECES`.
+FEATURE = Notation(r"\lambda", "\u03bb", "Feature index (a sum over the entries of a row "
+                   "runs over it: a projection\u2019s input, a query\u2019s and a key\u2019s)")
+#: :data:`INDEX_PIECES` and :data:`FEATURE` as plain text (for a page without a notation
+#: table).
+INDEX_RULE = "".join(p if isinstance(p, str) else p.text for p in INDEX_PIECES) + \
+    f" {FEATURE.text} is a f{FEATURE.title[1:]}."
 _NUMBERED = re.compile(r"([^\d]*)0")
 
 
@@ -433,11 +442,10 @@ def glossary(stages: Iterable[Stage], sizes: Iterable[str] = ()) -> tuple[Notati
             note = parameter_symbol(stage, name)
             title = note.title.removeprefix("the ")
             add(Notation(note.latex, note.text, title[:1].upper() + title[1:]))
-    eps = [s.op.eps for s in stages if getattr(s.op, "eps", 0)]
-    if eps:
-        values = ", ".join(dict.fromkeys(_plain_number(e) for e in eps))
-        add(Notation(r"\varepsilon", "ε", "Small constant that keeps the denominator of a "
-                     f"normalisation away from 0 (here {values})"))
+    values = epsilon_values(stages)
+    if values:
+        add(Notation(r"\varepsilon", "ε", f"{EPSILON_TITLE} (here "
+                     + ", ".join(v.text for v in values) + ")"))
     for stage in stages:  # a derivative's named inner quantity, where the notes have one
         if getattr(stage.derivation.example, "loss", None) is not None:
             for note in stage.op.backward_symbols:
@@ -447,22 +455,66 @@ def glossary(stages: Iterable[Stage], sizes: Iterable[str] = ()) -> tuple[Notati
                      "by its square root)"))
     if "d_v" in set(sizes):
         add(Notation("d_{v}", "d_v", "Width of a value and of a head\u2019s output"))
+    if set(sizes) & FEATURE_SIZES:
+        add(FEATURE)
     add(Notation("n", "n", "Number of token positions (the rows of a table)"))
     add(Notation(r"d, d_{\text{in}}", "d, d_in", "Width of a row: of the row a step computes, "
                  "of a projection's input"))
     return tuple(rows)
 
 
+#: The sizes a sum over a row's entries runs up to (:data:`FEATURE`'s ranges).
+FEATURE_SIZES = frozenset({"d_in", "d_out", "d_k", "d_v"})
+
+
+#: What ε is, in the notation table (its values follow: :func:`epsilon_values`).
+EPSILON_TITLE = "Small constant that keeps the denominator of a normalisation away from 0"
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075"
+                             "\u2076\u2077\u2078\u2079")
+
+
+def epsilon_values(stages: Iterable[Stage]) -> tuple[Notation, ...]:
+    """Each distinct ε of the stages' operations as the notes print numbers (LaTeX and
+    text): below 10^-4 in scientific form (``10^{-6}``, ``10⁻⁶``), else its exact
+    decimal (``0.001``); a rational that is no finite decimal as its fraction."""
+    from symformer.worked.numbers import scientific
+
+    out = []
+    for text in dict.fromkeys(_plain_number(s.op.eps) for s in stages
+                              if getattr(s.op, "eps", 0)):
+        small = scientific(text)
+        if small is None:
+            out.append(Notation(text, text, ""))
+            continue
+        mantissa, exponent = small
+        power = f"10^{{{exponent}}}", "10" + str(exponent).translate(_SUPERSCRIPT)
+        if mantissa.lstrip("-") == "1":
+            sign = mantissa[:-1]
+            out.append(Notation(sign + power[0], sign + power[1], ""))
+        else:
+            out.append(Notation(rf"{mantissa} \times {power[0]}",
+                                f"{mantissa} \u00d7 {power[1]}", ""))
+    return tuple(out)
+
+
 def _plain_number(value: object) -> str:
-    """An exact rational as a reader writes it: ``1/1000000`` as ``0.000001``."""
+    """An exact rational as a reader writes it: a finite decimal in full (``1/1000000``
+    as ``0.000001``, ``1/400000`` as ``0.0000025``), any other as its fraction."""
     text = str(value)
-    num, _, den = text.partition("/")
-    if den and den.lstrip("1") and set(den[1:]) == {"0"} and den[0] == "1":
-        places = len(den) - 1
-        sign = "-" if num.startswith("-") else ""
-        digits = num.lstrip("-").rjust(places + 1, "0")
-        return f"{sign}{digits[:-places]}.{digits[-places:]}"
-    return text
+    try:
+        q = Fraction(text)
+    except ValueError:
+        return text
+    rest, places = q.denominator, 0
+    for prime in (2, 5):
+        count = 0
+        while rest % prime == 0:
+            rest, count = rest // prime, count + 1
+        places = max(places, count)
+    if rest != 1 or places == 0:
+        return text
+    digits = str(abs(q.numerator) * 10 ** places // q.denominator).rjust(places + 1, "0")
+    return f"{'-' if q < 0 else ''}{digits[:-places]}.{digits[-places:]}"
 
 
 def superscript_pieces(stages: Iterable[Stage]) -> tuple[str | Notation, ...]:

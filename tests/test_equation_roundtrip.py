@@ -82,10 +82,14 @@ def test_every_exported_equation_reads_back_and_holds(name):
 
 
 # -- mutations ---------------------------------------------------------------------------
+#: An index letter as printed: a Latin letter, or the feature index λ.
+INDEX = r"[a-z]|\\lambda"
+
+
 def _swap_weight_indices(latex: str, k: int) -> str | None:
     """A transpose dropped or added: a weight's entry ``\\left(W_{Q}\\right)_{m,j}`` read
     as ``_{j,m}``."""
-    found = list(re.finditer(r"(\\right\)_\{)([a-z]),([a-z])\}", latex))
+    found = list(re.finditer(rf"(\\right\)_\{{)({INDEX}),({INDEX})\}}", latex))
     if not found:
         return None
     m = found[k % len(found)]
@@ -108,7 +112,7 @@ def _drop_mean(latex: str, k: int) -> str | None:
 def _swap_index(latex: str, k: int) -> str | None:
     """A swapped index: ``x_{i,m}`` read as ``x_{m,i}`` on the right-hand side."""
     rhs_at = latex.index("=")
-    found = [m for m in re.finditer(r"_\{([a-z]),([a-z])\}", latex)
+    found = [m for m in re.finditer(rf"_\{{({INDEX}),({INDEX})\}}", latex)
              if m.start() > rhs_at and m[1] != m[2]]
     if not found:
         return None
@@ -201,7 +205,7 @@ def test_sizes_that_differ_between_contributions_are_named_apart():
     judge, records = exported(str(Path(__file__).parent / "data" / "equations"
                                   / "attn_model.toml"))
     latex = dict(records)["grad.input"]
-    assert r"d_{v} - 1} \frac{\partial L}{\partial v_{i,m}}" in latex
+    assert r"d_{v} - 1} \frac{\partial L}{\partial v_{i,\lambda}}" in latex  # the feature index
     assert verdicts(judge, "grad.input", latex) == {"holds"}
     wrong = latex.replace(r"d_{v} - 1}", r"d_{k} - 1}")
     assert "holds" not in verdicts(judge, "grad.input", wrong)

@@ -38,7 +38,7 @@ def test_textbook_forms(block, causal_block):
     assert _lines(block["layer1.head1.scores"]) == [
         r"s^{(1)}_{i,j} = \frac{u^{(1)}_{i,j}}{\sqrt{ d_{k} }}"]
     assert _lines(block["layer1.head1.raw_scores"]) == [
-        r"u^{(1)}_{i,j} = \sum_{j' = 0}^{d_{k} - 1} q^{(1)}_{i,j'} k^{(1)}_{j,j'}"]
+        r"u^{(1)}_{i,j} = \sum_{\lambda = 0}^{d_{k} - 1} q^{(1)}_{i,\lambda} k^{(1)}_{j,\lambda}"]
     assert _lines(block["layer1.add_norm1"]) == [
         r"y_{i,j} = \frac{\gamma_{j} \mathopen{}\left( r_{i,j} - \mu_{i} \mathclose{}\right)}"
         r"{\sqrt{ \sigma^2_{i} + \varepsilon }} + \beta_{j}"]
@@ -52,10 +52,11 @@ def test_textbook_forms(block, causal_block):
         r"\frac{\mathit{pos}}{10000^{2 l/d_{\text{model}}}} "
         r"\mathclose{}\right)")
     assert _lines(block["layer1.head2.K"]) == [
-        r"k^{(2)}_{i,j} = \sum_{j' = 0}^{d_{\text{in}} - 1} x_{i,j'} "
-        r"\left(W_{K}^{(2)}\right)_{j',j}"]
-    # no sum runs over m, the attention output, nor over k, the key (issue 39, item 5)
-    assert r"\sum_{j' = 0}" in _lines(block["layer1.attention.output"])[0]
+        r"k^{(2)}_{i,j} = \sum_{\lambda = 0}^{d_{\text{in}} - 1} x_{i,\lambda} "
+        r"\left(W_{K}^{(2)}\right)_{\lambda,j}"]
+    # no sum runs over m, the attention output, nor over k, the key (issue 39, item 5);
+    # a sum over a row's features runs over the feature index λ
+    assert r"\sum_{\lambda = 0}" in _lines(block["layer1.attention.output"])[0]
     assert _lines(block["layer1.add_norm1.sum"]) == [r"r_{i,j} = x_{i,j} + m_{i,j}"]
     assert _lines(block["layer1.attention.concat"]) == [
         r"c_{i,j} = \left\{ \begin{array}{ll} o^{(1)}_{i,j}, & \mathrm{if} \ j < d_{v} \\ "

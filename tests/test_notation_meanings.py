@@ -57,7 +57,7 @@ def test_u_is_only_the_dot_products():
     """u is the dot products q·k; the token ids a table's gradient sums over are w."""
     files = tex_files("builtin")
     equation = files["fragments/grad-embedding_table-equation.tex"]
-    assert r"t_{i} = w_{r}" in equation and "u_{" not in equation
+    assert r"t_{i} = w_{i'}" in equation and "u_{" not in equation  # i′, not r (the residual)
     table = dict(notation_table(files["main.tex"]))
     assert table["$u$"] == "Dot products with every key"
 

@@ -25,6 +25,9 @@ FIXED = {
     # where j is the equation's own column), i′ (the rows)
     "jp": Notation("j'", "j\u2032", ""),
     "ip": Notation("i'", "i\u2032", ""),
+    # a feature index (a column of the rows a sum runs over: a projection's input, a
+    # query's and a key's width), a letter of its own: no row, weight or position
+    "lam": Notation(r"\lambda", "\u03bb", ""),
     # ε is written one way in every equation and worked line
     "epsilon": Notation(r"\varepsilon", "ε", ""),
     "varepsilon": Notation(r"\varepsilon", "ε", ""),

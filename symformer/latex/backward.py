@@ -47,6 +47,7 @@ from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
 from symformer.latex.parameters import MATRIX_WIDTH, fits_line, matrix_lines
 from symformer.latex.places import where as part_of
+from symformer.latex.positional import input_title
 from symformer.latex.render import TEXT_WIDTH, width
 from symformer.latex.repeats import Repeats
 from symformer.latex.tables import first_position, stage_table
@@ -122,6 +123,9 @@ def _gradient_title(stage: Stage) -> str:
     in the decoder's part."""
     part, within = _where(stage)
     title = stage.op.symbol.title
+    source = stage.name.removeprefix("grad.")
+    if stage.op.of_stage and source in stage.derivation:  # x = e where no PE is added
+        title = input_title(stage.derivation[source], title)
     if within:
         title = _SUBLAYER_WORDS.sub("", title)
     if part.startswith("Decoder"):

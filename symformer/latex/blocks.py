@@ -92,10 +92,11 @@ class Table:
 
 @dataclass(frozen=True)
 class Glossary:
-    """The notation table: one row per symbol, ``(math, meaning in words)``."""
+    """The notation table: one row per symbol, ``(math, meaning)``: the meaning in words,
+    or a :class:`Prose` where it holds math (ε's value, ``10^{-6}``)."""
 
     caption: str
-    rows: tuple[tuple[str, str], ...]
+    rows: tuple[tuple[str, str | Prose], ...]
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,16 @@ from symformer.latex.parameters import (
     parameter_blocks,
 )
 from symformer.latex.places import where as part_of
+from symformer.latex.positional import input_title, no_positional_input, no_positional_table
 from symformer.latex.properties import property_prose
-from symformer.latex.render import PACKAGES, TEXT_WIDTH, to_latex, worked_latex, worked_width
+from symformer.latex.render import (
+    PACKAGES,
+    TEXT_WIDTH,
+    table_chars,
+    to_latex,
+    worked_latex,
+    worked_width,
+)
 from symformer.latex.repeats import Repeats
 from symformer.latex.scaling import scale_prose
 from symformer.latex.tables import (
@@ -59,7 +67,9 @@ from symformer.latex.tables import (
 )
 from symformer.latex.worked import Style, worked_and_left
 from symformer.notation import (
+    EPSILON_TITLE,
     INDEX_PIECES,
+    epsilon_values,
     glossary,
     matrix_latex,
     notation,
@@ -68,7 +78,6 @@ from symformer.notation import (
 from symformer.notation_types import Notation
 from symformer.pipeline import Rendering
 from symformer.words import plural, with_causal_mask
-from symformer.worked.render_latex import width
 
 #: The group (second-level heading) of each part of a block a step declares
 #: (:attr:`~symformer.ops.base.Operation.block_part`).
@@ -253,12 +262,6 @@ def renaming_prose(stage: Stage) -> Prose:
     return Prose((*parts, Math(f"{notation(stage).latex} = {notation(source).latex}"), "."))
 
 
-def no_positional_table(stage: Stage) -> bool:
-    """True for a positional-encoding stage of a model without one (RoPE, or none):
-    its table would be all zeros, so a sentence stands for it."""
-    return stage.op.encodes_positions and stage.op.adds_nothing
-
-
 def rope_prose(stage: Stage) -> Prose:
     """Why a RoPE model (or one without positions) shows no positional-encoding table."""
     pe = notation(stage).latex
@@ -383,8 +386,18 @@ def notation_blocks(stages: list[Stage], sizes: Iterable[str] = ()
     true for this example by :func:`true_rows`; ``sizes``: the size names the
     equations use), how indices run and what a superscript says."""
     rows = true_rows(stages, tuple((n.latex, n.title) for n in glossary(stages, sizes)))
+    inputs = {notation(s).latex: s for s in stages if no_positional_input(s)}
+    rows = tuple((latex, input_title(inputs[latex], meaning) if latex in inputs else meaning)
+                 for latex, meaning in rows)
     caption = "Notation: every symbol of these notes, once."
     rows, barred = _decoder_rows(rows)
+    values = epsilon_values(stages)  # ε's value as math, as the notes print numbers
+    pieces = [EPSILON_TITLE + " (here "]
+    for k, value in enumerate(values):
+        pieces += [", "] * (k > 0) + [Math(value.latex)]
+    epsilon = Prose((*pieces, ")"))
+    rows = tuple((latex, epsilon if latex == r"\varepsilon" and values else meaning)
+                 for latex, meaning in rows)
     return [Glossary(caption, rows),
             _prose(INDEX_PIECES + (" ",) + superscript_pieces(stages) + barred)]
 
@@ -659,14 +672,6 @@ def repeat_prose(first: Stage) -> Prose:
     return Prose((f"Computed as in {where} above, with its own inputs and weights:",))
 
 
-def no_positional_input(stage: Stage) -> bool:
-    """True for the input row ``x = e + PE`` of a model without a positional table
-    (RoPE, or none): it equals the embeddings, as the positional section says."""
-    g = stage.derivation
-    return stage.op.matrix_form == "sum" and any(
-        no_positional_table(g[name]) for name in stage.inputs if name in g)
-
-
 def causal_section(g: Derivation, chosen: set[str], token: int, options: NotesOptions) -> list:
     """Layer 1's scores and weights again under the causal mask (a head computed as
     one before shows its tables only, unless ``options.full``)."""
@@ -759,15 +764,6 @@ SIDE_BY_SIDE = {3: 31, 2: 49}
 def _share(count: int) -> str:
     """The width of one of ``count`` minipages side by side, as a share of the line."""
     return {1: "1.0", 2: "0.48", 3: "0.31"}[count]
-
-
-def table_chars(table: Table) -> int:
-    """A table's width in characters of visible math: its label columns and each
-    column's widest entry or label, with the gaps between columns."""
-    labels = max((len(t) for _, t in table.row_labels), default=0) + 6
-    columns = [max([width(table.col_labels[j])] + [width(row[j].latex) for row in table.cells])
-               for j in range(len(table.col_labels))]
-    return labels + sum(w + 3 for w in columns)
 
 
 def _tables_only(item) -> Table | None:

@@ -154,7 +154,9 @@ def _(block: Table, heat: bool = False) -> str:
 @to_markdown.register
 def _(block: Glossary) -> str:
     lines = ["| symbol | meaning |", "|:---|:---|"]
-    lines += [f"| ${_math(latex)}$ | {markdown_text(meaning)} |" for latex, meaning in block.rows]
+    lines += [f"| ${_math(latex)}$ | "
+              f"{markdown_text(meaning) if isinstance(meaning, str) else to_markdown(meaning)} |"
+              for latex, meaning in block.rows]
     return f"*{markdown_text(block.caption)}*\n\n" + "\n".join(lines)
 
 

@@ -205,10 +205,13 @@ def _(block: Glossary) -> str:
              f"\\caption{{{latex_text(block.caption, breaks=True)}}}\\label{{tab:notation}}"
              r" \\", head, r"\endfirsthead",
              r"\multicolumn{4}{@{}l}{\emph{Notation, continued}} \\", head, r"\endhead"]
+    def words(meaning: str | Prose) -> str:
+        return latex_text(meaning) if isinstance(meaning, str) else to_latex(meaning)
+
     for k, (latex, meaning) in enumerate(left):
-        cells = [f"${latex}$", latex_text(meaning)]
+        cells = [f"${latex}$", words(meaning)]
         if k < len(right):
-            cells += [f"${right[k][0]}$", latex_text(right[k][1])]
+            cells += [f"${right[k][0]}$", words(right[k][1])]
         else:
             cells += ["", ""]
         lines.append(" & ".join(cells) + r" \\")
@@ -308,9 +311,27 @@ def _(block: Table) -> str:
               f"{tabular}}}")
     # Fractions and roots would touch the rules at the default row height.
     stretch = "\\renewcommand{\\arraystretch}{1.6}\n" if block.tall else ""
+    if table_chars(block) > WIDE_TABLE:  # in small type, narrower gaps: not shrunk
+        stretch += "\\small\\setlength{\\tabcolsep}{2pt}\n"
     return (f"\\begin{{table}}\n\\centering\n{stretch}"
             f"\\caption{{{caption}}}\\label{{{block.label}}}\n"
             f"{fitted}\n\\end{{table}}")
+
+
+def table_chars(table: Table) -> int:
+    """A table's width in characters of visible math: its label columns and each
+    column's widest entry or label, with the gaps between columns."""
+    labels = max((len(t) for _, t in table.row_labels), default=0) + 6
+    columns = [max([width(table.col_labels[j])] + [width(row[j].latex) for row in table.cells])
+               for j in range(len(table.col_labels))]
+    return labels + sum(w + 3 for w in columns)
+
+
+#: The widest table (:func:`table_chars`) set in the text's size with the default gap
+#: between columns; a wider one (a gradient's eight columns at four significant
+#: digits, headed (∂L/∂W_1)_j: 104, 512 pt at 2 pt gaps, the line 478 pt) is set in
+#: small type (as the captions are) with 2 pt gaps, so it fits the line unshrunk.
+WIDE_TABLE = 90
 
 
 def table_body(block: Table) -> str:

@@ -117,6 +117,8 @@ def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool =
         for j, text in enumerate(row):
             latex, is_exact = numbers.entry(stage, i, j, decimals,
                                             max_ops if exact else None, values)
+            if (i, j) in clipped:  # max(0, h) with h <= 0 certified: exactly 0
+                latex, is_exact = "0", True
             marks = set()
             if (i, j) in masked:
                 marks.add("masked")

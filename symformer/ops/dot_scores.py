@@ -47,7 +47,7 @@ class DotScores(Operation):
     torch_scores = "q @ k.T"
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        return IndexEquation(("u[i, j] = sum(q[i, jp] * k[j, jp] for jp in range(d_k))",),
+        return IndexEquation(("u[i, j] = sum(q[i, lam] * k[j, lam] for lam in range(d_k))",),
                              {"u": "out", "q": "in0", "k": "in1"}, sizes={"d_k": ("q", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()

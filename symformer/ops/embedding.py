@@ -74,7 +74,7 @@ class Embedding(Operation):
         if self.from_stages:
             return None
         return IndexEquation(
-            ("dE[r, j] = sum(de[i, j] * (1 if t[i] == u[r] else 0) for i in range(n))",),
+            ("dE[ip, j] = sum(de[i, j] * (1 if t[i] == u[ip] else 0) for i in range(n))",),
             {"dE": "result", "de": "grad", "t": "const:token_ids", "u": "const:used_rows"},
             sizes={"n": ("de", 0)}, symbols={"t": ("t", "t"), "u": ("w", "w")},
             remark="w: the distinct token ids used, in order")

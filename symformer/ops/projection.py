@@ -118,7 +118,7 @@ class Projection(Operation):
         if self.b is not None:
             arrays[self.bias] = f"param:{self.bias}"
         return IndexEquation(
-            (f"q[i, j] = sum(x[i, jp] * {self.weight}[jp, j] for jp in range(d_in)){bias}",),
+            (f"q[i, j] = sum(x[i, lam] * {self.weight}[lam, j] for lam in range(d_in)){bias}",),
             arrays, sizes={"d_in": ("x", 1)})
 
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
@@ -127,11 +127,11 @@ class Projection(Operation):
             return None
         W = self.weight
         if wrt == 0:
-            return IndexEquation((f"dx[i, m] = sum(dq[i, j] * {W}[m, j] for j in range(d_out))",),
-                                 {"dx": "result", "dq": "grad", W: f"param:{W}"},
-                                 sizes={"d_out": ("dq", 1)})
+            return IndexEquation(
+                (f"dx[i, j] = sum(dq[i, lam] * {W}[j, lam] for lam in range(d_out))",),
+                {"dx": "result", "dq": "grad", W: f"param:{W}"}, sizes={"d_out": ("dq", 1)})
         if wrt == W:
-            return IndexEquation((f"d{W}[m, j] = sum(x[i, m] * dq[i, j] for i in range(n))",),
+            return IndexEquation((f"d{W}[lam, j] = sum(x[i, lam] * dq[i, j] for i in range(n))",),
                                  {f"d{W}": "result", "dq": "grad", "x": "in0"},
                                  sizes={"n": ("dq", 0)})
         return IndexEquation((f"d{self.bias}[j] = sum(dq[i, j] for i in range(n))",),

@@ -70,7 +70,7 @@ class TableSum(Operation):
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
         return IndexEquation(
-            ("E[v, j] = B[v, j] + sum((1 if u[k] == v else 0) * A[k, j] for k in range(m))",),
+            ("E[i, j] = B[i, j] + sum((1 if u[ip] == i else 0) * A[ip, j] for ip in range(n_w))",),
             {"E": "out", "A": "in0", "B": "in1", "u": "const:rows"},
-            sizes={"m": ("A", 0)}, symbols={"u": ("w", "w")},
-            remark="w_k: the vocabulary row of the lookup's row k")
+            sizes={"n_w": ("A", 0)}, symbols={"u": ("w", "w")},
+            remark="w: the vocabulary rows of the lookup's rows, in order")

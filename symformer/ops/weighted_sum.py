@@ -51,9 +51,9 @@ class WeightedSum(Operation):
     def backward_equation(self, wrt: int | str, shapes: Sequence[tuple[int, int]] = ()
                           ) -> IndexEquation:
         if wrt == 0:
-            return IndexEquation(("dalpha[i, j] = sum(do[i, jp] * v[j, jp] for jp in range(d_v))",),
-                                 {"dalpha": "result", "do": "grad", "v": "in1"},
-                                 sizes={"d_v": ("v", 1)})
+            return IndexEquation(
+                ("dalpha[i, j] = sum(do[i, lam] * v[j, lam] for lam in range(d_v))",),
+                {"dalpha": "result", "do": "grad", "v": "in1"}, sizes={"d_v": ("v", 1)})
         return IndexEquation(("dv[i, j] = sum(alpha[ip, i] * do[ip, j] for ip in range(n))",),
                              {"dv": "result", "do": "grad", "alpha": "in0"},
                              sizes={"n": ("alpha", 0)})
