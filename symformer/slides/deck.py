@@ -107,13 +107,23 @@ class EquationLine:
 
 
 def display(lhs: str, rhs: str, remark: str = "") -> EquationLine:
-    """A general equation's line as a frame sets it: a bracket around a sum too wide
-    for the frame sized as ``\\Bigl(``...``\\Bigr)`` (:func:`_opened`), so TeX may break
-    the line at the sum's operators (never inside ``\\left``...``\\right``)."""
+    """A general equation's line as a frame sets it: a remark in words at its end set
+    as text, after the maths (TeX breaks text, never words in maths), and a bracket
+    around a sum too wide for the frame sized as ``\\Bigl(``...``\\Bigr)``
+    (:func:`_opened`), so TeX may break the line at the sum's operators (never inside
+    ``\\left``...``\\right``)."""
+    said = _REMARK.search(rhs)
+    if said and not remark:  # words in maths never break: set as the line's remark
+        rhs, remark = rhs[:said.start()], said["words"]
     room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
     if measure.widest_unbreakable(rhs) * measure.MARGIN > room:
         rhs = _opened(rhs)
     return EquationLine(lhs, rhs, remark)
+
+
+#: A remark in words at the end of an equation's right-hand side
+#: (``\quad \text{(rowsum: a row's sum, ...)}``), nothing but words in it.
+_REMARK = re.compile(r"\s*\\quad\s*\\text\{\((?P<words>[^{}$\\]*)\)\}\s*$")
 
 
 @dataclass(frozen=True)
