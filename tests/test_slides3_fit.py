@@ -119,3 +119,28 @@ def test_a_wide_gradient_matrix_and_row_fit_the_frame(tmp_path):
         assert matrix_width(lhs, piece) <= layout.TEXT_WIDTH
     wide = [p for _, p in rows if p.count("&") >= 7]  # ∂L/∂h, 8 entries: 434 pt unscaled
     assert wide and all(r"\times" not in p for p in wide)  # one power of ten taken out
+
+
+def test_a_title_of_three_lines_leaves_two_lines_less_room():
+    """encoder_decoder's gradient titles run to three lines (pdflatex set one such frame
+    8.5 pt over); the room under a title counts each of its lines."""
+    from symformer.slides import measure
+
+    one = "Layer 1, Head 1: Query $q$"
+    two = "Layer 1, Add \\& Norm 2: Gradient of the loss at the scale of the normalisation"
+    three = ("Decoder, Layer 1, Cross-attention head 1: Gradient of the loss at the dot "
+             "products with every key (second sub-layer), in the decoder $u$")
+    assert [measure.title_overflow(t) for t in (one, two, three)] == [
+        0.0, measure.TITLE_LINE, 2 * measure.TITLE_LINE]
+
+
+def test_words_at_the_end_of_an_equation_are_its_remark():
+    """Words in maths never break (gpt2's softmax rule with its rowsum remark, 19 pt
+    over): a trailing ``\\quad \\text{(...)}`` of words only becomes the line's remark,
+    set as text; one with maths in it stays."""
+    from symformer.slides.deck import display
+
+    line = display("L", r"A \odot B \quad \text{(rowsum: a row's sum, taken from each)}")
+    assert (line.rhs, line.remark) == (r"A \odot B", "rowsum: a row's sum, taken from each")
+    mixed = r"\Pi^{\top} E \quad \text{(}\Pi\text{: the tokens one-hot)}"
+    assert display("L", mixed).rhs == mixed

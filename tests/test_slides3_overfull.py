@@ -9,8 +9,9 @@ tests/test_slides.py, which finds no overfull box at all).
   over) and dL/dW_1's 4 × 8 matrix (44 pt over), made narrow by
   :mod:`symformer.slides.fit`'s units and closer columns;
 * gpt2_style with a loss: GELU's derivative rule (a bracketed sum, 43 pt over, now
-  breakable) and the embedding table's gradient, whose headings were planned too narrow
-  (55 pt over).
+  breakable), the embedding table's gradient, whose headings were planned too narrow
+  (55 pt over), and the scaled scores' softmax rule, whose remark in words was set in
+  maths (19 pt over).
 """
 
 from __future__ import annotations
@@ -54,9 +55,11 @@ def test_frames_that_were_overfull_fit(tmp_path):
                                           'targets = ["cat", "sat", "on"]\n')))
     picked = [*_picked(decoder, ("decoder.layer2.cross*",), False),
               *_picked(course, ("*layer1.[fW][f_][n1]*",), True),
-              *_picked(gpt2, ("*layer2.ffn.hidden", "*embedding*"), True)]
+              *_picked(gpt2, ("*layer2.ffn.hidden", "*embedding*", "*layer2.head1.scores"),
+                       True)]
     names = {f.stage.name for f in picked}
-    assert {"grad.layer1.W_1", "grad.layer2.ffn.hidden", "grad.embedding_table"} <= names
+    assert {"grad.layer1.W_1", "grad.layer2.ffn.hidden", "grad.embedding_table",
+            "grad.layer2.head1.scores"} <= names
     assert any("Cross-attention" in f.title for f in picked)
     tex = document(decoder, SlideOptions(token=1), picked)
     _, log = compile_log({"slides.tex": tex}, "slides.tex", passes=1)

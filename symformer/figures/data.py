@@ -155,7 +155,7 @@ class Rotations:
 def heading(figure) -> str:
     """The figure's heading, drawn above a standalone PNG, PDF or SVG: what it shows
     and where (``Attention weights — layer 1, head 2``; ``LayerNorm — …, token 1
-    (“think”)``; ``Next-token probabilities after target position 1 (“cat”)``): its
+    (“think”)``; ``Next-token probabilities after position 1 (“cat”)``): its
     title's first clause."""
     return figure.title.split(": ", 1)[0].rstrip(".")
 
@@ -537,12 +537,14 @@ def layer_norm_bars(g: Derivation, stage: Stage, options: FigureOptions) -> Bars
 
 
 def probability_bars(stage: Stage, i: int, options: FigureOptions) -> Bars:
-    """The next-token probabilities after target position ``i``."""
+    """The next-token probabilities after position ``i`` (a target position: a
+    decoder's, beside an encoder)."""
     fine = stage.rounded(significant=POSITION_DIGITS)[i]
     texts = stage.values(decimals=options.decimals)[i]
-    caption = (f"Next-token probabilities after target position {i} "
+    where = f"{'target ' if stage.side == 'decoder' else ''}position {i}"
+    caption = (f"Next-token probabilities after {where} "
                f"(``{latex_text(stage.rows[i])}''), over the vocabulary.")
-    title = f"Next-token probabilities after target position {i} (“{stage.rows[i]}”)."
+    title = f"Next-token probabilities after {where} (“{stage.rows[i]}”)."
     return Bars(name=f"{_slug(stage.name)}-position{i}", caption=caption, title=title,
                 categories=stage.cols, category_title="next token",
                 series=(("$p$", "p", tuple(_value(r) for r in fine), tuple(texts)),),

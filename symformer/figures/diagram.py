@@ -446,8 +446,8 @@ STANDALONE = r"""\documentclass[border=6pt]{standalone}
 def compiled(g: Derivation, fmt: str) -> bytes | None:
     """The diagram as a PDF, a 200 dpi PNG or an SVG, compiled from its TikZ with
     pdflatex (and converted by Poppler's ``pdftoppm``/``pdftocairo``); None when those
-    are not installed.  An SVG names the caption in its ``<title>``; its text is drawn
-    as outlines (no ``<text>``)."""
+    are not installed.  Its heading is drawn over it (:func:`headed`); an SVG names the
+    caption in its ``<title>``; its text is drawn as outlines (no ``<text>``)."""
     import shutil
 
     from symformer.errors import InputError
@@ -458,7 +458,8 @@ def compiled(g: Derivation, fmt: str) -> bytes | None:
         return None
     d = plan(g.example, g, g.causal)
     try:
-        pdf = compile_log({"d.tex": STANDALONE % draw(d, NOTES)}, main="d.tex", passes=1)[0]
+        pdf = compile_log({"d.tex": STANDALONE % headed(d, draw(d, NOTES))}, main="d.tex",
+                          passes=1)[0]
     except InputError:
         return None
     if fmt == "pdf":
@@ -469,6 +470,15 @@ def compiled(g: Derivation, fmt: str) -> bytes | None:
     title = f"<title>{_xml(plain_text(d.title))}</title>"
     return re.sub(rb"(<svg[^>]*>)", lambda m: m.group(1) + title.encode(), converted,
                   count=1)
+
+
+def headed(d: Diagram, tikz: str) -> str:
+    """A standalone diagram with its heading drawn over it, as every figure file has:
+    its caption's first clause (*The architecture of this example, a Transformer
+    encoder, bottom to top*)."""
+    heading = d.caption.split(": ", 1)[0].rstrip(".")
+    return (f"\\begin{{tabular}}{{@{{}}c@{{}}}}\\bfseries {heading}\\\\[6pt]\n"
+            f"{tikz}\\end{{tabular}}\n")
 
 
 def _xml(text: str) -> str:

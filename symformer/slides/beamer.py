@@ -247,7 +247,7 @@ def _item(item: Item, numbers: int, results: int, step: int) -> str:
         closer = f"\\setlength{{\\arraycolsep}}{{{fit.COMPACT_SEP}pt}}" if e.compact else ""
         out.append(f"{closer}\\symline{{{e.lhs}}}$\\displaystyle {{}}= {e.rhs}$" + remark)
     if item.note:
-        out.append(f"\\par\\smallskip\\uncover<{numbers or results}->{{{item.note}}}")
+        out.append(f"\\par\\smallskip\\uncover<{numbers or results or 1}->{{{item.note}}}")
     elif item.equation and item.lines:
         out.append("\\par\\smallskip")
     working = []

@@ -107,13 +107,23 @@ class EquationLine:
 
 
 def display(lhs: str, rhs: str, remark: str = "") -> EquationLine:
-    """A general equation's line as a frame sets it: a bracket around a sum too wide
-    for the frame sized as ``\\Bigl(``...``\\Bigr)`` (:func:`_opened`), so TeX may break
-    the line at the sum's operators (never inside ``\\left``...``\\right``)."""
+    """A general equation's line as a frame sets it: a remark in words at its end set
+    as text, after the maths (TeX breaks text, never words in maths), and a bracket
+    around a sum too wide for the frame sized as ``\\Bigl(``...``\\Bigr)``
+    (:func:`_opened`), so TeX may break the line at the sum's operators (never inside
+    ``\\left``...``\\right``)."""
+    said = _REMARK.search(rhs)
+    if said and not remark:  # words in maths never break: set as the line's remark
+        rhs, remark = rhs[:said.start()], said["words"]
     room = measure.TEXT_WIDTH - measure.width(lhs) - measure.HANG
     if measure.widest_unbreakable(rhs) * measure.MARGIN > room:
         rhs = _opened(rhs)
     return EquationLine(lhs, rhs, remark)
+
+
+#: A remark in words at the end of an equation's right-hand side
+#: (``\quad \text{(rowsum: a row's sum, ...)}``), nothing but words in it.
+_REMARK = re.compile(r"\s*\\quad\s*\\text\{\((?P<words>[^{}$\\]*)\)\}\s*$")
 
 
 @dataclass(frozen=True)
@@ -367,7 +377,7 @@ BACKWARD_TEXT = (
 GRADIENT_WIDTH = 1.3
 #: The layout model's heights of a gradient's frame are taken this much taller: its
 #: lines (fractions, sized brackets) are taller than the model's estimate of them.
-GRADIENT_HEIGHT = 1.5
+GRADIENT_HEIGHT = 1.05
 #: A table's key (:mod:`symformer.slides.fit`, its symbols with scripts) is wider than
 #: the estimate of its text: planned this much wider.
 KEY_WIDTH = 1.6
@@ -436,11 +446,16 @@ def _worked_gradient_frames(stage: Stage, options: SlideOptions) -> list[StageFr
         matrices = matrix_lines(stage, values)
         if not lines:
             return _matrix_frames(stage, row, forms or index[:1], matrices, said)
-        # else its equations and the entry worked, then the matrices
+        # else its equations and the entry worked, then the matrices: one line of them
+        # (a bias, a norm's scale) the working's last line, revealed with its result
+        if len(matrices) == 1 and not matrices[0].compact:
+            lines = (*lines, WorkedLine(matrices[0].lhs, (), "= " + matrices[0].rhs))
+            matrices = ()
     if scalar and lines and sum(measure.width(p) for p in lines[-1].shown) \
             > 2 * measure.TEXT_WIDTH:  # a long sum (every output entry): its value
         lines = (replace(lines[-1], shown=()),)
-    table = None if scalar or matrices else _gradient_table(stage, row, options, values)
+    table = None if scalar or stage.op.of_weight and notes.as_matrix(stage) else \
+        _gradient_table(stage, row, options, values)
     space = room(title(stage)) / GRADIENT_HEIGHT
     index = equation[len(forms):]
     # a step read by many (the input row): its matrix form and the sum of its paths
@@ -569,13 +584,16 @@ def narrower(piece: str, lhs: str) -> str:
 def _matrix_frames(stage: Stage, row: int, equation: tuple, value: tuple, note: str,
                    said: str = "") -> list[StageFrame]:
     """A weight's gradient as matrices (:func:`matrix_lines`), one part a frame, the
-    first under ``equation`` when it fits."""
+    first under ``equation`` when it fits; ``note`` under the first (why it is 0), or,
+    with ``said`` (a step computed as one worked before), over it."""
     out = []
     for k, line in enumerate(value):
         shown = equation if k == 0 else ()
+        first = note if k == 0 else ""
+        # a repeat's sentence (its colon) before the matrix, a reason (exactly 0) after
         frame = StageFrame(title=title(stage), items=(Item(
             stage=stage, token=row, equation=(*shown, line), lines=(), table=None,
-            note=note if k == 0 else ""),), said=said or note)
+            note="" if said else first),), note=first if said else "", said=said or note)
         if shown and height(frame) * MATRIX_SLACK > room(frame.title):
             frame = replace(frame, items=(replace(frame.items[0], equation=(line,)),))
         out.append(frame)
@@ -694,21 +712,34 @@ def _row_slice(item: Item, a: int, b: int) -> Item:
 def _add(out: list[Frame], frame: StageFrame) -> None:
     """Put ``frame`` at the end of the deck; a frame of tables of stages worked before
     goes on the last frame when that is one too, with the same sentence (the heads
-    after the first of one layer), and the two fit together.  The sentence is said only
-    when the frame of tables before (maybe before a figure) does not say the same.  A
-    worked stage keeps its frames: with its table, two never fit one frame."""
+    after the first of one layer), and the two fit together; so does a frame of a
+    weight's gradient computed as one before, as a matrix (a norm's scale and shift).
+    The sentence is said only when the frame of tables before (maybe before a figure)
+    does not say the same.  A worked stage keeps its frames: with its table, two never
+    fit one frame."""
     previous = next((f for f in reversed(out) if isinstance(f, StageFrame)), None)
     if frame.row and previous is not None and previous.row and previous.said == frame.said:
         frame = replace(frame, note="")
+    if _matrices_only(frame) and _matrices_only(previous) and previous.said == frame.said:
+        frame = replace(frame, note="")
     last = out[-1] if out else None
-    if (frame.row and isinstance(last, StageFrame) and last.row and last.said == frame.said
-            and last.parts == 1 and frame.parts == 1):
+    if (isinstance(last, StageFrame) and last.said == frame.said and last.parts == 1
+            and frame.parts == 1 and (frame.row and last.row or _matrices_only(frame)
+                                      and _matrices_only(last))):
         items = last.items + frame.items
         merged = replace(last, items=items, title=_row_title(items))
         if fits(merged):
             out[-1] = merged
             return
     out.append(frame)
+
+
+def _matrices_only(frame: Frame | None) -> bool:
+    """Whether ``frame`` shows the gradient of a weight computed as one worked before,
+    as a matrix (under its sentence): such frames go together as frames of tables do."""
+    return isinstance(frame, StageFrame) and not frame.row and bool(frame.said) \
+        and frame.said.startswith("Computed by") \
+        and all(not i.lines and i.table is None for i in frame.items)
 
 
 def _row_title(items: tuple[Item, ...]) -> str:

@@ -11,6 +11,7 @@ pt in 12 pt maths (:data:`symformer.slides.beamer.PREAMBLE`), hence ``SCRIPT``.
 
 from __future__ import annotations
 
+import math
 import re
 
 #: Widths in em of the body font: a character (letter or digit, rounded up), a binary
@@ -140,9 +141,12 @@ MARGIN = 1.05
 
 
 def title_overflow(title: str) -> float:
-    """Height in pt a frame title (LaTeX, set large) takes beyond one line."""
+    """Height in pt a frame title (LaTeX, set large) takes beyond one line: a line more
+    for each further :data:`TEXT_WIDTH` of it (a decoder's gradient title may take
+    three)."""
     plain = re.sub(r"\$[^$]*\$", "xxx", title)  # a symbol in maths: a few letters' width
-    return TITLE_LINE if text_width(plain) * TITLE_SCALE > TEXT_WIDTH - 1.0 else 0.0
+    lines = math.ceil(text_width(plain) * TITLE_SCALE / (TEXT_WIDTH - 1.0))
+    return TITLE_LINE * max(0, lines - 1)
 
 
 def column_width(label: str, cells: list[str], pad: float = 1.0) -> float:

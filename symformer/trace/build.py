@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from symformer.blocks.backward import with_gradients
 from symformer.engine.graph import Derivation, Stage
@@ -23,8 +22,6 @@ from symformer.pipeline import DEFAULT_DECIMALS
 from symformer.trace.general_formula import general
 from symformer.trace.result import Trace
 from symformer.trace.steps import (
-    DEFAULT_DIGITS,
-    MOST_DIGITS,
     ActivationStep,
     AttentionStep,
     Entry,
@@ -36,6 +33,7 @@ from symformer.worked.build import Values, entry_steps, worked_steps
 from symformer.worked.model import Step as WorkedStep
 from symformer.worked.model import Style
 from symformer.worked.numbers import integer_values
+from symformer.worked.significant import DEFAULT_DIGITS, SignificantValues, choose_digits
 
 
 def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
@@ -54,43 +52,6 @@ def resolve_token(tokens: tuple[str, ...], token: int | str) -> int:
                      f"{listing})")
 
 
-
-
-class SignificantValues(Values):
-    """The backward trace's numbers at significant digits: a step's table (and its
-    lines' results) at :data:`DEFAULT_DIGITS`, its lines' operands at :attr:`digits`
-    (the step's: :meth:`_Context.worked`); an exact integer stage as integers, an exact
-    0 as ``0``, whatever decimals the line builder asks for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.digits = DEFAULT_DIGITS
-        self.current = ""  # the step whose lines are being built: its own digits
-        self.chosen: dict[str, int] = {}
-        self._tables: dict[tuple[str, int], list[list[str]]] = {}
-
-    def table(self, stage: Stage, digits: int | None = None) -> list[list[str]]:
-        """Every entry of ``stage`` at ``digits`` significant digits (default: the
-        digits chosen for its step, else :data:`DEFAULT_DIGITS`)."""
-        digits = digits or self.chosen.get(stage.name, DEFAULT_DIGITS)
-        key = (stage.name, digits)
-        if key not in self._tables:
-            # fixed-point text (0.00000004792, not 4.792e-8): a worked line computes
-            # with it as printed
-            self._tables[key] = integer_values(stage, 0) or _zeros_exact(stage, [
-                ["-inf" if r is None else r.fixed() for r in row]
-                for row in stage.rounded(significant=digits)])
-        return self._tables[key]
-
-    def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
-        own = stage.name == self.current
-        return self.table(stage, None if own else self.digits)[i][j]
-
-
-def _zeros_exact(stage: Stage, table: list[list[str]]) -> list[list[str]]:
-    """``table`` with an entry that is exactly 0 written ``0``."""
-    return [["0" if text not in ("-inf",) and Fraction(text) == 0 else text
-             for text in row] for row in table]
 
 
 @dataclass
@@ -125,19 +86,22 @@ class _Context:
         (recomputable from them: :func:`symformer.worked.build.entry_steps`).  In the
         backward trace the step's table has :data:`DEFAULT_DIGITS` significant digits
         and its lines' operands the fewest from there with which every line lands on
-        the table (no line whose printed operands give another value), at most
-        :data:`MOST_DIGITS`."""
+        the table, as the notes choose them
+        (:func:`symformer.worked.significant.choose_digits`, at most
+        :data:`~symformer.worked.significant.MOST_DIGITS`); where none does, the
+        digits with the fewest lines off (each says its table's value)."""
         if not isinstance(self.printed, SignificantValues):
             return entry_steps(stage, self.row, self.decimals, self.printed, self.symbolic)
-        printed = self.printed
-        printed.current, printed.chosen[stage.name] = stage.name, DEFAULT_DIGITS
-        for digits in range(DEFAULT_DIGITS, MOST_DIGITS + 1):
-            printed.digits = digits
-            steps = entry_steps(stage, self.row, self.decimals, printed, self.symbolic)
-            if all(s is None or s.exact is None for s in steps):
-                break
-        printed.current = ""
-        return steps
+        found: dict[int, list[WorkedStep | None]] = {}
+
+        def off(digits: int) -> int:
+            if digits not in found:
+                found[digits] = entry_steps(stage, self.row, self.decimals, SignificantValues(
+                    digits, table_stage=stage.name), self.symbolic)
+            return sum(s is not None and s.exact is not None for s in found[digits])
+
+        digits = choose_digits(lambda d: off(d) == 0)
+        return found[min(found, key=lambda d: (off(d), d))] if off(digits) else found[digits]
 
 
 def _entries(ctx: _Context, stage: Stage, labels: list[str] | None = None,
@@ -301,7 +265,8 @@ def trace_token(g: Derivation, token: int | str, decimals: int = DEFAULT_DECIMAL
     steps, shown = [], []
     if backward:  # gradients span magnitudes: significant digits, not decimals
         g = with_gradients(g)
-        ctx = _Context(g, position, decimals, printed=SignificantValues(), symbolic=True)
+        ctx = _Context(g, position, decimals, printed=SignificantValues(DEFAULT_DIGITS),
+                       symbolic=True)
         stages = _gradients(g, side, tokens)
         steps.append(_vector(_Context(g, 0, decimals, printed=ctx.printed), stages[0]))
         shown.append(stages[0])

@@ -13,7 +13,8 @@ from symformer.notation_types import Notation
 from symformer.trace.render_html import notebook_html
 from symformer.trace.render_latex import notebook_latex
 from symformer.trace.render_markdown import render_markdown
-from symformer.trace.steps import DEFAULT_DIGITS, Step
+from symformer.trace.steps import Step
+from symformer.worked.significant import DEFAULT_DIGITS
 
 
 @dataclass(frozen=True)

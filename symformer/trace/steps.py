@@ -15,10 +15,6 @@ from dataclasses import dataclass, field
 from symformer.notation_types import Notation
 from symformer.worked.model import Step as WorkedStep
 
-#: The significant digits of a backward step's table; its lines' operands get from
-#: these up to :data:`MOST_DIGITS`, the fewest with which every line lands on the table.
-DEFAULT_DIGITS, MOST_DIGITS = 4, 8
-
 
 @dataclass(frozen=True)
 class General:
