@@ -26,7 +26,7 @@ from symformer.example.loader import (
     read_text_file,
     read_toml,
 )
-from symformer.exercise.cells import Asked, short_path, token_path
+from symformer.exercise.cells import Asked, check_rows, short_path, token_path
 from symformer.exercise.generate import (
     MAX_VARIANTS,
     Search,
@@ -118,6 +118,7 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
     g = derive(template, max_work=request.max_work)
     token = resolve_token(g, request.token)
     names = asked_stages(g, list(request.ask), source)
+    check_rows(g, names, token, source)
     # one token's path (the default sheet within MAX_ENTRIES entries), or every entry
     # of the asked stages (docs/exercises.md)
     asked = names if request.every_entry else short_path(g, names, token) \

@@ -1,0 +1,28 @@
+"""Sheets refuse, in one line naming the stage and its kind, what a sheet cannot ask
+(sheets3): a stage whose rows are not the sentence's positions (the next token's
+argmax over the vocabulary has one row, the last position's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from symformer.cli import main
+from symformer.errors import InputError
+from symformer.exercise import SheetRequest, make_exercise
+
+
+def test_next_token_is_refused_in_one_line_naming_it():
+    with pytest.raises(InputError) as caught:
+        make_exercise(SheetRequest("decoding_lesson", 1, 1, ask=("next_token",)))
+    text = str(caught.value)
+    assert "\n" not in text
+    assert "--ask next_token" in text and "'argmax'" in text and "decoding_lesson" in text
+
+
+def test_the_cli_exits_2_without_a_traceback(tmp_path, capsys):
+    code = main(["exercise", "decoding_lesson", "--variants", "1", "--seed", "1",
+                 "--out", str(tmp_path / "x"), "--ask", "next_token", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
+    assert not (tmp_path / "x").exists()
