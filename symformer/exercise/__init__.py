@@ -35,6 +35,7 @@ from symformer.exercise.generate import (
     draw_variants,
     sheet_work,
 )
+from symformer.exercise.givens import check_givens
 from symformer.exercise.manifest import manifest_text
 from symformer.exercise.settings import Settings, read_settings
 from symformer.exercise.sheets import key_all_files, sheet_files
@@ -119,6 +120,7 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
     token = resolve_token(g, request.token)
     names = asked_stages(g, list(request.ask), source)
     check_rows(g, names, token, source)
+    check_givens(g, names, source)
     # one token's path (the default sheet within MAX_ENTRIES entries), or every entry
     # of the asked stages (docs/exercises.md)
     asked = names if request.every_entry else short_path(g, names, token) \
