@@ -58,3 +58,29 @@ def test_each_experts_weights_are_given_under_the_equations_symbol(moe):
     # the template's expert 3: W_1 = [[1, 1], [0, 1]], b_1 = [0, -1]
     assert r"W_{1} = \begin{bmatrix} 1 & 1 \cr  0 & 1 \end{bmatrix}" in sheet
     assert r"b_{1} = \begin{bmatrix} 0 & -1 \end{bmatrix}" in sheet
+
+
+def test_one_precision_per_sheet():
+    from fractions import Fraction as Fr
+
+    from symformer.exercise.path import weight_places
+
+    assert weight_places([Fr(2), Fr(0), Fr(-1)]) == 0          # whole numbers as such
+    assert weight_places([Fr(-1, 2), Fr(-1, 2)]) == 2          # -0.50, like 0.25 beside it
+    assert weight_places([Fr(1, 4), Fr(3, 4)]) == 2
+    assert weight_places([Fr(1, 8)]) is None                   # 0.125: a fraction
+    assert weight_places([Fr(1, 3)]) is None
+
+
+def test_a_perfect_square_root_is_said(moe):
+    from symformer.exercise.definitions import definitions
+
+    def text(g) -> str:
+        return "".join(getattr(part, "latex", part) for prose in
+                       definitions(g, ["layer1.head1.scores"]) for part in prose.parts)
+
+    said = text(moe)
+    assert r"\sqrt{d_k} = \sqrt{2}" in said and r"\sqrt{2} = " not in said  # d_k = 2
+    path = packaged_examples()["decoding_lesson"]
+    one = derive(parse_example(path.read_text(), str(path)))   # d_k = 1
+    assert r"\sqrt{d_k} = \sqrt{1} = 1" in text(one)

@@ -11,6 +11,7 @@ math), given once per sheet, in the order the asked steps first need it.
 from __future__ import annotations
 
 from fractions import Fraction
+from math import isqrt
 
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
@@ -95,9 +96,11 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
         op = stage.op
         found: list[Prose] = []
         if op.scales_and_masks and op.scale is None:
+            root = isqrt(op.d_k)  # a perfect square's root is said: sqrt(4) = 2
+            value = f" = {root}" if root * root == op.d_k else ""
             found = [Prose((Math(f"d_k = {op.d_k}"), " is the width of a query and of a key "
                             "(the head's dimension), so ", Math(rf"\sqrt{{d_k}} = "
-                                                                rf"\sqrt{{{op.d_k}}}"),
+                                                                rf"\sqrt{{{op.d_k}}}{value}"),
                             "."))]
         elif op.rotates:
             equation = numbered_equation(stage)
