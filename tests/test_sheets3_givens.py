@@ -84,3 +84,20 @@ def test_a_perfect_square_root_is_said(moe):
     path = packaged_examples()["decoding_lesson"]
     one = derive(parse_example(path.read_text(), str(path)))   # d_k = 1
     assert r"\sqrt{d_k} = \sqrt{1} = 1" in text(one)
+
+
+def test_every_size_a_sum_runs_to_is_defined(moe):
+    from symformer.exercise.definitions import sizes
+
+    def text(g, asked) -> str:
+        return "".join(getattr(part, "latex", part) for prose in sizes(g, asked)
+                       for part in prose.parts)
+
+    # moe_dropout by hand: d_model = 2, three tokens, three experts
+    said = text(moe, ["layer1.head1.Q", "layer1.head1.weights", "layer1.moe.gates"])
+    assert "d_{\\text{in}} = 2" in said and "n = 3" in said and "E = 3" in said
+    # course_module: W_1 reads d_model = 4 columns, W_2 reads d_ff = 8: given per step
+    path = packaged_examples()["course_module"]
+    g = derive(parse_example(path.read_text(), str(path)))
+    said = text(g, ["layer1.ffn.hidden", "layer1.ffn.output"])
+    assert "depends on the step: 4 in " in said and ", 8 in " in said

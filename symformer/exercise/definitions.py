@@ -88,6 +88,42 @@ def _rope(op: RoPE, x: str, rotated: str, equation: str) -> list[Prose]:
         "Angles are in radians."))]
 
 
+def sizes(g: Derivation, asked: list[str], defined: str = "") -> list[Prose]:
+    """The sizes the asked equations' sums run to (``d_in``, ``n``, ``E``), each with its
+    value and what it counts, once (a size already in ``defined``, the LaTeX of the other
+    definitions, is skipped: ``d_k``); a size whose value differs between steps (the
+    input width of W_1 and of W_2) is given per step, by the step's title."""
+    from symformer.equations.stage import forward
+    from symformer.equations.symbols import spell
+    from symformer.latex.document import caption
+
+    def bare(latex: str) -> str:
+        return latex.replace("{", "").replace("}", "")
+
+    found: dict[str, dict[int, tuple[str, str, str]]] = {}
+    for name in asked:
+        bound = forward(g[name])
+        if bound is None:
+            continue
+        for size, (array, axis) in bound.eq.sizes.items():
+            letter = bound.eq.symbols.get(size, (spell(size).latex,))[0]
+            if f"{bare(letter)} =" in bare(defined):
+                continue
+            of = bound.symbols[array].latex if array in bound.symbols else array
+            found.setdefault(letter, {}).setdefault(
+                bound.sizes[size], ("columns" if axis else "rows", of, caption(g[name])))
+    parts: list = []
+    for letter, values in found.items():
+        parts.append("; " if parts else "The sums run to these sizes: ")
+        if len(values) == 1:
+            (value, (what, of, _)), = values.items()
+            parts += [Math(f"{letter} = {value}"), f", the number of {what} of ", Math(of)]
+        else:
+            parts += [Math(letter), " depends on the step: " + ", ".join(
+                f"{value} in {title}" for value, (_, _, title) in values.items())]
+    return [Prose((*parts, "."))] if parts else []
+
+
 def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
     """The definitions the asked steps' equations need, each once, in asked order."""
     out: list[Prose] = []
@@ -116,4 +152,6 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
                                     " is added under the square root, so that it never "
                                     "divides by 0."))]
         out += [p for p in found if p not in out]
-    return out
+    defined = "".join(part.latex for prose in out for part in prose.parts
+                      if isinstance(part, Math))
+    return out + sizes(g, asked, defined)
