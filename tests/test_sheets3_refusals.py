@@ -26,3 +26,12 @@ def test_the_cli_exits_2_without_a_traceback(tmp_path, capsys):
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_row_the_given_mask_drops_is_not_asked():
+    """moe_dropout's attention mask drops "cat"'s whole row ([0, 0], by hand)."""
+    request = SheetRequest("moe_dropout", 1, 1, ask=("layer1.attention.output.dropout",))
+    with pytest.raises(InputError) as caught:
+        make_exercise(request)
+    text = str(caught.value)
+    assert "\n" not in text and "(row 1) is 0" in text and "'dropout'" in text

@@ -26,7 +26,7 @@ from symformer.example.loader import (
     read_text_file,
     read_toml,
 )
-from symformer.exercise.cells import Asked, check_rows, short_path, token_path
+from symformer.exercise.cells import Asked, check_rows, check_work, short_path, token_path
 from symformer.exercise.generate import (
     MAX_VARIANTS,
     Search,
@@ -125,6 +125,7 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
     # of the asked stages (docs/exercises.md)
     asked = names if request.every_entry else short_path(g, names, token) \
         if request.ask == DEFAULT_ASK else token_path(g, names, token)
+    check_work(g, asked, source)
     header = (f"# symformer exercise: variant {{id}} of {name}, seed {request.seed}.\n"
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")

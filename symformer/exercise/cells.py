@@ -62,6 +62,21 @@ def check_rows(g: Derivation, names: list[str], token: int, source: str) -> None
                 f"(e.g. the probabilities)")
 
 
+def check_work(g: Derivation, asked: list[str], source: str) -> None:
+    """Refuse (one line) an asked stage whose every asked entry is 0 whatever the drawn
+    numbers (a dropout mask's dropped row: the sheet would ask what the given mask
+    already says)."""
+    for n in asked:
+        local = g.local(n)
+        cells = entries_of(asked, n, g[n].shape)
+        if cells and all(local[i, j] == 0 for i, j in cells):
+            rows = sorted({i for i, _ in cells})
+            raise InputError(
+                f"{source}: --ask {n}: every asked entry (row {', '.join(map(str, rows))}) "
+                f"is 0 whatever the numbers (operation {g[n].op.name!r}): nothing to compute; "
+                f"follow another token (--token)")
+
+
 def token_path(g: Derivation, names: list[str], token: int) -> Asked:
     """The asked stages ``names`` with the entries of token ``token``'s path."""
     names = list(names)
