@@ -96,6 +96,9 @@ def test_every_size_a_sum_runs_to_is_defined(moe):
     # moe_dropout by hand: d_model = 2, three tokens, three experts
     said = text(moe, ["layer1.head1.Q", "layer1.head1.weights", "layer1.moe.gates"])
     assert "d_{\\text{in}} = 2" in said and "n = 3" in said and "E = 3" in said
+    # an expert reads the residual sum r (the sheet's symbol), not the generic x
+    said = text(moe, ["layer1.moe.expert2.ffn.hidden"])
+    assert said == "The sums run to these sizes: d_{\\text{in}} = 2, the number of columns of r."
     # course_module: W_1 reads d_model = 4 columns, W_2 reads d_ff = 8: given per step
     path = packaged_examples()["course_module"]
     g = derive(parse_example(path.read_text(), str(path)))

@@ -96,6 +96,7 @@ def sizes(g: Derivation, asked: list[str], defined: str = "") -> list[Prose]:
     from symformer.equations.stage import forward
     from symformer.equations.symbols import spell
     from symformer.latex.document import caption
+    from symformer.notation import notation
 
     def bare(latex: str) -> str:
         return latex.replace("{", "").replace("}", "")
@@ -109,7 +110,10 @@ def sizes(g: Derivation, asked: list[str], defined: str = "") -> list[Prose]:
             letter = bound.eq.symbols.get(size, (spell(size).latex,))[0]
             if f"{bare(letter)} =" in bare(defined):
                 continue
-            of = bound.symbols[array].latex if array in bound.symbols else array
+            role = bound.eq.arrays.get(array, "")
+            counted = g[name] if role == "out" else g[g[name].inputs[int(role[2:])]] \
+                if role.startswith("in") else None
+            of = notation(counted).latex if counted is not None else array
             found.setdefault(letter, {}).setdefault(
                 bound.sizes[size], ("columns" if axis else "rows", of, caption(g[name])))
     parts: list = []
