@@ -101,7 +101,7 @@ def sizes(g: Derivation, asked: list[str], defined: str = "") -> list[Prose]:
     def bare(latex: str) -> str:
         return latex.replace("{", "").replace("}", "")
 
-    found: dict[str, dict[int, tuple[str, str, str]]] = {}
+    found: dict[str, dict[int, tuple[str, list[str], str]]] = {}
     for name in asked:
         bound = forward(g[name])
         if bound is None:
@@ -114,14 +114,18 @@ def sizes(g: Derivation, asked: list[str], defined: str = "") -> list[Prose]:
             counted = g[name] if role == "out" else g[g[name].inputs[int(role[2:])]] \
                 if role.startswith("in") else None
             of = notation(counted).latex if counted is not None else array
-            found.setdefault(letter, {}).setdefault(
-                bound.sizes[size], ("columns" if axis else "rows", of, caption(g[name])))
+            seen = found.setdefault(letter, {}).setdefault(
+                bound.sizes[size], ("columns" if axis else "rows", [], caption(g[name])))
+            if of not in seen[1]:
+                seen[1].append(of)
     parts: list = []
     for letter, values in found.items():
         parts.append("; " if parts else "The sums run to these sizes: ")
         if len(values) == 1:
             (value, (what, of, _)), = values.items()
-            parts += [Math(f"{letter} = {value}"), f", the number of {what} of ", Math(of)]
+            parts += [Math(f"{letter} = {value}"), f", the number of {what} of "]
+            for k, table in enumerate(of):
+                parts += [*([" and "] if k else []), Math(table)]
         else:
             parts += [Math(letter), " depends on the step: " + ", ".join(
                 f"{value} in {title}" for value, (_, _, title) in values.items())]
