@@ -35,3 +35,15 @@ def test_a_row_the_given_mask_drops_is_not_asked():
         make_exercise(request)
     text = str(caught.value)
     assert "\n" not in text and "(row 1) is 0" in text and "'dropout'" in text
+
+
+def test_a_template_weight_of_0_is_not_a_structural_0():
+    """decoding_lesson's W_V = 0 makes its template's V row 0, but variants draw W_V."""
+    from symformer.blocks import derive
+    from symformer.example.loader import packaged_examples, parse_example
+    from symformer.exercise.cells import check_work, token_path
+
+    path = packaged_examples()["decoding_lesson"]
+    g = derive(parse_example(path.read_text(), str(path)))
+    assert all(v == 0 for v in g.local("layer1.head1.V"))   # the template's zeros ...
+    check_work(g, token_path(g, ["layer1.head1.V", "layer1.head1.output"], 1), "t")  # ... pass

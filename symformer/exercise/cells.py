@@ -65,8 +65,12 @@ def check_rows(g: Derivation, names: list[str], token: int, source: str) -> None
 def check_work(g: Derivation, asked: list[str], source: str) -> None:
     """Refuse (one line) an asked stage whose every asked entry is 0 whatever the drawn
     numbers (a dropout mask's dropped row: the sheet would ask what the given mask
-    already says)."""
+    already says).  Only a step holding no weight is judged: its local formulas read its
+    inputs as symbols, so a 0 there is the step's own; a projection's 0 may be the
+    template's weights (decoding_lesson's W_V = 0), which a variant draws anew."""
     for n in asked:
+        if g[n].op.parameters():  # its weights are drawn: the template's zeros may go
+            continue
         local = g.local(n)
         cells = entries_of(asked, n, g[n].shape)
         if cells and all(local[i, j] == 0 for i, j in cells):
