@@ -26,7 +26,7 @@ from symformer.example.loader import (
     read_text_file,
     read_toml,
 )
-from symformer.exercise.cells import Asked, short_path, token_path
+from symformer.exercise.cells import Asked, check_rows, check_work, short_path, token_path
 from symformer.exercise.generate import (
     MAX_VARIANTS,
     Search,
@@ -35,6 +35,7 @@ from symformer.exercise.generate import (
     draw_variants,
     sheet_work,
 )
+from symformer.exercise.givens import check_givens
 from symformer.exercise.manifest import manifest_text
 from symformer.exercise.settings import Settings, read_settings
 from symformer.exercise.sheets import key_all_files, sheet_files
@@ -118,10 +119,13 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
     g = derive(template, max_work=request.max_work)
     token = resolve_token(g, request.token)
     names = asked_stages(g, list(request.ask), source)
+    check_rows(g, names, token, source)
+    check_givens(g, names, source)
     # one token's path (the default sheet within MAX_ENTRIES entries), or every entry
     # of the asked stages (docs/exercises.md)
     asked = names if request.every_entry else short_path(g, names, token) \
         if request.ask == DEFAULT_ASK else token_path(g, names, token)
+    check_work(g, asked, source)
     header = (f"# symformer exercise: variant {{id}} of {name}, seed {request.seed}.\n"
               f"# Drawn: embeddings {settings.embeddings.describe()}; weights "
               f"{settings.weights.describe()}; biases {settings.biases.describe()}.\n\n")

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from symformer.engine import Derivation
 from symformer.engine.arbmath import NEG_INF
+from symformer.errors import InputError
 
 Cells = frozenset[tuple[int, int]]
 
@@ -44,6 +45,40 @@ def entries_of(asked: list[str], name: str, shape: tuple[int, int]) -> Cells:
 def asked_rows(asked: list[str], name: str, shape: tuple[int, int]) -> list[int]:
     """The rows of ``name`` with an asked entry, in order."""
     return sorted({i for i, _ in entries_of(asked, name, shape)})
+
+
+def check_rows(g: Derivation, names: list[str], token: int, source: str) -> None:
+    """Refuse, in one line naming the stage and its kind, an asked stage whose rows are
+    not the sentence's positions (the next token's choice, one row for the last
+    position; a decision over the vocabulary): a sheet follows token ``token``'s row
+    through every asked step."""
+    for n in names:
+        stage = g[n]
+        if stage.op.picks_token or stage.shape[0] <= token:
+            raise InputError(
+                f"{source}: --ask {n}: the stage's rows ({', '.join(map(str, stage.rows))}) "
+                f"are not the sentence's positions (operation {stage.op.name!r}), so a sheet "
+                f"cannot follow token {token} through it; ask the stages before it "
+                f"(e.g. the probabilities)")
+
+
+def check_work(g: Derivation, asked: list[str], source: str) -> None:
+    """Refuse (one line) an asked stage whose every asked entry is 0 whatever the drawn
+    numbers (a dropout mask's dropped row: the sheet would ask what the given mask
+    already says).  Only a step holding no weight is judged: its local formulas read its
+    inputs as symbols, so a 0 there is the step's own; a projection's 0 may be the
+    template's weights (decoding_lesson's W_V = 0), which a variant draws anew."""
+    for n in asked:
+        if g[n].op.parameters():  # its weights are drawn: the template's zeros may go
+            continue
+        local = g.local(n)
+        cells = entries_of(asked, n, g[n].shape)
+        if cells and all(local[i, j] == 0 for i, j in cells):
+            rows = sorted({i for i, _ in cells})
+            raise InputError(
+                f"{source}: --ask {n}: every asked entry (row {', '.join(map(str, rows))}) "
+                f"is 0 whatever the numbers (operation {g[n].op.name!r}): nothing to compute; "
+                f"follow another token (--token)")
 
 
 def token_path(g: Derivation, names: list[str], token: int) -> Asked:

@@ -11,6 +11,7 @@ math), given once per sheet, in the order the asked steps first need it.
 from __future__ import annotations
 
 from fractions import Fraction
+from math import isqrt
 
 from symformer.engine import Derivation
 from symformer.latex.blocks import Math, Prose
@@ -87,6 +88,50 @@ def _rope(op: RoPE, x: str, rotated: str, equation: str) -> list[Prose]:
         "Angles are in radians."))]
 
 
+def sizes(g: Derivation, asked: list[str], defined: str = "") -> list[Prose]:
+    """The sizes the asked equations' sums run to (``d_in``, ``n``, ``E``), each with its
+    value and what it counts, once (a size already in ``defined``, the LaTeX of the other
+    definitions, is skipped: ``d_k``); a size whose value differs between steps (the
+    input width of W_1 and of W_2) is given per step, by the step's title."""
+    from symformer.equations.stage import forward
+    from symformer.equations.symbols import spell
+    from symformer.latex.document import caption
+    from symformer.notation import notation
+
+    def bare(latex: str) -> str:
+        return latex.replace("{", "").replace("}", "")
+
+    found: dict[str, dict[int, tuple[str, list[str], str]]] = {}
+    for name in asked:
+        bound = forward(g[name])
+        if bound is None:
+            continue
+        for size, (array, axis) in bound.eq.sizes.items():
+            letter = bound.eq.symbols.get(size, (spell(size).latex,))[0]
+            if f"{bare(letter)} =" in bare(defined):
+                continue
+            role = bound.eq.arrays.get(array, "")
+            counted = g[name] if role == "out" else g[g[name].inputs[int(role[2:])]] \
+                if role.startswith("in") else None
+            of = notation(counted).latex if counted is not None else array
+            seen = found.setdefault(letter, {}).setdefault(
+                bound.sizes[size], ("columns" if axis else "rows", [], caption(g[name])))
+            if of not in seen[1]:
+                seen[1].append(of)
+    parts: list = []
+    for letter, values in found.items():
+        parts.append("; " if parts else "The sums run to these sizes: ")
+        if len(values) == 1:
+            (value, (what, of, _)), = values.items()
+            parts += [Math(f"{letter} = {value}"), f", the number of {what} of "]
+            for k, table in enumerate(of):
+                parts += [*([" and "] if k else []), Math(table)]
+        else:
+            parts += [Math(letter), " depends on the step: " + ", ".join(
+                f"{value} in {title}" for value, (_, _, title) in values.items())]
+    return [Prose((*parts, "."))] if parts else []
+
+
 def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
     """The definitions the asked steps' equations need, each once, in asked order."""
     out: list[Prose] = []
@@ -95,9 +140,11 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
         op = stage.op
         found: list[Prose] = []
         if op.scales_and_masks and op.scale is None:
+            root = isqrt(op.d_k)  # a perfect square's root is said: sqrt(4) = 2
+            value = f" = {root}" if root * root == op.d_k else ""
             found = [Prose((Math(f"d_k = {op.d_k}"), " is the width of a query and of a key "
                             "(the head's dimension), so ", Math(rf"\sqrt{{d_k}} = "
-                                                                rf"\sqrt{{{op.d_k}}}"),
+                                                                rf"\sqrt{{{op.d_k}}}{value}"),
                             "."))]
         elif op.rotates:
             equation = numbered_equation(stage)
@@ -113,4 +160,6 @@ def definitions(g: Derivation, asked: list[str]) -> list[Prose]:
                                     " is added under the square root, so that it never "
                                     "divides by 0."))]
         out += [p for p in found if p not in out]
-    return out
+    defined = "".join(part.latex for prose in out for part in prose.parts
+                      if isinstance(part, Math))
+    return out + sizes(g, asked, defined)

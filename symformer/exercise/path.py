@@ -281,12 +281,14 @@ MAX_WEIGHT_DECIMALS = 2
 
 
 def weight_places(values: list[Fraction]) -> int | None:
-    """The fewest decimals stating every one of ``values`` exactly (None: more than
-    :data:`MAX_WEIGHT_DECIMALS`, or a non-decimal fraction: they print as fractions)."""
-    for places in range(MAX_WEIGHT_DECIMALS + 1):
-        if all(v * 10 ** places == int(v * 10 ** places) for v in values):
-            return places
-    return None
+    """The decimals a given matrix prints at: none when every one of ``values`` is a whole
+    number, else :data:`MAX_WEIGHT_DECIMALS` when that states them exactly, so that one
+    sheet's matrices share one precision (a bias of -0.5 beside weights of 0.25 prints
+    -0.50); None: more decimals, or a non-decimal fraction (they print as fractions)."""
+    if all(v.denominator == 1 for v in values):
+        return 0
+    scale = 10 ** MAX_WEIGHT_DECIMALS
+    return MAX_WEIGHT_DECIMALS if all((v * scale).denominator == 1 for v in values) else None
 
 
 def _weight(v: sympy.Rational, places: int | None) -> Node:

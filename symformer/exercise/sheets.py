@@ -24,6 +24,7 @@ from symformer.engine import Derivation, Stage
 from symformer.engine.rounding import round_fraction
 from symformer.exercise.cells import asked_rows, entries_of
 from symformer.exercise.definitions import activation_name, definitions
+from symformer.exercise.givens import givens
 from symformer.exercise.margin import asked_balls
 from symformer.exercise.path import (
     EXP_DIGITS,
@@ -50,6 +51,7 @@ from symformer.latex.escape import latex_text, markdown_text
 from symformer.latex.markdown import to_markdown
 from symformer.latex.render import PACKAGES, to_latex
 from symformer.latex.tables import stage_table
+from symformer.lazy import sympy
 from symformer.notation import legend
 from symformer.words import plural
 from symformer.worked.build import symbol
@@ -63,18 +65,6 @@ from symformer.worked.to_json import plain
 
 #: An empty answer cell: room for a signed three-digit answer with four decimals.
 _BLANK = r"\hphantom{-000.0000}"
-
-
-def _param_latex(name: str) -> str:
-    """``W_Q`` -> ``W_{Q}``, ``W_O_self`` -> ``W_{O,\\mathrm{self}}`` (valid math)."""
-    head, _, rest = name.partition("_")
-    if not rest:
-        if name in ("alpha", "beta", "gamma"):
-            return "\\" + name
-        return rf"\mathrm{{{name}}}" if len(name) > 1 else name
-    parts = [p if len(p) == 1 or p.isdigit() else rf"\mathrm{{{p}}}" for p in rest.split("_")]
-    base = head if len(head) == 1 else rf"\mathrm{{{head}}}"
-    return f"{base}_{{{','.join(parts)}}}"
 
 
 def _number(x, places: int | None = None) -> str:
@@ -100,21 +90,17 @@ def given_blocks(g: Derivation, asked: list[str], decimals: int, tag: str) -> li
     """The sentence, the asked steps' weights and the input tables that are not asked."""
     tokens = ", ".join(f"{k} \u201c{t}\u201d" for k, t in enumerate(g.example.tokens))
     out: list = [Prose((f"The sentence (token positions from 0): {tokens}.",))]
-    shown: set[tuple[int, int, str]] = set()
-    for name in asked:
-        stage = g[name]
-        for pname, matrix in stage.op.parameters().items():
-            key = (stage.layer, stage.head, pname)
-            if key in shown or pname == "embedding_table":
-                continue
-            shown.add(key)
-            out.append(Prose((f"{caption(stage)}, weights:",)))
-            places = weight_places([Fraction(int(matrix[i, j].p), int(matrix[i, j].q))
-                              for i in range(matrix.rows) for j in range(matrix.cols)])
-            rows = tuple(tuple(_number(matrix[i, j], places) for j in range(matrix.cols))
-                         for i in range(matrix.rows))
-            named = stage.op.named_constants().get(pname)  # gamma -> \gamma
-            out.append(MatrixBlock(named.latex if named else _param_latex(pname), rows))
+    for given in givens(g, asked):
+        matrix = given.matrix
+        out.append(Prose((f"{caption(given.stage)}, "
+                          f"{'weights' if given.owner[0] != given.stage.name else 'given'}:",)))
+        places = weight_places([Fraction(int(matrix[i, j].p), int(matrix[i, j].q))
+                                for i in range(matrix.rows) for j in range(matrix.cols)])
+        rows = tuple(tuple(_number(matrix[i, j], places) for j in range(matrix.cols))
+                     for i in range(matrix.rows))
+        out.append(MatrixBlock(given.symbol, rows))
+        for letter, value in given.scalars:
+            out.append(Prose((Math(f"{letter} = {sympy.latex(sympy.S(value))}"), ".")))
     places = given_places(asked, decimals)
     for stage in g:
         if stage.name in asked or not any(stage.name in g[a].inputs for a in asked):

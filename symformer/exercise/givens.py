@@ -1,0 +1,98 @@
+"""What a sheet gives besides the input tables: the weights and constants the asked steps'
+equations read, each under the symbol its equation prints, and what a sheet refuses.
+
+Every array an asked step's general equation reads that is not a stage is given on the
+sheet: a parameter (``W_1``, ``b_Q``, ``gamma``) under the symbol the equation prints
+(:func:`symformer.notation.parameter`: ``W_{Q}^{(1,1)}``), and a constant applied entry by
+entry to an input (a dropout mask ``D``, a loss's targets ``T``: a constant array of an
+input's shape) with the equation's scalars beside it (dropout's rate ``p``).  A constant
+of another shape is a decision's index (a routing margin's ranked experts ``a``, ``b``):
+the student decides it, so it is not given.
+
+:func:`check_givens` refuses, in one line naming the stages, what no careful author hands
+out: one symbol with two meanings (every expert's ``W_1`` printed alike) and a step whose
+equation reads no stage and no weight (the experts chosen, ``chi = K``: a decision the
+derivation holds, with nothing for the student to compute).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symformer.engine import Derivation, Stage
+from symformer.equations.stage import forward
+from symformer.errors import InputError
+from symformer.lazy import sympy
+
+
+@dataclass(frozen=True)
+class Given:
+    """One given array: the stage whose equation reads it, its printed symbol, its exact
+    matrix, the scalars printed beside it (``p = 1/3``) and who owns it (for the
+    one-symbol-one-meaning check: the stage's block and the array's name)."""
+
+    stage: Stage
+    symbol: str
+    matrix: sympy.Matrix
+    scalars: tuple[tuple[str, object], ...]
+    owner: tuple[str, str]
+
+
+def _block(stage: Stage) -> str:
+    """The block a stage belongs to (``layer1.moe.expert2.ffn``): its name less its step."""
+    return stage.name.rpartition(".")[0]
+
+
+def givens(g: Derivation, asked: list[str]) -> list[Given]:
+    """The parameters and elementwise constants the asked steps read, each once, in asked
+    order (the embedding table is never given: the input rows are)."""
+    from symformer.notation import parameter
+
+    out: list[Given] = []
+    seen: set[tuple[str, str]] = set()
+    for name in asked:
+        stage = g[name]
+        bound = forward(stage)
+        if bound is None:
+            continue
+        inputs = {g[i].shape for i in stage.inputs}
+        for array, source in bound.sources.items():
+            if "parameter" in source:
+                pname = source["parameter"]
+                if pname == "embedding_table":
+                    continue
+                owner = (_block(stage), pname)
+                symbol = parameter(stage, pname).latex
+                scalars: tuple = ()
+            elif "constant" in source and bound.matrices[array].shape in inputs:
+                owner = (stage.name, array)
+                symbol = bound.eq.symbols.get(array, (array,))[0]
+                scalars = tuple((bound.eq.symbols.get(k, (k,))[0], v)
+                                for k, v in bound.eq.scalars.items())
+            else:
+                continue
+            if owner not in seen:
+                seen.add(owner)
+                out.append(Given(stage, symbol, bound.matrices[array], scalars, owner))
+    return out
+
+
+def check_givens(g: Derivation, asked: list[str], source: str) -> None:
+    """Refuse (one line, naming the stages) a step with nothing to compute, and a sheet
+    that would print one symbol for two different arrays."""
+    for name in asked:
+        bound = forward(g[name])
+        if bound is not None and not any("stage" in s and s["stage"] != name or
+                                          "parameter" in s for s in bound.sources.values()):
+            raise InputError(
+                f"{source}: --ask {name}: the step (operation {g[name].op.name!r}) reads no "
+                f"table and no weight: its entries are a decision the derivation holds, "
+                f"nothing a student computes from the sheet; ask the steps that read it")
+    by_symbol: dict[str, Given] = {}
+    for given in givens(g, asked):
+        first = by_symbol.setdefault(given.symbol, given)
+        if first.owner != given.owner:
+            raise InputError(
+                f"{source}: --ask: {first.stage.name} and {given.stage.name} read different "
+                f"arrays printed alike (${given.symbol}$): a sheet would give one symbol two "
+                f"meanings; ask one of them per sheet")
