@@ -268,13 +268,20 @@ def stage_of(g: Derivation, name: str) -> Stage:
 def with_gradients(g: Derivation) -> Derivation:
     """``g`` when it has its gradient stages, else a copy of ``g`` with them appended
     (``g`` itself unchanged: an export or a trace does not add stages to the caller's
-    derivation)."""
+    derivation).  The copy is built once per ``g`` (stages are append-only: a stage added
+    to either since builds a new one), so every export and trace of ``g`` shares its
+    computed values and proofs."""
     if "grad.loss" in g:
         return g
+    known = g._with_gradients
+    if known is not None and known[0] == len(g) and known[1] == len(known[2]):
+        return known[2]
     copy = Derivation(g.example, g.causal)
     for s in g:
         copy.add(s.name, s.kind, s.op, s.inputs, s.rows, s.cols, **_where(s))
-    return backward(copy)
+    copy = backward(copy)
+    g._with_gradients = (len(g), len(copy), copy)
+    return copy
 
 
 def _needed(g: Derivation, loss: str, stop: frozenset[str]) -> set[str]:

@@ -12,6 +12,7 @@ balls and backward rule written once) followed by ``gamma_j n_j + beta_j``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,10 @@ def backward_arguments(wrt: int | str, x, mu, sigma2, gamma, eps, g) -> tuple:
     return {0: (g, gamma, sigma2, eps), 1: (g, gamma, sigma2, eps),
             2: (g, x, mu, gamma, sigma2, eps), "gamma": (g, x, mu, sigma2, eps),
             "beta": (g,)}[wrt]
+
+
+#: :meth:`Normalize.facts` per derivation, by stage name (stages never change).
+_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -317,8 +322,15 @@ class Normalize(Operation):
 
         Stated after removing gamma and beta; none when some gamma is 0 (that
         column carries no information about the normalised row); none either when gamma
-        and beta are stages.
+        and beta are stages.  Proved once per stage (every export of a derivation
+        states them).
         """
+        known = _FACTS.setdefault(stage.derivation, {})
+        if stage.name not in known:
+            known[stage.name] = self._facts(stage)
+        return list(known[stage.name])
+
+    def _facts(self, stage: Stage) -> list[Fact]:
         if self.from_stages or any(gm == 0 for gm in self.gamma):
             return []
         g, name = stage.derivation, stage.name

@@ -16,6 +16,7 @@ quantities at significant figures; so do the notes' Backward part and the HTML t
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 from symformer.engine import Stage
@@ -29,6 +30,12 @@ DEFAULT_DIGITS = 4
 #: digits is no longer read; where 6 do not land, the line prints the table's value as
 #: its ``(exact: …)`` remark, which says why).
 MOST_DIGITS = 6
+
+
+#: Per derivation, each stage's table at each number of significant digits (the
+#: notes' Backward part tries several digits per block, every export of a derivation
+#: prints the same tables).
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class SignificantValues(Values):
@@ -52,8 +59,11 @@ class SignificantValues(Values):
         """Every entry of ``stage`` as :meth:`text` prints it."""
         if stage.name not in self._significant:
             digits = self.digits_of(stage)
-            self._significant[stage.name] = integer_values(stage, 0) or \
-                self._rounded(stage, digits)
+            known = _TABLES.setdefault(stage.derivation, {})
+            if (stage.name, digits) not in known:  # stages never change: once per digits
+                known[stage.name, digits] = integer_values(stage, 0) or \
+                    self._rounded(stage, digits)
+            self._significant[stage.name] = known[stage.name, digits]
         return self._significant[stage.name]
 
     def text(self, stage: Stage, i: int, j: int, decimals: int) -> str:
