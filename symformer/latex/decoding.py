@@ -20,8 +20,10 @@ from symformer.blocks.kv_cache import CacheProof, cached_heads, prove_cache
 from symformer.engine.graph import Derivation
 from symformer.latex.blocks import Cell, Fragment, Heading, Prose, Table
 from symformer.latex.escape import word_label
+from symformer.latex.numbers import decimal
 from symformer.latex.outline import Section
 from symformer.latex.tables import heat_of
+from symformer.worked.numbers import printed_values
 
 #: The decision stages shown in a step's table, in order (those the step has).
 SHOWN = ("next_logits", "allowed", "penalized", "logits_T", "probabilities_T",
@@ -55,7 +57,7 @@ def decoding_run(g: Derivation, steps: int = 0, max_work: int | None = None
 
 
 def _latex(value: str) -> str:
-    return {"-inf": r"-\infty", "inf": r"\infty"}.get(value, value)
+    return r"\infty" if value == "inf" else decimal(value)
 
 
 def decision_table(r: Run, t: int, decimals: int, shown: tuple[str, ...] = SHOWN) -> Table:
@@ -65,7 +67,7 @@ def decision_table(r: Run, t: int, decimals: int, shown: tuple[str, ...] = SHOWN
     vocab = r.run[names[0]].cols
     rows = []
     for name in names:
-        values = r.run[name].values(decimals=decimals)[0]
+        values = printed_values(r.run[name], decimals)[0]
         heat = name.endswith(("probabilities_T", "distribution"))
         rows.append(tuple(Cell(_latex(v), heat=heat_of(v) if heat else None)
                           for v in values))
@@ -90,10 +92,11 @@ def cache_table(r: Run, t: int, head: str, decimals: int) -> Table:
     prompt, at the prefill) highlighted, and the one new query row."""
     p = f"step{t}.{head}"
     K, V, q = r.run[f"{p}.K_cache"], r.run[f"{p}.V_cache"], r.run[f"{p}.q_new"]
-    k, v = K.values(decimals=decimals), V.values(decimals=decimals)
-    new = q.values(decimals=decimals)[0]
-    cells = tuple(tuple(Cell(x) for x in (*k[i], *v[i], *(new if i == len(k) - 1 else
-                                                          ("",) * len(new))))
+    k, v = printed_values(K, decimals), printed_values(V, decimals)
+    new = printed_values(q, decimals)[0]
+    blank = ("",) * len(new)
+    cells = tuple(tuple(Cell(_latex(x) if x else x)
+                        for x in (*k[i], *v[i], *(new if i == len(k) - 1 else blank)))
                   for i in range(len(k)))
     what = ("the prefill: the prompt's keys and values" if t == 1 else
             f"step {t - 1}'s cache with the new token's key and value row appended")

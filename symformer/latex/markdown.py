@@ -123,6 +123,8 @@ def _cell(cell: Cell, bold: bool, heat: bool = False) -> str:
     if coloured is not None:
         return coloured
     latex = cell.latex
+    if not latex.strip():
+        return ""  # "$$" would open display maths in Markdown + KaTeX
     if "masked" in cell.marks:
         latex = rf"\color{{gray}}{{{latex}}}"
     if bold:
