@@ -126,7 +126,12 @@ class Checker:
     def training(self, causal: bool, stage: str) -> Derivation:
         """The derivation of the ``[train]`` run (built once per masking)."""
         key = (causal, "train")
-        if key not in self._derived and self.run is None and self.example.decoding is not None:
+        rule = self.example.decoding
+        if self.run is None and rule is not None and (
+                key not in self._derived or not rule.steps
+                and step_of(stage) > self._generated_steps(key)):
+            # generated as far as the latest claimed step when [decoding] gives no steps
+            # (a seeded run's first steps are a shorter run's: the draws come in order)
             self._derived[key] = generation_run(self.example, stage, self.max_work)
         if key not in self._derived:
             if self.run is None:
@@ -140,6 +145,11 @@ class Checker:
             self._derived[key] = train(self.derivation(causal), run.lr, run.steps,
                                        run.optimizer, settings=run.options).graph
         return self._derived[key]
+
+    def _generated_steps(self, key: tuple) -> int:
+        """How many steps the generation run under ``key`` holds."""
+        return max((step_of(s.name) for s in self._derived[key]
+                    if is_training_stage(s.name)), default=0)
 
     def stage(self, name: str) -> Stage:
         """The stage ``name`` as claims see it (the checker's masking): a forward, backward

@@ -109,9 +109,9 @@ def _bounded(example: Any, checker: Checker, max_work: int | None,
     def stage(name: str) -> Stage:
         rule = checker.example.decoding
         if is_training_stage(name) and checker.run is None and rule is not None:
-            if not generated:  # generation_run's steps: [decoding] steps, else the claim's
-                generated.update(generated_steps=rule.steps or step_of(name),
-                                 decoding=rule)
+            steps = rule.steps or max(step_of(name), generated.get("generated_steps", 0))
+            # generation_run's steps: [decoding] steps, else the latest claimed step
+            generated.update(generated_steps=steps, decoding=rule)
             check_work(example, "check", max_work, **generated)
         elif is_training_stage(name) and checker.run is not None:
             check_work(example, "check", max_work, train_steps=checker.run.steps)
