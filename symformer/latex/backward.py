@@ -488,8 +488,9 @@ def backward_part(g: Derivation, stages: list[Stage], token: int, target: int | 
                 or not under_part else part
             if heading != group:
                 group = heading
+                said_as = _gradient_title(first)  # its place is this one
                 rule = f"in {_place(first)}" if alike else \
-                    f"the {first.op.symbol.title[0].lower()}{first.op.symbol.title[1:]}"
+                    f"the {said_as[0].lower()}{said_as[1:]}"
                 if heading != part:
                     out.append(Heading(heading, top + 2))
                 out.append(Prose((f"Computed by the same rules as {rule} above:",)))

@@ -23,7 +23,7 @@ from symformer.latex.blocks import (
     Table,
     Worked,
 )
-from symformer.latex.escape import label_text, latex_text
+from symformer.latex.escape import label_text, latex_text, short_name
 from symformer.worked.render_latex import width
 
 #: Packages a fragment needs in the including document's preamble.
@@ -321,7 +321,7 @@ def _(block: Table) -> str:
 def table_chars(table: Table) -> int:
     """A table's width in characters of visible math: its label columns and each
     column's widest entry or label, with the gaps between columns."""
-    labels = max((len(t) for _, t in table.row_labels), default=0) + 6
+    labels = max((len(short_name(t)) for _, t in table.row_labels), default=0) + 6
     columns = [max([width(table.col_labels[j])] + [width(row[j].latex) for row in table.cells])
                for j in range(len(table.col_labels))]
     return labels + sum(w + 3 for w in columns)
