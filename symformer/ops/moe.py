@@ -111,9 +111,13 @@ class ExpertMask(Operation):
         :attr:`table_legend`)."""
         return IndexEquation(("m[i, j] = K[i, j]",), {"m": "out", "K": "const:decided"},
                              symbols={"K": ("K", "K")},
-                             remark="K: 1 for the top-k router scores of the token, decided "
-                                    "exactly (a tie at the k-th place goes to the lower "
-                                    "expert index)")
+                             remark=f"K: 1 for the token's top {self.top_k} router "
+                                    "scores, else 0; a tie: the lower expert index")
+
+    @property
+    def top_k(self) -> int:
+        """How many experts each token goes to (the decided rows' 1s)."""
+        return sum(self.kept[0]) if self.kept else 0
 
     @property
     def table_legend(self) -> tuple[str, ...]:
