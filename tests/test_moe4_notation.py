@@ -13,6 +13,7 @@ import functools
 import math
 
 import numpy as np
+import pytest
 
 from symformer import derive, load_example
 from symformer.equations.stage import equation_lines
@@ -74,3 +75,13 @@ def test_expert_weights_carry_their_number():
         assert parameter(hidden, "W_1").latex == f"W_{{1}}^{{[{e}]}}"
         assert parameter(out, "W_2").latex == f"W_{{2}}^{{[{e}]}}"
     assert parameter(g["layer1.moe.expert3.ffn.hidden"], "b_1").latex == "b_{1}^{[3]}"
+
+
+def test_attention_dropout_worked_line_prints_p_as_a_fraction():
+    """Item 2 with p = 1/3: "sat"'s attention output is [2/3, 2/3] (the mean of the
+    values), both kept: m_0 / (1 − 1/3) = 1; "the"'s second entry is dropped: 0."""
+    text = worked_latex(worked_example(graph()["layer1.attention.output.dropout"], 2))
+    assert r"\frac{m_{0}}{1 - \frac{1}{3}} = \frac{0.67}{1 - \frac{1}{3}} \approx 1" in text
+    assert (2 / 3) / (1 - 1 / 3) == pytest.approx(1)
+    first = worked_latex(worked_example(graph()["layer1.attention.output.dropout"], 0))
+    assert r"\breve{m}_{1} &= 0" in first

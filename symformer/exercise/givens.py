@@ -10,9 +10,10 @@ of another shape is a decision's index (a routing margin's ranked experts ``a``,
 the student decides it, so it is not given.
 
 :func:`check_givens` refuses, in one line naming the stages, what no careful author hands
-out: one symbol with two meanings (every expert's ``W_1`` printed alike) and a step whose
-equation reads no stage and no weight (the experts chosen, ``chi = K``: a decision the
-derivation holds, with nothing for the student to compute).
+out: one symbol with two meanings and a decision (a step whose equation reads no stage
+and no weight: the experts chosen, ``chi = K``, its rule in the remark) asked with no
+asked step it is decided from.  :func:`with_decisions` asks a decision the sheet asks
+about (made from an asked step, read by one) rather than give its table away.
 """
 
 from __future__ import annotations
