@@ -446,6 +446,9 @@ def glossary(stages: Iterable[Stage], sizes: Iterable[str] = ()) -> tuple[Notati
     if values:
         add(Notation(r"\varepsilon", "ε", f"{EPSILON_TITLE} (here "
                      + ", ".join(v.text for v in values) + ")"))
+    for stage in stages:  # constants an equation names (a dropout's mask D^att)
+        for note in getattr(stage.op, "constant_symbols", ()):
+            add(note)
     for stage in stages:  # a derivative's named inner quantity, where the notes have one
         if getattr(stage.derivation.example, "loss", None) is not None:
             for note in stage.op.backward_symbols:

@@ -35,7 +35,7 @@ from symformer.exercise.generate import (
     draw_variants,
     sheet_work,
 )
-from symformer.exercise.givens import check_givens
+from symformer.exercise.givens import check_givens, with_decisions
 from symformer.exercise.manifest import manifest_text
 from symformer.exercise.settings import Settings, read_settings
 from symformer.exercise.sheets import key_all_files, sheet_files
@@ -118,7 +118,7 @@ def make_exercise(request: SheetRequest, progress: Callable[[int, int], None] | 
     require_tokens(template, "exercise")
     g = derive(template, max_work=request.max_work)
     token = resolve_token(g, request.token)
-    names = asked_stages(g, list(request.ask), source)
+    names = with_decisions(g, asked_stages(g, list(request.ask), source))
     check_rows(g, names, token, source)
     check_givens(g, names, source)
     # one token's path (the default sheet within MAX_ENTRIES entries), or every entry

@@ -10,9 +10,10 @@ of another shape is a decision's index (a routing margin's ranked experts ``a``,
 the student decides it, so it is not given.
 
 :func:`check_givens` refuses, in one line naming the stages, what no careful author hands
-out: one symbol with two meanings (every expert's ``W_1`` printed alike) and a step whose
-equation reads no stage and no weight (the experts chosen, ``chi = K``: a decision the
-derivation holds, with nothing for the student to compute).
+out: one symbol with two meanings and a decision (a step whose equation reads no stage
+and no weight: the experts chosen, ``chi = K``, its rule in the remark) asked with no
+asked step it is decided from.  :func:`with_decisions` asks a decision the sheet asks
+about (made from an asked step, read by one) rather than give its table away.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def givens(g: Derivation, asked: list[str]) -> list[Given]:
                 owner = (_block(stage), pname)
                 symbol = parameter(stage, pname).latex
                 scalars: tuple = ()
-            elif "constant" in source and bound.matrices[array].shape in inputs:
+            elif "constant" in source and bound.matrices[array].shape in inputs \
+                    and not decision(stage):  # a decision's table is the answer
                 owner = (stage.name, array)
                 symbol = bound.eq.symbols.get(array, (array,))[0]
                 scalars = tuple((bound.eq.symbols.get(k, (k,))[0], v)
@@ -77,17 +79,41 @@ def givens(g: Derivation, asked: list[str]) -> list[Given]:
     return out
 
 
+def decision(stage: Stage) -> bool:
+    """Whether ``stage``'s equation reads no stage and no weight: a decision the
+    derivation holds (the experts chosen, ``chi = K``), its rule in the remark."""
+    bound = forward(stage)
+    return bound is not None and not any(
+        "stage" in s and s["stage"] != stage.name or "parameter" in s
+        for s in bound.sources.values())
+
+
+def with_decisions(g: Derivation, asked: list[str]) -> list[str]:
+    """``asked`` and every decision the sheet asks about, in derivation order: a
+    decision made from an asked step (one of its ancestors asked) and read by an
+    asked step is asked too -- the student decides it from their own numbers (its
+    rule on the sheet), never handed it as a given table."""
+    chosen = set(asked)
+    for stage in g:
+        if stage.name in chosen or not decision(stage):
+            continue
+        reads = any(stage.name in g[name].inputs for name in asked)
+        if reads and g.ancestors(stage.name) & chosen:
+            chosen.add(stage.name)
+    return [s.name for s in g if s.name in chosen]
+
+
 def check_givens(g: Derivation, asked: list[str], source: str) -> None:
-    """Refuse (one line, naming the stages) a step with nothing to compute, and a sheet
-    that would print one symbol for two different arrays."""
+    """Refuse (one line, naming the stages) a step with nothing to compute -- a decision
+    asked although no asked step leads to it -- and a sheet that would print one symbol
+    for two different arrays."""
     for name in asked:
-        bound = forward(g[name])
-        if bound is not None and not any("stage" in s and s["stage"] != name or
-                                          "parameter" in s for s in bound.sources.values()):
+        if decision(g[name]) and not g.ancestors(name) & set(asked):
             raise InputError(
                 f"{source}: --ask {name}: the step (operation {g[name].op.name!r}) reads no "
                 f"table and no weight: its entries are a decision the derivation holds, "
-                f"nothing a student computes from the sheet; ask the steps that read it")
+                f"nothing a student computes from the sheet; ask it with the steps it is "
+                f"decided from")
     by_symbol: dict[str, Given] = {}
     for given in givens(g, asked):
         first = by_symbol.setdefault(given.symbol, given)

@@ -236,10 +236,12 @@ def _moe_box(layer: Block, symbols: _Symbols) -> Box:
     moe = layer.moe
     width = moe.experts[0].W_1.cols
     gates = "renormalised gates" if moe.renormalize else "gates: router probabilities"
+    rows, cols = moe.router.shape  # the router matrix, d_model x E
     return Box(("Mixture of experts",
-                f"{len(moe.experts)} {_activation(layer.activation)} experts, "
-                f"$d_{{\\mathrm{{ff}}}} = {width}$",
-                f"router: top-{moe.top_k}, {gates}"), "ffn", out=symbols.next("moe_output"))
+                f"{len(moe.experts)} {_activation(layer.activation)} experts "
+                f"$W_{{1}}^{{[e]}}, W_{{2}}^{{[e]}}$, $d_{{\\mathrm{{ff}}}} = {width}$",
+                f"router $W_{{\\mathrm{{router}}}}$ (${rows} \\times {cols}$): "
+                f"top-{moe.top_k}, {gates}"), "ffn", out=symbols.next("moe_output"))
 
 
 def _dropped(sub: Box, dropout: object, symbols: _Symbols) -> Box:

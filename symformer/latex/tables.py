@@ -154,6 +154,7 @@ def stage_table(stage: Stage, *, decimals: int = DEFAULT_DECIMALS, exact: bool =
         else:
             legend.append("Darker: larger weight." if stage.op.columns == "keys"
                           else "Darker: larger probability.")
+    legend.extend(getattr(stage.op, "table_legend", ()))  # the op's note (proved ties)
     return Table(
         caption=caption or f"{stage.name} ({stage.shape[0]}\u00d7{stage.shape[1]}).",
         label=label or f"tab:{stage.name}",

@@ -95,8 +95,8 @@ class ExpertMask(Operation):
     notation: Notation | None = None
     #: The decision in words, a line per token (ties and margins named).
     notes: tuple[str, ...] = ()
-    #: The proved ties at the k-th place (``token 2: e2 and e3``), which the equation's
-    #: remark names.
+    #: The proved ties at the k-th place (``token 2: e2 and e3``): this example's, named
+    #: in its table's note (:attr:`table_legend`), never in the equation (the rule).
     ties: tuple[str, ...] = ()
 
     name = "expert_mask"
@@ -106,14 +106,27 @@ class ExpertMask(Operation):
     default_notation = Notation(r"\chi", "χ", "Experts chosen (1) and not (0)")
 
     def equation(self, shapes: Sequence[tuple[int, int]] = ()) -> IndexEquation:
-        """The decision as a given 0/1 table (made by exact comparisons)."""
-        ties = (f"; proved ties: {', '.join(self.ties)}" if self.ties
-                else "; no tie at the k-th place")
+        """The decision as a given 0/1 table (made by exact comparisons): the rule only,
+        the same wherever the equation is printed (this example's ties are in
+        :attr:`table_legend`)."""
         return IndexEquation(("m[i, j] = K[i, j]",), {"m": "out", "K": "const:decided"},
                              symbols={"K": ("K", "K")},
-                             remark="K: 1 for the top-k router scores of the token, decided "
-                                    "exactly (a tie at the k-th place goes to the lower "
-                                    f"expert index){ties}")
+                             remark=f"K: 1 for the token's top {self.top_k} router "
+                                    "scores, else 0; a tie: the lower expert index")
+
+    @property
+    def top_k(self) -> int:
+        """How many experts each token goes to (the decided rows' 1s)."""
+        return sum(self.kept[0]) if self.kept else 0
+
+    @property
+    def table_legend(self) -> tuple[str, ...]:
+        """This example's decision, said under its table: the proved ties at the k-th
+        place and the rule that broke them (none: nothing to say)."""
+        if not self.ties:
+            return ()
+        return (f"Proved ties at the k-th place: {'; '.join(self.ties)}, broken by the "
+                "lower expert index.",)
 
     def backward(self, args: Sequence[Rows], out: Rows, grad: Rows, wrt: int | str,
                  num: Arithmetic) -> Rows:
