@@ -53,6 +53,27 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+#: The files that take longest (CPU seconds of a full run, most first): collected first,
+#: so that with ``--dist loadfile --no-loadscope-reorder`` (pyproject.toml) the two
+#: workers start on them and end on short files, not one worker on a long file while
+#: the other waits.  Files not named keep their order after these.
+LONGEST_FIRST = (
+    "test_slides.py", "test_worked_recompute.py", "test_reliability_io.py",
+    "test_hostile_inputs.py", "test_work_estimate.py", "test_export_figures.py",
+    "test_operations.py", "test_figures.py", "test_latex_compile.py",
+    "test_slides_fill.py", "test_notation_scans.py", "test_equations_proved.py",
+    "test_imports.py", "test_new_operation.py", "test_backward_export.py",
+    "test_parallel.py", "test_fuzz.py", "test_values_export.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of :data:`LONGEST_FIRST` first (a stable sort: each file's tests stay
+    together and in order)."""
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(autouse=True)
 def _debug_internal_errors(monkeypatch):
     """Let unexpected exceptions through the command line's last-resort guard."""

@@ -11,6 +11,7 @@ module).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -86,10 +87,16 @@ def small_words(pdf: Path) -> list[tuple[int, float, str]]:
     return out
 
 
-def _build(tmp_path_factory, example: str | None):
+@functools.cache
+def derived(name: str):
+    """A shipped example's derivation, once per module: the decks and the tests of their
+    frames share its certified values and proofs (the built-in one is ``block``)."""
+    return derive(load_example(name))
+
+
+def _build(tmp_path_factory, g):
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed")
-    g = derive(load_example(example) if example else load_example())
     options = Options(token=1, decimals=3)
     tex = slides_files(g, options)["slides.tex"]
     pdf_bytes, log = compile_log({"slides.tex": tex}, "slides.tex")
@@ -100,18 +107,18 @@ def _build(tmp_path_factory, example: str | None):
 
 
 @pytest.fixture(scope="module")
-def builtin_deck(tmp_path_factory):
-    return _build(tmp_path_factory, None)
+def builtin_deck(tmp_path_factory, block):
+    return _build(tmp_path_factory, block)
 
 
 @pytest.fixture(scope="module")
 def gpt2_deck(tmp_path_factory):
-    return _build(tmp_path_factory, "gpt2_style")
+    return _build(tmp_path_factory, derived("gpt2_style"))
 
 
 @pytest.fixture(scope="module")
 def llama_deck(tmp_path_factory):
-    return _build(tmp_path_factory, "llama_style")
+    return _build(tmp_path_factory, derived("llama_style"))
 
 
 @pytest.fixture(params=["builtin_deck", "gpt2_deck", "llama_deck"])
@@ -217,10 +224,10 @@ def test_slides_show_the_tokens_numbers_then_its_row(builtin_deck):
 
 @needs_pgfplots
 @needs_poppler
-def test_the_fallback_theme_builds_alike(tmp_path):
+def test_the_fallback_theme_builds_alike(tmp_path, block):
     """Without metropolis (a TeX Live without latex-extra) the plain frame builds the
     same pages: nothing overfull, no word below 9 pt."""
-    g = derive(load_example())
+    g = block
     options = Options(token=1, stages=("layer1.head1.Q", "layer1.head1.weights"))
     tex = slides_files(g, options)["slides.tex"]
     assert "\\IfFileExists{beamerthememetropolis.sty}" in tex
@@ -233,7 +240,7 @@ def test_the_fallback_theme_builds_alike(tmp_path):
 
 
 def test_long_working_is_split_never_shrunk():
-    g = derive(load_example("llama_style"))
+    g = derived("llama_style")
     deck = frames(g, Options(token=1))
     parts = [f for f in deck if isinstance(f, StageFrame) and f.parts > 1]
     assert parts  # some stage takes more than one frame
@@ -377,13 +384,13 @@ def test_slides_out_that_is_a_file_or_unwritable(tmp_path, capsys):
         locked.chmod(0o700)
 
 
-def test_the_deck_starts_with_the_block_diagram():
+def test_the_deck_starts_with_the_block_diagram(block):
     """The first frame after the title is the architecture's block diagram; an
     encoder-decoder too wide for one frame has one per side, each before the stages."""
     from symformer.slides.deck import DiagramFrame
 
-    for name, sides in ((None, [None]), ("encoder_decoder", ["encoder", "decoder"])):
-        deck = frames(derive(load_example(name)), Options(token=1))
+    for g, sides in ((block, [None]), (derived("encoder_decoder"), ["encoder", "decoder"])):
+        deck = frames(g, Options(token=1))
         kinds = [isinstance(f, DiagramFrame) for f in deck]
         first = kinds.index(False)
         assert not any(kinds[first:]) and first == len(sides)
@@ -397,7 +404,7 @@ def test_general_equations_are_display_style_and_brackets_stay_whole():
     from symformer.slides.deck import _kept
     from symformer.words import with_causal_mask
 
-    g = derive(load_example("llama_style"))
+    g = derived("llama_style")
     tex = slides_files(g, Options(token=1, stages=("layer1.ffn.gate_activation",)))[
         "slides.tex"]
     assert "$\\displaystyle {}= \\frac{" in tex and "\\textstyle" not in tex
@@ -409,13 +416,13 @@ def test_general_equations_are_display_style_and_brackets_stay_whole():
     assert with_causal_mask("A model", True) == "A model (causal mask)"
 
 
-def test_a_deck_with_a_loss_ends_with_its_backward_section():
+def test_a_deck_with_a_loss_ends_with_its_backward_section(block):
     """The built-in example has a [loss]: after the forward stages a Backward section
     opens, then the loss and every gradient's table (dL/dL = 1 left out); without a loss,
     or with ``backward=False``, there is none."""
     from symformer.slides.deck import SectionFrame
 
-    g = derive(load_example())
+    g = block
     deck = frames(g, Options(token=1))
     (k,) = [i for i, f in enumerate(deck) if isinstance(f, SectionFrame)]
     assert deck[k].title == "Backward pass"
@@ -425,20 +432,19 @@ def test_a_deck_with_a_loss_ends_with_its_backward_section():
     assert "grad.output" in names and "grad.layer1.head1.W_Q" in names
     assert all(f.stage.name in ("loss",) or f.stage.name.startswith("grad.") for f in after)
     assert not any(isinstance(f, SectionFrame) for f in frames(g, Options(backward=False)))
-    gpt2 = derive(load_example("gpt2_style"))
+    gpt2 = derived("gpt2_style")
     assert not any(isinstance(f, SectionFrame) for f in frames(gpt2, Options(token=1)))
 
 
-def test_each_weight_is_shown_once_where_it_is_first_used(tmp_path):
+def test_each_weight_is_shown_once_where_it_is_first_used(tmp_path, block):
     """As the notes do: every weight of the built-in block as a matrix, once, on a frame
     before the first stage that uses it."""
-    from symformer import derive, load_example
     from symformer.cli import main
     from symformer.notation import parameter
 
     assert main(["slides", "--out", str(tmp_path / "deck"), "--quiet"]) == 0
     tex = (tmp_path / "deck" / "slides.tex").read_text(encoding="utf-8")
-    g = derive(load_example())
+    g = block
     shown = set()
     for stage in g:
         for name, value in stage.op.parameters().items():
