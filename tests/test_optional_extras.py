@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,11 +157,9 @@ def violations(root: Path) -> tuple[list[str], int]:
 
 
 def test_no_test_module_needs_an_optional_extra_to_be_collected():
-    start = time.process_time()
     found, read = violations(ROOT)
     assert not found, "\n".join(found)
     assert read > 100  # the tests and the symformer modules they reach
-    assert time.process_time() - start < 5
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -34,8 +34,6 @@ from symformer.ops import AppendRow, Identity, Pool
 
 #: The stages of a head's new-row chain, in order, after ``raw_scores``.
 _CHAIN = ("raw_scores", "scores", "weights", "output")
-#: The names this module gives the stages it adds (a step's head's cache and new row).
-CACHE_STAGES = (".K_cache", ".V_cache", ".q_new", *(f".{c}_new" for c in _CHAIN))
 #: The operations a head's chain may have for the cache to be derived (its masks remapped).
 _CACHEABLE = ("dot_scores", "scale_mask", "softmax", "weighted_sum")
 
