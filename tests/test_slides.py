@@ -99,7 +99,9 @@ def _build(tmp_path_factory, g):
         pytest.skip("pdflatex is not installed")
     options = Options(token=1, decimals=3)
     tex = slides_files(g, options)["slides.tex"]
-    pdf_bytes, log = compile_log({"slides.tex": tex}, "slides.tex")
+    # one pass: a deck has no cross-reference, and its frames' layout (the boxes, the
+    # words' sizes, the pages) is the first pass's; `slides --pdf` runs two
+    pdf_bytes, log = compile_log({"slides.tex": tex}, "slides.tex", passes=1)
     pdf = tmp_path_factory.mktemp("slides") / "slides.pdf"
     pdf.write_bytes(pdf_bytes)
     return {"g": g, "tex": tex, "pdf": pdf, "log": log,
