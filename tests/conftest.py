@@ -67,9 +67,46 @@ LONGEST_FIRST = (
 )
 
 
+#: The tests marked ``slow`` (``python -m pytest`` leaves them out: pyproject.toml's
+#: ``-m "not slow"``; ``python -m pytest -m "slow or not slow"`` runs everything, about
+#: 11 minutes on 2 cores), by node id prefix.  Three kinds, each with a faster sibling
+#: that stays in the default run:
+#:
+#: * measured CPU against the work estimate (a timing band: benchmarks/bench_estimate.py
+#:   prints the same ratios; the estimate's sizes are tested in the default run);
+#: * the same scan over every shipped example's compiled notes, deck or figures (the
+#:   built-in example and the smallest ones stay in the default run, and
+#:   test_chapter_slides_scan / test_symbol_meanings scan every example uncompiled);
+#: * real processes killed, umasks, clusters and kernels (the in-process kill tests,
+#:   the atomic-write tests and the sequential paths stay in the default run).
+SLOW = (
+    "test_work_estimate.py::test_measured_work_over_estimate_stays_in_the_band",
+    "test_decoding3_check_estimate.py::test_measured_work_over_estimate_stays_in_the_band",
+    "test_latex_compile.py::test_notes_compile_without_overfull_boxes[gpt2_style]",
+    "test_latex_compile.py::test_notes_compile_without_overfull_boxes[course_module]",
+    "test_latex_compile.py::test_notes_compile_without_overfull_boxes[encoder_decoder]",
+    "test_notation_scans.py::test_displayed_derivatives_are_fractions[gpt2_style]",
+    "test_notation_scans.py::test_displayed_derivatives_are_fractions[course_module]",
+    "test_notation_scans.py::test_displayed_derivatives_are_fractions[encoder_decoder]",
+    "test_slides.py::test_no_word_on_a_frame_is_below_9pt[gpt2_deck]",
+    "test_slides.py::test_no_frame_is_overfull[gpt2_deck]",
+    "test_slides.py::test_no_internal_identifier_on_screen[gpt2_deck]",
+    "test_slides.py::test_pages_are_the_planned_overlays[gpt2_deck]",
+    "test_reliability_io.py::test_a_kill_while_a_real_export_writes_leaves_the_folder_whole",
+    "test_reliability_io.py::test_files_of_every_command_get_the_umask_mode",
+    "test_hostile_inputs.py::test_written_files_follow_the_umask",
+    "test_parallel.py::test_a_dask_cluster_gives_the_same_results",
+    "test_values_export.py::test_mystmd_book_builds_with_live_values",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files of :data:`LONGEST_FIRST` first (a stable sort: each file's tests stay
-    together and in order)."""
+    """The tests of :data:`SLOW` marked ``slow``; the files of :data:`LONGEST_FIRST`
+    first (a stable sort: each file's tests stay together and in order)."""
+    for item in items:
+        node = f"{item.path.name}::{item.name}"
+        if node.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
     rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 

@@ -1008,7 +1008,7 @@ def test_backward_reference_agrees_with_the_rule_and_finite_differences(name, da
 # -- three forms agree, for every factory (defined last: the parametrisation reads
 # FACTORIES when the module is imported, so every factory above is in it) -----------
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 @given(data=st.data())
 def test_balls_sympy_and_float64_agree(name, data) -> None:

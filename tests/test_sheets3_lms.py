@@ -61,7 +61,9 @@ def test_moodle_cloze_states_the_key_and_gives_the_mask(made):
     assert len(clozes) == len(reference) == 2
     for q, (_vid, entries) in zip(clozes, sorted(reference.items())):
         text = q.findtext("questiontext/text")
-        assert r"D = \begin{bmatrix} 1 &amp; 0 \cr  0 &amp; 0 \cr  1 &amp; 1 \end{bmatrix}" in text
+        # the attention's mask, marked by its site
+        assert (r"D^{\text{att}} = \begin{bmatrix} 1 &amp; 0 \cr  0 &amp; 0 \cr  1 &amp; 1 "
+                r"\end{bmatrix}") in text
         assert r"\(p = \frac{1}{3}\)" in text
         blanks = cloze_blanks(text)
         assert [b[0][1] for b in blanks] == [e["exact"] for e in _in_question_order(entries)]
