@@ -78,7 +78,9 @@ LONGEST_FIRST = (
 #:   built-in example and the smallest ones stay in the default run, and
 #:   test_chapter_slides_scan / test_symbol_meanings scan every example uncompiled);
 #: * real processes killed, umasks, clusters and kernels (the in-process kill tests,
-#:   the atomic-write tests and the sequential paths stay in the default run).
+#:   the atomic-write tests and the sequential paths stay in the default run);
+#: * the e^-1e9 hang guard through slides and export (the figures' stays), a
+#:   2000-letter name (the 1000-letter one stays).
 SLOW = (
     "test_work_estimate.py::test_measured_work_over_estimate_stays_in_the_band",
     "test_decoding3_check_estimate.py::test_measured_work_over_estimate_stays_in_the_band",
@@ -97,6 +99,11 @@ SLOW = (
     "test_hostile_inputs.py::test_written_files_follow_the_umask",
     "test_parallel.py::test_a_dask_cluster_gives_the_same_results",
     "test_values_export.py::test_mystmd_book_builds_with_live_values",
+    "test_export_figures.py::test_export_with_figures_compiles[symformer/examples/enc",
+    "test_figures.py::test_a_weight_near_exp_minus_1e9_is_drawn_at_0_quickly[command2]",
+    "test_figures.py::test_a_weight_near_exp_minus_1e9_is_drawn_at_0_quickly[command3]",
+    "test_reliability_io.py::test_long_names_compile_shortened_in_tables_and_whole_in_th"
+    "e_text[2000]",
 )
 
 

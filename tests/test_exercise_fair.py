@@ -36,7 +36,7 @@ from symformer.exercise.cells import entries_of
 from symformer.exercise.settings import Settings
 
 LLAMA_COUNT = 8
-COUNT = 20
+COUNT = 12
 DEFAULTS = Settings()
 #: float64 slack on the certified bounds (the engine proves them exactly)
 SLACK = 1e-9
@@ -52,7 +52,7 @@ def write(made, root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def exercises(tmp_path_factory) -> dict[str, tuple[object, Path]]:
-    """20 variants of the default exercise and 8 of llama_style's (RoPE, causal: no
+    """12 variants of the default exercise and 8 of llama_style's (RoPE, causal: no
     prefilter, so every draw is certified -- the expensive one), a few
     of the built-in feed-forward block (ReLU) and of llama_style's gated activation
     (SiLU), each generated once and written to its own folder."""
