@@ -85,3 +85,13 @@ def test_attention_dropout_worked_line_prints_p_as_a_fraction():
     assert (2 / 3) / (1 - 1 / 3) == pytest.approx(1)
     first = worked_latex(worked_example(graph()["layer1.attention.output.dropout"], 0))
     assert r"\breve{m}_{1} &= 0" in first
+
+
+def test_the_decision_table_is_not_shaded_as_probabilities():
+    """The experts chosen are a 0/1 decision: no cell shaded by size and no "Darker:
+    larger probability" legend (the gates, the chosen experts' weights, keep both)."""
+    experts = stage_table(graph()["layer1.moe.experts"])
+    assert not any("Darker" in line for line in experts.legend)
+    assert all(c.heat is None for row in experts.cells for c in row)
+    gates = stage_table(graph()["layer1.moe.gates"])
+    assert any("Darker" in line for line in gates.legend)

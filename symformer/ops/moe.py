@@ -101,7 +101,7 @@ class ExpertMask(Operation):
 
     name = "expert_mask"
     rational = True
-    heat = True
+    heat = False  # a 0/1 decision: no shading by size
     reference_function = expert_mask
     default_notation = Notation(r"\chi", "χ", "Experts chosen (1) and not (0)")
 
