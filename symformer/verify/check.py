@@ -318,13 +318,9 @@ class Checker:
                 continue
             for part in parts:
                 add_side_stage(g, part)
-            by_stage: dict[str, list[Claim]] = {}
-            for c in used:
-                by_stage.setdefault(c.stage, []).append(c)
-            printed = {s: replacement(cs, exact_entry, g[s].shape) for s, cs in by_stage.items()}
+            printed = _printed(g, used, exact_entry)
             found.append((lambda bits, r=way, p=printed: recompose.evaluate(
-                g, claim.stage, r, p, bits), "the tables printed before it, as printed ("
-                + ", ".join(dict.fromkeys(c.name for c in used)) + ")"))
+                g, claim.stage, r, p, bits), _as_printed(used)))
         return found
 
     def alternatives(self) -> tuple[conventions.Convention, ...]:
@@ -378,11 +374,7 @@ class Checker:
                 e = exact_entry(c, i, j)
                 return e + sympy.Rational(1, 7) if c is moved and isinstance(
                     e, sympy.Basic) else e
-            by_stage: dict[str, list[Claim]] = {}
-            for c in used:
-                by_stage.setdefault(c.stage, []).append(c)
-            return Chain(g, claim.stage, replaced={
-                s: replacement(cs, entry, g[s].shape) for s, cs in by_stage.items()})
+            return Chain(g, claim.stage, replaced=_printed(g, used, entry))
 
         candidates: list[tuple[Callable[[int], Values | None], list[Claim] | None, str]] = []
         seen = set()
@@ -422,8 +414,7 @@ class Checker:
             values = read(used)
             used = [c for c in used if _irrational(c)
                     or not all(map(_same, read(used, c), values))] or used
-            return ("the tables printed before it, as printed ("
-                    + ", ".join(dict.fromkeys(c.name for c in used)) + ")")
+            return _as_printed(used)
 
         best: tuple[int, str, int] = (0, "", 0)
         for values, used, source in candidates:
@@ -447,6 +438,22 @@ class Checker:
         every = "the 1 wrong number" if len(wrong) == 1 else f"all {len(wrong)} wrong numbers"
         return (f"reader rounding explains {every}: recomputed from {source}; but "
                 f"{plural(lost, 'number')} claimed right would then be wrong")
+
+
+def _printed(g: Derivation, used: list[Claim], entry: Callable[[Claim, int, int], object]
+             ) -> dict[str, object]:
+    """The stages ``used`` claims print, each replaced by its claims' numbers (``entry``
+    gives each), for a :class:`Chain` or :func:`recompose.evaluate`."""
+    by_stage: dict[str, list[Claim]] = {}
+    for c in used:
+        by_stage.setdefault(c.stage, []).append(c)
+    return {s: replacement(cs, entry, g[s].shape) for s, cs in by_stage.items()}
+
+
+def _as_printed(used: list[Claim]) -> str:
+    """The source a reader-rounding "why" cites: the tables of ``used``, by name."""
+    return ("the tables printed before it, as printed ("
+            + ", ".join(dict.fromkeys(c.name for c in used)) + ")")
 
 
 def _irrational(claim: Claim) -> bool:
