@@ -25,6 +25,7 @@ from symformer.engine.arbmath import precision
 from symformer.errors import UndecidedError
 from symformer.example.expression import Constant
 from symformer.lazy import sympy
+from symformer.ops.moe import Gates
 from symformer.verify.chain import Values, ball, decide
 from symformer.verify.claims import Claim
 
@@ -120,8 +121,6 @@ def gates(g: Derivation, claim: Claim) -> str | None:
     """Are a mixture's claimed gates the other convention: the router's probabilities
     as they are (the Switch Transformer's) where the example renormalises them over
     the kept experts (Mixtral's), or the other way round?"""
-    from symformer.ops.moe import Gates
-
     s = g[claim.stage]
     if s.op.name != "gates":
         return None
