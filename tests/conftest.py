@@ -69,8 +69,8 @@ LONGEST_FIRST = (
 
 #: The tests marked ``slow`` (``python -m pytest`` leaves them out: pyproject.toml's
 #: ``-m "not slow"``; ``python -m pytest -m "slow or not slow"`` runs everything, about
-#: 11 minutes on 2 cores), by node id prefix.  Three kinds, each with a faster sibling
-#: that stays in the default run:
+#: a minute more on 2 cores), by node id prefix.  Four kinds, each with a faster
+#: sibling that stays in the default run:
 #:
 #: * measured CPU against the work estimate (a timing band: benchmarks/bench_estimate.py
 #:   prints the same ratios; the estimate's sizes are tested in the default run);
