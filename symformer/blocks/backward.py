@@ -27,6 +27,7 @@ its gradient is exactly 0 (the mask set decides, not a number).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
 from symformer.blocks.head import head_loss_source
@@ -265,6 +266,10 @@ def stage_of(g: Derivation, name: str) -> Stage:
     return g[name]
 
 
+#: Per derivation, (its stages, its copy's stages, the copy) of :func:`with_gradients`.
+_WITH_GRADIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def with_gradients(g: Derivation) -> Derivation:
     """``g`` when it has its gradient stages, else a copy of ``g`` with them appended
     (``g`` itself unchanged: an export or a trace does not add stages to the caller's
@@ -273,14 +278,14 @@ def with_gradients(g: Derivation) -> Derivation:
     computed values and proofs."""
     if "grad.loss" in g:
         return g
-    known = g._with_gradients
+    known = _WITH_GRADIENTS.get(g)
     if known is not None and known[0] == len(g) and known[1] == len(known[2]):
         return known[2]
     copy = Derivation(g.example, g.causal)
     for s in g:
         copy.add(s.name, s.kind, s.op, s.inputs, s.rows, s.cols, **_where(s))
     copy = backward(copy)
-    g._with_gradients = (len(g), len(copy), copy)
+    _WITH_GRADIENTS[g] = (len(g), len(copy), copy)
     return copy
 
 

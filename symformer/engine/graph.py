@@ -136,9 +136,6 @@ class Derivation:
         self._canonical: Canonical | None = None
         self._depth: dict[str, int] = {}  # stage -> length of its longest input path
         self._max_depth = 0
-        #: (stages of this derivation, stages of the copy, the copy) of
-        #: :func:`symformer.blocks.backward.with_gradients`, built once
-        self._with_gradients: tuple[int, int, Derivation] | None = None
         #: What is certified from the balls: roundings, signs, exact zeros.
         self.certification = Certification(self)
 
